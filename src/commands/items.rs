@@ -1,0 +1,156 @@
+//! `nightshift items` and `nightshift show`.
+
+use serde_json::json;
+
+use super::table::Table;
+use super::{Ctx, Exit, out, out_json, out_json_pretty};
+use crate::cli::{ItemsArgs, ShowArgs};
+use crate::model::{Item, Status};
+use crate::store::{EventFilter, ItemFilter};
+use crate::util::sanitize;
+use crate::util::time::{now_ms, relative, rfc3339};
+
+/// The short state word shown for an item: status, with tier or outcome.
+pub fn state_word(item: &Item) -> String {
+    match (item.status, item.tier, item.outcome) {
+        (Status::Failed, Some(tier), _) => format!("failed/{tier}"),
+        (Status::Done, _, Some(outcome)) if outcome != crate::model::Outcome::Done => {
+            format!("done/{outcome}")
+        }
+        (status, _, _) => status.to_string(),
+    }
+}
+
+pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
+    let store = ctx.open_read()?;
+    let filter = ItemFilter {
+        status: args.status.map(Into::into),
+        tier: args.tier.map(Into::into),
+        error_class: args.class.clone(),
+        search: args.search.clone(),
+        limit: args.limit,
+        ..ItemFilter::default()
+    };
+    let items = store.items(&args.batch, &filter)?;
+    if args.json {
+        for item in &items {
+            out_json(item)?;
+        }
+        return Ok(Exit::Ok);
+    }
+    let mut table = Table::new(&["KEY", "LABEL", "STATE", "ATTEMPTS", "ERROR"]);
+    for item in &items {
+        let error = match (&item.error_class, &item.error_message) {
+            (Some(class), Some(msg)) => format!("{class}: {msg}"),
+            (Some(class), None) => class.clone(),
+            _ => String::new(),
+        };
+        let label = if item.label == item.key {
+            String::new()
+        } else {
+            item.label.clone()
+        };
+        table.row(vec![
+            item.key.clone(),
+            label,
+            state_word(item),
+            item.attempts.to_string(),
+            error,
+        ]);
+    }
+    if table.is_empty() {
+        out("no items match")?;
+    } else {
+        out(table.render())?;
+    }
+    Ok(Exit::Ok)
+}
+
+pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
+    let store = ctx.open_read()?;
+    let item = store.item(&args.batch, &args.key)?;
+    let failures = store.item_failures(item.id)?;
+    let events = store.events(&EventFilter {
+        batch: Some(args.batch.clone()),
+        key: Some(item.key.clone()),
+        limit: 1000,
+        ..EventFilter::default()
+    })?;
+    if args.json {
+        out_json_pretty(&json!({
+            "item": item,
+            "failures": failures,
+            "events": events,
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let now = now_ms();
+    let s = |t: &str| sanitize::line(t).into_owned();
+    out(format!("key:       {}", s(&item.key)))?;
+    out(format!("label:     {}", s(&item.label)))?;
+    out(format!("batch:     {}", s(&item.batch)))?;
+    out(format!("state:     {}", state_word(&item)))?;
+    out(format!("attempts:  {}", item.attempts))?;
+    if let Some(op) = &item.op_id {
+        out(format!("op id:     {}", s(op)))?;
+    }
+    if let Some(at) = item.next_attempt_at {
+        out(format!(
+            "next try:  {} ({})",
+            rfc3339(at),
+            relative(at, now)
+        ))?;
+    }
+    if let Some(cost) = item.cost {
+        out(format!("cost:      {cost}"))?;
+    }
+    out(format!(
+        "created:   {}   updated: {} ({})",
+        rfc3339(item.created_at),
+        rfc3339(item.updated_at),
+        relative(item.updated_at, now)
+    ))?;
+    if let (Some(class), Some(msg)) = (&item.error_class, &item.error_message) {
+        out(format!("error:     {}: {}", s(class), s(msg)))?;
+    }
+    out("payload:")?;
+    let pretty = serde_json::to_string_pretty(&item.payload).unwrap_or_default();
+    for line in pretty.lines() {
+        out(format!("  {}", s(line)))?;
+    }
+    if let Some(result) = &item.result {
+        out("result:")?;
+        let pretty = serde_json::to_string_pretty(result).unwrap_or_default();
+        for line in pretty.lines() {
+            out(format!("  {}", s(line)))?;
+        }
+    }
+    if !failures.is_empty() {
+        out(format!("failures ({}), newest first:", failures.len()))?;
+        for f in &failures {
+            out(format!(
+                "  {}  attempt {}  {}  {}: {}",
+                rfc3339(f.failed_at),
+                f.attempt,
+                f.tier,
+                s(&f.error_class),
+                s(&f.message)
+            ))?;
+        }
+    }
+    out(format!("events ({}):", events.len()))?;
+    for e in &events {
+        let who = e
+            .actor
+            .as_deref()
+            .map(|a| format!(" [{}]", s(a)))
+            .unwrap_or_default();
+        out(format!(
+            "  {}  {:<12} {}{who}",
+            rfc3339(e.at),
+            e.kind,
+            s(&e.message)
+        ))?;
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,79 @@
+//! `nightshift log`: the run log, optionally followed.
+
+use std::time::Duration;
+
+use super::{Ctx, Exit, out, out_json};
+use crate::cli::LogArgs;
+use crate::model::Event;
+use crate::store::EventFilter;
+use crate::util::sanitize;
+use crate::util::time::rfc3339;
+
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
+
+pub fn format_event(e: &Event) -> String {
+    let mut line = format!(
+        "{} {:<8} {:<12}",
+        rfc3339(e.at),
+        e.batch.as_deref().unwrap_or("-"),
+        e.kind
+    );
+    if let Some(key) = &e.key {
+        line.push_str(&format!(" {key}"));
+    }
+    line.push_str(&format!(" {}", e.message));
+    if let Some(actor) = &e.actor {
+        line.push_str(&format!(" [{actor}]"));
+    }
+    if let Some(run) = e.run_id {
+        line.push_str(&format!(" (run {run})"));
+    }
+    sanitize::line(&line).into_owned()
+}
+
+pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
+    let store = ctx.open_read()?;
+    let mut filter = EventFilter {
+        batch: args.batch.clone(),
+        kinds: args.kind.clone(),
+        key: args.key.clone(),
+        limit: args.limit,
+        ..EventFilter::default()
+    };
+    let print = |events: &[Event]| -> anyhow::Result<()> {
+        for e in events {
+            if args.json {
+                out_json(e)?;
+            } else {
+                out(format_event(e))?;
+            }
+        }
+        Ok(())
+    };
+    let events = store.events(&filter)?;
+    print(&events)?;
+    if !args.follow {
+        return Ok(Exit::Ok);
+    }
+    let mut last = events.last().map(|e| e.id).unwrap_or(0);
+    if last == 0 {
+        // Nothing matched yet: follow from the newest event of any kind.
+        last = store
+            .events(&EventFilter {
+                limit: 1,
+                ..EventFilter::default()
+            })?
+            .last()
+            .map_or(0, |e| e.id);
+    }
+    loop {
+        std::thread::sleep(FOLLOW_POLL);
+        filter.after_id = Some(last);
+        filter.limit = 1000;
+        let events = store.events(&filter)?;
+        if let Some(e) = events.last() {
+            last = e.id;
+        }
+        print(&events)?;
+    }
+}

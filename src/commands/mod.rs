@@ -1,0 +1,154 @@
+//! One module per command. Each turns parsed arguments into store calls and
+//! printed output; none holds SQL.
+
+pub mod add;
+pub mod dlq;
+pub mod init;
+pub mod items;
+pub mod log;
+pub mod metrics;
+pub mod pause;
+pub mod prune;
+pub mod requeue;
+pub mod run;
+pub mod status;
+mod table;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::cli::{Cli, Command};
+use crate::config::{BatchConfig, Config, ConfigError};
+use crate::store::{Access, Store, StoreError};
+
+/// Bad input from the user: exit 2, nothing changed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UserError(pub String);
+
+pub fn user_error(msg: impl Into<String>) -> anyhow::Error {
+    UserError(msg.into()).into()
+}
+
+/// The process exit status (documented in `cli::EXIT_CODES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok = 0,
+    Failed = 1,
+    Usage = 2,
+    Store = 3,
+    Internal = 4,
+    Interrupted = 130,
+}
+
+/// Maps an error to its exit status by what kind of error is in the chain.
+pub fn exit_for(err: &anyhow::Error) -> Exit {
+    for cause in err.chain() {
+        if cause.is::<UserError>() || cause.is::<ConfigError>() {
+            return Exit::Usage;
+        }
+        if let Some(store) = cause.downcast_ref::<StoreError>() {
+            return if store.is_user_error() {
+                Exit::Usage
+            } else {
+                Exit::Store
+            };
+        }
+    }
+    Exit::Internal
+}
+
+/// A closed pipe (`nightshift log | head`) is a normal end, not an error.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// What every command needs: where the store is, the config, how to print.
+pub struct Ctx {
+    pub db: PathBuf,
+    pub config: Config,
+    pub color: bool,
+}
+
+impl Ctx {
+    pub fn from_cli(cli: &Cli) -> anyhow::Result<Ctx> {
+        let (config, db) = crate::config::discover(cli.db.as_deref(), cli.config.as_deref())?;
+        let color = !cli.no_color
+            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            && std::io::stdout().is_terminal();
+        Ok(Ctx { db, config, color })
+    }
+
+    /// For commands that only read: SQLite's read-only mode, no byte written.
+    pub fn open_read(&self) -> anyhow::Result<Store> {
+        Ok(Store::open(&self.db, Access::ReadOnly)?)
+    }
+
+    pub fn open_write(&self) -> anyhow::Result<Store> {
+        Ok(Store::open(&self.db, Access::ReadWrite)?)
+    }
+
+    /// The batch's settings from the config, or the defaults.
+    pub fn batch_config(&self, name: &str) -> BatchConfig {
+        self.config.batch_or_defaults(name)
+    }
+
+    /// Batches to show: the store's, plus configured ones not yet in it.
+    pub fn all_batch_names(&self, store: &Store) -> anyhow::Result<Vec<String>> {
+        let mut names = store.batch_names()?;
+        for name in self.config.batches.keys() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+}
+
+/// Runs the parsed command.
+pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
+    let ctx = Ctx::from_cli(&cli)?;
+    let Some(command) = cli.command else {
+        return Err(user_error(
+            "no command given; see `nightshift --help` (the dashboard is `nightshift watch`)",
+        ));
+    };
+    match command {
+        Command::Init => init::run(&ctx),
+        Command::Add(args) => add::run(&ctx, &args),
+        Command::Run(args) => run::run(&ctx, &args),
+        Command::Status(args) => status::run(&ctx, &args),
+        Command::Items(args) => items::list(&ctx, &args),
+        Command::Show(args) => items::show(&ctx, &args),
+        Command::Requeue(args) => requeue::requeue(&ctx, &args),
+        Command::Skip(args) => requeue::skip(&ctx, &args),
+        Command::Pause(args) => pause::pause(&ctx, &args),
+        Command::Unpause(args) => pause::unpause(&ctx, &args.batch),
+        Command::Dlq(args) => dlq::run(&ctx, &args),
+        Command::Log(args) => log::run(&ctx, &args),
+        Command::Prune(args) => prune::run(&ctx, &args),
+    }
+}
+
+/// Writes a line to stdout; errors (a closed pipe) propagate.
+pub fn out(line: impl std::fmt::Display) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}").context("writing to stdout")?;
+    Ok(())
+}
+
+/// Prints a value as one line of JSON.
+pub fn out_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    out(serde_json::to_string(value).context("encoding JSON")?)
+}
+
+/// Prints a value as indented JSON.
+pub fn out_json_pretty(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    out(serde_json::to_string_pretty(value).context("encoding JSON")?)
+}

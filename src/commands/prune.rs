@@ -1,0 +1,33 @@
+//! `nightshift prune`: removes old history, never failures silently.
+
+use super::{Ctx, Exit, out};
+use crate::cli::PruneArgs;
+use crate::util::identity::actor;
+use crate::util::time::now_ms;
+
+pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
+    let mut store = if args.dry_run {
+        ctx.open_read()?
+    } else {
+        ctx.open_write()?
+    };
+    let now = now_ms();
+    let cutoff = now - args.older_than.as_millis() as i64;
+    let r = store.prune(cutoff, args.include_failed, args.dry_run, &actor(), now)?;
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    out(format!(
+        "{verb}: {} done items, {} events, {} runs, {} failed items, {} dead letters",
+        r.done_items, r.events, r.runs, r.failed_items, r.dead_letters
+    ))?;
+    if r.failed_items_kept > 0 || r.dead_letters_kept > 0 {
+        out(format!(
+            "kept: {} failed items and {} dead letters older than that (add --include-failed to remove them too)",
+            r.failed_items_kept, r.dead_letters_kept
+        ))?;
+    }
+    Ok(Exit::Ok)
+}

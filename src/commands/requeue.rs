@@ -1,0 +1,97 @@
+//! `nightshift requeue` and `nightshift skip`: operator actions, each
+//! recorded as events with `user@host`.
+
+use serde_json::json;
+
+use super::table::Table;
+use super::{Ctx, Exit, out, out_json, user_error};
+use crate::cli::{RequeueArgs, SkipArgs};
+use crate::store::Selection;
+use crate::util::identity::actor;
+use crate::util::sanitize;
+use crate::util::time::now_ms;
+
+pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
+    if args.keys.is_empty() && !args.all_failed && args.class.is_none() && args.tier.is_none() {
+        return Err(user_error(
+            "say which failed items to requeue: KEY..., --all-failed, --class ERROR_CLASS or --tier retry|manual",
+        ));
+    }
+    let sel = Selection {
+        keys: args.keys.clone(),
+        class: args.class.clone(),
+        tier: args.tier.map(Into::into),
+        all_failed: args.all_failed,
+    };
+    // A dry run only reads, so it works on a read-only store too.
+    let moved = if args.dry_run {
+        let mut store = ctx.open_read()?;
+        store.requeue(
+            &args.batch,
+            &sel,
+            args.reset_attempts,
+            true,
+            &actor(),
+            now_ms(),
+        )?
+    } else {
+        let mut store = ctx.open_write()?;
+        store.requeue(
+            &args.batch,
+            &sel,
+            args.reset_attempts,
+            false,
+            &actor(),
+            now_ms(),
+        )?
+    };
+    if args.json {
+        out_json(&json!({
+            "batch": args.batch,
+            "dry_run": args.dry_run,
+            "count": moved.len(),
+            "items": moved,
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let verb = if args.dry_run {
+        "would requeue"
+    } else {
+        "requeued"
+    };
+    out(format!(
+        "{}: {verb} {} item{}",
+        sanitize::line(&args.batch),
+        moved.len(),
+        if moved.len() == 1 { "" } else { "s" }
+    ))?;
+    if args.dry_run && !moved.is_empty() {
+        let mut table = Table::new(&["KEY", "LABEL", "TIER", "ERROR CLASS", "ATTEMPTS"]);
+        for r in &moved {
+            table.row(vec![
+                r.key.clone(),
+                r.label.clone(),
+                r.tier.to_string(),
+                r.error_class.clone().unwrap_or_default(),
+                r.attempts.to_string(),
+            ]);
+        }
+        out(table.render())?;
+    }
+    Ok(Exit::Ok)
+}
+
+pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
+    if args.reason.trim().is_empty() {
+        return Err(user_error("--reason must say why the items are skipped"));
+    }
+    let mut store = ctx.open_write()?;
+    let (skipped, already) =
+        store.skip(&args.batch, &args.keys, &args.reason, &actor(), now_ms())?;
+    let mut msg = format!("{}: skipped {skipped}", sanitize::line(&args.batch));
+    if already > 0 {
+        msg.push_str(&format!(", already done {already}"));
+    }
+    out(msg)?;
+    Ok(Exit::Ok)
+}

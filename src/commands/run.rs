@@ -1,0 +1,193 @@
+//! `nightshift run`: one cycle of a batch.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::table::Table;
+use super::{Ctx, Exit, out, out_json, user_error};
+use crate::cli::RunArgs;
+use crate::runner::{self, RunOptions, StopReason};
+use crate::util::sanitize;
+
+pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
+    let opts = options(ctx, args)?;
+    if args.detached {
+        detach();
+    }
+    if args.dry_run {
+        return dry_run(ctx, &opts, args.json);
+    }
+    if let Some(dir) = &opts.log_dir
+        && let Err(e) = runner::init_file_log(dir)
+    {
+        eprintln!(
+            "nightshift: warning: cannot write logs to {}: {e}",
+            dir.display()
+        );
+    }
+    let report = runner::run_blocking(&ctx.db, opts);
+    runner::close_file_log();
+    let report = report?;
+    if args.json {
+        out_json(&json!({
+            "run_id": report.run_id,
+            "state": report.state,
+            "summary": report.summary,
+            "counts": report.counts,
+            "stopped": report.stopped.as_ref().map(ToString::to_string),
+        }))?;
+    } else {
+        out(sanitize::line(&report.summary))?;
+    }
+    Ok(if report.exit_failed() {
+        Exit::Failed
+    } else if report.stopped == Some(StopReason::Interrupted) {
+        Exit::Interrupted
+    } else {
+        Exit::Ok
+    })
+}
+
+/// A new session with no controlling terminal: the hangup of the
+/// dashboard's terminal never reaches this run.
+#[cfg(unix)]
+fn detach() {
+    let _ = nix::unistd::setsid();
+}
+
+#[cfg(not(unix))]
+fn detach() {}
+
+/// The cycle's options: config, then command-line overrides.
+pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
+    let in_config = ctx.config.batch(&args.batch).is_some();
+    if !in_config {
+        // A batch must exist somewhere: a typo must not start an empty run.
+        let store = ctx.open_read()?;
+        store.check_batch(&args.batch)?;
+    }
+    let mut config = ctx.batch_config(&args.batch);
+    if let Some(n) = args.concurrency {
+        if n == 0 || n > crate::config::MAX_CONCURRENCY {
+            return Err(user_error(format!(
+                "--concurrency must be 1..={}",
+                crate::config::MAX_CONCURRENCY
+            )));
+        }
+        config.concurrency = n;
+    }
+    if let Some(d) = args.max_duration {
+        config.max_duration = Some(d);
+    }
+    let work_dir = ctx
+        .config
+        .file
+        .as_deref()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    let worker = if args.worker.is_empty() {
+        config.worker.clone().ok_or_else(|| {
+            user_error(format!(
+                "batch {:?} has no worker: set `worker = [...]` in [batch.{}] of nightshift.toml, \
+                 or give one after `--`: nightshift run {} -- ./worker.sh",
+                args.batch, args.batch, args.batch
+            ))
+        })?
+    } else {
+        args.worker.clone()
+    };
+    check_program(&worker[0], work_dir.as_deref())?;
+    let log_dir = ctx.config.log_dir.clone().or_else(|| {
+        let dir = ctx
+            .db
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Some(dir.join("logs"))
+    });
+    Ok(RunOptions {
+        batch: args.batch.clone(),
+        config,
+        worker,
+        work_dir,
+        limit: args.limit,
+        key: args.key.clone(),
+        wait: args.wait,
+        trigger: args.trigger.into(),
+        verbose: args.verbose,
+        progress: !args.verbose && !args.json && std::io::stderr().is_terminal(),
+        log_dir,
+    })
+}
+
+/// Fails early, naming the program, when the worker cannot be found: every
+/// item would otherwise fail the same way.
+fn check_program(program: &str, work_dir: Option<&Path>) -> anyhow::Result<()> {
+    let found = if program.contains('/') {
+        let path = PathBuf::from(program);
+        let path = match work_dir {
+            Some(dir) if path.is_relative() => dir.join(path),
+            _ => path,
+        };
+        path.is_file()
+    } else {
+        std::env::var_os("PATH")
+            .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+            .unwrap_or(false)
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(user_error(format!(
+            "worker program {program:?} not found (check the batch's `worker` or the command after `--`)"
+        )))
+    }
+}
+
+fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
+    let plan = runner::dry_run(&ctx.db, opts)?;
+    if json {
+        out_json(&plan)?;
+        return Ok(Exit::Ok);
+    }
+    let name = sanitize::line(&plan.batch).into_owned();
+    if let Some(reason) = &plan.paused {
+        out(format!(
+            "{name}: paused ({}): a run would do nothing",
+            sanitize::line(reason)
+        ))?;
+        return Ok(Exit::Ok);
+    }
+    if let Some(holder) = &plan.lock_held_by {
+        out(format!(
+            "{name}: a runner ({holder}) holds the lock: a run would step down (or wait with --wait)"
+        ))?;
+    }
+    if let Some(source) = &plan.source {
+        out(format!(
+            "would first run the source: {}",
+            sanitize::line(&source.join(" "))
+        ))?;
+    }
+    out(format!(
+        "{name}: would run {} item{} with {}",
+        plan.items.len(),
+        if plan.items.len() == 1 { "" } else { "s" },
+        sanitize::line(&plan.worker.join(" "))
+    ))?;
+    if !plan.items.is_empty() {
+        let mut table = Table::new(&["KEY", "LABEL", "ATTEMPT", "WHY"]);
+        for i in &plan.items {
+            table.row(vec![
+                i.key.clone(),
+                i.label.clone(),
+                i.attempt.to_string(),
+                i.why.to_string(),
+            ]);
+        }
+        out(table.render())?;
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,248 @@
+//! `nightshift status`: counts per batch as a table, JSON, one tmux line, or
+//! Prometheus metrics.
+
+use serde_json::{Value, json};
+
+use super::table::Table;
+use super::{Ctx, Exit, out, out_json};
+use crate::cli::StatusArgs;
+use crate::model::{BatchInfo, Counts, Millis, RunState};
+use crate::store::Store;
+use crate::util::sanitize;
+use crate::util::time::{now_ms, relative, rfc3339};
+
+pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
+    let store = ctx.open_read()?;
+    let infos = gather(ctx, &store, args.batch.as_deref())?;
+    let now = now_ms();
+    if args.json {
+        let batches: Vec<Value> = infos.iter().map(|i| batch_json(ctx, i, now)).collect();
+        out_json(&json!({ "store": ctx.db.display().to_string(), "batches": batches }))?;
+    } else if args.short {
+        out(short_line(&infos))?;
+    } else if args.prometheus {
+        out(super::metrics::render(&store, &infos, now)?)?;
+    } else {
+        print_human(ctx, &infos, now)?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// The store's batches plus configured ones that have no rows yet.
+pub fn gather(ctx: &Ctx, store: &Store, only: Option<&str>) -> anyhow::Result<Vec<BatchInfo>> {
+    if let Some(name) = only {
+        if ctx.config.batch(name).is_some() && !store.batch_names()?.iter().any(|n| n == name) {
+            return Ok(vec![empty_info(name)]);
+        }
+        return Ok(store.batch_infos(Some(name))?);
+    }
+    let mut infos = store.batch_infos(None)?;
+    for name in ctx.config.batches.keys() {
+        if !infos.iter().any(|i| &i.name == name) {
+            infos.push(empty_info(name));
+        }
+    }
+    infos.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(infos)
+}
+
+fn empty_info(name: &str) -> BatchInfo {
+    BatchInfo {
+        name: name.to_string(),
+        counts: Counts::default(),
+        pause: None,
+        next_fire: None,
+        last_fire: None,
+        lock: None,
+        last_run: None,
+    }
+}
+
+/// The next fire times from the config's schedule, in UTC millis.
+pub fn next_fires(ctx: &Ctx, batch: &str, now: Millis, n: usize) -> Vec<Millis> {
+    let Some(cfg) = ctx.config.batch(batch) else {
+        return Vec::new();
+    };
+    let Some(schedule) = &cfg.schedule else {
+        return Vec::new();
+    };
+    let after = crate::util::time::to_datetime(now);
+    schedule
+        .upcoming(after, cfg.timezone, n)
+        .into_iter()
+        .map(|t| t.timestamp_millis())
+        .collect()
+}
+
+fn batch_json(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Value {
+    let c = &info.counts;
+    let cfg = ctx.config.batch(&info.name);
+    let schedule = cfg.and_then(|b| b.schedule.as_ref());
+    json!({
+        "name": info.name,
+        "pending": c.pending,
+        "claimed": c.claimed,
+        "done": c.done,
+        "failed": c.failed,
+        "retry": c.retry,
+        "manual": c.manual,
+        "empty": c.empty,
+        "skipped": c.skipped,
+        "total": c.total(),
+        "paused": info.pause.is_some(),
+        "paused_reason": info.pause.as_ref().map(|p| p.reason.clone()),
+        "paused_by": info.pause.as_ref().map(|p| p.by.clone()),
+        "paused_at": info.pause.as_ref().map(|p| rfc3339(p.at)),
+        "lock": info.lock.as_ref().map(|l| json!({
+            "holder": l.holder.to_string(),
+            "run_id": l.run_id,
+            "expires_at": rfc3339(l.expires_at),
+            "expired": l.expires_at < now,
+        })),
+        "last_run": info.last_run.as_ref().map(|r| json!({
+            "id": r.id,
+            "state": r.state,
+            "trigger": r.trigger,
+            "started_at": rfc3339(r.started_at),
+            "ended_at": r.ended_at.map(rfc3339),
+            "summary": r.summary,
+            "counts": r.counts,
+        })),
+        "schedule": schedule.map(|s| s.expr.clone()),
+        "timezone": cfg.filter(|_| schedule.is_some()).map(|b| b.timezone.name().to_string()),
+        "next_fires": schedule.map(|_| next_fires(ctx, &info.name, now, 3).into_iter().map(rfc3339).collect::<Vec<_>>()),
+        "last_fire": info.last_fire.as_ref().map(|f| json!({
+            "at": rfc3339(f.at),
+            "outcome": f.outcome,
+            "reason": f.reason,
+            "run_id": f.run_id,
+        })),
+    })
+}
+
+/// `articles 812✓ 3✗ 185…` per batch, for a tmux status bar.
+pub fn short_line(infos: &[BatchInfo]) -> String {
+    let parts: Vec<String> = infos
+        .iter()
+        .map(|i| {
+            let c = &i.counts;
+            let mut s = format!("{} {}✓", sanitize::line(&i.name), c.done);
+            if c.failed > 0 {
+                s.push_str(&format!(" {}✗", c.failed));
+            }
+            if c.remaining() > 0 {
+                s.push_str(&format!(" {}…", c.remaining()));
+            }
+            if i.lock.is_some() {
+                s.push_str(" ▶");
+            }
+            if i.pause.is_some() {
+                s.push_str(" ⏸");
+            }
+            s
+        })
+        .collect();
+    if parts.is_empty() {
+        "nightshift: no batches".to_string()
+    } else {
+        parts.join("  ")
+    }
+}
+
+fn percent(c: &Counts) -> String {
+    if c.total() == 0 {
+        "-".into()
+    } else {
+        format!("{}%", c.done * 100 / c.total())
+    }
+}
+
+fn print_human(ctx: &Ctx, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()> {
+    if infos.is_empty() {
+        out(format!(
+            "no batches in {} yet: add items with `nightshift add BATCH FILE`",
+            ctx.db.display()
+        ))?;
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "BATCH", "PENDING", "CLAIMED", "DONE", "EMPTY", "SKIPPED", "RETRY", "MANUAL", "PROGRESS",
+    ]);
+    for i in infos {
+        let c = &i.counts;
+        table.row(vec![
+            i.name.clone(),
+            c.pending.to_string(),
+            c.claimed.to_string(),
+            c.done.to_string(),
+            c.empty.to_string(),
+            c.skipped.to_string(),
+            c.retry.to_string(),
+            c.manual.to_string(),
+            percent(c),
+        ]);
+    }
+    out(table.render())?;
+    for i in infos {
+        let mut lines = Vec::new();
+        if let Some(p) = &i.pause {
+            lines.push(format!(
+                "PAUSED — {} ({}, {})",
+                p.reason,
+                p.by,
+                relative(p.at, now)
+            ));
+        }
+        if let Some(l) = &i.lock {
+            let left = if l.expires_at >= now {
+                format!(
+                    "{} left",
+                    crate::util::time::compact(((l.expires_at - now) / 1000) as u64)
+                )
+            } else {
+                "expired".into()
+            };
+            lines.push(format!("running: lock held by {} ({left})", l.holder));
+        }
+        if let Some(r) = &i.last_run {
+            let summary = r.summary.clone().unwrap_or_else(|| match r.state {
+                RunState::Running => "in progress".into(),
+                other => other.to_string(),
+            });
+            lines.push(format!(
+                "last run #{} {} ({}): {summary}",
+                r.id,
+                r.state,
+                relative(r.started_at, now)
+            ));
+        }
+        let fires = next_fires(ctx, &i.name, now, 1);
+        if let (Some(next), Some(cfg)) = (fires.first(), ctx.config.batch(&i.name)) {
+            let local = crate::util::time::to_datetime(*next).with_timezone(&cfg.timezone);
+            lines.push(format!(
+                "next fire {} ({})",
+                local.format("%Y-%m-%d %H:%M %Z"),
+                relative(*next, now)
+            ));
+        }
+        if let Some(f) = &i.last_fire {
+            let why = f
+                .reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default();
+            lines.push(format!(
+                "last fire {} {}{why}",
+                relative(f.at, now),
+                f.outcome
+            ));
+        }
+        if !lines.is_empty() {
+            out(format!("\n{}:", sanitize::line(&i.name)))?;
+            for l in lines {
+                out(format!("  {}", sanitize::line(&l)))?;
+            }
+        }
+    }
+    Ok(())
+}

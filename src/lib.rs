@@ -1,0 +1,29 @@
+//! nightshift: unattended batches that are safe to re-run and easy to watch.
+//!
+//! # Layout
+//!
+//! - [`model`]: the product's nouns (item, claim, dead letter, run, lock,
+//!   event) as plain types shared by everything below.
+//! - [`key`]: idempotency keys derived from what an item is.
+//! - [`store`]: the one SQLite file; every SQL statement lives there, behind
+//!   methods that speak in `model` types so another backend can follow.
+//! - [`config`]: `nightshift.toml` to typed settings; errors name file, line
+//!   and field. [`duration`] parses the `30s`/`10m` values it uses.
+//! - [`cli`]: clap definitions only; [`commands`]: one module per command,
+//!   turning parsed arguments into store calls and printed output.
+//! - [`runner`]: one cycle of a batch: lock, claims with leases, worker
+//!   processes, retries, dead letters, summary; its store writes go through
+//!   one thread that commits them in groups.
+//! - [`util`]: clock, process identity, and making untrusted text inert.
+
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod duration;
+pub mod key;
+pub mod model;
+pub mod runner;
+pub mod store;
+pub mod util;

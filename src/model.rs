@@ -1,0 +1,378 @@
+//! Domain types shared by the store, the runner, the dashboard and the CLI.
+//!
+//! These speak the product's words (item, claim, lease, tier, outcome, dead
+//! letter) and know nothing of SQL: a PostgreSQL store returns the same types.
+
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// Milliseconds since the Unix epoch, UTC. Every time in the store is one.
+pub type Millis = i64;
+
+/// Where an item is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pending,
+    Claimed,
+    Done,
+    Failed,
+}
+
+/// Which way a failed item goes next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Transient: redriven automatically once its next-attempt time passes.
+    Retry,
+    /// Quarantined for a human: permanent error, or attempts exhausted.
+    Manual,
+}
+
+/// How a done item finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Done,
+    /// The worker succeeded but produced nothing: kept apart on purpose.
+    Empty,
+    /// A human marked it done without running it.
+    Skipped,
+}
+
+macro_rules! str_enum {
+    ($ty:ident { $($variant:ident => $s:literal),+ $(,)? }) => {
+        impl $ty {
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$variant => $s),+ }
+            }
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($s => Ok($ty::$variant),)+
+                    _ => Err(format!(
+                        "unknown {} {s:?} (expected one of: {})",
+                        stringify!($ty).to_lowercase(),
+                        [$($s),+].join(", ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
+str_enum!(Status { Pending => "pending", Claimed => "claimed", Done => "done", Failed => "failed" });
+str_enum!(Tier { Retry => "retry", Manual => "manual" });
+str_enum!(Outcome { Done => "done", Empty => "empty", Skipped => "skipped" });
+
+/// Item counts of one batch. Read in O(1) from counters the store keeps in
+/// the same transaction as every transition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub pending: i64,
+    pub claimed: i64,
+    /// All done items: `done_ok + empty + skipped`.
+    pub done: i64,
+    pub done_ok: i64,
+    pub empty: i64,
+    pub skipped: i64,
+    /// All failed items: `retry + manual`.
+    pub failed: i64,
+    pub retry: i64,
+    pub manual: i64,
+}
+
+impl Counts {
+    pub fn total(&self) -> i64 {
+        self.pending + self.claimed + self.done + self.failed
+    }
+    /// Items that still need work (pending, in flight, or waiting to be redriven).
+    pub fn remaining(&self) -> i64 {
+        self.pending + self.claimed + self.retry
+    }
+}
+
+/// One item as read back from the store.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    pub id: i64,
+    pub batch: String,
+    pub key: String,
+    pub label: String,
+    pub payload: serde_json::Value,
+    pub status: Status,
+    pub tier: Option<Tier>,
+    pub outcome: Option<Outcome>,
+    pub attempts: u32,
+    pub op_id: Option<String>,
+    pub result: Option<serde_json::Value>,
+    pub cost: Option<f64>,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    pub next_attempt_at: Option<Millis>,
+    pub lease_run: Option<i64>,
+    pub lease_until: Option<Millis>,
+    pub lease_token: i64,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// An item to add: its key and label come from `key::derive`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewItem {
+    pub key: String,
+    pub label: String,
+    /// The payload as JSON text, stored as given.
+    pub payload: String,
+}
+
+/// What `add` did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AddReport {
+    pub added: u64,
+    pub present: u64,
+}
+
+/// A claimed item: the lease token fences every write the runner makes
+/// about it, so a runner that lost the lease cannot overwrite a newer claim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub item_id: i64,
+    pub key: String,
+    pub label: String,
+    /// The payload as stored JSON text (what the worker reads on stdin).
+    pub payload: String,
+    /// The attempt this claim starts (1 for a first run).
+    pub attempt: u32,
+    pub op_id: Option<String>,
+    pub token: i64,
+}
+
+/// An append-only record of an item landing in `failed`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeadLetter {
+    pub id: i64,
+    pub batch: String,
+    pub key: String,
+    pub label: String,
+    pub payload: serde_json::Value,
+    pub error_class: String,
+    pub message: String,
+    pub attempt: u32,
+    pub failed_at: Millis,
+    pub tier: Tier,
+    pub run_id: Option<i64>,
+}
+
+/// Dead letters of one error class: the morning check compares the last 24 h
+/// with the 24 h before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DlqGroup {
+    pub error_class: String,
+    pub last_24h: i64,
+    pub prev_24h: i64,
+    pub total: i64,
+    /// Items of this class that are failed now, by tier.
+    pub retry_now: i64,
+    pub manual_now: i64,
+}
+
+/// How a run ended (or that it has not yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunState {
+    Running,
+    Ok,
+    Failed,
+    Aborted,
+    Paused,
+    LockHeld,
+    /// Found unfinished with its process gone.
+    Crashed,
+}
+str_enum!(RunState {
+    Running => "running",
+    Ok => "ok",
+    Failed => "failed",
+    Aborted => "aborted",
+    Paused => "paused",
+    LockHeld => "lock-held",
+    Crashed => "crashed",
+});
+
+/// What started a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    Manual,
+    Schedule,
+    Dashboard,
+}
+str_enum!(Trigger { Manual => "manual", Schedule => "schedule", Dashboard => "dashboard" });
+
+/// The one-line summary counts of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct RunCounts {
+    pub done: i64,
+    pub empty: i64,
+    pub failed: i64,
+    pub retry: i64,
+    pub manual: i64,
+    /// Extra attempts made by immediate retries.
+    pub retried: i64,
+    /// Items already done when the run started: the work a resume did not pay for twice.
+    pub skipped_done: i64,
+    pub redriven: i64,
+    pub released: i64,
+    pub cost: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    pub id: i64,
+    pub batch: String,
+    pub trigger: Trigger,
+    pub host: String,
+    pub pid: u32,
+    pub started_at: Millis,
+    pub ended_at: Option<Millis>,
+    pub state: RunState,
+    pub counts: RunCounts,
+    pub summary: Option<String>,
+}
+
+/// Who holds a batch lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Holder {
+    pub host: String,
+    pub pid: u32,
+    /// Process start time (clock ticks since boot on Linux), so a reused pid
+    /// is not mistaken for the holder.
+    pub pid_start: Option<u64>,
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.host, self.pid)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LockInfo {
+    pub batch: String,
+    pub token: String,
+    pub holder: Holder,
+    pub run_id: Option<i64>,
+    pub acquired_at: Millis,
+    pub expires_at: Millis,
+}
+
+/// Pause flag of a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pause {
+    pub reason: String,
+    pub by: String,
+    pub at: Millis,
+}
+
+/// The outcome of a schedule fire, kept so "why did it not run" has an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fire {
+    pub at: Millis,
+    pub outcome: String,
+    pub reason: Option<String>,
+    pub run_id: Option<i64>,
+}
+
+/// Per-batch state kept beside the items: pause flag and schedule state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchInfo {
+    pub name: String,
+    pub counts: Counts,
+    pub pause: Option<Pause>,
+    pub next_fire: Option<Millis>,
+    pub last_fire: Option<Fire>,
+    pub lock: Option<LockInfo>,
+    pub last_run: Option<Run>,
+}
+
+/// A structured run-log record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub id: i64,
+    pub at: Millis,
+    pub batch: Option<String>,
+    pub run_id: Option<i64>,
+    pub key: Option<String>,
+    pub kind: String,
+    pub actor: Option<String>,
+    pub message: String,
+    pub fields: serde_json::Value,
+}
+
+/// An event to append (the store assigns id).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NewEvent {
+    pub at: Millis,
+    pub batch: Option<String>,
+    pub run_id: Option<i64>,
+    pub key: Option<String>,
+    pub kind: String,
+    pub actor: Option<String>,
+    pub message: String,
+    pub fields: Option<serde_json::Value>,
+}
+
+impl NewEvent {
+    pub fn new(at: Millis, batch: &str, kind: &str, message: impl Into<String>) -> NewEvent {
+        NewEvent {
+            at,
+            batch: Some(batch.to_string()),
+            kind: kind.to_string(),
+            message: message.into(),
+            ..NewEvent::default()
+        }
+    }
+    pub fn run(mut self, run_id: i64) -> Self {
+        self.run_id = Some(run_id);
+        self
+    }
+    pub fn key(mut self, key: &str) -> Self {
+        self.key = Some(key.to_string());
+        self
+    }
+    pub fn actor(mut self, actor: &str) -> Self {
+        self.actor = Some(actor.to_string());
+        self
+    }
+    pub fn fields(mut self, fields: serde_json::Value) -> Self {
+        self.fields = Some(fields);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enums_round_trip_through_their_names() {
+        for s in Status::ALL {
+            assert_eq!(s.as_str().parse::<Status>().unwrap(), *s);
+        }
+        for s in RunState::ALL {
+            assert_eq!(s.as_str().parse::<RunState>().unwrap(), *s);
+        }
+        let err = "bogus".parse::<Tier>().unwrap_err();
+        assert!(err.contains("retry, manual"), "{err}");
+    }
+}

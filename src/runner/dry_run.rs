@@ -1,0 +1,103 @@
+//! `run --dry-run`: what a cycle would do, from a read-only store. Writes
+//! nothing at all (not even the WAL's shared memory).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::RunOptions;
+use crate::model::{Item, Status};
+use crate::store::{Access, ItemFilter, Store};
+use crate::util::time::now_ms;
+
+#[derive(Debug, Serialize)]
+pub struct DryRunItem {
+    pub key: String,
+    pub label: String,
+    /// The attempt number this run would start.
+    pub attempt: u32,
+    /// Why it would run: pending, redrive (due retry-tier failure),
+    /// reclaim (expired claim), or key (named with --key).
+    pub why: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DryRun {
+    pub batch: String,
+    pub paused: Option<String>,
+    pub lock_held_by: Option<String>,
+    pub worker: Vec<String>,
+    pub source: Option<Vec<String>>,
+    pub items: Vec<DryRunItem>,
+}
+
+fn entry(item: &Item, why: &'static str) -> DryRunItem {
+    DryRunItem {
+        key: item.key.clone(),
+        label: item.label.clone(),
+        attempt: item.attempts + 1,
+        why,
+    }
+}
+
+pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
+    let store = Store::open(db_path, Access::ReadOnly)?;
+    let now = now_ms();
+    let batch = &opts.batch;
+    let known = store.batch_names()?.contains(batch);
+    let mut out = DryRun {
+        batch: batch.clone(),
+        paused: None,
+        lock_held_by: None,
+        worker: opts.worker.clone(),
+        source: opts.config.source.clone(),
+        items: Vec::new(),
+    };
+    if !known {
+        return Ok(out);
+    }
+    out.paused = store.pause(batch)?.map(|p| p.reason).or_else(|| {
+        super::paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display()))
+    });
+    out.lock_held_by = store
+        .lock(batch)?
+        .filter(|l| l.expires_at >= now && !super::lock::holder_is_dead(&l.holder))
+        .map(|l| l.holder.to_string());
+    if let Some(key) = &opts.key {
+        let item = store.item(batch, key)?;
+        if item.status != Status::Done && item.status != Status::Claimed {
+            out.items.push(entry(&item, "key"));
+        }
+        return Ok(out);
+    }
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    for item in store.due_retries(batch, now)? {
+        out.items.push(entry(&item, "redrive"));
+    }
+    let claimed = store.items(
+        batch,
+        &ItemFilter {
+            status: Some(Status::Claimed),
+            ..ItemFilter::default()
+        },
+    )?;
+    for item in claimed
+        .iter()
+        .filter(|i| i.lease_until.is_some_and(|t| t < now))
+    {
+        out.items.push(entry(item, "reclaim"));
+    }
+    let pending = store.items(
+        batch,
+        &ItemFilter {
+            status: Some(Status::Pending),
+            limit: Some(limit.min(1_000_000)),
+            ..ItemFilter::default()
+        },
+    )?;
+    for item in &pending {
+        out.items.push(entry(item, "pending"));
+    }
+    out.items.truncate(limit);
+    Ok(out)
+}

@@ -1,0 +1,607 @@
+//! One cycle of a batch (SPEC section 3): paused check → batch lock →
+//! enqueue from `source` → redrive due retry-tier failures → process
+//! pending items with bounded concurrency → summary → release → alert.
+//!
+//! The done mark is written only after the worker returned success; a crash
+//! in between means the item runs again with the same key, never that it is
+//! lost. Every write about a claimed item is fenced by its lease token.
+
+pub mod classify;
+mod db;
+mod dry_run;
+mod lock;
+mod log;
+pub mod retry;
+mod slot;
+mod summary;
+pub mod worker;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Mutex, oneshot, watch};
+
+pub use dry_run::dry_run;
+pub use log::{EventLog, close_file_log, init_file_log};
+
+use crate::config::BatchConfig;
+use crate::model::{Holder, Millis, NewEvent, RunCounts, RunState, Trigger};
+use crate::store::{Access, Store, StoreError};
+use crate::util::identity;
+use crate::util::time::now_ms;
+use classify::Rules;
+use db::Db;
+use worker::KillReason;
+
+/// Everything a cycle needs to know besides the store.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub batch: String,
+    /// The batch's settings with command-line overrides applied.
+    pub config: BatchConfig,
+    pub worker: Vec<String>,
+    /// Where workers run (the config file's directory).
+    pub work_dir: Option<PathBuf>,
+    pub limit: Option<usize>,
+    pub key: Option<String>,
+    pub wait: bool,
+    pub trigger: Trigger,
+    /// Print every event as it happens.
+    pub verbose: bool,
+    /// Show a live progress line on stderr.
+    pub progress: bool,
+    pub log_dir: Option<PathBuf>,
+}
+
+/// What the caller (signal handler, daemon) asks of a running cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Run,
+    /// Stop claiming; in-flight items get the grace period.
+    Graceful,
+    /// Stop claiming and stop in-flight workers now (items go back to pending).
+    Immediate,
+}
+
+/// Why a cycle stopped before running out of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    Interrupted,
+    MaxDuration,
+    MaxCost,
+    Paused(String),
+    LockLost,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::Interrupted => f.write_str("interrupted"),
+            StopReason::MaxDuration => f.write_str("max_duration reached"),
+            StopReason::MaxCost => f.write_str("max_cost reached"),
+            StopReason::Paused(why) => write!(f, "paused: {why}"),
+            StopReason::LockLost => f.write_str("lost the batch lock to another runner"),
+        }
+    }
+}
+
+/// How a cycle ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    pub run_id: Option<i64>,
+    pub state: RunState,
+    pub counts: RunCounts,
+    pub summary: String,
+    pub stopped: Option<StopReason>,
+}
+
+impl RunReport {
+    pub fn exit_failed(&self) -> bool {
+        self.counts.failed > 0
+    }
+}
+
+/// Live counts of this run (the store has the same in `runs`).
+#[derive(Default)]
+struct Tally {
+    done: AtomicI64,
+    empty: AtomicI64,
+    retry: AtomicI64,
+    manual: AtomicI64,
+    retried: AtomicI64,
+    released: AtomicI64,
+    redriven: AtomicI64,
+    /// Cost in millionths, so it can be summed atomically.
+    cost_micros: AtomicI64,
+}
+
+impl Tally {
+    fn counts(&self, skipped_done: i64) -> RunCounts {
+        let get = |a: &AtomicI64| a.load(Ordering::Relaxed);
+        RunCounts {
+            done: get(&self.done),
+            empty: get(&self.empty),
+            failed: get(&self.retry) + get(&self.manual),
+            retry: get(&self.retry),
+            manual: get(&self.manual),
+            retried: get(&self.retried),
+            skipped_done,
+            redriven: get(&self.redriven),
+            released: get(&self.released),
+            cost: get(&self.cost_micros) as f64 / 1e6,
+        }
+    }
+
+    fn add_cost(&self, cost: Option<f64>) {
+        if let Some(c) = cost.filter(|c| c.is_finite() && *c > 0.0) {
+            self.cost_micros
+                .fetch_add((c * 1e6).round() as i64, Ordering::Relaxed);
+        }
+    }
+
+    fn processed(&self) -> i64 {
+        let get = |a: &AtomicI64| a.load(Ordering::Relaxed);
+        get(&self.done) + get(&self.empty) + get(&self.retry) + get(&self.manual)
+    }
+}
+
+/// Item id → the handle that stops its worker (taken once used).
+type Inflight = HashMap<i64, Option<oneshot::Sender<KillReason>>>;
+
+/// State shared by the slots of one cycle.
+struct Cycle {
+    batch: String,
+    run_id: i64,
+    cfg: BatchConfig,
+    worker: Vec<String>,
+    work_dir: Option<PathBuf>,
+    rules: Rules,
+    db: Db,
+    tally: Tally,
+    log: EventLog,
+    /// Stop requests: `None` while running.
+    stop_tx: watch::Sender<Option<(Signal, StopReason)>>,
+    /// In-flight items and the handle that stops their worker.
+    inflight: std::sync::Mutex<Inflight>,
+    /// Claiming waits until then (a rate-limit answer holds the whole batch).
+    hold_until: Mutex<Option<tokio::time::Instant>>,
+    pacer: Option<retry::Pacer>,
+    claims_left: Option<AtomicUsize>,
+    lease_ttl: Duration,
+}
+
+impl Cycle {
+    fn stopping(&self) -> Option<(Signal, StopReason)> {
+        self.stop_tx.borrow().clone()
+    }
+
+    /// Asks the cycle to stop; the first reason wins, a harder signal
+    /// upgrades a softer one.
+    fn request_stop(&self, signal: Signal, reason: StopReason) {
+        self.stop_tx.send_if_modified(|cur| match cur {
+            None => {
+                *cur = Some((signal, reason));
+                true
+            }
+            Some((Signal::Graceful, r)) if signal == Signal::Immediate => {
+                *cur = Some((Signal::Immediate, r.clone()));
+                true
+            }
+            _ => false,
+        });
+    }
+
+    fn lease_until(&self, now: Millis) -> Millis {
+        now + self.lease_ttl.as_millis() as i64
+    }
+
+    /// Writes an event outside any transition (and to the log file).
+    async fn event(&self, event: NewEvent) {
+        let e = event.clone();
+        match self.db.call(move |s| s.log_event(&e)).await {
+            Ok(_) => self.log.emit(&event),
+            Err(err) => tracing::warn!("could not record event {}: {err}", event.kind),
+        }
+    }
+
+    fn new_event(&self, kind: &str, message: impl Into<String>) -> NewEvent {
+        NewEvent::new(now_ms(), &self.batch, kind, message).run(self.run_id)
+    }
+
+    /// Stops every in-flight worker for `reason`.
+    fn kill_all(&self, reason: KillReason) {
+        let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        for kill in inflight.values_mut() {
+            if let Some(k) = kill.take() {
+                let _ = k.send(reason);
+            }
+        }
+    }
+}
+
+/// Is the emergency-stop file beside the database present?
+pub fn paused_file(db: &Path) -> Option<PathBuf> {
+    let file = db.parent().unwrap_or(Path::new(".")).join("PAUSED");
+    file.exists().then_some(file)
+}
+
+/// Runs one cycle. `signals` carries stop requests from outside (signal
+/// handlers, the daemon).
+pub async fn cycle(
+    db_path: &Path,
+    opts: RunOptions,
+    mut signals: watch::Receiver<Signal>,
+) -> anyhow::Result<RunReport> {
+    let started = Instant::now();
+    let mut store = Store::open(db_path, Access::ReadWrite)?;
+    let now = now_ms();
+    store.ensure_batch(&opts.batch, now)?;
+    let log = EventLog::new(opts.verbose);
+    let holder = Holder {
+        host: identity::host(),
+        pid: std::process::id(),
+        pid_start: identity::pid_start(std::process::id()),
+    };
+
+    // 1. Paused: record it and do nothing else.
+    let pause = match store.pause(&opts.batch)? {
+        Some(p) => Some(p.reason),
+        None => paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display())),
+    };
+    if let Some(reason) = pause {
+        return summary::record_skip(&mut store, &opts, &holder, RunState::Paused, &reason, &log);
+    }
+
+    // 2. The batch lock.
+    let token = format!("{:032x}", fastrand::u128(..));
+    let lock_ttl = opts.config.lock_ttl.max(Duration::from_millis(300));
+    let took_over =
+        match lock::acquire(&mut store, &opts, &token, &holder, lock_ttl, &mut signals).await? {
+            lock::Acquired::Yes(took_over) => took_over,
+            lock::Acquired::No(held) => {
+                let reason = format!(
+                    "lock held by {} (run {}), {}",
+                    held.holder,
+                    held.run_id.map_or("?".into(), |r| r.to_string()),
+                    "stepped down"
+                );
+                return summary::record_skip(
+                    &mut store,
+                    &opts,
+                    &holder,
+                    RunState::LockHeld,
+                    &reason,
+                    &log,
+                );
+            }
+            lock::Acquired::Interrupted => {
+                return summary::record_skip(
+                    &mut store,
+                    &opts,
+                    &holder,
+                    RunState::Aborted,
+                    "interrupted while waiting for the lock",
+                    &log,
+                );
+            }
+        };
+    let result = locked_cycle(
+        store, &opts, &token, &holder, took_over, lock_ttl, signals, started, &log,
+    )
+    .await;
+    // Release the lock on every path, even after an error.
+    if let Ok(mut s) = Store::open(db_path, Access::ReadWrite) {
+        let _ = s.release_lock(&opts.batch, &token);
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn locked_cycle(
+    mut store: Store,
+    opts: &RunOptions,
+    token: &str,
+    holder: &Holder,
+    took_over: Option<crate::model::LockInfo>,
+    lock_ttl: Duration,
+    mut signals: watch::Receiver<Signal>,
+    started: Instant,
+    log: &EventLog,
+) -> anyhow::Result<RunReport> {
+    let batch = opts.batch.clone();
+    let cfg = &opts.config;
+    let now = now_ms();
+    let run_id = store.start_run(&batch, opts.trigger, holder, now)?;
+    store.set_lock_run(&batch, token, run_id)?;
+    if let Some(prev) = &took_over {
+        log.emit(
+            &NewEvent::new(
+                now,
+                &batch,
+                "lock-takeover",
+                format!("took over the lock of {}", prev.holder),
+            )
+            .run(run_id),
+        );
+    }
+    let start_event = NewEvent::new(now, &batch, "run-started", format!("run {run_id} started ({}) on {holder}", opts.trigger))
+        .run(run_id)
+        .fields(serde_json::json!({"trigger": opts.trigger, "holder": holder.to_string(), "concurrency": cfg.concurrency}));
+    store.log_event(&start_event)?;
+    log.emit(&start_event);
+
+    // Every other open run of this batch lost the lock, so it is dead (or
+    // cut off and fenced): close it and take back what it held.
+    let dead: Vec<i64> = store
+        .open_runs(&batch)?
+        .into_iter()
+        .map(|r| r.id)
+        .filter(|id| *id != run_id)
+        .collect();
+    store.mark_crashed(&dead, now)?;
+    let (reclaimed, quarantined) = store.reclaim(&batch, &dead, cfg.max_attempts, now)?;
+    if reclaimed + quarantined > 0 {
+        log.emit(
+            &NewEvent::new(
+                now,
+                &batch,
+                "reclaimed",
+                format!("took back {reclaimed} items from dead runs, quarantined {quarantined}"),
+            )
+            .run(run_id),
+        );
+    }
+    let skipped_done = store.counts(&batch)?.done;
+
+    let (stop_tx, _) = watch::channel(None);
+    let cycle = Arc::new(Cycle {
+        batch: batch.clone(),
+        run_id,
+        cfg: cfg.clone(),
+        worker: opts.worker.clone(),
+        work_dir: opts.work_dir.clone(),
+        rules: Rules {
+            transient_exit_codes: cfg.transient_exit_codes.clone(),
+            transient_error_classes: cfg.transient_error_classes.clone(),
+        },
+        db: Db::start(store),
+        tally: Tally::default(),
+        log: log.clone(),
+        stop_tx,
+        inflight: std::sync::Mutex::new(HashMap::new()),
+        hold_until: Mutex::new(None),
+        pacer: cfg
+            .rate_limit
+            .as_ref()
+            .map(|r| retry::Pacer::new(r.count, r.per)),
+        claims_left: opts.limit.map(AtomicUsize::new),
+        lease_ttl: lock_ttl,
+    });
+
+    // Outside stop requests become stop reasons.
+    let watcher = {
+        let cycle = cycle.clone();
+        tokio::spawn(async move {
+            while signals.changed().await.is_ok() {
+                let signal = *signals.borrow();
+                if signal != Signal::Run {
+                    cycle.request_stop(signal, StopReason::Interrupted);
+                    if signal == Signal::Immediate {
+                        cycle.kill_all(KillReason::Shutdown);
+                    }
+                }
+            }
+        })
+    };
+    let heartbeat = tokio::spawn(lock::heartbeat(cycle.clone(), token.to_string(), lock_ttl));
+    let deadline = cfg.max_duration.map(|max| {
+        let cycle = cycle.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(max.saturating_sub(started.elapsed())).await;
+            cycle.request_stop(Signal::Graceful, StopReason::MaxDuration);
+        })
+    });
+    let progress = opts
+        .progress
+        .then(|| tokio::spawn(summary::progress(cycle.clone(), started)));
+
+    // 3. Enqueue from the source command.
+    let mut source_failed = false;
+    if let Some(source) = &cfg.source {
+        source_failed = !slot::enqueue_source(&cycle, source).await;
+    }
+
+    // 4. Redrive due retry-tier failures.
+    if opts.key.is_none() {
+        let b = batch.clone();
+        let keys = cycle
+            .db
+            .call(move |s| s.redrive_due(&b, Some(run_id), now_ms()))
+            .await?;
+        cycle
+            .tally
+            .redriven
+            .fetch_add(keys.len() as i64, Ordering::Relaxed);
+        for key in &keys {
+            log.emit(
+                &NewEvent::new(now_ms(), &batch, "redriven", "redriven: retry time reached")
+                    .run(run_id)
+                    .key(key),
+            );
+        }
+    }
+
+    // 5. Process with bounded concurrency.
+    let slots = match &opts.key {
+        Some(key) => {
+            let c = cycle.clone();
+            let key = key.clone();
+            vec![tokio::spawn(async move { slot::run_key(c, key).await })]
+        }
+        None => (0..cfg.concurrency.max(1))
+            .map(|_| {
+                let c = cycle.clone();
+                tokio::spawn(async move { slot::run_slot(c).await })
+            })
+            .collect(),
+    };
+    let grace = grace_watch(cycle.clone());
+    let mut first_error: Option<StoreError> = None;
+    for s in slots {
+        if let Ok(Err(e)) = s.await {
+            first_error.get_or_insert(e);
+        }
+    }
+    grace.abort();
+    heartbeat.abort();
+    if let Some(d) = deadline {
+        d.abort();
+    }
+    watcher.abort();
+    if let Some(p) = progress {
+        p.abort();
+        summary::clear_progress();
+    }
+
+    // 6. Summary, release, alert.
+    let stopped = cycle.stopping().map(|(_, r)| r);
+    let counts = cycle.tally.counts(skipped_done);
+    let state = match (&stopped, counts.failed > 0 || source_failed) {
+        (Some(StopReason::Paused(_)), _) => RunState::Paused,
+        (Some(_), _) => RunState::Aborted,
+        (None, true) => RunState::Failed,
+        (None, false) => RunState::Ok,
+    };
+    let line = summary::line(
+        &batch,
+        &counts,
+        started.elapsed(),
+        stopped.as_ref(),
+        source_failed,
+    );
+    let finish = {
+        let line = line.clone();
+        move |s: &mut Store| {
+            s.finish_run(run_id, state, &line, skipped_done, counts.retried, now_ms())?;
+            let e = NewEvent::new(now_ms(), &batch, "run-finished", line.clone())
+                .run(run_id)
+                .fields(serde_json::json!({"state": state, "counts": counts}));
+            s.log_event(&e)?;
+            s.checkpoint()?;
+            Ok(e)
+        }
+    };
+    let event = cycle.db.call(finish).await?;
+    log.emit(&event);
+    if let Some(e) = first_error {
+        return Err(
+            anyhow::Error::new(e).context(format!("run {run_id} of {} stopped", opts.batch))
+        );
+    }
+    let report = RunReport {
+        run_id: Some(run_id),
+        state,
+        counts,
+        summary: line,
+        stopped,
+    };
+    if counts.failed > 0 || source_failed {
+        summary::alert(&cycle, &report).await;
+    }
+    Ok(report)
+}
+
+/// After a graceful stop request, in-flight items get `grace`; then their
+/// workers are stopped and the items released.
+fn grace_watch(cycle: Arc<Cycle>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut rx = cycle.stop_tx.subscribe();
+        loop {
+            if let Some((signal, _)) = rx.borrow().clone() {
+                if signal == Signal::Immediate {
+                    cycle.kill_all(KillReason::Shutdown);
+                    return;
+                }
+                break;
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+        let grace = cycle.cfg.grace;
+        let _ = tokio::time::timeout(grace, async {
+            while rx.changed().await.is_ok() {
+                if matches!(*rx.borrow(), Some((Signal::Immediate, _))) {
+                    return;
+                }
+            }
+        })
+        .await;
+        cycle.kill_all(KillReason::Shutdown);
+    })
+}
+
+/// Runs a cycle on a fresh runtime, with SIGINT/SIGTERM/SIGHUP handled:
+/// the first asks for a graceful stop, the second stops workers at once.
+pub fn run_blocking(db_path: &Path, opts: RunOptions) -> anyhow::Result<RunReport> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let (tx, rx) = watch::channel(Signal::Run);
+        let signals = tokio::spawn(forward_signals(tx));
+        let report = cycle(db_path, opts, rx).await;
+        signals.abort();
+        report
+    })
+}
+
+/// First termination signal: graceful; the next: immediate.
+#[cfg(unix)]
+pub async fn forward_signals(tx: watch::Sender<Signal>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    let mut count = 0;
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        count += 1;
+        let signal = if count == 1 {
+            Signal::Graceful
+        } else {
+            Signal::Immediate
+        };
+        if count == 1 {
+            eprintln!(
+                "\nnightshift: stopping: no new items; in-flight items get the grace period (signal again to stop them now)"
+            );
+        }
+        let _ = tx.send(signal);
+    }
+}
+
+#[cfg(not(unix))]
+pub async fn forward_signals(tx: watch::Sender<Signal>) {
+    let mut count = 0;
+    while tokio::signal::ctrl_c().await.is_ok() {
+        count += 1;
+        let _ = tx.send(if count == 1 {
+            Signal::Graceful
+        } else {
+            Signal::Immediate
+        });
+    }
+}

@@ -1,0 +1,551 @@
+//! One concurrency slot: claim an item, run its worker (with immediate
+//! retries for transient failures), record the outcome, repeat.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use super::classify::{Verdict, bound_message, classify};
+use super::retry::{backoff, redrive_delay};
+use super::worker::{self, Job, KillReason, Report};
+use super::{Cycle, Signal, StopReason};
+use crate::key::{self, KeySpec};
+use crate::model::{Claim, NewEvent, Tier};
+use crate::store::{Completion, Failure, StoreError};
+use crate::util::time::now_ms;
+
+/// Claims and processes items until none is left or the cycle stops.
+pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
+    loop {
+        if cycle.stopping().is_some() || budget_spent(&cycle) {
+            return Ok(());
+        }
+        if let Some(left) = &cycle.claims_left
+            && left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_err()
+        {
+            return Ok(());
+        }
+        wait_for_hold(&cycle).await;
+        if let Some(p) = &cycle.pacer {
+            p.acquire().await;
+        }
+        if cycle.stopping().is_some() {
+            return Ok(());
+        }
+        let (batch, run) = (cycle.batch.clone(), cycle.run_id);
+        let until = cycle.lease_until(now_ms());
+        let claims = cycle
+            .db
+            .call(move |s| s.claim(&batch, run, 1, until, now_ms()))
+            .await?;
+        let Some(claim) = claims.into_iter().next() else {
+            return Ok(());
+        };
+        cycle.log.emit(
+            &NewEvent::new(
+                now_ms(),
+                &cycle.batch,
+                "claimed",
+                format!("claimed (attempt {})", claim.attempt),
+            )
+            .run(run)
+            .key(&claim.key),
+        );
+        process(&cycle, claim).await?;
+    }
+}
+
+/// `run --key`: the one named item.
+pub async fn run_key(cycle: Arc<Cycle>, key: String) -> Result<(), StoreError> {
+    let (batch, run) = (cycle.batch.clone(), cycle.run_id);
+    let until = cycle.lease_until(now_ms());
+    let claim = cycle
+        .db
+        .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
+        .await?;
+    process(&cycle, claim).await
+}
+
+fn budget_spent(cycle: &Cycle) -> bool {
+    let Some(max) = cycle.cfg.max_cost else {
+        return false;
+    };
+    if cycle.tally.counts(0).cost >= max {
+        cycle.request_stop(Signal::Graceful, StopReason::MaxCost);
+        return true;
+    }
+    false
+}
+
+/// Waits while the batch is held back by a rate-limit answer.
+async fn wait_for_hold(cycle: &Cycle) {
+    loop {
+        let until = *cycle.hold_until.lock().await;
+        match until {
+            Some(t) if t > tokio::time::Instant::now() => {
+                let mut stop = cycle.stop_tx.subscribe();
+                tokio::select! {
+                    () = tokio::time::sleep_until(t) => {}
+                    _ = stop.changed() => return,
+                }
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Holds claiming for the whole batch (every other call would get the same
+/// rate-limit answer), in memory and in the store for other runners.
+async fn hold(cycle: &Cycle, retry_after: std::time::Duration) {
+    let until = tokio::time::Instant::now() + retry_after;
+    {
+        let mut hold = cycle.hold_until.lock().await;
+        if hold.is_none_or(|h| h < until) {
+            *hold = Some(until);
+        }
+    }
+    let batch = cycle.batch.clone();
+    let at = now_ms() + retry_after.as_millis() as i64;
+    let _ = cycle.db.call(move |s| s.set_hold(&batch, at)).await;
+    cycle
+        .event(cycle.new_event(
+            "hold",
+            format!(
+                "rate limited: claiming paused for {}",
+                crate::duration::format_duration(retry_after)
+            ),
+        ))
+        .await;
+}
+
+fn env(
+    cycle: &Cycle,
+    claim: &Claim,
+    attempt: u32,
+    op_id: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    // Environment values cannot hold NUL bytes.
+    let clean = |s: &str| s.replace('\0', "\\x00");
+    let mut env = vec![
+        ("NIGHTSHIFT_BATCH", clean(&cycle.batch)),
+        ("NIGHTSHIFT_KEY", clean(&claim.key)),
+        ("NIGHTSHIFT_LABEL", clean(&claim.label)),
+        ("NIGHTSHIFT_ATTEMPT", attempt.to_string()),
+        ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
+    ];
+    if let Some(op) = op_id {
+        env.push(("NIGHTSHIFT_OP_ID", clean(op)));
+    }
+    env
+}
+
+/// Runs one claimed item to an outcome: done, failed (with tier), released
+/// (stop), or abandoned (lease lost).
+async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
+    let cfg = &cycle.cfg;
+    let mut attempt = claim.attempt;
+    let mut op_id = claim.op_id.clone();
+    let mut retries_done = 0;
+    loop {
+        let (kill_tx, kill_rx) = oneshot::channel();
+        cycle
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(claim.item_id, Some(kill_tx));
+        // A stop that came while we were claiming applies to us too.
+        if matches!(cycle.stopping(), Some((Signal::Immediate, _))) {
+            cycle.kill_all(KillReason::Shutdown);
+        }
+        let (report_tx, report_rx) = mpsc::unbounded_channel();
+        let reporter = tokio::spawn(forward_op_ids(cycle.clone(), claim.clone(), report_rx));
+        let started = Instant::now();
+        let job = Job {
+            argv: &cycle.worker,
+            dir: cycle.work_dir.as_deref(),
+            env: env(cycle, &claim, attempt, op_id.as_deref()),
+            payload: &claim.payload,
+            timeout: cfg.item_timeout,
+            kill_grace: cfg.grace.min(std::time::Duration::from_secs(5)),
+        };
+        let result = worker::run(job, report_tx, kill_rx).await;
+        cycle
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&claim.item_id);
+        if let Ok(Some(latest)) = reporter.await {
+            op_id = Some(latest);
+        }
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let output = match result {
+            Ok(output) => output,
+            Err(KillReason::Shutdown) => return release(cycle, &claim).await,
+            Err(KillReason::LeaseLost) => {
+                cycle
+                    .event(
+                        cycle
+                            .new_event(
+                                "lease-lost",
+                                "another runner holds this item now; its worker was stopped",
+                            )
+                            .key(&claim.key),
+                    )
+                    .await;
+                return Ok(());
+            }
+        };
+        match classify(&output, &cycle.rules) {
+            Verdict::Done {
+                empty,
+                result,
+                cost,
+            } => {
+                let kind = if empty { "empty" } else { "done" };
+                let event = NewEvent::new(
+                    now_ms(),
+                    &cycle.batch,
+                    kind,
+                    if empty {
+                        "done, empty result".to_string()
+                    } else {
+                        "done".to_string()
+                    },
+                )
+                .run(cycle.run_id)
+                .key(&claim.key)
+                .fields(json!({"attempt": attempt, "ms": elapsed_ms, "cost": cost}));
+                let (c, e) = (claim.clone(), event.clone());
+                let run = cycle.run_id;
+                let accepted = cycle
+                    .db
+                    .call(move |s| {
+                        s.complete(
+                            &Completion {
+                                item_id: c.item_id,
+                                token: c.token,
+                                run_id: run,
+                                outcome: if empty {
+                                    crate::model::Outcome::Empty
+                                } else {
+                                    crate::model::Outcome::Done
+                                },
+                                result: result.as_deref(),
+                                cost,
+                                now: now_ms(),
+                            },
+                            &e,
+                        )
+                    })
+                    .await?;
+                if accepted {
+                    let counter = if empty {
+                        &cycle.tally.empty
+                    } else {
+                        &cycle.tally.done
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    cycle.tally.add_cost(cost);
+                    cycle.log.emit(&event);
+                } else {
+                    lease_lost_on_write(cycle, &claim).await;
+                }
+                return Ok(());
+            }
+            Verdict::Failed {
+                transient,
+                class,
+                message,
+                retry_after,
+                cost,
+            } => {
+                cycle.tally.add_cost(cost);
+                if let Some(after) = retry_after {
+                    hold(cycle, after).await;
+                }
+                let may_retry = transient
+                    && retries_done < cfg.retries
+                    && attempt < cfg.max_attempts
+                    && cycle.stopping().is_none();
+                if may_retry {
+                    retries_done += 1;
+                    let wait = backoff(retries_done, cfg.backoff, cfg.backoff_max, retry_after);
+                    cycle
+                        .event(
+                            cycle
+                                .new_event("retry", format!("{class}: {message} (attempt {attempt}; retrying in {})", crate::duration::format_duration(wait)))
+                                .key(&claim.key)
+                                .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64})),
+                        )
+                        .await;
+                    let mut stop = cycle.stop_tx.subscribe();
+                    let interrupted = tokio::select! {
+                        () = tokio::time::sleep(wait) => false,
+                        _ = stop.changed() => true,
+                    };
+                    if interrupted || cycle.stopping().is_some() {
+                        return release(cycle, &claim).await;
+                    }
+                    let (id, token) = (claim.item_id, claim.token);
+                    match cycle
+                        .db
+                        .call(move |s| s.begin_attempt(id, token, now_ms()))
+                        .await?
+                    {
+                        Some(next) => {
+                            attempt = next;
+                            cycle.tally.retried.fetch_add(1, Ordering::Relaxed);
+                            let run = cycle.run_id;
+                            let _ = cycle.db.call(move |s| s.add_retried(run, 1)).await;
+                            continue;
+                        }
+                        None => {
+                            lease_lost_on_write(cycle, &claim).await;
+                            return Ok(());
+                        }
+                    }
+                }
+                return fail(
+                    cycle,
+                    &claim,
+                    attempt,
+                    transient,
+                    &class,
+                    &message,
+                    retry_after,
+                    cost,
+                )
+                .await;
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn fail(
+    cycle: &Cycle,
+    claim: &Claim,
+    attempt: u32,
+    transient: bool,
+    class: &str,
+    message: &str,
+    retry_after: Option<std::time::Duration>,
+    cost: Option<f64>,
+) -> Result<(), StoreError> {
+    let cfg = &cycle.cfg;
+    let tier = if transient && attempt < cfg.max_attempts {
+        Tier::Retry
+    } else {
+        Tier::Manual
+    };
+    let now = now_ms();
+    let next = (tier == Tier::Retry)
+        .then(|| now + redrive_delay(attempt, cfg.backoff_max, retry_after).as_millis() as i64);
+    let (kind, text) = match tier {
+        Tier::Retry => (
+            "failed",
+            format!("{class}: {message} (attempt {attempt}; the next cycle retries it)"),
+        ),
+        Tier::Manual if transient => (
+            "quarantined",
+            format!(
+                "{class}: {message} (attempt {attempt} of {}; quarantined)",
+                cfg.max_attempts
+            ),
+        ),
+        Tier::Manual => (
+            "quarantined",
+            format!("{class}: {message} (permanent; quarantined)"),
+        ),
+    };
+    let event = NewEvent::new(now, &cycle.batch, kind, text)
+        .run(cycle.run_id)
+        .key(&claim.key)
+        .fields(json!({"error_class": class, "message": message, "attempt": attempt, "tier": tier, "transient": transient}));
+    let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
+    let (class, message) = (class.to_string(), message.to_string());
+    let accepted = cycle
+        .db
+        .call(move |s| {
+            s.fail(
+                &Failure {
+                    item_id: c.item_id,
+                    token: c.token,
+                    run_id: run,
+                    tier,
+                    error_class: &class,
+                    message: &message,
+                    next_attempt_at: next,
+                    cost,
+                    now,
+                },
+                &e,
+            )
+        })
+        .await?;
+    if accepted {
+        let counter = if tier == Tier::Retry {
+            &cycle.tally.retry
+        } else {
+            &cycle.tally.manual
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        cycle.log.emit(&event);
+    } else {
+        lease_lost_on_write(cycle, claim).await;
+    }
+    Ok(())
+}
+
+async fn release(cycle: &Cycle, claim: &Claim) -> Result<(), StoreError> {
+    let event = cycle
+        .new_event("released", "released back to pending (run stopping)")
+        .key(&claim.key);
+    let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
+    if cycle
+        .db
+        .call(move |s| s.release(c.item_id, c.token, run, &e))
+        .await?
+    {
+        cycle.tally.released.fetch_add(1, Ordering::Relaxed);
+        cycle.log.emit(&event);
+    }
+    Ok(())
+}
+
+async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim) {
+    cycle
+        .event(
+            cycle
+                .new_event(
+                    "lease-lost",
+                    "result discarded: another runner took this item over (stale lease token)",
+                )
+                .key(&claim.key),
+        )
+        .await;
+}
+
+/// Stores each op id the worker reports, at once. Returns the latest.
+async fn forward_op_ids(
+    cycle: Arc<Cycle>,
+    claim: Claim,
+    mut rx: mpsc::UnboundedReceiver<Report>,
+) -> Option<String> {
+    let mut latest = None;
+    while let Some(Report::OpId(op)) = rx.recv().await {
+        let event = cycle
+            .new_event(
+                "op-id",
+                format!("operation id reported: {}", bound_message(&op)),
+            )
+            .key(&claim.key)
+            .fields(json!({"op_id": op}));
+        let (id, token, o, e) = (claim.item_id, claim.token, op.clone(), event.clone());
+        if let Ok(true) = cycle.db.call(move |s| s.set_op_id(id, token, &o, &e)).await {
+            cycle.log.emit(&event);
+        }
+        latest = Some(op);
+    }
+    latest
+}
+
+/// Runs the batch's `source` command and adds its JSON lines. A failing
+/// source is logged and the cycle goes on with what is already queued.
+pub async fn enqueue_source(cycle: &Arc<Cycle>, argv: &[String]) -> bool {
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(dir) = &cycle.work_dir {
+        cmd.current_dir(dir);
+    }
+    let output = match tokio::time::timeout(cycle.cfg.item_timeout, cmd.output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => {
+            return source_failed(cycle, format!("could not start source `{}`: {e}", argv[0]))
+                .await;
+        }
+        Err(_) => return source_failed(cycle, "source timed out".to_string()).await,
+    };
+    if !output.status.success() {
+        let err = String::from_utf8_lossy(&output.stderr);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return source_failed(
+            cycle,
+            format!(
+                "source exited with {}: {}",
+                output.status,
+                bound_message(last)
+            ),
+        )
+        .await;
+    }
+    let spec = KeySpec::from_fields(cycle.cfg.key_fields.as_deref());
+    let mut items = Vec::new();
+    let mut bad = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (n, line) in String::from_utf8_lossy(&output.stdout).lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<serde_json::Value>(line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| key::derive(line, &v, &spec).map_err(|e| e.to_string()))
+        {
+            Ok(item) if seen.insert(item.key.clone()) => items.push(item),
+            Ok(item) => bad.push(format!("line {}: duplicate key {:?}", n + 1, item.label)),
+            Err(e) => bad.push(format!("line {}: {e}", n + 1)),
+        }
+    }
+    if !bad.is_empty() {
+        return source_failed(
+            cycle,
+            format!(
+                "source output rejected, nothing added: {}",
+                bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            ),
+        )
+        .await;
+    }
+    let batch = cycle.batch.clone();
+    match cycle
+        .db
+        .call(move |s| s.add_items(&batch, &items, now_ms(), |_| {}))
+        .await
+    {
+        Ok(report) => {
+            cycle
+                .event(
+                    cycle
+                        .new_event(
+                            "source",
+                            format!(
+                                "source added {}, already present {}",
+                                report.added, report.present
+                            ),
+                        )
+                        .fields(json!(report)),
+                )
+                .await;
+            true
+        }
+        Err(e) => source_failed(cycle, format!("adding the source's items failed: {e}")).await,
+    }
+}
+
+async fn source_failed(cycle: &Cycle, message: String) -> bool {
+    cycle
+        .event(cycle.new_event("source-failed", bound_message(&message)))
+        .await;
+    false
+}

@@ -1,0 +1,170 @@
+//! The end of a cycle: the one-line summary, the alert hook, the live
+//! progress line, and the record of a cycle that stepped down at once.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+
+use super::{Cycle, EventLog, RunOptions, RunReport, StopReason};
+use crate::duration::format_duration;
+use crate::model::{Holder, NewEvent, RunCounts, RunState};
+use crate::store::Store;
+use crate::util::time::now_ms;
+
+/// `articles: 190 done, 4 empty, 3 failed (2 retry, 1 manual), 12 retried,
+/// 3 skipped-done, 2m14s`, plus spend and why it stopped early.
+pub fn line(
+    batch: &str,
+    c: &RunCounts,
+    elapsed: Duration,
+    stopped: Option<&StopReason>,
+    source_failed: bool,
+) -> String {
+    let mut s = format!(
+        "{batch}: {} done, {} empty, {} failed ({} retry, {} manual), {} retried, {} skipped-done",
+        c.done, c.empty, c.failed, c.retry, c.manual, c.retried, c.skipped_done
+    );
+    if c.redriven > 0 {
+        s.push_str(&format!(", {} redriven", c.redriven));
+    }
+    if c.released > 0 {
+        s.push_str(&format!(", {} released", c.released));
+    }
+    if c.cost > 0.0 {
+        s.push_str(&format!(
+            ", spent {}",
+            (c.cost * 10_000.0).round() / 10_000.0
+        ));
+    }
+    s.push_str(&format!(
+        ", {}",
+        format_duration(Duration::from_secs(elapsed.as_secs()))
+    ));
+    if let Some(reason) = stopped {
+        s.push_str(&format!("; stopped: {reason}"));
+    }
+    if source_failed {
+        s.push_str("; the source command failed (see the log)");
+    }
+    s
+}
+
+/// Records a cycle that did nothing (paused, lock held) as a run.
+pub fn record_skip(
+    store: &mut Store,
+    opts: &RunOptions,
+    holder: &Holder,
+    state: RunState,
+    reason: &str,
+    log: &EventLog,
+) -> anyhow::Result<RunReport> {
+    let now = now_ms();
+    let run_id = store.start_run(&opts.batch, opts.trigger, holder, now)?;
+    let summary = format!("{}: {state}: {reason}", opts.batch);
+    store.finish_run(run_id, state, &summary, 0, 0, now)?;
+    let event = NewEvent::new(now, &opts.batch, state.as_str(), summary.clone()).run(run_id);
+    store.log_event(&event)?;
+    log.emit(&event);
+    Ok(RunReport {
+        run_id: Some(run_id),
+        state,
+        counts: RunCounts::default(),
+        summary,
+        stopped: None,
+    })
+}
+
+/// The live line on stderr: done/failed/remaining, rate and ETA.
+pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
+    if !std::io::stderr().is_terminal() {
+        return;
+    }
+    let batch = cycle.batch.clone();
+    let total = match cycle.db.call(move |s| s.counts(&batch)).await {
+        Ok(c) => c.remaining(),
+        Err(_) => return,
+    };
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let c = cycle.tally.counts(0);
+        let processed = cycle.tally.processed();
+        let secs = started.elapsed().as_secs_f64().max(0.001);
+        let per_min = processed as f64 * 60.0 / secs;
+        let left = (total - processed).max(0);
+        let eta = if processed > 0 && left > 0 {
+            format!(
+                " · ETA {}",
+                format_duration(Duration::from_secs_f64(
+                    left as f64 * secs / processed as f64
+                ))
+            )
+        } else {
+            String::new()
+        };
+        let inflight = cycle.inflight.lock().map(|m| m.len()).unwrap_or(0);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r\x1b[2K{}: {} done, {} empty, {} failed, {} running, {} left · {:.0}/min{eta}",
+            crate::util::sanitize::line(&cycle.batch),
+            c.done,
+            c.empty,
+            c.failed,
+            inflight,
+            left,
+            per_min
+        );
+        let _ = err.flush();
+    }
+}
+
+pub fn clear_progress() {
+    if std::io::stderr().is_terminal() {
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K");
+        let _ = err.flush();
+    }
+}
+
+/// Runs the config's `alert` command with the summary as JSON on stdin.
+pub async fn alert(cycle: &Cycle, report: &RunReport) {
+    let Some(argv) = cycle.cfg.alert.clone() else {
+        return;
+    };
+    let body = serde_json::json!({
+        "batch": cycle.batch,
+        "run_id": report.run_id,
+        "state": report.state,
+        "summary": report.summary,
+        "counts": report.counts,
+    })
+    .to_string();
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .env("NIGHTSHIFT_BATCH", &cycle.batch)
+        .env("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string())
+        .kill_on_drop(true);
+    if let Some(dir) = &cycle.work_dir {
+        cmd.current_dir(dir);
+    }
+    let outcome = match cmd.spawn() {
+        Err(e) => format!("could not start alert `{}`: {e}", argv[0]),
+        Ok(mut child) => {
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(body.as_bytes()).await;
+                let _ = stdin.write_all(b"\n").await;
+            }
+            match tokio::time::timeout(Duration::from_secs(60), child.wait()).await {
+                Ok(Ok(status)) => format!("alert ran: {status}"),
+                Ok(Err(e)) => format!("alert failed: {e}"),
+                Err(_) => "alert timed out after 60s".to_string(),
+            }
+        }
+    };
+    cycle.event(cycle.new_event("alert", outcome)).await;
+}

@@ -1,0 +1,310 @@
+//! Running one worker process for one item: payload on stdin, bounded
+//! capture of stdout and stderr, the operation-id channel, timeouts that
+//! kill the whole process group, and nothing left behind.
+//!
+//! The op-id channel: a worker prints a line `@nightshift op_id=<id>` on
+//! stderr as soon as it has started a remote operation; the runner stores
+//! it at once, and a later attempt of the item gets it in
+//! `NIGHTSHIFT_OP_ID`. `@nightshift cost=<number>` reports the cost of the
+//! call the same way (for workers that cannot put it in their result).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::sync::{mpsc, oneshot};
+
+use super::classify::{ErrorLine, parse_error_line};
+
+/// Most stdout kept as the result; the rest is read and dropped.
+pub const MAX_STDOUT: usize = 1 << 20;
+/// Longest stderr line looked at (a longer one is cut).
+const MAX_LINE: usize = 64 * 1024;
+/// Prefix of the lines a worker uses to talk to the runner.
+pub const MARKER: &str = "@nightshift ";
+
+/// How the worker ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    Timeout(Duration),
+    SpawnFailed(String),
+}
+
+/// Why the runner itself stopped a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillReason {
+    /// Shutdown grace period over: the item goes back to pending.
+    Shutdown,
+    /// Another runner holds the item now: our result would be rejected.
+    LeaseLost,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub exit: Exit,
+    pub stdout: Vec<u8>,
+    pub stdout_truncated: bool,
+    /// The last non-empty stderr line that was not a marker line.
+    pub stderr_last_line: Option<String>,
+    pub error_line: Option<ErrorLine>,
+    pub reported_cost: Option<f64>,
+    pub op_ids: Vec<String>,
+}
+
+/// Messages a running worker sends while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    OpId(String),
+}
+
+pub struct Job<'a> {
+    pub argv: &'a [String],
+    pub dir: Option<&'a Path>,
+    pub env: Vec<(&'static str, String)>,
+    pub payload: &'a str,
+    pub timeout: Duration,
+    /// Between SIGTERM and SIGKILL when the runner stops a worker.
+    pub kill_grace: Duration,
+}
+
+/// Runs the worker to its end. `Err(reason)` if the runner killed it.
+pub async fn run(
+    job: Job<'_>,
+    reports: mpsc::UnboundedSender<Report>,
+    kill: oneshot::Receiver<KillReason>,
+) -> Result<Output, KillReason> {
+    let mut cmd = Command::new(&job.argv[0]);
+    cmd.args(&job.argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in &job.env {
+        cmd.env(k, v);
+    }
+    if let Some(dir) = job.dir {
+        cmd.current_dir(dir);
+    }
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            return Ok(Output {
+                exit: Exit::SpawnFailed(format!("{}: {e}", job.argv[0])),
+                stdout: Vec::new(),
+                stdout_truncated: false,
+                stderr_last_line: None,
+                error_line: None,
+                reported_cost: None,
+                op_ids: Vec::new(),
+            });
+        }
+    };
+    let pgid = child.id();
+
+    // Feed stdin from a task: a worker that never reads it must not block us,
+    // and a broken pipe is not a failure.
+    if let Some(mut stdin) = child.stdin.take() {
+        let mut payload = job.payload.as_bytes().to_vec();
+        payload.push(b'\n');
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&payload).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(read_bounded(s, MAX_STDOUT)));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| tokio::spawn(read_stderr(s, reports)));
+
+    // A dropped sender means nobody will ask us to stop.
+    let killed = async {
+        match kill.await {
+            Ok(reason) => reason,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    let status = tokio::select! {
+        status = child.wait() => Ok(status),
+        () = tokio::time::sleep(job.timeout) => Err(None),
+        reason = killed => Err(Some(reason)),
+    };
+    let exit = match status {
+        Ok(Ok(status)) => exit_of(status),
+        Ok(Err(e)) => Exit::SpawnFailed(format!("waiting for the worker: {e}")),
+        Err(reason) => {
+            stop_group(&mut child, pgid, job.kill_grace).await;
+            match reason {
+                None => Exit::Timeout(job.timeout),
+                Some(reason) => {
+                    kill_group(pgid);
+                    return Err(reason);
+                }
+            }
+        }
+    };
+    // Whatever the worker left running in its group (daemons it forked)
+    // goes too; it would otherwise hold our pipes open.
+    kill_group(pgid);
+
+    let (stdout, stdout_truncated) = match stdout {
+        Some(task) => task.await.unwrap_or_default(),
+        None => (Vec::new(), false),
+    };
+    let err = match stderr {
+        Some(task) => task.await.unwrap_or_default(),
+        None => StderrSummary::default(),
+    };
+    Ok(Output {
+        exit,
+        stdout,
+        stdout_truncated,
+        error_line: err.last_line.as_deref().and_then(parse_error_line),
+        stderr_last_line: err.last_line,
+        reported_cost: err.cost,
+        op_ids: err.op_ids,
+    })
+}
+
+#[cfg(unix)]
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(sig)) => Exit::Signal(sig),
+        (None, None) => Exit::Code(-1),
+    }
+}
+
+#[cfg(not(unix))]
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    Exit::Code(status.code().unwrap_or(-1))
+}
+
+/// SIGTERM to the group, then SIGKILL after `grace` if the worker lives on.
+async fn stop_group(child: &mut tokio::process::Child, pgid: Option<u32>, grace: Duration) {
+    signal_group(pgid, Signal::Term);
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        signal_group(pgid, Signal::Kill);
+        let _ = child.wait().await;
+    }
+}
+
+fn kill_group(pgid: Option<u32>) {
+    signal_group(pgid, Signal::Kill);
+}
+
+enum Signal {
+    Term,
+    Kill,
+}
+
+#[cfg(unix)]
+fn signal_group(pgid: Option<u32>, sig: Signal) {
+    use nix::sys::signal::{Signal as S, killpg};
+    use nix::unistd::Pid;
+    let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 1) else {
+        return;
+    };
+    let sig = match sig {
+        Signal::Term => S::SIGTERM,
+        Signal::Kill => S::SIGKILL,
+    };
+    // ESRCH (the group is already gone) is the normal case.
+    let _ = killpg(Pid::from_raw(pgid), sig);
+}
+
+#[cfg(not(unix))]
+fn signal_group(_pgid: Option<u32>, _sig: Signal) {}
+
+/// Reads everything, keeping the first `limit` bytes.
+async fn read_bounded(mut r: impl AsyncRead + Unpin, limit: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut truncated = false;
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = limit.saturating_sub(kept.len());
+                if n > room {
+                    truncated = true;
+                }
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, truncated)
+}
+
+#[derive(Debug, Default)]
+struct StderrSummary {
+    last_line: Option<String>,
+    cost: Option<f64>,
+    op_ids: Vec<String>,
+}
+
+/// Reads stderr line by line (each line bounded), acting on marker lines
+/// as they arrive and keeping the last other line.
+async fn read_stderr(
+    mut r: impl AsyncRead + Unpin,
+    reports: mpsc::UnboundedSender<Report>,
+) -> StderrSummary {
+    let mut summary = StderrSummary::default();
+    let mut line: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let handle = |line: &[u8], summary: &mut StderrSummary| {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches('\r');
+        if let Some(rest) = text.strip_prefix(MARKER) {
+            if let Some(op) = rest.trim().strip_prefix("op_id=") {
+                let op = op.trim();
+                if !op.is_empty() && op.len() <= 1024 {
+                    summary.op_ids.push(op.to_string());
+                    let _ = reports.send(Report::OpId(op.to_string()));
+                }
+            } else if let Some(cost) = rest.trim().strip_prefix("cost=")
+                && let Ok(c) = cost.trim().parse::<f64>()
+                && c.is_finite()
+            {
+                summary.cost = Some(summary.cost.unwrap_or(0.0) + c);
+            }
+        } else if !text.trim().is_empty() {
+            summary.last_line = Some(text.to_string());
+        }
+    };
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {
+                    let complete = chunk.last() == Some(&b'\n');
+                    let body = if complete {
+                        &chunk[..chunk.len() - 1]
+                    } else {
+                        chunk
+                    };
+                    let room = MAX_LINE.saturating_sub(line.len());
+                    line.extend_from_slice(&body[..body.len().min(room)]);
+                    if complete {
+                        handle(&line, &mut summary);
+                        line.clear();
+                    }
+                }
+            }
+        }
+    }
+    if !line.is_empty() {
+        handle(&line, &mut summary);
+    }
+    summary
+}

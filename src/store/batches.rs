@@ -1,0 +1,287 @@
+//! Batches: names, counts, the pause flag and schedule state.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{Result, Store, StoreError, schema::BUCKETS};
+use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause};
+
+/// Id of a batch, or `UnknownBatch` listing the known ones.
+pub(crate) fn batch_id(conn: &Connection, name: &str) -> Result<i64> {
+    conn.query_row("SELECT id FROM batches WHERE name = ?1", [name], |r| {
+        r.get(0)
+    })
+    .optional()?
+    .ok_or_else(|| StoreError::UnknownBatch {
+        name: name.to_string(),
+        known: names(conn).unwrap_or_default(),
+    })
+}
+
+pub(crate) fn names(conn: &Connection) -> Result<Vec<String>> {
+    let mut st = conn.prepare_cached("SELECT name FROM batches ORDER BY name")?;
+    let rows = st
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Creates the batch row (and its zeroed counters) if missing.
+pub(crate) fn ensure(conn: &Connection, name: &str, now: Millis) -> Result<i64> {
+    if let Some(id) = conn
+        .query_row("SELECT id FROM batches WHERE name = ?1", [name], |r| {
+            r.get(0)
+        })
+        .optional()?
+    {
+        return Ok(id);
+    }
+    conn.execute(
+        "INSERT INTO batches (name, created_at) VALUES (?1, ?2)",
+        params![name, now],
+    )?;
+    let id = conn.last_insert_rowid();
+    let mut st =
+        conn.prepare_cached("INSERT INTO counts (batch_id, bucket, n) VALUES (?1, ?2, 0)")?;
+    for bucket in BUCKETS {
+        st.execute(params![id, bucket])?;
+    }
+    Ok(id)
+}
+
+fn paused(conn: &Connection, batch_id: i64) -> Result<bool> {
+    Ok(conn.query_row(
+        "SELECT paused FROM batches WHERE id = ?1",
+        [batch_id],
+        |r| r.get::<_, i64>(0).map(|p| p != 0),
+    )?)
+}
+
+pub(crate) fn counts(conn: &Connection, batch_id: i64) -> Result<Counts> {
+    let mut st = conn.prepare_cached("SELECT bucket, n FROM counts WHERE batch_id = ?1")?;
+    let mut rows = st.query([batch_id])?;
+    let mut c = Counts::default();
+    while let Some(row) = rows.next()? {
+        let n: i64 = row.get(1)?;
+        match row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)? {
+            "pending" => c.pending = n,
+            "claimed" => c.claimed = n,
+            "done" => c.done_ok = n,
+            "empty" => c.empty = n,
+            "skipped" => c.skipped = n,
+            "retry" => c.retry = n,
+            "manual" => c.manual = n,
+            _ => {}
+        }
+    }
+    c.done = c.done_ok + c.empty + c.skipped;
+    c.failed = c.retry + c.manual;
+    Ok(c)
+}
+
+fn pause_and_schedule(
+    conn: &Connection,
+    batch_id: i64,
+) -> Result<(Option<Pause>, Option<Millis>, Option<Fire>)> {
+    Ok(conn.query_row(
+        "SELECT paused, paused_reason, paused_by, paused_at, next_fire,
+                last_fire_at, last_fire_outcome, last_fire_reason, last_fire_run
+           FROM batches WHERE id = ?1",
+        [batch_id],
+        |r| {
+            let pause = (r.get::<_, i64>(0)? != 0).then(|| -> rusqlite::Result<Pause> {
+                Ok(Pause {
+                    reason: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    by: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    at: r.get::<_, Option<i64>>(3)?.unwrap_or_default(),
+                })
+            });
+            let fire = match r.get::<_, Option<i64>>(5)? {
+                Some(at) => Some(Fire {
+                    at,
+                    outcome: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                    reason: r.get(7)?,
+                    run_id: r.get(8)?,
+                }),
+                None => None,
+            };
+            Ok((pause.transpose()?, r.get(4)?, fire))
+        },
+    )?)
+}
+
+impl Store {
+    /// Names of all batches in the store.
+    pub fn batch_names(&self) -> Result<Vec<String>> {
+        self.read(names)
+    }
+
+    /// Creates a batch if it does not exist yet.
+    pub fn ensure_batch(&mut self, name: &str, now: Millis) -> Result<()> {
+        self.write(|tx| ensure(tx, name, now).map(drop))
+    }
+
+    /// Fails with `UnknownBatch` unless the batch exists.
+    pub fn check_batch(&self, name: &str) -> Result<()> {
+        self.read(|c| batch_id(c, name).map(drop))
+    }
+
+    pub fn counts(&self, batch: &str) -> Result<Counts> {
+        self.read(|c| counts(c, batch_id(c, batch)?))
+    }
+
+    /// Everything the status line and dashboard header need, for every
+    /// batch (or the one named), in one read transaction.
+    pub fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>> {
+        self.read(|c| {
+            let wanted = match only {
+                Some(name) => {
+                    batch_id(c, name)?;
+                    vec![name.to_string()]
+                }
+                None => names(c)?,
+            };
+            let mut out = Vec::with_capacity(wanted.len());
+            for name in wanted {
+                let id = batch_id(c, &name)?;
+                let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
+                out.push(BatchInfo {
+                    counts: counts(c, id)?,
+                    pause,
+                    next_fire,
+                    last_fire,
+                    lock: super::locks::current(c, id, &name)?,
+                    last_run: super::runs::last(c, id)?,
+                    name,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Pauses a batch, recording who and why. Returns whether it was
+    /// already paused (the reason is updated either way).
+    pub fn pause_batch(&mut self, batch: &str, p: &Pause) -> Result<bool> {
+        self.write(|tx| {
+            let id = ensure(tx, batch, p.at)?;
+            let was = paused(tx, id)?;
+            tx.execute(
+                "UPDATE batches SET paused = 1, paused_reason = ?2, paused_by = ?3, paused_at = ?4 WHERE id = ?1",
+                params![id, p.reason, p.by, p.at],
+            )?;
+            super::events::insert(
+                tx,
+                &NewEvent::new(p.at, batch, "paused", format!("paused by {}: {}", p.by, p.reason))
+                    .actor(&p.by)
+                    .fields(serde_json::json!({"reason": p.reason})),
+            )?;
+            Ok(was)
+        })
+    }
+
+    /// Clears the pause flag. Returns whether it was paused.
+    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool> {
+        self.write(|tx| {
+            let id = batch_id(tx, batch)?;
+            let was = paused(tx, id)?;
+            tx.execute(
+                "UPDATE batches SET paused = 0, paused_reason = NULL, paused_by = NULL, paused_at = NULL
+                  WHERE id = ?1",
+                [id],
+            )?;
+            if was {
+                super::events::insert(
+                    tx,
+                    &NewEvent::new(now, batch, "unpaused", format!("unpaused by {actor}")).actor(actor),
+                )?;
+            }
+            Ok(was)
+        })
+    }
+
+    /// The pause flag, read fresh (the runner checks it while running).
+    pub fn pause(&self, batch: &str) -> Result<Option<Pause>> {
+        self.read(|c| Ok(pause_and_schedule(c, batch_id(c, batch)?)?.0))
+    }
+
+    /// Until when the whole batch holds back after a rate-limit answer.
+    pub fn hold_until(&self, batch: &str) -> Result<Option<Millis>> {
+        self.read(|c| {
+            Ok(c.query_row(
+                "SELECT hold_until FROM batches WHERE name = ?1",
+                [batch],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten())
+        })
+    }
+
+    /// Holds claiming for the whole batch until `until` (never shortens a hold).
+    pub fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE batches SET hold_until = max(coalesce(hold_until, 0), ?2) WHERE name = ?1",
+                params![batch, until],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Records the next fire time computed by the scheduler.
+    pub fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()> {
+        self.write(|tx| {
+            let id = ensure(tx, batch, now)?;
+            tx.execute(
+                "UPDATE batches SET next_fire = ?2 WHERE id = ?1",
+                params![id, next],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Records what happened at a fire time, and logs it as an event.
+    pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<()> {
+        self.write(|tx| {
+            let id = ensure(tx, batch, fire.at)?;
+            tx.execute(
+                "UPDATE batches SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4,
+                        last_fire_run = ?5 WHERE id = ?1",
+                params![id, fire.at, fire.outcome, fire.reason, fire.run_id],
+            )?;
+            let message = match &fire.reason {
+                Some(reason) => format!("fire {}: {reason}", fire.outcome),
+                None => format!("fire {}", fire.outcome),
+            };
+            let mut event = NewEvent::new(fire.at, batch, "fire", message).fields(serde_json::json!({
+                "outcome": fire.outcome,
+                "reason": fire.reason,
+            }));
+            event.run_id = fire.run_id;
+            super::events::insert(tx, &event)?;
+            Ok(())
+        })
+    }
+
+    /// Done and failed worker completions per minute, oldest first, for the
+    /// last `minutes` minutes ending at `now` (zeros included).
+    pub fn minute_stats(&self, batch: &str, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let last = now / 60_000;
+            let first = last - minutes + 1;
+            let mut out = vec![(0, 0); minutes.max(0) as usize];
+            let mut st = c.prepare_cached(
+                "SELECT minute, done, failed FROM minute_stats
+                  WHERE batch_id = ?1 AND minute BETWEEN ?2 AND ?3",
+            )?;
+            let mut rows = st.query(params![id, first, last])?;
+            while let Some(r) = rows.next()? {
+                let m: i64 = r.get(0)?;
+                if let Some(slot) = out.get_mut((m - first) as usize) {
+                    *slot = (r.get(1)?, r.get(2)?);
+                }
+            }
+            Ok(out)
+        })
+    }
+}

@@ -1,0 +1,130 @@
+//! Store errors: typed, each one clear line naming the file and what to do.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::ErrorCode;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no store at {0}: run `nightshift init` there first, or pass --db PATH")]
+    NotFound(PathBuf),
+    #[error("{0} is not a nightshift store (run `nightshift init` to create one)")]
+    NotNightshift(PathBuf),
+    #[error("{0} is not a valid SQLite database (corrupt or not a database file): {1}")]
+    Corrupt(PathBuf, String),
+    #[error(
+        "{path} was written by a newer nightshift (schema v{found}; this build knows up to v{supported}): \
+         upgrade nightshift; the file was left untouched"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i32,
+        supported: i32,
+    },
+    #[error("{0} is opened read-only; this action writes")]
+    ReadOnlyStore(PathBuf),
+    #[error("cannot write {0}: the file or its directory is read-only ({1})")]
+    ReadOnlyFile(PathBuf, String),
+    #[error("cannot open {0}: {1}")]
+    CannotOpen(PathBuf, String),
+    #[error("the disk holding {0} is full: nothing was changed")]
+    DiskFull(PathBuf),
+    #[error("{0} is locked by another program and stayed locked: try again later")]
+    Busy(PathBuf),
+    #[error("{0}: {1}")]
+    Io(PathBuf, std::io::Error),
+    #[error("unknown batch {name:?}{}", known_list(.known))]
+    UnknownBatch { name: String, known: Vec<String> },
+    #[error("no item {key:?} in batch {batch:?}")]
+    UnknownKey { batch: String, key: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+fn known_list(known: &[String]) -> String {
+    if known.is_empty() {
+        " (the store has no batches yet: add items with `nightshift add BATCH FILE`)".to_string()
+    } else {
+        format!(" (known: {})", known.join(", "))
+    }
+}
+
+impl StoreError {
+    /// Classifies a SQLite error so the user reads what happened to which file.
+    pub fn from_sqlite(e: rusqlite::Error, path: &Path) -> StoreError {
+        let path = path.to_path_buf();
+        let code = e.sqlite_error_code();
+        let detail = e.to_string();
+        match code {
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+                StoreError::Corrupt(path, detail)
+            }
+            Some(ErrorCode::DiskFull) => StoreError::DiskFull(path),
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy(path),
+            Some(ErrorCode::ReadOnly) => StoreError::ReadOnlyFile(path, detail),
+            Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
+                StoreError::CannotOpen(path, detail)
+            }
+            _ => StoreError::Sqlite(e),
+        }
+    }
+
+    /// Adds the path to a bare SQLite error raised inside a transaction.
+    pub(crate) fn with_path(self, path: &Path) -> StoreError {
+        match self {
+            StoreError::Sqlite(e) => StoreError::from_sqlite(e, path),
+            other => other,
+        }
+    }
+
+    /// Bad input from the user (exit 2) rather than a store fault (exit 3).
+    pub fn is_user_error(&self) -> bool {
+        matches!(
+            self,
+            StoreError::UnknownBatch { .. }
+                | StoreError::UnknownKey { .. }
+                | StoreError::Invalid(_)
+        )
+    }
+}
+
+impl StoreError {
+    /// A copy for every request of a failed group commit (SQLite and I/O
+    /// errors are not `Clone`; their text is kept).
+    pub fn duplicate(&self) -> StoreError {
+        match self {
+            StoreError::NotFound(p) => StoreError::NotFound(p.clone()),
+            StoreError::NotNightshift(p) => StoreError::NotNightshift(p.clone()),
+            StoreError::Corrupt(p, d) => StoreError::Corrupt(p.clone(), d.clone()),
+            StoreError::NewerSchema {
+                path,
+                found,
+                supported,
+            } => StoreError::NewerSchema {
+                path: path.clone(),
+                found: *found,
+                supported: *supported,
+            },
+            StoreError::ReadOnlyStore(p) => StoreError::ReadOnlyStore(p.clone()),
+            StoreError::ReadOnlyFile(p, d) => StoreError::ReadOnlyFile(p.clone(), d.clone()),
+            StoreError::CannotOpen(p, d) => StoreError::CannotOpen(p.clone(), d.clone()),
+            StoreError::DiskFull(p) => StoreError::DiskFull(p.clone()),
+            StoreError::Busy(p) => StoreError::Busy(p.clone()),
+            StoreError::Io(p, e) => {
+                StoreError::Io(p.clone(), std::io::Error::new(e.kind(), e.to_string()))
+            }
+            StoreError::UnknownBatch { name, known } => StoreError::UnknownBatch {
+                name: name.clone(),
+                known: known.clone(),
+            },
+            StoreError::UnknownKey { batch, key } => StoreError::UnknownKey {
+                batch: batch.clone(),
+                key: key.clone(),
+            },
+            StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
+            StoreError::Sqlite(e) => StoreError::Invalid(format!("database error: {e}")),
+        }
+    }
+}

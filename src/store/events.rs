@@ -1,0 +1,127 @@
+//! The run log: structured events, also used for operator actions.
+
+use rusqlite::{Connection, Row, params, params_from_iter, types::Value as V};
+
+use super::batches::batch_id;
+use super::{Result, Store, json_col};
+use crate::model::{Event, Millis, NewEvent};
+
+/// Which events to read.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub batch: Option<String>,
+    /// Any of these kinds (empty: all).
+    pub kinds: Vec<String>,
+    pub key: Option<String>,
+    /// Only events with a larger id (following the log).
+    pub after_id: Option<i64>,
+    pub since: Option<Millis>,
+    pub limit: usize,
+}
+
+pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
+    let batch_id = match &e.batch {
+        Some(name) => Some(batch_id(conn, name)?),
+        None => None,
+    };
+    let mut st = conn.prepare_cached(
+        "INSERT INTO events (at, batch_id, run_id, key, kind, actor, message, fields)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?;
+    st.execute(params![
+        e.at,
+        batch_id,
+        e.run_id,
+        e.key,
+        e.kind,
+        e.actor,
+        e.message,
+        e.fields.as_ref().map(|f| f.to_string())
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
+fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        id: r.get(0)?,
+        at: r.get(1)?,
+        batch: r.get(2)?,
+        run_id: r.get(3)?,
+        key: r.get(4)?,
+        kind: r.get(5)?,
+        actor: r.get(6)?,
+        message: r.get(7)?,
+        fields: json_col(r.get(8)?).unwrap_or(serde_json::Value::Null),
+    })
+}
+
+impl Store {
+    /// Appends one event on its own (for events outside a transition).
+    pub fn log_event(&mut self, e: &NewEvent) -> Result<i64> {
+        self.write(|tx| insert(tx, e))
+    }
+
+    /// Events matching `filter`: the newest `limit`, returned oldest first;
+    /// with `after_id`, the oldest `limit` after it (for following).
+    pub fn events(&self, filter: &EventFilter) -> Result<Vec<Event>> {
+        self.read(|c| {
+            let mut args: Vec<V> = Vec::new();
+            let mut cond = String::from("1 = 1");
+            if let Some(name) = &filter.batch {
+                args.push(V::Integer(batch_id(c, name)?));
+                cond.push_str(&format!(" AND e.batch_id = ?{}", args.len()));
+            }
+            if !filter.kinds.is_empty() {
+                let mut slots = Vec::new();
+                for k in &filter.kinds {
+                    args.push(V::Text(k.clone()));
+                    slots.push(format!("?{}", args.len()));
+                }
+                cond.push_str(&format!(" AND e.kind IN ({})", slots.join(", ")));
+            }
+            if let Some(key) = &filter.key {
+                args.push(V::Text(key.clone()));
+                cond.push_str(&format!(" AND e.key = ?{}", args.len()));
+            }
+            if let Some(since) = filter.since {
+                args.push(V::Integer(since));
+                cond.push_str(&format!(" AND e.at >= ?{}", args.len()));
+            }
+            let following = filter.after_id.is_some();
+            if let Some(after) = filter.after_id {
+                args.push(V::Integer(after));
+                cond.push_str(&format!(" AND e.id > ?{}", args.len()));
+            }
+            let order = if following { "ASC" } else { "DESC" };
+            let limit = if filter.limit == 0 { 200 } else { filter.limit };
+            let sql = format!(
+                "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, e.fields
+                   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                  WHERE {cond} ORDER BY e.id {order} LIMIT {limit}"
+            );
+            let mut st = c.prepare_cached(&sql)?;
+            let mut rows: Vec<Event> = st
+                .query_map(params_from_iter(args), event_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            if !following {
+                rows.reverse();
+            }
+            Ok(rows)
+        })
+    }
+
+    /// Event counts by kind since `since` (the "since you last looked" summary).
+    pub fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT coalesce(b.name, ''), e.kind, count(*) FROM events e
+                   LEFT JOIN batches b ON b.id = e.batch_id
+                  WHERE e.at > ?1 GROUP BY 1, 2 ORDER BY 1, 2",
+            )?;
+            let rows = st
+                .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+    }
+}

@@ -1,0 +1,821 @@
+//! Items and their transitions: add, claim (lease + fencing token),
+//! complete, fail, release, reclaim, redrive, requeue, skip.
+//!
+//! Every transition that ends a claim is conditional on the lease token, so
+//! a runner that lost its lease cannot overwrite a newer claim.
+
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+use serde::Serialize;
+
+use super::batches::{batch_id, ensure};
+use super::events::insert as insert_event;
+use super::{Result, Store, StoreError, json_col, parse_col};
+use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, Status, Tier};
+
+/// Rows moved per write transaction by bulk operations, so a runner waiting
+/// for the write lock is never held up for long.
+const CHUNK: usize = 2_000;
+
+const ITEM_COLUMNS: &str = "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
+    i.attempts, i.op_id, i.result, i.cost, i.error_class, i.error_message, i.next_attempt_at,
+    i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at";
+
+fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
+    let payload: String = r.get(4)?;
+    Ok(Item {
+        id: r.get(0)?,
+        batch: r.get(1)?,
+        key: r.get(2)?,
+        label: r.get(3)?,
+        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+        status: parse_col(5, r.get_ref(5)?.as_str()?)?,
+        tier: r
+            .get::<_, Option<String>>(6)?
+            .map(|t| parse_col(6, &t))
+            .transpose()?,
+        outcome: r
+            .get::<_, Option<String>>(7)?
+            .map(|t| parse_col(7, &t))
+            .transpose()?,
+        attempts: r.get(8)?,
+        op_id: r.get(9)?,
+        result: json_col(r.get(10)?),
+        cost: r.get(11)?,
+        error_class: r.get(12)?,
+        error_message: r.get(13)?,
+        next_attempt_at: r.get(14)?,
+        lease_run: r.get(15)?,
+        lease_until: r.get(16)?,
+        lease_token: r.get(17)?,
+        created_at: r.get(18)?,
+        updated_at: r.get(19)?,
+    })
+}
+
+/// Which items a listing shows.
+#[derive(Debug, Clone, Default)]
+pub struct ItemFilter {
+    pub status: Option<Status>,
+    pub tier: Option<Tier>,
+    pub outcome: Option<Outcome>,
+    pub error_class: Option<String>,
+    /// Substring of key, label or error message.
+    pub search: Option<String>,
+    pub limit: Option<usize>,
+    pub offset: usize,
+}
+
+/// Which failed items a requeue moves (all given conditions must hold).
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub keys: Vec<String>,
+    pub class: Option<String>,
+    pub tier: Option<Tier>,
+    /// Match every failed item when no other condition is given.
+    pub all_failed: bool,
+}
+
+/// One item a requeue moved (or would move).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Requeue {
+    pub key: String,
+    pub label: String,
+    pub tier: Tier,
+    pub error_class: Option<String>,
+    pub attempts: u32,
+}
+
+/// Result of a finished worker run, as the runner reports it.
+#[derive(Debug, Clone)]
+pub struct Completion<'a> {
+    pub item_id: i64,
+    pub token: i64,
+    pub run_id: i64,
+    pub outcome: Outcome,
+    pub result: Option<&'a str>,
+    pub cost: Option<f64>,
+    pub now: Millis,
+}
+
+/// A failure that ends the claim.
+#[derive(Debug, Clone)]
+pub struct Failure<'a> {
+    pub item_id: i64,
+    pub token: i64,
+    pub run_id: i64,
+    pub tier: Tier,
+    pub error_class: &'a str,
+    pub message: &'a str,
+    pub next_attempt_at: Option<Millis>,
+    pub cost: Option<f64>,
+    pub now: Millis,
+}
+
+/// Appends numbered placeholders (`?2`, `?3`, ...) after `?1`, the batch id.
+fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Value>) -> String {
+    use rusqlite::types::Value as V;
+    let mut sql = String::new();
+    let bind = |args: &mut Vec<V>, value: V| {
+        args.push(value);
+        args.len()
+    };
+    if let Some(s) = filter.status {
+        let n = bind(args, V::Text(s.as_str().into()));
+        sql.push_str(&format!(" AND i.status = ?{n}"));
+    }
+    if let Some(t) = filter.tier {
+        let n = bind(args, V::Text(t.as_str().into()));
+        sql.push_str(&format!(" AND i.tier = ?{n}"));
+    }
+    if let Some(o) = filter.outcome {
+        let n = bind(args, V::Text(o.as_str().into()));
+        sql.push_str(&format!(" AND i.outcome = ?{n}"));
+    }
+    if let Some(c) = &filter.error_class {
+        let n = bind(args, V::Text(c.clone()));
+        sql.push_str(&format!(" AND i.error_class = ?{n}"));
+    }
+    if let Some(q) = filter.search.as_ref().filter(|q| !q.is_empty()) {
+        let n = bind(args, V::Text(q.clone()));
+        sql.push_str(&format!(
+            " AND (instr(i.key, ?{n}) > 0 OR instr(i.label, ?{n}) > 0 \
+               OR instr(coalesce(i.error_message, ''), ?{n}) > 0)"
+        ));
+    }
+    sql
+}
+
+fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> String {
+    use rusqlite::types::Value as V;
+    let mut sql = String::from(" AND i.status = 'failed'");
+    if let Some(c) = &sel.class {
+        args.push(V::Text(c.clone()));
+        sql.push_str(&format!(" AND i.error_class = ?{}", args.len()));
+    }
+    if let Some(t) = sel.tier {
+        args.push(V::Text(t.as_str().into()));
+        sql.push_str(&format!(" AND i.tier = ?{}", args.len()));
+    }
+    sql
+}
+
+impl Store {
+    /// Adds items idempotently in one transaction: an item whose key is
+    /// already in the batch is left exactly as it is.
+    pub fn add_items(
+        &mut self,
+        batch: &str,
+        items: &[NewItem],
+        now: Millis,
+        mut progress: impl FnMut(usize),
+    ) -> Result<AddReport> {
+        self.write(|tx| {
+            let id = ensure(tx, batch, now)?;
+            let mut st = tx.prepare_cached(
+                "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)
+                 ON CONFLICT (batch_id, key) DO NOTHING",
+            )?;
+            let mut report = AddReport::default();
+            for (n, item) in items.iter().enumerate() {
+                if st.execute(params![id, item.key, item.label, item.payload, now])? == 1 {
+                    report.added += 1;
+                } else {
+                    report.present += 1;
+                }
+                if n % 10_000 == 0 {
+                    progress(n);
+                }
+            }
+            if report.added > 0 {
+                insert_event(
+                    tx,
+                    &NewEvent::new(
+                        now,
+                        batch,
+                        "added",
+                        format!("added {}, already present {}", report.added, report.present),
+                    )
+                    .actor(&crate::util::identity::actor())
+                    .fields(serde_json::json!({"added": report.added, "present": report.present})),
+                )?;
+            }
+            Ok(report)
+        })
+    }
+
+    /// Claims up to `n` pending items for `run_id`: each gets a lease until
+    /// `lease_until`, a fresh (larger) fencing token and its attempt counted.
+    pub fn claim(
+        &mut self,
+        batch: &str,
+        run_id: i64,
+        n: usize,
+        lease_until: Millis,
+        now: Millis,
+    ) -> Result<Vec<Claim>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        self.write(|tx| {
+            let id = batch_id(tx, batch)?;
+            let mut st = tx.prepare_cached(
+                "UPDATE items
+                    SET status = 'claimed', lease_run = ?2, lease_until = ?3,
+                        lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?4
+                  WHERE id IN (SELECT id FROM items
+                                WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
+                                  AND next_attempt_at IS NULL
+                                ORDER BY id LIMIT ?5)
+                 RETURNING id, key, label, payload, attempts, op_id, lease_token",
+            )?;
+            let mut claims: Vec<Claim> = st
+                .query_map(params![id, run_id, lease_until, now, n as i64], |r| {
+                    Ok(Claim {
+                        item_id: r.get(0)?,
+                        key: r.get(1)?,
+                        label: r.get(2)?,
+                        payload: r.get(3)?,
+                        attempt: r.get(4)?,
+                        op_id: r.get(5)?,
+                        token: r.get(6)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            claims.sort_by_key(|c| c.item_id);
+            let mut ev = tx.prepare_cached(
+                "INSERT INTO events (at, batch_id, run_id, key, kind, message, fields)
+                 VALUES (?1, ?2, ?3, ?4, 'claimed', ?5, NULL)",
+            )?;
+            for c in &claims {
+                ev.execute(params![
+                    now,
+                    id,
+                    run_id,
+                    c.key,
+                    format!("claimed (attempt {})", c.attempt)
+                ])?;
+            }
+            Ok(claims)
+        })
+    }
+
+    /// Counts a further immediate attempt of a claimed item. `None` if the
+    /// lease was lost meanwhile.
+    pub fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>> {
+        self.write(|tx| {
+            Ok(tx
+                .query_row(
+                    "UPDATE items SET attempts = attempts + 1, updated_at = ?3
+                      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'
+                     RETURNING attempts",
+                    params![item_id, token, now],
+                    |r| r.get(0),
+                )
+                .optional()?)
+        })
+    }
+
+    /// Stores the operation id a worker reported, at once, so a later
+    /// attempt can resume the remote operation. False if the lease was lost.
+    pub fn set_op_id(
+        &mut self,
+        item_id: i64,
+        token: i64,
+        op_id: &str,
+        event: &NewEvent,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE items SET op_id = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+                params![item_id, token, op_id],
+            )?;
+            if n == 1 {
+                insert_event(tx, event)?;
+            }
+            Ok(n == 1)
+        })
+    }
+
+    /// Extends the leases of every item `run_id` holds in `batch`; returns
+    /// the ids of the items it still holds.
+    pub fn renew_leases(&mut self, batch: &str, run_id: i64, until: Millis) -> Result<Vec<i64>> {
+        self.write(|tx| {
+            let id = batch_id(tx, batch)?;
+            let held = tx
+                .prepare_cached(
+                    "UPDATE items SET lease_until = ?3
+                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run = ?2
+                     RETURNING id",
+                )?
+                .query_map(params![id, run_id, until], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(held)
+        })
+    }
+
+    /// Marks a claimed item done — only after its worker succeeded. False
+    /// (and nothing written) if the lease token no longer matches.
+    pub fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
+        self.write(|tx| complete_in(tx, c, event))
+    }
+
+    /// Ends a claim in `failed` with a tier, appending a dead letter. False
+    /// (and nothing written) if the lease token no longer matches.
+    pub fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
+        self.write(|tx| fail_in(tx, f, event))
+    }
+
+    /// Gives a claimed item back to pending (a graceful stop). False if the
+    /// lease was lost meanwhile.
+    pub fn release(
+        &mut self,
+        item_id: i64,
+        token: i64,
+        run_id: i64,
+        event: &NewEvent,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3
+                  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+                params![item_id, token, event.at],
+            )?;
+            if n == 1 {
+                tx.execute("UPDATE runs SET released = released + 1 WHERE id = ?1", [run_id])?;
+                insert_event(tx, event)?;
+            }
+            Ok(n == 1)
+        })
+    }
+
+    /// Takes back claims whose lease expired or whose run is known dead.
+    /// Items that already used `max_attempts` are quarantined instead of
+    /// being run again (a poison item that kills its runner every time).
+    /// Returns (released to pending, quarantined).
+    pub fn reclaim(
+        &mut self,
+        batch: &str,
+        dead_runs: &[i64],
+        max_attempts: u32,
+        now: Millis,
+    ) -> Result<(usize, usize)> {
+        self.write(|tx| {
+            let id = batch_id(tx, batch)?;
+            let dead = serde_json::to_string(dead_runs).unwrap_or_else(|_| "[]".into());
+            let orphans: Vec<(i64, String, u32, i64)> = tx
+                .prepare_cached(
+                    "SELECT id, key, attempts, lease_run FROM items
+                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL
+                        AND (lease_until < ?2 OR lease_run IN (SELECT value FROM json_each(?3)))",
+                )?
+                .query_map(params![id, now, dead], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let (mut released, mut quarantined) = (0, 0);
+            for (item_id, key, attempts, lease_run) in orphans {
+                if attempts >= max_attempts {
+                    let message = format!(
+                        "its runner (run {lease_run}) stopped while the item was in flight, {attempts} attempts used"
+                    );
+                    let token: i64 = tx.query_row("SELECT lease_token FROM items WHERE id = ?1", [item_id], |r| r.get(0))?;
+                    fail_in(
+                        tx,
+                        &Failure {
+                            item_id,
+                            token,
+                            run_id: lease_run,
+                            tier: Tier::Manual,
+                            error_class: "Interrupted",
+                            message: &message,
+                            next_attempt_at: None,
+                            cost: None,
+                            now,
+                        },
+                        &NewEvent::new(now, batch, "quarantined", format!("quarantined: {message}"))
+                            .key(&key)
+                            .fields(serde_json::json!({"error_class": "Interrupted", "attempt": attempts})),
+                    )?;
+                    quarantined += 1;
+                } else {
+                    tx.execute(
+                        "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?2
+                          WHERE id = ?1",
+                        params![item_id, now],
+                    )?;
+                    insert_event(
+                        tx,
+                        &NewEvent::new(now, batch, "reclaimed", format!("reclaimed from run {lease_run}"))
+                            .key(&key)
+                            .fields(serde_json::json!({"from_run": lease_run})),
+                    )?;
+                    released += 1;
+                }
+            }
+            Ok((released, quarantined))
+        })
+    }
+
+    /// Moves retry-tier failures whose next-attempt time has passed back to
+    /// pending. Returns their keys.
+    pub fn redrive_due(
+        &mut self,
+        batch: &str,
+        run_id: Option<i64>,
+        now: Millis,
+    ) -> Result<Vec<String>> {
+        let mut all = Vec::new();
+        loop {
+            let keys = self.write(|tx| {
+                let id = batch_id(tx, batch)?;
+                let keys: Vec<String> = tx
+                    .prepare_cached(
+                        "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL, updated_at = ?2
+                          WHERE id IN (SELECT id FROM items
+                                        WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'
+                                          AND next_attempt_at <= ?2 LIMIT ?3)
+                         RETURNING key",
+                    )?
+                    .query_map(params![id, now, CHUNK as i64], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                for key in &keys {
+                    let mut e = NewEvent::new(now, batch, "redriven", "redriven: retry time reached").key(key);
+                    e.run_id = run_id;
+                    insert_event(tx, &e)?;
+                }
+                if let (Some(run), false) = (run_id, keys.is_empty()) {
+                    tx.execute("UPDATE runs SET redriven = redriven + ?2 WHERE id = ?1", params![run, keys.len() as i64])?;
+                }
+                Ok(keys)
+            })?;
+            let done = keys.len() < CHUNK;
+            all.extend(keys);
+            if done {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// Retry-tier failures that are due (what a dry run would redrive).
+    pub fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
+                  WHERE i.batch_id = ?1 AND i.status = 'failed' AND i.tier = 'retry' AND i.next_attempt_at <= ?2
+                  ORDER BY i.id"
+            ))?;
+            let rows = st.query_map(params![id, now], item_from_row)?.collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Failed items back to pending. Explicit keys must all exist and be
+    /// failed (else nothing moves). Chunked: no write transaction holds the
+    /// lock for long. With `dry_run`, only lists what would move.
+    pub fn requeue(
+        &mut self,
+        batch: &str,
+        sel: &Selection,
+        reset_attempts: bool,
+        dry_run: bool,
+        actor: &str,
+        now: Millis,
+    ) -> Result<Vec<Requeue>> {
+        let matched = self.read(|c| select_failed(c, batch, sel))?;
+        if dry_run || matched.is_empty() {
+            return Ok(matched.into_iter().map(|(_, r)| r).collect());
+        }
+        let mut moved = Vec::with_capacity(matched.len());
+        for chunk in matched.chunks(CHUNK) {
+            let done = self.write(|tx| {
+                let id = batch_id(tx, batch)?;
+                let mut up = tx.prepare_cached(
+                    "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+                            attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
+                      WHERE id = ?1 AND status = 'failed'",
+                )?;
+                let mut out = Vec::with_capacity(chunk.len());
+                for (item_id, r) in chunk {
+                    // An item that changed since the selection is left alone.
+                    if up.execute(params![item_id, now, reset_attempts])? == 1 {
+                        insert_event(
+                            tx,
+                            &NewEvent::new(now, batch, "requeued", format!("requeued from {} by {actor}", r.tier))
+                                .key(&r.key)
+                                .actor(actor)
+                                .fields(serde_json::json!({"tier": r.tier, "error_class": r.error_class, "reset_attempts": reset_attempts})),
+                        )?;
+                        out.push(r.clone());
+                    }
+                }
+                let _ = id;
+                Ok(out)
+            })?;
+            moved.extend(done);
+        }
+        Ok(moved)
+    }
+
+    /// Marks items done without running them (outcome `skipped`). All keys
+    /// must exist and none may be in flight, else nothing changes. Returns
+    /// (skipped, already done).
+    pub fn skip(
+        &mut self,
+        batch: &str,
+        keys: &[String],
+        reason: &str,
+        actor: &str,
+        now: Millis,
+    ) -> Result<(usize, usize)> {
+        self.write(|tx| {
+            let id = batch_id(tx, batch)?;
+            let mut found = Vec::with_capacity(keys.len());
+            for key in keys {
+                let status: String = tx
+                    .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
+                    .optional()?
+                    .ok_or_else(|| StoreError::UnknownKey { batch: batch.into(), key: key.clone() })?;
+                if status == "claimed" {
+                    return Err(StoreError::Invalid(format!(
+                        "item {key:?} is in flight (claimed by a running runner): stop the run or wait, then skip it"
+                    )));
+                }
+                found.push((key, status == "done"));
+            }
+            let result = serde_json::json!({"skipped": reason, "by": actor}).to_string();
+            let (mut skipped, mut already) = (0, 0);
+            for (key, done) in found {
+                if done {
+                    already += 1;
+                    continue;
+                }
+                tx.execute(
+                    "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL, next_attempt_at = NULL,
+                            result = ?3, updated_at = ?4
+                      WHERE batch_id = ?1 AND key = ?2",
+                    params![id, key, result, now],
+                )?;
+                insert_event(
+                    tx,
+                    &NewEvent::new(now, batch, "skipped", format!("skipped by {actor}: {reason}"))
+                        .key(key)
+                        .actor(actor)
+                        .fields(serde_json::json!({"reason": reason})),
+                )?;
+                skipped += 1;
+            }
+            Ok((skipped, already))
+        })
+    }
+
+    /// One item by key.
+    pub fn item(&self, batch: &str, key: &str) -> Result<Item> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            c.query_row(
+                &format!(
+                    "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
+                      WHERE i.batch_id = ?1 AND i.key = ?2"
+                ),
+                params![id, key],
+                item_from_row,
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::UnknownKey {
+                batch: batch.into(),
+                key: key.into(),
+            })
+        })
+    }
+
+    /// Items of a batch in insertion order, filtered.
+    pub fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let mut args = vec![rusqlite::types::Value::Integer(id)];
+            let where_sql = filter_sql(filter, &mut args);
+            let limit = filter.limit.map_or(-1, |l| l as i64);
+            let sql = format!(
+                "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
+                  WHERE i.batch_id = ?1{where_sql} ORDER BY i.id LIMIT {limit} OFFSET {}",
+                filter.offset
+            );
+            let mut st = c.prepare(&sql)?;
+            let rows = st
+                .query_map(params_from_iter(args), item_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// How many items match a filter (the dashboard's "n of m").
+    pub fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let mut args = vec![rusqlite::types::Value::Integer(id)];
+            let where_sql = filter_sql(filter, &mut args);
+            let sql = format!("SELECT count(*) FROM items i WHERE i.batch_id = ?1{where_sql}");
+            Ok(c.query_row(&sql, params_from_iter(args), |r| r.get(0))?)
+        })
+    }
+}
+
+fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
+    let id = batch_id(c, batch)?;
+    let row = |r: &Row<'_>| -> rusqlite::Result<(i64, Requeue, String)> {
+        let tier: Option<String> = r.get(3)?;
+        Ok((
+            r.get(0)?,
+            Requeue {
+                key: r.get(1)?,
+                label: r.get(2)?,
+                tier: tier
+                    .as_deref()
+                    .map(|t| parse_col(3, t))
+                    .transpose()?
+                    .unwrap_or(Tier::Manual),
+                error_class: r.get(4)?,
+                attempts: r.get(5)?,
+            },
+            r.get(6)?,
+        ))
+    };
+    if !sel.keys.is_empty() {
+        let mut out = Vec::with_capacity(sel.keys.len());
+        let mut not_failed = Vec::new();
+        let mut st = c.prepare_cached(
+            "SELECT id, key, label, tier, error_class, attempts, status FROM items WHERE batch_id = ?1 AND key = ?2",
+        )?;
+        for key in &sel.keys {
+            let (item_id, r, status) =
+                st.query_row(params![id, key], row)
+                    .optional()?
+                    .ok_or_else(|| StoreError::UnknownKey {
+                        batch: batch.into(),
+                        key: key.clone(),
+                    })?;
+            if status != "failed" {
+                not_failed.push(format!("{key} ({status})"));
+                continue;
+            }
+            let class_ok = sel
+                .class
+                .as_ref()
+                .is_none_or(|c| r.error_class.as_ref() == Some(c));
+            if class_ok && sel.tier.is_none_or(|t| t == r.tier) {
+                out.push((item_id, r));
+            }
+        }
+        if !not_failed.is_empty() {
+            return Err(StoreError::Invalid(format!(
+                "only failed items can be requeued; not failed: {}",
+                not_failed.join(", ")
+            )));
+        }
+        return Ok(out);
+    }
+    if sel.class.is_none() && sel.tier.is_none() && !sel.all_failed {
+        return Err(StoreError::Invalid(
+            "say which items to requeue: keys, --all-failed, --class or --tier".into(),
+        ));
+    }
+    let mut args = vec![rusqlite::types::Value::Integer(id)];
+    let cond = selection_sql(sel, &mut args);
+    let mut st = c.prepare(&format!(
+        "SELECT i.id, i.key, i.label, i.tier, i.error_class, i.attempts, i.status FROM items i
+          WHERE i.batch_id = ?1{cond} ORDER BY i.id"
+    ))?;
+    let rows = st
+        .query_map(params_from_iter(args), row)?
+        .map(|r| r.map(|(id, req, _)| (id, req)))
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
+    let n = tx.execute(
+        "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
+                error_class = NULL, error_message = NULL, next_attempt_at = NULL,
+                lease_run = NULL, lease_until = NULL, updated_at = ?6
+          WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+        params![
+            c.item_id,
+            c.token,
+            c.outcome.as_str(),
+            c.result,
+            c.cost,
+            c.now
+        ],
+    )?;
+    if n == 1 {
+        tx.execute(
+            "UPDATE runs SET done = done + (?2 = 'done'), empty = empty + (?2 = 'empty'),
+                    cost = cost + coalesce(?3, 0)
+              WHERE id = ?1",
+            params![c.run_id, c.outcome.as_str(), c.cost],
+        )?;
+        insert_event(tx, event)?;
+    }
+    Ok(n == 1)
+}
+
+pub(crate) fn fail_in(tx: &Connection, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
+    let n = tx.execute(
+        "UPDATE items SET status = 'failed', tier = ?3, error_class = ?4, error_message = ?5,
+                next_attempt_at = ?6, cost = CASE WHEN ?7 IS NULL THEN cost ELSE coalesce(cost, 0) + ?7 END,
+                lease_run = NULL, lease_until = NULL, updated_at = ?8
+          WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+        params![f.item_id, f.token, f.tier.as_str(), f.error_class, f.message, f.next_attempt_at, f.cost, f.now],
+    )?;
+    if n == 1 {
+        tx.execute(
+            "INSERT INTO dead_letters (batch_id, item_id, key, label, payload, error_class, message, attempt,
+                                       failed_at, tier, run_id)
+             SELECT batch_id, id, key, label, payload, ?2, ?3, attempts, ?4, ?5, ?6 FROM items WHERE id = ?1",
+            params![f.item_id, f.error_class, f.message, f.now, f.tier.as_str(), f.run_id],
+        )?;
+        tx.execute(
+            "UPDATE runs SET failed = failed + 1, retry = retry + (?2 = 'retry'), manual = manual + (?2 = 'manual'),
+                    cost = cost + coalesce(?3, 0)
+              WHERE id = ?1",
+            params![f.run_id, f.tier.as_str(), f.cost],
+        )?;
+        insert_event(tx, event)?;
+    }
+    Ok(n == 1)
+}
+
+impl Store {
+    /// Creation time of the oldest pending item.
+    pub fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            Ok(c.query_row(
+                "SELECT created_at FROM items
+                  WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
+                  ORDER BY id LIMIT 1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+}
+
+impl Store {
+    /// Claims one named item (`run --key`): pending, or failed (run again
+    /// now, whatever its tier). A done or in-flight item is refused.
+    pub fn claim_key(
+        &mut self,
+        batch: &str,
+        key: &str,
+        run_id: i64,
+        lease_until: Millis,
+        now: Millis,
+    ) -> Result<Claim> {
+        self.write(|tx| {
+            let id = batch_id(tx, batch)?;
+            let status: String = tx
+                .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
+                .optional()?
+                .ok_or_else(|| StoreError::UnknownKey { batch: batch.into(), key: key.into() })?;
+            match status.as_str() {
+                "done" => {
+                    return Err(StoreError::Invalid(format!(
+                        "item {key:?} is already done; requeue it first to run it again"
+                    )));
+                }
+                "claimed" => {
+                    return Err(StoreError::Invalid(format!("item {key:?} is in flight in another run")));
+                }
+                _ => {}
+            }
+            let claim = tx.query_row(
+                "UPDATE items
+                    SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
+                        lease_until = ?4, lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?5
+                  WHERE batch_id = ?1 AND key = ?2
+                 RETURNING id, key, label, payload, attempts, op_id, lease_token",
+                params![id, key, run_id, lease_until, now],
+                |r| {
+                    Ok(Claim {
+                        item_id: r.get(0)?,
+                        key: r.get(1)?,
+                        label: r.get(2)?,
+                        payload: r.get(3)?,
+                        attempt: r.get(4)?,
+                        op_id: r.get(5)?,
+                        token: r.get(6)?,
+                    })
+                },
+            )?;
+            insert_event(
+                tx,
+                &NewEvent::new(now, batch, "claimed", format!("claimed (attempt {}, by key)", claim.attempt))
+                    .run(run_id)
+                    .key(key),
+            )?;
+            Ok(claim)
+        })
+    }
+}

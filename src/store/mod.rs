@@ -1,0 +1,304 @@
+//! The store: one SQLite file holding items, dead letters, runs, the run log,
+//! locks and schedule state. Every SQL statement of the program lives under
+//! this module; callers speak in `crate::model` types, so a PostgreSQL
+//! backend can sit behind the same methods.
+//!
+//! Writes are short `BEGIN IMMEDIATE` transactions. Reads are short deferred
+//! transactions, never held open (a long reader stops WAL checkpoints).
+//! A read-only store opens SQLite with its read-only flag and `query_only`,
+//! and never writes the database, its `-wal` or its `-shm` (see `readonly`).
+
+mod batches;
+mod dead_letters;
+mod error;
+mod events;
+mod items;
+mod locks;
+mod prune;
+mod readonly;
+mod runs;
+mod schema;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+pub use error::StoreError;
+pub use events::EventFilter;
+pub use items::{Completion, Failure};
+pub use items::{ItemFilter, Requeue, Selection};
+pub use locks::LockOutcome;
+pub use prune::PruneReport;
+pub use runs::OpenRun;
+pub use schema::SCHEMA_VERSION;
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Monitoring: SQLite's read-only flag; no byte of any file changes.
+    ReadOnly,
+    ReadWrite,
+}
+
+pub struct Store {
+    path: PathBuf,
+    access: Access,
+    /// The writer connection; `None` for a read-only store, which opens a
+    /// fresh read-only connection per read (see `readonly`).
+    conn: Option<Connection>,
+    /// Inside `group`: writes become savepoints of one transaction.
+    in_group: bool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .field("access", &self.access)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens an existing store. A missing file, a file that is not a
+    /// nightshift store, or one written by a newer version is refused and
+    /// left untouched.
+    pub fn open(path: &Path, access: Access) -> Result<Store> {
+        if !path.exists() {
+            return Err(StoreError::NotFound(path.to_path_buf()));
+        }
+        match access {
+            Access::ReadOnly => {
+                let store = Store {
+                    path: path.to_path_buf(),
+                    access,
+                    conn: None,
+                    in_group: false,
+                };
+                store.read(|conn| check_identity(conn, path))?;
+                Ok(store)
+            }
+            Access::ReadWrite => {
+                let mut conn = Connection::open_with_flags(
+                    path,
+                    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(|e| StoreError::from_sqlite(e, path))?;
+                // Check before any pragma: a refused file must not change.
+                check_identity(&conn, path)?;
+                schema::configure_writer(&conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+                schema::migrate(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+                Ok(Store {
+                    path: path.to_path_buf(),
+                    access,
+                    conn: Some(conn),
+                    in_group: false,
+                })
+            }
+        }
+    }
+
+    /// Creates a new store (or opens the existing one). The file is created
+    /// readable by its owner only: payloads may hold private data. SQLite
+    /// gives the `-wal` and `-shm` files the same mode.
+    pub fn create(path: &Path) -> Result<(Store, bool)> {
+        if path.exists() {
+            return Ok((Store::open(path, Access::ReadWrite)?, false));
+        }
+        create_private_file(path)?;
+        let mut conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| StoreError::from_sqlite(e, path))?;
+        let result = schema::configure_writer(&conn).and_then(|()| schema::migrate(&mut conn));
+        if let Err(e) = result {
+            drop(conn);
+            let _ = std::fs::remove_file(path);
+            return Err(StoreError::from_sqlite(e, path));
+        }
+        Ok((
+            Store {
+                path: path.to_path_buf(),
+                access: Access::ReadWrite,
+                conn: Some(conn),
+                in_group: false,
+            },
+            true,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Runs `f` in one short read transaction (one consistent snapshot).
+    pub(crate) fn read<T>(&self, f: impl Fn(&Connection) -> Result<T>) -> Result<T> {
+        match &self.conn {
+            // Inside a group's transaction: read what it has written so far.
+            Some(conn) if !conn.is_autocommit() => f(conn).map_err(|e| e.with_path(&self.path)),
+            Some(conn) => {
+                let tx = conn
+                    .unchecked_transaction()
+                    .map_err(|e| self.sqlite_err(e))?;
+                let out = f(&tx).map_err(|e| e.with_path(&self.path))?;
+                tx.finish().map_err(|e| self.sqlite_err(e))?;
+                Ok(out)
+            }
+            None => readonly::read(&self.path, f),
+        }
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: all or nothing.
+    /// Inside [`Store::group`], `f` runs in a savepoint of the group's
+    /// transaction instead: still all or nothing, durable at the group's
+    /// commit.
+    pub(crate) fn write<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let path = self.path.clone();
+        let in_group = self.in_group;
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(StoreError::ReadOnlyStore(path));
+        };
+        if in_group {
+            // SQLite rolls the whole transaction back on some errors (disk
+            // full, I/O): never let later writes run in autocommit instead.
+            if conn.is_autocommit() {
+                return Err(StoreError::Invalid(format!(
+                    "the group transaction on {} was rolled back by an earlier error",
+                    path.display()
+                )));
+            }
+            let sp = conn
+                .savepoint()
+                .map_err(|e| StoreError::from_sqlite(e, &path))?;
+            let out = f(&sp).map_err(|e| e.with_path(&path))?;
+            sp.commit().map_err(|e| StoreError::from_sqlite(e, &path))?;
+            return Ok(out);
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| StoreError::from_sqlite(e, &path))?;
+        let out = f(&tx).map_err(|e| e.with_path(&path))?;
+        tx.commit().map_err(|e| StoreError::from_sqlite(e, &path))?;
+        Ok(out)
+    }
+
+    /// Group commit: every write `f` makes shares one transaction, so many
+    /// small transitions cost one commit. Each write stays atomic on its
+    /// own (a savepoint); none is durable, and none may be acknowledged to
+    /// anyone, before this returns `Ok`.
+    pub fn group<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> Result<T> {
+        let path = self.path.clone();
+        let Some(conn) = self.conn.as_ref() else {
+            return Err(StoreError::ReadOnlyStore(path));
+        };
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| StoreError::from_sqlite(e, &path))?;
+        self.in_group = true;
+        let out = f(self);
+        self.in_group = false;
+        let Some(conn) = self.conn.as_ref() else {
+            return Err(StoreError::ReadOnlyStore(path));
+        };
+        if conn.is_autocommit() {
+            return Err(StoreError::Invalid(format!(
+                "the group transaction on {} was rolled back by an error; nothing in it was kept",
+                path.display()
+            )));
+        }
+        if let Err(e) = conn.execute_batch("COMMIT") {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(StoreError::from_sqlite(e, &path));
+        }
+        Ok(out)
+    }
+
+    fn sqlite_err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::from_sqlite(e, &self.path)
+    }
+
+    /// Runs a passive WAL checkpoint; keeps the WAL short between runs.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if let Some(conn) = &self.conn {
+            conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE);")
+                .map_err(|e| StoreError::from_sqlite(e, &self.path))?;
+        }
+        Ok(())
+    }
+
+    /// `PRAGMA integrity_check`: "ok" or the problems found.
+    pub fn integrity_check(&self) -> Result<String> {
+        self.read(|conn| {
+            let rows: Vec<String> = conn
+                .prepare("PRAGMA integrity_check")
+                .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())?;
+            Ok(rows.join("; "))
+        })
+    }
+}
+
+/// Refuses files that are not nightshift stores or are from a newer version,
+/// reading only the header fields.
+fn check_identity(conn: &Connection, path: &Path) -> Result<()> {
+    let header = conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id),
+                (SELECT user_version FROM pragma_user_version)",
+        [],
+        |r| Ok((r.get::<_, i32>(0)?, r.get::<_, i32>(1)?)),
+    );
+    let (app_id, version) = header.map_err(|e| StoreError::from_sqlite(e, path))?;
+    if app_id != schema::APPLICATION_ID || version < 1 {
+        return Err(StoreError::NotNightshift(path.to_path_buf()));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn create_private_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+        .map_err(|e| StoreError::Io(path.to_path_buf(), e))
+}
+
+#[cfg(not(unix))]
+fn create_private_file(path: &Path) -> Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map(drop)
+        .map_err(|e| StoreError::Io(path.to_path_buf(), e))
+}
+
+/// Reads an optional JSON text column.
+pub(crate) fn json_col(text: Option<String>) -> Option<serde_json::Value> {
+    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
+}
+
+/// Parses a stored enum column; the schema's CHECKs keep these valid.
+pub(crate) fn parse_col<T: std::str::FromStr<Err = String>>(
+    idx: usize,
+    text: &str,
+) -> rusqlite::Result<T> {
+    text.parse().map_err(|e: String| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, e.into())
+    })
+}

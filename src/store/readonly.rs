@@ -1,0 +1,108 @@
+//! Reading a live WAL database without writing a single byte.
+//!
+//! A plain `mode=ro` connection still writes read marks into `-shm`, and on a
+//! database with no `-wal`/`-shm` it creates them. So:
+//! - when `-shm` exists (a writer is or was active), open with
+//!   `readonly_shm=1`: SQLite maps the shared memory read-only and never
+//!   writes it;
+//! - when neither `-wal` nor `-shm` exists, the database is fully
+//!   checkpointed and nobody writes it: open `immutable=1` (no locks, no
+//!   side files) and check afterwards that no writer appeared meanwhile
+//!   (file size, mtime, side files); if one did, read again the first way;
+//! - a `-wal` without `-shm` needs recovery by a writer, which we cannot do
+//!   without writing: say so.
+//!
+//! A fresh connection per read: a long-lived one would keep mapping an old
+//! `-shm` after the writer deleted and recreated it.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::{Result, StoreError, schema};
+
+fn side(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+#[derive(PartialEq, Eq)]
+struct Fingerprint {
+    len: u64,
+    modified: Option<SystemTime>,
+    wal: bool,
+    shm: bool,
+}
+
+fn fingerprint(path: &Path) -> Result<Fingerprint> {
+    let meta = std::fs::metadata(path).map_err(|e| StoreError::Io(path.to_path_buf(), e))?;
+    Ok(Fingerprint {
+        len: meta.len(),
+        modified: meta.modified().ok(),
+        wal: side(path, "-wal").exists(),
+        shm: side(path, "-shm").exists(),
+    })
+}
+
+/// Percent-encodes a path for an SQLite `file:` URI.
+fn uri(path: &Path, query: &str) -> String {
+    let mut out = String::from("file:");
+    for b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"/._-~".contains(b) {
+            out.push(*b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("{out}?{query}")
+}
+
+fn open(path: &Path, query: &str) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        uri(path, query),
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::from_sqlite(e, path))?;
+    schema::configure_reader(&conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+    Ok(conn)
+}
+
+fn run<T>(conn: &Connection, path: &Path, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    let tx = conn
+        .unchecked_transaction()
+        .map_err(|e| StoreError::from_sqlite(e, path))?;
+    let out = f(&tx).map_err(|e| e.with_path(path))?;
+    tx.finish().map_err(|e| StoreError::from_sqlite(e, path))?;
+    Ok(out)
+}
+
+pub(super) fn read<T>(path: &Path, f: impl Fn(&Connection) -> Result<T>) -> Result<T> {
+    let before = fingerprint(path)?;
+    if !before.wal && !before.shm {
+        let conn = open(path, "mode=ro&immutable=1")?;
+        let out = run(&conn, path, &f);
+        drop(conn);
+        if fingerprint(path)? == before {
+            return out;
+        }
+        // A writer appeared during the read, so the result may be torn:
+        // read again through the writer's shared memory.
+    }
+    let now = fingerprint(path)?;
+    if now.wal && !now.shm {
+        return Err(StoreError::CannotOpen(
+            path.to_path_buf(),
+            format!(
+                "it has a write-ahead log ({}) but no shared-memory file, and recovering it needs a write. \
+                 Run any nightshift command once without --read-only as a user who can write it",
+                side(path, "-wal").display()
+            ),
+        ));
+    }
+    let conn = open(path, "mode=ro&readonly_shm=1")?;
+    run(&conn, path, f)
+}

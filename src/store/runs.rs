@@ -1,0 +1,180 @@
+//! Runs: one execution of a batch, with its summary counts.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::batches::{batch_id, ensure};
+use super::{Result, Store, parse_col};
+use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
+
+const COLUMNS: &str = "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
+    r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven, r.released,
+    r.cost, r.summary";
+
+fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
+    Ok(Run {
+        id: r.get(0)?,
+        batch: r.get(1)?,
+        trigger: parse_col(2, r.get_ref(2)?.as_str()?)?,
+        host: r.get(3)?,
+        pid: r.get(4)?,
+        started_at: r.get(5)?,
+        ended_at: r.get(6)?,
+        state: parse_col(7, r.get_ref(7)?.as_str()?)?,
+        counts: RunCounts {
+            done: r.get(8)?,
+            empty: r.get(9)?,
+            failed: r.get(10)?,
+            retry: r.get(11)?,
+            manual: r.get(12)?,
+            retried: r.get(13)?,
+            skipped_done: r.get(14)?,
+            redriven: r.get(15)?,
+            released: r.get(16)?,
+            cost: r.get(17)?,
+        },
+        summary: r.get(18)?,
+    })
+}
+
+pub(crate) fn last(c: &Connection, batch_id: i64) -> Result<Option<Run>> {
+    Ok(c.query_row(
+        &format!(
+            "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
+              WHERE r.batch_id = ?1 ORDER BY r.id DESC LIMIT 1"
+        ),
+        [batch_id],
+        run_from_row,
+    )
+    .optional()?)
+}
+
+/// A run that has not ended, and who ran it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenRun {
+    pub id: i64,
+    pub holder: Holder,
+    pub started_at: Millis,
+}
+
+impl Store {
+    /// Records the start of a run.
+    pub fn start_run(
+        &mut self,
+        batch: &str,
+        trigger: Trigger,
+        holder: &Holder,
+        now: Millis,
+    ) -> Result<i64> {
+        self.write(|tx| {
+            let id = ensure(tx, batch, now)?;
+            tx.execute(
+                "INSERT INTO runs (batch_id, trigger, host, pid, pid_start, started_at, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running')",
+                params![
+                    id,
+                    trigger.as_str(),
+                    holder.host,
+                    holder.pid,
+                    holder.pid_start.map(|s| s as i64),
+                    now
+                ],
+            )?;
+            Ok(tx.last_insert_rowid())
+        })
+    }
+
+    /// Ends a run with its state, summary line and resume figure.
+    pub fn finish_run(
+        &mut self,
+        run_id: i64,
+        state: RunState,
+        summary: &str,
+        skipped_done: i64,
+        retried: i64,
+        now: Millis,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE runs SET state = ?2, summary = ?3, skipped_done = ?4, retried = ?5, ended_at = ?6 WHERE id = ?1",
+                params![run_id, state.as_str(), summary, skipped_done, retried, now],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Adds to a live run's retried count (shown while it runs).
+    pub fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE runs SET retried = retried + ?2 WHERE id = ?1",
+                params![run_id, n],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn run(&self, run_id: i64) -> Result<Option<Run>> {
+        self.read(|c| {
+            Ok(c.query_row(
+                &format!("SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id WHERE r.id = ?1"),
+                [run_id],
+                run_from_row,
+            )
+            .optional()?)
+        })
+    }
+
+    /// The newest `limit` runs of a batch, newest first.
+    pub fn runs(&self, batch: &str, limit: usize) -> Result<Vec<Run>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
+                  WHERE r.batch_id = ?1 ORDER BY r.id DESC LIMIT ?2"
+            ))?;
+            let rows = st
+                .query_map(params![id, limit as i64], run_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Runs of a batch still marked running.
+    pub fn open_runs(&self, batch: &str) -> Result<Vec<OpenRun>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let mut st = c.prepare_cached(
+                "SELECT id, host, pid, pid_start, started_at FROM runs WHERE state = 'running' AND batch_id = ?1",
+            )?;
+            let rows = st
+                .query_map([id], |r| {
+                    Ok(OpenRun {
+                        id: r.get(0)?,
+                        holder: Holder {
+                            host: r.get(1)?,
+                            pid: r.get(2)?,
+                            pid_start: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
+                        },
+                        started_at: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Marks runs whose process is gone as crashed.
+    pub fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()> {
+        self.write(|tx| {
+            let mut st = tx.prepare_cached(
+                "UPDATE runs SET state = 'crashed', ended_at = ?2,
+                        summary = coalesce(summary, 'crashed: the runner stopped without finishing')
+                  WHERE id = ?1 AND state = 'running'",
+            )?;
+            for id in run_ids {
+                st.execute(params![id, now])?;
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,297 @@
+//! Schema, migrations by `PRAGMA user_version`, and the pragmas set on open.
+//!
+//! Durability: WAL with `synchronous = NORMAL`. Every committed transition
+//! survives a crash of any process (the WAL is written before COMMIT
+//! returns). A power loss or kernel crash can roll back the last few commits
+//! since the previous checkpoint; the database stays consistent, and because
+//! "done" is written only after the side effect, what a power loss costs is
+//! that a few items run again with the same idempotency key, never that work
+//! is marked done without having happened. `durability = "full"` is not
+//! offered yet: fsync per commit would cap throughput at the disk's flush rate.
+
+use rusqlite::Connection;
+
+/// "NSHT": marks the file as a nightshift store.
+pub const APPLICATION_ID: i32 = 0x4E53_4854;
+/// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// How long a writer waits for another writer before giving up. Long, so a
+/// busy database delays the runner instead of failing items.
+pub const BUSY_TIMEOUT_MS: u64 = 60_000;
+/// Above this the WAL is truncated after a checkpoint, keeping it bounded.
+pub const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
+/// Count buckets: failed splits by tier, done by outcome.
+pub const BUCKETS: [&str; 7] = [
+    "pending", "claimed", "done", "empty", "skipped", "retry", "manual",
+];
+
+/// The bucket an items row counts in, as SQL over `OLD` or `NEW`.
+macro_rules! bucket {
+    ($row:literal) => {
+        concat!(
+            "CASE ",
+            $row,
+            ".status WHEN 'failed' THEN ",
+            $row,
+            ".tier WHEN 'done' THEN ",
+            $row,
+            ".outcome ELSE ",
+            $row,
+            ".status END"
+        )
+    };
+}
+
+const V1: &str = concat!(
+    r#"
+CREATE TABLE batches (
+    id                INTEGER PRIMARY KEY,
+    name              TEXT NOT NULL UNIQUE,
+    created_at        INTEGER NOT NULL,
+    paused            INTEGER NOT NULL DEFAULT 0,
+    paused_reason     TEXT,
+    paused_by         TEXT,
+    paused_at         INTEGER,
+    hold_until        INTEGER,
+    next_fire         INTEGER,
+    last_fire_at      INTEGER,
+    last_fire_outcome TEXT,
+    last_fire_reason  TEXT,
+    last_fire_run     INTEGER
+) STRICT;
+
+CREATE TABLE items (
+    id              INTEGER PRIMARY KEY,
+    batch_id        INTEGER NOT NULL REFERENCES batches(id),
+    key             TEXT NOT NULL,
+    label           TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    status          TEXT NOT NULL CHECK (status IN ('pending', 'claimed', 'done', 'failed')),
+    tier            TEXT CHECK (tier IN ('retry', 'manual')),
+    outcome         TEXT CHECK (outcome IN ('done', 'empty', 'skipped')),
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    op_id           TEXT,
+    result          TEXT,
+    cost            REAL,
+    error_class     TEXT,
+    error_message   TEXT,
+    next_attempt_at INTEGER,
+    lease_run       INTEGER,
+    lease_until     INTEGER,
+    lease_token     INTEGER NOT NULL DEFAULT 0,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    UNIQUE (batch_id, key),
+    CHECK ((status = 'failed') = (tier IS NOT NULL)),
+    CHECK ((status = 'done') = (outcome IS NOT NULL)),
+    CHECK (status <> 'failed' OR error_class IS NOT NULL),
+    CHECK ((status = 'claimed') = (lease_run IS NOT NULL))
+) STRICT;
+-- Serves claims (pending in insertion order), expired leases, redrive of due
+-- retry-tier items and requeue by tier.
+CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at);
+
+CREATE TABLE counts (
+    batch_id INTEGER NOT NULL,
+    bucket   TEXT NOT NULL,
+    n        INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, bucket)
+) STRICT, WITHOUT ROWID;
+
+-- Failed items now, by error class and tier: the dead-letter pane's counts
+-- without scanning the failed items.
+CREATE TABLE failed_classes (
+    batch_id    INTEGER NOT NULL,
+    error_class TEXT NOT NULL,
+    tier        TEXT NOT NULL,
+    n           INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, error_class, tier)
+) STRICT, WITHOUT ROWID;
+
+-- Worker completions per minute: rates, ETA and the sparkline.
+CREATE TABLE minute_stats (
+    batch_id INTEGER NOT NULL,
+    minute   INTEGER NOT NULL,
+    done     INTEGER NOT NULL,
+    failed   INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, minute)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE dead_letters (
+    id          INTEGER PRIMARY KEY,
+    batch_id    INTEGER NOT NULL REFERENCES batches(id),
+    item_id     INTEGER,
+    key         TEXT NOT NULL,
+    label       TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    error_class TEXT NOT NULL,
+    message     TEXT NOT NULL,
+    attempt     INTEGER NOT NULL,
+    failed_at   INTEGER NOT NULL,
+    tier        TEXT NOT NULL CHECK (tier IN ('retry', 'manual')),
+    run_id      INTEGER
+) STRICT;
+CREATE INDEX dead_letters_by_batch ON dead_letters (batch_id, failed_at);
+CREATE INDEX dead_letters_by_item ON dead_letters (item_id);
+
+-- Dead letters per class and hour: the 24 h vs previous 24 h comparison in
+-- O(classes x 48) rows.
+CREATE TABLE dlq_hourly (
+    batch_id    INTEGER NOT NULL,
+    error_class TEXT NOT NULL,
+    hour        INTEGER NOT NULL,
+    n           INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, error_class, hour)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE runs (
+    id           INTEGER PRIMARY KEY,
+    batch_id     INTEGER NOT NULL REFERENCES batches(id),
+    trigger      TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    pid_start    INTEGER,
+    started_at   INTEGER NOT NULL,
+    ended_at     INTEGER,
+    state        TEXT NOT NULL,
+    done         INTEGER NOT NULL DEFAULT 0,
+    empty        INTEGER NOT NULL DEFAULT 0,
+    failed       INTEGER NOT NULL DEFAULT 0,
+    retry        INTEGER NOT NULL DEFAULT 0,
+    manual       INTEGER NOT NULL DEFAULT 0,
+    retried      INTEGER NOT NULL DEFAULT 0,
+    skipped_done INTEGER NOT NULL DEFAULT 0,
+    redriven     INTEGER NOT NULL DEFAULT 0,
+    released     INTEGER NOT NULL DEFAULT 0,
+    cost         REAL NOT NULL DEFAULT 0,
+    summary      TEXT
+) STRICT;
+CREATE INDEX runs_by_batch ON runs (batch_id, id);
+CREATE INDEX runs_open ON runs (state) WHERE state = 'running';
+
+CREATE TABLE events (
+    id       INTEGER PRIMARY KEY,
+    at       INTEGER NOT NULL,
+    batch_id INTEGER,
+    run_id   INTEGER,
+    key      TEXT,
+    kind     TEXT NOT NULL,
+    actor    TEXT,
+    message  TEXT NOT NULL,
+    fields   TEXT
+) STRICT;
+CREATE INDEX events_by_batch ON events (batch_id, id);
+CREATE INDEX events_by_kind ON events (kind, id);
+CREATE INDEX events_by_key ON events (batch_id, key) WHERE key IS NOT NULL;
+CREATE INDEX events_by_time ON events (at);
+
+CREATE TABLE locks (
+    batch_id    INTEGER PRIMARY KEY REFERENCES batches(id),
+    token       TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    pid_start   INTEGER,
+    run_id      INTEGER,
+    acquired_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL
+) STRICT;
+
+CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN
+    UPDATE counts SET n = n + 1 WHERE batch_id = NEW.batch_id AND bucket = "#,
+    bucket!("NEW"),
+    r#";
+END;
+
+CREATE TRIGGER items_count_update AFTER UPDATE OF status, tier, outcome ON items
+WHEN ("#,
+    bucket!("OLD"),
+    ") IS NOT (",
+    bucket!("NEW"),
+    r#") BEGIN
+    UPDATE counts SET n = n - 1 WHERE batch_id = OLD.batch_id AND bucket = "#,
+    bucket!("OLD"),
+    r#";
+    UPDATE counts SET n = n + 1 WHERE batch_id = NEW.batch_id AND bucket = "#,
+    bucket!("NEW"),
+    r#";
+END;
+
+CREATE TRIGGER items_count_delete AFTER DELETE ON items BEGIN
+    UPDATE counts SET n = n - 1 WHERE batch_id = OLD.batch_id AND bucket = "#,
+    bucket!("OLD"),
+    r#";
+END;
+
+CREATE TRIGGER items_failed_update AFTER UPDATE OF status, tier, error_class ON items
+WHEN OLD.status = 'failed' OR NEW.status = 'failed' BEGIN
+    UPDATE failed_classes SET n = n - 1
+     WHERE OLD.status = 'failed' AND batch_id = OLD.batch_id
+       AND error_class = OLD.error_class AND tier = OLD.tier;
+    INSERT OR IGNORE INTO failed_classes (batch_id, error_class, tier, n)
+     SELECT NEW.batch_id, NEW.error_class, NEW.tier, 0 WHERE NEW.status = 'failed';
+    UPDATE failed_classes SET n = n + 1
+     WHERE NEW.status = 'failed' AND batch_id = NEW.batch_id
+       AND error_class = NEW.error_class AND tier = NEW.tier;
+END;
+
+CREATE TRIGGER items_failed_delete AFTER DELETE ON items WHEN OLD.status = 'failed' BEGIN
+    UPDATE failed_classes SET n = n - 1
+     WHERE batch_id = OLD.batch_id AND error_class = OLD.error_class AND tier = OLD.tier;
+END;
+
+-- Only worker completions count towards rates: a claim ending done or failed.
+CREATE TRIGGER items_minute_stats AFTER UPDATE OF status ON items
+WHEN OLD.status = 'claimed' AND NEW.status IN ('done', 'failed') BEGIN
+    INSERT OR IGNORE INTO minute_stats (batch_id, minute, done, failed)
+     VALUES (NEW.batch_id, NEW.updated_at / 60000, 0, 0);
+    UPDATE minute_stats
+       SET done = done + (NEW.status = 'done'), failed = failed + (NEW.status = 'failed')
+     WHERE batch_id = NEW.batch_id AND minute = NEW.updated_at / 60000;
+END;
+
+CREATE TRIGGER dead_letters_hourly AFTER INSERT ON dead_letters BEGIN
+    INSERT OR IGNORE INTO dlq_hourly (batch_id, error_class, hour, n)
+     VALUES (NEW.batch_id, NEW.error_class, NEW.failed_at / 3600000, 0);
+    UPDATE dlq_hourly SET n = n + 1
+     WHERE batch_id = NEW.batch_id AND error_class = NEW.error_class
+       AND hour = NEW.failed_at / 3600000;
+END;
+"#
+);
+
+/// Migrations, index `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
+
+/// Pragmas for every read-write connection. Set once on open.
+pub fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = NORMAL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};"
+    ))
+}
+
+/// Pragmas for a read-only connection: nothing that writes.
+pub fn configure_reader(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.execute_batch("PRAGMA query_only = ON;")
+}
+
+/// Brings a (possibly empty) database to `SCHEMA_VERSION` in one transaction.
+/// The caller has already refused versions newer than this build.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (from, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        tx.execute_batch(sql)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", from + 1))?;
+    }
+    if version == 0 {
+        tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
+    }
+    tx.commit()
+}

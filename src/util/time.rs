@@ -1,0 +1,59 @@
+//! The clock. Everything stored is UTC milliseconds; display converts.
+
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+
+use crate::model::Millis;
+
+pub fn now_ms() -> Millis {
+    Utc::now().timestamp_millis()
+}
+
+pub fn to_datetime(ms: Millis) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+}
+
+/// RFC 3339 in UTC with a `Z`, second precision: what `jq` and humans read.
+pub fn rfc3339(ms: Millis) -> String {
+    to_datetime(ms).to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// `3m ago`, `in 2h5m`: relative to `now`, two units at most.
+pub fn relative(ms: Millis, now: Millis) -> String {
+    let delta = ms - now;
+    let text = compact(delta.unsigned_abs() / 1000);
+    if delta >= 0 {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
+/// Seconds as `2m14s`, `3h12m`, `1d4h`: the two most significant units.
+pub fn compact(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    if d > 0 {
+        format!("{d}d{h}h")
+    } else if h > 0 {
+        format!("{h}h{m}m")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(compact(134), "2m14s");
+        assert_eq!(compact(3 * 3600 + 12 * 60 + 5), "3h12m");
+        assert_eq!(relative(10_000, 0), "in 10s");
+        assert_eq!(relative(0, 90_000), "1m30s ago");
+    }
+}
