@@ -70,6 +70,32 @@ pub enum Command {
     Log(LogArgs),
     /// Delete old done items, events and runs.
     Prune(PruneArgs),
+    /// The whole product in one command: a demo store, a flaky simulated
+    /// agent, runs, and the dashboard.
+    Demo(DemoArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `nightshift man > nightshift.1`.
+    Man,
+    /// The demo's simulated agent worker (reads one item, acts flaky).
+    #[command(hide = true)]
+    Agent,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Run the scenario to completion without a terminal and print the summaries.
+    #[arg(long)]
+    pub headless: bool,
+    /// Keep the demo's directory (store, config, logs) afterwards.
+    #[arg(long)]
+    pub keep: bool,
+    /// Put the demo in this directory instead of a temporary one (kept).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -14,6 +14,8 @@
 //! - [`runner`]: one cycle of a batch: lock, claims with leases, worker
 //!   processes, retries, dead letters, summary; its store writes go through
 //!   one thread that commits them in groups.
+//! - [`demo`]: `nightshift demo`: a demo store and the simulated flaky
+//!   agent worker it runs.
 //! - [`util`]: clock, process identity, and making untrusted text inert.
 
 #![forbid(unsafe_code)]
@@ -21,6 +23,7 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod demo;
 pub mod duration;
 pub mod key;
 pub mod model;

@@ -2,6 +2,7 @@
 //! printed output; none holds SQL.
 
 pub mod add;
+pub mod demo;
 pub mod dlq;
 pub mod init;
 pub mod items;
@@ -40,6 +41,8 @@ pub enum Exit {
     Usage = 2,
     Store = 3,
     Internal = 4,
+    /// A transient failure (EX_TEMPFAIL); only the demo's agent uses it.
+    TempFail = 75,
     Interrupted = 130,
 }
 
@@ -113,6 +116,14 @@ impl Ctx {
 
 /// Runs the parsed command.
 pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
+    // These need no store or config of the user's.
+    match &cli.command {
+        Some(Command::Agent) => return Ok(demo::agent()),
+        Some(Command::Demo(args)) => return demo::run(args),
+        Some(Command::Completions { shell }) => return completions(*shell),
+        Some(Command::Man) => return man_page(),
+        _ => {}
+    }
     let ctx = Ctx::from_cli(&cli)?;
     let Some(command) = cli.command else {
         return Err(user_error(
@@ -133,7 +144,37 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Dlq(args) => dlq::run(&ctx, &args),
         Command::Log(args) => log::run(&ctx, &args),
         Command::Prune(args) => prune::run(&ctx, &args),
+        Command::Demo(_) | Command::Agent | Command::Completions { .. } | Command::Man => {
+            unreachable!("handled above")
+        }
     }
+}
+
+/// Shell completions, generated from the CLI definition.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<Exit> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "nightshift", &mut buf);
+    std::io::stdout()
+        .lock()
+        .write_all(&buf)
+        .context("writing to stdout")?;
+    Ok(Exit::Ok)
+}
+
+/// The man page, generated from the CLI definition.
+fn man_page() -> anyhow::Result<Exit> {
+    use clap::CommandFactory;
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut buf)
+        .context("rendering the man page")?;
+    std::io::stdout()
+        .lock()
+        .write_all(&buf)
+        .context("writing to stdout")?;
+    Ok(Exit::Ok)
 }
 
 /// Writes a line to stdout; errors (a closed pipe) propagate.

@@ -1,0 +1,169 @@
+//! `nightshift demo`: the whole product in one command, nothing to install.
+//! A fresh store in a temporary directory, two batches with natural keys, a
+//! simulated flaky agent worker (this same binary, see `agent`), runs, and
+//! (interactively) the dashboard in front.
+
+pub mod agent;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::model::NewItem;
+use crate::store::Store;
+use crate::util::time::now_ms;
+
+/// Where the demo lives; the directory is removed on drop unless kept.
+pub struct Demo {
+    pub dir: PathBuf,
+    pub db: PathBuf,
+    pub config: PathBuf,
+    temp: Option<tempfile::TempDir>,
+}
+
+impl Demo {
+    /// Keeps the directory after the demo ends.
+    pub fn keep(&mut self) {
+        if let Some(t) = self.temp.take() {
+            let _ = t.keep();
+        }
+    }
+}
+
+const SITES: [&str; 4] = ["blog", "tech", "news", "travel"];
+const CATEGORIES: [&str; 5] = ["rust", "sqlite", "ops", "ai", "notes"];
+const ACCOUNTS: [&str; 4] = ["search-jp", "search-us", "display", "video"];
+
+fn config_text(exe: &Path) -> String {
+    let exe = exe
+        .display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"");
+    format!(
+        r#"# The demo's configuration: two batches, one simulated flaky agent.
+db = "nightshift.db"
+log_dir = "logs"
+
+[batch.articles]
+worker = ["{exe}", "agent"]
+key_fields = ["site", "category", "slug"]
+concurrency = 4
+item_timeout = "3s"
+retries = 2
+backoff = "200ms"
+backoff_max = "1s"
+max_attempts = 5
+transient_error_classes = ["ServiceUnavailable", "RateLimitError", "ConnectionError"]
+grace = "2s"
+lock_ttl = "10s"
+
+[batch.reports]
+worker = ["{exe}", "agent"]
+key_fields = ["date", "account"]
+concurrency = 2
+item_timeout = "5s"
+retries = 2
+backoff = "200ms"
+backoff_max = "1s"
+schedule = "*/20 * * * * *"
+timezone = "Asia/Tokyo"
+catch_up = "1h"
+grace = "2s"
+lock_ttl = "10s"
+"#
+    )
+}
+
+fn articles() -> Vec<NewItem> {
+    let mut items = Vec::new();
+    for (i, site) in SITES.iter().enumerate() {
+        for (j, category) in CATEGORIES.iter().enumerate() {
+            for n in 0..8 {
+                let slug = format!("{category}-notes-{:02}", i * 40 + j * 8 + n + 1);
+                items.push(item(
+                    &[("site", site), ("category", category), ("slug", &slug)],
+                    None,
+                ));
+            }
+        }
+    }
+    // The long operation: it times out once, then resumes from its op id.
+    items.push(item(
+        &[
+            ("site", "blog"),
+            ("category", "ai"),
+            ("slug", "a-very-long-essay"),
+        ],
+        Some(("slow", serde_json::Value::Bool(true))),
+    ));
+    items
+}
+
+fn reports(today: chrono::NaiveDate) -> Vec<NewItem> {
+    let mut items = Vec::new();
+    for back in 1..=10 {
+        let date = (today - chrono::Days::new(back))
+            .format("%Y-%m-%d")
+            .to_string();
+        for account in ACCOUNTS {
+            items.push(item(&[("date", &date), ("account", account)], None));
+        }
+    }
+    items
+}
+
+fn item(fields: &[(&str, &str)], extra: Option<(&str, serde_json::Value)>) -> NewItem {
+    let mut obj = serde_json::Map::new();
+    for (k, v) in fields {
+        obj.insert(
+            (*k).to_string(),
+            serde_json::Value::String((*v).to_string()),
+        );
+    }
+    if let Some((k, v)) = extra {
+        obj.insert(k.to_string(), v);
+    }
+    let value = serde_json::Value::Object(obj);
+    let names: Vec<String> = fields.iter().map(|(k, _)| (*k).to_string()).collect();
+    let text = value.to_string();
+    crate::key::derive(&text, &value, &crate::key::KeySpec::Fields(names))
+        .expect("demo items have their key fields")
+}
+
+/// Creates the demo's directory, config and store with ~200 items.
+pub fn setup(dir: Option<&Path>) -> anyhow::Result<Demo> {
+    let (dir, temp) = match dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            (d.to_path_buf(), None)
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("nightshift-demo-")
+                .tempdir()
+                .context("creating a temporary directory")?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    };
+    let exe = std::env::current_exe().context("finding this program's path")?;
+    let config = dir.join("nightshift.toml");
+    std::fs::write(&config, config_text(&exe))
+        .with_context(|| format!("writing {}", config.display()))?;
+    let db = dir.join("nightshift.db");
+    let (mut store, _) = Store::create(&db)?;
+    let now = now_ms();
+    store.add_items("articles", &articles(), now, |_| {})?;
+    store.add_items(
+        "reports",
+        &reports(chrono::Utc::now().date_naive()),
+        now,
+        |_| {},
+    )?;
+    Ok(Demo {
+        dir,
+        db,
+        config,
+        temp,
+    })
+}
