@@ -11,6 +11,7 @@ mod db;
 mod dry_run;
 mod lock;
 mod log;
+pub mod persistent;
 pub mod retry;
 mod slot;
 mod summary;
