@@ -14,6 +14,8 @@
 //! - [`runner`]: one cycle of a batch: lock, claims with leases, worker
 //!   processes, retries, dead letters, summary; its store writes go through
 //!   one thread that commits them in groups.
+//! - [`schedule`]: cron schedules in a time zone, and the daemon that fires
+//!   runner cycles at their times (a pure decision core plus a tokio loop).
 //! - [`util`]: clock, process identity, and making untrusted text inert.
 
 #![forbid(unsafe_code)]
@@ -25,5 +27,6 @@ pub mod duration;
 pub mod key;
 pub mod model;
 pub mod runner;
+pub mod schedule;
 pub mod store;
 pub mod util;
