@@ -2,6 +2,7 @@
 //! printed output; none holds SQL.
 
 pub mod add;
+pub mod daemon;
 pub mod dlq;
 pub mod init;
 pub mod items;
@@ -11,6 +12,7 @@ pub mod pause;
 pub mod prune;
 pub mod requeue;
 pub mod run;
+pub mod schedule;
 pub mod status;
 mod table;
 
@@ -123,6 +125,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Init => init::run(&ctx),
         Command::Add(args) => add::run(&ctx, &args),
         Command::Run(args) => run::run(&ctx, &args),
+        Command::Daemon(args) => daemon::run(&ctx, &args),
+        Command::Schedule(args) => schedule::run(&ctx, &args),
         Command::Status(args) => status::run(&ctx, &args),
         Command::Items(args) => items::list(&ctx, &args),
         Command::Show(args) => items::show(&ctx, &args),

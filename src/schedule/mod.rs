@@ -5,8 +5,11 @@
 //! - [`plan`]: the scheduler's decisions for one batch as a pure state
 //!   machine (fire, skip because paused, skip because the cycle still runs,
 //!   queue, missed, catch up), driven by a clock it is handed.
+//! - [`daemon`]: the tokio loop that drives the plans with the real clock,
+//!   runs cycles (`runner::cycle`) and records every fire in the store.
 
 pub mod cron;
+pub mod daemon;
 pub mod plan;
 
 #[cfg(test)]

@@ -163,10 +163,10 @@ impl Outcome {
             Outcome::Ran => "ran",
             Outcome::SkippedPaused => "did not run: the batch was paused",
             Outcome::SkippedOverlap => "did not run: the previous cycle was still running",
-            Outcome::Queued => "waiting: runs as soon as the previous cycle ends",
-            Outcome::Missed => "did not run: the daemon was not running then",
+            Outcome::Queued => "queued: runs as soon as the previous cycle ends",
+            Outcome::Missed => "did not run: the daemon was not running (or the machine slept)",
             Outcome::LockHeld => "did not run: another runner held the batch lock",
-            Outcome::Error => "did not run: the cycle failed to start",
+            Outcome::Error => "did not run: the cycle failed",
         }
     }
 }
@@ -381,24 +381,19 @@ impl Plan {
                     if *folded == 1 { " was" } else { "s were" }
                 )),
                 RunWhy::CatchUp => Some(
-                    "catch-up: this fire time passed while the daemon was not running (within catch_up)".to_string(),
+                    "catch-up: this fire time passed while the daemon was not running".to_string(),
                 ),
-                RunWhy::Queued => Some(
-                    "queued: this fire came while the previous cycle was still running".to_string(),
-                ),
+                RunWhy::Queued => {
+                    Some("queued: it came while the previous cycle was still running".to_string())
+                }
             },
             Decision::SkipPaused { reason, .. } => Some(reason.clone()),
             Decision::SkipOverlap { already_queued, .. } => Some(if *already_queued {
-                "the previous cycle was still running, and a run was already queued after it"
-                    .to_string()
+                "one run was already queued after it (overlap = \"queue\")".to_string()
             } else {
-                "the previous cycle was still running (overlap = \"skip\")".to_string()
+                "overlap = \"skip\": the running cycle picks up the work".to_string()
             }),
-            Decision::Queue { .. } => Some(
-                "the previous cycle was still running; this fire runs once it ends \
-                 (overlap = \"queue\")"
-                    .to_string(),
-            ),
+            Decision::Queue { .. } => Some("overlap = \"queue\"".to_string()),
             Decision::Missed {
                 first,
                 last,
@@ -409,7 +404,7 @@ impl Plan {
                     format!("the fire at {}", self.local(*last))
                 } else {
                     format!(
-                        "{}{count} fire times from {} to {}",
+                        "{}{count} fire times, from {} to {}",
                         if *more { "more than " } else { "" },
                         self.local(*first),
                         self.local(*last)
@@ -419,9 +414,7 @@ impl Plan {
                     Some(w) => format!("older than the catch_up window ({})", compact(w.as_secs())),
                     None => "no catch_up window is set".to_string(),
                 };
-                Some(format!(
-                    "{what} passed while the daemon was not running (or the machine slept); {why}"
-                ))
+                Some(format!("{what}; {why}"))
             }
         }
     }
