@@ -141,3 +141,41 @@ async fn count_signals(tx: watch::Sender<u32>) {
         tx.send_modify(|n| *n += 1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::model::Trigger;
+    use crate::store::Store;
+
+    #[test]
+    fn scheduled_cycles_get_the_batch_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("nightshift.db");
+        Store::create(&db).unwrap();
+        let config = Config::parse(
+            "[batch.b]\nworker = [\"sh\", \"-c\", \"cat\"]\nschedule = \"0 2 * * *\"\n\
+             timezone = \"Asia/Tokyo\"\nmax_duration = \"45m\"\nconcurrency = 3\n",
+            &dir.path().join("nightshift.toml"),
+        )
+        .unwrap();
+        let ctx = Ctx {
+            db,
+            config,
+            color: false,
+        };
+        let targets = targets(&ctx, &["b".to_string()], false).unwrap();
+        let opts = &targets[0].opts;
+        assert_eq!(opts.config.max_duration, Some(Duration::from_mins(45)));
+        assert_eq!(opts.config.concurrency, 3);
+        assert_eq!(opts.trigger, Trigger::Schedule);
+        assert!(!opts.progress);
+        assert_eq!(opts.work_dir.as_deref(), Some(dir.path()));
+        assert_eq!(targets[0].plan.tz.name(), "Asia/Tokyo");
+        assert!(Path::new(&opts.worker[0]).ends_with("sh"));
+    }
+}
