@@ -113,12 +113,15 @@ impl Daemon {
     fn announce_start(&mut self) -> anyhow::Result<()> {
         let holder = format!("{}:{}", identity::host(), std::process::id());
         for t in &self.targets {
+            // Stored as is (missed fires are still to be handled); said as
+            // the next fire to come.
             let next = t.plan.next();
+            let coming = t.plan.schedule.next_after(Utc::now(), t.plan.tz);
             let message = format!(
                 "daemon on {holder} schedules `{}` in {}; next fire {}",
                 t.plan.schedule,
                 t.plan.tz.name(),
-                next.map_or("never".to_string(), |n| t.plan.local(n))
+                coming.map_or("never".to_string(), |n| t.plan.local(n))
             );
             let event = NewEvent::new(now_ms(), &t.plan.batch, "daemon", message);
             tokio::task::block_in_place(|| -> anyhow::Result<()> {
