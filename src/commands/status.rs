@@ -8,7 +8,7 @@ use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
 use crate::model::{BatchInfo, Counts, Millis, RunState};
 use crate::runner;
-use crate::schedule::plan::describe;
+use crate::schedule::describe;
 use crate::store::Store;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};

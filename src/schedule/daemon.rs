@@ -15,7 +15,8 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::plan::{Decision, Observed, Outcome, Plan};
+use super::outcome::{Outcome, describe};
+use super::plan::{Decision, Observed, Plan};
 use crate::model::{Fire, NewEvent, RunState};
 use crate::runner::{self, EventLog, RunOptions, RunReport, Signal};
 use crate::store::{Access, Store};
@@ -81,6 +82,8 @@ pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow
         emergency: None,
     };
     d.announce_start()?;
+    // Whether anyone can still ask us to stop (the signal task is alive).
+    let mut listening = true;
     while *stop.borrow() == 0 {
         let now = Utc::now();
         d.watch_emergency_file();
@@ -101,7 +104,7 @@ pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
-            changed = stop.changed() => if changed.is_err() { break },
+            changed = stop.changed(), if listening => listening = changed.is_ok(),
         }
     }
     d.shutdown(&mut stop).await;
@@ -308,7 +311,7 @@ impl Daemon {
             .unwrap_or_default();
         say(&format!(
             "{batch}: fire {local}: {}{run}",
-            super::plan::describe(&fire.outcome, fire.reason.as_deref())
+            describe(&fire.outcome, fire.reason.as_deref())
         ));
     }
 

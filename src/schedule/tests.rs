@@ -530,9 +530,9 @@ fn outcomes_read_as_plain_words() {
         assert_eq!(Outcome::parse(o.as_str()), Some(*o));
     }
     assert_eq!(
-        plan::describe("skipped-paused", Some("paused by ops@db1: migrating")),
+        describe("skipped-paused", Some("paused by ops@db1: migrating")),
         "did not run: the batch was paused — paused by ops@db1: migrating"
     );
-    assert_eq!(plan::describe("ran", None), "ran");
-    assert_eq!(plan::describe("mystery", None), "mystery");
+    assert_eq!(describe("ran", None), "ran");
+    assert_eq!(describe("mystery", None), "mystery");
 }
