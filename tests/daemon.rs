@@ -244,6 +244,42 @@ fn sigterm_lets_the_running_cycle_finish_its_item() {
 }
 
 #[test]
+fn a_fire_while_a_manual_run_holds_the_lock_steps_down() {
+    let env = Env::new();
+    env.script("slow.sh", "cat >/dev/null; sleep 3; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./slow.sh\"]\nconcurrency = 1\n\
+         schedule = \"* * * * * *\"\ntimezone = \"UTC\"\n",
+    );
+    env.add_items("b", 1);
+    let mut manual = env
+        .spawn_cmd()
+        .args(["run", "b"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the manual run to hold the lock", || {
+        !batch(&env.status(), "b")["lock"].is_null()
+    });
+    let mut daemon = Daemon::start(&env);
+    wait_for("a fire that stepped down", || {
+        !fires(&env, "b", "lock-held").is_empty()
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+    let held = fires(&env, "b", "lock-held");
+    let reason = held[0]["fields"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("lock held by "), "{reason}");
+    assert!(
+        held[0]["run_id"].is_i64(),
+        "the step-down is a recorded run"
+    );
+    assert!(manual.wait().unwrap().success());
+    assert_eq!(batch(&env.status(), "b")["done"], 1);
+}
+
+#[test]
 fn catch_up_runs_a_recent_miss_once_and_records_older_ones() {
     // Both batches fire daily at the time of day three hours ago; each
     // daemon run before this one stored that fire time as the next.

@@ -418,3 +418,73 @@ fn say(line: &str) {
 fn warn(line: &str) {
     eprintln!("nightshift daemon: warning: {}", sanitize::line(line));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::RunCounts;
+    use crate::runner::StopReason;
+
+    fn report(state: RunState, summary: &str, stopped: Option<StopReason>) -> RunReport {
+        RunReport {
+            run_id: Some(7),
+            state,
+            counts: RunCounts::default(),
+            summary: summary.to_string(),
+            stopped,
+        }
+    }
+
+    fn at() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000, 0).unwrap()
+    }
+
+    #[test]
+    fn a_finished_cycle_becomes_a_fire_record() {
+        let held = report(
+            RunState::LockHeld,
+            "b: lock-held: lock held by db1:42 (run 6), stepped down",
+            None,
+        );
+        let fire = ended(&held, at(), None, "b");
+        assert_eq!(
+            (fire.outcome.as_str(), fire.reason.as_deref(), fire.run_id),
+            (
+                "lock-held",
+                Some("lock held by db1:42 (run 6), stepped down"),
+                Some(7)
+            )
+        );
+        // Paused between the decision and the cycle's own check.
+        let paused = report(RunState::Paused, "b: paused: maintenance", None);
+        let fire = ended(&paused, at(), None, "b");
+        assert_eq!(
+            (fire.outcome.as_str(), fire.reason.as_deref()),
+            ("skipped-paused", Some("maintenance"))
+        );
+        // Paused midway, or stopped by max_duration: it ran, and says why it
+        // stopped, after the note it started with.
+        let midway = report(
+            RunState::Paused,
+            "b: 3 done, ...",
+            Some(StopReason::Paused("maintenance".into())),
+        );
+        assert_eq!(ended(&midway, at(), None, "b").outcome, "ran");
+        let capped = report(
+            RunState::Aborted,
+            "b: 9 done, ...",
+            Some(StopReason::MaxDuration),
+        );
+        let fire = ended(&capped, at(), Some("catch-up: x".into()), "b");
+        assert_eq!(
+            (fire.outcome.as_str(), fire.reason.as_deref(), fire.at),
+            (
+                "ran",
+                Some("catch-up: x; stopped early: max_duration reached"),
+                at().timestamp_millis()
+            )
+        );
+        let ok = report(RunState::Ok, "b: 1 done", None);
+        assert_eq!(ended(&ok, at(), None, "b").reason, None);
+    }
+}
