@@ -50,6 +50,10 @@ pub enum Command {
     /// Run one cycle of a batch: resume what is unfinished, retry what is
     /// worth retrying, dead-letter the rest.
     Run(RunArgs),
+    /// Run scheduled batches at their fire times (long-lived; for systemd or tmux).
+    Daemon(DaemonArgs),
+    /// Show a batch's next fire times, in its time zone and in UTC.
+    Schedule(ScheduleArgs),
     /// Show counts per batch.
     Status(StatusArgs),
     /// List the items of a batch.
@@ -157,6 +161,27 @@ pub struct RunArgs {
     /// The worker program and its arguments [default: the config's worker].
     #[arg(last = true, value_name = "WORKER")]
     pub worker: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Only these batches [default: every batch with a `schedule`].
+    #[arg(long = "batch", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub batches: Vec<String>,
+    /// Print every event of the cycles as it happens.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    pub batch: String,
+    /// How many fire times to show.
+    #[arg(long, short = 'n', default_value_t = 5, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub next: u16,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -16,6 +16,8 @@
 //!   one thread that commits them in groups.
 //! - [`demo`]: `nightshift demo`: a demo store and the simulated flaky
 //!   agent worker it runs.
+//! - [`schedule`]: cron schedules in a time zone, and the daemon that fires
+//!   runner cycles at their times (a pure decision core plus a tokio loop).
 //! - [`util`]: clock, process identity, and making untrusted text inert.
 
 #![forbid(unsafe_code)]
@@ -28,5 +30,6 @@ pub mod duration;
 pub mod key;
 pub mod model;
 pub mod runner;
+pub mod schedule;
 pub mod store;
 pub mod util;

@@ -2,6 +2,7 @@
 //! printed output; none holds SQL.
 
 pub mod add;
+pub mod daemon;
 pub mod demo;
 pub mod dlq;
 pub mod init;
@@ -12,6 +13,7 @@ pub mod pause;
 pub mod prune;
 pub mod requeue;
 pub mod run;
+pub mod schedule;
 pub mod status;
 mod table;
 
@@ -134,6 +136,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Init => init::run(&ctx),
         Command::Add(args) => add::run(&ctx, &args),
         Command::Run(args) => run::run(&ctx, &args),
+        Command::Daemon(args) => daemon::run(&ctx, &args),
+        Command::Schedule(args) => schedule::run(&ctx, &args),
         Command::Status(args) => status::run(&ctx, &args),
         Command::Items(args) => items::list(&ctx, &args),
         Command::Show(args) => items::show(&ctx, &args),

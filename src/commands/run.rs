@@ -81,11 +81,14 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
     if let Some(d) = args.max_duration {
         config.max_duration = Some(d);
     }
+    // A config found as plain `nightshift.toml` has the empty parent, which
+    // means the current directory (and cannot be a process's cwd).
     let work_dir = ctx
         .config
         .file
         .as_deref()
         .and_then(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
         .map(Path::to_path_buf);
     let worker = if args.worker.is_empty() {
         config.worker.clone().ok_or_else(|| {

@@ -7,6 +7,8 @@ use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
 use crate::model::{BatchInfo, Counts, Millis, RunState};
+use crate::runner;
+use crate::schedule::describe;
 use crate::store::Store;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
@@ -15,14 +17,25 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
     let infos = gather(ctx, &store, args.batch.as_deref())?;
     let now = now_ms();
+    let emergency = runner::paused_file(&ctx.db);
     if args.json {
         let batches: Vec<Value> = infos.iter().map(|i| batch_json(ctx, i, now)).collect();
-        out_json(&json!({ "store": ctx.db.display().to_string(), "batches": batches }))?;
+        out_json(&json!({
+            "store": ctx.db.display().to_string(),
+            "emergency_stop": emergency.as_ref().map(|f| f.display().to_string()),
+            "batches": batches,
+        }))?;
     } else if args.short {
         out(short_line(&infos))?;
     } else if args.prometheus {
         out(super::metrics::render(&store, &infos, now)?)?;
     } else {
+        if let Some(file) = &emergency {
+            out(format!(
+                "EMERGENCY STOP: {} exists; nothing runs (runs and schedule fires step down) until it is removed",
+                sanitize::line(&file.display().to_string())
+            ))?;
+        }
         print_human(ctx, &infos, now)?;
     }
     Ok(Exit::Ok)
@@ -118,6 +131,37 @@ fn batch_json(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Value {
             "run_id": f.run_id,
         })),
     })
+}
+
+/// The schedule, the next three fire times and the last fire's outcome in
+/// plain words, times on the batch's wall clock.
+fn schedule_lines(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Vec<String> {
+    let mut lines = Vec::new();
+    let cfg = ctx.config.batch(&info.name);
+    let local = |ms: Millis| match cfg {
+        Some(c) => super::schedule::local(&crate::util::time::to_datetime(ms), c),
+        None => rfc3339(ms),
+    };
+    if let Some((cfg, schedule)) = cfg.and_then(|c| c.schedule.as_ref().map(|s| (c, s))) {
+        lines.push(format!(
+            "schedule `{}` in {}; next fires:",
+            schedule.expr,
+            cfg.timezone.name()
+        ));
+        for at in next_fires(ctx, &info.name, now, 3) {
+            lines.push(format!("  {} ({})", local(at), relative(at, now)));
+        }
+    }
+    if let Some(f) = &info.last_fire {
+        let run = f.run_id.map(|r| format!(" (run {r})")).unwrap_or_default();
+        lines.push(format!(
+            "last fire {} ({}): {}{run}",
+            local(f.at),
+            relative(f.at, now),
+            describe(&f.outcome, f.reason.as_deref())
+        ));
+    }
+    lines
 }
 
 /// `articles 812✓ 3✗ 185…` per batch, for a tmux status bar.
@@ -216,27 +260,7 @@ fn print_human(ctx: &Ctx, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()
                 relative(r.started_at, now)
             ));
         }
-        let fires = next_fires(ctx, &i.name, now, 1);
-        if let (Some(next), Some(cfg)) = (fires.first(), ctx.config.batch(&i.name)) {
-            let local = crate::util::time::to_datetime(*next).with_timezone(&cfg.timezone);
-            lines.push(format!(
-                "next fire {} ({})",
-                local.format("%Y-%m-%d %H:%M %Z"),
-                relative(*next, now)
-            ));
-        }
-        if let Some(f) = &i.last_fire {
-            let why = f
-                .reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default();
-            lines.push(format!(
-                "last fire {} {}{why}",
-                relative(f.at, now),
-                f.outcome
-            ));
-        }
+        lines.extend(schedule_lines(ctx, i, now));
         if !lines.is_empty() {
             out(format!("\n{}:", sanitize::line(&i.name)))?;
             for l in lines {

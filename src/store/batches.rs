@@ -239,13 +239,17 @@ impl Store {
         })
     }
 
-    /// Records what happened at a fire time, and logs it as an event.
-    pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<()> {
+    /// Records what happened at a fire time, and logs it as an event (which
+    /// is returned, for the log file). `last_fire_*` keeps the latest fire
+    /// time: a cycle that ends after later fires were skipped while it ran
+    /// still logs its outcome, but does not become the "last fire".
+    pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent> {
         self.write(|tx| {
             let id = ensure(tx, batch, fire.at)?;
             tx.execute(
                 "UPDATE batches SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4,
-                        last_fire_run = ?5 WHERE id = ?1",
+                        last_fire_run = ?5
+                  WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)",
                 params![id, fire.at, fire.outcome, fire.reason, fire.run_id],
             )?;
             let message = match &fire.reason {
@@ -258,7 +262,7 @@ impl Store {
             }));
             event.run_id = fire.run_id;
             super::events::insert(tx, &event)?;
-            Ok(())
+            Ok(event)
         })
     }
 

@@ -80,13 +80,42 @@ fn run<T>(conn: &Connection, path: &Path, f: impl FnOnce(&Connection) -> Result<
     Ok(out)
 }
 
+/// A writer opening or closing the database creates or removes `-wal` and
+/// `-shm` one after the other (on close SQLite removes `-shm` first), and a
+/// reader that looks in between fails. That state lasts milliseconds, so a
+/// failure to open while the side files were changing is retried for about
+/// a second before it is reported.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(20);
+const SETTLE_TRIES: u32 = 50;
+
 pub(super) fn read<T>(path: &Path, f: impl Fn(&Connection) -> Result<T>) -> Result<T> {
-    let before = fingerprint(path)?;
+    let mut tries = 0;
+    loop {
+        let before = fingerprint(path)?;
+        let result = read_once(path, &f, &before);
+        if tries >= SETTLE_TRIES || !matches!(result, Err(StoreError::CannotOpen(..))) {
+            return result;
+        }
+        let after = fingerprint(path)?;
+        let stuck_recovery = after.wal && !after.shm;
+        if after == before && !stuck_recovery {
+            return result;
+        }
+        tries += 1;
+        std::thread::sleep(SETTLE);
+    }
+}
+
+fn read_once<T>(
+    path: &Path,
+    f: &impl Fn(&Connection) -> Result<T>,
+    before: &Fingerprint,
+) -> Result<T> {
     if !before.wal && !before.shm {
         let conn = open(path, "mode=ro&immutable=1")?;
-        let out = run(&conn, path, &f);
+        let out = run(&conn, path, f);
         drop(conn);
-        if fingerprint(path)? == before {
+        if fingerprint(path)? == *before {
             return out;
         }
         // A writer appeared during the read, so the result may be torn:

@@ -45,6 +45,37 @@ impl Env {
         cmd
     }
 
+    /// The same as [`Env::cmd`] as a plain `std::process::Command`, for
+    /// long-lived children (the daemon) that a test signals and waits for.
+    pub fn spawn_cmd(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nightshift"));
+        cmd.current_dir(self.dir.path())
+            .env("NIGHTSHIFT_DB", &self.db)
+            .env_remove("NIGHTSHIFT_CONFIG")
+            .env_remove("NIGHTSHIFT_HOST")
+            .env("NO_COLOR", "1");
+        cmd
+    }
+
+    /// Events of `batch` of one kind (`nightshift log --json`), oldest first.
+    pub fn events(&self, batch: &str, kind: &str) -> Vec<serde_json::Value> {
+        let out = self
+            .cmd()
+            .args(["log", batch, "--json", "-n", "100000", "--kind", kind])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
     pub fn write(&self, name: &str, content: &str) -> PathBuf {
         let path = self.path(name);
         std::fs::write(&path, content).unwrap();

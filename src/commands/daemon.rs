@@ -1,0 +1,181 @@
+//! `nightshift daemon`: runs scheduled batches at their fire times until
+//! SIGTERM/SIGINT (see `schedule::daemon` for the loop).
+
+use chrono::Utc;
+use tokio::sync::watch;
+
+use super::schedule::{scheduled_batch, scheduled_names};
+use super::{Ctx, Exit, out, user_error};
+use crate::cli::{DaemonArgs, RunArgs, TriggerArg};
+use crate::schedule::daemon::{self, Target};
+use crate::schedule::{Plan, Stored};
+use crate::util::time::{now_ms, to_datetime};
+
+pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
+    let names = if args.batches.is_empty() {
+        let names = scheduled_names(ctx);
+        if names.is_empty() {
+            return Err(user_error(format!(
+                "no batch has a schedule in {}: add `schedule` and `timezone` to a [batch.NAME] table",
+                ctx.config
+                    .file
+                    .as_ref()
+                    .map_or("nightshift.toml (none found)".to_string(), |f| f
+                        .display()
+                        .to_string())
+            )));
+        }
+        names
+    } else {
+        for name in &args.batches {
+            scheduled_batch(ctx, name)?;
+        }
+        let mut names = args.batches.clone();
+        names.sort();
+        names.dedup();
+        names
+    };
+    let targets = targets(ctx, &names, args.verbose)?;
+    let log_dir = targets.first().and_then(|t| t.opts.log_dir.clone());
+    if let Some(dir) = &log_dir
+        && let Err(e) = crate::runner::init_file_log(dir)
+    {
+        eprintln!(
+            "nightshift: warning: cannot write logs to {}: {e}",
+            dir.display()
+        );
+    }
+    out(format!(
+        "nightshift daemon: scheduling {} (pid {}); stop with SIGTERM or Ctrl-C",
+        names.join(", "),
+        std::process::id()
+    ))?;
+    // Absolute, so the PAUSED file it names in the log and status is clear.
+    let db = std::path::absolute(&ctx.db).unwrap_or_else(|_| ctx.db.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(async {
+        let (tx, rx) = watch::channel(0u32);
+        let signals = tokio::spawn(count_signals(tx));
+        let result = daemon::run(&db, targets, rx).await;
+        signals.abort();
+        result
+    });
+    out("nightshift daemon: stopped")?;
+    crate::runner::close_file_log();
+    result?;
+    Ok(Exit::Ok)
+}
+
+/// Each batch's plan, resumed from the stored schedule state, and the
+/// options its cycles run with (the config's, as `nightshift run` would).
+fn targets(ctx: &Ctx, names: &[String], verbose: bool) -> anyhow::Result<Vec<Target>> {
+    let mut store = ctx.open_write()?;
+    let now = now_ms();
+    let mut targets = Vec::with_capacity(names.len());
+    for name in names {
+        let (cfg, _) = scheduled_batch(ctx, name)?;
+        store.ensure_batch(name, now)?;
+        let info = store
+            .batch_infos(Some(name))?
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("batch {name} vanished from the store"))?;
+        let stored = Stored {
+            next_fire: info.next_fire.map(to_datetime),
+            last_fire_at: info.last_fire.map(|f| to_datetime(f.at)),
+        };
+        let mut opts = super::run::options(ctx, &run_args(name, verbose))?;
+        opts.progress = false;
+        let plan = Plan::new(cfg, stored, Utc::now())
+            .ok_or_else(|| anyhow::anyhow!("batch {name} has no schedule"))?;
+        targets.push(Target { plan, opts });
+    }
+    Ok(targets)
+}
+
+/// What `nightshift run NAME --trigger schedule` would be given.
+fn run_args(batch: &str, verbose: bool) -> RunArgs {
+    RunArgs {
+        batch: batch.to_string(),
+        concurrency: None,
+        limit: None,
+        key: None,
+        dry_run: false,
+        max_duration: None,
+        wait: false,
+        verbose,
+        json: false,
+        detached: false,
+        trigger: TriggerArg::Schedule,
+        worker: Vec::new(),
+    }
+}
+
+/// Counts SIGINT/SIGTERM/SIGHUP: the first stops firing and lets cycles
+/// stop gracefully, the second stops their workers at once.
+#[cfg(unix)]
+async fn count_signals(tx: watch::Sender<u32>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        tx.send_modify(|n| *n += 1);
+    }
+}
+
+#[cfg(not(unix))]
+async fn count_signals(tx: watch::Sender<u32>) {
+    while tokio::signal::ctrl_c().await.is_ok() {
+        tx.send_modify(|n| *n += 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::model::Trigger;
+    use crate::store::Store;
+
+    #[test]
+    fn scheduled_cycles_get_the_batch_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("nightshift.db");
+        Store::create(&db).unwrap();
+        let config = Config::parse(
+            "[batch.b]\nworker = [\"sh\", \"-c\", \"cat\"]\nschedule = \"0 2 * * *\"\n\
+             timezone = \"Asia/Tokyo\"\nmax_duration = \"45m\"\nconcurrency = 3\n",
+            &dir.path().join("nightshift.toml"),
+        )
+        .unwrap();
+        let ctx = Ctx {
+            db,
+            config,
+            color: false,
+        };
+        let targets = targets(&ctx, &["b".to_string()], false).unwrap();
+        let opts = &targets[0].opts;
+        assert_eq!(opts.config.max_duration, Some(Duration::from_mins(45)));
+        assert_eq!(opts.config.concurrency, 3);
+        assert_eq!(opts.trigger, Trigger::Schedule);
+        assert!(!opts.progress);
+        assert_eq!(opts.work_dir.as_deref(), Some(dir.path()));
+        assert_eq!(targets[0].plan.tz.name(), "Asia/Tokyo");
+        assert!(Path::new(&opts.worker[0]).ends_with("sh"));
+    }
+}

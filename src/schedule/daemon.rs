@@ -1,0 +1,490 @@
+//! The daemon loop: drives each scheduled batch's [`Plan`] with the real
+//! clock, starts runner cycles for its fires and records every fire.
+//!
+//! One task owns the plans and the store handle; cycles run as their own
+//! tasks, each with a stop channel (the runner's `Signal`). The loop wakes at
+//! the earliest next fire, when a cycle ends, on a stop request, and at least
+//! every [`POLL`] (to notice the `PAUSED` file and a clock that jumped, e.g.
+//! after the machine slept).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::outcome::{Outcome, describe};
+use super::plan::{Decision, Observed, Plan};
+use crate::model::{Fire, NewEvent, RunState};
+use crate::runner::{self, EventLog, RunOptions, RunReport, Signal};
+use crate::store::{Access, Store};
+use crate::util::sanitize;
+use crate::util::time::{now_ms, rfc3339};
+use crate::util::{identity, time};
+
+/// The longest the loop sleeps without looking around.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// A scheduled batch: its plan and the options its cycles run with.
+pub struct Target {
+    pub plan: Plan,
+    pub opts: RunOptions,
+}
+
+/// What the stop channel carries: how many stop requests came (0 = run).
+/// The first lets running cycles stop gracefully, the next stops them now.
+pub type StopCount = watch::Receiver<u32>;
+
+struct Running {
+    stop: watch::Sender<Signal>,
+    task: tokio::task::Id,
+    at: DateTime<Utc>,
+}
+
+struct Finished {
+    batch: String,
+    at: DateTime<Utc>,
+    /// The reason recorded when the cycle started (catch-up, queued, ...).
+    note: Option<String>,
+    result: anyhow::Result<RunReport>,
+}
+
+struct Daemon {
+    db: PathBuf,
+    store: Store,
+    targets: Vec<Target>,
+    running: HashMap<String, Running>,
+    cycles: JoinSet<Finished>,
+    log: EventLog,
+    /// The `PAUSED` file, as last seen.
+    emergency: Option<PathBuf>,
+}
+
+/// Runs until `stop` counts a request, then lets running cycles stop (see
+/// [`StopCount`]) and returns. Needs a multi-threaded tokio runtime: store
+/// calls are made with `block_in_place`.
+///
+/// # Errors
+///
+/// The store cannot be opened or the daemon's start cannot be recorded.
+/// Later store errors are reported on stderr and retried.
+pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow::Result<()> {
+    let store = Store::open(db, Access::ReadWrite)?;
+    let mut d = Daemon {
+        db: db.to_path_buf(),
+        store,
+        targets,
+        running: HashMap::new(),
+        cycles: JoinSet::new(),
+        log: EventLog::new(false),
+        emergency: None,
+    };
+    d.announce_start()?;
+    // Whether anyone can still ask us to stop (the signal task is alive).
+    let mut listening = true;
+    while *stop.borrow() == 0 {
+        let now = Utc::now();
+        d.watch_emergency_file();
+        for i in 0..d.targets.len() {
+            d.step(i, now);
+        }
+        let wait = d
+            .targets
+            .iter()
+            .filter_map(|t| t.plan.next())
+            .min()
+            .map_or(POLL, |next| {
+                (next - Utc::now())
+                    .to_std()
+                    .unwrap_or(Duration::ZERO)
+                    .min(POLL)
+            });
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
+            changed = stop.changed(), if listening => listening = changed.is_ok(),
+        }
+    }
+    d.shutdown(&mut stop).await;
+    Ok(())
+}
+
+impl Daemon {
+    /// Stores each batch's next fire and says the daemon took it over.
+    fn announce_start(&mut self) -> anyhow::Result<()> {
+        let holder = format!("{}:{}", identity::host(), std::process::id());
+        for t in &self.targets {
+            // Stored as is (missed fires are still to be handled); said as
+            // the next fire to come.
+            let next = t.plan.next();
+            let coming = t.plan.schedule.next_after(Utc::now(), t.plan.tz);
+            let message = format!(
+                "daemon on {holder} schedules `{}` in {}; next fire {}",
+                t.plan.schedule,
+                t.plan.tz.name(),
+                coming.map_or("never".to_string(), |n| t.plan.local(n))
+            );
+            let event = NewEvent::new(now_ms(), &t.plan.batch, "daemon", message);
+            tokio::task::block_in_place(|| -> anyhow::Result<()> {
+                self.store.set_next_fire(
+                    &t.plan.batch,
+                    next.map(|n| n.timestamp_millis()),
+                    now_ms(),
+                )?;
+                self.store.log_event(&event)?;
+                Ok(())
+            })?;
+            self.emit(&event);
+        }
+        Ok(())
+    }
+
+    /// Notices the emergency stop file appearing or going away, and says so
+    /// (cycles that run stop by themselves: the runner watches it too).
+    fn watch_emergency_file(&mut self) {
+        let now_file = runner::paused_file(&self.db);
+        if now_file == self.emergency {
+            return;
+        }
+        let message = match &now_file {
+            Some(f) => format!(
+                "emergency stop: {} exists; every fire is skipped until it is removed",
+                f.display()
+            ),
+            None => "emergency stop file removed; fires run again".to_string(),
+        };
+        self.emergency = now_file;
+        let batches: Vec<String> = self.targets.iter().map(|t| t.plan.batch.clone()).collect();
+        for batch in batches {
+            let event = NewEvent::new(now_ms(), &batch, "emergency-stop", message.clone());
+            self.write_event(&event);
+        }
+    }
+
+    /// Why the batch must not run now, read fresh at each fire so that a
+    /// pause from the CLI or dashboard counts without a restart.
+    fn paused(&self, batch: &str) -> anyhow::Result<Option<String>> {
+        if let Some(file) = &self.emergency {
+            return Ok(Some(format!(
+                "the emergency stop file {} exists",
+                file.display()
+            )));
+        }
+        let pause = tokio::task::block_in_place(|| self.store.pause(batch))?;
+        Ok(pause.map(|p| format!("paused by {}: {}", p.by, p.reason)))
+    }
+
+    fn step(&mut self, i: usize, now: DateTime<Utc>) {
+        let batch = self.targets[i].plan.batch.clone();
+        let running = self.running.contains_key(&batch);
+        if !self.targets[i].plan.is_due(now, running) {
+            return;
+        }
+        let paused = match self.paused(&batch) {
+            Ok(p) => p,
+            Err(e) => {
+                // Not stepped: the fire stays due and is tried again.
+                warn(&format!("{batch}: cannot read the pause flag: {e:#}"));
+                return;
+            }
+        };
+        let before = self.targets[i].plan.next();
+        let step = self.targets[i].plan.step(&Observed {
+            now,
+            paused,
+            running,
+        });
+        for decision in &step.decisions {
+            self.apply(i, decision);
+        }
+        if step.wait_until != before {
+            let next = step.wait_until.map(|n| n.timestamp_millis());
+            if let Err(e) =
+                tokio::task::block_in_place(|| self.store.set_next_fire(&batch, next, now_ms()))
+            {
+                warn(&format!("{batch}: cannot store the next fire time: {e}"));
+            }
+        }
+    }
+
+    fn apply(&mut self, i: usize, decision: &Decision) {
+        let plan = &self.targets[i].plan;
+        let batch = plan.batch.clone();
+        let at = decision.at();
+        let reason = plan.reason(decision);
+        self.record(
+            &batch,
+            &Fire {
+                at: at.timestamp_millis(),
+                outcome: decision.outcome().as_str().to_string(),
+                reason: reason.clone(),
+                run_id: None,
+            },
+        );
+        if let Decision::Fire { .. } = decision {
+            self.start_cycle(i, at, reason);
+        }
+    }
+
+    fn start_cycle(&mut self, i: usize, at: DateTime<Utc>, note: Option<String>) {
+        let opts = self.targets[i].opts.clone();
+        let batch = opts.batch.clone();
+        let (tx, rx) = watch::channel(Signal::Run);
+        let db = self.db.clone();
+        let task = self
+            .cycles
+            .spawn(async move {
+                let result = runner::cycle(&db, opts, rx).await;
+                Finished {
+                    batch,
+                    at,
+                    note,
+                    result,
+                }
+            })
+            .id();
+        self.running.insert(
+            self.targets[i].plan.batch.clone(),
+            Running { stop: tx, task, at },
+        );
+    }
+
+    /// Records how a cycle started by a fire ended.
+    fn finish(&mut self, done: Result<Finished, tokio::task::JoinError>) {
+        let done = match done {
+            Ok(d) => d,
+            Err(e) => {
+                // The cycle task panicked: its fire still gets a record.
+                let Some(batch) = self
+                    .running
+                    .iter()
+                    .find(|(_, r)| r.task == e.id())
+                    .map(|(b, _)| b.clone())
+                else {
+                    return;
+                };
+                let at = self.running.remove(&batch).map_or_else(Utc::now, |r| r.at);
+                Finished {
+                    batch,
+                    at,
+                    note: None,
+                    result: Err(anyhow::anyhow!("the cycle task failed: {e}")),
+                }
+            }
+        };
+        self.running.remove(&done.batch);
+        let fire = match &done.result {
+            Ok(report) => ended(report, done.at, done.note.clone(), &done.batch),
+            Err(e) => Fire {
+                at: done.at.timestamp_millis(),
+                outcome: Outcome::Error.as_str().to_string(),
+                reason: Some(format!("the cycle could not run: {e:#}")),
+                run_id: None,
+            },
+        };
+        self.record(&done.batch, &fire);
+        if let Ok(report) = &done.result {
+            say(&report.summary);
+        }
+    }
+
+    /// Writes a fire record and its event, and prints it.
+    fn record(&mut self, batch: &str, fire: &Fire) {
+        let written = tokio::task::block_in_place(|| self.store.record_fire(batch, fire));
+        match written {
+            Ok(event) => self.emit(&event),
+            Err(e) => warn(&format!("{batch}: cannot record a fire: {e}")),
+        }
+        let local = self
+            .targets
+            .iter()
+            .find(|t| t.plan.batch == batch)
+            .map_or_else(
+                || rfc3339(fire.at),
+                |t| t.plan.local(time::to_datetime(fire.at)),
+            );
+        let run = fire
+            .run_id
+            .map(|r| format!(" (run {r})"))
+            .unwrap_or_default();
+        say(&format!(
+            "{batch}: fire {local}: {}{run}",
+            describe(&fire.outcome, fire.reason.as_deref())
+        ));
+    }
+
+    fn write_event(&mut self, event: &NewEvent) {
+        match tokio::task::block_in_place(|| self.store.log_event(event)) {
+            Ok(_) => self.emit(event),
+            Err(e) => warn(&format!("cannot record an event: {e}")),
+        }
+    }
+
+    /// To the rolling log file, and to stdout for the journal.
+    fn emit(&self, event: &NewEvent) {
+        self.log.emit(event);
+        if event.kind != "fire" {
+            say(&format!(
+                "{}: {}",
+                event.batch.as_deref().unwrap_or("-"),
+                event.message
+            ));
+        }
+    }
+
+    /// Stops firing; running cycles stop gracefully (a second request stops
+    /// their workers at once) and their fires are recorded.
+    async fn shutdown(&mut self, stop: &mut StopCount) {
+        let mut sent = 0;
+        let mut requests = (*stop.borrow()).max(1);
+        if !self.running.is_empty() {
+            say("stopping: no new fires; running cycles finish their in-flight items");
+        }
+        loop {
+            let signal = if requests >= 2 {
+                Signal::Immediate
+            } else {
+                Signal::Graceful
+            };
+            if requests != sent {
+                for r in self.running.values() {
+                    let _ = r.stop.send(signal);
+                }
+                sent = requests;
+            }
+            if self.cycles.is_empty() {
+                break;
+            }
+            tokio::select! {
+                Some(done) = self.cycles.join_next() => self.finish(done),
+                changed = stop.changed() => match changed {
+                    Ok(()) => requests = *stop.borrow(),
+                    // Nobody can ask again: wait for the cycles as they are.
+                    Err(_) => while let Some(done) = self.cycles.join_next().await {
+                        self.finish(done);
+                    },
+                },
+            }
+        }
+        let batches: Vec<String> = self.targets.iter().map(|t| t.plan.batch.clone()).collect();
+        for batch in batches {
+            let event = NewEvent::new(now_ms(), &batch, "daemon", "daemon stopped");
+            self.write_event(&event);
+        }
+    }
+}
+
+/// The fire record of a finished cycle: it ran, or it stepped down.
+fn ended(report: &RunReport, at: DateTime<Utc>, note: Option<String>, batch: &str) -> Fire {
+    // `BATCH: STATE: why` is how the runner words a cycle that stepped down.
+    let why = || {
+        let prefix = format!("{batch}: {}: ", report.state);
+        report
+            .summary
+            .strip_prefix(&prefix)
+            .unwrap_or(&report.summary)
+            .to_string()
+    };
+    let (outcome, reason) = match report.state {
+        // Paused before it began; a cycle paused midway ran.
+        RunState::Paused if report.stopped.is_none() => (Outcome::SkippedPaused, Some(why())),
+        RunState::LockHeld => (Outcome::LockHeld, Some(why())),
+        _ => {
+            let stopped = report
+                .stopped
+                .as_ref()
+                .map(|s| format!("stopped early: {s}"));
+            let reason = match (note, stopped) {
+                (Some(n), Some(s)) => Some(format!("{n}; {s}")),
+                (n, s) => n.or(s),
+            };
+            (Outcome::Ran, reason)
+        }
+    };
+    Fire {
+        at: at.timestamp_millis(),
+        outcome: outcome.as_str().to_string(),
+        reason,
+        run_id: report.run_id,
+    }
+}
+
+fn say(line: &str) {
+    println!("{} {}", rfc3339(now_ms()), sanitize::line(line));
+}
+
+fn warn(line: &str) {
+    eprintln!("nightshift daemon: warning: {}", sanitize::line(line));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::RunCounts;
+    use crate::runner::StopReason;
+
+    fn report(state: RunState, summary: &str, stopped: Option<StopReason>) -> RunReport {
+        RunReport {
+            run_id: Some(7),
+            state,
+            counts: RunCounts::default(),
+            summary: summary.to_string(),
+            stopped,
+        }
+    }
+
+    fn at() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000, 0).unwrap()
+    }
+
+    #[test]
+    fn a_finished_cycle_becomes_a_fire_record() {
+        let held = report(
+            RunState::LockHeld,
+            "b: lock-held: lock held by db1:42 (run 6), stepped down",
+            None,
+        );
+        let fire = ended(&held, at(), None, "b");
+        assert_eq!(
+            (fire.outcome.as_str(), fire.reason.as_deref(), fire.run_id),
+            (
+                "lock-held",
+                Some("lock held by db1:42 (run 6), stepped down"),
+                Some(7)
+            )
+        );
+        // Paused between the decision and the cycle's own check.
+        let paused = report(RunState::Paused, "b: paused: maintenance", None);
+        let fire = ended(&paused, at(), None, "b");
+        assert_eq!(
+            (fire.outcome.as_str(), fire.reason.as_deref()),
+            ("skipped-paused", Some("maintenance"))
+        );
+        // Paused midway, or stopped by max_duration: it ran, and says why it
+        // stopped, after the note it started with.
+        let midway = report(
+            RunState::Paused,
+            "b: 3 done, ...",
+            Some(StopReason::Paused("maintenance".into())),
+        );
+        assert_eq!(ended(&midway, at(), None, "b").outcome, "ran");
+        let capped = report(
+            RunState::Aborted,
+            "b: 9 done, ...",
+            Some(StopReason::MaxDuration),
+        );
+        let fire = ended(&capped, at(), Some("catch-up: x".into()), "b");
+        assert_eq!(
+            (fire.outcome.as_str(), fire.reason.as_deref(), fire.at),
+            (
+                "ran",
+                Some("catch-up: x; stopped early: max_duration reached"),
+                at().timestamp_millis()
+            )
+        );
+        let ok = report(RunState::Ok, "b: 1 done", None);
+        assert_eq!(ended(&ok, at(), None, "b").reason, None);
+    }
+}

@@ -1,0 +1,23 @@
+//! The scheduler (SPEC section 5).
+//!
+//! - [`cron`]: [`Schedule`], a cron expression matched on the wall clock of
+//!   a time zone, with the DST rule users rely on.
+//! - [`plan`]: the scheduler's decisions for one batch as a pure state
+//!   machine (fire, skip because paused, skip because the cycle still runs,
+//!   queue, missed, catch up), driven by a clock it is handed.
+//! - [`outcome`]: how a fire ended (`ran`, `skipped-paused`, ...) and what
+//!   that means in plain words.
+//! - [`daemon`]: the tokio loop that drives the plans with the real clock,
+//!   runs cycles (`runner::cycle`) and records every fire in the store.
+
+pub mod cron;
+pub mod daemon;
+pub mod outcome;
+pub mod plan;
+
+#[cfg(test)]
+mod tests;
+
+pub use cron::{Schedule, ScheduleError};
+pub use outcome::{Outcome, describe};
+pub use plan::{Decision, Observed, Plan, RunWhy, Step, Stored};

@@ -1,0 +1,384 @@
+//! What the scheduler does about one batch, as a pure state machine.
+//!
+//! [`Plan::step`] is given the time, whether the batch is paused and whether
+//! its cycle is running, and answers with [`Decision`]s plus the time to wake
+//! up again. It reads no clock, touches no store and never sleeps: the daemon
+//! loop feeds it the real clock and carries out what it says, and the tests
+//! feed it a fake one.
+//!
+//! The rules, in the order they apply to each fire time that has come:
+//!
+//! - A fire time that passed before the daemon started, or that the daemon
+//!   noticed more than [`ON_TIME`] late (the machine was asleep), was missed.
+//!   The latest missed one still runs once if it lies within the batch's
+//!   `catch_up` window and no on-time fire is due anyway; the other missed
+//!   fire times are recorded as missed, in one record.
+//! - Several on-time fire times noticed at once (the loop woke a little
+//!   late) count as one fire, the latest.
+//! - A paused batch runs nothing: the fire is recorded as skipped.
+//! - While the batch's cycle runs, a fire is skipped (`overlap = "skip"`),
+//!   or remembered and run once right after the cycle (`overlap = "queue"`;
+//!   further fires during the same cycle are skipped).
+//! - Otherwise the fire starts a cycle.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use chrono_tz::Tz;
+
+use super::Schedule;
+use super::outcome::Outcome;
+use crate::config::{BatchConfig, Overlap};
+use crate::util::time::compact;
+
+/// How late a fire time may be noticed and still count as on time: the
+/// daemon loop can be held up by a busy store or a slow machine. Later than
+/// this, the fire was missed (and only `catch_up` can bring it back).
+pub const ON_TIME: Duration = Duration::from_secs(60);
+
+/// Missed fire times are counted up to this many; beyond it the record says
+/// "more than". Keeps a per-second schedule after a week off cheap.
+pub const MAX_COUNTED: usize = 10_000;
+
+/// What is stored about a batch's past fires (the `batches` table).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// The next fire time the last daemon planned.
+    pub next_fire: Option<DateTime<Utc>>,
+    /// The last fire time any daemon handled.
+    pub last_fire_at: Option<DateTime<Utc>>,
+}
+
+/// The world as the daemon sees it at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub now: DateTime<Utc>,
+    /// Why the batch is paused (the pause flag or the `PAUSED` file), if it is.
+    pub paused: Option<String>,
+    /// Whether a cycle of this batch started by the daemon is running.
+    pub running: bool,
+}
+
+/// Why a cycle is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunWhy {
+    /// Its fire time has come.
+    OnTime,
+    /// The fire time was missed while the daemon was down, within `catch_up`.
+    CatchUp,
+    /// The fire came while the previous cycle ran (`overlap = "queue"`).
+    Queued,
+}
+
+/// One thing to do (or record) about a fire time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Start a cycle now for the fire at `at`.
+    Fire {
+        at: DateTime<Utc>,
+        why: RunWhy,
+        /// Earlier on-time fire times folded into this one.
+        folded: usize,
+    },
+    /// The batch is paused: nothing runs.
+    SkipPaused { at: DateTime<Utc>, reason: String },
+    /// The previous cycle still runs: nothing runs for this fire.
+    SkipOverlap {
+        at: DateTime<Utc>,
+        /// A run is already queued behind the running cycle.
+        already_queued: bool,
+    },
+    /// The previous cycle still runs: this fire runs once it has ended.
+    Queue { at: DateTime<Utc> },
+    /// Fire times that passed while nobody was there to fire them.
+    Missed {
+        first: DateTime<Utc>,
+        last: DateTime<Utc>,
+        /// How many (at most [`MAX_COUNTED`]; `more` says there were more).
+        count: usize,
+        more: bool,
+    },
+}
+
+/// What a [`Plan::step`] says: records and cycles, then when to look again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub decisions: Vec<Decision>,
+    /// The next fire time; `None` when the schedule never fires again.
+    pub wait_until: Option<DateTime<Utc>>,
+}
+
+/// The scheduler's state for one batch.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub batch: String,
+    pub schedule: Schedule,
+    pub tz: Tz,
+    catch_up: Option<Duration>,
+    overlap: Overlap,
+    /// The first fire time not yet handled.
+    next: Option<DateTime<Utc>>,
+    /// A fire waiting for the running cycle (`overlap = "queue"`).
+    queued: Option<DateTime<Utc>>,
+    /// When the daemon began watching: fire times before it were missed.
+    started: DateTime<Utc>,
+}
+
+impl Plan {
+    /// The plan of a scheduled batch (`None` without a `schedule`), resuming
+    /// from what an earlier daemon stored: fire times after the last one
+    /// handled and up to `now` are due at once (missed, or caught up).
+    #[must_use]
+    pub fn new(cfg: &BatchConfig, stored: Stored, now: DateTime<Utc>) -> Option<Plan> {
+        let schedule = cfg.schedule.clone()?;
+        // The stored next fire itself has not happened yet, hence 1 ms before.
+        let planned = stored.next_fire.map(|n| n - TimeDelta::milliseconds(1));
+        let from = match (planned, stored.last_fire_at) {
+            (Some(p), Some(l)) => p.max(l),
+            (Some(t), None) | (None, Some(t)) => t,
+            (None, None) => now,
+        };
+        // Never later than now: a schedule edited to fire sooner than the
+        // stored next fire must not wait for it.
+        let next = schedule.next_after(from.min(now), cfg.timezone);
+        Some(Plan {
+            batch: cfg.name.clone(),
+            schedule,
+            tz: cfg.timezone,
+            catch_up: cfg.catch_up,
+            overlap: cfg.overlap,
+            next,
+            queued: None,
+            started: now,
+        })
+    }
+
+    /// The first fire time not yet handled.
+    #[must_use]
+    pub fn next(&self) -> Option<DateTime<Utc>> {
+        self.next
+    }
+
+    /// Whether [`Plan::step`] has anything to do at `now`; when not, the
+    /// daemon need not even read the pause flag.
+    #[must_use]
+    pub fn is_due(&self, now: DateTime<Utc>, running: bool) -> bool {
+        self.next.is_some_and(|n| n <= now) || (self.queued.is_some() && !running)
+    }
+
+    /// Handles every fire time up to `obs.now`.
+    pub fn step(&mut self, obs: &Observed) -> Step {
+        let mut decisions = Vec::new();
+        let mut running = obs.running;
+        // A queued fire runs as soon as the cycle it waited for has ended.
+        if !running && let Some(at) = self.queued.take() {
+            decisions.push(self.decide(at, RunWhy::Queued, 0, obs, &mut running));
+        }
+        if let Some(next) = self.next.filter(|n| *n <= obs.now) {
+            let late_before = (obs.now - delta(ON_TIME)).max(self.started);
+            let on_time = self.last_in(next.max(late_before), obs.now + TimeDelta::milliseconds(1));
+            if next < late_before {
+                let last_late = self.last_in(next, late_before).unwrap_or(next);
+                let catch_up = (on_time.is_none()
+                    && self
+                        .catch_up
+                        .is_some_and(|w| obs.now - last_late <= delta(w)))
+                .then_some(last_late);
+                let missed_last = match catch_up {
+                    Some(c) => self.last_in(next, c),
+                    None => Some(last_late),
+                };
+                if let Some(last) = missed_last {
+                    let (count, more) = self.count_between(next, last);
+                    decisions.push(Decision::Missed {
+                        first: next,
+                        last,
+                        count,
+                        more,
+                    });
+                }
+                if let Some(at) = catch_up {
+                    decisions.push(self.decide(at, RunWhy::CatchUp, 0, obs, &mut running));
+                }
+            }
+            if let Some(at) = on_time {
+                let (count, _) = self.count_between(next.max(late_before), at);
+                let folded = count.saturating_sub(1);
+                decisions.push(self.decide(at, RunWhy::OnTime, folded, obs, &mut running));
+            }
+            self.next = self.schedule.next_after(obs.now, self.tz);
+        }
+        Step {
+            decisions,
+            wait_until: self.next,
+        }
+    }
+
+    fn decide(
+        &mut self,
+        at: DateTime<Utc>,
+        why: RunWhy,
+        folded: usize,
+        obs: &Observed,
+        running: &mut bool,
+    ) -> Decision {
+        if let Some(reason) = &obs.paused {
+            return Decision::SkipPaused {
+                at,
+                reason: reason.clone(),
+            };
+        }
+        if *running {
+            return match (self.overlap, self.queued) {
+                (Overlap::Queue, None) => {
+                    self.queued = Some(at);
+                    Decision::Queue { at }
+                }
+                (Overlap::Queue, Some(_)) => Decision::SkipOverlap {
+                    at,
+                    already_queued: true,
+                },
+                (Overlap::Skip, _) => Decision::SkipOverlap {
+                    at,
+                    already_queued: false,
+                },
+            };
+        }
+        *running = true;
+        Decision::Fire { at, why, folded }
+    }
+
+    /// How many fire times lie in `[from, to]`, counting at most
+    /// [`MAX_COUNTED`]; the flag says there were more.
+    fn count_between(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> (usize, bool) {
+        let mut count = 0;
+        let mut cursor = self.schedule.next_after(before(from), self.tz);
+        while let Some(at) = cursor.filter(|at| *at <= to) {
+            if count == MAX_COUNTED {
+                return (count, true);
+            }
+            count += 1;
+            cursor = self.schedule.next_after(at, self.tz);
+        }
+        (count, false)
+    }
+
+    /// The last fire time in `[lo, hi)`. Searches backwards from `hi` in
+    /// doubling windows, so the cost follows the gap before `hi`, not the
+    /// length of the range (a week of per-second fires is not walked).
+    fn last_in(&self, lo: DateTime<Utc>, hi: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let mut span = TimeDelta::seconds(1);
+        loop {
+            let start = (hi - span).max(lo);
+            if let Some(mut last) = self
+                .schedule
+                .next_after(before(start), self.tz)
+                .filter(|f| *f < hi)
+            {
+                while let Some(f) = self.schedule.next_after(last, self.tz).filter(|f| *f < hi) {
+                    last = f;
+                }
+                return Some(last);
+            }
+            if start <= lo {
+                return None;
+            }
+            span = span.checked_mul(2)?;
+        }
+    }
+
+    /// The plain-words reason stored with a decision's fire record, with
+    /// times in the batch's zone. `None` for a fire that starts a cycle
+    /// on time.
+    #[must_use]
+    pub fn reason(&self, decision: &Decision) -> Option<String> {
+        match decision {
+            Decision::Fire { why, folded, .. } => match why {
+                RunWhy::OnTime if *folded == 0 => None,
+                RunWhy::OnTime => Some(format!(
+                    "the daemon woke late; {folded} earlier fire time{} folded into this one",
+                    if *folded == 1 { " was" } else { "s were" }
+                )),
+                RunWhy::CatchUp => Some(
+                    "catch-up: this fire time passed while the daemon was not running".to_string(),
+                ),
+                RunWhy::Queued => {
+                    Some("queued: it came while the previous cycle was still running".to_string())
+                }
+            },
+            Decision::SkipPaused { reason, .. } => Some(reason.clone()),
+            Decision::SkipOverlap { already_queued, .. } => Some(if *already_queued {
+                "one run was already queued after it (overlap = \"queue\")".to_string()
+            } else {
+                "overlap = \"skip\": the running cycle picks up the work".to_string()
+            }),
+            Decision::Queue { .. } => Some("overlap = \"queue\"".to_string()),
+            Decision::Missed {
+                first,
+                last,
+                count,
+                more,
+            } => {
+                let what = if *count == 1 && !*more {
+                    format!("the fire at {}", self.local(*last))
+                } else {
+                    format!(
+                        "{}{count} fire times, from {} to {}",
+                        if *more { "more than " } else { "" },
+                        self.local(*first),
+                        self.local(*last)
+                    )
+                };
+                let why = match self.catch_up {
+                    Some(w) => format!("older than the catch_up window ({})", compact(w.as_secs())),
+                    None => "no catch_up window is set".to_string(),
+                };
+                Some(format!("{what}; {why}"))
+            }
+        }
+    }
+
+    /// `2026-03-08 03:00:00 EDT`: a time on the batch's wall clock.
+    #[must_use]
+    pub fn local(&self, at: DateTime<Utc>) -> String {
+        at.with_timezone(&self.tz)
+            .format("%Y-%m-%d %H:%M:%S %Z")
+            .to_string()
+    }
+}
+
+impl Decision {
+    /// The fire time the decision is about (the latest, for `Missed`).
+    #[must_use]
+    pub fn at(&self) -> DateTime<Utc> {
+        match self {
+            Decision::Fire { at, .. }
+            | Decision::SkipPaused { at, .. }
+            | Decision::SkipOverlap { at, .. }
+            | Decision::Queue { at } => *at,
+            Decision::Missed { last, .. } => *last,
+        }
+    }
+
+    /// The outcome recorded for it right away.
+    #[must_use]
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Decision::Fire { .. } => Outcome::Running,
+            Decision::SkipPaused { .. } => Outcome::SkippedPaused,
+            Decision::SkipOverlap { .. } => Outcome::SkippedOverlap,
+            Decision::Queue { .. } => Outcome::Queued,
+            Decision::Missed { .. } => Outcome::Missed,
+        }
+    }
+}
+
+fn delta(d: Duration) -> TimeDelta {
+    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
+
+/// Just before `t`: `next_after(before(t))` is the first fire at or after
+/// `t` (fire times are whole seconds).
+fn before(t: DateTime<Utc>) -> DateTime<Utc> {
+    t - TimeDelta::milliseconds(1)
+}

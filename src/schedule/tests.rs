@@ -1,0 +1,538 @@
+//! Scheduler-level tests: a [`Plan`] driven by a fake clock, the way the
+//! daemon loop drives it with the real one. No sleeping.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+
+use super::plan::{MAX_COUNTED, ON_TIME};
+use super::*;
+use crate::config::{BatchConfig, Overlap};
+
+fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, 0)
+        .single()
+        .expect("valid test time")
+}
+
+fn secs(n: i64) -> TimeDelta {
+    TimeDelta::seconds(n)
+}
+
+fn cfg(expr: &str, zone: &str) -> BatchConfig {
+    let mut c = BatchConfig::defaults("b");
+    c.schedule = Some(Schedule::parse(expr).expect("valid test schedule"));
+    c.timezone = zone.parse().expect("known zone");
+    c
+}
+
+/// A daemon with a fake clock: it wakes exactly when the plan asks, and a
+/// cycle it starts runs until the test says it ended.
+struct Sim {
+    plan: Plan,
+    now: DateTime<Utc>,
+    paused: Option<String>,
+    running: bool,
+    /// Cycles end as soon as they start (the loop sees them finished).
+    instant_cycles: bool,
+}
+
+impl Sim {
+    fn start(cfg: &BatchConfig, stored: Stored, now: DateTime<Utc>) -> Sim {
+        Sim {
+            plan: Plan::new(cfg, stored, now).expect("scheduled"),
+            now,
+            paused: None,
+            running: false,
+            instant_cycles: true,
+        }
+    }
+
+    fn fresh(cfg: &BatchConfig, now: DateTime<Utc>) -> Sim {
+        Sim::start(cfg, Stored::default(), now)
+    }
+
+    /// One pass of the loop at the current time.
+    fn step(&mut self) -> Vec<Decision> {
+        let step = self.plan.step(&Observed {
+            now: self.now,
+            paused: self.paused.clone(),
+            running: self.running,
+        });
+        assert_eq!(step.wait_until, self.plan.next());
+        if let Some(next) = step.wait_until {
+            assert!(next > self.now, "the plan must wait for the future");
+        }
+        if step
+            .decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Fire { .. }))
+        {
+            self.running = !self.instant_cycles;
+        }
+        step.decisions
+    }
+
+    fn at(&mut self, now: DateTime<Utc>) -> Vec<Decision> {
+        self.now = now;
+        self.step()
+    }
+
+    /// Wakes at every fire time up to `end`; all decisions, in order.
+    fn until(&mut self, end: DateTime<Utc>) -> Vec<Decision> {
+        let mut out = Vec::new();
+        while let Some(next) = self.plan.next().filter(|n| *n <= end) {
+            out.extend(self.at(next));
+        }
+        out
+    }
+}
+
+fn fire_times(decisions: &[Decision]) -> Vec<DateTime<Utc>> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Fire { at, .. } => Some(*at),
+            _ => None,
+        })
+        .collect()
+}
+
+fn on_time(at: DateTime<Utc>) -> Decision {
+    Decision::Fire {
+        at,
+        why: RunWhy::OnTime,
+        folded: 0,
+    }
+}
+
+#[test]
+fn new_york_spring_forward_fires_every_day_once() {
+    // 2026-03-08 02:00 EST jumps to 03:00 EDT: 02:30 does not exist that day.
+    let c = cfg("30 2 * * *", "America/New_York");
+    let mut sim = Sim::fresh(&c, utc(2026, 3, 6, 12, 0));
+    let decisions = sim.until(utc(2026, 3, 10, 0, 0));
+    assert_eq!(
+        fire_times(&decisions),
+        vec![
+            utc(2026, 3, 7, 7, 30), // 02:30 EST
+            utc(2026, 3, 8, 7, 0),  // 03:00 EDT, the moment the gap ends
+            utc(2026, 3, 9, 6, 30), // 02:30 EDT
+        ]
+    );
+    assert_eq!(decisions.len(), 3, "nothing but fires: {decisions:?}");
+    assert_eq!(
+        sim.plan.local(utc(2026, 3, 8, 7, 0)),
+        "2026-03-08 03:00:00 EDT"
+    );
+}
+
+#[test]
+fn new_york_fall_back_fires_the_repeated_hour_once() {
+    // 2026-11-01: 01:00-01:59 happens twice, first EDT then EST.
+    let c = cfg("30 1 * * *", "America/New_York");
+    let mut sim = Sim::fresh(&c, utc(2026, 10, 31, 0, 0));
+    let decisions = sim.until(utc(2026, 11, 3, 0, 0));
+    assert_eq!(
+        fire_times(&decisions),
+        vec![
+            utc(2026, 10, 31, 5, 30),
+            utc(2026, 11, 1, 5, 30), // 01:30 EDT; not again at 01:30 EST
+            utc(2026, 11, 2, 6, 30),
+        ]
+    );
+    // Every 20 minutes through the night: the repeated hour is not fired
+    // twice; the clock's second pass through 01:xx is quiet.
+    let c = cfg("*/20 * * * *", "America/New_York");
+    let mut sim = Sim::fresh(&c, utc(2026, 11, 1, 4, 50));
+    let fires = fire_times(&sim.until(utc(2026, 11, 1, 7, 30)));
+    assert_eq!(
+        fires,
+        vec![
+            utc(2026, 11, 1, 5, 0), // 01:00 EDT
+            utc(2026, 11, 1, 5, 20),
+            utc(2026, 11, 1, 5, 40),
+            utc(2026, 11, 1, 7, 0), // 02:00 EST
+            utc(2026, 11, 1, 7, 20),
+        ]
+    );
+    let mut local: Vec<String> = fires.iter().map(|f| sim.plan.local(*f)).collect();
+    local.dedup();
+    assert_eq!(local.len(), fires.len(), "a wall-clock time fired twice");
+}
+
+#[test]
+fn tokyo_fires_at_two_every_night() {
+    let c = cfg("0 2 * * *", "Asia/Tokyo");
+    let mut sim = Sim::fresh(&c, utc(2026, 3, 1, 0, 0));
+    let fires = fire_times(&sim.until(utc(2026, 3, 4, 0, 0)));
+    assert_eq!(
+        fires,
+        vec![
+            utc(2026, 3, 1, 17, 0),
+            utc(2026, 3, 2, 17, 0),
+            utc(2026, 3, 3, 17, 0)
+        ]
+    );
+    assert_eq!(sim.plan.local(fires[0]), "2026-03-02 02:00:00 JST");
+}
+
+#[test]
+fn a_paused_batch_skips_and_says_why() {
+    let c = cfg("0 * * * *", "UTC");
+    let mut sim = Sim::fresh(&c, utc(2026, 5, 1, 0, 30));
+    sim.paused = Some("paused by ops@db1: migrating".into());
+    let decisions = sim.until(utc(2026, 5, 1, 2, 0));
+    assert_eq!(
+        decisions,
+        vec![
+            Decision::SkipPaused {
+                at: utc(2026, 5, 1, 1, 0),
+                reason: "paused by ops@db1: migrating".into()
+            },
+            Decision::SkipPaused {
+                at: utc(2026, 5, 1, 2, 0),
+                reason: "paused by ops@db1: migrating".into()
+            },
+        ]
+    );
+    assert_eq!(decisions[0].outcome(), Outcome::SkippedPaused);
+    assert_eq!(
+        sim.plan.reason(&decisions[0]).as_deref(),
+        Some("paused by ops@db1: migrating")
+    );
+    // Unpaused: the next fire runs, without any restart.
+    sim.paused = None;
+    assert_eq!(
+        sim.until(utc(2026, 5, 1, 3, 0)),
+        vec![on_time(utc(2026, 5, 1, 3, 0))]
+    );
+}
+
+#[test]
+fn overlap_skip_records_each_fire_while_the_cycle_runs() {
+    let c = cfg("*/10 * * * *", "UTC");
+    let mut sim = Sim::fresh(&c, utc(2026, 5, 1, 0, 5));
+    sim.instant_cycles = false;
+    let decisions = sim.until(utc(2026, 5, 1, 0, 30));
+    assert_eq!(
+        decisions,
+        vec![
+            on_time(utc(2026, 5, 1, 0, 10)),
+            Decision::SkipOverlap {
+                at: utc(2026, 5, 1, 0, 20),
+                already_queued: false
+            },
+            Decision::SkipOverlap {
+                at: utc(2026, 5, 1, 0, 30),
+                already_queued: false
+            },
+        ]
+    );
+    assert_eq!(
+        sim.plan.reason(&decisions[1]).as_deref(),
+        Some("overlap = \"skip\": the running cycle picks up the work")
+    );
+    // The cycle ends between fires: nothing is owed, the next fire runs.
+    sim.running = false;
+    assert!(!sim.plan.is_due(utc(2026, 5, 1, 0, 35), false));
+    assert_eq!(
+        sim.until(utc(2026, 5, 1, 0, 40)),
+        vec![on_time(utc(2026, 5, 1, 0, 40))]
+    );
+}
+
+#[test]
+fn overlap_queue_runs_once_right_after_the_cycle() {
+    let mut c = cfg("*/10 * * * *", "UTC");
+    c.overlap = Overlap::Queue;
+    let mut sim = Sim::fresh(&c, utc(2026, 5, 1, 0, 5));
+    sim.instant_cycles = false;
+    let decisions = sim.until(utc(2026, 5, 1, 0, 30));
+    assert_eq!(
+        decisions,
+        vec![
+            on_time(utc(2026, 5, 1, 0, 10)),
+            Decision::Queue {
+                at: utc(2026, 5, 1, 0, 20)
+            },
+            Decision::SkipOverlap {
+                at: utc(2026, 5, 1, 0, 30),
+                already_queued: true
+            },
+        ]
+    );
+    assert_eq!(decisions[1].outcome(), Outcome::Queued);
+    // The cycle ends at 00:34: the queued fire runs at once, only once.
+    sim.running = false;
+    let end = utc(2026, 5, 1, 0, 34);
+    assert!(sim.plan.is_due(end, false));
+    assert_eq!(
+        sim.at(end),
+        vec![Decision::Fire {
+            at: utc(2026, 5, 1, 0, 20),
+            why: RunWhy::Queued,
+            folded: 0
+        }]
+    );
+    assert!(!sim.plan.is_due(utc(2026, 5, 1, 0, 35), false));
+    // Paused by the time the cycle ends: the queued fire is skipped instead.
+    let mut sim = Sim::fresh(&c, utc(2026, 5, 1, 0, 5));
+    sim.instant_cycles = false;
+    sim.until(utc(2026, 5, 1, 0, 20));
+    sim.running = false;
+    sim.paused = Some("paused".into());
+    assert_eq!(
+        sim.at(utc(2026, 5, 1, 0, 21)),
+        vec![Decision::SkipPaused {
+            at: utc(2026, 5, 1, 0, 20),
+            reason: "paused".into()
+        }]
+    );
+}
+
+#[test]
+fn catch_up_runs_the_latest_missed_fire_once_within_the_window() {
+    // Hourly; the daemon stopped before 10:00 and starts again at 13:20.
+    let mut c = cfg("0 * * * *", "UTC");
+    c.catch_up = Some(Duration::from_mins(90));
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 1, 10, 0)),
+        last_fire_at: Some(utc(2026, 5, 1, 9, 0)),
+    };
+    let start = utc(2026, 5, 1, 13, 20);
+    let mut sim = Sim::start(&c, stored, start);
+    assert!(sim.plan.is_due(start, false));
+    let decisions = sim.step();
+    assert_eq!(
+        decisions,
+        vec![
+            Decision::Missed {
+                first: utc(2026, 5, 1, 10, 0),
+                last: utc(2026, 5, 1, 12, 0),
+                count: 3,
+                more: false
+            },
+            Decision::Fire {
+                at: utc(2026, 5, 1, 13, 0),
+                why: RunWhy::CatchUp,
+                folded: 0
+            },
+        ]
+    );
+    assert_eq!(
+        sim.plan.reason(&decisions[0]).as_deref(),
+        Some(
+            "3 fire times, from 2026-05-01 10:00:00 UTC to 2026-05-01 12:00:00 UTC; \
+             older than the catch_up window (1h30m)"
+        )
+    );
+    // Once: the next thing is the 14:00 fire.
+    assert_eq!(sim.plan.next(), Some(utc(2026, 5, 1, 14, 0)));
+    assert!(sim.at(utc(2026, 5, 1, 13, 59)).is_empty());
+
+    // A daily batch down from 01:00 to 05:00 catches up its 02:00 run and
+    // nothing is missed.
+    let mut c = cfg("0 2 * * *", "Asia/Tokyo");
+    c.catch_up = Some(Duration::from_hours(6));
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 1, 17, 0)),
+        last_fire_at: Some(utc(2026, 4, 30, 17, 0)),
+    };
+    let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 20, 0));
+    assert_eq!(
+        sim.step(),
+        vec![Decision::Fire {
+            at: utc(2026, 5, 1, 17, 0),
+            why: RunWhy::CatchUp,
+            folded: 0
+        }]
+    );
+}
+
+#[test]
+fn misses_older_than_the_window_are_recorded_not_run() {
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 1, 10, 0)),
+        last_fire_at: None,
+    };
+    let start = utc(2026, 5, 1, 13, 20);
+    let expected = vec![Decision::Missed {
+        first: utc(2026, 5, 1, 10, 0),
+        last: utc(2026, 5, 1, 13, 0),
+        count: 4,
+        more: false,
+    }];
+    // The newest miss is 20 minutes old: outside a 15-minute window.
+    let mut c = cfg("0 * * * *", "UTC");
+    c.catch_up = Some(Duration::from_mins(15));
+    assert_eq!(Sim::start(&c, stored, start).step(), expected);
+    // No window at all.
+    c.catch_up = None;
+    let mut sim = Sim::start(&c, stored, start);
+    assert_eq!(sim.step(), expected);
+    assert!(
+        sim.plan
+            .reason(&expected[0])
+            .is_some_and(|r| r.ends_with("no catch_up window is set"))
+    );
+    // A fire a few seconds before the start was missed too: the daemon was
+    // not there. Only catch_up brings it back.
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 1, 13, 0)),
+        last_fire_at: None,
+    };
+    let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 0) + secs(5));
+    assert!(matches!(
+        sim.step()[..],
+        [Decision::Missed { count: 1, .. }]
+    ));
+}
+
+#[test]
+fn a_missed_fire_of_a_paused_batch_is_not_caught_up() {
+    let mut c = cfg("0 * * * *", "UTC");
+    c.catch_up = Some(Duration::from_hours(2));
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 1, 13, 0)),
+        last_fire_at: None,
+    };
+    let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 30));
+    sim.paused = Some("emergency stop file /srv/PAUSED exists".into());
+    assert_eq!(
+        sim.step(),
+        vec![Decision::SkipPaused {
+            at: utc(2026, 5, 1, 13, 0),
+            reason: "emergency stop file /srv/PAUSED exists".into()
+        }]
+    );
+}
+
+#[test]
+fn first_start_and_edited_schedules_miss_nothing() {
+    // Never scheduled before: nothing was missed.
+    let c = cfg("0 * * * *", "UTC");
+    let mut sim = Sim::fresh(&c, utc(2026, 5, 1, 13, 30));
+    assert!(sim.step().is_empty());
+    assert_eq!(sim.plan.next(), Some(utc(2026, 5, 1, 14, 0)));
+    // The stored next fire is tomorrow's 02:00, but the schedule now fires
+    // hourly: the next hour counts, not the stored time.
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 2, 2, 0)),
+        last_fire_at: Some(utc(2026, 5, 1, 2, 0)),
+    };
+    let sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 30));
+    assert_eq!(sim.plan.next(), Some(utc(2026, 5, 1, 14, 0)));
+    // Only a last fire stored: what came after it was missed.
+    let stored = Stored {
+        next_fire: None,
+        last_fire_at: Some(utc(2026, 5, 1, 11, 0)),
+    };
+    let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 30));
+    assert!(matches!(
+        sim.step()[..],
+        [Decision::Missed { count: 2, .. }]
+    ));
+}
+
+#[test]
+fn on_time_fires_noticed_together_count_once() {
+    // A per-second schedule and a loop that woke 3 s late: one cycle, the
+    // latest fire, and the reason says so.
+    let c = cfg("* * * * * *", "UTC");
+    let t0 = utc(2026, 5, 1, 0, 0);
+    let mut sim = Sim::fresh(&c, t0);
+    assert_eq!(sim.plan.next(), Some(t0 + secs(1)));
+    let decisions = sim.at(t0 + secs(3) + TimeDelta::milliseconds(400));
+    assert_eq!(
+        decisions,
+        vec![Decision::Fire {
+            at: t0 + secs(3),
+            why: RunWhy::OnTime,
+            folded: 2
+        }]
+    );
+    assert_eq!(
+        sim.plan.reason(&decisions[0]).as_deref(),
+        Some("the daemon woke late; 2 earlier fire times were folded into this one")
+    );
+    assert_eq!(sim.plan.next(), Some(t0 + secs(4)));
+}
+
+#[test]
+fn a_sleeping_machine_misses_what_it_slept_through() {
+    // Awake at 00:00, asleep until 00:10: the on-time window is only the
+    // last ON_TIME; the rest was missed.
+    let c = cfg("0 * * * * *", "UTC");
+    let t0 = utc(2026, 5, 1, 0, 0);
+    let mut sim = Sim::fresh(&c, t0);
+    let woke = t0 + TimeDelta::minutes(10) + secs(5);
+    let decisions = sim.at(woke);
+    assert_eq!(
+        decisions,
+        vec![
+            Decision::Missed {
+                first: t0 + TimeDelta::minutes(1),
+                last: t0 + TimeDelta::minutes(9),
+                count: 9,
+                more: false
+            },
+            on_time(t0 + TimeDelta::minutes(10)),
+        ]
+    );
+    assert!(ON_TIME >= Duration::from_secs(5));
+}
+
+#[test]
+fn a_long_outage_of_a_per_second_schedule_is_counted_cheaply() {
+    let mut c = cfg("* * * * * *", "UTC");
+    let stored = Stored {
+        next_fire: Some(utc(2026, 4, 1, 0, 0)),
+        last_fire_at: None,
+    };
+    let start = utc(2026, 4, 8, 0, 0) + TimeDelta::milliseconds(500);
+    c.catch_up = Some(Duration::from_hours(1));
+    let mut sim = Sim::start(&c, stored, start);
+    let decisions = sim.step();
+    let [
+        Decision::Missed {
+            first,
+            last,
+            count,
+            more,
+        },
+        Decision::Fire { at, why, .. },
+    ] = &decisions[..]
+    else {
+        panic!("{decisions:?}");
+    };
+    assert_eq!(*first, utc(2026, 4, 1, 0, 0));
+    assert_eq!((*count, *more), (MAX_COUNTED, true));
+    // The latest missed second (just before the start) is caught up.
+    assert_eq!(
+        (*last, *at, *why),
+        (
+            utc(2026, 4, 7, 23, 59) + secs(59),
+            utc(2026, 4, 8, 0, 0),
+            RunWhy::CatchUp
+        )
+    );
+    assert!(
+        sim.plan
+            .reason(&decisions[0])
+            .is_some_and(|r| r.starts_with("more than 10000 fire times"))
+    );
+}
+
+#[test]
+fn outcomes_read_as_plain_words() {
+    for o in Outcome::ALL {
+        assert_eq!(Outcome::parse(o.as_str()), Some(*o));
+    }
+    assert_eq!(
+        describe("skipped-paused", Some("paused by ops@db1: migrating")),
+        "did not run: the batch was paused — paused by ops@db1: migrating"
+    );
+    assert_eq!(describe("ran", None), "ran");
+    assert_eq!(describe("mystery", None), "mystery");
+}
