@@ -123,6 +123,18 @@ fn headless_demo_shows_the_whole_outcome_mix() {
         "the op-id resume happened: {resumed}"
     );
     assert!(stdout.contains("op-id"), "{stdout}");
+    let scheduled: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
+              WHERE b.name = 'reports' AND r.trigger = 'schedule' AND r.ended_at IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        scheduled >= 1,
+        "the daemon ran the scheduled batch: {stdout}"
+    );
 
     // Nothing of the demo is left running.
     std::thread::sleep(std::time::Duration::from_millis(200));

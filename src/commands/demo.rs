@@ -38,14 +38,14 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<Exit> {
         config: Config::load(&demo.config)?,
         color: false,
     };
-    let result = headless(&ctx);
+    let result = headless(&ctx, &demo);
     if !(args.keep || args.dir.is_some()) {
         out("(the demo directory is removed on exit; keep it with --keep)")?;
     }
     result
 }
 
-fn cycle(ctx: &Ctx, batch: &str, trigger: TriggerArg) -> anyhow::Result<runner::RunReport> {
+fn cycle(ctx: &Ctx, batch: &str) -> anyhow::Result<runner::RunReport> {
     let args = RunArgs {
         batch: batch.to_string(),
         concurrency: None,
@@ -57,7 +57,7 @@ fn cycle(ctx: &Ctx, batch: &str, trigger: TriggerArg) -> anyhow::Result<runner::
         verbose: false,
         json: false,
         detached: false,
-        trigger,
+        trigger: TriggerArg::Manual,
         worker: Vec::new(),
     };
     let mut opts = super::run::options(ctx, &args)?;
@@ -89,18 +89,57 @@ fn wait_for_redrive(ctx: &Ctx, batch: &str) -> anyhow::Result<bool> {
     Ok(true)
 }
 
-fn headless(ctx: &Ctx) -> anyhow::Result<Exit> {
+/// Waits until the daemon has run `reports` once (or gives up).
+fn wait_for_scheduled_run(
+    ctx: &Ctx,
+    daemon: &mut demo::Child,
+    limit: Duration,
+) -> anyhow::Result<Option<String>> {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if daemon.exited() {
+            anyhow::bail!(
+                "the demo's daemon stopped unexpectedly (see daemon.log in the demo directory)"
+            );
+        }
+        let store = ctx.open_read()?;
+        let runs = store.runs("reports", 5)?;
+        if let Some(run) = runs
+            .iter()
+            .find(|r| r.trigger == crate::model::Trigger::Schedule && r.ended_at.is_some())
+        {
+            return Ok(Some(run.summary.clone().unwrap_or_default()));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(None)
+}
+
+fn headless(ctx: &Ctx, demo: &demo::Demo) -> anyhow::Result<Exit> {
+    // The scheduled batch runs under the real daemon, in the background.
+    let mut daemon = demo::Child::spawn(demo, "daemon", &["daemon", "--batch", "reports"])?;
+    let next = super::status::next_fires(ctx, "reports", now_ms(), 1);
+    if let Some(at) = next.first() {
+        out(format!(
+            "daemon started for `reports` (schedule */20 s, Asia/Tokyo): next fire {}",
+            crate::util::time::relative(*at, now_ms())
+        ))?;
+    }
     for n in 1..=MAX_CYCLES {
         out(format!("\n== articles, cycle {n}"))?;
-        let report = cycle(ctx, "articles", TriggerArg::Manual)?;
+        let report = cycle(ctx, "articles")?;
         out(format!("  {}", report.summary))?;
         if !wait_for_redrive(ctx, "articles")? {
             break;
         }
     }
-    out("\n== reports (the scheduled batch), one cycle")?;
-    let report = cycle(ctx, "reports", TriggerArg::Schedule)?;
-    out(format!("  {}", report.summary))?;
+    out("\n== reports, run by the daemon at its fire time")?;
+    match wait_for_scheduled_run(ctx, &mut daemon, Duration::from_secs(90))? {
+        Some(summary) => out(format!("  {summary}"))?,
+        None => out("  (the daemon did not fire within 90 s)")?,
+    }
+    daemon.stop(Duration::from_secs(10));
+    out("  daemon stopped")?;
 
     out("\n== status")?;
     super::status::run(

@@ -167,3 +167,69 @@ pub fn setup(dir: Option<&Path>) -> anyhow::Result<Demo> {
         temp,
     })
 }
+
+/// A child `nightshift` process of the demo (a daemon, a runner). Dropping
+/// it stops it: SIGTERM, a short wait, then SIGKILL, so quitting the demo
+/// leaves nothing running.
+pub struct Child {
+    child: std::process::Child,
+    name: &'static str,
+}
+
+impl Child {
+    /// Starts `nightshift --config CONFIG ARGS...` with its output going to
+    /// `<demo dir>/<name>.log`.
+    pub fn spawn(demo: &Demo, name: &'static str, args: &[&str]) -> anyhow::Result<Child> {
+        let exe = std::env::current_exe().context("finding this program's path")?;
+        let log = std::fs::File::create(demo.dir.join(format!("{name}.log")))
+            .with_context(|| format!("creating the {name} log"))?;
+        let child = std::process::Command::new(exe)
+            .arg("--config")
+            .arg(&demo.config)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().context("opening the log")?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting the demo's {name}"))?;
+        Ok(Child { child, name })
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Has it exited (without being stopped)?
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// SIGTERM, then up to `grace` for it to finish, then SIGKILL.
+    pub fn stop(&mut self, grace: std::time::Duration) {
+        if self.exited() {
+            return;
+        }
+        #[cfg(unix)]
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if self.exited() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.stop(std::time::Duration::from_secs(10));
+    }
+}
