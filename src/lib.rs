@@ -14,6 +14,9 @@
 //! - [`runner`]: one cycle of a batch: lock, claims with leases, worker
 //!   processes, retries, dead letters, summary; its store writes go through
 //!   one thread that commits them in groups.
+//! - [`tui`]: the dashboard: state and `update(Action)` without I/O, a
+//!   keymap table, a poller thread reading the store, one render module
+//!   per pane.
 //! - [`util`]: clock, process identity, and making untrusted text inert.
 
 #![forbid(unsafe_code)]
@@ -26,4 +29,5 @@ pub mod key;
 pub mod model;
 pub mod runner;
 pub mod store;
+pub mod tui;
 pub mod util;
