@@ -3,6 +3,8 @@
 //! sides of the 24 h line, runs (ok, failed, lock-held, one running with its
 //! lock), a paused batch, operator events. Deterministic for a given `now`.
 
+#![allow(dead_code)]
+
 use std::path::Path;
 
 use nightshift::model::{

@@ -82,10 +82,7 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
     if let Some(class) = &item.error_class {
         let message = item.error_message.as_deref().unwrap_or("");
         let text = format!("{}: {message}", class);
-        for (i, l) in wrap(&text, width - 10, MAX_TEXT_LINES)
-            .into_iter()
-            .enumerate()
-        {
+        for (i, l) in wrap(&text, width - 10, 8).into_iter().enumerate() {
             let head = if i == 0 { label("error") } else { label("") };
             out.push(Line::from(vec![head, Span::styled(l, p.style(Role::Fail))]));
         }
