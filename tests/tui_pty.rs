@@ -188,6 +188,12 @@ fn pause_asks_why_and_records_who() {
     dash.key("y");
     dash.wait_text("unpaused articles");
     assert_eq!(env.status()["batches"][0]["paused"], false);
+    // A change made elsewhere shows up at the next poll.
+    env.cmd()
+        .args(["pause", "articles", "--reason", "from the cli"])
+        .assert()
+        .success();
+    dash.wait_text("PAUSED — from the cli");
     dash.key("q");
     dash.wait_exit();
 }

@@ -60,6 +60,10 @@ pub enum Action {
         at: Millis,
         result: Result<Box<Dashboard>, String>,
     },
+    /// A poll found the store unchanged since the last one (nothing read).
+    Unchanged {
+        at: Millis,
+    },
     /// What changed since the previous visit, read once at start.
     Since(Box<SinceSummary>),
 

@@ -368,6 +368,10 @@ impl App {
                 self.refit();
             }
             Action::Polled { at, result } => self.polled(at, result),
+            Action::Unchanged { at } => {
+                self.last_ok = Some(at);
+                self.stale = None;
+            }
             Action::Since(summary) => {
                 self.since = Some(*summary);
                 if self.mode == Mode::Normal {

@@ -47,6 +47,7 @@ fn poll_loop(db: &std::path::Path, interval: Duration, rx: &Receiver<Cmd>, out: 
     let mut store: Option<Store> = None;
     let mut query: Option<DashQuery> = None;
     let mut due = Instant::now();
+    let mut last: Option<(Vec<u8>, DashQuery, i64)> = None;
     loop {
         let first = if query.is_none() {
             match rx.recv() {
@@ -82,13 +83,32 @@ fn poll_loop(db: &std::path::Path, interval: Duration, rx: &Receiver<Cmd>, out: 
             continue;
         };
         let now = now_ms();
+        // Same files, same question, same minute: the answer is the same
+        // (the minute matters for rates and the 24 h windows).
+        let marker = store
+            .as_ref()
+            .map(|s| (s.change_marker(), q.clone(), now / 60_000));
+        if marker.is_some() && marker == last {
+            if out
+                .send(Msg::Action(Action::Unchanged { at: now }))
+                .is_err()
+            {
+                return;
+            }
+            due = Instant::now() + interval;
+            continue;
+        }
         let result = open(db, &mut store)
             .and_then(|s| s.dashboard(q, now).map_err(|e| e.to_string()))
             .map(Box::new);
-        if result.is_err() {
-            // Open afresh next time: the file may have been replaced.
-            store = None;
-        }
+        last = match &result {
+            Ok(_) => marker,
+            Err(_) => {
+                // Open afresh next time: the file may have been replaced.
+                store = None;
+                None
+            }
+        };
         if out
             .send(Msg::Action(Action::Polled { at: now, result }))
             .is_err()

@@ -64,6 +64,7 @@ impl App {
             other @ (Action::Tick(_)
             | Action::Resize(..)
             | Action::Polled { .. }
+            | Action::Unchanged { .. }
             | Action::Done { .. }
             | Action::RunnerExited { .. }
             | Action::Prepared(_)
@@ -110,6 +111,7 @@ impl App {
             other @ (Action::Tick(_)
             | Action::Resize(..)
             | Action::Polled { .. }
+            | Action::Unchanged { .. }
             | Action::Done { .. }
             | Action::RunnerExited { .. }
             | Action::Prepared(_)
