@@ -13,13 +13,13 @@ use crate::tui::{self, Ended, app::Setup, theme::Palette};
 const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 pub fn run(ctx: &Ctx, args: &WatchArgs) -> anyhow::Result<Exit> {
+    if args.interval < MIN_INTERVAL {
+        return Err(user_error("--interval must be at least 100ms"));
+    }
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(user_error(
             "the dashboard needs a terminal; in scripts use `nightshift status` (see `nightshift --help`)",
         ));
-    }
-    if args.interval < MIN_INTERVAL {
-        return Err(user_error("--interval must be at least 100ms"));
     }
     // Refuse a missing or foreign store before the screen is taken over.
     let store = Store::open(&ctx.db, Access::ReadOnly)?;
