@@ -16,7 +16,7 @@
 //! `-shm` after the writer deleted and recreated it.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -108,11 +108,34 @@ pub(super) fn change_marker(path: &Path) -> Vec<u8> {
     out
 }
 
+/// How long a read keeps retrying while a writer is opening or closing the
+/// store (its `-wal` and `-shm` appear and vanish one after the other, and
+/// a read-only reader cannot use them half made).
+const SETTLE: Duration = Duration::from_millis(1000);
+
 pub(super) fn read<T>(path: &Path, f: impl Fn(&Connection) -> Result<T>) -> Result<T> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match read_once(path, &f) {
+            // A reader never writes: "read-only" here means the WAL index
+            // is being built or recovered by a writer that just opened.
+            Err(StoreError::CannotOpen(..) | StoreError::ReadOnlyFile(..))
+                if start.elapsed() < SETTLE =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn read_once<T>(path: &Path, f: &impl Fn(&Connection) -> Result<T>) -> Result<T> {
     let before = fingerprint(path)?;
     if !before.wal && !before.shm {
         let conn = open(path, "mode=ro&immutable=1")?;
-        let out = run(&conn, path, &f);
+        let out = run(&conn, path, f);
         drop(conn);
         if fingerprint(path)? == before {
             return out;
