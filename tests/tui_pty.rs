@@ -498,7 +498,7 @@ fn since_you_last_looked_on_the_next_visit() {
     let mut dash = open(&env, &[]);
     let screen = dash.wait_text("Since you last looked");
     assert!(screen.contains("NewClassError"), "{screen}");
-    assert!(screen.contains("1 new failures, 1 quarantined"), "{screen}");
+    assert!(screen.contains("1 new failure, 1 quarantined"), "{screen}");
     dash.key(ESC);
     dash.wait_for("dismissed", |s| !s.contains("Since you last looked"));
     dash.key("q");

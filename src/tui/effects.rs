@@ -177,7 +177,7 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
         .stdin(Stdio::null());
     let log = spawn.log.as_ref().and_then(|path| {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).ok()?;
+            super::visits::create_private_dir(dir).ok()?;
         }
         let file = std::fs::OpenOptions::new()
             .create(true)

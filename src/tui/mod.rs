@@ -212,9 +212,8 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
             sent = Some(query);
         }
         if dirty {
-            if let Err(e) = screen.draw(&app) {
+            if screen.draw(&app).is_err() {
                 // The terminal is gone (SSH dropped): nothing left to show.
-                let _ = e;
                 ended = Ended::TerminalGone;
                 break;
             }

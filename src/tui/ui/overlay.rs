@@ -189,7 +189,11 @@ pub fn since(app: &App, f: &mut Frame, area: Rect) {
                 .sum();
             lines.push(Line::from(vec![
                 Span::styled(
-                    format!("  {} new failures", num(total)),
+                    format!(
+                        "  {} new failure{}",
+                        num(total),
+                        if total == 1 { "" } else { "s" }
+                    ),
                     p.style(Role::Fail),
                 ),
                 Span::raw(format!(", {} quarantined (manual)", num(quarantined))),
