@@ -111,7 +111,9 @@ pub(super) fn change_marker(path: &Path) -> Vec<u8> {
 /// How long a read keeps retrying while a writer is opening or closing the
 /// store (its `-wal` and `-shm` appear and vanish one after the other, and
 /// a read-only reader cannot use them half made).
-const SETTLE: Duration = Duration::from_millis(1000);
+/// As long as the busy timeout: on a loaded machine a writer can be
+/// descheduled between creating `-wal` and `-shm`.
+const SETTLE: Duration = Duration::from_secs(5);
 
 pub(super) fn read<T>(path: &Path, f: impl Fn(&Connection) -> Result<T>) -> Result<T> {
     let start = Instant::now();
