@@ -74,7 +74,7 @@ fn shows_the_counts_and_requeues_one_item_and_a_class() {
     let articles = &status["batches"][0];
     assert_eq!(articles["name"], "articles");
     let mut dash = open(&env, &[]);
-    let screen = dash.wait_text("articles");
+    let screen = dash.wait_loaded();
     let row = row_of(&screen, "│articles");
     for field in ["pending", "done"] {
         let n = articles[field].to_string();
@@ -146,7 +146,11 @@ fn shows_the_counts_and_requeues_one_item_and_a_class() {
 
     dash.key("q");
     assert_eq!(dash.wait_exit(), 0);
-    assert!(dash.restored(), "terminal not restored:\n{}", dash.screen());
+    assert!(
+        dash.wait_restored(),
+        "terminal not restored:\n{}",
+        dash.screen()
+    );
 }
 
 #[test]
@@ -154,7 +158,7 @@ fn confirm_defaults_to_no() {
     let env = fixture_env();
     let before = env.status();
     let mut dash = open(&env, &[]);
-    dash.wait_text("articles");
+    dash.wait_loaded();
     dash.key("4");
     dash.wait_text("TimeoutError");
     dash.key("A");
@@ -170,7 +174,7 @@ fn confirm_defaults_to_no() {
 fn pause_asks_why_and_records_who() {
     let env = fixture_env();
     let mut dash = open(&env, &[]);
-    dash.wait_text("articles");
+    dash.wait_loaded();
     dash.key("p");
     dash.wait_text("why?");
     dash.type_text("db migration");
@@ -207,7 +211,7 @@ fn resume_starts_a_runner_that_outlives_the_dashboard() {
         "[batch.articles]\nworker = [\"./slow.sh\"]\nconcurrency = 2\n",
     );
     let mut dash = open(&env, &[]);
-    dash.wait_text("articles");
+    dash.wait_loaded();
     dash.key("r");
     let screen = dash.wait_text("started a run of articles (pid");
     let pid: u32 = screen
@@ -269,7 +273,7 @@ fn read_only_writes_nothing_whatever_is_pressed() {
     );
     let mut dash = open(&env, &["watch", "--read-only"]);
     dash.wait_text("READ-ONLY");
-    dash.wait_text("articles");
+    dash.wait_loaded();
     let keys = [
         "j", "k", "G", "g", "\x1b[6~", "\x1b[5~", "\t", "\x1b[Z", "]", "[", ENTER, ESC, "r", "p",
         "R", "A", "x", "y", "s", "f", "b", "/", "z", ENTER, ESC, "?", ESC,
@@ -376,7 +380,7 @@ fn hostile_text_renders_inert() {
     drop(store);
 
     let mut dash = open(&env, &[]);
-    dash.wait_text("inj");
+    dash.wait_loaded();
     let intact = |screen: &str| {
         let rows: Vec<&str> = screen.lines().collect();
         rows.len() == 24
@@ -420,7 +424,7 @@ fn hostile_text_renders_inert() {
 fn small_terminals_and_resizes() {
     let env = fixture_env();
     let mut dash = open(&env, &[]);
-    dash.wait_text("articles");
+    dash.wait_loaded();
     dash.resize(60, 20);
     dash.wait_text("needs at least 80×24");
     dash.resize(100, 30);
@@ -435,32 +439,32 @@ fn small_terminals_and_resizes() {
 fn sigterm_and_hangup_restore_the_terminal() {
     let env = fixture_env();
     let mut dash = open(&env, &[]);
-    dash.wait_text("articles");
+    dash.wait_loaded();
     let pid = nix::unistd::Pid::from_raw(dash.pid() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     assert_eq!(dash.wait_exit(), 130);
-    assert!(dash.restored(), "{}", dash.screen());
+    assert!(dash.wait_restored(), "{}", dash.screen());
 
     let mut dash = open(&env, &[]);
-    dash.wait_text("articles");
+    dash.wait_loaded();
     let pid = nix::unistd::Pid::from_raw(dash.pid() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
     assert_eq!(dash.wait_exit(), 0);
-    assert!(dash.restored(), "{}", dash.screen());
+    assert!(dash.wait_restored(), "{}", dash.screen());
 
     // Ctrl-C is a key in raw mode: a quit like q.
     let mut dash = open(&env, &[]);
-    dash.wait_text("articles");
+    dash.wait_loaded();
     dash.key("\x03");
     assert_eq!(dash.wait_exit(), 0);
-    assert!(dash.restored());
+    assert!(dash.wait_restored());
 }
 
 #[test]
 fn since_you_last_looked_on_the_next_visit() {
     let env = fixture_env();
     let mut dash = open(&env, &[]);
-    dash.wait_text("articles");
+    dash.wait_loaded();
     dash.key("q");
     dash.wait_exit();
     // Meanwhile, a failure.

@@ -158,8 +158,14 @@ pub struct App {
 
 impl App {
     pub fn new(setup: Setup, now: Millis) -> App {
+        // Before the first poll the configured batches are all we know.
+        let batch = setup.batch.clone().or_else(|| {
+            let mut names = setup.configured.clone();
+            names.sort();
+            names.into_iter().next()
+        });
         App {
-            batch: setup.batch.clone(),
+            batch,
             setup,
             now,
             size: (80, 24),

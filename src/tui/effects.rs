@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender};
+use std::time::Duration;
 
 use super::Msg;
 use super::action::{Action, Write};
@@ -38,16 +39,30 @@ pub struct RunnerSpawn {
 
 pub struct Effects {
     tx: Sender<Job>,
+    /// Says the thread has closed its connection.
+    done: Receiver<()>,
 }
 
 impl Effects {
     pub fn spawn(spawn: RunnerSpawn, out: Sender<Msg>) -> Effects {
         let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("nightshift-effects".into())
-            .spawn(move || work(&spawn, &rx, &out))
+            .spawn(move || {
+                work(&spawn, &rx, &out);
+                let _ = done_tx.send(());
+            })
             .expect("spawning the effects thread");
-        Effects { tx }
+        Effects { tx, done }
+    }
+
+    /// Stops the thread once its current job is done, waiting at most
+    /// `wait` for it to close its connection (see `Poller::stop`).
+    pub fn stop(self, wait: Duration) {
+        let Effects { tx, done } = self;
+        drop(tx);
+        let _ = done.recv_timeout(wait);
     }
 
     pub fn send(&self, job: Job) {

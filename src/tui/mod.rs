@@ -175,7 +175,12 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
     let read_only = opts.setup.read_only;
     let mut app = App::new(opts.setup, now_ms());
     let (tx, rx) = std::sync::mpsc::channel();
-    let poller = Poller::spawn(opts.db.clone(), opts.interval, tx.clone());
+    let access = if read_only {
+        crate::store::Access::ReadOnly
+    } else {
+        crate::store::Access::ReadWrite
+    };
+    let poller = Poller::spawn(opts.db.clone(), access, opts.interval, tx.clone());
     let effects = (!read_only).then(|| {
         Effects::spawn(
             RunnerSpawn {
@@ -294,5 +299,10 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
     }
     let _ = visits.record(now_ms());
     drop(screen);
+    // Close the store cleanly before the process ends (see Poller::stop).
+    poller.stop(Duration::from_secs(5));
+    if let Some(effects) = effects {
+        effects.stop(Duration::from_secs(5));
+    }
     Ok(ended)
 }

@@ -190,6 +190,24 @@ impl Dash {
         }
     }
 
+    /// Waits for the first poll's data (the header's `polled` time).
+    pub fn wait_loaded(&self) -> String {
+        self.wait_text("polled ")
+    }
+
+    /// Whether the terminal gets back to normal after the program ended
+    /// (its last bytes may still be on their way to the reader).
+    pub fn wait_restored(&self) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < PATIENCE {
+            if self.restored() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
     /// Whether the terminal is back to normal: main screen, cursor shown.
     pub fn restored(&self) -> bool {
         let parser = self.parser.lock().unwrap();
