@@ -142,7 +142,8 @@ pub const BINDINGS: &[Binding] = &[
     bind(Normal, &[code(KeyCode::PageUp), ctrl('u')], Action::PageUp, "page up", None),
     bind(Normal, &[ch('g'), code(KeyCode::Home)], Action::Top, "first", None),
     bind(Normal, &[ch('G'), code(KeyCode::End)], Action::Bottom, "last", None),
-    bind(Normal, &[ch('['), ch(']')], Action::NextBatch, "next batch ([ previous)", None),
+    bind(Normal, &[ch(']')], Action::NextBatch, "next batch", None),
+    bind(Normal, &[ch('[')], Action::PrevBatch, "previous batch", None),
     bind(Normal, &[code(KeyCode::Enter)], Action::Open, "open: item detail, class items", Some("open")),
     bind(Normal, &[code(KeyCode::Esc)], Action::Back, "back; clear the filter", None),
     only(bind(Normal, &[ch('/')], Action::StartFilter, "filter: search key/label/error, or log kinds", Some("filter")), &[Pane::Items, Pane::Log]),
@@ -184,10 +185,6 @@ pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Action> {
         .iter()
         .find(|b| applies(b, mode, pane) && b.keys.iter().any(|k| k.matches(ev)))
     {
-        // `[` is listed with `]` for the help; it goes the other way.
-        if b.action == Action::NextBatch && ev.code == KeyCode::Char('[') {
-            return Some(Action::PrevBatch);
-        }
         return Some(b.action.clone());
     }
     match (mode, ev.code) {
