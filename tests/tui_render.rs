@@ -142,14 +142,16 @@ fn item_detail_shows_payload_result_errors_and_events() {
         ],
     );
     insta::assert_snapshot!(shot);
+    // A failed item, scrolled down to its failed attempts and events.
     let scrolled = screen(
         Palette::Mono,
-        (160, 48),
+        (80, 24),
         &[
             Action::GoPane(Pane::Items),
-            Action::Bottom,
-            Action::PageUp,
-            Action::PageUp,
+            Action::CycleStatus,
+            Action::CycleStatus,
+            Action::CycleStatus,
+            Action::CycleStatus,
             Action::Open,
             Action::PageDown,
         ],
