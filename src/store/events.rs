@@ -41,7 +41,7 @@ pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
     Ok(conn.last_insert_rowid())
 }
 
-pub(crate) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     Ok(Event {
         id: r.get(0)?,
         at: r.get(1)?,
