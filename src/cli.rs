@@ -87,6 +87,8 @@ pub enum Command {
     /// The demo's simulated agent worker (reads one item, acts flaky).
     #[command(hide = true)]
     Agent,
+    /// Open the dashboard (also: `nightshift` with no command).
+    Watch(WatchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -368,6 +370,30 @@ pub struct PruneArgs {
     /// Say what would be removed; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Never write: the write keys are disabled. Automatic when the store
+    /// is not writable by you.
+    #[arg(long)]
+    pub read_only: bool,
+    /// How often to read the store.
+    #[arg(long, value_parser = parse_duration_arg, default_value = "1s", value_name = "DUR")]
+    pub interval: Duration,
+    /// Open on this batch.
+    #[arg(long)]
+    pub batch: Option<String>,
+}
+
+impl Default for WatchArgs {
+    fn default() -> WatchArgs {
+        WatchArgs {
+            read_only: false,
+            interval: Duration::from_secs(1),
+            batch: None,
+        }
+    }
 }
 
 /// Durations on the command line: `30s`, `10m`, `2h`, `7d`.

@@ -18,6 +18,9 @@
 //!   agent worker it runs.
 //! - [`schedule`]: cron schedules in a time zone, and the daemon that fires
 //!   runner cycles at their times (a pure decision core plus a tokio loop).
+//! - [`tui`]: the dashboard: state and `update(Action)` without I/O, a
+//!   keymap table, a poller thread reading the store, one render module
+//!   per pane.
 //! - [`util`]: clock, process identity, and making untrusted text inert.
 
 #![forbid(unsafe_code)]
@@ -32,4 +35,5 @@ pub mod model;
 pub mod runner;
 pub mod schedule;
 pub mod store;
+pub mod tui;
 pub mod util;

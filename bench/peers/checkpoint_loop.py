@@ -4,7 +4,10 @@
 claimed, its worker program spawned, and marked done, every transition
 committed (Python's sqlite3 defaults: rollback journal, synchronous=FULL).
 
-usage: checkpoint_loop.py DB N_ITEMS CONCURRENCY -- WORKER ARGV...
+usage: checkpoint_loop.py [--wal] DB N_ITEMS CONCURRENCY -- WORKER ARGV...
+
+--wal: WAL with synchronous=NORMAL, nightshift's durability class (every
+commit survives a process crash; a power loss may roll back the last few).
 """
 import json
 import sqlite3
@@ -16,9 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 class Checkpoint:
-    def __init__(self, path):
+    def __init__(self, path, wal=False):
         self.db = sqlite3.connect(path, check_same_thread=False)
         self.lock = threading.Lock()
+        if wal:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute(
             """CREATE TABLE IF NOT EXISTS items (
                  key TEXT PRIMARY KEY,
@@ -53,9 +59,13 @@ class Checkpoint:
 
 
 def main():
-    db, n, conc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    worker = sys.argv[sys.argv.index("--") + 1 :]
-    cp = Checkpoint(db)
+    args = sys.argv[1:]
+    wal = args[0] == "--wal"
+    if wal:
+        args = args[1:]
+    db, n, conc = args[0], int(args[1]), int(args[2])
+    worker = args[args.index("--") + 1 :]
+    cp = Checkpoint(db, wal)
     cp.seed(f"k{i}" for i in range(n))
 
     def one(key):

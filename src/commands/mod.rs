@@ -16,6 +16,7 @@ pub mod run;
 pub mod schedule;
 pub mod status;
 mod table;
+pub mod watch;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -128,9 +129,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     }
     let ctx = Ctx::from_cli(&cli)?;
     let Some(command) = cli.command else {
-        return Err(user_error(
-            "no command given; see `nightshift --help` (the dashboard is `nightshift watch`)",
-        ));
+        return watch::run(&ctx, &crate::cli::WatchArgs::default());
     };
     match command {
         Command::Init => init::run(&ctx),
@@ -148,6 +147,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Dlq(args) => dlq::run(&ctx, &args),
         Command::Log(args) => log::run(&ctx, &args),
         Command::Prune(args) => prune::run(&ctx, &args),
+        Command::Watch(args) => watch::run(&ctx, &args),
         Command::Demo(_) | Command::Agent | Command::Completions { .. } | Command::Man => {
             unreachable!("handled above")
         }

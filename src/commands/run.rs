@@ -88,7 +88,9 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         .file
         .as_deref()
         .and_then(Path::parent)
-        .filter(|p| !p.as_os_str().is_empty())
+        // `nightshift.toml` found as a bare relative name has the parent
+        // "": that is the current directory, and `chdir("")` would fail.
+        .filter(|dir| !dir.as_os_str().is_empty())
         .map(Path::to_path_buf);
     let worker = if args.worker.is_empty() {
         config.worker.clone().ok_or_else(|| {

@@ -109,6 +109,45 @@ fn pause_and_schedule(
     )?)
 }
 
+/// Counts, pause flag, schedule state, lock and last run of one batch.
+pub(crate) fn info(c: &Connection, id: i64, name: String) -> Result<BatchInfo> {
+    let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
+    Ok(BatchInfo {
+        counts: counts(c, id)?,
+        pause,
+        next_fire,
+        last_fire,
+        lock: super::locks::current(c, id, &name)?,
+        last_run: super::runs::last(c, id)?,
+        name,
+    })
+}
+
+/// Done and failed completions per minute, oldest first, for the last
+/// `minutes` minutes ending at `now` (zeros included).
+pub(crate) fn minutes(
+    c: &Connection,
+    id: i64,
+    now: Millis,
+    minutes: i64,
+) -> Result<Vec<(i64, i64)>> {
+    let last = now / 60_000;
+    let first = last - minutes + 1;
+    let mut out = vec![(0, 0); minutes.max(0) as usize];
+    let mut st = c.prepare_cached(
+        "SELECT minute, done, failed FROM minute_stats
+          WHERE batch_id = ?1 AND minute BETWEEN ?2 AND ?3",
+    )?;
+    let mut rows = st.query(params![id, first, last])?;
+    while let Some(r) = rows.next()? {
+        let m: i64 = r.get(0)?;
+        if let Some(slot) = out.get_mut((m - first) as usize) {
+            *slot = (r.get(1)?, r.get(2)?);
+        }
+    }
+    Ok(out)
+}
+
 impl Store {
     /// Names of all batches in the store.
     pub fn batch_names(&self) -> Result<Vec<String>> {
@@ -143,16 +182,7 @@ impl Store {
             let mut out = Vec::with_capacity(wanted.len());
             for name in wanted {
                 let id = batch_id(c, &name)?;
-                let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
-                out.push(BatchInfo {
-                    counts: counts(c, id)?,
-                    pause,
-                    next_fire,
-                    last_fire,
-                    lock: super::locks::current(c, id, &name)?,
-                    last_run: super::runs::last(c, id)?,
-                    name,
-                });
+                out.push(info(c, id, name)?);
             }
             Ok(out)
         })
@@ -269,23 +299,6 @@ impl Store {
     /// Done and failed worker completions per minute, oldest first, for the
     /// last `minutes` minutes ending at `now` (zeros included).
     pub fn minute_stats(&self, batch: &str, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let last = now / 60_000;
-            let first = last - minutes + 1;
-            let mut out = vec![(0, 0); minutes.max(0) as usize];
-            let mut st = c.prepare_cached(
-                "SELECT minute, done, failed FROM minute_stats
-                  WHERE batch_id = ?1 AND minute BETWEEN ?2 AND ?3",
-            )?;
-            let mut rows = st.query(params![id, first, last])?;
-            while let Some(r) = rows.next()? {
-                let m: i64 = r.get(0)?;
-                if let Some(slot) = out.get_mut((m - first) as usize) {
-                    *slot = (r.get(1)?, r.get(2)?);
-                }
-            }
-            Ok(out)
-        })
+        self.read(|c| self::minutes(c, batch_id(c, batch)?, now, minutes))
     }
 }

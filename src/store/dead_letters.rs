@@ -8,7 +8,7 @@ use crate::model::{DeadLetter, DlqGroup, Millis};
 
 const DAY_HOURS: i64 = 24;
 
-fn dead_letter_from_row(r: &Row<'_>) -> rusqlite::Result<DeadLetter> {
+pub(crate) fn dead_letter_from_row(r: &Row<'_>) -> rusqlite::Result<DeadLetter> {
     let payload: String = r.get(4)?;
     Ok(DeadLetter {
         id: r.get(0)?,
@@ -25,7 +25,7 @@ fn dead_letter_from_row(r: &Row<'_>) -> rusqlite::Result<DeadLetter> {
     })
 }
 
-const COLUMNS: &str =
+pub(crate) const COLUMNS: &str =
     "d.id, b.name, d.key, d.label, d.payload, d.error_class, d.message, d.attempt,
     d.failed_at, d.tier, d.run_id";
 
@@ -72,64 +72,66 @@ impl Store {
     /// and how many items of the class are failed now by tier. Read from
     /// rollups, so the cost does not grow with the number of dead letters.
     pub fn dlq_groups(&self, batch: &str, now: Millis) -> Result<Vec<DlqGroup>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let hour = now / 3_600_000;
-            let mut st = c.prepare_cached(
-                "SELECT error_class,
-                        sum(CASE WHEN hour > ?2 - ?3 THEN n ELSE 0 END),
-                        sum(CASE WHEN hour > ?2 - 2 * ?3 AND hour <= ?2 - ?3 THEN n ELSE 0 END),
-                        sum(n)
-                   FROM dlq_hourly WHERE batch_id = ?1 GROUP BY error_class",
-            )?;
-            let mut groups: Vec<DlqGroup> = st
-                .query_map(params![id, hour, DAY_HOURS], |r| {
-                    Ok(DlqGroup {
-                        error_class: r.get(0)?,
-                        last_24h: r.get(1)?,
-                        prev_24h: r.get(2)?,
-                        total: r.get(3)?,
-                        retry_now: 0,
-                        manual_now: 0,
-                    })
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            let mut st = c.prepare_cached(
-                "SELECT error_class, tier, n FROM failed_classes WHERE batch_id = ?1 AND n > 0",
-            )?;
-            let mut rows = st.query([id])?;
-            while let Some(r) = rows.next()? {
-                let class: String = r.get(0)?;
-                let tier: String = r.get(1)?;
-                let n: i64 = r.get(2)?;
-                let pos = match groups.iter().position(|g| g.error_class == class) {
-                    Some(pos) => pos,
-                    None => {
-                        groups.push(DlqGroup {
-                            error_class: class,
-                            last_24h: 0,
-                            prev_24h: 0,
-                            total: 0,
-                            retry_now: 0,
-                            manual_now: 0,
-                        });
-                        groups.len() - 1
-                    }
-                };
-                if tier == "retry" {
-                    groups[pos].retry_now += n;
-                } else {
-                    groups[pos].manual_now += n;
-                }
-            }
-            groups.sort_by(|a, b| {
-                (b.last_24h, b.retry_now + b.manual_now, &a.error_class).cmp(&(
-                    a.last_24h,
-                    a.retry_now + a.manual_now,
-                    &b.error_class,
-                ))
-            });
-            Ok(groups)
-        })
+        self.read(|c| groups(c, batch_id(c, batch)?, now))
     }
+}
+
+/// Dead letters by error class (see [`Store::dlq_groups`]).
+pub(crate) fn groups(c: &rusqlite::Connection, id: i64, now: Millis) -> Result<Vec<DlqGroup>> {
+    let hour = now / 3_600_000;
+    let mut st = c.prepare_cached(
+        "SELECT error_class,
+                sum(CASE WHEN hour > ?2 - ?3 THEN n ELSE 0 END),
+                sum(CASE WHEN hour > ?2 - 2 * ?3 AND hour <= ?2 - ?3 THEN n ELSE 0 END),
+                sum(n)
+           FROM dlq_hourly WHERE batch_id = ?1 GROUP BY error_class",
+    )?;
+    let mut groups: Vec<DlqGroup> = st
+        .query_map(params![id, hour, DAY_HOURS], |r| {
+            Ok(DlqGroup {
+                error_class: r.get(0)?,
+                last_24h: r.get(1)?,
+                prev_24h: r.get(2)?,
+                total: r.get(3)?,
+                retry_now: 0,
+                manual_now: 0,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut st = c.prepare_cached(
+        "SELECT error_class, tier, n FROM failed_classes WHERE batch_id = ?1 AND n > 0",
+    )?;
+    let mut rows = st.query([id])?;
+    while let Some(r) = rows.next()? {
+        let class: String = r.get(0)?;
+        let tier: String = r.get(1)?;
+        let n: i64 = r.get(2)?;
+        let pos = match groups.iter().position(|g| g.error_class == class) {
+            Some(pos) => pos,
+            None => {
+                groups.push(DlqGroup {
+                    error_class: class,
+                    last_24h: 0,
+                    prev_24h: 0,
+                    total: 0,
+                    retry_now: 0,
+                    manual_now: 0,
+                });
+                groups.len() - 1
+            }
+        };
+        if tier == "retry" {
+            groups[pos].retry_now += n;
+        } else {
+            groups[pos].manual_now += n;
+        }
+    }
+    groups.sort_by(|a, b| {
+        (b.last_24h, b.retry_now + b.manual_now, &a.error_class).cmp(&(
+            a.last_24h,
+            a.retry_now + a.manual_now,
+            &b.error_class,
+        ))
+    });
+    Ok(groups)
 }

@@ -16,11 +16,12 @@ use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, S
 /// for the write lock is never held up for long.
 const CHUNK: usize = 2_000;
 
-const ITEM_COLUMNS: &str = "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
+pub(crate) const ITEM_COLUMNS: &str =
+    "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
     i.attempts, i.op_id, i.result, i.cost, i.error_class, i.error_message, i.next_attempt_at,
     i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at";
 
-fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
+pub(crate) fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
     let payload: String = r.get(4)?;
     Ok(Item {
         id: r.get(0)?,
@@ -112,7 +113,7 @@ pub struct Failure<'a> {
 }
 
 /// Appends numbered placeholders (`?2`, `?3`, ...) after `?1`, the batch id.
-fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Value>) -> String {
+pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Value>) -> String {
     use rusqlite::types::Value as V;
     let mut sql = String::new();
     let bind = |args: &mut Vec<V>, value: V| {

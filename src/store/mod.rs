@@ -18,6 +18,7 @@ mod prune;
 mod readonly;
 mod runs;
 mod schema;
+mod views;
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,10 @@ pub use locks::LockOutcome;
 pub use prune::PruneReport;
 pub use runs::OpenRun;
 pub use schema::SCHEMA_VERSION;
+pub use views::{
+    BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage, ItemRow,
+    ItemsQuery, SinceSummary,
+};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

@@ -16,7 +16,7 @@
 //! `-shm` after the writer deleted and recreated it.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -80,42 +80,66 @@ fn run<T>(conn: &Connection, path: &Path, f: impl FnOnce(&Connection) -> Result<
     Ok(out)
 }
 
-/// A writer opening or closing the database creates or removes `-wal` and
-/// `-shm` one after the other (on close SQLite removes `-shm` first), and a
-/// reader that looks in between fails. That state lasts milliseconds, so a
-/// failure to open while the side files were changing is retried for about
-/// a second before it is reported.
-const SETTLE: std::time::Duration = std::time::Duration::from_millis(20);
-const SETTLE_TRIES: u32 = 50;
+/// Changes whenever a transaction commits: the files' sizes and times,
+/// and the head of the WAL index (its change counter and last frame). Read
+/// without opening the database, so it costs two `stat`s and 48 bytes.
+pub(super) fn change_marker(path: &Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(96);
+    for p in [path.to_path_buf(), side(path, "-wal")] {
+        match std::fs::metadata(&p) {
+            Ok(m) => {
+                out.extend(m.len().to_le_bytes());
+                let t = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                    .unwrap_or_default();
+                out.extend(t.as_nanos().to_le_bytes());
+            }
+            Err(_) => out.push(0),
+        }
+    }
+    let mut head = [0u8; 48];
+    if let Ok(mut f) = std::fs::File::open(side(path, "-shm")) {
+        let n = f.read(&mut head).unwrap_or(0);
+        out.extend(&head[..n]);
+    }
+    out
+}
+
+/// How long a read keeps retrying while a writer is opening or closing the
+/// store (its `-wal` and `-shm` appear and vanish one after the other, and
+/// a read-only reader cannot use them half made).
+/// As long as the busy timeout: on a loaded machine a writer can be
+/// descheduled between creating `-wal` and `-shm`.
+const SETTLE: Duration = Duration::from_secs(5);
 
 pub(super) fn read<T>(path: &Path, f: impl Fn(&Connection) -> Result<T>) -> Result<T> {
-    let mut tries = 0;
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(2);
     loop {
-        let before = fingerprint(path)?;
-        let result = read_once(path, &f, &before);
-        if tries >= SETTLE_TRIES || !matches!(result, Err(StoreError::CannotOpen(..))) {
-            return result;
+        match read_once(path, &f) {
+            // A reader never writes: "read-only" here means the WAL index
+            // is being built or recovered by a writer that just opened.
+            Err(StoreError::CannotOpen(..) | StoreError::ReadOnlyFile(..))
+                if start.elapsed() < SETTLE =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
         }
-        let after = fingerprint(path)?;
-        let stuck_recovery = after.wal && !after.shm;
-        if after == before && !stuck_recovery {
-            return result;
-        }
-        tries += 1;
-        std::thread::sleep(SETTLE);
     }
 }
 
-fn read_once<T>(
-    path: &Path,
-    f: &impl Fn(&Connection) -> Result<T>,
-    before: &Fingerprint,
-) -> Result<T> {
+fn read_once<T>(path: &Path, f: &impl Fn(&Connection) -> Result<T>) -> Result<T> {
+    let before = fingerprint(path)?;
     if !before.wal && !before.shm {
         let conn = open(path, "mode=ro&immutable=1")?;
         let out = run(&conn, path, f);
         drop(conn);
-        if fingerprint(path)? == *before {
+        if fingerprint(path)? == before {
             return out;
         }
         // A writer appeared during the read, so the result may be torn:

@@ -48,6 +48,18 @@ pub(crate) fn last(c: &Connection, batch_id: i64) -> Result<Option<Run>> {
     .optional()?)
 }
 
+/// The newest `limit` runs of a batch, newest first.
+pub(crate) fn recent(c: &Connection, batch_id: i64, limit: usize) -> Result<Vec<Run>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
+          WHERE r.batch_id = ?1 ORDER BY r.id DESC LIMIT ?2"
+    ))?;
+    let rows = st
+        .query_map(params![batch_id, limit as i64], run_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
 /// A run that has not ended, and who ran it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenRun {
@@ -126,17 +138,7 @@ impl Store {
 
     /// The newest `limit` runs of a batch, newest first.
     pub fn runs(&self, batch: &str, limit: usize) -> Result<Vec<Run>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
-                  WHERE r.batch_id = ?1 ORDER BY r.id DESC LIMIT ?2"
-            ))?;
-            let rows = st
-                .query_map(params![id, limit as i64], run_from_row)?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
+        self.read(|c| recent(c, batch_id(c, batch)?, limit))
     }
 
     /// Runs of a batch still marked running.

@@ -1,0 +1,610 @@
+//! Reads for the dashboard: everything one poll shows, in one short read
+//! transaction, and the "since you last looked" summary. Built from the
+//! per-table queries of the sibling modules; the few queries of its own read
+//! text lossily and cut long messages, so a hostile or huge row cannot stall
+//! or break a poll.
+
+use rusqlite::types::{Value as V, ValueRef};
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+
+use super::batches::{batch_id, names};
+use super::items::{ITEM_COLUMNS, ItemFilter, filter_sql, item_from_row};
+use super::{Result, Store, dead_letters, parse_col};
+use crate::model::{
+    BatchInfo, DeadLetter, DlqGroup, Event, Item, Millis, Outcome, Run, Status, Tier,
+};
+
+/// Above this many matches a filtered item count stops counting ("10000+").
+pub const COUNT_CAP: i64 = 10_000;
+/// Characters of an error message or event message kept for a list row.
+const ROW_TEXT: i64 = 512;
+/// Events of one item shown in its detail.
+const DETAIL_EVENTS: usize = 200;
+
+/// What one poll reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DashQuery {
+    /// The selected batch: runs, dead letters and items are read for it.
+    pub batch: Option<String>,
+    /// Minutes of per-minute completions per batch (rates and sparkline).
+    pub minutes: i64,
+    /// How many of the selected batch's newest runs to read.
+    pub runs: usize,
+    pub items: Option<ItemsQuery>,
+    /// The failed items of one error class (the dead-letter pane).
+    pub class_items: Option<ItemsQuery>,
+    pub dlq: bool,
+    pub events: Option<EventsQuery>,
+    /// Key of the item whose detail is open.
+    pub detail: Option<String>,
+}
+
+/// A window of the selected batch's items, in insertion order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ItemsQuery {
+    pub status: Option<Status>,
+    /// Only failed items of this error class.
+    pub class: Option<String>,
+    /// Substring of key, label or error message ("" for none).
+    pub search: String,
+    pub offset: usize,
+    pub limit: usize,
+}
+
+impl ItemsQuery {
+    fn filter(&self) -> ItemFilter {
+        ItemFilter {
+            status: if self.class.is_some() {
+                Some(Status::Failed)
+            } else {
+                self.status
+            },
+            error_class: self.class.clone(),
+            search: (!self.search.is_empty()).then(|| self.search.clone()),
+            ..ItemFilter::default()
+        }
+    }
+}
+
+/// The newest events up to an anchor.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventsQuery {
+    pub batch: Option<String>,
+    /// Any of these kinds (empty: all).
+    pub kinds: Vec<String>,
+    /// Only events with an id at most this (None: the newest).
+    pub up_to: Option<i64>,
+    pub limit: usize,
+}
+
+/// One batch on the dashboard.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchView {
+    pub info: BatchInfo,
+    /// (done, failed) completions per minute, oldest first, the last one
+    /// being the minute of the poll.
+    pub minutes: Vec<(i64, i64)>,
+}
+
+/// An item as a table row: no payload or result, the error cut short.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemRow {
+    pub key: String,
+    pub label: String,
+    pub status: Status,
+    pub tier: Option<Tier>,
+    pub outcome: Option<Outcome>,
+    pub attempts: u32,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    pub updated_at: Millis,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemPage {
+    pub offset: usize,
+    pub rows: Vec<ItemRow>,
+    /// Items matching the filter; at most `COUNT_CAP + 1` when `capped`.
+    pub total: i64,
+    pub capped: bool,
+}
+
+/// One item with every failure (newest first) and its own events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemDetail {
+    pub item: Item,
+    pub failures: Vec<DeadLetter>,
+    /// Oldest first.
+    pub events: Vec<Event>,
+}
+
+/// Everything a poll read, as of one transaction.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Dashboard {
+    pub batches: Vec<BatchView>,
+    /// The selected batch's newest runs, newest first.
+    pub runs: Vec<Run>,
+    pub dlq: Vec<DlqGroup>,
+    pub items: Option<ItemPage>,
+    pub class_items: Option<ItemPage>,
+    /// Oldest first.
+    pub events: Vec<Event>,
+    /// The open item, or why it could not be read.
+    pub detail: Option<std::result::Result<ItemDetail, String>>,
+}
+
+/// What changed since a moment: the "since you last looked" summary.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SinceSummary {
+    pub since: Millis,
+    /// (batch, error class, tier, dead letters) since then.
+    pub failures: Vec<(String, String, Tier, i64)>,
+    /// (batch, final state, runs) of runs started since then.
+    pub runs: Vec<(String, String, i64)>,
+    /// (batch, lock takeovers).
+    pub takeovers: Vec<(String, i64)>,
+    /// (batch, fire outcome, fires) of schedule fires since then.
+    pub fires: Vec<(String, String, i64)>,
+}
+
+impl SinceSummary {
+    pub fn is_empty(&self) -> bool {
+        self.failures.is_empty()
+            && self.runs.is_empty()
+            && self.takeovers.is_empty()
+            && self.fires.is_empty()
+    }
+}
+
+/// Text of a column, invalid UTF-8 replaced rather than failing the read.
+fn lossy(r: &Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match r.get_ref(idx)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        ValueRef::Integer(i) => Some(i.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+    })
+}
+
+fn item_row(r: &Row<'_>) -> rusqlite::Result<ItemRow> {
+    let opt_enum = |idx: usize| -> rusqlite::Result<Option<String>> { lossy(r, idx) };
+    Ok(ItemRow {
+        key: lossy(r, 0)?.unwrap_or_default(),
+        label: lossy(r, 1)?.unwrap_or_default(),
+        status: parse_col(2, &lossy(r, 2)?.unwrap_or_default())?,
+        tier: opt_enum(3)?.map(|t| parse_col(3, &t)).transpose()?,
+        outcome: opt_enum(4)?.map(|t| parse_col(4, &t)).transpose()?,
+        attempts: r.get(5)?,
+        error_class: lossy(r, 6)?,
+        error_message: lossy(r, 7)?,
+        updated_at: r.get(8)?,
+    })
+}
+
+fn event_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        id: r.get(0)?,
+        at: r.get(1)?,
+        batch: lossy(r, 2)?,
+        run_id: r.get(3)?,
+        key: lossy(r, 4)?,
+        kind: lossy(r, 5)?.unwrap_or_default(),
+        actor: lossy(r, 6)?,
+        message: lossy(r, 7)?.unwrap_or_default(),
+        fields: serde_json::Value::Null,
+    })
+}
+
+/// Items matching a filter; cheap (from the counters) unless it searches.
+fn count_items(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Result<(i64, bool)> {
+    let counts = &info.counts;
+    if q.search.is_empty() {
+        match (&q.class, q.status) {
+            (None, None) => return Ok((counts.total(), false)),
+            (None, Some(Status::Pending)) => return Ok((counts.pending, false)),
+            (None, Some(Status::Claimed)) => return Ok((counts.claimed, false)),
+            (None, Some(Status::Done)) => return Ok((counts.done, false)),
+            (None, Some(Status::Failed)) => return Ok((counts.failed, false)),
+            (Some(class), _) => {
+                let n: i64 = c.query_row(
+                    "SELECT coalesce(sum(n), 0) FROM failed_classes WHERE batch_id = ?1 AND error_class = ?2",
+                    params![id, class],
+                    |r| r.get(0),
+                )?;
+                return Ok((n, false));
+            }
+        }
+    }
+    let mut args = vec![V::Integer(id)];
+    let cond = filter_sql(&q.filter(), &mut args);
+    let n: i64 = c.query_row(
+        &format!(
+            "SELECT count(*) FROM (SELECT 1 FROM items i WHERE i.batch_id = ?1{cond} LIMIT {})",
+            COUNT_CAP + 1
+        ),
+        params_from_iter(args),
+        |r| r.get(0),
+    )?;
+    Ok((n, n > COUNT_CAP))
+}
+
+fn item_page(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Result<ItemPage> {
+    let searching = !q.search.is_empty();
+    // A search scans the table anyway: count only when the page is full.
+    let (mut total, mut capped) = if searching {
+        (0, false)
+    } else {
+        count_items(c, id, info, q)?
+    };
+    let mut args = vec![V::Integer(id)];
+    let cond = filter_sql(&q.filter(), &mut args);
+    // Rows come in id order. When the matches are dense (no filter, a
+    // common status, a search) walking the table in rowid order finds a
+    // page in a few rows; through an index SQLite would sort every match
+    // first. A rare status or class is cheaper through the index.
+    let dense = searching || total * 50 >= info.counts.total();
+    let scan = if dense { "NOT INDEXED" } else { "" };
+    // Past the middle, read from the end backwards (`G` on a million items).
+    let backwards = !searching && q.offset as i64 > total / 2;
+    let (order, offset) = if backwards {
+        let end = (q.offset + q.limit).min(total as usize);
+        ("DESC", total as usize - end)
+    } else {
+        ("ASC", q.offset)
+    };
+    let sql = format!(
+        "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                substr(i.error_message, 1, {ROW_TEXT}), i.updated_at
+           FROM items i {scan} WHERE i.batch_id = ?1{cond} ORDER BY i.id {order} LIMIT {} OFFSET {offset}",
+        q.limit
+    );
+    let mut rows: Vec<ItemRow> = c
+        .prepare_cached(&sql)?
+        .query_map(params_from_iter(args), item_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    if searching {
+        (total, capped) = if q.offset == 0 && rows.len() < q.limit {
+            (rows.len() as i64, false)
+        } else {
+            count_items(c, id, info, q)?
+        };
+    }
+    if backwards {
+        rows.reverse();
+        // The last page may be short: it starts where its first row is.
+        let first = (total as usize).saturating_sub(offset + rows.len());
+        return Ok(ItemPage {
+            offset: first,
+            rows,
+            total,
+            capped,
+        });
+    }
+    Ok(ItemPage {
+        offset: q.offset,
+        rows,
+        total,
+        capped,
+    })
+}
+
+fn events(c: &Connection, q: &EventsQuery) -> Result<Vec<Event>> {
+    let mut args: Vec<V> = Vec::new();
+    let mut cond = String::from("1 = 1");
+    if let Some(name) = &q.batch {
+        match c
+            .query_row("SELECT id FROM batches WHERE name = ?1", [name], |r| {
+                r.get::<_, i64>(0)
+            })
+            .optional()?
+        {
+            Some(id) => {
+                args.push(V::Integer(id));
+                cond.push_str(&format!(" AND e.batch_id = ?{}", args.len()));
+            }
+            None => return Ok(Vec::new()),
+        }
+    }
+    if !q.kinds.is_empty() {
+        let mut slots = Vec::new();
+        for k in &q.kinds {
+            args.push(V::Text(k.clone()));
+            slots.push(format!("?{}", args.len()));
+        }
+        cond.push_str(&format!(" AND e.kind IN ({})", slots.join(", ")));
+    }
+    if let Some(up_to) = q.up_to {
+        args.push(V::Integer(up_to));
+        cond.push_str(&format!(" AND e.id <= ?{}", args.len()));
+    }
+    let sql = format!(
+        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, substr(e.message, 1, {ROW_TEXT})
+           FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+          WHERE {cond} ORDER BY e.id DESC LIMIT {}",
+        q.limit
+    );
+    let mut rows: Vec<Event> = c
+        .prepare_cached(&sql)?
+        .query_map(params_from_iter(args), event_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    rows.reverse();
+    Ok(rows)
+}
+
+fn detail(c: &Connection, id: i64, key: &str) -> Result<std::result::Result<ItemDetail, String>> {
+    let item = c
+        .query_row(
+            &format!(
+                "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
+                  WHERE i.batch_id = ?1 AND i.key = ?2"
+            ),
+            params![id, key],
+            item_from_row,
+        )
+        .optional();
+    let item = match item {
+        Ok(Some(item)) => item,
+        Ok(None) => return Ok(Err(format!("no item {key:?} (pruned?)"))),
+        // A row this build cannot read (e.g. invalid UTF-8) spoils the
+        // detail, not the whole poll.
+        Err(e) => return Ok(Err(format!("cannot read item {key:?}: {e}"))),
+    };
+    let failures = c
+        .prepare_cached(&format!(
+            "SELECT {} FROM dead_letters d JOIN batches b ON b.id = d.batch_id
+              WHERE d.item_id = ?1 ORDER BY d.id DESC",
+            dead_letters::COLUMNS
+        ))?
+        .query_map([item.id], dead_letters::dead_letter_from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>();
+    let failures = match failures {
+        Ok(f) => f,
+        Err(e) => return Ok(Err(format!("cannot read the failures of {key:?}: {e}"))),
+    };
+    let mut events: Vec<Event> = c
+        .prepare_cached(&format!(
+            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message
+               FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+              WHERE e.batch_id = ?1 AND e.key = ?2 ORDER BY e.id DESC LIMIT {DETAIL_EVENTS}"
+        ))?
+        .query_map(params![id, key], event_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    events.reverse();
+    Ok(Ok(ItemDetail {
+        item,
+        failures,
+        events,
+    }))
+}
+
+impl Store {
+    /// A value that differs after any commit to the store: a poller that
+    /// sees the same marker twice can skip reading (an idle dashboard then
+    /// costs two `stat`s a second, whatever it shows).
+    pub fn change_marker(&self) -> Vec<u8> {
+        super::readonly::change_marker(self.path())
+    }
+
+    /// Everything one dashboard poll shows, in one read transaction.
+    pub fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard> {
+        self.read(|c| {
+            let mut out = Dashboard::default();
+            let mut selected = None;
+            for name in names(c)? {
+                let id = batch_id(c, &name)?;
+                let view = BatchView {
+                    minutes: super::batches::minutes(c, id, now, q.minutes)?,
+                    info: super::batches::info(c, id, name)?,
+                };
+                if q.batch.as_deref() == Some(view.info.name.as_str()) {
+                    selected = Some((id, out.batches.len()));
+                }
+                out.batches.push(view);
+            }
+            // A configured batch with no rows yet has nothing more to read.
+            if let Some((id, idx)) = selected {
+                let info = &out.batches[idx].info;
+                out.runs = super::runs::recent(c, id, q.runs)?;
+                if q.dlq {
+                    out.dlq = dead_letters::groups(c, id, now)?;
+                }
+                if let Some(iq) = &q.items {
+                    out.items = Some(item_page(c, id, info, iq)?);
+                }
+                if let Some(iq) = &q.class_items {
+                    out.class_items = Some(item_page(c, id, info, iq)?);
+                }
+                if let Some(key) = &q.detail {
+                    out.detail = Some(detail(c, id, key)?);
+                }
+            }
+            if let Some(eq) = &q.events {
+                out.events = events(c, eq)?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// Keys of the failed items a dashboard filter (or error class) shows:
+    /// what "requeue all" would move.
+    pub fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let mut filter = q.filter();
+            filter.status = Some(Status::Failed);
+            let mut args = vec![V::Integer(id)];
+            let cond = filter_sql(&filter, &mut args);
+            let keys = c
+                .prepare(&format!(
+                    "SELECT i.key FROM items i WHERE i.batch_id = ?1{cond} ORDER BY i.id"
+                ))?
+                .query_map(params_from_iter(args), |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(keys)
+        })
+    }
+
+    /// Which of these keys are failed now (a requeue confirmed a moment
+    /// ago moves only those).
+    pub fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let mut out = Vec::with_capacity(keys.len());
+            for chunk in keys.chunks(10_000) {
+                let list = serde_json::to_string(chunk).unwrap_or_else(|_| "[]".into());
+                let mut st = c.prepare_cached(
+                    "SELECT i.key FROM json_each(?2) j
+                       JOIN items i ON i.batch_id = ?1 AND i.key = j.value AND i.status = 'failed'
+                      ORDER BY i.id",
+                )?;
+                let rows = st.query_map(params![id, list], |r| r.get::<_, String>(0))?;
+                for r in rows {
+                    out.push(r?);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// What happened since `since`: new dead letters by class and tier,
+    /// runs by state, lock takeovers, schedule fires by outcome.
+    pub fn since(&self, since: Millis) -> Result<SinceSummary> {
+        self.read(|c| {
+            let mut out = SinceSummary {
+                since,
+                ..SinceSummary::default()
+            };
+            let mut st = c.prepare_cached(
+                "SELECT error_class, tier, count(*) FROM dead_letters
+                  WHERE batch_id = ?1 AND failed_at > ?2 GROUP BY 1, 2 ORDER BY 3 DESC, 1",
+            )?;
+            for name in names(c)? {
+                let id = batch_id(c, &name)?;
+                let mut rows = st.query(params![id, since])?;
+                while let Some(r) = rows.next()? {
+                    let tier: Tier = parse_col(1, &lossy(r, 1)?.unwrap_or_default())?;
+                    out.failures.push((
+                        name.clone(),
+                        lossy(r, 0)?.unwrap_or_default(),
+                        tier,
+                        r.get(2)?,
+                    ));
+                }
+            }
+            out.runs = c
+                .prepare_cached(
+                    "SELECT b.name, r.state, count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
+                      WHERE r.started_at > ?1 GROUP BY 1, 2 ORDER BY 1, 2",
+                )?
+                .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            out.takeovers = c
+                .prepare_cached(
+                    "SELECT coalesce(b.name, ''), count(*) FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                      WHERE e.kind = 'lock-takeover' AND e.at > ?1 GROUP BY 1 ORDER BY 1",
+                )?
+                .query_map([since], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            out.fires = c
+                .prepare_cached(
+                    "SELECT coalesce(b.name, ''),
+                            coalesce(CASE WHEN json_valid(e.fields) THEN json_extract(e.fields, '$.outcome') END, '?'),
+                            count(*)
+                       FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                      WHERE e.kind = 'fire' AND e.at > ?1 GROUP BY 1, 2 ORDER BY 1, 2",
+                )?
+                .query_map([since], |r| {
+                    Ok((r.get(0)?, lossy(r, 1)?.unwrap_or_default(), r.get(2)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(out)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::NewItem;
+
+    fn store(n: usize) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = Store::create(&dir.path().join("s.db")).unwrap();
+        let items: Vec<NewItem> = (0..n)
+            .map(|i| NewItem {
+                key: format!("k{i:03}"),
+                label: format!("l{i}"),
+                payload: "{}".into(),
+            })
+            .collect();
+        store.add_items("b", &items, 0, |_| {}).unwrap();
+        (dir, store)
+    }
+
+    fn page(store: &Store, iq: ItemsQuery) -> ItemPage {
+        let q = DashQuery {
+            batch: Some("b".into()),
+            items: Some(iq),
+            ..DashQuery::default()
+        };
+        store.dashboard(&q, 0).unwrap().items.unwrap()
+    }
+
+    #[test]
+    fn pages_read_forwards_and_backwards_agree() {
+        let (_dir, store) = store(100);
+        for (offset, limit) in [(0, 10), (45, 10), (60, 10), (95, 10), (99, 30), (51, 49)] {
+            let p = page(
+                &store,
+                ItemsQuery {
+                    offset,
+                    limit,
+                    ..ItemsQuery::default()
+                },
+            );
+            assert_eq!(p.total, 100);
+            assert!(p.offset <= offset, "{offset}: starts at {}", p.offset);
+            for (i, row) in p.rows.iter().enumerate() {
+                assert_eq!(row.key, format!("k{:03}", p.offset + i), "offset {offset}");
+            }
+            assert!(
+                p.offset + p.rows.len() >= (offset + limit).min(100),
+                "{offset} not covered"
+            );
+        }
+    }
+
+    #[test]
+    fn searches_count_what_they_find() {
+        let (_dir, store) = store(100);
+        let p = page(
+            &store,
+            ItemsQuery {
+                search: "k09".into(),
+                limit: 50,
+                ..ItemsQuery::default()
+            },
+        );
+        assert_eq!((p.total, p.rows.len()), (10, 10));
+        let p = page(
+            &store,
+            ItemsQuery {
+                search: "k".into(),
+                limit: 5,
+                ..ItemsQuery::default()
+            },
+        );
+        assert_eq!((p.total, p.rows.len()), (100, 5));
+        let p = page(
+            &store,
+            ItemsQuery {
+                search: "l1".into(),
+                offset: 5,
+                limit: 5,
+                ..ItemsQuery::default()
+            },
+        );
+        assert_eq!(p.total, 11);
+        assert_eq!(p.rows[0].key, "k014");
+    }
+}

@@ -1,0 +1,181 @@
+//! The dashboard's vocabulary: every state change is an [`Action`] with a
+//! name, so key handling, help text and tests speak the same words. What an
+//! action asks of the outside world comes back from `App::update` as an
+//! [`Effect`]; writes are data ([`Write`]) that a confirm dialog holds and
+//! sends back confirmed.
+
+use crate::model::Millis;
+use crate::store::{Dashboard, ItemsQuery, SinceSummary};
+
+/// The panes, in tab order (`1`–`5`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pane {
+    Batches,
+    Activity,
+    Items,
+    DeadLetters,
+    Log,
+}
+
+impl Pane {
+    pub const ALL: [Pane; 5] = [
+        Pane::Batches,
+        Pane::Activity,
+        Pane::Items,
+        Pane::DeadLetters,
+        Pane::Log,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Pane::Batches => "Batches",
+            Pane::Activity => "Activity",
+            Pane::Items => "Items",
+            Pane::DeadLetters => "Dead letters",
+            Pane::Log => "Run log",
+        }
+    }
+
+    /// For narrow terminals.
+    pub fn short_title(self) -> &'static str {
+        match self {
+            Pane::DeadLetters => "DLQ",
+            Pane::Log => "Log",
+            other => other.title(),
+        }
+    }
+
+    pub fn index(self) -> usize {
+        Pane::ALL.iter().position(|p| *p == self).unwrap_or(0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// The clock moved (injected, so tests and snapshots are deterministic).
+    Tick(Millis),
+    Resize(u16, u16),
+    /// A poll finished at `at`.
+    Polled {
+        at: Millis,
+        result: Result<Box<Dashboard>, String>,
+    },
+    /// A poll found the store unchanged since the last one (nothing read).
+    Unchanged {
+        at: Millis,
+    },
+    /// What changed since the previous visit, read once at start.
+    Since(Box<SinceSummary>),
+
+    NextPane,
+    PrevPane,
+    GoPane(Pane),
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    PrevBatch,
+    NextBatch,
+    /// Enter: open the selection (an item's detail, a class's items).
+    Open,
+    /// Esc: close what is open, else clear the filter.
+    Back,
+    /// `/`: edit the search (items) or the kinds (run log).
+    StartFilter,
+    CycleStatus,
+    ToggleFollow,
+    ToggleLogBatch,
+    Help,
+
+    /// Typing in the filter or the prompt.
+    Input(char),
+    Backspace,
+    Submit,
+    Cancel,
+
+    Resume,
+    TogglePause,
+    RequeueSelected,
+    RequeueAll,
+    SkipSelected,
+    /// The confirm dialog's answer.
+    Confirm(bool),
+
+    /// The keys a "requeue all" would move, counted off the UI thread.
+    Prepared(Write),
+    /// A side effect finished.
+    Done {
+        ok: bool,
+        message: String,
+    },
+    /// A runner started from the dashboard ended (it may outlive us; then
+    /// this never comes).
+    RunnerExited {
+        ok: bool,
+        message: String,
+    },
+    Quit,
+}
+
+/// A change to the store (or a runner to start), as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    Requeue {
+        batch: String,
+        keys: Vec<String>,
+        /// What was selected, for the dialog and the message.
+        what: String,
+    },
+    Skip {
+        batch: String,
+        key: String,
+    },
+    Pause {
+        batch: String,
+        reason: String,
+    },
+    Unpause {
+        batch: String,
+    },
+    Resume {
+        batch: String,
+    },
+}
+
+impl Write {
+    /// The question a confirm dialog asks about this write.
+    pub fn question(&self) -> String {
+        match self {
+            Write::Requeue { keys, what, .. } => format!(
+                "Requeue {} failed item{} ({what})?",
+                keys.len(),
+                if keys.len() == 1 { "" } else { "s" }
+            ),
+            Write::Skip { batch, key } => {
+                format!("Mark item {key} of {batch} skipped (done without running it)?")
+            }
+            Write::Pause { batch, reason } => format!("Pause {batch} ({reason})?"),
+            Write::Unpause { batch } => {
+                format!("Unpause {batch}? Its runs and schedule fires start doing work again.")
+            }
+            Write::Resume { batch } => format!("Start a run of {batch}?"),
+        }
+    }
+}
+
+/// What `App::update` asks the event loop to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Write to the store or start a runner (off the UI thread).
+    Write(Write),
+    /// Find the failed items a "requeue all" would move, then ask.
+    PrepareRequeue {
+        batch: String,
+        query: ItemsQuery,
+        what: String,
+    },
+    PollNow,
+    Quit,
+}

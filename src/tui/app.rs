@@ -1,0 +1,549 @@
+//! The dashboard's state and `update(Action)`: every change goes through
+//! here, and nothing here does I/O. What an action needs from the outside
+//! (a write, a fresh poll) is returned as [`Effect`]s; the time is injected
+//! with [`Action::Tick`], so the same actions always give the same state.
+
+use std::collections::BTreeMap;
+
+use chrono_tz::Tz;
+
+use super::action::{Action, Effect, Pane, Write};
+use super::keymap::Mode;
+use super::nav::{ListNav, Window};
+use super::theme::Palette;
+use super::ui;
+use crate::config::{Config, Schedule};
+use crate::model::{BatchInfo, Event, Millis, Status};
+use crate::store::{
+    BatchView, DashQuery, Dashboard, EventsQuery, ItemPage, ItemRow, ItemsQuery, SinceSummary,
+};
+
+/// Minutes of completions read per batch: rates use the last hour, the
+/// sparkline as many as fit.
+pub const MINUTES: i64 = 150;
+/// Runs in the run-history chart.
+pub const RUNS: usize = 30;
+/// Events loaded for the run log.
+pub const EVENTS: usize = 500;
+/// How long a message stays in the footer.
+const FLASH_MS: Millis = 8_000;
+pub(super) const DEFAULT_PAUSE_REASON: &str = "paused from the dashboard";
+
+/// A batch's schedule from the config.
+#[derive(Debug, Clone)]
+pub struct BatchSchedule {
+    pub schedule: Schedule,
+    pub tz: Tz,
+}
+
+/// What the dashboard knows before the first poll.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The store as shown in the header (tests use a fixed one).
+    pub display_path: String,
+    pub host: String,
+    pub read_only: bool,
+    pub palette: Palette,
+    pub schedules: BTreeMap<String, BatchSchedule>,
+    /// Batches in the config, shown even before they have items.
+    pub configured: Vec<String>,
+    /// `--batch`: open on this one.
+    pub batch: Option<String>,
+}
+
+impl Setup {
+    pub fn new(display_path: &str, host: &str, read_only: bool, palette: Palette) -> Setup {
+        Setup {
+            display_path: display_path.to_string(),
+            host: host.to_string(),
+            read_only,
+            palette,
+            schedules: BTreeMap::new(),
+            configured: Vec::new(),
+            batch: None,
+        }
+    }
+
+    /// Schedules and batch names from the config.
+    pub fn with_config(mut self, config: &Config) -> Setup {
+        for (name, b) in &config.batches {
+            self.configured.push(name.clone());
+            if let Some(schedule) = &b.schedule {
+                self.schedules.insert(
+                    name.clone(),
+                    BatchSchedule {
+                        schedule: schedule.clone(),
+                        tz: b.timezone,
+                    },
+                );
+            }
+        }
+        self
+    }
+}
+
+/// A message in the footer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flash {
+    pub text: String,
+    pub error: bool,
+    pub at: Millis,
+}
+
+/// An open item detail, and the pane it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detail {
+    pub key: String,
+    pub from: Pane,
+    pub scroll: usize,
+}
+
+/// What the filter line is editing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterTarget {
+    Search,
+    Kinds,
+}
+
+/// The run log's view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogView {
+    pub follow: bool,
+    pub nav: ListNav,
+    /// The selected event, found again after each poll.
+    pub sel_id: Option<i64>,
+    /// Newest event loaded when not following.
+    pub up_to: Option<i64>,
+    pub kinds: Vec<String>,
+    pub all_batches: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct App {
+    pub setup: Setup,
+    pub now: Millis,
+    pub size: (u16, u16),
+    pub mode: Mode,
+    pub pane: Pane,
+    pub data: Dashboard,
+    /// A poll has succeeded at least once.
+    pub loaded: bool,
+    pub last_ok: Option<Millis>,
+    /// The last poll failed: why.
+    pub stale: Option<String>,
+    pub batch: Option<String>,
+    pub batch_nav: ListNav,
+    pub items: ListNav,
+    pub items_window: Window,
+    pub status_filter: Option<Status>,
+    pub search: String,
+    pub dlq: ListNav,
+    pub class: Option<String>,
+    pub class_items: ListNav,
+    pub class_window: Window,
+    pub log: LogView,
+    pub detail: Option<Detail>,
+    pub filter_target: FilterTarget,
+    pub input: String,
+    /// The batch the pause prompt is for.
+    pub prompt: Option<String>,
+    pub confirm: Option<Write>,
+    pub help_scroll: usize,
+    pub since: Option<SinceSummary>,
+    pub flash: Option<Flash>,
+    /// Side effects not finished yet.
+    pub busy: usize,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(setup: Setup, now: Millis) -> App {
+        // Before the first poll the configured batches are all we know.
+        let batch = setup.batch.clone().or_else(|| {
+            let mut names = setup.configured.clone();
+            names.sort();
+            names.into_iter().next()
+        });
+        App {
+            batch,
+            setup,
+            now,
+            size: (80, 24),
+            mode: Mode::Normal,
+            pane: Pane::Batches,
+            data: Dashboard::default(),
+            loaded: false,
+            last_ok: None,
+            stale: None,
+            batch_nav: ListNav::default(),
+            items: ListNav::default(),
+            items_window: Window::default(),
+            status_filter: None,
+            search: String::new(),
+            dlq: ListNav::default(),
+            class: None,
+            class_items: ListNav::default(),
+            class_window: Window::default(),
+            log: LogView {
+                follow: true,
+                nav: ListNav::default(),
+                sel_id: None,
+                up_to: None,
+                kinds: Vec::new(),
+                all_batches: true,
+            },
+            detail: None,
+            filter_target: FilterTarget::Search,
+            input: String::new(),
+            prompt: None,
+            confirm: None,
+            help_scroll: 0,
+            since: None,
+            flash: None,
+            busy: 0,
+            quit: false,
+        }
+    }
+
+    // ----- reading the state (also used by the panes) -----
+
+    /// Batches to show: the store's, plus configured ones with no rows yet.
+    pub fn batch_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .data
+            .batches
+            .iter()
+            .map(|b| b.info.name.clone())
+            .collect();
+        for name in &self.setup.configured {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names.sort();
+        names
+    }
+
+    pub fn batch_view(&self, name: &str) -> Option<&BatchView> {
+        self.data.batches.iter().find(|b| b.info.name == name)
+    }
+
+    /// The selected batch's info (an empty one for a configured batch with
+    /// no rows yet).
+    pub fn selected_info(&self) -> Option<BatchInfo> {
+        let name = self.batch.as_ref()?;
+        Some(match self.batch_view(name) {
+            Some(v) => v.info.clone(),
+            None => BatchInfo {
+                name: name.clone(),
+                counts: Default::default(),
+                pause: None,
+                next_fire: None,
+                last_fire: None,
+                lock: None,
+                last_run: None,
+            },
+        })
+    }
+
+    /// The item table shown now: the Items pane's, or a class's items.
+    pub(super) fn table(&self) -> Option<(&ItemPage, &ListNav)> {
+        match self.pane {
+            Pane::Items => self.data.items.as_ref().map(|p| (p, &self.items)),
+            Pane::DeadLetters if self.class.is_some() => self
+                .data
+                .class_items
+                .as_ref()
+                .map(|p| (p, &self.class_items)),
+            _ => None,
+        }
+    }
+
+    /// The selected row of the item table shown now, if loaded.
+    pub fn selected_row(&self) -> Option<&ItemRow> {
+        let (page, nav) = self.table()?;
+        nav.sel
+            .checked_sub(page.offset)
+            .and_then(|i| page.rows.get(i))
+    }
+
+    /// The item detail shown in the current pane.
+    pub fn open_detail(&self) -> Option<&Detail> {
+        self.detail.as_ref().filter(|d| d.from == self.pane)
+    }
+
+    pub fn selected_event(&self) -> Option<&Event> {
+        self.data.events.get(self.log.nav.sel)
+    }
+
+    /// Rows a list shows at the current size.
+    pub fn visible(&self) -> usize {
+        ui::list_rows(self.size)
+    }
+
+    pub fn flash_text(&self) -> Option<&Flash> {
+        self.flash.as_ref().filter(|f| self.now - f.at < FLASH_MS)
+    }
+
+    /// What the next poll reads.
+    pub fn query(&self) -> DashQuery {
+        let items = ItemsQuery {
+            status: self.status_filter,
+            class: None,
+            search: self.search.clone(),
+            offset: self.items_window.offset,
+            limit: self.items_window.limit.max(1),
+        };
+        let class_items = self.class.as_ref().map(|class| ItemsQuery {
+            status: Some(Status::Failed),
+            class: Some(class.clone()),
+            search: String::new(),
+            offset: self.class_window.offset,
+            limit: self.class_window.limit.max(1),
+        });
+        DashQuery {
+            batch: self.batch.clone(),
+            minutes: MINUTES,
+            runs: RUNS,
+            items: Some(items),
+            class_items,
+            dlq: true,
+            events: Some(EventsQuery {
+                batch: if self.log.all_batches {
+                    None
+                } else {
+                    self.batch.clone()
+                },
+                kinds: self.log.kinds.clone(),
+                up_to: if self.log.follow {
+                    None
+                } else {
+                    self.log.up_to
+                },
+                limit: EVENTS,
+            }),
+            detail: self.open_detail().map(|d| d.key.clone()),
+        }
+    }
+
+    // ----- changing it -----
+
+    pub(super) fn say(&mut self, text: impl Into<String>) {
+        self.flash = Some(Flash {
+            text: text.into(),
+            error: false,
+            at: self.now,
+        });
+    }
+
+    pub(super) fn warn(&mut self, text: impl Into<String>) {
+        self.flash = Some(Flash {
+            text: text.into(),
+            error: true,
+            at: self.now,
+        });
+    }
+
+    /// Applies one action; returns what it asks of the outside world.
+    pub fn update(&mut self, action: Action) -> Vec<Effect> {
+        match self.mode {
+            Mode::Filter => return self.update_filter(action),
+            Mode::Prompt => return self.update_prompt(action),
+            Mode::Confirm if matches!(action, Action::Confirm(_) | Action::Quit) => {
+                return self.update_confirm(action);
+            }
+            Mode::Help if matches!(action, Action::Up | Action::Down | Action::Back) => {
+                match action {
+                    Action::Up => self.help_scroll = self.help_scroll.saturating_sub(1),
+                    Action::Down => self.help_scroll += 1,
+                    _ => self.mode = Mode::Normal,
+                }
+                return Vec::new();
+            }
+            Mode::Notice if action == Action::Back => {
+                self.since = None;
+                self.mode = Mode::Normal;
+                return Vec::new();
+            }
+            _ => {}
+        }
+        match action {
+            Action::Tick(now) => self.now = now,
+            Action::Resize(w, h) => {
+                self.size = (w, h);
+                self.refit();
+            }
+            Action::Polled { at, result } => self.polled(at, result),
+            Action::Unchanged { at } => {
+                self.last_ok = Some(at);
+                self.stale = None;
+            }
+            Action::Since(summary) => {
+                self.since = Some(*summary);
+                if self.mode == Mode::Normal {
+                    self.mode = Mode::Notice;
+                }
+            }
+            Action::NextPane => self.go(Pane::ALL[(self.pane.index() + 1) % Pane::ALL.len()]),
+            Action::PrevPane => {
+                self.go(Pane::ALL[(self.pane.index() + Pane::ALL.len() - 1) % Pane::ALL.len()])
+            }
+            Action::GoPane(p) => self.go(p),
+            Action::Up
+            | Action::Down
+            | Action::PageUp
+            | Action::PageDown
+            | Action::Top
+            | Action::Bottom => self.move_sel(&action),
+            Action::PrevBatch => self.step_batch(-1),
+            Action::NextBatch => self.step_batch(1),
+            Action::Open => self.open(),
+            Action::Back => self.back(),
+            Action::StartFilter => self.start_filter(),
+            Action::CycleStatus => {
+                self.status_filter = match self.status_filter {
+                    None => Some(Status::Pending),
+                    Some(Status::Pending) => Some(Status::Claimed),
+                    Some(Status::Claimed) => Some(Status::Done),
+                    Some(Status::Done) => Some(Status::Failed),
+                    Some(Status::Failed) => None,
+                };
+                self.reset_items();
+            }
+            Action::ToggleFollow => {
+                self.log.follow = !self.log.follow;
+                self.log.up_to = self.data.events.last().map(|e| e.id);
+                if self.log.follow {
+                    self.log_to_end();
+                }
+            }
+            Action::ToggleLogBatch => {
+                self.log.all_batches = !self.log.all_batches;
+                self.log.follow = true;
+                self.log_to_end();
+            }
+            Action::Help => {
+                self.mode = Mode::Help;
+                self.help_scroll = 0;
+            }
+            Action::Resume
+            | Action::TogglePause
+            | Action::RequeueSelected
+            | Action::RequeueAll
+            | Action::SkipSelected => return self.ask_write(action),
+            Action::Prepared(write) => {
+                self.busy = self.busy.saturating_sub(1);
+                match &write {
+                    Write::Requeue { keys, what, .. } if keys.is_empty() => {
+                        self.say(format!("no failed items to requeue ({what})"));
+                    }
+                    _ => self.ask(write),
+                }
+            }
+            Action::Done { ok, message } => {
+                self.busy = self.busy.saturating_sub(1);
+                if ok {
+                    self.say(message);
+                } else {
+                    self.warn(message);
+                }
+                return vec![Effect::PollNow];
+            }
+            Action::RunnerExited { ok, message } => {
+                if ok {
+                    self.say(message);
+                } else {
+                    self.warn(message);
+                }
+                return vec![Effect::PollNow];
+            }
+            Action::Quit => {
+                self.quit = true;
+                return vec![Effect::Quit];
+            }
+            // Only meaningful in the other modes.
+            Action::Input(_)
+            | Action::Backspace
+            | Action::Submit
+            | Action::Cancel
+            | Action::Confirm(_) => {}
+        }
+        Vec::new()
+    }
+
+    pub(super) fn polled(
+        &mut self,
+        at: Millis,
+        result: Result<Box<crate::store::Dashboard>, String>,
+    ) {
+        match result {
+            Ok(data) => {
+                self.data = *data;
+                self.loaded = true;
+                self.last_ok = Some(at);
+                self.stale = None;
+                let names = self.batch_names();
+                let wanted = self.batch.clone();
+                match wanted {
+                    Some(name) if names.contains(&name) => {}
+                    Some(name) if self.setup.batch.as_deref() == Some(name.as_str()) => {
+                        self.setup.batch = None;
+                        self.warn(format!(
+                            "no batch {} in this store or its config",
+                            crate::util::sanitize::line(&name)
+                        ));
+                        self.set_batch(names.first().cloned());
+                    }
+                    _ => self.set_batch(names.first().cloned()),
+                }
+                if let Some(pos) = self
+                    .batch
+                    .as_ref()
+                    .and_then(|b| names.iter().position(|n| n == b))
+                {
+                    self.batch_nav.sel = pos;
+                }
+                self.refit();
+            }
+            Err(e) => self.stale = Some(e),
+        }
+    }
+
+    /// Re-applies list bounds after new data or a resize.
+    pub(super) fn refit(&mut self) {
+        let visible = self.visible();
+        let n = self.batch_names().len();
+        self.batch_nav.fit(n, visible);
+        if let Some(p) = &self.data.items {
+            self.items.fit(p.total as usize, visible);
+        }
+        self.items_window.follow(&self.items, visible);
+        self.dlq.fit(self.data.dlq.len(), visible);
+        if let Some(p) = &self.data.class_items {
+            self.class_items.fit(p.total as usize, visible);
+        }
+        if self.class.is_some() {
+            self.class_window.follow(&self.class_items, visible);
+        }
+        let events = &self.data.events;
+        if self.log.follow {
+            self.log.nav.sel = events.len().saturating_sub(1);
+        } else if let Some(id) = self.log.sel_id {
+            // The newest event at or before the selected one.
+            self.log.nav.sel = events.iter().rposition(|e| e.id <= id).unwrap_or(0);
+        }
+        self.log.nav.fit(events.len(), visible);
+        self.log.sel_id = events.get(self.log.nav.sel).map(|e| e.id);
+        let max = ui::detail::max_scroll(self);
+        if let Some(d) = &mut self.detail {
+            d.scroll = d.scroll.min(max);
+        }
+    }
+}
+
+mod input;
+mod navigate;
+mod writes;
+
+#[cfg(test)]
+mod tests;

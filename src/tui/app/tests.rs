@@ -1,0 +1,466 @@
+//! `App::update` without a terminal or a store: navigation, filters,
+//! confirm flows, read-only refusal.
+
+use super::*;
+use crate::model::{Counts, DlqGroup, Event, Pause, Tier};
+use crate::store::{BatchView, ItemPage, ItemRow};
+use crate::tui::theme::Palette;
+
+const NOW: Millis = 1_767_268_800_000;
+
+fn row(i: usize, status: Status) -> ItemRow {
+    ItemRow {
+        key: format!("k{i}"),
+        label: format!("k{i}"),
+        status,
+        tier: (status == Status::Failed).then_some(Tier::Retry),
+        outcome: None,
+        attempts: 1,
+        error_class: (status == Status::Failed).then(|| "TimeoutError".to_string()),
+        error_message: None,
+        updated_at: NOW,
+    }
+}
+
+fn info(name: &str, paused: bool) -> BatchView {
+    BatchView {
+        info: BatchInfo {
+            name: name.into(),
+            counts: Counts {
+                pending: 50,
+                failed: 50,
+                retry: 50,
+                ..Counts::default()
+            },
+            pause: paused.then(|| Pause {
+                reason: "r".into(),
+                by: "me@h".into(),
+                at: NOW,
+            }),
+            next_fire: None,
+            last_fire: None,
+            lock: None,
+            last_run: None,
+        },
+        minutes: vec![(0, 0); 5],
+    }
+}
+
+/// A poll answer for `q`: 100 items, every third failed.
+fn data(q: &DashQuery, paused: bool) -> Dashboard {
+    let page = |iq: &ItemsQuery| ItemPage {
+        offset: iq.offset,
+        rows: (iq.offset..(iq.offset + iq.limit).min(100))
+            .map(|i| {
+                row(
+                    i,
+                    if i % 3 == 0 {
+                        Status::Failed
+                    } else {
+                        Status::Pending
+                    },
+                )
+            })
+            .collect(),
+        total: 100,
+        capped: false,
+    };
+    Dashboard {
+        batches: vec![info("a", paused), info("b", false)],
+        items: q.items.as_ref().map(page),
+        class_items: q.class_items.as_ref().map(page),
+        dlq: vec![DlqGroup {
+            error_class: "TimeoutError".into(),
+            last_24h: 3,
+            prev_24h: 1,
+            total: 4,
+            retry_now: 2,
+            manual_now: 1,
+        }],
+        events: (1..=20)
+            .map(|id| Event {
+                id,
+                at: NOW,
+                batch: Some("a".into()),
+                run_id: None,
+                key: Some(format!("k{id}")),
+                kind: "done".into(),
+                actor: None,
+                message: "m".into(),
+                fields: serde_json::Value::Null,
+            })
+            .collect(),
+        ..Dashboard::default()
+    }
+}
+
+fn app_with(read_only: bool, paused: bool) -> App {
+    let mut app = App::new(Setup::new("/x.db", "h", read_only, Palette::Mono), NOW);
+    app.update(Action::Resize(80, 24));
+    poll(&mut app, paused);
+    app
+}
+
+fn app() -> App {
+    app_with(false, false)
+}
+
+fn poll(app: &mut App, paused: bool) {
+    for _ in 0..3 {
+        let q = app.query();
+        app.update(Action::Polled {
+            at: NOW,
+            result: Ok(Box::new(data(&q, paused))),
+        });
+        if app.query() == q {
+            break;
+        }
+    }
+}
+
+fn step(app: &mut App, action: Action) -> Vec<Effect> {
+    let effects = app.update(action);
+    poll(app, false);
+    effects
+}
+
+#[test]
+fn panes_cycle_and_jump() {
+    let mut app = app();
+    assert_eq!(app.pane, Pane::Batches);
+    step(&mut app, Action::PrevPane);
+    assert_eq!(app.pane, Pane::Log);
+    step(&mut app, Action::NextPane);
+    step(&mut app, Action::NextPane);
+    assert_eq!(app.pane, Pane::Activity);
+    step(&mut app, Action::GoPane(Pane::DeadLetters));
+    assert_eq!(app.pane, Pane::DeadLetters);
+}
+
+#[test]
+fn first_batch_is_selected_and_switching_resets_the_items() {
+    let mut app = app();
+    assert_eq!(app.batch.as_deref(), Some("a"));
+    step(&mut app, Action::GoPane(Pane::Items));
+    step(&mut app, Action::Down);
+    assert_eq!(app.items.sel, 1);
+    step(&mut app, Action::NextBatch);
+    assert_eq!(app.batch.as_deref(), Some("b"));
+    assert_eq!(app.items.sel, 0);
+    step(&mut app, Action::NextBatch);
+    assert_eq!(app.batch.as_deref(), Some("b"), "stays on the last batch");
+    step(&mut app, Action::PrevBatch);
+    assert_eq!(app.batch.as_deref(), Some("a"));
+}
+
+#[test]
+fn scrolling_items_moves_the_read_window_only_when_needed() {
+    let mut app = app();
+    step(&mut app, Action::GoPane(Pane::Items));
+    let first = app.query().items.unwrap();
+    assert_eq!(first.offset, 0);
+    step(&mut app, Action::PageDown);
+    assert_eq!(app.query().items.unwrap(), first, "still inside the window");
+    step(&mut app, Action::Bottom);
+    assert_eq!(app.items.sel, 99);
+    let q = app.query().items.unwrap();
+    assert!(q.offset <= 99 && q.offset + q.limit > 99, "{q:?}");
+    assert_eq!(app.selected_row().map(|r| r.key.as_str()), Some("k99"));
+    step(&mut app, Action::Top);
+    assert_eq!(app.query().items.unwrap().offset, 0);
+    assert_eq!(app.items.top, 0);
+}
+
+#[test]
+fn search_filter_is_live_and_esc_clears_it() {
+    let mut app = app();
+    step(&mut app, Action::GoPane(Pane::Items));
+    step(&mut app, Action::Down);
+    step(&mut app, Action::StartFilter);
+    assert_eq!(app.mode, Mode::Filter);
+    for c in "k1".chars() {
+        step(&mut app, Action::Input(c));
+    }
+    assert_eq!(app.query().items.unwrap().search, "k1");
+    assert_eq!(app.items.sel, 0, "a new filter starts at the top");
+    // Navigation keys are typed, not obeyed, while filtering.
+    step(&mut app, Action::Input('j'));
+    assert_eq!(app.search, "k1j");
+    step(&mut app, Action::Backspace);
+    step(&mut app, Action::Submit);
+    assert_eq!(app.mode, Mode::Normal);
+    assert_eq!(app.search, "k1");
+    step(&mut app, Action::CycleStatus);
+    assert_eq!(app.query().items.unwrap().status, Some(Status::Pending));
+    step(&mut app, Action::Back);
+    assert_eq!(app.search, "");
+    assert_eq!(app.status_filter, None);
+    // Esc while typing clears too.
+    step(&mut app, Action::StartFilter);
+    step(&mut app, Action::Input('x'));
+    step(&mut app, Action::Cancel);
+    assert_eq!((app.mode, app.search.as_str()), (Mode::Normal, ""));
+}
+
+#[test]
+fn log_kinds_filter_and_follow() {
+    let mut app = app();
+    step(&mut app, Action::GoPane(Pane::Log));
+    assert!(app.log.follow);
+    assert_eq!(app.log.nav.sel, 19);
+    step(&mut app, Action::Up);
+    assert!(!app.log.follow, "scrolling back holds the log still");
+    assert_eq!(app.query().events.unwrap().up_to, Some(20));
+    assert_eq!(app.log.nav.sel, 18);
+    step(&mut app, Action::Bottom);
+    assert!(app.log.follow);
+    assert_eq!(app.query().events.unwrap().up_to, None);
+    step(&mut app, Action::StartFilter);
+    for c in "failed, empty".chars() {
+        step(&mut app, Action::Input(c));
+    }
+    step(&mut app, Action::Submit);
+    assert_eq!(app.query().events.unwrap().kinds, vec!["failed", "empty"]);
+    step(&mut app, Action::ToggleLogBatch);
+    assert_eq!(app.query().events.unwrap().batch.as_deref(), Some("a"));
+}
+
+#[test]
+fn enter_opens_the_detail_and_esc_goes_back() {
+    let mut app = app();
+    step(&mut app, Action::GoPane(Pane::Items));
+    step(&mut app, Action::Down);
+    step(&mut app, Action::Open);
+    assert_eq!(app.query().detail.as_deref(), Some("k1"));
+    step(&mut app, Action::GoPane(Pane::Log));
+    assert_eq!(
+        app.query().detail,
+        None,
+        "the detail belongs to the items pane"
+    );
+    step(&mut app, Action::GoPane(Pane::Items));
+    step(&mut app, Action::Back);
+    assert!(app.detail.is_none());
+    // Dead letters: Enter opens the class, Esc closes it.
+    step(&mut app, Action::GoPane(Pane::DeadLetters));
+    step(&mut app, Action::Open);
+    assert_eq!(
+        app.query().class_items.unwrap().class.as_deref(),
+        Some("TimeoutError")
+    );
+    step(&mut app, Action::Back);
+    assert_eq!(app.query().class_items, None);
+}
+
+#[test]
+fn requeue_all_counts_first_then_asks_with_no_as_default() {
+    let mut app = app();
+    step(&mut app, Action::GoPane(Pane::Items));
+    let effects = step(&mut app, Action::RequeueAll);
+    let [Effect::PrepareRequeue { batch, query, .. }] = effects.as_slice() else {
+        panic!("{effects:?}");
+    };
+    assert_eq!(batch, "a");
+    assert_eq!(query.status, Some(Status::Failed));
+    assert_eq!(app.busy, 1);
+    let write = Write::Requeue {
+        batch: "a".into(),
+        keys: vec!["k0".into(), "k3".into(), "k6".into()],
+        what: "all failed in a".into(),
+    };
+    step(&mut app, Action::Prepared(write.clone()));
+    assert_eq!(app.mode, Mode::Confirm);
+    assert!(
+        write.question().starts_with("Requeue 3 failed items"),
+        "{}",
+        write.question()
+    );
+    // No: nothing happens.
+    assert!(step(&mut app, Action::Confirm(false)).is_empty());
+    assert_eq!(app.mode, Mode::Normal);
+    // Yes: the write, exactly as counted.
+    step(&mut app, Action::Prepared(write.clone()));
+    assert_eq!(
+        step(&mut app, Action::Confirm(true)),
+        vec![Effect::Write(write)]
+    );
+    assert_eq!(
+        step(
+            &mut app,
+            Action::Done {
+                ok: true,
+                message: "requeued 3".into()
+            }
+        ),
+        vec![Effect::PollNow]
+    );
+    assert_eq!(app.busy, 0);
+    // Nothing to requeue: no dialog.
+    step(
+        &mut app,
+        Action::Prepared(Write::Requeue {
+            batch: "a".into(),
+            keys: vec![],
+            what: "x".into(),
+        }),
+    );
+    assert_eq!(app.mode, Mode::Normal);
+}
+
+#[test]
+fn requeue_all_of_a_class_from_the_dead_letters() {
+    let mut app = app();
+    step(&mut app, Action::GoPane(Pane::DeadLetters));
+    let effects = step(&mut app, Action::RequeueAll);
+    let [Effect::PrepareRequeue { query, what, .. }] = effects.as_slice() else {
+        panic!("{effects:?}");
+    };
+    assert_eq!(query.class.as_deref(), Some("TimeoutError"));
+    assert!(what.contains("TimeoutError"), "{what}");
+}
+
+#[test]
+fn requeue_one_needs_a_failed_item_and_skip_asks() {
+    let mut app = app();
+    step(&mut app, Action::GoPane(Pane::Items));
+    let effects = step(&mut app, Action::RequeueSelected);
+    assert!(
+        matches!(&effects[..], [Effect::Write(Write::Requeue { keys, .. })] if keys == &["k0"])
+    );
+    step(&mut app, Action::Down);
+    assert!(
+        step(&mut app, Action::RequeueSelected).is_empty(),
+        "k1 is pending"
+    );
+    assert!(app.flash.as_ref().unwrap().text.contains("only failed"));
+    assert!(step(&mut app, Action::SkipSelected).is_empty());
+    assert_eq!(app.mode, Mode::Confirm);
+    assert_eq!(
+        app.confirm,
+        Some(Write::Skip {
+            batch: "a".into(),
+            key: "k1".into()
+        })
+    );
+    let effects = step(&mut app, Action::Confirm(true));
+    assert_eq!(
+        effects,
+        vec![Effect::Write(Write::Skip {
+            batch: "a".into(),
+            key: "k1".into()
+        })]
+    );
+}
+
+#[test]
+fn pause_asks_why_and_unpause_asks_first() {
+    let mut app = app();
+    assert!(step(&mut app, Action::TogglePause).is_empty());
+    assert_eq!(app.mode, Mode::Prompt);
+    for c in "deploy".chars() {
+        app.update(Action::Input(c));
+    }
+    let effects = app.update(Action::Submit);
+    assert_eq!(
+        effects,
+        vec![Effect::Write(Write::Pause {
+            batch: "a".into(),
+            reason: "deploy".into()
+        })]
+    );
+    // An empty reason gets a default one; Esc cancels.
+    app.update(Action::TogglePause);
+    let effects = app.update(Action::Submit);
+    assert!(
+        matches!(&effects[..], [Effect::Write(Write::Pause { reason, .. })] if reason == DEFAULT_PAUSE_REASON)
+    );
+    app.update(Action::TogglePause);
+    assert!(app.update(Action::Cancel).is_empty());
+    // Paused: p asks to unpause.
+    let mut app = app_with(false, true);
+    app.update(Action::TogglePause);
+    assert_eq!(app.confirm, Some(Write::Unpause { batch: "a".into() }));
+    assert_eq!(
+        app.update(Action::Confirm(true)),
+        vec![Effect::Write(Write::Unpause { batch: "a".into() })]
+    );
+}
+
+#[test]
+fn resume_starts_a_runner() {
+    let mut app = app();
+    assert_eq!(
+        app.update(Action::Resume),
+        vec![Effect::Write(Write::Resume { batch: "a".into() })]
+    );
+}
+
+#[test]
+fn read_only_refuses_every_write_key() {
+    for pane in Pane::ALL {
+        let mut app = app_with(true, false);
+        step(&mut app, Action::GoPane(pane));
+        for action in [
+            Action::Resume,
+            Action::TogglePause,
+            Action::RequeueSelected,
+            Action::RequeueAll,
+            Action::SkipSelected,
+        ] {
+            let effects = step(&mut app, action.clone());
+            assert!(effects.is_empty(), "{pane:?} {action:?}: {effects:?}");
+            assert_eq!(app.mode, Mode::Normal, "{pane:?} {action:?}");
+            assert!(app.flash.as_ref().unwrap().text.starts_with("read-only"));
+        }
+        // Even a write that got into a dialog some other way is refused.
+        app.confirm = Some(Write::Resume { batch: "a".into() });
+        app.mode = Mode::Confirm;
+        assert!(app.update(Action::Confirm(true)).is_empty());
+    }
+}
+
+#[test]
+fn a_failed_poll_marks_stale_and_keeps_the_last_data() {
+    let mut app = app();
+    app.update(Action::Polled {
+        at: NOW + 5000,
+        result: Err("gone".into()),
+    });
+    assert_eq!(app.stale.as_deref(), Some("gone"));
+    assert_eq!(app.last_ok, Some(NOW));
+    assert_eq!(app.data.batches.len(), 2);
+    poll(&mut app, false);
+    assert_eq!(app.stale, None);
+}
+
+#[test]
+fn quit_from_every_mode() {
+    for setup in [
+        vec![],
+        vec![Action::Help],
+        vec![Action::GoPane(Pane::Items), Action::StartFilter],
+        vec![Action::TogglePause],
+        vec![
+            Action::GoPane(Pane::Items),
+            Action::Down,
+            Action::SkipSelected,
+        ],
+    ] {
+        let mut app = app();
+        for a in setup {
+            step(&mut app, a);
+        }
+        assert_eq!(app.update(Action::Quit), vec![Effect::Quit]);
+        assert!(app.quit);
+    }
+}
+
+#[test]
+fn since_summary_is_shown_and_dismissed() {
+    let mut app = app();
+    app.update(Action::Since(Box::default()));
+    assert_eq!(app.mode, Mode::Notice);
+    app.update(Action::Back);
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app.since.is_none());
+}

@@ -1,0 +1,168 @@
+//! The write keys: refused read-only; otherwise a write, a question or a
+//! prompt. Writes themselves happen off the UI thread (`Effect::Write`).
+
+use super::App;
+use crate::model::Status;
+use crate::store::ItemsQuery;
+use crate::tui::action::{Action, Effect, Pane, Write};
+use crate::tui::keymap::Mode;
+use crate::util::sanitize;
+
+impl App {
+    pub(super) fn ask(&mut self, write: Write) {
+        self.confirm = Some(write);
+        self.mode = Mode::Confirm;
+    }
+
+    pub(super) fn run_write(&mut self, write: Write) -> Vec<Effect> {
+        if self.setup.read_only {
+            self.warn("read-only: nothing was changed");
+            return Vec::new();
+        }
+        self.busy += 1;
+        vec![Effect::Write(write)]
+    }
+
+    /// The write keys: refused read-only; otherwise a write, a question,
+    /// or a prompt.
+    pub(super) fn ask_write(&mut self, action: Action) -> Vec<Effect> {
+        let what = match action {
+            Action::Resume => "r (start a run)",
+            Action::TogglePause => "p (pause)",
+            Action::RequeueSelected => "R (requeue)",
+            Action::RequeueAll => "A (requeue all)",
+            _ => "x (skip)",
+        };
+        if self.setup.read_only {
+            self.warn(format!("read-only: {what} is disabled"));
+            return Vec::new();
+        }
+        let Some(batch) = self.batch.clone() else {
+            self.warn("no batch selected");
+            return Vec::new();
+        };
+        match action {
+            Action::Resume => {
+                self.say(format!("starting a run of {}…", sanitize::line(&batch)));
+                self.run_write(Write::Resume { batch })
+            }
+            Action::TogglePause => {
+                let paused = self.selected_info().is_some_and(|i| i.pause.is_some());
+                if paused {
+                    self.ask(Write::Unpause { batch });
+                } else {
+                    self.prompt = Some(batch);
+                    self.input.clear();
+                    self.mode = Mode::Prompt;
+                }
+                Vec::new()
+            }
+            Action::RequeueSelected => match self.target_item() {
+                Some((key, Status::Failed)) => self.run_write(Write::Requeue {
+                    batch,
+                    what: format!("item {key}"),
+                    keys: vec![key],
+                }),
+                Some((key, status)) => {
+                    self.warn(format!(
+                        "only failed items can be requeued; {} is {status}",
+                        sanitize::line(&key)
+                    ));
+                    Vec::new()
+                }
+                None => {
+                    self.warn("select a failed item first");
+                    Vec::new()
+                }
+            },
+            Action::RequeueAll => self.prepare_requeue_all(batch),
+            _ => match self.target_item() {
+                Some((key, Status::Claimed)) => {
+                    self.warn(format!(
+                        "{} is in flight; it cannot be skipped now",
+                        sanitize::line(&key)
+                    ));
+                    Vec::new()
+                }
+                Some((key, Status::Done)) => {
+                    self.warn(format!("{} is already done", sanitize::line(&key)));
+                    Vec::new()
+                }
+                Some((key, _)) => {
+                    self.ask(Write::Skip { batch, key });
+                    Vec::new()
+                }
+                None => {
+                    self.warn("select an item first");
+                    Vec::new()
+                }
+            },
+        }
+    }
+
+    /// The item a key acts on: the open detail's, else the selected row's.
+    pub(super) fn target_item(&self) -> Option<(String, Status)> {
+        if let Some(d) = self.open_detail() {
+            let status = match &self.data.detail {
+                Some(Ok(det)) if det.item.key == d.key => det.item.status,
+                _ => return None,
+            };
+            return Some((d.key.clone(), status));
+        }
+        self.selected_row().map(|r| (r.key.clone(), r.status))
+    }
+
+    pub(super) fn prepare_requeue_all(&mut self, batch: String) -> Vec<Effect> {
+        let clean = |s: &str| sanitize::line(s).into_owned();
+        let (query, what) = match self.pane {
+            Pane::DeadLetters => {
+                let class = match &self.class {
+                    Some(c) => c.clone(),
+                    None => match self.data.dlq.get(self.dlq.sel) {
+                        Some(g) => g.error_class.clone(),
+                        None => {
+                            self.warn("no error class selected");
+                            return Vec::new();
+                        }
+                    },
+                };
+                let what = format!("class {} in {}", clean(&class), clean(&batch));
+                (
+                    ItemsQuery {
+                        class: Some(class),
+                        ..ItemsQuery::default()
+                    },
+                    what,
+                )
+            }
+            _ => {
+                if let Some(s) = self.status_filter.filter(|s| *s != Status::Failed) {
+                    self.warn(format!(
+                        "the filter shows {s} items; none of them is failed"
+                    ));
+                    return Vec::new();
+                }
+                let what = if self.search.is_empty() {
+                    format!("all failed in {}", clean(&batch))
+                } else {
+                    format!(
+                        "failed matching \"{}\" in {}",
+                        clean(&self.search),
+                        clean(&batch)
+                    )
+                };
+                (
+                    ItemsQuery {
+                        status: Some(Status::Failed),
+                        search: self.search.clone(),
+                        ..ItemsQuery::default()
+                    },
+                    what,
+                )
+            }
+        };
+        self.busy += 1;
+        self.say("counting the failed items…");
+        vec![Effect::PrepareRequeue { batch, query, what }]
+    }
+}

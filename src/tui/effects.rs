@@ -1,0 +1,243 @@
+//! Side effects off the UI thread: store writes (requeue, skip, pause,
+//! unpause), counting what a "requeue all" would move, and starting a
+//! runner. Results come back as actions. Every write is recorded by the
+//! store as an event with `user@host`.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::Duration;
+
+use super::Msg;
+use super::action::{Action, Write};
+use crate::model::Pause;
+use crate::store::{Access, ItemsQuery, Selection, Store};
+use crate::util::identity::actor;
+use crate::util::sanitize;
+use crate::util::time::now_ms;
+
+/// Recorded with a skip made from the dashboard.
+const SKIP_REASON: &str = "skipped from the dashboard";
+
+pub enum Job {
+    Write(Write),
+    Prepare {
+        batch: String,
+        query: ItemsQuery,
+        what: String,
+    },
+}
+
+/// How to start a runner that outlives the dashboard.
+#[derive(Debug, Clone)]
+pub struct RunnerSpawn {
+    pub db: PathBuf,
+    pub config: Option<PathBuf>,
+    /// Where the runner's stdout/stderr go (else /dev/null).
+    pub log: Option<PathBuf>,
+}
+
+pub struct Effects {
+    tx: Sender<Job>,
+    /// Says the thread has closed its connection.
+    done: Receiver<()>,
+}
+
+impl Effects {
+    pub fn spawn(spawn: RunnerSpawn, out: Sender<Msg>) -> Effects {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("nightshift-effects".into())
+            .spawn(move || {
+                work(&spawn, &rx, &out);
+                let _ = done_tx.send(());
+            })
+            .expect("spawning the effects thread");
+        Effects { tx, done }
+    }
+
+    /// Stops the thread once its current job is done, waiting at most
+    /// `wait` for it to close its connection (see `Poller::stop`).
+    pub fn stop(self, wait: Duration) {
+        let Effects { tx, done } = self;
+        drop(tx);
+        let _ = done.recv_timeout(wait);
+    }
+
+    pub fn send(&self, job: Job) {
+        let _ = self.tx.send(job);
+    }
+}
+
+fn work(spawn: &RunnerSpawn, rx: &Receiver<Job>, out: &Sender<Msg>) {
+    let mut store: Option<Store> = None;
+    for job in rx {
+        let action = match job {
+            Job::Prepare { batch, query, what } => match open(&spawn.db, &mut store)
+                .and_then(|s| s.failed_keys(&batch, &query).map_err(|e| e.to_string()))
+            {
+                Ok(keys) => Action::Prepared(Write::Requeue { batch, keys, what }),
+                Err(e) => Action::Done {
+                    ok: false,
+                    message: format!("cannot count the failed items: {e}"),
+                },
+            },
+            Job::Write(Write::Resume { batch }) => start_runner(spawn, &batch, out),
+            Job::Write(write) => match open(&spawn.db, &mut store).and_then(|s| apply(s, &write)) {
+                Ok(message) => Action::Done { ok: true, message },
+                Err(e) => {
+                    store = None;
+                    Action::Done {
+                        ok: false,
+                        message: format!("nothing changed: {e}"),
+                    }
+                }
+            },
+        };
+        if out.send(Msg::Action(action)).is_err() {
+            return;
+        }
+    }
+}
+
+fn open<'a>(db: &std::path::Path, store: &'a mut Option<Store>) -> Result<&'a mut Store, String> {
+    if store.is_none() {
+        *store = Some(Store::open(db, Access::ReadWrite).map_err(|e| e.to_string())?);
+    }
+    store.as_mut().ok_or_else(|| "store not open".to_string())
+}
+
+fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
+    let who = actor();
+    let now = now_ms();
+    let name = |b: &str| sanitize::line(b).into_owned();
+    let err = |e: crate::store::StoreError| e.to_string();
+    match write {
+        Write::Requeue { batch, keys, what } => {
+            // Items that left `failed` since the dialog (a runner redrove
+            // them) are left alone.
+            let still = store.failed_among(batch, keys).map_err(err)?;
+            let moved = if still.is_empty() {
+                Vec::new()
+            } else {
+                let sel = Selection {
+                    keys: still,
+                    ..Selection::default()
+                };
+                store
+                    .requeue(batch, &sel, false, false, &who, now)
+                    .map_err(err)?
+            };
+            let mut msg = format!(
+                "requeued {} item{} ({what})",
+                moved.len(),
+                if moved.len() == 1 { "" } else { "s" }
+            );
+            if moved.len() < keys.len() {
+                msg.push_str(&format!(
+                    "; {} had changed meanwhile and were left alone",
+                    keys.len() - moved.len()
+                ));
+            }
+            Ok(msg)
+        }
+        Write::Skip { batch, key } => {
+            let (skipped, _) = store
+                .skip(batch, std::slice::from_ref(key), SKIP_REASON, &who, now)
+                .map_err(err)?;
+            Ok(if skipped == 1 {
+                format!("skipped {} (marked done without running)", name(key))
+            } else {
+                format!("{} was already done", name(key))
+            })
+        }
+        Write::Pause { batch, reason } => {
+            let pause = Pause {
+                reason: reason.clone(),
+                by: who,
+                at: now,
+            };
+            store.pause_batch(batch, &pause).map_err(err)?;
+            Ok(format!("paused {}: {}", name(batch), name(reason)))
+        }
+        Write::Unpause { batch } => {
+            let was = store.unpause_batch(batch, &who, now).map_err(err)?;
+            Ok(if was {
+                format!("unpaused {}", name(batch))
+            } else {
+                format!("{} was not paused", name(batch))
+            })
+        }
+        Write::Resume { batch } => Err(format!("internal: resume of {batch} reached the store")),
+    }
+}
+
+/// Starts `nightshift run BATCH --trigger dashboard --detached` with the
+/// same store and config. Not in a new process group, so that the runner's
+/// own `setsid()` succeeds and it leaves this terminal's session: it keeps
+/// running when the dashboard (or the SSH connection) goes away.
+fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
+    let fail = |message: String| Action::Done { ok: false, message };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return fail(format!("cannot find the nightshift executable: {e}")),
+    };
+    let mut cmd = Command::new(exe);
+    cmd.arg("--db").arg(&spawn.db);
+    if let Some(config) = &spawn.config {
+        cmd.arg("--config").arg(config);
+    }
+    cmd.args(["run", batch, "--trigger", "dashboard", "--detached"])
+        .stdin(Stdio::null());
+    let log = spawn.log.as_ref().and_then(|path| {
+        if let Some(dir) = path.parent() {
+            super::visits::create_private_dir(dir).ok()?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok()?;
+        Some((file.try_clone().ok()?, file, path.clone()))
+    });
+    let log_path = match log {
+        Some((a, b, path)) => {
+            cmd.stdout(a).stderr(b);
+            Some(path)
+        }
+        None => {
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            None
+        }
+    };
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return fail(format!("cannot start a runner: {e}")),
+    };
+    let pid = child.id();
+    let batch_name = sanitize::line(batch).into_owned();
+    let out = out.clone();
+    let name = batch_name.clone();
+    // Reap it (no zombie while the dashboard lives) and say how it ended.
+    std::thread::spawn(move || {
+        let (ok, how) = match child.wait() {
+            Ok(status) => match status.code() {
+                Some(0) => (true, "finished".to_string()),
+                Some(1) => (true, "finished; some items failed".to_string()),
+                Some(code) => (false, format!("exited with status {code}")),
+                None => (false, format!("ended by {status}")),
+            },
+            Err(e) => (false, format!("could not be waited for: {e}")),
+        };
+        let mut message = format!("the run of {name} (pid {pid}) {how}");
+        if let (false, Some(path)) = (ok, &log_path) {
+            message.push_str(&format!("; see {}", path.display()));
+        }
+        let _ = out.send(Msg::Action(Action::RunnerExited { ok, message }));
+    });
+    Action::Done {
+        ok: true,
+        message: format!("started a run of {batch_name} (pid {pid}); it keeps running if you quit"),
+    }
+}

@@ -1,0 +1,284 @@
+//! Keys, per mode, in one table: the event loop dispatches through it and
+//! the footer hints and the `?` overlay are generated from it, so what the
+//! help says is what the keys do.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::action::{Action, Pane};
+
+/// What the keyboard is doing right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Normal,
+    /// Typing a search (items) or kinds (run log).
+    Filter,
+    /// Typing an answer (the pause reason).
+    Prompt,
+    /// A yes/no question about a write; No is the default.
+    Confirm,
+    Help,
+    /// The "since you last looked" summary.
+    Notice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub code: KeyCode,
+    pub ctrl: bool,
+}
+
+impl Key {
+    fn matches(&self, ev: &KeyEvent) -> bool {
+        let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
+        // Shift is part of the character ('R', '?'), so it is not compared.
+        self.code == ev.code && self.ctrl == ctrl
+    }
+
+    /// How the help and footer write the key.
+    pub fn label(&self) -> String {
+        let base = match self.code {
+            KeyCode::Char(' ') => "Space".to_string(),
+            KeyCode::Char(c) => c.to_string(),
+            KeyCode::Enter => "Enter".into(),
+            KeyCode::Esc => "Esc".into(),
+            KeyCode::Tab => "Tab".into(),
+            KeyCode::BackTab => "Shift-Tab".into(),
+            KeyCode::Up => "↑".into(),
+            KeyCode::Down => "↓".into(),
+            KeyCode::PageUp => "PgUp".into(),
+            KeyCode::PageDown => "PgDn".into(),
+            KeyCode::Home => "Home".into(),
+            KeyCode::End => "End".into(),
+            KeyCode::Backspace => "Backspace".into(),
+            other => format!("{other:?}"),
+        };
+        if self.ctrl {
+            format!("Ctrl-{base}")
+        } else {
+            base
+        }
+    }
+}
+
+const fn ch(c: char) -> Key {
+    Key {
+        code: KeyCode::Char(c),
+        ctrl: false,
+    }
+}
+
+const fn code(code: KeyCode) -> Key {
+    Key { code, ctrl: false }
+}
+
+const fn ctrl(c: char) -> Key {
+    Key {
+        code: KeyCode::Char(c),
+        ctrl: true,
+    }
+}
+
+pub struct Binding {
+    pub mode: Mode,
+    pub keys: &'static [Key],
+    pub action: Action,
+    /// Panes where it applies; empty: everywhere.
+    pub panes: &'static [Pane],
+    pub help: &'static str,
+    /// The footer's word for it; `None`: only in the help overlay.
+    pub hint: Option<&'static str>,
+    /// Changes the store (refused read-only).
+    pub writes: bool,
+}
+
+const fn bind(
+    mode: Mode,
+    keys: &'static [Key],
+    action: Action,
+    help: &'static str,
+    hint: Option<&'static str>,
+) -> Binding {
+    Binding {
+        mode,
+        keys,
+        action,
+        panes: &[],
+        help,
+        hint,
+        writes: false,
+    }
+}
+
+const fn only(mut b: Binding, panes: &'static [Pane]) -> Binding {
+    b.panes = panes;
+    b
+}
+
+const fn writes(mut b: Binding) -> Binding {
+    b.writes = true;
+    b
+}
+
+use Mode::{Confirm, Filter, Help, Normal, Notice, Prompt};
+
+const LISTS: &[Pane] = &[Pane::Items, Pane::DeadLetters];
+const QUIT: &[Key] = &[ch('q'), ctrl('c')];
+const CTRL_C: &[Key] = &[ctrl('c')];
+
+#[rustfmt::skip]
+pub const BINDINGS: &[Binding] = &[
+    bind(Normal, QUIT, Action::Quit, "quit", Some("quit")),
+    bind(Normal, &[ch('?')], Action::Help, "this help", Some("help")),
+    bind(Normal, &[code(KeyCode::Tab)], Action::NextPane, "next pane", Some("pane")),
+    bind(Normal, &[code(KeyCode::BackTab)], Action::PrevPane, "previous pane", None),
+    bind(Normal, &[ch('1')], Action::GoPane(Pane::Batches), "pane 1: batches", None),
+    bind(Normal, &[ch('2')], Action::GoPane(Pane::Activity), "pane 2: activity", None),
+    bind(Normal, &[ch('3')], Action::GoPane(Pane::Items), "pane 3: items", None),
+    bind(Normal, &[ch('4')], Action::GoPane(Pane::DeadLetters), "pane 4: dead letters", None),
+    bind(Normal, &[ch('5')], Action::GoPane(Pane::Log), "pane 5: run log", None),
+    bind(Normal, &[ch('j'), code(KeyCode::Down)], Action::Down, "down", None),
+    bind(Normal, &[ch('k'), code(KeyCode::Up)], Action::Up, "up", None),
+    bind(Normal, &[code(KeyCode::PageDown), ctrl('d')], Action::PageDown, "page down", None),
+    bind(Normal, &[code(KeyCode::PageUp), ctrl('u')], Action::PageUp, "page up", None),
+    bind(Normal, &[ch('g'), code(KeyCode::Home)], Action::Top, "first", None),
+    bind(Normal, &[ch('G'), code(KeyCode::End)], Action::Bottom, "last", None),
+    bind(Normal, &[ch(']')], Action::NextBatch, "next batch", None),
+    bind(Normal, &[ch('[')], Action::PrevBatch, "previous batch", None),
+    bind(Normal, &[code(KeyCode::Enter)], Action::Open, "open: item detail, class items", Some("open")),
+    bind(Normal, &[code(KeyCode::Esc)], Action::Back, "back; clear the filter", None),
+    only(bind(Normal, &[ch('/')], Action::StartFilter, "filter: search key/label/error, or log kinds", Some("filter")), &[Pane::Items, Pane::Log]),
+    only(bind(Normal, &[ch('s')], Action::CycleStatus, "status filter: all/pending/claimed/done/failed", Some("status")), &[Pane::Items]),
+    only(bind(Normal, &[ch('f')], Action::ToggleFollow, "follow new events on/off", Some("follow")), &[Pane::Log]),
+    only(bind(Normal, &[ch('b')], Action::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log]),
+    writes(bind(Normal, &[ch('r')], Action::Resume, "start a run (resume) of the batch", Some("run"))),
+    writes(bind(Normal, &[ch('p')], Action::TogglePause, "pause (asks why) / unpause the batch", Some("pause"))),
+    writes(only(bind(Normal, &[ch('R')], Action::RequeueSelected, "requeue the selected failed item", Some("requeue")), LISTS)),
+    writes(only(bind(Normal, &[ch('A')], Action::RequeueAll, "requeue all failed items shown (asks)", Some("all")), LISTS)),
+    writes(only(bind(Normal, &[ch('x')], Action::SkipSelected, "mark the selected item skipped (asks)", Some("skip")), LISTS)),
+    // Filter and Prompt: typed characters become Action::Input.
+    bind(Filter, &[code(KeyCode::Enter)], Action::Submit, "keep the filter", Some("keep")),
+    bind(Filter, &[code(KeyCode::Esc)], Action::Cancel, "clear the filter", Some("clear")),
+    bind(Filter, &[code(KeyCode::Backspace)], Action::Backspace, "delete a character", None),
+    bind(Filter, CTRL_C, Action::Quit, "quit", None),
+    bind(Prompt, &[code(KeyCode::Enter)], Action::Submit, "submit", Some("submit")),
+    bind(Prompt, &[code(KeyCode::Esc)], Action::Cancel, "cancel", Some("cancel")),
+    bind(Prompt, &[code(KeyCode::Backspace)], Action::Backspace, "delete a character", None),
+    bind(Prompt, CTRL_C, Action::Quit, "quit", None),
+    bind(Confirm, &[ch('y'), ch('Y')], Action::Confirm(true), "yes, do it", Some("yes")),
+    bind(Confirm, &[ch('n'), ch('N'), code(KeyCode::Enter), code(KeyCode::Esc)], Action::Confirm(false), "no (the default)", Some("no")),
+    bind(Confirm, CTRL_C, Action::Quit, "quit", None),
+    bind(Help, &[code(KeyCode::Esc), ch('?'), code(KeyCode::Enter)], Action::Back, "close the help", Some("close")),
+    bind(Help, &[ch('j'), code(KeyCode::Down)], Action::Down, "scroll down", None),
+    bind(Help, &[ch('k'), code(KeyCode::Up)], Action::Up, "scroll up", None),
+    bind(Help, QUIT, Action::Quit, "quit", None),
+    bind(Notice, &[code(KeyCode::Esc), code(KeyCode::Enter), ch(' ')], Action::Back, "dismiss", Some("dismiss")),
+    bind(Notice, QUIT, Action::Quit, "quit", None),
+];
+
+fn applies(b: &Binding, mode: Mode, pane: Pane) -> bool {
+    b.mode == mode && (b.panes.is_empty() || b.panes.contains(&pane))
+}
+
+/// The action a key stands for in this mode and pane.
+pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Action> {
+    if let Some(b) = BINDINGS
+        .iter()
+        .find(|b| applies(b, mode, pane) && b.keys.iter().any(|k| k.matches(ev)))
+    {
+        return Some(b.action.clone());
+    }
+    match (mode, ev.code) {
+        (Mode::Filter | Mode::Prompt, KeyCode::Char(c))
+            if !ev.modifiers.contains(KeyModifiers::CONTROL) =>
+        {
+            Some(Action::Input(c))
+        }
+        _ => None,
+    }
+}
+
+/// The bindings of a mode that apply in a pane, in table order.
+pub fn bindings(mode: Mode, pane: Pane) -> impl Iterator<Item = &'static Binding> {
+    BINDINGS.iter().filter(move |b| applies(b, mode, pane))
+}
+
+/// `j/↓`: every key of a binding.
+pub fn keys_label(b: &Binding) -> String {
+    b.keys.iter().map(Key::label).collect::<Vec<_>>().join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(c: KeyCode, m: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(c, m)
+    }
+
+    #[test]
+    fn table_dispatches_per_mode_and_pane() {
+        let j = key(KeyCode::Char('j'), KeyModifiers::NONE);
+        assert_eq!(lookup(Mode::Normal, Pane::Items, &j), Some(Action::Down));
+        assert_eq!(
+            lookup(Mode::Filter, Pane::Items, &j),
+            Some(Action::Input('j'))
+        );
+        let big_r = key(KeyCode::Char('R'), KeyModifiers::SHIFT);
+        assert_eq!(
+            lookup(Mode::Normal, Pane::Items, &big_r),
+            Some(Action::RequeueSelected)
+        );
+        assert_eq!(lookup(Mode::Normal, Pane::Activity, &big_r), None);
+        let ctrl_c = key(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        for mode in [
+            Mode::Normal,
+            Mode::Filter,
+            Mode::Prompt,
+            Mode::Confirm,
+            Mode::Help,
+        ] {
+            assert_eq!(
+                lookup(mode, Pane::Log, &ctrl_c),
+                Some(Action::Quit),
+                "{mode:?}"
+            );
+        }
+        let enter = key(KeyCode::Enter, KeyModifiers::NONE);
+        assert_eq!(
+            lookup(Mode::Confirm, Pane::Items, &enter),
+            Some(Action::Confirm(false)),
+            "Enter in a confirm dialog means No"
+        );
+        let open = key(KeyCode::Char('['), KeyModifiers::NONE);
+        assert_eq!(
+            lookup(Mode::Normal, Pane::Items, &open),
+            Some(Action::PrevBatch)
+        );
+    }
+
+    #[test]
+    fn every_key_is_bound_once_per_mode_and_pane() {
+        for mode in [
+            Mode::Normal,
+            Mode::Filter,
+            Mode::Prompt,
+            Mode::Confirm,
+            Mode::Help,
+            Mode::Notice,
+        ] {
+            for pane in Pane::ALL {
+                let mut seen = Vec::new();
+                for b in bindings(mode, pane) {
+                    for k in b.keys {
+                        assert!(
+                            !seen.contains(k),
+                            "{mode:?} {pane:?}: {} bound twice",
+                            k.label()
+                        );
+                        seen.push(*k);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The dashboard (`nightshift watch`, or `nightshift` alone).
+//!
+//! Event → Action → `App::update` → render. Three sources feed one
+//! channel: the keyboard (a thread blocked in `crossterm::event::read`), the
+//! poller (store reads every interval, off the UI thread) and the effects
+//! thread (writes, runner starts). The loop redraws only after something
+//! happened, or once a second for the clock; ratatui then writes only the
+//! cells that changed. The terminal is restored on every way out: `q`,
+//! Ctrl-C, SIGTERM/SIGHUP/SIGINT, and a panic (a hook restores it before
+//! the message is printed).
+
+pub mod action;
+pub mod app;
+pub mod effects;
+pub mod keymap;
+pub mod nav;
+pub mod poller;
+pub mod theme;
+pub mod ui;
+pub mod visits;
+
+use std::io::{BufWriter, Stdout, Write as _};
+use std::path::PathBuf;
+use std::sync::Once;
+use std::sync::mpsc::{RecvTimeoutError, Sender};
+use std::time::Duration;
+
+use crossterm::event::{Event, KeyEventKind};
+use crossterm::terminal::{
+    BeginSynchronizedUpdate, EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen,
+    disable_raw_mode, enable_raw_mode,
+};
+use crossterm::{cursor, execute, queue};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+
+use action::{Action, Effect};
+use app::{App, Setup};
+use effects::{Effects, Job, RunnerSpawn};
+use keymap::Mode;
+use poller::{Cmd, Poller};
+use visits::Visits;
+
+use crate::util::time::now_ms;
+
+/// What the loop reacts to.
+pub enum Msg {
+    Input(Event),
+    /// The terminal went away (read failed).
+    InputClosed,
+    Signal(i32),
+    Action(Action),
+}
+
+pub struct Options {
+    pub db: PathBuf,
+    pub config: Option<PathBuf>,
+    pub setup: Setup,
+    pub interval: Duration,
+    pub state_dir: Option<PathBuf>,
+}
+
+/// How the dashboard ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Quit,
+    Signal(i32),
+    TerminalGone,
+}
+
+type Backend = CrosstermBackend<BufWriter<Stdout>>;
+
+/// The terminal in raw mode on the alternate screen; restored on drop.
+struct Screen {
+    terminal: Terminal<Backend>,
+}
+
+fn restore() {
+    let _ = disable_raw_mode();
+    let mut out = std::io::stdout();
+    let _ = execute!(
+        out,
+        EndSynchronizedUpdate,
+        LeaveAlternateScreen,
+        cursor::Show
+    );
+    let _ = out.flush();
+}
+
+impl Screen {
+    fn enter() -> anyhow::Result<Screen> {
+        static HOOK: Once = Once::new();
+        HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                restore();
+                previous(info);
+            }));
+        });
+        enable_raw_mode()
+            .map_err(|e| anyhow::anyhow!("cannot put the terminal in raw mode: {e}"))?;
+        let mut out = std::io::stdout();
+        if let Err(e) = execute!(out, EnterAlternateScreen, cursor::Hide) {
+            restore();
+            return Err(anyhow::anyhow!("cannot set up the terminal: {e}"));
+        }
+        let backend = CrosstermBackend::new(BufWriter::with_capacity(64 * 1024, std::io::stdout()));
+        match Terminal::new(backend) {
+            Ok(terminal) => Ok(Screen { terminal }),
+            Err(e) => {
+                restore();
+                Err(anyhow::anyhow!("cannot set up the terminal: {e}"))
+            }
+        }
+    }
+
+    fn draw(&mut self, app: &App) -> std::io::Result<()> {
+        // One atomic update for terminals (and tmux) that support it.
+        queue!(self.terminal.backend_mut(), BeginSynchronizedUpdate)?;
+        self.terminal.draw(|f| ui::render(app, f))?;
+        execute!(self.terminal.backend_mut(), EndSynchronizedUpdate)
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+fn spawn_input(tx: Sender<Msg>) {
+    let _ = std::thread::Builder::new()
+        .name("nightshift-input".into())
+        .spawn(move || {
+            loop {
+                match crossterm::event::read() {
+                    Ok(ev) => {
+                        if tx.send(Msg::Input(ev)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => {
+                        let _ = tx.send(Msg::InputClosed);
+                        return;
+                    }
+                }
+            }
+        });
+}
+
+#[cfg(unix)]
+fn spawn_signals(tx: Sender<Msg>) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT, SIGQUIT])?;
+    std::thread::Builder::new()
+        .name("nightshift-signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if tx.send(Msg::Signal(sig)).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn spawn_signals(_tx: Sender<Msg>) -> anyhow::Result<()> {
+    Ok(())
+}
+
+/// Runs the dashboard until the user quits, a signal arrives or the
+/// terminal goes away.
+pub fn run(opts: Options) -> anyhow::Result<Ended> {
+    let read_only = opts.setup.read_only;
+    let mut app = App::new(opts.setup, now_ms());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let access = if read_only {
+        crate::store::Access::ReadOnly
+    } else {
+        crate::store::Access::ReadWrite
+    };
+    let poller = Poller::spawn(opts.db.clone(), access, opts.interval, tx.clone());
+    let effects = (!read_only).then(|| {
+        Effects::spawn(
+            RunnerSpawn {
+                db: opts.db.clone(),
+                config: opts.config.clone(),
+                log: opts
+                    .state_dir
+                    .as_ref()
+                    .map(|d| d.join("dashboard-runs.log")),
+            },
+            tx.clone(),
+        )
+    });
+    let visits = Visits::new(opts.state_dir.as_deref(), &opts.db);
+    if let Some(last) = visits.last() {
+        poller.send(Cmd::Since(last));
+    }
+    let _ = visits.record(now_ms());
+
+    spawn_signals(tx.clone())?;
+    let mut screen = Screen::enter()?;
+    let size = screen.terminal.size()?;
+    app.update(Action::Resize(size.width, size.height));
+    spawn_input(tx.clone());
+
+    let mut sent: Option<crate::store::DashQuery> = None;
+    let mut dirty = true;
+    let mut ended = Ended::Quit;
+    let mut shown_second = app.now / 1000;
+    loop {
+        let query = app.query();
+        if sent.as_ref() != Some(&query) {
+            poller.send(Cmd::Query(Box::new(query.clone())));
+            sent = Some(query);
+        }
+        if dirty {
+            if screen.draw(&app).is_err() {
+                // The terminal is gone (SSH dropped): nothing left to show.
+                ended = Ended::TerminalGone;
+                break;
+            }
+            dirty = false;
+        }
+        if app.quit {
+            break;
+        }
+        // Wake at the next second for the clock, or at once for a message.
+        let wait = 1000 - now_ms().rem_euclid(1000) + 1;
+        let first = match rx.recv_timeout(Duration::from_millis(wait as u64)) {
+            Ok(msg) => Some(msg),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let now = now_ms();
+        app.update(Action::Tick(now));
+        if now / 1000 != shown_second {
+            shown_second = now / 1000;
+            dirty = true;
+        }
+        for msg in first.into_iter().chain(rx.try_iter()) {
+            let actions: Vec<Action> = match msg {
+                Msg::Input(Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                    dirty = true;
+                    keymap::lookup(app.mode, app.pane, &k).into_iter().collect()
+                }
+                Msg::Input(Event::Resize(w, h)) => {
+                    dirty = true;
+                    vec![Action::Resize(w, h)]
+                }
+                Msg::Input(Event::Paste(text))
+                    if matches!(app.mode, Mode::Filter | Mode::Prompt) =>
+                {
+                    dirty = true;
+                    text.chars()
+                        .filter(|c| !c.is_control())
+                        .map(Action::Input)
+                        .collect()
+                }
+                Msg::Input(_) => Vec::new(),
+                Msg::InputClosed => {
+                    ended = Ended::TerminalGone;
+                    vec![Action::Quit]
+                }
+                Msg::Signal(sig) => {
+                    ended = Ended::Signal(sig);
+                    vec![Action::Quit]
+                }
+                Msg::Action(a) => {
+                    dirty = true;
+                    vec![a]
+                }
+            };
+            for action in actions {
+                for effect in app.update(action) {
+                    match effect {
+                        Effect::Write(w) => match &effects {
+                            Some(e) => e.send(Job::Write(w)),
+                            None => {
+                                app.update(Action::Done {
+                                    ok: false,
+                                    message: "read-only: nothing was changed".into(),
+                                });
+                            }
+                        },
+                        Effect::PrepareRequeue { batch, query, what } => {
+                            if let Some(e) = &effects {
+                                e.send(Job::Prepare { batch, query, what });
+                            }
+                        }
+                        Effect::PollNow => poller.send(Cmd::Now),
+                        Effect::Quit => {}
+                    }
+                }
+            }
+        }
+    }
+    let _ = visits.record(now_ms());
+    drop(screen);
+    // Close the store cleanly before the process ends (see Poller::stop).
+    poller.stop(Duration::from_secs(5));
+    if let Some(effects) = effects {
+        effects.stop(Duration::from_secs(5));
+    }
+    Ok(ended)
+}

@@ -1,0 +1,192 @@
+//! Store reads off the UI thread: a thread that polls every interval (and
+//! at once when the query changes or after a write) and sends the result
+//! back as an action. Each poll is one short read transaction that never
+//! takes a lock a runner waits for; a poll of unchanged files reads
+//! nothing; a vanished or broken file becomes a "stale" header instead of
+//! a crash.
+//!
+//! Read-only dashboards read through SQLite's read-only shared memory
+//! (`Access::ReadOnly`). A dashboard that may write reads through a normal
+//! connection instead: SQLite shares one shared-memory mapping per file and
+//! process, and a read-only one would make the effects thread's writes in
+//! this same process fail with "attempt to write a readonly database".
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use super::Msg;
+use super::action::Action;
+use crate::model::Millis;
+use crate::store::{Access, DashQuery, Store};
+use crate::util::time::now_ms;
+
+pub enum Cmd {
+    /// Read this from now on (polls at once).
+    Query(Box<DashQuery>),
+    /// Poll at once (after a write).
+    Now,
+    /// Summarise what changed since a moment, once.
+    Since(Millis),
+}
+
+pub struct Poller {
+    tx: Sender<Cmd>,
+    /// Says the thread has closed its connection.
+    done: Receiver<()>,
+}
+
+impl Poller {
+    pub fn spawn(db: PathBuf, access: Access, interval: Duration, out: Sender<Msg>) -> Poller {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("nightshift-poller".into())
+            .spawn(move || {
+                let mut source = Source {
+                    db,
+                    access,
+                    store: None,
+                };
+                poll_loop(&mut source, interval, &rx, &out);
+                drop(source);
+                let _ = done_tx.send(());
+            })
+            .expect("spawning the poller thread");
+        Poller { tx, done }
+    }
+
+    /// Stops the thread and waits (at most `wait`) for it to close its
+    /// connection. Exiting in the middle of SQLite closing the last
+    /// connection would leave a `-wal` without its `-shm`, which read-only
+    /// readers cannot use.
+    pub fn stop(self, wait: Duration) {
+        let Poller { tx, done } = self;
+        drop(tx);
+        let _ = done.recv_timeout(wait);
+    }
+
+    pub fn send(&self, cmd: Cmd) {
+        // The poller only stops when the dashboard does.
+        let _ = self.tx.send(cmd);
+    }
+}
+
+/// The open store, and which file it is.
+struct Source {
+    db: PathBuf,
+    access: Access,
+    store: Option<(Store, Option<FileId>)>,
+}
+
+type FileId = (u64, u64);
+
+#[cfg(unix)]
+fn file_id(path: &Path) -> std::io::Result<Option<FileId>> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok(Some((m.dev(), m.ino())))
+}
+
+#[cfg(not(unix))]
+fn file_id(path: &Path) -> std::io::Result<Option<FileId>> {
+    std::fs::metadata(path).map(|_| None)
+}
+
+impl Source {
+    /// The store, opened afresh when the file was replaced or removed (an
+    /// open connection would go on reading the old file).
+    fn get(&mut self) -> Result<&Store, String> {
+        let now_id = file_id(&self.db).ok();
+        if let Some((_, id)) = &self.store
+            && now_id.as_ref() != Some(id)
+        {
+            self.store = None;
+        }
+        if self.store.is_none() {
+            let store = Store::open(&self.db, self.access).map_err(|e| e.to_string())?;
+            self.store = Some((store, now_id.flatten()));
+        }
+        self.store
+            .as_ref()
+            .map(|(s, _)| s)
+            .ok_or_else(|| "store not open".to_string())
+    }
+}
+
+fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sender<Msg>) {
+    let mut query: Option<DashQuery> = None;
+    let mut due = Instant::now();
+    let mut last: Option<(Vec<u8>, DashQuery, i64)> = None;
+    loop {
+        let first = if query.is_none() {
+            match rx.recv() {
+                Ok(cmd) => Some(cmd),
+                Err(_) => return,
+            }
+        } else {
+            match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                Ok(cmd) => Some(cmd),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        };
+        let mut poll = first.is_none();
+        // Take everything queued: only the newest query matters.
+        for cmd in first.into_iter().chain(rx.try_iter()) {
+            match cmd {
+                Cmd::Query(q) => {
+                    query = Some(*q);
+                    poll = true;
+                }
+                Cmd::Now => poll = true,
+                Cmd::Since(t) => {
+                    if let Ok(s) = src
+                        .get()
+                        .and_then(|s| s.since(t).map_err(|e| e.to_string()))
+                    {
+                        let _ = out.send(Msg::Action(Action::Since(Box::new(s))));
+                    }
+                }
+            }
+        }
+        let Some(q) = query.as_ref().filter(|_| poll) else {
+            continue;
+        };
+        let now = now_ms();
+        // Same files, same question, same minute: the answer is the same
+        // (the minute matters for rates and the 24 h windows).
+        let marker = src
+            .store
+            .as_ref()
+            .map(|(s, _)| (s.change_marker(), q.clone(), now / 60_000));
+        if marker.is_some() && marker == last {
+            if out
+                .send(Msg::Action(Action::Unchanged { at: now }))
+                .is_err()
+            {
+                return;
+            }
+            due = Instant::now() + interval;
+            continue;
+        }
+        let result = src
+            .get()
+            .and_then(|s| s.dashboard(q, now).map_err(|e| e.to_string()))
+            .map(Box::new);
+        last = match &result {
+            Ok(_) => marker,
+            Err(_) => {
+                src.store = None;
+                None
+            }
+        };
+        if out
+            .send(Msg::Action(Action::Polled { at: now, result }))
+            .is_err()
+        {
+            return;
+        }
+        due = Instant::now() + interval;
+    }
+}

@@ -1,0 +1,208 @@
+//! Pane 2: done and failed completions per minute (sparklines) and the
+//! run history (done vs failed per run, newest on the right).
+
+use ratatui::Frame;
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Sparkline, Widget};
+
+use super::{num, pane_block, placeholder};
+use crate::model::{Run, RunState};
+use crate::tui::app::App;
+use crate::tui::theme::{Palette, Role};
+
+pub fn render(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    let name = app
+        .batch
+        .as_deref()
+        .map(|b| super::clean(b, 60))
+        .unwrap_or_default();
+    let block = pane_block(
+        app,
+        vec![
+            Span::styled("Activity", p.style(Role::Title)),
+            Span::styled(format!(" · {name}"), p.style(Role::Dim)),
+        ],
+    );
+    let Some(view) = app.batch.as_deref().and_then(|b| app.batch_view(b)) else {
+        placeholder(
+            app,
+            f,
+            area,
+            block,
+            &super::empty_text(app, "no activity yet"),
+        );
+        return;
+    };
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    // Tall: sparklines above the run history; short: side by side.
+    let [spark_area, runs_area] = if inner.height >= 14 {
+        Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner)
+    } else {
+        Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)])
+            .spacing(2)
+            .areas(inner)
+    };
+    let [done_label, done_area, failed_label, failed_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+        Constraint::Fill(1),
+    ])
+    .areas(spark_area);
+    let width = spark_area.width as usize;
+    let shown = &view.minutes[view.minutes.len().saturating_sub(width)..];
+    let done: Vec<u64> = shown.iter().map(|m| m.0.max(0) as u64).collect();
+    let failed: Vec<u64> = shown.iter().map(|m| m.1.max(0) as u64).collect();
+    let max = |v: &[u64]| v.iter().copied().max().unwrap_or(0);
+    let title = |what: &str, v: &[u64], role: Role| {
+        Line::from(vec![
+            Span::styled(what.to_string(), p.style(role)),
+            Span::styled(
+                format!(
+                    "/min, last {} min (max {}, total {})",
+                    v.len(),
+                    num(max(v) as i64),
+                    num(v.iter().sum::<u64>() as i64)
+                ),
+                p.style(Role::Dim),
+            ),
+        ])
+    };
+    f.render_widget(Paragraph::new(title("done", &done, Role::Ok)), done_label);
+    f.render_widget(
+        Sparkline::default()
+            .data(&done)
+            .max(max(&done).max(1))
+            .style(p.style(Role::Ok)),
+        done_area,
+    );
+    f.render_widget(
+        Paragraph::new(title("failed", &failed, Role::Fail)),
+        failed_label,
+    );
+    f.render_widget(
+        Sparkline::default()
+            .data(&failed)
+            .max(max(&failed).max(1))
+            .style(p.style(Role::Fail)),
+        failed_area,
+    );
+    runs_chart(app, f, runs_area);
+}
+
+/// The run history: per run a column of done (`█`) and one of failed
+/// (`▒`), scaled to the largest; readable without colour.
+fn runs_chart(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    if area.height < 3 {
+        return;
+    }
+    let [label, chart, axis] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let per_run = 3usize;
+    let fit = (area.width as usize / per_run).max(1);
+    let runs: Vec<&Run> = app.data.runs.iter().take(fit).rev().collect();
+    if runs.is_empty() {
+        f.render_widget(
+            Paragraph::new(Span::styled("no runs yet", p.style(Role::Dim))),
+            label,
+        );
+        return;
+    }
+    let first = runs.first().map_or(0, |r| r.id);
+    let last = runs.last().map_or(0, |r| r.id);
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled("runs ", p.style(Role::Title)),
+            Span::styled(format!("#{first}–#{last}"), p.style(Role::Dim)),
+            Span::styled("   █ done", p.style(Role::Ok)),
+            Span::styled("  ▒ failed", p.style(Role::Fail)),
+            Span::styled("  · lock-held/paused runs show as ·", p.style(Role::Dim)),
+        ])),
+        label,
+    );
+    RunBars {
+        runs: &runs,
+        palette: p,
+        per_run,
+    }
+    .render(chart, f.buffer_mut());
+    let newest = runs.last().map(|r| {
+        format!(
+            "newest #{}: {} done, {} failed",
+            r.id,
+            num(r.counts.done + r.counts.empty),
+            num(r.counts.failed)
+        )
+    });
+    f.render_widget(
+        Paragraph::new(Span::styled(newest.unwrap_or_default(), p.style(Role::Dim))),
+        axis,
+    );
+}
+
+struct RunBars<'a> {
+    runs: &'a [&'a Run],
+    palette: Palette,
+    per_run: usize,
+}
+
+impl Widget for RunBars<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let h = area.height as i64;
+        if h == 0 {
+            return;
+        }
+        let value = |r: &Run| (r.counts.done + r.counts.empty, r.counts.failed);
+        let max = self
+            .runs
+            .iter()
+            .map(|r| {
+                let (d, fl) = value(r);
+                d.max(fl)
+            })
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let height = |v: i64| {
+            if v <= 0 {
+                0
+            } else {
+                ((v * h + max - 1) / max).clamp(1, h)
+            }
+        };
+        for (i, run) in self.runs.iter().enumerate() {
+            let x = area.x + (i * self.per_run) as u16;
+            let (done, failed) = value(run);
+            let idle = matches!(run.state, RunState::LockHeld | RunState::Paused);
+            let columns = [
+                (x, height(done), "█", Role::Ok),
+                (x + 1, height(failed), "▒", Role::Fail),
+            ];
+            for (cx, ch, symbol, role) in columns {
+                if cx >= area.right() {
+                    continue;
+                }
+                for k in 0..ch {
+                    let y = area.bottom() - 1 - k as u16;
+                    buf[(cx, y)]
+                        .set_symbol(symbol)
+                        .set_style(self.palette.style(role));
+                }
+            }
+            if idle && done == 0 && failed == 0 && x < area.right() {
+                buf[(x, area.bottom() - 1)]
+                    .set_symbol("·")
+                    .set_style(self.palette.style(Role::Dim));
+            }
+        }
+    }
+}

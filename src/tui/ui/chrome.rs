@@ -1,0 +1,220 @@
+//! The frame around the panes: header (store, host, read-only badge, poll
+//! age or the stale error), pane tabs with the selected batch, and the
+//! footer (key hints from the keymap, or the latest message).
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{clean, clock, num};
+use crate::tui::action::{Action, Pane};
+use crate::tui::app::{App, FilterTarget};
+use crate::tui::keymap::{self, Mode};
+use crate::tui::theme::Role;
+
+pub fn header(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    let status: Vec<Span> = match (&app.stale, app.last_ok) {
+        (Some(err), last) => {
+            let age = last.map_or(String::new(), |t| {
+                format!(
+                    " {}",
+                    crate::util::time::compact(((app.now - t).max(0) / 1000) as u64)
+                )
+            });
+            vec![Span::styled(
+                format!("stale{age}: {}", clean(err, 160)),
+                p.style(Role::Fail),
+            )]
+        }
+        (None, Some(t)) => vec![
+            Span::styled("polled ", p.style(Role::Dim)),
+            Span::raw(format!("{}Z", clock(t, app.now))),
+            Span::styled(
+                format!(
+                    " · {} ago",
+                    crate::util::time::compact(((app.now - t).max(0) / 1000) as u64)
+                ),
+                p.style(Role::Dim),
+            ),
+        ],
+        (None, None) => vec![Span::styled("loading…", p.style(Role::Dim))],
+    };
+    let status_width: usize = status.iter().map(|s| s.width()).sum::<usize>() + 1;
+    let [left, right] = Layout::horizontal([
+        Constraint::Fill(1),
+        Constraint::Length(status_width.min(area.width as usize * 2 / 3) as u16),
+    ])
+    .areas(area);
+    let mut spans = vec![Span::styled(" nightshift ", p.style(Role::Title))];
+    if app.setup.read_only {
+        spans.push(Span::styled(" READ-ONLY ", p.style(Role::Badge)));
+        spans.push(Span::raw(" "));
+    }
+    if app.busy > 0 {
+        spans.push(Span::styled("⋯ working ", p.style(Role::Warn)));
+    }
+    let host = clean(&app.setup.host, 40);
+    let used: usize = spans.iter().map(|s| s.width()).sum();
+    let room = (left.width as usize).saturating_sub(used + host.chars().count() + 4);
+    spans.push(Span::raw(format!(
+        "{} · {host}",
+        tail(&clean(&app.setup.display_path, 400), room)
+    )));
+    f.render_widget(Paragraph::new(Line::from(spans)), left);
+    f.render_widget(
+        Paragraph::new(Line::from(status)).alignment(ratatui::layout::Alignment::Right),
+        right,
+    );
+}
+
+/// The end of a path when it does not fit: `…/nightshift/nightshift.db`.
+fn tail(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    let keep = max.saturating_sub(1);
+    format!("…{}", s.chars().skip(n - keep).collect::<String>())
+}
+
+pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    let narrow = area.width < 120;
+    let mut spans = Vec::new();
+    for (i, pane) in Pane::ALL.iter().enumerate() {
+        let style = if *pane == app.pane {
+            p.style(Role::Selected)
+        } else {
+            p.style(Role::Dim)
+        };
+        let title = if narrow {
+            pane.short_title()
+        } else {
+            pane.title()
+        };
+        spans.push(Span::styled(format!(" {} {title} ", i + 1), style));
+        spans.push(Span::raw(" "));
+    }
+    let used: usize = spans.iter().map(|s| s.width()).sum();
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+    let Some(info) = app.selected_info() else {
+        return;
+    };
+    let c = &info.counts;
+    let mut right = vec![Span::styled(clean(&info.name, 40), p.style(Role::Title))];
+    if c.total() > 0 {
+        right.push(Span::raw(format!(" {}%", c.done * 100 / c.total())));
+    }
+    right.push(Span::styled(
+        format!(" ✓{}", num(c.done)),
+        p.style(Role::Ok),
+    ));
+    if c.failed > 0 {
+        right.push(Span::styled(
+            format!(" ✗{}", num(c.failed)),
+            p.style(Role::Fail),
+        ));
+    }
+    if c.remaining() > 0 {
+        right.push(Span::raw(format!(" …{}", num(c.remaining()))));
+    }
+    if info.lock.is_some() {
+        right.push(Span::styled(
+            if narrow { " ▶" } else { " ▶ running" },
+            p.style(Role::Accent),
+        ));
+    }
+    if info.pause.is_some() {
+        right.push(Span::styled(
+            if narrow { " ⏸" } else { " ⏸ PAUSED" },
+            p.style(Role::Warn),
+        ));
+    }
+    right.push(Span::raw(" "));
+    let width: usize = right.iter().map(|s| s.width()).sum();
+    let room = (area.width as usize).saturating_sub(used);
+    if width <= room {
+        let [_, r] =
+            Layout::horizontal([Constraint::Fill(1), Constraint::Length(width as u16)]).areas(area);
+        f.render_widget(Paragraph::new(Line::from(right)), r);
+    }
+}
+
+pub fn footer(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    if app.mode == Mode::Filter {
+        let label = match app.filter_target {
+            FilterTarget::Search => "search key/label/error: ",
+            FilterTarget::Kinds => "kinds (comma-separated, e.g. failed,empty,lock-held): ",
+        };
+        let line = Line::from(vec![
+            Span::styled(format!(" {label}"), p.style(Role::Key)),
+            Span::raw(clean(&app.input, 200)),
+            Span::styled("█", p.style(Role::Accent)),
+            Span::styled("   Enter keep · Esc clear", p.style(Role::Dim)),
+        ]);
+        f.render_widget(Paragraph::new(line), area);
+        return;
+    }
+    if let Some(flash) = app.flash_text() {
+        let role = if flash.error { Role::Fail } else { Role::Warn };
+        f.render_widget(
+            Paragraph::new(Line::from(Span::styled(
+                format!(" {}", clean(&flash.text, 300)),
+                p.style(role),
+            ))),
+            area,
+        );
+        return;
+    }
+    // `?` and `q` always show, at the right; the rest as far as it fits.
+    let mut fixed = Vec::new();
+    let mut rest = Vec::new();
+    let mut write_keys = Vec::new();
+    for b in keymap::bindings(app.mode, app.pane) {
+        let Some(hint) = b.hint else { continue };
+        let key = b.keys[0].label();
+        if b.writes && app.setup.read_only {
+            write_keys.push(key);
+        } else if matches!(b.action, Action::Quit | Action::Help) {
+            fixed.push((key, hint));
+        } else {
+            rest.push((key, hint));
+        }
+    }
+    let item = |(key, hint): &(String, &str)| {
+        vec![
+            Span::styled(key.clone(), p.style(Role::Key)),
+            Span::styled(format!(" {hint}  "), p.style(Role::Dim)),
+        ]
+    };
+    let mut right: Vec<Span> = fixed.iter().flat_map(item).collect();
+    if !write_keys.is_empty() {
+        right.insert(
+            0,
+            Span::styled(
+                format!("{}: read-only  ", write_keys.join(" ")),
+                p.style(Role::Warn),
+            ),
+        );
+    }
+    let right_width: usize = right.iter().map(|s| s.width()).sum();
+    let room = (area.width as usize).saturating_sub(right_width + 1);
+    let mut left = vec![Span::raw(" ")];
+    let mut used = 1;
+    for r in &rest {
+        let spans = item(r);
+        let w: usize = spans.iter().map(|s| s.width()).sum();
+        if used + w > room {
+            break;
+        }
+        used += w;
+        left.extend(spans);
+    }
+    let [l, r] = Layout::horizontal([Constraint::Fill(1), Constraint::Length(right_width as u16)])
+        .areas(area);
+    f.render_widget(Paragraph::new(Line::from(left)), l);
+    f.render_widget(Paragraph::new(Line::from(right)), r);
+}

@@ -1,0 +1,137 @@
+//! Pane 4: dead letters by error class, last 24 h against the 24 h before
+//! (the morning check), with the items failed now by tier; Enter lists a
+//! class's failed items.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::Span;
+use ratatui::widgets::{Cell, Row, Table};
+
+use super::{clean, num, pane_block, placeholder};
+use crate::tui::app::App;
+use crate::tui::theme::Role;
+
+pub fn render(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    let batch = app
+        .batch
+        .as_deref()
+        .map(|b| clean(b, 40))
+        .unwrap_or_default();
+    if let Some(class) = &app.class {
+        let mut title = vec![
+            Span::styled("Dead letters", p.style(Role::Title)),
+            Span::styled(format!(" · {batch} · "), p.style(Role::Dim)),
+            Span::styled(clean(class, 60), p.style(Role::Fail)),
+            Span::raw(" · failed items"),
+        ];
+        if let Some(page) = &app.data.class_items {
+            title.push(Span::styled(
+                super::items::position(page, &app.class_items),
+                p.style(Role::Dim),
+            ));
+        }
+        let block = pane_block(app, title);
+        match &app.data.class_items {
+            Some(page) if page.total > 0 => {
+                super::items::table(app, f, area, block, page, &app.class_items)
+            }
+            Some(_) => placeholder(
+                app,
+                f,
+                area,
+                block,
+                "no item of this class is failed now (Esc: back)",
+            ),
+            None => placeholder(app, f, area, block, "loading…"),
+        }
+        return;
+    }
+    let block = pane_block(
+        app,
+        vec![
+            Span::styled("Dead letters", p.style(Role::Title)),
+            Span::styled(
+                format!(" · {batch} · by error class, last 24 h vs the 24 h before"),
+                p.style(Role::Dim),
+            ),
+        ],
+    );
+    if app.data.dlq.is_empty() {
+        placeholder(
+            app,
+            f,
+            area,
+            block,
+            &super::empty_text(app, "no dead letters: nothing has failed"),
+        );
+        return;
+    }
+    let visible = (area.height as usize).saturating_sub(3);
+    let header = Row::new([
+        "ERROR CLASS",
+        "LAST 24H",
+        "PREV 24H",
+        "DELTA",
+        "ALL TIME",
+        "FAILED NOW",
+        "RETRY",
+        "MANUAL",
+    ])
+    .style(p.style(Role::Dim));
+    let rows: Vec<Row> = app
+        .data
+        .dlq
+        .iter()
+        .enumerate()
+        .skip(app.dlq.top)
+        .take(visible)
+        .map(|(i, g)| {
+            let delta = g.last_24h - g.prev_24h;
+            let delta_role = match delta {
+                d if d > 0 => Role::Fail,
+                d if d < 0 => Role::Ok,
+                _ => Role::Dim,
+            };
+            let row = Row::new(vec![
+                Cell::from(clean(&g.error_class, 80)),
+                Cell::from(num(g.last_24h)),
+                Cell::from(num(g.prev_24h)),
+                Cell::from(format!(
+                    "{}{}",
+                    if delta > 0 { "+" } else { "" },
+                    num(delta)
+                ))
+                .style(p.style(delta_role)),
+                Cell::from(num(g.total)),
+                Cell::from(num(g.retry_now + g.manual_now)),
+                Cell::from(num(g.retry_now)),
+                Cell::from(num(g.manual_now)).style(if g.manual_now > 0 {
+                    p.style(Role::Fail)
+                } else {
+                    p.style(Role::Normal)
+                }),
+            ]);
+            if i == app.dlq.sel {
+                row.style(p.style(Role::Selected))
+            } else {
+                row
+            }
+        })
+        .collect();
+    let widths = [
+        Constraint::Fill(1),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(6),
+        Constraint::Length(8),
+        Constraint::Length(10),
+        Constraint::Length(6),
+        Constraint::Length(6),
+    ];
+    let block = block.title_bottom(Span::styled(
+        " Enter: the class's items · A: requeue it · counts: every failure; FAILED NOW: items ",
+        p.style(Role::Dim),
+    ));
+    f.render_widget(Table::new(rows, widths).header(header).block(block), area);
+}

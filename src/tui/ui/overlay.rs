@@ -1,0 +1,248 @@
+//! Popups over the panes: the `?` help (generated from the keymap), the
+//! confirm dialog (No by default), the pause-reason prompt and the
+//! "since you last looked" summary.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+use super::{clean, num};
+use crate::tui::action::Pane;
+use crate::tui::app::App;
+use crate::tui::keymap::{self, Mode};
+use crate::tui::theme::Role;
+use crate::util::time::{compact, rfc3339};
+
+fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let [v] = Layout::vertical([Constraint::Length(height.min(area.height))])
+        .flex(Flex::Center)
+        .areas(area);
+    let [h] = Layout::horizontal([Constraint::Length(width.min(area.width))])
+        .flex(Flex::Center)
+        .areas(v);
+    h
+}
+
+fn popup<'a>(app: &App, title: &str, role: Role) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(app.setup.palette.style(role))
+        .title(Span::styled(
+            format!(" {title} "),
+            app.setup.palette.style(role),
+        ))
+}
+
+pub fn help(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    let mut lines = Vec::new();
+    let mut seen = Vec::new();
+    // Every Normal binding once, whatever pane it belongs to.
+    for pane in Pane::ALL {
+        for b in keymap::bindings(Mode::Normal, pane) {
+            if seen.contains(&b.help) {
+                continue;
+            }
+            seen.push(b.help);
+            let mut spans = vec![
+                Span::styled(
+                    format!("  {:<18}", keymap::keys_label(b)),
+                    p.style(Role::Key),
+                ),
+                Span::raw(b.help),
+            ];
+            if !b.panes.is_empty() {
+                let names: Vec<&str> = b.panes.iter().map(|p| p.title()).collect();
+                spans.push(Span::styled(
+                    format!("  ({})", names.join(", ")),
+                    p.style(Role::Dim),
+                ));
+            }
+            if b.writes && app.setup.read_only {
+                spans.push(Span::styled("  — disabled: read-only", p.style(Role::Warn)));
+            }
+            lines.push(Line::from(spans));
+        }
+    }
+    lines.push(Line::default());
+    lines.push(Line::from(Span::styled(
+        "  Confirm dialogs: y yes · n/Enter/Esc no.  Filters: type, Enter keep, Esc clear.",
+        p.style(Role::Dim),
+    )));
+    let height = area.height.saturating_sub(2);
+    let rect = centered(area, area.width.saturating_sub(4).min(100), height);
+    let visible = rect.height.saturating_sub(2) as usize;
+    let scroll = app.help_scroll.min(lines.len().saturating_sub(visible));
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(lines.into_iter().skip(scroll).collect::<Vec<_>>()).block(popup(
+            app,
+            "Keys — j/k scroll, Esc close",
+            Role::Title,
+        )),
+        rect,
+    );
+}
+
+pub fn confirm(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    let Some(write) = &app.confirm else {
+        return;
+    };
+    let rect = centered(area, 70, 7);
+    let lines = vec![
+        Line::from(clean(&write.question(), 400)),
+        Line::default(),
+        Line::from(vec![
+            Span::styled("y", p.style(Role::Key)),
+            Span::raw(" yes     "),
+            Span::styled("n", p.style(Role::Key)),
+            Span::raw(" / "),
+            Span::styled("Enter", p.style(Role::Key)),
+            Span::raw(" / "),
+            Span::styled("Esc", p.style(Role::Key)),
+            Span::raw(" no (default)"),
+        ]),
+    ];
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(popup(app, "Confirm", Role::Warn)),
+        rect,
+    );
+}
+
+pub fn prompt(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    let batch = app
+        .prompt
+        .as_deref()
+        .map(|b| clean(b, 40))
+        .unwrap_or_default();
+    let rect = centered(area, 70, 6);
+    let lines = vec![
+        Line::from(format!(
+            "Pause {batch}: runs and schedule fires do nothing until unpaused."
+        )),
+        Line::from(vec![
+            Span::styled("why? ", p.style(Role::Key)),
+            Span::raw(clean(&app.input, 200)),
+            Span::styled("█", p.style(Role::Accent)),
+        ]),
+        Line::from(Span::styled(
+            "Enter pause · Esc cancel (empty: \"paused from the dashboard\")",
+            p.style(Role::Dim),
+        )),
+    ];
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(lines).block(popup(app, "Pause", Role::Warn)),
+        rect,
+    );
+}
+
+pub fn since(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    let Some(s) = &app.since else {
+        return;
+    };
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            "Your last visit: {} ({} ago).",
+            rfc3339(s.since),
+            compact(((app.now - s.since).max(0) / 1000) as u64)
+        ),
+        p.style(Role::Dim),
+    ))];
+    if s.is_empty() {
+        lines.push(Line::from("Nothing failed, ran or fired since then."));
+    }
+    let mut batches: Vec<&str> = s
+        .failures
+        .iter()
+        .map(|f| f.0.as_str())
+        .chain(s.runs.iter().map(|r| r.0.as_str()))
+        .chain(s.takeovers.iter().map(|t| t.0.as_str()))
+        .chain(s.fires.iter().map(|t| t.0.as_str()))
+        .collect();
+    batches.sort();
+    batches.dedup();
+    for b in batches {
+        lines.push(Line::default());
+        lines.push(Line::from(Span::styled(
+            if b.is_empty() {
+                "(no batch)".to_string()
+            } else {
+                clean(b, 60)
+            },
+            p.style(Role::Title),
+        )));
+        let failures: Vec<_> = s.failures.iter().filter(|f| f.0 == b).collect();
+        if !failures.is_empty() {
+            let total: i64 = failures.iter().map(|f| f.3).sum();
+            let quarantined: i64 = failures
+                .iter()
+                .filter(|f| f.2 == crate::model::Tier::Manual)
+                .map(|f| f.3)
+                .sum();
+            lines.push(Line::from(vec![
+                Span::styled(
+                    format!(
+                        "  {} new failure{}",
+                        num(total),
+                        if total == 1 { "" } else { "s" }
+                    ),
+                    p.style(Role::Fail),
+                ),
+                Span::raw(format!(", {} quarantined (manual)", num(quarantined))),
+            ]));
+            for (_, class, tier, n) in failures {
+                lines.push(Line::from(format!(
+                    "    {:<28} {:>7}  {tier}",
+                    clean(class, 60),
+                    num(*n)
+                )));
+            }
+        }
+        let runs: Vec<String> = s
+            .runs
+            .iter()
+            .filter(|r| r.0 == b)
+            .map(|r| format!("{} {}", num(r.2), clean(&r.1, 20)))
+            .collect();
+        if !runs.is_empty() {
+            lines.push(Line::from(format!("  runs: {}", runs.join(", "))));
+        }
+        for (_, n) in s.takeovers.iter().filter(|t| t.0 == b) {
+            lines.push(Line::from(Span::styled(
+                format!("  lock takeovers: {n} (a runner died or its lock expired)"),
+                p.style(Role::Warn),
+            )));
+        }
+        let fires: Vec<String> = s
+            .fires
+            .iter()
+            .filter(|r| r.0 == b)
+            .map(|r| format!("{} {}", num(r.2), clean(&r.1, 20)))
+            .collect();
+        if !fires.is_empty() {
+            lines.push(Line::from(format!(
+                "  schedule fires: {}",
+                fires.join(", ")
+            )));
+        }
+    }
+    let height = (lines.len() as u16 + 2).min(area.height.saturating_sub(2));
+    let rect = centered(area, area.width.saturating_sub(8).min(90), height);
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(lines).block(popup(
+            app,
+            "Since you last looked — Esc/Enter dismiss",
+            Role::Title,
+        )),
+        rect,
+    );
+}

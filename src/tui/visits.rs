@@ -1,0 +1,111 @@
+//! The user's last visit to a store, for "since you last looked". Kept in
+//! the user's own state directory (`$XDG_STATE_HOME/nightshift/` or
+//! `~/.local/state/nightshift/`), keyed by the store's canonical path, never
+//! in the database: it works read-only and per user.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::model::Millis;
+
+/// `$XDG_STATE_HOME/nightshift` (if absolute), else `~/.local/state/nightshift`.
+pub fn state_dir() -> Option<PathBuf> {
+    let xdg = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    let base = xdg.or_else(|| {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(|h| PathBuf::from(h).join(".local").join("state"))
+    })?;
+    Some(base.join("nightshift"))
+}
+
+pub struct Visits {
+    file: Option<PathBuf>,
+    store: String,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Record {
+    store: String,
+    last_visit: Millis,
+}
+
+impl Visits {
+    pub fn new(state_dir: Option<&Path>, store: &Path) -> Visits {
+        let canonical = std::fs::canonicalize(store).unwrap_or_else(|_| store.to_path_buf());
+        let store = canonical.display().to_string();
+        let hash: String = Sha256::digest(canonical.as_os_str().as_encoded_bytes())
+            .iter()
+            .take(12)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Visits {
+            file: state_dir.map(|d| d.join("visits").join(format!("{hash}.json"))),
+            store,
+        }
+    }
+
+    /// When this user last had this store open, if known.
+    pub fn last(&self) -> Option<Millis> {
+        let text = std::fs::read_to_string(self.file.as_ref()?).ok()?;
+        let record: Record = serde_json::from_str(&text).ok()?;
+        (record.store == self.store).then_some(record.last_visit)
+    }
+
+    /// Records a visit (write to a temporary file, then rename: a crash
+    /// never leaves half a record).
+    pub fn record(&self, at: Millis) -> std::io::Result<()> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        if let Some(dir) = file.parent() {
+            create_private_dir(dir)?;
+        }
+        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        let record = Record {
+            store: self.store.clone(),
+            last_visit: at,
+        };
+        std::fs::write(&tmp, serde_json::to_vec(&record).unwrap_or_default())?;
+        std::fs::rename(&tmp, file)
+    }
+}
+
+/// The state directory holds who looked when: this user's only.
+#[cfg(unix)]
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembers_per_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.db");
+        let b = dir.path().join("b.db");
+        std::fs::write(&a, "").unwrap();
+        std::fs::write(&b, "").unwrap();
+        let state = dir.path().join("state");
+        let va = Visits::new(Some(&state), &a);
+        assert_eq!(va.last(), None);
+        va.record(42).unwrap();
+        assert_eq!(Visits::new(Some(&state), &a).last(), Some(42));
+        assert_eq!(Visits::new(Some(&state), &b).last(), None);
+        assert_eq!(Visits::new(None, &a).last(), None);
+    }
+}

@@ -1,0 +1,442 @@
+//! A dashboard fixture store, built through the library API with explicit
+//! times: items in every state, dead letters of several classes on both
+//! sides of the 24 h line, runs (ok, failed, lock-held, one running with its
+//! lock), a paused batch, operator events. Deterministic for a given `now`.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use nightshift::model::{
+    Fire, Holder, Millis, NewEvent, NewItem, Outcome, Pause, RunState, Tier, Trigger,
+};
+use nightshift::store::{Completion, Failure, Selection, Store};
+
+/// 2026-01-01T12:00:00Z.
+pub const NOW: Millis = 1_767_268_800_000;
+pub const MIN: Millis = 60_000;
+pub const HOUR: Millis = 60 * MIN;
+pub const ACTOR: &str = "ops@fixture";
+
+pub struct Options {
+    pub now: Millis,
+    /// A run in progress holding the lock (snapshots); off for end-to-end
+    /// tests that start a real runner.
+    pub running: bool,
+}
+
+fn holder() -> Holder {
+    Holder {
+        host: "worker-1".into(),
+        pid: 4242,
+        pid_start: None,
+    }
+}
+
+struct Run<'a> {
+    store: &'a mut Store,
+    batch: &'a str,
+    id: i64,
+}
+
+impl Run<'_> {
+    fn start(store: &mut Store, batch: &str, trigger: Trigger, at: Millis) -> i64 {
+        let id = store.start_run(batch, trigger, &holder(), at).unwrap();
+        store
+            .log_event(
+                &NewEvent::new(
+                    at,
+                    batch,
+                    "run-started",
+                    format!("run {id} started ({trigger}) on worker-1:4242"),
+                )
+                .run(id),
+            )
+            .unwrap();
+        id
+    }
+
+    /// Claims `n` pending items at `at`; returns (item id, key, token).
+    fn claim(&mut self, n: usize, at: Millis) -> Vec<(i64, String, i64)> {
+        self.store
+            .claim(self.batch, self.id, n, at + 10 * MIN, at)
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.item_id, c.key, c.token))
+            .collect()
+    }
+
+    fn done(&mut self, c: &(i64, String, i64), outcome: Outcome, cost: Option<f64>, at: Millis) {
+        let result = match outcome {
+            Outcome::Empty => None,
+            _ => Some(r#"{"url":"https://example.com/post","words":812}"#),
+        };
+        let kind = if outcome == Outcome::Empty {
+            "empty"
+        } else {
+            "done"
+        };
+        let ok = self
+            .store
+            .complete(
+                &Completion {
+                    item_id: c.0,
+                    token: c.2,
+                    run_id: self.id,
+                    outcome,
+                    result,
+                    cost,
+                    now: at,
+                },
+                &NewEvent::new(at, self.batch, kind, format!("{kind} (attempt 1)"))
+                    .run(self.id)
+                    .key(&c.1),
+            )
+            .unwrap();
+        assert!(ok);
+    }
+
+    fn fail(&mut self, c: &(i64, String, i64), tier: Tier, class: &str, message: &str, at: Millis) {
+        let kind = if tier == Tier::Retry {
+            "failed"
+        } else {
+            "quarantined"
+        };
+        let ok = self
+            .store
+            .fail(
+                &Failure {
+                    item_id: c.0,
+                    token: c.2,
+                    run_id: self.id,
+                    tier,
+                    error_class: class,
+                    message,
+                    next_attempt_at: (tier == Tier::Retry).then_some(at + HOUR),
+                    cost: None,
+                    now: at,
+                },
+                &NewEvent::new(at, self.batch, kind, format!("{class}: {message}"))
+                    .run(self.id)
+                    .key(&c.1),
+            )
+            .unwrap();
+        assert!(ok);
+    }
+
+    fn finish(self, state: RunState, summary: &str, at: Millis) {
+        self.store
+            .finish_run(self.id, state, summary, 0, 0, at)
+            .unwrap();
+        self.store
+            .log_event(&NewEvent::new(at, self.batch, "run-finished", summary).run(self.id))
+            .unwrap();
+    }
+}
+
+fn items(prefix: &str, n: usize) -> Vec<NewItem> {
+    (1..=n)
+        .map(|i| {
+            let slug = format!("post-{i:02}");
+            let label = if i == 7 {
+                "ブログ:日記:こんにちは".to_string()
+            } else {
+                format!("{prefix}:rust:{slug}")
+            };
+            NewItem {
+                key: format!("{prefix}-{i:02}"),
+                label,
+                payload: format!(
+                    r#"{{"site":"{prefix}","category":"rust","slug":"{slug}","title":"Post number {i}","tags":["a","b"]}}"#
+                ),
+            }
+        })
+        .collect()
+}
+
+pub fn build(db: &Path, opts: &Options) {
+    let now = opts.now;
+    let (mut store, created) = Store::create(db).unwrap();
+    assert!(created);
+    // In time order, so event ids and times agree as in real life.
+    let r = "reports";
+    store
+        .add_items(r, &items("report", 5), now - 50 * HOUR, |_| {})
+        .unwrap();
+    let b = "articles";
+    store
+        .add_items(b, &items("blog", 60), now - 48 * HOUR, |_| {})
+        .unwrap();
+
+    // Run 1, 40 h ago: 8 done (1 empty), 2 failed: the previous 24 h.
+    let t = now - 40 * HOUR;
+    let id = Run::start(&mut store, b, Trigger::Schedule, t);
+    let mut run = Run {
+        store: &mut store,
+        batch: b,
+        id,
+    };
+    let c = run.claim(10, t);
+    for (i, item) in c.iter().take(8).enumerate() {
+        let outcome = if i == 3 {
+            Outcome::Empty
+        } else {
+            Outcome::Done
+        };
+        run.done(item, outcome, None, t + (i as i64 + 1) * MIN);
+    }
+    run.fail(
+        &c[8],
+        Tier::Retry,
+        "TimeoutError",
+        "worker timed out after 600s",
+        t + 9 * MIN,
+    );
+    run.fail(
+        &c[9],
+        Tier::Manual,
+        "HTTP400",
+        "bad request: slug already taken",
+        t + 10 * MIN,
+    );
+    run.finish(
+        RunState::Failed,
+        "articles: 7 done, 1 empty, 2 failed (1 retry, 1 manual), 11m",
+        t + 11 * MIN,
+    );
+
+    // Run 2, 30 h ago.
+    let t = now - 30 * HOUR;
+    let id = Run::start(&mut store, b, Trigger::Schedule, t);
+    let mut run = Run {
+        store: &mut store,
+        batch: b,
+        id,
+    };
+    let c = run.claim(10, t);
+    for (i, item) in c.iter().take(7).enumerate() {
+        run.done(item, Outcome::Done, None, t + (i as i64 + 1) * MIN);
+    }
+    run.fail(
+        &c[7],
+        Tier::Retry,
+        "RateLimitError",
+        "429 Too Many Requests (retry after 30s)",
+        t + 8 * MIN,
+    );
+    run.fail(
+        &c[8],
+        Tier::Retry,
+        "RateLimitError",
+        "429 Too Many Requests (retry after 30s)",
+        t + 8 * MIN,
+    );
+    run.fail(
+        &c[9],
+        Tier::Retry,
+        "TimeoutError",
+        "worker timed out after 600s",
+        t + 9 * MIN,
+    );
+    run.finish(
+        RunState::Failed,
+        "articles: 7 done, 3 failed (3 retry), 10m",
+        t + 10 * MIN,
+    );
+
+    // The second batch's one run.
+    let t = now - 26 * HOUR;
+    let id = Run::start(&mut store, r, Trigger::Schedule, t);
+    let mut run = Run {
+        store: &mut store,
+        batch: r,
+        id,
+    };
+    let c = run.claim(2, t);
+    run.done(&c[0], Outcome::Done, None, t + MIN);
+    run.done(&c[1], Outcome::Done, None, t + 2 * MIN);
+    run.finish(RunState::Ok, "reports: 2 done, 2m", t + 2 * MIN);
+
+    // Run 3, 20 h ago: stepped down, someone else held the lock.
+    let t = now - 20 * HOUR;
+    let id = store.start_run(b, Trigger::Manual, &holder(), t).unwrap();
+    store
+        .finish_run(
+            id,
+            RunState::LockHeld,
+            "articles: lock-held: worker-2:77 is running it",
+            0,
+            0,
+            t,
+        )
+        .unwrap();
+    store
+        .log_event(
+            &NewEvent::new(
+                t,
+                b,
+                "lock-held",
+                "articles: lock-held: worker-2:77 is running it",
+            )
+            .run(id),
+        )
+        .unwrap();
+
+    // Run 4, 10 h ago: this side of the 24 h line.
+    let t = now - 10 * HOUR;
+    store
+        .log_event(&NewEvent::new(
+            t,
+            b,
+            "lock-takeover",
+            "took over the lock of worker-2:77 (expired)",
+        ))
+        .unwrap();
+    let id = Run::start(&mut store, b, Trigger::Schedule, t);
+    let mut run = Run {
+        store: &mut store,
+        batch: b,
+        id,
+    };
+    let c = run.claim(8, t);
+    for (i, item) in c.iter().take(5).enumerate() {
+        run.done(item, Outcome::Done, None, t + (i as i64 + 1) * MIN);
+    }
+    run.fail(
+        &c[5],
+        Tier::Retry,
+        "TimeoutError",
+        "worker timed out after 600s",
+        t + 6 * MIN,
+    );
+    run.fail(
+        &c[6],
+        Tier::Manual,
+        "TimeoutError",
+        "worker timed out after 600s (attempt 5 of 5; quarantined)",
+        t + 7 * MIN,
+    );
+    run.fail(
+        &c[7],
+        Tier::Manual,
+        "ValidationError",
+        "field \"title\" too long \x1b[31m(512 > 200)\x1b[0m",
+        t + 7 * MIN,
+    );
+    run.finish(
+        RunState::Failed,
+        "articles: 5 done, 3 failed (1 retry, 2 manual), 8m",
+        t + 8 * MIN,
+    );
+
+    // The second batch paused; its schedule fired into the pause.
+    store
+        .pause_batch(
+            r,
+            &Pause {
+                reason: "waiting for the new API key".into(),
+                by: ACTOR.into(),
+                at: now - 3 * HOUR,
+            },
+        )
+        .unwrap();
+    store
+        .record_fire(
+            r,
+            &Fire {
+                at: now - 150 * MIN,
+                outcome: "skipped".into(),
+                reason: Some("paused".into()),
+                run_id: None,
+            },
+        )
+        .unwrap();
+
+    // Run 5, 2 h ago, started from the dashboard, with cost.
+    let t = now - 2 * HOUR;
+    let id = Run::start(&mut store, b, Trigger::Dashboard, t);
+    let mut run = Run {
+        store: &mut store,
+        batch: b,
+        id,
+    };
+    let c = run.claim(6, t);
+    for (i, item) in c.iter().take(5).enumerate() {
+        let outcome = if i == 4 {
+            Outcome::Empty
+        } else {
+            Outcome::Done
+        };
+        run.done(item, outcome, Some(0.02), t + (i as i64 + 1) * MIN);
+    }
+    run.fail(
+        &c[5],
+        Tier::Retry,
+        "RateLimitError",
+        "429 Too Many Requests",
+        t + 6 * MIN,
+    );
+    run.finish(
+        RunState::Failed,
+        "articles: 4 done, 1 empty, 1 failed (1 retry), $0.10, 6m",
+        t + 6 * MIN,
+    );
+
+    // Operator actions an hour ago.
+    let t = now - HOUR;
+    store
+        .requeue(
+            b,
+            &Selection {
+                keys: vec!["blog-09".into()],
+                ..Selection::default()
+            },
+            false,
+            false,
+            ACTOR,
+            t,
+        )
+        .unwrap();
+    store
+        .skip(
+            b,
+            &["blog-60".to_string()],
+            "duplicate of blog-59",
+            ACTOR,
+            t,
+        )
+        .unwrap();
+
+    if opts.running {
+        // Run 6, started 5 min ago and still going: it holds the lock.
+        let t = now - 5 * MIN;
+        let id = Run::start(&mut store, b, Trigger::Schedule, t);
+        store
+            .acquire_lock(
+                b,
+                "fixture-token",
+                &holder(),
+                Some(id),
+                now + 45_000,
+                t,
+                None,
+            )
+            .unwrap();
+        let mut run = Run {
+            store: &mut store,
+            batch: b,
+            id,
+        };
+        let c = run.claim(5, t);
+        run.done(&c[0], Outcome::Done, Some(0.03), now - 4 * MIN);
+        run.done(&c[1], Outcome::Done, Some(0.03), now - 2 * MIN);
+        run.done(&c[2], Outcome::Done, Some(0.03), now - 30_000);
+    }
+
+    drop(store);
+
+    // `add` records who added, from the environment: make it fixed.
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute("UPDATE events SET actor = ?1 WHERE kind = 'added'", [ACTOR])
+        .unwrap();
+}

@@ -1,0 +1,230 @@
+//! The real binary in a real pseudo-terminal, its output fed to a `vt100`
+//! screen: what a user would see, and whether anything tried to set the
+//! window title or the clipboard.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+
+/// Long enough for a loaded CI machine; a healthy run takes milliseconds.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Records what the program asked of the terminal besides drawing.
+#[derive(Default)]
+pub struct Watch {
+    pub title_set: Arc<AtomicBool>,
+    pub clipboard: Arc<AtomicBool>,
+}
+
+impl vt100::Callbacks for Watch {
+    fn set_window_title(&mut self, _: &mut vt100::Screen, _: &[u8]) {
+        self.title_set.store(true, Ordering::SeqCst);
+    }
+    fn set_window_icon_name(&mut self, _: &mut vt100::Screen, _: &[u8]) {
+        self.title_set.store(true, Ordering::SeqCst);
+    }
+    fn copy_to_clipboard(&mut self, _: &mut vt100::Screen, _: &[u8], _: &[u8]) {
+        self.clipboard.store(true, Ordering::SeqCst);
+    }
+}
+
+pub struct Dash {
+    master: Box<dyn MasterPty + Send>,
+    writer: Box<dyn Write + Send>,
+    pub parser: Arc<Mutex<vt100::Parser<Watch>>>,
+    pub child: Box<dyn portable_pty::Child + Send + Sync>,
+    pub title_set: Arc<AtomicBool>,
+    pub clipboard: Arc<AtomicBool>,
+    /// Bytes the program wrote to the terminal so far.
+    pub bytes: Arc<AtomicU64>,
+    pub cols: u16,
+}
+
+impl Dash {
+    /// Starts `nightshift ARGS` on `db` in a `cols`×`rows` terminal, as user
+    /// `tester` on host `ptyhost`, with its state directory in `dir/state`.
+    pub fn open(bin: &Path, dir: &Path, db: &Path, args: &[&str], size: (u16, u16)) -> Dash {
+        let (cols, rows) = size;
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = CommandBuilder::new(bin);
+        cmd.args(args);
+        cmd.cwd(dir);
+        cmd.env("NIGHTSHIFT_DB", db);
+        cmd.env("XDG_STATE_HOME", dir.join("state"));
+        cmd.env("TERM", "xterm-256color");
+        cmd.env("NIGHTSHIFT_HOST", "ptyhost");
+        cmd.env("USER", "tester");
+        cmd.env_remove("NO_COLOR");
+        cmd.env_remove("NIGHTSHIFT_CONFIG");
+        let child = pair.slave.spawn_command(cmd).unwrap();
+        drop(pair.slave);
+        let watch = Watch::default();
+        let title_set = watch.title_set.clone();
+        let clipboard = watch.clipboard.clone();
+        let parser = Arc::new(Mutex::new(vt100::Parser::new_with_callbacks(
+            std::num::NonZeroU16::new(rows).unwrap(),
+            std::num::NonZeroU16::new(cols).unwrap(),
+            0,
+            watch,
+        )));
+        let bytes = Arc::new(AtomicU64::new(0));
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let (p, b) = (parser.clone(), bytes.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        b.fetch_add(n as u64, Ordering::SeqCst);
+                        p.lock().unwrap().process(&buf[..n]);
+                    }
+                }
+            }
+        });
+        let writer = pair.master.take_writer().unwrap();
+        Dash {
+            master: pair.master,
+            writer,
+            parser,
+            child,
+            title_set,
+            clipboard,
+            bytes,
+            cols,
+        }
+    }
+
+    /// Sends one key (bytes as a terminal sends them). Keys go one at a
+    /// time: an Esc followed at once by a letter would read as Alt+letter.
+    pub fn key(&mut self, bytes: &str) {
+        self.writer.write_all(bytes.as_bytes()).unwrap();
+        self.writer.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(40));
+    }
+
+    /// Types text, one key at a time.
+    pub fn type_text(&mut self, text: &str) {
+        for c in text.chars() {
+            self.key(&c.to_string());
+        }
+    }
+
+    pub fn rows(&self) -> Vec<String> {
+        let parser = self.parser.lock().unwrap();
+        parser.screen().rows(0, self.cols).collect()
+    }
+
+    pub fn screen(&self) -> String {
+        self.rows().join("\n")
+    }
+
+    /// Waits until the screen satisfies `pred` and has settled (a frame
+    /// can arrive in several reads); panics with the screen.
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                std::thread::sleep(Duration::from_millis(30));
+                let again = self.screen();
+                if again == screen {
+                    return screen;
+                }
+                continue;
+            }
+            if start.elapsed() > PATIENCE {
+                panic!("waited for {what}; the screen shows:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn wait_text(&self, text: &str) -> String {
+        self.wait_for(text, |s| s.contains(text))
+    }
+
+    pub fn resize(&mut self, cols: u16, rows: u16) {
+        self.cols = cols;
+        self.master
+            .resize(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        self.parser.lock().unwrap().screen_mut().set_size(
+            std::num::NonZeroU16::new(rows).unwrap(),
+            std::num::NonZeroU16::new(cols).unwrap(),
+        );
+    }
+
+    /// Waits for the program to end; its exit code.
+    pub fn wait_exit(&mut self) -> u32 {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.exit_code();
+            }
+            if start.elapsed() > PATIENCE {
+                let _ = self.child.kill();
+                panic!(
+                    "the dashboard did not exit; the screen shows:\n{}",
+                    self.screen()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the first poll's data (the header's `polled` time).
+    pub fn wait_loaded(&self) -> String {
+        self.wait_text("polled ")
+    }
+
+    /// Whether the terminal gets back to normal after the program ended
+    /// (its last bytes may still be on their way to the reader).
+    pub fn wait_restored(&self) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < PATIENCE {
+            if self.restored() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// Whether the terminal is back to normal: main screen, cursor shown.
+    pub fn restored(&self) -> bool {
+        let parser = self.parser.lock().unwrap();
+        let screen = parser.screen();
+        !screen.alternate_screen() && !screen.hide_cursor()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.process_id().unwrap()
+    }
+}
+
+impl Drop for Dash {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
