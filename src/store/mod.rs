@@ -219,6 +219,29 @@ impl Store {
         Ok(out)
     }
 
+    /// Raises the writer's page cache to at least `kib` for a bulk write;
+    /// returns the setting to give back to [`Store::restore_cache`].
+    pub(crate) fn grow_cache(&self, kib: i64) -> Option<i64> {
+        let conn = self.conn.as_ref()?;
+        let old: i64 = conn.query_row("PRAGMA cache_size", [], |r| r.get(0)).ok()?;
+        // Negative values are KiB, positive ones pages (of 4 KiB).
+        let old_kib = if old < 0 { -old } else { old * 4 };
+        if kib <= old_kib {
+            return None;
+        }
+        conn.execute_batch(&format!("PRAGMA cache_size = -{kib}"))
+            .ok()?;
+        Some(old)
+    }
+
+    /// Gives back the page cache taken by [`Store::grow_cache`]; SQLite frees
+    /// the pages above the old size.
+    pub(crate) fn restore_cache(&self, old: Option<i64>) {
+        if let (Some(conn), Some(old)) = (&self.conn, old) {
+            let _ = conn.execute_batch(&format!("PRAGMA cache_size = {old}"));
+        }
+    }
+
     fn sqlite_err(&self, e: rusqlite::Error) -> StoreError {
         StoreError::from_sqlite(e, &self.path)
     }
