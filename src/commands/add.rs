@@ -98,8 +98,9 @@ fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
 /// Parses every line, collecting all problems before deciding anything.
 fn parse_lines(bytes: &[u8], spec: &KeySpec, source: &str) -> anyhow::Result<Vec<NewItem>> {
     let mut items = Vec::new();
-    let mut errors = Vec::new();
-    let mut first_line_of: HashMap<String, usize> = HashMap::new();
+    // Line number of each item, for naming duplicates.
+    let mut lines: Vec<usize> = Vec::new();
+    let mut errors: Vec<(usize, String)> = Vec::new();
     let progress = std::io::stderr().is_terminal() && bytes.len() > 8 * 1024 * 1024;
     for (idx, raw) in bytes.split(|b| *b == b'\n').enumerate() {
         let line_no = idx + 1;
@@ -108,34 +109,37 @@ fn parse_lines(bytes: &[u8], spec: &KeySpec, source: &str) -> anyhow::Result<Vec
         }
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let Ok(text) = std::str::from_utf8(raw) else {
-            errors.push(format!("line {line_no}: not valid UTF-8"));
+            errors.push((line_no, "not valid UTF-8".into()));
             continue;
         };
         if text.trim().is_empty() {
             continue;
         }
-        let value: serde_json::Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                errors.push(format!("line {line_no}: malformed JSON: {e}"));
-                continue;
-            }
-        };
-        match key::derive(text, &value, spec) {
+        match key::derive_line(text, spec) {
             Ok(item) => {
-                if let Some(first) = first_line_of.get(&item.key) {
-                    errors.push(format!(
-                        "line {line_no}: duplicate key {:?} (first on line {first})",
-                        item.label
-                    ));
-                    continue;
-                }
-                first_line_of.insert(item.key.clone(), line_no);
                 items.push(item);
+                lines.push(line_no);
             }
-            Err(e) => errors.push(format!("line {line_no}: {e}")),
+            Err(e) => errors.push((line_no, e.to_string())),
         }
     }
+    let mut first_line_of: HashMap<&str, usize> = HashMap::with_capacity(items.len());
+    for (item, &line_no) in items.iter().zip(&lines) {
+        if let Some(&first) = first_line_of.get(item.key.as_str()) {
+            errors.push((
+                line_no,
+                format!("duplicate key {:?} (first on line {first})", item.label),
+            ));
+        } else {
+            first_line_of.insert(&item.key, line_no);
+        }
+    }
+    drop(first_line_of);
+    errors.sort_by_key(|(line_no, _)| *line_no);
+    let errors: Vec<String> = errors
+        .into_iter()
+        .map(|(line_no, e)| format!("line {line_no}: {e}"))
+        .collect();
     if progress {
         eprint!("\r{:40}\r", "");
     }
