@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde::Serialize;
 
 use super::batches::{batch_id, ensure};
+use super::chunks::Chunks;
 use super::events::insert as insert_event;
 use super::{Result, Store, StoreError, json_col, parse_col};
 use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, Status, Tier};
@@ -509,31 +510,18 @@ impl Store {
         if dry_run || matched.is_empty() {
             return Ok(matched.into_iter().map(|(_, r)| r).collect());
         }
+        // Chunks of the selection, each one set-based (two statements, so
+        // the triggers' per-statement setup is paid once per chunk) and
+        // paced to hold the write lock for about 20 ms.
         let mut moved = Vec::with_capacity(matched.len());
-        for chunk in matched.chunks(CHUNK) {
-            let done = self.write(|tx| {
-                let id = batch_id(tx, batch)?;
-                let mut up = tx.prepare_cached(
-                    "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
-                            attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
-                      WHERE id = ?1 AND status = 'failed'",
-                )?;
-                let mut out = Vec::with_capacity(chunk.len());
-                for (item_id, r) in chunk {
-                    // An item that changed since the selection is left alone.
-                    if up.execute(params![item_id, now, reset_attempts])? == 1 {
-                        insert_event(
-                            tx,
-                            &NewEvent::new(now, batch, "requeued", format!("requeued from {} by {actor}", r.tier))
-                                .key(&r.key)
-                                .actor(actor)
-                                .fields(serde_json::json!({"tier": r.tier, "error_class": r.error_class, "reset_attempts": reset_attempts})),
-                        )?;
-                        out.push(r.clone());
-                    }
-                }
-                let _ = id;
-                Ok(out)
+        let mut chunks = Chunks::new(1_000);
+        let mut rest = matched.as_slice();
+        while !rest.is_empty() {
+            let store = &mut *self;
+            let done = chunks.run(|size| {
+                let (chunk, later) = rest.split_at(size.min(rest.len()));
+                rest = later;
+                store.write(|tx| requeue_chunk(tx, batch, chunk, reset_attempts, actor, now))
             })?;
             moved.extend(done);
         }
@@ -642,6 +630,46 @@ impl Store {
             Ok(c.query_row(&sql, params_from_iter(args), |r| r.get(0))?)
         })
     }
+}
+
+/// Moves the items of `chunk` that are still failed back to pending, with a
+/// `requeued` event each (written first: it records the tier and class the
+/// item leaves). Items that changed since the selection are left alone.
+fn requeue_chunk(
+    tx: &Connection,
+    batch: &str,
+    chunk: &[(i64, Requeue)],
+    reset_attempts: bool,
+    actor: &str,
+    now: Millis,
+) -> Result<Vec<Requeue>> {
+    let id = batch_id(tx, batch)?;
+    let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+        .map_err(|e| StoreError::Invalid(format!("encoding item ids: {e}")))?;
+    tx.prepare_cached(
+        "INSERT INTO events (at, batch_id, key, kind, actor, message, fields)
+         SELECT ?2, ?3, key, 'requeued', ?4, 'requeued from ' || tier || ' by ' || ?4,
+                json_object('tier', tier, 'error_class', error_class,
+                            'reset_attempts', json(CASE WHEN ?5 THEN 'true' ELSE 'false' END))
+           FROM items
+          WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'failed'
+          ORDER BY id",
+    )?
+    .execute(params![ids, now, id, actor, reset_attempts])?;
+    let moved: std::collections::HashSet<i64> = tx
+        .prepare_cached(
+            "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+                    attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
+              WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'failed'
+             RETURNING id",
+        )?
+        .query_map(params![ids, now, reset_attempts], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(chunk
+        .iter()
+        .filter(|(id, _)| moved.contains(id))
+        .map(|(_, r)| r.clone())
+        .collect())
 }
 
 fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {

@@ -9,6 +9,7 @@
 //! and never writes the database, its `-wal` or its `-shm` (see `readonly`).
 
 mod batches;
+mod chunks;
 mod dead_letters;
 mod error;
 mod events;
@@ -18,6 +19,7 @@ mod prune;
 mod readonly;
 mod runs;
 mod schema;
+mod trace;
 
 use std::path::{Path, PathBuf};
 
@@ -88,7 +90,8 @@ impl Store {
                 .map_err(|e| StoreError::from_sqlite(e, path))?;
                 // Check before any pragma: a refused file must not change.
                 check_identity(&conn, path)?;
-                schema::configure_writer(&conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+                schema::configure_writer(&mut conn)
+                    .map_err(|e| StoreError::from_sqlite(e, path))?;
                 schema::migrate(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
                 Ok(Store {
                     path: path.to_path_buf(),
@@ -113,7 +116,7 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| StoreError::from_sqlite(e, path))?;
-        let result = schema::configure_writer(&conn).and_then(|()| schema::migrate(&mut conn));
+        let result = schema::configure_writer(&mut conn).and_then(|()| schema::migrate(&mut conn));
         if let Err(e) = result {
             drop(conn);
             let _ = std::fs::remove_file(path);
@@ -184,8 +187,12 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| StoreError::from_sqlite(e, &path))?;
+        let timer = trace::TxTimer::start();
         let out = f(&tx).map_err(|e| e.with_path(&path))?;
         tx.commit().map_err(|e| StoreError::from_sqlite(e, &path))?;
+        if let Some(timer) = timer {
+            timer.finish();
+        }
         Ok(out)
     }
 
@@ -200,6 +207,7 @@ impl Store {
         };
         conn.execute_batch("BEGIN IMMEDIATE")
             .map_err(|e| StoreError::from_sqlite(e, &path))?;
+        let timer = trace::TxTimer::start();
         self.in_group = true;
         let out = f(self);
         self.in_group = false;
@@ -215,6 +223,9 @@ impl Store {
         if let Err(e) = conn.execute_batch("COMMIT") {
             let _ = conn.execute_batch("ROLLBACK");
             return Err(StoreError::from_sqlite(e, &path));
+        }
+        if let Some(timer) = timer {
+            timer.finish();
         }
         Ok(out)
     }

@@ -19,6 +19,8 @@ pub const SCHEMA_VERSION: i32 = 1;
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
 pub const BUSY_TIMEOUT_MS: u64 = 60_000;
+/// Page cache of a writer connection (SQLite's default is 2 MiB).
+pub const WRITER_CACHE_KIB: i64 = 16 * 1024;
 /// Above this the WAL is truncated after a checkpoint, keeping it bounded.
 pub const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
@@ -265,14 +267,43 @@ END;
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
 
 /// Pragmas for every read-write connection. Set once on open.
-pub fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
-    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {
+    conn.busy_handler(Some(wait_for_lock()))?;
+    // temp_store: statement journals (every multi-row update with triggers
+    // has one) stay in memory instead of a temporary file per statement.
+    // cache_size: a bulk chunk dirties a few hundred scattered pages (an
+    // event's key index entry each); SQLite's 2 MiB default spilled them to
+    // the WAL mid-transaction and wrote them twice.
     conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = NORMAL;
          PRAGMA foreign_keys = ON;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -{WRITER_CACHE_KIB};
          PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};"
-    ))
+    ))?;
+    super::trace::install(conn)
+}
+
+/// A busy handler that waits for another writer to release the lock,
+/// retrying every millisecond for up to `BUSY_TIMEOUT_MS`. SQLite's own
+/// back-off sleeps up to 100 ms between tries and would miss the short gaps
+/// a bulk writer leaves between its chunks (see `chunks`), so a runner could
+/// wait for a whole requeue.
+fn wait_for_lock() -> impl FnMut(i32) -> bool + Send + 'static {
+    let limit = std::time::Duration::from_millis(BUSY_TIMEOUT_MS);
+    let mut started = std::time::Instant::now();
+    move |attempt| {
+        // `attempt` counts the tries for this one wait, from 0.
+        if attempt == 0 {
+            started = std::time::Instant::now();
+        }
+        if started.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        true
+    }
 }
 
 /// Pragmas for a read-only connection: nothing that writes.
