@@ -720,7 +720,7 @@ fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i6
         }
         if !not_failed.is_empty() {
             return Err(StoreError::Invalid(format!(
-                "only failed items can be requeued; not failed: {}",
+                "only failed items can be requeued; not failed in batch {batch:?}: {} (nothing was requeued)",
                 not_failed.join(", ")
             )));
         }
