@@ -310,13 +310,21 @@ fn exit_codes_are_documented_and_a_failed_run_exits_1() {
     let env = Env::new();
     let ran = env.run(&["--help"]);
     ran.code(0);
-    for line in [
-        "0  ok",
-        "1  the run finished but some items failed",
-        "2  bad usage",
-        "3  the store could not be used",
+    let codes: Vec<&str> = ran
+        .stdout
+        .lines()
+        .skip_while(|l| *l != "Exit codes:")
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(codes, ["0", "1", "2", "3", "4", "130"], "{ran:?}");
+    for text in [
+        "0    ok",
+        "1    the run finished but some items failed",
+        "2    bad usage",
+        "3    the store could not be used",
     ] {
-        assert!(ran.stdout.contains(line), "{line:?} missing: {ran:?}");
+        assert!(ran.stdout.contains(text), "{text:?} missing: {ran:?}");
     }
     env.failing_batch("b"); // asserts exit 1 itself
 }
