@@ -112,6 +112,30 @@ pub struct Failure<'a> {
     pub now: Millis,
 }
 
+/// Items inserted by one statement in `add_items` (divides the progress
+/// step of 10,000).
+const ROWS: usize = 50;
+
+/// `INSERT` of `rows` items: `?1` batch id, `?2` time, then key, label and
+/// payload of each. An item whose key is present is left as it is.
+fn insert_sql(rows: usize) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|i| {
+            format!(
+                "(?1, ?{}, ?{}, ?{}, 'pending', ?2, ?2)",
+                3 + 3 * i,
+                4 + 3 * i,
+                5 + 3 * i
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+         VALUES {} ON CONFLICT (batch_id, key) DO NOTHING",
+        values.join(", ")
+    )
+}
+
 /// Page cache (KiB) to hold an add's new rows and index entries in one
 /// transaction: about 1.5x their raw size, capped so a huge import spills
 /// to the WAL rather than exhausting memory.
@@ -188,21 +212,34 @@ impl Store {
         let restore = self.grow_cache(bulk_cache_kib(items));
         let out = self.write(|tx| {
             let id = ensure(tx, batch, now)?;
-            let mut st = tx.prepare_cached(
-                "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)
-                 ON CONFLICT (batch_id, key) DO NOTHING",
-            )?;
+            // ROWS items per statement: the statement's own cost (binding,
+            // stepping, resetting) is paid once for them all.
+            let mut many = tx.prepare_cached(&insert_sql(ROWS))?;
+            let mut one = tx.prepare_cached(&insert_sql(1))?;
             let mut report = AddReport::default();
-            for (n, item) in items.iter().enumerate() {
-                if st.execute(params![id, item.key, item.label, item.payload, now])? == 1 {
-                    report.added += 1;
+            let mut done = 0;
+            for group in items.chunks(ROWS) {
+                let st = if group.len() == ROWS {
+                    &mut many
                 } else {
-                    report.present += 1;
+                    &mut one
+                };
+                for part in group.chunks(if group.len() == ROWS { ROWS } else { 1 }) {
+                    st.raw_bind_parameter(1, id)?;
+                    st.raw_bind_parameter(2, now)?;
+                    for (i, item) in part.iter().enumerate() {
+                        st.raw_bind_parameter(3 + 3 * i, &item.key)?;
+                        st.raw_bind_parameter(4 + 3 * i, &item.label)?;
+                        st.raw_bind_parameter(5 + 3 * i, &item.payload)?;
+                    }
+                    let added = st.raw_execute()?;
+                    report.added += added as u64;
+                    report.present += (part.len() - added) as u64;
                 }
-                if n % 10_000 == 0 {
-                    progress(n);
+                if done % 10_000 == 0 {
+                    progress(done);
                 }
+                done += group.len();
             }
             if report.added > 0 {
                 // New items are pending; counted here once rather than per
@@ -269,8 +306,8 @@ impl Store {
                 .collect::<rusqlite::Result<_>>()?;
             claims.sort_by_key(|c| c.item_id);
             let mut ev = tx.prepare_cached(
-                "INSERT INTO events (at, batch_id, run_id, key, kind, message, fields)
-                 VALUES (?1, ?2, ?3, ?4, 'claimed', ?5, NULL)",
+                "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message, fields)
+                 VALUES (?1, ?2, ?3, ?4, ?6, 'claimed', ?5, NULL)",
             )?;
             for c in &claims {
                 ev.execute(params![
@@ -278,7 +315,8 @@ impl Store {
                     id,
                     run_id,
                     c.key,
-                    format!("claimed (attempt {})", c.attempt)
+                    format!("claimed (attempt {})", c.attempt),
+                    c.item_id
                 ])?;
             }
             Ok(claims)
@@ -647,8 +685,8 @@ fn requeue_chunk(
     let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
         .map_err(|e| StoreError::Invalid(format!("encoding item ids: {e}")))?;
     tx.prepare_cached(
-        "INSERT INTO events (at, batch_id, key, kind, actor, message, fields)
-         SELECT ?2, ?3, key, 'requeued', ?4, 'requeued from ' || tier || ' by ' || ?4,
+        "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
+         SELECT ?2, ?3, key, id, 'requeued', ?4, 'requeued from ' || tier || ' by ' || ?4,
                 json_object('tier', tier, 'error_class', error_class,
                             'reset_attempts', json(CASE WHEN ?5 THEN 'true' ELSE 'false' END))
            FROM items

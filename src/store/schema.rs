@@ -183,6 +183,12 @@ CREATE TABLE events (
     batch_id INTEGER,
     run_id   INTEGER,
     key      TEXT,
+    -- The item the event is about (NULL if none). Its timeline is found by
+    -- item id rather than by key: ids of items worked on together are
+    -- close, so their index entries share pages, where keys (hashes) would
+    -- put every event's entry on a page of its own (requeueing 100,000
+    -- items wrote ten times the pages).
+    item_id  INTEGER,
     kind     TEXT NOT NULL,
     actor    TEXT,
     message  TEXT NOT NULL,
@@ -190,7 +196,7 @@ CREATE TABLE events (
 ) STRICT;
 CREATE INDEX events_by_batch ON events (batch_id, id);
 CREATE INDEX events_by_kind ON events (kind, id);
-CREATE INDEX events_by_key ON events (batch_id, key) WHERE key IS NOT NULL;
+CREATE INDEX events_by_item ON events (item_id) WHERE item_id IS NOT NULL;
 CREATE INDEX events_by_time ON events (at);
 
 CREATE TABLE locks (

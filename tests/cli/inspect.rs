@@ -391,6 +391,14 @@ fn log_lists_and_filters_events() {
     let k5 = env.run(&["log", "b", "--json", "--key", "k5"]).json_lines();
     assert!(k5.iter().all(|e| e["key"] == "k5"));
     assert!(k5.iter().any(|e| e["kind"] == "done"));
+    // Without the batch: the item k5 of any batch (only b has one).
+    let any = env.run(&["log", "--json", "--key", "k5"]).json_lines();
+    assert_eq!(any, k5);
+    assert!(
+        env.run(&["log", "--json", "--key", "k99"])
+            .json_lines()
+            .is_empty()
+    );
 
     let c = env.run(&["log", "c", "--json"]).json_lines();
     assert!(c.iter().all(|e| e["batch"] == "c"));
