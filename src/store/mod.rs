@@ -309,7 +309,7 @@ fn create_private_file(path: &Path) -> Result<()> {
         .mode(0o600)
         .open(path)
         .map(drop)
-        .map_err(|e| StoreError::Io(path.to_path_buf(), e))
+        .map_err(|e| StoreError::CannotCreate(path.to_path_buf(), e.to_string()))
 }
 
 #[cfg(not(unix))]
@@ -319,7 +319,7 @@ fn create_private_file(path: &Path) -> Result<()> {
         .create_new(true)
         .open(path)
         .map(drop)
-        .map_err(|e| StoreError::Io(path.to_path_buf(), e))
+        .map_err(|e| StoreError::CannotCreate(path.to_path_buf(), e.to_string()))
 }
 
 /// Reads an optional JSON text column.
