@@ -328,3 +328,41 @@ fn exit_codes_are_documented_and_a_failed_run_exits_1() {
     }
     env.failing_batch("b"); // asserts exit 1 itself
 }
+
+#[test]
+fn a_large_requeue_runs_in_several_short_transactions() {
+    let env = Env::new();
+    env.add_items("b", 5_000);
+    // Fail them directly: the triggers keep the counters right.
+    env.sql()
+        .execute_batch(
+            "UPDATE items SET status = 'failed', tier = 'manual', error_class = 'Boom',
+                              error_message = 'boom'",
+        )
+        .unwrap();
+    env.assert_counts_consistent();
+    let ran = crate::common::ran(
+        env.cmd()
+            .env("NIGHTSHIFT_TRACE_TX", "1")
+            .args(["requeue", "b", "--all-failed"])
+            .output()
+            .unwrap(),
+    );
+    ran.code(0);
+    assert_eq!(ran.stdout, "b: requeued 5000 items\n");
+    let transactions = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("write transaction held the lock"))
+        .count();
+    // The first chunk is 1,000 items and a chunk at most doubles.
+    assert!(transactions >= 3, "{transactions} transactions: {ran:?}");
+    let status = env.status();
+    assert_eq!(status["batches"][0]["pending"], 5_000);
+    assert_eq!(status["batches"][0]["failed"], 0);
+    env.assert_counts_consistent();
+    let events = env
+        .run(&["log", "b", "--json", "--kind", "requeued", "-n", "10000"])
+        .json_lines();
+    assert_eq!(events.len(), 5_000, "one event per item");
+}
