@@ -109,6 +109,30 @@ fn reads_while_a_writer_holds_uncheckpointed_changes() {
     assert_eq!(held[0]["message"], "written, not checkpointed");
     // ...and leave the database, -wal and -shm exactly as they were.
     assert_reads_change_nothing(&env, &worker);
+
+    // So does following the log for a while.
+    let before = fingerprint(&env.db);
+    let mut follow = env
+        .spawnable()
+        .args(["log", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(follow.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1200)); // two polls
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+    assert!(!first.is_empty());
+    assert_eq!(
+        fingerprint(&env.db),
+        before,
+        "log --follow changed the store"
+    );
     drop(writer);
 }
 
