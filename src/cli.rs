@@ -10,12 +10,12 @@ use crate::model::{Status, Tier};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
-  0  ok (also: a run that found the batch paused or its lock held, and stepped down)
-  1  the run finished but some items failed or were quarantined
-  130  the run was interrupted (SIGINT/SIGTERM); unfinished items went back to pending
-  2  bad usage or bad input; nothing was changed
-  3  the store could not be used (missing, corrupt, newer schema, locked, disk full, read-only)
-  4  an unexpected internal error";
+  0    ok (also: a run that found the batch paused or its lock held, and stepped down)
+  1    the run finished but some items failed or were quarantined
+  2    bad usage or bad input; nothing was changed
+  3    the store could not be used (missing, corrupt, newer schema, locked, disk full, read-only)
+  4    an unexpected internal error
+  130  the run was interrupted (SIGINT/SIGTERM); unfinished items went back to pending";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -324,7 +324,8 @@ pub struct PauseArgs {
 #[derive(Debug, Args)]
 pub struct DlqArgs {
     pub batch: String,
-    /// Only dead letters newer than this (e.g. 24h, 7d).
+    /// With --jsonl: only dead letters newer than this (e.g. 24h, 7d).
+    /// Otherwise: count the last DUR against the DUR before [default: 24h].
     #[arg(long, value_parser = parse_duration_arg, value_name = "DUR")]
     pub since: Option<Duration>,
     /// Only this error class.

@@ -17,6 +17,8 @@ use crate::util::{sanitize, time::now_ms};
 const SHOWN_ERRORS: usize = 20;
 /// Inputs with more lines than this show progress on a terminal.
 const PROGRESS_FROM: usize = 50_000;
+/// Inputs larger than this are parsed by several threads.
+const PARALLEL_FROM_BYTES: usize = 1024 * 1024;
 
 pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     let source = if args.file == Path::new("-") {
@@ -95,47 +97,110 @@ fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Parses every line, collecting all problems before deciding anything.
-fn parse_lines(bytes: &[u8], spec: &KeySpec, source: &str) -> anyhow::Result<Vec<NewItem>> {
-    let mut items = Vec::new();
-    let mut errors = Vec::new();
-    let mut first_line_of: HashMap<String, usize> = HashMap::new();
-    let progress = std::io::stderr().is_terminal() && bytes.len() > 8 * 1024 * 1024;
-    for (idx, raw) in bytes.split(|b| *b == b'\n').enumerate() {
-        let line_no = idx + 1;
-        if progress && line_no % PROGRESS_FROM == 0 {
-            eprint!("\rchecking line {line_no}…");
-        }
+/// Lines of one part of the input, parsed.
+#[derive(Default)]
+struct Parsed {
+    items: Vec<NewItem>,
+    /// Line number of each item, for naming duplicates.
+    lines: Vec<usize>,
+    errors: Vec<(usize, String)>,
+}
+
+/// Parses the lines of `part`, the first of which is line `first_line`. (A
+/// part ends with a newline; the empty piece after it is skipped like any
+/// blank line.)
+fn parse_part(part: &[u8], first_line: usize, spec: &KeySpec) -> Parsed {
+    let mut out = Parsed::default();
+    for (idx, raw) in part.split(|b| *b == b'\n').enumerate() {
+        let line_no = first_line + idx;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let Ok(text) = std::str::from_utf8(raw) else {
-            errors.push(format!("line {line_no}: not valid UTF-8"));
+            out.errors.push((line_no, "not valid UTF-8".into()));
             continue;
         };
         if text.trim().is_empty() {
             continue;
         }
-        let value: serde_json::Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                errors.push(format!("line {line_no}: malformed JSON: {e}"));
-                continue;
-            }
-        };
-        match key::derive(text, &value, spec) {
+        match key::derive_line(text, spec) {
             Ok(item) => {
-                if let Some(first) = first_line_of.get(&item.key) {
-                    errors.push(format!(
-                        "line {line_no}: duplicate key {:?} (first on line {first})",
-                        item.label
-                    ));
-                    continue;
-                }
-                first_line_of.insert(item.key.clone(), line_no);
-                items.push(item);
+                out.items.push(item);
+                out.lines.push(line_no);
             }
-            Err(e) => errors.push(format!("line {line_no}: {e}")),
+            Err(e) => out.errors.push((line_no, e.to_string())),
         }
     }
+    out
+}
+
+/// Splits `bytes` after newlines into about `n` parts, each with the
+/// number of its first line.
+fn split_parts(bytes: &[u8], n: usize) -> Vec<(usize, &[u8])> {
+    let mut parts = Vec::with_capacity(n);
+    let (mut start, mut line) = (0, 1);
+    for k in 1..n {
+        let target = (bytes.len() * k / n).max(start);
+        let Some(nl) = bytes[target..].iter().position(|b| *b == b'\n') else {
+            break;
+        };
+        let end = target + nl + 1;
+        parts.push((line, &bytes[start..end]));
+        line += bytes[start..end].iter().filter(|b| **b == b'\n').count();
+        start = end;
+    }
+    parts.push((line, &bytes[start..]));
+    parts
+}
+
+/// Parses every line, collecting all problems before deciding anything.
+/// Large inputs are parsed by several threads, one part each.
+fn parse_lines(bytes: &[u8], spec: &KeySpec, source: &str) -> anyhow::Result<Vec<NewItem>> {
+    let progress = std::io::stderr().is_terminal() && bytes.len() > 8 * 1024 * 1024;
+    if progress {
+        eprint!("\rchecking {source}…");
+    }
+    let threads = if bytes.len() < PARALLEL_FROM_BYTES {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+    };
+    let parsed: Vec<Parsed> = std::thread::scope(|scope| {
+        let handles: Vec<_> = split_parts(bytes, threads)
+            .into_iter()
+            .map(|(first, part)| scope.spawn(move || parse_part(part, first, spec)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    let mut items = Vec::with_capacity(parsed.iter().map(|p| p.items.len()).sum());
+    let mut lines = Vec::with_capacity(items.capacity());
+    let mut errors = Vec::new();
+    for p in parsed {
+        items.extend(p.items);
+        lines.extend(p.lines);
+        errors.extend(p.errors);
+    }
+    let mut first_line_of: HashMap<&str, usize> = HashMap::with_capacity(items.len());
+    for (item, &line_no) in items.iter().zip(&lines) {
+        if let Some(&first) = first_line_of.get(item.key.as_str()) {
+            errors.push((
+                line_no,
+                format!("duplicate key {:?} (first on line {first})", item.label),
+            ));
+        } else {
+            first_line_of.insert(&item.key, line_no);
+        }
+    }
+    drop(first_line_of);
+    errors.sort_by_key(|(line_no, _)| *line_no);
+    let errors: Vec<String> = errors
+        .into_iter()
+        .map(|(line_no, e)| format!("line {line_no}: {e}"))
+        .collect();
     if progress {
         eprint!("\r{:40}\r", "");
     }
@@ -155,4 +220,54 @@ fn parse_lines(bytes: &[u8], spec: &KeySpec, source: &str) -> anyhow::Result<Vec
         msg.push_str(&format!("\n  … and {} more", count - SHOWN_ERRORS));
     }
     Err(user_error(msg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_in(bytes: &[u8], n: usize) -> (Vec<String>, Vec<usize>, Vec<(usize, String)>) {
+        let mut all = Parsed::default();
+        for (first, part) in split_parts(bytes, n) {
+            let p = parse_part(part, first, &KeySpec::Explicit);
+            all.items.extend(p.items);
+            all.lines.extend(p.lines);
+            all.errors.extend(p.errors);
+        }
+        let keys = all.items.into_iter().map(|i| i.key).collect();
+        (keys, all.lines, all.errors)
+    }
+
+    /// Split into any number of parts, the lines, their numbers and the
+    /// errors are those of a single pass.
+    #[test]
+    fn parts_parse_like_one_pass() {
+        let mut text = String::new();
+        for i in 1..=40 {
+            match i % 9 {
+                0 => text.push_str("not json\n"),
+                4 => text.push('\n'),
+                5 => text.push_str("{\"key\":\"x\"}\r\n"),
+                _ => text.push_str(&format!("{{\"key\":\"k{i}\"}}\n")),
+            }
+        }
+        for input in [
+            text.clone(),
+            text.trim_end().to_string(),
+            String::new(),
+            "\n\n".into(),
+        ] {
+            let one = parse_in(input.as_bytes(), 1);
+            for n in [2, 3, 7, 64] {
+                assert_eq!(parse_in(input.as_bytes(), n), one, "{n} parts of {input:?}");
+            }
+        }
+        let (keys, lines, errors) = parse_in(text.as_bytes(), 5);
+        assert_eq!(keys.len(), 31, "40 lines, 5 blank, 4 bad");
+        assert_eq!(lines[..3], [1, 2, 3]);
+        assert_eq!(
+            errors.iter().map(|e| e.0).collect::<Vec<_>>(),
+            [9, 18, 27, 36]
+        );
+    }
 }

@@ -1,11 +1,13 @@
 //! `nightshift dlq`: the morning check (dead letters by error class, last
-//! 24 h vs the 24 h before) and the JSON-lines export for `jq`.
+//! 24 h vs the 24 h before, or two `--since` windows) and the JSON-lines
+//! export for `jq`.
 
 use serde_json::json;
 
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::DlqArgs;
+use crate::duration::format_duration;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
 
@@ -34,29 +36,56 @@ pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
     if let Some(class) = &args.class {
         groups.retain(|g| &g.error_class == class);
     }
+    // The two windows compared: 24 h from the rollups, or --since long.
+    let window = args
+        .since
+        .map_or_else(|| "24h".to_string(), format_duration);
+    let windowed = match args.since {
+        Some(since) => Some(store.dlq_window_counts(&args.batch, now, since.as_millis() as i64)?),
+        None => None,
+    };
+    let counts = |class: &str, last_24h: i64, prev_24h: i64| match &windowed {
+        Some(rows) => rows
+            .iter()
+            .find(|(c, _, _)| c == class)
+            .map_or((0, 0), |(_, last, prev)| (*last, *prev)),
+        None => (last_24h, prev_24h),
+    };
     if args.json {
-        out_json(&json!({ "batch": args.batch, "classes": groups }))?;
+        let classes: Vec<_> = groups
+            .iter()
+            .map(|g| {
+                let (last, prev) = counts(&g.error_class, g.last_24h, g.prev_24h);
+                let mut v = json!(g);
+                v["last"] = json!(last);
+                v["prev"] = json!(prev);
+                v
+            })
+            .collect();
+        out_json(&json!({ "batch": args.batch, "window": window, "classes": classes }))?;
         return Ok(Exit::Ok);
     }
     if groups.is_empty() {
         out(format!("{}: no dead letters", sanitize::line(&args.batch)))?;
         return Ok(Exit::Ok);
     }
+    let last_header = format!("LAST {}", window.to_uppercase());
+    let prev_header = format!("PREV {}", window.to_uppercase());
     let mut table = Table::new(&[
         "ERROR CLASS",
-        "LAST 24H",
-        "PREV 24H",
+        &last_header,
+        &prev_header,
         "DELTA",
         "ALL TIME",
         "FAILED NOW (retry/manual)",
     ]);
     for g in &groups {
-        let delta = g.last_24h - g.prev_24h;
+        let (last, prev) = counts(&g.error_class, g.last_24h, g.prev_24h);
         table.row(vec![
             g.error_class.clone(),
-            g.last_24h.to_string(),
-            g.prev_24h.to_string(),
-            format!("{delta:+}"),
+            last.to_string(),
+            prev.to_string(),
+            format!("{:+}", last - prev),
             g.total.to_string(),
             format!(
                 "{} ({}/{})",

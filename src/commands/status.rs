@@ -164,7 +164,9 @@ fn schedule_lines(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Vec<String> {
     lines
 }
 
-/// `articles 812✓ 3✗ 185…` per batch, for a tmux status bar.
+/// `articles 812✓ 3✗ 185…` per batch, for a tmux status bar: done, failed
+/// (both tiers) and not yet run (pending or in flight), which add up to the
+/// batch's items.
 pub fn short_line(infos: &[BatchInfo]) -> String {
     let parts: Vec<String> = infos
         .iter()
@@ -174,8 +176,9 @@ pub fn short_line(infos: &[BatchInfo]) -> String {
             if c.failed > 0 {
                 s.push_str(&format!(" {}✗", c.failed));
             }
-            if c.remaining() > 0 {
-                s.push_str(&format!(" {}…", c.remaining()));
+            let waiting = c.pending + c.claimed;
+            if waiting > 0 {
+                s.push_str(&format!(" {waiting}…"));
             }
             if i.lock.is_some() {
                 s.push_str(" ▶");

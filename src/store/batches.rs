@@ -7,14 +7,14 @@ use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause};
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(conn: &Connection, name: &str) -> Result<i64> {
-    conn.query_row("SELECT id FROM batches WHERE name = ?1", [name], |r| {
-        r.get(0)
-    })
-    .optional()?
-    .ok_or_else(|| StoreError::UnknownBatch {
-        name: name.to_string(),
-        known: names(conn).unwrap_or_default(),
-    })
+    // Cached: this runs for every event and most transitions.
+    conn.prepare_cached("SELECT id FROM batches WHERE name = ?1")?
+        .query_row([name], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::UnknownBatch {
+            name: name.to_string(),
+            known: names(conn).unwrap_or_default(),
+        })
 }
 
 pub(crate) fn names(conn: &Connection) -> Result<Vec<String>> {
@@ -28,9 +28,8 @@ pub(crate) fn names(conn: &Connection) -> Result<Vec<String>> {
 /// Creates the batch row (and its zeroed counters) if missing.
 pub(crate) fn ensure(conn: &Connection, name: &str, now: Millis) -> Result<i64> {
     if let Some(id) = conn
-        .query_row("SELECT id FROM batches WHERE name = ?1", [name], |r| {
-            r.get(0)
-        })
+        .prepare_cached("SELECT id FROM batches WHERE name = ?1")?
+        .query_row([name], |r| r.get(0))
         .optional()?
     {
         return Ok(id);

@@ -68,6 +68,33 @@ impl Store {
         })
     }
 
+    /// Dead letters per error class in the window `(now - window, now]` and
+    /// in the window before it: `(class, last, previous)`. Reads the dead
+    /// letters of those two windows (an index range), for windows other
+    /// than the 24 h the rollups serve.
+    pub fn dlq_window_counts(
+        &self,
+        batch: &str,
+        now: Millis,
+        window: Millis,
+    ) -> Result<Vec<(String, i64, i64)>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let mut st = c.prepare_cached(
+                "SELECT error_class, sum(failed_at > ?2 - ?3), sum(failed_at <= ?2 - ?3)
+                   FROM dead_letters
+                  WHERE batch_id = ?1 AND failed_at > ?2 - 2 * ?3 AND failed_at <= ?2
+                  GROUP BY error_class",
+            )?;
+            let rows = st
+                .query_map(params![id, now, window], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+    }
+
     /// Dead letters by error class: last 24 h, the 24 h before, all time,
     /// and how many items of the class are failed now by tier. Read from
     /// rollups, so the cost does not grow with the number of dead letters.

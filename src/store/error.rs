@@ -27,6 +27,8 @@ pub enum StoreError {
     ReadOnlyFile(PathBuf, String),
     #[error("cannot open {0}: {1}")]
     CannotOpen(PathBuf, String),
+    #[error("cannot create the store {0}: {1}")]
+    CannotCreate(PathBuf, String),
     #[error("the disk holding {0} is full: nothing was changed")]
     DiskFull(PathBuf),
     #[error("{0} is locked by another program and stayed locked: try again later")]
@@ -110,6 +112,7 @@ impl StoreError {
             StoreError::ReadOnlyStore(p) => StoreError::ReadOnlyStore(p.clone()),
             StoreError::ReadOnlyFile(p, d) => StoreError::ReadOnlyFile(p.clone(), d.clone()),
             StoreError::CannotOpen(p, d) => StoreError::CannotOpen(p.clone(), d.clone()),
+            StoreError::CannotCreate(p, d) => StoreError::CannotCreate(p.clone(), d.clone()),
             StoreError::DiskFull(p) => StoreError::DiskFull(p.clone()),
             StoreError::Busy(p) => StoreError::Busy(p.clone()),
             StoreError::Io(p, e) => {

@@ -25,8 +25,9 @@ pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
         None => None,
     };
     let mut st = conn.prepare_cached(
-        "INSERT INTO events (at, batch_id, run_id, key, kind, actor, message, fields)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
+         VALUES (?1, ?2, ?3, ?4, (SELECT id FROM items WHERE batch_id = ?2 AND key = ?4),
+                 ?5, ?6, ?7, ?8)",
     )?;
     st.execute(params![
         e.at,
@@ -80,8 +81,19 @@ impl Store {
                 cond.push_str(&format!(" AND e.kind IN ({})", slots.join(", ")));
             }
             if let Some(key) = &filter.key {
+                // Through the item's id (see the schema): with the batch, one
+                // index lookup; without it, the item in any batch.
                 args.push(V::Text(key.clone()));
-                cond.push_str(&format!(" AND e.key = ?{}", args.len()));
+                let k = args.len();
+                if filter.batch.is_some() {
+                    cond.push_str(&format!(
+                        " AND e.item_id = (SELECT id FROM items WHERE batch_id = ?1 AND key = ?{k})"
+                    ));
+                } else {
+                    cond.push_str(&format!(
+                        " AND e.item_id IN (SELECT id FROM items WHERE key = ?{k})"
+                    ));
+                }
             }
             if let Some(since) = filter.since {
                 args.push(V::Integer(since));

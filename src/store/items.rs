@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde::Serialize;
 
 use super::batches::{batch_id, ensure};
+use super::chunks::Chunks;
 use super::events::insert as insert_event;
 use super::{Result, Store, StoreError, json_col, parse_col};
 use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, Status, Tier};
@@ -112,6 +113,42 @@ pub struct Failure<'a> {
     pub now: Millis,
 }
 
+/// Items inserted by one statement in `add_items` (divides the progress
+/// step of 10,000).
+const ROWS: usize = 50;
+
+/// `INSERT` of `rows` items: `?1` batch id, `?2` time, then key, label and
+/// payload of each. An item whose key is present is left as it is.
+fn insert_sql(rows: usize) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|i| {
+            format!(
+                "(?1, ?{}, ?{}, ?{}, 'pending', ?2, ?2)",
+                3 + 3 * i,
+                4 + 3 * i,
+                5 + 3 * i
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+         VALUES {} ON CONFLICT (batch_id, key) DO NOTHING",
+        values.join(", ")
+    )
+}
+
+/// Page cache (KiB) to hold an add's new rows and index entries in one
+/// transaction: about 1.5x their raw size, capped so a huge import spills
+/// to the WAL rather than exhausting memory.
+fn bulk_cache_kib(items: &[NewItem]) -> i64 {
+    const CAP_KIB: usize = 512 * 1024;
+    let bytes: usize = items
+        .iter()
+        .map(|i| 2 * i.key.len() + i.label.len() + i.payload.len() + 64)
+        .sum();
+    (bytes * 3 / 2 / 1024).min(CAP_KIB) as i64
+}
+
 /// Appends numbered placeholders (`?2`, `?3`, ...) after `?1`, the batch id.
 pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Value>) -> String {
     use rusqlite::types::Value as V;
@@ -170,25 +207,48 @@ impl Store {
         now: Millis,
         mut progress: impl FnMut(usize),
     ) -> Result<AddReport> {
-        self.write(|tx| {
+        // One transaction holds every new page: give the page cache room for
+        // them, or SQLite spills pages to the WAL mid-transaction and then
+        // rewrites them (a 10x slowdown at a million items).
+        let restore = self.grow_cache(bulk_cache_kib(items));
+        let out = self.write(|tx| {
             let id = ensure(tx, batch, now)?;
-            let mut st = tx.prepare_cached(
-                "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)
-                 ON CONFLICT (batch_id, key) DO NOTHING",
-            )?;
+            // ROWS items per statement: the statement's own cost (binding,
+            // stepping, resetting) is paid once for them all.
+            let mut many = tx.prepare_cached(&insert_sql(ROWS))?;
+            let mut one = tx.prepare_cached(&insert_sql(1))?;
             let mut report = AddReport::default();
-            for (n, item) in items.iter().enumerate() {
-                if st.execute(params![id, item.key, item.label, item.payload, now])? == 1 {
-                    report.added += 1;
+            let mut done = 0;
+            for group in items.chunks(ROWS) {
+                let st = if group.len() == ROWS {
+                    &mut many
                 } else {
-                    report.present += 1;
+                    &mut one
+                };
+                for part in group.chunks(if group.len() == ROWS { ROWS } else { 1 }) {
+                    st.raw_bind_parameter(1, id)?;
+                    st.raw_bind_parameter(2, now)?;
+                    for (i, item) in part.iter().enumerate() {
+                        st.raw_bind_parameter(3 + 3 * i, &item.key)?;
+                        st.raw_bind_parameter(4 + 3 * i, &item.label)?;
+                        st.raw_bind_parameter(5 + 3 * i, &item.payload)?;
+                    }
+                    let added = st.raw_execute()?;
+                    report.added += added as u64;
+                    report.present += (part.len() - added) as u64;
                 }
-                if n % 10_000 == 0 {
-                    progress(n);
+                if done % 10_000 == 0 {
+                    progress(done);
                 }
+                done += group.len();
             }
             if report.added > 0 {
+                // New items are pending; counted here once rather than per
+                // row by a trigger (see the schema).
+                tx.execute(
+                    "UPDATE counts SET n = n + ?2 WHERE batch_id = ?1 AND bucket = 'pending'",
+                    params![id, report.added as i64],
+                )?;
                 insert_event(
                     tx,
                     &NewEvent::new(
@@ -202,7 +262,9 @@ impl Store {
                 )?;
             }
             Ok(report)
-        })
+        });
+        self.restore_cache(restore);
+        out
     }
 
     /// Claims up to `n` pending items for `run_id`: each gets a lease until
@@ -245,8 +307,8 @@ impl Store {
                 .collect::<rusqlite::Result<_>>()?;
             claims.sort_by_key(|c| c.item_id);
             let mut ev = tx.prepare_cached(
-                "INSERT INTO events (at, batch_id, run_id, key, kind, message, fields)
-                 VALUES (?1, ?2, ?3, ?4, 'claimed', ?5, NULL)",
+                "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message, fields)
+                 VALUES (?1, ?2, ?3, ?4, ?6, 'claimed', ?5, NULL)",
             )?;
             for c in &claims {
                 ev.execute(params![
@@ -254,7 +316,8 @@ impl Store {
                     id,
                     run_id,
                     c.key,
-                    format!("claimed (attempt {})", c.attempt)
+                    format!("claimed (attempt {})", c.attempt),
+                    c.item_id
                 ])?;
             }
             Ok(claims)
@@ -486,31 +549,18 @@ impl Store {
         if dry_run || matched.is_empty() {
             return Ok(matched.into_iter().map(|(_, r)| r).collect());
         }
+        // Chunks of the selection, each one set-based (two statements, so
+        // the triggers' per-statement setup is paid once per chunk) and
+        // paced to hold the write lock for about 20 ms.
         let mut moved = Vec::with_capacity(matched.len());
-        for chunk in matched.chunks(CHUNK) {
-            let done = self.write(|tx| {
-                let id = batch_id(tx, batch)?;
-                let mut up = tx.prepare_cached(
-                    "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
-                            attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
-                      WHERE id = ?1 AND status = 'failed'",
-                )?;
-                let mut out = Vec::with_capacity(chunk.len());
-                for (item_id, r) in chunk {
-                    // An item that changed since the selection is left alone.
-                    if up.execute(params![item_id, now, reset_attempts])? == 1 {
-                        insert_event(
-                            tx,
-                            &NewEvent::new(now, batch, "requeued", format!("requeued from {} by {actor}", r.tier))
-                                .key(&r.key)
-                                .actor(actor)
-                                .fields(serde_json::json!({"tier": r.tier, "error_class": r.error_class, "reset_attempts": reset_attempts})),
-                        )?;
-                        out.push(r.clone());
-                    }
-                }
-                let _ = id;
-                Ok(out)
+        let mut chunks = Chunks::new(1_000);
+        let mut rest = matched.as_slice();
+        while !rest.is_empty() {
+            let store = &mut *self;
+            let done = chunks.run(|size| {
+                let (chunk, later) = rest.split_at(size.min(rest.len()));
+                rest = later;
+                store.write(|tx| requeue_chunk(tx, batch, chunk, reset_attempts, actor, now))
             })?;
             moved.extend(done);
         }
@@ -621,6 +671,46 @@ impl Store {
     }
 }
 
+/// Moves the items of `chunk` that are still failed back to pending, with a
+/// `requeued` event each (written first: it records the tier and class the
+/// item leaves). Items that changed since the selection are left alone.
+fn requeue_chunk(
+    tx: &Connection,
+    batch: &str,
+    chunk: &[(i64, Requeue)],
+    reset_attempts: bool,
+    actor: &str,
+    now: Millis,
+) -> Result<Vec<Requeue>> {
+    let id = batch_id(tx, batch)?;
+    let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+        .map_err(|e| StoreError::Invalid(format!("encoding item ids: {e}")))?;
+    tx.prepare_cached(
+        "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
+         SELECT ?2, ?3, key, id, 'requeued', ?4, 'requeued from ' || tier || ' by ' || ?4,
+                json_object('tier', tier, 'error_class', error_class,
+                            'reset_attempts', json(CASE WHEN ?5 THEN 'true' ELSE 'false' END))
+           FROM items
+          WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'failed'
+          ORDER BY id",
+    )?
+    .execute(params![ids, now, id, actor, reset_attempts])?;
+    let moved: std::collections::HashSet<i64> = tx
+        .prepare_cached(
+            "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+                    attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
+              WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'failed'
+             RETURNING id",
+        )?
+        .query_map(params![ids, now, reset_attempts], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(chunk
+        .iter()
+        .filter(|(id, _)| moved.contains(id))
+        .map(|(_, r)| r.clone())
+        .collect())
+}
+
 fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
     let id = batch_id(c, batch)?;
     let row = |r: &Row<'_>| -> rusqlite::Result<(i64, Requeue, String)> {
@@ -669,7 +759,7 @@ fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i6
         }
         if !not_failed.is_empty() {
             return Err(StoreError::Invalid(format!(
-                "only failed items can be requeued; not failed: {}",
+                "only failed items can be requeued; not failed in batch {batch:?}: {} (nothing was requeued)",
                 not_failed.join(", ")
             )));
         }

@@ -9,6 +9,7 @@
 //! and never writes the database, its `-wal` or its `-shm` (see `readonly`).
 
 mod batches;
+mod chunks;
 mod dead_letters;
 mod error;
 mod events;
@@ -18,6 +19,7 @@ mod prune;
 mod readonly;
 mod runs;
 mod schema;
+mod trace;
 mod views;
 
 use std::path::{Path, PathBuf};
@@ -93,7 +95,8 @@ impl Store {
                 .map_err(|e| StoreError::from_sqlite(e, path))?;
                 // Check before any pragma: a refused file must not change.
                 check_identity(&conn, path)?;
-                schema::configure_writer(&conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+                schema::configure_writer(&mut conn)
+                    .map_err(|e| StoreError::from_sqlite(e, path))?;
                 schema::migrate(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
                 Ok(Store {
                     path: path.to_path_buf(),
@@ -118,7 +121,7 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| StoreError::from_sqlite(e, path))?;
-        let result = schema::configure_writer(&conn).and_then(|()| schema::migrate(&mut conn));
+        let result = schema::configure_writer(&mut conn).and_then(|()| schema::migrate(&mut conn));
         if let Err(e) = result {
             drop(conn);
             let _ = std::fs::remove_file(path);
@@ -189,8 +192,12 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| StoreError::from_sqlite(e, &path))?;
+        let timer = trace::TxTimer::start();
         let out = f(&tx).map_err(|e| e.with_path(&path))?;
         tx.commit().map_err(|e| StoreError::from_sqlite(e, &path))?;
+        if let Some(timer) = timer {
+            timer.finish();
+        }
         Ok(out)
     }
 
@@ -205,6 +212,7 @@ impl Store {
         };
         conn.execute_batch("BEGIN IMMEDIATE")
             .map_err(|e| StoreError::from_sqlite(e, &path))?;
+        let timer = trace::TxTimer::start();
         self.in_group = true;
         let out = f(self);
         self.in_group = false;
@@ -221,7 +229,33 @@ impl Store {
             let _ = conn.execute_batch("ROLLBACK");
             return Err(StoreError::from_sqlite(e, &path));
         }
+        if let Some(timer) = timer {
+            timer.finish();
+        }
         Ok(out)
+    }
+
+    /// Raises the writer's page cache to at least `kib` for a bulk write;
+    /// returns the setting to give back to [`Store::restore_cache`].
+    pub(crate) fn grow_cache(&self, kib: i64) -> Option<i64> {
+        let conn = self.conn.as_ref()?;
+        let old: i64 = conn.query_row("PRAGMA cache_size", [], |r| r.get(0)).ok()?;
+        // Negative values are KiB, positive ones pages (of 4 KiB).
+        let old_kib = if old < 0 { -old } else { old * 4 };
+        if kib <= old_kib {
+            return None;
+        }
+        conn.execute_batch(&format!("PRAGMA cache_size = -{kib}"))
+            .ok()?;
+        Some(old)
+    }
+
+    /// Gives back the page cache taken by [`Store::grow_cache`]; SQLite frees
+    /// the pages above the old size.
+    pub(crate) fn restore_cache(&self, old: Option<i64>) {
+        if let (Some(conn), Some(old)) = (&self.conn, old) {
+            let _ = conn.execute_batch(&format!("PRAGMA cache_size = {old}"));
+        }
     }
 
     fn sqlite_err(&self, e: rusqlite::Error) -> StoreError {
@@ -280,7 +314,7 @@ fn create_private_file(path: &Path) -> Result<()> {
         .mode(0o600)
         .open(path)
         .map(drop)
-        .map_err(|e| StoreError::Io(path.to_path_buf(), e))
+        .map_err(|e| StoreError::CannotCreate(path.to_path_buf(), e.to_string()))
 }
 
 #[cfg(not(unix))]
@@ -290,7 +324,7 @@ fn create_private_file(path: &Path) -> Result<()> {
         .create_new(true)
         .open(path)
         .map(drop)
-        .map_err(|e| StoreError::Io(path.to_path_buf(), e))
+        .map_err(|e| StoreError::CannotCreate(path.to_path_buf(), e.to_string()))
 }
 
 /// Reads an optional JSON text column.

@@ -1,14 +1,13 @@
 //! Removing old history: done items, events, runs, and (only when asked)
-//! failed items and dead letters.
+//! failed items and dead letters. Deletes go in paced chunks (`chunks`), so
+//! runners are not held up.
 
 use rusqlite::{Connection, params};
 use serde::Serialize;
 
+use super::chunks::Chunks;
 use super::{Result, Store};
 use crate::model::{Millis, NewEvent};
-
-/// Rows deleted per transaction, so runners are not held up.
-const CHUNK: i64 = 5_000;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct PruneReport {
@@ -67,16 +66,21 @@ impl Store {
             targets.push(("dead_letters", DEAD_LETTERS));
         }
         for (table, from) in targets {
+            let mut chunks = Chunks::new(5_000);
             loop {
-                let n = self.write(|tx| {
-                    Ok(tx.execute(
-                        &format!(
-                            "DELETE FROM {table} WHERE rowid IN (SELECT rowid {from} LIMIT ?2)"
-                        ),
-                        params![cutoff, CHUNK],
-                    )?)
-                })?;
-                if (n as i64) < CHUNK {
+                let store = &mut *self;
+                let (n, size) = chunks.run(|size| {
+                    let n = store.write(|tx| {
+                        Ok(tx.execute(
+                            &format!(
+                                "DELETE FROM {table} WHERE rowid IN (SELECT rowid {from} LIMIT ?2)"
+                            ),
+                            params![cutoff, size as i64],
+                        )?)
+                    });
+                    (n, size)
+                });
+                if n? < size {
                     break;
                 }
             }

@@ -19,6 +19,8 @@ pub const SCHEMA_VERSION: i32 = 1;
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
 pub const BUSY_TIMEOUT_MS: u64 = 60_000;
+/// Page cache of a writer connection (SQLite's default is 2 MiB).
+pub const WRITER_CACHE_KIB: i64 = 16 * 1024;
 /// Above this the WAL is truncated after a checkpoint, keeping it bounded.
 pub const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
@@ -68,9 +70,13 @@ CREATE TABLE items (
     key             TEXT NOT NULL,
     label           TEXT NOT NULL,
     payload         TEXT NOT NULL,
-    status          TEXT NOT NULL CHECK (status IN ('pending', 'claimed', 'done', 'failed')),
-    tier            TEXT CHECK (tier IN ('retry', 'manual')),
-    outcome         TEXT CHECK (outcome IN ('done', 'empty', 'skipped')),
+    -- OR chains, not IN lists: SQLite checks an IN list of three or more
+    -- values through a temporary b-tree built on every insert and update,
+    -- which cost more than the rest of the write.
+    status          TEXT NOT NULL CHECK (status = 'pending' OR status = 'claimed'
+                                         OR status = 'done' OR status = 'failed'),
+    tier            TEXT CHECK (tier = 'retry' OR tier = 'manual'),
+    outcome         TEXT CHECK (outcome = 'done' OR outcome = 'empty' OR outcome = 'skipped'),
     attempts        INTEGER NOT NULL DEFAULT 0,
     op_id           TEXT,
     result          TEXT,
@@ -177,6 +183,12 @@ CREATE TABLE events (
     batch_id INTEGER,
     run_id   INTEGER,
     key      TEXT,
+    -- The item the event is about (NULL if none). Its timeline is found by
+    -- item id rather than by key: ids of items worked on together are
+    -- close, so their index entries share pages, where keys (hashes) would
+    -- put every event's entry on a page of its own (requeueing 100,000
+    -- items wrote ten times the pages).
+    item_id  INTEGER,
     kind     TEXT NOT NULL,
     actor    TEXT,
     message  TEXT NOT NULL,
@@ -184,7 +196,7 @@ CREATE TABLE events (
 ) STRICT;
 CREATE INDEX events_by_batch ON events (batch_id, id);
 CREATE INDEX events_by_kind ON events (kind, id);
-CREATE INDEX events_by_key ON events (batch_id, key) WHERE key IS NOT NULL;
+CREATE INDEX events_by_item ON events (item_id) WHERE item_id IS NOT NULL;
 CREATE INDEX events_by_time ON events (at);
 
 CREATE TABLE locks (
@@ -198,12 +210,8 @@ CREATE TABLE locks (
     expires_at  INTEGER NOT NULL
 ) STRICT;
 
-CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN
-    UPDATE counts SET n = n + 1 WHERE batch_id = NEW.batch_id AND bucket = "#,
-    bucket!("NEW"),
-    r#";
-END;
-
+-- Inserts are counted by `Store::add_items` (the only insert), once per
+-- add: a per-row trigger cost more than the insert itself at a million items.
 CREATE TRIGGER items_count_update AFTER UPDATE OF status, tier, outcome ON items
 WHEN ("#,
     bucket!("OLD"),
@@ -265,14 +273,43 @@ END;
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
 
 /// Pragmas for every read-write connection. Set once on open.
-pub fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
-    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {
+    conn.busy_handler(Some(wait_for_lock()))?;
+    // temp_store: statement journals (every multi-row update with triggers
+    // has one) stay in memory instead of a temporary file per statement.
+    // cache_size: a bulk chunk dirties a few hundred scattered pages (an
+    // event's key index entry each); SQLite's 2 MiB default spilled them to
+    // the WAL mid-transaction and wrote them twice.
     conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = NORMAL;
          PRAGMA foreign_keys = ON;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -{WRITER_CACHE_KIB};
          PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};"
-    ))
+    ))?;
+    super::trace::install(conn)
+}
+
+/// A busy handler that waits for another writer to release the lock,
+/// retrying every millisecond for up to `BUSY_TIMEOUT_MS`. SQLite's own
+/// back-off sleeps up to 100 ms between tries and would miss the short gaps
+/// a bulk writer leaves between its chunks (see `chunks`), so a runner could
+/// wait for a whole requeue.
+fn wait_for_lock() -> impl FnMut(i32) -> bool + Send + 'static {
+    let limit = std::time::Duration::from_millis(BUSY_TIMEOUT_MS);
+    let mut started = std::time::Instant::now();
+    move |attempt| {
+        // `attempt` counts the tries for this one wait, from 0.
+        if attempt == 0 {
+            started = std::time::Instant::now();
+        }
+        if started.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        true
+    }
 }
 
 /// Pragmas for a read-only connection: nothing that writes.
@@ -294,4 +331,60 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
         tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
     }
     tx.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn migrated() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        conn.execute_batch("INSERT INTO batches (name, created_at) VALUES ('b', 0)")
+            .unwrap();
+        conn
+    }
+
+    /// Item writes must not build a temporary b-tree per statement (an IN
+    /// list in a CHECK does): it made every transition several times slower.
+    #[test]
+    fn item_writes_use_no_temporary_btree() {
+        let conn = migrated();
+        for sql in [
+            "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES (1, 'k', 'k', '{}', 'pending', 0, 0) ON CONFLICT (batch_id, key) DO NOTHING",
+            "UPDATE items SET status = 'done', outcome = 'done' WHERE id = 1",
+            "UPDATE items SET status = 'failed', tier = 'retry', error_class = 'X' WHERE id = 1",
+        ] {
+            let ops: Vec<String> = conn
+                .prepare(&format!("EXPLAIN {sql}"))
+                .unwrap()
+                .query_map([], |r| r.get(1))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(!ops.iter().any(|op| op == "OpenEphemeral"), "{sql}");
+        }
+    }
+
+    #[test]
+    fn checks_still_refuse_unknown_states() {
+        let conn = migrated();
+        let insert = |status: &str, tier: Option<&str>, outcome: Option<&str>| {
+            conn.execute(
+                "INSERT INTO items (batch_id, key, label, payload, status, tier, outcome, error_class,
+                                    lease_run, created_at, updated_at)
+                 VALUES (1, ?1 || coalesce(?2, '') || coalesce(?3, ''), 'l', '{}', ?1, ?2, ?3, 'E',
+                         CASE WHEN ?1 = 'claimed' THEN 1 END, 0, 0)",
+                rusqlite::params![status, tier, outcome],
+            )
+        };
+        assert!(insert("pending", None, None).is_ok());
+        assert!(insert("claimed", None, None).is_ok());
+        assert!(insert("done", None, Some("empty")).is_ok());
+        assert!(insert("failed", Some("manual"), None).is_ok());
+        assert!(insert("bogus", None, None).is_err());
+        assert!(insert("failed", Some("later"), None).is_err());
+        assert!(insert("done", None, Some("maybe")).is_err());
+    }
 }

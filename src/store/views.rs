@@ -365,9 +365,9 @@ fn detail(c: &Connection, id: i64, key: &str) -> Result<std::result::Result<Item
         .prepare_cached(&format!(
             "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message
                FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-              WHERE e.batch_id = ?1 AND e.key = ?2 ORDER BY e.id DESC LIMIT {DETAIL_EVENTS}"
+              WHERE e.item_id = ?1 ORDER BY e.id DESC LIMIT {DETAIL_EVENTS}"
         ))?
-        .query_map(params![id, key], event_row)?
+        .query_map([item.id], event_row)?
         .collect::<rusqlite::Result<_>>()?;
     events.reverse();
     Ok(Ok(ItemDetail {

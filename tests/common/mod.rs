@@ -143,3 +143,139 @@ pub fn fingerprint(db: &Path) -> Vec<(String, Option<String>)> {
         })
         .collect()
 }
+
+// ---- Foundation tests: outputs, config, a batch with failures ----
+
+/// What a finished command printed and how it ended.
+#[derive(Debug)]
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    /// Asserts the exit code, showing both streams when it is wrong.
+    #[track_caller]
+    pub fn code(&self, expected: i32) -> &Ran {
+        assert_eq!(self.code, expected, "exit code; {self:#?}");
+        self
+    }
+
+    /// The one error line: asserts there is exactly one line on stderr (an
+    /// error is one clear line, never a panic or a backtrace) and returns it.
+    #[track_caller]
+    pub fn error_line(&self) -> &str {
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert!(
+            !self.stderr.contains("panicked") && !self.stderr.contains("RUST_BACKTRACE"),
+            "a panic: {self:#?}"
+        );
+        assert_eq!(lines.len(), 1, "one error line expected: {self:#?}");
+        lines[0]
+    }
+
+    /// stdout as JSON.
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
+    }
+
+    /// stdout as JSON lines.
+    #[track_caller]
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+            .collect()
+    }
+}
+
+/// The worker of [`Env::failing_batch`]: fails some keys on purpose.
+pub const FAILING_WORKER: &str = r#"cat >/dev/null
+case "$NIGHTSHIFT_KEY" in
+  k1|k2) echo '{"error_class":"BadInput","transient":false,"message":"title missing"}' >&2; exit 1 ;;
+  k3) exit 75 ;;
+  k4) echo 'plain failure' >&2; exit 1 ;;
+  k5) echo '@nightshift op_id=op-555' >&2; echo '{"posted":5}' ;;
+  *) echo "{\"posted\":\"$NIGHTSHIFT_KEY\"}" ;;
+esac"#;
+
+impl Env {
+    /// Runs the binary with `args` and collects what it printed.
+    pub fn run(&self, args: &[&str]) -> Ran {
+        ran(self.cmd().args(args).output().unwrap())
+    }
+
+    /// Writes `nightshift.toml` beside the store.
+    pub fn config(&self, text: &str) -> PathBuf {
+        self.write("nightshift.toml", text)
+    }
+
+    /// Batch `batch` with items k1..k8 run once through [`FAILING_WORKER`]
+    /// (no immediate retries): k1, k2 failed/manual `BadInput`; k3
+    /// failed/retry `TempFail`; k4 failed/manual `Exit1`; k5..k8 done (k5
+    /// reported op id `op-555`).
+    pub fn failing_batch(&self, batch: &str) -> PathBuf {
+        self.config(&format!("[batch.{batch}]\nretries = 0\n"));
+        self.add_items(batch, 8);
+        let worker = self.script("failing-worker.sh", FAILING_WORKER);
+        let out = self
+            .cmd()
+            .args(["run", batch, "--"])
+            .arg(&worker)
+            .output()
+            .unwrap();
+        ran(out).code(1);
+        worker
+    }
+
+    /// Status counters per bucket as stored, and as counted from the rows:
+    /// they must agree after every command.
+    #[track_caller]
+    pub fn assert_counts_consistent(&self) {
+        let conn = self.sql();
+        let stored: Vec<(i64, String, i64)> = conn
+            .prepare("SELECT batch_id, bucket, n FROM counts WHERE n <> 0 ORDER BY 1, 2")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let counted: Vec<(i64, String, i64)> = conn
+            .prepare(
+                "SELECT batch_id, CASE status WHEN 'failed' THEN tier WHEN 'done' THEN outcome
+                        ELSE status END AS bucket, count(*)
+                   FROM items GROUP BY 1, 2 ORDER BY 1, 2",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(stored, counted, "counters disagree with the items");
+    }
+}
+
+pub fn ran(out: std::process::Output) -> Ran {
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+impl Env {
+    /// Like [`Env::cmd`], as a `std::process::Command`: for commands the
+    /// test spawns and reads while they run.
+    pub fn spawnable(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("nightshift"));
+        cmd.current_dir(self.dir.path())
+            .env("NIGHTSHIFT_DB", &self.db)
+            .env_remove("NIGHTSHIFT_CONFIG")
+            .env_remove("NIGHTSHIFT_HOST")
+            .env("NO_COLOR", "1");
+        cmd
+    }
+}

@@ -1,0 +1,149 @@
+//! Store-level helpers for `bench/foundation.sh`, using only the library's
+//! public API (the same code paths the runner and the CLI use).
+//!
+//! ```text
+//! bench_store fail DB BATCH N      claim N pending items and fail them (dead letters)
+//! bench_store status DB CALLS      time the store part of `status --json`
+//! bench_store probe DB STOP_FILE   a runner-like writer: one small write every
+//!                                  2 ms until STOP_FILE exists; reports how long
+//!                                  its writes waited
+//! ```
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nightshift::model::{Holder, NewEvent, Tier, Trigger};
+use nightshift::store::{Access, Failure, Store};
+use nightshift::util::time::now_ms;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["fail", db, batch, n] => fail(Path::new(db), batch, n.parse()?),
+        ["status", db, calls] => status(Path::new(db), calls.parse()?),
+        ["probe", db, stop] => probe(Path::new(db), Path::new(stop)),
+        _ => {
+            Err("usage: bench_store fail DB BATCH N | status DB CALLS | probe DB STOP_FILE".into())
+        }
+    }
+}
+
+/// Claims `n` pending items and fails them as the runner does (a dead
+/// letter each), in group commits of 2,000. Error classes rotate over five
+/// names; every third failure is transient (retry tier).
+fn fail(db: &Path, batch: &str, n: usize) -> Res<()> {
+    const CLASSES: [&str; 5] = [
+        "TimeoutError",
+        "RateLimitError",
+        "ServerError",
+        "BadRequest",
+        "ParseError",
+    ];
+    let started = Instant::now();
+    let mut store = Store::open(db, Access::ReadWrite)?;
+    let holder = Holder {
+        host: "bench".into(),
+        pid: std::process::id(),
+        pid_start: None,
+    };
+    let run = store.start_run(batch, Trigger::Manual, &holder, now_ms())?;
+    let mut failed = 0;
+    while failed < n {
+        let now = now_ms();
+        let claims = store.claim(batch, run, (n - failed).min(2_000), now + 600_000, now)?;
+        if claims.is_empty() {
+            break;
+        }
+        let results = store.group(|s| -> Res<()> {
+            for (i, c) in claims.iter().enumerate() {
+                let class = CLASSES[(failed + i) % CLASSES.len()];
+                let tier = if (failed + i) % 3 == 0 {
+                    Tier::Retry
+                } else {
+                    Tier::Manual
+                };
+                let f = Failure {
+                    item_id: c.item_id,
+                    token: c.token,
+                    run_id: run,
+                    tier,
+                    error_class: class,
+                    message: "simulated failure",
+                    next_attempt_at: (tier == Tier::Retry).then_some(now + 3_600_000),
+                    cost: None,
+                    now,
+                };
+                let event =
+                    NewEvent::new(now, batch, "failed", format!("{class}: simulated failure"))
+                        .run(run)
+                        .key(&c.key);
+                s.fail(&f, &event)?;
+            }
+            Ok(())
+        })?;
+        results?;
+        failed += claims.len();
+    }
+    println!(
+        "failed {failed} items in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// What `status --json` asks of the store: a read-only open and every
+/// batch's counts, pause, lock and last run, in one read. Prints the
+/// median, p99 and maximum over `calls` calls, in milliseconds.
+fn status(db: &Path, calls: usize) -> Res<()> {
+    let mut times = Vec::with_capacity(calls);
+    for _ in 0..calls.max(1) {
+        let t = Instant::now();
+        let store = Store::open(db, Access::ReadOnly)?;
+        let infos = store.batch_infos(None)?;
+        std::hint::black_box(infos);
+        times.push(t.elapsed());
+    }
+    let (median, p99, max) = quantiles(&mut times);
+    println!("store time per status call: median {median:.3} ms, p99 {p99:.3} ms, max {max:.3} ms");
+    Ok(())
+}
+
+/// A stand-in for a runner's store writer: appends one small event every
+/// 2 ms and records how long each write took, lock wait included.
+fn probe(db: &Path, stop: &Path) -> Res<()> {
+    let mut store = Store::open(db, Access::ReadWrite)?;
+    let mut times = Vec::new();
+    while !stop.exists() {
+        let event = NewEvent {
+            at: now_ms(),
+            kind: "probe".into(),
+            message: "bench probe write".into(),
+            ..NewEvent::default()
+        };
+        let t = Instant::now();
+        store.log_event(&event)?;
+        times.push(t.elapsed());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let writes = times.len();
+    let (median, p99, max) = quantiles(&mut times);
+    println!("probe writes: {writes}, median {median:.3} ms, p99 {p99:.3} ms, max {max:.3} ms");
+    Ok(())
+}
+
+fn quantiles(times: &mut [Duration]) -> (f64, f64, f64) {
+    if times.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    (ms(at(0.5)), ms(at(0.99)), ms(times[times.len() - 1]))
+}

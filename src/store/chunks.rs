@@ -1,0 +1,66 @@
+//! Pacing of bulk writes (requeue, prune): many short transactions instead
+//! of one long one, so a runner waiting for the write lock is never held up
+//! for long, whatever the machine's speed.
+
+use std::time::{Duration, Instant};
+
+/// How long one chunk should hold the write lock.
+const TARGET: Duration = Duration::from_millis(20);
+/// Rest between chunks: other writers poll the lock every millisecond (see
+/// `schema::wait_for_lock`), so this lets a waiting one in before the next
+/// chunk.
+const GAP: Duration = Duration::from_millis(2);
+const MIN_ROWS: usize = 50;
+const MAX_ROWS: usize = 20_000;
+
+/// The size of the next chunk, adapted after each one to take about
+/// [`TARGET`].
+pub(crate) struct Chunks {
+    size: usize,
+}
+
+impl Chunks {
+    pub(crate) fn new(first: usize) -> Chunks {
+        Chunks {
+            size: first.clamp(MIN_ROWS, MAX_ROWS),
+        }
+    }
+
+    #[cfg(test)]
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Runs one chunk: `f` gets the chunk size and returns how many rows it
+    /// handled. The next size is scaled towards [`TARGET`] (at most doubled
+    /// or halved at a time); then the lock is left free for [`GAP`].
+    pub(crate) fn run<T>(&mut self, f: impl FnOnce(usize) -> T) -> T {
+        let started = Instant::now();
+        let out = f(self.size);
+        let took = started.elapsed().max(Duration::from_micros(100));
+        let scaled = self.size as f64 * TARGET.as_secs_f64() / took.as_secs_f64();
+        self.size = (scaled as usize)
+            .clamp(self.size / 2, self.size * 2)
+            .clamp(MIN_ROWS, MAX_ROWS);
+        std::thread::sleep(GAP);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_shrink_when_slow_and_grow_when_fast() {
+        let mut c = Chunks::new(1_000);
+        c.run(|_| std::thread::sleep(Duration::from_millis(80)));
+        assert_eq!(c.size(), 500, "at most halved");
+        c.run(|_| ());
+        assert_eq!(c.size(), 1_000, "at most doubled");
+        let mut tiny = Chunks::new(1);
+        assert_eq!(tiny.size(), MIN_ROWS);
+        tiny.run(|_| std::thread::sleep(Duration::from_millis(200)));
+        assert_eq!(tiny.size(), MIN_ROWS);
+    }
+}

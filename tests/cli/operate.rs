@@ -1,0 +1,368 @@
+//! Operator actions: `requeue`, `skip`, `pause`, `unpause`, `prune`. Each is
+//! recorded as an event naming `user@host`.
+
+use crate::common::Env;
+
+/// The actor the commands below run as.
+const ACTOR: &str = "operator@nightbox";
+
+fn as_operator(env: &Env, args: &[&str]) -> crate::common::Ran {
+    crate::common::ran(
+        env.cmd()
+            .env("USER", "operator")
+            .env("NIGHTSHIFT_HOST", "nightbox")
+            .args(args)
+            .output()
+            .unwrap(),
+    )
+}
+
+fn state(env: &Env, key: &str) -> (String, Option<String>, u64) {
+    let item = env.run(&["show", "b", key, "--json"]).code(0).json()["item"].clone();
+    (
+        item["status"].as_str().unwrap().to_string(),
+        item["tier"].as_str().map(String::from),
+        item["attempts"].as_u64().unwrap(),
+    )
+}
+
+/// The newest event of `kind`, as JSON.
+fn last_event(env: &Env, kind: &str) -> serde_json::Value {
+    env.run(&["log", "--json", "--kind", kind])
+        .code(0)
+        .json_lines()
+        .pop()
+        .unwrap_or_else(|| panic!("no {kind} event"))
+}
+
+#[test]
+fn requeue_keys_moves_failed_items_back_to_pending_and_records_who() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let ran = as_operator(&env, &["requeue", "b", "k1", "k3"]);
+    ran.code(0);
+    assert_eq!(ran.stdout, "b: requeued 2 items\n");
+    assert_eq!(state(&env, "k1"), ("pending".into(), None, 1));
+    assert_eq!(state(&env, "k3"), ("pending".into(), None, 1));
+    assert_eq!(state(&env, "k2").0, "failed");
+    let event = last_event(&env, "requeued");
+    assert_eq!(event["actor"], ACTOR);
+    assert!(
+        event["message"].as_str().unwrap().contains(ACTOR),
+        "{event}"
+    );
+    env.assert_counts_consistent();
+
+    // The next run picks them up again.
+    let worker = env.path("failing-worker.sh");
+    env.run(&["run", "b", "--", worker.to_str().unwrap()])
+        .code(1);
+    assert_eq!(
+        state(&env, "k1"),
+        ("failed".into(), Some("manual".into()), 2)
+    );
+}
+
+#[test]
+fn requeue_by_class_tier_or_all_and_reset_attempts() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let moved = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["requeue", "b", "--json"];
+        all.extend_from_slice(args);
+        let json = env.run(&all).code(0).json();
+        json["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["key"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(moved(&["--class", "BadInput", "--dry-run"]), ["k1", "k2"]);
+    assert_eq!(moved(&["--tier", "retry", "--dry-run"]), ["k3"]);
+    assert_eq!(
+        moved(&["--tier", "manual", "--dry-run"]),
+        ["k1", "k2", "k4"]
+    );
+    assert_eq!(
+        moved(&["--class", "BadInput", "--tier", "retry", "--dry-run"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        moved(&["--all-failed", "--dry-run"]),
+        ["k1", "k2", "k3", "k4"]
+    );
+
+    assert_eq!(
+        moved(&["--class", "BadInput", "--reset-attempts"]),
+        ["k1", "k2"]
+    );
+    assert_eq!(state(&env, "k1"), ("pending".into(), None, 0));
+    assert_eq!(moved(&["--all-failed"]), ["k3", "k4"]);
+    assert_eq!(
+        state(&env, "k4"),
+        ("pending".into(), None, 1),
+        "attempts kept"
+    );
+    assert_eq!(moved(&["--all-failed"]), Vec::<String>::new());
+    let status = env.status();
+    assert_eq!(status["batches"][0]["pending"], 4);
+    assert_eq!(status["batches"][0]["failed"], 0);
+    env.assert_counts_consistent();
+}
+
+#[test]
+fn requeue_dry_run_lists_exactly_what_would_move_and_changes_nothing() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let before = env.fingerprint();
+    let ran = env.run(&["requeue", "b", "--tier", "manual", "--dry-run"]);
+    ran.code(0);
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(lines[0], "b: would requeue 3 items");
+    assert!(lines[1].starts_with("KEY"), "{ran:?}");
+    let keys: Vec<&str> = lines[2..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(keys, ["k1", "k2", "k4"]);
+    assert!(
+        lines[2].contains("manual") && lines[2].contains("BadInput"),
+        "{ran:?}"
+    );
+    assert_eq!(env.fingerprint(), before, "a dry run writes nothing");
+
+    let ran = env.run(&["requeue", "b", "k1", "--dry-run"]);
+    ran.code(0);
+    assert!(
+        ran.stdout.starts_with("b: would requeue 1 item\n"),
+        "{ran:?}"
+    );
+    assert_eq!(env.fingerprint(), before);
+
+    // The real requeue moves exactly the listed items.
+    let ran = env.run(&["requeue", "b", "--tier", "manual"]);
+    assert_eq!(ran.code(0).stdout, "b: requeued 3 items\n");
+    for key in ["k1", "k2", "k4"] {
+        assert_eq!(state(&env, key).0, "pending");
+    }
+    assert_eq!(state(&env, "k3").0, "failed");
+}
+
+#[test]
+fn skip_marks_items_done_without_running_them() {
+    let env = Env::new();
+    env.failing_batch("b");
+    env.add_items("b", 9);
+    let ran = as_operator(
+        &env,
+        &["skip", "b", "k2", "k9", "k5", "--reason", "posted by hand"],
+    );
+    ran.code(0);
+    assert_eq!(ran.stdout, "b: skipped 2, already done 1\n");
+    let item = env.run(&["show", "b", "k9", "--json"]).json()["item"].clone();
+    assert_eq!(
+        (&item["status"], &item["outcome"]),
+        (&"done".into(), &"skipped".into())
+    );
+    assert_eq!(item["attempts"], 0);
+    assert_eq!(item["result"]["skipped"], "posted by hand");
+    assert_eq!(item["result"]["by"], ACTOR);
+    let event = last_event(&env, "skipped");
+    assert_eq!(event["actor"], ACTOR);
+    assert_eq!(event["fields"]["reason"], "posted by hand");
+    let status = env.status();
+    assert_eq!(status["batches"][0]["skipped"], 2);
+    assert_eq!(status["batches"][0]["pending"], 0);
+    env.assert_counts_consistent();
+
+    // A run does not run skipped items.
+    let worker = env.path("failing-worker.sh");
+    let ran = env.run(&["run", "b", "--json", "--", worker.to_str().unwrap()]);
+    ran.code(0);
+    assert_eq!(ran.json()["counts"]["done"], 0);
+}
+
+#[test]
+fn pause_stops_runs_until_unpause_and_records_who_and_why() {
+    let env = Env::new();
+    env.add_items("b", 3);
+    let ran = as_operator(&env, &["pause", "b", "--reason", "API migration"]);
+    ran.code(0);
+    assert!(ran.stdout.contains("b: paused (API migration)"), "{ran:?}");
+    let event = last_event(&env, "paused");
+    assert_eq!(event["actor"], ACTOR);
+    assert_eq!(event["fields"]["reason"], "API migration");
+    let status = env.status();
+    assert_eq!(status["batches"][0]["paused"], true);
+    assert_eq!(status["batches"][0]["paused_by"], ACTOR);
+
+    let ran = as_operator(&env, &["pause", "b", "--reason", "still migrating"]);
+    assert!(ran.code(0).stdout.contains("already paused"), "{ran:?}");
+    assert_eq!(
+        env.status()["batches"][0]["paused_reason"],
+        "still migrating"
+    );
+
+    let worker = env.script("ok.sh", "cat >/dev/null; echo '{}'");
+    let ran = env.run(&["run", "b", "--", worker.to_str().unwrap()]);
+    ran.code(0);
+    assert_eq!(
+        env.status()["batches"][0]["pending"],
+        3,
+        "a paused batch runs nothing"
+    );
+
+    let ran = as_operator(&env, &["unpause", "b"]);
+    assert_eq!(ran.code(0).stdout, "b: unpaused\n");
+    assert_eq!(last_event(&env, "unpaused")["actor"], ACTOR);
+    let ran = as_operator(&env, &["unpause", "b"]);
+    assert_eq!(ran.code(0).stdout, "b: was not paused\n");
+    let status = env.status();
+    assert_eq!(status["batches"][0]["paused"], false);
+    assert!(status["batches"][0]["paused_reason"].is_null());
+
+    env.run(&["run", "b", "--", worker.to_str().unwrap()])
+        .code(0);
+    assert_eq!(env.status()["batches"][0]["done"], 3);
+}
+
+/// Ages every row of the store by `days`, so prune has something to do.
+fn age_everything(env: &Env, days: i64) {
+    let ms = days * 86_400_000;
+    env.sql()
+        .execute_batch(&format!(
+            "UPDATE items SET created_at = created_at - {ms}, updated_at = updated_at - {ms};
+             UPDATE dead_letters SET failed_at = failed_at - {ms};
+             UPDATE dlq_hourly SET hour = hour - {days} * 24;
+             UPDATE events SET at = at - {ms};
+             UPDATE runs SET started_at = started_at - {ms}, ended_at = ended_at - {ms};"
+        ))
+        .unwrap();
+}
+
+#[test]
+fn prune_keeps_failures_unless_asked_and_records_who() {
+    let env = Env::new();
+    env.failing_batch("b");
+    age_everything(&env, 40);
+    env.add_items("fresh", 2);
+
+    let before = env.fingerprint();
+    let ran = env.run(&["prune", "--older-than", "30d", "--dry-run"]);
+    ran.code(0);
+    assert!(
+        ran.stdout.starts_with("would remove: 4 done items,"),
+        "{ran:?}"
+    );
+    assert!(
+        ran.stdout.contains("0 failed items, 0 dead letters"),
+        "{ran:?}"
+    );
+    assert!(
+        ran.stdout
+            .contains("kept: 4 failed items and 4 dead letters"),
+        "{ran:?}"
+    );
+    assert_eq!(env.fingerprint(), before, "a dry run writes nothing");
+
+    let ran = as_operator(&env, &["prune", "--older-than", "30d"]);
+    ran.code(0);
+    assert!(ran.stdout.starts_with("removed: 4 done items,"), "{ran:?}");
+    assert!(
+        ran.stdout
+            .contains("kept: 4 failed items and 4 dead letters"),
+        "{ran:?}"
+    );
+    let keys: Vec<String> = env
+        .run(&["items", "b", "--json"])
+        .json_lines()
+        .iter()
+        .map(|i| i["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(keys, ["k1", "k2", "k3", "k4"], "failed items stay");
+    assert_eq!(env.run(&["dlq", "b", "--jsonl"]).json_lines().len(), 4);
+    assert_eq!(env.status()["batches"][1]["pending"], 2, "new items stay");
+    let event = last_event(&env, "pruned");
+    assert_eq!(event["actor"], ACTOR);
+    assert!(
+        event["message"].as_str().unwrap().contains("4 done items"),
+        "{event}"
+    );
+    env.assert_counts_consistent();
+
+    let ran = as_operator(&env, &["prune", "--older-than", "30d", "--include-failed"]);
+    ran.code(0);
+    assert!(
+        ran.stdout.contains("4 failed items, 4 dead letters"),
+        "{ran:?}"
+    );
+    assert!(!ran.stdout.contains("kept"), "{ran:?}");
+    assert_eq!(env.run(&["items", "b", "--json"]).stdout, "");
+    assert_eq!(env.run(&["dlq", "b", "--jsonl"]).stdout, "");
+    assert_eq!(env.run(&["dlq", "b"]).stdout, "b: no dead letters\n");
+    assert_eq!(last_event(&env, "pruned")["actor"], ACTOR);
+    env.assert_counts_consistent();
+}
+
+#[test]
+fn exit_codes_are_documented_and_a_failed_run_exits_1() {
+    let env = Env::new();
+    let ran = env.run(&["--help"]);
+    ran.code(0);
+    let codes: Vec<&str> = ran
+        .stdout
+        .lines()
+        .skip_while(|l| *l != "Exit codes:")
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(codes, ["0", "1", "2", "3", "4", "130"], "{ran:?}");
+    for text in [
+        "0    ok",
+        "1    the run finished but some items failed",
+        "2    bad usage",
+        "3    the store could not be used",
+    ] {
+        assert!(ran.stdout.contains(text), "{text:?} missing: {ran:?}");
+    }
+    env.failing_batch("b"); // asserts exit 1 itself
+}
+
+#[test]
+fn a_large_requeue_runs_in_several_short_transactions() {
+    let env = Env::new();
+    env.add_items("b", 5_000);
+    // Fail them directly: the triggers keep the counters right.
+    env.sql()
+        .execute_batch(
+            "UPDATE items SET status = 'failed', tier = 'manual', error_class = 'Boom',
+                              error_message = 'boom'",
+        )
+        .unwrap();
+    env.assert_counts_consistent();
+    let ran = crate::common::ran(
+        env.cmd()
+            .env("NIGHTSHIFT_TRACE_TX", "1")
+            .args(["requeue", "b", "--all-failed"])
+            .output()
+            .unwrap(),
+    );
+    ran.code(0);
+    assert_eq!(ran.stdout, "b: requeued 5000 items\n");
+    let transactions = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("write transaction held the lock"))
+        .count();
+    // The first chunk is 1,000 items and a chunk at most doubles.
+    assert!(transactions >= 3, "{transactions} transactions: {ran:?}");
+    let status = env.status();
+    assert_eq!(status["batches"][0]["pending"], 5_000);
+    assert_eq!(status["batches"][0]["failed"], 0);
+    env.assert_counts_consistent();
+    let events = env
+        .run(&["log", "b", "--json", "--kind", "requeued", "-n", "10000"])
+        .json_lines();
+    assert_eq!(events.len(), 5_000, "one event per item");
+}
