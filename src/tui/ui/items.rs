@@ -107,12 +107,21 @@ pub fn table(
         })
         .collect();
     let key_width = if area.width >= 120 { 34 } else { 18 };
+    // Labels get the room when no visible row has an error to show.
+    let any_error = (nav.top..nav.top + visible)
+        .filter_map(|i| i.checked_sub(page.offset).and_then(|j| page.rows.get(j)))
+        .any(|r| r.error_class.is_some());
+    let error_width = if any_error {
+        Constraint::Fill(2)
+    } else {
+        Constraint::Length(10)
+    };
     let widths = [
         Constraint::Length(key_width),
         Constraint::Length(13),
         Constraint::Length(3),
         Constraint::Fill(1),
-        Constraint::Fill(2),
+        error_width,
     ];
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
 }
