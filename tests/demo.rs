@@ -33,10 +33,17 @@ fn processes_in(dir: &std::path::Path) -> Vec<String> {
 fn headless_demo_shows_the_whole_outcome_mix() {
     let dir = tempfile::tempdir().unwrap();
     let demo_dir = dir.path().join("demo");
+    // The user's own store, named in the environment: the demo must not
+    // touch it (its runner and daemon work on the demo's store only).
+    let mine = common::Env::new();
+    mine.write("nightshift.toml", "[batch.reports]\nworker = [\"false\"]\n");
+    let before = mine.fingerprint();
     let out = Command::cargo_bin("nightshift")
         .unwrap()
         .args(["demo", "--headless", "--dir"])
         .arg(&demo_dir)
+        .env("NIGHTSHIFT_DB", &mine.db)
+        .env("NIGHTSHIFT_CONFIG", mine.path("nightshift.toml"))
         .env("NO_COLOR", "1")
         .timeout(std::time::Duration::from_secs(180))
         .output()
@@ -135,6 +142,8 @@ fn headless_demo_shows_the_whole_outcome_mix() {
         scheduled >= 1,
         "the daemon ran the scheduled batch: {stdout}"
     );
+
+    assert_eq!(mine.fingerprint(), before, "the user's store was written");
 
     // Nothing of the demo is left running.
     std::thread::sleep(std::time::Duration::from_millis(200));

@@ -177,16 +177,22 @@ pub struct Child {
 }
 
 impl Child {
-    /// Starts `nightshift --config CONFIG ARGS...` with its output going to
-    /// `<demo dir>/<name>.log`.
+    /// Starts `nightshift --db DB --config CONFIG ARGS...` with its output
+    /// going to `<demo dir>/<name>.log`. Both paths are explicit and the
+    /// user's `NIGHTSHIFT_DB`/`NIGHTSHIFT_CONFIG` are not passed on, so the
+    /// demo can never run against the user's real store.
     pub fn spawn(demo: &Demo, name: &'static str, args: &[&str]) -> anyhow::Result<Child> {
         let exe = std::env::current_exe().context("finding this program's path")?;
         let log = std::fs::File::create(demo.dir.join(format!("{name}.log")))
             .with_context(|| format!("creating the {name} log"))?;
         let child = std::process::Command::new(exe)
+            .arg("--db")
+            .arg(&demo.db)
             .arg("--config")
             .arg(&demo.config)
             .args(args)
+            .env_remove("NIGHTSHIFT_DB")
+            .env_remove("NIGHTSHIFT_CONFIG")
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().context("opening the log")?)
             .stderr(log)
