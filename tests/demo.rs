@@ -5,30 +5,6 @@ mod common;
 
 use assert_cmd::Command;
 
-/// Processes whose working directory is inside `dir` (workers run there).
-fn processes_in(dir: &std::path::Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for e in entries.flatten() {
-        let pid = e.file_name().to_string_lossy().to_string();
-        if !pid.chars().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cwd) = std::fs::read_link(e.path().join("cwd"))
-            && cwd.starts_with(dir)
-        {
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            found.push(format!(
-                "{pid}: {}",
-                String::from_utf8_lossy(&cmd).replace('\0', " ")
-            ));
-        }
-    }
-    found
-}
-
 #[test]
 fn headless_demo_shows_the_whole_outcome_mix() {
     let dir = tempfile::tempdir().unwrap();
@@ -147,5 +123,5 @@ fn headless_demo_shows_the_whole_outcome_mix() {
 
     // Nothing of the demo is left running.
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert_eq!(processes_in(&demo_dir), Vec::<String>::new());
+    assert_eq!(common::processes_in(&demo_dir), Vec::<String>::new());
 }

@@ -174,6 +174,7 @@ pub fn setup(dir: Option<&Path>) -> anyhow::Result<Demo> {
 pub struct Child {
     child: std::process::Child,
     name: &'static str,
+    signalled: bool,
 }
 
 impl Child {
@@ -198,23 +199,39 @@ impl Child {
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting the demo's {name}"))?;
-        Ok(Child { child, name })
+        Ok(Child {
+            child,
+            name,
+            signalled: false,
+        })
     }
 
     pub fn name(&self) -> &'static str {
         self.name
     }
 
-    /// Has it exited (without being stopped)?
+    /// Has it exited?
     pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
-    /// SIGTERM, then up to `grace` for it to finish, then SIGKILL.
-    pub fn stop(&mut self, grace: std::time::Duration) {
-        if self.exited() {
+    /// How it ended, once it has: its exit code (`None` for a signal).
+    pub fn exit_code(&mut self) -> Option<Option<i32>> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.code()),
+            _ => None,
+        }
+    }
+
+    /// Asks it to stop (SIGTERM: a runner stops claiming and lets in-flight
+    /// items finish within its grace; a daemon stops firing), without
+    /// waiting. A second call does nothing: a second SIGTERM would make
+    /// them kill their workers at once.
+    pub fn terminate(&mut self) {
+        if self.signalled || self.exited() {
             return;
         }
+        self.signalled = true;
         #[cfg(unix)]
         if let Ok(pid) = i32::try_from(self.child.id()) {
             let _ = nix::sys::signal::kill(
@@ -222,6 +239,14 @@ impl Child {
                 nix::sys::signal::Signal::SIGTERM,
             );
         }
+        #[cfg(not(unix))]
+        let _ = self.child.kill();
+    }
+
+    /// SIGTERM (unless sent already), then up to `grace` for it to finish,
+    /// then SIGKILL.
+    pub fn stop(&mut self, grace: std::time::Duration) {
+        self.terminate();
         let deadline = std::time::Instant::now() + grace;
         while std::time::Instant::now() < deadline {
             if self.exited() {
