@@ -82,6 +82,23 @@ fn headless_demo_shows_the_whole_outcome_mix() {
         )
         .unwrap();
     assert!(redriven > 0, "the retry tier was redriven by a later cycle");
+    // The agent's flakiness, each kind seen and retried: 503s, 429s (with
+    // retry_after_s), connection errors, the long operation's timeout.
+    for class in [
+        "ServiceUnavailable",
+        "RateLimitError",
+        "ConnectionError",
+        "Timeout",
+    ] {
+        let n: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'retry' AND message LIKE ?1 || ':%'",
+                [class],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(n > 0, "no {class} was retried");
+    }
     let quarantined_with_letters: i64 = conn
         .query_row(
             "SELECT count(*) FROM items i WHERE i.status = 'failed' AND i.tier = 'manual'
