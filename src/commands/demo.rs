@@ -113,7 +113,8 @@ fn in_front(ctx: &Ctx, demo: &demo::Demo) -> anyhow::Result<Exit> {
             ),
         },
     );
-    out("stopping the demo's runner and daemon…")?;
+    // The terminal may be gone (a hangup): nothing may stop the stopping.
+    let _ = out("stopping the demo's runner and daemon…");
     let runner_ended = runner.exit_code();
     // All at once: each lets its in-flight items finish within its grace.
     runner.terminate();
