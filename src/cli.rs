@@ -349,8 +349,8 @@ pub struct LogArgs {
     /// Keep printing new events.
     #[arg(long, short)]
     pub follow: bool,
-    /// Only these kinds (repeatable; e.g. failed, empty, lock-held).
-    #[arg(long, value_name = "KIND")]
+    /// Only these kinds (repeatable or comma-separated; e.g. failed,empty,lock-held).
+    #[arg(long, value_name = "KIND", value_delimiter = ',')]
     pub kind: Vec<String>,
     /// Only events of this item.
     #[arg(long)]

@@ -5,38 +5,21 @@ mod common;
 
 use assert_cmd::Command;
 
-/// Processes whose working directory is inside `dir` (workers run there).
-fn processes_in(dir: &std::path::Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for e in entries.flatten() {
-        let pid = e.file_name().to_string_lossy().to_string();
-        if !pid.chars().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(cwd) = std::fs::read_link(e.path().join("cwd"))
-            && cwd.starts_with(dir)
-        {
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            found.push(format!(
-                "{pid}: {}",
-                String::from_utf8_lossy(&cmd).replace('\0', " ")
-            ));
-        }
-    }
-    found
-}
-
 #[test]
 fn headless_demo_shows_the_whole_outcome_mix() {
     let dir = tempfile::tempdir().unwrap();
     let demo_dir = dir.path().join("demo");
+    // The user's own store, named in the environment: the demo must not
+    // touch it (its runner and daemon work on the demo's store only).
+    let mine = common::Env::new();
+    mine.write("nightshift.toml", "[batch.reports]\nworker = [\"false\"]\n");
+    let before = mine.fingerprint();
     let out = Command::cargo_bin("nightshift")
         .unwrap()
         .args(["demo", "--headless", "--dir"])
         .arg(&demo_dir)
+        .env("NIGHTSHIFT_DB", &mine.db)
+        .env("NIGHTSHIFT_CONFIG", mine.path("nightshift.toml"))
         .env("NO_COLOR", "1")
         .timeout(std::time::Duration::from_secs(180))
         .output()
@@ -99,6 +82,23 @@ fn headless_demo_shows_the_whole_outcome_mix() {
         )
         .unwrap();
     assert!(redriven > 0, "the retry tier was redriven by a later cycle");
+    // The agent's flakiness, each kind seen and retried: 503s, 429s (with
+    // retry_after_s), connection errors, the long operation's timeout.
+    for class in [
+        "ServiceUnavailable",
+        "RateLimitError",
+        "ConnectionError",
+        "Timeout",
+    ] {
+        let n: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE kind = 'retry' AND message LIKE ?1 || ':%'",
+                [class],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(n > 0, "no {class} was retried");
+    }
     let quarantined_with_letters: i64 = conn
         .query_row(
             "SELECT count(*) FROM items i WHERE i.status = 'failed' AND i.tier = 'manual'
@@ -136,7 +136,9 @@ fn headless_demo_shows_the_whole_outcome_mix() {
         "the daemon ran the scheduled batch: {stdout}"
     );
 
+    assert_eq!(mine.fingerprint(), before, "the user's store was written");
+
     // Nothing of the demo is left running.
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert_eq!(processes_in(&demo_dir), Vec::<String>::new());
+    assert_eq!(common::processes_in(&demo_dir), Vec::<String>::new());
 }

@@ -45,6 +45,7 @@ fn writes_succeed_while_the_poller_reads() {
                     db: db.clone(),
                     config: None,
                     log: None,
+                    runners: None,
                 };
                 let effects = Effects::spawn(spawn, etx);
                 let write = if round % 2 == 0 {

@@ -1,15 +1,18 @@
 //! `nightshift demo`: set up the demo store, then either run the scenario
 //! headless and print what happened, or run it behind the dashboard.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
+use super::watch::{self, Hosted};
 use super::{Ctx, Exit, out};
-use crate::cli::{DemoArgs, RunArgs, StatusArgs, TriggerArg};
+use crate::cli::{DemoArgs, RunArgs, StatusArgs, TriggerArg, WatchArgs};
 use crate::config::Config;
 use crate::demo;
 use crate::model::{Status, Tier};
 use crate::runner;
 use crate::store::{EventFilter, ItemFilter};
+use crate::tui::effects::Runners;
 use crate::util::time::now_ms;
 
 /// Cycles of `articles` the headless demo runs at most (redrives included).
@@ -23,9 +26,11 @@ pub fn agent() -> Exit {
     }
 }
 
-pub fn run(args: &DemoArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &DemoArgs, no_color: bool) -> anyhow::Result<Exit> {
+    let interactive = !args.headless && terminal();
     let mut demo = demo::setup(args.dir.as_deref())?;
-    if args.keep || args.dir.is_some() {
+    let kept = args.keep || args.dir.is_some();
+    if kept {
         demo.keep();
     }
     out(format!(
@@ -36,13 +41,114 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<Exit> {
     let ctx = Ctx {
         db: demo.db.clone(),
         config: Config::load(&demo.config)?,
-        color: false,
+        // As `Ctx::from_cli`; the headless output uses no colour.
+        color: interactive
+            && !no_color
+            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
     };
-    let result = headless(&ctx, &demo);
-    if !(args.keep || args.dir.is_some()) {
+    let result = if interactive {
+        in_front(&ctx, &demo)
+    } else {
+        headless(&ctx, &demo)
+    };
+    if kept {
+        out(format!(
+            "the demo's directory is kept: {}\n  look around: nightshift --db {} status   (or: dlq articles, log, watch)",
+            demo.dir.display(),
+            demo.db.display()
+        ))?;
+    } else {
         out("(the demo directory is removed on exit; keep it with --keep)")?;
     }
     result
+}
+
+/// A terminal a dashboard can take over: stdin and stdout are terminals,
+/// and not a dumb one.
+fn terminal() -> bool {
+    std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal()
+        && std::env::var("TERM").map_or(true, |t| t != "dumb")
+}
+
+/// Concurrency of the background run: half the config's, so the counts
+/// rise at a pace one can watch (about half a minute for `articles`).
+const WATCHABLE_CONCURRENCY: &str = "2";
+
+/// The interactive demo: a runner on `articles` and the daemon for
+/// `reports` in the background, the dashboard in front. Quitting it (q,
+/// Ctrl-C, SIGTERM, a hangup) stops everything the demo started.
+fn in_front(ctx: &Ctx, demo: &demo::Demo) -> anyhow::Result<Exit> {
+    let runners = Runners::default();
+    // Stops what `r` started even if what follows fails.
+    let _stop_runners = StopRunners(runners.clone());
+    let mut runner = demo::Child::spawn(
+        demo,
+        "runner",
+        &["run", "articles", "--concurrency", WATCHABLE_CONCURRENCY],
+    )?;
+    let mut daemon = demo::Child::spawn(demo, "daemon", &["daemon", "--batch", "reports"])?;
+    let items = |batch: &str| -> anyhow::Result<i64> {
+        let store = ctx.open_read()?;
+        Ok(store
+            .batch_infos(Some(batch))?
+            .first()
+            .map_or(0, |b| b.counts.total()))
+    };
+    out(format!(
+        "started: a runner on `articles` ({} items, {WATCHABLE_CONCURRENCY} at a time, through a flaky \
+         simulated agent) and the daemon for `reports` ({} items, a fire every 20 s)",
+        items("articles")?,
+        items("reports")?
+    ))?;
+    let ended = watch::show(
+        ctx,
+        &WatchArgs::default(),
+        Hosted {
+            state_dir: Some(demo.dir.join("state")),
+            runners: Some(runners.clone()),
+            greeting: Some(
+                "demo: articles runs in the background, reports every 20 s · ? keys · q ends it"
+                    .into(),
+            ),
+        },
+    );
+    // The terminal may be gone (a hangup): nothing may stop the stopping.
+    let _ = out("stopping the demo's runner and daemon…");
+    let runner_ended = runner.exit_code();
+    // All at once: each lets its in-flight items finish within its grace.
+    runner.terminate();
+    daemon.terminate();
+    runners.stop_all(STOP_GRACE);
+    runner.stop(STOP_GRACE);
+    daemon.stop(STOP_GRACE);
+    if let Some(Some(code)) = runner_ended
+        && code > 1
+    {
+        out(format!(
+            "  the background runner had ended with status {code}: see {}",
+            demo.dir.join("runner.log").display()
+        ))?;
+    }
+    out("stopped; nothing of the demo is running")?;
+    if let Ok(store) = ctx.open_read()
+        && let Ok(infos) = super::status::gather(ctx, &store, None)
+    {
+        out(format!("  {}", super::status::short_line(&infos)))?;
+    }
+    Ok(watch::exit_for(ended?))
+}
+
+/// How long each part of the demo gets to stop before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Stops the runners the dashboard's `r` started when dropped.
+struct StopRunners(Runners);
+
+impl Drop for StopRunners {
+    fn drop(&mut self) {
+        self.0.stop_all(STOP_GRACE);
+    }
 }
 
 fn cycle(ctx: &Ctx, batch: &str) -> anyhow::Result<runner::RunReport> {

@@ -122,7 +122,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     // These need no store or config of the user's.
     match &cli.command {
         Some(Command::Agent) => return Ok(demo::agent()),
-        Some(Command::Demo(args)) => return demo::run(args),
+        Some(Command::Demo(args)) => return demo::run(args, cli.no_color),
         Some(Command::Completions { shell }) => return completions(*shell),
         Some(Command::Man) => return man_page(),
         _ => {}

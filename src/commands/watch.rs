@@ -1,18 +1,52 @@
 //! `nightshift watch` (and `nightshift` alone): the dashboard.
 
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{Ctx, Exit, user_error};
 use crate::cli::WatchArgs;
 use crate::store::{Access, Store};
-use crate::tui::{self, Ended, app::Setup, theme::Palette};
+use crate::tui::{self, Ended, app::Setup, effects::Runners, theme::Palette};
 
 /// Polling faster than this costs more than it shows.
 const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 pub fn run(ctx: &Ctx, args: &WatchArgs) -> anyhow::Result<Exit> {
+    let ended = show(
+        ctx,
+        args,
+        Hosted {
+            state_dir: tui::visits::state_dir(),
+            ..Hosted::default()
+        },
+    )?;
+    Ok(exit_for(ended))
+}
+
+/// What a host of the dashboard (the demo) changes about it.
+#[derive(Default)]
+pub struct Hosted {
+    /// Where the last visit and the runner log are kept.
+    pub state_dir: Option<PathBuf>,
+    /// Track the runners `r` starts so the host can stop them; `None`:
+    /// they outlive the dashboard.
+    pub runners: Option<Runners>,
+    /// A hint in the footer when the dashboard opens.
+    pub greeting: Option<String>,
+}
+
+/// The exit status for how the dashboard ended: a hangup is a normal end
+/// (the SSH link dropped), other signals an interruption.
+pub fn exit_for(ended: Ended) -> Exit {
+    match ended {
+        Ended::Signal(sig) if sig != nix::sys::signal::Signal::SIGHUP as i32 => Exit::Interrupted,
+        _ => Exit::Ok,
+    }
+}
+
+/// Opens the dashboard on `ctx`'s store until it ends.
+pub fn show(ctx: &Ctx, args: &WatchArgs, hosted: Hosted) -> anyhow::Result<Ended> {
     if args.interval < MIN_INTERVAL {
         return Err(user_error("--interval must be at least 100ms"));
     }
@@ -46,16 +80,14 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> anyhow::Result<Exit> {
     )
     .with_config(&ctx.config);
     setup.batch = args.batch.clone();
-    let ended = tui::run(tui::Options {
+    setup.greeting = hosted.greeting;
+    tui::run(tui::Options {
         db,
         config: ctx.config.file.clone(),
         setup,
         interval: args.interval,
-        state_dir: tui::visits::state_dir(),
-    })?;
-    Ok(match ended {
-        Ended::Signal(sig) if sig != nix::sys::signal::Signal::SIGHUP as i32 => Exit::Interrupted,
-        _ => Exit::Ok,
+        state_dir: hosted.state_dir,
+        runners: hosted.runners,
     })
 }
 

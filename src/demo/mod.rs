@@ -174,41 +174,64 @@ pub fn setup(dir: Option<&Path>) -> anyhow::Result<Demo> {
 pub struct Child {
     child: std::process::Child,
     name: &'static str,
+    signalled: bool,
 }
 
 impl Child {
-    /// Starts `nightshift --config CONFIG ARGS...` with its output going to
-    /// `<demo dir>/<name>.log`.
+    /// Starts `nightshift --db DB --config CONFIG ARGS...` with its output
+    /// going to `<demo dir>/<name>.log`. Both paths are explicit and the
+    /// user's `NIGHTSHIFT_DB`/`NIGHTSHIFT_CONFIG` are not passed on, so the
+    /// demo can never run against the user's real store.
     pub fn spawn(demo: &Demo, name: &'static str, args: &[&str]) -> anyhow::Result<Child> {
         let exe = std::env::current_exe().context("finding this program's path")?;
         let log = std::fs::File::create(demo.dir.join(format!("{name}.log")))
             .with_context(|| format!("creating the {name} log"))?;
         let child = std::process::Command::new(exe)
+            .arg("--db")
+            .arg(&demo.db)
             .arg("--config")
             .arg(&demo.config)
             .args(args)
+            .env_remove("NIGHTSHIFT_DB")
+            .env_remove("NIGHTSHIFT_CONFIG")
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone().context("opening the log")?)
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting the demo's {name}"))?;
-        Ok(Child { child, name })
+        Ok(Child {
+            child,
+            name,
+            signalled: false,
+        })
     }
 
     pub fn name(&self) -> &'static str {
         self.name
     }
 
-    /// Has it exited (without being stopped)?
+    /// Has it exited?
     pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
-    /// SIGTERM, then up to `grace` for it to finish, then SIGKILL.
-    pub fn stop(&mut self, grace: std::time::Duration) {
-        if self.exited() {
+    /// How it ended, once it has: its exit code (`None` for a signal).
+    pub fn exit_code(&mut self) -> Option<Option<i32>> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.code()),
+            _ => None,
+        }
+    }
+
+    /// Asks it to stop (SIGTERM: a runner stops claiming and lets in-flight
+    /// items finish within its grace; a daemon stops firing), without
+    /// waiting. A second call does nothing: a second SIGTERM would make
+    /// them kill their workers at once.
+    pub fn terminate(&mut self) {
+        if self.signalled || self.exited() {
             return;
         }
+        self.signalled = true;
         #[cfg(unix)]
         if let Ok(pid) = i32::try_from(self.child.id()) {
             let _ = nix::sys::signal::kill(
@@ -216,6 +239,14 @@ impl Child {
                 nix::sys::signal::Signal::SIGTERM,
             );
         }
+        #[cfg(not(unix))]
+        let _ = self.child.kill();
+    }
+
+    /// SIGTERM (unless sent already), then up to `grace` for it to finish,
+    /// then SIGKILL.
+    pub fn stop(&mut self, grace: std::time::Duration) {
+        self.terminate();
         let deadline = std::time::Instant::now() + grace;
         while std::time::Instant::now() < deadline {
             if self.exited() {

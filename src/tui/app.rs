@@ -49,6 +49,9 @@ pub struct Setup {
     pub configured: Vec<String>,
     /// `--batch`: open on this one.
     pub batch: Option<String>,
+    /// A message shown in the footer when the dashboard opens (the demo's
+    /// hint).
+    pub greeting: Option<String>,
 }
 
 impl Setup {
@@ -61,6 +64,7 @@ impl Setup {
             schedules: BTreeMap::new(),
             configured: Vec::new(),
             batch: None,
+            greeting: None,
         }
     }
 
@@ -164,6 +168,11 @@ impl App {
             names.sort();
             names.into_iter().next()
         });
+        let flash = setup.greeting.as_ref().map(|text| Flash {
+            text: text.clone(),
+            error: false,
+            at: now,
+        });
         App {
             batch,
             setup,
@@ -199,7 +208,7 @@ impl App {
             confirm: None,
             help_scroll: 0,
             since: None,
-            flash: None,
+            flash,
             busy: 0,
             quit: false,
         }

@@ -3,9 +3,11 @@
 //! runner. Results come back as actions. Every write is recorded by the
 //! store as an event with `user@host`.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::Msg;
@@ -35,6 +37,63 @@ pub struct RunnerSpawn {
     pub config: Option<PathBuf>,
     /// Where the runner's stdout/stderr go (else /dev/null).
     pub log: Option<PathBuf>,
+    /// Keeps track of the runners started, for a host that stops them when
+    /// it ends (the demo); `None` lets them outlive the dashboard.
+    pub runners: Option<Runners>,
+}
+
+/// Runners the dashboard started that have not been reaped yet. A pid is
+/// removed only once its process has been waited for, so a pid in here is
+/// never a reused one.
+#[derive(Debug, Clone, Default)]
+pub struct Runners(Arc<Mutex<BTreeSet<u32>>>);
+
+impl Runners {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn add(&self, pid: u32) {
+        self.lock().insert(pid);
+    }
+
+    fn reaped(&self, pid: u32) {
+        self.lock().remove(&pid);
+    }
+
+    /// Pids of the runners still alive (or not yet reaped).
+    pub fn live(&self) -> Vec<u32> {
+        self.lock().iter().copied().collect()
+    }
+
+    /// SIGTERM to every runner still alive, `grace` for them to end (they
+    /// let in-flight items finish and release the rest), then SIGKILL.
+    #[cfg(unix)]
+    pub fn stop_all(&self, grace: Duration) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let signal = |sig: Signal| {
+            for pid in self.live() {
+                if let Ok(raw) = i32::try_from(pid) {
+                    let _ = kill(Pid::from_raw(raw), sig);
+                }
+            }
+        };
+        signal(Signal::SIGTERM);
+        let deadline = std::time::Instant::now() + grace;
+        while !self.live().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        signal(Signal::SIGKILL);
+        // Their reaper threads remove them once waited for.
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while !self.live().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[cfg(not(unix))]
+    pub fn stop_all(&self, _grace: Duration) {}
 }
 
 pub struct Effects {
@@ -216,12 +275,20 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
         Err(e) => return fail(format!("cannot start a runner: {e}")),
     };
     let pid = child.id();
+    let runners = spawn.runners.clone();
+    if let Some(r) = &runners {
+        r.add(pid);
+    }
     let batch_name = sanitize::line(batch).into_owned();
     let out = out.clone();
     let name = batch_name.clone();
     // Reap it (no zombie while the dashboard lives) and say how it ended.
     std::thread::spawn(move || {
-        let (ok, how) = match child.wait() {
+        let waited = child.wait();
+        if let Some(r) = &runners {
+            r.reaped(pid);
+        }
+        let (ok, how) = match waited {
             Ok(status) => match status.code() {
                 Some(0) => (true, "finished".to_string()),
                 Some(1) => (true, "finished; some items failed".to_string()),
@@ -236,8 +303,13 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
         }
         let _ = out.send(Msg::Action(Action::RunnerExited { ok, message }));
     });
+    let lasts = if spawn.runners.is_some() {
+        "it stops when you quit"
+    } else {
+        "it keeps running if you quit"
+    };
     Action::Done {
         ok: true,
-        message: format!("started a run of {batch_name} (pid {pid}); it keeps running if you quit"),
+        message: format!("started a run of {batch_name} (pid {pid}); {lasts}"),
     }
 }

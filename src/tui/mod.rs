@@ -58,6 +58,9 @@ pub struct Options {
     pub setup: Setup,
     pub interval: Duration,
     pub state_dir: Option<PathBuf>,
+    /// Track the runners `r` starts, so that the caller can stop them (the
+    /// demo); `None`: they outlive the dashboard.
+    pub runners: Option<effects::Runners>,
 }
 
 /// How the dashboard ended.
@@ -190,6 +193,7 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
                     .state_dir
                     .as_ref()
                     .map(|d| d.join("dashboard-runs.log")),
+                runners: opts.runners.clone(),
             },
             tx.clone(),
         )

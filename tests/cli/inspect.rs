@@ -387,6 +387,11 @@ fn log_lists_and_filters_events() {
         ])
         .json_lines();
     assert_eq!(two_kinds.len(), 4);
+    // As the dashboard's kind filter takes them: comma-separated.
+    let comma = env
+        .run(&["log", "b", "--json", "--kind", "quarantined,failed"])
+        .json_lines();
+    assert_eq!(comma, two_kinds);
 
     let k5 = env.run(&["log", "b", "--json", "--key", "k5"]).json_lines();
     assert!(k5.iter().all(|e| e["key"] == "k5"));

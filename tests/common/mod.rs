@@ -144,6 +144,39 @@ pub fn fingerprint(db: &Path) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+/// Processes (other than zombies) whose working directory or command line
+/// is inside `dir`: the demo's runner, daemon and workers. Linux `/proc`;
+/// elsewhere nothing is found.
+pub fn processes_in(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    let needle = dir.to_string_lossy().to_string();
+    for e in entries.flatten() {
+        let pid = e.file_name().to_string_lossy().to_string();
+        if !pid.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        if stat
+            .rfind(')')
+            .and_then(|i| stat.get(i + 2..i + 3))
+            .is_some_and(|state| state == "Z")
+        {
+            continue;
+        }
+        let cmd =
+            String::from_utf8_lossy(&std::fs::read(e.path().join("cmdline")).unwrap_or_default())
+                .replace('\0', " ");
+        let in_dir = std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir));
+        if in_dir || cmd.contains(&needle) {
+            found.push(format!("{pid}: {cmd}"));
+        }
+    }
+    found
+}
+
 // ---- Foundation tests: outputs, config, a batch with failures ----
 
 /// What a finished command printed and how it ended.
