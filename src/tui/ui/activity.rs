@@ -125,7 +125,7 @@ fn runs_chart(app: &App, f: &mut Frame, area: Rect) {
             Span::styled(format!("#{first}–#{last}"), p.style(Role::Dim)),
             Span::styled("   █ done", p.style(Role::Ok)),
             Span::styled("  ▒ failed", p.style(Role::Fail)),
-            Span::styled("  · lock-held/paused runs show as ·", p.style(Role::Dim)),
+            Span::styled("  · stepped down", p.style(Role::Dim)),
         ])),
         label,
     );

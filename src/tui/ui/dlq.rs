@@ -129,9 +129,12 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         Constraint::Length(6),
         Constraint::Length(6),
     ];
-    let block = block.title_bottom(Span::styled(
-        " Enter: the class's items · A: requeue it · counts: every failure; FAILED NOW: items ",
-        p.style(Role::Dim),
-    ));
+    // The long form explains the columns when there is room for it.
+    let hint = if area.width >= 100 {
+        " Enter: the class's items · A: requeue it · counts: every failure; FAILED NOW: items failed at present "
+    } else {
+        " Enter: items · A: requeue class "
+    };
+    let block = block.title_bottom(Span::styled(hint, p.style(Role::Dim)));
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
 }
