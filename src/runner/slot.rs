@@ -185,7 +185,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let output = match result {
             Ok(output) => output,
-            Err(KillReason::Shutdown) => return release(cycle, &claim).await,
+            Err(KillReason::Shutdown) => return release(cycle, &claim, true).await,
             Err(KillReason::LeaseLost) => {
                 cycle
                     .event(
@@ -289,7 +289,8 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
                         _ = stop.changed() => true,
                     };
                     if interrupted || cycle.stopping().is_some() {
-                        return release(cycle, &claim).await;
+                        // The failed attempt had its verdict: it counts.
+                        return release(cycle, &claim, false).await;
                     }
                     let (id, token) = (claim.item_id, claim.token);
                     match cycle
@@ -402,14 +403,16 @@ async fn fail(
     Ok(())
 }
 
-async fn release(cycle: &Cycle, claim: &Claim) -> Result<(), StoreError> {
+/// Gives the item back to pending; `cut_short` when its worker was stopped
+/// before a verdict (that attempt does not count).
+async fn release(cycle: &Cycle, claim: &Claim, cut_short: bool) -> Result<(), StoreError> {
     let event = cycle
         .new_event("released", "released back to pending (run stopping)")
         .key(&claim.key);
     let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
     if cycle
         .db
-        .call(move |s| s.release(c.item_id, c.token, run, &e))
+        .call(move |s| s.release(c.item_id, c.token, run, cut_short, &e))
         .await?
     {
         cycle.tally.released.fetch_add(1, Ordering::Relaxed);

@@ -326,20 +326,25 @@ impl Store {
         self.write(|tx| fail_in(tx, f, event))
     }
 
-    /// Gives a claimed item back to pending (a graceful stop). False if the
-    /// lease was lost meanwhile.
+    /// Gives a claimed item back to pending (a graceful stop). With
+    /// `cut_short`, the attempt in progress was stopped by the runner itself
+    /// before any verdict and is not counted: otherwise an item stopped on
+    /// its last attempt would run past `max_attempts` next time. False if
+    /// the lease was lost meanwhile.
     pub fn release(
         &mut self,
         item_id: i64,
         token: i64,
         run_id: i64,
+        cut_short: bool,
         event: &NewEvent,
     ) -> Result<bool> {
         self.write(|tx| {
             let n = tx.execute(
-                "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3
+                "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3,
+                        attempts = max(attempts - ?4, 0)
                   WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-                params![item_id, token, event.at],
+                params![item_id, token, event.at, i64::from(cut_short)],
             )?;
             if n == 1 {
                 tx.execute("UPDATE runs SET released = released + 1 WHERE id = ?1", [run_id])?;
