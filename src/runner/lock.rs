@@ -96,14 +96,7 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
             continue; // A busy store: try again next beat; the TTL has room.
         };
         if !lock_ok {
-            cycle.request_stop(Signal::Immediate, StopReason::LockLost);
-            cycle.kill_all(KillReason::LeaseLost);
-            cycle
-                .event(cycle.new_event(
-                    "lock-lost",
-                    "another runner took over the batch lock; stopping at once",
-                ))
-                .await;
+            cycle.lock_lost().await;
             return;
         }
         // In-flight items whose lease is no longer ours: stop their workers.

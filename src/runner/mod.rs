@@ -178,11 +178,16 @@ impl Cycle {
         self.stop_tx.borrow().clone()
     }
 
-    /// Asks the cycle to stop; the first reason wins, a harder signal
-    /// upgrades a softer one.
-    fn request_stop(&self, signal: Signal, reason: StopReason) {
+    /// Asks the cycle to stop; the first reason wins (except a lost lock,
+    /// which says more than any other), a harder signal upgrades a softer one.
+    /// True if this call changed the request.
+    fn request_stop(&self, signal: Signal, reason: StopReason) -> bool {
         self.stop_tx.send_if_modified(|cur| match cur {
             None => {
+                *cur = Some((signal, reason));
+                true
+            }
+            Some((_, r)) if reason == StopReason::LockLost && *r != StopReason::LockLost => {
                 *cur = Some((signal, reason));
                 true
             }
@@ -191,7 +196,21 @@ impl Cycle {
                 true
             }
             _ => false,
-        });
+        })
+    }
+
+    /// Another runner took the batch over: stop at once. Our in-flight
+    /// results would be rejected by their lease tokens anyway.
+    async fn lock_lost(&self) {
+        let first = self.request_stop(Signal::Immediate, StopReason::LockLost);
+        self.kill_all(KillReason::LeaseLost);
+        if first {
+            self.event(self.new_event(
+                "lock-lost",
+                "another runner took over the batch lock; stopping at once",
+            ))
+            .await;
+        }
     }
 
     fn lease_until(&self, now: Millis) -> Millis {

@@ -39,10 +39,14 @@ pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
         }
         let (batch, run) = (cycle.batch.clone(), cycle.run_id);
         let until = cycle.lease_until(now_ms());
-        let claims = cycle
+        let Some(claims) = cycle
             .db
             .call(move |s| s.claim(&batch, run, 1, until, now_ms()))
-            .await?;
+            .await?
+        else {
+            cycle.lock_lost().await;
+            return Ok(());
+        };
         let Some(claim) = claims.into_iter().next() else {
             return Ok(());
         };

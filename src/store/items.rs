@@ -206,6 +206,9 @@ impl Store {
 
     /// Claims up to `n` pending items for `run_id`: each gets a lease until
     /// `lease_until`, a fresh (larger) fencing token and its attempt counted.
+    /// `None` (and nothing claimed) when `run_id` no longer holds the batch
+    /// lock: a runner that was cut off (stopped, partitioned) past its TTL
+    /// and taken over must not start new work beside the new holder.
     pub fn claim(
         &mut self,
         batch: &str,
@@ -213,12 +216,15 @@ impl Store {
         n: usize,
         lease_until: Millis,
         now: Millis,
-    ) -> Result<Vec<Claim>> {
-        if n == 0 {
-            return Ok(Vec::new());
-        }
+    ) -> Result<Option<Vec<Claim>>> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
+            if !holds_lock(tx, id, run_id)? {
+                return Ok(None);
+            }
+            if n == 0 {
+                return Ok(Some(Vec::new()));
+            }
             let mut st = tx.prepare_cached(
                 "UPDATE items
                     SET status = 'claimed', lease_run = ?2, lease_until = ?3,
@@ -256,7 +262,7 @@ impl Store {
                     format!("claimed (attempt {})", c.attempt)
                 ])?;
             }
-            Ok(claims)
+            Ok(Some(claims))
         })
     }
 
@@ -697,6 +703,18 @@ fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i6
     Ok(rows)
 }
 
+/// Does `run_id` hold the batch lock (recorded by `set_lock_run`)?
+fn holds_lock(tx: &Connection, batch_id: i64, run_id: i64) -> Result<bool> {
+    Ok(tx
+        .query_row(
+            "SELECT 1 FROM locks WHERE batch_id = ?1 AND run_id = ?2",
+            params![batch_id, run_id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
 pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
     let n = tx.execute(
         "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
@@ -780,6 +798,11 @@ impl Store {
     ) -> Result<Claim> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
+            if !holds_lock(tx, id, run_id)? {
+                return Err(StoreError::Invalid(format!(
+                    "run {run_id} no longer holds the lock of batch {batch:?}: another runner took it over"
+                )));
+            }
             let status: String = tx
                 .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
                 .optional()?
