@@ -11,6 +11,7 @@ mod db;
 mod dry_run;
 mod lock;
 mod log;
+mod orphans;
 pub mod retry;
 mod slot;
 mod summary;
@@ -354,13 +355,38 @@ async fn locked_cycle(
 
     // Every other open run of this batch lost the lock, so it is dead (or
     // cut off and fenced): close it and take back what it held.
-    let dead: Vec<i64> = store
+    let dead_runs: Vec<_> = store
         .open_runs(&batch)?
         .into_iter()
-        .map(|r| r.id)
-        .filter(|id| *id != run_id)
+        .filter(|r| r.id != run_id)
         .collect();
+    let dead: Vec<i64> = dead_runs.iter().map(|r| r.id).collect();
     store.mark_crashed(&dead, now)?;
+    // Their workers on this host may still run: stop them before their
+    // items run again.
+    let here: Vec<orphans::DeadRun> = dead_runs
+        .iter()
+        .filter(|r| r.holder.host == holder.host)
+        .map(|r| orphans::DeadRun {
+            run_id: r.id,
+            runner_pid: r.holder.pid,
+        })
+        .collect();
+    let reap_batch = batch.clone();
+    let reaped = tokio::task::spawn_blocking(move || orphans::reap(&reap_batch, &here))
+        .await
+        .unwrap_or(0);
+    if reaped > 0 {
+        let e = NewEvent::new(
+            now_ms(),
+            &batch,
+            "orphans-stopped",
+            format!("stopped {reaped} worker processes left running by dead runs"),
+        )
+        .run(run_id);
+        store.log_event(&e)?;
+        log.emit(&e);
+    }
     let (reclaimed, quarantined) = store.reclaim(&batch, &dead, cfg.max_attempts, now)?;
     if reclaimed + quarantined > 0 {
         log.emit(

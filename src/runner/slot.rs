@@ -141,6 +141,11 @@ fn env(
         ("NIGHTSHIFT_LABEL", clean(&claim.label)),
         ("NIGHTSHIFT_ATTEMPT", attempt.to_string()),
         ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
+        // Lets a later run find this worker if we die (see `orphans`).
+        (
+            super::orphans::RUNNER_PID_VAR,
+            std::process::id().to_string(),
+        ),
     ];
     if let Some(op) = op_id {
         env.push(("NIGHTSHIFT_OP_ID", clean(op)));
