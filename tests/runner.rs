@@ -90,6 +90,24 @@ fn killed_at_item_137_a_rerun_resumes_without_paying_twice() {
         "{in_flight:?}"
     );
 
+    // A dry run now names what a run would take back, and writes nothing.
+    let before = env.fingerprint();
+    let plan = env
+        .cmd()
+        .args(["run", "b", "--dry-run", "--json", "--", &w])
+        .output()
+        .unwrap();
+    assert_eq!(env.fingerprint(), before);
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let reclaim: BTreeSet<String> = plan["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["why"] == "reclaim")
+        .map(|i| i["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(reclaim, in_flight);
+
     // Immediate re-run: no TTL to wait out (the holder's pid is gone).
     let out = env
         .cmd()

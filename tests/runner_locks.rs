@@ -148,6 +148,29 @@ fn a_crashed_runner_on_this_host_is_replaced_at_once() {
 }
 
 #[test]
+fn claims_of_a_run_already_marked_crashed_are_taken_back_at_once() {
+    let env = Env::new();
+    env.add_items("b", 3);
+    let w = worker(&env);
+    let mut a = env.spawn_with("a", &["run", "b", "-j", "1", "--", &w], &[("SLOW", "1000")]);
+    wait_for("k1 started", || env.path("started-k1").exists());
+    signal(a.id(), Signal::SIGKILL);
+    a.wait().unwrap();
+    kill_leftovers(&env);
+    // As left by a re-run that was itself killed after stopping the dead
+    // run's workers and marking it crashed, before taking its claims back.
+    env.sql()
+        .execute("UPDATE runs SET state = 'crashed'", [])
+        .unwrap();
+    assert_eq!(env.item("k1").0, "claimed");
+
+    // The claim's lease (60 s) has not expired; it is taken back anyway.
+    let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+    assert!(stdout(&out).contains("3 done"), "{}", stdout(&out));
+    assert_eq!(env.item("k1"), ("done".into(), None, 2));
+}
+
+#[test]
 fn a_lock_held_under_another_host_is_taken_over_only_after_its_ttl() {
     let env = Env::new();
     env.config("[batch.b]\nlock_ttl = \"3s\"\n");
@@ -337,7 +360,7 @@ fn a_completion_with_a_stale_lease_token_is_rejected() {
         .acquire_lock("b", "tok-b", &holder("b"), Some(run_b), t1 + 1000, t1, None)
         .unwrap();
     assert!(matches!(got, LockOutcome::Acquired { took_over: Some(_) }));
-    assert_eq!(s.reclaim("b", &[], 5, t1).unwrap(), (1, 0));
+    assert_eq!(s.reclaim("b", run_b, 5, t1).unwrap(), (1, 0));
     // A is cut off: it can no longer claim anything.
     assert_eq!(s.claim("b", run_a, 1, t1 + 1000, t1).unwrap(), None);
     let b = s

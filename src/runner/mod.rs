@@ -354,16 +354,14 @@ async fn locked_cycle(
     log.emit(&start_event);
 
     // Every other open run of this batch lost the lock, so it is dead (or
-    // cut off and fenced): close it and take back what it held.
+    // cut off and fenced). Its workers on this host may still run: stop
+    // them first (before the run is marked, so a crash right here leaves
+    // it findable), then close the runs and take back every other claim.
     let dead_runs: Vec<_> = store
         .open_runs(&batch)?
         .into_iter()
         .filter(|r| r.id != run_id)
         .collect();
-    let dead: Vec<i64> = dead_runs.iter().map(|r| r.id).collect();
-    store.mark_crashed(&dead, now)?;
-    // Their workers on this host may still run: stop them before their
-    // items run again.
     let here: Vec<orphans::DeadRun> = dead_runs
         .iter()
         .filter(|r| r.holder.host == holder.host)
@@ -387,7 +385,9 @@ async fn locked_cycle(
         store.log_event(&e)?;
         log.emit(&e);
     }
-    let (reclaimed, quarantined) = store.reclaim(&batch, &dead, cfg.max_attempts, now)?;
+    let dead: Vec<i64> = dead_runs.iter().map(|r| r.id).collect();
+    store.mark_crashed(&dead, now)?;
+    let (reclaimed, quarantined) = store.reclaim(&batch, run_id, cfg.max_attempts, now)?;
     if reclaimed + quarantined > 0 {
         log.emit(
             &NewEvent::new(

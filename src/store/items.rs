@@ -360,27 +360,28 @@ impl Store {
         })
     }
 
-    /// Takes back claims whose lease expired or whose run is known dead.
+    /// Takes back every claim of `batch` not held by `current_run`, which
+    /// must hold the batch lock: claims need the lock, so any other claim
+    /// was left by a run that died or was cut off — whatever its lease says
+    /// and whether or not that run was already marked crashed.
     /// Items that already used `max_attempts` are quarantined instead of
     /// being run again (a poison item that kills its runner every time).
     /// Returns (released to pending, quarantined).
     pub fn reclaim(
         &mut self,
         batch: &str,
-        dead_runs: &[i64],
+        current_run: i64,
         max_attempts: u32,
         now: Millis,
     ) -> Result<(usize, usize)> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
-            let dead = serde_json::to_string(dead_runs).unwrap_or_else(|_| "[]".into());
             let orphans: Vec<(i64, String, u32, i64)> = tx
                 .prepare_cached(
                     "SELECT id, key, attempts, lease_run FROM items
-                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL
-                        AND (lease_until < ?2 OR lease_run IN (SELECT value FROM json_each(?3)))",
+                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2",
                 )?
-                .query_map(params![id, now, dead], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .query_map(params![id, current_run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
                 .collect::<rusqlite::Result<_>>()?;
             let (mut released, mut quarantined) = (0, 0);
             for (item_id, key, attempts, lease_run) in orphans {
