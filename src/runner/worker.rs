@@ -22,6 +22,11 @@ use super::classify::{ErrorLine, parse_error_line};
 pub const MAX_STDOUT: usize = 1 << 20;
 /// Longest stderr line looked at (a longer one is cut).
 const MAX_LINE: usize = 64 * 1024;
+/// Bytes read from a worker's pipe at a time. Small on purpose: the buffer
+/// is zeroed for each of the two pipes of every worker, and most workers
+/// print a few bytes (64 KiB buffers were a quarter of the runner's CPU
+/// with a no-op worker).
+const READ_CHUNK: usize = 8 * 1024;
 /// Prefix of the lines a worker uses to talk to the runner.
 pub const MARKER: &str = "@nightshift ";
 
@@ -229,7 +234,7 @@ fn signal_group(_pgid: Option<u32>, _sig: Signal) {}
 /// Reads everything, keeping the first `limit` bytes.
 async fn read_bounded(mut r: impl AsyncRead + Unpin, limit: usize) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; READ_CHUNK];
     let mut truncated = false;
     loop {
         match r.read(&mut buf).await {
@@ -261,7 +266,7 @@ async fn read_stderr(
 ) -> StderrSummary {
     let mut summary = StderrSummary::default();
     let mut line: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; READ_CHUNK];
     let handle = |line: &[u8], summary: &mut StderrSummary| {
         let text = String::from_utf8_lossy(line);
         let text = text.trim_end_matches('\r');
