@@ -7,14 +7,13 @@ use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause};
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(conn: &Connection, name: &str) -> Result<i64> {
-    conn.query_row("SELECT id FROM batches WHERE name = ?1", [name], |r| {
-        r.get(0)
-    })
-    .optional()?
-    .ok_or_else(|| StoreError::UnknownBatch {
-        name: name.to_string(),
-        known: names(conn).unwrap_or_default(),
-    })
+    conn.prepare_cached("SELECT id FROM batches WHERE name = ?1")?
+        .query_row([name], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::UnknownBatch {
+            name: name.to_string(),
+            known: names(conn).unwrap_or_default(),
+        })
 }
 
 pub(crate) fn names(conn: &Connection) -> Result<Vec<String>> {

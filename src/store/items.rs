@@ -271,13 +271,12 @@ impl Store {
     pub fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>> {
         self.write(|tx| {
             Ok(tx
-                .query_row(
+                .prepare_cached(
                     "UPDATE items SET attempts = attempts + 1, updated_at = ?3
                       WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'
                      RETURNING attempts",
-                    params![item_id, token, now],
-                    |r| r.get(0),
-                )
+                )?
+                .query_row(params![item_id, token, now], |r| r.get(0))
                 .optional()?)
         })
     }
@@ -292,10 +291,11 @@ impl Store {
         event: &NewEvent,
     ) -> Result<bool> {
         self.write(|tx| {
-            let n = tx.execute(
-                "UPDATE items SET op_id = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-                params![item_id, token, op_id],
-            )?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE items SET op_id = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+                )?
+                .execute(params![item_id, token, op_id])?;
             if n == 1 {
                 insert_event(tx, event)?;
             }
@@ -346,14 +346,16 @@ impl Store {
         event: &NewEvent,
     ) -> Result<bool> {
         self.write(|tx| {
-            let n = tx.execute(
-                "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3,
-                        attempts = max(attempts - ?4, 0)
-                  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-                params![item_id, token, event.at, i64::from(cut_short)],
-            )?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3,
+                            attempts = max(attempts - ?4, 0)
+                      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+                )?
+                .execute(params![item_id, token, event.at, i64::from(cut_short)])?;
             if n == 1 {
-                tx.execute("UPDATE runs SET released = released + 1 WHERE id = ?1", [run_id])?;
+                tx.prepare_cached("UPDATE runs SET released = released + 1 WHERE id = ?1")?
+                    .execute([run_id])?;
                 insert_event(tx, event)?;
             }
             Ok(n == 1)
@@ -707,63 +709,71 @@ fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i6
 /// Does `run_id` hold the batch lock (recorded by `set_lock_run`)?
 fn holds_lock(tx: &Connection, batch_id: i64, run_id: i64) -> Result<bool> {
     Ok(tx
-        .query_row(
-            "SELECT 1 FROM locks WHERE batch_id = ?1 AND run_id = ?2",
-            params![batch_id, run_id],
-            |_| Ok(()),
-        )
+        .prepare_cached("SELECT 1 FROM locks WHERE batch_id = ?1 AND run_id = ?2")?
+        .query_row(params![batch_id, run_id], |_| Ok(()))
         .optional()?
         .is_some())
 }
 
 pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-    let n = tx.execute(
-        "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
-                error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-                lease_run = NULL, lease_until = NULL, updated_at = ?6
-          WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-        params![
+    let n = tx
+        .prepare_cached(
+            "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
+                    error_class = NULL, error_message = NULL, next_attempt_at = NULL,
+                    lease_run = NULL, lease_until = NULL, updated_at = ?6
+              WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+        )?
+        .execute(params![
             c.item_id,
             c.token,
             c.outcome.as_str(),
             c.result,
             c.cost,
             c.now
-        ],
-    )?;
+        ])?;
     if n == 1 {
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE runs SET done = done + (?2 = 'done'), empty = empty + (?2 = 'empty'),
                     cost = cost + coalesce(?3, 0)
               WHERE id = ?1",
-            params![c.run_id, c.outcome.as_str(), c.cost],
-        )?;
+        )?
+        .execute(params![c.run_id, c.outcome.as_str(), c.cost])?;
         insert_event(tx, event)?;
     }
     Ok(n == 1)
 }
 
 pub(crate) fn fail_in(tx: &Connection, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
-    let n = tx.execute(
-        "UPDATE items SET status = 'failed', tier = ?3, error_class = ?4, error_message = ?5,
-                next_attempt_at = ?6, cost = CASE WHEN ?7 IS NULL THEN cost ELSE coalesce(cost, 0) + ?7 END,
-                lease_run = NULL, lease_until = NULL, updated_at = ?8
-          WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-        params![f.item_id, f.token, f.tier.as_str(), f.error_class, f.message, f.next_attempt_at, f.cost, f.now],
-    )?;
+    let n = tx
+        .prepare_cached(
+            "UPDATE items SET status = 'failed', tier = ?3, error_class = ?4, error_message = ?5,
+                    next_attempt_at = ?6, cost = CASE WHEN ?7 IS NULL THEN cost ELSE coalesce(cost, 0) + ?7 END,
+                    lease_run = NULL, lease_until = NULL, updated_at = ?8
+              WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+        )?
+        .execute(params![
+            f.item_id,
+            f.token,
+            f.tier.as_str(),
+            f.error_class,
+            f.message,
+            f.next_attempt_at,
+            f.cost,
+            f.now
+        ])?;
     if n == 1 {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO dead_letters (batch_id, item_id, key, label, payload, error_class, message, attempt,
                                        failed_at, tier, run_id)
              SELECT batch_id, id, key, label, payload, ?2, ?3, attempts, ?4, ?5, ?6 FROM items WHERE id = ?1",
-            params![f.item_id, f.error_class, f.message, f.now, f.tier.as_str(), f.run_id],
-        )?;
-        tx.execute(
+        )?
+        .execute(params![f.item_id, f.error_class, f.message, f.now, f.tier.as_str(), f.run_id])?;
+        tx.prepare_cached(
             "UPDATE runs SET failed = failed + 1, retry = retry + (?2 = 'retry'), manual = manual + (?2 = 'manual'),
                     cost = cost + coalesce(?3, 0)
               WHERE id = ?1",
-            params![f.run_id, f.tier.as_str(), f.cost],
-        )?;
+        )?
+        .execute(params![f.run_id, f.tier.as_str(), f.cost])?;
         insert_event(tx, event)?;
     }
     Ok(n == 1)

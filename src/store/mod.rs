@@ -174,12 +174,21 @@ impl Store {
                     path.display()
                 )));
             }
-            let sp = conn
-                .savepoint()
-                .map_err(|e| StoreError::from_sqlite(e, &path))?;
-            let out = f(&sp).map_err(|e| e.with_path(&path))?;
-            sp.commit().map_err(|e| StoreError::from_sqlite(e, &path))?;
-            return Ok(out);
+            // A savepoint by cached statements: parsing SAVEPOINT/RELEASE
+            // anew for each of a group's writes is measurable.
+            let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut st| st.execute([]));
+            run("SAVEPOINT write").map_err(|e| StoreError::from_sqlite(e, &path))?;
+            return match f(conn) {
+                Ok(out) => {
+                    run("RELEASE write").map_err(|e| StoreError::from_sqlite(e, &path))?;
+                    Ok(out)
+                }
+                Err(e) => {
+                    let _ = run("ROLLBACK TO write");
+                    let _ = run("RELEASE write");
+                    Err(e.with_path(&path))
+                }
+            };
         }
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)

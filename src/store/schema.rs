@@ -10,6 +10,7 @@
 //! offered yet: fsync per commit would cap throughput at the disk's flush rate.
 
 use rusqlite::Connection;
+use rusqlite::config::DbConfig;
 
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
@@ -19,6 +20,8 @@ pub const SCHEMA_VERSION: i32 = 1;
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
 pub const BUSY_TIMEOUT_MS: u64 = 60_000;
+/// Prepared statements kept per writer connection.
+pub const STATEMENT_CACHE: usize = 128;
 /// Above this the WAL is truncated after a checkpoint, keeping it bounded.
 pub const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
@@ -267,6 +270,15 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    // Room for every statement of the runner's hot path: a statement that
+    // fires the counter triggers costs far more to prepare than to run.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Query planner stability: without it SQLite marks statements whose
+    // plan may depend on a bound value (`col = ?`, `LIMIT ?`) to be
+    // re-prepared when rebound, and rusqlite's cache clears the bindings
+    // of every statement it takes back, so those statements (and the
+    // counter triggers compiled into them) were re-prepared on each use.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = NORMAL;
