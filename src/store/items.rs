@@ -225,29 +225,44 @@ impl Store {
             if n == 0 {
                 return Ok(Some(Vec::new()));
             }
-            let mut st = tx.prepare_cached(
-                "UPDATE items
-                    SET status = 'claimed', lease_run = ?2, lease_until = ?3,
-                        lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?4
-                  WHERE id IN (SELECT id FROM items
-                                WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
-                                  AND next_attempt_at IS NULL
-                                ORDER BY id LIMIT ?5)
-                 RETURNING id, key, label, payload, attempts, op_id, lease_token",
-            )?;
-            let mut claims: Vec<Claim> = st
-                .query_map(params![id, run_id, lease_until, now, n as i64], |r| {
+            // Select, then update each row by id, in this one transaction:
+            // `UPDATE ... WHERE id IN (SELECT ...) RETURNING` builds two
+            // temporary b-trees per claim, a large part of a claim's cost.
+            let mut claims: Vec<Claim> = tx
+                .prepare_cached(
+                    "SELECT id, key, label, payload, attempts, op_id, lease_token FROM items
+                      WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
+                        AND next_attempt_at IS NULL
+                      ORDER BY id LIMIT ?2",
+                )?
+                .query_map(params![id, n as i64], |r| {
                     Ok(Claim {
                         item_id: r.get(0)?,
                         key: r.get(1)?,
                         label: r.get(2)?,
                         payload: r.get(3)?,
-                        attempt: r.get(4)?,
+                        attempt: r.get::<_, u32>(4)? + 1,
                         op_id: r.get(5)?,
-                        token: r.get(6)?,
+                        token: r.get::<_, i64>(6)? + 1,
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
+            let mut up = tx.prepare_cached(
+                "UPDATE items
+                    SET status = 'claimed', lease_run = ?2, lease_until = ?3,
+                        lease_token = ?4, attempts = ?5, updated_at = ?6
+                  WHERE id = ?1",
+            )?;
+            for c in &claims {
+                up.execute(params![
+                    c.item_id,
+                    run_id,
+                    lease_until,
+                    c.token,
+                    c.attempt,
+                    now
+                ])?;
+            }
             claims.sort_by_key(|c| c.item_id);
             let mut ev = tx.prepare_cached(
                 "INSERT INTO events (at, batch_id, run_id, key, kind, message, fields)
