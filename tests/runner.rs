@@ -578,7 +578,9 @@ fn sigterm_gives_in_flight_items_the_grace_period_then_releases_them() {
 #[test]
 fn pausing_from_the_cli_mid_run_stops_claiming() {
     let env = Env::new();
-    env.config("[batch.b]\nconcurrency = 1\nlock_ttl = \"1s\"\n");
+    // Default lock_ttl (60 s): the pause is noticed well before the next
+    // lock renewal (20 s), while 30 items take 3 s.
+    env.config("[batch.b]\nconcurrency = 1\n");
     env.add_items("b", 30);
     let w = p(&env.script("w.sh", "cat >/dev/null\nsleep 0.1\necho '\"ok\"'"));
     let mut runner = env.spawn("run", &["run", "b", "--", &w]);
