@@ -340,6 +340,45 @@ echo '"ok"'"#,
 }
 
 #[test]
+fn a_rate_limit_hold_outlives_the_run_that_got_it() {
+    let env = Env::new();
+    env.config("[batch.b]\nretries = 0\nconcurrency = 1\n");
+    add_keys(&env, "b", &["r"]);
+    let w = p(&env.script(
+        "w.sh",
+        r#"cat >/dev/null
+if [ "$NIGHTSHIFT_KEY" = r ]; then
+  echo '{"error_class":"RateLimitError","transient":true,"retry_after_s":2}' >&2
+  exit 1
+fi
+echo '"ok"'"#,
+    ));
+    // --limit 1: this run ends at once instead of waiting out its hold.
+    let out = env
+        .cmd()
+        .args(["run", "b", "--limit", "1", "--", &w])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let hold_until = env.int("SELECT hold_until FROM batches WHERE name = 'b'");
+    // The next cycle, started at once, waits out the hold before claiming.
+    add_keys(&env, "b", &["x"]);
+    env.cmd().args(["run", "b", "--", &w]).assert().success();
+    assert_eq!(env.item("x").0, "done");
+    let claimed_at = env.int("SELECT at FROM events WHERE kind = 'claimed' AND key = 'x'");
+    assert!(
+        claimed_at >= hold_until,
+        "claimed {} ms early",
+        hold_until - claimed_at
+    );
+    assert_eq!(
+        env.int("SELECT count(*) FROM events WHERE kind = 'hold'"),
+        2,
+        "the answer, and the next run waiting for it"
+    );
+}
+
+#[test]
 fn max_cost_stops_claiming() {
     let env = Env::new();
     env.config("[batch.b]\nconcurrency = 1\nmax_cost = 2.5\n");

@@ -400,6 +400,26 @@ async fn locked_cycle(
         );
     }
     let skipped_done = store.counts(&batch)?.done;
+    // A rate-limit answer an earlier run got still holds the batch.
+    let now = now_ms();
+    let held = store.hold_until(&batch)?.filter(|t| *t > now);
+    if let Some(t) = held {
+        let wait = Duration::from_millis((t - now) as u64);
+        let e = NewEvent::new(
+            now,
+            &batch,
+            "hold",
+            format!(
+                "rate limited by an earlier run: claiming held for {}",
+                crate::duration::format_duration(wait)
+            ),
+        )
+        .run(run_id);
+        store.log_event(&e)?;
+        log.emit(&e);
+    }
+    let hold_until =
+        held.map(|t| tokio::time::Instant::now() + Duration::from_millis((t - now) as u64));
 
     let (stop_tx, _) = watch::channel(None);
     let cycle = Arc::new(Cycle {
@@ -417,7 +437,7 @@ async fn locked_cycle(
         log: log.clone(),
         stop_tx,
         inflight: std::sync::Mutex::new(HashMap::new()),
-        hold_until: Mutex::new(None),
+        hold_until: Mutex::new(hold_until),
         pacer: cfg
             .rate_limit
             .as_ref()
