@@ -568,6 +568,55 @@ fn the_source_command_adds_items_idempotently() {
     let mut ran = lines(&log);
     ran.sort();
     assert_eq!(ran, ["s1", "s2", "s3"], "each item ran once");
+
+    // A failing source is a failure of the run (exit 1, for cron), and the
+    // cycle still runs what is queued.
+    env.config("[batch.b]\nsource = [\"sh\", \"-c\", \"echo 'listing API down' >&2; exit 3\"]\n");
+    env.cmd()
+        .args(["add", "b"])
+        .arg(env.write("more.jsonl", "{\"key\":\"s4\"}\n"))
+        .assert()
+        .success();
+    let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("the source command failed"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(env.item("s4").0, "done");
+    let failed = env.strings("SELECT message FROM events WHERE kind = 'source-failed'");
+    assert!(failed[0].contains("listing API down"), "{failed:?}");
+    assert_eq!(env.run_states().last().unwrap(), "failed");
+}
+
+#[test]
+fn max_duration_stops_claiming() {
+    let env = Env::new();
+    env.config("[batch.b]\nconcurrency = 1\n");
+    env.add_items("b", 20);
+    let w = p(&env.script("w.sh", "cat >/dev/null\nsleep 0.2\necho '\"ok\"'"));
+    let out = env
+        .cmd()
+        .args(["run", "b", "--max-duration", "1s", "--", &w])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("stopped: max_duration reached"),
+        "{}",
+        stdout(&out)
+    );
+    let done = env.int("SELECT count(*) FROM items WHERE status = 'done'");
+    assert!((1..20).contains(&done), "{done} done");
+    assert_eq!(
+        env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
+        0
+    );
+    assert_eq!(
+        env.int("SELECT count(*) FROM items WHERE status = 'pending'"),
+        20 - done
+    );
 }
 
 // ---- Stopping: signals and pause ----

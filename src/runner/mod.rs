@@ -97,11 +97,14 @@ pub struct RunReport {
     pub counts: RunCounts,
     pub summary: String,
     pub stopped: Option<StopReason>,
+    /// The batch's `source` command failed (its items were not added).
+    pub source_failed: bool,
 }
 
 impl RunReport {
+    /// Something failed: an item, or the source command. Cron acts on it.
     pub fn exit_failed(&self) -> bool {
-        self.counts.failed > 0
+        self.counts.failed > 0 || self.source_failed
     }
 }
 
@@ -572,6 +575,7 @@ async fn locked_cycle(
         counts,
         summary: line,
         stopped,
+        source_failed,
     };
     if counts.failed > 0 || source_failed {
         summary::alert(&cycle, &report).await;
