@@ -170,6 +170,7 @@ fn claims_of_a_run_already_marked_crashed_are_taken_back_at_once() {
     assert_eq!(env.item("k1"), ("done".into(), None, 2));
 }
 
+// Slow (about 3 s): waits out a 3 s lock TTL.
 #[test]
 fn a_lock_held_under_another_host_is_taken_over_only_after_its_ttl() {
     let env = Env::new();
@@ -219,6 +220,7 @@ fn a_lock_held_under_another_host_is_taken_over_only_after_its_ttl() {
     assert_eq!(effects, ["host-y k1", "host-y k2"]);
 }
 
+// Slow (about 3 s): an item that outlives three TTLs.
 #[test]
 fn a_live_runner_slower_than_the_ttl_keeps_its_lock() {
     let env = Env::new();
@@ -253,6 +255,7 @@ fn a_live_runner_slower_than_the_ttl_keeps_its_lock() {
     );
 }
 
+// Slow (about 2 s): waits out a 1 s TTL and a 2 s worker.
 #[test]
 fn a_stopped_runner_taken_over_has_its_results_discarded_and_stops() {
     let env = Env::new();

@@ -274,3 +274,28 @@ pub fn pids_with(marker: &str) -> Vec<u32> {
     }
     out
 }
+
+/// Adds items with the given keys (payload `{"key": K, "n": i}`).
+pub fn add_keys(env: &Env, batch: &str, keys: &[&str]) {
+    let lines: String = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!("{{\"key\":\"{k}\",\"n\":{i}}}\n"))
+        .collect();
+    let file = env.write("keys.jsonl", &lines);
+    env.cmd().args(["add", batch]).arg(file).assert().success();
+}
+
+/// A finished command's stdout as text.
+pub fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits until no process whose command line holds `marker` is left. The
+/// runner kills worker groups before it returns, so this is short when
+/// things work; a leak fails after `wait_for`'s (generous) deadline.
+pub fn assert_no_process_left(marker: &str) {
+    wait_for(&format!("no process with {marker} left"), || {
+        pids_with(marker).is_empty()
+    });
+}
