@@ -5,6 +5,8 @@
 //! `CHAOS_ITERATIONS` (default 50) and `CHAOS_SEED` (default: random,
 //! printed) drive it; `CHAOS_REPORT=FILE` writes the tally as JSON.
 //! `bench/chaos` runs the same soak for 1,000+ iterations on a release build.
+//!
+//! Slow but needed: about 25 s with 50 iterations in a debug build.
 #![cfg(unix)]
 
 mod common;
