@@ -69,14 +69,12 @@ if [ "$NIGHTSHIFT_KEY" = r ]; then
 fi
 echo '"ok"'"#,
     ));
-    // --limit 1: this run ends at once instead of waiting out its hold.
-    let out = env
-        .cmd()
-        .args(["run", "b", "--limit", "1", "--", &w])
-        .output()
-        .unwrap();
+    let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let hold_until = env.int("SELECT hold_until FROM batches WHERE name = 'b'");
+    // Nothing else was pending: the run did not sit out its hold.
+    let finished = env.int("SELECT at FROM events WHERE kind = 'run-finished'");
+    assert!(finished < hold_until, "the run waited for nothing");
     // The next cycle, started at once, waits out the hold before claiming.
     add_keys(&env, "b", &["x"]);
     env.cmd().args(["run", "b", "--", &w]).assert().success();

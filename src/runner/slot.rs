@@ -30,7 +30,15 @@ pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
         {
             return Ok(());
         }
-        wait_for_hold(&cycle).await;
+        if held(&cycle).await {
+            // Waiting out a hold (up to retry_after) is worth it only if
+            // there is something left to claim.
+            let batch = cycle.batch.clone();
+            if cycle.db.call(move |s| s.counts(&batch)).await?.pending == 0 {
+                return Ok(());
+            }
+            wait_for_hold(&cycle).await;
+        }
         if let Some(p) = &cycle.pacer {
             p.acquire().await;
         }
@@ -84,6 +92,15 @@ fn budget_spent(cycle: &Cycle) -> bool {
         return true;
     }
     false
+}
+
+/// Is the batch held back by a rate-limit answer right now?
+async fn held(cycle: &Cycle) -> bool {
+    cycle
+        .hold_until
+        .lock()
+        .await
+        .is_some_and(|t| t > tokio::time::Instant::now())
 }
 
 /// Waits while the batch is held back by a rate-limit answer.
