@@ -175,6 +175,8 @@ struct Cycle {
     pacer: Option<retry::Pacer>,
     claims_left: Option<AtomicUsize>,
     lease_ttl: Duration,
+    /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).
+    runner_id: String,
 }
 
 impl Cycle {
@@ -370,7 +372,7 @@ async fn locked_cycle(
         .filter(|r| r.holder.host == holder.host)
         .map(|r| orphans::DeadRun {
             run_id: r.id,
-            runner_pid: r.holder.pid,
+            runner: orphans::runner_id(r.holder.pid, r.holder.pid_start),
         })
         .collect();
     let reap_batch = batch.clone();
@@ -447,6 +449,7 @@ async fn locked_cycle(
             .map(|r| retry::Pacer::new(r.count, r.per)),
         claims_left: opts.limit.map(AtomicUsize::new),
         lease_ttl: lock_ttl,
+        runner_id: orphans::runner_id(holder.pid, holder.pid_start),
     });
 
     // Outside stop requests become stop reasons.

@@ -5,19 +5,30 @@
 //! stops the workers of dead runs on this host.
 //!
 //! Workers are recognised by their environment (`/proc/PID/environ`): the
-//! batch, the run id and the runner's pid together, which no other store's
-//! workers share. Processes of other users cannot be read and are left alone.
+//! batch, the run id and the runner's identity (pid and start time, so a
+//! reused pid does not match), which no other store's workers share.
+//! Processes of other users cannot be read and are left alone.
 
 use std::time::{Duration, Instant};
 
-/// The worker environment variable naming the runner's pid.
-pub const RUNNER_PID_VAR: &str = "NIGHTSHIFT_RUNNER_PID";
+/// The worker environment variable naming the runner process.
+pub const RUNNER_VAR: &str = "NIGHTSHIFT_RUNNER";
+
+/// The value of `NIGHTSHIFT_RUNNER`: `PID` or, where the start time is
+/// known, `PID-START` (clock ticks since boot).
+pub fn runner_id(pid: u32, start: Option<u64>) -> String {
+    match start {
+        Some(start) => format!("{pid}-{start}"),
+        None => pid.to_string(),
+    }
+}
 
 /// A dead run whose workers may still be running on this host.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DeadRun {
     pub run_id: i64,
-    pub runner_pid: u32,
+    /// Its runner's `runner_id`.
+    pub runner: String,
 }
 
 /// Kills the process groups of every process left by `runs` of `batch`, and
@@ -33,7 +44,7 @@ pub fn reap(batch: &str, runs: &[DeadRun]) -> usize {
             [
                 format!("NIGHTSHIFT_BATCH={}", batch.replace('\0', "\\x00")),
                 format!("NIGHTSHIFT_RUN_ID={}", r.run_id),
-                format!("{RUNNER_PID_VAR}={}", r.runner_pid),
+                format!("{RUNNER_VAR}={}", r.runner),
             ]
         })
         .collect();

@@ -159,10 +159,7 @@ fn env(
         ("NIGHTSHIFT_ATTEMPT", attempt.to_string()),
         ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
         // Lets a later run find this worker if we die (see `orphans`).
-        (
-            super::orphans::RUNNER_PID_VAR,
-            std::process::id().to_string(),
-        ),
+        (super::orphans::RUNNER_VAR, cycle.runner_id.clone()),
     ];
     if let Some(op) = op_id {
         env.push(("NIGHTSHIFT_OP_ID", clean(op)));
