@@ -12,6 +12,7 @@ mod dry_run;
 mod lock;
 mod log;
 mod orphans;
+mod recover;
 pub mod retry;
 mod slot;
 mod summary;
@@ -358,73 +359,9 @@ async fn locked_cycle(
     store.log_event(&start_event)?;
     log.emit(&start_event);
 
-    // Every other open run of this batch lost the lock, so it is dead (or
-    // cut off and fenced). Its workers on this host may still run: stop
-    // them first (before the run is marked, so a crash right here leaves
-    // it findable), then close the runs and take back every other claim.
-    let dead_runs: Vec<_> = store
-        .open_runs(&batch)?
-        .into_iter()
-        .filter(|r| r.id != run_id)
-        .collect();
-    let here: Vec<orphans::DeadRun> = dead_runs
-        .iter()
-        .filter(|r| r.holder.host == holder.host)
-        .map(|r| orphans::DeadRun {
-            run_id: r.id,
-            runner: orphans::runner_id(r.holder.pid, r.holder.pid_start),
-        })
-        .collect();
-    let reap_batch = batch.clone();
-    let reaped = tokio::task::spawn_blocking(move || orphans::reap(&reap_batch, &here))
-        .await
-        .unwrap_or(0);
-    if reaped > 0 {
-        let e = NewEvent::new(
-            now_ms(),
-            &batch,
-            "orphans-stopped",
-            format!("stopped {reaped} worker processes left running by dead runs"),
-        )
-        .run(run_id);
-        store.log_event(&e)?;
-        log.emit(&e);
-    }
-    let dead: Vec<i64> = dead_runs.iter().map(|r| r.id).collect();
-    store.mark_crashed(&dead, now)?;
-    let (reclaimed, quarantined) = store.reclaim(&batch, run_id, cfg.max_attempts, now)?;
-    if reclaimed + quarantined > 0 {
-        log.emit(
-            &NewEvent::new(
-                now,
-                &batch,
-                "reclaimed",
-                format!("took back {reclaimed} items from dead runs, quarantined {quarantined}"),
-            )
-            .run(run_id),
-        );
-    }
+    recover::take_over(&mut store, &batch, run_id, holder, cfg.max_attempts, log).await?;
     let skipped_done = store.counts(&batch)?.done;
-    // A rate-limit answer an earlier run got still holds the batch.
-    let now = now_ms();
-    let held = store.hold_until(&batch)?.filter(|t| *t > now);
-    if let Some(t) = held {
-        let wait = Duration::from_millis((t - now) as u64);
-        let e = NewEvent::new(
-            now,
-            &batch,
-            "hold",
-            format!(
-                "rate limited by an earlier run: claiming held for {}",
-                crate::duration::format_duration(wait)
-            ),
-        )
-        .run(run_id);
-        store.log_event(&e)?;
-        log.emit(&e);
-    }
-    let hold_until =
-        held.map(|t| tokio::time::Instant::now() + Duration::from_millis((t - now) as u64));
+    let hold_until = recover::inherited_hold(&mut store, &batch, run_id, log)?;
 
     let (stop_tx, _) = watch::channel(None);
     let cycle = Arc::new(Cycle {
