@@ -140,17 +140,12 @@ impl Env {
 
     /// Starts `nightshift ARGS` in the background; stdout and stderr go to
     /// files in the temp dir named after `tag`.
-    pub fn spawn(&self, tag: &str, args: &[&str]) -> std::process::Child {
+    pub fn spawn(&self, tag: &str, args: &[&str]) -> Background {
         self.spawn_with(tag, args, &[])
     }
 
     /// Like `spawn`, with extra environment variables.
-    pub fn spawn_with(
-        &self,
-        tag: &str,
-        args: &[&str],
-        vars: &[(&str, &str)],
-    ) -> std::process::Child {
+    pub fn spawn_with(&self, tag: &str, args: &[&str], vars: &[(&str, &str)]) -> Background {
         let out = std::fs::File::create(self.path(&format!("{tag}.out"))).unwrap();
         let err = std::fs::File::create(self.path(&format!("{tag}.err"))).unwrap();
         let mut cmd = self.std_cmd();
@@ -158,7 +153,7 @@ impl Env {
         for (k, v) in vars {
             cmd.env(k, v);
         }
-        cmd.spawn().unwrap()
+        Background(cmd.spawn().unwrap())
     }
 
     /// What a background process started with `tag` printed.
@@ -298,4 +293,30 @@ pub fn assert_no_process_left(marker: &str) {
     wait_for(&format!("no process with {marker} left"), || {
         pids_with(marker).is_empty()
     });
+}
+
+/// A process a test started in the background; killed (SIGKILL, even if
+/// stopped) if the test ends, or fails, while it still runs.
+pub struct Background(pub std::process::Child);
+
+impl std::ops::Deref for Background {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Background {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
