@@ -432,3 +432,28 @@ fn a_completion_with_a_stale_lease_token_is_rejected() {
     assert!(!s.release_lock("b", "tok-a").unwrap());
     assert!(s.release_lock("b", "tok-b").unwrap());
 }
+
+#[test]
+fn a_checkpoint_that_shares_a_group_commit_is_not_an_error() {
+    // The runner's last write (finish the run, log it, checkpoint) can be
+    // folded into one transaction with a heartbeat that arrives at the same
+    // moment; a checkpoint cannot run inside a transaction.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut s, _) = Store::create(&dir.path().join("s.db")).unwrap();
+    let t0 = now_ms();
+    s.ensure_batch("b", t0).unwrap();
+    let out = s
+        .group(|s| {
+            s.log_event(&event("b", "run-finished"))?;
+            s.checkpoint()
+        })
+        .unwrap();
+    assert!(out.is_ok(), "{out:?}");
+    assert!(s.checkpoint().is_ok());
+    assert_eq!(
+        s.events(&nightshift::store::EventFilter::default())
+            .unwrap()
+            .len(),
+        1
+    );
+}

@@ -233,8 +233,14 @@ impl Store {
     }
 
     /// Runs a passive WAL checkpoint; keeps the WAL short between runs.
+    /// Inside a transaction (a group commit) SQLite cannot checkpoint and
+    /// says SQLITE_LOCKED; it is skipped there: the WAL is checkpointed
+    /// automatically and when the last connection closes anyway.
     pub fn checkpoint(&mut self) -> Result<()> {
         if let Some(conn) = &self.conn {
+            if !conn.is_autocommit() {
+                return Ok(());
+            }
             conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE);")
                 .map_err(|e| StoreError::from_sqlite(e, &self.path))?;
         }
