@@ -29,11 +29,18 @@ fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Kills (by pid) what a test left running on purpose: the workers of a
-/// runner it SIGKILLed or stopped.
+/// Kills what a test left running on purpose: the workers of a runner it
+/// SIGKILLed, found by the marker, with their whole process group (the
+/// worker, its `sh -c`, and the `sleep` whose command line has no marker).
 fn kill_leftovers(env: &Env) {
     for pid in pids_with(&marker(env)) {
-        signal(pid, Signal::SIGKILL);
+        let pid = nix::unistd::Pid::from_raw(pid as i32);
+        if let Ok(group) = nix::unistd::getpgid(Some(pid))
+            && group != nix::unistd::getpgrp()
+        {
+            let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
+        }
+        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
     }
 }
 
