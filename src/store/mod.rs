@@ -21,7 +21,7 @@ mod schema;
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags};
 
 pub use error::StoreError;
 pub use events::EventFilter;
@@ -174,27 +174,25 @@ impl Store {
                     path.display()
                 )));
             }
-            // A savepoint by cached statements: parsing SAVEPOINT/RELEASE
-            // anew for each of a group's writes is measurable.
-            let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut st| st.execute([]));
-            run("SAVEPOINT write").map_err(|e| StoreError::from_sqlite(e, &path))?;
+            exec_cached(conn, "SAVEPOINT write").map_err(|e| StoreError::from_sqlite(e, &path))?;
             return match f(conn) {
                 Ok(out) => {
-                    run("RELEASE write").map_err(|e| StoreError::from_sqlite(e, &path))?;
+                    exec_cached(conn, "RELEASE write")
+                        .map_err(|e| StoreError::from_sqlite(e, &path))?;
                     Ok(out)
                 }
                 Err(e) => {
-                    let _ = run("ROLLBACK TO write");
-                    let _ = run("RELEASE write");
+                    let _ = exec_cached(conn, "ROLLBACK TO write");
+                    let _ = exec_cached(conn, "RELEASE write");
                     Err(e.with_path(&path))
                 }
             };
         }
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| StoreError::from_sqlite(e, &path))?;
-        let out = f(&tx).map_err(|e| e.with_path(&path))?;
-        tx.commit().map_err(|e| StoreError::from_sqlite(e, &path))?;
+        exec_cached(conn, "BEGIN IMMEDIATE").map_err(|e| StoreError::from_sqlite(e, &path))?;
+        let mut tx = Open { conn, done: false };
+        let out = f(tx.conn).map_err(|e| e.with_path(&path))?;
+        exec_cached(tx.conn, "COMMIT").map_err(|e| StoreError::from_sqlite(e, &path))?;
+        tx.done = true;
         Ok(out)
     }
 
@@ -207,8 +205,7 @@ impl Store {
         let Some(conn) = self.conn.as_ref() else {
             return Err(StoreError::ReadOnlyStore(path));
         };
-        conn.execute_batch("BEGIN IMMEDIATE")
-            .map_err(|e| StoreError::from_sqlite(e, &path))?;
+        exec_cached(conn, "BEGIN IMMEDIATE").map_err(|e| StoreError::from_sqlite(e, &path))?;
         self.in_group = true;
         let out = f(self);
         self.in_group = false;
@@ -221,8 +218,8 @@ impl Store {
                 path.display()
             )));
         }
-        if let Err(e) = conn.execute_batch("COMMIT") {
-            let _ = conn.execute_batch("ROLLBACK");
+        if let Err(e) = exec_cached(conn, "COMMIT") {
+            let _ = exec_cached(conn, "ROLLBACK");
             return Err(StoreError::from_sqlite(e, &path));
         }
         Ok(out)
@@ -255,6 +252,29 @@ impl Store {
                 .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())?;
             Ok(rows.join("; "))
         })
+    }
+}
+
+/// Runs a transaction-control statement (BEGIN, COMMIT, SAVEPOINT...) from
+/// the statement cache: parsing them anew for every transition was about 8%
+/// of the runner's instructions.
+fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
+}
+
+/// A write transaction begun by `Store::write`: rolled back unless it
+/// committed (an error, or a panic, on the way).
+struct Open<'c> {
+    conn: &'c Connection,
+    done: bool,
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        if !self.done && !self.conn.is_autocommit() {
+            let _ = exec_cached(self.conn, "ROLLBACK");
+        }
     }
 }
 
