@@ -466,3 +466,22 @@ fn the_source_command_adds_items_idempotently() {
     assert!(failed[0].contains("listing API down"), "{failed:?}");
     assert_eq!(env.run_states().last().unwrap(), "failed");
 }
+
+#[test]
+fn a_worker_named_without_a_path_is_found_in_path() {
+    let env = Env::new();
+    add_keys(&env, "b", &["k"]);
+    let bin = env.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let script = env.script("myworker", "cat >/dev/null\necho \"\\\"$0\\\"\"");
+    std::fs::rename(&script, bin.join("myworker")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    env.cmd()
+        .env("PATH", path)
+        .args(["run", "b", "--", "myworker"])
+        .assert()
+        .success();
+    // (A script's $0 is the path the kernel ran it by.)
+    let result = env.strings("SELECT result FROM items");
+    assert_eq!(result, [format!("\"{}\"", bin.join("myworker").display())]);
+}

@@ -178,6 +178,8 @@ struct Cycle {
     lease_ttl: Duration,
     /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).
     runner_id: String,
+    /// The worker program found in `PATH`, once.
+    program: Option<PathBuf>,
 }
 
 impl Cycle {
@@ -387,6 +389,7 @@ async fn locked_cycle(
         claims_left: opts.limit.map(AtomicUsize::new),
         lease_ttl: lock_ttl,
         runner_id: orphans::runner_id(holder.pid, holder.pid_start),
+        program: opts.worker.first().and_then(|p| worker::resolve(p)),
     });
 
     // Outside stop requests become stop reasons.

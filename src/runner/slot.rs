@@ -190,6 +190,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
         let started = Instant::now();
         let job = Job {
             argv: &cycle.worker,
+            program: cycle.program.as_deref(),
             dir: cycle.work_dir.as_deref(),
             env: env(cycle, &claim, attempt, op_id.as_deref()),
             payload: &claim.payload,

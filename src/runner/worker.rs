@@ -67,6 +67,9 @@ pub enum Report {
 
 pub struct Job<'a> {
     pub argv: &'a [String],
+    /// `argv[0]` found in `PATH` once per cycle (see `resolve`); the worker
+    /// still sees `argv[0]` as written.
+    pub program: Option<&'a Path>,
     pub dir: Option<&'a Path>,
     pub env: Vec<(&'static str, String)>,
     pub payload: &'a str,
@@ -81,7 +84,14 @@ pub async fn run(
     reports: mpsc::UnboundedSender<Report>,
     kill: oneshot::Receiver<KillReason>,
 ) -> Result<Output, KillReason> {
-    let mut cmd = Command::new(&job.argv[0]);
+    let mut cmd = match job.program {
+        Some(path) => Command::new(path),
+        None => Command::new(&job.argv[0]),
+    };
+    #[cfg(unix)]
+    if job.program.is_some() {
+        cmd.arg0(&job.argv[0]);
+    }
     cmd.args(&job.argv[1..])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -177,6 +187,38 @@ pub async fn run(
         reported_cost: err.cost,
         op_ids: err.op_ids,
     })
+}
+
+/// Where `PATH` finds a bare program name (`None` for a path, or when not
+/// found: the spawn then reports it). Searched once per cycle rather than
+/// by every spawn, which tried each `PATH` entry in turn (eight failed
+/// `execve` calls per worker on a typical `PATH`).
+#[cfg(unix)]
+pub fn resolve(program: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return None;
+    }
+    let paths = std::env::var_os("PATH")?;
+    for dir in std::env::split_paths(&paths) {
+        // A relative entry depends on the worker's directory: leave the
+        // search to the spawn.
+        if !dir.is_absolute() {
+            return None;
+        }
+        let path = dir.join(program);
+        if std::fs::metadata(&path)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        {
+            return Some(path);
+        }
+    }
+    None
+}
+
+#[cfg(not(unix))]
+pub fn resolve(_program: &str) -> Option<std::path::PathBuf> {
+    None
 }
 
 #[cfg(unix)]
