@@ -56,8 +56,10 @@ fn killed_at_item_137_a_rerun_resumes_without_paying_twice() {
         .strings("SELECT key FROM items WHERE status = 'claimed'")
         .into_iter()
         .collect();
+    // The 137th line's worker killed the runner; up to three others may
+    // have appended and been recorded around it.
     assert!(
-        (120..137).contains(&done_before.len()),
+        (120..140).contains(&done_before.len()),
         "{} done at the kill",
         done_before.len()
     );

@@ -180,6 +180,8 @@ struct Cycle {
     runner_id: String,
     /// The worker program found in `PATH`, once.
     program: Option<PathBuf>,
+    /// A slot may claim its next item with its last success (`slot::may_chain`).
+    chain: bool,
 }
 
 impl Cycle {
@@ -390,6 +392,7 @@ async fn locked_cycle(
         lease_ttl: lock_ttl,
         runner_id: orphans::runner_id(holder.pid, holder.pid_start),
         program: opts.worker.first().and_then(|p| worker::resolve(p)),
+        chain: opts.key.is_none() && cfg.rate_limit.is_none() && cfg.max_cost.is_none(),
     });
 
     // Outside stop requests become stop reasons.

@@ -199,8 +199,11 @@ impl Store {
     /// Group commit: every write `f` makes shares one transaction, so many
     /// small transitions cost one commit. Each write stays atomic on its
     /// own (a savepoint); none is durable, and none may be acknowledged to
-    /// anyone, before this returns `Ok`.
+    /// anyone, before this returns `Ok`. A group inside a group joins it.
     pub fn group<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> Result<T> {
+        if self.in_group {
+            return Ok(f(self));
+        }
         let path = self.path.clone();
         let Some(conn) = self.conn.as_ref() else {
             return Err(StoreError::ReadOnlyStore(path));
