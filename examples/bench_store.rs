@@ -54,10 +54,22 @@ fn fail(db: &Path, batch: &str, n: usize) -> Res<()> {
         pid_start: None,
     };
     let run = store.start_run(batch, Trigger::Manual, &holder, now_ms())?;
+    // Claims need the batch lock held by this run, as the runner holds it.
+    store.acquire_lock(
+        batch,
+        "bench",
+        &holder,
+        Some(run),
+        now_ms() + 3_600_000,
+        now_ms(),
+        None,
+    )?;
     let mut failed = 0;
     while failed < n {
         let now = now_ms();
-        let claims = store.claim(batch, run, (n - failed).min(2_000), now + 600_000, now)?;
+        let claims = store
+            .claim(batch, run, (n - failed).min(2_000), now + 600_000, now)?
+            .ok_or("bench lock lost")?;
         if claims.is_empty() {
             break;
         }
@@ -91,6 +103,7 @@ fn fail(db: &Path, batch: &str, n: usize) -> Res<()> {
         results?;
         failed += claims.len();
     }
+    store.release_lock(batch, "bench")?;
     println!(
         "failed {failed} items in {:.1} s",
         started.elapsed().as_secs_f64()

@@ -13,7 +13,7 @@ mod pty;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nightshift::model::{Holder, NewEvent, NewItem, RunState, Tier, Trigger};
+use nightshift::model::{Claim, Holder, NewEvent, NewItem, RunState, Tier, Trigger};
 use nightshift::store::{Access, DashQuery, EventsQuery, Failure, ItemsQuery, Store};
 use nightshift::util::time::now_ms;
 
@@ -21,6 +21,26 @@ const BATCH: &str = "big";
 const ITEMS: usize = 1_000_000;
 const DEAD: usize = 100_000;
 const EVENTS: usize = 1_000_000;
+
+/// Claims `n` items for `run` the way the runner does: holding the batch
+/// lock (claims without it are refused).
+fn claim_locked(store: &mut Store, run: i64, n: usize, at: i64) -> Vec<Claim> {
+    let holder = Holder {
+        host: "bench".into(),
+        pid: 1,
+        pid_start: None,
+    };
+    let token = format!("bench-{run}");
+    store
+        .acquire_lock(BATCH, &token, &holder, Some(run), at + 600_000, at, None)
+        .expect("lock");
+    let claims = store
+        .claim(BATCH, run, n, at + 600_000, at)
+        .expect("claim")
+        .expect("lock held");
+    store.release_lock(BATCH, &token).expect("unlock");
+    claims
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -80,9 +100,7 @@ fn generate(db: &Path) {
             .expect("run");
         store
             .group(|s| {
-                let claims = s
-                    .claim(BATCH, run, per_run, at + 600_000, at)
-                    .expect("claim");
+                let claims = claim_locked(s, run, per_run, at);
                 for (n, c) in claims.iter().enumerate() {
                     let class = classes[n % classes.len()];
                     let t = at + (n as i64 * 10);
@@ -125,10 +143,7 @@ fn generate(db: &Path) {
     let run = store
         .start_run(BATCH, Trigger::Manual, &holder, now)
         .expect("run");
-    for c in store
-        .claim(BATCH, run, 5, now + 600_000, now)
-        .expect("claim")
-    {
+    for c in claim_locked(&mut store, run, 5, now) {
         let f = Failure {
             item_id: c.item_id,
             token: c.token,

@@ -354,7 +354,10 @@ fn hostile_text_renders_inert() {
         pid_start: None,
     };
     let run = store.start_run("inj", Trigger::Manual, &holder, t).unwrap();
-    let claims = store.claim("inj", run, 2, t + 60_000, t).unwrap();
+    store
+        .acquire_lock("inj", "tok", &holder, Some(run), t + 60_000, t, None)
+        .unwrap();
+    let claims = store.claim("inj", run, 2, t + 60_000, t).unwrap().unwrap();
     let message = format!(
         "boom\x1b[2J\x1b[H\x1b]0;pwned\x07\u{202e}desrever\u{202c} {}",
         "A".repeat(100 * 1024)
@@ -377,6 +380,7 @@ fn hostile_text_renders_inert() {
             )
             .unwrap();
     }
+    store.release_lock("inj", "tok").unwrap();
     drop(store);
 
     let mut dash = open(&env, &[]);
@@ -478,10 +482,15 @@ fn since_you_last_looked_on_the_next_visit() {
     let run = store
         .start_run("articles", Trigger::Manual, &holder, t)
         .unwrap();
+    store
+        .acquire_lock("articles", "tok", &holder, Some(run), t + 60_000, t, None)
+        .unwrap();
     let c = store
         .claim("articles", run, 1, t + 60_000, t)
         .unwrap()
+        .unwrap()
         .remove(0);
+    store.release_lock("articles", "tok").unwrap();
     store
         .fail(
             &Failure {

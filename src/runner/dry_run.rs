@@ -17,7 +17,7 @@ pub struct DryRunItem {
     /// The attempt number this run would start.
     pub attempt: u32,
     /// Why it would run: pending, redrive (due retry-tier failure),
-    /// reclaim (expired claim), or key (named with --key).
+    /// reclaim (claim left by a dead run), or key (named with --key).
     pub why: &'static str,
 }
 
@@ -81,11 +81,12 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
             ..ItemFilter::default()
         },
     )?;
-    for item in claimed
-        .iter()
-        .filter(|i| i.lease_until.is_some_and(|t| t < now))
-    {
-        out.items.push(entry(item, "reclaim"));
+    // A run that gets the lock takes back every claim (claims need the
+    // lock, so they were left by a dead or cut-off run).
+    if out.lock_held_by.is_none() {
+        for item in &claimed {
+            out.items.push(entry(item, "reclaim"));
+        }
     }
     let pending = store.items(
         batch,

@@ -11,7 +11,9 @@ mod db;
 mod dry_run;
 mod lock;
 mod log;
+mod orphans;
 pub mod persistent;
+mod recover;
 pub mod retry;
 mod slot;
 mod summary;
@@ -97,11 +99,14 @@ pub struct RunReport {
     pub counts: RunCounts,
     pub summary: String,
     pub stopped: Option<StopReason>,
+    /// The batch's `source` command failed (its items were not added).
+    pub source_failed: bool,
 }
 
 impl RunReport {
+    /// Something failed: an item, or the source command. Cron acts on it.
     pub fn exit_failed(&self) -> bool {
-        self.counts.failed > 0
+        self.counts.failed > 0 || self.source_failed
     }
 }
 
@@ -172,6 +177,12 @@ struct Cycle {
     pacer: Option<retry::Pacer>,
     claims_left: Option<AtomicUsize>,
     lease_ttl: Duration,
+    /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).
+    runner_id: String,
+    /// The worker program found in `PATH`, once.
+    program: Option<PathBuf>,
+    /// A slot may claim its next item with its last success (`slot::may_chain`).
+    chain: bool,
 }
 
 impl Cycle {
@@ -179,11 +190,16 @@ impl Cycle {
         self.stop_tx.borrow().clone()
     }
 
-    /// Asks the cycle to stop; the first reason wins, a harder signal
-    /// upgrades a softer one.
-    fn request_stop(&self, signal: Signal, reason: StopReason) {
+    /// Asks the cycle to stop; the first reason wins (except a lost lock,
+    /// which says more than any other), a harder signal upgrades a softer one.
+    /// True if this call changed the request.
+    fn request_stop(&self, signal: Signal, reason: StopReason) -> bool {
         self.stop_tx.send_if_modified(|cur| match cur {
             None => {
+                *cur = Some((signal, reason));
+                true
+            }
+            Some((_, r)) if reason == StopReason::LockLost && *r != StopReason::LockLost => {
                 *cur = Some((signal, reason));
                 true
             }
@@ -192,7 +208,21 @@ impl Cycle {
                 true
             }
             _ => false,
-        });
+        })
+    }
+
+    /// Another runner took the batch over: stop at once. Our in-flight
+    /// results would be rejected by their lease tokens anyway.
+    async fn lock_lost(&self) {
+        let first = self.request_stop(Signal::Immediate, StopReason::LockLost);
+        self.kill_all(KillReason::LeaseLost);
+        if first {
+            self.event(self.new_event(
+                "lock-lost",
+                "another runner took over the batch lock; stopping at once",
+            ))
+            .await;
+        }
     }
 
     fn lease_until(&self, now: Millis) -> Millis {
@@ -334,28 +364,9 @@ async fn locked_cycle(
     store.log_event(&start_event)?;
     log.emit(&start_event);
 
-    // Every other open run of this batch lost the lock, so it is dead (or
-    // cut off and fenced): close it and take back what it held.
-    let dead: Vec<i64> = store
-        .open_runs(&batch)?
-        .into_iter()
-        .map(|r| r.id)
-        .filter(|id| *id != run_id)
-        .collect();
-    store.mark_crashed(&dead, now)?;
-    let (reclaimed, quarantined) = store.reclaim(&batch, &dead, cfg.max_attempts, now)?;
-    if reclaimed + quarantined > 0 {
-        log.emit(
-            &NewEvent::new(
-                now,
-                &batch,
-                "reclaimed",
-                format!("took back {reclaimed} items from dead runs, quarantined {quarantined}"),
-            )
-            .run(run_id),
-        );
-    }
+    recover::take_over(&mut store, &batch, run_id, holder, cfg.max_attempts, log).await?;
     let skipped_done = store.counts(&batch)?.done;
+    let hold_until = recover::inherited_hold(&mut store, &batch, run_id, log)?;
 
     let (stop_tx, _) = watch::channel(None);
     let cycle = Arc::new(Cycle {
@@ -373,13 +384,16 @@ async fn locked_cycle(
         log: log.clone(),
         stop_tx,
         inflight: std::sync::Mutex::new(HashMap::new()),
-        hold_until: Mutex::new(None),
+        hold_until: Mutex::new(hold_until),
         pacer: cfg
             .rate_limit
             .as_ref()
             .map(|r| retry::Pacer::new(r.count, r.per)),
         claims_left: opts.limit.map(AtomicUsize::new),
         lease_ttl: lock_ttl,
+        runner_id: orphans::runner_id(holder.pid, holder.pid_start),
+        program: opts.worker.first().and_then(|p| worker::resolve(p)),
+        chain: opts.key.is_none() && cfg.rate_limit.is_none() && cfg.max_cost.is_none(),
     });
 
     // Outside stop requests become stop reasons.
@@ -491,7 +505,10 @@ async fn locked_cycle(
                 .run(run_id)
                 .fields(serde_json::json!({"state": state, "counts": counts}));
             s.log_event(&e)?;
-            s.checkpoint()?;
+            // Housekeeping only: never fail a finished run over it.
+            if let Err(e) = s.checkpoint() {
+                tracing::warn!("WAL checkpoint after run {run_id}: {e}");
+            }
             Ok(e)
         }
     };
@@ -508,6 +525,7 @@ async fn locked_cycle(
         counts,
         summary: line,
         stopped,
+        source_failed,
     };
     if counts.failed > 0 || source_failed {
         summary::alert(&cycle, &report).await;

@@ -19,7 +19,17 @@ use crate::util::time::now_ms;
 
 /// Claims and processes items until none is left or the cycle stops.
 pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
+    // The next item, when it was claimed together with the last success.
+    let mut chained: Option<Claim> = None;
     loop {
+        if let Some(claim) = chained.take() {
+            if cycle.stopping().is_some() {
+                // Claimed as the stop came: never started, so not counted.
+                return release(&cycle, &claim, true).await;
+            }
+            chained = process(&cycle, claim).await?;
+            continue;
+        }
         if cycle.stopping().is_some() || budget_spent(&cycle) {
             return Ok(());
         }
@@ -30,7 +40,15 @@ pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
         {
             return Ok(());
         }
-        wait_for_hold(&cycle).await;
+        if held(&cycle).await {
+            // Waiting out a hold (up to retry_after) is worth it only if
+            // there is something left to claim.
+            let batch = cycle.batch.clone();
+            if cycle.db.call(move |s| s.counts(&batch)).await?.pending == 0 {
+                return Ok(());
+            }
+            wait_for_hold(&cycle).await;
+        }
         if let Some(p) = &cycle.pacer {
             p.acquire().await;
         }
@@ -39,24 +57,56 @@ pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
         }
         let (batch, run) = (cycle.batch.clone(), cycle.run_id);
         let until = cycle.lease_until(now_ms());
-        let claims = cycle
+        let Some(claims) = cycle
             .db
             .call(move |s| s.claim(&batch, run, 1, until, now_ms()))
-            .await?;
+            .await?
+        else {
+            cycle.lock_lost().await;
+            return Ok(());
+        };
         let Some(claim) = claims.into_iter().next() else {
             return Ok(());
         };
-        cycle.log.emit(
-            &NewEvent::new(
-                now_ms(),
-                &cycle.batch,
-                "claimed",
-                format!("claimed (attempt {})", claim.attempt),
-            )
-            .run(run)
-            .key(&claim.key),
-        );
-        process(&cycle, claim).await?;
+        log_claimed(&cycle, &claim);
+        chained = process(&cycle, claim).await?;
+    }
+}
+
+fn log_claimed(cycle: &Cycle, claim: &Claim) {
+    cycle.log.emit(
+        &NewEvent::new(
+            now_ms(),
+            &cycle.batch,
+            "claimed",
+            format!("claimed (attempt {})", claim.attempt),
+        )
+        .run(cycle.run_id)
+        .key(&claim.key),
+    );
+}
+
+/// May this slot claim its next item in the transaction that records its
+/// success? Saves a transaction and a store round trip per item. Only when
+/// nothing has to be waited for or weighed in between: no rate limit, no
+/// hold, no cost budget, no single `--key`, not stopping. Takes one claim
+/// from `--limit` when it says yes.
+async fn may_chain(cycle: &Cycle) -> bool {
+    if !cycle.chain || cycle.stopping().is_some() || held(cycle).await {
+        return false;
+    }
+    match &cycle.claims_left {
+        Some(left) => left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok(),
+        None => true,
+    }
+}
+
+/// Gives back the `--limit` claim `may_chain` took, when no item came of it.
+fn unchain(cycle: &Cycle) {
+    if let Some(left) = &cycle.claims_left {
+        left.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -68,7 +118,8 @@ pub async fn run_key(cycle: Arc<Cycle>, key: String) -> Result<(), StoreError> {
         .db
         .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
         .await?;
-    process(&cycle, claim).await
+    // `chain` is off with --key: nothing else is claimed.
+    process(&cycle, claim).await.map(drop)
 }
 
 fn budget_spent(cycle: &Cycle) -> bool {
@@ -80,6 +131,15 @@ fn budget_spent(cycle: &Cycle) -> bool {
         return true;
     }
     false
+}
+
+/// Is the batch held back by a rate-limit answer right now?
+async fn held(cycle: &Cycle) -> bool {
+    cycle
+        .hold_until
+        .lock()
+        .await
+        .is_some_and(|t| t > tokio::time::Instant::now())
 }
 
 /// Waits while the batch is held back by a rate-limit answer.
@@ -137,6 +197,8 @@ fn env(
         ("NIGHTSHIFT_LABEL", clean(&claim.label)),
         ("NIGHTSHIFT_ATTEMPT", attempt.to_string()),
         ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
+        // Lets a later run find this worker if we die (see `orphans`).
+        (super::orphans::RUNNER_VAR, cycle.runner_id.clone()),
     ];
     if let Some(op) = op_id {
         env.push(("NIGHTSHIFT_OP_ID", clean(op)));
@@ -145,8 +207,9 @@ fn env(
 }
 
 /// Runs one claimed item to an outcome: done, failed (with tier), released
-/// (stop), or abandoned (lease lost).
-async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
+/// (stop), or abandoned (lease lost). Returns the next item when it was
+/// claimed in the same transaction as this one's success (`may_chain`).
+async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<Option<Claim>, StoreError> {
     let cfg = &cycle.cfg;
     let mut attempt = claim.attempt;
     let mut op_id = claim.op_id.clone();
@@ -167,6 +230,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
         let started = Instant::now();
         let job = Job {
             argv: &cycle.worker,
+            program: cycle.program.as_deref(),
             dir: cycle.work_dir.as_deref(),
             env: env(cycle, &claim, attempt, op_id.as_deref()),
             payload: &claim.payload,
@@ -185,7 +249,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let output = match result {
             Ok(output) => output,
-            Err(KillReason::Shutdown) => return release(cycle, &claim).await,
+            Err(KillReason::Shutdown) => return release(cycle, &claim, true).await.map(|()| None),
             Err(KillReason::LeaseLost) => {
                 cycle
                     .event(
@@ -197,7 +261,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
                             .key(&claim.key),
                     )
                     .await;
-                return Ok(());
+                return Ok(None);
             }
         };
         match classify(&output, &cycle.rules) {
@@ -221,28 +285,59 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
                 .key(&claim.key)
                 .fields(json!({"attempt": attempt, "ms": elapsed_ms, "cost": cost}));
                 let (c, e) = (claim.clone(), event.clone());
-                let run = cycle.run_id;
-                let accepted = cycle
+                let (run, batch) = (cycle.run_id, cycle.batch.clone());
+                let chain = may_chain(cycle).await;
+                let until = cycle.lease_until(now_ms());
+                let (accepted, next) = cycle
                     .db
                     .call(move |s| {
-                        s.complete(
-                            &Completion {
-                                item_id: c.item_id,
-                                token: c.token,
-                                run_id: run,
-                                outcome: if empty {
-                                    crate::model::Outcome::Empty
-                                } else {
-                                    crate::model::Outcome::Done
+                        // One transaction for the success and the next claim.
+                        s.group(|s| {
+                            let accepted = s.complete(
+                                &Completion {
+                                    item_id: c.item_id,
+                                    token: c.token,
+                                    run_id: run,
+                                    outcome: if empty {
+                                        crate::model::Outcome::Empty
+                                    } else {
+                                        crate::model::Outcome::Done
+                                    },
+                                    result: result.as_deref(),
+                                    cost,
+                                    now: now_ms(),
                                 },
-                                result: result.as_deref(),
-                                cost,
-                                now: now_ms(),
-                            },
-                            &e,
-                        )
+                                &e,
+                            )?;
+                            let next = (chain && accepted)
+                                .then(|| s.claim(&batch, run, 1, until, now_ms()));
+                            Ok((accepted, next))
+                        })?
                     })
                     .await?;
+                let next = match next {
+                    None => {
+                        if chain {
+                            unchain(cycle);
+                        }
+                        None
+                    }
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(None)) => {
+                        cycle.lock_lost().await;
+                        None
+                    }
+                    Some(Ok(Some(claims))) => {
+                        let next = claims.into_iter().next();
+                        if next.is_none() {
+                            unchain(cycle);
+                        }
+                        next
+                    }
+                };
+                if let Some(n) = &next {
+                    log_claimed(cycle, n);
+                }
                 if accepted {
                     let counter = if empty {
                         &cycle.tally.empty
@@ -255,7 +350,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
                 } else {
                     lease_lost_on_write(cycle, &claim).await;
                 }
-                return Ok(());
+                return Ok(next);
             }
             Verdict::Failed {
                 transient,
@@ -289,7 +384,8 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
                         _ = stop.changed() => true,
                     };
                     if interrupted || cycle.stopping().is_some() {
-                        return release(cycle, &claim).await;
+                        // The failed attempt had its verdict: it counts.
+                        return release(cycle, &claim, false).await.map(|()| None);
                     }
                     let (id, token) = (claim.item_id, claim.token);
                     match cycle
@@ -306,7 +402,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
                         }
                         None => {
                             lease_lost_on_write(cycle, &claim).await;
-                            return Ok(());
+                            return Ok(None);
                         }
                     }
                 }
@@ -320,7 +416,8 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<(), StoreError> {
                     retry_after,
                     cost,
                 )
-                .await;
+                .await
+                .map(|()| None);
             }
         }
     }
@@ -402,14 +499,16 @@ async fn fail(
     Ok(())
 }
 
-async fn release(cycle: &Cycle, claim: &Claim) -> Result<(), StoreError> {
+/// Gives the item back to pending; `cut_short` when its worker was stopped
+/// before a verdict (that attempt does not count).
+async fn release(cycle: &Cycle, claim: &Claim, cut_short: bool) -> Result<(), StoreError> {
     let event = cycle
         .new_event("released", "released back to pending (run stopping)")
         .key(&claim.key);
     let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
     if cycle
         .db
-        .call(move |s| s.release(c.item_id, c.token, run, &e))
+        .call(move |s| s.release(c.item_id, c.token, run, cut_short, &e))
         .await?
     {
         cycle.tally.released.fetch_add(1, Ordering::Relaxed);

@@ -73,6 +73,7 @@ pub fn record_skip(
         counts: RunCounts::default(),
         summary,
         stopped: None,
+        source_failed: false,
     })
 }
 

@@ -432,6 +432,7 @@ mod tests {
             counts: RunCounts::default(),
             summary: summary.to_string(),
             stopped,
+            source_failed: false,
         }
     }
 

@@ -269,6 +269,9 @@ impl Store {
 
     /// Claims up to `n` pending items for `run_id`: each gets a lease until
     /// `lease_until`, a fresh (larger) fencing token and its attempt counted.
+    /// `None` (and nothing claimed) when `run_id` no longer holds the batch
+    /// lock: a runner that was cut off (stopped, partitioned) past its TTL
+    /// and taken over must not start new work beside the new holder.
     pub fn claim(
         &mut self,
         batch: &str,
@@ -276,35 +279,53 @@ impl Store {
         n: usize,
         lease_until: Millis,
         now: Millis,
-    ) -> Result<Vec<Claim>> {
-        if n == 0 {
-            return Ok(Vec::new());
-        }
+    ) -> Result<Option<Vec<Claim>>> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
-            let mut st = tx.prepare_cached(
-                "UPDATE items
-                    SET status = 'claimed', lease_run = ?2, lease_until = ?3,
-                        lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?4
-                  WHERE id IN (SELECT id FROM items
-                                WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
-                                  AND next_attempt_at IS NULL
-                                ORDER BY id LIMIT ?5)
-                 RETURNING id, key, label, payload, attempts, op_id, lease_token",
-            )?;
-            let mut claims: Vec<Claim> = st
-                .query_map(params![id, run_id, lease_until, now, n as i64], |r| {
+            if !holds_lock(tx, id, run_id)? {
+                return Ok(None);
+            }
+            if n == 0 {
+                return Ok(Some(Vec::new()));
+            }
+            // Select, then update each row by id, in this one transaction:
+            // `UPDATE ... WHERE id IN (SELECT ...) RETURNING` builds two
+            // temporary b-trees per claim, a large part of a claim's cost.
+            let mut claims: Vec<Claim> = tx
+                .prepare_cached(
+                    "SELECT id, key, label, payload, attempts, op_id, lease_token FROM items
+                      WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
+                        AND next_attempt_at IS NULL
+                      ORDER BY id LIMIT ?2",
+                )?
+                .query_map(params![id, n as i64], |r| {
                     Ok(Claim {
                         item_id: r.get(0)?,
                         key: r.get(1)?,
                         label: r.get(2)?,
                         payload: r.get(3)?,
-                        attempt: r.get(4)?,
+                        attempt: r.get::<_, u32>(4)? + 1,
                         op_id: r.get(5)?,
-                        token: r.get(6)?,
+                        token: r.get::<_, i64>(6)? + 1,
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
+            let mut up = tx.prepare_cached(
+                "UPDATE items
+                    SET status = 'claimed', lease_run = ?2, lease_until = ?3,
+                        lease_token = ?4, attempts = ?5, updated_at = ?6
+                  WHERE id = ?1",
+            )?;
+            for c in &claims {
+                up.execute(params![
+                    c.item_id,
+                    run_id,
+                    lease_until,
+                    c.token,
+                    c.attempt,
+                    now
+                ])?;
+            }
             claims.sort_by_key(|c| c.item_id);
             let mut ev = tx.prepare_cached(
                 "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message, fields)
@@ -320,7 +341,7 @@ impl Store {
                     c.item_id
                 ])?;
             }
-            Ok(claims)
+            Ok(Some(claims))
         })
     }
 
@@ -329,13 +350,12 @@ impl Store {
     pub fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>> {
         self.write(|tx| {
             Ok(tx
-                .query_row(
+                .prepare_cached(
                     "UPDATE items SET attempts = attempts + 1, updated_at = ?3
                       WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'
                      RETURNING attempts",
-                    params![item_id, token, now],
-                    |r| r.get(0),
-                )
+                )?
+                .query_row(params![item_id, token, now], |r| r.get(0))
                 .optional()?)
         })
     }
@@ -350,10 +370,11 @@ impl Store {
         event: &NewEvent,
     ) -> Result<bool> {
         self.write(|tx| {
-            let n = tx.execute(
-                "UPDATE items SET op_id = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-                params![item_id, token, op_id],
-            )?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE items SET op_id = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+                )?
+                .execute(params![item_id, token, op_id])?;
             if n == 1 {
                 insert_event(tx, event)?;
             }
@@ -390,50 +411,58 @@ impl Store {
         self.write(|tx| fail_in(tx, f, event))
     }
 
-    /// Gives a claimed item back to pending (a graceful stop). False if the
-    /// lease was lost meanwhile.
+    /// Gives a claimed item back to pending (a graceful stop). With
+    /// `cut_short`, the attempt in progress was stopped by the runner itself
+    /// before any verdict and is not counted: otherwise an item stopped on
+    /// its last attempt would run past `max_attempts` next time. False if
+    /// the lease was lost meanwhile.
     pub fn release(
         &mut self,
         item_id: i64,
         token: i64,
         run_id: i64,
+        cut_short: bool,
         event: &NewEvent,
     ) -> Result<bool> {
         self.write(|tx| {
-            let n = tx.execute(
-                "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3
-                  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-                params![item_id, token, event.at],
-            )?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3,
+                            attempts = max(attempts - ?4, 0)
+                      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+                )?
+                .execute(params![item_id, token, event.at, i64::from(cut_short)])?;
             if n == 1 {
-                tx.execute("UPDATE runs SET released = released + 1 WHERE id = ?1", [run_id])?;
+                tx.prepare_cached("UPDATE runs SET released = released + 1 WHERE id = ?1")?
+                    .execute([run_id])?;
                 insert_event(tx, event)?;
             }
             Ok(n == 1)
         })
     }
 
-    /// Takes back claims whose lease expired or whose run is known dead.
+    /// Takes back every claim of `batch` not held by `current_run`, which
+    /// must hold the batch lock: claims need the lock, so any other claim
+    /// was left by a run that died or was cut off — whatever its lease says
+    /// and whether or not that run was already marked crashed.
     /// Items that already used `max_attempts` are quarantined instead of
     /// being run again (a poison item that kills its runner every time).
     /// Returns (released to pending, quarantined).
     pub fn reclaim(
         &mut self,
         batch: &str,
-        dead_runs: &[i64],
+        current_run: i64,
         max_attempts: u32,
         now: Millis,
     ) -> Result<(usize, usize)> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
-            let dead = serde_json::to_string(dead_runs).unwrap_or_else(|_| "[]".into());
             let orphans: Vec<(i64, String, u32, i64)> = tx
                 .prepare_cached(
                     "SELECT id, key, attempts, lease_run FROM items
-                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL
-                        AND (lease_until < ?2 OR lease_run IN (SELECT value FROM json_each(?3)))",
+                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2",
                 )?
-                .query_map(params![id, now, dead], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .query_map(params![id, current_run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
                 .collect::<rusqlite::Result<_>>()?;
             let (mut released, mut quarantined) = (0, 0);
             for (item_id, key, attempts, lease_run) in orphans {
@@ -783,54 +812,74 @@ fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i6
     Ok(rows)
 }
 
+/// Does `run_id` hold the batch lock (recorded by `set_lock_run`)?
+fn holds_lock(tx: &Connection, batch_id: i64, run_id: i64) -> Result<bool> {
+    Ok(tx
+        .prepare_cached("SELECT 1 FROM locks WHERE batch_id = ?1 AND run_id = ?2")?
+        .query_row(params![batch_id, run_id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
 pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-    let n = tx.execute(
-        "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
-                error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-                lease_run = NULL, lease_until = NULL, updated_at = ?6
-          WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-        params![
+    let n = tx
+        .prepare_cached(
+            "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
+                    error_class = NULL, error_message = NULL, next_attempt_at = NULL,
+                    lease_run = NULL, lease_until = NULL, updated_at = ?6
+              WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+        )?
+        .execute(params![
             c.item_id,
             c.token,
             c.outcome.as_str(),
             c.result,
             c.cost,
             c.now
-        ],
-    )?;
+        ])?;
     if n == 1 {
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE runs SET done = done + (?2 = 'done'), empty = empty + (?2 = 'empty'),
                     cost = cost + coalesce(?3, 0)
               WHERE id = ?1",
-            params![c.run_id, c.outcome.as_str(), c.cost],
-        )?;
+        )?
+        .execute(params![c.run_id, c.outcome.as_str(), c.cost])?;
         insert_event(tx, event)?;
     }
     Ok(n == 1)
 }
 
 pub(crate) fn fail_in(tx: &Connection, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
-    let n = tx.execute(
-        "UPDATE items SET status = 'failed', tier = ?3, error_class = ?4, error_message = ?5,
-                next_attempt_at = ?6, cost = CASE WHEN ?7 IS NULL THEN cost ELSE coalesce(cost, 0) + ?7 END,
-                lease_run = NULL, lease_until = NULL, updated_at = ?8
-          WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-        params![f.item_id, f.token, f.tier.as_str(), f.error_class, f.message, f.next_attempt_at, f.cost, f.now],
-    )?;
+    let n = tx
+        .prepare_cached(
+            "UPDATE items SET status = 'failed', tier = ?3, error_class = ?4, error_message = ?5,
+                    next_attempt_at = ?6, cost = CASE WHEN ?7 IS NULL THEN cost ELSE coalesce(cost, 0) + ?7 END,
+                    lease_run = NULL, lease_until = NULL, updated_at = ?8
+              WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+        )?
+        .execute(params![
+            f.item_id,
+            f.token,
+            f.tier.as_str(),
+            f.error_class,
+            f.message,
+            f.next_attempt_at,
+            f.cost,
+            f.now
+        ])?;
     if n == 1 {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO dead_letters (batch_id, item_id, key, label, payload, error_class, message, attempt,
                                        failed_at, tier, run_id)
              SELECT batch_id, id, key, label, payload, ?2, ?3, attempts, ?4, ?5, ?6 FROM items WHERE id = ?1",
-            params![f.item_id, f.error_class, f.message, f.now, f.tier.as_str(), f.run_id],
-        )?;
-        tx.execute(
+        )?
+        .execute(params![f.item_id, f.error_class, f.message, f.now, f.tier.as_str(), f.run_id])?;
+        tx.prepare_cached(
             "UPDATE runs SET failed = failed + 1, retry = retry + (?2 = 'retry'), manual = manual + (?2 = 'manual'),
                     cost = cost + coalesce(?3, 0)
               WHERE id = ?1",
-            params![f.run_id, f.tier.as_str(), f.cost],
-        )?;
+        )?
+        .execute(params![f.run_id, f.tier.as_str(), f.cost])?;
         insert_event(tx, event)?;
     }
     Ok(n == 1)
@@ -866,6 +915,11 @@ impl Store {
     ) -> Result<Claim> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
+            if !holds_lock(tx, id, run_id)? {
+                return Err(StoreError::Invalid(format!(
+                    "run {run_id} no longer holds the lock of batch {batch:?}: another runner took it over"
+                )));
+            }
             let status: String = tx
                 .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
                 .optional()?

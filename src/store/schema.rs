@@ -10,6 +10,7 @@
 //! offered yet: fsync per commit would cap throughput at the disk's flush rate.
 
 use rusqlite::Connection;
+use rusqlite::config::DbConfig;
 
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
@@ -21,6 +22,8 @@ pub const SCHEMA_VERSION: i32 = 1;
 pub const BUSY_TIMEOUT_MS: u64 = 60_000;
 /// Page cache of a writer connection (SQLite's default is 2 MiB).
 pub const WRITER_CACHE_KIB: i64 = 16 * 1024;
+/// Prepared statements kept per writer connection.
+pub const STATEMENT_CACHE: usize = 128;
 /// Above this the WAL is truncated after a checkpoint, keeping it bounded.
 pub const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
@@ -275,6 +278,15 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {
     conn.busy_handler(Some(wait_for_lock()))?;
+    // Room for every statement of the runner's hot path: a statement that
+    // fires the counter triggers costs far more to prepare than to run.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Query planner stability: without it SQLite marks statements whose
+    // plan may depend on a bound value (`col = ?`, `LIMIT ?`) to be
+    // re-prepared when rebound, and rusqlite's cache clears the bindings
+    // of every statement it takes back, so those statements (and the
+    // counter triggers compiled into them) were re-prepared on each use.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     // temp_store: statement journals (every multi-row update with triggers
     // has one) stay in memory instead of a temporary file per statement.
     // cache_size: a bulk chunk dirties a few hundred scattered pages (an

@@ -144,6 +144,214 @@ pub fn fingerprint(db: &Path) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+// ---- Runner helpers (real processes, real signals) ----
+
+/// Path of the real binary, for processes a test starts in the background.
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("nightshift")
+}
+
+impl Env {
+    /// Writes `nightshift.toml` beside the store (picked up by every command).
+    pub fn config(&self, body: &str) -> PathBuf {
+        self.write("nightshift.toml", body)
+    }
+
+    /// The real binary as a `std` command (for `spawn`), set up like `cmd`.
+    pub fn std_cmd(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(bin());
+        cmd.current_dir(self.dir.path())
+            .env("NIGHTSHIFT_DB", &self.db)
+            .env_remove("NIGHTSHIFT_CONFIG")
+            .env_remove("NIGHTSHIFT_HOST")
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null());
+        cmd
+    }
+
+    /// Starts `nightshift ARGS` in the background; stdout and stderr go to
+    /// files in the temp dir named after `tag`.
+    pub fn spawn(&self, tag: &str, args: &[&str]) -> Background {
+        self.spawn_with(tag, args, &[])
+    }
+
+    /// Like `spawn`, with extra environment variables.
+    pub fn spawn_with(&self, tag: &str, args: &[&str], vars: &[(&str, &str)]) -> Background {
+        let out = std::fs::File::create(self.path(&format!("{tag}.out"))).unwrap();
+        let err = std::fs::File::create(self.path(&format!("{tag}.err"))).unwrap();
+        let mut cmd = self.std_cmd();
+        cmd.args(args).stdout(out).stderr(err);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        Background(cmd.spawn().unwrap())
+    }
+
+    /// What a background process started with `tag` printed.
+    pub fn output_of(&self, tag: &str) -> (String, String) {
+        let read = |ext: &str| {
+            std::fs::read_to_string(self.path(&format!("{tag}.{ext}"))).unwrap_or_default()
+        };
+        (read("out"), read("err"))
+    }
+
+    /// One integer from a SQL query (read through a fresh connection).
+    pub fn int(&self, query: &str) -> i64 {
+        self.sql()
+            .query_row(query, [], |r| r.get(0))
+            .unwrap_or_else(|e| panic!("{query}: {e}"))
+    }
+
+    /// The first column of every row of a query, as text.
+    pub fn strings(&self, query: &str) -> Vec<String> {
+        let conn = self.sql();
+        let mut st = conn.prepare(query).unwrap();
+        st.query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    /// (status, tier, attempts) of one item.
+    pub fn item(&self, key: &str) -> (String, Option<String>, i64) {
+        self.sql()
+            .query_row(
+                "SELECT status, tier, attempts FROM items WHERE key = ?1",
+                [key],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap_or_else(|e| panic!("item {key}: {e}"))
+    }
+
+    /// Kinds of the events of a batch, oldest first.
+    pub fn event_kinds(&self) -> Vec<String> {
+        self.strings("SELECT kind FROM events ORDER BY id")
+    }
+
+    /// States of the runs, oldest first.
+    pub fn run_states(&self) -> Vec<String> {
+        self.strings("SELECT state FROM runs ORDER BY id")
+    }
+}
+
+/// Lines of a file (empty when it does not exist).
+pub fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// How often each line occurs.
+pub fn tally(lines: &[String]) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for l in lines {
+        *m.entry(l.clone()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Polls `cond` until it holds. The deadline only bounds a hung test (it
+/// is generous, never a performance assertion).
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Sends a signal to a process.
+#[cfg(unix)]
+pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+}
+
+/// Pids of live processes whose command line contains `marker` (a /proc
+/// scan, like `pgrep -f`).
+pub fn pids_with(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rfind(')')
+            .and_then(|i| stat.get(i + 2..i + 3))
+            .is_some_and(|s| s == "Z");
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Adds items with the given keys (payload `{"key": K, "n": i}`).
+pub fn add_keys(env: &Env, batch: &str, keys: &[&str]) {
+    let lines: String = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!("{{\"key\":\"{k}\",\"n\":{i}}}\n"))
+        .collect();
+    let file = env.write("keys.jsonl", &lines);
+    env.cmd().args(["add", batch]).arg(file).assert().success();
+}
+
+/// A finished command's stdout as text.
+pub fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits until no process whose command line holds `marker` is left. The
+/// runner kills worker groups before it returns, so this is short when
+/// things work; a leak fails after `wait_for`'s (generous) deadline.
+pub fn assert_no_process_left(marker: &str) {
+    wait_for(&format!("no process with {marker} left"), || {
+        pids_with(marker).is_empty()
+    });
+}
+
+/// A process a test started in the background; killed (SIGKILL, even if
+/// stopped) if the test ends, or fails, while it still runs.
+pub struct Background(pub std::process::Child);
+
+impl std::ops::Deref for Background {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Background {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Processes (other than zombies) whose working directory or command line
 /// is inside `dir`: the demo's runner, daemon and workers. Linux `/proc`;
 /// elsewhere nothing is found.
@@ -239,11 +447,6 @@ impl Env {
     /// Runs the binary with `args` and collects what it printed.
     pub fn run(&self, args: &[&str]) -> Ran {
         ran(self.cmd().args(args).output().unwrap())
-    }
-
-    /// Writes `nightshift.toml` beside the store.
-    pub fn config(&self, text: &str) -> PathBuf {
-        self.write("nightshift.toml", text)
     }
 
     /// Batch `batch` with items k1..k8 run once through [`FAILING_WORKER`]

@@ -57,10 +57,38 @@ impl Run<'_> {
     }
 
     /// Claims `n` pending items at `at`; returns (item id, key, token).
+    /// Claims need the batch lock: a run that does not hold it (the
+    /// finished runs of the history) takes it just for the claim.
     fn claim(&mut self, n: usize, at: Millis) -> Vec<(i64, String, i64)> {
-        self.store
+        let claims = match self
+            .store
             .claim(self.batch, self.id, n, at + 10 * MIN, at)
             .unwrap()
+        {
+            Some(claims) => claims,
+            None => {
+                let token = format!("fixture-{}", self.id);
+                self.store
+                    .acquire_lock(
+                        self.batch,
+                        &token,
+                        &holder(),
+                        Some(self.id),
+                        at + MIN,
+                        at,
+                        None,
+                    )
+                    .unwrap();
+                let claims = self
+                    .store
+                    .claim(self.batch, self.id, n, at + 10 * MIN, at)
+                    .unwrap()
+                    .expect("lock held");
+                self.store.release_lock(self.batch, &token).unwrap();
+                claims
+            }
+        };
+        claims
             .into_iter()
             .map(|c| (c.item_id, c.key, c.token))
             .collect()
