@@ -13,6 +13,9 @@ use nightshift::util::sanitize;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(parent) = cli.demo_parent {
+        nightshift::demo::follow_parent(parent);
+    }
     let code = match commands::dispatch(cli) {
         Ok(exit) => exit,
         Err(err) if commands::is_broken_pipe(&err) => Exit::Ok,

@@ -154,3 +154,62 @@ fn demo_stops_everything_on_sigterm() {
         assert!(batch["lock"].is_null(), "{batch}");
     }
 }
+
+/// A demo killed with SIGKILL cannot clean up, but its runner and scheduler
+/// are told by the kernel (SIGTERM on the parent's death) and stop on their
+/// own: nothing keeps running, no lease or lock is left behind. The demo runs
+/// under a shell that stays, as in a user's terminal: the terminal's hangup
+/// does not come to the rescue.
+#[cfg(target_os = "linux")]
+#[test]
+fn demo_killed_with_sigkill_leaves_nothing_running() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo_dir = tmp.path().join("demo");
+    let script = format!(
+        "'{BIN}' demo --dir '{}'; sleep 600",
+        demo_dir.to_str().unwrap()
+    );
+    let dash = Dash::open(
+        Path::new("/bin/sh"),
+        tmp.path(),
+        &tmp.path().join("elsewhere.db"),
+        &["-c", &script],
+        (80, 24),
+    );
+    dash.wait_for("the articles at work", |s| {
+        done_on_screen(s, "articles").is_some_and(|n| n > 0)
+    });
+    let procs = common::processes_in(&demo_dir);
+    let demo = procs
+        .iter()
+        .find(|p| p.contains(&format!(": {BIN} demo --dir ")))
+        .and_then(|p| p.split(':').next())
+        .and_then(|pid| pid.parse::<i32>().ok())
+        .unwrap_or_else(|| panic!("no demo process among {procs:?}"));
+    assert!(
+        procs.len() >= 3,
+        "the demo, its runner and daemon: {procs:?}"
+    );
+    let pid = nix::unistd::Pid::from_raw(demo);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    // The shell stays (it sleeps): everything else must go.
+    let ours = || -> Vec<String> {
+        common::processes_in(&demo_dir)
+            .into_iter()
+            .filter(|p| !p.contains(": /bin/sh -c "))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut left = ours();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left = ours();
+    }
+    assert_eq!(left, Vec::<String>::new());
+    let status = status(&demo_dir.join("nightshift.db"));
+    for batch in status["batches"].as_array().unwrap() {
+        assert_eq!(batch["claimed"], 0, "{batch}");
+        assert!(batch["lock"].is_null(), "{batch}");
+    }
+    drop(dash);
+}

@@ -168,6 +168,26 @@ pub fn setup(dir: Option<&Path>) -> anyhow::Result<Demo> {
     })
 }
 
+/// Called first thing by a child of the demo (`--demo-parent PID`): it asks
+/// the kernel for SIGTERM when the demo dies, so a demo killed with SIGKILL
+/// (which cannot clean up) still leaves nothing running. SIGTERM, not
+/// SIGKILL: a runner then stops as it does on Ctrl-C, releasing its leases
+/// and lock. (The signal follows the *thread* that spawned the child: the
+/// demo spawns its children from its main thread, which lives as long as
+/// the demo.)
+pub fn follow_parent(parent: i32) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM);
+        // The demo may have died between our fork and the call above.
+        if parent != nix::unistd::getppid().as_raw() {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = parent;
+}
+
 /// A child `nightshift` process of the demo (a daemon, a runner). Dropping
 /// it stops it: SIGTERM, a short wait, then SIGKILL, so quitting the demo
 /// leaves nothing running.
@@ -187,6 +207,8 @@ impl Child {
         let log = std::fs::File::create(demo.dir.join(format!("{name}.log")))
             .with_context(|| format!("creating the {name} log"))?;
         let child = std::process::Command::new(exe)
+            .arg("--demo-parent")
+            .arg(std::process::id().to_string())
             .arg("--db")
             .arg(&demo.db)
             .arg("--config")
