@@ -26,6 +26,12 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     } else {
         args.file.display().to_string()
     };
+    if args.batch.is_empty() || sanitize::has_dangerous(&args.batch) {
+        return Err(user_error(format!(
+            "batch name \"{}\": a batch name must be non-empty and hold no control or bidi characters",
+            sanitize::line(&args.batch)
+        )));
+    }
     let bytes = read_input(&args.file)?;
     let spec = match &args.key_fields {
         Some(fields) => {
@@ -70,9 +76,9 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
             report.present
         ))?;
         if new_batch && !ctx.config.batches.is_empty() && ctx.config.batch(&args.batch).is_none() {
+            let name = sanitize::line(&args.batch);
             eprintln!(
-                "note: batch {:?} is new and has no [batch.{}] section in the config",
-                args.batch, args.batch
+                "note: batch {name:?} is new and has no [batch.{name}] section in the config"
             );
         }
     }
