@@ -1,0 +1,251 @@
+//! Terminal injection: hostile text in every place a user or a worker can
+//! put it (keys, labels, payloads, worker results and errors, error
+//! classes, op ids, pause and skip reasons, actor and host names, arguments)
+//! comes out of every CLI command and every dashboard pane inert: the raw
+//! bytes hold no ESC, no C1 control, no bidi control, no NUL, BEL,
+//! backspace or carriage return, and are valid UTF-8; `--json` output stays
+//! JSON that decodes to the same text.
+#![cfg(unix)]
+
+mod common;
+
+use common::{Env, Ran, ran};
+
+/// The corpus: CSI (colour, clear screen, cursor home), OSC 0 (title),
+/// OSC 52 (clipboard write), DCS, 8-bit CSI and NEL as UTF-8 C1, bidi
+/// override and isolate, NUL, BEL, backspace, CR.
+const EVIL: &str = "E\x1b[31mR\x1b[2J\x1b[H\x1b]0;pwned\x07\x1b]52;c;aGk=\x07\x1bP1$r\x1b\\\
+                    \u{9b}2J\u{85}\u{202e}desrever\u{202c}\u{2066}iso\u{2069}N\0B\x07S\x08C\rZ";
+
+/// The same bytes a shell `printf` produces from this format string.
+const EVIL_PRINTF: &str = r"E\033[31mR\033[2J\033[H\033]0;pwned\007\033]52;c;aGk=\007\033P1$r\033\\\302\233\
+2J\302\205\342\200\256desrever\342\200\254\342\201\246iso\342\201\251NB\007S\010C\rZ\377\376bad-utf8";
+
+/// Why `bytes` would act on a terminal, if it would.
+fn hostile_byte(bytes: &[u8]) -> Option<String> {
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Some(format!("invalid UTF-8: {e}"));
+    }
+    let text = std::str::from_utf8(bytes).unwrap();
+    for (i, c) in text.char_indices() {
+        let bad = matches!(c, '\x1b' | '\0' | '\x07' | '\x08' | '\r' | '\x7f')
+            || ('\u{80}'..='\u{9f}').contains(&c)
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}');
+        if bad {
+            let around: String = text[i..].chars().take(40).collect();
+            return Some(format!("{c:?} at byte {i}: {around:?}"));
+        }
+    }
+    None
+}
+
+#[track_caller]
+fn assert_inert(what: &str, bytes: &[u8]) {
+    if let Some(why) = hostile_byte(bytes) {
+        panic!("{what}: {why}");
+    }
+}
+
+/// Runs the binary with hostile environment variables (actor, host).
+/// Arguments and environment cannot hold NUL: it is dropped from them.
+fn run_raw(env: &Env, args: &[&str]) -> (std::process::Output, Ran) {
+    let args: Vec<String> = args.iter().map(|a| a.replace('\0', "")).collect();
+    let out = env
+        .cmd()
+        .env("USER", format!("user{}", EVIL.replace('\0', "")))
+        .env("NIGHTSHIFT_HOST", format!("host{}", EVIL.replace('\0', "")))
+        .args(&args)
+        .output()
+        .unwrap();
+    let r = ran(out.clone());
+    assert!(!r.stderr.contains("panicked"), "{args:?} panicked: {r:#?}");
+    (out, r)
+}
+
+/// Runs a command and checks both of its streams; returns what it printed.
+#[track_caller]
+fn check(env: &Env, args: &[&str]) -> Ran {
+    let (out, r) = run_raw(env, args);
+    assert_inert(&format!("stdout of {args:?}"), &out.stdout);
+    assert_inert(&format!("stderr of {args:?}"), &out.stderr);
+    r
+}
+
+/// The hostile text as it is written into a JSON string.
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// A store with hostile text in every field a user or a worker fills.
+fn hostile_store() -> Env {
+    let env = Env::new();
+    env.config("[batch.inj]\nretries = 0\nmax_attempts = 3\n");
+    // Keys may not hold control characters (rejected at `add`); bidi
+    // characters they may.
+    let lines = [
+        format!(
+            r#"{{"key":"done-\u202ekey","label":{},"text":{}}}"#,
+            json_str(&format!("label{EVIL}")),
+            json_str(EVIL)
+        ),
+        format!(r#"{{"key":"json","text":{}}}"#, json_str(EVIL)),
+        format!(r#"{{"key":"classed","text":{}}}"#, json_str(EVIL)),
+        r#"{"key":"plain"}"#.to_string(),
+        r#"{"key":"long"}"#.to_string(),
+        r#"{"key":"skipme"}"#.to_string(),
+    ];
+    let file = env.write("items.jsonl", &(lines.join("\n") + "\n"));
+    check(&env, &["add", "inj", file.to_str().unwrap()]).code(0);
+    let worker = env.script(
+        "evil-worker.sh",
+        &format!(
+            r#"cat >/dev/null
+evil() {{ printf '{EVIL_PRINTF}'; }}
+case "$NIGHTSHIFT_KEY" in
+  done-*) printf '@nightshift op_id=op-'; evil >&2; echo >&2; evil ;;
+  json) printf '{{"r":"\302\233\342\200\256 \\u001b[2J \177"}}' ;;
+  classed) {{ printf '{{"error_class":"Cls\\u001b[31m\302\233\342\200\256","transient":false,"message":"M\302\233\342\200\256\\u001b[2J"}}\n'; }} >&2; exit 1 ;;
+  plain) evil >&2; exit 2 ;;
+  long) head -c 300000 /dev/zero | tr '\0' 'A' >&2; evil >&2; exit 1 ;;
+  *) echo '{{}}' ;;
+esac"#
+        ),
+    );
+    let w = worker.to_str().unwrap();
+    let r = check(&env, &["run", "inj", "--verbose", "--", w]);
+    assert_eq!(r.code, 1, "{r:#?}");
+    check(
+        &env,
+        &["skip", "inj", "skipme", "--reason", &format!("why{EVIL}")],
+    )
+    .code(0);
+    check(&env, &["requeue", "inj", "plain"]).code(0);
+    check(&env, &["pause", "inj", "--reason", &format!("pause{EVIL}")]).code(0);
+    env
+}
+
+/// Every command that shows stored text, human and JSON, and every error
+/// that echoes what was typed: all inert, JSON still JSON.
+#[test]
+fn every_cli_output_is_inert() {
+    let env = hostile_store();
+    // The worker's text was stored (it is data, not lost), yet never shown raw.
+    let status = check(&env, &["show", "inj", "classed", "--json"]).json();
+    let class = status["item"]["error_class"].as_str().unwrap().to_string();
+    assert!(class.starts_with("Cls"), "{class:?}");
+
+    let human = [
+        vec!["status"],
+        vec!["status", "inj"],
+        vec!["status", "--short"],
+        vec!["status", "--prometheus"],
+        vec!["items", "inj"],
+        vec!["items", "inj", "--status", "failed"],
+        vec!["items", "inj", "--search", "Cls"],
+        vec!["show", "inj", "done-\u{202e}key"],
+        vec!["show", "inj", "json"],
+        vec!["show", "inj", "classed"],
+        vec!["show", "inj", "plain"],
+        vec!["show", "inj", "long"],
+        vec!["show", "inj", "skipme"],
+        vec!["log"],
+        vec!["log", "inj", "-n", "1000"],
+        vec!["log", "--key", "done-\u{202e}key"],
+        vec!["dlq", "inj"],
+        vec!["requeue", "inj", "--all-failed", "--dry-run"],
+        vec!["run", "inj", "--dry-run", "--", "true"],
+        vec!["prune", "--older-than", "1s", "--dry-run"],
+    ];
+    for args in &human {
+        let r = check(&env, args);
+        assert_eq!(r.code, 0, "{args:?}: {r:#?}");
+    }
+    let json = [
+        vec!["status", "--json"],
+        vec!["items", "inj", "--json"],
+        vec!["show", "inj", "done-\u{202e}key", "--json"],
+        vec!["show", "inj", "json", "--json"],
+        vec!["show", "inj", "classed", "--json"],
+        vec!["log", "--json", "-n", "1000"],
+        vec!["dlq", "inj", "--json"],
+        vec!["dlq", "inj", "--jsonl"],
+        vec!["requeue", "inj", "--all-failed", "--dry-run", "--json"],
+        vec!["run", "inj", "--dry-run", "--json", "--", "true"],
+    ];
+    for args in &json {
+        let r = check(&env, args);
+        assert_eq!(r.code, 0, "{args:?}: {r:#?}");
+        if serde_json::from_str::<serde_json::Value>(&r.stdout).is_err() {
+            r.json_lines();
+        }
+    }
+    // JSON escapes keep the meaning: the label decodes to the hostile text.
+    let item = check(&env, &["show", "inj", "done-\u{202e}key", "--json"]).json();
+    assert_eq!(item["item"]["label"], format!("label{EVIL}"));
+    let pause = check(&env, &["status", "--json"]).json();
+    assert_eq!(
+        pause["batches"][0]["paused_reason"],
+        format!("pause{}", EVIL.replace('\0', ""))
+    );
+
+    // Errors that echo what was typed.
+    let errors = [
+        vec!["show", "inj", EVIL],
+        vec!["show", EVIL, "k"],
+        vec!["items", EVIL],
+        vec!["status", EVIL],
+        vec!["dlq", EVIL],
+        vec!["log", EVIL],
+        vec!["run", EVIL, "--", "true"],
+        vec!["pause", EVIL],
+        vec!["unpause", EVIL],
+        vec!["requeue", "inj", EVIL],
+        vec!["skip", "inj", EVIL, "--reason", EVIL],
+        vec!["schedule", EVIL],
+        vec!["items", "inj", "--status", EVIL],
+        vec!["dlq", "inj", "--since", EVIL],
+        vec!["prune", "--older-than", EVIL],
+        vec!["run", "inj", "--max-duration", EVIL],
+        vec!["watch", "--interval", EVIL],
+        vec![EVIL],
+        vec!["--db", EVIL, "status"],
+        vec!["--config", EVIL, "status"],
+        vec!["add", EVIL, "items.jsonl"],
+        vec!["add", "inj", EVIL],
+    ];
+    for args in &errors {
+        let r = check(&env, args);
+        assert_ne!(r.code, 0, "{args:?} should fail: {r:#?}");
+    }
+    // No batch may be named with control characters.
+    assert_eq!(
+        env.strings("SELECT name FROM batches"),
+        vec!["inj".to_string()]
+    );
+}
+
+/// A bad JSON-lines file full of hostile text: the error names the line
+/// and shows the text inert.
+#[test]
+fn add_errors_are_inert() {
+    let env = Env::new();
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(EVIL.as_bytes());
+    bytes.push(b'\n');
+    bytes.extend_from_slice(b"{\"key\":\"a\x1b[2J\"}\n");
+    bytes.extend_from_slice(b"{\"key\":\"\\u001b]0;t\\u0007\"}\n");
+    bytes.extend_from_slice(b"\xff\xfe\x1b]52;c;aGk=\x07\n");
+    bytes.extend_from_slice(format!("{{\"key\":\"d\",\"label\":{}}}\n", json_str(EVIL)).as_bytes());
+    bytes.extend_from_slice(format!("{{\"key\":\"d\",\"label\":{}}}\n", json_str(EVIL)).as_bytes());
+    let file = env.path("bad.jsonl");
+    std::fs::write(&file, &bytes).unwrap();
+    let r = check(&env, &["add", "b", file.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:#?}");
+    for n in 1..=4 {
+        assert!(r.stderr.contains(&format!("line {n}:")), "{r:#?}");
+    }
+    assert!(r.stderr.contains("line 6: duplicate key"), "{r:#?}");
+    assert!(env.strings("SELECT name FROM batches").is_empty());
+}
