@@ -249,3 +249,222 @@ fn add_errors_are_inert() {
     assert!(r.stderr.contains("line 6: duplicate key"), "{r:#?}");
     assert!(env.strings("SELECT name FROM batches").is_empty());
 }
+
+// ---- The dashboard ----
+
+#[path = "tui/pty.rs"]
+mod pty;
+
+use std::io::{Read, Write};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The dashboard in a pseudo-terminal, every byte it writes kept.
+struct RawDash {
+    raw: Arc<Mutex<Vec<u8>>>,
+    parser: Arc<Mutex<vt100::Parser<pty::Watch>>>,
+    title_set: Arc<std::sync::atomic::AtomicBool>,
+    clipboard: Arc<std::sync::atomic::AtomicBool>,
+    writer: Box<dyn Write + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    _master: Box<dyn portable_pty::MasterPty + Send>,
+}
+
+impl RawDash {
+    fn open(env: &Env, args: &[&str]) -> RawDash {
+        use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: 24,
+                cols: 80,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_nightshift"));
+        cmd.args(args);
+        cmd.cwd(env.dir.path());
+        cmd.env("NIGHTSHIFT_DB", &env.db);
+        cmd.env("XDG_STATE_HOME", env.dir.path().join("state"));
+        cmd.env("TERM", "xterm-256color");
+        cmd.env("USER", format!("user{}", EVIL.replace('\0', "")));
+        cmd.env("NIGHTSHIFT_HOST", "ptyhost");
+        cmd.env_remove("NO_COLOR");
+        cmd.env_remove("NIGHTSHIFT_CONFIG");
+        let child = pair.slave.spawn_command(cmd).unwrap();
+        drop(pair.slave);
+        let watch = pty::Watch::default();
+        let (title_set, clipboard) = (watch.title_set.clone(), watch.clipboard.clone());
+        let parser = Arc::new(Mutex::new(vt100::Parser::new_with_callbacks(
+            std::num::NonZeroU16::new(24).unwrap(),
+            std::num::NonZeroU16::new(80).unwrap(),
+            0,
+            watch,
+        )));
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let (p, r) = (parser.clone(), raw.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                r.lock().unwrap().extend_from_slice(&buf[..n]);
+                p.lock().unwrap().process(&buf[..n]);
+            }
+        });
+        RawDash {
+            raw,
+            parser,
+            title_set,
+            clipboard,
+            writer: pair.master.take_writer().unwrap(),
+            child,
+            _master: pair.master,
+        }
+    }
+
+    fn key(&mut self, bytes: &str) {
+        self.writer.write_all(bytes.as_bytes()).unwrap();
+        self.writer.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(40));
+    }
+
+    fn screen(&self) -> String {
+        self.parser.lock().unwrap().screen().contents()
+    }
+
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < pty::PATIENCE,
+                "waited for {what}; the screen shows:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn wait_exit(&mut self) -> u32 {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.exit_code();
+            }
+            assert!(start.elapsed() < pty::PATIENCE, "{}", self.screen());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RawDash {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// What the dashboard may never send, whatever the data: only its own
+/// drawing sequences (CSI) and UTF-8 text, never an OSC (title,
+/// clipboard), DCS, C1 control, bidi control, NUL, BEL or backspace.
+fn dashboard_bytes_clean(bytes: &[u8]) -> Result<(), String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    for (i, c) in text.char_indices() {
+        let next = text[i + c.len_utf8()..].chars().next();
+        let bad = matches!(c, '\0' | '\x07' | '\x08' | '\x7f')
+            || ('\u{80}'..='\u{9f}').contains(&c)
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}')
+            || (c == '\x1b' && matches!(next, Some(']' | 'P' | '_' | '^' | 'X')));
+        if bad {
+            let around: String = text[i..].chars().take(40).collect();
+            return Err(format!("{c:?} at byte {i}: {around:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Every pane, the item detail, a dead-letter class, the help overlay and
+/// the prompts, over a store full of hostile text (including a lock held by
+/// a hostile host): the screen shows the text escaped and the frame intact,
+/// and the raw bytes carry nothing a terminal would act on.
+#[test]
+fn every_dashboard_pane_is_inert() {
+    use nightshift::model::{Holder, Trigger};
+    use nightshift::store::{Access, Store};
+    let env = hostile_store();
+    {
+        let mut store = Store::open(&env.db, Access::ReadWrite).unwrap();
+        let t = nightshift::util::time::now_ms();
+        let holder = Holder {
+            host: format!("host{EVIL}"),
+            pid: 1,
+            pid_start: None,
+        };
+        let run = store.start_run("inj", Trigger::Manual, &holder, t).unwrap();
+        store
+            .acquire_lock("inj", "tok", &holder, Some(run), t + 3_600_000, t, None)
+            .unwrap();
+    }
+    let mut dash = RawDash::open(&env, &["watch"]);
+    dash.wait_for("the first poll", |s| s.contains("polled "));
+    let intact = |screen: &str| {
+        let rows: Vec<&str> = screen.lines().collect();
+        rows.len() <= 24 && rows.first().is_some_and(|r| r.contains("nightshift"))
+    };
+    let pane_keys: &[&[&str]] = &[
+        &["1"],
+        &["1", "\r"],
+        &["\x1b", "2"],
+        &["3"],
+        &["3", "j"],
+        &["3", "\r"],
+        &["\x1b", "3", "G", "\r"],
+        &["\x1b", "4"],
+        &["4", "\r"],
+        &["\x1b", "4", "j", "\r"],
+        &["\x1b", "5"],
+        &["5", "G"],
+        &["\x1b", "?"],
+        &["\x1b", "p"],
+        &["\x1b", "3", "/", "C", "l", "s"],
+    ];
+    for keys in pane_keys {
+        for k in *keys {
+            dash.key(k);
+        }
+        std::thread::sleep(Duration::from_millis(150));
+        let screen = dash.screen();
+        assert!(intact(&screen), "after {keys:?}:\n{screen}");
+        if let Err(why) = dashboard_bytes_clean(&dash.raw.lock().unwrap()) {
+            panic!("after {keys:?}: {why}\n{screen}");
+        }
+    }
+    // The hostile text was shown (escaped), not dropped.
+    dash.key("\x1b");
+    dash.key("\x1b");
+    dash.key("3");
+    dash.key("g");
+    dash.key("\r");
+    dash.wait_for("the escaped label", |s| {
+        s.contains("label") && s.contains("\\x1b")
+    });
+    dash.key("\x1b");
+    dash.key("q");
+    dash.wait_exit();
+    assert!(!dash.title_set.load(Ordering::SeqCst), "the title was set");
+    assert!(
+        !dash.clipboard.load(Ordering::SeqCst),
+        "the clipboard was written"
+    );
+    dashboard_bytes_clean(&dash.raw.lock().unwrap()).unwrap();
+}
