@@ -104,7 +104,7 @@ fn hostile_store() -> Env {
             r#"cat >/dev/null
 evil() {{ printf '{EVIL_PRINTF}'; }}
 case "$NIGHTSHIFT_KEY" in
-  done-*) printf '@nightshift op_id=op-'; evil >&2; echo >&2; evil ;;
+  done-*) printf '@nightshift op_id=op-'; evil >&2; echo >&2; printf '@nightshift op_id=op-\342\200\256-\302\240x\n' >&2; evil ;;
   json) printf '{{"r":"\302\233\342\200\256 \\u001b[2J \177"}}' ;;
   classed) {{ printf '{{"error_class":"Cls\\u001b[31m\302\233\342\200\256","transient":false,"message":"M\302\233\342\200\256\\u001b[2J"}}\n'; }} >&2; exit 1 ;;
   plain) evil >&2; exit 2 ;;
@@ -135,6 +135,9 @@ fn every_cli_output_is_inert() {
     let status = check(&env, &["show", "inj", "classed", "--json"]).json();
     let class = status["item"]["error_class"].as_str().unwrap().to_string();
     assert!(class.starts_with("Cls"), "{class:?}");
+    // An op id with control characters is refused; one with bidi stored.
+    let done = check(&env, &["show", "inj", "done-\u{202e}key", "--json"]).json();
+    assert_eq!(done["item"]["op_id"], "op-\u{202e}-\u{a0}x");
 
     let human = [
         vec!["status"],
