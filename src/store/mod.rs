@@ -76,6 +76,17 @@ impl Store {
         if !path.exists() {
             return Err(StoreError::NotFound(path.to_path_buf()));
         }
+        // SQLite would only say "unable to open database file".
+        if let Err(e) = std::fs::File::open(path)
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            return Err(StoreError::CannotOpen(
+                path.to_path_buf(),
+                "permission denied (a store is readable by its owner only unless shared, \
+                 e.g. with a group: see \"Who can read it\" in the README)"
+                    .into(),
+            ));
+        }
         match access {
             Access::ReadOnly => {
                 let store = Store {
