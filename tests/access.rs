@@ -297,3 +297,43 @@ echo '{"posted":true}'"#,
         );
     }
 }
+
+/// A private store (the default, 0600) refuses another user with a clear
+/// line and exit 3; shared with a group as the README says (0640, the
+/// user in that group), the same user reads it, read-only, byte for byte.
+#[test]
+fn a_private_store_refuses_others_and_a_group_share_works() {
+    if !is_root() {
+        return;
+    }
+    let env = Env::new();
+    env.add_items("b", 2);
+    chmod(env.dir.path(), 0o755);
+    assert_eq!(mode(&env.db), 0o600);
+    let r = as_nobody(&env, &["status"]);
+    r.code(3);
+    let line = r.error_line();
+    assert!(line.contains("permission denied"), "{line}");
+    assert!(line.contains(env.db.to_str().unwrap()), "{line}");
+
+    // Shared with nobody's group (no other user need exist for the test).
+    nix::unistd::chown(&env.db, None, Some(nix::unistd::Gid::from_raw(NOBODY))).unwrap();
+    chmod(&env.db, 0o640);
+    let before = fingerprint(&env.db);
+    let out = Command::new("setpriv")
+        .args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--init-groups",
+        ])
+        .arg(common::bin())
+        .args(["status", "--json"])
+        .current_dir(env.dir.path())
+        .env("NIGHTSHIFT_DB", &env.db)
+        .output()
+        .unwrap();
+    let r = ran(out);
+    r.code(0);
+    assert_eq!(r.json()["batches"][0]["pending"], 2);
+    assert_eq!(fingerprint(&env.db), before);
+}
