@@ -292,7 +292,7 @@ impl RawDash {
         cmd.env("XDG_STATE_HOME", env.dir.path().join("state"));
         cmd.env("TERM", "xterm-256color");
         cmd.env("USER", format!("user{}", EVIL.replace('\0', "")));
-        cmd.env("NIGHTSHIFT_HOST", "ptyhost");
+        cmd.env("NIGHTSHIFT_HOST", format!("host{}", EVIL.replace('\0', "")));
         cmd.env_remove("NO_COLOR");
         cmd.env_remove("NIGHTSHIFT_CONFIG");
         let child = pair.slave.spawn_command(cmd).unwrap();
@@ -464,6 +464,13 @@ fn every_dashboard_pane_is_inert() {
     dash.key("\x1b");
     dash.key("q");
     dash.wait_exit();
+    // Opened on a batch name that is itself hostile (no such batch).
+    let arg = EVIL.replace('\0', "");
+    let mut other = RawDash::open(&env, &["watch", "--batch", &arg]);
+    other.wait_for("the refusal", |s| s.contains("unknown batch"));
+    assert_eq!(other.wait_exit(), 2);
+    dashboard_bytes_clean(&other.raw.lock().unwrap()).unwrap();
+    assert!(!other.title_set.load(Ordering::SeqCst));
     assert!(!dash.title_set.load(Ordering::SeqCst), "the title was set");
     assert!(
         !dash.clipboard.load(Ordering::SeqCst),
