@@ -159,8 +159,9 @@ fn a_second_signal_stops_the_daemon_at_once() {
     let mut daemon = env.spawn("daemon", &["daemon"]);
     wait_for("the item in flight", || started(&env, "a"));
     signal(daemon.id(), Signal::SIGTERM);
-    // The first signal is taken (no new claims) before the second comes.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    wait_for("the graceful stop to begin", || {
+        env.output_of("daemon").0.contains("stopping: no new fires")
+    });
     signal(daemon.id(), Signal::SIGTERM);
     assert_eq!(
         exit_code(&mut daemon),
