@@ -477,4 +477,25 @@ fn every_dashboard_pane_is_inert() {
         "the clipboard was written"
     );
     dashboard_bytes_clean(&dash.raw.lock().unwrap()).unwrap();
+
+    // New hostile failures since that visit: the "since you last looked"
+    // summary names their classes, inert too.
+    {
+        let mut store = Store::open(&env.db, Access::ReadWrite).unwrap();
+        store.release_lock("inj", "tok").unwrap();
+    }
+    check(&env, &["unpause", "inj"]);
+    check(&env, &["requeue", "inj", "--all-failed"]);
+    let worker = env.path("evil-worker.sh");
+    check(&env, &["run", "inj", "--", worker.to_str().unwrap()]);
+    let mut again = RawDash::open(&env, &["watch"]);
+    again.wait_for("the summary of what changed", |s| {
+        s.contains("Since you last looked")
+    });
+    again.key("\x1b");
+    again.key("q");
+    again.wait_exit();
+    dashboard_bytes_clean(&again.raw.lock().unwrap()).unwrap();
+    assert!(!again.title_set.load(Ordering::SeqCst));
+    assert!(!again.clipboard.load(Ordering::SeqCst));
 }
