@@ -268,6 +268,31 @@ fn config_text() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Deep nesting: a line is accepted exactly when its payload can be read
+/// back as a value (serde_json stops at 128 levels); 100,000 levels is a
+/// clear error, not a stack overflow.
+#[test]
+fn deep_nesting_is_accepted_only_when_it_can_be_read_back() {
+    for depth in (120..=140).chain([1_000, 100_000]) {
+        for (open, close) in [("[", "]"), ("{\"a\":", "}")] {
+            let inner = if open == "[" { "" } else { "1" };
+            let line = format!(
+                "{{\"key\":\"k\",\"x\":{}{inner}{}}}",
+                open.repeat(depth),
+                close.repeat(depth)
+            );
+            let readable = serde_json::from_str::<Value>(&line).is_ok();
+            match key::derive_line(&line, &KeySpec::Explicit) {
+                Ok(_) => assert!(readable, "depth {depth} {open} accepted"),
+                Err(e) => {
+                    assert!(!readable, "depth {depth} {open} refused: {e}");
+                    assert!(e.to_string().contains("levels deep"), "{e}");
+                }
+            }
+        }
+    }
+}
+
 // ---- End to end: bounded memory ----
 
 /// A 16 MB JSON line that never closes its string: refused whole, with
