@@ -314,6 +314,43 @@ fn a_huge_import_line_is_refused_cleanly() {
     assert!(env.strings("SELECT key FROM items").is_empty());
 }
 
+/// A 200 KB label (labels have no limit) still lets the worker start: one
+/// environment string may not pass 128 KiB, so `NIGHTSHIFT_LABEL` is cut to
+/// 4096 bytes (the label itself is kept whole). A batch name is bounded at
+/// `add`.
+#[test]
+fn a_huge_label_does_not_stop_the_worker() {
+    let env = Env::new();
+    env.config("[batch.b]\nretries = 0\n");
+    let line = serde_json::json!({"key": "k", "label": "é".repeat(100_000)}).to_string();
+    let file = env.write("items.jsonl", &format!("{line}\n"));
+    env.cmd().args(["add", "b"]).arg(&file).assert().success();
+    let w = env.script(
+        "w.sh",
+        "cat >/dev/null; printf '%s' \"$NIGHTSHIFT_LABEL\" | wc -c > label.bytes; echo '{}'",
+    );
+    env.cmd()
+        .args(["run", "b", "--"])
+        .arg(&w)
+        .assert()
+        .success();
+    assert_eq!(env.item("k").0, "done");
+    let bytes = std::fs::read_to_string(env.path("label.bytes")).unwrap();
+    assert_eq!(bytes.trim(), "4096");
+    assert_eq!(
+        env.int("SELECT length(label) FROM items WHERE key = 'k'"),
+        100_000
+    );
+    let r = ran(env
+        .cmd()
+        .args(["add", &"b".repeat(300)])
+        .arg(&file)
+        .output()
+        .unwrap());
+    r.code(2);
+    assert!(r.error_line().contains("at most 256 characters"), "{r:?}");
+}
+
 /// A worker that floods the op-id channel: at most `MAX_OP_IDS` distinct
 /// ids are stored and logged per attempt, the last one wins, ids with
 /// control characters are ignored, and the item still completes.
