@@ -128,6 +128,35 @@ fn another_user_reads_a_0444_store_and_changes_nothing() {
         }
         assert_eq!(fingerprint(&env.db), before, "{args:?} changed the store");
     }
+    // Following the log for a few polls writes nothing either.
+    let mut follow = Command::new("setpriv")
+        .args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--clear-groups",
+        ])
+        .arg(common::bin())
+        .args(["log", "--follow"])
+        .current_dir(env.dir.path())
+        .env("NIGHTSHIFT_DB", &env.db)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(follow.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(!first.is_empty());
+    std::thread::sleep(std::time::Duration::from_millis(1200)); // two polls
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+    assert_eq!(
+        fingerprint(&env.db),
+        before,
+        "log --follow changed the store"
+    );
     // The uncheckpointed write is visible to the other user.
     let held = as_nobody(&env, &["log", "b", "--json", "--kind", "held"]).json_lines();
     assert_eq!(held.len(), 1);
