@@ -363,7 +363,13 @@ async fn read_stderr(
                     let _ = reports.send(Report::OpId(op.to_string()));
                 }
             }
-            StderrLine::Cost(c) => summary.cost = Some(summary.cost.unwrap_or(0.0) + c),
+            StderrLine::Cost(c) => {
+                // Finite costs can still add up to infinity.
+                let sum = summary.cost.unwrap_or(0.0) + c;
+                if sum.is_finite() {
+                    summary.cost = Some(sum);
+                }
+            }
             StderrLine::BadMarker => {}
             StderrLine::Text => {
                 let text = text.trim_end_matches('\r');
