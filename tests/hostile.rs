@@ -137,7 +137,12 @@ fn json_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+    // 300 cases each by default (seconds); PROPTEST_CASES=N for a longer hunt.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     /// A JSON line becomes an item or an error, never a panic; an item's key
     /// is bounded and free of control characters, its payload is the line.
@@ -349,6 +354,27 @@ fn a_huge_label_does_not_stop_the_worker() {
         .unwrap());
     r.code(2);
     assert!(r.error_line().contains("at most 256 characters"), "{r:?}");
+}
+
+/// Costs reported on stderr that are each finite but add up to infinity:
+/// the sum stays finite (the overflowing report is dropped).
+#[test]
+fn reported_costs_never_become_infinite() {
+    let env = Env::new();
+    env.config("[batch.b]\nretries = 0\n");
+    common::add_keys(&env, "b", &["k"]);
+    let w = env.script(
+        "w.sh",
+        "cat >/dev/null; echo '@nightshift cost=1e308' >&2; echo '@nightshift cost=1e308' >&2; echo '\"ok\"'",
+    );
+    env.cmd()
+        .args(["run", "b", "--"])
+        .arg(&w)
+        .assert()
+        .success();
+    let run = &env.status()["batches"][0]["last_run"];
+    let cost = run["counts"]["cost"].as_f64();
+    assert_eq!(cost, Some(1e308), "{run}");
 }
 
 /// A worker that floods the op-id channel: at most `MAX_OP_IDS` distinct
