@@ -254,6 +254,7 @@ fn created_files_are_private_whatever_the_umask() {
     let bin = common::bin().display().to_string();
     std::fs::remove_file(env.path("nightshift.toml")).unwrap();
     sh(&format!("'{bin}' init"));
+    assert_eq!(mode(&env.path("nightshift.toml")), 0o644);
     env.config("log_dir = \"logs\"\n[batch.b]\nretries = 0\n");
     env.add_items("b", 3);
     // The worker reports the modes of the side files while the run has
@@ -264,6 +265,8 @@ fn created_files_are_private_whatever_the_umask() {
     );
     sh(&format!("'{bin}' run b -- '{}'", w.display()));
     assert_eq!(mode(&env.db), 0o600);
+    // The config names the commands to run: never writable by others.
+    assert_eq!(mode(&env.path("nightshift.toml")), 0o644);
     let modes = std::fs::read_to_string(env.path("k1.modes")).unwrap();
     assert_eq!(modes.split_whitespace().collect::<Vec<_>>(), ["600", "600"]);
     let logs = env.path("logs");

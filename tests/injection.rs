@@ -241,6 +241,29 @@ fn every_cli_output_is_inert() {
     );
 }
 
+/// A store in a directory whose name is hostile (anything but NUL and
+/// `/`): the paths commands print are inert too, and a log directory that
+/// cannot be created is named inertly in the warning.
+#[test]
+fn hostile_paths_are_inert() {
+    let env = Env::bare();
+    let dir = env.path(&EVIL.replace(['\0', '/'], ""));
+    std::fs::create_dir(&dir).unwrap();
+    let db = dir.join("n.db");
+    let db_arg = db.to_str().unwrap();
+    check(&env, &["--db", db_arg, "init"]).code(0);
+    check(&env, &["--db", db_arg, "init"]).code(0);
+    check(&env, &["--db", db_arg, "status"]).code(0);
+    check(&env, &["--db", db_arg, "status", "--json"]).json();
+    // A log_dir under a file cannot be created: the run warns and goes on.
+    std::fs::write(dir.join("nightshift.toml"), "log_dir = \"n.db/logs\"\n").unwrap();
+    let items = env.write("items.jsonl", "{\"key\":\"k\"}\n");
+    check(&env, &["--db", db_arg, "add", "b", items.to_str().unwrap()]).code(0);
+    let r = check(&env, &["--db", db_arg, "run", "b", "--", "true"]);
+    r.code(0);
+    assert!(r.stderr.contains("cannot write logs to"), "{r:#?}");
+}
+
 /// A bad JSON-lines file full of hostile text: the error names the line
 /// and shows the text inert.
 #[test]
