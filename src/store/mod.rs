@@ -76,9 +76,12 @@ impl Store {
         if !path.exists() {
             return Err(StoreError::NotFound(path.to_path_buf()));
         }
-        // SQLite would only say "unable to open database file".
-        if let Err(e) = std::fs::File::open(path)
-            && e.kind() == std::io::ErrorKind::PermissionDenied
+        // SQLite would only say "unable to open database file". access(2),
+        // not an open: closing any descriptor of the file would drop the
+        // POSIX locks this process's connections hold on it.
+        #[cfg(unix)]
+        if nix::unistd::access(path, nix::unistd::AccessFlags::R_OK)
+            == Err(nix::errno::Errno::EACCES)
         {
             return Err(StoreError::CannotOpen(
                 path.to_path_buf(),
