@@ -5,8 +5,8 @@
 //! the umask, and no payload or environment secret reaches the log files,
 //! the events or the alert hook.
 //!
-//! The other-user tests need root (to become `nobody`); as another user
-//! they return early.
+//! The other-user tests need root and `setpriv` (to become `nobody`);
+//! without them they return early.
 #![cfg(unix)]
 
 mod common;
@@ -21,8 +21,10 @@ use common::{Env, Ran, fingerprint, ran};
 
 const NOBODY: u32 = 65534;
 
+/// Whether this test can act as `nobody`: root, with `setpriv`
+/// (util-linux) installed.
 fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
+    nix::unistd::geteuid().is_root() && Command::new("setpriv").arg("--version").output().is_ok()
 }
 
 fn mode(path: &Path) -> u32 {
