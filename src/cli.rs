@@ -37,11 +37,6 @@ pub struct Cli {
     /// Never use colour (also: the NO_COLOR environment variable).
     #[arg(long, global = true)]
     pub no_color: bool,
-    /// Set by the demo on its runner and scheduler: the demo's pid, so they
-    /// stop when it dies (see `demo::follow_parent`). An argument, not an
-    /// environment variable, so that their workers do not inherit it.
-    #[arg(long, global = true, hide = true, value_name = "PID")]
-    pub demo_parent: Option<i32>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }

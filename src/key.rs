@@ -74,6 +74,9 @@ pub fn derive(text: &str, value: &Value, spec: &KeySpec) -> Result<NewItem, KeyE
     })
 }
 
+/// Deepest nesting of a payload (serde_json's limit when reading a value).
+pub const MAX_DEPTH: usize = 127;
+
 /// Why one input line could not become an item.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LineError {
@@ -97,6 +100,17 @@ pub fn derive_line(text: &str, spec: &KeySpec) -> Result<NewItem, LineError> {
         .and_then(|kept| de.end().map(|()| kept))
         .map_err(|e| LineError::Json(json_error(&e)))?;
     let obj = kept.ok_or(KeyError::NotObject)?;
+    // Skipped fields are checked without a depth limit, but every later
+    // reader of the payload parses it into a `Value`, which stops at 128
+    // levels: refuse what could not be read back. Counting brackets first
+    // keeps the common line cheap.
+    if text.bytes().filter(|b| matches!(b, b'[' | b'{')).count() >= MAX_DEPTH
+        && serde_json::from_str::<Value>(text).is_err()
+    {
+        return Err(LineError::Json(format!(
+            "nested more than {MAX_DEPTH} levels deep"
+        )));
+    }
     let (key, label) = match spec {
         KeySpec::Explicit => explicit_key(&obj)?,
         KeySpec::Fields(fields) => {

@@ -12,10 +12,14 @@ use nightshift::commands::{self, Exit};
 use nightshift::util::sanitize;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let Some(parent) = cli.demo_parent {
+    let (demo_parent, args) = nightshift::demo::take_parent_arg(std::env::args_os().collect());
+    if let Some(parent) = demo_parent {
         nightshift::demo::follow_parent(parent);
     }
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
     let code = match commands::dispatch(cli) {
         Ok(exit) => exit,
         Err(err) if commands::is_broken_pipe(&err) => Exit::Ok,
@@ -33,4 +37,21 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code as u8)
+}
+
+/// Clap's own output. Help and version print as clap renders them; a usage
+/// error echoes what was typed, so it is printed plain and made inert (an
+/// argument may carry escape sequences).
+fn usage_error(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        err.exit();
+    }
+    eprint!("{}", sanitize::text(&err.render().to_string()));
+    ExitCode::from(Exit::Usage as u8)
 }

@@ -13,6 +13,8 @@ use crate::key::{self, KeySpec};
 use crate::model::NewItem;
 use crate::util::{sanitize, time::now_ms};
 
+/// Longest batch name `add` accepts (it travels in `NIGHTSHIFT_BATCH`).
+const MAX_BATCH_NAME: usize = 256;
 /// Bad lines listed in full before "and N more".
 const SHOWN_ERRORS: usize = 20;
 /// Inputs with more lines than this show progress on a terminal.
@@ -26,6 +28,15 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     } else {
         args.file.display().to_string()
     };
+    if args.batch.is_empty()
+        || args.batch.chars().count() > MAX_BATCH_NAME
+        || sanitize::has_dangerous(&args.batch)
+    {
+        return Err(user_error(format!(
+            "batch name \"{}\": a batch name must be non-empty, at most {MAX_BATCH_NAME} characters, and hold no control or bidi characters",
+            sanitize::truncate(&sanitize::line(&args.batch), 80)
+        )));
+    }
     let bytes = read_input(&args.file)?;
     let spec = match &args.key_fields {
         Some(fields) => {
@@ -70,9 +81,9 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
             report.present
         ))?;
         if new_batch && !ctx.config.batches.is_empty() && ctx.config.batch(&args.batch).is_none() {
+            let name = sanitize::line(&args.batch);
             eprintln!(
-                "note: batch {:?} is new and has no [batch.{}] section in the config",
-                args.batch, args.batch
+                "note: batch {name:?} is new and has no [batch.{name}] section in the config"
             );
         }
     }

@@ -9,6 +9,7 @@ use super::{Ctx, Exit, out, user_error};
 use crate::cli::{DaemonArgs, RunArgs, TriggerArg};
 use crate::schedule::daemon::{self, Target};
 use crate::schedule::{Plan, Stored};
+use crate::util::sanitize;
 use crate::util::time::{now_ms, to_datetime};
 
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
@@ -41,8 +42,9 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
         && let Err(e) = crate::runner::init_file_log(dir)
     {
         eprintln!(
-            "nightshift: warning: cannot write logs to {}: {e}",
-            dir.display()
+            "nightshift: warning: cannot write logs to {}: {}",
+            sanitize::line(&dir.display().to_string()),
+            sanitize::line(&e.to_string())
         );
     }
     out(format!(

@@ -6,9 +6,11 @@ use std::fmt::Write;
 use crate::model::{BatchInfo, Millis, RunState};
 use crate::store::Store;
 
-/// Label values escaped as the exposition format requires.
+/// Label values escaped as the exposition format requires, control and
+/// bidi characters first made inert (shown as `\x1b`, which the format
+/// then reads as the literal text).
 fn label(value: &str) -> String {
-    value
+    crate::util::sanitize::line(value)
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

@@ -188,12 +188,15 @@ pub fn out(line: impl std::fmt::Display) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints a value as one line of JSON.
+/// Prints a value as one line of JSON (terminal-inert: see
+/// [`sanitize::json`](crate::util::sanitize::json)).
 pub fn out_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    out(serde_json::to_string(value).context("encoding JSON")?)
+    let text = serde_json::to_string(value).context("encoding JSON")?;
+    out(crate::util::sanitize::json(text))
 }
 
-/// Prints a value as indented JSON.
+/// Prints a value as indented JSON (terminal-inert).
 pub fn out_json_pretty(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    out(serde_json::to_string_pretty(value).context("encoding JSON")?)
+    let text = serde_json::to_string_pretty(value).context("encoding JSON")?;
+    out(crate::util::sanitize::json(text))
 }

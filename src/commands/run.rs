@@ -23,8 +23,9 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
         && let Err(e) = runner::init_file_log(dir)
     {
         eprintln!(
-            "nightshift: warning: cannot write logs to {}: {e}",
-            dir.display()
+            "nightshift: warning: cannot write logs to {}: {}",
+            sanitize::line(&dir.display().to_string()),
+            sanitize::line(&e.to_string())
         );
     }
     let report = runner::run_blocking(&ctx.db, opts);

@@ -208,7 +208,7 @@ fn print_human(ctx: &Ctx, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()
     if infos.is_empty() {
         out(format!(
             "no batches in {} yet: add items with `nightshift add BATCH FILE`",
-            ctx.db.display()
+            sanitize::line(&ctx.db.display().to_string())
         ))?;
         return Ok(());
     }

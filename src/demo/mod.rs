@@ -168,6 +168,26 @@ pub fn setup(dir: Option<&Path>) -> anyhow::Result<Demo> {
     })
 }
 
+/// The demo passes its pid to its runner and scheduler as the first two
+/// arguments, `--demo-parent PID`: an argument, not an environment variable,
+/// so that their workers do not inherit it; taken off before the command
+/// line is parsed, so that it is no option a user sees (in `--help` or the
+/// shell completions).
+pub fn take_parent_arg(
+    mut args: Vec<std::ffi::OsString>,
+) -> (Option<i32>, Vec<std::ffi::OsString>) {
+    if args.get(1).is_some_and(|a| a == PARENT_ARG) {
+        let pid = args.get(2).and_then(|p| p.to_str()?.parse().ok());
+        if pid.is_some() {
+            args.drain(1..3);
+            return (pid, args);
+        }
+    }
+    (None, args)
+}
+
+const PARENT_ARG: &str = "--demo-parent";
+
 /// Called first thing by a child of the demo (`--demo-parent PID`): it asks
 /// the kernel for SIGTERM when the demo dies, so a demo killed with SIGKILL
 /// (which cannot clean up) still leaves nothing running. SIGTERM, not
@@ -207,7 +227,7 @@ impl Child {
         let log = std::fs::File::create(demo.dir.join(format!("{name}.log")))
             .with_context(|| format!("creating the {name} log"))?;
         let child = std::process::Command::new(exe)
-            .arg("--demo-parent")
+            .arg(PARENT_ARG)
             .arg(std::process::id().to_string())
             .arg("--db")
             .arg(&demo.db)

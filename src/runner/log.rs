@@ -50,7 +50,8 @@ impl EventLog {
 static GUARD: Mutex<Option<tracing_appender::non_blocking::WorkerGuard>> = Mutex::new(None);
 
 /// Sends events to daily-rolling JSON-lines files `nightshift.jsonl.YYYY-MM-DD`
-/// in `dir` (created private to this user). Once per process.
+/// (UTC dates) in `dir`; the directory (when we create it) and the files are
+/// private to this user whatever the umask. Once per process.
 pub fn init_file_log(dir: &Path) -> std::io::Result<()> {
     use tracing_subscriber::prelude::*;
     let mut guard_slot = GUARD.lock().unwrap_or_else(|p| p.into_inner());
@@ -58,7 +59,10 @@ pub fn init_file_log(dir: &Path) -> std::io::Result<()> {
         return Ok(());
     }
     create_private_dir(dir)?;
-    let appender = tracing_appender::rolling::daily(dir, "nightshift.jsonl");
+    let appender = PrivateDaily {
+        dir: dir.to_path_buf(),
+        current: None,
+    };
     let (writer, guard) = tracing_appender::non_blocking(appender);
     let layer = tracing_subscriber::fmt::layer()
         .json()
@@ -84,6 +88,42 @@ pub fn init_file_log(dir: &Path) -> std::io::Result<()> {
 pub fn close_file_log() {
     let guard = GUARD.lock().unwrap_or_else(|p| p.into_inner()).take();
     drop(guard);
+}
+
+/// A daily-rolling append-only file, created `0600`: error messages in the
+/// log may quote private data. (`tracing_appender`'s roller creates its
+/// files with the umask's mode.)
+struct PrivateDaily {
+    dir: std::path::PathBuf,
+    current: Option<(String, std::fs::File)>,
+}
+
+impl PrivateDaily {
+    fn file(&mut self) -> std::io::Result<&mut std::fs::File> {
+        let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        if self.current.as_ref().is_none_or(|(d, _)| *d != day) {
+            let path = self.dir.join(format!("nightshift.jsonl.{day}"));
+            let mut options = std::fs::OpenOptions::new();
+            options.append(true).create(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            self.current = Some((day, options.open(path)?));
+        }
+        Ok(&mut self.current.as_mut().expect("just opened").1)
+    }
+}
+
+impl std::io::Write for PrivateDaily {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file()?.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.current {
+            Some((_, f)) => f.flush(),
+            None => Ok(()),
+        }
+    }
 }
 
 #[cfg(unix)]

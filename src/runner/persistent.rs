@@ -168,6 +168,7 @@ impl Persistent {
                 return Err(self.died(&format!("could not send the item: {e}")).await);
             }
             let _ = self.stdin.flush().await;
+            let mut op_ids = 0;
             loop {
                 let line = match read_line(&mut self.stdout).await {
                     Ok(Some(line)) => line,
@@ -189,7 +190,8 @@ impl Persistent {
                     && !obj.contains_key("result")
                     && !obj.contains_key("error")
                 {
-                    if !op.is_empty() && op.len() <= 1024 {
+                    if super::worker::valid_op_id(op) && op_ids < super::worker::MAX_OP_IDS {
+                        op_ids += 1;
                         let _ = reports.send(Report::OpId(op.to_string()));
                     }
                     continue;

@@ -183,6 +183,9 @@ async fn hold(cycle: &Cycle, retry_after: std::time::Duration) {
         .await;
 }
 
+/// Longest `NIGHTSHIFT_LABEL` passed to a worker, in bytes.
+const MAX_ENV_LABEL: usize = 4096;
+
 fn env(
     cycle: &Cycle,
     claim: &Claim,
@@ -191,10 +194,20 @@ fn env(
 ) -> Vec<(&'static str, String)> {
     // Environment values cannot hold NUL bytes.
     let clean = |s: &str| s.replace('\0', "\\x00");
+    // One environment string may not pass 128 KiB (`E2BIG`: the worker
+    // could never start); a label has no limit, so it is cut.
+    let mut label = claim.label.as_str();
+    if label.len() > MAX_ENV_LABEL {
+        let mut end = MAX_ENV_LABEL;
+        while !label.is_char_boundary(end) {
+            end -= 1;
+        }
+        label = &label[..end];
+    }
     let mut env = vec![
         ("NIGHTSHIFT_BATCH", clean(&cycle.batch)),
         ("NIGHTSHIFT_KEY", clean(&claim.key)),
-        ("NIGHTSHIFT_LABEL", clean(&claim.label)),
+        ("NIGHTSHIFT_LABEL", clean(label)),
         ("NIGHTSHIFT_ATTEMPT", attempt.to_string()),
         ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
         // Lets a later run find this worker if we die (see `orphans`).

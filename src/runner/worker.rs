@@ -7,6 +7,10 @@
 //! it at once, and a later attempt of the item gets it in
 //! `NIGHTSHIFT_OP_ID`. `@nightshift cost=<number>` reports the cost of the
 //! call the same way (for workers that cannot put it in their result).
+//! An op id is at most 1024 bytes with no control characters (it goes back
+//! to the worker in an environment variable); one attempt may report at
+//! most [`MAX_OP_IDS`] of them (each is a store write), later ones and
+//! repeats of the last one are ignored.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -28,6 +32,45 @@ const MAX_LINE: usize = 64 * 1024;
 const READ_CHUNK: usize = 8 * 1024;
 /// Prefix of the lines a worker uses to talk to the runner.
 pub const MARKER: &str = "@nightshift ";
+/// Most op ids one attempt may report.
+pub const MAX_OP_IDS: usize = 100;
+
+/// One stderr line, as the runner reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StderrLine<'a> {
+    OpId(&'a str),
+    Cost(f64),
+    /// A marker line the runner does not understand (or an invalid op id
+    /// or cost): ignored, and not taken as the last error line either.
+    BadMarker,
+    /// Anything else (blank lines included).
+    Text,
+}
+
+/// Whether `op` can be stored and handed back in `NIGHTSHIFT_OP_ID`.
+pub fn valid_op_id(op: &str) -> bool {
+    !op.is_empty() && op.len() <= 1024 && !op.chars().any(char::is_control)
+}
+
+/// Reads one stderr line (without its newline).
+pub fn parse_stderr_line(text: &str) -> StderrLine<'_> {
+    let text = text.trim_end_matches('\r');
+    let Some(rest) = text.strip_prefix(MARKER) else {
+        return StderrLine::Text;
+    };
+    if let Some(op) = rest.trim().strip_prefix("op_id=") {
+        let op = op.trim();
+        if valid_op_id(op) {
+            return StderrLine::OpId(op);
+        }
+    } else if let Some(cost) = rest.trim().strip_prefix("cost=")
+        && let Ok(c) = cost.trim().parse::<f64>()
+        && c.is_finite()
+    {
+        return StderrLine::Cost(c);
+    }
+    StderrLine::BadMarker
+}
 
 /// How the worker ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -311,22 +354,29 @@ async fn read_stderr(
     let mut buf = Vec::with_capacity(READ_CHUNK);
     let handle = |line: &[u8], summary: &mut StderrSummary| {
         let text = String::from_utf8_lossy(line);
-        let text = text.trim_end_matches('\r');
-        if let Some(rest) = text.strip_prefix(MARKER) {
-            if let Some(op) = rest.trim().strip_prefix("op_id=") {
-                let op = op.trim();
-                if !op.is_empty() && op.len() <= 1024 {
+        match parse_stderr_line(&text) {
+            StderrLine::OpId(op) => {
+                if summary.op_ids.len() < MAX_OP_IDS
+                    && summary.op_ids.last().is_none_or(|last| last != op)
+                {
                     summary.op_ids.push(op.to_string());
                     let _ = reports.send(Report::OpId(op.to_string()));
                 }
-            } else if let Some(cost) = rest.trim().strip_prefix("cost=")
-                && let Ok(c) = cost.trim().parse::<f64>()
-                && c.is_finite()
-            {
-                summary.cost = Some(summary.cost.unwrap_or(0.0) + c);
             }
-        } else if !text.trim().is_empty() {
-            summary.last_line = Some(text.to_string());
+            StderrLine::Cost(c) => {
+                // Finite costs can still add up to infinity.
+                let sum = summary.cost.unwrap_or(0.0) + c;
+                if sum.is_finite() {
+                    summary.cost = Some(sum);
+                }
+            }
+            StderrLine::BadMarker => {}
+            StderrLine::Text => {
+                let text = text.trim_end_matches('\r');
+                if !text.trim().is_empty() {
+                    summary.last_line = Some(text.to_string());
+                }
+            }
         }
     };
     loop {

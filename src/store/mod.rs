@@ -76,6 +76,20 @@ impl Store {
         if !path.exists() {
             return Err(StoreError::NotFound(path.to_path_buf()));
         }
+        // SQLite would only say "unable to open database file". access(2),
+        // not an open: closing any descriptor of the file would drop the
+        // POSIX locks this process's connections hold on it.
+        #[cfg(unix)]
+        if nix::unistd::access(path, nix::unistd::AccessFlags::R_OK)
+            == Err(nix::errno::Errno::EACCES)
+        {
+            return Err(StoreError::CannotOpen(
+                path.to_path_buf(),
+                "permission denied (a store is readable by its owner only unless shared, \
+                 e.g. with a group: see \"Who can read it\" in the README)"
+                    .into(),
+            ));
+        }
         match access {
             Access::ReadOnly => {
                 let store = Store {

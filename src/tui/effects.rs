@@ -253,11 +253,12 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
         if let Some(dir) = path.parent() {
             super::visits::create_private_dir(dir).ok()?;
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .ok()?;
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        // Private like the event log: run output may quote worker errors.
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(path).ok()?;
         Some((file.try_clone().ok()?, file, path.clone()))
     });
     let log_path = match log {

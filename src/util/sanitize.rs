@@ -59,6 +59,32 @@ pub fn text(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Whether `s` holds a control or bidi character (what [`line`] escapes).
+pub fn has_dangerous(s: &str) -> bool {
+    s.chars().any(is_dangerous)
+}
+
+/// JSON text made inert without changing what it means: serde_json already
+/// escapes C0 controls inside strings, but prints DEL, C1 controls and bidi
+/// characters raw, which a terminal may act on. Those can only occur inside
+/// string literals, where a `\uXXXX` escape decodes to the same value.
+/// Newlines between lines of pretty JSON stay.
+pub fn json(s: String) -> String {
+    if !s.chars().any(|c| c != '\n' && is_dangerous(c)) {
+        return s;
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if c != '\n' && is_dangerous(c) {
+            // Every dangerous character is in the Basic Multilingual Plane.
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Cuts to at most `max` characters, marking the cut.
 pub fn truncate(s: &str, max: usize) -> Cow<'_, str> {
     match s.char_indices().nth(max) {
@@ -82,6 +108,23 @@ mod tests {
         );
         assert!(matches!(line("plain text"), Cow::Borrowed(_)));
         assert_eq!(text("a\n\tb\x1b"), "a\n    b\\x1b");
+    }
+
+    #[test]
+    fn json_keeps_its_meaning_and_loses_its_teeth() {
+        let value = serde_json::json!({"m": "a\u{9b}2J\u{202e}\u{7f}\x1b\n", "k": [1]});
+        for text in [
+            serde_json::to_string(&value).unwrap(),
+            serde_json::to_string_pretty(&value).unwrap(),
+        ] {
+            let inert = json(text);
+            assert!(
+                !inert.chars().any(|c| c != '\n' && is_dangerous(c)),
+                "{inert}"
+            );
+            let back: serde_json::Value = serde_json::from_str(&inert).unwrap();
+            assert_eq!(back, value);
+        }
     }
 
     #[test]
