@@ -184,3 +184,26 @@ fn a_read_only_file_in_a_read_only_directory() {
         std::panic::resume_unwind(panic);
     }
 }
+
+/// A read racing a writer's close can leave an empty `-wal` and no `-shm`
+/// (SQLite opens the WAL with O_CREAT even read-only). Reads must go on
+/// working from the complete database file, changing nothing, and the next
+/// writer must carry on as usual.
+#[test]
+fn an_empty_wal_left_without_shared_memory_does_not_block_reads() {
+    let env = Env::new();
+    env.add_items("b", 3);
+    assert_eq!(side_files_exist(&env.db), (false, false));
+    let mut wal = env.db.as_os_str().to_os_string();
+    wal.push("-wal");
+    std::fs::write(&wal, b"").unwrap();
+    let before = fingerprint(&env.db);
+    let status = env.status();
+    assert_eq!(status["batches"][0]["pending"], 3, "{status}");
+    env.cmd().args(["items", "b"]).assert().success();
+    assert_eq!(fingerprint(&env.db), before, "a read changed the store");
+    // A writer adopts the empty WAL and cleans up when it closes.
+    env.add_items("c", 2);
+    assert_eq!(env.status()["batches"][1]["pending"], 2);
+    assert_eq!(side_files_exist(&env.db), (false, false));
+}

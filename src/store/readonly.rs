@@ -10,7 +10,10 @@
 //!   side files) and check afterwards that no writer appeared meanwhile
 //!   (file size, mtime, side files); if one did, read again the first way;
 //! - a `-wal` without `-shm` needs recovery by a writer, which we cannot do
-//!   without writing: say so.
+//!   without writing: say so; unless the `-wal` is empty (nothing to
+//!   recover), which a read racing a writer's close can leave behind: SQLite
+//!   opens the WAL with O_CREAT even on a read-only connection. That empty
+//!   file is the one byte-level trace a reader can leave.
 //!
 //! A fresh connection per read: a long-lived one would keep mapping an old
 //! `-shm` after the writer deleted and recreated it.
@@ -44,6 +47,10 @@ fn fingerprint(path: &Path) -> Result<Fingerprint> {
         wal: side(path, "-wal").exists(),
         shm: side(path, "-shm").exists(),
     })
+}
+
+fn wal_is_empty(path: &Path) -> bool {
+    std::fs::metadata(side(path, "-wal")).is_ok_and(|m| m.len() == 0)
 }
 
 /// Percent-encodes a path for an SQLite `file:` URI.
@@ -146,6 +153,24 @@ fn read_once<T>(path: &Path, f: &impl Fn(&Connection) -> Result<T>) -> Result<T>
         // read again through the writer's shared memory.
     }
     let now = fingerprint(path)?;
+    if now.wal && !now.shm && wal_is_empty(path) {
+        // An empty WAL holds no frames: the database file is complete. One
+        // is left when a read-only open races a writer's close (SQLite opens
+        // the WAL with O_CREAT even on a read-only connection, re-creating
+        // the file the writer just deleted); the next writer uses it as
+        // usual. Read the file as if there were none, and if a writer
+        // appeared meanwhile, let `read` try again.
+        let conn = open(path, "mode=ro&immutable=1")?;
+        let out = run(&conn, path, f);
+        drop(conn);
+        if fingerprint(path)? == now && wal_is_empty(path) {
+            return out;
+        }
+        return Err(StoreError::CannotOpen(
+            path.to_path_buf(),
+            "a writer opened it during the read".into(),
+        ));
+    }
     if now.wal && !now.shm {
         return Err(StoreError::CannotOpen(
             path.to_path_buf(),
