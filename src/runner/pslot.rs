@@ -269,47 +269,40 @@ impl Slot {
         if successes.is_empty() && n == 0 {
             return Ok(Vec::new());
         }
-        let rows: Vec<_> = successes
-            .iter()
-            .map(|s| {
-                (
-                    s.claim.item_id,
-                    s.claim.token,
-                    s.outcome,
-                    s.result.clone(),
-                    s.cost,
-                    s.event.clone(),
-                )
-            })
-            .collect();
         let (batch, run) = (cycle.batch.clone(), cycle.run_id);
         let until = cycle.lease_until(now_ms());
-        let (accepted, next) = cycle
+        // The successes travel to the store thread and back (for the log).
+        let (successes, accepted, next) = cycle
             .db
             .call(move |s| {
-                s.group(|s| {
-                    let mut accepted = Vec::with_capacity(rows.len());
-                    for (item_id, token, outcome, result, cost, event) in &rows {
-                        accepted.push(s.complete(
-                            &Completion {
-                                item_id: *item_id,
-                                token: *token,
-                                run_id: run,
-                                outcome: *outcome,
-                                result: result.as_deref(),
-                                cost: *cost,
-                                now: now_ms(),
-                            },
-                            event,
-                        )?);
-                    }
-                    let next = if n > 0 {
-                        s.claim(&batch, run, n, until, now_ms())?
-                    } else {
-                        Some(Vec::new())
-                    };
-                    Ok((accepted, next))
-                })?
+                let now = now_ms();
+                let done: Vec<_> = successes
+                    .iter()
+                    .map(|s| {
+                        let c = Completion {
+                            item_id: s.claim.item_id,
+                            token: s.claim.token,
+                            run_id: run,
+                            outcome: s.outcome,
+                            result: s.result.as_deref(),
+                            cost: s.cost,
+                            now,
+                        };
+                        (c, &s.event)
+                    })
+                    .collect();
+                let (accepted, next) = if n == 0 {
+                    (s.complete_all(&done)?, Some(Vec::new()))
+                } else {
+                    // One transaction: the successes, then the next claim.
+                    s.group(|s| {
+                        let accepted = s.complete_all(&done)?;
+                        let next = s.claim(&batch, run, n, until, now)?;
+                        Ok::<_, StoreError>((accepted, next))
+                    })??
+                };
+                drop(done);
+                Ok((successes, accepted, next))
             })
             .await?;
         for (s, ok) in successes.iter().zip(accepted) {
