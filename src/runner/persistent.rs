@@ -347,15 +347,20 @@ impl Persistent {
     }
 
     /// Closes stdin (the worker's cue to exit), then makes sure it is gone.
-    pub async fn shutdown(mut self, grace: Duration) {
-        let _ = self.stdin.shutdown().await;
-        if tokio::time::timeout(grace, self.child.wait())
-            .await
-            .is_err()
-        {
-            self.kill().await;
+    pub async fn shutdown(self, grace: Duration) {
+        let Persistent {
+            mut child,
+            stdin,
+            pgid,
+            ..
+        } = self;
+        // Dropping closes the pipe (`shutdown()` on a pipe does not).
+        drop(stdin);
+        if tokio::time::timeout(grace, child.wait()).await.is_err() {
+            signal_group(pgid);
+            let _ = child.kill().await;
         }
-        signal_group(self.pgid);
+        signal_group(pgid);
     }
 }
 
