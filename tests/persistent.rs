@@ -399,3 +399,29 @@ for line in sys.stdin:
     );
     assert_no_workers(&env);
 }
+
+#[test]
+fn the_readme_example_worker_runs_in_persistent_mode() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/examples/persistent_worker.py");
+    env.config(&format!(
+        "[batch.p]\nworker = [\"python3\", {:?}]\nmode = \"persistent\"\nretries = 0\n",
+        example.display().to_string()
+    ));
+    let file = env.write(
+        "items.jsonl",
+        "{\"key\":\"a\",\"title\":\"three small words\"}\n{\"key\":\"b\",\"title\":\"\"}\n",
+    );
+    env.cmd().args(["add", "p"]).arg(file).assert().success();
+    env.run(&["run", "p"]).code(1);
+    let items = items(&env);
+    assert_eq!(items["a"].3.as_deref(), Some(r#"{"words":3}"#));
+    assert_eq!(
+        (items["b"].1.as_deref(), items["b"].2.as_deref()),
+        (Some("manual"), Some("NoTitle"))
+    );
+}
