@@ -425,3 +425,74 @@ fn the_readme_example_worker_runs_in_persistent_mode() {
         (Some("manual"), Some("NoTitle"))
     );
 }
+
+/// A shell persistent worker: notes `started-KEY`, sleeps `$SLOW` seconds
+/// if set, appends `HOST KEY` to `side-effects.log`, answers with its host.
+const HOST_WORKER: &str = r#"while IFS= read -r line; do
+  key=$(printf '%s' "$line" | sed 's/.*"key":"\([^"]*\)".*/\1/')
+  touch "started-$key"
+  if [ -n "$SLOW" ]; then sleep "$SLOW"; fi
+  echo "${NIGHTSHIFT_HOST:-local} $key" >> side-effects.log
+  echo "{\"result\":\"${NIGHTSHIFT_HOST:-local}\"}"
+done"#;
+
+#[test]
+fn a_stopped_runner_taken_over_has_its_late_answers_rejected() {
+    let env = Env::new();
+    env.script("w.sh", HOST_WORKER);
+    env.config(
+        "[batch.b]\nworker = [\"./w.sh\"]\nmode = \"persistent\"\nlock_ttl = \"1s\"\nconcurrency = 1\n",
+    );
+    env.add_items("b", 3);
+    let mut a = env.spawn_with(
+        "a",
+        &["run", "b"],
+        &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "2")],
+    );
+    wait_for("k1 started", || env.path("started-k1").exists());
+    // Freeze runner A (its worker goes on) past its TTL; B takes over.
+    signal(a.id(), Signal::SIGSTOP);
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    wait_for("the lock to expire", || {
+        env.int("SELECT coalesce(max(expires_at), 0) FROM locks") < now() - 50
+    });
+    let b = ran(env
+        .cmd()
+        .env("NIGHTSHIFT_HOST", "host-y")
+        .args(["run", "b"])
+        .output()
+        .unwrap());
+    b.code(0);
+    assert!(b.stdout.contains("3 done"), "{b:#?}");
+    wait_for("A's worker to finish k1", || {
+        common::lines(&env.path("side-effects.log")).contains(&"host-x k1".to_string())
+    });
+    signal(a.id(), Signal::SIGCONT);
+    let status = a.wait().unwrap();
+    assert!(status.code().is_some(), "A exited by itself: {status:?}");
+    // B's results stand: A's late answer was rejected by its lease token.
+    assert_eq!(
+        env.strings("SELECT result FROM items ORDER BY key"),
+        ["\"host-y\"", "\"host-y\"", "\"host-y\""]
+    );
+    assert_eq!(
+        env.int("SELECT count(*) FROM events WHERE kind IN ('done', 'empty')"),
+        3,
+        "one accepted completion per key"
+    );
+    let a_run = env.int("SELECT min(id) FROM runs");
+    assert_eq!(
+        env.int(&format!(
+            "SELECT done + empty + failed FROM runs WHERE id = {a_run}"
+        )),
+        0
+    );
+    let (out, err) = env.output_of("a");
+    assert!(out.contains("lost the batch lock"), "{out} {err}");
+    env.assert_counts_consistent();
+}

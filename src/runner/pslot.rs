@@ -187,8 +187,13 @@ impl Slot {
             let fit = self.per_item.map_or(MAX_BATCH, |t| {
                 (BATCH_TIME.as_secs_f64() / t.as_secs_f64().max(1e-7)) as usize
             });
-            let n = fit.clamp(1, MAX_BATCH).min(self.batch.saturating_mul(2));
-            self.batch = n.max(1);
+            // One item first (the worker's speed is unknown), then doubling.
+            let cap = if self.per_item.is_none() {
+                1
+            } else {
+                self.batch.saturating_mul(2)
+            };
+            self.batch = fit.clamp(1, MAX_BATCH).min(cap).max(1);
             self.batch
         } else {
             1
