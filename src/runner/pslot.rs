@@ -28,7 +28,7 @@ use crate::store::{Completion, StoreError};
 use crate::util::time::now_ms;
 
 /// Most items claimed (and sent ahead) at once by one slot.
-const MAX_BATCH: usize = 256;
+const MAX_BATCH: usize = 1024;
 /// A batch should take about this long, so slow workers claim few items
 /// at a time and the slots share the work fairly.
 const BATCH_TIME: Duration = Duration::from_millis(200);
@@ -44,6 +44,13 @@ struct Work {
     op_id: Option<String>,
     retries_done: u32,
 }
+
+/// What a commit hands back: the successes (for the log), which of them
+/// were accepted, the next claims (`None`: the lock is lost) and how many
+/// were asked for.
+type Committed = (Vec<Success>, Vec<bool>, Option<Vec<Claim>>, usize);
+type CommitFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Committed, StoreError>> + Send>>;
 
 /// A success waiting for the batch's commit.
 struct Success {
@@ -64,6 +71,9 @@ struct Slot {
     /// Failed transiently, retried once their backoff has passed.
     retries: Vec<(tokio::time::Instant, Work)>,
     successes: Vec<Success>,
+    /// A commit (with the next claim) under way while the worker answers
+    /// the rest of the batch.
+    committing: Option<CommitFuture>,
     kill_tx: mpsc::UnboundedSender<(i64, KillReason)>,
     kill_rx: mpsc::UnboundedReceiver<(i64, KillReason)>,
     /// Since when the oldest sent item has been the worker's to answer.
@@ -120,6 +130,7 @@ impl Slot {
             sent: VecDeque::new(),
             retries: Vec::new(),
             successes: Vec::new(),
+            committing: None,
             kill_tx,
             kill_rx,
             head_since: Instant::now(),
@@ -144,15 +155,7 @@ impl Slot {
                     return Ok(());
                 }
             }
-            for claim in next.drain(..) {
-                self.track(&claim);
-                self.queue.push_back(Work {
-                    attempt: claim.attempt,
-                    op_id: claim.op_id.clone(),
-                    retries_done: 0,
-                    claim,
-                });
-            }
+            self.enqueue(std::mem::take(&mut next));
             let ended = self.work().await?;
             let chain = matches!(ended, Ended::Drained) && !single;
             next = self.commit(chain).await?;
@@ -263,6 +266,19 @@ impl Slot {
     /// batch in the same transaction. The claim comes only after the
     /// successes are committed: nothing acknowledged can be lost by a crash.
     async fn commit(&mut self, chain: bool) -> Result<Vec<Claim>, StoreError> {
+        self.settle().await?;
+        match self.begin_commit(chain).await {
+            Some(f) => {
+                let out = f.await?;
+                self.end_commit(out).await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Starts a commit of the successes so far (and, with `chain`, the
+    /// claim of the next batch). `None` when there is nothing to do.
+    async fn begin_commit(&mut self, chain: bool) -> Option<CommitFuture> {
         let successes = std::mem::take(&mut self.successes);
         let cycle = self.cycle.clone();
         let may_chain = chain
@@ -272,44 +288,53 @@ impl Slot {
             && !budget_spent(&cycle);
         let n = if may_chain { self.take_batch() } else { 0 };
         if successes.is_empty() && n == 0 {
-            return Ok(Vec::new());
+            return None;
         }
         let (batch, run) = (cycle.batch.clone(), cycle.run_id);
         let until = cycle.lease_until(now_ms());
         // The successes travel to the store thread and back (for the log).
-        let (successes, accepted, next) = cycle
-            .db
-            .call(move |s| {
-                let now = now_ms();
-                let done: Vec<_> = successes
-                    .iter()
-                    .map(|s| {
-                        let c = Completion {
-                            item_id: s.claim.item_id,
-                            token: s.claim.token,
-                            run_id: run,
-                            outcome: s.outcome,
-                            result: s.result.as_deref(),
-                            cost: s.cost,
-                            now,
-                        };
-                        (c, &s.event)
-                    })
-                    .collect();
-                let (accepted, next) = if n == 0 {
-                    (s.complete_all(&done)?, Some(Vec::new()))
-                } else {
-                    // One transaction: the successes, then the next claim.
-                    s.group(|s| {
-                        let accepted = s.complete_all(&done)?;
-                        let next = s.claim(&batch, run, n, until, now)?;
-                        Ok::<_, StoreError>((accepted, next))
-                    })??
-                };
-                drop(done);
-                Ok((successes, accepted, next))
-            })
-            .await?;
+        Some(Box::pin(async move {
+            let (successes, accepted, next) = cycle
+                .db
+                .call(move |s| {
+                    let now = now_ms();
+                    let done: Vec<_> = successes
+                        .iter()
+                        .map(|s| {
+                            let c = Completion {
+                                item_id: s.claim.item_id,
+                                token: s.claim.token,
+                                run_id: run,
+                                outcome: s.outcome,
+                                result: s.result.as_deref(),
+                                cost: s.cost,
+                                now,
+                            };
+                            (c, &s.event)
+                        })
+                        .collect();
+                    let (accepted, next) = if n == 0 {
+                        (s.complete_all(&done)?, Some(Vec::new()))
+                    } else {
+                        // One transaction: the successes, then the next claim.
+                        s.group(|s| {
+                            let accepted = s.complete_all(&done)?;
+                            let next = s.claim(&batch, run, n, until, now)?;
+                            Ok::<_, StoreError>((accepted, next))
+                        })??
+                    };
+                    drop(done);
+                    Ok((successes, accepted, next))
+                })
+                .await?;
+            Ok((successes, accepted, next, n))
+        }))
+    }
+
+    /// Acts on a finished commit: counts, log lines, the next claims.
+    async fn end_commit(&mut self, out: Committed) -> Result<Vec<Claim>, StoreError> {
+        let (successes, accepted, next, n) = out;
+        let cycle = self.cycle.clone();
         for (s, ok) in successes.iter().zip(accepted) {
             if ok {
                 let counter = if s.outcome == Outcome::Empty {
@@ -336,6 +361,28 @@ impl Slot {
         Ok(next)
     }
 
+    /// Waits for a commit under way; its claims join the queue.
+    async fn settle(&mut self) -> Result<(), StoreError> {
+        if let Some(f) = self.committing.take() {
+            let out = f.await?;
+            let next = self.end_commit(out).await?;
+            self.enqueue(next);
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, claims: Vec<Claim>) {
+        for claim in claims {
+            self.track(&claim);
+            self.queue.push_back(Work {
+                attempt: claim.attempt,
+                op_id: claim.op_id.clone(),
+                retries_done: 0,
+                claim,
+            });
+        }
+    }
+
     /// Runs the claimed items to their outcomes.
     async fn work(&mut self) -> Result<Ended, StoreError> {
         let cycle = self.cycle.clone();
@@ -354,6 +401,10 @@ impl Slot {
                     }
                 }
                 _ => self.promote_retries().await?,
+            }
+            if self.queue.is_empty() && self.sent.is_empty() && self.committing.is_some() {
+                self.settle().await?;
+                continue;
             }
             if self.queue.is_empty() && self.sent.is_empty() {
                 let Some(first) = self.retries.iter().map(|(t, _)| *t).min() else {
@@ -387,11 +438,35 @@ impl Slot {
                     self.sent.push_back(w);
                 }
             }
+            // Half the batch answered: commit those and claim the next
+            // batch while the worker answers the rest.
+            if self.committing.is_none()
+                && self.queue.is_empty()
+                && !self.successes.is_empty()
+                && self.successes.len() >= self.sent.len()
+                && cycle.chain
+                && cycle.stopping().is_none()
+            {
+                self.committing = self.begin_commit(true).await;
+            }
             let Some(worker) = self.worker.as_mut() else {
                 continue;
             };
             let deadline = tokio::time::Instant::from_std(self.head_since + cycle.cfg.item_timeout);
+            let committing = self.committing.as_mut();
+            let has_commit = committing.is_some();
+            let committed = async {
+                match committing {
+                    Some(f) => f.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                out = committed, if has_commit => {
+                    self.committing = None;
+                    let next = self.end_commit(out?).await?;
+                    self.enqueue(next);
+                }
                 line = worker.next() => match line {
                     Ok(Line::OpId { key, op_id }) => self.op_id(key, op_id).await,
                     Ok(Line::Answer { key, obj }) => {
@@ -762,6 +837,7 @@ impl Slot {
     /// The run stops now: the worker is stopped and every item without an
     /// outcome goes back to pending.
     async fn release_all(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
         if let Some(mut w) = self.worker.take() {
             w.kill().await;
         }
@@ -775,6 +851,7 @@ impl Slot {
     /// items waiting for a retry (their failed attempt counts) go back to
     /// pending.
     async fn release_waiting(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
         let cycle = self.cycle.clone();
         for w in std::mem::take(&mut self.queue) {
             self.untrack(&w.claim);
