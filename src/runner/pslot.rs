@@ -1,9 +1,10 @@
 //! One concurrency slot in persistent mode: one long-lived worker process
 //! (see `persistent`) answers many items. The slot claims items in batches
 //! (up to `MAX_BATCH`, fewer for slow workers), writes their requests ahead
-//! (answers come back in order), and records the successes of a batch in
-//! the one transaction that also claims the next batch — so a success is
-//! durable before the slot claims anything more, and an item is marked done
+//! (answers come back in order), and records successes in the transaction
+//! that also claims the next batch — started once half a batch is answered,
+//! so the store works while the worker answers the rest. A success is thus
+//! durable before its slot claims anything more, and an item is marked done
 //! only after its worker answered. Failures, retries, timeouts, op ids and
 //! fencing work as in process mode (`slot`).
 
