@@ -420,7 +420,7 @@ async fn a_persistent_worker_endless_line_is_cut() {
     )
     .unwrap();
     let argv = vec!["sh".to_string(), path.display().to_string()];
-    let mut w = Persistent::start(&argv, None, &[]).unwrap();
+    let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     let (_keep, never) = tokio::sync::oneshot::channel();
     let req = Request {

@@ -178,10 +178,14 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         ))?;
     }
     out(format!(
-        "{name}: would run {} item{} with {}",
+        "{name}: would run {} item{} with {} ({})",
         plan.items.len(),
         if plan.items.len() == 1 { "" } else { "s" },
-        sanitize::line(&plan.worker.join(" "))
+        sanitize::line(&plan.worker.join(" ")),
+        match plan.mode {
+            "persistent" => "persistent mode: one long-lived worker per slot",
+            _ => "process mode: one worker process per item",
+        }
     ))?;
     if !plan.items.is_empty() {
         let mut table = Table::new(&["KEY", "LABEL", "ATTEMPT", "WHY"]);

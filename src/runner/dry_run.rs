@@ -27,6 +27,8 @@ pub struct DryRun {
     pub paused: Option<String>,
     pub lock_held_by: Option<String>,
     pub worker: Vec<String>,
+    /// `process` (one worker process per item) or `persistent`.
+    pub mode: &'static str,
     pub source: Option<Vec<String>>,
     pub items: Vec<DryRunItem>,
 }
@@ -50,6 +52,7 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         paused: None,
         lock_held_by: None,
         worker: opts.worker.clone(),
+        mode: opts.config.mode.as_str(),
         source: opts.config.source.clone(),
         items: Vec::new(),
     };

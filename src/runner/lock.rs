@@ -113,7 +113,7 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
                     if !held.contains(id)
                         && let Some(k) = kill.take()
                     {
-                        let _ = k.send(KillReason::LeaseLost);
+                        k.fire(*id, KillReason::LeaseLost);
                     }
                 }
             }

@@ -13,6 +13,7 @@ mod lock;
 mod log;
 mod orphans;
 pub mod persistent;
+mod pslot;
 mod recover;
 pub mod retry;
 mod slot;
@@ -25,12 +26,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Mutex, oneshot, watch};
+use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 pub use dry_run::dry_run;
 pub use log::{EventLog, close_file_log, init_file_log};
 
-use crate::config::BatchConfig;
+use crate::config::{BatchConfig, WorkerMode};
 use crate::model::{Holder, Millis, NewEvent, RunCounts, RunState, Trigger};
 use crate::store::{Access, Store, StoreError};
 use crate::util::identity;
@@ -155,7 +156,28 @@ impl Tally {
 }
 
 /// Item id → the handle that stops its worker (taken once used).
-type Inflight = HashMap<i64, Option<oneshot::Sender<KillReason>>>;
+type Inflight = HashMap<i64, Option<Killer>>;
+
+/// How an in-flight item's worker is told to stop.
+enum Killer {
+    /// Process mode: the item's own worker.
+    Item(oneshot::Sender<KillReason>),
+    /// Persistent mode: the slot that sent the item to its worker.
+    Slot(mpsc::UnboundedSender<(i64, KillReason)>),
+}
+
+impl Killer {
+    fn fire(self, item_id: i64, reason: KillReason) {
+        match self {
+            Killer::Item(tx) => {
+                let _ = tx.send(reason);
+            }
+            Killer::Slot(tx) => {
+                let _ = tx.send((item_id, reason));
+            }
+        }
+    }
+}
 
 /// State shared by the slots of one cycle.
 struct Cycle {
@@ -245,9 +267,9 @@ impl Cycle {
     /// Stops every in-flight worker for `reason`.
     fn kill_all(&self, reason: KillReason) {
         let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
-        for kill in inflight.values_mut() {
+        for (id, kill) in inflight.iter_mut() {
             if let Some(k) = kill.take() {
-                let _ = k.send(reason);
+                k.fire(*id, reason);
             }
         }
     }
@@ -454,12 +476,18 @@ async fn locked_cycle(
         Some(key) => {
             let c = cycle.clone();
             let key = key.clone();
-            vec![tokio::spawn(async move { slot::run_key(c, key).await })]
+            vec![match c.cfg.mode {
+                WorkerMode::Process => tokio::spawn(async move { slot::run_key(c, key).await }),
+                WorkerMode::Persistent => tokio::spawn(async move { pslot::run_key(c, key).await }),
+            }]
         }
         None => (0..cfg.concurrency.max(1))
             .map(|_| {
                 let c = cycle.clone();
-                tokio::spawn(async move { slot::run_slot(c).await })
+                match c.cfg.mode {
+                    WorkerMode::Process => tokio::spawn(async move { slot::run_slot(c).await }),
+                    WorkerMode::Persistent => tokio::spawn(async move { pslot::run_slot(c).await }),
+                }
             })
             .collect(),
     };

@@ -2,7 +2,9 @@
 //! JSON lines, so a worker with a heavy start-up (Python importing an SDK)
 //! pays it once instead of once per item.
 //!
-//! Protocol (one item at a time per process):
+//! Protocol (answers in request order; the runner may send the next
+//! requests before the current answer came, so a worker reading stdin line
+//! by line simply finds them waiting):
 //! - request, one line on the worker's stdin:
 //!   `{"key": "...", "label": "...", "attempt": 1, "op_id": null, "run_id": 7, "payload": {...}}`
 //! - while working, the worker may report an operation id:
@@ -10,8 +12,10 @@
 //! - the answer, one line on stdout: `{"result": <any JSON>}` (a `null` or
 //!   absent result is the outcome `empty`), or
 //!   `{"error": {"error_class": "...", "transient": true, "message": "...", "retry_after_s": 30}}`;
-//!   either may carry `"cost": 0.01`. Lines that are not JSON objects are ignored
-//!   (stray prints), a `key` that is not the current item's is a protocol error.
+//!   either may carry `"cost": 0.01` and `"key"` (checked when present).
+//!   Lines that are not JSON objects are ignored (stray prints; the last one
+//!   is quoted if the worker then dies); a JSON object that is none of these
+//!   is a protocol error.
 //!
 //! Timeouts kill the worker's process group and start a fresh worker; a
 //! worker that exits mid-item fails the item (transient) and is restarted.
@@ -71,6 +75,25 @@ pub struct Persistent {
     /// The last non-empty stderr line, for messages when the worker dies.
     stderr_last: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
+    /// Requests not yet written to the worker's stdin, from `sent`.
+    out: Vec<u8>,
+    sent: usize,
+    /// The answer line being read (kept here so reading can be cancelled).
+    line: Vec<u8>,
+    /// The last stdout line that was not part of the protocol.
+    stray: Option<String>,
+}
+
+/// One protocol line from the worker.
+#[derive(Debug)]
+pub enum Line {
+    /// An operation id for the item being worked on (or the one named).
+    OpId { key: Option<String>, op_id: String },
+    /// The answer to the oldest unanswered request.
+    Answer {
+        key: Option<String>,
+        obj: serde_json::Map<String, Value>,
+    },
 }
 
 /// What became of one call.
@@ -81,12 +104,22 @@ pub enum Call {
 }
 
 impl Persistent {
+    /// Starts the worker. `program` is `argv[0]` found in `PATH` (see
+    /// `worker::resolve`); the worker still sees `argv[0]` as written.
     pub fn start(
         argv: &[String],
+        program: Option<&Path>,
         dir: Option<&Path>,
         env: &[(&'static str, String)],
     ) -> std::io::Result<Persistent> {
-        let mut cmd = Command::new(&argv[0]);
+        let mut cmd = match program {
+            Some(path) => Command::new(path),
+            None => Command::new(&argv[0]),
+        };
+        #[cfg(unix)]
+        if program.is_some() {
+            cmd.arg0(&argv[0]);
+        }
         cmd.args(&argv[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -145,7 +178,85 @@ impl Persistent {
             pgid,
             stderr_last,
             stderr_task,
+            out: Vec::with_capacity(16 * 1024),
+            sent: 0,
+            line: Vec::new(),
+            stray: None,
         })
+    }
+
+    /// The worker's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.pgid
+    }
+
+    /// Queues a request; it is written while `next` waits for answers.
+    pub fn send(&mut self, req: &Request<'_>) {
+        if self.sent == self.out.len() {
+            self.out.clear();
+            self.sent = 0;
+        }
+        self.out.extend_from_slice(req.line().as_bytes());
+    }
+
+    /// The next protocol line, writing queued requests meanwhile (a worker
+    /// blocked on a full stdout pipe must never wait for us to finish
+    /// writing). Cancel-safe: partial lines and writes are kept. `Err` when
+    /// the worker broke: exited, closed its stdout, or sent a line over
+    /// the limit (it must then be killed and started again).
+    pub async fn next(&mut self) -> Result<Line, Verdict> {
+        loop {
+            let read = if self.sent < self.out.len() {
+                let Persistent {
+                    stdin,
+                    stdout,
+                    out,
+                    sent,
+                    line,
+                    ..
+                } = self;
+                tokio::select! {
+                    biased;
+                    r = fill_line(stdout, line) => r,
+                    w = stdin.write(&out[*sent..]) => {
+                        match w {
+                            Ok(n) if n > 0 => *sent += n,
+                            Ok(_) => return Err(self.died("could not send the item: stdin closed").await),
+                            Err(e) => return Err(self.died(&format!("could not send the item: {e}")).await),
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                fill_line(&mut self.stdout, &mut self.line).await
+            };
+            let text = match read {
+                Ok(true) => String::from_utf8_lossy(&std::mem::take(&mut self.line)).into_owned(),
+                Ok(false) => return Err(self.died("the worker exited").await),
+                Err(e) => {
+                    self.line = Vec::new();
+                    return Err(protocol_error(&e));
+                }
+            };
+            let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(&text) else {
+                if !text.trim().is_empty() {
+                    self.stray = Some(bound_message(text.trim()));
+                }
+                continue; // a stray print, not part of the protocol
+            };
+            let key = obj.get("key").and_then(Value::as_str).map(str::to_string);
+            if !obj.contains_key("result") && !obj.contains_key("error") {
+                return match obj.get("op_id").and_then(Value::as_str) {
+                    Some(op) if super::worker::valid_op_id(op) => Ok(Line::OpId {
+                        key,
+                        op_id: op.to_string(),
+                    }),
+                    Some(_) => continue,
+                    None => Ok(Line::Answer { key, obj }),
+                };
+            }
+            return Ok(Line::Answer { key, obj });
+        }
     }
 
     /// Sends one item and waits for its answer, the timeout, or a kill.
@@ -163,53 +274,36 @@ impl Persistent {
                 Err(_) => std::future::pending().await,
             }
         };
+        self.send(req);
         let exchange = async {
-            if let Err(e) = self.stdin.write_all(req.line().as_bytes()).await {
-                return Err(self.died(&format!("could not send the item: {e}")).await);
-            }
-            let _ = self.stdin.flush().await;
             let mut op_ids = 0;
             loop {
-                let line = match read_line(&mut self.stdout).await {
-                    Ok(Some(line)) => line,
-                    Ok(None) => return Err(self.died("the worker exited").await),
-                    Err(e) => return Err(self.died(&e).await),
-                };
-                let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(&line) else {
-                    continue; // a stray print, not part of the protocol
-                };
-                if let Some(k) = obj.get("key").and_then(Value::as_str)
-                    && k != req.key
-                {
-                    return Err(protocol_error(&format!(
-                        "answer for key {k:?} while {:?} was asked",
-                        req.key
-                    )));
-                }
-                if let Some(op) = obj.get("op_id").and_then(Value::as_str)
-                    && !obj.contains_key("result")
-                    && !obj.contains_key("error")
-                {
-                    if super::worker::valid_op_id(op) && op_ids < super::worker::MAX_OP_IDS {
+                match self.next().await? {
+                    // Each id is a store write: a flood is bounded.
+                    Line::OpId { op_id, .. } if op_ids < super::worker::MAX_OP_IDS => {
                         op_ids += 1;
-                        let _ = reports.send(Report::OpId(op.to_string()));
+                        let _ = reports.send(Report::OpId(op_id));
                     }
-                    continue;
+                    Line::OpId { .. } => {}
+                    Line::Answer { key, obj } => {
+                        if let Some(k) = key
+                            && k != req.key
+                        {
+                            return Err(protocol_error(&format!(
+                                "answer for key {k:?} while {:?} was asked",
+                                req.key
+                            )));
+                        }
+                        return Ok(answer(&obj, rules));
+                    }
                 }
-                return Ok(answer(&obj, rules));
             }
         };
         tokio::select! {
             result = exchange => result.map(Call::Answer),
             () = tokio::time::sleep(timeout) => {
                 self.kill().await;
-                Err(Verdict::Failed {
-                    transient: true,
-                    class: "Timeout".into(),
-                    message: format!("no answer within {}; the worker was restarted", crate::duration::format_duration(timeout)),
-                    retry_after: None,
-                    cost: None,
-                })
+                Err(timed_out(timeout))
             }
             reason = killed => {
                 self.kill().await;
@@ -234,10 +328,13 @@ impl Persistent {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let message = match last {
+        let mut message = match last {
             Some(l) => format!("{why}{status}: {l}"),
             None => format!("{why}{status}"),
         };
+        if let Some(stray) = &self.stray {
+            message.push_str(&format!(" (last non-protocol stdout line: {stray})"));
+        }
         Verdict::Failed {
             transient: true,
             class: "WorkerExited".into(),
@@ -254,15 +351,20 @@ impl Persistent {
     }
 
     /// Closes stdin (the worker's cue to exit), then makes sure it is gone.
-    pub async fn shutdown(mut self, grace: Duration) {
-        let _ = self.stdin.shutdown().await;
-        if tokio::time::timeout(grace, self.child.wait())
-            .await
-            .is_err()
-        {
-            self.kill().await;
+    pub async fn shutdown(self, grace: Duration) {
+        let Persistent {
+            mut child,
+            stdin,
+            pgid,
+            ..
+        } = self;
+        // Dropping closes the pipe (`shutdown()` on a pipe does not).
+        drop(stdin);
+        if tokio::time::timeout(grace, child.wait()).await.is_err() {
+            signal_group(pgid);
+            let _ = child.kill().await;
         }
-        signal_group(self.pgid);
+        signal_group(pgid);
     }
 }
 
@@ -288,31 +390,48 @@ fn protocol_error(message: &str) -> Verdict {
     }
 }
 
-/// Reads one line, bounded. `Ok(None)` at end of stream.
-async fn read_line(r: &mut BufReader<ChildStdout>) -> Result<Option<String>, String> {
-    let mut line = Vec::new();
+/// The verdict for an item whose worker gave no answer within `timeout`.
+pub fn timed_out(timeout: Duration) -> Verdict {
+    Verdict::Failed {
+        transient: true,
+        class: "Timeout".into(),
+        message: format!(
+            "no answer within {}; the worker was restarted",
+            crate::duration::format_duration(timeout)
+        ),
+        retry_after: None,
+        cost: None,
+    }
+}
+
+/// Reads into `line` up to the next newline (not kept): `Ok(true)` with a
+/// whole line, `Ok(false)` at end of stream (a last unterminated line is
+/// dropped: the worker died writing it). Bounded by `MAX_LINE`.
+async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result<bool, String> {
     loop {
         let buf = r
             .fill_buf()
             .await
             .map_err(|e| format!("reading the worker's answer: {e}"))?;
         if buf.is_empty() {
-            return Ok(if line.is_empty() {
-                None
-            } else {
-                Some(String::from_utf8_lossy(&line).into_owned())
-            });
+            return Ok(false);
         }
-        if let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-            line.extend_from_slice(&buf[..pos]);
-            r.consume(pos + 1);
-            return Ok(Some(String::from_utf8_lossy(&line).into_owned()));
+        let (take, complete) = match buf.iter().position(|b| *b == b'\n') {
+            Some(pos) => (pos + 1, true),
+            None => (buf.len(), false),
+        };
+        let room = MAX_LINE.saturating_sub(line.len());
+        if take.saturating_sub(usize::from(complete)) > room {
+            r.consume(take);
+            return Err(format!(
+                "the worker wrote a stdout line longer than {} KiB; it was restarted",
+                MAX_LINE / 1024
+            ));
         }
-        let n = buf.len();
-        line.extend_from_slice(buf);
-        r.consume(n);
-        if line.len() > MAX_LINE {
-            return Err(format!("an answer line longer than {MAX_LINE} bytes"));
+        line.extend_from_slice(&buf[..take - usize::from(complete)]);
+        r.consume(take);
+        if complete {
+            return Ok(true);
         }
     }
 }
@@ -362,7 +481,8 @@ pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Verdict {
         };
     }
     match obj.get("result") {
-        None | Some(Value::Null) => Verdict::Done {
+        None => protocol_error("an answer line with neither \"result\" nor \"error\""),
+        Some(Value::Null) => Verdict::Done {
             empty: true,
             result: None,
             cost,
@@ -429,7 +549,7 @@ done"#,
         );
         let rules = Rules::default();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut w = Persistent::start(&argv, None, &[]).unwrap();
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
         let never = || oneshot::channel::<KillReason>().1;
         let t = Duration::from_secs(5);
         let ok = w
@@ -464,7 +584,7 @@ done"#,
         let dir = tempfile::tempdir().unwrap();
         let argv = script(dir.path(), "while read line; do sleep 30; done");
         let (tx, _rx) = mpsc::unbounded_channel();
-        let mut w = Persistent::start(&argv, None, &[]).unwrap();
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
         let (_keep, never) = oneshot::channel::<KillReason>();
         let r = w
             .call(
@@ -476,7 +596,7 @@ done"#,
             )
             .await;
         assert!(matches!(r, Err(Verdict::Failed { class, .. }) if class == "Timeout"));
-        let mut w = Persistent::start(&argv, None, &[]).unwrap();
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
         let (kill_tx, kill_rx) = oneshot::channel();
         let (request, rules) = (req("b", "{}"), Rules::default());
         let call = w.call(&request, Duration::from_secs(30), &rules, &tx, kill_rx);

@@ -73,7 +73,7 @@ pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
     }
 }
 
-fn log_claimed(cycle: &Cycle, claim: &Claim) {
+pub(super) fn log_claimed(cycle: &Cycle, claim: &Claim) {
     cycle.log.emit(
         &NewEvent::new(
             now_ms(),
@@ -122,7 +122,7 @@ pub async fn run_key(cycle: Arc<Cycle>, key: String) -> Result<(), StoreError> {
     process(&cycle, claim).await.map(drop)
 }
 
-fn budget_spent(cycle: &Cycle) -> bool {
+pub(super) fn budget_spent(cycle: &Cycle) -> bool {
     let Some(max) = cycle.cfg.max_cost else {
         return false;
     };
@@ -134,7 +134,7 @@ fn budget_spent(cycle: &Cycle) -> bool {
 }
 
 /// Is the batch held back by a rate-limit answer right now?
-async fn held(cycle: &Cycle) -> bool {
+pub(super) async fn held(cycle: &Cycle) -> bool {
     cycle
         .hold_until
         .lock()
@@ -143,7 +143,7 @@ async fn held(cycle: &Cycle) -> bool {
 }
 
 /// Waits while the batch is held back by a rate-limit answer.
-async fn wait_for_hold(cycle: &Cycle) {
+pub(super) async fn wait_for_hold(cycle: &Cycle) {
     loop {
         let until = *cycle.hold_until.lock().await;
         match until {
@@ -161,7 +161,7 @@ async fn wait_for_hold(cycle: &Cycle) {
 
 /// Holds claiming for the whole batch (every other call would get the same
 /// rate-limit answer), in memory and in the store for other runners.
-async fn hold(cycle: &Cycle, retry_after: std::time::Duration) {
+pub(super) async fn hold(cycle: &Cycle, retry_after: std::time::Duration) {
     let until = tokio::time::Instant::now() + retry_after;
     {
         let mut hold = cycle.hold_until.lock().await;
@@ -233,7 +233,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<Option<Claim>, Stor
             .inflight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(claim.item_id, Some(kill_tx));
+            .insert(claim.item_id, Some(super::Killer::Item(kill_tx)));
         // A stop that came while we were claiming applies to us too.
         if matches!(cycle.stopping(), Some((Signal::Immediate, _))) {
             cycle.kill_all(KillReason::Shutdown);
@@ -437,7 +437,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<Option<Claim>, Stor
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn fail(
+pub(super) async fn fail(
     cycle: &Cycle,
     claim: &Claim,
     attempt: u32,
@@ -514,7 +514,11 @@ async fn fail(
 
 /// Gives the item back to pending; `cut_short` when its worker was stopped
 /// before a verdict (that attempt does not count).
-async fn release(cycle: &Cycle, claim: &Claim, cut_short: bool) -> Result<(), StoreError> {
+pub(super) async fn release(
+    cycle: &Cycle,
+    claim: &Claim,
+    cut_short: bool,
+) -> Result<(), StoreError> {
     let event = cycle
         .new_event("released", "released back to pending (run stopping)")
         .key(&claim.key);
@@ -530,7 +534,7 @@ async fn release(cycle: &Cycle, claim: &Claim, cut_short: bool) -> Result<(), St
     Ok(())
 }
 
-async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim) {
+pub(super) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim) {
     cycle
         .event(
             cycle

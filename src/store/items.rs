@@ -405,6 +405,51 @@ impl Store {
         self.write(|tx| complete_in(tx, c, event))
     }
 
+    /// Marks several claimed items done in one transaction (a persistent
+    /// worker's batch): as `complete` for each, with the run's counters
+    /// updated once. All must belong to one run. One flag per item, in
+    /// order: false where the lease token no longer matched.
+    pub fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>> {
+        self.write(|tx| {
+            let mut up = tx.prepare_cached(
+                "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
+                        error_class = NULL, error_message = NULL, next_attempt_at = NULL,
+                        lease_run = NULL, lease_until = NULL, updated_at = ?6
+                  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+            )?;
+            let (mut n_done, mut n_empty, mut cost) = (0i64, 0i64, 0f64);
+            let mut accepted = Vec::with_capacity(done.len());
+            for (c, event) in done {
+                let ok = up.execute(params![
+                    c.item_id,
+                    c.token,
+                    c.outcome.as_str(),
+                    c.result,
+                    c.cost,
+                    c.now
+                ])? == 1;
+                if ok {
+                    match c.outcome {
+                        Outcome::Empty => n_empty += 1,
+                        _ => n_done += 1,
+                    }
+                    cost += c.cost.unwrap_or(0.0);
+                    insert_event(tx, event)?;
+                }
+                accepted.push(ok);
+            }
+            if let Some((c, _)) = done.first()
+                && n_done + n_empty > 0
+            {
+                tx.prepare_cached(
+                    "UPDATE runs SET done = done + ?2, empty = empty + ?3, cost = cost + ?4 WHERE id = ?1",
+                )?
+                .execute(params![c.run_id, n_done, n_empty, cost])?;
+            }
+            Ok(accepted)
+        })
+    }
+
     /// Ends a claim in `failed` with a tier, appending a dead letter. False
     /// (and nothing written) if the lease token no longer matches.
     pub fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {

@@ -1,0 +1,894 @@
+//! One concurrency slot in persistent mode: one long-lived worker process
+//! (see `persistent`) answers many items. The slot claims items in batches
+//! (up to `MAX_BATCH`, fewer for slow workers), writes their requests ahead
+//! (answers come back in order), and records successes in the transaction
+//! that also claims the next batch — started once half a batch is answered,
+//! so the store works while the worker answers the rest. A success is thus
+//! durable before its slot claims anything more, and an item is marked done
+//! only after its worker answered. Failures, retries, timeouts, op ids and
+//! fencing work as in process mode (`slot`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::classify::{Verdict, bound_message};
+use super::persistent::{Line, Persistent, Request, answer, timed_out};
+use super::retry::backoff;
+use super::slot::{
+    budget_spent, fail, held, hold, lease_lost_on_write, log_claimed, release, wait_for_hold,
+};
+use super::worker::KillReason;
+use super::{Cycle, Killer, Signal};
+use crate::model::{Claim, NewEvent, Outcome};
+use crate::store::{Completion, StoreError};
+use crate::util::time::now_ms;
+
+/// Most items claimed (and sent ahead) at once by one slot.
+const MAX_BATCH: usize = 1024;
+/// A batch should take about this long, so slow workers claim few items
+/// at a time and the slots share the work fairly.
+const BATCH_TIME: Duration = Duration::from_millis(200);
+/// A worker that dies (or hangs) on this many different items in a row
+/// before answering anything is broken: the slot gives up rather than spin.
+/// (One poison item that kills every worker it meets only fails itself.)
+const MAX_FAILED_STARTS: usize = 3;
+
+/// A claimed item on its way through the slot.
+struct Work {
+    claim: Claim,
+    attempt: u32,
+    op_id: Option<String>,
+    /// Op ids reported for it: each is a store write, so a flood is bounded
+    /// (as in process mode, `worker::MAX_OP_IDS`).
+    op_ids: usize,
+    retries_done: u32,
+}
+
+/// What a commit hands back: the successes (for the log), which of them
+/// were accepted, the next claims (`None`: the lock is lost) and how many
+/// were asked for.
+type Committed = (Vec<Success>, Vec<bool>, Option<Vec<Claim>>, usize);
+type CommitFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Committed, StoreError>> + Send>>;
+
+/// A success waiting for the batch's commit.
+struct Success {
+    claim: Claim,
+    outcome: Outcome,
+    result: Option<String>,
+    cost: Option<f64>,
+    event: NewEvent,
+}
+
+struct Slot {
+    cycle: Arc<Cycle>,
+    worker: Option<Persistent>,
+    /// Claimed, not yet sent to the current worker.
+    queue: VecDeque<Work>,
+    /// Sent, waiting for their answers, in order.
+    sent: VecDeque<Work>,
+    /// Failed transiently, retried once their backoff has passed.
+    retries: Vec<(tokio::time::Instant, Work)>,
+    successes: Vec<Success>,
+    /// A commit (with the next claim) under way while the worker answers
+    /// the rest of the batch.
+    committing: Option<CommitFuture>,
+    kill_tx: mpsc::UnboundedSender<(i64, KillReason)>,
+    kill_rx: mpsc::UnboundedReceiver<(i64, KillReason)>,
+    /// Since when the oldest sent item has been the worker's to answer.
+    head_since: Instant,
+    /// The current worker answered at least once.
+    answered: bool,
+    /// The items on which workers died before answering anything, since
+    /// the last answer.
+    failed_starts: Vec<i64>,
+    /// Items to claim next time, and the running mean time per item.
+    batch: usize,
+    per_item: Option<Duration>,
+}
+
+/// How a batch ended.
+enum Ended {
+    /// Everything claimed reached an outcome.
+    Drained,
+    /// The run stops: what was left has been released.
+    Stopped,
+    /// The worker is broken; the slot gives up.
+    GaveUp,
+}
+
+/// Claims and processes items until none is left or the cycle stops.
+pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
+    let mut slot = Slot::new(cycle);
+    let result = slot.run(None).await;
+    slot.stop_worker().await;
+    result
+}
+
+/// `run --key`: the one named item, in a persistent worker.
+pub async fn run_key(cycle: Arc<Cycle>, key: String) -> Result<(), StoreError> {
+    let (batch, run) = (cycle.batch.clone(), cycle.run_id);
+    let until = cycle.lease_until(now_ms());
+    let claim = cycle
+        .db
+        .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
+        .await?;
+    let mut slot = Slot::new(cycle);
+    let result = slot.run(Some(claim)).await;
+    slot.stop_worker().await;
+    result
+}
+
+impl Slot {
+    fn new(cycle: Arc<Cycle>) -> Slot {
+        let (kill_tx, kill_rx) = mpsc::unbounded_channel();
+        Slot {
+            cycle,
+            worker: None,
+            queue: VecDeque::new(),
+            sent: VecDeque::new(),
+            retries: Vec::new(),
+            successes: Vec::new(),
+            committing: None,
+            kill_tx,
+            kill_rx,
+            head_since: Instant::now(),
+            answered: false,
+            failed_starts: Vec::new(),
+            batch: 1,
+            per_item: None,
+        }
+    }
+
+    /// With `only`, processes that one claim (`--key`) and claims nothing.
+    async fn run(&mut self, only: Option<Claim>) -> Result<(), StoreError> {
+        let single = only.is_some();
+        let mut next: Vec<Claim> = only.into_iter().collect();
+        loop {
+            if next.is_empty() {
+                if single {
+                    return Ok(());
+                }
+                next = self.claim().await?;
+                if next.is_empty() {
+                    return Ok(());
+                }
+            }
+            self.enqueue(std::mem::take(&mut next));
+            let ended = self.work().await?;
+            let chain = matches!(ended, Ended::Drained) && !single;
+            next = self.commit(chain).await?;
+            if !matches!(ended, Ended::Drained) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Registers an item so a stop or a lost lease reaches this slot.
+    fn track(&self, claim: &Claim) {
+        self.cycle
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(claim.item_id, Some(Killer::Slot(self.kill_tx.clone())));
+    }
+
+    fn untrack(&self, claim: &Claim) {
+        self.cycle
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&claim.item_id);
+    }
+
+    /// How many items to claim now: about `BATCH_TIME` of work, growing
+    /// from one; one at a time when every claim must be weighed (rate
+    /// limit, cost budget). Takes them from `--limit`.
+    fn take_batch(&mut self) -> usize {
+        let mut want = if self.cycle.chain {
+            let fit = self.per_item.map_or(MAX_BATCH, |t| {
+                (BATCH_TIME.as_secs_f64() / t.as_secs_f64().max(1e-7)) as usize
+            });
+            // One item first (the worker's speed is unknown), then doubling.
+            let cap = if self.per_item.is_none() {
+                1
+            } else {
+                self.batch.saturating_mul(2)
+            };
+            self.batch = fit.clamp(1, MAX_BATCH).min(cap).max(1);
+            self.batch
+        } else {
+            1
+        };
+        if let Some(left) = &self.cycle.claims_left {
+            let mut taken = 0;
+            let _ = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                taken = n.min(want);
+                Some(n - taken)
+            });
+            want = taken;
+        }
+        want
+    }
+
+    fn give_back(&self, n: usize) {
+        if let Some(left) = &self.cycle.claims_left
+            && n > 0
+        {
+            left.fetch_add(n, Ordering::SeqCst);
+        }
+    }
+
+    /// A fresh claim (not chained to a commit): waits out holds and the
+    /// rate limit as process mode does.
+    async fn claim(&mut self) -> Result<Vec<Claim>, StoreError> {
+        let cycle = self.cycle.clone();
+        if cycle.stopping().is_some() || budget_spent(&cycle) {
+            return Ok(Vec::new());
+        }
+        if held(&cycle).await {
+            let batch = cycle.batch.clone();
+            if cycle.db.call(move |s| s.counts(&batch)).await?.pending == 0 {
+                return Ok(Vec::new());
+            }
+            wait_for_hold(&cycle).await;
+        }
+        if let Some(p) = &cycle.pacer {
+            p.acquire().await;
+        }
+        if cycle.stopping().is_some() {
+            return Ok(Vec::new());
+        }
+        let n = self.take_batch();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let (batch, run) = (cycle.batch.clone(), cycle.run_id);
+        let until = cycle.lease_until(now_ms());
+        let Some(claims) = cycle
+            .db
+            .call(move |s| s.claim(&batch, run, n, until, now_ms()))
+            .await?
+        else {
+            self.give_back(n);
+            cycle.lock_lost().await;
+            return Ok(Vec::new());
+        };
+        self.give_back(n - claims.len());
+        for c in &claims {
+            log_claimed(&cycle, c);
+        }
+        Ok(claims)
+    }
+
+    /// Records the batch's successes and, with `chain`, claims the next
+    /// batch in the same transaction. The claim comes only after the
+    /// successes are committed: nothing acknowledged can be lost by a crash.
+    async fn commit(&mut self, chain: bool) -> Result<Vec<Claim>, StoreError> {
+        self.settle().await?;
+        match self.begin_commit(chain).await {
+            Some(f) => {
+                let out = f.await?;
+                self.end_commit(out).await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Starts a commit of the successes so far (and, with `chain`, the
+    /// claim of the next batch). `None` when there is nothing to do.
+    async fn begin_commit(&mut self, chain: bool) -> Option<CommitFuture> {
+        let successes = std::mem::take(&mut self.successes);
+        let cycle = self.cycle.clone();
+        let may_chain = chain
+            && cycle.chain
+            && cycle.stopping().is_none()
+            && !held(&cycle).await
+            && !budget_spent(&cycle);
+        let n = if may_chain { self.take_batch() } else { 0 };
+        if successes.is_empty() && n == 0 {
+            return None;
+        }
+        let (batch, run) = (cycle.batch.clone(), cycle.run_id);
+        let until = cycle.lease_until(now_ms());
+        // The successes travel to the store thread and back (for the log).
+        Some(Box::pin(async move {
+            let (successes, accepted, next) = cycle
+                .db
+                .call(move |s| {
+                    let now = now_ms();
+                    let done: Vec<_> = successes
+                        .iter()
+                        .map(|s| {
+                            let c = Completion {
+                                item_id: s.claim.item_id,
+                                token: s.claim.token,
+                                run_id: run,
+                                outcome: s.outcome,
+                                result: s.result.as_deref(),
+                                cost: s.cost,
+                                now,
+                            };
+                            (c, &s.event)
+                        })
+                        .collect();
+                    let (accepted, next) = if n == 0 {
+                        (s.complete_all(&done)?, Some(Vec::new()))
+                    } else {
+                        // One transaction: the successes, then the next claim.
+                        s.group(|s| {
+                            let accepted = s.complete_all(&done)?;
+                            let next = s.claim(&batch, run, n, until, now)?;
+                            Ok::<_, StoreError>((accepted, next))
+                        })??
+                    };
+                    drop(done);
+                    Ok((successes, accepted, next))
+                })
+                .await?;
+            Ok((successes, accepted, next, n))
+        }))
+    }
+
+    /// Acts on a finished commit: counts, log lines, the next claims.
+    async fn end_commit(&mut self, out: Committed) -> Result<Vec<Claim>, StoreError> {
+        let (successes, accepted, next, n) = out;
+        let cycle = self.cycle.clone();
+        for (s, ok) in successes.iter().zip(accepted) {
+            if ok {
+                let counter = if s.outcome == Outcome::Empty {
+                    &cycle.tally.empty
+                } else {
+                    &cycle.tally.done
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                cycle.tally.add_cost(s.cost);
+                cycle.log.emit(&s.event);
+            } else {
+                lease_lost_on_write(&cycle, &s.claim).await;
+            }
+        }
+        let Some(next) = next else {
+            self.give_back(n);
+            cycle.lock_lost().await;
+            return Ok(Vec::new());
+        };
+        self.give_back(n - next.len());
+        for c in &next {
+            log_claimed(&cycle, c);
+        }
+        Ok(next)
+    }
+
+    /// Waits for a commit under way; its claims join the queue.
+    async fn settle(&mut self) -> Result<(), StoreError> {
+        if let Some(f) = self.committing.take() {
+            let out = f.await?;
+            let next = self.end_commit(out).await?;
+            self.enqueue(next);
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, claims: Vec<Claim>) {
+        for claim in claims {
+            self.track(&claim);
+            self.queue.push_back(Work {
+                attempt: claim.attempt,
+                op_id: claim.op_id.clone(),
+                op_ids: 0,
+                retries_done: 0,
+                claim,
+            });
+        }
+    }
+
+    /// Runs the claimed items to their outcomes.
+    async fn work(&mut self) -> Result<Ended, StoreError> {
+        let cycle = self.cycle.clone();
+        let mut stop = cycle.stop_tx.subscribe();
+        loop {
+            match cycle.stopping() {
+                Some((Signal::Immediate, _)) => {
+                    self.release_all().await?;
+                    return Ok(Ended::Stopped);
+                }
+                Some((Signal::Graceful, _)) => {
+                    // Nothing new starts; what was sent may finish (grace).
+                    self.release_waiting().await?;
+                    if self.sent.is_empty() {
+                        return Ok(Ended::Stopped);
+                    }
+                }
+                _ => self.promote_retries().await?,
+            }
+            if self.queue.is_empty() && self.sent.is_empty() && self.committing.is_some() {
+                self.settle().await?;
+                continue;
+            }
+            if self.queue.is_empty() && self.sent.is_empty() {
+                let Some(first) = self.retries.iter().map(|(t, _)| *t).min() else {
+                    return Ok(Ended::Drained);
+                };
+                // Nothing to wait for but backoffs: make the successes
+                // durable meanwhile rather than hold them.
+                self.commit(false).await?;
+                tokio::select! {
+                    () = tokio::time::sleep_until(first) => {}
+                    _ = stop.changed() => {}
+                }
+                continue;
+            }
+            if !self.queue.is_empty() && self.worker.is_none() && !self.start_worker().await? {
+                return Ok(Ended::GaveUp);
+            }
+            if let Some(worker) = self.worker.as_mut() {
+                while let Some(w) = self.queue.pop_front() {
+                    if self.sent.is_empty() {
+                        self.head_since = Instant::now();
+                    }
+                    worker.send(&Request {
+                        key: &w.claim.key,
+                        label: &w.claim.label,
+                        attempt: w.attempt,
+                        op_id: w.op_id.as_deref(),
+                        run_id: cycle.run_id,
+                        payload: &w.claim.payload,
+                    });
+                    self.sent.push_back(w);
+                }
+            }
+            // Half the batch answered: commit those and claim the next
+            // batch while the worker answers the rest.
+            if self.committing.is_none()
+                && self.queue.is_empty()
+                && !self.successes.is_empty()
+                && self.successes.len() >= self.sent.len()
+                && cycle.chain
+                && cycle.stopping().is_none()
+            {
+                self.committing = self.begin_commit(true).await;
+            }
+            let Some(worker) = self.worker.as_mut() else {
+                continue;
+            };
+            let deadline = tokio::time::Instant::from_std(self.head_since + cycle.cfg.item_timeout);
+            let committing = self.committing.as_mut();
+            let has_commit = committing.is_some();
+            let committed = async {
+                match committing {
+                    Some(f) => f.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                out = committed, if has_commit => {
+                    self.committing = None;
+                    let next = self.end_commit(out?).await?;
+                    self.enqueue(next);
+                }
+                line = worker.next() => match line {
+                    Ok(Line::OpId { key, op_id }) => self.op_id(key, op_id).await,
+                    Ok(Line::Answer { key, obj }) => {
+                        let verdict = answer(&obj, &cycle.rules);
+                        self.answered(key, verdict).await?;
+                    }
+                    Err(verdict) => {
+                        if self.broken(verdict).await? {
+                            return Ok(Ended::GaveUp);
+                        }
+                    }
+                },
+                () = tokio::time::sleep_until(deadline), if !self.sent.is_empty() => {
+                    if self.broken(timed_out(cycle.cfg.item_timeout)).await? {
+                        return Ok(Ended::GaveUp);
+                    }
+                }
+                Some((id, reason)) = self.kill_rx.recv() => {
+                    if let Some(ended) = self.killed(id, reason).await? {
+                        return Ok(ended);
+                    }
+                }
+                _ = stop.changed() => {}
+            }
+        }
+    }
+
+    /// Starts the worker (after a pause if the last ones died at once).
+    /// False when the slot gave up.
+    async fn start_worker(&mut self) -> Result<bool, StoreError> {
+        let cycle = self.cycle.clone();
+        if !self.failed_starts.is_empty() {
+            let wait =
+                Duration::from_millis(250) * 2u32.pow(self.failed_starts.len().min(6) as u32);
+            let mut stop = cycle.stop_tx.subscribe();
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => return Ok(true),
+            }
+        }
+        let clean = |s: &str| s.replace('\0', "\\x00");
+        let env = vec![
+            ("NIGHTSHIFT_BATCH", clean(&cycle.batch)),
+            ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
+            // Lets a later run find this worker if we die (see `orphans`).
+            (super::orphans::RUNNER_VAR, cycle.runner_id.clone()),
+        ];
+        match Persistent::start(
+            &cycle.worker,
+            cycle.program.as_deref(),
+            cycle.work_dir.as_deref(),
+            &env,
+        ) {
+            Ok(w) => {
+                self.worker = Some(w);
+                self.answered = false;
+                Ok(true)
+            }
+            Err(e) => {
+                let verdict = Verdict::Failed {
+                    transient: true,
+                    class: "SpawnError".into(),
+                    message: bound_message(&format!(
+                        "could not start the worker {}: {e}",
+                        cycle.worker[0]
+                    )),
+                    retry_after: None,
+                    cost: None,
+                };
+                // Charge it to the first item waiting, as process mode would.
+                if let Some(w) = self.queue.pop_front() {
+                    self.sent.push_front(w);
+                }
+                Ok(!self.broken(verdict).await?)
+            }
+        }
+    }
+
+    /// The worker broke (died, hung past the timeout, or broke the
+    /// protocol): the item it was on gets `verdict`, the worker is killed
+    /// (with its whole process group) and the other sent items wait for
+    /// the next one. True when the slot gave up.
+    async fn broken(&mut self, verdict: Verdict) -> Result<bool, StoreError> {
+        if let Some(mut w) = self.worker.take() {
+            w.kill().await;
+        }
+        let head = self.sent.pop_front();
+        if !self.answered
+            && let Some(h) = &head
+            && !self.failed_starts.contains(&h.claim.item_id)
+        {
+            self.failed_starts.push(h.claim.item_id);
+        }
+        while let Some(w) = self.sent.pop_back() {
+            self.queue.push_front(w);
+        }
+        let message = match &verdict {
+            Verdict::Failed { message, .. } => message.clone(),
+            Verdict::Done { .. } => String::new(),
+        };
+        if let Some(head) = head {
+            let elapsed = self.head_since.elapsed();
+            self.verdict(head, verdict, elapsed).await?;
+        }
+        if self.failed_starts.len() >= MAX_FAILED_STARTS {
+            self.give_up(&message).await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The worker cannot be kept running: the items it failed keep their
+    /// failures, the others go back to pending, and the slot stops.
+    async fn give_up(&mut self, why: &str) -> Result<(), StoreError> {
+        let cycle = self.cycle.clone();
+        cycle
+            .event(
+                cycle
+                    .new_event(
+                        "worker-failed",
+                        format!(
+                            "the persistent worker failed {} times in a row before answering anything; this slot stops ({})",
+                            self.failed_starts.len(), why
+                        ),
+                    )
+                    .fields(json!({"message": why, "failed_starts": self.failed_starts.len()})),
+            )
+            .await;
+        // Items waiting for a retry already had their (failed) attempt.
+        for (_, w) in std::mem::take(&mut self.retries) {
+            self.untrack(&w.claim);
+            fail(
+                &cycle,
+                &w.claim,
+                w.attempt,
+                true,
+                "WorkerFailed",
+                &bound_message(why),
+                None,
+                None,
+            )
+            .await?;
+        }
+        self.release_waiting().await
+    }
+
+    /// An answer for the oldest sent item.
+    async fn answered(&mut self, key: Option<String>, verdict: Verdict) -> Result<(), StoreError> {
+        let Some(head) = self.sent.front() else {
+            // An answer nobody asked for: the worker is out of step.
+            let v = protocol("an answer while no item was asked");
+            self.broken(v).await?;
+            return Ok(());
+        };
+        if let Some(k) = key
+            && k != head.claim.key
+        {
+            let v = protocol(&format!(
+                "answer for key {:?} while {:?} was asked (answers must come in request order)",
+                k, head.claim.key
+            ));
+            self.broken(v).await?;
+            return Ok(());
+        }
+        let head = self.sent.pop_front().expect("a sent item");
+        let elapsed = self.head_since.elapsed();
+        self.head_since = Instant::now();
+        self.answered = true;
+        self.failed_starts.clear();
+        self.per_item = Some(match self.per_item {
+            None => elapsed,
+            Some(avg) => (avg * 7 + elapsed) / 8,
+        });
+        self.verdict(head, verdict, elapsed).await
+    }
+
+    /// Acts on an item's verdict: a success waits for the batch's commit, a
+    /// transient failure is retried after its backoff, any other is
+    /// recorded at once.
+    async fn verdict(
+        &mut self,
+        mut w: Work,
+        verdict: Verdict,
+        elapsed: Duration,
+    ) -> Result<(), StoreError> {
+        let cycle = self.cycle.clone();
+        let cfg = &cycle.cfg;
+        match verdict {
+            Verdict::Done {
+                empty,
+                result,
+                cost,
+            } => {
+                self.untrack(&w.claim);
+                let event = NewEvent::new(
+                    now_ms(),
+                    &cycle.batch,
+                    if empty { "empty" } else { "done" },
+                    if empty { "done, empty result" } else { "done" },
+                )
+                .run(cycle.run_id)
+                .key(&w.claim.key)
+                .fields(
+                    json!({"attempt": w.attempt, "ms": elapsed.as_millis() as u64, "cost": cost}),
+                );
+                self.successes.push(Success {
+                    claim: w.claim,
+                    outcome: if empty { Outcome::Empty } else { Outcome::Done },
+                    result,
+                    cost,
+                    event,
+                });
+            }
+            Verdict::Failed {
+                transient,
+                class,
+                message,
+                retry_after,
+                cost,
+            } => {
+                cycle.tally.add_cost(cost);
+                if let Some(after) = retry_after {
+                    hold(&cycle, after).await;
+                }
+                if transient
+                    && w.retries_done < cfg.retries
+                    && w.attempt < cfg.max_attempts
+                    && cycle.stopping().is_none()
+                {
+                    w.retries_done += 1;
+                    let wait = backoff(w.retries_done, cfg.backoff, cfg.backoff_max, retry_after);
+                    cycle
+                        .event(
+                            cycle
+                                .new_event("retry", format!("{class}: {message} (attempt {}; retrying in {})", w.attempt, crate::duration::format_duration(wait)))
+                                .key(&w.claim.key)
+                                .fields(json!({"error_class": class, "message": message, "attempt": w.attempt, "wait_ms": wait.as_millis() as u64})),
+                        )
+                        .await;
+                    self.retries.push((tokio::time::Instant::now() + wait, w));
+                    return Ok(());
+                }
+                self.untrack(&w.claim);
+                fail(
+                    &cycle,
+                    &w.claim,
+                    w.attempt,
+                    transient,
+                    &class,
+                    &message,
+                    retry_after,
+                    cost,
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Retries whose backoff has passed start their next attempt.
+    async fn promote_retries(&mut self) -> Result<(), StoreError> {
+        if self.retries.is_empty() {
+            return Ok(());
+        }
+        let now = tokio::time::Instant::now();
+        let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retries)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
+        self.retries = wait;
+        let cycle = self.cycle.clone();
+        for (_, mut w) in ready {
+            let (id, token) = (w.claim.item_id, w.claim.token);
+            match cycle
+                .db
+                .call(move |s| s.begin_attempt(id, token, now_ms()))
+                .await?
+            {
+                Some(next) => {
+                    w.attempt = next;
+                    cycle.tally.retried.fetch_add(1, Ordering::Relaxed);
+                    let run = cycle.run_id;
+                    let _ = cycle.db.call(move |s| s.add_retried(run, 1)).await;
+                    self.queue.push_back(w);
+                }
+                None => {
+                    self.untrack(&w.claim);
+                    lease_lost_on_write(&cycle, &w.claim).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores an op id at once (a later attempt gets it back).
+    async fn op_id(&mut self, key: Option<String>, op: String) {
+        let cycle = self.cycle.clone();
+        let target = match &key {
+            Some(k) => self.sent.iter_mut().find(|w| &w.claim.key == k),
+            None => self.sent.front_mut(),
+        };
+        let Some(w) = target else {
+            return;
+        };
+        if w.op_id.as_deref() == Some(op.as_str()) || w.op_ids >= super::worker::MAX_OP_IDS {
+            return;
+        }
+        w.op_ids += 1;
+        w.op_id = Some(op.clone());
+        let event = cycle
+            .new_event(
+                "op-id",
+                format!("operation id reported: {}", bound_message(&op)),
+            )
+            .key(&w.claim.key)
+            .fields(json!({"op_id": op}));
+        let (id, token, e) = (w.claim.item_id, w.claim.token, event.clone());
+        if let Ok(true) = cycle
+            .db
+            .call(move |s| s.set_op_id(id, token, &op, &e))
+            .await
+        {
+            cycle.log.emit(&event);
+        }
+    }
+
+    /// A stop or a lost lease reached one of our items.
+    async fn killed(&mut self, id: i64, reason: KillReason) -> Result<Option<Ended>, StoreError> {
+        match reason {
+            KillReason::Shutdown => {
+                self.release_all().await?;
+                Ok(Some(Ended::Stopped))
+            }
+            KillReason::LeaseLost => {
+                let cycle = self.cycle.clone();
+                let lost = if let Some(pos) = self.sent.iter().position(|w| w.claim.item_id == id) {
+                    // The worker may be on it: stop the worker, resend the rest.
+                    if let Some(mut w) = self.worker.take() {
+                        w.kill().await;
+                    }
+                    let lost = self.sent.remove(pos);
+                    while let Some(w) = self.sent.pop_back() {
+                        self.queue.push_front(w);
+                    }
+                    lost
+                } else if let Some(pos) = self.queue.iter().position(|w| w.claim.item_id == id) {
+                    self.queue.remove(pos)
+                } else if let Some(pos) =
+                    self.retries.iter().position(|(_, w)| w.claim.item_id == id)
+                {
+                    Some(self.retries.remove(pos).1)
+                } else {
+                    None
+                };
+                if let Some(w) = lost {
+                    self.untrack(&w.claim);
+                    cycle
+                        .event(
+                            cycle
+                                .new_event(
+                                    "lease-lost",
+                                    "another runner holds this item now; its worker was stopped",
+                                )
+                                .key(&w.claim.key),
+                        )
+                        .await;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The run stops now: the worker is stopped and every item without an
+    /// outcome goes back to pending.
+    async fn release_all(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
+        if let Some(mut w) = self.worker.take() {
+            w.kill().await;
+        }
+        while let Some(w) = self.sent.pop_back() {
+            self.queue.push_front(w);
+        }
+        self.release_waiting().await
+    }
+
+    /// Items not started (cut short: their attempt does not count) and
+    /// items waiting for a retry (their failed attempt counts) go back to
+    /// pending.
+    async fn release_waiting(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
+        let cycle = self.cycle.clone();
+        for w in std::mem::take(&mut self.queue) {
+            self.untrack(&w.claim);
+            release(&cycle, &w.claim, true).await?;
+        }
+        for (_, w) in std::mem::take(&mut self.retries) {
+            self.untrack(&w.claim);
+            release(&cycle, &w.claim, false).await?;
+        }
+        Ok(())
+    }
+
+    /// Closes the worker's stdin (its cue to exit), then makes sure it and
+    /// its process group are gone.
+    async fn stop_worker(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.shutdown(self.cycle.cfg.grace.min(Duration::from_secs(2)))
+                .await;
+        }
+    }
+}
+
+fn protocol(message: &str) -> Verdict {
+    Verdict::Failed {
+        transient: true,
+        class: "ProtocolError".into(),
+        message: bound_message(message),
+        retry_after: None,
+        cost: None,
+    }
+}
