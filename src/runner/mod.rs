@@ -471,6 +471,7 @@ async fn locked_cycle(
         }
     }
     grace.abort();
+    reap_leftovers(&cycle).await;
     heartbeat.abort();
     if let Some(d) = deadline {
         d.abort();
@@ -531,6 +532,28 @@ async fn locked_cycle(
         summary::alert(&cycle, &report).await;
     }
     Ok(report)
+}
+
+/// Kills what our workers left running outside their process groups (a
+/// daemon that called `setsid` and closed its pipes): each worker's own
+/// group is killed when it ends, but such a process is only found by the
+/// environment it inherited. One `/proc` scan per cycle.
+async fn reap_leftovers(cycle: &Arc<Cycle>) {
+    let batch = cycle.batch.clone();
+    let ours = orphans::DeadRun {
+        run_id: cycle.run_id,
+        runner: cycle.runner_id.clone(),
+    };
+    let reaped = tokio::task::spawn_blocking(move || orphans::reap(&batch, &[ours]))
+        .await
+        .unwrap_or(0);
+    if reaped > 0 {
+        let e = cycle.new_event(
+            "orphans-stopped",
+            format!("stopped {reaped} processes our workers left running"),
+        );
+        cycle.event(e).await;
+    }
 }
 
 /// After a graceful stop request, in-flight items get `grace`; then their
