@@ -104,9 +104,10 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// Something failed: an item, or the source command. Cron acts on it.
+    /// Something failed: an item, or the source command, or the run lost
+    /// its lock (its in-flight results were discarded). Cron acts on it.
     pub fn exit_failed(&self) -> bool {
-        self.counts.failed > 0 || self.source_failed
+        self.counts.failed > 0 || self.source_failed || self.stopped == Some(StopReason::LockLost)
     }
 }
 
