@@ -349,7 +349,9 @@ fn worker_key(pid: u32) -> Option<String> {
     })
 }
 
-/// The store's invariants; returns what is violated.
+/// The store's invariants; returns what is violated. Events are looked up
+/// by item id (indexed), not by key: a scan per item made each check
+/// quadratic and the soak slower with every iteration.
 fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<String> {
     let mut v = Vec::new();
     let mut zero = |what: &str, query: &str| {
@@ -373,8 +375,7 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
         "items past max_attempts (plus one per requeue)",
         &format!(
             "SELECT count(*) FROM items i WHERE attempts > {MAX_ATTEMPTS} + (
-               SELECT count(*) FROM events e WHERE e.batch_id = i.batch_id AND e.key = i.key
-                  AND e.kind = 'requeued')"
+               SELECT count(*) FROM events e WHERE e.item_id = i.id AND e.kind = 'requeued')"
         ),
     );
     zero(
@@ -385,7 +386,7 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
     zero(
         "done items without exactly one accepted completion",
         "SELECT count(*) FROM items i WHERE status = 'done' AND
-            (SELECT count(*) FROM events e WHERE e.batch_id = i.batch_id AND e.key = i.key
+            (SELECT count(*) FROM events e WHERE e.item_id = i.id
                 AND e.kind IN ('done', 'empty')) <> 1",
     );
     zero(
