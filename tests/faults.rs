@@ -534,3 +534,40 @@ fn invalid_utf8_from_a_worker_is_stored_and_shown_without_harm() {
     );
     assert_intact(&env);
 }
+
+// ---- Locks of this process stay put ----
+
+/// A dashboard that may write polls `change_marker` while its other thread
+/// holds the write lock. Opening and closing `-shm` there (as it did)
+/// dropped this process's POSIX locks, and another program could then write
+/// at the same time: the chaos soak ended with "database disk image is
+/// malformed".
+#[test]
+fn polling_for_changes_keeps_this_process_s_write_lock() {
+    use nightshift::store::{Access, Store};
+    let env = Env::new();
+    add_keys(&env, "b", &["a"]);
+    let store = Store::open(&env.db, Access::ReadWrite).unwrap();
+    let holder = env.sql();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    holder
+        .execute("UPDATE items SET updated_at = updated_at + 1", [])
+        .unwrap();
+    let _ = store.change_marker();
+    let _ = store.change_marker();
+    let script = "import sqlite3, sys\n\
+                  c = sqlite3.connect(sys.argv[1], timeout=0.3, isolation_level=None)\n\
+                  try:\n    c.execute('BEGIN IMMEDIATE')\n    print('wrote')\n\
+                  except sqlite3.OperationalError as e:\n    print(e)\n";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&env.db)
+        .output()
+        .expect("python3");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "database is locked",
+        "another program got the write lock this process holds"
+    );
+    holder.execute_batch("ROLLBACK").unwrap();
+}
