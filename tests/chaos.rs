@@ -1,6 +1,7 @@
-//! Chaos soak: SIGKILL the runner and its workers at random moments, re-run
-//! at once, and check the store's invariants after every iteration; in the
-//! end every item is done or quarantined.
+//! Chaos soak: SIGKILL the runner, its workers, the scheduler daemon and a
+//! dashboard that is writing (requeueing every failed item) at random
+//! moments, re-run at once, and check the store's invariants after every
+//! iteration; in the end every item is done or quarantined.
 //!
 //! `CHAOS_ITERATIONS` (default 50) and `CHAOS_SEED` (default: random,
 //! printed) drive it; `CHAOS_REPORT=FILE` writes the tally as JSON.
@@ -10,6 +11,8 @@
 #![cfg(unix)]
 
 mod common;
+#[path = "tui/pty.rs"]
+mod pty;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -27,6 +30,11 @@ struct Tally {
     runner_kills: usize,
     worker_kills: usize,
     sigterms: usize,
+    daemon_kills: usize,
+    /// Dashboards killed while requeueing (with a runner running).
+    dashboard_kills: usize,
+    /// Items the dashboards requeued before they were killed.
+    dashboard_requeued: usize,
     clean_runs: usize,
     /// Executions beyond the first, over all keys.
     duplicates: usize,
@@ -51,12 +59,16 @@ fn sigkill_at_random_moments_keeps_every_invariant() {
     println!("chaos: {iterations} iterations, CHAOS_SEED={seed}");
     let t = soak(iterations, seed);
     let summary = format!(
-        "chaos: seed {seed}: {} iterations ({} runner SIGKILLs, {} worker SIGKILLs, {} SIGTERM+SIGKILL, {} clean), \
+        "chaos: seed {seed}: {} iterations ({} runner SIGKILLs, {} worker SIGKILLs, {} SIGTERM+SIGKILL, \
+         {} daemon SIGKILLs, {} dashboard SIGKILLs ({} items requeued by them), {} clean), \
          {} items ({} done, {} quarantined), {} violations, {} duplicate executions vs {} items in flight at kills",
         t.iterations,
         t.runner_kills,
         t.worker_kills,
         t.sigterms,
+        t.daemon_kills,
+        t.dashboard_kills,
+        t.dashboard_requeued,
         t.clean_runs,
         t.items,
         t.done,
@@ -69,7 +81,9 @@ fn sigkill_at_random_moments_keeps_every_invariant() {
     if let Ok(path) = std::env::var("CHAOS_REPORT") {
         let json = serde_json::json!({
             "seed": seed, "iterations": t.iterations, "runner_kills": t.runner_kills,
-            "worker_kills": t.worker_kills, "sigterm_then_kill": t.sigterms, "clean_runs": t.clean_runs,
+            "worker_kills": t.worker_kills, "sigterm_then_kill": t.sigterms,
+            "daemon_kills": t.daemon_kills, "dashboard_kills": t.dashboard_kills,
+            "dashboard_requeued": t.dashboard_requeued, "clean_runs": t.clean_runs,
             "items": t.items, "done": t.done, "quarantined": t.quarantined,
             "violations": t.violations, "duplicates": t.duplicates,
             "in_flight_at_kills": t.in_flight_at_kills, "summary": summary,
@@ -86,10 +100,6 @@ fn sigkill_at_random_moments_keeps_every_invariant() {
 fn soak(iterations: usize, seed: u64) -> Tally {
     let mut rng = fastrand::Rng::with_seed(seed);
     let env = Env::new();
-    env.config(&format!(
-        "[batch.{BATCH}]\nconcurrency = 4\nretries = 1\nbackoff = \"0s\"\nbackoff_max = \"0s\"\n\
-         max_attempts = {MAX_ATTEMPTS}\ngrace = \"1s\"\nitem_timeout = \"10s\"\n"
-    ));
     let effects = env.path("effects.log");
     // Permanent failure for perm-*, ~15% transient failures, 0-40 ms of
     // work; the side effect (one line) only on success, just before exit 0.
@@ -104,6 +114,12 @@ fn soak(iterations: usize, seed: u64) -> Tally {
         ),
     );
     let w = worker.display().to_string();
+    // The daemon fires every second (and runs the same worker).
+    env.config(&format!(
+        "[batch.{BATCH}]\nconcurrency = 4\nretries = 1\nbackoff = \"0s\"\nbackoff_max = \"0s\"\n\
+         max_attempts = {MAX_ATTEMPTS}\ngrace = \"1s\"\nitem_timeout = \"10s\"\n\
+         worker = [\"{w}\"]\nschedule = \"* * * * * *\"\ntimezone = \"UTC\"\n"
+    ));
     let mut t = Tally::default();
     let mut in_flight: BTreeMap<String, usize> = BTreeMap::new();
     let mut done_before: BTreeSet<String> = BTreeSet::new();
@@ -112,15 +128,55 @@ fn soak(iterations: usize, seed: u64) -> Tally {
         t.iterations += 1;
         add_items(&env, iter);
         let tag = format!("run{}", iter % 4);
-        let mut runner = env.spawn(&tag, &["run", BATCH, "--", &w]);
         let roll = rng.u32(..100);
         let mut killed_runner = false;
-        if roll < 55 {
+        if roll < 14 {
+            // The daemon, killed while its cycles run.
+            let mut daemon = env.spawn(&tag, &["daemon"]);
+            sleep_ms(rng.u64(200..1500));
+            signal(daemon.id(), Signal::SIGKILL);
+            t.daemon_kills += 1;
+            let status = daemon.wait().unwrap();
+            if status.code().is_some() {
+                let (out, err) = env.output_of(&tag);
+                t.violations.push(format!(
+                    "iteration {iter}: daemon ended by itself: {status:?} {out} {err}"
+                ));
+            }
+            for key in env.strings("SELECT key FROM items WHERE status = 'claimed'") {
+                *in_flight.entry(key).or_default() += 1;
+                t.in_flight_at_kills += 1;
+            }
+            for v in check(&env, &done_before, false) {
+                t.violations.push(format!("iteration {iter}: {v}"));
+            }
+            done_before = env
+                .strings("SELECT key FROM items WHERE status = 'done'")
+                .into_iter()
+                .collect();
+            if t.violations.len() > 20 {
+                break;
+            }
+            continue;
+        }
+        let mut runner = env.spawn(&tag, &["run", BATCH, "--", &w]);
+        if roll < 26 {
+            // A dashboard requeueing every failed item while the runner
+            // runs, killed somewhere along its keys; the runner maybe too.
+            kill_a_writing_dashboard(&env, &mut rng);
+            t.dashboard_kills += 1;
+            if rng.bool() {
+                sleep_ms(rng.u64(..200));
+                signal(runner.id(), Signal::SIGKILL);
+                killed_runner = true;
+                t.runner_kills += 1;
+            }
+        } else if roll < 66 {
             sleep_ms(rng.u64(..400));
             signal(runner.id(), Signal::SIGKILL);
             killed_runner = true;
             t.runner_kills += 1;
-        } else if roll < 85 {
+        } else if roll < 88 {
             sleep_ms(rng.u64(..250));
             for _ in 0..rng.usize(1..=2) {
                 if let Some(key) = kill_a_worker(&w, &mut rng) {
@@ -134,7 +190,7 @@ fn soak(iterations: usize, seed: u64) -> Tally {
                 killed_runner = true;
                 t.runner_kills += 1;
             }
-        } else if roll < 93 {
+        } else if roll < 94 {
             // SIGTERM (grace, release), then SIGKILL at a random moment of it.
             sleep_ms(rng.u64(..300));
             signal(runner.id(), Signal::SIGTERM);
@@ -222,6 +278,7 @@ fn soak(iterations: usize, seed: u64) -> Tally {
                 .push(format!("{key} is done but never succeeded"));
         }
     }
+    t.dashboard_requeued = env.int("SELECT count(*) FROM events WHERE kind = 'requeued'") as usize;
     t.items = env.int("SELECT count(*) FROM items") as usize;
     t.done = env.int("SELECT count(*) FROM items WHERE status = 'done'") as usize;
     t.quarantined = env.int("SELECT count(*) FROM items WHERE tier = 'manual'") as usize;
@@ -244,6 +301,35 @@ fn add_items(env: &Env, iter: usize) {
     env.cmd().args(["add", BATCH]).arg(file).assert().success();
 }
 
+/// Opens the dashboard, asks it to requeue every failed item (items pane,
+/// status filter `failed`, `A`, `y`) and SIGKILLs it after a random number
+/// of those keys (all of them: during or after the write).
+fn kill_a_writing_dashboard(env: &Env, rng: &mut fastrand::Rng) {
+    // No "since you last looked" summary in the way of the keys.
+    let _ = std::fs::remove_dir_all(env.path("state"));
+    let mut dash = pty::Dash::open(
+        &common::bin(),
+        env.dir.path(),
+        &env.db,
+        &["watch", "--interval", "100ms"],
+        (100, 30),
+    );
+    dash.wait_loaded();
+    let keys = ["3", "s", "s", "s", "s", "A", "y"];
+    // Half the time every key, the kill then lands during or after the write.
+    let n = if rng.bool() {
+        keys.len()
+    } else {
+        rng.usize(..keys.len())
+    };
+    for k in &keys[..n] {
+        dash.key(k);
+    }
+    sleep_ms(rng.u64(..300));
+    signal(dash.pid(), Signal::SIGKILL);
+    let _ = dash.wait_exit();
+}
+
 /// SIGKILLs one running worker (found by its script path); returns its key.
 fn kill_a_worker(script: &str, rng: &mut fastrand::Rng) -> Option<String> {
     let pids = pids_with(script);
@@ -263,7 +349,9 @@ fn worker_key(pid: u32) -> Option<String> {
     })
 }
 
-/// The store's invariants; returns what is violated.
+/// The store's invariants; returns what is violated. Events are looked up
+/// by item id (indexed), not by key: a scan per item made each check
+/// quadratic and the soak slower with every iteration.
 fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<String> {
     let mut v = Vec::new();
     let mut zero = |what: &str, query: &str| {
@@ -281,9 +369,14 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
          OR (status = 'failed' AND outcome IS NULL AND lease_run IS NULL AND error_class IS NOT NULL
              AND (tier = 'manual' OR (tier = 'retry' AND next_attempt_at IS NOT NULL))))",
     );
+    // A requeue keeps the attempt count (unless asked to reset it) and so
+    // grants one attempt past max_attempts: never more than that.
     zero(
-        "items past max_attempts",
-        &format!("SELECT count(*) FROM items WHERE attempts > {MAX_ATTEMPTS}"),
+        "items past max_attempts (plus one per requeue)",
+        &format!(
+            "SELECT count(*) FROM items i WHERE attempts > {MAX_ATTEMPTS} + (
+               SELECT count(*) FROM events e WHERE e.item_id = i.id AND e.kind = 'requeued')"
+        ),
     );
     zero(
         "keys with more than one accepted completion",
@@ -293,7 +386,7 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
     zero(
         "done items without exactly one accepted completion",
         "SELECT count(*) FROM items i WHERE status = 'done' AND
-            (SELECT count(*) FROM events e WHERE e.batch_id = i.batch_id AND e.key = i.key
+            (SELECT count(*) FROM events e WHERE e.item_id = i.id
                 AND e.kind IN ('done', 'empty')) <> 1",
     );
     zero(

@@ -292,7 +292,11 @@ fn a_stopped_runner_taken_over_has_its_results_discarded_and_stops() {
     });
     signal(a.id(), Signal::SIGCONT);
     let status = a.wait().unwrap();
-    assert!(status.code().is_some(), "A exited by itself: {status:?}");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "A exited by itself, as failed: {status:?}"
+    );
 
     // B's results stand; A's completion was rejected and A claimed nothing.
     assert_eq!(
@@ -324,6 +328,11 @@ fn a_stopped_runner_taken_over_has_its_results_discarded_and_stops() {
             "SELECT done + empty + failed FROM runs WHERE id = {a_run}"
         )),
         0
+    );
+    // B marked A's run crashed when it took over; A's own end keeps that.
+    assert_eq!(
+        env.strings(&format!("SELECT state FROM runs WHERE id = {a_run}")),
+        ["crashed"]
     );
 }
 

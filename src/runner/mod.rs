@@ -105,9 +105,10 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// Something failed: an item, or the source command. Cron acts on it.
+    /// Something failed: an item, or the source command, or the run lost
+    /// its lock (its in-flight results were discarded). Cron acts on it.
     pub fn exit_failed(&self) -> bool {
-        self.counts.failed > 0 || self.source_failed
+        self.counts.failed > 0 || self.source_failed || self.stopped == Some(StopReason::LockLost)
     }
 }
 
@@ -499,6 +500,7 @@ async fn locked_cycle(
         }
     }
     grace.abort();
+    reap_leftovers(&cycle).await;
     heartbeat.abort();
     if let Some(d) = deadline {
         d.abort();
@@ -559,6 +561,28 @@ async fn locked_cycle(
         summary::alert(&cycle, &report).await;
     }
     Ok(report)
+}
+
+/// Kills what our workers left running outside their process groups (a
+/// daemon that called `setsid` and closed its pipes): each worker's own
+/// group is killed when it ends, but such a process is only found by the
+/// environment it inherited. One `/proc` scan per cycle.
+async fn reap_leftovers(cycle: &Arc<Cycle>) {
+    let batch = cycle.batch.clone();
+    let ours = orphans::DeadRun {
+        run_id: cycle.run_id,
+        runner: cycle.runner_id.clone(),
+    };
+    let reaped = tokio::task::spawn_blocking(move || orphans::reap(&batch, &[ours]))
+        .await
+        .unwrap_or(0);
+    if reaped > 0 {
+        let e = cycle.new_event(
+            "orphans-stopped",
+            format!("stopped {reaped} processes our workers left running"),
+        );
+        cycle.event(e).await;
+    }
 }
 
 /// After a graceful stop request, in-flight items get `grace`; then their

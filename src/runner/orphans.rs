@@ -33,21 +33,31 @@ pub struct DeadRun {
 
 /// Kills the process groups of every process left by `runs` of `batch`, and
 /// waits (briefly) for them to be gone. Returns how many processes matched.
-#[cfg(target_os = "linux")]
 pub fn reap(batch: &str, runs: &[DeadRun]) -> usize {
     if runs.is_empty() {
         return 0;
     }
-    let wanted: Vec<[String; 3]> = runs
+    let wanted: Vec<Vec<String>> = runs
         .iter()
         .map(|r| {
-            [
+            vec![
                 format!("NIGHTSHIFT_BATCH={}", batch.replace('\0', "\\x00")),
                 format!("NIGHTSHIFT_RUN_ID={}", r.run_id),
                 format!("{RUNNER_VAR}={}", r.runner),
             ]
         })
         .collect();
+    reap_matching(&wanted)
+}
+
+/// Kills (with their groups) the processes, other than this one, whose
+/// environment holds every `NAME=value` of one of the `wanted` sets, and
+/// waits (briefly) for them to be gone. Returns how many matched.
+#[cfg(target_os = "linux")]
+pub fn reap_matching(wanted: &[Vec<String>]) -> usize {
+    if wanted.is_empty() {
+        return 0;
+    }
     let me = std::process::id();
     let found: Vec<i32> = proc_pids()
         .filter(|pid| *pid != me)
@@ -75,7 +85,7 @@ pub fn reap(batch: &str, runs: &[DeadRun]) -> usize {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn reap(_batch: &str, _runs: &[DeadRun]) -> usize {
+pub fn reap_matching(_wanted: &[Vec<String>]) -> usize {
     0
 }
 

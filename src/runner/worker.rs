@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::classify::{ErrorLine, parse_error_line};
 
@@ -30,6 +30,18 @@ const MAX_LINE: usize = 64 * 1024;
 /// (`read_buf` into spare capacity): zeroing 64 KiB per pipe per worker was
 /// a quarter of the runner's CPU with a no-op worker.
 const READ_CHUNK: usize = 8 * 1024;
+/// How long the worker's pipes may stay open once its process group is
+/// gone. A process that left the group (a daemon that called `setsid`)
+/// and kept them would otherwise hold the item, and the run, as long as it
+/// lives; past this it is found by its environment and killed.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// The worker variables that single out one item's processes in this run.
+const ITEM_VARS: [&str; 4] = [
+    "NIGHTSHIFT_BATCH",
+    "NIGHTSHIFT_KEY",
+    "NIGHTSHIFT_RUN_ID",
+    super::orphans::RUNNER_VAR,
+];
 /// Prefix of the lines a worker uses to talk to the runner.
 pub const MARKER: &str = "@nightshift ";
 /// Most op ids one attempt may report.
@@ -174,14 +186,16 @@ pub async fn run(
             let _ = stdin.shutdown().await;
         });
     }
+    // Tells the readers to stop waiting for the end of their pipe.
+    let (give_up, given_up) = watch::channel(false);
     let stdout = child
         .stdout
         .take()
-        .map(|s| tokio::spawn(read_bounded(s, MAX_STDOUT)));
+        .map(|s| tokio::spawn(read_bounded(s, MAX_STDOUT, given_up.clone())));
     let stderr = child
         .stderr
         .take()
-        .map(|s| tokio::spawn(read_stderr(s, reports)));
+        .map(|s| tokio::spawn(read_stderr(s, reports, given_up)));
 
     // A dropped sender means nobody will ask us to stop.
     let killed = async {
@@ -213,13 +227,35 @@ pub async fn run(
     // goes too; it would otherwise hold our pipes open.
     kill_group(pgid);
 
-    let (stdout, stdout_truncated) = match stdout {
-        Some(task) => task.await.unwrap_or_default(),
-        None => (Vec::new(), false),
+    let readers = async {
+        let out = match stdout {
+            Some(task) => task.await.unwrap_or_default(),
+            None => (Vec::new(), false),
+        };
+        let err = match stderr {
+            Some(task) => task.await.unwrap_or_default(),
+            None => StderrSummary::default(),
+        };
+        (out, err)
     };
-    let err = match stderr {
-        Some(task) => task.await.unwrap_or_default(),
-        None => StderrSummary::default(),
+    tokio::pin!(readers);
+    let ((stdout, stdout_truncated), err) = match tokio::time::timeout(DRAIN_GRACE, &mut readers)
+        .await
+    {
+        Ok(done) => done,
+        Err(_) => {
+            // Something outside the group still holds the pipes.
+            let wanted: Vec<String> = job
+                .env
+                .iter()
+                .filter(|(k, _)| ITEM_VARS.contains(k))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let _ =
+                tokio::task::spawn_blocking(move || super::orphans::reap_matching(&[wanted])).await;
+            let _ = give_up.send(true);
+            readers.await
+        }
     };
     Ok(Output {
         exit,
@@ -316,13 +352,22 @@ fn signal_group(pgid: Option<u32>, sig: Signal) {
 fn signal_group(_pgid: Option<u32>, _sig: Signal) {}
 
 /// Reads everything, keeping the first `limit` bytes.
-async fn read_bounded(mut r: impl AsyncRead + Unpin, limit: usize) -> (Vec<u8>, bool) {
+/// Stops early (keeping what it has) when told to give up.
+async fn read_bounded(
+    mut r: impl AsyncRead + Unpin,
+    limit: usize,
+    mut give_up: watch::Receiver<bool>,
+) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut buf = Vec::with_capacity(READ_CHUNK);
     let mut truncated = false;
     loop {
         buf.clear();
-        match r.read_buf(&mut buf).await {
+        let read = tokio::select! {
+            read = r.read_buf(&mut buf) => read,
+            _ = give_up.wait_for(|g| *g) => break,
+        };
+        match read {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let room = limit.saturating_sub(kept.len());
@@ -348,6 +393,7 @@ struct StderrSummary {
 async fn read_stderr(
     mut r: impl AsyncRead + Unpin,
     reports: mpsc::UnboundedSender<Report>,
+    mut give_up: watch::Receiver<bool>,
 ) -> StderrSummary {
     let mut summary = StderrSummary::default();
     let mut line: Vec<u8> = Vec::new();
@@ -381,7 +427,11 @@ async fn read_stderr(
     };
     loop {
         buf.clear();
-        match r.read_buf(&mut buf).await {
+        let read = tokio::select! {
+            read = r.read_buf(&mut buf) => read,
+            _ = give_up.wait_for(|g| *g) => break,
+        };
+        match read {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {

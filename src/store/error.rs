@@ -45,6 +45,43 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
 }
 
+/// Whether the file system holding `path` has no space left for us.
+#[cfg(unix)]
+#[allow(clippy::useless_conversion)] // the field types differ between platforms
+fn disk_full(path: &Path) -> bool {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    nix::sys::statvfs::statvfs(dir).is_ok_and(|s| {
+        // Less than a WAL's worth of pages (SQLite grows files by pages).
+        u64::from(s.blocks_available()) * u64::from(s.fragment_size()) < 64 * 1024
+    })
+}
+
+#[cfg(not(unix))]
+fn disk_full(_path: &Path) -> bool {
+    false
+}
+
+/// Whether `path` (or its directory) is on a file system mounted read-only.
+#[cfg(unix)]
+fn read_only_fs(path: &Path) -> bool {
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    [path, dir]
+        .iter()
+        .any(|p| statvfs(*p).is_ok_and(|s| s.flags().contains(FsFlags::ST_RDONLY)))
+}
+
+#[cfg(not(unix))]
+fn read_only_fs(_path: &Path) -> bool {
+    false
+}
+
 fn known_list(known: &[String]) -> String {
     if known.is_empty() {
         " (the store has no batches yet: add items with `nightshift add BATCH FILE`)".to_string()
@@ -64,8 +101,17 @@ impl StoreError {
                 StoreError::Corrupt(path, detail)
             }
             Some(ErrorCode::DiskFull) => StoreError::DiskFull(path),
+            // A full disk also shows as an I/O error where SQLite grows a
+            // file outside a transaction's page writes (the WAL index, the
+            // WAL itself): "disk I/O error" alone would not say what to do.
+            Some(ErrorCode::SystemIoFailure) if disk_full(&path) => StoreError::DiskFull(path),
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy(path),
             Some(ErrorCode::ReadOnly) => StoreError::ReadOnlyFile(path, detail),
+            // SQLite says "unable to open database file" when it cannot
+            // create the WAL on a read-only mount: name the cause.
+            Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) if read_only_fs(&path) => {
+                StoreError::ReadOnlyFile(path, "read-only file system".into())
+            }
             Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
                 StoreError::CannotOpen(path, detail)
             }

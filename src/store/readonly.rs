@@ -90,8 +90,21 @@ fn run<T>(conn: &Connection, path: &Path, f: impl FnOnce(&Connection) -> Result<
 /// Changes whenever a transaction commits: the files' sizes and times,
 /// and the head of the WAL index (its change counter and last frame). Read
 /// without opening the database, so it costs two `stat`s and 48 bytes.
+/// Only for a process with no connection to the store open: see
+/// `Store::change_marker`.
 pub(super) fn change_marker(path: &Path) -> Vec<u8> {
     use std::io::Read;
+    let mut out = file_marker(path);
+    let mut head = [0u8; 48];
+    if let Ok(mut f) = std::fs::File::open(side(path, "-shm")) {
+        let n = f.read(&mut head).unwrap_or(0);
+        out.extend(&head[..n]);
+    }
+    out
+}
+
+/// Sizes and times of the database and its WAL (`stat` only).
+pub(super) fn file_marker(path: &Path) -> Vec<u8> {
     let mut out = Vec::with_capacity(96);
     for p in [path.to_path_buf(), side(path, "-wal")] {
         match std::fs::metadata(&p) {
@@ -106,11 +119,6 @@ pub(super) fn change_marker(path: &Path) -> Vec<u8> {
             }
             Err(_) => out.push(0),
         }
-    }
-    let mut head = [0u8; 48];
-    if let Ok(mut f) = std::fs::File::open(side(path, "-shm")) {
-        let n = f.read(&mut head).unwrap_or(0);
-        out.extend(&head[..n]);
     }
     out
 }

@@ -107,7 +107,10 @@ impl Store {
     ) -> Result<()> {
         self.write(|tx| {
             tx.execute(
-                "UPDATE runs SET state = ?2, summary = ?3, skipped_done = ?4, retried = ?5, ended_at = ?6 WHERE id = ?1",
+                // A run that lost its lock was marked `crashed` by the run
+                // that took over: that verdict stands.
+                "UPDATE runs SET state = ?2, summary = ?3, skipped_done = ?4, retried = ?5, ended_at = ?6
+                  WHERE id = ?1 AND state = 'running'",
                 params![run_id, state.as_str(), summary, skipped_done, retried, now],
             )?;
             Ok(())

@@ -381,8 +381,25 @@ impl Store {
     /// A value that differs after any commit to the store: a poller that
     /// sees the same marker twice can skip reading (an idle dashboard then
     /// costs two `stat`s a second, whatever it shows).
+    ///
+    /// A store with a connection must not open `-shm` itself: POSIX locks
+    /// belong to the process, and closing any descriptor of the file drops
+    /// every lock SQLite holds on it in this process (another connection's
+    /// write lock, the "still in use" lock), so another process could write
+    /// or recover the WAL at the same time and corrupt the store. It asks
+    /// its connection for `data_version` instead.
     pub fn change_marker(&self) -> Vec<u8> {
-        super::readonly::change_marker(self.path())
+        match &self.conn {
+            Some(conn) => {
+                let mut out = super::readonly::file_marker(self.path());
+                let version: i64 = conn
+                    .query_row("PRAGMA data_version", [], |r| r.get(0))
+                    .unwrap_or(-1);
+                out.extend(version.to_le_bytes());
+                out
+            }
+            None => super::readonly::change_marker(self.path()),
+        }
     }
 
     /// Everything one dashboard poll shows, in one read transaction.
