@@ -43,7 +43,8 @@ impl Chunks {
     /// For `add` (see [`INSERT_TARGET`]).
     pub(crate) fn for_bulk_insert() -> Chunks {
         Chunks {
-            size: 2_000,
+            // Small: the first chunk reads its index pages from disk.
+            size: 500,
             target: INSERT_TARGET,
             max: MAX_INSERT_ROWS,
         }
