@@ -4,16 +4,21 @@
 //! ```text
 //! bench_store fail DB BATCH N      claim N pending items and fail them (dead letters)
 //! bench_store status DB CALLS      time the store part of `status --json`
-//! bench_store probe DB STOP_FILE   a runner-like writer: one small write every
-//!                                  2 ms until STOP_FILE exists; reports how long
-//!                                  its writes waited
+//! bench_store probe DB STOP_FILE   a runner-like writer: holds a batch lock
+//!                                  and writes a little every 2 ms until
+//!                                  STOP_FILE exists; reports how long its
+//!                                  writes waited
+//! bench_store scale DIR N...       for each N, a fresh store in DIR: time per
+//!                                  item of adding N items, then of claiming
+//!                                  and completing them all (the runner's
+//!                                  store calls, 500 per group commit)
 //! ```
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nightshift::model::{Holder, NewEvent, Tier, Trigger};
-use nightshift::store::{Access, Failure, Store};
+use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Tier, Trigger};
+use nightshift::store::{Access, Completion, Failure, Store};
 use nightshift::util::time::now_ms;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -29,6 +34,12 @@ fn main() -> Res<()> {
         ["fail", db, batch, n] => fail(Path::new(db), batch, n.parse()?),
         ["status", db, calls] => status(Path::new(db), calls.parse()?),
         ["probe", db, stop] => probe(Path::new(db), Path::new(stop)),
+        ["scale", dir, sizes @ ..] => {
+            for n in sizes {
+                scale(Path::new(dir), n.parse()?)?;
+            }
+            Ok(())
+        }
         _ => {
             Err("usage: bench_store fail DB BATCH N | status DB CALLS | probe DB STOP_FILE".into())
         }
@@ -132,6 +143,22 @@ fn status(db: &Path, calls: usize) -> Res<()> {
 /// 2 ms and records how long each write took, lock wait included.
 fn probe(db: &Path, stop: &Path) -> Res<()> {
     let mut store = Store::open(db, Access::ReadWrite)?;
+    // Holds a batch lock as a live runner does (bulk writers pace
+    // themselves by it).
+    let holder = Holder {
+        host: "bench".into(),
+        pid: std::process::id(),
+        pid_start: None,
+    };
+    store.acquire_lock(
+        "probe",
+        "probe",
+        &holder,
+        None,
+        now_ms() + 3_600_000,
+        now_ms(),
+        None,
+    )?;
     let mut times = Vec::new();
     while !stop.exists() {
         let event = NewEvent {
@@ -145,6 +172,7 @@ fn probe(db: &Path, stop: &Path) -> Res<()> {
         times.push(t.elapsed());
         std::thread::sleep(Duration::from_millis(2));
     }
+    store.release_lock("probe", "probe")?;
     let writes = times.len();
     let (median, p99, max) = quantiles(&mut times);
     println!("probe writes: {writes}, median {median:.3} ms, p99 {p99:.3} ms, max {max:.3} ms");
@@ -159,4 +187,108 @@ fn quantiles(times: &mut [Duration]) -> (f64, f64, f64) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
     (ms(at(0.5)), ms(at(0.99)), ms(times[times.len() - 1]))
+}
+
+/// CPU time (user + system) of this process so far.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // Clock ticks of 10 ms (USER_HZ = 100 on Linux).
+    Duration::from_millis(f.iter().sum::<u64>() * 10)
+}
+
+/// Time per item of an add of `n` items into a fresh store, then of
+/// claiming and completing every one of them as the runner does.
+fn scale(dir: &Path, n: usize) -> Res<()> {
+    let db = dir.join(format!("scale-{n}.db"));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let (mut store, _) = Store::create(&db)?;
+    let items: Vec<NewItem> = (0..n)
+        .map(|i| {
+            let label = format!("blog{}:c{}:post-{i}", i % 4, i % 37);
+            NewItem {
+                key: nightshift::key::hash_key(&label),
+                payload: format!(
+                    r#"{{"site":"blog{}","slug":"post-{i}","title":"Title {i}"}}"#,
+                    i % 4
+                ),
+                label,
+            }
+        })
+        .collect();
+    let per_item = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+    let (t, cpu) = (Instant::now(), cpu_time());
+    store.add_items("scale", &items, now_ms(), |_| {})?;
+    let (add_wall, add_cpu) = (t.elapsed(), cpu_time() - cpu);
+    drop(items);
+
+    let holder = Holder {
+        host: "bench".into(),
+        pid: std::process::id(),
+        pid_start: None,
+    };
+    let run = store.start_run("scale", Trigger::Manual, &holder, now_ms())?;
+    store.acquire_lock(
+        "scale",
+        "bench",
+        &holder,
+        Some(run),
+        now_ms() + 3_600_000,
+        now_ms(),
+        None,
+    )?;
+    let (t, cpu) = (Instant::now(), cpu_time());
+    let mut done = 0;
+    loop {
+        let now = now_ms();
+        let claims = store
+            .claim("scale", run, 500, now + 600_000, now)?
+            .ok_or("bench lock lost")?;
+        if claims.is_empty() {
+            break;
+        }
+        let results = store.group(|s| -> Res<()> {
+            for c in &claims {
+                let completion = Completion {
+                    item_id: c.item_id,
+                    token: c.token,
+                    run_id: run,
+                    outcome: Outcome::Done,
+                    result: Some("{\"ok\":true}"),
+                    cost: None,
+                    now,
+                };
+                let event = NewEvent::new(now, "scale", "done", "done")
+                    .run(run)
+                    .key(&c.key);
+                s.complete(&completion, &event)?;
+            }
+            Ok(())
+        })?;
+        results?;
+        done += claims.len();
+    }
+    let (work_wall, work_cpu) = (t.elapsed(), cpu_time() - cpu);
+    store.release_lock("scale", "bench")?;
+    assert_eq!(done, n, "every item claimed and completed once");
+    println!(
+        "{n:>9} items: add {:.2} us/item (cpu {:.2}), claim+complete {:.2} us/item (cpu {:.2})",
+        per_item(add_wall),
+        per_item(add_cpu),
+        per_item(work_wall),
+        per_item(work_cpu)
+    );
+    drop(store);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    Ok(())
 }

@@ -1,4 +1,4 @@
-//! Pacing of bulk writes (requeue, prune): many short transactions instead
+//! Pacing of bulk writes (add, requeue, prune): many short transactions instead
 //! of one long one, so a runner waiting for the write lock is never held up
 //! for long, whatever the machine's speed.
 
@@ -6,24 +6,63 @@ use std::time::{Duration, Instant};
 
 /// How long one chunk should hold the write lock.
 const TARGET: Duration = Duration::from_millis(20);
+/// The same for inserts while a runner holds a lock. Each commit of an add
+/// writes every page of the key index it touched, and keys (hashes) are
+/// spread over all of them: short chunks at a million items write about a
+/// page per item.
+const INSERT_TARGET: Duration = Duration::from_millis(50);
+/// ... and while no runner does: long chunks write each index page once for
+/// thousands of items. A runner starting meanwhile waits for one chunk at
+/// most, then the chunks shrink.
+const INSERT_IDLE_TARGET: Duration = Duration::from_millis(1000);
 /// Rest between chunks: other writers poll the lock every millisecond (see
 /// `schema::wait_for_lock`), so this lets a waiting one in before the next
 /// chunk.
 const GAP: Duration = Duration::from_millis(2);
 const MIN_ROWS: usize = 50;
 const MAX_ROWS: usize = 20_000;
+const MAX_INSERT_ROWS: usize = 250_000;
 
 /// The size of the next chunk, adapted after each one to take about
 /// [`TARGET`].
 pub(crate) struct Chunks {
     size: usize,
+    target: Duration,
+    max: usize,
 }
 
 impl Chunks {
     pub(crate) fn new(first: usize) -> Chunks {
         Chunks {
             size: first.clamp(MIN_ROWS, MAX_ROWS),
+            target: TARGET,
+            max: MAX_ROWS,
         }
+    }
+
+    /// For `add` (see [`INSERT_TARGET`]).
+    pub(crate) fn for_bulk_insert() -> Chunks {
+        Chunks {
+            // Small: the first chunk reads its index pages from disk.
+            size: 500,
+            target: INSERT_TARGET,
+            max: MAX_INSERT_ROWS,
+        }
+    }
+
+    /// Inserts: short chunks while `runner_live`, long ones otherwise. A
+    /// switch to short chunks shrinks the next one at once.
+    pub(crate) fn insert_pace(&mut self, runner_live: bool) {
+        let target = if runner_live {
+            INSERT_TARGET
+        } else {
+            INSERT_IDLE_TARGET
+        };
+        if target < self.target {
+            let ratio = target.as_secs_f64() / self.target.as_secs_f64();
+            self.size = ((self.size as f64 * ratio) as usize).max(MIN_ROWS);
+        }
+        self.target = target;
     }
 
     #[cfg(test)]
@@ -32,16 +71,16 @@ impl Chunks {
     }
 
     /// Runs one chunk: `f` gets the chunk size and returns how many rows it
-    /// handled. The next size is scaled towards [`TARGET`] (at most doubled
+    /// handled. The next size is scaled towards the target (at most doubled
     /// or halved at a time); then the lock is left free for [`GAP`].
     pub(crate) fn run<T>(&mut self, f: impl FnOnce(usize) -> T) -> T {
         let started = Instant::now();
         let out = f(self.size);
         let took = started.elapsed().max(Duration::from_micros(100));
-        let scaled = self.size as f64 * TARGET.as_secs_f64() / took.as_secs_f64();
+        let scaled = self.size as f64 * self.target.as_secs_f64() / took.as_secs_f64();
         self.size = (scaled as usize)
             .clamp(self.size / 2, self.size * 2)
-            .clamp(MIN_ROWS, MAX_ROWS);
+            .clamp(MIN_ROWS, self.max);
         std::thread::sleep(GAP);
         out
     }

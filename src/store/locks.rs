@@ -16,6 +16,14 @@ pub enum LockOutcome {
     Held(LockInfo),
 }
 
+/// Does any batch have a live lock (a runner that may be writing)?
+pub(crate) fn any_live(c: &Connection, now: Millis) -> Result<bool> {
+    Ok(
+        c.prepare_cached("SELECT EXISTS (SELECT 1 FROM locks WHERE expires_at > ?1)")?
+            .query_row([now], |r| r.get(0))?,
+    )
+}
+
 pub(crate) fn current(c: &Connection, batch_id: i64, name: &str) -> Result<Option<LockInfo>> {
     Ok(c.query_row(
         "SELECT token, host, pid, pid_start, run_id, acquired_at, expires_at FROM locks WHERE batch_id = ?1",

@@ -57,6 +57,8 @@ pub struct Store {
     conn: Option<Connection>,
     /// Inside `group`: writes become savepoints of one transaction.
     in_group: bool,
+    /// The dashboard's search, continued from poll to poll.
+    search: std::sync::Mutex<views::SearchScan>,
 }
 
 impl std::fmt::Debug for Store {
@@ -97,6 +99,7 @@ impl Store {
                     access,
                     conn: None,
                     in_group: false,
+                    search: Default::default(),
                 };
                 store.read(|conn| check_identity(conn, path))?;
                 Ok(store)
@@ -117,6 +120,7 @@ impl Store {
                     access,
                     conn: Some(conn),
                     in_group: false,
+                    search: Default::default(),
                 })
             }
         }
@@ -147,6 +151,7 @@ impl Store {
                 access: Access::ReadWrite,
                 conn: Some(conn),
                 in_group: false,
+                search: Default::default(),
             },
             true,
         ))

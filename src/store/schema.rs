@@ -101,6 +101,10 @@ CREATE TABLE items (
 -- Serves claims (pending in insertion order), expired leases, redrive of due
 -- retry-tier items and requeue by tier.
 CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at);
+-- Failed items by error class, in id order: the dead-letter pane's item
+-- list of one class is a page of this index even when the class is rare.
+-- Partial, so only failing and requeueing touch it.
+CREATE INDEX items_failed ON items (batch_id, error_class) WHERE status = 'failed';
 
 CREATE TABLE counts (
     batch_id INTEGER NOT NULL,
@@ -214,7 +218,8 @@ CREATE TABLE locks (
 ) STRICT;
 
 -- Inserts are counted by `Store::add_items` (the only insert), once per
--- add: a per-row trigger cost more than the insert itself at a million items.
+-- chunk in the chunk's transaction: a per-row trigger cost more than the
+-- insert itself at a million items.
 CREATE TRIGGER items_count_update AFTER UPDATE OF status, tier, outcome ON items
 WHEN ("#,
     bucket!("OLD"),

@@ -4,6 +4,9 @@
 //! text lossily and cut long messages, so a hostile or huge row cannot stall
 //! or break a poll.
 
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use rusqlite::types::{Value as V, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
@@ -20,6 +23,25 @@ pub const COUNT_CAP: i64 = 10_000;
 const ROW_TEXT: i64 = 512;
 /// Events of one item shown in its detail.
 const DETAIL_EVENTS: usize = 200;
+/// Store time a dashboard search may take per poll (scanning, then checking
+/// matches against the status filter); the poller comes back at once until
+/// the search is complete.
+const SEARCH_BUDGET: Duration = Duration::from_micros(1_500);
+/// Item ids one query of a search scans (about 0.5 ms).
+const SEARCH_STEP: i64 = 1_024;
+
+/// A dashboard search in progress: the items whose key or label contain the
+/// text, among the ids scanned so far. Keys and labels never change, so the
+/// matches stay true and each poll scans only further ids (items added
+/// later too); status and class, which do change, are checked when a page
+/// is read.
+#[derive(Debug, Default)]
+pub(crate) struct SearchScan {
+    batch_id: i64,
+    text: String,
+    scanned_to: i64,
+    hits: Vec<i64>,
+}
 
 /// What one poll reads.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -45,7 +67,8 @@ pub struct ItemsQuery {
     pub status: Option<Status>,
     /// Only failed items of this error class.
     pub class: Option<String>,
-    /// Substring of key, label or error message ("" for none).
+    /// Substring of key or label ("" for none). (The CLI's `items
+    /// --search` also looks in error messages; see `ItemFilter`.)
     pub search: String,
     pub offset: usize,
     pub limit: usize,
@@ -107,6 +130,8 @@ pub struct ItemPage {
     /// Items matching the filter; at most `COUNT_CAP + 1` when `capped`.
     pub total: i64,
     pub capped: bool,
+    /// A search still scanning: the percentage of items looked at so far.
+    pub searching: Option<u8>,
 }
 
 /// One item with every failure (newest first) and its own events.
@@ -228,6 +253,94 @@ fn count_items(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Res
     Ok((n, n > COUNT_CAP))
 }
 
+/// A page of a search's matches, scanning on from where the last poll
+/// stopped, for at most [`SEARCH_BUDGET`]. A full scan of a million items
+/// takes about 250 ms: done at once it would stall every poll that long.
+fn search_page(
+    c: &Connection,
+    id: i64,
+    q: &ItemsQuery,
+    scan: &Mutex<SearchScan>,
+) -> Result<ItemPage> {
+    let started = Instant::now();
+    let mut scan = scan
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if scan.batch_id != id || scan.text != q.search {
+        *scan = SearchScan {
+            batch_id: id,
+            text: q.search.clone(),
+            ..SearchScan::default()
+        };
+    }
+    // Bare `max(id)`: SQLite reads it from the end of the table only in
+    // this form (wrapped in `coalesce` it scans the table).
+    let max_id: i64 = c
+        .query_row("SELECT max(id) FROM items", [], |r| {
+            r.get::<_, Option<i64>>(0)
+        })?
+        .unwrap_or(0);
+    {
+        // By rowid range (NOT INDEXED: else SQLite prefers an index on
+        // batch_id and reads every item of the batch).
+        let mut st = c.prepare_cached(
+            "SELECT id FROM items NOT INDEXED WHERE id > ?1 AND id <= ?2 AND batch_id = ?3
+                AND (instr(key, ?4) > 0 OR instr(label, ?4) > 0) ORDER BY id",
+        )?;
+        while scan.scanned_to < max_id && started.elapsed() < SEARCH_BUDGET {
+            let to = (scan.scanned_to + SEARCH_STEP).min(max_id);
+            let found = st
+                .query_map(params![scan.scanned_to, to, id, q.search], |r| {
+                    r.get::<_, i64>(0)
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            scan.hits.extend(found);
+            scan.scanned_to = to;
+        }
+    }
+    let searching = (scan.scanned_to < max_id)
+        .then(|| (scan.scanned_to * 100 / max_id.max(1)).clamp(0, 99) as u8);
+    // The matches that pass the status (or class) filter now, in order:
+    // the page's rows, and a count (cut short when time runs out).
+    let mut filter = q.filter();
+    filter.search = None;
+    let mut args = vec![V::Integer(id)];
+    let cond = filter_sql(&filter, &mut args);
+    args.push(V::Null);
+    let slot = args.len();
+    let mut st = c.prepare_cached(&format!(
+        "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                substr(i.error_message, 1, {ROW_TEXT}), i.updated_at
+           FROM items i WHERE i.id = ?{slot} AND i.batch_id = ?1{cond}"
+    ))?;
+    let (mut rows, mut total, mut capped) = (Vec::new(), 0i64, false);
+    for &hit in &scan.hits {
+        let wanted = total as usize >= q.offset && rows.len() < q.limit;
+        if !wanted && (total > COUNT_CAP || started.elapsed() >= SEARCH_BUDGET * 2) {
+            capped = true;
+            break;
+        }
+        args[slot - 1] = V::Integer(hit);
+        let Some(row) = st
+            .query_row(params_from_iter(args.iter()), item_row)
+            .optional()?
+        else {
+            continue;
+        };
+        if wanted {
+            rows.push(row);
+        }
+        total += 1;
+    }
+    Ok(ItemPage {
+        offset: q.offset,
+        rows,
+        total,
+        capped,
+        searching,
+    })
+}
+
 fn item_page(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Result<ItemPage> {
     let searching = !q.search.is_empty();
     // A search scans the table anyway: count only when the page is full.
@@ -278,6 +391,7 @@ fn item_page(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Resul
             rows,
             total,
             capped,
+            searching: None,
         });
     }
     Ok(ItemPage {
@@ -285,6 +399,7 @@ fn item_page(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Resul
         rows,
         total,
         capped,
+        searching: None,
     })
 }
 
@@ -426,7 +541,11 @@ impl Store {
                     out.dlq = dead_letters::groups(c, id, now)?;
                 }
                 if let Some(iq) = &q.items {
-                    out.items = Some(item_page(c, id, info, iq)?);
+                    out.items = Some(if iq.search.is_empty() {
+                        item_page(c, id, info, iq)?
+                    } else {
+                        search_page(c, id, iq, &self.search)?
+                    });
                 }
                 if let Some(iq) = &q.class_items {
                     out.class_items = Some(item_page(c, id, info, iq)?);
@@ -589,6 +708,97 @@ mod tests {
                 "{offset} not covered"
             );
         }
+    }
+
+    /// Polls a search until it has scanned everything, as the poller does.
+    fn search_to_end(store: &Store, iq: &ItemsQuery) -> (ItemPage, usize) {
+        for polls in 1..100_000 {
+            let p = page(store, iq.clone());
+            if p.searching.is_none() {
+                return (p, polls);
+            }
+        }
+        panic!("the search never ended");
+    }
+
+    /// A search of many items goes on over several polls, each a short
+    /// scan, and then finds what one full scan finds; items added later
+    /// are found too, and the status filter applies to the status now.
+    #[test]
+    fn a_long_search_continues_from_poll_to_poll() {
+        let (_dir, mut store) = store(30_000);
+        let iq = ItemsQuery {
+            search: "l2999".into(),
+            limit: 50,
+            ..ItemsQuery::default()
+        };
+        // (How many polls it takes depends on the machine's speed.)
+        let (p, _) = search_to_end(&store, &iq);
+        let keys: Vec<&str> = p.rows.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "k2999", "k29990", "k29991", "k29992", "k29993", "k29994", "k29995", "k29996",
+                "k29997", "k29998", "k29999"
+            ]
+        );
+        assert_eq!(p.total, 11);
+
+        let more = [NewItem {
+            key: "new".into(),
+            label: "l2999-again".into(),
+            payload: "{}".into(),
+        }];
+        store.add_items("b", &more, 0, |_| {}).unwrap();
+        store
+            .conn
+            .as_ref()
+            .unwrap()
+            .execute_batch(
+                "UPDATE items SET status = 'done', outcome = 'done' WHERE key = 'k29990'",
+            )
+            .unwrap();
+        let (p, _) = search_to_end(&store, &iq);
+        assert_eq!(p.total, 12, "the new item is found");
+        assert_eq!(p.rows.last().unwrap().key, "new");
+        let pending = ItemsQuery {
+            status: Some(Status::Pending),
+            ..iq.clone()
+        };
+        let (p, _) = search_to_end(&store, &pending);
+        assert_eq!(p.total, 11, "k29990 is done now");
+        assert!(p.rows.iter().all(|r| r.key != "k29990"));
+    }
+
+    /// The items of one error class are read through the partial index of
+    /// failed items, not by scanning every failed item.
+    #[test]
+    fn a_class_is_read_through_the_failed_items_index() {
+        let (_dir, store) = store(10);
+        let mut args = vec![V::Integer(1)];
+        let filter = ItemsQuery {
+            class: Some("Rare".into()),
+            ..ItemsQuery::default()
+        }
+        .filter();
+        let cond = filter_sql(&filter, &mut args);
+        let plan: Vec<String> = store
+            .conn
+            .as_ref()
+            .unwrap()
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN SELECT i.key FROM items i WHERE i.batch_id = ?1{cond} ORDER BY i.id LIMIT 54"
+            ))
+            .unwrap()
+            .query_map(params_from_iter(args), |r| r.get(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            plan.iter().any(|p| p.contains("USING INDEX items_failed")),
+            "{plan:?}"
+        );
+        assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "{plan:?}");
     }
 
     #[test]

@@ -21,6 +21,9 @@ use crate::model::Millis;
 use crate::store::{Access, DashQuery, Store};
 use crate::util::time::now_ms;
 
+/// Between the polls of a search still scanning: lets input and the UI in.
+const SEARCH_PAUSE: Duration = Duration::from_millis(5);
+
 pub enum Cmd {
     /// Read this from now on (polls at once).
     Query(Box<DashQuery>),
@@ -174,8 +177,13 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
             .get()
             .and_then(|s| s.dashboard(q, now).map_err(|e| e.to_string()))
             .map(Box::new);
+        // A search still scanning goes on at once (each poll scans for a
+        // few milliseconds, see `Store::dashboard`).
+        let searching =
+            matches!(&result, Ok(d) if d.items.as_ref().is_some_and(|p| p.searching.is_some()));
         last = match &result {
-            Ok(_) => marker,
+            Ok(_) if !searching => marker,
+            Ok(_) => None,
             Err(_) => {
                 src.store = None;
                 None
@@ -187,6 +195,6 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
         {
             return;
         }
-        due = Instant::now() + interval;
+        due = Instant::now() + if searching { SEARCH_PAUSE } else { interval };
     }
 }

@@ -49,6 +49,7 @@ fn info(name: &str, paused: bool) -> BatchView {
 /// A poll answer for `q`: 100 items, every third failed.
 fn data(q: &DashQuery, paused: bool) -> Dashboard {
     let page = |iq: &ItemsQuery| ItemPage {
+        searching: None,
         offset: iq.offset,
         rows: (iq.offset..(iq.offset + iq.limit).min(100))
             .map(|i| {

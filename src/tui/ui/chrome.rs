@@ -146,7 +146,7 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
     if app.mode == Mode::Filter {
         let label = match app.filter_target {
-            FilterTarget::Search => "search key/label/error: ",
+            FilterTarget::Search => "search key/label: ",
             FilterTarget::Kinds => "kinds (comma-separated, e.g. failed,empty,lock-held): ",
         };
         let line = Line::from(vec![

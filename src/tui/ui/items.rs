@@ -38,6 +38,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let block = pane_block(app, title);
     match &app.data.items {
         Some(page) if page.total > 0 => table(app, f, area, block, page, &app.items),
+        Some(page) if page.searching.is_some() => placeholder(app, f, area, block, "searching…"),
         Some(_) => placeholder(
             app,
             f,
@@ -49,17 +50,21 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     }
 }
 
-/// ` · 12 of 1,000` (`10,000+` when the count stopped).
+/// ` · 12 of 1,000` (`10,000+` when the count stopped), and how far a
+/// search has got.
 pub fn position(page: &ItemPage, nav: &ListNav) -> String {
+    let searching = page
+        .searching
+        .map_or(String::new(), |pct| format!(" · searching {pct}%"));
     if page.total == 0 {
-        return " · none".into();
+        return format!(" · none{searching}");
     }
     let total = if page.capped {
-        format!("{}+", num(crate::store::COUNT_CAP))
+        format!("{}+", num(page.total.min(crate::store::COUNT_CAP)))
     } else {
         num(page.total)
     };
-    format!(" · {} of {total}", num(nav.sel as i64 + 1))
+    format!(" · {} of {total}{searching}", num(nav.sel as i64 + 1))
 }
 
 pub fn table(
