@@ -203,6 +203,30 @@ impl Store {
         // pages of a large add in the cache rather than reading them back
         // from the OS for every chunk.
         let restore = self.grow_cache(bulk_cache_kib(items));
+        // With no runner live, nobody waits for the write lock: one
+        // transaction, so an add that fails (a full disk) changes nothing.
+        // With one live, short chunks keep it from waiting; each chunk is
+        // whole and keys are idempotent, so re-running a cut-short add
+        // adds the rest.
+        let live = self.read(|c| super::locks::any_live(c, crate::util::time::now_ms()));
+        if !live.unwrap_or(true) {
+            let out = self.write(|tx| {
+                add_chunk(
+                    tx,
+                    batch,
+                    items,
+                    now,
+                    Some(AddReport::default()),
+                    &mut |i| {
+                        if i.is_multiple_of(PROGRESS_STEP) {
+                            progress(i);
+                        }
+                    },
+                )
+            });
+            self.restore_cache(restore);
+            return out;
+        }
         let mut report = AddReport::default();
         let mut rest = items;
         let mut chunks = Chunks::for_bulk_insert();
