@@ -380,7 +380,7 @@ fn signal_group(pgid: Option<u32>) {
 #[cfg(not(unix))]
 fn signal_group(_pgid: Option<u32>) {}
 
-fn protocol_error(message: &str) -> Verdict {
+pub(super) fn protocol_error(message: &str) -> Verdict {
     Verdict::Failed {
         transient: true,
         class: "ProtocolError".into(),

@@ -17,7 +17,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::classify::{Verdict, bound_message};
-use super::persistent::{Line, Persistent, Request, answer, timed_out};
+use super::persistent::{Line, Persistent, Request, answer, protocol_error, timed_out};
 use super::retry::backoff;
 use super::slot::{
     budget_spent, fail, held, hold, lease_lost_on_write, log_claimed, release, wait_for_hold,
@@ -622,14 +622,14 @@ impl Slot {
     async fn answered(&mut self, key: Option<String>, verdict: Verdict) -> Result<(), StoreError> {
         let Some(head) = self.sent.front() else {
             // An answer nobody asked for: the worker is out of step.
-            let v = protocol("an answer while no item was asked");
+            let v = protocol_error("an answer while no item was asked");
             self.broken(v).await?;
             return Ok(());
         };
         if let Some(k) = key
             && k != head.claim.key
         {
-            let v = protocol(&format!(
+            let v = protocol_error(&format!(
                 "answer for key {:?} while {:?} was asked (answers must come in request order)",
                 k, head.claim.key
             ));
@@ -880,15 +880,5 @@ impl Slot {
             w.shutdown(self.cycle.cfg.grace.min(Duration::from_secs(2)))
                 .await;
         }
-    }
-}
-
-fn protocol(message: &str) -> Verdict {
-    Verdict::Failed {
-        transient: true,
-        class: "ProtocolError".into(),
-        message: bound_message(message),
-        retry_after: None,
-        cost: None,
     }
 }

@@ -410,12 +410,7 @@ impl Store {
     /// order: false where the lease token no longer matched.
     pub fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>> {
         self.write(|tx| {
-            let mut up = tx.prepare_cached(
-                "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
-                        error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-                        lease_run = NULL, lease_until = NULL, updated_at = ?6
-                  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-            )?;
+            let mut up = tx.prepare_cached(COMPLETE_ITEM)?;
             let (mut n_done, mut n_empty, mut cost) = (0i64, 0i64, 0f64);
             let mut accepted = Vec::with_capacity(done.len());
             for (c, event) in done {
@@ -910,22 +905,22 @@ fn holds_lock(tx: &Connection, batch_id: i64, run_id: i64) -> Result<bool> {
         .is_some())
 }
 
+/// A success, fenced: only the claim holding this lease token is completed.
+const COMPLETE_ITEM: &str =
+    "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
+            error_class = NULL, error_message = NULL, next_attempt_at = NULL,
+            lease_run = NULL, lease_until = NULL, updated_at = ?6
+      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
+
 pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-    let n = tx
-        .prepare_cached(
-            "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
-                    error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-                    lease_run = NULL, lease_until = NULL, updated_at = ?6
-              WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-        )?
-        .execute(params![
-            c.item_id,
-            c.token,
-            c.outcome.as_str(),
-            c.result,
-            c.cost,
-            c.now
-        ])?;
+    let n = tx.prepare_cached(COMPLETE_ITEM)?.execute(params![
+        c.item_id,
+        c.token,
+        c.outcome.as_str(),
+        c.result,
+        c.cost,
+        c.now
+    ])?;
     if n == 1 {
         tx.prepare_cached(
             "UPDATE runs SET done = done + (?2 = 'done'), empty = empty + (?2 = 'empty'),
