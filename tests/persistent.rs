@@ -496,3 +496,41 @@ fn a_stopped_runner_taken_over_has_its_late_answers_rejected() {
     assert!(out.contains("lost the batch lock"), "{out} {err}");
     env.assert_counts_consistent();
 }
+
+/// A worker flooding op ids (each one a store write) gets at most
+/// `MAX_OP_IDS` recorded per item; repeats and ids with control characters
+/// are ignored; the item still completes.
+#[test]
+fn an_op_id_flood_is_bounded() {
+    if !python() {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "flood.py",
+        r#"
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    for i in range(300):
+        print(json.dumps({"key": r["key"], "op_id": "op-%d" % i}))
+        print(json.dumps({"key": r["key"], "op_id": "op-%d" % i}))
+    print(json.dumps({"key": r["key"], "op_id": "evil\u001b[2J"}))
+    print(json.dumps({"key": r["key"], "result": "ok"}), flush=True)
+"#,
+    );
+    env.config("[batch.p]\nworker = [\"python3\", \"flood.py\"]\nmode = \"persistent\"\n");
+    add_keys(&env, "p", &["a"]);
+    env.run(&["run", "p"]).code(0);
+    let n = env.int("SELECT count(*) FROM events WHERE kind = 'op-id'");
+    assert_eq!(n, 100, "op-id events recorded");
+    let op: String = env
+        .sql()
+        .query_row("SELECT op_id FROM items WHERE key = 'a'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(op, "op-99");
+    assert_eq!(
+        env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+        1
+    );
+}
