@@ -18,9 +18,9 @@ use tokio::sync::mpsc;
 
 use super::classify::{Verdict, bound_message};
 use super::persistent::{Line, Persistent, Request, answer, protocol_error, timed_out};
-use super::retry::backoff;
 use super::slot::{
-    budget_spent, fail, held, hold, lease_lost_on_write, log_claimed, release, wait_for_hold,
+    RetryPlan, begin_retry, budget_spent, fail, held, hold, lease_lost_on_write, log_claimed,
+    plan_retry, release, wait_for_hold,
 };
 use super::worker::KillReason;
 use super::{Cycle, Killer, Signal};
@@ -658,7 +658,6 @@ impl Slot {
         elapsed: Duration,
     ) -> Result<(), StoreError> {
         let cycle = self.cycle.clone();
-        let cfg = &cycle.cfg;
         match verdict {
             Verdict::Done {
                 empty,
@@ -696,21 +695,16 @@ impl Slot {
                 if let Some(after) = retry_after {
                     hold(&cycle, after).await;
                 }
-                if transient
-                    && w.retries_done < cfg.retries
-                    && w.attempt < cfg.max_attempts
-                    && cycle.stopping().is_none()
-                {
+                let retry = RetryPlan {
+                    attempt: w.attempt,
+                    retries_done: w.retries_done,
+                    transient,
+                    class: &class,
+                    message: &message,
+                    retry_after,
+                };
+                if let Some(wait) = plan_retry(&cycle, &w.claim, &retry).await {
                     w.retries_done += 1;
-                    let wait = backoff(w.retries_done, cfg.backoff, cfg.backoff_max, retry_after);
-                    cycle
-                        .event(
-                            cycle
-                                .new_event("retry", format!("{class}: {message} (attempt {}; retrying in {})", w.attempt, crate::duration::format_duration(wait)))
-                                .key(&w.claim.key)
-                                .fields(json!({"error_class": class, "message": message, "attempt": w.attempt, "wait_ms": wait.as_millis() as u64})),
-                        )
-                        .await;
                     self.retries.push((tokio::time::Instant::now() + wait, w));
                     return Ok(());
                 }
@@ -743,17 +737,9 @@ impl Slot {
         self.retries = wait;
         let cycle = self.cycle.clone();
         for (_, mut w) in ready {
-            let (id, token) = (w.claim.item_id, w.claim.token);
-            match cycle
-                .db
-                .call(move |s| s.begin_attempt(id, token, now_ms()))
-                .await?
-            {
+            match begin_retry(&cycle, &w.claim).await? {
                 Some(next) => {
                     w.attempt = next;
-                    cycle.tally.retried.fetch_add(1, Ordering::Relaxed);
-                    let run = cycle.run_id;
-                    let _ = cycle.db.call(move |s| s.add_retried(run, 1)).await;
                     self.queue.push_back(w);
                 }
                 None => {

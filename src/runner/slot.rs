@@ -376,21 +376,16 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<Option<Claim>, Stor
                 if let Some(after) = retry_after {
                     hold(cycle, after).await;
                 }
-                let may_retry = transient
-                    && retries_done < cfg.retries
-                    && attempt < cfg.max_attempts
-                    && cycle.stopping().is_none();
-                if may_retry {
+                let retry = RetryPlan {
+                    attempt,
+                    retries_done,
+                    transient,
+                    class: &class,
+                    message: &message,
+                    retry_after,
+                };
+                if let Some(wait) = plan_retry(cycle, &claim, &retry).await {
                     retries_done += 1;
-                    let wait = backoff(retries_done, cfg.backoff, cfg.backoff_max, retry_after);
-                    cycle
-                        .event(
-                            cycle
-                                .new_event("retry", format!("{class}: {message} (attempt {attempt}; retrying in {})", crate::duration::format_duration(wait)))
-                                .key(&claim.key)
-                                .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64})),
-                        )
-                        .await;
                     let mut stop = cycle.stop_tx.subscribe();
                     let interrupted = tokio::select! {
                         () = tokio::time::sleep(wait) => false,
@@ -400,17 +395,9 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<Option<Claim>, Stor
                         // The failed attempt had its verdict: it counts.
                         return release(cycle, &claim, false).await.map(|()| None);
                     }
-                    let (id, token) = (claim.item_id, claim.token);
-                    match cycle
-                        .db
-                        .call(move |s| s.begin_attempt(id, token, now_ms()))
-                        .await?
-                    {
+                    match begin_retry(cycle, &claim).await? {
                         Some(next) => {
                             attempt = next;
-                            cycle.tally.retried.fetch_add(1, Ordering::Relaxed);
-                            let run = cycle.run_id;
-                            let _ = cycle.db.call(move |s| s.add_retried(run, 1)).await;
                             continue;
                         }
                         None => {
@@ -434,6 +421,73 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<Option<Claim>, Stor
             }
         }
     }
+}
+
+/// A failed attempt, as far as deciding on another one goes.
+pub(super) struct RetryPlan<'a> {
+    pub attempt: u32,
+    /// Immediate retries this item has had in this cycle.
+    pub retries_done: u32,
+    pub transient: bool,
+    pub class: &'a str,
+    pub message: &'a str,
+    pub retry_after: Option<std::time::Duration>,
+}
+
+/// Whether a failed attempt gets an immediate retry in this cycle: if so,
+/// how long to wait first (its `retry` event is logged); `None` means the
+/// failure is to be recorded (see [`fail`]).
+pub(super) async fn plan_retry(
+    cycle: &Cycle,
+    claim: &Claim,
+    r: &RetryPlan<'_>,
+) -> Option<std::time::Duration> {
+    let cfg = &cycle.cfg;
+    let may_retry = r.transient
+        && r.retries_done < cfg.retries
+        && r.attempt < cfg.max_attempts
+        && cycle.stopping().is_none();
+    if !may_retry {
+        return None;
+    }
+    let wait = backoff(
+        r.retries_done + 1,
+        cfg.backoff,
+        cfg.backoff_max,
+        r.retry_after,
+    );
+    let (class, message, attempt) = (r.class, r.message, r.attempt);
+    cycle
+        .event(
+            cycle
+                .new_event(
+                    "retry",
+                    format!(
+                        "{class}: {message} (attempt {attempt}; retrying in {})",
+                        crate::duration::format_duration(wait)
+                    ),
+                )
+                .key(&claim.key)
+                .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64})),
+        )
+        .await;
+    Some(wait)
+}
+
+/// Starts the next attempt of a claimed item after its backoff, counting
+/// the retry. `None`: the lease is no longer ours.
+pub(super) async fn begin_retry(cycle: &Cycle, claim: &Claim) -> Result<Option<u32>, StoreError> {
+    let (id, token) = (claim.item_id, claim.token);
+    let next = cycle
+        .db
+        .call(move |s| s.begin_attempt(id, token, now_ms()))
+        .await?;
+    if next.is_some() {
+        cycle.tally.retried.fetch_add(1, Ordering::Relaxed);
+        let run = cycle.run_id;
+        let _ = cycle.db.call(move |s| s.add_retried(run, 1)).await;
+    }
+    Ok(next)
 }
 
 #[allow(clippy::too_many_arguments)]
