@@ -117,31 +117,11 @@ fn run_args(batch: &str, verbose: bool) -> RunArgs {
 
 /// Counts SIGINT/SIGTERM/SIGHUP: the first stops firing and lets cycles
 /// stop gracefully, the second stops their workers at once.
-#[cfg(unix)]
 async fn count_signals(tx: watch::Sender<u32>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-        }
-        tx.send_modify(|n| *n += 1);
-    }
-}
-
-#[cfg(not(unix))]
-async fn count_signals(tx: watch::Sender<u32>) {
-    while tokio::signal::ctrl_c().await.is_ok() {
-        tx.send_modify(|n| *n += 1);
-    }
+    crate::util::signals::count_termination(|n| {
+        tx.send_replace(n);
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -632,47 +632,18 @@ pub fn run_blocking(db_path: &Path, opts: RunOptions) -> anyhow::Result<RunRepor
 }
 
 /// First termination signal: graceful; the next: immediate.
-#[cfg(unix)]
 pub async fn forward_signals(tx: watch::Sender<Signal>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return;
-    };
-    let mut count = 0;
-    loop {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-        }
-        count += 1;
-        let signal = if count == 1 {
-            Signal::Graceful
-        } else {
-            Signal::Immediate
-        };
+    crate::util::signals::count_termination(|count| {
         if count == 1 {
             eprintln!(
                 "\nnightshift: stopping: no new items; in-flight items get the grace period (signal again to stop them now)"
             );
         }
-        let _ = tx.send(signal);
-    }
-}
-
-#[cfg(not(unix))]
-pub async fn forward_signals(tx: watch::Sender<Signal>) {
-    let mut count = 0;
-    while tokio::signal::ctrl_c().await.is_ok() {
-        count += 1;
         let _ = tx.send(if count == 1 {
             Signal::Graceful
         } else {
             Signal::Immediate
         });
-    }
+    })
+    .await;
 }
