@@ -64,7 +64,7 @@ fn fail(db: &Path, batch: &str, n: usize) -> Res<()> {
         pid: std::process::id(),
         pid_start: None,
     };
-    let run = store.start_run(batch, Trigger::Manual, &holder, now_ms())?;
+    let run = store.start_run(batch, Trigger::Manual, &holder, now_ms(), None)?;
     // Claims need the batch lock held by this run, as the runner holds it.
     store.acquire_lock(
         batch,
@@ -73,7 +73,8 @@ fn fail(db: &Path, batch: &str, n: usize) -> Res<()> {
         Some(run),
         now_ms() + 3_600_000,
         now_ms(),
-        None,
+        &[],
+        1,
     )?;
     let mut failed = 0;
     while failed < n {
@@ -157,7 +158,8 @@ fn probe(db: &Path, stop: &Path) -> Res<()> {
         None,
         now_ms() + 3_600_000,
         now_ms(),
-        None,
+        &[],
+        1,
     )?;
     let mut times = Vec::new();
     while !stop.exists() {
@@ -235,7 +237,7 @@ fn scale(dir: &Path, n: usize) -> Res<()> {
         pid: std::process::id(),
         pid_start: None,
     };
-    let run = store.start_run("scale", Trigger::Manual, &holder, now_ms())?;
+    let run = store.start_run("scale", Trigger::Manual, &holder, now_ms(), None)?;
     store.acquire_lock(
         "scale",
         "bench",
@@ -243,7 +245,8 @@ fn scale(dir: &Path, n: usize) -> Res<()> {
         Some(run),
         now_ms() + 3_600_000,
         now_ms(),
-        None,
+        &[],
+        1,
     )?;
     let (t, cpu) = (Instant::now(), cpu_time());
     let mut done = 0;

@@ -47,6 +47,7 @@ pub const BATCH_FIELDS: &[&str] = &[
     "overlap",
     "grace",
     "lock_ttl",
+    "runners",
     "mode",
     "alert",
 ];
@@ -54,6 +55,9 @@ pub const BATCH_FIELDS: &[&str] = &[
 /// Upper bound for `concurrency`: far above what one host can use well, low
 /// enough that a typo (`40000`) is caught instead of forking a storm.
 pub const MAX_CONCURRENCY: usize = 1024;
+
+/// Upper bound for `runners` sharing one batch.
+pub const MAX_RUNNERS: i64 = 256;
 
 /// Upper bound for immediate `retries`; more belongs in `max_attempts`.
 pub const MAX_RETRIES: u32 = 100;
@@ -186,6 +190,9 @@ pub struct BatchConfig {
     /// How long in-flight items may finish after a stop.
     pub grace: Duration,
     pub lock_ttl: Duration,
+    /// Runners (on any hosts sharing the store) that may run the batch at
+    /// once, each holding a seat of its lock. 1: never two at once.
+    pub runners: u32,
     pub mode: WorkerMode,
     /// Argv run after a cycle in which anything failed.
     pub alert: Option<Vec<String>>,
@@ -217,6 +224,7 @@ impl BatchConfig {
             overlap: Overlap::Skip,
             grace: Duration::from_secs(30),
             lock_ttl: Duration::from_mins(1),
+            runners: 1,
             mode: WorkerMode::Process,
             alert: None,
         }
@@ -694,6 +702,12 @@ impl Walker<'_> {
                 "lock_ttl" => {
                     b.lock_ttl = self.take(value, f, positive_duration).unwrap_or(b.lock_ttl);
                 }
+                "runners" => {
+                    b.runners = self
+                        .take(value, f, |v| int_in(v, 1, MAX_RUNNERS))
+                        .and_then(|n| u32::try_from(n).ok())
+                        .unwrap_or(b.runners);
+                }
                 "mode" => {
                     b.mode = self
                         .take(value, f, |v| match string(v)? {
@@ -1086,6 +1100,11 @@ grace = "30s"
 
 # Lifetime of the batch lock and item leases; renewed while the run lives.
 lock_ttl = "60s"
+
+# How many runners may run this batch at once, on any hosts sharing the store
+# (a PostgreSQL store serves several hosts): each takes a seat of the batch
+# lock and claims from the one queue. 1: a second runner steps down.
+runners = 1
 
 # "process": one worker process per item. "persistent": one long-lived worker
 # per slot, reading items as JSON lines on stdin and answering on stdout.

@@ -301,8 +301,18 @@ pub struct BatchInfo {
     pub pause: Option<Pause>,
     pub next_fire: Option<Millis>,
     pub last_fire: Option<Fire>,
-    pub lock: Option<LockInfo>,
+    /// The seats of the batch lock, oldest first (expired ones included).
+    pub locks: Vec<LockInfo>,
     pub last_run: Option<Run>,
+}
+
+impl BatchInfo {
+    /// The oldest seat of the batch lock: the runner, unless several share
+    /// the batch.
+    #[must_use]
+    pub fn lock(&self) -> Option<&LockInfo> {
+        self.locks.first()
+    }
 }
 
 /// A structured run-log record.

@@ -448,9 +448,11 @@ fn every_dashboard_pane_is_inert() {
             pid: 1,
             pid_start: None,
         };
-        let run = store.start_run("inj", Trigger::Manual, &holder, t).unwrap();
+        let run = store
+            .start_run("inj", Trigger::Manual, &holder, t, None)
+            .unwrap();
         store
-            .acquire_lock("inj", "tok", &holder, Some(run), t + 3_600_000, t, None)
+            .acquire_lock("inj", "tok", &holder, Some(run), t + 3_600_000, t, &[], 1)
             .unwrap();
     }
     let mut dash = RawDash::open(&env, &["watch"]);

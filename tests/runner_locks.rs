@@ -361,9 +361,20 @@ fn a_completion_with_a_stale_lease_token_is_rejected() {
     };
 
     // Runner A takes the lock and claims the item.
-    let run_a = s.start_run("b", Trigger::Manual, &holder("a"), t0).unwrap();
+    let run_a = s
+        .start_run("b", Trigger::Manual, &holder("a"), t0, None)
+        .unwrap();
     let got = s
-        .acquire_lock("b", "tok-a", &holder("a"), Some(run_a), t0 + 1000, t0, None)
+        .acquire_lock(
+            "b",
+            "tok-a",
+            &holder("a"),
+            Some(run_a),
+            t0 + 1000,
+            t0,
+            &[],
+            1,
+        )
         .unwrap();
     assert!(matches!(got, LockOutcome::Acquired { took_over: None }));
     let a = s
@@ -374,9 +385,20 @@ fn a_completion_with_a_stale_lease_token_is_rejected() {
 
     // Its lock and lease expire; runner B takes over, reclaims, claims again.
     let t1 = t0 + 5000;
-    let run_b = s.start_run("b", Trigger::Manual, &holder("b"), t1).unwrap();
+    let run_b = s
+        .start_run("b", Trigger::Manual, &holder("b"), t1, None)
+        .unwrap();
     let got = s
-        .acquire_lock("b", "tok-b", &holder("b"), Some(run_b), t1 + 1000, t1, None)
+        .acquire_lock(
+            "b",
+            "tok-b",
+            &holder("b"),
+            Some(run_b),
+            t1 + 1000,
+            t1,
+            &[],
+            1,
+        )
         .unwrap();
     assert!(matches!(got, LockOutcome::Acquired { took_over: Some(_) }));
     assert_eq!(s.reclaim("b", run_b, 5, t1).unwrap(), (1, 0));

@@ -353,9 +353,11 @@ fn hostile_text_renders_inert() {
         pid: 1,
         pid_start: None,
     };
-    let run = store.start_run("inj", Trigger::Manual, &holder, t).unwrap();
+    let run = store
+        .start_run("inj", Trigger::Manual, &holder, t, None)
+        .unwrap();
     store
-        .acquire_lock("inj", "tok", &holder, Some(run), t + 60_000, t, None)
+        .acquire_lock("inj", "tok", &holder, Some(run), t + 60_000, t, &[], 1)
         .unwrap();
     let claims = store.claim("inj", run, 2, t + 60_000, t).unwrap().unwrap();
     let message = format!(
@@ -480,10 +482,10 @@ fn since_you_last_looked_on_the_next_visit() {
     };
     let t = now();
     let run = store
-        .start_run("articles", Trigger::Manual, &holder, t)
+        .start_run("articles", Trigger::Manual, &holder, t, None)
         .unwrap();
     store
-        .acquire_lock("articles", "tok", &holder, Some(run), t + 60_000, t, None)
+        .acquire_lock("articles", "tok", &holder, Some(run), t + 60_000, t, &[], 1)
         .unwrap();
     let c = store
         .claim("articles", run, 1, t + 60_000, t)

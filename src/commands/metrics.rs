@@ -74,7 +74,7 @@ pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result
             format!("batch=\"{b}\""),
             f64::from(u8::from(info.pause.is_some())),
         ));
-        let held = info.lock.as_ref().is_some_and(|l| l.expires_at >= now);
+        let held = info.locks.iter().any(|l| l.expires_at >= now);
         lock.samples
             .push((format!("batch=\"{b}\""), f64::from(u8::from(held))));
         if let Some(run) = &info.last_run {

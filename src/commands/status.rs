@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
-use crate::model::{BatchInfo, Counts, Millis, RunState};
+use crate::model::{BatchInfo, Counts, LockInfo, Millis, RunState};
 use crate::runner;
 use crate::schedule::describe;
 use crate::store::Store;
@@ -59,6 +59,15 @@ pub fn gather(ctx: &Ctx, store: &Store, only: Option<&str>) -> anyhow::Result<Ve
     Ok(infos)
 }
 
+fn lock_json(l: &LockInfo, now: Millis) -> serde_json::Value {
+    json!({
+        "holder": l.holder.to_string(),
+        "run_id": l.run_id,
+        "expires_at": rfc3339(l.expires_at),
+        "expired": l.expires_at < now,
+    })
+}
+
 fn empty_info(name: &str) -> BatchInfo {
     BatchInfo {
         name: name.to_string(),
@@ -66,7 +75,7 @@ fn empty_info(name: &str) -> BatchInfo {
         pause: None,
         next_fire: None,
         last_fire: None,
-        lock: None,
+        locks: Vec::new(),
         last_run: None,
     }
 }
@@ -106,12 +115,8 @@ fn batch_json(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Value {
         "paused_reason": info.pause.as_ref().map(|p| p.reason.clone()),
         "paused_by": info.pause.as_ref().map(|p| p.by.clone()),
         "paused_at": info.pause.as_ref().map(|p| rfc3339(p.at)),
-        "lock": info.lock.as_ref().map(|l| json!({
-            "holder": l.holder.to_string(),
-            "run_id": l.run_id,
-            "expires_at": rfc3339(l.expires_at),
-            "expired": l.expires_at < now,
-        })),
+        "lock": info.lock().map(|l| lock_json(l, now)),
+        "locks": info.locks.iter().map(|l| lock_json(l, now)).collect::<Vec<_>>(),
         "last_run": info.last_run.as_ref().map(|r| json!({
             "id": r.id,
             "state": r.state,
@@ -180,7 +185,7 @@ pub fn short_line(infos: &[BatchInfo]) -> String {
             if waiting > 0 {
                 s.push_str(&format!(" {waiting}…"));
             }
-            if i.lock.is_some() {
+            if i.lock().is_some() {
                 s.push_str(" ▶");
             }
             if i.pause.is_some() {
@@ -240,7 +245,7 @@ fn print_human(ctx: &Ctx, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()
                 relative(p.at, now)
             ));
         }
-        if let Some(l) = &i.lock {
+        for l in &i.locks {
             let left = if l.expires_at >= now {
                 format!(
                     "{} left",

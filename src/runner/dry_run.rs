@@ -62,10 +62,14 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
     out.paused = store.pause(batch)?.map(|p| p.reason).or_else(|| {
         super::paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display()))
     });
-    out.lock_held_by = store
-        .lock(batch)?
+    let live: Vec<_> = store
+        .locks(batch)?
+        .into_iter()
         .filter(|l| l.expires_at >= now && !super::lock::holder_is_dead(&l.holder))
-        .map(|l| l.holder.to_string());
+        .collect();
+    if live.len() >= opts.config.runners as usize {
+        out.lock_held_by = live.first().map(|l| l.holder.to_string());
+    }
     if let Some(key) = &opts.key {
         let item = store.item(batch, key)?;
         if item.status != Status::Done && item.status != Status::Claimed {

@@ -16,8 +16,8 @@ use crate::util::time::now_ms;
 pub enum Acquired {
     /// Ours; names the stale holder we replaced, if any.
     Yes(Option<LockInfo>),
-    /// A live runner holds it.
-    No(LockInfo),
+    /// Live runners hold every seat (oldest first).
+    No(Vec<LockInfo>),
     /// A stop signal came while waiting (`--wait`).
     Interrupted,
 }
@@ -38,10 +38,11 @@ pub async fn acquire(
     ttl: Duration,
     signals: &mut watch::Receiver<Signal>,
 ) -> anyhow::Result<Acquired> {
-    let mut steal: Option<String> = None;
+    let mut steal: Vec<String> = Vec::new();
     loop {
         let now = now_ms();
         let expires = now + ttl.as_millis() as i64;
+        let dead: Vec<&str> = steal.iter().map(String::as_str).collect();
         match store.acquire_lock(
             &opts.batch,
             token,
@@ -49,16 +50,22 @@ pub async fn acquire(
             None,
             expires,
             now,
-            steal.as_deref(),
+            &dead,
+            opts.config.runners,
         )? {
             LockOutcome::Acquired { took_over } => return Ok(Acquired::Yes(took_over)),
-            LockOutcome::Held(info) => {
-                if holder_is_dead(&info.holder) && steal.as_deref() != Some(info.token.as_str()) {
-                    steal = Some(info.token.clone());
+            LockOutcome::Held(seats) => {
+                let before = steal.len();
+                for seat in &seats {
+                    if holder_is_dead(&seat.holder) && !steal.contains(&seat.token) {
+                        steal.push(seat.token.clone());
+                    }
+                }
+                if steal.len() > before {
                     continue;
                 }
                 if !opts.wait {
-                    return Ok(Acquired::No(info));
+                    return Ok(Acquired::No(seats));
                 }
             }
         }
@@ -108,16 +115,28 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
                     return;
                 }
                 // In-flight items whose lease is no longer ours: stop their workers.
-                let mut inflight = cycle.inflight.lock().unwrap_or_else(|p| p.into_inner());
-                for (id, kill) in inflight.iter_mut() {
-                    if !held.contains(id)
-                        && let Some(k) = kill.take()
-                    {
-                        k.fire(*id, KillReason::LeaseLost);
+                {
+                    let mut inflight = cycle.inflight.lock().unwrap_or_else(|p| p.into_inner());
+                    for (id, kill) in inflight.iter_mut() {
+                        if !held.contains(id)
+                            && let Some(k) = kill.take()
+                        {
+                            k.fire(*id, KillReason::LeaseLost);
+                        }
                     }
                 }
             }
         }
+        // Runners sharing the batch: take back the work of one that died.
+        // Best effort: the next tick tries again.
+        let _ = super::recover::sweep(
+            &cycle.db,
+            &cycle.batch,
+            cycle.run_id,
+            cycle.cfg.max_attempts,
+            &cycle.log,
+        )
+        .await;
         if let Ok(Some(p)) = cycle.db.call(move |s| s.pause(&batch)).await {
             cycle.request_stop(Signal::Graceful, StopReason::Paused(p.reason));
         } else if let Some(file) = db_path.as_deref().and_then(paused_file) {

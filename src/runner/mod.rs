@@ -316,12 +316,14 @@ pub async fn cycle(
         match lock::acquire(&mut store, &opts, &token, &holder, lock_ttl, &mut signals).await? {
             lock::Acquired::Yes(took_over) => took_over,
             lock::Acquired::No(held) => {
-                let reason = format!(
-                    "lock held by {} (run {}), {}",
-                    held.holder,
-                    held.run_id.map_or("?".into(), |r| r.to_string()),
-                    "stepped down"
-                );
+                let holders: Vec<String> = held
+                    .iter()
+                    .map(|l| {
+                        let run = l.run_id.map_or("?".into(), |r| r.to_string());
+                        format!("{} (run {run})", l.holder)
+                    })
+                    .collect();
+                let reason = format!("lock held by {}, stepped down", holders.join(", "));
                 return summary::record_skip(
                     &mut store,
                     &opts,
@@ -368,8 +370,7 @@ async fn locked_cycle(
     let batch = opts.batch.clone();
     let cfg = &opts.config;
     let now = now_ms();
-    let run_id = store.start_run(&batch, opts.trigger, holder, now)?;
-    store.set_lock_run(&batch, token, run_id)?;
+    let run_id = store.start_run(&batch, opts.trigger, holder, now, Some(token))?;
     if let Some(prev) = &took_over {
         log.emit(
             &NewEvent::new(

@@ -1,17 +1,20 @@
 //! What a cycle inherits once it holds the lock: the runs that died (their
 //! workers, their claims) and a rate-limit hold an earlier run was given.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
+use super::db::Db;
 use super::{EventLog, orphans};
 use crate::model::{Holder, NewEvent};
-use crate::store::{Store, StoreError};
+use crate::store::{OpenRun, Store, StoreError};
+use crate::util::identity;
 use crate::util::time::now_ms;
 
-/// Every other open run of the batch lost the lock, so it is dead (or cut
-/// off and fenced). Its workers on this host may still run: stop them first
-/// (before the run is marked, so a crash right here leaves it findable),
-/// then close the runs and take back every claim but `run_id`'s.
+/// Every other open run of the batch that holds no seat of the lock is
+/// dead (or cut off and fenced). Its workers on this host may still run:
+/// stop them first (before the run is marked, so a crash right here leaves
+/// it findable), then close the runs and take back their claims.
 pub async fn take_over(
     store: &mut Store,
     batch: &str,
@@ -20,23 +23,102 @@ pub async fn take_over(
     max_attempts: u32,
     log: &EventLog,
 ) -> Result<(), StoreError> {
-    let dead_runs: Vec<_> = store
+    let dead = dead_runs(store, batch, run_id)?;
+    let reaped = reap_here(batch, &dead, &holder.host).await;
+    close_dead(store, batch, run_id, &dead, reaped, max_attempts, log)
+}
+
+/// While a cycle runs: frees the seats of runners sharing the batch whose
+/// lock expired (gone or cut off, on any host) or whose process on this
+/// host is gone, then does what
+/// `take_over` does for their runs. A no-op unless a seat expired.
+pub async fn sweep(
+    db: &Db,
+    batch: &str,
+    run_id: i64,
+    max_attempts: u32,
+    log: &EventLog,
+) -> Result<(), StoreError> {
+    // Read first: a write (and the store's write lock) only when a seat
+    // looks stale. Our own seat is never freed here: a renewal that failed
+    // only for a busy store is retried by the heartbeat.
+    let b = batch.to_string();
+    let seats = db.call(move |s| s.locks(&b)).await?;
+    let now = now_ms();
+    let (mut stale, mut dead) = (Vec::new(), Vec::new());
+    for seat in seats.into_iter().filter(|l| l.run_id != Some(run_id)) {
+        if super::lock::holder_is_dead(&seat.holder) {
+            dead.push(seat.token.clone());
+            stale.push(seat.token);
+        } else if seat.expires_at < now {
+            stale.push(seat.token);
+        }
+    }
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let b = batch.to_string();
+    let freed = db
+        .call(move |s| {
+            let stale: Vec<&str> = stale.iter().map(String::as_str).collect();
+            let dead: Vec<&str> = dead.iter().map(String::as_str).collect();
+            s.free_stale_locks(&b, now_ms(), &stale, &dead)
+        })
+        .await?;
+    if freed.is_empty() {
+        return Ok(());
+    }
+    let b = batch.to_string();
+    let dead = db.call(move |s| dead_runs(s, &b, run_id)).await?;
+    let reaped = reap_here(batch, &dead, &identity::host()).await;
+    let (b, log) = (batch.to_string(), log.clone());
+    db.call(move |s| close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log))
+        .await
+}
+
+/// Open runs of the batch, other than `run_id`, that hold no seat.
+fn dead_runs(store: &Store, batch: &str, run_id: i64) -> Result<Vec<OpenRun>, StoreError> {
+    let seated: HashSet<i64> = store
+        .locks(batch)?
+        .iter()
+        .filter_map(|l| l.run_id)
+        .collect();
+    Ok(store
         .open_runs(batch)?
         .into_iter()
-        .filter(|r| r.id != run_id)
-        .collect();
-    let here: Vec<orphans::DeadRun> = dead_runs
+        .filter(|r| r.id != run_id && !seated.contains(&r.id))
+        .collect())
+}
+
+/// Stops the workers the dead runs left on this host; how many.
+async fn reap_here(batch: &str, dead: &[OpenRun], host: &str) -> usize {
+    let here: Vec<orphans::DeadRun> = dead
         .iter()
-        .filter(|r| r.holder.host == holder.host)
+        .filter(|r| r.holder.host == host)
         .map(|r| orphans::DeadRun {
             run_id: r.id,
             runner: orphans::runner_id(r.holder.pid, r.holder.pid_start),
         })
         .collect();
+    if here.is_empty() {
+        return 0;
+    }
     let reap_batch = batch.to_string();
-    let reaped = tokio::task::spawn_blocking(move || orphans::reap(&reap_batch, &here))
+    tokio::task::spawn_blocking(move || orphans::reap(&reap_batch, &here))
         .await
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// Marks the dead runs crashed and takes back every claim without a seat.
+fn close_dead(
+    store: &mut Store,
+    batch: &str,
+    run_id: i64,
+    dead: &[OpenRun],
+    reaped: usize,
+    max_attempts: u32,
+    log: &EventLog,
+) -> Result<(), StoreError> {
     if reaped > 0 {
         let e = NewEvent::new(
             now_ms(),
@@ -49,8 +131,8 @@ pub async fn take_over(
         log.emit(&e);
     }
     let now = now_ms();
-    let dead: Vec<i64> = dead_runs.iter().map(|r| r.id).collect();
-    store.mark_crashed(&dead, now)?;
+    let ids: Vec<i64> = dead.iter().map(|r| r.id).collect();
+    store.mark_crashed(&ids, now)?;
     let (reclaimed, quarantined) = store.reclaim(batch, run_id, max_attempts, now)?;
     if reclaimed + quarantined > 0 {
         log.emit(

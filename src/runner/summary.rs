@@ -61,7 +61,7 @@ pub fn record_skip(
     log: &EventLog,
 ) -> anyhow::Result<RunReport> {
     let now = now_ms();
-    let run_id = store.start_run(&opts.batch, opts.trigger, holder, now)?;
+    let run_id = store.start_run(&opts.batch, opts.trigger, holder, now, None)?;
     let summary = format!("{}: {state}: {reason}", opts.batch);
     store.finish_run(run_id, state, &summary, 0, 0, now)?;
     let event = NewEvent::new(now, &opts.batch, state.as_str(), summary.clone()).run(run_id);

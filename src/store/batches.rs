@@ -116,7 +116,7 @@ pub(crate) fn info(c: &Connection, id: i64, name: String) -> Result<BatchInfo> {
         pause,
         next_fire,
         last_fire,
-        lock: super::locks::current(c, id, &name)?,
+        locks: super::locks::current(c, id, &name)?,
         last_run: super::runs::last(c, id)?,
         name,
     })

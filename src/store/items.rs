@@ -480,10 +480,11 @@ impl Store {
         })
     }
 
-    /// Takes back every claim of `batch` not held by `current_run`, which
-    /// must hold the batch lock: claims need the lock, so any other claim
-    /// was left by a run that died or was cut off — whatever its lease says
-    /// and whether or not that run was already marked crashed.
+    /// Takes back every claim of `batch` whose run holds no seat of the
+    /// batch lock (`current_run` must hold one): claims need a seat, so such
+    /// a claim was left by a run that died or was cut off — whatever its
+    /// lease says and whether or not that run was already marked crashed.
+    /// Callers free stale seats first (`free_stale_locks`).
     /// Items that already used `max_attempts` are quarantined instead of
     /// being run again (a poison item that kills its runner every time).
     /// Returns (released to pending, quarantined).
@@ -499,7 +500,9 @@ impl Store {
             let orphans: Vec<(i64, String, u32, i64)> = tx
                 .prepare_cached(
                     "SELECT id, key, attempts, lease_run FROM items
-                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2",
+                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2
+                        AND lease_run NOT IN
+                            (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)",
                 )?
                 .query_map(params![id, current_run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
                 .collect::<rusqlite::Result<_>>()?;
@@ -896,7 +899,7 @@ fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i6
     Ok(rows)
 }
 
-/// Does `run_id` hold the batch lock (recorded by `set_lock_run`)?
+/// Does `run_id` hold a seat of the batch lock (see `start_run`)?
 fn holds_lock(tx: &Connection, batch_id: i64, run_id: i64) -> Result<bool> {
     Ok(tx
         .prepare_cached("SELECT 1 FROM locks WHERE batch_id = ?1 AND run_id = ?2")?

@@ -1,8 +1,11 @@
-//! The batch lock: one holder at a time, with an owner token and an expiry
-//! renewed by a heartbeat. Released only by its owner; taken over only after
-//! expiry, or when the caller has established that the holder is dead.
+//! The batch lock: a number of seats (the batch's `runners`, 1 unless
+//! runners on several hosts share its queue), each with an owner token and
+//! an expiry renewed by a heartbeat. A seat is released only by its owner;
+//! taken over only after expiry, or when the caller has established that
+//! the holder is dead. Claims need a seat (`items::holds_lock`), so a
+//! runner cut off past its TTL stops claiming once its seat is taken.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::batches::{batch_id, ensure};
 use super::{Result, Store};
@@ -10,10 +13,11 @@ use crate::model::{Holder, LockInfo, Millis, NewEvent};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockOutcome {
-    /// We hold it now; `took_over` names the previous holder if it was stale.
+    /// We hold a seat now; `took_over` names the stale holder whose seat
+    /// we took, if any.
     Acquired { took_over: Option<LockInfo> },
-    /// Someone else holds it.
-    Held(LockInfo),
+    /// Every seat is held by a live runner (oldest first; never empty).
+    Held(Vec<LockInfo>),
 }
 
 /// Does any batch have a live lock (a runner that may be writing)?
@@ -24,11 +28,14 @@ pub(crate) fn any_live(c: &Connection, now: Millis) -> Result<bool> {
     )
 }
 
-pub(crate) fn current(c: &Connection, batch_id: i64, name: &str) -> Result<Option<LockInfo>> {
-    Ok(c.query_row(
-        "SELECT token, host, pid, pid_start, run_id, acquired_at, expires_at FROM locks WHERE batch_id = ?1",
-        [batch_id],
-        |r| {
+/// Every seat of a batch, oldest first, expired ones included.
+pub(crate) fn current(c: &Connection, batch_id: i64, name: &str) -> Result<Vec<LockInfo>> {
+    let mut st = c.prepare_cached(
+        "SELECT token, host, pid, pid_start, run_id, acquired_at, expires_at FROM locks
+          WHERE batch_id = ?1 ORDER BY acquired_at, token",
+    )?;
+    let rows = st
+        .query_map([batch_id], |r| {
             Ok(LockInfo {
                 batch: name.to_string(),
                 token: r.get(0)?,
@@ -41,14 +48,48 @@ pub(crate) fn current(c: &Connection, batch_id: i64, name: &str) -> Result<Optio
                 acquired_at: r.get(5)?,
                 expires_at: r.get(6)?,
             })
-        },
-    )
-    .optional()?)
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Frees the seats that expired (or whose token is in `dead`), among those
+/// in `only` if given, logging a `lock-takeover` event for each. Returns
+/// them.
+fn free_stale(
+    tx: &Connection,
+    id: i64,
+    batch: &str,
+    now: Millis,
+    dead: &[&str],
+    only: Option<&[&str]>,
+) -> Result<Vec<LockInfo>> {
+    let stale: Vec<LockInfo> = current(tx, id, batch)?
+        .into_iter()
+        .filter(|l| l.expires_at < now || dead.contains(&l.token.as_str()))
+        .filter(|l| only.is_none_or(|o| o.contains(&l.token.as_str())))
+        .collect();
+    for lock in &stale {
+        let why = if lock.expires_at < now {
+            "expired"
+        } else {
+            "its process is gone"
+        };
+        super::events::insert(
+            tx,
+            &NewEvent::new(now, batch, "lock-takeover", format!("took over the lock of {} ({why})", lock.holder))
+                .fields(serde_json::json!({"previous": lock.holder.to_string(), "previous_run": lock.run_id, "why": why})),
+        )?;
+        tx.prepare_cached("DELETE FROM locks WHERE batch_id = ?1 AND token = ?2")?
+            .execute(params![id, lock.token])?;
+    }
+    Ok(stale)
 }
 
 impl Store {
-    /// Takes the batch lock if it is free, expired, or held under the token
-    /// `steal` (a holder the caller found dead).
+    /// Takes a seat of the batch lock if one of the `seats` is free,
+    /// expired, or held under a token in `steal` (holders the caller found
+    /// dead). Stale seats are freed only when we take one.
     #[allow(clippy::too_many_arguments)]
     pub fn acquire_lock(
         &mut self,
@@ -58,36 +99,45 @@ impl Store {
         run_id: Option<i64>,
         expires_at: Millis,
         now: Millis,
-        steal: Option<&str>,
+        steal: &[&str],
+        seats: u32,
     ) -> Result<LockOutcome> {
         self.write(|tx| {
             let id = ensure(tx, batch, now)?;
-            let existing = current(tx, id, batch)?;
-            if let Some(lock) = &existing {
-                let stale = lock.expires_at < now || steal == Some(lock.token.as_str());
-                if !stale {
-                    return Ok(LockOutcome::Held(lock.clone()));
-                }
-                let why = if lock.expires_at < now { "expired" } else { "its process is gone" };
-                super::events::insert(
-                    tx,
-                    &NewEvent::new(now, batch, "lock-takeover", format!("took over the lock of {} ({why})", lock.holder))
-                        .fields(serde_json::json!({"previous": lock.holder.to_string(), "previous_run": lock.run_id, "why": why})),
-                )?;
+            let live: Vec<LockInfo> = current(tx, id, batch)?
+                .into_iter()
+                .filter(|l| l.expires_at >= now && !steal.contains(&l.token.as_str()))
+                .collect();
+            if live.len() >= seats.max(1) as usize {
+                return Ok(LockOutcome::Held(live));
             }
+            let took_over = free_stale(tx, id, batch, now, steal, None)?.into_iter().next();
             tx.execute(
                 "INSERT INTO locks (batch_id, token, host, pid, pid_start, run_id, acquired_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (batch_id) DO UPDATE SET token = excluded.token, host = excluded.host,
-                    pid = excluded.pid, pid_start = excluded.pid_start, run_id = excluded.run_id,
+                 ON CONFLICT (batch_id, token) DO UPDATE SET run_id = excluded.run_id,
                     acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
                 params![id, token, holder.host, holder.pid, holder.pid_start.map(|s| s as i64), run_id, now, expires_at],
             )?;
-            Ok(LockOutcome::Acquired { took_over: existing })
+            Ok(LockOutcome::Acquired { took_over })
         })
     }
 
-    /// Extends our lock. False if it is no longer ours (taken over).
+    /// Frees those of the seats `tokens` that expired (runners cut off or
+    /// gone, on any host) or are in `dead` (holders the caller found dead),
+    /// so their runs can be closed and their claims taken back while the
+    /// caller keeps running. Returns the seats freed.
+    pub fn free_stale_locks(
+        &mut self,
+        batch: &str,
+        now: Millis,
+        tokens: &[&str],
+        dead: &[&str],
+    ) -> Result<Vec<LockInfo>> {
+        self.write(|tx| free_stale(tx, batch_id(tx, batch)?, batch, now, dead, Some(tokens)))
+    }
+
+    /// Extends our seat. False if it is no longer ours (taken over).
     pub fn renew_lock(&mut self, batch: &str, token: &str, expires_at: Millis) -> Result<bool> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
@@ -99,19 +149,7 @@ impl Store {
         })
     }
 
-    /// Records the run holding the lock (known only after it starts).
-    pub fn set_lock_run(&mut self, batch: &str, token: &str, run_id: i64) -> Result<()> {
-        self.write(|tx| {
-            let id = batch_id(tx, batch)?;
-            tx.execute(
-                "UPDATE locks SET run_id = ?3 WHERE batch_id = ?1 AND token = ?2",
-                params![id, token, run_id],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// Releases our lock; never someone else's.
+    /// Releases our seat; never someone else's.
     pub fn release_lock(&mut self, batch: &str, token: &str) -> Result<bool> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
@@ -122,7 +160,8 @@ impl Store {
         })
     }
 
-    pub fn lock(&self, batch: &str) -> Result<Option<LockInfo>> {
+    /// The seats of the batch lock, oldest first (expired ones included).
+    pub fn locks(&self, batch: &str) -> Result<Vec<LockInfo>> {
         self.read(|c| current(c, batch_id(c, batch)?, batch))
     }
 }

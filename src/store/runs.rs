@@ -69,13 +69,16 @@ pub struct OpenRun {
 }
 
 impl Store {
-    /// Records the start of a run.
+    /// Records the start of a run; with `seat`, in the same transaction
+    /// names it as the run of the lock seat held under that token, so no
+    /// other runner ever sees it open without a seat (and takes it for dead).
     pub fn start_run(
         &mut self,
         batch: &str,
         trigger: Trigger,
         holder: &Holder,
         now: Millis,
+        seat: Option<&str>,
     ) -> Result<i64> {
         self.write(|tx| {
             let id = ensure(tx, batch, now)?;
@@ -91,7 +94,14 @@ impl Store {
                     now
                 ],
             )?;
-            Ok(tx.last_insert_rowid())
+            let run_id = tx.last_insert_rowid();
+            if let Some(token) = seat {
+                tx.execute(
+                    "UPDATE locks SET run_id = ?3 WHERE batch_id = ?1 AND token = ?2",
+                    params![id, token, run_id],
+                )?;
+            }
+            Ok(run_id)
         })
     }
 

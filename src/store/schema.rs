@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -277,8 +277,29 @@ END;
 "#
 );
 
+/// Version 2: the batch lock has seats (several runners may share a batch),
+/// one row per holder instead of one per batch.
+const V2: &str = r#"
+CREATE TABLE locks_v2 (
+    batch_id    INTEGER NOT NULL REFERENCES batches(id),
+    token       TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    pid_start   INTEGER,
+    run_id      INTEGER,
+    acquired_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, token)
+) STRICT;
+INSERT INTO locks_v2 SELECT batch_id, token, host, pid, pid_start, run_id, acquired_at, expires_at
+  FROM locks;
+DROP TABLE locks;
+ALTER TABLE locks_v2 RENAME TO locks;
+CREATE INDEX locks_by_expiry ON locks (expires_at);
+"#;
+
 /// Migrations, index `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

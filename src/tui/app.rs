@@ -249,7 +249,7 @@ impl App {
                 pause: None,
                 next_fire: None,
                 last_fire: None,
-                lock: None,
+                locks: Vec::new(),
                 last_run: None,
             },
         })

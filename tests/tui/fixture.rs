@@ -41,7 +41,9 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn start(store: &mut Store, batch: &str, trigger: Trigger, at: Millis) -> i64 {
-        let id = store.start_run(batch, trigger, &holder(), at).unwrap();
+        let id = store
+            .start_run(batch, trigger, &holder(), at, None)
+            .unwrap();
         store
             .log_event(
                 &NewEvent::new(
@@ -76,7 +78,8 @@ impl Run<'_> {
                         Some(self.id),
                         at + MIN,
                         at,
-                        None,
+                        &[],
+                        1,
                     )
                     .unwrap();
                 let claims = self
@@ -287,7 +290,9 @@ pub fn build(db: &Path, opts: &Options) {
 
     // Run 3, 20 h ago: stepped down, someone else held the lock.
     let t = now - 20 * HOUR;
-    let id = store.start_run(b, Trigger::Manual, &holder(), t).unwrap();
+    let id = store
+        .start_run(b, Trigger::Manual, &holder(), t, None)
+        .unwrap();
     store
         .finish_run(
             id,
@@ -447,7 +452,8 @@ pub fn build(db: &Path, opts: &Options) {
                 Some(id),
                 now + 45_000,
                 t,
-                None,
+                &[],
+                1,
             )
             .unwrap();
         let mut run = Run {

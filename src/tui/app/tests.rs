@@ -39,7 +39,7 @@ fn info(name: &str, paused: bool) -> BatchView {
             }),
             next_fire: None,
             last_fire: None,
-            lock: None,
+            locks: Vec::new(),
             last_run: None,
         },
         minutes: vec![(0, 0); 5],

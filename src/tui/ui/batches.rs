@@ -134,7 +134,7 @@ fn table(
             let rate = view.map_or(0.0, |v| rates(&v.minutes, app.now).last_minute);
             let (state, role) = match view.map(|v| &v.info) {
                 Some(i) if i.pause.is_some() => ("paused", Role::Warn),
-                Some(i) if i.lock.is_some() => ("running", Role::Accent),
+                Some(i) if i.lock().is_some() => ("running", Role::Accent),
                 _ => ("idle", Role::Dim),
             };
             let failed = Cell::from(format!(
@@ -287,7 +287,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             ),
         ]));
     }
-    lines.push(match &info.lock {
+    lines.push(match info.lock() {
         Some(l) => {
             let left = if l.expires_at >= now {
                 format!("{} left", compact(((l.expires_at - now) / 1000) as u64))
@@ -295,10 +295,14 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
                 "expired".into()
             };
             let run = l.run_id.map(|r| format!(" · run #{r}")).unwrap_or_default();
+            let more = match info.locks.len() {
+                0 | 1 => String::new(),
+                n => format!(" · +{} more runners", n - 1),
+            };
             Line::from(vec![
                 label("lock"),
                 Span::styled(clean(&l.holder.to_string(), 80), p.style(Role::Accent)),
-                Span::raw(format!("{run} · {left}")),
+                Span::raw(format!("{run} · {left}{more}")),
             ])
         }
         None => Line::from(vec![
