@@ -26,7 +26,14 @@ pub struct PgServer {
 /// The server's binaries directory, or why there is none.
 fn bin_dir() -> Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os("NIGHTSHIFT_PG_BIN") {
-        return Ok(PathBuf::from(dir));
+        let dir = PathBuf::from(dir);
+        if dir.join("initdb").is_file() && dir.join("postgres").is_file() {
+            return Ok(dir);
+        }
+        return Err(format!(
+            "PostgreSQL server binaries (initdb, postgres) not found in NIGHTSHIFT_PG_BIN={}",
+            dir.display()
+        ));
     }
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {

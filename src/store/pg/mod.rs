@@ -218,7 +218,7 @@ impl PgStore {
     /// see the README for why this polls rather than LISTENs.
     pub fn change_marker(&self) -> Vec<u8> {
         let mut conn = self.conn();
-        match conn.query_one_text("SELECT pg_current_wal_lsn()::text") {
+        match conn.query_one_text("SELECT pg_current_wal_insert_lsn()::text") {
             Ok(lsn) => lsn.into_bytes(),
             // Unreadable: a fresh value each time, so the poller reads
             // (and reports the error) rather than showing stale numbers.
