@@ -9,6 +9,8 @@
 //! a message, except under CI (`CI` set) or `NIGHTSHIFT_REQUIRE_PG=1`,
 //! where they fail loudly.
 //!
+//! `NIGHTSHIFT_PG_OPTS` adds server settings (`-c name=value ...`).
+//!
 //! The server stops, and its directory is removed, when the test process
 //! exits: a watchdog shell beside it waits for the process to go away.
 
@@ -155,7 +157,7 @@ fn start() -> Result<PgServer, String> {
     let script = r#"
         "$1/postgres" -D "$2/data" -k "$2/sock" -c listen_addresses='' \
             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-            -c max_connections=300 -c shared_buffers=32MB \
+            -c max_connections=300 -c shared_buffers=32MB $4 \
             >"$2/server.log" 2>&1 &
         pg=$!
         while [ -d "/proc/$3" ] && kill -0 "$pg" 2>/dev/null; do sleep 0.5; done
@@ -169,6 +171,8 @@ fn start() -> Result<PgServer, String> {
         .arg(&bin)
         .arg(&base)
         .arg(std::process::id().to_string())
+        // Extra server settings (benchmarks): later `-c`s win.
+        .arg(std::env::var("NIGHTSHIFT_PG_OPTS").unwrap_or_default())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -125,7 +125,17 @@ impl PgStore {
     pub(crate) fn read<T>(&self, f: impl Fn(&mut Conn) -> Result<T>) -> Result<T> {
         let mut conn = self.conn();
         if self.in_group {
-            return f(&mut conn).map_err(|e| e.at(&self.target));
+            // In a savepoint: a failed statement would otherwise abort the
+            // whole group's transaction.
+            conn.simple("SAVEPOINT r").map_err(|e| e.at(&self.target))?;
+            let out = f(&mut conn);
+            let end = if out.is_ok() {
+                "RELEASE r"
+            } else {
+                "ROLLBACK TO r; RELEASE r"
+            };
+            conn.simple(end).map_err(|e| e.at(&self.target))?;
+            return out.map_err(|e| e.at(&self.target));
         }
         conn.simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .map_err(|e| e.at(&self.target))?;
@@ -201,6 +211,16 @@ impl PgStore {
         let out = f(self);
         self.in_group = false;
         let mut conn = self.conn();
+        // COMMIT of a transaction that an error aborted "succeeds" as a
+        // rollback: ask first, so a lost group is never reported as kept.
+        if let Err(e) = conn.simple("SELECT 1") {
+            let _ = conn.simple("ROLLBACK");
+            return Err(StoreError::Invalid(format!(
+                "the group transaction on {} was rolled back by an error; nothing in it was kept ({})",
+                target.display(),
+                e.at(&target)
+            )));
+        }
         if let Err(e) = conn.simple("COMMIT") {
             let _ = conn.simple("ROLLBACK");
             return Err(e.at(&target));
