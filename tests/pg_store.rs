@@ -283,3 +283,33 @@ fn the_cli_says_postgres_is_not_ready_yet() {
         );
     }
 }
+
+/// A session the server dropped (restart, idle timeout) is replaced on the
+/// next call rather than failing every call from then on.
+#[test]
+fn a_dropped_session_is_replaced() {
+    let Some((url, mut s)) = fresh() else { return };
+    s.add_items("b", &items(2), now(), |_| {}).unwrap();
+    let ro = PgStore::open(&url, Access::ReadOnly).unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let db = url
+        .split('/')
+        .nth(3)
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    let killed = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db],
+        )
+        .unwrap();
+    assert_eq!(killed.len(), 2, "both sessions were dropped");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(ro.counts("b").unwrap().pending, 2);
+    s.add_items("b", &items(3), now(), |_| {}).unwrap();
+    assert_eq!(s.counts("b").unwrap().pending, 3);
+}

@@ -18,6 +18,10 @@ const CACHE: usize = 256;
 
 pub(crate) struct Conn {
     client: Client,
+    /// How to connect again after the server dropped the session.
+    url: String,
+    access: Access,
+    skew_ms: i64,
     cache: HashMap<String, Statement>,
     /// Database clock minus the caller's clock, in ms (whole seconds).
     pub(crate) off: i64,
@@ -113,9 +117,25 @@ impl Conn {
         let off = measure_offset(&mut client, skew_ms).map_err(|e| e.at(target))?;
         Ok(Conn {
             client,
+            url: url.to_string(),
+            access,
+            skew_ms,
             cache: HashMap::new(),
             off,
         })
+    }
+
+    /// Begins a transaction; a session the server dropped meanwhile (a
+    /// restart, an idle timeout, a terminated backend) is replaced first.
+    /// Nothing was sent in it yet, so nothing can have been half done.
+    pub(crate) fn begin(&mut self, sql: &str, target: &Path) -> Result<()> {
+        match self.simple(sql) {
+            Err(_) if self.client.is_closed() => {
+                *self = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
+                self.simple(sql)
+            }
+            other => other,
+        }
     }
 
     /// Runs statements without parameters (transaction control, DDL).

@@ -137,8 +137,11 @@ impl PgStore {
             conn.simple(end).map_err(|e| e.at(&self.target))?;
             return out.map_err(|e| e.at(&self.target));
         }
-        conn.simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .map_err(|e| e.at(&self.target))?;
+        conn.begin(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+            &self.target,
+        )
+        .map_err(|e| e.at(&self.target))?;
         match f(&mut conn) {
             Ok(out) => {
                 conn.simple("COMMIT").map_err(|e| e.at(&self.target))?;
@@ -178,7 +181,7 @@ impl PgStore {
         let mut tries = 0;
         loop {
             tries += 1;
-            conn.simple("BEGIN").map_err(|e| e.at(&target))?;
+            conn.begin("BEGIN", &target).map_err(|e| e.at(&target))?;
             let out = f(conn).and_then(|out| conn.simple("COMMIT").map(|()| out));
             match out {
                 Ok(out) => return Ok(out),
@@ -206,7 +209,9 @@ impl PgStore {
             return Err(StoreError::ReadOnlyStore(self.target.clone()));
         }
         let target = self.target.clone();
-        self.conn().simple("BEGIN").map_err(|e| e.at(&target))?;
+        self.conn()
+            .begin("BEGIN", &target)
+            .map_err(|e| e.at(&target))?;
         self.in_group = true;
         let out = f(self);
         self.in_group = false;
