@@ -473,6 +473,31 @@ both_backends! {
         assert_eq!(s.counts("b").unwrap().skipped, 1);
     }
 
+    fn the_runner_chains_a_success_and_the_next_claim_in_one_group(db, s) {
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, &holder(1), T0).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, None).unwrap();
+        let mut claim = s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap().remove(0);
+        let mut done = Vec::new();
+        loop {
+            let (accepted, next) = s.group(|s| {
+                let ok = s.complete(&Completion { item_id: claim.item_id, token: claim.token, run_id: run,
+                    outcome: Outcome::Done, result: None, cost: None, now: T0 }, &done_event(&claim.key)).unwrap();
+                (ok, s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap())
+            }).unwrap();
+            assert!(accepted);
+            done.push(claim.key.clone());
+            match next.into_iter().next() {
+                Some(c) => claim = c,
+                None => break,
+            }
+        }
+        assert_eq!(done, ["k000", "k001", "k002"]);
+        assert_eq!(s.counts("b").unwrap().done, 3);
+        assert_eq!(s.run(run).unwrap().unwrap().counts.done, 3);
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
     fn a_read_only_store_writes_nothing(db, s) {
         s.add_items("b", &items(2), T0, |_| {}).unwrap();
         drop(s);

@@ -7,8 +7,15 @@ use crate::store::{Result, StoreError};
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(c: &mut Conn, name: &str) -> Result<i64> {
+    if let Some(id) = c.batch_ids.get(name) {
+        return Ok(*id);
+    }
     match c.opt("SELECT id FROM batches WHERE name = $1", &[&name])? {
-        Some(r) => Ok(r.get(0)),
+        Some(r) => {
+            let id = r.get(0);
+            c.batch_ids.insert(name.to_string(), id);
+            Ok(id)
+        }
         None => Err(StoreError::UnknownBatch {
             name: name.to_string(),
             known: names(c).unwrap_or_default(),

@@ -23,6 +23,10 @@ pub(crate) struct Conn {
     access: Access,
     skew_ms: i64,
     cache: HashMap<String, Statement>,
+    /// Batch ids by name: batches are never deleted, so an id once read
+    /// stays right. Cleared on every rollback (it may hold an id whose
+    /// insert was rolled back).
+    pub(crate) batch_ids: HashMap<String, i64>,
     /// Database clock minus the caller's clock, in ms (whole seconds).
     pub(crate) off: i64,
 }
@@ -121,6 +125,7 @@ impl Conn {
             access,
             skew_ms,
             cache: HashMap::new(),
+            batch_ids: HashMap::new(),
             off,
         })
     }
@@ -140,7 +145,27 @@ impl Conn {
 
     /// Runs statements without parameters (transaction control, DDL).
     pub(crate) fn simple(&mut self, sql: &str) -> Result<()> {
+        if sql.starts_with("ROLLBACK") {
+            self.batch_ids.clear();
+        }
         Ok(self.client.batch_execute(sql)?)
+    }
+
+    /// Replaces a session the server dropped (see [`Conn::begin`]).
+    pub(crate) fn ensure_open(&mut self, target: &Path) -> Result<()> {
+        if self.client.is_closed() {
+            *self = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
+        }
+        Ok(())
+    }
+
+    /// A single statement in its own implicit transaction.
+    pub(crate) fn q_alone(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let out = self.q(sql, params);
+        if out.is_err() {
+            self.batch_ids.clear();
+        }
+        out
     }
 
     fn prepared(&mut self, sql: &str) -> Result<Statement> {

@@ -171,20 +171,18 @@ impl PgStore {
         lease_until: Millis,
         now: Millis,
     ) -> Result<Option<Vec<Claim>>> {
-        self.write(|c| {
+        // One statement: the lock check (its row shared-locked, see
+        // `holds_lock`), the claim and its events.
+        self.write_one(|c| {
             let id = batch_id(c, batch)?;
-            if !holds_lock(c, id, run_id)? {
-                return Ok(None);
-            }
-            if n == 0 {
-                return Ok(Some(Vec::new()));
-            }
             let (until, at) = (c.tin(lease_until), c.tin(now));
-            let rows = c.q(
-                "WITH picked AS (
+            let rows = c.q_alone(
+                "WITH held AS (
+                     SELECT 1 FROM locks WHERE batch_id = $1 AND run_id = $3 FOR SHARE),
+                 picked AS (
                      SELECT id FROM items
                       WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
-                        AND next_attempt_at IS NULL
+                        AND next_attempt_at IS NULL AND EXISTS (SELECT 1 FROM held)
                       ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED),
                  claimed AS (
                      UPDATE items i
@@ -198,10 +196,19 @@ impl PgStore {
                      INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message)
                      SELECT $5, $1, $3, key, id, 'claimed', 'claimed (attempt ' || attempts || ')'
                        FROM claimed ORDER BY id)
-                 SELECT * FROM claimed ORDER BY id",
+                 SELECT c.*, (SELECT count(*) FROM held)::int8 AS held
+                   FROM (SELECT 1) one LEFT JOIN claimed c ON true ORDER BY c.id",
                 &[&id, &(n as i64), &run_id, &until, &at],
             )?;
-            Ok(Some(rows.iter().map(claim_from_row).collect()))
+            if rows.first().is_none_or(|r| r.get::<_, i64>(7) == 0) {
+                return Ok(None);
+            }
+            Ok(Some(
+                rows.iter()
+                    .filter(|r| r.get::<_, Option<i64>>(0).is_some())
+                    .map(claim_from_row)
+                    .collect(),
+            ))
         })
     }
 
@@ -262,7 +269,64 @@ impl PgStore {
     /// Marks a claimed item done — only after its worker succeeded. False
     /// (and nothing written) if the lease token no longer matches.
     pub fn complete(&mut self, done: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-        self.write(|c| complete_in(c, done, event))
+        if self.in_group {
+            return self.write(|c| complete_in(c, done, event));
+        }
+        // One statement: the item, its run's counts and the event.
+        self.write_one(|c| {
+            let batch = match &event.batch {
+                Some(name) => Some(batch_id(c, name)?),
+                None => None,
+            };
+            let (at, event_at) = (c.tin(done.now), c.tin(event.at));
+            let result = text_opt(done.result);
+            let fields = event
+                .fields
+                .as_ref()
+                .map(|f| text(&f.to_string()).into_owned());
+            let message = text(&event.message);
+            let key = event.key.as_deref();
+            let rows = c.q_alone(
+                "WITH up AS (
+                     UPDATE items SET status = 'done', outcome = $3, result = $4, cost = $5,
+                            tier = NULL, error_class = NULL, error_message = NULL,
+                            next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
+                            updated_at = $6
+                      WHERE id = $1 AND lease_token = $2 AND status = 'claimed'
+                     RETURNING id),
+                 counted AS (
+                     UPDATE runs SET done = done + ($3 = 'done')::int,
+                            empty = empty + ($3 = 'empty')::int,
+                            cost = cost + coalesce($5::float8, 0)
+                      WHERE id = $7 AND EXISTS (SELECT 1 FROM up)),
+                 logged AS (
+                     INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor,
+                                         message, fields)
+                     SELECT $8, $9, $10, $11::text,
+                            (SELECT id FROM items WHERE batch_id = $9 AND key = $11::text),
+                            $12, $13, $14, $15
+                       FROM up)
+                 SELECT count(*)::int8 FROM up",
+                &[
+                    &done.item_id,
+                    &done.token,
+                    &done.outcome.as_str(),
+                    &result,
+                    &done.cost,
+                    &at,
+                    &done.run_id,
+                    &event_at,
+                    &batch,
+                    &event.run_id,
+                    &key,
+                    &event.kind,
+                    &event.actor,
+                    &message,
+                    &fields,
+                ],
+            )?;
+            Ok(rows[0].get::<_, i64>(0) == 1)
+        })
     }
 
     /// Ends a claim in `failed` with a tier, appending a dead letter.

@@ -199,6 +199,33 @@ impl PgStore {
         }
     }
 
+    /// A write of one statement, built by `f` (which may read, e.g. a batch
+    /// id, but must write only in the statement it returns the rows of):
+    /// outside a group it runs in its own implicit transaction, saving the
+    /// BEGIN and COMMIT round trips of [`PgStore::write`] on the runner's
+    /// hot path; inside a group, as any write. Retried as `write` is.
+    pub(crate) fn write_one<T>(&mut self, mut f: impl FnMut(&mut Conn) -> Result<T>) -> Result<T> {
+        if self.in_group || self.access == Access::ReadOnly {
+            return self.write(f);
+        }
+        let target = self.target.clone();
+        let conn = self.conn.get_mut().unwrap_or_else(|p| p.into_inner());
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            conn.ensure_open(&target).map_err(|e| e.at(&target))?;
+            match f(conn) {
+                Ok(out) => return Ok(out),
+                Err(e) if tries < 10 && e.is_retryable_pg() => {
+                    std::thread::sleep(std::time::Duration::from_millis(fastrand::u64(
+                        1..=5 * tries,
+                    )));
+                }
+                Err(e) => return Err(e.at(&target)),
+            }
+        }
+    }
+
     /// Group commit: every write `f` makes shares one transaction (see
     /// [`super::Store::group`]). A group inside a group joins it.
     pub fn group<T>(&mut self, f: impl FnOnce(&mut PgStore) -> T) -> Result<T> {
@@ -310,5 +337,13 @@ mod tests {
             PathBuf::from("postgresql://u@h/q")
         );
         assert!(is_url("postgresql://h/q") && !is_url("nightshift.db"));
+    }
+
+    /// The runner moves its store into a writer thread; the dashboard's
+    /// poller shares one.
+    #[test]
+    fn the_store_can_move_between_threads() {
+        fn send_and_sync<T: Send + Sync>() {}
+        send_and_sync::<PgStore>();
     }
 }
