@@ -108,10 +108,17 @@ fn as_server_user(cmd: &mut Command) -> Result<(), String> {
 
 fn start() -> Result<PgServer, String> {
     let bin = bin_dir()?;
+    // Under root the server runs as `postgres`, which must reach the
+    // directory: /tmp rather than a TMPDIR that may be private to root.
+    let parent = if server_user().is_some() {
+        PathBuf::from("/tmp")
+    } else {
+        std::env::temp_dir()
+    };
     let base = tempfile::Builder::new()
         .prefix("nightshift-pg-")
-        .tempdir()
-        .map_err(|e| format!("temporary directory: {e}"))?
+        .tempdir_in(&parent)
+        .map_err(|e| format!("temporary directory in {}: {e}", parent.display()))?
         .keep();
     let data = base.join("data");
     let socket_dir = base.join("sock");
