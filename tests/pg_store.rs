@@ -423,3 +423,50 @@ fn counters_stay_exact_under_concurrent_mixed_transitions() {
     assert!(dead > 0);
     assert_eq!(r.counts.failed, dead);
 }
+
+/// The read-only role the README documents can monitor: every read the
+/// dashboard and `status` make works, and the server refuses its writes.
+#[test]
+fn the_documented_read_only_role_can_monitor() {
+    use nightshift::store::DashQuery;
+    let Some((url, mut s)) = fresh() else { return };
+    s.add_items("b", &items(3), now(), |_| {}).unwrap();
+    let db = url
+        .split('/')
+        .nth(3)
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    // As in the README (trust authentication here, so no password).
+    admin
+        .batch_execute(&format!(
+            "DO $$ BEGIN
+                 IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'nightshift_ro') THEN
+                     CREATE ROLE nightshift_ro LOGIN;
+                 END IF;
+             END $$;
+             GRANT CONNECT ON DATABASE {db} TO nightshift_ro;
+             GRANT USAGE ON SCHEMA nightshift TO nightshift_ro;
+             GRANT SELECT ON ALL TABLES IN SCHEMA nightshift TO nightshift_ro;
+             ALTER ROLE nightshift_ro SET default_transaction_read_only = on;"
+        ))
+        .unwrap();
+    let ro_url = url.replace("user=postgres", "user=nightshift_ro");
+    let ro = PgStore::open(&ro_url, Access::ReadOnly).unwrap();
+    assert_eq!(ro.counts("b").unwrap().pending, 3);
+    let q = DashQuery {
+        batch: Some("b".into()),
+        dlq: true,
+        ..DashQuery::default()
+    };
+    assert_eq!(ro.dashboard(&q, now()).unwrap().batches.len(), 1);
+    assert!(!ro.change_marker().is_empty());
+    assert_eq!(ro.integrity_check().unwrap(), "ok");
+    // Even opened for writing, the role changes nothing.
+    let mut rw = PgStore::open(&ro_url, Access::ReadWrite).unwrap();
+    assert!(rw.ensure_batch("other", now()).is_err());
+    assert_eq!(s.batch_names().unwrap(), vec!["b".to_string()]);
+}

@@ -316,6 +316,19 @@ pub(super) fn check_identity(conn: &mut Conn, target: &Path) -> Result<()> {
 /// Brings the database to `PG_SCHEMA_VERSION` in one transaction. True if
 /// the schema was created. A newer schema is refused, untouched.
 pub(super) fn migrate(conn: &mut Conn, target: &Path) -> Result<bool> {
+    // Up to date (the usual open): no DDL, no lock, nothing a role without
+    // CREATE rights would be refused.
+    match version(conn)? {
+        Some(v) if v > PG_SCHEMA_VERSION => {
+            return Err(StoreError::NewerSchema {
+                path: target.to_path_buf(),
+                found: v,
+                supported: PG_SCHEMA_VERSION,
+            });
+        }
+        Some(PG_SCHEMA_VERSION) => return Ok(false),
+        _ => {}
+    }
     conn.simple("BEGIN")?;
     let out = (|| {
         conn.x("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
