@@ -43,6 +43,21 @@ pub enum StoreError {
     Invalid(String),
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// An error from a PostgreSQL server (see `store::pg`).
+    #[error("PostgreSQL error{}: {message}", on_target(.target))]
+    Postgres {
+        target: Option<PathBuf>,
+        /// The SQLSTATE, or empty when the error did not come from the server.
+        code: String,
+        message: String,
+    },
+}
+
+fn on_target(target: &Option<PathBuf>) -> String {
+    target
+        .as_ref()
+        .map(|t| format!(" on {}", t.display()))
+        .unwrap_or_default()
 }
 
 /// Whether the file system holding `path` has no space left for us.
@@ -174,6 +189,15 @@ impl StoreError {
             },
             StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
             StoreError::Sqlite(e) => StoreError::Invalid(format!("database error: {e}")),
+            StoreError::Postgres {
+                target,
+                code,
+                message,
+            } => StoreError::Postgres {
+                target: target.clone(),
+                code: code.clone(),
+                message: message.clone(),
+            },
         }
     }
 }

@@ -15,6 +15,7 @@ mod error;
 mod events;
 mod items;
 mod locks;
+pub mod pg;
 mod prune;
 mod readonly;
 mod runs;
