@@ -264,26 +264,6 @@ fn read_only_sessions_are_read_only_on_the_server() {
     );
 }
 
-/// Until the commands use the PostgreSQL store, a postgres URL is refused
-/// with a clear message, not taken for a file name.
-#[test]
-fn the_cli_says_postgres_is_not_ready_yet() {
-    for db in ["postgres://u@h/q", "postgresql:///q?host=/tmp"] {
-        let out = assert_cmd::Command::cargo_bin("nightshift")
-            .unwrap()
-            .args(["--db", db, "status"])
-            .env_remove("NIGHTSHIFT_CONFIG")
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("PostgreSQL support is not complete yet"),
-            "{err}"
-        );
-    }
-}
-
 /// A session the server dropped (restart, idle timeout) is replaced on the
 /// next call rather than failing every call from then on.
 #[test]

@@ -1,8 +1,8 @@
 //! The store's semantics, one suite run against both backends: every test
 //! below is compiled twice, once on a temp-dir SQLite store and once on a
 //! fresh database of a private PostgreSQL server (see `common/pg.rs`).
-//! Both stores have the same methods, so the same body type-checks against
-//! each.
+//! Both go through `Store`, which every caller uses: a path opens SQLite,
+//! a `postgres://` URL PostgreSQL.
 
 #[path = "common/pg.rs"]
 mod pg;
@@ -61,23 +61,27 @@ mod sqlite_backend {
     }
 }
 
+/// Through the [`Store`] every caller uses, given the database's URL.
 mod pg_backend {
-    use nightshift::store::Access;
-    use nightshift::store::pg::PgStore;
+    use nightshift::store::{Access, Store};
+    use std::path::Path;
 
     pub struct Db {
         pub url: String,
     }
 
     impl Db {
-        pub fn open(&self, access: Access) -> PgStore {
-            PgStore::open(&self.url, access).unwrap()
+        pub fn open(&self, access: Access) -> Store {
+            let store = Store::open(Path::new(&self.url), access).unwrap();
+            assert!(matches!(store, Store::Pg(_)));
+            store
         }
     }
 
-    pub fn fresh() -> Option<(Db, PgStore)> {
+    pub fn fresh() -> Option<(Db, Store)> {
         let url = super::pg::server()?.database();
-        let (store, created) = PgStore::create(&url).unwrap();
+        let (store, created) = Store::create(Path::new(&url)).unwrap();
+        assert!(matches!(store, Store::Pg(_)));
         assert!(created);
         Some((Db { url }, store))
     }
@@ -581,6 +585,31 @@ both_backends! {
         assert_eq!(search("k00", Some(nightshift::model::Status::Failed)), ["k000"]);
         assert_eq!(search("k00", Some(nightshift::model::Status::Pending)).len(), 9);
         assert!(search("nothing like it", None).is_empty());
+    }
+
+    /// The runner's and the daemon's async code call the store directly:
+    /// the PostgreSQL client, which runs a runtime of its own, must not
+    /// panic there (nor when its session is closed there).
+    fn the_store_works_inside_an_async_runtime(db, s) {
+        drop(s);
+        for multi in [true, false] {
+            let rt = if multi {
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+            } else {
+                tokio::runtime::Builder::new_current_thread().enable_all().build()
+            }.unwrap();
+            rt.block_on(async {
+                let mut s = db.open(Access::ReadWrite);
+                s.add_items("b", &items(2), T0, |_| {}).unwrap();
+                tokio::task::yield_now().await;
+                let paused = s.group(|s| {
+                    s.pause_batch("b", &Pause { reason: "r".into(), by: "me".into(), at: T0 }).unwrap()
+                }).unwrap();
+                assert_eq!(paused, !multi, "paused, then already paused");
+                assert_eq!(s.counts("b").unwrap().pending, 2);
+                drop(s);
+            });
+        }
     }
 
     fn a_read_only_store_writes_nothing(db, s) {

@@ -84,7 +84,6 @@ pub struct Ctx {
 impl Ctx {
     pub fn from_cli(cli: &Cli) -> anyhow::Result<Ctx> {
         let (config, db) = crate::config::discover(cli.db.as_deref(), cli.config.as_deref())?;
-        refuse_postgres(cli.db.as_deref().unwrap_or(&db))?;
         let color = !cli.no_color
             && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
             && std::io::stdout().is_terminal();
@@ -116,19 +115,6 @@ impl Ctx {
         names.sort();
         Ok(names)
     }
-}
-
-/// The PostgreSQL store exists (`store::pg`) but the commands, runner and
-/// dashboard do not use it yet: say so rather than half-work.
-fn refuse_postgres(db: &std::path::Path) -> anyhow::Result<()> {
-    let text = db.to_string_lossy();
-    if text.contains("postgres://") || text.contains("postgresql://") {
-        return Err(user_error(
-            "PostgreSQL support is not complete yet: the store exists, but the commands \
-             still use SQLite only; pass --db with the path of a SQLite file",
-        ));
-    }
-    Ok(())
 }
 
 /// Runs the parsed command.

@@ -25,6 +25,8 @@ pub enum StoreError {
     ReadOnlyStore(PathBuf),
     #[error("cannot write {0}: the file or its directory is read-only ({1})")]
     ReadOnlyFile(PathBuf, String),
+    #[error("cannot write {0}: the database lets this session only read ({1})")]
+    ReadOnlyDatabase(PathBuf, String),
     #[error("cannot open {0}: {1}")]
     CannotOpen(PathBuf, String),
     #[error("cannot create the store {0}: {1}")]
@@ -172,6 +174,9 @@ impl StoreError {
             },
             StoreError::ReadOnlyStore(p) => StoreError::ReadOnlyStore(p.clone()),
             StoreError::ReadOnlyFile(p, d) => StoreError::ReadOnlyFile(p.clone(), d.clone()),
+            StoreError::ReadOnlyDatabase(p, d) => {
+                StoreError::ReadOnlyDatabase(p.clone(), d.clone())
+            }
             StoreError::CannotOpen(p, d) => StoreError::CannotOpen(p.clone(), d.clone()),
             StoreError::CannotCreate(p, d) => StoreError::CannotCreate(p.clone(), d.clone()),
             StoreError::DiskFull(p) => StoreError::DiskFull(p.clone()),

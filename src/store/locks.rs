@@ -5,7 +5,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::batches::{batch_id, ensure};
-use super::{Result, Store};
+use super::{Result, SqliteStore};
 use crate::model::{Holder, LockInfo, Millis, NewEvent};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub(crate) fn current(c: &Connection, batch_id: i64, name: &str) -> Result<Optio
     .optional()?)
 }
 
-impl Store {
+impl SqliteStore {
     /// Takes the batch lock if it is free, expired, or held under the token
     /// `steal` (a holder the caller found dead).
     #[allow(clippy::too_many_arguments)]

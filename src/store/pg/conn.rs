@@ -17,7 +17,8 @@ pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 const CACHE: usize = 256;
 
 pub(crate) struct Conn {
-    client: Client,
+    /// Always set; taken only when the session is dropped (see `Drop`).
+    client: Option<Client>,
     /// How to connect again after the server dropped the session.
     url: String,
     access: Access,
@@ -74,8 +75,10 @@ impl StoreError {
                 if code == "53100" {
                     return StoreError::DiskFull(target.to_path_buf());
                 }
-                if code == "25006" {
-                    return StoreError::ReadOnlyFile(target.to_path_buf(), message);
+                // A read-only transaction (a read-only role or a standby),
+                // or a role without the privilege.
+                if code == "25006" || code == "42501" {
+                    return StoreError::ReadOnlyDatabase(target.to_path_buf(), message);
                 }
                 StoreError::Postgres {
                     target: Some(target.to_path_buf()),
@@ -93,8 +96,34 @@ impl StoreError {
     }
 }
 
+/// Runs `f`, which may block on the `postgres` client. That client drives
+/// a tokio runtime of its own, which panics when entered (or dropped) on a
+/// thread already running one: the runner's and the daemon's async code
+/// call the store directly. There, `f` runs on a short-lived thread. The
+/// store thread of the runner and the dashboard's poller run none.
+fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| s.spawn(f).join()).unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            let _ = std::thread::spawn(move || drop(client)).join();
+        }
+    }
+}
+
 impl Conn {
     pub(crate) fn connect(url: &str, target: &Path, access: Access, skew_ms: i64) -> Result<Conn> {
+        off_runtime(|| Self::connect_here(url, target, access, skew_ms))
+    }
+
+    fn connect_here(url: &str, target: &Path, access: Access, skew_ms: i64) -> Result<Conn> {
         let mut client = Client::connect(url, NoTls).map_err(|e| {
             let hint = match e.code().map(|c| c.code()) {
                 Some("3D000") => ": create the database first (createdb), then `nightshift init`",
@@ -120,7 +149,7 @@ impl Conn {
             .map_err(|e| StoreError::from(e).at(target))?;
         let off = measure_offset(&mut client, skew_ms).map_err(|e| e.at(target))?;
         Ok(Conn {
-            client,
+            client: Some(client),
             url: url.to_string(),
             access,
             skew_ms,
@@ -130,12 +159,18 @@ impl Conn {
         })
     }
 
+    fn client(&mut self) -> &mut Client {
+        self.client
+            .as_mut()
+            .expect("the session is open until dropped")
+    }
+
     /// Begins a transaction; a session the server dropped meanwhile (a
     /// restart, an idle timeout, a terminated backend) is replaced first.
     /// Nothing was sent in it yet, so nothing can have been half done.
     pub(crate) fn begin(&mut self, sql: &str, target: &Path) -> Result<()> {
         match self.simple(sql) {
-            Err(_) if self.client.is_closed() => {
+            Err(_) if self.client().is_closed() => {
                 *self = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
                 self.simple(sql)
             }
@@ -148,12 +183,13 @@ impl Conn {
         if sql.starts_with("ROLLBACK") {
             self.batch_ids.clear();
         }
-        Ok(self.client.batch_execute(sql)?)
+        let client = self.client();
+        Ok(off_runtime(|| client.batch_execute(sql))?)
     }
 
     /// Replaces a session the server dropped (see [`Conn::begin`]).
     pub(crate) fn ensure_open(&mut self, target: &Path) -> Result<()> {
-        if self.client.is_closed() {
+        if self.client().is_closed() {
             *self = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
         }
         Ok(())
@@ -172,7 +208,8 @@ impl Conn {
         if let Some(st) = self.cache.get(sql) {
             return Ok(st.clone());
         }
-        let st = self.client.prepare(sql)?;
+        let client = self.client();
+        let st = off_runtime(|| client.prepare(sql))?;
         if self.cache.len() >= CACHE {
             self.cache.clear();
         }
@@ -182,26 +219,31 @@ impl Conn {
 
     pub(crate) fn q(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
         let st = self.prepared(sql)?;
-        Ok(self.client.query(&st, params)?)
+        let client = self.client();
+        Ok(off_runtime(|| client.query(&st, params))?)
     }
 
     pub(crate) fn x(&mut self, sql: &str, params: Params<'_>) -> Result<u64> {
         let st = self.prepared(sql)?;
-        Ok(self.client.execute(&st, params)?)
+        let client = self.client();
+        Ok(off_runtime(|| client.execute(&st, params))?)
     }
 
     pub(crate) fn opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>> {
         let st = self.prepared(sql)?;
-        Ok(self.client.query_opt(&st, params)?)
+        let client = self.client();
+        Ok(off_runtime(|| client.query_opt(&st, params))?)
     }
 
     pub(crate) fn one(&mut self, sql: &str, params: Params<'_>) -> Result<Row> {
         let st = self.prepared(sql)?;
-        Ok(self.client.query_one(&st, params)?)
+        let client = self.client();
+        Ok(off_runtime(|| client.query_one(&st, params))?)
     }
 
     pub(crate) fn query_one_text(&mut self, sql: &str) -> Result<String> {
-        let row = self.client.query_one(sql, &[])?;
+        let client = self.client();
+        let row = off_runtime(|| client.query_one(sql, &[]))?;
         Ok(row.get(0))
     }
 

@@ -114,6 +114,20 @@ impl PgStore {
         self.access
     }
 
+    /// Whether this role may change items, on a server that accepts
+    /// writes (a standby does not).
+    pub fn writable(&self) -> bool {
+        self.read(|c| {
+            Ok(c.one(
+                "SELECT has_table_privilege('nightshift.items', 'UPDATE')
+                        AND NOT pg_is_in_recovery()",
+                &[],
+            )?
+            .get::<_, bool>(0))
+        })
+        .unwrap_or(false)
+    }
+
     fn conn(&self) -> std::sync::MutexGuard<'_, Conn> {
         // A panic while holding the lock leaves no transaction open that
         // matters: the next BEGIN fails loudly if one were.
@@ -229,20 +243,32 @@ impl PgStore {
     /// Group commit: every write `f` makes shares one transaction (see
     /// [`super::Store::group`]). A group inside a group joins it.
     pub fn group<T>(&mut self, f: impl FnOnce(&mut PgStore) -> T) -> Result<T> {
-        if self.in_group {
-            return Ok(f(self));
+        Self::group_in(self, |s| s, f)
+    }
+
+    /// [`PgStore::group`] of the store `inner` reaches from `outer` (the
+    /// [`Store`](crate::store::Store) holding it), so that `f` gets `outer`.
+    pub(crate) fn group_in<S, T>(
+        outer: &mut S,
+        inner: impl Fn(&mut S) -> &mut PgStore,
+        f: impl FnOnce(&mut S) -> T,
+    ) -> Result<T> {
+        if inner(outer).in_group {
+            return Ok(f(outer));
         }
-        if self.access == Access::ReadOnly {
-            return Err(StoreError::ReadOnlyStore(self.target.clone()));
+        let this = inner(outer);
+        if this.access == Access::ReadOnly {
+            return Err(StoreError::ReadOnlyStore(this.target.clone()));
         }
-        let target = self.target.clone();
-        self.conn()
+        let target = this.target.clone();
+        this.conn()
             .begin("BEGIN", &target)
             .map_err(|e| e.at(&target))?;
-        self.in_group = true;
-        let out = f(self);
-        self.in_group = false;
-        let mut conn = self.conn();
+        this.in_group = true;
+        let out = f(outer);
+        let this = inner(outer);
+        this.in_group = false;
+        let mut conn = this.conn();
         // COMMIT of a transaction that an error aborted "succeeds" as a
         // rollback: ask first, so a lost group is never reported as kept.
         if let Err(e) = conn.simple("SELECT 1") {
@@ -291,7 +317,7 @@ impl PgStore {
 }
 
 /// The URL with any password replaced, for messages and `path()`.
-fn redact(url: &str) -> PathBuf {
+pub(crate) fn redact(url: &str) -> PathBuf {
     // scheme://user:password@host/...
     let Some((scheme, rest)) = url.split_once("://") else {
         return PathBuf::from(url);
