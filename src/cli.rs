@@ -28,8 +28,15 @@ Exit codes:
     propagate_version = true
 )]
 pub struct Cli {
-    /// The store (SQLite file).
-    #[arg(long, global = true, env = "NIGHTSHIFT_DB", value_name = "PATH")]
+    /// The store: a SQLite file or a postgres:// URL.
+    // The value is never shown in help: a URL may hold a password.
+    #[arg(
+        long,
+        global = true,
+        env = "NIGHTSHIFT_DB",
+        hide_env_values = true,
+        value_name = "PATH|URL"
+    )]
     pub db: Option<PathBuf>,
     /// The config file [default: nightshift.toml beside the store].
     #[arg(long, global = true, env = "NIGHTSHIFT_CONFIG", value_name = "FILE")]

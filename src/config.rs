@@ -438,7 +438,7 @@ pub fn discover(
         return Ok((config, db));
     }
     let db = db_flag.map_or_else(|| PathBuf::from(DEFAULT_DB_FILE), Path::to_path_buf);
-    let config_path = sibling(&db, CONFIG_FILE);
+    let config_path = crate::store::beside(&db, CONFIG_FILE);
     if !config_path.is_file() {
         return Ok((Config::empty(), db));
     }
@@ -456,10 +456,11 @@ fn sibling(path: &Path, name: &str) -> PathBuf {
         .map_or_else(|| PathBuf::from(name), |dir| dir.join(name))
 }
 
-/// `path` as written in `file`, made relative to the file's directory.
+/// `path` as written in `file`, made relative to the file's directory (a
+/// database URL stays as it is).
 fn resolve(file: &Path, path: &str) -> PathBuf {
     let path = PathBuf::from(path);
-    if path.is_absolute() {
+    if path.is_absolute() || crate::store::is_server(&path) {
         return path;
     }
     file.parent().map_or(path.clone(), |dir| dir.join(&path))
@@ -1027,7 +1028,8 @@ pub const EXAMPLE: &str = r#"# nightshift.toml — configuration for nightshift.
 # Durations are written like "500ms", "30s", "10m", "2h", "7d" or "1h30m".
 # Relative paths are relative to this file.
 
-# The SQLite database holding items, runs, dead letters and the run log.
+# The store holding items, runs, dead letters and the run log: a SQLite file,
+# or a PostgreSQL database URL (postgres://user@host/db).
 db = "nightshift.db"
 
 # Where rolling JSON-lines event logs are written.

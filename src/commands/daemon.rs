@@ -53,7 +53,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
         std::process::id()
     ))?;
     // Absolute, so the PAUSED file it names in the log and status is clear.
-    let db = std::path::absolute(&ctx.db).unwrap_or_else(|_| ctx.db.clone());
+    let db = crate::store::absolute(&ctx.db);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
     if args.json {
         let batches: Vec<Value> = infos.iter().map(|i| batch_json(ctx, i, now)).collect();
         out_json(&json!({
-            "store": ctx.db.display().to_string(),
+            "store": store.place(),
             "emergency_stop": emergency.as_ref().map(|f| f.display().to_string()),
             "batches": batches,
         }))?;

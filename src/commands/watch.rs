@@ -1,7 +1,7 @@
 //! `nightshift watch` (and `nightshift` alone): the dashboard.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Ctx, Exit, user_error};
@@ -62,23 +62,21 @@ pub fn show(ctx: &Ctx, args: &WatchArgs, hosted: Hosted) -> anyhow::Result<Ended
     {
         store.check_batch(batch)?;
     }
+    let read_only = args.read_only || !store.writable();
     drop(store);
-    let db = std::path::absolute(&ctx.db).unwrap_or_else(|_| ctx.db.clone());
-    let read_only = args.read_only || !writable(&db);
+    let db = crate::store::absolute(&ctx.db);
     // `ctx.color` is off for --no-color and NO_COLOR (stdout is a terminal here).
     let palette = if ctx.color {
         Palette::detect(false)
     } else {
         Palette::Mono
     };
-    let display = std::fs::canonicalize(&db).unwrap_or_else(|_| db.clone());
-    let mut setup = Setup::new(
-        &display.display().to_string(),
-        &crate::util::identity::host(),
-        read_only,
-        palette,
-    )
-    .with_config(&ctx.config);
+    let display = match std::fs::canonicalize(&db) {
+        Ok(file) => file.display().to_string(),
+        Err(_) => crate::store::place(&db),
+    };
+    let mut setup = Setup::new(&display, &crate::util::identity::host(), read_only, palette)
+        .with_config(&ctx.config);
     setup.batch = args.batch.clone();
     setup.greeting = hosted.greeting;
     tui::run(tui::Options {
@@ -89,15 +87,4 @@ pub fn show(ctx: &Ctx, args: &WatchArgs, hosted: Hosted) -> anyhow::Result<Ended
         state_dir: hosted.state_dir,
         runners: hosted.runners,
     })
-}
-
-/// Whether this user may write the database file.
-#[cfg(unix)]
-fn writable(db: &Path) -> bool {
-    nix::unistd::access(db, nix::unistd::AccessFlags::W_OK).is_ok()
-}
-
-#[cfg(not(unix))]
-fn writable(db: &Path) -> bool {
-    std::fs::metadata(db).is_ok_and(|m| !m.permissions().readonly())
 }

@@ -278,8 +278,7 @@ impl Cycle {
 
 /// Is the emergency-stop file beside the database present?
 pub fn paused_file(db: &Path) -> Option<PathBuf> {
-    let file = db.parent().unwrap_or(Path::new(".")).join("PAUSED");
-    file.exists().then_some(file)
+    crate::store::paused_file(db)
 }
 
 /// Runs one cycle. `signals` carries stop requests from outside (signal

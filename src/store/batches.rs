@@ -2,7 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, Store, StoreError, schema::BUCKETS};
+use super::{Result, SqliteStore, StoreError, schema::BUCKETS};
 use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause};
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
@@ -147,7 +147,7 @@ pub(crate) fn minutes(
     Ok(out)
 }
 
-impl Store {
+impl SqliteStore {
     /// Names of all batches in the store.
     pub fn batch_names(&self) -> Result<Vec<String>> {
         self.read(names)

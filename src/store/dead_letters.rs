@@ -3,7 +3,7 @@
 use rusqlite::{Row, params};
 
 use super::batches::batch_id;
-use super::{Result, Store, parse_col};
+use super::{Result, SqliteStore, parse_col};
 use crate::model::{DeadLetter, DlqGroup, Millis};
 
 const DAY_HOURS: i64 = 24;
@@ -29,7 +29,7 @@ pub(crate) const COLUMNS: &str =
     "d.id, b.name, d.key, d.label, d.payload, d.error_class, d.message, d.attempt,
     d.failed_at, d.tier, d.run_id";
 
-impl Store {
+impl SqliteStore {
     /// Dead letters of a batch since `since` (all when `None`), oldest first.
     pub fn dead_letters(
         &self,

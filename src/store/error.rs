@@ -25,6 +25,8 @@ pub enum StoreError {
     ReadOnlyStore(PathBuf),
     #[error("cannot write {0}: the file or its directory is read-only ({1})")]
     ReadOnlyFile(PathBuf, String),
+    #[error("cannot write {0}: the database lets this session only read ({1})")]
+    ReadOnlyDatabase(PathBuf, String),
     #[error("cannot open {0}: {1}")]
     CannotOpen(PathBuf, String),
     #[error("cannot create the store {0}: {1}")]
@@ -43,6 +45,21 @@ pub enum StoreError {
     Invalid(String),
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// An error from a PostgreSQL server (see `store::pg`).
+    #[error("PostgreSQL error{}: {message}", on_target(.target))]
+    Postgres {
+        target: Option<PathBuf>,
+        /// The SQLSTATE, or empty when the error did not come from the server.
+        code: String,
+        message: String,
+    },
+}
+
+fn on_target(target: &Option<PathBuf>) -> String {
+    target
+        .as_ref()
+        .map(|t| format!(" on {}", t.display()))
+        .unwrap_or_default()
 }
 
 /// Whether the file system holding `path` has no space left for us.
@@ -157,6 +174,9 @@ impl StoreError {
             },
             StoreError::ReadOnlyStore(p) => StoreError::ReadOnlyStore(p.clone()),
             StoreError::ReadOnlyFile(p, d) => StoreError::ReadOnlyFile(p.clone(), d.clone()),
+            StoreError::ReadOnlyDatabase(p, d) => {
+                StoreError::ReadOnlyDatabase(p.clone(), d.clone())
+            }
             StoreError::CannotOpen(p, d) => StoreError::CannotOpen(p.clone(), d.clone()),
             StoreError::CannotCreate(p, d) => StoreError::CannotCreate(p.clone(), d.clone()),
             StoreError::DiskFull(p) => StoreError::DiskFull(p.clone()),
@@ -174,6 +194,15 @@ impl StoreError {
             },
             StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
             StoreError::Sqlite(e) => StoreError::Invalid(format!("database error: {e}")),
+            StoreError::Postgres {
+                target,
+                code,
+                message,
+            } => StoreError::Postgres {
+                target: target.clone(),
+                code: code.clone(),
+                message: message.clone(),
+            },
         }
     }
 }

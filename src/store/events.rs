@@ -3,7 +3,7 @@
 use rusqlite::{Connection, Row, params, params_from_iter, types::Value as V};
 
 use super::batches::batch_id;
-use super::{Result, Store, json_col};
+use super::{Result, SqliteStore, json_col};
 use crate::model::{Event, Millis, NewEvent};
 
 /// Which events to read.
@@ -56,7 +56,7 @@ fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
-impl Store {
+impl SqliteStore {
     /// Appends one event on its own (for events outside a transition).
     pub fn log_event(&mut self, e: &NewEvent) -> Result<i64> {
         self.write(|tx| insert(tx, e))

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::batches::{batch_id, ensure};
 use super::chunks::Chunks;
 use super::events::insert as insert_event;
-use super::{Result, Store, StoreError, json_col, parse_col};
+use super::{Result, SqliteStore, StoreError, json_col, parse_col};
 use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, Status, Tier};
 
 /// Rows moved per write transaction by bulk operations, so a runner waiting
@@ -183,7 +183,7 @@ fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> Str
     sql
 }
 
-impl Store {
+impl SqliteStore {
     /// Adds items idempotently: an item whose key is already in the batch
     /// is left exactly as it is. Written in chunks (see `chunks`): of about
     /// 50 ms while a runner holds a lock, so it waits at most that long, and
@@ -972,7 +972,7 @@ pub(crate) fn fail_in(tx: &Connection, f: &Failure<'_>, event: &NewEvent) -> Res
     Ok(n == 1)
 }
 
-impl Store {
+impl SqliteStore {
     /// Creation time of the oldest pending item.
     pub fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>> {
         self.read(|c| {
@@ -989,7 +989,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Claims one named item (`run --key`): pending, or failed (run again
     /// now, whatever its tier). A done or in-flight item is refused.
     pub fn claim_key(

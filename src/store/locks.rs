@@ -8,7 +8,7 @@
 use rusqlite::{Connection, params};
 
 use super::batches::{batch_id, ensure};
-use super::{Result, Store};
+use super::{Result, SqliteStore};
 use crate::model::{Holder, LockInfo, Millis, NewEvent};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +86,7 @@ fn free_stale(
     Ok(stale)
 }
 
-impl Store {
+impl SqliteStore {
     /// Takes a seat of the batch lock if one of the `seats` is free,
     /// expired, or held under a token in `steal` (holders the caller found
     /// dead). Stale seats are freed only when we take one.

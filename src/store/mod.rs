@@ -1,7 +1,8 @@
-//! The store: one SQLite file holding items, dead letters, runs, the run log,
-//! locks and schedule state. Every SQL statement of the program lives under
-//! this module; callers speak in `crate::model` types, so a PostgreSQL
-//! backend can sit behind the same methods.
+//! The store: one SQLite file (or a PostgreSQL database, see `pg`) holding
+//! items, dead letters, runs, the run log, locks and schedule state. Every
+//! SQL statement of the program lives under this module; callers speak in
+//! `crate::model` types to [`Store`], which forwards to the backend its
+//! location names (`facade`).
 //!
 //! Writes are short `BEGIN IMMEDIATE` transactions. Reads are short deferred
 //! transactions, never held open (a long reader stops WAL checkpoints).
@@ -13,8 +14,11 @@ mod chunks;
 mod dead_letters;
 mod error;
 mod events;
+mod facade;
 mod items;
+mod location;
 mod locks;
+pub mod pg;
 mod prune;
 mod readonly;
 mod runs;
@@ -28,8 +32,10 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use error::StoreError;
 pub use events::EventFilter;
+pub use facade::Store;
 pub use items::{Completion, Failure};
 pub use items::{ItemFilter, Requeue, Selection};
+pub use location::{absolute, beside, file_id, is_server, paused_file, place};
 pub use locks::LockOutcome;
 pub use prune::PruneReport;
 pub use runs::OpenRun;
@@ -49,7 +55,8 @@ pub enum Access {
     ReadWrite,
 }
 
-pub struct Store {
+/// The SQLite store (one file); callers use it through [`Store`].
+pub struct SqliteStore {
     path: PathBuf,
     access: Access,
     /// The writer connection; `None` for a read-only store, which opens a
@@ -61,20 +68,20 @@ pub struct Store {
     search: std::sync::Mutex<views::SearchScan>,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
+        f.debug_struct("SqliteStore")
             .field("path", &self.path)
             .field("access", &self.access)
             .finish()
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens an existing store. A missing file, a file that is not a
     /// nightshift store, or one written by a newer version is refused and
     /// left untouched.
-    pub fn open(path: &Path, access: Access) -> Result<Store> {
+    pub fn open(path: &Path, access: Access) -> Result<SqliteStore> {
         if !path.exists() {
             return Err(StoreError::NotFound(path.to_path_buf()));
         }
@@ -94,7 +101,7 @@ impl Store {
         }
         match access {
             Access::ReadOnly => {
-                let store = Store {
+                let store = SqliteStore {
                     path: path.to_path_buf(),
                     access,
                     conn: None,
@@ -115,7 +122,7 @@ impl Store {
                 schema::configure_writer(&mut conn)
                     .map_err(|e| StoreError::from_sqlite(e, path))?;
                 schema::migrate(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
-                Ok(Store {
+                Ok(SqliteStore {
                     path: path.to_path_buf(),
                     access,
                     conn: Some(conn),
@@ -129,9 +136,9 @@ impl Store {
     /// Creates a new store (or opens the existing one). The file is created
     /// readable by its owner only: payloads may hold private data. SQLite
     /// gives the `-wal` and `-shm` files the same mode.
-    pub fn create(path: &Path) -> Result<(Store, bool)> {
+    pub fn create(path: &Path) -> Result<(SqliteStore, bool)> {
         if path.exists() {
-            return Ok((Store::open(path, Access::ReadWrite)?, false));
+            return Ok((SqliteStore::open(path, Access::ReadWrite)?, false));
         }
         create_private_file(path)?;
         let mut conn = Connection::open_with_flags(
@@ -146,7 +153,7 @@ impl Store {
             return Err(StoreError::from_sqlite(e, path));
         }
         Ok((
-            Store {
+            SqliteStore {
                 path: path.to_path_buf(),
                 access: Access::ReadWrite,
                 conn: Some(conn),
@@ -163,6 +170,14 @@ impl Store {
 
     pub fn access(&self) -> Access {
         self.access
+    }
+
+    /// Whether this user may write the file (see [`Store::writable`]).
+    pub fn writable(&self) -> bool {
+        #[cfg(unix)]
+        return nix::unistd::access(&self.path, nix::unistd::AccessFlags::W_OK).is_ok();
+        #[cfg(not(unix))]
+        std::fs::metadata(&self.path).is_ok_and(|m| !m.permissions().readonly())
     }
 
     /// Runs `f` in one short read transaction (one consistent snapshot).
@@ -183,7 +198,7 @@ impl Store {
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: all or nothing.
-    /// Inside [`Store::group`], `f` runs in a savepoint of the group's
+    /// Inside [`SqliteStore::group`], `f` runs in a savepoint of the group's
     /// transaction instead: still all or nothing, durable at the group's
     /// commit.
     pub(crate) fn write<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
@@ -231,20 +246,32 @@ impl Store {
     /// small transitions cost one commit. Each write stays atomic on its
     /// own (a savepoint); none is durable, and none may be acknowledged to
     /// anyone, before this returns `Ok`. A group inside a group joins it.
-    pub fn group<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> Result<T> {
-        if self.in_group {
-            return Ok(f(self));
+    pub fn group<T>(&mut self, f: impl FnOnce(&mut SqliteStore) -> T) -> Result<T> {
+        Self::group_in(self, |s| s, f)
+    }
+
+    /// [`SqliteStore::group`] of the store `inner` reaches from `outer`
+    /// (the [`Store`] holding it), so that `f` gets `outer`.
+    pub(crate) fn group_in<S, T>(
+        outer: &mut S,
+        inner: impl Fn(&mut S) -> &mut SqliteStore,
+        f: impl FnOnce(&mut S) -> T,
+    ) -> Result<T> {
+        if inner(outer).in_group {
+            return Ok(f(outer));
         }
-        let path = self.path.clone();
-        let Some(conn) = self.conn.as_ref() else {
+        let this = inner(outer);
+        let path = this.path.clone();
+        let Some(conn) = this.conn.as_ref() else {
             return Err(StoreError::ReadOnlyStore(path));
         };
         exec_cached(conn, "BEGIN IMMEDIATE").map_err(|e| StoreError::from_sqlite(e, &path))?;
         let timer = trace::TxTimer::start();
-        self.in_group = true;
-        let out = f(self);
-        self.in_group = false;
-        let Some(conn) = self.conn.as_ref() else {
+        this.in_group = true;
+        let out = f(outer);
+        let this = inner(outer);
+        this.in_group = false;
+        let Some(conn) = this.conn.as_ref() else {
             return Err(StoreError::ReadOnlyStore(path));
         };
         if conn.is_autocommit() {
@@ -264,7 +291,7 @@ impl Store {
     }
 
     /// Raises the writer's page cache to at least `kib` for a bulk write;
-    /// returns the setting to give back to [`Store::restore_cache`].
+    /// returns the setting to give back to [`SqliteStore::restore_cache`].
     pub(crate) fn grow_cache(&self, kib: i64) -> Option<i64> {
         let conn = self.conn.as_ref()?;
         let old: i64 = conn.query_row("PRAGMA cache_size", [], |r| r.get(0)).ok()?;
@@ -278,7 +305,7 @@ impl Store {
         Some(old)
     }
 
-    /// Gives back the page cache taken by [`Store::grow_cache`]; SQLite frees
+    /// Gives back the page cache taken by [`SqliteStore::grow_cache`]; SQLite frees
     /// the pages above the old size.
     pub(crate) fn restore_cache(&self, old: Option<i64>) {
         if let (Some(conn), Some(old)) = (&self.conn, old) {

@@ -6,7 +6,7 @@ use rusqlite::{Connection, params};
 use serde::Serialize;
 
 use super::chunks::Chunks;
-use super::{Result, Store};
+use super::{Result, SqliteStore};
 use crate::model::{Millis, NewEvent};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -31,7 +31,7 @@ fn count(c: &Connection, from: &str, cutoff: Millis) -> Result<i64> {
     Ok(c.query_row(&format!("SELECT count(*) {from}"), [cutoff], |r| r.get(0))?)
 }
 
-impl Store {
+impl SqliteStore {
     /// Deletes history older than `cutoff`. Failed items and dead letters
     /// are only deleted with `include_failed`; otherwise they are counted
     /// and reported as kept. With `dry_run`, only counts.

@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::batches::{batch_id, ensure};
-use super::{Result, Store, parse_col};
+use super::{Result, SqliteStore, parse_col};
 use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
 
 const COLUMNS: &str = "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
@@ -68,7 +68,7 @@ pub struct OpenRun {
     pub started_at: Millis,
 }
 
-impl Store {
+impl SqliteStore {
     /// Records the start of a run; with `seat`, in the same transaction
     /// names it as the run of the lock seat held under that token, so no
     /// other runner ever sees it open without a seat (and takes it for dead).

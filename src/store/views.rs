@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::batches::{batch_id, names};
 use super::items::{ITEM_COLUMNS, ItemFilter, filter_sql, item_from_row};
-use super::{Result, Store, dead_letters, parse_col};
+use super::{Result, SqliteStore, dead_letters, parse_col};
 use crate::model::{
     BatchInfo, DeadLetter, DlqGroup, Event, Item, Millis, Outcome, Run, Status, Tier,
 };
@@ -492,7 +492,7 @@ fn detail(c: &Connection, id: i64, key: &str) -> Result<std::result::Result<Item
     }))
 }
 
-impl Store {
+impl SqliteStore {
     /// A value that differs after any commit to the store: a poller that
     /// sees the same marker twice can skip reading (an idle dashboard then
     /// costs two `stat`s a second, whatever it shows).
@@ -663,9 +663,9 @@ mod tests {
     use super::*;
     use crate::model::NewItem;
 
-    fn store(n: usize) -> (tempfile::TempDir, Store) {
+    fn store(n: usize) -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = Store::create(&dir.path().join("s.db")).unwrap();
+        let (mut store, _) = SqliteStore::create(&dir.path().join("s.db")).unwrap();
         let items: Vec<NewItem> = (0..n)
             .map(|i| NewItem {
                 key: format!("k{i:03}"),
@@ -677,7 +677,7 @@ mod tests {
         (dir, store)
     }
 
-    fn page(store: &Store, iq: ItemsQuery) -> ItemPage {
+    fn page(store: &SqliteStore, iq: ItemsQuery) -> ItemPage {
         let q = DashQuery {
             batch: Some("b".into()),
             items: Some(iq),
@@ -711,7 +711,7 @@ mod tests {
     }
 
     /// Polls a search until it has scanned everything, as the poller does.
-    fn search_to_end(store: &Store, iq: &ItemsQuery) -> (ItemPage, usize) {
+    fn search_to_end(store: &SqliteStore, iq: &ItemsQuery) -> (ItemPage, usize) {
         for polls in 1..100_000 {
             let p = page(store, iq.clone());
             if p.searching.is_none() {

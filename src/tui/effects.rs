@@ -243,7 +243,9 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
         Err(e) => return fail(format!("cannot find the nightshift executable: {e}")),
     };
     let mut cmd = Command::new(exe);
-    cmd.arg("--db").arg(&spawn.db);
+    // In the environment, not the arguments: a database URL may hold a
+    // password, and arguments are visible to every user (`ps`).
+    cmd.env("NIGHTSHIFT_DB", &spawn.db);
     if let Some(config) = &spawn.config {
         cmd.arg("--config").arg(config);
     }

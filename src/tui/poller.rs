@@ -84,16 +84,9 @@ struct Source {
 
 type FileId = (u64, u64);
 
-#[cfg(unix)]
+/// The store file's identity (none for a database server).
 fn file_id(path: &Path) -> std::io::Result<Option<FileId>> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path)?;
-    Ok(Some((m.dev(), m.ino())))
-}
-
-#[cfg(not(unix))]
-fn file_id(path: &Path) -> std::io::Result<Option<FileId>> {
-    std::fs::metadata(path).map(|_| None)
+    crate::store::file_id(path)
 }
 
 impl Source {

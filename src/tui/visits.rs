@@ -36,7 +36,7 @@ struct Record {
 impl Visits {
     pub fn new(state_dir: Option<&Path>, store: &Path) -> Visits {
         let canonical = std::fs::canonicalize(store).unwrap_or_else(|_| store.to_path_buf());
-        let store = canonical.display().to_string();
+        let store = crate::store::place(&canonical);
         let hash: String = Sha256::digest(canonical.as_os_str().as_encoded_bytes())
             .iter()
             .take(12)

@@ -8,26 +8,112 @@ use assert_cmd::Command;
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 
-/// A fresh store in its own temporary directory.
+pub mod pg;
+
+/// Each test once per backend, in modules `sqlite` and `postgres`:
+/// `fn name(env) { body }` runs `body` with a fresh initialised
+/// [`Env::for_backend`] (the PostgreSQL one is skipped, with a message,
+/// where no server is installed and none is required). Needs
+/// `#[macro_use] mod common;`.
+#[allow(unused_macros)]
+macro_rules! both_backends {
+    ($( $(#[$meta:meta])* fn $name:ident($env:ident) $body:block )*) => {
+        mod sqlite {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                $(#[$meta])*
+                #[test]
+                fn $name() {
+                    let $env = crate::common::Env::for_backend(crate::common::Backend::Sqlite).unwrap();
+                    $body
+                }
+            )*
+        }
+        mod postgres {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                $(#[$meta])*
+                #[test]
+                fn $name() {
+                    let Some($env) = crate::common::Env::for_backend(crate::common::Backend::Pg) else {
+                        return;
+                    };
+                    $body
+                }
+            )*
+        }
+    };
+}
+
+/// Which store an [`Env`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `nightshift.db` in the temp dir.
+    Sqlite,
+    /// A fresh database of this test binary's private PostgreSQL server
+    /// (`pg.rs`), given to the binary as a `postgresql://` URL.
+    Pg,
+}
+
+/// A fresh store in its own temporary directory (the working directory of
+/// every command; for PostgreSQL the store is a database of its own).
 pub struct Env {
     pub dir: TempDir,
+    /// The store's location: a file path, or a database URL.
     pub db: PathBuf,
+    pub backend: Backend,
 }
 
 impl Env {
     /// An initialised store with no config file.
     pub fn new() -> Env {
-        let env = Env::bare();
-        env.cmd().arg("init").assert().success();
-        std::fs::remove_file(env.dir.path().join("nightshift.toml")).unwrap();
-        env
+        Env::init(Env::bare())
     }
 
     /// A directory with no store yet.
     pub fn bare() -> Env {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("nightshift.db");
-        Env { dir, db }
+        Env {
+            dir,
+            db,
+            backend: Backend::Sqlite,
+        }
+    }
+
+    /// An initialised store of `backend`, with no config file; `None` when
+    /// PostgreSQL is not installed and not required (`pg::server`).
+    pub fn for_backend(backend: Backend) -> Option<Env> {
+        Some(Env::init(Env::bare_for(backend)?))
+    }
+
+    /// As [`Env::bare`]: for PostgreSQL an empty database (no schema).
+    pub fn bare_for(backend: Backend) -> Option<Env> {
+        let mut env = Env::bare();
+        if backend == Backend::Pg {
+            env.db = PathBuf::from(pg::server()?.database());
+            env.backend = Backend::Pg;
+        }
+        Some(env)
+    }
+
+    fn init(env: Env) -> Env {
+        env.cmd().arg("init").assert().success();
+        std::fs::remove_file(env.dir.path().join("nightshift.toml")).unwrap();
+        env
+    }
+
+    /// A direct connection to the PostgreSQL store, with the nightshift
+    /// schema first on the search path (so the SQLite queries of the
+    /// helpers below mostly read the same).
+    pub fn pg_sql(&self) -> postgres::Client {
+        assert_eq!(self.backend, Backend::Pg, "pg_sql on a SQLite store");
+        let mut c = postgres::Client::connect(self.db.to_str().unwrap(), postgres::NoTls).unwrap();
+        c.batch_execute("SET search_path = nightshift, pg_catalog")
+            .unwrap();
+        c
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -120,6 +206,11 @@ impl Env {
 
     /// A direct read-write SQLite connection for checking invariants.
     pub fn sql(&self) -> rusqlite::Connection {
+        assert_eq!(
+            self.backend,
+            Backend::Sqlite,
+            "sql() opens SQLite: use int/strings/item or pg_sql"
+        );
         let conn = rusqlite::Connection::open(&self.db).unwrap();
         conn.busy_timeout(std::time::Duration::from_secs(30))
             .unwrap();
@@ -197,6 +288,13 @@ impl Env {
 
     /// One integer from a SQL query (read through a fresh connection).
     pub fn int(&self, query: &str) -> i64 {
+        if self.backend == Backend::Pg {
+            let row = self
+                .pg_sql()
+                .query_one(&format!("SELECT ({query})::int8"), &[])
+                .unwrap_or_else(|e| panic!("{query}: {e}"));
+            return row.get(0);
+        }
         self.sql()
             .query_row(query, [], |r| r.get(0))
             .unwrap_or_else(|e| panic!("{query}: {e}"))
@@ -204,6 +302,15 @@ impl Env {
 
     /// The first column of every row of a query, as text.
     pub fn strings(&self, query: &str) -> Vec<String> {
+        if self.backend == Backend::Pg {
+            return self
+                .pg_sql()
+                .query(query, &[])
+                .unwrap_or_else(|e| panic!("{query}: {e}"))
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+        }
         let conn = self.sql();
         let mut st = conn.prepare(query).unwrap();
         st.query_map([], |r| r.get::<_, String>(0))
@@ -214,6 +321,16 @@ impl Env {
 
     /// (status, tier, attempts) of one item.
     pub fn item(&self, key: &str) -> (String, Option<String>, i64) {
+        if self.backend == Backend::Pg {
+            let r = self
+                .pg_sql()
+                .query_one(
+                    "SELECT status, tier, attempts FROM items WHERE key = $1",
+                    &[&key],
+                )
+                .unwrap_or_else(|e| panic!("item {key}: {e}"));
+            return (r.get(0), r.get(1), r.get(2));
+        }
         self.sql()
             .query_row(
                 "SELECT status, tier, attempts FROM items WHERE key = ?1",
@@ -471,6 +588,30 @@ impl Env {
     /// they must agree after every command.
     #[track_caller]
     pub fn assert_counts_consistent(&self) {
+        if self.backend == Backend::Pg {
+            // Counters are sharded per connection: summed, as the store reads them.
+            let mut c = self.pg_sql();
+            let rows = |c: &mut postgres::Client, q: &str| -> Vec<(i64, String, i64)> {
+                c.query(q, &[])
+                    .unwrap()
+                    .iter()
+                    .map(|r| (r.get(0), r.get(1), r.get(2)))
+                    .collect()
+            };
+            let stored = rows(
+                &mut c,
+                "SELECT batch_id, bucket, sum(n)::int8 FROM counts GROUP BY 1, 2
+                  HAVING sum(n) <> 0 ORDER BY 1, 2",
+            );
+            let counted = rows(
+                &mut c,
+                "SELECT batch_id, CASE status WHEN 'failed' THEN tier WHEN 'done' THEN outcome
+                        ELSE status END AS bucket, count(*)::int8
+                   FROM items GROUP BY 1, 2 ORDER BY 1, 2",
+            );
+            assert_eq!(stored, counted, "counters disagree with the items");
+            return;
+        }
         let conn = self.sql();
         let stored: Vec<(i64, String, i64)> = conn
             .prepare("SELECT batch_id, bucket, n FROM counts WHERE n <> 0 ORDER BY 1, 2")

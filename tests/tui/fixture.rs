@@ -470,6 +470,15 @@ pub fn build(db: &Path, opts: &Options) {
     drop(store);
 
     // `add` records who added, from the environment: make it fixed.
+    if nightshift::store::is_server(db) {
+        let mut c = postgres::Client::connect(db.to_str().unwrap(), postgres::NoTls).unwrap();
+        c.execute(
+            "UPDATE nightshift.events SET actor = $1 WHERE kind = 'added'",
+            &[&ACTOR],
+        )
+        .unwrap();
+        return;
+    }
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.execute("UPDATE events SET actor = ?1 WHERE kind = 'added'", [ACTOR])
         .unwrap();

@@ -1,0 +1,174 @@
+//! [`Store`]: the one store type callers use, forwarding every operation to
+//! the backend its location names: a SQLite file ([`SqliteStore`]) or a
+//! PostgreSQL database ([`PgStore`], for a `postgres://` URL). Both have
+//! the same methods with the same semantics (`tests/store_backends.rs`).
+
+use std::path::Path;
+
+use super::pg::PgStore;
+use super::{
+    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, ItemFilter, ItemsQuery,
+    LockOutcome, OpenRun, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore,
+    location,
+};
+use crate::model::{
+    AddReport, BatchInfo, Claim, Counts, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,
+    Millis, NewEvent, NewItem, Pause, Run, RunState, Trigger,
+};
+
+/// (A few stores per process: the size of a variant does not matter.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Store {
+    Sqlite(SqliteStore),
+    Pg(PgStore),
+}
+
+/// Forwards each method, written as its signature, to the backend.
+macro_rules! forward {
+    ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {$(
+        pub fn $name(&self $(, $arg: $ty)*) -> $ret {
+            match self {
+                Store::Sqlite(s) => s.$name($($arg),*),
+                Store::Pg(s) => s.$name($($arg),*),
+            }
+        }
+    )*};
+    ($(fn $name:ident(&mut self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {$(
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(&mut self $(, $arg: $ty)*) -> $ret {
+            match self {
+                Store::Sqlite(s) => s.$name($($arg),*),
+                Store::Pg(s) => s.$name($($arg),*),
+            }
+        }
+    )*};
+}
+
+impl Store {
+    /// Opens an existing store: the SQLite file at `db`, or the PostgreSQL
+    /// database `db` names as a URL. A missing store, one that is not a
+    /// nightshift store, or one written by a newer version is refused and
+    /// left untouched.
+    pub fn open(db: &Path, access: Access) -> Result<Store> {
+        match location::url(db) {
+            Some(url) => PgStore::open(url, access).map(Store::Pg),
+            None => SqliteStore::open(db, access).map(Store::Sqlite),
+        }
+    }
+
+    /// Creates the store (the file; the schema in an existing PostgreSQL
+    /// database), or opens the one there. True if it was created.
+    pub fn create(db: &Path) -> Result<(Store, bool)> {
+        match location::url(db) {
+            Some(url) => PgStore::create(url).map(|(s, new)| (Store::Pg(s), new)),
+            None => SqliteStore::create(db).map(|(s, new)| (Store::Sqlite(s), new)),
+        }
+    }
+
+    /// Group commit: every write `f` makes shares one transaction (see
+    /// [`SqliteStore::group`]). A group inside a group joins it.
+    pub fn group<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> Result<T> {
+        match self {
+            Store::Sqlite(_) => SqliteStore::group_in(
+                self,
+                |s| match s {
+                    Store::Sqlite(s) => s,
+                    Store::Pg(_) => unreachable!("a store keeps its backend"),
+                },
+                f,
+            ),
+            Store::Pg(_) => PgStore::group_in(
+                self,
+                |s| match s {
+                    Store::Pg(s) => s,
+                    Store::Sqlite(_) => unreachable!("a store keeps its backend"),
+                },
+                f,
+            ),
+        }
+    }
+
+    /// What messages call this store: its path, or its URL without the
+    /// password.
+    pub fn place(&self) -> String {
+        self.path().display().to_string()
+    }
+
+    /// Whether this user may write the store (the dashboard opens
+    /// read-only by itself when not): write permission on the file, or,
+    /// on PostgreSQL, the privilege to update items on a primary server.
+    pub fn writable(&self) -> bool {
+        match self {
+            Store::Sqlite(s) => s.writable(),
+            Store::Pg(s) => s.writable(),
+        }
+    }
+
+    forward! {
+        fn path(&self) -> &Path;
+        fn access(&self) -> Access;
+        fn integrity_check(&self) -> Result<String>;
+        fn change_marker(&self) -> Vec<u8>;
+        fn batch_names(&self) -> Result<Vec<String>>;
+        fn check_batch(&self, name: &str) -> Result<()>;
+        fn counts(&self, batch: &str) -> Result<Counts>;
+        fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>>;
+        fn pause(&self, batch: &str) -> Result<Option<Pause>>;
+        fn hold_until(&self, batch: &str) -> Result<Option<Millis>>;
+        fn minute_stats(&self, batch: &str, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>>;
+        fn dead_letters(&self, batch: &str, since: Option<Millis>, class: Option<&str>) -> Result<Vec<DeadLetter>>;
+        fn item_failures(&self, item_id: i64) -> Result<Vec<DeadLetter>>;
+        fn dlq_window_counts(&self, batch: &str, now: Millis, window: Millis) -> Result<Vec<(String, i64, i64)>>;
+        fn dlq_groups(&self, batch: &str, now: Millis) -> Result<Vec<DlqGroup>>;
+        fn events(&self, filter: &EventFilter) -> Result<Vec<Event>>;
+        fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>>;
+        fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>>;
+        fn item(&self, batch: &str, key: &str) -> Result<Item>;
+        fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>>;
+        fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64>;
+        fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>>;
+        fn locks(&self, batch: &str) -> Result<Vec<LockInfo>>;
+        fn run(&self, run_id: i64) -> Result<Option<Run>>;
+        fn runs(&self, batch: &str, limit: usize) -> Result<Vec<Run>>;
+        fn open_runs(&self, batch: &str) -> Result<Vec<OpenRun>>;
+        fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard>;
+        fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>>;
+        fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
+        fn since(&self, since: Millis) -> Result<SinceSummary>;
+    }
+
+    forward! {
+        fn checkpoint(&mut self) -> Result<()>;
+        fn ensure_batch(&mut self, name: &str, now: Millis) -> Result<()>;
+        fn pause_batch(&mut self, batch: &str, p: &Pause) -> Result<bool>;
+        fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool>;
+        fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()>;
+        fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()>;
+        fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent>;
+        fn log_event(&mut self, e: &NewEvent) -> Result<i64>;
+        fn add_items(&mut self, batch: &str, items: &[NewItem], now: Millis, progress: impl FnMut(usize)) -> Result<AddReport>;
+        fn claim(&mut self, batch: &str, run_id: i64, n: usize, lease_until: Millis, now: Millis) -> Result<Option<Vec<Claim>>>;
+        fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>>;
+        fn set_op_id(&mut self, item_id: i64, token: i64, op_id: &str, event: &NewEvent) -> Result<bool>;
+        fn renew_leases(&mut self, batch: &str, run_id: i64, until: Millis) -> Result<Vec<i64>>;
+        fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool>;
+        fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>>;
+        fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool>;
+        fn release(&mut self, item_id: i64, token: i64, run_id: i64, cut_short: bool, event: &NewEvent) -> Result<bool>;
+        fn reclaim(&mut self, batch: &str, current_run: i64, max_attempts: u32, now: Millis) -> Result<(usize, usize)>;
+        fn redrive_due(&mut self, batch: &str, run_id: Option<i64>, now: Millis) -> Result<Vec<String>>;
+        fn requeue(&mut self, batch: &str, sel: &Selection, reset_attempts: bool, dry_run: bool, actor: &str, now: Millis) -> Result<Vec<Requeue>>;
+        fn skip(&mut self, batch: &str, keys: &[String], reason: &str, actor: &str, now: Millis) -> Result<(usize, usize)>;
+        fn claim_key(&mut self, batch: &str, key: &str, run_id: i64, lease_until: Millis, now: Millis) -> Result<Claim>;
+        fn acquire_lock(&mut self, batch: &str, token: &str, holder: &Holder, run_id: Option<i64>, expires_at: Millis, now: Millis, steal: &[&str], seats: u32) -> Result<LockOutcome>;
+        fn free_stale_locks(&mut self, batch: &str, now: Millis, tokens: &[&str], dead: &[&str]) -> Result<Vec<LockInfo>>;
+        fn renew_lock(&mut self, batch: &str, token: &str, expires_at: Millis) -> Result<bool>;
+        fn release_lock(&mut self, batch: &str, token: &str) -> Result<bool>;
+        fn prune(&mut self, cutoff: Millis, include_failed: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
+        fn start_run(&mut self, batch: &str, trigger: Trigger, holder: &Holder, now: Millis, seat: Option<&str>) -> Result<i64>;
+        fn finish_run(&mut self, run_id: i64, state: RunState, summary: &str, skipped_done: i64, retried: i64, now: Millis) -> Result<()>;
+        fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()>;
+        fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()>;
+    }
+}

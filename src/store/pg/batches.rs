@@ -1,0 +1,279 @@
+//! Batches: names, counts, the pause flag and schedule state.
+
+use super::PgStore;
+use super::conn::{Conn, text};
+use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause};
+use crate::store::{Result, StoreError};
+
+/// Id of a batch, or `UnknownBatch` listing the known ones.
+pub(crate) fn batch_id(c: &mut Conn, name: &str) -> Result<i64> {
+    if let Some(id) = c.batch_ids.get(name) {
+        return Ok(*id);
+    }
+    match c.opt("SELECT id FROM batches WHERE name = $1", &[&name])? {
+        Some(r) => {
+            let id = r.get(0);
+            c.batch_ids.insert(name.to_string(), id);
+            Ok(id)
+        }
+        None => Err(StoreError::UnknownBatch {
+            name: name.to_string(),
+            known: names(c).unwrap_or_default(),
+        }),
+    }
+}
+
+pub(crate) fn names(c: &mut Conn) -> Result<Vec<String>> {
+    Ok(c.q("SELECT name FROM batches ORDER BY name", &[])?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// Creates the batch row if missing (two hosts may race: one insert wins).
+pub(crate) fn ensure(c: &mut Conn, name: &str, now: Millis) -> Result<i64> {
+    if let Some(r) = c.opt("SELECT id FROM batches WHERE name = $1", &[&name])? {
+        return Ok(r.get(0));
+    }
+    let now = c.tin(now);
+    c.x(
+        "INSERT INTO batches (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        &[&name, &now],
+    )?;
+    Ok(c.one("SELECT id FROM batches WHERE name = $1", &[&name])?
+        .get(0))
+}
+
+fn paused(c: &mut Conn, id: i64) -> Result<bool> {
+    Ok(c.one("SELECT paused FROM batches WHERE id = $1", &[&id])?
+        .get(0))
+}
+
+/// The counters, summed over their shards.
+pub(crate) fn counts(c: &mut Conn, id: i64) -> Result<Counts> {
+    let mut out = Counts::default();
+    for r in c.q(
+        "SELECT bucket, sum(n)::int8 FROM counts WHERE batch_id = $1 GROUP BY bucket",
+        &[&id],
+    )? {
+        let n: i64 = r.get(1);
+        match r.get::<_, &str>(0) {
+            "pending" => out.pending = n,
+            "claimed" => out.claimed = n,
+            "done" => out.done_ok = n,
+            "empty" => out.empty = n,
+            "skipped" => out.skipped = n,
+            "retry" => out.retry = n,
+            "manual" => out.manual = n,
+            _ => {}
+        }
+    }
+    out.done = out.done_ok + out.empty + out.skipped;
+    out.failed = out.retry + out.manual;
+    Ok(out)
+}
+
+type Schedule = (Option<Pause>, Option<Millis>, Option<Fire>);
+
+fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<Schedule> {
+    let r = c.one(
+        "SELECT paused, paused_reason, paused_by, paused_at, next_fire,
+                last_fire_at, last_fire_outcome, last_fire_reason, last_fire_run
+           FROM batches WHERE id = $1",
+        &[&id],
+    )?;
+    let pause = r.get::<_, bool>(0).then(|| Pause {
+        reason: r.get::<_, Option<String>>(1).unwrap_or_default(),
+        by: r.get::<_, Option<String>>(2).unwrap_or_default(),
+        at: c.tout(r.get::<_, Option<i64>>(3).unwrap_or_default()),
+    });
+    let fire = r.get::<_, Option<i64>>(5).map(|at| Fire {
+        at: c.tout(at),
+        outcome: r.get::<_, Option<String>>(6).unwrap_or_default(),
+        reason: r.get(7),
+        run_id: r.get(8),
+    });
+    Ok((pause, c.tout_opt(r.get(4)), fire))
+}
+
+/// Counts, pause flag, schedule state, lock and last run of one batch.
+pub(crate) fn info(c: &mut Conn, id: i64, name: String) -> Result<BatchInfo> {
+    let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
+    Ok(BatchInfo {
+        counts: counts(c, id)?,
+        pause,
+        next_fire,
+        last_fire,
+        locks: super::locks::current(c, id, &name)?,
+        last_run: super::runs::last(c, id)?,
+        name,
+    })
+}
+
+/// Done and failed completions per minute, oldest first, for the last
+/// `minutes` minutes ending at `now` (zeros included).
+pub(crate) fn minutes(c: &mut Conn, id: i64, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
+    let last = c.tin(now) / 60_000;
+    let first = last - minutes + 1;
+    let mut out = vec![(0, 0); minutes.max(0) as usize];
+    for r in c.q(
+        "SELECT minute, sum(done)::int8, sum(failed)::int8 FROM minute_stats
+          WHERE batch_id = $1 AND minute BETWEEN $2 AND $3 GROUP BY minute",
+        &[&id, &first, &last],
+    )? {
+        let m: i64 = r.get(0);
+        if let Some(slot) = out.get_mut((m - first) as usize) {
+            *slot = (r.get(1), r.get(2));
+        }
+    }
+    Ok(out)
+}
+
+impl PgStore {
+    pub fn batch_names(&self) -> Result<Vec<String>> {
+        self.read(names)
+    }
+
+    pub fn ensure_batch(&mut self, name: &str, now: Millis) -> Result<()> {
+        self.write(|c| ensure(c, name, now).map(drop))
+    }
+
+    pub fn check_batch(&self, name: &str) -> Result<()> {
+        self.read(|c| batch_id(c, name).map(drop))
+    }
+
+    pub fn counts(&self, batch: &str) -> Result<Counts> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            counts(c, id)
+        })
+    }
+
+    pub fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>> {
+        self.read(|c| {
+            let wanted = match only {
+                Some(name) => {
+                    batch_id(c, name)?;
+                    vec![name.to_string()]
+                }
+                None => names(c)?,
+            };
+            let mut out = Vec::with_capacity(wanted.len());
+            for name in wanted {
+                let id = batch_id(c, &name)?;
+                out.push(info(c, id, name)?);
+            }
+            Ok(out)
+        })
+    }
+
+    pub fn pause_batch(&mut self, batch: &str, p: &Pause) -> Result<bool> {
+        self.write(|c| {
+            let id = ensure(c, batch, p.at)?;
+            let was = paused(c, id)?;
+            let at = c.tin(p.at);
+            c.x(
+                "UPDATE batches SET paused = true, paused_reason = $2, paused_by = $3, paused_at = $4
+                  WHERE id = $1",
+                &[&id, &text(&p.reason), &p.by, &at],
+            )?;
+            super::events::insert(
+                c,
+                &NewEvent::new(p.at, batch, "paused", format!("paused by {}: {}", p.by, p.reason))
+                    .actor(&p.by)
+                    .fields(serde_json::json!({"reason": p.reason})),
+            )?;
+            Ok(was)
+        })
+    }
+
+    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool> {
+        self.write(|c| {
+            let id = batch_id(c, batch)?;
+            let was = paused(c, id)?;
+            c.x(
+                "UPDATE batches SET paused = false, paused_reason = NULL, paused_by = NULL,
+                        paused_at = NULL
+                  WHERE id = $1",
+                &[&id],
+            )?;
+            if was {
+                super::events::insert(
+                    c,
+                    &NewEvent::new(now, batch, "unpaused", format!("unpaused by {actor}"))
+                        .actor(actor),
+                )?;
+            }
+            Ok(was)
+        })
+    }
+
+    pub fn pause(&self, batch: &str) -> Result<Option<Pause>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            Ok(pause_and_schedule(c, id)?.0)
+        })
+    }
+
+    pub fn hold_until(&self, batch: &str) -> Result<Option<Millis>> {
+        self.read(|c| {
+            let held: Option<i64> = c
+                .opt("SELECT hold_until FROM batches WHERE name = $1", &[&batch])?
+                .and_then(|r| r.get(0));
+            Ok(c.tout_opt(held))
+        })
+    }
+
+    pub fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()> {
+        self.write(|c| {
+            let until = c.tin(until);
+            c.x(
+                "UPDATE batches SET hold_until = greatest(coalesce(hold_until, 0), $2)
+                  WHERE name = $1",
+                &[&batch, &until],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()> {
+        self.write(|c| {
+            let id = ensure(c, batch, now)?;
+            let next = c.tin_opt(next);
+            c.x(
+                "UPDATE batches SET next_fire = $2 WHERE id = $1",
+                &[&id, &next],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent> {
+        self.write(|c| {
+            let id = ensure(c, batch, fire.at)?;
+            let at = c.tin(fire.at);
+            c.x(
+                "UPDATE batches SET last_fire_at = $2, last_fire_outcome = $3,
+                        last_fire_reason = $4, last_fire_run = $5
+                  WHERE id = $1 AND (last_fire_at IS NULL OR last_fire_at <= $2)",
+                &[&id, &at, &fire.outcome, &fire.reason, &fire.run_id],
+            )?;
+            let message = match &fire.reason {
+                Some(reason) => format!("fire {}: {reason}", fire.outcome),
+                None => format!("fire {}", fire.outcome),
+            };
+            let mut event = NewEvent::new(fire.at, batch, "fire", message)
+                .fields(serde_json::json!({"outcome": fire.outcome, "reason": fire.reason}));
+            event.run_id = fire.run_id;
+            super::events::insert(c, &event)?;
+            Ok(event)
+        })
+    }
+
+    pub fn minute_stats(&self, batch: &str, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            self::minutes(c, id, now, minutes)
+        })
+    }
+}

@@ -1,0 +1,307 @@
+//! One PostgreSQL session: connecting, the clock offset, a statement cache,
+//! and error classification.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+
+use postgres::types::ToSql;
+use postgres::{Client, NoTls, Row, Statement};
+
+use crate::store::{Access, Result, StoreError};
+
+/// Statement parameters, as the `postgres` crate takes them.
+pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// Prepared statements kept per session (dynamic filters add a few each).
+const CACHE: usize = 256;
+
+pub(crate) struct Conn {
+    /// Always set; taken only when the session is dropped (see `Drop`).
+    client: Option<Client>,
+    /// How to connect again after the server dropped the session.
+    url: String,
+    access: Access,
+    skew_ms: i64,
+    cache: HashMap<String, Statement>,
+    /// Batch ids by name: batches are never deleted, so an id once read
+    /// stays right. Cleared on every rollback (it may hold an id whose
+    /// insert was rolled back).
+    pub(crate) batch_ids: HashMap<String, i64>,
+    /// Database clock minus the caller's clock, in ms (whole seconds).
+    pub(crate) off: i64,
+}
+
+impl From<postgres::Error> for StoreError {
+    fn from(e: postgres::Error) -> StoreError {
+        let code = e.code().map(|c| c.code().to_string()).unwrap_or_default();
+        let message = match e.as_db_error() {
+            Some(db) => {
+                let mut m = db.message().to_string();
+                if let Some(d) = db.detail() {
+                    m.push_str(&format!(" ({d})"));
+                }
+                m
+            }
+            None => {
+                let mut m = e.to_string();
+                if let Some(src) = std::error::Error::source(&e) {
+                    m.push_str(&format!(": {src}"));
+                }
+                m
+            }
+        };
+        StoreError::Postgres {
+            target: None,
+            code,
+            message,
+        }
+    }
+}
+
+impl StoreError {
+    /// Names the store a PostgreSQL error happened on (once).
+    pub(crate) fn at(self, target: &Path) -> StoreError {
+        match self {
+            StoreError::Postgres {
+                target: None,
+                code,
+                message,
+            } => {
+                // Waiting too long for a row lock: another writer held it.
+                if code == "55P03" {
+                    return StoreError::Busy(target.to_path_buf());
+                }
+                if code == "53100" {
+                    return StoreError::DiskFull(target.to_path_buf());
+                }
+                // A read-only transaction (a read-only role or a standby),
+                // or a role without the privilege.
+                if code == "25006" || code == "42501" {
+                    return StoreError::ReadOnlyDatabase(target.to_path_buf(), message);
+                }
+                StoreError::Postgres {
+                    target: Some(target.to_path_buf()),
+                    code,
+                    message,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// A serialisation failure or deadlock: the transaction can be retried.
+    pub(crate) fn is_retryable_pg(&self) -> bool {
+        matches!(self, StoreError::Postgres { code, .. } if code == "40001" || code == "40P01")
+    }
+}
+
+/// Runs `f`, which may block on the `postgres` client. That client drives
+/// a tokio runtime of its own, which panics when entered (or dropped) on a
+/// thread already running one: the runner's and the daemon's async code
+/// call the store directly. There, `f` runs on a short-lived thread. The
+/// store thread of the runner and the dashboard's poller run none.
+fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| s.spawn(f).join()).unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            let _ = std::thread::spawn(move || drop(client)).join();
+        }
+    }
+}
+
+impl Conn {
+    pub(crate) fn connect(url: &str, target: &Path, access: Access, skew_ms: i64) -> Result<Conn> {
+        off_runtime(|| Self::connect_here(url, target, access, skew_ms))
+    }
+
+    fn connect_here(url: &str, target: &Path, access: Access, skew_ms: i64) -> Result<Conn> {
+        let mut client = Client::connect(url, NoTls).map_err(|e| {
+            let hint = match e.code().map(|c| c.code()) {
+                Some("3D000") => ": create the database first (createdb), then `nightshift init`",
+                _ => "",
+            };
+            let detail = StoreError::from(e).to_string();
+            let detail = detail.trim_start_matches("PostgreSQL error: ");
+            StoreError::CannotOpen(target.to_path_buf(), format!("{detail}{hint}"))
+        })?;
+        let readonly = if access == Access::ReadOnly {
+            "SET default_transaction_read_only = on;"
+        } else {
+            ""
+        };
+        client
+            .batch_execute(&format!(
+                "SET search_path = nightshift, pg_catalog;
+                 SET application_name = 'nightshift';
+                 SET TIME ZONE 'UTC';
+                 SET lock_timeout = '60s';
+                 {readonly}"
+            ))
+            .map_err(|e| StoreError::from(e).at(target))?;
+        let off = measure_offset(&mut client, skew_ms).map_err(|e| e.at(target))?;
+        Ok(Conn {
+            client: Some(client),
+            url: url.to_string(),
+            access,
+            skew_ms,
+            cache: HashMap::new(),
+            batch_ids: HashMap::new(),
+            off,
+        })
+    }
+
+    fn client(&mut self) -> &mut Client {
+        self.client
+            .as_mut()
+            .expect("the session is open until dropped")
+    }
+
+    /// Begins a transaction; a session the server dropped meanwhile (a
+    /// restart, an idle timeout, a terminated backend) is replaced first.
+    /// Nothing was sent in it yet, so nothing can have been half done.
+    pub(crate) fn begin(&mut self, sql: &str, target: &Path) -> Result<()> {
+        match self.simple(sql) {
+            Err(_) if self.client().is_closed() => {
+                *self = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
+                self.simple(sql)
+            }
+            other => other,
+        }
+    }
+
+    /// Runs statements without parameters (transaction control, DDL).
+    pub(crate) fn simple(&mut self, sql: &str) -> Result<()> {
+        if sql.starts_with("ROLLBACK") {
+            self.batch_ids.clear();
+        }
+        let client = self.client();
+        Ok(off_runtime(|| client.batch_execute(sql))?)
+    }
+
+    /// Replaces a session the server dropped (see [`Conn::begin`]).
+    pub(crate) fn ensure_open(&mut self, target: &Path) -> Result<()> {
+        if self.client().is_closed() {
+            *self = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
+        }
+        Ok(())
+    }
+
+    /// A single statement in its own implicit transaction.
+    pub(crate) fn q_alone(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let out = self.q(sql, params);
+        if out.is_err() {
+            self.batch_ids.clear();
+        }
+        out
+    }
+
+    fn prepared(&mut self, sql: &str) -> Result<Statement> {
+        if let Some(st) = self.cache.get(sql) {
+            return Ok(st.clone());
+        }
+        let client = self.client();
+        let st = off_runtime(|| client.prepare(sql))?;
+        if self.cache.len() >= CACHE {
+            self.cache.clear();
+        }
+        self.cache.insert(sql.to_string(), st.clone());
+        Ok(st)
+    }
+
+    pub(crate) fn q(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let st = self.prepared(sql)?;
+        let client = self.client();
+        Ok(off_runtime(|| client.query(&st, params))?)
+    }
+
+    pub(crate) fn x(&mut self, sql: &str, params: Params<'_>) -> Result<u64> {
+        let st = self.prepared(sql)?;
+        let client = self.client();
+        Ok(off_runtime(|| client.execute(&st, params))?)
+    }
+
+    pub(crate) fn opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>> {
+        let st = self.prepared(sql)?;
+        let client = self.client();
+        Ok(off_runtime(|| client.query_opt(&st, params))?)
+    }
+
+    pub(crate) fn one(&mut self, sql: &str, params: Params<'_>) -> Result<Row> {
+        let st = self.prepared(sql)?;
+        let client = self.client();
+        Ok(off_runtime(|| client.query_one(&st, params))?)
+    }
+
+    pub(crate) fn query_one_text(&mut self, sql: &str) -> Result<String> {
+        let client = self.client();
+        let row = off_runtime(|| client.query_one(sql, &[]))?;
+        Ok(row.get(0))
+    }
+
+    /// A time from the caller's clock onto the database's.
+    pub(crate) fn tin(&self, t: i64) -> i64 {
+        t.saturating_add(self.off)
+    }
+
+    /// A stored time back onto the caller's clock.
+    pub(crate) fn tout(&self, t: i64) -> i64 {
+        t.saturating_sub(self.off)
+    }
+
+    pub(crate) fn tout_opt(&self, t: Option<i64>) -> Option<i64> {
+        t.map(|t| self.tout(t))
+    }
+
+    pub(crate) fn tin_opt(&self, t: Option<i64>) -> Option<i64> {
+        t.map(|t| self.tin(t))
+    }
+}
+
+/// The database clock minus ours (plus `skew_ms`, a simulated skew), from
+/// the fastest of three round trips, rounded to whole seconds: hosts within
+/// half a second of the database then store exactly the times they pass.
+fn measure_offset(client: &mut Client, skew_ms: i64) -> Result<i64> {
+    let st = client.prepare("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8")?;
+    let mut best: Option<(u128, i64)> = None;
+    for _ in 0..3 {
+        let before = std::time::Instant::now();
+        let local0 = crate::util::time::now_ms();
+        let db: i64 = client.query_one(&st, &[])?.get(0);
+        let rtt = before.elapsed().as_micros();
+        let local = local0 + (rtt / 2000) as i64 + skew_ms;
+        if best.is_none_or(|(r, _)| rtt < r) {
+            best = Some((rtt, db - local));
+        }
+    }
+    let raw = best.map_or(0, |(_, off)| off);
+    Ok((raw as f64 / 1000.0).round() as i64 * 1000)
+}
+
+/// Text from workers may hold NUL characters, which PostgreSQL text cannot:
+/// they are stored as U+FFFD.
+pub(crate) fn text(s: &str) -> Cow<'_, str> {
+    if s.contains('\0') {
+        Cow::Owned(s.replace('\0', "\u{FFFD}"))
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+pub(crate) fn text_opt(s: Option<&str>) -> Option<Cow<'_, str>> {
+    s.map(text)
+}
+
+/// Parses a stored enum column; the schema's CHECKs keep these valid.
+pub(crate) fn parse_col_text<T: std::str::FromStr<Err = String>>(text: &str) -> Result<T> {
+    text.parse()
+        .map_err(|e: String| StoreError::Invalid(format!("unreadable stored value: {e}")))
+}

@@ -1,0 +1,175 @@
+//! The run log: structured events, also used for operator actions.
+
+use postgres::Row;
+
+use super::PgStore;
+use super::batches::batch_id;
+use super::conn::{Conn, text};
+use crate::model::{Event, Millis, NewEvent};
+use crate::store::{EventFilter, Result, json_col};
+
+pub(crate) fn insert(c: &mut Conn, e: &NewEvent) -> Result<i64> {
+    let batch = match &e.batch {
+        Some(name) => Some(batch_id(c, name)?),
+        None => None,
+    };
+    let at = c.tin(e.at);
+    let fields = e.fields.as_ref().map(|f| text(&f.to_string()).into_owned());
+    let message = text(&e.message);
+    let key = e.key.as_deref();
+    Ok(c.one(
+        "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
+         VALUES ($1, $2, $3, $4::text,
+                 (SELECT id FROM items WHERE batch_id = $2 AND key = $4::text),
+                 $5, $6, $7, $8)
+         RETURNING id",
+        &[
+            &at, &batch, &e.run_id, &key, &e.kind, &e.actor, &message, &fields,
+        ],
+    )?
+    .get(0))
+}
+
+/// Inserts several events with one statement, in order.
+pub(crate) fn insert_many(c: &mut Conn, events: &[&NewEvent]) -> Result<()> {
+    let ats: Vec<i64> = events.iter().map(|e| c.tin(e.at)).collect();
+    let batches: Vec<Option<&str>> = events.iter().map(|e| e.batch.as_deref()).collect();
+    let runs: Vec<Option<i64>> = events.iter().map(|e| e.run_id).collect();
+    let keys: Vec<Option<&str>> = events.iter().map(|e| e.key.as_deref()).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let actors: Vec<Option<&str>> = events.iter().map(|e| e.actor.as_deref()).collect();
+    let messages: Vec<String> = events
+        .iter()
+        .map(|e| text(&e.message).into_owned())
+        .collect();
+    let fields: Vec<Option<String>> = events
+        .iter()
+        .map(|e| e.fields.as_ref().map(|f| text(&f.to_string()).into_owned()))
+        .collect();
+    c.x(
+        "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
+         SELECT d.at, b.id, d.run_id, d.key,
+                (SELECT id FROM items WHERE batch_id = b.id AND key = d.key),
+                d.kind, d.actor, d.message, d.fields
+           FROM unnest($1::int8[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[],
+                       $7::text[], $8::text[])
+                WITH ORDINALITY AS d(at, batch, run_id, key, kind, actor, message, fields, n)
+           LEFT JOIN batches b ON b.name = d.batch
+          ORDER BY d.n",
+        &[
+            &ats, &batches, &runs, &keys, &kinds, &actors, &messages, &fields,
+        ],
+    )?;
+    Ok(())
+}
+
+pub(crate) const COLUMNS: &str =
+    "e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, e.fields";
+
+pub(crate) fn event_from_row(c: &Conn, r: &Row) -> Event {
+    Event {
+        id: r.get(0),
+        at: c.tout(r.get(1)),
+        batch: r.get(2),
+        run_id: r.get(3),
+        key: r.get(4),
+        kind: r.get(5),
+        actor: r.get(6),
+        message: r.get(7),
+        fields: json_col(r.get(8)).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+/// Numbered placeholders for dynamic SQL.
+pub(crate) struct Args {
+    pub(crate) values: Vec<Box<dyn postgres::types::ToSql + Sync>>,
+}
+
+impl Args {
+    pub(crate) fn new() -> Args {
+        Args { values: Vec::new() }
+    }
+
+    /// Adds a value; returns its placeholder (`$n`).
+    pub(crate) fn push(&mut self, v: impl postgres::types::ToSql + Sync + 'static) -> String {
+        self.values.push(Box::new(v));
+        format!("${}", self.values.len())
+    }
+
+    pub(crate) fn refs(&self) -> Vec<&(dyn postgres::types::ToSql + Sync)> {
+        self.values.iter().map(|v| v.as_ref()).collect()
+    }
+}
+
+impl PgStore {
+    pub fn log_event(&mut self, e: &NewEvent) -> Result<i64> {
+        self.write(|c| insert(c, e))
+    }
+
+    /// Events matching `filter`: the newest `limit`, returned oldest first;
+    /// with `after_id`, the oldest `limit` after it (for following).
+    pub fn events(&self, filter: &EventFilter) -> Result<Vec<Event>> {
+        self.read(|c| {
+            let mut args = Args::new();
+            let mut cond = String::from("true");
+            let mut batch_slot = None;
+            if let Some(name) = &filter.batch {
+                let slot = args.push(batch_id(c, name)?);
+                cond.push_str(&format!(" AND e.batch_id = {slot}"));
+                batch_slot = Some(slot);
+            }
+            if !filter.kinds.is_empty() {
+                let slot = args.push(filter.kinds.clone());
+                cond.push_str(&format!(" AND e.kind = ANY({slot})"));
+            }
+            if let Some(key) = &filter.key {
+                let k = args.push(key.clone());
+                match &batch_slot {
+                    Some(b) => cond.push_str(&format!(
+                        " AND e.item_id = (SELECT id FROM items WHERE batch_id = {b} AND key = {k})"
+                    )),
+                    None => cond.push_str(&format!(
+                        " AND e.item_id IN (SELECT id FROM items WHERE key = {k})"
+                    )),
+                }
+            }
+            if let Some(since) = filter.since {
+                let slot = args.push(c.tin(since));
+                cond.push_str(&format!(" AND e.at >= {slot}"));
+            }
+            let following = filter.after_id.is_some();
+            if let Some(after) = filter.after_id {
+                let slot = args.push(after);
+                cond.push_str(&format!(" AND e.id > {slot}"));
+            }
+            let order = if following { "ASC" } else { "DESC" };
+            let limit = if filter.limit == 0 { 200 } else { filter.limit };
+            let sql = format!(
+                "SELECT {COLUMNS} FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                  WHERE {cond} ORDER BY e.id {order} LIMIT {limit}"
+            );
+            let rows = c.q(&sql, &args.refs())?;
+            let mut out: Vec<Event> = rows.iter().map(|r| event_from_row(c, r)).collect();
+            if !following {
+                out.reverse();
+            }
+            Ok(out)
+        })
+    }
+
+    /// Event counts by kind since `since`.
+    pub fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>> {
+        self.read(|c| {
+            let since = c.tin(since);
+            Ok(c.q(
+                "SELECT coalesce(b.name, ''), e.kind, count(*)::int8 FROM events e
+                   LEFT JOIN batches b ON b.id = e.batch_id
+                  WHERE e.at > $1 GROUP BY 1, 2 ORDER BY 1, 2",
+                &[&since],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
+        })
+    }
+}

@@ -1,0 +1,191 @@
+//! Runs: one execution of a batch, with its summary counts.
+
+use postgres::Row;
+
+use super::PgStore;
+use super::batches::{batch_id, ensure};
+use super::conn::{Conn, text};
+use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
+use crate::store::{OpenRun, Result, StoreError};
+
+const COLUMNS: &str = "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
+    r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven,
+    r.released, r.cost, r.summary";
+
+fn run_from_row(c: &Conn, r: &Row) -> Result<Run> {
+    let parse = |e: String| StoreError::Invalid(format!("unreadable run row: {e}"));
+    Ok(Run {
+        id: r.get(0),
+        batch: r.get(1),
+        trigger: r.get::<_, &str>(2).parse::<Trigger>().map_err(parse)?,
+        host: r.get(3),
+        pid: r.get::<_, i64>(4) as u32,
+        started_at: c.tout(r.get(5)),
+        ended_at: c.tout_opt(r.get(6)),
+        state: r.get::<_, &str>(7).parse::<RunState>().map_err(parse)?,
+        counts: RunCounts {
+            done: r.get(8),
+            empty: r.get(9),
+            failed: r.get(10),
+            retry: r.get(11),
+            manual: r.get(12),
+            retried: r.get(13),
+            skipped_done: r.get(14),
+            redriven: r.get(15),
+            released: r.get(16),
+            cost: r.get(17),
+        },
+        summary: r.get(18),
+    })
+}
+
+pub(crate) fn last(c: &mut Conn, id: i64) -> Result<Option<Run>> {
+    Ok(recent(c, id, 1)?.pop())
+}
+
+/// The newest `limit` runs of a batch, newest first.
+pub(crate) fn recent(c: &mut Conn, id: i64, limit: usize) -> Result<Vec<Run>> {
+    let rows = c.q(
+        &format!(
+            "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
+              WHERE r.batch_id = $1 ORDER BY r.id DESC LIMIT $2"
+        ),
+        &[&id, &(limit as i64)],
+    )?;
+    rows.iter().map(|r| run_from_row(c, r)).collect()
+}
+
+impl PgStore {
+    pub fn start_run(
+        &mut self,
+        batch: &str,
+        trigger: Trigger,
+        holder: &Holder,
+        now: Millis,
+        seat: Option<&str>,
+    ) -> Result<i64> {
+        self.write(|c| {
+            let id = ensure(c, batch, now)?;
+            let at = c.tin(now);
+            let run_id: i64 = c
+                .one(
+                    "INSERT INTO runs (batch_id, trigger, host, pid, pid_start, started_at, state)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'running') RETURNING id",
+                    &[
+                        &id,
+                        &trigger.as_str(),
+                        &holder.host,
+                        &i64::from(holder.pid),
+                        &holder.pid_start.map(|s| s as i64),
+                        &at,
+                    ],
+                )?
+                .get(0);
+            // In the same transaction: no other runner ever sees the run
+            // open without a seat (and takes it for dead).
+            if let Some(token) = seat {
+                c.x(
+                    "UPDATE locks SET run_id = $3 WHERE batch_id = $1 AND token = $2",
+                    &[&id, &token, &run_id],
+                )?;
+            }
+            Ok(run_id)
+        })
+    }
+
+    pub fn finish_run(
+        &mut self,
+        run_id: i64,
+        state: RunState,
+        summary: &str,
+        skipped_done: i64,
+        retried: i64,
+        now: Millis,
+    ) -> Result<()> {
+        self.write(|c| {
+            let at = c.tin(now);
+            // A run that lost its lock was marked `crashed` by the run
+            // that took over: that verdict stands.
+            c.x(
+                "UPDATE runs SET state = $2, summary = $3, skipped_done = $4, retried = $5,
+                        ended_at = $6
+                  WHERE id = $1 AND state = 'running'",
+                &[
+                    &run_id,
+                    &state.as_str(),
+                    &text(summary),
+                    &skipped_done,
+                    &retried,
+                    &at,
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()> {
+        self.write(|c| {
+            c.x(
+                "UPDATE runs SET retried = retried + $2 WHERE id = $1",
+                &[&run_id, &n],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn run(&self, run_id: i64) -> Result<Option<Run>> {
+        self.read(|c| {
+            let row = c.opt(
+                &format!(
+                    "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
+                      WHERE r.id = $1"
+                ),
+                &[&run_id],
+            )?;
+            row.map(|r| run_from_row(c, &r)).transpose()
+        })
+    }
+
+    pub fn runs(&self, batch: &str, limit: usize) -> Result<Vec<Run>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            recent(c, id, limit)
+        })
+    }
+
+    pub fn open_runs(&self, batch: &str) -> Result<Vec<OpenRun>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let rows = c.q(
+                "SELECT id, host, pid, pid_start, started_at FROM runs
+                  WHERE state = 'running' AND batch_id = $1 ORDER BY id",
+                &[&id],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| OpenRun {
+                    id: r.get(0),
+                    holder: Holder {
+                        host: r.get(1),
+                        pid: r.get::<_, i64>(2) as u32,
+                        pid_start: r.get::<_, Option<i64>>(3).map(|s| s as u64),
+                    },
+                    started_at: c.tout(r.get(4)),
+                })
+                .collect())
+        })
+    }
+
+    pub fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()> {
+        self.write(|c| {
+            let at = c.tin(now);
+            c.x(
+                "UPDATE runs SET state = 'crashed', ended_at = $2,
+                        summary = coalesce(summary, 'crashed: the runner stopped without finishing')
+                  WHERE id = ANY($1) AND state = 'running'",
+                &[&run_ids, &at],
+            )?;
+            Ok(())
+        })
+    }
+}

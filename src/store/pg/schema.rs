@@ -1,0 +1,422 @@
+//! The PostgreSQL schema, its migrations and the identity check.
+//!
+//! The version lives in `nightshift.nightshift_meta`; a database with a
+//! newer version is refused untouched. Migrations run under a transaction-
+//! scoped advisory lock, so runners starting together on a fresh database
+//! migrate it once.
+//!
+//! Counters: `counts`, `failed_classes`, `minute_stats` and `dlq_hourly`
+//! are kept by statement-level triggers (one aggregated upsert per
+//! statement, not per row). Each connection writes its own shard row
+//! (`pg_backend_pid() % 32`) and reads sum the shards: with one row per
+//! (batch, bucket), every claim and completion of every runner would queue
+//! on the same few rows until the writer's commit.
+
+use std::path::Path;
+
+use super::conn::Conn;
+use crate::store::{Result, StoreError};
+
+/// The PostgreSQL schema this build writes.
+pub const PG_SCHEMA_VERSION: i32 = 2;
+
+/// Key of the advisory lock that serialises migrations ("NSHT").
+const MIGRATION_LOCK: i64 = 0x4E53_4854;
+
+const V1: &str = r#"
+CREATE TABLE batches (
+    id                BIGSERIAL PRIMARY KEY,
+    name              TEXT NOT NULL UNIQUE,
+    created_at        BIGINT NOT NULL,
+    paused            BOOLEAN NOT NULL DEFAULT false,
+    paused_reason     TEXT,
+    paused_by         TEXT,
+    paused_at         BIGINT,
+    hold_until        BIGINT,
+    next_fire         BIGINT,
+    last_fire_at      BIGINT,
+    last_fire_outcome TEXT,
+    last_fire_reason  TEXT,
+    last_fire_run     BIGINT
+);
+
+-- Fencing tokens of claims: one sequence, so a later claim always has a
+-- larger token, whichever host made it.
+CREATE SEQUENCE lease_tokens;
+
+CREATE TABLE items (
+    id              BIGSERIAL PRIMARY KEY,
+    batch_id        BIGINT NOT NULL REFERENCES batches(id),
+    key             TEXT NOT NULL,
+    label           TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    status          TEXT NOT NULL CHECK (status IN ('pending', 'claimed', 'done', 'failed')),
+    tier            TEXT CHECK (tier IN ('retry', 'manual')),
+    outcome         TEXT CHECK (outcome IN ('done', 'empty', 'skipped')),
+    attempts        BIGINT NOT NULL DEFAULT 0,
+    op_id           TEXT,
+    result          TEXT,
+    cost            DOUBLE PRECISION,
+    error_class     TEXT,
+    error_message   TEXT,
+    next_attempt_at BIGINT,
+    lease_run       BIGINT,
+    lease_until     BIGINT,
+    lease_token     BIGINT NOT NULL DEFAULT 0,
+    created_at      BIGINT NOT NULL,
+    updated_at      BIGINT NOT NULL,
+    UNIQUE (batch_id, key),
+    CHECK ((status = 'failed') = (tier IS NOT NULL)),
+    CHECK ((status = 'done') = (outcome IS NOT NULL)),
+    CHECK (status <> 'failed' OR error_class IS NOT NULL),
+    CHECK ((status = 'claimed') = (lease_run IS NOT NULL))
+);
+-- The claim queue: only claimable rows, in insertion order.
+CREATE INDEX items_claimable ON items (batch_id, id)
+    WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
+-- Expired leases, redrive of due retries, requeue by tier, status filters.
+CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at);
+-- Failed items of one error class, in id order: the dead-letter pane's
+-- item list of a rare class is a page of this index. Partial, so only
+-- failing and requeueing touch it.
+CREATE INDEX items_failed ON items (batch_id, error_class, id) WHERE status = 'failed';
+
+CREATE TABLE counts (
+    batch_id BIGINT NOT NULL,
+    bucket   TEXT NOT NULL,
+    shard    INT NOT NULL,
+    n        BIGINT NOT NULL,
+    PRIMARY KEY (batch_id, bucket, shard)
+);
+
+CREATE TABLE failed_classes (
+    batch_id    BIGINT NOT NULL,
+    error_class TEXT NOT NULL,
+    tier        TEXT NOT NULL,
+    shard       INT NOT NULL,
+    n           BIGINT NOT NULL,
+    PRIMARY KEY (batch_id, error_class, tier, shard)
+);
+
+CREATE TABLE minute_stats (
+    batch_id BIGINT NOT NULL,
+    minute   BIGINT NOT NULL,
+    shard    INT NOT NULL,
+    done     BIGINT NOT NULL,
+    failed   BIGINT NOT NULL,
+    PRIMARY KEY (batch_id, minute, shard)
+);
+
+CREATE TABLE dead_letters (
+    id          BIGSERIAL PRIMARY KEY,
+    batch_id    BIGINT NOT NULL REFERENCES batches(id),
+    item_id     BIGINT,
+    key         TEXT NOT NULL,
+    label       TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    error_class TEXT NOT NULL,
+    message     TEXT NOT NULL,
+    attempt     BIGINT NOT NULL,
+    failed_at   BIGINT NOT NULL,
+    tier        TEXT NOT NULL CHECK (tier IN ('retry', 'manual')),
+    run_id      BIGINT
+);
+CREATE INDEX dead_letters_by_batch ON dead_letters (batch_id, failed_at);
+CREATE INDEX dead_letters_by_item ON dead_letters (item_id);
+
+CREATE TABLE dlq_hourly (
+    batch_id    BIGINT NOT NULL,
+    error_class TEXT NOT NULL,
+    hour        BIGINT NOT NULL,
+    shard       INT NOT NULL,
+    n           BIGINT NOT NULL,
+    PRIMARY KEY (batch_id, error_class, hour, shard)
+);
+
+CREATE TABLE runs (
+    id           BIGSERIAL PRIMARY KEY,
+    batch_id     BIGINT NOT NULL REFERENCES batches(id),
+    trigger      TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          BIGINT NOT NULL,
+    pid_start    BIGINT,
+    started_at   BIGINT NOT NULL,
+    ended_at     BIGINT,
+    state        TEXT NOT NULL,
+    done         BIGINT NOT NULL DEFAULT 0,
+    empty        BIGINT NOT NULL DEFAULT 0,
+    failed       BIGINT NOT NULL DEFAULT 0,
+    retry        BIGINT NOT NULL DEFAULT 0,
+    manual       BIGINT NOT NULL DEFAULT 0,
+    retried      BIGINT NOT NULL DEFAULT 0,
+    skipped_done BIGINT NOT NULL DEFAULT 0,
+    redriven     BIGINT NOT NULL DEFAULT 0,
+    released     BIGINT NOT NULL DEFAULT 0,
+    cost         DOUBLE PRECISION NOT NULL DEFAULT 0,
+    summary      TEXT
+);
+CREATE INDEX runs_by_batch ON runs (batch_id, id);
+CREATE INDEX runs_open ON runs (state) WHERE state = 'running';
+
+CREATE TABLE events (
+    id       BIGSERIAL PRIMARY KEY,
+    at       BIGINT NOT NULL,
+    batch_id BIGINT,
+    run_id   BIGINT,
+    key      TEXT,
+    item_id  BIGINT,
+    kind     TEXT NOT NULL,
+    actor    TEXT,
+    message  TEXT NOT NULL,
+    fields   TEXT
+);
+CREATE INDEX events_by_batch ON events (batch_id, id);
+CREATE INDEX events_by_kind ON events (kind, id);
+CREATE INDEX events_by_item ON events (item_id) WHERE item_id IS NOT NULL;
+CREATE INDEX events_by_time ON events (at);
+
+CREATE TABLE locks (
+    batch_id    BIGINT PRIMARY KEY REFERENCES batches(id),
+    token       TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    pid         BIGINT NOT NULL,
+    pid_start   BIGINT,
+    run_id      BIGINT,
+    acquired_at BIGINT NOT NULL,
+    expires_at  BIGINT NOT NULL
+);
+
+CREATE FUNCTION bucket(status TEXT, tier TEXT, outcome TEXT) RETURNS TEXT
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE status WHEN 'failed' THEN tier WHEN 'done' THEN outcome ELSE status END;
+
+CREATE FUNCTION shard() RETURNS INT LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN pg_backend_pid() % 32;
+
+-- Counter upserts are ordered by key, so two transactions that share a
+-- shard take the rows in the same order and cannot deadlock.
+CREATE FUNCTION items_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO counts AS c (batch_id, bucket, shard, n)
+    SELECT batch_id, b, shard(), sum(d) FROM (
+        SELECT batch_id, bucket(status, tier, outcome) AS b, -1 AS d FROM old_rows
+        UNION ALL
+        SELECT batch_id, bucket(status, tier, outcome), 1 FROM new_rows
+    ) x GROUP BY batch_id, b HAVING sum(d) <> 0 ORDER BY batch_id, b
+    ON CONFLICT (batch_id, bucket, shard) DO UPDATE SET n = c.n + excluded.n;
+
+    INSERT INTO failed_classes AS f (batch_id, error_class, tier, shard, n)
+    SELECT batch_id, error_class, tier, shard(), sum(d) FROM (
+        SELECT batch_id, error_class, tier, -1 AS d FROM old_rows WHERE status = 'failed'
+        UNION ALL
+        SELECT batch_id, error_class, tier, 1 FROM new_rows WHERE status = 'failed'
+    ) x GROUP BY batch_id, error_class, tier HAVING sum(d) <> 0
+      ORDER BY batch_id, error_class, tier
+    ON CONFLICT (batch_id, error_class, tier, shard) DO UPDATE SET n = f.n + excluded.n;
+
+    IF TG_OP = 'UPDATE' THEN
+        -- Only worker completions count towards rates: a claim ending
+        -- done or failed.
+        INSERT INTO minute_stats AS m (batch_id, minute, shard, done, failed)
+        SELECT n.batch_id, n.updated_at / 60000, shard(),
+               count(*) FILTER (WHERE n.status = 'done'),
+               count(*) FILTER (WHERE n.status = 'failed')
+          FROM new_rows n JOIN old_rows o ON o.id = n.id
+         WHERE o.status = 'claimed' AND n.status IN ('done', 'failed')
+         GROUP BY n.batch_id, n.updated_at / 60000 ORDER BY 1, 2
+        ON CONFLICT (batch_id, minute, shard)
+        DO UPDATE SET done = m.done + excluded.done, failed = m.failed + excluded.failed;
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- Transition tables need one trigger per event; the missing side is an
+-- empty table of the same shape.
+CREATE FUNCTION items_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO counts AS c (batch_id, bucket, shard, n)
+    SELECT batch_id, 'pending', shard(), count(*) FROM new_rows
+     GROUP BY batch_id ORDER BY batch_id
+    ON CONFLICT (batch_id, bucket, shard) DO UPDATE SET n = c.n + excluded.n;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION items_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO counts AS c (batch_id, bucket, shard, n)
+    SELECT batch_id, bucket(status, tier, outcome), shard(), -count(*) FROM old_rows
+     GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (batch_id, bucket, shard) DO UPDATE SET n = c.n + excluded.n;
+    INSERT INTO failed_classes AS f (batch_id, error_class, tier, shard, n)
+    SELECT batch_id, error_class, tier, shard(), -count(*) FROM old_rows
+     WHERE status = 'failed' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (batch_id, error_class, tier, shard) DO UPDATE SET n = f.n + excluded.n;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER items_counted AFTER UPDATE ON items
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION items_counted();
+CREATE TRIGGER items_inserted AFTER INSERT ON items
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION items_inserted();
+CREATE TRIGGER items_deleted AFTER DELETE ON items
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION items_deleted();
+
+CREATE FUNCTION dead_letters_hourly() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO dlq_hourly AS h (batch_id, error_class, hour, shard, n)
+    SELECT batch_id, error_class, failed_at / 3600000, shard(), count(*) FROM new_rows
+     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (batch_id, error_class, hour, shard) DO UPDATE SET n = h.n + excluded.n;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER dead_letters_hourly AFTER INSERT ON dead_letters
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION dead_letters_hourly();
+"#;
+
+/// Migrations, index `i` takes the schema from version `i` to `i + 1`.
+/// Version 2: the batch lock has seats (several runners may share a batch),
+/// one row per holder instead of one per batch.
+const V2: &str = r#"
+ALTER TABLE locks DROP CONSTRAINT locks_pkey;
+ALTER TABLE locks ADD PRIMARY KEY (batch_id, token);
+CREATE INDEX locks_by_expiry ON locks (expires_at);
+"#;
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2];
+
+/// The schema version in the database; `None` if it has no nightshift schema.
+fn version(conn: &mut Conn) -> Result<Option<i32>> {
+    let exists = conn
+        .one(
+            "SELECT to_regclass('nightshift.nightshift_meta') IS NOT NULL",
+            &[],
+        )?
+        .get::<_, bool>(0);
+    if !exists {
+        return Ok(None);
+    }
+    let row = conn.opt(
+        "SELECT value FROM nightshift.nightshift_meta WHERE key = 'schema_version'",
+        &[],
+    )?;
+    let Some(row) = row else { return Ok(Some(0)) };
+    let v: String = row.get(0);
+    v.parse()
+        .map(Some)
+        .map_err(|_| StoreError::Invalid(format!("unreadable nightshift schema version {v:?}")))
+}
+
+/// Refuses databases without the nightshift schema, or with a newer one.
+pub(super) fn check_identity(conn: &mut Conn, target: &Path) -> Result<()> {
+    let version = version(conn).map_err(|e| e.at(target))?;
+    match version {
+        None | Some(0) => Err(StoreError::NotNightshift(target.to_path_buf())),
+        Some(v) if v > PG_SCHEMA_VERSION => Err(StoreError::NewerSchema {
+            path: target.to_path_buf(),
+            found: v,
+            supported: PG_SCHEMA_VERSION,
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Brings the database to `PG_SCHEMA_VERSION` in one transaction. True if
+/// the schema was created. A newer schema is refused, untouched.
+pub(super) fn migrate(conn: &mut Conn, target: &Path) -> Result<bool> {
+    // Up to date (the usual open): no DDL, no lock, nothing a role without
+    // CREATE rights would be refused.
+    match version(conn)? {
+        Some(v) if v > PG_SCHEMA_VERSION => {
+            return Err(StoreError::NewerSchema {
+                path: target.to_path_buf(),
+                found: v,
+                supported: PG_SCHEMA_VERSION,
+            });
+        }
+        Some(PG_SCHEMA_VERSION) => return Ok(false),
+        _ => {}
+    }
+    conn.simple("BEGIN")?;
+    let out = (|| {
+        conn.x("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+        conn.simple(
+            "CREATE SCHEMA IF NOT EXISTS nightshift;
+             CREATE TABLE IF NOT EXISTS nightshift.nightshift_meta (
+                 key   TEXT PRIMARY KEY,
+                 value TEXT NOT NULL
+             );",
+        )?;
+        let found = version(conn)?.unwrap_or(0);
+        if found > PG_SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: target.to_path_buf(),
+                found,
+                supported: PG_SCHEMA_VERSION,
+            });
+        }
+        for (from, sql) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+            conn.simple(sql)?;
+            conn.x(
+                "INSERT INTO nightshift.nightshift_meta (key, value) VALUES ('schema_version', $1)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[&(from as i32 + 1).to_string()],
+            )?;
+        }
+        Ok(found == 0)
+    })();
+    match out {
+        Ok(created) => {
+            conn.simple("COMMIT")?;
+            Ok(created)
+        }
+        Err(e) => {
+            let _ = conn.simple("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Compares the counters with the items and dead letters they count.
+pub(super) fn check_counts(c: &mut Conn) -> Result<String> {
+    let rows = c.q(
+        "WITH real AS (
+             SELECT batch_id, bucket(status, tier, outcome) AS b, count(*) AS n
+               FROM items GROUP BY 1, 2),
+         kept AS (SELECT batch_id, bucket AS b, sum(n) AS n FROM counts GROUP BY 1, 2)
+         SELECT coalesce(r.batch_id, k.batch_id), coalesce(r.b, k.b),
+                coalesce(r.n, 0)::int8, coalesce(k.n, 0)::int8
+           FROM real r FULL JOIN kept k ON k.batch_id = r.batch_id AND k.b = r.b
+          WHERE coalesce(r.n, 0) <> coalesce(k.n, 0)
+         UNION ALL
+         SELECT coalesce(r.batch_id, k.batch_id), 'failed class ' || coalesce(r.c, k.c),
+                coalesce(r.n, 0)::int8, coalesce(k.n, 0)::int8
+           FROM (SELECT batch_id, error_class || '/' || tier AS c, count(*) AS n FROM items
+                  WHERE status = 'failed' GROUP BY 1, 2) r
+           FULL JOIN (SELECT batch_id, error_class || '/' || tier AS c, sum(n) AS n
+                        FROM failed_classes GROUP BY 1, 2) k
+             ON k.batch_id = r.batch_id AND k.c = r.c
+          WHERE coalesce(r.n, 0) <> coalesce(k.n, 0)",
+        &[],
+    )?;
+    if rows.is_empty() {
+        return Ok("ok".into());
+    }
+    Ok(rows
+        .iter()
+        .map(|r| {
+            format!(
+                "batch {} {}: counted {} but {} items",
+                r.get::<_, i64>(0),
+                r.get::<_, String>(1),
+                r.get::<_, i64>(3),
+                r.get::<_, i64>(2)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; "))
+}
