@@ -559,23 +559,16 @@ impl Store {
         loop {
             let keys = self.write(|tx| {
                 let id = batch_id(tx, batch)?;
-                // The update leaves `error_class` as it was: counted by class.
-                let moved: Vec<(String, String)> = tx
+                let keys: Vec<String> = tx
                     .prepare_cached(
                         "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL, updated_at = ?2
                           WHERE id IN (SELECT id FROM items
                                         WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'
                                           AND next_attempt_at <= ?2 LIMIT ?3)
-                         RETURNING key, error_class",
+                         RETURNING key",
                     )?
-                    .query_map(params![id, now, CHUNK as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .query_map(params![id, now, CHUNK as i64], |r| r.get(0))?
                     .collect::<rusqlite::Result<_>>()?;
-                let mut groups = std::collections::BTreeMap::new();
-                for (_, class) in &moved {
-                    *groups.entry((Tier::Retry.as_str(), class.as_str())).or_insert(0) += 1;
-                }
-                count_back_to_pending(tx, id, &groups)?;
-                let keys: Vec<String> = moved.into_iter().map(|(key, _)| key).collect();
                 for key in &keys {
                     let mut e = NewEvent::new(now, batch, "redriven", "redriven: retry time reached").key(key);
                     e.run_id = run_id;
@@ -624,9 +617,9 @@ impl Store {
         if dry_run || matched.is_empty() {
             return Ok(matched.into_iter().map(|(_, r)| r).collect());
         }
-        // Chunks of the selection, each one set-based (the events, the
-        // move, and the counters once per chunk rather than by per-row
-        // triggers) and paced to hold the write lock for about 20 ms.
+        // Chunks of the selection, each one set-based (two statements, so
+        // the triggers' per-statement setup is paid once per chunk) and
+        // paced to hold the write lock for about 20 ms.
         let mut moved = Vec::with_capacity(matched.len());
         let mut chunks = Chunks::new(1_000);
         let mut rest = matched.as_slice();
@@ -805,26 +798,6 @@ fn requeue_chunk(
     let id = batch_id(tx, batch)?;
     let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
         .map_err(|e| StoreError::Invalid(format!("encoding item ids: {e}")))?;
-    // What leaves each count, read in this transaction (the selection was
-    // made before it): the update below is not counted by the triggers.
-    let mut groups = std::collections::BTreeMap::new();
-    let mut leaving = tx.prepare_cached(
-        "SELECT tier, error_class, count(*) FROM items
-          WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'failed'
-          GROUP BY tier, error_class",
-    )?;
-    let rows = leaving
-        .query_map(params![ids], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, i64>(2)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    for (tier, class, n) in &rows {
-        groups.insert((tier.as_str(), class.as_str()), *n);
-    }
     tx.prepare_cached(
         "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
          SELECT ?2, ?3, key, id, 'requeued', ?4, 'requeued from ' || tier || ' by ' || ?4,
@@ -844,44 +817,11 @@ fn requeue_chunk(
         )?
         .query_map(params![ids, now, reset_attempts], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    if moved.len() as i64 != groups.values().sum::<i64>() {
-        return Err(StoreError::Invalid(
-            "requeue: the items moved differ from those counted; nothing was changed".into(),
-        ));
-    }
-    count_back_to_pending(tx, id, &groups)?;
     Ok(chunk
         .iter()
         .filter(|(id, _)| moved.contains(id))
         .map(|(_, r)| r.clone())
         .collect())
-}
-
-/// Counts failed items that one statement sent back to pending: `groups`
-/// holds how many left each (tier, error class). The per-row triggers leave
-/// this transition to the statement that makes it (schema version 2), so a
-/// requeue of 100,000 items updates the counters a few times per chunk
-/// instead of five statements per item.
-fn count_back_to_pending(
-    tx: &Connection,
-    batch_id: i64,
-    groups: &std::collections::BTreeMap<(&str, &str), i64>,
-) -> Result<()> {
-    let mut total = 0;
-    let mut bucket =
-        tx.prepare_cached("UPDATE counts SET n = n + ?3 WHERE batch_id = ?1 AND bucket = ?2")?;
-    let mut class = tx.prepare_cached(
-        "UPDATE failed_classes SET n = n - ?4 WHERE batch_id = ?1 AND error_class = ?2 AND tier = ?3",
-    )?;
-    for (&(tier, error_class), &n) in groups {
-        bucket.execute(params![batch_id, tier, -n])?;
-        class.execute(params![batch_id, error_class, tier, n])?;
-        total += n;
-    }
-    if total > 0 {
-        bucket.execute(params![batch_id, "pending", total])?;
-    }
-    Ok(())
 }
 
 fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {

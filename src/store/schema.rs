@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 1;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -277,47 +277,8 @@ END;
 "#
 );
 
-/// Version 2: a failed item sent back to pending (requeue, redrive) is
-/// counted by the statement that moves it, once per chunk, rather than by
-/// these per-row triggers: at 100,000 requeued items the triggers cost as
-/// much as rewriting the rows (see `items::count_back_to_pending`). Every
-/// other transition is still counted here. Binaries of version 1 refuse
-/// the store from now on, so none of them moves items uncounted.
-const V2: &str = concat!(
-    r#"
-DROP TRIGGER items_count_update;
-CREATE TRIGGER items_count_update AFTER UPDATE OF status, tier, outcome ON items
-WHEN ("#,
-    bucket!("OLD"),
-    ") IS NOT (",
-    bucket!("NEW"),
-    r#") AND NOT (OLD.status = 'failed' AND NEW.status = 'pending') BEGIN
-    UPDATE counts SET n = n - 1 WHERE batch_id = OLD.batch_id AND bucket = "#,
-    bucket!("OLD"),
-    r#";
-    UPDATE counts SET n = n + 1 WHERE batch_id = NEW.batch_id AND bucket = "#,
-    bucket!("NEW"),
-    r#";
-END;
-
-DROP TRIGGER items_failed_update;
-CREATE TRIGGER items_failed_update AFTER UPDATE OF status, tier, error_class ON items
-WHEN (OLD.status = 'failed' OR NEW.status = 'failed')
- AND NOT (OLD.status = 'failed' AND NEW.status = 'pending') BEGIN
-    UPDATE failed_classes SET n = n - 1
-     WHERE OLD.status = 'failed' AND batch_id = OLD.batch_id
-       AND error_class = OLD.error_class AND tier = OLD.tier;
-    INSERT OR IGNORE INTO failed_classes (batch_id, error_class, tier, n)
-     SELECT NEW.batch_id, NEW.error_class, NEW.tier, 0 WHERE NEW.status = 'failed';
-    UPDATE failed_classes SET n = n + 1
-     WHERE NEW.status = 'failed' AND batch_id = NEW.batch_id
-       AND error_class = NEW.error_class AND tier = NEW.tier;
-END;
-"#
-);
-
 /// Migrations, index `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -421,66 +382,6 @@ mod tests {
                 .unwrap();
             assert!(!ops.iter().any(|op| op == "OpenEphemeral"), "{sql}");
         }
-    }
-
-    /// A version-1 store migrates with its counters as they were; from then
-    /// on the triggers count every transition but failed → pending, which
-    /// the statement making it counts (requeue, redrive).
-    #[test]
-    fn version_1_stores_migrate_and_triggers_leave_back_to_pending_alone() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(V1).unwrap();
-        conn.execute_batch(
-            "PRAGMA user_version = 1;
-             INSERT INTO batches (name, created_at) VALUES ('b', 0);
-             INSERT INTO counts SELECT 1, value, 0 FROM json_each('[\"pending\", \"claimed\", \"retry\"]');
-             INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-             VALUES (1, 'k', 'k', '{}', 'pending', 0, 0);
-             UPDATE counts SET n = 1 WHERE bucket = 'pending';
-             UPDATE items SET status = 'claimed', lease_run = 1;
-             UPDATE items SET status = 'failed', tier = 'retry', error_class = 'X', lease_run = NULL;",
-        )
-        .unwrap();
-        let counts = |conn: &Connection| -> Vec<(String, i64)> {
-            conn.prepare(
-                "SELECT bucket, n FROM counts WHERE n <> 0
-                 UNION ALL SELECT error_class || '/' || tier, n FROM failed_classes WHERE n <> 0
-                 ORDER BY 1",
-            )
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-        };
-        let before = counts(&conn);
-        assert_eq!(before, [("X/retry".into(), 1), ("retry".into(), 1)]);
-        migrate(&mut conn).unwrap();
-        let version: i32 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
-        assert_eq!(counts(&conn), before, "migrating changes no count");
-        conn.execute_batch("UPDATE items SET status = 'pending', tier = NULL")
-            .unwrap();
-        assert_eq!(
-            counts(&conn),
-            before,
-            "back to pending: left to the statement"
-        );
-        conn.execute_batch(
-            "UPDATE counts SET n = n - 1 WHERE bucket = 'retry';
-             UPDATE counts SET n = n + 1 WHERE bucket = 'pending';
-             UPDATE failed_classes SET n = n - 1;
-             UPDATE items SET status = 'claimed', lease_run = 1;
-             UPDATE items SET status = 'failed', tier = 'retry', error_class = 'Y', lease_run = NULL;",
-        )
-        .unwrap();
-        assert_eq!(
-            counts(&conn),
-            [("Y/retry".into(), 1), ("retry".into(), 1)],
-            "every other transition still counted by the triggers"
-        );
     }
 
     #[test]
