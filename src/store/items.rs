@@ -625,15 +625,21 @@ impl SqliteStore {
         // paced to hold the write lock for about 20 ms.
         let mut moved = Vec::with_capacity(matched.len());
         let mut chunks = Chunks::new(1_000);
-        let mut rest = matched.as_slice();
-        while !rest.is_empty() {
+        let mut rest = matched.into_iter().peekable();
+        while rest.peek().is_some() {
             let store = &mut *self;
-            let done = chunks.run(|size| {
-                let (chunk, later) = rest.split_at(size.min(rest.len()));
-                rest = later;
-                store.write(|tx| requeue_chunk(tx, batch, chunk, reset_attempts, actor, now))
+            chunks.run(|size| -> Result<()> {
+                let chunk: Vec<_> = rest.by_ref().take(size).collect();
+                let ids = store
+                    .write(|tx| requeue_chunk(tx, batch, &chunk, reset_attempts, actor, now))?;
+                moved.extend(
+                    chunk
+                        .into_iter()
+                        .filter(|(id, _)| ids.contains(id))
+                        .map(|(_, r)| r),
+                );
+                Ok(())
             })?;
-            moved.extend(done);
         }
         Ok(moved)
     }
@@ -790,6 +796,7 @@ fn add_chunk(
 /// Moves the items of `chunk` that are still failed back to pending, with a
 /// `requeued` event each (written first: it records the tier and class the
 /// item leaves). Items that changed since the selection are left alone.
+/// Returns the ids of the items moved.
 fn requeue_chunk(
     tx: &Connection,
     batch: &str,
@@ -797,7 +804,7 @@ fn requeue_chunk(
     reset_attempts: bool,
     actor: &str,
     now: Millis,
-) -> Result<Vec<Requeue>> {
+) -> Result<std::collections::HashSet<i64>> {
     let id = batch_id(tx, batch)?;
     let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
         .map_err(|e| StoreError::Invalid(format!("encoding item ids: {e}")))?;
@@ -820,11 +827,7 @@ fn requeue_chunk(
         )?
         .query_map(params![ids, now, reset_attempts], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    Ok(chunk
-        .iter()
-        .filter(|(id, _)| moved.contains(id))
-        .map(|(_, r)| r.clone())
-        .collect())
+    Ok(moved)
 }
 
 fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
@@ -888,14 +891,18 @@ fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i6
     }
     let mut args = vec![rusqlite::types::Value::Integer(id)];
     let cond = selection_sql(sel, &mut args);
+    // Sorted here rather than by an ORDER BY: SQLite found the rows through
+    // the queue index and sorted them in a temporary b-tree, which took
+    // longer than finding them (0.1 s at 100,000 failed items).
     let mut st = c.prepare(&format!(
         "SELECT i.id, i.key, i.label, i.tier, i.error_class, i.attempts, i.status FROM items i
-          WHERE i.batch_id = ?1{cond} ORDER BY i.id"
+          WHERE i.batch_id = ?1{cond}"
     ))?;
-    let rows = st
+    let mut rows: Vec<(i64, Requeue)> = st
         .query_map(params_from_iter(args), row)?
         .map(|r| r.map(|(id, req, _)| (id, req)))
         .collect::<rusqlite::Result<_>>()?;
+    rows.sort_unstable_by_key(|(id, _)| *id);
     Ok(rows)
 }
 

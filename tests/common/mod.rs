@@ -632,6 +632,24 @@ impl Env {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(stored, counted, "counters disagree with the items");
+        let by_class = |sql: &str| -> Vec<(i64, String, String, i64)> {
+            conn.prepare(sql)
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(
+            by_class(
+                "SELECT batch_id, error_class, tier, n FROM failed_classes WHERE n <> 0 ORDER BY 1, 2, 3"
+            ),
+            by_class(
+                "SELECT batch_id, error_class, tier, count(*) FROM items WHERE status = 'failed'
+                  GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+            ),
+            "failed-class counters disagree with the items"
+        );
     }
 }
 
