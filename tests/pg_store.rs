@@ -455,3 +455,34 @@ fn the_documented_read_only_role_can_monitor() {
     assert!(rw.ensure_batch("other", now()).is_err());
     assert_eq!(s.batch_names().unwrap(), vec!["b".to_string()]);
 }
+
+/// A transaction that took an event id and commits after a later one was
+/// shown: `log --follow` waits for it instead of skipping its event.
+#[test]
+fn following_the_log_waits_for_a_transaction_still_running() {
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.ensure_batch("b", t).unwrap();
+    s.log_event(&NewEvent::new(t, "b", "x", "before")).unwrap();
+    let all = nightshift::store::EventFilter::default();
+    let mut cursor = s.follow_start().unwrap();
+    cursor.shown(&s.events(&all).unwrap());
+
+    let mut slow = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut tx = slow.transaction().unwrap();
+    tx.execute(
+        "INSERT INTO nightshift.events (at, kind, message) VALUES ($1, 'slow', 'slow')",
+        &[&t],
+    )
+    .unwrap();
+    s.log_event(&NewEvent::new(t, "b", "x", "fast")).unwrap();
+    // The fast event (a larger id) is held back while the slow one is open.
+    assert_eq!(s.follow_next(&all, &mut cursor).unwrap(), vec![]);
+    tx.commit().unwrap();
+    let shown = s.follow_next(&all, &mut cursor).unwrap();
+    assert_eq!(
+        shown.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(),
+        ["slow", "fast"]
+    );
+    assert_eq!(s.follow_next(&all, &mut cursor).unwrap(), vec![]);
+}

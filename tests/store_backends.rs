@@ -426,6 +426,45 @@ both_backends! {
         assert_eq!(since.len(), 2);
     }
 
+    fn following_the_log_shows_each_later_event_once(db, s) {
+        macro_rules! log {
+            ($s:expr, $kind:expr, $m:expr) => { $s.log_event(&NewEvent::new(T0, "b", $kind, $m)).unwrap() };
+        }
+        s.ensure_batch("b", T0).unwrap();
+        log!(s, "x", "before");
+        let evens = EventFilter { batch: Some("b".into()), kinds: vec!["even".into()], ..Default::default() };
+        let mut cursor = s.follow_start().unwrap();
+        log!(s, "even", "during the listing");
+        let listed = s.events(&evens).unwrap();
+        cursor.shown(&listed);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(s.follow_next(&evens, &mut cursor).unwrap(), vec![], "nothing new");
+        for i in 0..1500 {
+            log!(s, if i % 3 == 0 { "even" } else { "odd" }, format!("m{i}"));
+        }
+        // On PostgreSQL another test's transaction (the server is shared)
+        // may hold the horizon back for a moment: poll, as `log -f` does.
+        macro_rules! follow_until {
+            ($n:expr) => {{
+                let mut got = Vec::new();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while got.len() < $n && std::time::Instant::now() < deadline {
+                    got.extend(s.follow_next(&evens, &mut cursor).unwrap());
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                got
+            }};
+        }
+        let next = follow_until!(500);
+        assert_eq!(next.len(), 500, "all of them, beyond one page");
+        assert_eq!(next[0].message, "m0");
+        assert!(next.windows(2).all(|w| w[0].id < w[1].id));
+        assert_eq!(s.follow_next(&evens, &mut cursor).unwrap(), vec![]);
+        log!(s, "even", "last");
+        let last = follow_until!(1);
+        assert_eq!(last.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["last"]);
+    }
+
     fn the_dashboard_reads_one_consistent_view(db, s) {
         s.add_items("b", &items(30), T0, |_| {}).unwrap();
         s.add_items("other", &items(2), T0, |_| {}).unwrap();

@@ -33,7 +33,7 @@ pub fn format_event(e: &Event) -> String {
 
 pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
-    let mut filter = EventFilter {
+    let filter = EventFilter {
         batch: args.batch.clone(),
         kinds: args.kind.clone(),
         key: args.key.clone(),
@@ -50,30 +50,21 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
         }
         Ok(())
     };
+    // Taken before the listing: whatever commits while it is read is
+    // followed, not lost.
+    let mut cursor = if args.follow {
+        Some(store.follow_start()?)
+    } else {
+        None
+    };
     let events = store.events(&filter)?;
     print(&events)?;
-    if !args.follow {
+    let Some(mut cursor) = cursor.take() else {
         return Ok(Exit::Ok);
-    }
-    let mut last = events.last().map(|e| e.id).unwrap_or(0);
-    if last == 0 {
-        // Nothing matched yet: follow from the newest event of any kind.
-        last = store
-            .events(&EventFilter {
-                limit: 1,
-                ..EventFilter::default()
-            })?
-            .last()
-            .map_or(0, |e| e.id);
-    }
+    };
+    cursor.shown(&events);
     loop {
         std::thread::sleep(FOLLOW_POLL);
-        filter.after_id = Some(last);
-        filter.limit = 1000;
-        let events = store.events(&filter)?;
-        if let Some(e) = events.last() {
-            last = e.id;
-        }
-        print(&events)?;
+        print(&store.follow_next(&filter, &mut cursor)?)?;
     }
 }

@@ -19,6 +19,31 @@ pub struct EventFilter {
     pub limit: usize,
 }
 
+/// Where `log --follow` is, so each later event is shown once, in the
+/// order of ids. On SQLite (one writer at a time) ids are in commit order:
+/// the last id shown is enough. On PostgreSQL a transaction can commit
+/// after another that took a larger id: there the cursor is the horizon of
+/// finished transactions (`pg::events`).
+#[derive(Debug, Clone, Default)]
+pub struct FollowCursor {
+    pub(crate) after_id: i64,
+    /// PostgreSQL: events of transactions below this one were all seen.
+    pub(crate) horizon: Option<i64>,
+    /// Ids already shown from transactions at or above the horizon.
+    pub(crate) shown: Vec<i64>,
+}
+
+impl FollowCursor {
+    /// Records events shown by a plain `events` listing read after the
+    /// cursor was taken, so following does not show them again.
+    pub fn shown(&mut self, events: &[Event]) {
+        if let Some(last) = events.iter().map(|e| e.id).max() {
+            self.after_id = self.after_id.max(last);
+        }
+        self.shown.extend(events.iter().map(|e| e.id));
+    }
+}
+
 pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
     let batch_id = match &e.batch {
         Some(name) => Some(batch_id(conn, name)?),
@@ -120,6 +145,44 @@ impl SqliteStore {
             }
             Ok(rows)
         })
+    }
+
+    /// Starts following the log: take the cursor before listing what is
+    /// already there, then pass the listing to `FollowCursor::shown`.
+    pub fn follow_start(&self) -> Result<FollowCursor> {
+        let after_id = self.read(|c| {
+            Ok(c.prepare_cached("SELECT coalesce(max(id), 0) FROM events")?
+                .query_row([], |r| r.get(0))?)
+        })?;
+        Ok(FollowCursor {
+            after_id,
+            ..FollowCursor::default()
+        })
+    }
+
+    /// The events matching `filter` that appeared since the cursor (all of
+    /// them, oldest first), moving the cursor past them.
+    pub fn follow_next(
+        &self,
+        filter: &EventFilter,
+        cursor: &mut FollowCursor,
+    ) -> Result<Vec<Event>> {
+        let mut events = Vec::new();
+        loop {
+            let page = self.events(&EventFilter {
+                after_id: Some(cursor.after_id),
+                limit: 1000,
+                ..filter.clone()
+            })?;
+            let Some(last) = page.last() else { break };
+            cursor.after_id = last.id;
+            let full = page.len() == 1000;
+            events.extend(page);
+            if !full {
+                break;
+            }
+        }
+        Ok(events)
     }
 
     /// Event counts by kind since `since` (the "since you last looked" summary).

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use super::pg::PgStore;
 use super::{
-    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, ItemFilter, ItemsQuery,
-    LockOutcome, OpenRun, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore,
-    location,
+    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemFilter,
+    ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Result, Selection, SinceSummary,
+    SqliteStore, location,
 };
 use crate::model::{
     AddReport, BatchInfo, Claim, Counts, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,
@@ -122,6 +122,8 @@ impl Store {
         fn dlq_window_counts(&self, batch: &str, now: Millis, window: Millis) -> Result<Vec<(String, i64, i64)>>;
         fn dlq_groups(&self, batch: &str, now: Millis) -> Result<Vec<DlqGroup>>;
         fn events(&self, filter: &EventFilter) -> Result<Vec<Event>>;
+        fn follow_start(&self) -> Result<FollowCursor>;
+        fn follow_next(&self, filter: &EventFilter, cursor: &mut FollowCursor) -> Result<Vec<Event>>;
         fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>>;
         fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>>;
         fn item(&self, batch: &str, key: &str) -> Result<Item>;

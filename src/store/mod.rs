@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags};
 
 pub use error::StoreError;
-pub use events::EventFilter;
+pub use events::{EventFilter, FollowCursor};
 pub use facade::Store;
 pub use items::{Completion, Failure};
 pub use items::{ItemFilter, Requeue, Selection};

@@ -6,7 +6,7 @@ use super::PgStore;
 use super::batches::batch_id;
 use super::conn::{Conn, text};
 use crate::model::{Event, Millis, NewEvent};
-use crate::store::{EventFilter, Result, json_col};
+use crate::store::{EventFilter, FollowCursor, Result, json_col};
 
 pub(crate) fn insert(c: &mut Conn, e: &NewEvent) -> Result<i64> {
     let batch = match &e.batch {
@@ -101,42 +101,51 @@ impl Args {
     }
 }
 
+/// The oldest transaction still running (all below it have finished).
+const HORIZON: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8";
+
+/// The `WHERE` conditions of `filter` (batch, kinds, key, since).
+fn conditions(c: &mut Conn, filter: &EventFilter, args: &mut Args) -> Result<String> {
+    let mut cond = String::from("true");
+    let mut batch_slot = None;
+    if let Some(name) = &filter.batch {
+        let slot = args.push(batch_id(c, name)?);
+        cond.push_str(&format!(" AND e.batch_id = {slot}"));
+        batch_slot = Some(slot);
+    }
+    if !filter.kinds.is_empty() {
+        let slot = args.push(filter.kinds.clone());
+        cond.push_str(&format!(" AND e.kind = ANY({slot})"));
+    }
+    if let Some(key) = &filter.key {
+        let k = args.push(key.clone());
+        match &batch_slot {
+            Some(b) => cond.push_str(&format!(
+                " AND e.item_id = (SELECT id FROM items WHERE batch_id = {b} AND key = {k})"
+            )),
+            None => cond.push_str(&format!(
+                " AND e.item_id IN (SELECT id FROM items WHERE key = {k})"
+            )),
+        }
+    }
+    if let Some(since) = filter.since {
+        let slot = args.push(c.tin(since));
+        cond.push_str(&format!(" AND e.at >= {slot}"));
+    }
+    Ok(cond)
+}
+
 impl PgStore {
     pub fn log_event(&mut self, e: &NewEvent) -> Result<i64> {
         self.write(|c| insert(c, e))
     }
 
     /// Events matching `filter`: the newest `limit`, returned oldest first;
-    /// with `after_id`, the oldest `limit` after it (for following).
+    /// with `after_id`, the oldest `limit` after it.
     pub fn events(&self, filter: &EventFilter) -> Result<Vec<Event>> {
         self.read(|c| {
             let mut args = Args::new();
-            let mut cond = String::from("true");
-            let mut batch_slot = None;
-            if let Some(name) = &filter.batch {
-                let slot = args.push(batch_id(c, name)?);
-                cond.push_str(&format!(" AND e.batch_id = {slot}"));
-                batch_slot = Some(slot);
-            }
-            if !filter.kinds.is_empty() {
-                let slot = args.push(filter.kinds.clone());
-                cond.push_str(&format!(" AND e.kind = ANY({slot})"));
-            }
-            if let Some(key) = &filter.key {
-                let k = args.push(key.clone());
-                match &batch_slot {
-                    Some(b) => cond.push_str(&format!(
-                        " AND e.item_id = (SELECT id FROM items WHERE batch_id = {b} AND key = {k})"
-                    )),
-                    None => cond.push_str(&format!(
-                        " AND e.item_id IN (SELECT id FROM items WHERE key = {k})"
-                    )),
-                }
-            }
-            if let Some(since) = filter.since {
-                let slot = args.push(c.tin(since));
-                cond.push_str(&format!(" AND e.at >= {slot}"));
-            }
+            let mut cond = conditions(c, filter, &mut args)?;
             let following = filter.after_id.is_some();
             if let Some(after) = filter.after_id {
                 let slot = args.push(after);
@@ -154,6 +163,60 @@ impl PgStore {
                 out.reverse();
             }
             Ok(out)
+        })
+    }
+
+    /// Starts following the log at the current horizon of finished
+    /// transactions (see `follow_next`). Take it before listing what is
+    /// already there, then pass the listing to `FollowCursor::shown`.
+    pub fn follow_start(&self) -> Result<FollowCursor> {
+        let horizon = self.read(|c| Ok(c.one(HORIZON, &[])?.get(0)))?;
+        Ok(FollowCursor {
+            horizon: Some(horizon),
+            ..FollowCursor::default()
+        })
+    }
+
+    /// The events matching `filter` written by transactions that finished
+    /// since the cursor, oldest id first, moving the cursor past them.
+    /// Ids alone would lose events: a transaction holding id 7 can commit
+    /// after one holding id 8 was shown. So: first the new horizon (every
+    /// transaction below it has finished), then the events of transactions
+    /// between the old horizon and the new, which no later commit can add
+    /// to. A long write transaction anywhere on the server holds the
+    /// horizon back and delays (never loses) what follows it.
+    pub fn follow_next(
+        &self,
+        filter: &EventFilter,
+        cursor: &mut FollowCursor,
+    ) -> Result<Vec<Event>> {
+        self.read(|c| {
+            let from = cursor.horizon.unwrap_or(0);
+            let to: i64 = c.one(HORIZON, &[])?.get(0);
+            if to <= from {
+                return Ok((Vec::new(), from));
+            }
+            let mut args = Args::new();
+            let mut cond = conditions(c, filter, &mut args)?;
+            let (f, t) = (args.push(from), args.push(to));
+            let skip = args.push(cursor.shown.clone());
+            cond.push_str(&format!(
+                " AND e.tx >= ({f}::int8)::text::xid8 AND e.tx < ({t}::int8)::text::xid8
+                   AND e.id <> ALL({skip}::int8[])"
+            ));
+            let sql = format!(
+                "SELECT {COLUMNS} FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                  WHERE {cond} ORDER BY e.id"
+            );
+            let rows = c.q(&sql, &args.refs())?;
+            Ok((rows.iter().map(|r| event_from_row(c, r)).collect(), to))
+        })
+        .map(|(events, to): (Vec<Event>, i64)| {
+            if Some(to) > cursor.horizon {
+                cursor.horizon = Some(to);
+                cursor.shown.clear();
+            }
+            events
         })
     }
 

@@ -18,7 +18,7 @@ use super::conn::Conn;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 2;
+pub const PG_SCHEMA_VERSION: i32 = 3;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -287,7 +287,14 @@ ALTER TABLE locks ADD PRIMARY KEY (batch_id, token);
 CREATE INDEX locks_by_expiry ON locks (expires_at);
 "#;
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2];
+/// Version 3: each event records its transaction, so `log --follow` can
+/// wait for transactions still running instead of skipping their events.
+const V3: &str = r#"
+ALTER TABLE events ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id();
+CREATE INDEX events_by_tx ON events (tx);
+"#;
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3];
 
 /// The schema version in the database; `None` if it has no nightshift schema.
 fn version(conn: &mut Conn) -> Result<Option<i32>> {
