@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::batches::{batch_id, ensure};
 use super::chunks::Chunks;
 use super::events::insert as insert_event;
+use super::shared::Orphan;
 use super::{Result, SqliteStore, StoreError, json_col, parse_col};
 use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, Status, Tier};
 
@@ -508,42 +509,35 @@ impl SqliteStore {
                 .collect::<rusqlite::Result<_>>()?;
             let (mut released, mut quarantined) = (0, 0);
             for (item_id, key, attempts, lease_run) in orphans {
-                if attempts >= max_attempts {
-                    let message = format!(
-                        "its runner (run {lease_run}) stopped while the item was in flight, {attempts} attempts used"
-                    );
-                    let token: i64 = tx.query_row("SELECT lease_token FROM items WHERE id = ?1", [item_id], |r| r.get(0))?;
-                    fail_in(
-                        tx,
-                        &Failure {
-                            item_id,
-                            token,
-                            run_id: lease_run,
-                            tier: Tier::Manual,
-                            error_class: "Interrupted",
-                            message: &message,
-                            next_attempt_at: None,
-                            cost: None,
-                            now,
-                        },
-                        &NewEvent::new(now, batch, "quarantined", format!("quarantined: {message}"))
-                            .key(&key)
-                            .fields(serde_json::json!({"error_class": "Interrupted", "attempt": attempts})),
-                    )?;
-                    quarantined += 1;
-                } else {
-                    tx.execute(
-                        "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?2
-                          WHERE id = ?1",
-                        params![item_id, now],
-                    )?;
-                    insert_event(
-                        tx,
-                        &NewEvent::new(now, batch, "reclaimed", format!("reclaimed from run {lease_run}"))
-                            .key(&key)
-                            .fields(serde_json::json!({"from_run": lease_run})),
-                    )?;
-                    released += 1;
+                match super::shared::orphan(batch, &key, i64::from(attempts), lease_run, max_attempts, now) {
+                    Orphan::Quarantine { message, event } => {
+                        let token: i64 = tx.query_row("SELECT lease_token FROM items WHERE id = ?1", [item_id], |r| r.get(0))?;
+                        fail_in(
+                            tx,
+                            &Failure {
+                                item_id,
+                                token,
+                                run_id: lease_run,
+                                tier: Tier::Manual,
+                                error_class: "Interrupted",
+                                message: &message,
+                                next_attempt_at: None,
+                                cost: None,
+                                now,
+                            },
+                            &event,
+                        )?;
+                        quarantined += 1;
+                    }
+                    Orphan::Release(event) => {
+                        tx.execute(
+                            "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?2
+                              WHERE id = ?1",
+                            params![item_id, now],
+                        )?;
+                        insert_event(tx, &event)?;
+                        released += 1;
+                    }
                 }
             }
             Ok((released, quarantined))

@@ -9,7 +9,7 @@ use rusqlite::{Connection, params};
 
 use super::batches::{batch_id, ensure};
 use super::{Result, SqliteStore};
-use crate::model::{Holder, LockInfo, Millis, NewEvent};
+use crate::model::{Holder, LockInfo, Millis};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockOutcome {
@@ -64,22 +64,9 @@ fn free_stale(
     dead: &[&str],
     only: Option<&[&str]>,
 ) -> Result<Vec<LockInfo>> {
-    let stale: Vec<LockInfo> = current(tx, id, batch)?
-        .into_iter()
-        .filter(|l| l.expires_at < now || dead.contains(&l.token.as_str()))
-        .filter(|l| only.is_none_or(|o| o.contains(&l.token.as_str())))
-        .collect();
+    let stale = super::shared::stale_seats(current(tx, id, batch)?, now, dead, only);
     for lock in &stale {
-        let why = if lock.expires_at < now {
-            "expired"
-        } else {
-            "its process is gone"
-        };
-        super::events::insert(
-            tx,
-            &NewEvent::new(now, batch, "lock-takeover", format!("took over the lock of {} ({why})", lock.holder))
-                .fields(serde_json::json!({"previous": lock.holder.to_string(), "previous_run": lock.run_id, "why": why})),
-        )?;
+        super::events::insert(tx, &super::shared::takeover_event(batch, lock, now))?;
         tx.prepare_cached("DELETE FROM locks WHERE batch_id = ?1 AND token = ?2")?
             .execute(params![id, lock.token])?;
     }
@@ -104,10 +91,7 @@ impl SqliteStore {
     ) -> Result<LockOutcome> {
         self.write(|tx| {
             let id = ensure(tx, batch, now)?;
-            let live: Vec<LockInfo> = current(tx, id, batch)?
-                .into_iter()
-                .filter(|l| l.expires_at >= now && !steal.contains(&l.token.as_str()))
-                .collect();
+            let live = super::shared::live_seats(current(tx, id, batch)?, now, steal);
             if live.len() >= seats.max(1) as usize {
                 return Ok(LockOutcome::Held(live));
             }

@@ -23,6 +23,7 @@ mod prune;
 mod readonly;
 mod runs;
 mod schema;
+mod shared;
 mod trace;
 mod views;
 

@@ -15,6 +15,7 @@ use super::events::{Args, insert as insert_event, insert_many as insert_events};
 use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, Status, Tier};
 use crate::store::chunks::Chunks;
 use crate::store::json_col;
+use crate::store::shared::{self, Orphan};
 use crate::store::{Completion, Failure, ItemFilter, Requeue, Result, Selection, StoreError};
 
 /// Rows moved per write transaction by bulk operations.
@@ -451,55 +452,35 @@ impl PgStore {
             let (mut released, mut quarantined) = (0, 0);
             let at = c.tin(now);
             for (item_id, key, attempts, lease_run, token) in orphans {
-                if attempts >= i64::from(max_attempts) {
-                    let message = format!(
-                        "its runner (run {lease_run}) stopped while the item was in flight, \
-                         {attempts} attempts used"
-                    );
-                    fail_in(
-                        c,
-                        &Failure {
-                            item_id,
-                            token,
-                            run_id: lease_run,
-                            tier: Tier::Manual,
-                            error_class: "Interrupted",
-                            message: &message,
-                            next_attempt_at: None,
-                            cost: None,
-                            now,
-                        },
-                        &NewEvent::new(
-                            now,
-                            batch,
-                            "quarantined",
-                            format!("quarantined: {message}"),
-                        )
-                        .key(&key)
-                        .fields(
-                            serde_json::json!({"error_class": "Interrupted", "attempt": attempts}),
-                        ),
-                    )?;
-                    quarantined += 1;
-                } else {
-                    c.x(
-                        "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL,
-                                updated_at = $2
-                          WHERE id = $1",
-                        &[&item_id, &at],
-                    )?;
-                    insert_event(
-                        c,
-                        &NewEvent::new(
-                            now,
-                            batch,
-                            "reclaimed",
-                            format!("reclaimed from run {lease_run}"),
-                        )
-                        .key(&key)
-                        .fields(serde_json::json!({"from_run": lease_run})),
-                    )?;
-                    released += 1;
+                match shared::orphan(batch, &key, attempts, lease_run, max_attempts, now) {
+                    Orphan::Quarantine { message, event } => {
+                        fail_in(
+                            c,
+                            &Failure {
+                                item_id,
+                                token,
+                                run_id: lease_run,
+                                tier: Tier::Manual,
+                                error_class: "Interrupted",
+                                message: &message,
+                                next_attempt_at: None,
+                                cost: None,
+                                now,
+                            },
+                            &event,
+                        )?;
+                        quarantined += 1;
+                    }
+                    Orphan::Release(event) => {
+                        c.x(
+                            "UPDATE items SET status = 'pending', lease_run = NULL,
+                                    lease_until = NULL, updated_at = $2
+                              WHERE id = $1",
+                            &[&item_id, &at],
+                        )?;
+                        insert_event(c, &event)?;
+                        released += 1;
+                    }
                 }
             }
             Ok((released, quarantined))

@@ -6,7 +6,8 @@
 use super::PgStore;
 use super::batches::{batch_id, ensure};
 use super::conn::Conn;
-use crate::model::{Holder, LockInfo, Millis, NewEvent};
+use crate::model::{Holder, LockInfo, Millis};
+use crate::store::shared;
 use crate::store::{LockOutcome, Result};
 
 /// Every seat of a batch, oldest first, expired ones included.
@@ -44,31 +45,9 @@ fn free_stale(
     dead: &[&str],
     only: Option<&[&str]>,
 ) -> Result<Vec<LockInfo>> {
-    let stale: Vec<LockInfo> = current(c, id, batch)?
-        .into_iter()
-        .filter(|l| l.expires_at < now || dead.contains(&l.token.as_str()))
-        .filter(|l| only.is_none_or(|o| o.contains(&l.token.as_str())))
-        .collect();
+    let stale = shared::stale_seats(current(c, id, batch)?, now, dead, only);
     for lock in &stale {
-        let why = if lock.expires_at < now {
-            "expired"
-        } else {
-            "its process is gone"
-        };
-        super::events::insert(
-            c,
-            &NewEvent::new(
-                now,
-                batch,
-                "lock-takeover",
-                format!("took over the lock of {} ({why})", lock.holder),
-            )
-            .fields(serde_json::json!({
-                "previous": lock.holder.to_string(),
-                "previous_run": lock.run_id,
-                "why": why
-            })),
-        )?;
+        super::events::insert(c, &shared::takeover_event(batch, lock, now))?;
         c.x(
             "DELETE FROM locks WHERE batch_id = $1 AND token = $2",
             &[&id, &lock.token],
@@ -99,10 +78,7 @@ impl PgStore {
                 "SELECT 1 FROM batches WHERE id = $1 FOR NO KEY UPDATE",
                 &[&id],
             )?;
-            let live: Vec<LockInfo> = current(c, id, batch)?
-                .into_iter()
-                .filter(|l| l.expires_at >= now && !steal.contains(&l.token.as_str()))
-                .collect();
+            let live = shared::live_seats(current(c, id, batch)?, now, steal);
             if live.len() >= seats.max(1) as usize {
                 return Ok(LockOutcome::Held(live));
             }
