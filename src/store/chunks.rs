@@ -65,6 +65,24 @@ impl Chunks {
         self.target = target;
     }
 
+    /// Updates in place (requeue): short chunks while `runner_live`; while
+    /// none is, long ones, each committing as much as [`INSERT_IDLE_TARGET`]
+    /// allows (fewer commits rewriting the same index pages). A runner
+    /// starting meanwhile waits for one chunk at most.
+    pub(crate) fn requeue_pace(&mut self, runner_live: bool) {
+        let (target, max) = if runner_live {
+            (TARGET, MAX_ROWS)
+        } else {
+            (INSERT_IDLE_TARGET, MAX_INSERT_ROWS)
+        };
+        if target < self.target {
+            let ratio = target.as_secs_f64() / self.target.as_secs_f64();
+            self.size = ((self.size as f64 * ratio) as usize).max(MIN_ROWS);
+        }
+        self.size = self.size.min(max);
+        (self.target, self.max) = (target, max);
+    }
+
     #[cfg(test)]
     fn size(&self) -> usize {
         self.size

@@ -616,11 +616,14 @@ impl SqliteStore {
         }
         // Chunks of the selection, each one set-based (two statements, so
         // the triggers' per-statement setup is paid once per chunk) and
-        // paced to hold the write lock for about 20 ms.
+        // paced to hold the write lock for about 20 ms while a runner is
+        // live; long ones (about a second) while none is, as `add_items`.
         let mut moved = Vec::with_capacity(matched.len());
         let mut chunks = Chunks::new(1_000);
         let mut rest = matched.into_iter().peekable();
         while rest.peek().is_some() {
+            let live = self.read(|c| super::locks::any_live(c, crate::util::time::now_ms()));
+            chunks.requeue_pace(live.unwrap_or(true));
             let store = &mut *self;
             chunks.run(|size| -> Result<()> {
                 let chunk: Vec<_> = rest.by_ref().take(size).collect();
