@@ -2,8 +2,9 @@
 //! binary, real Python and shell workers, real signals. One long-lived
 //! worker per slot answers many items over JSON lines; classification,
 //! retries, op ids, timeouts, crashes, garbage output, a worker that never
-//! starts, and a runner SIGKILLed mid-batch.
+//! starts, and a runner SIGKILLed mid-batch. Each test on both backends.
 
+#[macro_use]
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
@@ -72,31 +73,26 @@ fn python() -> bool {
     ok
 }
 
-/// A store with batch `p` in persistent mode running `worker.py`.
-fn setup(extra: &str) -> Env {
-    let env = Env::new();
+/// Batch `p` in persistent mode running `worker.py`.
+fn setup(env: &Env, extra: &str) {
     env.write("worker.py", WORKER);
     env.config(&format!(
         "[batch.p]\nworker = [\"python3\", \"worker.py\"]\nmode = \"persistent\"\n\
          backoff = \"10ms\"\nbackoff_max = \"50ms\"\n{extra}"
     ));
-    env
 }
 
 /// (status, tier, error class, result) of an item.
 type Row = (String, Option<String>, Option<String>, Option<String>);
 
 fn items(env: &Env) -> BTreeMap<String, Row> {
-    let conn = env.sql();
-    let mut st = conn
-        .prepare("SELECT key, status, tier, error_class, result FROM items")
-        .unwrap();
-    st.query_map([], |r| {
-        Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-    })
-    .unwrap()
-    .collect::<Result<_, _>>()
-    .unwrap()
+    env.rows("SELECT key, status, tier, error_class, result FROM items")
+        .into_iter()
+        .map(|r| {
+            let [key, status, tier, class, result] = <[Option<String>; 5]>::try_from(r).unwrap();
+            (key.unwrap(), (status.unwrap(), tier, class, result))
+        })
+        .collect()
 }
 
 fn starts(env: &Env) -> Vec<Vec<String>> {
@@ -104,90 +100,6 @@ fn starts(env: &Env) -> Vec<Vec<String>> {
         .iter()
         .map(|l| l.split(' ').map(str::to_string).collect())
         .collect()
-}
-
-#[test]
-fn results_errors_op_ids_and_crashes_are_classified_like_process_mode() {
-    if !python() {
-        return;
-    }
-    let env = setup("concurrency = 2\nretries = 2\n");
-    let mut keys: Vec<String> = (1..=40).map(|i| format!("k{i}")).collect();
-    for k in ["perm", "flaky", "limited", "op", "crash", "empty"] {
-        keys.push(k.to_string());
-    }
-    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    add_keys(&env, "p", &keys);
-
-    let dry = env.run(&["run", "p", "--dry-run"]);
-    dry.code(0);
-    assert!(dry.stdout.contains("persistent mode"), "{dry:#?}");
-
-    let out = env.run(&["run", "p"]);
-    out.code(1); // `perm` failed
-    let items = items(&env);
-    for i in 1..=40 {
-        let (status, _, _, result) = &items[&format!("k{i}")];
-        assert_eq!(status, "done");
-        let v: serde_json::Value = serde_json::from_str(result.as_deref().unwrap()).unwrap();
-        assert_eq!(v["n"], i - 1);
-    }
-    // Permanent: quarantined; transient: retried and done.
-    assert_eq!(
-        items["perm"],
-        (
-            "failed".into(),
-            Some("manual".into()),
-            Some("BadInput".into()),
-            None
-        )
-    );
-    assert_eq!(items["flaky"].0, "done");
-    assert_eq!(items["empty"].0, "done");
-    assert_eq!(
-        env.strings("SELECT outcome FROM items WHERE key = 'empty'"),
-        ["empty"]
-    );
-    // retry_after: the batch was held in the store, and the item retried.
-    assert_eq!(items["limited"].0, "done");
-    assert!(!env.events("p", "hold").is_empty());
-    // The op id was stored at once; the worker died; the next attempt (in a
-    // fresh worker) got it back and resumed.
-    assert_eq!(items["op"].0, "done");
-    assert_eq!(
-        items["op"].3.as_deref(),
-        Some(r#"{"resumed":"op-42"}"#),
-        "{items:?}"
-    );
-    assert_eq!(
-        env.strings("SELECT op_id FROM items WHERE key = 'op'"),
-        ["op-42"]
-    );
-    // The crash: a transient failure naming the worker's last words, then done.
-    let retries = env.events("p", "retry");
-    let crash = retries
-        .iter()
-        .find(|e| e["key"] == "crash")
-        .expect("a retry of the crashed item");
-    let msg = crash["message"].as_str().unwrap();
-    assert!(
-        msg.contains("WorkerExited") && msg.contains("segfault in the SDK"),
-        "{msg}"
-    );
-    assert_eq!(items["crash"].0, "done");
-    // One worker per slot, restarted only after the two deaths (op, crash).
-    let starts = starts(&env);
-    assert!(starts.len() <= 2 + 2, "{starts:?}");
-    let run_id = env.int("SELECT max(id) FROM runs").to_string();
-    for s in &starts {
-        assert_eq!(s[1..], ["p", run_id.as_str(), "persistent"], "{starts:?}");
-    }
-    // Many items per worker process.
-    let seen = common::lines(&env.path("seen.log"));
-    let pids: HashSet<&str> = seen.iter().map(|l| l.split(' ').next().unwrap()).collect();
-    assert!(pids.len() <= 4 && seen.len() >= 46, "{seen:?}");
-    env.assert_counts_consistent();
-    assert_no_workers(&env);
 }
 
 /// No worker of this test's store is still running.
@@ -200,232 +112,6 @@ fn assert_no_workers(env: &Env) {
     });
 }
 
-#[test]
-fn a_timeout_kills_the_worker_and_its_children_and_a_fresh_worker_goes_on() {
-    if !python() {
-        return;
-    }
-    let marker = format!("ns-persist-hang-{}", std::process::id());
-    let env = setup("concurrency = 1\nretries = 0\nitem_timeout = \"1s\"\n");
-    add_keys(&env, "p", &["a", "b", "hang", "c", "d"]);
-    let out = ran(env
-        .cmd()
-        .env("MARKER", &marker)
-        .args(["run", "p"])
-        .output()
-        .unwrap());
-    out.code(1);
-    let items = items(&env);
-    assert_eq!(
-        (
-            items["hang"].0.as_str(),
-            items["hang"].1.as_deref(),
-            items["hang"].2.as_deref()
-        ),
-        ("failed", Some("retry"), Some("Timeout"))
-    );
-    for k in ["a", "b", "c", "d"] {
-        assert_eq!(items[k].0, "done", "{k}: {items:?}");
-    }
-    assert_eq!(starts(&env).len(), 2, "restarted once after the timeout");
-    assert_no_process_left(&marker);
-}
-
-#[test]
-fn garbage_output_gets_clear_error_classes_and_never_a_panic() {
-    if !python() {
-        return;
-    }
-    let env = setup("concurrency = 1\nretries = 0\n");
-    add_keys(&env, "p", &["a", "garbage", "huge", "nothing", "b"]);
-    let out = env.run(&["run", "p"]);
-    out.code(1);
-    assert!(!out.stderr.contains("panicked"), "{out:#?}");
-    let items = items(&env);
-    // Stray prints (even invalid UTF-8) before a real answer are ignored.
-    assert_eq!(items["garbage"].0, "done");
-    assert_eq!(items["garbage"].3.as_deref(), Some("\"fine\""));
-    // A line over the limit: a protocol error, the worker restarted.
-    assert_eq!(items["huge"].2.as_deref(), Some("ProtocolError"));
-    // A JSON object that is no answer: a protocol error, not a silent "empty".
-    assert_eq!(items["nothing"].2.as_deref(), Some("ProtocolError"));
-    for k in ["a", "b"] {
-        assert_eq!(items[k].0, "done");
-    }
-    let msg = env.strings("SELECT message FROM dead_letters WHERE key = 'huge'");
-    assert!(msg[0].contains("longer than"), "{msg:?}");
-}
-
-#[test]
-fn a_worker_that_never_starts_fails_items_visibly_and_the_run_ends() {
-    let env = Env::new();
-    env.script(
-        "broken.sh",
-        "echo 'ImportError: no module named sdk' >&2\nexit 3",
-    );
-    env.config(
-        "[batch.p]\nworker = [\"./broken.sh\"]\nmode = \"persistent\"\nconcurrency = 1\n\
-         backoff = \"10ms\"\n",
-    );
-    env.add_items("p", 20);
-    let out = env.run(&["run", "p"]);
-    out.code(1);
-    let gave_up = env.events("p", "worker-failed");
-    assert_eq!(gave_up.len(), 1, "{gave_up:?}");
-    let msg = gave_up[0]["message"].as_str().unwrap();
-    assert!(msg.contains("ImportError"), "{msg}");
-    // A few items carry the failure; the rest wait, untouched, for a fix.
-    let failed = env.int("SELECT count(*) FROM items WHERE status = 'failed'");
-    assert!((1..=3).contains(&failed), "{failed}");
-    assert_eq!(
-        env.int("SELECT count(*) FROM items WHERE status = 'pending' AND attempts = 0"),
-        20 - failed
-    );
-    assert_eq!(
-        env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
-        0
-    );
-    env.assert_counts_consistent();
-}
-
-#[test]
-fn a_runner_killed_mid_batch_loses_no_done_item_and_a_rerun_finishes() {
-    if !python() {
-        return;
-    }
-    let env = Env::new();
-    // Slow enough that the kill lands mid-run; logs every item it answers.
-    env.write(
-        "slow.py",
-        r#"
-import json, os, sys, time
-for line in sys.stdin:
-    r = json.loads(line)
-    time.sleep(0.002)
-    with open("answered.log", "a") as f:
-        f.write("%s %s\n" % (os.environ["NIGHTSHIFT_RUN_ID"], r["key"]))
-    sys.stdout.write('{"result": 1}\n')
-    sys.stdout.flush()
-"#,
-    );
-    env.config(
-        "[batch.p]\nworker = [\"python3\", \"slow.py\"]\nmode = \"persistent\"\nconcurrency = 2\n",
-    );
-    env.add_items("p", 1500);
-    let mut runner = env.spawn("run1", &["run", "p"]);
-    wait_for("some items done", || {
-        env.int("SELECT count(*) FROM items WHERE status = 'done'") >= 200
-    });
-    signal(runner.id(), Signal::SIGKILL);
-    runner.wait().unwrap();
-    let done_before: HashSet<String> = env
-        .strings("SELECT key FROM items WHERE status = 'done'")
-        .into_iter()
-        .collect();
-    assert!(
-        !done_before.is_empty() && done_before.len() < 1500,
-        "the kill landed mid-run"
-    );
-
-    env.run(&["run", "p"]).code(0);
-    assert_eq!(
-        env.int("SELECT count(*) FROM items WHERE status = 'done'"),
-        1500
-    );
-    // Nothing done before the kill ran again.
-    let second = env.int("SELECT max(id) FROM runs").to_string();
-    let rerun: Vec<String> = common::lines(&env.path("answered.log"))
-        .into_iter()
-        .filter_map(|l| {
-            let (run, key) = l.split_once(' ')?;
-            (run == second).then(|| key.to_string())
-        })
-        .collect();
-    assert_eq!(
-        rerun.len() + done_before.len(),
-        1500,
-        "the re-run did the rest"
-    );
-    for key in &rerun {
-        assert!(!done_before.contains(key), "{key} was done, yet ran again");
-    }
-    assert_eq!(
-        env.int("SELECT count(*) FROM (SELECT item_id FROM events WHERE kind = 'done' GROUP BY item_id HAVING count(*) > 1)"),
-        0,
-        "an item was recorded done twice"
-    );
-    env.assert_counts_consistent();
-    assert_no_workers(&env);
-}
-
-#[test]
-fn sigterm_shuts_the_workers_down_and_releases_what_was_not_answered() {
-    if !python() {
-        return;
-    }
-    let env = Env::new();
-    env.write(
-        "slow.py",
-        r#"
-import sys, time
-for line in sys.stdin:
-    time.sleep(0.05)
-    sys.stdout.write('{"result": 1}\n')
-    sys.stdout.flush()
-"#,
-    );
-    env.config(
-        "[batch.p]\nworker = [\"python3\", \"slow.py\"]\nmode = \"persistent\"\nconcurrency = 2\n\
-         grace = \"1s\"\n",
-    );
-    env.add_items("p", 400);
-    let mut runner = env.spawn("run1", &["run", "p"]);
-    wait_for("some items done", || {
-        env.int("SELECT count(*) FROM items WHERE status = 'done'") >= 10
-    });
-    signal(runner.id(), Signal::SIGTERM);
-    let status = runner.wait().unwrap();
-    assert!(!status.success());
-    assert_eq!(env.run_states(), ["aborted"]);
-    assert_eq!(
-        env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
-        0
-    );
-    let done = env.int("SELECT count(*) FROM items WHERE status = 'done'");
-    assert!(done < 400);
-    assert_eq!(
-        env.int("SELECT count(*) FROM items WHERE status = 'pending'"),
-        400 - done
-    );
-    assert_no_workers(&env);
-}
-
-#[test]
-fn the_readme_example_worker_runs_in_persistent_mode() {
-    if !python() {
-        return;
-    }
-    let env = Env::new();
-    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("assets/examples/persistent_worker.py");
-    env.config(&format!(
-        "[batch.p]\nworker = [\"python3\", {:?}]\nmode = \"persistent\"\nretries = 0\n",
-        example.display().to_string()
-    ));
-    let file = env.write(
-        "items.jsonl",
-        "{\"key\":\"a\",\"title\":\"three small words\"}\n{\"key\":\"b\",\"title\":\"\"}\n",
-    );
-    env.cmd().args(["add", "p"]).arg(file).assert().success();
-    env.run(&["run", "p"]).code(1);
-    let items = items(&env);
-    assert_eq!(items["a"].3.as_deref(), Some(r#"{"words":3}"#));
-    assert_eq!(
-        (items["b"].1.as_deref(), items["b"].2.as_deref()),
-        (Some("manual"), Some("NoTitle"))
-    );
-}
-
 /// A shell persistent worker: notes `started-KEY`, sleeps `$SLOW` seconds
 /// if set, appends `HOST KEY` to `side-effects.log`, answers with its host.
 const HOST_WORKER: &str = r#"while IFS= read -r line; do
@@ -436,79 +122,375 @@ const HOST_WORKER: &str = r#"while IFS= read -r line; do
   echo "{\"result\":\"${NIGHTSHIFT_HOST:-local}\"}"
 done"#;
 
-#[test]
-fn a_stopped_runner_taken_over_has_its_late_answers_rejected() {
-    let env = Env::new();
-    env.script("w.sh", HOST_WORKER);
-    env.config(
-        "[batch.b]\nworker = [\"./w.sh\"]\nmode = \"persistent\"\nlock_ttl = \"1s\"\nconcurrency = 1\n",
-    );
-    env.add_items("b", 3);
-    let mut a = env.spawn_with(
-        "a",
-        &["run", "b"],
-        &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "2")],
-    );
-    wait_for("k1 started", || env.path("started-k1").exists());
-    // Freeze runner A (its worker goes on) past its TTL; B takes over.
-    signal(a.id(), Signal::SIGSTOP);
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64
-    };
-    wait_for("the lock to expire", || {
-        env.int("SELECT coalesce(max(expires_at), 0) FROM locks") < now() - 50
-    });
-    let b = ran(env
-        .cmd()
-        .env("NIGHTSHIFT_HOST", "host-y")
-        .args(["run", "b"])
-        .output()
-        .unwrap());
-    b.code(0);
-    assert!(b.stdout.contains("3 done"), "{b:#?}");
-    wait_for("A's worker to finish k1", || {
-        common::lines(&env.path("side-effects.log")).contains(&"host-x k1".to_string())
-    });
-    signal(a.id(), Signal::SIGCONT);
-    let status = a.wait().unwrap();
-    assert!(status.code().is_some(), "A exited by itself: {status:?}");
-    // B's results stand: A's late answer was rejected by its lease token.
-    assert_eq!(
-        env.strings("SELECT result FROM items ORDER BY key"),
-        ["\"host-y\"", "\"host-y\"", "\"host-y\""]
-    );
-    assert_eq!(
-        env.int("SELECT count(*) FROM events WHERE kind IN ('done', 'empty')"),
-        3,
-        "one accepted completion per key"
-    );
-    let a_run = env.int("SELECT min(id) FROM runs");
-    assert_eq!(
-        env.int(&format!(
-            "SELECT done + empty + failed FROM runs WHERE id = {a_run}"
-        )),
-        0
-    );
-    let (out, err) = env.output_of("a");
-    assert!(out.contains("lost the batch lock"), "{out} {err}");
-    env.assert_counts_consistent();
-}
+both_backends! {
+    fn results_errors_op_ids_and_crashes_are_classified_like_process_mode(env) {
+        if !python() {
+            return;
+        }
+        setup(&env, "concurrency = 2\nretries = 2\n");
+        let mut keys: Vec<String> = (1..=40).map(|i| format!("k{i}")).collect();
+        for k in ["perm", "flaky", "limited", "op", "crash", "empty"] {
+            keys.push(k.to_string());
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        add_keys(&env, "p", &keys);
 
-/// A worker flooding op ids (each one a store write) gets at most
-/// `MAX_OP_IDS` recorded per item; repeats and ids with control characters
-/// are ignored; the item still completes.
-#[test]
-fn an_op_id_flood_is_bounded() {
-    if !python() {
-        return;
+        let dry = env.run(&["run", "p", "--dry-run"]);
+        dry.code(0);
+        assert!(dry.stdout.contains("persistent mode"), "{dry:#?}");
+
+        let out = env.run(&["run", "p"]);
+        out.code(1); // `perm` failed
+        let items = items(&env);
+        for i in 1..=40 {
+            let (status, _, _, result) = &items[&format!("k{i}")];
+            assert_eq!(status, "done");
+            let v: serde_json::Value = serde_json::from_str(result.as_deref().unwrap()).unwrap();
+            assert_eq!(v["n"], i - 1);
+        }
+        // Permanent: quarantined; transient: retried and done.
+        assert_eq!(
+            items["perm"],
+            (
+                "failed".into(),
+                Some("manual".into()),
+                Some("BadInput".into()),
+                None
+            )
+        );
+        assert_eq!(items["flaky"].0, "done");
+        assert_eq!(items["empty"].0, "done");
+        assert_eq!(
+            env.strings("SELECT outcome FROM items WHERE key = 'empty'"),
+            ["empty"]
+        );
+        // retry_after: the batch was held in the store, and the item retried.
+        assert_eq!(items["limited"].0, "done");
+        assert!(!env.events("p", "hold").is_empty());
+        // The op id was stored at once; the worker died; the next attempt (in a
+        // fresh worker) got it back and resumed.
+        assert_eq!(items["op"].0, "done");
+        assert_eq!(
+            items["op"].3.as_deref(),
+            Some(r#"{"resumed":"op-42"}"#),
+            "{items:?}"
+        );
+        assert_eq!(
+            env.strings("SELECT op_id FROM items WHERE key = 'op'"),
+            ["op-42"]
+        );
+        // The crash: a transient failure naming the worker's last words, then done.
+        let retries = env.events("p", "retry");
+        let crash = retries
+            .iter()
+            .find(|e| e["key"] == "crash")
+            .expect("a retry of the crashed item");
+        let msg = crash["message"].as_str().unwrap();
+        assert!(
+            msg.contains("WorkerExited") && msg.contains("segfault in the SDK"),
+            "{msg}"
+        );
+        assert_eq!(items["crash"].0, "done");
+        // One worker per slot, restarted only after the two deaths (op, crash).
+        let starts = starts(&env);
+        assert!(starts.len() <= 2 + 2, "{starts:?}");
+        let run_id = env.int("SELECT max(id) FROM runs").to_string();
+        for s in &starts {
+            assert_eq!(s[1..], ["p", run_id.as_str(), "persistent"], "{starts:?}");
+        }
+        // Many items per worker process.
+        let seen = common::lines(&env.path("seen.log"));
+        let pids: HashSet<&str> = seen.iter().map(|l| l.split(' ').next().unwrap()).collect();
+        assert!(pids.len() <= 4 && seen.len() >= 46, "{seen:?}");
+        env.assert_counts_consistent();
+        assert_no_workers(&env);
     }
-    let env = Env::new();
-    env.write(
-        "flood.py",
-        r#"
+
+    fn a_timeout_kills_the_worker_and_its_children_and_a_fresh_worker_goes_on(env) {
+        if !python() {
+            return;
+        }
+        let marker = format!("ns-persist-hang-{}", std::process::id());
+        setup(&env, "concurrency = 1\nretries = 0\nitem_timeout = \"1s\"\n");
+        add_keys(&env, "p", &["a", "b", "hang", "c", "d"]);
+        let out = ran(env
+            .cmd()
+            .env("MARKER", &marker)
+            .args(["run", "p"])
+            .output()
+            .unwrap());
+        out.code(1);
+        let items = items(&env);
+        assert_eq!(
+            (
+                items["hang"].0.as_str(),
+                items["hang"].1.as_deref(),
+                items["hang"].2.as_deref()
+            ),
+            ("failed", Some("retry"), Some("Timeout"))
+        );
+        for k in ["a", "b", "c", "d"] {
+            assert_eq!(items[k].0, "done", "{k}: {items:?}");
+        }
+        assert_eq!(starts(&env).len(), 2, "restarted once after the timeout");
+        assert_no_process_left(&marker);
+    }
+
+    fn garbage_output_gets_clear_error_classes_and_never_a_panic(env) {
+        if !python() {
+            return;
+        }
+        setup(&env, "concurrency = 1\nretries = 0\n");
+        add_keys(&env, "p", &["a", "garbage", "huge", "nothing", "b"]);
+        let out = env.run(&["run", "p"]);
+        out.code(1);
+        assert!(!out.stderr.contains("panicked"), "{out:#?}");
+        let items = items(&env);
+        // Stray prints (even invalid UTF-8) before a real answer are ignored.
+        assert_eq!(items["garbage"].0, "done");
+        assert_eq!(items["garbage"].3.as_deref(), Some("\"fine\""));
+        // A line over the limit: a protocol error, the worker restarted.
+        assert_eq!(items["huge"].2.as_deref(), Some("ProtocolError"));
+        // A JSON object that is no answer: a protocol error, not a silent "empty".
+        assert_eq!(items["nothing"].2.as_deref(), Some("ProtocolError"));
+        for k in ["a", "b"] {
+            assert_eq!(items[k].0, "done");
+        }
+        let msg = env.strings("SELECT message FROM dead_letters WHERE key = 'huge'");
+        assert!(msg[0].contains("longer than"), "{msg:?}");
+    }
+
+    fn a_worker_that_never_starts_fails_items_visibly_and_the_run_ends(env) {
+        env.script(
+            "broken.sh",
+            "echo 'ImportError: no module named sdk' >&2\nexit 3",
+        );
+        env.config(
+            "[batch.p]\nworker = [\"./broken.sh\"]\nmode = \"persistent\"\nconcurrency = 1\n\
+             backoff = \"10ms\"\n",
+        );
+        env.add_items("p", 20);
+        let out = env.run(&["run", "p"]);
+        out.code(1);
+        let gave_up = env.events("p", "worker-failed");
+        assert_eq!(gave_up.len(), 1, "{gave_up:?}");
+        let msg = gave_up[0]["message"].as_str().unwrap();
+        assert!(msg.contains("ImportError"), "{msg}");
+        // A few items carry the failure; the rest wait, untouched, for a fix.
+        let failed = env.int("SELECT count(*) FROM items WHERE status = 'failed'");
+        assert!((1..=3).contains(&failed), "{failed}");
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'pending' AND attempts = 0"),
+            20 - failed
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
+            0
+        );
+        env.assert_counts_consistent();
+    }
+
+    fn a_runner_killed_mid_batch_loses_no_done_item_and_a_rerun_finishes(env) {
+        if !python() {
+            return;
+        }
+        // Slow enough that the kill lands mid-run; logs every item it answers.
+        env.write(
+            "slow.py",
+            r#"
+import json, os, sys, time
+for line in sys.stdin:
+    r = json.loads(line)
+    time.sleep(0.002)
+    with open("answered.log", "a") as f:
+        f.write("%s %s\n" % (os.environ["NIGHTSHIFT_RUN_ID"], r["key"]))
+    sys.stdout.write('{"result": 1}\n')
+    sys.stdout.flush()
+"#,
+        );
+        env.config(
+            "[batch.p]\nworker = [\"python3\", \"slow.py\"]\nmode = \"persistent\"\nconcurrency = 2\n",
+        );
+        env.add_items("p", 1500);
+        let mut runner = env.spawn("run1", &["run", "p"]);
+        wait_for("some items done", || {
+            env.int("SELECT count(*) FROM items WHERE status = 'done'") >= 200
+        });
+        signal(runner.id(), Signal::SIGKILL);
+        runner.wait().unwrap();
+        let done_before: HashSet<String> = env
+            .strings("SELECT key FROM items WHERE status = 'done'")
+            .into_iter()
+            .collect();
+        assert!(
+            !done_before.is_empty() && done_before.len() < 1500,
+            "the kill landed mid-run"
+        );
+
+        env.run(&["run", "p"]).code(0);
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            1500
+        );
+        // Nothing done before the kill ran again.
+        let second = env.int("SELECT max(id) FROM runs").to_string();
+        let rerun: Vec<String> = common::lines(&env.path("answered.log"))
+            .into_iter()
+            .filter_map(|l| {
+                let (run, key) = l.split_once(' ')?;
+                (run == second).then(|| key.to_string())
+            })
+            .collect();
+        assert_eq!(
+            rerun.len() + done_before.len(),
+            1500,
+            "the re-run did the rest"
+        );
+        for key in &rerun {
+            assert!(!done_before.contains(key), "{key} was done, yet ran again");
+        }
+        assert_eq!(
+            env.int("SELECT count(*) FROM (SELECT item_id FROM events WHERE kind = 'done' GROUP BY item_id HAVING count(*) > 1) AS twice"),
+            0,
+            "an item was recorded done twice"
+        );
+        env.assert_counts_consistent();
+        assert_no_workers(&env);
+    }
+
+    fn sigterm_shuts_the_workers_down_and_releases_what_was_not_answered(env) {
+        if !python() {
+            return;
+        }
+        env.write(
+            "slow.py",
+            r#"
+import sys, time
+for line in sys.stdin:
+    time.sleep(0.05)
+    sys.stdout.write('{"result": 1}\n')
+    sys.stdout.flush()
+"#,
+        );
+        env.config(
+            "[batch.p]\nworker = [\"python3\", \"slow.py\"]\nmode = \"persistent\"\nconcurrency = 2\n\
+             grace = \"1s\"\n",
+        );
+        env.add_items("p", 400);
+        let mut runner = env.spawn("run1", &["run", "p"]);
+        wait_for("some items done", || {
+            env.int("SELECT count(*) FROM items WHERE status = 'done'") >= 10
+        });
+        signal(runner.id(), Signal::SIGTERM);
+        let status = runner.wait().unwrap();
+        assert!(!status.success());
+        assert_eq!(env.run_states(), ["aborted"]);
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
+            0
+        );
+        let done = env.int("SELECT count(*) FROM items WHERE status = 'done'");
+        assert!(done < 400);
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'pending'"),
+            400 - done
+        );
+        assert_no_workers(&env);
+    }
+
+    fn the_readme_example_worker_runs_in_persistent_mode(env) {
+        if !python() {
+            return;
+        }
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("assets/examples/persistent_worker.py");
+        env.config(&format!(
+            "[batch.p]\nworker = [\"python3\", {:?}]\nmode = \"persistent\"\nretries = 0\n",
+            example.display().to_string()
+        ));
+        let file = env.write(
+            "items.jsonl",
+            "{\"key\":\"a\",\"title\":\"three small words\"}\n{\"key\":\"b\",\"title\":\"\"}\n",
+        );
+        env.cmd().args(["add", "p"]).arg(file).assert().success();
+        env.run(&["run", "p"]).code(1);
+        let items = items(&env);
+        assert_eq!(items["a"].3.as_deref(), Some(r#"{"words":3}"#));
+        assert_eq!(
+            (items["b"].1.as_deref(), items["b"].2.as_deref()),
+            (Some("manual"), Some("NoTitle"))
+        );
+    }
+
+    fn a_stopped_runner_taken_over_has_its_late_answers_rejected(env) {
+        env.script("w.sh", HOST_WORKER);
+        env.config(
+            "[batch.b]\nworker = [\"./w.sh\"]\nmode = \"persistent\"\nlock_ttl = \"1s\"\nconcurrency = 1\n",
+        );
+        env.add_items("b", 3);
+        let mut a = env.spawn_with(
+            "a",
+            &["run", "b"],
+            &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "2")],
+        );
+        wait_for("k1 started", || env.path("started-k1").exists());
+        // Freeze runner A (its worker goes on) past its TTL; B takes over.
+        signal(a.id(), Signal::SIGSTOP);
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64
+        };
+        wait_for("the lock to expire", || {
+            env.int("SELECT coalesce(max(expires_at), 0) FROM locks") < now() - 50
+        });
+        let b = ran(env
+            .cmd()
+            .env("NIGHTSHIFT_HOST", "host-y")
+            .args(["run", "b"])
+            .output()
+            .unwrap());
+        b.code(0);
+        assert!(b.stdout.contains("3 done"), "{b:#?}");
+        wait_for("A's worker to finish k1", || {
+            common::lines(&env.path("side-effects.log")).contains(&"host-x k1".to_string())
+        });
+        signal(a.id(), Signal::SIGCONT);
+        let status = a.wait().unwrap();
+        assert!(status.code().is_some(), "A exited by itself: {status:?}");
+        // B's results stand: A's late answer was rejected by its lease token.
+        assert_eq!(
+            env.strings("SELECT result FROM items ORDER BY key"),
+            ["\"host-y\"", "\"host-y\"", "\"host-y\""]
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM events WHERE kind IN ('done', 'empty')"),
+            3,
+            "one accepted completion per key"
+        );
+        let a_run = env.int("SELECT min(id) FROM runs");
+        assert_eq!(
+            env.int(&format!(
+                "SELECT done + empty + failed FROM runs WHERE id = {a_run}"
+            )),
+            0
+        );
+        let (out, err) = env.output_of("a");
+        assert!(out.contains("lost the batch lock"), "{out} {err}");
+        env.assert_counts_consistent();
+    }
+
+    /// A worker flooding op ids (each one a store write) gets at most
+    /// `MAX_OP_IDS` recorded per item; repeats and ids with control characters
+    /// are ignored; the item still completes.
+    fn an_op_id_flood_is_bounded(env) {
+        if !python() {
+            return;
+        }
+        env.write(
+            "flood.py",
+            r#"
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
@@ -518,19 +500,19 @@ for line in sys.stdin:
     print(json.dumps({"key": r["key"], "op_id": "evil\u001b[2J"}))
     print(json.dumps({"key": r["key"], "result": "ok"}), flush=True)
 "#,
-    );
-    env.config("[batch.p]\nworker = [\"python3\", \"flood.py\"]\nmode = \"persistent\"\n");
-    add_keys(&env, "p", &["a"]);
-    env.run(&["run", "p"]).code(0);
-    let n = env.int("SELECT count(*) FROM events WHERE kind = 'op-id'");
-    assert_eq!(n, 100, "op-id events recorded");
-    let op: String = env
-        .sql()
-        .query_row("SELECT op_id FROM items WHERE key = 'a'", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(op, "op-99");
-    assert_eq!(
-        env.int("SELECT count(*) FROM items WHERE status = 'done'"),
-        1
-    );
+        );
+        env.config("[batch.p]\nworker = [\"python3\", \"flood.py\"]\nmode = \"persistent\"\n");
+        add_keys(&env, "p", &["a"]);
+        env.run(&["run", "p"]).code(0);
+        let n = env.int("SELECT count(*) FROM events WHERE kind = 'op-id'");
+        assert_eq!(n, 100, "op-id events recorded");
+        assert_eq!(
+            env.strings("SELECT op_id FROM items WHERE key = 'a'"),
+            ["op-99"]
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            1
+        );
+    }
 }

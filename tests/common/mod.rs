@@ -674,3 +674,100 @@ impl Env {
         cmd
     }
 }
+
+// ---- SQL on either backend ----
+
+impl Env {
+    /// Runs one statement that writes (SQL both engines accept); returns
+    /// the rows it changed.
+    pub fn exec(&self, statement: &str) -> u64 {
+        if self.backend == Backend::Pg {
+            return self
+                .pg_sql()
+                .execute(statement, &[])
+                .unwrap_or_else(|e| panic!("{statement}: {e}"));
+        }
+        self.sql()
+            .execute(statement, [])
+            .unwrap_or_else(|e| panic!("{statement}: {e}")) as u64
+    }
+
+    /// Every row of a query, each column as text (`None` for NULL).
+    pub fn rows(&self, query: &str) -> Vec<Vec<Option<String>>> {
+        if self.backend == Backend::Pg {
+            // The simple protocol answers every value as text.
+            return self
+                .pg_sql()
+                .simple_query(query)
+                .unwrap_or_else(|e| panic!("{query}: {e}"))
+                .iter()
+                .filter_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(r) => {
+                        Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                    }
+                    _ => None,
+                })
+                .collect();
+        }
+        use rusqlite::types::ValueRef;
+        let conn = self.sql();
+        let mut st = conn.prepare(query).unwrap();
+        let n = st.column_count();
+        st.query_map([], |r| {
+            (0..n)
+                .map(|i| {
+                    Ok(match r.get_ref(i)? {
+                        ValueRef::Null => None,
+                        ValueRef::Integer(v) => Some(v.to_string()),
+                        ValueRef::Real(v) => Some(v.to_string()),
+                        ValueRef::Text(t) | ValueRef::Blob(t) => {
+                            Some(String::from_utf8_lossy(t).into_owned())
+                        }
+                    })
+                })
+                .collect()
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{query}: {e}"))
+    }
+
+    /// What a command that must write nothing may not change. SQLite: the
+    /// bytes of the store, its `-wal` and `-shm` ([`Env::fingerprint`]).
+    /// PostgreSQL: the contents of every table and sequence of the
+    /// nightshift schema.
+    pub fn snapshot(&self) -> Vec<(String, Option<String>)> {
+        if self.backend == Backend::Sqlite {
+            return self.fingerprint();
+        }
+        let mut c = self.pg_sql();
+        let relations: Vec<(String, String)> = c
+            .query(
+                "SELECT c.relname::text, c.relkind::text FROM pg_class c
+                   JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = 'nightshift' AND c.relkind IN ('r', 'S')
+                  ORDER BY 1",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        relations
+            .into_iter()
+            .map(|(name, kind)| {
+                let q = if kind == "S" {
+                    format!(
+                        "SELECT last_value::text || ' ' || is_called::text FROM nightshift.{name}"
+                    )
+                } else {
+                    format!(
+                        "SELECT md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), ''))
+                           FROM nightshift.{name} t"
+                    )
+                };
+                (name, c.query_one(&q, &[]).unwrap().get(0))
+            })
+            .collect()
+    }
+}

@@ -179,10 +179,15 @@ impl PgStore {
     pub fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()> {
         self.write(|c| {
             let at = c.tin(now);
+            // Never a run that holds a seat now: the caller found these
+            // seatless with two reads (seats, then open runs), and a runner
+            // that took its seat in between is alive (READ COMMITTED lets
+            // the second read see what the first did not).
             c.x(
                 "UPDATE runs SET state = 'crashed', ended_at = $2,
                         summary = coalesce(summary, 'crashed: the runner stopped without finishing')
-                  WHERE id = ANY($1) AND state = 'running'",
+                  WHERE id = ANY($1) AND state = 'running'
+                    AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.run_id = runs.id)",
                 &[&run_ids, &at],
             )?;
             Ok(())
