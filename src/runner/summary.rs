@@ -61,11 +61,16 @@ pub fn record_skip(
     log: &EventLog,
 ) -> anyhow::Result<RunReport> {
     let now = now_ms();
-    let run_id = store.start_run(&opts.batch, opts.trigger, holder, now, None)?;
     let summary = format!("{}: {state}: {reason}", opts.batch);
-    store.finish_run(run_id, state, &summary, 0, 0, now)?;
-    let event = NewEvent::new(now, &opts.batch, state.as_str(), summary.clone()).run(run_id);
-    store.log_event(&event)?;
+    // One transaction: a run that never held a seat is never seen open
+    // (a runner taking over would take it for dead and mark it crashed).
+    let (run_id, event) = store.group(|s| {
+        let run_id = s.start_run(&opts.batch, opts.trigger, holder, now, None)?;
+        s.finish_run(run_id, state, &summary, 0, 0, now)?;
+        let event = NewEvent::new(now, &opts.batch, state.as_str(), summary.clone()).run(run_id);
+        s.log_event(&event)?;
+        Ok::<_, crate::store::StoreError>((run_id, event))
+    })??;
     log.emit(&event);
     Ok(RunReport {
         run_id: Some(run_id),
