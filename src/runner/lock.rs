@@ -99,6 +99,15 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
             let now = now_ms();
             let until = cycle.lease_until(now);
             let (b, t, run) = (batch.clone(), token.clone(), cycle.run_id);
+            // Only items in flight before the renewal can have lost their
+            // lease: one claimed while it ran is ours but not in `held`.
+            let before: std::collections::HashSet<i64> = cycle
+                .inflight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .keys()
+                .copied()
+                .collect();
             let renewed = cycle
                 .db
                 .call(move |s| {
@@ -118,7 +127,8 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
                 {
                     let mut inflight = cycle.inflight.lock().unwrap_or_else(|p| p.into_inner());
                     for (id, kill) in inflight.iter_mut() {
-                        if !held.contains(id)
+                        if before.contains(id)
+                            && !held.contains(id)
                             && let Some(k) = kill.take()
                         {
                             k.fire(*id, KillReason::LeaseLost);
