@@ -178,13 +178,15 @@ impl SqliteStore {
         })
     }
 
-    /// Marks runs whose process is gone as crashed.
+    /// Marks runs whose process is gone as crashed; never one that holds a
+    /// seat of its batch's lock (it started after the caller looked).
     pub fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()> {
         self.write(|tx| {
             let mut st = tx.prepare_cached(
                 "UPDATE runs SET state = 'crashed', ended_at = ?2,
                         summary = coalesce(summary, 'crashed: the runner stopped without finishing')
-                  WHERE id = ?1 AND state = 'running'",
+                  WHERE id = ?1 AND state = 'running'
+                    AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.run_id = runs.id)",
             )?;
             for id in run_ids {
                 st.execute(params![id, now])?;
