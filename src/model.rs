@@ -313,6 +313,13 @@ impl BatchInfo {
     pub fn lock(&self) -> Option<&LockInfo> {
         self.locks.first()
     }
+
+    /// Does a runner hold a live seat? A seat whose holder crashed stays
+    /// until a runner takes it over, but expires: then the batch is idle.
+    #[must_use]
+    pub fn running(&self, now: Millis) -> bool {
+        self.locks.iter().any(|l| l.expires_at >= now)
+    }
 }
 
 /// A structured run-log record.

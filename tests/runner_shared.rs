@@ -160,6 +160,29 @@ both_backends! {
 
     /// On its own host a dead runner's seat is freed at the next heartbeat,
     /// without waiting for the TTL, and its orphaned workers are stopped.
+    /// A seat left by a runner that died on another host stays until a
+    /// runner takes it over; once it expired the batch shows idle.
+    fn a_batch_whose_runner_died_elsewhere_shows_idle_once_its_seat_expired(env) {
+        add(&env, 1);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let hour = 3_600_000;
+        env.exec(&format!(
+            "INSERT INTO locks (batch_id, token, host, pid, run_id, acquired_at, expires_at)
+             SELECT id, 'gone', 'host-x', 1, NULL, {}, {} FROM batches WHERE name = 'b'",
+            now - 2 * hour,
+            now - hour
+        ));
+        let short = |env: &Env| common::stdout(&env.cmd().args(["status", "--short"]).output().unwrap());
+        assert!(!short(&env).contains('▶'), "{}", short(&env));
+        let text = common::stdout(&env.cmd().args(["status", "b"]).output().unwrap());
+        assert!(text.contains("lock held by host-x:1 (expired)"), "{text}");
+        env.exec(&format!("UPDATE locks SET expires_at = {}", now + hour));
+        assert!(short(&env).contains('▶'), "{}", short(&env));
+    }
+
     fn a_dead_runner_on_this_host_is_replaced_without_waiting_for_its_ttl(env) {
         env.config("[batch.b]\nrunners = 2\nlock_ttl = \"1h\"\n");
         add(&env, 30);

@@ -173,6 +173,7 @@ fn schedule_lines(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Vec<String> {
 /// (both tiers) and not yet run (pending or in flight), which add up to the
 /// batch's items.
 pub fn short_line(infos: &[BatchInfo]) -> String {
+    let now = now_ms();
     let parts: Vec<String> = infos
         .iter()
         .map(|i| {
@@ -185,7 +186,7 @@ pub fn short_line(infos: &[BatchInfo]) -> String {
             if waiting > 0 {
                 s.push_str(&format!(" {waiting}…"));
             }
-            if i.lock().is_some() {
+            if i.running(now) {
                 s.push_str(" ▶");
             }
             if i.pause.is_some() {

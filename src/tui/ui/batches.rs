@@ -134,7 +134,7 @@ fn table(
             let rate = view.map_or(0.0, |v| rates(&v.minutes, app.now).last_minute);
             let (state, role) = match view.map(|v| &v.info) {
                 Some(i) if i.pause.is_some() => ("paused", Role::Warn),
-                Some(i) if i.lock().is_some() => ("running", Role::Accent),
+                Some(i) if i.running(app.now) => ("running", Role::Accent),
                 _ => ("idle", Role::Dim),
             };
             let failed = Cell::from(format!(

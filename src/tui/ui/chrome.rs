@@ -120,7 +120,7 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     if c.remaining() > 0 {
         right.push(Span::raw(format!(" …{}", num(c.remaining()))));
     }
-    if info.lock().is_some() {
+    if info.running(app.now) {
         right.push(Span::styled(
             if narrow { " ▶" } else { " ▶ running" },
             p.style(Role::Accent),
