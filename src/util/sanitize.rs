@@ -11,6 +11,7 @@ fn is_dangerous(c: char) -> bool {
             | '\u{202A}'..='\u{202E}'               // embeddings and overrides
             | '\u{2066}'..='\u{2069}'               // isolates
             | '\u{FEFF}'                            // BOM / zero-width no-break
+            | '\u{2028}' | '\u{2029}'               // line and paragraph separators
         )
 }
 
@@ -108,11 +109,13 @@ mod tests {
         );
         assert!(matches!(line("plain text"), Cow::Borrowed(_)));
         assert_eq!(text("a\n\tb\x1b"), "a\n    b\\x1b");
+        // A line separator must not start a new line in a one-line field.
+        assert_eq!(line("a\u{2028}b\u{2029}c"), "a\\u{2028}b\\u{2029}c");
     }
 
     #[test]
     fn json_keeps_its_meaning_and_loses_its_teeth() {
-        let value = serde_json::json!({"m": "a\u{9b}2J\u{202e}\u{7f}\x1b\n", "k": [1]});
+        let value = serde_json::json!({"m": "a\u{9b}2J\u{202e}\u{7f}\x1b\n\u{2028}", "k": [1]});
         for text in [
             serde_json::to_string(&value).unwrap(),
             serde_json::to_string_pretty(&value).unwrap(),
