@@ -472,3 +472,25 @@ both_backends! {
         assert_eq!(result, [format!("\"{}\"", bin.join("myworker").display())]);
     }
 }
+
+/// A runaway source (here 300 MB of lines) is stopped at 256 MiB: the run
+/// says so, adds nothing and goes on; its stderr flood is kept bounded.
+/// (Runner-side reading only: one store is enough.)
+#[test]
+fn a_source_that_prints_too_much_is_stopped_and_adds_nothing() {
+    let env = common::Env::new();
+    env.config(
+        "[batch.b]\nsource = [\"sh\", \"-c\", \
+         \"yes x | head -c 50000000 >&2; yes '{\\\"key\\\":\\\"k\\\"}' | head -c 300000000\"]\n",
+    );
+    let w = env.script("w.sh", "cat >/dev/null; echo '\"ok\"'");
+    let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a failed source fails the run");
+    let failed = env.strings("SELECT message FROM events WHERE kind = 'source-failed'");
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed[0].contains("more than 256 MiB, nothing added"),
+        "{failed:?}"
+    );
+    assert_eq!(env.int("SELECT count(*) FROM items"), 0);
+}

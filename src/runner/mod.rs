@@ -17,6 +17,7 @@ mod pslot;
 mod recover;
 pub mod retry;
 mod slot;
+mod source;
 mod summary;
 pub mod worker;
 
@@ -449,7 +450,7 @@ async fn locked_cycle(
     // 3. Enqueue from the source command.
     let mut source_failed = false;
     if let Some(source) = &cfg.source {
-        source_failed = !slot::enqueue_source(&cycle, source).await;
+        source_failed = !source::enqueue(&cycle, source).await;
     }
 
     // 4. Redrive due retry-tier failures.

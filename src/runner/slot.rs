@@ -12,7 +12,6 @@ use super::classify::{Verdict, bound_message, classify};
 use super::retry::{backoff, redrive_delay};
 use super::worker::{self, Job, KillReason, Report};
 use super::{Cycle, Signal, StopReason};
-use crate::key::{self, KeySpec};
 use crate::model::{Claim, NewEvent, Tier};
 use crate::store::{Completion, Failure, StoreError};
 use crate::util::time::now_ms;
@@ -623,99 +622,4 @@ async fn forward_op_ids(
         latest = Some(op);
     }
     latest
-}
-
-/// Runs the batch's `source` command and adds its JSON lines. A failing
-/// source is logged and the cycle goes on with what is already queued.
-pub async fn enqueue_source(cycle: &Arc<Cycle>, argv: &[String]) -> bool {
-    let mut cmd = tokio::process::Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    if let Some(dir) = &cycle.work_dir {
-        cmd.current_dir(dir);
-    }
-    let output = match tokio::time::timeout(cycle.cfg.item_timeout, cmd.output()).await {
-        Ok(Ok(out)) => out,
-        Ok(Err(e)) => {
-            return source_failed(cycle, format!("could not start source `{}`: {e}", argv[0]))
-                .await;
-        }
-        Err(_) => return source_failed(cycle, "source timed out".to_string()).await,
-    };
-    if !output.status.success() {
-        let err = String::from_utf8_lossy(&output.stderr);
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        return source_failed(
-            cycle,
-            format!(
-                "source exited with {}: {}",
-                output.status,
-                bound_message(last)
-            ),
-        )
-        .await;
-    }
-    let spec = KeySpec::from_fields(cycle.cfg.key_fields.as_deref());
-    let mut items = Vec::new();
-    let mut bad = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for (n, line) in String::from_utf8_lossy(&output.stdout).lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<serde_json::Value>(line)
-            .map_err(|e| e.to_string())
-            .and_then(|v| key::derive(line, &v, &spec).map_err(|e| e.to_string()))
-        {
-            Ok(item) if seen.insert(item.key.clone()) => items.push(item),
-            Ok(item) => bad.push(format!("line {}: duplicate key {:?}", n + 1, item.label)),
-            Err(e) => bad.push(format!("line {}: {e}", n + 1)),
-        }
-    }
-    if !bad.is_empty() {
-        return source_failed(
-            cycle,
-            format!(
-                "source output rejected, nothing added: {}",
-                bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
-            ),
-        )
-        .await;
-    }
-    let batch = cycle.batch.clone();
-    match cycle
-        .db
-        .call(move |s| s.add_items(&batch, &items, now_ms(), |_| {}))
-        .await
-    {
-        Ok(report) => {
-            cycle
-                .event(
-                    cycle
-                        .new_event(
-                            "source",
-                            format!(
-                                "source added {}, already present {}",
-                                report.added, report.present
-                            ),
-                        )
-                        .fields(json!(report)),
-                )
-                .await;
-            true
-        }
-        Err(e) => source_failed(cycle, format!("adding the source's items failed: {e}")).await,
-    }
-}
-
-async fn source_failed(cycle: &Cycle, message: String) -> bool {
-    cycle
-        .event(cycle.new_event("source-failed", bound_message(&message)))
-        .await;
-    false
 }

@@ -324,7 +324,8 @@ async fn stop_group(child: &mut tokio::process::Child, pgid: Option<u32>, grace:
     }
 }
 
-fn kill_group(pgid: Option<u32>) {
+/// SIGKILLs a process group (a worker's, a source command's).
+pub(super) fn kill_group(pgid: Option<u32>) {
     signal_group(pgid, Signal::Kill);
 }
 

@@ -1,0 +1,196 @@
+//! The batch's `source` command: run at the start of a cycle, its JSON
+//! lines added as items (all or nothing). Its output is read bounded, so a
+//! runaway source cannot exhaust the runner's memory.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+
+use super::Cycle;
+use super::classify::bound_message;
+use crate::key::{self, KeySpec};
+use crate::util::time::now_ms;
+
+/// Most of a source's stdout read: about two million items of 100 bytes.
+const MAX_OUTPUT: usize = 256 << 20;
+/// The end of its stderr kept, for the failure message.
+const STDERR_TAIL: usize = 64 << 10;
+
+/// Kills the source's process group when dropped: at the end, on a
+/// timeout (the future is dropped) or after too much output.
+struct Group(Option<u32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        super::worker::kill_group(self.0);
+    }
+}
+
+struct Output {
+    status: std::process::ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+enum Failure {
+    Start(std::io::Error),
+    TooLarge,
+}
+
+/// Runs `cmd`, reading at most [`MAX_OUTPUT`] of its stdout (past that it
+/// is killed) and the last [`STDERR_TAIL`] of its stderr.
+async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // Its own process group, killed whole when we are done with it (or give
+    // up on it): a pipeline's processes would otherwise keep the pipes open.
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let mut child = cmd.spawn().map_err(Failure::Start)?;
+    let group = Group(child.id());
+    let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(Failure::Start(std::io::Error::other("no pipes")));
+    };
+    let stdout = async {
+        let mut buf = Vec::new();
+        let _ = (&mut out)
+            .take(MAX_OUTPUT as u64 + 1)
+            .read_to_end(&mut buf)
+            .await;
+        if buf.len() > MAX_OUTPUT {
+            // It would block on a full pipe: stop it rather than wait.
+            super::worker::kill_group(group.0);
+        }
+        buf
+    };
+    let stderr = async {
+        let (mut tail, mut chunk) = (Vec::new(), vec![0u8; 8192]);
+        while let Ok(n) = err.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            tail.extend_from_slice(&chunk[..n]);
+            if tail.len() > 2 * STDERR_TAIL {
+                tail.drain(..tail.len() - STDERR_TAIL);
+            }
+        }
+        tail
+    };
+    let (stdout, stderr) = tokio::join!(stdout, stderr);
+    let status = child.wait().await.map_err(Failure::Start)?;
+    if stdout.len() > MAX_OUTPUT {
+        return Err(Failure::TooLarge);
+    }
+    Ok(Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+/// Runs the batch's `source` command and adds its JSON lines. A failing
+/// source is logged and the cycle goes on with what is already queued.
+pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> bool {
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if let Some(dir) = &cycle.work_dir {
+        cmd.current_dir(dir);
+    }
+    let output = match tokio::time::timeout(cycle.cfg.item_timeout, read(cmd)).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(Failure::Start(e))) => {
+            return source_failed(cycle, format!("could not start source `{}`: {e}", argv[0]))
+                .await;
+        }
+        Ok(Err(Failure::TooLarge)) => {
+            return source_failed(
+                cycle,
+                format!(
+                    "source printed more than {} MiB, nothing added: add the items with \
+                     `nightshift add` instead",
+                    MAX_OUTPUT >> 20
+                ),
+            )
+            .await;
+        }
+        Err(_) => return source_failed(cycle, "source timed out".to_string()).await,
+    };
+    if !output.status.success() {
+        let err = String::from_utf8_lossy(&output.stderr);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return source_failed(
+            cycle,
+            format!(
+                "source exited with {}: {}",
+                output.status,
+                bound_message(last)
+            ),
+        )
+        .await;
+    }
+    let spec = KeySpec::from_fields(cycle.cfg.key_fields.as_deref());
+    let mut items = Vec::new();
+    let mut bad = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (n, line) in String::from_utf8_lossy(&output.stdout).lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<serde_json::Value>(line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| key::derive(line, &v, &spec).map_err(|e| e.to_string()))
+        {
+            Ok(item) if seen.insert(item.key.clone()) => items.push(item),
+            Ok(item) => bad.push(format!("line {}: duplicate key {:?}", n + 1, item.label)),
+            Err(e) => bad.push(format!("line {}: {e}", n + 1)),
+        }
+    }
+    if !bad.is_empty() {
+        return source_failed(
+            cycle,
+            format!(
+                "source output rejected, nothing added: {}",
+                bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            ),
+        )
+        .await;
+    }
+    let batch = cycle.batch.clone();
+    match cycle
+        .db
+        .call(move |s| s.add_items(&batch, &items, now_ms(), |_| {}))
+        .await
+    {
+        Ok(report) => {
+            cycle
+                .event(
+                    cycle
+                        .new_event(
+                            "source",
+                            format!(
+                                "source added {}, already present {}",
+                                report.added, report.present
+                            ),
+                        )
+                        .fields(json!(report)),
+                )
+                .await;
+            true
+        }
+        Err(e) => source_failed(cycle, format!("adding the source's items failed: {e}")).await,
+    }
+}
+
+async fn source_failed(cycle: &Cycle, message: String) -> bool {
+    cycle
+        .event(cycle.new_event("source-failed", bound_message(&message)))
+        .await;
+    false
+}
