@@ -498,35 +498,21 @@ impl SqliteStore {
     ) -> Result<(usize, usize)> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
-            let orphans: Vec<(i64, String, u32, i64)> = tx
+            let orphans: Vec<(i64, String, u32, i64, i64)> = tx
                 .prepare_cached(
-                    "SELECT id, key, attempts, lease_run FROM items
+                    "SELECT id, key, attempts, lease_run, lease_token FROM items
                       WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2
                         AND lease_run NOT IN
                             (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)",
                 )?
-                .query_map(params![id, current_run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .query_map(params![id, current_run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
                 .collect::<rusqlite::Result<_>>()?;
             let (mut released, mut quarantined) = (0, 0);
-            for (item_id, key, attempts, lease_run) in orphans {
+            for (item_id, key, attempts, lease_run, token) in orphans {
                 match super::shared::orphan(batch, &key, i64::from(attempts), lease_run, max_attempts, now) {
                     Orphan::Quarantine { message, event } => {
-                        let token: i64 = tx.query_row("SELECT lease_token FROM items WHERE id = ?1", [item_id], |r| r.get(0))?;
-                        fail_in(
-                            tx,
-                            &Failure {
-                                item_id,
-                                token,
-                                run_id: lease_run,
-                                tier: Tier::Manual,
-                                error_class: "Interrupted",
-                                message: &message,
-                                next_attempt_at: None,
-                                cost: None,
-                                now,
-                            },
-                            &event,
-                        )?;
+                        let failure = super::shared::interrupted(item_id, token, lease_run, &message, now);
+                        fail_in(tx, &failure, &event)?;
                         quarantined += 1;
                     }
                     Orphan::Release(event) => {

@@ -2,7 +2,8 @@
 //! their SQL: which seats of the batch lock are stale, and what becomes of
 //! a claim left by a dead run.
 
-use crate::model::{LockInfo, Millis, NewEvent};
+use super::Failure;
+use crate::model::{LockInfo, Millis, NewEvent, Tier};
 
 /// The seats that expired or are held under a token in `dead`, among those
 /// in `only` if given.
@@ -84,5 +85,26 @@ pub(crate) fn orphan(
             .key(key)
             .fields(serde_json::json!({"from_run": lease_run})),
         )
+    }
+}
+
+/// The failure that quarantines a dead run's claim (`Orphan::Quarantine`).
+pub(crate) fn interrupted(
+    item_id: i64,
+    token: i64,
+    lease_run: i64,
+    message: &str,
+    now: Millis,
+) -> Failure<'_> {
+    Failure {
+        item_id,
+        token,
+        run_id: lease_run,
+        tier: Tier::Manual,
+        error_class: "Interrupted",
+        message,
+        next_attempt_at: None,
+        cost: None,
+        now,
     }
 }

@@ -454,21 +454,8 @@ impl PgStore {
             for (item_id, key, attempts, lease_run, token) in orphans {
                 match shared::orphan(batch, &key, attempts, lease_run, max_attempts, now) {
                     Orphan::Quarantine { message, event } => {
-                        fail_in(
-                            c,
-                            &Failure {
-                                item_id,
-                                token,
-                                run_id: lease_run,
-                                tier: Tier::Manual,
-                                error_class: "Interrupted",
-                                message: &message,
-                                next_attempt_at: None,
-                                cost: None,
-                                now,
-                            },
-                            &event,
-                        )?;
+                        let failure = shared::interrupted(item_id, token, lease_run, &message, now);
+                        fail_in(c, &failure, &event)?;
                         quarantined += 1;
                     }
                     Orphan::Release(event) => {
