@@ -360,15 +360,9 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
             v.push(format!("{what}: {n}"));
         }
     };
-    zero(
-        "items in an inconsistent state",
-        "SELECT count(*) FROM items WHERE NOT (
-            (status = 'pending' AND tier IS NULL AND outcome IS NULL AND lease_run IS NULL)
-         OR (status = 'claimed' AND tier IS NULL AND outcome IS NULL AND lease_run IS NOT NULL)
-         OR (status = 'done' AND outcome IS NOT NULL AND tier IS NULL AND lease_run IS NULL)
-         OR (status = 'failed' AND outcome IS NULL AND lease_run IS NULL AND error_class IS NOT NULL
-             AND (tier = 'manual' OR (tier = 'retry' AND next_attempt_at IS NOT NULL))))",
-    );
+    for (what, query) in common::STORE_INVARIANTS {
+        zero(what, query);
+    }
     // A requeue keeps the attempt count (unless asked to reset it) and so
     // grants one attempt past max_attempts: never more than that.
     zero(
@@ -390,12 +384,6 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
                 AND e.kind IN ('done', 'empty')) <> 1",
     );
     zero(
-        "failed items without their dead letter",
-        "SELECT count(*) FROM items i WHERE status = 'failed' AND NOT EXISTS (
-            SELECT 1 FROM dead_letters d WHERE d.item_id = i.id AND d.tier = i.tier
-               AND d.error_class = i.error_class AND d.attempt = i.attempts)",
-    );
-    zero(
         "counters that differ from the items",
         "SELECT count(*) FROM counts c WHERE c.n <> (SELECT count(*) FROM items i
             WHERE i.batch_id = c.batch_id AND
@@ -410,21 +398,8 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
           WHERE x.n IS NOT f.n",
     );
     zero(
-        "run counters that differ from accepted completions",
-        "SELECT (SELECT coalesce(sum(done + empty), 0) FROM runs)
-              - (SELECT count(*) FROM events WHERE kind IN ('done', 'empty'))",
-    );
-    zero(
         "runs that stepped down for a lock (a dead holder must not block)",
         "SELECT count(*) FROM runs WHERE state = 'lock-held'",
-    );
-    // Claims may outlive only a run that was killed (still `running`, or
-    // marked `crashed` by a re-run that was itself killed before taking
-    // them back); a run that ended by itself leaves none.
-    zero(
-        "claims held by a run that ended",
-        "SELECT count(*) FROM items i JOIN runs r ON r.id = i.lease_run
-          WHERE i.status = 'claimed' AND r.state NOT IN ('running', 'crashed')",
     );
     if finished {
         zero(

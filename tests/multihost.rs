@@ -164,34 +164,12 @@ fn sim(env: &Env) {
     );
     assert!(kills > 0, "the simulation killed nothing");
 
-    // The store's own invariants, in SQL both engines accept.
-    let zero = |what: &str, query: &str| assert_eq!(env.int(query), 0, "{what}");
-    zero(
-        "items in an inconsistent state",
-        "SELECT count(*) FROM items WHERE NOT (
-            (status = 'pending' AND tier IS NULL AND outcome IS NULL AND lease_run IS NULL)
-         OR (status = 'claimed' AND tier IS NULL AND outcome IS NULL AND lease_run IS NOT NULL)
-         OR (status = 'done' AND outcome IS NOT NULL AND tier IS NULL AND lease_run IS NULL)
-         OR (status = 'failed' AND outcome IS NULL AND lease_run IS NULL AND error_class IS NOT NULL
-             AND (tier = 'manual' OR (tier = 'retry' AND next_attempt_at IS NOT NULL))))",
-    );
-    zero(
-        "quarantined items without their dead letter",
-        "SELECT count(*) FROM items i WHERE status = 'failed' AND NOT EXISTS (
-            SELECT 1 FROM dead_letters d WHERE d.item_id = i.id AND d.tier = i.tier)",
-    );
-    zero(
-        "run counters that differ from accepted completions",
-        "SELECT (SELECT coalesce(sum(done + empty), 0) FROM runs)
-              - (SELECT count(*) FROM events WHERE kind IN ('done', 'empty'))",
-    );
-    // (A killed run may stay `running` with its seat: nobody sweeps a seat
-    // once every runner has ended. The next run takes it over.)
-    zero(
-        "runs that ended by themselves but still hold claims",
-        "SELECT count(*) FROM items i JOIN runs r ON r.id = i.lease_run
-          WHERE i.status = 'claimed' AND r.state NOT IN ('running', 'crashed')",
-    );
+    // The store's own invariants, in SQL both engines accept. (A killed run
+    // may stay `running` with its seat: nobody sweeps a seat once every
+    // runner has ended. The next run takes it over.)
+    for (what, query) in common::STORE_INVARIANTS {
+        assert_eq!(env.int(query), 0, "{what}");
+    }
     env.assert_counts_consistent();
 }
 

@@ -369,6 +369,39 @@ pub fn tally(lines: &[String]) -> std::collections::BTreeMap<String, usize> {
     m
 }
 
+/// Invariants of any store after any sequence of runs, kills and requeues,
+/// in SQL both engines accept: (what, a query that counts violations).
+pub const STORE_INVARIANTS: [(&str, &str); 4] = [
+    (
+        "items in an inconsistent state",
+        "SELECT count(*) FROM items WHERE NOT (
+            (status = 'pending' AND tier IS NULL AND outcome IS NULL AND lease_run IS NULL)
+         OR (status = 'claimed' AND tier IS NULL AND outcome IS NULL AND lease_run IS NOT NULL)
+         OR (status = 'done' AND outcome IS NOT NULL AND tier IS NULL AND lease_run IS NULL)
+         OR (status = 'failed' AND outcome IS NULL AND lease_run IS NULL AND error_class IS NOT NULL
+             AND (tier = 'manual' OR (tier = 'retry' AND next_attempt_at IS NOT NULL))))",
+    ),
+    (
+        "failed items without their dead letter",
+        "SELECT count(*) FROM items i WHERE status = 'failed' AND NOT EXISTS (
+            SELECT 1 FROM dead_letters d WHERE d.item_id = i.id AND d.tier = i.tier
+               AND d.error_class = i.error_class AND d.attempt = i.attempts)",
+    ),
+    (
+        "run counters that differ from accepted completions",
+        "SELECT (SELECT coalesce(sum(done + empty), 0) FROM runs)
+              - (SELECT count(*) FROM events WHERE kind IN ('done', 'empty'))",
+    ),
+    // Claims may outlive only a run that was killed (still `running`, or
+    // marked `crashed` by a re-run that was itself killed before taking
+    // them back); a run that ended by itself leaves none.
+    (
+        "claims held by a run that ended",
+        "SELECT count(*) FROM items i JOIN runs r ON r.id = i.lease_run
+          WHERE i.status = 'claimed' AND r.state NOT IN ('running', 'crashed')",
+    ),
+];
+
 /// Polls `cond` until it holds. The deadline only bounds a hung test (it
 /// is generous, never a performance assertion).
 pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
