@@ -53,16 +53,11 @@ impl Chunks {
     /// Inserts: short chunks while `runner_live`, long ones otherwise. A
     /// switch to short chunks shrinks the next one at once.
     pub(crate) fn insert_pace(&mut self, runner_live: bool) {
-        let target = if runner_live {
-            INSERT_TARGET
+        if runner_live {
+            self.retarget(INSERT_TARGET, MAX_INSERT_ROWS);
         } else {
-            INSERT_IDLE_TARGET
-        };
-        if target < self.target {
-            let ratio = target.as_secs_f64() / self.target.as_secs_f64();
-            self.size = ((self.size as f64 * ratio) as usize).max(MIN_ROWS);
+            self.retarget(INSERT_IDLE_TARGET, MAX_INSERT_ROWS);
         }
-        self.target = target;
     }
 
     /// Updates in place (requeue): short chunks while `runner_live`; while
@@ -70,11 +65,16 @@ impl Chunks {
     /// allows (fewer commits rewriting the same index pages). A runner
     /// starting meanwhile waits for one chunk at most.
     pub(crate) fn requeue_pace(&mut self, runner_live: bool) {
-        let (target, max) = if runner_live {
-            (TARGET, MAX_ROWS)
+        if runner_live {
+            self.retarget(TARGET, MAX_ROWS);
         } else {
-            (INSERT_IDLE_TARGET, MAX_INSERT_ROWS)
-        };
+            self.retarget(INSERT_IDLE_TARGET, MAX_INSERT_ROWS);
+        }
+    }
+
+    /// A new target and bound; a shorter target shrinks the next chunk at
+    /// once, in proportion.
+    fn retarget(&mut self, target: Duration, max: usize) {
         if target < self.target {
             let ratio = target.as_secs_f64() / self.target.as_secs_f64();
             self.size = ((self.size as f64 * ratio) as usize).max(MIN_ROWS);
