@@ -15,9 +15,9 @@ const PERSISTENT: &str = r#"import json, sys
 for line in sys.stdin:
     req = json.loads(line)
     if req["key"].endswith("7"):
-        print(json.dumps({"error": {"error_class": "Seven", "transient": False, "message": "no"}}), flush=True)
+        print(json.dumps({"key": req["key"], "error": {"error_class": "Seven", "transient": False, "message": "no"}}), flush=True)
     else:
-        print(json.dumps({"result": {"n": req["payload"]["n"]}, "cost": 0.5}), flush=True)
+        print(json.dumps({"key": req["key"], "result": {"n": req["payload"]["n"]}, "cost": 0.5}), flush=True)
 "#;
 
 fn batch<'a>(status: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {

@@ -15,7 +15,8 @@ use std::time::Duration;
 use nightshift::config::{BATCH_FIELDS, Config};
 use nightshift::key::{self, KeySpec, MAX_KEY_LEN};
 use nightshift::runner::classify::{self, MAX_MESSAGE, Rules, Verdict};
-use nightshift::runner::persistent::{self, Call, Persistent, Request};
+use nightshift::runner::cost::{Cost, MAX_COST};
+use nightshift::runner::persistent::{self, Call, Line, Persistent, Request};
 use nightshift::runner::worker::{self, MAX_OP_IDS, StderrLine};
 use nightshift::util::sanitize;
 use proptest::prelude::*;
@@ -182,9 +183,7 @@ proptest! {
             if let Some(r) = e.retry_after {
                 prop_assert!(r <= Duration::from_secs(86_400));
             }
-            if let Some(c) = e.cost {
-                prop_assert!(c.is_finite());
-            }
+            prop_assert!(sane(&e.cost), "{:?}", e.cost);
         }
         let bounded = classify::bound_message(&line);
         prop_assert!(bounded.chars().count() <= MAX_MESSAGE + 1);
@@ -201,7 +200,7 @@ proptest! {
                     prop_assert!(!id.is_empty() && id.len() <= 1024);
                     prop_assert!(!id.chars().any(char::is_control), "{id:?}");
                 }
-                StderrLine::Cost(c) => prop_assert!(c.is_finite()),
+                StderrLine::Cost(c) => prop_assert!(sane(&c), "{c:?}"),
                 StderrLine::BadMarker | StderrLine::Text => {}
             }
         }
@@ -230,8 +229,30 @@ proptest! {
                     if let Some(r) = result {
                         prop_assert!(serde_json::from_str::<Value>(&r).is_ok());
                     }
-                    prop_assert!(cost.is_none_or(f64::is_finite));
+                    prop_assert!(cost.is_none_or(|c| (0.0..=MAX_COST).contains(&c)), "{cost:?}");
                 }
+            }
+        }
+    }
+
+    /// A persistent worker's stdout line: a protocol line, a stray or an
+    /// error, never a panic; what is quoted is bounded and inert.
+    #[test]
+    fn persistent_lines_never_panic(text in json_text()) {
+        match persistent::parse_line(&text) {
+            Ok(Some(Line::Stray(quoted))) => {
+                prop_assert!(quoted.chars().count() <= 4 * 81, "{quoted:?}");
+                prop_assert!(!dangerous(&quoted), "{quoted:?}");
+            }
+            Ok(Some(Line::Answer { .. } | Line::OpId { .. }) | None) => {
+                let protocol = text.trim_start().starts_with('{') || text.trim().is_empty();
+                prop_assert!(protocol, "{text:?}");
+            }
+            Err(why) => {
+                let brace = text.trim_start().starts_with('{');
+                prop_assert!(brace, "{why}");
+                prop_assert!(!dangerous(&why), "{why:?}");
+                prop_assert!(why.chars().count() <= 1000, "{why}");
             }
         }
     }
@@ -356,10 +377,19 @@ fn a_huge_label_does_not_stop_the_worker() {
     assert!(r.error_line().contains("at most 256 characters"), "{r:?}");
 }
 
-/// Costs reported on stderr that are each finite but add up to infinity:
-/// the sum stays finite (the overflowing report is dropped).
+/// A cost report that is kept is a finite number within the bound.
+fn sane(cost: &Cost) -> bool {
+    match cost {
+        Cost::Absent => true,
+        Cost::Valid(c) => (0.0..=MAX_COST).contains(c),
+        Cost::Refused(shown) => !dangerous(shown) && shown.chars().count() <= 4 * 41,
+    }
+}
+
+/// Costs reported on stderr that are beyond the bound (and would add up
+/// to infinity): refused as a worker error, nothing counted.
 #[test]
-fn reported_costs_never_become_infinite() {
+fn reported_costs_beyond_the_bound_are_refused() {
     let env = Env::new();
     env.config("[batch.b]\nretries = 0\n");
     common::add_keys(&env, "b", &["k"]);
@@ -367,14 +397,13 @@ fn reported_costs_never_become_infinite() {
         "w.sh",
         "cat >/dev/null; echo '@nightshift cost=1e308' >&2; echo '@nightshift cost=1e308' >&2; echo '\"ok\"'",
     );
-    env.cmd()
-        .args(["run", "b", "--"])
-        .arg(&w)
-        .assert()
-        .success();
+    env.cmd().args(["run", "b", "--"]).arg(&w).assert().code(1);
     let run = &env.status()["batches"][0]["last_run"];
     let cost = run["counts"]["cost"].as_f64();
-    assert_eq!(cost, Some(1e308), "{run}");
+    assert_eq!(cost, Some(0.0), "{run}");
+    assert_eq!(env.item("k").0, "failed");
+    let msg = env.strings("SELECT error_message FROM items WHERE key = 'k'");
+    assert!(msg[0].contains("a cost of 1e308"), "{msg:?}");
 }
 
 /// A worker that floods the op-id channel: at most `MAX_OP_IDS` distinct

@@ -23,11 +23,11 @@ with open("starts.log", "a") as f:
 def say(o):
     sys.stdout.write(json.dumps(o) + "\n")
     sys.stdout.flush()
-def error(cls, transient, msg, **extra):
-    say({"error": dict(error_class=cls, transient=transient, message=msg, **extra)})
 for line in sys.stdin:
     r = json.loads(line)
     k, a = r["key"], r["attempt"]
+    def error(cls, transient, msg, **extra):
+        say({"key": k, "error": dict(error_class=cls, transient=transient, message=msg, **extra)})
     with open("seen.log", "a") as f:
         f.write("%d %s %d %s\n" % (pid, k, a, r["op_id"]))
     if k == "perm":
@@ -38,14 +38,14 @@ for line in sys.stdin:
         error("RateLimitError", True, "429", retry_after_s=1)
     elif k == "op":
         if r["op_id"] is None:
-            say({"op_id": "op-42"})
+            say({"key": k, "op_id": "op-42"})
             os._exit(3)  # dies after starting the remote operation
         say({"key": k, "result": {"resumed": r["op_id"]}})
     elif k == "crash" and a == 1:
         sys.stderr.write("segfault in the SDK\n")
         os._exit(9)
     elif k == "empty":
-        say({"result": None})
+        say({"key": k, "result": None})
     elif k == "hang":
         subprocess.Popen(["sleep", "300", os.environ["MARKER"]])
         time.sleep(300)
@@ -56,20 +56,21 @@ for line in sys.stdin:
         sys.stdout.write("x" * (3 << 20) + "\n")
         sys.stdout.flush()
     elif k == "nothing":
-        say({"status": "ok"})
+        say({"key": k, "status": "ok"})
+        say({"key": k, "result": None})
     else:
         say({"key": k, "result": {"n": r["payload"]["n"], "pid": pid}})
 "#;
 
+/// The Python workers need `python3`: a missing one fails the tests
+/// rather than passing them unseen.
 fn python() -> bool {
     let ok = std::process::Command::new("python3")
         .arg("-c")
         .arg("pass")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("python3 not found: persistent-mode tests skipped");
-    }
+    assert!(ok, "python3 is required by the persistent-mode tests");
     ok
 }
 
@@ -119,8 +120,128 @@ const HOST_WORKER: &str = r#"while IFS= read -r line; do
   touch "started-$key"
   if [ -n "$SLOW" ]; then sleep "$SLOW"; fi
   echo "${NIGHTSHIFT_HOST:-local} $key" >> side-effects.log
-  echo "{\"result\":\"${NIGHTSHIFT_HOST:-local}\"}"
+  echo "{\"key\":\"$key\",\"result\":\"${NIGHTSHIFT_HOST:-local}\"}"
 done"#;
+
+/// The issue's worker: a `{"log": ...}` line at every start-up, then one
+/// answer per request echoing its key, or an error for `k4`. With `keyed`
+/// as its argument its answers carry `"key"`; `k7` then crashes once
+/// (so the start-up line comes again) and `k2` is preceded by stray prints
+/// mid-stream. Starts go to `starts.log`.
+const ECHO_WORKER: &str = r#"
+import json, os, sys
+keyed = sys.argv[1:] == ["keyed"]
+with open("starts.log", "a") as f:
+    f.write("%d\n" % os.getpid())
+def say(o):
+    sys.stdout.write(json.dumps(o) + "\n")
+    sys.stdout.flush()
+say({"log": "connected"})
+for line in sys.stdin:
+    r = json.loads(line)
+    k = r["key"]
+    if keyed and k == "k7" and r["attempt"] == 1:
+        os._exit(3)
+    if keyed and k == "k2":
+        say({"progress": 0.5})
+        sys.stdout.write("loading...\n[1, 2]\n")
+    answer = {"error": {"error_class": "Bad", "transient": False, "message": "no"}} if k == "k4" else {"result": {"echo": k}}
+    if keyed:
+        answer["key"] = k
+    say(answer)
+"#;
+
+/// Rows of items done with a result that is not their own echo.
+fn misattributed(env: &Env) -> Vec<(String, Option<String>)> {
+    items(env)
+        .into_iter()
+        .filter(|(k, (status, _, _, result))| {
+            status == "done" && result.as_deref() != Some(format!("{{\"echo\":\"{k}\"}}").as_str())
+        })
+        .map(|(k, (_, _, _, result))| (k, result))
+        .collect()
+}
+
+/// Every failed attempt of a batch: (key, error class, message), from the
+/// retry events (retried at once) and the dead letters (the rest).
+fn failures(env: &Env, batch: &str) -> Vec<(String, String, String)> {
+    let mut all: Vec<_> = env
+        .events(batch, "retry")
+        .iter()
+        .map(|e| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap().to_string();
+            (
+                text(&e["key"]),
+                text(&e["fields"]["error_class"]),
+                text(&e["fields"]["message"]),
+            )
+        })
+        .collect();
+    for r in env.rows("SELECT key, error_class, message FROM dead_letters ORDER BY id") {
+        let [k, c, m] = <[Option<String>; 3]>::try_from(r)
+            .unwrap()
+            .map(Option::unwrap);
+        all.push((k, c, m));
+    }
+    all
+}
+
+/// Hostile answers by key, each on attempt 1 only (`nan` on every attempt):
+/// `dup` answers twice, `foreign` answers with the key of `a`, `nokey`
+/// without a key, `nan` with `NaN` (as Python's `json.dumps` writes it);
+/// the rest echo their key.
+const HOSTILE_WORKER: &str = r#"
+import json, os, sys
+with open("starts.log", "a") as f:
+    f.write("%d\n" % os.getpid())
+def say(o):
+    sys.stdout.write(json.dumps(o) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    r = json.loads(line)
+    k, first = r["key"], r["attempt"] == 1
+    answer = {"key": k, "result": {"echo": k}}
+    if k == "dup" and first:
+        sys.stdout.write(json.dumps(answer) + "\n" + json.dumps(answer) + "\n")
+        sys.stdout.flush()
+        continue
+    if k == "foreign" and first:
+        answer["key"] = "a"
+    if k == "nokey" and first:
+        del answer["key"]
+    if k == "nan":
+        answer["result"] = {"score": float("nan")}
+    say(answer)
+"#;
+
+/// Reports costs by key: in the result object (process mode), or at the
+/// top of the answer, in the result or in the error (persistent mode);
+/// `marker`/`markers` on `@nightshift cost=` lines (process mode).
+const COST_WORKER: &str = r#"
+import json, os, sys
+COST = {"ok": 0.25, "huge": 1e308, "big": 1e12, "neg": -1, "text": "Infinity"}
+ERROR = {"error_class": "Busy", "transient": True, "message": "503", "cost": 1e308}
+def answer(k):
+    if k == "err":
+        return {"key": k, "error": ERROR}
+    if k == "big":
+        return {"key": k, "result": {"n": 1, "cost": COST[k]}}
+    return {"key": k, "result": {"n": 1}, "cost": COST[k]}
+if os.environ.get("NIGHTSHIFT_MODE") == "persistent":
+    for line in sys.stdin:
+        print(json.dumps(answer(json.loads(line)["key"])), flush=True)
+else:
+    k = os.environ["NIGHTSHIFT_KEY"]
+    sys.stdin.read()
+    if k == "err":
+        sys.stderr.write(json.dumps(ERROR) + "\n")
+        sys.exit(1)
+    if k == "marker":
+        sys.stderr.write("@nightshift cost=NaN\n")
+    if k == "markers":
+        sys.stderr.write("@nightshift cost=600000000\n@nightshift cost=600000000\n")
+    print(json.dumps({"n": 1, "cost": COST.get(k)}))
+"#;
 
 both_backends! {
     fn results_errors_op_ids_and_crashes_are_classified_like_process_mode(env) {
@@ -253,8 +374,8 @@ both_backends! {
         assert_eq!(items["garbage"].3.as_deref(), Some("\"fine\""));
         // A line over the limit: a protocol error, the worker restarted.
         assert_eq!(items["huge"].2.as_deref(), Some("ProtocolError"));
-        // A JSON object that is no answer: a protocol error, not a silent "empty".
-        assert_eq!(items["nothing"].2.as_deref(), Some("ProtocolError"));
+        // A JSON object that is no answer is a stray too: ignored.
+        assert_eq!(items["nothing"].0, "done");
         for k in ["a", "b"] {
             assert_eq!(items[k].0, "done");
         }
@@ -306,7 +427,7 @@ for line in sys.stdin:
     time.sleep(0.002)
     with open("answered.log", "a") as f:
         f.write("%s %s\n" % (os.environ["NIGHTSHIFT_RUN_ID"], r["key"]))
-    sys.stdout.write('{"result": 1}\n')
+    sys.stdout.write(json.dumps({"key": json.loads(line)["key"], "result": 1}) + "\n")
     sys.stdout.flush()
 "#,
         );
@@ -367,10 +488,10 @@ for line in sys.stdin:
         env.write(
             "slow.py",
             r#"
-import sys, time
+import json, sys, time
 for line in sys.stdin:
     time.sleep(0.05)
-    sys.stdout.write('{"result": 1}\n')
+    sys.stdout.write(json.dumps({"key": json.loads(line)["key"], "result": 1}) + "\n")
     sys.stdout.flush()
 "#,
         );
@@ -516,5 +637,175 @@ for line in sys.stdin:
             env.int("SELECT count(*) FROM items WHERE status = 'done'"),
             1
         );
+    }
+
+    /// The issue's repro with a keyed worker: stray objects at start-up (at
+    /// every restart) and mid-stream are ignored and counted; every item
+    /// gets its own answer, the failing one stays failed.
+    fn stray_objects_at_start_up_and_mid_stream_never_shift_answers(env) {
+        assert!(python());
+        env.write("echo.py", ECHO_WORKER);
+        env.config(
+            "[batch.b]\nworker = [\"python3\", \"echo.py\", \"keyed\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nbackoff = \"10ms\"\n",
+        );
+        env.add_items("b", 10);
+        env.run(&["run", "b"]).code(1);
+        assert_eq!(misattributed(&env), []);
+        let items = items(&env);
+        assert_eq!(
+            items["k4"],
+            ("failed".into(), Some("manual".into()), Some("Bad".into()), None)
+        );
+        for i in (1..=10).filter(|i| *i != 4) {
+            assert_eq!(items[&format!("k{i}")].0, "done", "{items:?}");
+        }
+        // Only the real failures were recorded: no protocol error.
+        let failures: Vec<_> = failures(&env, "b").into_iter().map(|(k, c, _)| (k, c)).collect();
+        assert_eq!(
+            failures,
+            [("k7".to_string(), "WorkerExited".to_string()), ("k4".into(), "Bad".into())]
+        );
+        assert_eq!(starts(&env).len(), 2, "restarted once, after k7's crash");
+        // Two start-up lines and three mid-stream prints, counted in the log.
+        let strays = env.events("b", "stray-output");
+        assert!(strays[0]["message"].as_str().unwrap().contains(r#"{"log": "connected"}"#), "{strays:?}");
+        assert_eq!(strays.last().unwrap()["fields"]["count"], 5, "{strays:?}");
+        assert!(strays.len() <= 2, "{strays:?}");
+        env.assert_counts_consistent();
+    }
+
+    /// The issue's repro as written: answers without `"key"` cannot be
+    /// matched to their requests, so none is recorded; the worker fails
+    /// visibly instead of shifting answers or spinning.
+    fn a_worker_that_omits_the_key_fails_visibly_and_never_shifts_answers(env) {
+        assert!(python());
+        env.write("echo.py", ECHO_WORKER);
+        env.config(
+            "[batch.b]\nworker = [\"python3\", \"echo.py\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 0\nbackoff = \"10ms\"\n",
+        );
+        env.add_items("b", 10);
+        env.run(&["run", "b"]).code(1);
+        assert_eq!(misattributed(&env), []);
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 0);
+        assert_eq!(env.item("k5").0, "pending", "k5 never ran");
+        let gave_up = env.events("b", "worker-failed");
+        assert_eq!(gave_up.len(), 1, "{gave_up:?}");
+        let msg = gave_up[0]["message"].as_str().unwrap();
+        assert!(msg.contains(r#"must carry the request's "key""#), "{msg}");
+        let failed = env.strings("SELECT error_message FROM items WHERE status = 'failed'");
+        assert_eq!(failed.len(), 3, "{failed:?}");
+        for m in &failed {
+            assert!(m.contains(r#""key""#), "{m}");
+        }
+        assert_eq!(
+            env.strings("SELECT DISTINCT error_class FROM items WHERE status = 'failed'"),
+            ["ProtocolError"]
+        );
+        env.assert_counts_consistent();
+    }
+
+    /// Answers that cannot be matched with certainty restart the worker;
+    /// only the request at the head gets an attempt counted, the others are
+    /// sent again; a `NaN` answer is a protocol error at once, not a wait
+    /// for `item_timeout`.
+    fn unmatched_answers_restart_the_worker_and_nan_fails_at_once(env) {
+        assert!(python());
+        env.write("hostile.py", HOSTILE_WORKER);
+        env.config(
+            "[batch.b]\nworker = [\"python3\", \"hostile.py\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 1\nbackoff = \"10ms\"\nitem_timeout = \"60s\"\n",
+        );
+        add_keys(&env, "b", &["a", "dup", "after", "foreign", "b", "nokey", "nan", "c"]);
+        env.run(&["run", "b"]).code(1);
+        assert_eq!(misattributed(&env), []);
+        let items = items(&env);
+        for k in ["a", "dup", "after", "foreign", "b", "nokey", "c"] {
+            assert_eq!(items[k].0, "done", "{k}: {items:?}");
+        }
+        // NaN: a protocol error quoting the line, on both attempts.
+        assert_eq!(
+            (items["nan"].0.as_str(), items["nan"].2.as_deref()),
+            ("failed", Some("ProtocolError"))
+        );
+        let failures = failures(&env, "b");
+        let nan: Vec<_> = failures.iter().filter(|f| f.0 == "nan").collect();
+        assert_eq!(nan.len(), 2, "{nan:?}");
+        for (_, class, msg) in nan {
+            assert_eq!(class, "ProtocolError");
+            assert!(msg.contains("not valid JSON") && msg.contains(r#"{"key": "nan", "result": {"score": NaN}}"#), "{msg}");
+        }
+        // Nothing else failed but the violations, each a protocol error
+        // naming its rule, charged to the request at the head.
+        let charged = |needle: &str| -> Vec<&str> {
+            failures.iter().filter(|f| f.2.contains(needle)).map(|f| f.0.as_str()).collect()
+        };
+        assert_eq!(charged(r#"must carry the request's "key""#), ["nokey"], "{failures:?}");
+        assert_eq!(charged(r#"an answer for "a""#), ["foreign"], "{failures:?}");
+        // The second answer came after dup's own: whatever was next (if
+        // anything was sent) carries it, else the log does.
+        let dup_charged = charged(r#"a second answer for "dup""#).len();
+        let dup_logged = env.events("b", "protocol-error").iter().filter(|e| e["message"].as_str().unwrap().contains(r#"a second answer for "dup""#)).count();
+        assert_eq!(dup_charged + dup_logged, 1, "{failures:?}");
+        assert_eq!(failures.len(), 4 + dup_charged, "{failures:?}");
+        assert!(failures.iter().all(|f| f.1 == "ProtocolError"), "{failures:?}");
+        env.assert_counts_consistent();
+        assert_no_workers(&env);
+    }
+
+    /// A cost that is not a finite number from 0 to the bound is refused as
+    /// a worker error (quarantined, never counted), in both modes and from
+    /// every place a cost is read.
+    fn costs_beyond_the_bound_are_refused_in_both_modes(env) {
+        assert!(python());
+        env.write("cost.py", COST_WORKER);
+        env.config(
+            "[batch.proc]\nworker = [\"python3\", \"cost.py\"]\nretries = 0\n\
+             [batch.pers]\nworker = [\"python3\", \"cost.py\"]\nmode = \"persistent\"\nretries = 0\n",
+        );
+        let refused = ["huge", "big", "neg", "text", "err"];
+        let mut proc_keys = vec!["ok", "marker", "markers"];
+        proc_keys.extend(refused);
+        let mut pers_keys = vec!["ok"];
+        pers_keys.extend(refused);
+        add_keys(&env, "proc", &proc_keys);
+        add_keys(&env, "pers", &pers_keys);
+        for (batch, keys) in [("proc", &proc_keys), ("pers", &pers_keys)] {
+            env.run(&["run", batch]).code(1);
+            let rows = env.rows(&format!(
+                "SELECT key, status, tier, error_class, error_message, cost FROM items WHERE batch_id = (SELECT id FROM batches WHERE name = '{batch}')"
+            ));
+            assert_eq!(rows.len(), keys.len());
+            for row in &rows {
+                let key = row[0].as_deref().unwrap();
+                if key == "ok" {
+                    assert_eq!(row[1].as_deref(), Some("done"), "{batch}: {row:?}");
+                    continue;
+                }
+                assert_eq!(
+                    (row[1].as_deref(), row[2].as_deref(), row[3].as_deref(), row[5].as_deref()),
+                    (Some("failed"), Some("manual"), Some("InvalidCost"), None),
+                    "{batch}: {row:?}"
+                );
+                let msg = row[4].as_deref().unwrap();
+                let shown = match key {
+                    "huge" | "err" => "1e+308",
+                    "big" => "1000000000000",
+                    "neg" => "-1",
+                    "text" => r#""Infinity""#,
+                    "marker" => "NaN",
+                    _ => "1200000000",
+                };
+                assert!(msg.contains(&format!("a cost of {shown}")) && msg.contains("from 0 to 1e9"), "{batch} {key}: {msg}");
+                if key == "err" {
+                    assert!(msg.contains("Busy: 503"), "{msg}");
+                }
+            }
+            let status = env.status();
+            let run = &status["batches"].as_array().unwrap().iter().find(|b| b["name"] == batch).unwrap()["last_run"];
+            assert_eq!(run["counts"]["cost"].as_f64(), Some(0.25), "{batch}: {run}");
+        }
+        env.assert_counts_consistent();
     }
 }

@@ -8,7 +8,8 @@ for line in sys.stdin:                          # one request per line, in order
     req = json.loads(line)                      # key, label, attempt, op_id, run_id, payload
     item = req["payload"]
     if not item.get("title"):                   # permanent: quarantined for a human
-        answer = {"key": req["key"], "error": {"error_class": "NoTitle", "transient": False, "message": "no title"}}
+        answer = {"error": {"error_class": "NoTitle", "transient": False, "message": "no title"}}
     else:                                       # {"result": null} would be outcome "empty"
-        answer = {"key": req["key"], "result": {"words": len(item["title"].split())}}
-    print(json.dumps(answer), flush=True)       # stdout is the protocol: log to stderr
+        answer = {"result": {"words": len(item["title"].split())}}
+    answer["key"] = req["key"]                  # required: how the answer finds its request
+    print(json.dumps(answer, allow_nan=False), flush=True)  # stdout is the protocol: log to stderr

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A no-op persistent worker: answers every request at once (empty result)."""
-import sys
+import json, sys
 
 out = sys.stdout
+dumps, loads = json.dumps, json.loads
 for line in sys.stdin:
-    out.write('{"result":null}\n')
+    out.write('{"key":%s,"result":null}\n' % dumps(loads(line)["key"]))
     out.flush()

@@ -6,12 +6,14 @@
 //! death by signal are transient; other exit codes are permanent. A last
 //! stderr line that is a JSON object `{"error_class", "transient",
 //! "message", "retry_after_s", "cost"}` overrides the exit-code rule, and
-//! classes the config names as transient are transient.
+//! classes the config names as transient are transient. Costs follow one
+//! rule (`cost`).
 
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::cost::Cost;
 use super::worker::{Exit, Output};
 use crate::util::sanitize;
 
@@ -50,7 +52,7 @@ pub struct ErrorLine {
     pub transient: Option<bool>,
     pub message: Option<String>,
     pub retry_after: Option<Duration>,
-    pub cost: Option<f64>,
+    pub cost: Cost,
 }
 
 /// Parses a stderr line as an error line; `None` unless it is a JSON
@@ -63,31 +65,26 @@ pub fn parse_error_line(line: &str) -> Option<ErrorLine> {
     let Value::Object(obj) = serde_json::from_str::<Value>(trimmed).ok()? else {
         return None;
     };
+    let line = error_line_of(&obj);
+    (line != ErrorLine::default()).then_some(line)
+}
+
+/// The fields of an error object: the stderr error line in process mode,
+/// the `"error"` of a persistent answer.
+pub fn error_line_of(obj: &serde_json::Map<String, Value>) -> ErrorLine {
     let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
     let retry_after = obj
         .get("retry_after_s")
         .and_then(Value::as_f64)
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
-    let line = ErrorLine {
+    ErrorLine {
         error_class: text("error_class").filter(|c| !c.is_empty()),
         transient: obj.get("transient").and_then(Value::as_bool),
         message: text("message"),
         retry_after,
-        cost: obj
-            .get("cost")
-            .and_then(Value::as_f64)
-            .filter(|c| c.is_finite()),
-    };
-    (line != ErrorLine::default()).then_some(line)
-}
-
-/// The cost a successful worker reported in its result object, if any.
-fn result_cost(result: &Value) -> Option<f64> {
-    result
-        .get("cost")
-        .and_then(Value::as_f64)
-        .filter(|c| c.is_finite())
+        cost: Cost::from_json(obj.get("cost")),
+    }
 }
 
 /// Makes a stored message: inert, one line, bounded.
@@ -102,11 +99,12 @@ pub fn classify(out: &Output, rules: &Rules) -> Verdict {
             let text = String::from_utf8_lossy(&out.stdout);
             let trimmed = text.trim();
             if trimmed.is_empty() && !out.stdout_truncated {
-                return Verdict::Done {
+                let empty = Verdict::Done {
                     empty: true,
                     result: None,
-                    cost: out.reported_cost,
+                    cost: None,
                 };
+                return out.reported_cost.clone().apply(empty);
             }
             let mut parsed: Value = serde_json::from_str(trimmed)
                 .unwrap_or_else(|_| Value::String(trimmed.to_string()));
@@ -117,12 +115,12 @@ pub fn classify(out: &Output, rules: &Rules) -> Verdict {
                     "head": trimmed,
                 });
             }
-            let cost = result_cost(&parsed).or(out.reported_cost);
-            Verdict::Done {
+            let cost = Cost::from_json(parsed.get("cost")).or(out.reported_cost.clone());
+            cost.apply(Verdict::Done {
                 empty: false,
                 result: Some(parsed.to_string()),
-                cost,
-            }
+                cost: None,
+            })
         }
         exit => {
             let line = out.error_line.clone().unwrap_or_default();
@@ -169,13 +167,15 @@ pub fn classify(out: &Output, rules: &Rules) -> Verdict {
                         .map(|l| format!("{default_message}: {l}"))
                 })
                 .unwrap_or(default_message);
-            Verdict::Failed {
-                transient,
-                class: bound_message(&class),
-                message: bound_message(&message),
-                retry_after: line.retry_after,
-                cost: line.cost.or(out.reported_cost),
-            }
+            line.cost
+                .or(out.reported_cost.clone())
+                .apply(Verdict::Failed {
+                    transient,
+                    class: bound_message(&class),
+                    message: bound_message(&message),
+                    retry_after: line.retry_after,
+                    cost: None,
+                })
         }
     }
 }
@@ -191,7 +191,7 @@ mod tests {
             stdout_truncated: false,
             stderr_last_line: stderr_last.map(str::to_string),
             error_line: stderr_last.and_then(parse_error_line),
-            reported_cost: None,
+            reported_cost: Cost::Absent,
             op_ids: Vec::new(),
         }
     }

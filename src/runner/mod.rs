@@ -7,6 +7,7 @@
 //! lost. Every write about a claimed item is fenced by its lease token.
 
 pub mod classify;
+pub mod cost;
 mod db;
 mod dry_run;
 mod lock;
@@ -146,8 +147,13 @@ impl Tally {
 
     fn add_cost(&self, cost: Option<f64>) {
         if let Some(c) = cost.filter(|c| c.is_finite() && *c > 0.0) {
-            self.cost_micros
-                .fetch_add((c * 1e6).round() as i64, Ordering::Relaxed);
+            let micros = (c * 1e6).round() as i64;
+            // Saturates rather than wraps to a negative total.
+            let _ = self
+                .cost_micros
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                    Some(t.saturating_add(micros))
+                });
         }
     }
 

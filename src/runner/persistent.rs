@@ -8,14 +8,21 @@
 //! - request, one line on the worker's stdin:
 //!   `{"key": "...", "label": "...", "attempt": 1, "op_id": null, "run_id": 7, "payload": {...}}`
 //! - while working, the worker may report an operation id:
-//!   `{"op_id": "..."}` on stdout (stored at once, as in process mode);
-//! - the answer, one line on stdout: `{"result": <any JSON>}` (a `null` or
-//!   absent result is the outcome `empty`), or
-//!   `{"error": {"error_class": "...", "transient": true, "message": "...", "retry_after_s": 30}}`;
-//!   either may carry `"cost": 0.01` and `"key"` (checked when present).
-//!   Lines that are not JSON objects are ignored (stray prints; the last one
-//!   is quoted if the worker then dies); a JSON object that is none of these
-//!   is a protocol error.
+//!   `{"key": "...", "op_id": "..."}` on stdout (stored at once, as in
+//!   process mode);
+//! - the answer, one line on stdout: `{"key": "...", "result": <any JSON>}`
+//!   (a `null` result is the outcome `empty`), or
+//!   `{"key": "...", "error": {"error_class": "...", "transient": true, "message": "...", "retry_after_s": 30}}`;
+//!   either may carry `"cost": 0.01` (the rule of `cost`).
+//!
+//! `"key"` is required on answers and op ids: it is what makes the
+//! attribution of an answer provable. An answer must name the oldest
+//! unanswered request (`match_answer`), an op id one that is unanswered
+//! (`match_op_id`); anything else (no key, another item's key, a second
+//! answer, a `{` line that is not JSON) means the worker is out of step:
+//! it is restarted. A JSON object with none of `result`, `error`, `op_id`,
+//! and any line not starting with `{`, is a stray print: ignored (the
+//! caller counts it; the last one is quoted if the worker then dies).
 //!
 //! Timeouts kill the worker's process group and start a fresh worker; a
 //! worker that exits mid-item fails the item (transient) and is restarted.
@@ -29,8 +36,10 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use super::classify::{ErrorLine, Rules, Verdict, bound_message};
+use super::classify::{ErrorLine, Rules, Verdict, bound_message, error_line_of};
+use super::cost::Cost;
 use super::worker::{KillReason, Report};
+use crate::util::sanitize;
 
 /// Longest answer line accepted (the result is bounded like stdout in
 /// process mode).
@@ -84,16 +93,23 @@ pub struct Persistent {
     stray: Option<String>,
 }
 
-/// One protocol line from the worker.
-#[derive(Debug)]
+/// The rule every answer and op-id line must follow (quoted in errors).
+pub const KEY_RULE: &str = "persistent answers must carry the request's \"key\"";
+/// How much of a worker's line an error or event quotes.
+const QUOTE_CHARS: usize = 80;
+
+/// One stdout line from the worker.
+#[derive(Debug, PartialEq)]
 pub enum Line {
-    /// An operation id for the item being worked on (or the one named).
-    OpId { key: Option<String>, op_id: String },
-    /// The answer to the oldest unanswered request.
+    /// An operation id for the unanswered request named.
+    OpId { key: String, op_id: String },
+    /// An answer, for the request named.
     Answer {
-        key: Option<String>,
+        key: String,
         obj: serde_json::Map<String, Value>,
     },
+    /// Not part of the protocol (ignored): the line's start, inert.
+    Stray(String),
 }
 
 /// What became of one call.
@@ -199,11 +215,12 @@ impl Persistent {
         self.out.extend_from_slice(req.line().as_bytes());
     }
 
-    /// The next protocol line, writing queued requests meanwhile (a worker
-    /// blocked on a full stdout pipe must never wait for us to finish
-    /// writing). Cancel-safe: partial lines and writes are kept. `Err` when
-    /// the worker broke: exited, closed its stdout, or sent a line over
-    /// the limit (it must then be killed and started again).
+    /// The next stdout line that is not blank, writing queued requests
+    /// meanwhile (a worker blocked on a full stdout pipe must never wait
+    /// for us to finish writing). Cancel-safe: partial lines and writes are
+    /// kept. `Err` when the worker broke: exited, closed its stdout, sent a
+    /// line over the limit or one that breaks the protocol (it must then be
+    /// killed and started again).
     pub async fn next(&mut self) -> Result<Line, Verdict> {
         loop {
             let read = if self.sent < self.out.len() {
@@ -235,31 +252,23 @@ impl Persistent {
                 Ok(false) => return Err(self.died("the worker exited").await),
                 Err(e) => {
                     self.line = Vec::new();
-                    return Err(protocol_error(&e));
+                    return Err(out_of_step(&e));
                 }
             };
-            let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(&text) else {
-                if !text.trim().is_empty() {
-                    self.stray = Some(bound_message(text.trim()));
+            match parse_line(&text) {
+                Ok(Some(Line::Stray(quoted))) => {
+                    self.stray = Some(quoted.clone());
+                    return Ok(Line::Stray(quoted));
                 }
-                continue; // a stray print, not part of the protocol
-            };
-            let key = obj.get("key").and_then(Value::as_str).map(str::to_string);
-            if !obj.contains_key("result") && !obj.contains_key("error") {
-                return match obj.get("op_id").and_then(Value::as_str) {
-                    Some(op) if super::worker::valid_op_id(op) => Ok(Line::OpId {
-                        key,
-                        op_id: op.to_string(),
-                    }),
-                    Some(_) => continue,
-                    None => Ok(Line::Answer { key, obj }),
-                };
+                Ok(Some(line)) => return Ok(line),
+                Ok(None) => {}
+                Err(why) => return Err(out_of_step(&why)),
             }
-            return Ok(Line::Answer { key, obj });
         }
     }
 
     /// Sends one item and waits for its answer, the timeout, or a kill.
+    /// `Err`: the worker broke (it must be killed and started again).
     pub async fn call(
         &mut self,
         req: &Request<'_>,
@@ -279,23 +288,19 @@ impl Persistent {
             let mut op_ids = 0;
             loop {
                 match self.next().await? {
-                    // Each id is a store write: a flood is bounded.
-                    Line::OpId { op_id, .. } if op_ids < super::worker::MAX_OP_IDS => {
-                        op_ids += 1;
-                        let _ = reports.send(Report::OpId(op_id));
-                    }
-                    Line::OpId { .. } => {}
-                    Line::Answer { key, obj } => {
-                        if let Some(k) = key
-                            && k != req.key
-                        {
-                            return Err(protocol_error(&format!(
-                                "answer for key {k:?} while {:?} was asked",
-                                req.key
-                            )));
+                    Line::OpId { key, op_id } => {
+                        match_op_id(&key, [req.key], None).map_err(|why| out_of_step(&why))?;
+                        // Each id is a store write: a flood is bounded.
+                        if op_ids < super::worker::MAX_OP_IDS {
+                            op_ids += 1;
+                            let _ = reports.send(Report::OpId(op_id));
                         }
+                    }
+                    Line::Answer { key, obj } => {
+                        match_answer(&key, [req.key], None).map_err(|why| out_of_step(&why))?;
                         return Ok(answer(&obj, rules));
                     }
+                    Line::Stray(_) => {}
                 }
             }
         };
@@ -380,6 +385,122 @@ fn signal_group(pgid: Option<u32>) {
 #[cfg(not(unix))]
 fn signal_group(_pgid: Option<u32>) {}
 
+/// Reads one stdout line. `Ok(None)`: nothing to act on (a blank line, an
+/// op id that cannot be stored). `Err`: the line breaks the protocol.
+pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    if !trimmed.starts_with('{') {
+        return Ok(Some(Line::Stray(quote(trimmed))));
+    }
+    let obj = match serde_json::from_str::<Value>(trimmed) {
+        Ok(Value::Object(obj)) => obj,
+        Ok(_) => return Ok(Some(Line::Stray(quote(trimmed)))),
+        Err(e) => {
+            let hint = if trimmed.contains("NaN") || trimmed.contains("Infinity") {
+                "; NaN and Infinity are not JSON: Python's json.dumps writes them unless allow_nan=False"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "a stdout line starting with \"{{\" is not valid JSON ({e}{hint}): {}",
+                quote(trimmed)
+            ));
+        }
+    };
+    let is_answer = obj.contains_key("result") || obj.contains_key("error");
+    if !is_answer && !obj.contains_key("op_id") {
+        return Ok(Some(Line::Stray(quote(trimmed))));
+    }
+    let key = match obj.get("key") {
+        Some(Value::String(k)) => k.clone(),
+        None => {
+            return Err(format!(
+                "{KEY_RULE}: a line without it cannot be matched to its request: {}",
+                quote(trimmed)
+            ));
+        }
+        Some(other) => {
+            return Err(format!(
+                "{KEY_RULE} as a string, not {}: {}",
+                quote(&other.to_string()),
+                quote(trimmed)
+            ));
+        }
+    };
+    if is_answer {
+        return Ok(Some(Line::Answer { key, obj }));
+    }
+    // Ignored as in process mode: it could not be handed back.
+    Ok(match obj.get("op_id").and_then(Value::as_str) {
+        Some(op) if super::worker::valid_op_id(op) => Some(Line::OpId {
+            key,
+            op_id: op.to_string(),
+        }),
+        _ => None,
+    })
+}
+
+/// Whether an answer naming `key` is in step: it must name the oldest of
+/// the `outstanding` requests (in order). `last`: the key of the request
+/// answered last, to name a second answer as such. `Err` says why not.
+pub fn match_answer<'a>(
+    key: &str,
+    outstanding: impl IntoIterator<Item = &'a str>,
+    last: Option<&str>,
+) -> Result<(), String> {
+    let mut outstanding = outstanding.into_iter();
+    let head = outstanding.next();
+    if head == Some(key) {
+        return Ok(());
+    }
+    Err(if last == Some(key) {
+        format!("a second answer for {key:?}: each request gets one answer, in request order")
+    } else if let Some(head) = head
+        && outstanding.any(|k| k == key)
+    {
+        format!(
+            "an answer for {key:?} while {head:?} was not answered: answers come in request order"
+        )
+    } else {
+        format!("an answer for {key:?}, which is not a request waiting for its answer")
+    })
+}
+
+/// Whether an op id naming `key` is in step: it must name one of the
+/// `outstanding` requests (a worker may work on several at once). The
+/// request's position, or why not.
+pub fn match_op_id<'a>(
+    key: &str,
+    outstanding: impl IntoIterator<Item = &'a str>,
+    last: Option<&str>,
+) -> Result<usize, String> {
+    outstanding
+        .into_iter()
+        .position(|k| k == key)
+        .ok_or_else(|| {
+            let answered = if last == Some(key) {
+                " (it was answered already)"
+            } else {
+                ""
+            };
+            format!("an op id for {key:?}, which is not a request waiting for its answer{answered}")
+        })
+}
+
+/// The start of a worker's line, inert, for an error or an event.
+pub fn quote(text: &str) -> String {
+    sanitize::line(&sanitize::truncate(text.trim(), QUOTE_CHARS)).into_owned()
+}
+
+/// The failure of the request at the head when the worker broke the
+/// protocol: the worker is restarted, the item retried (transient).
+pub(super) fn out_of_step(why: &str) -> Verdict {
+    protocol_error(&format!("{why}; the worker was restarted"))
+}
+
 pub(super) fn protocol_error(message: &str) -> Verdict {
     Verdict::Failed {
         transient: true,
@@ -424,7 +545,7 @@ async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result
         if take.saturating_sub(usize::from(complete)) > room {
             r.consume(take);
             return Err(format!(
-                "the worker wrote a stdout line longer than {} KiB; it was restarted",
+                "the worker wrote a stdout line longer than {} KiB",
                 MAX_LINE / 1024
             ));
         }
@@ -438,26 +559,10 @@ async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result
 
 /// The verdict an answer object carries.
 pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Verdict {
-    let cost = obj
-        .get("cost")
-        .and_then(Value::as_f64)
-        .filter(|c| c.is_finite());
+    let cost = Cost::from_json(obj.get("cost"));
     if let Some(err) = obj.get("error") {
         let line = match err {
-            Value::Object(e) => ErrorLine {
-                error_class: e
-                    .get("error_class")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                transient: e.get("transient").and_then(Value::as_bool),
-                message: e.get("message").and_then(Value::as_str).map(str::to_string),
-                retry_after: e
-                    .get("retry_after_s")
-                    .and_then(Value::as_f64)
-                    .filter(|s| s.is_finite() && *s >= 0.0)
-                    .map(|s| Duration::from_secs_f64(s.min(86_400.0))),
-                cost: None,
-            },
+            Value::Object(e) => error_line_of(e),
             Value::String(m) => ErrorLine {
                 message: Some(m.clone()),
                 ..ErrorLine::default()
@@ -468,7 +573,7 @@ pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Verdict {
         let transient = line
             .transient
             .unwrap_or_else(|| rules.transient_error_classes.iter().any(|c| c == &class));
-        return Verdict::Failed {
+        return cost.or(line.cost).apply(Verdict::Failed {
             transient,
             class: bound_message(&class),
             message: bound_message(
@@ -477,35 +582,19 @@ pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Verdict {
                     .unwrap_or("the worker reported an error"),
             ),
             retry_after: line.retry_after,
-            cost,
-        };
+            cost: None,
+        });
     }
-    match obj.get("result") {
-        None => protocol_error("an answer line with neither \"result\" nor \"error\""),
-        Some(Value::Null) => Verdict::Done {
-            empty: true,
-            result: None,
-            cost,
-        },
-        Some(Value::String(s)) if s.is_empty() => Verdict::Done {
-            empty: true,
-            result: None,
-            cost,
-        },
-        Some(result) => {
-            let cost = cost.or_else(|| {
-                result
-                    .get("cost")
-                    .and_then(Value::as_f64)
-                    .filter(|c| c.is_finite())
-            });
-            Verdict::Done {
-                empty: false,
-                result: Some(result.to_string()),
-                cost,
-            }
-        }
-    }
+    let Some(result) = obj.get("result") else {
+        return protocol_error("an answer line with neither \"result\" nor \"error\"");
+    };
+    let cost = cost.or(Cost::from_json(result.get("cost")));
+    let empty = result.is_null() || result.as_str() == Some("");
+    cost.apply(Verdict::Done {
+        empty,
+        result: (!empty).then(|| result.to_string()),
+        cost: None,
+    })
 }
 
 #[cfg(test)]
@@ -537,13 +626,15 @@ mod tests {
         let argv = script(
             dir.path(),
             r#"echo "starting up (a stray print)"
+echo '{"log":"connected"}'
 while read line; do
   case "$line" in
-    *'"key":"err"'*) echo '{"error":{"error_class":"BadRequest","transient":false,"message":"no"}}';;
-    *'"key":"op"'*) echo '{"op_id":"op-1"}'; echo '{"result":{"ok":true},"cost":0.5}';;
-    *'"key":"empty"'*) echo '{"result":null}';;
+    *'"key":"err"'*) echo '{"key":"err","error":{"error_class":"BadRequest","transient":false,"message":"no"}}';;
+    *'"key":"op"'*) echo '{"key":"op","op_id":"op-1"}'; echo '{"key":"op","result":{"ok":true},"cost":0.5}';;
+    *'"key":"empty"'*) echo '{"key":"empty","result":null}';;
     *'"key":"die"'*) echo "dying" >&2; exit 3;;
-    *) echo '{"result":"fine"}';;
+    *'"key":"nokey"'*) echo '{"result":1}';;
+    *) echo '{"key":"a","result":"fine"}';;
   esac
 done"#,
         );
@@ -570,6 +661,13 @@ done"#,
             empty,
             Ok(Call::Answer(Verdict::Done { empty: true, .. }))
         ));
+        let nokey = w.call(&req("nokey", "{}"), t, &rules, &tx, never()).await;
+        assert!(
+            matches!(&nokey, Err(Verdict::Failed { transient: true, class, message, .. })
+            if class == "ProtocolError" && message.contains(KEY_RULE) && message.ends_with("the worker was restarted")),
+            "{:?}",
+            nokey.as_ref().err()
+        );
         let died = w.call(&req("die", "{}"), t, &rules, &tx, never()).await;
         assert!(
             matches!(&died, Err(Verdict::Failed { transient: true, class, message, .. })
@@ -577,6 +675,132 @@ done"#,
             "{:?}",
             died.as_ref().err()
         );
+    }
+
+    fn obj(text: &str) -> serde_json::Map<String, Value> {
+        match serde_json::from_str(text).unwrap() {
+            Value::Object(o) => o,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn lines_are_answers_op_ids_strays_or_protocol_errors() {
+        let answer = r#"{"key":"a","result":1}"#;
+        assert_eq!(
+            parse_line(answer),
+            Ok(Some(Line::Answer {
+                key: "a".into(),
+                obj: obj(answer)
+            }))
+        );
+        assert_eq!(
+            parse_line(r#" {"key":"a","op_id":"op-1"} "#),
+            Ok(Some(Line::OpId {
+                key: "a".into(),
+                op_id: "op-1".into()
+            }))
+        );
+        // Ignored: blank lines, op ids that could not be handed back.
+        assert_eq!(parse_line("  \r"), Ok(None));
+        assert_eq!(parse_line(r#"{"key":"a","op_id":"x\u001b[2J"}"#), Ok(None));
+        // Strays: objects with none of result/error/op_id, other text.
+        for stray in [
+            r#"{"log":"connected"}"#,
+            r#"{"key":"a","progress":0.5}"#,
+            "[1,2]",
+            "42",
+            "loading...",
+        ] {
+            assert_eq!(
+                parse_line(stray),
+                Ok(Some(Line::Stray(stray.into()))),
+                "{stray}"
+            );
+        }
+        assert_eq!(
+            parse_line("\x1b[2Jboom"),
+            Ok(Some(Line::Stray("\\x1b[2Jboom".into())))
+        );
+        // Out of step: no key, a key that is not a string, not JSON.
+        let no_key = parse_line(r#"{"result":{"echo":"k1"}}"#).unwrap_err();
+        assert!(
+            no_key.starts_with(KEY_RULE) && no_key.ends_with(r#"{"result":{"echo":"k1"}}"#),
+            "{no_key}"
+        );
+        assert!(
+            parse_line(r#"{"op_id":"op-1"}"#)
+                .unwrap_err()
+                .starts_with(KEY_RULE)
+        );
+        let number = parse_line(r#"{"key":5,"error":"x"}"#).unwrap_err();
+        assert!(number.contains("as a string, not 5"), "{number}");
+        let nan = parse_line(r#"{"key":"a","result":NaN}"#).unwrap_err();
+        assert!(
+            nan.contains(
+                "not valid JSON (expected value at line 1 column 21; NaN and Infinity are not JSON"
+            ),
+            "{nan}"
+        );
+        let long = format!("{{\"key\":\"\x1b[2J{}", "x".repeat(200));
+        let cut = parse_line(&long).unwrap_err();
+        assert!(
+            cut.contains(r#": {"key":"\x1b[2Jxxx"#) && cut.ends_with("x…") && cut.len() < 300,
+            "{cut}"
+        );
+    }
+
+    #[test]
+    fn only_the_head_may_be_answered_and_only_outstanding_items_get_op_ids() {
+        let sent = ["k2", "k3"];
+        assert_eq!(match_answer("k2", sent, Some("k1")), Ok(()));
+        let dup = match_answer("k1", sent, Some("k1")).unwrap_err();
+        assert!(dup.starts_with(r#"a second answer for "k1""#), "{dup}");
+        let ahead = match_answer("k3", sent, Some("k1")).unwrap_err();
+        assert!(
+            ahead.starts_with(r#"an answer for "k3" while "k2" was not answered"#),
+            "{ahead}"
+        );
+        let other = match_answer("zz", sent, None).unwrap_err();
+        assert!(other.contains("not a request waiting"), "{other}");
+        assert!(
+            match_answer("k1", [], Some("k1"))
+                .unwrap_err()
+                .contains("second answer")
+        );
+        assert_eq!(match_op_id("k3", sent, None), Ok(1));
+        let late = match_op_id("k1", sent, Some("k1")).unwrap_err();
+        assert!(late.contains("answered already"), "{late}");
+    }
+
+    #[test]
+    fn answers_carry_their_costs_by_one_rule() {
+        let rules = Rules::default();
+        let v = answer(&obj(r#"{"key":"a","result":{"n":1,"cost":0.5}}"#), &rules);
+        assert!(
+            matches!(v, Verdict::Done { cost: Some(c), .. } if c == 0.5),
+            "{v:?}"
+        );
+        let v = answer(
+            &obj(r#"{"key":"a","error":{"message":"m","cost":0.25}}"#),
+            &rules,
+        );
+        assert!(
+            matches!(v, Verdict::Failed { cost: Some(c), .. } if c == 0.25),
+            "{v:?}"
+        );
+        for bad in [
+            r#"{"key":"a","result":1,"cost":1e308}"#,
+            r#"{"key":"a","result":{"cost":-1}}"#,
+            r#"{"key":"a","error":{"cost":"NaN"}}"#,
+            r#"{"key":"a","result":null,"cost":0.5,"x":{"cost":1},"error":{"cost":2e9}}"#,
+        ] {
+            let v = answer(&obj(bad), &rules);
+            assert!(
+                matches!(&v, Verdict::Failed { transient: false, class, .. } if class == "InvalidCost"),
+                "{bad}: {v:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -7,6 +7,14 @@
 //! durable before its slot claims anything more, and an item is marked done
 //! only after its worker answered. Failures, retries, timeouts, op ids and
 //! fencing work as in process mode (`slot`).
+//!
+//! An answer is recorded only when it is provably in step: it names the
+//! oldest request sent (`persistent::match_answer`). When the worker is out
+//! of step (an answer without a key or with another item's, a second
+//! answer, a line that is not JSON), or dies, or hangs, the request at the
+//! head gets the failure (an attempt counted: its answer may be lost or
+//! misattributed), the worker is killed and every other request sent to it
+//! goes to a fresh worker, its attempt not counted.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -17,7 +25,9 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::classify::{Verdict, bound_message};
-use super::persistent::{Line, Persistent, Request, answer, protocol_error, timed_out};
+use super::persistent::{
+    Line, Persistent, Request, answer, match_answer, match_op_id, out_of_step, timed_out,
+};
 use super::slot::{
     RetryPlan, begin_retry, budget_spent, fail, held, hold, lease_lost_on_write, log_claimed,
     plan_retry, release, wait_for_hold,
@@ -84,6 +94,12 @@ struct Slot {
     head_since: Instant,
     /// The current worker answered at least once.
     answered: bool,
+    /// The key of the current worker's last answer (to name a second one).
+    last_answered: Option<String>,
+    /// Stdout lines of this slot's workers that were not part of the
+    /// protocol, and the last of them.
+    strays: u64,
+    last_stray: String,
     /// The items on which workers died before answering anything, since
     /// the last answer.
     failed_starts: Vec<i64>,
@@ -106,7 +122,7 @@ enum Ended {
 pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
     let mut slot = Slot::new(cycle);
     let result = slot.run(None).await;
-    slot.stop_worker().await;
+    slot.finish().await;
     result
 }
 
@@ -120,7 +136,7 @@ pub async fn run_key(cycle: Arc<Cycle>, key: String) -> Result<(), StoreError> {
         .await?;
     let mut slot = Slot::new(cycle);
     let result = slot.run(Some(claim)).await;
-    slot.stop_worker().await;
+    slot.finish().await;
     result
 }
 
@@ -139,6 +155,9 @@ impl Slot {
             kill_rx,
             head_since: Instant::now(),
             answered: false,
+            last_answered: None,
+            strays: 0,
+            last_stray: String::new(),
             failed_starts: Vec::new(),
             batch: 1,
             per_item: None,
@@ -472,18 +491,23 @@ impl Slot {
                     let next = self.end_commit(out?).await?;
                     self.enqueue(next);
                 }
-                line = worker.next() => match line {
-                    Ok(Line::OpId { key, op_id }) => self.op_id(key, op_id).await,
-                    Ok(Line::Answer { key, obj }) => {
-                        let verdict = answer(&obj, &cycle.rules);
-                        self.answered(key, verdict).await?;
-                    }
-                    Err(verdict) => {
-                        if self.broken(verdict).await? {
-                            return Ok(Ended::GaveUp);
+                line = worker.next() => {
+                    let gave_up = match line {
+                        Ok(Line::OpId { key, op_id }) => self.op_id(&key, op_id).await?,
+                        Ok(Line::Answer { key, obj }) => {
+                            let verdict = answer(&obj, &cycle.rules);
+                            self.answered(&key, verdict).await?
                         }
+                        Ok(Line::Stray(line)) => {
+                            self.stray(line).await;
+                            false
+                        }
+                        Err(verdict) => self.broken(verdict).await?,
+                    };
+                    if gave_up {
+                        return Ok(Ended::GaveUp);
                     }
-                },
+                }
                 () = tokio::time::sleep_until(deadline), if !self.sent.is_empty() => {
                     if self.broken(timed_out(cycle.cfg.item_timeout)).await? {
                         return Ok(Ended::GaveUp);
@@ -528,6 +552,7 @@ impl Slot {
             Ok(w) => {
                 self.worker = Some(w);
                 self.answered = false;
+                self.last_answered = None;
                 Ok(true)
             }
             Err(e) => {
@@ -551,7 +576,7 @@ impl Slot {
     }
 
     /// The worker broke (died, hung past the timeout, or broke the
-    /// protocol): the item it was on gets `verdict`, the worker is killed
+    /// protocol): the item at the head gets `verdict`, the worker is killed
     /// (with its whole process group) and the other sent items wait for
     /// the next one. True when the slot gave up.
     async fn broken(&mut self, verdict: Verdict) -> Result<bool, StoreError> {
@@ -559,6 +584,16 @@ impl Slot {
             w.kill().await;
         }
         let head = self.sent.pop_front();
+        if head.is_none()
+            && let Verdict::Failed { class, message, .. } = &verdict
+            && class == "ProtocolError"
+        {
+            // No item to carry it: the log does.
+            let cycle = self.cycle.clone();
+            cycle
+                .event(cycle.new_event("protocol-error", message.clone()))
+                .await;
+        }
         if !self.answered
             && let Some(h) = &head
             && !self.failed_starts.contains(&h.claim.item_id)
@@ -593,7 +628,7 @@ impl Slot {
                     .new_event(
                         "worker-failed",
                         format!(
-                            "the persistent worker failed {} times in a row before answering anything; this slot stops ({})",
+                            "the persistent worker failed on {} items in a row without an answer that could be recorded; this slot stops ({})",
                             self.failed_starts.len(), why
                         ),
                     )
@@ -618,34 +653,45 @@ impl Slot {
         self.release_waiting().await
     }
 
-    /// An answer for the oldest sent item.
-    async fn answered(&mut self, key: Option<String>, verdict: Verdict) -> Result<(), StoreError> {
-        let Some(head) = self.sent.front() else {
-            // An answer nobody asked for: the worker is out of step.
-            let v = protocol_error("an answer while no item was asked");
-            self.broken(v).await?;
-            return Ok(());
-        };
-        if let Some(k) = key
-            && k != head.claim.key
-        {
-            let v = protocol_error(&format!(
-                "answer for key {:?} while {:?} was asked (answers must come in request order)",
-                k, head.claim.key
-            ));
-            self.broken(v).await?;
-            return Ok(());
+    /// An answer naming `key`: the oldest sent item's if it names it,
+    /// else the worker is out of step. True when the slot gave up.
+    async fn answered(&mut self, key: &str, verdict: Verdict) -> Result<bool, StoreError> {
+        let outstanding = self.sent.iter().map(|w| w.claim.key.as_str());
+        if let Err(why) = match_answer(key, outstanding, self.last_answered.as_deref()) {
+            return self.broken(out_of_step(&why)).await;
         }
         let head = self.sent.pop_front().expect("a sent item");
         let elapsed = self.head_since.elapsed();
         self.head_since = Instant::now();
         self.answered = true;
+        self.last_answered = Some(head.claim.key.clone());
         self.failed_starts.clear();
         self.per_item = Some(match self.per_item {
             None => elapsed,
             Some(avg) => (avg * 7 + elapsed) / 8,
         });
-        self.verdict(head, verdict, elapsed).await
+        self.verdict(head, verdict, elapsed).await?;
+        Ok(false)
+    }
+
+    /// A stdout line that is not part of the protocol: ignored, and
+    /// counted in the log without flooding it (the first at once, the
+    /// total when the slot ends).
+    async fn stray(&mut self, line: String) {
+        self.strays += 1;
+        if self.strays == 1 {
+            let cycle = self.cycle.clone();
+            let event = cycle
+                .new_event(
+                    "stray-output",
+                    format!(
+                        "the persistent worker printed a stdout line that is not part of the protocol (ignored; log to stderr): {line}"
+                    ),
+                )
+                .fields(json!({"count": 1, "line": line}));
+            cycle.event(event).await;
+        }
+        self.last_stray = line;
     }
 
     /// Acts on an item's verdict: a success waits for the batch's commit, a
@@ -751,18 +797,19 @@ impl Slot {
         Ok(())
     }
 
-    /// Stores an op id at once (a later attempt gets it back).
-    async fn op_id(&mut self, key: Option<String>, op: String) {
+    /// Stores an op id at once (a later attempt gets it back) on the sent
+    /// item it names; naming any other puts the worker out of step. True
+    /// when the slot gave up.
+    async fn op_id(&mut self, key: &str, op: String) -> Result<bool, StoreError> {
+        let outstanding = self.sent.iter().map(|w| w.claim.key.as_str());
+        let pos = match match_op_id(key, outstanding, self.last_answered.as_deref()) {
+            Ok(pos) => pos,
+            Err(why) => return self.broken(out_of_step(&why)).await,
+        };
         let cycle = self.cycle.clone();
-        let target = match &key {
-            Some(k) => self.sent.iter_mut().find(|w| &w.claim.key == k),
-            None => self.sent.front_mut(),
-        };
-        let Some(w) = target else {
-            return;
-        };
+        let w = &mut self.sent[pos];
         if w.op_id.as_deref() == Some(op.as_str()) || w.op_ids >= super::worker::MAX_OP_IDS {
-            return;
+            return Ok(false);
         }
         w.op_ids += 1;
         w.op_id = Some(op.clone());
@@ -781,6 +828,7 @@ impl Slot {
         {
             cycle.log.emit(&event);
         }
+        Ok(false)
     }
 
     /// A stop or a lost lease reached one of our items.
@@ -857,6 +905,24 @@ impl Slot {
             release(&cycle, &w.claim, false).await?;
         }
         Ok(())
+    }
+
+    /// The slot ends: its worker is stopped and the stray lines counted.
+    async fn finish(&mut self) {
+        self.stop_worker().await;
+        if self.strays > 1 {
+            let cycle = self.cycle.clone();
+            let event = cycle
+                .new_event(
+                    "stray-output",
+                    format!(
+                        "the persistent workers of one slot printed {} stdout lines that are not part of the protocol (ignored; the last: {})",
+                        self.strays, self.last_stray
+                    ),
+                )
+                .fields(json!({"count": self.strays, "line": self.last_stray}));
+            cycle.event(event).await;
+        }
     }
 
     /// Closes the worker's stdin (its cue to exit), then makes sure it and

@@ -6,7 +6,8 @@
 //! stderr as soon as it has started a remote operation; the runner stores
 //! it at once, and a later attempt of the item gets it in
 //! `NIGHTSHIFT_OP_ID`. `@nightshift cost=<number>` reports the cost of the
-//! call the same way (for workers that cannot put it in their result).
+//! call the same way (for workers that cannot put it in their result); the
+//! lines of one attempt add up, and the total follows the rule of `cost`.
 //! An op id is at most 1024 bytes with no control characters (it goes back
 //! to the worker in an environment variable); one attempt may report at
 //! most [`MAX_OP_IDS`] of them (each is a store write), later ones and
@@ -21,6 +22,7 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::classify::{ErrorLine, parse_error_line};
+use super::cost::Cost;
 
 /// Most stdout kept as the result; the rest is read and dropped.
 pub const MAX_STDOUT: usize = 1 << 20;
@@ -51,9 +53,10 @@ pub const MAX_OP_IDS: usize = 100;
 #[derive(Debug, Clone, PartialEq)]
 pub enum StderrLine<'a> {
     OpId(&'a str),
-    Cost(f64),
-    /// A marker line the runner does not understand (or an invalid op id
-    /// or cost): ignored, and not taken as the last error line either.
+    /// A cost report (a refused one fails the attempt).
+    Cost(Cost),
+    /// A marker line the runner does not understand (or an invalid op
+    /// id): ignored, and not taken as the last error line either.
     BadMarker,
     /// Anything else (blank lines included).
     Text,
@@ -75,11 +78,8 @@ pub fn parse_stderr_line(text: &str) -> StderrLine<'_> {
         if valid_op_id(op) {
             return StderrLine::OpId(op);
         }
-    } else if let Some(cost) = rest.trim().strip_prefix("cost=")
-        && let Ok(c) = cost.trim().parse::<f64>()
-        && c.is_finite()
-    {
-        return StderrLine::Cost(c);
+    } else if let Some(cost) = rest.trim().strip_prefix("cost=") {
+        return StderrLine::Cost(Cost::from_text(cost));
     }
     StderrLine::BadMarker
 }
@@ -110,7 +110,8 @@ pub struct Output {
     /// The last non-empty stderr line that was not a marker line.
     pub stderr_last_line: Option<String>,
     pub error_line: Option<ErrorLine>,
-    pub reported_cost: Option<f64>,
+    /// What the `@nightshift cost=` lines added up to.
+    pub reported_cost: Cost,
     pub op_ids: Vec<String>,
 }
 
@@ -169,7 +170,7 @@ pub async fn run(
                 stdout_truncated: false,
                 stderr_last_line: None,
                 error_line: None,
-                reported_cost: None,
+                reported_cost: Cost::Absent,
                 op_ids: Vec::new(),
             });
         }
@@ -385,7 +386,7 @@ async fn read_bounded(
 #[derive(Debug, Default)]
 struct StderrSummary {
     last_line: Option<String>,
-    cost: Option<f64>,
+    cost: Cost,
     op_ids: Vec<String>,
 }
 
@@ -410,13 +411,7 @@ async fn read_stderr(
                     let _ = reports.send(Report::OpId(op.to_string()));
                 }
             }
-            StderrLine::Cost(c) => {
-                // Finite costs can still add up to infinity.
-                let sum = summary.cost.unwrap_or(0.0) + c;
-                if sum.is_finite() {
-                    summary.cost = Some(sum);
-                }
-            }
+            StderrLine::Cost(c) => summary.cost = std::mem::take(&mut summary.cost).plus(c),
             StderrLine::BadMarker => {}
             StderrLine::Text => {
                 let text = text.trim_end_matches('\r');
