@@ -1109,7 +1109,8 @@ lock_ttl = "60s"
 runners = 1
 
 # "process": one worker process per item. "persistent": one long-lived worker
-# per slot, reading items as JSON lines on stdin and answering on stdout.
+# per slot, reading items as JSON lines on stdin and answering on stdout (each
+# answer naming its request's "key").
 mode = "process"
 
 # Command run after a cycle in which anything failed (argv; use sh -c for a shell).

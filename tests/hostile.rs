@@ -33,6 +33,9 @@ fn dangerous(s: &str) -> bool {
     })
 }
 
+/// The most characters one character becomes once made inert (`\u{2069}`).
+const ESCAPED: usize = 8;
+
 /// Hostile fragments mixed into generated text.
 const NASTY: &[&str] = &[
     "\x1b[2J",
@@ -241,7 +244,7 @@ proptest! {
     fn persistent_lines_never_panic(text in json_text()) {
         match persistent::parse_line(&text) {
             Ok(Some(Line::Stray(quoted))) => {
-                prop_assert!(quoted.chars().count() <= 4 * 81, "{quoted:?}");
+                prop_assert!(quoted.chars().count() <= ESCAPED * 81, "{quoted:?}");
                 prop_assert!(!dangerous(&quoted), "{quoted:?}");
             }
             Ok(Some(Line::Answer { .. } | Line::OpId { .. }) | None) => {
@@ -252,7 +255,7 @@ proptest! {
                 let brace = text.trim_start().starts_with('{');
                 prop_assert!(brace, "{why}");
                 prop_assert!(!dangerous(&why), "{why:?}");
-                prop_assert!(why.chars().count() <= 1000, "{why}");
+                prop_assert!(why.chars().count() <= 2 * ESCAPED * 81 + 300, "{why}");
             }
         }
     }
@@ -382,7 +385,7 @@ fn sane(cost: &Cost) -> bool {
     match cost {
         Cost::Absent => true,
         Cost::Valid(c) => (0.0..=MAX_COST).contains(c),
-        Cost::Refused(shown) => !dangerous(shown) && shown.chars().count() <= 4 * 41,
+        Cost::Refused(shown) => !dangerous(shown) && shown.chars().count() <= ESCAPED * 41,
     }
 }
 

@@ -43,8 +43,9 @@ const MAX_BATCH: usize = 1024;
 /// A batch should take about this long, so slow workers claim few items
 /// at a time and the slots share the work fairly.
 const BATCH_TIME: Duration = Duration::from_millis(200);
-/// A worker that dies (or hangs) on this many different items in a row
-/// before answering anything is broken: the slot gives up rather than spin.
+/// A worker that dies, hangs or gets out of step on this many different
+/// items in a row before an answer could be recorded is broken: the slot
+/// gives up rather than spin (a worker that never sends `key` ends here).
 /// (One poison item that kills every worker it meets only fails itself.)
 const MAX_FAILED_STARTS: usize = 3;
 
@@ -100,8 +101,8 @@ struct Slot {
     /// protocol, and the last of them.
     strays: u64,
     last_stray: String,
-    /// The items on which workers died before answering anything, since
-    /// the last answer.
+    /// The items on which workers broke before an answer could be
+    /// recorded, since the last recorded answer.
     failed_starts: Vec<i64>,
     /// Items to claim next time, and the running mean time per item.
     batch: usize,
