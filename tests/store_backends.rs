@@ -7,7 +7,9 @@
 #[path = "common/pg.rs"]
 mod pg;
 
-use nightshift::model::{Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, Tier, Trigger};
+use nightshift::model::{
+    Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Trigger,
+};
 use nightshift::store::{
     Access, Completion, DashQuery, EventFilter, ItemFilter, ItemsQuery, LockOutcome, Selection,
     StoreError,
@@ -338,8 +340,16 @@ both_backends! {
         // Skip: an in-flight item is refused, and nothing changes.
         let err = s.skip("b", &["k003".into(), "k002".into()], "no", "me", T0).unwrap_err();
         assert!(err.to_string().contains("in flight"), "{err}");
-        assert_eq!(s.skip("b", &["k003".into(), "k001".into()], "not needed", "me", T0).unwrap(), (2, 0));
-        assert_eq!(s.skip("b", &["k003".into()], "again", "me", T0).unwrap(), (0, 1));
+        // Each key once, whatever the repeats; in the order given.
+        let keys = ["k003".into(), "k001".into(), "k003".into()];
+        let done = |skipped: &[&str], already: &[&str]| SkipReport {
+            skipped: skipped.iter().map(|k| k.to_string()).collect(),
+            already_done: already.iter().map(|k| k.to_string()).collect(),
+        };
+        assert_eq!(s.skip("b", &keys, "not needed", "me", T0).unwrap(), done(&["k003", "k001"], &[]));
+        assert_eq!(s.skip("b", &["k003".into()], "again", "me", T0).unwrap(), done(&[], &["k003"]));
+        let skipped = s.events(&EventFilter { kinds: vec!["skipped".into()], ..Default::default() }).unwrap();
+        assert_eq!(skipped.len(), 2, "one event per item skipped");
         assert!(matches!(s.skip("b", &["zzz".into()], "x", "me", T0), Err(StoreError::UnknownKey { .. })));
         let counts = s.counts("b").unwrap();
         assert_eq!((counts.skipped, counts.manual, counts.pending, counts.claimed), (2, 0, 1, 1));
@@ -545,7 +555,7 @@ both_backends! {
             assert!(s.skip("b", &["nope".into()], "x", "me", T0).is_err());
             s.skip("b", &["k000".into()], "x", "me", T0).unwrap()
         }).unwrap();
-        assert_eq!(out, (1, 0));
+        assert_eq!(out.skipped, ["k000"]);
         assert!(s.pause("b").unwrap().is_some());
         assert_eq!(s.counts("b").unwrap().skipped, 1);
     }

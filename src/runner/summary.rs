@@ -9,7 +9,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::{Cycle, EventLog, RunOptions, RunReport, StopReason};
 use crate::duration::format_duration;
-use crate::model::{Holder, NewEvent, RunCounts, RunState};
+use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
 use crate::store::Store;
 use crate::util::time::now_ms;
 
@@ -67,7 +67,13 @@ pub fn record_skip(
     let (run_id, event) = store.group(|s| {
         let run_id = s.start_run(&opts.batch, opts.trigger, holder, now, None)?;
         s.finish_run(run_id, state, &summary, 0, 0, now)?;
-        let event = NewEvent::new(now, &opts.batch, state.as_str(), summary.clone()).run(run_id);
+        let kind = match state {
+            RunState::Paused => EventKind::Paused,
+            RunState::LockHeld => EventKind::LockHeld,
+            RunState::Aborted => EventKind::Aborted,
+            _ => EventKind::RunFinished,
+        };
+        let event = NewEvent::of(now, &opts.batch, kind, summary.clone()).run(run_id);
         s.log_event(&event)?;
         Ok::<_, crate::store::StoreError>((run_id, event))
     })??;

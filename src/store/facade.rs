@@ -13,7 +13,7 @@ use super::{
 };
 use crate::model::{
     AddReport, BatchInfo, Claim, Counts, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,
-    Millis, NewEvent, NewItem, Pause, Run, RunState, Trigger,
+    Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -161,7 +161,7 @@ impl Store {
         fn reclaim(&mut self, batch: &str, current_run: i64, max_attempts: u32, now: Millis) -> Result<(usize, usize)>;
         fn redrive_due(&mut self, batch: &str, run_id: Option<i64>, now: Millis) -> Result<Vec<String>>;
         fn requeue(&mut self, batch: &str, sel: &Selection, reset_attempts: bool, dry_run: bool, actor: &str, now: Millis) -> Result<Vec<Requeue>>;
-        fn skip(&mut self, batch: &str, keys: &[String], reason: &str, actor: &str, now: Millis) -> Result<(usize, usize)>;
+        fn skip(&mut self, batch: &str, keys: &[String], reason: &str, actor: &str, now: Millis) -> Result<SkipReport>;
         fn claim_key(&mut self, batch: &str, key: &str, run_id: i64, lease_until: Millis, now: Millis) -> Result<Claim>;
         fn acquire_lock(&mut self, batch: &str, token: &str, holder: &Holder, run_id: Option<i64>, expires_at: Millis, now: Millis, steal: &[&str], seats: u32) -> Result<LockOutcome>;
         fn free_stale_locks(&mut self, batch: &str, now: Millis, tokens: &[&str], dead: &[&str]) -> Result<Vec<LockInfo>>;
