@@ -254,6 +254,10 @@ pub struct Run {
     pub id: i64,
     pub batch: String,
     pub trigger: Trigger,
+    /// Who started it (`user@host`): the one who typed `nightshift run`,
+    /// pressed `r` in the dashboard, or runs the daemon. `None` for runs
+    /// recorded before nightshift kept it.
+    pub actor: Option<String>,
     pub host: String,
     pub pid: u32,
     pub started_at: Millis,

@@ -449,7 +449,7 @@ fn every_dashboard_pane_is_inert() {
             pid_start: None,
         };
         let run = store
-            .start_run("inj", Trigger::Manual, &holder, t, None)
+            .start_run("inj", Trigger::Manual, None, &holder, t, None)
             .unwrap();
         store
             .acquire_lock("inj", "tok", &holder, Some(run), t + 3_600_000, t, &[], 1)

@@ -122,6 +122,9 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         key: args.key.clone(),
         wait: args.wait,
         trigger: args.trigger.into(),
+        // Whoever started this process: you, the dashboard's user (its `r`
+        // starts this command), or the daemon's.
+        actor: Some(crate::util::identity::actor()),
         verbose: args.verbose,
         progress: !args.verbose && !args.json && std::io::stderr().is_terminal(),
         log_dir,

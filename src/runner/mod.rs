@@ -54,6 +54,8 @@ pub struct RunOptions {
     pub key: Option<String>,
     pub wait: bool,
     pub trigger: Trigger,
+    /// Who started it (`user@host`), recorded with the run.
+    pub actor: Option<String>,
     /// Print every event as it happens.
     pub verbose: bool,
     /// Show a live progress line on stderr.
@@ -370,7 +372,14 @@ async fn locked_cycle(
     let batch = opts.batch.clone();
     let cfg = &opts.config;
     let now = now_ms();
-    let run_id = store.start_run(&batch, opts.trigger, holder, now, Some(token))?;
+    let run_id = store.start_run(
+        &batch,
+        opts.trigger,
+        opts.actor.as_deref(),
+        holder,
+        now,
+        Some(token),
+    )?;
     if let Some(prev) = &took_over {
         log.emit(
             &NewEvent::new(
@@ -382,9 +391,11 @@ async fn locked_cycle(
             .run(run_id),
         );
     }
-    let start_event = NewEvent::new(now, &batch, "run-started", format!("run {run_id} started ({}) on {holder}", opts.trigger))
+    // Who started it goes in the event's actor: `log` shows it as `[user@host]`.
+    let mut start_event = NewEvent::new(now, &batch, "run-started", format!("run {run_id} started ({}) on {holder}", opts.trigger))
         .run(run_id)
         .fields(serde_json::json!({"trigger": opts.trigger, "holder": holder.to_string(), "concurrency": cfg.concurrency}));
+    start_event.actor.clone_from(&opts.actor);
     store.log_event(&start_event)?;
     log.emit(&start_event);
 

@@ -65,7 +65,14 @@ pub fn record_skip(
     // One transaction: a run that never held a seat is never seen open
     // (a runner taking over would take it for dead and mark it crashed).
     let (run_id, event) = store.group(|s| {
-        let run_id = s.start_run(&opts.batch, opts.trigger, holder, now, None)?;
+        let run_id = s.start_run(
+            &opts.batch,
+            opts.trigger,
+            opts.actor.as_deref(),
+            holder,
+            now,
+            None,
+        )?;
         s.finish_run(run_id, state, &summary, 0, 0, now)?;
         let kind = match state {
             RunState::Paused => EventKind::Paused,

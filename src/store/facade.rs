@@ -168,7 +168,7 @@ impl Store {
         fn renew_lock(&mut self, batch: &str, token: &str, expires_at: Millis) -> Result<bool>;
         fn release_lock(&mut self, batch: &str, token: &str) -> Result<bool>;
         fn prune(&mut self, cutoff: Millis, include_failed: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
-        fn start_run(&mut self, batch: &str, trigger: Trigger, holder: &Holder, now: Millis, seat: Option<&str>) -> Result<i64>;
+        fn start_run(&mut self, batch: &str, trigger: Trigger, actor: Option<&str>, holder: &Holder, now: Millis, seat: Option<&str>) -> Result<i64>;
         fn finish_run(&mut self, run_id: i64, state: RunState, summary: &str, skipped_done: i64, retried: i64, now: Millis) -> Result<()>;
         fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()>;
         fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()>;

@@ -464,3 +464,27 @@ fn operator_actions_say_what_they_did_as_json() {
     assert_eq!(done["kept"], dry["kept"]);
     assert_eq!(done["include_failed"], false);
 }
+
+#[test]
+fn a_run_records_who_started_it() {
+    let env = Env::new();
+    env.add_items("b", 2);
+    let worker = env.script("ok.sh", "cat >/dev/null; echo '{}'");
+    as_operator(&env, &["run", "b", "--", worker.to_str().unwrap()]).code(0);
+    let run = env.status()["batches"][0]["last_run"].clone();
+    assert_eq!(
+        (&run["trigger"], &run["actor"]),
+        (&"manual".into(), &ACTOR.into()),
+        "{run}"
+    );
+    let started = last_event(&env, "run-started");
+    assert_eq!(started["actor"], ACTOR, "{started}");
+    let text = env.run(&["status"]).code(0).stdout.clone();
+    assert!(text.contains(&format!("(manual, {ACTOR}, ")), "{text}");
+    let log = env
+        .run(&["log", "--kind", "run-started"])
+        .code(0)
+        .stdout
+        .clone();
+    assert!(log.contains(&format!("[{ACTOR}]")), "{log}");
+}
