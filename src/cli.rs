@@ -157,8 +157,9 @@ pub enum Command {
             `nightshift man` prints nightshift(1), `nightshift man run` nightshift-run(1), \
             `nightshift man config` nightshift.toml(5) (every key of the config) and \
             `nightshift man worker` nightshift-worker(7) (the worker contract). \
-            `nightshift man --dir DIR` writes them all, as nightshift.1, nightshift-run.1, ... \
-            (replacing pages of those names)."
+            `nightshift man --dir ~/.local/share/man` writes them all where man finds them: \
+            man1/nightshift.1, man1/nightshift-run.1, ..., man5/nightshift.toml.5, \
+            man7/nightshift-worker.7 (replacing pages of those names)."
     )]
     Man(ManArgs),
     /// The demo's simulated agent worker (reads one item, acts flaky).
@@ -203,8 +204,9 @@ pub struct ManArgs {
     /// [default: nightshift(1)].
     #[arg(value_name = "PAGE", conflicts_with = "dir")]
     pub page: Option<String>,
-    /// Write every page into this directory (created if missing) and list
-    /// the files written.
+    /// Write every page under this man directory (DIR/man1, DIR/man5,
+    /// DIR/man7; created if missing), e.g. ~/.local/share/man, and list the
+    /// files written.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 }

@@ -80,12 +80,29 @@ fn named_pages(roff: &str) -> Vec<String> {
 #[test]
 fn man_dir_writes_every_page_that_any_page_names() {
     let env = Env::bare();
-    let dir = env.path("man/man1");
+    let dir = env.path("share/man");
     let listed = stdout(&env, &["man", "--dir", dir.to_str().unwrap()]);
-    let mut written: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    // Every page in the directory `man` looks in for its section.
+    let mut written = Vec::new();
+    for section in std::fs::read_dir(&dir).unwrap() {
+        let section = section.unwrap().path();
+        let suffix = section
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .strip_prefix("man")
+            .unwrap()
+            .to_string();
+        for page in std::fs::read_dir(&section).unwrap() {
+            let name = page.unwrap().file_name().into_string().unwrap();
+            assert!(
+                name.ends_with(&format!(".{suffix}")),
+                "{name} in man{suffix}"
+            );
+            written.push(name);
+        }
+    }
     written.sort();
     let mut said: Vec<String> = listed
         .lines()
@@ -111,7 +128,11 @@ fn man_dir_writes_every_page_that_any_page_names() {
             .any(|w| w.contains("help") || w.contains("agent")),
         "{written:?}"
     );
-    let main = std::fs::read_to_string(dir.join("nightshift.1")).unwrap();
+    let path = |page: &str| {
+        dir.join(format!("man{}", page.rsplit('.').next().unwrap()))
+            .join(page)
+    };
+    let main = std::fs::read_to_string(path("nightshift.1")).unwrap();
     let mut everything: Vec<String> = named_pages(&main);
     everything.push("nightshift.1".into());
     everything.sort();
@@ -121,7 +142,7 @@ fn man_dir_writes_every_page_that_any_page_names() {
         "the main page names every page there is"
     );
     for page in &written {
-        let text = std::fs::read_to_string(dir.join(page)).unwrap();
+        let text = std::fs::read_to_string(path(page)).unwrap();
         // The file is what `nightshift man PAGE` prints.
         let arg = match page.as_str() {
             "nightshift.1" => None,

@@ -343,14 +343,18 @@ pub fn run(args: &ManArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// Writes every page where `man` looks for it: `DIR/man1/nightshift.1`,
+/// `DIR/man5/nightshift.toml.5`, ...
 fn write_all(dir: &Path) -> anyhow::Result<Exit> {
-    let shown = sanitize::line(&dir.display().to_string()).into_owned();
-    std::fs::create_dir_all(dir).map_err(|e| user_error(format!("cannot create {shown}: {e}")))?;
+    let shown = |p: &Path| sanitize::line(&p.display().to_string()).into_owned();
     for page in Page::all() {
-        let path = dir.join(page.file_name());
+        let sub = dir.join(format!("man{}", page.section()));
+        std::fs::create_dir_all(&sub)
+            .map_err(|e| user_error(format!("cannot create {}: {e}", shown(&sub))))?;
+        let path = sub.join(page.file_name());
         std::fs::write(&path, page.render()?)
-            .map_err(|e| user_error(format!("cannot write {}: {e}", path.display())))?;
-        out(sanitize::line(&path.display().to_string()))?;
+            .map_err(|e| user_error(format!("cannot write {}: {e}", shown(&path))))?;
+        out(shown(&path))?;
     }
     Ok(Exit::Ok)
 }

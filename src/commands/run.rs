@@ -38,9 +38,14 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
             "summary": report.summary,
             "counts": report.counts,
             "stopped": report.stopped.as_ref().map(ToString::to_string),
+            "hooks_failed": report.hooks_failed,
         }))?;
     } else {
         out(sanitize::line(&report.summary))?;
+    }
+    // On the terminal, not only in the log: which hook, how, and why.
+    for failure in &report.hooks_failed {
+        eprintln!("nightshift: {}", sanitize::line(&failure.to_string()));
     }
     Ok(if report.exit_failed() {
         Exit::Failed

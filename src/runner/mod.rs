@@ -9,6 +9,7 @@
 pub mod classify;
 mod db;
 mod dry_run;
+mod hook;
 mod lock;
 mod log;
 mod orphans;
@@ -30,6 +31,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 pub use dry_run::dry_run;
+pub use hook::{Hook, HookFailure};
 pub use log::{EventLog, close_file_log, init_file_log};
 
 use crate::config::{BatchConfig, WorkerMode};
@@ -103,15 +105,23 @@ pub struct RunReport {
     pub counts: RunCounts,
     pub summary: String,
     pub stopped: Option<StopReason>,
-    /// The batch's `source` command failed (its items were not added).
-    pub source_failed: bool,
+    /// The hooks that failed: the `source` command (its items were not
+    /// added), the `alert` command.
+    pub hooks_failed: Vec<HookFailure>,
 }
 
 impl RunReport {
+    /// The batch's `source` command failed.
+    pub fn source_failed(&self) -> Option<&HookFailure> {
+        self.hooks_failed.iter().find(|h| h.hook == Hook::Source)
+    }
+
     /// Something failed: an item, or the source command, or the run lost
     /// its lock (its in-flight results were discarded). Cron acts on it.
     pub fn exit_failed(&self) -> bool {
-        self.counts.failed > 0 || self.source_failed || self.stopped == Some(StopReason::LockLost)
+        self.counts.failed > 0
+            || self.source_failed().is_some()
+            || self.stopped == Some(StopReason::LockLost)
     }
 }
 
@@ -459,10 +469,11 @@ async fn locked_cycle(
         .then(|| tokio::spawn(summary::progress(cycle.clone(), started)));
 
     // 3. Enqueue from the source command.
-    let mut source_failed = false;
+    let mut hooks_failed = Vec::new();
     if let Some(source) = &cfg.source {
-        source_failed = !source::enqueue(&cycle, source).await;
+        hooks_failed.extend(source::enqueue(&cycle, source).await);
     }
+    let source_failed = hooks_failed.first().cloned();
 
     // 4. Redrive due retry-tier failures.
     if opts.key.is_none() {
@@ -526,7 +537,7 @@ async fn locked_cycle(
     // 6. Summary, release, alert.
     let stopped = cycle.stopping().map(|(_, r)| r);
     let counts = cycle.tally.counts(skipped_done);
-    let state = match (&stopped, counts.failed > 0 || source_failed) {
+    let state = match (&stopped, counts.failed > 0 || source_failed.is_some()) {
         (Some(StopReason::Paused(_)), _) => RunState::Paused,
         (Some(_), _) => RunState::Aborted,
         (None, true) => RunState::Failed,
@@ -537,7 +548,7 @@ async fn locked_cycle(
         &counts,
         started.elapsed(),
         stopped.as_ref(),
-        source_failed,
+        source_failed.as_ref(),
     );
     let finish = {
         let line = line.clone();
@@ -561,16 +572,18 @@ async fn locked_cycle(
             anyhow::Error::new(e).context(format!("run {run_id} of {} stopped", opts.batch))
         );
     }
-    let report = RunReport {
+    let mut report = RunReport {
         run_id: Some(run_id),
         state,
         counts,
         summary: line,
         stopped,
-        source_failed,
+        hooks_failed,
     };
-    if counts.failed > 0 || source_failed {
-        summary::alert(&cycle, &report).await;
+    if counts.failed > 0 || report.source_failed().is_some() {
+        report
+            .hooks_failed
+            .extend(summary::alert(&cycle, &report).await);
     }
     Ok(report)
 }
