@@ -74,11 +74,7 @@ const STORELESS: [&str; 2] = ["man", "completions"];
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     let cmd = Cli::command();
-    let globals: Vec<clap::Arg> = cmd
-        .get_arguments()
-        .filter(|a| a.is_global_set())
-        .map(|a| a.clone().global(false).hide(true))
-        .collect();
+    let globals: Vec<clap::Arg> = global_args(&cmd).map(|a| a.hide(true)).collect();
     cmd.mut_subcommands(|sub| {
         if STORELESS.contains(&sub.get_name()) {
             sub.args(globals.clone())
@@ -95,11 +91,7 @@ pub fn command() -> clap::Command {
 pub fn completion_command() -> clap::Command {
     use clap::CommandFactory;
     let cmd = Cli::command();
-    let globals: Vec<clap::Arg> = cmd
-        .get_arguments()
-        .filter(|a| a.is_global_set())
-        .map(|a| a.clone().global(false))
-        .collect();
+    let globals: Vec<clap::Arg> = global_args(&cmd).collect();
     cmd.mut_args(|a| a.global(false)).mut_subcommands(|sub| {
         if STORELESS.contains(&sub.get_name()) {
             sub
@@ -107,6 +99,13 @@ pub fn completion_command() -> clap::Command {
             sub.args(globals.clone())
         }
     })
+}
+
+/// Copies of the global options, as plain (non-global) options.
+fn global_args(cmd: &clap::Command) -> impl Iterator<Item = clap::Arg> + '_ {
+    cmd.get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.clone().global(false))
 }
 
 #[derive(Debug, Subcommand)]
