@@ -323,6 +323,8 @@ fn sites_in(file: &str, src: &str) -> Vec<Site> {
             && t(1).is_some_and(|t| is(t, ':'))
             && let Some(Tok::Ident(variant)) = t(3)
             && variant.chars().next().is_some_and(char::is_uppercase)
+            // `EventKind::ALL` and other constants are not kinds.
+            && !variant.chars().all(|c| c.is_uppercase() || c == '_')
         {
             let kind = EventKind::ALL
                 .iter()
