@@ -115,7 +115,7 @@ impl Backend {
                 let path: PathBuf = dir.path().join(format!("b{}.db", fastrand::u64(..)));
                 let (mut s, _) = Store::create(&path)?;
                 s.add_items("b", &items(n), now, |_| {})?;
-                let run = s.start_run("b", Trigger::Manual, &holder(), now, None)?;
+                let run = s.start_run("b", Trigger::Manual, None, &holder(), now, None)?;
                 s.acquire_lock("b", "t", &holder(), Some(run), now + 3_600_000, now, &[], 1)?;
                 let open = move || -> Res<Box<dyn Queue>> {
                     Ok(Box::new(Store::open(&path, Access::ReadWrite)?))
@@ -127,7 +127,7 @@ impl Backend {
                 admin.batch_execute("DROP SCHEMA IF EXISTS nightshift CASCADE")?;
                 let (mut s, _) = PgStore::create(url)?;
                 s.add_items("b", &items(n), now, |_| {})?;
-                let run = s.start_run("b", Trigger::Manual, &holder(), now, None)?;
+                let run = s.start_run("b", Trigger::Manual, None, &holder(), now, None)?;
                 s.acquire_lock("b", "t", &holder(), Some(run), now + 3_600_000, now, &[], 1)?;
                 admin.batch_execute("VACUUM ANALYZE")?;
                 let url = url.clone();

@@ -64,7 +64,7 @@ fn fail(db: &Path, batch: &str, n: usize) -> Res<()> {
         pid: std::process::id(),
         pid_start: None,
     };
-    let run = store.start_run(batch, Trigger::Manual, &holder, now_ms(), None)?;
+    let run = store.start_run(batch, Trigger::Manual, None, &holder, now_ms(), None)?;
     // Claims need the batch lock held by this run, as the runner holds it.
     store.acquire_lock(
         batch,
@@ -237,7 +237,7 @@ fn scale(dir: &Path, n: usize) -> Res<()> {
         pid: std::process::id(),
         pid_start: None,
     };
-    let run = store.start_run("scale", Trigger::Manual, &holder, now_ms(), None)?;
+    let run = store.start_run("scale", Trigger::Manual, None, &holder, now_ms(), None)?;
     store.acquire_lock(
         "scale",
         "bench",

@@ -96,7 +96,7 @@ fn generate(db: &Path) {
     for r in 0..40 {
         let at = now - 48 * 3_600_000 + r as i64 * 3_600_000;
         let run = store
-            .start_run(BATCH, Trigger::Schedule, &holder, at, None)
+            .start_run(BATCH, Trigger::Schedule, None, &holder, at, None)
             .expect("run");
         store
             .group(|s| {
@@ -141,7 +141,7 @@ fn generate(db: &Path) {
     }
     // A rare class: 5 failures among 100,000.
     let run = store
-        .start_run(BATCH, Trigger::Manual, &holder, now, None)
+        .start_run(BATCH, Trigger::Manual, None, &holder, now, None)
         .expect("run");
     for c in claim_locked(&mut store, run, 5, now) {
         let f = Failure {

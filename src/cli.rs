@@ -4,18 +4,19 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::model::{Status, Tier};
+use crate::model::{EventKind, Status, Tier};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0    ok (also: a run that found the batch paused or its lock held, and stepped down)
-  1    the run finished but some items failed or were quarantined
+  1    the run finished but some items failed or were quarantined, or its source or lock failed
   2    bad usage or bad input; nothing was changed
   3    the store could not be used (missing, corrupt, newer schema, locked, disk full, read-only)
   4    an unexpected internal error
-  130  the run was interrupted (SIGINT/SIGTERM); unfinished items went back to pending";
+  130  interrupted (SIGINT/SIGTERM/SIGHUP): a run's unfinished items went back to pending";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,33 +26,92 @@ Exit codes:
     long_about = "Unattended batches that are safe to re-run and easy to watch.\n\n\
         Without a subcommand, opens the dashboard (`nightshift watch`).",
     after_help = EXIT_CODES,
+    subcommand_value_name = "COMMAND",
     propagate_version = true
 )]
 pub struct Cli {
-    /// The store: a SQLite file or a postgres:// URL.
+    /// The store: a SQLite file or a postgres:// URL [default: ./nightshift.db].
     // The value is never shown in help: a URL may hold a password.
     #[arg(
         long,
         global = true,
         env = "NIGHTSHIFT_DB",
         hide_env_values = true,
-        value_name = "PATH|URL"
+        value_name = "PATH|URL",
+        help_heading = GLOBAL
     )]
     pub db: Option<PathBuf>,
     /// The config file [default: nightshift.toml beside the store].
-    #[arg(long, global = true, env = "NIGHTSHIFT_CONFIG", value_name = "FILE")]
+    // Without `hide_env_values` clap prints `[env: NIGHTSHIFT_CONFIG=]`
+    // when it is unset.
+    #[arg(
+        long,
+        global = true,
+        env = "NIGHTSHIFT_CONFIG",
+        hide_env_values = true,
+        value_name = "FILE",
+        help_heading = GLOBAL
+    )]
     pub config: Option<PathBuf>,
     /// Never use colour (also: the NO_COLOR environment variable).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_color: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
+/// The heading of the options every command takes.
+pub const GLOBAL: &str = "Global options";
+
+/// Commands that need neither store nor config: the global options mean
+/// nothing there, so their help, man page and completions leave them out.
+const STORELESS: [&str; 2] = ["man", "completions"];
+
+/// The command line as clap sees it: the derive, with the global options
+/// shadowed by hidden copies on the commands that use no store (clap copies
+/// a global option only to subcommands that have none of that name).
+#[must_use]
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let globals: Vec<clap::Arg> = global_args(&cmd).map(|a| a.hide(true)).collect();
+    cmd.mut_subcommands(|sub| {
+        if STORELESS.contains(&sub.get_name()) {
+            sub.args(globals.clone())
+        } else {
+            sub
+        }
+    })
+}
+
+/// The command line for shell completions, which list hidden options too:
+/// the global options copied by hand to every command but those that use
+/// no store, instead of by clap to all of them.
+#[must_use]
+pub fn completion_command() -> clap::Command {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let globals: Vec<clap::Arg> = global_args(&cmd).collect();
+    cmd.mut_args(|a| a.global(false)).mut_subcommands(|sub| {
+        if STORELESS.contains(&sub.get_name()) {
+            sub
+        } else {
+            sub.args(globals.clone())
+        }
+    })
+}
+
+/// Copies of the global options, as plain (non-global) options.
+fn global_args(cmd: &clap::Command) -> impl Iterator<Item = clap::Arg> + '_ {
+    cmd.get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.clone().global(false))
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create the store and a commented example nightshift.toml (never overwrites).
-    Init,
+    Init(InitArgs),
     /// Add items from JSON lines (a file, or - for stdin); idempotent by key.
     Add(AddArgs),
     /// Run one cycle of a batch: resume what is unfinished, retry what is
@@ -74,7 +134,7 @@ pub enum Command {
     /// Pause a batch: runs and schedule fires do nothing until unpaused.
     Pause(PauseArgs),
     /// Unpause a batch.
-    Unpause(BatchArg),
+    Unpause(UnpauseArgs),
     /// Dead letters grouped by error class, or exported as JSON lines.
     Dlq(DlqArgs),
     /// The run log (structured events).
@@ -86,11 +146,21 @@ pub enum Command {
     Demo(DemoArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
     Completions {
+        /// The shell to print completions for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), e.g. `nightshift man > nightshift.1`.
-    Man,
+    /// Print a man page (roff), or write every page to a directory.
+    #[command(
+        long_about = "Print a man page (roff), or write every page to a directory.\n\n\
+            `nightshift man` prints nightshift(1), `nightshift man run` nightshift-run(1), \
+            `nightshift man config` nightshift.toml(5) (every key of the config) and \
+            `nightshift man worker` nightshift-worker(7) (the worker contract). \
+            `nightshift man --dir ~/.local/share/man` writes them all where man finds them: \
+            man1/nightshift.1, man1/nightshift-run.1, ..., man5/nightshift.toml.5, \
+            man7/nightshift-worker.7 (replacing pages of those names)."
+    )]
+    Man(ManArgs),
     /// The demo's simulated agent worker (reads one item, acts flaky).
     #[command(hide = true)]
     Agent,
@@ -112,9 +182,32 @@ pub struct DemoArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct BatchArg {
-    /// Batch name.
+pub struct InitArgs {
+    /// Print what was created (and what existed already) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UnpauseArgs {
+    /// The batch to unpause.
     pub batch: String,
+    /// Print what was done as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The page: a command (run, log, ...), `config` or `worker`
+    /// [default: nightshift(1)].
+    #[arg(value_name = "PAGE", conflicts_with = "dir")]
+    pub page: Option<String>,
+    /// Write every page under this man directory (DIR/man1, DIR/man5,
+    /// DIR/man7; created if missing), e.g. ~/.local/share/man, and list the
+    /// files written.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -135,12 +228,13 @@ pub struct AddArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The batch to run (configured in nightshift.toml, or given items by `add`).
     pub batch: String,
     /// Workers at once [default: the config's concurrency, else 4].
-    #[arg(long, short = 'j')]
+    #[arg(long, short = 'j', value_name = "N")]
     pub concurrency: Option<usize>,
     /// Process at most this many items.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Run only this item (pending or failed).
     #[arg(long)]
@@ -184,11 +278,13 @@ pub struct DaemonArgs {
 
 #[derive(Debug, Args)]
 pub struct ScheduleArgs {
+    /// The batch whose `schedule` to show.
     pub batch: String,
     /// How many fire times to show.
     #[arg(long, short = 'n', default_value_t = 5, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub next: u16,
+    /// Print the fire times as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -261,34 +357,42 @@ impl From<TierArg> for Tier {
 
 #[derive(Debug, Args)]
 pub struct ItemsArgs {
+    /// The batch to list.
     pub batch: String,
+    /// Only items in this status.
     #[arg(long, value_enum)]
     pub status: Option<StatusArg>,
+    /// Only failed items of this tier.
     #[arg(long, value_enum)]
     pub tier: Option<TierArg>,
     /// Only failed items of this error class.
     #[arg(long, value_name = "ERROR_CLASS")]
     pub class: Option<String>,
     /// Substring of key, label or error message.
-    #[arg(long)]
+    #[arg(long, value_name = "TEXT")]
     pub search: Option<String>,
     /// At most this many items.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// One JSON object per item, one per line.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
+    /// The item's batch.
     pub batch: String,
+    /// The item's key (as `items` lists it).
     pub key: String,
+    /// The item, its failed attempts and its events as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct RequeueArgs {
+    /// The batch whose failed items to requeue.
     pub batch: String,
     /// Keys of failed items.
     pub keys: Vec<String>,
@@ -307,29 +411,45 @@ pub struct RequeueArgs {
     /// Start the attempt count again from zero.
     #[arg(long)]
     pub reset_attempts: bool,
+    /// Print what moved (or would move) as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct SkipArgs {
+    /// The items' batch.
     pub batch: String,
+    /// Keys of the items to mark done.
     #[arg(required = true)]
     pub keys: Vec<String>,
     /// Why (kept with the item and in the log).
-    #[arg(long, required = true)]
+    #[arg(long, required = true, value_name = "TEXT")]
     pub reason: String,
+    /// Print which items were skipped and which were done already, as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct PauseArgs {
+    /// The batch to pause (configured, or already in the store).
     pub batch: String,
-    #[arg(long, default_value = "paused from the command line")]
+    /// Why (shown by `status` and the dashboard, kept in the log).
+    #[arg(
+        long,
+        default_value = "paused from the command line",
+        value_name = "TEXT"
+    )]
     pub reason: String,
+    /// Print what was done as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct DlqArgs {
+    /// The batch whose dead letters to show.
     pub batch: String,
     /// With --jsonl: only dead letters newer than this (e.g. 24h, 7d).
     /// Otherwise: count the last DUR against the DUR before [default: 24h].
@@ -351,19 +471,21 @@ pub struct DlqArgs {
 pub struct LogArgs {
     /// Only this batch.
     pub batch: Option<String>,
+    /// One JSON object per event, one per line.
     #[arg(long)]
     pub json: bool,
     /// Keep printing new events.
     #[arg(long, short)]
     pub follow: bool,
-    /// Only these kinds (repeatable or comma-separated; e.g. failed,empty,lock-held).
-    #[arg(long, value_name = "KIND", value_delimiter = ',')]
-    pub kind: Vec<String>,
+    /// Only these kinds (repeatable or comma-separated; e.g.
+    /// failed,quarantined,empty).
+    #[arg(long, value_name = "KIND", value_delimiter = ',', value_enum)]
+    pub kind: Vec<EventKind>,
     /// Only events of this item.
     #[arg(long)]
     pub key: Option<String>,
-    /// How many of the newest events to print first.
-    #[arg(long, short = 'n', default_value_t = 50)]
+    /// How many of the newest events to print first (0: every one).
+    #[arg(long, short = 'n', default_value_t = 50, value_name = "N")]
     pub limit: usize,
 }
 
@@ -378,6 +500,9 @@ pub struct PruneArgs {
     /// Say what would be removed; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the counts as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -390,7 +515,7 @@ pub struct WatchArgs {
     #[arg(long, value_parser = parse_duration_arg, default_value = "1s", value_name = "DUR")]
     pub interval: Duration,
     /// Open on this batch.
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     pub batch: Option<String>,
 }
 
@@ -401,6 +526,17 @@ impl Default for WatchArgs {
             interval: Duration::from_secs(1),
             batch: None,
         }
+    }
+}
+
+/// Event kinds as `--kind` values: the list, each with what it records.
+impl ValueEnum for EventKind {
+    fn value_variants<'a>() -> &'a [EventKind] {
+        EventKind::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.as_str()).help(self.doc()))
     }
 }
 

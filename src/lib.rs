@@ -3,14 +3,16 @@
 //! # Layout
 //!
 //! - [`model`]: the product's nouns (item, claim, dead letter, run, lock,
-//!   event) as plain types shared by everything below.
+//!   event) as plain types shared by everything below, and the run log's
+//!   one list of event kinds (`EventKind`).
 //! - [`key`]: idempotency keys derived from what an item is.
 //! - [`store`]: the one SQLite file; every SQL statement lives there, behind
 //!   methods that speak in `model` types so another backend can follow.
 //! - [`config`]: `nightshift.toml` to typed settings; errors name file, line
 //!   and field. [`duration`] parses the `30s`/`10m` values it uses.
 //! - [`cli`]: clap definitions only; [`commands`]: one module per command,
-//!   turning parsed arguments into store calls and printed output.
+//!   turning parsed arguments into store calls and printed output (`man`
+//!   generates the manual pages from the CLI, the config and the README).
 //! - [`runner`]: one cycle of a batch: lock, claims with leases, worker
 //!   processes, retries, dead letters, summary; its store writes go through
 //!   one thread that commits them in groups.

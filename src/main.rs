@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::FromArgMatches;
 
 use nightshift::cli::Cli;
 use nightshift::commands::{self, Exit};
@@ -16,7 +16,10 @@ fn main() -> ExitCode {
     if let Some(parent) = demo_parent {
         nightshift::demo::follow_parent(parent);
     }
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = nightshift::cli::command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };

@@ -74,6 +74,10 @@ str_enum!(Status { Pending => "pending", Claimed => "claimed", Done => "done", F
 str_enum!(Tier { Retry => "retry", Manual => "manual" });
 str_enum!(Outcome { Done => "done", Empty => "empty", Skipped => "skipped" });
 
+// After `str_enum!`, which it uses.
+mod event_kind;
+pub use event_kind::EventKind;
+
 /// Item counts of one batch. Read in O(1) from counters the store keeps in
 /// the same transaction as every transition.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -140,6 +144,15 @@ pub struct NewItem {
 pub struct AddReport {
     pub added: u64,
     pub present: u64,
+}
+
+/// What `skip` did, key by key (in the order given, each key once).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SkipReport {
+    /// Marked done (outcome `skipped`) now.
+    pub skipped: Vec<String>,
+    /// Done already: left as they were.
+    pub already_done: Vec<String>,
 }
 
 /// A claimed item: the lease token fences every write the runner makes
@@ -241,6 +254,10 @@ pub struct Run {
     pub id: i64,
     pub batch: String,
     pub trigger: Trigger,
+    /// Who started it (`user@host`): the one who typed `nightshift run`,
+    /// pressed `r` in the dashboard, or runs the daemon. `None` for runs
+    /// recorded before nightshift kept it.
+    pub actor: Option<String>,
     pub host: String,
     pub pid: u32,
     pub started_at: Millis,
@@ -358,6 +375,11 @@ impl NewEvent {
             message: message.into(),
             ..NewEvent::default()
         }
+    }
+    /// An event whose kind is chosen at run time (a typed kind: always in
+    /// the list). `new` takes literals, which `tests/event_kinds.rs` checks.
+    pub fn of(at: Millis, batch: &str, kind: EventKind, message: impl Into<String>) -> NewEvent {
+        NewEvent::new(at, batch, kind.as_str(), message)
     }
     pub fn run(mut self, run_id: i64) -> Self {
         self.run_id = Some(run_id);

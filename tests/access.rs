@@ -76,7 +76,7 @@ fn locked_down_store() -> (Env, rusqlite::Connection) {
         .execute_batch(
             "PRAGMA wal_autocheckpoint = 0;
              INSERT INTO events (at, batch_id, kind, message)
-             VALUES (CAST(unixepoch('subsec') * 1000 AS INTEGER), 1, 'held', 'in the WAL only');",
+             VALUES (CAST(unixepoch('subsec') * 1000 AS INTEGER), 1, 'daemon', 'in the WAL only');",
         )
         .unwrap();
     for suffix in ["", "-wal", "-shm"] {
@@ -114,7 +114,7 @@ fn another_user_reads_a_0444_store_and_changes_nothing() {
         &["dlq", "b", "--json"],
         &["dlq", "b", "--jsonl"],
         &["log"],
-        &["log", "b", "--json", "--kind", "held"],
+        &["log", "b", "--json", "--kind", "daemon"],
         &["run", "b", "--dry-run", "--", w],
         &["requeue", "b", "--all-failed", "--dry-run"],
         &["prune", "--older-than", "1s", "--dry-run"],
@@ -160,7 +160,7 @@ fn another_user_reads_a_0444_store_and_changes_nothing() {
         "log --follow changed the store"
     );
     // The uncheckpointed write is visible to the other user.
-    let held = as_nobody(&env, &["log", "b", "--json", "--kind", "held"]).json_lines();
+    let held = as_nobody(&env, &["log", "b", "--json", "--kind", "daemon"]).json_lines();
     assert_eq!(held.len(), 1);
 
     let items = env.path("more.jsonl");

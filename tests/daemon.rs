@@ -423,3 +423,23 @@ fn the_schedule_command_and_its_errors() {
             "nightshift.toml:4: batch.b.timezone: unknown time zone \"Asia/Tokio\" (did you mean \"Asia/Tokyo\"?)",
         ));
 }
+
+/// A failing hook is in the daemon's journal (its stdout), not only in the
+/// log: which hook, how, and the last line of its stderr.
+#[test]
+fn a_failing_alert_is_in_the_journal() {
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null; exit 1");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./w.sh\"]\nretries = 0\nschedule = \"* * * * * *\"\n\
+         alert = [\"sh\", \"-c\", \"echo 'smtp: connection refused' >&2; exit 4\"]\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    let journal = || std::fs::read_to_string(env.path("daemon.out")).unwrap_or_default();
+    wait_for("the alert's failure in the journal", || {
+        journal().contains("b: alert `sh` failed: exit status: 4: smtp: connection refused")
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+}

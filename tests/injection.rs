@@ -168,7 +168,6 @@ fn every_cli_output_is_inert() {
             vec!["items", "inj", "--class", EVIL],
             vec!["items", "inj", "--search", EVIL],
             vec!["dlq", "inj", "--class", EVIL],
-            vec!["log", "--kind", EVIL],
             vec!["log", "--key", EVIL],
             vec!["requeue", "inj", "--class", EVIL, "--dry-run"],
         ])
@@ -220,6 +219,8 @@ fn every_cli_output_is_inert() {
         vec!["skip", "inj", EVIL, "--reason", EVIL],
         vec!["schedule", EVIL],
         vec!["items", "inj", "--status", EVIL],
+        // Not one of the event kinds: refused, naming the valid ones.
+        vec!["log", "--kind", EVIL],
         vec!["dlq", "inj", "--since", EVIL],
         vec!["prune", "--older-than", EVIL],
         vec!["run", "inj", "--max-duration", EVIL],
@@ -449,7 +450,7 @@ fn every_dashboard_pane_is_inert() {
             pid_start: None,
         };
         let run = store
-            .start_run("inj", Trigger::Manual, &holder, t, None)
+            .start_run("inj", Trigger::Manual, None, &holder, t, None)
             .unwrap();
         store
             .acquire_lock("inj", "tok", &holder, Some(run), t + 3_600_000, t, &[], 1)

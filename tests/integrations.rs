@@ -22,9 +22,196 @@ fn completions_and_man_page_are_generated_from_the_cli() {
         let text = stdout(&env, &["completions", shell]);
         insta::assert_snapshot!(format!("completions_{shell}"), text);
     }
+    // The global options on every command but those that use no store.
+    let fish = stdout(&env, &["completions", "fish"]);
+    let with_db: Vec<&str> = fish
+        .lines()
+        .filter(|l| l.contains(" -l db "))
+        .filter_map(|l| l.split("__fish_nightshift_using_subcommand ").nth(1))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert!(
+        with_db.contains(&"log") && with_db.contains(&"run"),
+        "{with_db:?}"
+    );
+    assert!(
+        !with_db.contains(&"man") && !with_db.contains(&"completions"),
+        "{with_db:?}"
+    );
     let man = stdout(&env, &["man"]);
     assert!(man.contains(".TH nightshift 1"));
     insta::assert_snapshot!("man_page", man);
+    for (page, th) in [
+        ("run", ".TH nightshift-run 1"),
+        ("log", ".TH nightshift-log 1"),
+        ("config", ".TH nightshift.toml 5"),
+        ("worker", ".TH nightshift-worker 7"),
+    ] {
+        let text = stdout(&env, &["man", page]);
+        assert!(text.contains(th), "{page}: {text}");
+        insta::assert_snapshot!(format!("man_page_{page}"), text);
+    }
+}
+
+/// `nightshift-run(1)`, `nightshift.toml(5)`, ...: the pages a page names.
+fn named_pages(roff: &str) -> Vec<String> {
+    let text = roff.replace("\\-", "-");
+    let mut names = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("nightshift") {
+        rest = &rest[i..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+            .unwrap_or(rest.len());
+        let (name, after) = rest.split_at(end);
+        if let Some(section) = after
+            .strip_prefix('(')
+            .and_then(|a| a.split_once(')'))
+            .map(|(s, _)| s)
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        {
+            names.push(format!("{name}.{section}"));
+        }
+        rest = &rest[end.max(1)..];
+    }
+    names
+}
+
+#[test]
+fn man_dir_writes_every_page_that_any_page_names() {
+    let env = Env::bare();
+    let dir = env.path("share/man");
+    let listed = stdout(&env, &["man", "--dir", dir.to_str().unwrap()]);
+    // Every page in the directory `man` looks in for its section.
+    let mut written = Vec::new();
+    for section in std::fs::read_dir(&dir).unwrap() {
+        let section = section.unwrap().path();
+        let suffix = section
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .strip_prefix("man")
+            .unwrap()
+            .to_string();
+        for page in std::fs::read_dir(&section).unwrap() {
+            let name = page.unwrap().file_name().into_string().unwrap();
+            assert!(
+                name.ends_with(&format!(".{suffix}")),
+                "{name} in man{suffix}"
+            );
+            written.push(name);
+        }
+    }
+    written.sort();
+    let mut said: Vec<String> = listed
+        .lines()
+        .map(|l| l.rsplit('/').next().unwrap().to_string())
+        .collect();
+    said.sort();
+    assert_eq!(said, written, "it lists what it wrote");
+    for page in [
+        "nightshift.1",
+        "nightshift-run.1",
+        "nightshift-man.1",
+        "nightshift.toml.5",
+        "nightshift-worker.7",
+    ] {
+        assert!(
+            written.iter().any(|w| w == page),
+            "{page} missing from {written:?}"
+        );
+    }
+    assert!(
+        !written
+            .iter()
+            .any(|w| w.contains("help") || w.contains("agent")),
+        "{written:?}"
+    );
+    let path = |page: &str| {
+        dir.join(format!("man{}", page.rsplit('.').next().unwrap()))
+            .join(page)
+    };
+    let main = std::fs::read_to_string(path("nightshift.1")).unwrap();
+    let mut everything: Vec<String> = named_pages(&main);
+    everything.push("nightshift.1".into());
+    everything.sort();
+    everything.dedup();
+    assert_eq!(
+        everything, written,
+        "the main page names every page there is"
+    );
+    for page in &written {
+        let text = std::fs::read_to_string(path(page)).unwrap();
+        // The file is what `nightshift man PAGE` prints.
+        let arg = match page.as_str() {
+            "nightshift.1" => None,
+            "nightshift.toml.5" => Some("config"),
+            other => other
+                .strip_prefix("nightshift-")
+                .and_then(|p| p.split('.').next()),
+        };
+        let printed = stdout(&env, &["man"].into_iter().chain(arg).collect::<Vec<_>>());
+        assert_eq!(text, printed, "{page}");
+        for named in named_pages(&text) {
+            assert!(
+                written.contains(&named),
+                "{page} names {named}, which was not written"
+            );
+        }
+    }
+    let bad = env.cmd().args(["man", "rn"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("no man page \"rn\"") && err.contains("run,"),
+        "{err}"
+    );
+}
+
+/// Every command, argument and option says what it is, in `--help`, the
+/// man pages and the completions alike (they are generated from one
+/// definition).
+#[test]
+fn every_command_and_option_has_a_description() {
+    fn check(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{path} {}", arg.get_id()));
+            }
+        }
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let name = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() {
+                missing.push(name.clone());
+            }
+            check(sub, &name, missing);
+        }
+    }
+    let mut cmd = nightshift::cli::command();
+    cmd.build();
+    let mut missing = Vec::new();
+    check(&cmd, "nightshift", &mut missing);
+    assert!(missing.is_empty(), "undescribed: {missing:?}");
+    // The global options are described once, and not on commands that use no store.
+    let env = Env::bare();
+    for storeless in ["man", "completions"] {
+        let help = stdout(&env, &[storeless, "--help"]);
+        assert!(
+            !help.contains("--db") && !help.contains("--config"),
+            "{help}"
+        );
+    }
+    let help = stdout(&env, &["log", "--help"]);
+    assert!(
+        help.contains("Global options:\n      --db <PATH|URL>"),
+        "{help}"
+    );
+    assert!(
+        help.contains("[env: NIGHTSHIFT_CONFIG]"),
+        "no trailing =: {help}"
+    );
+    assert!(!help.contains("NIGHTSHIFT_CONFIG="), "{help}");
 }
 
 /// A small validator of the Prometheus text exposition format (0.0.4):

@@ -53,7 +53,7 @@ fn concurrent_claimers_never_share_an_item() {
     let t = now();
     s.add_items("b", &items(2_000), t, |_| {}).unwrap();
     let run = s
-        .start_run("b", Trigger::Manual, &holder(1), t, None)
+        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
         .unwrap();
     s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
         .unwrap();
@@ -240,6 +240,54 @@ fn foreign_and_newer_databases_are_refused_untouched() {
     assert_eq!(v, "99");
 }
 
+/// A database of schema 3 (before runs had an actor) is migrated on open;
+/// its old runs have none.
+#[test]
+fn a_version_3_database_gains_the_run_actor() {
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.start_run("b", Trigger::Manual, None, &holder(1), t, None)
+        .unwrap();
+    drop(s);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "ALTER TABLE nightshift.runs DROP COLUMN actor;
+             UPDATE nightshift.nightshift_meta SET value = '3' WHERE key = 'schema_version'",
+        )
+        .unwrap();
+    let mut s = PgStore::open(&url, Access::ReadWrite).unwrap();
+    let new = s
+        .start_run(
+            "b",
+            Trigger::Dashboard,
+            Some("ops@box"),
+            &holder(2),
+            t,
+            None,
+        )
+        .unwrap();
+    let actors: Vec<Option<String>> = s
+        .runs("b", 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.actor)
+        .collect();
+    assert_eq!(
+        actors,
+        [Some("ops@box".to_string()), None],
+        "run {new} first"
+    );
+    let v: String = admin
+        .query_one(
+            "SELECT value FROM nightshift.nightshift_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v, nightshift::store::pg::PG_SCHEMA_VERSION.to_string());
+}
+
 /// A read-only store's session refuses writes on the server too, so even a
 /// bug that reached the server with a write could not change anything.
 #[test]
@@ -308,7 +356,7 @@ fn counters_stay_exact_under_concurrent_mixed_transitions() {
     let t = now();
     s.add_items("b", &items(600), t, |_| {}).unwrap();
     let run = s
-        .start_run("b", Trigger::Manual, &holder(1), t, None)
+        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
         .unwrap();
     s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
         .unwrap();

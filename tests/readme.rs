@@ -393,3 +393,28 @@ fn the_shell_splitter() {
         ["jq", "-r", ".error_class"]
     );
 }
+
+/// The README's table of event kinds is the list the code has
+/// (`EventKind`, which `log --kind` checks and its help prints).
+#[test]
+fn readme_lists_every_event_kind() {
+    use nightshift::model::EventKind;
+    let mut table = String::from("| kind | what it records |\n| --- | --- |\n");
+    for kind in EventKind::ALL {
+        table.push_str(&format!("| `{}` | {} |\n", kind.as_str(), kind.doc()));
+    }
+    let readme = readme();
+    let (open, close) = ("<!-- event-kinds -->\n", "<!-- /event-kinds -->");
+    let start = readme
+        .find(open)
+        .expect("README.md has no <!-- event-kinds --> table")
+        + open.len();
+    let end = start
+        + readme[start..]
+            .find(close)
+            .expect("no <!-- /event-kinds -->");
+    assert!(
+        readme[start..end] == table,
+        "README.md's event kinds differ from EventKind; put this between the markers:\n{table}"
+    );
+}

@@ -95,14 +95,14 @@ fn reads_while_a_writer_holds_uncheckpointed_changes() {
         .execute_batch(
             "PRAGMA wal_autocheckpoint = 0;
              INSERT INTO events (at, batch_id, kind, message)
-             VALUES (CAST(unixepoch('subsec') * 1000 AS INTEGER), 1, 'held', 'written, not checkpointed');",
+             VALUES (CAST(unixepoch('subsec') * 1000 AS INTEGER), 1, 'daemon', 'written, not checkpointed');",
         )
         .unwrap();
     assert_eq!(side_files_exist(&env.db), (true, true));
 
     // Readers see the uncheckpointed write (they read through the WAL)...
     let held = env
-        .run(&["log", "b", "--json", "--kind", "held"])
+        .run(&["log", "b", "--json", "--kind", "daemon"])
         .code(0)
         .json_lines();
     assert_eq!(held.len(), 1);

@@ -494,3 +494,97 @@ fn a_source_that_prints_too_much_is_stopped_and_adds_nothing() {
     );
     assert_eq!(env.int("SELECT count(*) FROM items"), 0);
 }
+
+/// A failing hook is said on the terminal, not only in the log: which hook,
+/// its exit status and the last line of its stderr (inert, cut with `…`).
+/// Real failing commands: a source that exits 3, an alert that is not
+/// installed (127 from the shell), one that cannot start at all.
+#[test]
+fn failing_hooks_say_which_failed_and_why_on_stderr() {
+    let env = common::Env::new();
+    env.config(
+        "[batch.b]\nretries = 0\n\
+         source = [\"sh\", \"-c\", \"echo 'listing…' >&2; printf 'API down: 503 \\\\033[2J\\\\n' >&2; exit 3\"]\n\
+         alert = [\"sh\", \"-c\", \"cat >/dev/null; notify-nobody-xyz\"]\n",
+    );
+    add_keys(&env, "b", &["k"]);
+    let w = env.script("w.sh", "cat >/dev/null; exit 1");
+    let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert_eq!(
+        lines[0],
+        "nightshift: source `sh` failed: exit status: 3: API down: 503 \\x1b[2J"
+    );
+    // (The shell's own words for "not found" differ between shells.)
+    assert!(
+        lines[1].starts_with("nightshift: alert `sh` failed: exit status: 127: ")
+            && lines[1].contains("notify-nobody-xyz")
+            && lines[1].contains("not found"),
+        "{err}"
+    );
+    assert!(
+        stdout(&out)
+            .contains("; the source command failed (exit status: 3), nothing added from it"),
+        "{}",
+        stdout(&out)
+    );
+    // The log says the same.
+    let alert = env.strings("SELECT message FROM events WHERE kind = 'alert'");
+    assert_eq!(alert, [lines[1].trim_start_matches("nightshift: ")]);
+
+    // --json carries them too; an alert that cannot start says so.
+    env.config("[batch.b]\nretries = 0\nalert = [\"./no-such-alert\"]\n");
+    add_keys(&env, "b", &["k2"]);
+    let out = env
+        .cmd()
+        .args(["run", "b", "--json", "--", &p(&w)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hooks = report["hooks_failed"].as_array().unwrap();
+    assert_eq!(hooks.len(), 1, "{report}");
+    assert_eq!(
+        (&hooks[0]["hook"], &hooks[0]["program"], &hooks[0]["stderr"]),
+        (
+            &"alert".into(),
+            &"./no-such-alert".into(),
+            &serde_json::Value::Null
+        )
+    );
+    assert!(
+        hooks[0]["problem"]
+            .as_str()
+            .unwrap()
+            .starts_with("could not start: "),
+        "{report}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("nightshift: alert `./no-such-alert` failed: could not start: "),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A long last line is cut to fit a terminal, with `…`.
+    let long = "エラー".repeat(100);
+    env.config(&format!(
+        "[batch.b]\nretries = 0\nalert = [\"sh\", \"-c\", \"echo {long} >&2; exit 2\"]\n"
+    ));
+    add_keys(&env, "b", &["k3"]);
+    let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let line = err.lines().find(|l| l.contains("alert")).unwrap();
+    let shown = line.rsplit(": ").next().unwrap();
+    assert!(
+        shown.ends_with('…') && shown.starts_with("エラーエラー"),
+        "{line}"
+    );
+    assert!(
+        unicode_width::UnicodeWidthStr::width(shown) <= 200,
+        "{line}"
+    );
+}

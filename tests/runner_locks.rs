@@ -349,7 +349,7 @@ both_backends! {
 
         // Runner A takes the lock and claims the item.
         let run_a = s
-            .start_run("b", Trigger::Manual, &holder("a"), t0, None)
+            .start_run("b", Trigger::Manual, None, &holder("a"), t0, None)
             .unwrap();
         let got = s
             .acquire_lock(
@@ -373,7 +373,7 @@ both_backends! {
         // Its lock and lease expire; runner B takes over, reclaims, claims again.
         let t1 = t0 + 5000;
         let run_b = s
-            .start_run("b", Trigger::Manual, &holder("b"), t1, None)
+            .start_run("b", Trigger::Manual, None, &holder("b"), t1, None)
             .unwrap();
         let got = s
             .acquire_lock(

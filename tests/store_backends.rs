@@ -7,7 +7,9 @@
 #[path = "common/pg.rs"]
 mod pg;
 
-use nightshift::model::{Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, Tier, Trigger};
+use nightshift::model::{
+    Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Trigger,
+};
 use nightshift::store::{
     Access, Completion, DashQuery, EventFilter, ItemFilter, ItemsQuery, LockOutcome, Selection,
     StoreError,
@@ -139,7 +141,7 @@ both_backends! {
 
     fn claims_need_the_lock_and_go_in_order(db, s) {
         s.add_items("b", &items(5), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         assert_eq!(s.claim("b", run, 2, T0 + MIN, T0).unwrap(), None, "no lock, no claim");
         let got = s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         assert_eq!(got, LockOutcome::Acquired { took_over: None });
@@ -161,7 +163,7 @@ both_backends! {
 
     fn completion_is_fenced_by_the_lease_token(db, s) {
         s.add_items("b", &items(2), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
         let stale = Completion { item_id: c[0].item_id, token: c[0].token - 1000, run_id: run,
@@ -187,7 +189,7 @@ both_backends! {
 
     fn failures_leave_dead_letters_and_retries_come_back_when_due(db, s) {
         s.add_items("b", &items(3), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
         let fail = |i: usize, tier: Tier, class: &'static str, next: Option<i64>| nightshift::store::Failure {
@@ -227,7 +229,7 @@ both_backends! {
 
     fn release_and_reclaim_give_items_back(db, s) {
         s.add_items("b", &items(3), T0, |_| {}).unwrap();
-        let dead = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let dead = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "t1", &holder(1), Some(dead), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", dead, 3, T0 + MIN, T0).unwrap().unwrap();
         let ev = NewEvent::new(T0, "b", "released", "released");
@@ -238,7 +240,7 @@ both_backends! {
         assert_eq!(s.begin_attempt(c[1].item_id, c[1].token, T0).unwrap(), Some(2));
         assert_eq!(s.begin_attempt(c[1].item_id, c[1].token + 99, T0).unwrap(), None);
         // The first run dies; a new one takes the expired lock over.
-        let run = s.start_run("b", Trigger::Manual, &holder(2), T0 + 2 * MIN, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(2), T0 + 2 * MIN, None).unwrap();
         let got = s.acquire_lock("b", "t2", &holder(2), Some(run), T0 + 3 * MIN, T0 + 2 * MIN, &[], 1).unwrap();
         assert!(matches!(got, LockOutcome::Acquired { took_over: Some(ref l) } if l.token == "t1"));
         assert_eq!(s.reclaim("b", run, 2, T0 + 2 * MIN).unwrap(), (1, 1));
@@ -267,7 +269,7 @@ both_backends! {
         let stolen = s.acquire_lock("b", "c", &holder(3), None, T0 + 3 * MIN, T0 + 1000, &["a"], 1).unwrap();
         assert!(matches!(stolen, LockOutcome::Acquired { took_over: Some(_) }));
         assert!(!s.renew_lock("b", "a", T0 + 9 * MIN).unwrap(), "the old holder lost it");
-        let run = s.start_run("b", Trigger::Manual, &holder(3), T0 + 1000, Some("c")).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(3), T0 + 1000, Some("c")).unwrap();
         let lock = s.locks("b").unwrap().remove(0);
         assert_eq!((lock.token.as_str(), lock.run_id, lock.acquired_at, lock.expires_at),
                    ("c", Some(run), T0 + 1000, T0 + 3 * MIN));
@@ -281,7 +283,7 @@ both_backends! {
         for (i, tok) in ["a", "b"].iter().enumerate() {
             let got = s.acquire_lock("b", tok, &holder(i as u32), None, T0 + MIN, T0, &[], 2).unwrap();
             assert_eq!(got, LockOutcome::Acquired { took_over: None });
-            let run = s.start_run("b", Trigger::Manual, &holder(i as u32), T0, Some(tok)).unwrap();
+            let run = s.start_run("b", Trigger::Manual, None, &holder(i as u32), T0, Some(tok)).unwrap();
             assert_eq!(s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap().len(), 2);
             runs.push(run);
         }
@@ -311,7 +313,7 @@ both_backends! {
 
     fn requeue_and_skip_move_only_what_they_should(db, s) {
         s.add_items("b", &items(4), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
         let ev = NewEvent::new(T0, "b", "failed", "failed");
@@ -338,8 +340,16 @@ both_backends! {
         // Skip: an in-flight item is refused, and nothing changes.
         let err = s.skip("b", &["k003".into(), "k002".into()], "no", "me", T0).unwrap_err();
         assert!(err.to_string().contains("in flight"), "{err}");
-        assert_eq!(s.skip("b", &["k003".into(), "k001".into()], "not needed", "me", T0).unwrap(), (2, 0));
-        assert_eq!(s.skip("b", &["k003".into()], "again", "me", T0).unwrap(), (0, 1));
+        // Each key once, whatever the repeats; in the order given.
+        let keys = ["k003".into(), "k001".into(), "k003".into()];
+        let done = |skipped: &[&str], already: &[&str]| SkipReport {
+            skipped: skipped.iter().map(|k| k.to_string()).collect(),
+            already_done: already.iter().map(|k| k.to_string()).collect(),
+        };
+        assert_eq!(s.skip("b", &keys, "not needed", "me", T0).unwrap(), done(&["k003", "k001"], &[]));
+        assert_eq!(s.skip("b", &["k003".into()], "again", "me", T0).unwrap(), done(&[], &["k003"]));
+        let skipped = s.events(&EventFilter { kinds: vec!["skipped".into()], ..Default::default() }).unwrap();
+        assert_eq!(skipped.len(), 2, "one event per item skipped");
         assert!(matches!(s.skip("b", &["zzz".into()], "x", "me", T0), Err(StoreError::UnknownKey { .. })));
         let counts = s.counts("b").unwrap();
         assert_eq!((counts.skipped, counts.manual, counts.pending, counts.claimed), (2, 0, 1, 1));
@@ -348,7 +358,7 @@ both_backends! {
 
     fn claim_by_key_runs_failed_items_again(db, s) {
         s.add_items("b", &items(2), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim_key("b", "k001", run, T0 + MIN, T0).unwrap();
         assert_eq!((c.key.as_str(), c.attempt), ("k001", 1));
@@ -385,17 +395,20 @@ both_backends! {
         s.record_fire("b", &fire).unwrap();
         let info = &s.batch_infos(Some("b")).unwrap()[0];
         assert_eq!((info.next_fire, info.last_fire.as_ref()), (Some(T0 + 3_600_000), Some(&fire)));
-        let run = s.start_run("b", Trigger::Schedule, &holder(5), T0 + 20, None).unwrap();
+        let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
         s.add_retried(run, 3).unwrap();
         let open = s.open_runs("b").unwrap();
         assert_eq!((open.len(), open[0].id, open[0].started_at), (1, run, T0 + 20));
-        let other = s.start_run("b", Trigger::Manual, &holder(6), T0 + 30, None).unwrap();
+        let other = s.start_run("b", Trigger::Manual, Some("ops@box"), &holder(6), T0 + 30, None).unwrap();
         s.finish_run(run, RunState::Ok, "ok: 0 done", 4, 5, T0 + 40).unwrap();
         s.mark_crashed(&[run, other], T0 + 50).unwrap();
         let r = s.run(run).unwrap().unwrap();
         assert_eq!((r.state, r.counts.skipped_done, r.counts.retried, r.ended_at), (RunState::Ok, 4, 5, Some(T0 + 40)));
         let o = s.run(other).unwrap().unwrap();
         assert_eq!((o.state, o.ended_at), (RunState::Crashed, Some(T0 + 50)));
+        // Who started a run is kept with it (none given: none kept).
+        assert_eq!((o.actor.as_deref(), r.actor.as_deref()), (Some("ops@box"), None));
+        assert_eq!(s.batch_infos(Some("b")).unwrap()[0].last_run.as_ref().unwrap().actor.as_deref(), Some("ops@box"));
         assert_eq!(s.runs("b", 10).unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), vec![other, run]);
         assert!(s.open_runs("b").unwrap().is_empty());
         let since = s.since(T0 - 1).unwrap();
@@ -468,7 +481,7 @@ both_backends! {
     fn the_dashboard_reads_one_consistent_view(db, s) {
         s.add_items("b", &items(30), T0, |_| {}).unwrap();
         s.add_items("other", &items(2), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
         let f = nightshift::store::Failure { item_id: c[0].item_id, token: c[0].token, run_id: run,
@@ -513,7 +526,7 @@ both_backends! {
 
     fn prune_removes_only_old_history(db, s) {
         s.add_items("b", &items(3), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
         let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
@@ -545,14 +558,14 @@ both_backends! {
             assert!(s.skip("b", &["nope".into()], "x", "me", T0).is_err());
             s.skip("b", &["k000".into()], "x", "me", T0).unwrap()
         }).unwrap();
-        assert_eq!(out, (1, 0));
+        assert_eq!(out.skipped, ["k000"]);
         assert!(s.pause("b").unwrap().is_some());
         assert_eq!(s.counts("b").unwrap().skipped, 1);
     }
 
     fn the_runner_chains_a_success_and_the_next_claim_in_one_group(db, s) {
         s.add_items("b", &items(3), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let mut claim = s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap().remove(0);
         let mut done = Vec::new();
@@ -577,7 +590,7 @@ both_backends! {
 
     fn a_batch_of_completions_commits_together_and_is_fenced(db, s) {
         s.add_items("b", &items(4), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
         let done = |i: usize, token: i64, outcome: Outcome, cost: Option<f64>| Completion {
@@ -622,19 +635,19 @@ both_backends! {
     }
 
     fn a_run_marked_crashed_by_a_takeover_stays_crashed(db, s) {
-        let old = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let old = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.mark_crashed(&[old], T0 + MIN).unwrap();
         s.finish_run(old, RunState::Ok, "all done", 0, 0, T0 + 2 * MIN).unwrap();
         let r = s.run(old).unwrap().unwrap();
         assert_eq!(r.state, RunState::Crashed);
-        let live = s.start_run("b", Trigger::Manual, &holder(2), T0, None).unwrap();
+        let live = s.start_run("b", Trigger::Manual, None, &holder(2), T0, None).unwrap();
         s.finish_run(live, RunState::Ok, "all done", 0, 0, T0 + 2 * MIN).unwrap();
         assert_eq!(s.run(live).unwrap().unwrap().state, RunState::Ok);
     }
 
     fn the_dashboard_search_looks_at_keys_and_labels(db, s) {
         s.add_items("b", &items(40), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, &holder(1), T0, None).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap();
         let f = nightshift::store::Failure { item_id: c[0].item_id, token: c[0].token, run_id: run,

@@ -256,6 +256,8 @@ fn resume_starts_a_runner_that_outlives_the_dashboard() {
         last_run["counts"]["done"].as_i64().unwrap() > 0,
         "{last_run}"
     );
+    // Recorded as the dashboard user's run.
+    assert_eq!(last_run["actor"], "tester@ptyhost", "{last_run}");
     assert_eq!(env.status()["batches"][0]["pending"], 0);
 }
 
@@ -354,7 +356,7 @@ fn hostile_text_renders_inert() {
         pid_start: None,
     };
     let run = store
-        .start_run("inj", Trigger::Manual, &holder, t, None)
+        .start_run("inj", Trigger::Manual, None, &holder, t, None)
         .unwrap();
     store
         .acquire_lock("inj", "tok", &holder, Some(run), t + 60_000, t, &[], 1)
@@ -482,7 +484,7 @@ fn since_you_last_looked_on_the_next_visit() {
     };
     let t = now();
     let run = store
-        .start_run("articles", Trigger::Manual, &holder, t, None)
+        .start_run("articles", Trigger::Manual, None, &holder, t, None)
         .unwrap();
     store
         .acquire_lock("articles", "tok", &holder, Some(run), t + 60_000, t, &[], 1)

@@ -2,29 +2,26 @@
 
 use anyhow::Context;
 
-use super::{Ctx, Exit, out};
+use serde_json::json;
+
+use super::{Ctx, Exit, out, out_json};
+use crate::cli::InitArgs;
 use crate::config::{CONFIG_FILE, EXAMPLE};
 use crate::store::Store;
 use crate::util::sanitize;
 
-pub fn run(ctx: &Ctx) -> anyhow::Result<Exit> {
+pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
     let (_store, created) = Store::create(&ctx.db)?;
     // Paths are shown inert: a directory name may hold anything.
     let db = sanitize::line(&crate::store::place(&ctx.db)).into_owned();
-    if created {
-        out(format!("created store {db}"))?;
-    } else {
-        out(format!("store {db} already exists (left as it is)"))?;
-    }
     let config = ctx
         .config
         .file
         .clone()
         .unwrap_or_else(|| crate::store::beside(&ctx.db, CONFIG_FILE));
     let shown = sanitize::line(&config.display().to_string()).into_owned();
-    if config.exists() {
-        out(format!("config {shown} already exists (left as it is)"))?;
-    } else {
+    let wrote_config = !config.exists();
+    if wrote_config {
         // A database URL is not written into a file anyone may read (it
         // may hold a password): the config leaves `db` to --db or
         // NIGHTSHIFT_DB.
@@ -38,9 +35,25 @@ pub fn run(ctx: &Ctx) -> anyhow::Result<Exit> {
             EXAMPLE.to_string()
         };
         write_config(&config, &text).with_context(|| format!("writing {}", config.display()))?;
+    }
+    if args.json {
+        out_json(&json!({
+            "store": {"path": db, "created": created},
+            "config": {"path": shown, "created": wrote_config},
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    if created {
+        out(format!("created store {db}"))?;
+    } else {
+        out(format!("store {db} already exists (left as it is)"))?;
+    }
+    if wrote_config {
         out(format!(
             "wrote example config {shown} (edit it: every key is explained)"
         ))?;
+    } else {
+        out(format!("config {shown} already exists (left as it is)"))?;
     }
     Ok(Exit::Ok)
 }

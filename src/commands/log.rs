@@ -31,11 +31,15 @@ pub fn format_event(e: &Event) -> String {
     sanitize::line(&line).into_owned()
 }
 
+/// Events read at a time by `-n 0`, so that a long log is printed in
+/// bounded memory.
+const PAGE: usize = 1000;
+
 pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
     let filter = EventFilter {
         batch: args.batch.clone(),
-        kinds: args.kind.clone(),
+        kinds: args.kind.iter().map(|k| k.as_str().to_string()).collect(),
         key: args.key.clone(),
         limit: args.limit,
         ..EventFilter::default()
@@ -57,12 +61,34 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
     } else {
         None
     };
-    let events = store.events(&filter)?;
-    print(&events)?;
+    if args.limit == 0 {
+        // Every event, oldest first, a page at a time.
+        let mut after = 0;
+        loop {
+            let page = store.events(&EventFilter {
+                after_id: Some(after),
+                limit: PAGE,
+                ..filter.clone()
+            })?;
+            print(&page)?;
+            if let Some(c) = cursor.as_mut() {
+                c.shown(&page);
+            }
+            match page.last() {
+                Some(last) if page.len() == PAGE => after = last.id,
+                _ => break,
+            }
+        }
+    } else {
+        let events = store.events(&filter)?;
+        print(&events)?;
+        if let Some(c) = cursor.as_mut() {
+            c.shown(&events);
+        }
+    }
     let Some(mut cursor) = cursor.take() else {
         return Ok(Exit::Ok);
     };
-    cursor.shown(&events);
     loop {
         std::thread::sleep(FOLLOW_POLL);
         print(&store.follow_next(&filter, &mut cursor)?)?;

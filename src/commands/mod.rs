@@ -8,6 +8,7 @@ pub mod dlq;
 pub mod init;
 pub mod items;
 pub mod log;
+pub mod man;
 pub mod metrics;
 pub mod pause;
 pub mod prune;
@@ -124,7 +125,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Some(Command::Agent) => return Ok(demo::agent()),
         Some(Command::Demo(args)) => return demo::run(args, cli.no_color),
         Some(Command::Completions { shell }) => return completions(*shell),
-        Some(Command::Man) => return man_page(),
+        Some(Command::Man(args)) => return man::run(args),
         _ => {}
     }
     let ctx = Ctx::from_cli(&cli)?;
@@ -132,7 +133,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         return watch::run(&ctx, &crate::cli::WatchArgs::default());
     };
     match command {
-        Command::Init => init::run(&ctx),
+        Command::Init(args) => init::run(&ctx, &args),
         Command::Add(args) => add::run(&ctx, &args),
         Command::Run(args) => run::run(&ctx, &args),
         Command::Daemon(args) => daemon::run(&ctx, &args),
@@ -143,12 +144,12 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Requeue(args) => requeue::requeue(&ctx, &args),
         Command::Skip(args) => requeue::skip(&ctx, &args),
         Command::Pause(args) => pause::pause(&ctx, &args),
-        Command::Unpause(args) => pause::unpause(&ctx, &args.batch),
+        Command::Unpause(args) => pause::unpause(&ctx, &args),
         Command::Dlq(args) => dlq::run(&ctx, &args),
         Command::Log(args) => log::run(&ctx, &args),
         Command::Prune(args) => prune::run(&ctx, &args),
         Command::Watch(args) => watch::run(&ctx, &args),
-        Command::Demo(_) | Command::Agent | Command::Completions { .. } | Command::Man => {
+        Command::Demo(_) | Command::Agent | Command::Completions { .. } | Command::Man(_) => {
             unreachable!("handled above")
         }
     }
@@ -156,24 +157,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
 
 /// Shell completions, generated from the CLI definition.
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<Exit> {
-    use clap::CommandFactory;
-    let mut cmd = Cli::command();
+    let mut cmd = crate::cli::completion_command();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "nightshift", &mut buf);
-    std::io::stdout()
-        .lock()
-        .write_all(&buf)
-        .context("writing to stdout")?;
-    Ok(Exit::Ok)
-}
-
-/// The man page, generated from the CLI definition.
-fn man_page() -> anyhow::Result<Exit> {
-    use clap::CommandFactory;
-    let mut buf = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut buf)
-        .context("rendering the man page")?;
     std::io::stdout()
         .lock()
         .write_all(&buf)

@@ -1,12 +1,14 @@
 //! `nightshift pause` / `unpause`.
 
-use super::{Ctx, Exit, out};
-use crate::cli::PauseArgs;
+use serde_json::json;
+
+use super::{Ctx, Exit, out, out_json};
+use crate::cli::{PauseArgs, UnpauseArgs};
 use crate::model::Pause;
 use crate::store::StoreError;
 use crate::util::identity::actor;
 use crate::util::sanitize;
-use crate::util::time::now_ms;
+use crate::util::time::{now_ms, rfc3339};
 
 pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
     let mut store = ctx.open_write()?;
@@ -21,6 +23,17 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
         at: now_ms(),
     };
     let was = store.pause_batch(&args.batch, &pause)?;
+    if args.json {
+        out_json(&json!({
+            "batch": args.batch,
+            "paused": true,
+            "was_paused": was,
+            "reason": pause.reason,
+            "by": pause.by,
+            "at": rfc3339(pause.at),
+        }))?;
+        return Ok(Exit::Ok);
+    }
     let name = sanitize::line(&args.batch);
     if was {
         out(format!(
@@ -36,13 +49,25 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub fn unpause(ctx: &Ctx, batch: &str) -> anyhow::Result<Exit> {
+pub fn unpause(ctx: &Ctx, args: &UnpauseArgs) -> anyhow::Result<Exit> {
     let mut store = ctx.open_write()?;
-    let was = match store.unpause_batch(batch, &actor(), now_ms()) {
-        Err(StoreError::UnknownBatch { .. }) if ctx.config.batch(batch).is_some() => false,
+    let (by, at) = (actor(), now_ms());
+    let was = match store.unpause_batch(&args.batch, &by, at) {
+        Err(StoreError::UnknownBatch { .. }) if ctx.config.batch(&args.batch).is_some() => false,
         other => other?,
     };
-    let name = sanitize::line(batch);
+    if args.json {
+        // `by` and `at` only when something was done: nothing is recorded otherwise.
+        out_json(&json!({
+            "batch": args.batch,
+            "paused": false,
+            "was_paused": was,
+            "by": was.then_some(by),
+            "at": was.then(|| rfc3339(at)),
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let name = sanitize::line(&args.batch);
     out(if was {
         format!("{name}: unpaused")
     } else {

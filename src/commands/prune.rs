@@ -1,6 +1,8 @@
 //! `nightshift prune`: removes old history, never failures silently.
 
-use super::{Ctx, Exit, out};
+use serde_json::json;
+
+use super::{Ctx, Exit, out, out_json};
 use crate::cli::PruneArgs;
 use crate::util::identity::actor;
 use crate::util::time::now_ms;
@@ -14,6 +16,31 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
     let now = now_ms();
     let cutoff = now - args.older_than.as_millis() as i64;
     let r = store.prune(cutoff, args.include_failed, args.dry_run, &actor(), now)?;
+    if args.json {
+        // The counts' key says whether they happened.
+        let counts = if args.dry_run {
+            "would_remove"
+        } else {
+            "removed"
+        };
+        out_json(&json!({
+            "dry_run": args.dry_run,
+            "older_than": crate::util::time::rfc3339(cutoff),
+            "include_failed": args.include_failed,
+            counts: {
+                "done_items": r.done_items,
+                "events": r.events,
+                "runs": r.runs,
+                "failed_items": r.failed_items,
+                "dead_letters": r.dead_letters,
+            },
+            "kept": {
+                "failed_items": r.failed_items_kept,
+                "dead_letters": r.dead_letters_kept,
+            },
+        }))?;
+        return Ok(Exit::Ok);
+    }
     let verb = if args.dry_run {
         "would remove"
     } else {

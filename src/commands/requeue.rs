@@ -86,11 +86,25 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
         return Err(user_error("--reason must say why the items are skipped"));
     }
     let mut store = ctx.open_write()?;
-    let (skipped, already) =
-        store.skip(&args.batch, &args.keys, &args.reason, &actor(), now_ms())?;
-    let mut msg = format!("{}: skipped {skipped}", sanitize::line(&args.batch));
-    if already > 0 {
-        msg.push_str(&format!(", already done {already}"));
+    let by = actor();
+    let report = store.skip(&args.batch, &args.keys, &args.reason, &by, now_ms())?;
+    if args.json {
+        out_json(&json!({
+            "batch": args.batch,
+            "skipped": report.skipped,
+            "already_done": report.already_done,
+            "reason": args.reason,
+            "by": by,
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let mut msg = format!(
+        "{}: skipped {}",
+        sanitize::line(&args.batch),
+        report.skipped.len()
+    );
+    if !report.already_done.is_empty() {
+        msg.push_str(&format!(", already done {}", report.already_done.len()));
     }
     out(msg)?;
     Ok(Exit::Ok)

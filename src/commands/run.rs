@@ -38,9 +38,14 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
             "summary": report.summary,
             "counts": report.counts,
             "stopped": report.stopped.as_ref().map(ToString::to_string),
+            "hooks_failed": report.hooks_failed,
         }))?;
     } else {
         out(sanitize::line(&report.summary))?;
+    }
+    // On the terminal, not only in the log: which hook, how, and why.
+    for failure in &report.hooks_failed {
+        eprintln!("nightshift: {}", sanitize::line(&failure.to_string()));
     }
     Ok(if report.exit_failed() {
         Exit::Failed
@@ -122,6 +127,9 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         key: args.key.clone(),
         wait: args.wait,
         trigger: args.trigger.into(),
+        // Whoever started this process: you, the dashboard's user (its `r`
+        // starts this command), or the daemon's.
+        actor: Some(crate::util::identity::actor()),
         verbose: args.verbose,
         progress: !args.verbose && !args.json && std::io::stderr().is_terminal(),
         log_dir,

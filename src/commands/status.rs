@@ -121,6 +121,7 @@ fn batch_json(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Value {
             "id": r.id,
             "state": r.state,
             "trigger": r.trigger,
+            "actor": r.actor,
             "started_at": rfc3339(r.started_at),
             "ended_at": r.ended_at.map(rfc3339),
             "summary": r.summary,
@@ -262,11 +263,15 @@ fn print_human(ctx: &Ctx, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()
                 RunState::Running => "in progress".into(),
                 other => other.to_string(),
             });
+            // `schedule, ops@box, 5m ago`: how, by whom, when.
+            let mut how = vec![r.trigger.to_string()];
+            how.extend(r.actor.clone());
+            how.push(relative(r.started_at, now));
             lines.push(format!(
                 "last run #{} {} ({}): {summary}",
                 r.id,
                 r.state,
-                relative(r.started_at, now)
+                how.join(", ")
             ));
         }
         lines.extend(schedule_lines(ctx, i, now));

@@ -10,6 +10,7 @@ pub mod classify;
 pub mod cost;
 mod db;
 mod dry_run;
+mod hook;
 mod lock;
 mod log;
 mod orphans;
@@ -31,6 +32,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 pub use dry_run::dry_run;
+pub use hook::{Hook, HookFailure};
 pub use log::{EventLog, close_file_log, init_file_log};
 
 use crate::config::{BatchConfig, WorkerMode};
@@ -55,6 +57,8 @@ pub struct RunOptions {
     pub key: Option<String>,
     pub wait: bool,
     pub trigger: Trigger,
+    /// Who started it (`user@host`), recorded with the run.
+    pub actor: Option<String>,
     /// Print every event as it happens.
     pub verbose: bool,
     /// Show a live progress line on stderr.
@@ -102,15 +106,23 @@ pub struct RunReport {
     pub counts: RunCounts,
     pub summary: String,
     pub stopped: Option<StopReason>,
-    /// The batch's `source` command failed (its items were not added).
-    pub source_failed: bool,
+    /// The hooks that failed: the `source` command (its items were not
+    /// added), the `alert` command.
+    pub hooks_failed: Vec<HookFailure>,
 }
 
 impl RunReport {
+    /// The batch's `source` command failed.
+    pub fn source_failed(&self) -> Option<&HookFailure> {
+        self.hooks_failed.iter().find(|h| h.hook == Hook::Source)
+    }
+
     /// Something failed: an item, or the source command, or the run lost
     /// its lock (its in-flight results were discarded). Cron acts on it.
     pub fn exit_failed(&self) -> bool {
-        self.counts.failed > 0 || self.source_failed || self.stopped == Some(StopReason::LockLost)
+        self.counts.failed > 0
+            || self.source_failed().is_some()
+            || self.stopped == Some(StopReason::LockLost)
     }
 }
 
@@ -376,7 +388,14 @@ async fn locked_cycle(
     let batch = opts.batch.clone();
     let cfg = &opts.config;
     let now = now_ms();
-    let run_id = store.start_run(&batch, opts.trigger, holder, now, Some(token))?;
+    let run_id = store.start_run(
+        &batch,
+        opts.trigger,
+        opts.actor.as_deref(),
+        holder,
+        now,
+        Some(token),
+    )?;
     if let Some(prev) = &took_over {
         log.emit(
             &NewEvent::new(
@@ -388,9 +407,11 @@ async fn locked_cycle(
             .run(run_id),
         );
     }
-    let start_event = NewEvent::new(now, &batch, "run-started", format!("run {run_id} started ({}) on {holder}", opts.trigger))
+    // Who started it goes in the event's actor: `log` shows it as `[user@host]`.
+    let mut start_event = NewEvent::new(now, &batch, "run-started", format!("run {run_id} started ({}) on {holder}", opts.trigger))
         .run(run_id)
         .fields(serde_json::json!({"trigger": opts.trigger, "holder": holder.to_string(), "concurrency": cfg.concurrency}));
+    start_event.actor.clone_from(&opts.actor);
     store.log_event(&start_event)?;
     log.emit(&start_event);
 
@@ -454,10 +475,11 @@ async fn locked_cycle(
         .then(|| tokio::spawn(summary::progress(cycle.clone(), started)));
 
     // 3. Enqueue from the source command.
-    let mut source_failed = false;
+    let mut hooks_failed = Vec::new();
     if let Some(source) = &cfg.source {
-        source_failed = !source::enqueue(&cycle, source).await;
+        hooks_failed.extend(source::enqueue(&cycle, source).await);
     }
+    let source_failed = hooks_failed.first().cloned();
 
     // 4. Redrive due retry-tier failures.
     if opts.key.is_none() {
@@ -521,7 +543,7 @@ async fn locked_cycle(
     // 6. Summary, release, alert.
     let stopped = cycle.stopping().map(|(_, r)| r);
     let counts = cycle.tally.counts(skipped_done);
-    let state = match (&stopped, counts.failed > 0 || source_failed) {
+    let state = match (&stopped, counts.failed > 0 || source_failed.is_some()) {
         (Some(StopReason::Paused(_)), _) => RunState::Paused,
         (Some(_), _) => RunState::Aborted,
         (None, true) => RunState::Failed,
@@ -532,7 +554,7 @@ async fn locked_cycle(
         &counts,
         started.elapsed(),
         stopped.as_ref(),
-        source_failed,
+        source_failed.as_ref(),
     );
     let finish = {
         let line = line.clone();
@@ -556,16 +578,18 @@ async fn locked_cycle(
             anyhow::Error::new(e).context(format!("run {run_id} of {} stopped", opts.batch))
         );
     }
-    let report = RunReport {
+    let mut report = RunReport {
         run_id: Some(run_id),
         state,
         counts,
         summary: line,
         stopped,
-        source_failed,
+        hooks_failed,
     };
-    if counts.failed > 0 || source_failed {
-        summary::alert(&cycle, &report).await;
+    if counts.failed > 0 || report.source_failed().is_some() {
+        report
+            .hooks_failed
+            .extend(summary::alert(&cycle, &report).await);
     }
     Ok(report)
 }

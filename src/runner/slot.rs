@@ -12,7 +12,7 @@ use super::classify::{Verdict, bound_message, classify};
 use super::retry::{backoff, redrive_delay};
 use super::worker::{self, Job, KillReason, Report};
 use super::{Cycle, Signal, StopReason};
-use crate::model::{Claim, NewEvent, Tier};
+use crate::model::{Claim, EventKind, NewEvent, Tier};
 use crate::store::{Completion, Failure, StoreError};
 use crate::util::time::now_ms;
 
@@ -282,11 +282,10 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<Option<Claim>, Stor
                 result,
                 cost,
             } => {
-                let kind = if empty { "empty" } else { "done" };
                 let event = NewEvent::new(
                     now_ms(),
                     &cycle.batch,
-                    kind,
+                    if empty { "empty" } else { "done" },
                     if empty {
                         "done, empty result".to_string()
                     } else {
@@ -511,22 +510,22 @@ pub(super) async fn fail(
         .then(|| now + redrive_delay(attempt, cfg.backoff_max, retry_after).as_millis() as i64);
     let (kind, text) = match tier {
         Tier::Retry => (
-            "failed",
+            EventKind::Failed,
             format!("{class}: {message} (attempt {attempt}; the next cycle retries it)"),
         ),
         Tier::Manual if transient => (
-            "quarantined",
+            EventKind::Quarantined,
             format!(
                 "{class}: {message} (attempt {attempt} of {}; quarantined)",
                 cfg.max_attempts
             ),
         ),
         Tier::Manual => (
-            "quarantined",
+            EventKind::Quarantined,
             format!("{class}: {message} (permanent; quarantined)"),
         ),
     };
-    let event = NewEvent::new(now, &cycle.batch, kind, text)
+    let event = NewEvent::of(now, &cycle.batch, kind, text)
         .run(cycle.run_id)
         .key(&claim.key)
         .fields(json!({"error_class": class, "message": message, "attempt": attempt, "tier": tier, "transient": transient}));

@@ -9,6 +9,7 @@ use tokio::io::AsyncReadExt;
 
 use super::Cycle;
 use super::classify::bound_message;
+use super::hook::{Hook, HookFailure};
 use crate::key::{self, KeySpec};
 use crate::util::time::now_ms;
 
@@ -90,8 +91,9 @@ async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
 }
 
 /// Runs the batch's `source` command and adds its JSON lines. A failing
-/// source is logged and the cycle goes on with what is already queued.
-pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> bool {
+/// source is logged and returned; the cycle goes on with what is already
+/// queued.
+pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure> {
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(std::process::Stdio::null())
@@ -99,41 +101,32 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> bool {
     if let Some(dir) = &cycle.work_dir {
         cmd.current_dir(dir);
     }
+    let fail =
+        |problem: String, stderr: &[u8]| HookFailure::new(Hook::Source, &argv[0], problem, stderr);
     let output = match tokio::time::timeout(cycle.cfg.item_timeout, read(cmd)).await {
         Ok(Ok(out)) => out,
         Ok(Err(Failure::Start(e))) => {
-            return source_failed(cycle, format!("could not start source `{}`: {e}", argv[0]))
-                .await;
+            return failed(cycle, fail(format!("could not start: {e}"), b"")).await;
         }
         Ok(Err(Failure::TooLarge)) => {
-            return source_failed(
+            let problem = format!(
+                "printed more than {} MiB, nothing added: add the items with \
+                 `nightshift add` instead",
+                MAX_OUTPUT >> 20
+            );
+            return failed(cycle, fail(problem, b"")).await;
+        }
+        Err(_) => {
+            let after = crate::duration::format_duration(cycle.cfg.item_timeout);
+            return failed(
                 cycle,
-                format!(
-                    "source printed more than {} MiB, nothing added: add the items with \
-                     `nightshift add` instead",
-                    MAX_OUTPUT >> 20
-                ),
+                fail(format!("timed out after {after} (item_timeout)"), b""),
             )
             .await;
         }
-        Err(_) => return source_failed(cycle, "source timed out".to_string()).await,
     };
     if !output.status.success() {
-        let err = String::from_utf8_lossy(&output.stderr);
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        return source_failed(
-            cycle,
-            format!(
-                "source exited with {}: {}",
-                output.status,
-                bound_message(last)
-            ),
-        )
-        .await;
+        return failed(cycle, fail(output.status.to_string(), &output.stderr)).await;
     }
     let spec = KeySpec::from_fields(cycle.cfg.key_fields.as_deref());
     let mut items = Vec::new();
@@ -153,14 +146,11 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> bool {
         }
     }
     if !bad.is_empty() {
-        return source_failed(
-            cycle,
-            format!(
-                "source output rejected, nothing added: {}",
-                bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
-            ),
-        )
-        .await;
+        let problem = format!(
+            "its output was rejected, nothing added: {}",
+            bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+        );
+        return failed(cycle, fail(problem, b"")).await;
     }
     let batch = cycle.batch.clone();
     match cycle
@@ -182,15 +172,20 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> bool {
                         .fields(json!(report)),
                 )
                 .await;
-            true
+            None
         }
-        Err(e) => source_failed(cycle, format!("adding the source's items failed: {e}")).await,
+        Err(e) => failed(cycle, fail(format!("adding its items failed: {e}"), b"")).await,
     }
 }
 
-async fn source_failed(cycle: &Cycle, message: String) -> bool {
+/// Logs the failure (a `source-failed` event) and hands it on.
+async fn failed(cycle: &Cycle, failure: HookFailure) -> Option<HookFailure> {
     cycle
-        .event(cycle.new_event("source-failed", bound_message(&message)))
+        .event(
+            cycle
+                .new_event("source-failed", bound_message(&failure.to_string()))
+                .fields(json!(failure)),
+        )
         .await;
-    false
+    Some(failure)
 }

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
+use super::hook::{Hook, HookFailure};
 use super::{Cycle, EventLog, RunOptions, RunReport, StopReason};
 use crate::duration::format_duration;
-use crate::model::{Holder, NewEvent, RunCounts, RunState};
+use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
 use crate::store::Store;
 use crate::util::time::now_ms;
 
@@ -20,7 +21,7 @@ pub fn line(
     c: &RunCounts,
     elapsed: Duration,
     stopped: Option<&StopReason>,
-    source_failed: bool,
+    source_failed: Option<&HookFailure>,
 ) -> String {
     let mut s = format!(
         "{batch}: {} done, {} empty, {} failed ({} retry, {} manual), {} retried, {} skipped-done",
@@ -45,8 +46,11 @@ pub fn line(
     if let Some(reason) = stopped {
         s.push_str(&format!("; stopped: {reason}"));
     }
-    if source_failed {
-        s.push_str("; the source command failed (see the log)");
+    if let Some(f) = source_failed {
+        s.push_str(&format!(
+            "; the source command failed ({}), nothing added from it",
+            f.problem
+        ));
     }
     s
 }
@@ -65,9 +69,22 @@ pub fn record_skip(
     // One transaction: a run that never held a seat is never seen open
     // (a runner taking over would take it for dead and mark it crashed).
     let (run_id, event) = store.group(|s| {
-        let run_id = s.start_run(&opts.batch, opts.trigger, holder, now, None)?;
+        let run_id = s.start_run(
+            &opts.batch,
+            opts.trigger,
+            opts.actor.as_deref(),
+            holder,
+            now,
+            None,
+        )?;
         s.finish_run(run_id, state, &summary, 0, 0, now)?;
-        let event = NewEvent::new(now, &opts.batch, state.as_str(), summary.clone()).run(run_id);
+        let kind = match state {
+            RunState::Paused => EventKind::Paused,
+            RunState::LockHeld => EventKind::LockHeld,
+            RunState::Aborted => EventKind::Aborted,
+            _ => EventKind::RunFinished,
+        };
+        let event = NewEvent::of(now, &opts.batch, kind, summary.clone()).run(run_id);
         s.log_event(&event)?;
         Ok::<_, crate::store::StoreError>((run_id, event))
     })??;
@@ -78,7 +95,7 @@ pub fn record_skip(
         counts: RunCounts::default(),
         summary,
         stopped: None,
-        source_failed: false,
+        hooks_failed: Vec::new(),
     })
 }
 
@@ -134,11 +151,18 @@ pub fn clear_progress() {
     }
 }
 
-/// Runs the config's `alert` command with the summary as JSON on stdin.
-pub async fn alert(cycle: &Cycle, report: &RunReport) {
-    let Some(argv) = cycle.cfg.alert.clone() else {
-        return;
-    };
+/// How long the alert command may take.
+const ALERT_TIMEOUT: Duration = Duration::from_secs(60);
+/// After it exited, how long to go on reading its stderr (a process it left
+/// in the background may hold the pipe open).
+const ALERT_STDERR_GRACE: Duration = Duration::from_millis(500);
+/// The end of its stderr kept.
+const ALERT_STDERR_TAIL: usize = 64 << 10;
+
+/// Runs the config's `alert` command with the summary as JSON on stdin,
+/// logs how it went (an `alert` event), and returns its failure, if any.
+pub async fn alert(cycle: &Cycle, report: &RunReport) -> Option<HookFailure> {
+    let argv = cycle.cfg.alert.clone()?;
     let body = serde_json::json!({
         "batch": cycle.batch,
         "run_id": report.run_id,
@@ -151,26 +175,87 @@ pub async fn alert(cycle: &Cycle, report: &RunReport) {
     cmd.args(&argv[1..])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .env("NIGHTSHIFT_BATCH", &cycle.batch)
         .env("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string())
         .kill_on_drop(true);
     if let Some(dir) = &cycle.work_dir {
         cmd.current_dir(dir);
     }
-    let outcome = match cmd.spawn() {
-        Err(e) => format!("could not start alert `{}`: {e}", argv[0]),
+    let fail =
+        |problem: String, stderr: &[u8]| HookFailure::new(Hook::Alert, &argv[0], problem, stderr);
+    let failure = match cmd.spawn() {
+        Err(e) => Some(fail(format!("could not start: {e}"), b"")),
         Ok(mut child) => {
+            let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let reader = child
+                .stderr
+                .take()
+                .map(|err| tokio::spawn(read_tail(err, tail.clone())));
             if let Some(mut stdin) = child.stdin.take() {
                 let _ = stdin.write_all(body.as_bytes()).await;
                 let _ = stdin.write_all(b"\n").await;
             }
-            match tokio::time::timeout(Duration::from_secs(60), child.wait()).await {
-                Ok(Ok(status)) => format!("alert ran: {status}"),
-                Ok(Err(e)) => format!("alert failed: {e}"),
-                Err(_) => "alert timed out after 60s".to_string(),
+            let waited = tokio::time::timeout(ALERT_TIMEOUT, child.wait()).await;
+            if let Some(reader) = reader {
+                let abort = reader.abort_handle();
+                if tokio::time::timeout(ALERT_STDERR_GRACE, reader)
+                    .await
+                    .is_err()
+                {
+                    abort.abort();
+                }
+            }
+            let stderr = std::mem::take(
+                &mut *tail
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            match waited {
+                Ok(Ok(status)) if status.success() => None,
+                Ok(Ok(status)) => Some(fail(status.to_string(), &stderr)),
+                Ok(Err(e)) => Some(fail(format!("could not be waited for: {e}"), &stderr)),
+                Err(_) => Some(fail(
+                    format!("timed out after {}", format_duration(ALERT_TIMEOUT)),
+                    &stderr,
+                )),
             }
         }
     };
-    cycle.event(cycle.new_event("alert", outcome)).await;
+    let message = match &failure {
+        None => format!(
+            "alert `{}` ran: exit status: 0",
+            crate::util::sanitize::line(&argv[0])
+        ),
+        Some(f) => f.to_string(),
+    };
+    let mut event = cycle.new_event("alert", super::classify::bound_message(&message));
+    if let Some(f) = &failure {
+        event = event.fields(serde_json::json!(f));
+    }
+    cycle.event(event).await;
+    failure
+}
+
+/// Reads `err` to its end into `tail`, keeping the last
+/// [`ALERT_STDERR_TAIL`] bytes.
+async fn read_tail(
+    mut err: tokio::process::ChildStderr,
+    tail: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut chunk = vec![0u8; 8192];
+    while let Ok(n) = err.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        let mut t = tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        t.extend_from_slice(&chunk[..n]);
+        if t.len() > 2 * ALERT_STDERR_TAIL {
+            let cut = t.len() - ALERT_STDERR_TAIL;
+            t.drain(..cut);
+        }
+    }
 }

@@ -287,6 +287,9 @@ impl Daemon {
         self.record(&done.batch, &fire);
         if let Ok(report) = &done.result {
             say(&report.summary);
+            for failure in &report.hooks_failed {
+                say(&format!("{}: {failure}", done.batch));
+            }
         }
     }
 
@@ -432,7 +435,7 @@ mod tests {
             counts: RunCounts::default(),
             summary: summary.to_string(),
             stopped,
-            source_failed: false,
+            hooks_failed: Vec::new(),
         }
     }
 

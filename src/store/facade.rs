@@ -13,7 +13,7 @@ use super::{
 };
 use crate::model::{
     AddReport, BatchInfo, Claim, Counts, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,
-    Millis, NewEvent, NewItem, Pause, Run, RunState, Trigger,
+    Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -161,14 +161,14 @@ impl Store {
         fn reclaim(&mut self, batch: &str, current_run: i64, max_attempts: u32, now: Millis) -> Result<(usize, usize)>;
         fn redrive_due(&mut self, batch: &str, run_id: Option<i64>, now: Millis) -> Result<Vec<String>>;
         fn requeue(&mut self, batch: &str, sel: &Selection, reset_attempts: bool, dry_run: bool, actor: &str, now: Millis) -> Result<Vec<Requeue>>;
-        fn skip(&mut self, batch: &str, keys: &[String], reason: &str, actor: &str, now: Millis) -> Result<(usize, usize)>;
+        fn skip(&mut self, batch: &str, keys: &[String], reason: &str, actor: &str, now: Millis) -> Result<SkipReport>;
         fn claim_key(&mut self, batch: &str, key: &str, run_id: i64, lease_until: Millis, now: Millis) -> Result<Claim>;
         fn acquire_lock(&mut self, batch: &str, token: &str, holder: &Holder, run_id: Option<i64>, expires_at: Millis, now: Millis, steal: &[&str], seats: u32) -> Result<LockOutcome>;
         fn free_stale_locks(&mut self, batch: &str, now: Millis, tokens: &[&str], dead: &[&str]) -> Result<Vec<LockInfo>>;
         fn renew_lock(&mut self, batch: &str, token: &str, expires_at: Millis) -> Result<bool>;
         fn release_lock(&mut self, batch: &str, token: &str) -> Result<bool>;
         fn prune(&mut self, cutoff: Millis, include_failed: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
-        fn start_run(&mut self, batch: &str, trigger: Trigger, holder: &Holder, now: Millis, seat: Option<&str>) -> Result<i64>;
+        fn start_run(&mut self, batch: &str, trigger: Trigger, actor: Option<&str>, holder: &Holder, now: Millis, seat: Option<&str>) -> Result<i64>;
         fn finish_run(&mut self, run_id: i64, state: RunState, summary: &str, skipped_done: i64, retried: i64, now: Millis) -> Result<()>;
         fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()>;
         fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()>;

@@ -12,7 +12,9 @@ use super::chunks::Chunks;
 use super::events::insert as insert_event;
 use super::shared::Orphan;
 use super::{Result, SqliteStore, StoreError, json_col, parse_col};
-use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, Status, Tier};
+use crate::model::{
+    AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, Status, Tier,
+};
 
 /// Rows moved per write transaction by bulk operations, so a runner waiting
 /// for the write lock is never held up for long.
@@ -637,11 +639,12 @@ impl SqliteStore {
         reason: &str,
         actor: &str,
         now: Millis,
-    ) -> Result<(usize, usize)> {
+    ) -> Result<SkipReport> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
             let mut found = Vec::with_capacity(keys.len());
-            for key in keys {
+            let mut seen = std::collections::HashSet::new();
+            for key in keys.iter().filter(|k| seen.insert(*k)) {
                 let status: String = tx
                     .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
                     .optional()?
@@ -654,10 +657,10 @@ impl SqliteStore {
                 found.push((key, status == "done"));
             }
             let result = serde_json::json!({"skipped": reason, "by": actor}).to_string();
-            let (mut skipped, mut already) = (0, 0);
+            let mut report = SkipReport::default();
             for (key, done) in found {
                 if done {
-                    already += 1;
+                    report.already_done.push(key.clone());
                     continue;
                 }
                 tx.execute(
@@ -673,9 +676,9 @@ impl SqliteStore {
                         .actor(actor)
                         .fields(serde_json::json!({"reason": reason})),
                 )?;
-                skipped += 1;
+                report.skipped.push(key.clone());
             }
-            Ok((skipped, already))
+            Ok(report)
         })
     }
 

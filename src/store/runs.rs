@@ -8,7 +8,7 @@ use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
 
 const COLUMNS: &str = "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
     r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven, r.released,
-    r.cost, r.summary";
+    r.cost, r.summary, r.actor";
 
 fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -33,6 +33,7 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
             cost: r.get(17)?,
         },
         summary: r.get(18)?,
+        actor: r.get(19)?,
     })
 }
 
@@ -69,13 +70,15 @@ pub struct OpenRun {
 }
 
 impl SqliteStore {
-    /// Records the start of a run; with `seat`, in the same transaction
-    /// names it as the run of the lock seat held under that token, so no
-    /// other runner ever sees it open without a seat (and takes it for dead).
+    /// Records the start of a run, and who started it (`user@host`); with
+    /// `seat`, in the same transaction names it as the run of the lock seat
+    /// held under that token, so no other runner ever sees it open without
+    /// a seat (and takes it for dead).
     pub fn start_run(
         &mut self,
         batch: &str,
         trigger: Trigger,
+        actor: Option<&str>,
         holder: &Holder,
         now: Millis,
         seat: Option<&str>,
@@ -83,11 +86,12 @@ impl SqliteStore {
         self.write(|tx| {
             let id = ensure(tx, batch, now)?;
             tx.execute(
-                "INSERT INTO runs (batch_id, trigger, host, pid, pid_start, started_at, state)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running')",
+                "INSERT INTO runs (batch_id, trigger, actor, host, pid, pid_start, started_at, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running')",
                 params![
                     id,
                     trigger.as_str(),
+                    actor,
                     holder.host,
                     holder.pid,
                     holder.pid_start.map(|s| s as i64),

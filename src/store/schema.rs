@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -298,8 +298,11 @@ ALTER TABLE locks_v2 RENAME TO locks;
 CREATE INDEX locks_by_expiry ON locks (expires_at);
 "#;
 
+/// Version 3: a run records who started it (`user@host`).
+const V3: &str = "ALTER TABLE runs ADD COLUMN actor TEXT;";
+
 /// Migrations, index `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -381,6 +384,32 @@ mod tests {
         conn.execute_batch("INSERT INTO batches (name, created_at) VALUES ('b', 0)")
             .unwrap();
         conn
+    }
+
+    /// A store written before runs had an actor gains the column; its old
+    /// runs have none.
+    #[test]
+    fn version_2_stores_gain_the_run_actor() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..2] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "PRAGMA user_version = 2;
+             INSERT INTO batches (name, created_at) VALUES ('b', 0);
+             INSERT INTO runs (batch_id, trigger, host, pid, started_at, state)
+             VALUES (1, 'manual', 'h', 1, 0, 'ok');",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let (version, actor): (i32, Option<String>) = conn
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version), actor FROM runs",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((version, actor), (SCHEMA_VERSION, None));
     }
 
     /// Item writes must not build a temporary b-tree per statement (an IN

@@ -202,10 +202,10 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             Ok(msg)
         }
         Write::Skip { batch, key } => {
-            let (skipped, _) = store
+            let report = store
                 .skip(batch, std::slice::from_ref(key), SKIP_REASON, &who, now)
                 .map_err(err)?;
-            Ok(if skipped == 1 {
+            Ok(if report.skipped.len() == 1 {
                 format!("skipped {} (marked done without running)", name(key))
             } else {
                 format!("{} was already done", name(key))

@@ -259,3 +259,22 @@ fn add_shows_progress_on_a_terminal_for_large_files_only() {
         "{screen}"
     );
 }
+
+#[test]
+fn init_says_what_it_created_as_json() {
+    let env = Env::bare();
+    let first = env.run(&["init", "--json"]).code(0).json();
+    let db = env.db.display().to_string();
+    let config = env.path("nightshift.toml").display().to_string();
+    assert_eq!(
+        first,
+        serde_json::json!({
+            "store": {"path": db, "created": true},
+            "config": {"path": config, "created": true},
+        })
+    );
+    let again = env.run(&["init", "--json"]).code(0).json();
+    assert_eq!(again["store"]["created"], false);
+    assert_eq!(again["config"]["created"], false);
+    assert_eq!(again["config"]["path"], first["config"]["path"]);
+}

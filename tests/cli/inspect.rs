@@ -462,3 +462,86 @@ fn log_follow_prints_an_event_appended_while_it_runs() {
     let line = found.unwrap_or_else(|| panic!("the pause never showed up; saw {seen:?}"));
     assert!(line.contains(" paused "), "{line}");
 }
+
+#[test]
+fn an_unknown_kind_is_an_error_naming_the_valid_ones() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let before = env.fingerprint();
+    let ran = env.run(&["log", "--kind", "failed,faild"]);
+    ran.code(2);
+    assert_eq!(ran.stdout, "");
+    assert!(
+        ran.stderr
+            .contains("invalid value 'faild' for '--kind <KIND>'"),
+        "{ran:?}"
+    );
+    assert!(
+        ran.stderr.contains("a similar value exists: 'failed'"),
+        "{ran:?}"
+    );
+    for kind in nightshift::model::EventKind::ALL {
+        assert!(
+            ran.stderr.contains(kind.as_str()),
+            "{kind} not listed: {ran:?}"
+        );
+    }
+    assert_eq!(env.fingerprint(), before);
+    // The README's morning line: the permanent failures (`quarantined`)
+    // come with the transient ones.
+    let shown = env
+        .run(&["log", "b", "--json", "--kind", "failed,quarantined,empty"])
+        .code(0)
+        .json_lines();
+    let kinds: std::collections::BTreeSet<&str> =
+        shown.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["failed", "quarantined"].into());
+    assert_eq!(shown.len(), 4, "k1, k2, k4 quarantined and k3 failed");
+}
+
+#[test]
+fn log_help_lists_every_kind_with_what_it_records() {
+    let env = Env::bare();
+    let help = env.run(&["log", "--help"]).code(0).stdout.clone();
+    // Help wraps long lines: compare word by word.
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = words(&help);
+    for kind in nightshift::model::EventKind::ALL {
+        let entry = format!("- {}: {}", kind.as_str(), words(kind.doc()));
+        assert!(help.contains(&entry), "{entry:?} not in {help}");
+    }
+    assert!(help.contains("(0: every one)"), "{help}");
+}
+
+#[test]
+fn log_n_0_prints_every_event_oldest_first() {
+    let env = Env::new();
+    env.add_items("b", 3);
+    // More events than a page, and more than the default 50.
+    env.sql()
+        .execute_batch(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2345)
+             INSERT INTO events (at, batch_id, kind, message)
+             SELECT 1700000000000 + i, (SELECT id FROM batches WHERE name = 'b'),
+                    CASE WHEN i % 2 = 0 THEN 'fire' ELSE 'daemon' END, 'event ' || i
+               FROM n;",
+        )
+        .unwrap();
+    let total = env.int("SELECT count(*) FROM events");
+    assert!(total > 2345);
+    let all = env.run(&["log", "-n", "0", "--json"]).code(0).json_lines();
+    assert_eq!(all.len() as i64, total);
+    let ids: Vec<i64> = all.iter().map(|e| e["id"].as_i64().unwrap()).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "oldest first, each once"
+    );
+    let fires = env
+        .run(&["log", "b", "-n", "0", "--kind", "fire"])
+        .code(0)
+        .stdout
+        .lines()
+        .count();
+    assert_eq!(fires, 1172);
+    assert_eq!(env.run(&["log"]).code(0).stdout.lines().count(), 50);
+}

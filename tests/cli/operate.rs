@@ -366,3 +366,125 @@ fn a_large_requeue_runs_in_several_short_transactions() {
         .json_lines();
     assert_eq!(events.len(), 5_000, "one event per item");
 }
+
+/// RFC 3339 in UTC, as every `--json` time.
+fn is_utc(value: &serde_json::Value) -> bool {
+    value
+        .as_str()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .is_some_and(|t| t.offset().local_minus_utc() == 0)
+}
+
+#[test]
+fn operator_actions_say_what_they_did_as_json() {
+    let env = Env::new();
+    env.failing_batch("b");
+    env.add_items("b", 9);
+
+    let paused = as_operator(&env, &["pause", "b", "--reason", "API migration", "--json"]);
+    let p = paused.code(0).json();
+    assert_eq!(
+        (
+            &p["batch"],
+            &p["paused"],
+            &p["was_paused"],
+            &p["reason"],
+            &p["by"]
+        ),
+        (
+            &"b".into(),
+            &true.into(),
+            &false.into(),
+            &"API migration".into(),
+            &ACTOR.into()
+        )
+    );
+    assert!(is_utc(&p["at"]), "{p}");
+    let again = as_operator(&env, &["pause", "b", "--reason", "still", "--json"]).json();
+    assert_eq!(
+        (&again["was_paused"], &again["reason"]),
+        (&true.into(), &"still".into())
+    );
+
+    let u = as_operator(&env, &["unpause", "b", "--json"]).json();
+    assert_eq!(
+        (&u["batch"], &u["paused"], &u["was_paused"], &u["by"]),
+        (&"b".into(), &false.into(), &true.into(), &ACTOR.into())
+    );
+    assert!(is_utc(&u["at"]), "{u}");
+    let u = as_operator(&env, &["unpause", "b", "--json"]).json();
+    assert_eq!(
+        (&u["was_paused"], &u["by"], &u["at"]),
+        (
+            &false.into(),
+            &serde_json::Value::Null,
+            &serde_json::Value::Null
+        )
+    );
+
+    let s = as_operator(
+        &env,
+        &[
+            "skip", "b", "k2", "k9", "k5", "k9", "--reason", "by hand", "--json",
+        ],
+    )
+    .code(0)
+    .json();
+    assert_eq!(s["skipped"], serde_json::json!(["k2", "k9"]));
+    assert_eq!(s["already_done"], serde_json::json!(["k5"]));
+    assert_eq!((&s["reason"], &s["by"]), (&"by hand".into(), &ACTOR.into()));
+    assert_eq!(env.status()["batches"][0]["skipped"], 2);
+    // An unknown key: nothing skipped, exit 2, no JSON.
+    let before = env.fingerprint();
+    let bad = env.run(&["skip", "b", "k6", "k99", "--reason", "x", "--json"]);
+    bad.code(2);
+    assert_eq!(bad.stdout, "");
+    assert!(bad.error_line().contains("k99"), "{bad:?}");
+    assert_eq!(env.fingerprint(), before);
+
+    age_everything(&env, 40);
+    let before = env.fingerprint();
+    let dry = env
+        .run(&["prune", "--older-than", "30d", "--dry-run", "--json"])
+        .code(0)
+        .json();
+    assert_eq!(dry["dry_run"], true);
+    assert!(dry.get("removed").is_none(), "{dry}");
+    assert_eq!(dry["would_remove"]["done_items"], 6, "{dry}");
+    assert_eq!(
+        dry["kept"],
+        serde_json::json!({"failed_items": 3, "dead_letters": 4})
+    );
+    assert!(is_utc(&dry["older_than"]));
+    assert_eq!(env.fingerprint(), before, "a dry run writes nothing");
+    let done = as_operator(&env, &["prune", "--older-than", "30d", "--json"])
+        .code(0)
+        .json();
+    assert_eq!(done["removed"], dry["would_remove"]);
+    assert_eq!(done["kept"], dry["kept"]);
+    assert_eq!(done["include_failed"], false);
+}
+
+#[test]
+fn a_run_records_who_started_it() {
+    let env = Env::new();
+    env.add_items("b", 2);
+    let worker = env.script("ok.sh", "cat >/dev/null; echo '{}'");
+    as_operator(&env, &["run", "b", "--", worker.to_str().unwrap()]).code(0);
+    let run = env.status()["batches"][0]["last_run"].clone();
+    assert_eq!(
+        (&run["trigger"], &run["actor"]),
+        (&"manual".into(), &ACTOR.into()),
+        "{run}"
+    );
+    let started = last_event(&env, "run-started");
+    assert_eq!(started["actor"], ACTOR, "{started}");
+    let text = env.run(&["status"]).code(0).stdout.clone();
+    assert!(text.contains(&format!("(manual, {ACTOR}, ")), "{text}");
+    let log = env
+        .run(&["log", "--kind", "run-started"])
+        .code(0)
+        .stdout
+        .clone();
+    assert!(log.contains(&format!("[{ACTOR}]")), "{log}");
+}

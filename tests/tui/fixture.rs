@@ -42,7 +42,7 @@ struct Run<'a> {
 impl Run<'_> {
     fn start(store: &mut Store, batch: &str, trigger: Trigger, at: Millis) -> i64 {
         let id = store
-            .start_run(batch, trigger, &holder(), at, None)
+            .start_run(batch, trigger, None, &holder(), at, None)
             .unwrap();
         store
             .log_event(
@@ -291,7 +291,7 @@ pub fn build(db: &Path, opts: &Options) {
     // Run 3, 20 h ago: stepped down, someone else held the lock.
     let t = now - 20 * HOUR;
     let id = store
-        .start_run(b, Trigger::Manual, &holder(), t, None)
+        .start_run(b, Trigger::Manual, None, &holder(), t, None)
         .unwrap();
     store
         .finish_run(

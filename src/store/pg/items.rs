@@ -12,7 +12,7 @@ use super::PgStore;
 use super::batches::{batch_id, ensure};
 use super::conn::{Conn, parse_col_text, text, text_opt};
 use super::events::{Args, insert as insert_event, insert_many as insert_events};
-use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, Status, Tier};
+use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, SkipReport, Status, Tier};
 use crate::store::chunks::Chunks;
 use crate::store::json_col;
 use crate::store::shared::{self, Orphan};
@@ -580,11 +580,12 @@ impl PgStore {
         reason: &str,
         actor: &str,
         now: Millis,
-    ) -> Result<(usize, usize)> {
+    ) -> Result<SkipReport> {
         self.write(|c| {
             let id = batch_id(c, batch)?;
             let mut found = Vec::with_capacity(keys.len());
-            for key in keys {
+            let mut seen = std::collections::HashSet::new();
+            for key in keys.iter().filter(|k| seen.insert(*k)) {
                 let status: String = c
                     .opt(
                         "SELECT status FROM items WHERE batch_id = $1 AND key = $2 FOR UPDATE",
@@ -604,10 +605,10 @@ impl PgStore {
             }
             let result = serde_json::json!({"skipped": reason, "by": actor}).to_string();
             let at = c.tin(now);
-            let (mut skipped, mut already) = (0, 0);
+            let mut report = SkipReport::default();
             for (key, done) in found {
                 if done {
-                    already += 1;
+                    report.already_done.push(key.clone());
                     continue;
                 }
                 c.x(
@@ -623,9 +624,9 @@ impl PgStore {
                         .actor(actor)
                         .fields(serde_json::json!({"reason": reason})),
                 )?;
-                skipped += 1;
+                report.skipped.push(key.clone());
             }
-            Ok((skipped, already))
+            Ok(report)
         })
     }
 

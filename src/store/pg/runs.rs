@@ -10,7 +10,7 @@ use crate::store::{OpenRun, Result, StoreError};
 
 const COLUMNS: &str = "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
     r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven,
-    r.released, r.cost, r.summary";
+    r.released, r.cost, r.summary, r.actor";
 
 fn run_from_row(c: &Conn, r: &Row) -> Result<Run> {
     let parse = |e: String| StoreError::Invalid(format!("unreadable run row: {e}"));
@@ -36,6 +36,7 @@ fn run_from_row(c: &Conn, r: &Row) -> Result<Run> {
             cost: r.get(17),
         },
         summary: r.get(18),
+        actor: r.get(19),
     })
 }
 
@@ -60,6 +61,7 @@ impl PgStore {
         &mut self,
         batch: &str,
         trigger: Trigger,
+        actor: Option<&str>,
         holder: &Holder,
         now: Millis,
         seat: Option<&str>,
@@ -69,11 +71,12 @@ impl PgStore {
             let at = c.tin(now);
             let run_id: i64 = c
                 .one(
-                    "INSERT INTO runs (batch_id, trigger, host, pid, pid_start, started_at, state)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'running') RETURNING id",
+                    "INSERT INTO runs (batch_id, trigger, actor, host, pid, pid_start, started_at, state)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'running') RETURNING id",
                     &[
                         &id,
                         &trigger.as_str(),
+                        &actor,
                         &holder.host,
                         &i64::from(holder.pid),
                         &holder.pid_start.map(|s| s as i64),

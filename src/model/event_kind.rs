@@ -1,0 +1,132 @@
+//! The run log's vocabulary: every kind of event nightshift writes, with
+//! what it means. `log --kind` accepts these and no others, its help and
+//! man page list them, and the README's table is generated from this list
+//! (`tests/readme.rs`); `tests/event_kinds.rs` checks that every kind the
+//! code writes is here.
+
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! event_kinds {
+    ($($(#[doc = $doc:literal])+ $variant:ident => $s:literal,)+) => {
+        /// What an event in the run log records.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum EventKind {
+            $($(#[doc = $doc])+ $variant,)+
+        }
+        str_enum!(EventKind { $($variant => $s),+ });
+        impl EventKind {
+            /// One line saying what the event records.
+            #[must_use]
+            pub fn doc(self) -> &'static str {
+                match self {
+                    $(EventKind::$variant => concat!($($doc),+).trim_start(),)+
+                }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    // An item's life.
+    /// An item was claimed by a run (its attempt begins).
+    Claimed => "claimed",
+    /// The worker succeeded; its result is stored.
+    Done => "done",
+    /// The worker succeeded with nothing on stdout (outcome `empty`).
+    Empty => "empty",
+    /// A transient failure, retried at once after a backoff.
+    Retry => "retry",
+    /// A transient failure left in the `retry` tier for the next cycle.
+    Failed => "failed",
+    /// A permanent failure, or attempts exhausted: `manual` tier, for a human.
+    Quarantined => "quarantined",
+    /// A `retry`-tier item went back to pending: its retry time came.
+    Redriven => "redriven",
+    /// An in-flight item went back to pending: the run was stopping.
+    Released => "released",
+    /// Another runner holds the item now: this runner's worker or result was dropped.
+    LeaseLost => "lease-lost",
+    /// The worker reported an operation id (given to the next attempt).
+    OpId => "op-id",
+    /// A persistent worker died on item after item without answering: its slot stopped.
+    WorkerFailed => "worker-failed",
+    /// Claiming held back by a `retry_after_s` answer (rate limit).
+    Hold => "hold",
+    // What people and hooks did.
+    /// Items were added (`nightshift add`).
+    Added => "added",
+    /// The `source` command's items were added.
+    Source => "source",
+    /// The `source` command failed; nothing of it was added.
+    SourceFailed => "source-failed",
+    /// A failed item was sent back to pending (`requeue`, the dashboard).
+    Requeued => "requeued",
+    /// An item was marked done without running (`skip`, the dashboard).
+    Skipped => "skipped",
+    /// The batch was paused; or a run found it paused and did nothing.
+    Paused => "paused",
+    /// The batch was unpaused.
+    Unpaused => "unpaused",
+    /// Old history was deleted (`prune`).
+    Pruned => "pruned",
+    /// The `alert` command ran after a cycle with failures, and how it ended.
+    Alert => "alert",
+    // Runs and locks.
+    /// A run started (its trigger, host and concurrency).
+    RunStarted => "run-started",
+    /// A run ended: its summary line.
+    RunFinished => "run-finished",
+    /// A run found every seat of the batch lock held and stepped down.
+    LockHeld => "lock-held",
+    /// A run was interrupted while waiting for the batch lock.
+    Aborted => "aborted",
+    /// The run lost its batch lock to another runner and stopped.
+    LockLost => "lock-lost",
+    /// A runner took over a lock seat whose holder died or expired.
+    LockTakeover => "lock-takeover",
+    /// The claims of dead runs were taken back (or quarantined).
+    Reclaimed => "reclaimed",
+    /// Worker processes left running by dead runs or by workers were stopped.
+    OrphansStopped => "orphans-stopped",
+    // The scheduler.
+    /// A schedule fire and its outcome (ran, skipped, missed, ...).
+    Fire => "fire",
+    /// The daemon started scheduling the batch, or stopped.
+    Daemon => "daemon",
+    /// The emergency-stop file `PAUSED` appeared or went away.
+    EmergencyStop => "emergency-stop",
+}
+
+impl EventKind {
+    /// `claimed, done, empty, ...`: for error messages and help.
+    #[must_use]
+    pub fn names() -> String {
+        EventKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_a_name_a_doc_and_round_trips() {
+        let mut seen = std::collections::HashSet::new();
+        for k in EventKind::ALL {
+            assert!(seen.insert(k.as_str()), "{k} listed twice");
+            assert_eq!(k.as_str().parse::<EventKind>().unwrap(), *k);
+            assert!(
+                k.doc().ends_with('.') && !k.doc().starts_with(' '),
+                "{k}: {:?}",
+                k.doc()
+            );
+        }
+        let err = "faild".parse::<EventKind>().unwrap_err();
+        assert!(err.contains("failed, quarantined"), "{err}");
+    }
+}
