@@ -51,6 +51,10 @@ event_kinds! {
     OpId => "op-id",
     /// A persistent worker died on item after item without answering: its slot stopped.
     WorkerFailed => "worker-failed",
+    /// A persistent worker's answer could not be matched to its request: the worker was restarted.
+    ProtocolError => "protocol-error",
+    /// A persistent worker printed lines on stdout that are not answers (ignored, counted).
+    StrayOutput => "stray-output",
     /// Claiming held back by a `retry_after_s` answer (rate limit).
     Hold => "hold",
     // What people and hooks did.
