@@ -114,12 +114,14 @@ pub struct DemoArgs {
 #[derive(Debug, Args)]
 pub struct BatchArg {
     /// Batch name.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
 }
 
 #[derive(Debug, Args)]
 pub struct AddArgs {
     /// Batch to add to (created if new).
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// JSON-lines file, or - for stdin.
     #[arg(default_value = "-")]
@@ -135,6 +137,7 @@ pub struct AddArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Workers at once [default: the config's concurrency, else 4].
     #[arg(long, short = 'j')]
@@ -175,7 +178,8 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
     /// Only these batches [default: every batch with a `schedule`].
-    #[arg(long = "batch", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    #[arg(long = "batch", value_name = "NAME", num_args = 1.., value_delimiter = ',',
+          value_parser = crate::batch_name::parse_arg)]
     pub batches: Vec<String>,
     /// Print every event of the cycles as it happens.
     #[arg(long, short)]
@@ -184,6 +188,7 @@ pub struct DaemonArgs {
 
 #[derive(Debug, Args)]
 pub struct ScheduleArgs {
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// How many fire times to show.
     #[arg(long, short = 'n', default_value_t = 5, value_name = "N",
@@ -213,6 +218,7 @@ impl From<TriggerArg> for crate::model::Trigger {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Only this batch.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: Option<String>,
     /// Machine-readable output.
     #[arg(long, conflicts_with_all = ["short", "prometheus"])]
@@ -261,6 +267,7 @@ impl From<TierArg> for Tier {
 
 #[derive(Debug, Args)]
 pub struct ItemsArgs {
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     #[arg(long, value_enum)]
     pub status: Option<StatusArg>,
@@ -281,6 +288,7 @@ pub struct ItemsArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     pub key: String,
     #[arg(long)]
@@ -289,6 +297,7 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct RequeueArgs {
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Keys of failed items.
     pub keys: Vec<String>,
@@ -313,6 +322,7 @@ pub struct RequeueArgs {
 
 #[derive(Debug, Args)]
 pub struct SkipArgs {
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     #[arg(required = true)]
     pub keys: Vec<String>,
@@ -323,6 +333,7 @@ pub struct SkipArgs {
 
 #[derive(Debug, Args)]
 pub struct PauseArgs {
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     #[arg(long, default_value = "paused from the command line")]
     pub reason: String,
@@ -330,6 +341,7 @@ pub struct PauseArgs {
 
 #[derive(Debug, Args)]
 pub struct DlqArgs {
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// With --jsonl: only dead letters newer than this (e.g. 24h, 7d).
     /// Otherwise: count the last DUR against the DUR before [default: 24h].
@@ -350,6 +362,7 @@ pub struct DlqArgs {
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Only this batch.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: Option<String>,
     #[arg(long)]
     pub json: bool,
@@ -390,7 +403,7 @@ pub struct WatchArgs {
     #[arg(long, value_parser = parse_duration_arg, default_value = "1s", value_name = "DUR")]
     pub interval: Duration,
     /// Open on this batch.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::batch_name::parse_arg)]
     pub batch: Option<String>,
 }
 

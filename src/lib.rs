@@ -4,7 +4,8 @@
 //!
 //! - [`model`]: the product's nouns (item, claim, dead letter, run, lock,
 //!   event) as plain types shared by everything below.
-//! - [`key`]: idempotency keys derived from what an item is.
+//! - [`key`]: idempotency keys derived from what an item is;
+//!   [`batch_name`]: the one rule for batch names.
 //! - [`store`]: the one SQLite file; every SQL statement lives there, behind
 //!   methods that speak in `model` types so another backend can follow.
 //! - [`config`]: `nightshift.toml` to typed settings; errors name file, line
@@ -25,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod batch_name;
 pub mod cli;
 pub mod commands;
 pub mod config;

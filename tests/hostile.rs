@@ -353,7 +353,12 @@ fn a_huge_label_does_not_stop_the_worker() {
         .output()
         .unwrap());
     r.code(2);
-    assert!(r.error_line().contains("at most 256 characters"), "{r:?}");
+    assert!(
+        r.stderr.starts_with("error: invalid value 'bbbb")
+            && r.stderr
+                .contains("a batch name must be at most 256 characters"),
+        "{r:?}"
+    );
 }
 
 /// Costs reported on stderr that are each finite but add up to infinity:
