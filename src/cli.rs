@@ -191,6 +191,7 @@ pub struct InitArgs {
 #[derive(Debug, Args)]
 pub struct UnpauseArgs {
     /// The batch to unpause.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Print what was done as JSON.
     #[arg(long)]
@@ -213,6 +214,7 @@ pub struct ManArgs {
 #[derive(Debug, Args)]
 pub struct AddArgs {
     /// Batch to add to (created if new).
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// JSON-lines file, or - for stdin.
     #[arg(default_value = "-")]
@@ -229,6 +231,7 @@ pub struct AddArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The batch to run (configured in nightshift.toml, or given items by `add`).
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Workers at once [default: the config's concurrency, else 4].
     #[arg(long, short = 'j', value_name = "N")]
@@ -269,7 +272,8 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
     /// Only these batches [default: every batch with a `schedule`].
-    #[arg(long = "batch", value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    #[arg(long = "batch", value_name = "NAME", num_args = 1.., value_delimiter = ',',
+          value_parser = crate::batch_name::parse_arg)]
     pub batches: Vec<String>,
     /// Print every event of the cycles as it happens.
     #[arg(long, short)]
@@ -279,6 +283,7 @@ pub struct DaemonArgs {
 #[derive(Debug, Args)]
 pub struct ScheduleArgs {
     /// The batch whose `schedule` to show.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// How many fire times to show.
     #[arg(long, short = 'n', default_value_t = 5, value_name = "N",
@@ -309,6 +314,7 @@ impl From<TriggerArg> for crate::model::Trigger {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Only this batch.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: Option<String>,
     /// Machine-readable output.
     #[arg(long, conflicts_with_all = ["short", "prometheus"])]
@@ -358,6 +364,7 @@ impl From<TierArg> for Tier {
 #[derive(Debug, Args)]
 pub struct ItemsArgs {
     /// The batch to list.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Only items in this status.
     #[arg(long, value_enum)]
@@ -382,6 +389,7 @@ pub struct ItemsArgs {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The item's batch.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// The item's key (as `items` lists it).
     pub key: String,
@@ -393,6 +401,7 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct RequeueArgs {
     /// The batch whose failed items to requeue.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Keys of failed items.
     pub keys: Vec<String>,
@@ -419,6 +428,7 @@ pub struct RequeueArgs {
 #[derive(Debug, Args)]
 pub struct SkipArgs {
     /// The items' batch.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Keys of the items to mark done.
     #[arg(required = true)]
@@ -434,6 +444,7 @@ pub struct SkipArgs {
 #[derive(Debug, Args)]
 pub struct PauseArgs {
     /// The batch to pause (configured, or already in the store).
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Why (shown by `status` and the dashboard, kept in the log).
     #[arg(
@@ -450,6 +461,7 @@ pub struct PauseArgs {
 #[derive(Debug, Args)]
 pub struct DlqArgs {
     /// The batch whose dead letters to show.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// With --jsonl: only dead letters newer than this (e.g. 24h, 7d).
     /// Otherwise: count the last DUR against the DUR before [default: 24h].
@@ -470,6 +482,7 @@ pub struct DlqArgs {
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Only this batch.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: Option<String>,
     /// One JSON object per event, one per line.
     #[arg(long)]
@@ -515,7 +528,7 @@ pub struct WatchArgs {
     #[arg(long, value_parser = parse_duration_arg, default_value = "1s", value_name = "DUR")]
     pub interval: Duration,
     /// Open on this batch.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::batch_name::parse_arg)]
     pub batch: Option<String>,
 }
 

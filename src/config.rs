@@ -18,6 +18,7 @@ use thiserror::Error;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use crate::batch_name;
 use crate::duration::{format_duration, parse_duration};
 /// Kept here too: the schedule is part of a batch's config.
 pub use crate::schedule::{Schedule, ScheduleError};
@@ -600,15 +601,12 @@ impl Walker<'_> {
         value: &Spanned<DeValue<'_>>,
     ) -> Option<BatchConfig> {
         let name = key.get_ref().as_ref();
-        if !valid_batch_name(name) {
-            self.invalid(
-                key.span(),
-                &format!("batch.{name:?}"),
-                "a batch name must be non-empty and use only letters, digits, '_', '.' and '-'",
-            );
+        // The field path as TOML would write it: `batch."記事".worker`.
+        let table_name = format!("batch.{}", batch_name::toml_key(name));
+        if let Err(e) = batch_name::check(name) {
+            self.invalid(key.span(), &table_name, e.to_string());
             return None;
         }
-        let table_name = format!("batch.{name}");
         let DeValue::Table(table) = value.get_ref() else {
             self.invalid(
                 value.span(),
@@ -769,14 +767,6 @@ impl Walker<'_> {
         }
         Some(b)
     }
-}
-
-/// `[A-Za-z0-9_.-]+`: safe in CLI arguments, file names and log lines.
-fn valid_batch_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 /// A short description of a value for "expected X, found Y" messages.
@@ -1036,7 +1026,8 @@ db = "nightshift.db"
 log_dir = "logs"
 
 # One [batch.NAME] table per batch. A batch not listed here still works with
-# the default for every key (but needs a worker to run).
+# the default for every key (but needs a worker to run). A name other than
+# letters, digits, '_' and '-' is quoted: [batch."記事"].
 [batch.articles]
 
 # Program run once per item, as an argv list (no shell). It gets the item's
@@ -1510,12 +1501,27 @@ alert = ["sh", "-c", "mail -s nightshift me@example.com"]
             error("[batch.a]\nbackoff = \"2m\"")
                 .starts_with("nightshift.toml:2: batch.a.backoff: backoff (2m) is longer than the default backoff_max (1m); set backoff_max too")
         );
-        assert!(
-            error("[batch.\"my batch\"]")
-                .starts_with(r#"nightshift.toml:1: batch."my batch": a batch name must be"#)
+        // One rule with the command line (`batch_name`): quoted Unicode
+        // names are batches, a leading '-' is not.
+        for ok in ["記事", "my batch", "v1.2_nightly-run"] {
+            let text = format!("[batch.\"{ok}\"]\nworker = [\"w\"]\n");
+            let config = parse(&text).unwrap();
+            assert_eq!(config.batch(ok).map(|b| b.name.as_str()), Some(ok));
+        }
+        assert_eq!(
+            error("[batch.-x]"),
+            r#"nightshift.toml:1: batch.-x: a batch name must not start with '-' (it would be read as an option)"#
         );
-        assert!(error("[batch.\"\"]").contains("a batch name must be non-empty"));
-        assert!(parse("[batch.\"v1.2_nightly-run\"]").is_ok());
+        assert_eq!(
+            error("[batch.\" 記事\"]"),
+            r#"nightshift.toml:1: batch." 記事": a batch name must not start or end with a space"#
+        );
+        assert!(error("[batch.\"\"]").contains("a batch name must not be empty"));
+        // A field of a quoted batch is named as TOML writes it.
+        assert!(
+            error("[batch.\"記事\"]\nconcurrency = 0")
+                .starts_with(r#"nightshift.toml:2: batch."記事".concurrency: must be between"#)
+        );
         assert!(
             error("[batch.a]\nkey_fields = []")
                 .ends_with("batch.a.key_fields: must list at least one entry")

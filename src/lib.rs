@@ -5,7 +5,8 @@
 //! - [`model`]: the product's nouns (item, claim, dead letter, run, lock,
 //!   event) as plain types shared by everything below, and the run log's
 //!   one list of event kinds (`EventKind`).
-//! - [`key`]: idempotency keys derived from what an item is.
+//! - [`key`]: idempotency keys derived from what an item is;
+//!   [`batch_name`]: the one rule for batch names.
 //! - [`store`]: the one SQLite file; every SQL statement lives there, behind
 //!   methods that speak in `model` types so another backend can follow.
 //! - [`config`]: `nightshift.toml` to typed settings; errors name file, line
@@ -27,6 +28,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod batch_name;
 pub mod cli;
 pub mod commands;
 pub mod config;

@@ -130,7 +130,7 @@ pub struct Item {
     pub updated_at: Millis,
 }
 
-/// An item to add: its key and label come from `key::derive`.
+/// An item to add: its key and label come from `key::derive_line`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewItem {
     pub key: String,

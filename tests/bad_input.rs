@@ -80,23 +80,74 @@ fn invalid_utf8_names_the_line() {
     );
 }
 
+/// Only the first line may carry a byte-order mark (it is skipped there);
+/// one further down (files joined with `cat`) is named, not "malformed".
 #[test]
-fn an_empty_file_is_refused() {
+fn a_byte_order_mark_on_a_later_line_is_named() {
     let env = store();
-    env.write("empty.jsonl", "");
+    env.write(
+        "joined.jsonl",
+        "\u{feff}{\"key\":\"x1\"}\n\u{feff}{\"key\":\"x2\"}\n",
+    );
     let ran = refused(
         &env,
-        &["add", "b", "empty.jsonl"],
+        &["add", "b", "joined.jsonl"],
         2,
-        &["empty.jsonl: no items"],
+        &[
+            "1 bad line",
+            "line 2: starts with a byte-order mark (U+FEFF): only the first line",
+        ],
     );
-    ran.error_line();
-    env.write("blank.jsonl", "\n  \n\n");
+    assert!(!ran.stderr.contains("malformed"), "{ran:?}");
+}
+
+/// A batch name starting with '-' would be read as an option (and the
+/// dashboard runs `nightshift run NAME`): refused by every command that
+/// takes a batch, however it is passed, changing nothing.
+#[test]
+fn a_batch_name_like_an_option_is_refused_everywhere() {
+    let env = store();
+    env.write("in.jsonl", "{\"key\":\"x1\"}\n");
+    let reason = "a batch name must not start with '-' (it would be read as an option)";
+    for name in ["-x", "--config=FILE"] {
+        for args in [
+            vec!["add", "--", name, "in.jsonl"],
+            vec!["status", "--", name],
+            vec!["items", "--", name],
+            vec!["show", "--", name, "k1"],
+            vec!["requeue", "--all-failed", "--", name],
+            vec!["skip", "--reason", "r", "--", name, "k1"],
+            vec!["pause", "--", name],
+            vec!["unpause", "--", name],
+            vec!["dlq", "--", name],
+            vec!["log", "--", name],
+            vec!["schedule", "--", name],
+        ] {
+            let ran = refused(&env, &args, 2, &[reason]);
+            assert!(
+                ran.stderr.contains(&format!("'{name}'")),
+                "{args:?}: {ran:?}"
+            );
+        }
+        let flag = format!("--batch={name}");
+        for args in [vec!["daemon", flag.as_str()], vec!["watch", flag.as_str()]] {
+            refused(&env, &args, 2, &[reason]);
+        }
+    }
+    // Without `--` clap reads it as an option: refused too, naming it.
+    refused(&env, &["run", "-x"], 2, &["'-x'"]);
+    // The other parts of the rule, in the same words as the config's.
     refused(
         &env,
-        &["add", "b", "blank.jsonl"],
+        &["status", "--", " b"],
         2,
-        &["blank.jsonl: no items"],
+        &["must not start or end with a space"],
+    );
+    refused(
+        &env,
+        &["status", "--", "b\u{1b}[2J"],
+        2,
+        &["control or bidi characters: \"b\\x1b[2J\""],
     );
 }
 

@@ -377,7 +377,12 @@ fn a_huge_label_does_not_stop_the_worker() {
         .output()
         .unwrap());
     r.code(2);
-    assert!(r.error_line().contains("at most 256 characters"), "{r:?}");
+    assert!(
+        r.stderr.starts_with("error: invalid value 'bbbb")
+            && r.stderr
+                .contains("a batch name must be at most 256 characters"),
+        "{r:?}"
+    );
 }
 
 /// A cost report that is kept is a finite number within the bound.

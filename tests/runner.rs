@@ -473,6 +473,51 @@ both_backends! {
     }
 }
 
+/// A source reads its lines as `add` does: a byte-order mark at the start
+/// is skipped (a source that `cat`s an Excel export), and numeric keys keep
+/// every digit (two ids one apart are two items, each run once).
+#[test]
+fn a_source_reads_its_lines_as_add_does() {
+    let env = common::Env::new();
+    let list = env.write(
+        "list.jsonl",
+        "\u{feff}{\"key\":12345678901234567890123}\r\n{\"key\":12345678901234567890124}\r\n",
+    );
+    env.config(&format!(
+        "[batch.b]\nsource = [\"cat\", \"{}\"]\n",
+        p(&list)
+    ));
+    let log = env.path("ran.log");
+    let w = env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null; echo \"$NIGHTSHIFT_KEY\" >> {}; echo '\"ok\"'",
+            p(&log)
+        ),
+    );
+    env.cmd()
+        .args(["run", "b", "--", &p(&w)])
+        .assert()
+        .success();
+    assert_eq!(
+        env.strings("SELECT message FROM events WHERE kind = 'source'"),
+        ["source added 2, already present 0"]
+    );
+    let mut ran = lines(&log);
+    ran.sort();
+    assert_eq!(ran, ["12345678901234567890123", "12345678901234567890124"]);
+    // A mark further down is named, and nothing is added.
+    std::fs::write(&list, "{\"key\":\"a\"}\n\u{feff}{\"key\":\"b\"}\n").unwrap();
+    let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let failed = env.strings("SELECT message FROM events WHERE kind = 'source-failed'");
+    assert!(
+        failed[0].contains("line 2: starts with a byte-order mark"),
+        "{failed:?}"
+    );
+    assert_eq!(env.int("SELECT count(*) FROM items"), 2);
+}
+
 /// A runaway source (here 300 MB of lines) is stopped at 256 MiB: the run
 /// says so, adds nothing and goes on; its stderr flood is kept bounded.
 /// (Runner-side reading only: one store is enough.)

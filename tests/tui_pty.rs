@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::Env;
 use nightshift::model::{NewItem, Tier, Trigger};
-use nightshift::store::{Failure, Store};
+use nightshift::store::{Access, Failure, Store};
 use pty::Dash;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
@@ -259,6 +259,68 @@ fn resume_starts_a_runner_that_outlives_the_dashboard() {
     // Recorded as the dashboard user's run.
     assert_eq!(last_run["actor"], "tester@ptyhost", "{last_run}");
     assert_eq!(env.status()["batches"][0]["pending"], 0);
+}
+
+/// `r` on batches with odd names: a Japanese one (a quoted `[batch."記事"]`
+/// in the config) starts its run and the runner gets the name as itself; a
+/// name made before the batch-name rule that reads as an option
+/// (`--config=…`) starts nothing and says why.
+#[test]
+fn resume_with_odd_batch_names() {
+    let env = Env::new();
+    env.config("[batch.\"記事\"]\nworker = [\"cat\"]\n");
+    {
+        let item = |key: &str| NewItem {
+            key: key.into(),
+            label: key.into(),
+            payload: format!("{{\"key\":\"{key}\"}}"),
+        };
+        let mut store = Store::open(&env.db, Access::ReadWrite).unwrap();
+        store
+            .add_items("--config=/nonexistent.toml", &[item("a")], now(), |_| {})
+            .unwrap();
+        store
+            .add_items("記事", &[item("k1"), item("k2")], now(), |_| {})
+            .unwrap();
+    }
+    let mut dash = open(&env, &[]);
+    dash.wait_loaded();
+    // Batches in name order: the odd one first (`[` stops there).
+    dash.key("[");
+    dash.wait_text("┌ --config=");
+    dash.key("r");
+    dash.wait_text("cannot start a run of \"--config=");
+    dash.key(ESC);
+    dash.key("]");
+    dash.wait_text("┌ 記事");
+    dash.key("r");
+    // "started a run of 記事 (pid N)", or already "the run of 記事 (pid N)
+    // finished": `cat` is quick.
+    dash.wait_text("run of 記事 (pid");
+    let start = Instant::now();
+    loop {
+        let status = env.status();
+        let batches = status["batches"].as_array().unwrap();
+        let japanese = batches.iter().find(|b| b["name"] == "記事").unwrap();
+        if japanese["done"] == 2 && japanese["last_run"]["state"] == "ok" {
+            assert_eq!(japanese["last_run"]["trigger"], "dashboard");
+            break;
+        }
+        assert!(
+            start.elapsed() < pty::PATIENCE,
+            "the run of 記事 never finished: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    let status = env.status();
+    let odd = &status["batches"][0];
+    assert_eq!(odd["name"], "--config=/nonexistent.toml");
+    assert_eq!(
+        (odd["pending"].clone(), odd["last_run"].clone()),
+        (1.into(), serde_json::Value::Null)
+    );
 }
 
 /// Every key, in every pane, read-only: not a byte of the database, its

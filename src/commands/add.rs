@@ -8,13 +8,12 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::{Ctx, Exit, out, out_json, user_error};
+use crate::batch_name;
 use crate::cli::AddArgs;
 use crate::key::{self, KeySpec};
-use crate::model::NewItem;
+use crate::model::{AddReport, NewItem};
 use crate::util::{sanitize, time::now_ms};
 
-/// Longest batch name `add` accepts (it travels in `NIGHTSHIFT_BATCH`).
-const MAX_BATCH_NAME: usize = 256;
 /// Bad lines listed in full before "and N more".
 const SHOWN_ERRORS: usize = 20;
 /// Inputs with more lines than this show progress on a terminal.
@@ -28,15 +27,6 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     } else {
         args.file.display().to_string()
     };
-    if args.batch.is_empty()
-        || args.batch.chars().count() > MAX_BATCH_NAME
-        || sanitize::has_dangerous(&args.batch)
-    {
-        return Err(user_error(format!(
-            "batch name \"{}\": a batch name must be non-empty, at most {MAX_BATCH_NAME} characters, and hold no control or bidi characters",
-            sanitize::truncate(&sanitize::line(&args.batch), 80)
-        )));
-    }
     let bytes = read_input(&args.file)?;
     let spec = match &args.key_fields {
         Some(fields) => {
@@ -47,11 +37,14 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         }
         None => KeySpec::from_fields(ctx.batch_config(&args.batch).key_fields.as_deref()),
     };
-    let items = parse_lines(&bytes, &spec, &source)?;
+    let items = parse_lines(key::without_bom(&bytes), &spec, &source)?;
     if items.is_empty() {
-        return Err(user_error(format!(
-            "{source}: no items (the input is empty)"
-        )));
+        // A source with nothing new is a normal night: say so and exit 0,
+        // writing nothing (the store is still opened, so a missing or
+        // unusable one is an error as always).
+        ctx.open_read()?;
+        print_report(args, &AddReport::default(), false)?;
+        return Ok(Exit::Ok);
     }
 
     let mut store = ctx.open_write()?;
@@ -66,6 +59,23 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     if progress {
         eprintln!("\r{:40}\r", "");
     }
+    print_report(args, &report, new_batch)?;
+    if new_batch
+        && !args.json
+        && !ctx.config.batches.is_empty()
+        && ctx.config.batch(&args.batch).is_none()
+    {
+        // The table header is printed as TOML to paste (`[batch."記事"]`).
+        eprintln!(
+            "note: batch {} is new and has no {} section in the config",
+            batch_name::shown(&args.batch),
+            sanitize::line(&batch_name::toml_table(&args.batch))
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+fn print_report(args: &AddArgs, report: &AddReport, new_batch: bool) -> anyhow::Result<()> {
     if args.json {
         out_json(&serde_json::json!({
             "batch": args.batch,
@@ -80,14 +90,8 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
             report.added,
             report.present
         ))?;
-        if new_batch && !ctx.config.batches.is_empty() && ctx.config.batch(&args.batch).is_none() {
-            let name = sanitize::line(&args.batch);
-            eprintln!(
-                "note: batch {name:?} is new and has no [batch.{name}] section in the config"
-            );
-        }
     }
-    Ok(Exit::Ok)
+    Ok(())
 }
 
 fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {

@@ -101,9 +101,11 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
     let worker = if args.worker.is_empty() {
         config.worker.clone().ok_or_else(|| {
             user_error(format!(
-                "batch {:?} has no worker: set `worker = [...]` in [batch.{}] of nightshift.toml, \
+                "batch {} has no worker: set `worker = [...]` in {} of nightshift.toml, \
                  or give one after `--`: nightshift run {} -- ./worker.sh",
-                args.batch, args.batch, args.batch
+                crate::batch_name::shown(&args.batch),
+                crate::batch_name::toml_table(&args.batch),
+                args.batch
             ))
         })?
     } else {

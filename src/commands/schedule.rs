@@ -75,7 +75,9 @@ pub fn scheduled_batch<'c>(
         Some(cfg) => match &cfg.schedule {
             Some(schedule) => Ok((cfg, schedule)),
             None => Err(user_error(format!(
-                "batch {name:?} has no schedule: set `schedule = \"0 2 * * *\"` and `timezone` in [batch.{name}] of {file}"
+                "batch {} has no schedule: set `schedule = \"0 2 * * *\"` and `timezone` in {} of {file}",
+                crate::batch_name::shown(name),
+                crate::batch_name::toml_table(name)
             ))),
         },
         None => {

@@ -126,8 +126,7 @@ fn item(fields: &[(&str, &str)], extra: Option<(&str, serde_json::Value)>) -> Ne
     }
     let value = serde_json::Value::Object(obj);
     let names: Vec<String> = fields.iter().map(|(k, _)| (*k).to_string()).collect();
-    let text = value.to_string();
-    crate::key::derive(&text, &value, &crate::key::KeySpec::Fields(names))
+    crate::key::derive_line(&value.to_string(), &crate::key::KeySpec::Fields(names))
         .expect("demo items have their key fields")
 }
 
@@ -226,13 +225,18 @@ impl Child {
         let exe = std::env::current_exe().context("finding this program's path")?;
         let log = std::fs::File::create(demo.dir.join(format!("{name}.log")))
             .with_context(|| format!("creating the {name} log"))?;
+        // `--db=PATH`: joined, so a directory named like an option
+        // (`demo --dir -x`) is still read as the path.
+        let joined = |flag: &str, path: &Path| {
+            let mut arg = std::ffi::OsString::from(flag);
+            arg.push(path);
+            arg
+        };
         let child = std::process::Command::new(exe)
             .arg(PARENT_ARG)
             .arg(std::process::id().to_string())
-            .arg("--db")
-            .arg(&demo.db)
-            .arg("--config")
-            .arg(&demo.config)
+            .arg(joined("--db=", &demo.db))
+            .arg(joined("--config=", &demo.config))
             .args(args)
             .env_remove("NIGHTSHIFT_DB")
             .env_remove("NIGHTSHIFT_CONFIG")

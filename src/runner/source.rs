@@ -132,14 +132,12 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
     let mut items = Vec::new();
     let mut bad = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for (n, line) in String::from_utf8_lossy(&output.stdout).lines().enumerate() {
+    let stdout = String::from_utf8_lossy(key::without_bom(&output.stdout));
+    for (n, line) in stdout.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<serde_json::Value>(line)
-            .map_err(|e| e.to_string())
-            .and_then(|v| key::derive(line, &v, &spec).map_err(|e| e.to_string()))
-        {
+        match key::derive_line(line, &spec) {
             Ok(item) if seen.insert(item.key.clone()) => items.push(item),
             Ok(item) => bad.push(format!("line {}: duplicate key {:?}", n + 1, item.label)),
             Err(e) => bad.push(format!("line {}: {e}", n + 1)),

@@ -4,7 +4,8 @@
 //! store as an event with `user@host`.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -232,6 +233,29 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
     }
 }
 
+/// The arguments of the runner for `batch`: `[--config=FILE] run --trigger
+/// dashboard --detached BATCH`. Nothing here can be read as another option:
+/// the config path is joined to its flag, and the batch name must pass the
+/// rule the command line applies (a store made before the rule may hold a
+/// batch named `--config=x`), which refuses a leading `-`. (`--` cannot guard
+/// the name: after `--`, `run` reads the worker's argv.)
+fn runner_args(config: Option<&Path>, batch: &str) -> Result<Vec<OsString>, String> {
+    crate::batch_name::check(batch).map_err(|e| {
+        format!(
+            "cannot start a run of {}: {e}",
+            crate::batch_name::shown(batch)
+        )
+    })?;
+    let mut args = Vec::with_capacity(6);
+    if let Some(config) = config {
+        let mut flag = OsString::from("--config=");
+        flag.push(config);
+        args.push(flag);
+    }
+    args.extend(["run", "--trigger", "dashboard", "--detached", batch].map(OsString::from));
+    Ok(args)
+}
+
 /// Starts `nightshift run BATCH --trigger dashboard --detached` with the
 /// same store and config. Not in a new process group, so that the runner's
 /// own `setsid()` succeeds and it leaves this terminal's session: it keeps
@@ -242,15 +266,15 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
         Ok(exe) => exe,
         Err(e) => return fail(format!("cannot find the nightshift executable: {e}")),
     };
+    let args = match runner_args(spawn.config.as_deref(), batch) {
+        Ok(args) => args,
+        Err(message) => return fail(message),
+    };
     let mut cmd = Command::new(exe);
     // In the environment, not the arguments: a database URL may hold a
     // password, and arguments are visible to every user (`ps`).
     cmd.env("NIGHTSHIFT_DB", &spawn.db);
-    if let Some(config) = &spawn.config {
-        cmd.arg("--config").arg(config);
-    }
-    cmd.args(["run", batch, "--trigger", "dashboard", "--detached"])
-        .stdin(Stdio::null());
+    cmd.args(args).stdin(Stdio::null());
     let log = spawn.log.as_ref().and_then(|path| {
         if let Some(dir) = path.parent() {
             super::visits::create_private_dir(dir).ok()?;
@@ -314,5 +338,43 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
     Action::Done {
         ok: true,
         message: format!("started a run of {batch_name} (pid {pid}); {lasts}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    /// What the runner's command line parses to is the batch asked for, and
+    /// the config given, whatever either is called.
+    #[test]
+    fn the_runner_reads_its_batch_and_config_back() {
+        for batch in ["articles", "記事", "my batch", "a=b", "x--y"] {
+            for config in [None, Some(Path::new("-odd dir/nightshift.toml"))] {
+                let args = runner_args(config, batch).unwrap();
+                let cli =
+                    Cli::try_parse_from(std::iter::once(OsString::from("nightshift")).chain(args))
+                        .unwrap_or_else(|e| panic!("{batch:?}: {e}"));
+                assert_eq!(cli.config.as_deref(), config, "{batch:?}");
+                let Some(Command::Run(run)) = cli.command else {
+                    panic!("{batch:?}: not a run");
+                };
+                assert_eq!(run.batch, batch);
+                assert!(run.detached && run.worker.is_empty());
+            }
+        }
+    }
+
+    /// A name that would be read as an option is refused before anything
+    /// starts, with the rule's reason.
+    #[test]
+    fn a_batch_that_looks_like_an_option_starts_nothing() {
+        for batch in ["-x", "--config=/tmp/evil.toml", "--help"] {
+            let err = runner_args(None, batch).unwrap_err();
+            assert!(err.starts_with("cannot start a run of \""), "{err}");
+            assert!(err.contains("must not start with '-'"), "{err}");
+        }
     }
 }

@@ -278,3 +278,232 @@ fn init_says_what_it_created_as_json() {
     assert_eq!(again["config"]["created"], false);
     assert_eq!(again["config"]["path"], first["config"]["path"]);
 }
+
+fn keys_of(env: &Env, batch: &str) -> Vec<String> {
+    let mut keys: Vec<String> = env
+        .run(&["items", batch, "--json"])
+        .json_lines()
+        .iter()
+        .map(|i| i["key"].as_str().unwrap().to_string())
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Numbers beyond a 64-bit float keep every digit. (They were rounded to
+/// one key: in one file the second line was a "duplicate" of a key in
+/// neither line, in two files the second item was "already present" and
+/// never ran.)
+#[test]
+fn huge_numeric_keys_are_two_items_in_one_file_or_two() {
+    let env = Env::new();
+    let (a, b) = ("12345678901234567890123", "12345678901234567890124");
+    let both = env.write("both.jsonl", &format!("{{\"key\":{a}}}\n{{\"key\":{b}}}\n"));
+    let ran = env.run(&["add", "one", both.to_str().unwrap()]);
+    ran.code(0);
+    assert_eq!(ran.stdout.trim(), "one: added 2, already present 0");
+    assert_eq!(keys_of(&env, "one"), [a, b]);
+
+    let first = env.write("a.jsonl", &format!("{{\"key\":{a}}}\n"));
+    let second = env.write("b.jsonl", &format!("{{\"key\":{b}}}\n"));
+    env.run(&["add", "two", first.to_str().unwrap()]).code(0);
+    let ran = env.run(&["add", "two", second.to_str().unwrap()]);
+    ran.code(0);
+    assert_eq!(ran.stdout.trim(), "two: added 1, already present 0");
+    let ran = env.run(&["add", "two", second.to_str().unwrap()]);
+    assert_eq!(ran.stdout.trim(), "two: added 0, already present 1");
+    assert_eq!(keys_of(&env, "two"), [a, b]);
+    let shown = env.run(&["show", "two", b, "--json"]).json();
+    assert_eq!(shown["item"]["key"], b);
+
+    // A real duplicate is still named by the key it has.
+    let dup = env.write("dup.jsonl", &format!("{{\"key\":{a}}}\n{{\"key\":{a}}}\n"));
+    let ran = env.run(&["add", "three", dup.to_str().unwrap()]);
+    ran.code(2);
+    assert!(
+        ran.stderr
+            .contains(&format!("line 2: duplicate key \"{a}\" (first on line 1)")),
+        "{ran:?}"
+    );
+}
+
+/// A 128-bit id as a natural-key field: the label has every digit and two
+/// ids one apart are two items. Keys from numbers that were exact before
+/// are the same as before (pinned: `printf blog:42 | sha256sum`).
+#[test]
+fn a_128_bit_id_in_key_fields_keeps_every_digit() {
+    let env = Env::new();
+    let max = "170141183460469231731687303715884105727";
+    let below = "170141183460469231731687303715884105726";
+    let file = env.write(
+        "ids.jsonl",
+        &format!(
+            "{{\"site\":\"blog\",\"id\":{max}}}\n{{\"site\":\"blog\",\"id\":{below}}}\n\
+             {{\"site\":\"blog\",\"id\":42}}\n{{\"site\":\"blog\",\"id\":1.5e3}}\n"
+        ),
+    );
+    let ran = env.run(&[
+        "add",
+        "ids",
+        file.to_str().unwrap(),
+        "--key-fields",
+        "site,id",
+    ]);
+    ran.code(0);
+    assert_eq!(ran.stdout.trim(), "ids: added 4, already present 0");
+    let mut pairs: Vec<(String, String)> = env
+        .run(&["items", "ids", "--json"])
+        .json_lines()
+        .iter()
+        .map(|i| {
+            let s = |f: &str| i[f].as_str().unwrap().to_string();
+            (s("label"), s("key"))
+        })
+        .collect();
+    pairs.sort();
+    for (label, key) in &pairs {
+        assert_eq!(key, &nightshift::key::hash_key(label), "{label}");
+    }
+    let labels: Vec<&str> = pairs.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "blog:1500.0".to_string(),
+            format!("blog:{below}"),
+            format!("blog:{max}"),
+            "blog:42".to_string()
+        ]
+    );
+    assert_eq!(pairs[3].1, "1a484691a5475b44c176e2c832ce5d57");
+}
+
+/// Excel and Windows editors start a file with a byte-order mark: it is
+/// skipped, and is no part of the first item's payload.
+#[test]
+fn a_byte_order_mark_on_the_first_line_is_skipped() {
+    let env = Env::new();
+    let file = env.write(
+        "excel.jsonl",
+        "\u{feff}{\"key\":\"k1\"}\r\n{\"key\":\"k2\"}\r\n",
+    );
+    let ran = env.run(&["add", "b", file.to_str().unwrap()]);
+    ran.code(0);
+    assert_eq!(ran.stdout.trim(), "b: added 2, already present 0");
+    let item = env.run(&["show", "b", "k1", "--json"]).json()["item"].clone();
+    assert_eq!(item["payload"], serde_json::json!({"key": "k1"}), "{item}");
+    let ran = super::common::ran(
+        env.cmd()
+            .args(["add", "b"])
+            .write_stdin("\u{feff}{\"key\":\"k3\"}\n")
+            .output()
+            .unwrap(),
+    );
+    ran.code(0);
+    assert_eq!(ran.stdout.trim(), "b: added 1, already present 0");
+    assert_eq!(keys_of(&env, "b"), ["k1", "k2", "k3"]);
+}
+
+/// A source with nothing new is a normal night for cron: an empty file or
+/// stdin adds 0 and exits 0, and writes nothing (no batch is made).
+#[test]
+fn an_empty_input_adds_nothing_and_succeeds() {
+    let env = Env::new();
+    env.add_items("b", 2);
+    let before = env.fingerprint();
+    env.write("empty.jsonl", "");
+    env.write("blank.jsonl", "\n  \r\n\n");
+    env.write("bom.jsonl", "\u{feff}");
+    for file in ["empty.jsonl", "blank.jsonl", "bom.jsonl"] {
+        let ran = env.run(&["add", "b", file]);
+        ran.code(0);
+        assert_eq!(ran.stdout, "b: added 0, already present 0\n", "{file}");
+        assert_eq!(ran.stderr, "", "{file}");
+    }
+    let ran = super::common::ran(
+        env.cmd()
+            .args(["add", "new", "--json"])
+            .write_stdin("")
+            .output()
+            .unwrap(),
+    );
+    ran.code(0);
+    let report = ran.json();
+    assert_eq!(report["added"], 0);
+    assert_eq!(report["present"], 0);
+    assert_eq!(report["new_batch"], false, "nothing was made");
+    assert_eq!(env.fingerprint(), before, "not a byte changed");
+    let names: Vec<serde_json::Value> = env.status()["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].clone())
+        .collect();
+    assert_eq!(names, ["b"]);
+}
+
+/// A Japanese batch name works end to end: `[batch."記事"]` in the config,
+/// `add` (no hint: the section exists), `run`, and every view.
+#[test]
+fn a_quoted_unicode_batch_in_the_config_works_end_to_end() {
+    let env = Env::new();
+    env.config("[batch.\"記事\"]\nworker = [\"cat\"]\n");
+    let file = env.write("in.jsonl", &lines(1..=3));
+    let ran = env.run(&["add", "記事", file.to_str().unwrap()]);
+    ran.code(0);
+    assert_eq!(ran.stdout, "記事: added 3, already present 0\n");
+    assert_eq!(ran.stderr, "", "the batch has its section");
+    let ran = env.run(&["run", "記事"]);
+    ran.code(0);
+    assert!(ran.stdout.starts_with("記事: 3 done"), "{ran:?}");
+    let status = env.status();
+    assert_eq!(status["batches"][0]["name"], "記事");
+    assert_eq!(status["batches"][0]["done"], 3);
+    let table = env.run(&["status"]);
+    table.code(0);
+    let row = table.stdout.lines().nth(1).unwrap();
+    assert!(row.starts_with("記事 "), "{table:?}");
+    assert!(row.contains(" 3 "), "{table:?}");
+    let items = env.run(&["items", "記事", "--json"]).json_lines();
+    assert!(items.iter().all(|i| i["status"] == "done"), "{items:?}");
+    let ran = env.run(&["schedule", "記事"]);
+    ran.code(2);
+    assert!(
+        ran.stderr.contains("in [batch.\"記事\"] of"),
+        "the hint is TOML: {ran:?}"
+    );
+}
+
+/// The hint for a batch with no section is a table header to paste as it
+/// is: valid TOML naming that batch, which the config then accepts.
+#[test]
+fn the_new_batch_hint_is_toml_to_paste() {
+    let env = Env::new();
+    let config = "[batch.other]\nworker = [\"cat\"]\n";
+    env.config(config);
+    let file = env.write("in.jsonl", &lines(1..=2));
+    for name in ["記事", "my batch", "v1.2", "say \"hi\""] {
+        let ran = env.run(&["add", name, file.to_str().unwrap()]);
+        ran.code(0);
+        let header = ran
+            .stderr
+            .split(" has no ")
+            .nth(1)
+            .and_then(|rest| rest.strip_suffix(" section in the config\n"))
+            .unwrap_or_else(|| panic!("{ran:?}"));
+        let text = format!("{config}{header}\nworker = [\"cat\"]\n");
+        let parsed: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert!(
+            parsed["batch"].as_table().unwrap().contains_key(name),
+            "{text}"
+        );
+        // Pasted, it is that batch's section: the run uses its worker.
+        env.config(&text);
+        env.run(&["run", name]).code(0);
+        assert_eq!(
+            env.run(&["add", name, file.to_str().unwrap()]).stderr,
+            "",
+            "{name}: no hint once the section exists"
+        );
+        env.config(config);
+    }
+}
