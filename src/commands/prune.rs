@@ -1,9 +1,11 @@
-//! `nightshift prune`: removes old history, never failures silently.
+//! `nightshift prune`: removes old history, never failures silently, and
+//! never the key of a done item unless asked (`--forget-keys`).
 
 use super::{Ctx, Exit, out};
 use crate::cli::PruneArgs;
 use crate::util::identity::actor;
-use crate::util::time::now_ms;
+use crate::util::sanitize;
+use crate::util::time::{now_ms, rfc3339};
 
 pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
     let mut store = if args.dry_run {
@@ -13,7 +15,14 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
     };
     let now = now_ms();
     let cutoff = now - args.older_than.as_millis() as i64;
-    let r = store.prune(cutoff, args.include_failed, args.dry_run, &actor(), now)?;
+    let r = store.prune(
+        cutoff,
+        args.include_failed,
+        args.forget_keys,
+        args.dry_run,
+        &actor(),
+        now,
+    )?;
     let verb = if args.dry_run {
         "would remove"
     } else {
@@ -27,6 +36,26 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
         out(format!(
             "kept: {} failed items and {} dead letters older than that (add --include-failed to remove them too)",
             r.failed_items_kept, r.dead_letters_kept
+        ))?;
+    }
+    if args.forget_keys {
+        let verb = if args.dry_run {
+            "would forget"
+        } else {
+            "forgot"
+        };
+        out(format!(
+            "{verb} the keys of {} items done before {}: adding them again runs them again",
+            r.forgotten_total(),
+            rfc3339(cutoff)
+        ))?;
+        for (batch, n) in &r.forgotten_keys {
+            out(format!("  {}: {n}", sanitize::line(batch)))?;
+        }
+    } else if r.done_items > 0 {
+        out(format!(
+            "{} the keys of the done items: adding them again does not run them again",
+            if args.dry_run { "would keep" } else { "kept" }
         ))?;
     }
     Ok(Exit::Ok)

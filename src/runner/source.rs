@@ -172,13 +172,7 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> bool {
             cycle
                 .event(
                     cycle
-                        .new_event(
-                            "source",
-                            format!(
-                                "source added {}, already present {}",
-                                report.added, report.present
-                            ),
-                        )
+                        .new_event("source", format!("source {}", report.summary()))
                         .fields(json!(report)),
                 )
                 .await;
