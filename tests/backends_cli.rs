@@ -145,6 +145,8 @@ both_backends! {
         assert!(pruned.code(0).stdout.starts_with("removed: 3 done items,"), "{}", pruned.stdout);
         assert!(pruned.stdout.contains("kept the keys of the done items"), "{}", pruned.stdout);
         assert_eq!(batch(&env.status(), "b")["pruned_keys"], 3);
+        let status = env.run(&["status"]);
+        assert!(status.code(0).stdout.contains("pruned: the keys of 3 done items are kept"), "{}", status.stdout);
 
         let again = env.run(&["add", "b", "items.jsonl", "--json"]).code(0).json();
         assert_eq!((again["added"].as_i64(), again["present"].as_i64(), again["pruned"].as_i64()), (Some(0), Some(3), Some(3)));
