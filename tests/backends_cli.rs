@@ -183,6 +183,32 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
+    /// A store from before tombstones (SQLite v2, PostgreSQL v3): reads,
+    /// which never migrate, work on it as it is; the first write migrates.
+    fn a_store_from_before_tombstones_is_read_as_it_is_and_migrated_by_a_write(env) {
+        env.add_items("b", 2);
+        match env.backend {
+            Backend::Sqlite => env.sql().execute_batch(
+                "DROP TRIGGER tombstones_count_insert; DROP TRIGGER tombstones_count_delete;
+                 DROP TABLE tombstones; ALTER TABLE batches DROP COLUMN pruned_keys;
+                 PRAGMA user_version = 2;").unwrap(),
+            Backend::Pg => env.pg_sql().batch_execute(
+                "DROP TABLE tombstones; DROP FUNCTION tombstones_counted();
+                 ALTER TABLE batches DROP COLUMN pruned_keys;
+                 UPDATE nightshift_meta SET value = '3' WHERE key = 'schema_version';").unwrap(),
+        }
+        let before = env.snapshot();
+        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 0);
+        env.run(&["status"]).code(0);
+        assert!(env.run(&["show", "b", "nope"]).code(2).stderr.contains("no item \"nope\""));
+        let dry = env.run(&["prune", "--older-than", "0s", "--forget-keys", "--dry-run"]);
+        assert!(dry.code(0).stdout.contains("would forget the keys of 0 items"), "{}", dry.stdout);
+        assert_eq!(env.snapshot(), before, "reads change nothing, and do not migrate");
+        env.run(&["add", "b", "b-items.jsonl"]).code(0);
+        assert_eq!(env.int("SELECT count(*) FROM tombstones"), 0, "migrated");
+        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 0);
+    }
+
     /// The same through a batch's `source`: yesterday's list again, after a
     /// prune, runs nothing.
     fn a_source_listing_pruned_items_again_runs_nothing(env) {
