@@ -15,7 +15,7 @@ Exit codes:
   2    bad usage or bad input; nothing was changed
   3    the store could not be used (missing, corrupt, newer schema, locked, disk full, read-only)
   4    an unexpected internal error
-  130  interrupted (SIGINT/SIGTERM/SIGHUP): a run's unfinished items went back to pending, an add or requeue said how much it did";
+  130  interrupted by a signal: a run released its unfinished items; add and requeue say how far";
 
 #[derive(Debug, Parser)]
 #[command(
