@@ -16,7 +16,7 @@ Exit codes:
   2    bad usage or bad input; nothing was changed
   3    the store could not be used (missing, corrupt, newer schema, locked, disk full, read-only)
   4    an unexpected internal error
-  130  interrupted (SIGINT/SIGTERM/SIGHUP): a run's unfinished items went back to pending";
+  130  interrupted (SIGINT/SIGTERM/SIGHUP): a run's unfinished items went back to pending; add and requeue say how far they got";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -510,6 +510,11 @@ pub struct PruneArgs {
     /// Also delete failed items and dead letters older than that.
     #[arg(long)]
     pub include_failed: bool,
+    /// Also forget the keys of items done before then: pruning keeps the
+    /// key of every done item it removes, so that adding it again does not
+    /// run it again. Forgotten keys run again when added again.
+    #[arg(long)]
+    pub forget_keys: bool,
     /// Say what would be removed; change nothing.
     #[arg(long)]
     pub dry_run: bool,

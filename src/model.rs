@@ -143,7 +143,73 @@ pub struct NewItem {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct AddReport {
     pub added: u64,
+    /// Already in the batch: as an item, or as the tombstone of one that
+    /// was done and pruned (its key is kept, so it is not run again).
     pub present: u64,
+    /// Of `present`, the keys of pruned items.
+    pub pruned: u64,
+    /// When the first and the last of those were pruned.
+    pub pruned_span: Option<(Millis, Millis)>,
+}
+
+impl AddReport {
+    /// Counts a key found as the tombstone of an item pruned at `at`.
+    pub fn count_pruned(&mut self, at: Millis) {
+        self.present += 1;
+        self.pruned += 1;
+        self.pruned_span = Some(match self.pruned_span {
+            Some((first, last)) => (first.min(at), last.max(at)),
+            None => (at, at),
+        });
+    }
+
+    /// The report of this add followed by `more`.
+    #[must_use]
+    pub fn then(self, more: AddReport) -> AddReport {
+        let pruned_span = match (self.pruned_span, more.pruned_span) {
+            (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+            (one, other) => one.or(other),
+        };
+        AddReport {
+            added: self.added + more.added,
+            present: self.present + more.present,
+            pruned: self.pruned + more.pruned,
+            pruned_span,
+        }
+    }
+
+    /// `added 3, already present 2 (1 of them done and pruned on 2026-11-02)`.
+    pub fn summary(&self) -> String {
+        let mut s = format!("added {}, already present {}", self.added, self.present);
+        if let Some((first, last)) = self.pruned_span {
+            let day = |ms| {
+                crate::util::time::to_datetime(ms)
+                    .format("%Y-%m-%d")
+                    .to_string()
+            };
+            let (first, last) = (day(first), day(last));
+            let when = if first == last {
+                format!("on {first}")
+            } else {
+                format!("between {first} and {last}")
+            };
+            s.push_str(&format!(
+                " ({} of them done and pruned {when})",
+                self.pruned
+            ));
+        }
+        s
+    }
+}
+
+/// What pruning keeps of a done item: its key, and when and how it was
+/// done, so that adding the same input again does not run it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Tombstone {
+    pub key: String,
+    pub outcome: Outcome,
+    pub done_at: Millis,
+    pub pruned_at: Millis,
 }
 
 /// What `skip` did, key by key (in the order given, each key once).

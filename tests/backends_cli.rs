@@ -29,6 +29,44 @@ fn batch<'a>(status: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
         .unwrap_or_else(|| panic!("no batch {name} in {status}"))
 }
 
+/// A worker that appends its key to `ran.log` (what ran, and how often).
+fn logging_worker(env: &Env) -> String {
+    let log = env.path("ran.log");
+    let w = env.script(
+        "log-worker.sh",
+        &format!(
+            "cat >/dev/null\necho \"$NIGHTSHIFT_KEY\" >> {}\necho '\"ok\"'",
+            log.display()
+        ),
+    );
+    w.display().to_string()
+}
+
+/// The keys the worker ran, sorted.
+fn ran_keys(env: &Env) -> Vec<String> {
+    let mut keys = common::lines(&env.path("ran.log"));
+    keys.sort();
+    keys
+}
+
+/// Every row of the store 40 days older, so `prune --older-than 30d` takes it.
+fn age_40_days(env: &Env) {
+    env.exec("UPDATE items SET created_at = created_at - 3456000000, updated_at = updated_at - 3456000000");
+}
+
+/// Waits for a background process to end; its exit code.
+fn exit_code(child: &mut common::Background) -> Option<i32> {
+    let mut code = None;
+    common::wait_for("the process to exit", || match child.try_wait().unwrap() {
+        Some(status) => {
+            code = Some(status.code());
+            true
+        }
+        None => false,
+    });
+    code.unwrap()
+}
+
 both_backends! {
     /// add, run (failures of each kind), status, dlq, items, show, requeue,
     /// and a second run: the same outcome on both backends.
@@ -88,6 +126,146 @@ both_backends! {
         assert_eq!(env.run_states(), ["paused", "ok"]);
         let log = env.run(&["log", "b"]).code(0).stdout.clone();
         assert!(log.contains("maintenance"), "{log}");
+    }
+
+    /// README step 3: the same input gives the same key forever. Adding
+    /// yesterday's list again after a prune must not run its done items
+    /// again (a post published twice): they are present, and said to be
+    /// pruned; `show` and `requeue` name them pruned; only `prune
+    /// --forget-keys` (a dry run first) makes them new again.
+    fn a_pruned_item_added_again_does_not_run_again(env) {
+        let worker = logging_worker(&env);
+        env.config(&format!("[batch.b]\nworker = [\"{worker}\"]\n"));
+        env.write("items.jsonl", "{\"key\":\"k1\"}\n{\"key\":\"k2\"}\n{\"key\":\"k3\"}\n");
+        env.run(&["add", "b", "items.jsonl"]).code(0);
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(ran_keys(&env).len(), 3);
+        age_40_days(&env);
+        let pruned = env.run(&["prune", "--older-than", "30d"]);
+        assert!(pruned.code(0).stdout.starts_with("removed: 3 done items,"), "{}", pruned.stdout);
+        assert!(pruned.stdout.contains("kept the keys of the done items"), "{}", pruned.stdout);
+        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 3);
+        let status = env.run(&["status"]);
+        assert!(status.code(0).stdout.contains("pruned: the keys of 3 done items are kept"), "{}", status.stdout);
+
+        let again = env.run(&["add", "b", "items.jsonl", "--json"]).code(0).json();
+        assert_eq!((again["added"].as_i64(), again["present"].as_i64(), again["pruned"].as_i64()), (Some(0), Some(3), Some(3)));
+        let when = again["pruned_between"][0].as_str().unwrap().to_string();
+        let text = env.run(&["add", "b", "items.jsonl"]);
+        assert_eq!(text.code(0).stdout, format!("b: added 0, already present 3 (3 of them done and pruned on {})\n", &when[..10]));
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(ran_keys(&env).len(), 3, "nothing ran again");
+        assert_eq!(batch(&env.status(), "b")["total"], 0);
+
+        let shown = env.run(&["show", "b", "k2"]);
+        assert!(shown.code(0).stdout.contains(&format!("state:     pruned on {when}")), "{}", shown.stdout);
+        assert!(shown.stdout.contains("outcome done"), "{}", shown.stdout);
+        assert_eq!(env.run(&["show", "b", "k2", "--json"]).code(0).json()["pruned"]["pruned_at"], when.as_str());
+        let requeue = env.run(&["requeue", "b", "k2"]);
+        assert!(requeue.code(2).stderr.contains(&format!("item \"k2\" of batch \"b\" was pruned on {when}")), "{}", requeue.stderr);
+        env.run(&["show", "b", "nope"]).code(2);
+
+        // Forgetting the keys: a dry run lists and changes nothing.
+        let before = env.snapshot();
+        let dry = env.run(&["prune", "--older-than", "30d", "--forget-keys", "--dry-run"]);
+        assert!(dry.code(0).stdout.contains("would forget the keys of 3 items done before "), "{}", dry.stdout);
+        assert!(dry.stdout.contains("\n  b: 3\n"), "{}", dry.stdout);
+        assert_eq!(env.snapshot(), before, "a dry run changes nothing");
+        let real = env.run(&["prune", "--older-than", "30d", "--forget-keys"]);
+        assert!(real.code(0).stdout.contains("forgot the keys of 3 items done before "), "{}", real.stdout);
+        let forgot = env.events("b", "keys-forgotten");
+        assert_eq!((forgot.len(), forgot[0]["fields"]["keys"].as_i64()), (1, Some(3)));
+        assert!(forgot[0]["actor"].as_str().unwrap().contains('@'), "{}", forgot[0]);
+        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 0);
+        assert_eq!(env.run(&["add", "b", "items.jsonl"]).code(0).stdout, "b: added 3, already present 0\n");
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(ran_keys(&env).len(), 6, "forgotten keys run again");
+        env.assert_counts_consistent();
+    }
+
+    /// A store from before tombstones (SQLite v2, PostgreSQL v3): reads,
+    /// which never migrate, work on it as it is; the first write migrates.
+    fn a_store_from_before_tombstones_is_read_as_it_is_and_migrated_by_a_write(env) {
+        env.add_items("b", 2);
+        match env.backend {
+            Backend::Sqlite => env.sql().execute_batch(
+                "DROP TRIGGER tombstones_count_insert; DROP TRIGGER tombstones_count_delete;
+                 DROP TABLE tombstones; ALTER TABLE batches DROP COLUMN pruned_keys;
+                 PRAGMA user_version = 2;").unwrap(),
+            Backend::Pg => env.pg_sql().batch_execute(
+                "DROP TABLE tombstones; DROP FUNCTION tombstones_counted();
+                 ALTER TABLE batches DROP COLUMN pruned_keys;
+                 UPDATE nightshift_meta SET value = '3' WHERE key = 'schema_version';").unwrap(),
+        }
+        let before = env.snapshot();
+        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 0);
+        env.run(&["status"]).code(0);
+        assert!(env.run(&["show", "b", "nope"]).code(2).stderr.contains("no item \"nope\""));
+        let dry = env.run(&["prune", "--older-than", "0s", "--forget-keys", "--dry-run"]);
+        assert!(dry.code(0).stdout.contains("would forget the keys of 0 items"), "{}", dry.stdout);
+        assert_eq!(env.snapshot(), before, "reads change nothing, and do not migrate");
+        env.run(&["add", "b", "b-items.jsonl"]).code(0);
+        assert_eq!(env.int("SELECT count(*) FROM tombstones"), 0, "migrated");
+        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 0);
+    }
+
+    /// The same through a batch's `source`: yesterday's list again, after a
+    /// prune, runs nothing.
+    fn a_source_listing_pruned_items_again_runs_nothing(env) {
+        let worker = logging_worker(&env);
+        env.write("list.jsonl", "{\"key\":\"s1\"}\n{\"key\":\"s2\"}\n");
+        env.config(&format!("[batch.s]\nworker = [\"{worker}\"]\nsource = [\"cat\", \"list.jsonl\"]\n"));
+        env.run(&["run", "s"]).code(0);
+        assert_eq!(ran_keys(&env), ["s1", "s2"]);
+        age_40_days(&env);
+        env.run(&["prune", "--older-than", "30d"]).code(0);
+        env.run(&["run", "s"]).code(0);
+        assert_eq!(ran_keys(&env), ["s1", "s2"], "nothing ran again");
+        let source = env.events("s", "source");
+        let last = source.last().unwrap()["message"].as_str().unwrap().to_string();
+        assert!(last.starts_with("source added 0, already present 2 (2 of them done and pruned on "), "{last}");
+    }
+
+    /// SIGTERM to a long requeue while a runner holds the batch (so the
+    /// requeue goes in short chunks): it stops after the chunk in hand and
+    /// says exactly how many items moved, which is what the store holds;
+    /// running it again moves the rest.
+    fn sigterm_stops_a_requeue_beside_a_runner_and_says_exactly_how_far_it_got(env) {
+        const N: i64 = 30_000;
+        let (gate, started) = (env.path("gate"), env.path("started"));
+        let slow = env.script("slow.sh", &format!(
+            "cat >/dev/null\ntouch {}\nwhile [ ! -e {} ]; do sleep 0.05; done\necho '\"ok\"'",
+            started.display(), gate.display()));
+        env.config(&format!("[batch.b]\nworker = [\"{}\"]\nconcurrency = 1\n", slow.display()));
+        env.add_items("b", N as usize);
+        env.exec("UPDATE items SET status = 'failed', tier = 'manual', error_class = 'Boom', error_message = 'boom'");
+        common::add_keys(&env, "b", &["slow"]);
+        // The runner's one slot is busy with `slow`: it claims nothing else.
+        let mut runner = env.spawn("run", &["run", "b"]);
+        common::wait_for("the runner's worker", || started.exists());
+
+        let pending = || env.int("SELECT count(*) FROM items WHERE status = 'pending'");
+        let mut requeue = env.spawn("requeue", &["requeue", "b", "--all-failed"]);
+        common::wait_for("the first chunk", || pending() > 0);
+        common::signal(requeue.id(), nix::sys::signal::Signal::SIGTERM);
+        let code = exit_code(&mut requeue);
+        let (out, err) = env.output_of("requeue");
+        let moved = pending();
+        assert_eq!(code, Some(130), "{out}{err}");
+        assert!(moved < N, "the requeue ended before the signal");
+        assert_eq!(err, format!(
+            "nightshift: error: {moved} of {N} failed items requeued before SIGTERM; run it again for the rest\n"));
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'failed'"), N - moved);
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'requeued'"), moved);
+        env.assert_counts_consistent();
+
+        let rest = env.run(&["requeue", "b", "--all-failed"]);
+        assert_eq!(rest.code(0).stdout, format!("b: requeued {} items\n", N - moved));
+        common::signal(runner.id(), nix::sys::signal::Signal::SIGTERM);
+        std::fs::write(&gate, "").unwrap();
+        assert_eq!(exit_code(&mut runner), Some(130), "{:?}", env.output_of("run"));
+        assert_eq!(pending(), N, "the runner claimed none of them");
+        env.assert_counts_consistent();
     }
 }
 

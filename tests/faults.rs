@@ -71,6 +71,17 @@ impl Mount {
         }
     }
 
+    /// Gives the file system `size` (room again after it filled up).
+    fn resize(&self, size: &str) {
+        let ok = Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "resizing {}", self.dir.display());
+    }
+
     fn remount_read_only(&self) {
         let ok = Command::new("mount")
             .args(["-o", "remount,ro"])
@@ -196,6 +207,73 @@ fn disk_full_during_add_imports_nothing_and_says_so() {
     // Room again: the same add goes through whole.
     add_keys(&env, "b", &["d"]);
     assert_eq!(env.int("SELECT count(*) FROM items"), 4);
+}
+
+/// A full disk part-way through an add while a runner is live (so the add
+/// goes in chunks, which keep the runner from waiting): the chunks before
+/// it stay, and the error says exactly how many items were added, not
+/// "nothing was changed"; that is what the store holds and what the
+/// `added` event records. With room again, the same add adds the rest.
+#[test]
+fn disk_full_during_an_add_beside_a_runner_says_exactly_what_was_added() {
+    let Some((env, mount)) = store_on_tmpfs("2m") else {
+        return;
+    };
+    env.write(
+        "fs/nightshift.toml",
+        "[batch.b]\nconcurrency = 1\n[batch.r]\nconcurrency = 1\ngrace = \"30s\"\n",
+    );
+    add_keys(&env, "r", &["slow"]);
+    let (gate, started) = (env.path("gate"), env.path("started"));
+    let w = p(&env.script(
+        "gated.sh",
+        &format!(
+            "cat >/dev/null\ntouch {}\nwhile [ ! -e {} ]; do sleep 0.05; done\necho '\"ok\"'",
+            p(&started),
+            p(&gate)
+        ),
+    ));
+    let mut runner = env.spawn("run", &["run", "r", "--", &w]);
+    wait_for("the runner's worker", || started.exists());
+
+    // About 4 MB of items: more than the file system holds.
+    let pad = "x".repeat(150);
+    let lines: String = (0..25_000)
+        .map(|i| format!("{{\"key\":\"big-{i}\",\"pad\":\"{pad}\"}}\n"))
+        .collect();
+    let file = env.write("big.jsonl", &lines);
+    let out = env.cmd().args(["add", "b"]).arg(&file).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let added = env
+        .int("SELECT count(*) FROM items i JOIN batches b ON b.id = i.batch_id WHERE b.name = 'b'");
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(added > 0 && added < 25_000, "{added}: {err}");
+    assert_eq!(
+        err,
+        format!(
+            "nightshift: error: {added} of 25000 items added before the disk holding {} filled up; \
+             run it again to add the rest (adding is idempotent)\n",
+            env.db.display()
+        )
+    );
+    assert!(!err.contains(DISK_FULL), "{err}");
+    let events = env.events("b", "added");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["fields"]["added"], added);
+    assert_intact(&env);
+
+    mount.resize("32m");
+    let again = env.cmd().args(["add", "b"]).arg(&file).output().unwrap();
+    assert_eq!(
+        common::stdout(&again),
+        format!("b: added {}, already present {added}\n", 25_000 - added),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_intact(&env);
+    common::signal(runner.id(), nix::sys::signal::Signal::SIGTERM);
+    std::fs::write(&gate, "").unwrap();
+    let _ = runner.wait();
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! SIGTERM), a second signal that stops in-flight workers at once, the same
 //! for the daemon, and the dashboard restoring the terminal after SIGINT
 //! and SIGQUIT sent as signals (not keys), and after a signal that arrives
-//! while a prompt or an overlay is open.
+//! while a prompt or an overlay is open; and a signal to a long `add`
+//! (here; `requeue`: `backends_cli.rs`), which stops it between chunks.
 #![cfg(unix)]
 
 mod common;
@@ -107,6 +108,73 @@ fn a_second_signal_stops_a_run_at_once() {
     assert_eq!(env.item("b"), ("pending".into(), None, 0));
     assert_eq!(env.run_states(), ["aborted"]);
     assert_no_process_left(&marker);
+}
+
+/// SIGINT to a long `add` while a runner is live (so it adds in short
+/// chunks): it stops after the chunk in hand and says exactly how many
+/// items it added, which is what the store holds and what its `added`
+/// event records; running it again adds the rest. (PostgreSQL adds in one
+/// transaction: `store_backends.rs` shows a stop there changing nothing.)
+#[test]
+fn sigint_stops_an_add_beside_a_runner_and_says_exactly_how_far_it_got() {
+    const N: i64 = 100_000;
+    let env = Env::new();
+    env.config("[batch.r]\nconcurrency = 1\ngrace = \"30s\"\n");
+    add_keys(&env, "r", &["slow"]);
+    let gate = env.path("gate");
+    let started = env.path("started");
+    let w = p(&env.script(
+        "gated.sh",
+        &format!(
+            "cat >/dev/null\ntouch {}\nwhile [ ! -e {} ]; do sleep 0.05; done\necho '\"ok\"'",
+            p(&started),
+            p(&gate)
+        ),
+    ));
+    let mut runner = env.spawn("run", &["run", "r", "--", &w]);
+    wait_for("the runner's worker", || started.exists());
+
+    let lines: String = (1..=N).map(|i| format!("{{\"key\":\"k{i}\"}}\n")).collect();
+    let file = p(&env.write("big.jsonl", &lines));
+    let added = || {
+        env.int(
+            "SELECT count(*) FROM items i JOIN batches b ON b.id = i.batch_id WHERE b.name = 'b'",
+        )
+    };
+    let mut add = env.spawn("add", &["add", "b", &file]);
+    wait_for("the first chunk", || added() > 0);
+    signal(add.id(), Signal::SIGINT);
+    let code = exit_code(&mut add);
+    let (out, err) = env.output_of("add");
+    let n = added();
+    assert_eq!(code, Some(130), "{out}{err}");
+    assert!(n < N, "the add ended before the signal");
+    assert_eq!(
+        err,
+        format!(
+            "nightshift: error: {n} of {N} items added before SIGINT; run it again to add the rest \
+             (adding is idempotent)\n"
+        )
+    );
+    let events = env.events("b", "added");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["fields"]["added"], n);
+    assert_eq!(events[0]["fields"]["cut_short"], "SIGINT");
+    env.assert_counts_consistent();
+
+    let again = env.run(&["add", "b", &file]);
+    assert_eq!(
+        again.code(0).stdout,
+        format!("b: added {}, already present {n}\n", N - n)
+    );
+    signal(runner.id(), Signal::SIGTERM);
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(
+        exit_code(&mut runner),
+        Some(130),
+        "{:?}",
+        env.output_of("run")
+    );
 }
 
 fn daemon_config(env: &Env, grace: &str) {

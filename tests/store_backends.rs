@@ -8,12 +8,13 @@
 mod pg;
 
 use nightshift::model::{
-    Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Trigger,
+    Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Tombstone, Trigger,
 };
 use nightshift::store::{
     Access, Completion, DashQuery, EventFilter, ItemFilter, ItemsQuery, LockOutcome, Selection,
-    StoreError,
+    Store, StoreError,
 };
+use nightshift::util::signals::Stop;
 
 const T0: i64 = 1_700_000_000_000;
 const MIN: i64 = 60_000;
@@ -536,15 +537,15 @@ both_backends! {
             tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
         s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed")).unwrap();
         s.finish_run(run, RunState::Failed, "x", 0, 0, T0).unwrap();
-        let dry = s.prune(T0 + 1, false, true, "me", T0 + 2).unwrap();
+        let dry = s.prune(T0 + 1, false, false, true, "me", T0 + 2).unwrap();
         assert_eq!((dry.done_items, dry.runs, dry.failed_items_kept, dry.dead_letters_kept), (1, 1, 1, 1));
         assert_eq!(s.counts("b").unwrap().done, 1, "a dry run deletes nothing");
-        let r = s.prune(T0 + 1, false, false, "me", T0 + 2).unwrap();
+        let r = s.prune(T0 + 1, false, false, false, "me", T0 + 2).unwrap();
         assert_eq!(r, dry);
         let counts = s.counts("b").unwrap();
         assert_eq!((counts.done, counts.manual, counts.pending), (0, 1, 1));
         assert_eq!(s.dead_letters("b", None, None).unwrap().len(), 1);
-        s.prune(T0 + 1, true, false, "me", T0 + 2).unwrap();
+        s.prune(T0 + 1, true, false, false, "me", T0 + 2).unwrap();
         assert_eq!(s.counts("b").unwrap().manual, 0);
         assert!(s.dead_letters("b", None, None).unwrap().is_empty());
         assert_eq!(s.integrity_check().unwrap(), "ok");
@@ -709,5 +710,140 @@ both_backends! {
         assert!(ro.dashboard(&DashQuery::default(), T0).is_ok());
         let rw = db.open(Access::ReadWrite);
         assert_eq!(rw.pause("b").unwrap(), None);
+    }
+
+    /// Pruning a done item keeps its key: adding it again finds it present
+    /// (and says it was pruned), every lookup by key says what became of
+    /// it, and only `--forget-keys` (dry run first) lets it be added again.
+    fn a_pruned_done_key_stays_present_until_forgotten(db, s) {
+        s.add_items("b", &items(4), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 10 * MIN, T0, &[], 1).unwrap();
+        for (c, outcome) in s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap().iter().zip([Outcome::Done, Outcome::Empty]) {
+            let done = Completion { item_id: c.item_id, token: c.token, run_id: run, outcome,
+                result: None, cost: None, now: T0 };
+            assert!(s.complete(&done, &done_event(&c.key)).unwrap());
+        }
+        s.skip("b", &["k003".into()], "by hand", "me", T0).unwrap();
+        let r = s.prune(T0 + 1, false, false, false, "me", T0 + MIN).unwrap();
+        assert_eq!(r.done_items, 3);
+        assert_eq!(s.pruned_keys("b").unwrap(), 3);
+        assert_eq!(s.counts("b").unwrap().total(), 1, "k002 is still pending");
+
+        let again = s.add_items("b", &items(5), T0 + 2 * MIN, |_| {}).unwrap();
+        assert_eq!((again.added, again.present, again.pruned), (1, 4, 3));
+        assert_eq!(again.pruned_span, Some((T0 + MIN, T0 + MIN)));
+        assert_eq!(s.counts("b").unwrap().pending, 2, "k002 and the new k004");
+        let added = s.events(&EventFilter { kinds: vec!["added".into()], ..Default::default() }).unwrap();
+        assert_eq!(added.last().unwrap().fields["pruned"], 3);
+        let pruned = |e: StoreError| match e {
+            StoreError::Pruned { tombstone, .. } => tombstone,
+            other => panic!("not Pruned: {other}"),
+        };
+        assert_eq!(pruned(s.item("b", "k001").unwrap_err()),
+            Tombstone { key: "k001".into(), outcome: Outcome::Empty, done_at: T0, pruned_at: T0 + MIN });
+        assert_eq!(pruned(s.item("b", "k003").unwrap_err()).outcome, Outcome::Skipped);
+        let by_key = Selection { keys: vec!["k000".into()], ..Default::default() };
+        pruned(s.requeue("b", &by_key, false, false, "me", T0).unwrap_err());
+        pruned(s.skip("b", &["k000".into()], "x", "me", T0).unwrap_err());
+        pruned(s.claim_key("b", "k000", run, T0 + MIN, T0).unwrap_err());
+        assert!(matches!(s.item("b", "nope"), Err(StoreError::UnknownKey { .. })));
+
+        // Forgetting: a dry run counts and changes nothing; a cutoff before
+        // they were done forgets nothing.
+        let dry = s.prune(T0 + 1, false, true, true, "me", T0 + 3 * MIN).unwrap();
+        assert_eq!(dry.forgotten_keys, std::collections::BTreeMap::from([("b".to_string(), 3)]));
+        assert_eq!(s.pruned_keys("b").unwrap(), 3);
+        assert!(s.prune(T0, false, true, false, "me", T0 + 3 * MIN).unwrap().forgotten_keys.is_empty());
+        assert_eq!(s.pruned_keys("b").unwrap(), 3);
+        let real = s.prune(T0 + 1, false, true, false, "me", T0 + 3 * MIN).unwrap();
+        assert_eq!(real.forgotten_keys, dry.forgotten_keys);
+        assert_eq!(s.pruned_keys("b").unwrap(), 0);
+        let forgot = s.events(&EventFilter { kinds: vec!["keys-forgotten".into()], ..Default::default() }).unwrap();
+        assert_eq!(forgot.len(), 1);
+        assert_eq!((forgot[0].fields["keys"].as_i64(), forgot[0].actor.as_deref()), (Some(3), Some("me")));
+        assert!(matches!(s.item("b", "k001"), Err(StoreError::UnknownKey { .. })));
+        let back = s.add_items("b", &items(5), T0 + 4 * MIN, |_| {}).unwrap();
+        assert_eq!((back.added, back.present, back.pruned), (3, 2, 0));
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    /// Prune keeps many keys, in chunks, and forgets them in chunks.
+    fn many_keys_are_kept_and_forgotten_in_chunks(db, s) {
+        s.add_items("b", &items(12_000), T0, |_| {}).unwrap();
+        // Done in three statements (`skip` would take one round trip per key
+        // on PostgreSQL, in a transaction that holds back other tests' log
+        // followers on the shared server).
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let claims = s.claim("b", run, 12_000, T0 + MIN, T0).unwrap().unwrap();
+        let done: Vec<_> = claims.iter().map(|c| Completion { item_id: c.item_id, token: c.token,
+            run_id: run, outcome: Outcome::Done, result: None, cost: None, now: T0 }).collect();
+        let event = done_event("k");
+        let all: Vec<_> = done.iter().map(|d| (d.clone(), &event)).collect();
+        assert!(s.complete_all(&all).unwrap().iter().all(|ok| *ok));
+        assert_eq!(s.prune(T0 + 1, false, false, false, "me", T0 + MIN).unwrap().done_items, 12_000);
+        assert_eq!(s.pruned_keys("b").unwrap(), 12_000);
+        assert_eq!(s.add_items("b", &items(12_001), T0 + MIN, |_| {}).unwrap().pruned, 12_000);
+        let r = s.prune(T0 + 1, false, true, false, "me", T0 + 2 * MIN).unwrap();
+        assert_eq!(r.forgotten_total(), 12_000);
+        assert_eq!(s.pruned_keys("b").unwrap(), 0);
+    }
+
+    /// A stop request (a signal) before a bulk write commits anything
+    /// changes nothing and says so.
+    fn a_stop_before_the_first_chunk_changes_nothing(db, s) {
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        for c in s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap() {
+            let f = nightshift::store::Failure { item_id: c.item_id, token: c.token, run_id: run,
+                tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
+            s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed")).unwrap();
+        }
+        let stop = Stop::default();
+        s.set_stop(stop.clone());
+        stop.request(15);
+        let all = Selection { all_failed: true, ..Default::default() };
+        let err = s.requeue("b", &all, false, false, "me", T0).unwrap_err();
+        assert_eq!(err.to_string(), "interrupted by SIGTERM: nothing was changed");
+        assert!(err.is_interrupted());
+        assert_eq!(s.counts("b").unwrap().manual, 3);
+        let err = s.add_items("new", &items(3), T0, |_| {}).unwrap_err();
+        assert_eq!(err.to_string(), "interrupted by SIGTERM: nothing was changed");
+        assert_eq!(s.batch_names().unwrap(), ["b"]);
+    }
+
+    /// A stop request during an add while a runner is live: SQLite writes
+    /// in chunks and keeps the committed ones, saying exactly how many (and
+    /// recording them); PostgreSQL's add is one transaction and keeps
+    /// nothing. Either way the error says what the store holds.
+    fn a_stop_during_an_add_says_exactly_what_was_added(db, s) {
+        s.acquire_lock("other", "tok", &holder(1), None, nightshift::util::time::now_ms() + 10 * MIN, T0, &[], 1).unwrap();
+        let stop = Stop::default();
+        s.set_stop(stop.clone());
+        // Asked to stop while the first chunk is being written.
+        let err = s.add_items("b", &items(20_000), T0, |n| if n == 0 { stop.request(2) }).unwrap_err();
+        assert!(err.is_interrupted(), "{err}");
+        let added = s.counts("b").map(|c| c.pending).unwrap_or(0);
+        match &err {
+            StoreError::CutShort(c) => {
+                assert!(added > 0 && added < 20_000, "{added}");
+                assert_eq!((c.done, c.total), (added as u64, 20_000));
+                assert_eq!(err.to_string(), format!(
+                    "{added} of 20000 items added before SIGINT; run it again to add the rest (adding is idempotent)"));
+                let events = s.events(&EventFilter { kinds: vec!["added".into()], ..Default::default() }).unwrap();
+                assert_eq!((events.len(), events[0].fields["added"].as_i64()), (1, Some(added)));
+                assert_eq!(events[0].fields["cut_short"], "SIGINT");
+            }
+            StoreError::Interrupted(_) => {
+                assert!(matches!(s, Store::Pg(_)), "SQLite adds in chunks while a runner is live");
+                assert_eq!(added, 0);
+            }
+            other => panic!("{other}"),
+        }
+        s.set_stop(Stop::default());
+        let rest = s.add_items("b", &items(20_000), T0, |_| {}).unwrap();
+        assert_eq!((rest.added, rest.present), (20_000 - added as u64, added as u64));
     }
 }

@@ -1,5 +1,6 @@
-//! `nightshift add`: JSON lines in, items added idempotently. A file with
-//! any bad line is rejected whole, every bad line named, nothing imported.
+//! `nightshift add`: JSON lines in, items added idempotently (a key whose
+//! item was done and pruned is present too: its tombstone). A file with any
+//! bad line is rejected whole, every bad line named, nothing imported.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Read};
@@ -12,7 +13,9 @@ use crate::batch_name;
 use crate::cli::AddArgs;
 use crate::key::{self, KeySpec};
 use crate::model::{AddReport, NewItem};
-use crate::util::{sanitize, time::now_ms};
+use crate::util::sanitize;
+use crate::util::signals::Stop;
+use crate::util::time::{now_ms, rfc3339};
 
 /// Bad lines listed in full before "and N more".
 const SHOWN_ERRORS: usize = 20;
@@ -48,17 +51,21 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     }
 
     let mut store = ctx.open_write()?;
+    // A signal stops the add between chunks (or rolls back a one-transaction
+    // add), and the error says exactly what was added.
+    store.set_stop(Stop::on_signals().context("installing signal handlers")?);
     let new_batch = !store.batch_names()?.contains(&args.batch);
     let progress = std::io::stderr().is_terminal() && items.len() > PROGRESS_FROM;
     let total = items.len();
-    let report = store.add_items(&args.batch, &items, now_ms(), |n| {
+    let result = store.add_items(&args.batch, &items, now_ms(), |n| {
         if progress {
             eprint!("\radding {n}/{total}…");
         }
-    })?;
+    });
     if progress {
-        eprintln!("\r{:40}\r", "");
+        eprint!("\r{:40}\r", "");
     }
+    let report = result?;
     print_report(args, &report, new_batch)?;
     if new_batch
         && !args.json
@@ -81,14 +88,15 @@ fn print_report(args: &AddArgs, report: &AddReport, new_batch: bool) -> anyhow::
             "batch": args.batch,
             "added": report.added,
             "present": report.present,
+            "pruned": report.pruned,
+            "pruned_between": report.pruned_span.map(|(first, last)| [rfc3339(first), rfc3339(last)]),
             "new_batch": new_batch,
         }))?;
     } else {
         out(format!(
-            "{}: added {}, already present {}",
+            "{}: {}",
             sanitize::line(&args.batch),
-            report.added,
-            report.present
+            report.summary()
         ))?;
     }
     Ok(())

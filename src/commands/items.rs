@@ -5,8 +5,8 @@ use serde_json::json;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json, out_json_pretty};
 use crate::cli::{ItemsArgs, ShowArgs};
-use crate::model::{Item, Status};
-use crate::store::{EventFilter, ItemFilter};
+use crate::model::{Item, Status, Tombstone};
+use crate::store::{EventFilter, ItemFilter, StoreError};
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
 
@@ -68,7 +68,10 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
 
 pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
-    let item = store.item(&args.batch, &args.key)?;
+    let item = match store.item(&args.batch, &args.key) {
+        Err(StoreError::Pruned { tombstone, .. }) => return show_pruned(args, &tombstone),
+        other => other?,
+    };
     let failures = store.item_failures(item.id)?;
     let events = store.events(&EventFilter {
         batch: Some(args.batch.clone()),
@@ -152,5 +155,36 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             s(&e.message)
         ))?;
     }
+    Ok(Exit::Ok)
+}
+
+/// `show` of a key whose item was done and pruned: what its tombstone keeps.
+fn show_pruned(args: &ShowArgs, t: &Tombstone) -> anyhow::Result<Exit> {
+    if args.json {
+        out_json_pretty(&json!({
+            "item": null,
+            "pruned": {
+                "key": t.key,
+                "outcome": t.outcome,
+                "done_at": rfc3339(t.done_at),
+                "pruned_at": rfc3339(t.pruned_at),
+            },
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let now = now_ms();
+    out(format!("key:       {}", sanitize::line(&t.key)))?;
+    out(format!("batch:     {}", sanitize::line(&args.batch)))?;
+    out(format!(
+        "state:     pruned on {} ({}), outcome {}",
+        rfc3339(t.pruned_at),
+        relative(t.pruned_at, now),
+        t.outcome
+    ))?;
+    out(format!("done:      {}", rfc3339(t.done_at)))?;
+    out(
+        "only the key is kept: adding the item again does not run it again \
+         (`nightshift prune --forget-keys` forgets it)",
+    )?;
     Ok(Exit::Ok)
 }

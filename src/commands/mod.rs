@@ -57,7 +57,9 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
             return Exit::Usage;
         }
         if let Some(store) = cause.downcast_ref::<StoreError>() {
-            return if store.is_user_error() {
+            return if store.is_interrupted() {
+                Exit::Interrupted
+            } else if store.is_user_error() {
                 Exit::Usage
             } else {
                 Exit::Store

@@ -1,11 +1,13 @@
-//! `nightshift prune`: removes old history, never failures silently.
+//! `nightshift prune`: removes old history, never failures silently, and
+//! never the key of a done item unless asked (`--forget-keys`).
 
 use serde_json::json;
 
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::PruneArgs;
 use crate::util::identity::actor;
-use crate::util::time::now_ms;
+use crate::util::sanitize;
+use crate::util::time::{now_ms, rfc3339};
 
 pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
     let mut store = if args.dry_run {
@@ -15,7 +17,14 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
     };
     let now = now_ms();
     let cutoff = now - args.older_than.as_millis() as i64;
-    let r = store.prune(cutoff, args.include_failed, args.dry_run, &actor(), now)?;
+    let r = store.prune(
+        cutoff,
+        args.include_failed,
+        args.forget_keys,
+        args.dry_run,
+        &actor(),
+        now,
+    )?;
     if args.json {
         // The counts' key says whether they happened.
         let counts = if args.dry_run {
@@ -25,8 +34,9 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
         };
         out_json(&json!({
             "dry_run": args.dry_run,
-            "older_than": crate::util::time::rfc3339(cutoff),
+            "older_than": rfc3339(cutoff),
             "include_failed": args.include_failed,
+            "forget_keys": args.forget_keys,
             counts: {
                 "done_items": r.done_items,
                 "events": r.events,
@@ -38,6 +48,7 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
                 "failed_items": r.failed_items_kept,
                 "dead_letters": r.dead_letters_kept,
             },
+            "forgotten_keys": args.forget_keys.then(|| r.forgotten_keys.iter().map(|(batch, n)| json!({"batch": batch, "keys": n})).collect::<Vec<_>>()),
         }))?;
         return Ok(Exit::Ok);
     }
@@ -54,6 +65,26 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
         out(format!(
             "kept: {} failed items and {} dead letters older than that (add --include-failed to remove them too)",
             r.failed_items_kept, r.dead_letters_kept
+        ))?;
+    }
+    if args.forget_keys {
+        let verb = if args.dry_run {
+            "would forget"
+        } else {
+            "forgot"
+        };
+        out(format!(
+            "{verb} the keys of {} items done before {}: adding them again runs them again",
+            r.forgotten_total(),
+            rfc3339(cutoff)
+        ))?;
+        for (batch, n) in &r.forgotten_keys {
+            out(format!("  {}: {n}", sanitize::line(batch)))?;
+        }
+    } else if r.done_items > 0 {
+        out(format!(
+            "{} the keys of the done items: adding them again does not run them again",
+            if args.dry_run { "would keep" } else { "kept" }
         ))?;
     }
     Ok(Exit::Ok)

@@ -1,6 +1,7 @@
 //! `nightshift requeue` and `nightshift skip`: operator actions, each
 //! recorded as events with `user@host`.
 
+use anyhow::Context;
 use serde_json::json;
 
 use super::table::Table;
@@ -9,6 +10,7 @@ use crate::cli::{RequeueArgs, SkipArgs};
 use crate::store::Selection;
 use crate::util::identity::actor;
 use crate::util::sanitize;
+use crate::util::signals::Stop;
 use crate::util::time::now_ms;
 
 pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
@@ -36,6 +38,9 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         )?
     } else {
         let mut store = ctx.open_write()?;
+        // A signal stops the requeue between chunks; the error says exactly
+        // how many items moved.
+        store.set_stop(Stop::on_signals().context("installing signal handlers")?);
         store.requeue(
             &args.batch,
             &sel,

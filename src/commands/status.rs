@@ -9,7 +9,7 @@ use crate::cli::StatusArgs;
 use crate::model::{BatchInfo, Counts, LockInfo, Millis, RunState};
 use crate::runner;
 use crate::schedule::describe;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
 
@@ -19,7 +19,10 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
     let now = now_ms();
     let emergency = runner::paused_file(&ctx.db);
     if args.json {
-        let batches: Vec<Value> = infos.iter().map(|i| batch_json(ctx, i, now)).collect();
+        let batches = infos
+            .iter()
+            .map(|i| Ok(batch_json(ctx, i, pruned_keys(&store, &i.name)?, now)))
+            .collect::<anyhow::Result<Vec<Value>>>()?;
         out_json(&json!({
             "store": store.place(),
             "emergency_stop": emergency.as_ref().map(|f| f.display().to_string()),
@@ -36,7 +39,7 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
                 sanitize::line(&file.display().to_string())
             ))?;
         }
-        print_human(ctx, &infos, now)?;
+        print_human(ctx, &store, &infos, now)?;
     }
     Ok(Exit::Ok)
 }
@@ -96,7 +99,16 @@ pub fn next_fires(ctx: &Ctx, batch: &str, now: Millis, n: usize) -> Vec<Millis> 
         .collect()
 }
 
-fn batch_json(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Value {
+/// Keys of pruned done items the batch keeps (none for a batch only
+/// configured so far).
+fn pruned_keys(store: &Store, batch: &str) -> anyhow::Result<i64> {
+    match store.pruned_keys(batch) {
+        Err(StoreError::UnknownBatch { .. }) => Ok(0),
+        other => Ok(other?),
+    }
+}
+
+fn batch_json(ctx: &Ctx, info: &BatchInfo, pruned_keys: i64, now: Millis) -> Value {
     let c = &info.counts;
     let cfg = ctx.config.batch(&info.name);
     let schedule = cfg.and_then(|b| b.schedule.as_ref());
@@ -111,6 +123,7 @@ fn batch_json(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Value {
         "empty": c.empty,
         "skipped": c.skipped,
         "total": c.total(),
+        "pruned_keys": pruned_keys,
         "paused": info.pause.is_some(),
         "paused_reason": info.pause.as_ref().map(|p| p.reason.clone()),
         "paused_by": info.pause.as_ref().map(|p| p.by.clone()),
@@ -211,7 +224,7 @@ fn percent(c: &Counts) -> String {
     }
 }
 
-fn print_human(ctx: &Ctx, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()> {
+fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()> {
     if infos.is_empty() {
         out(format!(
             "no batches in {} yet: add items with `nightshift add BATCH FILE`",
@@ -275,6 +288,12 @@ fn print_human(ctx: &Ctx, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()
             ));
         }
         lines.extend(schedule_lines(ctx, i, now));
+        let pruned = pruned_keys(store, &i.name)?;
+        if pruned > 0 {
+            lines.push(format!(
+                "pruned: the keys of {pruned} done items are kept, so adding them again does not run them"
+            ));
+        }
         if !lines.is_empty() {
             out(format!("\n{}:", sanitize::line(&i.name)))?;
             for l in lines {

@@ -160,13 +160,7 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
             cycle
                 .event(
                     cycle
-                        .new_event(
-                            "source",
-                            format!(
-                                "source added {}, already present {}",
-                                report.added, report.present
-                            ),
-                        )
+                        .new_event("source", format!("source {}", report.summary()))
                         .fields(json!(report)),
                 )
                 .await;

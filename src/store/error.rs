@@ -4,6 +4,9 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::ErrorCode;
 
+use crate::model::Tombstone;
+use crate::util::time::rfc3339;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("no store at {0}: run `nightshift init` there first, or pass --db PATH")]
@@ -41,6 +44,20 @@ pub enum StoreError {
     UnknownBatch { name: String, known: Vec<String> },
     #[error("no item {key:?} in batch {batch:?}")]
     UnknownKey { batch: String, key: String },
+    /// The key's item was done and pruned: only its tombstone is left.
+    #[error(
+        "item {:?} of batch {batch:?} was pruned on {} (done on {}, outcome {}): only its key \
+         is kept, so adding it again does not run it again",
+        .tombstone.key, rfc3339(.tombstone.pruned_at), rfc3339(.tombstone.done_at),
+        .tombstone.outcome
+    )]
+    Pruned { batch: String, tombstone: Tombstone },
+    /// A signal stopped a write before anything of it committed.
+    #[error("interrupted by {0}: nothing was changed")]
+    Interrupted(String),
+    /// A write in chunks stopped part-way: what committed stays.
+    #[error("{0}")]
+    CutShort(Box<CutShort>),
     #[error("{0}")]
     Invalid(String),
     #[error("database error: {0}")]
@@ -53,6 +70,40 @@ pub enum StoreError {
         code: String,
         message: String,
     },
+}
+
+/// What a bulk write in chunks (an add or a requeue while a runner is live)
+/// did before it stopped: `done` of `total` committed, chunk by chunk.
+#[derive(Debug)]
+pub struct CutShort {
+    pub done: u64,
+    pub total: u64,
+    /// What `done` counts, after "N of M": "items added".
+    pub what: String,
+    /// How to finish: "run it again to add the rest".
+    pub next: String,
+    pub cause: StoreError,
+    /// Why the run log has no record of the part that committed, if it
+    /// has none (the disk still full).
+    pub unlogged: Option<String>,
+}
+
+impl std::fmt::Display for CutShort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} {} before {}; {}",
+            self.done,
+            self.total,
+            self.what,
+            self.cause.as_cause(),
+            self.next
+        )?;
+        if let Some(why) = &self.unlogged {
+            write!(f, " (not recorded in the run log: {why})")?;
+        }
+        Ok(())
+    }
 }
 
 fn on_target(target: &Option<PathBuf>) -> String {
@@ -146,12 +197,35 @@ impl StoreError {
 
     /// Bad input from the user (exit 2) rather than a store fault (exit 3).
     pub fn is_user_error(&self) -> bool {
-        matches!(
-            self,
-            StoreError::UnknownBatch { .. }
-                | StoreError::UnknownKey { .. }
-                | StoreError::Invalid(_)
-        )
+        match self {
+            StoreError::CutShort(c) => c.cause.is_user_error(),
+            other => matches!(
+                other,
+                StoreError::UnknownBatch { .. }
+                    | StoreError::UnknownKey { .. }
+                    | StoreError::Pruned { .. }
+                    | StoreError::Invalid(_)
+            ),
+        }
+    }
+
+    /// Stopped by a signal (exit 130), with or without a part committed.
+    pub fn is_interrupted(&self) -> bool {
+        match self {
+            StoreError::Interrupted(_) => true,
+            StoreError::CutShort(c) => c.cause.is_interrupted(),
+            _ => false,
+        }
+    }
+
+    /// What stopped a write part-way, as the end of "... before ___".
+    pub(crate) fn as_cause(&self) -> String {
+        match self {
+            StoreError::DiskFull(p) => format!("the disk holding {} filled up", p.display()),
+            StoreError::Interrupted(signal) => signal.clone(),
+            StoreError::Busy(p) => format!("{} stayed locked by another program", p.display()),
+            other => format!("an error ({other})"),
+        }
     }
 }
 
@@ -192,6 +266,19 @@ impl StoreError {
                 batch: batch.clone(),
                 key: key.clone(),
             },
+            StoreError::Pruned { batch, tombstone } => StoreError::Pruned {
+                batch: batch.clone(),
+                tombstone: tombstone.clone(),
+            },
+            StoreError::Interrupted(s) => StoreError::Interrupted(s.clone()),
+            StoreError::CutShort(c) => StoreError::CutShort(Box::new(CutShort {
+                done: c.done,
+                total: c.total,
+                what: c.what.clone(),
+                next: c.next.clone(),
+                cause: c.cause.duplicate(),
+                unlogged: c.unlogged.clone(),
+            })),
             StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
             StoreError::Sqlite(e) => StoreError::Invalid(format!("database error: {e}")),
             StoreError::Postgres {

@@ -138,9 +138,11 @@ impl Store {
         fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>>;
         fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
         fn since(&self, since: Millis) -> Result<SinceSummary>;
+        fn pruned_keys(&self, batch: &str) -> Result<i64>;
     }
 
     forward! {
+        fn set_stop(&mut self, stop: crate::util::signals::Stop) -> ();
         fn checkpoint(&mut self) -> Result<()>;
         fn ensure_batch(&mut self, name: &str, now: Millis) -> Result<()>;
         fn pause_batch(&mut self, batch: &str, p: &Pause) -> Result<bool>;
@@ -167,7 +169,7 @@ impl Store {
         fn free_stale_locks(&mut self, batch: &str, now: Millis, tokens: &[&str], dead: &[&str]) -> Result<Vec<LockInfo>>;
         fn renew_lock(&mut self, batch: &str, token: &str, expires_at: Millis) -> Result<bool>;
         fn release_lock(&mut self, batch: &str, token: &str) -> Result<bool>;
-        fn prune(&mut self, cutoff: Millis, include_failed: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
+        fn prune(&mut self, cutoff: Millis, include_failed: bool, forget_keys: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
         fn start_run(&mut self, batch: &str, trigger: Trigger, actor: Option<&str>, holder: &Holder, now: Millis, seat: Option<&str>) -> Result<i64>;
         fn finish_run(&mut self, run_id: i64, state: RunState, summary: &str, skipped_done: i64, retried: i64, now: Millis) -> Result<()>;
         fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()>;

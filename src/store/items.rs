@@ -15,6 +15,7 @@ use super::{Result, SqliteStore, StoreError, json_col, parse_col};
 use crate::model::{
     AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, Status, Tier,
 };
+use crate::util::signals::Stop;
 
 /// Rows moved per write transaction by bulk operations, so a runner waiting
 /// for the write lock is never held up for long.
@@ -126,6 +127,8 @@ const INSERT_ITEM: &str =
 
 /// Progress is reported every this many items.
 const PROGRESS_STEP: usize = 10_000;
+/// A one-transaction add checks for a stop request every this many items.
+const STOP_STEP: usize = 1_024;
 
 /// Page cache (KiB) to hold an add's new rows and index entries in one
 /// transaction: about 1.5x their raw size, capped so a huge import spills
@@ -187,14 +190,18 @@ fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> Str
 }
 
 impl SqliteStore {
-    /// Adds items idempotently: an item whose key is already in the batch
-    /// is left exactly as it is. Written in chunks (see `chunks`): of about
-    /// 50 ms while a runner holds a lock, so it waits at most that long, and
-    /// of about a second otherwise; each chunk counts its new items in the same transaction, so
-    /// the counters are always exact. An add cut short (a crash, a full
-    /// disk) keeps the chunks already committed; running it again adds the
-    /// rest, as keys make adding idempotent. The `added` event is written
-    /// with the last chunk.
+    /// Adds items idempotently: an item whose key is already in the batch,
+    /// or was and has been pruned (its tombstone), is left exactly as it
+    /// is. With no runner live, one transaction: an add that fails (a full
+    /// disk, a stop request) changes nothing. With one live, chunks (see
+    /// `chunks`) of about 50 ms, so it waits at most that long; each chunk
+    /// counts its new items in the same transaction, so the counters are
+    /// always exact. A chunked add stopped part-way (a full disk; a stop
+    /// request, checked between chunks) keeps the chunks committed and
+    /// fails with `CutShort`, saying how far it got, after recording that
+    /// part in an `added` event if it still can; running it again adds the
+    /// rest, as keys make adding idempotent. A crash keeps the committed
+    /// chunks too, without an event.
     pub fn add_items(
         &mut self,
         batch: &str,
@@ -206,35 +213,53 @@ impl SqliteStore {
         // pages of a large add in the cache rather than reading them back
         // from the OS for every chunk.
         let restore = self.grow_cache(bulk_cache_kib(items));
-        // With no runner live, nobody waits for the write lock: one
-        // transaction, so an add that fails (a full disk) changes nothing.
-        // With one live, short chunks keep it from waiting; each chunk is
-        // whole and keys are idempotent, so re-running a cut-short add
-        // adds the rest.
         let live = self.read(|c| super::locks::any_live(c, crate::util::time::now_ms()));
-        if !live.unwrap_or(true) {
-            let out = self.write(|tx| {
+        let out = if live.unwrap_or(true) {
+            self.add_in_chunks(batch, items, now, &mut progress)
+        } else {
+            let stop = self.stop.clone();
+            self.write(|tx| {
                 add_chunk(
                     tx,
                     batch,
                     items,
                     now,
                     Some(AddReport::default()),
+                    Some(&stop),
                     &mut |i| {
                         if i.is_multiple_of(PROGRESS_STEP) {
                             progress(i);
                         }
                     },
                 )
-            });
-            self.restore_cache(restore);
-            return out;
-        }
+            })
+        };
+        self.restore_cache(restore);
+        out
+    }
+
+    /// `add_items` while a runner is live.
+    fn add_in_chunks(
+        &mut self,
+        batch: &str,
+        items: &[NewItem],
+        now: Millis,
+        progress: &mut impl FnMut(usize),
+    ) -> Result<AddReport> {
         let mut report = AddReport::default();
         let mut rest = items;
         let mut chunks = Chunks::for_bulk_insert();
-        let mut out = Ok(());
-        loop {
+        while !rest.is_empty() {
+            let handled = items.len() - rest.len();
+            if let Some(signal) = self.stop.requested() {
+                return Err(self.add_stopped(
+                    batch,
+                    &report,
+                    handled,
+                    items.len(),
+                    StoreError::Interrupted(signal),
+                ));
+            }
             // The clock, not `now`: callers may add items "as of" a time.
             let now_real = crate::util::time::now_ms();
             let live = self.read(|c| super::locks::any_live(c, now_real));
@@ -243,11 +268,10 @@ impl SqliteStore {
             let step = chunks.run(|size| {
                 let (chunk, later) = rest.split_at(size.min(rest.len()));
                 let last = later.is_empty().then_some(report);
-                let base = items.len() - rest.len();
                 let r = store.write(|tx| {
-                    add_chunk(tx, batch, chunk, now, last, &mut |i| {
-                        if (base + i).is_multiple_of(PROGRESS_STEP) {
-                            progress(base + i);
+                    add_chunk(tx, batch, chunk, now, last, None, &mut |i| {
+                        if (handled + i).is_multiple_of(PROGRESS_STEP) {
+                            progress(handled + i);
                         }
                     })
                 });
@@ -256,17 +280,40 @@ impl SqliteStore {
             match step {
                 (Ok(r), later) => {
                     rest = later;
-                    report.added += r.added;
-                    report.present += r.present;
+                    report = report.then(r);
                 }
-                (Err(e), _) => out = Err(e),
-            }
-            if rest.is_empty() || out.is_err() {
-                break;
+                (Err(e), _) => {
+                    return Err(self.add_stopped(batch, &report, handled, items.len(), e));
+                }
             }
         }
-        self.restore_cache(restore);
-        out.map(|()| report)
+        Ok(report)
+    }
+
+    /// The error of a chunked add stopped by `cause` after `handled` items,
+    /// once its committed part is recorded in an `added` event (if any
+    /// committed, and if the store still takes a write).
+    fn add_stopped(
+        &mut self,
+        batch: &str,
+        report: &AddReport,
+        handled: usize,
+        total: usize,
+        cause: StoreError,
+    ) -> StoreError {
+        let mut unlogged = None;
+        if handled > 0 && report.added > 0 {
+            let event = super::shared::added_event(
+                batch,
+                report,
+                Some((&cause, handled, total)),
+                crate::util::time::now_ms(),
+            );
+            if let Err(e) = self.write(|tx| insert_event(tx, &event).map(drop)) {
+                unlogged = Some(e.to_string());
+            }
+        }
+        super::shared::add_cut_short(report, handled, total, cause, unlogged)
     }
 
     /// Claims up to `n` pending items for `run_id`: each gets a lease until
@@ -588,7 +635,10 @@ impl SqliteStore {
 
     /// Failed items back to pending. Explicit keys must all exist and be
     /// failed (else nothing moves). Chunked: no write transaction holds the
-    /// lock for long. With `dry_run`, only lists what would move.
+    /// lock for long. With `dry_run`, only lists what would move. Stopped
+    /// part-way (a full disk; a stop request, checked between chunks), it
+    /// fails with `CutShort` saying how many moved: each of those has its
+    /// `requeued` event, written in its chunk.
     pub fn requeue(
         &mut self,
         batch: &str,
@@ -609,11 +659,21 @@ impl SqliteStore {
         let mut moved = Vec::with_capacity(matched.len());
         let mut chunks = Chunks::new(1_000);
         let mut rest = matched.into_iter().peekable();
+        let total = rest.len();
         while rest.peek().is_some() {
+            if let Some(signal) = self.stop.requested() {
+                let cause = StoreError::Interrupted(signal);
+                return Err(super::shared::requeue_cut_short(
+                    sel,
+                    moved.len(),
+                    total,
+                    cause,
+                ));
+            }
             let live = self.read(|c| super::locks::any_live(c, crate::util::time::now_ms()));
             chunks.requeue_pace(live.unwrap_or(true));
             let store = &mut *self;
-            chunks.run(|size| -> Result<()> {
+            let step = chunks.run(|size| -> Result<()> {
                 let chunk: Vec<_> = rest.by_ref().take(size).collect();
                 let ids = store
                     .write(|tx| requeue_chunk(tx, batch, &chunk, reset_attempts, actor, now))?;
@@ -624,7 +684,15 @@ impl SqliteStore {
                         .map(|(_, r)| r),
                 );
                 Ok(())
-            })?;
+            });
+            if let Err(cause) = step {
+                return Err(super::shared::requeue_cut_short(
+                    sel,
+                    moved.len(),
+                    total,
+                    cause,
+                ));
+            }
         }
         Ok(moved)
     }
@@ -648,7 +716,7 @@ impl SqliteStore {
                 let status: String = tx
                     .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
                     .optional()?
-                    .ok_or_else(|| StoreError::UnknownKey { batch: batch.into(), key: key.clone() })?;
+                    .ok_or_else(|| super::tombstones::missing(tx, id, batch, key))?;
                 if status == "claimed" {
                     return Err(StoreError::Invalid(format!(
                         "item {key:?} is in flight (claimed by a running runner): stop the run or wait, then skip it"
@@ -695,10 +763,7 @@ impl SqliteStore {
                 item_from_row,
             )
             .optional()?
-            .ok_or_else(|| StoreError::UnknownKey {
-                batch: batch.into(),
-                key: key.into(),
-            })
+            .ok_or_else(|| super::tombstones::missing(c, id, batch, key))
         })
     }
 
@@ -735,21 +800,36 @@ impl SqliteStore {
 }
 
 /// Inserts one chunk of an add and counts its new items as pending (once
-/// for the chunk rather than per row by a trigger, see the schema). With
-/// `last` (the report of the earlier chunks), also writes the add's event.
+/// for the chunk rather than per row by a trigger, see the schema). A key
+/// with a tombstone counts as present. With `last` (the report of the
+/// earlier chunks), also writes the add's event. With `stop`, gives up
+/// (and the transaction rolls back) once a stop is requested.
 fn add_chunk(
     tx: &Connection,
     batch: &str,
     chunk: &[NewItem],
     now: Millis,
     last: Option<AddReport>,
+    stop: Option<&Stop>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<AddReport> {
     let id = ensure(tx, batch, now)?;
+    // Only a batch that was pruned has tombstones to look up.
+    let pruned = super::tombstones::any(tx, id)?;
     let mut st = tx.prepare_cached(INSERT_ITEM)?;
     let mut report = AddReport::default();
     for (i, item) in chunk.iter().enumerate() {
         progress(i);
+        if let Some(signal) = stop
+            .filter(|_| i.is_multiple_of(STOP_STEP))
+            .and_then(Stop::requested)
+        {
+            return Err(StoreError::Interrupted(signal));
+        }
+        if pruned && let Some(at) = super::tombstones::pruned_at(tx, id, &item.key)? {
+            report.count_pruned(at);
+            continue;
+        }
         let added = st.execute(params![id, item.key, item.label, item.payload, now])?;
         report.added += added as u64;
         report.present += 1 - added as u64;
@@ -761,19 +841,9 @@ fn add_chunk(
         .execute(params![id, report.added as i64])?;
     }
     if let Some(before) = last {
-        let (added, present) = (before.added + report.added, before.present + report.present);
-        if added > 0 {
-            insert_event(
-                tx,
-                &NewEvent::new(
-                    now,
-                    batch,
-                    "added",
-                    format!("added {added}, already present {present}"),
-                )
-                .actor(&crate::util::identity::actor())
-                .fields(serde_json::json!({"added": added, "present": present})),
-            )?;
+        let all = before.then(report);
+        if all.added > 0 {
+            insert_event(tx, &super::shared::added_event(batch, &all, None, now))?;
         }
     }
     Ok(report)
@@ -843,13 +913,10 @@ fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i6
             "SELECT id, key, label, tier, error_class, attempts, status FROM items WHERE batch_id = ?1 AND key = ?2",
         )?;
         for key in &sel.keys {
-            let (item_id, r, status) =
-                st.query_row(params![id, key], row)
-                    .optional()?
-                    .ok_or_else(|| StoreError::UnknownKey {
-                        batch: batch.into(),
-                        key: key.clone(),
-                    })?;
+            let (item_id, r, status) = st
+                .query_row(params![id, key], row)
+                .optional()?
+                .ok_or_else(|| super::tombstones::missing(c, id, batch, key))?;
             if status != "failed" {
                 not_failed.push(format!("{key} ({status})"));
                 continue;
@@ -1003,7 +1070,7 @@ impl SqliteStore {
             let status: String = tx
                 .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
                 .optional()?
-                .ok_or_else(|| StoreError::UnknownKey { batch: batch.into(), key: key.into() })?;
+                .ok_or_else(|| super::tombstones::missing(tx, id, batch, key))?;
             match status.as_str() {
                 "done" => {
                     return Err(StoreError::Invalid(format!(

@@ -24,6 +24,7 @@ mod readonly;
 mod runs;
 mod schema;
 mod shared;
+mod tombstones;
 mod trace;
 mod views;
 
@@ -31,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
-pub use error::StoreError;
+pub use error::{CutShort, StoreError};
 pub use events::{EventFilter, FollowCursor};
 pub use facade::Store;
 pub use items::{Completion, Failure};
@@ -67,6 +68,8 @@ pub struct SqliteStore {
     in_group: bool,
     /// The dashboard's search, continued from poll to poll.
     search: std::sync::Mutex<views::SearchScan>,
+    /// Bulk writes stop between chunks once this is set (`set_stop`).
+    stop: crate::util::signals::Stop,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -108,6 +111,7 @@ impl SqliteStore {
                     conn: None,
                     in_group: false,
                     search: Default::default(),
+                    stop: Default::default(),
                 };
                 store.read(|conn| check_identity(conn, path))?;
                 Ok(store)
@@ -129,6 +133,7 @@ impl SqliteStore {
                     conn: Some(conn),
                     in_group: false,
                     search: Default::default(),
+                    stop: Default::default(),
                 })
             }
         }
@@ -160,6 +165,7 @@ impl SqliteStore {
                 conn: Some(conn),
                 in_group: false,
                 search: Default::default(),
+                stop: Default::default(),
             },
             true,
         ))
@@ -167,6 +173,12 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Makes bulk writes (`add_items`, `requeue`) stop at the next chunk
+    /// boundary once `stop` is set, saying how far they got.
+    pub fn set_stop(&mut self, stop: crate::util::signals::Stop) {
+        self.stop = stop;
     }
 
     pub fn access(&self) -> Access {

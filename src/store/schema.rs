@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -301,8 +301,30 @@ CREATE INDEX locks_by_expiry ON locks (expires_at);
 /// Version 3: a run records who started it (`user@host`).
 const V3: &str = "ALTER TABLE runs ADD COLUMN actor TEXT;";
 
+/// Version 4: tombstones. Pruning a done item keeps its key (and when and
+/// how it was done), so adding the same input again does not run it again;
+/// `batches.pruned_keys` counts them (kept by triggers: prune and
+/// `--forget-keys` are the only writers, and rare).
+const V4: &str = r#"
+CREATE TABLE tombstones (
+    batch_id  INTEGER NOT NULL REFERENCES batches(id),
+    key       TEXT NOT NULL,
+    done_at   INTEGER NOT NULL,
+    outcome   TEXT NOT NULL CHECK (outcome = 'done' OR outcome = 'empty' OR outcome = 'skipped'),
+    pruned_at INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, key)
+) STRICT, WITHOUT ROWID;
+ALTER TABLE batches ADD COLUMN pruned_keys INTEGER NOT NULL DEFAULT 0;
+CREATE TRIGGER tombstones_count_insert AFTER INSERT ON tombstones BEGIN
+    UPDATE batches SET pruned_keys = pruned_keys + 1 WHERE id = NEW.batch_id;
+END;
+CREATE TRIGGER tombstones_count_delete AFTER DELETE ON tombstones BEGIN
+    UPDATE batches SET pruned_keys = pruned_keys - 1 WHERE id = OLD.batch_id;
+END;
+"#;
+
 /// Migrations, index `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -1,9 +1,9 @@
 //! Decisions and event texts both backends make the same way, kept out of
-//! their SQL: which seats of the batch lock are stale, and what becomes of
-//! a claim left by a dead run.
+//! their SQL: which seats of the batch lock are stale, what becomes of a
+//! claim left by a dead run, and what a bulk write cut short says.
 
-use super::Failure;
-use crate::model::{LockInfo, Millis, NewEvent, Tier};
+use super::{CutShort, Failure, Selection, StoreError};
+use crate::model::{AddReport, LockInfo, Millis, NewEvent, Tier};
 
 /// The seats that expired or are held under a token in `dead`, among those
 /// in `only` if given.
@@ -107,4 +107,113 @@ pub(crate) fn interrupted(
         cost: None,
         now,
     }
+}
+
+/// The `added` event of an add, or of the part of one that committed
+/// before `cut` stopped it (what stopped it, items handled, items given).
+pub(crate) fn added_event(
+    batch: &str,
+    report: &AddReport,
+    cut: Option<(&StoreError, usize, usize)>,
+    now: Millis,
+) -> NewEvent {
+    let mut fields = serde_json::json!({
+        "added": report.added,
+        "present": report.present,
+        "pruned": report.pruned,
+    });
+    let mut message = report.summary();
+    if let Some((cause, handled, total)) = cut {
+        let cause = cause.as_cause();
+        message.push_str(&format!(
+            "; cut short by {cause} after {handled} of {total} items (the rest not added)"
+        ));
+        fields["cut_short"] = cause.into();
+        fields["of"] = total.into();
+    }
+    NewEvent::new(now, batch, "added", message)
+        .actor(&crate::util::identity::actor())
+        .fields(fields)
+}
+
+/// The error of an add whose chunks stopped after `handled` of `total`
+/// items (`report`: what those did), or `cause` itself when nothing had
+/// committed. `unlogged`: why its `added` event could not be written.
+pub(crate) fn add_cut_short(
+    report: &AddReport,
+    handled: usize,
+    total: usize,
+    cause: StoreError,
+    unlogged: Option<String>,
+) -> StoreError {
+    if handled == 0 {
+        return cause;
+    }
+    let what = if report.present == 0 {
+        "items added".to_string()
+    } else {
+        format!(
+            "items handled ({} added, {} already present)",
+            report.added, report.present
+        )
+    };
+    StoreError::CutShort(Box::new(CutShort {
+        done: handled as u64,
+        total: total as u64,
+        what,
+        next: "run it again to add the rest (adding is idempotent)".into(),
+        cause,
+        unlogged,
+    }))
+}
+
+/// The error of a requeue whose chunks stopped after `moved` of `total`
+/// items, or `cause` itself when nothing had moved. Each moved item has
+/// its `requeued` event, written with it.
+pub(crate) fn requeue_cut_short(
+    sel: &Selection,
+    moved: usize,
+    total: usize,
+    cause: StoreError,
+) -> StoreError {
+    if moved == 0 {
+        return cause;
+    }
+    // A requeue by key refuses keys that are no longer failed.
+    let next = if sel.keys.is_empty() {
+        "run it again for the rest".to_string()
+    } else {
+        "the rest are still failed: requeue them by key again, leaving out those now pending"
+            .to_string()
+    };
+    StoreError::CutShort(Box::new(CutShort {
+        done: moved as u64,
+        total: total as u64,
+        what: "failed items requeued".into(),
+        next,
+        cause,
+        unlogged: None,
+    }))
+}
+
+/// The `keys-forgotten` event of one batch: `n` tombstones dropped by
+/// `prune --forget-keys`.
+pub(crate) fn keys_forgotten_event(
+    batch: &str,
+    n: i64,
+    done_before: Millis,
+    actor: &str,
+    now: Millis,
+) -> NewEvent {
+    let before = crate::util::time::rfc3339(done_before);
+    NewEvent::new(
+        now,
+        batch,
+        "keys-forgotten",
+        format!(
+            "forgot the keys of {n} pruned items done before {before}: adding them again runs them again"
+        ),
+    )
+    .actor(actor)
+    .fields(serde_json::json!({"keys": n, "done_before": before}))
 }

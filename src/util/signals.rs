@@ -33,3 +33,61 @@ pub async fn count_termination(mut on_signal: impl FnMut(u32)) {
         on_signal(count);
     }
 }
+
+/// A stop request for bulk writes (`add`, `requeue`): set by the first
+/// SIGINT, SIGTERM or SIGHUP once [`Stop::on_signals`] is installed. They
+/// check it between chunks, so the chunk in hand commits whole and they can
+/// say exactly how far they got. A second signal ends the process by the
+/// signal's default action (each chunk is one transaction: nothing is left
+/// half-written). The default value is never set.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Stop {
+    /// Installs the handlers; the returned flag is set by the first signal.
+    #[cfg(unix)]
+    pub fn on_signals() -> std::io::Result<Stop> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        let stop = Stop::default();
+        let seen = Arc::new(AtomicBool::new(false));
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            // Run in the order registered: the second signal finds `seen`.
+            signal_hook::flag::register_conditional_default(sig, Arc::clone(&seen))?;
+            signal_hook::flag::register(sig, Arc::clone(&seen))?;
+            signal_hook::flag::register_usize(sig, Arc::clone(&stop.0), sig as usize)?;
+        }
+        Ok(stop)
+    }
+
+    #[cfg(not(unix))]
+    pub fn on_signals() -> std::io::Result<Stop> {
+        Ok(Stop::default())
+    }
+
+    /// Asks to stop as signal `sig` would.
+    pub fn request(&self, sig: i32) {
+        self.0
+            .store(sig as usize, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The signal that asked to stop, by name (`SIGTERM`), if one did.
+    pub fn requested(&self) -> Option<String> {
+        match self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => None,
+            n => Some(signal_name(n as i32)),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
+}
+
+#[cfg(not(unix))]
+fn signal_name(sig: i32) -> String {
+    format!("signal {sig}")
+}

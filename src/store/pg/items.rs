@@ -12,6 +12,7 @@ use super::PgStore;
 use super::batches::{batch_id, ensure};
 use super::conn::{Conn, parse_col_text, text, text_opt};
 use super::events::{Args, insert as insert_event, insert_many as insert_events};
+use super::tombstones;
 use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, SkipReport, Status, Tier};
 use crate::store::chunks::Chunks;
 use crate::store::json_col;
@@ -22,6 +23,33 @@ use crate::store::{Completion, Failure, ItemFilter, Requeue, Result, Selection, 
 const CHUNK: i64 = 2_000;
 /// Items inserted per statement by `add_items`.
 const ADD_ROWS: usize = 5_000;
+
+/// One part of an add: `$1` batch id, `$2` the time, then keys, labels and
+/// payloads as arrays.
+const INSERT_ITEMS: &str = "INSERT INTO items (batch_id, key, label, payload, status, created_at,
+                                               updated_at)
+     SELECT $1, k, l, p, 'pending', $2, $2
+       FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(k, l, p, o)
+      ORDER BY o
+     ON CONFLICT (batch_id, key) DO NOTHING";
+
+/// `INSERT_ITEMS` for a batch that keeps tombstones: a key with one is
+/// present, and counted with the first and last time of its prune.
+const INSERT_ITEMS_BESIDE_TOMBSTONES: &str = "WITH u AS (
+         SELECT k, l, p, o FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY
+                AS u(k, l, p, o)),
+     gone AS (
+         SELECT t.key, t.pruned_at FROM tombstones t JOIN u ON t.key = u.k
+          WHERE t.batch_id = $1),
+     added AS (
+         INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+         SELECT $1, k, l, p, 'pending', $2, $2 FROM u
+          WHERE NOT EXISTS (SELECT 1 FROM gone WHERE gone.key = u.k)
+          ORDER BY o
+         ON CONFLICT (batch_id, key) DO NOTHING
+         RETURNING 1)
+     SELECT (SELECT count(*) FROM added)::int8, count(*)::int8, min(pruned_at), max(pruned_at)
+       FROM gone";
 
 pub(crate) const ITEM_COLUMNS: &str =
     "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
@@ -96,6 +124,32 @@ fn holds_lock(c: &mut Conn, batch_id: i64, run_id: i64) -> Result<bool> {
     .is_some())
 }
 
+/// One part of an add into a batch that keeps tombstones.
+fn add_part_beside_tombstones(
+    c: &mut Conn,
+    id: i64,
+    at: i64,
+    keys: &[&str],
+    labels: &[&str],
+    payloads: &[&str],
+) -> Result<AddReport> {
+    let r = c.one(
+        INSERT_ITEMS_BESIDE_TOMBSTONES,
+        &[&id, &at, &keys, &labels, &payloads],
+    )?;
+    let (added, pruned) = (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64);
+    let span = match (r.get::<_, Option<i64>>(2), r.get::<_, Option<i64>>(3)) {
+        (Some(first), Some(last)) => Some((c.tout(first), c.tout(last))),
+        _ => None,
+    };
+    Ok(AddReport {
+        added,
+        present: keys.len() as u64 - added,
+        pruned,
+        pruned_span: span,
+    })
+}
+
 fn claim_from_row(r: &Row) -> Claim {
     Claim {
         item_id: r.get(0),
@@ -110,7 +164,9 @@ fn claim_from_row(r: &Row) -> Claim {
 
 impl PgStore {
     /// Adds items idempotently in one transaction: an item whose key is
-    /// already in the batch is left exactly as it is.
+    /// already in the batch, or was and has been pruned (its tombstone), is
+    /// left exactly as it is. A stop request (checked between statements)
+    /// rolls it back whole.
     pub fn add_items(
         &mut self,
         batch: &str,
@@ -118,27 +174,34 @@ impl PgStore {
         now: Millis,
         mut progress: impl FnMut(usize),
     ) -> Result<AddReport> {
+        let stop = self.stop.clone();
         self.write(|c| {
+            // Before anything else: a prune in progress commits first (see
+            // `tombstones`).
+            tombstones::share_lock(c)?;
             let id = ensure(c, batch, now)?;
+            let pruned = tombstones::any(c, id)?;
             let at = c.tin(now);
             let mut report = AddReport::default();
             let mut done = 0;
             for part in items.chunks(ADD_ROWS) {
+                if let Some(signal) = stop.requested() {
+                    return Err(StoreError::Interrupted(signal));
+                }
                 let keys: Vec<&str> = part.iter().map(|i| i.key.as_str()).collect();
                 let labels: Vec<&str> = part.iter().map(|i| i.label.as_str()).collect();
                 let payloads: Vec<&str> = part.iter().map(|i| i.payload.as_str()).collect();
-                let added = c.x(
-                    "INSERT INTO items (batch_id, key, label, payload, status, created_at,
-                                        updated_at)
-                     SELECT $1, k, l, p, 'pending', $2, $2
-                       FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY
-                            AS u(k, l, p, o)
-                      ORDER BY o
-                     ON CONFLICT (batch_id, key) DO NOTHING",
-                    &[&id, &at, &keys, &labels, &payloads],
-                )?;
-                report.added += added;
-                report.present += part.len() as u64 - added;
+                let part_report = if pruned {
+                    add_part_beside_tombstones(c, id, at, &keys, &labels, &payloads)?
+                } else {
+                    let added = c.x(INSERT_ITEMS, &[&id, &at, &keys, &labels, &payloads])?;
+                    AddReport {
+                        added,
+                        present: part.len() as u64 - added,
+                        ..AddReport::default()
+                    }
+                };
+                report = report.then(part_report);
                 // Progress in steps of 10,000, as the SQLite store reports it.
                 for step in (done..done + part.len()).filter(|n| n % 10_000 == 0) {
                     progress(step);
@@ -146,17 +209,7 @@ impl PgStore {
                 done += part.len();
             }
             if report.added > 0 {
-                insert_event(
-                    c,
-                    &NewEvent::new(
-                        now,
-                        batch,
-                        "added",
-                        format!("added {}, already present {}", report.added, report.present),
-                    )
-                    .actor(&crate::util::identity::actor())
-                    .fields(serde_json::json!({"added": report.added, "present": report.present})),
-                )?;
+                insert_event(c, &shared::added_event(batch, &report, None, now))?;
             }
             Ok(report)
         })
@@ -561,13 +614,32 @@ impl PgStore {
         let mut chunks = Chunks::new(1_000);
         let mut rest = matched.as_slice();
         while !rest.is_empty() {
+            if let Some(signal) = self.stop.requested() {
+                let cause = StoreError::Interrupted(signal);
+                return Err(shared::requeue_cut_short(
+                    sel,
+                    moved.len(),
+                    matched.len(),
+                    cause,
+                ));
+            }
             let store = &mut *self;
             let done = chunks.run(|size| {
                 let (chunk, later) = rest.split_at(size.min(rest.len()));
                 rest = later;
                 store.write(|c| requeue_chunk(c, batch, chunk, reset_attempts, actor, now))
-            })?;
-            moved.extend(done);
+            });
+            match done {
+                Ok(done) => moved.extend(done),
+                Err(cause) => {
+                    return Err(shared::requeue_cut_short(
+                        sel,
+                        moved.len(),
+                        matched.len(),
+                        cause,
+                    ));
+                }
+            }
         }
         Ok(moved)
     }
@@ -586,16 +658,15 @@ impl PgStore {
             let mut found = Vec::with_capacity(keys.len());
             let mut seen = std::collections::HashSet::new();
             for key in keys.iter().filter(|k| seen.insert(*k)) {
-                let status: String = c
+                let status: Option<String> = c
                     .opt(
                         "SELECT status FROM items WHERE batch_id = $1 AND key = $2 FOR UPDATE",
                         &[&id, key],
                     )?
-                    .map(|r| r.get(0))
-                    .ok_or_else(|| StoreError::UnknownKey {
-                        batch: batch.into(),
-                        key: key.clone(),
-                    })?;
+                    .map(|r| r.get(0));
+                let Some(status) = status else {
+                    return Err(tombstones::missing(c, id, batch, key));
+                };
                 if status == "claimed" {
                     return Err(StoreError::Invalid(format!(
                         "item {key:?} is in flight (claimed by a running runner): stop the run or wait, then skip it"
@@ -643,10 +714,7 @@ impl PgStore {
             )?;
             match row {
                 Some(r) => item_from_row(c, &r),
-                None => Err(StoreError::UnknownKey {
-                    batch: batch.into(),
-                    key: key.into(),
-                }),
+                None => Err(tombstones::missing(c, id, batch, key)),
             }
         })
     }
@@ -717,16 +785,15 @@ impl PgStore {
                     "run {run_id} no longer holds the lock of batch {batch:?}: another runner took it over"
                 )));
             }
-            let status: String = c
+            let status: Option<String> = c
                 .opt(
                     "SELECT status FROM items WHERE batch_id = $1 AND key = $2 FOR UPDATE",
                     &[&id, &key],
                 )?
-                .map(|r| r.get(0))
-                .ok_or_else(|| StoreError::UnknownKey {
-                    batch: batch.into(),
-                    key: key.into(),
-                })?;
+                .map(|r| r.get(0));
+            let Some(status) = status else {
+                return Err(tombstones::missing(c, id, batch, key));
+            };
             match status.as_str() {
                 "done" => {
                     return Err(StoreError::Invalid(format!(
@@ -912,10 +979,7 @@ fn select_failed(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64,
                 &[&id, key],
             )?;
             let Some(found) = found else {
-                return Err(StoreError::UnknownKey {
-                    batch: batch.into(),
-                    key: key.clone(),
-                });
+                return Err(tombstones::missing(c, id, batch, key));
             };
             let (item_id, r, status) = row(&found)?;
             if status != Status::Failed.as_str() {

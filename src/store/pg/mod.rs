@@ -31,6 +31,7 @@ mod locks;
 mod prune;
 mod runs;
 mod schema;
+mod tombstones;
 mod views;
 
 use std::path::{Path, PathBuf};
@@ -52,6 +53,8 @@ pub struct PgStore {
     conn: Mutex<Conn>,
     /// Inside `group`: writes become savepoints of one transaction.
     in_group: bool,
+    /// Bulk writes stop between chunks once this is set (`set_stop`).
+    stop: crate::util::signals::Stop,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -85,6 +88,7 @@ impl PgStore {
             access,
             conn: Mutex::new(conn),
             in_group: false,
+            stop: Default::default(),
         })
     }
 
@@ -100,6 +104,7 @@ impl PgStore {
                 access: Access::ReadWrite,
                 conn: Mutex::new(conn),
                 in_group: false,
+                stop: Default::default(),
             },
             created,
         ))
@@ -112,6 +117,12 @@ impl PgStore {
 
     pub fn access(&self) -> Access {
         self.access
+    }
+
+    /// Makes bulk writes (`add_items`, `requeue`) stop at the next chunk
+    /// boundary once `stop` is set (see `SqliteStore::set_stop`).
+    pub fn set_stop(&mut self, stop: crate::util::signals::Stop) {
+        self.stop = stop;
     }
 
     /// Whether this role may change items, on a server that accepts

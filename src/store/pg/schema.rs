@@ -18,7 +18,7 @@ use super::conn::Conn;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 4;
+pub const PG_SCHEMA_VERSION: i32 = 5;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -297,7 +297,42 @@ CREATE INDEX events_by_tx ON events (tx);
 /// Version 4: a run records who started it (`user@host`).
 const V4: &str = "ALTER TABLE runs ADD COLUMN actor TEXT;";
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
+/// Version 5: tombstones of pruned done items (see the SQLite schema's
+/// version 4), counted in `batches.pruned_keys` by statement-level
+/// triggers. Prune writes them under `TOMBSTONE_LOCK` (see `pg::prune`).
+const V5: &str = r#"
+CREATE TABLE tombstones (
+    batch_id  BIGINT NOT NULL REFERENCES batches(id),
+    key       TEXT NOT NULL,
+    done_at   BIGINT NOT NULL,
+    outcome   TEXT NOT NULL CHECK (outcome IN ('done', 'empty', 'skipped')),
+    pruned_at BIGINT NOT NULL,
+    PRIMARY KEY (batch_id, key)
+);
+ALTER TABLE batches ADD COLUMN pruned_keys BIGINT NOT NULL DEFAULT 0;
+
+CREATE FUNCTION tombstones_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        UPDATE batches b SET pruned_keys = b.pruned_keys + x.n
+          FROM (SELECT batch_id, count(*) AS n FROM new_rows GROUP BY 1 ORDER BY 1) x
+         WHERE b.id = x.batch_id;
+    ELSE
+        UPDATE batches b SET pruned_keys = b.pruned_keys - x.n
+          FROM (SELECT batch_id, count(*) AS n FROM old_rows GROUP BY 1 ORDER BY 1) x
+         WHERE b.id = x.batch_id;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER tombstones_inserted AFTER INSERT ON tombstones
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION tombstones_counted();
+CREATE TRIGGER tombstones_deleted AFTER DELETE ON tombstones
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION tombstones_counted();
+"#;
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5];
 
 /// The schema version in the database; `None` if it has no nightshift schema.
 fn version(conn: &mut Conn) -> Result<Option<i32>> {
