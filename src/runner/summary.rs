@@ -158,7 +158,7 @@ pub async fn alert(cycle: &Cycle, report: &RunReport) {
     if let Some(dir) = &cycle.work_dir {
         cmd.current_dir(dir);
     }
-    let outcome = match cmd.spawn() {
+    let outcome = match super::children::spawn(&mut cmd) {
         Err(e) => format!("could not start alert `{}`: {e}", argv[0]),
         Ok(mut child) => {
             if let Some(mut stdin) = child.stdin.take() {

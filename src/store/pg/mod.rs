@@ -32,6 +32,7 @@ mod prune;
 mod runs;
 mod schema;
 mod views;
+mod workers;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -18,7 +18,7 @@ use super::conn::Conn;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 3;
+pub const PG_SCHEMA_VERSION: i32 = 4;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -294,7 +294,22 @@ ALTER TABLE events ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id();
 CREATE INDEX events_by_tx ON events (tx);
 "#;
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3];
+/// Version 4: each run's worker process groups (one row per slot), so a
+/// later run on the same host can stop those a crashed runner left behind
+/// (see `runner::groups`).
+const V4: &str = r#"
+CREATE TABLE workers (
+    run_id  BIGINT NOT NULL,
+    slot    BIGINT NOT NULL,
+    host    TEXT NOT NULL,
+    boot    TEXT NOT NULL,
+    pgid    BIGINT NOT NULL,
+    started BIGINT NOT NULL,
+    PRIMARY KEY (run_id, slot)
+);
+"#;
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
 
 /// The schema version in the database; `None` if it has no nightshift schema.
 fn version(conn: &mut Conn) -> Result<Option<i32>> {
