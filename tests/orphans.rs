@@ -116,6 +116,62 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
+    /// The same in persistent mode: one long-lived worker per slot, also
+    /// started through `env -i`.
+    fn persistent_workers_that_cleared_their_environment_are_stopped_too(env) {
+        let dir = p(env.dir.path());
+        env.write(
+            "worker.py",
+            r#"
+import fcntl, json, os, sys, time
+d = sys.argv[1]
+def log(text):
+    with open(os.path.join(d, "log"), "a") as f:
+        f.write(text + "\n")
+for line in sys.stdin:
+    r = json.loads(line)
+    k, a = r["key"], r["attempt"]
+    lock = open(os.path.join(d, "lock-" + k), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        log("overlap " + k)
+    log("start %s %d" % (k, a))
+    if a == 1:
+        time.sleep(300)
+    log("end %s %d" % (k, a))
+    print(json.dumps({"key": k, "result": 1}), flush=True)
+    lock.close()
+"#,
+        );
+        env.config(&format!(
+            "[batch.b]\nmode = \"persistent\"\nconcurrency = 2\n\
+             worker = [\"env\", \"-i\", \"python3\", \"{dir}/worker.py\", \"{dir}\", \"{}\"]\n",
+            marker(&env)
+        ));
+        env.add_items("b", 2);
+        let mut a = env.spawn("a", &["run", "b"]);
+        let log = env.path("log");
+        wait_for("both workers on their first item", || {
+            let l = lines(&log);
+            l.contains(&"start k1 1".to_string()) && l.contains(&"start k2 1".to_string())
+        });
+        wait_for("both worker groups recorded", || {
+            env.int("SELECT count(*) FROM workers") == 2
+        });
+        signal(a.id(), Signal::SIGKILL);
+        a.wait().unwrap();
+
+        ran(env.cmd().args(["run", "b"]).output().unwrap()).code(0);
+        let l = lines(&log);
+        assert!(!l.iter().any(|x| x.starts_with("overlap")), "a key ran twice at once: {l:?}");
+        for k in ["k1", "k2"] {
+            assert!(l.contains(&format!("end {k} 2")), "{l:?}");
+            assert!(!l.contains(&format!("end {k} 1")), "the first worker went on: {l:?}");
+        }
+        assert_no_process_left(&marker(&env));
+    }
+
     /// `setsid env -i ...` from a worker: a new session, no environment.
     fn a_setsid_daemon_with_a_cleared_environment_does_not_outlive_the_cycle(env) {
         env.config("[batch.b]\nconcurrency = 1\n");
