@@ -602,7 +602,10 @@ async fn reap_leftovers(cycle: &Arc<Cycle>) {
     if reaped > 0 {
         let e = cycle.new_event(
             "orphans-stopped",
-            format!("stopped {reaped} processes our workers left running"),
+            format!(
+                "stopped {} our workers left running",
+                orphans::processes(reaped)
+            ),
         );
         cycle.event(e).await;
     }

@@ -138,7 +138,10 @@ fn close_dead(
             now_ms(),
             batch,
             "orphans-stopped",
-            format!("stopped {reaped} worker processes left running by dead runs"),
+            format!(
+                "stopped {} left running by the workers of dead runs",
+                orphans::processes(reaped)
+            ),
         )
         .run(run_id);
         store.log_event(&e)?;
