@@ -481,3 +481,18 @@ mod tests {
         assert!(err.contains("retry, manual"), "{err}");
     }
 }
+
+/// A worker's process group as its runner recorded it (one per slot), so
+/// a later run on the same host can stop it once the runner died.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerGroup {
+    pub run_id: i64,
+    pub slot: u32,
+    pub host: String,
+    /// The kernel's boot id: start times count from boot.
+    pub boot: String,
+    pub pgid: u32,
+    /// When its leader started (clock ticks since boot): a reused pid has
+    /// another.
+    pub started: u64,
+}

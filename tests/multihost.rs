@@ -137,9 +137,14 @@ fn sim(env: &Env) {
         .collect();
     let twice: BTreeMap<&String, &usize> = ran.iter().filter(|(_, n)| **n > 1).collect();
     let unexplained: Vec<_> = twice.keys().filter(|k| !taken_back.contains(**k)).collect();
+    // The first one's story, so a failure says how it came to run twice.
+    let story = unexplained
+        .first()
+        .map(|k| key_story(env, k))
+        .unwrap_or_default();
     assert!(
         unexplained.is_empty(),
-        "keys run twice without a crash: {unexplained:?}"
+        "keys run twice without a crash: {unexplained:?}\n{story}"
     );
     let done = events(env, "done,empty");
     let completions = tally(
@@ -189,6 +194,33 @@ fn remaining(env: &Env) -> i64 {
         .iter()
         .map(|k| v[k].as_i64().unwrap_or(1))
         .sum()
+}
+
+/// Every event of one item, one line each.
+fn key_story(env: &Env, key: &str) -> String {
+    let out = env
+        .cmd()
+        .args(["log", "m", "-n", "1000", "--no-color", "--key", key])
+        .output()
+        .unwrap();
+    let locks = env
+        .cmd()
+        .args([
+            "log",
+            "m",
+            "-n",
+            "1000",
+            "--no-color",
+            "--kind",
+            "lock-takeover,lock-lost",
+        ])
+        .output()
+        .unwrap();
+    format!(
+        "{}\nlock events:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&locks.stdout)
+    )
 }
 
 fn events(env: &Env, kinds: &str) -> Vec<serde_json::Value> {

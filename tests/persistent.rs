@@ -604,6 +604,59 @@ for line in sys.stdin:
         env.assert_counts_consistent();
     }
 
+    /// The multi-host simulation's keys run twice with no take-back logged:
+    /// a runner whose seat was taken (its heartbeat late under load) gave
+    /// the items its worker was on back to pending itself, as "released,
+    /// not started", racing the taker, who would have logged taking them
+    /// back. A runner that lost its lock leaves its claims to the taker.
+    fn a_runner_that_lost_its_lock_leaves_its_claims_to_the_taker(env) {
+        env.script(
+            "w.sh",
+            r#"while IFS= read -r line; do
+  key=$(printf '%s' "$line" | sed 's/.*"key":"\([^"]*\)".*/\1/')
+  echo "${NIGHTSHIFT_HOST:-local} $key" >> side-effects.log
+  while [ ! -e go ]; do sleep 0.02; done
+  echo "{\"result\":\"${NIGHTSHIFT_HOST:-local}\"}"
+done"#,
+        );
+        env.config(
+            "[batch.b]\nworker = [\"./w.sh\"]\nmode = \"persistent\"\nlock_ttl = \"2s\"\nconcurrency = 1\n",
+        );
+        env.add_items("b", 3);
+        let mut a = env.spawn_with("a", &["run", "b"], &[("NIGHTSHIFT_HOST", "host-x")]);
+        // A's worker did k1's side effect; its answer waits.
+        wait_for("A's worker on k1", || {
+            common::lines(&env.path("side-effects.log")).contains(&"host-x k1".to_string())
+        });
+        // Another runner took A's seat and has not yet taken its claims back.
+        assert_eq!(env.exec("DELETE FROM locks"), 1);
+        let status = a.wait().unwrap();
+        assert_eq!(status.code(), Some(1), "A failed: it lost its lock");
+        assert_eq!(
+            env.strings("SELECT status FROM items WHERE key = 'k1'"),
+            ["claimed"],
+            "k1 is the taker's to take back"
+        );
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'released'"), 0);
+
+        env.write("go", "");
+        let b = ran(env
+            .cmd()
+            .env("NIGHTSHIFT_HOST", "host-y")
+            .args(["run", "b"])
+            .output()
+            .unwrap());
+        b.code(0);
+        assert!(b.stdout.contains("3 done"), "{b:#?}");
+        // k1 ran twice, and the store says why: taken back from A's run.
+        let reclaimed = env.strings(
+            "SELECT key FROM events WHERE kind = 'reclaimed' AND key IS NOT NULL ORDER BY key",
+        );
+        assert_eq!(reclaimed, ["k1"]);
+        assert_eq!(env.item("k1").2, 2, "both attempts counted");
+        env.assert_counts_consistent();
+    }
+
     /// A worker flooding op ids (each one a store write) gets at most
     /// `MAX_OP_IDS` recorded per item; repeats and ids with control characters
     /// are ignored; the item still completes.

@@ -176,7 +176,9 @@ both_backends! {
         assert_eq!(env.item("k1"), ("done".into(), None, 2));
     }
 
-    // Slow (about 3 s): waits out a 3 s lock TTL.
+    /// The seat's expiry is set in the store rather than waited for: a
+    /// fixed wait would race the TTL on a busy machine (the dead holder's
+    /// last renewal, and this runner's start, come at unknown moments).
     fn a_lock_held_under_another_host_is_taken_over_only_after_its_ttl(env) {
         env.config("[batch.b]\nlock_ttl = \"3s\"\n");
         env.add_items("b", 2);
@@ -192,6 +194,7 @@ both_backends! {
         kill_leftovers(&env);
 
         // From host-y, host-x's pid means nothing: the lock stands until its TTL.
+        env.exec(&format!("UPDATE locks SET expires_at = {}", now_ms() + 3_600_000));
         let run_y = || {
             env.cmd()
                 .env("NIGHTSHIFT_HOST", "host-y")
@@ -209,6 +212,7 @@ both_backends! {
         );
         assert_eq!(env.item("k1").0, "claimed");
 
+        env.exec(&format!("UPDATE locks SET expires_at = {}", now_ms() + 500));
         wait_for_lock_expiry(&env);
         let out = run_y();
         assert!(out.status.success(), "{}", stdout(&out));
@@ -224,20 +228,45 @@ both_backends! {
         assert_eq!(effects, ["host-y k1", "host-y k2"]);
     }
 
-    // Slow (about 3 s): an item that outlives three TTLs.
+    // Slow (about 4 s): an item that outlives two TTLs. Each try comes
+    // right after a renewal was seen, past the expiry before it: a fixed
+    // sleep would race the heartbeat, and a 1 s TTL a busy machine's
+    // scheduling (its heartbeat then lapses in earnest, and a remote
+    // runner rightly takes over).
     fn a_live_runner_slower_than_the_ttl_keeps_its_lock(env) {
-        env.config("[batch.b]\nlock_ttl = \"1s\"\n");
+        env.config("[batch.b]\nlock_ttl = \"2s\"\n");
         env.add_items("b", 1);
         let w = worker(&env);
-        // One item that takes three TTLs.
+        // One item that runs until the test is done trying.
+        let go = env.path("go");
+        let slow = p(&env.script(
+            "slow.sh",
+            &format!(
+                "cat >/dev/null
+touch {dir}/started-$NIGHTSHIFT_KEY
+                 while [ ! -e {go} ]; do sleep 0.02; done
+                 echo \"$NIGHTSHIFT_HOST $NIGHTSHIFT_KEY\" >> {dir}/side-effects.log
+                 echo '\"done\"'",
+                dir = env.dir.path().display(),
+                go = go.display(),
+            ),
+        ));
         let mut a = env.spawn_with(
             "a",
-            &["run", "b", "--", &w],
-            &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "3")],
+            &["run", "b", "--", &slow],
+            &[("NIGHTSHIFT_HOST", "host-x")],
         );
         wait_for("k1 started", || env.path("started-k1").exists());
+        let expiry = || env.int("SELECT coalesce(max(expires_at), 0) FROM locks");
+        let mut seen = expiry();
         for _ in 0..2 {
-            std::thread::sleep(std::time::Duration::from_millis(1200));
+            // Past the expiry seen last, and renewed since.
+            wait_for("a renewal past the last expiry", || {
+                let now = now_ms();
+                let e = expiry();
+                now > seen && e > now
+            });
+            seen = expiry();
             let out = env
                 .cmd()
                 .env("NIGHTSHIFT_HOST", "host-y")
@@ -246,6 +275,7 @@ both_backends! {
                 .unwrap();
             assert!(stdout(&out).contains("lock-held"), "{}", stdout(&out));
         }
+        env.write("go", "");
         assert!(a.wait().unwrap().success(), "{:?}", env.output_of("a"));
         assert_eq!(env.item("k1"), ("done".into(), None, 1));
         assert_eq!(side_effects(&env), ["host-x k1"]);

@@ -109,9 +109,11 @@ both_backends! {
 
     /// A runner on another host is SIGKILLed while two of its items are in
     /// flight: once its seat expires, the runner still going takes its claims
-    /// back and finishes them; nothing runs twice.
+    /// back and finishes them; nothing runs twice. (A 3 s TTL: with 1 s, a
+    /// busy machine can delay a live runner's heartbeat past its TTL, and
+    /// the other then rightly takes its seat.)
     fn a_killed_runner_s_claims_are_taken_back_by_the_one_still_running(env) {
-        env.config("[batch.b]\nrunners = 2\nlock_ttl = \"1s\"\n");
+        env.config("[batch.b]\nrunners = 2\nlock_ttl = \"3s\"\n");
         add(&env, 40);
         let w = worker(&env, "0.1");
         let mut b = env.spawn_with(

@@ -8,7 +8,8 @@
 mod pg;
 
 use nightshift::model::{
-    Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Tombstone, Trigger,
+    Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Tombstone,
+    Trigger, WorkerGroup,
 };
 use nightshift::store::{
     Access, Completion, DashQuery, EventFilter, ItemFilter, ItemsQuery, LockOutcome, Selection,
@@ -256,6 +257,37 @@ both_backends! {
             assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
         }
         assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn worker_groups_are_kept_per_slot_until_their_run_ends(db, s) {
+        s.ensure_batch("b", T0).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        let other = s.start_run("b", Trigger::Manual, None, &holder(2), T0, None).unwrap();
+        let group = |run_id, slot, pgid, started| WorkerGroup {
+            run_id,
+            slot,
+            host: "h".into(),
+            boot: "boot".into(),
+            pgid,
+            started,
+        };
+        s.record_worker(&group(run, 0, 100, 5)).unwrap();
+        s.record_worker(&group(run, 1, 101, 6)).unwrap();
+        // A slot's next worker replaces its record.
+        s.record_worker(&group(run, 0, 102, u64::from(u32::MAX) + 7)).unwrap();
+        s.record_worker(&group(other, 0, 200, 8)).unwrap();
+        assert_eq!(
+            s.worker_groups(&[run]).unwrap(),
+            [group(run, 0, 102, u64::from(u32::MAX) + 7), group(run, 1, 101, 6)]
+        );
+        assert_eq!(s.worker_groups(&[run, other]).unwrap().len(), 3);
+        // Only an ended run's records go.
+        s.forget_workers(&[run, other]).unwrap();
+        assert_eq!(s.worker_groups(&[run, other]).unwrap().len(), 3);
+        s.finish_run(run, RunState::Ok, "ok", 0, 0, T0).unwrap();
+        s.mark_crashed(&[other], T0).unwrap();
+        s.forget_workers(&[run, other]).unwrap();
+        assert!(s.worker_groups(&[run, other]).unwrap().is_empty());
     }
 
     fn the_lock_has_one_holder(db, s) {

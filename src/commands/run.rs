@@ -28,6 +28,8 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
             sanitize::line(&e.to_string())
         );
     }
+    // One cycle in this process: what its workers leave behind is ours.
+    runner::adopt_orphans();
     let report = runner::run_blocking(&ctx.db, opts);
     runner::close_file_log();
     let report = report?;

@@ -44,6 +44,22 @@ impl Db {
         answer.await.unwrap_or_else(|_| Err(gone()))
     }
 
+    /// Queues `f` without waiting for it: it commits with the next group,
+    /// in order after what was queued before. Its error is only logged.
+    pub fn send(&self, f: impl FnOnce(&mut Store) -> Result<(), StoreError> + Send + 'static) {
+        let (reply, _) = oneshot::channel();
+        let logged = move |s: &mut Store| {
+            let out = f(s);
+            if let Err(e) = &out {
+                tracing::warn!("store write: {e}");
+            }
+            out
+        };
+        if self.submit(logged, reply).is_err() {
+            tracing::warn!("store write dropped: the store writer stopped");
+        }
+    }
+
     fn submit<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,

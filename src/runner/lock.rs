@@ -24,10 +24,10 @@ pub enum Acquired {
 
 /// A holder on this host whose process is gone (or whose pid now belongs
 /// to another process) is stale at once: after a crash the re-run must
-/// resume, not wait out the TTL. Holders on other hosts are stale only
-/// when their lock expired.
+/// resume, not wait out the TTL. Other holders are stale only when their
+/// seat lapsed (`store::seat_lapsed`: never while running on this host).
 pub fn holder_is_dead(holder: &Holder) -> bool {
-    holder.host == identity::host() && !identity::process_alive(holder.pid, holder.pid_start)
+    identity::holder_seen(holder) == identity::Seen::Gone
 }
 
 pub async fn acquire(
@@ -137,6 +137,8 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
                 }
             }
         }
+        // Orphans we adopted that exited (see `children`).
+        let _ = tokio::task::spawn_blocking(|| super::children::reap_adopted(false)).await;
         // Runners sharing the batch: take back the work of one that died.
         // Best effort: the next tick tries again.
         let _ = super::recover::sweep(

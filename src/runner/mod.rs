@@ -6,10 +6,12 @@
 //! in between means the item runs again with the same key, never that it is
 //! lost. Every write about a claimed item is fenced by its lease token.
 
+mod children;
 pub mod classify;
 pub mod cost;
 mod db;
 mod dry_run;
+mod groups;
 mod hook;
 mod lock;
 mod log;
@@ -31,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
+pub use children::adopt_orphans;
 pub use dry_run::dry_run;
 pub use hook::{Hook, HookFailure};
 pub use log::{EventLog, close_file_log, init_file_log};
@@ -284,6 +287,15 @@ impl Cycle {
         NewEvent::new(now_ms(), &self.batch, kind, message).run(self.run_id)
     }
 
+    /// Records, for a later run to stop if we die, the process group of
+    /// the worker just spawned for `slot` (see `groups`). Queued, not
+    /// awaited: the worker starts at once.
+    fn record_worker(&self, slot: u32, pid: u32) {
+        if let Some(group) = groups::of(self.run_id, slot, pid) {
+            self.db.send(move |s| s.record_worker(&group));
+        }
+    }
+
     /// Stops every in-flight worker for `reason`.
     fn kill_all(&self, reason: KillReason) {
         let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
@@ -507,16 +519,21 @@ async fn locked_cycle(
             let c = cycle.clone();
             let key = key.clone();
             vec![match c.cfg.mode {
-                WorkerMode::Process => tokio::spawn(async move { slot::run_key(c, key).await }),
-                WorkerMode::Persistent => tokio::spawn(async move { pslot::run_key(c, key).await }),
+                WorkerMode::Process => tokio::spawn(async move { slot::run_key(c, 0, key).await }),
+                WorkerMode::Persistent => {
+                    tokio::spawn(async move { pslot::run_key(c, 0, key).await })
+                }
             }]
         }
         None => (0..cfg.concurrency.max(1))
-            .map(|_| {
+            .map(|i| {
                 let c = cycle.clone();
+                let i = i as u32;
                 match c.cfg.mode {
-                    WorkerMode::Process => tokio::spawn(async move { slot::run_slot(c).await }),
-                    WorkerMode::Persistent => tokio::spawn(async move { pslot::run_slot(c).await }),
+                    WorkerMode::Process => tokio::spawn(async move { slot::run_slot(c, i).await }),
+                    WorkerMode::Persistent => {
+                        tokio::spawn(async move { pslot::run_slot(c, i).await })
+                    }
                 }
             })
             .collect(),
@@ -560,6 +577,8 @@ async fn locked_cycle(
         let line = line.clone();
         move |s: &mut Store| {
             s.finish_run(run_id, state, &line, skipped_done, counts.retried, now_ms())?;
+            // Its worker groups are gone (each killed as its worker ended).
+            s.forget_workers(&[run_id])?;
             let e = NewEvent::new(now_ms(), &batch, "run-finished", line.clone())
                 .run(run_id)
                 .fields(serde_json::json!({"state": state, "counts": counts}));
@@ -597,20 +616,26 @@ async fn locked_cycle(
 /// Kills what our workers left running outside their process groups (a
 /// daemon that called `setsid` and closed its pipes): each worker's own
 /// group is killed when it ends, but such a process is only found by the
-/// environment it inherited. One `/proc` scan per cycle.
+/// environment it inherited or, having cleared that, as an orphan we
+/// adopted (`children`). One `/proc` scan each per cycle.
 async fn reap_leftovers(cycle: &Arc<Cycle>) {
     let batch = cycle.batch.clone();
     let ours = orphans::DeadRun {
         run_id: cycle.run_id,
         runner: cycle.runner_id.clone(),
     };
-    let reaped = tokio::task::spawn_blocking(move || orphans::reap(&batch, &[ours]))
-        .await
-        .unwrap_or(0);
+    let reaped = tokio::task::spawn_blocking(move || {
+        orphans::reap(&batch, &[ours]) + children::reap_adopted(true)
+    })
+    .await
+    .unwrap_or(0);
     if reaped > 0 {
         let e = cycle.new_event(
             "orphans-stopped",
-            format!("stopped {reaped} processes our workers left running"),
+            format!(
+                "stopped {} our workers left running",
+                orphans::processes(reaped)
+            ),
         );
         cycle.event(e).await;
     }

@@ -23,6 +23,15 @@ pub fn runner_id(pid: u32, start: Option<u64>) -> String {
     }
 }
 
+/// `1 process`, `3 processes`: for the `orphans-stopped` events.
+pub fn processes(n: usize) -> String {
+    if n == 1 {
+        "1 process".to_string()
+    } else {
+        format!("{n} processes")
+    }
+}
+
 /// A dead run whose workers may still be running on this host.
 #[derive(Debug, Clone)]
 pub struct DeadRun {

@@ -150,7 +150,7 @@ impl Persistent {
         }
         #[cfg(unix)]
         cmd.process_group(0);
-        let mut child = cmd.spawn()?;
+        let mut child = super::children::spawn(&mut cmd)?;
         let pgid = child.id();
         let stdin = child
             .stdin

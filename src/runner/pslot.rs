@@ -33,7 +33,7 @@ use super::slot::{
     plan_retry, release, wait_for_hold,
 };
 use super::worker::KillReason;
-use super::{Cycle, Killer, Signal};
+use super::{Cycle, Killer, Signal, StopReason};
 use crate::model::{Claim, NewEvent, Outcome};
 use crate::store::{Completion, StoreError};
 use crate::util::time::now_ms;
@@ -78,6 +78,8 @@ struct Success {
 
 struct Slot {
     cycle: Arc<Cycle>,
+    /// Which of the cycle's slots (its worker's record, see `groups`).
+    index: u32,
     worker: Option<Persistent>,
     /// Claimed, not yet sent to the current worker.
     queue: VecDeque<Work>,
@@ -120,32 +122,34 @@ enum Ended {
 }
 
 /// Claims and processes items until none is left or the cycle stops.
-pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
-    let mut slot = Slot::new(cycle);
+/// `index` numbers it among the cycle's slots (its worker's record).
+pub async fn run_slot(cycle: Arc<Cycle>, index: u32) -> Result<(), StoreError> {
+    let mut slot = Slot::new(cycle, index);
     let result = slot.run(None).await;
     slot.finish().await;
     result
 }
 
 /// `run --key`: the one named item, in a persistent worker.
-pub async fn run_key(cycle: Arc<Cycle>, key: String) -> Result<(), StoreError> {
+pub async fn run_key(cycle: Arc<Cycle>, index: u32, key: String) -> Result<(), StoreError> {
     let (batch, run) = (cycle.batch.clone(), cycle.run_id);
     let until = cycle.lease_until(now_ms());
     let claim = cycle
         .db
         .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
         .await?;
-    let mut slot = Slot::new(cycle);
+    let mut slot = Slot::new(cycle, index);
     let result = slot.run(Some(claim)).await;
     slot.finish().await;
     result
 }
 
 impl Slot {
-    fn new(cycle: Arc<Cycle>) -> Slot {
+    fn new(cycle: Arc<Cycle>, index: u32) -> Slot {
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
         Slot {
             cycle,
+            index,
             worker: None,
             queue: VecDeque::new(),
             sent: VecDeque::new(),
@@ -414,6 +418,10 @@ impl Slot {
         let mut stop = cycle.stop_tx.subscribe();
         loop {
             match cycle.stopping() {
+                Some((Signal::Immediate, StopReason::LockLost)) => {
+                    self.abandon().await?;
+                    return Ok(Ended::Stopped);
+                }
                 Some((Signal::Immediate, _)) => {
                     self.release_all().await?;
                     return Ok(Ended::Stopped);
@@ -551,6 +559,9 @@ impl Slot {
             &env,
         ) {
             Ok(w) => {
+                if let Some(pid) = w.pid() {
+                    cycle.record_worker(self.index, pid);
+                }
                 self.worker = Some(w);
                 self.answered = false;
                 self.last_answered = None;
@@ -889,6 +900,23 @@ impl Slot {
             self.queue.push_front(w);
         }
         self.release_waiting().await
+    }
+
+    /// The lock is lost: our claims are the taker's to take back (and to
+    /// log as taken back from this run), not ours to give back as "not
+    /// started" while its worker may have done them. Stops the worker and
+    /// lets them go.
+    async fn abandon(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
+        if let Some(mut w) = self.worker.take() {
+            w.kill().await;
+        }
+        let mut left: Vec<Work> = self.sent.drain(..).chain(self.queue.drain(..)).collect();
+        left.extend(self.retries.drain(..).map(|(_, w)| w));
+        for w in &left {
+            self.untrack(&w.claim);
+        }
+        Ok(())
     }
 
     /// Items not started (cut short: their attempt does not count) and

@@ -5,16 +5,17 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::db::Db;
-use super::{EventLog, orphans};
-use crate::model::{Holder, NewEvent};
+use super::{EventLog, groups, orphans};
+use crate::model::{Holder, NewEvent, WorkerGroup};
 use crate::store::{OpenRun, Store, StoreError};
 use crate::util::identity;
 use crate::util::time::now_ms;
 
 /// Every other open run of the batch that holds no seat of the lock is
 /// dead (or cut off and fenced). Its workers on this host may still run:
-/// stop them first (before the run is marked, so a crash right here leaves
-/// it findable), then close the runs and take back their claims.
+/// stop them first, by their recorded process groups and by their
+/// environment (before the run is marked, so a crash right here leaves it
+/// findable), then close the runs and take back their claims.
 pub async fn take_over(
     store: &mut Store,
     batch: &str,
@@ -24,7 +25,8 @@ pub async fn take_over(
     log: &EventLog,
 ) -> Result<(), StoreError> {
     let dead = dead_runs(store, batch, run_id)?;
-    let reaped = reap_here(batch, &dead, &holder.host).await;
+    let groups = store.worker_groups(&ids(&dead))?;
+    let reaped = reap_here(batch, &dead, groups, &holder.host).await;
     close_dead(store, batch, run_id, &dead, reaped, max_attempts, log)
 }
 
@@ -50,7 +52,7 @@ pub async fn sweep(
         if super::lock::holder_is_dead(&seat.holder) {
             dead.push(seat.token.clone());
             stale.push(seat.token);
-        } else if seat.expires_at < now {
+        } else if crate::store::seat_lapsed(&seat, now) {
             stale.push(seat.token);
         }
     }
@@ -69,8 +71,14 @@ pub async fn sweep(
         return Ok(());
     }
     let b = batch.to_string();
-    let dead = db.call(move |s| dead_runs(s, &b, run_id)).await?;
-    let reaped = reap_here(batch, &dead, &identity::host()).await;
+    let (dead, groups) = db
+        .call(move |s| {
+            let dead = dead_runs(s, &b, run_id)?;
+            let groups = s.worker_groups(&ids(&dead))?;
+            Ok((dead, groups))
+        })
+        .await?;
+    let reaped = reap_here(batch, &dead, groups, &identity::host()).await;
     let (b, log) = (batch.to_string(), log.clone());
     db.call(move |s| close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log))
         .await
@@ -90,8 +98,14 @@ fn dead_runs(store: &Store, batch: &str, run_id: i64) -> Result<Vec<OpenRun>, St
         .collect())
 }
 
-/// Stops the workers the dead runs left on this host; how many.
-async fn reap_here(batch: &str, dead: &[OpenRun], host: &str) -> usize {
+fn ids(runs: &[OpenRun]) -> Vec<i64> {
+    runs.iter().map(|r| r.id).collect()
+}
+
+/// Stops the workers the dead runs left on this host: their recorded
+/// process groups (`groups` keeps to this host and boot), then whatever
+/// their environment still names; how many processes.
+async fn reap_here(batch: &str, dead: &[OpenRun], recorded: Vec<WorkerGroup>, host: &str) -> usize {
     let here: Vec<orphans::DeadRun> = dead
         .iter()
         .filter(|r| r.holder.host == host)
@@ -100,11 +114,11 @@ async fn reap_here(batch: &str, dead: &[OpenRun], host: &str) -> usize {
             runner: orphans::runner_id(r.holder.pid, r.holder.pid_start),
         })
         .collect();
-    if here.is_empty() {
+    if here.is_empty() && recorded.is_empty() {
         return 0;
     }
     let reap_batch = batch.to_string();
-    tokio::task::spawn_blocking(move || orphans::reap(&reap_batch, &here))
+    tokio::task::spawn_blocking(move || groups::stop(&recorded) + orphans::reap(&reap_batch, &here))
         .await
         .unwrap_or(0)
 }
@@ -124,15 +138,20 @@ fn close_dead(
             now_ms(),
             batch,
             "orphans-stopped",
-            format!("stopped {reaped} worker processes left running by dead runs"),
+            format!(
+                "stopped {} left running by the workers of dead runs",
+                orphans::processes(reaped)
+            ),
         )
         .run(run_id);
         store.log_event(&e)?;
         log.emit(&e);
     }
     let now = now_ms();
-    let ids: Vec<i64> = dead.iter().map(|r| r.id).collect();
+    let ids = ids(dead);
     store.mark_crashed(&ids, now)?;
+    // Their groups are stopped: only a run still running keeps its record.
+    store.forget_workers(&ids)?;
     let (reclaimed, quarantined) = store.reclaim(batch, run_id, max_attempts, now)?;
     if reclaimed + quarantined > 0 {
         log.emit(

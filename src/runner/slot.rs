@@ -17,16 +17,20 @@ use crate::store::{Completion, Failure, StoreError};
 use crate::util::time::now_ms;
 
 /// Claims and processes items until none is left or the cycle stops.
-pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
+/// `slot` numbers it among the cycle's slots (its worker's record).
+pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
     // The next item, when it was claimed together with the last success.
     let mut chained: Option<Claim> = None;
     loop {
         if let Some(claim) = chained.take() {
-            if cycle.stopping().is_some() {
+            match cycle.stopping() {
+                // The taker takes it back (see `pslot::Slot::abandon`).
+                Some((_, StopReason::LockLost)) => return Ok(()),
                 // Claimed as the stop came: never started, so not counted.
-                return release(&cycle, &claim, true).await;
+                Some(_) => return release(&cycle, &claim, true).await,
+                None => {}
             }
-            chained = process(&cycle, claim).await?;
+            chained = process(&cycle, slot, claim).await?;
             continue;
         }
         if cycle.stopping().is_some() || budget_spent(&cycle) {
@@ -68,7 +72,7 @@ pub async fn run_slot(cycle: Arc<Cycle>) -> Result<(), StoreError> {
             return Ok(());
         };
         log_claimed(&cycle, &claim);
-        chained = process(&cycle, claim).await?;
+        chained = process(&cycle, slot, claim).await?;
     }
 }
 
@@ -110,7 +114,7 @@ fn unchain(cycle: &Cycle) {
 }
 
 /// `run --key`: the one named item.
-pub async fn run_key(cycle: Arc<Cycle>, key: String) -> Result<(), StoreError> {
+pub async fn run_key(cycle: Arc<Cycle>, slot: u32, key: String) -> Result<(), StoreError> {
     let (batch, run) = (cycle.batch.clone(), cycle.run_id);
     let until = cycle.lease_until(now_ms());
     let claim = cycle
@@ -118,7 +122,7 @@ pub async fn run_key(cycle: Arc<Cycle>, key: String) -> Result<(), StoreError> {
         .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
         .await?;
     // `chain` is off with --key: nothing else is claimed.
-    process(&cycle, claim).await.map(drop)
+    process(&cycle, slot, claim).await.map(drop)
 }
 
 pub(super) fn budget_spent(cycle: &Cycle) -> bool {
@@ -221,7 +225,7 @@ fn env(
 /// Runs one claimed item to an outcome: done, failed (with tier), released
 /// (stop), or abandoned (lease lost). Returns the next item when it was
 /// claimed in the same transaction as this one's success (`may_chain`).
-async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<Option<Claim>, StoreError> {
+async fn process(cycle: &Arc<Cycle>, slot: u32, claim: Claim) -> Result<Option<Claim>, StoreError> {
     let cfg = &cycle.cfg;
     let mut attempt = claim.attempt;
     let mut op_id = claim.op_id.clone();
@@ -248,6 +252,7 @@ async fn process(cycle: &Arc<Cycle>, claim: Claim) -> Result<Option<Claim>, Stor
             payload: &claim.payload,
             timeout: cfg.item_timeout,
             kill_grace: cfg.grace.min(std::time::Duration::from_secs(5)),
+            spawned: Some(Box::new(|pid| cycle.record_worker(slot, pid))),
         };
         let result = worker::run(job, report_tx, kill_rx).await;
         cycle

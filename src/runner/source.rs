@@ -48,7 +48,7 @@ async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
     // up on it): a pipeline's processes would otherwise keep the pipes open.
     #[cfg(unix)]
     cmd.process_group(0);
-    let mut child = cmd.spawn().map_err(Failure::Start)?;
+    let mut child = super::children::spawn(&mut cmd).map_err(Failure::Start)?;
     let group = Group(child.id());
     let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(Failure::Start(std::io::Error::other("no pipes")));

@@ -132,11 +132,13 @@ pub struct Job<'a> {
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when the runner stops a worker.
     pub kill_grace: Duration,
+    /// Told the worker's pid (its process group's id) once it is spawned.
+    pub spawned: Option<Box<dyn FnOnce(u32) + Send + 'a>>,
 }
 
 /// Runs the worker to its end. `Err(reason)` if the runner killed it.
 pub async fn run(
-    job: Job<'_>,
+    mut job: Job<'_>,
     reports: mpsc::UnboundedSender<Report>,
     kill: oneshot::Receiver<KillReason>,
 ) -> Result<Output, KillReason> {
@@ -161,7 +163,7 @@ pub async fn run(
     }
     #[cfg(unix)]
     cmd.process_group(0);
-    let mut child = match cmd.spawn() {
+    let mut child = match super::children::spawn(&mut cmd) {
         Ok(child) => child,
         Err(e) => {
             return Ok(Output {
@@ -176,6 +178,9 @@ pub async fn run(
         }
     };
     let pgid = child.id();
+    if let (Some(told), Some(pid)) = (job.spawned.take(), pgid) {
+        told(pid);
+    }
 
     // Feed stdin from a task: a worker that never reads it must not block us,
     // and a broken pipe is not a failure.

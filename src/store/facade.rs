@@ -13,7 +13,7 @@ use super::{
 };
 use crate::model::{
     AddReport, BatchInfo, Claim, Counts, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,
-    Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger,
+    Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger, WorkerGroup,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -139,6 +139,7 @@ impl Store {
         fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
         fn since(&self, since: Millis) -> Result<SinceSummary>;
         fn pruned_keys(&self, batch: &str) -> Result<i64>;
+        fn worker_groups(&self, run_ids: &[i64]) -> Result<Vec<WorkerGroup>>;
     }
 
     forward! {
@@ -174,5 +175,7 @@ impl Store {
         fn finish_run(&mut self, run_id: i64, state: RunState, summary: &str, skipped_done: i64, retried: i64, now: Millis) -> Result<()>;
         fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()>;
         fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()>;
+        fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;
+        fn forget_workers(&mut self, run_ids: &[i64]) -> Result<()>;
     }
 }

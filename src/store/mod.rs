@@ -27,6 +27,7 @@ mod shared;
 mod tombstones;
 mod trace;
 mod views;
+mod workers;
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +43,7 @@ pub use locks::LockOutcome;
 pub use prune::PruneReport;
 pub use runs::OpenRun;
 pub use schema::SCHEMA_VERSION;
+pub use shared::lapsed as seat_lapsed;
 pub use views::{
     BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage, ItemRow,
     ItemsQuery, SinceSummary,

@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -324,7 +324,22 @@ END;
 "#;
 
 /// Migrations, index `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4];
+/// Version 5: each run's worker process groups (one row per slot), so a
+/// later run on the same host can stop those a crashed runner left behind
+/// (see `runner::groups`).
+const V5: &str = r#"
+CREATE TABLE workers (
+    run_id  INTEGER NOT NULL,
+    slot    INTEGER NOT NULL,
+    host    TEXT NOT NULL,
+    boot    TEXT NOT NULL,
+    pgid    INTEGER NOT NULL,
+    started INTEGER NOT NULL,
+    PRIMARY KEY (run_id, slot)
+) STRICT;
+"#;
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -4,8 +4,17 @@
 
 use super::{CutShort, Failure, Selection, StoreError};
 use crate::model::{AddReport, LockInfo, Millis, NewEvent, Tier};
+use crate::util::identity::{self, Seen};
 
-/// The seats that expired or are held under a token in `dead`, among those
+/// Has the seat lapsed: its expiry passed, and its holder is not a process
+/// running on this host? A running holder here is live whatever the
+/// clocks say (ours may be set ahead, or have jumped), so only a frozen
+/// or remote holder is judged by its expiry.
+pub fn lapsed(lock: &LockInfo, now: Millis) -> bool {
+    lock.expires_at < now && identity::holder_seen(&lock.holder) != Seen::Running
+}
+
+/// The seats that lapsed or are held under a token in `dead`, among those
 /// in `only` if given.
 pub(crate) fn stale_seats(
     seats: Vec<LockInfo>,
@@ -15,16 +24,16 @@ pub(crate) fn stale_seats(
 ) -> Vec<LockInfo> {
     seats
         .into_iter()
-        .filter(|l| l.expires_at < now || dead.contains(&l.token.as_str()))
+        .filter(|l| lapsed(l, now) || dead.contains(&l.token.as_str()))
         .filter(|l| only.is_none_or(|o| o.contains(&l.token.as_str())))
         .collect()
 }
 
-/// The seats still live for an acquirer: not expired, not found dead.
+/// The seats still live for an acquirer: not lapsed, not found dead.
 pub(crate) fn live_seats(seats: Vec<LockInfo>, now: Millis, steal: &[&str]) -> Vec<LockInfo> {
     seats
         .into_iter()
-        .filter(|l| l.expires_at >= now && !steal.contains(&l.token.as_str()))
+        .filter(|l| !lapsed(l, now) && !steal.contains(&l.token.as_str()))
         .collect()
 }
 

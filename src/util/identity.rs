@@ -3,6 +3,8 @@
 
 use std::sync::OnceLock;
 
+use crate::model::Holder;
+
 /// Host identity. `NIGHTSHIFT_HOST` overrides it so tests (and containers
 /// sharing a hostname) can act as distinct hosts.
 pub fn host() -> String {
@@ -36,25 +38,89 @@ pub fn actor() -> String {
     format!("{user}@{}", host())
 }
 
+/// The fields of `/proc/PID/stat` the runner reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// `R`, `S`, `D`, `T` stopped, `t` traced, `Z` zombie, ...
+    pub state: char,
+    pub ppid: u32,
+    pub pgid: u32,
+    pub session: u32,
+    /// Clock ticks since boot.
+    pub start: u64,
+}
+
+/// Reads `/proc/PID/stat` (Linux); `None` when there is no such process.
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses: parse
+    // from the last ')'. `rest` starts at field 3 (state).
+    let rest: Vec<&str> = stat
+        .get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .collect();
+    Some(ProcStat {
+        state: rest.first()?.chars().next()?,
+        ppid: rest.get(1)?.parse().ok()?,
+        pgid: rest.get(2)?.parse().ok()?,
+        session: rest.get(3)?.parse().ok()?,
+        start: rest.get(19)?.parse().ok()?,
+    })
+}
+
 /// Start time of a process in clock ticks since boot (Linux `/proc`), used to
 /// tell a live holder from a reused pid.
 pub fn pid_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces and parentheses: parse
-    // from the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    // rest starts at field 3 (state); starttime is field 22.
-    rest.split_whitespace().nth(19)?.parse().ok()
+    proc_stat(pid).map(|s| s.start)
+}
+
+/// The kernel's boot id (Linux), empty where there is none: start times
+/// count from boot, so a recorded one means something only in the same boot.
+pub fn boot_id() -> String {
+    static BOOT: OnceLock<String> = OnceLock::new();
+    BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    })
+    .clone()
+}
+
+/// The state letter of a process.
+fn pid_state(pid: u32) -> Option<char> {
+    proc_stat(pid).map(|s| s.state)
 }
 
 fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let rest = stat.get(stat.rfind(')')? + 2..)?.to_string();
-            rest.chars().next()
-        })
-        .is_some_and(|state| state == 'Z' || state == 'X')
+    pid_state(pid).is_some_and(|state| state == 'Z' || state == 'X')
+}
+
+/// What this host can tell of a lock holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// On this host, and its process is gone (or its pid is another
+    /// process's now): stale at once.
+    Gone,
+    /// On this host, and its process runs: live whatever its expiry says
+    /// (a clock that jumped, or one set ahead, cannot make it stale).
+    Running,
+    /// On another host, or stopped (`T`) or traced (`t`) here: a frozen
+    /// holder may never renew, so its expiry decides.
+    Unknown,
+}
+
+/// The one rule for a holder's liveness as this host sees it.
+pub fn holder_seen(holder: &Holder) -> Seen {
+    if holder.host != host() {
+        return Seen::Unknown;
+    }
+    if !process_alive(holder.pid, holder.pid_start) {
+        return Seen::Gone;
+    }
+    match pid_state(holder.pid) {
+        Some('T' | 't') => Seen::Unknown,
+        _ => Seen::Running,
+    }
 }
 
 /// Is the process `pid` (started at `start`, if known) still alive on this host?
@@ -100,6 +166,37 @@ mod tests {
         assert!(process_alive(me, start));
         assert!(!process_alive(me, start.map(|s| s + 1)));
         assert!(!process_alive(0, None));
+    }
+
+    #[test]
+    fn a_running_holder_here_is_running_a_stopped_one_unknown() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let holder = |host: String| Holder {
+            host,
+            pid,
+            pid_start: pid_start(pid),
+        };
+        assert_eq!(holder_seen(&holder(host())), Seen::Running);
+        assert_eq!(holder_seen(&holder("elsewhere".into())), Seen::Unknown);
+        let reused = Holder {
+            pid_start: pid_start(pid).map(|s| s + 1),
+            ..holder(host())
+        };
+        assert_eq!(holder_seen(&reused), Seen::Gone);
+        let target = nix::unistd::Pid::from_raw(pid as i32);
+        nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while pid_state(pid) != Some('T') && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(holder_seen(&holder(host())), Seen::Unknown);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(holder_seen(&holder(host())), Seen::Gone);
     }
 
     #[test]

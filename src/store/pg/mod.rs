@@ -33,6 +33,7 @@ mod runs;
 mod schema;
 mod tombstones;
 mod views;
+mod workers;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -18,7 +18,7 @@ use super::conn::Conn;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 5;
+pub const PG_SCHEMA_VERSION: i32 = 6;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -332,7 +332,22 @@ CREATE TRIGGER tombstones_deleted AFTER DELETE ON tombstones
     FOR EACH STATEMENT EXECUTE FUNCTION tombstones_counted();
 "#;
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5];
+/// Version 6: each run's worker process groups (one row per slot), so a
+/// later run on the same host can stop those a crashed runner left behind
+/// (see `runner::groups`).
+const V6: &str = r#"
+CREATE TABLE workers (
+    run_id  BIGINT NOT NULL,
+    slot    BIGINT NOT NULL,
+    host    TEXT NOT NULL,
+    boot    TEXT NOT NULL,
+    pgid    BIGINT NOT NULL,
+    started BIGINT NOT NULL,
+    PRIMARY KEY (run_id, slot)
+);
+"#;
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6];
 
 /// The schema version in the database; `None` if it has no nightshift schema.
 fn version(conn: &mut Conn) -> Result<Option<i32>> {
