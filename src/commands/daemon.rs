@@ -1,7 +1,6 @@
 //! `nightshift daemon`: runs scheduled batches at their fire times until
 //! SIGTERM/SIGINT (see `schedule::daemon` for the loop).
 
-use chrono::Utc;
 use tokio::sync::watch;
 
 use super::schedule::{scheduled_batch, scheduled_names};
@@ -90,7 +89,7 @@ fn targets(ctx: &Ctx, names: &[String], verbose: bool) -> anyhow::Result<Vec<Tar
         };
         let mut opts = super::run::options(ctx, &run_args(name, verbose))?;
         opts.progress = false;
-        let plan = Plan::new(cfg, stored, Utc::now())
+        let plan = Plan::new(cfg, stored, crate::util::time::now())
             .ok_or_else(|| anyhow::anyhow!("batch {name} has no schedule"))?;
         targets.push(Target { plan, opts });
     }

@@ -10,6 +10,24 @@ pub enum StoreError {
     NotFound(PathBuf),
     #[error("{0} is not a nightshift store (run `nightshift init` to create one)")]
     NotNightshift(PathBuf),
+    /// A directory, a FIFO, a device...: SQLite would hang or fail obscurely.
+    #[error("{} is {what}{hint}", path.display())]
+    NotAFile {
+        path: PathBuf,
+        what: String,
+        hint: String,
+    },
+    #[error(
+        "{0} is empty (0 bytes; an interrupted `nightshift init` leaves one): \
+         run `nightshift init` to make it a store"
+    )]
+    Empty(PathBuf),
+    /// The path no longer names the store a long-lived process opened.
+    #[error(
+        "{0}: the store was deleted or replaced under this run; it stopped at once \
+         and wrote nothing more"
+    )]
+    Replaced(PathBuf),
     #[error("{0} is not a valid SQLite database (corrupt or not a database file): {1}")]
     Corrupt(PathBuf, String),
     #[error(
@@ -162,6 +180,13 @@ impl StoreError {
         match self {
             StoreError::NotFound(p) => StoreError::NotFound(p.clone()),
             StoreError::NotNightshift(p) => StoreError::NotNightshift(p.clone()),
+            StoreError::NotAFile { path, what, hint } => StoreError::NotAFile {
+                path: path.clone(),
+                what: what.clone(),
+                hint: hint.clone(),
+            },
+            StoreError::Empty(p) => StoreError::Empty(p.clone()),
+            StoreError::Replaced(p) => StoreError::Replaced(p.clone()),
             StoreError::Corrupt(p, d) => StoreError::Corrupt(p.clone(), d.clone()),
             StoreError::NewerSchema {
                 path,

@@ -94,9 +94,15 @@ fn run<T>(conn: &Connection, path: &Path, f: impl FnOnce(&Connection) -> Result<
 /// `Store::change_marker`.
 pub(super) fn change_marker(path: &Path) -> Vec<u8> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let mut out = file_marker(path);
     let mut head = [0u8; 48];
-    if let Ok(mut f) = std::fs::File::open(side(path, "-shm")) {
+    // Non-blocking: a FIFO put there must not hang the poll.
+    let shm = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(side(path, "-shm"));
+    if let Ok(mut f) = shm {
         let n = f.read(&mut head).unwrap_or(0);
         out.extend(&head[..n]);
     }
