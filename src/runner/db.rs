@@ -55,10 +55,20 @@ impl Db {
         self.refused()?;
         let (reply, answer) = oneshot::channel();
         self.submit(f, reply)?;
-        match answer.await {
+        let out = match answer.await {
             Ok(out) => out,
             Err(_) => self.refused().and(Err(gone())),
+        };
+        // The store found itself replaced (a PostgreSQL session reopened
+        // onto another database): the heartbeat stops the run.
+        if let Err(StoreError::Replaced(_)) = &out {
+            self.seal();
         }
+        out
+    }
+
+    pub fn is_sealed(&self) -> bool {
+        self.sealed.load(Ordering::SeqCst)
     }
 
     /// Refuses every request from now on, also those already waiting: the

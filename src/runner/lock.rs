@@ -106,6 +106,10 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
     loop {
         tokio::time::sleep(tick).await;
         let batch = cycle.batch.clone();
+        if cycle.db.is_sealed() {
+            cycle.store_lost().await;
+            return;
+        }
         if renewed_at.elapsed() + tick / 2 >= every {
             if store_changed(&cycle).await {
                 cycle.store_lost().await;
