@@ -50,7 +50,14 @@ pub(super) fn side(path: &Path, suffix: &str) -> PathBuf {
 pub(super) fn inspect(path: &Path) -> Result<Inspected> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        // Nothing there; or a file where a directory should be, which
+        // `init` then names when it cannot create the store.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
             if let Ok(target) = std::fs::read_link(path) {
                 return Err(StoreError::NotAFile {
                     path: path.to_path_buf(),
