@@ -95,9 +95,9 @@ const PAUSE_CHECK: Duration = Duration::from_secs(1);
 
 /// Every third of the TTL: check that the store's location still names the
 /// store opened (see `store::identity`), renew the lock and our leases, and
-/// notice a lost lock or lease. Every second (or more often): notice a pause or the PAUSED
-/// file, so a pause stops claiming at once rather than at the next renewal
-/// (20 s with the default TTL).
+/// notice a lost lock or lease. Every second (or more often): notice a
+/// pause or the PAUSED file, so a pause stops claiming at once rather than
+/// at the next renewal (20 s with the default TTL).
 pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
     let every = (ttl / 3).clamp(Duration::from_millis(100), Duration::from_secs(20));
     let tick = every.min(PAUSE_CHECK);

@@ -8,6 +8,9 @@
 //! transactions, never held open (a long reader stops WAL checkpoints).
 //! A read-only store opens SQLite with its read-only flag and `query_only`,
 //! and never writes the database, its `-wal` or its `-shm` (see `readonly`).
+//! What is at a file's path is judged before SQLite opens it, and a new
+//! store appears whole (`file`); a long-lived user notices its store
+//! deleted or replaced (`identity`).
 
 mod batches;
 mod chunks;

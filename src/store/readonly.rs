@@ -18,18 +18,13 @@
 //! A fresh connection per read: a long-lived one would keep mapping an old
 //! `-shm` after the writer deleted and recreated it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::{Connection, OpenFlags};
 
+use super::file::side;
 use super::{Result, StoreError, schema};
-
-fn side(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_os_string();
-    s.push(suffix);
-    PathBuf::from(s)
-}
 
 #[derive(PartialEq, Eq)]
 struct Fingerprint {

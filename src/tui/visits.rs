@@ -106,4 +106,32 @@ mod tests {
         assert_eq!(Visits::new(Some(&state), &b).last(), None);
         assert_eq!(Visits::new(None, &a).last(), None);
     }
+
+    /// A state directory another user may write: no visit is read from it
+    /// or written to it (they could plant a link under the record's name).
+    #[test]
+    fn nothing_kept_where_another_user_could_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.db");
+        std::fs::write(&a, "").unwrap();
+        let state = dir.path().join("state");
+        Visits::new(Some(&state), &a).record(42).unwrap();
+        let shared = std::fs::Permissions::from_mode(0o777);
+        std::fs::set_permissions(&state, shared.clone()).unwrap();
+        let v = Visits::new(Some(&state), &a);
+        assert_eq!(v.last(), None);
+        let e = v.record(43).unwrap_err().to_string();
+        assert!(e.contains("is writable by other users"), "{e}");
+
+        let fresh = dir.path().join("fresh");
+        std::fs::create_dir(&fresh).unwrap();
+        std::fs::set_permissions(&fresh, shared).unwrap();
+        assert!(Visits::new(Some(&fresh.join("ns")), &a).record(1).is_err());
+        assert_eq!(
+            std::fs::read_dir(&fresh).unwrap().count(),
+            0,
+            "made a directory there"
+        );
+    }
 }

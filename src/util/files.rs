@@ -21,6 +21,14 @@ use nix::fcntl::OFlag;
 /// above it are safe to write into (see the module doc).
 pub fn private_dir(dir: &Path) -> io::Result<()> {
     if !dir.is_dir() {
+        // Nothing is made under a directory that is not safe either.
+        let abs = std::path::absolute(dir)?;
+        if let Some(existing) = abs.ancestors().skip(1).find(|p| p.is_dir()) {
+            let uid = nix::unistd::geteuid().as_raw();
+            for p in std::fs::canonicalize(existing)?.ancestors() {
+                judge(p, &std::fs::metadata(p)?, uid, true)?;
+            }
+        }
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
             .create(dir)?;
     }
