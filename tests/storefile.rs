@@ -497,8 +497,10 @@ fn a_clock_set_back_under_a_run_panics_nothing() {
         );
         wait_for("the run to reach k2", || env.path("at-k2").exists());
         std::fs::write(&clock, "@1969-06-01 00:00:00\n").unwrap();
-        // A few heartbeats on the 1969 clock.
-        std::thread::sleep(Duration::from_millis(1500));
+        // A heartbeat on the 1969 clock: the lock renewed to expire then.
+        wait_for("a lock renewed on the 1969 clock", || {
+            env.int("SELECT coalesce(min(expires_at), 0) FROM locks") < 0
+        });
         std::fs::write(env.path("go"), "").unwrap();
         run
     };
@@ -578,7 +580,19 @@ fn event_logs_never_follow_a_planted_link() {
 
     chmod(&logs, 0o700);
     env.run(&["requeue", "b", "--all-failed"]).code(0);
-    env.run(&["run", "b"]).code(1);
+    let r = env.run(&["run", "b"]);
+    r.code(1);
+    assert!(
+        r.stderr.starts_with(&format!(
+            "nightshift: warning: cannot write logs to {}: {}/nightshift.jsonl.",
+            logs.display(),
+            logs.display()
+        )) && r
+            .stderr
+            .trim_end()
+            .ends_with(" is a symbolic link: not followed"),
+        "{r:#?}"
+    );
     assert_eq!(
         std::fs::read_to_string(&bashrc).unwrap(),
         "# the operator's\n"

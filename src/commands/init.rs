@@ -82,6 +82,9 @@ fn db_line(db: &Path, config: &Path) -> String {
 fn write_config(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    for stale in files::stale_temporaries(path) {
+        let _ = std::fs::remove_file(stale);
+    }
     let tmp = files::temporary_beside(path);
     let written = std::fs::OpenOptions::new()
         .write(true)

@@ -62,10 +62,13 @@ pub fn init_file_log(dir: &Path) -> std::io::Result<()> {
         return Ok(());
     }
     files::private_dir(dir)?;
-    let appender = PrivateDaily {
+    let mut appender = PrivateDaily {
         dir: dir.to_path_buf(),
         current: None,
     };
+    // Opened now, so that a file that cannot be written (a link planted
+    // under its name) is said at the start rather than lost unseen.
+    appender.file()?;
     let (writer, guard) = tracing_appender::non_blocking(appender);
     let layer = tracing_subscriber::fmt::layer()
         .json()

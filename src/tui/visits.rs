@@ -71,6 +71,9 @@ impl Visits {
         if let Some(dir) = file.parent() {
             files::private_dir(dir)?;
         }
+        for stale in files::stale_temporaries(file) {
+            let _ = std::fs::remove_file(stale);
+        }
         let tmp = files::temporary_beside(file);
         let record = Record {
             store: self.store.clone(),

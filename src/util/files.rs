@@ -119,7 +119,8 @@ pub fn open_append_private(path: &Path) -> io::Result<File> {
 /// Gives the finished file `tmp` the name `dest`, atomically, unless
 /// `dest` exists (then `tmp` is removed and `Ok(false)` returned): a
 /// reader sees no file or the whole file, never a part. `tmp` must be in
-/// `dest`'s directory and flushed to disk.
+/// `dest`'s directory and flushed to disk. A hard link: every local POSIX
+/// file system has them, and unlike `rename` it never replaces a file.
 pub fn publish_new(tmp: &Path, dest: &Path) -> io::Result<bool> {
     let linked = std::fs::hard_link(tmp, dest);
     let _ = std::fs::remove_file(tmp);
