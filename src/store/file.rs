@@ -150,12 +150,27 @@ fn kind_name(kind: FileType) -> &'static str {
 /// (where SQLite creates and removes the `-wal` and `-shm`).
 pub(super) fn writable(file: &Path) -> bool {
     use nix::unistd::{AccessFlags, access};
-    let dir = match file.parent() {
+    access(file, AccessFlags::W_OK).is_ok()
+        && access(dir_of(file), AccessFlags::W_OK | AccessFlags::X_OK).is_ok()
+}
+
+/// What [`writable`] found missing, for a message.
+pub(super) fn why_not_writable(file: &Path) -> String {
+    use nix::unistd::{AccessFlags, access};
+    if access(file, AccessFlags::W_OK).is_err() {
+        return "this user may not write the file".into();
+    }
+    format!(
+        "this user may not write its directory {}, where SQLite makes the -wal and -shm files",
+        dir_of(file).display()
+    )
+}
+
+fn dir_of(file: &Path) -> &Path {
+    match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
-    };
-    access(file, AccessFlags::W_OK).is_ok()
-        && access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()
+    }
 }
 
 /// The identity (device, inode) of the file `path` names now.
@@ -186,8 +201,9 @@ pub(super) fn create_whole(path: &Path, make: impl FnOnce(&Path) -> Result<()>) 
             let _ = std::fs::remove_file(side(&tmp, suffix));
         }
         return Err(match e {
-            StoreError::CannotCreate(..) => e,
-            other => StoreError::CannotCreate(path.to_path_buf(), other.to_string()),
+            // Named for the store, not its draft: "the disk holding ... is full".
+            StoreError::Sqlite(e) => StoreError::from_sqlite(e, path),
+            other => other,
         });
     }
     files::publish_new(&tmp, path).map_err(cannot)

@@ -67,14 +67,7 @@ pub fn file_id(db: &Path) -> std::io::Result<Option<(u64, u64)>> {
     if is_server(db) {
         return Ok(None);
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(db)?;
-        Ok(Some((m.dev(), m.ino())))
-    }
-    #[cfg(not(unix))]
-    std::fs::metadata(db).map(|_| None)
+    super::file::id_of(db).map(Some)
 }
 
 #[cfg(test)]

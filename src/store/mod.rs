@@ -199,13 +199,9 @@ impl SqliteStore {
     /// SQLite says only "unable to open database file".
     fn write_open_err(&self, e: rusqlite::Error) -> StoreError {
         match StoreError::from_sqlite(e, &self.path) {
-            StoreError::CannotOpen(..) if !file::writable(&self.file) => StoreError::ReadOnlyFile(
-                self.path.clone(),
-                format!(
-                    "SQLite needs to write {} or its directory; open it read-only instead",
-                    self.file.display()
-                ),
-            ),
+            StoreError::CannotOpen(..) if !file::writable(&self.file) => {
+                StoreError::ReadOnlyFile(self.path.clone(), file::why_not_writable(&self.file))
+            }
             other => other,
         }
     }
