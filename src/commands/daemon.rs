@@ -8,7 +8,6 @@ use super::{Ctx, Exit, out, user_error};
 use crate::cli::{DaemonArgs, RunArgs, TriggerArg};
 use crate::schedule::daemon::{self, Target};
 use crate::schedule::{Plan, Stored};
-use crate::util::sanitize;
 use crate::util::time::{now_ms, to_datetime};
 
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
@@ -37,14 +36,8 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
     };
     let targets = targets(ctx, &names, args.verbose)?;
     let log_dir = targets.first().and_then(|t| t.opts.log_dir.clone());
-    if let Some(dir) = &log_dir
-        && let Err(e) = crate::runner::init_file_log(dir)
-    {
-        eprintln!(
-            "nightshift: warning: cannot write logs to {}: {}",
-            sanitize::line(&dir.display().to_string()),
-            sanitize::line(&e.to_string())
-        );
+    if let Some(dir) = &log_dir {
+        crate::runner::start_file_log(dir);
     }
     out(format!(
         "nightshift daemon: scheduling {} (pid {}); stop with SIGTERM or Ctrl-C",

@@ -19,15 +19,6 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     if args.dry_run {
         return dry_run(ctx, &opts, args.json);
     }
-    if let Some(dir) = &opts.log_dir
-        && let Err(e) = runner::init_file_log(dir)
-    {
-        eprintln!(
-            "nightshift: warning: cannot write logs to {}: {}",
-            sanitize::line(&dir.display().to_string()),
-            sanitize::line(&e.to_string())
-        );
-    }
     let report = runner::run_blocking(&ctx.db, opts);
     runner::close_file_log();
     let report = report?;

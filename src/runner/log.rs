@@ -49,13 +49,30 @@ impl EventLog {
 /// Kept until `close_file_log`: dropping it flushes the writer thread.
 static GUARD: Mutex<Option<tracing_appender::non_blocking::WorkerGuard>> = Mutex::new(None);
 
+/// Starts the event log files in `dir` ([`init_file_log`]) once per
+/// process; when they cannot be written, says why on stderr, once (the
+/// events are still kept in the store).
+pub fn start_file_log(dir: &Path) {
+    static TRIED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if TRIED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    if let Err(e) = init_file_log(dir) {
+        eprintln!(
+            "nightshift: warning: cannot write logs to {}: {}",
+            sanitize::line(&dir.display().to_string()),
+            sanitize::line(&e.to_string())
+        );
+    }
+}
+
 /// Sends events to daily-rolling JSON-lines files `nightshift.jsonl.YYYY-MM-DD`
 /// (UTC dates) in `dir`; the directory (when we create it) and the files are
 /// private to this user whatever the umask. Once per process. A directory
 /// another user could write into is refused (see `util::files`): events
 /// quote workers' text, and a link planted there would send them into any
 /// file this user may write.
-pub fn init_file_log(dir: &Path) -> std::io::Result<()> {
+fn init_file_log(dir: &Path) -> std::io::Result<()> {
     use tracing_subscriber::prelude::*;
     let mut guard_slot = GUARD.lock().unwrap_or_else(|p| p.into_inner());
     if guard_slot.is_some() {

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 
 pub use dry_run::dry_run;
-pub use log::{EventLog, close_file_log, init_file_log};
+pub use log::{EventLog, close_file_log, start_file_log};
 
 use crate::config::{BatchConfig, WorkerMode};
 use crate::model::{Holder, Millis, NewEvent, RunCounts, RunState, Trigger};
@@ -326,6 +326,11 @@ pub async fn cycle(
 ) -> anyhow::Result<RunReport> {
     let started = Instant::now();
     let mut store = Store::open(db_path, Access::ReadWrite)?;
+    // Once the store is known to be usable: a run refused for its store
+    // says that alone.
+    if let Some(dir) = &opts.log_dir {
+        start_file_log(dir);
+    }
     let now = now_ms();
     store.ensure_batch(&opts.batch, now)?;
     let log = EventLog::new(opts.verbose);

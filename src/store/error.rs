@@ -101,7 +101,7 @@ fn disk_full(_path: &Path) -> bool {
 
 /// Whether `path` (or its directory) is on a file system mounted read-only.
 #[cfg(unix)]
-fn read_only_fs(path: &Path) -> bool {
+pub(super) fn read_only_fs(path: &Path) -> bool {
     use nix::sys::statvfs::{FsFlags, statvfs};
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -113,7 +113,7 @@ fn read_only_fs(path: &Path) -> bool {
 }
 
 #[cfg(not(unix))]
-fn read_only_fs(_path: &Path) -> bool {
+pub(super) fn read_only_fs(_path: &Path) -> bool {
     false
 }
 

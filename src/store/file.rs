@@ -157,6 +157,9 @@ pub(super) fn writable(file: &Path) -> bool {
 /// What [`writable`] found missing, for a message.
 pub(super) fn why_not_writable(file: &Path) -> String {
     use nix::unistd::{AccessFlags, access};
+    if super::error::read_only_fs(file) {
+        return "read-only file system".into();
+    }
     if access(file, AccessFlags::W_OK).is_err() {
         return "this user may not write the file".into();
     }

@@ -134,17 +134,25 @@ impl SqliteStore {
             store.read(|conn| check_identity(conn, path))?;
             return Ok(store);
         }
+        // SQLite would open it read-only without a word, and fail at the
+        // first write; or fail to make the `-wal` in the directory.
+        if !file::writable(&store.file) {
+            return Err(StoreError::ReadOnlyFile(
+                path.to_path_buf(),
+                file::why_not_writable(&store.file),
+            ));
+        }
         let mut conn = Connection::open_with_flags(
             &store.file,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(|e| store.write_open_err(e))?;
+        .map_err(|e| StoreError::from_sqlite(e, path))?;
         // Check before any pragma: a refused file must not change.
         if !adopt {
             check_identity(&conn, path)?;
         }
-        schema::configure_writer(&mut conn).map_err(|e| store.write_open_err(e))?;
-        schema::migrate(&mut conn).map_err(|e| store.write_open_err(e))?;
+        schema::configure_writer(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+        schema::migrate(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
         store.conn = Some(conn);
         Ok(store)
     }
@@ -193,17 +201,6 @@ impl SqliteStore {
     /// closes.
     pub fn writable(&self) -> bool {
         file::writable(&self.file)
-    }
-
-    /// A write open that failed: in a directory this user cannot write,
-    /// SQLite says only "unable to open database file".
-    fn write_open_err(&self, e: rusqlite::Error) -> StoreError {
-        match StoreError::from_sqlite(e, &self.path) {
-            StoreError::CannotOpen(..) if !file::writable(&self.file) => {
-                StoreError::ReadOnlyFile(self.path.clone(), file::why_not_writable(&self.file))
-            }
-            other => other,
-        }
     }
 
     /// Runs `f` in one short read transaction (one consistent snapshot).
