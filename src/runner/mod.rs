@@ -270,8 +270,9 @@ impl Cycle {
 
     /// The store's location names another store, or none: stop at once,
     /// and write nothing more to the one still open (whatever it now is
-    /// to the operator: an unlinked file, a backup's original). What is in
-    /// flight runs again from the store in place, with the same keys.
+    /// to the operator: an unlinked file, a backup's original). What was
+    /// in flight stays claimed there, and runs again, with the same keys,
+    /// if that store is resumed.
     async fn store_lost(&self) {
         self.db.seal();
         if self.request_stop(Signal::Immediate, StopReason::StoreLost) {
