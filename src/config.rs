@@ -367,6 +367,16 @@ impl Config {
     ///
     /// [`ConfigError::Read`] if the file cannot be read, else as [`Config::parse`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        // Reading a FIFO (or a device) would block, or never end.
+        if let Ok(meta) = std::fs::metadata(path)
+            && !meta.is_file()
+        {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                kind: std::io::ErrorKind::InvalidInput,
+                reason: "not a regular file".into(),
+            });
+        }
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
             path: path.to_path_buf(),
             kind: e.kind(),

@@ -24,7 +24,8 @@
 //! - [`tui`]: the dashboard: state and `update(Action)` without I/O, a
 //!   keymap table, a poller thread reading the store, one render module
 //!   per pane.
-//! - [`util`]: clock, process identity, and making untrusted text inert.
+//! - [`util`]: the clock, process identity, making untrusted text inert,
+//!   and files only their owner may change (logs, the dashboard's state).
 
 #![forbid(unsafe_code)]
 

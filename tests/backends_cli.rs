@@ -288,7 +288,10 @@ fn init_on_a_url_creates_the_schema_and_a_config_without_it() {
         !config.contains(env.db.to_str().unwrap()) && !config.contains("host="),
         "{config}"
     );
-    assert!(config.contains("\n# db = \"nightshift.db\"\n"), "{config}");
+    assert!(
+        config.contains("\n# db = \"postgres://user@host/db\"\n"),
+        "{config}"
+    );
     assert!(env.run(&["init"]).code(0).stdout.contains("already exists"));
     // No file store appeared, and a PAUSED file in the working directory
     // is not an emergency stop of a database server.

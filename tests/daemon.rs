@@ -9,7 +9,7 @@ mod common;
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use chrono::{Timelike, Utc};
+use chrono::Timelike;
 use common::Env;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -285,7 +285,7 @@ fn catch_up_runs_a_recent_miss_once_and_records_older_ones() {
     // daemon run before this one stored that fire time as the next.
     let env = Env::new();
     env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
-    let fire = (Utc::now() - chrono::TimeDelta::hours(3))
+    let fire = (nightshift::util::time::now() - chrono::TimeDelta::hours(3))
         .with_nanosecond(0)
         .unwrap();
     let cron = format!("{} {} {} * * *", fire.second(), fire.minute(), fire.hour());

@@ -1,7 +1,6 @@
 //! `nightshift daemon`: runs scheduled batches at their fire times until
 //! SIGTERM/SIGINT (see `schedule::daemon` for the loop).
 
-use chrono::Utc;
 use tokio::sync::watch;
 
 use super::schedule::{scheduled_batch, scheduled_names};
@@ -9,7 +8,6 @@ use super::{Ctx, Exit, out, user_error};
 use crate::cli::{DaemonArgs, RunArgs, TriggerArg};
 use crate::schedule::daemon::{self, Target};
 use crate::schedule::{Plan, Stored};
-use crate::util::sanitize;
 use crate::util::time::{now_ms, to_datetime};
 
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
@@ -38,14 +36,8 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
     };
     let targets = targets(ctx, &names, args.verbose)?;
     let log_dir = targets.first().and_then(|t| t.opts.log_dir.clone());
-    if let Some(dir) = &log_dir
-        && let Err(e) = crate::runner::init_file_log(dir)
-    {
-        eprintln!(
-            "nightshift: warning: cannot write logs to {}: {}",
-            sanitize::line(&dir.display().to_string()),
-            sanitize::line(&e.to_string())
-        );
+    if let Some(dir) = &log_dir {
+        crate::runner::start_file_log(dir);
     }
     out(format!(
         "nightshift daemon: scheduling {} (pid {}); stop with SIGTERM or Ctrl-C",
@@ -90,7 +82,7 @@ fn targets(ctx: &Ctx, names: &[String], verbose: bool) -> anyhow::Result<Vec<Tar
         };
         let mut opts = super::run::options(ctx, &run_args(name, verbose))?;
         opts.progress = false;
-        let plan = Plan::new(cfg, stored, Utc::now())
+        let plan = Plan::new(cfg, stored, crate::util::time::now())
             .ok_or_else(|| anyhow::anyhow!("batch {name} has no schedule"))?;
         targets.push(Target { plan, opts });
     }

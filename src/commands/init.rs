@@ -1,5 +1,7 @@
 //! `nightshift init`: the store and a commented example config.
 
+use std::path::{Path, PathBuf};
+
 use anyhow::Context;
 
 use serde_json::json;
@@ -8,7 +10,10 @@ use super::{Ctx, Exit, out, out_json};
 use crate::cli::InitArgs;
 use crate::config::{CONFIG_FILE, EXAMPLE};
 use crate::store::Store;
-use crate::util::sanitize;
+use crate::util::{files, sanitize};
+
+/// The example's `db` line, replaced by the store `init` made.
+const EXAMPLE_DB_LINE: &str = "\ndb = \"nightshift.db\"\n";
 
 pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
     let (_store, created) = Store::create(&ctx.db)?;
@@ -22,18 +27,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
     let shown = sanitize::line(&config.display().to_string()).into_owned();
     let wrote_config = !config.exists();
     if wrote_config {
-        // A database URL is not written into a file anyone may read (it
-        // may hold a password): the config leaves `db` to --db or
-        // NIGHTSHIFT_DB.
-        let text = if crate::store::is_server(&ctx.db) {
-            EXAMPLE.replace(
-                "\ndb = \"nightshift.db\"\n",
-                "\n# This store was given by --db or NIGHTSHIFT_DB; keep giving it that way.\n\
-                 # db = \"nightshift.db\"\n",
-            )
-        } else {
-            EXAMPLE.to_string()
-        };
+        let text = EXAMPLE.replace(EXAMPLE_DB_LINE, &db_line(&ctx.db, &config));
         write_config(&config, &text).with_context(|| format!("writing {}", config.display()))?;
     }
     if args.json {
@@ -54,19 +48,108 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
         ))?;
     } else {
         out(format!("config {shown} already exists (left as it is)"))?;
+        if let Some(named) = ctx.config.db.as_deref()
+            && crate::store::absolute(named) != crate::store::absolute(&ctx.db)
+        {
+            let named = sanitize::line(&crate::store::place(named)).into_owned();
+            out(format!(
+                "note: {shown} names the store {named} (`db`): commands without --db use that one"
+            ))?;
+        }
     }
     Ok(Exit::Ok)
+}
+
+/// The config's `db` line for the store at `db`, so that commands that find
+/// `config` open that store: its path, relative to the config's directory
+/// when it is there, else absolute. A database URL is not written into a
+/// file anyone may read (it may hold a password): the config leaves `db`
+/// to --db or NIGHTSHIFT_DB.
+fn db_line(db: &Path, config: &Path) -> String {
+    const GIVE_IT: &str = "keep giving it with --db or NIGHTSHIFT_DB";
+    if crate::store::is_server(db) {
+        return format!(
+            "\n# This store is a database URL, which may hold a password: {GIVE_IT}.\n\
+             # db = \"postgres://user@host/db\"\n"
+        );
+    }
+    let db = crate::store::absolute(db);
+    let dir = crate::store::absolute(config)
+        .parent()
+        .map(Path::to_path_buf);
+    let written: PathBuf = match (db.parent(), db.file_name()) {
+        (Some(parent), Some(name)) if Some(parent) == dir.as_deref() => PathBuf::from(name),
+        _ => db.clone(),
+    };
+    match written.to_str() {
+        Some(path) => format!("\ndb = {}\n", toml::Value::String(path.into())),
+        None => format!("\n# The store's path is not UTF-8 text: {GIVE_IT}.\n"),
+    }
 }
 
 /// The config names the commands nightshift runs: whoever can write it can
 /// run anything as this user. So it is never group- or world-writable,
 /// whatever the umask; it stays readable, since read-only viewers (other
-/// users, see the README) read it too.
-fn write_config(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+/// users, see the README) read it too. Written whole or not at all: a
+/// killed `init` leaves no half a config that every command would refuse.
+fn write_config(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o644);
-    options.open(path)?.write_all(text.as_bytes())
+    use std::os::unix::fs::OpenOptionsExt;
+    for stale in files::stale_temporaries(path) {
+        let _ = std::fs::remove_file(stale);
+    }
+    let tmp = files::temporary_beside(path);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if files::publish_new(&tmp, path)? {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "another process wrote it meanwhile",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_names_the_store_it_was_made_for() {
+        assert!(EXAMPLE.contains(EXAMPLE_DB_LINE));
+        let line = |db: &str, config: &str| db_line(Path::new(db), Path::new(config));
+        assert_eq!(line("ns.db", "nightshift.toml"), "\ndb = \"ns.db\"\n");
+        assert_eq!(
+            line("/srv/q/x.db", "/srv/q/nightshift.toml"),
+            "\ndb = \"x.db\"\n"
+        );
+        assert_eq!(
+            line("/srv/q/x \"1\".db", "/etc/ns.toml"),
+            "\ndb = '/srv/q/x \"1\".db'\n"
+        );
+        let url = line("postgres://u:secret@h/q", "nightshift.toml");
+        assert!(
+            url.contains("NIGHTSHIFT_DB") && !url.contains("secret"),
+            "{url}"
+        );
+        // What is written parses back to the same store.
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("c/nightshift.toml");
+        let db = dir.path().join("data/ns.db");
+        let text = EXAMPLE.replace(EXAMPLE_DB_LINE, &db_line(&db, &config));
+        let parsed = crate::config::Config::parse(&text, &config).unwrap();
+        assert_eq!(parsed.db.as_deref(), Some(db.as_path()));
+    }
 }

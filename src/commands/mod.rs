@@ -56,6 +56,10 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
         if cause.is::<UserError>() || cause.is::<ConfigError>() {
             return Exit::Usage;
         }
+        // The store cannot be written truthfully with such a clock.
+        if cause.is::<crate::util::time::ClockError>() {
+            return Exit::Store;
+        }
         if let Some(store) = cause.downcast_ref::<StoreError>() {
             return if store.is_interrupted() {
                 Exit::Interrupted
@@ -122,13 +126,16 @@ impl Ctx {
 
 /// Runs the parsed command.
 pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
-    // These need no store or config of the user's.
+    // These need no store, config or clock of the user's.
     match &cli.command {
         Some(Command::Agent) => return Ok(demo::agent()),
-        Some(Command::Demo(args)) => return demo::run(args, cli.no_color),
         Some(Command::Completions { shell }) => return completions(*shell),
         Some(Command::Man(args)) => return man::run(args),
         _ => {}
+    }
+    crate::util::time::check()?;
+    if let Some(Command::Demo(args)) = &cli.command {
+        return demo::run(args, cli.no_color);
     }
     let ctx = Ctx::from_cli(&cli)?;
     let Some(command) = cli.command else {

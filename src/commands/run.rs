@@ -19,15 +19,6 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     if args.dry_run {
         return dry_run(ctx, &opts, args.json);
     }
-    if let Some(dir) = &opts.log_dir
-        && let Err(e) = runner::init_file_log(dir)
-    {
-        eprintln!(
-            "nightshift: warning: cannot write logs to {}: {}",
-            sanitize::line(&dir.display().to_string()),
-            sanitize::line(&e.to_string())
-        );
-    }
     // One cycle in this process: what its workers leave behind is ours.
     runner::adopt_orphans();
     let report = runner::run_blocking(&ctx.db, opts);
@@ -114,14 +105,18 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         args.worker.clone()
     };
     check_program(&worker[0], work_dir.as_deref())?;
-    let log_dir = ctx.config.log_dir.clone().or_else(|| {
-        let dir = ctx
-            .db
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        Some(dir.join("logs"))
-    });
+    // Unless configured: `logs` beside the store's file; a database server
+    // has no directory, so beside the config file, or no file logs at all
+    // (the events are in the store: `nightshift log`).
+    let log_dir = ctx
+        .config
+        .log_dir
+        .clone()
+        .or_else(|| crate::store::beside_file(&ctx.db, "logs"))
+        .or_else(|| {
+            let config = ctx.config.file.as_deref()?;
+            Some(config.parent().unwrap_or(Path::new("")).join("logs"))
+        });
     Ok(RunOptions {
         batch: args.batch.clone(),
         config,

@@ -14,7 +14,7 @@ use crate::util::time::{relative, rfc3339};
 
 pub fn run(ctx: &Ctx, args: &ScheduleArgs) -> anyhow::Result<Exit> {
     let (cfg, schedule) = scheduled_batch(ctx, &args.batch)?;
-    let now = Utc::now();
+    let now = crate::util::time::now();
     let fires = schedule.upcoming(now, cfg.timezone, usize::from(args.next));
     if args.json {
         out_json(&json!({

@@ -155,7 +155,7 @@ pub fn setup(dir: Option<&Path>) -> anyhow::Result<Demo> {
     store.add_items("articles", &articles(), now, |_| {})?;
     store.add_items(
         "reports",
-        &reports(chrono::Utc::now().date_naive()),
+        &reports(crate::util::time::now().date_naive()),
         now,
         |_| {},
     )?;

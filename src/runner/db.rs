@@ -3,6 +3,9 @@
 //! A request is answered only after its transaction committed, so a slot
 //! never acts on a transition that is not durable.
 
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -19,18 +22,28 @@ const MAX_GROUP: usize = 512;
 pub struct Db {
     tx: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<Store>>,
+    /// Set once the store's location names another store (or none): no
+    /// request reaches the store from then on.
+    sealed: Arc<AtomicBool>,
+    /// What the refusals name.
+    place: PathBuf,
 }
 
 impl Db {
     pub fn start(store: Store) -> Db {
         let (tx, rx) = mpsc::channel::<Job>();
+        let place = store.path().to_path_buf();
+        let sealed = Arc::new(AtomicBool::new(false));
+        let seal = sealed.clone();
         let thread = std::thread::Builder::new()
             .name("nightshift-db".into())
-            .spawn(move || serve(store, rx))
+            .spawn(move || serve(store, rx, &seal))
             .expect("spawning the store thread");
         Db {
             tx: Some(tx),
             thread: Some(thread),
+            sealed,
+            place,
         }
     }
 
@@ -39,9 +52,44 @@ impl Db {
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.refused()?;
         let (reply, answer) = oneshot::channel();
         self.submit(f, reply)?;
-        answer.await.unwrap_or_else(|_| Err(gone()))
+        let out = match answer.await {
+            Ok(out) => out,
+            Err(_) => self.refused().and(Err(gone())),
+        };
+        // The store found itself replaced (a PostgreSQL session reopened
+        // onto another database): the heartbeat stops the run.
+        if let Err(StoreError::Replaced(_)) = &out {
+            self.seal();
+        }
+        out
+    }
+
+    pub fn is_sealed(&self) -> bool {
+        self.sealed.load(Ordering::SeqCst)
+    }
+
+    /// Refuses every request from now on, also those already waiting: the
+    /// store was deleted or replaced, and nothing more may be written to
+    /// the file (or database) still open.
+    pub fn seal(&self) {
+        if self.sealed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Wakes the store thread, which settles the store (and drops this).
+        let wake: Job = Box::new(|_| Box::new(|_| {}));
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(wake);
+        }
+    }
+
+    fn refused(&self) -> Result<(), StoreError> {
+        if self.sealed.load(Ordering::SeqCst) {
+            return Err(StoreError::Replaced(self.place.clone()));
+        }
+        Ok(())
     }
 
     /// Queues `f` without waiting for it: it commits with the next group,
@@ -96,8 +144,18 @@ fn gone() -> StoreError {
     StoreError::Invalid("the store writer stopped".into())
 }
 
-fn serve(mut store: Store, rx: mpsc::Receiver<Job>) -> Store {
+fn serve(mut store: Store, rx: mpsc::Receiver<Job>, sealed: &AtomicBool) -> Store {
+    let mut settled = false;
     while let Ok(first) = rx.recv() {
+        if sealed.load(Ordering::SeqCst) {
+            if !settled {
+                store.settle_after_loss();
+                settled = true;
+            }
+            // Unanswered: the caller says why (`Db::call`).
+            drop(first);
+            continue;
+        }
         let mut jobs = vec![first];
         while jobs.len() < MAX_GROUP {
             match rx.try_recv() {

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::worker::KillReason;
 use super::{Cycle, RunOptions, Signal, StopReason, paused_file};
 use crate::model::{Holder, LockInfo};
-use crate::store::{LockOutcome, Store};
+use crate::store::{LockOutcome, Store, StoreIdentity, Verdict};
 use crate::util::identity;
 use crate::util::time::now_ms;
 
@@ -80,13 +80,24 @@ pub async fn acquire(
     }
 }
 
+/// Whether the store's location names another store, or none, now. Not
+/// knowing (a server that does not answer) is not a change: the next
+/// heartbeat asks again.
+async fn store_changed(cycle: &Arc<Cycle>) -> bool {
+    let c = cycle.clone();
+    let verdict =
+        tokio::task::spawn_blocking(move || c.identity.as_ref().map(StoreIdentity::check)).await;
+    matches!(verdict, Ok(Some(Verdict::Changed)))
+}
+
 /// How often a running cycle looks for a pause (flag or PAUSED file).
 const PAUSE_CHECK: Duration = Duration::from_secs(1);
 
-/// Every third of the TTL: renew the lock and our leases, and notice a lost
-/// lock or lease. Every second (or more often): notice a pause or the PAUSED
-/// file, so a pause stops claiming at once rather than at the next renewal
-/// (20 s with the default TTL).
+/// Every third of the TTL: check that the store's location still names the
+/// store opened (see `store::identity`), renew the lock and our leases, and
+/// notice a lost lock or lease. Every second (or more often): notice a
+/// pause or the PAUSED file, so a pause stops claiming at once rather than
+/// at the next renewal (20 s with the default TTL).
 pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
     let every = (ttl / 3).clamp(Duration::from_millis(100), Duration::from_secs(20));
     let tick = every.min(PAUSE_CHECK);
@@ -95,7 +106,15 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
     loop {
         tokio::time::sleep(tick).await;
         let batch = cycle.batch.clone();
+        if cycle.db.is_sealed() {
+            cycle.store_lost().await;
+            return;
+        }
         if renewed_at.elapsed() + tick / 2 >= every {
+            if store_changed(&cycle).await {
+                cycle.store_lost().await;
+                return;
+            }
             let now = now_ms();
             let until = cycle.lease_until(now);
             let (b, t, run) = (batch.clone(), token.clone(), cycle.run_id);

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::model::NewEvent;
-use crate::util::sanitize;
 use crate::util::time::rfc3339;
+use crate::util::{files, sanitize};
 
 #[derive(Clone)]
 pub struct EventLog {
@@ -49,20 +49,43 @@ impl EventLog {
 /// Kept until `close_file_log`: dropping it flushes the writer thread.
 static GUARD: Mutex<Option<tracing_appender::non_blocking::WorkerGuard>> = Mutex::new(None);
 
+/// Starts the event log files in `dir` ([`init_file_log`]) once per
+/// process; when they cannot be written, says why on stderr, once (the
+/// events are still kept in the store).
+pub fn start_file_log(dir: &Path) {
+    static TRIED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if TRIED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    if let Err(e) = init_file_log(dir) {
+        eprintln!(
+            "nightshift: warning: cannot write logs to {}: {}",
+            sanitize::line(&dir.display().to_string()),
+            sanitize::line(&e.to_string())
+        );
+    }
+}
+
 /// Sends events to daily-rolling JSON-lines files `nightshift.jsonl.YYYY-MM-DD`
 /// (UTC dates) in `dir`; the directory (when we create it) and the files are
-/// private to this user whatever the umask. Once per process.
-pub fn init_file_log(dir: &Path) -> std::io::Result<()> {
+/// private to this user whatever the umask. Once per process. A directory
+/// another user could write into is refused (see `util::files`): events
+/// quote workers' text, and a link planted there would send them into any
+/// file this user may write.
+fn init_file_log(dir: &Path) -> std::io::Result<()> {
     use tracing_subscriber::prelude::*;
     let mut guard_slot = GUARD.lock().unwrap_or_else(|p| p.into_inner());
     if guard_slot.is_some() {
         return Ok(());
     }
-    create_private_dir(dir)?;
-    let appender = PrivateDaily {
+    files::private_dir(dir)?;
+    let mut appender = PrivateDaily {
         dir: dir.to_path_buf(),
         current: None,
     };
+    // Opened now, so that a file that cannot be written (a link planted
+    // under its name) is said at the start rather than lost unseen.
+    appender.file()?;
     let (writer, guard) = tracing_appender::non_blocking(appender);
     let layer = tracing_subscriber::fmt::layer()
         .json()
@@ -91,8 +114,8 @@ pub fn close_file_log() {
 }
 
 /// A daily-rolling append-only file, created `0600`: error messages in the
-/// log may quote private data. (`tracing_appender`'s roller creates its
-/// files with the umask's mode.)
+/// log may quote private data (`tracing_appender`'s roller creates its
+/// files with the umask's mode), and never opened through a symbolic link.
 struct PrivateDaily {
     dir: std::path::PathBuf,
     current: Option<(String, std::fs::File)>,
@@ -100,14 +123,10 @@ struct PrivateDaily {
 
 impl PrivateDaily {
     fn file(&mut self) -> std::io::Result<&mut std::fs::File> {
-        let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        let day = crate::util::time::now().format("%Y-%m-%d").to_string();
         if self.current.as_ref().is_none_or(|(d, _)| *d != day) {
             let path = self.dir.join(format!("nightshift.jsonl.{day}"));
-            let mut options = std::fs::OpenOptions::new();
-            options.append(true).create(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            self.current = Some((day, options.open(path)?));
+            self.current = Some((day, files::open_append_private(&path)?));
         }
         Ok(&mut self.current.as_mut().expect("just opened").1)
     }
@@ -124,21 +143,4 @@ impl std::io::Write for PrivateDaily {
             None => Ok(()),
         }
     }
-}
-
-#[cfg(unix)]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-}
-
-#[cfg(not(unix))]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)
 }

@@ -36,7 +36,7 @@ use tokio::sync::{Mutex, mpsc, oneshot, watch};
 pub use children::adopt_orphans;
 pub use dry_run::dry_run;
 pub use hook::{Hook, HookFailure};
-pub use log::{EventLog, close_file_log, init_file_log};
+pub use log::{EventLog, close_file_log, start_file_log};
 
 use crate::config::{BatchConfig, WorkerMode};
 use crate::model::{Holder, Millis, NewEvent, RunCounts, RunState, Trigger};
@@ -87,6 +87,20 @@ pub enum StopReason {
     MaxCost,
     Paused(String),
     LockLost,
+    /// The store's file (or database) was deleted or replaced.
+    StoreLost,
+}
+
+impl StopReason {
+    /// How much a reason says: a later stop request with a weightier one
+    /// replaces the first.
+    fn weight(&self) -> u8 {
+        match self {
+            StopReason::StoreLost => 2,
+            StopReason::LockLost => 1,
+            _ => 0,
+        }
+    }
 }
 
 impl std::fmt::Display for StopReason {
@@ -97,6 +111,9 @@ impl std::fmt::Display for StopReason {
             StopReason::MaxCost => f.write_str("max_cost reached"),
             StopReason::Paused(why) => write!(f, "paused: {why}"),
             StopReason::LockLost => f.write_str("lost the batch lock to another runner"),
+            StopReason::StoreLost => {
+                f.write_str("the store was deleted or replaced under this run")
+            }
         }
     }
 }
@@ -228,6 +245,8 @@ struct Cycle {
     program: Option<PathBuf>,
     /// A slot may claim its next item with its last success (`slot::may_chain`).
     chain: bool,
+    /// The store as opened: the heartbeat notices it deleted or replaced.
+    identity: Option<crate::store::StoreIdentity>,
 }
 
 impl Cycle {
@@ -235,16 +254,16 @@ impl Cycle {
         self.stop_tx.borrow().clone()
     }
 
-    /// Asks the cycle to stop; the first reason wins (except a lost lock,
-    /// which says more than any other), a harder signal upgrades a softer one.
-    /// True if this call changed the request.
+    /// Asks the cycle to stop; the first reason wins (except a lost lock
+    /// or store, which say more than any other), a harder signal upgrades a
+    /// softer one. True if this call changed the request.
     fn request_stop(&self, signal: Signal, reason: StopReason) -> bool {
         self.stop_tx.send_if_modified(|cur| match cur {
             None => {
                 *cur = Some((signal, reason));
                 true
             }
-            Some((_, r)) if reason == StopReason::LockLost && *r != StopReason::LockLost => {
+            Some((_, r)) if reason.weight() > r.weight() => {
                 *cur = Some((signal, reason));
                 true
             }
@@ -268,6 +287,23 @@ impl Cycle {
             ))
             .await;
         }
+    }
+
+    /// The store's location names another store, or none: stop at once,
+    /// and write nothing more to the one still open (whatever it now is
+    /// to the operator: an unlinked file, a backup's original). What was
+    /// in flight stays claimed there, and runs again, with the same keys,
+    /// if that store is resumed.
+    async fn store_lost(&self) {
+        self.db.seal();
+        if self.request_stop(Signal::Immediate, StopReason::StoreLost) {
+            // Only to the log file: the store takes nothing more.
+            self.log.emit(&self.new_event(
+                "store-lost",
+                "the store was deleted or replaced under this run; stopping at once",
+            ));
+        }
+        self.kill_all(KillReason::Shutdown);
     }
 
     fn lease_until(&self, now: Millis) -> Millis {
@@ -321,6 +357,11 @@ pub async fn cycle(
 ) -> anyhow::Result<RunReport> {
     let started = Instant::now();
     let mut store = Store::open(db_path, Access::ReadWrite)?;
+    // Once the store is known to be usable: a run refused for its store
+    // says that alone.
+    if let Some(dir) = &opts.log_dir {
+        start_file_log(dir);
+    }
     let now = now_ms();
     store.ensure_batch(&opts.batch, now)?;
     let log = EventLog::new(opts.verbose);
@@ -378,8 +419,13 @@ pub async fn cycle(
         store, &opts, &token, &holder, took_over, lock_ttl, signals, started, &log,
     )
     .await;
-    // Release the lock on every path, even after an error.
-    if let Ok(mut s) = Store::open(db_path, Access::ReadWrite) {
+    // Release the lock on every path, even after an error; but not in a
+    // store that replaced ours.
+    let replaced = result.as_ref().err().is_some_and(|e| {
+        e.chain()
+            .any(|c| matches!(c.downcast_ref(), Some(StoreError::Replaced(_))))
+    });
+    if !replaced && let Ok(mut s) = Store::open(db_path, Access::ReadWrite) {
         let _ = s.release_lock(&opts.batch, &token);
     }
     result
@@ -432,6 +478,7 @@ async fn locked_cycle(
     let hold_until = recover::inherited_hold(&mut store, &batch, run_id, log)?;
 
     let (stop_tx, _) = watch::channel(None);
+    let identity = store.identity();
     let cycle = Arc::new(Cycle {
         batch: batch.clone(),
         run_id,
@@ -457,6 +504,7 @@ async fn locked_cycle(
         runner_id: orphans::runner_id(holder.pid, holder.pid_start),
         program: opts.worker.first().and_then(|p| worker::resolve(p)),
         chain: opts.key.is_none() && cfg.rate_limit.is_none() && cfg.max_cost.is_none(),
+        identity,
     });
 
     // Outside stop requests become stop reasons.

@@ -85,7 +85,7 @@ pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow
     // Whether anyone can still ask us to stop (the signal task is alive).
     let mut listening = true;
     while *stop.borrow() == 0 {
-        let now = Utc::now();
+        let now = crate::util::time::now();
         d.watch_emergency_file();
         for i in 0..d.targets.len() {
             d.step(i, now);
@@ -96,7 +96,7 @@ pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow
             .filter_map(|t| t.plan.next())
             .min()
             .map_or(POLL, |next| {
-                (next - Utc::now())
+                (next - crate::util::time::now())
                     .to_std()
                     .unwrap_or(Duration::ZERO)
                     .min(POLL)
@@ -119,7 +119,10 @@ impl Daemon {
             // Stored as is (missed fires are still to be handled); said as
             // the next fire to come.
             let next = t.plan.next();
-            let coming = t.plan.schedule.next_after(Utc::now(), t.plan.tz);
+            let coming = t
+                .plan
+                .schedule
+                .next_after(crate::util::time::now(), t.plan.tz);
             let message = format!(
                 "daemon on {holder} schedules `{}` in {}; next fire {}",
                 t.plan.schedule,
@@ -265,7 +268,10 @@ impl Daemon {
                 else {
                     return;
                 };
-                let at = self.running.remove(&batch).map_or_else(Utc::now, |r| r.at);
+                let at = self
+                    .running
+                    .remove(&batch)
+                    .map_or_else(crate::util::time::now, |r| r.at);
                 Finished {
                     batch,
                     at,

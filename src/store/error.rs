@@ -13,6 +13,24 @@ pub enum StoreError {
     NotFound(PathBuf),
     #[error("{0} is not a nightshift store (run `nightshift init` to create one)")]
     NotNightshift(PathBuf),
+    /// A directory, a FIFO, a device...: SQLite would hang or fail obscurely.
+    #[error("{} is {what}{hint}", path.display())]
+    NotAFile {
+        path: PathBuf,
+        what: String,
+        hint: String,
+    },
+    #[error(
+        "{0} is empty (0 bytes; an interrupted `nightshift init` leaves one): \
+         run `nightshift init` to make it a store"
+    )]
+    Empty(PathBuf),
+    /// The path no longer names the store a long-lived process opened.
+    #[error(
+        "{0}: the store was deleted or replaced under this run; it stopped at once \
+         and wrote nothing more"
+    )]
+    Replaced(PathBuf),
     #[error("{0} is not a valid SQLite database (corrupt or not a database file): {1}")]
     Corrupt(PathBuf, String),
     #[error(
@@ -134,7 +152,7 @@ fn disk_full(_path: &Path) -> bool {
 
 /// Whether `path` (or its directory) is on a file system mounted read-only.
 #[cfg(unix)]
-fn read_only_fs(path: &Path) -> bool {
+pub(super) fn read_only_fs(path: &Path) -> bool {
     use nix::sys::statvfs::{FsFlags, statvfs};
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -146,7 +164,7 @@ fn read_only_fs(path: &Path) -> bool {
 }
 
 #[cfg(not(unix))]
-fn read_only_fs(_path: &Path) -> bool {
+pub(super) fn read_only_fs(_path: &Path) -> bool {
     false
 }
 
@@ -236,6 +254,13 @@ impl StoreError {
         match self {
             StoreError::NotFound(p) => StoreError::NotFound(p.clone()),
             StoreError::NotNightshift(p) => StoreError::NotNightshift(p.clone()),
+            StoreError::NotAFile { path, what, hint } => StoreError::NotAFile {
+                path: path.clone(),
+                what: what.clone(),
+                hint: hint.clone(),
+            },
+            StoreError::Empty(p) => StoreError::Empty(p.clone()),
+            StoreError::Replaced(p) => StoreError::Replaced(p.clone()),
             StoreError::Corrupt(p, d) => StoreError::Corrupt(p.clone(), d.clone()),
             StoreError::NewerSchema {
                 path,

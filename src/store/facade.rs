@@ -105,6 +105,25 @@ impl Store {
         }
     }
 
+    /// Which store this is, so that a long-lived user (a run) notices its
+    /// location naming another store, or none, later: see
+    /// [`StoreIdentity::check`](super::StoreIdentity::check).
+    pub fn identity(&self) -> Option<super::StoreIdentity> {
+        match self {
+            Store::Sqlite(s) => s.identity(),
+            Store::Pg(s) => s.identity(),
+        }
+    }
+
+    /// A store deleted or replaced under its user: see
+    /// [`SqliteStore::settle_after_loss`]. A PostgreSQL session leaves
+    /// nothing behind.
+    pub fn settle_after_loss(&mut self) {
+        if let Store::Sqlite(s) = self {
+            s.settle_after_loss();
+        }
+    }
+
     forward! {
         fn path(&self) -> &Path;
         fn access(&self) -> Access;

@@ -36,6 +36,12 @@ pub fn beside(db: &Path, name: &str) -> PathBuf {
         .map_or_else(|| PathBuf::from(name), |dir| dir.join(name))
 }
 
+/// `name` in the directory of the store's file; `None` for a database
+/// server, which has no directory (its URL is no path to build on).
+pub fn beside_file(db: &Path, name: &str) -> Option<PathBuf> {
+    (!is_server(db)).then(|| beside(db, name))
+}
+
 /// `db` made absolute (a file), or as it is (a URL).
 pub fn absolute(db: &Path) -> PathBuf {
     if is_server(db) {
@@ -61,14 +67,7 @@ pub fn file_id(db: &Path) -> std::io::Result<Option<(u64, u64)>> {
     if is_server(db) {
         return Ok(None);
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(db)?;
-        Ok(Some((m.dev(), m.ino())))
-    }
-    #[cfg(not(unix))]
-    std::fs::metadata(db).map(|_| None)
+    super::file::id_of(db).map(Some)
 }
 
 #[cfg(test)]
@@ -82,6 +81,7 @@ mod tests {
         assert_eq!(place(url), "postgres://ns:***@db.example/queue");
         assert_eq!(beside(url, "nightshift.toml"), Path::new("nightshift.toml"));
         assert_eq!(absolute(url), url);
+        assert_eq!(beside_file(url, "logs"), None);
         assert_eq!(paused_file(url), None);
         assert_eq!(file_id(url).unwrap(), None);
 
@@ -93,5 +93,9 @@ mod tests {
             Path::new("/srv/ns/nightshift.toml")
         );
         assert_eq!(beside(Path::new("n.db"), "x"), Path::new("x"));
+        assert_eq!(
+            beside_file(file, "logs").unwrap(),
+            Path::new("/srv/ns/logs")
+        );
     }
 }

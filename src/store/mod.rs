@@ -8,6 +8,9 @@
 //! transactions, never held open (a long reader stops WAL checkpoints).
 //! A read-only store opens SQLite with its read-only flag and `query_only`,
 //! and never writes the database, its `-wal` or its `-shm` (see `readonly`).
+//! What is at a file's path is judged before SQLite opens it, and a new
+//! store appears whole (`file`); a long-lived user notices its store
+//! deleted or replaced (`identity`).
 
 mod batches;
 mod chunks;
@@ -15,6 +18,8 @@ mod dead_letters;
 mod error;
 mod events;
 mod facade;
+mod file;
+mod identity;
 mod items;
 mod location;
 mod locks;
@@ -36,9 +41,10 @@ use rusqlite::{Connection, OpenFlags};
 pub use error::{CutShort, StoreError};
 pub use events::{EventFilter, FollowCursor};
 pub use facade::Store;
+pub use identity::{StoreIdentity, Verdict};
 pub use items::{Completion, Failure};
 pub use items::{ItemFilter, Requeue, Selection};
-pub use location::{absolute, beside, file_id, is_server, paused_file, place};
+pub use location::{absolute, beside, beside_file, file_id, is_server, paused_file, place};
 pub use locks::LockOutcome;
 pub use prune::PruneReport;
 pub use runs::OpenRun;
@@ -61,7 +67,12 @@ pub enum Access {
 
 /// The SQLite store (one file); callers use it through [`Store`].
 pub struct SqliteStore {
+    /// As given: what messages name.
     path: PathBuf,
+    /// The file itself (`path`, or what it links to).
+    file: PathBuf,
+    /// The file's (device, inode) when opened.
+    id: Option<(u64, u64)>,
     access: Access,
     /// The writer connection; `None` for a read-only store, which opens a
     /// fresh read-only connection per read (see `readonly`).
@@ -84,12 +95,15 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens an existing store. A missing file, a file that is not a
-    /// nightshift store, or one written by a newer version is refused and
-    /// left untouched.
+    /// Opens an existing store. A missing or empty file, anything but a
+    /// regular file, a file that is not a nightshift store, or one written
+    /// by a newer version is refused and left untouched.
     pub fn open(path: &Path, access: Access) -> Result<SqliteStore> {
-        if !path.exists() {
-            return Err(StoreError::NotFound(path.to_path_buf()));
+        let found = file::inspect(path)?;
+        match found.found {
+            file::Found::Missing => return Err(StoreError::NotFound(path.to_path_buf())),
+            file::Found::Empty => return Err(StoreError::Empty(path.to_path_buf())),
+            file::Found::File => {}
         }
         // SQLite would only say "unable to open database file". access(2),
         // not an open: closing any descriptor of the file would drop the
@@ -105,72 +119,73 @@ impl SqliteStore {
                     .into(),
             ));
         }
-        match access {
-            Access::ReadOnly => {
-                let store = SqliteStore {
-                    path: path.to_path_buf(),
-                    access,
-                    conn: None,
-                    in_group: false,
-                    search: Default::default(),
-                    stop: Default::default(),
-                };
-                store.read(|conn| check_identity(conn, path))?;
-                Ok(store)
-            }
-            Access::ReadWrite => {
-                let mut conn = Connection::open_with_flags(
-                    path,
-                    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                )
-                .map_err(|e| StoreError::from_sqlite(e, path))?;
-                // Check before any pragma: a refused file must not change.
-                check_identity(&conn, path)?;
-                schema::configure_writer(&mut conn)
-                    .map_err(|e| StoreError::from_sqlite(e, path))?;
-                schema::migrate(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
-                Ok(SqliteStore {
-                    path: path.to_path_buf(),
-                    access,
-                    conn: Some(conn),
-                    in_group: false,
-                    search: Default::default(),
-                    stop: Default::default(),
-                })
-            }
-        }
+        Self::open_found(path, found.real, access, false)
     }
 
-    /// Creates a new store (or opens the existing one). The file is created
-    /// readable by its owner only: payloads may hold private data. SQLite
-    /// gives the `-wal` and `-shm` files the same mode.
-    pub fn create(path: &Path) -> Result<(SqliteStore, bool)> {
-        if path.exists() {
-            return Ok((SqliteStore::open(path, Access::ReadWrite)?, false));
+    /// Opens the regular file `real` (what `path` names); `adopt`: an
+    /// empty file, made a store by migrating it.
+    fn open_found(path: &Path, real: PathBuf, access: Access, adopt: bool) -> Result<SqliteStore> {
+        let id = file::id_of(&real).ok();
+        let mut store = SqliteStore {
+            path: path.to_path_buf(),
+            file: real,
+            id,
+            access,
+            conn: None,
+            in_group: false,
+            search: Default::default(),
+            stop: Default::default(),
+        };
+        if access == Access::ReadOnly {
+            store.read(|conn| check_identity(conn, path))?;
+            return Ok(store);
         }
-        create_private_file(path)?;
+        // SQLite would open it read-only without a word, and fail at the
+        // first write; or fail to make the `-wal` in the directory.
+        if !file::writable(&store.file) {
+            return Err(StoreError::ReadOnlyFile(
+                path.to_path_buf(),
+                file::why_not_writable(&store.file),
+            ));
+        }
         let mut conn = Connection::open_with_flags(
-            path,
+            &store.file,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| StoreError::from_sqlite(e, path))?;
-        let result = schema::configure_writer(&mut conn).and_then(|()| schema::migrate(&mut conn));
-        if let Err(e) = result {
-            drop(conn);
-            let _ = std::fs::remove_file(path);
-            return Err(StoreError::from_sqlite(e, path));
+        // Check before any pragma: a refused file must not change.
+        if !adopt {
+            check_identity(&conn, path)?;
         }
-        Ok((
-            SqliteStore {
-                path: path.to_path_buf(),
-                access: Access::ReadWrite,
-                conn: Some(conn),
-                in_group: false,
-                search: Default::default(),
-                stop: Default::default(),
-            },
-            true,
-        ))
+        schema::configure_writer(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+        schema::migrate(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+        store.conn = Some(conn);
+        Ok(store)
+    }
+
+    /// Creates a new store (or opens the existing one); true if it made one.
+    /// The store appears whole or not at all (see `file`); an empty file
+    /// at `path` has nothing to lose and is made the store.
+    pub fn create(path: &Path) -> Result<(SqliteStore, bool)> {
+        let found = file::inspect(path)?;
+        match found.found {
+            file::Found::File => Ok((SqliteStore::open(path, Access::ReadWrite)?, false)),
+            file::Found::Empty => Ok((
+                Self::open_found(path, found.real, Access::ReadWrite, true)?,
+                true,
+            )),
+            file::Found::Missing => {
+                let made = file::create_whole(path, |draft| {
+                    let mut conn = Connection::open_with_flags(
+                        draft,
+                        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                    )?;
+                    schema::migrate(&mut conn)?;
+                    conn.close().map_err(|(_, e)| StoreError::from(e))
+                })?;
+                Ok((SqliteStore::open(path, Access::ReadWrite)?, made))
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -187,12 +202,17 @@ impl SqliteStore {
         self.access
     }
 
-    /// Whether this user may write the file (see [`Store::writable`]).
+    /// The file this store opened (see [`Store::identity`]).
+    pub(crate) fn identity(&self) -> Option<StoreIdentity> {
+        Some(StoreIdentity::file(self.path.clone(), self.id?))
+    }
+
+    /// Whether this user may write the store (see [`Store::writable`]):
+    /// the file, and its directory, where SQLite creates the `-wal` and
+    /// `-shm` when a writer opens it and removes them when the last one
+    /// closes.
     pub fn writable(&self) -> bool {
-        #[cfg(unix)]
-        return nix::unistd::access(&self.path, nix::unistd::AccessFlags::W_OK).is_ok();
-        #[cfg(not(unix))]
-        std::fs::metadata(&self.path).is_ok_and(|m| !m.permissions().readonly())
+        file::writable(&self.file)
     }
 
     /// Runs `f` in one short read transaction (one consistent snapshot).
@@ -208,7 +228,7 @@ impl SqliteStore {
                 tx.finish().map_err(|e| self.sqlite_err(e))?;
                 Ok(out)
             }
-            None => readonly::read(&self.path, f),
+            None => readonly::read(&self.file, f),
         }
     }
 
@@ -347,6 +367,18 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// After the store's path came to name another file (or none): moves
+    /// what the write-ahead log holds into the file still open, and empties
+    /// the log. SQLite leaves a moved file's log in place when it closes,
+    /// and that log, still named beside whatever is at the path now, would
+    /// be read as part of it. Nothing new is written: only commits already
+    /// made, into their own file.
+    pub(crate) fn settle_after_loss(&mut self) {
+        if let Some(conn) = &self.conn {
+            let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+        }
+    }
+
     /// `PRAGMA integrity_check`: "ok" or the problems found.
     pub fn integrity_check(&self) -> Result<String> {
         self.read(|conn| {
@@ -402,28 +434,6 @@ fn check_identity(conn: &Connection, path: &Path) -> Result<()> {
         });
     }
     Ok(())
-}
-
-#[cfg(unix)]
-fn create_private_file(path: &Path) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map(drop)
-        .map_err(|e| StoreError::CannotCreate(path.to_path_buf(), e.to_string()))
-}
-
-#[cfg(not(unix))]
-fn create_private_file(path: &Path) -> Result<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map(drop)
-        .map_err(|e| StoreError::CannotCreate(path.to_path_buf(), e.to_string()))
 }
 
 /// Reads an optional JSON text column.

@@ -18,18 +18,13 @@
 //! A fresh connection per read: a long-lived one would keep mapping an old
 //! `-shm` after the writer deleted and recreated it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::{Connection, OpenFlags};
 
+use super::file::side;
 use super::{Result, StoreError, schema};
-
-fn side(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_os_string();
-    s.push(suffix);
-    PathBuf::from(s)
-}
 
 #[derive(PartialEq, Eq)]
 struct Fingerprint {
@@ -94,9 +89,15 @@ fn run<T>(conn: &Connection, path: &Path, f: impl FnOnce(&Connection) -> Result<
 /// `Store::change_marker`.
 pub(super) fn change_marker(path: &Path) -> Vec<u8> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let mut out = file_marker(path);
     let mut head = [0u8; 48];
-    if let Ok(mut f) = std::fs::File::open(side(path, "-shm")) {
+    // Non-blocking: a FIFO put there must not hang the poll.
+    let shm = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(side(path, "-shm"));
+    if let Ok(mut f) = shm {
         let n = f.read(&mut head).unwrap_or(0);
         out.extend(&head[..n]);
     }

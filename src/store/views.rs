@@ -506,14 +506,14 @@ impl SqliteStore {
     pub fn change_marker(&self) -> Vec<u8> {
         match &self.conn {
             Some(conn) => {
-                let mut out = super::readonly::file_marker(self.path());
+                let mut out = super::readonly::file_marker(&self.file);
                 let version: i64 = conn
                     .query_row("PRAGMA data_version", [], |r| r.get(0))
                     .unwrap_or(-1);
                 out.extend(version.to_le_bytes());
                 out
             }
-            None => super::readonly::change_marker(self.path()),
+            None => super::readonly::change_marker(&self.file),
         }
     }
 

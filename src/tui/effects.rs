@@ -16,8 +16,8 @@ use super::action::{Action, Write};
 use crate::model::Pause;
 use crate::store::{Access, ItemsQuery, Selection, Store};
 use crate::util::identity::actor;
-use crate::util::sanitize;
 use crate::util::time::now_ms;
+use crate::util::{files, sanitize};
 
 /// Recorded with a skip made from the dashboard.
 const SKIP_REASON: &str = "skipped from the dashboard";
@@ -275,16 +275,10 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
     // password, and arguments are visible to every user (`ps`).
     cmd.env("NIGHTSHIFT_DB", &spawn.db);
     cmd.args(args).stdin(Stdio::null());
+    // Private like the event log: run output may quote worker errors.
     let log = spawn.log.as_ref().and_then(|path| {
-        if let Some(dir) = path.parent() {
-            super::visits::create_private_dir(dir).ok()?;
-        }
-        let mut options = std::fs::OpenOptions::new();
-        options.create(true).append(true);
-        // Private like the event log: run output may quote worker errors.
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options.open(path).ok()?;
+        files::private_dir(path.parent()?).ok()?;
+        let file = files::open_append_private(path).ok()?;
         Some((file.try_clone().ok()?, file, path.clone()))
     });
     let log_path = match log {

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::model::Millis;
+use crate::util::files;
 
 /// `$XDG_STATE_HOME/nightshift` (if absolute), else `~/.local/state/nightshift`.
 pub fn state_dir() -> Option<PathBuf> {
@@ -48,45 +49,45 @@ impl Visits {
         }
     }
 
-    /// When this user last had this store open, if known.
+    /// When this user last had this store open, if known (and kept where
+    /// nobody else could have written it).
     pub fn last(&self) -> Option<Millis> {
-        let text = std::fs::read_to_string(self.file.as_ref()?).ok()?;
+        let file = self.file.as_ref()?;
+        files::check_dir(file.parent()?).ok()?;
+        let text = std::fs::read_to_string(file).ok()?;
         let record: Record = serde_json::from_str(&text).ok()?;
         (record.store == self.store).then_some(record.last_visit)
     }
 
-    /// Records a visit (write to a temporary file, then rename: a crash
-    /// never leaves half a record).
+    /// Records a visit (write to a new temporary file, then rename: a
+    /// crash never leaves half a record). The state directory holds who
+    /// looked when: this user's only (see `util::files`).
     pub fn record(&self, at: Millis) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
         let Some(file) = &self.file else {
             return Ok(());
         };
         if let Some(dir) = file.parent() {
-            create_private_dir(dir)?;
+            files::private_dir(dir)?;
         }
-        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        for stale in files::stale_temporaries(file) {
+            let _ = std::fs::remove_file(stale);
+        }
+        let tmp = files::temporary_beside(file);
         let record = Record {
             store: self.store.clone(),
             last_visit: at,
         };
-        std::fs::write(&tmp, serde_json::to_vec(&record).unwrap_or_default())?;
+        // A new file (never through a link planted under its name).
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?
+            .write_all(&serde_json::to_vec(&record).unwrap_or_default())?;
         std::fs::rename(&tmp, file)
     }
-}
-
-/// The state directory holds who looked when: this user's only.
-#[cfg(unix)]
-pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-}
-
-#[cfg(not(unix))]
-pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)
 }
 
 #[cfg(test)]
@@ -107,5 +108,33 @@ mod tests {
         assert_eq!(Visits::new(Some(&state), &a).last(), Some(42));
         assert_eq!(Visits::new(Some(&state), &b).last(), None);
         assert_eq!(Visits::new(None, &a).last(), None);
+    }
+
+    /// A state directory another user may write: no visit is read from it
+    /// or written to it (they could plant a link under the record's name).
+    #[test]
+    fn nothing_kept_where_another_user_could_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.db");
+        std::fs::write(&a, "").unwrap();
+        let state = dir.path().join("state");
+        Visits::new(Some(&state), &a).record(42).unwrap();
+        let shared = std::fs::Permissions::from_mode(0o777);
+        std::fs::set_permissions(&state, shared.clone()).unwrap();
+        let v = Visits::new(Some(&state), &a);
+        assert_eq!(v.last(), None);
+        let e = v.record(43).unwrap_err().to_string();
+        assert!(e.contains("is writable by other users"), "{e}");
+
+        let fresh = dir.path().join("fresh");
+        std::fs::create_dir(&fresh).unwrap();
+        std::fs::set_permissions(&fresh, shared).unwrap();
+        assert!(Visits::new(Some(&fresh.join("ns")), &a).record(1).is_err());
+        assert_eq!(
+            std::fs::read_dir(&fresh).unwrap().count(),
+            0,
+            "made a directory there"
+        );
     }
 }

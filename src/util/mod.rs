@@ -1,6 +1,8 @@
 //! Small helpers with no knowledge of the product: clock, process identity,
-//! termination signals, and making untrusted text safe to print.
+//! termination signals, making untrusted text safe to print, and files
+//! only their owner may change.
 
+pub mod files;
 pub mod identity;
 pub mod sanitize;
 pub mod signals;

@@ -1,11 +1,53 @@
 //! The clock. Everything stored is UTC milliseconds; display converts.
+//!
+//! Read only here: `chrono::Utc::now` panics when the system clock reads
+//! before 1970, so the clock is read through `SystemTime`, checked once
+//! when a command starts ([`check`]), and never panics after (a clock
+//! set back under a long run gives times before 1970, which are valid).
+
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 
 use crate::model::Millis;
 
+/// The system clock reads before 1970: nothing nightshift stores (leases,
+/// locks, schedules, dead letters) can be trusted with it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the system clock reads {at}, before 1970: nightshift cannot time leases, locks or \
+     schedules by it; set the clock (e.g. enable NTP) and try again"
+)]
+pub struct ClockError {
+    at: String,
+}
+
+/// Milliseconds since 1970 (negative before).
 pub fn now_ms() -> Millis {
-    Utc::now().timestamp_millis()
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX),
+        Err(before) => {
+            Millis::try_from(before.duration().as_millis()).map_or(Millis::MIN, |ms| -ms)
+        }
+    }
+}
+
+/// The current time as a date.
+pub fn now() -> DateTime<Utc> {
+    to_datetime(now_ms())
+}
+
+/// Refuses a clock before 1970 (every command checks it first).
+pub fn check() -> Result<(), ClockError> {
+    let now = now_ms();
+    if now >= 0 {
+        return Ok(());
+    }
+    let at = Utc.timestamp_millis_opt(now).single().map_or_else(
+        || format!("{now} ms"),
+        |t| t.to_rfc3339_opts(SecondsFormat::Secs, true),
+    );
+    Err(ClockError { at })
 }
 
 pub fn to_datetime(ms: Millis) -> DateTime<Utc> {

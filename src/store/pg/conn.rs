@@ -30,6 +30,11 @@ pub(crate) struct Conn {
     pub(crate) batch_ids: HashMap<String, i64>,
     /// Database clock minus the caller's clock, in ms (whole seconds).
     pub(crate) off: i64,
+    /// The store this session must be on: a session opened again after
+    /// the server dropped it is checked against it (see `reconnect`).
+    pub(crate) expect: Option<super::schema::DbId>,
+    /// Reopened onto another store: every statement is refused.
+    replaced: bool,
 }
 
 impl From<postgres::Error> for StoreError {
@@ -101,7 +106,7 @@ impl StoreError {
 /// thread already running one: the runner's and the daemon's async code
 /// call the store directly. There, `f` runs on a short-lived thread. The
 /// store thread of the runner and the dashboard's poller run none.
-fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+pub(super) fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if tokio::runtime::Handle::try_current().is_err() {
         return f();
     }
@@ -156,13 +161,44 @@ impl Conn {
             cache: HashMap::new(),
             batch_ids: HashMap::new(),
             off,
+            expect: None,
+            replaced: false,
         })
     }
 
-    fn client(&mut self) -> &mut Client {
-        self.client
+    fn client(&mut self) -> Result<&mut Client> {
+        if self.replaced {
+            return Err(StoreError::Replaced(super::redact(&self.url)));
+        }
+        Ok(self
+            .client
             .as_mut()
-            .expect("the session is open until dropped")
+            .expect("the session is open until dropped"))
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn is_closed(&self) -> bool {
+        self.client.as_ref().is_none_or(Client::is_closed)
+    }
+
+    /// Replaces a session the server dropped. The URL may name another
+    /// store by now (the database dropped and made anew, restored, or
+    /// initialised again): then nothing more is sent to it.
+    fn reconnect(&mut self, target: &Path) -> Result<()> {
+        let fresh = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
+        let expect = self.expect.take();
+        *self = fresh;
+        self.expect = expect;
+        if let Some(want) = self.expect.clone()
+            && super::schema::db_id(self).map_err(|e| e.at(target))? != Some(want)
+        {
+            self.replaced = true;
+            return Err(StoreError::Replaced(target.to_path_buf()));
+        }
+        Ok(())
     }
 
     /// Begins a transaction; a session the server dropped meanwhile (a
@@ -170,8 +206,8 @@ impl Conn {
     /// Nothing was sent in it yet, so nothing can have been half done.
     pub(crate) fn begin(&mut self, sql: &str, target: &Path) -> Result<()> {
         match self.simple(sql) {
-            Err(_) if self.client().is_closed() => {
-                *self = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
+            Err(StoreError::Postgres { .. }) if self.is_closed() => {
+                self.reconnect(target)?;
                 self.simple(sql)
             }
             other => other,
@@ -183,14 +219,14 @@ impl Conn {
         if sql.starts_with("ROLLBACK") {
             self.batch_ids.clear();
         }
-        let client = self.client();
+        let client = self.client()?;
         Ok(off_runtime(|| client.batch_execute(sql))?)
     }
 
     /// Replaces a session the server dropped (see [`Conn::begin`]).
     pub(crate) fn ensure_open(&mut self, target: &Path) -> Result<()> {
-        if self.client().is_closed() {
-            *self = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
+        if self.is_closed() {
+            self.reconnect(target)?;
         }
         Ok(())
     }
@@ -208,7 +244,7 @@ impl Conn {
         if let Some(st) = self.cache.get(sql) {
             return Ok(st.clone());
         }
-        let client = self.client();
+        let client = self.client()?;
         let st = off_runtime(|| client.prepare(sql))?;
         if self.cache.len() >= CACHE {
             self.cache.clear();
@@ -219,30 +255,30 @@ impl Conn {
 
     pub(crate) fn q(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
         let st = self.prepared(sql)?;
-        let client = self.client();
+        let client = self.client()?;
         Ok(off_runtime(|| client.query(&st, params))?)
     }
 
     pub(crate) fn x(&mut self, sql: &str, params: Params<'_>) -> Result<u64> {
         let st = self.prepared(sql)?;
-        let client = self.client();
+        let client = self.client()?;
         Ok(off_runtime(|| client.execute(&st, params))?)
     }
 
     pub(crate) fn opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>> {
         let st = self.prepared(sql)?;
-        let client = self.client();
+        let client = self.client()?;
         Ok(off_runtime(|| client.query_opt(&st, params))?)
     }
 
     pub(crate) fn one(&mut self, sql: &str, params: Params<'_>) -> Result<Row> {
         let st = self.prepared(sql)?;
-        let client = self.client();
+        let client = self.client()?;
         Ok(off_runtime(|| client.query_one(&st, params))?)
     }
 
     pub(crate) fn query_one_text(&mut self, sql: &str) -> Result<String> {
-        let client = self.client();
+        let client = self.client()?;
         let row = off_runtime(|| client.query_one(sql, &[]))?;
         Ok(row.get(0))
     }

@@ -40,6 +40,7 @@ use std::sync::Mutex;
 
 use super::{Access, Result, StoreError};
 use conn::Conn;
+pub(crate) use schema::DbId;
 pub use schema::PG_SCHEMA_VERSION;
 
 /// Does this `--db` value name a PostgreSQL database?
@@ -84,6 +85,7 @@ impl PgStore {
         if access == Access::ReadWrite {
             schema::migrate(&mut conn, &target).map_err(|e| e.at(&target))?;
         }
+        conn.expect = schema::db_id(&mut conn).map_err(|e| e.at(&target))?;
         Ok(PgStore {
             target,
             access,
@@ -99,6 +101,7 @@ impl PgStore {
         let target = redact(url);
         let mut conn = Conn::connect(url, &target, Access::ReadWrite, 0)?;
         let created = schema::migrate(&mut conn, &target).map_err(|e| e.at(&target))?;
+        conn.expect = schema::db_id(&mut conn).map_err(|e| e.at(&target))?;
         Ok((
             PgStore {
                 target,
@@ -326,6 +329,31 @@ impl PgStore {
     pub fn clock_offset(&self) -> i64 {
         self.conn().off
     }
+
+    /// Which store this is, for [`super::identity`]: its URL and the id
+    /// read when it was opened.
+    pub(crate) fn identity(&self) -> Option<super::StoreIdentity> {
+        let conn = self.conn();
+        let id = conn.expect.clone()?;
+        Some(super::StoreIdentity::database(conn.url().to_string(), id))
+    }
+}
+
+/// The store `url` names now, from a session of its own (closed at once);
+/// `None` when it names none: the database or its nightshift schema is
+/// gone.
+pub(crate) fn db_id_at(url: &str) -> Result<Option<schema::DbId>> {
+    let target = redact(url);
+    conn::off_runtime(|| {
+        let mut client = match postgres::Client::connect(url, postgres::NoTls) {
+            Ok(c) => c,
+            Err(e) if e.code() == Some(&postgres::error::SqlState::INVALID_CATALOG_NAME) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(StoreError::from(e).at(&target)),
+        };
+        schema::db_id_of(&mut client).map_err(|e| e.at(&target))
+    })
 }
 
 /// The URL with any password replaced, for messages and `path()`.

@@ -18,7 +18,7 @@ use super::conn::Conn;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 6;
+pub const PG_SCHEMA_VERSION: i32 = 7;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -347,7 +347,49 @@ CREATE TABLE workers (
 );
 "#;
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6];
+/// Version 7: a store id, made once: a long-lived process notices the URL
+/// naming another store (a new database under the name, a re-init) by it.
+const V7: &str = r#"
+INSERT INTO nightshift.nightshift_meta (key, value) VALUES ('store_id', gen_random_uuid()::text)
+    ON CONFLICT (key) DO NOTHING;
+"#;
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7];
+
+/// Which store a session is on: the database (one made anew under the same
+/// name has another oid) and the id its store was made with (V7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DbId {
+    database: i64,
+    store: Option<String>,
+}
+
+const DB_ID: &str = "SELECT (SELECT oid::int8 FROM pg_database WHERE datname = current_database()),
+        to_regclass('nightshift.nightshift_meta') IS NOT NULL";
+const STORE_ID: &str = "SELECT value FROM nightshift.nightshift_meta WHERE key = 'store_id'";
+
+/// The store this session is on; `None` if the database has no nightshift
+/// schema (any more).
+pub(super) fn db_id(conn: &mut Conn) -> Result<Option<DbId>> {
+    let row = conn.one(DB_ID, &[])?;
+    let (database, schema): (i64, bool) = (row.get(0), row.get(1));
+    if !schema {
+        return Ok(None);
+    }
+    let store = conn.opt(STORE_ID, &[])?.map(|r| r.get(0));
+    Ok(Some(DbId { database, store }))
+}
+
+/// [`db_id`] on a bare session (a check that opens one of its own).
+pub(super) fn db_id_of(client: &mut postgres::Client) -> Result<Option<DbId>> {
+    let row = client.query_one(DB_ID, &[])?;
+    let (database, schema): (i64, bool) = (row.get(0), row.get(1));
+    if !schema {
+        return Ok(None);
+    }
+    let store = client.query_opt(STORE_ID, &[])?.map(|r| r.get(0));
+    Ok(Some(DbId { database, store }))
+}
 
 /// The schema version in the database; `None` if it has no nightshift schema.
 fn version(conn: &mut Conn) -> Result<Option<i32>> {
