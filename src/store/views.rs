@@ -217,6 +217,7 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         actor: lossy(r, 6)?,
         message: lossy(r, 7)?.unwrap_or_default(),
         fields: serde_json::Value::Null,
+        label: lossy(r, 8)?,
     })
 }
 
@@ -433,8 +434,10 @@ fn events(c: &Connection, q: &EventsQuery) -> Result<Vec<Event>> {
         cond.push_str(&format!(" AND e.id <= ?{}", args.len()));
     }
     let sql = format!(
-        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, substr(e.message, 1, {ROW_TEXT})
+        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, substr(e.message, 1, {ROW_TEXT}),
+                i.label
            FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                LEFT JOIN items i ON i.id = e.item_id
           WHERE {cond} ORDER BY e.id DESC LIMIT {}",
         q.limit
     );
@@ -478,8 +481,9 @@ fn detail(c: &Connection, id: i64, key: &str) -> Result<std::result::Result<Item
     };
     let mut events: Vec<Event> = c
         .prepare_cached(&format!(
-            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message
+            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
                FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                    LEFT JOIN items i ON i.id = e.item_id
               WHERE e.item_id = ?1 ORDER BY e.id DESC LIMIT {DETAIL_EVENTS}"
         ))?
         .query_map([item.id], event_row)?

@@ -1,7 +1,9 @@
 //! Small helpers with no knowledge of the product: clock, process identity,
-//! termination signals, and making untrusted text safe to print.
+//! termination signals, making untrusted text safe to print, and fitting
+//! text to terminal cells.
 
 pub mod identity;
 pub mod sanitize;
 pub mod signals;
+pub mod text;
 pub mod time;

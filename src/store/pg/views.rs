@@ -63,6 +63,7 @@ fn event_row(c: &Conn, r: &Row) -> Event {
         actor: r.get(6),
         message: r.get(7),
         fields: serde_json::Value::Null,
+        label: r.get(8),
     }
 }
 
@@ -215,8 +216,10 @@ fn events(c: &mut Conn, q: &EventsQuery) -> Result<Vec<Event>> {
         cond.push_str(&format!(" AND e.id <= {slot}"));
     }
     let sql = format!(
-        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, left(e.message, {ROW_TEXT})
+        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, left(e.message, {ROW_TEXT}),
+                i.label
            FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                LEFT JOIN items i ON i.id = e.item_id
           WHERE {cond} ORDER BY e.id DESC LIMIT {}",
         q.limit
     );
@@ -248,8 +251,9 @@ fn detail(c: &mut Conn, id: i64, key: &str) -> Result<std::result::Result<ItemDe
     };
     let mut events: Vec<Event> = c
         .q(
-            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message
+            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
                FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                    LEFT JOIN items i ON i.id = e.item_id
               WHERE e.item_id = $1 ORDER BY e.id DESC LIMIT $2",
             &[&item.id, &DETAIL_EVENTS],
         )?

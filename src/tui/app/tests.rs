@@ -85,6 +85,7 @@ fn data(q: &DashQuery, paused: bool) -> Dashboard {
                 batch: Some("a".into()),
                 run_id: None,
                 key: Some(format!("k{id}")),
+                label: Some(format!("label {id}")),
                 kind: "done".into(),
                 actor: None,
                 message: "m".into(),

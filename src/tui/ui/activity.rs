@@ -21,6 +21,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         .unwrap_or_default();
     let block = pane_block(
         app,
+        area,
         vec![
             Span::styled("Activity", p.style(Role::Title)),
             Span::styled(format!(" · {name}"), p.style(Role::Dim)),

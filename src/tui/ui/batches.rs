@@ -57,6 +57,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let names = app.batch_names();
     let block = pane_block(
         app,
+        area,
         vec![Span::styled(
             "Batches",
             app.setup.palette.style(Role::Title),
@@ -82,6 +83,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     if let Some(info) = &info {
         let block = pane_block(
             app,
+            area,
             vec![Span::styled(
                 clean(&info.name, 60),
                 app.setup.palette.style(Role::Title),

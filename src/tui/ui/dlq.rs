@@ -31,7 +31,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
                 p.style(Role::Dim),
             ));
         }
-        let block = pane_block(app, title);
+        let block = pane_block(app, area, title);
         match &app.data.class_items {
             Some(page) if page.total > 0 => {
                 super::items::table(app, f, area, block, page, &app.class_items)
@@ -49,6 +49,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     }
     let block = pane_block(
         app,
+        area,
         vec![
             Span::styled("Dead letters", p.style(Role::Title)),
             Span::styled(
