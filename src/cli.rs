@@ -282,6 +282,8 @@ pub struct ItemsArgs {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     pub batch: String,
+    /// The item's key, or its label (when exactly one item has it).
+    #[arg(value_name = "KEY|LABEL")]
     pub key: String,
     #[arg(long)]
     pub json: bool,

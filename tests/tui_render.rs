@@ -64,13 +64,14 @@ fn drive(fx: &Fx, app: &mut App, actions: &[Action]) {
 fn poll(fx: &Fx, app: &mut App) {
     // A changed query (new window, new detail) is read again at once.
     for _ in 0..3 {
-        let q = app.query();
+        let (q, asked) = (app.query(), app.asked);
         let data = fx.store.dashboard(&q, NOW).unwrap();
         app.update(Action::Polled {
             at: NOW - 400,
+            asked,
             result: Ok(Box::new(data)),
         });
-        if app.query() == q {
+        if app.query() == q && app.asked == asked {
             break;
         }
     }
@@ -267,6 +268,7 @@ fn stale_and_too_small() {
     app.update(Action::Tick(NOW + 40_000));
     app.update(Action::Polled {
         at: NOW + 40_000,
+        asked: app.asked,
         result: Err(
             "no store at /srv/nightshift/nightshift.db: run `nightshift init` there first".into(),
         ),

@@ -105,7 +105,8 @@ pub struct EventsQuery {
 pub struct BatchView {
     pub info: BatchInfo,
     /// (done, failed) completions per minute, oldest first, the last one
-    /// being the minute of the poll.
+    /// being the minute of the poll; none from before the batch existed
+    /// (a batch made two minutes ago has two or three).
     pub minutes: Vec<(i64, i64)>,
 }
 
@@ -581,6 +582,25 @@ impl SqliteStore {
                 .query_map(params_from_iter(args), |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             Ok(keys)
+        })
+    }
+
+    /// The items whose label is exactly `label`, oldest first, at most
+    /// `limit` (`show BATCH LABEL`). Labels are not indexed: this reads the
+    /// batch's items once.
+    pub fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let rows = c
+                .prepare_cached(&format!(
+                    "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                            substr(i.error_message, 1, {ROW_TEXT}), i.updated_at
+                       FROM items i WHERE i.batch_id = ?1 AND i.label = ?2
+                      ORDER BY i.id LIMIT ?3"
+                ))?
+                .query_map(params![id, label, limit as i64], item_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
         })
     }
 

@@ -328,6 +328,23 @@ impl PgStore {
     }
 
     /// Which of these keys are failed now.
+    /// The items whose label is exactly `label` (see `Store::labelled`).
+    pub fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let rows = c.q(
+                &format!(
+                    "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                            left(i.error_message, {ROW_TEXT}), i.updated_at
+                       FROM items i WHERE i.batch_id = $1 AND i.label = $2
+                      ORDER BY i.id LIMIT $3"
+                ),
+                &[&id, &label, &(limit as i64)],
+            )?;
+            rows.iter().map(|r| item_row(c, r)).collect()
+        })
+    }
+
     pub fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>> {
         self.read(|c| {
             let id = batch_id(c, batch)?;

@@ -89,6 +89,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
                 app.setup.palette.style(Role::Title),
             )],
         );
+        let lines = super::fit_lines(lines, (middle.width as usize).saturating_sub(2));
         f.render_widget(Paragraph::new(lines).block(block), middle);
     }
     // What room is left shows the selected batch's activity.
@@ -120,6 +121,11 @@ fn table(
     ])
     .style(p.style(Role::Dim));
     let bar_width = if area.width >= 120 { 20 } else { 5 };
+    let fixed = [7, 7, 7, 11, bar_width + 5, 8, 7];
+    // The name column takes what the others leave (7 gaps between 8).
+    let name_width = (area.width as usize)
+        .saturating_sub(2 + 7 + fixed.iter().sum::<usize>())
+        .max(12);
     let rows: Vec<Row> = names
         .iter()
         .enumerate()
@@ -151,7 +157,7 @@ fn table(
                 p.style(Role::Normal)
             });
             let row = Row::new(vec![
-                Cell::from(clean(name, 60)),
+                Cell::from(clean(name, name_width)),
                 Cell::from(num(c.pending)),
                 Cell::from(num(c.claimed)),
                 Cell::from(num(c.done)).style(p.style(Role::Ok)),
@@ -171,16 +177,10 @@ fn table(
             }
         })
         .collect();
-    let widths = [
-        Constraint::Min(12),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(11),
-        Constraint::Length(bar_width as u16 + 5),
-        Constraint::Length(8),
-        Constraint::Length(7),
-    ];
+    let widths: Vec<Constraint> = std::iter::once(name_width)
+        .chain(fixed)
+        .map(|w| Constraint::Length(w as u16))
+        .collect();
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
 }
 

@@ -14,8 +14,12 @@ use crate::tui::theme::Role;
 use crate::util::text;
 use crate::util::time::rfc3339;
 
-/// Lines a long text may take before it is cut.
+/// Lines one line of the payload or result may take before it is cut.
 const MAX_TEXT_LINES: usize = 60;
+/// Lines one field (a label, an error, an event's message) may take
+/// before it is cut: a worker's message is kept to 500 characters, 15
+/// lines of CJK text at 80 columns.
+const FIELD_LINES: usize = 24;
 /// Cells of the field names on the left (`label`, `state`, ...).
 const FIELD: usize = 10;
 
@@ -47,7 +51,7 @@ fn hanging(
     out: &mut Vec<Line<'static>>,
 ) {
     let pad = " ".repeat(indent);
-    for (i, l) in wrap(text, width.saturating_sub(indent), MAX_TEXT_LINES)
+    for (i, l) in wrap(text, width.saturating_sub(indent), FIELD_LINES)
         .into_iter()
         .enumerate()
     {

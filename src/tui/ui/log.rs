@@ -78,7 +78,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let cols = columns(app, area.width, &shown);
     let cell = |s: &str, w: usize| Cell::from(text::cut(s, w).into_owned());
     let header = Row::new(vec![
-        cell("TIME (UTC)", cols.time),
+        cell(if cols.time >= 10 { "TIME (UTC)" } else { "UTC" }, cols.time),
         cell("BATCH", cols.batch),
         cell("KIND", cols.kind),
         cell("KEY", cols.key),
