@@ -83,9 +83,6 @@ const STATE: usize = 13;
 const ATTEMPTS: usize = 3;
 /// Spaces between the five columns.
 const GAPS: usize = 4;
-/// The label takes at most this share of what key and state leave when an
-/// error shows beside it.
-const LABEL_SHARE: (usize, usize) = (3, 5);
 
 pub fn columns(inner: usize, pane_width: u16, rows: &[&ItemRow]) -> Columns {
     let widest = |f: &dyn Fn(&ItemRow) -> usize| rows.iter().map(|r| f(r)).max().unwrap_or(0);
@@ -97,7 +94,7 @@ pub fn columns(inner: usize, pane_width: u16, rows: &[&ItemRow]) -> Columns {
     let label = if error_wants == 0 {
         rest
     } else {
-        let share = rest * LABEL_SHARE.0 / LABEL_SHARE.1;
+        let share = super::label_share(rest);
         label_wants.min(share.max(rest.saturating_sub(error_wants)))
     };
     Columns {

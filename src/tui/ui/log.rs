@@ -182,8 +182,7 @@ fn columns(app: &App, pane_width: u16, shown: &[(usize, &Event)]) -> Columns {
     let inner = (pane_width as usize).saturating_sub(2);
     let rest = inner.saturating_sub(time + batch + kind + key + 5);
     let label_wants = widest(&|e| text::width(&sanitize::line(&label_of(e))), 5, usize::MAX);
-    // The message matters as much as the label here: half each at most.
-    let label = label_wants.min(rest / 2);
+    let label = label_wants.min(super::label_share(rest));
     Columns {
         time,
         batch,

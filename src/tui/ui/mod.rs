@@ -159,6 +159,13 @@ pub fn key_width(pane_width: u16) -> usize {
     }
 }
 
+/// The most of `rest` cells a label column takes beside a message or an
+/// error column: it is the one column a person reads to know the item,
+/// and the message still gets two fifths.
+pub fn label_share(rest: usize) -> usize {
+    rest * 3 / 5
+}
+
 /// An item's key in a key column of `max` cells: made inert, cut with `…`.
 pub fn short_key(key: &str, max: usize) -> String {
     clean(key, max)
