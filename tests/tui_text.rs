@@ -211,9 +211,9 @@ fn item_lists_show_the_whole_label_and_every_cut_ends_in_an_ellipsis() {
                     });
                 let label = row.split(&key).nth(1).unwrap().trim_start();
                 let whole = label.starts_with(&format!("{} ", item.label));
-                let cut = label
-                    .split_once('…')
-                    .is_some_and(|(head, _)| head.chars().count() >= 8 && item.label.starts_with(head));
+                let cut = label.split_once('…').is_some_and(|(head, _)| {
+                    head.chars().count() >= 8 && item.label.starts_with(head)
+                });
                 assert!(whole || (size.0 < 120 && cut), "{what}: {row}");
                 assert!(row.ends_with('…'), "{what}: {row}");
             }
@@ -243,7 +243,10 @@ fn item_lists_show_the_whole_label_and_every_cut_ends_in_an_ellipsis() {
                 .and_then(|s| s.split(' ').next())
                 .and_then(|n| n.parse().ok())
                 .unwrap();
-            assert!(minutes <= 3, "{what}: a fresh store shows {minutes} minutes");
+            assert!(
+                minutes <= 3,
+                "{what}: a fresh store shows {minutes} minutes"
+            );
             dash.key("q");
             dash.wait_exit();
         }
@@ -322,7 +325,10 @@ fn fast_keys_from_an_item_detail_open_the_next_item() {
             // Esc, ↓, Enter pressed quickly: one read of `ESC ESC [ B CR`.
             dash.keys_at_once("\x1b\x1b[B\r");
             let screen = detail_of(&dash, &items[1]);
-            assert!(screen.contains("· blogs ·"), "{what}: the batch changed:\n{screen}");
+            assert!(
+                screen.contains("· blogs ·"),
+                "{what}: the batch changed:\n{screen}"
+            );
             // And back up: Esc, ↑, Enter.
             dash.keys_at_once("\x1b\x1b[A\r");
             detail_of(&dash, &items[0]);

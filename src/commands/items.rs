@@ -219,9 +219,9 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             .map(|a| format!(" [{}]", s(a)))
             .unwrap_or_default();
         out(format!(
-            "  {}  {:<12} {}{who}",
+            "  {}  {} {}{who}",
             rfc3339(e.at),
-            e.kind,
+            crate::util::text::pad(&s(&e.kind), 12),
             s(&e.message)
         ))?;
     }

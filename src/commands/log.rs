@@ -6,8 +6,8 @@ use super::{Ctx, Exit, out, out_json};
 use crate::cli::LogArgs;
 use crate::model::Event;
 use crate::store::EventFilter;
-use crate::util::{sanitize, text};
 use crate::util::time::rfc3339;
+use crate::util::{sanitize, text};
 
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
 

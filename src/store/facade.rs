@@ -8,8 +8,8 @@ use std::path::Path;
 use super::pg::PgStore;
 use super::{
     Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemFilter,
-    ItemRow, ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Result, Selection, SinceSummary,
-    SqliteStore, location,
+    ItemRow, ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Result, Selection,
+    SinceSummary, SqliteStore, location,
 };
 use crate::model::{
     AddReport, BatchInfo, Claim, Counts, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,

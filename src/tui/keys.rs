@@ -145,7 +145,7 @@ mod tests {
             v.extend(chars("[x"));
             v
         });
-        assert_eq!(rejoin(esc.clone(), Vec::new()), [esc.clone()]);
+        assert_eq!(rejoin(esc.clone(), Vec::new()), std::slice::from_ref(&esc));
     }
 
     #[test]

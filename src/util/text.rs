@@ -221,13 +221,18 @@ pub fn wrap(s: &str, max: usize) -> Vec<String> {
 mod tests {
     use super::*;
 
-    const JA: &str = "投稿に失敗しました：サーバーが応答しません。しばらくしてから再度お試しください。";
+    const JA: &str =
+        "投稿に失敗しました：サーバーが応答しません。しばらくしてから再度お試しください。";
 
     #[test]
     fn widths_count_cells() {
         assert_eq!(width("abc"), 3);
         assert_eq!(width("ブログ:技術記事"), 15);
-        assert_eq!(width("e\u{301}te\u{301}"), 3, "combining marks take no cell");
+        assert_eq!(
+            width("e\u{301}te\u{301}"),
+            3,
+            "combining marks take no cell"
+        );
         assert_eq!(width("🎉"), 2);
         assert_eq!(width("ｶﾞ"), 2, "a halfwidth dakuten takes its own cell");
         assert_eq!(width(""), 0);
@@ -245,7 +250,11 @@ mod tests {
         // Wide characters: a half cell left over stays empty.
         assert_eq!(cut("ブログ:技術記事", 8), "ブログ:…");
         assert_eq!(cut("ブログ:技術記事", 9), "ブログ:…");
-        assert_eq!(width(&cut("ブログ:技術記事", 9)), 8, "half a wide character stays empty");
+        assert_eq!(
+            width(&cut("ブログ:技術記事", 9)),
+            8,
+            "half a wide character stays empty"
+        );
         assert_eq!(cut("ブログ:技術記事", 10), "ブログ:技…");
         // A combining mark stays with its base.
         assert_eq!(cut("cafe\u{301}s!", 5), "cafe\u{301}…");
@@ -299,7 +308,14 @@ mod tests {
         assert_eq!(wrap("🎉", 1), ["🎉"], "a grapheme wider than the line");
         let marks = "e\u{301}".repeat(7);
         let lines = wrap(&marks, 3);
-        assert_eq!(lines, ["e\u{301}".repeat(3), "e\u{301}".repeat(3), "e\u{301}".into()]);
+        assert_eq!(
+            lines,
+            [
+                "e\u{301}".repeat(3),
+                "e\u{301}".repeat(3),
+                "e\u{301}".into()
+            ]
+        );
     }
 
     proptest::proptest! {

@@ -208,9 +208,7 @@ impl PgStore {
                 " AND e.tx >= ({f}::int8)::text::xid8 AND e.tx < ({t}::int8)::text::xid8
                    AND e.id <> ALL({skip}::int8[])"
             ));
-            let sql = format!(
-                "SELECT {COLUMNS} FROM {FROM} WHERE {cond} ORDER BY e.id"
-            );
+            let sql = format!("SELECT {COLUMNS} FROM {FROM} WHERE {cond} ORDER BY e.id");
             let rows = c.q(&sql, &args.refs())?;
             Ok((rows.iter().map(|r| event_from_row(c, r)).collect(), to))
         })

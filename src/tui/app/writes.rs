@@ -2,11 +2,11 @@
 //! prompt. Writes themselves happen off the UI thread (`Effect::Write`).
 
 use super::App;
+use crate::key;
 use crate::model::Status;
 use crate::store::ItemsQuery;
 use crate::tui::action::{Action, Effect, Pane, Write};
 use crate::tui::keymap::Mode;
-use crate::key;
 use crate::util::sanitize;
 
 impl App {
@@ -109,11 +109,9 @@ impl App {
     pub(super) fn target_item(&self) -> Option<(String, String, Status)> {
         if let Some(d) = self.open_detail() {
             return match &self.data.detail {
-                Some(Ok(det)) if det.item.key == d.key => Some((
-                    d.key.clone(),
-                    det.item.label.clone(),
-                    det.item.status,
-                )),
+                Some(Ok(det)) if det.item.key == d.key => {
+                    Some((d.key.clone(), det.item.label.clone(), det.item.status))
+                }
                 _ => None,
             };
         }

@@ -115,7 +115,10 @@ fn spark(f: &mut Frame, area: Rect, values: &[u64], scale: u64, style: ratatui::
         ..area
     };
     f.render_widget(
-        Sparkline::default().data(&data).max(levels.max(1)).style(style),
+        Sparkline::default()
+            .data(&data)
+            .max(levels.max(1))
+            .style(style),
         area,
     );
 }
@@ -244,5 +247,32 @@ impl Widget for RunBars<'_> {
                     .set_style(self.palette.style(Role::Dim));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+
+    fn drawn(values: &[u64], scale: u64) -> Vec<String> {
+        let mut t = Terminal::new(TestBackend::new(4, 2)).unwrap();
+        t.draw(|f| spark(f, f.area(), values, scale, ratatui::style::Style::default()))
+            .unwrap();
+        let buf = t.backend().buffer();
+        (0..2)
+            .map(|y| (0..4).map(|x| buf[(x, y)].symbol().to_string()).collect())
+            .collect()
+    }
+
+    /// Done and failed share one scale: one failure beside a hundred done
+    /// is the lowest bar, not a full one; newest at the right.
+    #[test]
+    fn one_scale_for_done_and_failed() {
+        assert_eq!(drawn(&[100, 50], 100), ["  █ ", "  ██"]);
+        assert_eq!(drawn(&[1, 0], 100), ["    ", "  ▁ "]);
+        assert_eq!(drawn(&[0, 0, 0, 3], 3), ["   █", "   █"]);
     }
 }

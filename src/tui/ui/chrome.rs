@@ -42,13 +42,15 @@ pub fn header(app: &App, f: &mut Frame, area: Rect) {
         ],
         (None, None) => vec![Span::styled("loading…", p.style(Role::Dim))],
     };
-    let status_width: usize = status.iter().map(|s| s.width()).sum::<usize>() + 1;
+    let status_width: usize = status
+        .iter()
+        .map(|s| text::width(&s.content))
+        .sum::<usize>()
+        + 1;
     let status_room = status_width.min(area.width as usize * 2 / 3);
-    let [left, right] = Layout::horizontal([
-        Constraint::Fill(1),
-        Constraint::Length(status_room as u16),
-    ])
-    .areas(area);
+    let [left, right] =
+        Layout::horizontal([Constraint::Fill(1), Constraint::Length(status_room as u16)])
+            .areas(area);
     let status = fit_line(Line::from(status), status_room.saturating_sub(1));
     let mut spans = vec![Span::styled(" nightshift ", p.style(Role::Title))];
     if app.setup.read_only {
@@ -59,7 +61,7 @@ pub fn header(app: &App, f: &mut Frame, area: Rect) {
         spans.push(Span::styled("⋯ working ", p.style(Role::Warn)));
     }
     let host = clean(&app.setup.host, 40);
-    let used: usize = spans.iter().map(|s| s.width()).sum();
+    let used: usize = spans.iter().map(|s| text::width(&s.content)).sum();
     let room = (left.width as usize).saturating_sub(used + text::width(&host) + 4);
     // The end of a path says most: `…/nightshift/nightshift.db`.
     let path = sanitize::line(&app.setup.display_path).into_owned();
@@ -93,7 +95,7 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
         spans.push(Span::styled(format!(" {} {title} ", i + 1), style));
         spans.push(Span::raw(" "));
     }
-    let used: usize = spans.iter().map(|s| s.width()).sum();
+    let used: usize = spans.iter().map(|s| text::width(&s.content)).sum();
     f.render_widget(Paragraph::new(Line::from(spans)), area);
     let Some(info) = app.selected_info() else {
         return;
@@ -129,7 +131,7 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
         ));
     }
     right.push(Span::raw(" "));
-    let width: usize = right.iter().map(|s| s.width()).sum();
+    let width: usize = right.iter().map(|s| text::width(&s.content)).sum();
     let room = (area.width as usize).saturating_sub(used);
     if width <= room {
         let [_, r] =
@@ -146,8 +148,7 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
             FilterTarget::Kinds => "kinds (comma-separated, e.g. failed,empty,lock-held): ",
         };
         let hint = "   Enter keep · Esc clear";
-        let room = (area.width as usize)
-            .saturating_sub(text::width(label) + text::width(hint) + 2);
+        let room = (area.width as usize).saturating_sub(text::width(label) + text::width(hint) + 2);
         // The end of what is typed, where the cursor is.
         let typed = sanitize::line(&app.input).into_owned();
         let line = Line::from(vec![
@@ -199,13 +200,13 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
             ),
         );
     }
-    let right_width: usize = right.iter().map(|s| s.width()).sum();
+    let right_width: usize = right.iter().map(|s| text::width(&s.content)).sum();
     let room = (area.width as usize).saturating_sub(right_width + 1);
     let mut left = vec![Span::raw(" ")];
     let mut used = 1;
     for r in &rest {
         let spans = item(r);
-        let w: usize = spans.iter().map(|s| s.width()).sum();
+        let w: usize = spans.iter().map(|s| text::width(&s.content)).sum();
         if used + w > room {
             break;
         }

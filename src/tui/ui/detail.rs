@@ -89,7 +89,14 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
     let plain = Style::default();
     let mut out = Vec::new();
     hanging(vec![field("key")], FIELD, &item.key, width, plain, &mut out);
-    hanging(vec![field("label")], FIELD, &item.label, width, plain, &mut out);
+    hanging(
+        vec![field("label")],
+        FIELD,
+        &item.label,
+        width,
+        plain,
+        &mut out,
+    );
     out.push(Line::from(vec![
         field("state"),
         Span::styled(

@@ -86,8 +86,8 @@ const GAPS: usize = 4;
 
 pub fn columns(inner: usize, pane_width: u16, rows: &[&ItemRow]) -> Columns {
     let widest = |f: &dyn Fn(&ItemRow) -> usize| rows.iter().map(|r| f(r)).max().unwrap_or(0);
-    let key = widest(&|r| text::width(&sanitize::line(&r.key)))
-        .clamp(3, super::key_width(pane_width));
+    let key =
+        widest(&|r| text::width(&sanitize::line(&r.key))).clamp(3, super::key_width(pane_width));
     let rest = inner.saturating_sub(key + STATE + ATTEMPTS + GAPS);
     let label_wants = widest(&|r| text::width(&sanitize::line(&r.label))).max(5);
     let error_wants = widest(&|r| text::width(&error_text(r)));

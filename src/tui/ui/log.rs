@@ -78,7 +78,10 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let cols = columns(app, area.width, &shown);
     let cell = |s: &str, w: usize| Cell::from(text::cut(s, w).into_owned());
     let header = Row::new(vec![
-        cell(if cols.time >= 10 { "TIME (UTC)" } else { "UTC" }, cols.time),
+        cell(
+            if cols.time >= 10 { "TIME (UTC)" } else { "UTC" },
+            cols.time,
+        ),
         cell("BATCH", cols.batch),
         cell("KIND", cols.kind),
         cell("KEY", cols.key),
@@ -117,7 +120,12 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         })
         .collect();
     let widths = [
-        cols.time, cols.batch, cols.kind, cols.key, cols.label, cols.message,
+        cols.time,
+        cols.batch,
+        cols.kind,
+        cols.key,
+        cols.label,
+        cols.message,
     ]
     .map(|w| Constraint::Length(w as u16));
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
@@ -175,13 +183,21 @@ fn columns(app: &App, pane_width: u16, shown: &[(usize, &Event)]) -> Columns {
     );
     let kind = widest(&|e| text::width(&e.kind), 4, 13);
     let key = widest(
-        &|e| e.key.as_deref().map_or(0, |k| text::width(&sanitize::line(k))),
+        &|e| {
+            e.key
+                .as_deref()
+                .map_or(0, |k| text::width(&sanitize::line(k)))
+        },
         3,
         super::key_width(pane_width),
     );
     let inner = (pane_width as usize).saturating_sub(2);
     let rest = inner.saturating_sub(time + batch + kind + key + 5);
-    let label_wants = widest(&|e| text::width(&sanitize::line(&label_of(e))), 5, usize::MAX);
+    let label_wants = widest(
+        &|e| text::width(&sanitize::line(&label_of(e))),
+        5,
+        usize::MAX,
+    );
     let label = label_wants.min(super::label_share(rest));
     Columns {
         time,

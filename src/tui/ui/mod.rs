@@ -133,14 +133,14 @@ pub fn fit_line(line: Line<'static>, max: usize) -> Line<'static> {
         }
         if max > 0 {
             let head = text::head(&span.content, room - used);
-            spans.push(Span::styled(format!("{head}{}", text::ELLIPSIS), span.style));
+            spans.push(Span::styled(
+                format!("{head}{}", text::ELLIPSIS),
+                span.style,
+            ));
         }
         break;
     }
-    Line {
-        spans,
-        ..line
-    }
+    Line { spans, ..line }
 }
 
 /// Lines fitted to `max` cells each (see [`fit_line`]).
@@ -178,11 +178,7 @@ pub fn item_name(key: &str, label: &str, key_cells: usize) -> String {
     if label.is_empty() || label == key {
         return clean(key, key_cells);
     }
-    format!(
-        "{} ({})",
-        sanitize::line(label),
-        short_key(key, key_cells)
-    )
+    format!("{} ({})", sanitize::line(label), short_key(key, key_cells))
 }
 
 /// `1,234,567`.
@@ -301,7 +297,10 @@ mod tests {
         let lines = wrap(&"記事".repeat(20), 10, 3);
         assert_eq!(lines[..3], ["記事記事記", "事記事記事", "記事記事記"]);
         assert_eq!(lines[3], "… (25 more characters)");
-        assert_eq!(item_name("73ae5b202e46", "ブログ:記事", 9), "ブログ:記事 (73ae5b20…)");
+        assert_eq!(
+            item_name("73ae5b202e46", "ブログ:記事", 9),
+            "ブログ:記事 (73ae5b20…)"
+        );
         assert_eq!(item_name("blog-01", "blog-01", 9), "blog-01");
     }
 
@@ -323,7 +322,13 @@ mod tests {
     #[test]
     fn widths_are_what_ratatui_draws() {
         use ratatui::buffer::Buffer;
-        for s in ["ｶﾞｷﾞｸﾞ", "e\u{301}te\u{301}", "🎉👨\u{200d}👩\u{200d}👧", "ブログ:技術記事", "a❤\u{fe0f}b"] {
+        for s in [
+            "ｶﾞｷﾞｸﾞ",
+            "e\u{301}te\u{301}",
+            "🎉👨\u{200d}👩\u{200d}👧",
+            "ブログ:技術記事",
+            "a❤\u{fe0f}b",
+        ] {
             let mut buf = Buffer::empty(Rect::new(0, 0, 40, 1));
             let (x, _) = buf.set_stringn(0, 0, s, 40, ratatui::style::Style::default());
             assert_eq!(x as usize, text::width(s), "{s:?}");
