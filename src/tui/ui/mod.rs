@@ -178,7 +178,7 @@ pub fn item_name(key: &str, label: &str, key_cells: usize) -> String {
     if label.is_empty() || label == key {
         return clean(key, key_cells);
     }
-    format!("{} ({})", sanitize::line(label), short_key(key, key_cells))
+    crate::key::named(&short_key(key, key_cells), &sanitize::line(label))
 }
 
 /// `1,234,567`.
