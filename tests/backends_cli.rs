@@ -98,7 +98,7 @@ both_backends! {
         let several = env.run(&["show", "b", "夏休みの記事"]);
         several.code(2);
         assert!(several.stdout.is_empty(), "{several:?}");
-        assert!(several.stderr.contains("2 items in batch b have the label \"夏休みの記事\""), "{several:?}");
+        assert!(several.stderr.contains("2 items in batch \"b\" have the label \"夏休みの記事\""), "{several:?}");
         for key in ["a1", "a2"] {
             assert!(several.stderr.contains(&format!("nightshift show b {key}   (pending)")), "{several:?}");
         }
@@ -107,7 +107,7 @@ both_backends! {
         assert!(none.stdout.is_empty(), "{none:?}");
         assert_eq!(
             none.error_line(),
-            "nightshift: error: no item in batch b has the key or the label \"夏休み 2026\"; \
+            "nightshift: error: no item \"夏休み 2026\" in batch \"b\" (neither a key nor a label); \
              to search keys and labels: nightshift items b --search '夏休み 2026'"
         );
         assert_eq!(

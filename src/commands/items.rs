@@ -86,7 +86,8 @@ fn find(store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
         found => return Ok(found?),
     }
     let matches = store.labelled(batch, name, LABEL_MATCHES + 1)?;
-    let shown = |s: &str| sanitize::line(s).into_owned();
+    // Names are quoted with `{:?}` (controls escaped; the caller makes
+    // the whole message inert), as the store's own errors quote them.
     let search = format!(
         "nightshift items {} --search {}",
         shell_word(batch),
@@ -95,20 +96,16 @@ fn find(store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
     match matches.as_slice() {
         [one] => Ok(store.item(batch, &one.key)?),
         [] => Err(user_error(format!(
-            "no item in batch {} has the key or the label {:?}; to search keys and labels: {search}",
-            shown(batch),
-            shown(name)
+            "no item {name:?} in batch {batch:?} (neither a key nor a label); to search keys and labels: {search}"
         ))),
         many => {
             let mut msg = format!(
-                "{} items in batch {} have the label {:?}; show one by its key:",
+                "{} items in batch {batch:?} have the label {name:?}; show one by its key:",
                 if many.len() > LABEL_MATCHES {
                     format!("more than {LABEL_MATCHES}")
                 } else {
                     many.len().to_string()
                 },
-                shown(batch),
-                shown(name)
             );
             for row in many.iter().take(LABEL_MATCHES) {
                 msg.push_str(&format!(
