@@ -391,7 +391,8 @@ pub struct ShowArgs {
     /// The item's batch.
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
-    /// The item's key (as `items` lists it).
+    /// The item's key, or its label (when exactly one item has it).
+    #[arg(value_name = "KEY|LABEL")]
     pub key: String,
     /// The item, its failed attempts and its events as JSON.
     #[arg(long)]

@@ -342,6 +342,16 @@ impl<'de> serde::Deserialize<'de> for FieldName<'de> {
     }
 }
 
+/// An item named for a person: its label with its key beside it, or the
+/// key alone when the label is the key. Not made inert.
+pub fn named(key: &str, label: &str) -> String {
+    if label.is_empty() || label == key {
+        key.to_string()
+    } else {
+        format!("{label} ({key})")
+    }
+}
+
 /// First 32 hex chars of SHA-256 of the canonical string.
 pub fn hash_key(canonical: &str) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";

@@ -413,6 +413,9 @@ pub struct Event {
     pub batch: Option<String>,
     pub run_id: Option<i64>,
     pub key: Option<String>,
+    /// The item's label, read with the event (none once the item is
+    /// pruned).
+    pub label: Option<String>,
     pub kind: String,
     pub actor: Option<String>,
     pub message: String,

@@ -113,6 +113,54 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
+    /// An item is found by its label when no key matches and exactly one
+    /// item has that label; several are listed, none says how to search
+    /// (both exit 2, printing nothing on stdout). The run log and the
+    /// dead-letter export name items by label beside the key.
+    fn items_are_found_and_named_by_label(env) {
+        env.write(
+            "items.jsonl",
+            "{\"key\":\"a1\",\"label\":\"夏休みの記事\",\"n\":1}\n\
+             {\"key\":\"a2\",\"label\":\"夏休みの記事\",\"n\":2}\n\
+             {\"key\":\"b1\",\"label\":\"ブログ:技術記事:記事01\",\"n\":3}\n\
+             {\"key\":\"c1\",\"label\":\"b1\",\"n\":4}\n",
+        );
+        env.run(&["add", "b", "items.jsonl"]).code(0);
+        let by_label = env.run(&["show", "b", "ブログ:技術記事:記事01", "--json"]).code(0).json();
+        assert_eq!(by_label["item"]["key"], "b1");
+        let text = env.run(&["show", "b", "ブログ:技術記事:記事01"]).code(0).stdout.clone();
+        assert!(text.starts_with("key:       b1\nlabel:     ブログ:技術記事:記事01\n"), "{text}");
+        // A key wins over a label that reads the same.
+        assert_eq!(env.run(&["show", "b", "b1", "--json"]).code(0).json()["item"]["key"], "b1");
+
+        let several = env.run(&["show", "b", "夏休みの記事"]);
+        several.code(2);
+        assert!(several.stdout.is_empty(), "{several:?}");
+        assert!(several.stderr.contains("2 items in batch \"b\" have the label \"夏休みの記事\""), "{several:?}");
+        for key in ["a1", "a2"] {
+            assert!(several.stderr.contains(&format!("nightshift show b {key}   (pending)")), "{several:?}");
+        }
+        let none = env.run(&["show", "b", "夏休み 2026"]);
+        none.code(2);
+        assert!(none.stdout.is_empty(), "{none:?}");
+        assert_eq!(
+            none.error_line(),
+            "nightshift: error: no item \"夏休み 2026\" in batch \"b\" (neither a key nor a label); \
+             to search keys and labels: nightshift items b --search '夏休み 2026'"
+        );
+        assert_eq!(
+            env.run(&["items", "b", "--search", "夏休み", "--json"]).code(0).json_lines().len(),
+            2,
+            "the search the message suggests finds them"
+        );
+
+        env.run(&["skip", "b", "b1", "--reason", "done by hand"]).code(0);
+        let log = env.run(&["log", "b", "--kind", "skipped"]).code(0).stdout.clone();
+        assert!(log.contains(" skipped      b1 (ブログ:技術記事:記事01) "), "{log}");
+        let events = env.run(&["log", "b", "--kind", "skipped", "--json"]).code(0).json_lines();
+        assert_eq!(events[0]["label"], "ブログ:技術記事:記事01");
+    }
+
     /// Pause stops runs, unpause lets them go on; the log records both.
     fn pause_and_unpause(env) {
         env.config("[batch.b]\nworker = [\"sh\", \"-c\", \"cat >/dev/null; echo '{}'\"]\n");

@@ -100,13 +100,14 @@ fn render(size: (u16, u16), actions: &[Action]) -> String {
     let poll = |app: &mut App| {
         // A changed query (a new window, a detail) is read again at once.
         for _ in 0..3 {
-            let q = app.query();
+            let (q, asked) = (app.query(), app.asked);
             let data = store.dashboard(&q, NOW).unwrap();
             app.update(Action::Polled {
                 at: NOW - 400,
+                asked,
                 result: Ok(Box::new(data)),
             });
-            if app.query() == q {
+            if app.query() == q && app.asked == asked {
                 break;
             }
         }

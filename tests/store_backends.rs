@@ -533,7 +533,8 @@ both_backends! {
         let d = s.dashboard(&q, T0).unwrap();
         assert_eq!(d.batches.len(), 2);
         assert_eq!(d.batches[0].info.counts.pending, 28);
-        assert_eq!(d.batches[0].minutes.len(), 5);
+        // The batch was made this minute: no minutes from before it.
+        assert_eq!(d.batches[0].minutes.len(), 1);
         assert_eq!(d.batches[0].info.lock().map(|l| l.token.as_str()), Some("tok"));
         let page = d.items.unwrap();
         // Past the middle a page is read from the end: the last full page.
@@ -877,5 +878,47 @@ both_backends! {
         s.set_stop(Stop::default());
         let rest = s.add_items("b", &items(20_000), T0, |_| {}).unwrap();
         assert_eq!((rest.added, rest.present), (20_000 - added as u64, added as u64));
+    }
+
+    /// `labelled` finds items by their exact label (`show BATCH LABEL`),
+    /// and events are read back with their item's label (the run log, the
+    /// dashboard's log and an item's detail).
+    fn items_are_found_by_label_and_events_carry_it(db, s) {
+        let mut three = items(3);
+        three[1].label = "label 0".into();
+        s.add_items("b", &three, T0, |_| {}).unwrap();
+        let keys = |rows: Vec<nightshift::store::ItemRow>| rows.into_iter().map(|r| r.key).collect::<Vec<_>>();
+        assert_eq!(keys(s.labelled("b", "label 0", 10).unwrap()), ["k000", "k001"]);
+        assert_eq!(keys(s.labelled("b", "label 0", 1).unwrap()), ["k000"]);
+        assert!(s.labelled("b", "label", 10).unwrap().is_empty(), "exact, not a substring");
+        assert!(matches!(s.labelled("nope", "x", 1), Err(StoreError::UnknownBatch { .. })));
+
+        s.log_event(&NewEvent::new(T0, "b", "skipped", "by hand").key("k002")).unwrap();
+        s.log_event(&NewEvent::new(T0, "b", "paused", "no item")).unwrap();
+        let events = s.events(&EventFilter { batch: Some("b".into()), limit: 100, ..EventFilter::default() }).unwrap();
+        let skipped = events.iter().find(|e| e.kind == "skipped").unwrap();
+        assert_eq!(skipped.label.as_deref(), Some("label 2"));
+        assert_eq!(events.iter().find(|e| e.kind == "paused").unwrap().label, None);
+        let q = DashQuery {
+            batch: Some("b".into()),
+            events: Some(nightshift::store::EventsQuery { limit: 100, ..Default::default() }),
+            detail: Some("k002".into()),
+            ..DashQuery::default()
+        };
+        let d = s.dashboard(&q, T0).unwrap();
+        let shown = d.events.iter().find(|e| e.kind == "skipped").unwrap();
+        assert_eq!(shown.label.as_deref(), Some("label 2"));
+        let detail = d.detail.unwrap().unwrap();
+        assert!(detail.events.iter().all(|e| e.label.as_deref() == Some("label 2")), "{:?}", detail.events);
+    }
+
+    /// Per-minute completions start at the batch's creation: a batch made
+    /// two minutes ago has three minutes (this one included), not 150.
+    fn the_minutes_start_when_the_batch_was_made(db, s) {
+        s.add_items("b", &items(1), T0, |_| {}).unwrap();
+        assert_eq!(s.minute_stats("b", T0 + 2 * MIN, 150).unwrap().len(), 3);
+        assert_eq!(s.minute_stats("b", T0 + 500 * MIN, 150).unwrap().len(), 150);
+        let q = DashQuery { batch: Some("b".into()), minutes: 150, ..DashQuery::default() };
+        assert_eq!(s.dashboard(&q, T0 + 2 * MIN).unwrap().batches[0].minutes.len(), 3);
     }
 }

@@ -64,13 +64,14 @@ fn drive(fx: &Fx, app: &mut App, actions: &[Action]) {
 fn poll(fx: &Fx, app: &mut App) {
     // A changed query (new window, new detail) is read again at once.
     for _ in 0..3 {
-        let q = app.query();
+        let (q, asked) = (app.query(), app.asked);
         let data = fx.store.dashboard(&q, NOW).unwrap();
         app.update(Action::Polled {
             at: NOW - 400,
+            asked,
             result: Ok(Box::new(data)),
         });
-        if app.query() == q {
+        if app.query() == q && app.asked == asked {
             break;
         }
     }
@@ -267,6 +268,7 @@ fn stale_and_too_small() {
     app.update(Action::Tick(NOW + 40_000));
     app.update(Action::Polled {
         at: NOW + 40_000,
+        asked: app.asked,
         result: Err(
             "no store at /srv/nightshift/nightshift.db: run `nightshift init` there first".into(),
         ),
@@ -274,4 +276,64 @@ fn stale_and_too_small() {
     insta::assert_snapshot!("stale", draw(&app));
     app.update(Action::Resize(60, 20));
     insta::assert_snapshot!("too_small", draw(&app));
+}
+
+/// Japanese labels and errors, emoji, combining marks and halfwidth kana
+/// in every pane, at 80×24 and 120×40: labels whole where they fit, every
+/// cut ending in `…`, wrapped text whole, columns aligned by display width.
+#[test]
+fn japanese_text_in_every_pane() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    fixture::build_japanese(&db, NOW);
+    let fx = Fx {
+        store: Store::open(&db, Access::ReadOnly).unwrap(),
+        _dir: dir,
+    };
+    let since = fx.store.since(NOW - 2 * fixture::HOUR).unwrap();
+    for size in [(80, 24), (120, 40)] {
+        let shots: Vec<(&str, Vec<Action>)> = vec![
+            ("batches", vec![]),
+            ("activity", vec![Action::GoPane(Pane::Activity)]),
+            ("items", vec![Action::GoPane(Pane::Items)]),
+            (
+                "detail",
+                vec![
+                    Action::GoPane(Pane::Items),
+                    Action::Down,
+                    Action::Down,
+                    Action::Open,
+                ],
+            ),
+            ("dead_letters", vec![Action::GoPane(Pane::DeadLetters)]),
+            (
+                "class_items",
+                vec![Action::GoPane(Pane::DeadLetters), Action::Open],
+            ),
+            ("run_log", vec![Action::GoPane(Pane::Log)]),
+            (
+                "confirm",
+                vec![
+                    Action::GoPane(Pane::Items),
+                    Action::Down,
+                    Action::Down,
+                    Action::SkipSelected,
+                ],
+            ),
+            ("since", vec![Action::Since(Box::new(since.clone()))]),
+        ];
+        for (name, actions) in shots {
+            let mut setup = Setup::new(
+                "/srv/ナイトシフト/nightshift.db",
+                "box-1",
+                false,
+                Palette::Mono,
+            );
+            setup.configured = vec!["blogs".into()];
+            let mut app = App::new(setup, NOW);
+            app.update(Action::Resize(size.0, size.1));
+            drive(&fx, &mut app, &actions);
+            insta::assert_snapshot!(format!("japanese_{name}_{}x{}", size.0, size.1), draw(&app));
+        }
+    }
 }

@@ -74,12 +74,15 @@ fn writes_succeed_while_the_poller_reads() {
     let mut minutes = 0;
     while !writer.is_finished() {
         minutes = minutes % 100 + 1;
-        poller.send(Cmd::Query(Box::new(DashQuery {
-            batch: Some("articles".into()),
-            minutes,
-            dlq: true,
-            ..DashQuery::default()
-        })));
+        poller.send(Cmd::Query {
+            query: Box::new(DashQuery {
+                batch: Some("articles".into()),
+                minutes,
+                dlq: true,
+                ..DashQuery::default()
+            }),
+            asked: 0,
+        });
         std::thread::sleep(Duration::from_micros(200));
     }
     writer.join().unwrap().unwrap();

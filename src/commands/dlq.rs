@@ -17,8 +17,11 @@ pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
     let since = args.since.map(|d| now - d.as_millis() as i64);
     if args.jsonl {
         for d in store.dead_letters(&args.batch, since, args.class.as_deref())? {
+            // `job_id` as the seeds' jq one-liners read it; `key` and
+            // `label` as everything else names an item.
             out_json(&json!({
                 "job_id": d.key,
+                "key": d.key,
                 "payload": d.payload,
                 "error_class": d.error_class,
                 "message": d.message,

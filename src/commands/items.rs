@@ -3,16 +3,24 @@
 use serde_json::json;
 
 use super::table::Table;
-use super::{Ctx, Exit, out, out_json, out_json_pretty};
+use super::{Ctx, Exit, out, out_json, out_json_pretty, user_error};
 use crate::cli::{ItemsArgs, ShowArgs};
 use crate::model::{Item, Status, Tombstone};
-use crate::store::{EventFilter, ItemFilter, StoreError};
+use crate::store::{EventFilter, ItemFilter, Store, StoreError};
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
 
 /// The short state word shown for an item: status, with tier or outcome.
 pub fn state_word(item: &Item) -> String {
-    match (item.status, item.tier, item.outcome) {
+    state_of(item.status, item.tier, item.outcome)
+}
+
+fn state_of(
+    status: Status,
+    tier: Option<crate::model::Tier>,
+    outcome: Option<crate::model::Outcome>,
+) -> String {
+    match (status, tier, outcome) {
         (Status::Failed, Some(tier), _) => format!("failed/{tier}"),
         (Status::Done, _, Some(outcome)) if outcome != crate::model::Outcome::Done => {
             format!("done/{outcome}")
@@ -66,11 +74,77 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// Items listed when several have the label `show` was given.
+const LABEL_MATCHES: usize = 20;
+
+/// The item `show` names: the one with that key, else the one item with
+/// that label. Several with the label, or none: an error that lists them,
+/// or says how to search.
+fn find(store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
+    match store.item(batch, name) {
+        Err(StoreError::UnknownKey { .. }) => {}
+        found => return Ok(found?),
+    }
+    let matches = store.labelled(batch, name, LABEL_MATCHES + 1)?;
+    // Names are quoted with `{:?}` (controls escaped; the caller makes
+    // the whole message inert), as the store's own errors quote them.
+    let search = format!(
+        "nightshift items {} --search {}",
+        shell_word(batch),
+        shell_word(name)
+    );
+    match matches.as_slice() {
+        [one] => Ok(store.item(batch, &one.key)?),
+        [] => Err(user_error(format!(
+            "no item {name:?} in batch {batch:?} (neither a key nor a label); to search keys and labels: {search}"
+        ))),
+        many => {
+            let mut msg = format!(
+                "{} items in batch {batch:?} have the label {name:?}; show one by its key:",
+                if many.len() > LABEL_MATCHES {
+                    format!("more than {LABEL_MATCHES}")
+                } else {
+                    many.len().to_string()
+                },
+            );
+            for row in many.iter().take(LABEL_MATCHES) {
+                msg.push_str(&format!(
+                    "\n  nightshift show {} {}   ({})",
+                    shell_word(batch),
+                    shell_word(&row.key),
+                    state_of(row.status, row.tier, row.outcome)
+                ));
+            }
+            if many.len() > LABEL_MATCHES {
+                msg.push_str(&format!("\n  all of them: {search}"));
+            }
+            Err(user_error(msg))
+        }
+    }
+}
+
+/// `s` as one shell word: as it is when nothing in it is special to a
+/// shell, else in single quotes.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || "-_.:/@%+=,".contains(c));
+    if plain {
+        sanitize::line(s).into_owned()
+    } else {
+        format!("'{}'", sanitize::line(&s.replace('\'', r"'\''")))
+    }
+}
+
 pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
-    let item = match store.item(&args.batch, &args.key) {
-        Err(StoreError::Pruned { tombstone, .. }) => return show_pruned(args, &tombstone),
-        other => other?,
+    let item = match find(&store, &args.batch, &args.key) {
+        Err(e) => match e.downcast::<StoreError>() {
+            Ok(StoreError::Pruned { tombstone, .. }) => return show_pruned(args, &tombstone),
+            Ok(other) => return Err(other.into()),
+            Err(e) => return Err(e),
+        },
+        Ok(item) => item,
     };
     let failures = store.item_failures(item.id)?;
     let events = store.events(&EventFilter {
@@ -149,9 +223,9 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             .map(|a| format!(" [{}]", s(a)))
             .unwrap_or_default();
         out(format!(
-            "  {}  {:<12} {}{who}",
+            "  {}  {} {}{who}",
             rfc3339(e.at),
-            e.kind,
+            crate::util::text::pad(&s(&e.kind), 12),
             s(&e.message)
         ))?;
     }

@@ -6,29 +6,36 @@ use super::{Ctx, Exit, out, out_json};
 use crate::cli::LogArgs;
 use crate::model::Event;
 use crate::store::EventFilter;
-use crate::util::sanitize;
 use crate::util::time::rfc3339;
+use crate::util::{sanitize, text};
 
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
 
+/// One event on one line: time, batch, kind, the item (its key, and its
+/// label beside it when the label says more), message, who, run. Every
+/// part made inert; columns padded by display width.
 pub fn format_event(e: &Event) -> String {
+    let s = |t: &str| sanitize::line(t).into_owned();
     let mut line = format!(
-        "{} {:<8} {:<12}",
+        "{} {} {}",
         rfc3339(e.at),
-        e.batch.as_deref().unwrap_or("-"),
-        e.kind
+        text::pad(&s(e.batch.as_deref().unwrap_or("-")), 8),
+        text::pad(&s(&e.kind), 12)
     );
     if let Some(key) = &e.key {
-        line.push_str(&format!(" {key}"));
+        line.push_str(&format!(" {}", s(key)));
+        if let Some(label) = e.label.as_deref().filter(|l| !l.is_empty() && *l != key) {
+            line.push_str(&format!(" ({})", s(label)));
+        }
     }
-    line.push_str(&format!(" {}", e.message));
+    line.push_str(&format!(" {}", s(&e.message)));
     if let Some(actor) = &e.actor {
-        line.push_str(&format!(" [{actor}]"));
+        line.push_str(&format!(" [{}]", s(actor)));
     }
     if let Some(run) = e.run_id {
         line.push_str(&format!(" (run {run})"));
     }
-    sanitize::line(&line).into_owned()
+    line
 }
 
 /// Events read at a time by `-n 0`, so that a long log is printed in

@@ -1,14 +1,12 @@
 //! Plain text tables for the terminal: columns padded by display width,
 //! every cell made inert first (cells may hold worker text).
 
-use unicode_width::UnicodeWidthStr;
-
-use crate::util::sanitize;
+use crate::util::{sanitize, text};
 
 pub struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
-    /// Widest a column may get; longer cells are cut with `…`.
+    /// Widest a column may get, in cells; longer cells are cut with `…`.
     max_width: usize,
 }
 
@@ -24,7 +22,7 @@ impl Table {
     pub fn row(&mut self, cells: Vec<String>) {
         let cells = cells
             .into_iter()
-            .map(|c| sanitize::truncate(&sanitize::line(&c), self.max_width).into_owned())
+            .map(|c| text::cut(&sanitize::line(&c), self.max_width).into_owned())
             .collect();
         self.rows.push(cells);
     }
@@ -34,11 +32,11 @@ impl Table {
     }
 
     pub fn render(&self) -> String {
-        let mut widths: Vec<usize> = self.header.iter().map(|h| h.width()).collect();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| text::width(h)).collect();
         for row in &self.rows {
             for (i, cell) in row.iter().enumerate() {
                 if let Some(w) = widths.get_mut(i) {
-                    *w = (*w).max(cell.width());
+                    *w = (*w).max(text::width(cell));
                 }
             }
         }
@@ -46,10 +44,10 @@ impl Table {
         for row in std::iter::once(&self.header).chain(&self.rows) {
             let last = row.len().saturating_sub(1);
             for (i, cell) in row.iter().enumerate() {
-                out.push_str(cell);
                 if i < last {
-                    let pad = widths[i].saturating_sub(cell.width()) + 2;
-                    out.push_str(&" ".repeat(pad));
+                    out.push_str(&text::pad(cell, widths[i] + 2));
+                } else {
+                    out.push_str(cell);
                 }
             }
             out.push('\n');

@@ -123,7 +123,8 @@ pub(crate) fn info(c: &Connection, id: i64, name: String) -> Result<BatchInfo> {
 }
 
 /// Done and failed completions per minute, oldest first, for the last
-/// `minutes` minutes ending at `now` (zeros included).
+/// `minutes` minutes ending at `now` (zeros included), none from before
+/// the batch was created.
 pub(crate) fn minutes(
     c: &Connection,
     id: i64,
@@ -131,8 +132,12 @@ pub(crate) fn minutes(
     minutes: i64,
 ) -> Result<Vec<(i64, i64)>> {
     let last = now / 60_000;
-    let first = last - minutes + 1;
-    let mut out = vec![(0, 0); minutes.max(0) as usize];
+    // Not before the batch existed: those minutes hold no data, not zeros.
+    let created: i64 = c
+        .prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?;
+    let first = (last - minutes + 1).max(created / 60_000).min(last);
+    let mut out = vec![(0, 0); (last - first + 1).max(0) as usize];
     let mut st = c.prepare_cached(
         "SELECT minute, done, failed FROM minute_stats
           WHERE batch_id = ?1 AND minute BETWEEN ?2 AND ?3",

@@ -78,6 +78,7 @@ fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         actor: r.get(6)?,
         message: r.get(7)?,
         fields: json_col(r.get(8)?).unwrap_or(serde_json::Value::Null),
+        label: r.get(9)?,
     })
 }
 
@@ -132,8 +133,10 @@ impl SqliteStore {
             let order = if following { "ASC" } else { "DESC" };
             let limit = if filter.limit == 0 { 200 } else { filter.limit };
             let sql = format!(
-                "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, e.fields
+                "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, e.fields,
+                        i.label
                    FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                        LEFT JOIN items i ON i.id = e.item_id
                   WHERE {cond} ORDER BY e.id {order} LIMIT {limit}"
             );
             let mut st = c.prepare_cached(&sql)?;

@@ -8,8 +8,8 @@ use std::path::Path;
 use super::pg::PgStore;
 use super::{
     Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemFilter,
-    ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Result, Selection, SinceSummary,
-    SqliteStore, location,
+    ItemRow, ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Result, Selection,
+    SinceSummary, SqliteStore, location,
 };
 use crate::model::{
     AddReport, BatchInfo, Claim, Counts, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,
@@ -156,6 +156,7 @@ impl Store {
         fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard>;
         fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>>;
         fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
+        fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>>;
         fn since(&self, since: Millis) -> Result<SinceSummary>;
         fn pruned_keys(&self, batch: &str) -> Result<i64>;
         fn worker_groups(&self, run_ids: &[i64]) -> Result<Vec<WorkerGroup>>;

@@ -105,7 +105,8 @@ pub struct EventsQuery {
 pub struct BatchView {
     pub info: BatchInfo,
     /// (done, failed) completions per minute, oldest first, the last one
-    /// being the minute of the poll.
+    /// being the minute of the poll; none from before the batch existed
+    /// (a batch made two minutes ago has two or three).
     pub minutes: Vec<(i64, i64)>,
 }
 
@@ -217,6 +218,7 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         actor: lossy(r, 6)?,
         message: lossy(r, 7)?.unwrap_or_default(),
         fields: serde_json::Value::Null,
+        label: lossy(r, 8)?,
     })
 }
 
@@ -433,8 +435,10 @@ fn events(c: &Connection, q: &EventsQuery) -> Result<Vec<Event>> {
         cond.push_str(&format!(" AND e.id <= ?{}", args.len()));
     }
     let sql = format!(
-        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, substr(e.message, 1, {ROW_TEXT})
+        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, substr(e.message, 1, {ROW_TEXT}),
+                i.label
            FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                LEFT JOIN items i ON i.id = e.item_id
           WHERE {cond} ORDER BY e.id DESC LIMIT {}",
         q.limit
     );
@@ -478,8 +482,9 @@ fn detail(c: &Connection, id: i64, key: &str) -> Result<std::result::Result<Item
     };
     let mut events: Vec<Event> = c
         .prepare_cached(&format!(
-            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message
+            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
                FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                    LEFT JOIN items i ON i.id = e.item_id
               WHERE e.item_id = ?1 ORDER BY e.id DESC LIMIT {DETAIL_EVENTS}"
         ))?
         .query_map([item.id], event_row)?
@@ -577,6 +582,25 @@ impl SqliteStore {
                 .query_map(params_from_iter(args), |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             Ok(keys)
+        })
+    }
+
+    /// The items whose label is exactly `label`, oldest first, at most
+    /// `limit` (`show BATCH LABEL`). Labels are not indexed: this reads the
+    /// batch's items once.
+    pub fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let rows = c
+                .prepare_cached(&format!(
+                    "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                            substr(i.error_message, 1, {ROW_TEXT}), i.updated_at
+                       FROM items i WHERE i.batch_id = ?1 AND i.label = ?2
+                      ORDER BY i.id LIMIT ?3"
+                ))?
+                .query_map(params![id, label, limit as i64], item_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
         })
     }
 

@@ -55,14 +55,17 @@ pub enum Action {
     /// The clock moved (injected, so tests and snapshots are deterministic).
     Tick(Millis),
     Resize(u16, u16),
-    /// A poll finished at `at`.
+    /// A poll of question `asked` (see `App::asked`) finished at `at`.
     Polled {
         at: Millis,
+        asked: u64,
         result: Result<Box<Dashboard>, String>,
     },
-    /// A poll found the store unchanged since the last one (nothing read).
+    /// A poll of question `asked` found the store unchanged since it last
+    /// answered it (nothing read).
     Unchanged {
         at: Millis,
+        asked: u64,
     },
     /// What changed since the previous visit, read once at start.
     Since(Box<SinceSummary>),
@@ -131,6 +134,8 @@ pub enum Write {
     Skip {
         batch: String,
         key: String,
+        /// For the dialog and the message.
+        label: String,
     },
     Pause {
         batch: String,
@@ -149,13 +154,14 @@ impl Write {
     pub fn question(&self) -> String {
         match self {
             Write::Requeue { keys, what, .. } => format!(
-                "Requeue {} failed item{} ({what})?",
+                "Requeue {} failed item{}: {what}?",
                 keys.len(),
                 if keys.len() == 1 { "" } else { "s" }
             ),
-            Write::Skip { batch, key } => {
-                format!("Mark item {key} of {batch} skipped (done without running it)?")
-            }
+            Write::Skip { batch, key, label } => format!(
+                "Mark {} of {batch} skipped (done without running it)?",
+                crate::key::named(key, label)
+            ),
             Write::Pause { batch, reason } => format!("Pause {batch} ({reason})?"),
             Write::Unpause { batch } => {
                 format!("Unpause {batch}? Its runs and schedule fires start doing work again.")

@@ -132,6 +132,12 @@ pub struct App {
     pub data: Dashboard,
     /// A poll has succeeded at least once.
     pub loaded: bool,
+    /// Which question the data must answer. It changes whenever shown data
+    /// is dropped because it no longer answers what is asked (another
+    /// batch, filter, class or item: see `forget`): the poller then reads
+    /// at once even if the query reads like one it answered before, and
+    /// answers to an older question are not applied.
+    pub asked: u64,
     pub last_ok: Option<Millis>,
     /// The last poll failed: why.
     pub stale: Option<String>,
@@ -182,6 +188,7 @@ impl App {
             pane: Pane::Batches,
             data: Dashboard::default(),
             loaded: false,
+            asked: 0,
             last_ok: None,
             stale: None,
             batch_nav: ListNav::default(),
@@ -382,10 +389,12 @@ impl App {
                 self.size = (w, h);
                 self.refit();
             }
-            Action::Polled { at, result } => self.polled(at, result),
-            Action::Unchanged { at } => {
-                self.last_ok = Some(at);
-                self.stale = None;
+            Action::Polled { at, asked, result } => self.polled(at, asked, result),
+            Action::Unchanged { at, asked } => {
+                if asked == self.asked {
+                    self.last_ok = Some(at);
+                    self.stale = None;
+                }
             }
             Action::Since(summary) => {
                 self.since = Some(*summary);
@@ -444,7 +453,7 @@ impl App {
                 self.busy = self.busy.saturating_sub(1);
                 match &write {
                     Write::Requeue { keys, what, .. } if keys.is_empty() => {
-                        self.say(format!("no failed items to requeue ({what})"));
+                        self.say(format!("no failed items to requeue: {what}"));
                     }
                     _ => self.ask(write),
                 }
@@ -483,9 +492,13 @@ impl App {
     pub(super) fn polled(
         &mut self,
         at: Millis,
+        asked: u64,
         result: Result<Box<crate::store::Dashboard>, String>,
     ) {
         match result {
+            // The answer to a question no longer asked: the one asked now
+            // is on its way.
+            Ok(_) if asked != self.asked => {}
             Ok(data) => {
                 self.data = *data;
                 self.loaded = true;

@@ -190,9 +190,10 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                     .map_err(err)?
             };
             let mut msg = format!(
-                "requeued {} item{} ({what})",
+                "requeued {} item{}: {}",
                 moved.len(),
-                if moved.len() == 1 { "" } else { "s" }
+                if moved.len() == 1 { "" } else { "s" },
+                sanitize::line(what)
             );
             if moved.len() < keys.len() {
                 msg.push_str(&format!(
@@ -202,14 +203,15 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             }
             Ok(msg)
         }
-        Write::Skip { batch, key } => {
+        Write::Skip { batch, key, label } => {
             let report = store
                 .skip(batch, std::slice::from_ref(key), SKIP_REASON, &who, now)
                 .map_err(err)?;
+            let item = name(&crate::key::named(key, label));
             Ok(if report.skipped.len() == 1 {
-                format!("skipped {} (marked done without running)", name(key))
+                format!("skipped {item} (marked done without running)")
             } else {
-                format!("{} was already done", name(key))
+                format!("{item} was already done")
             })
         }
         Write::Pause { batch, reason } => {

@@ -13,6 +13,7 @@ pub mod action;
 pub mod app;
 pub mod effects;
 pub mod keymap;
+pub mod keys;
 pub mod nav;
 pub mod poller;
 pub mod theme;
@@ -136,10 +137,12 @@ fn spawn_input(tx: Sender<Msg>) {
         .name("nightshift-input".into())
         .spawn(move || {
             loop {
-                match crossterm::event::read() {
-                    Ok(ev) => {
-                        if tx.send(Msg::Input(ev)).is_err() {
-                            return;
+                match keys::read() {
+                    Ok(events) => {
+                        for ev in events {
+                            if tx.send(Msg::Input(ev)).is_err() {
+                                return;
+                            }
                         }
                     }
                     Err(_) => {
@@ -210,15 +213,18 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
     app.update(Action::Resize(size.width, size.height));
     spawn_input(tx.clone());
 
-    let mut sent: Option<crate::store::DashQuery> = None;
+    let mut sent: Option<(crate::store::DashQuery, u64)> = None;
     let mut dirty = true;
     let mut ended = Ended::Quit;
     let mut shown_second = app.now / 1000;
     loop {
-        let query = app.query();
-        if sent.as_ref() != Some(&query) {
-            poller.send(Cmd::Query(Box::new(query.clone())));
-            sent = Some(query);
+        let question = (app.query(), app.asked);
+        if sent.as_ref() != Some(&question) {
+            poller.send(Cmd::Query {
+                query: Box::new(question.0.clone()),
+                asked: question.1,
+            });
+            sent = Some(question);
         }
         if dirty {
             if screen.draw(&app).is_err() {

@@ -25,8 +25,9 @@ use crate::util::time::now_ms;
 const SEARCH_PAUSE: Duration = Duration::from_millis(5);
 
 pub enum Cmd {
-    /// Read this from now on (polls at once).
-    Query(Box<DashQuery>),
+    /// Read this from now on (polls at once), as the answer to question
+    /// `asked` (see `App::asked`).
+    Query { query: Box<DashQuery>, asked: u64 },
     /// Poll at once (after a write).
     Now,
     /// Summarise what changed since a moment, once.
@@ -111,9 +112,9 @@ impl Source {
 }
 
 fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sender<Msg>) {
-    let mut query: Option<DashQuery> = None;
+    let mut query: Option<(DashQuery, u64)> = None;
     let mut due = Instant::now();
-    let mut last: Option<(Vec<u8>, DashQuery, i64)> = None;
+    let mut last: Option<(Vec<u8>, (DashQuery, u64), i64)> = None;
     loop {
         let first = if query.is_none() {
             match rx.recv() {
@@ -131,8 +132,8 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
         // Take everything queued: only the newest query matters.
         for cmd in first.into_iter().chain(rx.try_iter()) {
             match cmd {
-                Cmd::Query(q) => {
-                    query = Some(*q);
+                Cmd::Query { query: q, asked } => {
+                    query = Some((*q, asked));
                     poll = true;
                 }
                 Cmd::Now => poll = true,
@@ -146,19 +147,21 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
                 }
             }
         }
-        let Some(q) = query.as_ref().filter(|_| poll) else {
+        let Some((q, asked)) = query.as_ref().filter(|_| poll) else {
             continue;
         };
+        let asked = *asked;
         let now = now_ms();
         // Same files, same question, same minute: the answer is the same
-        // (the minute matters for rates and the 24 h windows).
+        // (the minute matters for rates and the 24 h windows). A question
+        // asked again (a new `asked`) is read again.
         let marker = src
             .store
             .as_ref()
-            .map(|(s, _)| (s.change_marker(), q.clone(), now / 60_000));
+            .map(|(s, _)| (s.change_marker(), (q.clone(), asked), now / 60_000));
         if marker.is_some() && marker == last {
             if out
-                .send(Msg::Action(Action::Unchanged { at: now }))
+                .send(Msg::Action(Action::Unchanged { at: now, asked }))
                 .is_err()
             {
                 return;
@@ -183,7 +186,11 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
             }
         };
         if out
-            .send(Msg::Action(Action::Polled { at: now, result }))
+            .send(Msg::Action(Action::Polled {
+                at: now,
+                asked,
+                result,
+            }))
             .is_err()
         {
             return;

@@ -328,6 +328,9 @@ fn dlq_jsonl_exports_the_documented_fields_in_utc() {
         );
     }
     let k1 = rows.iter().find(|r| r["job_id"] == "k1").unwrap();
+    // The seeds' `job_id`, and the item's `key` and `label` as elsewhere.
+    assert_eq!(k1["key"], "k1");
+    assert_eq!(k1["label"], "k1");
     assert_eq!(k1["error_class"], "BadInput");
     assert_eq!(k1["message"], "title missing");
     assert_eq!(k1["attempt"], 1);

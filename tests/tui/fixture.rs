@@ -483,3 +483,58 @@ pub fn build(db: &Path, opts: &Options) {
     conn.execute("UPDATE events SET actor = ?1 WHERE kind = 'added'", [ACTOR])
         .unwrap();
 }
+
+/// The worker's error in the Japanese store: long enough to wrap.
+pub const JA_ERROR: &str = "投稿に失敗しました：サーバーが応答しません（503）。しばらくしてから再度お試しください。認証トークンの有効期限が切れている可能性があります。管理画面で再ログインしてください🙇 詳細はログを参照（e\u{301}chec）";
+
+/// A store of Japanese text, built as `build` builds its own: labels in
+/// kanji and kana, with emoji and combining marks, hashed keys as
+/// `--key-fields` makes them, and one run that quarantined half of them
+/// with a long Japanese error under a Japanese error class.
+pub fn build_japanese(db: &Path, now: Millis) {
+    let (mut store, created) = Store::create(db).unwrap();
+    assert!(created);
+    let labels = [
+        "ブログ:技術記事:記事01",
+        "ブログ:日記:記事02",
+        "ブログ:技術記事:記事03",
+        "ブログ:お知らせ:記事04",
+        "絵文字:🎉:お祝い🎊",
+        "ブログ:café:e\u{301}te\u{301}",
+        "ブログ:技術記事:とても長いタイトルの記事でラベルが列に収まらない場合",
+        "ﾌﾞﾛｸﾞ:半角ｶﾀｶﾅ:ｷｼﾞ08",
+    ];
+    let items: Vec<NewItem> = labels
+        .iter()
+        .map(|label| NewItem {
+            key: nightshift::key::hash_key(label),
+            label: label.to_string(),
+            payload:
+                serde_json::json!({"label": label, "title": "記事 🎉 café", "tags": ["一", "二"]})
+                    .to_string(),
+        })
+        .collect();
+    let b = "blogs";
+    store.add_items(b, &items, now - HOUR, |_| {}).unwrap();
+    let t = now - 30 * MIN;
+    let id = Run::start(&mut store, b, Trigger::Manual, t);
+    let mut run = Run {
+        store: &mut store,
+        batch: b,
+        id,
+    };
+    let c = run.claim(labels.len(), t);
+    for (i, item) in c.iter().enumerate() {
+        let at = t + (i as i64 + 1) * 10_000;
+        if i % 2 == 0 {
+            run.fail(item, Tier::Manual, "投稿エラー", JA_ERROR, at);
+        } else {
+            run.done(item, Outcome::Done, None, at);
+        }
+    }
+    run.finish(
+        RunState::Failed,
+        "blogs: 4 done, 0 empty, 4 failed (0 retry, 4 manual), 0 retried, 0 skipped-done, 1m20s",
+        t + 2 * MIN,
+    );
+}

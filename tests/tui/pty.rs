@@ -115,6 +115,13 @@ impl Dash {
         std::thread::sleep(Duration::from_millis(40));
     }
 
+    /// Sends several keys in one write, as a terminal delivers keys
+    /// pressed quickly (they reach the program in one read).
+    pub fn keys_at_once(&mut self, bytes: &str) {
+        self.writer.write_all(bytes.as_bytes()).unwrap();
+        self.writer.flush().unwrap();
+    }
+
     /// Types text, one key at a time.
     pub fn type_text(&mut self, text: &str) {
         for c in text.chars() {

@@ -64,7 +64,11 @@ pub(crate) fn insert_many(c: &mut Conn, events: &[&NewEvent]) -> Result<()> {
 }
 
 pub(crate) const COLUMNS: &str =
-    "e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, e.fields";
+    "e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, e.fields, i.label";
+
+/// The events with their batch's name and their item's label.
+const FROM: &str = "events e LEFT JOIN batches b ON b.id = e.batch_id
+                    LEFT JOIN items i ON i.id = e.item_id";
 
 pub(crate) fn event_from_row(c: &Conn, r: &Row) -> Event {
     Event {
@@ -77,6 +81,7 @@ pub(crate) fn event_from_row(c: &Conn, r: &Row) -> Event {
         actor: r.get(6),
         message: r.get(7),
         fields: json_col(r.get(8)).unwrap_or(serde_json::Value::Null),
+        label: r.get(9),
     }
 }
 
@@ -154,8 +159,7 @@ impl PgStore {
             let order = if following { "ASC" } else { "DESC" };
             let limit = if filter.limit == 0 { 200 } else { filter.limit };
             let sql = format!(
-                "SELECT {COLUMNS} FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-                  WHERE {cond} ORDER BY e.id {order} LIMIT {limit}"
+                "SELECT {COLUMNS} FROM {FROM} WHERE {cond} ORDER BY e.id {order} LIMIT {limit}"
             );
             let rows = c.q(&sql, &args.refs())?;
             let mut out: Vec<Event> = rows.iter().map(|r| event_from_row(c, r)).collect();
@@ -204,10 +208,7 @@ impl PgStore {
                 " AND e.tx >= ({f}::int8)::text::xid8 AND e.tx < ({t}::int8)::text::xid8
                    AND e.id <> ALL({skip}::int8[])"
             ));
-            let sql = format!(
-                "SELECT {COLUMNS} FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-                  WHERE {cond} ORDER BY e.id"
-            );
+            let sql = format!("SELECT {COLUMNS} FROM {FROM} WHERE {cond} ORDER BY e.id");
             let rows = c.q(&sql, &args.refs())?;
             Ok((rows.iter().map(|r| event_from_row(c, r)).collect(), to))
         })

@@ -63,6 +63,7 @@ fn event_row(c: &Conn, r: &Row) -> Event {
         actor: r.get(6),
         message: r.get(7),
         fields: serde_json::Value::Null,
+        label: r.get(8),
     }
 }
 
@@ -215,8 +216,10 @@ fn events(c: &mut Conn, q: &EventsQuery) -> Result<Vec<Event>> {
         cond.push_str(&format!(" AND e.id <= {slot}"));
     }
     let sql = format!(
-        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, left(e.message, {ROW_TEXT})
+        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, left(e.message, {ROW_TEXT}),
+                i.label
            FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                LEFT JOIN items i ON i.id = e.item_id
           WHERE {cond} ORDER BY e.id DESC LIMIT {}",
         q.limit
     );
@@ -248,8 +251,9 @@ fn detail(c: &mut Conn, id: i64, key: &str) -> Result<std::result::Result<ItemDe
     };
     let mut events: Vec<Event> = c
         .q(
-            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message
+            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
                FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                    LEFT JOIN items i ON i.id = e.item_id
               WHERE e.item_id = $1 ORDER BY e.id DESC LIMIT $2",
             &[&item.id, &DETAIL_EVENTS],
         )?
@@ -324,6 +328,23 @@ impl PgStore {
     }
 
     /// Which of these keys are failed now.
+    /// The items whose label is exactly `label` (see `Store::labelled`).
+    pub fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let rows = c.q(
+                &format!(
+                    "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                            left(i.error_message, {ROW_TEXT}), i.updated_at
+                       FROM items i WHERE i.batch_id = $1 AND i.label = $2
+                      ORDER BY i.id LIMIT $3"
+                ),
+                &[&id, &label, &(limit as i64)],
+            )?;
+            rows.iter().map(|r| item_row(c, r)).collect()
+        })
+    }
+
     pub fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>> {
         self.read(|c| {
             let id = batch_id(c, batch)?;

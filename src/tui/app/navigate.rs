@@ -1,6 +1,16 @@
 //! Moving around: panes, batches, lists, the run log, opening and closing.
 
 use super::{App, Detail, EVENTS};
+
+/// What [`App::forget`] drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shown {
+    Items,
+    ClassItems,
+    Detail,
+    /// Everything of the selected batch.
+    Batch,
+}
 use crate::tui::action::{Action, Pane};
 use crate::tui::nav::{ListNav, Window};
 use crate::tui::ui;
@@ -26,12 +36,28 @@ impl App {
             self.log_to_end();
         }
         // Data of the previous batch must not show under the new name.
-        self.data.items = None;
-        self.data.class_items = None;
-        self.data.dlq.clear();
-        self.data.runs.clear();
-        self.data.detail = None;
+        self.forget(Shown::Batch);
         self.refit();
+    }
+
+    /// Drops shown data that no longer answers the question, and asks a
+    /// new one (see `App::asked`). Every drop goes through here: a drop
+    /// without a new question would wait for an answer the poller thinks
+    /// it gave already.
+    pub(super) fn forget(&mut self, shown: Shown) {
+        match shown {
+            Shown::Items => self.data.items = None,
+            Shown::ClassItems => self.data.class_items = None,
+            Shown::Detail => self.data.detail = None,
+            Shown::Batch => {
+                self.data.items = None;
+                self.data.class_items = None;
+                self.data.dlq.clear();
+                self.data.runs.clear();
+                self.data.detail = None;
+            }
+        }
+        self.asked += 1;
     }
 
     pub(super) fn step_batch(&mut self, step: isize) {
@@ -52,7 +78,7 @@ impl App {
     pub(super) fn reset_items(&mut self) {
         self.items = ListNav::default();
         self.items_window = Window::default();
-        self.data.items = None;
+        self.forget(Shown::Items);
         self.refit();
     }
 
@@ -144,7 +170,7 @@ impl App {
                         self.class = Some(g.error_class.clone());
                         self.class_items = ListNav::default();
                         self.class_window = Window::default();
-                        self.data.class_items = None;
+                        self.forget(Shown::ClassItems);
                         self.refit();
                     }
                     return;
@@ -155,7 +181,7 @@ impl App {
                         from: self.pane,
                         scroll: 0,
                     });
-                    self.data.detail = None;
+                    self.forget(Shown::Detail);
                 }
             }
             Pane::Log => {
@@ -173,7 +199,7 @@ impl App {
                     from: Pane::Log,
                     scroll: 0,
                 });
-                self.data.detail = None;
+                self.forget(Shown::Detail);
             }
             _ => {}
         }
@@ -182,13 +208,13 @@ impl App {
     pub(super) fn back(&mut self) {
         if self.open_detail().is_some() {
             self.detail = None;
-            self.data.detail = None;
+            self.forget(Shown::Detail);
             return;
         }
         match self.pane {
             Pane::DeadLetters if self.class.is_some() => {
                 self.class = None;
-                self.data.class_items = None;
+                self.forget(Shown::ClassItems);
             }
             Pane::Items if !self.search.is_empty() || self.status_filter.is_some() => {
                 self.search.clear();

@@ -85,6 +85,7 @@ fn data(q: &DashQuery, paused: bool) -> Dashboard {
                 batch: Some("a".into()),
                 run_id: None,
                 key: Some(format!("k{id}")),
+                label: Some(format!("label {id}")),
                 kind: "done".into(),
                 actor: None,
                 message: "m".into(),
@@ -109,14 +110,140 @@ fn app() -> App {
 fn poll(app: &mut App, paused: bool) {
     for _ in 0..3 {
         let q = app.query();
+        let asked = app.asked;
         app.update(Action::Polled {
             at: NOW,
+            asked,
             result: Ok(Box::new(data(&q, paused))),
         });
-        if app.query() == q {
+        if app.query() == q && app.asked == asked {
             break;
         }
     }
+}
+
+/// The event loop and the poller as they talk: the loop sends the
+/// question when it changed since it last sent one (after all the keys of
+/// one read), and the poller answers a question it answered last with
+/// "unchanged" (the store did not change).
+#[derive(Default)]
+struct Wire {
+    sent: Option<(DashQuery, u64)>,
+}
+
+impl Wire {
+    /// Keys that arrived together, then what the poller sends back.
+    fn keys(&mut self, app: &mut App, keys: &[Action]) {
+        for k in keys {
+            app.update(k.clone());
+        }
+        for _ in 0..3 {
+            let question = (app.query(), app.asked);
+            if self.sent.as_ref() == Some(&question) {
+                // Nothing new asked: the next interval's poll of the same
+                // question finds the store unchanged.
+                app.update(Action::Unchanged {
+                    at: NOW,
+                    asked: question.1,
+                });
+                return;
+            }
+            self.sent = Some(question.clone());
+            app.update(Action::Polled {
+                at: NOW,
+                asked: question.1,
+                result: Ok(Box::new(with_detail(&question.0))),
+            });
+        }
+    }
+}
+
+fn detail_shown(app: &App) -> Option<String> {
+    let open = app.open_detail()?;
+    match &app.data.detail {
+        Some(Ok(d)) if d.item.key == open.key => Some(d.item.key.clone()),
+        _ => None,
+    }
+}
+
+fn with_detail(q: &DashQuery) -> Dashboard {
+    let mut d = data(q, false);
+    d.detail = q.detail.as_ref().map(|key| {
+        Ok(crate::store::ItemDetail {
+            item: crate::model::Item {
+                id: 1,
+                batch: "a".into(),
+                key: key.clone(),
+                label: format!("label of {key}"),
+                payload: serde_json::Value::Null,
+                status: Status::Pending,
+                tier: None,
+                outcome: None,
+                attempts: 0,
+                op_id: None,
+                result: None,
+                cost: None,
+                error_class: None,
+                error_message: None,
+                next_attempt_at: None,
+                lease_run: None,
+                lease_until: None,
+                lease_token: 0,
+                created_at: NOW,
+                updated_at: NOW,
+            },
+            failures: Vec::new(),
+            events: Vec::new(),
+        })
+    });
+    d
+}
+
+#[test]
+fn fast_keys_from_a_detail_never_leave_it_loading() {
+    for keys in [
+        // Back, the next row, open: all in one read.
+        vec![Action::Back, Action::Down, Action::Open],
+        // Back and open the same item again.
+        vec![Action::Back, Action::Open],
+        // Up and down again: the same item.
+        vec![Action::Back, Action::Up, Action::Down, Action::Open],
+    ] {
+        let mut app = app();
+        let mut wire = Wire::default();
+        wire.keys(&mut app, &[Action::GoPane(Pane::Items)]);
+        wire.keys(&mut app, &[Action::Down, Action::Down, Action::Open]);
+        assert_eq!(detail_shown(&app).as_deref(), Some("k2"));
+        wire.keys(&mut app, &keys);
+        let open = app.open_detail().map(|d| d.key.clone());
+        assert!(open.is_some(), "{keys:?}: a detail is open");
+        assert_eq!(
+            detail_shown(&app),
+            open,
+            "{keys:?}: the detail is shown, not loading"
+        );
+    }
+}
+
+#[test]
+fn an_answer_to_an_older_question_is_not_shown() {
+    let mut app = app();
+    let mut wire = Wire::default();
+    wire.keys(&mut app, &[Action::GoPane(Pane::Items)]);
+    let old = (app.query(), app.asked);
+    // The next batch; the answer about the first one arrives after it.
+    app.update(Action::NextBatch);
+    assert_eq!(app.batch.as_deref(), Some("b"));
+    let mut stale = data(&old.0, false);
+    stale.items.as_mut().unwrap().rows[0].key = "of batch a".into();
+    app.update(Action::Polled {
+        at: NOW,
+        asked: old.1,
+        result: Ok(Box::new(stale)),
+    });
+    assert!(app.data.items.is_none(), "batch a's items under batch b");
+    wire.keys(&mut app, &[]);
+    assert_eq!(app.data.items.as_ref().unwrap().rows[0].key, "k0");
 }
 
 fn step(app: &mut App, action: Action) -> Vec<Effect> {
@@ -340,7 +467,8 @@ fn requeue_one_needs_a_failed_item_and_skip_asks() {
         app.confirm,
         Some(Write::Skip {
             batch: "a".into(),
-            key: "k1".into()
+            key: "k1".into(),
+            label: "k1".into()
         })
     );
     let effects = step(&mut app, Action::Confirm(true));
@@ -348,7 +476,8 @@ fn requeue_one_needs_a_failed_item_and_skip_asks() {
         effects,
         vec![Effect::Write(Write::Skip {
             batch: "a".into(),
-            key: "k1".into()
+            key: "k1".into(),
+            label: "k1".into()
         })]
     );
 }
@@ -425,6 +554,7 @@ fn a_failed_poll_marks_stale_and_keeps_the_last_data() {
     let mut app = app();
     app.update(Action::Polled {
         at: NOW + 5000,
+        asked: app.asked,
         result: Err("gone".into()),
     });
     assert_eq!(app.stale.as_deref(), Some("gone"));

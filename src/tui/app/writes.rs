@@ -2,6 +2,7 @@
 //! prompt. Writes themselves happen off the UI thread (`Effect::Write`).
 
 use super::App;
+use crate::key;
 use crate::model::Status;
 use crate::store::ItemsQuery;
 use crate::tui::action::{Action, Effect, Pane, Write};
@@ -58,15 +59,15 @@ impl App {
                 Vec::new()
             }
             Action::RequeueSelected => match self.target_item() {
-                Some((key, Status::Failed)) => self.run_write(Write::Requeue {
+                Some((key, label, Status::Failed)) => self.run_write(Write::Requeue {
                     batch,
-                    what: format!("item {key}"),
+                    what: key::named(&key, &label),
                     keys: vec![key],
                 }),
-                Some((key, status)) => {
+                Some((key, label, status)) => {
                     self.warn(format!(
                         "only failed items can be requeued; {} is {status}",
-                        sanitize::line(&key)
+                        sanitize::line(&key::named(&key, &label))
                     ));
                     Vec::new()
                 }
@@ -77,19 +78,22 @@ impl App {
             },
             Action::RequeueAll => self.prepare_requeue_all(batch),
             _ => match self.target_item() {
-                Some((key, Status::Claimed)) => {
+                Some((key, label, Status::Claimed)) => {
                     self.warn(format!(
                         "{} is in flight; it cannot be skipped now",
-                        sanitize::line(&key)
+                        sanitize::line(&key::named(&key, &label))
                     ));
                     Vec::new()
                 }
-                Some((key, Status::Done)) => {
-                    self.warn(format!("{} is already done", sanitize::line(&key)));
+                Some((key, label, Status::Done)) => {
+                    self.warn(format!(
+                        "{} is already done",
+                        sanitize::line(&key::named(&key, &label))
+                    ));
                     Vec::new()
                 }
-                Some((key, _)) => {
-                    self.ask(Write::Skip { batch, key });
+                Some((key, label, _)) => {
+                    self.ask(Write::Skip { batch, key, label });
                     Vec::new()
                 }
                 None => {
@@ -100,16 +104,19 @@ impl App {
         }
     }
 
-    /// The item a key acts on: the open detail's, else the selected row's.
-    pub(super) fn target_item(&self) -> Option<(String, Status)> {
+    /// The item a key acts on (key, label, status): the open detail's,
+    /// else the selected row's.
+    pub(super) fn target_item(&self) -> Option<(String, String, Status)> {
         if let Some(d) = self.open_detail() {
-            let status = match &self.data.detail {
-                Some(Ok(det)) if det.item.key == d.key => det.item.status,
-                _ => return None,
+            return match &self.data.detail {
+                Some(Ok(det)) if det.item.key == d.key => {
+                    Some((d.key.clone(), det.item.label.clone(), det.item.status))
+                }
+                _ => None,
             };
-            return Some((d.key.clone(), status));
         }
-        self.selected_row().map(|r| (r.key.clone(), r.status))
+        self.selected_row()
+            .map(|r| (r.key.clone(), r.label.clone(), r.status))
     }
 
     pub(super) fn prepare_requeue_all(&mut self, batch: String) -> Vec<Effect> {

@@ -11,6 +11,7 @@ use super::{num, pane_block, placeholder};
 use crate::model::{Run, RunState};
 use crate::tui::app::App;
 use crate::tui::theme::{Palette, Role};
+use crate::util::text;
 
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
@@ -21,6 +22,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         .unwrap_or_default();
     let block = pane_block(
         app,
+        area,
         vec![
             Span::styled("Activity", p.style(Role::Title)),
             Span::styled(format!(" · {name}"), p.style(Role::Dim)),
@@ -53,11 +55,16 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         Constraint::Fill(1),
     ])
     .areas(spark_area);
+    // As many minutes as fit and as the batch has existed (the store
+    // reads none from before it).
     let width = spark_area.width as usize;
     let shown = &view.minutes[view.minutes.len().saturating_sub(width)..];
     let done: Vec<u64> = shown.iter().map(|m| m.0.max(0) as u64).collect();
     let failed: Vec<u64> = shown.iter().map(|m| m.1.max(0) as u64).collect();
     let max = |v: &[u64]| v.iter().copied().max().unwrap_or(0);
+    // One scale for both: 5 failures beside 100 done look like 5, not
+    // like 100.
+    let scale = max(&done).max(max(&failed)).max(1);
     let title = |what: &str, v: &[u64], role: Role| {
         Line::from(vec![
             Span::styled(what.to_string(), p.style(role)),
@@ -72,26 +79,48 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             ),
         ])
     };
-    f.render_widget(Paragraph::new(title("done", &done, Role::Ok)), done_label);
+    let label_width = spark_area.width as usize;
     f.render_widget(
-        Sparkline::default()
-            .data(&done)
-            .max(max(&done).max(1))
-            .style(p.style(Role::Ok)),
-        done_area,
+        Paragraph::new(super::fit_line(title("done", &done, Role::Ok), label_width)),
+        done_label,
     );
+    spark(f, done_area, &done, scale, p.style(Role::Ok));
     f.render_widget(
-        Paragraph::new(title("failed", &failed, Role::Fail)),
+        Paragraph::new(super::fit_line(
+            title("failed", &failed, Role::Fail),
+            label_width,
+        )),
         failed_label,
     );
+    spark(f, failed_area, &failed, scale, p.style(Role::Fail));
+    runs_chart(app, f, runs_area);
+}
+
+/// A sparkline of `values` on a scale up to `scale`, the newest minute at
+/// the right edge. A minute with any completion shows at least the lowest
+/// bar, however small beside the scale.
+fn spark(f: &mut Frame, area: Rect, values: &[u64], scale: u64, style: ratatui::style::Style) {
+    let levels = u64::from(area.height) * 8;
+    let data: Vec<u64> = values
+        .iter()
+        .map(|&v| match v {
+            0 => 0,
+            v => (v * levels / scale).max(1),
+        })
+        .collect();
+    let width = (data.len() as u16).min(area.width);
+    let area = Rect {
+        x: area.right() - width,
+        width,
+        ..area
+    };
     f.render_widget(
         Sparkline::default()
-            .data(&failed)
-            .max(max(&failed).max(1))
-            .style(p.style(Role::Fail)),
-        failed_area,
+            .data(&data)
+            .max(levels.max(1))
+            .style(style),
+        area,
     );
-    runs_chart(app, f, runs_area);
 }
 
 /// The run history: per run a column of done (`█`) and one of failed
@@ -119,14 +148,25 @@ fn runs_chart(app: &App, f: &mut Frame, area: Rect) {
     }
     let first = runs.first().map_or(0, |r| r.id);
     let last = runs.last().map_or(0, |r| r.id);
+    // The legend's entries as far as they fit, each whole.
+    let mut spans = vec![
+        Span::styled("runs ", p.style(Role::Title)),
+        Span::styled(format!("#{first}–#{last}"), p.style(Role::Dim)),
+    ];
+    let mut used: usize = spans.iter().map(|s| text::width(&s.content)).sum();
+    for (entry, role) in [
+        ("   █ done", Role::Ok),
+        ("  ▒ failed", Role::Fail),
+        ("  · stepped down", Role::Dim),
+    ] {
+        used += text::width(entry);
+        if used > area.width as usize {
+            break;
+        }
+        spans.push(Span::styled(entry, p.style(role)));
+    }
     f.render_widget(
-        Paragraph::new(Line::from(vec![
-            Span::styled("runs ", p.style(Role::Title)),
-            Span::styled(format!("#{first}–#{last}"), p.style(Role::Dim)),
-            Span::styled("   █ done", p.style(Role::Ok)),
-            Span::styled("  ▒ failed", p.style(Role::Fail)),
-            Span::styled("  · stepped down", p.style(Role::Dim)),
-        ])),
+        Paragraph::new(super::fit_line(Line::from(spans), area.width as usize)),
         label,
     );
     RunBars {
@@ -144,7 +184,10 @@ fn runs_chart(app: &App, f: &mut Frame, area: Rect) {
         )
     });
     f.render_widget(
-        Paragraph::new(Span::styled(newest.unwrap_or_default(), p.style(Role::Dim))),
+        Paragraph::new(Span::styled(
+            text::cut(&newest.unwrap_or_default(), area.width as usize).into_owned(),
+            p.style(Role::Dim),
+        )),
         axis,
     );
 }
@@ -204,5 +247,32 @@ impl Widget for RunBars<'_> {
                     .set_style(self.palette.style(Role::Dim));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+
+    fn drawn(values: &[u64], scale: u64) -> Vec<String> {
+        let mut t = Terminal::new(TestBackend::new(4, 2)).unwrap();
+        t.draw(|f| spark(f, f.area(), values, scale, ratatui::style::Style::default()))
+            .unwrap();
+        let buf = t.backend().buffer();
+        (0..2)
+            .map(|y| (0..4).map(|x| buf[(x, y)].symbol().to_string()).collect())
+            .collect()
+    }
+
+    /// Done and failed share one scale: one failure beside a hundred done
+    /// is the lowest bar, not a full one; newest at the right.
+    #[test]
+    fn one_scale_for_done_and_failed() {
+        assert_eq!(drawn(&[100, 50], 100), ["  █ ", "  ██"]);
+        assert_eq!(drawn(&[1, 0], 100), ["    ", "  ▁ "]);
+        assert_eq!(drawn(&[0, 0, 0, 3], 3), ["   █", "   █"]);
     }
 }

@@ -15,13 +15,29 @@ use crate::util::time::compact;
 
 /// Completions per minute: over the last 60 seconds (the current minute
 /// plus the share of the previous one still inside the window) and over
-/// the last hour.
+/// the last hour, or over the minutes there are when the batch is younger
+/// (`hour_minutes`): a two-minute-old batch has no hour to average over.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rates {
     pub last_minute: f64,
     pub last_hour: f64,
+    /// Minutes `last_hour` is over: 60, or fewer.
+    pub hour_minutes: f64,
 }
 
+impl Rates {
+    /// `last hour`, or `last 2 min` for a younger batch.
+    pub fn hour_window(&self) -> String {
+        if self.hour_minutes >= 60.0 {
+            "last hour".into()
+        } else {
+            format!("last {} min", self.hour_minutes.ceil().max(1.0))
+        }
+    }
+}
+
+/// `minutes` as the store reads them: one per minute, oldest first, the
+/// last being the current minute, none from before the batch existed.
 pub fn rates(minutes: &[(i64, i64)], now: Millis) -> Rates {
     let total = |m: &(i64, i64)| (m.0 + m.1) as f64;
     let frac = (now.rem_euclid(60_000)) as f64 / 60_000.0;
@@ -39,9 +55,12 @@ pub fn rates(minutes: &[(i64, i64)], now: Millis) -> Rates {
         } else {
             0.0
         };
+    // The minutes covered: the current one so far, and those before it.
+    let hour_minutes = (n.saturating_sub(1) as f64 + frac).min(60.0);
     Rates {
         last_minute: cur + prev * (1.0 - frac),
-        last_hour: hour / 60.0,
+        last_hour: hour / hour_minutes.max(1.0),
+        hour_minutes,
     }
 }
 
@@ -57,6 +76,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let names = app.batch_names();
     let block = pane_block(
         app,
+        area,
         vec![Span::styled(
             "Batches",
             app.setup.palette.style(Role::Title),
@@ -82,11 +102,13 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     if let Some(info) = &info {
         let block = pane_block(
             app,
+            area,
             vec![Span::styled(
                 clean(&info.name, 60),
                 app.setup.palette.style(Role::Title),
             )],
         );
+        let lines = super::fit_lines(lines, (middle.width as usize).saturating_sub(2));
         f.render_widget(Paragraph::new(lines).block(block), middle);
     }
     // What room is left shows the selected batch's activity.
@@ -118,6 +140,11 @@ fn table(
     ])
     .style(p.style(Role::Dim));
     let bar_width = if area.width >= 120 { 20 } else { 5 };
+    let fixed = [7, 7, 7, 11, bar_width + 5, 8, 7];
+    // The name column takes what the others leave (7 gaps between 8).
+    let name_width = (area.width as usize)
+        .saturating_sub(2 + 7 + fixed.iter().sum::<usize>())
+        .max(12);
     let rows: Vec<Row> = names
         .iter()
         .enumerate()
@@ -149,7 +176,7 @@ fn table(
                 p.style(Role::Normal)
             });
             let row = Row::new(vec![
-                Cell::from(clean(name, 60)),
+                Cell::from(clean(name, name_width)),
                 Cell::from(num(c.pending)),
                 Cell::from(num(c.claimed)),
                 Cell::from(num(c.done)).style(p.style(Role::Ok)),
@@ -169,16 +196,10 @@ fn table(
             }
         })
         .collect();
-    let widths = [
-        Constraint::Min(12),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(11),
-        Constraint::Length(bar_width as u16 + 5),
-        Constraint::Length(8),
-        Constraint::Length(7),
-    ];
+    let widths: Vec<Constraint> = std::iter::once(name_width)
+        .chain(fixed)
+        .map(|w| Constraint::Length(w as u16))
+        .collect();
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
 }
 
@@ -229,9 +250,10 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     lines.push(Line::from(vec![
         label("rate"),
         Span::raw(format!(
-            "{} last minute · {} last hour · {eta}",
+            "{} last minute · {} {} · {eta}",
             rate_text(r.last_minute),
-            rate_text(r.last_hour)
+            rate_text(r.last_hour),
+            r.hour_window()
         )),
     ]));
     if let Some(run) = &info.last_run {
@@ -382,6 +404,11 @@ mod tests {
         let r = rates(&m, 15_000);
         assert!((r.last_minute - 57.0).abs() < 1e-9, "{r:?}");
         assert!((r.last_hour - 72.0 / 60.0).abs() < 1e-9, "{r:?}");
+        assert_eq!(r.hour_window(), "last hour");
         assert_eq!(rates(&[], 0).last_minute, 0.0);
+        // A batch a minute and a quarter old: its rate over that time.
+        let r = rates(&[(60, 0), (10, 2)], 15_000);
+        assert!((r.last_hour - 72.0 / 1.25).abs() < 1e-9, "{r:?}");
+        assert_eq!(r.hour_window(), "last 2 min");
     }
 }

@@ -7,11 +7,12 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{clean, clock, num};
+use super::{clean, clock, fit_line, num};
 use crate::tui::action::{Action, Pane};
 use crate::tui::app::{App, FilterTarget};
 use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
+use crate::util::{sanitize, text};
 
 pub fn header(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
@@ -41,12 +42,16 @@ pub fn header(app: &App, f: &mut Frame, area: Rect) {
         ],
         (None, None) => vec![Span::styled("loading…", p.style(Role::Dim))],
     };
-    let status_width: usize = status.iter().map(|s| s.width()).sum::<usize>() + 1;
-    let [left, right] = Layout::horizontal([
-        Constraint::Fill(1),
-        Constraint::Length(status_width.min(area.width as usize * 2 / 3) as u16),
-    ])
-    .areas(area);
+    let status_width: usize = status
+        .iter()
+        .map(|s| text::width(&s.content))
+        .sum::<usize>()
+        + 1;
+    let status_room = status_width.min(area.width as usize * 2 / 3);
+    let [left, right] =
+        Layout::horizontal([Constraint::Fill(1), Constraint::Length(status_room as u16)])
+            .areas(area);
+    let status = fit_line(Line::from(status), status_room.saturating_sub(1));
     let mut spans = vec![Span::styled(" nightshift ", p.style(Role::Title))];
     if app.setup.read_only {
         spans.push(Span::styled(" READ-ONLY ", p.style(Role::Badge)));
@@ -56,27 +61,20 @@ pub fn header(app: &App, f: &mut Frame, area: Rect) {
         spans.push(Span::styled("⋯ working ", p.style(Role::Warn)));
     }
     let host = clean(&app.setup.host, 40);
-    let used: usize = spans.iter().map(|s| s.width()).sum();
-    let room = (left.width as usize).saturating_sub(used + host.chars().count() + 4);
+    let used: usize = spans.iter().map(|s| text::width(&s.content)).sum();
+    let room = (left.width as usize).saturating_sub(used + text::width(&host) + 4);
+    // The end of a path says most: `…/nightshift/nightshift.db`.
+    let path = sanitize::line(&app.setup.display_path).into_owned();
     spans.push(Span::raw(format!(
         "{} · {host}",
-        tail(&clean(&app.setup.display_path, 400), room)
+        text::cut_start(&path, room)
     )));
-    f.render_widget(Paragraph::new(Line::from(spans)), left);
+    let left_room = left.width as usize;
+    f.render_widget(Paragraph::new(fit_line(Line::from(spans), left_room)), left);
     f.render_widget(
-        Paragraph::new(Line::from(status)).alignment(ratatui::layout::Alignment::Right),
+        Paragraph::new(status).alignment(ratatui::layout::Alignment::Right),
         right,
     );
-}
-
-/// The end of a path when it does not fit: `…/nightshift/nightshift.db`.
-fn tail(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max {
-        return s.to_string();
-    }
-    let keep = max.saturating_sub(1);
-    format!("…{}", s.chars().skip(n - keep).collect::<String>())
 }
 
 pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
@@ -97,7 +95,7 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
         spans.push(Span::styled(format!(" {} {title} ", i + 1), style));
         spans.push(Span::raw(" "));
     }
-    let used: usize = spans.iter().map(|s| s.width()).sum();
+    let used: usize = spans.iter().map(|s| text::width(&s.content)).sum();
     f.render_widget(Paragraph::new(Line::from(spans)), area);
     let Some(info) = app.selected_info() else {
         return;
@@ -133,7 +131,7 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
         ));
     }
     right.push(Span::raw(" "));
-    let width: usize = right.iter().map(|s| s.width()).sum();
+    let width: usize = right.iter().map(|s| text::width(&s.content)).sum();
     let room = (area.width as usize).saturating_sub(used);
     if width <= room {
         let [_, r] =
@@ -149,24 +147,26 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
             FilterTarget::Search => "search key/label: ",
             FilterTarget::Kinds => "kinds (comma-separated, e.g. failed,empty,lock-held): ",
         };
+        let hint = "   Enter keep · Esc clear";
+        let room = (area.width as usize).saturating_sub(text::width(label) + text::width(hint) + 2);
+        // The end of what is typed, where the cursor is.
+        let typed = sanitize::line(&app.input).into_owned();
         let line = Line::from(vec![
             Span::styled(format!(" {label}"), p.style(Role::Key)),
-            Span::raw(clean(&app.input, 200)),
+            Span::raw(text::cut_start(&typed, room).into_owned()),
             Span::styled("█", p.style(Role::Accent)),
-            Span::styled("   Enter keep · Esc clear", p.style(Role::Dim)),
+            Span::styled(hint, p.style(Role::Dim)),
         ]);
-        f.render_widget(Paragraph::new(line), area);
+        f.render_widget(Paragraph::new(fit_line(line, area.width as usize)), area);
         return;
     }
     if let Some(flash) = app.flash_text() {
         let role = if flash.error { Role::Fail } else { Role::Warn };
-        f.render_widget(
-            Paragraph::new(Line::from(Span::styled(
-                format!(" {}", clean(&flash.text, 300)),
-                p.style(role),
-            ))),
-            area,
-        );
+        let line = Line::from(Span::styled(
+            format!(" {}", clean(&flash.text, 300)),
+            p.style(role),
+        ));
+        f.render_widget(Paragraph::new(fit_line(line, area.width as usize)), area);
         return;
     }
     // `?` and `q` always show, at the right; the rest as far as it fits.
@@ -200,13 +200,13 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
             ),
         );
     }
-    let right_width: usize = right.iter().map(|s| s.width()).sum();
+    let right_width: usize = right.iter().map(|s| text::width(&s.content)).sum();
     let room = (area.width as usize).saturating_sub(right_width + 1);
     let mut left = vec![Span::raw(" ")];
     let mut used = 1;
     for r in &rest {
         let spans = item(r);
-        let w: usize = spans.iter().map(|s| s.width()).sum();
+        let w: usize = spans.iter().map(|s| text::width(&s.content)).sum();
         if used + w > room {
             break;
         }

@@ -4,19 +4,28 @@
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{ago, clean, clock, pane_block, state_role, state_word, wrap};
 use crate::tui::app::App;
 use crate::tui::theme::Role;
+use crate::util::text;
 use crate::util::time::rfc3339;
 
-/// Lines a long text may take before it is cut.
+/// Lines one line of the payload or result may take before it is cut.
 const MAX_TEXT_LINES: usize = 60;
+/// Lines one field (a label, an error, an event's message) may take
+/// before it is cut: a worker's message is kept to 500 characters, 15
+/// lines of CJK text at 80 columns.
+const FIELD_LINES: usize = 24;
+/// Cells of the field names on the left (`label`, `state`, ...).
+const FIELD: usize = 10;
 
+/// Cells inside the pane's borders.
 fn text_width(app: &App) -> usize {
-    (app.size.0 as usize).saturating_sub(6).max(20)
+    (app.size.0 as usize).saturating_sub(2).max(20)
 }
 
 fn visible_rows(app: &App) -> usize {
@@ -31,11 +40,37 @@ pub fn max_scroll(app: &App) -> usize {
     lines(app).len().saturating_sub(visible_rows(app))
 }
 
-/// The whole page, before scrolling.
+/// `text` wrapped (inert) after a first-line `head` of `indent` cells;
+/// the lines after it indented as far.
+fn hanging(
+    head: Vec<Span<'static>>,
+    indent: usize,
+    text: &str,
+    width: usize,
+    style: Style,
+    out: &mut Vec<Line<'static>>,
+) {
+    let pad = " ".repeat(indent);
+    for (i, l) in wrap(text, width.saturating_sub(indent), FIELD_LINES)
+        .into_iter()
+        .enumerate()
+    {
+        let mut spans = if i == 0 {
+            head.clone()
+        } else {
+            vec![Span::raw(pad.clone())]
+        };
+        spans.push(Span::styled(l, style));
+        out.push(Line::from(spans));
+    }
+}
+
+/// The whole page, before scrolling: every line fits the pane, long texts
+/// wrapped by display width.
 pub fn lines(app: &App) -> Vec<Line<'static>> {
     let p = app.setup.palette;
     let width = text_width(app);
-    let label = |s: &str| Span::styled(format!("{s:<10}"), p.style(Role::Dim));
+    let field = |s: &str| Span::styled(text::pad(s, FIELD), p.style(Role::Dim));
     let heading = |s: &str| Line::from(Span::styled(s.to_string(), p.style(Role::Title)));
     let indent = |s: String| Line::from(format!("  {s}"));
     let Some(detail) = &app.detail else {
@@ -43,26 +78,37 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
     };
     let d = match &app.data.detail {
         Some(Ok(d)) if d.item.key == detail.key => d,
-        Some(Err(e)) => return vec![Line::from(Span::styled(clean(e, 500), p.style(Role::Fail)))],
+        Some(Err(e)) => {
+            let mut out = Vec::new();
+            hanging(Vec::new(), 0, e, width, p.style(Role::Fail), &mut out);
+            return out;
+        }
         _ => return vec![Line::from(Span::styled("loading…", p.style(Role::Dim)))],
     };
     let item = &d.item;
-    let mut out = vec![
-        Line::from(vec![label("key"), Span::raw(clean(&item.key, 200))]),
-        Line::from(vec![label("label"), Span::raw(clean(&item.label, 400))]),
-        Line::from(vec![
-            label("state"),
-            Span::styled(
-                state_word(item.status, item.tier, item.outcome),
-                p.style(state_role(item.status, item.outcome)),
-            ),
-            Span::raw(format!("   attempts {}", item.attempts)),
-            Span::raw(match &item.op_id {
-                Some(op) => format!("   op id {}", clean(op, 120)),
-                None => "   op id —".into(),
-            }),
-        ]),
-    ];
+    let plain = Style::default();
+    let mut out = Vec::new();
+    hanging(vec![field("key")], FIELD, &item.key, width, plain, &mut out);
+    hanging(
+        vec![field("label")],
+        FIELD,
+        &item.label,
+        width,
+        plain,
+        &mut out,
+    );
+    out.push(Line::from(vec![
+        field("state"),
+        Span::styled(
+            state_word(item.status, item.tier, item.outcome),
+            p.style(state_role(item.status, item.outcome)),
+        ),
+        Span::raw(format!("   attempts {}", item.attempts)),
+        Span::raw(match &item.op_id {
+            Some(op) => format!("   op id {}", clean(op, 120)),
+            None => "   op id —".into(),
+        }),
+    ]));
     let mut when = format!(
         "updated {} ({})",
         rfc3339(item.updated_at),
@@ -74,18 +120,22 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
     if let Some(cost) = item.cost {
         when.push_str(&format!("   cost {cost:.4}"));
     }
-    out.push(Line::from(vec![label("time"), Span::raw(when)]));
+    hanging(vec![field("time")], FIELD, &when, width, plain, &mut out);
     out.push(Line::from(vec![
-        label(""),
+        field(""),
         Span::raw(format!("created {}", rfc3339(item.created_at))),
     ]));
     if let Some(class) = &item.error_class {
         let message = item.error_message.as_deref().unwrap_or("");
-        let text = format!("{}: {message}", class);
-        for (i, l) in wrap(&text, width - 10, 8).into_iter().enumerate() {
-            let head = if i == 0 { label("error") } else { label("") };
-            out.push(Line::from(vec![head, Span::styled(l, p.style(Role::Fail))]));
-        }
+        let text = format!("{class}: {message}");
+        hanging(
+            vec![field("error")],
+            FIELD,
+            &text,
+            width,
+            p.style(Role::Fail),
+            &mut out,
+        );
     }
     out.push(Line::default());
     out.push(heading("payload"));
@@ -114,9 +164,14 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
             Span::styled(format!("{}  ", fl.tier), p.style(Role::Warn)),
             Span::styled(clean(&fl.error_class, 80), p.style(Role::Fail)),
         ]));
-        for l in wrap(&fl.message, width - 4, 8) {
-            out.push(Line::from(format!("    {l}")));
-        }
+        hanging(
+            vec![Span::raw("    ")],
+            4,
+            &fl.message,
+            width,
+            plain,
+            &mut out,
+        );
     }
     out.push(Line::default());
     out.push(heading(&format!("events ({})", d.events.len())));
@@ -124,32 +179,47 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
         let who = e
             .actor
             .as_deref()
-            .map(|a| format!(" [{}]", clean(a, 60)))
+            .map(|a| format!(" [{a}]"))
             .unwrap_or_default();
-        out.push(Line::from(vec![
-            Span::raw(format!("  {}  ", clock(e.at, app.now))),
-            Span::styled(
-                format!("{:<12} ", clean(&e.kind, 20)),
-                p.style(super::log::kind_role(&e.kind)),
-            ),
-            Span::raw(format!("{}{who}", clean(&e.message, 300))),
-        ]));
+        let when = format!("  {}  ", clock(e.at, app.now));
+        let kind = format!("{} ", text::pad(&clean(&e.kind, 20), 12));
+        let indent = text::width(&when) + text::width(&kind);
+        hanging(
+            vec![
+                Span::raw(when),
+                Span::styled(kind, p.style(super::log::kind_role(&e.kind))),
+            ],
+            indent,
+            &format!("{}{who}", e.message),
+            width,
+            plain,
+            &mut out,
+        );
     }
-    out
+    super::fit_lines(out, width)
 }
 
-/// Pretty JSON, each line made inert and wrapped.
+/// Pretty JSON, each line made inert and wrapped by width; a wrapped
+/// line goes on under its own indentation.
 fn json_lines(value: &serde_json::Value, width: usize, out: &mut Vec<Line<'static>>) {
     let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
     let mut budget = MAX_TEXT_LINES * 8;
     for line in pretty.lines() {
-        for l in wrap(line, width - 2, MAX_TEXT_LINES) {
+        let body = line.trim_start_matches(' ');
+        let indent = 2 + line.len() - body.len();
+        let pad = " ".repeat(indent);
+        let more = " ".repeat(indent + 2);
+        for (i, l) in wrap(body, width.saturating_sub(indent + 2), MAX_TEXT_LINES)
+            .into_iter()
+            .enumerate()
+        {
             if budget == 0 {
                 out.push(Line::from("  … (cut)"));
                 return;
             }
             budget -= 1;
-            out.push(Line::from(format!("  {l}")));
+            let lead = if i == 0 { &pad } else { &more };
+            out.push(Line::from(format!("{lead}{l}")));
         }
     }
 }
@@ -167,22 +237,29 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         .as_deref()
         .map(|b| clean(b, 40))
         .unwrap_or_default();
-    let block = pane_block(
-        app,
-        vec![
-            Span::styled("Item ", p.style(Role::Title)),
-            Span::raw(clean(&detail.key, 60)),
-            Span::styled(
-                format!(
-                    " · {batch} · lines {}–{} of {} · Esc: back",
-                    scroll + 1,
-                    (scroll + visible).min(all.len()),
-                    all.len()
-                ),
-                p.style(Role::Dim),
-            ),
-        ],
+    let label = match &app.data.detail {
+        Some(Ok(d)) if d.item.key == detail.key => d.item.label.as_str(),
+        _ => "",
+    };
+    let place = format!(
+        " · {batch} · lines {}–{} of {}",
+        scroll + 1,
+        (scroll + visible).min(all.len()),
+        all.len()
     );
+    let room = (area.width as usize).saturating_sub(4);
+    let name = super::item_name(&detail.key, label, super::key_width(area.width));
+    let back = " · Esc: back";
+    let used = text::width("Item ") + text::width(&name) + text::width(&place);
+    let mut title = vec![
+        Span::styled("Item ", p.style(Role::Title)),
+        Span::raw(name),
+        Span::styled(place, p.style(Role::Dim)),
+    ];
+    if used + text::width(back) <= room {
+        title.push(Span::styled(back, p.style(Role::Dim)));
+    }
+    let block = pane_block(app, area, title);
     let shown: Vec<Line> = all.into_iter().skip(scroll).take(visible).collect();
     f.render_widget(Paragraph::new(shown).block(block), area);
 }

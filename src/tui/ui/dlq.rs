@@ -31,7 +31,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
                 p.style(Role::Dim),
             ));
         }
-        let block = pane_block(app, title);
+        let block = pane_block(app, area, title);
         match &app.data.class_items {
             Some(page) if page.total > 0 => {
                 super::items::table(app, f, area, block, page, &app.class_items)
@@ -49,6 +49,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     }
     let block = pane_block(
         app,
+        area,
         vec![
             Span::styled("Dead letters", p.style(Role::Title)),
             Span::styled(
@@ -68,6 +69,11 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         return;
     }
     let visible = (area.height as usize).saturating_sub(3);
+    let counts = [8, 8, 6, 8, 10, 6, 6];
+    // The class column takes what the counts leave (7 gaps between 8).
+    let class_width = (area.width as usize)
+        .saturating_sub(2 + 7 + counts.iter().sum::<usize>())
+        .max(10);
     let header = Row::new([
         "ERROR CLASS",
         "LAST 24H",
@@ -94,7 +100,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
                 _ => Role::Dim,
             };
             let row = Row::new(vec![
-                Cell::from(clean(&g.error_class, 80)),
+                Cell::from(clean(&g.error_class, class_width)),
                 Cell::from(num(g.last_24h)),
                 Cell::from(num(g.prev_24h)),
                 Cell::from(format!(
@@ -119,16 +125,10 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             }
         })
         .collect();
-    let widths = [
-        Constraint::Fill(1),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(6),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(6),
-        Constraint::Length(6),
-    ];
+    let widths: Vec<Constraint> = std::iter::once(class_width)
+        .chain(counts)
+        .map(|w| Constraint::Length(w as u16))
+        .collect();
     // The long form explains the columns when there is room for it.
     let hint = if area.width >= 100 {
         " Enter: the class's items · A: requeue it · counts: every failure; FAILED NOW: items failed at present "

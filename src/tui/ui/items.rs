@@ -8,10 +8,11 @@ use ratatui::text::Span;
 use ratatui::widgets::{Block, Cell, Row, Table};
 
 use super::{clean, num, pane_block, placeholder, state_role, state_word};
-use crate::store::ItemPage;
+use crate::store::{ItemPage, ItemRow};
 use crate::tui::app::App;
 use crate::tui::nav::ListNav;
 use crate::tui::theme::Role;
+use crate::util::{sanitize, text};
 
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
@@ -35,7 +36,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     if let Some(page) = &app.data.items {
         title.push(Span::styled(position(page, &app.items), p.style(Role::Dim)));
     }
-    let block = pane_block(app, title);
+    let block = pane_block(app, area, title);
     match &app.data.items {
         Some(page) if page.total > 0 => table(app, f, area, block, page, &app.items),
         Some(page) if page.searching.is_some() => placeholder(app, f, area, block, "searching…"),
@@ -67,6 +68,51 @@ pub fn position(page: &ItemPage, nav: &ListNav) -> String {
     format!(" · {} of {total}{searching}", num(nav.sel as i64 + 1))
 }
 
+/// The columns of an item table `inner` cells wide: the key shortened to
+/// a prefix (the label names the item), the label at its full width where
+/// it can be (it is the one column a person reads), the error the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Columns {
+    pub key: usize,
+    pub label: usize,
+    pub error: usize,
+}
+
+/// Cells of the STATE column (`failed/manual`) and the attempts column.
+const STATE: usize = 13;
+const ATTEMPTS: usize = 3;
+/// Spaces between the five columns.
+const GAPS: usize = 4;
+
+pub fn columns(inner: usize, pane_width: u16, rows: &[&ItemRow]) -> Columns {
+    let widest = |f: &dyn Fn(&ItemRow) -> usize| rows.iter().map(|r| f(r)).max().unwrap_or(0);
+    let key =
+        widest(&|r| text::width(&sanitize::line(&r.key))).clamp(3, super::key_width(pane_width));
+    let rest = inner.saturating_sub(key + STATE + ATTEMPTS + GAPS);
+    let label_wants = widest(&|r| text::width(&sanitize::line(&r.label))).max(5);
+    let error_wants = widest(&|r| text::width(&error_text(r)));
+    let label = if error_wants == 0 {
+        rest
+    } else {
+        let share = super::label_share(rest);
+        label_wants.min(share.max(rest.saturating_sub(error_wants)))
+    };
+    Columns {
+        key,
+        label,
+        error: rest - label,
+    }
+}
+
+/// `Class: message`, inert, on one line.
+fn error_text(r: &ItemRow) -> String {
+    match (&r.error_class, &r.error_message) {
+        (Some(c), Some(m)) => format!("{}: {}", sanitize::line(c), sanitize::line(m)),
+        (Some(c), None) => sanitize::line(c).into_owned(),
+        _ => String::new(),
+    }
+}
+
 pub fn table(
     app: &App,
     f: &mut Frame,
@@ -77,31 +123,35 @@ pub fn table(
 ) {
     let p = app.setup.palette;
     let visible = (area.height as usize).saturating_sub(3);
-    let header = Row::new(["KEY", "STATE", "ATT", "LABEL", "LAST ERROR"]).style(p.style(Role::Dim));
-    let rows: Vec<Row> = (nav.top..nav.top + visible)
+    let shown: Vec<(usize, Option<&ItemRow>)> = (nav.top..nav.top + visible)
         .filter(|i| (*i as i64) < page.total)
-        .map(|i| {
-            let row = match i.checked_sub(page.offset).and_then(|j| page.rows.get(j)) {
-                Some(r) => {
-                    let error = match (&r.error_class, &r.error_message) {
-                        (Some(c), Some(m)) => format!("{}: {}", clean(c, 60), clean(m, 300)),
-                        (Some(c), None) => clean(c, 60),
-                        _ => String::new(),
-                    };
-                    let label = if r.label == r.key {
-                        String::new()
-                    } else {
-                        clean(&r.label, 200)
-                    };
-                    Row::new(vec![
-                        Cell::from(clean(&r.key, 64)),
-                        Cell::from(state_word(r.status, r.tier, r.outcome))
-                            .style(p.style(state_role(r.status, r.outcome))),
-                        Cell::from(r.attempts.to_string()),
-                        Cell::from(label),
-                        Cell::from(error).style(p.style(Role::Fail)),
-                    ])
-                }
+        .map(|i| (i, i.checked_sub(page.offset).and_then(|j| page.rows.get(j))))
+        .collect();
+    let loaded: Vec<&ItemRow> = shown.iter().filter_map(|(_, r)| *r).collect();
+    let inner = (area.width as usize).saturating_sub(2);
+    let cols = columns(inner, area.width, &loaded);
+    let cell = |s: &str, w: usize| Cell::from(text::cut(s, w).into_owned());
+    let header = Row::new(vec![
+        cell("KEY", cols.key),
+        cell("STATE", STATE),
+        cell("ATT", ATTEMPTS),
+        cell("LABEL", cols.label),
+        cell("LAST ERROR", cols.error),
+    ])
+    .style(p.style(Role::Dim));
+    let rows: Vec<Row> = shown
+        .iter()
+        .map(|&(i, r)| {
+            let row = match r {
+                Some(r) => Row::new(vec![
+                    Cell::from(super::short_key(&r.key, cols.key)),
+                    Cell::from(state_word(r.status, r.tier, r.outcome))
+                        .style(p.style(state_role(r.status, r.outcome))),
+                    Cell::from(r.attempts.to_string()),
+                    Cell::from(clean(&r.label, cols.label)),
+                    Cell::from(text::cut(&error_text(r), cols.error).into_owned())
+                        .style(p.style(Role::Fail)),
+                ]),
                 None => Row::new(vec![Cell::from("…").style(p.style(Role::Dim))]),
             };
             if i == nav.sel {
@@ -111,22 +161,58 @@ pub fn table(
             }
         })
         .collect();
-    let key_width = if area.width >= 120 { 34 } else { 18 };
-    // Labels get the room when no visible row has an error to show.
-    let any_error = (nav.top..nav.top + visible)
-        .filter_map(|i| i.checked_sub(page.offset).and_then(|j| page.rows.get(j)))
-        .any(|r| r.error_class.is_some());
-    let error_width = if any_error {
-        Constraint::Fill(2)
-    } else {
-        Constraint::Length(10)
-    };
     let widths = [
-        Constraint::Length(key_width),
-        Constraint::Length(13),
-        Constraint::Length(3),
-        Constraint::Fill(1),
-        error_width,
+        Constraint::Length(cols.key as u16),
+        Constraint::Length(STATE as u16),
+        Constraint::Length(ATTEMPTS as u16),
+        Constraint::Length(cols.label as u16),
+        Constraint::Length(cols.error as u16),
     ];
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Status;
+
+    fn row(key: &str, label: &str, error: Option<&str>) -> ItemRow {
+        ItemRow {
+            key: key.into(),
+            label: label.into(),
+            status: Status::Failed,
+            tier: None,
+            outcome: None,
+            attempts: 1,
+            error_class: error.map(|_| "Exit3".to_string()),
+            error_message: error.map(str::to_string),
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn the_label_wins_over_the_hash() {
+        let long_error = "exited with status 3: 投稿に失敗しました：サーバーが応答しません。";
+        let r = row(
+            "73ae5b202e4682d89c3f0080c10303d3",
+            "ブログ:技術記事:記事03",
+            Some(long_error),
+        );
+        // 80 columns: the key is a prefix, the label whole.
+        let c = columns(78, 80, &[&r]);
+        assert_eq!(c.key, 9);
+        assert_eq!(c.label, 22);
+        assert_eq!(c.key + c.label + c.error + STATE + ATTEMPTS + GAPS, 78);
+        // 120: a longer prefix; 160: the whole key.
+        assert_eq!(columns(118, 120, &[&r]).key, 13);
+        assert_eq!(columns(158, 160, &[&r]).key, 32);
+        // Without errors the label takes the rest.
+        let quiet = row("k1", "blog:rust:post-01", None);
+        let c = columns(78, 80, &[&quiet]);
+        assert_eq!((c.key, c.error), (3, 0));
+        // A very long label leaves the error its share.
+        let long = row("k1", &"長いラベル".repeat(20), Some(long_error));
+        let c = columns(78, 80, &[&long]);
+        assert_eq!(c.label, (78 - 3 - 20) * 3 / 5);
+    }
 }

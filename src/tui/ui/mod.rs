@@ -22,7 +22,7 @@ use super::app::App;
 use super::keymap::Mode;
 use super::theme::Role;
 use crate::model::{Millis, Outcome, Status, Tier};
-use crate::util::sanitize;
+use crate::util::{sanitize, text};
 
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
@@ -83,35 +83,102 @@ fn too_small(app: &App, f: &mut Frame, area: Rect) {
     );
 }
 
-/// Untrusted text for one cell: cut to `max` characters, then every
-/// control, escape or bidi character shown as a visible escape.
+/// Untrusted text for one cell: every control, escape or bidi character
+/// shown as a visible escape, then cut to `max` cells (with `…`).
 pub fn clean(s: &str, max: usize) -> String {
-    sanitize::line(&sanitize::truncate(s, max)).into_owned()
+    text::cut(&sanitize::line(s), max).into_owned()
 }
 
-/// Untrusted text wrapped into lines of `width` characters, at most
-/// `max_lines` (the last saying how much was left out).
+/// Untrusted text made inert and wrapped into lines of at most `width`
+/// cells, at most `max_lines` of them (then a last line says how much was
+/// left out).
 pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
     let width = width.max(10);
-    let mut out = Vec::new();
+    // No more than this can show (a cell takes at least one character,
+    // combining marks aside): the rest of a huge text is only counted.
     let mut chars = s.chars();
-    let budget = width * max_lines;
-    let head: String = chars.by_ref().take(budget).collect();
+    let head: String = chars.by_ref().take(width * max_lines * 2).collect();
     let rest = chars.count();
-    let safe = sanitize::line(&head).into_owned();
-    let safe: Vec<char> = safe.chars().collect();
-    for chunk in safe.chunks(width) {
-        if out.len() == max_lines {
-            break;
-        }
-        out.push(chunk.iter().collect());
+    let mut lines = text::wrap(&sanitize::line(&head), width);
+    let mut hidden = rest;
+    if lines.len() > max_lines {
+        hidden += lines[max_lines..]
+            .iter()
+            .map(|l| l.chars().count())
+            .sum::<usize>();
+        lines.truncate(max_lines);
     }
-    let shown: usize = out.iter().map(|l: &String| l.chars().count()).sum();
-    let hidden = rest + safe.len().saturating_sub(shown);
     if hidden > 0 {
-        out.push(format!("… ({hidden} more characters)"));
+        lines.push(format!("… ({hidden} more characters)"));
     }
-    out
+    lines
+}
+
+/// A line in at most `max` cells: the span at the edge is cut and ends in
+/// `…`, the spans after it are left out.
+pub fn fit_line(line: Line<'static>, max: usize) -> Line<'static> {
+    let total: usize = line.spans.iter().map(|s| text::width(&s.content)).sum();
+    if total <= max {
+        return line;
+    }
+    let room = max.saturating_sub(1);
+    let mut used = 0;
+    let mut spans = Vec::new();
+    for span in line.spans {
+        let w = text::width(&span.content);
+        if used + w <= room {
+            used += w;
+            spans.push(span);
+            continue;
+        }
+        if max > 0 {
+            let head = text::head(&span.content, room - used);
+            spans.push(Span::styled(
+                format!("{head}{}", text::ELLIPSIS),
+                span.style,
+            ));
+        }
+        break;
+    }
+    Line { spans, ..line }
+}
+
+/// Lines fitted to `max` cells each (see [`fit_line`]).
+pub fn fit_lines(lines: Vec<Line<'static>>, max: usize) -> Vec<Line<'static>> {
+    lines.into_iter().map(|l| fit_line(l, max)).collect()
+}
+
+/// Cells a key column may take in a pane this wide. Hashed keys are told
+/// apart by a prefix, as git's short hashes are; the label beside the key
+/// names the item, so it gets the room.
+pub fn key_width(pane_width: u16) -> usize {
+    match pane_width {
+        160.. => 33,
+        120.. => 13,
+        _ => 9,
+    }
+}
+
+/// The most of `rest` cells a label column takes beside a message or an
+/// error column: it is the one column a person reads to know the item,
+/// and the message still gets two fifths.
+pub fn label_share(rest: usize) -> usize {
+    rest * 3 / 5
+}
+
+/// An item's key in a key column of `max` cells: made inert, cut with `…`.
+pub fn short_key(key: &str, max: usize) -> String {
+    clean(key, max)
+}
+
+/// How an item is named in a title or a sentence: its label, with its key
+/// beside it (the key alone when the label is the key). Inert; the key cut
+/// to `key_cells`.
+pub fn item_name(key: &str, label: &str, key_cells: usize) -> String {
+    if label.is_empty() || label == key {
+        return clean(key, key_cells);
+    }
+    crate::key::named(&short_key(key, key_cells), &sanitize::line(label))
 }
 
 /// `1,234,567`.
@@ -175,10 +242,11 @@ pub fn state_role(status: Status, outcome: Option<Outcome>) -> Role {
     }
 }
 
-/// A bordered pane with a title.
-pub fn pane_block<'a>(app: &App, title: Vec<Span<'a>>) -> Block<'a> {
+/// A bordered pane with a title, the title cut (with `…`) to fit `area`.
+pub fn pane_block(app: &App, area: Rect, title: Vec<Span<'static>>) -> Block<'static> {
+    let room = (area.width as usize).saturating_sub(4);
     let mut spans = vec![Span::raw(" ")];
-    spans.extend(title);
+    spans.extend(fit_line(Line::from(title), room).spans);
     spans.push(Span::raw(" "));
     Block::default()
         .borders(Borders::ALL)
@@ -186,10 +254,14 @@ pub fn pane_block<'a>(app: &App, title: Vec<Span<'a>>) -> Block<'a> {
         .title(Line::from(spans))
 }
 
-/// Centered text when a pane has nothing to show yet.
-pub fn placeholder(app: &App, f: &mut Frame, area: Rect, block: Block<'_>, text: &str) {
+/// Text when a pane has nothing to show yet (wrapped to the pane).
+pub fn placeholder(app: &App, f: &mut Frame, area: Rect, block: Block<'_>, what: &str) {
+    let lines: Vec<Line> = text::wrap(what, (area.width as usize).saturating_sub(2))
+        .into_iter()
+        .map(Line::from)
+        .collect();
     f.render_widget(
-        Paragraph::new(text.to_string())
+        Paragraph::new(lines)
             .style(app.setup.palette.style(Role::Dim))
             .block(block),
         area,
@@ -218,8 +290,48 @@ mod tests {
         assert_eq!(bar(0.5, 4), "██░░");
         assert_eq!(bar(f64::NAN, 2), "░░");
         assert_eq!(clean("a\x1b[2Jb", 100), "a\\x1b[2Jb");
+        assert_eq!(clean("ブログ:技術記事:記事03", 12), "ブログ:技術…");
         let lines = wrap(&"x".repeat(100), 10, 3);
         assert_eq!(lines.len(), 4);
         assert_eq!(lines[3], "… (70 more characters)");
+        let lines = wrap(&"記事".repeat(20), 10, 3);
+        assert_eq!(lines[..3], ["記事記事記", "事記事記事", "記事記事記"]);
+        assert_eq!(lines[3], "… (25 more characters)");
+        assert_eq!(
+            item_name("73ae5b202e46", "ブログ:記事", 9),
+            "ブログ:記事 (73ae5b20…)"
+        );
+        assert_eq!(item_name("blog-01", "blog-01", 9), "blog-01");
+    }
+
+    #[test]
+    fn fit_line_cuts_at_the_edge_with_an_ellipsis() {
+        let line = Line::from(vec![Span::raw("last run "), Span::raw("ブログ:技術記事")]);
+        let fitted = fit_line(line, 16);
+        let shown: String = fitted.spans.iter().map(|s| s.content.as_ref()).collect();
+        assert_eq!(shown, "last run ブログ…");
+        assert!(text::width(&shown) <= 16);
+        let fitted = fit_line(Line::from(vec![Span::raw("abc"), Span::raw("def")]), 3);
+        let shown: String = fitted.spans.iter().map(|s| s.content.as_ref()).collect();
+        assert_eq!(shown, "ab…");
+    }
+
+    /// The text module measures as ratatui draws: a text cut to fit ends
+    /// where the next cell begins (a halfwidth dakuten, a combining mark,
+    /// an emoji, a CJK character).
+    #[test]
+    fn widths_are_what_ratatui_draws() {
+        use ratatui::buffer::Buffer;
+        for s in [
+            "ｶﾞｷﾞｸﾞ",
+            "e\u{301}te\u{301}",
+            "🎉👨\u{200d}👩\u{200d}👧",
+            "ブログ:技術記事",
+            "a❤\u{fe0f}b",
+        ] {
+            let mut buf = Buffer::empty(Rect::new(0, 0, 40, 1));
+            let (x, _) = buf.set_stringn(0, 0, s, 40, ratatui::style::Style::default());
+            assert_eq!(x as usize, text::width(s), "{s:?}");
+        }
     }
 }

@@ -5,14 +5,18 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use super::{clean, num};
+use super::{clean, fit_lines, num, wrap};
 use crate::tui::action::Pane;
 use crate::tui::app::App;
 use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
 use crate::util::time::{compact, rfc3339};
+use crate::util::{sanitize, text};
+
+/// Widest an error class gets in the "since you last looked" summary.
+const CLASS_CELLS: usize = 40;
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let [v] = Layout::vertical([Constraint::Length(height.min(area.height))])
@@ -74,6 +78,7 @@ pub fn help(app: &App, f: &mut Frame, area: Rect) {
     let rect = centered(area, area.width.saturating_sub(4).min(100), height);
     let visible = rect.height.saturating_sub(2) as usize;
     let scroll = app.help_scroll.min(lines.len().saturating_sub(visible));
+    let lines = fit_lines(lines, rect.width.saturating_sub(2) as usize);
     f.render_widget(Clear, rect);
     f.render_widget(
         Paragraph::new(lines.into_iter().skip(scroll).collect::<Vec<_>>()).block(popup(
@@ -90,9 +95,14 @@ pub fn confirm(app: &App, f: &mut Frame, area: Rect) {
     let Some(write) = &app.confirm else {
         return;
     };
-    let rect = centered(area, 70, 7);
-    let lines = vec![
-        Line::from(clean(&write.question(), 400)),
+    let width = area.width.saturating_sub(4).min(76);
+    let inner = width.saturating_sub(2) as usize;
+    // The question whole (it names the items), wrapped by width.
+    let mut lines: Vec<Line> = wrap(&write.question(), inner, 6)
+        .into_iter()
+        .map(Line::from)
+        .collect();
+    lines.extend([
         Line::default(),
         Line::from(vec![
             Span::styled("y", p.style(Role::Key)),
@@ -104,12 +114,11 @@ pub fn confirm(app: &App, f: &mut Frame, area: Rect) {
             Span::styled("Esc", p.style(Role::Key)),
             Span::raw(" no (default)"),
         ]),
-    ];
+    ]);
+    let rect = centered(area, width, lines.len() as u16 + 2);
     f.render_widget(Clear, rect);
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(popup(app, "Confirm", Role::Warn)),
+        Paragraph::new(fit_lines(lines, inner)).block(popup(app, "Confirm", Role::Warn)),
         rect,
     );
 }
@@ -121,24 +130,30 @@ pub fn prompt(app: &App, f: &mut Frame, area: Rect) {
         .as_deref()
         .map(|b| clean(b, 40))
         .unwrap_or_default();
-    let rect = centered(area, 70, 6);
-    let lines = vec![
-        Line::from(format!(
-            "Pause {batch}: runs and schedule fires do nothing until unpaused."
-        )),
-        Line::from(vec![
-            Span::styled("why? ", p.style(Role::Key)),
-            Span::raw(clean(&app.input, 200)),
-            Span::styled("█", p.style(Role::Accent)),
-        ]),
-        Line::from(Span::styled(
-            "Enter pause · Esc cancel (empty: \"paused from the dashboard\")",
-            p.style(Role::Dim),
-        )),
-    ];
+    let width = area.width.saturating_sub(4).min(76);
+    let inner = width.saturating_sub(2) as usize;
+    let mut lines: Vec<Line> = text::wrap(
+        &format!("Pause {batch}: runs and schedule fires do nothing until unpaused."),
+        inner,
+    )
+    .into_iter()
+    .map(Line::from)
+    .collect();
+    // The end of what is typed, where the cursor is.
+    let typed = sanitize::line(&app.input).into_owned();
+    lines.push(Line::from(vec![
+        Span::styled("why? ", p.style(Role::Key)),
+        Span::raw(text::cut_start(&typed, inner.saturating_sub(6)).into_owned()),
+        Span::styled("█", p.style(Role::Accent)),
+    ]));
+    lines.push(Line::from(Span::styled(
+        "Enter pause · Esc cancel (empty: \"paused from the dashboard\")",
+        p.style(Role::Dim),
+    )));
+    let rect = centered(area, width, lines.len() as u16 + 3);
     f.render_widget(Clear, rect);
     f.render_widget(
-        Paragraph::new(lines).block(popup(app, "Pause", Role::Warn)),
+        Paragraph::new(fit_lines(lines, inner)).block(popup(app, "Pause", Role::Warn)),
         rect,
     );
 }
@@ -198,11 +213,18 @@ pub fn since(app: &App, f: &mut Frame, area: Rect) {
                 ),
                 Span::raw(format!(", {} quarantined (manual)", num(quarantined))),
             ]));
+            // Columns by display width: a Japanese class lines up too.
+            let class_cells = failures
+                .iter()
+                .map(|f| text::width(&clean(&f.1, CLASS_CELLS)))
+                .max()
+                .unwrap_or(0)
+                .max(12);
             for (_, class, tier, n) in failures {
                 lines.push(Line::from(format!(
-                    "    {:<28} {:>7}  {tier}",
-                    clean(class, 60),
-                    num(*n)
+                    "    {} {}  {tier}",
+                    text::pad(&clean(class, CLASS_CELLS), class_cells),
+                    text::pad_left(&num(*n), 7)
                 )));
             }
         }
@@ -236,6 +258,7 @@ pub fn since(app: &App, f: &mut Frame, area: Rect) {
     }
     let height = (lines.len() as u16 + 2).min(area.height.saturating_sub(2));
     let rect = centered(area, area.width.saturating_sub(8).min(90), height);
+    let lines = fit_lines(lines, rect.width.saturating_sub(2) as usize);
     f.render_widget(Clear, rect);
     f.render_widget(
         Paragraph::new(lines).block(popup(

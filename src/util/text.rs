@@ -1,0 +1,354 @@
+//! Text fitted to terminal cells: measured by display width (a CJK
+//! character or an emoji takes two cells, a combining mark none), cut at a
+//! grapheme boundary with `…`, padded, and wrapped by width with nothing
+//! left out. Every fit of text to cells, in the dashboard and in the CLI's
+//! tables, goes through here. A grapheme is measured as ratatui draws it,
+//! so a cut made here is exactly what fits on screen.
+//!
+//! Callers make text inert first (`sanitize`): a control character has no
+//! width here, as ratatui does not draw it.
+
+use std::borrow::Cow;
+
+use unicode_segmentation::UnicodeSegmentation;
+use unicode_width::UnicodeWidthStr;
+
+/// Marks every cut.
+pub const ELLIPSIS: &str = "…";
+
+/// Cells one grapheme takes, as ratatui draws it: halfwidth (han)dakuten
+/// (U+FF9E, U+FF9F) take a cell of their own in terminals although
+/// Unicode gives them none.
+fn cells(g: &str) -> usize {
+    if g.chars().any(char::is_control) {
+        return 0;
+    }
+    if g.len() == 1 {
+        return 1;
+    }
+    g.width()
+        + g.chars()
+            .filter(|c| matches!(c, '\u{FF9E}' | '\u{FF9F}'))
+            .count()
+}
+
+/// Display width: the cells `s` takes on one line.
+pub fn width(s: &str) -> usize {
+    if s.is_ascii() && !s.bytes().any(|b| b.is_ascii_control()) {
+        return s.len();
+    }
+    s.graphemes(true).map(cells).sum()
+}
+
+/// The longest start of `s` (whole graphemes) that takes at most `max`
+/// cells.
+pub fn head(s: &str, max: usize) -> &str {
+    let mut used = 0;
+    for (i, g) in s.grapheme_indices(true) {
+        used += cells(g);
+        if used > max {
+            return &s[..i];
+        }
+    }
+    s
+}
+
+/// `s` in at most `max` cells: whole graphemes, ending in `…` when
+/// anything was left out.
+pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
+    if head(s, max).len() == s.len() {
+        return Cow::Borrowed(s);
+    }
+    if max == 0 {
+        return Cow::Borrowed("");
+    }
+    Cow::Owned(format!("{}{ELLIPSIS}", head(s, max - 1)))
+}
+
+/// `s` in at most `max` cells keeping its end: `…/nightshift/store.db`.
+pub fn cut_start(s: &str, max: usize) -> Cow<'_, str> {
+    if width(s) <= max {
+        return Cow::Borrowed(s);
+    }
+    if max == 0 {
+        return Cow::Borrowed("");
+    }
+    let mut used = 0;
+    let mut start = s.len();
+    for (i, g) in s.grapheme_indices(true).rev() {
+        used += cells(g);
+        if used > max - 1 {
+            break;
+        }
+        start = i;
+    }
+    Cow::Owned(format!("{ELLIPSIS}{}", &s[start..]))
+}
+
+/// `s` followed by spaces up to `cells` cells (never cut).
+pub fn pad(s: &str, cells: usize) -> String {
+    let w = width(s);
+    let mut out = String::with_capacity(s.len() + cells.saturating_sub(w));
+    out.push_str(s);
+    out.extend(std::iter::repeat_n(' ', cells.saturating_sub(w)));
+    out
+}
+
+/// Spaces, then `s`, up to `cells` cells (never cut).
+pub fn pad_left(s: &str, cells: usize) -> String {
+    let mut out = " ".repeat(cells.saturating_sub(width(s)));
+    out.push_str(s);
+    out
+}
+
+/// `s` in exactly `cells` cells: cut, then padded.
+pub fn fit(s: &str, cells: usize) -> String {
+    pad(&cut(s, cells), cells)
+}
+
+fn is_space(g: &str) -> bool {
+    g.chars().all(char::is_whitespace)
+}
+
+/// May not begin a line (Japanese line breaking, kinsoku): closing
+/// brackets, punctuation, small kana, the long-vowel mark, iteration marks.
+fn no_start(g: &str) -> bool {
+    g.chars().next().is_some_and(|c| {
+        matches!(c,
+            ')' | ']' | '}' | ',' | '.' | ':' | ';' | '?' | '!' | '%'
+            | '、' | '。' | '，' | '．' | '・' | '：' | '；' | '？' | '！' | '％'
+            | '）' | '］' | '｝' | '」' | '』' | '】' | '〕' | '〉' | '》' | '〙' | '〗' | '〟'
+            | '’' | '”' | '｠' | '»' | '…' | '‥' | 'ー' | '～' | '〜'
+            | 'ぁ' | 'ぃ' | 'ぅ' | 'ぇ' | 'ぉ' | 'っ' | 'ゃ' | 'ゅ' | 'ょ' | 'ゎ' | 'ゕ' | 'ゖ'
+            | 'ァ' | 'ィ' | 'ゥ' | 'ェ' | 'ォ' | 'ッ' | 'ャ' | 'ュ' | 'ョ' | 'ヮ' | 'ヵ' | 'ヶ'
+            | 'ㇰ'..='ㇿ' | '々' | '〻' | 'ゝ' | 'ゞ' | 'ヽ' | 'ヾ' | '゛' | '゜'
+            | 'ｧ'..='ｯ' | 'ｰ' | '｡' | '､' | 'ﾞ' | 'ﾟ')
+    })
+}
+
+/// May not end a line: opening brackets and quotes.
+fn no_end(g: &str) -> bool {
+    g.chars().next().is_some_and(|c| {
+        matches!(
+            c,
+            '(' | '['
+                | '{'
+                | '（'
+                | '［'
+                | '｛'
+                | '「'
+                | '『'
+                | '【'
+                | '〔'
+                | '〈'
+                | '《'
+                | '〘'
+                | '〖'
+                | '〝'
+                | '‘'
+                | '“'
+                | '｟'
+                | '«'
+                | '｢'
+        )
+    })
+}
+
+/// Whether a line may break between `prev` and `next`: after spaces, and
+/// around wide characters (CJK text has no spaces between words) unless
+/// kinsoku forbids it.
+fn may_break(prev: &str, next: &str) -> bool {
+    if is_space(next) {
+        return false;
+    }
+    if is_space(prev) {
+        return true;
+    }
+    (cells(prev) > 1 || cells(next) > 1) && !no_start(next) && !no_end(prev)
+}
+
+/// `s` as lines of at most `max` cells (one line for an empty text). Lines
+/// break after spaces and between CJK characters where Japanese allows it;
+/// a word longer than a line is broken by width. Nothing is left out but
+/// the spaces a line breaks at; a grapheme is never split (a combining
+/// mark stays with its base). A single grapheme wider than `max` gets a
+/// line of its own.
+pub fn wrap(s: &str, max: usize) -> Vec<String> {
+    let max = max.max(1);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    let mut used = 0;
+    // The last place in `line` it may break: (byte offset, cells before).
+    let mut brk: Option<(usize, usize)> = None;
+    let mut prev: Option<&str> = None;
+    for g in s.graphemes(true) {
+        let w = cells(g);
+        if is_space(g) && used + w > max && !line.is_empty() {
+            // The break itself: the space is not carried over.
+            lines.push(std::mem::take(&mut line));
+            used = 0;
+            brk = None;
+            prev = Some(g);
+            continue;
+        }
+        if prev.is_some_and(|p| may_break(p, g)) {
+            brk = Some((line.len(), used));
+        }
+        while used + w > max && !line.is_empty() {
+            match brk.take() {
+                Some((at, before)) if at > 0 => {
+                    let rest = line.split_off(at);
+                    lines.push(std::mem::replace(&mut line, rest));
+                    used -= before;
+                }
+                _ => {
+                    lines.push(std::mem::take(&mut line));
+                    used = 0;
+                }
+            }
+        }
+        line.push_str(g);
+        used += w;
+        prev = Some(g);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JA: &str =
+        "投稿に失敗しました：サーバーが応答しません。しばらくしてから再度お試しください。";
+
+    #[test]
+    fn widths_count_cells() {
+        assert_eq!(width("abc"), 3);
+        assert_eq!(width("ブログ:技術記事"), 15);
+        assert_eq!(
+            width("e\u{301}te\u{301}"),
+            3,
+            "combining marks take no cell"
+        );
+        assert_eq!(width("🎉"), 2);
+        assert_eq!(width("ｶﾞ"), 2, "a halfwidth dakuten takes its own cell");
+        assert_eq!(width(""), 0);
+    }
+
+    #[test]
+    fn cuts_end_in_an_ellipsis_and_never_split_a_grapheme() {
+        assert_eq!(cut("hello", 5), "hello");
+        assert_eq!(cut("hello", 4), "hel…");
+        assert_eq!(cut("hello", 1), "…");
+        assert_eq!(cut("hello", 0), "");
+        assert_eq!(head("ブログ", 5), "ブロ");
+        assert_eq!(head("ブログ", 6), "ブログ");
+        assert!(matches!(cut("hi", 5), Cow::Borrowed(_)));
+        // Wide characters: a half cell left over stays empty.
+        assert_eq!(cut("ブログ:技術記事", 8), "ブログ:…");
+        assert_eq!(cut("ブログ:技術記事", 9), "ブログ:…");
+        assert_eq!(
+            width(&cut("ブログ:技術記事", 9)),
+            8,
+            "half a wide character stays empty"
+        );
+        assert_eq!(cut("ブログ:技術記事", 10), "ブログ:技…");
+        // A combining mark stays with its base.
+        assert_eq!(cut("cafe\u{301}s!", 5), "cafe\u{301}…");
+        assert_eq!(cut("e\u{301}e\u{301}e\u{301}", 2), "e\u{301}…");
+        assert_eq!(cut("🎉🎉🎉", 5), "🎉🎉…");
+        assert_eq!(cut("👨‍👩‍👧 family", 3), "👨‍👩‍👧…");
+    }
+
+    #[test]
+    fn cut_start_keeps_the_end() {
+        assert_eq!(cut_start("/srv/nightshift/store.db", 12), "…ft/store.db");
+        assert_eq!(cut_start("/srv/データ/ストア.db", 11), "…/ストア.db");
+        assert_eq!(cut_start("short", 10), "short");
+    }
+
+    #[test]
+    fn pads_by_width() {
+        assert_eq!(pad("記事", 6), "記事  ");
+        assert_eq!(pad_left("記事", 6), "  記事");
+        assert_eq!(pad("toolong", 3), "toolong");
+        assert_eq!(fit("ブログ:技術記事", 9), "ブログ:… ");
+        assert_eq!(width(&fit("ブログ:技術記事", 9)), 9);
+        assert_eq!(fit("e\u{301}", 3), "e\u{301}  ");
+    }
+
+    #[test]
+    fn wraps_japanese_by_width_with_nothing_dropped() {
+        let lines = wrap(JA, 20);
+        for l in &lines {
+            assert!(width(l) <= 20, "{l:?} is {} cells", width(l));
+        }
+        assert_eq!(lines.concat(), JA);
+        // Kinsoku: no line starts with 。 or a small kana.
+        for l in &lines[1..] {
+            let first = l.chars().next().unwrap();
+            assert!(!"。、：ーっょ".contains(first), "{l:?}");
+        }
+        assert_eq!(lines[0], "投稿に失敗しました：");
+    }
+
+    #[test]
+    fn wraps_words_at_spaces_and_breaks_long_words() {
+        assert_eq!(wrap("the quick brown fox", 10), ["the quick ", "brown fox"]);
+        assert_eq!(wrap("abcdefghijkl", 5), ["abcde", "fghij", "kl"]);
+        assert_eq!(
+            wrap("Exit3: exited 投稿に失敗しました", 16),
+            ["Exit3: exited 投", "稿に失敗しました"]
+        );
+        assert_eq!(wrap("", 5), [""]);
+        assert_eq!(wrap("🎉🎉🎉", 5), ["🎉🎉", "🎉"]);
+        assert_eq!(wrap("🎉", 1), ["🎉"], "a grapheme wider than the line");
+        let marks = "e\u{301}".repeat(7);
+        let lines = wrap(&marks, 3);
+        assert_eq!(
+            lines,
+            [
+                "e\u{301}".repeat(3),
+                "e\u{301}".repeat(3),
+                "e\u{301}".into()
+            ]
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn wrap_keeps_every_grapheme_within_the_width(
+            s in "[a-z 記事ブログ。、🎉\u{301}ｶﾞ]{0,60}",
+            max in 1usize..30,
+        ) {
+            let lines = wrap(&s, max);
+            for l in &lines {
+                let single = l.graphemes(true).count() == 1;
+                proptest::prop_assert!(width(l) <= max || single, "{:?}", l);
+            }
+            // Only the spaces lines broke at may be missing.
+            let kept: String = lines.concat();
+            let strip = |t: &str| t.replace(' ', "");
+            proptest::prop_assert_eq!(strip(&kept), strip(&s));
+            proptest::prop_assert!(kept.graphemes(true).count() <= s.graphemes(true).count());
+        }
+
+        #[test]
+        fn cut_fits_and_only_cuts_what_does_not_fit(
+            s in "[a-z 記事ブログ。🎉\u{301}]{0,40}",
+            max in 0usize..30,
+        ) {
+            let c = cut(&s, max);
+            proptest::prop_assert!(width(&c) <= max);
+            if width(&s) <= max {
+                proptest::prop_assert_eq!(&*c, s.as_str());
+            } else if max > 0 {
+                proptest::prop_assert!(c.ends_with(ELLIPSIS));
+                proptest::prop_assert!(s.starts_with(c.trim_end_matches(ELLIPSIS)));
+            }
+        }
+    }
+}
