@@ -231,30 +231,29 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
-    /// A store from before tombstones (SQLite v2, PostgreSQL v3): reads,
-    /// which never migrate, work on it as it is; the first write migrates.
-    fn a_store_from_before_tombstones_is_read_as_it_is_and_migrated_by_a_write(env) {
+    /// A store with an older layout (as the previous release left it: the
+    /// newest migration undone): a read-only open cannot migrate it, so
+    /// reads refuse it in one line and change nothing; a write (`init`)
+    /// upgrades it, and reads work again.
+    fn a_store_with_an_older_layout_is_refused_by_reads_and_upgraded_by_a_write(env) {
         env.add_items("b", 2);
         match env.backend {
             Backend::Sqlite => env.sql().execute_batch(
-                "DROP TRIGGER tombstones_count_insert; DROP TRIGGER tombstones_count_delete;
-                 DROP TABLE tombstones; ALTER TABLE batches DROP COLUMN pruned_keys;
-                 PRAGMA user_version = 2;").unwrap(),
+                "DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
-                "DROP TABLE tombstones; DROP FUNCTION tombstones_counted();
-                 ALTER TABLE batches DROP COLUMN pruned_keys;
-                 UPDATE nightshift_meta SET value = '3' WHERE key = 'schema_version';").unwrap(),
+                "DELETE FROM nightshift_meta WHERE key = 'store_id';
+                 UPDATE nightshift_meta SET value = '6' WHERE key = 'schema_version';").unwrap(),
         }
         let before = env.snapshot();
-        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 0);
-        env.run(&["status"]).code(0);
-        assert!(env.run(&["show", "b", "nope"]).code(2).stderr.contains("no item \"nope\""));
-        let dry = env.run(&["prune", "--older-than", "0s", "--forget-keys", "--dry-run"]);
-        assert!(dry.code(0).stdout.contains("would forget the keys of 0 items"), "{}", dry.stdout);
+        for args in [&["status"][..], &["show", "b", "k1"], &["prune", "--older-than", "0s", "--dry-run"]] {
+            let ran = env.run(args);
+            assert!(ran.code(3).stderr.contains("has an older layout"), "{args:?}: {}", ran.stderr);
+            assert!(ran.stderr.contains("nightshift init"), "{}", ran.stderr);
+        }
         assert_eq!(env.snapshot(), before, "reads change nothing, and do not migrate");
+        env.run(&["init"]).code(0);
+        assert_eq!(batch(&env.status(), "b")["pending"], 2);
         env.run(&["add", "b", "b-items.jsonl"]).code(0);
-        assert_eq!(env.int("SELECT count(*) FROM tombstones"), 0, "migrated");
-        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 0);
     }
 
     /// The same through a batch's `source`: yesterday's list again, after a

@@ -616,7 +616,7 @@ for line in sys.stdin:
   key=$(printf '%s' "$line" | sed 's/.*"key":"\([^"]*\)".*/\1/')
   echo "${NIGHTSHIFT_HOST:-local} $key" >> side-effects.log
   while [ ! -e go ]; do sleep 0.02; done
-  echo "{\"result\":\"${NIGHTSHIFT_HOST:-local}\"}"
+  echo "{\"key\":\"$key\",\"result\":\"${NIGHTSHIFT_HOST:-local}\"}"
 done"#,
         );
         env.config(

@@ -252,7 +252,13 @@ fn a_version_3_database_gains_the_run_actor() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
+            // Versions 4 to 7 undone: the actor, tombstones, worker groups,
+            // the store id.
             "ALTER TABLE nightshift.runs DROP COLUMN actor;
+             DROP TABLE nightshift.tombstones; DROP FUNCTION nightshift.tombstones_counted();
+             ALTER TABLE nightshift.batches DROP COLUMN pruned_keys;
+             DROP TABLE nightshift.workers;
+             DELETE FROM nightshift.nightshift_meta WHERE key = 'store_id';
              UPDATE nightshift.nightshift_meta SET value = '3' WHERE key = 'schema_version'",
         )
         .unwrap();

@@ -74,6 +74,8 @@ event_kinds! {
     Unpaused => "unpaused",
     /// Old history was deleted (`prune`).
     Pruned => "pruned",
+    /// The keys (tombstones) of pruned done items were forgotten (`prune --forget-keys`).
+    KeysForgotten => "keys-forgotten",
     /// The `alert` command ran after a cycle with failures, and how it ended.
     Alert => "alert",
     // Runs and locks.
@@ -87,6 +89,8 @@ event_kinds! {
     Aborted => "aborted",
     /// The run lost its batch lock to another runner and stopped.
     LockLost => "lock-lost",
+    /// The store was deleted or replaced under the run, which stopped.
+    StoreLost => "store-lost",
     /// A runner took over a lock seat whose holder died or expired.
     LockTakeover => "lock-takeover",
     /// The claims of dead runs were taken back (or quarantined).

@@ -42,6 +42,18 @@ pub enum StoreError {
         found: i32,
         supported: i32,
     },
+    /// A read-only open cannot migrate; reading an older layout with this
+    /// build's statements would fail at some column, so it is refused whole.
+    #[error(
+        "{path} has an older layout (schema v{found}; this build reads v{supported}), which a \
+         read-only open cannot upgrade: any command that writes it upgrades it first \
+         (`nightshift init` upgrades it and changes nothing else); nothing was changed"
+    )]
+    OlderSchema {
+        path: PathBuf,
+        found: i32,
+        supported: i32,
+    },
     #[error("{0} is opened read-only; this action writes")]
     ReadOnlyStore(PathBuf),
     #[error("cannot write {0}: the file or its directory is read-only ({1})")]
@@ -267,6 +279,15 @@ impl StoreError {
                 found,
                 supported,
             } => StoreError::NewerSchema {
+                path: path.clone(),
+                found: *found,
+                supported: *supported,
+            },
+            StoreError::OlderSchema {
+                path,
+                found,
+                supported,
+            } => StoreError::OlderSchema {
                 path: path.clone(),
                 found: *found,
                 supported: *supported,

@@ -137,7 +137,10 @@ impl SqliteStore {
             stop: Default::default(),
         };
         if access == Access::ReadOnly {
-            store.read(|conn| check_identity(conn, path))?;
+            store.read(|conn| {
+                let version = check_identity(conn, path)?;
+                check_current(version, path)
+            })?;
             return Ok(store);
         }
         // SQLite would open it read-only without a word, and fail at the
@@ -415,7 +418,7 @@ impl Drop for Open<'_> {
 
 /// Refuses files that are not nightshift stores or are from a newer version,
 /// reading only the header fields.
-fn check_identity(conn: &Connection, path: &Path) -> Result<()> {
+fn check_identity(conn: &Connection, path: &Path) -> Result<i32> {
     let header = conn.query_row(
         "SELECT (SELECT application_id FROM pragma_application_id),
                 (SELECT user_version FROM pragma_user_version)",
@@ -428,6 +431,19 @@ fn check_identity(conn: &Connection, path: &Path) -> Result<()> {
     }
     if version > SCHEMA_VERSION {
         return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// A read-only open reads only the current layout (see
+/// [`StoreError::OlderSchema`]).
+fn check_current(version: i32, path: &Path) -> Result<()> {
+    if version < SCHEMA_VERSION {
+        return Err(StoreError::OlderSchema {
             path: path.to_path_buf(),
             found: version,
             supported: SCHEMA_VERSION,

@@ -81,14 +81,9 @@ fn count(c: &Connection, from: &str, cutoff: Millis) -> Result<i64> {
 /// Keys `--forget-keys` would forget, by batch: tombstones of items done
 /// before the cutoff, and the done items this prune turns into such.
 fn forgettable(c: &Connection, cutoff: Millis) -> Result<BTreeMap<String, i64>> {
-    let tombstones = if super::tombstones::migrated(c)? {
-        "SELECT batch_id FROM tombstones WHERE done_at < ?1 UNION ALL"
-    } else {
-        ""
-    };
     let mut st = c.prepare(&format!(
         "SELECT b.name, count(*) FROM (
-             {tombstones} SELECT batch_id FROM items WHERE status = 'done' AND updated_at < ?1) x
+             SELECT batch_id FROM tombstones WHERE done_at < ?1 UNION ALL SELECT batch_id FROM items WHERE status = 'done' AND updated_at < ?1) x
            JOIN batches b ON b.id = x.batch_id GROUP BY b.name"
     ))?;
     let rows = st

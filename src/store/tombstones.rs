@@ -28,19 +28,7 @@ pub(crate) fn pruned_at(c: &Connection, batch_id: i64, key: &str) -> Result<Opti
     )
 }
 
-/// Whether the schema has tombstones: a store from before them, opened
-/// read-only (and so not migrated), has none.
-pub(crate) fn migrated(c: &Connection) -> Result<bool> {
-    Ok(c.prepare_cached(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'tombstones')",
-    )?
-    .query_row([], |r| r.get(0))?)
-}
-
 fn find(c: &Connection, batch_id: i64, key: &str) -> Result<Option<Tombstone>> {
-    if !migrated(c)? {
-        return Ok(None);
-    }
     Ok(c.prepare_cached(
         "SELECT key, outcome, done_at, pruned_at FROM tombstones WHERE batch_id = ?1 AND key = ?2",
     )?
@@ -76,9 +64,6 @@ impl SqliteStore {
     pub fn pruned_keys(&self, batch: &str) -> Result<i64> {
         self.read(|c| {
             let id = batch_id(c, batch)?;
-            if !migrated(c)? {
-                return Ok(0);
-            }
             Ok(
                 c.query_row("SELECT pruned_keys FROM batches WHERE id = ?1", [id], |r| {
                     r.get(0)

@@ -81,7 +81,7 @@ impl PgStore {
     pub fn open_with_skew(url: &str, access: Access, skew_ms: i64) -> Result<PgStore> {
         let target = redact(url);
         let mut conn = Conn::connect(url, &target, access, skew_ms)?;
-        schema::check_identity(&mut conn, &target)?;
+        schema::check_identity(&mut conn, &target, access)?;
         if access == Access::ReadWrite {
             schema::migrate(&mut conn, &target).map_err(|e| e.at(&target))?;
         }

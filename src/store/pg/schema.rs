@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use super::conn::Conn;
-use crate::store::{Result, StoreError};
+use crate::store::{Access, Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
 pub const PG_SCHEMA_VERSION: i32 = 7;
@@ -413,8 +413,10 @@ fn version(conn: &mut Conn) -> Result<Option<i32>> {
         .map_err(|_| StoreError::Invalid(format!("unreadable nightshift schema version {v:?}")))
 }
 
-/// Refuses databases without the nightshift schema, or with a newer one.
-pub(super) fn check_identity(conn: &mut Conn, target: &Path) -> Result<()> {
+/// Refuses databases without the nightshift schema, or with a newer one;
+/// a read-only session also one with an older layout, which it cannot
+/// migrate (see `StoreError::OlderSchema`).
+pub(super) fn check_identity(conn: &mut Conn, target: &Path, access: Access) -> Result<()> {
     let version = version(conn).map_err(|e| e.at(target))?;
     match version {
         None | Some(0) => Err(StoreError::NotNightshift(target.to_path_buf())),
@@ -423,6 +425,13 @@ pub(super) fn check_identity(conn: &mut Conn, target: &Path) -> Result<()> {
             found: v,
             supported: PG_SCHEMA_VERSION,
         }),
+        Some(v) if v < PG_SCHEMA_VERSION && access == Access::ReadOnly => {
+            Err(StoreError::OlderSchema {
+                path: target.to_path_buf(),
+                found: v,
+                supported: PG_SCHEMA_VERSION,
+            })
+        }
         Some(_) => Ok(()),
     }
 }

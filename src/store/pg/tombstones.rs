@@ -44,20 +44,7 @@ pub(crate) fn any(c: &mut Conn, batch_id: i64) -> Result<bool> {
     .get(0))
 }
 
-/// Whether the schema has tombstones: a store from before them, opened
-/// read-only (and so not migrated), has none.
-pub(crate) fn migrated(c: &mut Conn) -> Result<bool> {
-    Ok(c.one(
-        "SELECT to_regclass('nightshift.tombstones') IS NOT NULL",
-        &[],
-    )?
-    .get(0))
-}
-
 fn find(c: &mut Conn, batch_id: i64, key: &str) -> Result<Option<Tombstone>> {
-    if !migrated(c)? {
-        return Ok(None);
-    }
     let Some(r) = c.opt(
         "SELECT key, outcome, done_at, pruned_at FROM tombstones
           WHERE batch_id = $1 AND key = $2",
@@ -95,9 +82,6 @@ impl PgStore {
     pub fn pruned_keys(&self, batch: &str) -> Result<i64> {
         self.read(|c| {
             let id = batch_id(c, batch)?;
-            if !migrated(c)? {
-                return Ok(0);
-            }
             Ok(
                 c.one("SELECT pruned_keys FROM batches WHERE id = $1", &[&id])?
                     .get(0),
