@@ -81,11 +81,12 @@ fn count(c: &Connection, from: &str, cutoff: Millis) -> Result<i64> {
 /// Keys `--forget-keys` would forget, by batch: tombstones of items done
 /// before the cutoff, and the done items this prune turns into such.
 fn forgettable(c: &Connection, cutoff: Millis) -> Result<BTreeMap<String, i64>> {
-    let mut st = c.prepare(&format!(
+    let mut st = c.prepare(
         "SELECT b.name, count(*) FROM (
-             SELECT batch_id FROM tombstones WHERE done_at < ?1 UNION ALL SELECT batch_id FROM items WHERE status = 'done' AND updated_at < ?1) x
-           JOIN batches b ON b.id = x.batch_id GROUP BY b.name"
-    ))?;
+             SELECT batch_id FROM tombstones WHERE done_at < ?1
+             UNION ALL SELECT batch_id FROM items WHERE status = 'done' AND updated_at < ?1) x
+           JOIN batches b ON b.id = x.batch_id GROUP BY b.name",
+    )?;
     let rows = st
         .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;

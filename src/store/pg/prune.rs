@@ -47,12 +47,10 @@ fn count(c: &mut Conn, from: &str, cutoff: i64) -> Result<i64> {
 /// Keys `--forget-keys` would forget, by batch (see `store::prune`).
 fn forgettable(c: &mut Conn, cutoff: i64) -> Result<BTreeMap<String, i64>> {
     Ok(c.q(
-        &format!(
-            "SELECT b.name, count(*)::int8 FROM (
-                 SELECT batch_id FROM tombstones WHERE done_at < $1 UNION ALL SELECT batch_id FROM items
-                  WHERE status = 'done' AND updated_at < $1) x
-               JOIN batches b ON b.id = x.batch_id GROUP BY b.name"
-        ),
+        "SELECT b.name, count(*)::int8 FROM (
+             SELECT batch_id FROM tombstones WHERE done_at < $1
+             UNION ALL SELECT batch_id FROM items WHERE status = 'done' AND updated_at < $1) x
+           JOIN batches b ON b.id = x.batch_id GROUP BY b.name",
         &[&cutoff],
     )?
     .iter()
