@@ -14,7 +14,10 @@ pub const EXAMPLE: &str = include_str!("../../assets/examples/init.toml");
 pub fn commented_key(line: &str) -> Option<(&str, &str)> {
     let text = line.trim().strip_prefix("# ")?;
     let (key, value) = text.split_once(" = ")?;
-    let known = TOP_LEVEL_FIELDS.iter().chain(BATCH_FIELDS).any(|k| *k == key);
+    let known = TOP_LEVEL_FIELDS
+        .iter()
+        .chain(BATCH_FIELDS)
+        .any(|k| *k == key);
     (known && toml::from_str::<toml::Table>(text).is_ok()).then_some((key, value))
 }
 
@@ -69,7 +72,11 @@ mod tests {
                 .lines()
                 .filter(|l| commented_key(l).is_some_and(|(k, _)| k == *key))
                 .count();
-            assert_eq!(set + commented, 1, "{key}: set {set}, commented {commented}");
+            assert_eq!(
+                set + commented,
+                1,
+                "{key}: set {set}, commented {commented}"
+            );
         }
     }
 
@@ -85,7 +92,10 @@ mod tests {
 
     #[test]
     fn prose_is_not_a_key() {
-        assert_eq!(commented_key("# concurrency = 4"), Some(("concurrency", "4")));
+        assert_eq!(
+            commented_key("# concurrency = 4"),
+            Some(("concurrency", "4"))
+        );
         assert_eq!(
             commented_key("# rate_limit = \"60/min\""),
             Some(("rate_limit", "\"60/min\""))

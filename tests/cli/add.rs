@@ -547,7 +547,10 @@ fn the_example_config_runs_as_init_wrote_it() {
     ran.code(0);
     assert_eq!(ran.stderr, "", "no hook said anything: {ran:?}");
     assert!(ran.stdout.contains("example: 2 done"), "{ran:?}");
-    let shown = env.run(&["show", "example", "記事01", "--json"]).code(0).json();
+    let shown = env
+        .run(&["show", "example", "記事01", "--json"])
+        .code(0)
+        .json();
     assert_eq!(shown["item"]["result"]["title"], "はじめに", "{shown}");
     let kinds = env.event_kinds();
     for quiet in ["source", "source-failed", "alert", "hold"] {
@@ -574,7 +577,11 @@ fn a_newcomer_who_sets_only_the_worker_succeeds() {
             false => l,
         })
         .collect();
-    assert_ne!(set_worker.join("\n"), text.trim_end(), "a worker line: {text}");
+    assert_ne!(
+        set_worker.join("\n"),
+        text.trim_end(),
+        "a worker line: {text}"
+    );
     std::fs::write(&path, set_worker.join("\n")).unwrap();
 
     env.write("items.jsonl", JAPANESE_ITEMS);
@@ -585,7 +592,13 @@ fn a_newcomer_who_sets_only_the_worker_succeeds() {
     assert_eq!(summary["counts"]["done"], 2, "{summary}");
     assert_eq!(summary["state"], "ok", "{summary}");
     assert_eq!(summary["hooks_failed"], serde_json::json!([]), "{summary}");
-    let shown = env.run(&["show", "example", "記事02", "--json"]).code(0).json();
-    assert_eq!(shown["item"]["result"]["label"], "ブログ:技術記事:記事02", "{shown}");
+    let shown = env
+        .run(&["show", "example", "記事02", "--json"])
+        .code(0)
+        .json();
+    assert_eq!(
+        shown["item"]["result"]["label"], "ブログ:技術記事:記事02",
+        "{shown}"
+    );
     assert_eq!(env.item("記事01").0, "done");
 }

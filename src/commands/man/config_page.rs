@@ -259,8 +259,14 @@ mod tests {
             r.preamble
         );
         // A `Default:` comment is one sentence on one line.
-        for line in EXAMPLE.lines().filter(|l| l.trim_start_matches("# ").starts_with("Default")) {
-            assert!(line.starts_with("# Default: none (") && line.ends_with(")."), "{line}");
+        for line in EXAMPLE
+            .lines()
+            .filter(|l| l.trim_start_matches("# ").starts_with("Default"))
+        {
+            assert!(
+                line.starts_with("# Default: none (") && line.ends_with(")."),
+                "{line}"
+            );
         }
     }
 
@@ -286,14 +292,20 @@ mod tests {
         let mut commented = 0;
         for entry in r.tables.iter().flat_map(|t| &t.entries) {
             for (key, value) in &entry.keys {
-                if !EXAMPLE.lines().any(|l| commented_key(l).is_some_and(|(k, _)| k == key)) {
+                if !EXAMPLE
+                    .lines()
+                    .any(|l| commented_key(l).is_some_and(|(k, _)| k == key))
+                {
                     continue;
                 }
                 commented += 1;
                 let effect = uncommented(Some(key)) != all;
                 match (default_of(key), &entry.default) {
                     (Some(default), _) => {
-                        assert_eq!(*value, default, "{key} shows another value than its default");
+                        assert_eq!(
+                            *value, default,
+                            "{key} shows another value than its default"
+                        );
                         assert!(!effect, "setting {key} to {value} changes the config");
                     }
                     (None, Some(said)) => {
