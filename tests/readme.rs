@@ -209,6 +209,7 @@ fn readme_includes_its_files_verbatim() {
         "assets/screens/batches.txt",
         "assets/examples/minimal_worker.py",
         "assets/examples/nightshift.toml",
+        "assets/examples/init.toml",
     ] {
         assert!(
             paths.contains(&wanted),
