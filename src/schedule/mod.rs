@@ -20,4 +20,4 @@ mod tests;
 
 pub use cron::{Schedule, ScheduleError};
 pub use outcome::{Outcome, describe};
-pub use plan::{Decision, Observed, Plan, RunWhy, Step, Stored};
+pub use plan::{Decision, MissedWhy, Observed, Plan, RunWhy, Step, Stored};

@@ -97,7 +97,22 @@ pub enum Decision {
         /// How many (at most [`MAX_COUNTED`]; `more` says there were more).
         count: usize,
         more: bool,
+        /// Why none of them runs now.
+        why: MissedWhy,
     },
+}
+
+/// Why missed fire times are recorded rather than run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissedWhy {
+    /// The batch has no `catch_up` window.
+    NoWindow,
+    /// Even the latest is older than the `catch_up` window.
+    TooOld,
+    /// Catch-up runs once, for this later missed fire time.
+    CaughtUpLater(DateTime<Utc>),
+    /// A fire on time came with them (the machine slept): it runs instead.
+    OnTimeInstead(DateTime<Utc>),
 }
 
 /// What a [`Plan::step`] says: records and cycles, then when to look again.
@@ -179,14 +194,19 @@ impl Plan {
             let on_time = self.last_in(next.max(late_before), obs.now + TimeDelta::milliseconds(1));
             if next < late_before {
                 let last_late = self.last_in(next, late_before).unwrap_or(next);
-                let catch_up = (on_time.is_none()
-                    && self
-                        .catch_up
-                        .is_some_and(|w| obs.now - last_late <= delta(w)))
-                .then_some(last_late);
+                let in_window = self
+                    .catch_up
+                    .is_some_and(|w| obs.now - last_late <= delta(w));
+                let catch_up = (on_time.is_none() && in_window).then_some(last_late);
                 let missed_last = match catch_up {
                     Some(c) => self.last_in(next, c),
                     None => Some(last_late),
+                };
+                let why = match (self.catch_up, catch_up, on_time) {
+                    (None, _, _) => MissedWhy::NoWindow,
+                    (Some(_), Some(c), _) => MissedWhy::CaughtUpLater(c),
+                    (Some(_), None, Some(t)) if in_window => MissedWhy::OnTimeInstead(t),
+                    (Some(_), None, _) => MissedWhy::TooOld,
                 };
                 if let Some(last) = missed_last {
                     let (count, more) = self.count_between(next, last);
@@ -195,6 +215,7 @@ impl Plan {
                         last,
                         count,
                         more,
+                        why,
                     });
                 }
                 if let Some(at) = catch_up {
@@ -318,6 +339,7 @@ impl Plan {
                 last,
                 count,
                 more,
+                why,
             } => {
                 let what = if *count == 1 && !*more {
                     format!("the fire at {}", self.local(*last))
@@ -329,9 +351,20 @@ impl Plan {
                         self.local(*last)
                     )
                 };
-                let why = match self.catch_up {
-                    Some(w) => format!("older than the catch_up window ({})", compact(w.as_secs())),
-                    None => "no catch_up window is set".to_string(),
+                let why = match why {
+                    MissedWhy::NoWindow => "no catch_up window is set".to_string(),
+                    MissedWhy::TooOld => format!(
+                        "older than the catch_up window ({})",
+                        compact(self.catch_up.unwrap_or_default().as_secs())
+                    ),
+                    MissedWhy::CaughtUpLater(at) => format!(
+                        "catch-up runs once, for the latest missed fire time ({})",
+                        self.local(*at)
+                    ),
+                    MissedWhy::OnTimeInstead(at) => format!(
+                        "not caught up: the fire at {} runs on time",
+                        self.local(*at)
+                    ),
                 };
                 Some(format!("{what}; {why}"))
             }
