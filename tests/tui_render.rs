@@ -45,6 +45,7 @@ fn setup(palette: Palette, read_only: bool) -> Setup {
         BatchSchedule {
             schedule: Schedule::parse("0 2 * * *").unwrap(),
             tz: chrono_tz::Asia::Tokyo,
+            catch_up: None,
         },
     );
     setup.schedules = schedules;

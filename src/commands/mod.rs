@@ -15,6 +15,7 @@ pub mod prune;
 pub mod requeue;
 pub mod run;
 pub mod schedule;
+mod scene;
 pub mod status;
 mod table;
 pub mod watch;

@@ -115,6 +115,20 @@ pub enum MissedWhy {
     OnTimeInstead(DateTime<Utc>),
 }
 
+/// Fire times that passed with no daemon to fire them (see
+/// [`Plan::overdue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overdue {
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+    /// How many (at most [`MAX_COUNTED`] and one; `more` says there were
+    /// more).
+    pub count: usize,
+    pub more: bool,
+    /// The latest, which a daemon starting now runs once (`catch_up`).
+    pub catch_up: Option<DateTime<Utc>>,
+}
+
 /// What a [`Plan::step`] says: records and cycles, then when to look again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
@@ -146,6 +160,28 @@ impl Plan {
     #[must_use]
     pub fn new(cfg: &BatchConfig, stored: Stored, now: DateTime<Utc>) -> Option<Plan> {
         let schedule = cfg.schedule.clone()?;
+        Some(Plan::resume(
+            &cfg.name,
+            schedule,
+            cfg.timezone,
+            cfg.catch_up,
+            cfg.overlap,
+            stored,
+            now,
+        ))
+    }
+
+    /// [`Plan::new`] from the parts of a batch's config it uses.
+    #[must_use]
+    pub fn resume(
+        batch: &str,
+        schedule: Schedule,
+        tz: Tz,
+        catch_up: Option<Duration>,
+        overlap: Overlap,
+        stored: Stored,
+        now: DateTime<Utc>,
+    ) -> Plan {
         // The stored next fire itself has not happened yet, hence 1 ms before.
         let planned = stored.next_fire.map(|n| n - TimeDelta::milliseconds(1));
         let from = match (planned, stored.last_fire_at) {
@@ -155,17 +191,71 @@ impl Plan {
         };
         // Never later than now: a schedule edited to fire sooner than the
         // stored next fire must not wait for it.
-        let next = schedule.next_after(from.min(now), cfg.timezone);
-        Some(Plan {
-            batch: cfg.name.clone(),
+        let next = schedule.next_after(from.min(now), tz);
+        Plan {
+            batch: batch.to_string(),
             schedule,
-            tz: cfg.timezone,
-            catch_up: cfg.catch_up,
-            overlap: cfg.overlap,
+            tz,
+            catch_up,
+            overlap,
             next,
             queued: None,
             started: now,
-        })
+        }
+    }
+
+    /// What a daemon starting at `now` would find passed since this plan
+    /// was resumed from the store: the fire times nobody fired, and the
+    /// one it would catch up. Decided by [`Plan::step`] itself (on a
+    /// copy), so a view that says "missed" says what the daemon will
+    /// record; `None` when nothing passed.
+    #[must_use]
+    pub fn overdue(&self, now: DateTime<Utc>) -> Option<Overdue> {
+        let mut plan = self.clone();
+        plan.started = plan.started.min(now);
+        let step = plan.step(&Observed {
+            now,
+            paused: None,
+            running: false,
+        });
+        let mut out: Option<Overdue> = None;
+        for d in &step.decisions {
+            match *d {
+                Decision::Missed {
+                    first,
+                    last,
+                    count,
+                    more,
+                    ..
+                } => {
+                    out = Some(Overdue {
+                        first,
+                        last,
+                        count,
+                        more,
+                        catch_up: None,
+                    });
+                }
+                Decision::Fire {
+                    at,
+                    why: RunWhy::CatchUp,
+                    ..
+                } => {
+                    let o = out.get_or_insert(Overdue {
+                        first: at,
+                        last: at,
+                        count: 0,
+                        more: false,
+                        catch_up: None,
+                    });
+                    o.last = at;
+                    o.count += 1;
+                    o.catch_up = Some(at);
+                }
+                _ => {}
+            }
+        }
+        out
     }
 
     /// The first fire time not yet handled.

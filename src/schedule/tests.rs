@@ -580,3 +580,42 @@ fn outcomes_read_as_plain_words() {
     assert_eq!(describe("ran", None), "ran");
     assert_eq!(describe("mystery", None), "mystery");
 }
+
+/// A view with no daemon says what a daemon starting now would find: the
+/// fire times nobody fired since the stored next fire, and the one it
+/// would catch up; nothing before the stored next fire has come.
+#[test]
+fn overdue_says_what_a_daemon_starting_now_would_find() {
+    let mut c = cfg("0 * * * *", "UTC");
+    c.catch_up = Some(Duration::from_mins(90));
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 1, 10, 0)),
+        last_fire_at: Some(utc(2026, 5, 1, 9, 0)),
+    };
+    let now = utc(2026, 5, 1, 13, 20);
+    let plan = Plan::new(&c, stored, now).unwrap();
+    assert_eq!(
+        plan.overdue(now),
+        Some(Overdue {
+            first: utc(2026, 5, 1, 10, 0),
+            last: utc(2026, 5, 1, 13, 0),
+            count: 4,
+            more: false,
+            catch_up: Some(utc(2026, 5, 1, 13, 0)),
+        })
+    );
+    // What the daemon then does agrees: three recorded missed, one run.
+    let mut sim = Sim::start(&c, stored, now);
+    let d = sim.step();
+    assert!(matches!(d[..], [Decision::Missed { count: 3, .. }, Decision::Fire { .. }]));
+
+    c.catch_up = None;
+    let plan = Plan::new(&c, stored, now).unwrap();
+    let o = plan.overdue(now).unwrap();
+    assert_eq!((o.count, o.catch_up), (4, None));
+    // Only the stored next fire's own time has not come yet: nothing.
+    let plan = Plan::new(&c, stored, utc(2026, 5, 1, 9, 59)).unwrap();
+    assert_eq!(plan.overdue(utc(2026, 5, 1, 9, 59)), None);
+    // A plan that is stepped does not change by being asked.
+    assert_eq!(plan.next(), Some(utc(2026, 5, 1, 10, 0)));
+}

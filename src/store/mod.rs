@@ -14,6 +14,7 @@
 
 mod batches;
 mod chunks;
+mod daemons;
 mod dead_letters;
 mod error;
 mod events;
@@ -51,7 +52,7 @@ pub use runs::OpenRun;
 pub use schema::SCHEMA_VERSION;
 pub use shared::lapsed as seat_lapsed;
 pub use views::{
-    BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage, ItemRow,
+    AliveWatch, BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage, ItemRow,
     ItemsQuery, SinceSummary,
 };
 

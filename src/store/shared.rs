@@ -1,17 +1,136 @@
 //! Decisions and event texts both backends make the same way, kept out of
-//! their SQL: which seats of the batch lock are stale, what becomes of a
-//! claim left by a dead run, and what a bulk write cut short says.
+//! their SQL: which seats of the batch lock are stale, who is alive (the
+//! views' runners and daemons), what becomes of a claim left by a dead
+//! run, and what a bulk write cut short says.
 
 use super::{CutShort, Failure, Selection, StoreError};
-use crate::model::{AddReport, LockInfo, Millis, NewEvent, Tier};
+use crate::model::{
+    AddReport, BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Holder, LockInfo,
+    Millis, NewEvent, RunSeen, RunState, Runners, Seat, Tier,
+};
 use crate::util::identity::{self, Seen};
 
+/// A seat as this host sees it now. A running holder here is live
+/// whatever the clocks say (ours may be set ahead, or have jumped); a
+/// holder here whose process is gone is dead at once; only a frozen or
+/// remote holder is judged by its expiry.
+pub fn seat(lock: &LockInfo, now: Millis) -> Seat {
+    match identity::holder_seen(&lock.holder) {
+        Seen::Gone => Seat::Crashed,
+        Seen::Running => Seat::Live,
+        Seen::Unknown if lock.expires_at < now => Seat::Silent {
+            since: lock.renewed_at,
+        },
+        Seen::Unknown => Seat::Live,
+    }
+}
+
 /// Has the seat lapsed: its expiry passed, and its holder is not a process
-/// running on this host? A running holder here is live whatever the
-/// clocks say (ours may be set ahead, or have jumped), so only a frozen
-/// or remote holder is judged by its expiry.
+/// running on this host (see [`seat`])?
 pub fn lapsed(lock: &LockInfo, now: Millis) -> bool {
-    lock.expires_at < now && identity::holder_seen(&lock.holder) != Seen::Running
+    lock.expires_at < now && !seat(lock, now).is_live()
+}
+
+/// Who is alive among a batch's seats and its last run, as of `now`.
+/// `claimed_by(runs)` counts the claimed items of those runs; it is asked
+/// only when some runners are live and others not (when none is, every
+/// claim is orphaned).
+pub(crate) fn runners<E>(
+    info: &BatchInfo,
+    now: Millis,
+    claimed_by: impl FnOnce(&[i64]) -> Result<i64, E>,
+) -> Result<Runners, E> {
+    let seats: Vec<Seat> = info.locks.iter().map(|l| seat(l, now)).collect();
+    let last_run = info.last_run.as_ref().map(|run| {
+        if run.state != RunState::Running {
+            return RunSeen::Stored(run.state);
+        }
+        let mine = info
+            .locks
+            .iter()
+            .zip(&seats)
+            .find(|(l, _)| l.run_id == Some(run.id))
+            .or_else(|| {
+                info.locks
+                    .iter()
+                    .zip(&seats)
+                    .find(|(l, _)| l.holder.host == run.host && l.holder.pid == run.pid)
+            });
+        let seen = match mine {
+            Some((_, s)) => *s,
+            // A running run without a seat lost it: judged by its process.
+            None => match identity::holder_seen(&Holder {
+                host: run.host.clone(),
+                pid: run.pid,
+                pid_start: None,
+            }) {
+                Seen::Gone => Seat::Crashed,
+                _ => Seat::Live,
+            },
+        };
+        match seen {
+            Seat::Live => RunSeen::Stored(RunState::Running),
+            Seat::Crashed => RunSeen::Crashed { pid: run.pid },
+            Seat::Silent { since } => RunSeen::Silent { since },
+        }
+    });
+    let held = seats.iter().any(|s| s.is_live());
+    let orphaned = if info.counts.claimed == 0 {
+        0
+    } else if !held {
+        info.counts.claimed
+    } else {
+        let dead: Vec<i64> = info
+            .locks
+            .iter()
+            .zip(&seats)
+            .filter(|(_, s)| !s.is_live())
+            .filter_map(|(l, _)| l.run_id)
+            .collect();
+        if dead.is_empty() { 0 } else { claimed_by(&dead)? }
+    };
+    Ok(Runners {
+        seats,
+        last_run,
+        orphaned,
+    })
+}
+
+/// Whether a daemon runs, by the same rule as a seat: its process here,
+/// its heartbeat elsewhere.
+pub(crate) fn daemon_state(d: &Daemon, now: Millis) -> DaemonState {
+    if d.stopped_at.is_some() {
+        return DaemonState::Stopped;
+    }
+    match identity::holder_seen(&d.holder) {
+        Seen::Gone => DaemonState::Crashed,
+        Seen::Running => DaemonState::Live,
+        Seen::Unknown if now - d.beat_at > DAEMON_SILENT => DaemonState::Silent,
+        Seen::Unknown => DaemonState::Live,
+    }
+}
+
+/// The daemons with their state.
+pub(crate) fn daemon_infos(daemons: Vec<Daemon>, now: Millis) -> Vec<DaemonInfo> {
+    daemons
+        .into_iter()
+        .map(|daemon| DaemonInfo {
+            state: daemon_state(&daemon, now),
+            daemon,
+        })
+        .collect()
+}
+
+/// The records a daemon starting with `mine` replaces: those not running
+/// that scheduled none but its batches (a daemon of other batches, even
+/// dead, is still what their views name).
+pub(crate) fn superseded<'a>(daemons: &'a [DaemonInfo], mine: &Daemon) -> Vec<&'a str> {
+    daemons
+        .iter()
+        .filter(|d| d.daemon.token != mine.token && !d.live())
+        .filter(|d| d.daemon.batches.iter().all(|b| mine.batches.contains(b)))
+        .map(|d| d.daemon.token.as_str())
+        .collect()
 }
 
 /// The seats that lapsed or are held under a token in `dead`, among those
