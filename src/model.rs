@@ -79,8 +79,7 @@ mod event_kind;
 pub use event_kind::EventKind;
 mod liveness;
 pub use liveness::{
-    DAEMON_BEAT, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, RunSeen, Runners, Seat,
-    daemon_for,
+    DAEMON_BEAT, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, RunSeen, Runners, Seat, daemon_for,
 };
 
 /// Item counts of one batch. Read in O(1) from counters the store keeps in

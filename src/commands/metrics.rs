@@ -24,7 +24,12 @@ struct Family<'a> {
     samples: Vec<(String, f64)>,
 }
 
-pub fn render(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> anyhow::Result<String> {
+pub fn render(
+    ctx: &Ctx,
+    store: &Store,
+    infos: &[BatchInfo],
+    scene: &Scene,
+) -> anyhow::Result<String> {
     let now = scene.now;
     let mut items = Family {
         name: "nightshift_items",
@@ -34,7 +39,10 @@ pub fn render(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> a
     let emergency = Family {
         name: "nightshift_emergency_stop",
         help: "1 if the PAUSED file beside the store stops every batch.",
-        samples: vec![(String::new(), f64::from(u8::from(scene.emergency.is_some())))],
+        samples: vec![(
+            String::new(),
+            f64::from(u8::from(scene.emergency.is_some())),
+        )],
     };
     let mut paused = Family {
         name: "nightshift_batch_paused",

@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-pub use super::scene::short_line;
 use super::scene::Scene;
+pub use super::scene::short_line;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
@@ -233,7 +233,12 @@ fn batch_json(ctx: &Ctx, scene: &Scene, info: &BatchInfo, pruned_keys: i64) -> V
 /// The schedule, the next three fire times (or that no daemon fires them,
 /// and what it missed) and the last fire's outcome in plain words, times
 /// on the batch's wall clock.
-fn schedule_lines(ctx: &Ctx, info: &BatchInfo, seen: Option<&ScheduleSeen>, now: Millis) -> Vec<String> {
+fn schedule_lines(
+    ctx: &Ctx,
+    info: &BatchInfo,
+    seen: Option<&ScheduleSeen>,
+    now: Millis,
+) -> Vec<String> {
     let mut lines = Vec::new();
     let cfg = ctx.config.batch(&info.name);
     let local = |ms: Millis| match cfg {
@@ -334,10 +339,13 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
         }
         if let Some(r) = &i.last_run {
             let seen = i.last_run_seen().unwrap_or(RunSeen::Stored(r.state));
-            let summary = seen.why(now).or_else(|| r.summary.clone()).unwrap_or_else(|| match r.state {
-                RunState::Running => "in progress".into(),
-                other => other.to_string(),
-            });
+            let summary = seen
+                .why(now)
+                .or_else(|| r.summary.clone())
+                .unwrap_or_else(|| match r.state {
+                    RunState::Running => "in progress".into(),
+                    other => other.to_string(),
+                });
             // `schedule, ops@box, 5m ago`: how, by whom, when.
             let mut how = vec![r.trigger.to_string()];
             how.extend(r.actor.clone());
@@ -376,7 +384,10 @@ fn seat_line(l: &LockInfo, seat: Option<Seat>, now: Millis) -> String {
             crate::util::time::compact(((l.expires_at - now) / 1000) as u64)
         ),
         // Its process runs here: live, whatever the clock says.
-        Seat::Live => format!("running: lock held by {} (past its expiry; its process runs)", l.holder),
+        Seat::Live => format!(
+            "running: lock held by {} (past its expiry; its process runs)",
+            l.holder
+        ),
         Seat::Crashed => format!(
             "crashed: runner {} is gone; the lock is not held (the next run takes it over)",
             l.holder

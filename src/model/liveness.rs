@@ -78,9 +78,7 @@ impl RunSeen {
     pub fn why(self, now: Millis) -> Option<String> {
         match self {
             RunSeen::Stored(_) => None,
-            RunSeen::Crashed { pid } => {
-                Some(format!("runner pid {pid} is gone; not yet recorded"))
-            }
+            RunSeen::Crashed { pid } => Some(format!("runner pid {pid} is gone; not yet recorded")),
             RunSeen::Silent { since } => Some(format!(
                 "lock expired, holder silent since {} ({})",
                 crate::util::time::rfc3339(since),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
-use super::plan::{Overdue, Plan, Stored};
 use super::Schedule;
+use super::plan::{Overdue, Plan, Stored};
 use crate::config::Overlap;
 use crate::model::{BatchInfo, DaemonInfo, Millis, daemon_for};
 use crate::util::time::to_datetime;

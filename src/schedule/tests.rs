@@ -607,7 +607,10 @@ fn overdue_says_what_a_daemon_starting_now_would_find() {
     // What the daemon then does agrees: three recorded missed, one run.
     let mut sim = Sim::start(&c, stored, now);
     let d = sim.step();
-    assert!(matches!(d[..], [Decision::Missed { count: 3, .. }, Decision::Fire { .. }]));
+    assert!(matches!(
+        d[..],
+        [Decision::Missed { count: 3, .. }, Decision::Fire { .. }]
+    ));
 
     c.catch_up = None;
     let plan = Plan::new(&c, stored, now).unwrap();

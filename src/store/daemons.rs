@@ -8,7 +8,8 @@ use rusqlite::{Connection, params};
 use super::{Result, SqliteStore, shared};
 use crate::model::{Daemon, DaemonInfo, Holder, Millis};
 
-const UPSERT: &str = "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)
+const UPSERT: &str =
+    "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
      ON CONFLICT (token) DO UPDATE SET beat_at = excluded.beat_at,
         stopped_at = excluded.stopped_at, batches = excluded.batches";

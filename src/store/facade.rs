@@ -12,8 +12,9 @@ use super::{
     SinceSummary, SqliteStore, location,
 };
 use crate::model::{
-    AddReport, BatchInfo, Claim, Counts, Daemon, DaemonInfo, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,
-    Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger, WorkerGroup,
+    AddReport, BatchInfo, Claim, Counts, Daemon, DaemonInfo, DeadLetter, DlqGroup, Event, Fire,
+    Holder, Item, LockInfo, Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger,
+    WorkerGroup,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)

@@ -52,8 +52,8 @@ pub use runs::OpenRun;
 pub use schema::SCHEMA_VERSION;
 pub use shared::lapsed as seat_lapsed;
 pub use views::{
-    AliveWatch, BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage, ItemRow,
-    ItemsQuery, SinceSummary,
+    AliveWatch, BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage,
+    ItemRow, ItemsQuery, SinceSummary,
 };
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

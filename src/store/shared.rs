@@ -5,8 +5,8 @@
 
 use super::{CutShort, Failure, Selection, StoreError};
 use crate::model::{
-    AddReport, BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Holder, LockInfo,
-    Millis, NewEvent, RunSeen, RunState, Runners, Seat, Tier,
+    AddReport, BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Holder, LockInfo, Millis,
+    NewEvent, RunSeen, RunState, Runners, Seat, Tier,
 };
 use crate::util::identity::{self, Seen};
 
@@ -87,7 +87,11 @@ pub(crate) fn runners<E>(
             .filter(|(_, s)| !s.is_live())
             .filter_map(|(l, _)| l.run_id)
             .collect();
-        if dead.is_empty() { 0 } else { claimed_by(&dead)? }
+        if dead.is_empty() {
+            0
+        } else {
+            claimed_by(&dead)?
+        }
     };
     Ok(Runners {
         seats,
@@ -344,4 +348,219 @@ pub(crate) fn keys_forgotten_event(
     )
     .actor(actor)
     .fields(serde_json::json!({"keys": n, "done_before": before}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Counts, Run, RunCounts, Trigger};
+
+    const NOW: Millis = 1_800_000_000_000;
+
+    /// A child that runs until killed, as a holder on this host.
+    fn child() -> (std::process::Child, Holder) {
+        let c = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = c.id();
+        let holder = Holder {
+            host: identity::host(),
+            pid,
+            pid_start: identity::pid_start(pid),
+        };
+        (c, holder)
+    }
+
+    fn far() -> Holder {
+        Holder {
+            host: "far-host-of-the-test".into(),
+            pid: 7,
+            pid_start: None,
+        }
+    }
+
+    fn seat_of(holder: Holder, run: i64, expires_at: Millis) -> LockInfo {
+        LockInfo {
+            batch: "b".into(),
+            token: format!("t{run}"),
+            holder,
+            run_id: Some(run),
+            acquired_at: expires_at - 60_000,
+            expires_at,
+            renewed_at: expires_at - 1_000,
+        }
+    }
+
+    fn running(id: i64, holder: &Holder) -> Run {
+        Run {
+            id,
+            batch: "b".into(),
+            trigger: Trigger::Manual,
+            actor: None,
+            host: holder.host.clone(),
+            pid: holder.pid,
+            started_at: NOW - 5_000,
+            ended_at: None,
+            state: RunState::Running,
+            counts: RunCounts::default(),
+            summary: None,
+        }
+    }
+
+    fn info(locks: Vec<LockInfo>, last_run: Option<Run>, claimed: i64) -> BatchInfo {
+        BatchInfo {
+            counts: Counts {
+                claimed,
+                ..Counts::default()
+            },
+            locks,
+            last_run,
+            ..BatchInfo::empty("b")
+        }
+    }
+
+    fn runners_of(i: &BatchInfo, asked: &mut Vec<i64>) -> Runners {
+        runners(i, NOW, |runs| {
+            asked.extend_from_slice(runs);
+            Ok::<_, ()>(3)
+        })
+        .unwrap()
+    }
+
+    /// Here a process decides, whatever the clocks say; elsewhere the
+    /// expiry, and a silent holder is silent since its last renewal.
+    #[test]
+    fn a_seat_is_live_crashed_or_silent() {
+        let (mut c, here) = child();
+        assert_eq!(seat(&seat_of(here.clone(), 1, NOW - 1), NOW), Seat::Live);
+        assert!(!lapsed(&seat_of(here.clone(), 1, NOW - 1), NOW));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert_eq!(
+            seat(&seat_of(here.clone(), 1, NOW + 60_000), NOW),
+            Seat::Crashed
+        );
+        assert!(
+            !lapsed(&seat_of(here, 1, NOW + 60_000), NOW),
+            "not expired: only dead"
+        );
+        assert_eq!(seat(&seat_of(far(), 1, NOW + 1), NOW), Seat::Live);
+        let expired = seat_of(far(), 1, NOW - 1);
+        assert_eq!(seat(&expired, NOW), Seat::Silent { since: NOW - 1_001 });
+        assert!(lapsed(&expired, NOW));
+    }
+
+    #[test]
+    fn a_running_run_whose_runner_is_gone_is_crashed_and_its_claims_orphaned() {
+        let (mut c, here) = child();
+        let i = info(
+            vec![seat_of(here.clone(), 4, NOW + 60_000)],
+            Some(running(4, &here)),
+            2,
+        );
+        let mut asked = Vec::new();
+        let r = runners_of(&i, &mut asked);
+        assert_eq!(
+            (r.held(), r.last_run, r.orphaned),
+            (true, Some(RunSeen::Stored(RunState::Running)), 0)
+        );
+        c.kill().unwrap();
+        c.wait().unwrap();
+        let r = runners_of(&i, &mut asked);
+        assert_eq!(r.seats, [Seat::Crashed]);
+        assert_eq!(r.last_run, Some(RunSeen::Crashed { pid: here.pid }));
+        assert_eq!((r.held(), r.orphaned), (false, 2), "none held: every claim");
+        assert!(asked.is_empty());
+        // No seat at all: the run is judged by its process.
+        let i = info(Vec::new(), Some(running(4, &here)), 0);
+        assert_eq!(
+            runners_of(&i, &mut asked).last_run,
+            Some(RunSeen::Crashed { pid: here.pid })
+        );
+    }
+
+    #[test]
+    fn beside_a_live_runner_only_the_dead_ones_claims_are_orphaned() {
+        let (mut c, here) = child();
+        let i = info(
+            vec![
+                seat_of(far(), 8, NOW + 60_000),
+                seat_of(far(), 9, NOW - 5_000),
+            ],
+            Some(running(9, &far())),
+            5,
+        );
+        let mut asked = Vec::new();
+        let r = runners_of(&i, &mut asked);
+        assert_eq!(r.seats[0], Seat::Live);
+        assert_eq!(r.last_run, Some(RunSeen::Silent { since: NOW - 6_000 }));
+        assert_eq!((r.held(), r.orphaned, asked), (true, 3, vec![9]));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        // A finished run is as stored.
+        let mut done = running(3, &here);
+        done.state = RunState::Ok;
+        let r = runners_of(&info(Vec::new(), Some(done), 0), &mut Vec::new());
+        assert_eq!(r.last_run, Some(RunSeen::Stored(RunState::Ok)));
+    }
+
+    #[test]
+    fn a_daemon_is_live_by_its_process_here_and_its_beat_elsewhere() {
+        let (mut c, here) = child();
+        let d = |holder: Holder, beat_at: Millis, stopped_at: Option<Millis>| Daemon {
+            token: "d".into(),
+            holder,
+            started_at: NOW - 100_000,
+            beat_at,
+            stopped_at,
+            batches: vec!["b".into()],
+        };
+        let long_ago = NOW - DAEMON_SILENT - 1;
+        assert_eq!(
+            daemon_state(&d(here.clone(), long_ago, None), NOW),
+            DaemonState::Live
+        );
+        assert_eq!(
+            daemon_state(&d(far(), NOW - 1_000, None), NOW),
+            DaemonState::Live
+        );
+        assert_eq!(
+            daemon_state(&d(far(), long_ago, None), NOW),
+            DaemonState::Silent
+        );
+        assert_eq!(
+            daemon_state(&d(far(), NOW, Some(NOW)), NOW),
+            DaemonState::Stopped
+        );
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert_eq!(daemon_state(&d(here, NOW, None), NOW), DaemonState::Crashed);
+
+        // A new daemon replaces the dead records of its own batches only.
+        let mine = Daemon {
+            token: "new".into(),
+            batches: vec!["a".into(), "b".into()],
+            ..d(far(), NOW, None)
+        };
+        let known = daemon_infos(
+            vec![
+                Daemon {
+                    token: "dead-b".into(),
+                    ..d(far(), long_ago, None)
+                },
+                Daemon {
+                    token: "live-b".into(),
+                    ..d(far(), NOW, None)
+                },
+                Daemon {
+                    token: "dead-c".into(),
+                    batches: vec!["b".into(), "c".into()],
+                    ..d(far(), long_ago, None)
+                },
+            ],
+            NOW,
+        );
+        assert_eq!(superseded(&known, &mine), ["dead-b"]);
+    }
 }

@@ -185,9 +185,9 @@ impl AliveWatch {
     #[must_use]
     pub fn changed(&self, now: Millis) -> bool {
         self.batches.iter().any(|info| {
-            let again =
-                super::shared::runners(info, now, |_| Ok::<_, ()>(info.runners.orphaned));
-            again.is_ok_and(|r| r.seats != info.runners.seats || r.last_run != info.runners.last_run)
+            let again = super::shared::runners(info, now, |_| Ok::<_, ()>(info.runners.orphaned));
+            again
+                .is_ok_and(|r| r.seats != info.runners.seats || r.last_run != info.runners.last_run)
         }) || self
             .daemons
             .iter()
@@ -860,6 +860,36 @@ mod tests {
             "{plan:?}"
         );
         assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "{plan:?}");
+    }
+
+    /// A runner killed writes nothing: the watch a poll kept notices it
+    /// gone, so the poller reads again although the store is unchanged.
+    #[test]
+    fn the_alive_watch_notices_a_runner_dying() {
+        let (_dir, mut store) = store(1);
+        let mut c = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let holder = crate::model::Holder {
+            host: crate::util::identity::host(),
+            pid: c.id(),
+            pid_start: crate::util::identity::pid_start(c.id()),
+        };
+        let now = crate::util::time::now_ms();
+        store
+            .acquire_lock("b", "t", &holder, None, now + 3_600_000, now, &[], 1)
+            .unwrap();
+        let d = store.dashboard(&DashQuery::default(), now).unwrap();
+        assert!(d.batches[0].info.running());
+        let watch = d.alive_watch();
+        assert!(!watch.changed(now));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert!(watch.changed(now));
+        let d = store.dashboard(&DashQuery::default(), now).unwrap();
+        assert!(!d.batches[0].info.running());
+        assert!(!d.alive_watch().changed(now));
     }
 
     #[test]

@@ -33,7 +33,11 @@ pub(crate) fn all(c: &mut Conn, now: Millis) -> Result<Vec<DaemonInfo>> {
 }
 
 fn upsert(c: &mut Conn, d: &Daemon) -> Result<()> {
-    let (started, beat, stopped) = (c.tin(d.started_at), c.tin(d.beat_at), c.tin_opt(d.stopped_at));
+    let (started, beat, stopped) = (
+        c.tin(d.started_at),
+        c.tin(d.beat_at),
+        c.tin_opt(d.stopped_at),
+    );
     let pid = i64::from(d.holder.pid);
     let pid_start = d.holder.pid_start.map(|s| s as i64);
     c.x(

@@ -338,10 +338,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
                     Role::Accent,
                 ),
                 Seat::Live => ("past its expiry; its process runs".into(), Role::Accent),
-                Seat::Crashed => (
-                    "crashed: its process is gone; not held".into(),
-                    Role::Fail,
-                ),
+                Seat::Crashed => ("crashed: its process is gone; not held".into(), Role::Fail),
                 Seat::Silent { since } => (
                     format!(
                         "expired, holder silent since {}Z ({})",
