@@ -50,7 +50,7 @@ pub use locks::LockOutcome;
 pub use prune::PruneReport;
 pub use runs::OpenRun;
 pub use schema::SCHEMA_VERSION;
-pub use shared::lapsed as seat_lapsed;
+pub use shared::{lapsed as seat_lapsed, seat};
 pub use views::{
     AliveWatch, BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage,
     ItemRow, ItemsQuery, SinceSummary,
