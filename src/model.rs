@@ -77,6 +77,10 @@ str_enum!(Outcome { Done => "done", Empty => "empty", Skipped => "skipped" });
 // After `str_enum!`, which it uses.
 mod event_kind;
 pub use event_kind::EventKind;
+mod liveness;
+pub use liveness::{
+    DAEMON_BEAT, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, RunSeen, Runners, Seat, daemon_for,
+};
 
 /// Item counts of one batch. Read in O(1) from counters the store keeps in
 /// the same transaction as every transition.
@@ -357,6 +361,9 @@ pub struct LockInfo {
     pub run_id: Option<i64>,
     pub acquired_at: Millis,
     pub expires_at: Millis,
+    /// Its last renewal (its expiry less the holder's TTL; the acquisition
+    /// for a seat recorded before the TTL was).
+    pub renewed_at: Millis,
 }
 
 /// Pause flag of a batch.
@@ -387,9 +394,27 @@ pub struct BatchInfo {
     /// The seats of the batch lock, oldest first (expired ones included).
     pub locks: Vec<LockInfo>,
     pub last_run: Option<Run>,
+    /// Who is alive among them, as of the read (derived, not stored).
+    #[serde(skip)]
+    pub runners: Runners,
 }
 
 impl BatchInfo {
+    /// A batch with no rows yet (only configured so far).
+    #[must_use]
+    pub fn empty(name: &str) -> BatchInfo {
+        BatchInfo {
+            name: name.to_string(),
+            counts: Counts::default(),
+            pause: None,
+            next_fire: None,
+            last_fire: None,
+            locks: Vec::new(),
+            last_run: None,
+            runners: Runners::default(),
+        }
+    }
+
     /// The oldest seat of the batch lock: the runner, unless several share
     /// the batch.
     #[must_use]
@@ -397,11 +422,32 @@ impl BatchInfo {
         self.locks.first()
     }
 
-    /// Does a runner hold a live seat? A seat whose holder crashed stays
-    /// until a runner takes it over, but expires: then the batch is idle.
+    /// Does a live runner hold a seat? A seat whose runner crashed here,
+    /// or went silent elsewhere past its expiry, stays until a runner takes
+    /// it over, but holds nothing.
     #[must_use]
-    pub fn running(&self, now: Millis) -> bool {
-        self.locks.iter().any(|l| l.expires_at >= now)
+    pub fn running(&self) -> bool {
+        self.runners.held()
+    }
+
+    /// `crashed` when a seat's runner, or the last run's, is gone from
+    /// this host; `silent` when one elsewhere is unheard past its expiry.
+    #[must_use]
+    pub fn dead_runner(&self) -> Option<&'static str> {
+        match (self.runners.dead(), self.last_run_seen()) {
+            (Some(Seat::Crashed), _) | (_, Some(RunSeen::Crashed { .. })) => Some("crashed"),
+            (Some(Seat::Silent { .. }), _) | (_, Some(RunSeen::Silent { .. })) => Some("silent"),
+            _ => None,
+        }
+    }
+
+    /// The last run's state as it is (crashed when its runner is gone,
+    /// even before a run records it).
+    #[must_use]
+    pub fn last_run_seen(&self) -> Option<RunSeen> {
+        self.runners
+            .last_run
+            .or_else(|| self.last_run.as_ref().map(|r| RunSeen::Stored(r.state)))
     }
 }
 

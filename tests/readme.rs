@@ -92,6 +92,7 @@ fn render(size: (u16, u16), actions: &[Action]) -> String {
         BatchSchedule {
             schedule: Schedule::parse("0 2 * * *").unwrap(),
             tz: chrono_tz::Asia::Tokyo,
+            catch_up: None,
         },
     )]);
     setup.configured = vec!["articles".into(), "newsletter".into()];

@@ -34,6 +34,8 @@ pub(super) const DEFAULT_PAUSE_REASON: &str = "paused from the dashboard";
 pub struct BatchSchedule {
     pub schedule: Schedule,
     pub tz: Tz,
+    /// What a daemon starting late catches up (see `schedule::plan`).
+    pub catch_up: Option<std::time::Duration>,
 }
 
 /// What the dashboard knows before the first poll.
@@ -78,6 +80,7 @@ impl Setup {
                     BatchSchedule {
                         schedule: schedule.clone(),
                         tz: b.timezone,
+                        catch_up: b.catch_up,
                     },
                 );
             }
@@ -250,15 +253,7 @@ impl App {
         let name = self.batch.as_ref()?;
         Some(match self.batch_view(name) {
             Some(v) => v.info.clone(),
-            None => BatchInfo {
-                name: name.clone(),
-                counts: Default::default(),
-                pause: None,
-                next_fire: None,
-                last_fire: None,
-                locks: Vec::new(),
-                last_run: None,
-            },
+            None => BatchInfo::empty(name),
         })
     }
 

@@ -278,7 +278,7 @@ impl PgStore {
                 let id = batch_id(c, &name)?;
                 let view = BatchView {
                     minutes: super::batches::minutes(c, id, now, q.minutes)?,
-                    info: super::batches::info(c, id, name)?,
+                    info: super::batches::info(c, id, name, now)?,
                 };
                 if q.batch.as_deref() == Some(view.info.name.as_str()) {
                     selected = Some((id, out.batches.len()));
@@ -304,6 +304,7 @@ impl PgStore {
             if let Some(eq) = &q.events {
                 out.events = events(c, eq)?;
             }
+            out.daemons = super::daemons::all(c, now)?;
             Ok(out)
         })
     }

@@ -41,6 +41,7 @@ fn info(name: &str, paused: bool) -> BatchView {
             last_fire: None,
             locks: Vec::new(),
             last_run: None,
+            runners: Default::default(),
         },
         minutes: vec![(0, 0); 5],
     }

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 
 use super::{bar, clean, num, pane_block, placeholder};
-use crate::model::{BatchInfo, Millis, RunState};
+use crate::model::{BatchInfo, Millis, RunSeen, RunState, Seat};
 use crate::tui::app::App;
 use crate::tui::theme::Role;
 use crate::util::time::compact;
@@ -160,9 +160,8 @@ fn table(
             };
             let rate = view.map_or(0.0, |v| rates(&v.minutes, app.now).last_minute);
             let (state, role) = match view.map(|v| &v.info) {
-                Some(i) if i.pause.is_some() => ("paused", Role::Warn),
-                Some(i) if i.running(app.now) => ("running", Role::Accent),
-                _ => ("idle", Role::Dim),
+                Some(i) => state(i),
+                None => ("idle", Role::Dim),
             };
             let failed = Cell::from(format!(
                 "{} ({}·{})",
@@ -203,6 +202,18 @@ fn table(
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
 }
 
+/// The batch's state in a word: a dead runner first (it needs a human),
+/// then paused, running, idle.
+fn state(info: &BatchInfo) -> (&'static str, Role) {
+    match info.dead_runner() {
+        Some(dead @ "crashed") => (dead, Role::Fail),
+        _ if info.pause.is_some() => ("paused", Role::Warn),
+        _ if info.running() => ("running", Role::Accent),
+        Some(dead) => (dead, Role::Fail),
+        None => ("idle", Role::Dim),
+    }
+}
+
 fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'static>> {
     let p = app.setup.palette;
     let now = app.now;
@@ -237,7 +248,11 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     } else {
         r.last_hour
     };
-    let eta = if c.remaining() > 0 && best > 0.0 {
+    // An ETA only while something runs: a crashed or idle batch gets done
+    // by nobody.
+    let eta = if c.remaining() > 0 && !info.running() {
+        "no ETA: nothing runs".into()
+    } else if c.remaining() > 0 && best > 0.0 {
         format!(
             "ETA {}",
             compact((c.remaining() as f64 / best * 60.0) as u64)
@@ -268,16 +283,21 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
                 Span::raw(format!("{:.2} {which} (#{})", run.counts.cost, run.id)),
             ]));
         }
-        let summary = run.summary.clone().unwrap_or_else(|| "in progress".into());
-        let role = match run.state {
-            RunState::Failed | RunState::Crashed | RunState::Aborted => Role::Fail,
-            RunState::Running => Role::Accent,
-            RunState::Ok => Role::Ok,
-            _ => Role::Warn,
+        let seen = info.last_run_seen().unwrap_or(RunSeen::Stored(run.state));
+        let summary = seen
+            .why(now)
+            .or_else(|| run.summary.clone())
+            .unwrap_or_else(|| "in progress".into());
+        let role = match seen {
+            RunSeen::Crashed { .. } | RunSeen::Silent { .. } => Role::Fail,
+            RunSeen::Stored(RunState::Failed | RunState::Crashed | RunState::Aborted) => Role::Fail,
+            RunSeen::Stored(RunState::Running) => Role::Accent,
+            RunSeen::Stored(RunState::Ok) => Role::Ok,
+            RunSeen::Stored(_) => Role::Warn,
         };
         lines.push(Line::from(vec![
             label("last run"),
-            Span::styled(format!("#{} {}", run.id, run.state), p.style(role)),
+            Span::styled(format!("#{} {}", run.id, seen.as_str()), p.style(role)),
             Span::styled(
                 format!(
                     " · {} · {} · ",
@@ -311,20 +331,39 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     }
     lines.push(match info.lock() {
         Some(l) => {
-            let left = if l.expires_at >= now {
-                format!("{} left", compact(((l.expires_at - now) / 1000) as u64))
-            } else {
-                "expired".into()
+            let seat = info.runners.seats.first().copied().unwrap_or(Seat::Live);
+            let (left, role) = match seat {
+                Seat::Live if l.expires_at >= now => (
+                    format!("{} left", compact(((l.expires_at - now) / 1000) as u64)),
+                    Role::Accent,
+                ),
+                Seat::Live => ("past its expiry; its process runs".into(), Role::Accent),
+                Seat::Crashed => ("crashed: its process is gone; not held".into(), Role::Fail),
+                Seat::Silent { since } => (
+                    format!(
+                        "expired, holder silent since {}Z ({})",
+                        super::clock(since, now),
+                        super::ago(since, now)
+                    ),
+                    Role::Fail,
+                ),
             };
             let run = l.run_id.map(|r| format!(" · run #{r}")).unwrap_or_default();
             let more = match info.locks.len() {
                 0 | 1 => String::new(),
                 n => format!(" · +{} more runners", n - 1),
             };
+            let left = if seat.is_live() {
+                Span::raw(format!(" · {left}"))
+            } else {
+                Span::styled(format!(" · {left}"), p.style(role))
+            };
             Line::from(vec![
                 label("lock"),
-                Span::styled(clean(&l.holder.to_string(), 80), p.style(Role::Accent)),
-                Span::raw(format!("{run} · {left}{more}")),
+                Span::styled(clean(&l.holder.to_string(), 80), p.style(role)),
+                Span::raw(run),
+                left,
+                Span::raw(more),
             ])
         }
         None => Line::from(vec![
@@ -332,6 +371,20 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             Span::styled("free (no run)", p.style(Role::Dim)),
         ]),
     });
+    if info.runners.orphaned > 0 {
+        let n = info.runners.orphaned;
+        lines.push(Line::from(vec![
+            label("orphaned"),
+            Span::styled(
+                format!(
+                    "{} claimed item{}, taken back by the next run",
+                    num(n),
+                    if n == 1 { "" } else { "s" }
+                ),
+                p.style(Role::Warn),
+            ),
+        ]));
+    }
     if let Some(fire) = &info.last_fire {
         let why = fire
             .reason
@@ -368,9 +421,49 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
             ),
         ]);
     };
-    let next = s
-        .schedule
-        .next_after(crate::util::time::to_datetime(app.now), s.tz)
+    let seen = crate::schedule::seen::seen(
+        info,
+        &s.schedule,
+        s.tz,
+        s.catch_up,
+        &app.data.daemons,
+        app.now,
+    );
+    let head = Span::raw(format!(
+        "{} {} · ",
+        clean(&s.schedule.expr, 60),
+        s.tz.name()
+    ));
+    if !seen.live {
+        // Nothing fires: say so, and what was missed, not a next fire.
+        let daemon = match seen.daemon {
+            Some(d) => format!(
+                "daemon not running (last seen {})",
+                super::ago(d.last_seen(), app.now)
+            ),
+            None => "daemon not running (never started)".to_string(),
+        };
+        let missed = match seen.overdue {
+            Some(o) => format!(
+                " · {}{} missed{}",
+                o.count,
+                if o.more { "+" } else { "" },
+                if o.catch_up.is_some() {
+                    ", the latest caught up when it starts"
+                } else {
+                    ""
+                }
+            ),
+            None => String::new(),
+        };
+        return Line::from(vec![
+            label,
+            head,
+            Span::styled(format!("{daemon}{missed}"), p.style(Role::Fail)),
+        ]);
+    }
+    let next = seen
+        .next
         .map(|t| {
             let local = t.with_timezone(&s.tz);
             format!(
@@ -380,15 +473,7 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
             )
         })
         .unwrap_or_else(|| "never fires again".into());
-    Line::from(vec![
-        label,
-        Span::raw(format!(
-            "{} {} · ",
-            clean(&s.schedule.expr, 60),
-            s.tz.name()
-        )),
-        Span::styled(next, p.style(Role::Accent)),
-    ])
+    Line::from(vec![label, head, Span::styled(next, p.style(Role::Accent))])
 }
 
 #[cfg(test)]
