@@ -13,10 +13,10 @@
 //!
 //! PostgreSQL: `NIGHTSHIFT_BENCH_PG_URL` names a database to use (its
 //! nightshift schema is dropped first!); without it a private server is
-//! started as the tests do (`tests/common/pg.rs`, `NIGHTSHIFT_PG_OPTS` for
+//! started as the tests do (`tests/support/pg.rs`, `NIGHTSHIFT_PG_OPTS` for
 //! extra server settings).
 
-#[path = "../tests/common/pg.rs"]
+#[path = "../tests/support/pg.rs"]
 mod pg;
 
 use std::path::PathBuf;

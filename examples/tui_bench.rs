@@ -7,7 +7,7 @@
 //! - `pty DB BIN`: the real dashboard in a pseudo-terminal: time to first
 //!   frame with data, CPU and bytes written over an idle minute, peak RSS.
 
-#[path = "../tests/tui/pty.rs"]
+#[path = "../tests/support/pty.rs"]
 mod pty;
 
 use std::path::Path;

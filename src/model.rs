@@ -492,7 +492,7 @@ impl NewEvent {
         }
     }
     /// An event whose kind is chosen at run time (a typed kind: always in
-    /// the list). `new` takes literals, which `tests/event_kinds.rs` checks.
+    /// the list). `new` takes literals, which `tests/it/event_kinds.rs` checks.
     pub fn of(at: Millis, batch: &str, kind: EventKind, message: impl Into<String>) -> NewEvent {
         NewEvent::new(at, batch, kind.as_str(), message)
     }

@@ -1,7 +1,7 @@
 //! The run log's vocabulary: every kind of event nightshift writes, with
 //! what it means. `log --kind` accepts these and no others, its help and
 //! man page list them, and the README's table is generated from this list
-//! (`tests/readme.rs`); `tests/event_kinds.rs` checks that every kind the
+//! (`tests/it/docs/readme.rs`); `tests/it/event_kinds.rs` checks that every kind the
 //! code writes is here.
 
 use std::fmt;

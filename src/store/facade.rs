@@ -1,7 +1,7 @@
 //! [`Store`]: the one store type callers use, forwarding every operation to
 //! the backend its location names: a SQLite file ([`SqliteStore`]) or a
 //! PostgreSQL database ([`PgStore`], for a `postgres://` URL). Both have
-//! the same methods with the same semantics (`tests/store_backends.rs`).
+//! the same methods with the same semantics (`tests/it/store/contract/`).
 
 use std::path::Path;
 

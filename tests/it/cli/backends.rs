@@ -1,0 +1,466 @@
+//! The real binary against both backends: the same commands, run once on a
+//! SQLite file and once on a PostgreSQL database given as a `postgresql://`
+//! URL in `NIGHTSHIFT_DB` (a fresh database of a private server, see
+//! `common/pg.rs`), must do the same. Then what is particular to a URL:
+//! config discovery, `init`, passwords kept out of output, a read-only role.
+
+use crate::support as common;
+
+use common::{Backend, Env};
+
+/// A persistent worker (one JSON answer line per request): keys ending in
+/// 7 fail permanently, the rest succeed at a cost.
+const PERSISTENT: &str = r#"import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["key"].endswith("7"):
+        print(json.dumps({"key": req["key"], "error": {"error_class": "Seven", "transient": False, "message": "no"}}), flush=True)
+    else:
+        print(json.dumps({"key": req["key"], "result": {"n": req["payload"]["n"]}, "cost": 0.5}), flush=True)
+"#;
+
+fn batch<'a>(status: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    status["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == name)
+        .unwrap_or_else(|| panic!("no batch {name} in {status}"))
+}
+
+/// A worker that appends its key to `ran.log` (what ran, and how often).
+fn logging_worker(env: &Env) -> String {
+    let log = env.path("ran.log");
+    let w = env.script(
+        "log-worker.sh",
+        &format!(
+            "cat >/dev/null\necho \"$NIGHTSHIFT_KEY\" >> {}\necho '\"ok\"'",
+            log.display()
+        ),
+    );
+    w.display().to_string()
+}
+
+/// The keys the worker ran, sorted.
+fn ran_keys(env: &Env) -> Vec<String> {
+    let mut keys = common::lines(&env.path("ran.log"));
+    keys.sort();
+    keys
+}
+
+/// Every row of the store 40 days older, so `prune --older-than 30d` takes it.
+fn age_40_days(env: &Env) {
+    env.exec("UPDATE items SET created_at = created_at - 3456000000, updated_at = updated_at - 3456000000");
+}
+
+/// Waits for a background process to end; its exit code.
+fn exit_code(child: &mut common::Background) -> Option<i32> {
+    let mut code = None;
+    common::wait_for("the process to exit", || match child.try_wait().unwrap() {
+        Some(status) => {
+            code = Some(status.code());
+            true
+        }
+        None => false,
+    });
+    code.unwrap()
+}
+
+both_backends! {
+    /// add, run (failures of each kind), status, dlq, items, show, requeue,
+    /// and a second run: the same outcome on both backends.
+    fn a_batch_runs_fails_and_is_requeued(env) {
+        let worker = env.failing_batch("b");
+        let s = env.status();
+        let b = batch(&s, "b");
+        assert_eq!((b["done"].as_i64(), b["retry"].as_i64(), b["manual"].as_i64()), (Some(4), Some(1), Some(3)));
+        assert_eq!(b["last_run"]["state"], "failed");
+        let dlq = env.run(&["dlq", "b"]).code(0).stdout.clone();
+        assert!(dlq.contains("BadInput") && dlq.contains("Exit1"), "{dlq}");
+        let failed = env.run(&["items", "b", "--status", "failed"]).code(0).stdout.clone();
+        assert_eq!(failed.lines().skip(1).count(), 4, "{failed}");
+        let shown = env.run(&["show", "b", "k5"]).code(0).stdout.clone();
+        assert!(shown.contains("op-555"), "{shown}");
+        let again = env.run(&["add", "b", "b-items.jsonl"]);
+        assert!(again.code(0).stdout.contains("added 0, already present 8"), "{}", again.stdout);
+
+        env.run(&["requeue", "b", "--class", "BadInput"]).code(0);
+        assert_eq!(env.item("k1").0, "pending");
+        let out = env.cmd().args(["run", "b", "--"]).arg(&worker).output().unwrap();
+        common::ran(out).code(1);
+        assert_eq!(env.item("k3").0, "failed", "k3 fails again (exit 75)");
+        let kinds = env.event_kinds();
+        assert!(kinds.iter().any(|k| k == "requeued"), "{kinds:?}");
+        assert_eq!(env.run_states(), ["failed", "failed"]);
+        env.assert_counts_consistent();
+    }
+
+    /// A persistent worker's successes are recorded in batches (the store's
+    /// `complete_all`): every item done or dead-lettered, the run's counts
+    /// and cost exact.
+    fn persistent_mode_records_every_answer(env) {
+        env.write("worker.py", PERSISTENT);
+        env.config("[batch.p]\nworker = [\"python3\", \"worker.py\"]\nmode = \"persistent\"\nconcurrency = 2\nretries = 0\n");
+        env.add_items("p", 300);
+        env.run(&["run", "p"]).code(1);
+        let s = env.status();
+        let p = batch(&s, "p");
+        assert_eq!((p["done"].as_i64(), p["manual"].as_i64(), p["pending"].as_i64()), (Some(270), Some(30), Some(0)));
+        assert_eq!(p["last_run"]["counts"]["done"], 270);
+        assert_eq!(p["last_run"]["counts"]["cost"], 135.0);
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'done'"), 270);
+        env.assert_counts_consistent();
+    }
+
+    /// An item is found by its label when no key matches and exactly one
+    /// item has that label; several are listed, none says how to search
+    /// (both exit 2, printing nothing on stdout). The run log and the
+    /// dead-letter export name items by label beside the key.
+    fn items_are_found_and_named_by_label(env) {
+        env.write(
+            "items.jsonl",
+            "{\"key\":\"a1\",\"label\":\"夏休みの記事\",\"n\":1}\n\
+             {\"key\":\"a2\",\"label\":\"夏休みの記事\",\"n\":2}\n\
+             {\"key\":\"b1\",\"label\":\"ブログ:技術記事:記事01\",\"n\":3}\n\
+             {\"key\":\"c1\",\"label\":\"b1\",\"n\":4}\n",
+        );
+        env.run(&["add", "b", "items.jsonl"]).code(0);
+        let by_label = env.run(&["show", "b", "ブログ:技術記事:記事01", "--json"]).code(0).json();
+        assert_eq!(by_label["item"]["key"], "b1");
+        let text = env.run(&["show", "b", "ブログ:技術記事:記事01"]).code(0).stdout.clone();
+        assert!(text.starts_with("key:       b1\nlabel:     ブログ:技術記事:記事01\n"), "{text}");
+        // A key wins over a label that reads the same.
+        assert_eq!(env.run(&["show", "b", "b1", "--json"]).code(0).json()["item"]["key"], "b1");
+
+        let several = env.run(&["show", "b", "夏休みの記事"]);
+        several.code(2);
+        assert!(several.stdout.is_empty(), "{several:?}");
+        assert!(several.stderr.contains("2 items in batch \"b\" have the label \"夏休みの記事\""), "{several:?}");
+        for key in ["a1", "a2"] {
+            assert!(several.stderr.contains(&format!("nightshift show b {key}   (pending)")), "{several:?}");
+        }
+        let none = env.run(&["show", "b", "夏休み 2026"]);
+        none.code(2);
+        assert!(none.stdout.is_empty(), "{none:?}");
+        assert_eq!(
+            none.error_line(),
+            "nightshift: error: no item \"夏休み 2026\" in batch \"b\" (neither a key nor a label); \
+             to search keys and labels: nightshift items b --search '夏休み 2026'"
+        );
+        assert_eq!(
+            env.run(&["items", "b", "--search", "夏休み", "--json"]).code(0).json_lines().len(),
+            2,
+            "the search the message suggests finds them"
+        );
+
+        env.run(&["skip", "b", "b1", "--reason", "done by hand"]).code(0);
+        let log = env.run(&["log", "b", "--kind", "skipped"]).code(0).stdout.clone();
+        assert!(log.contains(" skipped      b1 (ブログ:技術記事:記事01) "), "{log}");
+        let events = env.run(&["log", "b", "--kind", "skipped", "--json"]).code(0).json_lines();
+        assert_eq!(events[0]["label"], "ブログ:技術記事:記事01");
+    }
+
+    /// Pause stops runs, unpause lets them go on; the log records both.
+    fn pause_and_unpause(env) {
+        env.config("[batch.b]\nworker = [\"sh\", \"-c\", \"cat >/dev/null; echo '{}'\"]\n");
+        env.add_items("b", 3);
+        env.run(&["pause", "b", "--reason", "maintenance"]).code(0);
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(batch(&env.status(), "b")["pending"], 3);
+        env.run(&["unpause", "b"]).code(0);
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(batch(&env.status(), "b")["done"], 3);
+        assert_eq!(env.run_states(), ["paused", "ok"]);
+        let log = env.run(&["log", "b"]).code(0).stdout.clone();
+        assert!(log.contains("maintenance"), "{log}");
+    }
+
+    /// README step 3: the same input gives the same key forever. Adding
+    /// yesterday's list again after a prune must not run its done items
+    /// again (a post published twice): they are present, and said to be
+    /// pruned; `show` and `requeue` name them pruned; only `prune
+    /// --forget-keys` (a dry run first) makes them new again.
+    fn a_pruned_item_added_again_does_not_run_again(env) {
+        let worker = logging_worker(&env);
+        env.config(&format!("[batch.b]\nworker = [\"{worker}\"]\n"));
+        env.write("items.jsonl", "{\"key\":\"k1\"}\n{\"key\":\"k2\"}\n{\"key\":\"k3\"}\n");
+        env.run(&["add", "b", "items.jsonl"]).code(0);
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(ran_keys(&env).len(), 3);
+        age_40_days(&env);
+        let pruned = env.run(&["prune", "--older-than", "30d"]);
+        assert!(pruned.code(0).stdout.starts_with("removed: 3 done items,"), "{}", pruned.stdout);
+        assert!(pruned.stdout.contains("kept the keys of the done items"), "{}", pruned.stdout);
+        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 3);
+        let status = env.run(&["status"]);
+        assert!(status.code(0).stdout.contains("pruned: the keys of 3 done items are kept"), "{}", status.stdout);
+
+        let again = env.run(&["add", "b", "items.jsonl", "--json"]).code(0).json();
+        assert_eq!((again["added"].as_i64(), again["present"].as_i64(), again["pruned"].as_i64()), (Some(0), Some(3), Some(3)));
+        let when = again["pruned_between"][0].as_str().unwrap().to_string();
+        let text = env.run(&["add", "b", "items.jsonl"]);
+        assert_eq!(text.code(0).stdout, format!("b: added 0, already present 3 (3 of them done and pruned on {})\n", &when[..10]));
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(ran_keys(&env).len(), 3, "nothing ran again");
+        assert_eq!(batch(&env.status(), "b")["total"], 0);
+
+        let shown = env.run(&["show", "b", "k2"]);
+        assert!(shown.code(0).stdout.contains(&format!("state:     pruned on {when}")), "{}", shown.stdout);
+        assert!(shown.stdout.contains("outcome done"), "{}", shown.stdout);
+        assert_eq!(env.run(&["show", "b", "k2", "--json"]).code(0).json()["pruned"]["pruned_at"], when.as_str());
+        let requeue = env.run(&["requeue", "b", "k2"]);
+        assert!(requeue.code(2).stderr.contains(&format!("item \"k2\" of batch \"b\" was pruned on {when}")), "{}", requeue.stderr);
+        env.run(&["show", "b", "nope"]).code(2);
+
+        // Forgetting the keys: a dry run lists and changes nothing.
+        let before = env.snapshot();
+        let dry = env.run(&["prune", "--older-than", "30d", "--forget-keys", "--dry-run"]);
+        assert!(dry.code(0).stdout.contains("would forget the keys of 3 items done before "), "{}", dry.stdout);
+        assert!(dry.stdout.contains("\n  b: 3\n"), "{}", dry.stdout);
+        assert_eq!(env.snapshot(), before, "a dry run changes nothing");
+        let real = env.run(&["prune", "--older-than", "30d", "--forget-keys"]);
+        assert!(real.code(0).stdout.contains("forgot the keys of 3 items done before "), "{}", real.stdout);
+        let forgot = env.events("b", "keys-forgotten");
+        assert_eq!((forgot.len(), forgot[0]["fields"]["keys"].as_i64()), (1, Some(3)));
+        assert!(forgot[0]["actor"].as_str().unwrap().contains('@'), "{}", forgot[0]);
+        assert_eq!(batch(&env.status(), "b")["pruned_keys"], 0);
+        assert_eq!(env.run(&["add", "b", "items.jsonl"]).code(0).stdout, "b: added 3, already present 0\n");
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(ran_keys(&env).len(), 6, "forgotten keys run again");
+        env.assert_counts_consistent();
+    }
+
+    /// A store with an older layout (as the previous release left it: the
+    /// newest migration undone): a read-only open cannot migrate it, so
+    /// reads refuse it in one line and change nothing; a write (`init`)
+    /// upgrades it, and reads work again.
+    fn a_store_with_an_older_layout_is_refused_by_reads_and_upgraded_by_a_write(env) {
+        env.add_items("b", 2);
+        match env.backend {
+            Backend::Sqlite => env.sql().execute_batch(
+                "DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
+                 DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
+            Backend::Pg => env.pg_sql().batch_execute(
+                "DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
+                 DELETE FROM nightshift_meta WHERE key = 'store_id';
+                 UPDATE nightshift_meta SET value = '6' WHERE key = 'schema_version';").unwrap(),
+        }
+        let before = env.snapshot();
+        for args in [&["status"][..], &["show", "b", "k1"], &["prune", "--older-than", "0s", "--dry-run"]] {
+            let ran = env.run(args);
+            assert!(ran.code(3).stderr.contains("has an older layout"), "{args:?}: {}", ran.stderr);
+            assert!(ran.stderr.contains("nightshift init"), "{}", ran.stderr);
+        }
+        assert_eq!(env.snapshot(), before, "reads change nothing, and do not migrate");
+        env.run(&["init"]).code(0);
+        assert_eq!(batch(&env.status(), "b")["pending"], 2);
+        env.run(&["add", "b", "b-items.jsonl"]).code(0);
+    }
+
+    /// The same through a batch's `source`: yesterday's list again, after a
+    /// prune, runs nothing.
+    fn a_source_listing_pruned_items_again_runs_nothing(env) {
+        let worker = logging_worker(&env);
+        env.write("list.jsonl", "{\"key\":\"s1\"}\n{\"key\":\"s2\"}\n");
+        env.config(&format!("[batch.s]\nworker = [\"{worker}\"]\nsource = [\"cat\", \"list.jsonl\"]\n"));
+        env.run(&["run", "s"]).code(0);
+        assert_eq!(ran_keys(&env), ["s1", "s2"]);
+        age_40_days(&env);
+        env.run(&["prune", "--older-than", "30d"]).code(0);
+        env.run(&["run", "s"]).code(0);
+        assert_eq!(ran_keys(&env), ["s1", "s2"], "nothing ran again");
+        let source = env.events("s", "source");
+        let last = source.last().unwrap()["message"].as_str().unwrap().to_string();
+        assert!(last.starts_with("source added 0, already present 2 (2 of them done and pruned on "), "{last}");
+    }
+
+    /// SIGTERM to a long requeue while a runner holds the batch (so the
+    /// requeue goes in short chunks): it stops after the chunk in hand and
+    /// says exactly how many items moved, which is what the store holds;
+    /// running it again moves the rest.
+    fn sigterm_stops_a_requeue_beside_a_runner_and_says_exactly_how_far_it_got(env) {
+        const N: i64 = 30_000;
+        let (gate, started) = (env.path("gate"), env.path("started"));
+        let slow = env.script("slow.sh", &format!(
+            "cat >/dev/null\ntouch {}\nwhile [ ! -e {} ]; do sleep 0.05; done\necho '\"ok\"'",
+            started.display(), gate.display()));
+        env.config(&format!("[batch.b]\nworker = [\"{}\"]\nconcurrency = 1\n", slow.display()));
+        env.add_items("b", N as usize);
+        env.exec("UPDATE items SET status = 'failed', tier = 'manual', error_class = 'Boom', error_message = 'boom'");
+        common::add_keys(&env, "b", &["slow"]);
+        // The runner's one slot is busy with `slow`: it claims nothing else.
+        let mut runner = env.spawn("run", &["run", "b"]);
+        common::wait_for("the runner's worker", || started.exists());
+
+        let pending = || env.int("SELECT count(*) FROM items WHERE status = 'pending'");
+        let mut requeue = env.spawn("requeue", &["requeue", "b", "--all-failed"]);
+        common::wait_for("the first chunk", || pending() > 0);
+        common::signal(requeue.id(), nix::sys::signal::Signal::SIGTERM);
+        let code = exit_code(&mut requeue);
+        let (out, err) = env.output_of("requeue");
+        let moved = pending();
+        assert_eq!(code, Some(130), "{out}{err}");
+        assert!(moved < N, "the requeue ended before the signal");
+        assert_eq!(err, format!(
+            "nightshift: error: {moved} of {N} failed items requeued before SIGTERM; run it again for the rest\n"));
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'failed'"), N - moved);
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'requeued'"), moved);
+        env.assert_counts_consistent();
+
+        let rest = env.run(&["requeue", "b", "--all-failed"]);
+        assert_eq!(rest.code(0).stdout, format!("b: requeued {} items\n", N - moved));
+        common::signal(runner.id(), nix::sys::signal::Signal::SIGTERM);
+        std::fs::write(&gate, "").unwrap();
+        assert_eq!(exit_code(&mut runner), Some(130), "{:?}", env.output_of("run"));
+        assert_eq!(pending(), N, "the runner claimed none of them");
+        env.assert_counts_consistent();
+    }
+}
+
+/// `init` on a database URL creates the schema, and writes the example
+/// config without the URL (which may hold a password) in the working
+/// directory; the store's own location decides, not a file beside it.
+#[test]
+fn init_on_a_url_creates_the_schema_and_a_config_without_it() {
+    let Some(env) = Env::bare_for(Backend::Pg) else {
+        return;
+    };
+    let out = env.run(&["init"]);
+    assert!(
+        out.code(0).stdout.contains("created store postgres"),
+        "{}",
+        out.stdout
+    );
+    let config = std::fs::read_to_string(env.path("nightshift.toml")).unwrap();
+    assert!(
+        !config.contains(env.db.to_str().unwrap()) && !config.contains("host="),
+        "{config}"
+    );
+    assert!(
+        config.contains("\n# db = \"postgres://user@host/db\"\n"),
+        "{config}"
+    );
+    assert!(env.run(&["init"]).code(0).stdout.contains("already exists"));
+    // No file store appeared, and a PAUSED file in the working directory
+    // is not an emergency stop of a database server.
+    assert!(!env.path("nightshift.db").exists());
+    env.write("PAUSED", "");
+    let s = env.status();
+    assert_eq!(s["emergency_stop"], serde_json::Value::Null);
+    assert_eq!(env.int("SELECT count(*) FROM batches"), 0);
+}
+
+/// A config naming the database by URL is used as it is (not taken for a
+/// path relative to the config file).
+#[test]
+fn a_config_can_name_the_database_by_url() {
+    let Some(env) = Env::for_backend(Backend::Pg) else {
+        return;
+    };
+    env.add_items("b", 2);
+    let config = env.write(
+        "elsewhere.toml",
+        &format!("db = \"{}\"\n", env.db.display()),
+    );
+    let out = env
+        .cmd()
+        .env_remove("NIGHTSHIFT_DB")
+        .arg("--config")
+        .arg(&config)
+        .args(["status", "--short"])
+        .output()
+        .unwrap();
+    let out = common::ran(out);
+    assert_eq!(out.code(0).stdout.trim(), "b 0✓ 2…", "{}", out.stderr);
+}
+
+/// A password in the URL is never printed: not in help, status, or errors.
+#[test]
+fn the_password_of_a_url_is_never_shown() {
+    let Some(env) = Env::for_backend(Backend::Pg) else {
+        return;
+    };
+    // The test server trusts the socket: any password connects.
+    let with_password =
+        env.db
+            .to_str()
+            .unwrap()
+            .replacen("postgres:///", "postgresql://postgres:s3cret@/", 1);
+    let run = |args: &[&str], db: &str| {
+        common::ran(
+            env.cmd()
+                .env("NIGHTSHIFT_DB", db)
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    };
+    let help = run(&["status", "--help"], &with_password);
+    assert!(!help.stdout.contains("s3cret"), "{}", help.stdout);
+    let status = run(&["status", "--json"], &with_password);
+    let store = status.code(0).json()["store"].as_str().unwrap().to_string();
+    assert!(store.contains("postgres:***@"), "{store}");
+    let missing = with_password.replacen("/t_", "/missing_", 1);
+    let err = run(&["status"], &missing);
+    assert_eq!(err.code, 3, "{}", err.stderr);
+    assert!(
+        err.stderr.contains("***") && !err.stderr.contains("s3cret"),
+        "{}",
+        err.stderr
+    );
+}
+
+/// A role that may only read (the README's monitoring role): reads work,
+/// every write fails with exit 3 naming the store, and the store says it is
+/// not writable (so the dashboard opens read-only by itself).
+#[test]
+fn a_read_only_role_reads_and_cannot_write() {
+    let Some(env) = Env::for_backend(Backend::Pg) else {
+        return;
+    };
+    env.add_items("b", 2);
+    let url = env.db.to_str().unwrap().to_string();
+    let database = url.split('/').nth(3).unwrap().split('?').next().unwrap();
+    let role = format!("ro_{database}");
+    env.pg_sql()
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN;
+             GRANT CONNECT ON DATABASE {database} TO {role};
+             GRANT USAGE ON SCHEMA nightshift TO {role};
+             GRANT SELECT ON ALL TABLES IN SCHEMA nightshift TO {role};
+             ALTER ROLE {role} SET default_transaction_read_only = on;"
+        ))
+        .unwrap();
+    let ro_url = url.replace("user=postgres", &format!("user={role}"));
+    let run = |args: &[&str]| {
+        common::ran(
+            env.cmd()
+                .env("NIGHTSHIFT_DB", &ro_url)
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    };
+    assert_eq!(run(&["status", "--short"]).code(0).stdout.trim(), "b 0✓ 2…");
+    run(&["log", "b"]).code(0);
+    run(&["dlq", "b"]).code(0);
+    for write in [
+        &["pause", "b"][..],
+        &["add", "b", "b-items.jsonl"],
+        &["skip", "b", "k1", "--reason", "x"],
+    ] {
+        let out = run(write);
+        assert_eq!(out.code, 3, "{write:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("only read"),
+            "{write:?}: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(env.item("k1").0, "pending");
+    use nightshift::store::{Access, Store};
+    let ro = Store::open(std::path::Path::new(&ro_url), Access::ReadOnly).unwrap();
+    assert!(!ro.writable());
+    let owner = Store::open(&env.db, Access::ReadOnly).unwrap();
+    assert!(owner.writable());
+}

@@ -1,0 +1,496 @@
+//! Bad input: every case gets a clear error naming what and where, the
+//! documented exit code (2 bad input, 3 store), and changes nothing.
+
+use crate::support as common;
+
+use common::{Env, Ran, fingerprint};
+
+/// Runs `args`, asserting the exit code, that stderr names every one of
+/// `names`, and that the store is byte-identical afterwards. Returns the
+/// run for further checks.
+#[track_caller]
+fn refused(env: &Env, args: &[&str], code: i32, names: &[&str]) -> Ran {
+    let before = fingerprint(&env.db);
+    let ran = env.run(args);
+    ran.code(code);
+    assert!(
+        ran.stderr.starts_with("nightshift: error: ") || ran.stderr.starts_with("error: "),
+        "{ran:?}"
+    );
+    assert!(!ran.stderr.contains("panicked"), "{ran:?}");
+    for name in names {
+        assert!(ran.stderr.contains(name), "{name:?} not named: {ran:?}");
+    }
+    assert_eq!(ran.stdout, "", "{args:?} printed a result");
+    assert_eq!(fingerprint(&env.db), before, "{args:?} changed the store");
+    ran
+}
+
+/// A store with batch `b` (k1..k8, some failed) and a file of good lines.
+fn store() -> Env {
+    let env = Env::new();
+    env.failing_batch("b");
+    env
+}
+
+#[test]
+fn malformed_json_names_the_line() {
+    let env = store();
+    let file = env.write("in.jsonl", "{\"key\":\"x1\"}\n{\"key\": \"x2\"\n");
+    let ran = refused(
+        &env,
+        &["add", "b", "in.jsonl"],
+        2,
+        &["in.jsonl", "rejected, nothing imported"],
+    );
+    assert!(
+        ran.stderr
+            .contains("line 2: malformed JSON: EOF while parsing an object (column 12)"),
+        "{ran:?}"
+    );
+    drop(file);
+}
+
+#[test]
+fn a_line_that_is_not_an_object_is_refused() {
+    let env = store();
+    env.write("in.jsonl", "[1,2]\n\"text\"\n");
+    let ran = refused(
+        &env,
+        &["add", "b", "in.jsonl"],
+        2,
+        &["line 1: not a JSON object", "line 2: not a JSON object"],
+    );
+    assert!(ran.stderr.contains("2 bad lines"), "{ran:?}");
+}
+
+#[test]
+fn invalid_utf8_names_the_line() {
+    let env = store();
+    std::fs::write(
+        env.path("in.jsonl"),
+        b"{\"key\":\"x1\"}\n{\"key\":\"\xff\xfe\"}\n",
+    )
+    .unwrap();
+    refused(
+        &env,
+        &["add", "b", "in.jsonl"],
+        2,
+        &["in.jsonl", "line 2: not valid UTF-8"],
+    );
+}
+
+/// Only the first line may carry a byte-order mark (it is skipped there);
+/// one further down (files joined with `cat`) is named, not "malformed".
+#[test]
+fn a_byte_order_mark_on_a_later_line_is_named() {
+    let env = store();
+    env.write(
+        "joined.jsonl",
+        "\u{feff}{\"key\":\"x1\"}\n\u{feff}{\"key\":\"x2\"}\n",
+    );
+    let ran = refused(
+        &env,
+        &["add", "b", "joined.jsonl"],
+        2,
+        &[
+            "1 bad line",
+            "line 2: starts with a byte-order mark (U+FEFF): only the first line",
+        ],
+    );
+    assert!(!ran.stderr.contains("malformed"), "{ran:?}");
+}
+
+/// A batch name starting with '-' would be read as an option (and the
+/// dashboard runs `nightshift run NAME`): refused by every command that
+/// takes a batch, however it is passed, changing nothing.
+#[test]
+fn a_batch_name_like_an_option_is_refused_everywhere() {
+    let env = store();
+    env.write("in.jsonl", "{\"key\":\"x1\"}\n");
+    let reason = "a batch name must not start with '-' (it would be read as an option)";
+    for name in ["-x", "--config=FILE"] {
+        for args in [
+            vec!["add", "--", name, "in.jsonl"],
+            vec!["status", "--", name],
+            vec!["items", "--", name],
+            vec!["show", "--", name, "k1"],
+            vec!["requeue", "--all-failed", "--", name],
+            vec!["skip", "--reason", "r", "--", name, "k1"],
+            vec!["pause", "--", name],
+            vec!["unpause", "--", name],
+            vec!["dlq", "--", name],
+            vec!["log", "--", name],
+            vec!["schedule", "--", name],
+        ] {
+            let ran = refused(&env, &args, 2, &[reason]);
+            assert!(
+                ran.stderr.contains(&format!("'{name}'")),
+                "{args:?}: {ran:?}"
+            );
+        }
+        let flag = format!("--batch={name}");
+        for args in [vec!["daemon", flag.as_str()], vec!["watch", flag.as_str()]] {
+            refused(&env, &args, 2, &[reason]);
+        }
+    }
+    // Without `--` clap reads it as an option: refused too, naming it.
+    refused(&env, &["run", "-x"], 2, &["'-x'"]);
+    // The other parts of the rule, in the same words as the config's.
+    refused(
+        &env,
+        &["status", "--", " b"],
+        2,
+        &["must not start or end with a space"],
+    );
+    refused(
+        &env,
+        &["status", "--", "b\u{1b}[2J"],
+        2,
+        &["control or bidi characters: \"b\\x1b[2J\""],
+    );
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    let env = store();
+    let ran = refused(
+        &env,
+        &["add", "b", "nope.jsonl"],
+        2,
+        &["cannot read nope.jsonl"],
+    );
+    ran.error_line();
+}
+
+#[test]
+fn a_missing_key_field_names_line_and_field() {
+    let env = store();
+    env.write(
+        "in.jsonl",
+        "{\"site\":\"a\",\"slug\":\"x\"}\n{\"site\":\"a\"}\n{\"slug\":\"y\",\"site\":null}\n",
+    );
+    let ran = refused(
+        &env,
+        &["add", "n", "in.jsonl", "--key-fields", "site,slug"],
+        2,
+        &[
+            "line 2: missing key field \"slug\"",
+            "line 3: key field \"site\" must be",
+        ],
+    );
+    assert!(ran.stderr.contains("2 bad lines"), "{ran:?}");
+    env.write("nokey.jsonl", "{\"id\":1}\n");
+    refused(
+        &env,
+        &["add", "n", "nokey.jsonl"],
+        2,
+        &["line 1: no \"key\" field"],
+    );
+}
+
+#[test]
+fn a_duplicate_key_in_one_file_names_both_lines() {
+    let env = store();
+    env.write(
+        "in.jsonl",
+        "{\"key\":\"x1\"}\n{\"key\":\"x2\"}\n{\"key\":\"x1\",\"again\":true}\n",
+    );
+    refused(
+        &env,
+        &["add", "b", "in.jsonl"],
+        2,
+        &[
+            "line 3: duplicate key \"x1\" (first on line 1)",
+            "nothing imported",
+        ],
+    );
+}
+
+#[test]
+fn key_fields_with_an_empty_name_are_refused() {
+    let env = store();
+    env.write("in.jsonl", "{\"a\":1,\"b\":2}\n");
+    let ran = refused(
+        &env,
+        &["add", "b", "in.jsonl", "--key-fields", "a,,b"],
+        2,
+        &["--key-fields"],
+    );
+    ran.error_line();
+}
+
+#[test]
+fn an_unknown_batch_is_named_with_the_known_ones() {
+    let env = store();
+    for args in [
+        vec!["status", "nob"],
+        vec!["items", "nob"],
+        vec!["show", "nob", "k1"],
+        vec!["requeue", "nob", "--all-failed"],
+        vec!["requeue", "nob", "k1", "--dry-run"],
+        vec!["dlq", "nob"],
+        vec!["dlq", "nob", "--jsonl"],
+        vec!["log", "nob"],
+        vec!["skip", "nob", "k1", "--reason", "r"],
+        vec!["pause", "nob"],
+        vec!["unpause", "nob"],
+        vec!["run", "nob", "--", "/bin/true"],
+    ] {
+        let ran = refused(&env, &args, 2, &["unknown batch \"nob\"", "(known: b)"]);
+        ran.error_line();
+    }
+}
+
+#[test]
+fn an_unknown_key_is_named_with_its_batch() {
+    let env = store();
+    for args in [vec!["show", "b", "k99"], vec!["show", "b", "k99", "--json"]] {
+        let ran = refused(&env, &args, 2, &["no item \"k99\" in batch \"b\""]);
+        ran.error_line();
+    }
+}
+
+#[test]
+fn a_bad_duration_names_the_value_and_the_flag() {
+    let env = store();
+    for args in [
+        vec!["dlq", "b", "--since", "10x"],
+        vec!["prune", "--older-than", "soon"],
+        vec!["run", "b", "--max-duration=5 minutes", "--", "/bin/true"],
+    ] {
+        let ran = refused(&env, &args, 2, &["invalid"]);
+        let first = ran.stderr.lines().next().unwrap();
+        let value = args
+            .iter()
+            .find_map(|a| a.split_once("=").map(|(_, v)| v))
+            .unwrap_or(args[args.len() - 1]);
+        assert!(first.contains(value), "names the value: {ran:?}");
+        assert!(first.contains("--"), "names the flag: {first}");
+    }
+}
+
+#[test]
+fn a_bad_config_names_file_line_and_field() {
+    let env = store();
+    let config = env.path("nightshift.toml");
+    let file = config.to_str().unwrap();
+
+    env.config("[batch.b]\nretries = 0\nfrobnicate = 3\n");
+    let ran = refused(
+        &env,
+        &["status"],
+        2,
+        &[
+            &format!("{file}:3:"),
+            "unknown field \"frobnicate\"",
+            "[batch.b]",
+        ],
+    );
+    ran.error_line();
+
+    env.config("[batch.b]\nretries = 0\n\nconcurrency = \"lots\"\n");
+    let ran = refused(
+        &env,
+        &["status"],
+        2,
+        &[&format!("{file}:4:"), "batch.b.concurrency"],
+    );
+    ran.error_line();
+
+    env.config("[batch.b]\nitem_timeout = \"10x\"\n");
+    let ran = refused(
+        &env,
+        &["add", "b", "-"],
+        2,
+        &[&format!("{file}:2:"), "batch.b.item_timeout", "10x"],
+    );
+    ran.error_line();
+}
+
+#[cfg(unix)]
+#[test]
+fn init_in_a_directory_it_cannot_write() {
+    use std::os::unix::fs::PermissionsExt;
+    // Where the parent is a file, nobody can create the store (not even root).
+    let env = Env::bare();
+    env.write("file", "");
+    let db = env.path("file").join("nightshift.db");
+    let ran = common::ran(
+        env.cmd()
+            .env("NIGHTSHIFT_DB", &db)
+            .arg("init")
+            .output()
+            .unwrap(),
+    );
+    ran.code(3);
+    let line = ran.error_line();
+    assert!(
+        line.contains(&format!("cannot create the store {}", db.display())),
+        "{line}"
+    );
+
+    // A read-only directory stops anyone but root.
+    if !nix::unistd::geteuid().is_root() {
+        let env = Env::bare();
+        std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+        let ran = env.run(&["init"]);
+        std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        ran.code(3);
+        let line = ran.error_line();
+        let expected = format!("cannot create the store {}", env.db.display());
+        assert!(line.contains(&expected), "{line}");
+        assert!(!env.db.exists());
+        assert!(!env.path("nightshift.toml").exists());
+    }
+}
+
+#[test]
+fn a_corrupt_database_file_is_refused_untouched() {
+    let env = Env::bare();
+    let bytes: Vec<u8> = (0..16_384u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&env.db, &bytes).unwrap();
+    env.write("in.jsonl", "{\"key\":\"x\"}\n");
+    for args in [
+        vec!["status"],
+        vec!["add", "b", "in.jsonl"],
+        vec!["pause", "b"],
+        vec!["init"],
+    ] {
+        let ran = refused(
+            &env,
+            &args,
+            3,
+            &[env.db.to_str().unwrap(), "not a valid SQLite database"],
+        );
+        ran.error_line();
+    }
+    assert_eq!(std::fs::read(&env.db).unwrap(), bytes);
+}
+
+#[test]
+fn another_programs_sqlite_file_is_refused_untouched() {
+    let env = Env::bare();
+    {
+        let conn = rusqlite::Connection::open(&env.db).unwrap();
+        conn.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('mine');")
+            .unwrap();
+    }
+    env.write("in.jsonl", "{\"key\":\"x\"}\n");
+    for args in [
+        vec!["status"],
+        vec!["add", "b", "in.jsonl"],
+        vec!["log"],
+        vec!["init"],
+    ] {
+        let ran = refused(
+            &env,
+            &args,
+            3,
+            &[env.db.to_str().unwrap(), "is not a nightshift store"],
+        );
+        ran.error_line();
+    }
+}
+
+#[test]
+fn a_missing_store_says_to_init_and_creates_nothing() {
+    let env = Env::bare();
+    env.write("in.jsonl", "{\"key\":\"x\"}\n");
+    for args in [
+        vec!["status"],
+        vec!["add", "b", "in.jsonl"],
+        vec!["requeue", "b", "--all-failed"],
+    ] {
+        let ran = refused(
+            &env,
+            &args,
+            3,
+            &[env.db.to_str().unwrap(), "nightshift init"],
+        );
+        ran.error_line();
+        assert!(!env.db.exists(), "{args:?} created the store");
+    }
+}
+
+#[test]
+fn requeue_without_a_selector_says_how_to_choose() {
+    let env = store();
+    let ran = refused(
+        &env,
+        &["requeue", "b"],
+        2,
+        &["KEY", "--all-failed", "--class", "--tier"],
+    );
+    ran.error_line();
+}
+
+#[test]
+fn requeue_of_a_key_that_is_not_failed_moves_nothing() {
+    let env = store();
+    // k1 is failed, k5 is done: all or nothing.
+    let ran = refused(
+        &env,
+        &["requeue", "b", "k1", "k5"],
+        2,
+        &["k5 (done)", "batch \"b\""],
+    );
+    ran.error_line();
+    let ran = refused(
+        &env,
+        &["requeue", "b", "k1", "k99"],
+        2,
+        &["no item \"k99\" in batch \"b\""],
+    );
+    ran.error_line();
+    assert_eq!(env.status()["batches"][0]["failed"], 4);
+}
+
+#[test]
+fn skip_of_an_unknown_key_skips_nothing() {
+    let env = store();
+    let ran = refused(
+        &env,
+        &["skip", "b", "k1", "k99", "--reason", "done by hand"],
+        2,
+        &["no item \"k99\" in batch \"b\""],
+    );
+    ran.error_line();
+    assert_eq!(env.status()["batches"][0]["skipped"], 0);
+}
+
+#[test]
+fn skip_needs_a_reason() {
+    let env = store();
+    refused(&env, &["skip", "b", "k1"], 2, &["--reason"]);
+    let ran = refused(
+        &env,
+        &["skip", "b", "k1", "--reason", "  "],
+        2,
+        &["--reason"],
+    );
+    ran.error_line();
+}
+
+#[test]
+fn a_worker_that_does_not_exist_is_named_before_anything_runs() {
+    let env = store();
+    env.add_items("b", 9);
+    let ran = refused(
+        &env,
+        &["run", "b", "--", "./no-such-worker.sh"],
+        2,
+        &["\"./no-such-worker.sh\" not found"],
+    );
+    ran.error_line();
+    let ran = refused(
+        &env,
+        &["run", "b", "--", "no-such-program-on-path"],
+        2,
+        &["\"no-such-program-on-path\" not found"],
+    );
+    ran.error_line();
+    assert_eq!(env.status()["batches"][0]["pending"], 1);
+}

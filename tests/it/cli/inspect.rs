@@ -1,0 +1,550 @@
+//! Reading the store: `status` (table, JSON, tmux line), `items`, `show`,
+//! `dlq` (grouped and JSON lines), `log` (filters and `--follow`).
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::support::Env;
+
+/// RFC 3339 in UTC, as every exported time must be.
+fn assert_utc_rfc3339(value: &serde_json::Value) {
+    let text = value
+        .as_str()
+        .unwrap_or_else(|| panic!("not a string: {value}"));
+    let parsed = chrono::DateTime::parse_from_rfc3339(text)
+        .unwrap_or_else(|e| panic!("{text:?} is not RFC 3339: {e}"));
+    assert_eq!(parsed.offset().local_minus_utc(), 0, "{text} is not UTC");
+    assert!(text.ends_with('Z'), "{text} should say Z");
+}
+
+#[test]
+fn status_json_has_the_documented_fields() {
+    let env = Env::new();
+    env.failing_batch("b");
+    env.add_items("c", 3);
+    env.run(&["pause", "c", "--reason", "vendor outage"])
+        .code(0);
+    let status = env.status();
+    let batches = status["batches"].as_array().unwrap();
+    assert_eq!(batches.len(), 2);
+    for b in batches {
+        for field in [
+            "name",
+            "pending",
+            "claimed",
+            "done",
+            "failed",
+            "retry",
+            "manual",
+            "paused",
+            "paused_reason",
+        ] {
+            assert!(b.get(field).is_some(), "{field} missing in {b}");
+        }
+    }
+    let b = &batches[0];
+    assert_eq!(b["name"], "b");
+    assert_eq!(
+        (&b["pending"], &b["claimed"], &b["done"], &b["failed"]),
+        (&0.into(), &0.into(), &4.into(), &4.into())
+    );
+    assert_eq!((&b["retry"], &b["manual"]), (&1.into(), &3.into()));
+    assert_eq!(b["paused"], false);
+    assert!(b["paused_reason"].is_null());
+    assert_eq!(b["last_run"]["state"], "failed");
+    assert_utc_rfc3339(&b["last_run"]["started_at"]);
+
+    let c = &batches[1];
+    assert_eq!((&c["name"], &c["pending"]), (&"c".into(), &3.into()));
+    assert_eq!(c["paused"], true);
+    assert_eq!(c["paused_reason"], "vendor outage");
+
+    // One batch only.
+    let one = env.run(&["status", "c", "--json"]).code(0).json();
+    assert_eq!(one["batches"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn status_short_is_one_line_for_tmux() {
+    let env = Env::new();
+    let ran = env.run(&["status", "--short"]);
+    ran.code(0);
+    assert_eq!(ran.stdout, "nightshift: no batches\n");
+
+    env.failing_batch("articles");
+    env.add_items("posts", 3);
+    let ran = env.run(&["status", "--short"]);
+    ran.code(0);
+    assert_eq!(ran.stdout, "articles 4✓ 4✗  posts 0✓ 3…\n");
+
+    env.run(&["pause", "posts"]).code(0);
+    let ran = env.run(&["status", "posts", "--short"]);
+    assert_eq!(ran.stdout, "posts 0✓ 3… ⏸\n");
+}
+
+#[test]
+fn status_table_and_prometheus() {
+    let env = Env::new();
+    let ran = env.run(&["status"]);
+    ran.code(0);
+    assert!(ran.stdout.contains("no batches"), "{ran:?}");
+
+    env.failing_batch("b");
+    let ran = env.run(&["status"]);
+    ran.code(0);
+    let mut lines = ran.stdout.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "BATCH", "PENDING", "CLAIMED", "DONE", "EMPTY", "SKIPPED", "RETRY", "MANUAL",
+            "PROGRESS"
+        ]
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(row, ["b", "0", "0", "4", "0", "0", "1", "3", "50%"]);
+    assert!(ran.stdout.contains("last run #1 failed"), "{ran:?}");
+
+    let ran = env.run(&["status", "--prometheus"]);
+    ran.code(0);
+    assert!(
+        ran.stdout
+            .contains("nightshift_items{batch=\"b\",status=\"failed\",tier=\"manual\"} 3"),
+        "{ran:?}"
+    );
+}
+
+#[test]
+fn items_lists_and_filters() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let keys = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["items", "b", "--json"];
+        all.extend_from_slice(args);
+        env.run(&all)
+            .code(0)
+            .json_lines()
+            .iter()
+            .map(|i| i["key"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(keys(&[]), ["k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8"]);
+    assert_eq!(keys(&["--status", "failed"]), ["k1", "k2", "k3", "k4"]);
+    assert_eq!(keys(&["--status", "done"]), ["k5", "k6", "k7", "k8"]);
+    assert_eq!(keys(&["--status", "pending"]), Vec::<String>::new());
+    assert_eq!(keys(&["--tier", "retry"]), ["k3"]);
+    assert_eq!(keys(&["--tier", "manual"]), ["k1", "k2", "k4"]);
+    assert_eq!(keys(&["--class", "BadInput"]), ["k1", "k2"]);
+    assert_eq!(keys(&["--search", "title missing"]), ["k1", "k2"]);
+    assert_eq!(keys(&["--limit", "2"]), ["k1", "k2"]);
+
+    let item = &env
+        .run(&["items", "b", "--json", "--tier", "retry"])
+        .json_lines()[0];
+    assert_eq!(item["status"], "failed");
+    assert_eq!(item["tier"], "retry");
+    assert_eq!(item["error_class"], "TempFail");
+    assert_eq!(item["payload"], serde_json::json!({"key": "k3", "n": 3}));
+
+    let ran = env.run(&["items", "b", "--status", "failed"]);
+    ran.code(0);
+    let table: Vec<&str> = ran.stdout.lines().collect();
+    assert!(table[0].starts_with("KEY"), "{ran:?}");
+    assert_eq!(table.len(), 5, "{ran:?}");
+    assert!(table[1].contains("failed/manual") && table[1].contains("BadInput: title missing"));
+    let ran = env.run(&["items", "b", "--status", "pending"]);
+    assert_eq!(ran.stdout, "no items match\n");
+}
+
+#[test]
+fn show_has_payload_result_attempts_op_id_errors_and_timeline() {
+    let env = Env::new();
+    env.failing_batch("b");
+
+    let ran = env.run(&["show", "b", "k1"]);
+    ran.code(0);
+    for expected in [
+        "key:       k1",
+        "state:     failed/manual",
+        "attempts:  1",
+        "error:     BadInput: title missing",
+        "\"n\": 1",
+        "failures (1), newest first:",
+        "events (",
+        "claimed",
+        "quarantined",
+    ] {
+        assert!(
+            ran.stdout.contains(expected),
+            "{expected:?} missing: {ran:?}"
+        );
+    }
+
+    let ran = env.run(&["show", "b", "k5"]);
+    ran.code(0);
+    assert!(ran.stdout.contains("op id:     op-555"), "{ran:?}");
+    assert!(
+        ran.stdout.contains("result:\n  {\n    \"posted\": 5\n  }"),
+        "{ran:?}"
+    );
+
+    // Every error so far, newest first, after a second failing run.
+    env.run(&["requeue", "b", "k1"]).code(0);
+    let worker = env.path("failing-worker.sh");
+    env.run(&["run", "b", "--", worker.to_str().unwrap()])
+        .code(1);
+    let show = env.run(&["show", "b", "k1", "--json"]).code(0).json();
+    assert_eq!(show["item"]["key"], "k1");
+    assert_eq!(show["item"]["attempts"], 2);
+    assert_eq!(
+        show["item"]["payload"],
+        serde_json::json!({"key": "k1", "n": 1})
+    );
+    let failures = show["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 2);
+    assert_eq!(failures[0]["attempt"], 2);
+    assert_eq!(failures[1]["attempt"], 1);
+    let kinds: Vec<&str> = show["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "claimed",
+            "quarantined",
+            "requeued",
+            "claimed",
+            "quarantined"
+        ]
+    );
+}
+
+#[test]
+fn dlq_groups_by_class_last_24h_against_the_24h_before() {
+    let env = Env::new();
+    env.failing_batch("b");
+    // Move the BadInput dead letters (and their hourly rollup) 30 h back.
+    {
+        let conn = env.sql();
+        conn.execute_batch(
+            "UPDATE dead_letters SET failed_at = failed_at - 30 * 3600000 WHERE error_class = 'BadInput';
+             UPDATE dlq_hourly SET hour = hour - 30 WHERE error_class = 'BadInput';",
+        )
+        .unwrap();
+    }
+    let ran = env.run(&["dlq", "b"]);
+    ran.code(0);
+    let rows: Vec<Vec<&str>> = ran
+        .stdout
+        .lines()
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        rows[0],
+        [
+            "ERROR CLASS",
+            "LAST 24H",
+            "PREV 24H",
+            "DELTA",
+            "ALL TIME",
+            "FAILED NOW (retry/manual)"
+        ]
+    );
+    assert!(
+        rows.contains(&vec!["BadInput", "0", "2", "-2", "2", "2 (0/2)"]),
+        "{rows:?}"
+    );
+    assert!(
+        rows.contains(&vec!["TempFail", "1", "0", "+1", "1", "1 (1/0)"]),
+        "{rows:?}"
+    );
+    assert!(
+        rows.contains(&vec!["Exit1", "1", "0", "+1", "1", "1 (0/1)"]),
+        "{rows:?}"
+    );
+
+    let json = env.run(&["dlq", "b", "--json"]).code(0).json();
+    assert_eq!(json["window"], "24h");
+    let bad = json["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["error_class"] == "BadInput")
+        .unwrap();
+    assert_eq!((&bad["last_24h"], &bad["prev_24h"]), (&0.into(), &2.into()));
+
+    // --since sets the windows: the last 2 days against the 2 days before.
+    let ran = env.run(&["dlq", "b", "--since", "2d"]);
+    ran.code(0);
+    assert!(
+        ran.stdout.starts_with("ERROR CLASS  LAST 2D  PREV 2D"),
+        "{ran:?}"
+    );
+    assert!(
+        ran.stdout.lines().any(|l| l
+            .split_whitespace()
+            .take(4)
+            .eq(["BadInput", "2", "0", "+2"])),
+        "{ran:?}"
+    );
+
+    let empty = Env::new();
+    empty.add_items("b", 1);
+    let ran = empty.run(&["dlq", "b"]);
+    assert_eq!(ran.code(0).stdout, "b: no dead letters\n");
+}
+
+#[test]
+fn dlq_jsonl_exports_the_documented_fields_in_utc() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let rows = env.run(&["dlq", "b", "--jsonl"]).code(0).json_lines();
+    assert_eq!(rows.len(), 4);
+    for row in &rows {
+        for field in [
+            "job_id",
+            "payload",
+            "error_class",
+            "message",
+            "attempt",
+            "failed_at",
+        ] {
+            assert!(row.get(field).is_some(), "{field} missing: {row}");
+        }
+        assert_utc_rfc3339(&row["failed_at"]);
+        assert!(
+            row["payload"].is_object(),
+            "payload is the item's JSON: {row}"
+        );
+    }
+    let k1 = rows.iter().find(|r| r["job_id"] == "k1").unwrap();
+    // The seeds' `job_id`, and the item's `key` and `label` as elsewhere.
+    assert_eq!(k1["key"], "k1");
+    assert_eq!(k1["label"], "k1");
+    assert_eq!(k1["error_class"], "BadInput");
+    assert_eq!(k1["message"], "title missing");
+    assert_eq!(k1["attempt"], 1);
+    assert_eq!(k1["payload"], serde_json::json!({"key": "k1", "n": 1}));
+
+    // --since and --class narrow the export.
+    {
+        let conn = env.sql();
+        conn.execute_batch(
+            "UPDATE dead_letters SET failed_at = failed_at - 30 * 3600000 WHERE key = 'k1'",
+        )
+        .unwrap();
+    }
+    let recent = env
+        .run(&["dlq", "b", "--jsonl", "--since", "24h"])
+        .json_lines();
+    assert_eq!(recent.len(), 3);
+    assert!(recent.iter().all(|r| r["job_id"] != "k1"));
+    let bad = env
+        .run(&["dlq", "b", "--jsonl", "--class", "BadInput"])
+        .json_lines();
+    assert_eq!(bad.len(), 2);
+}
+
+#[test]
+fn log_lists_and_filters_events() {
+    let env = Env::new();
+    env.failing_batch("b");
+    env.add_items("c", 1);
+    let all = env.run(&["log", "--json"]).code(0).json_lines();
+    assert!(all.len() > 10);
+    for e in &all {
+        for field in ["id", "at", "batch", "kind", "message"] {
+            assert!(e.get(field).is_some(), "{field} missing: {e}");
+        }
+    }
+    let ids: Vec<i64> = all.iter().map(|e| e["id"].as_i64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "oldest first");
+
+    let failed = env
+        .run(&["log", "b", "--json", "--kind", "quarantined"])
+        .json_lines();
+    let keys: Vec<&str> = failed.iter().map(|e| e["key"].as_str().unwrap()).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["k1", "k2", "k4"]);
+
+    let two_kinds = env
+        .run(&[
+            "log",
+            "b",
+            "--json",
+            "--kind",
+            "quarantined",
+            "--kind",
+            "failed",
+        ])
+        .json_lines();
+    assert_eq!(two_kinds.len(), 4);
+    // As the dashboard's kind filter takes them: comma-separated.
+    let comma = env
+        .run(&["log", "b", "--json", "--kind", "quarantined,failed"])
+        .json_lines();
+    assert_eq!(comma, two_kinds);
+
+    let k5 = env.run(&["log", "b", "--json", "--key", "k5"]).json_lines();
+    assert!(k5.iter().all(|e| e["key"] == "k5"));
+    assert!(k5.iter().any(|e| e["kind"] == "done"));
+    // Without the batch: the item k5 of any batch (only b has one).
+    let any = env.run(&["log", "--json", "--key", "k5"]).json_lines();
+    assert_eq!(any, k5);
+    assert!(
+        env.run(&["log", "--json", "--key", "k99"])
+            .json_lines()
+            .is_empty()
+    );
+
+    let c = env.run(&["log", "c", "--json"]).json_lines();
+    assert!(c.iter().all(|e| e["batch"] == "c"));
+    assert_eq!(c.last().unwrap()["kind"], "added");
+
+    let last_two = env.run(&["log", "-n", "2", "--json"]).json_lines();
+    assert_eq!(last_two.len(), 2);
+    assert_eq!(last_two[1]["id"], all.last().unwrap()["id"]);
+
+    let ran = env.run(&["log", "b", "--kind", "quarantined"]);
+    ran.code(0);
+    assert_eq!(ran.stdout.lines().count(), 3);
+    assert!(
+        ran.stdout.lines().all(|l| l.contains(" quarantined ")),
+        "{ran:?}"
+    );
+}
+
+#[test]
+fn log_follow_prints_an_event_appended_while_it_runs() {
+    let env = Env::new();
+    env.add_items("b", 2);
+    let mut child = env
+        .spawnable()
+        .args(["log", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // What is already there comes first.
+    let first = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(first.contains(" added "), "{first}");
+
+    env.run(&["pause", "b", "--reason", "follow me"]).code(0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let found = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains("follow me") => break Some(line),
+            Ok(line) => seen.push(line),
+            Err(_) => break None,
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let line = found.unwrap_or_else(|| panic!("the pause never showed up; saw {seen:?}"));
+    assert!(line.contains(" paused "), "{line}");
+}
+
+#[test]
+fn an_unknown_kind_is_an_error_naming_the_valid_ones() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let before = env.fingerprint();
+    let ran = env.run(&["log", "--kind", "failed,faild"]);
+    ran.code(2);
+    assert_eq!(ran.stdout, "");
+    assert!(
+        ran.stderr
+            .contains("invalid value 'faild' for '--kind <KIND>'"),
+        "{ran:?}"
+    );
+    assert!(
+        ran.stderr.contains("a similar value exists: 'failed'"),
+        "{ran:?}"
+    );
+    for kind in nightshift::model::EventKind::ALL {
+        assert!(
+            ran.stderr.contains(kind.as_str()),
+            "{kind} not listed: {ran:?}"
+        );
+    }
+    assert_eq!(env.fingerprint(), before);
+    // The README's morning line: the permanent failures (`quarantined`)
+    // come with the transient ones.
+    let shown = env
+        .run(&["log", "b", "--json", "--kind", "failed,quarantined,empty"])
+        .code(0)
+        .json_lines();
+    let kinds: std::collections::BTreeSet<&str> =
+        shown.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["failed", "quarantined"].into());
+    assert_eq!(shown.len(), 4, "k1, k2, k4 quarantined and k3 failed");
+}
+
+#[test]
+fn log_help_lists_every_kind_with_what_it_records() {
+    let env = Env::bare();
+    let help = env.run(&["log", "--help"]).code(0).stdout.clone();
+    // Help wraps long lines: compare word by word.
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = words(&help);
+    for kind in nightshift::model::EventKind::ALL {
+        let entry = format!("- {}: {}", kind.as_str(), words(kind.doc()));
+        assert!(help.contains(&entry), "{entry:?} not in {help}");
+    }
+    assert!(help.contains("(0: every one)"), "{help}");
+}
+
+#[test]
+fn log_n_0_prints_every_event_oldest_first() {
+    let env = Env::new();
+    env.add_items("b", 3);
+    // More events than a page, and more than the default 50.
+    env.sql()
+        .execute_batch(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2345)
+             INSERT INTO events (at, batch_id, kind, message)
+             SELECT 1700000000000 + i, (SELECT id FROM batches WHERE name = 'b'),
+                    CASE WHEN i % 2 = 0 THEN 'fire' ELSE 'daemon' END, 'event ' || i
+               FROM n;",
+        )
+        .unwrap();
+    let total = env.int("SELECT count(*) FROM events");
+    assert!(total > 2345);
+    let all = env.run(&["log", "-n", "0", "--json"]).code(0).json_lines();
+    assert_eq!(all.len() as i64, total);
+    let ids: Vec<i64> = all.iter().map(|e| e["id"].as_i64().unwrap()).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "oldest first, each once"
+    );
+    let fires = env
+        .run(&["log", "b", "-n", "0", "--kind", "fire"])
+        .code(0)
+        .stdout
+        .lines()
+        .count();
+    assert_eq!(fires, 1172);
+    assert_eq!(env.run(&["log"]).code(0).stdout.lines().count(), 50);
+}

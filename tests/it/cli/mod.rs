@@ -1,0 +1,18 @@
+//! Every command end to end: the real binary on temp-dir SQLite stores.
+//! By theme: `add` and `init`; reading (`status`, `items`, `show`, `dlq`,
+//! `log`); operating (`requeue`, `skip`, `pause`, `unpause`, `prune`).
+
+mod add;
+mod inspect;
+mod operate;
+
+// Every command on both stores.
+mod backends;
+// Bad input of every kind: one clear line, a non-zero exit, nothing changed.
+mod bad_input;
+// A store and config found by their default relative names.
+mod default_paths;
+// A store and config given by relative paths.
+mod paths;
+// The shortest path: init, add, run, status.
+mod smoke;

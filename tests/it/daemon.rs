@@ -1,0 +1,445 @@
+//! `nightshift daemon` in real time: the real binary on a per-second
+//! schedule, real workers, a pause from the CLI, the PAUSED file, SIGTERM;
+//! and catch-up after downtime.
+
+#![cfg(unix)]
+
+use crate::support as common;
+
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::Timelike;
+use common::Env;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use predicates::prelude::*;
+use serde_json::Value;
+
+/// Generous: only reached when something is wrong. The happy paths take
+/// a second or two each.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < PATIENCE, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A running daemon; killed if the test fails before stopping it.
+struct Daemon {
+    child: Child,
+}
+
+impl Daemon {
+    fn start(env: &Env) -> Daemon {
+        let child = env
+            .spawn_cmd()
+            .arg("daemon")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(env.path("daemon.out")).unwrap())
+            .stderr(std::fs::File::create(env.path("daemon.err")).unwrap())
+            .spawn()
+            .unwrap();
+        Daemon { child }
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(&mut self) -> ExitStatus {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        kill(pid, Signal::SIGTERM).unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(start.elapsed() < PATIENCE, "the daemon did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn batch(status: &Value, name: &str) -> Value {
+    status["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no batch {name} in {status}"))
+}
+
+fn add(env: &Env, batch: &str, keys: &[&str]) {
+    let lines: String = keys
+        .iter()
+        .map(|k| format!("{{\"key\":\"{k}\"}}\n"))
+        .collect();
+    let file = env.write("more.jsonl", &lines);
+    env.cmd().args(["add", batch]).arg(file).assert().success();
+}
+
+/// Fire events whose outcome is `outcome`.
+fn fires(env: &Env, batch: &str, outcome: &str) -> Vec<Value> {
+    env.events(batch, "fire")
+        .into_iter()
+        .filter(|e| e["fields"]["outcome"] == outcome)
+        .collect()
+}
+
+/// Waits for `n` more fires skipped because paused, with nothing running.
+fn wait_for_paused_fires(env: &Env, n: usize, reason_has: &str) {
+    let seen = fires(env, "b", "skipped-paused").len();
+    wait_for("fires skipped as paused", || {
+        let skipped = fires(env, "b", "skipped-paused");
+        skipped.len() >= seen + n
+            && skipped
+                .last()
+                .is_some_and(|e| e["fields"]["reason"].as_str().unwrap().contains(reason_has))
+    });
+}
+
+#[test]
+fn the_daemon_runs_cycles_honours_pauses_and_stops_on_sigterm() {
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"* * * * * *\"\ntimezone = \"Asia/Tokyo\"\n",
+    );
+    env.add_items("b", 5);
+    let mut daemon = Daemon::start(&env);
+
+    // Fires run cycles: the items get done, by scheduled runs.
+    wait_for("the items to be done", || {
+        batch(&env.status(), "b")["done"] == 5
+    });
+    let status = env.status();
+    let b = batch(&status, "b");
+    assert_eq!(b["last_run"]["trigger"], "schedule", "{b}");
+    assert_eq!(b["next_fires"].as_array().unwrap().len(), 3, "{b}");
+    // The fire is recorded as ran, naming its run, once that run ended.
+    wait_for("a ran fire naming its run", || {
+        fires(&env, "b", "ran").iter().any(|e| e["run_id"].is_i64())
+    });
+
+    // A pause from the CLI counts at the next fire, without a restart.
+    env.cmd()
+        .args(["pause", "b", "--reason", "deploying"])
+        .assert()
+        .success();
+    wait_for_paused_fires(&env, 1, "deploying");
+    wait_for("the last cycle to end", || {
+        batch(&env.status(), "b")["lock"].is_null()
+    });
+    let runs_before = batch(&env.status(), "b")["last_run"]["id"].clone();
+    add(&env, "b", &["p1", "p2", "p3"]);
+    wait_for_paused_fires(&env, 2, "deploying");
+    let b = batch(&env.status(), "b");
+    assert_eq!(b["pending"], 3, "nothing ran while paused: {b}");
+    assert_eq!(b["last_run"]["id"], runs_before, "no run while paused: {b}");
+    assert_eq!(b["last_fire"]["outcome"], "skipped-paused", "{b}");
+    assert!(
+        b["last_fire"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("deploying"),
+        "{b}"
+    );
+    let human = env.cmd().arg("status").output().unwrap();
+    let human = String::from_utf8(human.stdout).unwrap();
+    assert!(
+        human.contains("did not run: the batch was paused — paused by"),
+        "{human}"
+    );
+
+    // Unpaused: the next fire runs again.
+    env.cmd().args(["unpause", "b"]).assert().success();
+    wait_for("the paused items to be done", || {
+        batch(&env.status(), "b")["done"] == 8
+    });
+
+    // The PAUSED file beside the store stops everything, and says so.
+    env.write("PAUSED", "");
+    wait_for_paused_fires(&env, 1, "emergency stop file");
+    wait_for("the last cycle to end", || {
+        batch(&env.status(), "b")["lock"].is_null()
+    });
+    add(&env, "b", &["e1", "e2"]);
+    wait_for_paused_fires(&env, 2, "emergency stop file");
+    let status = env.status();
+    assert_eq!(batch(&status, "b")["pending"], 2, "{status}");
+    assert!(status["emergency_stop"].is_string(), "{status}");
+    let human = env.cmd().arg("status").output().unwrap();
+    assert!(
+        String::from_utf8(human.stdout)
+            .unwrap()
+            .starts_with("EMERGENCY STOP: ")
+    );
+    assert!(
+        env.events("b", "emergency-stop")
+            .iter()
+            .any(|e| e["message"].as_str().unwrap().contains("PAUSED exists"))
+    );
+    std::fs::remove_file(env.path("PAUSED")).unwrap();
+    wait_for("work to resume", || batch(&env.status(), "b")["done"] == 10);
+
+    // SIGTERM: a clean exit 0, and the log says the daemon stopped.
+    let exit = daemon.terminate();
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+    let out = std::fs::read_to_string(env.path("daemon.out")).unwrap();
+    assert!(out.contains("nightshift daemon: stopped"), "{out}");
+    let daemon_events = env.events("b", "daemon");
+    assert!(
+        daemon_events
+            .last()
+            .is_some_and(|e| e["message"] == "daemon stopped"),
+        "{daemon_events:?}"
+    );
+    let logs: Vec<_> = std::fs::read_dir(env.path("logs")).unwrap().collect();
+    assert!(!logs.is_empty(), "events go to the rolling log files too");
+}
+
+#[test]
+fn sigterm_lets_the_running_cycle_finish_its_item() {
+    let env = Env::new();
+    env.script("slow.sh", "cat >/dev/null; sleep 2; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./slow.sh\"]\nconcurrency = 1\ngrace = \"20s\"\n\
+         schedule = \"* * * * * *\"\ntimezone = \"UTC\"\n",
+    );
+    env.add_items("b", 3);
+    let mut daemon = Daemon::start(&env);
+    wait_for("an item in flight", || {
+        batch(&env.status(), "b")["claimed"] == 1
+    });
+    let exit = daemon.terminate();
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+    let b = batch(&env.status(), "b");
+    // The in-flight item finished within the grace period; nothing was
+    // claimed after the signal, nothing is left claimed.
+    assert_eq!(
+        (&b["done"], &b["claimed"], &b["pending"]),
+        (&Value::from(1), &Value::from(0), &Value::from(2)),
+        "{b}"
+    );
+    assert_eq!(b["last_run"]["state"], "aborted", "{b}");
+    let ran = fires(&env, "b", "ran");
+    let last = ran.last().expect("the cycle's fire is recorded");
+    assert!(
+        last["fields"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("stopped early: interrupted")),
+        "{last}"
+    );
+}
+
+#[test]
+fn a_fire_while_a_manual_run_holds_the_lock_steps_down() {
+    let env = Env::new();
+    env.script("slow.sh", "cat >/dev/null; sleep 3; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./slow.sh\"]\nconcurrency = 1\n\
+         schedule = \"* * * * * *\"\ntimezone = \"UTC\"\n",
+    );
+    env.add_items("b", 1);
+    let mut manual = env
+        .spawn_cmd()
+        .args(["run", "b"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the manual run to hold the lock", || {
+        !batch(&env.status(), "b")["lock"].is_null()
+    });
+    let mut daemon = Daemon::start(&env);
+    wait_for("a fire that stepped down", || {
+        !fires(&env, "b", "lock-held").is_empty()
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+    let held = fires(&env, "b", "lock-held");
+    let reason = held[0]["fields"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("lock held by "), "{reason}");
+    assert!(
+        held[0]["run_id"].is_i64(),
+        "the step-down is a recorded run"
+    );
+    assert!(manual.wait().unwrap().success());
+    assert_eq!(batch(&env.status(), "b")["done"], 1);
+}
+
+#[test]
+fn catch_up_runs_a_recent_miss_once_and_records_older_ones() {
+    // Both batches fire daily at the time of day three hours ago; each
+    // daemon run before this one stored that fire time as the next.
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+    let fire = (nightshift::util::time::now() - chrono::TimeDelta::hours(3))
+        .with_nanosecond(0)
+        .unwrap();
+    let cron = format!("{} {} {} * * *", fire.second(), fire.minute(), fire.hour());
+    env.write(
+        "nightshift.toml",
+        &format!(
+            "[batch.recent]\nworker = [\"./w.sh\"]\nschedule = \"{cron}\"\ntimezone = \"UTC\"\ncatch_up = \"6h\"\n\n\
+             [batch.late]\nworker = [\"./w.sh\"]\nschedule = \"{cron}\"\ntimezone = \"UTC\"\ncatch_up = \"1h\"\n"
+        ),
+    );
+    env.add_items("recent", 2);
+    env.add_items("late", 2);
+    env.sql()
+        .execute(
+            "UPDATE batches SET next_fire = ?1",
+            [fire.timestamp_millis()],
+        )
+        .unwrap();
+
+    let mut daemon = Daemon::start(&env);
+    wait_for("the catch-up run", || {
+        batch(&env.status(), "recent")["done"] == 2
+    });
+    wait_for("the missed fire to be recorded", || {
+        !batch(&env.status(), "late")["last_fire"].is_null()
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+
+    let status = env.status();
+    let recent = batch(&status, "recent");
+    assert_eq!(recent["last_fire"]["outcome"], "ran", "{recent}");
+    assert!(
+        recent["last_fire"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("catch-up"),
+        "{recent}"
+    );
+    assert_eq!(fires(&env, "recent", "ran").len(), 1, "caught up once");
+    assert!(fires(&env, "recent", "missed").is_empty());
+
+    let late = batch(&status, "late");
+    assert_eq!(late["last_fire"]["outcome"], "missed", "{late}");
+    assert!(
+        late["last_fire"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("older than the catch_up window (1h0m)"),
+        "{late}"
+    );
+    assert_eq!(
+        (&late["pending"], &late["last_run"]),
+        (&Value::from(2), &Value::Null)
+    );
+    // The next fire is tomorrow's, stored for the dashboard.
+    let next: i64 = env
+        .sql()
+        .query_row(
+            "SELECT next_fire FROM batches WHERE name = 'late'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(next, (fire + chrono::TimeDelta::days(1)).timestamp_millis());
+}
+
+#[test]
+fn the_schedule_command_and_its_errors() {
+    let env = Env::new();
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"true\"]\nschedule = \"30 2 * * *\"\ntimezone = \"America/New_York\"\n\n[batch.plain]\nworker = [\"true\"]\n",
+    );
+    let out = env
+        .cmd()
+        .args(["schedule", "b", "--next", "4", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fires = v["next_fires"].as_array().unwrap();
+    assert_eq!(fires.len(), 4, "{v}");
+    for f in fires {
+        let local = f["local"].as_str().unwrap();
+        // 02:30 local, or 03:00 on spring-forward day.
+        assert!(
+            local.contains("T02:30:00-0") || local.contains("T03:00:00-04:00"),
+            "{local}"
+        );
+        assert!(f["utc"].as_str().unwrap().ends_with('Z'));
+    }
+    let out = env.cmd().args(["schedule", "b"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("b: `30 2 * * *` in America/New_York"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 2 + 5, "{text}");
+
+    env.cmd()
+        .args(["schedule", "plain"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("batch \"plain\" has no schedule"));
+    env.cmd()
+        .args(["daemon", "--batch", "nope"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicates::str::contains("no batch \"nope\"")
+                .and(predicates::str::contains("scheduled batches: b")),
+        );
+
+    // A bad cron or zone: the config error names file, line and field.
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"true\"]\nschedule = \"0 25 * * *\"\n",
+    );
+    env.cmd()
+        .args(["schedule", "b"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "nightshift.toml:3: batch.b.schedule: invalid cron expression",
+        ));
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"true\"]\nschedule = \"0 2 * * *\"\ntimezone = \"Asia/Tokio\"\n",
+    );
+    env.cmd()
+        .arg("daemon")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "nightshift.toml:4: batch.b.timezone: unknown time zone \"Asia/Tokio\" (did you mean \"Asia/Tokyo\"?)",
+        ));
+}
+
+/// A failing hook is in the daemon's journal (its stdout), not only in the
+/// log: which hook, how, and the last line of its stderr.
+#[test]
+fn a_failing_alert_is_in_the_journal() {
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null; exit 1");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./w.sh\"]\nretries = 0\nschedule = \"* * * * * *\"\n\
+         alert = [\"sh\", \"-c\", \"echo 'smtp: connection refused' >&2; exit 4\"]\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    let journal = || std::fs::read_to_string(env.path("daemon.out")).unwrap_or_default();
+    wait_for("the alert's failure in the journal", || {
+        journal().contains("b: alert `sh` failed: exit status: 4: smtp: connection refused")
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+}

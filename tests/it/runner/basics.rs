@@ -1,0 +1,634 @@
+//! The runner end to end: the real binary, real worker processes (small
+//! shell scripts), real signals, each test on both backends (a
+//! temp-dir SQLite file and a PostgreSQL database). Pace and stops are in
+//! `runner_stop.rs`, locks and fencing in `runner_locks.rs`, the crash soak
+//! in `chaos.rs`.
+#![cfg(unix)]
+
+use crate::support as common;
+
+use std::collections::BTreeSet;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+
+use common::{add_keys, assert_no_process_left, lines, stdout, tally};
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Immediate retries and redrives that never wait.
+const NO_WAIT: &str = "retries = 2\nbackoff = \"0s\"\nbackoff_max = \"0s\"\n";
+
+/// The worker of the transient vs permanent test.
+const CLASSIFY_WORKER: &str = r#"cat >/dev/null
+case "$NIGHTSHIFT_KEY" in
+  flaky) [ "$NIGHTSHIFT_ATTEMPT" -lt 3 ] && exit 75; echo '"third time lucky"' ;;
+  bad) echo 'no such article' >&2; exit 1 ;;
+  badjson) echo '{"error_class":"BadRequest","transient":false,"message":"400: title missing"}' >&2; exit 75 ;;
+  always) echo 'upstream 503' >&2; exit 75 ;;
+esac"#;
+
+both_backends! {
+    // ---- The seeds' scenario ----
+
+    fn killed_at_item_137_a_rerun_resumes_without_paying_twice(env) {
+        env.add_items("b", 200);
+        let log = env.path("side-effects.log");
+        let flag = env.path("killed");
+        // Append the key (the side effect), then the worker that brings the log
+        // to 137 lines SIGKILLs the runner (its parent) — once.
+        let worker = env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\necho \"$NIGHTSHIFT_KEY\" >> {log}\nn=$(wc -l < {log})\n\
+                 if [ \"$n\" -ge 137 ] && mkdir {flag} 2>/dev/null; then kill -KILL $PPID; fi\n\
+                 echo '{{\"ok\":true}}'",
+                log = p(&log),
+                flag = p(&flag)
+            ),
+        );
+        let w = p(&worker);
+        let status = env
+            .std_cmd()
+            .args(["run", "b", "-j", "4", "--", &w])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(status.signal(), Some(9), "the runner was SIGKILLed");
+
+        let done_before: BTreeSet<String> = env
+            .strings("SELECT key FROM items WHERE status = 'done'")
+            .into_iter()
+            .collect();
+        let in_flight: BTreeSet<String> = env
+            .strings("SELECT key FROM items WHERE status = 'claimed'")
+            .into_iter()
+            .collect();
+        // The 137th line's worker killed the runner; up to three others may
+        // have appended and been recorded around it.
+        assert!(
+            (120..140).contains(&done_before.len()),
+            "{} done at the kill",
+            done_before.len()
+        );
+        assert!(
+            !in_flight.is_empty() && in_flight.len() <= 4,
+            "{in_flight:?}"
+        );
+
+        // A dry run now names what a run would take back, and writes nothing.
+        let before = env.snapshot();
+        let plan = env
+            .cmd()
+            .args(["run", "b", "--dry-run", "--json", "--", &w])
+            .output()
+            .unwrap();
+        assert_eq!(env.snapshot(), before);
+        let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+        let reclaim: BTreeSet<String> = plan["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["why"] == "reclaim")
+            .map(|i| i["key"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(reclaim, in_flight);
+
+        // Immediate re-run: no TTL to wait out (the holder's pid is gone).
+        let out = env
+            .cmd()
+            .args(["run", "b", "-j", "4", "--", &w])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stdout(&out));
+        assert!(
+            stdout(&out).contains(&format!("{} skipped-done", done_before.len())),
+            "{}",
+            stdout(&out)
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            200
+        );
+        assert_eq!(env.run_states(), ["crashed", "ok"]);
+
+        // Workers orphaned by the kill may still be finishing their append.
+        assert_no_process_left(&w);
+        let seen = tally(&lines(&log));
+        assert_eq!(seen.len(), 200, "every key executed");
+        for (key, n) in &seen {
+            if in_flight.contains(key) {
+                assert!(*n <= 2, "{key} in flight at the kill ran {n} times");
+            } else {
+                assert_eq!(*n, 1, "{key} ran {n} times");
+            }
+        }
+    }
+
+    // ---- Transient vs permanent ----
+
+    fn transient_failures_retry_and_permanent_ones_are_quarantined_with_a_dead_letter(env) {
+        env.config(&format!("[batch.b]\n{NO_WAIT}max_attempts = 5\n"));
+        add_keys(&env, "b", &["flaky", "bad", "badjson", "always"]);
+        let w = p(&env.script("w.sh", CLASSIFY_WORKER));
+
+        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "something failed: exit 1");
+        assert_eq!(env.item("flaky"), ("done".into(), None, 3));
+        assert_eq!(env.item("bad"), ("failed".into(), Some("manual".into()), 1));
+        assert_eq!(
+            env.item("badjson"),
+            ("failed".into(), Some("manual".into()), 1)
+        );
+        assert_eq!(
+            env.item("always"),
+            ("failed".into(), Some("retry".into()), 3)
+        );
+
+        // The dead letters carry payload, class, message, attempt and time.
+        let out = env.cmd().args(["dlq", "b", "--jsonl"]).output().unwrap();
+        let letters: Vec<serde_json::Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let letter = |key: &str| {
+            letters
+                .iter()
+                .find(|l| l["job_id"] == key)
+                .unwrap_or_else(|| panic!("no dead letter for {key}: {letters:?}"))
+                .clone()
+        };
+        let bad = letter("bad");
+        assert_eq!(bad["payload"]["key"], "bad");
+        assert_eq!(bad["error_class"], "Exit1");
+        assert_eq!(bad["message"], "exited with status 1: no such article");
+        assert_eq!(bad["attempt"], 1);
+        assert_eq!(bad["tier"], "manual");
+        assert!(bad["failed_at"].as_str().unwrap().ends_with('Z'));
+        let badjson = letter("badjson");
+        assert_eq!(badjson["error_class"], "BadRequest");
+        assert_eq!(badjson["message"], "400: title missing");
+        assert_eq!(badjson["attempt"], 1);
+        let always = letter("always");
+        assert_eq!(
+            (always["tier"].clone(), always["attempt"].clone()),
+            ("retry".into(), 3.into())
+        );
+
+        // Next cycle: redriven, two more attempts, then quarantined at max_attempts.
+        env.cmd().args(["run", "b", "--", &w]).assert().code(1);
+        assert_eq!(
+            env.item("always"),
+            ("failed".into(), Some("manual".into()), 5)
+        );
+        assert_eq!(
+            env.strings(
+                "SELECT tier || ':' || attempt FROM dead_letters WHERE key = 'always' ORDER BY id"
+            ),
+            ["retry:3", "manual:5"]
+        );
+        // A quarantined item is not run again by later cycles.
+        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+        assert!(out.status.success());
+        assert!(
+            stdout(&out).contains("0 done, 0 empty, 0 failed"),
+            "{}",
+            stdout(&out)
+        );
+        assert_eq!(env.item("always").2, 5);
+    }
+
+    // ---- Operation ids ----
+
+    fn an_op_id_reported_before_a_timeout_or_a_kill_reaches_the_retry(env) {
+        env.config(
+            "[batch.b]\nretries = 0\nbackoff = \"0s\"\nbackoff_max = \"0s\"\nitem_timeout = \"1s\"\n",
+        );
+        add_keys(&env, "b", &["slow", "dies"]);
+        let log = env.path("attempts.log");
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\necho \"$NIGHTSHIFT_KEY $NIGHTSHIFT_ATTEMPT ${{NIGHTSHIFT_OP_ID:-none}}\" >> {log}\n\
+                 if [ \"$NIGHTSHIFT_ATTEMPT\" = 1 ]; then\n\
+                   echo \"@nightshift op_id=op-$NIGHTSHIFT_KEY\" >&2\n\
+                   if [ \"$NIGHTSHIFT_KEY\" = slow ]; then sleep 1000; else kill -KILL $$; fi\n\
+                 fi\necho '\"polled the existing operation\"'",
+                log = p(&log)
+            ),
+        ));
+        // First cycle: both attempts die (timeout, SIGKILL): transient, retry tier.
+        env.cmd().args(["run", "b", "--", &w]).assert().code(1);
+        assert_eq!(
+            env.strings("SELECT op_id FROM items ORDER BY key"),
+            ["op-dies", "op-slow"]
+        );
+        assert_eq!(
+            env.strings("SELECT error_class FROM items ORDER BY key"),
+            ["Signal", "Timeout"]
+        );
+        // Next cycle: the retry gets the stored operation id back.
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        let mut seen = lines(&log);
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                "dies 1 none",
+                "dies 2 op-dies",
+                "slow 1 none",
+                "slow 2 op-slow"
+            ]
+        );
+    }
+
+    // ---- Timeouts leave nothing behind ----
+
+    fn a_timeout_kills_the_workers_grandchildren(env) {
+        env.config("[batch.b]\nretries = 0\nitem_timeout = \"1s\"\n");
+        add_keys(&env, "b", &["k"]);
+        let marker = format!("grandchild-of-{}", env.dir.path().display());
+        // A background child, a grandchild, and a worker waiting on them.
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\nsh -c 'sleep 1000; echo never' {marker} &\n\
+                 (sh -c 'sleep 1000; echo never' {marker}-sub &) \nwait"
+            ),
+        ));
+        env.cmd().args(["run", "b", "--", &w]).assert().code(1);
+        assert_eq!(env.strings("SELECT error_class FROM items"), ["Timeout"]);
+        assert_no_process_left(&marker);
+    }
+
+    fn a_worker_that_exits_leaves_no_background_process_either(env) {
+        add_keys(&env, "b", &["k"]);
+        let marker = format!("left-behind-{}", env.dir.path().display());
+        let w = p(&env.script(
+            "w.sh",
+            &format!("cat >/dev/null\nsh -c 'sleep 1000; echo never' {marker} &\necho '\"ok\"'"),
+        ));
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        assert_eq!(env.item("k").0, "done");
+        assert_no_process_left(&marker);
+    }
+
+    // ---- --limit, --key, --dry-run ----
+
+    fn limit_and_key_run_only_what_they_name(env) {
+        env.add_items("b", 10);
+        let log = env.path("ran.log");
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\necho \"$NIGHTSHIFT_KEY\" >> {}\necho '\"ok\"'",
+                p(&log)
+            ),
+        ));
+        env.cmd()
+            .args(["run", "b", "--limit", "3", "-j", "2", "--", &w])
+            .assert()
+            .success();
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            3
+        );
+        env.cmd()
+            .args(["run", "b", "--key", "k9", "--", &w])
+            .assert()
+            .success();
+        assert_eq!(env.item("k9").0, "done");
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            4
+        );
+        assert_eq!(lines(&log).len(), 4);
+        // A done item is not run again by key.
+        let out = env
+            .cmd()
+            .args(["run", "b", "--key", "k9", "--", &w])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("already done"));
+        assert_eq!(lines(&log).len(), 4);
+    }
+
+    fn a_dry_run_writes_nothing(env) {
+        env.config(&format!("[batch.b]\n{NO_WAIT}"));
+        env.add_items("b", 5);
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\n[ \"$NIGHTSHIFT_KEY\" = k2 ] && exit 75\necho '\"ok\"'",
+        ));
+        env.cmd()
+            .args(["run", "b", "--limit", "2", "--", &w])
+            .assert()
+            .code(1);
+        let before = env.snapshot();
+        let out = env
+            .cmd()
+            .args(["run", "b", "--dry-run", "--json", "--", &w])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(env.snapshot(), before, "the store unchanged");
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let items: Vec<(String, String)> = plan["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                (
+                    i["key"].as_str().unwrap().to_string(),
+                    i["why"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let expected: Vec<(String, String)> = [
+            ("k2", "redrive"),
+            ("k3", "pending"),
+            ("k4", "pending"),
+            ("k5", "pending"),
+        ]
+        .iter()
+        .map(|(k, w)| (k.to_string(), w.to_string()))
+        .collect();
+        assert_eq!(items, expected);
+        // The plain listing too.
+        let out = env
+            .cmd()
+            .args(["run", "b", "--dry-run", "--", &w])
+            .output()
+            .unwrap();
+        assert!(
+            stdout(&out).contains("would run 4 items"),
+            "{}",
+            stdout(&out)
+        );
+        assert_eq!(env.snapshot(), before);
+    }
+
+    // ---- Alert, source ----
+
+    fn the_alert_runs_only_when_something_failed(env) {
+        let alert = env.path("alert.json");
+        env.config(&format!(
+            "[batch.b]\nretries = 0\nalert = [\"sh\", \"-c\", \"cat > {}\"]\n",
+            p(&alert)
+        ));
+        add_keys(&env, "b", &["good"]);
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\n[ \"$NIGHTSHIFT_KEY\" = broken ] && exit 3\necho '\"ok\"'",
+        ));
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        assert!(!alert.exists(), "no failure, no alert");
+        add_keys(&env, "b", &["broken"]);
+        env.cmd().args(["run", "b", "--", &w]).assert().code(1);
+        let body: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&alert).unwrap()).unwrap();
+        assert_eq!(body["batch"], "b");
+        assert_eq!(body["counts"]["manual"], 1);
+        assert!(body["summary"].as_str().unwrap().contains("1 failed"));
+    }
+
+    fn the_source_command_adds_items_idempotently(env) {
+        let list = env.write("list.jsonl", "{\"key\":\"s1\"}\n{\"key\":\"s2\"}\n");
+        env.config(&format!(
+            "[batch.b]\nsource = [\"cat\", \"{}\"]\n",
+            p(&list)
+        ));
+        let log = env.path("ran.log");
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\necho \"$NIGHTSHIFT_KEY\" >> {}\necho '\"ok\"'",
+                p(&log)
+            ),
+        ));
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        std::fs::write(
+            &list,
+            "{\"key\":\"s1\"}\n{\"key\":\"s2\"}\n{\"key\":\"s3\"}\n",
+        )
+        .unwrap();
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        assert_eq!(env.int("SELECT count(*) FROM items"), 3);
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            3
+        );
+        assert_eq!(
+            env.strings("SELECT message FROM events WHERE kind = 'source' ORDER BY id"),
+            [
+                "source added 2, already present 0",
+                "source added 1, already present 2",
+                "source added 0, already present 3"
+            ]
+        );
+        let mut ran = lines(&log);
+        ran.sort();
+        assert_eq!(ran, ["s1", "s2", "s3"], "each item ran once");
+
+        // A failing source is a failure of the run (exit 1, for cron), and the
+        // cycle still runs what is queued.
+        env.config("[batch.b]\nsource = [\"sh\", \"-c\", \"echo 'listing API down' >&2; exit 3\"]\n");
+        env.cmd()
+            .args(["add", "b"])
+            .arg(env.write("more.jsonl", "{\"key\":\"s4\"}\n"))
+            .assert()
+            .success();
+        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        assert!(
+            stdout(&out).contains("the source command failed"),
+            "{}",
+            stdout(&out)
+        );
+        assert_eq!(env.item("s4").0, "done");
+        let failed = env.strings("SELECT message FROM events WHERE kind = 'source-failed'");
+        assert!(failed[0].contains("listing API down"), "{failed:?}");
+        assert_eq!(env.run_states().last().unwrap(), "failed");
+    }
+
+    fn a_worker_named_without_a_path_is_found_in_path(env) {
+        add_keys(&env, "b", &["k"]);
+        let bin = env.path("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let script = env.script("myworker", "cat >/dev/null\necho \"\\\"$0\\\"\"");
+        std::fs::rename(&script, bin.join("myworker")).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        env.cmd()
+            .env("PATH", path)
+            .args(["run", "b", "--", "myworker"])
+            .assert()
+            .success();
+        // (A script's $0 is the path the kernel ran it by.)
+        let result = env.strings("SELECT result FROM items");
+        assert_eq!(result, [format!("\"{}\"", bin.join("myworker").display())]);
+    }
+}
+
+/// A source reads its lines as `add` does: a byte-order mark at the start
+/// is skipped (a source that `cat`s an Excel export), and numeric keys keep
+/// every digit (two ids one apart are two items, each run once).
+#[test]
+fn a_source_reads_its_lines_as_add_does() {
+    let env = common::Env::new();
+    let list = env.write(
+        "list.jsonl",
+        "\u{feff}{\"key\":12345678901234567890123}\r\n{\"key\":12345678901234567890124}\r\n",
+    );
+    env.config(&format!(
+        "[batch.b]\nsource = [\"cat\", \"{}\"]\n",
+        p(&list)
+    ));
+    let log = env.path("ran.log");
+    let w = env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null; echo \"$NIGHTSHIFT_KEY\" >> {}; echo '\"ok\"'",
+            p(&log)
+        ),
+    );
+    env.cmd()
+        .args(["run", "b", "--", &p(&w)])
+        .assert()
+        .success();
+    assert_eq!(
+        env.strings("SELECT message FROM events WHERE kind = 'source'"),
+        ["source added 2, already present 0"]
+    );
+    let mut ran = lines(&log);
+    ran.sort();
+    assert_eq!(ran, ["12345678901234567890123", "12345678901234567890124"]);
+    // A mark further down is named, and nothing is added.
+    std::fs::write(&list, "{\"key\":\"a\"}\n\u{feff}{\"key\":\"b\"}\n").unwrap();
+    let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let failed = env.strings("SELECT message FROM events WHERE kind = 'source-failed'");
+    assert!(
+        failed[0].contains("line 2: starts with a byte-order mark"),
+        "{failed:?}"
+    );
+    assert_eq!(env.int("SELECT count(*) FROM items"), 2);
+}
+
+/// A runaway source (here 300 MB of lines) is stopped at 256 MiB: the run
+/// says so, adds nothing and goes on; its stderr flood is kept bounded.
+/// (Runner-side reading only: one store is enough.)
+#[test]
+fn a_source_that_prints_too_much_is_stopped_and_adds_nothing() {
+    let env = common::Env::new();
+    env.config(
+        "[batch.b]\nsource = [\"sh\", \"-c\", \
+         \"yes x | head -c 50000000 >&2; yes '{\\\"key\\\":\\\"k\\\"}' | head -c 300000000\"]\n",
+    );
+    let w = env.script("w.sh", "cat >/dev/null; echo '\"ok\"'");
+    let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a failed source fails the run");
+    let failed = env.strings("SELECT message FROM events WHERE kind = 'source-failed'");
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed[0].contains("more than 256 MiB, nothing added"),
+        "{failed:?}"
+    );
+    assert_eq!(env.int("SELECT count(*) FROM items"), 0);
+}
+
+/// A failing hook is said on the terminal, not only in the log: which hook,
+/// its exit status and the last line of its stderr (inert, cut with `…`).
+/// Real failing commands: a source that exits 3, an alert that is not
+/// installed (127 from the shell), one that cannot start at all.
+#[test]
+fn failing_hooks_say_which_failed_and_why_on_stderr() {
+    let env = common::Env::new();
+    env.config(
+        "[batch.b]\nretries = 0\n\
+         source = [\"sh\", \"-c\", \"echo 'listing…' >&2; printf 'API down: 503 \\\\033[2J\\\\n' >&2; exit 3\"]\n\
+         alert = [\"sh\", \"-c\", \"cat >/dev/null; notify-nobody-xyz\"]\n",
+    );
+    add_keys(&env, "b", &["k"]);
+    let w = env.script("w.sh", "cat >/dev/null; exit 1");
+    let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert_eq!(
+        lines[0],
+        "nightshift: source `sh` failed: exit status: 3: API down: 503 \\x1b[2J"
+    );
+    // (The shell's own words for "not found" differ between shells.)
+    assert!(
+        lines[1].starts_with("nightshift: alert `sh` failed: exit status: 127: ")
+            && lines[1].contains("notify-nobody-xyz")
+            && lines[1].contains("not found"),
+        "{err}"
+    );
+    assert!(
+        stdout(&out)
+            .contains("; the source command failed (exit status: 3), nothing added from it"),
+        "{}",
+        stdout(&out)
+    );
+    // The log says the same.
+    let alert = env.strings("SELECT message FROM events WHERE kind = 'alert'");
+    assert_eq!(alert, [lines[1].trim_start_matches("nightshift: ")]);
+
+    // --json carries them too; an alert that cannot start says so.
+    env.config("[batch.b]\nretries = 0\nalert = [\"./no-such-alert\"]\n");
+    add_keys(&env, "b", &["k2"]);
+    let out = env
+        .cmd()
+        .args(["run", "b", "--json", "--", &p(&w)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hooks = report["hooks_failed"].as_array().unwrap();
+    assert_eq!(hooks.len(), 1, "{report}");
+    assert_eq!(
+        (&hooks[0]["hook"], &hooks[0]["program"], &hooks[0]["stderr"]),
+        (
+            &"alert".into(),
+            &"./no-such-alert".into(),
+            &serde_json::Value::Null
+        )
+    );
+    assert!(
+        hooks[0]["problem"]
+            .as_str()
+            .unwrap()
+            .starts_with("could not start: "),
+        "{report}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("nightshift: alert `./no-such-alert` failed: could not start: "),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A long last line is cut to fit a terminal, with `…`.
+    let long = "エラー".repeat(100);
+    env.config(&format!(
+        "[batch.b]\nretries = 0\nalert = [\"sh\", \"-c\", \"echo {long} >&2; exit 2\"]\n"
+    ));
+    add_keys(&env, "b", &["k3"]);
+    let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let line = err.lines().find(|l| l.contains("alert")).unwrap();
+    let shown = line.rsplit(": ").next().unwrap();
+    assert!(
+        shown.ends_with('…') && shown.starts_with("エラーエラー"),
+        "{line}"
+    );
+    assert!(
+        unicode_width::UnicodeWidthStr::width(shown) <= 200,
+        "{line}"
+    );
+}

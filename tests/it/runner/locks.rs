@@ -1,0 +1,513 @@
+//! The batch lock and fencing: never two runners on one batch, a crashed
+//! runner replaced at once on its own host and after the TTL elsewhere, a
+//! live one kept by its heartbeat, and results of a runner that was taken
+//! over rejected by their lease tokens. Each test on both backends.
+#![cfg(unix)]
+
+use crate::support as common;
+
+use std::path::Path;
+
+use common::{Env, lines, pids_with, signal, tally, wait_for};
+use nix::sys::signal::Signal;
+
+use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Tier, Trigger};
+use nightshift::store::{Completion, Failure, LockOutcome, Store};
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Kills what a test left running on purpose: the workers of a runner it
+/// SIGKILLed, found by the marker, with their whole process group (the
+/// worker, its `sh -c`, and the `sleep` whose command line has no marker).
+fn kill_leftovers(env: &Env) {
+    for pid in pids_with(&marker(env)) {
+        let pid = nix::unistd::Pid::from_raw(pid as i32);
+        if let Ok(group) = nix::unistd::getpgid(Some(pid))
+            && group != nix::unistd::getpgrp()
+        {
+            let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
+        }
+        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+    }
+}
+
+fn marker(env: &Env) -> String {
+    format!("{}/slow-marker", env.dir.path().display())
+}
+
+/// A worker that appends `HOST KEY` to `side-effects.log` and answers with
+/// its host (`NIGHTSHIFT_HOST`, inherited from its runner). When its runner
+/// was started with `SLOW=N`, it first sleeps N seconds.
+fn worker(env: &Env) -> String {
+    p(&env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/started-$NIGHTSHIFT_KEY\n\
+             if [ -n \"$SLOW\" ]; then sh -c \"sleep $SLOW; :\" {marker} || exit 1; fi\n\
+             echo \"${{NIGHTSHIFT_HOST:-local}} $NIGHTSHIFT_KEY\" >> {dir}/side-effects.log\n\
+             echo \"\\\"${{NIGHTSHIFT_HOST:-local}}\\\"\"",
+            dir = env.dir.path().display(),
+            marker = marker(env),
+        ),
+    ))
+}
+
+fn side_effects(env: &Env) -> Vec<String> {
+    lines(&env.path("side-effects.log"))
+}
+
+/// Waits until the batch lock in the store has expired.
+fn wait_for_lock_expiry(env: &Env) {
+    wait_for("the lock to expire", || {
+        env.int("SELECT coalesce(max(expires_at), 0) FROM locks") < now_ms() - 50
+    });
+}
+
+fn event(batch: &str, kind: &str) -> NewEvent {
+    NewEvent::new(now_ms(), batch, kind, kind)
+}
+
+both_backends! {
+    fn two_runs_started_at_once_one_processes_the_other_steps_down(env) {
+        env.config("[batch.b]\nconcurrency = 2\n");
+        let log = env.path("side-effects.log");
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\nsleep 0.2\necho \"$NIGHTSHIFT_KEY\" >> {}\necho '\"ok\"'",
+                p(&log)
+            ),
+        ));
+        for round in 0..3 {
+            let items: String = (0..6)
+                .map(|i| format!("{{\"key\":\"r{round}-{i}\"}}\n"))
+                .collect();
+            let file = env.write("round.jsonl", &items);
+            env.cmd().args(["add", "b"]).arg(file).assert().success();
+
+            let (ta, tb) = (format!("a{round}"), format!("b{round}"));
+            let mut a = env.spawn(&ta, &["run", "b", "--", &w]);
+            let mut b = env.spawn(&tb, &["run", "b", "--", &w]);
+            assert!(a.wait().unwrap().success(), "{:?}", env.output_of(&ta));
+            assert!(b.wait().unwrap().success(), "{:?}", env.output_of(&tb));
+            let outs = [env.output_of(&ta).0, env.output_of(&tb).0];
+            let held = outs.iter().filter(|o| o.contains("lock-held")).count();
+            assert_eq!(held, 1, "exactly one stepped down: {outs:?}");
+            assert!(outs.iter().any(|o| o.contains("6 done")), "{outs:?}");
+        }
+        let mut states = env.run_states();
+        states.sort();
+        assert_eq!(
+            states,
+            ["lock-held", "lock-held", "lock-held", "ok", "ok", "ok"]
+        );
+        let seen = tally(&lines(&log));
+        assert_eq!(seen.len(), 18);
+        assert!(seen.values().all(|n| *n == 1), "a key ran twice: {seen:?}");
+    }
+
+    fn a_crashed_runner_on_this_host_is_replaced_at_once(env) {
+        env.add_items("b", 3);
+        let w = worker(&env);
+        let mut a = env.spawn_with("a", &["run", "b", "-j", "1", "--", &w], &[("SLOW", "1000")]);
+        wait_for("k1 started", || env.path("started-k1").exists());
+        signal(a.id(), Signal::SIGKILL);
+        a.wait().unwrap();
+        assert_eq!(env.item("k1").0, "claimed");
+        assert_eq!(env.int("SELECT count(*) FROM locks"), 1, "the lock stayed");
+        // The dead runner's worker hangs on, in its own process group (it
+        // marks its start before it starts the marked sleep: wait for that).
+        wait_for("the orphaned worker's sleep", || pids_with(&marker(&env)).len() == 1);
+
+        // Same host, holder's pid gone: no TTL (60 s by default) to wait out.
+        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+        assert!(out.status.success(), "{}", stdout(&out));
+        assert!(stdout(&out).contains("3 done"), "{}", stdout(&out));
+        assert_eq!(env.run_states(), ["crashed", "ok"]);
+        // The re-run stopped the orphaned worker before running k1 again: the
+        // item never ran twice at once, and its side effect happened once.
+        assert!(pids_with(&marker(&env)).is_empty());
+        assert!(env.event_kinds().contains(&"orphans-stopped".to_string()));
+        let mut effects = side_effects(&env);
+        effects.sort();
+        assert_eq!(effects, ["local k1", "local k2", "local k3"]);
+        assert_eq!(
+            env.strings("SELECT message FROM events WHERE kind = 'lock-takeover'")
+                .len(),
+            1
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM locks"),
+            0,
+            "released at the end"
+        );
+    }
+
+    fn claims_of_a_run_already_marked_crashed_are_taken_back_at_once(env) {
+        env.add_items("b", 3);
+        let w = worker(&env);
+        let mut a = env.spawn_with("a", &["run", "b", "-j", "1", "--", &w], &[("SLOW", "1000")]);
+        wait_for("k1 started", || env.path("started-k1").exists());
+        signal(a.id(), Signal::SIGKILL);
+        a.wait().unwrap();
+        kill_leftovers(&env);
+        // As left by a re-run that was itself killed after stopping the dead
+        // run's workers and marking it crashed, before taking its claims back.
+        env.exec("UPDATE runs SET state = 'crashed'");
+        assert_eq!(env.item("k1").0, "claimed");
+
+        // The claim's lease (60 s) has not expired; it is taken back anyway.
+        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+        assert!(stdout(&out).contains("3 done"), "{}", stdout(&out));
+        assert_eq!(env.item("k1"), ("done".into(), None, 2));
+    }
+
+    /// The seat's expiry is set in the store rather than waited for: a
+    /// fixed wait would race the TTL on a busy machine (the dead holder's
+    /// last renewal, and this runner's start, come at unknown moments).
+    fn a_lock_held_under_another_host_is_taken_over_only_after_its_ttl(env) {
+        env.config("[batch.b]\nlock_ttl = \"3s\"\n");
+        env.add_items("b", 2);
+        let w = worker(&env);
+        let mut a = env.spawn_with(
+            "a",
+            &["run", "b", "-j", "1", "--", &w],
+            &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "1000")],
+        );
+        wait_for("k1 started", || env.path("started-k1").exists());
+        signal(a.id(), Signal::SIGKILL);
+        a.wait().unwrap();
+        kill_leftovers(&env);
+
+        // From host-y, host-x's pid means nothing: the lock stands until its TTL.
+        env.exec(&format!("UPDATE locks SET expires_at = {}", now_ms() + 3_600_000));
+        let run_y = || {
+            env.cmd()
+                .env("NIGHTSHIFT_HOST", "host-y")
+                .args(["run", "b", "--", &w])
+                .output()
+                .unwrap()
+        };
+        let out = run_y();
+        assert!(out.status.success());
+        assert!(stdout(&out).contains("lock-held"), "{}", stdout(&out));
+        assert!(
+            stdout(&out).contains("host-x"),
+            "names the holder: {}",
+            stdout(&out)
+        );
+        assert_eq!(env.item("k1").0, "claimed");
+
+        env.exec(&format!("UPDATE locks SET expires_at = {}", now_ms() + 500));
+        wait_for_lock_expiry(&env);
+        let out = run_y();
+        assert!(out.status.success(), "{}", stdout(&out));
+        assert!(stdout(&out).contains("2 done"), "{}", stdout(&out));
+        assert_eq!(env.run_states(), ["crashed", "lock-held", "ok"]);
+        let why = env.strings("SELECT message FROM events WHERE kind = 'lock-takeover'");
+        assert!(
+            why[0].contains("host-x") && why[0].contains("expired"),
+            "{why:?}"
+        );
+        let mut effects = side_effects(&env);
+        effects.sort();
+        assert_eq!(effects, ["host-y k1", "host-y k2"]);
+    }
+
+    // Slow (about 4 s): an item that outlives two TTLs. Each try comes
+    // right after a renewal was seen, past the expiry before it: a fixed
+    // sleep would race the heartbeat, and a 1 s TTL a busy machine's
+    // scheduling (its heartbeat then lapses in earnest, and a remote
+    // runner rightly takes over).
+    fn a_live_runner_slower_than_the_ttl_keeps_its_lock(env) {
+        env.config("[batch.b]\nlock_ttl = \"2s\"\n");
+        env.add_items("b", 1);
+        let w = worker(&env);
+        // One item that runs until the test is done trying.
+        let go = env.path("go");
+        let slow = p(&env.script(
+            "slow.sh",
+            &format!(
+                "cat >/dev/null
+touch {dir}/started-$NIGHTSHIFT_KEY
+                 while [ ! -e {go} ]; do sleep 0.02; done
+                 echo \"$NIGHTSHIFT_HOST $NIGHTSHIFT_KEY\" >> {dir}/side-effects.log
+                 echo '\"done\"'",
+                dir = env.dir.path().display(),
+                go = go.display(),
+            ),
+        ));
+        let mut a = env.spawn_with(
+            "a",
+            &["run", "b", "--", &slow],
+            &[("NIGHTSHIFT_HOST", "host-x")],
+        );
+        wait_for("k1 started", || env.path("started-k1").exists());
+        let expiry = || env.int("SELECT coalesce(max(expires_at), 0) FROM locks");
+        let mut seen = expiry();
+        for _ in 0..2 {
+            // Past the expiry seen last, and renewed since.
+            wait_for("a renewal past the last expiry", || {
+                let now = now_ms();
+                let e = expiry();
+                now > seen && e > now
+            });
+            seen = expiry();
+            let out = env
+                .cmd()
+                .env("NIGHTSHIFT_HOST", "host-y")
+                .args(["run", "b", "--", &w])
+                .output()
+                .unwrap();
+            assert!(stdout(&out).contains("lock-held"), "{}", stdout(&out));
+        }
+        env.write("go", "");
+        assert!(a.wait().unwrap().success(), "{:?}", env.output_of("a"));
+        assert_eq!(env.item("k1"), ("done".into(), None, 1));
+        assert_eq!(side_effects(&env), ["host-x k1"]);
+        assert_eq!(env.run_states(), ["ok", "lock-held", "lock-held"]);
+        assert!(
+            !env.event_kinds()
+                .iter()
+                .any(|k| k.starts_with("lock-lost") || k == "lease-lost")
+        );
+    }
+
+    // Slow (about 2 s): waits out a 1 s TTL and a 2 s worker.
+    fn a_stopped_runner_taken_over_has_its_results_discarded_and_stops(env) {
+        env.config("[batch.b]\nlock_ttl = \"1s\"\nconcurrency = 1\n");
+        env.add_items("b", 3);
+        let w = worker(&env);
+        let mut a = env.spawn_with(
+            "a",
+            &["run", "b", "--", &w],
+            &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "2")],
+        );
+        wait_for("k1 started", || env.path("started-k1").exists());
+        // Freeze runner A (its worker goes on) past its TTL.
+        signal(a.id(), Signal::SIGSTOP);
+        wait_for_lock_expiry(&env);
+        let out = env
+            .cmd()
+            .env("NIGHTSHIFT_HOST", "host-y")
+            .args(["run", "b", "--", &w])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stdout(&out));
+        assert!(stdout(&out).contains("3 done"), "{}", stdout(&out));
+        // A's worker finished its (duplicate) side effect while A was frozen.
+        wait_for("A's worker to finish", || {
+            side_effects(&env).contains(&"host-x k1".to_string())
+        });
+        signal(a.id(), Signal::SIGCONT);
+        let status = a.wait().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(1),
+            "A exited by itself, as failed: {status:?}"
+        );
+
+        // B's results stand; A's completion was rejected and A claimed nothing.
+        assert_eq!(
+            env.strings("SELECT result FROM items ORDER BY key"),
+            ["\"host-y\"", "\"host-y\"", "\"host-y\""]
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM events WHERE kind IN ('done', 'empty')"),
+            3,
+            "one accepted completion per key"
+        );
+        let mut effects = side_effects(&env);
+        effects.sort();
+        assert_eq!(
+            effects,
+            ["host-x k1", "host-y k1", "host-y k2", "host-y k3"]
+        );
+        let (out, err) = env.output_of("a");
+        assert!(out.contains("lost the batch lock"), "{out} {err}");
+        let a_run = env.int("SELECT min(id) FROM runs");
+        assert_eq!(
+            env.int(&format!(
+                "SELECT count(*) FROM events WHERE kind = 'lock-lost' AND run_id = {a_run}"
+            )),
+            1
+        );
+        assert_eq!(
+            env.int(&format!(
+                "SELECT done + empty + failed FROM runs WHERE id = {a_run}"
+            )),
+            0
+        );
+        // B marked A's run crashed when it took over; A's own end keeps that.
+        assert_eq!(
+            env.strings(&format!("SELECT state FROM runs WHERE id = {a_run}")),
+            ["crashed"]
+        );
+    }
+
+    // ---- Fencing through the library API ----
+
+    fn a_completion_with_a_stale_lease_token_is_rejected(env) {
+        // The library on the test's store (already initialised).
+        let (mut s, created) = Store::create(&env.db).unwrap();
+        assert!(!created);
+        let t0 = now_ms();
+        let item = NewItem {
+            key: "k".into(),
+            label: "k".into(),
+            payload: "{}".into(),
+        };
+        s.add_items("b", &[item], t0, |_| {}).unwrap();
+        let holder = |host: &str| Holder {
+            host: host.into(),
+            pid: 4_000_000,
+            pid_start: None,
+        };
+
+        // Runner A takes the lock and claims the item.
+        let run_a = s
+            .start_run("b", Trigger::Manual, None, &holder("a"), t0, None)
+            .unwrap();
+        let got = s
+            .acquire_lock(
+                "b",
+                "tok-a",
+                &holder("a"),
+                Some(run_a),
+                t0 + 1000,
+                t0,
+                &[],
+                1,
+            )
+            .unwrap();
+        assert!(matches!(got, LockOutcome::Acquired { took_over: None }));
+        let a = s
+            .claim("b", run_a, 1, t0 + 1000, t0)
+            .unwrap()
+            .unwrap()
+            .remove(0);
+
+        // Its lock and lease expire; runner B takes over, reclaims, claims again.
+        let t1 = t0 + 5000;
+        let run_b = s
+            .start_run("b", Trigger::Manual, None, &holder("b"), t1, None)
+            .unwrap();
+        let got = s
+            .acquire_lock(
+                "b",
+                "tok-b",
+                &holder("b"),
+                Some(run_b),
+                t1 + 1000,
+                t1,
+                &[],
+                1,
+            )
+            .unwrap();
+        assert!(matches!(got, LockOutcome::Acquired { took_over: Some(_) }));
+        assert_eq!(s.reclaim("b", run_b, 5, t1).unwrap(), (1, 0));
+        // A is cut off: it can no longer claim anything.
+        assert_eq!(s.claim("b", run_a, 1, t1 + 1000, t1).unwrap(), None);
+        let b = s
+            .claim("b", run_b, 1, t1 + 1000, t1)
+            .unwrap()
+            .unwrap()
+            .remove(0);
+        assert_eq!(b.item_id, a.item_id);
+        assert!(b.token > a.token);
+
+        // Every write of A with its old token is refused.
+        let done = |token: i64, run_id: i64, result: &'static str| Completion {
+            item_id: a.item_id,
+            token,
+            run_id,
+            outcome: Outcome::Done,
+            result: Some(result),
+            cost: None,
+            now: t1,
+        };
+        assert!(
+            !s.complete(&done(a.token, run_a, "\"A\""), &event("b", "done"))
+                .unwrap()
+        );
+        let fail = Failure {
+            item_id: a.item_id,
+            token: a.token,
+            run_id: run_a,
+            tier: Tier::Manual,
+            error_class: "X",
+            message: "m",
+            next_attempt_at: None,
+            cost: None,
+            now: t1,
+        };
+        assert!(!s.fail(&fail, &event("b", "failed")).unwrap());
+        assert!(
+            !s.release(a.item_id, a.token, run_a, true, &event("b", "released"))
+                .unwrap()
+        );
+        assert!(
+            !s.set_op_id(a.item_id, a.token, "op-a", &event("b", "op-id"))
+                .unwrap()
+        );
+        assert_eq!(s.begin_attempt(a.item_id, a.token, t1).unwrap(), None);
+        assert_eq!(
+            s.renew_leases("b", run_a, t1 + 9000).unwrap(),
+            Vec::<i64>::new()
+        );
+
+        // B's completion is accepted; A's, even later, still is not.
+        assert!(
+            s.complete(&done(b.token, run_b, "\"B\""), &event("b", "done"))
+                .unwrap()
+        );
+        assert!(
+            !s.complete(&done(a.token, run_a, "\"A\""), &event("b", "done"))
+                .unwrap()
+        );
+        let item = s.item("b", "k").unwrap();
+        assert_eq!(item.result, Some(serde_json::json!("B")));
+        assert_eq!(item.attempts, 2);
+        assert_eq!(item.op_id, None);
+        assert_eq!(s.dead_letters("b", None, None).unwrap().len(), 0);
+        // Only the lock's owner can release it.
+        assert!(!s.release_lock("b", "tok-a").unwrap());
+        assert!(s.release_lock("b", "tok-b").unwrap());
+    }
+
+    fn a_checkpoint_that_shares_a_group_commit_is_not_an_error(env) {
+        // The runner's last write (finish the run, log it, checkpoint) can be
+        // folded into one transaction with a heartbeat that arrives at the same
+        // moment; a checkpoint cannot run inside a transaction.
+        let (mut s, _) = Store::create(&env.db).unwrap();
+        let t0 = now_ms();
+        s.ensure_batch("b", t0).unwrap();
+        let out = s
+            .group(|s| {
+                s.log_event(&event("b", "run-finished"))?;
+                s.checkpoint()
+            })
+            .unwrap();
+        assert!(out.is_ok(), "{out:?}");
+        assert!(s.checkpoint().is_ok());
+        assert_eq!(
+            s.events(&nightshift::store::EventFilter::default())
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+}

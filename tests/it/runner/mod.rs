@@ -1,0 +1,20 @@
+//! `nightshift run`: real runners, real workers, real signals.
+
+// The runner end to end: runs, retries, outcomes, process groups.
+mod basics;
+// Faults from outside: a full disk, a foreign lock, a store replaced, rogue workers.
+mod faults;
+// Who is alive, in every view, after SIGKILLs.
+mod liveness;
+// One run at a time: the batch lock and its seats.
+mod locks;
+// Workers left behind, and holders that only look dead.
+mod orphans;
+// Persistent workers (one process, many items).
+mod persistent;
+// Runners sharing a batch.
+mod shared;
+// SIGINT, SIGHUP and second signals to `run`, the daemon, the dashboard, `add`.
+mod signals;
+// The runner's pace and its stops: rate limits, max_cost, SIGTERM, pause.
+mod stop;

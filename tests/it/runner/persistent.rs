@@ -1,0 +1,864 @@
+//! Persistent worker mode (`mode = "persistent"`) end to end: the real
+//! binary, real Python and shell workers, real signals. One long-lived
+//! worker per slot answers many items over JSON lines; classification,
+//! retries, op ids, timeouts, crashes, garbage output, a worker that never
+//! starts, and a runner SIGKILLed mid-batch. Each test on both backends.
+
+use crate::support as common;
+
+use std::collections::{BTreeMap, HashSet};
+
+use common::{Env, add_keys, assert_no_process_left, ran, signal, wait_for};
+use nix::sys::signal::Signal;
+
+/// A persistent worker whose behaviour depends on the item's key. Every
+/// start is logged to `starts.log` (pid, batch, run, mode), every request to
+/// `seen.log` (pid, key, attempt, op id).
+const WORKER: &str = r#"
+import json, os, subprocess, sys, time
+pid = os.getpid()
+with open("starts.log", "a") as f:
+    f.write("%d %s %s %s\n" % (pid, os.environ.get("NIGHTSHIFT_BATCH"), os.environ.get("NIGHTSHIFT_RUN_ID"), os.environ.get("NIGHTSHIFT_MODE")))
+def say(o):
+    sys.stdout.write(json.dumps(o) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    r = json.loads(line)
+    k, a = r["key"], r["attempt"]
+    def error(cls, transient, msg, **extra):
+        say({"key": k, "error": dict(error_class=cls, transient=transient, message=msg, **extra)})
+    with open("seen.log", "a") as f:
+        f.write("%d %s %d %s\n" % (pid, k, a, r["op_id"]))
+    if k == "perm":
+        error("BadInput", False, "title missing")
+    elif k == "flaky" and a == 1:
+        error("Busy", True, "try again")
+    elif k == "limited" and a == 1:
+        error("RateLimitError", True, "429", retry_after_s=1)
+    elif k == "op":
+        if r["op_id"] is None:
+            say({"key": k, "op_id": "op-42"})
+            os._exit(3)  # dies after starting the remote operation
+        say({"key": k, "result": {"resumed": r["op_id"]}})
+    elif k == "crash" and a == 1:
+        sys.stderr.write("segfault in the SDK\n")
+        os._exit(9)
+    elif k == "empty":
+        say({"key": k, "result": None})
+    elif k == "hang":
+        subprocess.Popen(["sleep", "300", os.environ["MARKER"]])
+        time.sleep(300)
+    elif k == "garbage":
+        sys.stdout.buffer.write(b"loading model...\n\xff\xfe not json \x00\n")
+        say({"key": k, "result": "fine"})
+    elif k == "huge":
+        sys.stdout.write("x" * (3 << 20) + "\n")
+        sys.stdout.flush()
+    elif k == "nothing":
+        say({"key": k, "status": "ok"})
+        say({"key": k, "result": None})
+    else:
+        say({"key": k, "result": {"n": r["payload"]["n"], "pid": pid}})
+"#;
+
+/// The Python workers need `python3`: a missing one fails the tests
+/// rather than passing them unseen.
+fn python() -> bool {
+    let ok = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "python3 is required by the persistent-mode tests");
+    ok
+}
+
+/// Batch `p` in persistent mode running `worker.py`.
+fn setup(env: &Env, extra: &str) {
+    env.write("worker.py", WORKER);
+    env.config(&format!(
+        "[batch.p]\nworker = [\"python3\", \"worker.py\"]\nmode = \"persistent\"\n\
+         backoff = \"10ms\"\nbackoff_max = \"50ms\"\n{extra}"
+    ));
+}
+
+/// (status, tier, error class, result) of an item.
+type Row = (String, Option<String>, Option<String>, Option<String>);
+
+fn items(env: &Env) -> BTreeMap<String, Row> {
+    env.rows("SELECT key, status, tier, error_class, result FROM items")
+        .into_iter()
+        .map(|r| {
+            let [key, status, tier, class, result] = <[Option<String>; 5]>::try_from(r).unwrap();
+            (key.unwrap(), (status.unwrap(), tier, class, result))
+        })
+        .collect()
+}
+
+fn starts(env: &Env) -> Vec<Vec<String>> {
+    common::lines(&env.path("starts.log"))
+        .iter()
+        .map(|l| l.split(' ').map(str::to_string).collect())
+        .collect()
+}
+
+/// No worker of this test's store is still running.
+fn assert_no_workers(env: &Env) {
+    let dir = env.dir.path().to_path_buf();
+    wait_for("the workers to be gone", || {
+        common::processes_in(&dir)
+            .iter()
+            .all(|p| !p.contains("worker.py"))
+    });
+}
+
+/// A shell persistent worker: notes `started-KEY`, sleeps `$SLOW` seconds
+/// if set, appends `HOST KEY` to `side-effects.log`, answers with its host.
+const HOST_WORKER: &str = r#"while IFS= read -r line; do
+  key=$(printf '%s' "$line" | sed 's/.*"key":"\([^"]*\)".*/\1/')
+  touch "started-$key"
+  if [ -n "$SLOW" ]; then sleep "$SLOW"; fi
+  echo "${NIGHTSHIFT_HOST:-local} $key" >> side-effects.log
+  echo "{\"key\":\"$key\",\"result\":\"${NIGHTSHIFT_HOST:-local}\"}"
+done"#;
+
+/// The issue's worker: a `{"log": ...}` line at every start-up, then one
+/// answer per request echoing its key, or an error for `k4`. With `keyed`
+/// as its argument its answers carry `"key"`; `k7` then crashes once
+/// (so the start-up line comes again) and `k2` is preceded by stray prints
+/// mid-stream. Starts go to `starts.log`.
+const ECHO_WORKER: &str = r#"
+import json, os, sys
+keyed = sys.argv[1:] == ["keyed"]
+with open("starts.log", "a") as f:
+    f.write("%d\n" % os.getpid())
+def say(o):
+    sys.stdout.write(json.dumps(o) + "\n")
+    sys.stdout.flush()
+say({"log": "connected"})
+for line in sys.stdin:
+    r = json.loads(line)
+    k = r["key"]
+    if keyed and k == "k7" and r["attempt"] == 1:
+        os._exit(3)
+    if keyed and k == "k2":
+        say({"progress": 0.5})
+        sys.stdout.write("loading...\n[1, 2]\n")
+    answer = {"error": {"error_class": "Bad", "transient": False, "message": "no"}} if k == "k4" else {"result": {"echo": k}}
+    if keyed:
+        answer["key"] = k
+    say(answer)
+"#;
+
+/// Rows of items done with a result that is not their own echo.
+fn misattributed(env: &Env) -> Vec<(String, Option<String>)> {
+    items(env)
+        .into_iter()
+        .filter(|(k, (status, _, _, result))| {
+            status == "done" && result.as_deref() != Some(format!("{{\"echo\":\"{k}\"}}").as_str())
+        })
+        .map(|(k, (_, _, _, result))| (k, result))
+        .collect()
+}
+
+/// Every failed attempt of a batch: (key, error class, message), from the
+/// retry events (retried at once) and the dead letters (the rest).
+fn failures(env: &Env, batch: &str) -> Vec<(String, String, String)> {
+    let mut all: Vec<_> = env
+        .events(batch, "retry")
+        .iter()
+        .map(|e| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap().to_string();
+            (
+                text(&e["key"]),
+                text(&e["fields"]["error_class"]),
+                text(&e["fields"]["message"]),
+            )
+        })
+        .collect();
+    for r in env.rows("SELECT key, error_class, message FROM dead_letters ORDER BY id") {
+        let [k, c, m] = <[Option<String>; 3]>::try_from(r)
+            .unwrap()
+            .map(Option::unwrap);
+        all.push((k, c, m));
+    }
+    all
+}
+
+/// Hostile answers by key, each on attempt 1 only (`nan` on every attempt):
+/// `dup` answers twice, `foreign` answers with the key of `a`, `nokey`
+/// without a key, `nan` with `NaN` (as Python's `json.dumps` writes it);
+/// the rest echo their key.
+const HOSTILE_WORKER: &str = r#"
+import json, os, sys
+with open("starts.log", "a") as f:
+    f.write("%d\n" % os.getpid())
+def say(o):
+    sys.stdout.write(json.dumps(o) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    r = json.loads(line)
+    k, first = r["key"], r["attempt"] == 1
+    answer = {"key": k, "result": {"echo": k}}
+    if k == "dup" and first:
+        sys.stdout.write(json.dumps(answer) + "\n" + json.dumps(answer) + "\n")
+        sys.stdout.flush()
+        continue
+    if k == "foreign" and first:
+        answer["key"] = "a"
+    if k == "nokey" and first:
+        del answer["key"]
+    if k == "nan":
+        answer["result"] = {"score": float("nan")}
+    say(answer)
+"#;
+
+/// Reports costs by key: in the result object (process mode), or at the
+/// top of the answer, in the result or in the error (persistent mode);
+/// `marker`/`markers` on `@nightshift cost=` lines (process mode).
+const COST_WORKER: &str = r#"
+import json, os, sys
+COST = {"ok": 0.25, "huge": 1e308, "big": 1e12, "neg": -1, "text": "Infinity"}
+ERROR = {"error_class": "Busy", "transient": True, "message": "503", "cost": 1e308}
+def answer(k):
+    if k == "err":
+        return {"key": k, "error": ERROR}
+    if k == "big":
+        return {"key": k, "result": {"n": 1, "cost": COST[k]}}
+    return {"key": k, "result": {"n": 1}, "cost": COST[k]}
+if os.environ.get("NIGHTSHIFT_MODE") == "persistent":
+    for line in sys.stdin:
+        print(json.dumps(answer(json.loads(line)["key"])), flush=True)
+else:
+    k = os.environ["NIGHTSHIFT_KEY"]
+    sys.stdin.read()
+    if k == "err":
+        sys.stderr.write(json.dumps(ERROR) + "\n")
+        sys.exit(1)
+    if k == "marker":
+        sys.stderr.write("@nightshift cost=NaN\n")
+    if k == "markers":
+        sys.stderr.write("@nightshift cost=600000000\n@nightshift cost=600000000\n")
+    print(json.dumps({"n": 1, "cost": COST.get(k)}))
+"#;
+
+both_backends! {
+    fn results_errors_op_ids_and_crashes_are_classified_like_process_mode(env) {
+        if !python() {
+            return;
+        }
+        setup(&env, "concurrency = 2\nretries = 2\n");
+        let mut keys: Vec<String> = (1..=40).map(|i| format!("k{i}")).collect();
+        for k in ["perm", "flaky", "limited", "op", "crash", "empty"] {
+            keys.push(k.to_string());
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        add_keys(&env, "p", &keys);
+
+        let dry = env.run(&["run", "p", "--dry-run"]);
+        dry.code(0);
+        assert!(dry.stdout.contains("persistent mode"), "{dry:#?}");
+
+        let out = env.run(&["run", "p"]);
+        out.code(1); // `perm` failed
+        let items = items(&env);
+        for i in 1..=40 {
+            let (status, _, _, result) = &items[&format!("k{i}")];
+            assert_eq!(status, "done");
+            let v: serde_json::Value = serde_json::from_str(result.as_deref().unwrap()).unwrap();
+            assert_eq!(v["n"], i - 1);
+        }
+        // Permanent: quarantined; transient: retried and done.
+        assert_eq!(
+            items["perm"],
+            (
+                "failed".into(),
+                Some("manual".into()),
+                Some("BadInput".into()),
+                None
+            )
+        );
+        assert_eq!(items["flaky"].0, "done");
+        assert_eq!(items["empty"].0, "done");
+        assert_eq!(
+            env.strings("SELECT outcome FROM items WHERE key = 'empty'"),
+            ["empty"]
+        );
+        // retry_after: the batch was held in the store, and the item retried.
+        assert_eq!(items["limited"].0, "done");
+        assert!(!env.events("p", "hold").is_empty());
+        // The op id was stored at once; the worker died; the next attempt (in a
+        // fresh worker) got it back and resumed.
+        assert_eq!(items["op"].0, "done");
+        assert_eq!(
+            items["op"].3.as_deref(),
+            Some(r#"{"resumed":"op-42"}"#),
+            "{items:?}"
+        );
+        assert_eq!(
+            env.strings("SELECT op_id FROM items WHERE key = 'op'"),
+            ["op-42"]
+        );
+        // The crash: a transient failure naming the worker's last words, then done.
+        let retries = env.events("p", "retry");
+        let crash = retries
+            .iter()
+            .find(|e| e["key"] == "crash")
+            .expect("a retry of the crashed item");
+        let msg = crash["message"].as_str().unwrap();
+        assert!(
+            msg.contains("WorkerExited") && msg.contains("segfault in the SDK"),
+            "{msg}"
+        );
+        assert_eq!(items["crash"].0, "done");
+        // One worker per slot, restarted only after the two deaths (op, crash).
+        let starts = starts(&env);
+        assert!(starts.len() <= 2 + 2, "{starts:?}");
+        let run_id = env.int("SELECT max(id) FROM runs").to_string();
+        for s in &starts {
+            assert_eq!(s[1..], ["p", run_id.as_str(), "persistent"], "{starts:?}");
+        }
+        // Many items per worker process.
+        let seen = common::lines(&env.path("seen.log"));
+        let pids: HashSet<&str> = seen.iter().map(|l| l.split(' ').next().unwrap()).collect();
+        assert!(pids.len() <= 4 && seen.len() >= 46, "{seen:?}");
+        env.assert_counts_consistent();
+        assert_no_workers(&env);
+    }
+
+    fn a_timeout_kills_the_worker_and_its_children_and_a_fresh_worker_goes_on(env) {
+        if !python() {
+            return;
+        }
+        let marker = format!("ns-persist-hang-{}", std::process::id());
+        // 3 s, not 1: the fresh worker's first item counts its Python
+        // start-up too, which a loaded CI machine can stretch past 1 s.
+        setup(&env, "concurrency = 1\nretries = 0\nitem_timeout = \"3s\"\n");
+        add_keys(&env, "p", &["a", "b", "hang", "c", "d"]);
+        let out = ran(env
+            .cmd()
+            .env("MARKER", &marker)
+            .args(["run", "p"])
+            .output()
+            .unwrap());
+        out.code(1);
+        let items = items(&env);
+        assert_eq!(
+            (
+                items["hang"].0.as_str(),
+                items["hang"].1.as_deref(),
+                items["hang"].2.as_deref()
+            ),
+            ("failed", Some("retry"), Some("Timeout"))
+        );
+        for k in ["a", "b", "c", "d"] {
+            assert_eq!(items[k].0, "done", "{k}: {items:?}");
+        }
+        assert_eq!(starts(&env).len(), 2, "restarted once after the timeout");
+        assert_no_process_left(&marker);
+    }
+
+    fn garbage_output_gets_clear_error_classes_and_never_a_panic(env) {
+        if !python() {
+            return;
+        }
+        setup(&env, "concurrency = 1\nretries = 0\n");
+        add_keys(&env, "p", &["a", "garbage", "huge", "nothing", "b"]);
+        let out = env.run(&["run", "p"]);
+        out.code(1);
+        assert!(!out.stderr.contains("panicked"), "{out:#?}");
+        let items = items(&env);
+        // Stray prints (even invalid UTF-8) before a real answer are ignored.
+        assert_eq!(items["garbage"].0, "done");
+        assert_eq!(items["garbage"].3.as_deref(), Some("\"fine\""));
+        // A line over the limit: a protocol error, the worker restarted.
+        assert_eq!(items["huge"].2.as_deref(), Some("ProtocolError"));
+        // A JSON object that is no answer is a stray too: ignored.
+        assert_eq!(items["nothing"].0, "done");
+        for k in ["a", "b"] {
+            assert_eq!(items[k].0, "done");
+        }
+        let msg = env.strings("SELECT message FROM dead_letters WHERE key = 'huge'");
+        assert!(msg[0].contains("longer than"), "{msg:?}");
+    }
+
+    fn a_worker_that_never_starts_fails_items_visibly_and_the_run_ends(env) {
+        env.script(
+            "broken.sh",
+            "echo 'ImportError: no module named sdk' >&2\nexit 3",
+        );
+        env.config(
+            "[batch.p]\nworker = [\"./broken.sh\"]\nmode = \"persistent\"\nconcurrency = 1\n\
+             backoff = \"10ms\"\n",
+        );
+        env.add_items("p", 20);
+        let out = env.run(&["run", "p"]);
+        out.code(1);
+        let gave_up = env.events("p", "worker-failed");
+        assert_eq!(gave_up.len(), 1, "{gave_up:?}");
+        let msg = gave_up[0]["message"].as_str().unwrap();
+        assert!(msg.contains("ImportError"), "{msg}");
+        // A few items carry the failure; the rest wait, untouched, for a fix.
+        let failed = env.int("SELECT count(*) FROM items WHERE status = 'failed'");
+        assert!((1..=3).contains(&failed), "{failed}");
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'pending' AND attempts = 0"),
+            20 - failed
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
+            0
+        );
+        env.assert_counts_consistent();
+    }
+
+    fn a_runner_killed_mid_batch_loses_no_done_item_and_a_rerun_finishes(env) {
+        if !python() {
+            return;
+        }
+        // Slow enough that the kill lands mid-run; logs every item it answers.
+        env.write(
+            "slow.py",
+            r#"
+import json, os, sys, time
+for line in sys.stdin:
+    r = json.loads(line)
+    time.sleep(0.002)
+    with open("answered.log", "a") as f:
+        f.write("%s %s\n" % (os.environ["NIGHTSHIFT_RUN_ID"], r["key"]))
+    sys.stdout.write(json.dumps({"key": json.loads(line)["key"], "result": 1}) + "\n")
+    sys.stdout.flush()
+"#,
+        );
+        env.config(
+            "[batch.p]\nworker = [\"python3\", \"slow.py\"]\nmode = \"persistent\"\nconcurrency = 2\n",
+        );
+        env.add_items("p", 1500);
+        let mut runner = env.spawn("run1", &["run", "p"]);
+        wait_for("some items done", || {
+            env.int("SELECT count(*) FROM items WHERE status = 'done'") >= 200
+        });
+        signal(runner.id(), Signal::SIGKILL);
+        runner.wait().unwrap();
+        let done_before: HashSet<String> = env
+            .strings("SELECT key FROM items WHERE status = 'done'")
+            .into_iter()
+            .collect();
+        assert!(
+            !done_before.is_empty() && done_before.len() < 1500,
+            "the kill landed mid-run"
+        );
+
+        env.run(&["run", "p"]).code(0);
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            1500
+        );
+        // Nothing done before the kill ran again.
+        let second = env.int("SELECT max(id) FROM runs").to_string();
+        let rerun: Vec<String> = common::lines(&env.path("answered.log"))
+            .into_iter()
+            .filter_map(|l| {
+                let (run, key) = l.split_once(' ')?;
+                (run == second).then(|| key.to_string())
+            })
+            .collect();
+        assert_eq!(
+            rerun.len() + done_before.len(),
+            1500,
+            "the re-run did the rest"
+        );
+        for key in &rerun {
+            assert!(!done_before.contains(key), "{key} was done, yet ran again");
+        }
+        assert_eq!(
+            env.int("SELECT count(*) FROM (SELECT item_id FROM events WHERE kind = 'done' GROUP BY item_id HAVING count(*) > 1) AS twice"),
+            0,
+            "an item was recorded done twice"
+        );
+        env.assert_counts_consistent();
+        assert_no_workers(&env);
+    }
+
+    fn sigterm_shuts_the_workers_down_and_releases_what_was_not_answered(env) {
+        if !python() {
+            return;
+        }
+        env.write(
+            "slow.py",
+            r#"
+import json, sys, time
+for line in sys.stdin:
+    time.sleep(0.05)
+    sys.stdout.write(json.dumps({"key": json.loads(line)["key"], "result": 1}) + "\n")
+    sys.stdout.flush()
+"#,
+        );
+        env.config(
+            "[batch.p]\nworker = [\"python3\", \"slow.py\"]\nmode = \"persistent\"\nconcurrency = 2\n\
+             grace = \"1s\"\n",
+        );
+        env.add_items("p", 400);
+        let mut runner = env.spawn("run1", &["run", "p"]);
+        wait_for("some items done", || {
+            env.int("SELECT count(*) FROM items WHERE status = 'done'") >= 10
+        });
+        signal(runner.id(), Signal::SIGTERM);
+        let status = runner.wait().unwrap();
+        assert!(!status.success());
+        assert_eq!(env.run_states(), ["aborted"]);
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
+            0
+        );
+        let done = env.int("SELECT count(*) FROM items WHERE status = 'done'");
+        assert!(done < 400);
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'pending'"),
+            400 - done
+        );
+        assert_no_workers(&env);
+    }
+
+    fn the_readme_example_worker_runs_in_persistent_mode(env) {
+        if !python() {
+            return;
+        }
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("assets/examples/persistent_worker.py");
+        env.config(&format!(
+            "[batch.p]\nworker = [\"python3\", {:?}]\nmode = \"persistent\"\nretries = 0\n",
+            example.display().to_string()
+        ));
+        let file = env.write(
+            "items.jsonl",
+            "{\"key\":\"a\",\"title\":\"three small words\"}\n{\"key\":\"b\",\"title\":\"\"}\n",
+        );
+        env.cmd().args(["add", "p"]).arg(file).assert().success();
+        env.run(&["run", "p"]).code(1);
+        let items = items(&env);
+        assert_eq!(items["a"].3.as_deref(), Some(r#"{"words":3}"#));
+        assert_eq!(
+            (items["b"].1.as_deref(), items["b"].2.as_deref()),
+            (Some("manual"), Some("NoTitle"))
+        );
+    }
+
+    fn a_stopped_runner_taken_over_has_its_late_answers_rejected(env) {
+        env.script("w.sh", HOST_WORKER);
+        env.config(
+            "[batch.b]\nworker = [\"./w.sh\"]\nmode = \"persistent\"\nlock_ttl = \"1s\"\nconcurrency = 1\n",
+        );
+        env.add_items("b", 3);
+        let mut a = env.spawn_with(
+            "a",
+            &["run", "b"],
+            &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "2")],
+        );
+        wait_for("k1 started", || env.path("started-k1").exists());
+        // Freeze runner A (its worker goes on) past its TTL; B takes over.
+        signal(a.id(), Signal::SIGSTOP);
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64
+        };
+        wait_for("the lock to expire", || {
+            env.int("SELECT coalesce(max(expires_at), 0) FROM locks") < now() - 50
+        });
+        let b = ran(env
+            .cmd()
+            .env("NIGHTSHIFT_HOST", "host-y")
+            .args(["run", "b"])
+            .output()
+            .unwrap());
+        b.code(0);
+        assert!(b.stdout.contains("3 done"), "{b:#?}");
+        wait_for("A's worker to finish k1", || {
+            common::lines(&env.path("side-effects.log")).contains(&"host-x k1".to_string())
+        });
+        signal(a.id(), Signal::SIGCONT);
+        let status = a.wait().unwrap();
+        assert!(status.code().is_some(), "A exited by itself: {status:?}");
+        // B's results stand: A's late answer was rejected by its lease token.
+        assert_eq!(
+            env.strings("SELECT result FROM items ORDER BY key"),
+            ["\"host-y\"", "\"host-y\"", "\"host-y\""]
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM events WHERE kind IN ('done', 'empty')"),
+            3,
+            "one accepted completion per key"
+        );
+        let a_run = env.int("SELECT min(id) FROM runs");
+        assert_eq!(
+            env.int(&format!(
+                "SELECT done + empty + failed FROM runs WHERE id = {a_run}"
+            )),
+            0
+        );
+        let (out, err) = env.output_of("a");
+        assert!(out.contains("lost the batch lock"), "{out} {err}");
+        env.assert_counts_consistent();
+    }
+
+    /// The multi-host simulation's keys run twice with no take-back logged:
+    /// a runner whose seat was taken (its heartbeat late under load) gave
+    /// the items its worker was on back to pending itself, as "released,
+    /// not started", racing the taker, who would have logged taking them
+    /// back. A runner that lost its lock leaves its claims to the taker.
+    fn a_runner_that_lost_its_lock_leaves_its_claims_to_the_taker(env) {
+        env.script(
+            "w.sh",
+            r#"while IFS= read -r line; do
+  key=$(printf '%s' "$line" | sed 's/.*"key":"\([^"]*\)".*/\1/')
+  echo "${NIGHTSHIFT_HOST:-local} $key" >> side-effects.log
+  while [ ! -e go ]; do sleep 0.02; done
+  echo "{\"key\":\"$key\",\"result\":\"${NIGHTSHIFT_HOST:-local}\"}"
+done"#,
+        );
+        env.config(
+            "[batch.b]\nworker = [\"./w.sh\"]\nmode = \"persistent\"\nlock_ttl = \"2s\"\nconcurrency = 1\n",
+        );
+        env.add_items("b", 3);
+        let mut a = env.spawn_with("a", &["run", "b"], &[("NIGHTSHIFT_HOST", "host-x")]);
+        // A's worker did k1's side effect; its answer waits.
+        wait_for("A's worker on k1", || {
+            common::lines(&env.path("side-effects.log")).contains(&"host-x k1".to_string())
+        });
+        // Another runner took A's seat and has not yet taken its claims back.
+        assert_eq!(env.exec("DELETE FROM locks"), 1);
+        let status = a.wait().unwrap();
+        assert_eq!(status.code(), Some(1), "A failed: it lost its lock");
+        assert_eq!(
+            env.strings("SELECT status FROM items WHERE key = 'k1'"),
+            ["claimed"],
+            "k1 is the taker's to take back; events: {:?}",
+            env.strings("SELECT kind || ' ' || coalesce(key, '-') || ' ' || message FROM events ORDER BY id")
+        );
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'released'"), 0);
+
+        env.write("go", "");
+        let b = ran(env
+            .cmd()
+            .env("NIGHTSHIFT_HOST", "host-y")
+            .args(["run", "b"])
+            .output()
+            .unwrap());
+        b.code(0);
+        assert!(b.stdout.contains("3 done"), "{b:#?}");
+        // k1 ran twice, and the store says why: taken back from A's run.
+        let reclaimed = env.strings(
+            "SELECT key FROM events WHERE kind = 'reclaimed' AND key IS NOT NULL ORDER BY key",
+        );
+        assert_eq!(reclaimed, ["k1"]);
+        assert_eq!(env.item("k1").2, 2, "both attempts counted");
+        env.assert_counts_consistent();
+    }
+
+    /// A worker flooding op ids (each one a store write) gets at most
+    /// `MAX_OP_IDS` recorded per item; repeats and ids with control characters
+    /// are ignored; the item still completes.
+    fn an_op_id_flood_is_bounded(env) {
+        if !python() {
+            return;
+        }
+        env.write(
+            "flood.py",
+            r#"
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    for i in range(300):
+        print(json.dumps({"key": r["key"], "op_id": "op-%d" % i}))
+        print(json.dumps({"key": r["key"], "op_id": "op-%d" % i}))
+    print(json.dumps({"key": r["key"], "op_id": "evil\u001b[2J"}))
+    print(json.dumps({"key": r["key"], "result": "ok"}), flush=True)
+"#,
+        );
+        env.config("[batch.p]\nworker = [\"python3\", \"flood.py\"]\nmode = \"persistent\"\n");
+        add_keys(&env, "p", &["a"]);
+        env.run(&["run", "p"]).code(0);
+        let n = env.int("SELECT count(*) FROM events WHERE kind = 'op-id'");
+        assert_eq!(n, 100, "op-id events recorded");
+        assert_eq!(
+            env.strings("SELECT op_id FROM items WHERE key = 'a'"),
+            ["op-99"]
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            1
+        );
+    }
+
+    /// The issue's repro with a keyed worker: stray objects at start-up (at
+    /// every restart) and mid-stream are ignored and counted; every item
+    /// gets its own answer, the failing one stays failed.
+    fn stray_objects_at_start_up_and_mid_stream_never_shift_answers(env) {
+        assert!(python());
+        env.write("echo.py", ECHO_WORKER);
+        env.config(
+            "[batch.b]\nworker = [\"python3\", \"echo.py\", \"keyed\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nbackoff = \"10ms\"\n",
+        );
+        env.add_items("b", 10);
+        env.run(&["run", "b"]).code(1);
+        assert_eq!(misattributed(&env), []);
+        let items = items(&env);
+        assert_eq!(
+            items["k4"],
+            ("failed".into(), Some("manual".into()), Some("Bad".into()), None)
+        );
+        for i in (1..=10).filter(|i| *i != 4) {
+            assert_eq!(items[&format!("k{i}")].0, "done", "{items:?}");
+        }
+        // Only the real failures were recorded: no protocol error.
+        let failures: Vec<_> = failures(&env, "b").into_iter().map(|(k, c, _)| (k, c)).collect();
+        assert_eq!(
+            failures,
+            [("k7".to_string(), "WorkerExited".to_string()), ("k4".into(), "Bad".into())]
+        );
+        assert_eq!(starts(&env).len(), 2, "restarted once, after k7's crash");
+        // Two start-up lines and three mid-stream prints, counted in the log.
+        let strays = env.events("b", "stray-output");
+        assert!(strays[0]["message"].as_str().unwrap().contains(r#"{"log": "connected"}"#), "{strays:?}");
+        assert_eq!(strays.last().unwrap()["fields"]["count"], 5, "{strays:?}");
+        assert!(strays.len() <= 2, "{strays:?}");
+        env.assert_counts_consistent();
+    }
+
+    /// The issue's repro as written: answers without `"key"` cannot be
+    /// matched to their requests, so none is recorded; the worker fails
+    /// visibly instead of shifting answers or spinning.
+    fn a_worker_that_omits_the_key_fails_visibly_and_never_shifts_answers(env) {
+        assert!(python());
+        env.write("echo.py", ECHO_WORKER);
+        env.config(
+            "[batch.b]\nworker = [\"python3\", \"echo.py\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 0\nbackoff = \"10ms\"\n",
+        );
+        env.add_items("b", 10);
+        env.run(&["run", "b"]).code(1);
+        assert_eq!(misattributed(&env), []);
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 0);
+        assert_eq!(env.item("k5").0, "pending", "k5 never ran");
+        let gave_up = env.events("b", "worker-failed");
+        assert_eq!(gave_up.len(), 1, "{gave_up:?}");
+        let msg = gave_up[0]["message"].as_str().unwrap();
+        assert!(msg.contains(r#"must carry the request's "key""#), "{msg}");
+        let failed = env.strings("SELECT error_message FROM items WHERE status = 'failed'");
+        assert_eq!(failed.len(), 3, "{failed:?}");
+        for m in &failed {
+            assert!(m.contains(r#""key""#), "{m}");
+        }
+        assert_eq!(
+            env.strings("SELECT DISTINCT error_class FROM items WHERE status = 'failed'"),
+            ["ProtocolError"]
+        );
+        env.assert_counts_consistent();
+    }
+
+    /// Answers that cannot be matched with certainty restart the worker;
+    /// only the request at the head gets an attempt counted, the others are
+    /// sent again; a `NaN` answer is a protocol error at once, not a wait
+    /// for `item_timeout`.
+    fn unmatched_answers_restart_the_worker_and_nan_fails_at_once(env) {
+        assert!(python());
+        env.write("hostile.py", HOSTILE_WORKER);
+        env.config(
+            "[batch.b]\nworker = [\"python3\", \"hostile.py\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 1\nbackoff = \"10ms\"\nitem_timeout = \"60s\"\n",
+        );
+        add_keys(&env, "b", &["a", "dup", "after", "foreign", "b", "nokey", "nan", "c"]);
+        env.run(&["run", "b"]).code(1);
+        assert_eq!(misattributed(&env), []);
+        let items = items(&env);
+        for k in ["a", "dup", "after", "foreign", "b", "nokey", "c"] {
+            assert_eq!(items[k].0, "done", "{k}: {items:?}");
+        }
+        // NaN: a protocol error quoting the line, on both attempts.
+        assert_eq!(
+            (items["nan"].0.as_str(), items["nan"].2.as_deref()),
+            ("failed", Some("ProtocolError"))
+        );
+        let failures = failures(&env, "b");
+        let nan: Vec<_> = failures.iter().filter(|f| f.0 == "nan").collect();
+        assert_eq!(nan.len(), 2, "{nan:?}");
+        for (_, class, msg) in nan {
+            assert_eq!(class, "ProtocolError");
+            assert!(msg.contains("not valid JSON") && msg.contains(r#"{"key": "nan", "result": {"score": NaN}}"#), "{msg}");
+        }
+        // Nothing else failed but the violations, each a protocol error
+        // naming its rule, charged to the request at the head.
+        let charged = |needle: &str| -> Vec<&str> {
+            failures.iter().filter(|f| f.2.contains(needle)).map(|f| f.0.as_str()).collect()
+        };
+        assert_eq!(charged(r#"must carry the request's "key""#), ["nokey"], "{failures:?}");
+        assert_eq!(charged(r#"an answer for "a""#), ["foreign"], "{failures:?}");
+        // The second answer came after dup's own: whatever was next (if
+        // anything was sent) carries it, else the log does.
+        let dup_charged = charged(r#"a second answer for "dup""#).len();
+        let dup_logged = env.events("b", "protocol-error").iter().filter(|e| e["message"].as_str().unwrap().contains(r#"a second answer for "dup""#)).count();
+        assert_eq!(dup_charged + dup_logged, 1, "{failures:?}");
+        assert_eq!(failures.len(), 4 + dup_charged, "{failures:?}");
+        assert!(failures.iter().all(|f| f.1 == "ProtocolError"), "{failures:?}");
+        env.assert_counts_consistent();
+        assert_no_workers(&env);
+    }
+
+    /// A cost that is not a finite number from 0 to the bound is refused as
+    /// a worker error (quarantined, never counted), in both modes and from
+    /// every place a cost is read.
+    fn costs_beyond_the_bound_are_refused_in_both_modes(env) {
+        assert!(python());
+        env.write("cost.py", COST_WORKER);
+        env.config(
+            "[batch.proc]\nworker = [\"python3\", \"cost.py\"]\nretries = 0\n\
+             [batch.pers]\nworker = [\"python3\", \"cost.py\"]\nmode = \"persistent\"\nretries = 0\n",
+        );
+        let refused = ["huge", "big", "neg", "text", "err"];
+        let mut proc_keys = vec!["ok", "marker", "markers"];
+        proc_keys.extend(refused);
+        let mut pers_keys = vec!["ok"];
+        pers_keys.extend(refused);
+        add_keys(&env, "proc", &proc_keys);
+        add_keys(&env, "pers", &pers_keys);
+        for (batch, keys) in [("proc", &proc_keys), ("pers", &pers_keys)] {
+            env.run(&["run", batch]).code(1);
+            let rows = env.rows(&format!(
+                "SELECT key, status, tier, error_class, error_message, cost FROM items WHERE batch_id = (SELECT id FROM batches WHERE name = '{batch}')"
+            ));
+            assert_eq!(rows.len(), keys.len());
+            for row in &rows {
+                let key = row[0].as_deref().unwrap();
+                if key == "ok" {
+                    assert_eq!(row[1].as_deref(), Some("done"), "{batch}: {row:?}");
+                    continue;
+                }
+                assert_eq!(
+                    (row[1].as_deref(), row[2].as_deref(), row[3].as_deref(), row[5].as_deref()),
+                    (Some("failed"), Some("manual"), Some("InvalidCost"), None),
+                    "{batch}: {row:?}"
+                );
+                let msg = row[4].as_deref().unwrap();
+                let shown = match key {
+                    "huge" | "err" => "1e+308",
+                    "big" => "1000000000000",
+                    "neg" => "-1",
+                    "text" => r#""Infinity""#,
+                    "marker" => "NaN",
+                    _ => "1200000000",
+                };
+                assert!(msg.contains(&format!("a cost of {shown}")) && msg.contains("from 0 to 1e9"), "{batch} {key}: {msg}");
+                if key == "err" {
+                    assert!(msg.contains("Busy: 503"), "{msg}");
+                }
+            }
+            let status = env.status();
+            let run = &status["batches"].as_array().unwrap().iter().find(|b| b["name"] == batch).unwrap()["last_run"];
+            assert_eq!(run["counts"]["cost"].as_f64(), Some(0.25), "{batch}: {run}");
+        }
+        env.assert_counts_consistent();
+    }
+}

@@ -1,0 +1,275 @@
+//! Signals to real processes, filling what `runner_stop.rs`, `daemon.rs`
+//! and `tui_pty.rs` leave out: SIGINT and SIGHUP to `run` (graceful, like
+//! SIGTERM), a second signal that stops in-flight workers at once, the same
+//! for the daemon, and the dashboard restoring the terminal after SIGINT
+//! and SIGQUIT sent as signals (not keys), and after a signal that arrives
+//! while a prompt or an overlay is open; and a signal to a long `add`
+//! (here; `requeue`: `backends_cli.rs`), which stops it between chunks.
+#![cfg(unix)]
+
+use crate::support as common;
+use crate::support::pty;
+
+use std::path::Path;
+
+use common::{Background, Env, add_keys, assert_no_process_left, signal, wait_for};
+use nix::sys::signal::Signal;
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// A worker that marks its start, then sleeps `secs` (in a child carrying
+/// `marker`, so a leak can be found) and succeeds.
+fn sleeper(env: &Env, secs: &str, marker: &str) -> String {
+    let started = env.path("started");
+    std::fs::create_dir_all(&started).unwrap();
+    p(&env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\nsh -c 'sleep {secs}; :' {marker}\necho '\"ok\"'",
+            dir = p(&started)
+        ),
+    ))
+}
+
+fn started(env: &Env, key: &str) -> bool {
+    env.path("started").join(key).exists()
+}
+
+/// Waits for a background process to end; its exit code.
+fn exit_code(child: &mut Background) -> Option<i32> {
+    let mut code = None;
+    wait_for("the process to exit", || match child.try_wait().unwrap() {
+        Some(status) => {
+            code = Some(status.code());
+            true
+        }
+        None => false,
+    });
+    code.unwrap()
+}
+
+/// SIGINT and SIGHUP each stop `run` like SIGTERM: no new claims, the
+/// in-flight item finishes within the grace period, the rest stays
+/// pending, exit 130, the run recorded as aborted.
+#[test]
+fn sigint_and_sighup_stop_a_run_gracefully() {
+    for sig in [Signal::SIGINT, Signal::SIGHUP] {
+        let env = Env::new();
+        env.config("[batch.b]\nconcurrency = 1\ngrace = \"30s\"\n");
+        add_keys(&env, "b", &["a", "b", "c"]);
+        let marker = format!("graceful-{}", env.dir.path().display());
+        let w = sleeper(&env, "0.5", &marker);
+        let mut run = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("the first item in flight", || started(&env, "a"));
+        signal(run.id(), sig);
+        assert_eq!(
+            exit_code(&mut run),
+            Some(130),
+            "{sig}: {:?}",
+            env.output_of("run")
+        );
+        assert_eq!(
+            env.item("a").0,
+            "done",
+            "{sig}: finished in the grace period"
+        );
+        assert_eq!(env.item("b"), ("pending".into(), None, 0), "{sig}");
+        assert_eq!(env.item("c"), ("pending".into(), None, 0), "{sig}");
+        assert_eq!(env.run_states(), ["aborted"], "{sig}");
+        let (out, err) = env.output_of("run");
+        assert!(out.contains("stopped: interrupted"), "{sig}: {out}");
+        assert!(err.contains("nightshift: stopping"), "{sig}: {err}");
+        assert_no_process_left(&marker);
+    }
+}
+
+/// A second signal does not wait for the grace period (here 1000 s): the
+/// worker group is killed, its item goes back to pending with its attempt
+/// uncounted, and the run ends with 130.
+#[test]
+fn a_second_signal_stops_a_run_at_once() {
+    let env = Env::new();
+    env.config("[batch.b]\nconcurrency = 1\ngrace = \"1000s\"\nmax_attempts = 1\n");
+    add_keys(&env, "b", &["a", "b"]);
+    let marker = format!("second-{}", env.dir.path().display());
+    let w = sleeper(&env, "1000", &marker);
+    let mut run = env.spawn("run", &["run", "b", "--", &w]);
+    wait_for("the item in flight", || started(&env, "a"));
+    signal(run.id(), Signal::SIGTERM);
+    wait_for("the graceful stop to begin", || {
+        env.output_of("run").1.contains("nightshift: stopping")
+    });
+    signal(run.id(), Signal::SIGINT);
+    assert_eq!(exit_code(&mut run), Some(130), "{:?}", env.output_of("run"));
+    assert_eq!(env.item("a"), ("pending".into(), None, 0));
+    assert_eq!(env.item("b"), ("pending".into(), None, 0));
+    assert_eq!(env.run_states(), ["aborted"]);
+    assert_no_process_left(&marker);
+}
+
+/// SIGINT to a long `add` while a runner is live (so it adds in short
+/// chunks): it stops after the chunk in hand and says exactly how many
+/// items it added, which is what the store holds and what its `added`
+/// event records; running it again adds the rest. (PostgreSQL adds in one
+/// transaction: `store_backends.rs` shows a stop there changing nothing.)
+#[test]
+fn sigint_stops_an_add_beside_a_runner_and_says_exactly_how_far_it_got() {
+    const N: i64 = 100_000;
+    let env = Env::new();
+    env.config("[batch.r]\nconcurrency = 1\ngrace = \"30s\"\n");
+    add_keys(&env, "r", &["slow"]);
+    let gate = env.path("gate");
+    let started = env.path("started");
+    let w = p(&env.script(
+        "gated.sh",
+        &format!(
+            "cat >/dev/null\ntouch {}\nwhile [ ! -e {} ]; do sleep 0.05; done\necho '\"ok\"'",
+            p(&started),
+            p(&gate)
+        ),
+    ));
+    let mut runner = env.spawn("run", &["run", "r", "--", &w]);
+    wait_for("the runner's worker", || started.exists());
+
+    let lines: String = (1..=N).map(|i| format!("{{\"key\":\"k{i}\"}}\n")).collect();
+    let file = p(&env.write("big.jsonl", &lines));
+    let added = || {
+        env.int(
+            "SELECT count(*) FROM items i JOIN batches b ON b.id = i.batch_id WHERE b.name = 'b'",
+        )
+    };
+    let mut add = env.spawn("add", &["add", "b", &file]);
+    wait_for("the first chunk", || added() > 0);
+    signal(add.id(), Signal::SIGINT);
+    let code = exit_code(&mut add);
+    let (out, err) = env.output_of("add");
+    let n = added();
+    assert_eq!(code, Some(130), "{out}{err}");
+    assert!(n < N, "the add ended before the signal");
+    assert_eq!(
+        err,
+        format!(
+            "nightshift: error: {n} of {N} items added before SIGINT; run it again to add the rest \
+             (adding is idempotent)\n"
+        )
+    );
+    let events = env.events("b", "added");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["fields"]["added"], n);
+    assert_eq!(events[0]["fields"]["cut_short"], "SIGINT");
+    env.assert_counts_consistent();
+
+    let again = env.run(&["add", "b", &file]);
+    assert_eq!(
+        again.code(0).stdout,
+        format!("b: added {}, already present {n}\n", N - n)
+    );
+    signal(runner.id(), Signal::SIGTERM);
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(
+        exit_code(&mut runner),
+        Some(130),
+        "{:?}",
+        env.output_of("run")
+    );
+}
+
+fn daemon_config(env: &Env, grace: &str) {
+    env.config(&format!(
+        "log_dir = \"logs\"\n[batch.b]\nconcurrency = 1\ngrace = \"{grace}\"\n\
+         schedule = \"* * * * * *\"\ntimezone = \"UTC\"\nworker = [\"./w.sh\"]\n"
+    ));
+}
+
+/// SIGINT and SIGHUP stop the daemon like SIGTERM: exit 0, the in-flight
+/// item finished, nothing left claimed, "stopped" printed and logged.
+#[test]
+fn sigint_and_sighup_stop_the_daemon_gracefully() {
+    for sig in [Signal::SIGINT, Signal::SIGHUP] {
+        let env = Env::new();
+        daemon_config(&env, "30s");
+        add_keys(&env, "b", &["a", "b", "c"]);
+        let marker = format!("daemon-{}", env.dir.path().display());
+        sleeper(&env, "0.5", &marker);
+        let mut daemon = env.spawn("daemon", &["daemon"]);
+        wait_for("an item in flight", || started(&env, "a"));
+        signal(daemon.id(), sig);
+        assert_eq!(
+            exit_code(&mut daemon),
+            Some(0),
+            "{sig}: {:?}",
+            env.output_of("daemon")
+        );
+        assert_eq!(env.item("a").0, "done", "{sig}");
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
+            0,
+            "{sig}"
+        );
+        let (out, _) = env.output_of("daemon");
+        assert!(out.contains("nightshift daemon: stopped"), "{sig}: {out}");
+        assert_no_process_left(&marker);
+    }
+}
+
+/// A second signal to the daemon kills the in-flight worker instead of
+/// waiting out a 1000 s grace period; the item is pending again.
+#[test]
+fn a_second_signal_stops_the_daemon_at_once() {
+    let env = Env::new();
+    daemon_config(&env, "1000s");
+    add_keys(&env, "b", &["a"]);
+    let marker = format!("daemon2-{}", env.dir.path().display());
+    sleeper(&env, "1000", &marker);
+    let mut daemon = env.spawn("daemon", &["daemon"]);
+    wait_for("the item in flight", || started(&env, "a"));
+    signal(daemon.id(), Signal::SIGTERM);
+    wait_for("the graceful stop to begin", || {
+        env.output_of("daemon").0.contains("stopping: no new fires")
+    });
+    signal(daemon.id(), Signal::SIGTERM);
+    assert_eq!(
+        exit_code(&mut daemon),
+        Some(0),
+        "{:?}",
+        env.output_of("daemon")
+    );
+    assert_eq!(env.item("a"), ("pending".into(), None, 0));
+    assert_no_process_left(&marker);
+}
+
+/// The dashboard, sent SIGINT or SIGQUIT as a signal (a `kill`, not a
+/// key), and SIGTERM or SIGHUP while the help overlay or the pause prompt is
+/// open: it ends (130, or 0 for a hangup) and the terminal is back on the
+/// main screen with the cursor shown, read-only or not.
+#[test]
+fn the_dashboard_restores_the_terminal_after_any_signal() {
+    let env = Env::new();
+    env.add_items("b", 3);
+    let cases: &[(&[&str], &[&str], Signal, u32)] = &[
+        (&["watch"], &[], Signal::SIGINT, 130),
+        (&["watch"], &[], Signal::SIGQUIT, 130),
+        (&["watch", "--read-only"], &[], Signal::SIGINT, 130),
+        (&["watch"], &["?"], Signal::SIGTERM, 130),
+        (&["watch"], &["p", "h", "a"], Signal::SIGHUP, 0),
+        (&["watch", "--read-only"], &["3", "\r"], Signal::SIGHUP, 0),
+    ];
+    for (args, keys, sig, code) in cases {
+        let mut dash = pty::Dash::open(&common::bin(), env.dir.path(), &env.db, args, (80, 24));
+        dash.wait_loaded();
+        for k in *keys {
+            dash.key(k);
+        }
+        signal(dash.pid(), *sig);
+        assert_eq!(dash.wait_exit(), *code, "{args:?} {keys:?} {sig}");
+        assert!(
+            dash.wait_restored(),
+            "{args:?} {keys:?} {sig}: terminal not restored:\n{}",
+            dash.screen()
+        );
+    }
+    // Nothing was paused by the interrupted prompt.
+    assert_eq!(env.status()["batches"][0]["paused"], false);
+}

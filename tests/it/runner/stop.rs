@@ -1,0 +1,224 @@
+//! The runner's pace and its stops: rate-limit holds, max_cost,
+//! max_duration, SIGTERM with a grace period, a pause from the CLI. Real
+//! binary, real workers, real signals; each test on both backends.
+#![cfg(unix)]
+
+use crate::support as common;
+
+use std::path::Path;
+
+use common::{add_keys, assert_no_process_left, signal, stdout, wait_for};
+use nix::sys::signal::Signal;
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Immediate retries and redrives that never wait.
+const NO_WAIT: &str = "retries = 2\nbackoff = \"0s\"\nbackoff_max = \"0s\"\n";
+
+both_backends! {
+    // ---- Pace and cost ----
+
+    // Slow (about 2 s): waits out a 2 s hold.
+    fn a_rate_limit_answer_holds_the_whole_batch(env) {
+        env.config(&format!("[batch.b]\n{NO_WAIT}concurrency = 2\n"));
+        add_keys(&env, "b", &["r", "a1", "a2", "a3", "a4", "a5", "a6"]);
+        let w = p(&env.script(
+            "w.sh",
+            r#"cat >/dev/null
+if [ "$NIGHTSHIFT_KEY" = r ] && [ "$NIGHTSHIFT_ATTEMPT" = 1 ]; then
+  echo '{"error_class":"RateLimitError","transient":true,"message":"429","retry_after_s":2}' >&2
+  exit 1
+fi
+sleep 0.1
+echo '"ok"'"#,
+        ));
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            7
+        );
+        let hold_at = env.int("SELECT at FROM events WHERE kind = 'hold'");
+        assert!(env.int("SELECT hold_until FROM batches WHERE name = 'b'") >= hold_at + 1900);
+        // While held, no slot claimed anything (the 100 ms margin covers a claim
+        // already on its way when the answer came).
+        let claims_while_held = env.int(&format!(
+            "SELECT count(*) FROM events WHERE kind = 'claimed' AND at > {} AND at < {}",
+            hold_at + 100,
+            hold_at + 1900
+        ));
+        assert_eq!(claims_while_held, 0, "claims during the hold");
+        // The rate-limited item waited out its retry_after and then succeeded.
+        assert_eq!(env.item("r"), ("done".into(), None, 2));
+    }
+
+    // Slow (about 2 s): waits out a 2 s hold.
+    fn a_rate_limit_hold_outlives_the_run_that_got_it(env) {
+        env.config("[batch.b]\nretries = 0\nconcurrency = 1\n");
+        add_keys(&env, "b", &["r"]);
+        let w = p(&env.script(
+            "w.sh",
+            r#"cat >/dev/null
+if [ "$NIGHTSHIFT_KEY" = r ]; then
+  echo '{"error_class":"RateLimitError","transient":true,"retry_after_s":2}' >&2
+  exit 1
+fi
+echo '"ok"'"#,
+        ));
+        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let hold_until = env.int("SELECT hold_until FROM batches WHERE name = 'b'");
+        // Nothing else was pending: the run did not sit out its hold.
+        let finished = env.int("SELECT at FROM events WHERE kind = 'run-finished'");
+        assert!(finished < hold_until, "the run waited for nothing");
+        // The next cycle, started at once, waits out the hold before claiming.
+        add_keys(&env, "b", &["x"]);
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        assert_eq!(env.item("x").0, "done");
+        let claimed_at = env.int("SELECT at FROM events WHERE kind = 'claimed' AND key = 'x'");
+        assert!(
+            claimed_at >= hold_until,
+            "claimed {} ms early",
+            hold_until - claimed_at
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM events WHERE kind = 'hold'"),
+            2,
+            "the answer, and the next run waiting for it"
+        );
+    }
+
+    fn max_cost_stops_claiming(env) {
+        env.config("[batch.b]\nconcurrency = 1\nmax_cost = 2.5\n");
+        env.add_items("b", 10);
+        let w = p(&env.script("w.sh", "cat >/dev/null\necho '{\"cost\": 1.0}'"));
+        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "stopping at max_cost is not a failure"
+        );
+        let line = stdout(&out);
+        assert!(
+            line.contains("3 done") && line.contains("spent 3"),
+            "{line}"
+        );
+        assert!(line.contains("stopped: max_cost reached"), "{line}");
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'pending'"),
+            7
+        );
+        assert_eq!(env.strings("SELECT state FROM runs"), ["aborted"]);
+    }
+
+    // ---- Stopping: deadline, signals, pause ----
+
+    fn max_duration_stops_claiming(env) {
+        env.config("[batch.b]\nconcurrency = 1\n");
+        env.add_items("b", 20);
+        let w = p(&env.script("w.sh", "cat >/dev/null\nsleep 0.2\necho '\"ok\"'"));
+        let out = env
+            .cmd()
+            .args(["run", "b", "--max-duration", "1s", "--", &w])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stdout(&out));
+        assert!(
+            stdout(&out).contains("stopped: max_duration reached"),
+            "{}",
+            stdout(&out)
+        );
+        let done = env.int("SELECT count(*) FROM items WHERE status = 'done'");
+        assert!((1..20).contains(&done), "{done} done");
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
+            0
+        );
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'pending'"),
+            20 - done
+        );
+    }
+
+    // Slow (about 3 s): the grace period.
+    fn sigterm_gives_in_flight_items_the_grace_period_then_releases_them(env) {
+        env.config("[batch.b]\nconcurrency = 2\ngrace = \"3s\"\nmax_attempts = 1\n");
+        add_keys(&env, "b", &["quick", "slow", "later1", "later2"]);
+        let started = env.path("started");
+        std::fs::create_dir(&started).unwrap();
+        let marker = format!("sigterm-{}", env.dir.path().display());
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+                 if [ \"$NIGHTSHIFT_KEY\" = quick ]; then sleep 0.5; echo '\"ok\"'; exit 0; fi\n\
+                 sh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
+                dir = p(&started)
+            ),
+        ));
+        let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("both workers started", || {
+            started.join("quick").exists() && started.join("slow").exists()
+        });
+        signal(runner.id(), Signal::SIGTERM);
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
+
+        assert_eq!(
+            env.item("quick").0,
+            "done",
+            "finished within the grace period"
+        );
+        // Released, and the interrupted attempt does not count against
+        // max_attempts (1 here): the next cycle may run it.
+        assert_eq!(env.item("slow"), ("pending".into(), None, 0));
+        assert_eq!(env.item("later1"), ("pending".into(), None, 0));
+        assert_eq!(env.run_states(), ["aborted"]);
+        assert_eq!(env.int("SELECT released FROM runs"), 1);
+        assert!(env.event_kinds().contains(&"released".to_string()));
+        assert_no_process_left(&marker);
+        let (out, _) = env.output_of("run");
+        assert!(out.contains("stopped: interrupted"), "{out}");
+    }
+
+    // Slow (about 4 s): three cycles of 0.1 s items.
+    fn pausing_from_the_cli_mid_run_stops_claiming(env) {
+        // Default lock_ttl (60 s): the pause is noticed well before the next
+        // lock renewal (20 s), while 30 items take 3 s.
+        env.config("[batch.b]\nconcurrency = 1\n");
+        env.add_items("b", 30);
+        let w = p(&env.script("w.sh", "cat >/dev/null\nsleep 0.1\necho '\"ok\"'"));
+        let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("two items done", || {
+            env.int("SELECT count(*) FROM items WHERE status = 'done'") >= 2
+        });
+        env.cmd()
+            .args(["pause", "b", "--reason", "deploy in progress"])
+            .assert()
+            .success();
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{:?}", env.output_of("run"));
+        let done = env.int("SELECT count(*) FROM items WHERE status = 'done'");
+        assert!(done < 30, "stopped claiming ({done} done)");
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
+            0
+        );
+        assert_eq!(env.run_states(), ["paused"]);
+        let (out, _) = env.output_of("run");
+        assert!(out.contains("paused: deploy in progress"), "{out}");
+
+        // Paused: a run does nothing; unpaused: it finishes the rest.
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            done
+        );
+        env.cmd().args(["unpause", "b"]).assert().success();
+        env.cmd().args(["run", "b", "--", &w]).assert().success();
+        assert_eq!(
+            env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+            30
+        );
+    }
+}

@@ -1,0 +1,923 @@
+//! The store's semantics, one suite run against both backends: every test
+//! below is compiled twice, once on a temp-dir SQLite store and once on a
+//! fresh database of a private PostgreSQL server (see `common/pg.rs`).
+//! Both go through `Store`, which every caller uses: a path opens SQLite,
+//! a `postgres://` URL PostgreSQL.
+
+use crate::support::pg;
+
+use nightshift::model::{
+    Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Tombstone,
+    Trigger, WorkerGroup,
+};
+use nightshift::store::{
+    Access, Completion, DashQuery, EventFilter, ItemFilter, ItemsQuery, LockOutcome, Selection,
+    Store, StoreError,
+};
+use nightshift::util::signals::Stop;
+
+const T0: i64 = 1_700_000_000_000;
+const MIN: i64 = 60_000;
+
+fn items(n: usize) -> Vec<NewItem> {
+    (0..n)
+        .map(|i| NewItem {
+            key: format!("k{i:03}"),
+            label: format!("label {i}"),
+            payload: format!(r#"{{"n":{i}}}"#),
+        })
+        .collect()
+}
+
+fn holder(pid: u32) -> Holder {
+    Holder {
+        host: format!("host-{pid}"),
+        pid,
+        pid_start: Some(7),
+    }
+}
+
+fn done_event(key: &str) -> NewEvent {
+    NewEvent::new(T0, "b", "done", "done").key(key)
+}
+
+mod sqlite_backend {
+    use nightshift::store::{Access, Store};
+
+    pub struct Db {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+    }
+
+    impl Db {
+        pub fn open(&self, access: Access) -> Store {
+            Store::open(&self.path, access).unwrap()
+        }
+    }
+
+    pub fn fresh() -> Option<(Db, Store)> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let (store, created) = Store::create(&path).unwrap();
+        assert!(created);
+        Some((Db { _dir: dir, path }, store))
+    }
+}
+
+/// Through the [`Store`] every caller uses, given the database's URL.
+mod pg_backend {
+    use nightshift::store::{Access, Store};
+    use std::path::Path;
+
+    pub struct Db {
+        pub url: String,
+    }
+
+    impl Db {
+        pub fn open(&self, access: Access) -> Store {
+            let store = Store::open(Path::new(&self.url), access).unwrap();
+            assert!(matches!(store, Store::Pg(_)));
+            store
+        }
+    }
+
+    pub fn fresh() -> Option<(Db, Store)> {
+        let url = super::pg::server()?.database();
+        let (store, created) = Store::create(Path::new(&url)).unwrap();
+        assert!(matches!(store, Store::Pg(_)));
+        assert!(created);
+        Some((Db { url }, store))
+    }
+}
+
+/// Each test, once per backend: `fn name(db, store) { body }`.
+macro_rules! both_stores {
+    ($( $(#[$meta:meta])* fn $name:ident($db:ident, $s:ident) $body:block )*) => {
+        mod sqlite {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                $(#[$meta])*
+                #[test]
+                #[allow(unused_variables, unused_mut)]
+                fn $name() {
+                    let Some(($db, mut $s)) = super::sqlite_backend::fresh() else { return };
+                    $body
+                }
+            )*
+        }
+        mod postgres {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                $(#[$meta])*
+                #[test]
+                #[allow(unused_variables, unused_mut)]
+                fn $name() {
+                    let Some(($db, mut $s)) = super::pg_backend::fresh() else { return };
+                    $body
+                }
+            )*
+        }
+    };
+}
+
+both_stores! {
+    fn adding_is_idempotent_and_counted(db, s) {
+        let r = s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        assert_eq!((r.added, r.present), (3, 0));
+        let r = s.add_items("b", &items(5), T0 + 1, |_| {}).unwrap();
+        assert_eq!((r.added, r.present), (2, 3));
+        let c = s.counts("b").unwrap();
+        assert_eq!((c.pending, c.total()), (5, 5));
+        // Present items are left exactly as they were.
+        assert_eq!(s.item("b", "k000").unwrap().created_at, T0);
+        assert_eq!(s.item("b", "k004").unwrap().created_at, T0 + 1);
+        assert_eq!(s.batch_names().unwrap(), vec!["b".to_string()]);
+        assert!(matches!(s.counts("nope"), Err(StoreError::UnknownBatch { .. })));
+        let added = s.events(&EventFilter { kinds: vec!["added".into()], ..Default::default() }).unwrap();
+        assert_eq!(added.len(), 2);
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn claims_need_the_lock_and_go_in_order(db, s) {
+        s.add_items("b", &items(5), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        assert_eq!(s.claim("b", run, 2, T0 + MIN, T0).unwrap(), None, "no lock, no claim");
+        let got = s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        assert_eq!(got, LockOutcome::Acquired { took_over: None });
+        let first = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
+        let keys: Vec<&str> = first.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(keys, ["k000", "k001"]);
+        assert!(first.iter().all(|c| c.attempt == 1 && c.payload.starts_with("{\"n\"")));
+        let more = s.claim("b", run, 10, T0 + MIN, T0).unwrap().unwrap();
+        assert_eq!(more.len(), 3);
+        assert!(s.claim("b", run, 10, T0 + MIN, T0).unwrap().unwrap().is_empty());
+        let c = s.counts("b").unwrap();
+        assert_eq!((c.pending, c.claimed), (0, 5));
+        let item = s.item("b", "k000").unwrap();
+        assert_eq!((item.lease_run, item.lease_until, item.attempts), (Some(run), Some(T0 + MIN), 1));
+        // A newer holder cuts the old run off.
+        s.acquire_lock("b", "tok2", &holder(2), None, T0 + 2 * MIN, T0 + 2 * MIN, &[], 1).unwrap();
+        assert_eq!(s.claim("b", run, 1, T0 + MIN, T0).unwrap(), None);
+    }
+
+    fn completion_is_fenced_by_the_lease_token(db, s) {
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
+        let stale = Completion { item_id: c[0].item_id, token: c[0].token - 1000, run_id: run,
+            outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 };
+        assert!(!s.complete(&stale, &done_event("k000")).unwrap());
+        let ok = Completion { token: c[0].token, result: Some(r#"{"url":"x"}"#), cost: Some(0.5), ..stale };
+        assert!(s.complete(&ok, &done_event("k000")).unwrap());
+        assert!(!s.complete(&ok, &done_event("k000")).unwrap(), "a second completion is refused");
+        let empty = Completion { item_id: c[1].item_id, token: c[1].token, run_id: run,
+            outcome: Outcome::Empty, result: None, cost: None, now: T0 + 1 };
+        assert!(s.complete(&empty, &done_event("k001")).unwrap());
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.done, counts.done_ok, counts.empty, counts.claimed), (2, 1, 1, 0));
+        let item = s.item("b", "k000").unwrap();
+        assert_eq!(item.result, Some(serde_json::json!({"url": "x"})));
+        assert_eq!((item.outcome, item.lease_run, item.cost), (Some(Outcome::Done), None, Some(0.5)));
+        let r = s.run(run).unwrap().unwrap();
+        assert_eq!((r.counts.done, r.counts.empty, r.counts.cost), (1, 1, 0.5));
+        let minutes = s.minute_stats("b", T0, 2).unwrap();
+        assert_eq!(minutes.last(), Some(&(2, 0)));
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn failures_leave_dead_letters_and_retries_come_back_when_due(db, s) {
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
+        let fail = |i: usize, tier: Tier, class: &'static str, next: Option<i64>| nightshift::store::Failure {
+            item_id: c[i].item_id, token: c[i].token, run_id: run, tier, error_class: class,
+            message: "boom\0with a NUL", next_attempt_at: next, cost: Some(1.0), now: T0,
+        };
+        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        assert!(s.fail(&fail(0, Tier::Retry, "Timeout", Some(T0 + 10 * MIN)), &ev).unwrap());
+        assert!(s.fail(&fail(1, Tier::Manual, "BadInput", None), &ev).unwrap());
+        assert!(s.fail(&fail(2, Tier::Retry, "Timeout", Some(T0 + 20 * MIN)), &ev).unwrap());
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.failed, counts.retry, counts.manual), (3, 2, 1));
+        let dl = s.dead_letters("b", None, None).unwrap();
+        assert_eq!(dl.len(), 3);
+        assert_eq!((dl[0].attempt, dl[0].run_id, dl[0].failed_at), (1, Some(run), T0));
+        assert!(dl[0].message.starts_with("boom"));
+        assert_eq!(s.dead_letters("b", None, Some("BadInput")).unwrap().len(), 1);
+        assert_eq!(s.item_failures(c[0].item_id).unwrap().len(), 1);
+        let groups = s.dlq_groups("b", T0).unwrap();
+        assert_eq!(groups[0].error_class, "Timeout");
+        assert_eq!((groups[0].last_24h, groups[0].retry_now), (2, 2));
+        assert_eq!((groups[1].error_class.as_str(), groups[1].manual_now), ("BadInput", 1));
+        let w = s.dlq_window_counts("b", T0 + 1, 60 * MIN).unwrap();
+        assert_eq!(w.iter().map(|(_, a, _)| a).sum::<i64>(), 3);
+        // Not due yet, then one, then the other.
+        assert!(s.redrive_due("b", Some(run), T0 + MIN).unwrap().is_empty());
+        assert_eq!(s.due_retries("b", T0 + 15 * MIN).unwrap().len(), 1);
+        assert_eq!(s.redrive_due("b", Some(run), T0 + 15 * MIN).unwrap(), vec!["k000".to_string()]);
+        assert_eq!(s.redrive_due("b", None, T0 + 30 * MIN).unwrap(), vec!["k002".to_string()]);
+        assert_eq!(s.run(run).unwrap().unwrap().counts.redriven, 1);
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.pending, counts.retry, counts.manual), (2, 0, 1));
+        let r = s.run(run).unwrap().unwrap();
+        assert_eq!((r.counts.failed, r.counts.retry, r.counts.manual), (3, 2, 1));
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn release_and_reclaim_give_items_back(db, s) {
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let dead = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "t1", &holder(1), Some(dead), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", dead, 3, T0 + MIN, T0).unwrap().unwrap();
+        let ev = NewEvent::new(T0, "b", "released", "released");
+        assert!(s.release(c[0].item_id, c[0].token, dead, true, &ev).unwrap());
+        assert_eq!(s.item("b", "k000").unwrap().attempts, 0, "a cut-short attempt is not counted");
+        assert!(!s.release(c[0].item_id, c[0].token, dead, true, &ev).unwrap());
+        // The second item has used its attempts: reclaiming quarantines it.
+        assert_eq!(s.begin_attempt(c[1].item_id, c[1].token, T0).unwrap(), Some(2));
+        assert_eq!(s.begin_attempt(c[1].item_id, c[1].token + 99, T0).unwrap(), None);
+        // The first run dies; a new one takes the expired lock over.
+        let run = s.start_run("b", Trigger::Manual, None, &holder(2), T0 + 2 * MIN, None).unwrap();
+        let got = s.acquire_lock("b", "t2", &holder(2), Some(run), T0 + 3 * MIN, T0 + 2 * MIN, &[], 1).unwrap();
+        assert!(matches!(got, LockOutcome::Acquired { took_over: Some(ref l) } if l.token == "t1"));
+        assert_eq!(s.reclaim("b", run, 2, T0 + 2 * MIN).unwrap(), (1, 1));
+        let q = s.item("b", "k001").unwrap();
+        assert_eq!((q.tier, q.error_class.as_deref()), (Some(Tier::Manual), Some("Interrupted")));
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.pending, counts.claimed, counts.manual), (2, 0, 1));
+        assert_eq!(s.run(dead).unwrap().unwrap().counts.released, 1);
+        let kinds: Vec<String> = s.events(&EventFilter { batch: Some("b".into()), ..Default::default() })
+            .unwrap().into_iter().map(|e| e.kind).collect();
+        for kind in ["claimed", "released", "lock-takeover", "reclaimed", "quarantined"] {
+            assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+        }
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn worker_groups_are_kept_per_slot_until_their_run_ends(db, s) {
+        s.ensure_batch("b", T0).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        let other = s.start_run("b", Trigger::Manual, None, &holder(2), T0, None).unwrap();
+        let group = |run_id, slot, pgid, started| WorkerGroup {
+            run_id,
+            slot,
+            host: "h".into(),
+            boot: "boot".into(),
+            pgid,
+            started,
+        };
+        s.record_worker(&group(run, 0, 100, 5)).unwrap();
+        s.record_worker(&group(run, 1, 101, 6)).unwrap();
+        // A slot's next worker replaces its record.
+        s.record_worker(&group(run, 0, 102, u64::from(u32::MAX) + 7)).unwrap();
+        s.record_worker(&group(other, 0, 200, 8)).unwrap();
+        assert_eq!(
+            s.worker_groups(&[run]).unwrap(),
+            [group(run, 0, 102, u64::from(u32::MAX) + 7), group(run, 1, 101, 6)]
+        );
+        assert_eq!(s.worker_groups(&[run, other]).unwrap().len(), 3);
+        // Only an ended run's records go.
+        s.forget_workers(&[run, other]).unwrap();
+        assert_eq!(s.worker_groups(&[run, other]).unwrap().len(), 3);
+        s.finish_run(run, RunState::Ok, "ok", 0, 0, T0).unwrap();
+        s.mark_crashed(&[other], T0).unwrap();
+        s.forget_workers(&[run, other]).unwrap();
+        assert!(s.worker_groups(&[run, other]).unwrap().is_empty());
+    }
+
+    fn the_lock_has_one_holder(db, s) {
+        let got = s.acquire_lock("b", "a", &holder(1), None, T0 + MIN, T0, &[], 1).unwrap();
+        assert_eq!(got, LockOutcome::Acquired { took_over: None });
+        let held = s.acquire_lock("b", "b", &holder(2), None, T0 + MIN, T0 + 1000, &[], 1).unwrap();
+        assert!(matches!(held, LockOutcome::Held(ref l) if l.len() == 1 && l[0].token == "a" && l[0].holder == holder(1)));
+        assert!(s.renew_lock("b", "a", T0 + 2 * MIN).unwrap());
+        assert!(!s.renew_lock("b", "b", T0 + 2 * MIN).unwrap());
+        assert!(!s.release_lock("b", "b").unwrap(), "never someone else's");
+        // A holder found dead can be stolen by its token.
+        let stolen = s.acquire_lock("b", "c", &holder(3), None, T0 + 3 * MIN, T0 + 1000, &["a"], 1).unwrap();
+        assert!(matches!(stolen, LockOutcome::Acquired { took_over: Some(_) }));
+        assert!(!s.renew_lock("b", "a", T0 + 9 * MIN).unwrap(), "the old holder lost it");
+        let run = s.start_run("b", Trigger::Manual, None, &holder(3), T0 + 1000, Some("c")).unwrap();
+        let lock = s.locks("b").unwrap().remove(0);
+        assert_eq!((lock.token.as_str(), lock.run_id, lock.acquired_at, lock.expires_at),
+                   ("c", Some(run), T0 + 1000, T0 + 3 * MIN));
+        assert!(s.release_lock("b", "c").unwrap());
+        assert_eq!(s.locks("b").unwrap(), vec![]);
+    }
+
+    fn the_lock_has_seats_for_runners_sharing_a_batch(db, s) {
+        s.add_items("b", &items(6), T0, |_| {}).unwrap();
+        let mut runs = Vec::new();
+        for (i, tok) in ["a", "b"].iter().enumerate() {
+            let got = s.acquire_lock("b", tok, &holder(i as u32), None, T0 + MIN, T0, &[], 2).unwrap();
+            assert_eq!(got, LockOutcome::Acquired { took_over: None });
+            let run = s.start_run("b", Trigger::Manual, None, &holder(i as u32), T0, Some(tok)).unwrap();
+            assert_eq!(s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap().len(), 2);
+            runs.push(run);
+        }
+        // Both seats taken: a third steps down and is told who holds them.
+        let held = s.acquire_lock("b", "c", &holder(3), None, T0 + MIN, T0 + 1000, &[], 2).unwrap();
+        assert!(matches!(held, LockOutcome::Held(ref l) if l.len() == 2), "{held:?}");
+        // A seat whose holder stops renewing expires; only the seats named
+        // are freed, and reclaim takes back only the claims of runs
+        // without a seat.
+        assert!(s.renew_lock("b", "b", T0 + 5 * MIN).unwrap());
+        let t = T0 + 2 * MIN;
+        assert_eq!(s.free_stale_locks("b", t, &["b"], &[]).unwrap(), vec![]);
+        let freed = s.free_stale_locks("b", t, &["a", "b"], &[]).unwrap();
+        assert_eq!(freed.iter().map(|l| l.token.as_str()).collect::<Vec<_>>(), ["a"]);
+        assert_eq!(s.claim("b", runs[0], 1, t + MIN, t).unwrap(), None, "a is cut off");
+        assert_eq!(s.reclaim("b", runs[1], 5, t).unwrap(), (2, 0));
+        assert_eq!(s.counts("b").unwrap().claimed, 2, "b keeps its claims");
+        // Now there is room for the third.
+        let got = s.acquire_lock("b", "c", &holder(3), None, t + MIN, t, &[], 2).unwrap();
+        assert_eq!(got, LockOutcome::Acquired { took_over: None });
+        assert_eq!(s.locks("b").unwrap().len(), 2);
+        // A dead holder's seat is freed at once when named as dead.
+        let freed = s.free_stale_locks("b", t, &["c"], &["c"]).unwrap();
+        assert_eq!(freed.len(), 1);
+        assert_eq!(s.locks("b").unwrap().iter().map(|l| l.token.as_str()).collect::<Vec<_>>(), ["b"]);
+    }
+
+    fn requeue_and_skip_move_only_what_they_should(db, s) {
+        s.add_items("b", &items(4), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
+        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        for (i, class) in [(0, "A"), (1, "B")] {
+            let f = nightshift::store::Failure { item_id: c[i].item_id, token: c[i].token, run_id: run,
+                tier: Tier::Manual, error_class: class, message: "m", next_attempt_at: None, cost: None, now: T0 };
+            s.fail(&f, &ev).unwrap();
+        }
+        let not_failed = s.requeue("b", &Selection { keys: vec!["k000".into(), "k003".into()], ..Default::default() },
+            false, false, "me", T0).unwrap_err();
+        assert!(not_failed.to_string().contains("k003 (pending)"), "{not_failed}");
+        assert_eq!(s.counts("b").unwrap().manual, 2, "nothing moved");
+        assert!(s.requeue("b", &Selection::default(), false, false, "me", T0).is_err());
+        let dry = s.requeue("b", &Selection { all_failed: true, ..Default::default() }, false, true, "me", T0).unwrap();
+        assert_eq!(dry.len(), 2);
+        assert_eq!(s.counts("b").unwrap().manual, 2, "a dry run moves nothing");
+        let moved = s.requeue("b", &Selection { class: Some("A".into()), ..Default::default() }, true, false, "me", T0).unwrap();
+        assert_eq!(moved.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["k000"]);
+        let item = s.item("b", "k000").unwrap();
+        assert_eq!((item.attempts, item.tier), (0, None));
+        let requeued = s.events(&EventFilter { kinds: vec!["requeued".into()], ..Default::default() }).unwrap();
+        assert_eq!(requeued[0].fields["tier"], "manual");
+        assert_eq!(requeued[0].actor.as_deref(), Some("me"));
+        // Skip: an in-flight item is refused, and nothing changes.
+        let err = s.skip("b", &["k003".into(), "k002".into()], "no", "me", T0).unwrap_err();
+        assert!(err.to_string().contains("in flight"), "{err}");
+        // Each key once, whatever the repeats; in the order given.
+        let keys = ["k003".into(), "k001".into(), "k003".into()];
+        let done = |skipped: &[&str], already: &[&str]| SkipReport {
+            skipped: skipped.iter().map(|k| k.to_string()).collect(),
+            already_done: already.iter().map(|k| k.to_string()).collect(),
+        };
+        assert_eq!(s.skip("b", &keys, "not needed", "me", T0).unwrap(), done(&["k003", "k001"], &[]));
+        assert_eq!(s.skip("b", &["k003".into()], "again", "me", T0).unwrap(), done(&[], &["k003"]));
+        let skipped = s.events(&EventFilter { kinds: vec!["skipped".into()], ..Default::default() }).unwrap();
+        assert_eq!(skipped.len(), 2, "one event per item skipped");
+        assert!(matches!(s.skip("b", &["zzz".into()], "x", "me", T0), Err(StoreError::UnknownKey { .. })));
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.skipped, counts.manual, counts.pending, counts.claimed), (2, 0, 1, 1));
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn claim_by_key_runs_failed_items_again(db, s) {
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim_key("b", "k001", run, T0 + MIN, T0).unwrap();
+        assert_eq!((c.key.as_str(), c.attempt), ("k001", 1));
+        assert!(s.claim_key("b", "k001", run, T0 + MIN, T0).unwrap_err().to_string().contains("in flight"));
+        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        let f = nightshift::store::Failure { item_id: c.item_id, token: c.token, run_id: run,
+            tier: Tier::Retry, error_class: "E", message: "m", next_attempt_at: Some(T0 + 99 * MIN), cost: None, now: T0 };
+        s.fail(&f, &ev).unwrap();
+        let again = s.claim_key("b", "k001", run, T0 + MIN, T0).unwrap();
+        assert!(again.token > c.token);
+        assert_eq!(again.attempt, 2);
+        assert!(matches!(s.claim_key("b", "nope", run, T0, T0), Err(StoreError::UnknownKey { .. })));
+        assert_eq!(s.oldest_pending("b").unwrap(), Some(T0));
+        assert!(s.set_op_id(again.item_id, again.token, "op-1", &NewEvent::new(T0, "b", "op", "op")).unwrap());
+        assert!(!s.set_op_id(again.item_id, c.token, "op-2", &NewEvent::new(T0, "b", "op", "op")).unwrap());
+        assert_eq!(s.item("b", "k001").unwrap().op_id.as_deref(), Some("op-1"));
+        assert_eq!(s.renew_leases("b", run, T0 + 5 * MIN).unwrap(), vec![again.item_id]);
+        assert_eq!(s.item("b", "k001").unwrap().lease_until, Some(T0 + 5 * MIN));
+    }
+
+    fn pause_schedule_and_runs_are_kept(db, s) {
+        let p = Pause { reason: "deploy".into(), by: "ops".into(), at: T0 };
+        assert!(!s.pause_batch("b", &p).unwrap());
+        assert!(s.pause_batch("b", &p).unwrap());
+        assert_eq!(s.pause("b").unwrap(), Some(p));
+        assert!(s.unpause_batch("b", "ops", T0 + 1).unwrap());
+        assert!(!s.unpause_batch("b", "ops", T0 + 1).unwrap());
+        assert_eq!(s.pause("b").unwrap(), None);
+        s.set_hold("b", T0 + 5000).unwrap();
+        s.set_hold("b", T0 + 1000).unwrap();
+        assert_eq!(s.hold_until("b").unwrap(), Some(T0 + 5000), "a hold is never shortened");
+        s.set_next_fire("b", Some(T0 + 3_600_000), T0).unwrap();
+        let fire = Fire { at: T0 + 10, outcome: "skipped".into(), reason: Some("paused".into()), run_id: None };
+        s.record_fire("b", &fire).unwrap();
+        let info = &s.batch_infos(Some("b")).unwrap()[0];
+        assert_eq!((info.next_fire, info.last_fire.as_ref()), (Some(T0 + 3_600_000), Some(&fire)));
+        let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
+        s.add_retried(run, 3).unwrap();
+        let open = s.open_runs("b").unwrap();
+        assert_eq!((open.len(), open[0].id, open[0].started_at), (1, run, T0 + 20));
+        let other = s.start_run("b", Trigger::Manual, Some("ops@box"), &holder(6), T0 + 30, None).unwrap();
+        s.finish_run(run, RunState::Ok, "ok: 0 done", 4, 5, T0 + 40).unwrap();
+        s.mark_crashed(&[run, other], T0 + 50).unwrap();
+        let r = s.run(run).unwrap().unwrap();
+        assert_eq!((r.state, r.counts.skipped_done, r.counts.retried, r.ended_at), (RunState::Ok, 4, 5, Some(T0 + 40)));
+        let o = s.run(other).unwrap().unwrap();
+        assert_eq!((o.state, o.ended_at), (RunState::Crashed, Some(T0 + 50)));
+        // Who started a run is kept with it (none given: none kept).
+        assert_eq!((o.actor.as_deref(), r.actor.as_deref()), (Some("ops@box"), None));
+        assert_eq!(s.batch_infos(Some("b")).unwrap()[0].last_run.as_ref().unwrap().actor.as_deref(), Some("ops@box"));
+        assert_eq!(s.runs("b", 10).unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), vec![other, run]);
+        assert!(s.open_runs("b").unwrap().is_empty());
+        let since = s.since(T0 - 1).unwrap();
+        assert_eq!(since.fires, vec![("b".to_string(), "skipped".to_string(), 1)]);
+        assert_eq!(since.runs.len(), 2);
+        let kinds = s.event_kinds_since(T0 - 1).unwrap();
+        assert!(kinds.contains(&("b".to_string(), "paused".to_string(), 2)), "{kinds:?}");
+    }
+
+    fn events_filter_and_follow(db, s) {
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..5 {
+            let e = NewEvent::new(T0 + i, "b", if i % 2 == 0 { "even" } else { "odd" }, format!("m{i}"))
+                .key("k001").fields(serde_json::json!({"i": i}));
+            ids.push(s.log_event(&e).unwrap());
+        }
+        let evens = s.events(&EventFilter { batch: Some("b".into()), kinds: vec!["even".into()], ..Default::default() }).unwrap();
+        assert_eq!(evens.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["m0", "m2", "m4"]);
+        assert_eq!(evens[1].fields["i"], 2);
+        let newest = s.events(&EventFilter { limit: 2, ..Default::default() }).unwrap();
+        assert_eq!(newest.iter().map(|e| e.id).collect::<Vec<_>>(), ids[3..].to_vec());
+        let after = s.events(&EventFilter { after_id: Some(ids[1]), limit: 2, ..Default::default() }).unwrap();
+        assert_eq!(after.iter().map(|e| e.id).collect::<Vec<_>>(), ids[2..4].to_vec());
+        let by_key = s.events(&EventFilter { key: Some("k001".into()), ..Default::default() }).unwrap();
+        assert_eq!(by_key.len(), 5);
+        let since = s.events(&EventFilter { since: Some(T0 + 3), ..Default::default() }).unwrap();
+        assert_eq!(since.len(), 2);
+    }
+
+    fn following_the_log_shows_each_later_event_once(db, s) {
+        macro_rules! log {
+            ($s:expr, $kind:expr, $m:expr) => { $s.log_event(&NewEvent::new(T0, "b", $kind, $m)).unwrap() };
+        }
+        s.ensure_batch("b", T0).unwrap();
+        log!(s, "x", "before");
+        let evens = EventFilter { batch: Some("b".into()), kinds: vec!["even".into()], ..Default::default() };
+        let mut cursor = s.follow_start().unwrap();
+        log!(s, "even", "during the listing");
+        let listed = s.events(&evens).unwrap();
+        cursor.shown(&listed);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(s.follow_next(&evens, &mut cursor).unwrap(), vec![], "nothing new");
+        for i in 0..1500 {
+            log!(s, if i % 3 == 0 { "even" } else { "odd" }, format!("m{i}"));
+        }
+        // On PostgreSQL another test's transaction (the server is shared)
+        // may hold the horizon back for a moment: poll, as `log -f` does.
+        macro_rules! follow_until {
+            ($n:expr) => {{
+                let mut got = Vec::new();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while got.len() < $n && std::time::Instant::now() < deadline {
+                    got.extend(s.follow_next(&evens, &mut cursor).unwrap());
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                got
+            }};
+        }
+        let next = follow_until!(500);
+        assert_eq!(next.len(), 500, "all of them, beyond one page");
+        assert_eq!(next[0].message, "m0");
+        assert!(next.windows(2).all(|w| w[0].id < w[1].id));
+        assert_eq!(s.follow_next(&evens, &mut cursor).unwrap(), vec![]);
+        log!(s, "even", "last");
+        let last = follow_until!(1);
+        assert_eq!(last.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["last"]);
+    }
+
+    fn the_dashboard_reads_one_consistent_view(db, s) {
+        s.add_items("b", &items(30), T0, |_| {}).unwrap();
+        s.add_items("other", &items(2), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
+        let f = nightshift::store::Failure { item_id: c[0].item_id, token: c[0].token, run_id: run,
+            tier: Tier::Manual, error_class: "Bad", message: "no", next_attempt_at: None, cost: None, now: T0 };
+        s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed").key("k000")).unwrap();
+        let q = DashQuery {
+            batch: Some("b".into()),
+            minutes: 5,
+            runs: 5,
+            items: Some(ItemsQuery { offset: 25, limit: 10, ..Default::default() }),
+            class_items: Some(ItemsQuery { class: Some("Bad".into()), limit: 10, ..Default::default() }),
+            dlq: true,
+            events: Some(nightshift::store::EventsQuery { batch: Some("b".into()), limit: 3, ..Default::default() }),
+            detail: Some("k000".into()),
+        };
+        let d = s.dashboard(&q, T0).unwrap();
+        assert_eq!(d.batches.len(), 2);
+        assert_eq!(d.batches[0].info.counts.pending, 28);
+        // The batch was made this minute: no minutes from before it.
+        assert_eq!(d.batches[0].minutes.len(), 1);
+        assert_eq!(d.batches[0].info.lock().map(|l| l.token.as_str()), Some("tok"));
+        let page = d.items.unwrap();
+        // Past the middle a page is read from the end: the last full page.
+        assert_eq!((page.total, page.offset, page.rows.len()), (30, 20, 10));
+        assert_eq!(page.rows[0].key, "k020");
+        let class = d.class_items.unwrap();
+        assert_eq!((class.total, class.rows[0].key.as_str()), (1, "k000"));
+        assert_eq!(d.dlq[0].manual_now, 1);
+        assert_eq!(d.runs[0].id, run);
+        assert_eq!(d.events.len(), 3);
+        let detail = d.detail.unwrap().unwrap();
+        assert_eq!((detail.failures.len(), detail.item.key.as_str()), (1, "k000"));
+        assert!(detail.events.iter().any(|e| e.kind == "failed"));
+        let search = s.dashboard(&DashQuery { batch: Some("b".into()),
+            items: Some(ItemsQuery { search: "k02".into(), limit: 50, ..Default::default() }), ..Default::default() }, T0).unwrap();
+        assert_eq!(search.items.unwrap().total, 10);
+        assert_eq!(s.failed_keys("b", &ItemsQuery::default()).unwrap(), vec!["k000".to_string()]);
+        assert_eq!(s.failed_among("b", &["k000".into(), "k001".into()]).unwrap(), vec!["k000".to_string()]);
+        assert_eq!(s.count_items("b", &ItemFilter { search: Some("k01".into()), ..Default::default() }).unwrap(), 10);
+        let listed = s.items("b", &ItemFilter { limit: Some(3), offset: 1, ..Default::default() }).unwrap();
+        assert_eq!(listed.iter().map(|i| i.key.as_str()).collect::<Vec<_>>(), ["k001", "k002", "k003"]);
+    }
+
+    fn prune_removes_only_old_history(db, s) {
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
+        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
+            outcome: Outcome::Done, result: None, cost: None, now: T0 };
+        s.complete(&done, &done_event("k000")).unwrap();
+        let f = nightshift::store::Failure { item_id: c[1].item_id, token: c[1].token, run_id: run,
+            tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
+        s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed")).unwrap();
+        s.finish_run(run, RunState::Failed, "x", 0, 0, T0).unwrap();
+        let dry = s.prune(T0 + 1, false, false, true, "me", T0 + 2).unwrap();
+        assert_eq!((dry.done_items, dry.runs, dry.failed_items_kept, dry.dead_letters_kept), (1, 1, 1, 1));
+        assert_eq!(s.counts("b").unwrap().done, 1, "a dry run deletes nothing");
+        let r = s.prune(T0 + 1, false, false, false, "me", T0 + 2).unwrap();
+        assert_eq!(r, dry);
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.done, counts.manual, counts.pending), (0, 1, 1));
+        assert_eq!(s.dead_letters("b", None, None).unwrap().len(), 1);
+        s.prune(T0 + 1, true, false, false, "me", T0 + 2).unwrap();
+        assert_eq!(s.counts("b").unwrap().manual, 0);
+        assert!(s.dead_letters("b", None, None).unwrap().is_empty());
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn a_group_commits_together(db, s) {
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        let out = s.group(|s| {
+            s.pause_batch("b", &Pause { reason: "r".into(), by: "me".into(), at: T0 }).unwrap();
+            // A failing write inside the group undoes only itself.
+            assert!(s.skip("b", &["nope".into()], "x", "me", T0).is_err());
+            s.skip("b", &["k000".into()], "x", "me", T0).unwrap()
+        }).unwrap();
+        assert_eq!(out.skipped, ["k000"]);
+        assert!(s.pause("b").unwrap().is_some());
+        assert_eq!(s.counts("b").unwrap().skipped, 1);
+    }
+
+    fn the_runner_chains_a_success_and_the_next_claim_in_one_group(db, s) {
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let mut claim = s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap().remove(0);
+        let mut done = Vec::new();
+        loop {
+            let (accepted, next) = s.group(|s| {
+                let ok = s.complete(&Completion { item_id: claim.item_id, token: claim.token, run_id: run,
+                    outcome: Outcome::Done, result: None, cost: None, now: T0 }, &done_event(&claim.key)).unwrap();
+                (ok, s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap())
+            }).unwrap();
+            assert!(accepted);
+            done.push(claim.key.clone());
+            match next.into_iter().next() {
+                Some(c) => claim = c,
+                None => break,
+            }
+        }
+        assert_eq!(done, ["k000", "k001", "k002"]);
+        assert_eq!(s.counts("b").unwrap().done, 3);
+        assert_eq!(s.run(run).unwrap().unwrap().counts.done, 3);
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn a_batch_of_completions_commits_together_and_is_fenced(db, s) {
+        s.add_items("b", &items(4), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
+        let done = |i: usize, token: i64, outcome: Outcome, cost: Option<f64>| Completion {
+            item_id: c[i].item_id, token, run_id: run, outcome,
+            result: (outcome == Outcome::Done).then_some(r#"{"ok":true}"#), cost, now: T0 + 5 };
+        let evs: Vec<NewEvent> = c.iter().map(|c| done_event(&c.key)).collect();
+        assert_eq!(s.complete_all(&[]).unwrap(), Vec::<bool>::new());
+        let batch = [
+            (done(0, c[0].token, Outcome::Done, Some(0.25)), &evs[0]),
+            // A stale token: refused, the rest still kept.
+            (done(1, c[1].token - 1000, Outcome::Done, Some(9.0)), &evs[1]),
+            (done(2, c[2].token, Outcome::Empty, None), &evs[2]),
+            (done(3, c[3].token, Outcome::Done, Some(0.5)), &evs[3]),
+        ];
+        assert_eq!(s.complete_all(&batch).unwrap(), [true, false, true, true]);
+        assert_eq!(s.complete_all(&batch[..1]).unwrap(), [false], "a second completion is refused");
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.done, counts.done_ok, counts.empty, counts.claimed), (3, 2, 1, 1));
+        let r = s.run(run).unwrap().unwrap();
+        assert_eq!((r.counts.done, r.counts.empty, r.counts.cost), (2, 1, 0.75));
+        let item = s.item("b", "k000").unwrap();
+        assert_eq!((item.result, item.cost, item.updated_at, item.lease_run),
+            (Some(serde_json::json!({"ok": true})), Some(0.25), T0 + 5, None));
+        assert_eq!(s.item("b", "k001").unwrap().lease_run, Some(run), "k001 is still claimed");
+        let logged = s.events(&EventFilter { kinds: vec!["done".into()], ..Default::default() }).unwrap();
+        let keys: Vec<_> = logged.iter().map(|e| e.key.as_deref().unwrap()).collect();
+        assert_eq!(keys, ["k000", "k002", "k003"], "one event per kept completion, in order");
+        assert!(logged.iter().all(|e| e.at == T0 && e.batch.as_deref() == Some("b")));
+        let by_key = s.events(&EventFilter { key: Some("k002".into()), ..Default::default() }).unwrap();
+        assert!(by_key.iter().any(|e| e.kind == "done"), "events are tied to their item");
+        // Inside a group, rolled back with it.
+        let c4 = c[1].clone();
+        let err = s.group(|s| {
+            let ok = s.complete_all(&[(Completion { item_id: c4.item_id, token: c4.token, run_id: run,
+                outcome: Outcome::Done, result: None, cost: None, now: T0 }, &evs[1])]).unwrap();
+            assert_eq!(ok, [true]);
+            s.item("b", "k001").unwrap().status
+        }).unwrap();
+        assert_eq!(err, nightshift::model::Status::Done, "a group sees its own writes");
+        assert_eq!(s.counts("b").unwrap().done, 4);
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn a_run_marked_crashed_by_a_takeover_stays_crashed(db, s) {
+        let old = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.mark_crashed(&[old], T0 + MIN).unwrap();
+        s.finish_run(old, RunState::Ok, "all done", 0, 0, T0 + 2 * MIN).unwrap();
+        let r = s.run(old).unwrap().unwrap();
+        assert_eq!(r.state, RunState::Crashed);
+        let live = s.start_run("b", Trigger::Manual, None, &holder(2), T0, None).unwrap();
+        s.finish_run(live, RunState::Ok, "all done", 0, 0, T0 + 2 * MIN).unwrap();
+        assert_eq!(s.run(live).unwrap().unwrap().state, RunState::Ok);
+    }
+
+    fn the_dashboard_search_looks_at_keys_and_labels(db, s) {
+        s.add_items("b", &items(40), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap();
+        let f = nightshift::store::Failure { item_id: c[0].item_id, token: c[0].token, run_id: run,
+            tier: Tier::Manual, error_class: "Bad", message: "label 39 is not here", next_attempt_at: None,
+            cost: None, now: T0 };
+        s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed").key("k000")).unwrap();
+        // Polls as the dashboard does, until the search has looked at everything.
+        let search = |text: &str, status| {
+            let q = DashQuery { batch: Some("b".into()), items: Some(ItemsQuery { search: text.into(),
+                status, limit: 50, ..Default::default() }), ..Default::default() };
+            for _ in 0..10_000 {
+                let page = s.dashboard(&q, T0).unwrap().items.unwrap();
+                if page.searching.is_none() {
+                    return page.rows.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+                }
+            }
+            panic!("the search never ended")
+        };
+        assert_eq!(search("label 39", None), ["k039"], "not k000, whose error message says it");
+        assert_eq!(search("k00", None).len(), 10);
+        assert_eq!(search("k00", Some(nightshift::model::Status::Failed)), ["k000"]);
+        assert_eq!(search("k00", Some(nightshift::model::Status::Pending)).len(), 9);
+        assert!(search("nothing like it", None).is_empty());
+    }
+
+    /// The runner's and the daemon's async code call the store directly:
+    /// the PostgreSQL client, which runs a runtime of its own, must not
+    /// panic there (nor when its session is closed there).
+    fn the_store_works_inside_an_async_runtime(db, s) {
+        drop(s);
+        for multi in [true, false] {
+            let rt = if multi {
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+            } else {
+                tokio::runtime::Builder::new_current_thread().enable_all().build()
+            }.unwrap();
+            rt.block_on(async {
+                let mut s = db.open(Access::ReadWrite);
+                s.add_items("b", &items(2), T0, |_| {}).unwrap();
+                tokio::task::yield_now().await;
+                let paused = s.group(|s| {
+                    s.pause_batch("b", &Pause { reason: "r".into(), by: "me".into(), at: T0 }).unwrap()
+                }).unwrap();
+                assert_eq!(paused, !multi, "paused, then already paused");
+                assert_eq!(s.counts("b").unwrap().pending, 2);
+                drop(s);
+            });
+        }
+    }
+
+    fn a_read_only_store_writes_nothing(db, s) {
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        drop(s);
+        let mut ro = db.open(Access::ReadOnly);
+        assert_eq!(ro.counts("b").unwrap().pending, 2);
+        assert!(matches!(ro.pause_batch("b", &Pause { reason: "r".into(), by: "me".into(), at: T0 }),
+            Err(StoreError::ReadOnlyStore(_))));
+        assert!(ro.group(|_| ()).is_err());
+        assert!(ro.dashboard(&DashQuery::default(), T0).is_ok());
+        let rw = db.open(Access::ReadWrite);
+        assert_eq!(rw.pause("b").unwrap(), None);
+    }
+
+    /// Pruning a done item keeps its key: adding it again finds it present
+    /// (and says it was pruned), every lookup by key says what became of
+    /// it, and only `--forget-keys` (dry run first) lets it be added again.
+    fn a_pruned_done_key_stays_present_until_forgotten(db, s) {
+        s.add_items("b", &items(4), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 10 * MIN, T0, &[], 1).unwrap();
+        for (c, outcome) in s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap().iter().zip([Outcome::Done, Outcome::Empty]) {
+            let done = Completion { item_id: c.item_id, token: c.token, run_id: run, outcome,
+                result: None, cost: None, now: T0 };
+            assert!(s.complete(&done, &done_event(&c.key)).unwrap());
+        }
+        s.skip("b", &["k003".into()], "by hand", "me", T0).unwrap();
+        let r = s.prune(T0 + 1, false, false, false, "me", T0 + MIN).unwrap();
+        assert_eq!(r.done_items, 3);
+        assert_eq!(s.pruned_keys("b").unwrap(), 3);
+        assert_eq!(s.counts("b").unwrap().total(), 1, "k002 is still pending");
+
+        let again = s.add_items("b", &items(5), T0 + 2 * MIN, |_| {}).unwrap();
+        assert_eq!((again.added, again.present, again.pruned), (1, 4, 3));
+        assert_eq!(again.pruned_span, Some((T0 + MIN, T0 + MIN)));
+        assert_eq!(s.counts("b").unwrap().pending, 2, "k002 and the new k004");
+        let added = s.events(&EventFilter { kinds: vec!["added".into()], ..Default::default() }).unwrap();
+        assert_eq!(added.last().unwrap().fields["pruned"], 3);
+        let pruned = |e: StoreError| match e {
+            StoreError::Pruned { tombstone, .. } => tombstone,
+            other => panic!("not Pruned: {other}"),
+        };
+        assert_eq!(pruned(s.item("b", "k001").unwrap_err()),
+            Tombstone { key: "k001".into(), outcome: Outcome::Empty, done_at: T0, pruned_at: T0 + MIN });
+        assert_eq!(pruned(s.item("b", "k003").unwrap_err()).outcome, Outcome::Skipped);
+        let by_key = Selection { keys: vec!["k000".into()], ..Default::default() };
+        pruned(s.requeue("b", &by_key, false, false, "me", T0).unwrap_err());
+        pruned(s.skip("b", &["k000".into()], "x", "me", T0).unwrap_err());
+        pruned(s.claim_key("b", "k000", run, T0 + MIN, T0).unwrap_err());
+        assert!(matches!(s.item("b", "nope"), Err(StoreError::UnknownKey { .. })));
+
+        // Forgetting: a dry run counts and changes nothing; a cutoff before
+        // they were done forgets nothing.
+        let dry = s.prune(T0 + 1, false, true, true, "me", T0 + 3 * MIN).unwrap();
+        assert_eq!(dry.forgotten_keys, std::collections::BTreeMap::from([("b".to_string(), 3)]));
+        assert_eq!(s.pruned_keys("b").unwrap(), 3);
+        assert!(s.prune(T0, false, true, false, "me", T0 + 3 * MIN).unwrap().forgotten_keys.is_empty());
+        assert_eq!(s.pruned_keys("b").unwrap(), 3);
+        let real = s.prune(T0 + 1, false, true, false, "me", T0 + 3 * MIN).unwrap();
+        assert_eq!(real.forgotten_keys, dry.forgotten_keys);
+        assert_eq!(s.pruned_keys("b").unwrap(), 0);
+        let forgot = s.events(&EventFilter { kinds: vec!["keys-forgotten".into()], ..Default::default() }).unwrap();
+        assert_eq!(forgot.len(), 1);
+        assert_eq!((forgot[0].fields["keys"].as_i64(), forgot[0].actor.as_deref()), (Some(3), Some("me")));
+        assert!(matches!(s.item("b", "k001"), Err(StoreError::UnknownKey { .. })));
+        let back = s.add_items("b", &items(5), T0 + 4 * MIN, |_| {}).unwrap();
+        assert_eq!((back.added, back.present, back.pruned), (3, 2, 0));
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    /// Prune keeps many keys, in chunks, and forgets them in chunks.
+    fn many_keys_are_kept_and_forgotten_in_chunks(db, s) {
+        s.add_items("b", &items(12_000), T0, |_| {}).unwrap();
+        // Done in three statements (`skip` would take one round trip per key
+        // on PostgreSQL, in a transaction that holds back other tests' log
+        // followers on the shared server).
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let claims = s.claim("b", run, 12_000, T0 + MIN, T0).unwrap().unwrap();
+        let done: Vec<_> = claims.iter().map(|c| Completion { item_id: c.item_id, token: c.token,
+            run_id: run, outcome: Outcome::Done, result: None, cost: None, now: T0 }).collect();
+        let event = done_event("k");
+        let all: Vec<_> = done.iter().map(|d| (d.clone(), &event)).collect();
+        assert!(s.complete_all(&all).unwrap().iter().all(|ok| *ok));
+        assert_eq!(s.prune(T0 + 1, false, false, false, "me", T0 + MIN).unwrap().done_items, 12_000);
+        assert_eq!(s.pruned_keys("b").unwrap(), 12_000);
+        assert_eq!(s.add_items("b", &items(12_001), T0 + MIN, |_| {}).unwrap().pruned, 12_000);
+        let r = s.prune(T0 + 1, false, true, false, "me", T0 + 2 * MIN).unwrap();
+        assert_eq!(r.forgotten_total(), 12_000);
+        assert_eq!(s.pruned_keys("b").unwrap(), 0);
+    }
+
+    /// A stop request (a signal) before a bulk write commits anything
+    /// changes nothing and says so.
+    fn a_stop_before_the_first_chunk_changes_nothing(db, s) {
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        for c in s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap() {
+            let f = nightshift::store::Failure { item_id: c.item_id, token: c.token, run_id: run,
+                tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
+            s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed")).unwrap();
+        }
+        let stop = Stop::default();
+        s.set_stop(stop.clone());
+        stop.request(15);
+        let all = Selection { all_failed: true, ..Default::default() };
+        let err = s.requeue("b", &all, false, false, "me", T0).unwrap_err();
+        assert_eq!(err.to_string(), "interrupted by SIGTERM: nothing was changed");
+        assert!(err.is_interrupted());
+        assert_eq!(s.counts("b").unwrap().manual, 3);
+        let err = s.add_items("new", &items(3), T0, |_| {}).unwrap_err();
+        assert_eq!(err.to_string(), "interrupted by SIGTERM: nothing was changed");
+        assert_eq!(s.batch_names().unwrap(), ["b"]);
+    }
+
+    /// A stop request during an add while a runner is live: SQLite writes
+    /// in chunks and keeps the committed ones, saying exactly how many (and
+    /// recording them); PostgreSQL's add is one transaction and keeps
+    /// nothing. Either way the error says what the store holds.
+    fn a_stop_during_an_add_says_exactly_what_was_added(db, s) {
+        s.acquire_lock("other", "tok", &holder(1), None, nightshift::util::time::now_ms() + 10 * MIN, T0, &[], 1).unwrap();
+        let stop = Stop::default();
+        s.set_stop(stop.clone());
+        // Asked to stop while the first chunk is being written.
+        let err = s.add_items("b", &items(20_000), T0, |n| if n == 0 { stop.request(2) }).unwrap_err();
+        assert!(err.is_interrupted(), "{err}");
+        let added = s.counts("b").map(|c| c.pending).unwrap_or(0);
+        match &err {
+            StoreError::CutShort(c) => {
+                assert!(added > 0 && added < 20_000, "{added}");
+                assert_eq!((c.done, c.total), (added as u64, 20_000));
+                assert_eq!(err.to_string(), format!(
+                    "{added} of 20000 items added before SIGINT; run it again to add the rest (adding is idempotent)"));
+                let events = s.events(&EventFilter { kinds: vec!["added".into()], ..Default::default() }).unwrap();
+                assert_eq!((events.len(), events[0].fields["added"].as_i64()), (1, Some(added)));
+                assert_eq!(events[0].fields["cut_short"], "SIGINT");
+            }
+            StoreError::Interrupted(_) => {
+                assert!(matches!(s, Store::Pg(_)), "SQLite adds in chunks while a runner is live");
+                assert_eq!(added, 0);
+            }
+            other => panic!("{other}"),
+        }
+        s.set_stop(Stop::default());
+        let rest = s.add_items("b", &items(20_000), T0, |_| {}).unwrap();
+        assert_eq!((rest.added, rest.present), (20_000 - added as u64, added as u64));
+    }
+
+    /// `labelled` finds items by their exact label (`show BATCH LABEL`),
+    /// and events are read back with their item's label (the run log, the
+    /// dashboard's log and an item's detail).
+    fn items_are_found_by_label_and_events_carry_it(db, s) {
+        let mut three = items(3);
+        three[1].label = "label 0".into();
+        s.add_items("b", &three, T0, |_| {}).unwrap();
+        let keys = |rows: Vec<nightshift::store::ItemRow>| rows.into_iter().map(|r| r.key).collect::<Vec<_>>();
+        assert_eq!(keys(s.labelled("b", "label 0", 10).unwrap()), ["k000", "k001"]);
+        assert_eq!(keys(s.labelled("b", "label 0", 1).unwrap()), ["k000"]);
+        assert!(s.labelled("b", "label", 10).unwrap().is_empty(), "exact, not a substring");
+        assert!(matches!(s.labelled("nope", "x", 1), Err(StoreError::UnknownBatch { .. })));
+
+        s.log_event(&NewEvent::new(T0, "b", "skipped", "by hand").key("k002")).unwrap();
+        s.log_event(&NewEvent::new(T0, "b", "paused", "no item")).unwrap();
+        let events = s.events(&EventFilter { batch: Some("b".into()), limit: 100, ..EventFilter::default() }).unwrap();
+        let skipped = events.iter().find(|e| e.kind == "skipped").unwrap();
+        assert_eq!(skipped.label.as_deref(), Some("label 2"));
+        assert_eq!(events.iter().find(|e| e.kind == "paused").unwrap().label, None);
+        let q = DashQuery {
+            batch: Some("b".into()),
+            events: Some(nightshift::store::EventsQuery { limit: 100, ..Default::default() }),
+            detail: Some("k002".into()),
+            ..DashQuery::default()
+        };
+        let d = s.dashboard(&q, T0).unwrap();
+        let shown = d.events.iter().find(|e| e.kind == "skipped").unwrap();
+        assert_eq!(shown.label.as_deref(), Some("label 2"));
+        let detail = d.detail.unwrap().unwrap();
+        assert!(detail.events.iter().all(|e| e.label.as_deref() == Some("label 2")), "{:?}", detail.events);
+    }
+
+    /// Per-minute completions start at the batch's creation: a batch made
+    /// two minutes ago has three minutes (this one included), not 150.
+    fn the_minutes_start_when_the_batch_was_made(db, s) {
+        s.add_items("b", &items(1), T0, |_| {}).unwrap();
+        assert_eq!(s.minute_stats("b", T0 + 2 * MIN, 150).unwrap().len(), 3);
+        assert_eq!(s.minute_stats("b", T0 + 500 * MIN, 150).unwrap().len(), 150);
+        let q = DashQuery { batch: Some("b".into()), minutes: 150, ..DashQuery::default() };
+        assert_eq!(s.dashboard(&q, T0 + 2 * MIN).unwrap().batches[0].minutes.len(), 3);
+    }
+}

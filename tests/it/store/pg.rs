@@ -1,0 +1,549 @@
+//! What only the PostgreSQL store has to show: several connections (hosts)
+//! on one queue, clock skew between hosts, schema identity, concurrent
+//! migration. The shared semantics are in `store_backends.rs`.
+
+use crate::support::pg;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
+
+use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Trigger};
+use nightshift::store::pg::PgStore;
+use nightshift::store::{Access, Completion, LockOutcome, StoreError};
+
+const MIN: i64 = 60_000;
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn holder(pid: u32) -> Holder {
+    Holder {
+        host: format!("host-{pid}"),
+        pid,
+        pid_start: None,
+    }
+}
+
+fn items(n: usize) -> Vec<NewItem> {
+    (0..n)
+        .map(|i| NewItem {
+            key: format!("k{i:05}"),
+            label: format!("l{i}"),
+            payload: "{}".into(),
+        })
+        .collect()
+}
+
+fn fresh() -> Option<(String, PgStore)> {
+    let url = pg::server()?.database();
+    let (store, _) = PgStore::create(&url).unwrap();
+    Some((url, store))
+}
+
+/// Four connections claim from one queue at once (SKIP LOCKED): every item
+/// is claimed exactly once, and the sharded counters add up.
+#[test]
+fn concurrent_claimers_never_share_an_item() {
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.add_items("b", &items(2_000), t, |_| {}).unwrap();
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
+        .unwrap();
+    let start = Arc::new(Barrier::new(4));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, start) = (url.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut s = PgStore::open(&url, Access::ReadWrite).unwrap();
+                start.wait();
+                let mut mine = Vec::new();
+                loop {
+                    let claims = s.claim("b", run, 7, now() + MIN, now()).unwrap().unwrap();
+                    if claims.is_empty() {
+                        return mine;
+                    }
+                    for c in claims {
+                        let done = Completion {
+                            item_id: c.item_id,
+                            token: c.token,
+                            run_id: run,
+                            outcome: Outcome::Done,
+                            result: None,
+                            cost: None,
+                            now: now(),
+                        };
+                        let event = NewEvent::new(now(), "b", "done", "done").key(&c.key);
+                        assert!(s.complete(&done, &event).unwrap());
+                        mine.push(c.key);
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut seen = HashSet::new();
+    let mut per_worker = Vec::new();
+    for w in workers {
+        let keys = w.join().unwrap();
+        per_worker.push(keys.len());
+        for k in keys {
+            assert!(seen.insert(k.clone()), "{k} was claimed twice");
+        }
+    }
+    assert_eq!(seen.len(), 2_000);
+    let counts = s.counts("b").unwrap();
+    assert_eq!((counts.done, counts.pending, counts.claimed), (2_000, 0, 0));
+    assert_eq!(s.run(run).unwrap().unwrap().counts.done, 2_000);
+    assert_eq!(s.integrity_check().unwrap(), "ok");
+    assert!(
+        per_worker.iter().filter(|n| **n > 0).count() > 1,
+        "the work was spread: {per_worker:?}"
+    );
+}
+
+/// A host whose clock runs an hour ahead must not take over a live lock:
+/// expiries are compared on the database's clock.
+#[test]
+fn a_fast_clock_does_not_steal_a_live_lock() {
+    let Some((url, mut a)) = fresh() else { return };
+    let t = now();
+    let got = a
+        .acquire_lock("b", "a", &holder(1), None, t + MIN, t, &[], 1)
+        .unwrap();
+    assert!(matches!(got, LockOutcome::Acquired { .. }));
+    let hour = 60 * MIN;
+    let mut b = PgStore::open_with_skew(&url, Access::ReadWrite, hour).unwrap();
+    let tb = now() + hour;
+    let held = b
+        .acquire_lock("b", "b", &holder(2), None, tb + MIN, tb, &[], 1)
+        .unwrap();
+    assert!(
+        matches!(held, LockOutcome::Held(ref l) if l[0].token == "a"),
+        "{held:?}"
+    );
+    // Host b reads the expiry on its own clock: about a minute from its now.
+    let lock = b.locks("b").unwrap().remove(0);
+    assert!((lock.expires_at - tb - MIN).abs() < 5_000, "{lock:?}");
+    // A host an hour behind sees the lock as live too, and it does expire
+    // for everyone when the holder stops renewing it.
+    let mut c = PgStore::open_with_skew(&url, Access::ReadWrite, -hour).unwrap();
+    let tc = now() - hour;
+    assert!(matches!(
+        c.acquire_lock("b", "c", &holder(3), None, tc + MIN, tc, &[], 1)
+            .unwrap(),
+        LockOutcome::Held(_)
+    ));
+    let later = now() + 2 * MIN + hour;
+    assert!(matches!(
+        b.acquire_lock("b", "b", &holder(2), None, later + MIN, later, &[], 1)
+            .unwrap(),
+        LockOutcome::Acquired { took_over: Some(_) }
+    ));
+}
+
+/// Eight hosts race for one free lock: exactly one gets it.
+#[test]
+fn one_of_many_racing_hosts_gets_the_lock() {
+    let Some((url, mut s)) = fresh() else { return };
+    s.ensure_batch("b", now()).unwrap();
+    let start = Arc::new(Barrier::new(8));
+    let racers: Vec<_> = (0..8u32)
+        .map(|i| {
+            let (url, start) = (url.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut s = PgStore::open(&url, Access::ReadWrite).unwrap();
+                start.wait();
+                let t = now();
+                let token = format!("t{i}");
+                let got = s
+                    .acquire_lock("b", &token, &holder(i), None, t + MIN, t, &[], 1)
+                    .unwrap();
+                matches!(got, LockOutcome::Acquired { .. }).then_some(token)
+            })
+        })
+        .collect();
+    let winners: Vec<String> = racers
+        .into_iter()
+        .filter_map(|r| r.join().unwrap())
+        .collect();
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    assert_eq!(s.locks("b").unwrap()[0].token, winners[0]);
+    assert_eq!(s.locks("b").unwrap().len(), 1);
+}
+
+/// Runners starting together on a fresh database migrate it once.
+#[test]
+fn concurrent_creates_migrate_once() {
+    let Some(server) = pg::server() else { return };
+    let url = server.database();
+    let start = Arc::new(Barrier::new(4));
+    let created: Vec<bool> = (0..4)
+        .map(|_| {
+            let (url, start) = (url.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                PgStore::create(&url).unwrap().1
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect();
+    assert_eq!(created.iter().filter(|c| **c).count(), 1, "{created:?}");
+}
+
+#[test]
+fn foreign_and_newer_databases_are_refused_untouched() {
+    let Some(server) = pg::server() else { return };
+    // An empty database is not a store.
+    let url = server.database();
+    let err = PgStore::open(&url, Access::ReadOnly).unwrap_err();
+    assert!(matches!(err, StoreError::NotNightshift(_)), "{err}");
+    assert!(err.to_string().contains("nightshift init"), "{err}");
+    // A missing database says what to do.
+    let missing = server.url("no_such_db");
+    let err = PgStore::open(&missing, Access::ReadWrite).unwrap_err();
+    assert!(err.to_string().contains("createdb"), "{err}");
+    // A newer schema is refused by open and create, and left as it was.
+    let (s, _) = PgStore::create(&url).unwrap();
+    drop(s);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "UPDATE nightshift.nightshift_meta SET value = '99' WHERE key = 'schema_version'",
+        )
+        .unwrap();
+    for err in [
+        PgStore::open(&url, Access::ReadWrite).unwrap_err(),
+        PgStore::create(&url).unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, StoreError::NewerSchema { found: 99, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("upgrade nightshift"), "{err}");
+    }
+    let v: String = admin
+        .query_one(
+            "SELECT value FROM nightshift.nightshift_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v, "99");
+}
+
+/// A database of schema 3 (before runs had an actor) is migrated on open;
+/// its old runs have none.
+#[test]
+fn a_version_3_database_gains_the_run_actor() {
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.start_run("b", Trigger::Manual, None, &holder(1), t, None)
+        .unwrap();
+    drop(s);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            // Versions 4 to 8 undone: the actor, tombstones, worker groups,
+            // the store id, the seats' TTL and the daemons' heartbeats.
+            "DROP TABLE nightshift.daemons; ALTER TABLE nightshift.locks DROP COLUMN ttl_ms;
+             ALTER TABLE nightshift.runs DROP COLUMN actor;
+             DROP TABLE nightshift.tombstones; DROP FUNCTION nightshift.tombstones_counted();
+             ALTER TABLE nightshift.batches DROP COLUMN pruned_keys;
+             DROP TABLE nightshift.workers;
+             DELETE FROM nightshift.nightshift_meta WHERE key = 'store_id';
+             UPDATE nightshift.nightshift_meta SET value = '3' WHERE key = 'schema_version'",
+        )
+        .unwrap();
+    let mut s = PgStore::open(&url, Access::ReadWrite).unwrap();
+    let new = s
+        .start_run(
+            "b",
+            Trigger::Dashboard,
+            Some("ops@box"),
+            &holder(2),
+            t,
+            None,
+        )
+        .unwrap();
+    let actors: Vec<Option<String>> = s
+        .runs("b", 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.actor)
+        .collect();
+    assert_eq!(
+        actors,
+        [Some("ops@box".to_string()), None],
+        "run {new} first"
+    );
+    let v: String = admin
+        .query_one(
+            "SELECT value FROM nightshift.nightshift_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v, nightshift::store::pg::PG_SCHEMA_VERSION.to_string());
+}
+
+/// A read-only store's session refuses writes on the server too, so even a
+/// bug that reached the server with a write could not change anything.
+#[test]
+fn read_only_sessions_are_read_only_on_the_server() {
+    let Some((url, mut s)) = fresh() else { return };
+    s.add_items("b", &items(3), now(), |_| {}).unwrap();
+    let ro = PgStore::open(&url, Access::ReadOnly).unwrap();
+    assert_eq!(ro.counts("b").unwrap().pending, 3);
+    // The marker is the server's WAL position: other tests write to other
+    // databases of this server meanwhile, so only "a commit moves it" holds.
+    let marker = ro.change_marker();
+    s.add_items("b", &items(4), now(), |_| {}).unwrap();
+    assert_ne!(ro.change_marker(), marker, "a commit moves the marker");
+    // What the store's session settings do, shown on a plain session
+    // configured the same way.
+    let mut raw = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    raw.batch_execute("SET default_transaction_read_only = on")
+        .unwrap();
+    let err = raw
+        .batch_execute("UPDATE nightshift.batches SET paused = true")
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
+    );
+}
+
+/// A session the server dropped (restart, idle timeout) is replaced on the
+/// next call rather than failing every call from then on.
+#[test]
+fn a_dropped_session_is_replaced() {
+    let Some((url, mut s)) = fresh() else { return };
+    s.add_items("b", &items(2), now(), |_| {}).unwrap();
+    let ro = PgStore::open(&url, Access::ReadOnly).unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let db = url
+        .split('/')
+        .nth(3)
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    let killed = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db],
+        )
+        .unwrap();
+    assert_eq!(killed.len(), 2, "both sessions were dropped");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(ro.counts("b").unwrap().pending, 2);
+    s.add_items("b", &items(3), now(), |_| {}).unwrap();
+    assert_eq!(s.counts("b").unwrap().pending, 3);
+}
+
+/// Four connections mixing every transition at once (claims, completions,
+/// failures in both tiers, releases, redrives, requeues, skips): the
+/// counters, kept by triggers in per-connection shards, still match the
+/// items, and every item is in exactly one state.
+#[test]
+fn counters_stay_exact_under_concurrent_mixed_transitions() {
+    use nightshift::store::{Failure, Selection};
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.add_items("b", &items(600), t, |_| {}).unwrap();
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
+        .unwrap();
+    let start = Arc::new(Barrier::new(4));
+    let workers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (url, start) = (url.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(w);
+                let mut s = PgStore::open(&url, Access::ReadWrite).unwrap();
+                start.wait();
+                for _ in 0..150 {
+                    let t = now();
+                    match rng.u8(..10) {
+                        0 => {
+                            s.redrive_due("b", Some(run), t + MIN).unwrap();
+                        }
+                        1 => {
+                            let sel = Selection {
+                                tier: Some(nightshift::model::Tier::Manual),
+                                ..Default::default()
+                            };
+                            s.requeue("b", &sel, rng.bool(), false, "test", t).unwrap();
+                        }
+                        2 => {
+                            // Skipping an item in flight is refused: fine.
+                            let key = format!("k{:05}", rng.usize(..600));
+                            let _ = s.skip("b", &[key], "test", "test", t);
+                        }
+                        _ => {
+                            let claims = s.claim("b", run, 3, t + MIN, t).unwrap().unwrap();
+                            for c in claims {
+                                let event = NewEvent::new(t, "b", "x", "x").key(&c.key);
+                                match rng.u8(..4) {
+                                    0 => {
+                                        let f = Failure {
+                                            item_id: c.item_id,
+                                            token: c.token,
+                                            run_id: run,
+                                            tier: if rng.bool() {
+                                                nightshift::model::Tier::Retry
+                                            } else {
+                                                nightshift::model::Tier::Manual
+                                            },
+                                            error_class: ["A", "B", "C"][rng.usize(..3)],
+                                            message: "m",
+                                            next_attempt_at: Some(t),
+                                            cost: None,
+                                            now: t,
+                                        };
+                                        assert!(s.fail(&f, &event).unwrap());
+                                    }
+                                    1 => {
+                                        let released =
+                                            s.release(c.item_id, c.token, run, rng.bool(), &event);
+                                        assert!(released.unwrap());
+                                    }
+                                    _ => {
+                                        let done = Completion {
+                                            item_id: c.item_id,
+                                            token: c.token,
+                                            run_id: run,
+                                            outcome: if rng.bool() {
+                                                Outcome::Done
+                                            } else {
+                                                Outcome::Empty
+                                            },
+                                            result: None,
+                                            cost: None,
+                                            now: t,
+                                        };
+                                        assert!(s.complete(&done, &event).unwrap());
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(s.integrity_check().unwrap(), "ok");
+    let counts = s.counts("b").unwrap();
+    assert_eq!(counts.total(), 600);
+    assert_eq!(counts.claimed, 0, "every claim was ended");
+    // Done items never leave done here, so each was completed once; every
+    // failure left one dead letter.
+    let r = s.run(run).unwrap().unwrap();
+    assert_eq!(
+        r.counts.done + r.counts.empty,
+        counts.done_ok + counts.empty
+    );
+    let dead = s.dead_letters("b", None, None).unwrap().len() as i64;
+    assert!(dead > 0);
+    assert_eq!(r.counts.failed, dead);
+}
+
+/// The read-only role the README documents can monitor: every read the
+/// dashboard and `status` make works, and the server refuses its writes.
+#[test]
+fn the_documented_read_only_role_can_monitor() {
+    use nightshift::store::DashQuery;
+    let Some((url, mut s)) = fresh() else { return };
+    s.add_items("b", &items(3), now(), |_| {}).unwrap();
+    let db = url
+        .split('/')
+        .nth(3)
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    // As in the README (trust authentication here, so no password).
+    admin
+        .batch_execute(&format!(
+            "DO $$ BEGIN
+                 IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'nightshift_ro') THEN
+                     CREATE ROLE nightshift_ro LOGIN;
+                 END IF;
+             END $$;
+             GRANT CONNECT ON DATABASE {db} TO nightshift_ro;
+             GRANT USAGE ON SCHEMA nightshift TO nightshift_ro;
+             GRANT SELECT ON ALL TABLES IN SCHEMA nightshift TO nightshift_ro;
+             ALTER ROLE nightshift_ro SET default_transaction_read_only = on;"
+        ))
+        .unwrap();
+    let ro_url = url.replace("user=postgres", "user=nightshift_ro");
+    let ro = PgStore::open(&ro_url, Access::ReadOnly).unwrap();
+    assert_eq!(ro.counts("b").unwrap().pending, 3);
+    let q = DashQuery {
+        batch: Some("b".into()),
+        dlq: true,
+        ..DashQuery::default()
+    };
+    assert_eq!(ro.dashboard(&q, now()).unwrap().batches.len(), 1);
+    assert!(!ro.change_marker().is_empty());
+    assert_eq!(ro.integrity_check().unwrap(), "ok");
+    // Even opened for writing, the role changes nothing.
+    let mut rw = PgStore::open(&ro_url, Access::ReadWrite).unwrap();
+    assert!(rw.ensure_batch("other", now()).is_err());
+    assert_eq!(s.batch_names().unwrap(), vec!["b".to_string()]);
+}
+
+/// A transaction that took an event id and commits after a later one was
+/// shown: `log --follow` waits for it instead of skipping its event.
+#[test]
+fn following_the_log_waits_for_a_transaction_still_running() {
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.ensure_batch("b", t).unwrap();
+    s.log_event(&NewEvent::new(t, "b", "x", "before")).unwrap();
+    let all = nightshift::store::EventFilter::default();
+    let mut cursor = s.follow_start().unwrap();
+    cursor.shown(&s.events(&all).unwrap());
+
+    let mut slow = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut tx = slow.transaction().unwrap();
+    tx.execute(
+        "INSERT INTO nightshift.events (at, kind, message) VALUES ($1, 'slow', 'slow')",
+        &[&t],
+    )
+    .unwrap();
+    s.log_event(&NewEvent::new(t, "b", "x", "fast")).unwrap();
+    // The fast event (a larger id) is held back while the slow one is open.
+    assert_eq!(s.follow_next(&all, &mut cursor).unwrap(), vec![]);
+    tx.commit().unwrap();
+    // Other tests' transactions on this shared server may hold the horizon
+    // back a moment longer: poll, as `log -f` does.
+    let mut shown = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while shown.len() < 2 && std::time::Instant::now() < deadline {
+        shown.extend(s.follow_next(&all, &mut cursor).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        shown.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(),
+        ["slow", "fast"]
+    );
+    assert_eq!(s.follow_next(&all, &mut cursor).unwrap(), vec![]);
+}

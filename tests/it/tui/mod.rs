@@ -1,0 +1,17 @@
+//! The dashboard: rendered into a buffer (snapshots), driven in a real
+//! pseudo-terminal, and on PostgreSQL.
+
+// Launching the dashboard from the command line.
+mod cli;
+// Who is alive, on the real screen.
+mod liveness;
+// The dashboard on a PostgreSQL store.
+mod pg;
+// The real binary in a pseudo-terminal.
+mod pty;
+// Every pane rendered (insta snapshots in `snapshots/`).
+mod render;
+// Text on the real screen: cuts, wraps, Japanese.
+mod text;
+// The poller and effects threads.
+mod threads;

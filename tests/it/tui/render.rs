@@ -1,0 +1,388 @@
+//! The dashboard drawn into ratatui's `TestBackend` from a fixture store,
+//! every pane at 80×24 and 160×48, with colours and without. The clock,
+//! host and store path are injected, so the snapshots are exact.
+
+use crate::support::fixture;
+
+use std::collections::BTreeMap;
+
+use nightshift::config::Schedule;
+use nightshift::store::{Access, Store};
+use nightshift::tui::action::{Action, Pane};
+use nightshift::tui::app::{App, BatchSchedule, Setup};
+use nightshift::tui::theme::Palette;
+use nightshift::tui::ui;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+use fixture::NOW;
+
+struct Fx {
+    _dir: tempfile::TempDir,
+    store: Store,
+}
+
+fn fixture() -> Fx {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    fixture::build(
+        &db,
+        &fixture::Options {
+            now: NOW,
+            running: true,
+        },
+    );
+    let store = Store::open(&db, Access::ReadOnly).unwrap();
+    Fx { _dir: dir, store }
+}
+
+fn setup(palette: Palette, read_only: bool) -> Setup {
+    let mut setup = Setup::new("/srv/nightshift/nightshift.db", "box-1", read_only, palette);
+    let mut schedules = BTreeMap::new();
+    schedules.insert(
+        "articles".to_string(),
+        BatchSchedule {
+            schedule: Schedule::parse("0 2 * * *").unwrap(),
+            tz: chrono_tz::Asia::Tokyo,
+            catch_up: None,
+        },
+    );
+    setup.schedules = schedules;
+    setup.configured = vec!["articles".into(), "newsletter".into()];
+    setup
+}
+
+/// Feeds actions, polling the fixture after each as the poller would.
+fn drive(fx: &Fx, app: &mut App, actions: &[Action]) {
+    poll(fx, app);
+    for a in actions {
+        app.update(a.clone());
+        poll(fx, app);
+    }
+}
+
+fn poll(fx: &Fx, app: &mut App) {
+    // A changed query (new window, new detail) is read again at once.
+    for _ in 0..3 {
+        let (q, asked) = (app.query(), app.asked);
+        let data = fx.store.dashboard(&q, NOW).unwrap();
+        app.update(Action::Polled {
+            at: NOW - 400,
+            asked,
+            result: Ok(Box::new(data)),
+        });
+        if app.query() == q && app.asked == asked {
+            break;
+        }
+    }
+}
+
+fn draw(app: &App) -> String {
+    let (w, h) = app.size;
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    terminal.draw(|f| ui::render(app, f)).unwrap();
+    format!("{:?}", terminal.backend().buffer())
+}
+
+fn screen(palette: Palette, size: (u16, u16), actions: &[Action]) -> String {
+    let fx = fixture();
+    let mut app = App::new(setup(palette, false), NOW);
+    app.update(Action::Resize(size.0, size.1));
+    drive(&fx, &mut app, actions);
+    draw(&app)
+}
+
+fn palette_name(p: Palette) -> &'static str {
+    match p {
+        Palette::Mono => "nocolor",
+        Palette::Ansi16 => "16",
+        Palette::Ansi256 => "256",
+    }
+}
+
+#[test]
+fn every_pane_at_both_sizes_with_and_without_colour() {
+    for palette in [Palette::Ansi256, Palette::Mono] {
+        for size in [(80, 24), (160, 48)] {
+            for pane in Pane::ALL {
+                let mut actions = vec![Action::GoPane(pane)];
+                if pane == Pane::Items {
+                    // Select a failed item further down.
+                    actions.extend(std::iter::repeat_n(Action::Down, 9));
+                }
+                let shot = screen(palette, size, &actions);
+                let name = format!(
+                    "{}_{}x{}_{}",
+                    pane.title().to_lowercase().replace(' ', "_"),
+                    size.0,
+                    size.1,
+                    palette_name(palette)
+                );
+                insta::assert_snapshot!(name, shot);
+            }
+        }
+    }
+}
+
+#[test]
+fn sixteen_colours() {
+    insta::assert_snapshot!(screen(Palette::Ansi16, (80, 24), &[]));
+}
+
+#[test]
+fn item_detail_shows_payload_result_errors_and_events() {
+    let shot = screen(
+        Palette::Mono,
+        (80, 24),
+        &[
+            Action::GoPane(Pane::Items),
+            Action::Down,
+            Action::Down,
+            Action::Down,
+            Action::Open,
+        ],
+    );
+    insta::assert_snapshot!(shot);
+    // A failed item, scrolled down to its failed attempts and events.
+    let scrolled = screen(
+        Palette::Mono,
+        (80, 24),
+        &[
+            Action::GoPane(Pane::Items),
+            Action::CycleStatus,
+            Action::CycleStatus,
+            Action::CycleStatus,
+            Action::CycleStatus,
+            Action::Open,
+            Action::PageDown,
+        ],
+    );
+    insta::assert_snapshot!(scrolled);
+}
+
+#[test]
+fn dead_letter_class_lists_its_failed_items() {
+    insta::assert_snapshot!(screen(
+        Palette::Mono,
+        (80, 24),
+        &[Action::GoPane(Pane::DeadLetters), Action::Open]
+    ));
+}
+
+#[test]
+fn filters_status_and_search() {
+    insta::assert_snapshot!(screen(
+        Palette::Mono,
+        (80, 24),
+        &[
+            Action::GoPane(Pane::Items),
+            Action::CycleStatus,
+            Action::CycleStatus,
+            Action::CycleStatus,
+            Action::CycleStatus,
+            Action::StartFilter,
+            Action::Input('T'),
+            Action::Input('i'),
+            Action::Input('m'),
+            Action::Input('e'),
+        ]
+    ));
+    insta::assert_snapshot!(screen(
+        Palette::Mono,
+        (80, 24),
+        &[
+            Action::GoPane(Pane::Log),
+            Action::StartFilter,
+            Action::Input('f'),
+            Action::Input('a'),
+            Action::Input('i'),
+            Action::Input('l'),
+            Action::Input('e'),
+            Action::Input('d'),
+            Action::Input(','),
+            Action::Input('e'),
+            Action::Input('m'),
+            Action::Input('p'),
+            Action::Input('t'),
+            Action::Input('y'),
+            Action::Submit,
+        ]
+    ));
+}
+
+#[test]
+fn overlays_help_confirm_prompt() {
+    insta::assert_snapshot!("help", screen(Palette::Mono, (80, 24), &[Action::Help]));
+    insta::assert_snapshot!(
+        "confirm_skip",
+        screen(
+            Palette::Mono,
+            (80, 24),
+            &[
+                Action::GoPane(Pane::Items),
+                Action::Bottom,
+                Action::Up,
+                Action::SkipSelected
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "prompt_pause",
+        screen(
+            Palette::Mono,
+            (80, 24),
+            &[Action::TogglePause, Action::Input('d'), Action::Input('b')]
+        )
+    );
+}
+
+#[test]
+fn since_you_last_looked() {
+    let fx = fixture();
+    let since = fx.store.since(NOW - 12 * fixture::HOUR).unwrap();
+    let mut app = App::new(setup(Palette::Mono, false), NOW);
+    app.update(Action::Resize(80, 24));
+    drive(&fx, &mut app, &[Action::Since(Box::new(since))]);
+    insta::assert_snapshot!(draw(&app));
+}
+
+#[test]
+fn read_only_says_so() {
+    let fx = fixture();
+    let mut app = App::new(setup(Palette::Mono, true), NOW);
+    app.update(Action::Resize(80, 24));
+    drive(
+        &fx,
+        &mut app,
+        &[Action::GoPane(Pane::Items), Action::RequeueAll],
+    );
+    insta::assert_snapshot!(draw(&app));
+}
+
+#[test]
+fn stale_and_too_small() {
+    let fx = fixture();
+    let mut app = App::new(setup(Palette::Mono, false), NOW);
+    app.update(Action::Resize(80, 24));
+    drive(&fx, &mut app, &[]);
+    app.update(Action::Tick(NOW + 40_000));
+    app.update(Action::Polled {
+        at: NOW + 40_000,
+        asked: app.asked,
+        result: Err(
+            "no store at /srv/nightshift/nightshift.db: run `nightshift init` there first".into(),
+        ),
+    });
+    insta::assert_snapshot!("stale", draw(&app));
+    app.update(Action::Resize(60, 20));
+    insta::assert_snapshot!("too_small", draw(&app));
+}
+
+/// Japanese labels and errors, emoji, combining marks and halfwidth kana
+/// in every pane, at 80×24 and 120×40: labels whole where they fit, every
+/// cut ending in `…`, wrapped text whole, columns aligned by display width.
+#[test]
+fn japanese_text_in_every_pane() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    fixture::build_japanese(&db, NOW);
+    let fx = Fx {
+        store: Store::open(&db, Access::ReadOnly).unwrap(),
+        _dir: dir,
+    };
+    let since = fx.store.since(NOW - 2 * fixture::HOUR).unwrap();
+    for size in [(80, 24), (120, 40)] {
+        let shots: Vec<(&str, Vec<Action>)> = vec![
+            ("batches", vec![]),
+            ("activity", vec![Action::GoPane(Pane::Activity)]),
+            ("items", vec![Action::GoPane(Pane::Items)]),
+            (
+                "detail",
+                vec![
+                    Action::GoPane(Pane::Items),
+                    Action::Down,
+                    Action::Down,
+                    Action::Open,
+                ],
+            ),
+            ("dead_letters", vec![Action::GoPane(Pane::DeadLetters)]),
+            (
+                "class_items",
+                vec![Action::GoPane(Pane::DeadLetters), Action::Open],
+            ),
+            ("run_log", vec![Action::GoPane(Pane::Log)]),
+            (
+                "confirm",
+                vec![
+                    Action::GoPane(Pane::Items),
+                    Action::Down,
+                    Action::Down,
+                    Action::SkipSelected,
+                ],
+            ),
+            ("since", vec![Action::Since(Box::new(since.clone()))]),
+        ];
+        for (name, actions) in shots {
+            let mut setup = Setup::new(
+                "/srv/ナイトシフト/nightshift.db",
+                "box-1",
+                false,
+                Palette::Mono,
+            );
+            setup.configured = vec!["blogs".into()];
+            let mut app = App::new(setup, NOW);
+            app.update(Action::Resize(size.0, size.1));
+            drive(&fx, &mut app, &actions);
+            insta::assert_snapshot!(format!("japanese_{name}_{}x{}", size.0, size.1), draw(&app));
+        }
+    }
+}
+
+/// With no live daemon the schedule line says so, and how many fire times
+/// passed unfired, instead of a next fire that will not come.
+#[test]
+fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    fixture::build(
+        &db,
+        &fixture::Options {
+            now: NOW,
+            running: true,
+        },
+    );
+    // The daemon last planned the fire of 2025-12-29 02:00 JST, and beat
+    // two seconds before NOW: an hour later it is silent, three fires gone.
+    let mut store = Store::open(&db, Access::ReadWrite).unwrap();
+    let planned = NOW - 3 * 24 * fixture::HOUR + 5 * fixture::HOUR;
+    store.set_next_fire("articles", Some(planned), NOW).unwrap();
+    let later = NOW + fixture::HOUR;
+    let mut app = App::new(setup(Palette::Mono, false), later);
+    app.update(Action::Resize(160, 48));
+    let data = store.dashboard(&app.query(), later).unwrap();
+    app.update(Action::Polled {
+        at: later,
+        asked: app.asked,
+        result: Ok(Box::new(data)),
+    });
+    let shot = draw(&app);
+    assert!(
+        shot.contains("0 2 * * * Asia/Tokyo · daemon not running (last seen 1h0m ago) · 3 missed"),
+        "{shot}"
+    );
+    assert!(!shot.contains("next Fri"), "{shot}");
+    // While it beats, the next fire.
+    let data = store.dashboard(&app.query(), NOW).unwrap();
+    let mut app = App::new(setup(Palette::Mono, false), NOW);
+    app.update(Action::Resize(160, 48));
+    app.update(Action::Polled {
+        at: NOW,
+        asked: app.asked,
+        result: Ok(Box::new(data)),
+    });
+    let shot = draw(&app);
+    assert!(
+        shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST"),
+        "{shot}"
+    );
+}

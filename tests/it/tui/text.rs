@@ -1,0 +1,362 @@
+//! Text on the real screen: the real binary in a pseudo-terminal, on a
+//! store filled by a real run whose worker fails some items with a long
+//! error, in Japanese (with emoji and combining marks) and in ASCII, at
+//! 80×24 and 120×40. Labels are never cut to nothing, wrapped text loses
+//! no character, every cut ends in `…`, and fast keys from an item's
+//! detail open the next item instead of leaving it loading.
+
+use crate::support as common;
+use crate::support::pty;
+
+use std::path::Path;
+
+use common::Env;
+use pty::Dash;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
+const ENTER: &str = "\r";
+const SIZES: [(u16, u16); 2] = [(80, 24), (120, 40)];
+
+/// One language's store: items (category, slug, title, fails) and the
+/// error the worker gives the failing ones.
+struct Lang {
+    name: &'static str,
+    site: &'static str,
+    items: &'static [(&'static str, &'static str, bool)],
+    error: &'static str,
+}
+
+const JAPANESE: Lang = Lang {
+    name: "Japanese",
+    site: "ブログ",
+    items: &[
+        ("技術記事", "記事01", true),
+        ("日記", "記事02", false),
+        ("技術記事", "記事03", true),
+        ("お知らせ", "記事04", false),
+        ("絵文字", "お祝い🎉🎊", true),
+        ("café", "e\u{301}te\u{301}", false),
+    ],
+    error: "投稿に失敗しました：サーバーが応答しません（503）。しばらくしてから再度お試しください。\
+            認証トークンの有効期限が切れている可能性があります。管理画面で再ログインしてください🙇 \
+            詳細はログを参照（e\u{301}chec）",
+};
+
+const ASCII: Lang = Lang {
+    name: "ASCII",
+    site: "blog",
+    items: &[
+        ("tech", "post-01", true),
+        ("diary", "post-02", false),
+        ("tech", "post-03", true),
+        ("news", "post-04", false),
+        ("tech", "post-05", true),
+        ("news", "post-06", false),
+    ],
+    error: "upstream answered 503 Service Unavailable while posting the article; the session \
+            token may have expired, so log in again from the admin console and retry the request \
+            (code E503, see the log for details)",
+};
+
+/// An item of the store: key, label, whether it failed.
+struct Item {
+    key: String,
+    label: String,
+    fails: bool,
+}
+
+/// The store, filled through the CLI and one real run.
+fn store(lang: &Lang) -> (Env, Vec<Item>) {
+    let env = Env::new();
+    let lines: String = lang
+        .items
+        .iter()
+        .map(|(category, slug, fails)| {
+            format!(
+                "{}\n",
+                serde_json::json!({
+                    "site": lang.site,
+                    "category": category,
+                    "slug": slug,
+                    "title": format!("{slug} 🎉 café"),
+                    // A page longer than 120×40 shows, to scroll.
+                    "tags": ["一", "二", "三", "四", "五", "六", "七", "八", "九", "十"],
+                    "fail": fails,
+                })
+            )
+        })
+        .collect();
+    let file = env.write("items.jsonl", &lines);
+    env.cmd()
+        .args(["add", "blogs", "--key-fields", "site,category,slug"])
+        .arg(file)
+        .assert()
+        .success();
+    let failure = serde_json::json!({
+        "error_class": "PostError",
+        "transient": false,
+        "message": lang.error,
+    });
+    let worker = env.script(
+        "worker.sh",
+        &format!(
+            "if grep -q '\"fail\": *true'; then printf '%s\\n' '{failure}' >&2; exit 1; fi\n\
+             echo '{{\"ok\":true}}'"
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "blogs", "--"])
+        .arg(worker)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let listed = env
+        .cmd()
+        .args(["items", "blogs", "--json"])
+        .output()
+        .unwrap();
+    let items = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            Item {
+                key: v["key"].as_str().unwrap().to_string(),
+                label: v["label"].as_str().unwrap().to_string(),
+                fails: v["status"] == "failed",
+            }
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(items.len(), lang.items.len());
+    assert_eq!(
+        items.iter().filter(|i| i.fails).count(),
+        lang.items.iter().filter(|i| i.2).count()
+    );
+    (env, items)
+}
+
+fn open(env: &Env, size: (u16, u16)) -> Dash {
+    // No "since you last looked" from the size before.
+    let _ = std::fs::remove_dir_all(env.dir.path().join("state"));
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], size);
+    dash.wait_loaded();
+    dash.key("3");
+    // The rows are there (the title counts them) before keys move in them.
+    dash.wait_for("the items", |s| {
+        s.contains("Items · blogs") && s.contains(" · 1 of ")
+    });
+    dash
+}
+
+/// The rows of the pane (inside its borders), trailing spaces removed.
+fn pane_rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter_map(|l| l.strip_prefix('│'))
+        .filter_map(|l| l.strip_suffix('│'))
+        .map(|l| l.trim_end().to_string())
+        .collect()
+}
+
+/// The key column's text for an item: a prefix of the key and `…`.
+fn shown_key(key: &str, cols: u16) -> String {
+    let keep = if cols >= 120 { 12 } else { 8 };
+    format!("{}…", &key[..keep])
+}
+
+fn no_space(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+#[test]
+fn item_lists_show_the_whole_label_and_every_cut_ends_in_an_ellipsis() {
+    for lang in [&JAPANESE, &ASCII] {
+        let (env, items) = store(lang);
+        for size in SIZES {
+            let what = format!("{} at {}×{}", lang.name, size.0, size.1);
+            let mut dash = open(&env, size);
+            let screen = dash.wait_for("the rows", |s| s.contains(&items[0].label));
+            let rows = pane_rows(&screen);
+            for item in &items {
+                let key = shown_key(&item.key, size.0);
+                let row = rows
+                    .iter()
+                    .find(|r| r.starts_with(&key))
+                    .unwrap_or_else(|| panic!("{what}: no row for {key}:\n{screen}"));
+                assert!(
+                    row.contains(&item.label),
+                    "{what}: the label {:?} is cut:\n{row}",
+                    item.label
+                );
+                if item.fails {
+                    assert!(
+                        row.contains("PostError: ") && row.ends_with('…'),
+                        "{what}: the error is cut without …:\n{row}"
+                    );
+                }
+            }
+
+            // The run log names the failed items by label too (whole, or
+            // at 80 columns a long one cut with `…` beside the message),
+            // and cuts its messages with `…`.
+            dash.key("5");
+            let screen = dash.wait_text("Run log");
+            let rows = pane_rows(&screen);
+            for item in items.iter().filter(|i| i.fails) {
+                let key = shown_key(&item.key, size.0);
+                let row = rows
+                    .iter()
+                    .find(|r| r.contains("quarantined") && r.contains(&key))
+                    .unwrap_or_else(|| {
+                        panic!("{what}: no quarantined event of {}:\n{screen}", item.key)
+                    });
+                let label = row.split(&key).nth(1).unwrap().trim_start();
+                let whole = label.starts_with(&format!("{} ", item.label));
+                let cut = label.split_once('…').is_some_and(|(head, _)| {
+                    head.chars().count() >= 8 && item.label.starts_with(head)
+                });
+                assert!(whole || (size.0 < 120 && cut), "{what}: {row}");
+                assert!(row.ends_with('…'), "{what}: {row}");
+            }
+
+            // The batch's last run: its summary whole, or cut with `…`.
+            dash.key("1");
+            let screen = dash.wait_text("last run");
+            let last_run = screen.lines().find(|l| l.contains("last run")).unwrap();
+            assert!(last_run.contains("#1 failed"), "{what}: {last_run}");
+            let summary = env.status()["batches"][0]["last_run"]["summary"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(
+                last_run.contains(&summary) || last_run.ends_with("…│"),
+                "{what}: {last_run}"
+            );
+            if size.0 == 80 {
+                assert!(last_run.ends_with("…│"), "{what}: {last_run}");
+            }
+            // A fresh batch's rate is over the minutes it has, not an hour.
+            let rate = screen.lines().find(|l| l.contains("│rate ")).unwrap();
+            assert!(!rate.contains("last hour"), "{what}: {rate}");
+            assert!(
+                ["last 1 min", "last 2 min", "last 3 min"]
+                    .iter()
+                    .any(|w| rate.contains(w)),
+                "{what}: {rate}"
+            );
+            // The activity window: no older than the store.
+            dash.key("2");
+            let screen = dash.wait_text("done/min, last ");
+            let minutes: u32 = screen
+                .split("done/min, last ")
+                .nth(1)
+                .and_then(|s| s.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap();
+            assert!(
+                minutes <= 3,
+                "{what}: a fresh store shows {minutes} minutes"
+            );
+            dash.key("q");
+            dash.wait_exit();
+        }
+    }
+}
+
+/// The lines of a detail field (`error`), from its name to the next field
+/// or blank line, without the field column.
+fn field_text(screen: &str, field: &str) -> String {
+    let rows = pane_rows(screen);
+    let start = rows
+        .iter()
+        .position(|r| r.starts_with(&format!("{field:<10}")))
+        .unwrap_or_else(|| panic!("no {field} in\n{screen}"));
+    let mut text = rows[start][10..].to_string();
+    for row in &rows[start + 1..] {
+        match row.strip_prefix("          ") {
+            Some(more) if !more.starts_with(' ') && !more.is_empty() => text.push_str(more),
+            _ => break,
+        }
+    }
+    text
+}
+
+#[test]
+fn the_item_detail_wraps_by_width_and_drops_nothing() {
+    for lang in [&JAPANESE, &ASCII] {
+        let (env, items) = store(lang);
+        for size in SIZES {
+            let what = format!("{} at {}×{}", lang.name, size.0, size.1);
+            let mut dash = open(&env, size);
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    dash.key("j");
+                }
+                if !item.fails {
+                    continue;
+                }
+                dash.key(ENTER);
+                let screen = dash.wait_for("the detail", |s| {
+                    s.contains(&format!("key       {}", item.key)) && s.contains("error     ")
+                });
+                let error = field_text(&screen, "error");
+                assert_eq!(
+                    no_space(&error),
+                    no_space(&format!("PostError: {}", lang.error)),
+                    "{what}: characters lost in the wrapped error:\n{screen}"
+                );
+                assert_eq!(field_text(&screen, "label"), item.label, "{what}");
+                // The title names the item by its label.
+                let title = screen.lines().nth(2).unwrap();
+                assert!(title.contains(&item.label), "{what}: {title}");
+                dash.key("\x1b");
+                dash.wait_for("the list again", |s| s.contains("LAST ERROR"));
+            }
+            dash.key("q");
+            dash.wait_exit();
+        }
+    }
+}
+
+#[test]
+fn fast_keys_from_an_item_detail_open_the_next_item() {
+    for lang in [&JAPANESE, &ASCII] {
+        let (env, items) = store(lang);
+        for size in SIZES {
+            let what = format!("{} at {}×{}", lang.name, size.0, size.1);
+            let mut dash = open(&env, size);
+            let detail_of = |dash: &Dash, item: &Item| {
+                dash.wait_for(&format!("{what}: the detail of {}", item.label), |s| {
+                    s.contains(&format!("key       {}", item.key)) && !s.contains("loading…")
+                })
+            };
+            dash.key(ENTER);
+            detail_of(&dash, &items[0]);
+            // Esc, ↓, Enter pressed quickly: one read of `ESC ESC [ B CR`.
+            dash.keys_at_once("\x1b\x1b[B\r");
+            let screen = detail_of(&dash, &items[1]);
+            assert!(
+                screen.contains("· blogs ·"),
+                "{what}: the batch changed:\n{screen}"
+            );
+            // And back up: Esc, ↑, Enter.
+            dash.keys_at_once("\x1b\x1b[A\r");
+            detail_of(&dash, &items[0]);
+            // Esc and Enter at once reopen the same item (scrolled back to
+            // its top), with its data, not "loading…".
+            dash.key("\x1b[6~");
+            dash.wait_for("scrolled", |s| !s.contains("lines 1–"));
+            dash.keys_at_once("\x1b\r");
+            let screen = dash.wait_for(&format!("{what}: reopened"), |s| {
+                s.contains("lines 1–") && s.contains(&items[0].label) && !s.contains("loading…")
+            });
+            assert!(
+                screen.contains(&format!("key       {}", items[0].key)),
+                "{what}:\n{screen}"
+            );
+            dash.key("q");
+            dash.wait_exit();
+        }
+    }
+}

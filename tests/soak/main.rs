@@ -1,0 +1,14 @@
+//! The long soaks: many runs, kills and restarts against one store, each
+//! checking the store's invariants after. A binary of their own, so that
+//! `cargo test --test it` stays quick to iterate on.
+
+#[path = "../support/mod.rs"]
+#[macro_use]
+mod support;
+
+// SIGKILLs of runners, workers, daemons and the dashboard at random moments.
+mod chaos;
+// Four host identities sharing one batch, runners SIGKILLed and restarted.
+mod multihost;
+// Eight runners, requeues, a dashboard and status polls at once on one batch.
+mod torture;
