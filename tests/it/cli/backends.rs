@@ -1,7 +1,7 @@
 //! The real binary against both backends: the same commands, run once on a
 //! SQLite file and once on a PostgreSQL database given as a `postgresql://`
 //! URL in `NIGHTSHIFT_DB` (a fresh database of a private server, see
-//! `common/pg.rs`), must do the same. Then what is particular to a URL:
+//! `support/pg.rs`), must do the same. Then what is particular to a URL:
 //! config discovery, `init`, passwords kept out of output, a read-only role.
 
 use crate::support as common;

@@ -1,7 +1,7 @@
 //! Keeps README.md true:
 //! - its dashboard captures are what the dashboard draws: each is rendered
 //!   here from the dashboard fixture (clock, host and path injected, as in
-//!   tests/tui_render.rs) and kept in `assets/screens/NAME.txt`;
+//!   `tui::render`) and kept in `assets/screens/NAME.txt`;
 //! - every `<!-- include: PATH -->` code block in it is that file, verbatim
 //!   (the captures, the example worker and config);
 //! - every `nightshift ...` command in its `sh` blocks parses;

@@ -1,8 +1,8 @@
 //! The runner end to end: the real binary, real worker processes (small
 //! shell scripts), real signals, each test on both backends (a
 //! temp-dir SQLite file and a PostgreSQL database). Pace and stops are in
-//! `runner_stop.rs`, locks and fencing in `runner_locks.rs`, the crash soak
-//! in `chaos.rs`.
+//! `runner::stop`, locks and fencing in `runner::locks`, the crash soak
+//! in `soak::chaos`.
 #![cfg(unix)]
 
 use crate::support as common;

@@ -10,8 +10,8 @@
 //! root) those tests say loudly that they did not run, and pass.
 //!
 //! Covered elsewhere, not repeated: a worker that never exits (timeout kills
-//! its group: `runner.rs`), a corrupt or foreign database (`bad_input.rs`),
-//! reads that write nothing (`readonly.rs`).
+//! its group: `runner::basics`), a corrupt or foreign database
+//! (`cli::bad_input`), reads that write nothing (`store::readonly`).
 #![cfg(target_os = "linux")]
 
 use crate::support as common;

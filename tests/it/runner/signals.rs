@@ -1,10 +1,10 @@
-//! Signals to real processes, filling what `runner_stop.rs`, `daemon.rs`
-//! and `tui_pty.rs` leave out: SIGINT and SIGHUP to `run` (graceful, like
+//! Signals to real processes, filling what `runner::stop`, `daemon` and
+//! `tui::pty` leave out: SIGINT and SIGHUP to `run` (graceful, like
 //! SIGTERM), a second signal that stops in-flight workers at once, the same
 //! for the daemon, and the dashboard restoring the terminal after SIGINT
 //! and SIGQUIT sent as signals (not keys), and after a signal that arrives
 //! while a prompt or an overlay is open; and a signal to a long `add`
-//! (here; `requeue`: `backends_cli.rs`), which stops it between chunks.
+//! (here; `requeue`: `cli::backends`), which stops it between chunks.
 #![cfg(unix)]
 
 use crate::support as common;
@@ -113,7 +113,7 @@ fn a_second_signal_stops_a_run_at_once() {
 /// chunks): it stops after the chunk in hand and says exactly how many
 /// items it added, which is what the store holds and what its `added`
 /// event records; running it again adds the rest. (PostgreSQL adds in one
-/// transaction: `store_backends.rs` shows a stop there changing nothing.)
+/// transaction: `store::contract` shows a stop there changing nothing.)
 #[test]
 fn sigint_stops_an_add_beside_a_runner_and_says_exactly_how_far_it_got() {
     const N: i64 = 100_000;

@@ -1,6 +1,6 @@
 //! What only the PostgreSQL store has to show: several connections (hosts)
 //! on one queue, clock skew between hosts, schema identity, concurrent
-//! migration. The shared semantics are in `store_backends.rs`.
+//! migration. The shared semantics are in `store::contract`.
 
 use crate::support::pg;
 

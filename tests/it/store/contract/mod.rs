@@ -1,6 +1,6 @@
 //! The store's semantics, one suite run against both backends: every test
 //! below is compiled twice, once on a temp-dir SQLite store and once on a
-//! fresh database of a private PostgreSQL server (see `common/pg.rs`).
+//! fresh database of a private PostgreSQL server (see `support/pg.rs`).
 //! Both go through `Store`, which every caller uses: a path opens SQLite,
 //! a `postgres://` URL PostgreSQL.
 
