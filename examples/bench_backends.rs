@@ -18,6 +18,10 @@
 
 #[path = "../tests/support/pg.rs"]
 mod pg;
+// pg.rs asks it about PostgreSQL only.
+#[allow(dead_code)]
+#[path = "../tests/support/require.rs"]
+mod require;
 
 use std::path::PathBuf;
 use std::sync::Barrier;

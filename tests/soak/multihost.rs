@@ -16,6 +16,7 @@
 #![cfg(unix)]
 
 use crate::support as common;
+use crate::support::require::Tool;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -237,6 +238,7 @@ fn events(env: &Env, kinds: &str) -> Vec<serde_json::Value> {
 
 both_backends! {
     fn four_hosts_share_a_queue_through_random_sigkills(env) {
+        require!(Tool::Python3);
         sim(&env);
     }
 }

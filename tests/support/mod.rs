@@ -12,6 +12,8 @@ use tempfile::TempDir;
 pub mod fixture;
 pub mod pg;
 pub mod pty;
+#[macro_use]
+pub mod require;
 
 /// Each test once per backend, in modules `sqlite` and `postgres`:
 /// `fn name(env) { body }` runs `body` with a fresh initialised

@@ -5,9 +5,9 @@
 //!
 //! Needs the PostgreSQL server binaries (Debian: `apt-get install
 //! postgresql`; found on PATH, in `/usr/lib/postgresql/*/bin`, or in
-//! `NIGHTSHIFT_PG_BIN`). Without them the PostgreSQL tests are skipped with
-//! a message, except under CI (`CI` set) or `NIGHTSHIFT_REQUIRE_PG=1`,
-//! where they fail loudly.
+//! `NIGHTSHIFT_PG_BIN`). Without them the PostgreSQL tests follow
+//! `require.rs`: skipped with a message on a developer's machine, failed
+//! under CI (`CI` set) or with `NIGHTSHIFT_REQUIRE_PG=1`.
 //!
 //! `NIGHTSHIFT_PG_OPTS` adds server settings (`-c name=value ...`).
 //!
@@ -20,13 +20,15 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use super::require::{Tool, have};
+
 pub struct PgServer {
     /// The directory holding the unix socket.
     socket_dir: PathBuf,
 }
 
 /// The server's binaries directory, or why there is none.
-fn bin_dir() -> Result<PathBuf, String> {
+pub fn bin_dir() -> Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os("NIGHTSHIFT_PG_BIN") {
         let dir = PathBuf::from(dir);
         if dir.join("initdb").is_file() && dir.join("postgres").is_file() {
@@ -63,25 +65,16 @@ fn bin_dir() -> Result<PathBuf, String> {
     })
 }
 
-fn required() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-        || std::env::var("NIGHTSHIFT_REQUIRE_PG").is_ok_and(|v| v == "1")
-}
-
-/// The server of this test binary; `None` (after saying why) when the
-/// binaries are missing and PostgreSQL is not required.
+/// The server of this test binary; `None` (after saying so) when the
+/// binaries are missing and PostgreSQL is not required (`require.rs`).
 pub fn server() -> Option<&'static PgServer> {
+    if !have(Tool::Postgres) {
+        return None;
+    }
     static SERVER: OnceLock<Result<PgServer, String>> = OnceLock::new();
     match SERVER.get_or_init(start) {
         Ok(s) => Some(s),
-        Err(why) if !required() && why.starts_with("PostgreSQL server binaries") => {
-            eprintln!("skipping a PostgreSQL test: {why}");
-            None
-        }
-        Err(why) => panic!(
-            "the PostgreSQL tests need a server and could not start one: {why} \
-             (they are required because CI or NIGHTSHIFT_REQUIRE_PG=1 is set)"
-        ),
+        Err(why) => panic!("the PostgreSQL tests need a server and could not start one: {why}"),
     }
 }
 

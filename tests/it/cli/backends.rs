@@ -5,6 +5,7 @@
 //! config discovery, `init`, passwords kept out of output, a read-only role.
 
 use crate::support as common;
+use crate::support::require::Tool;
 
 use common::{Backend, Env};
 
@@ -99,6 +100,7 @@ both_backends! {
     /// `complete_all`): every item done or dead-lettered, the run's counts
     /// and cost exact.
     fn persistent_mode_records_every_answer(env) {
+        require!(Tool::Python3);
         env.write("worker.py", PERSISTENT);
         env.config("[batch.p]\nworker = [\"python3\", \"worker.py\"]\nmode = \"persistent\"\nconcurrency = 2\nretries = 0\n");
         env.add_items("p", 300);

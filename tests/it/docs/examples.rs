@@ -3,10 +3,11 @@
 //! picks): the idempotency key goes out as a header, 429 and 503 are
 //! retried, a 400 is quarantined, an empty result stays `empty`, and a long
 //! operation is resumed from its op id without a second (paid) request.
-//! Also: the example config loads. The workers need `python3`; without it
-//! those tests say so and pass.
+//! Also: the example config loads. The workers need `python3`
+//! (`support/require.rs`: skipped loudly without it, failed under CI).
 
 use crate::support as common;
+use crate::support::require::Tool;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -21,17 +22,6 @@ fn example(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("assets/examples")
         .join(name)
-}
-
-fn have_python() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import json, urllib.request"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("python3 not found: the example workers are not exercised");
-    }
-    ok
 }
 
 /// A remote operation of the fake API.
@@ -199,9 +189,7 @@ fn show(env: &Env, batch: &str, key: &str) -> Value {
 
 #[test]
 fn the_example_worker_against_a_flaky_api() {
-    if !have_python() {
-        return;
-    }
+    require!(Tool::Python3);
     let api = Arc::new(Mutex::new(Api::default()));
     let url = start_api(api.clone());
     let env = Env::new();
@@ -315,9 +303,7 @@ fn the_example_worker_against_a_flaky_api() {
 
 #[test]
 fn the_minimal_worker() {
-    if !have_python() {
-        return;
-    }
+    require!(Tool::Python3);
     let env = Env::new();
     env.write(
         "nightshift.toml",

@@ -5,12 +5,13 @@
 //! the umask, and no payload or environment secret reaches the log files,
 //! the events or the alert hook.
 //!
-//! The other-user tests need root and `setpriv` (to become `nobody`);
-//! without them they return early.
+//! The other-user tests need root and `setpriv` (to become `nobody`):
+//! `support/require.rs` skips them loudly without, and fails them under CI.
 #![cfg(unix)]
 
 use crate::support as common;
 use crate::support::pty;
+use crate::support::require::Tool;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -19,12 +20,6 @@ use std::process::Command;
 use common::{Env, Ran, fingerprint, ran};
 
 const NOBODY: u32 = 65534;
-
-/// Whether this test can act as `nobody`: root, with `setpriv`
-/// (util-linux) installed.
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root() && Command::new("setpriv").arg("--version").output().is_ok()
-}
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -93,9 +88,7 @@ fn locked_down_store() -> (Env, rusqlite::Connection) {
 /// the store, nothing changed.
 #[test]
 fn another_user_reads_a_0444_store_and_changes_nothing() {
-    if !is_root() {
-        return;
-    }
+    require!(Tool::RootWithSetpriv);
     let (env, writer) = locked_down_store();
     let before = fingerprint(&env.db);
     let worker = env.path("failing-worker.sh");
@@ -192,9 +185,7 @@ fn another_user_reads_a_0444_store_and_changes_nothing() {
 /// unchanged, the terminal restored.
 #[test]
 fn another_user_watches_read_only() {
-    if !is_root() {
-        return;
-    }
+    require!(Tool::RootWithSetpriv);
     let (env, writer) = locked_down_store();
     let before = fingerprint(&env.db);
     let bin = common::bin();
@@ -336,9 +327,7 @@ echo '{"posted":true}'"#,
 /// user in that group), the same user reads it, read-only, byte for byte.
 #[test]
 fn a_private_store_refuses_others_and_a_group_share_works() {
-    if !is_root() {
-        return;
-    }
+    require!(Tool::RootWithSetpriv);
     let env = Env::new();
     env.add_items("b", 2);
     chmod(env.dir.path(), 0o755);

@@ -14,6 +14,7 @@
 #![cfg(target_os = "linux")]
 
 use crate::support as common;
+use crate::support::require::Tool;
 
 use common::{Env, assert_no_process_left, lines, pids_with, ran, signal, stdout, wait_for};
 use nix::sys::signal::Signal;
@@ -118,6 +119,7 @@ both_backends! {
     /// The same in persistent mode: one long-lived worker per slot, also
     /// started through `env -i`.
     fn persistent_workers_that_cleared_their_environment_are_stopped_too(env) {
+        require!(Tool::Python3);
         let dir = p(env.dir.path());
         env.write(
             "worker.py",

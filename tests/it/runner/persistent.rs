@@ -5,6 +5,7 @@
 //! starts, and a runner SIGKILLed mid-batch. Each test on both backends.
 
 use crate::support as common;
+use crate::support::require::Tool;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -60,18 +61,6 @@ for line in sys.stdin:
     else:
         say({"key": k, "result": {"n": r["payload"]["n"], "pid": pid}})
 "#;
-
-/// The Python workers need `python3`: a missing one fails the tests
-/// rather than passing them unseen.
-fn python() -> bool {
-    let ok = std::process::Command::new("python3")
-        .arg("-c")
-        .arg("pass")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(ok, "python3 is required by the persistent-mode tests");
-    ok
-}
 
 /// Batch `p` in persistent mode running `worker.py`.
 fn setup(env: &Env, extra: &str) {
@@ -244,9 +233,7 @@ else:
 
 both_backends! {
     fn results_errors_op_ids_and_crashes_are_classified_like_process_mode(env) {
-        if !python() {
-            return;
-        }
+        require!(Tool::Python3);
         setup(&env, "concurrency = 2\nretries = 2\n");
         let mut keys: Vec<String> = (1..=40).map(|i| format!("k{i}")).collect();
         for k in ["perm", "flaky", "limited", "op", "crash", "empty"] {
@@ -327,9 +314,7 @@ both_backends! {
     }
 
     fn a_timeout_kills_the_worker_and_its_children_and_a_fresh_worker_goes_on(env) {
-        if !python() {
-            return;
-        }
+        require!(Tool::Python3);
         let marker = format!("ns-persist-hang-{}", std::process::id());
         // 3 s, not 1: the fresh worker's first item counts its Python
         // start-up too, which a loaded CI machine can stretch past 1 s.
@@ -359,9 +344,7 @@ both_backends! {
     }
 
     fn garbage_output_gets_clear_error_classes_and_never_a_panic(env) {
-        if !python() {
-            return;
-        }
+        require!(Tool::Python3);
         setup(&env, "concurrency = 1\nretries = 0\n");
         add_keys(&env, "p", &["a", "garbage", "huge", "nothing", "b"]);
         let out = env.run(&["run", "p"]);
@@ -413,9 +396,7 @@ both_backends! {
     }
 
     fn a_runner_killed_mid_batch_loses_no_done_item_and_a_rerun_finishes(env) {
-        if !python() {
-            return;
-        }
+        require!(Tool::Python3);
         // Slow enough that the kill lands mid-run; logs every item it answers.
         env.write(
             "slow.py",
@@ -481,9 +462,7 @@ for line in sys.stdin:
     }
 
     fn sigterm_shuts_the_workers_down_and_releases_what_was_not_answered(env) {
-        if !python() {
-            return;
-        }
+        require!(Tool::Python3);
         env.write(
             "slow.py",
             r#"
@@ -521,9 +500,7 @@ for line in sys.stdin:
     }
 
     fn the_readme_example_worker_runs_in_persistent_mode(env) {
-        if !python() {
-            return;
-        }
+        require!(Tool::Python3);
         let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("assets/examples/persistent_worker.py");
         env.config(&format!(
@@ -661,9 +638,7 @@ done"#,
     /// `MAX_OP_IDS` recorded per item; repeats and ids with control characters
     /// are ignored; the item still completes.
     fn an_op_id_flood_is_bounded(env) {
-        if !python() {
-            return;
-        }
+        require!(Tool::Python3);
         env.write(
             "flood.py",
             r#"
@@ -696,7 +671,7 @@ for line in sys.stdin:
     /// every restart) and mid-stream are ignored and counted; every item
     /// gets its own answer, the failing one stays failed.
     fn stray_objects_at_start_up_and_mid_stream_never_shift_answers(env) {
-        assert!(python());
+        require!(Tool::Python3);
         env.write("echo.py", ECHO_WORKER);
         env.config(
             "[batch.b]\nworker = [\"python3\", \"echo.py\", \"keyed\"]\nmode = \"persistent\"\n\
@@ -732,7 +707,7 @@ for line in sys.stdin:
     /// matched to their requests, so none is recorded; the worker fails
     /// visibly instead of shifting answers or spinning.
     fn a_worker_that_omits_the_key_fails_visibly_and_never_shifts_answers(env) {
-        assert!(python());
+        require!(Tool::Python3);
         env.write("echo.py", ECHO_WORKER);
         env.config(
             "[batch.b]\nworker = [\"python3\", \"echo.py\"]\nmode = \"persistent\"\n\
@@ -764,7 +739,7 @@ for line in sys.stdin:
     /// sent again; a `NaN` answer is a protocol error at once, not a wait
     /// for `item_timeout`.
     fn unmatched_answers_restart_the_worker_and_nan_fails_at_once(env) {
-        assert!(python());
+        require!(Tool::Python3);
         env.write("hostile.py", HOSTILE_WORKER);
         env.config(
             "[batch.b]\nworker = [\"python3\", \"hostile.py\"]\nmode = \"persistent\"\n\
@@ -811,7 +786,7 @@ for line in sys.stdin:
     /// a worker error (quarantined, never counted), in both modes and from
     /// every place a cost is read.
     fn costs_beyond_the_bound_are_refused_in_both_modes(env) {
-        assert!(python());
+        require!(Tool::Python3);
         env.write("cost.py", COST_WORKER);
         env.config(
             "[batch.proc]\nworker = [\"python3\", \"cost.py\"]\nretries = 0\n\

@@ -15,8 +15,9 @@
 //! - PostgreSQL without `log_dir`: no directory named after the URL;
 //! - `init --db PATH` writes a config naming that store.
 //!
-//! Under CI a missing prerequisite (root, `setpriv`, `faketime`, a
-//! PostgreSQL server) fails the test instead of skipping it.
+//! A missing prerequisite (root, `setpriv`, `faketime`, a PostgreSQL
+//! server) skips the test loudly, and fails it under CI
+//! (`support/require.rs`).
 #![cfg(target_os = "linux")]
 
 use crate::support as common;
@@ -27,31 +28,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::require::{Tool, faketime_lib, have};
 use common::{Backend, Background, Env, Ran, add_keys, ran, wait_for};
 
 const NOBODY: u32 = 65534;
-
-fn ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-}
-
-/// Whether a prerequisite is there; without it the test is skipped (with a
-/// message), except under CI, where it fails.
-fn have(ok: bool, what: &str) -> bool {
-    assert!(ok || !ci(), "{what} is required under CI");
-    if !ok {
-        eprintln!("skipping: {what} is missing");
-    }
-    ok
-}
-
-fn is_root_with_setpriv() -> bool {
-    have(
-        nix::unistd::geteuid().is_root()
-            && Command::new("setpriv").arg("--version").output().is_ok(),
-        "root with setpriv (to act as another user)",
-    )
-}
 
 fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -407,22 +387,10 @@ fn a_run_stops_when_its_database_is_replaced() {
 
 // ---- Item 11: the clock before 1970 ----
 
-const FAKETIME_LIBS: [&str; 4] = [
-    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-    "/usr/lib/faketime/libfaketime.so.1",
-    "/usr/local/lib/faketime/libfaketime.so.1",
-];
-
 /// libfaketime: the real clock calls of the real binary, answered with
 /// another time (`.ci/run` installs it).
 fn faketime() -> Option<&'static str> {
-    let lib = FAKETIME_LIBS.into_iter().find(|p| Path::new(p).exists());
-    have(
-        lib.is_some(),
-        "libfaketime (Debian: apt-get install faketime)",
-    )
-    .then(|| lib.unwrap())
+    have(Tool::Faketime).then(|| faketime_lib().unwrap())
 }
 
 /// Every command, with the system clock at 1969-06-01: exit 3 and one
@@ -604,9 +572,7 @@ fn event_logs_never_follow_a_planted_link() {
 /// A log directory that belongs to another user is refused too.
 #[test]
 fn a_log_directory_of_another_user_is_refused() {
-    if !have(nix::unistd::geteuid().is_root(), "root (to chown)") {
-        return;
-    }
+    require!(Tool::Root);
     let env = Env::new();
     let logs = env.path("logs");
     std::fs::create_dir(&logs).unwrap();
@@ -633,9 +599,7 @@ fn a_log_directory_of_another_user_is_refused() {
 /// counts (not "stale"), and writes nothing; a write command says why.
 #[test]
 fn a_store_in_a_directory_you_cannot_write_is_watched_read_only() {
-    if !is_root_with_setpriv() {
-        return;
-    }
+    require!(Tool::RootWithSetpriv);
     let env = Env::new();
     env.config("[batch.b]\n");
     add_keys(&env, "b", &["k1", "k2", "k3"]);
