@@ -4,6 +4,11 @@
 //! are the other binary, `tests/soak`.
 //!
 //! Run one capability with a filter: `cargo test --test it runner::locks`.
+//!
+//! No unsafe code, so no `std::env::set_var` (unsafe in edition 2024):
+//! the tests share this process, and a child gets its environment and
+//! working directory through its `Command`, never through ours.
+#![forbid(unsafe_code)]
 
 #[path = "../support/mod.rs"]
 #[macro_use]
