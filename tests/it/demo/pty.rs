@@ -105,8 +105,9 @@ fn demo_shows_counts_rising_and_quits_leaving_nothing_running() {
         if left.is_empty() {
             break;
         }
+        // A generous bound on a loaded machine, never a performance figure.
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            start.elapsed() < pty::PATIENCE,
             "still running after the demo ended: {left:#?}"
         );
         std::thread::sleep(Duration::from_millis(50));

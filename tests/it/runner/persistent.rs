@@ -47,7 +47,8 @@ for line in sys.stdin:
     elif k == "empty":
         say({"key": k, "result": None})
     elif k == "hang":
-        subprocess.Popen(["sleep", "300", os.environ["MARKER"]])
+        # The marker as the shell's $0, so the child shows it on its command line.
+        subprocess.Popen(["sh", "-c", "sleep 300; :", os.environ["MARKER"]])
         time.sleep(300)
     elif k == "garbage":
         sys.stdout.buffer.write(b"loading model...\n\xff\xfe not json \x00\n")
@@ -315,7 +316,7 @@ both_backends! {
 
     fn a_timeout_kills_the_worker_and_its_children_and_a_fresh_worker_goes_on(env) {
         require!(Tool::Python3);
-        let marker = format!("ns-persist-hang-{}", std::process::id());
+        let marker = format!("ns-persist-hang-{}", env.dir.path().display());
         // 3 s, not 1: the fresh worker's first item counts its Python
         // start-up too, which a loaded CI machine can stretch past 1 s.
         setup(&env, "concurrency = 1\nretries = 0\nitem_timeout = \"3s\"\n");
