@@ -204,9 +204,10 @@ fn disk_full_during_add_imports_nothing_and_says_so() {
 
 /// A full disk part-way through an add while a runner is live (so the add
 /// goes in chunks, which keep the runner from waiting): the chunks before
-/// it stay, and the error says exactly how many items were added, not
-/// "nothing was changed"; that is what the store holds and what the
-/// `added` event records. With room again, the same add adds the rest.
+/// it stay, and the error says exactly how many items were added (not
+/// "nothing was changed" about them); that is what the store holds and
+/// what the `added` event records, or the error says that the full disk
+/// took no event either. With room again, the same add adds the rest.
 #[test]
 fn disk_full_during_an_add_beside_a_runner_says_exactly_what_was_added() {
     let Some((env, mount)) = store_on_tmpfs("2m") else {
@@ -241,18 +242,29 @@ fn disk_full_during_an_add_beside_a_runner_says_exactly_what_was_added() {
         .int("SELECT count(*) FROM items i JOIN batches b ON b.id = i.batch_id WHERE b.name = 'b'");
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(added > 0 && added < 25_000, "{added}: {err}");
-    assert_eq!(
-        err,
-        format!(
-            "nightshift: error: {added} of 25000 items added before the disk holding {} filled up; \
-             run it again to add the rest (adding is idempotent)\n",
-            env.db.display()
-        )
+    let said = format!(
+        "nightshift: error: {added} of 25000 items added before the disk holding {} filled up; \
+         run it again to add the rest (adding is idempotent)",
+        env.db.display()
     );
-    assert!(!err.contains(DISK_FULL), "{err}");
+    // The `added` event fits if the chunk that failed left room for it;
+    // how much it left depends on the chunk sizes, which follow the
+    // machine's pace. Either way the error says which.
     let events = env.events("b", "added");
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0]["fields"]["added"], added);
+    if events.is_empty() {
+        assert_eq!(
+            err,
+            format!(
+                "{said} (not recorded in the run log: the disk holding {} is full: \
+                 nothing was changed)\n",
+                env.db.display()
+            )
+        );
+    } else {
+        assert_eq!(err, format!("{said}\n"));
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["fields"]["added"], added);
+    }
     assert_intact(&env);
 
     mount.resize("32m");
