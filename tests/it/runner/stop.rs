@@ -17,6 +17,111 @@ fn p(path: &Path) -> String {
 /// Immediate retries and redrives that never wait.
 const NO_WAIT: &str = "retries = 2\nbackoff = \"0s\"\nbackoff_max = \"0s\"\n";
 
+/// The time windows of the tests that need one, shortest first (seconds).
+/// A loaded machine can take seconds to start a run, and a window it
+/// missed proves nothing: such a test goes again with the next one.
+const PACES: [u32; 3] = [1, 4, 16];
+
+/// Runs `attempt` at each of [`PACES`] in turn, on a fresh store after the
+/// first, until one is conclusive (`Ok`); the last one's `Err` fails.
+fn at_some_pace(env: common::Env, attempt: impl Fn(&common::Env, u32) -> Result<(), String>) {
+    let mut env = env;
+    for (i, pace) in PACES.into_iter().enumerate() {
+        match attempt(&env, pace) {
+            Ok(()) => return,
+            Err(why) if i + 1 < PACES.len() => {
+                eprintln!("inconclusive with a window of {pace} s ({why}): again, longer");
+                env = common::Env::for_backend(env.backend).unwrap();
+            }
+            Err(why) => panic!("{why}"),
+        }
+    }
+}
+
+/// A run told to hold for `2 × pace` s, with nothing else pending, ends at
+/// once; the next run, started within the hold, waits it out before
+/// claiming and says so. `Err` when this machine was too slow to tell.
+fn hold_outlives_its_run(env: &common::Env, pace: u32) -> Result<(), String> {
+    env.config("[batch.b]\nretries = 0\nconcurrency = 1\n");
+    add_keys(env, "b", &["r"]);
+    let w = p(&env.script(
+        "w.sh",
+        &format!(
+            r#"cat >/dev/null
+if [ "$NIGHTSHIFT_KEY" = r ]; then
+  echo '{{"error_class":"RateLimitError","transient":true,"retry_after_s":{}}}' >&2
+  exit 1
+fi
+echo '"ok"'"#,
+            2 * pace
+        ),
+    ));
+    let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let hold_until = env.int("SELECT hold_until FROM batches WHERE name = 'b'");
+    let finished = env.int("SELECT at FROM events WHERE kind = 'run-finished'");
+    // The next cycle, started at once, waits out the hold before claiming.
+    add_keys(env, "b", &["x"]);
+    env.cmd().args(["run", "b", "--", &w]).assert().success();
+    assert_eq!(env.item("x").0, "done");
+    let claimed_at = env.int("SELECT at FROM events WHERE kind = 'claimed' AND key = 'x'");
+    assert!(
+        claimed_at >= hold_until,
+        "claimed {} ms early",
+        hold_until - claimed_at
+    );
+    // Nothing else was pending: the run did not sit out its hold.
+    if finished >= hold_until {
+        return Err(format!(
+            "the run waited for nothing: it ended {} ms after its hold",
+            finished - hold_until
+        ));
+    }
+    let told = env.int("SELECT count(*) FROM events WHERE kind = 'hold'");
+    if told != 2 {
+        return Err(format!(
+            "{told} hold events, not 2 (the answer, and the next run waiting for it)"
+        ));
+    }
+    Ok(())
+}
+
+/// `--max-duration` of `pace` s on four times the work: the run stops
+/// claiming, ends what it holds and leaves the rest pending. `Err` when
+/// starting the run took the whole window (nothing done).
+fn max_duration_stops_claiming_at(env: &common::Env, pace: u32) -> Result<(), String> {
+    let n = 20 * i64::from(pace);
+    env.config("[batch.b]\nconcurrency = 1\n");
+    env.add_items("b", n as usize);
+    let w = p(&env.script("w.sh", "cat >/dev/null\nsleep 0.2\necho '\"ok\"'"));
+    let limit = format!("{pace}s");
+    let out = env
+        .cmd()
+        .args(["run", "b", "--max-duration", &limit, "--", &w])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("stopped: max_duration reached"),
+        "{}",
+        stdout(&out)
+    );
+    let done = env.int("SELECT count(*) FROM items WHERE status = 'done'");
+    assert!(done < n, "{done} done: all of them");
+    assert_eq!(
+        env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
+        0
+    );
+    assert_eq!(
+        env.int("SELECT count(*) FROM items WHERE status = 'pending'"),
+        n - done
+    );
+    if done == 0 {
+        return Err(format!("nothing done within {pace} s"));
+    }
+    Ok(())
+}
+
 both_backends! {
     // ---- Pace and cost ----
 
@@ -55,38 +160,7 @@ echo '"ok"'"#,
 
     // Slow (about 2 s): waits out a 2 s hold.
     fn a_rate_limit_hold_outlives_the_run_that_got_it(env) {
-        env.config("[batch.b]\nretries = 0\nconcurrency = 1\n");
-        add_keys(&env, "b", &["r"]);
-        let w = p(&env.script(
-            "w.sh",
-            r#"cat >/dev/null
-if [ "$NIGHTSHIFT_KEY" = r ]; then
-  echo '{"error_class":"RateLimitError","transient":true,"retry_after_s":2}' >&2
-  exit 1
-fi
-echo '"ok"'"#,
-        ));
-        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
-        assert_eq!(out.status.code(), Some(1), "{out:?}");
-        let hold_until = env.int("SELECT hold_until FROM batches WHERE name = 'b'");
-        // Nothing else was pending: the run did not sit out its hold.
-        let finished = env.int("SELECT at FROM events WHERE kind = 'run-finished'");
-        assert!(finished < hold_until, "the run waited for nothing");
-        // The next cycle, started at once, waits out the hold before claiming.
-        add_keys(&env, "b", &["x"]);
-        env.cmd().args(["run", "b", "--", &w]).assert().success();
-        assert_eq!(env.item("x").0, "done");
-        let claimed_at = env.int("SELECT at FROM events WHERE kind = 'claimed' AND key = 'x'");
-        assert!(
-            claimed_at >= hold_until,
-            "claimed {} ms early",
-            hold_until - claimed_at
-        );
-        assert_eq!(
-            env.int("SELECT count(*) FROM events WHERE kind = 'hold'"),
-            2,
-            "the answer, and the next run waiting for it"
-        );
+        at_some_pace(env, hold_outlives_its_run);
     }
 
     fn max_cost_stops_claiming(env) {
@@ -114,30 +188,7 @@ echo '"ok"'"#,
     // ---- Stopping: deadline, signals, pause ----
 
     fn max_duration_stops_claiming(env) {
-        env.config("[batch.b]\nconcurrency = 1\n");
-        env.add_items("b", 20);
-        let w = p(&env.script("w.sh", "cat >/dev/null\nsleep 0.2\necho '\"ok\"'"));
-        let out = env
-            .cmd()
-            .args(["run", "b", "--max-duration", "1s", "--", &w])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stdout(&out));
-        assert!(
-            stdout(&out).contains("stopped: max_duration reached"),
-            "{}",
-            stdout(&out)
-        );
-        let done = env.int("SELECT count(*) FROM items WHERE status = 'done'");
-        assert!((1..20).contains(&done), "{done} done");
-        assert_eq!(
-            env.int("SELECT count(*) FROM items WHERE status = 'claimed'"),
-            0
-        );
-        assert_eq!(
-            env.int("SELECT count(*) FROM items WHERE status = 'pending'"),
-            20 - done
-        );
+        at_some_pace(env, max_duration_stops_claiming_at);
     }
 
     // Slow (about 3 s): the grace period.
