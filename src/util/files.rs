@@ -140,14 +140,14 @@ pub fn publish_new(tmp: &Path, dest: &Path) -> io::Result<bool> {
 }
 
 /// A name for a temporary file beside `dest`, unique to this process:
-/// `.NAME.PID-RANDOM.tmp`, hidden, and recognisable by [`stale_temporaries`].
+/// `.NAME.PID-START-RANDOM.tmp` (START: the process's start time, so that
+/// a pid handed to another process does not keep the draft alive), hidden,
+/// and recognisable by [`stale_temporaries`].
 pub fn temporary_beside(dest: &Path) -> PathBuf {
     let name = dest.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = format!(
-        ".{name}.{}-{:08x}.tmp",
-        std::process::id(),
-        fastrand::u32(..)
-    );
+    let me = std::process::id();
+    let start = super::identity::pid_start(me).unwrap_or(0);
+    let tmp = format!(".{name}.{me}-{start}-{:08x}.tmp", fastrand::u32(..));
     match dest.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.join(tmp),
         _ => PathBuf::from(tmp),
@@ -173,9 +173,14 @@ pub fn stale_temporaries(dest: &Path) -> Vec<PathBuf> {
             let rest = file.strip_prefix(&prefix)?;
             let (pid, tail) = rest.split_once('-')?;
             let pid: u32 = pid.parse().ok()?;
-            let (_, suffix) = tail.split_once(".tmp")?;
+            let (unique, suffix) = tail.split_once(".tmp")?;
+            // No start time in drafts of older versions (`PID-RANDOM`).
+            let start = match unique.split_once('-') {
+                Some((start, _)) => Some(start.parse::<u64>().ok()?).filter(|s| *s > 0),
+                None => None,
+            };
             let ours = ["", "-journal", "-wal", "-shm"].contains(&suffix);
-            (ours && !super::identity::process_alive(pid, None)).then(|| e.path())
+            (ours && !super::identity::process_alive(pid, start)).then(|| e.path())
         })
         .collect()
 }
@@ -231,5 +236,24 @@ mod tests {
         assert!(!publish_new(&t, &dest).unwrap());
         assert_eq!(std::fs::read_to_string(&dest).unwrap(), "one");
         assert!(!t.exists());
+    }
+
+    /// Pids come back soon (32,768 of them in many containers): a draft
+    /// whose pid now names another process is stale all the same, while a
+    /// live creator's own draft is kept.
+    #[test]
+    fn a_draft_of_a_reused_pid_is_stale_and_a_live_ones_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("n.db");
+        let mine = temporary_beside(&dest);
+        std::fs::write(&mine, "").unwrap();
+        // Made by a process with this pid that started at another time.
+        let me = std::process::id();
+        let start = super::super::identity::pid_start(me).unwrap();
+        let reused = tmp
+            .path()
+            .join(format!(".n.db.{me}-{}-0badcafe.tmp", start + 1));
+        std::fs::write(&reused, "").unwrap();
+        assert_eq!(stale_temporaries(&dest), vec![reused]);
     }
 }
