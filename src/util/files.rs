@@ -119,10 +119,16 @@ pub fn open_append_private(path: &Path) -> io::Result<File> {
 /// Gives the finished file `tmp` the name `dest`, atomically, unless
 /// `dest` exists (then `tmp` is removed and `Ok(false)` returned): a
 /// reader sees no file or the whole file, never a part. `tmp` must be in
-/// `dest`'s directory and flushed to disk. A hard link: every local POSIX
-/// file system has them, and unlike `rename` it never replaces a file.
+/// `dest`'s directory and flushed to disk. A rename that never replaces a
+/// file (`RENAME_NOREPLACE`), so that a process killed at any moment
+/// leaves the draft or the file, never both (a killed `init` that left
+/// both left a draft nothing removes, `dest` being there); where the file
+/// system has no such rename, a hard link, then the draft removed.
 pub fn publish_new(tmp: &Path, dest: &Path) -> io::Result<bool> {
-    let linked = std::fs::hard_link(tmp, dest);
+    let linked = match rename_noreplace(tmp, dest) {
+        Some(moved) => moved,
+        None => std::fs::hard_link(tmp, dest),
+    };
     let _ = std::fs::remove_file(tmp);
     match linked {
         Ok(()) => {
@@ -137,6 +143,23 @@ pub fn publish_new(tmp: &Path, dest: &Path) -> io::Result<bool> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// `rename(tmp, dest)` unless `dest` exists (`AlreadyExists`); `None`
+/// where the system or the file system cannot do that in one step.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn rename_noreplace(tmp: &Path, dest: &Path) -> Option<io::Result<()>> {
+    use nix::errno::Errno;
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    match renameat2(AT_FDCWD, tmp, AT_FDCWD, dest, RenameFlags::RENAME_NOREPLACE) {
+        Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => None,
+        done => Some(done.map_err(io::Error::from)),
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn rename_noreplace(_tmp: &Path, _dest: &Path) -> Option<io::Result<()>> {
+    None
 }
 
 /// A name for a temporary file beside `dest`, unique to this process:
