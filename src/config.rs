@@ -25,7 +25,7 @@ mod example;
 pub use example::{EXAMPLE, commented_key};
 
 /// Kept here too: the schedule is part of a batch's config.
-pub use crate::schedule::{Schedule, ScheduleError};
+pub use crate::cron::{Schedule, ScheduleError};
 
 /// Keys allowed at the top of the file.
 pub const TOP_LEVEL_FIELDS: &[&str] = &["db", "log_dir", "batch"];
