@@ -1,0 +1,248 @@
+//! Converters from a spanned TOML value to a setting's type; each failure
+//! says what was wrong, where ([`Bad`]).
+
+use std::ops::Range;
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use toml::Spanned;
+use toml::de::DeValue;
+
+use super::suggest::closest;
+use crate::duration::parse_duration;
+
+/// A value that failed a conversion: where, and why. `index` is set for an
+/// array element, so the field reads `worker[1]`.
+pub(super) struct Bad {
+    pub(super) span: Range<usize>,
+    pub(super) index: Option<usize>,
+    pub(super) message: String,
+}
+
+pub(super) type Conv<T> = Result<T, Bad>;
+
+pub(super) fn bad(value: &Spanned<DeValue<'_>>, message: impl Into<String>) -> Bad {
+    Bad {
+        span: value.span(),
+        index: None,
+        message: message.into(),
+    }
+}
+
+/// A short description of a value for "expected X, found Y" messages.
+pub(super) fn describe(value: &DeValue<'_>) -> String {
+    match value {
+        DeValue::String(s) => {
+            let shown: String = s.chars().take(40).collect();
+            if shown.len() < s.len() {
+                format!("string {shown:?}…")
+            } else {
+                format!("string {shown:?}")
+            }
+        }
+        DeValue::Integer(i) => format!("integer {i}"),
+        DeValue::Float(x) => format!("float {x}"),
+        DeValue::Boolean(b) => format!("boolean {b}"),
+        DeValue::Datetime(d) => format!("datetime {d}"),
+        DeValue::Array(_) => "an array".to_string(),
+        DeValue::Table(_) => "a table".to_string(),
+    }
+}
+
+pub(super) fn string<'v>(value: &'v Spanned<DeValue<'_>>) -> Conv<&'v str> {
+    match value.get_ref() {
+        DeValue::String(s) => Ok(s.as_ref()),
+        other => Err(bad(
+            value,
+            format!("expected a string, found {}", describe(other)),
+        )),
+    }
+}
+
+pub(super) fn integer(value: &Spanned<DeValue<'_>>) -> Conv<i64> {
+    match value.get_ref() {
+        DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
+            .map_err(|_| bad(value, format!("integer {i} is out of range"))),
+        other => Err(bad(
+            value,
+            format!("expected an integer, found {}", describe(other)),
+        )),
+    }
+}
+
+pub(super) fn int_in(value: &Spanned<DeValue<'_>>, min: i64, max: i64) -> Conv<i64> {
+    let n = integer(value)?;
+    if (min..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(bad(
+            value,
+            format!("must be between {min} and {max}, found {n}"),
+        ))
+    }
+}
+
+pub(super) fn path_value(value: &Spanned<DeValue<'_>>) -> Conv<String> {
+    let s = string(value)?;
+    if s.is_empty() {
+        return Err(bad(value, "must not be empty"));
+    }
+    if s.contains('\0') {
+        return Err(bad(value, "must not contain a NUL byte"));
+    }
+    Ok(s.to_string())
+}
+
+/// A duration string (`"10m"`), or an integer number of seconds.
+pub(super) fn duration(value: &Spanned<DeValue<'_>>) -> Conv<Duration> {
+    match value.get_ref() {
+        DeValue::String(s) => parse_duration(s).map_err(|e| bad(value, e.to_string())),
+        DeValue::Integer(_) => {
+            let secs = integer(value)?;
+            u64::try_from(secs)
+                .map(Duration::from_secs)
+                .map_err(|_| bad(value, format!("must not be negative, found {secs}")))
+        }
+        other => Err(bad(
+            value,
+            format!(
+                "expected a duration such as \"30s\" or \"10m\", found {}",
+                describe(other)
+            ),
+        )),
+    }
+}
+
+pub(super) fn positive_duration(value: &Spanned<DeValue<'_>>) -> Conv<Duration> {
+    let d = duration(value)?;
+    if d.is_zero() {
+        return Err(bad(value, "must be longer than zero"));
+    }
+    Ok(d)
+}
+
+/// The array elements, or an error naming what was found instead.
+pub(super) fn array<'v, 'i>(
+    value: &'v Spanned<DeValue<'i>>,
+    expected: &str,
+) -> Conv<&'v [Spanned<DeValue<'i>>]> {
+    match value.get_ref() {
+        DeValue::Array(items) => Ok(items),
+        other => Err(bad(
+            value,
+            format!("expected {expected}, found {}", describe(other)),
+        )),
+    }
+}
+
+/// An element's failure, with its index for the field name.
+pub(super) fn at(index: usize, mut b: Bad) -> Bad {
+    b.index = Some(index);
+    b
+}
+
+/// Strings, each non-empty; `require_some` refuses `[]`.
+pub(super) fn string_list(value: &Spanned<DeValue<'_>>, require_some: bool) -> Conv<Vec<String>> {
+    let items = array(value, "an array of strings")?;
+    if require_some && items.is_empty() {
+        return Err(bad(value, "must list at least one entry"));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let s = string(item).map_err(|b| at(i, b))?;
+        if s.is_empty() {
+            return Err(at(i, bad(item, "must not be an empty string")));
+        }
+        if s.contains('\0') {
+            return Err(at(i, bad(item, "must not contain a NUL byte")));
+        }
+        out.push(s.to_string());
+    }
+    Ok(out)
+}
+
+/// A program and its arguments, run without a shell.
+pub(super) fn argv(value: &Spanned<DeValue<'_>>) -> Conv<Vec<String>> {
+    if let DeValue::String(s) = value.get_ref() {
+        return Err(bad(
+            value,
+            format!(
+                "expected an argv array such as [\"python3\", \"worker.py\"] (no shell), found string {s:?}"
+            ),
+        ));
+    }
+    let items = array(value, "an argv array such as [\"python3\", \"worker.py\"]")?;
+    if items.is_empty() {
+        return Err(bad(
+            value,
+            "must name a program, e.g. [\"python3\", \"worker.py\"]",
+        ));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let s = string(item).map_err(|b| at(i, b))?;
+        if i == 0 && s.trim().is_empty() {
+            return Err(at(i, bad(item, "the program name must not be empty")));
+        }
+        if s.contains('\0') {
+            return Err(at(i, bad(item, "must not contain a NUL byte")));
+        }
+        out.push(s.to_string());
+    }
+    Ok(out)
+}
+
+pub(super) fn key_fields(value: &Spanned<DeValue<'_>>) -> Conv<Vec<String>> {
+    let fields = string_list(value, true)?;
+    for (i, name) in fields.iter().enumerate() {
+        if fields[..i].contains(name) {
+            return Err(bad(value, format!("field {name:?} is listed twice")));
+        }
+    }
+    Ok(fields)
+}
+
+pub(super) fn exit_codes(value: &Spanned<DeValue<'_>>) -> Conv<Vec<i32>> {
+    let items = array(value, "an array of exit codes such as [75]")?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        // 0 is success, and a process cannot exit with more than 255.
+        let code = int_in(item, 1, 255).map_err(|b| at(i, b))?;
+        out.push(i32::try_from(code).map_err(|_| at(i, bad(item, "out of range")))?);
+    }
+    Ok(out)
+}
+
+pub(super) fn max_cost(value: &Spanned<DeValue<'_>>) -> Conv<f64> {
+    let cost = match value.get_ref() {
+        // Integers are exact below 2^53, far beyond any real budget.
+        DeValue::Integer(_) => integer(value)? as f64,
+        DeValue::Float(x) => x
+            .as_str()
+            .parse::<f64>()
+            .map_err(|_| bad(value, format!("not a number: {x}")))?,
+        other => {
+            return Err(bad(
+                value,
+                format!("expected a number, found {}", describe(other)),
+            ));
+        }
+    };
+    if !cost.is_finite() || cost < 0.0 {
+        return Err(bad(
+            value,
+            format!("must be a finite number >= 0, found {cost}"),
+        ));
+    }
+    Ok(cost)
+}
+
+pub(super) fn timezone(value: &Spanned<DeValue<'_>>) -> Conv<Tz> {
+    let name = string(value)?;
+    name.parse::<Tz>().map_err(|_| {
+        let hint = closest(name, chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()))
+            .map(|c| format!(" (did you mean {c:?}?)"))
+            .unwrap_or_default();
+        bad(value, format!("unknown time zone {name:?}{hint}"))
+    })
+}
