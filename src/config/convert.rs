@@ -1,7 +1,10 @@
-//! Converters from a spanned TOML value to a setting's type; each failure
-//! says what was wrong, where ([`Bad`]).
+//! Converters from a spanned TOML value to a setting's type, each failure
+//! saying what was wrong and where ([`Bad`]); and back, a setting's value
+//! written as TOML (`toml_*`, for the example and the docs).
 
+use std::fmt;
 use std::ops::Range;
+use std::str::FromStr;
 use std::time::Duration;
 
 use chrono_tz::Tz;
@@ -9,7 +12,7 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::suggest::closest;
-use crate::duration::parse_duration;
+use crate::duration::{format_duration, parse_duration};
 
 /// A value that failed a conversion: where, and why. `index` is set for an
 /// array element, so the field reads `worker[1]`.
@@ -70,16 +73,42 @@ pub(super) fn integer(value: &Spanned<DeValue<'_>>) -> Conv<i64> {
     }
 }
 
-pub(super) fn int_in(value: &Spanned<DeValue<'_>>, min: i64, max: i64) -> Conv<i64> {
+/// An integer from `min` to `max`, as the setting's type (which holds them all).
+pub(super) fn int_in<T: TryFrom<i64>>(value: &Spanned<DeValue<'_>>, min: i64, max: i64) -> Conv<T> {
     let n = integer(value)?;
-    if (min..=max).contains(&n) {
-        Ok(n)
-    } else {
-        Err(bad(
+    match T::try_from(n) {
+        Ok(t) if (min..=max).contains(&n) => Ok(t),
+        _ => Err(bad(
             value,
             format!("must be between {min} and {max}, found {n}"),
-        ))
+        )),
     }
+}
+
+/// One of the words `choices` names, as its value.
+pub(super) fn choice<T: Copy>(value: &Spanned<DeValue<'_>>, choices: &[(&str, T)]) -> Conv<T> {
+    let word = string(value)?;
+    if let Some((_, t)) = choices.iter().find(|(w, _)| *w == word) {
+        return Ok(*t);
+    }
+    let mut words: Vec<String> = choices.iter().map(|(w, _)| format!("{w:?}")).collect();
+    let last = words.pop().unwrap_or_default();
+    let expected = match words.is_empty() {
+        true => last,
+        false => format!("{} or {last}", words.join(", ")),
+    };
+    Err(bad(value, format!("expected {expected}, found {word:?}")))
+}
+
+/// A string in the setting's own syntax (a rate, a cron expression).
+pub(super) fn parsed<T>(value: &Spanned<DeValue<'_>>) -> Conv<T>
+where
+    T: FromStr,
+    T::Err: fmt::Display,
+{
+    string(value)?
+        .parse()
+        .map_err(|e: T::Err| bad(value, e.to_string()))
 }
 
 pub(super) fn path_value(value: &Spanned<DeValue<'_>>) -> Conv<String> {
@@ -207,8 +236,7 @@ pub(super) fn exit_codes(value: &Spanned<DeValue<'_>>) -> Conv<Vec<i32>> {
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         // 0 is success, and a process cannot exit with more than 255.
-        let code = int_in(item, 1, 255).map_err(|b| at(i, b))?;
-        out.push(i32::try_from(code).map_err(|_| at(i, bad(item, "out of range")))?);
+        out.push(int_in(item, 1, 255).map_err(|b| at(i, b))?);
     }
     Ok(out)
 }
@@ -245,4 +273,20 @@ pub(super) fn timezone(value: &Spanned<DeValue<'_>>) -> Conv<Tz> {
             .unwrap_or_default();
         bad(value, format!("unknown time zone {name:?}{hint}"))
     })
+}
+
+/// A string as TOML writes it (quoted, escaped).
+pub(super) fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// Strings as a TOML array: `["python3", "worker.py"]`.
+pub(super) fn toml_strings(items: &[String]) -> String {
+    let items: Vec<String> = items.iter().map(|s| toml_string(s)).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// A duration as the config writes it: `"10m"`.
+pub(super) fn toml_duration(d: Duration) -> String {
+    toml_string(&format_duration(d))
 }

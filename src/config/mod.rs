@@ -16,6 +16,7 @@ use toml::de::DeTable;
 mod convert;
 mod error;
 mod example;
+pub mod fields;
 mod suggest;
 #[cfg(test)]
 mod tests;
@@ -24,41 +25,12 @@ mod walk;
 
 pub use error::ConfigError;
 pub use example::{EXAMPLE, commented_key};
+pub use fields::{BATCH_FIELDS, TOP_LEVEL_FIELDS};
 pub use values::{Overlap, RateLimit, RateLimitError, WorkerMode};
 use walk::Walker;
 
 /// Kept here too: the schedule is part of a batch's config.
 pub use crate::cron::{Schedule, ScheduleError};
-
-/// Keys allowed at the top of the file.
-pub const TOP_LEVEL_FIELDS: &[&str] = &["db", "log_dir", "batch"];
-
-/// Keys allowed in a `[batch.NAME]` table, in the order the docs list them.
-pub const BATCH_FIELDS: &[&str] = &[
-    "worker",
-    "source",
-    "key_fields",
-    "concurrency",
-    "item_timeout",
-    "max_duration",
-    "retries",
-    "backoff",
-    "backoff_max",
-    "max_attempts",
-    "transient_exit_codes",
-    "transient_error_classes",
-    "rate_limit",
-    "max_cost",
-    "schedule",
-    "timezone",
-    "catch_up",
-    "overlap",
-    "grace",
-    "lock_ttl",
-    "runners",
-    "mode",
-    "alert",
-];
 
 /// Upper bound for `concurrency`: far above what one host can use well, low
 /// enough that a typo (`40000`) is caught instead of forking a storm.

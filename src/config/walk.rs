@@ -1,5 +1,6 @@
-//! [`Walker`]: the TOML tree to a [`Config`], every problem recorded with
-//! its place.
+//! [`Walker`]: the TOML tree to a [`Config`] by the rows of [`super::fields`],
+//! every problem recorded with its place; and the checks that involve two
+//! settings.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -8,9 +9,10 @@ use std::path::Path;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::convert::*;
+use super::convert::{Conv, describe};
+use super::fields::{BATCH, BATCH_FIELDS, TOP, TOP_LEVEL_FIELDS};
 use super::suggest::closest;
-use super::*;
+use super::{BatchConfig, Config, ConfigError, line_of};
 use crate::batch_name;
 use crate::duration::format_duration;
 
@@ -81,16 +83,6 @@ impl Walker<'_> {
         for (key, value) in root {
             let name = key.get_ref().as_ref();
             match name {
-                "db" => {
-                    config.db = self
-                        .take(value, name, path_value)
-                        .map(|p| resolve(self.file, &p));
-                }
-                "log_dir" => {
-                    config.log_dir = self
-                        .take(value, name, path_value)
-                        .map(|p| resolve(self.file, &p));
-                }
                 "batch" => match value.get_ref() {
                     DeValue::Table(batches) => {
                         for (batch_key, batch_value) in batches {
@@ -108,7 +100,12 @@ impl Walker<'_> {
                         ),
                     ),
                 },
-                _ => self.unknown(key, "", TOP_LEVEL_FIELDS),
+                _ => match TOP.iter().find(|f| f.key == name) {
+                    Some(row) => {
+                        self.take(value, name, |v| (row.set)(v, &mut config));
+                    }
+                    None => self.unknown(key, "", TOP_LEVEL_FIELDS),
+                },
             }
         }
         config
@@ -142,110 +139,14 @@ impl Walker<'_> {
         let mut spans: BTreeMap<&str, Range<usize>> = BTreeMap::new();
         for (key, value) in table {
             let key_name = key.get_ref().as_ref();
-            let field = format!("{table_name}.{key_name}");
-            let f = field.as_str();
-            match key_name {
-                "worker" => b.worker = self.take(value, f, argv),
-                "source" => b.source = self.take(value, f, argv),
-                "alert" => b.alert = self.take(value, f, argv),
-                "key_fields" => b.key_fields = self.take(value, f, key_fields),
-                "concurrency" => {
-                    b.concurrency = self
-                        .take(value, f, |v| {
-                            int_in(v, 1, i64::try_from(MAX_CONCURRENCY).unwrap_or(i64::MAX))
-                        })
-                        .and_then(|n| usize::try_from(n).ok())
-                        .unwrap_or(b.concurrency);
-                }
-                "item_timeout" => {
-                    b.item_timeout = self
-                        .take(value, f, positive_duration)
-                        .unwrap_or(b.item_timeout);
-                }
-                "max_duration" => b.max_duration = self.take(value, f, positive_duration),
-                "retries" => {
-                    b.retries = self
-                        .take(value, f, |v| int_in(v, 0, i64::from(MAX_RETRIES)))
-                        .and_then(|n| u32::try_from(n).ok())
-                        .unwrap_or(b.retries);
-                }
-                "backoff" => b.backoff = self.take(value, f, duration).unwrap_or(b.backoff),
-                "backoff_max" => {
-                    b.backoff_max = self.take(value, f, duration).unwrap_or(b.backoff_max);
-                }
-                "max_attempts" => {
-                    b.max_attempts = self
-                        .take(value, f, |v| int_in(v, 1, i64::from(u32::MAX)))
-                        .and_then(|n| u32::try_from(n).ok())
-                        .unwrap_or(b.max_attempts);
-                }
-                "transient_exit_codes" => {
-                    b.transient_exit_codes = self
-                        .take(value, f, exit_codes)
-                        .unwrap_or_else(|| b.transient_exit_codes.clone());
-                }
-                "transient_error_classes" => {
-                    b.transient_error_classes = self
-                        .take(value, f, |v| string_list(v, false))
-                        .unwrap_or_default();
-                }
-                "rate_limit" => {
-                    b.rate_limit = self.take(value, f, |v| {
-                        string(v)?
-                            .parse::<RateLimit>()
-                            .map_err(|e| bad(v, e.to_string()))
-                    });
-                }
-                "max_cost" => b.max_cost = self.take(value, f, max_cost),
-                "schedule" => {
-                    b.schedule = self.take(value, f, |v| {
-                        Schedule::parse(string(v)?).map_err(|e| bad(v, e.to_string()))
-                    });
-                }
-                "timezone" => b.timezone = self.take(value, f, timezone).unwrap_or(b.timezone),
-                "catch_up" => b.catch_up = self.take(value, f, positive_duration),
-                "overlap" => {
-                    b.overlap = self
-                        .take(value, f, |v| match string(v)? {
-                            "skip" => Ok(Overlap::Skip),
-                            "queue" => Ok(Overlap::Queue),
-                            other => Err(bad(
-                                v,
-                                format!("expected \"skip\" or \"queue\", found {other:?}"),
-                            )),
-                        })
-                        .unwrap_or(b.overlap);
-                }
-                "grace" => b.grace = self.take(value, f, duration).unwrap_or(b.grace),
-                "lock_ttl" => {
-                    b.lock_ttl = self.take(value, f, positive_duration).unwrap_or(b.lock_ttl);
-                }
-                "runners" => {
-                    b.runners = self
-                        .take(value, f, |v| int_in(v, 1, MAX_RUNNERS))
-                        .and_then(|n| u32::try_from(n).ok())
-                        .unwrap_or(b.runners);
-                }
-                "mode" => {
-                    b.mode = self
-                        .take(value, f, |v| match string(v)? {
-                            "process" => Ok(WorkerMode::Process),
-                            "persistent" => Ok(WorkerMode::Persistent),
-                            other => Err(bad(
-                                v,
-                                format!("expected \"process\" or \"persistent\", found {other:?}"),
-                            )),
-                        })
-                        .unwrap_or(b.mode);
-                }
-                _ => {
-                    self.unknown(key, &table_name, BATCH_FIELDS);
-                    continue;
-                }
-            }
-            if let Some(known) = BATCH_FIELDS.iter().find(|k| **k == key_name) {
-                spans.insert(*known, value.span());
-            }
+            let Some(row) = BATCH.iter().find(|f| f.key == key_name) else {
+                self.unknown(key, &table_name, BATCH_FIELDS);
+                continue;
+            };
+            self.take(value, &format!("{table_name}.{key_name}"), |v| {
+                (row.set)(v, &mut b)
+            });
+            spans.insert(row.key, value.span());
         }
 
         // Checks that involve two fields, pointed at the one to change.
