@@ -15,7 +15,7 @@ use toml::de::DeTable;
 
 mod convert;
 mod error;
-mod example;
+pub mod example;
 pub mod fields;
 mod suggest;
 #[cfg(test)]
@@ -24,7 +24,6 @@ mod values;
 mod walk;
 
 pub use error::ConfigError;
-pub use example::{EXAMPLE, commented_key};
 pub use fields::{BATCH_FIELDS, TOP_LEVEL_FIELDS};
 pub use values::{Overlap, RateLimit, RateLimitError, WorkerMode};
 use walk::Walker;
