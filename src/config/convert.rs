@@ -176,14 +176,23 @@ pub(super) fn string_list(value: &Spanned<DeValue<'_>>, require_some: bool) -> C
     if require_some && items.is_empty() {
         return Err(bad(value, "must list at least one entry"));
     }
+    strings(items, |_, s| {
+        s.is_empty().then_some("must not be an empty string")
+    })
+}
+
+/// The elements as strings, each free of NUL bytes and passing `check`,
+/// which says what is wrong with element `i`.
+fn strings(
+    items: &[Spanned<DeValue<'_>>],
+    check: impl Fn(usize, &str) -> Option<&'static str>,
+) -> Conv<Vec<String>> {
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let s = string(item).map_err(|b| at(i, b))?;
-        if s.is_empty() {
-            return Err(at(i, bad(item, "must not be an empty string")));
-        }
-        if s.contains('\0') {
-            return Err(at(i, bad(item, "must not contain a NUL byte")));
+        let wrong = check(i, s).or(s.contains('\0').then_some("must not contain a NUL byte"));
+        if let Some(message) = wrong {
+            return Err(at(i, bad(item, message)));
         }
         out.push(s.to_string());
     }
@@ -207,18 +216,9 @@ pub(super) fn argv(value: &Spanned<DeValue<'_>>) -> Conv<Vec<String>> {
             "must name a program, e.g. [\"python3\", \"worker.py\"]",
         ));
     }
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let s = string(item).map_err(|b| at(i, b))?;
-        if i == 0 && s.trim().is_empty() {
-            return Err(at(i, bad(item, "the program name must not be empty")));
-        }
-        if s.contains('\0') {
-            return Err(at(i, bad(item, "must not contain a NUL byte")));
-        }
-        out.push(s.to_string());
-    }
-    Ok(out)
+    strings(items, |i, s| {
+        (i == 0 && s.trim().is_empty()).then_some("the program name must not be empty")
+    })
 }
 
 pub(super) fn key_fields(value: &Spanned<DeValue<'_>>) -> Conv<Vec<String>> {

@@ -270,6 +270,39 @@ fn argv_fields_must_name_a_program() {
 }
 
 #[test]
+fn nul_bytes_and_empty_strings_are_refused_where_they_stand() {
+    for (text, message) in [
+        (
+            "[batch.a]\nworker = [\"w\", \"a\\u0000b\"]",
+            "batch.a.worker[1]: must not contain a NUL byte",
+        ),
+        (
+            "[batch.a]\nalert = [\" \", \"x\"]",
+            "batch.a.alert[0]: the program name must not be empty",
+        ),
+        (
+            "[batch.a]\ntransient_error_classes = [\"\\u0000\"]",
+            "batch.a.transient_error_classes[0]: must not contain a NUL byte",
+        ),
+        (
+            "[batch.a]\ntransient_error_classes = [\"E\", \"\"]",
+            "batch.a.transient_error_classes[1]: must not be an empty string",
+        ),
+        ("db = \"a\\u0000b\"", "db: must not contain a NUL byte"),
+        ("log_dir = \"\"", "log_dir: must not be empty"),
+    ] {
+        let err = error(text);
+        assert!(err.ends_with(message), "{text}: {err}");
+    }
+    // An empty argument after the program is an argument.
+    let config = parse("[batch.a]\nsource = [\"s\", \"\"]").unwrap();
+    assert_eq!(
+        config.batch("a").unwrap().source,
+        Some(vec!["s".into(), String::new()])
+    );
+}
+
+#[test]
 fn rate_limits_parse_display_and_refuse_garbage() {
     for (text, count, per) in [
         ("60/min", 60, 60),
