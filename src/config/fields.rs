@@ -1,7 +1,7 @@
 //! Every setting of `nightshift.toml`, one row each: its key, what it does,
 //! its default (or what leaving it out means), how its value is read and how
 //! it is written back. The allowed keys, the typo suggestions, the parsing
-//! ([`super::walk`]), the example `nightshift init` writes
+//! (`walk.rs`), the example `nightshift init` writes
 //! ([`super::example`]) and nightshift.toml(5) all come from these rows, as
 //! ripgrep's flags come from one definition each. A new setting is one row
 //! here, its field in [`BatchConfig`] and its default in
@@ -32,9 +32,9 @@ pub struct Field {
     pub unset: Unset,
     /// Reads the value into the batch; on an error the batch is left as it was.
     pub(super) set: fn(&Spanned<DeValue<'_>>, &mut BatchConfig) -> Conv<()>,
-    /// The batch's value as TOML, `None` while the setting is off. Of
-    /// [`BatchConfig::defaults`], it is the default every view shows, so no
-    /// default is written twice.
+    /// The batch's value as TOML, `None` while the setting is off. Applied
+    /// to [`BatchConfig::defaults`] it gives the default every view shows, so
+    /// no default is written twice.
     pub show: fn(&BatchConfig) -> Option<String>,
 }
 

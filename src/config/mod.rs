@@ -5,6 +5,15 @@
 //! the line and the dotted field (`batch.articles.item_timeout`), type errors
 //! included, and unknown keys can list what is allowed. When a file has
 //! several problems the one nearest the top is reported.
+//!
+//! - [`fields`]: every setting, one row each (key, description, default,
+//!   how it is read and written); the allowed keys come from the rows.
+//! - `walk.rs`: the tree to a [`Config`] by the rows, and the checks that
+//!   involve two settings; `convert.rs`: a TOML value to a setting's type
+//!   (and back); `suggest.rs`: the nearest allowed word to a typo.
+//! - [`example`]: the example config `nightshift init` writes, from the rows.
+//! - [`ConfigError`] (`error.rs`); [`Overlap`], [`WorkerMode`], [`RateLimit`]
+//!   (`values.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
