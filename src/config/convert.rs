@@ -85,19 +85,23 @@ pub(super) fn int_in<T: TryFrom<i64>>(value: &Spanned<DeValue<'_>>, min: i64, ma
     }
 }
 
-/// One of the words `choices` names, as its value.
-pub(super) fn choice<T: Copy>(value: &Spanned<DeValue<'_>>, choices: &[(&str, T)]) -> Conv<T> {
-    let word = string(value)?;
-    if let Some((_, t)) = choices.iter().find(|(w, _)| *w == word) {
+/// One of `choices`, by the word each is written as.
+pub(super) fn choice<T: Copy>(
+    value: &Spanned<DeValue<'_>>,
+    choices: &[T],
+    word: fn(T) -> &'static str,
+) -> Conv<T> {
+    let given = string(value)?;
+    if let Some(t) = choices.iter().find(|t| word(**t) == given) {
         return Ok(*t);
     }
-    let mut words: Vec<String> = choices.iter().map(|(w, _)| format!("{w:?}")).collect();
+    let mut words: Vec<String> = choices.iter().map(|t| format!("{:?}", word(*t))).collect();
     let last = words.pop().unwrap_or_default();
     let expected = match words.is_empty() {
         true => last,
         false => format!("{} or {last}", words.join(", ")),
     };
-    Err(bad(value, format!("expected {expected}, found {word:?}")))
+    Err(bad(value, format!("expected {expected}, found {given:?}")))
 }
 
 /// A string in the setting's own syntax (a rate, a cron expression).

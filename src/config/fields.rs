@@ -97,10 +97,7 @@ pub const BATCH: &[Field] = &[
             means: "give one here, or after -- on the command line",
             example: r#"["cat"]"#,
         },
-        set: |v, b| {
-            b.worker = Some(argv(v)?);
-            Ok(())
-        },
+        set: |v, b| argv(v).map(|x| b.worker = Some(x)),
         show: |b| b.worker.as_deref().map(toml_strings),
     },
     Field {
@@ -110,10 +107,7 @@ pub const BATCH: &[Field] = &[
             means: "items come from `nightshift add` only",
             example: r#"["python3", "list_items.py"]"#,
         },
-        set: |v, b| {
-            b.source = Some(argv(v)?);
-            Ok(())
-        },
+        set: |v, b| argv(v).map(|x| b.source = Some(x)),
         show: |b| b.source.as_deref().map(toml_strings),
     },
     Field {
@@ -126,10 +120,7 @@ pub const BATCH: &[Field] = &[
             means: "each item's own \"key\" field is its key, \"label\" its label",
             example: r#"["site", "category", "slug"]"#,
         },
-        set: |v, b| {
-            b.key_fields = Some(key_fields(v)?);
-            Ok(())
-        },
+        set: |v, b| key_fields(v).map(|x| b.key_fields = Some(x)),
         show: |b| b.key_fields.as_deref().map(toml_strings),
     },
     Field {
@@ -137,8 +128,8 @@ pub const BATCH: &[Field] = &[
         doc: &["Items processed at once (1 to 1024)."],
         unset: Unset::Default,
         set: |v, b| {
-            b.concurrency = int_in(v, 1, i64::try_from(MAX_CONCURRENCY).unwrap_or(i64::MAX))?;
-            Ok(())
+            int_in(v, 1, i64::try_from(MAX_CONCURRENCY).unwrap_or(i64::MAX))
+                .map(|x| b.concurrency = x)
         },
         show: |b| Some(b.concurrency.to_string()),
     },
@@ -146,10 +137,7 @@ pub const BATCH: &[Field] = &[
         key: "item_timeout",
         doc: &["An item whose worker runs longer is killed and counted as a transient failure."],
         unset: Unset::Default,
-        set: |v, b| {
-            b.item_timeout = positive_duration(v)?;
-            Ok(())
-        },
+        set: |v, b| positive_duration(v).map(|x| b.item_timeout = x),
         show: |b| Some(toml_duration(b.item_timeout)),
     },
     Field {
@@ -159,10 +147,7 @@ pub const BATCH: &[Field] = &[
             means: "a cycle runs until no item is left",
             example: r#""1h""#,
         },
-        set: |v, b| {
-            b.max_duration = Some(positive_duration(v)?);
-            Ok(())
-        },
+        set: |v, b| positive_duration(v).map(|x| b.max_duration = Some(x)),
         show: |b| b.max_duration.map(toml_duration),
     },
     Field {
@@ -172,50 +157,35 @@ pub const BATCH: &[Field] = &[
             "starting at `backoff` and capped at `backoff_max`.",
         ],
         unset: Unset::Default,
-        set: |v, b| {
-            b.retries = int_in(v, 0, i64::from(MAX_RETRIES))?;
-            Ok(())
-        },
+        set: |v, b| int_in(v, 0, i64::from(MAX_RETRIES)).map(|x| b.retries = x),
         show: |b| Some(b.retries.to_string()),
     },
     Field {
         key: "backoff",
         doc: &[],
         unset: Unset::Default,
-        set: |v, b| {
-            b.backoff = duration(v)?;
-            Ok(())
-        },
+        set: |v, b| duration(v).map(|x| b.backoff = x),
         show: |b| Some(toml_duration(b.backoff)),
     },
     Field {
         key: "backoff_max",
         doc: &[],
         unset: Unset::Default,
-        set: |v, b| {
-            b.backoff_max = duration(v)?;
-            Ok(())
-        },
+        set: |v, b| duration(v).map(|x| b.backoff_max = x),
         show: |b| Some(toml_duration(b.backoff_max)),
     },
     Field {
         key: "max_attempts",
         doc: &["After this many attempts an item is quarantined for a human (manual tier)."],
         unset: Unset::Default,
-        set: |v, b| {
-            b.max_attempts = int_in(v, 1, i64::from(u32::MAX))?;
-            Ok(())
-        },
+        set: |v, b| int_in(v, 1, i64::from(u32::MAX)).map(|x| b.max_attempts = x),
         show: |b| Some(b.max_attempts.to_string()),
     },
     Field {
         key: "transient_exit_codes",
         doc: &["Worker exit codes that mean \"try again later\" (75 is EX_TEMPFAIL)."],
         unset: Unset::Default,
-        set: |v, b| {
-            b.transient_exit_codes = exit_codes(v)?;
-            Ok(())
-        },
+        set: |v, b| exit_codes(v).map(|x| b.transient_exit_codes = x),
         show: |b| {
             let codes: Vec<String> = b.transient_exit_codes.iter().map(i32::to_string).collect();
             Some(format!("[{}]", codes.join(", ")))
@@ -231,10 +201,7 @@ pub const BATCH: &[Field] = &[
             means: "without \"transient\", the exit code decides",
             example: r#"["TimeoutError", "ConnectionError", "RateLimitError"]"#,
         },
-        set: |v, b| {
-            b.transient_error_classes = string_list(v, false)?;
-            Ok(())
-        },
+        set: |v, b| string_list(v, false).map(|x| b.transient_error_classes = x),
         // No class is the setting off.
         show: |b| {
             let classes = &b.transient_error_classes;
@@ -248,10 +215,7 @@ pub const BATCH: &[Field] = &[
             means: "no limit but `concurrency`",
             example: r#""60/min""#,
         },
-        set: |v, b| {
-            b.rate_limit = Some(parsed(v)?);
-            Ok(())
-        },
+        set: |v, b| parsed(v).map(|x| b.rate_limit = Some(x)),
         show: |b| b.rate_limit.map(|r| toml_string(&r.to_string())),
     },
     Field {
@@ -261,10 +225,7 @@ pub const BATCH: &[Field] = &[
             means: "no budget",
             example: "5.0",
         },
-        set: |v, b| {
-            b.max_cost = Some(max_cost(v)?);
-            Ok(())
-        },
+        set: |v, b| max_cost(v).map(|x| b.max_cost = Some(x)),
         show: |b| b.max_cost.map(|c| toml::Value::Float(c).to_string()),
     },
     Field {
@@ -279,20 +240,14 @@ pub const BATCH: &[Field] = &[
             means: "the daemon does not run the batch; `nightshift run` does",
             example: r#""0 2 * * *""#,
         },
-        set: |v, b| {
-            b.schedule = Some(parsed(v)?);
-            Ok(())
-        },
+        set: |v, b| parsed(v).map(|x| b.schedule = Some(x)),
         show: |b| b.schedule.as_ref().map(|s| toml_string(&s.expr)),
     },
     Field {
         key: "timezone",
         doc: &["IANA time zone name for the schedule, such as \"Asia/Tokyo\"."],
         unset: Unset::Default,
-        set: |v, b| {
-            b.timezone = timezone(v)?;
-            Ok(())
-        },
+        set: |v, b| timezone(v).map(|x| b.timezone = x),
         show: |b| Some(toml_string(b.timezone.name())),
     },
     Field {
@@ -305,10 +260,7 @@ pub const BATCH: &[Field] = &[
             means: "a missed fire is not run",
             example: r#""6h""#,
         },
-        set: |v, b| {
-            b.catch_up = Some(positive_duration(v)?);
-            Ok(())
-        },
+        set: |v, b| positive_duration(v).map(|x| b.catch_up = Some(x)),
         show: |b| b.catch_up.map(toml_duration),
     },
     Field {
@@ -319,8 +271,8 @@ pub const BATCH: &[Field] = &[
         ],
         unset: Unset::Default,
         set: |v, b| {
-            b.overlap = choice(v, &[("skip", Overlap::Skip), ("queue", Overlap::Queue)])?;
-            Ok(())
+            let choices = [Overlap::Skip, Overlap::Queue];
+            choice(v, &choices, Overlap::as_str).map(|x| b.overlap = x)
         },
         show: |b| Some(toml_string(b.overlap.as_str())),
     },
@@ -328,20 +280,14 @@ pub const BATCH: &[Field] = &[
         key: "grace",
         doc: &["On stop, how long in-flight items may finish before they are released."],
         unset: Unset::Default,
-        set: |v, b| {
-            b.grace = duration(v)?;
-            Ok(())
-        },
+        set: |v, b| duration(v).map(|x| b.grace = x),
         show: |b| Some(toml_duration(b.grace)),
     },
     Field {
         key: "lock_ttl",
         doc: &["Lifetime of the batch lock and item leases; renewed while the run lives."],
         unset: Unset::Default,
-        set: |v, b| {
-            b.lock_ttl = positive_duration(v)?;
-            Ok(())
-        },
+        set: |v, b| positive_duration(v).map(|x| b.lock_ttl = x),
         show: |b| Some(toml_duration(b.lock_ttl)),
     },
     Field {
@@ -352,10 +298,7 @@ pub const BATCH: &[Field] = &[
             "lock and claims from the one queue. 1: a second runner steps down.",
         ],
         unset: Unset::Default,
-        set: |v, b| {
-            b.runners = int_in(v, 1, MAX_RUNNERS)?;
-            Ok(())
-        },
+        set: |v, b| int_in(v, 1, MAX_RUNNERS).map(|x| b.runners = x),
         show: |b| Some(b.runners.to_string()),
     },
     Field {
@@ -367,14 +310,8 @@ pub const BATCH: &[Field] = &[
         ],
         unset: Unset::Default,
         set: |v, b| {
-            b.mode = choice(
-                v,
-                &[
-                    ("process", WorkerMode::Process),
-                    ("persistent", WorkerMode::Persistent),
-                ],
-            )?;
-            Ok(())
+            let choices = [WorkerMode::Process, WorkerMode::Persistent];
+            choice(v, &choices, WorkerMode::as_str).map(|x| b.mode = x)
         },
         show: |b| Some(toml_string(b.mode.as_str())),
     },
@@ -388,10 +325,7 @@ pub const BATCH: &[Field] = &[
             means: "failures wait for `nightshift status` and `nightshift dlq`",
             example: r#"["sh", "-c", "mail -s nightshift you@example.com"]"#,
         },
-        set: |v, b| {
-            b.alert = Some(argv(v)?);
-            Ok(())
-        },
+        set: |v, b| argv(v).map(|x| b.alert = Some(x)),
         show: |b| b.alert.as_deref().map(toml_strings),
     },
 ];
@@ -434,20 +368,14 @@ pub const TOP: &[TopField] = &[
         ],
         default_name: DEFAULT_DB_FILE,
         beside: "this file",
-        set: |v, c| {
-            c.db = Some(place(v, c)?);
-            Ok(())
-        },
+        set: |v, c| place(v, c).map(|x| c.db = Some(x)),
     },
     TopField {
         key: "log_dir",
         doc: &["Where rolling JSON-lines event logs are written."],
         default_name: "logs",
         beside: "the store",
-        set: |v, c| {
-            c.log_dir = Some(place(v, c)?);
-            Ok(())
-        },
+        set: |v, c| place(v, c).map(|x| c.log_dir = Some(x)),
     },
 ];
 
