@@ -59,7 +59,7 @@ pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result
         for (status, extra, n) in [
             ("pending", "", c.pending),
             ("claimed", "", c.claimed),
-            ("done", ",outcome=\"done\"", c.done_ok),
+            ("done", ",outcome=\"done\"", c.done),
             ("done", ",outcome=\"empty\"", c.empty),
             ("done", ",outcome=\"skipped\"", c.skipped),
             ("failed", ",tier=\"retry\"", c.retry),

@@ -74,12 +74,7 @@ fn lock_json(l: &LockInfo, now: Millis) -> serde_json::Value {
 fn empty_info(name: &str) -> BatchInfo {
     BatchInfo {
         name: name.to_string(),
-        counts: Counts::default(),
-        pause: None,
-        next_fire: None,
-        last_fire: None,
-        locks: Vec::new(),
-        last_run: None,
+        ..BatchInfo::default()
     }
 }
 
@@ -117,11 +112,13 @@ fn batch_json(ctx: &Ctx, info: &BatchInfo, pruned_keys: i64, now: Millis) -> Val
         "pending": c.pending,
         "claimed": c.claimed,
         "done": c.done,
-        "failed": c.failed,
-        "retry": c.retry,
-        "manual": c.manual,
         "empty": c.empty,
         "skipped": c.skipped,
+        "finished": c.finished(),
+        "retry": c.retry,
+        "manual": c.manual,
+        "failed": c.failed(),
+        "to_do": c.to_do(),
         "total": c.total(),
         "pruned_keys": pruned_keys,
         "paused": info.pause.is_some(),
@@ -183,22 +180,20 @@ fn schedule_lines(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Vec<String> {
     lines
 }
 
-/// `articles 812✓ 3✗ 185…` per batch, for a tmux status bar: done, failed
-/// (both tiers) and not yet run (pending or in flight), which add up to the
-/// batch's items.
+/// `articles 812✓ 3✗ 185…` per batch, for a tmux status bar: finished,
+/// failed and to do ([`Counts`]), which add up to the batch's items.
 pub fn short_line(infos: &[BatchInfo]) -> String {
     let now = now_ms();
     let parts: Vec<String> = infos
         .iter()
         .map(|i| {
             let c = &i.counts;
-            let mut s = format!("{} {}✓", sanitize::line(&i.name), c.done);
-            if c.failed > 0 {
-                s.push_str(&format!(" {}✗", c.failed));
+            let mut s = format!("{} {}✓", sanitize::line(&i.name), c.finished());
+            if c.failed() > 0 {
+                s.push_str(&format!(" {}✗", c.failed()));
             }
-            let waiting = c.pending + c.claimed;
-            if waiting > 0 {
-                s.push_str(&format!(" {waiting}…"));
+            if c.to_do() > 0 {
+                s.push_str(&format!(" {}…", c.to_do()));
             }
             if i.running(now) {
                 s.push_str(" ▶");
@@ -217,11 +212,7 @@ pub fn short_line(infos: &[BatchInfo]) -> String {
 }
 
 fn percent(c: &Counts) -> String {
-    if c.total() == 0 {
-        "-".into()
-    } else {
-        format!("{}%", c.done * 100 / c.total())
-    }
+    c.percent().map_or("-".into(), |p| format!("{p}%"))
 }
 
 fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()> {

@@ -6,7 +6,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::RunOptions;
-use crate::model::{Item, Status};
+use crate::model::waiting::Waiting;
+use crate::model::{Counts, Item, Status};
 use crate::store::{Access, ItemFilter, Store};
 use crate::util::time::now_ms;
 
@@ -31,6 +32,14 @@ pub struct DryRun {
     pub mode: &'static str,
     pub source: Option<Vec<String>>,
     pub items: Vec<DryRunItem>,
+    pub counts: Counts,
+    /// What the batch holds that this run would not run, and why.
+    #[serde(serialize_with = "waiting_json")]
+    pub waiting: Vec<Waiting>,
+}
+
+fn waiting_json<S: serde::Serializer>(w: &[Waiting], s: S) -> Result<S::Ok, S::Error> {
+    crate::model::waiting::to_json(w).serialize(s)
 }
 
 fn entry(item: &Item, why: &'static str) -> DryRunItem {
@@ -55,10 +64,13 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         mode: opts.config.mode.as_str(),
         source: opts.config.source.clone(),
         items: Vec::new(),
+        counts: Counts::default(),
+        waiting: Vec::new(),
     };
     if !known {
         return Ok(out);
     }
+    out.counts = store.counts(batch)?;
     out.paused = store.pause(batch)?.map(|p| p.reason).or_else(|| {
         super::paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display()))
     });
@@ -107,5 +119,15 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         out.items.push(entry(item, "pending"));
     }
     out.items.truncate(limit);
+    // A paused batch, or one whose lock is held, runs nothing now.
+    let taken = if out.paused.is_some() || out.lock_held_by.is_some() {
+        0
+    } else {
+        out.items.len() as i64
+    };
+    let others = super::waiting::Others::Blocking {
+        seats: opts.config.runners,
+    };
+    out.waiting = super::waiting::read(&store, db_path, batch, others, taken, now)?;
     Ok(out)
 }

@@ -23,6 +23,7 @@ pub mod retry;
 mod slot;
 mod source;
 mod summary;
+mod waiting;
 pub mod worker;
 
 use std::collections::HashMap;
@@ -129,12 +130,29 @@ pub struct RunReport {
     /// The hooks that failed: the `source` command (its items were not
     /// added), the `alert` command.
     pub hooks_failed: Vec<HookFailure>,
+    /// What the batch still holds once the run ended, and why (not part of
+    /// the stored summary: it is true of the moment, not of the run).
+    pub waiting: Vec<crate::model::waiting::Waiting>,
 }
 
 impl RunReport {
     /// The batch's `source` command failed.
     pub fn source_failed(&self) -> Option<&HookFailure> {
         self.hooks_failed.iter().find(|h| h.hook == Hook::Source)
+    }
+
+    /// The summary line, then what the batch still holds:
+    /// `…, 40 skipped-done, 1s · still in the batch: 2 quarantined await a
+    /// human; 2 in the retry tier, next at 07:16Z`.
+    pub fn line(&self) -> String {
+        if self.waiting.is_empty() {
+            return self.summary.clone();
+        }
+        format!(
+            "{} · still in the batch: {}",
+            self.summary,
+            crate::model::waiting::describe(&self.waiting, now_ms())
+        )
     }
 
     /// Something failed: an item, or the source command, or the run lost
@@ -425,8 +443,17 @@ pub async fn cycle(
         e.chain()
             .any(|c| matches!(c.downcast_ref(), Some(StoreError::Replaced(_))))
     });
+    let mut result = result;
     if !replaced && let Ok(mut s) = Store::open(db_path, Access::ReadWrite) {
         let _ = s.release_lock(&opts.batch, &token);
+        if let Ok(report) = &mut result {
+            // After the release: our own seat is not "another runner".
+            let others = waiting::Others::Any;
+            match waiting::read(&s, db_path, &opts.batch, others, 0, now_ms()) {
+                Ok(w) => report.waiting = w,
+                Err(e) => tracing::warn!("reading what {} still holds: {e}", opts.batch),
+            }
+        }
     }
     result
 }
@@ -474,7 +501,7 @@ async fn locked_cycle(
     log.emit(&start_event);
 
     recover::take_over(&mut store, &batch, run_id, holder, cfg.max_attempts, log).await?;
-    let skipped_done = store.counts(&batch)?.done;
+    let skipped_done = store.counts(&batch)?.finished();
     let hold_until = recover::inherited_hold(&mut store, &batch, run_id, log)?;
 
     let (stop_tx, _) = watch::channel(None);
@@ -652,6 +679,7 @@ async fn locked_cycle(
         summary: line,
         stopped,
         hooks_failed,
+        waiting: Vec::new(),
     };
     if counts.failed > 0 || report.source_failed().is_some() {
         report

@@ -292,7 +292,7 @@ impl Daemon {
         };
         self.record(&done.batch, &fire);
         if let Ok(report) = &done.result {
-            say(&report.summary);
+            say(&report.line());
             for failure in &report.hooks_failed {
                 say(&format!("{}: {failure}", done.batch));
             }

@@ -64,7 +64,7 @@ pub(crate) fn counts(conn: &Connection, batch_id: i64) -> Result<Counts> {
         match row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)? {
             "pending" => c.pending = n,
             "claimed" => c.claimed = n,
-            "done" => c.done_ok = n,
+            "done" => c.done = n,
             "empty" => c.empty = n,
             "skipped" => c.skipped = n,
             "retry" => c.retry = n,
@@ -72,8 +72,6 @@ pub(crate) fn counts(conn: &Connection, batch_id: i64) -> Result<Counts> {
             _ => {}
         }
     }
-    c.done = c.done_ok + c.empty + c.skipped;
-    c.failed = c.retry + c.manual;
     Ok(c)
 }
 
@@ -108,18 +106,33 @@ fn pause_and_schedule(
     )?)
 }
 
+/// Until when claiming holds back after a rate-limit answer.
+fn hold(c: &Connection, id: i64) -> Result<Option<Millis>> {
+    Ok(c.prepare_cached("SELECT hold_until FROM batches WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?)
+}
+
 /// Counts, pause flag, schedule state, lock and last run of one batch.
 pub(crate) fn info(c: &Connection, id: i64, name: String) -> Result<BatchInfo> {
     let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
+    let (last_run, stepped_down) = super::runs::last(c, id)?;
     Ok(BatchInfo {
         counts: counts(c, id)?,
         pause,
         next_fire,
         last_fire,
         locks: super::locks::current(c, id, &name)?,
-        last_run: super::runs::last(c, id)?,
+        last_run,
+        stepped_down,
+        hold_until: hold(c, id)?,
         name,
     })
+}
+
+/// When the batch was made.
+pub(crate) fn created_at(c: &Connection, id: i64) -> Result<Millis> {
+    Ok(c.prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?)
 }
 
 /// Done and failed completions per minute, oldest first, for the last
@@ -133,9 +146,7 @@ pub(crate) fn minutes(
 ) -> Result<Vec<(i64, i64)>> {
     let last = now / 60_000;
     // Not before the batch existed: those minutes hold no data, not zeros.
-    let created: i64 = c
-        .prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
-        .query_row([id], |r| r.get(0))?;
+    let created = created_at(c, id)?;
     let first = (last - minutes + 1).max(created / 60_000).min(last);
     let mut out = vec![(0, 0); (last - first + 1).max(0) as usize];
     let mut st = c.prepare_cached(

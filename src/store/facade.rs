@@ -14,6 +14,7 @@ use super::{
 use crate::model::{
     AddReport, BatchInfo, Claim, Counts, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,
     Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger, WorkerGroup,
+    waiting::RetryTier,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -145,6 +146,7 @@ impl Store {
         fn follow_next(&self, filter: &EventFilter, cursor: &mut FollowCursor) -> Result<Vec<Event>>;
         fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>>;
         fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>>;
+        fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier>;
         fn item(&self, batch: &str, key: &str) -> Result<Item>;
         fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>>;
         fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64>;

@@ -14,6 +14,7 @@ use super::shared::Orphan;
 use super::{Result, SqliteStore, StoreError, json_col, parse_col};
 use crate::model::{
     AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, Status, Tier,
+    waiting::RetryTier,
 };
 use crate::util::signals::Stop;
 
@@ -630,6 +631,26 @@ impl SqliteStore {
             ))?;
             let rows = st.query_map(params![id, now], item_from_row)?.collect::<rusqlite::Result<_>>()?;
             Ok(rows)
+        })
+    }
+
+    /// The `retry` tier now: how many are due, how many later, and the
+    /// earliest of those (what the run summary and dry run say waits).
+    pub fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            Ok(c.prepare_cached(
+                "SELECT coalesce(sum(next_attempt_at <= ?2), 0), coalesce(sum(next_attempt_at > ?2), 0),
+                        min(CASE WHEN next_attempt_at > ?2 THEN next_attempt_at END)
+                   FROM items WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'",
+            )?
+            .query_row(params![id, now], |r| {
+                Ok(RetryTier {
+                    due: r.get(0)?,
+                    later: r.get(1)?,
+                    next_at: r.get(2)?,
+                })
+            })?)
         })
     }
 

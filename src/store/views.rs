@@ -65,6 +65,8 @@ pub struct DashQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ItemsQuery {
     pub status: Option<Status>,
+    /// Only done items with this outcome.
+    pub outcome: Option<Outcome>,
     /// Only failed items of this error class.
     pub class: Option<String>,
     /// Substring of key or label ("" for none). (The CLI's `items
@@ -82,6 +84,7 @@ impl ItemsQuery {
             } else {
                 self.status
             },
+            outcome: self.outcome,
             error_class: self.class.clone(),
             search: (!self.search.is_empty()).then(|| self.search.clone()),
             ..ItemFilter::default()
@@ -108,6 +111,8 @@ pub struct BatchView {
     /// being the minute of the poll; none from before the batch existed
     /// (a batch made two minutes ago has two or three).
     pub minutes: Vec<(i64, i64)>,
+    /// When the batch was made: a rate is never over a longer time.
+    pub created_at: Millis,
 }
 
 /// An item as a table row: no payload or result, the error cut short.
@@ -222,24 +227,36 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
+/// How many items a filter without a search or class matches, from the
+/// counters (`None`: not one of those, e.g. an outcome of pending items).
+pub(crate) fn counted(counts: &crate::model::Counts, q: &ItemsQuery) -> Option<i64> {
+    Some(match (q.status, q.outcome) {
+        (None, None) => counts.total(),
+        (Some(Status::Pending), None) => counts.pending,
+        (Some(Status::Claimed), None) => counts.claimed,
+        (Some(Status::Done), None) => counts.finished(),
+        (Some(Status::Failed), None) => counts.failed(),
+        (None | Some(Status::Done), Some(Outcome::Done)) => counts.done,
+        (None | Some(Status::Done), Some(Outcome::Empty)) => counts.empty,
+        (None | Some(Status::Done), Some(Outcome::Skipped)) => counts.skipped,
+        _ => return None,
+    })
+}
+
 /// Items matching a filter; cheap (from the counters) unless it searches.
 fn count_items(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Result<(i64, bool)> {
     let counts = &info.counts;
     if q.search.is_empty() {
-        match (&q.class, q.status) {
-            (None, None) => return Ok((counts.total(), false)),
-            (None, Some(Status::Pending)) => return Ok((counts.pending, false)),
-            (None, Some(Status::Claimed)) => return Ok((counts.claimed, false)),
-            (None, Some(Status::Done)) => return Ok((counts.done, false)),
-            (None, Some(Status::Failed)) => return Ok((counts.failed, false)),
-            (Some(class), _) => {
-                let n: i64 = c.query_row(
-                    "SELECT coalesce(sum(n), 0) FROM failed_classes WHERE batch_id = ?1 AND error_class = ?2",
-                    params![id, class],
-                    |r| r.get(0),
-                )?;
-                return Ok((n, false));
-            }
+        if let (None, Some(n)) = (&q.class, counted(counts, q)) {
+            return Ok((n, false));
+        }
+        if let Some(class) = &q.class {
+            let n: i64 = c.query_row(
+                "SELECT coalesce(sum(n), 0) FROM failed_classes WHERE batch_id = ?1 AND error_class = ?2",
+                params![id, class],
+                |r| r.get(0),
+            )?;
+            return Ok((n, false));
         }
     }
     let mut args = vec![V::Integer(id)];
@@ -531,6 +548,7 @@ impl SqliteStore {
                 let id = batch_id(c, &name)?;
                 let view = BatchView {
                     minutes: super::batches::minutes(c, id, now, q.minutes)?,
+                    created_at: super::batches::created_at(c, id)?,
                     info: super::batches::info(c, id, name)?,
                 };
                 if q.batch.as_deref() == Some(view.info.name.as_str()) {

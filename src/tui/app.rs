@@ -12,6 +12,7 @@ use super::keymap::Mode;
 use super::nav::{ListNav, Window};
 use super::theme::Palette;
 use super::ui;
+pub use state_filter::StateFilter;
 use crate::config::{Config, Schedule};
 use crate::model::{BatchInfo, Event, Millis, Status};
 use crate::store::{
@@ -145,7 +146,7 @@ pub struct App {
     pub batch_nav: ListNav,
     pub items: ListNav,
     pub items_window: Window,
-    pub status_filter: Option<Status>,
+    pub status_filter: Option<StateFilter>,
     pub search: String,
     pub dlq: ListNav,
     pub class: Option<String>,
@@ -252,12 +253,7 @@ impl App {
             Some(v) => v.info.clone(),
             None => BatchInfo {
                 name: name.clone(),
-                counts: Default::default(),
-                pause: None,
-                next_fire: None,
-                last_fire: None,
-                locks: Vec::new(),
-                last_run: None,
+                ..BatchInfo::default()
             },
         })
     }
@@ -304,7 +300,8 @@ impl App {
     /// What the next poll reads.
     pub fn query(&self) -> DashQuery {
         let items = ItemsQuery {
-            status: self.status_filter,
+            status: self.status_filter.map(StateFilter::status),
+            outcome: self.status_filter.and_then(StateFilter::outcome),
             class: None,
             search: self.search.clone(),
             offset: self.items_window.offset,
@@ -312,6 +309,7 @@ impl App {
         };
         let class_items = self.class.as_ref().map(|class| ItemsQuery {
             status: Some(Status::Failed),
+            outcome: None,
             class: Some(class.clone()),
             search: String::new(),
             offset: self.class_window.offset,
@@ -419,13 +417,7 @@ impl App {
             Action::Back => self.back(),
             Action::StartFilter => self.start_filter(),
             Action::CycleStatus => {
-                self.status_filter = match self.status_filter {
-                    None => Some(Status::Pending),
-                    Some(Status::Pending) => Some(Status::Claimed),
-                    Some(Status::Claimed) => Some(Status::Done),
-                    Some(Status::Done) => Some(Status::Failed),
-                    Some(Status::Failed) => None,
-                };
+                self.status_filter = StateFilter::next(self.status_filter);
                 self.reset_items();
             }
             Action::ToggleFollow => {
@@ -565,6 +557,7 @@ impl App {
 
 mod input;
 mod navigate;
+mod state_filter;
 mod writes;
 
 #[cfg(test)]

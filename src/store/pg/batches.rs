@@ -60,7 +60,7 @@ pub(crate) fn counts(c: &mut Conn, id: i64) -> Result<Counts> {
         match r.get::<_, &str>(0) {
             "pending" => out.pending = n,
             "claimed" => out.claimed = n,
-            "done" => out.done_ok = n,
+            "done" => out.done = n,
             "empty" => out.empty = n,
             "skipped" => out.skipped = n,
             "retry" => out.retry = n,
@@ -68,8 +68,6 @@ pub(crate) fn counts(c: &mut Conn, id: i64) -> Result<Counts> {
             _ => {}
         }
     }
-    out.done = out.done_ok + out.empty + out.skipped;
-    out.failed = out.retry + out.manual;
     Ok(out)
 }
 
@@ -96,18 +94,37 @@ fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<Schedule> {
     Ok((pause, c.tout_opt(r.get(4)), fire))
 }
 
+/// Until when claiming holds back after a rate-limit answer.
+fn hold(c: &mut Conn, id: i64) -> Result<Option<Millis>> {
+    let held: Option<i64> = c
+        .one("SELECT hold_until FROM batches WHERE id = $1", &[&id])?
+        .get(0);
+    Ok(c.tout_opt(held))
+}
+
 /// Counts, pause flag, schedule state, lock and last run of one batch.
 pub(crate) fn info(c: &mut Conn, id: i64, name: String) -> Result<BatchInfo> {
     let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
+    let (last_run, stepped_down) = super::runs::last(c, id)?;
     Ok(BatchInfo {
         counts: counts(c, id)?,
         pause,
         next_fire,
         last_fire,
         locks: super::locks::current(c, id, &name)?,
-        last_run: super::runs::last(c, id)?,
+        last_run,
+        stepped_down,
+        hold_until: hold(c, id)?,
         name,
     })
+}
+
+/// When the batch was made.
+pub(crate) fn created_at(c: &mut Conn, id: i64) -> Result<Millis> {
+    let at: i64 = c
+        .one("SELECT created_at FROM batches WHERE id = $1", &[&id])?
+        .get(0);
+    Ok(c.tout(at))
 }
 
 /// Done and failed completions per minute, oldest first, for the last
@@ -222,10 +239,8 @@ impl PgStore {
 
     pub fn hold_until(&self, batch: &str) -> Result<Option<Millis>> {
         self.read(|c| {
-            let held: Option<i64> = c
-                .opt("SELECT hold_until FROM batches WHERE name = $1", &[&batch])?
-                .and_then(|r| r.get(0));
-            Ok(c.tout_opt(held))
+            let id = batch_id(c, batch)?;
+            hold(c, id)
         })
     }
 

@@ -13,6 +13,7 @@ use super::batches::{batch_id, ensure};
 use super::conn::{Conn, parse_col_text, text, text_opt};
 use super::events::{Args, insert as insert_event, insert_many as insert_events};
 use super::tombstones;
+use crate::model::waiting::RetryTier;
 use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, SkipReport, Status, Tier};
 use crate::store::chunks::Chunks;
 use crate::store::json_col;
@@ -593,6 +594,26 @@ impl PgStore {
                 &[&id, &at],
             )?;
             rows.iter().map(|r| item_from_row(c, r)).collect()
+        })
+    }
+
+    /// The `retry` tier now (see `Store::retry_tier`).
+    pub fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let at = c.tin(now);
+            let r = c.one(
+                "SELECT count(*) FILTER (WHERE next_attempt_at <= $2),
+                        count(*) FILTER (WHERE next_attempt_at > $2),
+                        min(next_attempt_at) FILTER (WHERE next_attempt_at > $2)
+                   FROM items WHERE batch_id = $1 AND status = 'failed' AND tier = 'retry'",
+                &[&id, &at],
+            )?;
+            Ok(RetryTier {
+                due: r.get(0),
+                later: r.get(1),
+                next_at: c.tout_opt(r.get(2)),
+            })
         })
     }
 
