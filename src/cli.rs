@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::model::{EventKind, Status, Tier};
+use crate::model::{EventKind, Outcome, Status, Tier};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -347,6 +347,23 @@ impl From<StatusArg> for Status {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutcomeArg {
+    Done,
+    Empty,
+    Skipped,
+}
+
+impl From<OutcomeArg> for Outcome {
+    fn from(o: OutcomeArg) -> Outcome {
+        match o {
+            OutcomeArg::Done => Outcome::Done,
+            OutcomeArg::Empty => Outcome::Empty,
+            OutcomeArg::Skipped => Outcome::Skipped,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum TierArg {
     Retry,
     Manual,
@@ -372,6 +389,10 @@ pub struct ItemsArgs {
     /// Only failed items of this tier.
     #[arg(long, value_enum)]
     pub tier: Option<TierArg>,
+    /// Only done items with this outcome: done (a result), empty (nothing
+    /// on stdout) or skipped (marked done by a person).
+    #[arg(long, value_enum, conflicts_with_all = ["tier", "class"])]
+    pub outcome: Option<OutcomeArg>,
     /// Only failed items of this error class.
     #[arg(long, value_name = "ERROR_CLASS")]
     pub class: Option<String>,
@@ -401,10 +422,10 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct RequeueArgs {
-    /// The batch whose failed items to requeue.
+    /// The batch whose items to requeue.
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
-    /// Keys of failed items.
+    /// Keys of failed items (with --outcome: of done items with that outcome).
     pub keys: Vec<String>,
     /// Every failed item.
     #[arg(long, conflicts_with = "keys")]
@@ -415,6 +436,11 @@ pub struct RequeueArgs {
     /// Failed items of this tier.
     #[arg(long, value_enum)]
     pub tier: Option<TierArg>,
+    /// Done items with this outcome instead (empty: they succeeded with
+    /// nothing): back to pending, to run again; their result and
+    /// operation id are dropped, their attempts kept.
+    #[arg(long, value_enum, conflicts_with_all = ["all_failed", "class", "tier"])]
+    pub outcome: Option<OutcomeArg>,
     /// List exactly what would move; change nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json, out_json_pretty, user_error};
 use crate::cli::{ItemsArgs, ShowArgs};
-use crate::model::{Item, Status, Tombstone};
+use crate::model::{Item, Outcome, Status, Tombstone};
 use crate::store::{EventFilter, ItemFilter, Store, StoreError};
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
@@ -30,10 +30,19 @@ fn state_of(
 }
 
 pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
+    let outcome: Option<Outcome> = args.outcome.map(Into::into);
+    if let (Some(o), Some(s)) = (outcome, args.status.map(Status::from))
+        && s != Status::Done
+    {
+        return Err(user_error(format!(
+            "--outcome {o} lists done items: it cannot be combined with --status {s}"
+        )));
+    }
     let store = ctx.open_read()?;
     let filter = ItemFilter {
         status: args.status.map(Into::into),
         tier: args.tier.map(Into::into),
+        outcome,
         error_class: args.class.clone(),
         search: args.search.clone(),
         limit: args.limit,

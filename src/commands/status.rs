@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
-use crate::model::{BatchInfo, Counts, LockInfo, Millis, RunState};
+use crate::model::{BatchInfo, Counts, LockInfo, Millis, Run, RunState};
 use crate::runner;
 use crate::schedule::describe;
 use crate::store::{Store, StoreError};
@@ -103,6 +103,19 @@ fn pruned_keys(store: &Store, batch: &str) -> anyhow::Result<i64> {
     }
 }
 
+fn run_json(r: &Run) -> Value {
+    json!({
+        "id": r.id,
+        "state": r.state,
+        "trigger": r.trigger,
+        "actor": r.actor,
+        "started_at": rfc3339(r.started_at),
+        "ended_at": r.ended_at.map(rfc3339),
+        "summary": r.summary,
+        "counts": r.counts,
+    })
+}
+
 fn batch_json(ctx: &Ctx, info: &BatchInfo, pruned_keys: i64, now: Millis) -> Value {
     let c = &info.counts;
     let cfg = ctx.config.batch(&info.name);
@@ -127,16 +140,8 @@ fn batch_json(ctx: &Ctx, info: &BatchInfo, pruned_keys: i64, now: Millis) -> Val
         "paused_at": info.pause.as_ref().map(|p| rfc3339(p.at)),
         "lock": info.lock().map(|l| lock_json(l, now)),
         "locks": info.locks.iter().map(|l| lock_json(l, now)).collect::<Vec<_>>(),
-        "last_run": info.last_run.as_ref().map(|r| json!({
-            "id": r.id,
-            "state": r.state,
-            "trigger": r.trigger,
-            "actor": r.actor,
-            "started_at": rfc3339(r.started_at),
-            "ended_at": r.ended_at.map(rfc3339),
-            "summary": r.summary,
-            "counts": r.counts,
-        })),
+        "last_run": info.last_run.as_ref().map(run_json),
+        "stepped_down": info.stepped_down.as_ref().map(run_json),
         "schedule": schedule.map(|s| s.expr.clone()),
         "timezone": cfg.filter(|_| schedule.is_some()).map(|b| b.timezone.name().to_string()),
         "next_fires": schedule.map(|_| next_fires(ctx, &info.name, now, 3).into_iter().map(rfc3339).collect::<Vec<_>>()),
@@ -215,6 +220,19 @@ fn percent(c: &Counts) -> String {
     c.percent().map_or("-".into(), |p| format!("{p}%"))
 }
 
+/// `#7 ok (schedule, ops@box, 5m ago): articles: 40 done, …`: how, by
+/// whom, when, and its summary.
+fn run_text(r: &Run, now: Millis) -> String {
+    let summary = r.summary.clone().unwrap_or_else(|| match r.state {
+        RunState::Running => "in progress".into(),
+        other => other.to_string(),
+    });
+    let mut how = vec![r.trigger.to_string()];
+    how.extend(r.actor.clone());
+    how.push(relative(r.started_at, now));
+    format!("#{} {} ({}): {summary}", r.id, r.state, how.join(", "))
+}
+
 fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()> {
     if infos.is_empty() {
         out(format!(
@@ -263,20 +281,11 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> an
             lines.push(format!("running: lock held by {} ({left})", l.holder));
         }
         if let Some(r) = &i.last_run {
-            let summary = r.summary.clone().unwrap_or_else(|| match r.state {
-                RunState::Running => "in progress".into(),
-                other => other.to_string(),
-            });
-            // `schedule, ops@box, 5m ago`: how, by whom, when.
-            let mut how = vec![r.trigger.to_string()];
-            how.extend(r.actor.clone());
-            how.push(relative(r.started_at, now));
-            lines.push(format!(
-                "last run #{} {} ({}): {summary}",
-                r.id,
-                r.state,
-                how.join(", ")
-            ));
+            lines.push(format!("last run {}", run_text(r, now)));
+        }
+        // A step-down never hides the run that did work; a recent one is said.
+        if let Some(r) = i.recent_step_down(now) {
+            lines.push(format!("then {}", run_text(r, now)));
         }
         lines.extend(schedule_lines(ctx, i, now));
         let pruned = pruned_keys(store, &i.name)?;

@@ -442,6 +442,7 @@ mod tests {
             summary: summary.to_string(),
             stopped,
             hooks_failed: Vec::new(),
+            waiting: Vec::new(),
         }
     }
 

@@ -170,7 +170,8 @@ pub struct SinceSummary {
     pub since: Millis,
     /// (batch, error class, tier, dead letters) since then.
     pub failures: Vec<(String, String, Tier, i64)>,
-    /// (batch, final state, runs) of runs started since then.
+    /// (batch, state now, runs) of the runs that overlap the time since
+    /// then: started since, ended since, or still running.
     pub runs: Vec<(String, String, i64)>,
     /// (batch, lock takeovers).
     pub takeovers: Vec<(String, i64)>,
@@ -645,7 +646,9 @@ impl SqliteStore {
     }
 
     /// What happened since `since`: new dead letters by class and tier,
-    /// runs by state, lock takeovers, schedule fires by outcome.
+    /// runs by state (every run that overlaps the time since: one that
+    /// began before and ended after, or still runs, too), lock takeovers,
+    /// schedule fires by outcome.
     pub fn since(&self, since: Millis) -> Result<SinceSummary> {
         self.read(|c| {
             let mut out = SinceSummary {
@@ -672,7 +675,8 @@ impl SqliteStore {
             out.runs = c
                 .prepare_cached(
                     "SELECT b.name, r.state, count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
-                      WHERE r.started_at > ?1 GROUP BY 1, 2 ORDER BY 1, 2",
+                      WHERE r.started_at > ?1 OR r.ended_at > ?1 OR r.ended_at IS NULL
+                      GROUP BY 1, 2 ORDER BY 1, 2",
                 )?
                 .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                 .collect::<rusqlite::Result<_>>()?;

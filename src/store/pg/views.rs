@@ -385,7 +385,8 @@ impl PgStore {
                 .q(
                     "SELECT b.name, r.state, count(*)::int8 FROM runs r
                        JOIN batches b ON b.id = r.batch_id
-                      WHERE r.started_at > $1 GROUP BY 1, 2 ORDER BY 1, 2",
+                      WHERE r.started_at > $1 OR r.ended_at > $1 OR r.ended_at IS NULL
+                      GROUP BY 1, 2 ORDER BY 1, 2",
                     &[&at],
                 )?
                 .iter()

@@ -236,7 +236,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     // A run that stepped down does not hide the one that did work; a
     // recent one is said below it.
     if let Some(run) = info.recent_step_down(now) {
-        lines.push(run_line(app, run, label("")));
+        lines.push(run_line(app, run, label("then")));
     }
     lines.push(schedule_line(app, info, label("schedule")));
     if let Some(pause) = &info.pause {
