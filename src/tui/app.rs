@@ -420,6 +420,10 @@ impl App {
                 self.status_filter = StateFilter::next(self.status_filter);
                 self.reset_items();
             }
+            Action::CycleStatusBack => {
+                self.status_filter = StateFilter::prev(self.status_filter);
+                self.reset_items();
+            }
             Action::ToggleFollow => {
                 self.log.follow = !self.log.follow;
                 self.log.up_to = self.data.events.last().map(|e| e.id);

@@ -148,6 +148,7 @@ pub const BINDINGS: &[Binding] = &[
     bind(Normal, &[code(KeyCode::Esc)], Action::Back, "back; clear the filter", None),
     only(bind(Normal, &[ch('/')], Action::StartFilter, "filter: search key/label, or log kinds", Some("filter")), &[Pane::Items, Pane::Log]),
     only(bind(Normal, &[ch('s')], Action::CycleStatus, "status filter: all/pending/claimed/done/empty/skipped/failed", Some("status")), &[Pane::Items]),
+    only(bind(Normal, &[ch('S')], Action::CycleStatusBack, "status filter, the other way (all, then failed)", None), &[Pane::Items]),
     only(bind(Normal, &[ch('f')], Action::ToggleFollow, "follow new events on/off", Some("follow")), &[Pane::Log]),
     only(bind(Normal, &[ch('b')], Action::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log]),
     writes(bind(Normal, &[ch('r')], Action::Resume, "start a run (resume) of the batch", Some("run"))),

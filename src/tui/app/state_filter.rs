@@ -37,6 +37,17 @@ impl StateFilter {
         }
     }
 
+    /// The filter before `current` (`S`: from "all" to `failed` at once).
+    pub fn prev(current: Option<StateFilter>) -> Option<StateFilter> {
+        match current {
+            None => Self::ALL.last().copied(),
+            Some(f) => {
+                let i = Self::ALL.iter().position(|x| *x == f).unwrap_or(0);
+                i.checked_sub(1).map(|i| Self::ALL[i])
+            }
+        }
+    }
+
     pub fn status(self) -> Status {
         match self {
             StateFilter::Pending => Status::Pending,
@@ -83,6 +94,9 @@ mod tests {
             seen,
             ["pending", "claimed", "done", "empty", "skipped", "failed"]
         );
+        assert_eq!(StateFilter::prev(None), Some(StateFilter::Failed));
+        assert_eq!(StateFilter::prev(Some(StateFilter::Pending)), None);
+        assert_eq!(StateFilter::prev(Some(StateFilter::Failed)), Some(StateFilter::Skipped));
         assert_eq!(StateFilter::Empty.status(), Status::Done);
         assert_eq!(StateFilter::Empty.outcome(), Some(Outcome::Empty));
         assert_eq!(StateFilter::Failed.outcome(), None);
