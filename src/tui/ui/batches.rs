@@ -42,7 +42,7 @@ fn eta_text(eta: Eta, now: Millis) -> String {
         Eta::Unknown => "ETA —".into(),
         Eta::Paused => "no ETA: paused".into(),
         Eta::Held { until } => format!(
-            "no ETA: held until {} (retry-after)",
+            "no ETA: held until {}",
             crate::util::time::hhmm(until, now)
         ),
         Eta::NotRunning => "no ETA: no run".into(),
@@ -106,11 +106,12 @@ fn table(
     let p = app.setup.palette;
     let sel = app.batch_nav.sel;
     let top = sel.saturating_sub(visible.saturating_sub(1));
+    // Pending, claimed, finished and failed add up to the batch (`Counts`).
     let header = Row::new([
         "BATCH",
         "PENDING",
         "CLAIMED",
-        "DONE",
+        "FINISHED",
         "FAILED r·m",
         "PROGRESS",
         "RATE",
@@ -118,7 +119,7 @@ fn table(
     ])
     .style(p.style(Role::Dim));
     let bar_width = if area.width >= 120 { 20 } else { 5 };
-    let fixed = [7, 7, 7, 11, bar_width + 5, 8, 7];
+    let fixed = [7, 7, 8, 11, bar_width + 5, 8, 7];
     // The name column takes what the others leave (7 gaps between 8).
     let name_width = (area.width as usize)
         .saturating_sub(2 + 7 + fixed.iter().sum::<usize>())
@@ -182,7 +183,8 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     let c = &info.counts;
     let label = |s: &str| Span::styled(format!("{s:<10}"), p.style(Role::Dim));
     let mut lines = Vec::new();
-    let width = (area_width as usize).saturating_sub(55).clamp(10, 50);
+    // The counts beside the bar are the point: the bar gets what is left.
+    let width = (area_width as usize).saturating_sub(70).clamp(8, 50);
     lines.push(Line::from(vec![
         label("progress"),
         Span::styled(bar(c.progress(), width), p.style(Role::Ok)),
