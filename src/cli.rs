@@ -12,7 +12,7 @@ use crate::model::{EventKind, Outcome, Status, Tier};
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0    ok (also: a run that found the batch paused or its lock held, and stepped down)
-  1    the run finished but some items failed or were quarantined, or its source or lock failed
+  1    the run finished but items failed or were quarantined in it, or its source or lock failed
   2    bad usage or bad input; nothing was changed
   3    the store could not be used (missing, corrupt, newer schema, locked, disk full, read-only)
   4    an unexpected internal error
@@ -121,13 +121,15 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Show a batch's next fire times, in its time zone and in UTC.
     Schedule(ScheduleArgs),
-    /// Show counts per batch.
+    /// Show counts per batch: pending, claimed, done, empty, skipped, retry,
+    /// manual (each item in one), the last run that did work.
     Status(StatusArgs),
     /// List the items of a batch.
     Items(ItemsArgs),
     /// Show one item: payload, result, attempts, op id, errors, events.
     Show(ShowArgs),
-    /// Send failed items back to pending.
+    /// Send failed items back to pending (or, with --outcome, done items to
+    /// run again).
     Requeue(RequeueArgs),
     /// Mark items done without running them (outcome `skipped`).
     Skip(SkipArgs),
@@ -242,7 +244,7 @@ pub struct RunArgs {
     /// Run only this item (pending or failed).
     #[arg(long)]
     pub key: Option<String>,
-    /// Show what would run; write nothing.
+    /// Show what would run, and what waits and why; write nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Stop claiming after this long (e.g. 1h).
@@ -319,7 +321,7 @@ pub struct StatusArgs {
     /// Machine-readable output.
     #[arg(long, conflicts_with_all = ["short", "prometheus"])]
     pub json: bool,
-    /// One line for a tmux status bar.
+    /// One line for a tmux status bar: finished✓ failed✗ to-do… per batch.
     #[arg(long, conflicts_with = "prometheus")]
     pub short: bool,
     /// Prometheus text exposition format (node_exporter textfile collector).

@@ -46,7 +46,10 @@ fn next_retry(env: &Env, key: &str) -> String {
 }
 
 fn add_more(env: &Env, keys: &[&str]) {
-    let lines: String = keys.iter().map(|k| format!("{{\"key\":\"{k}\"}}\n")).collect();
+    let lines: String = keys
+        .iter()
+        .map(|k| format!("{{\"key\":\"{k}\"}}\n"))
+        .collect();
     env.write("more.jsonl", &lines);
     env.run(&["add", "b", "more.jsonl"]).code(0);
 }

@@ -454,10 +454,7 @@ fn counters_stay_exact_under_concurrent_mixed_transitions() {
     // Done items never leave done here, so each was completed once; every
     // failure left one dead letter.
     let r = s.run(run).unwrap().unwrap();
-    assert_eq!(
-        r.counts.done + r.counts.empty,
-        counts.done + counts.empty
-    );
+    assert_eq!(r.counts.done + r.counts.empty, counts.done + counts.empty);
     let dead = s.dead_letters("b", None, None).unwrap().len() as i64;
     assert!(dead > 0);
     assert_eq!(r.counts.failed, dead);

@@ -78,7 +78,8 @@ fn store(lang: &Lang) -> Env {
     env.run(&["run", lang.batch]).code(1);
     env.write("more.jsonl", &lines(&[("p1", "p1"), ("p2", "p2")]));
     env.run(&["add", lang.batch, "more.jsonl"]).code(0);
-    env.run(&["pause", lang.batch, "--reason", "見直し"]).code(0);
+    env.run(&["pause", lang.batch, "--reason", "見直し"])
+        .code(0);
     env.run(&["run", lang.batch]).code(0);
     env.run(&["unpause", lang.batch]).code(0);
     env
@@ -107,19 +108,35 @@ fn counts_pace_and_the_outcome_filter_on_screen() {
             let screen = dash.wait_for(&what, |s| s.contains("polled ") && s.contains("#2 paused"));
             // Finished, failed, to do: the retry tier once, in ✗ only.
             let tabs = &screen.lines().nth(1).unwrap_or_default();
-            assert!(tabs.contains(&format!("{} 50% ✓4 ✗2 …2", lang.batch)), "{what}: {tabs:?}\n{screen}");
+            assert!(
+                tabs.contains(&format!("{} 50% ✓4 ✗2 …2", lang.batch)),
+                "{what}: {tabs:?}\n{screen}"
+            );
             let table_row = row_of(&screen, &format!("│{}", lang.batch));
             assert_eq!(
-                table_row.split_whitespace().skip(1).take(5).collect::<Vec<_>>(),
+                table_row
+                    .split_whitespace()
+                    .skip(1)
+                    .take(5)
+                    .collect::<Vec<_>>(),
                 ["2", "0", "4", "2", "(1·1)"],
                 "{what}: {table_row:?}"
             );
             let progress = row_of(&screen, "│progress");
-            assert!(progress.contains("4/8 finished: 2 done · 2 empty · 0 skipped"), "{what}: {progress:?}");
+            assert!(
+                progress.contains("4/8 finished: 2 done · 2 empty · 0 skipped"),
+                "{what}: {progress:?}"
+            );
             let rate = row_of(&screen, "│rate");
             assert!(rate.contains("no ETA: no run"), "{what}: {rate:?}");
-            assert!(row_of(&screen, "│last run").contains("#1 failed"), "{what}:\n{screen}");
-            assert!(row_of(&screen, "│then").contains("#2 paused"), "{what}:\n{screen}");
+            assert!(
+                row_of(&screen, "│last run").contains("#1 failed"),
+                "{what}:\n{screen}"
+            );
+            assert!(
+                row_of(&screen, "│then").contains("#2 paused"),
+                "{what}:\n{screen}"
+            );
 
             // Items: `s` steps to the empty ones (after pending, claimed, done).
             dash.key("3");
@@ -129,14 +146,23 @@ fn counts_pace_and_the_outcome_filter_on_screen() {
             let empty = dash.wait_text("status: empty");
             assert!(empty.contains("of 2"), "{what}:\n{empty}");
             for (key, _) in lang.items.iter().filter(|(k, _)| k.starts_with('e')) {
-                assert!(row_of(&empty, &format!("│{key} ")).contains("done/empty"), "{what}: {key}\n{empty}");
+                assert!(
+                    row_of(&empty, &format!("│{key} ")).contains("done/empty"),
+                    "{what}: {key}\n{empty}"
+                );
             }
             dash.key("\x1b");
             dash.wait_text("status: all");
             dash.key("S");
             let failed = dash.wait_text("status: failed");
-            assert!(row_of(&failed, "│m1 ").contains("failed/manual"), "{what}:\n{failed}");
-            assert!(row_of(&failed, "│r1 ").contains("failed/retry"), "{what}:\n{failed}");
+            assert!(
+                row_of(&failed, "│m1 ").contains("failed/manual"),
+                "{what}:\n{failed}"
+            );
+            assert!(
+                row_of(&failed, "│r1 ").contains("failed/retry"),
+                "{what}:\n{failed}"
+            );
             dash.key("q");
             assert_eq!(dash.wait_exit(), 0, "{what}");
         }

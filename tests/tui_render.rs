@@ -373,13 +373,22 @@ fn the_pace_says_only_what_it_knows() {
             .collect()
     };
     // A live run started `age` ago that completed `done` items, evenly.
-    let mut live = |s: &mut Store, batch: &str, age: i64, done: usize| {
+    let live = |s: &mut Store, batch: &str, age: i64, done: usize| {
         s.add_items(batch, &items(40), NOW - age, |_| {}).unwrap();
         let run = s
             .start_run(batch, Trigger::Manual, None, &holder, NOW - age, None)
             .unwrap();
-        s.acquire_lock(batch, batch, &holder, Some(run), NOW + 60_000, NOW - age, &[], 1)
-            .unwrap();
+        s.acquire_lock(
+            batch,
+            batch,
+            &holder,
+            Some(run),
+            NOW + 60_000,
+            NOW - age,
+            &[],
+            1,
+        )
+        .unwrap();
         let claims = s
             .claim(batch, run, done, NOW + 60_000, NOW - age)
             .unwrap()
@@ -395,15 +404,32 @@ fn the_pace_says_only_what_it_knows() {
                 cost: None,
                 now: at,
             };
-            assert!(s.complete(&d, &NewEvent::new(at, batch, "done", "done").key(&c.key)).unwrap());
+            assert!(
+                s.complete(&d, &NewEvent::new(at, batch, "done", "done").key(&c.key))
+                    .unwrap()
+            );
         }
     };
     live(&mut s, "a-young", 3_000, 3);
     let step = s
-        .start_run("a-young", Trigger::Schedule, None, &holder, NOW - 1_000, None)
+        .start_run(
+            "a-young",
+            Trigger::Schedule,
+            None,
+            &holder,
+            NOW - 1_000,
+            None,
+        )
         .unwrap();
-    s.finish_run(step, RunState::LockHeld, "a-young: lock-held: stepped down", 0, 0, NOW - 1_000)
-        .unwrap();
+    s.finish_run(
+        step,
+        RunState::LockHeld,
+        "a-young: lock-held: stepped down",
+        0,
+        0,
+        NOW - 1_000,
+    )
+    .unwrap();
     live(&mut s, "b-going", 300_000, 20);
     live(&mut s, "c-held", 300_000, 20);
     s.set_hold("c-held", NOW + 4 * 60_000).unwrap();
@@ -414,7 +440,8 @@ fn the_pace_says_only_what_it_knows() {
         at: NOW,
     };
     s.pause_batch("d-paused", &pause).unwrap();
-    s.add_items("e-idle", &items(5), NOW - 3_600_000, |_| {}).unwrap();
+    s.add_items("e-idle", &items(5), NOW - 3_600_000, |_| {})
+        .unwrap();
     drop(s);
     let fx = Fx {
         store: Store::open(&db, Access::ReadOnly).unwrap(),
@@ -430,8 +457,15 @@ fn the_pace_says_only_what_it_knows() {
         let screen = draw(&app);
         // A row's text inside the box, without its padding.
         let row = |start: &str| {
-            let line = screen.lines().find(|l| l.contains(start)).unwrap_or_default();
-            line.split('│').nth(1).unwrap_or_default().trim_end().to_string()
+            let line = screen
+                .lines()
+                .find(|l| l.contains(start))
+                .unwrap_or_default();
+            line.split('│')
+                .nth(1)
+                .unwrap_or_default()
+                .trim_end()
+                .to_string()
         };
         shown.push((row("│rate"), row("│last run"), row("│then")));
         drive(&fx, &mut app, &[Action::NextBatch]);

@@ -25,7 +25,7 @@ struct Family<'a> {
 pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result<String> {
     let mut items = Family {
         name: "nightshift_items",
-        help: "Items by batch, status and tier (failed) or outcome (done).",
+        help: "Items by batch, status and tier (failed) or outcome (done); the samples add up to the batch.",
         samples: Vec::new(),
     };
     let mut paused = Family {
@@ -40,12 +40,12 @@ pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result
     };
     let mut last_run_time = Family {
         name: "nightshift_last_run_timestamp_seconds",
-        help: "Start time of the last run (Unix seconds).",
+        help: "Start time of the last run that did work (Unix seconds); runs that stepped down are left out.",
         samples: Vec::new(),
     };
     let mut last_run_ok = Family {
         name: "nightshift_last_run_success",
-        help: "1 if the last run ended ok, 0 otherwise.",
+        help: "1 if the last run that did work ended ok, 0 otherwise (none while it runs).",
         samples: Vec::new(),
     };
     let mut oldest = Family {

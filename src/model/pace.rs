@@ -31,7 +31,9 @@ pub enum Eta {
     /// seconds) or nothing completed in the window.
     Unknown,
     Paused,
-    Held { until: Millis },
+    Held {
+        until: Millis,
+    },
     /// No run is live: nothing will move until one starts.
     NotRunning,
     /// Nothing is pending or in flight.
@@ -165,7 +167,13 @@ mod tests {
         // 60/min, not 20/min, and the ETA follows.
         let now = T0 + 50_000;
         let since = now - 20_000;
-        let p = pace(&[(0, 0), (20, 0)], now, T0 - 60_000, Activity::Running { since }, 30);
+        let p = pace(
+            &[(0, 0), (20, 0)],
+            now,
+            T0 - 60_000,
+            Activity::Running { since },
+            30,
+        );
         assert!(close(p.last_minute, 60.0), "{p:?}");
         assert_eq!(p.eta, Eta::In(30_000));
         // The hour is over the batch's age: 110 s.

@@ -148,11 +148,23 @@ impl fmt::Display for Said<'_> {
         let at = |t: Option<Millis>| t.map_or("?".into(), |t| hhmm(t, now));
         match w.reason {
             WaitReason::Quarantined => {
-                write!(f, "{n} quarantined {}", if one { "awaits a human" } else { "await a human" })
+                write!(
+                    f,
+                    "{n} quarantined {}",
+                    if one {
+                        "awaits a human"
+                    } else {
+                        "await a human"
+                    }
+                )
             }
             WaitReason::NotDue => write!(f, "{n} in the retry tier, next at {}", at(w.until)),
             WaitReason::EmergencyStop => {
-                write!(f, "{n} {}: the emergency-stop file PAUSED exists", waits(one))
+                write!(
+                    f,
+                    "{n} {}: the emergency-stop file PAUSED exists",
+                    waits(one)
+                )
             }
             WaitReason::Paused => write!(f, "{n} {}: the batch is paused", waits(one)),
             WaitReason::LockHeld => {
@@ -229,22 +241,55 @@ mod tests {
         let said = |h: &Holding| describe(&waiting(h, NOW), NOW);
         // Pending, due retries and a dead run's claim: 8, of which a
         // dry run with --limit 3 takes 3.
-        let limited = Holding { taken: 3, ..base.clone() };
-        assert_eq!(said(&limited), "1 quarantined awaits a human; 5 pending, not run");
-        let paused = Holding { paused: true, ..base.clone() };
-        assert_eq!(said(&paused), "1 quarantined awaits a human; 8 wait: the batch is paused");
-        let stop = Holding { emergency_stop: true, paused: true, ..base.clone() };
-        assert!(said(&stop).ends_with("8 wait: the emergency-stop file PAUSED exists"), "{}", said(&stop));
+        let limited = Holding {
+            taken: 3,
+            ..base.clone()
+        };
+        assert_eq!(
+            said(&limited),
+            "1 quarantined awaits a human; 5 pending, not run"
+        );
+        let paused = Holding {
+            paused: true,
+            ..base.clone()
+        };
+        assert_eq!(
+            said(&paused),
+            "1 quarantined awaits a human; 8 wait: the batch is paused"
+        );
+        let stop = Holding {
+            emergency_stop: true,
+            paused: true,
+            ..base.clone()
+        };
+        assert!(
+            said(&stop).ends_with("8 wait: the emergency-stop file PAUSED exists"),
+            "{}",
+            said(&stop)
+        );
         // A live holder keeps its claim: in flight, not ours to take.
-        let held = Holding { lock_held: true, ..base.clone() };
+        let held = Holding {
+            lock_held: true,
+            ..base.clone()
+        };
         assert_eq!(
             said(&held),
             "1 quarantined awaits a human; 7 wait for the runner that holds the lock; 1 in flight in another run"
         );
-        let hold = Holding { hold_until: Some(LATER), ..base.clone() };
-        assert!(said(&hold).ends_with("8 held until 07:16Z (retry-after)"), "{}", said(&hold));
+        let hold = Holding {
+            hold_until: Some(LATER),
+            ..base.clone()
+        };
+        assert!(
+            said(&hold).ends_with("8 held until 07:16Z (retry-after)"),
+            "{}",
+            said(&hold)
+        );
         // A hold that has passed holds nothing.
-        let passed = Holding { hold_until: Some(NOW - 1), ..base };
+        let passed = Holding {
+            hold_until: Some(NOW - 1),
+            ..base
+        };
         assert!(said(&passed).ends_with("8 pending, not run"));
     }
 }

@@ -116,7 +116,10 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
         let processed = cycle.tally.processed();
         let secs = started.elapsed().as_secs_f64().max(0.001);
         // Redriven retries join what is left to do.
-        let redriven = cycle.tally.redriven.load(std::sync::atomic::Ordering::Relaxed);
+        let redriven = cycle
+            .tally
+            .redriven
+            .load(std::sync::atomic::Ordering::Relaxed);
         let left = (total + redriven - processed).max(0);
         // Over the run's age; nothing said in its first seconds (as the
         // dashboard: `model::pace`).

@@ -108,8 +108,10 @@ fn pause_and_schedule(
 
 /// Until when claiming holds back after a rate-limit answer.
 fn hold(c: &Connection, id: i64) -> Result<Option<Millis>> {
-    Ok(c.prepare_cached("SELECT hold_until FROM batches WHERE id = ?1")?
-        .query_row([id], |r| r.get(0))?)
+    Ok(
+        c.prepare_cached("SELECT hold_until FROM batches WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))?,
+    )
 }
 
 /// Counts, pause flag, schedule state, lock and last run of one batch.
@@ -131,8 +133,10 @@ pub(crate) fn info(c: &Connection, id: i64, name: String) -> Result<BatchInfo> {
 
 /// When the batch was made.
 pub(crate) fn created_at(c: &Connection, id: i64) -> Result<Millis> {
-    Ok(c.prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
-        .query_row([id], |r| r.get(0))?)
+    Ok(
+        c.prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))?,
+    )
 }
 
 /// Done and failed completions per minute, oldest first, for the last

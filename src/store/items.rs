@@ -87,7 +87,7 @@ pub struct Selection {
 
 impl Selection {
     /// The items it moves, as a condition on `i` (fixed words only).
-    pub(crate) fn from_sql(&self) -> String {
+    pub(crate) fn moves_sql(&self) -> String {
         match self.outcome {
             Some(o) => format!(" AND i.status = 'done' AND i.outcome = '{}'", o.as_str()),
             None => " AND i.status = 'failed'".into(),
@@ -193,7 +193,7 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Va
 
 fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> String {
     use rusqlite::types::Value as V;
-    let mut sql = sel.from_sql();
+    let mut sql = sel.moves_sql();
     if let Some(c) = &sel.class {
         args.push(V::Text(c.clone()));
         sql.push_str(&format!(" AND i.error_class = ?{}", args.len()));
@@ -712,8 +712,9 @@ impl SqliteStore {
             let store = &mut *self;
             let step = chunks.run(|size| -> Result<()> {
                 let chunk: Vec<_> = rest.by_ref().take(size).collect();
-                let ids = store
-                    .write(|tx| requeue_chunk(tx, batch, sel, &chunk, reset_attempts, actor, now))?;
+                let ids = store.write(|tx| {
+                    requeue_chunk(tx, batch, sel, &chunk, reset_attempts, actor, now)
+                })?;
                 moved.extend(
                     chunk
                         .into_iter()
@@ -903,7 +904,7 @@ fn requeue_chunk(
     let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
         .map_err(|e| StoreError::Invalid(format!("encoding item ids: {e}")))?;
     // Still in the state the selection moves (a run may have changed it).
-    let from = sel.from_sql();
+    let from = sel.moves_sql();
     tx.prepare_cached(&format!(
         "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
          SELECT ?2, ?3, i.key, i.id, 'requeued', ?4,

@@ -211,7 +211,11 @@ impl Named {
         }
     }
 
-    pub(crate) fn finish(self, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>, StoreError> {
+    pub(crate) fn finish(
+        self,
+        batch: &str,
+        sel: &Selection,
+    ) -> Result<Vec<(i64, Requeue)>, StoreError> {
         if self.refused.is_empty() {
             return Ok(self.taken);
         }
@@ -263,7 +267,9 @@ pub(crate) fn requeue_cut_short(
     let next = if sel.keys.is_empty() {
         "run it again for the rest".to_string()
     } else {
-        format!("the rest are still {state}: requeue them by key again, leaving out those now pending")
+        format!(
+            "the rest are still {state}: requeue them by key again, leaving out those now pending"
+        )
     };
     StoreError::CutShort(Box::new(CutShort {
         done: moved as u64,

@@ -12,12 +12,12 @@ use super::keymap::Mode;
 use super::nav::{ListNav, Window};
 use super::theme::Palette;
 use super::ui;
-pub use state_filter::StateFilter;
 use crate::config::{Config, Schedule};
 use crate::model::{BatchInfo, Event, Millis, Status};
 use crate::store::{
     BatchView, DashQuery, Dashboard, EventsQuery, ItemPage, ItemRow, ItemsQuery, SinceSummary,
 };
+pub use state_filter::StateFilter;
 
 /// Minutes of completions read per batch: rates use the last hour, the
 /// sparkline as many as fit.

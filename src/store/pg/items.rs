@@ -948,7 +948,7 @@ fn requeue_chunk(
     // Still in the state the selection moves (a run may have changed it).
     // A done item runs again from scratch: no result, and not its finished
     // operation's id (polling that would give the same answer).
-    let from = sel.from_sql();
+    let from = sel.moves_sql();
     let moved: std::collections::HashSet<i64> = c
         .q(
             &format!(
@@ -1024,7 +1024,7 @@ fn select(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeu
     shared::check_selection(sel)?;
     let mut args = Args::new();
     args.push(id);
-    let mut cond = sel.from_sql();
+    let mut cond = sel.moves_sql();
     if let Some(class) = &sel.class {
         cond.push_str(&format!(
             " AND i.error_class = {}",

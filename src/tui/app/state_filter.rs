@@ -96,7 +96,10 @@ mod tests {
         );
         assert_eq!(StateFilter::prev(None), Some(StateFilter::Failed));
         assert_eq!(StateFilter::prev(Some(StateFilter::Pending)), None);
-        assert_eq!(StateFilter::prev(Some(StateFilter::Failed)), Some(StateFilter::Skipped));
+        assert_eq!(
+            StateFilter::prev(Some(StateFilter::Failed)),
+            Some(StateFilter::Skipped)
+        );
         assert_eq!(StateFilter::Empty.status(), Status::Done);
         assert_eq!(StateFilter::Empty.outcome(), Some(Outcome::Empty));
         assert_eq!(StateFilter::Failed.outcome(), None);

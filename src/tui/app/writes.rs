@@ -144,7 +144,10 @@ impl App {
             }
             _ => {
                 if let Some(s) = self.status_filter.filter(|s| *s != StateFilter::Failed) {
-                    let mut text = format!("the filter shows {} items; none of them is failed", s.label());
+                    let mut text = format!(
+                        "the filter shows {} items; none of them is failed",
+                        s.label()
+                    );
                     if let Some(o) = s.outcome() {
                         // Done items run again only when asked for by name.
                         text.push_str(&format!(

@@ -41,10 +41,9 @@ fn eta_text(eta: Eta, now: Millis) -> String {
         Eta::In(ms) => format!("ETA {}", compact((ms / 1000).max(0) as u64)),
         Eta::Unknown => "ETA —".into(),
         Eta::Paused => "no ETA: paused".into(),
-        Eta::Held { until } => format!(
-            "no ETA: held until {}",
-            crate::util::time::hhmm(until, now)
-        ),
+        Eta::Held { until } => {
+            format!("no ETA: held until {}", crate::util::time::hhmm(until, now))
+        }
         Eta::NotRunning => "no ETA: no run".into(),
         Eta::NothingLeft => "nothing left".into(),
     }
