@@ -74,6 +74,17 @@ str_enum!(Status { Pending => "pending", Claimed => "claimed", Done => "done", F
 str_enum!(Tier { Retry => "retry", Manual => "manual" });
 str_enum!(Outcome { Done => "done", Empty => "empty", Skipped => "skipped" });
 
+/// The short state word of an item: `pending`, `claimed`, `done`,
+/// `done/empty`, `done/skipped`, `failed/retry`, `failed/manual` (the
+/// buckets of [`Counts`]).
+pub fn state_word(status: Status, tier: Option<Tier>, outcome: Option<Outcome>) -> String {
+    match (status, tier, outcome) {
+        (Status::Failed, Some(t), _) => format!("failed/{t}"),
+        (Status::Done, _, Some(o)) if o != Outcome::Done => format!("done/{o}"),
+        (s, _, _) => s.to_string(),
+    }
+}
+
 // After `str_enum!`, which it uses.
 mod event_kind;
 pub mod pace;

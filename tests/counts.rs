@@ -209,6 +209,8 @@ both_backends! {
             "{}", bad.stderr);
         env.run(&["items", "b", "--outcome", "empty", "--tier", "retry"]).code(2);
         env.run(&["items", "b", "--outcome", "nothing"]).code(2);
+        let one = env.run(&["run", "b", "--dry-run", "--key", "e1"]);
+        assert_eq!(line_of(one.code(0), "nothing to run"), "nothing to run: item e1 is done/empty");
 
         let before = env.snapshot();
         let dry = env.run(&["requeue", "b", "--outcome", "empty", "--dry-run"]);

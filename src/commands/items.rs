@@ -20,13 +20,7 @@ fn state_of(
     tier: Option<crate::model::Tier>,
     outcome: Option<crate::model::Outcome>,
 ) -> String {
-    match (status, tier, outcome) {
-        (Status::Failed, Some(tier), _) => format!("failed/{tier}"),
-        (Status::Done, _, Some(outcome)) if outcome != crate::model::Outcome::Done => {
-            format!("done/{outcome}")
-        }
-        (status, _, _) => status.to_string(),
-    }
+    crate::model::state_word(status, tier, outcome)
 }
 
 pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {

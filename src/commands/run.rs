@@ -222,6 +222,11 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
             "not in this run"
         };
         out(format!("{lead}: {waits}"))?;
+    } else if let (Some(key), Some(state)) = (&opts.key, &plan.key_state) {
+        out(format!(
+            "nothing to run: item {} is {state}",
+            sanitize::line(key)
+        ))?;
     } else if plan.items.is_empty() && opts.key.is_none() {
         out(if c.total() == 0 {
             format!(

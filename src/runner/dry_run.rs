@@ -32,6 +32,8 @@ pub struct DryRun {
     pub mode: &'static str,
     pub source: Option<Vec<String>>,
     pub items: Vec<DryRunItem>,
+    /// With `--key`, the item's state when a run would not run it.
+    pub key_state: Option<String>,
     pub counts: Counts,
     /// What the batch holds that this run would not run, and why.
     #[serde(serialize_with = "waiting_json")]
@@ -64,6 +66,7 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         mode: opts.config.mode.as_str(),
         source: opts.config.source.clone(),
         items: Vec::new(),
+        key_state: None,
         counts: Counts::default(),
         waiting: Vec::new(),
     };
@@ -86,6 +89,12 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         let item = store.item(batch, key)?;
         if item.status != Status::Done && item.status != Status::Claimed {
             out.items.push(entry(&item, "key"));
+        } else {
+            out.key_state = Some(crate::model::state_word(
+                item.status,
+                item.tier,
+                item.outcome,
+            ));
         }
         return Ok(out);
     }
