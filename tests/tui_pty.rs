@@ -76,7 +76,7 @@ fn shows_the_counts_and_requeues_one_item_and_a_class() {
     let mut dash = open(&env, &[]);
     let screen = dash.wait_loaded();
     let row = row_of(&screen, "│articles");
-    for field in ["pending", "done"] {
+    for field in ["pending", "finished"] {
         let n = articles[field].to_string();
         assert!(
             row.split_whitespace().any(|w| w == n),

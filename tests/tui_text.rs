@@ -248,9 +248,9 @@ fn item_lists_show_the_whole_label_and_every_cut_ends_in_an_ellipsis() {
             );
             // The activity window: no older than the store.
             dash.key("2");
-            let screen = dash.wait_text("done/min, last ");
+            let screen = dash.wait_text("succeeded/min, last ");
             let minutes: u32 = screen
-                .split("done/min, last ")
+                .split("succeeded/min, last ")
                 .nth(1)
                 .and_then(|s| s.split(' ').next())
                 .and_then(|n| n.parse().ok())
