@@ -35,8 +35,9 @@ fn rate_text(r: Option<f64>) -> String {
     }
 }
 
-/// `ETA 5m0s`, or why there is none.
-fn eta_text(eta: Eta, now: Millis) -> String {
+/// `ETA 5m0s`, or why there is none; with nothing pending, what still
+/// waits (`failed`: both tiers).
+fn eta_text(eta: Eta, failed: i64, now: Millis) -> String {
     match eta {
         Eta::In(ms) => format!("ETA {}", compact((ms / 1000).max(0) as u64)),
         Eta::Unknown => "ETA —".into(),
@@ -45,6 +46,7 @@ fn eta_text(eta: Eta, now: Millis) -> String {
             format!("no ETA: held until {}", crate::util::time::hhmm(until, now))
         }
         Eta::NotRunning => "no ETA: no run".into(),
+        Eta::NothingLeft if failed > 0 => format!("nothing pending ({} failed)", num(failed)),
         Eta::NothingLeft => "nothing left".into(),
     }
 }
@@ -212,7 +214,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             rate_text(pace.last_minute),
             rate_text(pace.last_hour),
             pace.hour_label(),
-            eta_text(pace.eta, now)
+            eta_text(pace.eta, c.failed(), now)
         )),
     ]));
     if let Some(run) = &info.last_run {
