@@ -24,7 +24,8 @@ esac"#;
 
 fn setup(env: &Env, keys: &[&str]) {
     env.script("w.sh", WORKER);
-    env.config("[batch.b]\nworker = [\"./w.sh\"]\nretries = 0\n");
+    // Retry-tier items stay not due for the whole test (an hour).
+    env.config("[batch.b]\nworker = [\"./w.sh\"]\nretries = 0\nbackoff_max = \"1h\"\n");
     common::add_keys(env, "b", keys);
 }
 
@@ -185,6 +186,18 @@ both_backends! {
         assert_eq!((&b["last_run"]["id"], &b["last_run"]["state"]), (&1.into(), &"ok".into()), "{b}");
         let prom = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
         assert!(prom.contains("nightshift_last_run_success{batch=\"b\",state=\"ok\"} 1"), "{prom}");
+    }
+
+    /// A batch whose only run stepped down has no last run that did work,
+    /// and says so.
+    fn a_batch_whose_runs_all_stepped_down_says_so(env) {
+        setup(&env, &["d1"]);
+        env.run(&["pause", "b", "--reason", "not yet"]).code(0);
+        env.run(&["run", "b"]).code(0);
+        let b = batch(&env);
+        assert_eq!((&b["last_run"], &b["stepped_down"]["state"]), (&serde_json::Value::Null, &"paused".into()), "{b}");
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("\n  last run: none that did work\n  then #1 paused (manual, "), "{text}");
     }
 
     /// Item 9: items that succeeded with nothing are listed by outcome and

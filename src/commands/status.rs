@@ -280,8 +280,10 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> an
             };
             lines.push(format!("running: lock held by {} ({left})", l.holder));
         }
-        if let Some(r) = &i.last_run {
-            lines.push(format!("last run {}", run_text(r, now)));
+        match &i.last_run {
+            Some(r) => lines.push(format!("last run {}", run_text(r, now))),
+            None if i.stepped_down.is_some() => lines.push("last run: none that did work".into()),
+            None => {}
         }
         // A step-down never hides the run that did work; a recent one is said.
         if let Some(r) = i.recent_step_down(now) {

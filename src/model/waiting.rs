@@ -19,6 +19,8 @@ pub enum WaitReason {
     Quarantined,
     /// In the `retry` tier, their next attempt not due yet.
     NotDue,
+    /// In the `retry` tier and due: the next run redrives them.
+    Due,
     /// The `PAUSED` file beside the store stops every batch.
     EmergencyStop,
     /// The batch is paused.
@@ -35,6 +37,7 @@ pub enum WaitReason {
 str_enum!(WaitReason {
     Quarantined => "quarantined",
     NotDue => "not-due",
+    Due => "due",
     EmergencyStop => "emergency-stop",
     Paused => "paused",
     LockHeld => "lock-held",
@@ -98,20 +101,33 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     } else {
         (0, c.claimed)
     };
-    let left = (c.pending + h.retry.due + reclaim - h.taken).max(0);
-    let hold = h.hold_until.filter(|t| *t > now);
-    let (reason, until) = if h.emergency_stop {
-        (WaitReason::EmergencyStop, None)
-    } else if h.paused {
-        (WaitReason::Paused, None)
-    } else if h.lock_held {
-        (WaitReason::LockHeld, None)
-    } else if let Some(t) = hold {
-        (WaitReason::Hold, Some(t))
-    } else {
-        (WaitReason::Pending, None)
+    // What a run could take, in the order it takes them: due retries
+    // (redriven first), claims to take back, pending items.
+    let mut taken = h.taken.max(0);
+    let mut take = |n: i64| {
+        let t = n.min(taken);
+        taken -= t;
+        n - t
     };
-    push(reason, left, until);
+    let due = take(h.retry.due);
+    let rest = take(reclaim) + take(c.pending);
+    let hold = h.hold_until.filter(|t| *t > now);
+    let blocked = if h.emergency_stop {
+        Some((WaitReason::EmergencyStop, None))
+    } else if h.paused {
+        Some((WaitReason::Paused, None))
+    } else if h.lock_held {
+        Some((WaitReason::LockHeld, None))
+    } else {
+        hold.map(|t| (WaitReason::Hold, Some(t)))
+    };
+    match blocked {
+        Some((reason, until)) => push(reason, due + rest, until),
+        None => {
+            push(WaitReason::Due, due, None);
+            push(WaitReason::Pending, rest, None);
+        }
+    }
     push(WaitReason::InFlight, in_flight, None);
     out
 }
@@ -159,6 +175,7 @@ impl fmt::Display for Said<'_> {
                 )
             }
             WaitReason::NotDue => write!(f, "{n} in the retry tier, next at {}", at(w.until)),
+            WaitReason::Due => write!(f, "{n} in the retry tier, due now"),
             WaitReason::EmergencyStop => {
                 write!(
                     f,
@@ -239,8 +256,8 @@ mod tests {
             ..Holding::default()
         };
         let said = |h: &Holding| describe(&waiting(h, NOW), NOW);
-        // Pending, due retries and a dead run's claim: 8, of which a
-        // dry run with --limit 3 takes 3.
+        // Due retries, a dead run's claim and pending items: 8; a dry run
+        // with --limit 3 takes the 2 due retries and the claim.
         let limited = Holding {
             taken: 3,
             ..base.clone()
@@ -248,6 +265,15 @@ mod tests {
         assert_eq!(
             said(&limited),
             "1 quarantined awaits a human; 5 pending, not run"
+        );
+        // Taken in order: the due retries first.
+        let one = Holding {
+            taken: 1,
+            ..base.clone()
+        };
+        assert_eq!(
+            said(&one),
+            "1 quarantined awaits a human; 1 in the retry tier, due now; 6 pending, not run"
         );
         let paused = Holding {
             paused: true,
@@ -290,6 +316,10 @@ mod tests {
             hold_until: Some(NOW - 1),
             ..base
         };
-        assert!(said(&passed).ends_with("8 pending, not run"));
+        assert!(
+            said(&passed).ends_with("2 in the retry tier, due now; 6 pending, not run"),
+            "{}",
+            said(&passed)
+        );
     }
 }

@@ -231,9 +231,14 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
         }
         lines.push(run_line(app, run, label("last run")));
     } else {
+        let never = if info.stepped_down.is_some() {
+            "none that did work"
+        } else {
+            "never run"
+        };
         lines.push(Line::from(vec![
             label("last run"),
-            Span::styled("never run", p.style(Role::Dim)),
+            Span::styled(never, p.style(Role::Dim)),
         ]));
     }
     // A run that stepped down does not hide the one that did work; a
