@@ -20,6 +20,10 @@ use toml::de::{DeTable, DeValue};
 
 use crate::batch_name;
 use crate::duration::{format_duration, parse_duration};
+
+mod example;
+pub use example::{EXAMPLE, commented_key};
+
 /// Kept here too: the schedule is part of a batch's config.
 pub use crate::schedule::{Schedule, ScheduleError};
 
@@ -1023,101 +1027,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// The file `nightshift init` writes: every key, briefly explained.
-pub const EXAMPLE: &str = r#"# nightshift.toml — configuration for nightshift.
-# Durations are written like "500ms", "30s", "10m", "2h", "7d" or "1h30m".
-# Relative paths are relative to this file.
-
-# The store holding items, runs, dead letters and the run log: a SQLite file,
-# or a PostgreSQL database URL (postgres://user@host/db).
-db = "nightshift.db"
-
-# Where rolling JSON-lines event logs are written.
-log_dir = "logs"
-
-# One [batch.NAME] table per batch. A batch not listed here still works with
-# the default for every key (but needs a worker to run). A name other than
-# letters, digits, '_' and '-' is quoted: [batch."記事"].
-[batch.articles]
-
-# Program run once per item, as an argv list (no shell). It gets the item's
-# payload JSON on stdin; exit 0 = done, 75 = transient failure, other = permanent.
-worker = ["python3", "post_article.py"]
-
-# Optional: program printing JSON lines of items to add at the start of each cycle.
-source = ["python3", "list_articles.py"]
-
-# Item fields whose values make the idempotency key (site:category:slug).
-key_fields = ["site", "category", "slug"]
-
-# Items processed at once (1 to 1024).
-concurrency = 4
-
-# An item whose worker runs longer is killed and counted as a transient failure.
-item_timeout = "10m"
-
-# Stop claiming new items after this long; the rest wait for the next cycle.
-max_duration = "1h"
-
-# Immediate retries of a transient failure, with exponential backoff and jitter
-# starting at `backoff` and capped at `backoff_max`.
-retries = 2
-backoff = "1s"
-backoff_max = "60s"
-
-# After this many attempts an item is quarantined for a human (manual tier).
-max_attempts = 5
-
-# Worker exit codes that mean "try again later" (75 is EX_TEMPFAIL).
-transient_exit_codes = [75]
-
-# Error classes (from the worker's last stderr line, a JSON object with
-# "error_class") that mean "try again later".
-transient_error_classes = ["TimeoutError", "ConnectionError", "RateLimitError"]
-
-# At most this many worker calls per sec, min or hour, shared by all workers.
-rate_limit = "60/min"
-
-# Stop the cycle once workers have reported this much cost (in their unit).
-max_cost = 5.0
-
-# Cron schedule for `nightshift daemon`: minute hour day month weekday, with an
-# optional leading seconds field. Evaluated in `timezone`. Around DST changes
-# each wall-clock time fires once: a time skipped by spring-forward fires when
-# the clock jumps; a time repeated by fall-back fires the first time only.
-schedule = "0 2 * * *"
-
-# IANA time zone name for the schedule.
-timezone = "Asia/Tokyo"
-
-# If the machine was off at a fire time, run once on daemon start when the
-# missed time is within this window.
-catch_up = "6h"
-
-# When a fire time comes while the batch still runs: "skip" it, or "queue"
-# one cycle to run right after.
-overlap = "skip"
-
-# On stop, how long in-flight items may finish before they are released.
-grace = "30s"
-
-# Lifetime of the batch lock and item leases; renewed while the run lives.
-lock_ttl = "60s"
-
-# How many runners may run this batch at once, on any hosts sharing the store
-# (a PostgreSQL store serves several hosts): each takes a seat of the batch
-# lock and claims from the one queue. 1: a second runner steps down.
-runners = 1
-
-# "process": one worker process per item. "persistent": one long-lived worker
-# per slot, reading items as JSON lines on stdin and answering on stdout (each
-# answer naming its request's "key").
-mode = "process"
-
-# Command run after a cycle in which anything failed (argv; use sh -c for a shell).
-alert = ["sh", "-c", "mail -s nightshift me@example.com"]
-"#;
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -1656,22 +1565,6 @@ alert = ["sh", "-c", "mail -s nightshift me@example.com"]
         let (config, db) = discover(None, None).unwrap();
         assert_eq!(db, Path::new("nightshift.db"));
         assert_eq!(config, Config::empty());
-    }
-
-    #[test]
-    fn example_parses_and_documents_every_key() {
-        let config = Config::parse(EXAMPLE, Path::new("nightshift.toml")).unwrap();
-        let b = config.batch("articles").unwrap();
-        assert!(b.worker.is_some() && b.schedule.is_some() && b.alert.is_some());
-        for key in TOP_LEVEL_FIELDS.iter().chain(BATCH_FIELDS) {
-            if *key == "batch" {
-                continue;
-            }
-            assert!(
-                EXAMPLE.lines().any(|l| l.starts_with(&format!("{key} = "))),
-                "EXAMPLE lacks {key}"
-            );
-        }
     }
 
     proptest! {

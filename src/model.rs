@@ -90,6 +90,10 @@ mod event_kind;
 pub mod pace;
 pub mod waiting;
 pub use event_kind::EventKind;
+mod liveness;
+pub use liveness::{
+    DAEMON_BEAT, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, RunSeen, Runners, Seat, daemon_for,
+};
 
 /// Item counts of one batch. Read in O(1) from counters the store keeps in
 /// the same transaction as every transition.
@@ -423,6 +427,9 @@ pub struct LockInfo {
     pub run_id: Option<i64>,
     pub acquired_at: Millis,
     pub expires_at: Millis,
+    /// Its last renewal (its expiry less the holder's TTL; the acquisition
+    /// for a seat recorded before the TTL was).
+    pub renewed_at: Millis,
 }
 
 /// Pause flag of a batch.
@@ -460,9 +467,21 @@ pub struct BatchInfo {
     pub stepped_down: Option<Run>,
     /// Claiming held back until then by a worker's `retry_after_s`.
     pub hold_until: Option<Millis>,
+    /// Who is alive among them, as of the read (derived, not stored).
+    #[serde(skip)]
+    pub runners: Runners,
 }
 
 impl BatchInfo {
+    /// A batch with no rows yet (only configured so far).
+    #[must_use]
+    pub fn empty(name: &str) -> BatchInfo {
+        BatchInfo {
+            name: name.to_string(),
+            ..BatchInfo::default()
+        }
+    }
+
     /// The oldest seat of the batch lock: the runner, unless several share
     /// the batch.
     #[must_use]
@@ -470,11 +489,32 @@ impl BatchInfo {
         self.locks.first()
     }
 
-    /// Does a runner hold a live seat? A seat whose holder crashed stays
-    /// until a runner takes it over, but expires: then the batch is idle.
+    /// Does a live runner hold a seat? A seat whose runner crashed here,
+    /// or went silent elsewhere past its expiry, stays until a runner takes
+    /// it over, but holds nothing.
     #[must_use]
-    pub fn running(&self, now: Millis) -> bool {
-        self.locks.iter().any(|l| l.expires_at >= now)
+    pub fn running(&self) -> bool {
+        self.runners.held()
+    }
+
+    /// `crashed` when a seat's runner, or the last run's, is gone from
+    /// this host; `silent` when one elsewhere is unheard past its expiry.
+    #[must_use]
+    pub fn dead_runner(&self) -> Option<&'static str> {
+        match (self.runners.dead(), self.last_run_seen()) {
+            (Some(Seat::Crashed), _) | (_, Some(RunSeen::Crashed { .. })) => Some("crashed"),
+            (Some(Seat::Silent { .. }), _) | (_, Some(RunSeen::Silent { .. })) => Some("silent"),
+            _ => None,
+        }
+    }
+
+    /// The last run's state as it is (crashed when its runner is gone,
+    /// even before a run records it).
+    #[must_use]
+    pub fn last_run_seen(&self) -> Option<RunSeen> {
+        self.runners
+            .last_run
+            .or_else(|| self.last_run.as_ref().map(|r| RunSeen::Stored(r.state)))
     }
 
     /// The run that stepped down after `last_run`, if that was within the
@@ -488,14 +528,12 @@ impl BatchInfo {
     }
 
     /// What the batch is doing, for its ETA: claiming only with a live
-    /// run (a live seat, and the last run still running), neither paused
-    /// nor held by a retry-after.
+    /// run (a live seat, and the last run running as it is: not crashed
+    /// or silent), neither paused nor held by a retry-after.
     #[must_use]
     pub fn activity(&self, now: Millis) -> pace::Activity {
-        let run = self
-            .last_run
-            .as_ref()
-            .filter(|r| r.state == RunState::Running && self.running(now));
+        let live = self.running() && self.last_run_seen().is_some_and(RunSeen::is_running);
+        let run = self.last_run.as_ref().filter(|_| live);
         match (run, self.hold_until) {
             _ if self.pause.is_some() => pace::Activity::Paused,
             (None, _) => pace::Activity::Idle,

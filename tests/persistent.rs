@@ -635,7 +635,8 @@ done"#,
         assert_eq!(
             env.strings("SELECT status FROM items WHERE key = 'k1'"),
             ["claimed"],
-            "k1 is the taker's to take back"
+            "k1 is the taker's to take back; events: {:?}",
+            env.strings("SELECT kind || ' ' || coalesce(key, '-') || ' ' || message FROM events ORDER BY id")
         );
         assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'released'"), 0);
 

@@ -89,6 +89,7 @@ fn render(size: (u16, u16), actions: &[Action]) -> String {
         BatchSchedule {
             schedule: Schedule::parse("0 2 * * *").unwrap(),
             tz: chrono_tz::Asia::Tokyo,
+            catch_up: None,
         },
     )]);
     setup.configured = vec!["articles".into(), "newsletter".into()];
@@ -206,6 +207,7 @@ fn readme_includes_its_files_verbatim() {
         "assets/screens/batches.txt",
         "assets/examples/minimal_worker.py",
         "assets/examples/nightshift.toml",
+        "assets/examples/init.toml",
     ] {
         assert!(
             paths.contains(&wanted),

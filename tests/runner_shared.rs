@@ -163,7 +163,8 @@ both_backends! {
     /// On its own host a dead runner's seat is freed at the next heartbeat,
     /// without waiting for the TTL, and its orphaned workers are stopped.
     /// A seat left by a runner that died on another host stays until a
-    /// runner takes it over; once it expired the batch shows idle.
+    /// runner takes it over; once it expired the batch shows its holder
+    /// silent, and not running.
     fn a_batch_whose_runner_died_elsewhere_shows_idle_once_its_seat_expired(env) {
         add(&env, 1);
         let now = std::time::SystemTime::now()
@@ -179,8 +180,10 @@ both_backends! {
         ));
         let short = |env: &Env| common::stdout(&env.cmd().args(["status", "--short"]).output().unwrap());
         assert!(!short(&env).contains('▶'), "{}", short(&env));
+        assert!(short(&env).contains("silent"), "{}", short(&env));
         let text = common::stdout(&env.cmd().args(["status", "b"]).output().unwrap());
-        assert!(text.contains("lock held by host-x:1 (expired)"), "{text}");
+        assert!(text.contains("lock expired, holder silent since"), "{text}");
+        assert!(text.contains("host-x:1"), "{text}");
         env.exec(&format!("UPDATE locks SET expires_at = {}", now + hour));
         assert!(short(&env).contains('▶'), "{}", short(&env));
     }

@@ -143,26 +143,29 @@ fn counts_pace_and_the_outcome_filter_on_screen() {
             for _ in 0..4 {
                 dash.key("s");
             }
-            let empty = dash.wait_text("status: empty");
-            assert!(empty.contains("of 2"), "{what}:\n{empty}");
-            for (key, _) in lang.items.iter().filter(|(k, _)| k.starts_with('e')) {
-                assert!(
-                    row_of(&empty, &format!("│{key} ")).contains("done/empty"),
-                    "{what}: {key}\n{empty}"
-                );
-            }
+            // The title changes at the key; the rows come with the next
+            // poll: wait for them.
+            let empty_keys: Vec<&str> = lang
+                .items
+                .iter()
+                .map(|(k, _)| *k)
+                .filter(|k| k.starts_with('e'))
+                .collect();
+            dash.wait_for(&format!("{what}: the empty items"), |s| {
+                s.contains("status: empty")
+                    && s.contains("of 2")
+                    && empty_keys
+                        .iter()
+                        .all(|key| row_of(s, &format!("│{key} ")).contains("done/empty"))
+            });
             dash.key("\x1b");
             dash.wait_text("status: all");
             dash.key("S");
-            let failed = dash.wait_text("status: failed");
-            assert!(
-                row_of(&failed, "│m1 ").contains("failed/manual"),
-                "{what}:\n{failed}"
-            );
-            assert!(
-                row_of(&failed, "│r1 ").contains("failed/retry"),
-                "{what}:\n{failed}"
-            );
+            dash.wait_for(&format!("{what}: the failed items"), |s| {
+                s.contains("status: failed")
+                    && row_of(s, "│m1 ").contains("failed/manual")
+                    && row_of(s, "│r1 ").contains("failed/retry")
+            });
             dash.key("q");
             assert_eq!(dash.wait_exit(), 0, "{what}");
         }

@@ -45,6 +45,7 @@ fn setup(palette: Palette, read_only: bool) -> Setup {
         BatchSchedule {
             schedule: Schedule::parse("0 2 * * *").unwrap(),
             tz: chrono_tz::Asia::Tokyo,
+            catch_up: None,
         },
     );
     setup.schedules = schedules;
@@ -484,4 +485,53 @@ fn the_pace_says_only_what_it_knows() {
     assert!(shown[0].1.contains("#1 running"), "{:?}", shown[0]);
     assert!(shown[0].2.contains("#2 lock-held"), "{:?}", shown[0]);
     assert_eq!(shown[1].2, "", "no step-down: no line");
+}
+
+/// With no live daemon the schedule line says so, and how many fire times
+/// passed unfired, instead of a next fire that will not come.
+#[test]
+fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    fixture::build(
+        &db,
+        &fixture::Options {
+            now: NOW,
+            running: true,
+        },
+    );
+    // The daemon last planned the fire of 2025-12-29 02:00 JST, and beat
+    // two seconds before NOW: an hour later it is silent, three fires gone.
+    let mut store = Store::open(&db, Access::ReadWrite).unwrap();
+    let planned = NOW - 3 * 24 * fixture::HOUR + 5 * fixture::HOUR;
+    store.set_next_fire("articles", Some(planned), NOW).unwrap();
+    let later = NOW + fixture::HOUR;
+    let mut app = App::new(setup(Palette::Mono, false), later);
+    app.update(Action::Resize(160, 48));
+    let data = store.dashboard(&app.query(), later).unwrap();
+    app.update(Action::Polled {
+        at: later,
+        asked: app.asked,
+        result: Ok(Box::new(data)),
+    });
+    let shot = draw(&app);
+    assert!(
+        shot.contains("0 2 * * * Asia/Tokyo · daemon not running (last seen 1h0m ago) · 3 missed"),
+        "{shot}"
+    );
+    assert!(!shot.contains("next Fri"), "{shot}");
+    // While it beats, the next fire.
+    let data = store.dashboard(&app.query(), NOW).unwrap();
+    let mut app = App::new(setup(Palette::Mono, false), NOW);
+    app.update(Action::Resize(160, 48));
+    app.update(Action::Polled {
+        at: NOW,
+        asked: app.asked,
+        result: Ok(Box::new(data)),
+    });
+    let shot = draw(&app);
+    assert!(
+        shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST"),
+        "{shot}"
+    );
 }

@@ -133,8 +133,12 @@ fn in_front(ctx: &Ctx, demo: &demo::Demo) -> anyhow::Result<Exit> {
     out("stopped; nothing of the demo is running")?;
     if let Ok(store) = ctx.open_read()
         && let Ok(infos) = super::status::gather(ctx, &store, None)
+        && let Ok(scene) = super::scene::Scene::read(ctx, &store, now_ms())
     {
-        out(format!("  {}", super::status::short_line(&infos)))?;
+        out(format!(
+            "  {}",
+            super::status::short_line(ctx, &infos, &scene)
+        ))?;
     }
     Ok(watch::exit_for(ended?))
 }

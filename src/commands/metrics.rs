@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use crate::model::{BatchInfo, Millis, RunState};
+use super::Ctx;
+use super::scene::Scene;
+use crate::model::BatchInfo;
 use crate::store::Store;
 
 /// Label values escaped as the exposition format requires, control and
@@ -22,20 +24,59 @@ struct Family<'a> {
     samples: Vec<(String, f64)>,
 }
 
-pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result<String> {
+pub fn render(
+    ctx: &Ctx,
+    store: &Store,
+    infos: &[BatchInfo],
+    scene: &Scene,
+) -> anyhow::Result<String> {
+    let now = scene.now;
     let mut items = Family {
         name: "nightshift_items",
         help: "Items by batch, status and tier (failed) or outcome (done); the samples add up to the batch.",
         samples: Vec::new(),
     };
+    let emergency = Family {
+        name: "nightshift_emergency_stop",
+        help: "1 if the PAUSED file beside the store stops every batch.",
+        samples: vec![(
+            String::new(),
+            f64::from(u8::from(scene.emergency.is_some())),
+        )],
+    };
     let mut paused = Family {
         name: "nightshift_batch_paused",
-        help: "1 if the batch is paused.",
+        help: "1 if the batch is paused (its flag, or the emergency stop).",
         samples: Vec::new(),
     };
     let mut lock = Family {
         name: "nightshift_lock_held",
-        help: "1 if a runner holds the batch lock.",
+        help: "1 if a live runner holds the batch lock (0 once it crashed or went silent).",
+        samples: Vec::new(),
+    };
+    let mut crashed = Family {
+        name: "nightshift_runner_dead",
+        help: "1 if a seat of the batch lock is held by a runner that crashed (here) or went silent (elsewhere).",
+        samples: Vec::new(),
+    };
+    let mut orphaned = Family {
+        name: "nightshift_orphaned_items",
+        help: "Claimed items whose runner crashed or went silent (taken back by the next run).",
+        samples: Vec::new(),
+    };
+    let mut daemon_up = Family {
+        name: "nightshift_daemon_up",
+        help: "1 if a live daemon schedules the batch (scheduled batches only).",
+        samples: Vec::new(),
+    };
+    let mut daemon_seen = Family {
+        name: "nightshift_daemon_last_seen_timestamp_seconds",
+        help: "Last heartbeat of the daemon that schedules the batch (Unix seconds).",
+        samples: Vec::new(),
+    };
+    let mut missed = Family {
+        name: "nightshift_missed_fires",
+        help: "Fire times passed with no live daemon to fire them (scheduled batches only).",
         samples: Vec::new(),
     };
     let mut last_run_time = Family {
@@ -70,21 +111,33 @@ pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result
                 n as f64,
             ));
         }
-        paused.samples.push((
-            format!("batch=\"{b}\""),
-            f64::from(u8::from(info.pause.is_some())),
-        ));
-        let held = info.locks.iter().any(|l| l.expires_at >= now);
-        lock.samples
-            .push((format!("batch=\"{b}\""), f64::from(u8::from(held))));
-        if let Some(run) = &info.last_run {
+        let one = |yes: bool| (format!("batch=\"{b}\""), f64::from(u8::from(yes)));
+        paused.samples.push(one(scene.paused(info)));
+        lock.samples.push(one(info.running()));
+        crashed.samples.push(one(info.runners.dead().is_some()));
+        orphaned
+            .samples
+            .push((format!("batch=\"{b}\""), info.runners.orphaned as f64));
+        if let Some(seen) = scene.schedule(ctx, info) {
+            daemon_up.samples.push(one(seen.live));
+            if let Some(d) = seen.daemon {
+                daemon_seen
+                    .samples
+                    .push((format!("batch=\"{b}\""), d.last_seen() as f64 / 1000.0));
+            }
+            missed
+                .samples
+                .push((format!("batch=\"{b}\""), seen.missed() as f64));
+        }
+        if let (Some(run), Some(state)) = (&info.last_run, info.last_run_seen()) {
             last_run_time
                 .samples
                 .push((format!("batch=\"{b}\""), run.started_at as f64 / 1000.0));
-            if run.state != RunState::Running {
-                let ok = matches!(run.state, RunState::Ok);
+            // A crashed run counts at once, recorded or not.
+            if !state.is_running() {
+                let ok = state == crate::model::RunSeen::Stored(crate::model::RunState::Ok);
                 last_run_ok.samples.push((
-                    format!("batch=\"{b}\",state=\"{}\"", run.state),
+                    format!("batch=\"{b}\",state=\"{}\"", state.as_str()),
                     f64::from(u8::from(ok)),
                 ));
             }
@@ -99,11 +152,28 @@ pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result
         oldest.samples.push((format!("batch=\"{b}\""), age));
     }
     let mut out = String::new();
-    for family in [items, paused, lock, last_run_time, last_run_ok, oldest] {
+    for family in [
+        items,
+        emergency,
+        paused,
+        lock,
+        crashed,
+        orphaned,
+        last_run_time,
+        last_run_ok,
+        oldest,
+        daemon_up,
+        daemon_seen,
+        missed,
+    ] {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(out, "# TYPE {} gauge", family.name);
         for (labels, value) in family.samples {
-            let _ = writeln!(out, "{}{{{labels}}} {value}", family.name);
+            if labels.is_empty() {
+                let _ = writeln!(out, "{} {value}", family.name);
+            } else {
+                let _ = writeln!(out, "{}{{{labels}}} {value}", family.name);
+            }
         }
     }
     Ok(out.trim_end().to_string())

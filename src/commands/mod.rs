@@ -14,6 +14,7 @@ pub mod pause;
 pub mod prune;
 pub mod requeue;
 pub mod run;
+mod scene;
 pub mod schedule;
 pub mod status;
 mod table;

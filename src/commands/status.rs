@@ -3,12 +3,13 @@
 
 use serde_json::{Value, json};
 
+use super::scene::Scene;
+pub use super::scene::short_line;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
-use crate::model::{BatchInfo, Counts, LockInfo, Millis, Run, RunState};
-use crate::runner;
-use crate::schedule::describe;
+use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
+use crate::schedule::{ScheduleSeen, describe, overdue_text};
 use crate::store::{Store, StoreError};
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
@@ -17,31 +18,77 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
     let infos = gather(ctx, &store, args.batch.as_deref())?;
     let now = now_ms();
-    let emergency = runner::paused_file(&ctx.db);
+    let scene = Scene::read(ctx, &store, now)?;
     if args.json {
         let batches = infos
             .iter()
-            .map(|i| Ok(batch_json(ctx, i, pruned_keys(&store, &i.name)?, now)))
+            .map(|i| Ok(batch_json(ctx, &scene, i, pruned_keys(&store, &i.name)?)))
             .collect::<anyhow::Result<Vec<Value>>>()?;
         out_json(&json!({
             "store": store.place(),
-            "emergency_stop": emergency.as_ref().map(|f| f.display().to_string()),
+            "emergency_stop": scene.emergency.as_ref().map(|f| f.display().to_string()),
+            "daemons": scene.daemons.iter().map(daemon_json).collect::<Vec<_>>(),
             "batches": batches,
         }))?;
     } else if args.short {
-        out(short_line(&infos))?;
+        out(short_line(ctx, &infos, &scene))?;
     } else if args.prometheus {
-        out(super::metrics::render(&store, &infos, now)?)?;
+        out(super::metrics::render(ctx, &store, &infos, &scene)?)?;
     } else {
-        if let Some(file) = &emergency {
+        if let Some(file) = &scene.emergency {
             out(format!(
                 "EMERGENCY STOP: {} exists; nothing runs (runs and schedule fires step down) until it is removed",
                 sanitize::line(&file.display().to_string())
             ))?;
         }
-        print_human(ctx, &store, &infos, now)?;
+        if let Some(line) = daemon_line(ctx, &infos, &scene) {
+            out(sanitize::line(&line))?;
+        }
+        print_human(ctx, &store, &infos, &scene)?;
     }
     Ok(Exit::Ok)
+}
+
+/// `daemon: running on …` or `daemon: not running (last seen …)`, when a
+/// batch shown has a schedule or a daemon was ever recorded.
+fn daemon_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> Option<String> {
+    let live: Vec<&DaemonInfo> = scene.daemons.iter().filter(|d| d.live()).collect();
+    if !live.is_empty() {
+        let each: Vec<String> = live
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}, scheduling {}",
+                    d.describe(scene.now),
+                    d.daemon.batches.join(", ")
+                )
+            })
+            .collect();
+        return Some(format!("daemon: {}", each.join("; ")));
+    }
+    let scheduled = infos.iter().any(|i| scene.schedule(ctx, i).is_some());
+    match scene.daemons.first() {
+        // Newest beat first: the one last heard of.
+        Some(d) => Some(format!("daemon: {}", d.describe(scene.now))),
+        None if scheduled => Some(
+            "daemon: not running (never started here: `nightshift daemon` fires the schedules)"
+                .to_string(),
+        ),
+        None => None,
+    }
+}
+
+fn daemon_json(d: &DaemonInfo) -> Value {
+    json!({
+        "host": d.daemon.holder.host,
+        "pid": d.daemon.holder.pid,
+        "state": d.state.as_str(),
+        "live": d.live(),
+        "started_at": rfc3339(d.daemon.started_at),
+        "last_seen": rfc3339(d.last_seen()),
+        "stopped_at": d.daemon.stopped_at.map(rfc3339),
+        "batches": d.daemon.batches,
+    })
 }
 
 /// The store's batches plus configured ones that have no rows yet.
@@ -62,20 +109,28 @@ pub fn gather(ctx: &Ctx, store: &Store, only: Option<&str>) -> anyhow::Result<Ve
     Ok(infos)
 }
 
-fn lock_json(l: &LockInfo, now: Millis) -> serde_json::Value {
+fn lock_json(l: &LockInfo, seat: Option<Seat>, now: Millis) -> serde_json::Value {
+    let seat = seat.unwrap_or(Seat::Live);
     json!({
         "holder": l.holder.to_string(),
         "run_id": l.run_id,
         "expires_at": rfc3339(l.expires_at),
         "expired": l.expires_at < now,
+        "state": match seat {
+            Seat::Live => "live",
+            Seat::Crashed => "crashed",
+            Seat::Silent { .. } => "silent",
+        },
+        "held": seat.is_live(),
+        "silent_since": match seat {
+            Seat::Silent { since } => Some(rfc3339(since)),
+            _ => None,
+        },
     })
 }
 
 fn empty_info(name: &str) -> BatchInfo {
-    BatchInfo {
-        name: name.to_string(),
-        ..BatchInfo::default()
-    }
+    BatchInfo::empty(name)
 }
 
 /// The next fire times from the config's schedule, in UTC millis.
@@ -103,10 +158,15 @@ fn pruned_keys(store: &Store, batch: &str) -> anyhow::Result<i64> {
     }
 }
 
-fn run_json(r: &Run) -> Value {
+/// A run as `--json` says it: `state` as it is (`crashed` or `silent` when
+/// its runner is gone though the store still says running), beside the
+/// state recorded.
+fn run_json(r: &Run, seen: RunSeen, now: Millis) -> Value {
     json!({
         "id": r.id,
-        "state": r.state,
+        "state": seen.as_str(),
+        "recorded_state": r.state,
+        "why": seen.why(now),
         "trigger": r.trigger,
         "actor": r.actor,
         "started_at": rfc3339(r.started_at),
@@ -116,10 +176,14 @@ fn run_json(r: &Run) -> Value {
     })
 }
 
-fn batch_json(ctx: &Ctx, info: &BatchInfo, pruned_keys: i64, now: Millis) -> Value {
+fn batch_json(ctx: &Ctx, scene: &Scene, info: &BatchInfo, pruned_keys: i64) -> Value {
+    let now = scene.now;
     let c = &info.counts;
     let cfg = ctx.config.batch(&info.name);
     let schedule = cfg.and_then(|b| b.schedule.as_ref());
+    let seen = scene.schedule(ctx, info);
+    let seat = |i: usize| info.runners.seats.get(i).copied();
+    let run_seen = info.last_run_seen();
     json!({
         "name": info.name,
         "pending": c.pending,
@@ -138,13 +202,35 @@ fn batch_json(ctx: &Ctx, info: &BatchInfo, pruned_keys: i64, now: Millis) -> Val
         "paused_reason": info.pause.as_ref().map(|p| p.reason.clone()),
         "paused_by": info.pause.as_ref().map(|p| p.by.clone()),
         "paused_at": info.pause.as_ref().map(|p| rfc3339(p.at)),
-        "lock": info.lock().map(|l| lock_json(l, now)),
-        "locks": info.locks.iter().map(|l| lock_json(l, now)).collect::<Vec<_>>(),
-        "last_run": info.last_run.as_ref().map(run_json),
-        "stepped_down": info.stepped_down.as_ref().map(run_json),
+        "emergency_stop": scene.emergency.is_some(),
+        "running": info.running(),
+        "orphaned": info.runners.orphaned,
+        "lock": info.lock().map(|l| lock_json(l, seat(0), now)),
+        "locks": info.locks.iter().enumerate().map(|(i, l)| lock_json(l, seat(i), now)).collect::<Vec<_>>(),
+        "last_run": info.last_run.as_ref().map(|r| run_json(r, run_seen.unwrap_or(RunSeen::Stored(r.state)), now)),
+        "stepped_down": info.stepped_down.as_ref().map(|r| run_json(r, RunSeen::Stored(r.state), now)),
         "schedule": schedule.map(|s| s.expr.clone()),
         "timezone": cfg.filter(|_| schedule.is_some()).map(|b| b.timezone.name().to_string()),
         "next_fires": schedule.map(|_| next_fires(ctx, &info.name, now, 3).into_iter().map(rfc3339).collect::<Vec<_>>()),
+        "next_fire": seen.map(|s| json!({
+            "at": s.next.map(|t| rfc3339(t.timestamp_millis())),
+            "fires": s.live,
+            "why": s.no_daemon(now),
+        })),
+        "daemon": seen.and_then(|s| s.daemon).map(|d| json!({
+            "live": d.live(),
+            "state": d.state.as_str(),
+            "host": d.daemon.holder.host,
+            "pid": d.daemon.holder.pid,
+            "last_seen": rfc3339(d.last_seen()),
+        })),
+        "missed": seen.and_then(|s| s.overdue).map(|o| json!({
+            "count": o.count,
+            "more": o.more,
+            "first": rfc3339(o.first.timestamp_millis()),
+            "last": rfc3339(o.last.timestamp_millis()),
+            "catch_up": o.catch_up.map(|t| rfc3339(t.timestamp_millis())),
+        })),
         "last_fire": info.last_fire.as_ref().map(|f| json!({
             "at": rfc3339(f.at),
             "outcome": f.outcome,
@@ -154,9 +240,15 @@ fn batch_json(ctx: &Ctx, info: &BatchInfo, pruned_keys: i64, now: Millis) -> Val
     })
 }
 
-/// The schedule, the next three fire times and the last fire's outcome in
-/// plain words, times on the batch's wall clock.
-fn schedule_lines(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Vec<String> {
+/// The schedule, the next three fire times (or that no daemon fires them,
+/// and what it missed) and the last fire's outcome in plain words, times
+/// on the batch's wall clock.
+fn schedule_lines(
+    ctx: &Ctx,
+    info: &BatchInfo,
+    seen: Option<&ScheduleSeen>,
+    now: Millis,
+) -> Vec<String> {
     let mut lines = Vec::new();
     let cfg = ctx.config.batch(&info.name);
     let local = |ms: Millis| match cfg {
@@ -164,13 +256,28 @@ fn schedule_lines(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Vec<String> {
         None => rfc3339(ms),
     };
     if let Some((cfg, schedule)) = cfg.and_then(|c| c.schedule.as_ref().map(|s| (c, s))) {
-        lines.push(format!(
-            "schedule `{}` in {}; next fires:",
-            schedule.expr,
-            cfg.timezone.name()
-        ));
+        let (head, list) = match seen.and_then(|s| s.no_daemon(now)) {
+            Some(why) => (format!("{why}, so nothing fires"), "its next fire times"),
+            None => (String::new(), "next fires"),
+        };
+        if head.is_empty() {
+            lines.push(format!(
+                "schedule `{}` in {}; {list}:",
+                schedule.expr,
+                cfg.timezone.name()
+            ));
+        } else {
+            lines.push(format!(
+                "schedule `{}` in {}: {head}; {list}:",
+                schedule.expr,
+                cfg.timezone.name()
+            ));
+        }
         for at in next_fires(ctx, &info.name, now, 3) {
             lines.push(format!("  {} ({})", local(at), relative(at, now)));
+        }
+        if let Some(o) = seen.and_then(|s| s.overdue) {
+            lines.push(overdue_text(&o, |t| local(t.timestamp_millis())));
         }
     }
     if let Some(f) = &info.last_fire {
@@ -185,55 +292,34 @@ fn schedule_lines(ctx: &Ctx, info: &BatchInfo, now: Millis) -> Vec<String> {
     lines
 }
 
-/// `articles 812✓ 3✗ 185…` per batch, for a tmux status bar: finished,
-/// failed and to do ([`Counts`]), which add up to the batch's items.
-pub fn short_line(infos: &[BatchInfo]) -> String {
-    let now = now_ms();
-    let parts: Vec<String> = infos
-        .iter()
-        .map(|i| {
-            let c = &i.counts;
-            let mut s = format!("{} {}✓", sanitize::line(&i.name), c.finished());
-            if c.failed() > 0 {
-                s.push_str(&format!(" {}✗", c.failed()));
-            }
-            if c.to_do() > 0 {
-                s.push_str(&format!(" {}…", c.to_do()));
-            }
-            if i.running(now) {
-                s.push_str(" ▶");
-            }
-            if i.pause.is_some() {
-                s.push_str(" ⏸");
-            }
-            s
-        })
-        .collect();
-    if parts.is_empty() {
-        "nightshift: no batches".to_string()
-    } else {
-        parts.join("  ")
-    }
-}
-
 fn percent(c: &Counts) -> String {
     c.percent().map_or("-".into(), |p| format!("{p}%"))
 }
 
-/// `#7 ok (schedule, ops@box, 5m ago): articles: 40 done, …`: how, by
-/// whom, when, and its summary.
-fn run_text(r: &Run, now: Millis) -> String {
-    let summary = r.summary.clone().unwrap_or_else(|| match r.state {
-        RunState::Running => "in progress".into(),
-        other => other.to_string(),
-    });
+/// `#7 ok (schedule, ops@box, 5m ago): articles: 40 done, …`: its state
+/// as it is (`seen`), how, by whom, when, and its summary (or why it is
+/// not what the store says).
+fn run_text(r: &Run, seen: RunSeen, now: Millis) -> String {
+    let summary = seen
+        .why(now)
+        .or_else(|| r.summary.clone())
+        .unwrap_or_else(|| match r.state {
+            RunState::Running => "in progress".into(),
+            other => other.to_string(),
+        });
     let mut how = vec![r.trigger.to_string()];
     how.extend(r.actor.clone());
     how.push(relative(r.started_at, now));
-    format!("#{} {} ({}): {summary}", r.id, r.state, how.join(", "))
+    format!(
+        "#{} {} ({}): {summary}",
+        r.id,
+        seen.as_str(),
+        how.join(", ")
+    )
 }
 
-fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result<()> {
+fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> anyhow::Result<()> {
+    let now = scene.now;
     if infos.is_empty() {
         out(format!(
             "no batches in {} yet: add items with `nightshift add BATCH FILE`",
@@ -269,27 +355,32 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> an
                 relative(p.at, now)
             ));
         }
-        for l in &i.locks {
-            let left = if l.expires_at >= now {
-                format!(
-                    "{} left",
-                    crate::util::time::compact(((l.expires_at - now) / 1000) as u64)
-                )
-            } else {
-                "expired".into()
-            };
-            lines.push(format!("running: lock held by {} ({left})", l.holder));
+        for (n, l) in i.locks.iter().enumerate() {
+            lines.push(seat_line(l, i.runners.seats.get(n).copied(), now));
+        }
+        if i.runners.orphaned > 0 {
+            let n = i.runners.orphaned;
+            lines.push(format!(
+                "orphaned: {n} claimed item{}, taken back by the next run",
+                if n == 1 { "" } else { "s" }
+            ));
         }
         match &i.last_run {
-            Some(r) => lines.push(format!("last run {}", run_text(r, now))),
+            Some(r) => {
+                let seen = i.last_run_seen().unwrap_or(RunSeen::Stored(r.state));
+                lines.push(format!("last run {}", run_text(r, seen, now)));
+            }
             None if i.stepped_down.is_some() => lines.push("last run: none that did work".into()),
             None => {}
         }
         // A step-down never hides the run that did work; a recent one is said.
         if let Some(r) = i.recent_step_down(now) {
-            lines.push(format!("then {}", run_text(r, now)));
+            lines.push(format!(
+                "then {}",
+                run_text(r, RunSeen::Stored(r.state), now)
+            ));
         }
-        lines.extend(schedule_lines(ctx, i, now));
+        lines.extend(schedule_lines(ctx, i, scene.schedule(ctx, i).as_ref(), now));
         let pruned = pruned_keys(store, &i.name)?;
         if pruned > 0 {
             lines.push(format!(
@@ -304,4 +395,31 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> an
         }
     }
     Ok(())
+}
+
+/// One seat of the lock in plain words: held (and for how long), its
+/// runner gone, or its holder silent past the expiry.
+fn seat_line(l: &LockInfo, seat: Option<Seat>, now: Millis) -> String {
+    match seat.unwrap_or(Seat::Live) {
+        Seat::Live if l.expires_at >= now => format!(
+            "running: lock held by {} ({} left)",
+            l.holder,
+            crate::util::time::compact(((l.expires_at - now) / 1000) as u64)
+        ),
+        // Its process runs here: live, whatever the clock says.
+        Seat::Live => format!(
+            "running: lock held by {} (past its expiry; its process runs)",
+            l.holder
+        ),
+        Seat::Crashed => format!(
+            "crashed: runner {} is gone; the lock is not held (the next run takes it over)",
+            l.holder
+        ),
+        Seat::Silent { since } => format!(
+            "lock expired, holder silent since {} ({}): {}",
+            rfc3339(since),
+            relative(since, now),
+            l.holder
+        ),
+    }
 }

@@ -80,7 +80,7 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
     let live: Vec<_> = store
         .locks(batch)?
         .into_iter()
-        .filter(|l| !crate::store::seat_lapsed(l, now) && !super::lock::holder_is_dead(&l.holder))
+        .filter(|l| crate::store::seat(l, now).is_live())
         .collect();
     if live.len() >= opts.config.runners as usize {
         out.lock_held_by = live.first().map(|l| l.holder.to_string());

@@ -352,6 +352,13 @@ impl Cycle {
 
     /// Stops every in-flight worker for `reason`.
     fn kill_all(&self, reason: KillReason) {
+        // After a lost lock every stop is a lease loss, whoever asks (the
+        // grace watch races `lock_lost`): the claims are the taker's to take
+        // back, never ours to release as "not started".
+        let reason = match (reason, self.stopping()) {
+            (KillReason::Shutdown, Some((_, StopReason::LockLost))) => KillReason::LeaseLost,
+            _ => reason,
+        };
         let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
         for (id, kill) in inflight.iter_mut() {
             if let Some(k) = kill.take() {

@@ -5,7 +5,8 @@
 //! tasks, each with a stop channel (the runner's `Signal`). The loop wakes at
 //! the earliest next fire, when a cycle ends, on a stop request, and at least
 //! every [`POLL`] (to notice the `PAUSED` file and a clock that jumped, e.g.
-//! after the machine slept).
+//! after the machine slept). Every [`DAEMON_BEAT`] it records a heartbeat,
+//! so that views can say when no daemon fires a schedule.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use tokio::task::JoinSet;
 
 use super::outcome::{Outcome, describe};
 use super::plan::{Decision, Observed, Plan};
-use crate::model::{Fire, NewEvent, RunState};
+use crate::model::{DAEMON_BEAT, Fire, Holder, NewEvent, RunState};
 use crate::runner::{self, EventLog, RunOptions, RunReport, Signal};
 use crate::store::{Access, Store};
 use crate::util::sanitize;
@@ -60,6 +61,8 @@ struct Daemon {
     log: EventLog,
     /// The `PAUSED` file, as last seen.
     emergency: Option<PathBuf>,
+    /// This daemon's heartbeat record.
+    me: crate::model::Daemon,
 }
 
 /// Runs until `stop` counts a request, then lets running cycles stop (see
@@ -72,6 +75,19 @@ struct Daemon {
 /// Later store errors are reported on stderr and retried.
 pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow::Result<()> {
     let store = Store::open(db, Access::ReadWrite)?;
+    let pid = std::process::id();
+    let me = crate::model::Daemon {
+        token: format!("{:032x}", fastrand::u128(..)),
+        holder: Holder {
+            host: identity::host(),
+            pid,
+            pid_start: identity::pid_start(pid),
+        },
+        started_at: now_ms(),
+        beat_at: now_ms(),
+        stopped_at: None,
+        batches: targets.iter().map(|t| t.plan.batch.clone()).collect(),
+    };
     let mut d = Daemon {
         db: db.to_path_buf(),
         store,
@@ -80,12 +96,14 @@ pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow
         cycles: JoinSet::new(),
         log: EventLog::new(false),
         emergency: None,
+        me,
     };
     d.announce_start()?;
     // Whether anyone can still ask us to stop (the signal task is alive).
     let mut listening = true;
     while *stop.borrow() == 0 {
         let now = crate::util::time::now();
+        d.beat();
         d.watch_emergency_file();
         for i in 0..d.targets.len() {
             d.step(i, now);
@@ -114,7 +132,8 @@ pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow
 impl Daemon {
     /// Stores each batch's next fire and says the daemon took it over.
     fn announce_start(&mut self) -> anyhow::Result<()> {
-        let holder = format!("{}:{}", identity::host(), std::process::id());
+        tokio::task::block_in_place(|| self.store.daemon_started(&self.me, now_ms()))?;
+        let holder = self.me.holder.to_string();
         for t in &self.targets {
             // Stored as is (missed fires are still to be handled); said as
             // the next fire to come.
@@ -142,6 +161,20 @@ impl Daemon {
             self.emit(&event);
         }
         Ok(())
+    }
+
+    /// Records the heartbeat when one is due. A store too busy to take it
+    /// is tried again at the next pass; views judge a daemon on this host
+    /// by its process, not its beat.
+    fn beat(&mut self) {
+        let now = now_ms();
+        if now - self.me.beat_at < DAEMON_BEAT {
+            return;
+        }
+        self.me.beat_at = now;
+        if let Err(e) = tokio::task::block_in_place(|| self.store.daemon_beat(&self.me)) {
+            warn(&format!("cannot record the heartbeat: {e}"));
+        }
     }
 
     /// Notices the emergency stop file appearing or going away, and says so
@@ -368,6 +401,8 @@ impl Daemon {
             }
             tokio::select! {
                 Some(done) = self.cycles.join_next() => self.finish(done),
+                // Still alive while the cycles finish.
+                () = tokio::time::sleep(POLL) => self.beat(),
                 changed = stop.changed() => match changed {
                     Ok(()) => requests = *stop.borrow(),
                     // Nobody can ask again: wait for the cycles as they are.
@@ -381,6 +416,11 @@ impl Daemon {
         for batch in batches {
             let event = NewEvent::new(now_ms(), &batch, "daemon", "daemon stopped");
             self.write_event(&event);
+        }
+        self.me.beat_at = now_ms();
+        self.me.stopped_at = Some(self.me.beat_at);
+        if let Err(e) = tokio::task::block_in_place(|| self.store.daemon_beat(&self.me)) {
+            warn(&format!("cannot record the stop: {e}"));
         }
     }
 }

@@ -8,16 +8,21 @@
 //! - [`outcome`]: how a fire ended (`ran`, `skipped-paused`, ...) and what
 //!   that means in plain words.
 //! - [`daemon`]: the tokio loop that drives the plans with the real clock,
-//!   runs cycles (`runner::cycle`) and records every fire in the store.
+//!   runs cycles (`runner::cycle`), records every fire in the store, and
+//!   its heartbeat.
+//! - [`seen`]: a schedule as every view shows it: fired by a live daemon,
+//!   or not, and the fire times that passed unfired.
 
 pub mod cron;
 pub mod daemon;
 pub mod outcome;
 pub mod plan;
+pub mod seen;
 
 #[cfg(test)]
 mod tests;
 
 pub use cron::{Schedule, ScheduleError};
 pub use outcome::{Outcome, describe};
-pub use plan::{Decision, Observed, Plan, RunWhy, Step, Stored};
+pub use plan::{Decision, MissedWhy, Observed, Overdue, Plan, RunWhy, Step, Stored};
+pub use seen::{ScheduleSeen, overdue_text};

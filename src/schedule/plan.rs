@@ -97,7 +97,36 @@ pub enum Decision {
         /// How many (at most [`MAX_COUNTED`]; `more` says there were more).
         count: usize,
         more: bool,
+        /// Why none of them runs now.
+        why: MissedWhy,
     },
+}
+
+/// Why missed fire times are recorded rather than run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissedWhy {
+    /// The batch has no `catch_up` window.
+    NoWindow,
+    /// Even the latest is older than the `catch_up` window.
+    TooOld,
+    /// Catch-up runs once, for this later missed fire time.
+    CaughtUpLater(DateTime<Utc>),
+    /// A fire on time came with them (the machine slept): it runs instead.
+    OnTimeInstead(DateTime<Utc>),
+}
+
+/// Fire times that passed with no daemon to fire them (see
+/// [`Plan::overdue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overdue {
+    pub first: DateTime<Utc>,
+    pub last: DateTime<Utc>,
+    /// How many (at most [`MAX_COUNTED`] and one; `more` says there were
+    /// more).
+    pub count: usize,
+    pub more: bool,
+    /// The latest, which a daemon starting now runs once (`catch_up`).
+    pub catch_up: Option<DateTime<Utc>>,
 }
 
 /// What a [`Plan::step`] says: records and cycles, then when to look again.
@@ -131,6 +160,28 @@ impl Plan {
     #[must_use]
     pub fn new(cfg: &BatchConfig, stored: Stored, now: DateTime<Utc>) -> Option<Plan> {
         let schedule = cfg.schedule.clone()?;
+        Some(Plan::resume(
+            &cfg.name,
+            schedule,
+            cfg.timezone,
+            cfg.catch_up,
+            cfg.overlap,
+            stored,
+            now,
+        ))
+    }
+
+    /// [`Plan::new`] from the parts of a batch's config it uses.
+    #[must_use]
+    pub fn resume(
+        batch: &str,
+        schedule: Schedule,
+        tz: Tz,
+        catch_up: Option<Duration>,
+        overlap: Overlap,
+        stored: Stored,
+        now: DateTime<Utc>,
+    ) -> Plan {
         // The stored next fire itself has not happened yet, hence 1 ms before.
         let planned = stored.next_fire.map(|n| n - TimeDelta::milliseconds(1));
         let from = match (planned, stored.last_fire_at) {
@@ -140,17 +191,71 @@ impl Plan {
         };
         // Never later than now: a schedule edited to fire sooner than the
         // stored next fire must not wait for it.
-        let next = schedule.next_after(from.min(now), cfg.timezone);
-        Some(Plan {
-            batch: cfg.name.clone(),
+        let next = schedule.next_after(from.min(now), tz);
+        Plan {
+            batch: batch.to_string(),
             schedule,
-            tz: cfg.timezone,
-            catch_up: cfg.catch_up,
-            overlap: cfg.overlap,
+            tz,
+            catch_up,
+            overlap,
             next,
             queued: None,
             started: now,
-        })
+        }
+    }
+
+    /// What a daemon starting at `now` would find passed since this plan
+    /// was resumed from the store: the fire times nobody fired, and the
+    /// one it would catch up. Decided by [`Plan::step`] itself (on a
+    /// copy), so a view that says "missed" says what the daemon will
+    /// record; `None` when nothing passed.
+    #[must_use]
+    pub fn overdue(&self, now: DateTime<Utc>) -> Option<Overdue> {
+        let mut plan = self.clone();
+        plan.started = plan.started.min(now);
+        let step = plan.step(&Observed {
+            now,
+            paused: None,
+            running: false,
+        });
+        let mut out: Option<Overdue> = None;
+        for d in &step.decisions {
+            match *d {
+                Decision::Missed {
+                    first,
+                    last,
+                    count,
+                    more,
+                    ..
+                } => {
+                    out = Some(Overdue {
+                        first,
+                        last,
+                        count,
+                        more,
+                        catch_up: None,
+                    });
+                }
+                Decision::Fire {
+                    at,
+                    why: RunWhy::CatchUp,
+                    ..
+                } => {
+                    let o = out.get_or_insert(Overdue {
+                        first: at,
+                        last: at,
+                        count: 0,
+                        more: false,
+                        catch_up: None,
+                    });
+                    o.last = at;
+                    o.count += 1;
+                    o.catch_up = Some(at);
+                }
+                _ => {}
+            }
+        }
+        out
     }
 
     /// The first fire time not yet handled.
@@ -179,14 +284,19 @@ impl Plan {
             let on_time = self.last_in(next.max(late_before), obs.now + TimeDelta::milliseconds(1));
             if next < late_before {
                 let last_late = self.last_in(next, late_before).unwrap_or(next);
-                let catch_up = (on_time.is_none()
-                    && self
-                        .catch_up
-                        .is_some_and(|w| obs.now - last_late <= delta(w)))
-                .then_some(last_late);
+                let in_window = self
+                    .catch_up
+                    .is_some_and(|w| obs.now - last_late <= delta(w));
+                let catch_up = (on_time.is_none() && in_window).then_some(last_late);
                 let missed_last = match catch_up {
                     Some(c) => self.last_in(next, c),
                     None => Some(last_late),
+                };
+                let why = match (self.catch_up, catch_up, on_time) {
+                    (None, _, _) => MissedWhy::NoWindow,
+                    (Some(_), Some(c), _) => MissedWhy::CaughtUpLater(c),
+                    (Some(_), None, Some(t)) if in_window => MissedWhy::OnTimeInstead(t),
+                    (Some(_), None, _) => MissedWhy::TooOld,
                 };
                 if let Some(last) = missed_last {
                     let (count, more) = self.count_between(next, last);
@@ -195,6 +305,7 @@ impl Plan {
                         last,
                         count,
                         more,
+                        why,
                     });
                 }
                 if let Some(at) = catch_up {
@@ -318,6 +429,7 @@ impl Plan {
                 last,
                 count,
                 more,
+                why,
             } => {
                 let what = if *count == 1 && !*more {
                     format!("the fire at {}", self.local(*last))
@@ -329,9 +441,20 @@ impl Plan {
                         self.local(*last)
                     )
                 };
-                let why = match self.catch_up {
-                    Some(w) => format!("older than the catch_up window ({})", compact(w.as_secs())),
-                    None => "no catch_up window is set".to_string(),
+                let why = match why {
+                    MissedWhy::NoWindow => "no catch_up window is set".to_string(),
+                    MissedWhy::TooOld => format!(
+                        "older than the catch_up window ({})",
+                        compact(self.catch_up.unwrap_or_default().as_secs())
+                    ),
+                    MissedWhy::CaughtUpLater(at) => format!(
+                        "catch-up runs once, for the latest missed fire time ({})",
+                        self.local(*at)
+                    ),
+                    MissedWhy::OnTimeInstead(at) => format!(
+                        "not caught up: the fire at {} runs on time",
+                        self.local(*at)
+                    ),
                 };
                 Some(format!("{what}; {why}"))
             }

@@ -311,7 +311,8 @@ fn catch_up_runs_the_latest_missed_fire_once_within_the_window() {
                 first: utc(2026, 5, 1, 10, 0),
                 last: utc(2026, 5, 1, 12, 0),
                 count: 3,
-                more: false
+                more: false,
+                why: MissedWhy::CaughtUpLater(utc(2026, 5, 1, 13, 0)),
             },
             Decision::Fire {
                 at: utc(2026, 5, 1, 13, 0),
@@ -324,7 +325,7 @@ fn catch_up_runs_the_latest_missed_fire_once_within_the_window() {
         sim.plan.reason(&decisions[0]).as_deref(),
         Some(
             "3 fire times, from 2026-05-01 10:00:00 UTC to 2026-05-01 12:00:00 UTC; \
-             older than the catch_up window (1h30m)"
+             catch-up runs once, for the latest missed fire time (2026-05-01 13:00:00 UTC)"
         )
     );
     // Once: the next thing is the 14:00 fire.
@@ -350,6 +351,36 @@ fn catch_up_runs_the_latest_missed_fire_once_within_the_window() {
     );
 }
 
+/// A missed fire time inside the catch_up window that is not run says why:
+/// an on-time fire came with it and does the work (a machine that slept).
+#[test]
+fn a_miss_inside_the_window_says_why_it_was_not_caught_up() {
+    let mut c = cfg("0 * * * *", "UTC");
+    c.catch_up = Some(Duration::from_hours(2));
+    let mut sim = Sim::fresh(&c, utc(2026, 5, 1, 11, 30));
+    let decisions = sim.at(utc(2026, 5, 1, 13, 0) + secs(30));
+    assert_eq!(
+        decisions,
+        vec![
+            Decision::Missed {
+                first: utc(2026, 5, 1, 12, 0),
+                last: utc(2026, 5, 1, 12, 0),
+                count: 1,
+                more: false,
+                why: MissedWhy::OnTimeInstead(utc(2026, 5, 1, 13, 0)),
+            },
+            on_time(utc(2026, 5, 1, 13, 0)),
+        ]
+    );
+    assert_eq!(
+        sim.plan.reason(&decisions[0]).as_deref(),
+        Some(
+            "the fire at 2026-05-01 12:00:00 UTC; \
+             not caught up: the fire at 2026-05-01 13:00:00 UTC runs on time"
+        )
+    );
+}
+
 #[test]
 fn misses_older_than_the_window_are_recorded_not_run() {
     let stored = Stored {
@@ -357,19 +388,30 @@ fn misses_older_than_the_window_are_recorded_not_run() {
         last_fire_at: None,
     };
     let start = utc(2026, 5, 1, 13, 20);
-    let expected = vec![Decision::Missed {
-        first: utc(2026, 5, 1, 10, 0),
-        last: utc(2026, 5, 1, 13, 0),
-        count: 4,
-        more: false,
-    }];
+    let missed = |why| {
+        vec![Decision::Missed {
+            first: utc(2026, 5, 1, 10, 0),
+            last: utc(2026, 5, 1, 13, 0),
+            count: 4,
+            more: false,
+            why,
+        }]
+    };
     // The newest miss is 20 minutes old: outside a 15-minute window.
     let mut c = cfg("0 * * * *", "UTC");
     c.catch_up = Some(Duration::from_mins(15));
-    assert_eq!(Sim::start(&c, stored, start).step(), expected);
+    let mut sim = Sim::start(&c, stored, start);
+    let expected = missed(MissedWhy::TooOld);
+    assert_eq!(sim.step(), expected);
+    assert!(
+        sim.plan
+            .reason(&expected[0])
+            .is_some_and(|r| r.ends_with("older than the catch_up window (15m0s)"))
+    );
     // No window at all.
     c.catch_up = None;
     let mut sim = Sim::start(&c, stored, start);
+    let expected = missed(MissedWhy::NoWindow);
     assert_eq!(sim.step(), expected);
     assert!(
         sim.plan
@@ -475,7 +517,8 @@ fn a_sleeping_machine_misses_what_it_slept_through() {
                 first: t0 + TimeDelta::minutes(1),
                 last: t0 + TimeDelta::minutes(9),
                 count: 9,
-                more: false
+                more: false,
+                why: MissedWhy::NoWindow,
             },
             on_time(t0 + TimeDelta::minutes(10)),
         ]
@@ -500,6 +543,7 @@ fn a_long_outage_of_a_per_second_schedule_is_counted_cheaply() {
             last,
             count,
             more,
+            ..
         },
         Decision::Fire { at, why, .. },
     ] = &decisions[..]
@@ -535,4 +579,46 @@ fn outcomes_read_as_plain_words() {
     );
     assert_eq!(describe("ran", None), "ran");
     assert_eq!(describe("mystery", None), "mystery");
+}
+
+/// A view with no daemon says what a daemon starting now would find: the
+/// fire times nobody fired since the stored next fire, and the one it
+/// would catch up; nothing before the stored next fire has come.
+#[test]
+fn overdue_says_what_a_daemon_starting_now_would_find() {
+    let mut c = cfg("0 * * * *", "UTC");
+    c.catch_up = Some(Duration::from_mins(90));
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 1, 10, 0)),
+        last_fire_at: Some(utc(2026, 5, 1, 9, 0)),
+    };
+    let now = utc(2026, 5, 1, 13, 20);
+    let plan = Plan::new(&c, stored, now).unwrap();
+    assert_eq!(
+        plan.overdue(now),
+        Some(Overdue {
+            first: utc(2026, 5, 1, 10, 0),
+            last: utc(2026, 5, 1, 13, 0),
+            count: 4,
+            more: false,
+            catch_up: Some(utc(2026, 5, 1, 13, 0)),
+        })
+    );
+    // What the daemon then does agrees: three recorded missed, one run.
+    let mut sim = Sim::start(&c, stored, now);
+    let d = sim.step();
+    assert!(matches!(
+        d[..],
+        [Decision::Missed { count: 3, .. }, Decision::Fire { .. }]
+    ));
+
+    c.catch_up = None;
+    let plan = Plan::new(&c, stored, now).unwrap();
+    let o = plan.overdue(now).unwrap();
+    assert_eq!((o.count, o.catch_up), (4, None));
+    // Only the stored next fire's own time has not come yet: nothing.
+    let plan = Plan::new(&c, stored, utc(2026, 5, 1, 9, 59)).unwrap();
+    assert_eq!(plan.overdue(utc(2026, 5, 1, 9, 59)), None);
+    // A plan that is stepped does not change by being asked.
+    assert_eq!(plan.next(), Some(utc(2026, 5, 1, 10, 0)));
 }

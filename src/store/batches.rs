@@ -2,8 +2,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, SqliteStore, StoreError, schema::BUCKETS};
-use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause};
+use super::{Result, SqliteStore, StoreError, schema::BUCKETS, shared};
+use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause, Runners};
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(conn: &Connection, name: &str) -> Result<i64> {
@@ -114,11 +114,12 @@ fn hold(c: &Connection, id: i64) -> Result<Option<Millis>> {
     )
 }
 
-/// Counts, pause flag, schedule state, lock and last run of one batch.
-pub(crate) fn info(c: &Connection, id: i64, name: String) -> Result<BatchInfo> {
+/// Counts, pause flag, schedule state, lock and last run of one batch,
+/// and who of its runners is alive at `now`.
+pub(crate) fn info(c: &Connection, id: i64, name: String, now: Millis) -> Result<BatchInfo> {
     let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
     let (last_run, stepped_down) = super::runs::last(c, id)?;
-    Ok(BatchInfo {
+    let mut info = BatchInfo {
         counts: counts(c, id)?,
         pause,
         next_fire,
@@ -127,8 +128,23 @@ pub(crate) fn info(c: &Connection, id: i64, name: String) -> Result<BatchInfo> {
         last_run,
         stepped_down,
         hold_until: hold(c, id)?,
+        runners: Runners::default(),
         name,
-    })
+    };
+    info.runners = shared::runners(&info, now, |runs| claimed_by(c, id, runs))?;
+    Ok(info)
+}
+
+/// Claimed items of the batch leased to `runs`.
+fn claimed_by(c: &Connection, id: i64, runs: &[i64]) -> Result<i64> {
+    let mut st = c.prepare_cached(
+        "SELECT count(*) FROM items WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2",
+    )?;
+    let mut n = 0;
+    for run in runs {
+        n += st.query_row(params![id, run], |r| r.get::<_, i64>(0))?;
+    }
+    Ok(n)
 }
 
 /// When the batch was made.
@@ -190,6 +206,7 @@ impl SqliteStore {
     /// Everything the status line and dashboard header need, for every
     /// batch (or the one named), in one read transaction.
     pub fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>> {
+        let now = crate::util::time::now_ms();
         self.read(|c| {
             let wanted = match only {
                 Some(name) => {
@@ -201,7 +218,7 @@ impl SqliteStore {
             let mut out = Vec::with_capacity(wanted.len());
             for name in wanted {
                 let id = batch_id(c, &name)?;
-                out.push(info(c, id, name)?);
+                out.push(info(c, id, name, now)?);
             }
             Ok(out)
         })

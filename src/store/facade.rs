@@ -12,9 +12,9 @@ use super::{
     SinceSummary, SqliteStore, location,
 };
 use crate::model::{
-    AddReport, BatchInfo, Claim, Counts, DeadLetter, DlqGroup, Event, Fire, Holder, Item, LockInfo,
-    Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger, WorkerGroup,
-    waiting::RetryTier,
+    AddReport, BatchInfo, Claim, Counts, Daemon, DaemonInfo, DeadLetter, DlqGroup, Event, Fire,
+    Holder, Item, LockInfo, Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger,
+    WorkerGroup, waiting::RetryTier,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -162,6 +162,7 @@ impl Store {
         fn since(&self, since: Millis) -> Result<SinceSummary>;
         fn pruned_keys(&self, batch: &str) -> Result<i64>;
         fn worker_groups(&self, run_ids: &[i64]) -> Result<Vec<WorkerGroup>>;
+        fn daemons(&self, now: Millis) -> Result<Vec<DaemonInfo>>;
     }
 
     forward! {
@@ -198,6 +199,8 @@ impl Store {
         fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()>;
         fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()>;
         fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;
+        fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()>;
+        fn daemon_beat(&mut self, d: &Daemon) -> Result<()>;
         fn forget_workers(&mut self, run_ids: &[i64]) -> Result<()>;
     }
 }

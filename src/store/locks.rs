@@ -31,7 +31,8 @@ pub(crate) fn any_live(c: &Connection, now: Millis) -> Result<bool> {
 /// Every seat of a batch, oldest first, expired ones included.
 pub(crate) fn current(c: &Connection, batch_id: i64, name: &str) -> Result<Vec<LockInfo>> {
     let mut st = c.prepare_cached(
-        "SELECT token, host, pid, pid_start, run_id, acquired_at, expires_at FROM locks
+        "SELECT token, host, pid, pid_start, run_id, acquired_at, expires_at,
+                coalesce(expires_at - ttl_ms, acquired_at) FROM locks
           WHERE batch_id = ?1 ORDER BY acquired_at, token",
     )?;
     let rows = st
@@ -47,6 +48,7 @@ pub(crate) fn current(c: &Connection, batch_id: i64, name: &str) -> Result<Vec<L
                 run_id: r.get(4)?,
                 acquired_at: r.get(5)?,
                 expires_at: r.get(6)?,
+                renewed_at: r.get(7)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -97,10 +99,12 @@ impl SqliteStore {
             }
             let took_over = free_stale(tx, id, batch, now, steal, None)?.into_iter().next();
             tx.execute(
-                "INSERT INTO locks (batch_id, token, host, pid, pid_start, run_id, acquired_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                "INSERT INTO locks (batch_id, token, host, pid, pid_start, run_id, acquired_at, expires_at,
+                                    ttl_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8 - ?7)
                  ON CONFLICT (batch_id, token) DO UPDATE SET run_id = excluded.run_id,
-                    acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
+                    acquired_at = excluded.acquired_at, expires_at = excluded.expires_at,
+                    ttl_ms = excluded.ttl_ms",
                 params![id, token, holder.host, holder.pid, holder.pid_start.map(|s| s as i64), run_id, now, expires_at],
             )?;
             Ok(LockOutcome::Acquired { took_over })

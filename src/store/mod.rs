@@ -14,6 +14,7 @@
 
 mod batches;
 mod chunks;
+mod daemons;
 mod dead_letters;
 mod error;
 mod events;
@@ -49,10 +50,10 @@ pub use locks::LockOutcome;
 pub use prune::PruneReport;
 pub use runs::OpenRun;
 pub use schema::SCHEMA_VERSION;
-pub use shared::lapsed as seat_lapsed;
+pub use shared::{lapsed as seat_lapsed, seat};
 pub use views::{
-    BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage, ItemRow,
-    ItemsQuery, SinceSummary,
+    AliveWatch, BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage,
+    ItemRow, ItemsQuery, SinceSummary,
 };
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

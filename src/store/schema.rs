@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -339,7 +339,25 @@ CREATE TABLE workers (
 ) STRICT;
 "#;
 
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5];
+/// Version 6: who is alive. A seat keeps its holder's TTL, so a view can
+/// say when a silent holder last renewed it; each scheduler daemon records
+/// a heartbeat (`batches`: a JSON array of the batch names it schedules),
+/// so a schedule with no live daemon says so.
+const V6: &str = r#"
+ALTER TABLE locks ADD COLUMN ttl_ms INTEGER;
+CREATE TABLE daemons (
+    token      TEXT PRIMARY KEY,
+    host       TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    pid_start  INTEGER,
+    started_at INTEGER NOT NULL,
+    beat_at    INTEGER NOT NULL,
+    stopped_at INTEGER,
+    batches    TEXT NOT NULL
+) STRICT;
+"#;
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

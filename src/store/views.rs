@@ -14,7 +14,7 @@ use super::batches::{batch_id, names};
 use super::items::{ITEM_COLUMNS, ItemFilter, filter_sql, item_from_row};
 use super::{Result, SqliteStore, dead_letters, parse_col};
 use crate::model::{
-    BatchInfo, DeadLetter, DlqGroup, Event, Item, Millis, Outcome, Run, Status, Tier,
+    BatchInfo, DaemonInfo, DeadLetter, DlqGroup, Event, Item, Millis, Outcome, Run, Status, Tier,
 };
 
 /// Above this many matches a filtered item count stops counting ("10000+").
@@ -162,6 +162,42 @@ pub struct Dashboard {
     pub events: Vec<Event>,
     /// The open item, or why it could not be read.
     pub detail: Option<std::result::Result<ItemDetail, String>>,
+    /// The scheduler daemons recorded, with their state at the poll.
+    pub daemons: Vec<DaemonInfo>,
+}
+
+/// The seats, runs and daemons a poll judged alive or not, kept so that
+/// a poller notices a runner or daemon dying (or going silent) while the
+/// store does not change: nothing is written when a process is killed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AliveWatch {
+    batches: Vec<BatchInfo>,
+    daemons: Vec<DaemonInfo>,
+}
+
+impl Dashboard {
+    #[must_use]
+    pub fn alive_watch(&self) -> AliveWatch {
+        AliveWatch {
+            batches: self.batches.iter().map(|b| b.info.clone()).collect(),
+            daemons: self.daemons.clone(),
+        }
+    }
+}
+
+impl AliveWatch {
+    /// Would a poll at `now` judge any of them otherwise?
+    #[must_use]
+    pub fn changed(&self, now: Millis) -> bool {
+        self.batches.iter().any(|info| {
+            let again = super::shared::runners(info, now, |_| Ok::<_, ()>(info.runners.orphaned));
+            again
+                .is_ok_and(|r| r.seats != info.runners.seats || r.last_run != info.runners.last_run)
+        }) || self
+            .daemons
+            .iter()
+            .any(|d| super::shared::daemon_state(&d.daemon, now) != d.state)
+    }
 }
 
 /// What changed since a moment: the "since you last looked" summary.
@@ -550,7 +586,7 @@ impl SqliteStore {
                 let view = BatchView {
                     minutes: super::batches::minutes(c, id, now, q.minutes)?,
                     created_at: super::batches::created_at(c, id)?,
-                    info: super::batches::info(c, id, name)?,
+                    info: super::batches::info(c, id, name, now)?,
                 };
                 if q.batch.as_deref() == Some(view.info.name.as_str()) {
                     selected = Some((id, out.batches.len()));
@@ -581,6 +617,7 @@ impl SqliteStore {
             if let Some(eq) = &q.events {
                 out.events = events(c, eq)?;
             }
+            out.daemons = super::daemons::all(c, now)?;
             Ok(out)
         })
     }
@@ -845,6 +882,36 @@ mod tests {
             "{plan:?}"
         );
         assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "{plan:?}");
+    }
+
+    /// A runner killed writes nothing: the watch a poll kept notices it
+    /// gone, so the poller reads again although the store is unchanged.
+    #[test]
+    fn the_alive_watch_notices_a_runner_dying() {
+        let (_dir, mut store) = store(1);
+        let mut c = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let holder = crate::model::Holder {
+            host: crate::util::identity::host(),
+            pid: c.id(),
+            pid_start: crate::util::identity::pid_start(c.id()),
+        };
+        let now = crate::util::time::now_ms();
+        store
+            .acquire_lock("b", "t", &holder, None, now + 3_600_000, now, &[], 1)
+            .unwrap();
+        let d = store.dashboard(&DashQuery::default(), now).unwrap();
+        assert!(d.batches[0].info.running());
+        let watch = d.alive_watch();
+        assert!(!watch.changed(now));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert!(watch.changed(now));
+        let d = store.dashboard(&DashQuery::default(), now).unwrap();
+        assert!(!d.batches[0].info.running());
+        assert!(!d.alive_watch().changed(now));
     }
 
     #[test]

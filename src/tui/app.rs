@@ -35,6 +35,8 @@ pub(super) const DEFAULT_PAUSE_REASON: &str = "paused from the dashboard";
 pub struct BatchSchedule {
     pub schedule: Schedule,
     pub tz: Tz,
+    /// What a daemon starting late catches up (see `schedule::plan`).
+    pub catch_up: Option<std::time::Duration>,
 }
 
 /// What the dashboard knows before the first poll.
@@ -79,6 +81,7 @@ impl Setup {
                     BatchSchedule {
                         schedule: schedule.clone(),
                         tz: b.timezone,
+                        catch_up: b.catch_up,
                     },
                 );
             }
@@ -251,10 +254,7 @@ impl App {
         let name = self.batch.as_ref()?;
         Some(match self.batch_view(name) {
             Some(v) => v.info.clone(),
-            None => BatchInfo {
-                name: name.clone(),
-                ..BatchInfo::default()
-            },
+            None => BatchInfo::empty(name),
         })
     }
 

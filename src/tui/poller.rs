@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::Msg;
 use super::action::Action;
 use crate::model::Millis;
-use crate::store::{Access, DashQuery, Store};
+use crate::store::{Access, AliveWatch, DashQuery, Store};
 use crate::util::time::now_ms;
 
 /// Between the polls of a search still scanning: lets input and the UI in.
@@ -115,6 +115,9 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
     let mut query: Option<(DashQuery, u64)> = None;
     let mut due = Instant::now();
     let mut last: Option<(Vec<u8>, (DashQuery, u64), i64)> = None;
+    // Who the last read found alive: a runner killed writes nothing, so
+    // the marker alone would never show it gone.
+    let mut alive = AliveWatch::default();
     loop {
         let first = if query.is_none() {
             match rx.recv() {
@@ -159,7 +162,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
             .store
             .as_ref()
             .map(|(s, _)| (s.change_marker(), (q.clone(), asked), now / 60_000));
-        if marker.is_some() && marker == last {
+        if marker.is_some() && marker == last && !alive.changed(now) {
             if out
                 .send(Msg::Action(Action::Unchanged { at: now, asked }))
                 .is_err()
@@ -177,6 +180,9 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
         // few milliseconds, see `Store::dashboard`).
         let searching =
             matches!(&result, Ok(d) if d.items.as_ref().is_some_and(|p| p.searching.is_some()));
+        if let Ok(d) = &result {
+            alive = d.alive_watch();
+        }
         last = match &result {
             Ok(_) if !searching => marker,
             Ok(_) => None,

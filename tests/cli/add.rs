@@ -507,3 +507,98 @@ fn the_new_batch_hint_is_toml_to_paste() {
         env.config(config);
     }
 }
+
+/// The config `init` wrote, parsed as plain TOML (nothing of nightshift's
+/// own reading in between).
+fn written_config(env: &Env) -> toml::Table {
+    toml::from_str(&std::fs::read_to_string(env.path("nightshift.toml")).unwrap()).unwrap()
+}
+
+const JAPANESE_ITEMS: &str = concat!(
+    "{\"key\":\"記事01\",\"label\":\"ブログ:技術記事:記事01\",\"title\":\"はじめに\"}\n",
+    "{\"key\":\"記事02\",\"label\":\"ブログ:技術記事:記事02\",\"title\":\"続き\"}\n",
+);
+
+/// `nightshift init && nightshift add example items.jsonl && nightshift run
+/// example` works as written: the example batch's stand-in worker (`cat`)
+/// answers each item, and nothing else in the file acts (no source, alert,
+/// limit, budget or schedule). Before, the example's `source` failed every
+/// run and its `alert` mailed me@example.com.
+#[test]
+fn the_example_config_runs_as_init_wrote_it() {
+    let env = Env::bare();
+    env.run(&["init"]).code(0);
+    let config = written_config(&env);
+    let keys = |t: &toml::Table| t.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&config), ["batch", "db", "log_dir"]);
+    let batches = config["batch"].as_table().unwrap();
+    assert_eq!(keys(batches), ["example"]);
+    assert_eq!(
+        batches["example"].as_table().unwrap(),
+        &toml::toml! { worker = ["cat"] },
+        "only the worker is set"
+    );
+
+    env.write("items.jsonl", JAPANESE_ITEMS);
+    let added = env.run(&["add", "example", "items.jsonl"]);
+    added.code(0);
+    assert_eq!(added.stdout.trim(), "example: added 2, already present 0");
+    let ran = env.run(&["run", "example"]);
+    ran.code(0);
+    assert_eq!(ran.stderr, "", "no hook said anything: {ran:?}");
+    assert!(ran.stdout.contains("example: 2 done"), "{ran:?}");
+    let shown = env
+        .run(&["show", "example", "記事01", "--json"])
+        .code(0)
+        .json();
+    assert_eq!(shown["item"]["result"]["title"], "はじめに", "{shown}");
+    let kinds = env.event_kinds();
+    for quiet in ["source", "source-failed", "alert", "hold"] {
+        assert!(!kinds.iter().any(|k| k == quiet), "{quiet}: {kinds:?}");
+    }
+}
+
+/// A newcomer who sets only `worker`, to a program of their own, gets a
+/// run that succeeds (it was exit 1: the example's source and alert failed).
+#[test]
+fn a_newcomer_who_sets_only_the_worker_succeeds() {
+    let env = Env::bare();
+    env.run(&["init"]).code(0);
+    env.script(
+        "worker.sh",
+        "cat >/dev/null\nprintf '{\"label\": \"%s\"}\\n' \"$NIGHTSHIFT_LABEL\"",
+    );
+    let path = env.path("nightshift.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let set_worker: Vec<&str> = text
+        .lines()
+        .map(|l| match l.starts_with("worker = ") {
+            true => "worker = [\"./worker.sh\"]",
+            false => l,
+        })
+        .collect();
+    assert_ne!(
+        set_worker.join("\n"),
+        text.trim_end(),
+        "a worker line: {text}"
+    );
+    std::fs::write(&path, set_worker.join("\n")).unwrap();
+
+    env.write("items.jsonl", JAPANESE_ITEMS);
+    env.run(&["add", "example", "items.jsonl"]).code(0);
+    let ran = env.run(&["run", "example", "--json"]);
+    ran.code(0);
+    let summary = ran.json();
+    assert_eq!(summary["counts"]["done"], 2, "{summary}");
+    assert_eq!(summary["state"], "ok", "{summary}");
+    assert_eq!(summary["hooks_failed"], serde_json::json!([]), "{summary}");
+    let shown = env
+        .run(&["show", "example", "記事02", "--json"])
+        .code(0)
+        .json();
+    assert_eq!(
+        shown["item"]["result"]["label"], "ブログ:技術記事:記事02",
+        "{shown}"
+    );
+    assert_eq!(env.item("記事01").0, "done");
+}

@@ -465,6 +465,16 @@ pub fn build(db: &Path, opts: &Options) {
         run.done(&c[0], Outcome::Done, Some(0.03), now - 4 * MIN);
         run.done(&c[1], Outcome::Done, Some(0.03), now - 2 * MIN);
         run.done(&c[2], Outcome::Done, Some(0.03), now - 30_000);
+        // The daemon that schedules them, heard from just now.
+        let daemon = nightshift::model::Daemon {
+            token: "fixture-daemon".into(),
+            holder: holder(),
+            started_at: now - 50 * HOUR,
+            beat_at: now - 2_000,
+            stopped_at: None,
+            batches: vec![b.into(), r.into()],
+        };
+        store.daemon_started(&daemon, now).unwrap();
     }
 
     drop(store);

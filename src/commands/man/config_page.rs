@@ -1,11 +1,12 @@
 //! nightshift.toml(5), read off the example config that `nightshift init`
 //! writes ([`EXAMPLE`]): each key's comment there is its description, its
-//! value there the example, and the default comes from
-//! [`BatchConfig::defaults`]. One text for the file and the page.
+//! value there (set or commented out) the example, and the default is the
+//! comment's `Default:` line, or else comes from [`BatchConfig::defaults`].
+//! One text for the file and the page.
 
 use clap_mangen::roff::{Roff, bold, italic, roman};
 
-use crate::config::{BatchConfig, DEFAULT_DB_FILE, EXAMPLE};
+use crate::config::{BatchConfig, DEFAULT_DB_FILE, EXAMPLE, commented_key};
 use crate::duration::format_duration;
 
 /// Keys documented together (one comment over consecutive lines).
@@ -14,6 +15,15 @@ struct Entry {
     /// Each key with its example value.
     keys: Vec<(String, String)>,
     doc: Vec<String>,
+    /// The comment's `Default: ...` line, for a key without a value default.
+    default: Option<String>,
+}
+
+impl Entry {
+    /// `key`'s default, as the page writes it.
+    fn default_of(&self, key: &str) -> Option<String> {
+        self.default.clone().or_else(|| default_of(key))
+    }
 }
 
 /// The keys of one table (the top level, or `[batch.NAME]`).
@@ -32,9 +42,9 @@ struct Reference {
     tables: Vec<Table>,
 }
 
-/// Reads [`EXAMPLE`]'s shape: comments, then a key (or keys on the
-/// following lines) or a table header they describe. A comment followed by
-/// a blank line belongs to the file as a whole.
+/// Reads [`EXAMPLE`]'s shape: comments, then a key (set or commented out;
+/// or keys on the following lines) or a table header they describe. A
+/// comment followed by a blank line belongs to the file as a whole.
 fn parse(example: &str) -> Reference {
     let mut r = Reference {
         tables: vec![Table::default()],
@@ -45,7 +55,30 @@ fn parse(example: &str) -> Reference {
     for line in example.lines() {
         let line = line.trim();
         let table = r.tables.last_mut().expect("one table at least");
-        if let Some(text) = line.strip_prefix('#') {
+        let key = commented_key(line).or_else(|| {
+            line.split_once('=')
+                .filter(|_| !line.starts_with(['#', '[']))
+                .map(|(k, v)| (k.trim(), v.trim()))
+        });
+        if let Some((key, value)) = key {
+            let key = (key.to_string(), value.to_string());
+            match table.entries.last_mut() {
+                Some(entry) if last_was_key && comment.is_empty() => entry.keys.push(key),
+                _ => {
+                    let default = comment
+                        .iter()
+                        .position(|l| l.starts_with("Default: "))
+                        .map(|i| comment.remove(i)["Default: ".len()..].to_string());
+                    let default = default.map(|d| d.trim_end_matches('.').to_string());
+                    table.entries.push(Entry {
+                        keys: vec![key],
+                        doc: std::mem::take(&mut comment),
+                        default,
+                    });
+                }
+            }
+            last_was_key = true;
+        } else if let Some(text) = line.strip_prefix('#') {
             comment.push(text.trim().to_string());
             last_was_key = false;
         } else if line.is_empty() {
@@ -64,65 +97,39 @@ fn parse(example: &str) -> Reference {
                 entries: Vec::new(),
             });
             last_was_key = false;
-        } else if let Some((key, value)) = line.split_once('=') {
-            let key = (key.trim().to_string(), value.trim().to_string());
-            match table.entries.last_mut() {
-                Some(entry) if last_was_key && comment.is_empty() => entry.keys.push(key),
-                _ => table.entries.push(Entry {
-                    keys: vec![key],
-                    doc: std::mem::take(&mut comment),
-                }),
-            }
-            last_was_key = true;
         }
     }
     r
 }
 
-/// A key's default, as it would be written in the file.
+/// The default of a key that has a value by default, as it would be written
+/// in the file. A key without one says so in its comment (`Default: none`).
 fn default_of(key: &str) -> Option<String> {
     let d = BatchConfig::defaults("");
-    let none = || "none".to_string();
     let quoted = |s: String| format!("{s:?}");
-    let list = |v: Vec<String>| format!("[{}]", v.join(", "));
     Some(match key {
         "db" => format!("\"{DEFAULT_DB_FILE}\" (beside this file)"),
         "log_dir" => "\"logs\" (beside the store)".to_string(),
-        "worker" => "none: give one here or after -- on the command line".to_string(),
-        "source" => none(),
-        "key_fields" => "none: each item's own \"key\" field is its key".to_string(),
         "concurrency" => d.concurrency.to_string(),
         "item_timeout" => quoted(format_duration(d.item_timeout)),
-        "max_duration" => d
-            .max_duration
-            .map_or_else(none, |v| quoted(format_duration(v))),
         "retries" => d.retries.to_string(),
         "backoff" => quoted(format_duration(d.backoff)),
         "backoff_max" => quoted(format_duration(d.backoff_max)),
         "max_attempts" => d.max_attempts.to_string(),
-        "transient_exit_codes" => list(
+        "transient_exit_codes" => format!(
+            "[{}]",
             d.transient_exit_codes
                 .iter()
                 .map(ToString::to_string)
-                .collect(),
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
-        "transient_error_classes" => list(
-            d.transient_error_classes
-                .iter()
-                .map(|c| quoted(c.clone()))
-                .collect(),
-        ),
-        "rate_limit" => d.rate_limit.map_or_else(none, |r| quoted(r.to_string())),
-        "max_cost" => d.max_cost.map_or_else(none, |c| c.to_string()),
-        "schedule" => "none: the daemon does not run the batch".to_string(),
         "timezone" => quoted(d.timezone.name().to_string()),
-        "catch_up" => "none: a missed fire is not run".to_string(),
         "overlap" => quoted(d.overlap.to_string()),
         "grace" => quoted(format_duration(d.grace)),
         "lock_ttl" => quoted(format_duration(d.lock_ttl)),
         "runners" => d.runners.to_string(),
         "mode" => quoted(d.mode.to_string()),
-        "alert" => none(),
         _ => return None,
     })
 }
@@ -150,13 +157,21 @@ fn entries(roff: &mut Roff, table: &Table) {
         roff.text([roman(entry.doc.join(" "))]);
         for (key, example) in &entry.keys {
             roff.control("br", []);
-            let default = default_of(key).unwrap_or_else(|| "none".into());
-            roff.text([
-                italic("Example:"),
-                roman(format!(" {key} = {example}   ")),
-                italic("Default:"),
-                roman(format!(" {default}")),
-            ]);
+            let default = entry.default_of(key).unwrap_or_else(|| "none".into());
+            // A key commented out at its default needs no separate example.
+            let mut line = Vec::new();
+            if *example != default {
+                line.push(italic("Example:"));
+                line.push(roman(format!(" {key} = {example}   ")));
+            }
+            line.push(italic("Default:"));
+            // Keys documented together say whose default it is.
+            line.push(roman(if entry.keys.len() > 1 {
+                format!(" {key} = {default}")
+            } else {
+                format!(" {default}")
+            }));
+            roff.text(line);
         }
     }
 }
@@ -201,8 +216,10 @@ pub(super) fn render(mut roff: Roff) -> Roff {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
-    use crate::config::{BATCH_FIELDS, TOP_LEVEL_FIELDS};
+    use crate::config::{BATCH_FIELDS, Config, TOP_LEVEL_FIELDS};
 
     #[test]
     fn every_key_is_documented_once_with_its_default() {
@@ -226,7 +243,13 @@ mod tests {
             for entry in &table.entries {
                 assert!(!entry.doc.is_empty(), "{:?} has no description", entry.keys);
                 for (key, _) in &entry.keys {
-                    assert!(default_of(key).is_some(), "{key} has no default");
+                    // One source for each default: the value, or the comment.
+                    assert!(
+                        default_of(key).is_some() != entry.default.is_some(),
+                        "{key}: default {:?}, comment says {:?}",
+                        default_of(key),
+                        entry.default
+                    );
                 }
             }
         }
@@ -235,6 +258,65 @@ mod tests {
             "{:?}",
             r.preamble
         );
+        // A `Default:` comment is one sentence on one line.
+        for line in EXAMPLE
+            .lines()
+            .filter(|l| l.trim_start_matches("# ").starts_with("Default"))
+        {
+            assert!(
+                line.starts_with("# Default: none (") && line.ends_with(")."),
+                "{line}"
+            );
+        }
+    }
+
+    /// The example with every commented-out key set, but `except`.
+    fn uncommented(except: Option<&str>) -> Config {
+        let text: Vec<&str> = EXAMPLE
+            .lines()
+            .filter_map(|l| match commented_key(l) {
+                Some((key, _)) if Some(key) == except => None,
+                Some(_) => Some(l.trim_start_matches("# ")),
+                None => Some(l),
+            })
+            .collect();
+        Config::parse(&text.join("\n"), Path::new("nightshift.toml"))
+            .unwrap_or_else(|_| Config::empty())
+    }
+
+    #[test]
+    fn a_commented_out_key_shows_its_default_or_says_it_has_none() {
+        let all = uncommented(None);
+        assert_ne!(all, Config::empty(), "the example, uncommented, parses");
+        let r = parse(EXAMPLE);
+        let mut commented = 0;
+        for entry in r.tables.iter().flat_map(|t| &t.entries) {
+            for (key, value) in &entry.keys {
+                if !EXAMPLE
+                    .lines()
+                    .any(|l| commented_key(l).is_some_and(|(k, _)| k == key))
+                {
+                    continue;
+                }
+                commented += 1;
+                let effect = uncommented(Some(key)) != all;
+                match (default_of(key), &entry.default) {
+                    (Some(default), _) => {
+                        assert_eq!(
+                            *value, default,
+                            "{key} shows another value than its default"
+                        );
+                        assert!(!effect, "setting {key} to {value} changes the config");
+                    }
+                    (None, Some(said)) => {
+                        assert!(said.starts_with("none ("), "{key}: {said}");
+                        assert!(effect, "{key} = {value} is no example: it changes nothing");
+                    }
+                    (None, None) => panic!("{key} has no default"),
+                }
+            }
+        }
+        assert_eq!(commented, BATCH_FIELDS.len() - 1, "all but the worker");
     }
 
     #[test]

@@ -2,8 +2,8 @@
 
 use super::PgStore;
 use super::conn::{Conn, text};
-use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause};
-use crate::store::{Result, StoreError};
+use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause, Runners};
+use crate::store::{Result, StoreError, shared};
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(c: &mut Conn, name: &str) -> Result<i64> {
@@ -102,11 +102,12 @@ fn hold(c: &mut Conn, id: i64) -> Result<Option<Millis>> {
     Ok(c.tout_opt(held))
 }
 
-/// Counts, pause flag, schedule state, lock and last run of one batch.
-pub(crate) fn info(c: &mut Conn, id: i64, name: String) -> Result<BatchInfo> {
+/// Counts, pause flag, schedule state, lock and last run of one batch,
+/// and who of its runners is alive at `now`.
+pub(crate) fn info(c: &mut Conn, id: i64, name: String, now: Millis) -> Result<BatchInfo> {
     let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
     let (last_run, stepped_down) = super::runs::last(c, id)?;
-    Ok(BatchInfo {
+    let mut info = BatchInfo {
         counts: counts(c, id)?,
         pause,
         next_fire,
@@ -115,8 +116,20 @@ pub(crate) fn info(c: &mut Conn, id: i64, name: String) -> Result<BatchInfo> {
         last_run,
         stepped_down,
         hold_until: hold(c, id)?,
+        runners: Runners::default(),
         name,
-    })
+    };
+    info.runners = shared::runners(&info, now, |runs| {
+        Ok::<_, StoreError>(
+            c.one(
+                "SELECT count(*) FROM items WHERE batch_id = $1 AND status = 'claimed'
+                    AND lease_run = ANY($2)",
+                &[&id, &runs],
+            )?
+            .get::<_, i64>(0),
+        )
+    })?;
+    Ok(info)
 }
 
 /// When the batch was made.
@@ -172,6 +185,7 @@ impl PgStore {
     }
 
     pub fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>> {
+        let now = crate::util::time::now_ms();
         self.read(|c| {
             let wanted = match only {
                 Some(name) => {
@@ -183,7 +197,7 @@ impl PgStore {
             let mut out = Vec::with_capacity(wanted.len());
             for name in wanted {
                 let id = batch_id(c, &name)?;
-                out.push(info(c, id, name)?);
+                out.push(info(c, id, name, now)?);
             }
             Ok(out)
         })

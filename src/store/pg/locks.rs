@@ -13,7 +13,8 @@ use crate::store::{LockOutcome, Result};
 /// Every seat of a batch, oldest first, expired ones included.
 pub(crate) fn current(c: &mut Conn, id: i64, name: &str) -> Result<Vec<LockInfo>> {
     let rows = c.q(
-        "SELECT token, host, pid, pid_start, run_id, acquired_at, expires_at
+        "SELECT token, host, pid, pid_start, run_id, acquired_at, expires_at,
+                coalesce(expires_at - ttl_ms, acquired_at)
            FROM locks WHERE batch_id = $1 ORDER BY acquired_at, token",
         &[&id],
     )?;
@@ -30,6 +31,7 @@ pub(crate) fn current(c: &mut Conn, id: i64, name: &str) -> Result<Vec<LockInfo>
             run_id: r.get(4),
             acquired_at: c.tout(r.get(5)),
             expires_at: c.tout(r.get(6)),
+            renewed_at: c.tout(r.get(7)),
         })
         .collect())
 }
@@ -90,10 +92,11 @@ impl PgStore {
             let pid_start = holder.pid_start.map(|s| s as i64);
             c.x(
                 "INSERT INTO locks (batch_id, token, host, pid, pid_start, run_id, acquired_at,
-                                    expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                                    expires_at, ttl_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8::int8 - $7::int8)
                  ON CONFLICT (batch_id, token) DO UPDATE SET run_id = excluded.run_id,
-                    acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
+                    acquired_at = excluded.acquired_at, expires_at = excluded.expires_at,
+                    ttl_ms = excluded.ttl_ms",
                 &[
                     &id,
                     &token,

@@ -24,6 +24,7 @@
 
 mod batches;
 mod conn;
+mod daemons;
 mod dead_letters;
 mod events;
 mod items;

@@ -276,7 +276,7 @@ impl PgStore {
                 let view = BatchView {
                     minutes: super::batches::minutes(c, id, now, q.minutes)?,
                     created_at: super::batches::created_at(c, id)?,
-                    info: super::batches::info(c, id, name)?,
+                    info: super::batches::info(c, id, name, now)?,
                 };
                 if q.batch.as_deref() == Some(view.info.name.as_str()) {
                     selected = Some((id, out.batches.len()));
@@ -302,6 +302,7 @@ impl PgStore {
             if let Some(eq) = &q.events {
                 out.events = events(c, eq)?;
             }
+            out.daemons = super::daemons::all(c, now)?;
             Ok(out)
         })
     }

@@ -9,7 +9,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table};
 
 use super::{bar, clean, num, pane_block, placeholder};
 use crate::model::pace::{self, Eta, Pace};
-use crate::model::{BatchInfo, Millis, Run, RunState};
+use crate::model::{BatchInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::tui::app::App;
 use crate::tui::theme::Role;
 use crate::util::time::compact;
@@ -135,9 +135,8 @@ fn table(
             let c = view.map(|v| v.info.counts).unwrap_or_default();
             let rate = view.and_then(|v| pace_of(app, &v.info).last_minute);
             let (state, role) = match view.map(|v| &v.info) {
-                Some(i) if i.pause.is_some() => ("paused", Role::Warn),
-                Some(i) if i.running(app.now) => ("running", Role::Accent),
-                _ => ("idle", Role::Dim),
+                Some(i) => state(i),
+                None => ("idle", Role::Dim),
             };
             let failed = Cell::from(format!(
                 "{} ({}·{})",
@@ -176,6 +175,18 @@ fn table(
         .map(|w| Constraint::Length(w as u16))
         .collect();
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
+}
+
+/// The batch's state in a word: a dead runner first (it needs a human),
+/// then paused, running, idle.
+fn state(info: &BatchInfo) -> (&'static str, Role) {
+    match info.dead_runner() {
+        Some(dead @ "crashed") => (dead, Role::Fail),
+        _ if info.pause.is_some() => ("paused", Role::Warn),
+        _ if info.running() => ("running", Role::Accent),
+        Some(dead) => (dead, Role::Fail),
+        None => ("idle", Role::Dim),
+    }
 }
 
 fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'static>> {
@@ -229,7 +240,8 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
                 Span::raw(format!("{:.2} {which} (#{})", run.counts.cost, run.id)),
             ]));
         }
-        lines.push(run_line(app, run, label("last run")));
+        let seen = info.last_run_seen().unwrap_or(RunSeen::Stored(run.state));
+        lines.push(run_line(app, run, seen, label("last run")));
     } else {
         let never = if info.stepped_down.is_some() {
             "none that did work"
@@ -244,7 +256,12 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     // A run that stepped down does not hide the one that did work; a
     // recent one is said below it.
     if let Some(run) = info.recent_step_down(now) {
-        lines.push(run_line(app, run, label("then")));
+        lines.push(run_line(
+            app,
+            run,
+            RunSeen::Stored(run.state),
+            label("then"),
+        ));
     }
     lines.push(schedule_line(app, info, label("schedule")));
     if let Some(pause) = &info.pause {
@@ -263,20 +280,39 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     }
     lines.push(match info.lock() {
         Some(l) => {
-            let left = if l.expires_at >= now {
-                format!("{} left", compact(((l.expires_at - now) / 1000) as u64))
-            } else {
-                "expired".into()
+            let seat = info.runners.seats.first().copied().unwrap_or(Seat::Live);
+            let (left, role) = match seat {
+                Seat::Live if l.expires_at >= now => (
+                    format!("{} left", compact(((l.expires_at - now) / 1000) as u64)),
+                    Role::Accent,
+                ),
+                Seat::Live => ("past its expiry; its process runs".into(), Role::Accent),
+                Seat::Crashed => ("crashed: its process is gone; not held".into(), Role::Fail),
+                Seat::Silent { since } => (
+                    format!(
+                        "expired, holder silent since {}Z ({})",
+                        super::clock(since, now),
+                        super::ago(since, now)
+                    ),
+                    Role::Fail,
+                ),
             };
             let run = l.run_id.map(|r| format!(" · run #{r}")).unwrap_or_default();
             let more = match info.locks.len() {
                 0 | 1 => String::new(),
                 n => format!(" · +{} more runners", n - 1),
             };
+            let left = if seat.is_live() {
+                Span::raw(format!(" · {left}"))
+            } else {
+                Span::styled(format!(" · {left}"), p.style(role))
+            };
             Line::from(vec![
                 label("lock"),
-                Span::styled(clean(&l.holder.to_string(), 80), p.style(Role::Accent)),
-                Span::raw(format!("{run} · {left}{more}")),
+                Span::styled(clean(&l.holder.to_string(), 80), p.style(role)),
+                Span::raw(run),
+                left,
+                Span::raw(more),
             ])
         }
         None => Line::from(vec![
@@ -284,6 +320,20 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             Span::styled("free (no run)", p.style(Role::Dim)),
         ]),
     });
+    if info.runners.orphaned > 0 {
+        let n = info.runners.orphaned;
+        lines.push(Line::from(vec![
+            label("orphaned"),
+            Span::styled(
+                format!(
+                    "{} claimed item{}, taken back by the next run",
+                    num(n),
+                    if n == 1 { "" } else { "s" }
+                ),
+                p.style(Role::Warn),
+            ),
+        ]));
+    }
     if let Some(fire) = &info.last_fire {
         let why = fire
             .reason
@@ -302,19 +352,24 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     lines
 }
 
-/// `#7 ok · schedule · 5m0s ago · articles: 40 done, …`.
-fn run_line(app: &App, run: &Run, label: Span<'static>) -> Line<'static> {
+/// `#7 ok · schedule · 5m0s ago · articles: 40 done, …`: the run's state
+/// as it is (`seen`: crashed or silent before the store says so, and why).
+fn run_line(app: &App, run: &Run, seen: RunSeen, label: Span<'static>) -> Line<'static> {
     let p = app.setup.palette;
-    let summary = run.summary.clone().unwrap_or_else(|| "in progress".into());
-    let role = match run.state {
-        RunState::Failed | RunState::Crashed | RunState::Aborted => Role::Fail,
-        RunState::Running => Role::Accent,
-        RunState::Ok => Role::Ok,
-        _ => Role::Warn,
+    let summary = seen
+        .why(app.now)
+        .or_else(|| run.summary.clone())
+        .unwrap_or_else(|| "in progress".into());
+    let role = match seen {
+        RunSeen::Crashed { .. } | RunSeen::Silent { .. } => Role::Fail,
+        RunSeen::Stored(RunState::Failed | RunState::Crashed | RunState::Aborted) => Role::Fail,
+        RunSeen::Stored(RunState::Running) => Role::Accent,
+        RunSeen::Stored(RunState::Ok) => Role::Ok,
+        RunSeen::Stored(_) => Role::Warn,
     };
     Line::from(vec![
         label,
-        Span::styled(format!("#{} {}", run.id, run.state), p.style(role)),
+        Span::styled(format!("#{} {}", run.id, seen.as_str()), p.style(role)),
         Span::styled(
             format!(
                 " · {} · {} · ",
@@ -345,9 +400,49 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
             ),
         ]);
     };
-    let next = s
-        .schedule
-        .next_after(crate::util::time::to_datetime(app.now), s.tz)
+    let seen = crate::schedule::seen::seen(
+        info,
+        &s.schedule,
+        s.tz,
+        s.catch_up,
+        &app.data.daemons,
+        app.now,
+    );
+    let head = Span::raw(format!(
+        "{} {} · ",
+        clean(&s.schedule.expr, 60),
+        s.tz.name()
+    ));
+    if !seen.live {
+        // Nothing fires: say so, and what was missed, not a next fire.
+        let daemon = match seen.daemon {
+            Some(d) => format!(
+                "daemon not running (last seen {})",
+                super::ago(d.last_seen(), app.now)
+            ),
+            None => "daemon not running (never started)".to_string(),
+        };
+        let missed = match seen.overdue {
+            Some(o) => format!(
+                " · {}{} missed{}",
+                o.count,
+                if o.more { "+" } else { "" },
+                if o.catch_up.is_some() {
+                    ", the latest caught up when it starts"
+                } else {
+                    ""
+                }
+            ),
+            None => String::new(),
+        };
+        return Line::from(vec![
+            label,
+            head,
+            Span::styled(format!("{daemon}{missed}"), p.style(Role::Fail)),
+        ]);
+    }
+    let next = seen
+        .next
         .map(|t| {
             let local = t.with_timezone(&s.tz);
             format!(
@@ -357,13 +452,5 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
             )
         })
         .unwrap_or_else(|| "never fires again".into());
-    Line::from(vec![
-        label,
-        Span::raw(format!(
-            "{} {} · ",
-            clean(&s.schedule.expr, 60),
-            s.tz.name()
-        )),
-        Span::styled(next, p.style(Role::Accent)),
-    ])
+    Line::from(vec![label, head, Span::styled(next, p.style(Role::Accent))])
 }

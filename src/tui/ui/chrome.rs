@@ -119,11 +119,14 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     if c.to_do() > 0 {
         right.push(Span::raw(format!(" …{}", num(c.to_do()))));
     }
-    if info.running(app.now) {
+    if info.running() {
         right.push(Span::styled(
             if narrow { " ▶" } else { " ▶ running" },
             p.style(Role::Accent),
         ));
+    }
+    if let Some(dead) = info.dead_runner() {
+        right.push(Span::styled(format!(" {dead}"), p.style(Role::Fail)));
     }
     if info.pause.is_some() {
         right.push(Span::styled(

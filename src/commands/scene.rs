@@ -1,0 +1,98 @@
+//! What `status` (text, `--json`, `--short`, `--prometheus`) says beside
+//! the counts, read once per call: the emergency stop, the scheduler
+//! daemons, and each batch's schedule as it is (`schedule::seen`). The
+//! runners' liveness comes with each batch (`BatchInfo::runners`).
+
+use std::path::PathBuf;
+
+use super::Ctx;
+use crate::model::{BatchInfo, DaemonInfo, Millis};
+use crate::schedule::ScheduleSeen;
+use crate::schedule::seen::seen;
+use crate::store::Store;
+use crate::util::sanitize;
+
+/// The store-wide facts of one `status` call.
+pub struct Scene {
+    pub now: Millis,
+    /// The `PAUSED` file beside the store, if it is there.
+    pub emergency: Option<PathBuf>,
+    pub daemons: Vec<DaemonInfo>,
+}
+
+impl Scene {
+    pub fn read(ctx: &Ctx, store: &Store, now: Millis) -> anyhow::Result<Scene> {
+        Ok(Scene {
+            now,
+            emergency: crate::runner::paused_file(&ctx.db),
+            daemons: store.daemons(now)?,
+        })
+    }
+
+    /// The batch's schedule as it is, if the config gives it one.
+    pub fn schedule(&self, ctx: &Ctx, info: &BatchInfo) -> Option<ScheduleSeen<'_>> {
+        let cfg = ctx.config.batch(&info.name)?;
+        let schedule = cfg.schedule.as_ref()?;
+        Some(seen(
+            info,
+            schedule,
+            cfg.timezone,
+            cfg.catch_up,
+            &self.daemons,
+            self.now,
+        ))
+    }
+
+    /// Paused by its flag, or by the emergency stop.
+    pub fn paused(&self, info: &BatchInfo) -> bool {
+        info.pause.is_some() || self.emergency.is_some()
+    }
+}
+
+/// `articles 812✓ 3✗ 185… ▶` per batch, for a tmux status bar: finished,
+/// failed and to do ([`Counts`](crate::model::Counts)), which add up to the
+/// batch's items; then what the batch is doing (see the README's legend).
+/// The emergency stop comes first.
+pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
+    let parts: Vec<String> = infos
+        .iter()
+        .map(|i| {
+            let c = &i.counts;
+            let mut s = format!("{} {}✓", sanitize::line(&i.name), c.finished());
+            if c.failed() > 0 {
+                s.push_str(&format!(" {}✗", c.failed()));
+            }
+            if c.to_do() > 0 {
+                s.push_str(&format!(" {}…", c.to_do()));
+            }
+            if i.running() {
+                s.push_str(" ▶");
+            }
+            if let Some(dead) = i.dead_runner() {
+                s.push_str(&format!(" {dead}"));
+            }
+            if scene.paused(i) {
+                s.push_str(" ⏸");
+            }
+            if let Some(sched) = scene.schedule(ctx, i).filter(|s| !s.live) {
+                s.push_str(" no daemon");
+                match sched.overdue {
+                    Some(o) if o.more => s.push_str(&format!(" {}+ missed", o.count)),
+                    Some(o) => s.push_str(&format!(" {} missed", o.count)),
+                    None => {}
+                }
+            }
+            s
+        })
+        .collect();
+    let line = if parts.is_empty() {
+        "nightshift: no batches".to_string()
+    } else {
+        parts.join("  ")
+    };
+    if scene.emergency.is_some() {
+        format!("⛔ EMERGENCY STOP  {line}")
+    } else {
+        line
+    }
+}

@@ -1,0 +1,309 @@
+//! Every view tells who is alive: a runner killed with SIGKILL is crashed
+//! at once (its lock not held, its claims orphaned) in `status`, `--json`,
+//! `--short` and `--prometheus`, without waiting for its TTL and without a
+//! read writing anything; a holder on another host is "silent since" its
+//! last renewal once its seat expired; a daemon killed leaves "not
+//! running (last seen T)" and the fire times it missed, which it records
+//! when it starts again; the `PAUSED` file shows in `--short` and the
+//! metrics. Real runners, real daemons, real signals, both backends.
+
+#![cfg(unix)]
+
+#[macro_use]
+mod common;
+
+use common::{Background, Env, pids_with, signal, wait_for};
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+/// A worker that hangs (`HANG` set) in a process whose command line names
+/// this test's directory, so the test can find what a killed runner left.
+fn worker(env: &Env) -> String {
+    env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\n\
+             if [ -n \"$HANG\" ]; then sh -c 'sleep 60; :' {}; fi\n\
+             echo '{{\"ok\":true}}'",
+            marker(env)
+        ),
+    )
+    .display()
+    .to_string()
+}
+
+fn marker(env: &Env) -> String {
+    format!("hang-{}", env.dir.path().display())
+}
+
+/// Kills what a killed runner left running elsewhere than here (a run on
+/// this host reaps its own host's orphans).
+fn kill_hung(env: &Env) {
+    for pid in pids_with(&marker(env)) {
+        signal(pid, Signal::SIGKILL);
+    }
+}
+
+fn out(env: &Env, args: &[&str]) -> String {
+    let ran = env.run(args);
+    ran.code(0);
+    ran.stdout.clone()
+}
+
+fn batch(status: &Value, name: &str) -> Value {
+    status["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no batch {name} in {status}"))
+}
+
+/// Starts `run s` with the hanging worker and waits until both items are
+/// claimed (the run holds its seat and its claims).
+fn hung_runner(env: &Env, vars: &[(&str, &str)]) -> Background {
+    let mut vars = vars.to_vec();
+    vars.push(("HANG", "1"));
+    let runner = env.spawn_with("runner", &["run", "s"], &vars);
+    wait_for("both items claimed", || {
+        env.int("SELECT count(*) FROM items WHERE status = 'claimed'") == 2
+    });
+    runner
+}
+
+fn setup(env: &Env, ttl: &str) {
+    let w = worker(env);
+    env.config(&format!(
+        "[batch.s]\nworker = [\"{w}\"]\nconcurrency = 2\nlock_ttl = \"{ttl}\"\n"
+    ));
+    env.add_items("s", 2);
+}
+
+both_backends! {
+    /// The issue's reproduction: `run s` killed with SIGKILL. With an hour
+    /// of TTL left, every view says crashed at once, and reading changes
+    /// nothing; the next run takes the claims back and records the crash.
+    fn a_killed_runner_is_crashed_at_once_in_every_view(env) {
+        setup(&env, "1h");
+        let mut runner = hung_runner(&env, &[]);
+        assert!(out(&env, &["status", "--short"]).contains('▶'));
+        let text = out(&env, &["status", "s"]);
+        assert!(text.contains("running: lock held by"), "{text}");
+        signal(runner.id(), Signal::SIGKILL);
+        runner.wait().unwrap();
+
+        let before = env.snapshot();
+        let text = out(&env, &["status", "s"]);
+        assert!(text.contains("crashed: runner "), "{text}");
+        assert!(text.contains("is gone; the lock is not held"), "{text}");
+        assert!(!text.contains("lock held by"), "{text}");
+        assert!(text.contains("orphaned: 2 claimed items, taken back by the next run"), "{text}");
+        assert!(text.contains("last run #1 crashed ("), "{text}");
+        assert!(text.contains("is gone; not yet recorded"), "{text}");
+        assert!(!text.contains("in progress"), "{text}");
+
+        let s = batch(&env.status(), "s");
+        assert_eq!(s["last_run"]["state"], "crashed", "{s}");
+        assert_eq!(s["last_run"]["recorded_state"], "running", "{s}");
+        assert_eq!((&s["running"], &s["lock"]["held"], &s["lock"]["state"]),
+                   (&Value::from(false), &Value::from(false), &Value::from("crashed")), "{s}");
+        assert_eq!(s["orphaned"], 2, "{s}");
+
+        let short = out(&env, &["status", "--short"]);
+        assert!(short.contains("s 0✓ 2… crashed"), "{short}");
+        assert!(!short.contains('▶'), "{short}");
+
+        let metrics = out(&env, &["status", "--prometheus"]);
+        for line in [
+            "nightshift_lock_held{batch=\"s\"} 0",
+            "nightshift_runner_dead{batch=\"s\"} 1",
+            "nightshift_orphaned_items{batch=\"s\"} 2",
+            "nightshift_last_run_success{batch=\"s\",state=\"crashed\"} 0",
+        ] {
+            assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
+        }
+        assert_eq!(env.snapshot(), before, "a view writes nothing");
+
+        // The next run takes the orphans back, stops the hung workers and
+        // records the crash: the views then say what the store says.
+        env.run(&["run", "s"]).code(0);
+        let s = batch(&env.status(), "s");
+        assert_eq!((&s["done"], &s["orphaned"], &s["running"]), (&Value::from(2), &Value::from(0), &Value::from(false)), "{s}");
+        assert_eq!(env.run_states(), ["crashed", "ok"]);
+        let text = out(&env, &["status", "s"]);
+        assert!(!text.contains("orphaned") && !text.contains("crashed: runner"), "{text}");
+        common::assert_no_process_left(&marker(&env));
+    }
+
+    /// A runner on another host cannot be seen: its seat is judged by its
+    /// expiry, and once that passed every view says its lock expired and
+    /// since when its holder is silent (its last renewal).
+    fn a_holder_elsewhere_is_silent_since_its_last_renewal_once_expired(env) {
+        setup(&env, "1s");
+        let mut runner = hung_runner(&env, &[("NIGHTSHIFT_HOST", "far-host")]);
+        signal(runner.id(), Signal::SIGKILL);
+        runner.wait().unwrap();
+        wait_for("the seat to expire", || {
+            batch(&env.status(), "s")["lock"]["state"] == "silent"
+        });
+        let s = batch(&env.status(), "s");
+        let since = s["lock"]["silent_since"].as_str().unwrap().to_string();
+        let expires = chrono::DateTime::parse_from_rfc3339(s["lock"]["expires_at"].as_str().unwrap()).unwrap();
+        let renewed = chrono::DateTime::parse_from_rfc3339(&since).unwrap();
+        assert_eq!((expires - renewed).num_seconds(), 1, "the last renewal is the expiry less the TTL: {s}");
+        assert_eq!((&s["running"], &s["lock"]["held"], &s["last_run"]["state"]),
+                   (&Value::from(false), &Value::from(false), &Value::from("silent")), "{s}");
+        assert_eq!(s["orphaned"], 2, "{s}");
+        let text = out(&env, &["status", "s"]);
+        assert!(text.contains(&format!("lock expired, holder silent since {since}")), "{text}");
+        assert!(text.contains("far-host:"), "{text}");
+        assert!(text.contains("last run #1 silent ("), "{text}");
+        let short = out(&env, &["status", "--short"]);
+        assert!(short.contains("silent") && !short.contains('▶'), "{short}");
+        let metrics = out(&env, &["status", "--prometheus"]);
+        assert!(metrics.lines().any(|l| l == "nightshift_lock_held{batch=\"s\"} 0"), "{metrics}");
+        assert!(metrics.lines().any(|l| l == "nightshift_last_run_success{batch=\"s\",state=\"silent\"} 0"), "{metrics}");
+        kill_hung(&env);
+        env.run(&["run", "s"]).code(0);
+        assert_eq!(batch(&env.status(), "s")["done"], 2);
+    }
+
+    /// A daemon killed with SIGKILL says nothing: the views see its
+    /// process gone, say it is not running and since when, and count the
+    /// fire times that pass unfired; started again, it records them.
+    fn a_killed_daemon_is_not_running_and_the_fires_it_misses_show(env) {
+        let w = worker(&env);
+        env.config(&format!(
+            "[batch.n]\nworker = [\"{w}\"]\nschedule = \"* * * * * *\"\ntimezone = \"Asia/Tokyo\"\n"
+        ));
+        let text = out(&env, &["status"]);
+        assert!(text.contains("daemon: not running (never started here"), "{text}");
+        let mut daemon = env.spawn("daemon", &["daemon"]);
+        wait_for("the daemon to fire", || {
+            let n = batch(&env.status(), "n");
+            n["daemon"]["live"] == true && n["last_fire"]["outcome"] == "ran"
+        });
+        let text = out(&env, &["status"]);
+        assert!(text.contains("daemon: running on "), "{text}");
+        assert!(text.contains("next fires:"), "{text}");
+        let metrics = out(&env, &["status", "--prometheus"]);
+        assert!(metrics.lines().any(|l| l == "nightshift_daemon_up{batch=\"n\"} 1"), "{metrics}");
+        assert!(!out(&env, &["status", "--short"]).contains("no daemon"));
+
+        signal(daemon.id(), Signal::SIGKILL);
+        daemon.wait().unwrap();
+        let n = batch(&env.status(), "n");
+        assert_eq!((&n["daemon"]["live"], &n["daemon"]["state"], &n["next_fire"]["fires"]),
+                   (&Value::from(false), &Value::from("crashed"), &Value::from(false)), "{n}");
+        let why = n["next_fire"]["why"].as_str().unwrap();
+        assert!(why.starts_with("daemon not running (last seen "), "{why}");
+        let text = out(&env, &["status"]);
+        assert!(text.contains("daemon: not running (last seen "), "{text}");
+        assert!(text.contains("is gone (killed, or crashed)"), "{text}");
+        assert!(text.contains("so nothing fires"), "{text}");
+
+        wait_for("two fire times to pass unfired", || {
+            batch(&env.status(), "n")["missed"]["count"].as_u64().unwrap_or(0) >= 2
+        });
+        let before = env.snapshot();
+        let text = out(&env, &["status"]);
+        assert!(text.contains("fire times, from "), "{text}");
+        assert!(text.contains("when the daemon starts it records them as missed"), "{text}");
+        let short = out(&env, &["status", "--short"]);
+        assert!(short.contains(" no daemon ") && short.trim_end().ends_with(" missed"), "{short}");
+        let metrics = out(&env, &["status", "--prometheus"]);
+        assert!(metrics.lines().any(|l| l == "nightshift_daemon_up{batch=\"n\"} 0"), "{metrics}");
+        let missed: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("nightshift_missed_fires{batch=\"n\"} "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(missed >= 2.0, "{metrics}");
+        assert_eq!(env.snapshot(), before, "a view writes nothing");
+
+        // Started again, it records what it missed, replaces the dead
+        // one's record, and the views say it runs.
+        let mut daemon = env.spawn("daemon2", &["daemon"]);
+        wait_for("the missed fires recorded", || {
+            env.events("n", "fire").iter().any(|e| {
+                e["fields"]["outcome"] == "missed"
+                    && e["fields"]["reason"].as_str().unwrap_or("").ends_with("no catch_up window is set")
+            })
+        });
+        wait_for("the daemon live again", || batch(&env.status(), "n")["daemon"]["live"] == true);
+        let status = env.status();
+        assert_eq!(status["daemons"].as_array().unwrap().len(), 1, "{status}");
+        assert!(batch(&status, "n")["missed"].is_null(), "{status}");
+        signal(daemon.id(), Signal::SIGTERM);
+        assert!(daemon.wait().unwrap().success());
+        let n = batch(&env.status(), "n");
+        assert_eq!(n["daemon"]["state"], "stopped", "{n}");
+        let text = out(&env, &["status"]);
+        assert!(text.contains("stopped)"), "{text}");
+    }
+
+    /// A daemon on another host is judged by its heartbeat: live while it
+    /// beats, silent once it has not for longer than four beats.
+    fn a_daemon_elsewhere_is_live_while_it_beats_and_silent_after(env) {
+        let w = worker(&env);
+        env.config(&format!(
+            "[batch.n]\nworker = [\"{w}\"]\nschedule = \"0 2 * * *\"\ntimezone = \"Asia/Tokyo\"\n"
+        ));
+        let mut daemon = env.spawn_with("daemon", &["daemon"], &[("NIGHTSHIFT_HOST", "far-host")]);
+        wait_for("the daemon's record", || !env.status()["daemons"][0].is_null());
+        let first = env.status()["daemons"][0]["last_seen"].clone();
+        wait_for("a later heartbeat", || {
+            let d = &env.status()["daemons"][0];
+            d["last_seen"] != first && d["live"] == true
+        });
+        assert_eq!(env.status()["daemons"][0]["host"], "far-host");
+        signal(daemon.id(), Signal::SIGKILL);
+        daemon.wait().unwrap();
+        wait_for("its heartbeat to be missed", || {
+            env.status()["daemons"][0]["state"] == "silent"
+        });
+        let text = out(&env, &["status"]);
+        assert!(text.contains("daemon: not running (last seen "), "{text}");
+        assert!(text.contains("went silent"), "{text}");
+        assert!(out(&env, &["status", "--short"]).contains("no daemon"));
+    }
+
+    /// The emergency stop at a glance: a tmux status bar and the metrics
+    /// show it, for every batch.
+    fn the_paused_file_shows_in_short_and_the_metrics(env) {
+        env.add_items("a", 1);
+        env.add_items("b", 1);
+        let short = out(&env, &["status", "--short"]);
+        assert!(!short.contains("EMERGENCY") && !short.contains('⏸'), "{short}");
+        std::fs::write(env.path("PAUSED"), "").unwrap();
+        let short = out(&env, &["status", "--short"]);
+        match env.backend {
+            // Beside the database file.
+            common::Backend::Sqlite => {
+                assert!(short.starts_with("⛔ EMERGENCY STOP  a 0✓ 1… ⏸  b 0✓ 1… ⏸"), "{short}");
+                let metrics = out(&env, &["status", "--prometheus"]);
+                for line in [
+                    "nightshift_emergency_stop 1",
+                    "nightshift_batch_paused{batch=\"a\"} 1",
+                    "nightshift_batch_paused{batch=\"b\"} 1",
+                ] {
+                    assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
+                }
+                assert_eq!(env.status()["batches"][0]["emergency_stop"], true);
+                std::fs::remove_file(env.path("PAUSED")).unwrap();
+                let metrics = out(&env, &["status", "--prometheus"]);
+                assert!(metrics.lines().any(|l| l == "nightshift_emergency_stop 0"), "{metrics}");
+                assert!(metrics.lines().any(|l| l == "nightshift_batch_paused{batch=\"a\"} 0"), "{metrics}");
+            }
+            // A database server has no file beside it: nothing is stopped,
+            // and nothing says so.
+            common::Backend::Pg => {
+                assert!(!short.contains("EMERGENCY"), "{short}");
+                let metrics = out(&env, &["status", "--prometheus"]);
+                assert!(metrics.lines().any(|l| l == "nightshift_emergency_stop 0"), "{metrics}");
+            }
+        }
+    }
+}

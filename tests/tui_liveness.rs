@@ -1,0 +1,138 @@
+//! The dashboard in a real pseudo-terminal tells who is alive: runners
+//! killed with SIGKILL (which writes nothing to the store) show crashed
+//! within a poll, their lock not held, their claims orphaned, and no ETA;
+//! at 80×24 and 120×40, for a Japanese batch name and an ASCII one.
+
+#![cfg(unix)]
+
+mod common;
+#[path = "tui/pty.rs"]
+mod pty;
+
+use std::path::Path;
+
+use common::{Background, Env, pids_with, signal, wait_for};
+use nix::sys::signal::Signal;
+use pty::Dash;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
+const JA: &str = "夜間記事";
+const ASCII: &str = "nightly";
+/// The dashboard's host (see `pty::Dash::open`): the runners run "here".
+const HOST: &str = "ptyhost";
+
+fn row_of<'a>(screen: &'a str, name: &str) -> &'a str {
+    screen
+        .lines()
+        .find(|l| l.contains(&format!("│{name}")))
+        .unwrap_or("")
+}
+
+/// The detail block of the selected batch: from its title down.
+fn detail(screen: &str, name: &str) -> String {
+    screen
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("┌ {name} ─")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn killed_runners_show_crashed_at_once_at_both_sizes() {
+    let env = Env::new();
+    let marker = format!("hang-{}", env.dir.path().display());
+    let worker = env.script(
+        "w.sh",
+        &format!("cat >/dev/null\nsh -c 'sleep 60; :' {marker}\necho '{{}}'"),
+    );
+    let w = worker.display();
+    env.config(&format!(
+        "[batch.\"{JA}\"]\nworker = [\"{w}\"]\nconcurrency = 2\nlock_ttl = \"1h\"\n\n\
+         [batch.{ASCII}]\nworker = [\"{w}\"]\nconcurrency = 2\nlock_ttl = \"1h\"\n"
+    ));
+    env.add_items(JA, 2);
+    env.add_items(ASCII, 2);
+    let mut runners: Vec<Background> = [JA, ASCII]
+        .iter()
+        .map(|b| {
+            env.spawn_with(
+                &format!("run-{b}"),
+                &["run", b],
+                &[("NIGHTSHIFT_HOST", HOST)],
+            )
+        })
+        .collect();
+    wait_for("every item claimed", || {
+        env.int("SELECT count(*) FROM items WHERE status = 'claimed'") == 4
+    });
+
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (80, 24));
+    dash.wait_for("both running", |s| {
+        row_of(s, JA).contains("running") && row_of(s, ASCII).contains("running")
+    });
+    let pids: Vec<u32> = runners.iter().map(|r| r.id()).collect();
+    // Stopped first, so that they write nothing more (a stopped holder is
+    // judged by its expiry: still running), and the dashboard polls once
+    // more: then nothing in the store changes when they die, and only the
+    // dashboard looking at the processes again can tell.
+    for pid in &pids {
+        signal(*pid, Signal::SIGSTOP);
+    }
+    let polled = |s: &str| s.lines().next().unwrap_or("").to_string();
+    let seen = polled(&dash.screen());
+    dash.wait_for("a poll after the stop", |s| {
+        polled(s) != seen && row_of(s, JA).contains("running")
+    });
+    for r in &mut runners {
+        signal(r.id(), Signal::SIGKILL);
+        r.wait().unwrap();
+    }
+
+    for (cols, rows) in [(80, 24), (120, 40)] {
+        if cols != 80 {
+            dash.resize(cols, rows);
+        }
+        let screen = dash.wait_for(&format!("both crashed at {cols}×{rows}"), |s| {
+            row_of(s, JA).trim_end().ends_with("crashed│")
+                && row_of(s, ASCII).trim_end().ends_with("crashed│")
+        });
+        assert!(!screen.contains("running"), "{screen}");
+        // The first batch (by name) is selected: then the other.
+        for (i, name) in [ASCII, JA].iter().enumerate() {
+            if i == 1 {
+                dash.key("j");
+            }
+            let run = env.int(&format!(
+                "SELECT r.id FROM runs r JOIN batches b ON b.id = r.batch_id WHERE b.name = '{name}'"
+            ));
+            let screen = dash.wait_for(&format!("{name} in detail"), |s| {
+                detail(s, name).contains(&format!("#{run} crashed"))
+            });
+            let d = detail(&screen, name);
+            let pid = pids[if *name == JA { 0 } else { 1 }];
+            for want in [
+                format!("#{run} crashed · manual · "),
+                format!("runner pid {pid} is gone"),
+                "crashed: its process is gone; not held".to_string(),
+                "2 claimed items, taken back by the next run".to_string(),
+                "no ETA: no run".to_string(),
+            ] {
+                assert!(d.contains(&want), "{want:?} at {cols}×{rows} in:\n{screen}");
+            }
+            assert!(
+                !d.contains("left"),
+                "no time left on a dead seat:\n{screen}"
+            );
+            // The tab bar names the selected batch and says it crashed.
+            let tabs = screen.lines().nth(1).unwrap_or("");
+            assert!(tabs.contains(name) && tabs.contains("crashed"), "{tabs}");
+            assert!(!tabs.contains('▶'), "{tabs}");
+        }
+        dash.key("k");
+    }
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    for pid in pids_with(&marker) {
+        signal(pid, Signal::SIGKILL);
+    }
+}
