@@ -41,6 +41,7 @@ pub const BATCH_FIELDS: &[&str] = &[
     "transient_exit_codes",
     "transient_error_classes",
     "rate_limit",
+    "max_hold",
     "max_cost",
     "schedule",
     "timezone",
@@ -182,6 +183,9 @@ pub struct BatchConfig {
     pub transient_exit_codes: Vec<i32>,
     pub transient_error_classes: Vec<String>,
     pub rate_limit: Option<RateLimit>,
+    /// Longest hold a `retry_after_s` answer can put on the batch; a longer
+    /// one is clamped to it.
+    pub max_hold: Duration,
     pub max_cost: Option<f64>,
     pub schedule: Option<Schedule>,
     pub timezone: Tz,
@@ -218,6 +222,7 @@ impl BatchConfig {
             transient_exit_codes: vec![75],
             transient_error_classes: Vec::new(),
             rate_limit: None,
+            max_hold: Duration::from_hours(1),
             max_cost: None,
             schedule: None,
             timezone: Tz::UTC,
@@ -687,6 +692,9 @@ impl Walker<'_> {
                             .map_err(|e| bad(v, e.to_string()))
                     });
                 }
+                "max_hold" => {
+                    b.max_hold = self.take(value, f, positive_duration).unwrap_or(b.max_hold);
+                }
                 "max_cost" => b.max_cost = self.take(value, f, max_cost),
                 "schedule" => {
                     b.schedule = self.take(value, f, |v| {
@@ -1059,8 +1067,9 @@ item_timeout = "10m"
 # Stop claiming new items after this long; the rest wait for the next cycle.
 max_duration = "1h"
 
-# Immediate retries of a transient failure, with exponential backoff and jitter
-# starting at `backoff` and capped at `backoff_max`.
+# Immediate retries of a transient failure. Retry n waits backoff * 2^(n-1)
+# (at most `backoff_max`) plus a random extra of up to half that again: never
+# less than the backoff, so "1s" gives 1-1.5s, then 2-3s, then 4-6s.
 retries = 2
 backoff = "1s"
 backoff_max = "60s"
@@ -1076,7 +1085,14 @@ transient_exit_codes = [75]
 transient_error_classes = ["TimeoutError", "ConnectionError", "RateLimitError"]
 
 # At most this many worker calls per sec, min or hour, shared by all workers.
+# Every call counts, immediate retries included; a run with nothing to do
+# waits for nothing.
 rate_limit = "60/min"
+
+# A worker's `retry_after_s` holds every call of the batch (retries included)
+# for that long, and later runs too; a longer one is clamped to this.
+# `nightshift unpause BATCH` lifts a hold.
+max_hold = "1h"
 
 # Stop the cycle once workers have reported this much cost (in their unit).
 max_cost = 5.0
@@ -1241,6 +1257,7 @@ alert = ["sh", "-c", "mail -s nightshift me@example.com"]
         assert_eq!(b.grace, Duration::from_secs(30));
         assert_eq!(b.lock_ttl, Duration::from_secs(60));
         assert_eq!(b.mode, WorkerMode::Process);
+        assert_eq!(b.max_hold, Duration::from_secs(3600));
     }
 
     #[test]
@@ -1277,6 +1294,12 @@ alert = ["sh", "-c", "mail -s nightshift me@example.com"]
                 .contains(":2: batch.a.item_timeout: must be longer than zero")
         );
         assert!(error("[batch.a]\ngrace = -1").contains(":2: batch.a.grace: must not be negative"));
+        assert!(
+            error("[batch.a]\nmax_hold = \"0s\"")
+                .contains(":2: batch.a.max_hold: must be longer than zero")
+        );
+        let held = parse("[batch.a]\nmax_hold = \"10m\"").unwrap();
+        assert_eq!(held.batch("a").unwrap().max_hold, Duration::from_secs(600));
         assert!(
             error("[batch.a]\nlock_ttl = true")
                 .contains(":2: batch.a.lock_ttl: expected a duration")

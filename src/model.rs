@@ -367,6 +367,49 @@ pub struct Pause {
     pub at: Millis,
 }
 
+/// A retry-after hold on a batch: no worker call of the batch starts before
+/// `until` (see `runner::gate`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hold {
+    pub until: Millis,
+    /// The item whose answer asked for it.
+    pub key: Option<String>,
+    /// That item's label, while the item is kept.
+    pub label: Option<String>,
+}
+
+impl Hold {
+    /// Is the hold still on at `now`?
+    #[must_use]
+    pub fn active(&self, now: Millis) -> bool {
+        self.until > now
+    }
+
+    /// `KEY (LABEL)`: the item whose answer asked for the hold (its label
+    /// when it has one of its own). Not made inert.
+    #[must_use]
+    pub fn source(&self) -> Option<String> {
+        let key = self.key.as_deref()?;
+        Some(
+            match self.label.as_deref().filter(|l| !l.is_empty() && *l != key) {
+                Some(label) => format!("{key} ({label})"),
+                None => key.to_string(),
+            },
+        )
+    }
+
+    /// `held until 15:20:00Z by a retry-after from KEY (LABEL)`: the same
+    /// words in every view. Not made inert.
+    #[must_use]
+    pub fn describe(&self, now: Millis) -> String {
+        let until = crate::util::time::utc_clock(self.until, now);
+        match self.source() {
+            Some(from) => format!("held until {until} by a retry-after from {from}"),
+            None => format!("held until {until} by a retry-after"),
+        }
+    }
+}
+
 /// The outcome of a schedule fire, kept so "why did it not run" has an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Fire {
@@ -387,9 +430,17 @@ pub struct BatchInfo {
     /// The seats of the batch lock, oldest first (expired ones included).
     pub locks: Vec<LockInfo>,
     pub last_run: Option<Run>,
+    /// The last retry-after hold (over once `until` has passed).
+    pub hold: Option<Hold>,
 }
 
 impl BatchInfo {
+    /// The retry-after hold still on at `now`.
+    #[must_use]
+    pub fn held(&self, now: Millis) -> Option<&Hold> {
+        self.hold.as_ref().filter(|h| h.active(now))
+    }
+
     /// The oldest seat of the batch lock: the runner, unless several share
     /// the batch.
     #[must_use]

@@ -33,6 +33,11 @@ pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result
         help: "1 if the batch is paused.",
         samples: Vec::new(),
     };
+    let mut hold = Family {
+        name: "nightshift_batch_hold_seconds",
+        help: "Seconds left of a retry-after hold (0 if none): no call starts before.",
+        samples: Vec::new(),
+    };
     let mut lock = Family {
         name: "nightshift_lock_held",
         help: "1 if a runner holds the batch lock.",
@@ -74,6 +79,11 @@ pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result
             format!("batch=\"{b}\""),
             f64::from(u8::from(info.pause.is_some())),
         ));
+        hold.samples.push((
+            format!("batch=\"{b}\""),
+            info.held(now)
+                .map_or(0.0, |h| (h.until - now) as f64 / 1000.0),
+        ));
         let held = info.locks.iter().any(|l| l.expires_at >= now);
         lock.samples
             .push((format!("batch=\"{b}\""), f64::from(u8::from(held))));
@@ -99,7 +109,15 @@ pub fn render(store: &Store, infos: &[BatchInfo], now: Millis) -> anyhow::Result
         oldest.samples.push((format!("batch=\"{b}\""), age));
     }
     let mut out = String::new();
-    for family in [items, paused, lock, last_run_time, last_run_ok, oldest] {
+    for family in [
+        items,
+        paused,
+        hold,
+        lock,
+        last_run_time,
+        last_run_ok,
+        oldest,
+    ] {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(out, "# TYPE {} gauge", family.name);
         for (labels, value) in family.samples {

@@ -10,6 +10,7 @@ use super::{Ctx, Exit, out, out_json, user_error};
 use crate::cli::RunArgs;
 use crate::runner::{self, RunOptions, StopReason};
 use crate::util::sanitize;
+use crate::util::time::{now_ms, relative, utc_clock};
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     let opts = options(ctx, args)?;
@@ -172,6 +173,24 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
             sanitize::line(reason)
         ))?;
         return Ok(Exit::Ok);
+    }
+    if let Some(hold) = &plan.hold {
+        let now = now_ms();
+        let (until, left) = (utc_clock(hold.until, now), relative(hold.until, now));
+        let from = hold
+            .source()
+            .map_or_else(String::new, |s| format!(" from {s}"));
+        out(sanitize::line(
+            &if plan.items.is_empty() && plan.source.is_none() {
+                format!(
+                    "{name}: held until {until} ({left}) by the retry-after{from}; nothing is due to run anyway"
+                )
+            } else {
+                format!(
+                    "{name}: would wait until {until} ({left}) for the retry-after hold{from}: no call starts before (`nightshift unpause {name}` lifts it)"
+                )
+            },
+        ))?;
     }
     if let Some(holder) = &plan.lock_held_by {
         out(format!(

@@ -80,6 +80,7 @@ fn empty_info(name: &str) -> BatchInfo {
         last_fire: None,
         locks: Vec::new(),
         last_run: None,
+        hold: None,
     }
 }
 
@@ -128,6 +129,9 @@ fn batch_json(ctx: &Ctx, info: &BatchInfo, pruned_keys: i64, now: Millis) -> Val
         "paused_reason": info.pause.as_ref().map(|p| p.reason.clone()),
         "paused_by": info.pause.as_ref().map(|p| p.by.clone()),
         "paused_at": info.pause.as_ref().map(|p| rfc3339(p.at)),
+        "hold_until": info.held(now).map(|h| rfc3339(h.until)),
+        "hold_by": info.held(now).and_then(|h| h.key.clone()),
+        "hold_label": info.held(now).and_then(|h| h.label.clone()),
         "lock": info.lock().map(|l| lock_json(l, now)),
         "locks": info.locks.iter().map(|l| lock_json(l, now)).collect::<Vec<_>>(),
         "last_run": info.last_run.as_ref().map(|r| json!({
@@ -206,6 +210,9 @@ pub fn short_line(infos: &[BatchInfo]) -> String {
             if i.pause.is_some() {
                 s.push_str(" ⏸");
             }
+            if i.held(now).is_some() {
+                s.push_str(" held");
+            }
             s
         })
         .collect();
@@ -258,6 +265,14 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> an
                 p.reason,
                 p.by,
                 relative(p.at, now)
+            ));
+        }
+        if let Some(h) = i.held(now) {
+            lines.push(format!(
+                "{} ({} left): no call starts before; `nightshift unpause {}` lifts it",
+                h.describe(now),
+                crate::util::time::compact(((h.until - now) / 1000) as u64),
+                i.name
             ));
         }
         for l in &i.locks {

@@ -127,10 +127,16 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
             String::new()
         };
         let inflight = cycle.inflight.lock().map(|m| m.len()).unwrap_or(0);
+        let held = cycle.gate.held_until().map_or_else(String::new, |t| {
+            format!(
+                " · held until {} (retry-after)",
+                crate::util::time::utc_clock(t, crate::util::time::now_ms())
+            )
+        });
         let mut err = std::io::stderr().lock();
         let _ = write!(
             err,
-            "\r\x1b[2K{}: {} done, {} empty, {} failed, {} running, {} left · {:.0}/min{eta}",
+            "\r\x1b[2K{}: {} done, {} empty, {} failed, {} running, {} left · {:.0}/min{eta}{held}",
             crate::util::sanitize::line(&cycle.batch),
             c.done,
             c.empty,

@@ -3,7 +3,7 @@
 //! claim left by a dead run, and what a bulk write cut short says.
 
 use super::{CutShort, Failure, Selection, StoreError};
-use crate::model::{AddReport, LockInfo, Millis, NewEvent, Tier};
+use crate::model::{AddReport, Hold, LockInfo, Millis, NewEvent, Tier};
 use crate::util::identity::{self, Seen};
 
 /// Has the seat lapsed: its expiry passed, and its holder is not a process
@@ -225,4 +225,25 @@ pub(crate) fn keys_forgotten_event(
     )
     .actor(actor)
     .fields(serde_json::json!({"keys": n, "done_before": before}))
+}
+
+/// The `hold-lifted` event: `actor` lifted a retry-after hold still on
+/// (`unpause`).
+pub(crate) fn hold_lifted(batch: &str, hold: &Hold, actor: &str, now: Millis) -> NewEvent {
+    let until = crate::util::time::rfc3339(hold.until);
+    let mut event = NewEvent::new(
+        now,
+        batch,
+        "hold-lifted",
+        format!(
+            "retry-after hold lifted by {actor} (it was {})",
+            hold.describe(now)
+        ),
+    )
+    .actor(actor)
+    .fields(serde_json::json!({"until": until, "key": hold.key}));
+    if let Some(key) = &hold.key {
+        event = event.key(key);
+    }
+    event
 }

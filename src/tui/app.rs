@@ -258,6 +258,7 @@ impl App {
                 last_fire: None,
                 locks: Vec::new(),
                 last_run: None,
+                hold: None,
             },
         })
     }

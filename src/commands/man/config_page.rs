@@ -113,6 +113,7 @@ fn default_of(key: &str) -> Option<String> {
                 .collect(),
         ),
         "rate_limit" => d.rate_limit.map_or_else(none, |r| quoted(r.to_string())),
+        "max_hold" => quoted(format_duration(d.max_hold)),
         "max_cost" => d.max_cost.map_or_else(none, |c| c.to_string()),
         "schedule" => "none: the daemon does not run the batch".to_string(),
         "timezone" => quoted(d.timezone.name().to_string()),

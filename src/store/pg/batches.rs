@@ -2,8 +2,21 @@
 
 use super::PgStore;
 use super::conn::{Conn, text};
-use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause};
-use crate::store::{Result, StoreError};
+use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, NewEvent, Pause};
+use crate::store::{Result, StoreError, Unpaused};
+
+/// The hold as stored (see the SQLite store's `HOLD`).
+const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
+                      FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
+                     WHERE b.id = $1 AND b.hold_until IS NOT NULL";
+
+fn hold(c: &mut Conn, id: i64) -> Result<Option<Hold>> {
+    Ok(c.opt(HOLD, &[&id])?.map(|r| Hold {
+        until: c.tout(r.get(0)),
+        key: r.get(1),
+        label: r.get(2),
+    }))
+}
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(c: &mut Conn, name: &str) -> Result<i64> {
@@ -106,6 +119,7 @@ pub(crate) fn info(c: &mut Conn, id: i64, name: String) -> Result<BatchInfo> {
         last_fire,
         locks: super::locks::current(c, id, &name)?,
         last_run: super::runs::last(c, id)?,
+        hold: hold(c, id)?,
         name,
     })
 }
@@ -192,24 +206,31 @@ impl PgStore {
         })
     }
 
-    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool> {
+    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<Unpaused> {
         self.write(|c| {
             let id = batch_id(c, batch)?;
-            let was = paused(c, id)?;
+            // The row locked first: a concurrent unpause waits, then finds
+            // nothing left to lift.
+            c.x("SELECT 1 FROM batches WHERE id = $1 FOR UPDATE", &[&id])?;
+            let was_paused = paused(c, id)?;
+            let lifted = hold(c, id)?.filter(|h| h.active(now));
             c.x(
                 "UPDATE batches SET paused = false, paused_reason = NULL, paused_by = NULL,
-                        paused_at = NULL
+                        paused_at = NULL, hold_until = NULL, hold_key = NULL
                   WHERE id = $1",
                 &[&id],
             )?;
-            if was {
+            if was_paused {
                 super::events::insert(
                     c,
                     &NewEvent::new(now, batch, "unpaused", format!("unpaused by {actor}"))
                         .actor(actor),
                 )?;
             }
-            Ok(was)
+            if let Some(h) = &lifted {
+                super::events::insert(c, &crate::store::shared::hold_lifted(batch, h, actor, now))?;
+            }
+            Ok(Unpaused { was_paused, lifted })
         })
     }
 
@@ -220,22 +241,20 @@ impl PgStore {
         })
     }
 
-    pub fn hold_until(&self, batch: &str) -> Result<Option<Millis>> {
+    pub fn hold(&self, batch: &str) -> Result<Option<Hold>> {
         self.read(|c| {
-            let held: Option<i64> = c
-                .opt("SELECT hold_until FROM batches WHERE name = $1", &[&batch])?
-                .and_then(|r| r.get(0));
-            Ok(c.tout_opt(held))
+            let id = batch_id(c, batch)?;
+            hold(c, id)
         })
     }
 
-    pub fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()> {
+    pub fn set_hold(&mut self, batch: &str, until: Millis, key: Option<&str>) -> Result<()> {
         self.write(|c| {
             let until = c.tin(until);
             c.x(
-                "UPDATE batches SET hold_until = greatest(coalesce(hold_until, 0), $2)
-                  WHERE name = $1",
-                &[&batch, &until],
+                "UPDATE batches SET hold_until = $2, hold_key = $3
+                  WHERE name = $1 AND (hold_until IS NULL OR hold_until < $2)",
+                &[&batch, &until, &key],
             )?;
             Ok(())
         })

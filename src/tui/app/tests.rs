@@ -41,6 +41,7 @@ fn info(name: &str, paused: bool) -> BatchView {
             last_fire: None,
             locks: Vec::new(),
             last_run: None,
+            hold: None,
         },
         minutes: vec![(0, 0); 5],
     }

@@ -161,6 +161,7 @@ fn table(
             let rate = view.map_or(0.0, |v| rates(&v.minutes, app.now).last_minute);
             let (state, role) = match view.map(|v| &v.info) {
                 Some(i) if i.pause.is_some() => ("paused", Role::Warn),
+                Some(i) if i.held(app.now).is_some() => ("held", Role::Warn),
                 Some(i) if i.running(app.now) => ("running", Role::Accent),
                 _ => ("idle", Role::Dim),
             };
@@ -308,6 +309,29 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
                 p.style(Role::Warn),
             ),
         ]));
+    }
+    if let Some(hold) = info.held(now) {
+        let until = crate::util::time::utc_clock(hold.until, now);
+        let from = match &hold.key {
+            Some(key) => super::item_name(
+                key,
+                hold.label.as_deref().unwrap_or_default(),
+                super::key_width(area_width),
+            ),
+            None => "a worker".into(),
+        };
+        for text in [
+            format!(
+                "HELD until {until} ({}): no call starts before",
+                super::ago(hold.until, now)
+            ),
+            format!("by a retry-after from {from}"),
+        ] {
+            lines.push(Line::from(vec![
+                label(""),
+                Span::styled(text, p.style(Role::Warn)),
+            ]));
+        }
     }
     lines.push(match info.lock() {
         Some(l) => {
