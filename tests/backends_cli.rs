@@ -239,10 +239,10 @@ both_backends! {
         env.add_items("b", 2);
         match env.backend {
             Backend::Sqlite => env.sql().execute_batch(
-                "DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
+                "ALTER TABLE batches DROP COLUMN hold_key; PRAGMA user_version = 5;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
-                "DELETE FROM nightshift_meta WHERE key = 'store_id';
-                 UPDATE nightshift_meta SET value = '6' WHERE key = 'schema_version';").unwrap(),
+                "ALTER TABLE batches DROP COLUMN hold_key;
+                 UPDATE nightshift_meta SET value = '7' WHERE key = 'schema_version';").unwrap(),
         }
         let before = env.snapshot();
         for args in [&["status"][..], &["show", "b", "k1"], &["prune", "--older-than", "0s", "--dry-run"]] {

@@ -252,9 +252,10 @@ fn a_version_3_database_gains_the_run_actor() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
-            // Versions 4 to 7 undone: the actor, tombstones, worker groups,
-            // the store id.
-            "ALTER TABLE nightshift.runs DROP COLUMN actor;
+            // Versions 4 to 8 undone: the actor, tombstones, worker groups,
+            // the store id, the hold's key.
+            "ALTER TABLE nightshift.batches DROP COLUMN hold_key;
+             ALTER TABLE nightshift.runs DROP COLUMN actor;
              DROP TABLE nightshift.tombstones; DROP FUNCTION nightshift.tombstones_counted();
              ALTER TABLE nightshift.batches DROP COLUMN pruned_keys;
              DROP TABLE nightshift.workers;

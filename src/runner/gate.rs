@@ -33,13 +33,11 @@ pub(super) struct Held {
 /// Where a call stands at the gate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Pass {
-    /// Not through yet.
+    /// No token yet.
     #[default]
     None,
     /// The rate-limit token of this instant is reserved for it.
     Ticket(Instant),
-    /// Through, when its item was claimed: good unless a hold came since.
-    Granted,
 }
 
 pub struct Gate {
@@ -76,29 +74,30 @@ impl Gate {
 
     /// May the call start now? The one rule for every call: never while
     /// held (a token reserved meanwhile is given up: the call takes a new
-    /// one after the hold), then only with a rate-limit token. `Err` says
-    /// when to ask again.
+    /// one after the hold), then only with a rate-limit token whose time
+    /// has come (`Pacer::start`). `Err` says when to ask again.
     pub fn admit(&self, pass: &mut Pass) -> Result<(), Instant> {
         if let Some(until) = self.held_until() {
             *pass = Pass::None;
             return Err(instant_at(until));
         }
         let Some(pacer) = &self.pacer else {
-            *pass = Pass::None;
             return Ok(());
         };
         let at = match *pass {
-            Pass::Granted => Instant::now(),
             Pass::Ticket(at) => at,
             Pass::None => pacer.reserve(),
         };
-        if at <= Instant::now() {
-            *pass = Pass::None;
-            Ok(())
-        } else {
-            *pass = Pass::Ticket(at);
-            Err(at)
-        }
+        *pass = Pass::Ticket(at);
+        pacer.start(at)?;
+        *pass = Pass::None;
+        Ok(())
+    }
+
+    /// Under a rate limit: the token of the call about to be claimed for,
+    /// and when it may start.
+    fn reserve(&self) -> Option<Instant> {
+        self.pacer.as_ref().map(Pacer::reserve)
     }
 
     /// Holds every call until `until` (never shortens a hold). True if it
@@ -164,9 +163,11 @@ impl Cycle {
 
     /// Claims up to `n` items for calls to be made now. A hold is waited
     /// out first, without a claim (and not at all when nothing is pending).
-    /// Under a rate limit the slots take turns, and the token of the first
-    /// call is taken before the next slot claims: `Pass::Granted` then
-    /// goes with the claims. `None`: the lock is lost.
+    /// Under a rate limit the slots take turns: the first call's token is
+    /// reserved once there is an item to call for, and its time waited for
+    /// before the next slot claims; the ticket goes with the claims (the
+    /// call still starts only through [`Cycle::pass`]). `None`: the lock is
+    /// lost.
     pub(super) async fn claim_through_gate(
         &self,
         n: usize,
@@ -181,14 +182,12 @@ impl Cycle {
                 return nothing;
             }
         }
+        let mut stop = self.stop_tx.subscribe();
         let turn = match &self.gate.pacer {
-            Some(_) => {
-                let mut stop = self.stop_tx.subscribe();
-                tokio::select! {
-                    turn = self.gate.turn.lock() => Some(turn),
-                    _ = stop.changed() => return nothing,
-                }
-            }
+            Some(_) => tokio::select! {
+                turn = self.gate.turn.lock() => Some(turn),
+                _ = stop.changed() => return nothing,
+            },
             None => None,
         };
         if self.stopping().is_some() {
@@ -204,8 +203,12 @@ impl Cycle {
             return Ok(None);
         };
         let mut pass = Pass::None;
-        if turn.is_some() && !claims.is_empty() && self.pass(&mut pass).await {
-            pass = Pass::Granted;
+        if let Some(at) = self.gate.reserve().filter(|_| !claims.is_empty()) {
+            pass = Pass::Ticket(at);
+            tokio::select! {
+                () = tokio::time::sleep_until(at) => {}
+                _ = stop.changed() => {}
+            }
         }
         drop(turn);
         Ok(Some((claims, pass)))
@@ -311,14 +314,17 @@ mod tests {
         let gate = Gate::new(Some(Pacer::new(1, Duration::from_secs(10))), None);
         let mut first = Pass::None;
         assert_eq!(gate.admit(&mut first), Ok(()));
+        assert_eq!(first, Pass::None, "its token is used");
         let mut second = Pass::None;
-        assert!(gate.admit(&mut second).is_err(), "one token per 10 s");
-        assert!(matches!(second, Pass::Ticket(_)));
+        let at = gate.admit(&mut second).unwrap_err();
+        assert_eq!(second, Pass::Ticket(at), "one token per 10 s, reserved");
         gate.extend(now_ms() + 60_000);
         assert!(gate.admit(&mut second).is_err());
         assert_eq!(second, Pass::None, "the ticket is given up while held");
-        let mut granted = Pass::Granted;
-        assert!(gate.admit(&mut granted).is_err(), "granted before the hold");
+        // Lifted: the call takes a token after the hold.
+        gate.sync(gate.seq(), None);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(gate.admit(&mut second), Ok(()));
     }
 
     #[test]
