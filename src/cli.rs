@@ -121,7 +121,7 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Show a batch's next fire times, in its time zone and in UTC.
     Schedule(ScheduleArgs),
-    /// Show counts per batch.
+    /// Show counts per batch, and what holds each back (a pause, a retry-after hold).
     Status(StatusArgs),
     /// List the items of a batch.
     Items(ItemsArgs),
@@ -133,7 +133,7 @@ pub enum Command {
     Skip(SkipArgs),
     /// Pause a batch: runs and schedule fires do nothing until unpaused.
     Pause(PauseArgs),
-    /// Unpause a batch.
+    /// Unpause a batch, and lift its retry-after hold (both recorded).
     Unpause(UnpauseArgs),
     /// Dead letters grouped by error class, or exported as JSON lines.
     Dlq(DlqArgs),
@@ -190,7 +190,7 @@ pub struct InitArgs {
 
 #[derive(Debug, Args)]
 pub struct UnpauseArgs {
-    /// The batch to unpause.
+    /// The batch to unpause (and whose retry-after hold to lift).
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Print what was done as JSON.
@@ -242,7 +242,8 @@ pub struct RunArgs {
     /// Run only this item (pending or failed).
     #[arg(long)]
     pub key: Option<String>,
-    /// Show what would run; write nothing.
+    /// Show what would run (and what it would wait for: a pause, the lock,
+    /// a retry-after hold); write nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Stop claiming after this long (e.g. 1h).
