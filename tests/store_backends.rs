@@ -420,6 +420,9 @@ both_backends! {
         assert!(s.unpause_batch("b", "ops", T0 + 1).unwrap().was_paused);
         assert!(!s.unpause_batch("b", "ops", T0 + 1).unwrap().was_paused);
         assert_eq!(s.pause("b").unwrap(), None);
+        let kinds = s.event_kinds_since(T0 - 1).unwrap();
+        assert!(kinds.contains(&("b".to_string(), "paused".to_string(), 2)), "{kinds:?}");
+        assert!(kinds.contains(&("b".to_string(), "unpaused".to_string(), 1)), "{kinds:?}");
     }
 
     /// A retry-after hold names the item that asked for it (with its
@@ -478,7 +481,7 @@ both_backends! {
         assert_eq!(since.fires, vec![("b".to_string(), "skipped".to_string(), 1)]);
         assert_eq!(since.runs.len(), 2);
         let kinds = s.event_kinds_since(T0 - 1).unwrap();
-        assert!(kinds.contains(&("b".to_string(), "paused".to_string(), 2)), "{kinds:?}");
+        assert!(kinds.contains(&("b".to_string(), "fire".to_string(), 1)), "{kinds:?}");
     }
 
     fn events_filter_and_follow(db, s) {
