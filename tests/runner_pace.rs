@@ -315,6 +315,51 @@ echo '"ok"'"#);
         assert_eq!(env.events("b", "hold-lifted").len(), 1, "nothing more was recorded");
     }
 
+    // Slow (about 4 s). Two runners share the batch; one gets a 4 s
+    // retry-after once both are calling (the worker waits for that): the
+    // other learns of the hold from the store within a heartbeat (a second)
+    // and starts nothing more until it ends (the old code held only the run
+    // that got the answer).
+    fn a_hold_one_runner_is_given_holds_the_runners_sharing_the_batch(env) {
+        let log = p(&env.path("starts.log"));
+        let w = p(&env.script("w.sh", &format!(r#"cat >/dev/null
+echo "$NIGHTSHIFT_HOST $(date +%s%3N) $NIGHTSHIFT_KEY" >> {log}
+if [ "$NIGHTSHIFT_KEY" = limited ] && [ "$NIGHTSHIFT_ATTEMPT" = 1 ]; then
+  n=0
+  until grep -q '^host-a ' {log} && grep -q '^host-b ' {log}; do n=$((n+1)); [ $n -gt 600 ] && break; sleep 0.05; done
+  echo '{{"error_class":"RateLimitError","transient":true,"message":"429","retry_after_s":4}}' >&2; exit 75
+fi
+sleep 0.1
+echo '"ok"'"#)));
+        env.config(&format!("[batch.b]\nworker = [\"{w}\"]\nrunners = 2\nconcurrency = 1\nretries = 0\n"));
+        let keys: Vec<String> = (0..80).map(|i| if i == 5 { "limited".into() } else { format!("k{i:02}") }).collect();
+        add_keys(&env, "b", &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut a = env.spawn_with("a", &["run", "b"], &[("NIGHTSHIFT_HOST", "host-a")]);
+        let mut b = env.spawn_with("b", &["run", "b"], &[("NIGHTSHIFT_HOST", "host-b")]);
+        for (run, tag) in [(&mut a, "a"), (&mut b, "b")] {
+            wait_for("the runs to end", || run.try_wait().unwrap().is_some());
+            let code = run.wait().unwrap().code();
+            assert!(matches!(code, Some(0 | 1)), "{tag}: {code:?} {:?}", env.output_of(tag));
+        }
+        let calls: Vec<(String, i64, String)> = common::lines(&env.path("starts.log"))
+            .iter()
+            .map(|l| {
+                let mut f = l.split(' ');
+                let (host, ms, key) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+                (host.to_string(), ms.parse().unwrap(), key.to_string())
+            })
+            .collect();
+        let limited = calls.iter().find(|c| c.2 == "limited").unwrap();
+        // The 429 came after this start: the hold ends 4 s after it at the
+        // earliest. The other runner may start calls until it learns of
+        // the hold (a heartbeat, a second; two allowed for a busy machine).
+        let (from, to) = (limited.1 + 2000, limited.1 + 4000);
+        let during: Vec<_> = calls.iter().filter(|c| c.1 >= from && c.1 < to).collect();
+        assert!(during.is_empty(), "calls during the hold: {during:?}");
+        assert!(calls.iter().any(|c| c.1 >= to), "work went on after the hold");
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 79);
+    }
+
     // `max_hold` set lower: a 30 s retry-after holds for 2 s only.
     fn max_hold_bounds_a_retry_after(env) {
         let w = shell_worker(&env, r#"if [ "$NIGHTSHIFT_ATTEMPT" = 1 ]; then
