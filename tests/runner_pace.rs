@@ -268,7 +268,7 @@ echo '"ok"'"#);
         // The text views.
         let text = env.run(&["status"]).code(0).stdout.clone();
         assert!(
-            text.contains(&format!("held until {clock} by a retry-after from slow (")),
+            text.contains(&format!("held until {clock} by a retry-after from slow; ")),
             "{text}"
         );
         assert!(text.contains("`nightshift unpause b` lifts it"), "{text}");

@@ -415,6 +415,16 @@ exit 75"#,
             "clamped to an hour"
         );
         let clock = nightshift::util::time::utc_clock(until, now);
+        // The text view names the item by its key with its label beside it.
+        let text = env.cmd().arg("status").output().unwrap();
+        let text = String::from_utf8(text.stdout).unwrap();
+        assert!(
+            text.contains(&format!(
+                "  held until {clock} by a retry-after from {key} ({label}); "
+            )),
+            "{}: {text}",
+            lang.name
+        );
         for size in SIZES {
             let what = format!("{} at {}×{}", lang.name, size.0, size.1);
             let _ = std::fs::remove_dir_all(env.dir.path().join("state"));

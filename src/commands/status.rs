@@ -269,7 +269,7 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], now: Millis) -> an
         }
         if let Some(h) = i.held(now) {
             lines.push(format!(
-                "{} ({} left): no call starts before; `nightshift unpause {}` lifts it",
+                "{}; {} left, no call starts before it ends; `nightshift unpause {}` lifts it",
                 h.describe(now),
                 crate::util::time::compact(((h.until - now) / 1000) as u64),
                 i.name
