@@ -122,7 +122,8 @@ pub enum Command {
     /// Show a batch's next fire times, in its time zone and in UTC.
     Schedule(ScheduleArgs),
     /// Show counts per batch: pending, claimed, done, empty, skipped, retry,
-    /// manual (each item in one), the last run that did work.
+    /// manual (each item in one), the last run that did work, and what holds
+    /// each back (a pause, a retry-after hold).
     Status(StatusArgs),
     /// List the items of a batch.
     Items(ItemsArgs),
@@ -135,7 +136,7 @@ pub enum Command {
     Skip(SkipArgs),
     /// Pause a batch: runs and schedule fires do nothing until unpaused.
     Pause(PauseArgs),
-    /// Unpause a batch.
+    /// Unpause a batch, and lift its retry-after hold (both recorded).
     Unpause(UnpauseArgs),
     /// Dead letters grouped by error class, or exported as JSON lines.
     Dlq(DlqArgs),
@@ -192,7 +193,7 @@ pub struct InitArgs {
 
 #[derive(Debug, Args)]
 pub struct UnpauseArgs {
-    /// The batch to unpause.
+    /// The batch to unpause (and whose retry-after hold to lift).
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Print what was done as JSON.
@@ -244,7 +245,8 @@ pub struct RunArgs {
     /// Run only this item (pending or failed).
     #[arg(long)]
     pub key: Option<String>,
-    /// Show what would run, and what waits and why; write nothing.
+    /// Show what would run, and what waits and why (a pause, the lock, a
+    /// retry-after hold); write nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Stop claiming after this long (e.g. 1h).

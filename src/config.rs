@@ -45,6 +45,7 @@ pub const BATCH_FIELDS: &[&str] = &[
     "transient_exit_codes",
     "transient_error_classes",
     "rate_limit",
+    "max_hold",
     "max_cost",
     "schedule",
     "timezone",
@@ -186,6 +187,9 @@ pub struct BatchConfig {
     pub transient_exit_codes: Vec<i32>,
     pub transient_error_classes: Vec<String>,
     pub rate_limit: Option<RateLimit>,
+    /// Longest hold a `retry_after_s` answer can put on the batch; a longer
+    /// one is clamped to it.
+    pub max_hold: Duration,
     pub max_cost: Option<f64>,
     pub schedule: Option<Schedule>,
     pub timezone: Tz,
@@ -222,6 +226,7 @@ impl BatchConfig {
             transient_exit_codes: vec![75],
             transient_error_classes: Vec::new(),
             rate_limit: None,
+            max_hold: Duration::from_hours(1),
             max_cost: None,
             schedule: None,
             timezone: Tz::UTC,
@@ -691,6 +696,9 @@ impl Walker<'_> {
                             .map_err(|e| bad(v, e.to_string()))
                     });
                 }
+                "max_hold" => {
+                    b.max_hold = self.take(value, f, positive_duration).unwrap_or(b.max_hold);
+                }
                 "max_cost" => b.max_cost = self.take(value, f, max_cost),
                 "schedule" => {
                     b.schedule = self.take(value, f, |v| {
@@ -1150,6 +1158,7 @@ alert = ["sh", "-c", "mail -s nightshift me@example.com"]
         assert_eq!(b.grace, Duration::from_secs(30));
         assert_eq!(b.lock_ttl, Duration::from_secs(60));
         assert_eq!(b.mode, WorkerMode::Process);
+        assert_eq!(b.max_hold, Duration::from_secs(3600));
     }
 
     #[test]
@@ -1186,6 +1195,12 @@ alert = ["sh", "-c", "mail -s nightshift me@example.com"]
                 .contains(":2: batch.a.item_timeout: must be longer than zero")
         );
         assert!(error("[batch.a]\ngrace = -1").contains(":2: batch.a.grace: must not be negative"));
+        assert!(
+            error("[batch.a]\nmax_hold = \"0s\"")
+                .contains(":2: batch.a.max_hold: must be longer than zero")
+        );
+        let held = parse("[batch.a]\nmax_hold = \"10m\"").unwrap();
+        assert_eq!(held.batch("a").unwrap().max_hold, Duration::from_secs(600));
         assert!(
             error("[batch.a]\nlock_ttl = true")
                 .contains(":2: batch.a.lock_ttl: expected a duration")

@@ -440,6 +440,49 @@ pub struct Pause {
     pub at: Millis,
 }
 
+/// A retry-after hold on a batch: no worker call of the batch starts before
+/// `until` (see `runner::gate`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hold {
+    pub until: Millis,
+    /// The item whose answer asked for it.
+    pub key: Option<String>,
+    /// That item's label, while the item is kept.
+    pub label: Option<String>,
+}
+
+impl Hold {
+    /// Is the hold still on at `now`?
+    #[must_use]
+    pub fn active(&self, now: Millis) -> bool {
+        self.until > now
+    }
+
+    /// `KEY (LABEL)`: the item whose answer asked for the hold (its label
+    /// when it has one of its own). Not made inert.
+    #[must_use]
+    pub fn source(&self) -> Option<String> {
+        let key = self.key.as_deref()?;
+        Some(
+            match self.label.as_deref().filter(|l| !l.is_empty() && *l != key) {
+                Some(label) => format!("{key} ({label})"),
+                None => key.to_string(),
+            },
+        )
+    }
+
+    /// `held until 15:20:00Z by a retry-after from KEY (LABEL)`: the same
+    /// words in every view. Not made inert.
+    #[must_use]
+    pub fn describe(&self, now: Millis) -> String {
+        let until = crate::util::time::utc_clock(self.until, now);
+        match self.source() {
+            Some(from) => format!("held until {until} by a retry-after from {from}"),
+            None => format!("held until {until} by a retry-after"),
+        }
+    }
+}
+
 /// The outcome of a schedule fire, kept so "why did it not run" has an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Fire {
@@ -465,8 +508,8 @@ pub struct BatchInfo {
     pub last_run: Option<Run>,
     /// The newest run, when it stepped down (newer than `last_run`).
     pub stepped_down: Option<Run>,
-    /// Claiming held back until then by a worker's `retry_after_s`.
-    pub hold_until: Option<Millis>,
+    /// The last retry-after hold (over once `until` has passed).
+    pub hold: Option<Hold>,
     /// Who is alive among them, as of the read (derived, not stored).
     #[serde(skip)]
     pub runners: Runners,
@@ -480,6 +523,12 @@ impl BatchInfo {
             name: name.to_string(),
             ..BatchInfo::default()
         }
+    }
+
+    /// The retry-after hold still on at `now`.
+    #[must_use]
+    pub fn held(&self, now: Millis) -> Option<&Hold> {
+        self.hold.as_ref().filter(|h| h.active(now))
     }
 
     /// The oldest seat of the batch lock: the runner, unless several share
@@ -534,10 +583,10 @@ impl BatchInfo {
     pub fn activity(&self, now: Millis) -> pace::Activity {
         let live = self.running() && self.last_run_seen().is_some_and(RunSeen::is_running);
         let run = self.last_run.as_ref().filter(|_| live);
-        match (run, self.hold_until) {
+        match (run, self.held(now)) {
             _ if self.pause.is_some() => pace::Activity::Paused,
             (None, _) => pace::Activity::Idle,
-            (Some(_), Some(until)) if until > now => pace::Activity::Held { until },
+            (Some(_), Some(hold)) => pace::Activity::Held { until: hold.until },
             (Some(r), _) => pace::Activity::Running {
                 since: r.started_at,
             },

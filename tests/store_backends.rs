@@ -8,7 +8,7 @@
 mod pg;
 
 use nightshift::model::{
-    Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Tombstone,
+    Fire, Hold, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Tombstone,
     Trigger, WorkerGroup,
 };
 use nightshift::store::{
@@ -417,12 +417,45 @@ both_backends! {
         assert!(!s.pause_batch("b", &p).unwrap());
         assert!(s.pause_batch("b", &p).unwrap());
         assert_eq!(s.pause("b").unwrap(), Some(p));
-        assert!(s.unpause_batch("b", "ops", T0 + 1).unwrap());
-        assert!(!s.unpause_batch("b", "ops", T0 + 1).unwrap());
+        assert!(s.unpause_batch("b", "ops", T0 + 1).unwrap().was_paused);
+        assert!(!s.unpause_batch("b", "ops", T0 + 1).unwrap().was_paused);
         assert_eq!(s.pause("b").unwrap(), None);
-        s.set_hold("b", T0 + 5000).unwrap();
-        s.set_hold("b", T0 + 1000).unwrap();
-        assert_eq!(s.hold_until("b").unwrap(), Some(T0 + 5000), "a hold is never shortened");
+        let kinds = s.event_kinds_since(T0 - 1).unwrap();
+        assert!(kinds.contains(&("b".to_string(), "paused".to_string(), 2)), "{kinds:?}");
+        assert!(kinds.contains(&("b".to_string(), "unpaused".to_string(), 1)), "{kinds:?}");
+    }
+
+    /// A retry-after hold names the item that asked for it (with its
+    /// label, while the item is kept), is never shortened, shows in the
+    /// batch's info, and `unpause` lifts it, as an operator action.
+    fn a_hold_is_kept_with_its_key_and_lifted_by_unpause(db, s) {
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        assert_eq!(s.hold("b").unwrap(), None);
+        s.set_hold("b", T0 + 5000, Some("k001")).unwrap();
+        s.set_hold("b", T0 + 1000, Some("k000")).unwrap();
+        let held = Hold { until: T0 + 5000, key: Some("k001".into()), label: Some("label 1".into()) };
+        assert_eq!(s.hold("b").unwrap(), Some(held.clone()), "a hold is never shortened");
+        assert_eq!(s.batch_infos(Some("b")).unwrap()[0].hold, Some(held.clone()));
+        s.set_hold("b", T0 + 9000, Some("gone")).unwrap();
+        let gone = s.hold("b").unwrap().unwrap();
+        assert_eq!((gone.until, gone.key.as_deref(), gone.label), (T0 + 9000, Some("gone"), None));
+        // `unpause` of a batch that is held but not paused lifts the hold.
+        let done = s.unpause_batch("b", "ops@box", T0 + 10).unwrap();
+        assert!(!done.was_paused);
+        assert_eq!(done.lifted.map(|h| h.until), Some(T0 + 9000));
+        assert_eq!(s.hold("b").unwrap(), None);
+        let lifted = s.events(&EventFilter { kinds: vec!["hold-lifted".into()], ..Default::default() }).unwrap();
+        assert_eq!(lifted.len(), 1);
+        assert_eq!((lifted[0].actor.as_deref(), lifted[0].key.as_deref()), (Some("ops@box"), Some("gone")));
+        assert!(lifted[0].message.contains("lifted by ops@box"), "{}", lifted[0].message);
+        // A hold already over is cleared without a word: nothing was lifted.
+        s.set_hold("b", T0 + 20, Some("k000")).unwrap();
+        assert_eq!(s.unpause_batch("b", "ops@box", T0 + 30).unwrap().lifted, None);
+        assert_eq!(s.hold("b").unwrap(), None);
+        assert_eq!(s.events(&EventFilter { kinds: vec!["hold-lifted".into()], ..Default::default() }).unwrap().len(), 1);
+    }
+
+    fn schedule_and_runs_are_kept(db, s) {
         s.set_next_fire("b", Some(T0 + 3_600_000), T0).unwrap();
         let fire = Fire { at: T0 + 10, outcome: "skipped".into(), reason: Some("paused".into()), run_id: None };
         s.record_fire("b", &fire).unwrap();
@@ -448,7 +481,7 @@ both_backends! {
         assert_eq!(since.fires, vec![("b".to_string(), "skipped".to_string(), 1)]);
         assert_eq!(since.runs.len(), 2);
         let kinds = s.event_kinds_since(T0 - 1).unwrap();
-        assert!(kinds.contains(&("b".to_string(), "paused".to_string(), 2)), "{kinds:?}");
+        assert!(kinds.contains(&("b".to_string(), "fire".to_string(), 1)), "{kinds:?}");
     }
 
     fn events_filter_and_follow(db, s) {
@@ -999,9 +1032,10 @@ both_backends! {
         }
         assert_eq!(s.retry_tier("b", T0 + MIN).unwrap(), RetryTier { due: 0, later: 2, next_at: Some(T0 + 10 * MIN) });
         assert_eq!(s.retry_tier("b", T0 + 15 * MIN).unwrap(), RetryTier { due: 1, later: 1, next_at: Some(T0 + 20 * MIN) });
-        assert_eq!(s.batch_infos(Some("b")).unwrap()[0].hold_until, None);
-        s.set_hold("b", T0 + 30 * MIN).unwrap();
-        assert_eq!(s.batch_infos(Some("b")).unwrap()[0].hold_until, Some(T0 + 30 * MIN));
+        assert_eq!(s.batch_infos(Some("b")).unwrap()[0].hold, None);
+        s.set_hold("b", T0 + 30 * MIN, Some(&c[0].key)).unwrap();
+        let hold = s.batch_infos(Some("b")).unwrap()[0].hold.clone().unwrap();
+        assert_eq!((hold.until, hold.key), (T0 + 30 * MIN, Some(c[0].key.clone())));
     }
 
     /// `requeue --outcome empty`: done items of that outcome back to

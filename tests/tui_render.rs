@@ -351,7 +351,8 @@ fn japanese_text_in_every_pane() {
 /// The pace says only what it knows (a fake clock: `NOW`): a run three
 /// seconds old has no rate and no ETA yet, and the run that stepped down
 /// beside it does not hide it; a run that has run a while has both; a held
-/// or paused batch, or one with no live run, has no ETA and says why.
+/// or paused batch, or one with no live run, has no ETA and says why (a
+/// held one until when on its own line).
 #[test]
 fn the_pace_says_only_what_it_knows() {
     use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Pause, RunState, Trigger};
@@ -433,7 +434,7 @@ fn the_pace_says_only_what_it_knows() {
     .unwrap();
     live(&mut s, "b-going", 300_000, 20);
     live(&mut s, "c-held", 300_000, 20);
-    s.set_hold("c-held", NOW + 4 * 60_000).unwrap();
+    s.set_hold("c-held", NOW + 4 * 60_000, Some("k07")).unwrap();
     live(&mut s, "d-paused", 300_000, 20);
     let pause = Pause {
         reason: "deploy".into(),
@@ -468,7 +469,12 @@ fn the_pace_says_only_what_it_knows() {
                 .trim_end()
                 .to_string()
         };
-        shown.push((row("│rate"), row("│last run"), row("│then")));
+        shown.push((
+            row("│rate"),
+            row("│last run"),
+            row("│then"),
+            row("HELD until"),
+        ));
         drive(&fx, &mut app, &[Action::NextBatch]);
     }
     let rates: Vec<&str> = shown.iter().map(|s| s.0.as_str()).collect();
@@ -477,7 +483,7 @@ fn the_pace_says_only_what_it_knows() {
         [
             "rate      — last minute · — last 1 min · ETA —",
             "rate      4.0/min last minute · 4.0/min last 5 min · ETA 5m0s",
-            "rate      4.0/min last minute · 4.0/min last 5 min · no ETA: held until 12:04Z",
+            "rate      4.0/min last minute · 4.0/min last 5 min · no ETA: held",
             "rate      4.0/min last minute · 4.0/min last 5 min · no ETA: paused",
             "rate      0.0/min last minute · 0.0/min last hour · no ETA: no run",
         ]
@@ -485,6 +491,16 @@ fn the_pace_says_only_what_it_knows() {
     assert!(shown[0].1.contains("#1 running"), "{:?}", shown[0]);
     assert!(shown[0].2.contains("#2 lock-held"), "{:?}", shown[0]);
     assert_eq!(shown[1].2, "", "no step-down: no line");
+    // Until when, and why, the hold's own line says, to the second.
+    assert!(
+        shown[2]
+            .3
+            .trim()
+            .starts_with("HELD until 12:04:00Z (in 4m0s)"),
+        "{:?}",
+        shown[2]
+    );
+    assert_eq!(shown[1].3, "", "no hold: no line");
 }
 
 /// With no live daemon the schedule line says so, and how many fire times

@@ -49,6 +49,11 @@ pub fn render(
         help: "1 if the batch is paused (its flag, or the emergency stop).",
         samples: Vec::new(),
     };
+    let mut hold = Family {
+        name: "nightshift_batch_hold_seconds",
+        help: "Seconds left of a retry-after hold (0 if none): no call starts before.",
+        samples: Vec::new(),
+    };
     let mut lock = Family {
         name: "nightshift_lock_held",
         help: "1 if a live runner holds the batch lock (0 once it crashed or went silent).",
@@ -113,6 +118,11 @@ pub fn render(
         }
         let one = |yes: bool| (format!("batch=\"{b}\""), f64::from(u8::from(yes)));
         paused.samples.push(one(scene.paused(info)));
+        hold.samples.push((
+            format!("batch=\"{b}\""),
+            info.held(now)
+                .map_or(0.0, |h| (h.until - now) as f64 / 1000.0),
+        ));
         lock.samples.push(one(info.running()));
         crashed.samples.push(one(info.runners.dead().is_some()));
         orphaned
@@ -156,6 +166,7 @@ pub fn render(
         items,
         emergency,
         paused,
+        hold,
         lock,
         crashed,
         orphaned,

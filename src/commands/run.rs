@@ -11,6 +11,7 @@ use crate::cli::RunArgs;
 use crate::model::waiting;
 use crate::runner::{self, RunOptions, StopReason};
 use crate::util::sanitize;
+use crate::util::time::{now_ms, relative, utc_clock};
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     let opts = options(ctx, args)?;
@@ -168,7 +169,7 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     let name = sanitize::line(&plan.batch).into_owned();
-    let now = crate::util::time::now_ms();
+    let now = now_ms();
     let waits = sanitize::line(&waiting::describe(&plan.waiting, now)).into_owned();
     if let Some(reason) = &plan.paused {
         out(format!(
@@ -179,6 +180,23 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
             out(format!("waiting: {waits}"))?;
         }
         return Ok(Exit::Ok);
+    }
+    if let Some(hold) = &plan.hold {
+        let (until, left) = (utc_clock(hold.until, now), relative(hold.until, now));
+        let from = hold
+            .source()
+            .map_or_else(String::new, |s| format!(" from {s}"));
+        out(sanitize::line(
+            &if plan.items.is_empty() && plan.source.is_none() {
+                format!(
+                    "{name}: held until {until} ({left}) by the retry-after{from}; nothing is due to run anyway"
+                )
+            } else {
+                format!(
+                    "{name}: would wait until {until} ({left}) for the retry-after hold{from}: no call starts before (`nightshift unpause {name}` lifts it)"
+                )
+            },
+        ))?;
     }
     if let Some(holder) = &plan.lock_held_by {
         out(format!(

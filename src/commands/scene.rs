@@ -74,6 +74,9 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             if scene.paused(i) {
                 s.push_str(" ⏸");
             }
+            if i.held(scene.now).is_some() {
+                s.push_str(" held");
+            }
             if let Some(sched) = scene.schedule(ctx, i).filter(|s| !s.live) {
                 s.push_str(" no daemon");
                 match sched.overdue {

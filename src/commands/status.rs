@@ -203,6 +203,9 @@ fn batch_json(ctx: &Ctx, scene: &Scene, info: &BatchInfo, pruned_keys: i64) -> V
         "paused_by": info.pause.as_ref().map(|p| p.by.clone()),
         "paused_at": info.pause.as_ref().map(|p| rfc3339(p.at)),
         "emergency_stop": scene.emergency.is_some(),
+        "hold_until": info.held(now).map(|h| rfc3339(h.until)),
+        "hold_by": info.held(now).and_then(|h| h.key.clone()),
+        "hold_label": info.held(now).and_then(|h| h.label.clone()),
         "running": info.running(),
         "orphaned": info.runners.orphaned,
         "lock": info.lock().map(|l| lock_json(l, seat(0), now)),
@@ -353,6 +356,14 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
                 p.reason,
                 p.by,
                 relative(p.at, now)
+            ));
+        }
+        if let Some(h) = i.held(now) {
+            lines.push(format!(
+                "{}; {} left, no call starts before it ends; `nightshift unpause {}` lifts it",
+                h.describe(now),
+                crate::util::time::compact(((h.until - now) / 1000) as u64),
+                i.name
             ));
         }
         for (n, l) in i.locks.iter().enumerate() {

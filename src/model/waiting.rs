@@ -9,7 +9,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use super::{Counts, Millis};
-use crate::util::time::hhmm;
+use crate::util::time::{hhmm, utc_clock};
 
 /// Why items wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -187,7 +187,12 @@ impl fmt::Display for Said<'_> {
             WaitReason::LockHeld => {
                 write!(f, "{n} {} for the runner that holds the lock", waits(one))
             }
-            WaitReason::Hold => write!(f, "{n} held until {} (retry-after)", at(w.until)),
+            // A hold's end to the second, as in every view of it.
+            WaitReason::Hold => write!(
+                f,
+                "{n} held until {} (retry-after)",
+                w.until.map_or("?".into(), |t| utc_clock(t, now))
+            ),
             WaitReason::InFlight => write!(f, "{n} in flight in another run"),
             WaitReason::Pending => write!(f, "{n} pending, not run"),
         }
@@ -307,7 +312,7 @@ mod tests {
             ..base.clone()
         };
         assert!(
-            said(&hold).ends_with("8 held until 07:16Z (retry-after)"),
+            said(&hold).ends_with("8 held until 07:16:00Z (retry-after)"),
             "{}",
             said(&hold)
         );

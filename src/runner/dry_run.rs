@@ -7,9 +7,9 @@ use serde::Serialize;
 
 use super::RunOptions;
 use crate::model::waiting::Waiting;
-use crate::model::{Counts, Item, Status};
+use crate::model::{Counts, Hold, Item, Status};
 use crate::store::{Access, ItemFilter, Store};
-use crate::util::time::now_ms;
+use crate::util::time::{now_ms, rfc3339};
 
 #[derive(Debug, Serialize)]
 pub struct DryRunItem {
@@ -27,6 +27,15 @@ pub struct DryRun {
     pub batch: String,
     pub paused: Option<String>,
     pub lock_held_by: Option<String>,
+    /// A retry-after hold still on: a run would start no call before it
+    /// ends (RFC 3339), nor would any other.
+    pub hold_until: Option<String>,
+    /// The key whose answer asked for it, and its label.
+    pub hold_by: Option<String>,
+    pub hold_label: Option<String>,
+    /// The hold in words (`held until ... by a retry-after from ...`).
+    #[serde(skip)]
+    pub hold: Option<Hold>,
     pub worker: Vec<String>,
     /// `process` (one worker process per item) or `persistent`.
     pub mode: &'static str,
@@ -62,6 +71,10 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         batch: batch.clone(),
         paused: None,
         lock_held_by: None,
+        hold_until: None,
+        hold_by: None,
+        hold_label: None,
+        hold: None,
         worker: opts.worker.clone(),
         mode: opts.config.mode.as_str(),
         source: opts.config.source.clone(),
@@ -77,6 +90,12 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
     out.paused = store.pause(batch)?.map(|p| p.reason).or_else(|| {
         super::paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display()))
     });
+    if let Some(h) = store.hold(batch)?.filter(|h| h.active(now)) {
+        out.hold_until = Some(rfc3339(h.until));
+        out.hold_by.clone_from(&h.key);
+        out.hold_label.clone_from(&h.label);
+        out.hold = Some(h);
+    }
     let live: Vec<_> = store
         .locks(batch)?
         .into_iter()

@@ -11,6 +11,7 @@ pub mod classify;
 pub mod cost;
 mod db;
 mod dry_run;
+mod gate;
 mod groups;
 mod hook;
 mod lock;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Mutex, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 pub use children::adopt_orphans;
 pub use dry_run::dry_run;
@@ -252,9 +253,8 @@ struct Cycle {
     stop_tx: watch::Sender<Option<(Signal, StopReason)>>,
     /// In-flight items and the handle that stops their worker.
     inflight: std::sync::Mutex<Inflight>,
-    /// Claiming waits until then (a rate-limit answer holds the whole batch).
-    hold_until: Mutex<Option<tokio::time::Instant>>,
-    pacer: Option<retry::Pacer>,
+    /// Every worker call passes it: the retry-after hold, the rate limit.
+    gate: gate::Gate,
     claims_left: Option<AtomicUsize>,
     lease_ttl: Duration,
     /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).
@@ -509,7 +509,7 @@ async fn locked_cycle(
 
     recover::take_over(&mut store, &batch, run_id, holder, cfg.max_attempts, log).await?;
     let skipped_done = store.counts(&batch)?.finished();
-    let hold_until = recover::inherited_hold(&mut store, &batch, run_id, log)?;
+    let inherited = recover::inherited_hold(&mut store, &batch, run_id, log)?;
 
     let (stop_tx, _) = watch::channel(None);
     let identity = store.identity();
@@ -528,11 +528,12 @@ async fn locked_cycle(
         log: log.clone(),
         stop_tx,
         inflight: std::sync::Mutex::new(HashMap::new()),
-        hold_until: Mutex::new(hold_until),
-        pacer: cfg
-            .rate_limit
-            .as_ref()
-            .map(|r| retry::Pacer::new(r.count, r.per)),
+        gate: gate::Gate::new(
+            cfg.rate_limit
+                .as_ref()
+                .map(|r| retry::Pacer::new(r.count, r.per)),
+            inherited.as_ref(),
+        ),
         claims_left: opts.limit.map(AtomicUsize::new),
         lease_ttl: lock_ttl,
         runner_id: orphans::runner_id(holder.pid, holder.pid_start),

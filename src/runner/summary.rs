@@ -129,7 +129,9 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
         } else {
             "—/min".into()
         };
-        let eta = if known && processed > 0 && left > 0 {
+        let held_until = cycle.gate.held_until();
+        // No ETA while held, as the dashboard (`model::pace`).
+        let eta = if known && processed > 0 && left > 0 && held_until.is_none() {
             format!(
                 " · ETA {}",
                 format_duration(Duration::from_secs_f64(
@@ -140,10 +142,16 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
             String::new()
         };
         let inflight = cycle.inflight.lock().map(|m| m.len()).unwrap_or(0);
+        let held = held_until.map_or_else(String::new, |t| {
+            format!(
+                " · held until {} (retry-after)",
+                crate::util::time::utc_clock(t, crate::util::time::now_ms())
+            )
+        });
         let mut err = std::io::stderr().lock();
         let _ = write!(
             err,
-            "\r\x1b[2K{}: {} done, {} empty, {} failed, {} running, {} left · {rate}{eta}",
+            "\r\x1b[2K{}: {} done, {} empty, {} failed, {} running, {} left · {rate}{eta}{held}",
             crate::util::sanitize::line(&cycle.batch),
             c.done,
             c.empty,

@@ -31,7 +31,7 @@ pub fn read(
     let live = store
         .locks(batch)?
         .into_iter()
-        .filter(|l| !crate::store::seat_lapsed(l, now) && !super::lock::holder_is_dead(&l.holder))
+        .filter(|l| crate::store::seat(l, now).is_live())
         .count();
     let lock_held = match others {
         Others::Blocking { seats } => live >= seats.max(1) as usize,
@@ -43,7 +43,7 @@ pub fn read(
         emergency_stop: super::paused_file(db_path).is_some(),
         paused: store.pause(batch)?.is_some(),
         lock_held,
-        hold_until: store.hold_until(batch)?,
+        hold_until: store.hold(batch)?.map(|h| h.until),
         taken,
     };
     Ok(waiting::waiting(&holding, now))

@@ -5,8 +5,8 @@
 
 use super::{CutShort, Failure, Requeue, Selection, StoreError};
 use crate::model::{
-    AddReport, BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Holder, LockInfo, Millis,
-    NewEvent, RunSeen, RunState, Runners, Seat, Tier,
+    AddReport, BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Hold, Holder, LockInfo,
+    Millis, NewEvent, RunSeen, RunState, Runners, Seat, Tier,
 };
 use crate::util::identity::{self, Seen};
 
@@ -424,6 +424,27 @@ pub(crate) fn keys_forgotten_event(
     )
     .actor(actor)
     .fields(serde_json::json!({"keys": n, "done_before": before}))
+}
+
+/// The `hold-lifted` event: `actor` lifted a retry-after hold still on
+/// (`unpause`).
+pub(crate) fn hold_lifted(batch: &str, hold: &Hold, actor: &str, now: Millis) -> NewEvent {
+    let until = crate::util::time::rfc3339(hold.until);
+    let mut event = NewEvent::new(
+        now,
+        batch,
+        "hold-lifted",
+        format!(
+            "retry-after hold lifted by {actor} (it was {})",
+            hold.describe(now)
+        ),
+    )
+    .actor(actor)
+    .fields(serde_json::json!({"until": until, "key": hold.key}));
+    if let Some(key) = &hold.key {
+        event = event.key(key);
+    }
+    event
 }
 
 #[cfg(test)]

@@ -124,6 +124,7 @@ fn default_of(key: &str) -> Option<String> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        "max_hold" => quoted(format_duration(d.max_hold)),
         "timezone" => quoted(d.timezone.name().to_string()),
         "overlap" => quoted(d.overlap.to_string()),
         "grace" => quoted(format_duration(d.grace)),

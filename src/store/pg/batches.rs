@@ -2,8 +2,21 @@
 
 use super::PgStore;
 use super::conn::{Conn, text};
-use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause, Runners};
-use crate::store::{Result, StoreError, shared};
+use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, NewEvent, Pause, Runners};
+use crate::store::{Result, StoreError, Unpaused, shared};
+
+/// The hold as stored (see the SQLite store's `HOLD`).
+const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
+                      FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
+                     WHERE b.id = $1 AND b.hold_until IS NOT NULL";
+
+fn hold(c: &mut Conn, id: i64) -> Result<Option<Hold>> {
+    Ok(c.opt(HOLD, &[&id])?.map(|r| Hold {
+        until: c.tout(r.get(0)),
+        key: r.get(1),
+        label: r.get(2),
+    }))
+}
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(c: &mut Conn, name: &str) -> Result<i64> {
@@ -94,14 +107,6 @@ fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<Schedule> {
     Ok((pause, c.tout_opt(r.get(4)), fire))
 }
 
-/// Until when claiming holds back after a rate-limit answer.
-fn hold(c: &mut Conn, id: i64) -> Result<Option<Millis>> {
-    let held: Option<i64> = c
-        .one("SELECT hold_until FROM batches WHERE id = $1", &[&id])?
-        .get(0);
-    Ok(c.tout_opt(held))
-}
-
 /// Counts, pause flag, schedule state, lock and last run of one batch,
 /// and who of its runners is alive at `now`.
 pub(crate) fn info(c: &mut Conn, id: i64, name: String, now: Millis) -> Result<BatchInfo> {
@@ -115,7 +120,7 @@ pub(crate) fn info(c: &mut Conn, id: i64, name: String, now: Millis) -> Result<B
         locks: super::locks::current(c, id, &name)?,
         last_run,
         stepped_down,
-        hold_until: hold(c, id)?,
+        hold: hold(c, id)?,
         runners: Runners::default(),
         name,
     };
@@ -223,24 +228,31 @@ impl PgStore {
         })
     }
 
-    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool> {
+    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<Unpaused> {
         self.write(|c| {
             let id = batch_id(c, batch)?;
-            let was = paused(c, id)?;
+            // The row locked first: a concurrent unpause waits, then finds
+            // nothing left to lift.
+            c.x("SELECT 1 FROM batches WHERE id = $1 FOR UPDATE", &[&id])?;
+            let was_paused = paused(c, id)?;
+            let lifted = hold(c, id)?.filter(|h| h.active(now));
             c.x(
                 "UPDATE batches SET paused = false, paused_reason = NULL, paused_by = NULL,
-                        paused_at = NULL
+                        paused_at = NULL, hold_until = NULL, hold_key = NULL
                   WHERE id = $1",
                 &[&id],
             )?;
-            if was {
+            if was_paused {
                 super::events::insert(
                     c,
                     &NewEvent::new(now, batch, "unpaused", format!("unpaused by {actor}"))
                         .actor(actor),
                 )?;
             }
-            Ok(was)
+            if let Some(h) = &lifted {
+                super::events::insert(c, &crate::store::shared::hold_lifted(batch, h, actor, now))?;
+            }
+            Ok(Unpaused { was_paused, lifted })
         })
     }
 
@@ -251,20 +263,20 @@ impl PgStore {
         })
     }
 
-    pub fn hold_until(&self, batch: &str) -> Result<Option<Millis>> {
+    pub fn hold(&self, batch: &str) -> Result<Option<Hold>> {
         self.read(|c| {
             let id = batch_id(c, batch)?;
             hold(c, id)
         })
     }
 
-    pub fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()> {
+    pub fn set_hold(&mut self, batch: &str, until: Millis, key: Option<&str>) -> Result<()> {
         self.write(|c| {
             let until = c.tin(until);
             c.x(
-                "UPDATE batches SET hold_until = greatest(coalesce(hold_until, 0), $2)
-                  WHERE name = $1",
-                &[&batch, &until],
+                "UPDATE batches SET hold_until = $2, hold_key = $3
+                  WHERE name = $1 AND (hold_until IS NULL OR hold_until < $2)",
+                &[&batch, &until, &key],
             )?;
             Ok(())
         })

@@ -37,14 +37,13 @@ fn rate_text(r: Option<f64>) -> String {
 
 /// `ETA 5m0s`, or why there is none; with nothing pending, what still
 /// waits (`failed`: both tiers).
-fn eta_text(eta: Eta, failed: i64, now: Millis) -> String {
+fn eta_text(eta: Eta, failed: i64) -> String {
     match eta {
         Eta::In(ms) => format!("ETA {}", compact((ms / 1000).max(0) as u64)),
         Eta::Unknown => "ETA —".into(),
         Eta::Paused => "no ETA: paused".into(),
-        Eta::Held { until } => {
-            format!("no ETA: held until {}", crate::util::time::hhmm(until, now))
-        }
+        // Until when, and why, the hold's own line says.
+        Eta::Held { .. } => "no ETA: held".into(),
         Eta::NotRunning => "no ETA: no run".into(),
         Eta::NothingLeft if failed > 0 => format!("nothing pending ({} failed)", num(failed)),
         Eta::NothingLeft => "nothing left".into(),
@@ -135,7 +134,7 @@ fn table(
             let c = view.map(|v| v.info.counts).unwrap_or_default();
             let rate = view.and_then(|v| pace_of(app, &v.info).last_minute);
             let (state, role) = match view.map(|v| &v.info) {
-                Some(i) => state(i),
+                Some(i) => state(i, app.now),
                 None => ("idle", Role::Dim),
             };
             let failed = Cell::from(format!(
@@ -178,11 +177,12 @@ fn table(
 }
 
 /// The batch's state in a word: a dead runner first (it needs a human),
-/// then paused, running, idle.
-fn state(info: &BatchInfo) -> (&'static str, Role) {
+/// then paused, held (a retry-after), running, idle.
+fn state(info: &BatchInfo, now: Millis) -> (&'static str, Role) {
     match info.dead_runner() {
         Some(dead @ "crashed") => (dead, Role::Fail),
         _ if info.pause.is_some() => ("paused", Role::Warn),
+        _ if info.held(now).is_some() => ("held", Role::Warn),
         _ if info.running() => ("running", Role::Accent),
         Some(dead) => (dead, Role::Fail),
         None => ("idle", Role::Dim),
@@ -225,7 +225,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             rate_text(pace.last_minute),
             rate_text(pace.last_hour),
             pace.hour_label(),
-            eta_text(pace.eta, c.failed(), now)
+            eta_text(pace.eta, c.failed())
         )),
     ]));
     if let Some(run) = &info.last_run {
@@ -277,6 +277,29 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
                 p.style(Role::Warn),
             ),
         ]));
+    }
+    if let Some(hold) = info.held(now) {
+        let until = crate::util::time::utc_clock(hold.until, now);
+        let from = match &hold.key {
+            Some(key) => super::item_name(
+                key,
+                hold.label.as_deref().unwrap_or_default(),
+                super::key_width(area_width),
+            ),
+            None => "a worker".into(),
+        };
+        for text in [
+            format!(
+                "HELD until {until} ({}): no call starts before",
+                super::ago(hold.until, now)
+            ),
+            format!("by a retry-after from {from}"),
+        ] {
+            lines.push(Line::from(vec![
+                label(""),
+                Span::styled(text, p.style(Role::Warn)),
+            ]));
+        }
     }
     lines.push(match info.lock() {
         Some(l) => {
