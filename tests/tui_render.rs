@@ -481,7 +481,7 @@ fn the_pace_says_only_what_it_knows() {
     assert_eq!(
         rates,
         [
-            "rate      — last minute · — last 1 min · ETA —",
+            "rate      — last minute · ETA —",
             "rate      4.0/min last minute · 4.0/min last 5 min · ETA 5m0s",
             "rate      4.0/min last minute · 4.0/min last 5 min · no ETA: held",
             "rate      4.0/min last minute · 4.0/min last 5 min · no ETA: paused",

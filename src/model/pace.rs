@@ -54,13 +54,16 @@ pub struct Pace {
 }
 
 impl Pace {
-    /// `last hour`, or `last 12 min` for a younger batch.
-    pub fn hour_label(&self) -> String {
+    /// `last hour`, or `last 12 min` for a younger batch; `None` for a
+    /// batch younger than a minute, whose hour figure is the minute's again.
+    pub fn hour_label(&self) -> Option<String> {
         if self.hour_window >= HOUR_MS {
-            "last hour".into()
+            Some("last hour".into())
+        } else if self.hour_window <= MINUTE_MS {
+            None
         } else {
             let minutes = (self.hour_window + MINUTE_MS - 1) / MINUTE_MS;
-            format!("last {} min", minutes.max(1))
+            Some(format!("last {minutes} min"))
         }
     }
 }
@@ -178,7 +181,7 @@ mod tests {
         assert_eq!(p.eta, Eta::In(30_000));
         // The hour is over the batch's age: 110 s.
         assert!(close(p.last_hour, 20.0 * 60.0 / 110.0), "{p:?}");
-        assert_eq!(p.hour_label(), "last 2 min");
+        assert_eq!(p.hour_label().as_deref(), Some("last 2 min"));
     }
 
     #[test]
@@ -192,7 +195,7 @@ mod tests {
         let p = pace(&m, now, T0 - 200 * MINUTE_MS, Activity::Idle, 5);
         assert!(close(p.last_minute, 57.0), "{p:?}");
         assert!(close(p.last_hour, 72.0 / 60.0), "{p:?}");
-        assert_eq!(p.hour_label(), "last hour");
+        assert_eq!(p.hour_label().as_deref(), Some("last hour"));
         assert_eq!(p.eta, Eta::NotRunning);
     }
 

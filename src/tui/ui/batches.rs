@@ -220,13 +220,19 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     let pace = pace_of(app, info);
     lines.push(Line::from(vec![
         label("rate"),
-        Span::raw(format!(
-            "{} last minute · {} {} · {}",
-            rate_text(pace.last_minute),
-            rate_text(pace.last_hour),
-            pace.hour_label(),
-            eta_text(pace.eta, c.failed())
-        )),
+        Span::raw(match pace.hour_label() {
+            Some(hour) => format!(
+                "{} last minute · {} {hour} · {}",
+                rate_text(pace.last_minute),
+                rate_text(pace.last_hour),
+                eta_text(pace.eta, c.failed())
+            ),
+            None => format!(
+                "{} last minute · {}",
+                rate_text(pace.last_minute),
+                eta_text(pace.eta, c.failed())
+            ),
+        }),
     ]));
     if let Some(run) = &info.last_run {
         if run.counts.cost > 0.0 {
