@@ -3,8 +3,10 @@
 //! # Layout
 //!
 //! - [`model`]: the product's nouns (item, claim, dead letter, run, lock,
-//!   event) as plain types shared by everything below, and the run log's
-//!   one list of event kinds (`EventKind`).
+//!   event) as plain types shared by everything below, the run log's one
+//!   list of event kinds (`EventKind`), the one definition of every count
+//!   (`Counts`), what waits and why (`waiting`), and rates and the ETA
+//!   (`pace`).
 //! - [`key`]: idempotency keys derived from what an item is;
 //!   [`batch_name`]: the one rule for batch names.
 //! - [`store`]: the one SQLite file; every SQL statement lives there, behind

@@ -184,7 +184,7 @@ proptest! {
     fn error_lines_never_panic(line in json_text()) {
         if let Some(e) = classify::parse_error_line(&line) {
             if let Some(r) = e.retry_after {
-                prop_assert!(r <= Duration::from_secs(86_400));
+                prop_assert!(r <= classify::MAX_RETRY_AFTER);
             }
             prop_assert!(sane(&e.cost), "{:?}", e.cost);
         }
@@ -226,7 +226,7 @@ proptest! {
                     prop_assert!(class.chars().count() <= MAX_MESSAGE + 1);
                     prop_assert!(message.chars().count() <= MAX_MESSAGE + 1);
                     prop_assert!(!dangerous(&class) && !dangerous(&message), "{class:?} {message:?}");
-                    prop_assert!(retry_after.is_none_or(|r| r <= Duration::from_secs(86_400)));
+                    prop_assert!(retry_after.is_none_or(|r| r <= classify::MAX_RETRY_AFTER));
                 }
                 Verdict::Done { result, cost, .. } => {
                     if let Some(r) = result {

@@ -60,10 +60,7 @@ fn screens() -> Vec<(&'static str, (u16, u16), Vec<Action>)> {
             vec![
                 Action::GoPane(Pane::Items),
                 // Failed items only, the first one opened.
-                Action::CycleStatus,
-                Action::CycleStatus,
-                Action::CycleStatus,
-                Action::CycleStatus,
+                Action::CycleStatusBack,
                 Action::Open,
                 Action::PageDown,
             ],

@@ -115,7 +115,7 @@ fn killed_runners_show_crashed_at_once_at_both_sizes() {
                 format!("runner pid {pid} is gone"),
                 "crashed: its process is gone; not held".to_string(),
                 "2 claimed items, taken back by the next run".to_string(),
-                "no ETA: nothing runs".to_string(),
+                "no ETA: no run".to_string(),
             ] {
                 assert!(d.contains(&want), "{want:?} at {cols}×{rows} in:\n{screen}");
             }

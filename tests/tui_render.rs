@@ -150,10 +150,7 @@ fn item_detail_shows_payload_result_errors_and_events() {
         (80, 24),
         &[
             Action::GoPane(Pane::Items),
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::CycleStatus,
+            Action::CycleStatusBack,
             Action::Open,
             Action::PageDown,
         ],
@@ -172,7 +169,9 @@ fn dead_letter_class_lists_its_failed_items() {
 
 #[test]
 fn filters_status_and_search() {
-    insta::assert_snapshot!(screen(
+    // `s` steps through the outcomes too: the items that succeeded with
+    // nothing, apart.
+    let empty = screen(
         Palette::Mono,
         (80, 24),
         &[
@@ -181,6 +180,16 @@ fn filters_status_and_search() {
             Action::CycleStatus,
             Action::CycleStatus,
             Action::CycleStatus,
+        ],
+    );
+    assert!(empty.contains("status: empty"), "{empty}");
+    insta::assert_snapshot!("filters_status_empty", empty);
+    insta::assert_snapshot!(screen(
+        Palette::Mono,
+        (80, 24),
+        &[
+            Action::GoPane(Pane::Items),
+            Action::CycleStatusBack,
             Action::StartFilter,
             Action::Input('T'),
             Action::Input('i'),
@@ -337,6 +346,161 @@ fn japanese_text_in_every_pane() {
             insta::assert_snapshot!(format!("japanese_{name}_{}x{}", size.0, size.1), draw(&app));
         }
     }
+}
+
+/// The pace says only what it knows (a fake clock: `NOW`): a run three
+/// seconds old has no rate and no ETA yet, and the run that stepped down
+/// beside it does not hide it; a run that has run a while has both; a held
+/// or paused batch, or one with no live run, has no ETA and says why (a
+/// held one until when on its own line).
+#[test]
+fn the_pace_says_only_what_it_knows() {
+    use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Pause, RunState, Trigger};
+    use nightshift::store::Completion;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    let (mut s, _) = Store::create(&db).unwrap();
+    let holder = Holder {
+        host: "worker-1".into(),
+        pid: 4242,
+        pid_start: None,
+    };
+    let items = |n: usize| -> Vec<NewItem> {
+        (0..n)
+            .map(|i| NewItem {
+                key: format!("k{i:02}"),
+                label: format!("label {i}"),
+                payload: "{}".into(),
+            })
+            .collect()
+    };
+    // A live run started `age` ago that completed `done` items, evenly.
+    let live = |s: &mut Store, batch: &str, age: i64, done: usize| {
+        s.add_items(batch, &items(40), NOW - age, |_| {}).unwrap();
+        let run = s
+            .start_run(batch, Trigger::Manual, None, &holder, NOW - age, None)
+            .unwrap();
+        s.acquire_lock(
+            batch,
+            batch,
+            &holder,
+            Some(run),
+            NOW + 60_000,
+            NOW - age,
+            &[],
+            1,
+        )
+        .unwrap();
+        let claims = s
+            .claim(batch, run, done, NOW + 60_000, NOW - age)
+            .unwrap()
+            .unwrap();
+        for (i, c) in claims.iter().enumerate() {
+            let at = NOW - age + (i as i64 + 1) * age / (done as i64 + 1);
+            let d = Completion {
+                item_id: c.item_id,
+                token: c.token,
+                run_id: run,
+                outcome: Outcome::Done,
+                result: Some("1"),
+                cost: None,
+                now: at,
+            };
+            assert!(
+                s.complete(&d, &NewEvent::new(at, batch, "done", "done").key(&c.key))
+                    .unwrap()
+            );
+        }
+    };
+    live(&mut s, "a-young", 3_000, 3);
+    let step = s
+        .start_run(
+            "a-young",
+            Trigger::Schedule,
+            None,
+            &holder,
+            NOW - 1_000,
+            None,
+        )
+        .unwrap();
+    s.finish_run(
+        step,
+        RunState::LockHeld,
+        "a-young: lock-held: stepped down",
+        0,
+        0,
+        NOW - 1_000,
+    )
+    .unwrap();
+    live(&mut s, "b-going", 300_000, 20);
+    live(&mut s, "c-held", 300_000, 20);
+    s.set_hold("c-held", NOW + 4 * 60_000, Some("k07")).unwrap();
+    live(&mut s, "d-paused", 300_000, 20);
+    let pause = Pause {
+        reason: "deploy".into(),
+        by: "ops@box".into(),
+        at: NOW,
+    };
+    s.pause_batch("d-paused", &pause).unwrap();
+    s.add_items("e-idle", &items(5), NOW - 3_600_000, |_| {})
+        .unwrap();
+    drop(s);
+    let fx = Fx {
+        store: Store::open(&db, Access::ReadOnly).unwrap(),
+        _dir: dir,
+    };
+    let mut setup = setup(Palette::Mono, false);
+    setup.configured = Vec::new();
+    let mut app = App::new(setup, NOW);
+    app.update(Action::Resize(80, 24));
+    let mut shown = Vec::new();
+    drive(&fx, &mut app, &[]);
+    for _ in 0..5 {
+        let screen = draw(&app);
+        // A row's text inside the box, without its padding.
+        let row = |start: &str| {
+            let line = screen
+                .lines()
+                .find(|l| l.contains(start))
+                .unwrap_or_default();
+            line.split('│')
+                .nth(1)
+                .unwrap_or_default()
+                .trim_end()
+                .to_string()
+        };
+        shown.push((
+            row("│rate"),
+            row("│last run"),
+            row("│then"),
+            row("HELD until"),
+        ));
+        drive(&fx, &mut app, &[Action::NextBatch]);
+    }
+    let rates: Vec<&str> = shown.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(
+        rates,
+        [
+            "rate      — last minute · ETA —",
+            "rate      4.0/min last minute · 4.0/min last 5 min · ETA 5m0s",
+            "rate      4.0/min last minute · 4.0/min last 5 min · no ETA: held",
+            "rate      4.0/min last minute · 4.0/min last 5 min · no ETA: paused",
+            "rate      0.0/min last minute · 0.0/min last hour · no ETA: no run",
+        ]
+    );
+    assert!(shown[0].1.contains("#1 running"), "{:?}", shown[0]);
+    assert!(shown[0].2.contains("#2 lock-held"), "{:?}", shown[0]);
+    assert_eq!(shown[1].2, "", "no step-down: no line");
+    // Until when, and why, the hold's own line says, to the second.
+    assert!(
+        shown[2]
+            .3
+            .trim()
+            .starts_with("HELD until 12:04:00Z (in 4m0s)"),
+        "{:?}",
+        shown[2]
+    );
+    assert_eq!(shown[1].3, "", "no hold: no line");
 }
 
 /// With no live daemon the schedule line says so, and how many fire times

@@ -153,8 +153,9 @@ pub const BATCH: &[Field] = &[
     Field {
         key: "retries",
         doc: &[
-            "Immediate retries of a transient failure, with exponential backoff and jitter",
-            "starting at `backoff` and capped at `backoff_max`.",
+            "Immediate retries of a transient failure. Retry n waits backoff * 2^(n-1)",
+            "(at most `backoff_max`) plus a random extra of up to half that again: never",
+            "less than the backoff, so \"1s\" gives 1-1.5s, then 2-3s, then 4-6s.",
         ],
         unset: Unset::Default,
         set: |v, b| int_in(v, 0, i64::from(MAX_RETRIES)).map(|x| b.retries = x),
@@ -210,13 +211,28 @@ pub const BATCH: &[Field] = &[
     },
     Field {
         key: "rate_limit",
-        doc: &["At most this many worker calls per sec, min or hour, shared by all workers."],
+        doc: &[
+            "At most this many worker calls per sec, min or hour, shared by all workers.",
+            "Every call counts, immediate retries included; a run with nothing to do",
+            "waits for nothing.",
+        ],
         unset: Unset::Off {
             means: "no limit but `concurrency`",
             example: r#""60/min""#,
         },
         set: |v, b| parsed(v).map(|x| b.rate_limit = Some(x)),
         show: |b| b.rate_limit.map(|r| toml_string(&r.to_string())),
+    },
+    Field {
+        key: "max_hold",
+        doc: &[
+            "A worker's `retry_after_s` holds every call of the batch (retries included)",
+            "for that long, and later runs too; a longer one is clamped to this.",
+            "`nightshift unpause BATCH` lifts a hold.",
+        ],
+        unset: Unset::Default,
+        set: |v, b| positive_duration(v).map(|x| b.max_hold = x),
+        show: |b| Some(toml_duration(b.max_hold)),
     },
     Field {
         key: "max_cost",

@@ -91,6 +91,9 @@ pub struct BatchConfig {
     pub transient_exit_codes: Vec<i32>,
     pub transient_error_classes: Vec<String>,
     pub rate_limit: Option<RateLimit>,
+    /// Longest hold a `retry_after_s` answer can put on the batch; a longer
+    /// one is clamped to it.
+    pub max_hold: Duration,
     pub max_cost: Option<f64>,
     pub schedule: Option<Schedule>,
     pub timezone: Tz,
@@ -127,6 +130,7 @@ impl BatchConfig {
             transient_exit_codes: vec![75],
             transient_error_classes: Vec::new(),
             rate_limit: None,
+            max_hold: Duration::from_hours(1),
             max_cost: None,
             schedule: None,
             timezone: Tz::UTC,

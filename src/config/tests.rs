@@ -119,6 +119,7 @@ fn defaults_match_the_documented_values() {
     assert_eq!(b.grace, Duration::from_secs(30));
     assert_eq!(b.lock_ttl, Duration::from_secs(60));
     assert_eq!(b.mode, WorkerMode::Process);
+    assert_eq!(b.max_hold, Duration::from_secs(3600));
 }
 
 #[test]
@@ -155,6 +156,12 @@ fn bad_duration_names_file_line_and_field() {
             .contains(":2: batch.a.item_timeout: must be longer than zero")
     );
     assert!(error("[batch.a]\ngrace = -1").contains(":2: batch.a.grace: must not be negative"));
+    assert!(
+        error("[batch.a]\nmax_hold = \"0s\"")
+            .contains(":2: batch.a.max_hold: must be longer than zero")
+    );
+    let held = parse("[batch.a]\nmax_hold = \"10m\"").unwrap();
+    assert_eq!(held.batch("a").unwrap().max_hold, Duration::from_secs(600));
     assert!(
         error("[batch.a]\nlock_ttl = true").contains(":2: batch.a.lock_ttl: expected a duration")
     );

@@ -69,6 +69,10 @@ pub fn parse_error_line(line: &str) -> Option<ErrorLine> {
     (line != ErrorLine::default()).then_some(line)
 }
 
+/// The longest `retry_after_s` read as asked (a year: far past any
+/// `max_hold`, which clamps it, and safe to add to any time).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(365 * 86_400);
+
 /// The fields of an error object: the stderr error line in process mode,
 /// the `"error"` of a persistent answer.
 pub fn error_line_of(obj: &serde_json::Map<String, Value>) -> ErrorLine {
@@ -77,7 +81,7 @@ pub fn error_line_of(obj: &serde_json::Map<String, Value>) -> ErrorLine {
         .get("retry_after_s")
         .and_then(Value::as_f64)
         .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
+        .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())));
     ErrorLine {
         error_class: text("error_class").filter(|c| !c.is_empty()),
         transient: obj.get("transient").and_then(Value::as_bool),

@@ -97,7 +97,8 @@ const PAUSE_CHECK: Duration = Duration::from_secs(1);
 /// store opened (see `store::identity`), renew the lock and our leases, and
 /// notice a lost lock or lease. Every second (or more often): notice a
 /// pause or the PAUSED file, so a pause stops claiming at once rather than
-/// at the next renewal (20 s with the default TTL).
+/// at the next renewal (20 s with the default TTL), and the store's
+/// retry-after hold.
 pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
     let every = (ttl / 3).clamp(Duration::from_millis(100), Duration::from_secs(20));
     let tick = every.min(PAUSE_CHECK);
@@ -168,7 +169,17 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
             &cycle.log,
         )
         .await;
-        if let Ok(Some(p)) = cycle.db.call(move |s| s.pause(&batch)).await {
+        // The store's hold too: one lifted by `unpause`, or one another
+        // runner of the batch was given.
+        let seq = cycle.gate.seq();
+        let read = cycle
+            .db
+            .call(move |s| Ok((s.pause(&batch)?, s.hold(&batch)?)))
+            .await;
+        if let Ok((_, hold)) = &read {
+            cycle.gate.sync(seq, hold.as_ref());
+        }
+        if let Ok((Some(p), _)) = read {
             cycle.request_stop(Signal::Graceful, StopReason::Paused(p.reason));
         } else if let Some(file) = db_path.as_deref().and_then(paused_file) {
             cycle.request_stop(

@@ -11,6 +11,7 @@ pub mod classify;
 pub mod cost;
 mod db;
 mod dry_run;
+mod gate;
 mod groups;
 mod hook;
 mod lock;
@@ -23,6 +24,7 @@ pub mod retry;
 mod slot;
 mod source;
 mod summary;
+mod waiting;
 pub mod worker;
 
 use std::collections::HashMap;
@@ -31,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Mutex, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 pub use children::adopt_orphans;
 pub use dry_run::dry_run;
@@ -129,12 +131,29 @@ pub struct RunReport {
     /// The hooks that failed: the `source` command (its items were not
     /// added), the `alert` command.
     pub hooks_failed: Vec<HookFailure>,
+    /// What the batch still holds once the run ended, and why (not part of
+    /// the stored summary: it is true of the moment, not of the run).
+    pub waiting: Vec<crate::model::waiting::Waiting>,
 }
 
 impl RunReport {
     /// The batch's `source` command failed.
     pub fn source_failed(&self) -> Option<&HookFailure> {
         self.hooks_failed.iter().find(|h| h.hook == Hook::Source)
+    }
+
+    /// The summary line, then what the batch still holds:
+    /// `…, 40 skipped-done, 1s · still in the batch: 2 quarantined await a
+    /// human; 2 in the retry tier, next at 07:16Z`.
+    pub fn line(&self) -> String {
+        if self.waiting.is_empty() {
+            return self.summary.clone();
+        }
+        format!(
+            "{} · still in the batch: {}",
+            self.summary,
+            crate::model::waiting::describe(&self.waiting, now_ms())
+        )
     }
 
     /// Something failed: an item, or the source command, or the run lost
@@ -234,9 +253,8 @@ struct Cycle {
     stop_tx: watch::Sender<Option<(Signal, StopReason)>>,
     /// In-flight items and the handle that stops their worker.
     inflight: std::sync::Mutex<Inflight>,
-    /// Claiming waits until then (a rate-limit answer holds the whole batch).
-    hold_until: Mutex<Option<tokio::time::Instant>>,
-    pacer: Option<retry::Pacer>,
+    /// Every worker call passes it: the retry-after hold, the rate limit.
+    gate: gate::Gate,
     claims_left: Option<AtomicUsize>,
     lease_ttl: Duration,
     /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).
@@ -432,8 +450,17 @@ pub async fn cycle(
         e.chain()
             .any(|c| matches!(c.downcast_ref(), Some(StoreError::Replaced(_))))
     });
+    let mut result = result;
     if !replaced && let Ok(mut s) = Store::open(db_path, Access::ReadWrite) {
         let _ = s.release_lock(&opts.batch, &token);
+        if let Ok(report) = &mut result {
+            // After the release: our own seat is not "another runner".
+            let others = waiting::Others::Any;
+            match waiting::read(&s, db_path, &opts.batch, others, 0, now_ms()) {
+                Ok(w) => report.waiting = w,
+                Err(e) => tracing::warn!("reading what {} still holds: {e}", opts.batch),
+            }
+        }
     }
     result
 }
@@ -481,8 +508,8 @@ async fn locked_cycle(
     log.emit(&start_event);
 
     recover::take_over(&mut store, &batch, run_id, holder, cfg.max_attempts, log).await?;
-    let skipped_done = store.counts(&batch)?.done;
-    let hold_until = recover::inherited_hold(&mut store, &batch, run_id, log)?;
+    let skipped_done = store.counts(&batch)?.finished();
+    let inherited = recover::inherited_hold(&mut store, &batch, run_id, log)?;
 
     let (stop_tx, _) = watch::channel(None);
     let identity = store.identity();
@@ -501,11 +528,12 @@ async fn locked_cycle(
         log: log.clone(),
         stop_tx,
         inflight: std::sync::Mutex::new(HashMap::new()),
-        hold_until: Mutex::new(hold_until),
-        pacer: cfg
-            .rate_limit
-            .as_ref()
-            .map(|r| retry::Pacer::new(r.count, r.per)),
+        gate: gate::Gate::new(
+            cfg.rate_limit
+                .as_ref()
+                .map(|r| retry::Pacer::new(r.count, r.per)),
+            inherited.as_ref(),
+        ),
         claims_left: opts.limit.map(AtomicUsize::new),
         lease_ttl: lock_ttl,
         runner_id: orphans::runner_id(holder.pid, holder.pid_start),
@@ -659,6 +687,7 @@ async fn locked_cycle(
         summary: line,
         stopped,
         hooks_failed,
+        waiting: Vec::new(),
     };
     if counts.failed > 0 || report.source_failed().is_some() {
         report

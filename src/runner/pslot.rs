@@ -25,12 +25,13 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::classify::{Verdict, bound_message};
+use super::gate::Pass;
 use super::persistent::{
     Line, Persistent, Request, answer, match_answer, match_op_id, out_of_step, timed_out,
 };
 use super::slot::{
-    RetryPlan, begin_retry, budget_spent, fail, held, hold, lease_lost_on_write, log_claimed,
-    plan_retry, release, wait_for_hold,
+    RetryPlan, begin_retry, budget_spent, fail, lease_lost_on_write, log_claimed, plan_retry,
+    release,
 };
 use super::worker::KillReason;
 use super::{Cycle, Killer, Signal, StopReason};
@@ -58,6 +59,8 @@ struct Work {
     /// (as in process mode, `worker::MAX_OP_IDS`).
     op_ids: usize,
     retries_done: u32,
+    /// Where its next request stands at the gate.
+    pass: Pass,
 }
 
 /// What a commit hands back: the successes (for the log), which of them
@@ -174,16 +177,17 @@ impl Slot {
         let single = only.is_some();
         let mut next: Vec<Claim> = only.into_iter().collect();
         loop {
+            let mut pass = Pass::None;
             if next.is_empty() {
                 if single {
                     return Ok(());
                 }
-                next = self.claim().await?;
+                (next, pass) = self.claim().await?;
                 if next.is_empty() {
                     return Ok(());
                 }
             }
-            self.enqueue(std::mem::take(&mut next));
+            self.enqueue(std::mem::take(&mut next), pass);
             let ended = self.work().await?;
             let chain = matches!(ended, Ended::Drained) && !single;
             next = self.commit(chain).await?;
@@ -248,46 +252,28 @@ impl Slot {
         }
     }
 
-    /// A fresh claim (not chained to a commit): waits out holds and the
-    /// rate limit as process mode does.
-    async fn claim(&mut self) -> Result<Vec<Claim>, StoreError> {
+    /// A fresh claim (not chained to a commit), through the gate as in
+    /// process mode: the first request's pass comes with it.
+    async fn claim(&mut self) -> Result<(Vec<Claim>, Pass), StoreError> {
         let cycle = self.cycle.clone();
+        let nothing = Ok((Vec::new(), Pass::None));
         if cycle.stopping().is_some() || budget_spent(&cycle) {
-            return Ok(Vec::new());
-        }
-        if held(&cycle).await {
-            let batch = cycle.batch.clone();
-            if cycle.db.call(move |s| s.counts(&batch)).await?.pending == 0 {
-                return Ok(Vec::new());
-            }
-            wait_for_hold(&cycle).await;
-        }
-        if let Some(p) = &cycle.pacer {
-            p.acquire().await;
-        }
-        if cycle.stopping().is_some() {
-            return Ok(Vec::new());
+            return nothing;
         }
         let n = self.take_batch();
         if n == 0 {
-            return Ok(Vec::new());
+            return nothing;
         }
-        let (batch, run) = (cycle.batch.clone(), cycle.run_id);
-        let until = cycle.lease_until(now_ms());
-        let Some(claims) = cycle
-            .db
-            .call(move |s| s.claim(&batch, run, n, until, now_ms()))
-            .await?
-        else {
+        let Some((claims, pass)) = cycle.claim_through_gate(n).await? else {
             self.give_back(n);
             cycle.lock_lost().await;
-            return Ok(Vec::new());
+            return nothing;
         };
         self.give_back(n - claims.len());
         for c in &claims {
             log_claimed(&cycle, c);
         }
-        Ok(claims)
+        Ok((claims, pass))
     }
 
     /// Records the batch's successes and, with `chain`, claims the next
@@ -312,7 +298,7 @@ impl Slot {
         let may_chain = chain
             && cycle.chain
             && cycle.stopping().is_none()
-            && !held(&cycle).await
+            && cycle.gate.held_until().is_none()
             && !budget_spent(&cycle);
         let n = if may_chain { self.take_batch() } else { 0 };
         if successes.is_empty() && n == 0 {
@@ -394,19 +380,22 @@ impl Slot {
         if let Some(f) = self.committing.take() {
             let out = f.await?;
             let next = self.end_commit(out).await?;
-            self.enqueue(next);
+            self.enqueue(next, Pass::None);
         }
         Ok(())
     }
 
-    fn enqueue(&mut self, claims: Vec<Claim>) {
-        for claim in claims {
+    /// Queues claimed items for the worker; `first` is where the first
+    /// one's request stands at the gate.
+    fn enqueue(&mut self, claims: Vec<Claim>, first: Pass) {
+        for (i, claim) in claims.into_iter().enumerate() {
             self.track(&claim);
             self.queue.push_back(Work {
                 attempt: claim.attempt,
                 op_id: claim.op_id.clone(),
                 op_ids: 0,
                 retries_done: 0,
+                pass: if i == 0 { first } else { Pass::None },
                 claim,
             });
         }
@@ -416,6 +405,7 @@ impl Slot {
     async fn work(&mut self) -> Result<Ended, StoreError> {
         let cycle = self.cycle.clone();
         let mut stop = cycle.stop_tx.subscribe();
+        let mut holds = cycle.hold_changes();
         loop {
             match cycle.stopping() {
                 Some((Signal::Immediate, StopReason::LockLost)) => {
@@ -455,8 +445,15 @@ impl Slot {
             if !self.queue.is_empty() && self.worker.is_none() && !self.start_worker().await? {
                 return Ok(Ended::GaveUp);
             }
+            // Each request is a call: it passes the gate before it is written.
+            let mut gate_opens = None;
             if let Some(worker) = self.worker.as_mut() {
-                while let Some(w) = self.queue.pop_front() {
+                while let Some(front) = self.queue.front_mut() {
+                    if let Err(at) = cycle.gate.admit(&mut front.pass) {
+                        gate_opens = Some(at);
+                        break;
+                    }
+                    let w = self.queue.pop_front().expect("the front request");
                     if self.sent.is_empty() {
                         self.head_since = Instant::now();
                     }
@@ -498,8 +495,10 @@ impl Slot {
                 out = committed, if has_commit => {
                     self.committing = None;
                     let next = self.end_commit(out?).await?;
-                    self.enqueue(next);
+                    self.enqueue(next, Pass::None);
                 }
+                () = tokio::time::sleep_until(gate_opens.unwrap_or(deadline)), if gate_opens.is_some() => {}
+                _ = holds.changed() => {}
                 line = worker.next() => {
                     let gave_up = match line {
                         Ok(Line::OpId { key, op_id }) => self.op_id(&key, op_id).await?,
@@ -750,16 +749,16 @@ impl Slot {
                 cost,
             } => {
                 cycle.tally.add_cost(cost);
-                if let Some(after) = retry_after {
-                    hold(&cycle, after).await;
+                if let Some(asked) = retry_after {
+                    cycle.hold(&w.claim, asked).await;
                 }
+                let retry_after = cycle.retry_after(retry_after);
                 let retry = RetryPlan {
                     attempt: w.attempt,
                     retries_done: w.retries_done,
                     transient,
                     class: &class,
                     message: &message,
-                    retry_after,
                 };
                 if let Some(wait) = plan_retry(&cycle, &w.claim, &retry).await {
                     w.retries_done += 1;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::db::Db;
 use super::{EventLog, groups, orphans};
-use crate::model::{Holder, NewEvent, WorkerGroup};
+use crate::model::{Hold, Holder, NewEvent, WorkerGroup};
 use crate::store::{OpenRun, Store, StoreError};
 use crate::util::identity;
 use crate::util::time::now_ms;
@@ -167,30 +167,35 @@ fn close_dead(
     Ok(())
 }
 
-/// A rate-limit answer an earlier run got still holds the batch: until
-/// when (logged as a `hold` event).
+/// A retry-after hold an earlier run (or another runner) was given still
+/// holds the batch: which (logged as a `hold` event).
 pub fn inherited_hold(
     store: &mut Store,
     batch: &str,
     run_id: i64,
     log: &EventLog,
-) -> Result<Option<tokio::time::Instant>, StoreError> {
+) -> Result<Option<Hold>, StoreError> {
     let now = now_ms();
-    let Some(until) = store.hold_until(batch)?.filter(|t| *t > now) else {
+    let Some(hold) = store.hold(batch)?.filter(|h| h.active(now)) else {
         return Ok(None);
     };
-    let wait = Duration::from_millis((until - now).unsigned_abs());
-    let e = NewEvent::new(
+    let wait = Duration::from_millis((hold.until - now).unsigned_abs());
+    let mut e = NewEvent::new(
         now,
         batch,
         "hold",
         format!(
-            "rate limited by an earlier run: claiming held for {}",
+            "rate limited before this run: every call {} ({} left)",
+            hold.describe(now),
             crate::duration::format_duration(wait)
         ),
     )
-    .run(run_id);
+    .run(run_id)
+    .fields(serde_json::json!({"until": crate::util::time::rfc3339(hold.until)}));
+    if let Some(key) = &hold.key {
+        e = e.key(key);
+    }
     store.log_event(&e)?;
     log.emit(&e);
-    Ok(Some(tokio::time::Instant::now() + wait))
+    Ok(Some(hold))
 }

@@ -2,22 +2,20 @@
 
 use std::time::Duration;
 
-use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-/// Exponential backoff with full jitter: a random wait in
-/// `[0, min(max, base * 2^(retry-1))]`, and never less than a
-/// `retry_after` the worker asked for.
-pub fn backoff(
-    retry: u32,
-    base: Duration,
-    max: Duration,
-    retry_after: Option<Duration>,
-) -> Duration {
-    let exp = base.saturating_mul(2u32.saturating_pow(retry.saturating_sub(1)));
-    let ceiling = exp.min(max);
-    let jitter = ceiling.mul_f64(fastrand::f64());
-    jitter.max(retry_after.unwrap_or_default())
+/// Exponential backoff with jitter that never waits less than the backoff:
+/// retry `n` waits `base * 2^(n-1)` (at most `max`) plus a random extra of
+/// up to half that again. `jitter` is the random draw in `[0, 1)`.
+pub fn backoff_with(retry: u32, base: Duration, max: Duration, jitter: f64) -> Duration {
+    let exp = base.saturating_mul(2u32.saturating_pow(retry.saturating_sub(1).min(31)));
+    let floor = exp.min(max);
+    floor + floor.mul_f64(jitter.clamp(0.0, 1.0) / 2.0)
+}
+
+/// [`backoff_with`] with a fresh random draw.
+pub fn backoff(retry: u32, base: Duration, max: Duration) -> Duration {
+    backoff_with(retry, base, max, fastrand::f64())
 }
 
 /// When a retry-tier item becomes due again: the backoff ceiling doubled
@@ -31,30 +29,66 @@ pub fn redrive_delay(attempts: u32, max: Duration, retry_after: Option<Duration>
 }
 
 /// Evenly spaced calls: at most `count` per `per`, shared by all workers
-/// of a batch (a token bucket of depth one).
+/// of a batch (a token bucket of depth one): a call starts at least an
+/// interval after the one before, whatever came in between. Only the gate
+/// (`runner::gate`) takes its tokens.
 pub struct Pacer {
     interval: Duration,
-    next: Mutex<Option<Instant>>,
+    state: std::sync::Mutex<Tokens>,
+}
+
+#[derive(Default)]
+struct Tokens {
+    /// The first instant not reserved yet.
+    next: Option<Instant>,
+    /// When the last call started.
+    last: Option<Instant>,
+}
+
+impl Tokens {
+    fn after_last(&self, interval: Duration) -> Option<Instant> {
+        self.last.map(|l| l + interval)
+    }
 }
 
 impl Pacer {
     pub fn new(count: u32, per: Duration) -> Pacer {
         Pacer {
             interval: per / count.max(1),
-            next: Mutex::new(None),
+            state: std::sync::Mutex::new(Tokens::default()),
         }
     }
 
-    /// Waits for this call's turn.
-    pub async fn acquire(&self) {
-        let slot = {
-            let mut next = self.next.lock().await;
-            let now = Instant::now();
-            let slot = next.map_or(now, |n| n.max(now));
-            *next = Some(slot + self.interval);
-            slot
-        };
-        tokio::time::sleep_until(slot).await;
+    fn tokens(&self) -> std::sync::MutexGuard<'_, Tokens> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reserves the next free token: the instant its call may start (now,
+    /// or later when it is another's turn), so waiting calls take turns.
+    pub fn reserve(&self) -> Instant {
+        let mut t = self.tokens();
+        let now = Instant::now();
+        let slot = [t.next, t.after_last(self.interval)]
+            .into_iter()
+            .flatten()
+            .fold(now, Instant::max);
+        t.next = Some(slot + self.interval);
+        slot
+    }
+
+    /// Starts the call whose token is for `at`, if it may start now: at or
+    /// after `at`, and an interval after the last call started (a call
+    /// whose start was delayed pushes the next one back). `Err` says when
+    /// to try again.
+    pub fn start(&self, at: Instant) -> Result<(), Instant> {
+        let mut t = self.tokens();
+        let now = Instant::now();
+        let earliest = t.after_last(self.interval).map_or(at, |l| l.max(at));
+        if earliest > now {
+            return Err(earliest);
+        }
+        t.last = Some(now);
+        Ok(())
     }
 }
 
@@ -63,37 +97,77 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_is_bounded_and_honours_retry_after() {
-        for retry in 1..10 {
-            let d = backoff(
-                retry,
-                Duration::from_millis(100),
-                Duration::from_secs(2),
-                None,
-            );
-            assert!(d <= Duration::from_secs(2));
-            assert!(d <= Duration::from_millis(100) * 2u32.pow(retry - 1));
+    fn backoff_never_waits_less_than_the_backoff_nor_half_as_long_again() {
+        let (base, max) = (Duration::from_secs(1), Duration::from_secs(60));
+        for retry in 1..12 {
+            let floor = (base * 2u32.pow(retry - 1)).min(max);
+            assert_eq!(backoff_with(retry, base, max, 0.0), floor);
+            let top = backoff_with(retry, base, max, 0.999_999);
+            assert!(top >= floor && top < floor.mul_f64(1.5), "{retry}: {top:?}");
+            for _ in 0..200 {
+                let d = backoff(retry, base, max);
+                assert!(d >= floor && d < floor.mul_f64(1.5), "{retry}: {d:?}");
+            }
         }
-        let d = backoff(
-            1,
-            Duration::from_millis(100),
-            Duration::from_secs(2),
-            Some(Duration::from_secs(5)),
+        // "1s": 1-1.5 s, 2-3 s, 4-6 s.
+        assert_eq!(
+            backoff_with(3, base, max, 1.0),
+            Duration::from_secs(6),
+            "at most half as long again"
         );
-        assert_eq!(d, Duration::from_secs(5));
+        assert_eq!(backoff(1, Duration::ZERO, Duration::ZERO), Duration::ZERO);
+        // Far retries neither overflow nor pass the cap's 1.5x.
+        assert_eq!(backoff_with(1000, base, max, 0.0), max);
+    }
+
+    #[test]
+    fn backoff_draws_spread_over_the_whole_range() {
+        let (base, max) = (Duration::from_millis(100), Duration::from_secs(60));
+        let draws: Vec<Duration> = (0..2000).map(|_| backoff(1, base, max)).collect();
+        let low = draws
+            .iter()
+            .filter(|d| **d < Duration::from_millis(110))
+            .count();
+        let high = draws
+            .iter()
+            .filter(|d| **d > Duration::from_millis(140))
+            .count();
+        // Uniform over [100, 150) ms: a fifth in each end (failing needs
+        // a draw off by far more than chance allows).
+        assert!((200..700).contains(&low), "{low}");
+        assert!((200..700).contains(&high), "{high}");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn pacer_spaces_calls_evenly() {
+    async fn pacer_spaces_calls_evenly_and_a_late_start_pushes_the_next_back() {
         let pacer = Pacer::new(60, Duration::from_secs(60));
-        let start = tokio::time::Instant::now();
-        for _ in 0..5 {
-            pacer.acquire().await;
-        }
-        let elapsed = start.elapsed();
-        assert!(
-            elapsed >= Duration::from_secs(4) && elapsed < Duration::from_millis(4100),
-            "{elapsed:?}"
+        let start = Instant::now();
+        let slots: Vec<Duration> = (0..3).map(|_| pacer.reserve() - start).collect();
+        assert_eq!(
+            slots,
+            [0, 1, 2].map(Duration::from_secs),
+            "one a second, the first at once"
         );
+        assert_eq!(pacer.start(start), Ok(()));
+        // The second token's time has not come.
+        assert_eq!(
+            pacer.start(start + Duration::from_secs(1)),
+            Err(start + Duration::from_secs(1))
+        );
+        // A call that starts late (its worker was slow to start): the next
+        // one waits a whole interval after it, not after its token.
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        let late = Instant::now();
+        assert_eq!(pacer.start(start + Duration::from_secs(1)), Ok(()));
+        assert_eq!(
+            pacer.start(start + Duration::from_secs(2)),
+            Err(late + Duration::from_secs(1))
+        );
+        // A token not used for a while does not pile up (depth one).
+        tokio::time::advance(Duration::from_secs(60)).await;
+        let now = Instant::now();
+        assert_eq!(pacer.reserve(), now);
+        assert_eq!(pacer.start(now), Ok(()));
+        assert_eq!(pacer.reserve(), now + Duration::from_secs(1));
     }
 }

@@ -9,6 +9,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::classify::{Verdict, bound_message, classify};
+use super::gate::Pass;
 use super::retry::{backoff, redrive_delay};
 use super::worker::{self, Job, KillReason, Report};
 use super::{Cycle, Signal, StopReason};
@@ -23,14 +24,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
     let mut chained: Option<Claim> = None;
     loop {
         if let Some(claim) = chained.take() {
-            match cycle.stopping() {
-                // The taker takes it back (see `pslot::Slot::abandon`).
-                Some((_, StopReason::LockLost)) => return Ok(()),
-                // Claimed as the stop came: never started, so not counted.
-                Some(_) => return release(&cycle, &claim, true).await,
-                None => {}
-            }
-            chained = process(&cycle, slot, claim).await?;
+            chained = process(&cycle, slot, claim, Pass::None).await?;
             continue;
         }
         if cycle.stopping().is_some() || budget_spent(&cycle) {
@@ -43,28 +37,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
         {
             return Ok(());
         }
-        if held(&cycle).await {
-            // Waiting out a hold (up to retry_after) is worth it only if
-            // there is something left to claim.
-            let batch = cycle.batch.clone();
-            if cycle.db.call(move |s| s.counts(&batch)).await?.pending == 0 {
-                return Ok(());
-            }
-            wait_for_hold(&cycle).await;
-        }
-        if let Some(p) = &cycle.pacer {
-            p.acquire().await;
-        }
-        if cycle.stopping().is_some() {
-            return Ok(());
-        }
-        let (batch, run) = (cycle.batch.clone(), cycle.run_id);
-        let until = cycle.lease_until(now_ms());
-        let Some(claims) = cycle
-            .db
-            .call(move |s| s.claim(&batch, run, 1, until, now_ms()))
-            .await?
-        else {
+        let Some((claims, pass)) = cycle.claim_through_gate(1).await? else {
             cycle.lock_lost().await;
             return Ok(());
         };
@@ -72,7 +45,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
             return Ok(());
         };
         log_claimed(&cycle, &claim);
-        chained = process(&cycle, slot, claim).await?;
+        chained = process(&cycle, slot, claim, pass).await?;
     }
 }
 
@@ -94,8 +67,8 @@ pub(super) fn log_claimed(cycle: &Cycle, claim: &Claim) {
 /// nothing has to be waited for or weighed in between: no rate limit, no
 /// hold, no cost budget, no single `--key`, not stopping. Takes one claim
 /// from `--limit` when it says yes.
-async fn may_chain(cycle: &Cycle) -> bool {
-    if !cycle.chain || cycle.stopping().is_some() || held(cycle).await {
+fn may_chain(cycle: &Cycle) -> bool {
+    if !cycle.chain || cycle.stopping().is_some() || cycle.gate.held_until().is_some() {
         return false;
     }
     match &cycle.claims_left {
@@ -122,7 +95,7 @@ pub async fn run_key(cycle: Arc<Cycle>, slot: u32, key: String) -> Result<(), St
         .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
         .await?;
     // `chain` is off with --key: nothing else is claimed.
-    process(&cycle, slot, claim).await.map(drop)
+    process(&cycle, slot, claim, Pass::None).await.map(drop)
 }
 
 pub(super) fn budget_spent(cycle: &Cycle) -> bool {
@@ -134,56 +107,6 @@ pub(super) fn budget_spent(cycle: &Cycle) -> bool {
         return true;
     }
     false
-}
-
-/// Is the batch held back by a rate-limit answer right now?
-pub(super) async fn held(cycle: &Cycle) -> bool {
-    cycle
-        .hold_until
-        .lock()
-        .await
-        .is_some_and(|t| t > tokio::time::Instant::now())
-}
-
-/// Waits while the batch is held back by a rate-limit answer.
-pub(super) async fn wait_for_hold(cycle: &Cycle) {
-    loop {
-        let until = *cycle.hold_until.lock().await;
-        match until {
-            Some(t) if t > tokio::time::Instant::now() => {
-                let mut stop = cycle.stop_tx.subscribe();
-                tokio::select! {
-                    () = tokio::time::sleep_until(t) => {}
-                    _ = stop.changed() => return,
-                }
-            }
-            _ => return,
-        }
-    }
-}
-
-/// Holds claiming for the whole batch (every other call would get the same
-/// rate-limit answer), in memory and in the store for other runners.
-pub(super) async fn hold(cycle: &Cycle, retry_after: std::time::Duration) {
-    let until = tokio::time::Instant::now() + retry_after;
-    {
-        let mut hold = cycle.hold_until.lock().await;
-        if hold.is_none_or(|h| h < until) {
-            *hold = Some(until);
-        }
-    }
-    let batch = cycle.batch.clone();
-    let at = now_ms() + retry_after.as_millis() as i64;
-    let _ = cycle.db.call(move |s| s.set_hold(&batch, at)).await;
-    cycle
-        .event(cycle.new_event(
-            "hold",
-            format!(
-                "rate limited: claiming paused for {}",
-                crate::duration::format_duration(retry_after)
-            ),
-        ))
-        .await;
 }
 
 /// Longest `NIGHTSHIFT_LABEL` passed to a worker, in bytes.
@@ -223,14 +146,41 @@ fn env(
 }
 
 /// Runs one claimed item to an outcome: done, failed (with tier), released
-/// (stop), or abandoned (lease lost). Returns the next item when it was
-/// claimed in the same transaction as this one's success (`may_chain`).
-async fn process(cycle: &Arc<Cycle>, slot: u32, claim: Claim) -> Result<Option<Claim>, StoreError> {
+/// (stop), or abandoned (lease lost). Every attempt passes the gate first
+/// (`pass`: how far its first one got there when it was claimed). Returns
+/// the next item when it was claimed in the same transaction as this one's
+/// success (`may_chain`).
+async fn process(
+    cycle: &Arc<Cycle>,
+    slot: u32,
+    claim: Claim,
+    mut pass: Pass,
+) -> Result<Option<Claim>, StoreError> {
     let cfg = &cycle.cfg;
     let mut attempt = claim.attempt;
     let mut op_id = claim.op_id.clone();
     let mut retries_done = 0;
+    // A retry waits for the gate before its attempt begins.
+    let mut retrying = false;
     loop {
+        if !cycle.pass(&mut pass).await {
+            return match cycle.stopping() {
+                // The taker takes it back (see `pslot::Slot::abandon`).
+                Some((_, StopReason::LockLost)) => Ok(None),
+                // The claimed attempt never started: it does not count (a
+                // failed one before a retry does).
+                _ => release(cycle, &claim, !retrying).await.map(|()| None),
+            };
+        }
+        if std::mem::take(&mut retrying) {
+            match begin_retry(cycle, &claim).await? {
+                Some(next) => attempt = next,
+                None => {
+                    lease_lost_on_write(cycle, &claim).await;
+                    return Ok(None);
+                }
+            }
+        }
         let (kill_tx, kill_rx) = oneshot::channel();
         cycle
             .inflight
@@ -302,7 +252,7 @@ async fn process(cycle: &Arc<Cycle>, slot: u32, claim: Claim) -> Result<Option<C
                 .fields(json!({"attempt": attempt, "ms": elapsed_ms, "cost": cost}));
                 let (c, e) = (claim.clone(), event.clone());
                 let (run, batch) = (cycle.run_id, cycle.batch.clone());
-                let chain = may_chain(cycle).await;
+                let chain = may_chain(cycle);
                 let until = cycle.lease_until(now_ms());
                 let (accepted, next) = cycle
                     .db
@@ -376,16 +326,16 @@ async fn process(cycle: &Arc<Cycle>, slot: u32, claim: Claim) -> Result<Option<C
                 cost,
             } => {
                 cycle.tally.add_cost(cost);
-                if let Some(after) = retry_after {
-                    hold(cycle, after).await;
+                if let Some(asked) = retry_after {
+                    cycle.hold(&claim, asked).await;
                 }
+                let retry_after = cycle.retry_after(retry_after);
                 let retry = RetryPlan {
                     attempt,
                     retries_done,
                     transient,
                     class: &class,
                     message: &message,
-                    retry_after,
                 };
                 if let Some(wait) = plan_retry(cycle, &claim, &retry).await {
                     retries_done += 1;
@@ -398,16 +348,8 @@ async fn process(cycle: &Arc<Cycle>, slot: u32, claim: Claim) -> Result<Option<C
                         // The failed attempt had its verdict: it counts.
                         return release(cycle, &claim, false).await.map(|()| None);
                     }
-                    match begin_retry(cycle, &claim).await? {
-                        Some(next) => {
-                            attempt = next;
-                            continue;
-                        }
-                        None => {
-                            lease_lost_on_write(cycle, &claim).await;
-                            return Ok(None);
-                        }
-                    }
+                    retrying = true;
+                    continue;
                 }
                 return fail(
                     cycle,
@@ -434,7 +376,6 @@ pub(super) struct RetryPlan<'a> {
     pub transient: bool,
     pub class: &'a str,
     pub message: &'a str,
-    pub retry_after: Option<std::time::Duration>,
 }
 
 /// Whether a failed attempt gets an immediate retry in this cycle: if so,
@@ -453,22 +394,23 @@ pub(super) async fn plan_retry(
     if !may_retry {
         return None;
     }
-    let wait = backoff(
-        r.retries_done + 1,
-        cfg.backoff,
-        cfg.backoff_max,
-        r.retry_after,
-    );
+    // A retry-after is waited out at the gate, by every call of the batch.
+    let wait = backoff(r.retries_done + 1, cfg.backoff, cfg.backoff_max);
     let (class, message, attempt) = (r.class, r.message, r.attempt);
+    let now = now_ms();
+    let when = match cycle.gate.held_until() {
+        Some(until) if until > now + wait.as_millis() as i64 => format!(
+            "retrying once the batch's hold is over, at {}",
+            crate::util::time::utc_clock(until, now)
+        ),
+        _ => format!("retrying in {}", crate::duration::format_duration(wait)),
+    };
     cycle
         .event(
             cycle
                 .new_event(
                     "retry",
-                    format!(
-                        "{class}: {message} (attempt {attempt}; retrying in {})",
-                        crate::duration::format_duration(wait)
-                    ),
+                    format!("{class}: {message} (attempt {attempt}; {when})"),
                 )
                 .key(&claim.key)
                 .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64})),
@@ -477,8 +419,8 @@ pub(super) async fn plan_retry(
     Some(wait)
 }
 
-/// Starts the next attempt of a claimed item after its backoff, counting
-/// the retry. `None`: the lease is no longer ours.
+/// Starts the next attempt of a claimed item once it passed the gate,
+/// counting the retry. `None`: the lease is no longer ours.
 pub(super) async fn begin_retry(cycle: &Cycle, claim: &Claim) -> Result<Option<u32>, StoreError> {
     let (id, token) = (claim.item_id, claim.token);
     let next = cycle

@@ -3,7 +3,34 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, StoreError, schema::BUCKETS, shared};
-use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause, Runners};
+use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, NewEvent, Pause, Runners};
+
+/// What `unpause` found and undid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unpaused {
+    pub was_paused: bool,
+    /// The retry-after hold it lifted (one still on).
+    pub lifted: Option<Hold>,
+}
+
+/// The hold as stored: until when, the key that asked, and its label
+/// (while the item is kept).
+const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
+                      FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
+                     WHERE b.id = ?1 AND b.hold_until IS NOT NULL";
+
+fn hold(conn: &Connection, batch_id: i64) -> Result<Option<Hold>> {
+    Ok(conn
+        .prepare_cached(HOLD)?
+        .query_row([batch_id], |r| {
+            Ok(Hold {
+                until: r.get(0)?,
+                key: r.get(1)?,
+                label: r.get(2)?,
+            })
+        })
+        .optional()?)
+}
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(conn: &Connection, name: &str) -> Result<i64> {
@@ -64,7 +91,7 @@ pub(crate) fn counts(conn: &Connection, batch_id: i64) -> Result<Counts> {
         match row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)? {
             "pending" => c.pending = n,
             "claimed" => c.claimed = n,
-            "done" => c.done_ok = n,
+            "done" => c.done = n,
             "empty" => c.empty = n,
             "skipped" => c.skipped = n,
             "retry" => c.retry = n,
@@ -72,8 +99,6 @@ pub(crate) fn counts(conn: &Connection, batch_id: i64) -> Result<Counts> {
             _ => {}
         }
     }
-    c.done = c.done_ok + c.empty + c.skipped;
-    c.failed = c.retry + c.manual;
     Ok(c)
 }
 
@@ -112,13 +137,16 @@ fn pause_and_schedule(
 /// and who of its runners is alive at `now`.
 pub(crate) fn info(c: &Connection, id: i64, name: String, now: Millis) -> Result<BatchInfo> {
     let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
+    let (last_run, stepped_down) = super::runs::last(c, id)?;
     let mut info = BatchInfo {
         counts: counts(c, id)?,
         pause,
         next_fire,
         last_fire,
         locks: super::locks::current(c, id, &name)?,
-        last_run: super::runs::last(c, id)?,
+        last_run,
+        stepped_down,
+        hold: hold(c, id)?,
         runners: Runners::default(),
         name,
     };
@@ -138,6 +166,14 @@ fn claimed_by(c: &Connection, id: i64, runs: &[i64]) -> Result<i64> {
     Ok(n)
 }
 
+/// When the batch was made.
+pub(crate) fn created_at(c: &Connection, id: i64) -> Result<Millis> {
+    Ok(
+        c.prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))?,
+    )
+}
+
 /// Done and failed completions per minute, oldest first, for the last
 /// `minutes` minutes ending at `now` (zeros included), none from before
 /// the batch was created.
@@ -149,9 +185,7 @@ pub(crate) fn minutes(
 ) -> Result<Vec<(i64, i64)>> {
     let last = now / 60_000;
     // Not before the batch existed: those minutes hold no data, not zeros.
-    let created: i64 = c
-        .prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
-        .query_row([id], |r| r.get(0))?;
+    let created = created_at(c, id)?;
     let first = (last - minutes + 1).max(created / 60_000).min(last);
     let mut out = vec![(0, 0); (last - first + 1).max(0) as usize];
     let mut st = c.prepare_cached(
@@ -229,23 +263,29 @@ impl SqliteStore {
         })
     }
 
-    /// Clears the pause flag. Returns whether it was paused.
-    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool> {
+    /// Clears the pause flag and lifts a retry-after hold still on at
+    /// `now`, each recorded as an operator action of `actor`.
+    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<Unpaused> {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
-            let was = paused(tx, id)?;
+            let was_paused = paused(tx, id)?;
+            let lifted = hold(tx, id)?.filter(|h| h.active(now));
             tx.execute(
-                "UPDATE batches SET paused = 0, paused_reason = NULL, paused_by = NULL, paused_at = NULL
+                "UPDATE batches SET paused = 0, paused_reason = NULL, paused_by = NULL, paused_at = NULL,
+                        hold_until = NULL, hold_key = NULL
                   WHERE id = ?1",
                 [id],
             )?;
-            if was {
+            if was_paused {
                 super::events::insert(
                     tx,
                     &NewEvent::new(now, batch, "unpaused", format!("unpaused by {actor}")).actor(actor),
                 )?;
             }
-            Ok(was)
+            if let Some(h) = &lifted {
+                super::events::insert(tx, &super::shared::hold_lifted(batch, h, actor, now))?;
+            }
+            Ok(Unpaused { was_paused, lifted })
         })
     }
 
@@ -254,25 +294,19 @@ impl SqliteStore {
         self.read(|c| Ok(pause_and_schedule(c, batch_id(c, batch)?)?.0))
     }
 
-    /// Until when the whole batch holds back after a rate-limit answer.
-    pub fn hold_until(&self, batch: &str) -> Result<Option<Millis>> {
-        self.read(|c| {
-            Ok(c.query_row(
-                "SELECT hold_until FROM batches WHERE name = ?1",
-                [batch],
-                |r| r.get(0),
-            )
-            .optional()?
-            .flatten())
-        })
+    /// The batch's last retry-after hold (over once its time has passed).
+    pub fn hold(&self, batch: &str) -> Result<Option<Hold>> {
+        self.read(|c| hold(c, batch_id(c, batch)?))
     }
 
-    /// Holds claiming for the whole batch until `until` (never shortens a hold).
-    pub fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()> {
+    /// Holds every call of the batch until `until`, for the answer of
+    /// `key`. Never shortens a hold: a shorter one changes nothing.
+    pub fn set_hold(&mut self, batch: &str, until: Millis, key: Option<&str>) -> Result<()> {
         self.write(|tx| {
             tx.execute(
-                "UPDATE batches SET hold_until = max(coalesce(hold_until, 0), ?2) WHERE name = ?1",
-                params![batch, until],
+                "UPDATE batches SET hold_until = ?2, hold_key = ?3
+                  WHERE name = ?1 AND (hold_until IS NULL OR hold_until < ?2)",
+                params![batch, until, key],
             )?;
             Ok(())
         })

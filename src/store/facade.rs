@@ -9,12 +9,12 @@ use super::pg::PgStore;
 use super::{
     Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemFilter,
     ItemRow, ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Result, Selection,
-    SinceSummary, SqliteStore, location,
+    SinceSummary, SqliteStore, Unpaused, location,
 };
 use crate::model::{
     AddReport, BatchInfo, Claim, Counts, Daemon, DaemonInfo, DeadLetter, DlqGroup, Event, Fire,
-    Holder, Item, LockInfo, Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger,
-    WorkerGroup,
+    Hold, Holder, Item, LockInfo, Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport,
+    Trigger, WorkerGroup, waiting::RetryTier,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -135,7 +135,7 @@ impl Store {
         fn counts(&self, batch: &str) -> Result<Counts>;
         fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>>;
         fn pause(&self, batch: &str) -> Result<Option<Pause>>;
-        fn hold_until(&self, batch: &str) -> Result<Option<Millis>>;
+        fn hold(&self, batch: &str) -> Result<Option<Hold>>;
         fn minute_stats(&self, batch: &str, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>>;
         fn dead_letters(&self, batch: &str, since: Option<Millis>, class: Option<&str>) -> Result<Vec<DeadLetter>>;
         fn item_failures(&self, item_id: i64) -> Result<Vec<DeadLetter>>;
@@ -146,6 +146,7 @@ impl Store {
         fn follow_next(&self, filter: &EventFilter, cursor: &mut FollowCursor) -> Result<Vec<Event>>;
         fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>>;
         fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>>;
+        fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier>;
         fn item(&self, batch: &str, key: &str) -> Result<Item>;
         fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>>;
         fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64>;
@@ -169,8 +170,8 @@ impl Store {
         fn checkpoint(&mut self) -> Result<()>;
         fn ensure_batch(&mut self, name: &str, now: Millis) -> Result<()>;
         fn pause_batch(&mut self, batch: &str, p: &Pause) -> Result<bool>;
-        fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool>;
-        fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()>;
+        fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<Unpaused>;
+        fn set_hold(&mut self, batch: &str, until: Millis, key: Option<&str>) -> Result<()>;
         fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()>;
         fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent>;
         fn log_event(&mut self, e: &NewEvent) -> Result<i64>;

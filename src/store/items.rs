@@ -14,6 +14,7 @@ use super::shared::Orphan;
 use super::{Result, SqliteStore, StoreError, json_col, parse_col};
 use crate::model::{
     AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, Status, Tier,
+    waiting::RetryTier,
 };
 use crate::util::signals::Stop;
 
@@ -71,7 +72,8 @@ pub struct ItemFilter {
     pub offset: usize,
 }
 
-/// Which failed items a requeue moves (all given conditions must hold).
+/// Which items a requeue moves (all given conditions must hold): failed
+/// items, or with `outcome` done items of that outcome (they run again).
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
     pub keys: Vec<String>,
@@ -79,14 +81,28 @@ pub struct Selection {
     pub tier: Option<Tier>,
     /// Match every failed item when no other condition is given.
     pub all_failed: bool,
+    /// Done items with this outcome instead of failed ones.
+    pub outcome: Option<Outcome>,
 }
 
-/// One item a requeue moved (or would move).
+impl Selection {
+    /// The items it moves, as a condition on `i` (fixed words only).
+    pub(crate) fn moves_sql(&self) -> String {
+        match self.outcome {
+            Some(o) => format!(" AND i.status = 'done' AND i.outcome = '{}'", o.as_str()),
+            None => " AND i.status = 'failed'".into(),
+        }
+    }
+}
+
+/// One item a requeue moved (or would move), and where from: its tier
+/// (a failed item) or its outcome (a done one).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Requeue {
     pub key: String,
     pub label: String,
-    pub tier: Tier,
+    pub tier: Option<Tier>,
+    pub outcome: Option<Outcome>,
     pub error_class: Option<String>,
     pub attempts: u32,
 }
@@ -177,7 +193,7 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Va
 
 fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> String {
     use rusqlite::types::Value as V;
-    let mut sql = String::from(" AND i.status = 'failed'");
+    let mut sql = sel.moves_sql();
     if let Some(c) = &sel.class {
         args.push(V::Text(c.clone()));
         sql.push_str(&format!(" AND i.error_class = ?{}", args.len()));
@@ -633,8 +649,29 @@ impl SqliteStore {
         })
     }
 
-    /// Failed items back to pending. Explicit keys must all exist and be
-    /// failed (else nothing moves). Chunked: no write transaction holds the
+    /// The `retry` tier now: how many are due, how many later, and the
+    /// earliest of those (what the run summary and dry run say waits).
+    pub fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            Ok(c.prepare_cached(
+                "SELECT coalesce(sum(next_attempt_at <= ?2), 0), coalesce(sum(next_attempt_at > ?2), 0),
+                        min(CASE WHEN next_attempt_at > ?2 THEN next_attempt_at END)
+                   FROM items WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'",
+            )?
+            .query_row(params![id, now], |r| {
+                Ok(RetryTier {
+                    due: r.get(0)?,
+                    later: r.get(1)?,
+                    next_at: r.get(2)?,
+                })
+            })?)
+        })
+    }
+
+    /// Failed items (or, with `sel.outcome`, done items of that outcome)
+    /// back to pending. Explicit keys must all exist and be in that state
+    /// (else nothing moves). Chunked: no write transaction holds the
     /// lock for long. With `dry_run`, only lists what would move. Stopped
     /// part-way (a full disk; a stop request, checked between chunks), it
     /// fails with `CutShort` saying how many moved: each of those has its
@@ -648,7 +685,7 @@ impl SqliteStore {
         actor: &str,
         now: Millis,
     ) -> Result<Vec<Requeue>> {
-        let matched = self.read(|c| select_failed(c, batch, sel))?;
+        let matched = self.read(|c| select(c, batch, sel))?;
         if dry_run || matched.is_empty() {
             return Ok(matched.into_iter().map(|(_, r)| r).collect());
         }
@@ -675,8 +712,9 @@ impl SqliteStore {
             let store = &mut *self;
             let step = chunks.run(|size| -> Result<()> {
                 let chunk: Vec<_> = rest.by_ref().take(size).collect();
-                let ids = store
-                    .write(|tx| requeue_chunk(tx, batch, &chunk, reset_attempts, actor, now))?;
+                let ids = store.write(|tx| {
+                    requeue_chunk(tx, batch, sel, &chunk, reset_attempts, actor, now)
+                })?;
                 moved.extend(
                     chunk
                         .into_iter()
@@ -856,6 +894,7 @@ fn add_chunk(
 fn requeue_chunk(
     tx: &Connection,
     batch: &str,
+    sel: &Selection,
     chunk: &[(i64, Requeue)],
     reset_attempts: bool,
     actor: &str,
@@ -864,92 +903,78 @@ fn requeue_chunk(
     let id = batch_id(tx, batch)?;
     let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
         .map_err(|e| StoreError::Invalid(format!("encoding item ids: {e}")))?;
-    tx.prepare_cached(
+    // Still in the state the selection moves (a run may have changed it).
+    let from = sel.moves_sql();
+    tx.prepare_cached(&format!(
         "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
-         SELECT ?2, ?3, key, id, 'requeued', ?4, 'requeued from ' || tier || ' by ' || ?4,
-                json_object('tier', tier, 'error_class', error_class,
+         SELECT ?2, ?3, i.key, i.id, 'requeued', ?4,
+                'requeued from ' || coalesce(i.tier, i.outcome) || ' by ' || ?4,
+                json_object('tier', i.tier, 'outcome', i.outcome, 'error_class', i.error_class,
+                            'op_id', i.op_id,
                             'reset_attempts', json(CASE WHEN ?5 THEN 'true' ELSE 'false' END))
-           FROM items
-          WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'failed'
-          ORDER BY id",
-    )?
+           FROM items i
+          WHERE i.id IN (SELECT value FROM json_each(?1)){from}
+          ORDER BY i.id"
+    ))?
     .execute(params![ids, now, id, actor, reset_attempts])?;
+    // A done item runs again from scratch: no result, and not its finished
+    // operation's id (polling that would give the same answer).
     let moved: std::collections::HashSet<i64> = tx
-        .prepare_cached(
-            "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+        .prepare_cached(&format!(
+            "UPDATE items AS i SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+                    outcome = NULL, result = CASE WHEN status = 'done' THEN NULL ELSE result END,
+                    op_id = CASE WHEN status = 'done' THEN NULL ELSE op_id END,
                     attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
-              WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'failed'
-             RETURNING id",
-        )?
+              WHERE i.id IN (SELECT value FROM json_each(?1)){from}
+             RETURNING id"
+        ))?
         .query_map(params![ids, now, reset_attempts], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     Ok(moved)
 }
 
-fn select_failed(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
+fn select(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
     let id = batch_id(c, batch)?;
     let row = |r: &Row<'_>| -> rusqlite::Result<(i64, Requeue, String)> {
         let tier: Option<String> = r.get(3)?;
+        let outcome: Option<String> = r.get(4)?;
         Ok((
             r.get(0)?,
             Requeue {
                 key: r.get(1)?,
                 label: r.get(2)?,
-                tier: tier
-                    .as_deref()
-                    .map(|t| parse_col(3, t))
-                    .transpose()?
-                    .unwrap_or(Tier::Manual),
-                error_class: r.get(4)?,
-                attempts: r.get(5)?,
+                tier: tier.as_deref().map(|t| parse_col(3, t)).transpose()?,
+                outcome: outcome.as_deref().map(|o| parse_col(4, o)).transpose()?,
+                error_class: r.get(5)?,
+                attempts: r.get(6)?,
             },
-            r.get(6)?,
+            r.get(7)?,
         ))
     };
     if !sel.keys.is_empty() {
-        let mut out = Vec::with_capacity(sel.keys.len());
-        let mut not_failed = Vec::new();
+        let mut named = super::shared::Named::default();
         let mut st = c.prepare_cached(
-            "SELECT id, key, label, tier, error_class, attempts, status FROM items WHERE batch_id = ?1 AND key = ?2",
+            "SELECT id, key, label, tier, outcome, error_class, attempts, status FROM items
+              WHERE batch_id = ?1 AND key = ?2",
         )?;
         for key in &sel.keys {
             let (item_id, r, status) = st
                 .query_row(params![id, key], row)
                 .optional()?
                 .ok_or_else(|| super::tombstones::missing(c, id, batch, key))?;
-            if status != "failed" {
-                not_failed.push(format!("{key} ({status})"));
-                continue;
-            }
-            let class_ok = sel
-                .class
-                .as_ref()
-                .is_none_or(|c| r.error_class.as_ref() == Some(c));
-            if class_ok && sel.tier.is_none_or(|t| t == r.tier) {
-                out.push((item_id, r));
-            }
+            named.add(sel, item_id, r, &status);
         }
-        if !not_failed.is_empty() {
-            return Err(StoreError::Invalid(format!(
-                "only failed items can be requeued; not failed in batch {batch:?}: {} (nothing was requeued)",
-                not_failed.join(", ")
-            )));
-        }
-        return Ok(out);
+        return named.finish(batch, sel);
     }
-    if sel.class.is_none() && sel.tier.is_none() && !sel.all_failed {
-        return Err(StoreError::Invalid(
-            "say which items to requeue: keys, --all-failed, --class or --tier".into(),
-        ));
-    }
+    super::shared::check_selection(sel)?;
     let mut args = vec![rusqlite::types::Value::Integer(id)];
     let cond = selection_sql(sel, &mut args);
     // Sorted here rather than by an ORDER BY: SQLite found the rows through
     // the queue index and sorted them in a temporary b-tree, which took
     // longer than finding them (0.1 s at 100,000 failed items).
     let mut st = c.prepare(&format!(
-        "SELECT i.id, i.key, i.label, i.tier, i.error_class, i.attempts, i.status FROM items i
-          WHERE i.batch_id = ?1{cond}"
+        "SELECT i.id, i.key, i.label, i.tier, i.outcome, i.error_class, i.attempts, i.status
+           FROM items i WHERE i.batch_id = ?1{cond}"
     ))?;
     let mut rows: Vec<(i64, Requeue)> = st
         .query_map(params_from_iter(args), row)?

@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
+pub use batches::Unpaused;
 pub use error::{CutShort, StoreError};
 pub use events::{EventFilter, FollowCursor};
 pub use facade::Store;

@@ -37,16 +37,27 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
     })
 }
 
-pub(crate) fn last(c: &Connection, batch_id: i64) -> Result<Option<Run>> {
-    Ok(c.query_row(
-        &format!(
+/// A run that stepped down at once (`Run::stepped_down`, in SQL).
+const STEPPED_DOWN: &str = "(r.state = 'lock-held' OR (r.state IN ('paused', 'aborted')
+    AND r.done + r.empty + r.failed + r.redriven + r.released = 0))";
+
+/// The newest run that did work, and the newest run when it stepped down
+/// after it (see `BatchInfo::last_run`).
+pub(crate) fn last(c: &Connection, batch_id: i64) -> Result<(Option<Run>, Option<Run>)> {
+    let Some(newest) = recent(c, batch_id, 1)?.pop() else {
+        return Ok((None, None));
+    };
+    if !newest.stepped_down() {
+        return Ok((Some(newest), None));
+    }
+    let worked = c
+        .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
-              WHERE r.batch_id = ?1 ORDER BY r.id DESC LIMIT 1"
-        ),
-        [batch_id],
-        run_from_row,
-    )
-    .optional()?)
+              WHERE r.batch_id = ?1 AND NOT {STEPPED_DOWN} ORDER BY r.id DESC LIMIT 1"
+        ))?
+        .query_row([batch_id], run_from_row)
+        .optional()?;
+    Ok((worked, Some(newest)))
 }
 
 /// The newest `limit` runs of a batch, newest first.

@@ -65,6 +65,8 @@ pub struct DashQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ItemsQuery {
     pub status: Option<Status>,
+    /// Only done items with this outcome.
+    pub outcome: Option<Outcome>,
     /// Only failed items of this error class.
     pub class: Option<String>,
     /// Substring of key or label ("" for none). (The CLI's `items
@@ -82,6 +84,7 @@ impl ItemsQuery {
             } else {
                 self.status
             },
+            outcome: self.outcome,
             error_class: self.class.clone(),
             search: (!self.search.is_empty()).then(|| self.search.clone()),
             ..ItemFilter::default()
@@ -108,6 +111,8 @@ pub struct BatchView {
     /// being the minute of the poll; none from before the batch existed
     /// (a batch made two minutes ago has two or three).
     pub minutes: Vec<(i64, i64)>,
+    /// When the batch was made: a rate is never over a longer time.
+    pub created_at: Millis,
 }
 
 /// An item as a table row: no payload or result, the error cut short.
@@ -201,7 +206,8 @@ pub struct SinceSummary {
     pub since: Millis,
     /// (batch, error class, tier, dead letters) since then.
     pub failures: Vec<(String, String, Tier, i64)>,
-    /// (batch, final state, runs) of runs started since then.
+    /// (batch, state now, runs) of the runs that overlap the time since
+    /// then: started since, ended since, or still running.
     pub runs: Vec<(String, String, i64)>,
     /// (batch, lock takeovers).
     pub takeovers: Vec<(String, i64)>,
@@ -258,24 +264,36 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
+/// How many items a filter without a search or class matches, from the
+/// counters (`None`: not one of those, e.g. an outcome of pending items).
+pub(crate) fn counted(counts: &crate::model::Counts, q: &ItemsQuery) -> Option<i64> {
+    Some(match (q.status, q.outcome) {
+        (None, None) => counts.total(),
+        (Some(Status::Pending), None) => counts.pending,
+        (Some(Status::Claimed), None) => counts.claimed,
+        (Some(Status::Done), None) => counts.finished(),
+        (Some(Status::Failed), None) => counts.failed(),
+        (None | Some(Status::Done), Some(Outcome::Done)) => counts.done,
+        (None | Some(Status::Done), Some(Outcome::Empty)) => counts.empty,
+        (None | Some(Status::Done), Some(Outcome::Skipped)) => counts.skipped,
+        _ => return None,
+    })
+}
+
 /// Items matching a filter; cheap (from the counters) unless it searches.
 fn count_items(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Result<(i64, bool)> {
     let counts = &info.counts;
     if q.search.is_empty() {
-        match (&q.class, q.status) {
-            (None, None) => return Ok((counts.total(), false)),
-            (None, Some(Status::Pending)) => return Ok((counts.pending, false)),
-            (None, Some(Status::Claimed)) => return Ok((counts.claimed, false)),
-            (None, Some(Status::Done)) => return Ok((counts.done, false)),
-            (None, Some(Status::Failed)) => return Ok((counts.failed, false)),
-            (Some(class), _) => {
-                let n: i64 = c.query_row(
-                    "SELECT coalesce(sum(n), 0) FROM failed_classes WHERE batch_id = ?1 AND error_class = ?2",
-                    params![id, class],
-                    |r| r.get(0),
-                )?;
-                return Ok((n, false));
-            }
+        if let (None, Some(n)) = (&q.class, counted(counts, q)) {
+            return Ok((n, false));
+        }
+        if let Some(class) = &q.class {
+            let n: i64 = c.query_row(
+                "SELECT coalesce(sum(n), 0) FROM failed_classes WHERE batch_id = ?1 AND error_class = ?2",
+                params![id, class],
+                |r| r.get(0),
+            )?;
+            return Ok((n, false));
         }
     }
     let mut args = vec![V::Integer(id)];
@@ -567,6 +585,7 @@ impl SqliteStore {
                 let id = batch_id(c, &name)?;
                 let view = BatchView {
                     minutes: super::batches::minutes(c, id, now, q.minutes)?,
+                    created_at: super::batches::created_at(c, id)?,
                     info: super::batches::info(c, id, name, now)?,
                 };
                 if q.batch.as_deref() == Some(view.info.name.as_str()) {
@@ -664,7 +683,9 @@ impl SqliteStore {
     }
 
     /// What happened since `since`: new dead letters by class and tier,
-    /// runs by state, lock takeovers, schedule fires by outcome.
+    /// runs by state (every run that overlaps the time since: one that
+    /// began before and ended after, or still runs, too), lock takeovers,
+    /// schedule fires by outcome.
     pub fn since(&self, since: Millis) -> Result<SinceSummary> {
         self.read(|c| {
             let mut out = SinceSummary {
@@ -691,7 +712,8 @@ impl SqliteStore {
             out.runs = c
                 .prepare_cached(
                     "SELECT b.name, r.state, count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
-                      WHERE r.started_at > ?1 GROUP BY 1, 2 ORDER BY 1, 2",
+                      WHERE r.started_at > ?1 OR r.ended_at > ?1 OR r.ended_at IS NULL
+                      GROUP BY 1, 2 ORDER BY 1, 2",
                 )?
                 .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                 .collect::<rusqlite::Result<_>>()?;

@@ -87,7 +87,9 @@ pub enum Action {
     Back,
     /// `/`: edit the search (items) or the kinds (run log).
     StartFilter,
+    /// `s` / `S`: the Items pane's state filter, forwards or back.
     CycleStatus,
+    CycleStatusBack,
     ToggleFollow,
     ToggleLogBatch,
     Help,

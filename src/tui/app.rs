@@ -17,6 +17,7 @@ use crate::model::{BatchInfo, Event, Millis, Status};
 use crate::store::{
     BatchView, DashQuery, Dashboard, EventsQuery, ItemPage, ItemRow, ItemsQuery, SinceSummary,
 };
+pub use state_filter::StateFilter;
 
 /// Minutes of completions read per batch: rates use the last hour, the
 /// sparkline as many as fit.
@@ -148,7 +149,7 @@ pub struct App {
     pub batch_nav: ListNav,
     pub items: ListNav,
     pub items_window: Window,
-    pub status_filter: Option<Status>,
+    pub status_filter: Option<StateFilter>,
     pub search: String,
     pub dlq: ListNav,
     pub class: Option<String>,
@@ -299,7 +300,8 @@ impl App {
     /// What the next poll reads.
     pub fn query(&self) -> DashQuery {
         let items = ItemsQuery {
-            status: self.status_filter,
+            status: self.status_filter.map(StateFilter::status),
+            outcome: self.status_filter.and_then(StateFilter::outcome),
             class: None,
             search: self.search.clone(),
             offset: self.items_window.offset,
@@ -307,6 +309,7 @@ impl App {
         };
         let class_items = self.class.as_ref().map(|class| ItemsQuery {
             status: Some(Status::Failed),
+            outcome: None,
             class: Some(class.clone()),
             search: String::new(),
             offset: self.class_window.offset,
@@ -414,13 +417,11 @@ impl App {
             Action::Back => self.back(),
             Action::StartFilter => self.start_filter(),
             Action::CycleStatus => {
-                self.status_filter = match self.status_filter {
-                    None => Some(Status::Pending),
-                    Some(Status::Pending) => Some(Status::Claimed),
-                    Some(Status::Claimed) => Some(Status::Done),
-                    Some(Status::Done) => Some(Status::Failed),
-                    Some(Status::Failed) => None,
-                };
+                self.status_filter = StateFilter::next(self.status_filter);
+                self.reset_items();
+            }
+            Action::CycleStatusBack => {
+                self.status_filter = StateFilter::prev(self.status_filter);
                 self.reset_items();
             }
             Action::ToggleFollow => {
@@ -560,6 +561,7 @@ impl App {
 
 mod input;
 mod navigate;
+mod state_filter;
 mod writes;
 
 #[cfg(test)]

@@ -224,11 +224,12 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             Ok(format!("paused {}: {}", name(batch), name(reason)))
         }
         Write::Unpause { batch } => {
-            let was = store.unpause_batch(batch, &who, now).map_err(err)?;
-            Ok(if was {
-                format!("unpaused {}", name(batch))
-            } else {
-                format!("{} was not paused", name(batch))
+            let done = store.unpause_batch(batch, &who, now).map_err(err)?;
+            Ok(match (done.was_paused, done.lifted.is_some()) {
+                (true, false) => format!("unpaused {}", name(batch)),
+                (true, true) => format!("unpaused {} and lifted its retry-after hold", name(batch)),
+                (false, true) => format!("lifted the retry-after hold of {}", name(batch)),
+                (false, false) => format!("{} was not paused", name(batch)),
             })
         }
         Write::Resume { batch } => Err(format!("internal: resume of {batch} reached the store")),

@@ -2,8 +2,21 @@
 
 use super::PgStore;
 use super::conn::{Conn, text};
-use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause, Runners};
-use crate::store::{Result, StoreError, shared};
+use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, NewEvent, Pause, Runners};
+use crate::store::{Result, StoreError, Unpaused, shared};
+
+/// The hold as stored (see the SQLite store's `HOLD`).
+const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
+                      FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
+                     WHERE b.id = $1 AND b.hold_until IS NOT NULL";
+
+fn hold(c: &mut Conn, id: i64) -> Result<Option<Hold>> {
+    Ok(c.opt(HOLD, &[&id])?.map(|r| Hold {
+        until: c.tout(r.get(0)),
+        key: r.get(1),
+        label: r.get(2),
+    }))
+}
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(c: &mut Conn, name: &str) -> Result<i64> {
@@ -60,7 +73,7 @@ pub(crate) fn counts(c: &mut Conn, id: i64) -> Result<Counts> {
         match r.get::<_, &str>(0) {
             "pending" => out.pending = n,
             "claimed" => out.claimed = n,
-            "done" => out.done_ok = n,
+            "done" => out.done = n,
             "empty" => out.empty = n,
             "skipped" => out.skipped = n,
             "retry" => out.retry = n,
@@ -68,8 +81,6 @@ pub(crate) fn counts(c: &mut Conn, id: i64) -> Result<Counts> {
             _ => {}
         }
     }
-    out.done = out.done_ok + out.empty + out.skipped;
-    out.failed = out.retry + out.manual;
     Ok(out)
 }
 
@@ -100,13 +111,16 @@ fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<Schedule> {
 /// and who of its runners is alive at `now`.
 pub(crate) fn info(c: &mut Conn, id: i64, name: String, now: Millis) -> Result<BatchInfo> {
     let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
+    let (last_run, stepped_down) = super::runs::last(c, id)?;
     let mut info = BatchInfo {
         counts: counts(c, id)?,
         pause,
         next_fire,
         last_fire,
         locks: super::locks::current(c, id, &name)?,
-        last_run: super::runs::last(c, id)?,
+        last_run,
+        stepped_down,
+        hold: hold(c, id)?,
         runners: Runners::default(),
         name,
     };
@@ -121,6 +135,14 @@ pub(crate) fn info(c: &mut Conn, id: i64, name: String, now: Millis) -> Result<B
         )
     })?;
     Ok(info)
+}
+
+/// When the batch was made.
+pub(crate) fn created_at(c: &mut Conn, id: i64) -> Result<Millis> {
+    let at: i64 = c
+        .one("SELECT created_at FROM batches WHERE id = $1", &[&id])?
+        .get(0);
+    Ok(c.tout(at))
 }
 
 /// Done and failed completions per minute, oldest first, for the last
@@ -206,24 +228,31 @@ impl PgStore {
         })
     }
 
-    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool> {
+    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<Unpaused> {
         self.write(|c| {
             let id = batch_id(c, batch)?;
-            let was = paused(c, id)?;
+            // The row locked first: a concurrent unpause waits, then finds
+            // nothing left to lift.
+            c.x("SELECT 1 FROM batches WHERE id = $1 FOR UPDATE", &[&id])?;
+            let was_paused = paused(c, id)?;
+            let lifted = hold(c, id)?.filter(|h| h.active(now));
             c.x(
                 "UPDATE batches SET paused = false, paused_reason = NULL, paused_by = NULL,
-                        paused_at = NULL
+                        paused_at = NULL, hold_until = NULL, hold_key = NULL
                   WHERE id = $1",
                 &[&id],
             )?;
-            if was {
+            if was_paused {
                 super::events::insert(
                     c,
                     &NewEvent::new(now, batch, "unpaused", format!("unpaused by {actor}"))
                         .actor(actor),
                 )?;
             }
-            Ok(was)
+            if let Some(h) = &lifted {
+                super::events::insert(c, &crate::store::shared::hold_lifted(batch, h, actor, now))?;
+            }
+            Ok(Unpaused { was_paused, lifted })
         })
     }
 
@@ -234,22 +263,20 @@ impl PgStore {
         })
     }
 
-    pub fn hold_until(&self, batch: &str) -> Result<Option<Millis>> {
+    pub fn hold(&self, batch: &str) -> Result<Option<Hold>> {
         self.read(|c| {
-            let held: Option<i64> = c
-                .opt("SELECT hold_until FROM batches WHERE name = $1", &[&batch])?
-                .and_then(|r| r.get(0));
-            Ok(c.tout_opt(held))
+            let id = batch_id(c, batch)?;
+            hold(c, id)
         })
     }
 
-    pub fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()> {
+    pub fn set_hold(&mut self, batch: &str, until: Millis, key: Option<&str>) -> Result<()> {
         self.write(|c| {
             let until = c.tin(until);
             c.x(
-                "UPDATE batches SET hold_until = greatest(coalesce(hold_until, 0), $2)
-                  WHERE name = $1",
-                &[&batch, &until],
+                "UPDATE batches SET hold_until = $2, hold_key = $3
+                  WHERE name = $1 AND (hold_until IS NULL OR hold_until < $2)",
+                &[&batch, &until, &key],
             )?;
             Ok(())
         })

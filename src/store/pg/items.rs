@@ -13,7 +13,8 @@ use super::batches::{batch_id, ensure};
 use super::conn::{Conn, parse_col_text, text, text_opt};
 use super::events::{Args, insert as insert_event, insert_many as insert_events};
 use super::tombstones;
-use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, SkipReport, Status, Tier};
+use crate::model::waiting::RetryTier;
+use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, SkipReport};
 use crate::store::chunks::Chunks;
 use crate::store::json_col;
 use crate::store::shared::{self, Orphan};
@@ -596,6 +597,26 @@ impl PgStore {
         })
     }
 
+    /// The `retry` tier now (see `Store::retry_tier`).
+    pub fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let at = c.tin(now);
+            let r = c.one(
+                "SELECT count(*) FILTER (WHERE next_attempt_at <= $2),
+                        count(*) FILTER (WHERE next_attempt_at > $2),
+                        min(next_attempt_at) FILTER (WHERE next_attempt_at > $2)
+                   FROM items WHERE batch_id = $1 AND status = 'failed' AND tier = 'retry'",
+                &[&id, &at],
+            )?;
+            Ok(RetryTier {
+                due: r.get(0),
+                later: r.get(1),
+                next_at: c.tout_opt(r.get(2)),
+            })
+        })
+    }
+
     /// Failed items back to pending (see `Store::requeue`).
     pub fn requeue(
         &mut self,
@@ -606,7 +627,7 @@ impl PgStore {
         actor: &str,
         now: Millis,
     ) -> Result<Vec<Requeue>> {
-        let matched = self.read(|c| select_failed(c, batch, sel))?;
+        let matched = self.read(|c| select(c, batch, sel))?;
         if dry_run || matched.is_empty() {
             return Ok(matched.into_iter().map(|(_, r)| r).collect());
         }
@@ -627,7 +648,7 @@ impl PgStore {
             let done = chunks.run(|size| {
                 let (chunk, later) = rest.split_at(size.min(rest.len()));
                 rest = later;
-                store.write(|c| requeue_chunk(c, batch, chunk, reset_attempts, actor, now))
+                store.write(|c| requeue_chunk(c, batch, sel, chunk, reset_attempts, actor, now))
             });
             match done {
                 Ok(done) => moved.extend(done),
@@ -915,6 +936,7 @@ pub(crate) fn fail_in(c: &mut Conn, f: &Failure<'_>, event: &NewEvent) -> Result
 fn requeue_chunk(
     c: &mut Conn,
     batch: &str,
+    sel: &Selection,
     chunk: &[(i64, Requeue)],
     reset_attempts: bool,
     actor: &str,
@@ -923,21 +945,32 @@ fn requeue_chunk(
     let id = batch_id(c, batch)?;
     let ids: Vec<i64> = chunk.iter().map(|(id, _)| *id).collect();
     let at = c.tin(now);
+    // Still in the state the selection moves (a run may have changed it).
+    // A done item runs again from scratch: no result, and not its finished
+    // operation's id (polling that would give the same answer).
+    let from = sel.moves_sql();
     let moved: std::collections::HashSet<i64> = c
         .q(
-            "WITH picked AS (
-                 SELECT id, key, tier, error_class FROM items
-                  WHERE id = ANY($1) AND status = 'failed' ORDER BY id FOR UPDATE),
-             logged AS (
-                 INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
-                 SELECT $2, $3, key, id, 'requeued', $4, 'requeued from ' || tier || ' by ' || $4,
-                        json_build_object('tier', tier, 'error_class', error_class,
-                                          'reset_attempts', $5::bool)::text
-                   FROM picked ORDER BY id)
-             UPDATE items i SET status = 'pending', tier = NULL, next_attempt_at = NULL,
-                    attempts = CASE WHEN $5::bool THEN 0 ELSE i.attempts END, updated_at = $2
-               FROM picked WHERE i.id = picked.id
-             RETURNING i.id",
+            &format!(
+                "WITH picked AS (
+                     SELECT i.id, i.key, i.tier, i.outcome, i.error_class, i.op_id, i.status FROM items i
+                      WHERE i.id = ANY($1){from} ORDER BY i.id FOR UPDATE),
+                 logged AS (
+                     INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
+                     SELECT $2, $3, key, id, 'requeued', $4,
+                            'requeued from ' || coalesce(tier, outcome) || ' by ' || $4,
+                            json_build_object('tier', tier, 'outcome', outcome,
+                                              'error_class', error_class, 'op_id', op_id,
+                                              'reset_attempts', $5::bool)::text
+                       FROM picked ORDER BY id)
+                 UPDATE items i SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+                        outcome = NULL,
+                        result = CASE WHEN picked.status = 'done' THEN NULL ELSE i.result END,
+                        op_id = CASE WHEN picked.status = 'done' THEN NULL ELSE i.op_id END,
+                        attempts = CASE WHEN $5::bool THEN 0 ELSE i.attempts END, updated_at = $2
+                   FROM picked WHERE i.id = picked.id
+                 RETURNING i.id"
+            ),
             &[&ids, &at, &id, &actor, &reset_attempts],
         )?
         .iter()
@@ -950,7 +983,7 @@ fn requeue_chunk(
         .collect())
 }
 
-fn select_failed(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
+fn select(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
     let id = batch_id(c, batch)?;
     let row = |r: &Row| -> Result<(i64, Requeue, String)> {
         Ok((
@@ -961,20 +994,22 @@ fn select_failed(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64,
                 tier: r
                     .get::<_, Option<&str>>(3)
                     .map(parse_col_text)
-                    .transpose()?
-                    .unwrap_or(Tier::Manual),
-                error_class: r.get(4),
-                attempts: r.get::<_, i64>(5) as u32,
+                    .transpose()?,
+                outcome: r
+                    .get::<_, Option<&str>>(4)
+                    .map(parse_col_text)
+                    .transpose()?,
+                error_class: r.get(5),
+                attempts: r.get::<_, i64>(6) as u32,
             },
-            r.get(6),
+            r.get(7),
         ))
     };
     if !sel.keys.is_empty() {
-        let mut out = Vec::with_capacity(sel.keys.len());
-        let mut not_failed = Vec::new();
+        let mut named = shared::Named::default();
         for key in &sel.keys {
             let found = c.opt(
-                "SELECT id, key, label, tier, error_class, attempts, status FROM items
+                "SELECT id, key, label, tier, outcome, error_class, attempts, status FROM items
                   WHERE batch_id = $1 AND key = $2",
                 &[&id, key],
             )?;
@@ -982,34 +1017,14 @@ fn select_failed(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64,
                 return Err(tombstones::missing(c, id, batch, key));
             };
             let (item_id, r, status) = row(&found)?;
-            if status != Status::Failed.as_str() {
-                not_failed.push(format!("{key} ({status})"));
-                continue;
-            }
-            let class_ok = sel
-                .class
-                .as_ref()
-                .is_none_or(|c| r.error_class.as_ref() == Some(c));
-            if class_ok && sel.tier.is_none_or(|t| t == r.tier) {
-                out.push((item_id, r));
-            }
+            named.add(sel, item_id, r, &status);
         }
-        if !not_failed.is_empty() {
-            return Err(StoreError::Invalid(format!(
-                "only failed items can be requeued; not failed in batch {batch:?}: {} (nothing was requeued)",
-                not_failed.join(", ")
-            )));
-        }
-        return Ok(out);
+        return named.finish(batch, sel);
     }
-    if sel.class.is_none() && sel.tier.is_none() && !sel.all_failed {
-        return Err(StoreError::Invalid(
-            "say which items to requeue: keys, --all-failed, --class or --tier".into(),
-        ));
-    }
+    shared::check_selection(sel)?;
     let mut args = Args::new();
     args.push(id);
-    let mut cond = String::from(" AND i.status = 'failed'");
+    let mut cond = sel.moves_sql();
     if let Some(class) = &sel.class {
         cond.push_str(&format!(
             " AND i.error_class = {}",
@@ -1021,8 +1036,8 @@ fn select_failed(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64,
     }
     let rows = c.q(
         &format!(
-            "SELECT i.id, i.key, i.label, i.tier, i.error_class, i.attempts, i.status FROM items i
-              WHERE i.batch_id = $1{cond} ORDER BY i.id"
+            "SELECT i.id, i.key, i.label, i.tier, i.outcome, i.error_class, i.attempts, i.status
+               FROM items i WHERE i.batch_id = $1{cond} ORDER BY i.id"
         ),
         &args.refs(),
     )?;

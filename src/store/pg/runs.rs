@@ -40,8 +40,28 @@ fn run_from_row(c: &Conn, r: &Row) -> Result<Run> {
     })
 }
 
-pub(crate) fn last(c: &mut Conn, id: i64) -> Result<Option<Run>> {
-    Ok(recent(c, id, 1)?.pop())
+/// A run that stepped down at once (`Run::stepped_down`, in SQL).
+const STEPPED_DOWN: &str = "(r.state = 'lock-held' OR (r.state IN ('paused', 'aborted')
+    AND r.done + r.empty + r.failed + r.redriven + r.released = 0))";
+
+/// The newest run that did work, and the newest run when it stepped down
+/// after it (see `BatchInfo::last_run`).
+pub(crate) fn last(c: &mut Conn, id: i64) -> Result<(Option<Run>, Option<Run>)> {
+    let Some(newest) = recent(c, id, 1)?.pop() else {
+        return Ok((None, None));
+    };
+    if !newest.stepped_down() {
+        return Ok((Some(newest), None));
+    }
+    let worked = c.opt(
+        &format!(
+            "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
+              WHERE r.batch_id = $1 AND NOT {STEPPED_DOWN} ORDER BY r.id DESC LIMIT 1"
+        ),
+        &[&id],
+    )?;
+    let worked = worked.map(|r| run_from_row(c, &r)).transpose()?;
+    Ok((worked, Some(newest)))
 }
 
 /// The newest `limit` runs of a batch, newest first.

@@ -18,7 +18,7 @@ use super::conn::Conn;
 use crate::store::{Access, Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 8;
+pub const PG_SCHEMA_VERSION: i32 = 9;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -370,7 +370,10 @@ CREATE TABLE daemons (
 );
 "#;
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8];
+/// Version 9: a retry-after hold names the item whose answer asked for it.
+const V9: &str = "ALTER TABLE nightshift.batches ADD COLUMN hold_key TEXT;";
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).

@@ -28,7 +28,6 @@ fn info(name: &str, paused: bool) -> BatchView {
             name: name.into(),
             counts: Counts {
                 pending: 50,
-                failed: 50,
                 retry: 50,
                 ..Counts::default()
             },
@@ -37,13 +36,10 @@ fn info(name: &str, paused: bool) -> BatchView {
                 by: "me@h".into(),
                 at: NOW,
             }),
-            next_fire: None,
-            last_fire: None,
-            locks: Vec::new(),
-            last_run: None,
-            runners: Default::default(),
+            ..BatchInfo::default()
         },
         minutes: vec![(0, 0); 5],
+        created_at: NOW,
     }
 }
 

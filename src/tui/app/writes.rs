@@ -1,7 +1,7 @@
 //! The write keys: refused read-only; otherwise a write, a question or a
 //! prompt. Writes themselves happen off the UI thread (`Effect::Write`).
 
-use super::App;
+use super::{App, StateFilter};
 use crate::key;
 use crate::model::Status;
 use crate::store::ItemsQuery;
@@ -143,10 +143,19 @@ impl App {
                 )
             }
             _ => {
-                if let Some(s) = self.status_filter.filter(|s| *s != Status::Failed) {
-                    self.warn(format!(
-                        "the filter shows {s} items; none of them is failed"
-                    ));
+                if let Some(s) = self.status_filter.filter(|s| *s != StateFilter::Failed) {
+                    let mut text = format!(
+                        "the filter shows {} items; none of them is failed",
+                        s.label()
+                    );
+                    if let Some(o) = s.outcome() {
+                        // Done items run again only when asked for by name.
+                        text.push_str(&format!(
+                            " (to run them again: nightshift requeue {} --outcome {o})",
+                            clean(&batch)
+                        ));
+                    }
+                    self.warn(text);
                     return Vec::new();
                 }
                 let what = if self.search.is_empty() {

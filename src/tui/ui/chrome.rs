@@ -100,23 +100,24 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     let Some(info) = app.selected_info() else {
         return;
     };
+    // Finished, failed and to do: they add up to the batch (`Counts`).
     let c = &info.counts;
     let mut right = vec![Span::styled(clean(&info.name, 40), p.style(Role::Title))];
-    if c.total() > 0 {
-        right.push(Span::raw(format!(" {}%", c.done * 100 / c.total())));
+    if let Some(pct) = c.percent() {
+        right.push(Span::raw(format!(" {pct}%")));
     }
     right.push(Span::styled(
-        format!(" ✓{}", num(c.done)),
+        format!(" ✓{}", num(c.finished())),
         p.style(Role::Ok),
     ));
-    if c.failed > 0 {
+    if c.failed() > 0 {
         right.push(Span::styled(
-            format!(" ✗{}", num(c.failed)),
+            format!(" ✗{}", num(c.failed())),
             p.style(Role::Fail),
         ));
     }
-    if c.remaining() > 0 {
-        right.push(Span::raw(format!(" …{}", num(c.remaining()))));
+    if c.to_do() > 0 {
+        right.push(Span::raw(format!(" …{}", num(c.to_do()))));
     }
     if info.running() {
         right.push(Span::styled(

@@ -225,11 +225,7 @@ pub fn ago(ms: Millis, now: Millis) -> String {
 
 /// `failed/manual`, `done/empty`, `pending`.
 pub fn state_word(status: Status, tier: Option<Tier>, outcome: Option<Outcome>) -> String {
-    match (status, tier, outcome) {
-        (Status::Failed, Some(t), _) => format!("failed/{t}"),
-        (Status::Done, _, Some(o)) if o != Outcome::Done => format!("done/{o}"),
-        (s, _, _) => s.to_string(),
-    }
+    crate::model::state_word(status, tier, outcome)
 }
 
 pub fn state_role(status: Status, outcome: Option<Outcome>) -> Role {
