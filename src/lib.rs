@@ -12,7 +12,10 @@
 //! - [`store`]: the one SQLite file; every SQL statement lives there, behind
 //!   methods that speak in `model` types so another backend can follow.
 //! - [`config`]: `nightshift.toml` to typed settings; errors name file, line
-//!   and field. [`duration`] parses the `30s`/`10m` values it uses.
+//!   and field. One row per setting (`config::fields`) gives the allowed
+//!   keys, the parsing, the example `init` writes and nightshift.toml(5).
+//!   [`duration`] parses the `30s`/`10m` values it uses, [`cron`] the
+//!   `schedule`.
 //! - [`cli`]: clap definitions only; [`commands`]: one module per command,
 //!   turning parsed arguments into store calls and printed output (`man`
 //!   generates the manual pages from the CLI, the config and the README).
@@ -35,6 +38,7 @@ pub mod batch_name;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod cron;
 pub mod demo;
 pub mod duration;
 pub mod key;

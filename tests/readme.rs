@@ -4,12 +4,14 @@
 //!   tests/tui_render.rs) and kept in `assets/screens/NAME.txt`;
 //! - every `<!-- include: PATH -->` code block in it is that file, verbatim
 //!   (the captures, the example worker and config);
+//! - the example config `init` writes, `assets/examples/init.toml`, is the
+//!   one the config's settings table writes;
 //! - every `nightshift ...` command in its `sh` blocks parses;
 //! - every file it links to exists.
 //!
 //! After a deliberate change to the dashboard or an example, run
 //! `NIGHTSHIFT_UPDATE_SCREENS=1 cargo test --test readme` (it rewrites the
-//! captures and the README's copies) and review the diff.
+//! captures, the example config and the README's copies) and review the diff.
 
 #[path = "tui/fixture.rs"]
 mod fixture;
@@ -195,10 +197,37 @@ fn includes(readme: &str) -> Vec<(String, std::ops::Range<usize>)> {
     found
 }
 
+/// Writes the example config from the settings table when it differs and
+/// updating. Returns whether it is stale.
+fn refresh_init_example() -> bool {
+    let file = root().join("assets/examples/init.toml");
+    let written = nightshift::config::example::text();
+    if std::fs::read_to_string(&file).ok().as_deref() == Some(written.as_str()) {
+        return false;
+    }
+    if !updating() {
+        return true;
+    }
+    let tmp = tempfile::NamedTempFile::new_in(file.parent().unwrap()).unwrap();
+    std::fs::write(tmp.path(), &written).unwrap();
+    tmp.persist(&file).unwrap();
+    false
+}
+
+#[test]
+fn the_init_example_is_what_the_settings_table_writes() {
+    assert!(
+        !refresh_init_example(),
+        "assets/examples/init.toml differs from config::example::text().\n\
+         After a deliberate change: NIGHTSHIFT_UPDATE_SCREENS=1 cargo test --test readme"
+    );
+}
+
 #[test]
 fn readme_includes_its_files_verbatim() {
     if updating() {
         refresh_screens();
+        refresh_init_example();
     }
     let mut readme = readme();
     let blocks = includes(&readme);
