@@ -592,3 +592,5 @@ fn since_summary_is_shown_and_dismissed() {
     assert_eq!(app.mode, Mode::Normal);
     assert!(app.since.is_none());
 }
+
+mod arrivals;
