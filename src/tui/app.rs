@@ -1,13 +1,14 @@
 //! The dashboard's state and `update(Action)`: every change goes through
-//! here, and nothing here does I/O. What an action needs from the outside
+//! here, and nothing here does I/O. An intent is read by the mode; an
+//! arrival applies whatever the mode. What an action needs from the outside
 //! (a write, a fresh poll) is returned as [`Effect`]s; the time is injected
-//! with [`Action::Tick`], so the same actions always give the same state.
+//! with [`Arrival::Tick`], so the same actions always give the same state.
 
 use std::collections::BTreeMap;
 
 use chrono_tz::Tz;
 
-use super::action::{Action, Effect, Pane, Write};
+use super::action::{Action, Arrival, Effect, Intent, Pane, Write};
 use super::keymap::Mode;
 use super::nav::{ListNav, Window};
 use super::theme::Palette;
@@ -359,102 +360,143 @@ impl App {
     }
 
     /// Applies one action; returns what it asks of the outside world.
-    pub fn update(&mut self, action: Action) -> Vec<Effect> {
-        match self.mode {
-            Mode::Filter => return self.update_filter(action),
-            Mode::Prompt => return self.update_prompt(action),
-            Mode::Confirm if matches!(action, Action::Confirm(_) | Action::Quit) => {
-                return self.update_confirm(action);
-            }
-            Mode::Help if matches!(action, Action::Up | Action::Down | Action::Back) => {
-                match action {
-                    Action::Up => self.help_scroll = self.help_scroll.saturating_sub(1),
-                    Action::Down => self.help_scroll += 1,
-                    _ => self.mode = Mode::Normal,
-                }
-                return Vec::new();
-            }
-            Mode::Notice if action == Action::Back => {
-                self.since = None;
-                self.mode = Mode::Normal;
-                return Vec::new();
-            }
-            _ => {}
+    pub fn update(&mut self, action: impl Into<Action>) -> Vec<Effect> {
+        match action.into() {
+            Action::Intent(intent) => self.on_intent(intent),
+            Action::Arrival(arrival) => self.on_arrival(arrival),
         }
-        match action {
-            Action::Tick(now) => self.now = now,
-            Action::Resize(w, h) => {
-                self.size = (w, h);
-                self.refit();
-            }
-            Action::Polled { at, asked, result } => self.polled(at, asked, result),
-            Action::Unchanged { at, asked } => {
-                if asked == self.asked {
-                    self.last_ok = Some(at);
-                    self.stale = None;
+    }
+
+    /// What an intent does is the mode's to say.
+    fn on_intent(&mut self, intent: Intent) -> Vec<Effect> {
+        match self.mode {
+            Mode::Normal => self.on_normal(intent),
+            Mode::Filter => self.update_filter(intent),
+            Mode::Prompt => self.update_prompt(intent),
+            Mode::Confirm => self.update_confirm(intent),
+            Mode::Help => {
+                match intent {
+                    Intent::Up => self.help_scroll = self.help_scroll.saturating_sub(1),
+                    Intent::Down => self.help_scroll += 1,
+                    Intent::Back => self.mode = Mode::Normal,
+                    Intent::Quit => return self.stop(),
+                    _ => {}
                 }
+                Vec::new()
             }
-            Action::Since(summary) => {
-                self.since = Some(*summary);
-                if self.mode == Mode::Normal {
-                    self.mode = Mode::Notice;
+            Mode::Notice => {
+                match intent {
+                    Intent::Back => {
+                        self.since = None;
+                        self.mode = Mode::Normal;
+                    }
+                    Intent::Quit => return self.stop(),
+                    _ => {}
                 }
+                Vec::new()
             }
-            Action::NextPane => self.go(Pane::ALL[(self.pane.index() + 1) % Pane::ALL.len()]),
-            Action::PrevPane => {
+        }
+    }
+
+    pub(super) fn stop(&mut self) -> Vec<Effect> {
+        self.quit = true;
+        vec![Effect::Quit]
+    }
+
+    fn on_normal(&mut self, intent: Intent) -> Vec<Effect> {
+        match intent {
+            Intent::NextPane => self.go(Pane::ALL[(self.pane.index() + 1) % Pane::ALL.len()]),
+            Intent::PrevPane => {
                 self.go(Pane::ALL[(self.pane.index() + Pane::ALL.len() - 1) % Pane::ALL.len()])
             }
-            Action::GoPane(p) => self.go(p),
-            Action::Up
-            | Action::Down
-            | Action::PageUp
-            | Action::PageDown
-            | Action::Top
-            | Action::Bottom => self.move_sel(&action),
-            Action::PrevBatch => self.step_batch(-1),
-            Action::NextBatch => self.step_batch(1),
-            Action::Open => self.open(),
-            Action::Back => self.back(),
-            Action::StartFilter => self.start_filter(),
-            Action::CycleStatus => {
+            Intent::GoPane(p) => self.go(p),
+            Intent::Up
+            | Intent::Down
+            | Intent::PageUp
+            | Intent::PageDown
+            | Intent::Top
+            | Intent::Bottom => self.move_sel(&intent),
+            Intent::PrevBatch => self.step_batch(-1),
+            Intent::NextBatch => self.step_batch(1),
+            Intent::Open => self.open(),
+            Intent::Back => self.back(),
+            Intent::StartFilter => self.start_filter(),
+            Intent::CycleStatus => {
                 self.status_filter = StateFilter::next(self.status_filter);
                 self.reset_items();
             }
-            Action::CycleStatusBack => {
+            Intent::CycleStatusBack => {
                 self.status_filter = StateFilter::prev(self.status_filter);
                 self.reset_items();
             }
-            Action::ToggleFollow => {
+            Intent::ToggleFollow => {
                 self.log.follow = !self.log.follow;
                 self.log.up_to = self.data.events.last().map(|e| e.id);
                 if self.log.follow {
                     self.log_to_end();
                 }
             }
-            Action::ToggleLogBatch => {
+            Intent::ToggleLogBatch => {
                 self.log.all_batches = !self.log.all_batches;
                 self.log.follow = true;
                 self.log_to_end();
             }
-            Action::Help => {
+            Intent::Help => {
                 self.mode = Mode::Help;
                 self.help_scroll = 0;
             }
-            Action::Resume
-            | Action::TogglePause
-            | Action::RequeueSelected
-            | Action::RequeueAll
-            | Action::SkipSelected => return self.ask_write(action),
-            Action::Prepared(write) => {
+            Intent::Resume
+            | Intent::TogglePause
+            | Intent::RequeueSelected
+            | Intent::RequeueAll
+            | Intent::SkipSelected => return self.ask_write(intent),
+            Intent::Quit => return self.stop(),
+            // Only meaningful in the other modes.
+            Intent::Input(_)
+            | Intent::Backspace
+            | Intent::Submit
+            | Intent::Cancel
+            | Intent::Confirm(_) => {}
+        }
+        Vec::new()
+    }
+
+    /// Whatever the mode: the clock, the terminal, what the poller and
+    /// the effects thread send back.
+    fn on_arrival(&mut self, arrival: Arrival) -> Vec<Effect> {
+        match arrival {
+            Arrival::Tick(now) => self.now = now,
+            Arrival::Resize(w, h) => {
+                self.size = (w, h);
+                self.refit();
+            }
+            Arrival::Polled { at, asked, result } => self.polled(at, asked, result),
+            Arrival::Unchanged { at, asked } => {
+                if asked == self.asked {
+                    self.last_ok = Some(at);
+                    self.stale = None;
+                }
+            }
+            Arrival::Since(summary) => {
+                self.since = Some(*summary);
+                // Over a filter being typed too; in the other modes it is
+                // kept, not shown.
+                if matches!(self.mode, Mode::Normal | Mode::Filter) {
+                    self.mode = Mode::Notice;
+                }
+            }
+            Arrival::Prepared(write) => {
                 self.busy = self.busy.saturating_sub(1);
                 match &write {
                     Write::Requeue { keys, what, .. } if keys.is_empty() => {
                         self.say(format!("no failed items to requeue: {what}"));
                     }
+                    // The prompt stays open: the question is set, not shown.
+                    _ if self.mode == Mode::Prompt => self.confirm = Some(write),
                     _ => self.ask(write),
                 }
             }
-            Action::Done { ok, message } => {
+            Arrival::Done { ok, message } => {
                 self.busy = self.busy.saturating_sub(1);
                 if ok {
                     self.say(message);
@@ -463,7 +505,7 @@ impl App {
                 }
                 return vec![Effect::PollNow];
             }
-            Action::RunnerExited { ok, message } => {
+            Arrival::RunnerExited { ok, message } => {
                 if ok {
                     self.say(message);
                 } else {
@@ -471,16 +513,6 @@ impl App {
                 }
                 return vec![Effect::PollNow];
             }
-            Action::Quit => {
-                self.quit = true;
-                return vec![Effect::Quit];
-            }
-            // Only meaningful in the other modes.
-            Action::Input(_)
-            | Action::Backspace
-            | Action::Submit
-            | Action::Cancel
-            | Action::Confirm(_) => {}
         }
         Vec::new()
     }

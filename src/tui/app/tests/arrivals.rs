@@ -24,25 +24,27 @@ fn summary(since: Millis) -> SinceSummary {
 /// by keys (the summary for Notice).
 fn in_mode(mode: Mode) -> App {
     let mut app = app();
-    step(&mut app, Action::Resume);
-    let actions = match mode {
-        Mode::Normal => vec![],
+    step(&mut app, Intent::Resume);
+    let keys = match mode {
+        Mode::Normal | Mode::Notice => vec![],
         Mode::Filter => vec![
-            Action::GoPane(Pane::Items),
-            Action::StartFilter,
-            Action::Input('k'),
+            Intent::GoPane(Pane::Items),
+            Intent::StartFilter,
+            Intent::Input('k'),
         ],
-        Mode::Prompt => vec![Action::TogglePause, Action::Input('d')],
+        Mode::Prompt => vec![Intent::TogglePause, Intent::Input('d')],
         Mode::Confirm => vec![
-            Action::GoPane(Pane::Items),
-            Action::Down,
-            Action::SkipSelected,
+            Intent::GoPane(Pane::Items),
+            Intent::Down,
+            Intent::SkipSelected,
         ],
-        Mode::Help => vec![Action::Help, Action::Down],
-        Mode::Notice => vec![Action::Since(Box::new(summary(NOW - 1)))],
+        Mode::Help => vec![Intent::Help, Intent::Down],
     };
-    for a in actions {
-        step(&mut app, a);
+    for k in keys {
+        step(&mut app, k);
+    }
+    if mode == Mode::Notice {
+        step(&mut app, Arrival::Since(Box::new(summary(NOW - 1))));
     }
     assert_eq!(app.mode, mode);
     assert_eq!(app.busy, 1);
@@ -82,7 +84,7 @@ fn a_tick_moves_the_clock_in_every_mode() {
     for mode in MODES {
         let mut app = in_mode(mode);
         let before = open(&app);
-        assert!(app.update(Action::Tick(NOW + 5_000)).is_empty());
+        assert!(app.update(Arrival::Tick(NOW + 5_000)).is_empty());
         assert_eq!(app.now, NOW + 5_000, "{mode:?}");
         assert_eq!(open(&app), before, "{mode:?}");
     }
@@ -94,7 +96,7 @@ fn a_resize_refits_the_lists_in_every_mode() {
         let mut app = in_mode(mode);
         let before = open(&app);
         assert_eq!(app.log.nav.top, 2, "{mode:?}");
-        assert!(app.update(Action::Resize(100, 40)).is_empty());
+        assert!(app.update(Arrival::Resize(100, 40)).is_empty());
         assert_eq!(app.size, (100, 40), "{mode:?}");
         assert_eq!(app.visible(), 34, "{mode:?}");
         // The run log's 20 events fit now: its view starts at the first.
@@ -111,7 +113,7 @@ fn a_poll_answer_is_applied_in_every_mode() {
         let mut d = data(&app.query(), false);
         d.batches.push(info("c", false));
         let asked = app.asked;
-        let effects = app.update(Action::Polled {
+        let effects = app.update(Arrival::Polled {
             at: NOW + 1_000,
             asked,
             result: Ok(Box::new(d)),
@@ -120,7 +122,7 @@ fn a_poll_answer_is_applied_in_every_mode() {
         assert_eq!(app.batch_names(), ["a", "b", "c"], "{mode:?}");
         assert_eq!(app.last_ok, Some(NOW + 1_000), "{mode:?}");
         // A failed poll keeps the data and says why.
-        app.update(Action::Polled {
+        app.update(Arrival::Polled {
             at: NOW + 2_000,
             asked,
             result: Err("gone".into()),
@@ -130,7 +132,7 @@ fn a_poll_answer_is_applied_in_every_mode() {
         // The answer to an older question is not shown.
         let mut old = data(&app.query(), false);
         old.batches.truncate(1);
-        app.update(Action::Polled {
+        app.update(Arrival::Polled {
             at: NOW + 3_000,
             asked: asked.wrapping_sub(1),
             result: Ok(Box::new(old)),
@@ -146,18 +148,18 @@ fn unchanged_keeps_the_data_fresh_in_every_mode() {
         let mut app = in_mode(mode);
         let before = open(&app);
         let asked = app.asked;
-        app.update(Action::Polled {
+        app.update(Arrival::Polled {
             at: NOW + 1_000,
             asked,
             result: Err("gone".into()),
         });
         // Unchanged since an older question: nothing to say.
-        app.update(Action::Unchanged {
+        app.update(Arrival::Unchanged {
             at: NOW + 2_000,
             asked: asked.wrapping_sub(1),
         });
         assert_eq!(app.stale.as_deref(), Some("gone"), "{mode:?}");
-        let effects = app.update(Action::Unchanged {
+        let effects = app.update(Arrival::Unchanged {
             at: NOW + 3_000,
             asked,
         });
@@ -173,14 +175,14 @@ fn a_finished_write_is_said_in_every_mode() {
     for mode in MODES {
         let mut app = in_mode(mode);
         let before = open(&app);
-        let effects = app.update(Action::Done {
+        let effects = app.update(Arrival::Done {
             ok: true,
             message: "requeued 3".into(),
         });
         assert_eq!(effects, vec![Effect::PollNow], "{mode:?}");
         assert_eq!(app.busy, 0, "{mode:?}");
         assert_eq!(flash(&app), Some(("requeued 3", false)), "{mode:?}");
-        let effects = app.update(Action::Done {
+        let effects = app.update(Arrival::Done {
             ok: false,
             message: "nothing changed: locked".into(),
         });
@@ -200,7 +202,7 @@ fn a_runner_ending_is_said_in_every_mode() {
     for mode in MODES {
         let mut app = in_mode(mode);
         let before = open(&app);
-        let effects = app.update(Action::RunnerExited {
+        let effects = app.update(Arrival::RunnerExited {
             ok: false,
             message: "the run of a (pid 7) exited with status 3".into(),
         });
@@ -211,7 +213,7 @@ fn a_runner_ending_is_said_in_every_mode() {
             Some(("the run of a (pid 7) exited with status 3", true)),
             "{mode:?}"
         );
-        app.update(Action::RunnerExited {
+        app.update(Arrival::RunnerExited {
             ok: true,
             message: "the run of a (pid 7) finished".into(),
         });
@@ -232,7 +234,7 @@ fn the_summary_since_the_last_visit_in_every_mode() {
         let mut app = in_mode(mode);
         let before = open(&app);
         assert!(
-            app.update(Action::Since(Box::new(summary(NOW - 7))))
+            app.update(Arrival::Since(Box::new(summary(NOW - 7))))
                 .is_empty()
         );
         assert_eq!(
@@ -268,9 +270,9 @@ fn the_summary_since_the_last_visit_in_every_mode() {
             Mode::Prompt | Mode::Confirm | Mode::Help => {
                 assert_eq!(open(&app), kept, "{mode:?}");
                 let close = match mode {
-                    Mode::Prompt => Action::Cancel,
-                    Mode::Confirm => Action::Confirm(false),
-                    _ => Action::Back,
+                    Mode::Prompt => Intent::Cancel,
+                    Mode::Confirm => Intent::Confirm(false),
+                    _ => Intent::Back,
                 };
                 app.update(close);
                 assert_eq!(app.mode, Mode::Normal, "{mode:?}");
@@ -292,7 +294,7 @@ fn a_counted_requeue_in_every_mode() {
     for mode in MODES {
         let mut app = in_mode(mode);
         let before = open(&app);
-        assert!(app.update(Action::Prepared(write.clone())).is_empty());
+        assert!(app.update(Arrival::Prepared(write.clone())).is_empty());
         assert_eq!(app.busy, 0, "{mode:?}");
         let asked = Open {
             mode: Mode::Confirm,
@@ -314,7 +316,7 @@ fn a_counted_requeue_in_every_mode() {
                         ..asked
                     }
                 );
-                let effects = app.update(Action::Submit);
+                let effects = app.update(Intent::Submit);
                 assert!(
                     matches!(&effects[..], [Effect::Write(Write::Pause { reason, .. })] if reason == "d"),
                     "{effects:?}"
@@ -337,7 +339,7 @@ fn a_count_of_nothing_asks_nothing_in_every_mode() {
             keys: vec![],
             what: "all failed in a".into(),
         };
-        assert!(app.update(Action::Prepared(nothing)).is_empty());
+        assert!(app.update(Arrival::Prepared(nothing)).is_empty());
         assert_eq!(app.busy, 0, "{mode:?}");
         assert_eq!(
             flash(&app),
