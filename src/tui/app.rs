@@ -10,6 +10,7 @@ use chrono_tz::Tz;
 
 use super::action::{Action, Arrival, Effect, Intent, Pane, Write};
 use super::keymap::Mode;
+use super::layout;
 use super::nav::{ListNav, Window};
 use super::theme::Palette;
 use super::ui;
@@ -291,7 +292,7 @@ impl App {
 
     /// Rows a list shows at the current size.
     pub fn visible(&self) -> usize {
-        ui::list_rows(self.size)
+        layout::list_rows(self.size)
     }
 
     pub fn flash_text(&self) -> Option<&Flash> {

@@ -13,8 +13,10 @@
 pub mod action;
 pub mod app;
 pub mod effects;
+pub mod format;
 pub mod keymap;
 pub mod keys;
+pub mod layout;
 pub mod nav;
 pub mod poller;
 pub mod theme;

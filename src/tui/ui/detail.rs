@@ -187,7 +187,7 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
         hanging(
             vec![
                 Span::raw(when),
-                Span::styled(kind, p.style(super::log::kind_role(&e.kind))),
+                Span::styled(kind, p.style(crate::tui::theme::kind_role(&e.kind))),
             ],
             indent,
             &format!("{}{who}", e.message),
