@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use chrono_tz::Tz;
 
 use super::action::{Action, Arrival, Effect, Intent, Pane, Write};
+use super::detail::{self, PageLine};
 use super::keymap::Mode;
 use super::layout;
 use super::nav::{ListNav, Window};
 use super::theme::Palette;
-use super::ui;
 use crate::config::{Config, Schedule};
 use crate::model::{BatchInfo, Event, Millis, Status};
 use crate::store::{
@@ -293,6 +293,26 @@ impl App {
     /// Rows a list shows at the current size.
     pub fn visible(&self) -> usize {
         layout::list_rows(self.size)
+    }
+
+    /// The item detail's page at the current size (empty with none open).
+    pub fn detail_page(&self) -> Vec<PageLine> {
+        match &self.detail {
+            Some(d) => detail::page(
+                &d.key,
+                self.data.detail.as_ref(),
+                self.now,
+                layout::detail_text_width(self.size),
+            ),
+            None => Vec::new(),
+        }
+    }
+
+    /// The furthest the detail page scrolls at the current size.
+    pub(super) fn detail_max_scroll(&self) -> usize {
+        self.detail_page()
+            .len()
+            .saturating_sub(layout::detail_rows(self.size))
     }
 
     pub fn flash_text(&self) -> Option<&Flash> {
@@ -585,7 +605,7 @@ impl App {
         }
         self.log.nav.fit(events.len(), visible);
         self.log.sel_id = events.get(self.log.nav.sel).map(|e| e.id);
-        let max = ui::detail::max_scroll(self);
+        let max = self.detail_max_scroll();
         if let Some(d) = &mut self.detail {
             d.scroll = d.scroll.min(max);
         }

@@ -12,6 +12,7 @@
 
 pub mod action;
 pub mod app;
+pub mod detail;
 pub mod effects;
 pub mod format;
 pub mod keymap;

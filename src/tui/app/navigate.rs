@@ -13,7 +13,6 @@ pub(super) enum Shown {
 }
 use crate::tui::action::{Intent, Pane};
 use crate::tui::nav::{ListNav, Window};
-use crate::tui::ui;
 
 impl App {
     pub(super) fn go(&mut self, pane: Pane) {
@@ -92,7 +91,7 @@ impl App {
 
     pub(super) fn move_sel(&mut self, intent: &Intent) {
         let visible = self.visible();
-        let max = ui::detail::max_scroll(self);
+        let max = self.detail_max_scroll();
         if let Some(d) = self.detail.as_mut().filter(|d| d.from == self.pane) {
             let page = visible.max(1);
             d.scroll = match intent {

@@ -14,7 +14,7 @@ pub mod log;
 pub mod overlay;
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
@@ -22,7 +22,7 @@ use super::action::Pane;
 use super::app::App;
 pub use super::format::{ago, clean, clock, wrap};
 use super::keymap::Mode;
-use super::layout::{MIN_HEIGHT, MIN_WIDTH};
+use super::layout::{self, Areas, MIN_HEIGHT, MIN_WIDTH};
 use super::theme::Role;
 pub use super::theme::state_role;
 use crate::model::{Outcome, Status, Tier};
@@ -34,13 +34,12 @@ pub fn render(app: &App, f: &mut Frame) {
         too_small(app, f, area);
         return;
     }
-    let [header, tabs, main, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Fill(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let Areas {
+        header,
+        tabs,
+        main,
+        footer,
+    } = layout::areas((area.width, area.height));
     chrome::header(app, f, header);
     chrome::tabs(app, f, tabs);
     if app.open_detail().is_some() {
