@@ -4,7 +4,7 @@
 //! (a write, a fresh poll) is returned as [`Effect`]s; the time is injected
 //! with [`Arrival::Tick`], so the same actions always give the same state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use chrono_tz::Tz;
 
@@ -128,6 +128,15 @@ pub struct LogView {
     pub all_batches: bool,
 }
 
+/// A dialog that came with an arrival, not a key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dialog {
+    /// A write to confirm (the counted "requeue all").
+    Confirm(Write),
+    /// The "since you last looked" summary.
+    Notice(Box<SinceSummary>),
+}
+
 #[derive(Debug, Clone)]
 pub struct App {
     pub setup: Setup,
@@ -166,6 +175,10 @@ pub struct App {
     pub confirm: Option<Write>,
     pub help_scroll: usize,
     pub since: Option<SinceSummary>,
+    /// Dialogs that arrived while the keyboard was another mode's (typing,
+    /// another question, the help): each opens, in turn, once the mode is
+    /// Normal again, so none takes the keys from under what is open.
+    pub pending: VecDeque<Dialog>,
     pub flash: Option<Flash>,
     /// Side effects not finished yet.
     pub busy: usize,
@@ -221,6 +234,7 @@ impl App {
             confirm: None,
             help_scroll: 0,
             since: None,
+            pending: VecDeque::new(),
             flash,
             busy: 0,
             quit: false,
@@ -382,9 +396,26 @@ impl App {
 
     /// Applies one action; returns what it asks of the outside world.
     pub fn update(&mut self, action: impl Into<Action>) -> Vec<Effect> {
-        match action.into() {
+        let effects = match action.into() {
             Action::Intent(intent) => self.on_intent(intent),
             Action::Arrival(arrival) => self.on_arrival(arrival),
+        };
+        self.open_pending();
+        effects
+    }
+
+    /// The next dialog waiting, once nothing else has the keyboard.
+    fn open_pending(&mut self) {
+        if self.mode != Mode::Normal {
+            return;
+        }
+        match self.pending.pop_front() {
+            Some(Dialog::Confirm(write)) => self.ask(write),
+            Some(Dialog::Notice(summary)) => {
+                self.since = Some(*summary);
+                self.mode = Mode::Notice;
+            }
+            None => {}
         }
     }
 
@@ -498,23 +529,14 @@ impl App {
                     self.stale = None;
                 }
             }
-            Arrival::Since(summary) => {
-                self.since = Some(*summary);
-                // Over a filter being typed too; in the other modes it is
-                // kept, not shown.
-                if matches!(self.mode, Mode::Normal | Mode::Filter) {
-                    self.mode = Mode::Notice;
-                }
-            }
+            Arrival::Since(summary) => self.pending.push_back(Dialog::Notice(summary)),
             Arrival::Prepared(write) => {
                 self.busy = self.busy.saturating_sub(1);
                 match &write {
                     Write::Requeue { keys, what, .. } if keys.is_empty() => {
                         self.say(format!("no failed items to requeue: {what}"));
                     }
-                    // The prompt stays open: the question is set, not shown.
-                    _ if self.mode == Mode::Prompt => self.confirm = Some(write),
-                    _ => self.ask(write),
+                    _ => self.pending.push_back(Dialog::Confirm(write)),
                 }
             }
             Arrival::Done { ok, message } => {

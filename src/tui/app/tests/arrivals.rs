@@ -226,8 +226,19 @@ fn a_runner_ending_is_said_in_every_mode() {
     }
 }
 
-/// The summary shows at once from Normal mode. In the other modes it is
-/// kept; whether it shows depends on the mode.
+/// The key that closes what `mode` has open (Enter on a filter or the
+/// prompt, No to a question, Esc on the help or the summary).
+fn close(mode: Mode) -> Intent {
+    match mode {
+        Mode::Normal => unreachable!("nothing open"),
+        Mode::Filter | Mode::Prompt => Intent::Submit,
+        Mode::Confirm => Intent::Confirm(false),
+        Mode::Help | Mode::Notice => Intent::Back,
+    }
+}
+
+/// The summary shows at once from Normal mode. In every other mode it
+/// waits, without touching what is open, and shows once that is closed.
 #[test]
 fn the_summary_since_the_last_visit_in_every_mode() {
     for mode in MODES {
@@ -237,53 +248,29 @@ fn the_summary_since_the_last_visit_in_every_mode() {
             app.update(Arrival::Since(Box::new(summary(NOW - 7))))
                 .is_empty()
         );
+        if mode != Mode::Normal {
+            assert_eq!(open(&app), before, "{mode:?}: it waits");
+            app.update(close(mode));
+        }
+        assert_eq!(app.mode, Mode::Notice, "{mode:?}");
         assert_eq!(
             app.since.as_ref().map(|s| s.since),
             Some(NOW - 7),
             "{mode:?}"
         );
-        let kept = Open {
-            since: Some(NOW - 7),
-            ..before.clone()
-        };
-        match mode {
-            Mode::Normal | Mode::Notice => {
-                assert_eq!(
-                    open(&app),
-                    Open {
-                        mode: Mode::Notice,
-                        ..kept
-                    }
-                );
-            }
-            // The typing ends; what was typed stays applied.
-            Mode::Filter => {
-                assert_eq!(
-                    open(&app),
-                    Open {
-                        mode: Mode::Notice,
-                        ..kept
-                    }
-                );
-            }
-            // Kept but not shown, neither now nor once the mode closes.
-            Mode::Prompt | Mode::Confirm | Mode::Help => {
-                assert_eq!(open(&app), kept, "{mode:?}");
-                let close = match mode {
-                    Mode::Prompt => Intent::Cancel,
-                    Mode::Confirm => Intent::Confirm(false),
-                    _ => Intent::Back,
-                };
-                app.update(close);
-                assert_eq!(app.mode, Mode::Normal, "{mode:?}");
-                assert!(app.since.is_some(), "{mode:?}");
-            }
-        }
+        app.update(Intent::Back);
+        assert_eq!(
+            (app.mode, app.since.is_none()),
+            (Mode::Normal, true),
+            "{mode:?}"
+        );
     }
 }
 
-/// The counted "requeue all" asks at once from Normal mode; in the other
-/// modes what happens to its question depends on the mode.
+/// The counted "requeue all" asks at once from Normal mode. In every other
+/// mode its question waits, without touching what is open (typing goes on,
+/// a question open is not replaced under the user's keys), and asks once
+/// that is closed.
 #[test]
 fn a_counted_requeue_in_every_mode() {
     let write = Write::Requeue {
@@ -296,35 +283,24 @@ fn a_counted_requeue_in_every_mode() {
         let before = open(&app);
         assert!(app.update(Arrival::Prepared(write.clone())).is_empty());
         assert_eq!(app.busy, 0, "{mode:?}");
-        let asked = Open {
-            mode: Mode::Confirm,
-            confirm: Some(write.clone()),
-            ..before.clone()
-        };
-        match mode {
-            // Asks at once; from Confirm, in place of the question open.
-            Mode::Normal | Mode::Filter | Mode::Confirm | Mode::Help | Mode::Notice => {
-                assert_eq!(open(&app), asked, "{mode:?}");
-            }
-            // The question is set but not shown, and stays unshown once
-            // the prompt is answered.
-            Mode::Prompt => {
-                assert_eq!(
-                    open(&app),
-                    Open {
-                        mode: Mode::Prompt,
-                        ..asked
-                    }
-                );
-                let effects = app.update(Intent::Submit);
-                assert!(
+        if mode != Mode::Normal {
+            assert_eq!(open(&app), before, "{mode:?}: it waits");
+            let effects = app.update(close(mode));
+            match mode {
+                Mode::Prompt => assert!(
                     matches!(&effects[..], [Effect::Write(Write::Pause { reason, .. })] if reason == "d"),
                     "{effects:?}"
-                );
-                assert_eq!(app.mode, Mode::Normal);
-                assert_eq!(app.confirm, Some(write.clone()));
+                ),
+                _ => assert!(effects.is_empty(), "{mode:?}: {effects:?}"),
             }
         }
+        assert_eq!(app.mode, Mode::Confirm, "{mode:?}");
+        assert_eq!(app.confirm, Some(write.clone()), "{mode:?}");
+        assert_eq!(
+            app.update(Intent::Confirm(true)),
+            vec![Effect::Write(write.clone())],
+            "{mode:?}"
+        );
     }
 }
 
@@ -348,4 +324,37 @@ fn a_count_of_nothing_asks_nothing_in_every_mode() {
         );
         assert_eq!(open(&app), before, "{mode:?}");
     }
+}
+
+/// The count arrives while the pause prompt is open: its question waits,
+/// and shows once the prompt is answered (it used to be set and never
+/// shown). A summary that came meanwhile shows before it.
+#[test]
+fn a_dialog_that_arrives_over_the_prompt_opens_once_it_is_answered() {
+    let write = Write::Requeue {
+        batch: "a".into(),
+        keys: vec!["k0".into()],
+        what: "all failed in a".into(),
+    };
+    let mut app = in_mode(Mode::Prompt);
+    app.update(Arrival::Since(Box::new(summary(NOW - 7))));
+    app.update(Arrival::Prepared(write.clone()));
+    assert_eq!(app.mode, Mode::Prompt, "the prompt keeps the keyboard");
+    app.update(Intent::Input('x'));
+    assert_eq!(app.input, "dx");
+    let effects = app.update(Intent::Submit);
+    assert!(
+        matches!(&effects[..], [Effect::Write(Write::Pause { reason, .. })] if reason == "dx"),
+        "{effects:?}"
+    );
+    assert_eq!(app.mode, Mode::Notice);
+    assert_eq!(app.since.as_ref().map(|s| s.since), Some(NOW - 7));
+    app.update(Intent::Back);
+    assert_eq!(app.mode, Mode::Confirm);
+    assert_eq!(app.confirm, Some(write.clone()));
+    assert_eq!(
+        app.update(Intent::Confirm(true)),
+        vec![Effect::Write(write)]
+    );
+    assert_eq!(app.mode, Mode::Normal);
 }
