@@ -594,3 +594,57 @@ fn since_summary_is_shown_and_dismissed() {
 }
 
 mod arrivals;
+
+/// The mode picks the keymap: the Normal keys that another mode does not
+/// bind do nothing there (they used to reach the Normal handling from a
+/// question, the help or the summary).
+#[test]
+fn a_mode_reads_only_its_own_keys() {
+    use crate::tui::keymap;
+    let setups: [(Mode, Vec<Intent>); 5] = [
+        (Mode::Filter, vec![Intent::StartFilter]),
+        (Mode::Prompt, vec![Intent::TogglePause]),
+        (Mode::Confirm, vec![Intent::Down, Intent::SkipSelected]),
+        (Mode::Help, vec![Intent::Help]),
+        (Mode::Notice, vec![]),
+    ];
+    for (mode, keys) in setups {
+        let own: Vec<Intent> = keymap::bindings(mode, Pane::Items)
+            .map(|b| b.intent.clone())
+            .collect();
+        let others = keymap::bindings(Mode::Normal, Pane::Items)
+            .map(|b| b.intent.clone())
+            .filter(|i| !own.contains(i));
+        for intent in others {
+            let mut app = app();
+            step(&mut app, Intent::GoPane(Pane::Items));
+            for k in &keys {
+                step(&mut app, k.clone());
+            }
+            if mode == Mode::Notice {
+                app.update(Arrival::Since(Box::default()));
+            }
+            assert_eq!(app.mode, mode);
+            let before = (
+                app.pane,
+                app.items.sel,
+                app.input.clone(),
+                app.confirm.clone(),
+                app.status_filter,
+                app.busy,
+            );
+            let effects = app.update(intent.clone());
+            assert!(effects.is_empty(), "{mode:?} {intent:?}: {effects:?}");
+            assert_eq!(app.mode, mode, "{mode:?} {intent:?}");
+            let after = (
+                app.pane,
+                app.items.sel,
+                app.input.clone(),
+                app.confirm.clone(),
+                app.status_filter,
+                app.busy,
+            );
+            assert_eq!(after, before, "{mode:?} {intent:?}");
+        }
+    }
+}
