@@ -23,7 +23,7 @@ use clap::Parser;
 use nightshift::cli::Cli;
 use nightshift::config::Schedule;
 use nightshift::store::{Access, Store};
-use nightshift::tui::action::{Action, Pane};
+use nightshift::tui::action::{Arrival, Intent, Pane};
 use nightshift::tui::app::{App, BatchSchedule, Setup};
 use nightshift::tui::theme::Palette;
 use nightshift::tui::ui;
@@ -46,30 +46,30 @@ fn updating() -> bool {
 }
 
 /// The README's captures: name, size, what the user did.
-fn screens() -> Vec<(&'static str, (u16, u16), Vec<Action>)> {
+fn screens() -> Vec<(&'static str, (u16, u16), Vec<Intent>)> {
     vec![
         ("batches", (80, 24), vec![]),
         (
             "dead_letters",
             (80, 24),
-            vec![Action::GoPane(Pane::DeadLetters)],
+            vec![Intent::GoPane(Pane::DeadLetters)],
         ),
         (
             "failed_item",
             (80, 24),
             vec![
-                Action::GoPane(Pane::Items),
+                Intent::GoPane(Pane::Items),
                 // Failed items only, the first one opened.
-                Action::CycleStatusBack,
-                Action::Open,
-                Action::PageDown,
+                Intent::CycleStatusBack,
+                Intent::Open,
+                Intent::PageDown,
             ],
         ),
     ]
 }
 
 /// The dashboard on the fixture after `actions`, as plain text.
-fn render(size: (u16, u16), actions: &[Action]) -> String {
+fn render(size: (u16, u16), actions: &[Intent]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("nightshift.db");
     fixture::build(
@@ -96,13 +96,13 @@ fn render(size: (u16, u16), actions: &[Action]) -> String {
     )]);
     setup.configured = vec!["articles".into(), "newsletter".into()];
     let mut app = App::new(setup, NOW);
-    app.update(Action::Resize(size.0, size.1));
+    app.update(Arrival::Resize(size.0, size.1));
     let poll = |app: &mut App| {
         // A changed query (a new window, a detail) is read again at once.
         for _ in 0..3 {
             let (q, asked) = (app.query(), app.asked);
             let data = store.dashboard(&q, NOW).unwrap();
-            app.update(Action::Polled {
+            app.update(Arrival::Polled {
                 at: NOW - 400,
                 asked,
                 result: Ok(Box::new(data)),

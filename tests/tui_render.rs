@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use nightshift::config::Schedule;
 use nightshift::store::{Access, Store};
-use nightshift::tui::action::{Action, Pane};
+use nightshift::tui::action::{Action, Arrival, Intent, Pane};
 use nightshift::tui::app::{App, BatchSchedule, Setup};
 use nightshift::tui::theme::Palette;
 use nightshift::tui::ui;
@@ -67,7 +67,7 @@ fn poll(fx: &Fx, app: &mut App) {
     for _ in 0..3 {
         let (q, asked) = (app.query(), app.asked);
         let data = fx.store.dashboard(&q, NOW).unwrap();
-        app.update(Action::Polled {
+        app.update(Arrival::Polled {
             at: NOW - 400,
             asked,
             result: Ok(Box::new(data)),
@@ -85,11 +85,12 @@ fn draw(app: &App) -> String {
     format!("{:?}", terminal.backend().buffer())
 }
 
-fn screen(palette: Palette, size: (u16, u16), actions: &[Action]) -> String {
+fn screen(palette: Palette, size: (u16, u16), keys: &[Intent]) -> String {
     let fx = fixture();
     let mut app = App::new(setup(palette, false), NOW);
-    app.update(Action::Resize(size.0, size.1));
-    drive(&fx, &mut app, actions);
+    app.update(Arrival::Resize(size.0, size.1));
+    let actions: Vec<Action> = keys.iter().cloned().map(Action::from).collect();
+    drive(&fx, &mut app, &actions);
     draw(&app)
 }
 
@@ -106,10 +107,10 @@ fn every_pane_at_both_sizes_with_and_without_colour() {
     for palette in [Palette::Ansi256, Palette::Mono] {
         for size in [(80, 24), (160, 48)] {
             for pane in Pane::ALL {
-                let mut actions = vec![Action::GoPane(pane)];
+                let mut actions = vec![Intent::GoPane(pane)];
                 if pane == Pane::Items {
                     // Select a failed item further down.
-                    actions.extend(std::iter::repeat_n(Action::Down, 9));
+                    actions.extend(std::iter::repeat_n(Intent::Down, 9));
                 }
                 let shot = screen(palette, size, &actions);
                 let name = format!(
@@ -136,11 +137,11 @@ fn item_detail_shows_payload_result_errors_and_events() {
         Palette::Mono,
         (80, 24),
         &[
-            Action::GoPane(Pane::Items),
-            Action::Down,
-            Action::Down,
-            Action::Down,
-            Action::Open,
+            Intent::GoPane(Pane::Items),
+            Intent::Down,
+            Intent::Down,
+            Intent::Down,
+            Intent::Open,
         ],
     );
     insta::assert_snapshot!(shot);
@@ -149,10 +150,10 @@ fn item_detail_shows_payload_result_errors_and_events() {
         Palette::Mono,
         (80, 24),
         &[
-            Action::GoPane(Pane::Items),
-            Action::CycleStatusBack,
-            Action::Open,
-            Action::PageDown,
+            Intent::GoPane(Pane::Items),
+            Intent::CycleStatusBack,
+            Intent::Open,
+            Intent::PageDown,
         ],
     );
     insta::assert_snapshot!(scrolled);
@@ -163,7 +164,7 @@ fn dead_letter_class_lists_its_failed_items() {
     insta::assert_snapshot!(screen(
         Palette::Mono,
         (80, 24),
-        &[Action::GoPane(Pane::DeadLetters), Action::Open]
+        &[Intent::GoPane(Pane::DeadLetters), Intent::Open]
     ));
 }
 
@@ -175,11 +176,11 @@ fn filters_status_and_search() {
         Palette::Mono,
         (80, 24),
         &[
-            Action::GoPane(Pane::Items),
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::CycleStatus,
+            Intent::GoPane(Pane::Items),
+            Intent::CycleStatus,
+            Intent::CycleStatus,
+            Intent::CycleStatus,
+            Intent::CycleStatus,
         ],
     );
     assert!(empty.contains("status: empty"), "{empty}");
@@ -188,51 +189,51 @@ fn filters_status_and_search() {
         Palette::Mono,
         (80, 24),
         &[
-            Action::GoPane(Pane::Items),
-            Action::CycleStatusBack,
-            Action::StartFilter,
-            Action::Input('T'),
-            Action::Input('i'),
-            Action::Input('m'),
-            Action::Input('e'),
+            Intent::GoPane(Pane::Items),
+            Intent::CycleStatusBack,
+            Intent::StartFilter,
+            Intent::Input('T'),
+            Intent::Input('i'),
+            Intent::Input('m'),
+            Intent::Input('e'),
         ]
     ));
     insta::assert_snapshot!(screen(
         Palette::Mono,
         (80, 24),
         &[
-            Action::GoPane(Pane::Log),
-            Action::StartFilter,
-            Action::Input('f'),
-            Action::Input('a'),
-            Action::Input('i'),
-            Action::Input('l'),
-            Action::Input('e'),
-            Action::Input('d'),
-            Action::Input(','),
-            Action::Input('e'),
-            Action::Input('m'),
-            Action::Input('p'),
-            Action::Input('t'),
-            Action::Input('y'),
-            Action::Submit,
+            Intent::GoPane(Pane::Log),
+            Intent::StartFilter,
+            Intent::Input('f'),
+            Intent::Input('a'),
+            Intent::Input('i'),
+            Intent::Input('l'),
+            Intent::Input('e'),
+            Intent::Input('d'),
+            Intent::Input(','),
+            Intent::Input('e'),
+            Intent::Input('m'),
+            Intent::Input('p'),
+            Intent::Input('t'),
+            Intent::Input('y'),
+            Intent::Submit,
         ]
     ));
 }
 
 #[test]
 fn overlays_help_confirm_prompt() {
-    insta::assert_snapshot!("help", screen(Palette::Mono, (80, 24), &[Action::Help]));
+    insta::assert_snapshot!("help", screen(Palette::Mono, (80, 24), &[Intent::Help]));
     insta::assert_snapshot!(
         "confirm_skip",
         screen(
             Palette::Mono,
             (80, 24),
             &[
-                Action::GoPane(Pane::Items),
-                Action::Bottom,
-                Action::Up,
-                Action::SkipSelected
+                Intent::GoPane(Pane::Items),
+                Intent::Bottom,
+                Intent::Up,
+                Intent::SkipSelected
             ]
         )
     );
@@ -241,7 +242,7 @@ fn overlays_help_confirm_prompt() {
         screen(
             Palette::Mono,
             (80, 24),
-            &[Action::TogglePause, Action::Input('d'), Action::Input('b')]
+            &[Intent::TogglePause, Intent::Input('d'), Intent::Input('b')]
         )
     );
 }
@@ -251,8 +252,8 @@ fn since_you_last_looked() {
     let fx = fixture();
     let since = fx.store.since(NOW - 12 * fixture::HOUR).unwrap();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
-    app.update(Action::Resize(80, 24));
-    drive(&fx, &mut app, &[Action::Since(Box::new(since))]);
+    app.update(Arrival::Resize(80, 24));
+    drive(&fx, &mut app, &[Arrival::Since(Box::new(since)).into()]);
     insta::assert_snapshot!(draw(&app));
 }
 
@@ -260,11 +261,14 @@ fn since_you_last_looked() {
 fn read_only_says_so() {
     let fx = fixture();
     let mut app = App::new(setup(Palette::Mono, true), NOW);
-    app.update(Action::Resize(80, 24));
+    app.update(Arrival::Resize(80, 24));
     drive(
         &fx,
         &mut app,
-        &[Action::GoPane(Pane::Items), Action::RequeueAll],
+        &[
+            Intent::GoPane(Pane::Items).into(),
+            Intent::RequeueAll.into(),
+        ],
     );
     insta::assert_snapshot!(draw(&app));
 }
@@ -273,10 +277,10 @@ fn read_only_says_so() {
 fn stale_and_too_small() {
     let fx = fixture();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
-    app.update(Action::Resize(80, 24));
+    app.update(Arrival::Resize(80, 24));
     drive(&fx, &mut app, &[]);
-    app.update(Action::Tick(NOW + 40_000));
-    app.update(Action::Polled {
+    app.update(Arrival::Tick(NOW + 40_000));
+    app.update(Arrival::Polled {
         at: NOW + 40_000,
         asked: app.asked,
         result: Err(
@@ -284,7 +288,7 @@ fn stale_and_too_small() {
         ),
     });
     insta::assert_snapshot!("stale", draw(&app));
-    app.update(Action::Resize(60, 20));
+    app.update(Arrival::Resize(60, 20));
     insta::assert_snapshot!("too_small", draw(&app));
 }
 
@@ -304,33 +308,42 @@ fn japanese_text_in_every_pane() {
     for size in [(80, 24), (120, 40)] {
         let shots: Vec<(&str, Vec<Action>)> = vec![
             ("batches", vec![]),
-            ("activity", vec![Action::GoPane(Pane::Activity)]),
-            ("items", vec![Action::GoPane(Pane::Items)]),
+            ("activity", vec![Intent::GoPane(Pane::Activity).into()]),
+            ("items", vec![Intent::GoPane(Pane::Items).into()]),
             (
                 "detail",
                 vec![
-                    Action::GoPane(Pane::Items),
-                    Action::Down,
-                    Action::Down,
-                    Action::Open,
+                    Intent::GoPane(Pane::Items).into(),
+                    Intent::Down.into(),
+                    Intent::Down.into(),
+                    Intent::Open.into(),
                 ],
             ),
-            ("dead_letters", vec![Action::GoPane(Pane::DeadLetters)]),
+            (
+                "dead_letters",
+                vec![Intent::GoPane(Pane::DeadLetters).into()],
+            ),
             (
                 "class_items",
-                vec![Action::GoPane(Pane::DeadLetters), Action::Open],
+                vec![
+                    Intent::GoPane(Pane::DeadLetters).into(),
+                    Intent::Open.into(),
+                ],
             ),
-            ("run_log", vec![Action::GoPane(Pane::Log)]),
+            ("run_log", vec![Intent::GoPane(Pane::Log).into()]),
             (
                 "confirm",
                 vec![
-                    Action::GoPane(Pane::Items),
-                    Action::Down,
-                    Action::Down,
-                    Action::SkipSelected,
+                    Intent::GoPane(Pane::Items).into(),
+                    Intent::Down.into(),
+                    Intent::Down.into(),
+                    Intent::SkipSelected.into(),
                 ],
             ),
-            ("since", vec![Action::Since(Box::new(since.clone()))]),
+            (
+                "since",
+                vec![Arrival::Since(Box::new(since.clone())).into()],
+            ),
         ];
         for (name, actions) in shots {
             let mut setup = Setup::new(
@@ -341,7 +354,7 @@ fn japanese_text_in_every_pane() {
             );
             setup.configured = vec!["blogs".into()];
             let mut app = App::new(setup, NOW);
-            app.update(Action::Resize(size.0, size.1));
+            app.update(Arrival::Resize(size.0, size.1));
             drive(&fx, &mut app, &actions);
             insta::assert_snapshot!(format!("japanese_{name}_{}x{}", size.0, size.1), draw(&app));
         }
@@ -452,7 +465,7 @@ fn the_pace_says_only_what_it_knows() {
     let mut setup = setup(Palette::Mono, false);
     setup.configured = Vec::new();
     let mut app = App::new(setup, NOW);
-    app.update(Action::Resize(80, 24));
+    app.update(Arrival::Resize(80, 24));
     let mut shown = Vec::new();
     drive(&fx, &mut app, &[]);
     for _ in 0..5 {
@@ -475,7 +488,7 @@ fn the_pace_says_only_what_it_knows() {
             row("│then"),
             row("HELD until"),
         ));
-        drive(&fx, &mut app, &[Action::NextBatch]);
+        drive(&fx, &mut app, &[Intent::NextBatch.into()]);
     }
     let rates: Vec<&str> = shown.iter().map(|s| s.0.as_str()).collect();
     assert_eq!(
@@ -523,9 +536,9 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     store.set_next_fire("articles", Some(planned), NOW).unwrap();
     let later = NOW + fixture::HOUR;
     let mut app = App::new(setup(Palette::Mono, false), later);
-    app.update(Action::Resize(160, 48));
+    app.update(Arrival::Resize(160, 48));
     let data = store.dashboard(&app.query(), later).unwrap();
-    app.update(Action::Polled {
+    app.update(Arrival::Polled {
         at: later,
         asked: app.asked,
         result: Ok(Box::new(data)),
@@ -539,8 +552,8 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     // While it beats, the next fire.
     let data = store.dashboard(&app.query(), NOW).unwrap();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
-    app.update(Action::Resize(160, 48));
-    app.update(Action::Polled {
+    app.update(Arrival::Resize(160, 48));
+    app.update(Arrival::Polled {
         at: NOW,
         asked: app.asked,
         result: Ok(Box::new(data)),

@@ -1,6 +1,6 @@
 //! Store reads off the UI thread: a thread that polls every interval (and
 //! at once when the query changes or after a write) and sends the result
-//! back as an action. Each poll is one short read transaction that never
+//! back as an arrival. Each poll is one short read transaction that never
 //! takes a lock a runner waits for; a poll of unchanged files reads
 //! nothing; a vanished or broken file becomes a "stale" header instead of
 //! a crash.
@@ -16,7 +16,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use super::Msg;
-use super::action::Action;
+use super::action::Arrival;
 use crate::model::Millis;
 use crate::store::{Access, AliveWatch, DashQuery, Store};
 use crate::util::time::now_ms;
@@ -145,7 +145,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
                         .get()
                         .and_then(|s| s.since(t).map_err(|e| e.to_string()))
                     {
-                        let _ = out.send(Msg::Action(Action::Since(Box::new(s))));
+                        let _ = out.send(Msg::Arrival(Arrival::Since(Box::new(s))));
                     }
                 }
             }
@@ -164,7 +164,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
             .map(|(s, _)| (s.change_marker(), (q.clone(), asked), now / 60_000));
         if marker.is_some() && marker == last && !alive.changed(now) {
             if out
-                .send(Msg::Action(Action::Unchanged { at: now, asked }))
+                .send(Msg::Arrival(Arrival::Unchanged { at: now, asked }))
                 .is_err()
             {
                 return;
@@ -192,7 +192,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
             }
         };
         if out
-            .send(Msg::Action(Action::Polled {
+            .send(Msg::Arrival(Arrival::Polled {
                 at: now,
                 asked,
                 result,

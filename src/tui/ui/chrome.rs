@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{clean, clock, fit_line, num};
-use crate::tui::action::{Action, Pane};
+use crate::tui::action::{Intent, Pane};
 use crate::tui::app::{App, FilterTarget};
 use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
@@ -182,7 +182,7 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
         let key = b.keys[0].label();
         if b.writes && app.setup.read_only {
             write_keys.push(key);
-        } else if matches!(b.action, Action::Quit | Action::Help) {
+        } else if matches!(b.intent, Intent::Quit | Intent::Help) {
             fixed.push((key, hint));
         } else {
             rest.push((key, hint));
