@@ -2,16 +2,9 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::api::Unpaused;
 use super::{Result, SqliteStore, StoreError, schema::BUCKETS, shared};
 use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, NewEvent, Pause, Runners};
-
-/// What `unpause` found and undid.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unpaused {
-    pub was_paused: bool,
-    /// The retry-after hold it lifted (one still on).
-    pub lifted: Option<Hold>,
-}
 
 /// The hold as stored: until when, the key that asked, and its label
 /// (while the item is kept).

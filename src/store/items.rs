@@ -5,16 +5,15 @@
 //! a runner that lost its lease cannot overwrite a newer claim.
 
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
-use serde::Serialize;
 
+use super::api::{Completion, Failure, ItemFilter, Requeue, Selection};
 use super::batches::{batch_id, ensure};
 use super::chunks::Chunks;
 use super::events::insert as insert_event;
 use super::shared::Orphan;
 use super::{Result, SqliteStore, StoreError, json_col, parse_col};
 use crate::model::{
-    AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, Status, Tier,
-    waiting::RetryTier,
+    AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, waiting::RetryTier,
 };
 use crate::util::signals::Stop;
 
@@ -57,80 +56,6 @@ pub(crate) fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
     })
-}
-
-/// Which items a listing shows.
-#[derive(Debug, Clone, Default)]
-pub struct ItemFilter {
-    pub status: Option<Status>,
-    pub tier: Option<Tier>,
-    pub outcome: Option<Outcome>,
-    pub error_class: Option<String>,
-    /// Substring of key, label or error message.
-    pub search: Option<String>,
-    pub limit: Option<usize>,
-    pub offset: usize,
-}
-
-/// Which items a requeue moves (all given conditions must hold): failed
-/// items, or with `outcome` done items of that outcome (they run again).
-#[derive(Debug, Clone, Default)]
-pub struct Selection {
-    pub keys: Vec<String>,
-    pub class: Option<String>,
-    pub tier: Option<Tier>,
-    /// Match every failed item when no other condition is given.
-    pub all_failed: bool,
-    /// Done items with this outcome instead of failed ones.
-    pub outcome: Option<Outcome>,
-}
-
-impl Selection {
-    /// The items it moves, as a condition on `i` (fixed words only).
-    pub(crate) fn moves_sql(&self) -> String {
-        match self.outcome {
-            Some(o) => format!(" AND i.status = 'done' AND i.outcome = '{}'", o.as_str()),
-            None => " AND i.status = 'failed'".into(),
-        }
-    }
-}
-
-/// One item a requeue moved (or would move), and where from: its tier
-/// (a failed item) or its outcome (a done one).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Requeue {
-    pub key: String,
-    pub label: String,
-    pub tier: Option<Tier>,
-    pub outcome: Option<Outcome>,
-    pub error_class: Option<String>,
-    pub attempts: u32,
-}
-
-/// Result of a finished worker run, as the runner reports it.
-#[derive(Debug, Clone)]
-pub struct Completion<'a> {
-    pub item_id: i64,
-    pub token: i64,
-    pub run_id: i64,
-    pub outcome: Outcome,
-    pub result: Option<&'a str>,
-    pub cost: Option<f64>,
-    pub now: Millis,
-}
-
-/// A failure that ends the claim.
-#[derive(Debug, Clone)]
-pub struct Failure<'a> {
-    pub item_id: i64,
-    pub token: i64,
-    pub run_id: i64,
-    pub tier: Tier,
-    pub error_class: &'a str,
-    pub message: &'a str,
-    pub next_attempt_at: Option<Millis>,
-    pub cost: Option<f64>,
-    pub now: Millis,
 }
 
 /// One item per `INSERT`: a statement inserting several rows needs a

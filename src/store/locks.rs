@@ -7,18 +7,10 @@
 
 use rusqlite::{Connection, params};
 
+use super::api::LockOutcome;
 use super::batches::{batch_id, ensure};
 use super::{Result, SqliteStore};
 use crate::model::{Holder, LockInfo, Millis};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LockOutcome {
-    /// We hold a seat now; `took_over` names the stale holder whose seat
-    /// we took, if any.
-    Acquired { took_over: Option<LockInfo> },
-    /// Every seat is held by a live runner (oldest first; never empty).
-    Held(Vec<LockInfo>),
-}
 
 /// Does any batch have a live lock (a runner that may be writing)?
 pub(crate) fn any_live(c: &Connection, now: Millis) -> Result<bool> {

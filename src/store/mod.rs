@@ -12,6 +12,7 @@
 //! store appears whole (`file`); a long-lived user notices its store
 //! deleted or replaced (`identity`).
 
+mod api;
 mod batches;
 mod chunks;
 mod daemons;
@@ -39,33 +40,19 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
-pub use batches::Unpaused;
+pub use api::{
+    Access, AliveWatch, BatchView, COUNT_CAP, Completion, DashQuery, Dashboard, EventFilter,
+    EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery,
+    LockOutcome, OpenRun, PruneReport, Requeue, Selection, SinceSummary, Unpaused,
+};
 pub use error::{CutShort, StoreError};
-pub use events::{EventFilter, FollowCursor};
 pub use facade::Store;
 pub use identity::{StoreIdentity, Verdict};
-pub use items::{Completion, Failure};
-pub use items::{ItemFilter, Requeue, Selection};
 pub use location::{absolute, beside, beside_file, file_id, is_server, paused_file, place};
-pub use locks::LockOutcome;
-pub use prune::PruneReport;
-pub use runs::OpenRun;
 pub use schema::SCHEMA_VERSION;
 pub use shared::{lapsed as seat_lapsed, seat};
-pub use views::{
-    AliveWatch, BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage,
-    ItemRow, ItemsQuery, SinceSummary,
-};
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
-
-/// How a store is opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Monitoring: SQLite's read-only flag; no byte of any file changes.
-    ReadOnly,
-    ReadWrite,
-}
 
 /// The SQLite store (one file); callers use it through [`Store`].
 pub struct SqliteStore {

@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use super::api::OpenRun;
 use super::batches::{batch_id, ensure};
 use super::{Result, SqliteStore, parse_col};
 use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
@@ -70,14 +71,6 @@ pub(crate) fn recent(c: &Connection, batch_id: i64, limit: usize) -> Result<Vec<
         .query_map(params![batch_id, limit as i64], run_from_row)?
         .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
-}
-
-/// A run that has not ended, and who ran it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OpenRun {
-    pub id: i64,
-    pub holder: Holder,
-    pub started_at: Millis,
 }
 
 impl SqliteStore {

@@ -3,7 +3,8 @@
 use super::PgStore;
 use super::conn::{Conn, text};
 use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, NewEvent, Pause, Runners};
-use crate::store::{Result, StoreError, Unpaused, shared};
+use crate::store::api::Unpaused;
+use crate::store::{Result, StoreError, shared};
 
 /// The hold as stored (see the SQLite store's `HOLD`).
 const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label

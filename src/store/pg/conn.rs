@@ -8,7 +8,8 @@ use std::path::Path;
 use postgres::types::ToSql;
 use postgres::{Client, NoTls, Row, Statement};
 
-use crate::store::{Access, Result, StoreError};
+use crate::store::api::Access;
+use crate::store::{Result, StoreError};
 
 /// Statement parameters, as the `postgres` crate takes them.
 pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];

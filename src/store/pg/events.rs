@@ -6,7 +6,8 @@ use super::PgStore;
 use super::batches::batch_id;
 use super::conn::{Conn, text};
 use crate::model::{Event, Millis, NewEvent};
-use crate::store::{EventFilter, FollowCursor, Result, json_col};
+use crate::store::api::{EventFilter, FollowCursor};
+use crate::store::{Result, json_col};
 
 pub(crate) fn insert(c: &mut Conn, e: &NewEvent) -> Result<i64> {
     let batch = match &e.batch {

@@ -15,10 +15,11 @@ use super::events::{Args, insert as insert_event, insert_many as insert_events};
 use super::tombstones;
 use crate::model::waiting::RetryTier;
 use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, SkipReport};
+use crate::store::api::{Completion, Failure, ItemFilter, Requeue, Selection};
 use crate::store::chunks::Chunks;
 use crate::store::json_col;
 use crate::store::shared::{self, Orphan};
-use crate::store::{Completion, Failure, ItemFilter, Requeue, Result, Selection, StoreError};
+use crate::store::{Result, StoreError};
 
 /// Rows moved per write transaction by bulk operations.
 const CHUNK: i64 = 2_000;

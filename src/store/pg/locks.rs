@@ -7,8 +7,9 @@ use super::PgStore;
 use super::batches::{batch_id, ensure};
 use super::conn::Conn;
 use crate::model::{Holder, LockInfo, Millis};
+use crate::store::Result;
+use crate::store::api::LockOutcome;
 use crate::store::shared;
-use crate::store::{LockOutcome, Result};
 
 /// Every seat of a batch, oldest first, expired ones included.
 pub(crate) fn current(c: &mut Conn, id: i64, name: &str) -> Result<Vec<LockInfo>> {

@@ -39,7 +39,8 @@ mod workers;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::{Access, Result, StoreError};
+use super::{Result, StoreError};
+use crate::store::api::Access;
 use conn::Conn;
 pub(crate) use schema::DbId;
 pub use schema::PG_SCHEMA_VERSION;

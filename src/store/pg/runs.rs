@@ -6,7 +6,8 @@ use super::PgStore;
 use super::batches::{batch_id, ensure};
 use super::conn::{Conn, text};
 use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
-use crate::store::{OpenRun, Result, StoreError};
+use crate::store::api::OpenRun;
+use crate::store::{Result, StoreError};
 
 const COLUMNS: &str = "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
     r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven,

@@ -15,7 +15,8 @@
 use std::path::Path;
 
 use super::conn::Conn;
-use crate::store::{Access, Result, StoreError};
+use crate::store::api::Access;
+use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
 pub const PG_SCHEMA_VERSION: i32 = 9;
