@@ -9,8 +9,8 @@
 //!   (`pace`).
 //! - [`key`]: idempotency keys derived from what an item is;
 //!   [`batch_name`]: the one rule for batch names.
-//! - [`store`]: the one SQLite file; every SQL statement lives there, behind
-//!   methods that speak in `model` types so another backend can follow.
+//! - [`store`]: a SQLite file or a PostgreSQL database; every SQL statement
+//!   lives there, behind methods that speak in `model` types.
 //! - [`config`]: `nightshift.toml` to typed settings; errors name file, line
 //!   and field. [`duration`] parses the `30s`/`10m` values it uses.
 //! - [`cli`]: clap definitions only; [`commands`]: one module per command,

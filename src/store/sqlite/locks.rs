@@ -7,10 +7,11 @@
 
 use rusqlite::{Connection, params};
 
-use super::api::LockOutcome;
+use super::SqliteStore;
 use super::batches::{batch_id, ensure};
-use super::{Result, SqliteStore};
 use crate::model::{Holder, LockInfo, Millis};
+use crate::store::Result;
+use crate::store::api::LockOutcome;
 
 /// Does any batch have a live lock (a runner that may be writing)?
 pub(crate) fn any_live(c: &Connection, now: Millis) -> Result<bool> {
@@ -58,9 +59,9 @@ fn free_stale(
     dead: &[&str],
     only: Option<&[&str]>,
 ) -> Result<Vec<LockInfo>> {
-    let stale = super::shared::stale_seats(current(tx, id, batch)?, now, dead, only);
+    let stale = crate::store::shared::stale_seats(current(tx, id, batch)?, now, dead, only);
     for lock in &stale {
-        super::events::insert(tx, &super::shared::takeover_event(batch, lock, now))?;
+        super::events::insert(tx, &crate::store::shared::takeover_event(batch, lock, now))?;
         tx.prepare_cached("DELETE FROM locks WHERE batch_id = ?1 AND token = ?2")?
             .execute(params![id, lock.token])?;
     }
@@ -85,7 +86,7 @@ impl SqliteStore {
     ) -> Result<LockOutcome> {
         self.write(|tx| {
             let id = ensure(tx, batch, now)?;
-            let live = super::shared::live_seats(current(tx, id, batch)?, now, steal);
+            let live = crate::store::shared::live_seats(current(tx, id, batch)?, now, steal);
             if live.len() >= seats.max(1) as usize {
                 return Ok(LockOutcome::Held(live));
             }

@@ -6,15 +6,16 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
-use super::api::{Completion, Failure, ItemFilter, Requeue, Selection};
 use super::batches::{batch_id, ensure};
-use super::chunks::Chunks;
 use super::events::insert as insert_event;
-use super::shared::Orphan;
-use super::{Result, SqliteStore, StoreError, json_col, parse_col};
+use super::{SqliteStore, parse_col};
 use crate::model::{
     AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, waiting::RetryTier,
 };
+use crate::store::api::{Completion, Failure, ItemFilter, Requeue, Selection};
+use crate::store::chunks::Chunks;
+use crate::store::shared::Orphan;
+use crate::store::{Result, StoreError, json_col};
 use crate::util::signals::Stop;
 
 /// Rows moved per write transaction by bulk operations, so a runner waiting
@@ -244,7 +245,7 @@ impl SqliteStore {
     ) -> StoreError {
         let mut unlogged = None;
         if handled > 0 && report.added > 0 {
-            let event = super::shared::added_event(
+            let event = crate::store::shared::added_event(
                 batch,
                 report,
                 Some((&cause, handled, total)),
@@ -254,7 +255,7 @@ impl SqliteStore {
                 unlogged = Some(e.to_string());
             }
         }
-        super::shared::add_cut_short(report, handled, total, cause, unlogged)
+        crate::store::shared::add_cut_short(report, handled, total, cause, unlogged)
     }
 
     /// Claims up to `n` pending items for `run_id`: each gets a lease until
@@ -499,9 +500,9 @@ impl SqliteStore {
                 .collect::<rusqlite::Result<_>>()?;
             let (mut released, mut quarantined) = (0, 0);
             for (item_id, key, attempts, lease_run, token) in orphans {
-                match super::shared::orphan(batch, &key, i64::from(attempts), lease_run, max_attempts, now) {
+                match crate::store::shared::orphan(batch, &key, i64::from(attempts), lease_run, max_attempts, now) {
                     Orphan::Quarantine { message, event } => {
-                        let failure = super::shared::interrupted(item_id, token, lease_run, &message, now);
+                        let failure = crate::store::shared::interrupted(item_id, token, lease_run, &message, now);
                         fail_in(tx, &failure, &event)?;
                         quarantined += 1;
                     }
@@ -625,7 +626,7 @@ impl SqliteStore {
         while rest.peek().is_some() {
             if let Some(signal) = self.stop.requested() {
                 let cause = StoreError::Interrupted(signal);
-                return Err(super::shared::requeue_cut_short(
+                return Err(crate::store::shared::requeue_cut_short(
                     sel,
                     moved.len(),
                     total,
@@ -649,7 +650,7 @@ impl SqliteStore {
                 Ok(())
             });
             if let Err(cause) = step {
-                return Err(super::shared::requeue_cut_short(
+                return Err(crate::store::shared::requeue_cut_short(
                     sel,
                     moved.len(),
                     total,
@@ -806,7 +807,10 @@ fn add_chunk(
     if let Some(before) = last {
         let all = before.then(report);
         if all.added > 0 {
-            insert_event(tx, &super::shared::added_event(batch, &all, None, now))?;
+            insert_event(
+                tx,
+                &crate::store::shared::added_event(batch, &all, None, now),
+            )?;
         }
     }
     Ok(report)
@@ -877,7 +881,7 @@ fn select(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requ
         ))
     };
     if !sel.keys.is_empty() {
-        let mut named = super::shared::Named::default();
+        let mut named = crate::store::shared::Named::default();
         let mut st = c.prepare_cached(
             "SELECT id, key, label, tier, outcome, error_class, attempts, status FROM items
               WHERE batch_id = ?1 AND key = ?2",
@@ -891,7 +895,7 @@ fn select(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requ
         }
         return named.finish(batch, sel);
     }
-    super::shared::check_selection(sel)?;
+    crate::store::shared::check_selection(sel)?;
     let mut args = vec![rusqlite::types::Value::Integer(id)];
     let cond = selection_sql(sel, &mut args);
     // Sorted here rather than by an ORDER BY: SQLite found the rows through

@@ -2,10 +2,11 @@
 
 use rusqlite::{Connection, Row, params, params_from_iter, types::Value as V};
 
-use super::api::{EventFilter, FollowCursor};
+use super::SqliteStore;
 use super::batches::batch_id;
-use super::{Result, SqliteStore, json_col};
 use crate::model::{Event, Millis, NewEvent};
+use crate::store::api::{EventFilter, FollowCursor};
+use crate::store::{Result, json_col};
 
 pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
     let batch_id = match &e.batch {

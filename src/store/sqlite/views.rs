@@ -10,14 +10,15 @@ use std::time::{Duration, Instant};
 use rusqlite::types::{Value as V, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
-use super::api::{
+use super::batches::{batch_id, names};
+use super::items::{ITEM_COLUMNS, filter_sql, item_from_row};
+use super::{SqliteStore, dead_letters, parse_col};
+use crate::model::{BatchInfo, Event, Millis, Status, Tier};
+use crate::store::Result;
+use crate::store::api::{
     BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage, ItemRow,
     ItemsQuery, SinceSummary, counted,
 };
-use super::batches::{batch_id, names};
-use super::items::{ITEM_COLUMNS, filter_sql, item_from_row};
-use super::{Result, SqliteStore, dead_letters, parse_col};
-use crate::model::{BatchInfo, Event, Millis, Status, Tier};
 
 /// Characters of an error message or event message kept for a list row.
 const ROW_TEXT: i64 = 512;

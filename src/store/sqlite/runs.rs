@@ -2,10 +2,11 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::api::OpenRun;
 use super::batches::{batch_id, ensure};
-use super::{Result, SqliteStore, parse_col};
+use super::{SqliteStore, parse_col};
 use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
+use crate::store::Result;
+use crate::store::api::OpenRun;
 
 const COLUMNS: &str = "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
     r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven, r.released,

@@ -2,9 +2,10 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::api::Unpaused;
-use super::{Result, SqliteStore, StoreError, schema::BUCKETS, shared};
+use super::{SqliteStore, schema::BUCKETS};
 use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, NewEvent, Pause, Runners};
+use crate::store::api::Unpaused;
+use crate::store::{Result, StoreError, shared};
 
 /// The hold as stored: until when, the key that asked, and its label
 /// (while the item is kept).
@@ -276,7 +277,7 @@ impl SqliteStore {
                 )?;
             }
             if let Some(h) = &lifted {
-                super::events::insert(tx, &super::shared::hold_lifted(batch, h, actor, now))?;
+                super::events::insert(tx, &crate::store::shared::hold_lifted(batch, h, actor, now))?;
             }
             Ok(Unpaused { was_paused, lifted })
         })

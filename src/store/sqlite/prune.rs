@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 
 use rusqlite::{Connection, params};
 
-use super::api::PruneReport;
-use super::chunks::Chunks;
-use super::{Result, SqliteStore};
+use super::SqliteStore;
 use crate::model::{Millis, NewEvent};
+use crate::store::Result;
+use crate::store::api::PruneReport;
+use crate::store::chunks::Chunks;
 
 const DONE_ITEMS: &str = "FROM items WHERE status = 'done' AND updated_at < ?1";
 const FAILED_ITEMS: &str = "FROM items WHERE status = 'failed' AND updated_at < ?1";
@@ -160,7 +161,7 @@ impl SqliteStore {
             for (batch, n) in &report.forgotten_keys {
                 super::events::insert(
                     tx,
-                    &super::shared::keys_forgotten_event(batch, *n, cutoff, actor, now),
+                    &crate::store::shared::keys_forgotten_event(batch, *n, cutoff, actor, now),
                 )?;
             }
             Ok(())
