@@ -14,11 +14,14 @@
 
 mod api;
 mod chunks;
+mod dialect;
 mod error;
 mod facade;
 mod identity;
 mod location;
+mod ops;
 pub mod pg;
+mod rows;
 mod shared;
 pub mod sqlite;
 

@@ -3,12 +3,13 @@
 //! database's clock (see `conn`), so hosts with skewed clocks agree on when
 //! a seat expired. Claims need a seat (`items::holds_lock`).
 
-use super::PgStore;
 use super::batches::{batch_id, ensure};
 use super::conn::Conn;
+use super::{PgStore, PgTx};
 use crate::model::{Holder, LockInfo, Millis};
 use crate::store::Result;
 use crate::store::api::LockOutcome;
+use crate::store::dialect::SeatsWrite;
 use crate::store::shared;
 
 /// Every seat of a batch, oldest first, expired ones included.
@@ -161,5 +162,14 @@ impl PgStore {
             let id = batch_id(c, batch)?;
             current(c, id, batch)
         })
+    }
+}
+
+const SEAT_SET_RUN: &str = "UPDATE locks SET run_id = $3 WHERE batch_id = $1 AND token = $2";
+
+impl SeatsWrite for PgTx<'_> {
+    fn seat_set_run(&mut self, batch: i64, token: &str, run: i64) -> Result<()> {
+        self.c.x(SEAT_SET_RUN, &[&batch, &token, &run])?;
+        Ok(())
     }
 }

@@ -42,6 +42,17 @@ use std::sync::Mutex;
 use super::{Result, StoreError};
 use crate::store::api::Access;
 use conn::Conn;
+
+/// One PostgreSQL transaction, as the statements of `dialect` see it.
+pub(crate) struct PgTx<'c> {
+    c: &'c mut Conn,
+}
+
+impl<'c> PgTx<'c> {
+    pub(crate) fn new(c: &'c mut Conn) -> PgTx<'c> {
+        PgTx { c }
+    }
+}
 pub(crate) use schema::DbId;
 pub use schema::PG_SCHEMA_VERSION;
 

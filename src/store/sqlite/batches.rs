@@ -2,9 +2,10 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{SqliteStore, schema::BUCKETS};
-use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, NewEvent, Pause, Runners};
-use crate::store::api::Unpaused;
+use super::SqliteTx;
+use super::schema::BUCKETS;
+use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, Pause, Runners};
+use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
 use crate::store::{Result, StoreError, shared};
 
 /// The hold as stored: until when, the key that asked, and its label
@@ -96,10 +97,7 @@ pub(crate) fn counts(conn: &Connection, batch_id: i64) -> Result<Counts> {
     Ok(c)
 }
 
-fn pause_and_schedule(
-    conn: &Connection,
-    batch_id: i64,
-) -> Result<(Option<Pause>, Option<Millis>, Option<Fire>)> {
+fn pause_and_schedule(conn: &Connection, batch_id: i64) -> Result<BatchState> {
     Ok(conn.query_row(
         "SELECT paused, paused_reason, paused_by, paused_at, next_fire,
                 last_fire_at, last_fire_outcome, last_fire_reason, last_fire_run
@@ -196,158 +194,101 @@ pub(crate) fn minutes(
     Ok(out)
 }
 
-impl SqliteStore {
-    /// Names of all batches in the store.
-    pub fn batch_names(&self) -> Result<Vec<String>> {
-        self.read(names)
+const BATCH_SET_PAUSE: &str = "UPDATE batches
+    SET paused = 1, paused_reason = ?2, paused_by = ?3, paused_at = ?4 WHERE id = ?1";
+const BATCH_CLEAR_PAUSE: &str = "UPDATE batches
+    SET paused = 0, paused_reason = NULL, paused_by = NULL, paused_at = NULL,
+        hold_until = NULL, hold_key = NULL
+  WHERE id = ?1";
+const BATCH_EXTEND_HOLD: &str = "UPDATE batches SET hold_until = ?2, hold_key = ?3
+  WHERE name = ?1 AND (hold_until IS NULL OR hold_until < ?2)";
+const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = ?2 WHERE id = ?1";
+const BATCH_RECORD_FIRE: &str = "UPDATE batches
+    SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4, last_fire_run = ?5
+  WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)";
+
+impl BatchesRead for SqliteTx<'_> {
+    fn batch_id(&mut self, name: &str) -> Result<i64> {
+        batch_id(self.conn, name)
     }
 
-    /// Creates a batch if it does not exist yet.
-    pub fn ensure_batch(&mut self, name: &str, now: Millis) -> Result<()> {
-        self.write(|tx| ensure(tx, name, now).map(drop))
+    fn batch_names(&mut self) -> Result<Vec<String>> {
+        names(self.conn)
     }
 
-    /// Fails with `UnknownBatch` unless the batch exists.
-    pub fn check_batch(&self, name: &str) -> Result<()> {
-        self.read(|c| batch_id(c, name).map(drop))
+    fn batch_counts(&mut self, batch: i64) -> Result<Counts> {
+        counts(self.conn, batch)
     }
 
-    pub fn counts(&self, batch: &str) -> Result<Counts> {
-        self.read(|c| counts(c, batch_id(c, batch)?))
+    fn batch_paused(&mut self, batch: i64) -> Result<bool> {
+        paused(self.conn, batch)
     }
 
-    /// Everything the status line and dashboard header need, for every
-    /// batch (or the one named), in one read transaction.
-    pub fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>> {
-        let now = crate::util::time::now_ms();
-        self.read(|c| {
-            let wanted = match only {
-                Some(name) => {
-                    batch_id(c, name)?;
-                    vec![name.to_string()]
-                }
-                None => names(c)?,
-            };
-            let mut out = Vec::with_capacity(wanted.len());
-            for name in wanted {
-                let id = batch_id(c, &name)?;
-                out.push(info(c, id, name, now)?);
-            }
-            Ok(out)
-        })
+    fn batch_state(&mut self, batch: i64) -> Result<BatchState> {
+        pause_and_schedule(self.conn, batch)
     }
 
-    /// Pauses a batch, recording who and why. Returns whether it was
-    /// already paused (the reason is updated either way).
-    pub fn pause_batch(&mut self, batch: &str, p: &Pause) -> Result<bool> {
-        self.write(|tx| {
-            let id = ensure(tx, batch, p.at)?;
-            let was = paused(tx, id)?;
-            tx.execute(
-                "UPDATE batches SET paused = 1, paused_reason = ?2, paused_by = ?3, paused_at = ?4 WHERE id = ?1",
-                params![id, p.reason, p.by, p.at],
-            )?;
-            super::events::insert(
-                tx,
-                &NewEvent::new(p.at, batch, "paused", format!("paused by {}: {}", p.by, p.reason))
-                    .actor(&p.by)
-                    .fields(serde_json::json!({"reason": p.reason})),
-            )?;
-            Ok(was)
-        })
+    fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
+        hold(self.conn, batch)
     }
 
-    /// Clears the pause flag and lifts a retry-after hold still on at
-    /// `now`, each recorded as an operator action of `actor`.
-    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<Unpaused> {
-        self.write(|tx| {
-            let id = batch_id(tx, batch)?;
-            let was_paused = paused(tx, id)?;
-            let lifted = hold(tx, id)?.filter(|h| h.active(now));
-            tx.execute(
-                "UPDATE batches SET paused = 0, paused_reason = NULL, paused_by = NULL, paused_at = NULL,
-                        hold_until = NULL, hold_key = NULL
-                  WHERE id = ?1",
-                [id],
-            )?;
-            if was_paused {
-                super::events::insert(
-                    tx,
-                    &NewEvent::new(now, batch, "unpaused", format!("unpaused by {actor}")).actor(actor),
-                )?;
-            }
-            if let Some(h) = &lifted {
-                super::events::insert(tx, &crate::store::shared::hold_lifted(batch, h, actor, now))?;
-            }
-            Ok(Unpaused { was_paused, lifted })
-        })
+    fn batch_info(&mut self, batch: i64, name: String, now: Millis) -> Result<BatchInfo> {
+        info(self.conn, batch, name, now)
     }
 
-    /// The pause flag, read fresh (the runner checks it while running).
-    pub fn pause(&self, batch: &str) -> Result<Option<Pause>> {
-        self.read(|c| Ok(pause_and_schedule(c, batch_id(c, batch)?)?.0))
+    fn minute_counts(&mut self, batch: i64, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
+        self::minutes(self.conn, batch, now, minutes)
+    }
+}
+
+impl BatchesWrite for SqliteTx<'_> {
+    fn batch_ensure(&mut self, name: &str, now: Millis) -> Result<i64> {
+        ensure(self.conn, name, now)
     }
 
-    /// The batch's last retry-after hold (over once its time has passed).
-    pub fn hold(&self, batch: &str) -> Result<Option<Hold>> {
-        self.read(|c| hold(c, batch_id(c, batch)?))
+    /// `BEGIN IMMEDIATE` already excludes every other writer.
+    fn batch_row_locked(&mut self, _batch: i64) -> Result<()> {
+        Ok(())
     }
 
-    /// Holds every call of the batch until `until`, for the answer of
-    /// `key`. Never shortens a hold: a shorter one changes nothing.
-    pub fn set_hold(&mut self, batch: &str, until: Millis, key: Option<&str>) -> Result<()> {
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE batches SET hold_until = ?2, hold_key = ?3
-                  WHERE name = ?1 AND (hold_until IS NULL OR hold_until < ?2)",
-                params![batch, until, key],
-            )?;
-            Ok(())
-        })
+    fn batch_set_pause(&mut self, batch: i64, p: &Pause) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_SET_PAUSE)?
+            .execute(params![batch, p.reason, p.by, p.at])?;
+        Ok(())
     }
 
-    /// Records the next fire time computed by the scheduler.
-    pub fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()> {
-        self.write(|tx| {
-            let id = ensure(tx, batch, now)?;
-            tx.execute(
-                "UPDATE batches SET next_fire = ?2 WHERE id = ?1",
-                params![id, next],
-            )?;
-            Ok(())
-        })
+    fn batch_clear_pause(&mut self, batch: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_CLEAR_PAUSE)?
+            .execute([batch])?;
+        Ok(())
     }
 
-    /// Records what happened at a fire time, and logs it as an event (which
-    /// is returned, for the log file). `last_fire_*` keeps the latest fire
-    /// time: a cycle that ends after later fires were skipped while it ran
-    /// still logs its outcome, but does not become the "last fire".
-    pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent> {
-        self.write(|tx| {
-            let id = ensure(tx, batch, fire.at)?;
-            tx.execute(
-                "UPDATE batches SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4,
-                        last_fire_run = ?5
-                  WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)",
-                params![id, fire.at, fire.outcome, fire.reason, fire.run_id],
-            )?;
-            let message = match &fire.reason {
-                Some(reason) => format!("fire {}: {reason}", fire.outcome),
-                None => format!("fire {}", fire.outcome),
-            };
-            let mut event = NewEvent::new(fire.at, batch, "fire", message).fields(serde_json::json!({
-                "outcome": fire.outcome,
-                "reason": fire.reason,
-            }));
-            event.run_id = fire.run_id;
-            super::events::insert(tx, &event)?;
-            Ok(event)
-        })
+    fn batch_extend_hold(&mut self, name: &str, until: Millis, key: Option<&str>) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_EXTEND_HOLD)?
+            .execute(params![name, until, key])?;
+        Ok(())
     }
 
-    /// Done and failed worker completions per minute, oldest first, for the
-    /// last `minutes` minutes ending at `now` (zeros included).
-    pub fn minute_stats(&self, batch: &str, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
-        self.read(|c| self::minutes(c, batch_id(c, batch)?, now, minutes))
+    fn batch_set_next_fire(&mut self, batch: i64, next: Option<Millis>) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_SET_NEXT_FIRE)?
+            .execute(params![batch, next])?;
+        Ok(())
+    }
+
+    fn batch_record_fire(&mut self, batch: i64, fire: &Fire) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_RECORD_FIRE)?
+            .execute(params![
+                batch,
+                fire.at,
+                fire.outcome,
+                fire.reason,
+                fire.run_id
+            ])?;
+        Ok(())
     }
 }

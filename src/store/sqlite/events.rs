@@ -2,10 +2,11 @@
 
 use rusqlite::{Connection, Row, params, params_from_iter, types::Value as V};
 
-use super::SqliteStore;
 use super::batches::batch_id;
+use super::{SqliteStore, SqliteTx};
 use crate::model::{Event, Millis, NewEvent};
 use crate::store::api::{EventFilter, FollowCursor};
+use crate::store::dialect::EventsWrite;
 use crate::store::{Result, json_col};
 
 pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
@@ -165,5 +166,11 @@ impl SqliteStore {
                 .collect::<rusqlite::Result<_>>()?;
             Ok(rows)
         })
+    }
+}
+
+impl EventsWrite for SqliteTx<'_> {
+    fn event_insert(&mut self, event: &NewEvent) -> Result<i64> {
+        insert(self.conn, event)
     }
 }

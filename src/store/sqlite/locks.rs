@@ -8,10 +8,12 @@
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
+use super::SqliteTx;
 use super::batches::{batch_id, ensure};
 use crate::model::{Holder, LockInfo, Millis};
 use crate::store::Result;
 use crate::store::api::LockOutcome;
+use crate::store::dialect::SeatsWrite;
 
 /// Does any batch have a live lock (a runner that may be writing)?
 pub(crate) fn any_live(c: &Connection, now: Millis) -> Result<bool> {
@@ -144,5 +146,16 @@ impl SqliteStore {
     /// The seats of the batch lock, oldest first (expired ones included).
     pub fn locks(&self, batch: &str) -> Result<Vec<LockInfo>> {
         self.read(|c| current(c, batch_id(c, batch)?, batch))
+    }
+}
+
+const SEAT_SET_RUN: &str = "UPDATE locks SET run_id = ?3 WHERE batch_id = ?1 AND token = ?2";
+
+impl SeatsWrite for SqliteTx<'_> {
+    fn seat_set_run(&mut self, batch: i64, token: &str, run: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(SEAT_SET_RUN)?
+            .execute(params![batch, token, run])?;
+        Ok(())
     }
 }

@@ -25,6 +25,17 @@ pub use schema::SCHEMA_VERSION;
 
 use crate::store::identity::StoreIdentity;
 use crate::store::{Access, Result, StoreError};
+/// One SQLite transaction, as the statements of `dialect` see it.
+pub(crate) struct SqliteTx<'c> {
+    conn: &'c Connection,
+}
+
+impl<'c> SqliteTx<'c> {
+    pub(crate) fn new(conn: &'c Connection) -> SqliteTx<'c> {
+        SqliteTx { conn }
+    }
+}
+
 /// The SQLite store (one file); callers use it through [`Store`].
 pub struct SqliteStore {
     /// As given: what messages name.

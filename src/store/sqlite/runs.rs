@@ -2,15 +2,14 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::batches::{batch_id, ensure};
-use super::{SqliteStore, parse_col};
+use super::{SqliteTx, parse_col};
 use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
 use crate::store::Result;
 use crate::store::api::OpenRun;
+use crate::store::dialect::{RunsRead, RunsWrite};
+use crate::store::rows::run_columns;
 
-const COLUMNS: &str = "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
-    r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven, r.released,
-    r.cost, r.summary, r.actor";
+const COLUMNS: &str = run_columns!();
 
 fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -74,133 +73,110 @@ pub(crate) fn recent(c: &Connection, batch_id: i64, limit: usize) -> Result<Vec<
     Ok(rows)
 }
 
-impl SqliteStore {
-    /// Records the start of a run, and who started it (`user@host`); with
-    /// `seat`, in the same transaction names it as the run of the lock seat
-    /// held under that token, so no other runner ever sees it open without
-    /// a seat (and takes it for dead).
-    pub fn start_run(
+const RUN_BY_ID: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs r JOIN batches b ON b.id = r.batch_id WHERE r.id = ?1"
+);
+const RUNS_OPEN: &str = "SELECT id, host, pid, pid_start, started_at FROM runs
+  WHERE state = 'running' AND batch_id = ?1";
+const RUN_INSERT: &str =
+    "INSERT INTO runs (batch_id, trigger, actor, host, pid, pid_start, started_at, state)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running')";
+const RUN_FINISH: &str = "UPDATE runs
+    SET state = ?2, summary = ?3, skipped_done = ?4, retried = ?5, ended_at = ?6
+  WHERE id = ?1 AND state = 'running'";
+const RUN_ADD_RETRIED: &str = "UPDATE runs SET retried = retried + ?2 WHERE id = ?1";
+const RUNS_MARK_CRASHED: &str = "UPDATE runs SET state = 'crashed', ended_at = ?2,
+        summary = coalesce(summary, 'crashed: the runner stopped without finishing')
+  WHERE id = ?1 AND state = 'running'
+    AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.run_id = runs.id)";
+
+impl RunsRead for SqliteTx<'_> {
+    fn run_by_id(&mut self, run: i64) -> Result<Option<Run>> {
+        Ok(self
+            .conn
+            .prepare_cached(RUN_BY_ID)?
+            .query_row([run], run_from_row)
+            .optional()?)
+    }
+
+    fn runs_recent(&mut self, batch: i64, limit: usize) -> Result<Vec<Run>> {
+        recent(self.conn, batch, limit)
+    }
+
+    fn runs_open(&mut self, batch: i64) -> Result<Vec<OpenRun>> {
+        let mut st = self.conn.prepare_cached(RUNS_OPEN)?;
+        let rows = st
+            .query_map([batch], |r| {
+                Ok(OpenRun {
+                    id: r.get(0)?,
+                    holder: Holder {
+                        host: r.get(1)?,
+                        pid: r.get(2)?,
+                        pid_start: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
+                    },
+                    started_at: r.get(4)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+}
+
+impl RunsWrite for SqliteTx<'_> {
+    fn run_insert(
         &mut self,
-        batch: &str,
+        batch: i64,
         trigger: Trigger,
         actor: Option<&str>,
         holder: &Holder,
         now: Millis,
-        seat: Option<&str>,
     ) -> Result<i64> {
-        self.write(|tx| {
-            let id = ensure(tx, batch, now)?;
-            tx.execute(
-                "INSERT INTO runs (batch_id, trigger, actor, host, pid, pid_start, started_at, state)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running')",
-                params![
-                    id,
-                    trigger.as_str(),
-                    actor,
-                    holder.host,
-                    holder.pid,
-                    holder.pid_start.map(|s| s as i64),
-                    now
-                ],
-            )?;
-            let run_id = tx.last_insert_rowid();
-            if let Some(token) = seat {
-                tx.execute(
-                    "UPDATE locks SET run_id = ?3 WHERE batch_id = ?1 AND token = ?2",
-                    params![id, token, run_id],
-                )?;
-            }
-            Ok(run_id)
-        })
+        self.conn.prepare_cached(RUN_INSERT)?.execute(params![
+            batch,
+            trigger.as_str(),
+            actor,
+            holder.host,
+            holder.pid,
+            holder.pid_start.map(|s| s as i64),
+            now
+        ])?;
+        Ok(self.conn.last_insert_rowid())
     }
 
-    /// Ends a run with its state, summary line and resume figure.
-    pub fn finish_run(
+    fn run_finish(
         &mut self,
-        run_id: i64,
+        run: i64,
         state: RunState,
         summary: &str,
         skipped_done: i64,
         retried: i64,
         now: Millis,
     ) -> Result<()> {
-        self.write(|tx| {
-            tx.execute(
-                // A run that lost its lock was marked `crashed` by the run
-                // that took over: that verdict stands.
-                "UPDATE runs SET state = ?2, summary = ?3, skipped_done = ?4, retried = ?5, ended_at = ?6
-                  WHERE id = ?1 AND state = 'running'",
-                params![run_id, state.as_str(), summary, skipped_done, retried, now],
-            )?;
-            Ok(())
-        })
+        self.conn.prepare_cached(RUN_FINISH)?.execute(params![
+            run,
+            state.as_str(),
+            summary,
+            skipped_done,
+            retried,
+            now
+        ])?;
+        Ok(())
     }
 
-    /// Adds to a live run's retried count (shown while it runs).
-    pub fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()> {
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE runs SET retried = retried + ?2 WHERE id = ?1",
-                params![run_id, n],
-            )?;
-            Ok(())
-        })
+    fn run_add_retried(&mut self, run: i64, n: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(RUN_ADD_RETRIED)?
+            .execute(params![run, n])?;
+        Ok(())
     }
 
-    pub fn run(&self, run_id: i64) -> Result<Option<Run>> {
-        self.read(|c| {
-            Ok(c.query_row(
-                &format!("SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id WHERE r.id = ?1"),
-                [run_id],
-                run_from_row,
-            )
-            .optional()?)
-        })
-    }
-
-    /// The newest `limit` runs of a batch, newest first.
-    pub fn runs(&self, batch: &str, limit: usize) -> Result<Vec<Run>> {
-        self.read(|c| recent(c, batch_id(c, batch)?, limit))
-    }
-
-    /// Runs of a batch still marked running.
-    pub fn open_runs(&self, batch: &str) -> Result<Vec<OpenRun>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut st = c.prepare_cached(
-                "SELECT id, host, pid, pid_start, started_at FROM runs WHERE state = 'running' AND batch_id = ?1",
-            )?;
-            let rows = st
-                .query_map([id], |r| {
-                    Ok(OpenRun {
-                        id: r.get(0)?,
-                        holder: Holder {
-                            host: r.get(1)?,
-                            pid: r.get(2)?,
-                            pid_start: r.get::<_, Option<i64>>(3)?.map(|s| s as u64),
-                        },
-                        started_at: r.get(4)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
-    }
-
-    /// Marks runs whose process is gone as crashed; never one that holds a
-    /// seat of its batch's lock (it started after the caller looked).
-    pub fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()> {
-        self.write(|tx| {
-            let mut st = tx.prepare_cached(
-                "UPDATE runs SET state = 'crashed', ended_at = ?2,
-                        summary = coalesce(summary, 'crashed: the runner stopped without finishing')
-                  WHERE id = ?1 AND state = 'running'
-                    AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.run_id = runs.id)",
-            )?;
-            for id in run_ids {
-                st.execute(params![id, now])?;
-            }
-            Ok(())
-        })
+    fn runs_mark_crashed(&mut self, runs: &[i64], now: Millis) -> Result<()> {
+        let mut st = self.conn.prepare_cached(RUNS_MARK_CRASHED)?;
+        for id in runs {
+            st.execute(params![id, now])?;
+        }
+        Ok(())
     }
 }
