@@ -30,7 +30,7 @@ pub use api::{
     EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery,
     LockOutcome, OpenRun, PruneReport, Requeue, Selection, SinceSummary, Unpaused,
 };
-pub use error::{CutShort, StoreError};
+pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use facade::Store;
 pub use identity::{StoreIdentity, Verdict};
 pub use location::{absolute, beside, beside_file, file_id, is_server, paused_file, place};

@@ -3,7 +3,7 @@
 //! views' runners and daemons), what becomes of a claim left by a dead
 //! run, and what a bulk write cut short says.
 
-use super::{CutShort, Failure, Requeue, Selection, StoreError};
+use super::{CutShort, Failure, Refusal, Requeue, Selection, StoreError};
 use crate::model::{
     AddReport, BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Hold, Holder, LockInfo,
     Millis, NewEvent, RunSeen, RunState, Runners, Seat, Tier,
@@ -342,30 +342,26 @@ impl Named {
         if self.refused.is_empty() {
             return Ok(self.taken);
         }
-        let list = self.refused.join(", ");
-        Err(StoreError::Invalid(match sel.outcome {
-            Some(o) => format!(
-                "--outcome {o} requeues done items with that outcome; not such in batch {batch:?}: {list} (nothing was requeued)"
-            ),
-            None => format!(
-                "only failed items can be requeued; not failed in batch {batch:?}: {list} (nothing was requeued; \
-                 done items run again with --outcome done|empty|skipped)"
-            ),
-        }))
+        let (batch, items) = (batch.to_string(), self.refused.join(", "));
+        Err(match sel.outcome {
+            Some(o) => Refusal::NotOfOutcome {
+                outcome: o.to_string(),
+                batch,
+                items,
+            },
+            None => Refusal::NotFailed { batch, items },
+        }
+        .into())
     }
 }
 
 /// A requeue without keys must say which items.
 pub(crate) fn check_selection(sel: &Selection) -> Result<(), StoreError> {
     if sel.outcome.is_some() && (sel.class.is_some() || sel.tier.is_some() || sel.all_failed) {
-        return Err(StoreError::Invalid(
-            "--outcome requeues done items: it cannot be combined with --class, --tier or --all-failed".into(),
-        ));
+        return Err(Refusal::OutcomeWithFilters.into());
     }
     if sel.class.is_none() && sel.tier.is_none() && !sel.all_failed && sel.outcome.is_none() {
-        return Err(StoreError::Invalid(
-            "say which items to requeue: keys, --all-failed, --class, --tier or --outcome".into(),
-        ));
+        return Err(Refusal::NoSelection.into());
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! One PostgreSQL session: connecting, the clock offset, a statement cache,
 //! and error classification.
 
+use crate::store::Fault;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
@@ -339,6 +340,7 @@ pub(crate) fn text_opt(s: Option<&str>) -> Option<Cow<'_, str>> {
 
 /// Parses a stored enum column; the schema's CHECKs keep these valid.
 pub(crate) fn parse_col_text<T: std::str::FromStr<Err = String>>(text: &str) -> Result<T> {
-    text.parse()
-        .map_err(|e: String| StoreError::Invalid(format!("unreadable stored value: {e}")))
+    text.parse().map_err(|e: String| {
+        StoreError::Fault(Fault::Unreadable(format!("unreadable stored value: {e}")))
+    })
 }

@@ -6,6 +6,7 @@
 //! conditional on the lease token, so a runner that lost its lease cannot
 //! overwrite a newer claim.
 
+use crate::store::Refusal;
 use postgres::Row;
 
 use super::PgStore;
@@ -690,9 +691,10 @@ impl PgStore {
                     return Err(tombstones::missing(c, id, batch, key));
                 };
                 if status == "claimed" {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is in flight (claimed by a running runner): stop the run or wait, then skip it"
-                    )));
+                    return Err(Refusal::InFlightSkip {
+                        key: key.to_string(),
+                    }
+                    .into());
                 }
                 found.push((key, status == "done"));
             }
@@ -712,10 +714,15 @@ impl PgStore {
                 )?;
                 insert_event(
                     c,
-                    &NewEvent::new(now, batch, "skipped", format!("skipped by {actor}: {reason}"))
-                        .key(key)
-                        .actor(actor)
-                        .fields(serde_json::json!({"reason": reason})),
+                    &NewEvent::new(
+                        now,
+                        batch,
+                        "skipped",
+                        format!("skipped by {actor}: {reason}"),
+                    )
+                    .key(key)
+                    .actor(actor)
+                    .fields(serde_json::json!({"reason": reason})),
                 )?;
                 report.skipped.push(key.clone());
             }
@@ -803,9 +810,11 @@ impl PgStore {
         self.write(|c| {
             let id = batch_id(c, batch)?;
             if !holds_lock(c, id, run_id)? {
-                return Err(StoreError::Invalid(format!(
-                    "run {run_id} no longer holds the lock of batch {batch:?}: another runner took it over"
-                )));
+                return Err(Refusal::SeatLost {
+                    run: run_id,
+                    batch: batch.to_string(),
+                }
+                .into());
             }
             let status: Option<String> = c
                 .opt(
@@ -818,14 +827,16 @@ impl PgStore {
             };
             match status.as_str() {
                 "done" => {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is already done; requeue it first to run it again"
-                    )));
+                    return Err(Refusal::AlreadyDone {
+                        key: key.to_string(),
+                    }
+                    .into());
                 }
                 "claimed" => {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is in flight in another run"
-                    )));
+                    return Err(Refusal::InFlightClaim {
+                        key: key.to_string(),
+                    }
+                    .into());
                 }
                 _ => {}
             }

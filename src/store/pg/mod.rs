@@ -36,6 +36,7 @@ mod tombstones;
 mod views;
 mod workers;
 
+use crate::store::Fault;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -301,11 +302,11 @@ impl PgStore {
         // rollback: ask first, so a lost group is never reported as kept.
         if let Err(e) = conn.simple("SELECT 1") {
             let _ = conn.simple("ROLLBACK");
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
                 "the group transaction on {} was rolled back by an error; nothing in it was kept ({})",
                 target.display(),
                 e.at(&target)
-            )));
+            ))));
         }
         if let Err(e) = conn.simple("COMMIT") {
             let _ = conn.simple("ROLLBACK");

@@ -1,5 +1,6 @@
 //! Runs: one execution of a batch, with its summary counts.
 
+use crate::store::Fault;
 use postgres::Row;
 
 use super::PgTx;
@@ -13,7 +14,8 @@ use crate::store::{Result, StoreError};
 const COLUMNS: &str = run_columns!();
 
 fn run_from_row(c: &Conn, r: &Row) -> Result<Run> {
-    let parse = |e: String| StoreError::Invalid(format!("unreadable run row: {e}"));
+    let parse =
+        |e: String| StoreError::Fault(Fault::Unreadable(format!("unreadable run row: {e}")));
     Ok(Run {
         id: r.get(0),
         batch: r.get(1),

@@ -4,6 +4,7 @@
 //! Every transition that ends a claim is conditional on the lease token, so
 //! a runner that lost its lease cannot overwrite a newer claim.
 
+use crate::store::{Fault, Refusal};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::batches::{batch_id, ensure};
@@ -682,9 +683,7 @@ impl SqliteStore {
                     .optional()?
                     .ok_or_else(|| super::tombstones::missing(tx, id, batch, key))?;
                 if status == "claimed" {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is in flight (claimed by a running runner): stop the run or wait, then skip it"
-                    )));
+                    return Err(Refusal::InFlightSkip { key: key.to_string() }.into());
                 }
                 found.push((key, status == "done"));
             }
@@ -831,7 +830,7 @@ fn requeue_chunk(
 ) -> Result<std::collections::HashSet<i64>> {
     let id = batch_id(tx, batch)?;
     let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
-        .map_err(|e| StoreError::Invalid(format!("encoding item ids: {e}")))?;
+        .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))?;
     // Still in the state the selection moves (a run may have changed it).
     let from = sel.moves_sql();
     tx.prepare_cached(&format!(
@@ -1017,9 +1016,7 @@ impl SqliteStore {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
             if !holds_lock(tx, id, run_id)? {
-                return Err(StoreError::Invalid(format!(
-                    "run {run_id} no longer holds the lock of batch {batch:?}: another runner took it over"
-                )));
+                return Err(Refusal::SeatLost { run: run_id, batch: batch.to_string() }.into());
             }
             let status: String = tx
                 .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
@@ -1027,12 +1024,10 @@ impl SqliteStore {
                 .ok_or_else(|| super::tombstones::missing(tx, id, batch, key))?;
             match status.as_str() {
                 "done" => {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is already done; requeue it first to run it again"
-                    )));
+                    return Err(Refusal::AlreadyDone { key: key.to_string() }.into());
                 }
                 "claimed" => {
-                    return Err(StoreError::Invalid(format!("item {key:?} is in flight in another run")));
+                    return Err(Refusal::InFlightClaim { key: key.to_string() }.into());
                 }
                 _ => {}
             }

@@ -17,6 +17,7 @@ mod trace;
 mod views;
 mod workers;
 
+use crate::store::Fault;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
@@ -220,10 +221,10 @@ impl SqliteStore {
             // SQLite rolls the whole transaction back on some errors (disk
             // full, I/O): never let later writes run in autocommit instead.
             if conn.is_autocommit() {
-                return Err(StoreError::Invalid(format!(
+                return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
                     "the group transaction on {} was rolled back by an earlier error",
                     path.display()
-                )));
+                ))));
             }
             exec_cached(conn, "SAVEPOINT write").map_err(|e| StoreError::from_sqlite(e, &path))?;
             return match f(conn) {
@@ -284,10 +285,10 @@ impl SqliteStore {
             return Err(StoreError::ReadOnlyStore(path));
         };
         if conn.is_autocommit() {
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
                 "the group transaction on {} was rolled back by an error; nothing in it was kept",
                 path.display()
-            )));
+            ))));
         }
         if let Err(e) = exec_cached(conn, "COMMIT") {
             let _ = exec_cached(conn, "ROLLBACK");
@@ -431,4 +432,34 @@ pub(crate) fn parse_col<T: std::str::FromStr<Err = String>>(
     text.parse().map_err(|e: String| {
         rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, e.into())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SQLite rolls a whole transaction back on some errors (disk full,
+    /// I/O); a group whose transaction was lost is a fault of the store,
+    /// never the user's (exit 3, not 2), for its later writes and at its end.
+    #[test]
+    fn a_group_rolled_back_under_it_is_a_store_fault() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = SqliteStore::create(&dir.path().join("s.db")).unwrap();
+        let mut later = None;
+        let end = s
+            .group(|s| {
+                s.write(|tx| Ok(tx.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1)")?))
+                    .unwrap();
+                // What SQLite does by itself on such an error.
+                s.conn.as_ref().unwrap().execute_batch("ROLLBACK").unwrap();
+                later = Some(s.write(|tx| Ok(tx.execute_batch("INSERT INTO t VALUES (2)")?)));
+            })
+            .unwrap_err();
+        let later = later.unwrap().unwrap_err();
+        for e in [later, end] {
+            assert!(!e.is_user_error(), "{e}");
+            let exit = crate::commands::exit_for(&anyhow::Error::from(e));
+            assert_eq!(exit, crate::commands::Exit::Store);
+        }
+    }
 }
