@@ -8,12 +8,12 @@ use std::path::Path;
 use super::pg::PgStore;
 use super::{
     Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemFilter,
-    ItemRow, ItemsQuery, LockOutcome, PruneReport, Requeue, Result, Selection, SinceSummary,
-    SqliteStore, location,
+    ItemRow, ItemsQuery, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore,
+    location,
 };
 use crate::model::{
-    AddReport, Claim, Daemon, DaemonInfo, DeadLetter, DlqGroup, Event, Holder, Item, LockInfo,
-    Millis, NewEvent, NewItem, SkipReport, WorkerGroup, waiting::RetryTier,
+    AddReport, Claim, Daemon, DaemonInfo, DeadLetter, DlqGroup, Event, Item, Millis, NewEvent,
+    NewItem, SkipReport, WorkerGroup, waiting::RetryTier,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -143,7 +143,6 @@ impl Store {
         fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>>;
         fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64>;
         fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>>;
-        fn locks(&self, batch: &str) -> Result<Vec<LockInfo>>;
         fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard>;
         fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>>;
         fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
@@ -172,10 +171,6 @@ impl Store {
         fn requeue(&mut self, batch: &str, sel: &Selection, reset_attempts: bool, dry_run: bool, actor: &str, now: Millis) -> Result<Vec<Requeue>>;
         fn skip(&mut self, batch: &str, keys: &[String], reason: &str, actor: &str, now: Millis) -> Result<SkipReport>;
         fn claim_key(&mut self, batch: &str, key: &str, run_id: i64, lease_until: Millis, now: Millis) -> Result<Claim>;
-        fn acquire_lock(&mut self, batch: &str, token: &str, holder: &Holder, run_id: Option<i64>, expires_at: Millis, now: Millis, steal: &[&str], seats: u32) -> Result<LockOutcome>;
-        fn free_stale_locks(&mut self, batch: &str, now: Millis, tokens: &[&str], dead: &[&str]) -> Result<Vec<LockInfo>>;
-        fn renew_lock(&mut self, batch: &str, token: &str, expires_at: Millis) -> Result<bool>;
-        fn release_lock(&mut self, batch: &str, token: &str) -> Result<bool>;
         fn prune(&mut self, cutoff: Millis, include_failed: bool, forget_keys: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
         fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;
         fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()>;

@@ -137,49 +137,6 @@ pub(crate) fn superseded<'a>(daemons: &'a [DaemonInfo], mine: &Daemon) -> Vec<&'
         .collect()
 }
 
-/// The seats that lapsed or are held under a token in `dead`, among those
-/// in `only` if given.
-pub(crate) fn stale_seats(
-    seats: Vec<LockInfo>,
-    now: Millis,
-    dead: &[&str],
-    only: Option<&[&str]>,
-) -> Vec<LockInfo> {
-    seats
-        .into_iter()
-        .filter(|l| lapsed(l, now) || dead.contains(&l.token.as_str()))
-        .filter(|l| only.is_none_or(|o| o.contains(&l.token.as_str())))
-        .collect()
-}
-
-/// The seats still live for an acquirer: not lapsed, not found dead.
-pub(crate) fn live_seats(seats: Vec<LockInfo>, now: Millis, steal: &[&str]) -> Vec<LockInfo> {
-    seats
-        .into_iter()
-        .filter(|l| !lapsed(l, now) && !steal.contains(&l.token.as_str()))
-        .collect()
-}
-
-/// The `lock-takeover` event for freeing a stale seat.
-pub(crate) fn takeover_event(batch: &str, lock: &LockInfo, now: Millis) -> NewEvent {
-    let why = if lock.expires_at < now {
-        "expired"
-    } else {
-        "its process is gone"
-    };
-    NewEvent::new(
-        now,
-        batch,
-        "lock-takeover",
-        format!("took over the lock of {} ({why})", lock.holder),
-    )
-    .fields(serde_json::json!({
-        "previous": lock.holder.to_string(),
-        "previous_run": lock.run_id,
-        "why": why
-    }))
-}
-
 /// What becomes of an item claimed by a run that died.
 pub(crate) enum Orphan {
     /// Its attempts are used up (a poison item that kills its runner every

@@ -19,11 +19,11 @@ mod seats;
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
 pub(crate) use events::EventsWrite;
 pub(crate) use runs::{RunsRead, RunsWrite};
-pub(crate) use seats::SeatsWrite;
+pub(crate) use seats::{SeatsRead, SeatsWrite};
 
 /// Every statement a read snapshot may run.
-pub(crate) trait Read: BatchesRead + RunsRead {}
-impl<T: ?Sized + BatchesRead + RunsRead> Read for T {}
+pub(crate) trait Read: BatchesRead + RunsRead + SeatsRead {}
+impl<T: ?Sized + BatchesRead + RunsRead + SeatsRead> Read for T {}
 
 /// Every statement a write transaction may run.
 pub(crate) trait Write: Read + BatchesWrite + EventsWrite + RunsWrite + SeatsWrite {}

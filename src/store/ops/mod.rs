@@ -4,6 +4,7 @@
 
 mod batches;
 mod runs;
+mod seats;
 
 use super::dialect::{Read, Write};
 use super::pg::PgTx;

@@ -692,7 +692,8 @@ mod tests {
     /// gone, so the poller reads again although the store is unchanged.
     #[test]
     fn the_alive_watch_notices_a_runner_dying() {
-        let (_dir, mut store) = store(1);
+        let (_dir, store) = store(1);
+        let mut store = crate::store::Store::Sqlite(store);
         let mut c = std::process::Command::new("sleep")
             .arg("60")
             .spawn()
