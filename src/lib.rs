@@ -9,8 +9,8 @@
 //!   (`pace`).
 //! - [`key`]: idempotency keys derived from what an item is;
 //!   [`batch_name`]: the one rule for batch names.
-//! - [`store`]: the one SQLite file; every SQL statement lives there, behind
-//!   methods that speak in `model` types so another backend can follow.
+//! - [`store`]: a SQLite file or a PostgreSQL database; every SQL statement
+//!   lives there, behind methods that speak in `model` types.
 //! - [`config`]: `nightshift.toml` to typed settings; errors name file, line
 //!   and field. One row per setting (`config::fields`) gives the allowed
 //!   keys, the parsing, the example `init` writes and nightshift.toml(5).

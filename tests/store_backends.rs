@@ -1103,4 +1103,23 @@ both_backends! {
         assert_eq!((&requeued[1].fields["outcome"], &requeued[1].fields["op_id"]), (&serde_json::json!("empty"), &serde_json::json!("op-2")));
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
+
+    fn a_run_names_its_seat_and_keeps_its_counts(db, s) {
+        assert!(matches!(s.runs("nope", 5), Err(StoreError::UnknownBatch { .. })));
+        s.acquire_lock("b", "tok", &holder(1), None, T0 + MIN, T0, &[], 1).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, Some("tok")).unwrap();
+        assert_eq!(s.locks("b").unwrap()[0].run_id, Some(run), "named in the same transaction");
+        let other = s.start_run("b", Trigger::Manual, None, &holder(2), T0 + 1, None).unwrap();
+        s.add_retried(run, 3).unwrap();
+        s.add_retried(run, 4).unwrap();
+        assert_eq!(s.run(run).unwrap().unwrap().counts.retried, 7);
+        let mut open: Vec<i64> = s.open_runs("b").unwrap().iter().map(|r| r.id).collect();
+        open.sort_unstable();
+        assert_eq!(open, [run, other]);
+        // A run holding a seat is alive, whatever the caller concluded.
+        s.mark_crashed(&[run, other], T0 + 2).unwrap();
+        assert_eq!(s.run(run).unwrap().unwrap().state, RunState::Running);
+        assert_eq!(s.run(other).unwrap().unwrap().state, RunState::Crashed);
+        assert_eq!(s.run(other + 100).unwrap(), None);
+    }
 }

@@ -3,6 +3,7 @@
 //! A request is answered only after its transaction committed, so a slot
 //! never acts on a transition that is not durable.
 
+use crate::store::Fault;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,7 +142,7 @@ impl Drop for Db {
 }
 
 fn gone() -> StoreError {
-    StoreError::Invalid("the store writer stopped".into())
+    StoreError::Fault(Fault::WriterStopped)
 }
 
 fn serve(mut store: Store, rx: mpsc::Receiver<Job>, sealed: &AtomicBool) -> Store {

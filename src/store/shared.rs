@@ -3,7 +3,7 @@
 //! views' runners and daemons), what becomes of a claim left by a dead
 //! run, and what a bulk write cut short says.
 
-use super::{CutShort, Failure, Requeue, Selection, StoreError};
+use super::{CutShort, Failure, Refusal, Requeue, Selection, StoreError};
 use crate::model::{
     AddReport, BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Hold, Holder, LockInfo,
     Millis, NewEvent, RunSeen, RunState, Runners, Seat, Tier,
@@ -135,49 +135,6 @@ pub(crate) fn superseded<'a>(daemons: &'a [DaemonInfo], mine: &Daemon) -> Vec<&'
         .filter(|d| d.daemon.batches.iter().all(|b| mine.batches.contains(b)))
         .map(|d| d.daemon.token.as_str())
         .collect()
-}
-
-/// The seats that lapsed or are held under a token in `dead`, among those
-/// in `only` if given.
-pub(crate) fn stale_seats(
-    seats: Vec<LockInfo>,
-    now: Millis,
-    dead: &[&str],
-    only: Option<&[&str]>,
-) -> Vec<LockInfo> {
-    seats
-        .into_iter()
-        .filter(|l| lapsed(l, now) || dead.contains(&l.token.as_str()))
-        .filter(|l| only.is_none_or(|o| o.contains(&l.token.as_str())))
-        .collect()
-}
-
-/// The seats still live for an acquirer: not lapsed, not found dead.
-pub(crate) fn live_seats(seats: Vec<LockInfo>, now: Millis, steal: &[&str]) -> Vec<LockInfo> {
-    seats
-        .into_iter()
-        .filter(|l| !lapsed(l, now) && !steal.contains(&l.token.as_str()))
-        .collect()
-}
-
-/// The `lock-takeover` event for freeing a stale seat.
-pub(crate) fn takeover_event(batch: &str, lock: &LockInfo, now: Millis) -> NewEvent {
-    let why = if lock.expires_at < now {
-        "expired"
-    } else {
-        "its process is gone"
-    };
-    NewEvent::new(
-        now,
-        batch,
-        "lock-takeover",
-        format!("took over the lock of {} ({why})", lock.holder),
-    )
-    .fields(serde_json::json!({
-        "previous": lock.holder.to_string(),
-        "previous_run": lock.run_id,
-        "why": why
-    }))
 }
 
 /// What becomes of an item claimed by a run that died.
@@ -342,30 +299,26 @@ impl Named {
         if self.refused.is_empty() {
             return Ok(self.taken);
         }
-        let list = self.refused.join(", ");
-        Err(StoreError::Invalid(match sel.outcome {
-            Some(o) => format!(
-                "--outcome {o} requeues done items with that outcome; not such in batch {batch:?}: {list} (nothing was requeued)"
-            ),
-            None => format!(
-                "only failed items can be requeued; not failed in batch {batch:?}: {list} (nothing was requeued; \
-                 done items run again with --outcome done|empty|skipped)"
-            ),
-        }))
+        let (batch, items) = (batch.to_string(), self.refused.join(", "));
+        Err(match sel.outcome {
+            Some(o) => Refusal::NotOfOutcome {
+                outcome: o.to_string(),
+                batch,
+                items,
+            },
+            None => Refusal::NotFailed { batch, items },
+        }
+        .into())
     }
 }
 
 /// A requeue without keys must say which items.
 pub(crate) fn check_selection(sel: &Selection) -> Result<(), StoreError> {
     if sel.outcome.is_some() && (sel.class.is_some() || sel.tier.is_some() || sel.all_failed) {
-        return Err(StoreError::Invalid(
-            "--outcome requeues done items: it cannot be combined with --class, --tier or --all-failed".into(),
-        ));
+        return Err(Refusal::OutcomeWithFilters.into());
     }
     if sel.class.is_none() && sel.tier.is_none() && !sel.all_failed && sel.outcome.is_none() {
-        return Err(StoreError::Invalid(
-            "say which items to requeue: keys, --all-failed, --class, --tier or --outcome".into(),
-        ));
+        return Err(Refusal::NoSelection.into());
     }
     Ok(())
 }

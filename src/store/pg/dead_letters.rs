@@ -1,5 +1,6 @@
 //! Dead letters: an append-only record each time an item lands in `failed`.
 
+use crate::store::Fault;
 use postgres::Row;
 
 use super::PgStore;
@@ -28,7 +29,7 @@ pub(crate) fn dead_letter_from_row(c: &Conn, r: &Row) -> Result<DeadLetter> {
         tier: r
             .get::<_, &str>(9)
             .parse::<Tier>()
-            .map_err(StoreError::Invalid)?,
+            .map_err(|e| StoreError::Fault(Fault::Unreadable(e)))?,
         run_id: r.get(10),
     })
 }

@@ -2,11 +2,13 @@
 
 use postgres::Row;
 
-use super::PgStore;
 use super::batches::batch_id;
 use super::conn::{Conn, text};
+use super::{PgStore, PgTx};
 use crate::model::{Event, Millis, NewEvent};
-use crate::store::{EventFilter, FollowCursor, Result, json_col};
+use crate::store::api::{EventFilter, FollowCursor};
+use crate::store::dialect::EventsWrite;
+use crate::store::{Result, json_col};
 
 pub(crate) fn insert(c: &mut Conn, e: &NewEvent) -> Result<i64> {
     let batch = match &e.batch {
@@ -235,5 +237,11 @@ impl PgStore {
             .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect())
         })
+    }
+}
+
+impl EventsWrite for PgTx<'_> {
+    fn event_insert(&mut self, event: &NewEvent) -> Result<i64> {
+        insert(self.c, event)
     }
 }

@@ -6,6 +6,7 @@
 //! conditional on the lease token, so a runner that lost its lease cannot
 //! overwrite a newer claim.
 
+use crate::store::Refusal;
 use postgres::Row;
 
 use super::PgStore;
@@ -15,10 +16,11 @@ use super::events::{Args, insert as insert_event, insert_many as insert_events};
 use super::tombstones;
 use crate::model::waiting::RetryTier;
 use crate::model::{AddReport, Claim, Item, Millis, NewEvent, NewItem, SkipReport};
+use crate::store::api::{Completion, Failure, ItemFilter, Requeue, Selection};
 use crate::store::chunks::Chunks;
 use crate::store::json_col;
 use crate::store::shared::{self, Orphan};
-use crate::store::{Completion, Failure, ItemFilter, Requeue, Result, Selection, StoreError};
+use crate::store::{Result, StoreError};
 
 /// Rows moved per write transaction by bulk operations.
 const CHUNK: i64 = 2_000;
@@ -689,9 +691,10 @@ impl PgStore {
                     return Err(tombstones::missing(c, id, batch, key));
                 };
                 if status == "claimed" {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is in flight (claimed by a running runner): stop the run or wait, then skip it"
-                    )));
+                    return Err(Refusal::InFlightSkip {
+                        key: key.to_string(),
+                    }
+                    .into());
                 }
                 found.push((key, status == "done"));
             }
@@ -711,10 +714,15 @@ impl PgStore {
                 )?;
                 insert_event(
                     c,
-                    &NewEvent::new(now, batch, "skipped", format!("skipped by {actor}: {reason}"))
-                        .key(key)
-                        .actor(actor)
-                        .fields(serde_json::json!({"reason": reason})),
+                    &NewEvent::new(
+                        now,
+                        batch,
+                        "skipped",
+                        format!("skipped by {actor}: {reason}"),
+                    )
+                    .key(key)
+                    .actor(actor)
+                    .fields(serde_json::json!({"reason": reason})),
                 )?;
                 report.skipped.push(key.clone());
             }
@@ -802,9 +810,11 @@ impl PgStore {
         self.write(|c| {
             let id = batch_id(c, batch)?;
             if !holds_lock(c, id, run_id)? {
-                return Err(StoreError::Invalid(format!(
-                    "run {run_id} no longer holds the lock of batch {batch:?}: another runner took it over"
-                )));
+                return Err(Refusal::SeatLost {
+                    run: run_id,
+                    batch: batch.to_string(),
+                }
+                .into());
             }
             let status: Option<String> = c
                 .opt(
@@ -817,14 +827,16 @@ impl PgStore {
             };
             match status.as_str() {
                 "done" => {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is already done; requeue it first to run it again"
-                    )));
+                    return Err(Refusal::AlreadyDone {
+                        key: key.to_string(),
+                    }
+                    .into());
                 }
                 "claimed" => {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is in flight in another run"
-                    )));
+                    return Err(Refusal::InFlightClaim {
+                        key: key.to_string(),
+                    }
+                    .into());
                 }
                 _ => {}
             }

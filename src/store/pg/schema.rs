@@ -12,10 +12,12 @@
 //! (batch, bucket), every claim and completion of every runner would queue
 //! on the same few rows until the writer's commit.
 
+use crate::store::Fault;
 use std::path::Path;
 
 use super::conn::Conn;
-use crate::store::{Access, Result, StoreError};
+use crate::store::api::Access;
+use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
 pub const PG_SCHEMA_VERSION: i32 = 9;
@@ -427,9 +429,11 @@ fn version(conn: &mut Conn) -> Result<Option<i32>> {
     )?;
     let Some(row) = row else { return Ok(Some(0)) };
     let v: String = row.get(0);
-    v.parse()
-        .map(Some)
-        .map_err(|_| StoreError::Invalid(format!("unreadable nightshift schema version {v:?}")))
+    v.parse().map(Some).map_err(|_| {
+        StoreError::Fault(Fault::Unreadable(format!(
+            "unreadable nightshift schema version {v:?}"
+        )))
+    })
 }
 
 /// Refuses databases without the nightshift schema, or with a newer one;

@@ -9,9 +9,10 @@ use super::conn::{Conn, parse_col_text};
 use super::events::Args;
 use super::items::{ITEM_COLUMNS, filter_sql, item_from_row};
 use crate::model::{BatchInfo, Event, Millis, Status, Tier};
-use crate::store::{
+use crate::store::Result;
+use crate::store::api::{
     BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemFilter, ItemPage,
-    ItemRow, ItemsQuery, Result, SinceSummary,
+    ItemRow, ItemsQuery, SinceSummary,
 };
 
 /// Characters of an error message or event message kept for a list row.
@@ -97,7 +98,7 @@ fn count_items(
 ) -> Result<(i64, bool)> {
     let counts = &info.counts;
     if q.search.is_empty() {
-        if let (None, Some(n)) = (&q.class, crate::store::views::counted(counts, q)) {
+        if let (None, Some(n)) = (&q.class, crate::store::api::counted(counts, q)) {
             return Ok((n, false));
         }
         if let Some(class) = &q.class {

@@ -18,7 +18,7 @@ use std::fs::{FileType, Metadata};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use super::{Result, StoreError};
+use crate::store::{Result, StoreError};
 use crate::util::files;
 
 /// What is at a store's path.
@@ -157,7 +157,7 @@ pub(super) fn writable(file: &Path) -> bool {
 /// What [`writable`] found missing, for a message.
 pub(super) fn why_not_writable(file: &Path) -> String {
     use nix::unistd::{AccessFlags, access};
-    if super::error::read_only_fs(file) {
+    if crate::store::error::read_only_fs(file) {
         return "read-only file system".into();
     }
     if access(file, AccessFlags::W_OK).is_err() {
@@ -177,7 +177,7 @@ fn dir_of(file: &Path) -> &Path {
 }
 
 /// The identity (device, inode) of the file `path` names now.
-pub(super) fn id_of(path: &Path) -> std::io::Result<(u64, u64)> {
+pub(crate) fn id_of(path: &Path) -> std::io::Result<(u64, u64)> {
     let m = std::fs::metadata(path)?;
     Ok((m.dev(), m.ino()))
 }

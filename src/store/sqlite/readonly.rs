@@ -24,7 +24,8 @@ use std::time::{Duration, Instant, SystemTime};
 use rusqlite::{Connection, OpenFlags};
 
 use super::file::side;
-use super::{Result, StoreError, schema};
+use super::schema;
+use crate::store::{Result, StoreError};
 
 #[derive(PartialEq, Eq)]
 struct Fingerprint {

@@ -11,14 +11,15 @@ use rusqlite::types::{Value as V, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::batches::{batch_id, names};
-use super::items::{ITEM_COLUMNS, ItemFilter, filter_sql, item_from_row};
-use super::{Result, SqliteStore, dead_letters, parse_col};
-use crate::model::{
-    BatchInfo, DaemonInfo, DeadLetter, DlqGroup, Event, Item, Millis, Outcome, Run, Status, Tier,
+use super::items::{ITEM_COLUMNS, filter_sql, item_from_row};
+use super::{SqliteStore, dead_letters, parse_col};
+use crate::model::{BatchInfo, Event, Millis, Status, Tier};
+use crate::store::Result;
+use crate::store::api::{
+    BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage, ItemRow,
+    ItemsQuery, SinceSummary, counted,
 };
 
-/// Above this many matches a filtered item count stops counting ("10000+").
-pub const COUNT_CAP: i64 = 10_000;
 /// Characters of an error message or event message kept for a list row.
 const ROW_TEXT: i64 = 512;
 /// Events of one item shown in its detail.
@@ -41,187 +42,6 @@ pub(crate) struct SearchScan {
     text: String,
     scanned_to: i64,
     hits: Vec<i64>,
-}
-
-/// What one poll reads.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DashQuery {
-    /// The selected batch: runs, dead letters and items are read for it.
-    pub batch: Option<String>,
-    /// Minutes of per-minute completions per batch (rates and sparkline).
-    pub minutes: i64,
-    /// How many of the selected batch's newest runs to read.
-    pub runs: usize,
-    pub items: Option<ItemsQuery>,
-    /// The failed items of one error class (the dead-letter pane).
-    pub class_items: Option<ItemsQuery>,
-    pub dlq: bool,
-    pub events: Option<EventsQuery>,
-    /// Key of the item whose detail is open.
-    pub detail: Option<String>,
-}
-
-/// A window of the selected batch's items, in insertion order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ItemsQuery {
-    pub status: Option<Status>,
-    /// Only done items with this outcome.
-    pub outcome: Option<Outcome>,
-    /// Only failed items of this error class.
-    pub class: Option<String>,
-    /// Substring of key or label ("" for none). (The CLI's `items
-    /// --search` also looks in error messages; see `ItemFilter`.)
-    pub search: String,
-    pub offset: usize,
-    pub limit: usize,
-}
-
-impl ItemsQuery {
-    fn filter(&self) -> ItemFilter {
-        ItemFilter {
-            status: if self.class.is_some() {
-                Some(Status::Failed)
-            } else {
-                self.status
-            },
-            outcome: self.outcome,
-            error_class: self.class.clone(),
-            search: (!self.search.is_empty()).then(|| self.search.clone()),
-            ..ItemFilter::default()
-        }
-    }
-}
-
-/// The newest events up to an anchor.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct EventsQuery {
-    pub batch: Option<String>,
-    /// Any of these kinds (empty: all).
-    pub kinds: Vec<String>,
-    /// Only events with an id at most this (None: the newest).
-    pub up_to: Option<i64>,
-    pub limit: usize,
-}
-
-/// One batch on the dashboard.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BatchView {
-    pub info: BatchInfo,
-    /// (done, failed) completions per minute, oldest first, the last one
-    /// being the minute of the poll; none from before the batch existed
-    /// (a batch made two minutes ago has two or three).
-    pub minutes: Vec<(i64, i64)>,
-    /// When the batch was made: a rate is never over a longer time.
-    pub created_at: Millis,
-}
-
-/// An item as a table row: no payload or result, the error cut short.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ItemRow {
-    pub key: String,
-    pub label: String,
-    pub status: Status,
-    pub tier: Option<Tier>,
-    pub outcome: Option<Outcome>,
-    pub attempts: u32,
-    pub error_class: Option<String>,
-    pub error_message: Option<String>,
-    pub updated_at: Millis,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ItemPage {
-    pub offset: usize,
-    pub rows: Vec<ItemRow>,
-    /// Items matching the filter; at most `COUNT_CAP + 1` when `capped`.
-    pub total: i64,
-    pub capped: bool,
-    /// A search still scanning: the percentage of items looked at so far.
-    pub searching: Option<u8>,
-}
-
-/// One item with every failure (newest first) and its own events.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ItemDetail {
-    pub item: Item,
-    pub failures: Vec<DeadLetter>,
-    /// Oldest first.
-    pub events: Vec<Event>,
-}
-
-/// Everything a poll read, as of one transaction.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Dashboard {
-    pub batches: Vec<BatchView>,
-    /// The selected batch's newest runs, newest first.
-    pub runs: Vec<Run>,
-    pub dlq: Vec<DlqGroup>,
-    pub items: Option<ItemPage>,
-    pub class_items: Option<ItemPage>,
-    /// Oldest first.
-    pub events: Vec<Event>,
-    /// The open item, or why it could not be read.
-    pub detail: Option<std::result::Result<ItemDetail, String>>,
-    /// The scheduler daemons recorded, with their state at the poll.
-    pub daemons: Vec<DaemonInfo>,
-}
-
-/// The seats, runs and daemons a poll judged alive or not, kept so that
-/// a poller notices a runner or daemon dying (or going silent) while the
-/// store does not change: nothing is written when a process is killed.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AliveWatch {
-    batches: Vec<BatchInfo>,
-    daemons: Vec<DaemonInfo>,
-}
-
-impl Dashboard {
-    #[must_use]
-    pub fn alive_watch(&self) -> AliveWatch {
-        AliveWatch {
-            batches: self.batches.iter().map(|b| b.info.clone()).collect(),
-            daemons: self.daemons.clone(),
-        }
-    }
-}
-
-impl AliveWatch {
-    /// Would a poll at `now` judge any of them otherwise?
-    #[must_use]
-    pub fn changed(&self, now: Millis) -> bool {
-        self.batches.iter().any(|info| {
-            let again = super::shared::runners(info, now, |_| Ok::<_, ()>(info.runners.orphaned));
-            again
-                .is_ok_and(|r| r.seats != info.runners.seats || r.last_run != info.runners.last_run)
-        }) || self
-            .daemons
-            .iter()
-            .any(|d| super::shared::daemon_state(&d.daemon, now) != d.state)
-    }
-}
-
-/// What changed since a moment: the "since you last looked" summary.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SinceSummary {
-    pub since: Millis,
-    /// (batch, error class, tier, dead letters) since then.
-    pub failures: Vec<(String, String, Tier, i64)>,
-    /// (batch, state now, runs) of the runs that overlap the time since
-    /// then: started since, ended since, or still running.
-    pub runs: Vec<(String, String, i64)>,
-    /// (batch, lock takeovers).
-    pub takeovers: Vec<(String, i64)>,
-    /// (batch, fire outcome, fires) of schedule fires since then.
-    pub fires: Vec<(String, String, i64)>,
-}
-
-impl SinceSummary {
-    pub fn is_empty(&self) -> bool {
-        self.failures.is_empty()
-            && self.runs.is_empty()
-            && self.takeovers.is_empty()
-            && self.fires.is_empty()
-    }
 }
 
 /// Text of a column, invalid UTF-8 replaced rather than failing the read.
@@ -261,22 +81,6 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         message: lossy(r, 7)?.unwrap_or_default(),
         fields: serde_json::Value::Null,
         label: lossy(r, 8)?,
-    })
-}
-
-/// How many items a filter without a search or class matches, from the
-/// counters (`None`: not one of those, e.g. an outcome of pending items).
-pub(crate) fn counted(counts: &crate::model::Counts, q: &ItemsQuery) -> Option<i64> {
-    Some(match (q.status, q.outcome) {
-        (None, None) => counts.total(),
-        (Some(Status::Pending), None) => counts.pending,
-        (Some(Status::Claimed), None) => counts.claimed,
-        (Some(Status::Done), None) => counts.finished(),
-        (Some(Status::Failed), None) => counts.failed(),
-        (None | Some(Status::Done), Some(Outcome::Done)) => counts.done,
-        (None | Some(Status::Done), Some(Outcome::Empty)) => counts.empty,
-        (None | Some(Status::Done), Some(Outcome::Skipped)) => counts.skipped,
-        _ => return None,
     })
 }
 
@@ -888,7 +692,8 @@ mod tests {
     /// gone, so the poller reads again although the store is unchanged.
     #[test]
     fn the_alive_watch_notices_a_runner_dying() {
-        let (_dir, mut store) = store(1);
+        let (_dir, store) = store(1);
+        let mut store = crate::store::Store::Sqlite(store);
         let mut c = std::process::Command::new("sleep")
             .arg("60")
             .spawn()

@@ -7,8 +7,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::batches::batch_id;
-use super::{Result, SqliteStore, StoreError, parse_col};
+use super::{SqliteStore, parse_col};
 use crate::model::{Millis, Tombstone};
+use crate::store::{Result, StoreError};
 
 /// Does the batch keep any tombstones? Its counter, read once per chunk:
 /// an add into a batch never pruned looks up nothing more.

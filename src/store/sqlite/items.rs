@@ -4,18 +4,19 @@
 //! Every transition that ends a claim is conditional on the lease token, so
 //! a runner that lost its lease cannot overwrite a newer claim.
 
+use crate::store::{Fault, Refusal};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
-use serde::Serialize;
 
 use super::batches::{batch_id, ensure};
-use super::chunks::Chunks;
 use super::events::insert as insert_event;
-use super::shared::Orphan;
-use super::{Result, SqliteStore, StoreError, json_col, parse_col};
+use super::{SqliteStore, parse_col};
 use crate::model::{
-    AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, Status, Tier,
-    waiting::RetryTier,
+    AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, waiting::RetryTier,
 };
+use crate::store::api::{Completion, Failure, ItemFilter, Requeue, Selection};
+use crate::store::chunks::Chunks;
+use crate::store::shared::Orphan;
+use crate::store::{Result, StoreError, json_col};
 use crate::util::signals::Stop;
 
 /// Rows moved per write transaction by bulk operations, so a runner waiting
@@ -57,80 +58,6 @@ pub(crate) fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
     })
-}
-
-/// Which items a listing shows.
-#[derive(Debug, Clone, Default)]
-pub struct ItemFilter {
-    pub status: Option<Status>,
-    pub tier: Option<Tier>,
-    pub outcome: Option<Outcome>,
-    pub error_class: Option<String>,
-    /// Substring of key, label or error message.
-    pub search: Option<String>,
-    pub limit: Option<usize>,
-    pub offset: usize,
-}
-
-/// Which items a requeue moves (all given conditions must hold): failed
-/// items, or with `outcome` done items of that outcome (they run again).
-#[derive(Debug, Clone, Default)]
-pub struct Selection {
-    pub keys: Vec<String>,
-    pub class: Option<String>,
-    pub tier: Option<Tier>,
-    /// Match every failed item when no other condition is given.
-    pub all_failed: bool,
-    /// Done items with this outcome instead of failed ones.
-    pub outcome: Option<Outcome>,
-}
-
-impl Selection {
-    /// The items it moves, as a condition on `i` (fixed words only).
-    pub(crate) fn moves_sql(&self) -> String {
-        match self.outcome {
-            Some(o) => format!(" AND i.status = 'done' AND i.outcome = '{}'", o.as_str()),
-            None => " AND i.status = 'failed'".into(),
-        }
-    }
-}
-
-/// One item a requeue moved (or would move), and where from: its tier
-/// (a failed item) or its outcome (a done one).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Requeue {
-    pub key: String,
-    pub label: String,
-    pub tier: Option<Tier>,
-    pub outcome: Option<Outcome>,
-    pub error_class: Option<String>,
-    pub attempts: u32,
-}
-
-/// Result of a finished worker run, as the runner reports it.
-#[derive(Debug, Clone)]
-pub struct Completion<'a> {
-    pub item_id: i64,
-    pub token: i64,
-    pub run_id: i64,
-    pub outcome: Outcome,
-    pub result: Option<&'a str>,
-    pub cost: Option<f64>,
-    pub now: Millis,
-}
-
-/// A failure that ends the claim.
-#[derive(Debug, Clone)]
-pub struct Failure<'a> {
-    pub item_id: i64,
-    pub token: i64,
-    pub run_id: i64,
-    pub tier: Tier,
-    pub error_class: &'a str,
-    pub message: &'a str,
-    pub next_attempt_at: Option<Millis>,
-    pub cost: Option<f64>,
-    pub now: Millis,
 }
 
 /// One item per `INSERT`: a statement inserting several rows needs a
@@ -319,7 +246,7 @@ impl SqliteStore {
     ) -> StoreError {
         let mut unlogged = None;
         if handled > 0 && report.added > 0 {
-            let event = super::shared::added_event(
+            let event = crate::store::shared::added_event(
                 batch,
                 report,
                 Some((&cause, handled, total)),
@@ -329,7 +256,7 @@ impl SqliteStore {
                 unlogged = Some(e.to_string());
             }
         }
-        super::shared::add_cut_short(report, handled, total, cause, unlogged)
+        crate::store::shared::add_cut_short(report, handled, total, cause, unlogged)
     }
 
     /// Claims up to `n` pending items for `run_id`: each gets a lease until
@@ -574,9 +501,9 @@ impl SqliteStore {
                 .collect::<rusqlite::Result<_>>()?;
             let (mut released, mut quarantined) = (0, 0);
             for (item_id, key, attempts, lease_run, token) in orphans {
-                match super::shared::orphan(batch, &key, i64::from(attempts), lease_run, max_attempts, now) {
+                match crate::store::shared::orphan(batch, &key, i64::from(attempts), lease_run, max_attempts, now) {
                     Orphan::Quarantine { message, event } => {
-                        let failure = super::shared::interrupted(item_id, token, lease_run, &message, now);
+                        let failure = crate::store::shared::interrupted(item_id, token, lease_run, &message, now);
                         fail_in(tx, &failure, &event)?;
                         quarantined += 1;
                     }
@@ -700,7 +627,7 @@ impl SqliteStore {
         while rest.peek().is_some() {
             if let Some(signal) = self.stop.requested() {
                 let cause = StoreError::Interrupted(signal);
-                return Err(super::shared::requeue_cut_short(
+                return Err(crate::store::shared::requeue_cut_short(
                     sel,
                     moved.len(),
                     total,
@@ -724,7 +651,7 @@ impl SqliteStore {
                 Ok(())
             });
             if let Err(cause) = step {
-                return Err(super::shared::requeue_cut_short(
+                return Err(crate::store::shared::requeue_cut_short(
                     sel,
                     moved.len(),
                     total,
@@ -756,9 +683,7 @@ impl SqliteStore {
                     .optional()?
                     .ok_or_else(|| super::tombstones::missing(tx, id, batch, key))?;
                 if status == "claimed" {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is in flight (claimed by a running runner): stop the run or wait, then skip it"
-                    )));
+                    return Err(Refusal::InFlightSkip { key: key.to_string() }.into());
                 }
                 found.push((key, status == "done"));
             }
@@ -881,7 +806,10 @@ fn add_chunk(
     if let Some(before) = last {
         let all = before.then(report);
         if all.added > 0 {
-            insert_event(tx, &super::shared::added_event(batch, &all, None, now))?;
+            insert_event(
+                tx,
+                &crate::store::shared::added_event(batch, &all, None, now),
+            )?;
         }
     }
     Ok(report)
@@ -902,7 +830,7 @@ fn requeue_chunk(
 ) -> Result<std::collections::HashSet<i64>> {
     let id = batch_id(tx, batch)?;
     let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
-        .map_err(|e| StoreError::Invalid(format!("encoding item ids: {e}")))?;
+        .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))?;
     // Still in the state the selection moves (a run may have changed it).
     let from = sel.moves_sql();
     tx.prepare_cached(&format!(
@@ -952,7 +880,7 @@ fn select(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requ
         ))
     };
     if !sel.keys.is_empty() {
-        let mut named = super::shared::Named::default();
+        let mut named = crate::store::shared::Named::default();
         let mut st = c.prepare_cached(
             "SELECT id, key, label, tier, outcome, error_class, attempts, status FROM items
               WHERE batch_id = ?1 AND key = ?2",
@@ -966,7 +894,7 @@ fn select(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requ
         }
         return named.finish(batch, sel);
     }
-    super::shared::check_selection(sel)?;
+    crate::store::shared::check_selection(sel)?;
     let mut args = vec![rusqlite::types::Value::Integer(id)];
     let cond = selection_sql(sel, &mut args);
     // Sorted here rather than by an ORDER BY: SQLite found the rows through
@@ -1088,9 +1016,7 @@ impl SqliteStore {
         self.write(|tx| {
             let id = batch_id(tx, batch)?;
             if !holds_lock(tx, id, run_id)? {
-                return Err(StoreError::Invalid(format!(
-                    "run {run_id} no longer holds the lock of batch {batch:?}: another runner took it over"
-                )));
+                return Err(Refusal::SeatLost { run: run_id, batch: batch.to_string() }.into());
             }
             let status: String = tx
                 .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
@@ -1098,12 +1024,10 @@ impl SqliteStore {
                 .ok_or_else(|| super::tombstones::missing(tx, id, batch, key))?;
             match status.as_str() {
                 "done" => {
-                    return Err(StoreError::Invalid(format!(
-                        "item {key:?} is already done; requeue it first to run it again"
-                    )));
+                    return Err(Refusal::AlreadyDone { key: key.to_string() }.into());
                 }
                 "claimed" => {
-                    return Err(StoreError::Invalid(format!("item {key:?} is in flight in another run")));
+                    return Err(Refusal::InFlightClaim { key: key.to_string() }.into());
                 }
                 _ => {}
             }

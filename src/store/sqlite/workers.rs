@@ -4,8 +4,9 @@
 
 use rusqlite::params;
 
-use super::{Result, SqliteStore};
+use super::SqliteStore;
 use crate::model::WorkerGroup;
+use crate::store::Result;
 
 impl SqliteStore {
     /// Records the worker now serving `group.slot` of `group.run_id`

@@ -3,8 +3,9 @@
 use rusqlite::{Row, params};
 
 use super::batches::batch_id;
-use super::{Result, SqliteStore, parse_col};
+use super::{SqliteStore, parse_col};
 use crate::model::{DeadLetter, DlqGroup, Millis};
+use crate::store::Result;
 
 const DAY_HOURS: i64 = 24;
 

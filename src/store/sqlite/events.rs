@@ -3,46 +3,11 @@
 use rusqlite::{Connection, Row, params, params_from_iter, types::Value as V};
 
 use super::batches::batch_id;
-use super::{Result, SqliteStore, json_col};
+use super::{SqliteStore, SqliteTx};
 use crate::model::{Event, Millis, NewEvent};
-
-/// Which events to read.
-#[derive(Debug, Clone, Default)]
-pub struct EventFilter {
-    pub batch: Option<String>,
-    /// Any of these kinds (empty: all).
-    pub kinds: Vec<String>,
-    pub key: Option<String>,
-    /// Only events with a larger id (following the log).
-    pub after_id: Option<i64>,
-    pub since: Option<Millis>,
-    pub limit: usize,
-}
-
-/// Where `log --follow` is, so each later event is shown once, in the
-/// order of ids. On SQLite (one writer at a time) ids are in commit order:
-/// the last id shown is enough. On PostgreSQL a transaction can commit
-/// after another that took a larger id: there the cursor is the horizon of
-/// finished transactions (`pg::events`).
-#[derive(Debug, Clone, Default)]
-pub struct FollowCursor {
-    pub(crate) after_id: i64,
-    /// PostgreSQL: events of transactions below this one were all seen.
-    pub(crate) horizon: Option<i64>,
-    /// Ids already shown from transactions at or above the horizon.
-    pub(crate) shown: Vec<i64>,
-}
-
-impl FollowCursor {
-    /// Records events shown by a plain `events` listing read after the
-    /// cursor was taken, so following does not show them again.
-    pub fn shown(&mut self, events: &[Event]) {
-        if let Some(last) = events.iter().map(|e| e.id).max() {
-            self.after_id = self.after_id.max(last);
-        }
-        self.shown.extend(events.iter().map(|e| e.id));
-    }
-}
+use crate::store::api::{EventFilter, FollowCursor};
+use crate::store::dialect::EventsWrite;
+use crate::store::{Result, json_col};
 
 pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
     let batch_id = match &e.batch {
@@ -201,5 +166,11 @@ impl SqliteStore {
                 .collect::<rusqlite::Result<_>>()?;
             Ok(rows)
         })
+    }
+}
+
+impl EventsWrite for SqliteTx<'_> {
+    fn event_insert(&mut self, event: &NewEvent) -> Result<i64> {
+        insert(self.conn, event)
     }
 }

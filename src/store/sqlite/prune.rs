@@ -8,45 +8,12 @@
 use std::collections::BTreeMap;
 
 use rusqlite::{Connection, params};
-use serde::Serialize;
 
-use super::chunks::Chunks;
-use super::{Result, SqliteStore};
+use super::SqliteStore;
 use crate::model::{Millis, NewEvent};
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct PruneReport {
-    /// Done items deleted: each leaves its tombstone (unless forgotten).
-    pub done_items: i64,
-    pub events: i64,
-    pub runs: i64,
-    pub failed_items: i64,
-    pub dead_letters: i64,
-    /// Old failed items and dead letters left in place (no `include_failed`).
-    pub failed_items_kept: i64,
-    pub dead_letters_kept: i64,
-    /// With `forget_keys`: tombstones dropped, by batch (keys of items done
-    /// before the cutoff, the done items deleted now included).
-    pub forgotten_keys: BTreeMap<String, i64>,
-}
-
-impl PruneReport {
-    pub fn forgotten_total(&self) -> i64 {
-        self.forgotten_keys.values().sum()
-    }
-
-    /// The `pruned` event's message.
-    pub(crate) fn message(&self) -> String {
-        let mut m = format!(
-            "pruned {} done items (their keys kept), {} events, {} runs, {} failed items, {} dead letters",
-            self.done_items, self.events, self.runs, self.failed_items, self.dead_letters
-        );
-        if !self.forgotten_keys.is_empty() {
-            m.push_str(&format!("; forgot {} keys", self.forgotten_total()));
-        }
-        m
-    }
-}
+use crate::store::Result;
+use crate::store::api::PruneReport;
+use crate::store::chunks::Chunks;
 
 const DONE_ITEMS: &str = "FROM items WHERE status = 'done' AND updated_at < ?1";
 const FAILED_ITEMS: &str = "FROM items WHERE status = 'failed' AND updated_at < ?1";
@@ -194,7 +161,7 @@ impl SqliteStore {
             for (batch, n) in &report.forgotten_keys {
                 super::events::insert(
                     tx,
-                    &super::shared::keys_forgotten_event(batch, *n, cutoff, actor, now),
+                    &crate::store::shared::keys_forgotten_event(batch, *n, cutoff, actor, now),
                 )?;
             }
             Ok(())

@@ -5,8 +5,9 @@
 
 use rusqlite::{Connection, params};
 
-use super::{Result, SqliteStore, shared};
+use super::SqliteStore;
 use crate::model::{Daemon, DaemonInfo, Holder, Millis};
+use crate::store::{Result, shared};
 
 const UPSERT: &str =
     "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)

@@ -1,0 +1,12 @@
+//! Column lists written once for both dialects, for `concat!` into the
+//! statement consts: each row mapper reads them in this order.
+
+/// A run's columns (`r` joined to its batch `b`).
+macro_rules! run_columns {
+    () => {
+        "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
+    r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven,
+    r.released, r.cost, r.summary, r.actor"
+    };
+}
+pub(crate) use run_columns;
