@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 
-use super::Cycle;
+use super::cycle::Cycle;
 use super::retry::Pacer;
 use crate::duration::format_duration;
 use crate::model::{Claim, Hold, Millis};

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::cycle::{Cycle, Signal, StopReason};
 use super::worker::KillReason;
-use super::{Cycle, RunOptions, Signal, StopReason, paused_file};
+use super::{RunOptions, paused_file};
 use crate::model::{Holder, LockInfo};
 use crate::store::{LockOutcome, Store, StoreIdentity, Verdict};
 use crate::util::identity;

@@ -25,6 +25,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::classify::{Verdict, bound_message};
+use super::cycle::{Cycle, Killer, Signal, StopReason};
 use super::gate::Pass;
 use super::persistent::{
     Line, Persistent, Request, answer, match_answer, match_op_id, out_of_step, timed_out,
@@ -34,7 +35,6 @@ use super::slot::{
     release,
 };
 use super::worker::KillReason;
-use super::{Cycle, Killer, Signal, StopReason};
 use crate::model::{Claim, NewEvent, Outcome};
 use crate::store::{Completion, StoreError};
 use crate::util::time::now_ms;

@@ -9,10 +9,10 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::classify::{Verdict, bound_message, classify};
+use super::cycle::{Cycle, Signal, StopReason};
 use super::gate::Pass;
 use super::retry::{backoff, redrive_delay};
 use super::worker::{self, Job, KillReason, Report};
-use super::{Cycle, Signal, StopReason};
 use crate::model::{Claim, EventKind, NewEvent, Tier};
 use crate::store::{Completion, Failure, StoreError};
 use crate::util::time::now_ms;
@@ -186,7 +186,7 @@ async fn process(
             .inflight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(claim.item_id, Some(super::Killer::Item(kill_tx)));
+            .insert(claim.item_id, Some(super::cycle::Killer::Item(kill_tx)));
         // A stop that came while we were claiming applies to us too.
         if matches!(cycle.stopping(), Some((Signal::Immediate, _))) {
             cycle.kill_all(KillReason::Shutdown);

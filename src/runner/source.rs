@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use super::Cycle;
 use super::classify::bound_message;
+use super::cycle::Cycle;
 use super::hook::{Hook, HookFailure};
 use crate::key::{self, KeySpec};
 use crate::util::time::now_ms;

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
+use super::cycle::{Cycle, StopReason};
 use super::hook::{Hook, HookFailure};
-use super::{Cycle, EventLog, RunOptions, RunReport, StopReason};
+use super::{EventLog, RunOptions, RunReport};
 use crate::duration::format_duration;
 use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
 use crate::store::Store;
