@@ -10,9 +10,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::classify::Rules;
-use super::db::Db;
 use super::log::EventLog;
 use super::worker::KillReason;
+use super::writer::Writer;
 use super::{gate, groups};
 use crate::config::BatchConfig;
 use crate::model::{Millis, NewEvent, RunCounts};
@@ -148,7 +148,7 @@ pub(super) struct Cycle {
     pub(super) worker: Vec<String>,
     pub(super) work_dir: Option<PathBuf>,
     pub(super) rules: Rules,
-    pub(super) db: Db,
+    pub(super) writer: Writer,
     pub(super) tally: Tally,
     pub(super) log: EventLog,
     /// Stop requests: `None` while running.
@@ -215,7 +215,7 @@ impl Cycle {
     /// in flight stays claimed there, and runs again, with the same keys,
     /// if that store is resumed.
     pub(super) async fn store_lost(&self) {
-        self.db.seal();
+        self.writer.seal();
         if self.request_stop(Signal::Immediate, StopReason::StoreLost) {
             // Only to the log file: the store takes nothing more.
             self.log.emit(&self.new_event(
@@ -233,7 +233,7 @@ impl Cycle {
     /// Writes an event outside any transition (and to the log file).
     pub(super) async fn event(&self, event: NewEvent) {
         let e = event.clone();
-        match self.db.call(move |s| s.log_event(&e)).await {
+        match self.writer.call(move |s| s.log_event(&e)).await {
             Ok(_) => self.log.emit(&event),
             Err(err) => tracing::warn!("could not record event {}: {err}", event.kind),
         }
@@ -248,7 +248,7 @@ impl Cycle {
     /// awaited: the worker starts at once.
     pub(super) fn record_worker(&self, slot: u32, pid: u32) {
         if let Some(group) = groups::of(self.run_id, slot, pid) {
-            self.db.send(move |s| s.record_worker(&group));
+            self.writer.send(move |s| s.record_worker(&group));
         }
     }
 

@@ -175,7 +175,7 @@ impl Cycle {
         let nothing = Ok(Some((Vec::new(), Pass::None)));
         if self.gate.held_until().is_some() {
             let batch = self.batch.clone();
-            if self.db.call(move |s| s.counts(&batch)).await?.pending == 0 {
+            if self.writer.call(move |s| s.counts(&batch)).await?.pending == 0 {
                 return nothing;
             }
             if !self.wait_out_hold().await {
@@ -196,7 +196,7 @@ impl Cycle {
         let (batch, run) = (self.batch.clone(), self.run_id);
         let until = self.lease_until(now_ms());
         let Some(claims) = self
-            .db
+            .writer
             .call(move |s| s.claim(&batch, run, n, until, now_ms()))
             .await?
         else {
@@ -255,7 +255,7 @@ impl Cycle {
         let longer = self.gate.extend(until);
         let (batch, key) = (self.batch.clone(), claim.key.clone());
         let _ = self
-            .db
+            .writer
             .call(move |s| s.set_hold(&batch, until, Some(&key)))
             .await;
         self.gate.touch();

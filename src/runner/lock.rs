@@ -103,12 +103,12 @@ const PAUSE_CHECK: Duration = Duration::from_secs(1);
 pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
     let every = (ttl / 3).clamp(Duration::from_millis(100), Duration::from_secs(20));
     let tick = every.min(PAUSE_CHECK);
-    let db_path = cycle.db.call(|s| Ok(s.path().to_path_buf())).await.ok();
+    let db_path = cycle.writer.call(|s| Ok(s.path().to_path_buf())).await.ok();
     let mut renewed_at = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(tick).await;
         let batch = cycle.batch.clone();
-        if cycle.db.is_sealed() {
+        if cycle.writer.is_sealed() {
             cycle.store_lost().await;
             return;
         }
@@ -130,7 +130,7 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
                 .copied()
                 .collect();
             let renewed = cycle
-                .db
+                .writer
                 .call(move |s| {
                     let lock = s.renew_lock(&b, &t, until)?;
                     let held = s.renew_leases(&b, run, until)?;
@@ -163,7 +163,7 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
         // Runners sharing the batch: take back the work of one that died.
         // Best effort: the next tick tries again.
         let _ = super::recover::sweep(
-            &cycle.db,
+            &cycle.writer,
             &cycle.batch,
             cycle.run_id,
             cycle.cfg.max_attempts,
@@ -174,7 +174,7 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
         // runner of the batch was given.
         let seq = cycle.gate.seq();
         let read = cycle
-            .db
+            .writer
             .call(move |s| Ok((s.pause(&batch)?, s.hold(&batch)?)))
             .await;
         if let Ok((_, hold)) = &read {

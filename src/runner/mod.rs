@@ -10,7 +10,6 @@ mod children;
 pub mod classify;
 pub mod cost;
 mod cycle;
-mod db;
 mod dry_run;
 mod gate;
 mod groups;
@@ -27,6 +26,7 @@ mod source;
 mod summary;
 mod waiting;
 pub mod worker;
+mod writer;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,8 +49,8 @@ use crate::util::identity;
 use crate::util::time::now_ms;
 use classify::Rules;
 use cycle::{Cycle, Tally};
-use db::Db;
 use worker::KillReason;
+use writer::Writer;
 
 /// Everything a cycle needs to know besides the store.
 #[derive(Debug, Clone)]
@@ -274,7 +274,7 @@ async fn locked_cycle(
             transient_exit_codes: cfg.transient_exit_codes.clone(),
             transient_error_classes: cfg.transient_error_classes.clone(),
         },
-        db: Db::start(store),
+        writer: Writer::start(store),
         tally: Tally::default(),
         log: log.clone(),
         stop_tx,
@@ -331,7 +331,7 @@ async fn locked_cycle(
     if opts.key.is_none() {
         let b = batch.clone();
         let keys = cycle
-            .db
+            .writer
             .call(move |s| s.redrive_due(&b, Some(run_id), now_ms()))
             .await?;
         cycle
@@ -424,7 +424,7 @@ async fn locked_cycle(
             Ok(e)
         }
     };
-    let event = cycle.db.call(finish).await?;
+    let event = cycle.writer.call(finish).await?;
     log.emit(&event);
     if let Some(e) = first_error {
         return Err(

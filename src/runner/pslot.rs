@@ -138,7 +138,7 @@ pub async fn run_key(cycle: Arc<Cycle>, index: u32, key: String) -> Result<(), S
     let (batch, run) = (cycle.batch.clone(), cycle.run_id);
     let until = cycle.lease_until(now_ms());
     let claim = cycle
-        .db
+        .writer
         .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
         .await?;
     let mut slot = Slot::new(cycle, index);
@@ -309,7 +309,7 @@ impl Slot {
         // The successes travel to the store thread and back (for the log).
         Some(Box::pin(async move {
             let (successes, accepted, next) = cycle
-                .db
+                .writer
                 .call(move |s| {
                     let now = now_ms();
                     let done: Vec<_> = successes
@@ -833,7 +833,7 @@ impl Slot {
             .fields(json!({"op_id": op}));
         let (id, token, e) = (w.claim.item_id, w.claim.token, event.clone());
         if let Ok(true) = cycle
-            .db
+            .writer
             .call(move |s| s.set_op_id(id, token, &op, &e))
             .await
         {

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::db::Db;
+use super::writer::Writer;
 use super::{EventLog, groups, orphans};
 use crate::model::{Hold, Holder, NewEvent, WorkerGroup};
 use crate::store::{OpenRun, Store, StoreError};
@@ -35,7 +35,7 @@ pub async fn take_over(
 /// host is gone, then does what
 /// `take_over` does for their runs. A no-op unless a seat expired.
 pub async fn sweep(
-    db: &Db,
+    writer: &Writer,
     batch: &str,
     run_id: i64,
     max_attempts: u32,
@@ -45,7 +45,7 @@ pub async fn sweep(
     // looks stale. Our own seat is never freed here: a renewal that failed
     // only for a busy store is retried by the heartbeat.
     let b = batch.to_string();
-    let seats = db.call(move |s| s.locks(&b)).await?;
+    let seats = writer.call(move |s| s.locks(&b)).await?;
     let now = now_ms();
     let (mut stale, mut dead) = (Vec::new(), Vec::new());
     for seat in seats.into_iter().filter(|l| l.run_id != Some(run_id)) {
@@ -60,7 +60,7 @@ pub async fn sweep(
         return Ok(());
     }
     let b = batch.to_string();
-    let freed = db
+    let freed = writer
         .call(move |s| {
             let stale: Vec<&str> = stale.iter().map(String::as_str).collect();
             let dead: Vec<&str> = dead.iter().map(String::as_str).collect();
@@ -71,7 +71,7 @@ pub async fn sweep(
         return Ok(());
     }
     let b = batch.to_string();
-    let (dead, groups) = db
+    let (dead, groups) = writer
         .call(move |s| {
             let dead = dead_runs(s, &b, run_id)?;
             let groups = s.worker_groups(&ids(&dead))?;
@@ -80,7 +80,8 @@ pub async fn sweep(
         .await?;
     let reaped = reap_here(batch, &dead, groups, &identity::host()).await;
     let (b, log) = (batch.to_string(), log.clone());
-    db.call(move |s| close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log))
+    writer
+        .call(move |s| close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log))
         .await
 }
 

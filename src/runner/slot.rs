@@ -91,7 +91,7 @@ pub async fn run_key(cycle: Arc<Cycle>, slot: u32, key: String) -> Result<(), St
     let (batch, run) = (cycle.batch.clone(), cycle.run_id);
     let until = cycle.lease_until(now_ms());
     let claim = cycle
-        .db
+        .writer
         .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
         .await?;
     // `chain` is off with --key: nothing else is claimed.
@@ -255,7 +255,7 @@ async fn process(
                 let chain = may_chain(cycle);
                 let until = cycle.lease_until(now_ms());
                 let (accepted, next) = cycle
-                    .db
+                    .writer
                     .call(move |s| {
                         // One transaction for the success and the next claim.
                         s.group(|s| {
@@ -424,13 +424,13 @@ pub(super) async fn plan_retry(
 pub(super) async fn begin_retry(cycle: &Cycle, claim: &Claim) -> Result<Option<u32>, StoreError> {
     let (id, token) = (claim.item_id, claim.token);
     let next = cycle
-        .db
+        .writer
         .call(move |s| s.begin_attempt(id, token, now_ms()))
         .await?;
     if next.is_some() {
         cycle.tally.retried.fetch_add(1, Ordering::Relaxed);
         let run = cycle.run_id;
-        let _ = cycle.db.call(move |s| s.add_retried(run, 1)).await;
+        let _ = cycle.writer.call(move |s| s.add_retried(run, 1)).await;
     }
     Ok(next)
 }
@@ -479,7 +479,7 @@ pub(super) async fn fail(
     let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
     let (class, message) = (class.to_string(), message.to_string());
     let accepted = cycle
-        .db
+        .writer
         .call(move |s| {
             s.fail(
                 &Failure {
@@ -523,7 +523,7 @@ pub(super) async fn release(
         .key(&claim.key);
     let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
     if cycle
-        .db
+        .writer
         .call(move |s| s.release(c.item_id, c.token, run, cut_short, &e))
         .await?
     {
@@ -562,7 +562,11 @@ async fn forward_op_ids(
             .key(&claim.key)
             .fields(json!({"op_id": op}));
         let (id, token, o, e) = (claim.item_id, claim.token, op.clone(), event.clone());
-        if let Ok(true) = cycle.db.call(move |s| s.set_op_id(id, token, &o, &e)).await {
+        if let Ok(true) = cycle
+            .writer
+            .call(move |s| s.set_op_id(id, token, &o, &e))
+            .await
+        {
             cycle.log.emit(&event);
         }
         latest = Some(op);

@@ -152,7 +152,7 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
     }
     let batch = cycle.batch.clone();
     match cycle
-        .db
+        .writer
         .call(move |s| s.add_items(&batch, &items, now_ms(), |_| {}))
         .await
     {

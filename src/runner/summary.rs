@@ -107,7 +107,7 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
         return;
     }
     let batch = cycle.batch.clone();
-    let total = match cycle.db.call(move |s| s.counts(&batch)).await {
+    let total = match cycle.writer.call(move |s| s.counts(&batch)).await {
         Ok(c) => c.to_do(),
         Err(_) => return,
     };
