@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use nightshift::config::{BATCH_FIELDS, Config};
 use nightshift::key::{self, KeySpec, MAX_KEY_LEN};
+use nightshift::runner::child::persistent::{self, Call, Line, Persistent, Request};
+use nightshift::runner::child::worker::{self, MAX_OP_IDS, StderrLine};
 use nightshift::runner::classify::{self, MAX_MESSAGE, Rules, Verdict};
 use nightshift::runner::cost::{Cost, MAX_COST};
-use nightshift::runner::persistent::{self, Call, Line, Persistent, Request};
-use nightshift::runner::worker::{self, MAX_OP_IDS, StderrLine};
 use nightshift::util::sanitize;
 use proptest::prelude::*;
 use serde_json::Value;

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::child::worker::{Exit, Output};
 use super::cost::Cost;
-use super::worker::{Exit, Output};
 use crate::util::sanitize;
 
 /// Longest error message kept (the seeds keep 500 characters).
@@ -115,7 +115,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Verdict {
             if out.stdout_truncated {
                 parsed = serde_json::json!({
                     "truncated": true,
-                    "limit_bytes": super::worker::MAX_STDOUT,
+                    "limit_bytes": super::child::worker::MAX_STDOUT,
                     "head": trimmed,
                 });
             }

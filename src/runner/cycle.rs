@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::child::groups;
+use super::child::worker::KillReason;
 use super::classify::Rules;
+use super::gate;
 use super::log::EventLog;
-use super::worker::KillReason;
 use super::writer::Writer;
-use super::{gate, groups};
 use crate::config::BatchConfig;
 use crate::model::{Millis, NewEvent, RunCounts};
 use crate::util::time::now_ms;

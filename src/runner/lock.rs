@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::child::worker::KillReason;
 use super::cycle::{Cycle, Signal, StopReason};
-use super::worker::KillReason;
 use super::{RunOptions, paused_file};
 use crate::model::{Holder, LockInfo};
 use crate::store::{LockOutcome, Store, StoreIdentity, Verdict};
@@ -159,7 +159,7 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
             }
         }
         // Orphans we adopted that exited (see `children`).
-        let _ = tokio::task::spawn_blocking(|| super::children::reap_adopted(false)).await;
+        let _ = tokio::task::spawn_blocking(|| super::child::subreaper::reap_adopted(false)).await;
         // Runners sharing the batch: take back the work of one that died.
         // Best effort: the next tick tries again.
         let _ = super::recover::sweep(

@@ -6,18 +6,15 @@
 //! in between means the item runs again with the same key, never that it is
 //! lost. Every write about a claimed item is fenced by its lease token.
 
-mod children;
+pub mod child;
 pub mod classify;
 pub mod cost;
 mod cycle;
 mod dry_run;
 mod gate;
-mod groups;
 mod hook;
 mod lock;
 mod log;
-mod orphans;
-pub mod persistent;
 mod pslot;
 mod recover;
 pub mod retry;
@@ -25,7 +22,6 @@ mod slot;
 mod source;
 mod summary;
 mod waiting;
-pub mod worker;
 mod writer;
 
 use std::collections::HashMap;
@@ -36,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-pub use children::adopt_orphans;
+pub use child::subreaper::adopt_orphans;
 pub use cycle::{Signal, StopReason};
 pub use dry_run::dry_run;
 pub use hook::{Hook, HookFailure};
@@ -47,9 +43,10 @@ use crate::model::{Holder, NewEvent, RunCounts, RunState, Trigger};
 use crate::store::{Access, Store, StoreError};
 use crate::util::identity;
 use crate::util::time::now_ms;
+use child::worker::{self, KillReason};
+use child::{orphans, subreaper};
 use classify::Rules;
 use cycle::{Cycle, Tally};
-use worker::KillReason;
 use writer::Writer;
 
 /// Everything a cycle needs to know besides the store.
@@ -460,7 +457,7 @@ async fn reap_leftovers(cycle: &Arc<Cycle>) {
         runner: cycle.runner_id.clone(),
     };
     let reaped = tokio::task::spawn_blocking(move || {
-        orphans::reap(&batch, &[ours]) + children::reap_adopted(true)
+        orphans::reap(&batch, &[ours]) + subreaper::reap_adopted(true)
     })
     .await
     .unwrap_or(0);

@@ -24,17 +24,17 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::child::persistent::{
+    Line, Persistent, Request, answer, match_answer, match_op_id, out_of_step, timed_out,
+};
+use super::child::worker::KillReason;
 use super::classify::{Verdict, bound_message};
 use super::cycle::{Cycle, Killer, Signal, StopReason};
 use super::gate::Pass;
-use super::persistent::{
-    Line, Persistent, Request, answer, match_answer, match_op_id, out_of_step, timed_out,
-};
 use super::slot::{
     RetryPlan, begin_retry, budget_spent, fail, lease_lost_on_write, log_claimed, plan_retry,
     release,
 };
-use super::worker::KillReason;
 use crate::model::{Claim, NewEvent, Outcome};
 use crate::store::{Completion, StoreError};
 use crate::util::time::now_ms;
@@ -549,7 +549,7 @@ impl Slot {
             ("NIGHTSHIFT_BATCH", clean(&cycle.batch)),
             ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
             // Lets a later run find this worker if we die (see `orphans`).
-            (super::orphans::RUNNER_VAR, cycle.runner_id.clone()),
+            (super::child::orphans::RUNNER_VAR, cycle.runner_id.clone()),
         ];
         match Persistent::start(
             &cycle.worker,
@@ -819,7 +819,7 @@ impl Slot {
         };
         let cycle = self.cycle.clone();
         let w = &mut self.sent[pos];
-        if w.op_id.as_deref() == Some(op.as_str()) || w.op_ids >= super::worker::MAX_OP_IDS {
+        if w.op_id.as_deref() == Some(op.as_str()) || w.op_ids >= super::child::worker::MAX_OP_IDS {
             return Ok(false);
         }
         w.op_ids += 1;

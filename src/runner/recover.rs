@@ -4,8 +4,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use super::EventLog;
+use super::child::{groups, orphans};
 use super::writer::Writer;
-use super::{EventLog, groups, orphans};
 use crate::model::{Hold, Holder, NewEvent, WorkerGroup};
 use crate::store::{OpenRun, Store, StoreError};
 use crate::util::identity;

@@ -8,11 +8,11 @@ use std::time::Instant;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+use super::child::worker::{self, Job, KillReason, Report};
 use super::classify::{Verdict, bound_message, classify};
 use super::cycle::{Cycle, Signal, StopReason};
 use super::gate::Pass;
 use super::retry::{backoff, redrive_delay};
-use super::worker::{self, Job, KillReason, Report};
 use crate::model::{Claim, EventKind, NewEvent, Tier};
 use crate::store::{Completion, Failure, StoreError};
 use crate::util::time::now_ms;
@@ -137,7 +137,7 @@ fn env(
         ("NIGHTSHIFT_ATTEMPT", attempt.to_string()),
         ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
         // Lets a later run find this worker if we die (see `orphans`).
-        (super::orphans::RUNNER_VAR, cycle.runner_id.clone()),
+        (super::child::orphans::RUNNER_VAR, cycle.runner_id.clone()),
     ];
     if let Some(op) = op_id {
         env.push(("NIGHTSHIFT_OP_ID", clean(op)));

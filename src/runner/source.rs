@@ -24,7 +24,7 @@ struct Group(Option<u32>);
 
 impl Drop for Group {
     fn drop(&mut self) {
-        super::worker::kill_group(self.0);
+        super::child::worker::kill_group(self.0);
     }
 }
 
@@ -48,7 +48,7 @@ async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
     // up on it): a pipeline's processes would otherwise keep the pipes open.
     #[cfg(unix)]
     cmd.process_group(0);
-    let mut child = super::children::spawn(&mut cmd).map_err(Failure::Start)?;
+    let mut child = super::child::subreaper::spawn(&mut cmd).map_err(Failure::Start)?;
     let group = Group(child.id());
     let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(Failure::Start(std::io::Error::other("no pipes")));
@@ -61,7 +61,7 @@ async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
             .await;
         if buf.len() > MAX_OUTPUT {
             // It would block on a full pipe: stop it rather than wait.
-            super::worker::kill_group(group.0);
+            super::child::worker::kill_group(group.0);
         }
         buf
     };

@@ -205,7 +205,7 @@ pub async fn alert(cycle: &Cycle, report: &RunReport) -> Option<HookFailure> {
     }
     let fail =
         |problem: String, stderr: &[u8]| HookFailure::new(Hook::Alert, &argv[0], problem, stderr);
-    let failure = match super::children::spawn(&mut cmd) {
+    let failure = match super::child::subreaper::spawn(&mut cmd) {
         Err(e) => Some(fail(format!("could not start: {e}"), b"")),
         Ok(mut child) => {
             let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

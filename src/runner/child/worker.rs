@@ -21,8 +21,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::classify::{ErrorLine, parse_error_line};
-use super::cost::Cost;
+use crate::runner::classify::{ErrorLine, parse_error_line};
+use crate::runner::cost::Cost;
 
 /// Most stdout kept as the result; the rest is read and dropped.
 pub const MAX_STDOUT: usize = 1 << 20;
@@ -163,7 +163,7 @@ pub async fn run(
     }
     #[cfg(unix)]
     cmd.process_group(0);
-    let mut child = match super::children::spawn(&mut cmd) {
+    let mut child = match super::subreaper::spawn(&mut cmd) {
         Ok(child) => child,
         Err(e) => {
             return Ok(Output {
@@ -331,7 +331,7 @@ async fn stop_group(child: &mut tokio::process::Child, pgid: Option<u32>, grace:
 }
 
 /// SIGKILLs a process group (a worker's, a source command's).
-pub(super) fn kill_group(pgid: Option<u32>) {
+pub(crate) fn kill_group(pgid: Option<u32>) {
     signal_group(pgid, Signal::Kill);
 }
 

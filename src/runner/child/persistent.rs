@@ -36,9 +36,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use super::classify::{ErrorLine, Rules, Verdict, bound_message, error_line_of};
-use super::cost::Cost;
 use super::worker::{KillReason, Report};
+use crate::runner::classify::{ErrorLine, Rules, Verdict, bound_message, error_line_of};
+use crate::runner::cost::Cost;
 use crate::util::sanitize;
 
 /// Longest answer line accepted (the result is bounded like stdout in
@@ -150,7 +150,7 @@ impl Persistent {
         }
         #[cfg(unix)]
         cmd.process_group(0);
-        let mut child = super::children::spawn(&mut cmd)?;
+        let mut child = super::subreaper::spawn(&mut cmd)?;
         let pgid = child.id();
         let stdin = child
             .stdin
@@ -497,11 +497,11 @@ pub fn quote(text: &str) -> String {
 
 /// The failure of the request at the head when the worker broke the
 /// protocol: the worker is restarted, the item retried (transient).
-pub(super) fn out_of_step(why: &str) -> Verdict {
+pub(crate) fn out_of_step(why: &str) -> Verdict {
     protocol_error(&format!("{why}; the worker was restarted"))
 }
 
-pub(super) fn protocol_error(message: &str) -> Verdict {
+pub(crate) fn protocol_error(message: &str) -> Verdict {
     Verdict::Failed {
         transient: true,
         class: "ProtocolError".into(),
