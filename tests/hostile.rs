@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use nightshift::config::{BATCH_FIELDS, Config};
 use nightshift::key::{self, KeySpec, MAX_KEY_LEN};
+use nightshift::runner::child::output::{self, MAX_OP_IDS, StderrLine};
 use nightshift::runner::child::persistent::{self, Call, Line, Persistent, Request};
-use nightshift::runner::child::worker::{self, MAX_OP_IDS, StderrLine};
 use nightshift::runner::classify::{self, MAX_MESSAGE, Rules, Verdict};
 use nightshift::runner::cost::{Cost, MAX_COST};
 use nightshift::util::sanitize;
@@ -198,7 +198,7 @@ proptest! {
     #[test]
     fn stderr_markers_never_panic(rest in hostile_string(), op in hostile_string()) {
         for line in [rest.clone(), format!("@nightshift {rest}"), format!("@nightshift op_id={op}"), format!("@nightshift cost={rest}")] {
-            match worker::parse_stderr_line(&line) {
+            match output::parse_stderr_line(&line) {
                 StderrLine::OpId(id) => {
                     prop_assert!(!id.is_empty() && id.len() <= 1024);
                     prop_assert!(!id.chars().any(char::is_control), "{id:?}");

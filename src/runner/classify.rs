@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::child::worker::{Exit, Output};
+use super::child::Exit;
+use super::child::output::Output;
 use super::cost::Cost;
 use crate::util::sanitize;
 
@@ -115,7 +116,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Verdict {
             if out.stdout_truncated {
                 parsed = serde_json::json!({
                     "truncated": true,
-                    "limit_bytes": super::child::worker::MAX_STDOUT,
+                    "limit_bytes": super::child::output::MAX_STDOUT,
                     "head": trimmed,
                 });
             }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::child::KillReason;
 use super::child::groups;
-use super::child::worker::KillReason;
 use super::classify::Rules;
 use super::gate;
 use super::log::EventLog;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::child::worker::KillReason;
+use super::child::KillReason;
 use super::cycle::{Cycle, Signal, StopReason};
 use super::{RunOptions, paused_file};
 use crate::model::{Holder, LockInfo};

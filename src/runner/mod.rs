@@ -43,7 +43,7 @@ use crate::model::{Holder, NewEvent, RunCounts, RunState, Trigger};
 use crate::store::{Access, Store, StoreError};
 use crate::util::identity;
 use crate::util::time::now_ms;
-use child::worker::{self, KillReason};
+use child::KillReason;
 use child::{orphans, subreaper};
 use classify::Rules;
 use cycle::{Cycle, Tally};
@@ -285,7 +285,7 @@ async fn locked_cycle(
         claims_left: opts.limit.map(AtomicUsize::new),
         lease_ttl: lock_ttl,
         runner_id: orphans::runner_id(holder.pid, holder.pid_start),
-        program: opts.worker.first().and_then(|p| worker::resolve(p)),
+        program: opts.worker.first().and_then(|p| child::resolve(p)),
         chain: opts.key.is_none() && cfg.rate_limit.is_none() && cfg.max_cost.is_none(),
         identity,
     });

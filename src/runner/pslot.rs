@@ -24,10 +24,10 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::child::KillReason;
 use super::child::persistent::{
     Line, Persistent, Request, answer, match_answer, match_op_id, out_of_step, timed_out,
 };
-use super::child::worker::KillReason;
 use super::classify::{Verdict, bound_message};
 use super::cycle::{Cycle, Killer, Signal, StopReason};
 use super::gate::Pass;
@@ -819,7 +819,7 @@ impl Slot {
         };
         let cycle = self.cycle.clone();
         let w = &mut self.sent[pos];
-        if w.op_id.as_deref() == Some(op.as_str()) || w.op_ids >= super::child::worker::MAX_OP_IDS {
+        if w.op_id.as_deref() == Some(op.as_str()) || w.op_ids >= super::child::output::MAX_OP_IDS {
             return Ok(false);
         }
         w.op_ids += 1;

@@ -8,7 +8,9 @@ use std::time::Instant;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::child::worker::{self, Job, KillReason, Report};
+use super::child::KillReason;
+use super::child::output::Report;
+use super::child::worker::{self, Job};
 use super::classify::{Verdict, bound_message, classify};
 use super::cycle::{Cycle, Signal, StopReason};
 use super::gate::Pass;

@@ -28,22 +28,22 @@
 //! worker that exits mid-item fails the item (transient) and is restarted.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-use super::worker::{KillReason, Report};
+use super::output::Report;
+use super::{KillReason, kill_group};
 use crate::runner::classify::{ErrorLine, Rules, Verdict, bound_message, error_line_of};
 use crate::runner::cost::Cost;
 use crate::util::sanitize;
 
 /// Longest answer line accepted (the result is bounded like stdout in
 /// process mode).
-const MAX_LINE: usize = super::worker::MAX_STDOUT + 64 * 1024;
+const MAX_LINE: usize = super::output::MAX_STDOUT + 64 * 1024;
 
 /// One request to a persistent worker.
 pub struct Request<'a> {
@@ -128,29 +128,9 @@ impl Persistent {
         dir: Option<&Path>,
         env: &[(&'static str, String)],
     ) -> std::io::Result<Persistent> {
-        let mut cmd = match program {
-            Some(path) => Command::new(path),
-            None => Command::new(&argv[0]),
-        };
-        #[cfg(unix)]
-        if program.is_some() {
-            cmd.arg0(&argv[0]);
-        }
-        cmd.args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .env("NIGHTSHIFT_MODE", "persistent")
-            .kill_on_drop(true);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        if let Some(dir) = dir {
-            cmd.current_dir(dir);
-        }
-        #[cfg(unix)]
-        cmd.process_group(0);
-        let mut child = super::subreaper::spawn(&mut cmd)?;
+        let mut cmd = super::command(argv, program, dir, env);
+        cmd.env("NIGHTSHIFT_MODE", "persistent");
+        let mut child = super::spawn(&mut cmd)?;
         let pgid = child.id();
         let stdin = child
             .stdin
@@ -291,7 +271,7 @@ impl Persistent {
                     Line::OpId { key, op_id } => {
                         match_op_id(&key, [req.key], None).map_err(|why| out_of_step(&why))?;
                         // Each id is a store write: a flood is bounded.
-                        if op_ids < super::worker::MAX_OP_IDS {
+                        if op_ids < super::output::MAX_OP_IDS {
                             op_ids += 1;
                             let _ = reports.send(Report::OpId(op_id));
                         }
@@ -351,7 +331,7 @@ impl Persistent {
 
     /// Stops the worker and everything in its process group.
     pub async fn kill(&mut self) {
-        signal_group(self.pgid);
+        kill_group(self.pgid);
         let _ = self.child.kill().await;
     }
 
@@ -366,24 +346,12 @@ impl Persistent {
         // Dropping closes the pipe (`shutdown()` on a pipe does not).
         drop(stdin);
         if tokio::time::timeout(grace, child.wait()).await.is_err() {
-            signal_group(pgid);
+            kill_group(pgid);
             let _ = child.kill().await;
         }
-        signal_group(pgid);
+        kill_group(pgid);
     }
 }
-
-#[cfg(unix)]
-fn signal_group(pgid: Option<u32>) {
-    use nix::sys::signal::{Signal, killpg};
-    use nix::unistd::Pid;
-    if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 1) {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    }
-}
-
-#[cfg(not(unix))]
-fn signal_group(_pgid: Option<u32>) {}
 
 /// Reads one stdout line. `Ok(None)`: nothing to act on (a blank line, an
 /// op id that cannot be stored). `Err`: the line breaks the protocol.
@@ -435,7 +403,7 @@ pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
     }
     // Ignored as in process mode: it could not be handed back.
     Ok(match obj.get("op_id").and_then(Value::as_str) {
-        Some(op) if super::worker::valid_op_id(op) => Some(Line::OpId {
+        Some(op) if super::output::valid_op_id(op) => Some(Line::OpId {
             key,
             op_id: op.to_string(),
         }),
