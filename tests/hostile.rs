@@ -16,7 +16,7 @@ use nightshift::config::{BATCH_FIELDS, Config};
 use nightshift::key::{self, KeySpec, MAX_KEY_LEN};
 use nightshift::runner::child::output::{self, MAX_OP_IDS, StderrLine};
 use nightshift::runner::child::persistent::{self, Call, Line, Persistent, Request};
-use nightshift::runner::classify::{self, MAX_MESSAGE, Rules, Verdict};
+use nightshift::runner::classify::{self, Answer, MAX_MESSAGE, Rules};
 use nightshift::runner::cost::{Cost, MAX_COST};
 use nightshift::util::sanitize;
 use proptest::prelude::*;
@@ -221,14 +221,14 @@ proptest! {
         objects.push(serde_json::Map::from_iter([("error".to_string(), value.clone())]));
         objects.push(serde_json::Map::from_iter([("result".to_string(), value.clone()), ("cost".to_string(), value.clone())]));
         for obj in &objects {
-            match persistent::answer(obj, &rules) {
-                Verdict::Failed { class, message, retry_after, .. } => {
+            match classify::answer(obj, &rules) {
+                Answer::Failed { class, message, retry_after, .. } => {
                     prop_assert!(class.chars().count() <= MAX_MESSAGE + 1);
                     prop_assert!(message.chars().count() <= MAX_MESSAGE + 1);
                     prop_assert!(!dangerous(&class) && !dangerous(&message), "{class:?} {message:?}");
                     prop_assert!(retry_after.is_none_or(|r| r <= classify::MAX_RETRY_AFTER));
                 }
-                Verdict::Done { result, cost, .. } => {
+                Answer::Done { result, cost, .. } => {
                     if let Some(r) = result {
                         prop_assert!(serde_json::from_str::<Value>(&r).is_ok());
                     }
@@ -472,7 +472,7 @@ async fn a_persistent_worker_endless_line_is_cut() {
         .call(&req, Duration::from_secs(60), &Rules::default(), &tx, never)
         .await;
     match r {
-        Err(Verdict::Failed {
+        Err(Answer::Failed {
             transient: true,
             message,
             ..

@@ -25,10 +25,8 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::child::KillReason;
-use super::child::persistent::{
-    Line, Persistent, Request, answer, match_answer, match_op_id, out_of_step, timed_out,
-};
-use super::classify::{Verdict, bound_message};
+use super::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
+use super::classify::{self, Answer, bound_message};
 use super::cycle::{Cycle, Killer, Signal, StopReason};
 use super::gate::Pass;
 use super::slot::{
@@ -503,7 +501,7 @@ impl Slot {
                     let gave_up = match line {
                         Ok(Line::OpId { key, op_id }) => self.op_id(&key, op_id).await?,
                         Ok(Line::Answer { key, obj }) => {
-                            let verdict = answer(&obj, &cycle.rules);
+                            let verdict = classify::answer(&obj, &cycle.rules);
                             self.answered(&key, verdict).await?
                         }
                         Ok(Line::Stray(line)) => {
@@ -517,7 +515,7 @@ impl Slot {
                     }
                 }
                 () = tokio::time::sleep_until(deadline), if !self.sent.is_empty() => {
-                    if self.broken(timed_out(cycle.cfg.item_timeout)).await? {
+                    if self.broken(Answer::timed_out(cycle.cfg.item_timeout)).await? {
                         return Ok(Ended::GaveUp);
                     }
                 }
@@ -567,16 +565,7 @@ impl Slot {
                 Ok(true)
             }
             Err(e) => {
-                let verdict = Verdict::Failed {
-                    transient: true,
-                    class: "SpawnError".into(),
-                    message: bound_message(&format!(
-                        "could not start the worker {}: {e}",
-                        cycle.worker[0]
-                    )),
-                    retry_after: None,
-                    cost: None,
-                };
+                let verdict = Answer::spawn_failed(&cycle.worker[0], &e);
                 // Charge it to the first item waiting, as process mode would.
                 if let Some(w) = self.queue.pop_front() {
                     self.sent.push_front(w);
@@ -590,13 +579,13 @@ impl Slot {
     /// protocol): the item at the head gets `verdict`, the worker is killed
     /// (with its whole process group) and the other sent items wait for
     /// the next one. True when the slot gave up.
-    async fn broken(&mut self, verdict: Verdict) -> Result<bool, StoreError> {
+    async fn broken(&mut self, verdict: Answer) -> Result<bool, StoreError> {
         if let Some(mut w) = self.worker.take() {
             w.kill().await;
         }
         let head = self.sent.pop_front();
         if head.is_none()
-            && let Verdict::Failed { class, message, .. } = &verdict
+            && let Answer::Failed { class, message, .. } = &verdict
             && class == "ProtocolError"
         {
             // No item to carry it: the log does.
@@ -615,8 +604,8 @@ impl Slot {
             self.queue.push_front(w);
         }
         let message = match &verdict {
-            Verdict::Failed { message, .. } => message.clone(),
-            Verdict::Done { .. } => String::new(),
+            Answer::Failed { message, .. } => message.clone(),
+            Answer::Done { .. } => String::new(),
         };
         if let Some(head) = head {
             let elapsed = self.head_since.elapsed();
@@ -666,10 +655,10 @@ impl Slot {
 
     /// An answer naming `key`: the oldest sent item's if it names it,
     /// else the worker is out of step. True when the slot gave up.
-    async fn answered(&mut self, key: &str, verdict: Verdict) -> Result<bool, StoreError> {
+    async fn answered(&mut self, key: &str, verdict: Answer) -> Result<bool, StoreError> {
         let outstanding = self.sent.iter().map(|w| w.claim.key.as_str());
         if let Err(why) = match_answer(key, outstanding, self.last_answered.as_deref()) {
-            return self.broken(out_of_step(&why)).await;
+            return self.broken(Answer::out_of_step(&why)).await;
         }
         let head = self.sent.pop_front().expect("a sent item");
         let elapsed = self.head_since.elapsed();
@@ -711,12 +700,12 @@ impl Slot {
     async fn verdict(
         &mut self,
         mut w: Work,
-        verdict: Verdict,
+        verdict: Answer,
         elapsed: Duration,
     ) -> Result<(), StoreError> {
         let cycle = self.cycle.clone();
         match verdict {
-            Verdict::Done {
+            Answer::Done {
                 empty,
                 result,
                 cost,
@@ -741,7 +730,7 @@ impl Slot {
                     event,
                 });
             }
-            Verdict::Failed {
+            Answer::Failed {
                 transient,
                 class,
                 message,
@@ -815,7 +804,7 @@ impl Slot {
         let outstanding = self.sent.iter().map(|w| w.claim.key.as_str());
         let pos = match match_op_id(key, outstanding, self.last_answered.as_deref()) {
             Ok(pos) => pos,
-            Err(why) => return self.broken(out_of_step(&why)).await,
+            Err(why) => return self.broken(Answer::out_of_step(&why)).await,
         };
         let cycle = self.cycle.clone();
         let w = &mut self.sent[pos];

@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::child::KillReason;
 use super::child::output::Report;
 use super::child::worker::{self, Job};
-use super::classify::{Verdict, bound_message, classify};
+use super::classify::{Answer, bound_message, classify};
 use super::cycle::{Cycle, Signal, StopReason};
 use super::gate::Pass;
 use super::retry::{backoff, redrive_delay};
@@ -234,7 +234,7 @@ async fn process(
             }
         };
         match classify(&output, &cycle.rules) {
-            Verdict::Done {
+            Answer::Done {
                 empty,
                 result,
                 cost,
@@ -320,7 +320,7 @@ async fn process(
                 }
                 return Ok(next);
             }
-            Verdict::Failed {
+            Answer::Failed {
                 transient,
                 class,
                 message,
