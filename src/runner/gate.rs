@@ -16,7 +16,7 @@ use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 
 use super::cycle::Cycle;
-use super::retry::Pacer;
+use super::pace::Pacer;
 use crate::duration::format_duration;
 use crate::model::{Claim, Hold, Millis};
 use crate::store::StoreError;
@@ -235,12 +235,6 @@ impl Cycle {
     /// (persistent mode): the hold changed.
     pub(super) fn hold_changes(&self) -> watch::Receiver<Held> {
         self.gate.held.subscribe()
-    }
-
-    /// A worker's `retry_after`, as this batch applies it: at most
-    /// `max_hold`.
-    pub(super) fn retry_after(&self, asked: Option<Duration>) -> Option<Duration> {
-        asked.map(|d| d.min(self.cfg.max_hold))
     }
 
     /// The answer for `claim` asked every call to wait `asked`: holds the

@@ -15,12 +15,13 @@ mod gate;
 mod hook;
 mod lock;
 mod log;
+mod pace;
 mod pslot;
 mod recover;
-pub mod retry;
 mod slot;
 mod source;
 mod summary;
+mod verdict;
 mod waiting;
 mod writer;
 
@@ -279,7 +280,7 @@ async fn locked_cycle(
         gate: gate::Gate::new(
             cfg.rate_limit
                 .as_ref()
-                .map(|r| retry::Pacer::new(r.count, r.per)),
+                .map(|r| pace::Pacer::new(r.count, r.per)),
             inherited.as_ref(),
         ),
         claims_left: opts.limit.map(AtomicUsize::new),

@@ -30,9 +30,10 @@ use super::classify::{self, Answer, bound_message};
 use super::cycle::{Cycle, Killer, Signal, StopReason};
 use super::gate::Pass;
 use super::slot::{
-    RetryPlan, begin_retry, budget_spent, fail, lease_lost_on_write, log_claimed, plan_retry,
+    begin_retry, budget_spent, judge_failure, lease_lost_on_write, log_claimed, record_failure,
     release,
 };
+use super::verdict::{self, Attempt, Failed, Policy, Verdict};
 use crate::model::{Claim, NewEvent, Outcome};
 use crate::store::{Completion, StoreError};
 use crate::util::time::now_ms;
@@ -638,17 +639,19 @@ impl Slot {
         // Items waiting for a retry already had their (failed) attempt.
         for (_, w) in std::mem::take(&mut self.retries) {
             self.untrack(&w.claim);
-            fail(
-                &cycle,
-                &w.claim,
-                w.attempt,
-                true,
-                "WorkerFailed",
-                &bound_message(why),
-                None,
-                None,
-            )
-            .await?;
+            let message = bound_message(why);
+            let failed = Failed {
+                transient: true,
+                class: "WorkerFailed",
+                message: &message,
+                retry_after: None,
+            };
+            let a = Attempt {
+                number: w.attempt,
+                retries_done: w.retries_done,
+            };
+            let v = verdict::settle(&failed, a, &Policy::of(&cycle.cfg), now_ms());
+            record_failure(&cycle, &w.claim, a, &failed, v, None).await?;
         }
         self.release_waiting().await
     }
@@ -737,35 +740,24 @@ impl Slot {
                 retry_after,
                 cost,
             } => {
-                cycle.tally.add_cost(cost);
-                if let Some(asked) = retry_after {
-                    cycle.hold(&w.claim, asked).await;
-                }
-                let retry_after = cycle.retry_after(retry_after);
-                let retry = RetryPlan {
-                    attempt: w.attempt,
-                    retries_done: w.retries_done,
+                let failed = Failed {
                     transient,
                     class: &class,
                     message: &message,
+                    retry_after,
                 };
-                if let Some(wait) = plan_retry(&cycle, &w.claim, &retry).await {
+                let a = Attempt {
+                    number: w.attempt,
+                    retries_done: w.retries_done,
+                };
+                let v = judge_failure(&cycle, &w.claim, a, &failed, cost).await;
+                if let Verdict::RetryNow { wait, .. } = v {
                     w.retries_done += 1;
                     self.retries.push((tokio::time::Instant::now() + wait, w));
                     return Ok(());
                 }
                 self.untrack(&w.claim);
-                fail(
-                    &cycle,
-                    &w.claim,
-                    w.attempt,
-                    transient,
-                    &class,
-                    &message,
-                    retry_after,
-                    cost,
-                )
-                .await?;
+                record_failure(&cycle, &w.claim, a, &failed, v, cost).await?;
             }
         }
         Ok(())

@@ -14,8 +14,8 @@ use super::child::worker::{self, Job};
 use super::classify::{Answer, bound_message, classify};
 use super::cycle::{Cycle, Signal, StopReason};
 use super::gate::Pass;
-use super::retry::{backoff, redrive_delay};
-use crate::model::{Claim, EventKind, NewEvent, Tier};
+use super::verdict::{self, Attempt, Failed, Policy, Verdict};
+use crate::model::{Claim, NewEvent, Tier};
 use crate::store::{Completion, Failure, StoreError};
 use crate::util::time::now_ms;
 
@@ -327,19 +327,18 @@ async fn process(
                 retry_after,
                 cost,
             } => {
-                cycle.tally.add_cost(cost);
-                if let Some(asked) = retry_after {
-                    cycle.hold(&claim, asked).await;
-                }
-                let retry_after = cycle.retry_after(retry_after);
-                let retry = RetryPlan {
-                    attempt,
-                    retries_done,
+                let failed = Failed {
                     transient,
                     class: &class,
                     message: &message,
+                    retry_after,
                 };
-                if let Some(wait) = plan_retry(cycle, &claim, &retry).await {
+                let a = Attempt {
+                    number: attempt,
+                    retries_done,
+                };
+                let v = judge_failure(cycle, &claim, a, &failed, cost).await;
+                if let Verdict::RetryNow { wait, .. } = v {
                     retries_done += 1;
                     let mut stop = cycle.stop_tx.subscribe();
                     let interrupted = tokio::select! {
@@ -353,72 +352,52 @@ async fn process(
                     retrying = true;
                     continue;
                 }
-                return fail(
-                    cycle,
-                    &claim,
-                    attempt,
-                    transient,
-                    &class,
-                    &message,
-                    retry_after,
-                    cost,
-                )
-                .await
-                .map(|()| None);
+                return record_failure(cycle, &claim, a, &failed, v, cost)
+                    .await
+                    .map(|()| None);
             }
         }
     }
 }
 
-/// A failed attempt, as far as deciding on another one goes.
-pub(super) struct RetryPlan<'a> {
-    pub attempt: u32,
-    /// Immediate retries this item has had in this cycle.
-    pub retries_done: u32,
-    pub transient: bool,
-    pub class: &'a str,
-    pub message: &'a str,
-}
-
-/// Whether a failed attempt gets an immediate retry in this cycle: if so,
-/// how long to wait first (its `retry` event is logged); `None` means the
-/// failure is to be recorded (see [`fail`]).
-pub(super) async fn plan_retry(
+/// Judges a failed attempt (`verdict::judge`): counts its cost, holds the
+/// batch for its `retry_after`, and logs a `retry` event when it runs
+/// again in this cycle. The caller then waits and retries, or records the
+/// failure ([`record_failure`]). Both modes.
+pub(super) async fn judge_failure(
     cycle: &Cycle,
     claim: &Claim,
-    r: &RetryPlan<'_>,
-) -> Option<std::time::Duration> {
-    let cfg = &cycle.cfg;
-    let may_retry = r.transient
-        && r.retries_done < cfg.retries
-        && r.attempt < cfg.max_attempts
-        && cycle.stopping().is_none();
-    if !may_retry {
-        return None;
+    attempt: Attempt,
+    failed: &Failed<'_>,
+    cost: Option<f64>,
+) -> Verdict {
+    cycle.tally.add_cost(cost);
+    if let Some(asked) = verdict::hold(failed) {
+        cycle.hold(claim, asked).await;
     }
-    // A retry-after is waited out at the gate, by every call of the batch.
-    let wait = backoff(r.retries_done + 1, cfg.backoff, cfg.backoff_max);
-    let (class, message, attempt) = (r.class, r.message, r.attempt);
+    let policy = Policy::of(&cycle.cfg);
     let now = now_ms();
-    let when = match cycle.gate.held_until() {
-        Some(until) if until > now + wait.as_millis() as i64 => format!(
-            "retrying once the batch's hold is over, at {}",
-            crate::util::time::utc_clock(until, now)
-        ),
-        _ => format!("retrying in {}", crate::duration::format_duration(wait)),
-    };
-    cycle
-        .event(
-            cycle
-                .new_event(
-                    "retry",
-                    format!("{class}: {message} (attempt {attempt}; {when})"),
-                )
-                .key(&claim.key)
-                .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64})),
-        )
-        .await;
-    Some(wait)
+    let stopping = cycle.stopping().is_some();
+    let held_until = cycle.gate.held_until();
+    let v = verdict::judge(
+        failed,
+        attempt,
+        &policy,
+        stopping,
+        held_until,
+        now,
+        fastrand::f64(),
+    );
+    if let Verdict::RetryNow { wait, .. } = v {
+        let (kind, text) = v.event(failed, attempt, &policy, now);
+        let (class, message, attempt) = (failed.class, failed.message, attempt.number);
+        let event = NewEvent::of(now, &cycle.batch, kind, text)
+            .run(cycle.run_id)
+            .key(&claim.key)
+            .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64}));
+        cycle.event(event).await;
+    }
+    v
 }
 
 /// Starts the next attempt of a claimed item once it passed the gate,
@@ -437,49 +416,29 @@ pub(super) async fn begin_retry(cycle: &Cycle, claim: &Claim) -> Result<Option<u
     Ok(next)
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn fail(
+/// Records a failed attempt in the tier `verdict` chose (an immediate
+/// retry records nothing), with its event.
+pub(super) async fn record_failure(
     cycle: &Cycle,
     claim: &Claim,
-    attempt: u32,
-    transient: bool,
-    class: &str,
-    message: &str,
-    retry_after: Option<std::time::Duration>,
+    attempt: Attempt,
+    failed: &Failed<'_>,
+    verdict: Verdict,
     cost: Option<f64>,
 ) -> Result<(), StoreError> {
-    let cfg = &cycle.cfg;
-    let tier = if transient && attempt < cfg.max_attempts {
-        Tier::Retry
-    } else {
-        Tier::Manual
+    let Some(tier) = verdict.tier() else {
+        return Ok(());
     };
     let now = now_ms();
-    let next = (tier == Tier::Retry)
-        .then(|| now + redrive_delay(attempt, cfg.backoff_max, retry_after).as_millis() as i64);
-    let (kind, text) = match tier {
-        Tier::Retry => (
-            EventKind::Failed,
-            format!("{class}: {message} (attempt {attempt}; the next cycle retries it)"),
-        ),
-        Tier::Manual if transient => (
-            EventKind::Quarantined,
-            format!(
-                "{class}: {message} (attempt {attempt} of {}; quarantined)",
-                cfg.max_attempts
-            ),
-        ),
-        Tier::Manual => (
-            EventKind::Quarantined,
-            format!("{class}: {message} (permanent; quarantined)"),
-        ),
-    };
+    let (kind, text) = verdict.event(failed, attempt, &Policy::of(&cycle.cfg), now);
+    let (class, message, transient) = (failed.class, failed.message, failed.transient);
     let event = NewEvent::of(now, &cycle.batch, kind, text)
         .run(cycle.run_id)
         .key(&claim.key)
-        .fields(json!({"error_class": class, "message": message, "attempt": attempt, "tier": tier, "transient": transient}));
+        .fields(json!({"error_class": class, "message": message, "attempt": attempt.number, "tier": tier, "transient": transient}));
     let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
     let (class, message) = (class.to_string(), message.to_string());
+    let next = verdict.next_attempt_at();
     let accepted = cycle
         .writer
         .call(move |s| {
