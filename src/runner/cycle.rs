@@ -164,7 +164,7 @@ pub(super) struct Cycle {
     pub(super) runner_id: String,
     /// The worker program found in `PATH`, once.
     pub(super) program: Option<PathBuf>,
-    /// A slot may claim its next item with its last success (`slot::may_chain`).
+    /// A slot may claim its next item with its last success (`slot::claim::may_chain`).
     pub(super) chain: bool,
     /// The store as opened: the heartbeat notices it deleted or replaced.
     pub(super) identity: Option<crate::store::StoreIdentity>,

@@ -16,7 +16,6 @@ mod hook;
 mod lock;
 mod log;
 mod pace;
-mod pslot;
 mod recover;
 mod slot;
 mod source;
@@ -351,9 +350,11 @@ async fn locked_cycle(
             let c = cycle.clone();
             let key = key.clone();
             vec![match c.cfg.mode {
-                WorkerMode::Process => tokio::spawn(async move { slot::run_key(c, 0, key).await }),
+                WorkerMode::Process => {
+                    tokio::spawn(async move { slot::process::run_key(c, 0, key).await })
+                }
                 WorkerMode::Persistent => {
-                    tokio::spawn(async move { pslot::run_key(c, 0, key).await })
+                    tokio::spawn(async move { slot::persistent::run_key(c, 0, key).await })
                 }
             }]
         }
@@ -362,9 +363,11 @@ async fn locked_cycle(
                 let c = cycle.clone();
                 let i = i as u32;
                 match c.cfg.mode {
-                    WorkerMode::Process => tokio::spawn(async move { slot::run_slot(c, i).await }),
+                    WorkerMode::Process => {
+                        tokio::spawn(async move { slot::process::run_slot(c, i).await })
+                    }
                     WorkerMode::Persistent => {
-                        tokio::spawn(async move { pslot::run_slot(c, i).await })
+                        tokio::spawn(async move { slot::persistent::run_slot(c, i).await })
                     }
                 }
             })

@@ -1,5 +1,6 @@
-//! One concurrency slot: claim an item, run its worker (with immediate
-//! retries for transient failures), record the outcome, repeat.
+//! One concurrency slot in process mode: claim an item, run its worker
+//! (with immediate retries for transient failures), record the outcome,
+//! repeat.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -8,15 +9,17 @@ use std::time::Instant;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::child::KillReason;
-use super::child::output::Report;
-use super::child::worker::{self, Job};
-use super::classify::{Answer, bound_message, classify};
-use super::cycle::{Cycle, Signal, StopReason};
-use super::gate::Pass;
-use super::verdict::{self, Attempt, Failed, Policy, Verdict};
-use crate::model::{Claim, NewEvent, Tier};
-use crate::store::{Completion, Failure, StoreError};
+use super::claim::{budget_spent, log_claimed, may_chain, unchain};
+use super::record::{begin_retry, judge_failure, lease_lost_on_write, record_failure, release};
+use crate::model::{Claim, NewEvent};
+use crate::runner::child::KillReason;
+use crate::runner::child::output::Report;
+use crate::runner::child::worker::{self, Job};
+use crate::runner::classify::{Answer, bound_message, classify};
+use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
+use crate::runner::gate::Pass;
+use crate::runner::verdict::{Attempt, Failed, Verdict};
+use crate::store::{Completion, StoreError};
 use crate::util::time::now_ms;
 
 /// Claims and processes items until none is left or the cycle stops.
@@ -51,43 +54,6 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
     }
 }
 
-pub(super) fn log_claimed(cycle: &Cycle, claim: &Claim) {
-    cycle.log.emit(
-        &NewEvent::new(
-            now_ms(),
-            &cycle.batch,
-            "claimed",
-            format!("claimed (attempt {})", claim.attempt),
-        )
-        .run(cycle.run_id)
-        .key(&claim.key),
-    );
-}
-
-/// May this slot claim its next item in the transaction that records its
-/// success? Saves a transaction and a store round trip per item. Only when
-/// nothing has to be waited for or weighed in between: no rate limit, no
-/// hold, no cost budget, no single `--key`, not stopping. Takes one claim
-/// from `--limit` when it says yes.
-fn may_chain(cycle: &Cycle) -> bool {
-    if !cycle.chain || cycle.stopping().is_some() || cycle.gate.held_until().is_some() {
-        return false;
-    }
-    match &cycle.claims_left {
-        Some(left) => left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok(),
-        None => true,
-    }
-}
-
-/// Gives back the `--limit` claim `may_chain` took, when no item came of it.
-fn unchain(cycle: &Cycle) {
-    if let Some(left) = &cycle.claims_left {
-        left.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 /// `run --key`: the one named item.
 pub async fn run_key(cycle: Arc<Cycle>, slot: u32, key: String) -> Result<(), StoreError> {
     let (batch, run) = (cycle.batch.clone(), cycle.run_id);
@@ -98,17 +64,6 @@ pub async fn run_key(cycle: Arc<Cycle>, slot: u32, key: String) -> Result<(), St
         .await?;
     // `chain` is off with --key: nothing else is claimed.
     process(&cycle, slot, claim, Pass::None).await.map(drop)
-}
-
-pub(super) fn budget_spent(cycle: &Cycle) -> bool {
-    let Some(max) = cycle.cfg.max_cost else {
-        return false;
-    };
-    if cycle.tally.counts(0).cost >= max {
-        cycle.request_stop(Signal::Graceful, StopReason::MaxCost);
-        return true;
-    }
-    false
 }
 
 /// Longest `NIGHTSHIFT_LABEL` passed to a worker, in bytes.
@@ -139,7 +94,10 @@ fn env(
         ("NIGHTSHIFT_ATTEMPT", attempt.to_string()),
         ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
         // Lets a later run find this worker if we die (see `orphans`).
-        (super::child::orphans::RUNNER_VAR, cycle.runner_id.clone()),
+        (
+            crate::runner::child::orphans::RUNNER_VAR,
+            cycle.runner_id.clone(),
+        ),
     ];
     if let Some(op) = op_id {
         env.push(("NIGHTSHIFT_OP_ID", clean(op)));
@@ -167,7 +125,7 @@ async fn process(
     loop {
         if !cycle.pass(&mut pass).await {
             return match cycle.stopping() {
-                // The taker takes it back (see `pslot::Slot::abandon`).
+                // The taker takes it back (see `persistent::Slot::abandon`).
                 Some((_, StopReason::LockLost)) => Ok(None),
                 // The claimed attempt never started: it does not count (a
                 // failed one before a retry does).
@@ -188,7 +146,7 @@ async fn process(
             .inflight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(claim.item_id, Some(super::cycle::Killer::Item(kill_tx)));
+            .insert(claim.item_id, Some(Killer::Item(kill_tx)));
         // A stop that came while we were claiming applies to us too.
         if matches!(cycle.stopping(), Some((Signal::Immediate, _))) {
             cycle.kill_all(KillReason::Shutdown);
@@ -358,153 +316,6 @@ async fn process(
             }
         }
     }
-}
-
-/// Judges a failed attempt (`verdict::judge`): counts its cost, holds the
-/// batch for its `retry_after`, and logs a `retry` event when it runs
-/// again in this cycle. The caller then waits and retries, or records the
-/// failure ([`record_failure`]). Both modes.
-pub(super) async fn judge_failure(
-    cycle: &Cycle,
-    claim: &Claim,
-    attempt: Attempt,
-    failed: &Failed<'_>,
-    cost: Option<f64>,
-) -> Verdict {
-    cycle.tally.add_cost(cost);
-    if let Some(asked) = verdict::hold(failed) {
-        cycle.hold(claim, asked).await;
-    }
-    let policy = Policy::of(&cycle.cfg);
-    let now = now_ms();
-    let stopping = cycle.stopping().is_some();
-    let held_until = cycle.gate.held_until();
-    let v = verdict::judge(
-        failed,
-        attempt,
-        &policy,
-        stopping,
-        held_until,
-        now,
-        fastrand::f64(),
-    );
-    if let Verdict::RetryNow { wait, .. } = v {
-        let (kind, text) = v.event(failed, attempt, &policy, now);
-        let (class, message, attempt) = (failed.class, failed.message, attempt.number);
-        let event = NewEvent::of(now, &cycle.batch, kind, text)
-            .run(cycle.run_id)
-            .key(&claim.key)
-            .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64}));
-        cycle.event(event).await;
-    }
-    v
-}
-
-/// Starts the next attempt of a claimed item once it passed the gate,
-/// counting the retry. `None`: the lease is no longer ours.
-pub(super) async fn begin_retry(cycle: &Cycle, claim: &Claim) -> Result<Option<u32>, StoreError> {
-    let (id, token) = (claim.item_id, claim.token);
-    let next = cycle
-        .writer
-        .call(move |s| s.begin_attempt(id, token, now_ms()))
-        .await?;
-    if next.is_some() {
-        cycle.tally.retried.fetch_add(1, Ordering::Relaxed);
-        let run = cycle.run_id;
-        let _ = cycle.writer.call(move |s| s.add_retried(run, 1)).await;
-    }
-    Ok(next)
-}
-
-/// Records a failed attempt in the tier `verdict` chose (an immediate
-/// retry records nothing), with its event.
-pub(super) async fn record_failure(
-    cycle: &Cycle,
-    claim: &Claim,
-    attempt: Attempt,
-    failed: &Failed<'_>,
-    verdict: Verdict,
-    cost: Option<f64>,
-) -> Result<(), StoreError> {
-    let Some(tier) = verdict.tier() else {
-        return Ok(());
-    };
-    let now = now_ms();
-    let (kind, text) = verdict.event(failed, attempt, &Policy::of(&cycle.cfg), now);
-    let (class, message, transient) = (failed.class, failed.message, failed.transient);
-    let event = NewEvent::of(now, &cycle.batch, kind, text)
-        .run(cycle.run_id)
-        .key(&claim.key)
-        .fields(json!({"error_class": class, "message": message, "attempt": attempt.number, "tier": tier, "transient": transient}));
-    let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
-    let (class, message) = (class.to_string(), message.to_string());
-    let next = verdict.next_attempt_at();
-    let accepted = cycle
-        .writer
-        .call(move |s| {
-            s.fail(
-                &Failure {
-                    item_id: c.item_id,
-                    token: c.token,
-                    run_id: run,
-                    tier,
-                    error_class: &class,
-                    message: &message,
-                    next_attempt_at: next,
-                    cost,
-                    now,
-                },
-                &e,
-            )
-        })
-        .await?;
-    if accepted {
-        let counter = if tier == Tier::Retry {
-            &cycle.tally.retry
-        } else {
-            &cycle.tally.manual
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        cycle.log.emit(&event);
-    } else {
-        lease_lost_on_write(cycle, claim).await;
-    }
-    Ok(())
-}
-
-/// Gives the item back to pending; `cut_short` when its worker was stopped
-/// before a verdict (that attempt does not count).
-pub(super) async fn release(
-    cycle: &Cycle,
-    claim: &Claim,
-    cut_short: bool,
-) -> Result<(), StoreError> {
-    let event = cycle
-        .new_event("released", "released back to pending (run stopping)")
-        .key(&claim.key);
-    let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
-    if cycle
-        .writer
-        .call(move |s| s.release(c.item_id, c.token, run, cut_short, &e))
-        .await?
-    {
-        cycle.tally.released.fetch_add(1, Ordering::Relaxed);
-        cycle.log.emit(&event);
-    }
-    Ok(())
-}
-
-pub(super) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim) {
-    cycle
-        .event(
-            cycle
-                .new_event(
-                    "lease-lost",
-                    "result discarded: another runner took this item over (stale lease token)",
-                )
-                .key(&claim.key),
-        )
-        .await;
 }
 
 /// Stores each op id the worker reports, at once. Returns the latest.

@@ -1,12 +1,12 @@
 //! One concurrency slot in persistent mode: one long-lived worker process
-//! (see `persistent`) answers many items. The slot claims items in batches
+//! (see `child::persistent`) answers many items. The slot claims items in batches
 //! (up to `MAX_BATCH`, fewer for slow workers), writes their requests ahead
 //! (answers come back in order), and records successes in the transaction
 //! that also claims the next batch — started once half a batch is answered,
 //! so the store works while the worker answers the rest. A success is thus
 //! durable before its slot claims anything more, and an item is marked done
 //! only after its worker answered. Failures, retries, timeouts, op ids and
-//! fencing work as in process mode (`slot`).
+//! fencing work as in process mode (`process`); the batches are `pipeline`'s.
 //!
 //! An answer is recorded only when it is provably in step: it names the
 //! oldest request sent (`persistent::match_answer`). When the worker is out
@@ -18,31 +18,23 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::child::KillReason;
-use super::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
-use super::classify::{self, Answer, bound_message};
-use super::cycle::{Cycle, Killer, Signal, StopReason};
-use super::gate::Pass;
-use super::slot::{
-    begin_retry, budget_spent, judge_failure, lease_lost_on_write, log_claimed, record_failure,
-    release,
-};
-use super::verdict::{self, Attempt, Failed, Policy, Verdict};
+use super::pipeline::{CommitFuture, Success};
+use super::record::{begin_retry, judge_failure, lease_lost_on_write, record_failure, release};
 use crate::model::{Claim, NewEvent, Outcome};
-use crate::store::{Completion, StoreError};
+use crate::runner::child::KillReason;
+use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
+use crate::runner::classify::{self, Answer, bound_message};
+use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
+use crate::runner::gate::Pass;
+use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
+use crate::store::StoreError;
 use crate::util::time::now_ms;
 
-/// Most items claimed (and sent ahead) at once by one slot.
-const MAX_BATCH: usize = 1024;
-/// A batch should take about this long, so slow workers claim few items
-/// at a time and the slots share the work fairly.
-const BATCH_TIME: Duration = Duration::from_millis(200);
 /// A worker that dies, hangs or gets out of step on this many different
 /// items in a row before an answer could be recorded is broken: the slot
 /// gives up rather than spin (a worker that never sends `key` ends here).
@@ -50,67 +42,51 @@ const BATCH_TIME: Duration = Duration::from_millis(200);
 const MAX_FAILED_STARTS: usize = 3;
 
 /// A claimed item on its way through the slot.
-struct Work {
-    claim: Claim,
-    attempt: u32,
-    op_id: Option<String>,
+pub(super) struct Work {
+    pub(super) claim: Claim,
+    pub(super) attempt: u32,
+    pub(super) op_id: Option<String>,
     /// Op ids reported for it: each is a store write, so a flood is bounded
     /// (as in process mode, `worker::MAX_OP_IDS`).
-    op_ids: usize,
-    retries_done: u32,
+    pub(super) op_ids: usize,
+    pub(super) retries_done: u32,
     /// Where its next request stands at the gate.
-    pass: Pass,
+    pub(super) pass: Pass,
 }
 
-/// What a commit hands back: the successes (for the log), which of them
-/// were accepted, the next claims (`None`: the lock is lost) and how many
-/// were asked for.
-type Committed = (Vec<Success>, Vec<bool>, Option<Vec<Claim>>, usize);
-type CommitFuture =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Committed, StoreError>> + Send>>;
-
-/// A success waiting for the batch's commit.
-struct Success {
-    claim: Claim,
-    outcome: Outcome,
-    result: Option<String>,
-    cost: Option<f64>,
-    event: NewEvent,
-}
-
-struct Slot {
-    cycle: Arc<Cycle>,
+pub(super) struct Slot {
+    pub(super) cycle: Arc<Cycle>,
     /// Which of the cycle's slots (its worker's record, see `groups`).
-    index: u32,
-    worker: Option<Persistent>,
+    pub(super) index: u32,
+    pub(super) worker: Option<Persistent>,
     /// Claimed, not yet sent to the current worker.
-    queue: VecDeque<Work>,
+    pub(super) queue: VecDeque<Work>,
     /// Sent, waiting for their answers, in order.
-    sent: VecDeque<Work>,
+    pub(super) sent: VecDeque<Work>,
     /// Failed transiently, retried once their backoff has passed.
-    retries: Vec<(tokio::time::Instant, Work)>,
-    successes: Vec<Success>,
+    pub(super) retries: Vec<(tokio::time::Instant, Work)>,
+    pub(super) successes: Vec<Success>,
     /// A commit (with the next claim) under way while the worker answers
     /// the rest of the batch.
-    committing: Option<CommitFuture>,
-    kill_tx: mpsc::UnboundedSender<(i64, KillReason)>,
-    kill_rx: mpsc::UnboundedReceiver<(i64, KillReason)>,
+    pub(super) committing: Option<CommitFuture>,
+    pub(super) kill_tx: mpsc::UnboundedSender<(i64, KillReason)>,
+    pub(super) kill_rx: mpsc::UnboundedReceiver<(i64, KillReason)>,
     /// Since when the oldest sent item has been the worker's to answer.
-    head_since: Instant,
+    pub(super) head_since: Instant,
     /// The current worker answered at least once.
-    answered: bool,
+    pub(super) answered: bool,
     /// The key of the current worker's last answer (to name a second one).
-    last_answered: Option<String>,
+    pub(super) last_answered: Option<String>,
     /// Stdout lines of this slot's workers that were not part of the
     /// protocol, and the last of them.
-    strays: u64,
-    last_stray: String,
+    pub(super) strays: u64,
+    pub(super) last_stray: String,
     /// The items on which workers broke before an answer could be
     /// recorded, since the last recorded answer.
-    failed_starts: Vec<i64>,
+    pub(super) failed_starts: Vec<i64>,
     /// Items to claim next time, and the running mean time per item.
-    batch: usize,
-    per_item: Option<Duration>,
+    pub(super) batch: usize,
+    pub(super) per_item: Option<Duration>,
 }
 
 /// How a batch ended.
@@ -197,7 +173,7 @@ impl Slot {
     }
 
     /// Registers an item so a stop or a lost lease reaches this slot.
-    fn track(&self, claim: &Claim) {
+    pub(super) fn track(&self, claim: &Claim) {
         self.cycle
             .inflight
             .lock()
@@ -205,7 +181,7 @@ impl Slot {
             .insert(claim.item_id, Some(Killer::Slot(self.kill_tx.clone())));
     }
 
-    fn untrack(&self, claim: &Claim) {
+    pub(super) fn untrack(&self, claim: &Claim) {
         self.cycle
             .inflight
             .lock()
@@ -213,180 +189,9 @@ impl Slot {
             .remove(&claim.item_id);
     }
 
-    /// How many items to claim now: about `BATCH_TIME` of work, growing
-    /// from one; one at a time when every claim must be weighed (rate
-    /// limit, cost budget). Takes them from `--limit`.
-    fn take_batch(&mut self) -> usize {
-        let mut want = if self.cycle.chain {
-            let fit = self.per_item.map_or(MAX_BATCH, |t| {
-                (BATCH_TIME.as_secs_f64() / t.as_secs_f64().max(1e-7)) as usize
-            });
-            // One item first (the worker's speed is unknown), then doubling.
-            let cap = if self.per_item.is_none() {
-                1
-            } else {
-                self.batch.saturating_mul(2)
-            };
-            self.batch = fit.clamp(1, MAX_BATCH).min(cap).max(1);
-            self.batch
-        } else {
-            1
-        };
-        if let Some(left) = &self.cycle.claims_left {
-            let mut taken = 0;
-            let _ = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                taken = n.min(want);
-                Some(n - taken)
-            });
-            want = taken;
-        }
-        want
-    }
-
-    fn give_back(&self, n: usize) {
-        if let Some(left) = &self.cycle.claims_left
-            && n > 0
-        {
-            left.fetch_add(n, Ordering::SeqCst);
-        }
-    }
-
-    /// A fresh claim (not chained to a commit), through the gate as in
-    /// process mode: the first request's pass comes with it.
-    async fn claim(&mut self) -> Result<(Vec<Claim>, Pass), StoreError> {
-        let cycle = self.cycle.clone();
-        let nothing = Ok((Vec::new(), Pass::None));
-        if cycle.stopping().is_some() || budget_spent(&cycle) {
-            return nothing;
-        }
-        let n = self.take_batch();
-        if n == 0 {
-            return nothing;
-        }
-        let Some((claims, pass)) = cycle.claim_through_gate(n).await? else {
-            self.give_back(n);
-            cycle.lock_lost().await;
-            return nothing;
-        };
-        self.give_back(n - claims.len());
-        for c in &claims {
-            log_claimed(&cycle, c);
-        }
-        Ok((claims, pass))
-    }
-
-    /// Records the batch's successes and, with `chain`, claims the next
-    /// batch in the same transaction. The claim comes only after the
-    /// successes are committed: nothing acknowledged can be lost by a crash.
-    async fn commit(&mut self, chain: bool) -> Result<Vec<Claim>, StoreError> {
-        self.settle().await?;
-        match self.begin_commit(chain).await {
-            Some(f) => {
-                let out = f.await?;
-                self.end_commit(out).await
-            }
-            None => Ok(Vec::new()),
-        }
-    }
-
-    /// Starts a commit of the successes so far (and, with `chain`, the
-    /// claim of the next batch). `None` when there is nothing to do.
-    async fn begin_commit(&mut self, chain: bool) -> Option<CommitFuture> {
-        let successes = std::mem::take(&mut self.successes);
-        let cycle = self.cycle.clone();
-        let may_chain = chain
-            && cycle.chain
-            && cycle.stopping().is_none()
-            && cycle.gate.held_until().is_none()
-            && !budget_spent(&cycle);
-        let n = if may_chain { self.take_batch() } else { 0 };
-        if successes.is_empty() && n == 0 {
-            return None;
-        }
-        let (batch, run) = (cycle.batch.clone(), cycle.run_id);
-        let until = cycle.lease_until(now_ms());
-        // The successes travel to the store thread and back (for the log).
-        Some(Box::pin(async move {
-            let (successes, accepted, next) = cycle
-                .writer
-                .call(move |s| {
-                    let now = now_ms();
-                    let done: Vec<_> = successes
-                        .iter()
-                        .map(|s| {
-                            let c = Completion {
-                                item_id: s.claim.item_id,
-                                token: s.claim.token,
-                                run_id: run,
-                                outcome: s.outcome,
-                                result: s.result.as_deref(),
-                                cost: s.cost,
-                                now,
-                            };
-                            (c, &s.event)
-                        })
-                        .collect();
-                    let (accepted, next) = if n == 0 {
-                        (s.complete_all(&done)?, Some(Vec::new()))
-                    } else {
-                        // One transaction: the successes, then the next claim.
-                        s.group(|s| {
-                            let accepted = s.complete_all(&done)?;
-                            let next = s.claim(&batch, run, n, until, now)?;
-                            Ok::<_, StoreError>((accepted, next))
-                        })??
-                    };
-                    drop(done);
-                    Ok((successes, accepted, next))
-                })
-                .await?;
-            Ok((successes, accepted, next, n))
-        }))
-    }
-
-    /// Acts on a finished commit: counts, log lines, the next claims.
-    async fn end_commit(&mut self, out: Committed) -> Result<Vec<Claim>, StoreError> {
-        let (successes, accepted, next, n) = out;
-        let cycle = self.cycle.clone();
-        for (s, ok) in successes.iter().zip(accepted) {
-            if ok {
-                let counter = if s.outcome == Outcome::Empty {
-                    &cycle.tally.empty
-                } else {
-                    &cycle.tally.done
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-                cycle.tally.add_cost(s.cost);
-                cycle.log.emit(&s.event);
-            } else {
-                lease_lost_on_write(&cycle, &s.claim).await;
-            }
-        }
-        let Some(next) = next else {
-            self.give_back(n);
-            cycle.lock_lost().await;
-            return Ok(Vec::new());
-        };
-        self.give_back(n - next.len());
-        for c in &next {
-            log_claimed(&cycle, c);
-        }
-        Ok(next)
-    }
-
-    /// Waits for a commit under way; its claims join the queue.
-    async fn settle(&mut self) -> Result<(), StoreError> {
-        if let Some(f) = self.committing.take() {
-            let out = f.await?;
-            let next = self.end_commit(out).await?;
-            self.enqueue(next, Pass::None);
-        }
-        Ok(())
-    }
-
     /// Queues claimed items for the worker; `first` is where the first
     /// one's request stands at the gate.
-    fn enqueue(&mut self, claims: Vec<Claim>, first: Pass) {
+    pub(super) fn enqueue(&mut self, claims: Vec<Claim>, first: Pass) {
         for (i, claim) in claims.into_iter().enumerate() {
             self.track(&claim);
             self.queue.push_back(Work {
@@ -548,7 +353,10 @@ impl Slot {
             ("NIGHTSHIFT_BATCH", clean(&cycle.batch)),
             ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
             // Lets a later run find this worker if we die (see `orphans`).
-            (super::child::orphans::RUNNER_VAR, cycle.runner_id.clone()),
+            (
+                crate::runner::child::orphans::RUNNER_VAR,
+                cycle.runner_id.clone(),
+            ),
         ];
         match Persistent::start(
             &cycle.worker,
@@ -800,7 +608,9 @@ impl Slot {
         };
         let cycle = self.cycle.clone();
         let w = &mut self.sent[pos];
-        if w.op_id.as_deref() == Some(op.as_str()) || w.op_ids >= super::child::output::MAX_OP_IDS {
+        if w.op_id.as_deref() == Some(op.as_str())
+            || w.op_ids >= crate::runner::child::output::MAX_OP_IDS
+        {
             return Ok(false);
         }
         w.op_ids += 1;
