@@ -67,13 +67,13 @@ impl Cost {
         }
     }
 
-    /// `verdict` with this cost. A refused cost turns it into a permanent
+    /// `answer` with this cost. A refused cost turns it into a permanent
     /// `InvalidCost` failure that names the value (and keeps what the
     /// worker said, for a failure).
-    pub fn apply(self, verdict: Answer) -> Answer {
-        match (self, verdict) {
-            (Cost::Refused(shown), verdict) => {
-                let (answer, retry_after) = match verdict {
+    pub fn apply(self, answer: Answer) -> Answer {
+        match (self, answer) {
+            (Cost::Refused(shown), answer) => {
+                let (what, retry_after) = match answer {
                     Answer::Done { .. } => ("a success, not recorded".to_string(), None),
                     Answer::Failed {
                         class,
@@ -87,7 +87,7 @@ impl Cost {
                     class: "InvalidCost".into(),
                     message: bound_message(&format!(
                         "the worker reported a cost of {shown}; a cost must be a finite \
-                         number from 0 to 1e9 (its answer: {answer})"
+                         number from 0 to 1e9 (its answer: {what})"
                     )),
                     retry_after,
                     cost: None,

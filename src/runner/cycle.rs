@@ -227,6 +227,30 @@ impl Cycle {
         self.kill_all(KillReason::Shutdown);
     }
 
+    /// Takes up to `n` claims from the `--limit` budget: how many may be
+    /// claimed (all of them without a limit).
+    pub(super) fn take_claims(&self, n: usize) -> usize {
+        let Some(left) = &self.claims_left else {
+            return n;
+        };
+        let mut taken = 0;
+        let _ = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+            taken = left.min(n);
+            Some(left - taken)
+        });
+        taken
+    }
+
+    /// Gives back `n` claims taken from the `--limit` budget that no item
+    /// came of.
+    pub(super) fn give_back(&self, n: usize) {
+        if let Some(left) = &self.claims_left
+            && n > 0
+        {
+            left.fetch_add(n, Ordering::SeqCst);
+        }
+    }
+
     pub(super) fn lease_until(&self, now: Millis) -> Millis {
         now + self.lease_ttl.as_millis() as i64
     }

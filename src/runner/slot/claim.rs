@@ -2,10 +2,9 @@
 //! claiming, and a slot may claim its next item with its last success
 //! (`may_chain`); every claim is logged.
 
-use std::sync::atomic::Ordering;
-
 use crate::model::{Claim, NewEvent};
 use crate::runner::cycle::{Cycle, Signal, StopReason};
+use crate::store::StoreError;
 use crate::util::time::now_ms;
 
 pub(in crate::runner) fn budget_spent(cycle: &Cycle) -> bool {
@@ -28,19 +27,7 @@ pub(super) fn may_chain(cycle: &Cycle) -> bool {
     if !cycle.chain || cycle.stopping().is_some() || cycle.gate.held_until().is_some() {
         return false;
     }
-    match &cycle.claims_left {
-        Some(left) => left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok(),
-        None => true,
-    }
-}
-
-/// Gives back the `--limit` claim `may_chain` took, when no item came of it.
-pub(super) fn unchain(cycle: &Cycle) {
-    if let Some(left) = &cycle.claims_left {
-        left.fetch_add(1, Ordering::SeqCst);
-    }
+    cycle.take_claims(1) == 1
 }
 
 pub(in crate::runner) fn log_claimed(cycle: &Cycle, claim: &Claim) {
@@ -54,4 +41,14 @@ pub(in crate::runner) fn log_claimed(cycle: &Cycle, claim: &Claim) {
         .run(cycle.run_id)
         .key(&claim.key),
     );
+}
+
+/// `run --key`: claims the one named item.
+pub(super) async fn claim_key(cycle: &Cycle, key: String) -> Result<Claim, StoreError> {
+    let (batch, run) = (cycle.batch.clone(), cycle.run_id);
+    let until = cycle.lease_until(now_ms());
+    cycle
+        .writer
+        .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
+        .await
 }

@@ -23,8 +23,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::claim::claim_key;
 use super::pipeline::{CommitFuture, Success};
-use super::record::{begin_retry, judge_failure, lease_lost_on_write, record_failure, release};
+use super::record::{
+    begin_retry, judge_failure, lease_lost_on_write, lease_lost_stopped, record_failure, release,
+    store_op_id,
+};
 use crate::model::{Claim, NewEvent, Outcome};
 use crate::runner::child::KillReason;
 use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
@@ -110,12 +114,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, index: u32) -> Result<(), StoreError> {
 
 /// `run --key`: the one named item, in a persistent worker.
 pub async fn run_key(cycle: Arc<Cycle>, index: u32, key: String) -> Result<(), StoreError> {
-    let (batch, run) = (cycle.batch.clone(), cycle.run_id);
-    let until = cycle.lease_until(now_ms());
-    let claim = cycle
-        .writer
-        .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
-        .await?;
+    let claim = claim_key(&cycle, key).await?;
     let mut slot = Slot::new(cycle, index);
     let result = slot.run(Some(claim)).await;
     slot.finish().await;
@@ -307,14 +306,14 @@ impl Slot {
                     let gave_up = match line {
                         Ok(Line::OpId { key, op_id }) => self.op_id(&key, op_id).await?,
                         Ok(Line::Answer { key, obj }) => {
-                            let verdict = classify::answer(&obj, &cycle.rules);
-                            self.answered(&key, verdict).await?
+                            let answer = classify::answer(&obj, &cycle.rules);
+                            self.answered(&key, answer).await?
                         }
                         Ok(Line::Stray(line)) => {
                             self.stray(line).await;
                             false
                         }
-                        Err(verdict) => self.broken(verdict).await?,
+                        Err(answer) => self.broken(answer).await?,
                     };
                     if gave_up {
                         return Ok(Ended::GaveUp);
@@ -374,27 +373,27 @@ impl Slot {
                 Ok(true)
             }
             Err(e) => {
-                let verdict = Answer::spawn_failed(&cycle.worker[0], &e);
+                let answer = Answer::spawn_failed(&cycle.worker[0], &e);
                 // Charge it to the first item waiting, as process mode would.
                 if let Some(w) = self.queue.pop_front() {
                     self.sent.push_front(w);
                 }
-                Ok(!self.broken(verdict).await?)
+                Ok(!self.broken(answer).await?)
             }
         }
     }
 
     /// The worker broke (died, hung past the timeout, or broke the
-    /// protocol): the item at the head gets `verdict`, the worker is killed
+    /// protocol): the item at the head gets `answer`, the worker is killed
     /// (with its whole process group) and the other sent items wait for
     /// the next one. True when the slot gave up.
-    async fn broken(&mut self, verdict: Answer) -> Result<bool, StoreError> {
+    async fn broken(&mut self, answer: Answer) -> Result<bool, StoreError> {
         if let Some(mut w) = self.worker.take() {
             w.kill().await;
         }
         let head = self.sent.pop_front();
         if head.is_none()
-            && let Answer::Failed { class, message, .. } = &verdict
+            && let Answer::Failed { class, message, .. } = &answer
             && class == "ProtocolError"
         {
             // No item to carry it: the log does.
@@ -412,13 +411,13 @@ impl Slot {
         while let Some(w) = self.sent.pop_back() {
             self.queue.push_front(w);
         }
-        let message = match &verdict {
+        let message = match &answer {
             Answer::Failed { message, .. } => message.clone(),
             Answer::Done { .. } => String::new(),
         };
         if let Some(head) = head {
             let elapsed = self.head_since.elapsed();
-            self.verdict(head, verdict, elapsed).await?;
+            self.outcome(head, answer, elapsed).await?;
         }
         if self.failed_starts.len() >= MAX_FAILED_STARTS {
             self.give_up(&message).await?;
@@ -466,7 +465,7 @@ impl Slot {
 
     /// An answer naming `key`: the oldest sent item's if it names it,
     /// else the worker is out of step. True when the slot gave up.
-    async fn answered(&mut self, key: &str, verdict: Answer) -> Result<bool, StoreError> {
+    async fn answered(&mut self, key: &str, answer: Answer) -> Result<bool, StoreError> {
         let outstanding = self.sent.iter().map(|w| w.claim.key.as_str());
         if let Err(why) = match_answer(key, outstanding, self.last_answered.as_deref()) {
             return self.broken(Answer::out_of_step(&why)).await;
@@ -481,7 +480,7 @@ impl Slot {
             None => elapsed,
             Some(avg) => (avg * 7 + elapsed) / 8,
         });
-        self.verdict(head, verdict, elapsed).await?;
+        self.outcome(head, answer, elapsed).await?;
         Ok(false)
     }
 
@@ -505,17 +504,17 @@ impl Slot {
         self.last_stray = line;
     }
 
-    /// Acts on an item's verdict: a success waits for the batch's commit, a
+    /// Acts on an item's answer: a success waits for the batch's commit, a
     /// transient failure is retried after its backoff, any other is
     /// recorded at once.
-    async fn verdict(
+    async fn outcome(
         &mut self,
         mut w: Work,
-        verdict: Answer,
+        answer: Answer,
         elapsed: Duration,
     ) -> Result<(), StoreError> {
         let cycle = self.cycle.clone();
-        match verdict {
+        match answer {
             Answer::Done {
                 empty,
                 result,
@@ -615,21 +614,7 @@ impl Slot {
         }
         w.op_ids += 1;
         w.op_id = Some(op.clone());
-        let event = cycle
-            .new_event(
-                "op-id",
-                format!("operation id reported: {}", bound_message(&op)),
-            )
-            .key(&w.claim.key)
-            .fields(json!({"op_id": op}));
-        let (id, token, e) = (w.claim.item_id, w.claim.token, event.clone());
-        if let Ok(true) = cycle
-            .writer
-            .call(move |s| s.set_op_id(id, token, &op, &e))
-            .await
-        {
-            cycle.log.emit(&event);
-        }
+        store_op_id(&cycle, &w.claim, op).await;
         Ok(false)
     }
 
@@ -663,16 +648,7 @@ impl Slot {
                 };
                 if let Some(w) = lost {
                     self.untrack(&w.claim);
-                    cycle
-                        .event(
-                            cycle
-                                .new_event(
-                                    "lease-lost",
-                                    "another runner holds this item now; its worker was stopped",
-                                )
-                                .key(&w.claim.key),
-                        )
-                        .await;
+                    lease_lost_stopped(&cycle, &w.claim).await;
                 }
                 Ok(None)
             }

@@ -4,12 +4,11 @@
 //! is answered, so the store works while the worker answers the rest. The
 //! claim comes only after the successes are committed.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::claim::{budget_spent, log_claimed};
 use super::persistent::Slot;
-use super::record::lease_lost_on_write;
+use super::record::count_success;
 use crate::model::{Claim, NewEvent, Outcome};
 use crate::runner::gate::Pass;
 use crate::store::{Completion, StoreError};
@@ -44,7 +43,7 @@ impl Slot {
     /// from one; one at a time when every claim must be weighed (rate
     /// limit, cost budget). Takes them from `--limit`.
     pub(super) fn take_batch(&mut self) -> usize {
-        let mut want = if self.cycle.chain {
+        let want = if self.cycle.chain {
             let fit = self.per_item.map_or(MAX_BATCH, |t| {
                 (BATCH_TIME.as_secs_f64() / t.as_secs_f64().max(1e-7)) as usize
             });
@@ -59,23 +58,7 @@ impl Slot {
         } else {
             1
         };
-        if let Some(left) = &self.cycle.claims_left {
-            let mut taken = 0;
-            let _ = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                taken = n.min(want);
-                Some(n - taken)
-            });
-            want = taken;
-        }
-        want
-    }
-
-    pub(super) fn give_back(&self, n: usize) {
-        if let Some(left) = &self.cycle.claims_left
-            && n > 0
-        {
-            left.fetch_add(n, Ordering::SeqCst);
-        }
+        self.cycle.take_claims(want)
     }
 
     /// A fresh claim (not chained to a commit), through the gate as in
@@ -91,11 +74,11 @@ impl Slot {
             return nothing;
         }
         let Some((claims, pass)) = cycle.claim_through_gate(n).await? else {
-            self.give_back(n);
+            cycle.give_back(n);
             cycle.lock_lost().await;
             return nothing;
         };
-        self.give_back(n - claims.len());
+        cycle.give_back(n - claims.len());
         for c in &claims {
             log_claimed(&cycle, c);
         }
@@ -176,25 +159,14 @@ impl Slot {
         let (successes, accepted, next, n) = out;
         let cycle = self.cycle.clone();
         for (s, ok) in successes.iter().zip(accepted) {
-            if ok {
-                let counter = if s.outcome == Outcome::Empty {
-                    &cycle.tally.empty
-                } else {
-                    &cycle.tally.done
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-                cycle.tally.add_cost(s.cost);
-                cycle.log.emit(&s.event);
-            } else {
-                lease_lost_on_write(&cycle, &s.claim).await;
-            }
+            count_success(&cycle, &s.claim, ok, s.outcome, s.cost, &s.event).await;
         }
         let Some(next) = next else {
-            self.give_back(n);
+            cycle.give_back(n);
             cycle.lock_lost().await;
             return Ok(Vec::new());
         };
-        self.give_back(n - next.len());
+        cycle.give_back(n - next.len());
         for c in &next {
             log_claimed(&cycle, c);
         }

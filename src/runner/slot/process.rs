@@ -3,19 +3,21 @@
 //! repeat.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::claim::{budget_spent, log_claimed, may_chain, unchain};
-use super::record::{begin_retry, judge_failure, lease_lost_on_write, record_failure, release};
-use crate::model::{Claim, NewEvent};
+use super::claim::{budget_spent, claim_key, log_claimed, may_chain};
+use super::record::{
+    begin_retry, count_success, judge_failure, lease_lost_on_write, lease_lost_stopped,
+    record_failure, release, store_op_id,
+};
+use crate::model::{Claim, NewEvent, Outcome};
 use crate::runner::child::KillReason;
 use crate::runner::child::output::Report;
 use crate::runner::child::worker::{self, Job};
-use crate::runner::classify::{Answer, bound_message, classify};
+use crate::runner::classify::{Answer, classify};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
 use crate::runner::verdict::{Attempt, Failed, Verdict};
@@ -35,11 +37,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
         if cycle.stopping().is_some() || budget_spent(&cycle) {
             return Ok(());
         }
-        if let Some(left) = &cycle.claims_left
-            && left
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_err()
-        {
+        if cycle.take_claims(1) == 0 {
             return Ok(());
         }
         let Some((claims, pass)) = cycle.claim_through_gate(1).await? else {
@@ -56,12 +54,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
 
 /// `run --key`: the one named item.
 pub async fn run_key(cycle: Arc<Cycle>, slot: u32, key: String) -> Result<(), StoreError> {
-    let (batch, run) = (cycle.batch.clone(), cycle.run_id);
-    let until = cycle.lease_until(now_ms());
-    let claim = cycle
-        .writer
-        .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
-        .await?;
+    let claim = claim_key(&cycle, key).await?;
     // `chain` is off with --key: nothing else is claimed.
     process(&cycle, slot, claim, Pass::None).await.map(drop)
 }
@@ -178,16 +171,7 @@ async fn process(
             Ok(output) => output,
             Err(KillReason::Shutdown) => return release(cycle, &claim, true).await.map(|()| None),
             Err(KillReason::LeaseLost) => {
-                cycle
-                    .event(
-                        cycle
-                            .new_event(
-                                "lease-lost",
-                                "another runner holds this item now; its worker was stopped",
-                            )
-                            .key(&claim.key),
-                    )
-                    .await;
+                lease_lost_stopped(cycle, &claim).await;
                 return Ok(None);
             }
         };
@@ -210,6 +194,7 @@ async fn process(
                 .run(cycle.run_id)
                 .key(&claim.key)
                 .fields(json!({"attempt": attempt, "ms": elapsed_ms, "cost": cost}));
+                let outcome = if empty { Outcome::Empty } else { Outcome::Done };
                 let (c, e) = (claim.clone(), event.clone());
                 let (run, batch) = (cycle.run_id, cycle.batch.clone());
                 let chain = may_chain(cycle);
@@ -224,11 +209,7 @@ async fn process(
                                     item_id: c.item_id,
                                     token: c.token,
                                     run_id: run,
-                                    outcome: if empty {
-                                        crate::model::Outcome::Empty
-                                    } else {
-                                        crate::model::Outcome::Done
-                                    },
+                                    outcome,
                                     result: result.as_deref(),
                                     cost,
                                     now: now_ms(),
@@ -244,7 +225,7 @@ async fn process(
                 let next = match next {
                     None => {
                         if chain {
-                            unchain(cycle);
+                            cycle.give_back(1);
                         }
                         None
                     }
@@ -256,7 +237,7 @@ async fn process(
                     Some(Ok(Some(claims))) => {
                         let next = claims.into_iter().next();
                         if next.is_none() {
-                            unchain(cycle);
+                            cycle.give_back(1);
                         }
                         next
                     }
@@ -264,18 +245,7 @@ async fn process(
                 if let Some(n) = &next {
                     log_claimed(cycle, n);
                 }
-                if accepted {
-                    let counter = if empty {
-                        &cycle.tally.empty
-                    } else {
-                        &cycle.tally.done
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    cycle.tally.add_cost(cost);
-                    cycle.log.emit(&event);
-                } else {
-                    lease_lost_on_write(cycle, &claim).await;
-                }
+                count_success(cycle, &claim, accepted, outcome, cost, &event).await;
                 return Ok(next);
             }
             Answer::Failed {
@@ -326,21 +296,7 @@ async fn forward_op_ids(
 ) -> Option<String> {
     let mut latest = None;
     while let Some(Report::OpId(op)) = rx.recv().await {
-        let event = cycle
-            .new_event(
-                "op-id",
-                format!("operation id reported: {}", bound_message(&op)),
-            )
-            .key(&claim.key)
-            .fields(json!({"op_id": op}));
-        let (id, token, o, e) = (claim.item_id, claim.token, op.clone(), event.clone());
-        if let Ok(true) = cycle
-            .writer
-            .call(move |s| s.set_op_id(id, token, &o, &e))
-            .await
-        {
-            cycle.log.emit(&event);
-        }
+        store_op_id(&cycle, &claim, op.clone()).await;
         latest = Some(op);
     }
     latest

@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
-use crate::model::{Claim, NewEvent, Tier};
+use crate::model::{Claim, NewEvent, Outcome, Tier};
+use crate::runner::classify::bound_message;
 use crate::runner::cycle::Cycle;
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
 use crate::store::{Failure, StoreError};
@@ -156,6 +157,65 @@ pub(in crate::runner) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim)
                 .new_event(
                     "lease-lost",
                     "result discarded: another runner took this item over (stale lease token)",
+                )
+                .key(&claim.key),
+        )
+        .await;
+}
+
+/// Counts a success the store accepted, and logs it; a refused one lost
+/// its lease.
+pub(in crate::runner) async fn count_success(
+    cycle: &Cycle,
+    claim: &Claim,
+    accepted: bool,
+    outcome: Outcome,
+    cost: Option<f64>,
+    event: &NewEvent,
+) {
+    if !accepted {
+        lease_lost_on_write(cycle, claim).await;
+        return;
+    }
+    let counter = if outcome == Outcome::Empty {
+        &cycle.tally.empty
+    } else {
+        &cycle.tally.done
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    cycle.tally.add_cost(cost);
+    cycle.log.emit(event);
+}
+
+/// Stores an op id the worker reported, at once: a later attempt gets it
+/// back.
+pub(in crate::runner) async fn store_op_id(cycle: &Cycle, claim: &Claim, op: String) {
+    let event = cycle
+        .new_event(
+            "op-id",
+            format!("operation id reported: {}", bound_message(&op)),
+        )
+        .key(&claim.key)
+        .fields(json!({"op_id": op}));
+    let (id, token, e) = (claim.item_id, claim.token, event.clone());
+    if let Ok(true) = cycle
+        .writer
+        .call(move |s| s.set_op_id(id, token, &op, &e))
+        .await
+    {
+        cycle.log.emit(&event);
+    }
+}
+
+/// The heartbeat found the item's lease another runner's: its worker was
+/// stopped.
+pub(in crate::runner) async fn lease_lost_stopped(cycle: &Cycle, claim: &Claim) {
+    cycle
+        .event(
+            cycle
+                .new_event(
+                    "lease-lost",
+                    "another runner holds this item now; its worker was stopped",
                 )
                 .key(&claim.key),
         )
