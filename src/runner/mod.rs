@@ -39,7 +39,7 @@ pub use hook::{Hook, HookFailure};
 pub use log::{EventLog, close_file_log, start_file_log};
 
 use crate::config::{BatchConfig, WorkerMode};
-use crate::model::{Holder, NewEvent, RunCounts, RunState, Trigger};
+use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState, Trigger};
 use crate::store::{Access, Store, StoreError};
 use crate::util::identity;
 use crate::util::time::now_ms;
@@ -238,17 +238,17 @@ async fn locked_cycle(
     )?;
     if let Some(prev) = &took_over {
         log.emit(
-            &NewEvent::new(
+            &NewEvent::of(
                 now,
                 &batch,
-                "lock-takeover",
+                EventKind::LockTakeover,
                 format!("took over the lock of {}", prev.holder),
             )
             .run(run_id),
         );
     }
     // Who started it goes in the event's actor: `log` shows it as `[user@host]`.
-    let mut start_event = NewEvent::new(now, &batch, "run-started", format!("run {run_id} started ({}) on {holder}", opts.trigger))
+    let mut start_event = NewEvent::of(now, &batch, EventKind::RunStarted, format!("run {run_id} started ({}) on {holder}", opts.trigger))
         .run(run_id)
         .fields(serde_json::json!({"trigger": opts.trigger, "holder": holder.to_string(), "concurrency": cfg.concurrency}));
     start_event.actor.clone_from(&opts.actor);
@@ -337,9 +337,14 @@ async fn locked_cycle(
             .fetch_add(keys.len() as i64, Ordering::Relaxed);
         for key in &keys {
             log.emit(
-                &NewEvent::new(now_ms(), &batch, "redriven", "redriven: retry time reached")
-                    .run(run_id)
-                    .key(key),
+                &NewEvent::of(
+                    now_ms(),
+                    &batch,
+                    EventKind::Redriven,
+                    "redriven: retry time reached",
+                )
+                .run(run_id)
+                .key(key),
             );
         }
     }
@@ -414,7 +419,7 @@ async fn locked_cycle(
             s.finish_run(run_id, state, &line, skipped_done, counts.retried, now_ms())?;
             // Its worker groups are gone (each killed as its worker ended).
             s.forget_workers(&[run_id])?;
-            let e = NewEvent::new(now_ms(), &batch, "run-finished", line.clone())
+            let e = NewEvent::of(now_ms(), &batch, EventKind::RunFinished, line.clone())
                 .run(run_id)
                 .fields(serde_json::json!({"state": state, "counts": counts}));
             s.log_event(&e)?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::EventLog;
 use super::child::{groups, orphans};
 use super::writer::Writer;
-use crate::model::{Hold, Holder, NewEvent, WorkerGroup};
+use crate::model::{EventKind, Hold, Holder, NewEvent, WorkerGroup};
 use crate::store::{OpenRun, Store, StoreError};
 use crate::util::identity;
 use crate::util::time::now_ms;
@@ -136,10 +136,10 @@ fn close_dead(
     log: &EventLog,
 ) -> Result<(), StoreError> {
     if reaped > 0 {
-        let e = NewEvent::new(
+        let e = NewEvent::of(
             now_ms(),
             batch,
-            "orphans-stopped",
+            EventKind::OrphansStopped,
             format!(
                 "stopped {} left running by the workers of dead runs",
                 orphans::processes(reaped)
@@ -157,10 +157,10 @@ fn close_dead(
     let (reclaimed, quarantined) = store.reclaim(batch, run_id, max_attempts, now)?;
     if reclaimed + quarantined > 0 {
         log.emit(
-            &NewEvent::new(
+            &NewEvent::of(
                 now,
                 batch,
-                "reclaimed",
+                EventKind::Reclaimed,
                 format!("took back {reclaimed} items from dead runs, quarantined {quarantined}"),
             )
             .run(run_id),
@@ -182,10 +182,10 @@ pub fn inherited_hold(
         return Ok(None);
     };
     let wait = Duration::from_millis((hold.until - now).unsigned_abs());
-    let mut e = NewEvent::new(
+    let mut e = NewEvent::of(
         now,
         batch,
-        "hold",
+        EventKind::Hold,
         format!(
             "rate limited before this run: every call {} ({} left)",
             hold.describe(now),

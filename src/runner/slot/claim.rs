@@ -2,7 +2,7 @@
 //! claiming, and a slot may claim its next item with its last success
 //! (`may_chain`); every claim is logged.
 
-use crate::model::{Claim, NewEvent};
+use crate::model::{Claim, EventKind, NewEvent};
 use crate::runner::cycle::{Cycle, Signal, StopReason};
 use crate::store::StoreError;
 use crate::util::time::now_ms;
@@ -32,10 +32,10 @@ pub(super) fn may_chain(cycle: &Cycle) -> bool {
 
 pub(in crate::runner) fn log_claimed(cycle: &Cycle, claim: &Claim) {
     cycle.log.emit(
-        &NewEvent::new(
+        &NewEvent::of(
             now_ms(),
             &cycle.batch,
-            "claimed",
+            EventKind::Claimed,
             format!("claimed (attempt {})", claim.attempt),
         )
         .run(cycle.run_id)

@@ -29,7 +29,7 @@ use super::record::{
     begin_retry, judge_failure, lease_lost_on_write, lease_lost_stopped, record_failure, release,
     store_op_id,
 };
-use crate::model::{Claim, NewEvent, Outcome};
+use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
 use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
 use crate::runner::classify::{self, Answer, bound_message};
@@ -521,10 +521,14 @@ impl Slot {
                 cost,
             } => {
                 self.untrack(&w.claim);
-                let event = NewEvent::new(
+                let event = NewEvent::of(
                     now_ms(),
                     &cycle.batch,
-                    if empty { "empty" } else { "done" },
+                    if empty {
+                        EventKind::Empty
+                    } else {
+                        EventKind::Done
+                    },
                     if empty { "done, empty result" } else { "done" },
                 )
                 .run(cycle.run_id)

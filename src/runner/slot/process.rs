@@ -13,7 +13,7 @@ use super::record::{
     begin_retry, count_success, judge_failure, lease_lost_on_write, lease_lost_stopped,
     record_failure, release, store_op_id,
 };
-use crate::model::{Claim, NewEvent, Outcome};
+use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
 use crate::runner::child::output::Report;
 use crate::runner::child::worker::{self, Job};
@@ -181,10 +181,14 @@ async fn process(
                 result,
                 cost,
             } => {
-                let event = NewEvent::new(
+                let event = NewEvent::of(
                     now_ms(),
                     &cycle.batch,
-                    if empty { "empty" } else { "done" },
+                    if empty {
+                        EventKind::Empty
+                    } else {
+                        EventKind::Done
+                    },
                     if empty {
                         "done, empty result".to_string()
                     } else {
