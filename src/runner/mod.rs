@@ -12,11 +12,12 @@ pub mod cost;
 mod cycle;
 mod dry_run;
 mod gate;
+mod heartbeat;
 mod hook;
-mod lock;
 mod log;
 mod pace;
 mod recover;
+mod seat;
 mod slot;
 mod source;
 mod summary;
@@ -157,9 +158,9 @@ pub async fn cycle(
     let token = format!("{:032x}", fastrand::u128(..));
     let lock_ttl = opts.config.lock_ttl.max(Duration::from_millis(300));
     let took_over =
-        match lock::acquire(&mut store, &opts, &token, &holder, lock_ttl, &mut signals).await? {
-            lock::Acquired::Yes(took_over) => took_over,
-            lock::Acquired::No(held) => {
+        match seat::acquire(&mut store, &opts, &token, &holder, lock_ttl, &mut signals).await? {
+            seat::Acquired::Yes(took_over) => took_over,
+            seat::Acquired::No(held) => {
                 let holders: Vec<String> = held
                     .iter()
                     .map(|l| {
@@ -177,7 +178,7 @@ pub async fn cycle(
                     &log,
                 );
             }
-            lock::Acquired::Interrupted => {
+            seat::Acquired::Interrupted => {
                 return summary::record_skip(
                     &mut store,
                     &opts,
@@ -305,7 +306,7 @@ async fn locked_cycle(
             }
         })
     };
-    let heartbeat = tokio::spawn(lock::heartbeat(cycle.clone(), token.to_string(), lock_ttl));
+    let heartbeat = tokio::spawn(heartbeat::run(cycle.clone(), token.to_string(), lock_ttl));
     let deadline = cfg.max_duration.map(|max| {
         let cycle = cycle.clone();
         tokio::spawn(async move {

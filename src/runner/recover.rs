@@ -50,7 +50,7 @@ pub async fn sweep(
     let now = now_ms();
     let (mut stale, mut dead) = (Vec::new(), Vec::new());
     for seat in seats.into_iter().filter(|l| l.run_id != Some(run_id)) {
-        if super::lock::holder_is_dead(&seat.holder) {
+        if super::seat::holder_is_dead(&seat.holder) {
             dead.push(seat.token.clone());
             stale.push(seat.token);
         } else if crate::store::seat_lapsed(&seat, now) {
