@@ -89,7 +89,7 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
                 }
             }
         }
-        // Orphans we adopted that exited (see `children`).
+        // Orphans we adopted that exited (see `child::subreaper`).
         let _ = tokio::task::spawn_blocking(|| super::child::subreaper::reap_adopted(false)).await;
         // Runners sharing the batch: take back the work of one that died.
         // Best effort: the next tick tries again.

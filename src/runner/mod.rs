@@ -5,6 +5,29 @@
 //! The done mark is written only after the worker returned success; a crash
 //! in between means the item runs again with the same key, never that it is
 //! lost. Every write about a claimed item is fenced by its lease token.
+//!
+//! # Rooms
+//!
+//! - here: the public surface ([`RunOptions`], [`cycle`], [`run_blocking`],
+//!   [`RunReport`]): pause check, seat, the locked run, release;
+//! - `seat`: taking a seat of the batch lock; `heartbeat`: keeping it (and
+//!   the leases), noticing a lost lock, a pause, a replaced store;
+//! - `locked`: what a cycle does in its seat, as named phases; `recover`:
+//!   what it inherits from dead runs;
+//! - `cycle`: the state the slots share; `writer`: the one thread that
+//!   owns the store and commits in groups;
+//! - `slot/`: the slots, `process` and `persistent` (its batches claimed
+//!   ahead by `pipeline`), sharing `claim` (before a claim) and `record`
+//!   (after an answer);
+//! - `gate`: every worker call passes it (the retry-after hold, the rate
+//!   limit of `pace`);
+//! - `classify`: what a worker answered → [`classify::Answer`];
+//!   `verdict`: a failed attempt → retry now / retry tier at T /
+//!   quarantine; `cost`: the one rule for reported costs;
+//! - `child/`: the processes the runner starts, their process groups and
+//!   what they leave behind;
+//! - `source`, `summary` (with the alert), `hook`, `log`, `waiting`,
+//!   `dry_run`.
 
 pub mod child;
 pub mod classify;
@@ -14,6 +37,7 @@ mod dry_run;
 mod gate;
 mod heartbeat;
 mod hook;
+mod locked;
 mod log;
 mod pace;
 mod recover;
@@ -25,10 +49,7 @@ mod verdict;
 mod waiting;
 mod writer;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -39,16 +60,12 @@ pub use dry_run::dry_run;
 pub use hook::{Hook, HookFailure};
 pub use log::{EventLog, close_file_log, start_file_log};
 
-use crate::config::{BatchConfig, WorkerMode};
-use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState, Trigger};
+use crate::config::BatchConfig;
+use crate::model::{Holder, RunCounts, RunState, Trigger};
 use crate::store::{Access, Store, StoreError};
 use crate::util::identity;
 use crate::util::time::now_ms;
-use child::KillReason;
-use child::{orphans, subreaper};
-use classify::Rules;
-use cycle::{Cycle, Tally};
-use writer::Writer;
+use seat::Seat;
 
 /// Everything a cycle needs to know besides the store.
 #[derive(Debug, Clone)]
@@ -189,10 +206,13 @@ pub async fn cycle(
                 );
             }
         };
-    let result = locked_cycle(
-        store, &opts, &token, &holder, took_over, lock_ttl, signals, started, &log,
-    )
-    .await;
+    let seat = Seat {
+        token,
+        holder,
+        ttl: lock_ttl,
+        took_over,
+    };
+    let result = locked::run(store, &opts, &seat, signals, started, &log).await;
     // Release the lock on every path, even after an error; but not in a
     // store that replaced ours.
     let replaced = result.as_ref().err().is_some_and(|e| {
@@ -201,7 +221,7 @@ pub async fn cycle(
     });
     let mut result = result;
     if !replaced && let Ok(mut s) = Store::open(db_path, Access::ReadWrite) {
-        let _ = s.release_lock(&opts.batch, &token);
+        let _ = s.release_lock(&opts.batch, &seat.token);
         if let Ok(report) = &mut result {
             // After the release: our own seat is not "another runner".
             let others = waiting::Others::Any;
@@ -212,305 +232,6 @@ pub async fn cycle(
         }
     }
     result
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn locked_cycle(
-    mut store: Store,
-    opts: &RunOptions,
-    token: &str,
-    holder: &Holder,
-    took_over: Option<crate::model::LockInfo>,
-    lock_ttl: Duration,
-    mut signals: watch::Receiver<Signal>,
-    started: Instant,
-    log: &EventLog,
-) -> anyhow::Result<RunReport> {
-    let batch = opts.batch.clone();
-    let cfg = &opts.config;
-    let now = now_ms();
-    let run_id = store.start_run(
-        &batch,
-        opts.trigger,
-        opts.actor.as_deref(),
-        holder,
-        now,
-        Some(token),
-    )?;
-    if let Some(prev) = &took_over {
-        log.emit(
-            &NewEvent::of(
-                now,
-                &batch,
-                EventKind::LockTakeover,
-                format!("took over the lock of {}", prev.holder),
-            )
-            .run(run_id),
-        );
-    }
-    // Who started it goes in the event's actor: `log` shows it as `[user@host]`.
-    let mut start_event = NewEvent::of(now, &batch, EventKind::RunStarted, format!("run {run_id} started ({}) on {holder}", opts.trigger))
-        .run(run_id)
-        .fields(serde_json::json!({"trigger": opts.trigger, "holder": holder.to_string(), "concurrency": cfg.concurrency}));
-    start_event.actor.clone_from(&opts.actor);
-    store.log_event(&start_event)?;
-    log.emit(&start_event);
-
-    recover::take_over(&mut store, &batch, run_id, holder, cfg.max_attempts, log).await?;
-    let skipped_done = store.counts(&batch)?.finished();
-    let inherited = recover::inherited_hold(&mut store, &batch, run_id, log)?;
-
-    let (stop_tx, _) = watch::channel(None);
-    let identity = store.identity();
-    let cycle = Arc::new(Cycle {
-        batch: batch.clone(),
-        run_id,
-        cfg: cfg.clone(),
-        worker: opts.worker.clone(),
-        work_dir: opts.work_dir.clone(),
-        rules: Rules {
-            transient_exit_codes: cfg.transient_exit_codes.clone(),
-            transient_error_classes: cfg.transient_error_classes.clone(),
-        },
-        writer: Writer::start(store),
-        tally: Tally::default(),
-        log: log.clone(),
-        stop_tx,
-        inflight: std::sync::Mutex::new(HashMap::new()),
-        gate: gate::Gate::new(
-            cfg.rate_limit
-                .as_ref()
-                .map(|r| pace::Pacer::new(r.count, r.per)),
-            inherited.as_ref(),
-        ),
-        claims_left: opts.limit.map(AtomicUsize::new),
-        lease_ttl: lock_ttl,
-        runner_id: orphans::runner_id(holder.pid, holder.pid_start),
-        program: opts.worker.first().and_then(|p| child::resolve(p)),
-        chain: opts.key.is_none() && cfg.rate_limit.is_none() && cfg.max_cost.is_none(),
-        identity,
-    });
-
-    // Outside stop requests become stop reasons.
-    let watcher = {
-        let cycle = cycle.clone();
-        tokio::spawn(async move {
-            while signals.changed().await.is_ok() {
-                let signal = *signals.borrow();
-                if signal != Signal::Run {
-                    cycle.request_stop(signal, StopReason::Interrupted);
-                    if signal == Signal::Immediate {
-                        cycle.kill_all(KillReason::Shutdown);
-                    }
-                }
-            }
-        })
-    };
-    let heartbeat = tokio::spawn(heartbeat::run(cycle.clone(), token.to_string(), lock_ttl));
-    let deadline = cfg.max_duration.map(|max| {
-        let cycle = cycle.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(max.saturating_sub(started.elapsed())).await;
-            cycle.request_stop(Signal::Graceful, StopReason::MaxDuration);
-        })
-    });
-    let progress = opts
-        .progress
-        .then(|| tokio::spawn(summary::progress(cycle.clone(), started)));
-
-    // 3. Enqueue from the source command.
-    let mut hooks_failed = Vec::new();
-    if let Some(source) = &cfg.source {
-        hooks_failed.extend(source::enqueue(&cycle, source).await);
-    }
-    let source_failed = hooks_failed.first().cloned();
-
-    // 4. Redrive due retry-tier failures.
-    if opts.key.is_none() {
-        let b = batch.clone();
-        let keys = cycle
-            .writer
-            .call(move |s| s.redrive_due(&b, Some(run_id), now_ms()))
-            .await?;
-        cycle
-            .tally
-            .redriven
-            .fetch_add(keys.len() as i64, Ordering::Relaxed);
-        for key in &keys {
-            log.emit(
-                &NewEvent::of(
-                    now_ms(),
-                    &batch,
-                    EventKind::Redriven,
-                    "redriven: retry time reached",
-                )
-                .run(run_id)
-                .key(key),
-            );
-        }
-    }
-
-    // 5. Process with bounded concurrency.
-    let slots = match &opts.key {
-        Some(key) => {
-            let c = cycle.clone();
-            let key = key.clone();
-            vec![match c.cfg.mode {
-                WorkerMode::Process => {
-                    tokio::spawn(async move { slot::process::run_key(c, 0, key).await })
-                }
-                WorkerMode::Persistent => {
-                    tokio::spawn(async move { slot::persistent::run_key(c, 0, key).await })
-                }
-            }]
-        }
-        None => (0..cfg.concurrency.max(1))
-            .map(|i| {
-                let c = cycle.clone();
-                let i = i as u32;
-                match c.cfg.mode {
-                    WorkerMode::Process => {
-                        tokio::spawn(async move { slot::process::run_slot(c, i).await })
-                    }
-                    WorkerMode::Persistent => {
-                        tokio::spawn(async move { slot::persistent::run_slot(c, i).await })
-                    }
-                }
-            })
-            .collect(),
-    };
-    let grace = grace_watch(cycle.clone());
-    let mut first_error: Option<StoreError> = None;
-    for s in slots {
-        if let Ok(Err(e)) = s.await {
-            first_error.get_or_insert(e);
-        }
-    }
-    grace.abort();
-    reap_leftovers(&cycle).await;
-    heartbeat.abort();
-    if let Some(d) = deadline {
-        d.abort();
-    }
-    watcher.abort();
-    if let Some(p) = progress {
-        p.abort();
-        summary::clear_progress();
-    }
-
-    // 6. Summary, release, alert.
-    let stopped = cycle.stopping().map(|(_, r)| r);
-    let counts = cycle.tally.counts(skipped_done);
-    let state = match (&stopped, counts.failed > 0 || source_failed.is_some()) {
-        (Some(StopReason::Paused(_)), _) => RunState::Paused,
-        (Some(_), _) => RunState::Aborted,
-        (None, true) => RunState::Failed,
-        (None, false) => RunState::Ok,
-    };
-    let line = summary::line(
-        &batch,
-        &counts,
-        started.elapsed(),
-        stopped.as_ref(),
-        source_failed.as_ref(),
-    );
-    let finish = {
-        let line = line.clone();
-        move |s: &mut Store| {
-            s.finish_run(run_id, state, &line, skipped_done, counts.retried, now_ms())?;
-            // Its worker groups are gone (each killed as its worker ended).
-            s.forget_workers(&[run_id])?;
-            let e = NewEvent::of(now_ms(), &batch, EventKind::RunFinished, line.clone())
-                .run(run_id)
-                .fields(serde_json::json!({"state": state, "counts": counts}));
-            s.log_event(&e)?;
-            // Housekeeping only: never fail a finished run over it.
-            if let Err(e) = s.checkpoint() {
-                tracing::warn!("WAL checkpoint after run {run_id}: {e}");
-            }
-            Ok(e)
-        }
-    };
-    let event = cycle.writer.call(finish).await?;
-    log.emit(&event);
-    if let Some(e) = first_error {
-        return Err(
-            anyhow::Error::new(e).context(format!("run {run_id} of {} stopped", opts.batch))
-        );
-    }
-    let mut report = RunReport {
-        run_id: Some(run_id),
-        state,
-        counts,
-        summary: line,
-        stopped,
-        hooks_failed,
-        waiting: Vec::new(),
-    };
-    if counts.failed > 0 || report.source_failed().is_some() {
-        report
-            .hooks_failed
-            .extend(summary::alert(&cycle, &report).await);
-    }
-    Ok(report)
-}
-
-/// Kills what our workers left running outside their process groups (a
-/// daemon that called `setsid` and closed its pipes): each worker's own
-/// group is killed when it ends, but such a process is only found by the
-/// environment it inherited or, having cleared that, as an orphan we
-/// adopted (`children`). One `/proc` scan each per cycle.
-async fn reap_leftovers(cycle: &Arc<Cycle>) {
-    let batch = cycle.batch.clone();
-    let ours = orphans::DeadRun {
-        run_id: cycle.run_id,
-        runner: cycle.runner_id.clone(),
-    };
-    let reaped = tokio::task::spawn_blocking(move || {
-        orphans::reap(&batch, &[ours]) + subreaper::reap_adopted(true)
-    })
-    .await
-    .unwrap_or(0);
-    if reaped > 0 {
-        let e = cycle.new_event(
-            "orphans-stopped",
-            format!(
-                "stopped {} our workers left running",
-                orphans::processes(reaped)
-            ),
-        );
-        cycle.event(e).await;
-    }
-}
-
-/// After a graceful stop request, in-flight items get `grace`; then their
-/// workers are stopped and the items released.
-fn grace_watch(cycle: Arc<Cycle>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut rx = cycle.stop_tx.subscribe();
-        loop {
-            if let Some((signal, _)) = rx.borrow().clone() {
-                if signal == Signal::Immediate {
-                    cycle.kill_all(KillReason::Shutdown);
-                    return;
-                }
-                break;
-            }
-            if rx.changed().await.is_err() {
-                return;
-            }
-        }
-        let grace = cycle.cfg.grace;
-        let _ = tokio::time::timeout(grace, async {
-            while rx.changed().await.is_ok() {
-                if matches!(*rx.borrow(), Some((Signal::Immediate, _))) {
-                    return;
-                }
-            }
-        })
-        .await;
-        cycle.kill_all(KillReason::Shutdown);
-    })
 }
 
 /// Runs a cycle on a fresh runtime, with SIGINT/SIGTERM/SIGHUP handled:

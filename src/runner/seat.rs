@@ -13,6 +13,16 @@ use crate::store::{LockOutcome, Store};
 use crate::util::identity;
 use crate::util::time::now_ms;
 
+/// A seat of the batch lock this cycle holds.
+pub struct Seat {
+    /// Fences every write of the run's: a taker's token replaces it.
+    pub token: String,
+    pub holder: Holder,
+    pub ttl: Duration,
+    /// The stale holder whose seat this was, if any.
+    pub took_over: Option<LockInfo>,
+}
+
 pub enum Acquired {
     /// Ours; names the stale holder we replaced, if any.
     Yes(Option<LockInfo>),
