@@ -15,8 +15,8 @@ use serde_json::json;
 use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 
-use super::Cycle;
-use super::retry::Pacer;
+use super::cycle::Cycle;
+use super::pace::Pacer;
 use crate::duration::format_duration;
 use crate::model::{Claim, Hold, Millis};
 use crate::store::StoreError;
@@ -175,7 +175,7 @@ impl Cycle {
         let nothing = Ok(Some((Vec::new(), Pass::None)));
         if self.gate.held_until().is_some() {
             let batch = self.batch.clone();
-            if self.db.call(move |s| s.counts(&batch)).await?.pending == 0 {
+            if self.writer.call(move |s| s.counts(&batch)).await?.pending == 0 {
                 return nothing;
             }
             if !self.wait_out_hold().await {
@@ -196,7 +196,7 @@ impl Cycle {
         let (batch, run) = (self.batch.clone(), self.run_id);
         let until = self.lease_until(now_ms());
         let Some(claims) = self
-            .db
+            .writer
             .call(move |s| s.claim(&batch, run, n, until, now_ms()))
             .await?
         else {
@@ -237,12 +237,6 @@ impl Cycle {
         self.gate.held.subscribe()
     }
 
-    /// A worker's `retry_after`, as this batch applies it: at most
-    /// `max_hold`.
-    pub(super) fn retry_after(&self, asked: Option<Duration>) -> Option<Duration> {
-        asked.map(|d| d.min(self.cfg.max_hold))
-    }
-
     /// The answer for `claim` asked every call to wait `asked`: holds the
     /// whole batch (every other call would get the same answer), in this
     /// run and in the store, for other runners and later runs, for at most
@@ -255,7 +249,7 @@ impl Cycle {
         let longer = self.gate.extend(until);
         let (batch, key) = (self.batch.clone(), claim.key.clone());
         let _ = self
-            .db
+            .writer
             .call(move |s| s.set_hold(&batch, until, Some(&key)))
             .await;
         self.gate.touch();

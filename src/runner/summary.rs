@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
+use super::cycle::{Cycle, StopReason};
 use super::hook::{Hook, HookFailure};
-use super::{Cycle, EventLog, RunOptions, RunReport, StopReason};
+use super::{EventLog, RunOptions, RunReport};
 use crate::duration::format_duration;
 use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
 use crate::store::Store;
@@ -106,7 +107,7 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
         return;
     }
     let batch = cycle.batch.clone();
-    let total = match cycle.db.call(move |s| s.counts(&batch)).await {
+    let total = match cycle.writer.call(move |s| s.counts(&batch)).await {
         Ok(c) => c.to_do(),
         Err(_) => return,
     };
@@ -204,7 +205,7 @@ pub async fn alert(cycle: &Cycle, report: &RunReport) -> Option<HookFailure> {
     }
     let fail =
         |problem: String, stderr: &[u8]| HookFailure::new(Hook::Alert, &argv[0], problem, stderr);
-    let failure = match super::children::spawn(&mut cmd) {
+    let failure = match super::child::subreaper::spawn(&mut cmd) {
         Err(e) => Some(fail(format!("could not start: {e}"), b"")),
         Ok(mut child) => {
             let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

@@ -28,22 +28,21 @@
 //! worker that exits mid-item fails the item (transient) and is restarted.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-use super::classify::{ErrorLine, Rules, Verdict, bound_message, error_line_of};
-use super::cost::Cost;
-use super::worker::{KillReason, Report};
+use super::output::Report;
+use super::{KillReason, kill_group};
+use crate::runner::classify::{self, Answer, Rules, bound_message};
 use crate::util::sanitize;
 
 /// Longest answer line accepted (the result is bounded like stdout in
 /// process mode).
-const MAX_LINE: usize = super::worker::MAX_STDOUT + 64 * 1024;
+const MAX_LINE: usize = super::output::MAX_STDOUT + 64 * 1024;
 
 /// One request to a persistent worker.
 pub struct Request<'a> {
@@ -114,7 +113,7 @@ pub enum Line {
 
 /// What became of one call.
 pub enum Call {
-    Answer(Verdict),
+    Answer(Answer),
     /// The runner stopped the worker (it must be started again).
     Killed(KillReason),
 }
@@ -128,29 +127,9 @@ impl Persistent {
         dir: Option<&Path>,
         env: &[(&'static str, String)],
     ) -> std::io::Result<Persistent> {
-        let mut cmd = match program {
-            Some(path) => Command::new(path),
-            None => Command::new(&argv[0]),
-        };
-        #[cfg(unix)]
-        if program.is_some() {
-            cmd.arg0(&argv[0]);
-        }
-        cmd.args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .env("NIGHTSHIFT_MODE", "persistent")
-            .kill_on_drop(true);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        if let Some(dir) = dir {
-            cmd.current_dir(dir);
-        }
-        #[cfg(unix)]
-        cmd.process_group(0);
-        let mut child = super::children::spawn(&mut cmd)?;
+        let mut cmd = super::command(argv, program, dir, env);
+        cmd.env("NIGHTSHIFT_MODE", "persistent");
+        let mut child = super::spawn(&mut cmd)?;
         let pgid = child.id();
         let stdin = child
             .stdin
@@ -221,7 +200,7 @@ impl Persistent {
     /// kept. `Err` when the worker broke: exited, closed its stdout, sent a
     /// line over the limit or one that breaks the protocol (it must then be
     /// killed and started again).
-    pub async fn next(&mut self) -> Result<Line, Verdict> {
+    pub async fn next(&mut self) -> Result<Line, Answer> {
         loop {
             let read = if self.sent < self.out.len() {
                 let Persistent {
@@ -252,7 +231,7 @@ impl Persistent {
                 Ok(false) => return Err(self.died("the worker exited").await),
                 Err(e) => {
                     self.line = Vec::new();
-                    return Err(out_of_step(&e));
+                    return Err(Answer::out_of_step(&e));
                 }
             };
             match parse_line(&text) {
@@ -262,7 +241,7 @@ impl Persistent {
                 }
                 Ok(Some(line)) => return Ok(line),
                 Ok(None) => {}
-                Err(why) => return Err(out_of_step(&why)),
+                Err(why) => return Err(Answer::out_of_step(&why)),
             }
         }
     }
@@ -276,7 +255,7 @@ impl Persistent {
         rules: &Rules,
         reports: &mpsc::UnboundedSender<Report>,
         kill: oneshot::Receiver<KillReason>,
-    ) -> Result<Call, Verdict> {
+    ) -> Result<Call, Answer> {
         let killed = async {
             match kill.await {
                 Ok(reason) => reason,
@@ -289,16 +268,18 @@ impl Persistent {
             loop {
                 match self.next().await? {
                     Line::OpId { key, op_id } => {
-                        match_op_id(&key, [req.key], None).map_err(|why| out_of_step(&why))?;
+                        match_op_id(&key, [req.key], None)
+                            .map_err(|why| Answer::out_of_step(&why))?;
                         // Each id is a store write: a flood is bounded.
-                        if op_ids < super::worker::MAX_OP_IDS {
+                        if op_ids < super::output::MAX_OP_IDS {
                             op_ids += 1;
                             let _ = reports.send(Report::OpId(op_id));
                         }
                     }
                     Line::Answer { key, obj } => {
-                        match_answer(&key, [req.key], None).map_err(|why| out_of_step(&why))?;
-                        return Ok(answer(&obj, rules));
+                        match_answer(&key, [req.key], None)
+                            .map_err(|why| Answer::out_of_step(&why))?;
+                        return Ok(classify::answer(&obj, rules));
                     }
                     Line::Stray(_) => {}
                 }
@@ -308,7 +289,7 @@ impl Persistent {
             result = exchange => result.map(Call::Answer),
             () = tokio::time::sleep(timeout) => {
                 self.kill().await;
-                Err(timed_out(timeout))
+                Err(Answer::timed_out(timeout))
             }
             reason = killed => {
                 self.kill().await;
@@ -318,7 +299,7 @@ impl Persistent {
     }
 
     /// The worker broke mid-item: a transient failure naming why.
-    async fn died(&mut self, why: &str) -> Verdict {
+    async fn died(&mut self, why: &str) -> Answer {
         let status = tokio::time::timeout(Duration::from_millis(500), self.child.wait()).await;
         let status = match status {
             Ok(Ok(s)) => format!(" ({s})"),
@@ -340,18 +321,12 @@ impl Persistent {
         if let Some(stray) = &self.stray {
             message.push_str(&format!(" (last non-protocol stdout line: {stray})"));
         }
-        Verdict::Failed {
-            transient: true,
-            class: "WorkerExited".into(),
-            message: bound_message(&message),
-            retry_after: None,
-            cost: None,
-        }
+        Answer::worker_exited(&message)
     }
 
     /// Stops the worker and everything in its process group.
     pub async fn kill(&mut self) {
-        signal_group(self.pgid);
+        kill_group(self.pgid);
         let _ = self.child.kill().await;
     }
 
@@ -366,24 +341,12 @@ impl Persistent {
         // Dropping closes the pipe (`shutdown()` on a pipe does not).
         drop(stdin);
         if tokio::time::timeout(grace, child.wait()).await.is_err() {
-            signal_group(pgid);
+            kill_group(pgid);
             let _ = child.kill().await;
         }
-        signal_group(pgid);
+        kill_group(pgid);
     }
 }
-
-#[cfg(unix)]
-fn signal_group(pgid: Option<u32>) {
-    use nix::sys::signal::{Signal, killpg};
-    use nix::unistd::Pid;
-    if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 1) {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    }
-}
-
-#[cfg(not(unix))]
-fn signal_group(_pgid: Option<u32>) {}
 
 /// Reads one stdout line. `Ok(None)`: nothing to act on (a blank line, an
 /// op id that cannot be stored). `Err`: the line breaks the protocol.
@@ -435,7 +398,7 @@ pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
     }
     // Ignored as in process mode: it could not be handed back.
     Ok(match obj.get("op_id").and_then(Value::as_str) {
-        Some(op) if super::worker::valid_op_id(op) => Some(Line::OpId {
+        Some(op) if super::output::valid_op_id(op) => Some(Line::OpId {
             key,
             op_id: op.to_string(),
         }),
@@ -495,36 +458,6 @@ pub fn quote(text: &str) -> String {
     sanitize::line(&sanitize::truncate(text.trim(), QUOTE_CHARS)).into_owned()
 }
 
-/// The failure of the request at the head when the worker broke the
-/// protocol: the worker is restarted, the item retried (transient).
-pub(super) fn out_of_step(why: &str) -> Verdict {
-    protocol_error(&format!("{why}; the worker was restarted"))
-}
-
-pub(super) fn protocol_error(message: &str) -> Verdict {
-    Verdict::Failed {
-        transient: true,
-        class: "ProtocolError".into(),
-        message: bound_message(message),
-        retry_after: None,
-        cost: None,
-    }
-}
-
-/// The verdict for an item whose worker gave no answer within `timeout`.
-pub fn timed_out(timeout: Duration) -> Verdict {
-    Verdict::Failed {
-        transient: true,
-        class: "Timeout".into(),
-        message: format!(
-            "no answer within {}; the worker was restarted",
-            crate::duration::format_duration(timeout)
-        ),
-        retry_after: None,
-        cost: None,
-    }
-}
-
 /// Reads into `line` up to the next newline (not kept): `Ok(true)` with a
 /// whole line, `Ok(false)` at end of stream (a last unterminated line is
 /// dropped: the worker died writing it). Bounded by `MAX_LINE`.
@@ -555,46 +488,6 @@ async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result
             return Ok(true);
         }
     }
-}
-
-/// The verdict an answer object carries.
-pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Verdict {
-    let cost = Cost::from_json(obj.get("cost"));
-    if let Some(err) = obj.get("error") {
-        let line = match err {
-            Value::Object(e) => error_line_of(e),
-            Value::String(m) => ErrorLine {
-                message: Some(m.clone()),
-                ..ErrorLine::default()
-            },
-            _ => ErrorLine::default(),
-        };
-        let class = line.error_class.unwrap_or_else(|| "WorkerError".into());
-        let transient = line
-            .transient
-            .unwrap_or_else(|| rules.transient_error_classes.iter().any(|c| c == &class));
-        return cost.or(line.cost).apply(Verdict::Failed {
-            transient,
-            class: bound_message(&class),
-            message: bound_message(
-                line.message
-                    .as_deref()
-                    .unwrap_or("the worker reported an error"),
-            ),
-            retry_after: line.retry_after,
-            cost: None,
-        });
-    }
-    let Some(result) = obj.get("result") else {
-        return protocol_error("an answer line with neither \"result\" nor \"error\"");
-    };
-    let cost = cost.or(Cost::from_json(result.get("cost")));
-    let empty = result.is_null() || result.as_str() == Some("");
-    cost.apply(Verdict::Done {
-        empty,
-        result: (!empty).then(|| result.to_string()),
-        cost: None,
-    })
 }
 
 #[cfg(test)]
@@ -647,30 +540,30 @@ done"#,
             .call(&req("a", "{\"x\":1}"), t, &rules, &tx, never())
             .await;
         assert!(
-            matches!(ok, Ok(Call::Answer(Verdict::Done { empty: false, result: Some(r), .. })) if r == "\"fine\"")
+            matches!(ok, Ok(Call::Answer(Answer::Done { empty: false, result: Some(r), .. })) if r == "\"fine\"")
         );
         let op = w.call(&req("op", "{}"), t, &rules, &tx, never()).await;
-        assert!(matches!(op, Ok(Call::Answer(Verdict::Done { cost: Some(c), .. })) if c == 0.5));
+        assert!(matches!(op, Ok(Call::Answer(Answer::Done { cost: Some(c), .. })) if c == 0.5));
         assert_eq!(rx.try_recv().unwrap(), Report::OpId("op-1".into()));
         let err = w.call(&req("err", "{}"), t, &rules, &tx, never()).await;
         assert!(
-            matches!(err, Ok(Call::Answer(Verdict::Failed { transient: false, class, .. })) if class == "BadRequest")
+            matches!(err, Ok(Call::Answer(Answer::Failed { transient: false, class, .. })) if class == "BadRequest")
         );
         let empty = w.call(&req("empty", "{}"), t, &rules, &tx, never()).await;
         assert!(matches!(
             empty,
-            Ok(Call::Answer(Verdict::Done { empty: true, .. }))
+            Ok(Call::Answer(Answer::Done { empty: true, .. }))
         ));
         let nokey = w.call(&req("nokey", "{}"), t, &rules, &tx, never()).await;
         assert!(
-            matches!(&nokey, Err(Verdict::Failed { transient: true, class, message, .. })
+            matches!(&nokey, Err(Answer::Failed { transient: true, class, message, .. })
             if class == "ProtocolError" && message.contains(KEY_RULE) && message.ends_with("the worker was restarted")),
             "{:?}",
             nokey.as_ref().err()
         );
         let died = w.call(&req("die", "{}"), t, &rules, &tx, never()).await;
         assert!(
-            matches!(&died, Err(Verdict::Failed { transient: true, class, message, .. })
+            matches!(&died, Err(Answer::Failed { transient: true, class, message, .. })
             if class == "WorkerExited" && message.contains("dying")),
             "{:?}",
             died.as_ref().err()
@@ -773,36 +666,6 @@ done"#,
         assert!(late.contains("answered already"), "{late}");
     }
 
-    #[test]
-    fn answers_carry_their_costs_by_one_rule() {
-        let rules = Rules::default();
-        let v = answer(&obj(r#"{"key":"a","result":{"n":1,"cost":0.5}}"#), &rules);
-        assert!(
-            matches!(v, Verdict::Done { cost: Some(c), .. } if c == 0.5),
-            "{v:?}"
-        );
-        let v = answer(
-            &obj(r#"{"key":"a","error":{"message":"m","cost":0.25}}"#),
-            &rules,
-        );
-        assert!(
-            matches!(v, Verdict::Failed { cost: Some(c), .. } if c == 0.25),
-            "{v:?}"
-        );
-        for bad in [
-            r#"{"key":"a","result":1,"cost":1e308}"#,
-            r#"{"key":"a","result":{"cost":-1}}"#,
-            r#"{"key":"a","error":{"cost":"NaN"}}"#,
-            r#"{"key":"a","result":null,"cost":0.5,"x":{"cost":1},"error":{"cost":2e9}}"#,
-        ] {
-            let v = answer(&obj(bad), &rules);
-            assert!(
-                matches!(&v, Verdict::Failed { transient: false, class, .. } if class == "InvalidCost"),
-                "{bad}: {v:?}"
-            );
-        }
-    }
-
     #[tokio::test]
     async fn timeout_restarts_and_kill_stops() {
         let dir = tempfile::tempdir().unwrap();
@@ -819,7 +682,7 @@ done"#,
                 never,
             )
             .await;
-        assert!(matches!(r, Err(Verdict::Failed { class, .. }) if class == "Timeout"));
+        assert!(matches!(r, Err(Answer::Failed { class, .. }) if class == "Timeout"));
         let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
         let (kill_tx, kill_rx) = oneshot::channel();
         let (request, rules) = (req("b", "{}"), Rules::default());

@@ -20,7 +20,7 @@ type Job = Box<dyn FnOnce(&mut Store) -> Finish + Send>;
 /// Most requests folded into one transaction.
 const MAX_GROUP: usize = 512;
 
-pub struct Db {
+pub struct Writer {
     tx: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<Store>>,
     /// Set once the store's location names another store (or none): no
@@ -30,8 +30,8 @@ pub struct Db {
     place: PathBuf,
 }
 
-impl Db {
-    pub fn start(store: Store) -> Db {
+impl Writer {
+    pub fn start(store: Store) -> Writer {
         let (tx, rx) = mpsc::channel::<Job>();
         let place = store.path().to_path_buf();
         let sealed = Arc::new(AtomicBool::new(false));
@@ -40,7 +40,7 @@ impl Db {
             .name("nightshift-db".into())
             .spawn(move || serve(store, rx, &seal))
             .expect("spawning the store thread");
-        Db {
+        Writer {
             tx: Some(tx),
             thread: Some(thread),
             sealed,
@@ -132,7 +132,7 @@ impl Db {
     }
 }
 
-impl Drop for Db {
+impl Drop for Writer {
     fn drop(&mut self) {
         drop(self.tx.take());
         if let Some(t) = self.thread.take() {
@@ -153,7 +153,7 @@ fn serve(mut store: Store, rx: mpsc::Receiver<Job>, sealed: &AtomicBool) -> Stor
                 store.settle_after_loss();
                 settled = true;
             }
-            // Unanswered: the caller says why (`Db::call`).
+            // Unanswered: the caller says why (`Writer::call`).
             drop(first);
             continue;
         }

@@ -1,84 +1,16 @@
-//! Taking the batch lock, and the heartbeat that keeps it (and the leases
-//! of in-flight items) alive while the run lives.
+//! The heartbeat of a cycle holding a seat: renews the seat and the leases
+//! of in-flight items, notices a lost lock or lease, a deleted or replaced
+//! store, a pause, the store's retry-after hold, and sweeps the seats of
+//! dead runners sharing the batch.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use super::child::KillReason;
+use super::cycle::{Cycle, Signal, StopReason};
 
-use super::worker::KillReason;
-use super::{Cycle, RunOptions, Signal, StopReason, paused_file};
-use crate::model::{Holder, LockInfo};
-use crate::store::{LockOutcome, Store, StoreIdentity, Verdict};
-use crate::util::identity;
+use crate::store::{StoreIdentity, Verdict, paused_file};
 use crate::util::time::now_ms;
-
-pub enum Acquired {
-    /// Ours; names the stale holder we replaced, if any.
-    Yes(Option<LockInfo>),
-    /// Live runners hold every seat (oldest first).
-    No(Vec<LockInfo>),
-    /// A stop signal came while waiting (`--wait`).
-    Interrupted,
-}
-
-/// A holder on this host whose process is gone (or whose pid now belongs
-/// to another process) is stale at once: after a crash the re-run must
-/// resume, not wait out the TTL. Other holders are stale only when their
-/// seat lapsed (`store::seat_lapsed`: never while running on this host).
-pub fn holder_is_dead(holder: &Holder) -> bool {
-    identity::holder_seen(holder) == identity::Seen::Gone
-}
-
-pub async fn acquire(
-    store: &mut Store,
-    opts: &RunOptions,
-    token: &str,
-    holder: &Holder,
-    ttl: Duration,
-    signals: &mut watch::Receiver<Signal>,
-) -> anyhow::Result<Acquired> {
-    let mut steal: Vec<String> = Vec::new();
-    loop {
-        let now = now_ms();
-        let expires = now + ttl.as_millis() as i64;
-        let dead: Vec<&str> = steal.iter().map(String::as_str).collect();
-        match store.acquire_lock(
-            &opts.batch,
-            token,
-            holder,
-            None,
-            expires,
-            now,
-            &dead,
-            opts.config.runners,
-        )? {
-            LockOutcome::Acquired { took_over } => return Ok(Acquired::Yes(took_over)),
-            LockOutcome::Held(seats) => {
-                let before = steal.len();
-                for seat in &seats {
-                    if holder_is_dead(&seat.holder) && !steal.contains(&seat.token) {
-                        steal.push(seat.token.clone());
-                    }
-                }
-                if steal.len() > before {
-                    continue;
-                }
-                if !opts.wait {
-                    return Ok(Acquired::No(seats));
-                }
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(500)) => {}
-            changed = signals.changed() => {
-                if changed.is_err() || *signals.borrow() != Signal::Run {
-                    return Ok(Acquired::Interrupted);
-                }
-            }
-        }
-    }
-}
 
 /// Whether the store's location names another store, or none, now. Not
 /// knowing (a server that does not answer) is not a change: the next
@@ -99,15 +31,15 @@ const PAUSE_CHECK: Duration = Duration::from_secs(1);
 /// pause or the PAUSED file, so a pause stops claiming at once rather than
 /// at the next renewal (20 s with the default TTL), and the store's
 /// retry-after hold.
-pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
+pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
     let every = (ttl / 3).clamp(Duration::from_millis(100), Duration::from_secs(20));
     let tick = every.min(PAUSE_CHECK);
-    let db_path = cycle.db.call(|s| Ok(s.path().to_path_buf())).await.ok();
+    let db_path = cycle.writer.call(|s| Ok(s.path().to_path_buf())).await.ok();
     let mut renewed_at = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(tick).await;
         let batch = cycle.batch.clone();
-        if cycle.db.is_sealed() {
+        if cycle.writer.is_sealed() {
             cycle.store_lost().await;
             return;
         }
@@ -129,7 +61,7 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
                 .copied()
                 .collect();
             let renewed = cycle
-                .db
+                .writer
                 .call(move |s| {
                     let lock = s.renew_lock(&b, &t, until)?;
                     let held = s.renew_leases(&b, run, until)?;
@@ -157,12 +89,12 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
                 }
             }
         }
-        // Orphans we adopted that exited (see `children`).
-        let _ = tokio::task::spawn_blocking(|| super::children::reap_adopted(false)).await;
+        // Orphans we adopted that exited (see `child::subreaper`).
+        let _ = tokio::task::spawn_blocking(|| super::child::subreaper::reap_adopted(false)).await;
         // Runners sharing the batch: take back the work of one that died.
         // Best effort: the next tick tries again.
         let _ = super::recover::sweep(
-            &cycle.db,
+            &cycle.writer,
             &cycle.batch,
             cycle.run_id,
             cycle.cfg.max_attempts,
@@ -173,7 +105,7 @@ pub async fn heartbeat(cycle: Arc<Cycle>, token: String, ttl: Duration) {
         // runner of the batch was given.
         let seq = cycle.gate.seq();
         let read = cycle
-            .db
+            .writer
             .call(move |s| Ok((s.pause(&batch)?, s.hold(&batch)?)))
             .await;
         if let Ok((_, hold)) = &read {

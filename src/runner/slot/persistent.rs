@@ -1,12 +1,12 @@
 //! One concurrency slot in persistent mode: one long-lived worker process
-//! (see `persistent`) answers many items. The slot claims items in batches
+//! (see `child::persistent`) answers many items. The slot claims items in batches
 //! (up to `MAX_BATCH`, fewer for slow workers), writes their requests ahead
 //! (answers come back in order), and records successes in the transaction
 //! that also claims the next batch — started once half a batch is answered,
 //! so the store works while the worker answers the rest. A success is thus
 //! durable before its slot claims anything more, and an item is marked done
 //! only after its worker answered. Failures, retries, timeouts, op ids and
-//! fencing work as in process mode (`slot`).
+//! fencing work as in process mode (`process`); the batches are `pipeline`'s.
 //!
 //! An answer is recorded only when it is provably in step: it names the
 //! oldest request sent (`persistent::match_answer`). When the worker is out
@@ -18,32 +18,27 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::classify::{Verdict, bound_message};
-use super::gate::Pass;
-use super::persistent::{
-    Line, Persistent, Request, answer, match_answer, match_op_id, out_of_step, timed_out,
+use super::claim::claim_key;
+use super::pipeline::{CommitFuture, Success};
+use super::record::{
+    begin_retry, judge_failure, lease_lost_on_write, lease_lost_stopped, record_failure, release,
+    store_op_id,
 };
-use super::slot::{
-    RetryPlan, begin_retry, budget_spent, fail, lease_lost_on_write, log_claimed, plan_retry,
-    release,
-};
-use super::worker::KillReason;
-use super::{Cycle, Killer, Signal, StopReason};
-use crate::model::{Claim, NewEvent, Outcome};
-use crate::store::{Completion, StoreError};
+use crate::model::{Claim, EventKind, NewEvent, Outcome};
+use crate::runner::child::KillReason;
+use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
+use crate::runner::classify::{self, Answer, bound_message};
+use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
+use crate::runner::gate::Pass;
+use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
+use crate::store::StoreError;
 use crate::util::time::now_ms;
 
-/// Most items claimed (and sent ahead) at once by one slot.
-const MAX_BATCH: usize = 1024;
-/// A batch should take about this long, so slow workers claim few items
-/// at a time and the slots share the work fairly.
-const BATCH_TIME: Duration = Duration::from_millis(200);
 /// A worker that dies, hangs or gets out of step on this many different
 /// items in a row before an answer could be recorded is broken: the slot
 /// gives up rather than spin (a worker that never sends `key` ends here).
@@ -51,67 +46,51 @@ const BATCH_TIME: Duration = Duration::from_millis(200);
 const MAX_FAILED_STARTS: usize = 3;
 
 /// A claimed item on its way through the slot.
-struct Work {
-    claim: Claim,
-    attempt: u32,
-    op_id: Option<String>,
+pub(super) struct Work {
+    pub(super) claim: Claim,
+    pub(super) attempt: u32,
+    pub(super) op_id: Option<String>,
     /// Op ids reported for it: each is a store write, so a flood is bounded
     /// (as in process mode, `worker::MAX_OP_IDS`).
-    op_ids: usize,
-    retries_done: u32,
+    pub(super) op_ids: usize,
+    pub(super) retries_done: u32,
     /// Where its next request stands at the gate.
-    pass: Pass,
+    pub(super) pass: Pass,
 }
 
-/// What a commit hands back: the successes (for the log), which of them
-/// were accepted, the next claims (`None`: the lock is lost) and how many
-/// were asked for.
-type Committed = (Vec<Success>, Vec<bool>, Option<Vec<Claim>>, usize);
-type CommitFuture =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Committed, StoreError>> + Send>>;
-
-/// A success waiting for the batch's commit.
-struct Success {
-    claim: Claim,
-    outcome: Outcome,
-    result: Option<String>,
-    cost: Option<f64>,
-    event: NewEvent,
-}
-
-struct Slot {
-    cycle: Arc<Cycle>,
+pub(super) struct Slot {
+    pub(super) cycle: Arc<Cycle>,
     /// Which of the cycle's slots (its worker's record, see `groups`).
-    index: u32,
-    worker: Option<Persistent>,
+    pub(super) index: u32,
+    pub(super) worker: Option<Persistent>,
     /// Claimed, not yet sent to the current worker.
-    queue: VecDeque<Work>,
+    pub(super) queue: VecDeque<Work>,
     /// Sent, waiting for their answers, in order.
-    sent: VecDeque<Work>,
+    pub(super) sent: VecDeque<Work>,
     /// Failed transiently, retried once their backoff has passed.
-    retries: Vec<(tokio::time::Instant, Work)>,
-    successes: Vec<Success>,
+    pub(super) retries: Vec<(tokio::time::Instant, Work)>,
+    pub(super) successes: Vec<Success>,
     /// A commit (with the next claim) under way while the worker answers
     /// the rest of the batch.
-    committing: Option<CommitFuture>,
-    kill_tx: mpsc::UnboundedSender<(i64, KillReason)>,
-    kill_rx: mpsc::UnboundedReceiver<(i64, KillReason)>,
+    pub(super) committing: Option<CommitFuture>,
+    pub(super) kill_tx: mpsc::UnboundedSender<(i64, KillReason)>,
+    pub(super) kill_rx: mpsc::UnboundedReceiver<(i64, KillReason)>,
     /// Since when the oldest sent item has been the worker's to answer.
-    head_since: Instant,
+    pub(super) head_since: Instant,
     /// The current worker answered at least once.
-    answered: bool,
+    pub(super) answered: bool,
     /// The key of the current worker's last answer (to name a second one).
-    last_answered: Option<String>,
+    pub(super) last_answered: Option<String>,
     /// Stdout lines of this slot's workers that were not part of the
     /// protocol, and the last of them.
-    strays: u64,
-    last_stray: String,
+    pub(super) strays: u64,
+    pub(super) last_stray: String,
     /// The items on which workers broke before an answer could be
     /// recorded, since the last recorded answer.
-    failed_starts: Vec<i64>,
+    pub(super) failed_starts: Vec<i64>,
     /// Items to claim next time, and the running mean time per item.
-    batch: usize,
-    per_item: Option<Duration>,
+    pub(super) batch: usize,
+    pub(super) per_item: Option<Duration>,
 }
 
 /// How a batch ended.
@@ -135,12 +114,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, index: u32) -> Result<(), StoreError> {
 
 /// `run --key`: the one named item, in a persistent worker.
 pub async fn run_key(cycle: Arc<Cycle>, index: u32, key: String) -> Result<(), StoreError> {
-    let (batch, run) = (cycle.batch.clone(), cycle.run_id);
-    let until = cycle.lease_until(now_ms());
-    let claim = cycle
-        .db
-        .call(move |s| s.claim_key(&batch, &key, run, until, now_ms()))
-        .await?;
+    let claim = claim_key(&cycle, key).await?;
     let mut slot = Slot::new(cycle, index);
     let result = slot.run(Some(claim)).await;
     slot.finish().await;
@@ -198,7 +172,7 @@ impl Slot {
     }
 
     /// Registers an item so a stop or a lost lease reaches this slot.
-    fn track(&self, claim: &Claim) {
+    pub(super) fn track(&self, claim: &Claim) {
         self.cycle
             .inflight
             .lock()
@@ -206,7 +180,7 @@ impl Slot {
             .insert(claim.item_id, Some(Killer::Slot(self.kill_tx.clone())));
     }
 
-    fn untrack(&self, claim: &Claim) {
+    pub(super) fn untrack(&self, claim: &Claim) {
         self.cycle
             .inflight
             .lock()
@@ -214,180 +188,9 @@ impl Slot {
             .remove(&claim.item_id);
     }
 
-    /// How many items to claim now: about `BATCH_TIME` of work, growing
-    /// from one; one at a time when every claim must be weighed (rate
-    /// limit, cost budget). Takes them from `--limit`.
-    fn take_batch(&mut self) -> usize {
-        let mut want = if self.cycle.chain {
-            let fit = self.per_item.map_or(MAX_BATCH, |t| {
-                (BATCH_TIME.as_secs_f64() / t.as_secs_f64().max(1e-7)) as usize
-            });
-            // One item first (the worker's speed is unknown), then doubling.
-            let cap = if self.per_item.is_none() {
-                1
-            } else {
-                self.batch.saturating_mul(2)
-            };
-            self.batch = fit.clamp(1, MAX_BATCH).min(cap).max(1);
-            self.batch
-        } else {
-            1
-        };
-        if let Some(left) = &self.cycle.claims_left {
-            let mut taken = 0;
-            let _ = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                taken = n.min(want);
-                Some(n - taken)
-            });
-            want = taken;
-        }
-        want
-    }
-
-    fn give_back(&self, n: usize) {
-        if let Some(left) = &self.cycle.claims_left
-            && n > 0
-        {
-            left.fetch_add(n, Ordering::SeqCst);
-        }
-    }
-
-    /// A fresh claim (not chained to a commit), through the gate as in
-    /// process mode: the first request's pass comes with it.
-    async fn claim(&mut self) -> Result<(Vec<Claim>, Pass), StoreError> {
-        let cycle = self.cycle.clone();
-        let nothing = Ok((Vec::new(), Pass::None));
-        if cycle.stopping().is_some() || budget_spent(&cycle) {
-            return nothing;
-        }
-        let n = self.take_batch();
-        if n == 0 {
-            return nothing;
-        }
-        let Some((claims, pass)) = cycle.claim_through_gate(n).await? else {
-            self.give_back(n);
-            cycle.lock_lost().await;
-            return nothing;
-        };
-        self.give_back(n - claims.len());
-        for c in &claims {
-            log_claimed(&cycle, c);
-        }
-        Ok((claims, pass))
-    }
-
-    /// Records the batch's successes and, with `chain`, claims the next
-    /// batch in the same transaction. The claim comes only after the
-    /// successes are committed: nothing acknowledged can be lost by a crash.
-    async fn commit(&mut self, chain: bool) -> Result<Vec<Claim>, StoreError> {
-        self.settle().await?;
-        match self.begin_commit(chain).await {
-            Some(f) => {
-                let out = f.await?;
-                self.end_commit(out).await
-            }
-            None => Ok(Vec::new()),
-        }
-    }
-
-    /// Starts a commit of the successes so far (and, with `chain`, the
-    /// claim of the next batch). `None` when there is nothing to do.
-    async fn begin_commit(&mut self, chain: bool) -> Option<CommitFuture> {
-        let successes = std::mem::take(&mut self.successes);
-        let cycle = self.cycle.clone();
-        let may_chain = chain
-            && cycle.chain
-            && cycle.stopping().is_none()
-            && cycle.gate.held_until().is_none()
-            && !budget_spent(&cycle);
-        let n = if may_chain { self.take_batch() } else { 0 };
-        if successes.is_empty() && n == 0 {
-            return None;
-        }
-        let (batch, run) = (cycle.batch.clone(), cycle.run_id);
-        let until = cycle.lease_until(now_ms());
-        // The successes travel to the store thread and back (for the log).
-        Some(Box::pin(async move {
-            let (successes, accepted, next) = cycle
-                .db
-                .call(move |s| {
-                    let now = now_ms();
-                    let done: Vec<_> = successes
-                        .iter()
-                        .map(|s| {
-                            let c = Completion {
-                                item_id: s.claim.item_id,
-                                token: s.claim.token,
-                                run_id: run,
-                                outcome: s.outcome,
-                                result: s.result.as_deref(),
-                                cost: s.cost,
-                                now,
-                            };
-                            (c, &s.event)
-                        })
-                        .collect();
-                    let (accepted, next) = if n == 0 {
-                        (s.complete_all(&done)?, Some(Vec::new()))
-                    } else {
-                        // One transaction: the successes, then the next claim.
-                        s.group(|s| {
-                            let accepted = s.complete_all(&done)?;
-                            let next = s.claim(&batch, run, n, until, now)?;
-                            Ok::<_, StoreError>((accepted, next))
-                        })??
-                    };
-                    drop(done);
-                    Ok((successes, accepted, next))
-                })
-                .await?;
-            Ok((successes, accepted, next, n))
-        }))
-    }
-
-    /// Acts on a finished commit: counts, log lines, the next claims.
-    async fn end_commit(&mut self, out: Committed) -> Result<Vec<Claim>, StoreError> {
-        let (successes, accepted, next, n) = out;
-        let cycle = self.cycle.clone();
-        for (s, ok) in successes.iter().zip(accepted) {
-            if ok {
-                let counter = if s.outcome == Outcome::Empty {
-                    &cycle.tally.empty
-                } else {
-                    &cycle.tally.done
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-                cycle.tally.add_cost(s.cost);
-                cycle.log.emit(&s.event);
-            } else {
-                lease_lost_on_write(&cycle, &s.claim).await;
-            }
-        }
-        let Some(next) = next else {
-            self.give_back(n);
-            cycle.lock_lost().await;
-            return Ok(Vec::new());
-        };
-        self.give_back(n - next.len());
-        for c in &next {
-            log_claimed(&cycle, c);
-        }
-        Ok(next)
-    }
-
-    /// Waits for a commit under way; its claims join the queue.
-    async fn settle(&mut self) -> Result<(), StoreError> {
-        if let Some(f) = self.committing.take() {
-            let out = f.await?;
-            let next = self.end_commit(out).await?;
-            self.enqueue(next, Pass::None);
-        }
-        Ok(())
-    }
-
     /// Queues claimed items for the worker; `first` is where the first
     /// one's request stands at the gate.
-    fn enqueue(&mut self, claims: Vec<Claim>, first: Pass) {
+    pub(super) fn enqueue(&mut self, claims: Vec<Claim>, first: Pass) {
         for (i, claim) in claims.into_iter().enumerate() {
             self.track(&claim);
             self.queue.push_back(Work {
@@ -503,21 +306,21 @@ impl Slot {
                     let gave_up = match line {
                         Ok(Line::OpId { key, op_id }) => self.op_id(&key, op_id).await?,
                         Ok(Line::Answer { key, obj }) => {
-                            let verdict = answer(&obj, &cycle.rules);
-                            self.answered(&key, verdict).await?
+                            let answer = classify::answer(&obj, &cycle.rules);
+                            self.answered(&key, answer).await?
                         }
                         Ok(Line::Stray(line)) => {
                             self.stray(line).await;
                             false
                         }
-                        Err(verdict) => self.broken(verdict).await?,
+                        Err(answer) => self.broken(answer).await?,
                     };
                     if gave_up {
                         return Ok(Ended::GaveUp);
                     }
                 }
                 () = tokio::time::sleep_until(deadline), if !self.sent.is_empty() => {
-                    if self.broken(timed_out(cycle.cfg.item_timeout)).await? {
+                    if self.broken(Answer::timed_out(cycle.cfg.item_timeout)).await? {
                         return Ok(Ended::GaveUp);
                     }
                 }
@@ -549,7 +352,10 @@ impl Slot {
             ("NIGHTSHIFT_BATCH", clean(&cycle.batch)),
             ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
             // Lets a later run find this worker if we die (see `orphans`).
-            (super::orphans::RUNNER_VAR, cycle.runner_id.clone()),
+            (
+                crate::runner::child::orphans::RUNNER_VAR,
+                cycle.runner_id.clone(),
+            ),
         ];
         match Persistent::start(
             &cycle.worker,
@@ -567,36 +373,27 @@ impl Slot {
                 Ok(true)
             }
             Err(e) => {
-                let verdict = Verdict::Failed {
-                    transient: true,
-                    class: "SpawnError".into(),
-                    message: bound_message(&format!(
-                        "could not start the worker {}: {e}",
-                        cycle.worker[0]
-                    )),
-                    retry_after: None,
-                    cost: None,
-                };
+                let answer = Answer::spawn_failed(&cycle.worker[0], &e);
                 // Charge it to the first item waiting, as process mode would.
                 if let Some(w) = self.queue.pop_front() {
                     self.sent.push_front(w);
                 }
-                Ok(!self.broken(verdict).await?)
+                Ok(!self.broken(answer).await?)
             }
         }
     }
 
     /// The worker broke (died, hung past the timeout, or broke the
-    /// protocol): the item at the head gets `verdict`, the worker is killed
+    /// protocol): the item at the head gets `answer`, the worker is killed
     /// (with its whole process group) and the other sent items wait for
     /// the next one. True when the slot gave up.
-    async fn broken(&mut self, verdict: Verdict) -> Result<bool, StoreError> {
+    async fn broken(&mut self, answer: Answer) -> Result<bool, StoreError> {
         if let Some(mut w) = self.worker.take() {
             w.kill().await;
         }
         let head = self.sent.pop_front();
         if head.is_none()
-            && let Verdict::Failed { class, message, .. } = &verdict
+            && let Answer::Failed { class, message, .. } = &answer
             && class == "ProtocolError"
         {
             // No item to carry it: the log does.
@@ -614,13 +411,13 @@ impl Slot {
         while let Some(w) = self.sent.pop_back() {
             self.queue.push_front(w);
         }
-        let message = match &verdict {
-            Verdict::Failed { message, .. } => message.clone(),
-            Verdict::Done { .. } => String::new(),
+        let message = match &answer {
+            Answer::Failed { message, .. } => message.clone(),
+            Answer::Done { .. } => String::new(),
         };
         if let Some(head) = head {
             let elapsed = self.head_since.elapsed();
-            self.verdict(head, verdict, elapsed).await?;
+            self.outcome(head, answer, elapsed).await?;
         }
         if self.failed_starts.len() >= MAX_FAILED_STARTS {
             self.give_up(&message).await?;
@@ -649,27 +446,29 @@ impl Slot {
         // Items waiting for a retry already had their (failed) attempt.
         for (_, w) in std::mem::take(&mut self.retries) {
             self.untrack(&w.claim);
-            fail(
-                &cycle,
-                &w.claim,
-                w.attempt,
-                true,
-                "WorkerFailed",
-                &bound_message(why),
-                None,
-                None,
-            )
-            .await?;
+            let message = bound_message(why);
+            let failed = Failed {
+                transient: true,
+                class: "WorkerFailed",
+                message: &message,
+                retry_after: None,
+            };
+            let a = Attempt {
+                number: w.attempt,
+                retries_done: w.retries_done,
+            };
+            let v = verdict::settle(&failed, a, &Policy::of(&cycle.cfg), now_ms());
+            record_failure(&cycle, &w.claim, a, &failed, v, None).await?;
         }
         self.release_waiting().await
     }
 
     /// An answer naming `key`: the oldest sent item's if it names it,
     /// else the worker is out of step. True when the slot gave up.
-    async fn answered(&mut self, key: &str, verdict: Verdict) -> Result<bool, StoreError> {
+    async fn answered(&mut self, key: &str, answer: Answer) -> Result<bool, StoreError> {
         let outstanding = self.sent.iter().map(|w| w.claim.key.as_str());
         if let Err(why) = match_answer(key, outstanding, self.last_answered.as_deref()) {
-            return self.broken(out_of_step(&why)).await;
+            return self.broken(Answer::out_of_step(&why)).await;
         }
         let head = self.sent.pop_front().expect("a sent item");
         let elapsed = self.head_since.elapsed();
@@ -681,7 +480,7 @@ impl Slot {
             None => elapsed,
             Some(avg) => (avg * 7 + elapsed) / 8,
         });
-        self.verdict(head, verdict, elapsed).await?;
+        self.outcome(head, answer, elapsed).await?;
         Ok(false)
     }
 
@@ -705,27 +504,31 @@ impl Slot {
         self.last_stray = line;
     }
 
-    /// Acts on an item's verdict: a success waits for the batch's commit, a
+    /// Acts on an item's answer: a success waits for the batch's commit, a
     /// transient failure is retried after its backoff, any other is
     /// recorded at once.
-    async fn verdict(
+    async fn outcome(
         &mut self,
         mut w: Work,
-        verdict: Verdict,
+        answer: Answer,
         elapsed: Duration,
     ) -> Result<(), StoreError> {
         let cycle = self.cycle.clone();
-        match verdict {
-            Verdict::Done {
+        match answer {
+            Answer::Done {
                 empty,
                 result,
                 cost,
             } => {
                 self.untrack(&w.claim);
-                let event = NewEvent::new(
+                let event = NewEvent::of(
                     now_ms(),
                     &cycle.batch,
-                    if empty { "empty" } else { "done" },
+                    if empty {
+                        EventKind::Empty
+                    } else {
+                        EventKind::Done
+                    },
                     if empty { "done, empty result" } else { "done" },
                 )
                 .run(cycle.run_id)
@@ -741,42 +544,31 @@ impl Slot {
                     event,
                 });
             }
-            Verdict::Failed {
+            Answer::Failed {
                 transient,
                 class,
                 message,
                 retry_after,
                 cost,
             } => {
-                cycle.tally.add_cost(cost);
-                if let Some(asked) = retry_after {
-                    cycle.hold(&w.claim, asked).await;
-                }
-                let retry_after = cycle.retry_after(retry_after);
-                let retry = RetryPlan {
-                    attempt: w.attempt,
-                    retries_done: w.retries_done,
+                let failed = Failed {
                     transient,
                     class: &class,
                     message: &message,
+                    retry_after,
                 };
-                if let Some(wait) = plan_retry(&cycle, &w.claim, &retry).await {
+                let a = Attempt {
+                    number: w.attempt,
+                    retries_done: w.retries_done,
+                };
+                let v = judge_failure(&cycle, &w.claim, a, &failed, cost).await;
+                if let Verdict::RetryNow { wait, .. } = v {
                     w.retries_done += 1;
                     self.retries.push((tokio::time::Instant::now() + wait, w));
                     return Ok(());
                 }
                 self.untrack(&w.claim);
-                fail(
-                    &cycle,
-                    &w.claim,
-                    w.attempt,
-                    transient,
-                    &class,
-                    &message,
-                    retry_after,
-                    cost,
-                )
-                .await?;
+                record_failure(&cycle, &w.claim, a, &failed, v, cost).await?;
             }
         }
         Ok(())
@@ -815,30 +607,18 @@ impl Slot {
         let outstanding = self.sent.iter().map(|w| w.claim.key.as_str());
         let pos = match match_op_id(key, outstanding, self.last_answered.as_deref()) {
             Ok(pos) => pos,
-            Err(why) => return self.broken(out_of_step(&why)).await,
+            Err(why) => return self.broken(Answer::out_of_step(&why)).await,
         };
         let cycle = self.cycle.clone();
         let w = &mut self.sent[pos];
-        if w.op_id.as_deref() == Some(op.as_str()) || w.op_ids >= super::worker::MAX_OP_IDS {
+        if w.op_id.as_deref() == Some(op.as_str())
+            || w.op_ids >= crate::runner::child::output::MAX_OP_IDS
+        {
             return Ok(false);
         }
         w.op_ids += 1;
         w.op_id = Some(op.clone());
-        let event = cycle
-            .new_event(
-                "op-id",
-                format!("operation id reported: {}", bound_message(&op)),
-            )
-            .key(&w.claim.key)
-            .fields(json!({"op_id": op}));
-        let (id, token, e) = (w.claim.item_id, w.claim.token, event.clone());
-        if let Ok(true) = cycle
-            .db
-            .call(move |s| s.set_op_id(id, token, &op, &e))
-            .await
-        {
-            cycle.log.emit(&event);
-        }
+        store_op_id(&cycle, &w.claim, op).await;
         Ok(false)
     }
 
@@ -872,16 +652,7 @@ impl Slot {
                 };
                 if let Some(w) = lost {
                     self.untrack(&w.claim);
-                    cycle
-                        .event(
-                            cycle
-                                .new_event(
-                                    "lease-lost",
-                                    "another runner holds this item now; its worker was stopped",
-                                )
-                                .key(&w.claim.key),
-                        )
-                        .await;
+                    lease_lost_stopped(&cycle, &w.claim).await;
                 }
                 Ok(None)
             }
