@@ -336,7 +336,7 @@ CREATE TRIGGER tombstones_deleted AFTER DELETE ON tombstones
 
 /// Version 6: each run's worker process groups (one row per slot), so a
 /// later run on the same host can stop those a crashed runner left behind
-/// (see `runner::groups`).
+/// (see `runner::child::groups`).
 const V6: &str = r#"
 CREATE TABLE workers (
     run_id  BIGINT NOT NULL,

@@ -326,7 +326,7 @@ END;
 /// Migrations, index `i` takes the schema from version `i` to `i + 1`.
 /// Version 5: each run's worker process groups (one row per slot), so a
 /// later run on the same host can stop those a crashed runner left behind
-/// (see `runner::groups`).
+/// (see `runner::child::groups`).
 const V5: &str = r#"
 CREATE TABLE workers (
     run_id  INTEGER NOT NULL,

@@ -1,6 +1,6 @@
 //! Worker process groups, one row per run slot, written as each worker
 //! starts: what a later run on this host stops when the runner died
-//! (`runner::groups`). Rows go once their run has ended.
+//! (`runner::child::groups`). Rows go once their run has ended.
 
 use rusqlite::params;
 
