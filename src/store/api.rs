@@ -316,6 +316,9 @@ pub struct Dashboard {
     pub detail: Option<std::result::Result<ItemDetail, String>>,
     /// The scheduler daemons recorded, with their state at the poll.
     pub daemons: Vec<DaemonInfo>,
+    /// The emergency-stop file `PAUSED` beside the store, if it is there
+    /// (a file, not a row: the poller looks for it beside each read).
+    pub emergency: Option<std::path::PathBuf>,
 }
 
 /// The seats, runs and daemons a poll judged alive or not, kept so that

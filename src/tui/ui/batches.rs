@@ -134,7 +134,7 @@ fn table(
             let c = view.map(|v| v.info.counts).unwrap_or_default();
             let rate = view.and_then(|v| pace_of(app, &v.info).last_minute);
             let (state, role) = match view.map(|v| &v.info) {
-                Some(i) => state(i, app.now),
+                Some(i) => state(i, app.now, app.data.emergency.is_some()),
                 None => ("idle", Role::Dim),
             };
             let failed = Cell::from(format!(
@@ -177,10 +177,12 @@ fn table(
 }
 
 /// The batch's state in a word: a dead runner first (it needs a human),
-/// then paused, held (a retry-after), running, idle.
-fn state(info: &BatchInfo, now: Millis) -> (&'static str, Role) {
+/// then paused (by its flag, or every batch by the emergency stop), held
+/// (a retry-after), running, idle.
+fn state(info: &BatchInfo, now: Millis, emergency: bool) -> (&'static str, Role) {
     match info.dead_runner() {
         Some(dead @ "crashed") => (dead, Role::Fail),
+        _ if emergency => ("paused", Role::Fail),
         _ if info.pause.is_some() => ("paused", Role::Warn),
         _ if info.held(now).is_some() => ("held", Role::Warn),
         _ if info.running() => ("running", Role::Accent),

@@ -57,6 +57,9 @@ pub fn header(app: &App, f: &mut Frame, area: Rect) {
         spans.push(Span::styled(" READ-ONLY ", p.style(Role::Badge)));
         spans.push(Span::raw(" "));
     }
+    if app.data.emergency.is_some() {
+        spans.push(Span::styled("⛔ EMERGENCY STOP ", p.style(Role::Fail)));
+    }
     if app.busy > 0 {
         spans.push(Span::styled("⋯ working ", p.style(Role::Warn)));
     }
