@@ -12,8 +12,8 @@ use super::{
     location,
 };
 use crate::model::{
-    AddReport, Claim, Daemon, DaemonInfo, DeadLetter, DlqGroup, Event, Item, Millis, NewEvent,
-    NewItem, SkipReport, WorkerGroup, waiting::RetryTier,
+    AddReport, Claim, Daemon, DaemonInfo, Event, Item, Millis, NewEvent, NewItem, SkipReport,
+    WorkerGroup, waiting::RetryTier,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -129,14 +129,8 @@ impl Store {
         fn access(&self) -> Access;
         fn integrity_check(&self) -> Result<String>;
         fn change_marker(&self) -> Vec<u8>;
-        fn dead_letters(&self, batch: &str, since: Option<Millis>, class: Option<&str>) -> Result<Vec<DeadLetter>>;
-        fn item_failures(&self, item_id: i64) -> Result<Vec<DeadLetter>>;
-        fn dlq_window_counts(&self, batch: &str, now: Millis, window: Millis) -> Result<Vec<(String, i64, i64)>>;
-        fn dlq_groups(&self, batch: &str, now: Millis) -> Result<Vec<DlqGroup>>;
-        fn events(&self, filter: &EventFilter) -> Result<Vec<Event>>;
         fn follow_start(&self) -> Result<FollowCursor>;
         fn follow_next(&self, filter: &EventFilter, cursor: &mut FollowCursor) -> Result<Vec<Event>>;
-        fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>>;
         fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>>;
         fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier>;
         fn item(&self, batch: &str, key: &str) -> Result<Item>;
@@ -156,7 +150,6 @@ impl Store {
     forward! {
         fn set_stop(&mut self, stop: crate::util::signals::Stop) -> ();
         fn checkpoint(&mut self) -> Result<()>;
-        fn log_event(&mut self, e: &NewEvent) -> Result<i64>;
         fn add_items(&mut self, batch: &str, items: &[NewItem], now: Millis, progress: impl FnMut(usize)) -> Result<AddReport>;
         fn claim(&mut self, batch: &str, run_id: i64, n: usize, lease_until: Millis, now: Millis) -> Result<Option<Vec<Claim>>>;
         fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>>;

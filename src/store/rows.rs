@@ -10,3 +10,12 @@ macro_rules! run_columns {
     };
 }
 pub(crate) use run_columns;
+
+/// A dead letter's columns (`d` joined to its batch `b`).
+macro_rules! dead_letter_columns {
+    () => {
+        "d.id, b.name, d.key, d.label, d.payload, d.error_class, d.message, d.attempt,
+    d.failed_at, d.tier, d.run_id"
+    };
+}
+pub(crate) use dead_letter_columns;

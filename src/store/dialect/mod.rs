@@ -12,18 +12,23 @@
 //! - No decisions: no error text, no event text, no branching on results.
 
 mod batches;
+mod dead_letters;
 mod events;
 mod runs;
 mod seats;
 
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
-pub(crate) use events::EventsWrite;
+pub(crate) use dead_letters::DeadLettersRead;
+pub(crate) use events::{EventsRead, EventsWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
 
 /// Every statement a read snapshot may run.
-pub(crate) trait Read: BatchesRead + RunsRead + SeatsRead {}
-impl<T: ?Sized + BatchesRead + RunsRead + SeatsRead> Read for T {}
+pub(crate) trait Read:
+    BatchesRead + DeadLettersRead + EventsRead + RunsRead + SeatsRead
+{
+}
+impl<T: ?Sized + BatchesRead + DeadLettersRead + EventsRead + RunsRead + SeatsRead> Read for T {}
 
 /// Every statement a write transaction may run.
 pub(crate) trait Write: Read + BatchesWrite + EventsWrite + RunsWrite + SeatsWrite {}

@@ -3,6 +3,8 @@
 //! ([`Store::read_tx`], [`Store::write_tx`]).
 
 mod batches;
+pub(super) mod dead_letters;
+mod events;
 mod runs;
 mod seats;
 
