@@ -7,13 +7,11 @@ use std::path::Path;
 
 use super::pg::PgStore;
 use super::{
-    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemFilter,
-    ItemRow, ItemsQuery, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore,
-    location,
+    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemRow,
+    ItemsQuery, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore, location,
 };
 use crate::model::{
-    AddReport, Claim, Daemon, DaemonInfo, Event, Item, Millis, NewEvent, NewItem, SkipReport,
-    WorkerGroup, waiting::RetryTier,
+    AddReport, Claim, Daemon, DaemonInfo, Event, Millis, NewEvent, NewItem, SkipReport, WorkerGroup,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -131,12 +129,6 @@ impl Store {
         fn change_marker(&self) -> Vec<u8>;
         fn follow_start(&self) -> Result<FollowCursor>;
         fn follow_next(&self, filter: &EventFilter, cursor: &mut FollowCursor) -> Result<Vec<Event>>;
-        fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>>;
-        fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier>;
-        fn item(&self, batch: &str, key: &str) -> Result<Item>;
-        fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>>;
-        fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64>;
-        fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>>;
         fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard>;
         fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>>;
         fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
@@ -152,9 +144,6 @@ impl Store {
         fn checkpoint(&mut self) -> Result<()>;
         fn add_items(&mut self, batch: &str, items: &[NewItem], now: Millis, progress: impl FnMut(usize)) -> Result<AddReport>;
         fn claim(&mut self, batch: &str, run_id: i64, n: usize, lease_until: Millis, now: Millis) -> Result<Option<Vec<Claim>>>;
-        fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>>;
-        fn set_op_id(&mut self, item_id: i64, token: i64, op_id: &str, event: &NewEvent) -> Result<bool>;
-        fn renew_leases(&mut self, batch: &str, run_id: i64, until: Millis) -> Result<Vec<i64>>;
         fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool>;
         fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>>;
         fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool>;

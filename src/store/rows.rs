@@ -19,3 +19,13 @@ macro_rules! dead_letter_columns {
     };
 }
 pub(crate) use dead_letter_columns;
+
+/// An item's columns (`i` joined to its batch `b`).
+macro_rules! item_columns {
+    () => {
+        "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
+    i.attempts, i.op_id, i.result, i.cost, i.error_class, i.error_message, i.next_attempt_at,
+    i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at"
+    };
+}
+pub(crate) use item_columns;

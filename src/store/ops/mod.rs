@@ -5,6 +5,7 @@
 mod batches;
 pub(super) mod dead_letters;
 mod events;
+mod items;
 mod runs;
 mod seats;
 

@@ -10,26 +10,26 @@
 use crate::store::Refusal;
 use postgres::Row;
 
-use super::PgStore;
 use super::batches::batch_id;
 use super::conn::{Conn, parse_col_text, text};
 use super::events::{Args, insert as insert_event};
 use super::tombstones;
+use super::{PgStore, PgTx};
+use crate::model::Tombstone;
 use crate::model::waiting::RetryTier;
 use crate::model::{Claim, Item, Millis, NewEvent, SkipReport};
 use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
 use crate::store::chunks::Chunks;
+use crate::store::dialect::{ItemsRead, ItemsWrite};
 use crate::store::json_col;
+use crate::store::rows::item_columns;
 use crate::store::shared::{self, Orphan};
 use crate::store::{Result, StoreError};
 
 /// Rows moved per write transaction by bulk operations.
 const CHUNK: i64 = 2_000;
 
-pub(crate) const ITEM_COLUMNS: &str =
-    "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
-    i.attempts, i.op_id, i.result, i.cost, i.error_class, i.error_message, i.next_attempt_at,
-    i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at";
+pub(crate) const ITEM_COLUMNS: &str = item_columns!();
 
 pub(crate) fn item_from_row(c: &Conn, r: &Row) -> Result<Item> {
     let payload: String = r.get(4);
@@ -112,60 +112,6 @@ pub(super) fn claim_from_row(r: &Row) -> Claim {
 }
 
 impl PgStore {
-    /// Counts a further immediate attempt of a claimed item. `None` if the
-    /// lease was lost meanwhile.
-    pub fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>> {
-        self.write(|c| {
-            let at = c.tin(now);
-            Ok(c.opt(
-                "UPDATE items SET attempts = attempts + 1, updated_at = $3
-                  WHERE id = $1 AND lease_token = $2 AND status = 'claimed'
-                 RETURNING attempts",
-                &[&item_id, &token, &at],
-            )?
-            .map(|r| r.get::<_, i64>(0) as u32))
-        })
-    }
-
-    /// Stores the operation id a worker reported. False if the lease was lost.
-    pub fn set_op_id(
-        &mut self,
-        item_id: i64,
-        token: i64,
-        op_id: &str,
-        event: &NewEvent,
-    ) -> Result<bool> {
-        self.write(|c| {
-            let n = c.x(
-                "UPDATE items SET op_id = $3
-                  WHERE id = $1 AND lease_token = $2 AND status = 'claimed'",
-                &[&item_id, &token, &text(op_id)],
-            )?;
-            if n == 1 {
-                insert_event(c, event)?;
-            }
-            Ok(n == 1)
-        })
-    }
-
-    /// Extends the leases of every item `run_id` holds in `batch`; returns
-    /// the ids of the items it still holds.
-    pub fn renew_leases(&mut self, batch: &str, run_id: i64, until: Millis) -> Result<Vec<i64>> {
-        self.write(|c| {
-            let id = batch_id(c, batch)?;
-            let until = c.tin(until);
-            Ok(c.q(
-                "UPDATE items SET lease_until = $3
-                  WHERE batch_id = $1 AND status = 'claimed' AND tier IS NULL AND lease_run = $2
-                 RETURNING id",
-                &[&id, &run_id, &until],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect())
-        })
-    }
-
     /// Ends a claim in `failed` with a tier, appending a dead letter.
     pub fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
         self.write(|c| fail_in(c, f, event))
@@ -299,44 +245,6 @@ impl PgStore {
         }
     }
 
-    /// Retry-tier failures that are due (what a dry run would redrive).
-    pub fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let at = c.tin(now);
-            let rows = c.q(
-                &format!(
-                    "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                      WHERE i.batch_id = $1 AND i.status = 'failed' AND i.tier = 'retry'
-                        AND i.next_attempt_at <= $2
-                      ORDER BY i.id"
-                ),
-                &[&id, &at],
-            )?;
-            rows.iter().map(|r| item_from_row(c, r)).collect()
-        })
-    }
-
-    /// The `retry` tier now (see `Store::retry_tier`).
-    pub fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let at = c.tin(now);
-            let r = c.one(
-                "SELECT count(*) FILTER (WHERE next_attempt_at <= $2),
-                        count(*) FILTER (WHERE next_attempt_at > $2),
-                        min(next_attempt_at) FILTER (WHERE next_attempt_at > $2)
-                   FROM items WHERE batch_id = $1 AND status = 'failed' AND tier = 'retry'",
-                &[&id, &at],
-            )?;
-            Ok(RetryTier {
-                due: r.get(0),
-                later: r.get(1),
-                next_at: c.tout_opt(r.get(2)),
-            })
-        })
-    }
-
     /// Failed items back to pending (see `Store::requeue`).
     pub fn requeue(
         &mut self,
@@ -445,73 +353,6 @@ impl PgStore {
                 report.skipped.push(key.clone());
             }
             Ok(report)
-        })
-    }
-
-    /// One item by key.
-    pub fn item(&self, batch: &str, key: &str) -> Result<Item> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let row = c.opt(
-                &format!(
-                    "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                      WHERE i.batch_id = $1 AND i.key = $2"
-                ),
-                &[&id, &key],
-            )?;
-            match row {
-                Some(r) => item_from_row(c, &r),
-                None => Err(tombstones::missing(c, id, batch, key)),
-            }
-        })
-    }
-
-    /// Items of a batch in insertion order, filtered.
-    pub fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut args = Args::new();
-            args.push(id);
-            let cond = filter_sql(filter, &mut args);
-            let limit = filter
-                .limit
-                .map_or_else(|| "ALL".to_string(), |l| l.to_string());
-            let sql = format!(
-                "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                  WHERE i.batch_id = $1{cond} ORDER BY i.id LIMIT {limit} OFFSET {}",
-                filter.offset
-            );
-            let rows = c.q(&sql, &args.refs())?;
-            rows.iter().map(|r| item_from_row(c, r)).collect()
-        })
-    }
-
-    /// How many items match a filter.
-    pub fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut args = Args::new();
-            args.push(id);
-            let cond = filter_sql(filter, &mut args);
-            let sql = format!("SELECT count(*)::int8 FROM items i WHERE i.batch_id = $1{cond}");
-            Ok(c.one(&sql, &args.refs())?.get(0))
-        })
-    }
-
-    /// Creation time of the oldest pending item.
-    pub fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let at: Option<i64> = c
-                .opt(
-                    "SELECT created_at FROM items
-                      WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
-                        AND next_attempt_at IS NULL
-                      ORDER BY id LIMIT 1",
-                    &[&id],
-                )?
-                .map(|r| r.get(0));
-            Ok(c.tout_opt(at))
         })
     }
 
@@ -745,4 +586,121 @@ fn select(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeu
     rows.iter()
         .map(|r| row(r).map(|(id, req, _)| (id, req)))
         .collect()
+}
+
+const ITEM_BY_KEY: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = $1 AND i.key = $2"
+);
+
+const DUE_RETRY: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id
+      WHERE i.batch_id = $1 AND i.status = 'failed' AND i.tier = 'retry'
+        AND i.next_attempt_at <= $2
+      ORDER BY i.id"
+);
+
+const RETRY_TIER: &str = "SELECT count(*) FILTER (WHERE next_attempt_at <= $2),
+        count(*) FILTER (WHERE next_attempt_at > $2),
+        min(next_attempt_at) FILTER (WHERE next_attempt_at > $2)
+   FROM items WHERE batch_id = $1 AND status = 'failed' AND tier = 'retry'";
+
+const OLDEST_PENDING: &str = "SELECT created_at FROM items
+  WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
+  ORDER BY id LIMIT 1";
+
+const BEGIN_ATTEMPT: &str = "UPDATE items SET attempts = attempts + 1, updated_at = $3
+  WHERE id = $1 AND lease_token = $2 AND status = 'claimed'
+ RETURNING attempts";
+
+const SET_OP_ID: &str = "UPDATE items SET op_id = $3
+  WHERE id = $1 AND lease_token = $2 AND status = 'claimed'";
+
+const RENEW_LEASES: &str = "UPDATE items SET lease_until = $3
+  WHERE batch_id = $1 AND status = 'claimed' AND tier IS NULL AND lease_run = $2
+ RETURNING id";
+
+impl ItemsRead for PgTx<'_> {
+    fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>> {
+        match self.c.opt(ITEM_BY_KEY, &[&batch, &key])? {
+            Some(r) => item_from_row(self.c, &r).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn item_tombstone(&mut self, batch: i64, key: &str) -> Result<Option<Tombstone>> {
+        tombstones::find(self.c, batch, key)
+    }
+
+    fn items_list(&mut self, batch: i64, filter: &ItemFilter) -> Result<Vec<Item>> {
+        let mut args = Args::new();
+        args.push(batch);
+        let cond = filter_sql(filter, &mut args);
+        let limit = filter
+            .limit
+            .map_or_else(|| "ALL".to_string(), |l| l.to_string());
+        let sql = format!(
+            "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
+              WHERE i.batch_id = $1{cond} ORDER BY i.id LIMIT {limit} OFFSET {}",
+            filter.offset
+        );
+        let rows = self.c.q(&sql, &args.refs())?;
+        rows.iter().map(|r| item_from_row(self.c, r)).collect()
+    }
+
+    fn items_count(&mut self, batch: i64, filter: &ItemFilter) -> Result<i64> {
+        let mut args = Args::new();
+        args.push(batch);
+        let cond = filter_sql(filter, &mut args);
+        let sql = format!("SELECT count(*)::int8 FROM items i WHERE i.batch_id = $1{cond}");
+        Ok(self.c.one(&sql, &args.refs())?.get(0))
+    }
+
+    fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>> {
+        let at: Option<i64> = self.c.opt(OLDEST_PENDING, &[&batch])?.map(|r| r.get(0));
+        Ok(self.c.tout_opt(at))
+    }
+
+    fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>> {
+        let at = self.c.tin(now);
+        let rows = self.c.q(DUE_RETRY, &[&batch, &at])?;
+        rows.iter().map(|r| item_from_row(self.c, r)).collect()
+    }
+
+    fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier> {
+        let at = self.c.tin(now);
+        let r = self.c.one(RETRY_TIER, &[&batch, &at])?;
+        Ok(RetryTier {
+            due: r.get(0),
+            later: r.get(1),
+            next_at: self.c.tout_opt(r.get(2)),
+        })
+    }
+}
+
+impl ItemsWrite for PgTx<'_> {
+    fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>> {
+        let at = self.c.tin(now);
+        Ok(self
+            .c
+            .opt(BEGIN_ATTEMPT, &[&item, &token, &at])?
+            .map(|r| r.get::<_, i64>(0) as u32))
+    }
+
+    fn item_set_op_id(&mut self, item: i64, token: i64, op_id: &str) -> Result<bool> {
+        Ok(self.c.x(SET_OP_ID, &[&item, &token, &text(op_id)])? == 1)
+    }
+
+    fn items_renew_leases(&mut self, batch: i64, run: i64, until: Millis) -> Result<Vec<i64>> {
+        let until = self.c.tin(until);
+        Ok(self
+            .c
+            .q(RENEW_LEASES, &[&batch, &run, &until])?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
 }

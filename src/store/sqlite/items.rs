@@ -10,10 +10,13 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::batches::batch_id;
 use super::events::insert as insert_event;
-use super::{SqliteStore, parse_col};
+use super::{SqliteStore, SqliteTx, parse_col};
+use crate::model::Tombstone;
 use crate::model::{Claim, Item, Millis, NewEvent, SkipReport, waiting::RetryTier};
 use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
 use crate::store::chunks::Chunks;
+use crate::store::dialect::{ItemsRead, ItemsWrite};
+use crate::store::rows::item_columns;
 use crate::store::shared::Orphan;
 use crate::store::{Result, StoreError, json_col};
 
@@ -21,10 +24,7 @@ use crate::store::{Result, StoreError, json_col};
 /// for the write lock is never held up for long.
 const CHUNK: usize = 2_000;
 
-pub(crate) const ITEM_COLUMNS: &str =
-    "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
-    i.attempts, i.op_id, i.result, i.cost, i.error_class, i.error_message, i.next_attempt_at,
-    i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at";
+pub(crate) const ITEM_COLUMNS: &str = item_columns!();
 
 pub(crate) fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
     let payload: String = r.get(4)?;
@@ -106,60 +106,6 @@ fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> Str
 }
 
 impl SqliteStore {
-    /// Counts a further immediate attempt of a claimed item. `None` if the
-    /// lease was lost meanwhile.
-    pub fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>> {
-        self.write(|tx| {
-            Ok(tx
-                .prepare_cached(
-                    "UPDATE items SET attempts = attempts + 1, updated_at = ?3
-                      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'
-                     RETURNING attempts",
-                )?
-                .query_row(params![item_id, token, now], |r| r.get(0))
-                .optional()?)
-        })
-    }
-
-    /// Stores the operation id a worker reported, at once, so a later
-    /// attempt can resume the remote operation. False if the lease was lost.
-    pub fn set_op_id(
-        &mut self,
-        item_id: i64,
-        token: i64,
-        op_id: &str,
-        event: &NewEvent,
-    ) -> Result<bool> {
-        self.write(|tx| {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE items SET op_id = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-                )?
-                .execute(params![item_id, token, op_id])?;
-            if n == 1 {
-                insert_event(tx, event)?;
-            }
-            Ok(n == 1)
-        })
-    }
-
-    /// Extends the leases of every item `run_id` holds in `batch`; returns
-    /// the ids of the items it still holds.
-    pub fn renew_leases(&mut self, batch: &str, run_id: i64, until: Millis) -> Result<Vec<i64>> {
-        self.write(|tx| {
-            let id = batch_id(tx, batch)?;
-            let held = tx
-                .prepare_cached(
-                    "UPDATE items SET lease_until = ?3
-                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run = ?2
-                     RETURNING id",
-                )?
-                .query_map(params![id, run_id, until], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(held)
-        })
-    }
-
     /// Ends a claim in `failed` with a tier, appending a dead letter. False
     /// (and nothing written) if the lease token no longer matches.
     pub fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
@@ -285,40 +231,6 @@ impl SqliteStore {
         }
     }
 
-    /// Retry-tier failures that are due (what a dry run would redrive).
-    pub fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                  WHERE i.batch_id = ?1 AND i.status = 'failed' AND i.tier = 'retry' AND i.next_attempt_at <= ?2
-                  ORDER BY i.id"
-            ))?;
-            let rows = st.query_map(params![id, now], item_from_row)?.collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
-    }
-
-    /// The `retry` tier now: how many are due, how many later, and the
-    /// earliest of those (what the run summary and dry run say waits).
-    pub fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            Ok(c.prepare_cached(
-                "SELECT coalesce(sum(next_attempt_at <= ?2), 0), coalesce(sum(next_attempt_at > ?2), 0),
-                        min(CASE WHEN next_attempt_at > ?2 THEN next_attempt_at END)
-                   FROM items WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'",
-            )?
-            .query_row(params![id, now], |r| {
-                Ok(RetryTier {
-                    due: r.get(0)?,
-                    later: r.get(1)?,
-                    next_at: r.get(2)?,
-                })
-            })?)
-        })
-    }
-
     /// Failed items (or, with `sel.outcome`, done items of that outcome)
     /// back to pending. Explicit keys must all exist and be in that state
     /// (else nothing moves). Chunked: no write transaction holds the
@@ -433,54 +345,6 @@ impl SqliteStore {
                 report.skipped.push(key.clone());
             }
             Ok(report)
-        })
-    }
-
-    /// One item by key.
-    pub fn item(&self, batch: &str, key: &str) -> Result<Item> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            c.query_row(
-                &format!(
-                    "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                      WHERE i.batch_id = ?1 AND i.key = ?2"
-                ),
-                params![id, key],
-                item_from_row,
-            )
-            .optional()?
-            .ok_or_else(|| super::tombstones::missing(c, id, batch, key))
-        })
-    }
-
-    /// Items of a batch in insertion order, filtered.
-    pub fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut args = vec![rusqlite::types::Value::Integer(id)];
-            let where_sql = filter_sql(filter, &mut args);
-            let limit = filter.limit.map_or(-1, |l| l as i64);
-            let sql = format!(
-                "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                  WHERE i.batch_id = ?1{where_sql} ORDER BY i.id LIMIT {limit} OFFSET {}",
-                filter.offset
-            );
-            let mut st = c.prepare(&sql)?;
-            let rows = st
-                .query_map(params_from_iter(args), item_from_row)?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
-    }
-
-    /// How many items match a filter (the dashboard's "n of m").
-    pub fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut args = vec![rusqlite::types::Value::Integer(id)];
-            let where_sql = filter_sql(filter, &mut args);
-            let sql = format!("SELECT count(*) FROM items i WHERE i.batch_id = ?1{where_sql}");
-            Ok(c.query_row(&sql, params_from_iter(args), |r| r.get(0))?)
         })
     }
 }
@@ -628,23 +492,6 @@ pub(crate) fn fail_in(tx: &Connection, f: &Failure<'_>, event: &NewEvent) -> Res
 }
 
 impl SqliteStore {
-    /// Creation time of the oldest pending item.
-    pub fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            Ok(c.query_row(
-                "SELECT created_at FROM items
-                  WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
-                  ORDER BY id LIMIT 1",
-                [id],
-                |r| r.get(0),
-            )
-            .optional()?)
-        })
-    }
-}
-
-impl SqliteStore {
     /// Claims one named item (`run --key`): pending, or failed (run again
     /// now, whatever its tier). A done or in-flight item is refused.
     pub fn claim_key(
@@ -700,5 +547,134 @@ impl SqliteStore {
             )?;
             Ok(claim)
         })
+    }
+}
+
+const ITEM_BY_KEY: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = ?1 AND i.key = ?2"
+);
+
+const DUE_RETRY: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id
+      WHERE i.batch_id = ?1 AND i.status = 'failed' AND i.tier = 'retry' AND i.next_attempt_at <= ?2
+      ORDER BY i.id"
+);
+
+const RETRY_TIER: &str =
+    "SELECT coalesce(sum(next_attempt_at <= ?2), 0), coalesce(sum(next_attempt_at > ?2), 0),
+            min(CASE WHEN next_attempt_at > ?2 THEN next_attempt_at END)
+       FROM items WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'";
+
+const OLDEST_PENDING: &str = "SELECT created_at FROM items
+  WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
+  ORDER BY id LIMIT 1";
+
+const BEGIN_ATTEMPT: &str = "UPDATE items SET attempts = attempts + 1, updated_at = ?3
+  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'
+ RETURNING attempts";
+
+const SET_OP_ID: &str =
+    "UPDATE items SET op_id = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
+
+const RENEW_LEASES: &str = "UPDATE items SET lease_until = ?3
+  WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run = ?2
+ RETURNING id";
+
+impl ItemsRead for SqliteTx<'_> {
+    fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>> {
+        Ok(self
+            .conn
+            .prepare_cached(ITEM_BY_KEY)?
+            .query_row(params![batch, key], item_from_row)
+            .optional()?)
+    }
+
+    fn item_tombstone(&mut self, batch: i64, key: &str) -> Result<Option<Tombstone>> {
+        super::tombstones::find(self.conn, batch, key)
+    }
+
+    fn items_list(&mut self, batch: i64, filter: &ItemFilter) -> Result<Vec<Item>> {
+        let mut args = vec![rusqlite::types::Value::Integer(batch)];
+        let where_sql = filter_sql(filter, &mut args);
+        let limit = filter.limit.map_or(-1, |l| l as i64);
+        let sql = format!(
+            "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
+              WHERE i.batch_id = ?1{where_sql} ORDER BY i.id LIMIT {limit} OFFSET {}",
+            filter.offset
+        );
+        let mut st = self.conn.prepare(&sql)?;
+        let rows = st
+            .query_map(params_from_iter(args), item_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    fn items_count(&mut self, batch: i64, filter: &ItemFilter) -> Result<i64> {
+        let mut args = vec![rusqlite::types::Value::Integer(batch)];
+        let where_sql = filter_sql(filter, &mut args);
+        let sql = format!("SELECT count(*) FROM items i WHERE i.batch_id = ?1{where_sql}");
+        Ok(self
+            .conn
+            .query_row(&sql, params_from_iter(args), |r| r.get(0))?)
+    }
+
+    fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>> {
+        Ok(self
+            .conn
+            .prepare_cached(OLDEST_PENDING)?
+            .query_row([batch], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>> {
+        let mut st = self.conn.prepare_cached(DUE_RETRY)?;
+        let rows = st
+            .query_map(params![batch, now], item_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier> {
+        Ok(self
+            .conn
+            .prepare_cached(RETRY_TIER)?
+            .query_row(params![batch, now], |r| {
+                Ok(RetryTier {
+                    due: r.get(0)?,
+                    later: r.get(1)?,
+                    next_at: r.get(2)?,
+                })
+            })?)
+    }
+}
+
+impl ItemsWrite for SqliteTx<'_> {
+    fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>> {
+        Ok(self
+            .conn
+            .prepare_cached(BEGIN_ATTEMPT)?
+            .query_row(params![item, token, now], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn item_set_op_id(&mut self, item: i64, token: i64, op_id: &str) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(SET_OP_ID)?
+            .execute(params![item, token, op_id])?;
+        Ok(n == 1)
+    }
+
+    fn items_renew_leases(&mut self, batch: i64, run: i64, until: Millis) -> Result<Vec<i64>> {
+        let held = self
+            .conn
+            .prepare_cached(RENEW_LEASES)?
+            .query_map(params![batch, run, until], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(held)
     }
 }
