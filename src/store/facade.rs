@@ -11,7 +11,7 @@ use super::{
     ItemsQuery, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore, location,
 };
 use crate::model::{
-    AddReport, Claim, Daemon, DaemonInfo, Event, Millis, NewEvent, NewItem, SkipReport, WorkerGroup,
+    AddReport, Claim, Daemon, DaemonInfo, Event, Millis, NewEvent, NewItem, WorkerGroup,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -151,7 +151,6 @@ impl Store {
         fn reclaim(&mut self, batch: &str, current_run: i64, max_attempts: u32, now: Millis) -> Result<(usize, usize)>;
         fn redrive_due(&mut self, batch: &str, run_id: Option<i64>, now: Millis) -> Result<Vec<String>>;
         fn requeue(&mut self, batch: &str, sel: &Selection, reset_attempts: bool, dry_run: bool, actor: &str, now: Millis) -> Result<Vec<Requeue>>;
-        fn skip(&mut self, batch: &str, keys: &[String], reason: &str, actor: &str, now: Millis) -> Result<SkipReport>;
         fn claim_key(&mut self, batch: &str, key: &str, run_id: i64, lease_until: Millis, now: Millis) -> Result<Claim>;
         fn prune(&mut self, cutoff: Millis, include_failed: bool, forget_keys: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
         fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;

@@ -2,7 +2,7 @@
 //! in `sqlite/hot.rs` and `pg/hot.rs`).
 
 use crate::model::waiting::RetryTier;
-use crate::model::{Item, Millis, Tombstone};
+use crate::model::{Item, Millis, Status, Tombstone};
 use crate::store::Result;
 use crate::store::api::ItemFilter;
 
@@ -22,6 +22,11 @@ pub(crate) trait ItemsRead {
 }
 
 pub(crate) trait ItemsWrite {
+    /// An item's status, locking its row until commit.
+    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>>;
+    /// Marks an item done with outcome `skipped` and `result`, out of any tier.
+    fn item_mark_skipped(&mut self, batch: i64, key: &str, result: &str, now: Millis)
+    -> Result<()>;
     /// Counts one more attempt of an item still claimed under `token`; the
     /// attempts now.
     fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>>;

@@ -1,12 +1,63 @@
 //! Items outside the hot paths: reads, attempts and leases of a claim.
 
+use std::collections::HashSet;
+
 use crate::model::waiting::RetryTier;
-use crate::model::{Item, Millis, NewEvent};
+use crate::model::{EventKind, Item, Millis, NewEvent, SkipReport, Status};
 use crate::store::api::ItemFilter;
 use crate::store::dialect::Read;
-use crate::store::{Result, Store, StoreError};
+use crate::store::{Refusal, Result, Store, StoreError};
 
 impl Store {
+    /// Marks items done without running them (outcome `skipped`, the reason
+    /// and who in the result and a `skipped` event). Every key must exist
+    /// and none may be in flight, else nothing changes; a done key is
+    /// reported as already done and left as it is.
+    pub fn skip(
+        &mut self,
+        batch: &str,
+        keys: &[String],
+        reason: &str,
+        actor: &str,
+        now: Millis,
+    ) -> Result<SkipReport> {
+        self.write_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            let mut found = Vec::with_capacity(keys.len());
+            let mut seen = HashSet::new();
+            for key in keys.iter().filter(|k| seen.insert(*k)) {
+                match tx.item_status_locked(b, key)? {
+                    None => return Err(missing(tx, b, batch, key)),
+                    Some(Status::Claimed) => {
+                        return Err(Refusal::InFlightSkip {
+                            key: key.to_string(),
+                        }
+                        .into());
+                    }
+                    Some(status) => found.push((key, status == Status::Done)),
+                }
+            }
+            let result = serde_json::json!({"skipped": reason, "by": actor}).to_string();
+            let mut report = SkipReport::default();
+            for (key, done) in found {
+                if done {
+                    report.already_done.push(key.clone());
+                    continue;
+                }
+                tx.item_mark_skipped(b, key, &result, now)?;
+                let message = format!("skipped by {actor}: {reason}");
+                tx.event_insert(
+                    &NewEvent::of(now, batch, EventKind::Skipped, message)
+                        .key(key)
+                        .actor(actor)
+                        .fields(serde_json::json!({"reason": reason})),
+                )?;
+                report.skipped.push(key.clone());
+            }
+            Ok(report)
+        })
+    }
+
     /// Counts a further immediate attempt of a claimed item. `None` if the
     /// lease was lost meanwhile.
     pub fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>> {

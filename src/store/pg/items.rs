@@ -15,9 +15,9 @@ use super::conn::{Conn, parse_col_text, text};
 use super::events::{Args, insert as insert_event};
 use super::tombstones;
 use super::{PgStore, PgTx};
-use crate::model::Tombstone;
 use crate::model::waiting::RetryTier;
-use crate::model::{Claim, Item, Millis, NewEvent, SkipReport};
+use crate::model::{Claim, Item, Millis, NewEvent};
+use crate::model::{Status, Tombstone};
 use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
 use crate::store::chunks::Chunks;
 use crate::store::dialect::{ItemsRead, ItemsWrite};
@@ -291,69 +291,6 @@ impl PgStore {
             }
         }
         Ok(moved)
-    }
-
-    /// Marks items done without running them (see `Store::skip`).
-    pub fn skip(
-        &mut self,
-        batch: &str,
-        keys: &[String],
-        reason: &str,
-        actor: &str,
-        now: Millis,
-    ) -> Result<SkipReport> {
-        self.write(|c| {
-            let id = batch_id(c, batch)?;
-            let mut found = Vec::with_capacity(keys.len());
-            let mut seen = std::collections::HashSet::new();
-            for key in keys.iter().filter(|k| seen.insert(*k)) {
-                let status: Option<String> = c
-                    .opt(
-                        "SELECT status FROM items WHERE batch_id = $1 AND key = $2 FOR UPDATE",
-                        &[&id, key],
-                    )?
-                    .map(|r| r.get(0));
-                let Some(status) = status else {
-                    return Err(tombstones::missing(c, id, batch, key));
-                };
-                if status == "claimed" {
-                    return Err(Refusal::InFlightSkip {
-                        key: key.to_string(),
-                    }
-                    .into());
-                }
-                found.push((key, status == "done"));
-            }
-            let result = serde_json::json!({"skipped": reason, "by": actor}).to_string();
-            let at = c.tin(now);
-            let mut report = SkipReport::default();
-            for (key, done) in found {
-                if done {
-                    report.already_done.push(key.clone());
-                    continue;
-                }
-                c.x(
-                    "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
-                            next_attempt_at = NULL, result = $3, updated_at = $4
-                      WHERE batch_id = $1 AND key = $2",
-                    &[&id, key, &text(&result), &at],
-                )?;
-                insert_event(
-                    c,
-                    &NewEvent::new(
-                        now,
-                        batch,
-                        "skipped",
-                        format!("skipped by {actor}: {reason}"),
-                    )
-                    .key(key)
-                    .actor(actor)
-                    .fields(serde_json::json!({"reason": reason})),
-                )?;
-                report.skipped.push(key.clone());
-            }
-            Ok(report)
-        })
     }
 
     /// Claims one named item (`run --key`): pending, or failed (whatever its
@@ -681,7 +618,33 @@ impl ItemsRead for PgTx<'_> {
     }
 }
 
+const STATUS_LOCKED: &str = "SELECT status FROM items WHERE batch_id = $1 AND key = $2 FOR UPDATE";
+
+const MARK_SKIPPED: &str = "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
+       next_attempt_at = NULL, result = $3, updated_at = $4
+ WHERE batch_id = $1 AND key = $2";
+
 impl ItemsWrite for PgTx<'_> {
+    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>> {
+        match self.c.opt(STATUS_LOCKED, &[&batch, &key])? {
+            Some(r) => parse_col_text(r.get(0)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn item_mark_skipped(
+        &mut self,
+        batch: i64,
+        key: &str,
+        result: &str,
+        now: Millis,
+    ) -> Result<()> {
+        let at = self.c.tin(now);
+        self.c
+            .x(MARK_SKIPPED, &[&batch, &key, &text(result), &at])?;
+        Ok(())
+    }
+
     fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>> {
         let at = self.c.tin(now);
         Ok(self

@@ -11,8 +11,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use super::batches::batch_id;
 use super::events::insert as insert_event;
 use super::{SqliteStore, SqliteTx, parse_col};
-use crate::model::Tombstone;
-use crate::model::{Claim, Item, Millis, NewEvent, SkipReport, waiting::RetryTier};
+use crate::model::{Claim, Item, Millis, NewEvent, waiting::RetryTier};
+use crate::model::{Status, Tombstone};
 use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
 use crate::store::chunks::Chunks;
 use crate::store::dialect::{ItemsRead, ItemsWrite};
@@ -295,57 +295,6 @@ impl SqliteStore {
             }
         }
         Ok(moved)
-    }
-
-    /// Marks items done without running them (outcome `skipped`). All keys
-    /// must exist and none may be in flight, else nothing changes. Returns
-    /// (skipped, already done).
-    pub fn skip(
-        &mut self,
-        batch: &str,
-        keys: &[String],
-        reason: &str,
-        actor: &str,
-        now: Millis,
-    ) -> Result<SkipReport> {
-        self.write(|tx| {
-            let id = batch_id(tx, batch)?;
-            let mut found = Vec::with_capacity(keys.len());
-            let mut seen = std::collections::HashSet::new();
-            for key in keys.iter().filter(|k| seen.insert(*k)) {
-                let status: String = tx
-                    .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
-                    .optional()?
-                    .ok_or_else(|| super::tombstones::missing(tx, id, batch, key))?;
-                if status == "claimed" {
-                    return Err(Refusal::InFlightSkip { key: key.to_string() }.into());
-                }
-                found.push((key, status == "done"));
-            }
-            let result = serde_json::json!({"skipped": reason, "by": actor}).to_string();
-            let mut report = SkipReport::default();
-            for (key, done) in found {
-                if done {
-                    report.already_done.push(key.clone());
-                    continue;
-                }
-                tx.execute(
-                    "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL, next_attempt_at = NULL,
-                            result = ?3, updated_at = ?4
-                      WHERE batch_id = ?1 AND key = ?2",
-                    params![id, key, result, now],
-                )?;
-                insert_event(
-                    tx,
-                    &NewEvent::new(now, batch, "skipped", format!("skipped by {actor}: {reason}"))
-                        .key(key)
-                        .actor(actor)
-                        .fields(serde_json::json!({"reason": reason})),
-                )?;
-                report.skipped.push(key.clone());
-            }
-            Ok(report)
-        })
     }
 }
 
@@ -652,7 +601,36 @@ impl ItemsRead for SqliteTx<'_> {
     }
 }
 
+const STATUS: &str = "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2";
+
+const MARK_SKIPPED: &str = "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
+       next_attempt_at = NULL, result = ?3, updated_at = ?4
+ WHERE batch_id = ?1 AND key = ?2";
+
 impl ItemsWrite for SqliteTx<'_> {
+    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>> {
+        Ok(self
+            .conn
+            .prepare_cached(STATUS)?
+            .query_row(params![batch, key], |r| {
+                parse_col(0, r.get_ref(0)?.as_str()?)
+            })
+            .optional()?)
+    }
+
+    fn item_mark_skipped(
+        &mut self,
+        batch: i64,
+        key: &str,
+        result: &str,
+        now: Millis,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(MARK_SKIPPED)?
+            .execute(params![batch, key, result, now])?;
+        Ok(())
+    }
+
     fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>> {
         Ok(self
             .conn
