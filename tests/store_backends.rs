@@ -1122,4 +1122,51 @@ both_backends! {
         assert_eq!(s.run(other).unwrap().unwrap().state, RunState::Crashed);
         assert_eq!(s.run(other + 100).unwrap(), None);
     }
+
+    fn the_log_and_the_dead_letters_are_read_as_they_were_written(db, s) {
+        assert!(matches!(s.events(&EventFilter { batch: Some("nope".into()), ..Default::default() }), Err(StoreError::UnknownBatch { .. })));
+        assert!(matches!(s.dead_letters("nope", None, None), Err(StoreError::UnknownBatch { .. })));
+        assert!(matches!(s.dlq_groups("nope", T0), Err(StoreError::UnknownBatch { .. })));
+        s.add_items("a", &items(1), T0, |_| {}).unwrap();
+        s.add_items("b", &items(4), T0, |_| {}).unwrap();
+        s.log_event(&NewEvent::new(T0, "a", "x", "a1").key("k000")).unwrap();
+        s.log_event(&NewEvent::new(T0 + 1, "b", "x", "b1").key("k000")).unwrap();
+        s.log_event(&NewEvent::new(T0 + 2, "b", "y", "b2")).unwrap();
+        // A key without a batch finds the item in every batch.
+        let by_key = s.events(&EventFilter { key: Some("k000".into()), ..Default::default() }).unwrap();
+        assert_eq!(by_key.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["a1", "b1"]);
+        assert_eq!(by_key[0].label.as_deref(), Some("label 0"));
+        let one = s.events(&EventFilter { batch: Some("b".into()), key: Some("k000".into()), ..Default::default() }).unwrap();
+        assert_eq!(one.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["b1"]);
+        // Counts by batch and kind, strictly after `since`, in order.
+        assert_eq!(s.event_kinds_since(T0).unwrap(), [("b".to_string(), "x".to_string(), 1), ("b".to_string(), "y".to_string(), 1)]);
+        // Dead letters: two classes tied on the last 24 h order by what is failed now, then by name.
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
+        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        let hour = 60 * MIN;
+        let at = [T0 - 30 * hour, T0, T0, T0];
+        let class = ["Zeta", "Zeta", "Alpha", "Beta"];
+        for i in 0..4 {
+            let f = nightshift::store::Failure {
+                item_id: c[i].item_id, token: c[i].token, run_id: run, tier: Tier::Manual, error_class: class[i],
+                message: "boom", next_attempt_at: None, cost: None, now: at[i],
+            };
+            assert!(s.fail(&f, &ev).unwrap());
+        }
+        let g = s.dlq_groups("b", T0).unwrap();
+        let row = |i: usize| (g[i].error_class.as_str(), g[i].last_24h, g[i].prev_24h, g[i].total, g[i].manual_now);
+        assert_eq!([row(0), row(1), row(2)], [("Zeta", 1, 1, 2, 2), ("Alpha", 1, 0, 1, 1), ("Beta", 1, 0, 1, 1)]);
+        let mut w = s.dlq_window_counts("b", T0, 24 * hour).unwrap();
+        w.sort();
+        assert_eq!(w, [("Alpha".to_string(), 1, 0), ("Beta".to_string(), 1, 0), ("Zeta".to_string(), 1, 1)]);
+        let mut w = s.dlq_window_counts("b", T0, 10 * hour).unwrap();
+        w.sort();
+        assert_eq!(w.last().unwrap(), &("Zeta".to_string(), 1, 0), "30 h ago is outside both windows");
+        let since = s.dead_letters("b", Some(T0), None).unwrap();
+        assert_eq!(since.iter().map(|d| d.key.as_str()).collect::<Vec<_>>(), ["k001", "k002", "k003"]);
+        assert_eq!(s.dead_letters("b", None, None).unwrap()[0].key, "k000", "oldest first");
+        assert_eq!(s.item_failures(c[0].item_id).unwrap()[0].error_class, "Zeta");
+    }
 }

@@ -7,13 +7,11 @@ use std::path::Path;
 
 use super::pg::PgStore;
 use super::{
-    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemFilter,
-    ItemRow, ItemsQuery, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore,
-    location,
+    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemRow,
+    ItemsQuery, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore, location,
 };
 use crate::model::{
-    AddReport, Claim, Daemon, DaemonInfo, DeadLetter, DlqGroup, Event, Item, Millis, NewEvent,
-    NewItem, SkipReport, WorkerGroup, waiting::RetryTier,
+    AddReport, Claim, Daemon, DaemonInfo, Event, Millis, NewEvent, NewItem, WorkerGroup,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -129,20 +127,8 @@ impl Store {
         fn access(&self) -> Access;
         fn integrity_check(&self) -> Result<String>;
         fn change_marker(&self) -> Vec<u8>;
-        fn dead_letters(&self, batch: &str, since: Option<Millis>, class: Option<&str>) -> Result<Vec<DeadLetter>>;
-        fn item_failures(&self, item_id: i64) -> Result<Vec<DeadLetter>>;
-        fn dlq_window_counts(&self, batch: &str, now: Millis, window: Millis) -> Result<Vec<(String, i64, i64)>>;
-        fn dlq_groups(&self, batch: &str, now: Millis) -> Result<Vec<DlqGroup>>;
-        fn events(&self, filter: &EventFilter) -> Result<Vec<Event>>;
         fn follow_start(&self) -> Result<FollowCursor>;
         fn follow_next(&self, filter: &EventFilter, cursor: &mut FollowCursor) -> Result<Vec<Event>>;
-        fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>>;
-        fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>>;
-        fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier>;
-        fn item(&self, batch: &str, key: &str) -> Result<Item>;
-        fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>>;
-        fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64>;
-        fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>>;
         fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard>;
         fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>>;
         fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
@@ -156,12 +142,8 @@ impl Store {
     forward! {
         fn set_stop(&mut self, stop: crate::util::signals::Stop) -> ();
         fn checkpoint(&mut self) -> Result<()>;
-        fn log_event(&mut self, e: &NewEvent) -> Result<i64>;
         fn add_items(&mut self, batch: &str, items: &[NewItem], now: Millis, progress: impl FnMut(usize)) -> Result<AddReport>;
         fn claim(&mut self, batch: &str, run_id: i64, n: usize, lease_until: Millis, now: Millis) -> Result<Option<Vec<Claim>>>;
-        fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>>;
-        fn set_op_id(&mut self, item_id: i64, token: i64, op_id: &str, event: &NewEvent) -> Result<bool>;
-        fn renew_leases(&mut self, batch: &str, run_id: i64, until: Millis) -> Result<Vec<i64>>;
         fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool>;
         fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>>;
         fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool>;
@@ -169,7 +151,6 @@ impl Store {
         fn reclaim(&mut self, batch: &str, current_run: i64, max_attempts: u32, now: Millis) -> Result<(usize, usize)>;
         fn redrive_due(&mut self, batch: &str, run_id: Option<i64>, now: Millis) -> Result<Vec<String>>;
         fn requeue(&mut self, batch: &str, sel: &Selection, reset_attempts: bool, dry_run: bool, actor: &str, now: Millis) -> Result<Vec<Requeue>>;
-        fn skip(&mut self, batch: &str, keys: &[String], reason: &str, actor: &str, now: Millis) -> Result<SkipReport>;
         fn claim_key(&mut self, batch: &str, key: &str, run_id: i64, lease_until: Millis, now: Millis) -> Result<Claim>;
         fn prune(&mut self, cutoff: Millis, include_failed: bool, forget_keys: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
         fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;

@@ -12,19 +12,35 @@
 //! - No decisions: no error text, no event text, no branching on results.
 
 mod batches;
+mod dead_letters;
 mod events;
+mod items;
 mod runs;
 mod seats;
 
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
-pub(crate) use events::EventsWrite;
+pub(crate) use dead_letters::DeadLettersRead;
+pub(crate) use events::{EventsRead, EventsWrite};
+pub(crate) use items::{ItemsRead, ItemsWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
 
 /// Every statement a read snapshot may run.
-pub(crate) trait Read: BatchesRead + RunsRead + SeatsRead {}
-impl<T: ?Sized + BatchesRead + RunsRead + SeatsRead> Read for T {}
+pub(crate) trait Read:
+    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead
+{
+}
+impl<T: ?Sized + BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead> Read
+    for T
+{
+}
 
 /// Every statement a write transaction may run.
-pub(crate) trait Write: Read + BatchesWrite + EventsWrite + RunsWrite + SeatsWrite {}
-impl<T: ?Sized + Read + BatchesWrite + EventsWrite + RunsWrite + SeatsWrite> Write for T {}
+pub(crate) trait Write:
+    Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite
+{
+}
+impl<T: ?Sized + Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite> Write
+    for T
+{
+}

@@ -3,6 +3,9 @@
 //! ([`Store::read_tx`], [`Store::write_tx`]).
 
 mod batches;
+pub(super) mod dead_letters;
+mod events;
+mod items;
 mod runs;
 mod seats;
 

@@ -27,6 +27,7 @@ mod conn;
 mod daemons;
 mod dead_letters;
 mod events;
+mod hot;
 mod items;
 mod locks;
 mod prune;

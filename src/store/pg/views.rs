@@ -288,7 +288,8 @@ impl PgStore {
                 let info = out.batches[idx].info.clone();
                 out.runs = super::runs::recent(c, id, q.runs)?;
                 if q.dlq {
-                    out.dlq = super::dead_letters::groups(c, id, now)?;
+                    out.dlq =
+                        crate::store::ops::dead_letters::groups(&mut super::PgTx::new(c), id, now)?;
                 }
                 if let Some(iq) = &q.items {
                     out.items = Some(item_page(c, id, &info, iq, true)?);

@@ -6,7 +6,7 @@ use super::batches::batch_id;
 use super::{SqliteStore, SqliteTx};
 use crate::model::{Event, Millis, NewEvent};
 use crate::store::api::{EventFilter, FollowCursor};
-use crate::store::dialect::EventsWrite;
+use crate::store::dialect::{EventsRead, EventsWrite};
 use crate::store::{Result, json_col};
 
 pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
@@ -47,74 +47,73 @@ fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
+/// See [`EventsRead::events_page`].
+fn page(
+    c: &Connection,
+    batch: Option<i64>,
+    filter: &EventFilter,
+    limit: usize,
+) -> Result<Vec<Event>> {
+    let mut args: Vec<V> = Vec::new();
+    let mut cond = String::from("1 = 1");
+    if let Some(id) = batch {
+        args.push(V::Integer(id));
+        cond.push_str(&format!(" AND e.batch_id = ?{}", args.len()));
+    }
+    if !filter.kinds.is_empty() {
+        let mut slots = Vec::new();
+        for k in &filter.kinds {
+            args.push(V::Text(k.clone()));
+            slots.push(format!("?{}", args.len()));
+        }
+        cond.push_str(&format!(" AND e.kind IN ({})", slots.join(", ")));
+    }
+    if let Some(key) = &filter.key {
+        // Through the item's id (see the schema): with the batch, one
+        // index lookup; without it, the item in any batch.
+        args.push(V::Text(key.clone()));
+        let k = args.len();
+        if batch.is_some() {
+            cond.push_str(&format!(
+                " AND e.item_id = (SELECT id FROM items WHERE batch_id = ?1 AND key = ?{k})"
+            ));
+        } else {
+            cond.push_str(&format!(
+                " AND e.item_id IN (SELECT id FROM items WHERE key = ?{k})"
+            ));
+        }
+    }
+    if let Some(since) = filter.since {
+        args.push(V::Integer(since));
+        cond.push_str(&format!(" AND e.at >= ?{}", args.len()));
+    }
+    let mut order = "DESC";
+    if let Some(after) = filter.after_id {
+        args.push(V::Integer(after));
+        cond.push_str(&format!(" AND e.id > ?{}", args.len()));
+        order = "ASC";
+    }
+    let sql = format!(
+        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, e.fields,
+                i.label
+           FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                LEFT JOIN items i ON i.id = e.item_id
+          WHERE {cond} ORDER BY e.id {order} LIMIT {limit}"
+    );
+    let mut st = c.prepare_cached(&sql)?;
+    let rows = st
+        .query_map(params_from_iter(args), event_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+const KINDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.kind, count(*) FROM events e
+      LEFT JOIN batches b ON b.id = e.batch_id
+     WHERE e.at > ?1 GROUP BY 1, 2 ORDER BY 1, 2";
+
+/// Following by id: an event is visible once its transaction committed, and
+/// SQLite's single writer commits ids in order.
 impl SqliteStore {
-    /// Appends one event on its own (for events outside a transition).
-    pub fn log_event(&mut self, e: &NewEvent) -> Result<i64> {
-        self.write(|tx| insert(tx, e))
-    }
-
-    /// Events matching `filter`: the newest `limit`, returned oldest first;
-    /// with `after_id`, the oldest `limit` after it (for following).
-    pub fn events(&self, filter: &EventFilter) -> Result<Vec<Event>> {
-        self.read(|c| {
-            let mut args: Vec<V> = Vec::new();
-            let mut cond = String::from("1 = 1");
-            if let Some(name) = &filter.batch {
-                args.push(V::Integer(batch_id(c, name)?));
-                cond.push_str(&format!(" AND e.batch_id = ?{}", args.len()));
-            }
-            if !filter.kinds.is_empty() {
-                let mut slots = Vec::new();
-                for k in &filter.kinds {
-                    args.push(V::Text(k.clone()));
-                    slots.push(format!("?{}", args.len()));
-                }
-                cond.push_str(&format!(" AND e.kind IN ({})", slots.join(", ")));
-            }
-            if let Some(key) = &filter.key {
-                // Through the item's id (see the schema): with the batch, one
-                // index lookup; without it, the item in any batch.
-                args.push(V::Text(key.clone()));
-                let k = args.len();
-                if filter.batch.is_some() {
-                    cond.push_str(&format!(
-                        " AND e.item_id = (SELECT id FROM items WHERE batch_id = ?1 AND key = ?{k})"
-                    ));
-                } else {
-                    cond.push_str(&format!(
-                        " AND e.item_id IN (SELECT id FROM items WHERE key = ?{k})"
-                    ));
-                }
-            }
-            if let Some(since) = filter.since {
-                args.push(V::Integer(since));
-                cond.push_str(&format!(" AND e.at >= ?{}", args.len()));
-            }
-            let following = filter.after_id.is_some();
-            if let Some(after) = filter.after_id {
-                args.push(V::Integer(after));
-                cond.push_str(&format!(" AND e.id > ?{}", args.len()));
-            }
-            let order = if following { "ASC" } else { "DESC" };
-            let limit = if filter.limit == 0 { 200 } else { filter.limit };
-            let sql = format!(
-                "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, e.fields,
-                        i.label
-                   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-                        LEFT JOIN items i ON i.id = e.item_id
-                  WHERE {cond} ORDER BY e.id {order} LIMIT {limit}"
-            );
-            let mut st = c.prepare_cached(&sql)?;
-            let mut rows: Vec<Event> = st
-                .query_map(params_from_iter(args), event_from_row)?
-                .collect::<rusqlite::Result<_>>()?;
-            if !following {
-                rows.reverse();
-            }
-            Ok(rows)
-        })
-    }
-
     /// Starts following the log: take the cursor before listing what is
     /// already there, then pass the listing to `FollowCursor::shown`.
     pub fn follow_start(&self) -> Result<FollowCursor> {
@@ -135,16 +134,23 @@ impl SqliteStore {
         filter: &EventFilter,
         cursor: &mut FollowCursor,
     ) -> Result<Vec<Event>> {
+        const PAGE: usize = 1000;
         let mut events = Vec::new();
         loop {
-            let page = self.events(&EventFilter {
-                after_id: Some(cursor.after_id),
-                limit: 1000,
-                ..filter.clone()
+            let page = self.read(|c| {
+                let batch = match &filter.batch {
+                    Some(name) => Some(batch_id(c, name)?),
+                    None => None,
+                };
+                let after = EventFilter {
+                    after_id: Some(cursor.after_id),
+                    ..filter.clone()
+                };
+                page(c, batch, &after, PAGE)
             })?;
             let Some(last) = page.last() else { break };
             cursor.after_id = last.id;
-            let full = page.len() == 1000;
+            let full = page.len() == PAGE;
             events.extend(page);
             if !full {
                 break;
@@ -152,20 +158,24 @@ impl SqliteStore {
         }
         Ok(events)
     }
+}
 
-    /// Event counts by kind since `since` (the "since you last looked" summary).
-    pub fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT coalesce(b.name, ''), e.kind, count(*) FROM events e
-                   LEFT JOIN batches b ON b.id = e.batch_id
-                  WHERE e.at > ?1 GROUP BY 1, 2 ORDER BY 1, 2",
-            )?;
-            let rows = st
-                .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
+impl EventsRead for SqliteTx<'_> {
+    fn events_page(
+        &mut self,
+        batch: Option<i64>,
+        filter: &EventFilter,
+        limit: usize,
+    ) -> Result<Vec<Event>> {
+        page(self.conn, batch, filter, limit)
+    }
+
+    fn event_kinds_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
+        let mut st = self.conn.prepare_cached(KINDS_SINCE)?;
+        let rows = st
+            .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
     }
 }
 

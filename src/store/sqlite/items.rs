@@ -1,5 +1,6 @@
-//! Items and their transitions: add, claim (lease + fencing token),
-//! complete, fail, release, reclaim, redrive, requeue, skip.
+//! Items and their transitions: fail, release, reclaim, redrive, requeue,
+//! skip, claim by key (add, claim with its lease and fencing token, and
+//! complete are the hot paths in `hot.rs`).
 //!
 //! Every transition that ends a claim is conditional on the lease token, so
 //! a runner that lost its lease cannot overwrite a newer claim.
@@ -7,26 +8,23 @@
 use crate::store::{Fault, Refusal};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
-use super::batches::{batch_id, ensure};
+use super::batches::batch_id;
 use super::events::insert as insert_event;
-use super::{SqliteStore, parse_col};
-use crate::model::{
-    AddReport, Claim, Item, Millis, NewEvent, NewItem, Outcome, SkipReport, waiting::RetryTier,
-};
-use crate::store::api::{Completion, Failure, ItemFilter, Requeue, Selection};
+use super::{SqliteStore, SqliteTx, parse_col};
+use crate::model::{Claim, Item, Millis, NewEvent, waiting::RetryTier};
+use crate::model::{Status, Tombstone};
+use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
 use crate::store::chunks::Chunks;
+use crate::store::dialect::{ItemsRead, ItemsWrite};
+use crate::store::rows::item_columns;
 use crate::store::shared::Orphan;
 use crate::store::{Result, StoreError, json_col};
-use crate::util::signals::Stop;
 
 /// Rows moved per write transaction by bulk operations, so a runner waiting
 /// for the write lock is never held up for long.
 const CHUNK: usize = 2_000;
 
-pub(crate) const ITEM_COLUMNS: &str =
-    "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
-    i.attempts, i.op_id, i.result, i.cost, i.error_class, i.error_message, i.next_attempt_at,
-    i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at";
+pub(crate) const ITEM_COLUMNS: &str = item_columns!();
 
 pub(crate) fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
     let payload: String = r.get(4)?;
@@ -58,31 +56,6 @@ pub(crate) fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
     })
-}
-
-/// One item per `INSERT`: a statement inserting several rows needs a
-/// statement journal (it could fail half-way), and journalling every page
-/// it touches cost more than stepping one cached statement per row (at a
-/// million items, 9.0 s against 6.8 s of CPU).
-const INSERT_ITEM: &str =
-    "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5) ON CONFLICT (batch_id, key) DO NOTHING";
-
-/// Progress is reported every this many items.
-const PROGRESS_STEP: usize = 10_000;
-/// A one-transaction add checks for a stop request every this many items.
-const STOP_STEP: usize = 1_024;
-
-/// Page cache (KiB) to hold an add's new rows and index entries in one
-/// transaction: about 1.5x their raw size, capped so a huge import spills
-/// to the WAL rather than exhausting memory.
-fn bulk_cache_kib(items: &[NewItem]) -> i64 {
-    const CAP_KIB: usize = 512 * 1024;
-    let bytes: usize = items
-        .iter()
-        .map(|i| 2 * i.key.len() + i.label.len() + i.payload.len() + 64)
-        .sum();
-    (bytes * 3 / 2 / 1024).min(CAP_KIB) as i64
 }
 
 /// Appends numbered placeholders (`?2`, `?3`, ...) after `?1`, the batch id.
@@ -133,310 +106,6 @@ fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> Str
 }
 
 impl SqliteStore {
-    /// Adds items idempotently: an item whose key is already in the batch,
-    /// or was and has been pruned (its tombstone), is left exactly as it
-    /// is. With no runner live, one transaction: an add that fails (a full
-    /// disk, a stop request) changes nothing. With one live, chunks (see
-    /// `chunks`) of about 50 ms, so it waits at most that long; each chunk
-    /// counts its new items in the same transaction, so the counters are
-    /// always exact. A chunked add stopped part-way (a full disk; a stop
-    /// request, checked between chunks) keeps the chunks committed and
-    /// fails with `CutShort`, saying how far it got, after recording that
-    /// part in an `added` event if it still can; running it again adds the
-    /// rest, as keys make adding idempotent. A crash keeps the committed
-    /// chunks too, without an event.
-    pub fn add_items(
-        &mut self,
-        batch: &str,
-        items: &[NewItem],
-        now: Millis,
-        mut progress: impl FnMut(usize),
-    ) -> Result<AddReport> {
-        // The unique key index takes a random page per item: keep the
-        // pages of a large add in the cache rather than reading them back
-        // from the OS for every chunk.
-        let restore = self.grow_cache(bulk_cache_kib(items));
-        let live = self.read(|c| super::locks::any_live(c, crate::util::time::now_ms()));
-        let out = if live.unwrap_or(true) {
-            self.add_in_chunks(batch, items, now, &mut progress)
-        } else {
-            let stop = self.stop.clone();
-            self.write(|tx| {
-                add_chunk(
-                    tx,
-                    batch,
-                    items,
-                    now,
-                    Some(AddReport::default()),
-                    Some(&stop),
-                    &mut |i| {
-                        if i.is_multiple_of(PROGRESS_STEP) {
-                            progress(i);
-                        }
-                    },
-                )
-            })
-        };
-        self.restore_cache(restore);
-        out
-    }
-
-    /// `add_items` while a runner is live.
-    fn add_in_chunks(
-        &mut self,
-        batch: &str,
-        items: &[NewItem],
-        now: Millis,
-        progress: &mut impl FnMut(usize),
-    ) -> Result<AddReport> {
-        let mut report = AddReport::default();
-        let mut rest = items;
-        let mut chunks = Chunks::for_bulk_insert();
-        while !rest.is_empty() {
-            let handled = items.len() - rest.len();
-            if let Some(signal) = self.stop.requested() {
-                return Err(self.add_stopped(
-                    batch,
-                    &report,
-                    handled,
-                    items.len(),
-                    StoreError::Interrupted(signal),
-                ));
-            }
-            // The clock, not `now`: callers may add items "as of" a time.
-            let now_real = crate::util::time::now_ms();
-            let live = self.read(|c| super::locks::any_live(c, now_real));
-            chunks.insert_pace(live.unwrap_or(true));
-            let store = &mut *self;
-            let step = chunks.run(|size| {
-                let (chunk, later) = rest.split_at(size.min(rest.len()));
-                let last = later.is_empty().then_some(report);
-                let r = store.write(|tx| {
-                    add_chunk(tx, batch, chunk, now, last, None, &mut |i| {
-                        if (handled + i).is_multiple_of(PROGRESS_STEP) {
-                            progress(handled + i);
-                        }
-                    })
-                });
-                (r, later)
-            });
-            match step {
-                (Ok(r), later) => {
-                    rest = later;
-                    report = report.then(r);
-                }
-                (Err(e), _) => {
-                    return Err(self.add_stopped(batch, &report, handled, items.len(), e));
-                }
-            }
-        }
-        Ok(report)
-    }
-
-    /// The error of a chunked add stopped by `cause` after `handled` items,
-    /// once its committed part is recorded in an `added` event (if any
-    /// committed, and if the store still takes a write).
-    fn add_stopped(
-        &mut self,
-        batch: &str,
-        report: &AddReport,
-        handled: usize,
-        total: usize,
-        cause: StoreError,
-    ) -> StoreError {
-        let mut unlogged = None;
-        if handled > 0 && report.added > 0 {
-            let event = crate::store::shared::added_event(
-                batch,
-                report,
-                Some((&cause, handled, total)),
-                crate::util::time::now_ms(),
-            );
-            if let Err(e) = self.write(|tx| insert_event(tx, &event).map(drop)) {
-                unlogged = Some(e.to_string());
-            }
-        }
-        crate::store::shared::add_cut_short(report, handled, total, cause, unlogged)
-    }
-
-    /// Claims up to `n` pending items for `run_id`: each gets a lease until
-    /// `lease_until`, a fresh (larger) fencing token and its attempt counted.
-    /// `None` (and nothing claimed) when `run_id` no longer holds the batch
-    /// lock: a runner that was cut off (stopped, partitioned) past its TTL
-    /// and taken over must not start new work beside the new holder.
-    pub fn claim(
-        &mut self,
-        batch: &str,
-        run_id: i64,
-        n: usize,
-        lease_until: Millis,
-        now: Millis,
-    ) -> Result<Option<Vec<Claim>>> {
-        self.write(|tx| {
-            let id = batch_id(tx, batch)?;
-            if !holds_lock(tx, id, run_id)? {
-                return Ok(None);
-            }
-            if n == 0 {
-                return Ok(Some(Vec::new()));
-            }
-            // Select, then update each row by id, in this one transaction:
-            // `UPDATE ... WHERE id IN (SELECT ...) RETURNING` builds two
-            // temporary b-trees per claim, a large part of a claim's cost.
-            let mut claims: Vec<Claim> = tx
-                .prepare_cached(
-                    "SELECT id, key, label, payload, attempts, op_id, lease_token FROM items
-                      WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
-                        AND next_attempt_at IS NULL
-                      ORDER BY id LIMIT ?2",
-                )?
-                .query_map(params![id, n as i64], |r| {
-                    Ok(Claim {
-                        item_id: r.get(0)?,
-                        key: r.get(1)?,
-                        label: r.get(2)?,
-                        payload: r.get(3)?,
-                        attempt: r.get::<_, u32>(4)? + 1,
-                        op_id: r.get(5)?,
-                        token: r.get::<_, i64>(6)? + 1,
-                    })
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            let mut up = tx.prepare_cached(
-                "UPDATE items
-                    SET status = 'claimed', lease_run = ?2, lease_until = ?3,
-                        lease_token = ?4, attempts = ?5, updated_at = ?6
-                  WHERE id = ?1",
-            )?;
-            for c in &claims {
-                up.execute(params![
-                    c.item_id,
-                    run_id,
-                    lease_until,
-                    c.token,
-                    c.attempt,
-                    now
-                ])?;
-            }
-            claims.sort_by_key(|c| c.item_id);
-            let mut ev = tx.prepare_cached(
-                "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message, fields)
-                 VALUES (?1, ?2, ?3, ?4, ?6, 'claimed', ?5, NULL)",
-            )?;
-            for c in &claims {
-                ev.execute(params![
-                    now,
-                    id,
-                    run_id,
-                    c.key,
-                    format!("claimed (attempt {})", c.attempt),
-                    c.item_id
-                ])?;
-            }
-            Ok(Some(claims))
-        })
-    }
-
-    /// Counts a further immediate attempt of a claimed item. `None` if the
-    /// lease was lost meanwhile.
-    pub fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>> {
-        self.write(|tx| {
-            Ok(tx
-                .prepare_cached(
-                    "UPDATE items SET attempts = attempts + 1, updated_at = ?3
-                      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'
-                     RETURNING attempts",
-                )?
-                .query_row(params![item_id, token, now], |r| r.get(0))
-                .optional()?)
-        })
-    }
-
-    /// Stores the operation id a worker reported, at once, so a later
-    /// attempt can resume the remote operation. False if the lease was lost.
-    pub fn set_op_id(
-        &mut self,
-        item_id: i64,
-        token: i64,
-        op_id: &str,
-        event: &NewEvent,
-    ) -> Result<bool> {
-        self.write(|tx| {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE items SET op_id = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
-                )?
-                .execute(params![item_id, token, op_id])?;
-            if n == 1 {
-                insert_event(tx, event)?;
-            }
-            Ok(n == 1)
-        })
-    }
-
-    /// Extends the leases of every item `run_id` holds in `batch`; returns
-    /// the ids of the items it still holds.
-    pub fn renew_leases(&mut self, batch: &str, run_id: i64, until: Millis) -> Result<Vec<i64>> {
-        self.write(|tx| {
-            let id = batch_id(tx, batch)?;
-            let held = tx
-                .prepare_cached(
-                    "UPDATE items SET lease_until = ?3
-                      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run = ?2
-                     RETURNING id",
-                )?
-                .query_map(params![id, run_id, until], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(held)
-        })
-    }
-
-    /// Marks a claimed item done — only after its worker succeeded. False
-    /// (and nothing written) if the lease token no longer matches.
-    pub fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-        self.write(|tx| complete_in(tx, c, event))
-    }
-
-    /// Marks several claimed items done in one transaction (a persistent
-    /// worker's batch): as `complete` for each, with the run's counters
-    /// updated once. All must belong to one run. One flag per item, in
-    /// order: false where the lease token no longer matched.
-    pub fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>> {
-        self.write(|tx| {
-            let mut up = tx.prepare_cached(COMPLETE_ITEM)?;
-            let (mut n_done, mut n_empty, mut cost) = (0i64, 0i64, 0f64);
-            let mut accepted = Vec::with_capacity(done.len());
-            for (c, event) in done {
-                let ok = up.execute(params![
-                    c.item_id,
-                    c.token,
-                    c.outcome.as_str(),
-                    c.result,
-                    c.cost,
-                    c.now
-                ])? == 1;
-                if ok {
-                    match c.outcome {
-                        Outcome::Empty => n_empty += 1,
-                        _ => n_done += 1,
-                    }
-                    cost += c.cost.unwrap_or(0.0);
-                    insert_event(tx, event)?;
-                }
-                accepted.push(ok);
-            }
-            if let Some((c, _)) = done.first()
-                && n_done + n_empty > 0
-            {
-                tx.prepare_cached(
-                    "UPDATE runs SET done = done + ?2, empty = empty + ?3, cost = cost + ?4 WHERE id = ?1",
-                )?
-                .execute(params![c.run_id, n_done, n_empty, cost])?;
-            }
-            Ok(accepted)
-        })
-    }
-
     /// Ends a claim in `failed` with a tier, appending a dead letter. False
     /// (and nothing written) if the lease token no longer matches.
     pub fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
@@ -562,40 +231,6 @@ impl SqliteStore {
         }
     }
 
-    /// Retry-tier failures that are due (what a dry run would redrive).
-    pub fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                  WHERE i.batch_id = ?1 AND i.status = 'failed' AND i.tier = 'retry' AND i.next_attempt_at <= ?2
-                  ORDER BY i.id"
-            ))?;
-            let rows = st.query_map(params![id, now], item_from_row)?.collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
-    }
-
-    /// The `retry` tier now: how many are due, how many later, and the
-    /// earliest of those (what the run summary and dry run say waits).
-    pub fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            Ok(c.prepare_cached(
-                "SELECT coalesce(sum(next_attempt_at <= ?2), 0), coalesce(sum(next_attempt_at > ?2), 0),
-                        min(CASE WHEN next_attempt_at > ?2 THEN next_attempt_at END)
-                   FROM items WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'",
-            )?
-            .query_row(params![id, now], |r| {
-                Ok(RetryTier {
-                    due: r.get(0)?,
-                    later: r.get(1)?,
-                    next_at: r.get(2)?,
-                })
-            })?)
-        })
-    }
-
     /// Failed items (or, with `sel.outcome`, done items of that outcome)
     /// back to pending. Explicit keys must all exist and be in that state
     /// (else nothing moves). Chunked: no write transaction holds the
@@ -661,158 +296,6 @@ impl SqliteStore {
         }
         Ok(moved)
     }
-
-    /// Marks items done without running them (outcome `skipped`). All keys
-    /// must exist and none may be in flight, else nothing changes. Returns
-    /// (skipped, already done).
-    pub fn skip(
-        &mut self,
-        batch: &str,
-        keys: &[String],
-        reason: &str,
-        actor: &str,
-        now: Millis,
-    ) -> Result<SkipReport> {
-        self.write(|tx| {
-            let id = batch_id(tx, batch)?;
-            let mut found = Vec::with_capacity(keys.len());
-            let mut seen = std::collections::HashSet::new();
-            for key in keys.iter().filter(|k| seen.insert(*k)) {
-                let status: String = tx
-                    .query_row("SELECT status FROM items WHERE batch_id = ?1 AND key = ?2", params![id, key], |r| r.get(0))
-                    .optional()?
-                    .ok_or_else(|| super::tombstones::missing(tx, id, batch, key))?;
-                if status == "claimed" {
-                    return Err(Refusal::InFlightSkip { key: key.to_string() }.into());
-                }
-                found.push((key, status == "done"));
-            }
-            let result = serde_json::json!({"skipped": reason, "by": actor}).to_string();
-            let mut report = SkipReport::default();
-            for (key, done) in found {
-                if done {
-                    report.already_done.push(key.clone());
-                    continue;
-                }
-                tx.execute(
-                    "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL, next_attempt_at = NULL,
-                            result = ?3, updated_at = ?4
-                      WHERE batch_id = ?1 AND key = ?2",
-                    params![id, key, result, now],
-                )?;
-                insert_event(
-                    tx,
-                    &NewEvent::new(now, batch, "skipped", format!("skipped by {actor}: {reason}"))
-                        .key(key)
-                        .actor(actor)
-                        .fields(serde_json::json!({"reason": reason})),
-                )?;
-                report.skipped.push(key.clone());
-            }
-            Ok(report)
-        })
-    }
-
-    /// One item by key.
-    pub fn item(&self, batch: &str, key: &str) -> Result<Item> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            c.query_row(
-                &format!(
-                    "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                      WHERE i.batch_id = ?1 AND i.key = ?2"
-                ),
-                params![id, key],
-                item_from_row,
-            )
-            .optional()?
-            .ok_or_else(|| super::tombstones::missing(c, id, batch, key))
-        })
-    }
-
-    /// Items of a batch in insertion order, filtered.
-    pub fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut args = vec![rusqlite::types::Value::Integer(id)];
-            let where_sql = filter_sql(filter, &mut args);
-            let limit = filter.limit.map_or(-1, |l| l as i64);
-            let sql = format!(
-                "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                  WHERE i.batch_id = ?1{where_sql} ORDER BY i.id LIMIT {limit} OFFSET {}",
-                filter.offset
-            );
-            let mut st = c.prepare(&sql)?;
-            let rows = st
-                .query_map(params_from_iter(args), item_from_row)?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
-    }
-
-    /// How many items match a filter (the dashboard's "n of m").
-    pub fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut args = vec![rusqlite::types::Value::Integer(id)];
-            let where_sql = filter_sql(filter, &mut args);
-            let sql = format!("SELECT count(*) FROM items i WHERE i.batch_id = ?1{where_sql}");
-            Ok(c.query_row(&sql, params_from_iter(args), |r| r.get(0))?)
-        })
-    }
-}
-
-/// Inserts one chunk of an add and counts its new items as pending (once
-/// for the chunk rather than per row by a trigger, see the schema). A key
-/// with a tombstone counts as present. With `last` (the report of the
-/// earlier chunks), also writes the add's event. With `stop`, gives up
-/// (and the transaction rolls back) once a stop is requested.
-fn add_chunk(
-    tx: &Connection,
-    batch: &str,
-    chunk: &[NewItem],
-    now: Millis,
-    last: Option<AddReport>,
-    stop: Option<&Stop>,
-    progress: &mut dyn FnMut(usize),
-) -> Result<AddReport> {
-    let id = ensure(tx, batch, now)?;
-    // Only a batch that was pruned has tombstones to look up.
-    let pruned = super::tombstones::any(tx, id)?;
-    let mut st = tx.prepare_cached(INSERT_ITEM)?;
-    let mut report = AddReport::default();
-    for (i, item) in chunk.iter().enumerate() {
-        progress(i);
-        if let Some(signal) = stop
-            .filter(|_| i.is_multiple_of(STOP_STEP))
-            .and_then(Stop::requested)
-        {
-            return Err(StoreError::Interrupted(signal));
-        }
-        if pruned && let Some(at) = super::tombstones::pruned_at(tx, id, &item.key)? {
-            report.count_pruned(at);
-            continue;
-        }
-        let added = st.execute(params![id, item.key, item.label, item.payload, now])?;
-        report.added += added as u64;
-        report.present += 1 - added as u64;
-    }
-    if report.added > 0 {
-        tx.prepare_cached(
-            "UPDATE counts SET n = n + ?2 WHERE batch_id = ?1 AND bucket = 'pending'",
-        )?
-        .execute(params![id, report.added as i64])?;
-    }
-    if let Some(before) = last {
-        let all = before.then(report);
-        if all.added > 0 {
-            insert_event(
-                tx,
-                &crate::store::shared::added_event(batch, &all, None, now),
-            )?;
-        }
-    }
-    Ok(report)
 }
 
 /// Moves the items of `chunk` that are still failed back to pending, with a
@@ -913,40 +396,12 @@ fn select(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requ
 }
 
 /// Does `run_id` hold a seat of the batch lock (see `start_run`)?
-fn holds_lock(tx: &Connection, batch_id: i64, run_id: i64) -> Result<bool> {
+pub(super) fn holds_lock(tx: &Connection, batch_id: i64, run_id: i64) -> Result<bool> {
     Ok(tx
         .prepare_cached("SELECT 1 FROM locks WHERE batch_id = ?1 AND run_id = ?2")?
         .query_row(params![batch_id, run_id], |_| Ok(()))
         .optional()?
         .is_some())
-}
-
-/// A success, fenced: only the claim holding this lease token is completed.
-const COMPLETE_ITEM: &str =
-    "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
-            error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-            lease_run = NULL, lease_until = NULL, updated_at = ?6
-      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
-
-pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-    let n = tx.prepare_cached(COMPLETE_ITEM)?.execute(params![
-        c.item_id,
-        c.token,
-        c.outcome.as_str(),
-        c.result,
-        c.cost,
-        c.now
-    ])?;
-    if n == 1 {
-        tx.prepare_cached(
-            "UPDATE runs SET done = done + (?2 = 'done'), empty = empty + (?2 = 'empty'),
-                    cost = cost + coalesce(?3, 0)
-              WHERE id = ?1",
-        )?
-        .execute(params![c.run_id, c.outcome.as_str(), c.cost])?;
-        insert_event(tx, event)?;
-    }
-    Ok(n == 1)
 }
 
 pub(crate) fn fail_in(tx: &Connection, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
@@ -983,23 +438,6 @@ pub(crate) fn fail_in(tx: &Connection, f: &Failure<'_>, event: &NewEvent) -> Res
         insert_event(tx, event)?;
     }
     Ok(n == 1)
-}
-
-impl SqliteStore {
-    /// Creation time of the oldest pending item.
-    pub fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            Ok(c.query_row(
-                "SELECT created_at FROM items
-                  WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
-                  ORDER BY id LIMIT 1",
-                [id],
-                |r| r.get(0),
-            )
-            .optional()?)
-        })
-    }
 }
 
 impl SqliteStore {
@@ -1058,5 +496,163 @@ impl SqliteStore {
             )?;
             Ok(claim)
         })
+    }
+}
+
+const ITEM_BY_KEY: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = ?1 AND i.key = ?2"
+);
+
+const DUE_RETRY: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id
+      WHERE i.batch_id = ?1 AND i.status = 'failed' AND i.tier = 'retry' AND i.next_attempt_at <= ?2
+      ORDER BY i.id"
+);
+
+const RETRY_TIER: &str =
+    "SELECT coalesce(sum(next_attempt_at <= ?2), 0), coalesce(sum(next_attempt_at > ?2), 0),
+            min(CASE WHEN next_attempt_at > ?2 THEN next_attempt_at END)
+       FROM items WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'";
+
+const OLDEST_PENDING: &str = "SELECT created_at FROM items
+  WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
+  ORDER BY id LIMIT 1";
+
+const BEGIN_ATTEMPT: &str = "UPDATE items SET attempts = attempts + 1, updated_at = ?3
+  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'
+ RETURNING attempts";
+
+const SET_OP_ID: &str =
+    "UPDATE items SET op_id = ?3 WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
+
+const RENEW_LEASES: &str = "UPDATE items SET lease_until = ?3
+  WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run = ?2
+ RETURNING id";
+
+impl ItemsRead for SqliteTx<'_> {
+    fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>> {
+        Ok(self
+            .conn
+            .prepare_cached(ITEM_BY_KEY)?
+            .query_row(params![batch, key], item_from_row)
+            .optional()?)
+    }
+
+    fn item_tombstone(&mut self, batch: i64, key: &str) -> Result<Option<Tombstone>> {
+        super::tombstones::find(self.conn, batch, key)
+    }
+
+    fn items_list(&mut self, batch: i64, filter: &ItemFilter) -> Result<Vec<Item>> {
+        let mut args = vec![rusqlite::types::Value::Integer(batch)];
+        let where_sql = filter_sql(filter, &mut args);
+        let limit = filter.limit.map_or(-1, |l| l as i64);
+        let sql = format!(
+            "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
+              WHERE i.batch_id = ?1{where_sql} ORDER BY i.id LIMIT {limit} OFFSET {}",
+            filter.offset
+        );
+        let mut st = self.conn.prepare(&sql)?;
+        let rows = st
+            .query_map(params_from_iter(args), item_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    fn items_count(&mut self, batch: i64, filter: &ItemFilter) -> Result<i64> {
+        let mut args = vec![rusqlite::types::Value::Integer(batch)];
+        let where_sql = filter_sql(filter, &mut args);
+        let sql = format!("SELECT count(*) FROM items i WHERE i.batch_id = ?1{where_sql}");
+        Ok(self
+            .conn
+            .query_row(&sql, params_from_iter(args), |r| r.get(0))?)
+    }
+
+    fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>> {
+        Ok(self
+            .conn
+            .prepare_cached(OLDEST_PENDING)?
+            .query_row([batch], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>> {
+        let mut st = self.conn.prepare_cached(DUE_RETRY)?;
+        let rows = st
+            .query_map(params![batch, now], item_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier> {
+        Ok(self
+            .conn
+            .prepare_cached(RETRY_TIER)?
+            .query_row(params![batch, now], |r| {
+                Ok(RetryTier {
+                    due: r.get(0)?,
+                    later: r.get(1)?,
+                    next_at: r.get(2)?,
+                })
+            })?)
+    }
+}
+
+const STATUS: &str = "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2";
+
+const MARK_SKIPPED: &str = "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
+       next_attempt_at = NULL, result = ?3, updated_at = ?4
+ WHERE batch_id = ?1 AND key = ?2";
+
+impl ItemsWrite for SqliteTx<'_> {
+    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>> {
+        Ok(self
+            .conn
+            .prepare_cached(STATUS)?
+            .query_row(params![batch, key], |r| {
+                parse_col(0, r.get_ref(0)?.as_str()?)
+            })
+            .optional()?)
+    }
+
+    fn item_mark_skipped(
+        &mut self,
+        batch: i64,
+        key: &str,
+        result: &str,
+        now: Millis,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(MARK_SKIPPED)?
+            .execute(params![batch, key, result, now])?;
+        Ok(())
+    }
+
+    fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>> {
+        Ok(self
+            .conn
+            .prepare_cached(BEGIN_ATTEMPT)?
+            .query_row(params![item, token, now], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn item_set_op_id(&mut self, item: i64, token: i64, op_id: &str) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(SET_OP_ID)?
+            .execute(params![item, token, op_id])?;
+        Ok(n == 1)
+    }
+
+    fn items_renew_leases(&mut self, batch: i64, run: i64, until: Millis) -> Result<Vec<i64>> {
+        let held = self
+            .conn
+            .prepare_cached(RENEW_LEASES)?
+            .query_map(params![batch, run, until], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(held)
     }
 }

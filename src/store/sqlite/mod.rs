@@ -6,6 +6,7 @@ mod daemons;
 mod dead_letters;
 mod events;
 pub(crate) mod file;
+mod hot;
 mod items;
 mod locks;
 mod prune;

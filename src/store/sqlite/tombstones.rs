@@ -29,7 +29,7 @@ pub(crate) fn pruned_at(c: &Connection, batch_id: i64, key: &str) -> Result<Opti
     )
 }
 
-fn find(c: &Connection, batch_id: i64, key: &str) -> Result<Option<Tombstone>> {
+pub(super) fn find(c: &Connection, batch_id: i64, key: &str) -> Result<Option<Tombstone>> {
     Ok(c.prepare_cached(
         "SELECT key, outcome, done_at, pruned_at FROM tombstones WHERE batch_id = ?1 AND key = ?2",
     )?

@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::batches::{batch_id, names};
 use super::items::{ITEM_COLUMNS, filter_sql, item_from_row};
-use super::{SqliteStore, dead_letters, parse_col};
+use super::{SqliteStore, SqliteTx, dead_letters, parse_col};
 use crate::model::{BatchInfo, Event, Millis, Status, Tier};
 use crate::store::Result;
 use crate::store::api::{
@@ -326,15 +326,7 @@ fn detail(c: &Connection, id: i64, key: &str) -> Result<std::result::Result<Item
         // detail, not the whole poll.
         Err(e) => return Ok(Err(format!("cannot read item {key:?}: {e}"))),
     };
-    let failures = c
-        .prepare_cached(&format!(
-            "SELECT {} FROM dead_letters d JOIN batches b ON b.id = d.batch_id
-              WHERE d.item_id = ?1 ORDER BY d.id DESC",
-            dead_letters::COLUMNS
-        ))?
-        .query_map([item.id], dead_letters::dead_letter_from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>();
-    let failures = match failures {
+    let failures = match dead_letters::of_item(c, item.id) {
         Ok(f) => f,
         Err(e) => return Ok(Err(format!("cannot read the failures of {key:?}: {e}"))),
     };
@@ -402,7 +394,8 @@ impl SqliteStore {
                 let info = &out.batches[idx].info;
                 out.runs = super::runs::recent(c, id, q.runs)?;
                 if q.dlq {
-                    out.dlq = dead_letters::groups(c, id, now)?;
+                    out.dlq =
+                        crate::store::ops::dead_letters::groups(&mut SqliteTx::new(c), id, now)?;
                 }
                 if let Some(iq) = &q.items {
                     out.items = Some(if iq.search.is_empty() {
