@@ -72,21 +72,6 @@ impl Queue for Store {
     }
 }
 
-impl Queue for PgStore {
-    fn claim_one(&mut self, run: i64) -> Res<Option<Claim>> {
-        let now = now_ms();
-        let claims = self
-            .claim("b", run, 1, now + 600_000, now)?
-            .ok_or("lock lost")?;
-        Ok(claims.into_iter().next())
-    }
-    fn complete(&mut self, run: i64, c: &Claim) -> Res<()> {
-        let (done, event) = completion(run, c);
-        PgStore::complete(self, &done, &event)?;
-        Ok(())
-    }
-}
-
 fn items(n: usize) -> Vec<NewItem> {
     (0..n)
         .map(|i| NewItem {
@@ -129,14 +114,14 @@ impl Backend {
             Backend::Postgres(url) => {
                 let mut admin = postgres::Client::connect(url, postgres::NoTls)?;
                 admin.batch_execute("DROP SCHEMA IF EXISTS nightshift CASCADE")?;
-                let (mut s, _) = PgStore::create(url)?;
+                let mut s = Store::Pg(PgStore::create(url)?.0);
                 s.add_items("b", &items(n), now, |_| {})?;
                 let run = s.start_run("b", Trigger::Manual, None, &holder(), now, None)?;
                 s.acquire_lock("b", "t", &holder(), Some(run), now + 3_600_000, now, &[], 1)?;
                 admin.batch_execute("VACUUM ANALYZE")?;
                 let url = url.clone();
                 let open = move || -> Res<Box<dyn Queue>> {
-                    Ok(Box::new(PgStore::open(&url, Access::ReadWrite)?))
+                    Ok(Box::new(Store::Pg(PgStore::open(&url, Access::ReadWrite)?)))
                 };
                 Ok((run, Box::new(open)))
             }

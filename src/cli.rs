@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::model::{EventKind, Status, Tier};
+use crate::model::{EventKind, Outcome, Status, Tier};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -121,19 +121,22 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Show a batch's next fire times, in its time zone and in UTC.
     Schedule(ScheduleArgs),
-    /// Show counts per batch.
+    /// Show counts per batch: pending, claimed, done, empty, skipped, retry,
+    /// manual (each item in one), the last run that did work, and what holds
+    /// each back (a pause, a retry-after hold).
     Status(StatusArgs),
     /// List the items of a batch.
     Items(ItemsArgs),
     /// Show one item: payload, result, attempts, op id, errors, events.
     Show(ShowArgs),
-    /// Send failed items back to pending.
+    /// Send failed items back to pending (or, with --outcome, done items to
+    /// run again).
     Requeue(RequeueArgs),
     /// Mark items done without running them (outcome `skipped`).
     Skip(SkipArgs),
     /// Pause a batch: runs and schedule fires do nothing until unpaused.
     Pause(PauseArgs),
-    /// Unpause a batch.
+    /// Unpause a batch, and lift its retry-after hold (both recorded).
     Unpause(UnpauseArgs),
     /// Dead letters grouped by error class, or exported as JSON lines.
     Dlq(DlqArgs),
@@ -190,7 +193,7 @@ pub struct InitArgs {
 
 #[derive(Debug, Args)]
 pub struct UnpauseArgs {
-    /// The batch to unpause.
+    /// The batch to unpause (and whose retry-after hold to lift).
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Print what was done as JSON.
@@ -242,7 +245,8 @@ pub struct RunArgs {
     /// Run only this item (pending or failed).
     #[arg(long)]
     pub key: Option<String>,
-    /// Show what would run; write nothing.
+    /// Show what would run, and what waits and why (a pause, the lock, a
+    /// retry-after hold); write nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Stop claiming after this long (e.g. 1h).
@@ -319,7 +323,7 @@ pub struct StatusArgs {
     /// Machine-readable output.
     #[arg(long, conflicts_with_all = ["short", "prometheus"])]
     pub json: bool,
-    /// One line for a tmux status bar.
+    /// One line for a tmux status bar: finished✓ failed✗ to-do… per batch.
     #[arg(long, conflicts_with = "prometheus")]
     pub short: bool,
     /// Prometheus text exposition format (node_exporter textfile collector).
@@ -342,6 +346,23 @@ impl From<StatusArg> for Status {
             StatusArg::Claimed => Status::Claimed,
             StatusArg::Done => Status::Done,
             StatusArg::Failed => Status::Failed,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutcomeArg {
+    Done,
+    Empty,
+    Skipped,
+}
+
+impl From<OutcomeArg> for Outcome {
+    fn from(o: OutcomeArg) -> Outcome {
+        match o {
+            OutcomeArg::Done => Outcome::Done,
+            OutcomeArg::Empty => Outcome::Empty,
+            OutcomeArg::Skipped => Outcome::Skipped,
         }
     }
 }
@@ -372,6 +393,10 @@ pub struct ItemsArgs {
     /// Only failed items of this tier.
     #[arg(long, value_enum)]
     pub tier: Option<TierArg>,
+    /// Only done items with this outcome: done (a result), empty (nothing
+    /// on stdout) or skipped (marked done by a person).
+    #[arg(long, value_enum, conflicts_with_all = ["tier", "class"])]
+    pub outcome: Option<OutcomeArg>,
     /// Only failed items of this error class.
     #[arg(long, value_name = "ERROR_CLASS")]
     pub class: Option<String>,
@@ -401,10 +426,10 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct RequeueArgs {
-    /// The batch whose failed items to requeue.
+    /// The batch whose items to requeue.
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
-    /// Keys of failed items.
+    /// Keys of failed items (with --outcome: of done items with that outcome).
     pub keys: Vec<String>,
     /// Every failed item.
     #[arg(long, conflicts_with = "keys")]
@@ -415,6 +440,11 @@ pub struct RequeueArgs {
     /// Failed items of this tier.
     #[arg(long, value_enum)]
     pub tier: Option<TierArg>,
+    /// Done items with this outcome instead (empty: they succeeded with
+    /// nothing): back to pending, to run again; their result and
+    /// operation id are dropped, their attempts kept.
+    #[arg(long, value_enum, conflicts_with_all = ["all_failed", "class", "tier"])]
+    pub outcome: Option<OutcomeArg>,
     /// List exactly what would move; change nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -104,16 +104,23 @@ pub fn derive_line(text: &str, spec: &KeySpec) -> Result<NewItem, LineError> {
         .map_err(|e| LineError::Json(json_error(&e)))?;
     let raw = kept.ok_or(KeyError::NotObject)?;
     let obj = Fields::read(&raw)?;
-    // Skipped fields are checked without a depth limit, but every later
-    // reader of the payload parses it into a `Value`, which stops at 128
-    // levels: refuse what could not be read back. Counting brackets first
-    // keeps the common line cheap.
-    if text.bytes().filter(|b| matches!(b, b'[' | b'{')).count() >= MAX_DEPTH
-        && serde_json::from_str::<Value>(text).is_err()
+    // Skipped fields are checked without a depth limit, and a skipped
+    // string's escapes only for their syntax (a lone surrogate, `"\ud800"`,
+    // passes), but every later reader of the payload parses it into a
+    // `Value`, which stops at 128 levels and refuses a lone surrogate:
+    // refuse what could not be read back. Checking for either first keeps
+    // the common line cheap.
+    let deep = text.bytes().filter(|b| matches!(b, b'[' | b'{')).count() >= MAX_DEPTH;
+    if (deep || has_surrogate_escape(text))
+        && let Err(e) = serde_json::from_str::<Value>(text)
     {
-        return Err(LineError::Json(format!(
-            "nested more than {MAX_DEPTH} levels deep"
-        )));
+        return Err(LineError::Json(
+            if e.to_string().contains("recursion limit") {
+                format!("nested more than {MAX_DEPTH} levels deep")
+            } else {
+                json_error(&e)
+            },
+        ));
     }
     let (key, label) = match spec {
         KeySpec::Explicit => explicit_key(&obj)?,
@@ -126,6 +133,17 @@ pub fn derive_line(text: &str, spec: &KeySpec) -> Result<NewItem, LineError> {
         key,
         label,
         payload: text.trim().to_string(),
+    })
+}
+
+/// A `\uD800`-`\uDFFF` escape somewhere in the text (half of a
+/// surrogate pair, or a lone one).
+fn has_surrogate_escape(text: &str) -> bool {
+    text.as_bytes().windows(4).any(|w| {
+        w[0] == b'\\'
+            && w[1] == b'u'
+            && matches!(w[2], b'd' | b'D')
+            && matches!(w[3], b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
     })
 }
 
@@ -423,6 +441,30 @@ mod tests {
 
     fn key_error(e: KeyError) -> Result<NewItem, LineError> {
         Err(LineError::Key(e))
+    }
+
+    /// A lone surrogate in a field the key does not read was accepted and
+    /// stored, and then no reader could parse the payload (found by
+    /// `hostile::import_lines_never_panic`). A whole pair is a character.
+    #[test]
+    fn a_lone_surrogate_anywhere_is_refused_and_a_pair_is_kept() {
+        for line in [
+            r#"{"key":"a","note":"\ud800x"}"#,
+            r#"{"key":"a","deep":["\uDC00"]}"#,
+            r#"{"key":"a","note":"\ud83d"}"#,
+        ] {
+            match derive_line(line, &KeySpec::Explicit) {
+                Err(LineError::Json(msg)) => {
+                    assert!(
+                        msg.contains("surrogate") || msg.contains("escape"),
+                        "{line}: {msg}"
+                    )
+                }
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        let item = derive_line(r#"{"key":"a","note":"\ud83d\ude00"}"#, &KeySpec::Explicit).unwrap();
+        assert!(serde_json::from_str::<Value>(&item.payload).is_ok());
     }
 
     fn fields(f: &[&str]) -> KeySpec {

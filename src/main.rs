@@ -2,6 +2,7 @@
 //! and an exit code (see `cli::EXIT_CODES`).
 
 #![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used)]
 
 use std::process::ExitCode;
 

@@ -74,8 +74,21 @@ str_enum!(Status { Pending => "pending", Claimed => "claimed", Done => "done", F
 str_enum!(Tier { Retry => "retry", Manual => "manual" });
 str_enum!(Outcome { Done => "done", Empty => "empty", Skipped => "skipped" });
 
+/// The short state word of an item: `pending`, `claimed`, `done`,
+/// `done/empty`, `done/skipped`, `failed/retry`, `failed/manual` (the
+/// buckets of [`Counts`]).
+pub fn state_word(status: Status, tier: Option<Tier>, outcome: Option<Outcome>) -> String {
+    match (status, tier, outcome) {
+        (Status::Failed, Some(t), _) => format!("failed/{t}"),
+        (Status::Done, _, Some(o)) if o != Outcome::Done => format!("done/{o}"),
+        (s, _, _) => s.to_string(),
+    }
+}
+
 // After `str_enum!`, which it uses.
 mod event_kind;
+pub mod pace;
+pub mod waiting;
 pub use event_kind::EventKind;
 mod liveness;
 pub use liveness::{
@@ -84,28 +97,63 @@ pub use liveness::{
 
 /// Item counts of one batch. Read in O(1) from counters the store keeps in
 /// the same transaction as every transition.
+///
+/// The one definition of every count every view shows (`status` and its
+/// `--json`, `--short` and `--prometheus`, the run summary, the dashboard;
+/// the README's "What the counts mean" says the same). The seven fields
+/// are disjoint: every item is in exactly one of them, so they add up to
+/// [`Counts::total`]. "Done" is never a sum: an item that succeeded with
+/// nothing is `empty`, counted apart (the silent failure to catch), and
+/// one a human marked done is `skipped`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
+    /// Waiting for a run to claim it.
     pub pending: i64,
+    /// Claimed by a run: in flight.
     pub claimed: i64,
-    /// All done items: `done_ok + empty + skipped`.
+    /// The worker succeeded with a result (outcome `done`).
     pub done: i64,
-    pub done_ok: i64,
+    /// The worker succeeded with nothing on stdout (outcome `empty`).
     pub empty: i64,
+    /// Marked done by a human without running (outcome `skipped`).
     pub skipped: i64,
-    /// All failed items: `retry + manual`.
-    pub failed: i64,
+    /// Failed, transient: redriven once its next-attempt time passes.
     pub retry: i64,
+    /// Failed for a human (quarantined): runs again only when requeued.
     pub manual: i64,
 }
 
 impl Counts {
     pub fn total(&self) -> i64 {
-        self.pending + self.claimed + self.done + self.failed
+        self.to_do() + self.finished() + self.failed()
     }
-    /// Items that still need work (pending, in flight, or waiting to be redriven).
-    pub fn remaining(&self) -> i64 {
-        self.pending + self.claimed + self.retry
+    /// Nothing more will happen to them unless requeued: done, empty and
+    /// skipped (the items whose status is `done`).
+    pub fn finished(&self) -> i64 {
+        self.done + self.empty + self.skipped
+    }
+    /// Both tiers: `retry + manual` (the items whose status is `failed`).
+    pub fn failed(&self) -> i64 {
+        self.retry + self.manual
+    }
+    /// Not yet finished or failed: pending or in flight. With
+    /// [`finished`](Self::finished) and [`failed`](Self::failed) it makes
+    /// the total (`✓ ✗ …` in `status --short` and the dashboard's header).
+    pub fn to_do(&self) -> i64 {
+        self.pending + self.claimed
+    }
+    /// Finished of total, 0.0 to 1.0 (0.0 for an empty batch).
+    pub fn progress(&self) -> f64 {
+        if self.total() > 0 {
+            self.finished() as f64 / self.total() as f64
+        } else {
+            0.0
+        }
+    }
+    /// [`progress`](Self::progress) in whole percent, rounded down: 100 %
+    /// only when every item is finished.
+    pub fn percent(&self) -> Option<i64> {
+        (self.total() > 0).then(|| self.finished() * 100 / self.total())
     }
 }
 
@@ -337,6 +385,24 @@ pub struct Run {
     pub summary: Option<String>,
 }
 
+impl Run {
+    /// Did it step down at once, doing nothing: it found the lock held,
+    /// or ended paused or aborted without touching an item (it found the
+    /// batch paused, or was stopped while waiting for the lock)? Such a
+    /// run never hides the run that did work (`BatchInfo::last_run`).
+    /// The stores' `STEPPED_DOWN` condition says the same in SQL.
+    pub fn stepped_down(&self) -> bool {
+        let c = &self.counts;
+        match self.state {
+            RunState::LockHeld => true,
+            RunState::Paused | RunState::Aborted => {
+                c.done + c.empty + c.failed + c.redriven + c.released == 0
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Who holds a batch lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Holder {
@@ -374,6 +440,49 @@ pub struct Pause {
     pub at: Millis,
 }
 
+/// A retry-after hold on a batch: no worker call of the batch starts before
+/// `until` (see `runner::gate`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hold {
+    pub until: Millis,
+    /// The item whose answer asked for it.
+    pub key: Option<String>,
+    /// That item's label, while the item is kept.
+    pub label: Option<String>,
+}
+
+impl Hold {
+    /// Is the hold still on at `now`?
+    #[must_use]
+    pub fn active(&self, now: Millis) -> bool {
+        self.until > now
+    }
+
+    /// `KEY (LABEL)`: the item whose answer asked for the hold (its label
+    /// when it has one of its own). Not made inert.
+    #[must_use]
+    pub fn source(&self) -> Option<String> {
+        let key = self.key.as_deref()?;
+        Some(
+            match self.label.as_deref().filter(|l| !l.is_empty() && *l != key) {
+                Some(label) => format!("{key} ({label})"),
+                None => key.to_string(),
+            },
+        )
+    }
+
+    /// `held until 15:20:00Z by a retry-after from KEY (LABEL)`: the same
+    /// words in every view. Not made inert.
+    #[must_use]
+    pub fn describe(&self, now: Millis) -> String {
+        let until = crate::util::time::utc_clock(self.until, now);
+        match self.source() {
+            Some(from) => format!("held until {until} by a retry-after from {from}"),
+            None => format!("held until {until} by a retry-after"),
+        }
+    }
+}
+
 /// The outcome of a schedule fire, kept so "why did it not run" has an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Fire {
@@ -384,7 +493,8 @@ pub struct Fire {
 }
 
 /// Per-batch state kept beside the items: pause flag and schedule state.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// (`Default`: a batch with nothing recorded yet.)
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct BatchInfo {
     pub name: String,
     pub counts: Counts,
@@ -393,7 +503,13 @@ pub struct BatchInfo {
     pub last_fire: Option<Fire>,
     /// The seats of the batch lock, oldest first (expired ones included).
     pub locks: Vec<LockInfo>,
+    /// The newest run that did work, or is doing it: never one that
+    /// stepped down ([`Run::stepped_down`]), which is `stepped_down`.
     pub last_run: Option<Run>,
+    /// The newest run, when it stepped down (newer than `last_run`).
+    pub stepped_down: Option<Run>,
+    /// The last retry-after hold (over once `until` has passed).
+    pub hold: Option<Hold>,
     /// Who is alive among them, as of the read (derived, not stored).
     #[serde(skip)]
     pub runners: Runners,
@@ -405,14 +521,14 @@ impl BatchInfo {
     pub fn empty(name: &str) -> BatchInfo {
         BatchInfo {
             name: name.to_string(),
-            counts: Counts::default(),
-            pause: None,
-            next_fire: None,
-            last_fire: None,
-            locks: Vec::new(),
-            last_run: None,
-            runners: Runners::default(),
+            ..BatchInfo::default()
         }
+    }
+
+    /// The retry-after hold still on at `now`.
+    #[must_use]
+    pub fn held(&self, now: Millis) -> Option<&Hold> {
+        self.hold.as_ref().filter(|h| h.active(now))
     }
 
     /// The oldest seat of the batch lock: the runner, unless several share
@@ -448,6 +564,33 @@ impl BatchInfo {
         self.runners
             .last_run
             .or_else(|| self.last_run.as_ref().map(|r| RunSeen::Stored(r.state)))
+    }
+
+    /// The run that stepped down after `last_run`, if that was within the
+    /// last hour: worth a word beside the run that did work.
+    #[must_use]
+    pub fn recent_step_down(&self, now: Millis) -> Option<&Run> {
+        const RECENT_MS: Millis = 3_600_000;
+        self.stepped_down
+            .as_ref()
+            .filter(|r| now - r.started_at < RECENT_MS)
+    }
+
+    /// What the batch is doing, for its ETA: claiming only with a live
+    /// run (a live seat, and the last run running as it is: not crashed
+    /// or silent), neither paused nor held by a retry-after.
+    #[must_use]
+    pub fn activity(&self, now: Millis) -> pace::Activity {
+        let live = self.running() && self.last_run_seen().is_some_and(RunSeen::is_running);
+        let run = self.last_run.as_ref().filter(|_| live);
+        match (run, self.held(now)) {
+            _ if self.pause.is_some() => pace::Activity::Paused,
+            (None, _) => pace::Activity::Idle,
+            (Some(_), Some(hold)) => pace::Activity::Held { until: hold.until },
+            (Some(r), _) => pace::Activity::Running {
+                since: r.started_at,
+            },
+        }
     }
 }
 

@@ -238,7 +238,7 @@ fn headless(ctx: &Ctx, demo: &demo::Demo) -> anyhow::Result<Exit> {
     for n in 1..=MAX_CYCLES {
         out(format!("\n== articles, cycle {n}"))?;
         let report = cycle(ctx, "articles")?;
-        out(format!("  {}", report.summary))?;
+        out(format!("  {}", crate::util::sanitize::line(&report.line())))?;
         if !wait_for_redrive(ctx, "articles")? {
             break;
         }

@@ -8,12 +8,9 @@ use serde_json::json;
 
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::InitArgs;
-use crate::config::{CONFIG_FILE, EXAMPLE};
+use crate::config::{CONFIG_FILE, example};
 use crate::store::Store;
 use crate::util::{files, sanitize};
-
-/// The example's `db` line, replaced by the store `init` made.
-const EXAMPLE_DB_LINE: &str = "\ndb = \"nightshift.db\"\n";
 
 pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
     let (_store, created) = Store::create(&ctx.db)?;
@@ -27,7 +24,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
     let shown = sanitize::line(&config.display().to_string()).into_owned();
     let wrote_config = !config.exists();
     if wrote_config {
-        let text = EXAMPLE.replace(EXAMPLE_DB_LINE, &db_line(&ctx.db, &config));
+        let text = example::with_db(&db_line(&ctx.db, &config));
         write_config(&config, &text).with_context(|| format!("writing {}", config.display()))?;
     }
     if args.json {
@@ -60,7 +57,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// The config's `db` line for the store at `db`, so that commands that find
+/// The config's `db` lines for the store at `db`, so that commands that find
 /// `config` open that store: its path, relative to the config's directory
 /// when it is there, else absolute. A database URL is not written into a
 /// file anyone may read (it may hold a password): the config leaves `db`
@@ -69,8 +66,8 @@ fn db_line(db: &Path, config: &Path) -> String {
     const GIVE_IT: &str = "keep giving it with --db or NIGHTSHIFT_DB";
     if crate::store::is_server(db) {
         return format!(
-            "\n# This store is a database URL, which may hold a password: {GIVE_IT}.\n\
-             # db = \"postgres://user@host/db\"\n"
+            "# This store is a database URL, which may hold a password: {GIVE_IT}.\n\
+             # db = \"postgres://user@host/db\""
         );
     }
     let db = crate::store::absolute(db);
@@ -82,8 +79,8 @@ fn db_line(db: &Path, config: &Path) -> String {
         _ => db.clone(),
     };
     match written.to_str() {
-        Some(path) => format!("\ndb = {}\n", toml::Value::String(path.into())),
-        None => format!("\n# The store's path is not UTF-8 text: {GIVE_IT}.\n"),
+        Some(path) => format!("db = {}", toml::Value::String(path.into())),
+        None => format!("# The store's path is not UTF-8 text: {GIVE_IT}."),
     }
 }
 
@@ -128,28 +125,35 @@ mod tests {
 
     #[test]
     fn the_config_names_the_store_it_was_made_for() {
-        assert!(EXAMPLE.contains(EXAMPLE_DB_LINE));
         let line = |db: &str, config: &str| db_line(Path::new(db), Path::new(config));
-        assert_eq!(line("ns.db", "nightshift.toml"), "\ndb = \"ns.db\"\n");
+        assert_eq!(line("ns.db", "nightshift.toml"), "db = \"ns.db\"");
         assert_eq!(
             line("/srv/q/x.db", "/srv/q/nightshift.toml"),
-            "\ndb = \"x.db\"\n"
+            "db = \"x.db\""
         );
         assert_eq!(
             line("/srv/q/x \"1\".db", "/etc/ns.toml"),
-            "\ndb = '/srv/q/x \"1\".db'\n"
+            "db = '/srv/q/x \"1\".db'"
         );
         let url = line("postgres://u:secret@h/q", "nightshift.toml");
         assert!(
             url.contains("NIGHTSHIFT_DB") && !url.contains("secret"),
             "{url}"
         );
-        // What is written parses back to the same store.
+        // The store beside the file is the example as checked in.
+        assert_eq!(
+            example::with_db(&line("nightshift.db", "nightshift.toml")),
+            example::text()
+        );
+        // What is written parses back to the same store, or to none.
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("c/nightshift.toml");
         let db = dir.path().join("data/ns.db");
-        let text = EXAMPLE.replace(EXAMPLE_DB_LINE, &db_line(&db, &config));
-        let parsed = crate::config::Config::parse(&text, &config).unwrap();
-        assert_eq!(parsed.db.as_deref(), Some(db.as_path()));
+        let parse = |db: &Path| {
+            let text = example::with_db(&db_line(db, &config));
+            crate::config::Config::parse(&text, &config).unwrap().db
+        };
+        assert_eq!(parse(&db).as_deref(), Some(db.as_path()));
+        assert_eq!(parse(Path::new("postgres://u:secret@h/q")), None);
     }
 }

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json, out_json_pretty, user_error};
 use crate::cli::{ItemsArgs, ShowArgs};
-use crate::model::{Item, Status, Tombstone};
+use crate::model::{Item, Outcome, Status, Tombstone};
 use crate::store::{EventFilter, ItemFilter, Store, StoreError};
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
@@ -20,20 +20,23 @@ fn state_of(
     tier: Option<crate::model::Tier>,
     outcome: Option<crate::model::Outcome>,
 ) -> String {
-    match (status, tier, outcome) {
-        (Status::Failed, Some(tier), _) => format!("failed/{tier}"),
-        (Status::Done, _, Some(outcome)) if outcome != crate::model::Outcome::Done => {
-            format!("done/{outcome}")
-        }
-        (status, _, _) => status.to_string(),
-    }
+    crate::model::state_word(status, tier, outcome)
 }
 
 pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
+    let outcome: Option<Outcome> = args.outcome.map(Into::into);
+    if let (Some(o), Some(s)) = (outcome, args.status.map(Status::from))
+        && s != Status::Done
+    {
+        return Err(user_error(format!(
+            "--outcome {o} lists done items: it cannot be combined with --status {s}"
+        )));
+    }
     let store = ctx.open_read()?;
     let filter = ItemFilter {
         status: args.status.map(Into::into),
         tier: args.tier.map(Into::into),
+        outcome,
         error_class: args.class.clone(),
         search: args.search.clone(),
         limit: args.limit,

@@ -1,6 +1,6 @@
 //! `nightshift man`: the manual pages. Each is generated, never written by
 //! hand: nightshift(1) and nightshift-COMMAND(1) from the CLI definition,
-//! nightshift.toml(5) from the config's example (`config_page`),
+//! nightshift.toml(5) from the config's settings table (`config_page`),
 //! nightshift-worker(7) from the README's worker contract (`worker_page`).
 //! Every page a page names can be produced: [`Page::all`] is that list.
 

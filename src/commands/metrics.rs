@@ -33,7 +33,7 @@ pub fn render(
     let now = scene.now;
     let mut items = Family {
         name: "nightshift_items",
-        help: "Items by batch, status and tier (failed) or outcome (done).",
+        help: "Items by batch, status and tier (failed) or outcome (done); the samples add up to the batch.",
         samples: Vec::new(),
     };
     let emergency = Family {
@@ -47,6 +47,11 @@ pub fn render(
     let mut paused = Family {
         name: "nightshift_batch_paused",
         help: "1 if the batch is paused (its flag, or the emergency stop).",
+        samples: Vec::new(),
+    };
+    let mut hold = Family {
+        name: "nightshift_batch_hold_seconds",
+        help: "Seconds left of a retry-after hold (0 if none): no call starts before.",
         samples: Vec::new(),
     };
     let mut lock = Family {
@@ -81,12 +86,12 @@ pub fn render(
     };
     let mut last_run_time = Family {
         name: "nightshift_last_run_timestamp_seconds",
-        help: "Start time of the last run (Unix seconds).",
+        help: "Start time of the last run that did work (Unix seconds); runs that stepped down are left out.",
         samples: Vec::new(),
     };
     let mut last_run_ok = Family {
         name: "nightshift_last_run_success",
-        help: "1 if the last run ended ok, 0 otherwise.",
+        help: "1 if the last run that did work ended ok, 0 otherwise (none while it runs).",
         samples: Vec::new(),
     };
     let mut oldest = Family {
@@ -100,7 +105,7 @@ pub fn render(
         for (status, extra, n) in [
             ("pending", "", c.pending),
             ("claimed", "", c.claimed),
-            ("done", ",outcome=\"done\"", c.done_ok),
+            ("done", ",outcome=\"done\"", c.done),
             ("done", ",outcome=\"empty\"", c.empty),
             ("done", ",outcome=\"skipped\"", c.skipped),
             ("failed", ",tier=\"retry\"", c.retry),
@@ -113,6 +118,11 @@ pub fn render(
         }
         let one = |yes: bool| (format!("batch=\"{b}\""), f64::from(u8::from(yes)));
         paused.samples.push(one(scene.paused(info)));
+        hold.samples.push((
+            format!("batch=\"{b}\""),
+            info.held(now)
+                .map_or(0.0, |h| (h.until - now) as f64 / 1000.0),
+        ));
         lock.samples.push(one(info.running()));
         crashed.samples.push(one(info.runners.dead().is_some()));
         orphaned
@@ -156,6 +166,7 @@ pub fn render(
         items,
         emergency,
         paused,
+        hold,
         lock,
         crashed,
         orphaned,

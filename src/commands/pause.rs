@@ -5,7 +5,7 @@ use serde_json::json;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::{PauseArgs, UnpauseArgs};
 use crate::model::Pause;
-use crate::store::StoreError;
+use crate::store::{StoreError, Unpaused};
 use crate::util::identity::actor;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
@@ -49,29 +49,50 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// Clears the pause flag and lifts a retry-after hold still on: both are
+/// "let it run again".
 pub fn unpause(ctx: &Ctx, args: &UnpauseArgs) -> anyhow::Result<Exit> {
     let mut store = ctx.open_write()?;
     let (by, at) = (actor(), now_ms());
-    let was = match store.unpause_batch(&args.batch, &by, at) {
-        Err(StoreError::UnknownBatch { .. }) if ctx.config.batch(&args.batch).is_some() => false,
+    let done = match store.unpause_batch(&args.batch, &by, at) {
+        Err(StoreError::UnknownBatch { .. }) if ctx.config.batch(&args.batch).is_some() => {
+            Unpaused {
+                was_paused: false,
+                lifted: None,
+            }
+        }
         other => other?,
     };
+    let acted = done.was_paused || done.lifted.is_some();
     if args.json {
         // `by` and `at` only when something was done: nothing is recorded otherwise.
         out_json(&json!({
             "batch": args.batch,
             "paused": false,
-            "was_paused": was,
-            "by": was.then_some(by),
-            "at": was.then(|| rfc3339(at)),
+            "was_paused": done.was_paused,
+            "hold_lifted": done.lifted.is_some(),
+            "lifted_hold": done.lifted.as_ref().map(|h| json!({
+                "until": rfc3339(h.until),
+                "by": h.key,
+                "label": h.label,
+            })),
+            "by": acted.then_some(by),
+            "at": acted.then(|| rfc3339(at)),
         }))?;
         return Ok(Exit::Ok);
     }
     let name = sanitize::line(&args.batch);
-    out(if was {
-        format!("{name}: unpaused")
-    } else {
-        format!("{name}: was not paused")
+    let lifted = done.lifted.as_ref().map(|h| {
+        format!(
+            "lifted the retry-after hold (it was {})",
+            sanitize::line(&h.describe(at))
+        )
+    });
+    out(match (done.was_paused, lifted) {
+        (true, None) => format!("{name}: unpaused"),
+        (true, Some(l)) => format!("{name}: unpaused, and {l}"),
+        (false, Some(l)) => format!("{name}: {l}; it was not paused"),
+        (false, None) => format!("{name}: was not paused and not held"),
     })?;
     Ok(Exit::Ok)
 }

@@ -14,9 +14,15 @@ use crate::util::signals::Stop;
 use crate::util::time::now_ms;
 
 pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
-    if args.keys.is_empty() && !args.all_failed && args.class.is_none() && args.tier.is_none() {
+    if args.keys.is_empty()
+        && !args.all_failed
+        && args.class.is_none()
+        && args.tier.is_none()
+        && args.outcome.is_none()
+    {
         return Err(user_error(
-            "say which failed items to requeue: KEY..., --all-failed, --class ERROR_CLASS or --tier retry|manual",
+            "say which items to requeue: KEY..., --all-failed, --class ERROR_CLASS, --tier retry|manual \
+             or --outcome empty|done|skipped (done items, to run them again)",
         ));
     }
     let sel = Selection {
@@ -24,6 +30,7 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         class: args.class.clone(),
         tier: args.tier.map(Into::into),
         all_failed: args.all_failed,
+        outcome: args.outcome.map(Into::into),
     };
     // A dry run only reads, so it works on a read-only store too.
     let moved = if args.dry_run {
@@ -71,12 +78,17 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         if moved.len() == 1 { "" } else { "s" }
     ))?;
     if args.dry_run && !moved.is_empty() {
-        let mut table = Table::new(&["KEY", "LABEL", "TIER", "ERROR CLASS", "ATTEMPTS"]);
+        let mut table = Table::new(&["KEY", "LABEL", "FROM", "ERROR CLASS", "ATTEMPTS"]);
         for r in &moved {
+            let from = match (r.tier, r.outcome) {
+                (Some(t), _) => format!("failed/{t}"),
+                (None, Some(o)) => format!("done/{o}"),
+                (None, None) => String::new(),
+            };
             table.row(vec![
                 r.key.clone(),
                 r.label.clone(),
-                r.tier.to_string(),
+                from,
                 r.error_class.clone().unwrap_or_default(),
                 r.attempts.to_string(),
             ]);

@@ -8,8 +8,10 @@ use serde_json::json;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json, user_error};
 use crate::cli::RunArgs;
+use crate::model::waiting;
 use crate::runner::{self, RunOptions, StopReason};
 use crate::util::sanitize;
+use crate::util::time::{now_ms, relative, utc_clock};
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     let opts = options(ctx, args)?;
@@ -32,9 +34,10 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
             "counts": report.counts,
             "stopped": report.stopped.as_ref().map(ToString::to_string),
             "hooks_failed": report.hooks_failed,
+            "waiting": waiting::to_json(&report.waiting),
         }))?;
     } else {
-        out(sanitize::line(&report.summary))?;
+        out(sanitize::line(&report.line()))?;
     }
     // On the terminal, not only in the log: which hook, how, and why.
     for failure in &report.hooks_failed {
@@ -166,12 +169,34 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     let name = sanitize::line(&plan.batch).into_owned();
+    let now = now_ms();
+    let waits = sanitize::line(&waiting::describe(&plan.waiting, now)).into_owned();
     if let Some(reason) = &plan.paused {
         out(format!(
             "{name}: paused ({}): a run would do nothing",
             sanitize::line(reason)
         ))?;
+        if !waits.is_empty() {
+            out(format!("waiting: {waits}"))?;
+        }
         return Ok(Exit::Ok);
+    }
+    if let Some(hold) = &plan.hold {
+        let (until, left) = (utc_clock(hold.until, now), relative(hold.until, now));
+        let from = hold
+            .source()
+            .map_or_else(String::new, |s| format!(" from {s}"));
+        out(sanitize::line(
+            &if plan.items.is_empty() && plan.source.is_none() {
+                format!(
+                    "{name}: held until {until} ({left}) by the retry-after{from}; nothing is due to run anyway"
+                )
+            } else {
+                format!(
+                    "{name}: would wait until {until} ({left}) for the retry-after hold{from}: no call starts before (`nightshift unpause {name}` lifts it)"
+                )
+            },
+        ))?;
     }
     if let Some(holder) = &plan.lock_held_by {
         out(format!(
@@ -205,6 +230,36 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
             ]);
         }
         out(table.render())?;
+    }
+    // Why not more: what waits, or that nothing is left.
+    let c = &plan.counts;
+    if !waits.is_empty() {
+        let lead = if plan.items.is_empty() {
+            "nothing to run now"
+        } else {
+            "not in this run"
+        };
+        out(format!("{lead}: {waits}"))?;
+    } else if let (Some(key), Some(state)) = (&opts.key, &plan.key_state) {
+        out(format!(
+            "nothing to run: item {} is {state}",
+            sanitize::line(key)
+        ))?;
+    } else if plan.items.is_empty() && opts.key.is_none() {
+        out(if c.total() == 0 {
+            format!(
+                "nothing to run: the batch has no items yet (nightshift add {} FILE)",
+                sanitize::line(&plan.batch)
+            )
+        } else {
+            format!(
+                "nothing to run: all {} items are finished ({} done, {} empty, {} skipped)",
+                c.total(),
+                c.done,
+                c.empty,
+                c.skipped
+            )
+        })?;
     }
     Ok(Exit::Ok)
 }

@@ -49,22 +49,21 @@ impl Scene {
     }
 }
 
-/// `articles 812✓ 3✗ 185… ▶` per batch, for a tmux status bar: done,
-/// failed (both tiers) and not yet run (pending or in flight), which add
-/// up to the batch's items; then what the batch is doing (see the README's
-/// legend). The emergency stop comes first.
+/// `articles 812✓ 3✗ 185… ▶` per batch, for a tmux status bar: finished,
+/// failed and to do ([`Counts`](crate::model::Counts)), which add up to the
+/// batch's items; then what the batch is doing (see the README's legend).
+/// The emergency stop comes first.
 pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
     let parts: Vec<String> = infos
         .iter()
         .map(|i| {
             let c = &i.counts;
-            let mut s = format!("{} {}✓", sanitize::line(&i.name), c.done);
-            if c.failed > 0 {
-                s.push_str(&format!(" {}✗", c.failed));
+            let mut s = format!("{} {}✓", sanitize::line(&i.name), c.finished());
+            if c.failed() > 0 {
+                s.push_str(&format!(" {}✗", c.failed()));
             }
-            let waiting = c.pending + c.claimed;
-            if waiting > 0 {
-                s.push_str(&format!(" {waiting}…"));
+            if c.to_do() > 0 {
+                s.push_str(&format!(" {}…", c.to_do()));
             }
             if i.running() {
                 s.push_str(" ▶");
@@ -74,6 +73,9 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             }
             if scene.paused(i) {
                 s.push_str(" ⏸");
+            }
+            if i.held(scene.now).is_some() {
+                s.push_str(" held");
             }
             if let Some(sched) = scene.schedule(ctx, i).filter(|s| !s.live) {
                 s.push_str(" no daemon");

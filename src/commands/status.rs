@@ -8,7 +8,7 @@ pub use super::scene::short_line;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
-use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, RunSeen, RunState, Seat};
+use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::schedule::{ScheduleSeen, describe, overdue_text};
 use crate::store::{Store, StoreError};
 use crate::util::sanitize;
@@ -158,6 +158,24 @@ fn pruned_keys(store: &Store, batch: &str) -> anyhow::Result<i64> {
     }
 }
 
+/// A run as `--json` says it: `state` as it is (`crashed` or `silent` when
+/// its runner is gone though the store still says running), beside the
+/// state recorded.
+fn run_json(r: &Run, seen: RunSeen, now: Millis) -> Value {
+    json!({
+        "id": r.id,
+        "state": seen.as_str(),
+        "recorded_state": r.state,
+        "why": seen.why(now),
+        "trigger": r.trigger,
+        "actor": r.actor,
+        "started_at": rfc3339(r.started_at),
+        "ended_at": r.ended_at.map(rfc3339),
+        "summary": r.summary,
+        "counts": r.counts,
+    })
+}
+
 fn batch_json(ctx: &Ctx, scene: &Scene, info: &BatchInfo, pruned_keys: i64) -> Value {
     let now = scene.now;
     let c = &info.counts;
@@ -171,11 +189,13 @@ fn batch_json(ctx: &Ctx, scene: &Scene, info: &BatchInfo, pruned_keys: i64) -> V
         "pending": c.pending,
         "claimed": c.claimed,
         "done": c.done,
-        "failed": c.failed,
-        "retry": c.retry,
-        "manual": c.manual,
         "empty": c.empty,
         "skipped": c.skipped,
+        "finished": c.finished(),
+        "retry": c.retry,
+        "manual": c.manual,
+        "failed": c.failed(),
+        "to_do": c.to_do(),
         "total": c.total(),
         "pruned_keys": pruned_keys,
         "paused": info.pause.is_some(),
@@ -183,22 +203,15 @@ fn batch_json(ctx: &Ctx, scene: &Scene, info: &BatchInfo, pruned_keys: i64) -> V
         "paused_by": info.pause.as_ref().map(|p| p.by.clone()),
         "paused_at": info.pause.as_ref().map(|p| rfc3339(p.at)),
         "emergency_stop": scene.emergency.is_some(),
+        "hold_until": info.held(now).map(|h| rfc3339(h.until)),
+        "hold_by": info.held(now).and_then(|h| h.key.clone()),
+        "hold_label": info.held(now).and_then(|h| h.label.clone()),
         "running": info.running(),
         "orphaned": info.runners.orphaned,
         "lock": info.lock().map(|l| lock_json(l, seat(0), now)),
         "locks": info.locks.iter().enumerate().map(|(i, l)| lock_json(l, seat(i), now)).collect::<Vec<_>>(),
-        "last_run": info.last_run.as_ref().map(|r| json!({
-            "id": r.id,
-            "state": run_seen.map_or(r.state.as_str(), RunSeen::as_str),
-            "recorded_state": r.state,
-            "why": run_seen.and_then(|s| s.why(now)),
-            "trigger": r.trigger,
-            "actor": r.actor,
-            "started_at": rfc3339(r.started_at),
-            "ended_at": r.ended_at.map(rfc3339),
-            "summary": r.summary,
-            "counts": r.counts,
-        })),
+        "last_run": info.last_run.as_ref().map(|r| run_json(r, run_seen.unwrap_or(RunSeen::Stored(r.state)), now)),
+        "stepped_down": info.stepped_down.as_ref().map(|r| run_json(r, RunSeen::Stored(r.state), now)),
         "schedule": schedule.map(|s| s.expr.clone()),
         "timezone": cfg.filter(|_| schedule.is_some()).map(|b| b.timezone.name().to_string()),
         "next_fires": schedule.map(|_| next_fires(ctx, &info.name, now, 3).into_iter().map(rfc3339).collect::<Vec<_>>()),
@@ -283,11 +296,29 @@ fn schedule_lines(
 }
 
 fn percent(c: &Counts) -> String {
-    if c.total() == 0 {
-        "-".into()
-    } else {
-        format!("{}%", c.done * 100 / c.total())
-    }
+    c.percent().map_or("-".into(), |p| format!("{p}%"))
+}
+
+/// `#7 ok (schedule, ops@box, 5m ago): articles: 40 done, …`: its state
+/// as it is (`seen`), how, by whom, when, and its summary (or why it is
+/// not what the store says).
+fn run_text(r: &Run, seen: RunSeen, now: Millis) -> String {
+    let summary = seen
+        .why(now)
+        .or_else(|| r.summary.clone())
+        .unwrap_or_else(|| match r.state {
+            RunState::Running => "in progress".into(),
+            other => other.to_string(),
+        });
+    let mut how = vec![r.trigger.to_string()];
+    how.extend(r.actor.clone());
+    how.push(relative(r.started_at, now));
+    format!(
+        "#{} {} ({}): {summary}",
+        r.id,
+        seen.as_str(),
+        how.join(", ")
+    )
 }
 
 fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> anyhow::Result<()> {
@@ -327,6 +358,14 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
                 relative(p.at, now)
             ));
         }
+        if let Some(h) = i.held(now) {
+            lines.push(format!(
+                "{}; {} left, no call starts before it ends; `nightshift unpause {}` lifts it",
+                h.describe(now),
+                crate::util::time::compact(((h.until - now) / 1000) as u64),
+                i.name
+            ));
+        }
         for (n, l) in i.locks.iter().enumerate() {
             lines.push(seat_line(l, i.runners.seats.get(n).copied(), now));
         }
@@ -337,24 +376,19 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
                 if n == 1 { "" } else { "s" }
             ));
         }
-        if let Some(r) = &i.last_run {
-            let seen = i.last_run_seen().unwrap_or(RunSeen::Stored(r.state));
-            let summary = seen
-                .why(now)
-                .or_else(|| r.summary.clone())
-                .unwrap_or_else(|| match r.state {
-                    RunState::Running => "in progress".into(),
-                    other => other.to_string(),
-                });
-            // `schedule, ops@box, 5m ago`: how, by whom, when.
-            let mut how = vec![r.trigger.to_string()];
-            how.extend(r.actor.clone());
-            how.push(relative(r.started_at, now));
+        match &i.last_run {
+            Some(r) => {
+                let seen = i.last_run_seen().unwrap_or(RunSeen::Stored(r.state));
+                lines.push(format!("last run {}", run_text(r, seen, now)));
+            }
+            None if i.stepped_down.is_some() => lines.push("last run: none that did work".into()),
+            None => {}
+        }
+        // A step-down never hides the run that did work; a recent one is said.
+        if let Some(r) = i.recent_step_down(now) {
             lines.push(format!(
-                "last run #{} {} ({}): {summary}",
-                r.id,
-                seen.as_str(),
-                how.join(", ")
+                "then {}",
+                run_text(r, RunSeen::Stored(r.state), now)
             ));
         }
         lines.extend(schedule_lines(ctx, i, scene.schedule(ctx, i).as_ref(), now));

@@ -64,7 +64,7 @@ pub fn run() -> i32 {
         let op = format!("op-{}", &key[..key.len().min(12)]);
         eprintln!(
             "{}{}",
-            crate::runner::worker::MARKER,
+            crate::runner::child::output::MARKER,
             format_args!("op_id={op}")
         );
         let _ = std::io::stderr().flush();

@@ -55,7 +55,7 @@ event_kinds! {
     ProtocolError => "protocol-error",
     /// A persistent worker printed lines on stdout that are not answers (ignored, counted).
     StrayOutput => "stray-output",
-    /// Claiming held back by a `retry_after_s` answer (rate limit).
+    /// Every call of the batch held back by a `retry_after_s` answer (rate limit).
     Hold => "hold",
     // What people and hooks did.
     /// Items were added (`nightshift add`).
@@ -72,6 +72,8 @@ event_kinds! {
     Paused => "paused",
     /// The batch was unpaused.
     Unpaused => "unpaused",
+    /// A retry-after hold was lifted by hand (`unpause`, the dashboard).
+    HoldLifted => "hold-lifted",
     /// Old history was deleted (`prune`).
     Pruned => "pruned",
     /// The keys (tombstones) of pruned done items were forgotten (`prune --forget-keys`).

@@ -1,5 +1,9 @@
-//! From what a worker did (exit status, stdout, stderr) to a verdict: done,
-//! empty, transient failure or permanent failure.
+//! From what a worker answered to an [`Answer`]: done, empty, transient
+//! failure or permanent failure; in process mode from its exit status,
+//! stdout and stderr ([`classify`]), in persistent mode from its answer
+//! line ([`answer`]) or from how it broke (the constructors of `Answer`).
+//! One error-object parser ([`ErrorLine::from_object`], one `retry_after`
+//! clamp) and one transient rule ([`Rules::transient`]) serve both.
 //!
 //! Rules (the worker contract): exit 0 is success, its stdout the result and
 //! empty stdout the outcome `empty`; exit 75 (EX_TEMPFAIL), a timeout or
@@ -13,15 +17,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::child::Exit;
+use super::child::output::Output;
 use super::cost::Cost;
-use super::worker::{Exit, Output};
 use crate::util::sanitize;
 
 /// Longest error message kept (the seeds keep 500 characters).
 pub const MAX_MESSAGE: usize = 500;
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+pub enum Answer {
     Done {
         empty: bool,
         /// The result as stored: JSON text (a non-JSON stdout is stored as
@@ -45,6 +50,16 @@ pub struct Rules {
     pub transient_error_classes: Vec<String>,
 }
 
+impl Rules {
+    /// The one transient rule: what the worker said, else a class the
+    /// config names as transient, else what the way it failed implies.
+    pub fn transient(&self, said: Option<bool>, class: &str, by_default: bool) -> bool {
+        said.unwrap_or_else(|| {
+            self.transient_error_classes.iter().any(|c| c == class) || by_default
+        })
+    }
+}
+
 /// The structured error line a worker may print last on stderr.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ErrorLine {
@@ -65,25 +80,43 @@ pub fn parse_error_line(line: &str) -> Option<ErrorLine> {
     let Value::Object(obj) = serde_json::from_str::<Value>(trimmed).ok()? else {
         return None;
     };
-    let line = error_line_of(&obj);
+    let line = ErrorLine::from_object(&obj);
     (line != ErrorLine::default()).then_some(line)
 }
 
-/// The fields of an error object: the stderr error line in process mode,
-/// the `"error"` of a persistent answer.
-pub fn error_line_of(obj: &serde_json::Map<String, Value>) -> ErrorLine {
-    let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
-    let retry_after = obj
-        .get("retry_after_s")
-        .and_then(Value::as_f64)
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
-    ErrorLine {
-        error_class: text("error_class").filter(|c| !c.is_empty()),
-        transient: obj.get("transient").and_then(Value::as_bool),
-        message: text("message"),
-        retry_after,
-        cost: Cost::from_json(obj.get("cost")),
+/// The longest `retry_after_s` read as asked (a year: far past any
+/// `max_hold`, which clamps it, and safe to add to any time).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(365 * 86_400);
+
+impl ErrorLine {
+    /// The fields of an error object: the stderr error line in process mode,
+    /// the `"error"` of a persistent answer.
+    pub fn from_object(obj: &serde_json::Map<String, Value>) -> ErrorLine {
+        let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
+        let retry_after = obj
+            .get("retry_after_s")
+            .and_then(Value::as_f64)
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())));
+        ErrorLine {
+            error_class: text("error_class").filter(|c| !c.is_empty()),
+            transient: obj.get("transient").and_then(Value::as_bool),
+            message: text("message"),
+            retry_after,
+            cost: Cost::from_json(obj.get("cost")),
+        }
+    }
+
+    /// A persistent answer's `"error"`: an object, or just its message.
+    fn from_answer(err: &Value) -> ErrorLine {
+        match err {
+            Value::Object(e) => ErrorLine::from_object(e),
+            Value::String(m) => ErrorLine {
+                message: Some(m.clone()),
+                ..ErrorLine::default()
+            },
+            _ => ErrorLine::default(),
+        }
     }
 }
 
@@ -93,13 +126,13 @@ pub fn bound_message(text: &str) -> String {
     sanitize::truncate(&one_line, MAX_MESSAGE).into_owned()
 }
 
-pub fn classify(out: &Output, rules: &Rules) -> Verdict {
+pub fn classify(out: &Output, rules: &Rules) -> Answer {
     match &out.exit {
         Exit::Code(0) => {
             let text = String::from_utf8_lossy(&out.stdout);
             let trimmed = text.trim();
             if trimmed.is_empty() && !out.stdout_truncated {
-                let empty = Verdict::Done {
+                let empty = Answer::Done {
                     empty: true,
                     result: None,
                     cost: None,
@@ -111,12 +144,12 @@ pub fn classify(out: &Output, rules: &Rules) -> Verdict {
             if out.stdout_truncated {
                 parsed = serde_json::json!({
                     "truncated": true,
-                    "limit_bytes": super::worker::MAX_STDOUT,
+                    "limit_bytes": super::child::output::MAX_STDOUT,
                     "head": trimmed,
                 });
             }
             let cost = Cost::from_json(parsed.get("cost")).or(out.reported_cost.clone());
-            cost.apply(Verdict::Done {
+            cost.apply(Answer::Done {
                 empty: false,
                 result: Some(parsed.to_string()),
                 cost: None,
@@ -154,9 +187,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Verdict {
                 ),
             };
             let class = line.error_class.clone().unwrap_or(default_class);
-            let transient = line.transient.unwrap_or_else(|| {
-                rules.transient_error_classes.iter().any(|c| c == &class) || default_transient
-            });
+            let transient = rules.transient(line.transient, &class, default_transient);
             let message = line
                 .message
                 .clone()
@@ -169,7 +200,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Verdict {
                 .unwrap_or(default_message);
             line.cost
                 .or(out.reported_cost.clone())
-                .apply(Verdict::Failed {
+                .apply(Answer::Failed {
                     transient,
                     class: bound_message(&class),
                     message: bound_message(&message),
@@ -177,6 +208,85 @@ pub fn classify(out: &Output, rules: &Rules) -> Verdict {
                     cost: None,
                 })
         }
+    }
+}
+
+/// The answer a persistent worker's answer object carries.
+pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Answer {
+    let cost = Cost::from_json(obj.get("cost"));
+    if let Some(err) = obj.get("error") {
+        let line = ErrorLine::from_answer(err);
+        let class = line.error_class.unwrap_or_else(|| "WorkerError".into());
+        let transient = rules.transient(line.transient, &class, false);
+        return cost.or(line.cost).apply(Answer::Failed {
+            transient,
+            class: bound_message(&class),
+            message: bound_message(
+                line.message
+                    .as_deref()
+                    .unwrap_or("the worker reported an error"),
+            ),
+            retry_after: line.retry_after,
+            cost: None,
+        });
+    }
+    let Some(result) = obj.get("result") else {
+        return Answer::protocol_error("an answer line with neither \"result\" nor \"error\"");
+    };
+    let cost = cost.or(Cost::from_json(result.get("cost")));
+    let empty = result.is_null() || result.as_str() == Some("");
+    cost.apply(Answer::Done {
+        empty,
+        result: (!empty).then(|| result.to_string()),
+        cost: None,
+    })
+}
+
+/// How a persistent worker broke, as the answer of the request it broke
+/// on: always transient (the item is retried; a fresh worker is started).
+impl Answer {
+    fn broke(class: &str, message: &str) -> Answer {
+        Answer::Failed {
+            transient: true,
+            class: class.into(),
+            message: bound_message(message),
+            retry_after: None,
+            cost: None,
+        }
+    }
+
+    /// The worker broke the protocol.
+    pub fn protocol_error(message: &str) -> Answer {
+        Answer::broke("ProtocolError", message)
+    }
+
+    /// The worker was out of step (and restarted): `why`.
+    pub fn out_of_step(why: &str) -> Answer {
+        Answer::protocol_error(&format!("{why}; the worker was restarted"))
+    }
+
+    /// No answer within `timeout`.
+    pub fn timed_out(timeout: Duration) -> Answer {
+        Answer::broke(
+            "Timeout",
+            &format!(
+                "no answer within {}; the worker was restarted",
+                crate::duration::format_duration(timeout)
+            ),
+        )
+    }
+
+    /// The worker `program` could not be started.
+    pub fn spawn_failed(program: &str, err: &std::io::Error) -> Answer {
+        Answer::broke(
+            "SpawnError",
+            &format!("could not start the worker {program}: {err}"),
+        )
+    }
+
+    /// The worker exited (or closed its pipes) mid-item.
+    pub fn worker_exited(message: &str) -> Answer {
+        Answer::broke("WorkerExited", message)
     }
 }
 
@@ -207,7 +317,7 @@ mod tests {
     fn success_empty_and_result() {
         assert_eq!(
             classify(&output(Exit::Code(0), "  \n", None), &rules()),
-            Verdict::Done {
+            Answer::Done {
                 empty: true,
                 result: None,
                 cost: None
@@ -218,7 +328,7 @@ mod tests {
                 &output(Exit::Code(0), "{\"ok\":1,\"cost\":0.5}\n", None),
                 &rules()
             ),
-            Verdict::Done {
+            Answer::Done {
                 empty: false,
                 result: Some("{\"cost\":0.5,\"ok\":1}".into()),
                 cost: Some(0.5)
@@ -226,7 +336,7 @@ mod tests {
         );
         assert_eq!(
             classify(&output(Exit::Code(0), "plain text", None), &rules()),
-            Verdict::Done {
+            Answer::Done {
                 empty: false,
                 result: Some("\"plain text\"".into()),
                 cost: None
@@ -241,13 +351,13 @@ mod tests {
             &rules(),
         );
         assert!(
-            matches!(&v, Verdict::Failed { transient: true, class, message, .. }
+            matches!(&v, Answer::Failed { transient: true, class, message, .. }
             if class == "TempFail" && message == "exited with status 75: 503 from upstream")
         );
         let v = classify(&output(Exit::Code(2), "", None), &rules());
-        assert!(matches!(&v, Verdict::Failed { transient: false, class, .. } if class == "Exit2"));
+        assert!(matches!(&v, Answer::Failed { transient: false, class, .. } if class == "Exit2"));
         let v = classify(&output(Exit::Signal(9), "", None), &rules());
-        assert!(matches!(&v, Verdict::Failed { transient: true, class, .. } if class == "Signal"));
+        assert!(matches!(&v, Answer::Failed { transient: true, class, .. } if class == "Signal"));
     }
 
     #[test]
@@ -256,13 +366,13 @@ mod tests {
             r#"{"error_class":"BadRequest","transient":false,"message":"400: title missing"}"#;
         let v = classify(&output(Exit::Code(75), "", Some(line)), &rules());
         assert!(
-            matches!(&v, Verdict::Failed { transient: false, class, message, .. }
+            matches!(&v, Answer::Failed { transient: false, class, message, .. }
             if class == "BadRequest" && message == "400: title missing")
         );
         let line = r#"{"error_class":"RateLimitError","retry_after_s":30}"#;
         let v = classify(&output(Exit::Code(1), "", Some(line)), &rules());
         assert!(
-            matches!(&v, Verdict::Failed { transient: true, retry_after: Some(d), .. } if *d == Duration::from_secs(30))
+            matches!(&v, Answer::Failed { transient: true, retry_after: Some(d), .. } if *d == Duration::from_secs(30))
         );
         assert_eq!(parse_error_line("{\"unrelated\": 1}"), None);
         assert_eq!(parse_error_line("[1,2]"), None);
@@ -280,5 +390,42 @@ mod tests {
         let m = bound_message(&format!("\x1b[2J{long}"));
         assert!(m.starts_with("\\x1b[2J"));
         assert_eq!(m.chars().count(), MAX_MESSAGE + 1);
+    }
+
+    fn obj(text: &str) -> serde_json::Map<String, Value> {
+        match serde_json::from_str(text).unwrap() {
+            Value::Object(o) => o,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn answers_carry_their_costs_by_one_rule() {
+        let rules = Rules::default();
+        let v = answer(&obj(r#"{"key":"a","result":{"n":1,"cost":0.5}}"#), &rules);
+        assert!(
+            matches!(v, Answer::Done { cost: Some(c), .. } if c == 0.5),
+            "{v:?}"
+        );
+        let v = answer(
+            &obj(r#"{"key":"a","error":{"message":"m","cost":0.25}}"#),
+            &rules,
+        );
+        assert!(
+            matches!(v, Answer::Failed { cost: Some(c), .. } if c == 0.25),
+            "{v:?}"
+        );
+        for bad in [
+            r#"{"key":"a","result":1,"cost":1e308}"#,
+            r#"{"key":"a","result":{"cost":-1}}"#,
+            r#"{"key":"a","error":{"cost":"NaN"}}"#,
+            r#"{"key":"a","result":null,"cost":0.5,"x":{"cost":1},"error":{"cost":2e9}}"#,
+        ] {
+            let v = answer(&obj(bad), &rules);
+            assert!(
+                matches!(&v, Answer::Failed { transient: false, class, .. } if class == "InvalidCost"),
+                "{bad}: {v:?}"
+            );
+        }
     }
 }

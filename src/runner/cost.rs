@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::classify::{Verdict, bound_message};
+use super::classify::{Answer, bound_message};
 use crate::util::sanitize;
 
 /// The most one item may cost, in the worker's unit. Far above any real
@@ -67,47 +67,47 @@ impl Cost {
         }
     }
 
-    /// `verdict` with this cost. A refused cost turns it into a permanent
+    /// `answer` with this cost. A refused cost turns it into a permanent
     /// `InvalidCost` failure that names the value (and keeps what the
     /// worker said, for a failure).
-    pub fn apply(self, verdict: Verdict) -> Verdict {
-        match (self, verdict) {
-            (Cost::Refused(shown), verdict) => {
-                let (answer, retry_after) = match verdict {
-                    Verdict::Done { .. } => ("a success, not recorded".to_string(), None),
-                    Verdict::Failed {
+    pub fn apply(self, answer: Answer) -> Answer {
+        match (self, answer) {
+            (Cost::Refused(shown), answer) => {
+                let (what, retry_after) = match answer {
+                    Answer::Done { .. } => ("a success, not recorded".to_string(), None),
+                    Answer::Failed {
                         class,
                         message,
                         retry_after,
                         ..
                     } => (format!("{class}: {message}"), retry_after),
                 };
-                Verdict::Failed {
+                Answer::Failed {
                     transient: false,
                     class: "InvalidCost".into(),
                     message: bound_message(&format!(
                         "the worker reported a cost of {shown}; a cost must be a finite \
-                         number from 0 to 1e9 (its answer: {answer})"
+                         number from 0 to 1e9 (its answer: {what})"
                     )),
                     retry_after,
                     cost: None,
                 }
             }
-            (cost, Verdict::Done { empty, result, .. }) => Verdict::Done {
+            (cost, Answer::Done { empty, result, .. }) => Answer::Done {
                 empty,
                 result,
                 cost: cost.value(),
             },
             (
                 cost,
-                Verdict::Failed {
+                Answer::Failed {
                     transient,
                     class,
                     message,
                     retry_after,
                     ..
                 },
-            ) => Verdict::Failed {
+            ) => Answer::Failed {
                 transient,
                 class,
                 message,
@@ -194,20 +194,20 @@ mod tests {
 
     #[test]
     fn a_refused_cost_is_a_permanent_worker_error() {
-        let done = Verdict::Done {
+        let done = Answer::Done {
             empty: false,
             result: Some("1".into()),
             cost: None,
         };
         assert_eq!(
             Cost::Valid(0.5).apply(done.clone()),
-            Verdict::Done {
+            Answer::Done {
                 empty: false,
                 result: Some("1".into()),
                 cost: Some(0.5)
             }
         );
-        let Verdict::Failed {
+        let Answer::Failed {
             transient,
             class,
             message,
@@ -222,7 +222,7 @@ mod tests {
             message.contains("a cost of 1e+308") && message.contains("from 0 to 1e9"),
             "{message}"
         );
-        let failed = Verdict::Failed {
+        let failed = Answer::Failed {
             transient: true,
             class: "Busy".into(),
             message: "503".into(),
@@ -231,7 +231,7 @@ mod tests {
         };
         let v = Cost::Refused("-1".into()).apply(failed);
         assert!(
-            matches!(&v, Verdict::Failed { transient: false, message, .. } if message.contains("(its answer: Busy: 503)")),
+            matches!(&v, Answer::Failed { transient: false, message, .. } if message.contains("(its answer: Busy: 503)")),
             "{v:?}"
         );
     }

@@ -6,9 +6,10 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::RunOptions;
-use crate::model::{Item, Status};
+use crate::model::waiting::Waiting;
+use crate::model::{Counts, Hold, Item, Status};
 use crate::store::{Access, ItemFilter, Store};
-use crate::util::time::now_ms;
+use crate::util::time::{now_ms, rfc3339};
 
 #[derive(Debug, Serialize)]
 pub struct DryRunItem {
@@ -26,11 +27,30 @@ pub struct DryRun {
     pub batch: String,
     pub paused: Option<String>,
     pub lock_held_by: Option<String>,
+    /// A retry-after hold still on: a run would start no call before it
+    /// ends (RFC 3339), nor would any other.
+    pub hold_until: Option<String>,
+    /// The key whose answer asked for it, and its label.
+    pub hold_by: Option<String>,
+    pub hold_label: Option<String>,
+    /// The hold in words (`held until ... by a retry-after from ...`).
+    #[serde(skip)]
+    pub hold: Option<Hold>,
     pub worker: Vec<String>,
     /// `process` (one worker process per item) or `persistent`.
     pub mode: &'static str,
     pub source: Option<Vec<String>>,
     pub items: Vec<DryRunItem>,
+    /// With `--key`, the item's state when a run would not run it.
+    pub key_state: Option<String>,
+    pub counts: Counts,
+    /// What the batch holds that this run would not run, and why.
+    #[serde(serialize_with = "waiting_json")]
+    pub waiting: Vec<Waiting>,
+}
+
+fn waiting_json<S: serde::Serializer>(w: &[Waiting], s: S) -> Result<S::Ok, S::Error> {
+    crate::model::waiting::to_json(w).serialize(s)
 }
 
 fn entry(item: &Item, why: &'static str) -> DryRunItem {
@@ -51,17 +71,31 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         batch: batch.clone(),
         paused: None,
         lock_held_by: None,
+        hold_until: None,
+        hold_by: None,
+        hold_label: None,
+        hold: None,
         worker: opts.worker.clone(),
         mode: opts.config.mode.as_str(),
         source: opts.config.source.clone(),
         items: Vec::new(),
+        key_state: None,
+        counts: Counts::default(),
+        waiting: Vec::new(),
     };
     if !known {
         return Ok(out);
     }
+    out.counts = store.counts(batch)?;
     out.paused = store.pause(batch)?.map(|p| p.reason).or_else(|| {
         super::paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display()))
     });
+    if let Some(h) = store.hold(batch)?.filter(|h| h.active(now)) {
+        out.hold_until = Some(rfc3339(h.until));
+        out.hold_by.clone_from(&h.key);
+        out.hold_label.clone_from(&h.label);
+        out.hold = Some(h);
+    }
     let live: Vec<_> = store
         .locks(batch)?
         .into_iter()
@@ -74,6 +108,12 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         let item = store.item(batch, key)?;
         if item.status != Status::Done && item.status != Status::Claimed {
             out.items.push(entry(&item, "key"));
+        } else {
+            out.key_state = Some(crate::model::state_word(
+                item.status,
+                item.tier,
+                item.outcome,
+            ));
         }
         return Ok(out);
     }
@@ -107,5 +147,15 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         out.items.push(entry(item, "pending"));
     }
     out.items.truncate(limit);
+    // A paused batch, or one whose lock is held, runs nothing now.
+    let taken = if out.paused.is_some() || out.lock_held_by.is_some() {
+        0
+    } else {
+        out.items.len() as i64
+    };
+    let others = super::waiting::Others::Blocking {
+        seats: opts.config.runners,
+    };
+    out.waiting = super::waiting::read(&store, db_path, batch, others, taken, now)?;
     Ok(out)
 }

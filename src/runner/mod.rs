@@ -5,47 +5,67 @@
 //! The done mark is written only after the worker returned success; a crash
 //! in between means the item runs again with the same key, never that it is
 //! lost. Every write about a claimed item is fenced by its lease token.
+//!
+//! # Rooms
+//!
+//! - here: the public surface ([`RunOptions`], [`cycle`], [`run_blocking`],
+//!   [`RunReport`]): pause check, seat, the locked run, release;
+//! - `seat`: taking a seat of the batch lock; `heartbeat`: keeping it (and
+//!   the leases), noticing a lost lock, a pause, a replaced store;
+//! - `locked`: what a cycle does in its seat, as named phases; `recover`:
+//!   what it inherits from dead runs;
+//! - `cycle`: the state the slots share; `writer`: the one thread that
+//!   owns the store and commits in groups;
+//! - `slot/`: the slots, `process` and `persistent` (its batches claimed
+//!   ahead by `pipeline`), sharing `claim` (before a claim) and `record`
+//!   (after an answer);
+//! - `gate`: every worker call passes it (the retry-after hold, the rate
+//!   limit of `pace`);
+//! - `classify`: what a worker answered → [`classify::Answer`];
+//!   `verdict`: a failed attempt → retry now / retry tier at T /
+//!   quarantine; `cost`: the one rule for reported costs;
+//! - `child/`: the processes the runner starts, their process groups and
+//!   what they leave behind;
+//! - `source`, `summary` (with the alert), `hook`, `log`, `waiting`,
+//!   `dry_run`.
 
-mod children;
+pub mod child;
 pub mod classify;
 pub mod cost;
-mod db;
+mod cycle;
 mod dry_run;
-mod groups;
+mod gate;
+mod heartbeat;
 mod hook;
-mod lock;
+mod locked;
 mod log;
-mod orphans;
-pub mod persistent;
-mod pslot;
+mod pace;
 mod recover;
-pub mod retry;
+mod seat;
 mod slot;
 mod source;
 mod summary;
-pub mod worker;
+mod verdict;
+mod waiting;
+mod writer;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Mutex, mpsc, oneshot, watch};
+use tokio::sync::watch;
 
-pub use children::adopt_orphans;
+pub use child::subreaper::adopt_orphans;
+pub use cycle::{Signal, StopReason};
 pub use dry_run::dry_run;
 pub use hook::{Hook, HookFailure};
 pub use log::{EventLog, close_file_log, start_file_log};
 
-use crate::config::{BatchConfig, WorkerMode};
-use crate::model::{Holder, Millis, NewEvent, RunCounts, RunState, Trigger};
+use crate::config::BatchConfig;
+use crate::model::{Holder, RunCounts, RunState, Trigger};
 use crate::store::{Access, Store, StoreError};
 use crate::util::identity;
 use crate::util::time::now_ms;
-use classify::Rules;
-use db::Db;
-use worker::KillReason;
+use seat::Seat;
 
 /// Everything a cycle needs to know besides the store.
 #[derive(Debug, Clone)]
@@ -69,55 +89,6 @@ pub struct RunOptions {
     pub log_dir: Option<PathBuf>,
 }
 
-/// What the caller (signal handler, daemon) asks of a running cycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    Run,
-    /// Stop claiming; in-flight items get the grace period.
-    Graceful,
-    /// Stop claiming and stop in-flight workers now (items go back to pending).
-    Immediate,
-}
-
-/// Why a cycle stopped before running out of work.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
-    Interrupted,
-    MaxDuration,
-    MaxCost,
-    Paused(String),
-    LockLost,
-    /// The store's file (or database) was deleted or replaced.
-    StoreLost,
-}
-
-impl StopReason {
-    /// How much a reason says: a later stop request with a weightier one
-    /// replaces the first.
-    fn weight(&self) -> u8 {
-        match self {
-            StopReason::StoreLost => 2,
-            StopReason::LockLost => 1,
-            _ => 0,
-        }
-    }
-}
-
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StopReason::Interrupted => f.write_str("interrupted"),
-            StopReason::MaxDuration => f.write_str("max_duration reached"),
-            StopReason::MaxCost => f.write_str("max_cost reached"),
-            StopReason::Paused(why) => write!(f, "paused: {why}"),
-            StopReason::LockLost => f.write_str("lost the batch lock to another runner"),
-            StopReason::StoreLost => {
-                f.write_str("the store was deleted or replaced under this run")
-            }
-        }
-    }
-}
-
 /// How a cycle ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunReport {
@@ -129,6 +100,9 @@ pub struct RunReport {
     /// The hooks that failed: the `source` command (its items were not
     /// added), the `alert` command.
     pub hooks_failed: Vec<HookFailure>,
+    /// What the batch still holds once the run ended, and why (not part of
+    /// the stored summary: it is true of the moment, not of the run).
+    pub waiting: Vec<crate::model::waiting::Waiting>,
 }
 
 impl RunReport {
@@ -137,216 +111,26 @@ impl RunReport {
         self.hooks_failed.iter().find(|h| h.hook == Hook::Source)
     }
 
+    /// The summary line, then what the batch still holds:
+    /// `…, 40 skipped-done, 1s · still in the batch: 2 quarantined await a
+    /// human; 2 in the retry tier, next at 07:16Z`.
+    pub fn line(&self) -> String {
+        if self.waiting.is_empty() {
+            return self.summary.clone();
+        }
+        format!(
+            "{} · still in the batch: {}",
+            self.summary,
+            crate::model::waiting::describe(&self.waiting, now_ms())
+        )
+    }
+
     /// Something failed: an item, or the source command, or the run lost
     /// its lock (its in-flight results were discarded). Cron acts on it.
     pub fn exit_failed(&self) -> bool {
         self.counts.failed > 0
             || self.source_failed().is_some()
             || self.stopped == Some(StopReason::LockLost)
-    }
-}
-
-/// Live counts of this run (the store has the same in `runs`).
-#[derive(Default)]
-struct Tally {
-    done: AtomicI64,
-    empty: AtomicI64,
-    retry: AtomicI64,
-    manual: AtomicI64,
-    retried: AtomicI64,
-    released: AtomicI64,
-    redriven: AtomicI64,
-    /// Cost in millionths, so it can be summed atomically.
-    cost_micros: AtomicI64,
-}
-
-impl Tally {
-    fn counts(&self, skipped_done: i64) -> RunCounts {
-        let get = |a: &AtomicI64| a.load(Ordering::Relaxed);
-        RunCounts {
-            done: get(&self.done),
-            empty: get(&self.empty),
-            failed: get(&self.retry) + get(&self.manual),
-            retry: get(&self.retry),
-            manual: get(&self.manual),
-            retried: get(&self.retried),
-            skipped_done,
-            redriven: get(&self.redriven),
-            released: get(&self.released),
-            cost: get(&self.cost_micros) as f64 / 1e6,
-        }
-    }
-
-    fn add_cost(&self, cost: Option<f64>) {
-        if let Some(c) = cost.filter(|c| c.is_finite() && *c > 0.0) {
-            let micros = (c * 1e6).round() as i64;
-            // Saturates rather than wraps to a negative total.
-            let _ = self
-                .cost_micros
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
-                    Some(t.saturating_add(micros))
-                });
-        }
-    }
-
-    fn processed(&self) -> i64 {
-        let get = |a: &AtomicI64| a.load(Ordering::Relaxed);
-        get(&self.done) + get(&self.empty) + get(&self.retry) + get(&self.manual)
-    }
-}
-
-/// Item id → the handle that stops its worker (taken once used).
-type Inflight = HashMap<i64, Option<Killer>>;
-
-/// How an in-flight item's worker is told to stop.
-enum Killer {
-    /// Process mode: the item's own worker.
-    Item(oneshot::Sender<KillReason>),
-    /// Persistent mode: the slot that sent the item to its worker.
-    Slot(mpsc::UnboundedSender<(i64, KillReason)>),
-}
-
-impl Killer {
-    fn fire(self, item_id: i64, reason: KillReason) {
-        match self {
-            Killer::Item(tx) => {
-                let _ = tx.send(reason);
-            }
-            Killer::Slot(tx) => {
-                let _ = tx.send((item_id, reason));
-            }
-        }
-    }
-}
-
-/// State shared by the slots of one cycle.
-struct Cycle {
-    batch: String,
-    run_id: i64,
-    cfg: BatchConfig,
-    worker: Vec<String>,
-    work_dir: Option<PathBuf>,
-    rules: Rules,
-    db: Db,
-    tally: Tally,
-    log: EventLog,
-    /// Stop requests: `None` while running.
-    stop_tx: watch::Sender<Option<(Signal, StopReason)>>,
-    /// In-flight items and the handle that stops their worker.
-    inflight: std::sync::Mutex<Inflight>,
-    /// Claiming waits until then (a rate-limit answer holds the whole batch).
-    hold_until: Mutex<Option<tokio::time::Instant>>,
-    pacer: Option<retry::Pacer>,
-    claims_left: Option<AtomicUsize>,
-    lease_ttl: Duration,
-    /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).
-    runner_id: String,
-    /// The worker program found in `PATH`, once.
-    program: Option<PathBuf>,
-    /// A slot may claim its next item with its last success (`slot::may_chain`).
-    chain: bool,
-    /// The store as opened: the heartbeat notices it deleted or replaced.
-    identity: Option<crate::store::StoreIdentity>,
-}
-
-impl Cycle {
-    fn stopping(&self) -> Option<(Signal, StopReason)> {
-        self.stop_tx.borrow().clone()
-    }
-
-    /// Asks the cycle to stop; the first reason wins (except a lost lock
-    /// or store, which say more than any other), a harder signal upgrades a
-    /// softer one. True if this call changed the request.
-    fn request_stop(&self, signal: Signal, reason: StopReason) -> bool {
-        self.stop_tx.send_if_modified(|cur| match cur {
-            None => {
-                *cur = Some((signal, reason));
-                true
-            }
-            Some((_, r)) if reason.weight() > r.weight() => {
-                *cur = Some((signal, reason));
-                true
-            }
-            Some((Signal::Graceful, r)) if signal == Signal::Immediate => {
-                *cur = Some((Signal::Immediate, r.clone()));
-                true
-            }
-            _ => false,
-        })
-    }
-
-    /// Another runner took the batch over: stop at once. Our in-flight
-    /// results would be rejected by their lease tokens anyway.
-    async fn lock_lost(&self) {
-        let first = self.request_stop(Signal::Immediate, StopReason::LockLost);
-        self.kill_all(KillReason::LeaseLost);
-        if first {
-            self.event(self.new_event(
-                "lock-lost",
-                "another runner took over the batch lock; stopping at once",
-            ))
-            .await;
-        }
-    }
-
-    /// The store's location names another store, or none: stop at once,
-    /// and write nothing more to the one still open (whatever it now is
-    /// to the operator: an unlinked file, a backup's original). What was
-    /// in flight stays claimed there, and runs again, with the same keys,
-    /// if that store is resumed.
-    async fn store_lost(&self) {
-        self.db.seal();
-        if self.request_stop(Signal::Immediate, StopReason::StoreLost) {
-            // Only to the log file: the store takes nothing more.
-            self.log.emit(&self.new_event(
-                "store-lost",
-                "the store was deleted or replaced under this run; stopping at once",
-            ));
-        }
-        self.kill_all(KillReason::Shutdown);
-    }
-
-    fn lease_until(&self, now: Millis) -> Millis {
-        now + self.lease_ttl.as_millis() as i64
-    }
-
-    /// Writes an event outside any transition (and to the log file).
-    async fn event(&self, event: NewEvent) {
-        let e = event.clone();
-        match self.db.call(move |s| s.log_event(&e)).await {
-            Ok(_) => self.log.emit(&event),
-            Err(err) => tracing::warn!("could not record event {}: {err}", event.kind),
-        }
-    }
-
-    fn new_event(&self, kind: &str, message: impl Into<String>) -> NewEvent {
-        NewEvent::new(now_ms(), &self.batch, kind, message).run(self.run_id)
-    }
-
-    /// Records, for a later run to stop if we die, the process group of
-    /// the worker just spawned for `slot` (see `groups`). Queued, not
-    /// awaited: the worker starts at once.
-    fn record_worker(&self, slot: u32, pid: u32) {
-        if let Some(group) = groups::of(self.run_id, slot, pid) {
-            self.db.send(move |s| s.record_worker(&group));
-        }
-    }
-
-    /// Stops every in-flight worker for `reason`.
-    fn kill_all(&self, reason: KillReason) {
-        // After a lost lock every stop is a lease loss, whoever asks (the
-        // grace watch races `lock_lost`): the claims are the taker's to take
-        // back, never ours to release as "not started".
-        let reason = match (reason, self.stopping()) {
-            (KillReason::Shutdown, Some((_, StopReason::LockLost))) => KillReason::LeaseLost,
-            _ => reason,
-        };
-        let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
-        for (id, kill) in inflight.iter_mut() {
-            if let Some(k) = kill.take() {
-                k.fire(*id, reason);
-            }
-        }
     }
 }
 
@@ -391,9 +175,9 @@ pub async fn cycle(
     let token = format!("{:032x}", fastrand::u128(..));
     let lock_ttl = opts.config.lock_ttl.max(Duration::from_millis(300));
     let took_over =
-        match lock::acquire(&mut store, &opts, &token, &holder, lock_ttl, &mut signals).await? {
-            lock::Acquired::Yes(took_over) => took_over,
-            lock::Acquired::No(held) => {
+        match seat::acquire(&mut store, &opts, &token, &holder, lock_ttl, &mut signals).await? {
+            seat::Acquired::Yes(took_over) => took_over,
+            seat::Acquired::No(held) => {
                 let holders: Vec<String> = held
                     .iter()
                     .map(|l| {
@@ -411,7 +195,7 @@ pub async fn cycle(
                     &log,
                 );
             }
-            lock::Acquired::Interrupted => {
+            seat::Acquired::Interrupted => {
                 return summary::record_skip(
                     &mut store,
                     &opts,
@@ -422,308 +206,32 @@ pub async fn cycle(
                 );
             }
         };
-    let result = locked_cycle(
-        store, &opts, &token, &holder, took_over, lock_ttl, signals, started, &log,
-    )
-    .await;
+    let seat = Seat {
+        token,
+        holder,
+        ttl: lock_ttl,
+        took_over,
+    };
+    let result = locked::run(store, &opts, &seat, signals, started, &log).await;
     // Release the lock on every path, even after an error; but not in a
     // store that replaced ours.
     let replaced = result.as_ref().err().is_some_and(|e| {
         e.chain()
             .any(|c| matches!(c.downcast_ref(), Some(StoreError::Replaced(_))))
     });
+    let mut result = result;
     if !replaced && let Ok(mut s) = Store::open(db_path, Access::ReadWrite) {
-        let _ = s.release_lock(&opts.batch, &token);
+        let _ = s.release_lock(&opts.batch, &seat.token);
+        if let Ok(report) = &mut result {
+            // After the release: our own seat is not "another runner".
+            let others = waiting::Others::Any;
+            match waiting::read(&s, db_path, &opts.batch, others, 0, now_ms()) {
+                Ok(w) => report.waiting = w,
+                Err(e) => tracing::warn!("reading what {} still holds: {e}", opts.batch),
+            }
+        }
     }
     result
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn locked_cycle(
-    mut store: Store,
-    opts: &RunOptions,
-    token: &str,
-    holder: &Holder,
-    took_over: Option<crate::model::LockInfo>,
-    lock_ttl: Duration,
-    mut signals: watch::Receiver<Signal>,
-    started: Instant,
-    log: &EventLog,
-) -> anyhow::Result<RunReport> {
-    let batch = opts.batch.clone();
-    let cfg = &opts.config;
-    let now = now_ms();
-    let run_id = store.start_run(
-        &batch,
-        opts.trigger,
-        opts.actor.as_deref(),
-        holder,
-        now,
-        Some(token),
-    )?;
-    if let Some(prev) = &took_over {
-        log.emit(
-            &NewEvent::new(
-                now,
-                &batch,
-                "lock-takeover",
-                format!("took over the lock of {}", prev.holder),
-            )
-            .run(run_id),
-        );
-    }
-    // Who started it goes in the event's actor: `log` shows it as `[user@host]`.
-    let mut start_event = NewEvent::new(now, &batch, "run-started", format!("run {run_id} started ({}) on {holder}", opts.trigger))
-        .run(run_id)
-        .fields(serde_json::json!({"trigger": opts.trigger, "holder": holder.to_string(), "concurrency": cfg.concurrency}));
-    start_event.actor.clone_from(&opts.actor);
-    store.log_event(&start_event)?;
-    log.emit(&start_event);
-
-    recover::take_over(&mut store, &batch, run_id, holder, cfg.max_attempts, log).await?;
-    let skipped_done = store.counts(&batch)?.done;
-    let hold_until = recover::inherited_hold(&mut store, &batch, run_id, log)?;
-
-    let (stop_tx, _) = watch::channel(None);
-    let identity = store.identity();
-    let cycle = Arc::new(Cycle {
-        batch: batch.clone(),
-        run_id,
-        cfg: cfg.clone(),
-        worker: opts.worker.clone(),
-        work_dir: opts.work_dir.clone(),
-        rules: Rules {
-            transient_exit_codes: cfg.transient_exit_codes.clone(),
-            transient_error_classes: cfg.transient_error_classes.clone(),
-        },
-        db: Db::start(store),
-        tally: Tally::default(),
-        log: log.clone(),
-        stop_tx,
-        inflight: std::sync::Mutex::new(HashMap::new()),
-        hold_until: Mutex::new(hold_until),
-        pacer: cfg
-            .rate_limit
-            .as_ref()
-            .map(|r| retry::Pacer::new(r.count, r.per)),
-        claims_left: opts.limit.map(AtomicUsize::new),
-        lease_ttl: lock_ttl,
-        runner_id: orphans::runner_id(holder.pid, holder.pid_start),
-        program: opts.worker.first().and_then(|p| worker::resolve(p)),
-        chain: opts.key.is_none() && cfg.rate_limit.is_none() && cfg.max_cost.is_none(),
-        identity,
-    });
-
-    // Outside stop requests become stop reasons.
-    let watcher = {
-        let cycle = cycle.clone();
-        tokio::spawn(async move {
-            while signals.changed().await.is_ok() {
-                let signal = *signals.borrow();
-                if signal != Signal::Run {
-                    cycle.request_stop(signal, StopReason::Interrupted);
-                    if signal == Signal::Immediate {
-                        cycle.kill_all(KillReason::Shutdown);
-                    }
-                }
-            }
-        })
-    };
-    let heartbeat = tokio::spawn(lock::heartbeat(cycle.clone(), token.to_string(), lock_ttl));
-    let deadline = cfg.max_duration.map(|max| {
-        let cycle = cycle.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(max.saturating_sub(started.elapsed())).await;
-            cycle.request_stop(Signal::Graceful, StopReason::MaxDuration);
-        })
-    });
-    let progress = opts
-        .progress
-        .then(|| tokio::spawn(summary::progress(cycle.clone(), started)));
-
-    // 3. Enqueue from the source command.
-    let mut hooks_failed = Vec::new();
-    if let Some(source) = &cfg.source {
-        hooks_failed.extend(source::enqueue(&cycle, source).await);
-    }
-    let source_failed = hooks_failed.first().cloned();
-
-    // 4. Redrive due retry-tier failures.
-    if opts.key.is_none() {
-        let b = batch.clone();
-        let keys = cycle
-            .db
-            .call(move |s| s.redrive_due(&b, Some(run_id), now_ms()))
-            .await?;
-        cycle
-            .tally
-            .redriven
-            .fetch_add(keys.len() as i64, Ordering::Relaxed);
-        for key in &keys {
-            log.emit(
-                &NewEvent::new(now_ms(), &batch, "redriven", "redriven: retry time reached")
-                    .run(run_id)
-                    .key(key),
-            );
-        }
-    }
-
-    // 5. Process with bounded concurrency.
-    let slots = match &opts.key {
-        Some(key) => {
-            let c = cycle.clone();
-            let key = key.clone();
-            vec![match c.cfg.mode {
-                WorkerMode::Process => tokio::spawn(async move { slot::run_key(c, 0, key).await }),
-                WorkerMode::Persistent => {
-                    tokio::spawn(async move { pslot::run_key(c, 0, key).await })
-                }
-            }]
-        }
-        None => (0..cfg.concurrency.max(1))
-            .map(|i| {
-                let c = cycle.clone();
-                let i = i as u32;
-                match c.cfg.mode {
-                    WorkerMode::Process => tokio::spawn(async move { slot::run_slot(c, i).await }),
-                    WorkerMode::Persistent => {
-                        tokio::spawn(async move { pslot::run_slot(c, i).await })
-                    }
-                }
-            })
-            .collect(),
-    };
-    let grace = grace_watch(cycle.clone());
-    let mut first_error: Option<StoreError> = None;
-    for s in slots {
-        if let Ok(Err(e)) = s.await {
-            first_error.get_or_insert(e);
-        }
-    }
-    grace.abort();
-    reap_leftovers(&cycle).await;
-    heartbeat.abort();
-    if let Some(d) = deadline {
-        d.abort();
-    }
-    watcher.abort();
-    if let Some(p) = progress {
-        p.abort();
-        summary::clear_progress();
-    }
-
-    // 6. Summary, release, alert.
-    let stopped = cycle.stopping().map(|(_, r)| r);
-    let counts = cycle.tally.counts(skipped_done);
-    let state = match (&stopped, counts.failed > 0 || source_failed.is_some()) {
-        (Some(StopReason::Paused(_)), _) => RunState::Paused,
-        (Some(_), _) => RunState::Aborted,
-        (None, true) => RunState::Failed,
-        (None, false) => RunState::Ok,
-    };
-    let line = summary::line(
-        &batch,
-        &counts,
-        started.elapsed(),
-        stopped.as_ref(),
-        source_failed.as_ref(),
-    );
-    let finish = {
-        let line = line.clone();
-        move |s: &mut Store| {
-            s.finish_run(run_id, state, &line, skipped_done, counts.retried, now_ms())?;
-            // Its worker groups are gone (each killed as its worker ended).
-            s.forget_workers(&[run_id])?;
-            let e = NewEvent::new(now_ms(), &batch, "run-finished", line.clone())
-                .run(run_id)
-                .fields(serde_json::json!({"state": state, "counts": counts}));
-            s.log_event(&e)?;
-            // Housekeeping only: never fail a finished run over it.
-            if let Err(e) = s.checkpoint() {
-                tracing::warn!("WAL checkpoint after run {run_id}: {e}");
-            }
-            Ok(e)
-        }
-    };
-    let event = cycle.db.call(finish).await?;
-    log.emit(&event);
-    if let Some(e) = first_error {
-        return Err(
-            anyhow::Error::new(e).context(format!("run {run_id} of {} stopped", opts.batch))
-        );
-    }
-    let mut report = RunReport {
-        run_id: Some(run_id),
-        state,
-        counts,
-        summary: line,
-        stopped,
-        hooks_failed,
-    };
-    if counts.failed > 0 || report.source_failed().is_some() {
-        report
-            .hooks_failed
-            .extend(summary::alert(&cycle, &report).await);
-    }
-    Ok(report)
-}
-
-/// Kills what our workers left running outside their process groups (a
-/// daemon that called `setsid` and closed its pipes): each worker's own
-/// group is killed when it ends, but such a process is only found by the
-/// environment it inherited or, having cleared that, as an orphan we
-/// adopted (`children`). One `/proc` scan each per cycle.
-async fn reap_leftovers(cycle: &Arc<Cycle>) {
-    let batch = cycle.batch.clone();
-    let ours = orphans::DeadRun {
-        run_id: cycle.run_id,
-        runner: cycle.runner_id.clone(),
-    };
-    let reaped = tokio::task::spawn_blocking(move || {
-        orphans::reap(&batch, &[ours]) + children::reap_adopted(true)
-    })
-    .await
-    .unwrap_or(0);
-    if reaped > 0 {
-        let e = cycle.new_event(
-            "orphans-stopped",
-            format!(
-                "stopped {} our workers left running",
-                orphans::processes(reaped)
-            ),
-        );
-        cycle.event(e).await;
-    }
-}
-
-/// After a graceful stop request, in-flight items get `grace`; then their
-/// workers are stopped and the items released.
-fn grace_watch(cycle: Arc<Cycle>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut rx = cycle.stop_tx.subscribe();
-        loop {
-            if let Some((signal, _)) = rx.borrow().clone() {
-                if signal == Signal::Immediate {
-                    cycle.kill_all(KillReason::Shutdown);
-                    return;
-                }
-                break;
-            }
-            if rx.changed().await.is_err() {
-                return;
-            }
-        }
-        let grace = cycle.cfg.grace;
-        let _ = tokio::time::timeout(grace, async {
-            while rx.changed().await.is_ok() {
-                if matches!(*rx.borrow(), Some((Signal::Immediate, _))) {
-                    return;
-                }
-            }
-        })
-        .await;
-        cycle.kill_all(KillReason::Shutdown);
-    })
 }
 
 /// Runs a cycle on a fresh runtime, with SIGINT/SIGTERM/SIGHUP handled:

@@ -4,9 +4,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::db::Db;
-use super::{EventLog, groups, orphans};
-use crate::model::{Holder, NewEvent, WorkerGroup};
+use super::EventLog;
+use super::child::{groups, orphans};
+use super::writer::Writer;
+use crate::model::{EventKind, Hold, Holder, NewEvent, WorkerGroup};
 use crate::store::{OpenRun, Store, StoreError};
 use crate::util::identity;
 use crate::util::time::now_ms;
@@ -35,7 +36,7 @@ pub async fn take_over(
 /// host is gone, then does what
 /// `take_over` does for their runs. A no-op unless a seat expired.
 pub async fn sweep(
-    db: &Db,
+    writer: &Writer,
     batch: &str,
     run_id: i64,
     max_attempts: u32,
@@ -45,11 +46,11 @@ pub async fn sweep(
     // looks stale. Our own seat is never freed here: a renewal that failed
     // only for a busy store is retried by the heartbeat.
     let b = batch.to_string();
-    let seats = db.call(move |s| s.locks(&b)).await?;
+    let seats = writer.call(move |s| s.locks(&b)).await?;
     let now = now_ms();
     let (mut stale, mut dead) = (Vec::new(), Vec::new());
     for seat in seats.into_iter().filter(|l| l.run_id != Some(run_id)) {
-        if super::lock::holder_is_dead(&seat.holder) {
+        if super::seat::holder_is_dead(&seat.holder) {
             dead.push(seat.token.clone());
             stale.push(seat.token);
         } else if crate::store::seat_lapsed(&seat, now) {
@@ -60,7 +61,7 @@ pub async fn sweep(
         return Ok(());
     }
     let b = batch.to_string();
-    let freed = db
+    let freed = writer
         .call(move |s| {
             let stale: Vec<&str> = stale.iter().map(String::as_str).collect();
             let dead: Vec<&str> = dead.iter().map(String::as_str).collect();
@@ -71,7 +72,7 @@ pub async fn sweep(
         return Ok(());
     }
     let b = batch.to_string();
-    let (dead, groups) = db
+    let (dead, groups) = writer
         .call(move |s| {
             let dead = dead_runs(s, &b, run_id)?;
             let groups = s.worker_groups(&ids(&dead))?;
@@ -80,7 +81,8 @@ pub async fn sweep(
         .await?;
     let reaped = reap_here(batch, &dead, groups, &identity::host()).await;
     let (b, log) = (batch.to_string(), log.clone());
-    db.call(move |s| close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log))
+    writer
+        .call(move |s| close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log))
         .await
 }
 
@@ -134,10 +136,10 @@ fn close_dead(
     log: &EventLog,
 ) -> Result<(), StoreError> {
     if reaped > 0 {
-        let e = NewEvent::new(
+        let e = NewEvent::of(
             now_ms(),
             batch,
-            "orphans-stopped",
+            EventKind::OrphansStopped,
             format!(
                 "stopped {} left running by the workers of dead runs",
                 orphans::processes(reaped)
@@ -155,10 +157,10 @@ fn close_dead(
     let (reclaimed, quarantined) = store.reclaim(batch, run_id, max_attempts, now)?;
     if reclaimed + quarantined > 0 {
         log.emit(
-            &NewEvent::new(
+            &NewEvent::of(
                 now,
                 batch,
-                "reclaimed",
+                EventKind::Reclaimed,
                 format!("took back {reclaimed} items from dead runs, quarantined {quarantined}"),
             )
             .run(run_id),
@@ -167,30 +169,35 @@ fn close_dead(
     Ok(())
 }
 
-/// A rate-limit answer an earlier run got still holds the batch: until
-/// when (logged as a `hold` event).
+/// A retry-after hold an earlier run (or another runner) was given still
+/// holds the batch: which (logged as a `hold` event).
 pub fn inherited_hold(
     store: &mut Store,
     batch: &str,
     run_id: i64,
     log: &EventLog,
-) -> Result<Option<tokio::time::Instant>, StoreError> {
+) -> Result<Option<Hold>, StoreError> {
     let now = now_ms();
-    let Some(until) = store.hold_until(batch)?.filter(|t| *t > now) else {
+    let Some(hold) = store.hold(batch)?.filter(|h| h.active(now)) else {
         return Ok(None);
     };
-    let wait = Duration::from_millis((until - now).unsigned_abs());
-    let e = NewEvent::new(
+    let wait = Duration::from_millis((hold.until - now).unsigned_abs());
+    let mut e = NewEvent::of(
         now,
         batch,
-        "hold",
+        EventKind::Hold,
         format!(
-            "rate limited by an earlier run: claiming held for {}",
+            "rate limited before this run: every call {} ({} left)",
+            hold.describe(now),
             crate::duration::format_duration(wait)
         ),
     )
-    .run(run_id);
+    .run(run_id)
+    .fields(serde_json::json!({"until": crate::util::time::rfc3339(hold.until)}));
+    if let Some(key) = &hold.key {
+        e = e.key(key);
+    }
     store.log_event(&e)?;
     log.emit(&e);
-    Ok(Some(tokio::time::Instant::now() + wait))
+    Ok(Some(hold))
 }

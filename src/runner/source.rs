@@ -7,8 +7,9 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use super::Cycle;
+use super::child::{self, Group};
 use super::classify::bound_message;
+use super::cycle::Cycle;
 use super::hook::{Hook, HookFailure};
 use crate::key::{self, KeySpec};
 use crate::util::time::now_ms;
@@ -17,16 +18,6 @@ use crate::util::time::now_ms;
 const MAX_OUTPUT: usize = 256 << 20;
 /// The end of its stderr kept, for the failure message.
 const STDERR_TAIL: usize = 64 << 10;
-
-/// Kills the source's process group when dropped: at the end, on a
-/// timeout (the future is dropped) or after too much output.
-struct Group(Option<u32>);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        super::worker::kill_group(self.0);
-    }
-}
 
 struct Output {
     status: std::process::ExitStatus,
@@ -42,14 +33,11 @@ enum Failure {
 /// Runs `cmd`, reading at most [`MAX_OUTPUT`] of its stdout (past that it
 /// is killed) and the last [`STDERR_TAIL`] of its stderr.
 async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    // Its own process group, killed whole when we are done with it (or give
-    // up on it): a pipeline's processes would otherwise keep the pipes open.
-    #[cfg(unix)]
-    cmd.process_group(0);
-    let mut child = super::children::spawn(&mut cmd).map_err(Failure::Start)?;
-    let group = Group(child.id());
+    let mut child = child::spawn(&mut cmd).map_err(Failure::Start)?;
+    // Its process group is killed whole when we are done with it (or give
+    // up on it: a timeout drops this future): a pipeline's processes would
+    // otherwise keep the pipes open.
+    let group = Group::of(&child);
     let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(Failure::Start(std::io::Error::other("no pipes")));
     };
@@ -61,7 +49,7 @@ async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
             .await;
         if buf.len() > MAX_OUTPUT {
             // It would block on a full pipe: stop it rather than wait.
-            super::worker::kill_group(group.0);
+            group.kill();
         }
         buf
     };
@@ -94,13 +82,8 @@ async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
 /// source is logged and returned; the cycle goes on with what is already
 /// queued.
 pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure> {
-    let mut cmd = tokio::process::Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    if let Some(dir) = &cycle.work_dir {
-        cmd.current_dir(dir);
-    }
+    let mut cmd = child::command(argv, None, cycle.work_dir.as_deref(), &[]);
+    cmd.stdin(std::process::Stdio::null());
     let fail =
         |problem: String, stderr: &[u8]| HookFailure::new(Hook::Source, &argv[0], problem, stderr);
     let output = match tokio::time::timeout(cycle.cfg.item_timeout, read(cmd)).await {
@@ -152,7 +135,7 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
     }
     let batch = cycle.batch.clone();
     match cycle
-        .db
+        .writer
         .call(move |s| s.add_items(&batch, &items, now_ms(), |_| {}))
         .await
     {

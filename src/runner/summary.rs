@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
+use super::cycle::{Cycle, StopReason};
 use super::hook::{Hook, HookFailure};
-use super::{Cycle, EventLog, RunOptions, RunReport, StopReason};
+use super::{EventLog, RunOptions, RunReport};
 use crate::duration::format_duration;
 use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
 use crate::store::Store;
@@ -96,6 +97,7 @@ pub fn record_skip(
         summary,
         stopped: None,
         hooks_failed: Vec::new(),
+        waiting: Vec::new(),
     })
 }
 
@@ -105,8 +107,8 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
         return;
     }
     let batch = cycle.batch.clone();
-    let total = match cycle.db.call(move |s| s.counts(&batch)).await {
-        Ok(c) => c.remaining(),
+    let total = match cycle.writer.call(move |s| s.counts(&batch)).await {
+        Ok(c) => c.to_do(),
         Err(_) => return,
     };
     loop {
@@ -114,9 +116,23 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
         let c = cycle.tally.counts(0);
         let processed = cycle.tally.processed();
         let secs = started.elapsed().as_secs_f64().max(0.001);
-        let per_min = processed as f64 * 60.0 / secs;
-        let left = (total - processed).max(0);
-        let eta = if processed > 0 && left > 0 {
+        // Redriven retries join what is left to do.
+        let redriven = cycle
+            .tally
+            .redriven
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let left = (total + redriven - processed).max(0);
+        // Over the run's age; nothing said in its first seconds (as the
+        // dashboard: `model::pace`).
+        let known = secs * 1000.0 >= crate::model::pace::MIN_WINDOW_MS as f64;
+        let rate = if known {
+            format!("{:.0}/min", processed as f64 * 60.0 / secs)
+        } else {
+            "—/min".into()
+        };
+        let held_until = cycle.gate.held_until();
+        // No ETA while held, as the dashboard (`model::pace`).
+        let eta = if known && processed > 0 && left > 0 && held_until.is_none() {
             format!(
                 " · ETA {}",
                 format_duration(Duration::from_secs_f64(
@@ -127,17 +143,22 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
             String::new()
         };
         let inflight = cycle.inflight.lock().map(|m| m.len()).unwrap_or(0);
+        let held = held_until.map_or_else(String::new, |t| {
+            format!(
+                " · held until {} (retry-after)",
+                crate::util::time::utc_clock(t, crate::util::time::now_ms())
+            )
+        });
         let mut err = std::io::stderr().lock();
         let _ = write!(
             err,
-            "\r\x1b[2K{}: {} done, {} empty, {} failed, {} running, {} left · {:.0}/min{eta}",
+            "\r\x1b[2K{}: {} done, {} empty, {} failed, {} running, {} left · {rate}{eta}{held}",
             crate::util::sanitize::line(&cycle.batch),
             c.done,
             c.empty,
             c.failed,
             inflight,
             left,
-            per_min
         );
         let _ = err.flush();
     }
@@ -184,7 +205,7 @@ pub async fn alert(cycle: &Cycle, report: &RunReport) -> Option<HookFailure> {
     }
     let fail =
         |problem: String, stderr: &[u8]| HookFailure::new(Hook::Alert, &argv[0], problem, stderr);
-    let failure = match super::children::spawn(&mut cmd) {
+    let failure = match super::child::subreaper::spawn(&mut cmd) {
         Err(e) => Some(fail(format!("could not start: {e}"), b"")),
         Ok(mut child) => {
             let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

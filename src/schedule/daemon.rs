@@ -325,7 +325,7 @@ impl Daemon {
         };
         self.record(&done.batch, &fire);
         if let Ok(report) = &done.result {
-            say(&report.summary);
+            say(&report.line());
             for failure in &report.hooks_failed {
                 say(&format!("{}: {failure}", done.batch));
             }
@@ -482,6 +482,7 @@ mod tests {
             summary: summary.to_string(),
             stopped,
             hooks_failed: Vec::new(),
+            waiting: Vec::new(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! The scheduler (SPEC section 5).
 //!
-//! - [`cron`]: [`Schedule`], a cron expression matched on the wall clock of
-//!   a time zone, with the DST rule users rely on.
+//! - [`Schedule`] (in [`crate::cron`], beside the config that reads it): a
+//!   cron expression matched on the wall clock of a time zone, with the DST
+//!   rule users rely on.
 //! - [`plan`]: the scheduler's decisions for one batch as a pure state
 //!   machine (fire, skip because paused, skip because the cycle still runs,
 //!   queue, missed, catch up), driven by a clock it is handed.
@@ -13,7 +14,6 @@
 //! - [`seen`]: a schedule as every view shows it: fired by a live daemon,
 //!   or not, and the fire times that passed unfired.
 
-pub mod cron;
 pub mod daemon;
 pub mod outcome;
 pub mod plan;
@@ -22,7 +22,7 @@ pub mod seen;
 #[cfg(test)]
 mod tests;
 
-pub use cron::{Schedule, ScheduleError};
+pub use crate::cron::{Schedule, ScheduleError};
 pub use outcome::{Outcome, describe};
 pub use plan::{Decision, MissedWhy, Observed, Overdue, Plan, RunWhy, Step, Stored};
 pub use seen::{ScheduleSeen, overdue_text};

@@ -7,6 +7,73 @@ use rusqlite::ErrorCode;
 use crate::model::Tombstone;
 use crate::util::time::rfc3339;
 
+/// A request the store refuses as it stands (exit 2): the user's to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// `skip` of an item a running runner holds.
+    #[error(
+        "item {key:?} is in flight (claimed by a running runner): stop the run or wait, then skip it"
+    )]
+    InFlightSkip { key: String },
+    /// `claim_key` of an item another run holds.
+    #[error("item {key:?} is in flight in another run")]
+    InFlightClaim { key: String },
+    /// `claim_key` of a done item.
+    #[error("item {key:?} is already done; requeue it first to run it again")]
+    AlreadyDone { key: String },
+    /// `claim_key` by a run whose seat was taken over.
+    #[error("run {run} no longer holds the lock of batch {batch:?}: another runner took it over")]
+    SeatLost { run: i64, batch: String },
+    /// A requeue naming keys that are not failed (without `--outcome`).
+    #[error(
+        "only failed items can be requeued; not failed in batch {batch:?}: {items} (nothing was \
+         requeued; done items run again with --outcome done|empty|skipped)"
+    )]
+    NotFailed { batch: String, items: String },
+    /// A requeue with `--outcome` naming keys not done with that outcome.
+    #[error(
+        "--outcome {outcome} requeues done items with that outcome; not such in batch {batch:?}: \
+         {items} (nothing was requeued)"
+    )]
+    NotOfOutcome {
+        outcome: String,
+        batch: String,
+        items: String,
+    },
+    #[error(
+        "--outcome requeues done items: it cannot be combined with --class, --tier or --all-failed"
+    )]
+    OutcomeWithFilters,
+    #[error("say which items to requeue: keys, --all-failed, --class, --tier or --outcome")]
+    NoSelection,
+}
+
+impl From<Refusal> for StoreError {
+    fn from(r: Refusal) -> StoreError {
+        StoreError::Refused(r)
+    }
+}
+
+/// A failure of the store itself (exit 3), as text where its cause is not
+/// `Clone`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fault {
+    /// A group commit lost: nothing in it was kept.
+    #[error("{0}")]
+    GroupRolledBack(String),
+    /// A stored value (or the schema version) this build cannot read.
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("{0}")]
+    Encoding(String),
+    /// The runner's store thread is gone.
+    #[error("the store writer stopped")]
+    WriterStopped,
+    /// A database error, kept as text (a copy for a group's requests).
+    #[error("{0}")]
+    Database(String),
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("no store at {0}: run `nightshift init` there first, or pass --db PATH")]
@@ -88,8 +155,13 @@ pub enum StoreError {
     /// A write in chunks stopped part-way: what committed stays.
     #[error("{0}")]
     CutShort(Box<CutShort>),
+    /// What the user asked cannot be done to the store as it is: exit 2,
+    /// nothing changed.
     #[error("{0}")]
-    Invalid(String),
+    Refused(Refusal),
+    /// The store failed, not the user: exit 3.
+    #[error("{0}")]
+    Fault(Fault),
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// An error from a PostgreSQL server (see `store::pg`).
@@ -234,7 +306,7 @@ impl StoreError {
                 StoreError::UnknownBatch { .. }
                     | StoreError::UnknownKey { .. }
                     | StoreError::Pruned { .. }
-                    | StoreError::Invalid(_)
+                    | StoreError::Refused(_)
             ),
         }
     }
@@ -325,8 +397,12 @@ impl StoreError {
                 cause: c.cause.duplicate(),
                 unlogged: c.unlogged.clone(),
             })),
-            StoreError::Invalid(m) => StoreError::Invalid(m.clone()),
-            StoreError::Sqlite(e) => StoreError::Invalid(format!("database error: {e}")),
+            StoreError::Refused(r) => StoreError::Refused(r.clone()),
+            StoreError::Fault(f) => StoreError::Fault(f.clone()),
+            // Not `Clone`: its text, still a fault of the store.
+            StoreError::Sqlite(e) => {
+                StoreError::Fault(Fault::Database(format!("database error: {e}")))
+            }
             StoreError::Postgres {
                 target,
                 code,
@@ -336,6 +412,111 @@ impl StoreError {
                 code: code.clone(),
                 message: message.clone(),
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_of_each() -> Vec<StoreError> {
+        let p = || PathBuf::from("s.db");
+        let tombstone = Tombstone {
+            key: "k".into(),
+            outcome: crate::model::Outcome::Done,
+            done_at: 0,
+            pruned_at: 1,
+        };
+        let sqlite = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+            None,
+        );
+        let mut all = vec![
+            StoreError::NotFound(p()),
+            StoreError::NotNightshift(p()),
+            StoreError::NotAFile {
+                path: p(),
+                what: "a directory".into(),
+                hint: String::new(),
+            },
+            StoreError::Empty(p()),
+            StoreError::Replaced(p()),
+            StoreError::Corrupt(p(), "x".into()),
+            StoreError::NewerSchema {
+                path: p(),
+                found: 9,
+                supported: 8,
+            },
+            StoreError::OlderSchema {
+                path: p(),
+                found: 1,
+                supported: 8,
+            },
+            StoreError::ReadOnlyStore(p()),
+            StoreError::ReadOnlyFile(p(), "x".into()),
+            StoreError::ReadOnlyDatabase(p(), "x".into()),
+            StoreError::CannotOpen(p(), "x".into()),
+            StoreError::CannotCreate(p(), "x".into()),
+            StoreError::DiskFull(p()),
+            StoreError::Busy(p()),
+            StoreError::Io(p(), std::io::Error::other("x")),
+            StoreError::UnknownBatch {
+                name: "b".into(),
+                known: vec![],
+            },
+            StoreError::UnknownKey {
+                batch: "b".into(),
+                key: "k".into(),
+            },
+            StoreError::Pruned {
+                batch: "b".into(),
+                tombstone,
+            },
+            StoreError::Interrupted("SIGINT".into()),
+            StoreError::Refused(Refusal::NoSelection),
+            StoreError::Fault(Fault::WriterStopped),
+            StoreError::Sqlite(sqlite),
+            StoreError::Postgres {
+                target: None,
+                code: "XX000".into(),
+                message: "x".into(),
+            },
+        ];
+        let cut = |cause| {
+            StoreError::CutShort(Box::new(CutShort {
+                done: 1,
+                total: 2,
+                what: "items added".into(),
+                next: "run it again".into(),
+                cause,
+                unlogged: None,
+            }))
+        };
+        all.push(cut(StoreError::UnknownBatch {
+            name: "b".into(),
+            known: vec![],
+        }));
+        all.push(cut(StoreError::Sqlite(
+            rusqlite::Error::QueryReturnedNoRows,
+        )));
+        all
+    }
+
+    /// A failed group commit hands each request a copy of its error: the
+    /// copy must exit as the original would (a database error copied as a
+    /// user error exited 2 instead of 3).
+    #[test]
+    fn a_copy_is_the_same_kind_of_error() {
+        for e in one_of_each() {
+            let copy = e.duplicate();
+            assert_eq!(
+                copy.is_user_error(),
+                e.is_user_error(),
+                "{e:?} copied as {copy:?}"
+            );
+            assert_eq!(copy.is_interrupted(), e.is_interrupted(), "{e:?}");
+            assert_eq!(copy.to_string(), e.to_string(), "{e:?}");
         }
     }
 }

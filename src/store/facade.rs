@@ -7,14 +7,11 @@ use std::path::Path;
 
 use super::pg::PgStore;
 use super::{
-    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemFilter,
-    ItemRow, ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Result, Selection,
-    SinceSummary, SqliteStore, location,
+    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemRow,
+    ItemsQuery, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore, location,
 };
 use crate::model::{
-    AddReport, BatchInfo, Claim, Counts, Daemon, DaemonInfo, DeadLetter, DlqGroup, Event, Fire,
-    Holder, Item, LockInfo, Millis, NewEvent, NewItem, Pause, Run, RunState, SkipReport, Trigger,
-    WorkerGroup,
+    AddReport, Claim, Daemon, DaemonInfo, Event, Millis, NewEvent, NewItem, WorkerGroup,
 };
 
 /// (A few stores per process: the size of a variant does not matter.)
@@ -130,30 +127,8 @@ impl Store {
         fn access(&self) -> Access;
         fn integrity_check(&self) -> Result<String>;
         fn change_marker(&self) -> Vec<u8>;
-        fn batch_names(&self) -> Result<Vec<String>>;
-        fn check_batch(&self, name: &str) -> Result<()>;
-        fn counts(&self, batch: &str) -> Result<Counts>;
-        fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>>;
-        fn pause(&self, batch: &str) -> Result<Option<Pause>>;
-        fn hold_until(&self, batch: &str) -> Result<Option<Millis>>;
-        fn minute_stats(&self, batch: &str, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>>;
-        fn dead_letters(&self, batch: &str, since: Option<Millis>, class: Option<&str>) -> Result<Vec<DeadLetter>>;
-        fn item_failures(&self, item_id: i64) -> Result<Vec<DeadLetter>>;
-        fn dlq_window_counts(&self, batch: &str, now: Millis, window: Millis) -> Result<Vec<(String, i64, i64)>>;
-        fn dlq_groups(&self, batch: &str, now: Millis) -> Result<Vec<DlqGroup>>;
-        fn events(&self, filter: &EventFilter) -> Result<Vec<Event>>;
         fn follow_start(&self) -> Result<FollowCursor>;
         fn follow_next(&self, filter: &EventFilter, cursor: &mut FollowCursor) -> Result<Vec<Event>>;
-        fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>>;
-        fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>>;
-        fn item(&self, batch: &str, key: &str) -> Result<Item>;
-        fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>>;
-        fn count_items(&self, batch: &str, filter: &ItemFilter) -> Result<i64>;
-        fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>>;
-        fn locks(&self, batch: &str) -> Result<Vec<LockInfo>>;
-        fn run(&self, run_id: i64) -> Result<Option<Run>>;
-        fn runs(&self, batch: &str, limit: usize) -> Result<Vec<Run>>;
-        fn open_runs(&self, batch: &str) -> Result<Vec<OpenRun>>;
         fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard>;
         fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>>;
         fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
@@ -167,18 +142,8 @@ impl Store {
     forward! {
         fn set_stop(&mut self, stop: crate::util::signals::Stop) -> ();
         fn checkpoint(&mut self) -> Result<()>;
-        fn ensure_batch(&mut self, name: &str, now: Millis) -> Result<()>;
-        fn pause_batch(&mut self, batch: &str, p: &Pause) -> Result<bool>;
-        fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool>;
-        fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()>;
-        fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()>;
-        fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent>;
-        fn log_event(&mut self, e: &NewEvent) -> Result<i64>;
         fn add_items(&mut self, batch: &str, items: &[NewItem], now: Millis, progress: impl FnMut(usize)) -> Result<AddReport>;
         fn claim(&mut self, batch: &str, run_id: i64, n: usize, lease_until: Millis, now: Millis) -> Result<Option<Vec<Claim>>>;
-        fn begin_attempt(&mut self, item_id: i64, token: i64, now: Millis) -> Result<Option<u32>>;
-        fn set_op_id(&mut self, item_id: i64, token: i64, op_id: &str, event: &NewEvent) -> Result<bool>;
-        fn renew_leases(&mut self, batch: &str, run_id: i64, until: Millis) -> Result<Vec<i64>>;
         fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool>;
         fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>>;
         fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool>;
@@ -186,17 +151,8 @@ impl Store {
         fn reclaim(&mut self, batch: &str, current_run: i64, max_attempts: u32, now: Millis) -> Result<(usize, usize)>;
         fn redrive_due(&mut self, batch: &str, run_id: Option<i64>, now: Millis) -> Result<Vec<String>>;
         fn requeue(&mut self, batch: &str, sel: &Selection, reset_attempts: bool, dry_run: bool, actor: &str, now: Millis) -> Result<Vec<Requeue>>;
-        fn skip(&mut self, batch: &str, keys: &[String], reason: &str, actor: &str, now: Millis) -> Result<SkipReport>;
         fn claim_key(&mut self, batch: &str, key: &str, run_id: i64, lease_until: Millis, now: Millis) -> Result<Claim>;
-        fn acquire_lock(&mut self, batch: &str, token: &str, holder: &Holder, run_id: Option<i64>, expires_at: Millis, now: Millis, steal: &[&str], seats: u32) -> Result<LockOutcome>;
-        fn free_stale_locks(&mut self, batch: &str, now: Millis, tokens: &[&str], dead: &[&str]) -> Result<Vec<LockInfo>>;
-        fn renew_lock(&mut self, batch: &str, token: &str, expires_at: Millis) -> Result<bool>;
-        fn release_lock(&mut self, batch: &str, token: &str) -> Result<bool>;
         fn prune(&mut self, cutoff: Millis, include_failed: bool, forget_keys: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
-        fn start_run(&mut self, batch: &str, trigger: Trigger, actor: Option<&str>, holder: &Holder, now: Millis, seat: Option<&str>) -> Result<i64>;
-        fn finish_run(&mut self, run_id: i64, state: RunState, summary: &str, skipped_done: i64, retried: i64, now: Millis) -> Result<()>;
-        fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()>;
-        fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()>;
         fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;
         fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()>;
         fn daemon_beat(&mut self, d: &Daemon) -> Result<()>;

@@ -9,7 +9,8 @@
 
 use std::path::PathBuf;
 
-use super::{file, pg};
+use super::pg;
+use super::sqlite::file;
 
 pub struct StoreIdentity(Kind);
 

@@ -67,7 +67,7 @@ pub fn file_id(db: &Path) -> std::io::Result<Option<(u64, u64)>> {
     if is_server(db) {
         return Ok(None);
     }
-    super::file::id_of(db).map(Some)
+    super::sqlite::file::id_of(db).map(Some)
 }
 
 #[cfg(test)]

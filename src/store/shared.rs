@@ -3,10 +3,10 @@
 //! views' runners and daemons), what becomes of a claim left by a dead
 //! run, and what a bulk write cut short says.
 
-use super::{CutShort, Failure, Selection, StoreError};
+use super::{CutShort, Failure, Refusal, Requeue, Selection, StoreError};
 use crate::model::{
-    AddReport, BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Holder, LockInfo, Millis,
-    NewEvent, RunSeen, RunState, Runners, Seat, Tier,
+    AddReport, BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Hold, Holder, LockInfo,
+    Millis, NewEvent, RunSeen, RunState, Runners, Seat, Tier,
 };
 use crate::util::identity::{self, Seen};
 
@@ -137,49 +137,6 @@ pub(crate) fn superseded<'a>(daemons: &'a [DaemonInfo], mine: &Daemon) -> Vec<&'
         .collect()
 }
 
-/// The seats that lapsed or are held under a token in `dead`, among those
-/// in `only` if given.
-pub(crate) fn stale_seats(
-    seats: Vec<LockInfo>,
-    now: Millis,
-    dead: &[&str],
-    only: Option<&[&str]>,
-) -> Vec<LockInfo> {
-    seats
-        .into_iter()
-        .filter(|l| lapsed(l, now) || dead.contains(&l.token.as_str()))
-        .filter(|l| only.is_none_or(|o| o.contains(&l.token.as_str())))
-        .collect()
-}
-
-/// The seats still live for an acquirer: not lapsed, not found dead.
-pub(crate) fn live_seats(seats: Vec<LockInfo>, now: Millis, steal: &[&str]) -> Vec<LockInfo> {
-    seats
-        .into_iter()
-        .filter(|l| !lapsed(l, now) && !steal.contains(&l.token.as_str()))
-        .collect()
-}
-
-/// The `lock-takeover` event for freeing a stale seat.
-pub(crate) fn takeover_event(batch: &str, lock: &LockInfo, now: Millis) -> NewEvent {
-    let why = if lock.expires_at < now {
-        "expired"
-    } else {
-        "its process is gone"
-    };
-    NewEvent::new(
-        now,
-        batch,
-        "lock-takeover",
-        format!("took over the lock of {} ({why})", lock.holder),
-    )
-    .fields(serde_json::json!({
-        "previous": lock.holder.to_string(),
-        "previous_run": lock.run_id,
-        "why": why
-    }))
-}
-
 /// What becomes of an item claimed by a run that died.
 pub(crate) enum Orphan {
     /// Its attempts are used up (a poison item that kills its runner every
@@ -299,6 +256,73 @@ pub(crate) fn add_cut_short(
     }))
 }
 
+/// A requeue by key: each named item is taken, passed over (a class or
+/// tier condition does not hold) or, when not in the state the selection
+/// moves, refused; one refused item refuses the whole requeue.
+#[derive(Default)]
+pub(crate) struct Named {
+    taken: Vec<(i64, Requeue)>,
+    refused: Vec<String>,
+}
+
+impl Named {
+    /// Judges the item with `status` (as stored) that `key` named.
+    pub(crate) fn add(&mut self, sel: &Selection, item_id: i64, r: Requeue, status: &str) {
+        let movable = match sel.outcome {
+            Some(o) => status == "done" && r.outcome == Some(o),
+            None => status == "failed",
+        };
+        if !movable {
+            let what = match r.outcome {
+                Some(o) if status == "done" && o != crate::model::Outcome::Done => {
+                    format!("{status}/{o}")
+                }
+                _ => status.to_string(),
+            };
+            self.refused.push(format!("{} ({what})", r.key));
+            return;
+        }
+        let class_ok = sel
+            .class
+            .as_ref()
+            .is_none_or(|c| r.error_class.as_ref() == Some(c));
+        if class_ok && sel.tier.is_none_or(|t| Some(t) == r.tier) {
+            self.taken.push((item_id, r));
+        }
+    }
+
+    pub(crate) fn finish(
+        self,
+        batch: &str,
+        sel: &Selection,
+    ) -> Result<Vec<(i64, Requeue)>, StoreError> {
+        if self.refused.is_empty() {
+            return Ok(self.taken);
+        }
+        let (batch, items) = (batch.to_string(), self.refused.join(", "));
+        Err(match sel.outcome {
+            Some(o) => Refusal::NotOfOutcome {
+                outcome: o.to_string(),
+                batch,
+                items,
+            },
+            None => Refusal::NotFailed { batch, items },
+        }
+        .into())
+    }
+}
+
+/// A requeue without keys must say which items.
+pub(crate) fn check_selection(sel: &Selection) -> Result<(), StoreError> {
+    if sel.outcome.is_some() && (sel.class.is_some() || sel.tier.is_some() || sel.all_failed) {
+        return Err(Refusal::OutcomeWithFilters.into());
+    }
+    if sel.class.is_none() && sel.tier.is_none() && !sel.all_failed && sel.outcome.is_none() {
+        return Err(Refusal::NoSelection.into());
+    }
+    Ok(())
+}
+
 /// The error of a requeue whose chunks stopped after `moved` of `total`
 /// items, or `cause` itself when nothing had moved. Each moved item has
 /// its `requeued` event, written with it.
@@ -312,16 +336,21 @@ pub(crate) fn requeue_cut_short(
         return cause;
     }
     // A requeue by key refuses keys that are no longer failed.
+    let state = match sel.outcome {
+        Some(o) => format!("{o}"),
+        None => "failed".into(),
+    };
     let next = if sel.keys.is_empty() {
         "run it again for the rest".to_string()
     } else {
-        "the rest are still failed: requeue them by key again, leaving out those now pending"
-            .to_string()
+        format!(
+            "the rest are still {state}: requeue them by key again, leaving out those now pending"
+        )
     };
     StoreError::CutShort(Box::new(CutShort {
         done: moved as u64,
         total: total as u64,
-        what: "failed items requeued".into(),
+        what: format!("{state} items requeued"),
         next,
         cause,
         unlogged: None,
@@ -348,6 +377,27 @@ pub(crate) fn keys_forgotten_event(
     )
     .actor(actor)
     .fields(serde_json::json!({"keys": n, "done_before": before}))
+}
+
+/// The `hold-lifted` event: `actor` lifted a retry-after hold still on
+/// (`unpause`).
+pub(crate) fn hold_lifted(batch: &str, hold: &Hold, actor: &str, now: Millis) -> NewEvent {
+    let until = crate::util::time::rfc3339(hold.until);
+    let mut event = NewEvent::new(
+        now,
+        batch,
+        "hold-lifted",
+        format!(
+            "retry-after hold lifted by {actor} (it was {})",
+            hold.describe(now)
+        ),
+    )
+    .actor(actor)
+    .fields(serde_json::json!({"until": until, "key": hold.key}));
+    if let Some(key) = &hold.key {
+        event = event.key(key);
+    }
+    event
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! The dashboard's vocabulary: every state change is an [`Action`] with a
-//! name, so key handling, help text and tests speak the same words. What an
-//! action asks of the outside world comes back from `App::update` as an
-//! [`Effect`]; writes are data ([`Write`]) that a confirm dialog holds and
-//! sends back confirmed.
+//! name, so key handling, help text and tests speak the same words. An
+//! action is an [`Intent`] (the user's, read by the mode) or an
+//! [`Arrival`] (from outside, applied in every mode). What an action asks
+//! of the outside world comes back from `App::update` as an [`Effect`];
+//! writes are data ([`Write`]) that a confirm dialog holds and sends back
+//! confirmed.
 
 use crate::model::Millis;
 use crate::store::{Dashboard, ItemsQuery, SinceSummary};
@@ -50,26 +52,11 @@ impl Pane {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// The clock moved (injected, so tests and snapshots are deterministic).
-    Tick(Millis),
-    Resize(u16, u16),
-    /// A poll of question `asked` (see `App::asked`) finished at `at`.
-    Polled {
-        at: Millis,
-        asked: u64,
-        result: Result<Box<Dashboard>, String>,
-    },
-    /// A poll of question `asked` found the store unchanged since it last
-    /// answered it (nothing read).
-    Unchanged {
-        at: Millis,
-        asked: u64,
-    },
-    /// What changed since the previous visit, read once at start.
-    Since(Box<SinceSummary>),
-
+/// What the user asked for: from the keymap of the current mode (and
+/// `Quit` from a signal or a closed terminal). What it does depends on the
+/// mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intent {
     NextPane,
     PrevPane,
     GoPane(Pane),
@@ -87,7 +74,9 @@ pub enum Action {
     Back,
     /// `/`: edit the search (items) or the kinds (run log).
     StartFilter,
+    /// `s` / `S`: the Items pane's state filter, forwards or back.
     CycleStatus,
+    CycleStatusBack,
     ToggleFollow,
     ToggleLogBatch,
     Help,
@@ -106,6 +95,30 @@ pub enum Action {
     /// The confirm dialog's answer.
     Confirm(bool),
 
+    Quit,
+}
+
+/// What came from outside: the clock, the terminal, poll and effect
+/// results. Applied whatever the mode.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arrival {
+    /// The clock moved (injected, so tests and snapshots are deterministic).
+    Tick(Millis),
+    Resize(u16, u16),
+    /// A poll of question `asked` (see `App::asked`) finished at `at`.
+    Polled {
+        at: Millis,
+        asked: u64,
+        result: Result<Box<Dashboard>, String>,
+    },
+    /// A poll of question `asked` found the store unchanged since it last
+    /// answered it (nothing read).
+    Unchanged {
+        at: Millis,
+        asked: u64,
+    },
+    /// What changed since the previous visit, read once at start.
+    Since(Box<SinceSummary>),
     /// The keys a "requeue all" would move, counted off the UI thread.
     Prepared(Write),
     /// A side effect finished.
@@ -119,7 +132,25 @@ pub enum Action {
         ok: bool,
         message: String,
     },
-    Quit,
+}
+
+/// Everything `App::update` takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Intent(Intent),
+    Arrival(Arrival),
+}
+
+impl From<Intent> for Action {
+    fn from(i: Intent) -> Action {
+        Action::Intent(i)
+    }
+}
+
+impl From<Arrival> for Action {
+    fn from(a: Arrival) -> Action {
+        Action::Arrival(a)
+    }
 }
 
 /// A change to the store (or a runner to start), as data.

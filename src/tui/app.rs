@@ -1,22 +1,25 @@
 //! The dashboard's state and `update(Action)`: every change goes through
-//! here, and nothing here does I/O. What an action needs from the outside
+//! here, and nothing here does I/O. An intent is read by the mode; an
+//! arrival applies whatever the mode. What an action needs from the outside
 //! (a write, a fresh poll) is returned as [`Effect`]s; the time is injected
-//! with [`Action::Tick`], so the same actions always give the same state.
+//! with [`Arrival::Tick`], so the same actions always give the same state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use chrono_tz::Tz;
 
-use super::action::{Action, Effect, Pane, Write};
+use super::action::{Action, Arrival, Effect, Intent, Pane, Write};
+use super::detail::{self, PageLine};
 use super::keymap::Mode;
+use super::layout;
 use super::nav::{ListNav, Window};
 use super::theme::Palette;
-use super::ui;
 use crate::config::{Config, Schedule};
 use crate::model::{BatchInfo, Event, Millis, Status};
 use crate::store::{
     BatchView, DashQuery, Dashboard, EventsQuery, ItemPage, ItemRow, ItemsQuery, SinceSummary,
 };
+pub use state_filter::StateFilter;
 
 /// Minutes of completions read per batch: rates use the last hour, the
 /// sparkline as many as fit.
@@ -125,6 +128,15 @@ pub struct LogView {
     pub all_batches: bool,
 }
 
+/// A dialog that came with an arrival, not a key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dialog {
+    /// A write to confirm (the counted "requeue all").
+    Confirm(Write),
+    /// The "since you last looked" summary.
+    Notice(Box<SinceSummary>),
+}
+
 #[derive(Debug, Clone)]
 pub struct App {
     pub setup: Setup,
@@ -148,7 +160,7 @@ pub struct App {
     pub batch_nav: ListNav,
     pub items: ListNav,
     pub items_window: Window,
-    pub status_filter: Option<Status>,
+    pub status_filter: Option<StateFilter>,
     pub search: String,
     pub dlq: ListNav,
     pub class: Option<String>,
@@ -163,6 +175,10 @@ pub struct App {
     pub confirm: Option<Write>,
     pub help_scroll: usize,
     pub since: Option<SinceSummary>,
+    /// Dialogs that arrived while the keyboard was another mode's (typing,
+    /// another question, the help): each opens, in turn, once the mode is
+    /// Normal again, so none takes the keys from under what is open.
+    pub pending: VecDeque<Dialog>,
     pub flash: Option<Flash>,
     /// Side effects not finished yet.
     pub busy: usize,
@@ -218,6 +234,7 @@ impl App {
             confirm: None,
             help_scroll: 0,
             since: None,
+            pending: VecDeque::new(),
             flash,
             busy: 0,
             quit: false,
@@ -289,7 +306,27 @@ impl App {
 
     /// Rows a list shows at the current size.
     pub fn visible(&self) -> usize {
-        ui::list_rows(self.size)
+        layout::list_rows(self.size)
+    }
+
+    /// The item detail's page at the current size (empty with none open).
+    pub fn detail_page(&self) -> Vec<PageLine> {
+        match &self.detail {
+            Some(d) => detail::page(
+                &d.key,
+                self.data.detail.as_ref(),
+                self.now,
+                layout::detail_text_width(self.size),
+            ),
+            None => Vec::new(),
+        }
+    }
+
+    /// The furthest the detail page scrolls at the current size.
+    pub(super) fn detail_max_scroll(&self) -> usize {
+        self.detail_page()
+            .len()
+            .saturating_sub(layout::detail_rows(self.size))
     }
 
     pub fn flash_text(&self) -> Option<&Flash> {
@@ -299,7 +336,8 @@ impl App {
     /// What the next poll reads.
     pub fn query(&self) -> DashQuery {
         let items = ItemsQuery {
-            status: self.status_filter,
+            status: self.status_filter.map(StateFilter::status),
+            outcome: self.status_filter.and_then(StateFilter::outcome),
             class: None,
             search: self.search.clone(),
             offset: self.items_window.offset,
@@ -307,6 +345,7 @@ impl App {
         };
         let class_items = self.class.as_ref().map(|class| ItemsQuery {
             status: Some(Status::Failed),
+            outcome: None,
             class: Some(class.clone()),
             search: String::new(),
             offset: self.class_window.offset,
@@ -356,104 +395,151 @@ impl App {
     }
 
     /// Applies one action; returns what it asks of the outside world.
-    pub fn update(&mut self, action: Action) -> Vec<Effect> {
-        match self.mode {
-            Mode::Filter => return self.update_filter(action),
-            Mode::Prompt => return self.update_prompt(action),
-            Mode::Confirm if matches!(action, Action::Confirm(_) | Action::Quit) => {
-                return self.update_confirm(action);
-            }
-            Mode::Help if matches!(action, Action::Up | Action::Down | Action::Back) => {
-                match action {
-                    Action::Up => self.help_scroll = self.help_scroll.saturating_sub(1),
-                    Action::Down => self.help_scroll += 1,
-                    _ => self.mode = Mode::Normal,
-                }
-                return Vec::new();
-            }
-            Mode::Notice if action == Action::Back => {
-                self.since = None;
-                self.mode = Mode::Normal;
-                return Vec::new();
-            }
-            _ => {}
+    pub fn update(&mut self, action: impl Into<Action>) -> Vec<Effect> {
+        let effects = match action.into() {
+            Action::Intent(intent) => self.on_intent(intent),
+            Action::Arrival(arrival) => self.on_arrival(arrival),
+        };
+        self.open_pending();
+        effects
+    }
+
+    /// The next dialog waiting, once nothing else has the keyboard.
+    fn open_pending(&mut self) {
+        if self.mode != Mode::Normal {
+            return;
         }
-        match action {
-            Action::Tick(now) => self.now = now,
-            Action::Resize(w, h) => {
-                self.size = (w, h);
-                self.refit();
-            }
-            Action::Polled { at, asked, result } => self.polled(at, asked, result),
-            Action::Unchanged { at, asked } => {
-                if asked == self.asked {
-                    self.last_ok = Some(at);
-                    self.stale = None;
-                }
-            }
-            Action::Since(summary) => {
+        match self.pending.pop_front() {
+            Some(Dialog::Confirm(write)) => self.ask(write),
+            Some(Dialog::Notice(summary)) => {
                 self.since = Some(*summary);
-                if self.mode == Mode::Normal {
-                    self.mode = Mode::Notice;
-                }
+                self.mode = Mode::Notice;
             }
-            Action::NextPane => self.go(Pane::ALL[(self.pane.index() + 1) % Pane::ALL.len()]),
-            Action::PrevPane => {
+            None => {}
+        }
+    }
+
+    /// What an intent does is the mode's to say.
+    fn on_intent(&mut self, intent: Intent) -> Vec<Effect> {
+        match self.mode {
+            Mode::Normal => self.on_normal(intent),
+            Mode::Filter => self.update_filter(intent),
+            Mode::Prompt => self.update_prompt(intent),
+            Mode::Confirm => self.update_confirm(intent),
+            Mode::Help => {
+                match intent {
+                    Intent::Up => self.help_scroll = self.help_scroll.saturating_sub(1),
+                    Intent::Down => self.help_scroll += 1,
+                    Intent::Back => self.mode = Mode::Normal,
+                    Intent::Quit => return self.stop(),
+                    _ => {}
+                }
+                Vec::new()
+            }
+            Mode::Notice => {
+                match intent {
+                    Intent::Back => {
+                        self.since = None;
+                        self.mode = Mode::Normal;
+                    }
+                    Intent::Quit => return self.stop(),
+                    _ => {}
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    pub(super) fn stop(&mut self) -> Vec<Effect> {
+        self.quit = true;
+        vec![Effect::Quit]
+    }
+
+    fn on_normal(&mut self, intent: Intent) -> Vec<Effect> {
+        match intent {
+            Intent::NextPane => self.go(Pane::ALL[(self.pane.index() + 1) % Pane::ALL.len()]),
+            Intent::PrevPane => {
                 self.go(Pane::ALL[(self.pane.index() + Pane::ALL.len() - 1) % Pane::ALL.len()])
             }
-            Action::GoPane(p) => self.go(p),
-            Action::Up
-            | Action::Down
-            | Action::PageUp
-            | Action::PageDown
-            | Action::Top
-            | Action::Bottom => self.move_sel(&action),
-            Action::PrevBatch => self.step_batch(-1),
-            Action::NextBatch => self.step_batch(1),
-            Action::Open => self.open(),
-            Action::Back => self.back(),
-            Action::StartFilter => self.start_filter(),
-            Action::CycleStatus => {
-                self.status_filter = match self.status_filter {
-                    None => Some(Status::Pending),
-                    Some(Status::Pending) => Some(Status::Claimed),
-                    Some(Status::Claimed) => Some(Status::Done),
-                    Some(Status::Done) => Some(Status::Failed),
-                    Some(Status::Failed) => None,
-                };
+            Intent::GoPane(p) => self.go(p),
+            Intent::Up
+            | Intent::Down
+            | Intent::PageUp
+            | Intent::PageDown
+            | Intent::Top
+            | Intent::Bottom => self.move_sel(&intent),
+            Intent::PrevBatch => self.step_batch(-1),
+            Intent::NextBatch => self.step_batch(1),
+            Intent::Open => self.open(),
+            Intent::Back => self.back(),
+            Intent::StartFilter => self.start_filter(),
+            Intent::CycleStatus => {
+                self.status_filter = StateFilter::next(self.status_filter);
                 self.reset_items();
             }
-            Action::ToggleFollow => {
+            Intent::CycleStatusBack => {
+                self.status_filter = StateFilter::prev(self.status_filter);
+                self.reset_items();
+            }
+            Intent::ToggleFollow => {
                 self.log.follow = !self.log.follow;
                 self.log.up_to = self.data.events.last().map(|e| e.id);
                 if self.log.follow {
                     self.log_to_end();
                 }
             }
-            Action::ToggleLogBatch => {
+            Intent::ToggleLogBatch => {
                 self.log.all_batches = !self.log.all_batches;
                 self.log.follow = true;
                 self.log_to_end();
             }
-            Action::Help => {
+            Intent::Help => {
                 self.mode = Mode::Help;
                 self.help_scroll = 0;
             }
-            Action::Resume
-            | Action::TogglePause
-            | Action::RequeueSelected
-            | Action::RequeueAll
-            | Action::SkipSelected => return self.ask_write(action),
-            Action::Prepared(write) => {
+            Intent::Resume
+            | Intent::TogglePause
+            | Intent::RequeueSelected
+            | Intent::RequeueAll
+            | Intent::SkipSelected => return self.ask_write(intent),
+            Intent::Quit => return self.stop(),
+            // Only meaningful in the other modes.
+            Intent::Input(_)
+            | Intent::Backspace
+            | Intent::Submit
+            | Intent::Cancel
+            | Intent::Confirm(_) => {}
+        }
+        Vec::new()
+    }
+
+    /// Whatever the mode: the clock, the terminal, what the poller and
+    /// the effects thread send back.
+    fn on_arrival(&mut self, arrival: Arrival) -> Vec<Effect> {
+        match arrival {
+            Arrival::Tick(now) => self.now = now,
+            Arrival::Resize(w, h) => {
+                self.size = (w, h);
+                self.refit();
+            }
+            Arrival::Polled { at, asked, result } => self.polled(at, asked, result),
+            Arrival::Unchanged { at, asked } => {
+                if asked == self.asked {
+                    self.last_ok = Some(at);
+                    self.stale = None;
+                }
+            }
+            Arrival::Since(summary) => self.pending.push_back(Dialog::Notice(summary)),
+            Arrival::Prepared(write) => {
                 self.busy = self.busy.saturating_sub(1);
                 match &write {
                     Write::Requeue { keys, what, .. } if keys.is_empty() => {
                         self.say(format!("no failed items to requeue: {what}"));
                     }
-                    _ => self.ask(write),
+                    _ => self.pending.push_back(Dialog::Confirm(write)),
                 }
             }
-            Action::Done { ok, message } => {
+            Arrival::Done { ok, message } => {
                 self.busy = self.busy.saturating_sub(1);
                 if ok {
                     self.say(message);
@@ -462,7 +548,7 @@ impl App {
                 }
                 return vec![Effect::PollNow];
             }
-            Action::RunnerExited { ok, message } => {
+            Arrival::RunnerExited { ok, message } => {
                 if ok {
                     self.say(message);
                 } else {
@@ -470,16 +556,6 @@ impl App {
                 }
                 return vec![Effect::PollNow];
             }
-            Action::Quit => {
-                self.quit = true;
-                return vec![Effect::Quit];
-            }
-            // Only meaningful in the other modes.
-            Action::Input(_)
-            | Action::Backspace
-            | Action::Submit
-            | Action::Cancel
-            | Action::Confirm(_) => {}
         }
         Vec::new()
     }
@@ -551,7 +627,7 @@ impl App {
         }
         self.log.nav.fit(events.len(), visible);
         self.log.sel_id = events.get(self.log.nav.sel).map(|e| e.id);
-        let max = ui::detail::max_scroll(self);
+        let max = self.detail_max_scroll();
         if let Some(d) = &mut self.detail {
             d.scroll = d.scroll.min(max);
         }
@@ -560,6 +636,7 @@ impl App {
 
 mod input;
 mod navigate;
+mod state_filter;
 mod writes;
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Side effects off the UI thread: store writes (requeue, skip, pause,
 //! unpause), counting what a "requeue all" would move, and starting a
-//! runner. Results come back as actions. Every write is recorded by the
+//! runner. Results come back as arrivals. Every write is recorded by the
 //! store as an event with `user@host`.
 
 use std::collections::BTreeSet;
@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::Msg;
-use super::action::{Action, Write};
+use super::action::{Arrival, Write};
 use crate::model::Pause;
 use crate::store::{Access, ItemsQuery, Selection, Store};
 use crate::util::identity::actor;
@@ -133,29 +133,29 @@ impl Effects {
 fn work(spawn: &RunnerSpawn, rx: &Receiver<Job>, out: &Sender<Msg>) {
     let mut store: Option<Store> = None;
     for job in rx {
-        let action = match job {
+        let arrival = match job {
             Job::Prepare { batch, query, what } => match open(&spawn.db, &mut store)
                 .and_then(|s| s.failed_keys(&batch, &query).map_err(|e| e.to_string()))
             {
-                Ok(keys) => Action::Prepared(Write::Requeue { batch, keys, what }),
-                Err(e) => Action::Done {
+                Ok(keys) => Arrival::Prepared(Write::Requeue { batch, keys, what }),
+                Err(e) => Arrival::Done {
                     ok: false,
                     message: format!("cannot count the failed items: {e}"),
                 },
             },
             Job::Write(Write::Resume { batch }) => start_runner(spawn, &batch, out),
             Job::Write(write) => match open(&spawn.db, &mut store).and_then(|s| apply(s, &write)) {
-                Ok(message) => Action::Done { ok: true, message },
+                Ok(message) => Arrival::Done { ok: true, message },
                 Err(e) => {
                     store = None;
-                    Action::Done {
+                    Arrival::Done {
                         ok: false,
                         message: format!("nothing changed: {e}"),
                     }
                 }
             },
         };
-        if out.send(Msg::Action(action)).is_err() {
+        if out.send(Msg::Arrival(arrival)).is_err() {
             return;
         }
     }
@@ -224,11 +224,12 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             Ok(format!("paused {}: {}", name(batch), name(reason)))
         }
         Write::Unpause { batch } => {
-            let was = store.unpause_batch(batch, &who, now).map_err(err)?;
-            Ok(if was {
-                format!("unpaused {}", name(batch))
-            } else {
-                format!("{} was not paused", name(batch))
+            let done = store.unpause_batch(batch, &who, now).map_err(err)?;
+            Ok(match (done.was_paused, done.lifted.is_some()) {
+                (true, false) => format!("unpaused {}", name(batch)),
+                (true, true) => format!("unpaused {} and lifted its retry-after hold", name(batch)),
+                (false, true) => format!("lifted the retry-after hold of {}", name(batch)),
+                (false, false) => format!("{} was not paused", name(batch)),
             })
         }
         Write::Resume { batch } => Err(format!("internal: resume of {batch} reached the store")),
@@ -262,8 +263,8 @@ fn runner_args(config: Option<&Path>, batch: &str) -> Result<Vec<OsString>, Stri
 /// same store and config. Not in a new process group, so that the runner's
 /// own `setsid()` succeeds and it leaves this terminal's session: it keeps
 /// running when the dashboard (or the SSH connection) goes away.
-fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
-    let fail = |message: String| Action::Done { ok: false, message };
+fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Arrival {
+    let fail = |message: String| Arrival::Done { ok: false, message };
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => return fail(format!("cannot find the nightshift executable: {e}")),
@@ -324,14 +325,14 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Action {
         if let (false, Some(path)) = (ok, &log_path) {
             message.push_str(&format!("; see {}", path.display()));
         }
-        let _ = out.send(Msg::Action(Action::RunnerExited { ok, message }));
+        let _ = out.send(Msg::Arrival(Arrival::RunnerExited { ok, message }));
     });
     let lasts = if spawn.runners.is_some() {
         "it stops when you quit"
     } else {
         "it keeps running if you quit"
     };
-    Action::Done {
+    Arrival::Done {
         ok: true,
         message: format!("started a run of {batch_name} (pid {pid}); {lasts}"),
     }

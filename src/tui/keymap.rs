@@ -4,7 +4,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::action::{Action, Pane};
+use super::action::{Intent, Pane};
 
 /// What the keyboard is doing right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,7 @@ const fn ctrl(c: char) -> Key {
 pub struct Binding {
     pub mode: Mode,
     pub keys: &'static [Key],
-    pub action: Action,
+    pub intent: Intent,
     /// Panes where it applies; empty: everywhere.
     pub panes: &'static [Pane],
     pub help: &'static str,
@@ -94,14 +94,14 @@ pub struct Binding {
 const fn bind(
     mode: Mode,
     keys: &'static [Key],
-    action: Action,
+    intent: Intent,
     help: &'static str,
     hint: Option<&'static str>,
 ) -> Binding {
     Binding {
         mode,
         keys,
-        action,
+        intent,
         panes: &[],
         help,
         hint,
@@ -127,71 +127,72 @@ const CTRL_C: &[Key] = &[ctrl('c')];
 
 #[rustfmt::skip]
 pub const BINDINGS: &[Binding] = &[
-    bind(Normal, QUIT, Action::Quit, "quit", Some("quit")),
-    bind(Normal, &[ch('?')], Action::Help, "this help", Some("help")),
-    bind(Normal, &[code(KeyCode::Tab)], Action::NextPane, "next pane", Some("pane")),
-    bind(Normal, &[code(KeyCode::BackTab)], Action::PrevPane, "previous pane", None),
-    bind(Normal, &[ch('1')], Action::GoPane(Pane::Batches), "pane 1: batches", None),
-    bind(Normal, &[ch('2')], Action::GoPane(Pane::Activity), "pane 2: activity", None),
-    bind(Normal, &[ch('3')], Action::GoPane(Pane::Items), "pane 3: items", None),
-    bind(Normal, &[ch('4')], Action::GoPane(Pane::DeadLetters), "pane 4: dead letters", None),
-    bind(Normal, &[ch('5')], Action::GoPane(Pane::Log), "pane 5: run log", None),
-    bind(Normal, &[ch('j'), code(KeyCode::Down)], Action::Down, "down", None),
-    bind(Normal, &[ch('k'), code(KeyCode::Up)], Action::Up, "up", None),
-    bind(Normal, &[code(KeyCode::PageDown), ctrl('d')], Action::PageDown, "page down", None),
-    bind(Normal, &[code(KeyCode::PageUp), ctrl('u')], Action::PageUp, "page up", None),
-    bind(Normal, &[ch('g'), code(KeyCode::Home)], Action::Top, "first", None),
-    bind(Normal, &[ch('G'), code(KeyCode::End)], Action::Bottom, "last", None),
-    bind(Normal, &[ch(']')], Action::NextBatch, "next batch", None),
-    bind(Normal, &[ch('[')], Action::PrevBatch, "previous batch", None),
-    bind(Normal, &[code(KeyCode::Enter)], Action::Open, "open: item detail, class items", Some("open")),
-    bind(Normal, &[code(KeyCode::Esc)], Action::Back, "back; clear the filter", None),
-    only(bind(Normal, &[ch('/')], Action::StartFilter, "filter: search key/label, or log kinds", Some("filter")), &[Pane::Items, Pane::Log]),
-    only(bind(Normal, &[ch('s')], Action::CycleStatus, "status filter: all/pending/claimed/done/failed", Some("status")), &[Pane::Items]),
-    only(bind(Normal, &[ch('f')], Action::ToggleFollow, "follow new events on/off", Some("follow")), &[Pane::Log]),
-    only(bind(Normal, &[ch('b')], Action::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log]),
-    writes(bind(Normal, &[ch('r')], Action::Resume, "start a run (resume) of the batch", Some("run"))),
-    writes(bind(Normal, &[ch('p')], Action::TogglePause, "pause (asks why) / unpause the batch", Some("pause"))),
-    writes(only(bind(Normal, &[ch('R')], Action::RequeueSelected, "requeue the selected failed item", Some("requeue")), LISTS)),
-    writes(only(bind(Normal, &[ch('A')], Action::RequeueAll, "requeue all failed items shown (asks)", Some("all")), LISTS)),
-    writes(only(bind(Normal, &[ch('x')], Action::SkipSelected, "mark the selected item skipped (asks)", Some("skip")), LISTS)),
-    // Filter and Prompt: typed characters become Action::Input.
-    bind(Filter, &[code(KeyCode::Enter)], Action::Submit, "keep the filter", Some("keep")),
-    bind(Filter, &[code(KeyCode::Esc)], Action::Cancel, "clear the filter", Some("clear")),
-    bind(Filter, &[code(KeyCode::Backspace)], Action::Backspace, "delete a character", None),
-    bind(Filter, CTRL_C, Action::Quit, "quit", None),
-    bind(Prompt, &[code(KeyCode::Enter)], Action::Submit, "submit", Some("submit")),
-    bind(Prompt, &[code(KeyCode::Esc)], Action::Cancel, "cancel", Some("cancel")),
-    bind(Prompt, &[code(KeyCode::Backspace)], Action::Backspace, "delete a character", None),
-    bind(Prompt, CTRL_C, Action::Quit, "quit", None),
-    bind(Confirm, &[ch('y'), ch('Y')], Action::Confirm(true), "yes, do it", Some("yes")),
-    bind(Confirm, &[ch('n'), ch('N'), code(KeyCode::Enter), code(KeyCode::Esc)], Action::Confirm(false), "no (the default)", Some("no")),
-    bind(Confirm, CTRL_C, Action::Quit, "quit", None),
-    bind(Help, &[code(KeyCode::Esc), ch('?'), code(KeyCode::Enter)], Action::Back, "close the help", Some("close")),
-    bind(Help, &[ch('j'), code(KeyCode::Down)], Action::Down, "scroll down", None),
-    bind(Help, &[ch('k'), code(KeyCode::Up)], Action::Up, "scroll up", None),
-    bind(Help, QUIT, Action::Quit, "quit", None),
-    bind(Notice, &[code(KeyCode::Esc), code(KeyCode::Enter), ch(' ')], Action::Back, "dismiss", Some("dismiss")),
-    bind(Notice, QUIT, Action::Quit, "quit", None),
+    bind(Normal, QUIT, Intent::Quit, "quit", Some("quit")),
+    bind(Normal, &[ch('?')], Intent::Help, "this help", Some("help")),
+    bind(Normal, &[code(KeyCode::Tab)], Intent::NextPane, "next pane", Some("pane")),
+    bind(Normal, &[code(KeyCode::BackTab)], Intent::PrevPane, "previous pane", None),
+    bind(Normal, &[ch('1')], Intent::GoPane(Pane::Batches), "pane 1: batches", None),
+    bind(Normal, &[ch('2')], Intent::GoPane(Pane::Activity), "pane 2: activity", None),
+    bind(Normal, &[ch('3')], Intent::GoPane(Pane::Items), "pane 3: items", None),
+    bind(Normal, &[ch('4')], Intent::GoPane(Pane::DeadLetters), "pane 4: dead letters", None),
+    bind(Normal, &[ch('5')], Intent::GoPane(Pane::Log), "pane 5: run log", None),
+    bind(Normal, &[ch('j'), code(KeyCode::Down)], Intent::Down, "down", None),
+    bind(Normal, &[ch('k'), code(KeyCode::Up)], Intent::Up, "up", None),
+    bind(Normal, &[code(KeyCode::PageDown), ctrl('d')], Intent::PageDown, "page down", None),
+    bind(Normal, &[code(KeyCode::PageUp), ctrl('u')], Intent::PageUp, "page up", None),
+    bind(Normal, &[ch('g'), code(KeyCode::Home)], Intent::Top, "first", None),
+    bind(Normal, &[ch('G'), code(KeyCode::End)], Intent::Bottom, "last", None),
+    bind(Normal, &[ch(']')], Intent::NextBatch, "next batch", None),
+    bind(Normal, &[ch('[')], Intent::PrevBatch, "previous batch", None),
+    bind(Normal, &[code(KeyCode::Enter)], Intent::Open, "open: item detail, class items", Some("open")),
+    bind(Normal, &[code(KeyCode::Esc)], Intent::Back, "back; clear the filter", None),
+    only(bind(Normal, &[ch('/')], Intent::StartFilter, "filter: search key/label, or log kinds", Some("filter")), &[Pane::Items, Pane::Log]),
+    only(bind(Normal, &[ch('s')], Intent::CycleStatus, "status filter: all/pending/claimed/done/empty/skipped/failed", Some("status")), &[Pane::Items]),
+    only(bind(Normal, &[ch('S')], Intent::CycleStatusBack, "status filter, the other way (all, then failed)", None), &[Pane::Items]),
+    only(bind(Normal, &[ch('f')], Intent::ToggleFollow, "follow new events on/off", Some("follow")), &[Pane::Log]),
+    only(bind(Normal, &[ch('b')], Intent::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log]),
+    writes(bind(Normal, &[ch('r')], Intent::Resume, "start a run (resume) of the batch", Some("run"))),
+    writes(bind(Normal, &[ch('p')], Intent::TogglePause, "pause (asks why) / unpause the batch", Some("pause"))),
+    writes(only(bind(Normal, &[ch('R')], Intent::RequeueSelected, "requeue the selected failed item", Some("requeue")), LISTS)),
+    writes(only(bind(Normal, &[ch('A')], Intent::RequeueAll, "requeue all failed items shown (asks)", Some("all")), LISTS)),
+    writes(only(bind(Normal, &[ch('x')], Intent::SkipSelected, "mark the selected item skipped (asks)", Some("skip")), LISTS)),
+    // Filter and Prompt: typed characters become Intent::Input.
+    bind(Filter, &[code(KeyCode::Enter)], Intent::Submit, "keep the filter", Some("keep")),
+    bind(Filter, &[code(KeyCode::Esc)], Intent::Cancel, "clear the filter", Some("clear")),
+    bind(Filter, &[code(KeyCode::Backspace)], Intent::Backspace, "delete a character", None),
+    bind(Filter, CTRL_C, Intent::Quit, "quit", None),
+    bind(Prompt, &[code(KeyCode::Enter)], Intent::Submit, "submit", Some("submit")),
+    bind(Prompt, &[code(KeyCode::Esc)], Intent::Cancel, "cancel", Some("cancel")),
+    bind(Prompt, &[code(KeyCode::Backspace)], Intent::Backspace, "delete a character", None),
+    bind(Prompt, CTRL_C, Intent::Quit, "quit", None),
+    bind(Confirm, &[ch('y'), ch('Y')], Intent::Confirm(true), "yes, do it", Some("yes")),
+    bind(Confirm, &[ch('n'), ch('N'), code(KeyCode::Enter), code(KeyCode::Esc)], Intent::Confirm(false), "no (the default)", Some("no")),
+    bind(Confirm, CTRL_C, Intent::Quit, "quit", None),
+    bind(Help, &[code(KeyCode::Esc), ch('?'), code(KeyCode::Enter)], Intent::Back, "close the help", Some("close")),
+    bind(Help, &[ch('j'), code(KeyCode::Down)], Intent::Down, "scroll down", None),
+    bind(Help, &[ch('k'), code(KeyCode::Up)], Intent::Up, "scroll up", None),
+    bind(Help, QUIT, Intent::Quit, "quit", None),
+    bind(Notice, &[code(KeyCode::Esc), code(KeyCode::Enter), ch(' ')], Intent::Back, "dismiss", Some("dismiss")),
+    bind(Notice, QUIT, Intent::Quit, "quit", None),
 ];
 
 fn applies(b: &Binding, mode: Mode, pane: Pane) -> bool {
     b.mode == mode && (b.panes.is_empty() || b.panes.contains(&pane))
 }
 
-/// The action a key stands for in this mode and pane.
-pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Action> {
+/// The intent a key stands for in this mode and pane.
+pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Intent> {
     if let Some(b) = BINDINGS
         .iter()
         .find(|b| applies(b, mode, pane) && b.keys.iter().any(|k| k.matches(ev)))
     {
-        return Some(b.action.clone());
+        return Some(b.intent.clone());
     }
     match (mode, ev.code) {
         (Mode::Filter | Mode::Prompt, KeyCode::Char(c))
             if !ev.modifiers.contains(KeyModifiers::CONTROL) =>
         {
-            Some(Action::Input(c))
+            Some(Intent::Input(c))
         }
         _ => None,
     }
@@ -218,15 +219,15 @@ mod tests {
     #[test]
     fn table_dispatches_per_mode_and_pane() {
         let j = key(KeyCode::Char('j'), KeyModifiers::NONE);
-        assert_eq!(lookup(Mode::Normal, Pane::Items, &j), Some(Action::Down));
+        assert_eq!(lookup(Mode::Normal, Pane::Items, &j), Some(Intent::Down));
         assert_eq!(
             lookup(Mode::Filter, Pane::Items, &j),
-            Some(Action::Input('j'))
+            Some(Intent::Input('j'))
         );
         let big_r = key(KeyCode::Char('R'), KeyModifiers::SHIFT);
         assert_eq!(
             lookup(Mode::Normal, Pane::Items, &big_r),
-            Some(Action::RequeueSelected)
+            Some(Intent::RequeueSelected)
         );
         assert_eq!(lookup(Mode::Normal, Pane::Activity, &big_r), None);
         let ctrl_c = key(KeyCode::Char('c'), KeyModifiers::CONTROL);
@@ -239,20 +240,20 @@ mod tests {
         ] {
             assert_eq!(
                 lookup(mode, Pane::Log, &ctrl_c),
-                Some(Action::Quit),
+                Some(Intent::Quit),
                 "{mode:?}"
             );
         }
         let enter = key(KeyCode::Enter, KeyModifiers::NONE);
         assert_eq!(
             lookup(Mode::Confirm, Pane::Items, &enter),
-            Some(Action::Confirm(false)),
+            Some(Intent::Confirm(false)),
             "Enter in a confirm dialog means No"
         );
         let open = key(KeyCode::Char('['), KeyModifiers::NONE);
         assert_eq!(
             lookup(Mode::Normal, Pane::Items, &open),
-            Some(Action::PrevBatch)
+            Some(Intent::PrevBatch)
         );
     }
 

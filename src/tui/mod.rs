@@ -1,9 +1,10 @@
 //! The dashboard (`nightshift watch`, or `nightshift` alone).
 //!
 //! Event → Action → `App::update` → render. Three sources feed one
-//! channel: the keyboard (a thread blocked in `crossterm::event::read`), the
-//! poller (store reads every interval, off the UI thread) and the effects
-//! thread (writes, runner starts). The loop redraws only after something
+//! channel: the keyboard (a thread blocked in `crossterm::event::read`;
+//! the keymap makes its keys intents), the poller (store reads every
+//! interval, off the UI thread) and the effects thread (writes, runner
+//! starts); those two send arrivals. The loop redraws only after something
 //! happened, or once a second for the clock; ratatui then writes only the
 //! cells that changed. The terminal is restored on every way out: `q`,
 //! Ctrl-C, SIGTERM/SIGHUP/SIGINT, and a panic (a hook restores it before
@@ -11,9 +12,12 @@
 
 pub mod action;
 pub mod app;
+pub mod detail;
 pub mod effects;
+pub mod format;
 pub mod keymap;
 pub mod keys;
+pub mod layout;
 pub mod nav;
 pub mod poller;
 pub mod theme;
@@ -35,7 +39,7 @@ use crossterm::{cursor, execute, queue};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
-use action::{Action, Effect};
+use action::{Action, Arrival, Effect, Intent};
 use app::{App, Setup};
 use effects::{Effects, Job, RunnerSpawn};
 use keymap::Mode;
@@ -50,7 +54,8 @@ pub enum Msg {
     /// The terminal went away (read failed).
     InputClosed,
     Signal(i32),
-    Action(Action),
+    /// From the poller or the effects thread.
+    Arrival(Arrival),
 }
 
 pub struct Options {
@@ -210,7 +215,7 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
     spawn_signals(tx.clone())?;
     let mut screen = Screen::enter()?;
     let size = screen.terminal.size()?;
-    app.update(Action::Resize(size.width, size.height));
+    app.update(Arrival::Resize(size.width, size.height));
     spawn_input(tx.clone());
 
     let mut sent: Option<(crate::store::DashQuery, u64)> = None;
@@ -245,7 +250,7 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
             Err(RecvTimeoutError::Disconnected) => break,
         };
         let now = now_ms();
-        app.update(Action::Tick(now));
+        app.update(Arrival::Tick(now));
         if now / 1000 != shown_second {
             shown_second = now / 1000;
             dirty = true;
@@ -254,11 +259,14 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
             let actions: Vec<Action> = match msg {
                 Msg::Input(Event::Key(k)) if k.kind != KeyEventKind::Release => {
                     dirty = true;
-                    keymap::lookup(app.mode, app.pane, &k).into_iter().collect()
+                    keymap::lookup(app.mode, app.pane, &k)
+                        .into_iter()
+                        .map(Action::from)
+                        .collect()
                 }
                 Msg::Input(Event::Resize(w, h)) => {
                     dirty = true;
-                    vec![Action::Resize(w, h)]
+                    vec![Arrival::Resize(w, h).into()]
                 }
                 Msg::Input(Event::Paste(text))
                     if matches!(app.mode, Mode::Filter | Mode::Prompt) =>
@@ -266,21 +274,21 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
                     dirty = true;
                     text.chars()
                         .filter(|c| !c.is_control())
-                        .map(Action::Input)
+                        .map(|c| Intent::Input(c).into())
                         .collect()
                 }
                 Msg::Input(_) => Vec::new(),
                 Msg::InputClosed => {
                     ended = Ended::TerminalGone;
-                    vec![Action::Quit]
+                    vec![Intent::Quit.into()]
                 }
                 Msg::Signal(sig) => {
                     ended = Ended::Signal(sig);
-                    vec![Action::Quit]
+                    vec![Intent::Quit.into()]
                 }
-                Msg::Action(a) => {
+                Msg::Arrival(a) => {
                     dirty = true;
-                    vec![a]
+                    vec![a.into()]
                 }
             };
             for action in actions {
@@ -289,7 +297,7 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
                         Effect::Write(w) => match &effects {
                             Some(e) => e.send(Job::Write(w)),
                             None => {
-                                app.update(Action::Done {
+                                app.update(Arrival::Done {
                                     ok: false,
                                     message: "read-only: nothing was changed".into(),
                                 });

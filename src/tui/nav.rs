@@ -2,7 +2,7 @@
 //! loaded: the selection and the first visible row are indices into the
 //! whole list; the window is the slice the poller reads.
 
-use super::action::Action;
+use super::action::Intent;
 
 /// Selection and scroll of one list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -14,16 +14,16 @@ pub struct ListNav {
 
 impl ListNav {
     /// Applies a movement; returns whether it was one.
-    pub fn apply(&mut self, action: &Action, len: usize, visible: usize) -> bool {
+    pub fn apply(&mut self, intent: &Intent, len: usize, visible: usize) -> bool {
         let visible = visible.max(1);
         let last = len.saturating_sub(1);
-        self.sel = match action {
-            Action::Up => self.sel.saturating_sub(1),
-            Action::Down => (self.sel + 1).min(last),
-            Action::PageUp => self.sel.saturating_sub(visible),
-            Action::PageDown => (self.sel + visible).min(last),
-            Action::Top => 0,
-            Action::Bottom => last,
+        self.sel = match intent {
+            Intent::Up => self.sel.saturating_sub(1),
+            Intent::Down => (self.sel + 1).min(last),
+            Intent::PageUp => self.sel.saturating_sub(visible),
+            Intent::PageDown => (self.sel + visible).min(last),
+            Intent::Top => 0,
+            Intent::Bottom => last,
             _ => return false,
         };
         self.fit(len, visible);
@@ -74,16 +74,16 @@ mod tests {
     fn selection_stays_visible_and_in_range() {
         let mut nav = ListNav::default();
         for _ in 0..12 {
-            nav.apply(&Action::Down, 100, 10);
+            nav.apply(&Intent::Down, 100, 10);
         }
         assert_eq!((nav.sel, nav.top), (12, 3));
-        nav.apply(&Action::Bottom, 100, 10);
+        nav.apply(&Intent::Bottom, 100, 10);
         assert_eq!((nav.sel, nav.top), (99, 90));
-        nav.apply(&Action::PageUp, 100, 10);
+        nav.apply(&Intent::PageUp, 100, 10);
         assert_eq!((nav.sel, nav.top), (89, 89));
         nav.fit(5, 10);
         assert_eq!((nav.sel, nav.top), (4, 0));
-        nav.apply(&Action::Down, 0, 10);
+        nav.apply(&Intent::Down, 0, 10);
         assert_eq!((nav.sel, nav.top), (0, 0));
     }
 

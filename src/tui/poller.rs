@@ -1,6 +1,6 @@
 //! Store reads off the UI thread: a thread that polls every interval (and
 //! at once when the query changes or after a write) and sends the result
-//! back as an action. Each poll is one short read transaction that never
+//! back as an arrival. Each poll is one short read transaction that never
 //! takes a lock a runner waits for; a poll of unchanged files reads
 //! nothing; a vanished or broken file becomes a "stale" header instead of
 //! a crash.
@@ -16,7 +16,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use super::Msg;
-use super::action::Action;
+use super::action::Arrival;
 use crate::model::Millis;
 use crate::store::{Access, AliveWatch, DashQuery, Store};
 use crate::util::time::now_ms;
@@ -77,6 +77,10 @@ impl Poller {
 }
 
 /// The open store, and which file it is.
+/// What makes a poll's answer the same as the last one: the store's change
+/// marker, whether the `PAUSED` file was there, the question, the minute.
+type Marker = (Vec<u8>, bool, (DashQuery, u64), i64);
+
 struct Source {
     db: PathBuf,
     access: Access,
@@ -114,7 +118,7 @@ impl Source {
 fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sender<Msg>) {
     let mut query: Option<(DashQuery, u64)> = None;
     let mut due = Instant::now();
-    let mut last: Option<(Vec<u8>, (DashQuery, u64), i64)> = None;
+    let mut last: Option<Marker> = None;
     // Who the last read found alive: a runner killed writes nothing, so
     // the marker alone would never show it gone.
     let mut alive = AliveWatch::default();
@@ -145,7 +149,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
                         .get()
                         .and_then(|s| s.since(t).map_err(|e| e.to_string()))
                     {
-                        let _ = out.send(Msg::Action(Action::Since(Box::new(s))));
+                        let _ = out.send(Msg::Arrival(Arrival::Since(Box::new(s))));
                     }
                 }
             }
@@ -158,13 +162,13 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
         // Same files, same question, same minute: the answer is the same
         // (the minute matters for rates and the 24 h windows). A question
         // asked again (a new `asked`) is read again.
-        let marker = src
-            .store
-            .as_ref()
-            .map(|(s, _)| (s.change_marker(), (q.clone(), asked), now / 60_000));
+        let marker = src.store.as_ref().map(|(s, _)| {
+            let stop = crate::runner::paused_file(&src.db).is_some();
+            (s.change_marker(), stop, (q.clone(), asked), now / 60_000)
+        });
         if marker.is_some() && marker == last && !alive.changed(now) {
             if out
-                .send(Msg::Action(Action::Unchanged { at: now, asked }))
+                .send(Msg::Arrival(Arrival::Unchanged { at: now, asked }))
                 .is_err()
             {
                 return;
@@ -175,7 +179,10 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
         let result = src
             .get()
             .and_then(|s| s.dashboard(q, now).map_err(|e| e.to_string()))
-            .map(Box::new);
+            .map(|mut d| {
+                d.emergency = crate::runner::paused_file(&src.db);
+                Box::new(d)
+            });
         // A search still scanning goes on at once (each poll scans for a
         // few milliseconds, see `Store::dashboard`).
         let searching =
@@ -192,7 +199,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
             }
         };
         if out
-            .send(Msg::Action(Action::Polled {
+            .send(Msg::Arrival(Arrival::Polled {
                 at: now,
                 asked,
                 result,

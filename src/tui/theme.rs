@@ -1,8 +1,11 @@
 //! Colours for 256-colour and 16-colour terminals, and none at all
 //! (`NO_COLOR`, `--no-color`): there meaning is carried by bold, reverse
-//! and underline only, so nothing depends on colour to be read.
+//! and underline only, so nothing depends on colour to be read. Also the
+//! role an item's state or an event's kind takes, wherever it is shown.
 
 use ratatui::style::{Color, Modifier, Style};
+
+use crate::model::{Outcome, Status};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Palette {
@@ -93,5 +96,29 @@ impl Palette {
                 Role::Key => s.fg(Color::Indexed(117)).add_modifier(Modifier::BOLD),
             },
         }
+    }
+}
+
+/// The role an item's state takes wherever it is shown.
+pub fn state_role(status: Status, outcome: Option<Outcome>) -> Role {
+    match (status, outcome) {
+        (Status::Failed, _) => Role::Fail,
+        (Status::Done, Some(Outcome::Empty)) => Role::Warn,
+        (Status::Done, _) => Role::Ok,
+        (Status::Claimed, _) => Role::Accent,
+        (Status::Pending, _) => Role::Normal,
+    }
+}
+
+/// How an event kind is shown.
+pub fn kind_role(kind: &str) -> Role {
+    match kind {
+        "failed" | "quarantined" | "crashed" | "aborted" => Role::Fail,
+        "empty" | "lock-held" | "lock-takeover" | "paused" | "retry" => Role::Warn,
+        "done" => Role::Ok,
+        "run-started" | "run-finished" | "requeued" | "skipped" | "unpaused" | "fire" => {
+            Role::Accent
+        }
+        _ => Role::Normal,
     }
 }

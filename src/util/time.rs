@@ -61,6 +61,28 @@ pub fn rfc3339(ms: Millis) -> String {
     to_datetime(ms).to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
+/// `07:16Z` (UTC) for a time within a day of `now`, else
+/// `2026-01-02 07:16Z`: a moment a person waits for, at a glance.
+pub fn hhmm(ms: Millis, now: Millis) -> String {
+    let t = to_datetime(ms);
+    if (ms - now).abs() < 86_400_000 {
+        t.format("%H:%MZ").to_string()
+    } else {
+        t.format("%Y-%m-%d %H:%MZ").to_string()
+    }
+}
+
+/// `15:20:05Z`: a time of day in UTC, with the date when it is not on
+/// `now`'s (UTC) day: `2026-06-03 15:20:05Z`.
+pub fn utc_clock(ms: Millis, now: Millis) -> String {
+    let t = to_datetime(ms);
+    if ms.div_euclid(86_400_000) == now.div_euclid(86_400_000) {
+        t.format("%H:%M:%SZ").to_string()
+    } else {
+        t.format("%Y-%m-%d %H:%M:%SZ").to_string()
+    }
+}
+
 /// `3m ago`, `in 2h5m`: relative to `now`, two units at most.
 pub fn relative(ms: Millis, now: Millis) -> String {
     let delta = ms - now;
@@ -97,5 +119,10 @@ mod tests {
         assert_eq!(compact(3 * 3600 + 12 * 60 + 5), "3h12m");
         assert_eq!(relative(10_000, 0), "in 10s");
         assert_eq!(relative(0, 90_000), "1m30s ago");
+        let t = 1_767_251_760_000; // 2026-01-01T07:16:00Z
+        assert_eq!(hhmm(t, t - 3_600_000), "07:16Z");
+        assert_eq!(hhmm(t, t - 2 * 86_400_000), "2026-01-01 07:16Z");
+        assert_eq!(utc_clock(55_205_000, 1000), "15:20:05Z");
+        assert_eq!(utc_clock(86_400_000 + 5000, 1000), "1970-01-02 00:00:05Z");
     }
 }

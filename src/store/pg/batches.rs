@@ -1,9 +1,23 @@
 //! Batches: names, counts, the pause flag and schedule state.
 
-use super::PgStore;
+use super::PgTx;
 use super::conn::{Conn, text};
-use crate::model::{BatchInfo, Counts, Fire, Millis, NewEvent, Pause, Runners};
+use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, Pause, Runners};
+use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
 use crate::store::{Result, StoreError, shared};
+
+/// The hold as stored (see the SQLite store's `HOLD`).
+const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
+                      FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
+                     WHERE b.id = $1 AND b.hold_until IS NOT NULL";
+
+fn hold(c: &mut Conn, id: i64) -> Result<Option<Hold>> {
+    Ok(c.opt(HOLD, &[&id])?.map(|r| Hold {
+        until: c.tout(r.get(0)),
+        key: r.get(1),
+        label: r.get(2),
+    }))
+}
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(c: &mut Conn, name: &str) -> Result<i64> {
@@ -60,7 +74,7 @@ pub(crate) fn counts(c: &mut Conn, id: i64) -> Result<Counts> {
         match r.get::<_, &str>(0) {
             "pending" => out.pending = n,
             "claimed" => out.claimed = n,
-            "done" => out.done_ok = n,
+            "done" => out.done = n,
             "empty" => out.empty = n,
             "skipped" => out.skipped = n,
             "retry" => out.retry = n,
@@ -68,14 +82,10 @@ pub(crate) fn counts(c: &mut Conn, id: i64) -> Result<Counts> {
             _ => {}
         }
     }
-    out.done = out.done_ok + out.empty + out.skipped;
-    out.failed = out.retry + out.manual;
     Ok(out)
 }
 
-type Schedule = (Option<Pause>, Option<Millis>, Option<Fire>);
-
-fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<Schedule> {
+fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<BatchState> {
     let r = c.one(
         "SELECT paused, paused_reason, paused_by, paused_at, next_fire,
                 last_fire_at, last_fire_outcome, last_fire_reason, last_fire_run
@@ -100,13 +110,16 @@ fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<Schedule> {
 /// and who of its runners is alive at `now`.
 pub(crate) fn info(c: &mut Conn, id: i64, name: String, now: Millis) -> Result<BatchInfo> {
     let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
+    let (last_run, stepped_down) = super::runs::last(c, id)?;
     let mut info = BatchInfo {
         counts: counts(c, id)?,
         pause,
         next_fire,
         last_fire,
         locks: super::locks::current(c, id, &name)?,
-        last_run: super::runs::last(c, id)?,
+        last_run,
+        stepped_down,
+        hold: hold(c, id)?,
         runners: Runners::default(),
         name,
     };
@@ -121,6 +134,14 @@ pub(crate) fn info(c: &mut Conn, id: i64, name: String, now: Millis) -> Result<B
         )
     })?;
     Ok(info)
+}
+
+/// When the batch was made.
+pub(crate) fn created_at(c: &mut Conn, id: i64) -> Result<Millis> {
+    let at: i64 = c
+        .one("SELECT created_at FROM batches WHERE id = $1", &[&id])?
+        .get(0);
+    Ok(c.tout(at))
 }
 
 /// Done and failed completions per minute, oldest first, for the last
@@ -147,152 +168,94 @@ pub(crate) fn minutes(c: &mut Conn, id: i64, now: Millis, minutes: i64) -> Resul
     Ok(out)
 }
 
-impl PgStore {
-    pub fn batch_names(&self) -> Result<Vec<String>> {
-        self.read(names)
+const BATCH_ROW_LOCKED: &str = "SELECT 1 FROM batches WHERE id = $1 FOR UPDATE";
+const BATCH_SET_PAUSE: &str = "UPDATE batches
+    SET paused = true, paused_reason = $2, paused_by = $3, paused_at = $4 WHERE id = $1";
+const BATCH_CLEAR_PAUSE: &str = "UPDATE batches
+    SET paused = false, paused_reason = NULL, paused_by = NULL, paused_at = NULL,
+        hold_until = NULL, hold_key = NULL
+  WHERE id = $1";
+const BATCH_EXTEND_HOLD: &str = "UPDATE batches SET hold_until = $2, hold_key = $3
+  WHERE name = $1 AND (hold_until IS NULL OR hold_until < $2)";
+const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = $2 WHERE id = $1";
+const BATCH_RECORD_FIRE: &str = "UPDATE batches
+    SET last_fire_at = $2, last_fire_outcome = $3, last_fire_reason = $4, last_fire_run = $5
+  WHERE id = $1 AND (last_fire_at IS NULL OR last_fire_at <= $2)";
+
+impl BatchesRead for PgTx<'_> {
+    fn batch_id(&mut self, name: &str) -> Result<i64> {
+        batch_id(self.c, name)
     }
 
-    pub fn ensure_batch(&mut self, name: &str, now: Millis) -> Result<()> {
-        self.write(|c| ensure(c, name, now).map(drop))
+    fn batch_names(&mut self) -> Result<Vec<String>> {
+        names(self.c)
     }
 
-    pub fn check_batch(&self, name: &str) -> Result<()> {
-        self.read(|c| batch_id(c, name).map(drop))
+    fn batch_counts(&mut self, batch: i64) -> Result<Counts> {
+        counts(self.c, batch)
     }
 
-    pub fn counts(&self, batch: &str) -> Result<Counts> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            counts(c, id)
-        })
+    fn batch_paused(&mut self, batch: i64) -> Result<bool> {
+        paused(self.c, batch)
     }
 
-    pub fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>> {
-        let now = crate::util::time::now_ms();
-        self.read(|c| {
-            let wanted = match only {
-                Some(name) => {
-                    batch_id(c, name)?;
-                    vec![name.to_string()]
-                }
-                None => names(c)?,
-            };
-            let mut out = Vec::with_capacity(wanted.len());
-            for name in wanted {
-                let id = batch_id(c, &name)?;
-                out.push(info(c, id, name, now)?);
-            }
-            Ok(out)
-        })
+    fn batch_state(&mut self, batch: i64) -> Result<BatchState> {
+        pause_and_schedule(self.c, batch)
     }
 
-    pub fn pause_batch(&mut self, batch: &str, p: &Pause) -> Result<bool> {
-        self.write(|c| {
-            let id = ensure(c, batch, p.at)?;
-            let was = paused(c, id)?;
-            let at = c.tin(p.at);
-            c.x(
-                "UPDATE batches SET paused = true, paused_reason = $2, paused_by = $3, paused_at = $4
-                  WHERE id = $1",
-                &[&id, &text(&p.reason), &p.by, &at],
-            )?;
-            super::events::insert(
-                c,
-                &NewEvent::new(p.at, batch, "paused", format!("paused by {}: {}", p.by, p.reason))
-                    .actor(&p.by)
-                    .fields(serde_json::json!({"reason": p.reason})),
-            )?;
-            Ok(was)
-        })
+    fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
+        hold(self.c, batch)
     }
 
-    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<bool> {
-        self.write(|c| {
-            let id = batch_id(c, batch)?;
-            let was = paused(c, id)?;
-            c.x(
-                "UPDATE batches SET paused = false, paused_reason = NULL, paused_by = NULL,
-                        paused_at = NULL
-                  WHERE id = $1",
-                &[&id],
-            )?;
-            if was {
-                super::events::insert(
-                    c,
-                    &NewEvent::new(now, batch, "unpaused", format!("unpaused by {actor}"))
-                        .actor(actor),
-                )?;
-            }
-            Ok(was)
-        })
+    fn batch_info(&mut self, batch: i64, name: String, now: Millis) -> Result<BatchInfo> {
+        info(self.c, batch, name, now)
     }
 
-    pub fn pause(&self, batch: &str) -> Result<Option<Pause>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            Ok(pause_and_schedule(c, id)?.0)
-        })
+    fn minute_counts(&mut self, batch: i64, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
+        self::minutes(self.c, batch, now, minutes)
+    }
+}
+
+impl BatchesWrite for PgTx<'_> {
+    fn batch_ensure(&mut self, name: &str, now: Millis) -> Result<i64> {
+        ensure(self.c, name, now)
     }
 
-    pub fn hold_until(&self, batch: &str) -> Result<Option<Millis>> {
-        self.read(|c| {
-            let held: Option<i64> = c
-                .opt("SELECT hold_until FROM batches WHERE name = $1", &[&batch])?
-                .and_then(|r| r.get(0));
-            Ok(c.tout_opt(held))
-        })
+    fn batch_row_locked(&mut self, batch: i64) -> Result<()> {
+        self.c.x(BATCH_ROW_LOCKED, &[&batch])?;
+        Ok(())
     }
 
-    pub fn set_hold(&mut self, batch: &str, until: Millis) -> Result<()> {
-        self.write(|c| {
-            let until = c.tin(until);
-            c.x(
-                "UPDATE batches SET hold_until = greatest(coalesce(hold_until, 0), $2)
-                  WHERE name = $1",
-                &[&batch, &until],
-            )?;
-            Ok(())
-        })
+    fn batch_set_pause(&mut self, batch: i64, p: &Pause) -> Result<()> {
+        let at = self.c.tin(p.at);
+        self.c
+            .x(BATCH_SET_PAUSE, &[&batch, &text(&p.reason), &p.by, &at])?;
+        Ok(())
     }
 
-    pub fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()> {
-        self.write(|c| {
-            let id = ensure(c, batch, now)?;
-            let next = c.tin_opt(next);
-            c.x(
-                "UPDATE batches SET next_fire = $2 WHERE id = $1",
-                &[&id, &next],
-            )?;
-            Ok(())
-        })
+    fn batch_clear_pause(&mut self, batch: i64) -> Result<()> {
+        self.c.x(BATCH_CLEAR_PAUSE, &[&batch])?;
+        Ok(())
     }
 
-    pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent> {
-        self.write(|c| {
-            let id = ensure(c, batch, fire.at)?;
-            let at = c.tin(fire.at);
-            c.x(
-                "UPDATE batches SET last_fire_at = $2, last_fire_outcome = $3,
-                        last_fire_reason = $4, last_fire_run = $5
-                  WHERE id = $1 AND (last_fire_at IS NULL OR last_fire_at <= $2)",
-                &[&id, &at, &fire.outcome, &fire.reason, &fire.run_id],
-            )?;
-            let message = match &fire.reason {
-                Some(reason) => format!("fire {}: {reason}", fire.outcome),
-                None => format!("fire {}", fire.outcome),
-            };
-            let mut event = NewEvent::new(fire.at, batch, "fire", message)
-                .fields(serde_json::json!({"outcome": fire.outcome, "reason": fire.reason}));
-            event.run_id = fire.run_id;
-            super::events::insert(c, &event)?;
-            Ok(event)
-        })
+    fn batch_extend_hold(&mut self, name: &str, until: Millis, key: Option<&str>) -> Result<()> {
+        let until = self.c.tin(until);
+        self.c.x(BATCH_EXTEND_HOLD, &[&name, &until, &key])?;
+        Ok(())
     }
 
-    pub fn minute_stats(&self, batch: &str, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            self::minutes(c, id, now, minutes)
-        })
+    fn batch_set_next_fire(&mut self, batch: i64, next: Option<Millis>) -> Result<()> {
+        let next = self.c.tin_opt(next);
+        self.c.x(BATCH_SET_NEXT_FIRE, &[&batch, &next])?;
+        Ok(())
+    }
+
+    fn batch_record_fire(&mut self, batch: i64, fire: &Fire) -> Result<()> {
+        let at = self.c.tin(fire.at);
+        self.c.x(
+            BATCH_RECORD_FIRE,
+            &[&batch, &at, &fire.outcome, &fire.reason, &fire.run_id],
+        )?;
+        Ok(())
     }
 }

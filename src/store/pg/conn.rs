@@ -1,6 +1,7 @@
 //! One PostgreSQL session: connecting, the clock offset, a statement cache,
 //! and error classification.
 
+use crate::store::Fault;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,7 +9,8 @@ use std::path::Path;
 use postgres::types::ToSql;
 use postgres::{Client, NoTls, Row, Statement};
 
-use crate::store::{Access, Result, StoreError};
+use crate::store::api::Access;
+use crate::store::{Result, StoreError};
 
 /// Statement parameters, as the `postgres` crate takes them.
 pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -338,6 +340,7 @@ pub(crate) fn text_opt(s: Option<&str>) -> Option<Cow<'_, str>> {
 
 /// Parses a stored enum column; the schema's CHECKs keep these valid.
 pub(crate) fn parse_col_text<T: std::str::FromStr<Err = String>>(text: &str) -> Result<T> {
-    text.parse()
-        .map_err(|e: String| StoreError::Invalid(format!("unreadable stored value: {e}")))
+    text.parse().map_err(|e: String| {
+        StoreError::Fault(Fault::Unreadable(format!("unreadable stored value: {e}")))
+    })
 }

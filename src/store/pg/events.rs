@@ -2,11 +2,13 @@
 
 use postgres::Row;
 
-use super::PgStore;
 use super::batches::batch_id;
 use super::conn::{Conn, text};
+use super::{PgStore, PgTx};
 use crate::model::{Event, Millis, NewEvent};
-use crate::store::{EventFilter, FollowCursor, Result, json_col};
+use crate::store::api::{EventFilter, FollowCursor};
+use crate::store::dialect::{EventsRead, EventsWrite};
+use crate::store::{Result, json_col};
 
 pub(crate) fn insert(c: &mut Conn, e: &NewEvent) -> Result<i64> {
     let batch = match &e.batch {
@@ -109,12 +111,13 @@ impl Args {
 /// The oldest transaction still running (all below it have finished).
 const HORIZON: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8";
 
-/// The `WHERE` conditions of `filter` (batch, kinds, key, since).
-fn conditions(c: &mut Conn, filter: &EventFilter, args: &mut Args) -> Result<String> {
+/// The `WHERE` conditions of `filter` (its batch given as `batch`, kinds,
+/// key, since).
+fn conditions(c: &Conn, batch: Option<i64>, filter: &EventFilter, args: &mut Args) -> String {
     let mut cond = String::from("true");
     let mut batch_slot = None;
-    if let Some(name) = &filter.batch {
-        let slot = args.push(batch_id(c, name)?);
+    if let Some(id) = batch {
+        let slot = args.push(id);
         cond.push_str(&format!(" AND e.batch_id = {slot}"));
         batch_slot = Some(slot);
     }
@@ -137,39 +140,14 @@ fn conditions(c: &mut Conn, filter: &EventFilter, args: &mut Args) -> Result<Str
         let slot = args.push(c.tin(since));
         cond.push_str(&format!(" AND e.at >= {slot}"));
     }
-    Ok(cond)
+    cond
 }
 
+const KINDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.kind, count(*)::int8 FROM events e
+   LEFT JOIN batches b ON b.id = e.batch_id
+  WHERE e.at > $1 GROUP BY 1, 2 ORDER BY 1, 2";
+
 impl PgStore {
-    pub fn log_event(&mut self, e: &NewEvent) -> Result<i64> {
-        self.write(|c| insert(c, e))
-    }
-
-    /// Events matching `filter`: the newest `limit`, returned oldest first;
-    /// with `after_id`, the oldest `limit` after it.
-    pub fn events(&self, filter: &EventFilter) -> Result<Vec<Event>> {
-        self.read(|c| {
-            let mut args = Args::new();
-            let mut cond = conditions(c, filter, &mut args)?;
-            let following = filter.after_id.is_some();
-            if let Some(after) = filter.after_id {
-                let slot = args.push(after);
-                cond.push_str(&format!(" AND e.id > {slot}"));
-            }
-            let order = if following { "ASC" } else { "DESC" };
-            let limit = if filter.limit == 0 { 200 } else { filter.limit };
-            let sql = format!(
-                "SELECT {COLUMNS} FROM {FROM} WHERE {cond} ORDER BY e.id {order} LIMIT {limit}"
-            );
-            let rows = c.q(&sql, &args.refs())?;
-            let mut out: Vec<Event> = rows.iter().map(|r| event_from_row(c, r)).collect();
-            if !following {
-                out.reverse();
-            }
-            Ok(out)
-        })
-    }
-
     /// Starts following the log at the current horizon of finished
     /// transactions (see `follow_next`). Take it before listing what is
     /// already there, then pass the listing to `FollowCursor::shown`.
@@ -200,8 +178,12 @@ impl PgStore {
             if to <= from {
                 return Ok((Vec::new(), from));
             }
+            let batch = match &filter.batch {
+                Some(name) => Some(batch_id(c, name)?),
+                None => None,
+            };
             let mut args = Args::new();
-            let mut cond = conditions(c, filter, &mut args)?;
+            let mut cond = conditions(c, batch, filter, &mut args);
             let (f, t) = (args.push(from), args.push(to));
             let skip = args.push(cursor.shown.clone());
             cond.push_str(&format!(
@@ -220,20 +202,43 @@ impl PgStore {
             events
         })
     }
+}
 
-    /// Event counts by kind since `since`.
-    pub fn event_kinds_since(&self, since: Millis) -> Result<Vec<(String, String, i64)>> {
-        self.read(|c| {
-            let since = c.tin(since);
-            Ok(c.q(
-                "SELECT coalesce(b.name, ''), e.kind, count(*)::int8 FROM events e
-                   LEFT JOIN batches b ON b.id = e.batch_id
-                  WHERE e.at > $1 GROUP BY 1, 2 ORDER BY 1, 2",
-                &[&since],
-            )?
+impl EventsRead for PgTx<'_> {
+    fn events_page(
+        &mut self,
+        batch: Option<i64>,
+        filter: &EventFilter,
+        limit: usize,
+    ) -> Result<Vec<Event>> {
+        let mut args = Args::new();
+        let mut cond = conditions(self.c, batch, filter, &mut args);
+        let mut order = "DESC";
+        if let Some(after) = filter.after_id {
+            let slot = args.push(after);
+            cond.push_str(&format!(" AND e.id > {slot}"));
+            order = "ASC";
+        }
+        let sql = format!(
+            "SELECT {COLUMNS} FROM {FROM} WHERE {cond} ORDER BY e.id {order} LIMIT {limit}"
+        );
+        let rows = self.c.q(&sql, &args.refs())?;
+        Ok(rows.iter().map(|r| event_from_row(self.c, r)).collect())
+    }
+
+    fn event_kinds_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
+        let since = self.c.tin(since);
+        Ok(self
+            .c
+            .q(KINDS_SINCE, &[&since])?
             .iter()
             .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect())
-        })
+    }
+}
+
+impl EventsWrite for PgTx<'_> {
+    fn event_insert(&mut self, event: &NewEvent) -> Result<i64> {
+        insert(self.c, event)
     }
 }

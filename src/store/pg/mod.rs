@@ -27,6 +27,7 @@ mod conn;
 mod daemons;
 mod dead_letters;
 mod events;
+mod hot;
 mod items;
 mod locks;
 mod prune;
@@ -36,11 +37,24 @@ mod tombstones;
 mod views;
 mod workers;
 
+use crate::store::Fault;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::{Access, Result, StoreError};
+use super::{Result, StoreError};
+use crate::store::api::Access;
 use conn::Conn;
+
+/// One PostgreSQL transaction, as the statements of `dialect` see it.
+pub(crate) struct PgTx<'c> {
+    c: &'c mut Conn,
+}
+
+impl<'c> PgTx<'c> {
+    pub(crate) fn new(c: &'c mut Conn) -> PgTx<'c> {
+        PgTx { c }
+    }
+}
 pub(crate) use schema::DbId;
 pub use schema::PG_SCHEMA_VERSION;
 
@@ -289,11 +303,11 @@ impl PgStore {
         // rollback: ask first, so a lost group is never reported as kept.
         if let Err(e) = conn.simple("SELECT 1") {
             let _ = conn.simple("ROLLBACK");
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
                 "the group transaction on {} was rolled back by an error; nothing in it was kept ({})",
                 target.display(),
                 e.at(&target)
-            )));
+            ))));
         }
         if let Err(e) = conn.simple("COMMIT") {
             let _ = conn.simple("ROLLBACK");

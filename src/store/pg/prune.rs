@@ -8,8 +8,9 @@ use super::PgStore;
 use super::conn::Conn;
 use super::tombstones;
 use crate::model::{Millis, NewEvent};
+use crate::store::api::PruneReport;
 use crate::store::chunks::Chunks;
-use crate::store::{PruneReport, Result, shared};
+use crate::store::{Result, shared};
 
 const DONE_ITEMS: &str = "FROM items WHERE status = 'done' AND updated_at < $1";
 const FAILED_ITEMS: &str = "FROM items WHERE status = 'failed' AND updated_at < $1";

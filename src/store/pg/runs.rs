@@ -1,19 +1,21 @@
 //! Runs: one execution of a batch, with its summary counts.
 
+use crate::store::Fault;
 use postgres::Row;
 
-use super::PgStore;
-use super::batches::{batch_id, ensure};
+use super::PgTx;
 use super::conn::{Conn, text};
 use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
-use crate::store::{OpenRun, Result, StoreError};
+use crate::store::api::OpenRun;
+use crate::store::dialect::{RunsRead, RunsWrite};
+use crate::store::rows::run_columns;
+use crate::store::{Result, StoreError};
 
-const COLUMNS: &str = "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
-    r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven,
-    r.released, r.cost, r.summary, r.actor";
+const COLUMNS: &str = run_columns!();
 
 fn run_from_row(c: &Conn, r: &Row) -> Result<Run> {
-    let parse = |e: String| StoreError::Invalid(format!("unreadable run row: {e}"));
+    let parse =
+        |e: String| StoreError::Fault(Fault::Unreadable(format!("unreadable run row: {e}")));
     Ok(Run {
         id: r.get(0),
         batch: r.get(1),
@@ -40,8 +42,28 @@ fn run_from_row(c: &Conn, r: &Row) -> Result<Run> {
     })
 }
 
-pub(crate) fn last(c: &mut Conn, id: i64) -> Result<Option<Run>> {
-    Ok(recent(c, id, 1)?.pop())
+/// A run that stepped down at once (`Run::stepped_down`, in SQL).
+const STEPPED_DOWN: &str = "(r.state = 'lock-held' OR (r.state IN ('paused', 'aborted')
+    AND r.done + r.empty + r.failed + r.redriven + r.released = 0))";
+
+/// The newest run that did work, and the newest run when it stepped down
+/// after it (see `BatchInfo::last_run`).
+pub(crate) fn last(c: &mut Conn, id: i64) -> Result<(Option<Run>, Option<Run>)> {
+    let Some(newest) = recent(c, id, 1)?.pop() else {
+        return Ok((None, None));
+    };
+    if !newest.stepped_down() {
+        return Ok((Some(newest), None));
+    }
+    let worked = c.opt(
+        &format!(
+            "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
+              WHERE r.batch_id = $1 AND NOT {STEPPED_DOWN} ORDER BY r.id DESC LIMIT 1"
+        ),
+        &[&id],
+    )?;
+    let worked = worked.map(|r| run_from_row(c, &r)).transpose()?;
+    Ok((worked, Some(newest)))
 }
 
 /// The newest `limit` runs of a batch, newest first.
@@ -56,144 +78,114 @@ pub(crate) fn recent(c: &mut Conn, id: i64, limit: usize) -> Result<Vec<Run>> {
     rows.iter().map(|r| run_from_row(c, r)).collect()
 }
 
-impl PgStore {
-    pub fn start_run(
+const RUN_BY_ID: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs r JOIN batches b ON b.id = r.batch_id WHERE r.id = $1"
+);
+const RUNS_OPEN: &str = "SELECT id, host, pid, pid_start, started_at FROM runs
+  WHERE state = 'running' AND batch_id = $1 ORDER BY id";
+const RUN_INSERT: &str =
+    "INSERT INTO runs (batch_id, trigger, actor, host, pid, pid_start, started_at, state)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'running') RETURNING id";
+const RUN_FINISH: &str = "UPDATE runs
+    SET state = $2, summary = $3, skipped_done = $4, retried = $5, ended_at = $6
+  WHERE id = $1 AND state = 'running'";
+const RUN_ADD_RETRIED: &str = "UPDATE runs SET retried = retried + $2 WHERE id = $1";
+const RUNS_MARK_CRASHED: &str = "UPDATE runs SET state = 'crashed', ended_at = $2,
+        summary = coalesce(summary, 'crashed: the runner stopped without finishing')
+  WHERE id = ANY($1) AND state = 'running'
+    AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.run_id = runs.id)";
+
+impl RunsRead for PgTx<'_> {
+    fn run_by_id(&mut self, run: i64) -> Result<Option<Run>> {
+        let c = &mut *self.c;
+        let row = c.opt(RUN_BY_ID, &[&run])?;
+        row.map(|r| run_from_row(c, &r)).transpose()
+    }
+
+    fn runs_recent(&mut self, batch: i64, limit: usize) -> Result<Vec<Run>> {
+        recent(self.c, batch, limit)
+    }
+
+    fn runs_open(&mut self, batch: i64) -> Result<Vec<OpenRun>> {
+        let c = &mut *self.c;
+        let rows = c.q(RUNS_OPEN, &[&batch])?;
+        Ok(rows
+            .iter()
+            .map(|r| OpenRun {
+                id: r.get(0),
+                holder: Holder {
+                    host: r.get(1),
+                    pid: r.get::<_, i64>(2) as u32,
+                    pid_start: r.get::<_, Option<i64>>(3).map(|s| s as u64),
+                },
+                started_at: c.tout(r.get(4)),
+            })
+            .collect())
+    }
+}
+
+impl RunsWrite for PgTx<'_> {
+    fn run_insert(
         &mut self,
-        batch: &str,
+        batch: i64,
         trigger: Trigger,
         actor: Option<&str>,
         holder: &Holder,
         now: Millis,
-        seat: Option<&str>,
     ) -> Result<i64> {
-        self.write(|c| {
-            let id = ensure(c, batch, now)?;
-            let at = c.tin(now);
-            let run_id: i64 = c
-                .one(
-                    "INSERT INTO runs (batch_id, trigger, actor, host, pid, pid_start, started_at, state)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'running') RETURNING id",
-                    &[
-                        &id,
-                        &trigger.as_str(),
-                        &actor,
-                        &holder.host,
-                        &i64::from(holder.pid),
-                        &holder.pid_start.map(|s| s as i64),
-                        &at,
-                    ],
-                )?
-                .get(0);
-            // In the same transaction: no other runner ever sees the run
-            // open without a seat (and takes it for dead).
-            if let Some(token) = seat {
-                c.x(
-                    "UPDATE locks SET run_id = $3 WHERE batch_id = $1 AND token = $2",
-                    &[&id, &token, &run_id],
-                )?;
-            }
-            Ok(run_id)
-        })
+        let c = &mut *self.c;
+        let at = c.tin(now);
+        Ok(c.one(
+            RUN_INSERT,
+            &[
+                &batch,
+                &trigger.as_str(),
+                &actor,
+                &holder.host,
+                &i64::from(holder.pid),
+                &holder.pid_start.map(|s| s as i64),
+                &at,
+            ],
+        )?
+        .get(0))
     }
 
-    pub fn finish_run(
+    fn run_finish(
         &mut self,
-        run_id: i64,
+        run: i64,
         state: RunState,
         summary: &str,
         skipped_done: i64,
         retried: i64,
         now: Millis,
     ) -> Result<()> {
-        self.write(|c| {
-            let at = c.tin(now);
-            // A run that lost its lock was marked `crashed` by the run
-            // that took over: that verdict stands.
-            c.x(
-                "UPDATE runs SET state = $2, summary = $3, skipped_done = $4, retried = $5,
-                        ended_at = $6
-                  WHERE id = $1 AND state = 'running'",
-                &[
-                    &run_id,
-                    &state.as_str(),
-                    &text(summary),
-                    &skipped_done,
-                    &retried,
-                    &at,
-                ],
-            )?;
-            Ok(())
-        })
+        let c = &mut *self.c;
+        let at = c.tin(now);
+        c.x(
+            RUN_FINISH,
+            &[
+                &run,
+                &state.as_str(),
+                &text(summary),
+                &skipped_done,
+                &retried,
+                &at,
+            ],
+        )?;
+        Ok(())
     }
 
-    pub fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()> {
-        self.write(|c| {
-            c.x(
-                "UPDATE runs SET retried = retried + $2 WHERE id = $1",
-                &[&run_id, &n],
-            )?;
-            Ok(())
-        })
+    fn run_add_retried(&mut self, run: i64, n: i64) -> Result<()> {
+        self.c.x(RUN_ADD_RETRIED, &[&run, &n])?;
+        Ok(())
     }
 
-    pub fn run(&self, run_id: i64) -> Result<Option<Run>> {
-        self.read(|c| {
-            let row = c.opt(
-                &format!(
-                    "SELECT {COLUMNS} FROM runs r JOIN batches b ON b.id = r.batch_id
-                      WHERE r.id = $1"
-                ),
-                &[&run_id],
-            )?;
-            row.map(|r| run_from_row(c, &r)).transpose()
-        })
-    }
-
-    pub fn runs(&self, batch: &str, limit: usize) -> Result<Vec<Run>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            recent(c, id, limit)
-        })
-    }
-
-    pub fn open_runs(&self, batch: &str) -> Result<Vec<OpenRun>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let rows = c.q(
-                "SELECT id, host, pid, pid_start, started_at FROM runs
-                  WHERE state = 'running' AND batch_id = $1 ORDER BY id",
-                &[&id],
-            )?;
-            Ok(rows
-                .iter()
-                .map(|r| OpenRun {
-                    id: r.get(0),
-                    holder: Holder {
-                        host: r.get(1),
-                        pid: r.get::<_, i64>(2) as u32,
-                        pid_start: r.get::<_, Option<i64>>(3).map(|s| s as u64),
-                    },
-                    started_at: c.tout(r.get(4)),
-                })
-                .collect())
-        })
-    }
-
-    pub fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()> {
-        self.write(|c| {
-            let at = c.tin(now);
-            // Never a run that holds a seat now: the caller found these
-            // seatless with two reads (seats, then open runs), and a runner
-            // that took its seat in between is alive (READ COMMITTED lets
-            // the second read see what the first did not).
-            c.x(
-                "UPDATE runs SET state = 'crashed', ended_at = $2,
-                        summary = coalesce(summary, 'crashed: the runner stopped without finishing')
-                  WHERE id = ANY($1) AND state = 'running'
-                    AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.run_id = runs.id)",
-                &[&run_ids, &at],
-            )?;
-            Ok(())
-        })
+    fn runs_mark_crashed(&mut self, runs: &[i64], now: Millis) -> Result<()> {
+        let c = &mut *self.c;
+        let at = c.tin(now);
+        c.x(RUNS_MARK_CRASHED, &[&runs, &at])?;
+        Ok(())
     }
 }

@@ -12,13 +12,15 @@
 //! (batch, bucket), every claim and completion of every runner would queue
 //! on the same few rows until the writer's commit.
 
+use crate::store::Fault;
 use std::path::Path;
 
 use super::conn::Conn;
-use crate::store::{Access, Result, StoreError};
+use crate::store::api::Access;
+use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 8;
+pub const PG_SCHEMA_VERSION: i32 = 9;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -334,7 +336,7 @@ CREATE TRIGGER tombstones_deleted AFTER DELETE ON tombstones
 
 /// Version 6: each run's worker process groups (one row per slot), so a
 /// later run on the same host can stop those a crashed runner left behind
-/// (see `runner::groups`).
+/// (see `runner::child::groups`).
 const V6: &str = r#"
 CREATE TABLE workers (
     run_id  BIGINT NOT NULL,
@@ -370,7 +372,10 @@ CREATE TABLE daemons (
 );
 "#;
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8];
+/// Version 9: a retry-after hold names the item whose answer asked for it.
+const V9: &str = "ALTER TABLE nightshift.batches ADD COLUMN hold_key TEXT;";
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).
@@ -424,9 +429,11 @@ fn version(conn: &mut Conn) -> Result<Option<i32>> {
     )?;
     let Some(row) = row else { return Ok(Some(0)) };
     let v: String = row.get(0);
-    v.parse()
-        .map(Some)
-        .map_err(|_| StoreError::Invalid(format!("unreadable nightshift schema version {v:?}")))
+    v.parse().map(Some).map_err(|_| {
+        StoreError::Fault(Fault::Unreadable(format!(
+            "unreadable nightshift schema version {v:?}"
+        )))
+    })
 }
 
 /// Refuses databases without the nightshift schema, or with a newer one;

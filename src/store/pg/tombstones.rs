@@ -44,7 +44,7 @@ pub(crate) fn any(c: &mut Conn, batch_id: i64) -> Result<bool> {
     .get(0))
 }
 
-fn find(c: &mut Conn, batch_id: i64, key: &str) -> Result<Option<Tombstone>> {
+pub(super) fn find(c: &mut Conn, batch_id: i64, key: &str) -> Result<Option<Tombstone>> {
     let Some(r) = c.opt(
         "SELECT key, outcome, done_at, pruned_at FROM tombstones
           WHERE batch_id = $1 AND key = $2",

@@ -9,9 +9,10 @@ use super::conn::{Conn, parse_col_text};
 use super::events::Args;
 use super::items::{ITEM_COLUMNS, filter_sql, item_from_row};
 use crate::model::{BatchInfo, Event, Millis, Status, Tier};
-use crate::store::{
+use crate::store::Result;
+use crate::store::api::{
     BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemFilter, ItemPage,
-    ItemRow, ItemsQuery, Result, SinceSummary,
+    ItemRow, ItemsQuery, SinceSummary,
 };
 
 /// Characters of an error message or event message kept for a list row.
@@ -26,6 +27,7 @@ fn filter_of(q: &ItemsQuery) -> ItemFilter {
         } else {
             q.status
         },
+        outcome: q.outcome,
         error_class: q.class.clone(),
         search: (!q.search.is_empty()).then(|| q.search.clone()),
         ..ItemFilter::default()
@@ -96,22 +98,18 @@ fn count_items(
 ) -> Result<(i64, bool)> {
     let counts = &info.counts;
     if q.search.is_empty() {
-        match (&q.class, q.status) {
-            (None, None) => return Ok((counts.total(), false)),
-            (None, Some(Status::Pending)) => return Ok((counts.pending, false)),
-            (None, Some(Status::Claimed)) => return Ok((counts.claimed, false)),
-            (None, Some(Status::Done)) => return Ok((counts.done, false)),
-            (None, Some(Status::Failed)) => return Ok((counts.failed, false)),
-            (Some(class), _) => {
-                let n: i64 = c
-                    .one(
-                        "SELECT coalesce(sum(n), 0)::int8 FROM failed_classes
-                          WHERE batch_id = $1 AND error_class = $2",
-                        &[&id, class],
-                    )?
-                    .get(0);
-                return Ok((n, false));
-            }
+        if let (None, Some(n)) = (&q.class, crate::store::api::counted(counts, q)) {
+            return Ok((n, false));
+        }
+        if let Some(class) = &q.class {
+            let n: i64 = c
+                .one(
+                    "SELECT coalesce(sum(n), 0)::int8 FROM failed_classes
+                      WHERE batch_id = $1 AND error_class = $2",
+                    &[&id, class],
+                )?
+                .get(0);
+            return Ok((n, false));
         }
     }
     let mut args = Args::new();
@@ -278,6 +276,7 @@ impl PgStore {
                 let id = batch_id(c, &name)?;
                 let view = BatchView {
                     minutes: super::batches::minutes(c, id, now, q.minutes)?,
+                    created_at: super::batches::created_at(c, id)?,
                     info: super::batches::info(c, id, name, now)?,
                 };
                 if q.batch.as_deref() == Some(view.info.name.as_str()) {
@@ -289,7 +288,8 @@ impl PgStore {
                 let info = out.batches[idx].info.clone();
                 out.runs = super::runs::recent(c, id, q.runs)?;
                 if q.dlq {
-                    out.dlq = super::dead_letters::groups(c, id, now)?;
+                    out.dlq =
+                        crate::store::ops::dead_letters::groups(&mut super::PgTx::new(c), id, now)?;
                 }
                 if let Some(iq) = &q.items {
                     out.items = Some(item_page(c, id, &info, iq, true)?);
@@ -388,7 +388,8 @@ impl PgStore {
                 .q(
                     "SELECT b.name, r.state, count(*)::int8 FROM runs r
                        JOIN batches b ON b.id = r.batch_id
-                      WHERE r.started_at > $1 GROUP BY 1, 2 ORDER BY 1, 2",
+                      WHERE r.started_at > $1 OR r.ended_at > $1 OR r.ended_at IS NULL
+                      GROUP BY 1, 2 ORDER BY 1, 2",
                     &[&at],
                 )?
                 .iter()

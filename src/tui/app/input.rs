@@ -1,7 +1,7 @@
 //! Typing: the filter line, the pause prompt, the confirm dialog.
 
 use super::{App, DEFAULT_PAUSE_REASON, FilterTarget};
-use crate::tui::action::{Action, Effect, Pane, Write};
+use crate::tui::action::{Effect, Intent, Pane, Write};
 use crate::tui::keymap::Mode;
 
 impl App {
@@ -40,54 +40,35 @@ impl App {
         }
     }
 
-    pub(super) fn update_filter(&mut self, action: Action) -> Vec<Effect> {
-        match action {
-            Action::Input(c) => {
+    pub(super) fn update_filter(&mut self, intent: Intent) -> Vec<Effect> {
+        match intent {
+            Intent::Input(c) => {
                 self.input.push(c);
                 self.apply_filter();
             }
-            Action::Backspace => {
+            Intent::Backspace => {
                 self.input.pop();
                 self.apply_filter();
             }
-            Action::Submit => self.mode = Mode::Normal,
-            Action::Cancel => {
+            Intent::Submit => self.mode = Mode::Normal,
+            Intent::Cancel => {
                 self.input.clear();
                 self.apply_filter();
                 self.mode = Mode::Normal;
             }
-            Action::Quit => {
-                self.quit = true;
-                return vec![Effect::Quit];
-            }
-            // Data and clock keep flowing while typing.
-            other @ (Action::Tick(_)
-            | Action::Resize(..)
-            | Action::Polled { .. }
-            | Action::Unchanged { .. }
-            | Action::Done { .. }
-            | Action::RunnerExited { .. }
-            | Action::Prepared(_)
-            | Action::Since(_)) => {
-                self.mode = Mode::Normal;
-                let effects = self.update(other);
-                if self.mode == Mode::Normal {
-                    self.mode = Mode::Filter;
-                }
-                return effects;
-            }
+            Intent::Quit => return self.stop(),
             _ => {}
         }
         Vec::new()
     }
 
-    pub(super) fn update_prompt(&mut self, action: Action) -> Vec<Effect> {
-        match action {
-            Action::Input(c) => self.input.push(c),
-            Action::Backspace => {
+    pub(super) fn update_prompt(&mut self, intent: Intent) -> Vec<Effect> {
+        match intent {
+            Intent::Input(c) => self.input.push(c),
+            Intent::Backspace => {
                 self.input.pop();
             }
-            Action::Submit => {
+            Intent::Submit => {
                 self.mode = Mode::Normal;
                 let reason = match self.input.trim() {
                     "" => DEFAULT_PAUSE_REASON.to_string(),
@@ -98,43 +79,29 @@ impl App {
                     return self.run_write(Write::Pause { batch, reason });
                 }
             }
-            Action::Cancel => {
+            Intent::Cancel => {
                 self.mode = Mode::Normal;
                 self.prompt = None;
                 self.input.clear();
                 self.say("pause cancelled");
             }
-            Action::Quit => {
-                self.quit = true;
-                return vec![Effect::Quit];
-            }
-            other @ (Action::Tick(_)
-            | Action::Resize(..)
-            | Action::Polled { .. }
-            | Action::Unchanged { .. }
-            | Action::Done { .. }
-            | Action::RunnerExited { .. }
-            | Action::Prepared(_)
-            | Action::Since(_)) => {
-                self.mode = Mode::Normal;
-                let effects = self.update(other);
-                self.mode = Mode::Prompt;
-                return effects;
-            }
+            Intent::Quit => return self.stop(),
             _ => {}
         }
         Vec::new()
     }
 
-    pub(super) fn update_confirm(&mut self, action: Action) -> Vec<Effect> {
+    pub(super) fn update_confirm(&mut self, intent: Intent) -> Vec<Effect> {
+        let answer = match intent {
+            Intent::Confirm(yes) => Some(yes),
+            Intent::Quit => None,
+            _ => return Vec::new(),
+        };
         self.mode = Mode::Normal;
         let write = self.confirm.take();
-        match (action, write) {
-            (Action::Quit, _) => {
-                self.quit = true;
-                vec![Effect::Quit]
-            }
-            (Action::Confirm(true), Some(write)) => self.run_write(write),
+        match (answer, write) {
+            (None, _) => self.stop(),
+            (Some(true), Some(write)) => self.run_write(write),
             _ => {
                 self.say("cancelled: nothing was changed");
                 Vec::new()

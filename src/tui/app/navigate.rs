@@ -11,9 +11,8 @@ pub(super) enum Shown {
     /// Everything of the selected batch.
     Batch,
 }
-use crate::tui::action::{Action, Pane};
+use crate::tui::action::{Intent, Pane};
 use crate::tui::nav::{ListNav, Window};
-use crate::tui::ui;
 
 impl App {
     pub(super) fn go(&mut self, pane: Pane) {
@@ -90,17 +89,17 @@ impl App {
         self.refit();
     }
 
-    pub(super) fn move_sel(&mut self, action: &Action) {
+    pub(super) fn move_sel(&mut self, intent: &Intent) {
         let visible = self.visible();
-        let max = ui::detail::max_scroll(self);
+        let max = self.detail_max_scroll();
         if let Some(d) = self.detail.as_mut().filter(|d| d.from == self.pane) {
             let page = visible.max(1);
-            d.scroll = match action {
-                Action::Up => d.scroll.saturating_sub(1),
-                Action::Down => d.scroll + 1,
-                Action::PageUp => d.scroll.saturating_sub(page),
-                Action::PageDown => d.scroll + page,
-                Action::Top => 0,
+            d.scroll = match intent {
+                Intent::Up => d.scroll.saturating_sub(1),
+                Intent::Down => d.scroll + 1,
+                Intent::PageUp => d.scroll.saturating_sub(page),
+                Intent::PageDown => d.scroll + page,
+                Intent::Top => 0,
                 _ => usize::MAX,
             };
             d.scroll = d.scroll.min(max);
@@ -109,14 +108,14 @@ impl App {
         match self.pane {
             Pane::Batches => {
                 let names = self.batch_names();
-                self.batch_nav.apply(action, names.len(), visible);
+                self.batch_nav.apply(intent, names.len(), visible);
                 let name = names.get(self.batch_nav.sel).cloned();
                 self.set_batch(name);
             }
             Pane::Activity => {}
             Pane::Items => {
                 let len = self.data.items.as_ref().map_or(0, |p| p.total as usize);
-                self.items.apply(action, len, visible);
+                self.items.apply(intent, len, visible);
                 self.items_window.follow(&self.items, visible);
             }
             Pane::DeadLetters if self.class.is_some() => {
@@ -125,23 +124,23 @@ impl App {
                     .class_items
                     .as_ref()
                     .map_or(0, |p| p.total as usize);
-                self.class_items.apply(action, len, visible);
+                self.class_items.apply(intent, len, visible);
                 self.class_window.follow(&self.class_items, visible);
             }
             Pane::DeadLetters => {
-                self.dlq.apply(action, self.data.dlq.len(), visible);
+                self.dlq.apply(intent, self.data.dlq.len(), visible);
             }
-            Pane::Log => self.move_log(action, visible),
+            Pane::Log => self.move_log(intent, visible),
         }
     }
 
-    pub(super) fn move_log(&mut self, action: &Action, visible: usize) {
+    pub(super) fn move_log(&mut self, intent: &Intent, visible: usize) {
         let len = self.data.events.len();
         let at_top = self.log.nav.sel == 0;
         let at_end = self.log.nav.sel + 1 >= len;
-        match action {
-            Action::Bottom => return self.log_to_end(),
-            Action::Down | Action::PageDown if at_end => return self.log_to_end(),
+        match intent {
+            Intent::Bottom => return self.log_to_end(),
+            Intent::Down | Intent::PageDown if at_end => return self.log_to_end(),
             _ => {}
         }
         if self.log.follow {
@@ -149,14 +148,14 @@ impl App {
             self.log.follow = false;
             self.log.up_to = self.data.events.last().map(|e| e.id);
         }
-        if at_top && matches!(action, Action::Up | Action::PageUp | Action::Top) && len == EVENTS {
+        if at_top && matches!(intent, Intent::Up | Intent::PageUp | Intent::Top) && len == EVENTS {
             // Older events than loaded: move the window back, keeping the
             // selected one in it.
             let keep = visible.min(len.saturating_sub(1));
             self.log.up_to = self.data.events.get(keep).map(|e| e.id);
             return;
         }
-        self.log.nav.apply(action, len, visible);
+        self.log.nav.apply(intent, len, visible);
         self.log.sel_id = self.data.events.get(self.log.nav.sel).map(|e| e.id);
     }
 

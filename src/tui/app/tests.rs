@@ -28,7 +28,6 @@ fn info(name: &str, paused: bool) -> BatchView {
             name: name.into(),
             counts: Counts {
                 pending: 50,
-                failed: 50,
                 retry: 50,
                 ..Counts::default()
             },
@@ -37,13 +36,10 @@ fn info(name: &str, paused: bool) -> BatchView {
                 by: "me@h".into(),
                 at: NOW,
             }),
-            next_fire: None,
-            last_fire: None,
-            locks: Vec::new(),
-            last_run: None,
-            runners: Default::default(),
+            ..BatchInfo::default()
         },
         minutes: vec![(0, 0); 5],
+        created_at: NOW,
     }
 }
 
@@ -99,7 +95,7 @@ fn data(q: &DashQuery, paused: bool) -> Dashboard {
 
 fn app_with(read_only: bool, paused: bool) -> App {
     let mut app = App::new(Setup::new("/x.db", "h", read_only, Palette::Mono), NOW);
-    app.update(Action::Resize(80, 24));
+    app.update(Arrival::Resize(80, 24));
     poll(&mut app, paused);
     app
 }
@@ -112,7 +108,7 @@ fn poll(app: &mut App, paused: bool) {
     for _ in 0..3 {
         let q = app.query();
         let asked = app.asked;
-        app.update(Action::Polled {
+        app.update(Arrival::Polled {
             at: NOW,
             asked,
             result: Ok(Box::new(data(&q, paused))),
@@ -134,7 +130,7 @@ struct Wire {
 
 impl Wire {
     /// Keys that arrived together, then what the poller sends back.
-    fn keys(&mut self, app: &mut App, keys: &[Action]) {
+    fn keys(&mut self, app: &mut App, keys: &[Intent]) {
         for k in keys {
             app.update(k.clone());
         }
@@ -143,14 +139,14 @@ impl Wire {
             if self.sent.as_ref() == Some(&question) {
                 // Nothing new asked: the next interval's poll of the same
                 // question finds the store unchanged.
-                app.update(Action::Unchanged {
+                app.update(Arrival::Unchanged {
                     at: NOW,
                     asked: question.1,
                 });
                 return;
             }
             self.sent = Some(question.clone());
-            app.update(Action::Polled {
+            app.update(Arrival::Polled {
                 at: NOW,
                 asked: question.1,
                 result: Ok(Box::new(with_detail(&question.0))),
@@ -204,16 +200,16 @@ fn with_detail(q: &DashQuery) -> Dashboard {
 fn fast_keys_from_a_detail_never_leave_it_loading() {
     for keys in [
         // Back, the next row, open: all in one read.
-        vec![Action::Back, Action::Down, Action::Open],
+        vec![Intent::Back, Intent::Down, Intent::Open],
         // Back and open the same item again.
-        vec![Action::Back, Action::Open],
+        vec![Intent::Back, Intent::Open],
         // Up and down again: the same item.
-        vec![Action::Back, Action::Up, Action::Down, Action::Open],
+        vec![Intent::Back, Intent::Up, Intent::Down, Intent::Open],
     ] {
         let mut app = app();
         let mut wire = Wire::default();
-        wire.keys(&mut app, &[Action::GoPane(Pane::Items)]);
-        wire.keys(&mut app, &[Action::Down, Action::Down, Action::Open]);
+        wire.keys(&mut app, &[Intent::GoPane(Pane::Items)]);
+        wire.keys(&mut app, &[Intent::Down, Intent::Down, Intent::Open]);
         assert_eq!(detail_shown(&app).as_deref(), Some("k2"));
         wire.keys(&mut app, &keys);
         let open = app.open_detail().map(|d| d.key.clone());
@@ -230,14 +226,14 @@ fn fast_keys_from_a_detail_never_leave_it_loading() {
 fn an_answer_to_an_older_question_is_not_shown() {
     let mut app = app();
     let mut wire = Wire::default();
-    wire.keys(&mut app, &[Action::GoPane(Pane::Items)]);
+    wire.keys(&mut app, &[Intent::GoPane(Pane::Items)]);
     let old = (app.query(), app.asked);
     // The next batch; the answer about the first one arrives after it.
-    app.update(Action::NextBatch);
+    app.update(Intent::NextBatch);
     assert_eq!(app.batch.as_deref(), Some("b"));
     let mut stale = data(&old.0, false);
     stale.items.as_mut().unwrap().rows[0].key = "of batch a".into();
-    app.update(Action::Polled {
+    app.update(Arrival::Polled {
         at: NOW,
         asked: old.1,
         result: Ok(Box::new(stale)),
@@ -247,7 +243,7 @@ fn an_answer_to_an_older_question_is_not_shown() {
     assert_eq!(app.data.items.as_ref().unwrap().rows[0].key, "k0");
 }
 
-fn step(app: &mut App, action: Action) -> Vec<Effect> {
+fn step(app: &mut App, action: impl Into<Action>) -> Vec<Effect> {
     let effects = app.update(action);
     poll(app, false);
     effects
@@ -257,12 +253,12 @@ fn step(app: &mut App, action: Action) -> Vec<Effect> {
 fn panes_cycle_and_jump() {
     let mut app = app();
     assert_eq!(app.pane, Pane::Batches);
-    step(&mut app, Action::PrevPane);
+    step(&mut app, Intent::PrevPane);
     assert_eq!(app.pane, Pane::Log);
-    step(&mut app, Action::NextPane);
-    step(&mut app, Action::NextPane);
+    step(&mut app, Intent::NextPane);
+    step(&mut app, Intent::NextPane);
     assert_eq!(app.pane, Pane::Activity);
-    step(&mut app, Action::GoPane(Pane::DeadLetters));
+    step(&mut app, Intent::GoPane(Pane::DeadLetters));
     assert_eq!(app.pane, Pane::DeadLetters);
 }
 
@@ -270,32 +266,32 @@ fn panes_cycle_and_jump() {
 fn first_batch_is_selected_and_switching_resets_the_items() {
     let mut app = app();
     assert_eq!(app.batch.as_deref(), Some("a"));
-    step(&mut app, Action::GoPane(Pane::Items));
-    step(&mut app, Action::Down);
+    step(&mut app, Intent::GoPane(Pane::Items));
+    step(&mut app, Intent::Down);
     assert_eq!(app.items.sel, 1);
-    step(&mut app, Action::NextBatch);
+    step(&mut app, Intent::NextBatch);
     assert_eq!(app.batch.as_deref(), Some("b"));
     assert_eq!(app.items.sel, 0);
-    step(&mut app, Action::NextBatch);
+    step(&mut app, Intent::NextBatch);
     assert_eq!(app.batch.as_deref(), Some("b"), "stays on the last batch");
-    step(&mut app, Action::PrevBatch);
+    step(&mut app, Intent::PrevBatch);
     assert_eq!(app.batch.as_deref(), Some("a"));
 }
 
 #[test]
 fn scrolling_items_moves_the_read_window_only_when_needed() {
     let mut app = app();
-    step(&mut app, Action::GoPane(Pane::Items));
+    step(&mut app, Intent::GoPane(Pane::Items));
     let first = app.query().items.unwrap();
     assert_eq!(first.offset, 0);
-    step(&mut app, Action::PageDown);
+    step(&mut app, Intent::PageDown);
     assert_eq!(app.query().items.unwrap(), first, "still inside the window");
-    step(&mut app, Action::Bottom);
+    step(&mut app, Intent::Bottom);
     assert_eq!(app.items.sel, 99);
     let q = app.query().items.unwrap();
     assert!(q.offset <= 99 && q.offset + q.limit > 99, "{q:?}");
     assert_eq!(app.selected_row().map(|r| r.key.as_str()), Some("k99"));
-    step(&mut app, Action::Top);
+    step(&mut app, Intent::Top);
     assert_eq!(app.query().items.unwrap().offset, 0);
     assert_eq!(app.items.top, 0);
 }
@@ -303,89 +299,89 @@ fn scrolling_items_moves_the_read_window_only_when_needed() {
 #[test]
 fn search_filter_is_live_and_esc_clears_it() {
     let mut app = app();
-    step(&mut app, Action::GoPane(Pane::Items));
-    step(&mut app, Action::Down);
-    step(&mut app, Action::StartFilter);
+    step(&mut app, Intent::GoPane(Pane::Items));
+    step(&mut app, Intent::Down);
+    step(&mut app, Intent::StartFilter);
     assert_eq!(app.mode, Mode::Filter);
     for c in "k1".chars() {
-        step(&mut app, Action::Input(c));
+        step(&mut app, Intent::Input(c));
     }
     assert_eq!(app.query().items.unwrap().search, "k1");
     assert_eq!(app.items.sel, 0, "a new filter starts at the top");
     // Navigation keys are typed, not obeyed, while filtering.
-    step(&mut app, Action::Input('j'));
+    step(&mut app, Intent::Input('j'));
     assert_eq!(app.search, "k1j");
-    step(&mut app, Action::Backspace);
-    step(&mut app, Action::Submit);
+    step(&mut app, Intent::Backspace);
+    step(&mut app, Intent::Submit);
     assert_eq!(app.mode, Mode::Normal);
     assert_eq!(app.search, "k1");
-    step(&mut app, Action::CycleStatus);
+    step(&mut app, Intent::CycleStatus);
     assert_eq!(app.query().items.unwrap().status, Some(Status::Pending));
-    step(&mut app, Action::Back);
+    step(&mut app, Intent::Back);
     assert_eq!(app.search, "");
     assert_eq!(app.status_filter, None);
     // Esc while typing clears too.
-    step(&mut app, Action::StartFilter);
-    step(&mut app, Action::Input('x'));
-    step(&mut app, Action::Cancel);
+    step(&mut app, Intent::StartFilter);
+    step(&mut app, Intent::Input('x'));
+    step(&mut app, Intent::Cancel);
     assert_eq!((app.mode, app.search.as_str()), (Mode::Normal, ""));
 }
 
 #[test]
 fn log_kinds_filter_and_follow() {
     let mut app = app();
-    step(&mut app, Action::GoPane(Pane::Log));
+    step(&mut app, Intent::GoPane(Pane::Log));
     assert!(app.log.follow);
     assert_eq!(app.log.nav.sel, 19);
-    step(&mut app, Action::Up);
+    step(&mut app, Intent::Up);
     assert!(!app.log.follow, "scrolling back holds the log still");
     assert_eq!(app.query().events.unwrap().up_to, Some(20));
     assert_eq!(app.log.nav.sel, 18);
-    step(&mut app, Action::Bottom);
+    step(&mut app, Intent::Bottom);
     assert!(app.log.follow);
     assert_eq!(app.query().events.unwrap().up_to, None);
-    step(&mut app, Action::StartFilter);
+    step(&mut app, Intent::StartFilter);
     for c in "failed, empty".chars() {
-        step(&mut app, Action::Input(c));
+        step(&mut app, Intent::Input(c));
     }
-    step(&mut app, Action::Submit);
+    step(&mut app, Intent::Submit);
     assert_eq!(app.query().events.unwrap().kinds, vec!["failed", "empty"]);
-    step(&mut app, Action::ToggleLogBatch);
+    step(&mut app, Intent::ToggleLogBatch);
     assert_eq!(app.query().events.unwrap().batch.as_deref(), Some("a"));
 }
 
 #[test]
 fn enter_opens_the_detail_and_esc_goes_back() {
     let mut app = app();
-    step(&mut app, Action::GoPane(Pane::Items));
-    step(&mut app, Action::Down);
-    step(&mut app, Action::Open);
+    step(&mut app, Intent::GoPane(Pane::Items));
+    step(&mut app, Intent::Down);
+    step(&mut app, Intent::Open);
     assert_eq!(app.query().detail.as_deref(), Some("k1"));
-    step(&mut app, Action::GoPane(Pane::Log));
+    step(&mut app, Intent::GoPane(Pane::Log));
     assert_eq!(
         app.query().detail,
         None,
         "the detail belongs to the items pane"
     );
-    step(&mut app, Action::GoPane(Pane::Items));
-    step(&mut app, Action::Back);
+    step(&mut app, Intent::GoPane(Pane::Items));
+    step(&mut app, Intent::Back);
     assert!(app.detail.is_none());
     // Dead letters: Enter opens the class, Esc closes it.
-    step(&mut app, Action::GoPane(Pane::DeadLetters));
-    step(&mut app, Action::Open);
+    step(&mut app, Intent::GoPane(Pane::DeadLetters));
+    step(&mut app, Intent::Open);
     assert_eq!(
         app.query().class_items.unwrap().class.as_deref(),
         Some("TimeoutError")
     );
-    step(&mut app, Action::Back);
+    step(&mut app, Intent::Back);
     assert_eq!(app.query().class_items, None);
 }
 
 #[test]
 fn requeue_all_counts_first_then_asks_with_no_as_default() {
     let mut app = app();
-    step(&mut app, Action::GoPane(Pane::Items));
-    let effects = step(&mut app, Action::RequeueAll);
+    step(&mut app, Intent::GoPane(Pane::Items));
+    let effects = step(&mut app, Intent::RequeueAll);
     let [Effect::PrepareRequeue { batch, query, .. }] = effects.as_slice() else {
         panic!("{effects:?}");
     };
@@ -397,7 +393,7 @@ fn requeue_all_counts_first_then_asks_with_no_as_default() {
         keys: vec!["k0".into(), "k3".into(), "k6".into()],
         what: "all failed in a".into(),
     };
-    step(&mut app, Action::Prepared(write.clone()));
+    step(&mut app, Arrival::Prepared(write.clone()));
     assert_eq!(app.mode, Mode::Confirm);
     assert!(
         write.question().starts_with("Requeue 3 failed items"),
@@ -405,18 +401,18 @@ fn requeue_all_counts_first_then_asks_with_no_as_default() {
         write.question()
     );
     // No: nothing happens.
-    assert!(step(&mut app, Action::Confirm(false)).is_empty());
+    assert!(step(&mut app, Intent::Confirm(false)).is_empty());
     assert_eq!(app.mode, Mode::Normal);
     // Yes: the write, exactly as counted.
-    step(&mut app, Action::Prepared(write.clone()));
+    step(&mut app, Arrival::Prepared(write.clone()));
     assert_eq!(
-        step(&mut app, Action::Confirm(true)),
+        step(&mut app, Intent::Confirm(true)),
         vec![Effect::Write(write)]
     );
     assert_eq!(
         step(
             &mut app,
-            Action::Done {
+            Arrival::Done {
                 ok: true,
                 message: "requeued 3".into()
             }
@@ -427,7 +423,7 @@ fn requeue_all_counts_first_then_asks_with_no_as_default() {
     // Nothing to requeue: no dialog.
     step(
         &mut app,
-        Action::Prepared(Write::Requeue {
+        Arrival::Prepared(Write::Requeue {
             batch: "a".into(),
             keys: vec![],
             what: "x".into(),
@@ -439,8 +435,8 @@ fn requeue_all_counts_first_then_asks_with_no_as_default() {
 #[test]
 fn requeue_all_of_a_class_from_the_dead_letters() {
     let mut app = app();
-    step(&mut app, Action::GoPane(Pane::DeadLetters));
-    let effects = step(&mut app, Action::RequeueAll);
+    step(&mut app, Intent::GoPane(Pane::DeadLetters));
+    let effects = step(&mut app, Intent::RequeueAll);
     let [Effect::PrepareRequeue { query, what, .. }] = effects.as_slice() else {
         panic!("{effects:?}");
     };
@@ -451,18 +447,18 @@ fn requeue_all_of_a_class_from_the_dead_letters() {
 #[test]
 fn requeue_one_needs_a_failed_item_and_skip_asks() {
     let mut app = app();
-    step(&mut app, Action::GoPane(Pane::Items));
-    let effects = step(&mut app, Action::RequeueSelected);
+    step(&mut app, Intent::GoPane(Pane::Items));
+    let effects = step(&mut app, Intent::RequeueSelected);
     assert!(
         matches!(&effects[..], [Effect::Write(Write::Requeue { keys, .. })] if keys == &["k0"])
     );
-    step(&mut app, Action::Down);
+    step(&mut app, Intent::Down);
     assert!(
-        step(&mut app, Action::RequeueSelected).is_empty(),
+        step(&mut app, Intent::RequeueSelected).is_empty(),
         "k1 is pending"
     );
     assert!(app.flash.as_ref().unwrap().text.contains("only failed"));
-    assert!(step(&mut app, Action::SkipSelected).is_empty());
+    assert!(step(&mut app, Intent::SkipSelected).is_empty());
     assert_eq!(app.mode, Mode::Confirm);
     assert_eq!(
         app.confirm,
@@ -472,7 +468,7 @@ fn requeue_one_needs_a_failed_item_and_skip_asks() {
             label: "k1".into()
         })
     );
-    let effects = step(&mut app, Action::Confirm(true));
+    let effects = step(&mut app, Intent::Confirm(true));
     assert_eq!(
         effects,
         vec![Effect::Write(Write::Skip {
@@ -486,12 +482,12 @@ fn requeue_one_needs_a_failed_item_and_skip_asks() {
 #[test]
 fn pause_asks_why_and_unpause_asks_first() {
     let mut app = app();
-    assert!(step(&mut app, Action::TogglePause).is_empty());
+    assert!(step(&mut app, Intent::TogglePause).is_empty());
     assert_eq!(app.mode, Mode::Prompt);
     for c in "deploy".chars() {
-        app.update(Action::Input(c));
+        app.update(Intent::Input(c));
     }
-    let effects = app.update(Action::Submit);
+    let effects = app.update(Intent::Submit);
     assert_eq!(
         effects,
         vec![Effect::Write(Write::Pause {
@@ -500,19 +496,19 @@ fn pause_asks_why_and_unpause_asks_first() {
         })]
     );
     // An empty reason gets a default one; Esc cancels.
-    app.update(Action::TogglePause);
-    let effects = app.update(Action::Submit);
+    app.update(Intent::TogglePause);
+    let effects = app.update(Intent::Submit);
     assert!(
         matches!(&effects[..], [Effect::Write(Write::Pause { reason, .. })] if reason == DEFAULT_PAUSE_REASON)
     );
-    app.update(Action::TogglePause);
-    assert!(app.update(Action::Cancel).is_empty());
+    app.update(Intent::TogglePause);
+    assert!(app.update(Intent::Cancel).is_empty());
     // Paused: p asks to unpause.
     let mut app = app_with(false, true);
-    app.update(Action::TogglePause);
+    app.update(Intent::TogglePause);
     assert_eq!(app.confirm, Some(Write::Unpause { batch: "a".into() }));
     assert_eq!(
-        app.update(Action::Confirm(true)),
+        app.update(Intent::Confirm(true)),
         vec![Effect::Write(Write::Unpause { batch: "a".into() })]
     );
 }
@@ -521,7 +517,7 @@ fn pause_asks_why_and_unpause_asks_first() {
 fn resume_starts_a_runner() {
     let mut app = app();
     assert_eq!(
-        app.update(Action::Resume),
+        app.update(Intent::Resume),
         vec![Effect::Write(Write::Resume { batch: "a".into() })]
     );
 }
@@ -530,13 +526,13 @@ fn resume_starts_a_runner() {
 fn read_only_refuses_every_write_key() {
     for pane in Pane::ALL {
         let mut app = app_with(true, false);
-        step(&mut app, Action::GoPane(pane));
+        step(&mut app, Intent::GoPane(pane));
         for action in [
-            Action::Resume,
-            Action::TogglePause,
-            Action::RequeueSelected,
-            Action::RequeueAll,
-            Action::SkipSelected,
+            Intent::Resume,
+            Intent::TogglePause,
+            Intent::RequeueSelected,
+            Intent::RequeueAll,
+            Intent::SkipSelected,
         ] {
             let effects = step(&mut app, action.clone());
             assert!(effects.is_empty(), "{pane:?} {action:?}: {effects:?}");
@@ -546,14 +542,14 @@ fn read_only_refuses_every_write_key() {
         // Even a write that got into a dialog some other way is refused.
         app.confirm = Some(Write::Resume { batch: "a".into() });
         app.mode = Mode::Confirm;
-        assert!(app.update(Action::Confirm(true)).is_empty());
+        assert!(app.update(Intent::Confirm(true)).is_empty());
     }
 }
 
 #[test]
 fn a_failed_poll_marks_stale_and_keeps_the_last_data() {
     let mut app = app();
-    app.update(Action::Polled {
+    app.update(Arrival::Polled {
         at: NOW + 5000,
         asked: app.asked,
         result: Err("gone".into()),
@@ -569,20 +565,20 @@ fn a_failed_poll_marks_stale_and_keeps_the_last_data() {
 fn quit_from_every_mode() {
     for setup in [
         vec![],
-        vec![Action::Help],
-        vec![Action::GoPane(Pane::Items), Action::StartFilter],
-        vec![Action::TogglePause],
+        vec![Intent::Help],
+        vec![Intent::GoPane(Pane::Items), Intent::StartFilter],
+        vec![Intent::TogglePause],
         vec![
-            Action::GoPane(Pane::Items),
-            Action::Down,
-            Action::SkipSelected,
+            Intent::GoPane(Pane::Items),
+            Intent::Down,
+            Intent::SkipSelected,
         ],
     ] {
         let mut app = app();
         for a in setup {
             step(&mut app, a);
         }
-        assert_eq!(app.update(Action::Quit), vec![Effect::Quit]);
+        assert_eq!(app.update(Intent::Quit), vec![Effect::Quit]);
         assert!(app.quit);
     }
 }
@@ -590,9 +586,65 @@ fn quit_from_every_mode() {
 #[test]
 fn since_summary_is_shown_and_dismissed() {
     let mut app = app();
-    app.update(Action::Since(Box::default()));
+    app.update(Arrival::Since(Box::default()));
     assert_eq!(app.mode, Mode::Notice);
-    app.update(Action::Back);
+    app.update(Intent::Back);
     assert_eq!(app.mode, Mode::Normal);
     assert!(app.since.is_none());
+}
+
+mod arrivals;
+
+/// The mode picks the keymap: the Normal keys that another mode does not
+/// bind do nothing there (they used to reach the Normal handling from a
+/// question, the help or the summary).
+#[test]
+fn a_mode_reads_only_its_own_keys() {
+    use crate::tui::keymap;
+    let setups: [(Mode, Vec<Intent>); 5] = [
+        (Mode::Filter, vec![Intent::StartFilter]),
+        (Mode::Prompt, vec![Intent::TogglePause]),
+        (Mode::Confirm, vec![Intent::Down, Intent::SkipSelected]),
+        (Mode::Help, vec![Intent::Help]),
+        (Mode::Notice, vec![]),
+    ];
+    for (mode, keys) in setups {
+        let own: Vec<Intent> = keymap::bindings(mode, Pane::Items)
+            .map(|b| b.intent.clone())
+            .collect();
+        let others = keymap::bindings(Mode::Normal, Pane::Items)
+            .map(|b| b.intent.clone())
+            .filter(|i| !own.contains(i));
+        for intent in others {
+            let mut app = app();
+            step(&mut app, Intent::GoPane(Pane::Items));
+            for k in &keys {
+                step(&mut app, k.clone());
+            }
+            if mode == Mode::Notice {
+                app.update(Arrival::Since(Box::default()));
+            }
+            assert_eq!(app.mode, mode);
+            let before = (
+                app.pane,
+                app.items.sel,
+                app.input.clone(),
+                app.confirm.clone(),
+                app.status_filter,
+                app.busy,
+            );
+            let effects = app.update(intent.clone());
+            assert!(effects.is_empty(), "{mode:?} {intent:?}: {effects:?}");
+            assert_eq!(app.mode, mode, "{mode:?} {intent:?}");
+            let after = (
+                app.pane,
+                app.items.sel,
+                app.input.clone(),
+                app.confirm.clone(),
+                app.status_filter,
+                app.busy,
+            );
+            assert_eq!(after, before, "{mode:?} {intent:?}");
+        }
+    }
 }

@@ -1,11 +1,11 @@
 //! The write keys: refused read-only; otherwise a write, a question or a
 //! prompt. Writes themselves happen off the UI thread (`Effect::Write`).
 
-use super::App;
+use super::{App, StateFilter};
 use crate::key;
 use crate::model::Status;
 use crate::store::ItemsQuery;
-use crate::tui::action::{Action, Effect, Pane, Write};
+use crate::tui::action::{Effect, Intent, Pane, Write};
 use crate::tui::keymap::Mode;
 use crate::util::sanitize;
 
@@ -26,12 +26,12 @@ impl App {
 
     /// The write keys: refused read-only; otherwise a write, a question,
     /// or a prompt.
-    pub(super) fn ask_write(&mut self, action: Action) -> Vec<Effect> {
-        let what = match action {
-            Action::Resume => "r (start a run)",
-            Action::TogglePause => "p (pause)",
-            Action::RequeueSelected => "R (requeue)",
-            Action::RequeueAll => "A (requeue all)",
+    pub(super) fn ask_write(&mut self, intent: Intent) -> Vec<Effect> {
+        let what = match intent {
+            Intent::Resume => "r (start a run)",
+            Intent::TogglePause => "p (pause)",
+            Intent::RequeueSelected => "R (requeue)",
+            Intent::RequeueAll => "A (requeue all)",
             _ => "x (skip)",
         };
         if self.setup.read_only {
@@ -42,12 +42,12 @@ impl App {
             self.warn("no batch selected");
             return Vec::new();
         };
-        match action {
-            Action::Resume => {
+        match intent {
+            Intent::Resume => {
                 self.say(format!("starting a run of {}…", sanitize::line(&batch)));
                 self.run_write(Write::Resume { batch })
             }
-            Action::TogglePause => {
+            Intent::TogglePause => {
                 let paused = self.selected_info().is_some_and(|i| i.pause.is_some());
                 if paused {
                     self.ask(Write::Unpause { batch });
@@ -58,7 +58,7 @@ impl App {
                 }
                 Vec::new()
             }
-            Action::RequeueSelected => match self.target_item() {
+            Intent::RequeueSelected => match self.target_item() {
                 Some((key, label, Status::Failed)) => self.run_write(Write::Requeue {
                     batch,
                     what: key::named(&key, &label),
@@ -76,7 +76,7 @@ impl App {
                     Vec::new()
                 }
             },
-            Action::RequeueAll => self.prepare_requeue_all(batch),
+            Intent::RequeueAll => self.prepare_requeue_all(batch),
             _ => match self.target_item() {
                 Some((key, label, Status::Claimed)) => {
                     self.warn(format!(
@@ -143,10 +143,19 @@ impl App {
                 )
             }
             _ => {
-                if let Some(s) = self.status_filter.filter(|s| *s != Status::Failed) {
-                    self.warn(format!(
-                        "the filter shows {s} items; none of them is failed"
-                    ));
+                if let Some(s) = self.status_filter.filter(|s| *s != StateFilter::Failed) {
+                    let mut text = format!(
+                        "the filter shows {} items; none of them is failed",
+                        s.label()
+                    );
+                    if let Some(o) = s.outcome() {
+                        // Done items run again only when asked for by name.
+                        text.push_str(&format!(
+                            " (to run them again: nightshift requeue {} --outcome {o})",
+                            clean(&batch)
+                        ));
+                    }
+                    self.warn(text);
                     return Vec::new();
                 }
                 let what = if self.search.is_empty() {

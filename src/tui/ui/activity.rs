@@ -1,5 +1,6 @@
-//! Pane 2: done and failed completions per minute (sparklines) and the
-//! run history (done vs failed per run, newest on the right).
+//! Pane 2: completions per minute, succeeded (outcome done or empty: the
+//! worker exited 0) and failed (sparklines), and the run history (the
+//! same per run, newest on the right).
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -8,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Sparkline, Widget};
 
 use super::{num, pane_block, placeholder};
-use crate::model::{Run, RunState};
+use crate::model::Run;
 use crate::tui::app::App;
 use crate::tui::theme::{Palette, Role};
 use crate::util::text;
@@ -81,7 +82,10 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     };
     let label_width = spark_area.width as usize;
     f.render_widget(
-        Paragraph::new(super::fit_line(title("done", &done, Role::Ok), label_width)),
+        Paragraph::new(super::fit_line(
+            title("succeeded", &done, Role::Ok),
+            label_width,
+        )),
         done_label,
     );
     spark(f, done_area, &done, scale, p.style(Role::Ok));
@@ -123,7 +127,7 @@ fn spark(f: &mut Frame, area: Rect, values: &[u64], scale: u64, style: ratatui::
     );
 }
 
-/// The run history: per run a column of done (`█`) and one of failed
+/// The run history: per run a column of succeeded (`█`) and one of failed
 /// (`▒`), scaled to the largest; readable without colour.
 fn runs_chart(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
@@ -155,7 +159,7 @@ fn runs_chart(app: &App, f: &mut Frame, area: Rect) {
     ];
     let mut used: usize = spans.iter().map(|s| text::width(&s.content)).sum();
     for (entry, role) in [
-        ("   █ done", Role::Ok),
+        ("   █ succeeded", Role::Ok),
         ("  ▒ failed", Role::Fail),
         ("  · stepped down", Role::Dim),
     ] {
@@ -176,12 +180,17 @@ fn runs_chart(app: &App, f: &mut Frame, area: Rect) {
     }
     .render(chart, f.buffer_mut());
     let newest = runs.last().map(|r| {
-        format!(
-            "newest #{}: {} done, {} failed",
-            r.id,
-            num(r.counts.done + r.counts.empty),
-            num(r.counts.failed)
-        )
+        if r.stepped_down() {
+            format!("newest #{}: stepped down ({})", r.id, r.state)
+        } else {
+            format!(
+                "newest #{}: {} done, {} empty, {} failed",
+                r.id,
+                num(r.counts.done),
+                num(r.counts.empty),
+                num(r.counts.failed)
+            )
+        }
     });
     f.render_widget(
         Paragraph::new(Span::styled(
@@ -225,7 +234,7 @@ impl Widget for RunBars<'_> {
         for (i, run) in self.runs.iter().enumerate() {
             let x = area.x + (i * self.per_run) as u16;
             let (done, failed) = value(run);
-            let idle = matches!(run.state, RunState::LockHeld | RunState::Paused);
+            let idle = run.stepped_down();
             let columns = [
                 (x, height(done), "█", Role::Ok),
                 (x + 1, height(failed), "▒", Role::Fail),

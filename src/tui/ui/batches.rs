@@ -8,67 +8,45 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 
 use super::{bar, clean, num, pane_block, placeholder};
-use crate::model::{BatchInfo, Millis, RunSeen, RunState, Seat};
+use crate::model::pace::{self, Eta, Pace};
+use crate::model::{BatchInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::tui::app::App;
 use crate::tui::theme::Role;
 use crate::util::time::compact;
 
-/// Completions per minute: over the last 60 seconds (the current minute
-/// plus the share of the previous one still inside the window) and over
-/// the last hour, or over the minutes there are when the batch is younger
-/// (`hour_minutes`): a two-minute-old batch has no hour to average over.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rates {
-    pub last_minute: f64,
-    pub last_hour: f64,
-    /// Minutes `last_hour` is over: 60, or fewer.
-    pub hour_minutes: f64,
+/// The selected batch's pace (rates and ETA) from its poll.
+fn pace_of(app: &App, info: &BatchInfo) -> Pace {
+    let view = app.batch_view(&info.name);
+    pace::pace(
+        view.map_or(&[][..], |v| v.minutes.as_slice()),
+        app.now,
+        view.map_or(app.now, |v| v.created_at),
+        info.activity(app.now),
+        info.counts.to_do(),
+    )
 }
 
-impl Rates {
-    /// `last hour`, or `last 2 min` for a younger batch.
-    pub fn hour_window(&self) -> String {
-        if self.hour_minutes >= 60.0 {
-            "last hour".into()
-        } else {
-            format!("last {} min", self.hour_minutes.ceil().max(1.0))
-        }
+/// `12/min`, `1.5/min`, or `—` while the window is too short to tell.
+fn rate_text(r: Option<f64>) -> String {
+    match r {
+        None => "—".into(),
+        Some(r) if r >= 10.0 => format!("{r:.0}/min"),
+        Some(r) => format!("{r:.1}/min"),
     }
 }
 
-/// `minutes` as the store reads them: one per minute, oldest first, the
-/// last being the current minute, none from before the batch existed.
-pub fn rates(minutes: &[(i64, i64)], now: Millis) -> Rates {
-    let total = |m: &(i64, i64)| (m.0 + m.1) as f64;
-    let frac = (now.rem_euclid(60_000)) as f64 / 60_000.0;
-    let n = minutes.len();
-    let cur = minutes.last().map_or(0.0, total);
-    let prev = if n >= 2 { total(&minutes[n - 2]) } else { 0.0 };
-    let hour: f64 = minutes
-        .iter()
-        .rev()
-        .take(61)
-        .map(total)
-        .fold(0.0, |a, b| a + b)
-        - if n > 60 {
-            total(&minutes[n - 61]) * frac
-        } else {
-            0.0
-        };
-    // The minutes covered: the current one so far, and those before it.
-    let hour_minutes = (n.saturating_sub(1) as f64 + frac).min(60.0);
-    Rates {
-        last_minute: cur + prev * (1.0 - frac),
-        last_hour: hour / hour_minutes.max(1.0),
-        hour_minutes,
-    }
-}
-
-fn rate_text(r: f64) -> String {
-    if r >= 10.0 {
-        format!("{r:.0}/min")
-    } else {
-        format!("{r:.1}/min")
+/// `ETA 5m0s`, or why there is none; with nothing pending, what still
+/// waits (`failed`: both tiers).
+fn eta_text(eta: Eta, failed: i64) -> String {
+    match eta {
+        Eta::In(ms) => format!("ETA {}", compact((ms / 1000).max(0) as u64)),
+        Eta::Unknown => "ETA —".into(),
+        Eta::Paused => "no ETA: paused".into(),
+        // Until when, and why, the hold's own line says.
+        Eta::Held { .. } => "no ETA: held".into(),
+        Eta::NotRunning => "no ETA: no run".into(),
+        Eta::NothingLeft if failed > 0 => format!("nothing pending ({} failed)", num(failed)),
+        Eta::NothingLeft => "nothing left".into(),
     }
 }
 
@@ -128,11 +106,12 @@ fn table(
     let p = app.setup.palette;
     let sel = app.batch_nav.sel;
     let top = sel.saturating_sub(visible.saturating_sub(1));
+    // Pending, claimed, finished and failed add up to the batch (`Counts`).
     let header = Row::new([
         "BATCH",
         "PENDING",
         "CLAIMED",
-        "DONE",
+        "FINISHED",
         "FAILED r·m",
         "PROGRESS",
         "RATE",
@@ -140,7 +119,7 @@ fn table(
     ])
     .style(p.style(Role::Dim));
     let bar_width = if area.width >= 120 { 20 } else { 5 };
-    let fixed = [7, 7, 7, 11, bar_width + 5, 8, 7];
+    let fixed = [7, 7, 8, 11, bar_width + 5, 8, 7];
     // The name column takes what the others leave (7 gaps between 8).
     let name_width = (area.width as usize)
         .saturating_sub(2 + 7 + fixed.iter().sum::<usize>())
@@ -153,23 +132,18 @@ fn table(
         .map(|(i, name)| {
             let view = app.batch_view(name);
             let c = view.map(|v| v.info.counts).unwrap_or_default();
-            let ratio = if c.total() > 0 {
-                c.done as f64 / c.total() as f64
-            } else {
-                0.0
-            };
-            let rate = view.map_or(0.0, |v| rates(&v.minutes, app.now).last_minute);
+            let rate = view.and_then(|v| pace_of(app, &v.info).last_minute);
             let (state, role) = match view.map(|v| &v.info) {
-                Some(i) => state(i),
+                Some(i) => state(i, app.now, app.data.emergency.is_some()),
                 None => ("idle", Role::Dim),
             };
             let failed = Cell::from(format!(
                 "{} ({}·{})",
-                num(c.failed),
+                num(c.failed()),
                 num(c.retry),
                 num(c.manual)
             ))
-            .style(if c.failed > 0 {
+            .style(if c.failed() > 0 {
                 p.style(Role::Fail)
             } else {
                 p.style(Role::Normal)
@@ -178,12 +152,12 @@ fn table(
                 Cell::from(clean(name, name_width)),
                 Cell::from(num(c.pending)),
                 Cell::from(num(c.claimed)),
-                Cell::from(num(c.done)).style(p.style(Role::Ok)),
+                Cell::from(num(c.finished())).style(p.style(Role::Ok)),
                 failed,
                 Cell::from(format!(
                     "{} {:>3}%",
-                    bar(ratio, bar_width),
-                    (ratio * 100.0).floor()
+                    bar(c.progress(), bar_width),
+                    c.percent().unwrap_or(0)
                 )),
                 Cell::from(rate_text(rate)),
                 Cell::from(state).style(p.style(role)),
@@ -203,11 +177,14 @@ fn table(
 }
 
 /// The batch's state in a word: a dead runner first (it needs a human),
-/// then paused, running, idle.
-fn state(info: &BatchInfo) -> (&'static str, Role) {
+/// then paused (by its flag, or every batch by the emergency stop), held
+/// (a retry-after), running, idle.
+fn state(info: &BatchInfo, now: Millis, emergency: bool) -> (&'static str, Role) {
     match info.dead_runner() {
         Some(dead @ "crashed") => (dead, Role::Fail),
+        _ if emergency => ("paused", Role::Fail),
         _ if info.pause.is_some() => ("paused", Role::Warn),
+        _ if info.held(now).is_some() => ("held", Role::Warn),
         _ if info.running() => ("running", Role::Accent),
         Some(dead) => (dead, Role::Fail),
         None => ("idle", Role::Dim),
@@ -220,56 +197,44 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     let c = &info.counts;
     let label = |s: &str| Span::styled(format!("{s:<10}"), p.style(Role::Dim));
     let mut lines = Vec::new();
-    let ratio = if c.total() > 0 {
-        c.done as f64 / c.total() as f64
-    } else {
-        0.0
-    };
-    let width = (area_width as usize).saturating_sub(55).clamp(10, 50);
+    // The counts beside the bar are the point: the bar gets what is left.
+    let width = (area_width as usize).saturating_sub(70).clamp(8, 50);
     lines.push(Line::from(vec![
         label("progress"),
-        Span::styled(bar(ratio, width), p.style(Role::Ok)),
+        Span::styled(bar(c.progress(), width), p.style(Role::Ok)),
         Span::raw(format!(
-            " {:>3}%  {}/{} done · {} empty · {} skipped",
-            (ratio * 100.0).floor(),
-            num(c.done),
+            " {:>3}%  {}/{} finished: {} done · ",
+            c.percent().unwrap_or(0),
+            num(c.finished()),
             num(c.total()),
-            num(c.empty),
-            num(c.skipped)
+            num(c.done),
         )),
+        Span::styled(
+            format!("{} empty", num(c.empty)),
+            if c.empty > 0 {
+                p.style(Role::Warn)
+            } else {
+                p.style(Role::Normal)
+            },
+        ),
+        Span::raw(format!(" · {} skipped", num(c.skipped))),
     ]));
-    let minutes = app
-        .batch_view(&info.name)
-        .map(|v| v.minutes.as_slice())
-        .unwrap_or(&[]);
-    let r = rates(minutes, now);
-    let best = if r.last_minute > 0.0 {
-        r.last_minute
-    } else {
-        r.last_hour
-    };
-    // An ETA only while something runs: a crashed or idle batch gets done
-    // by nobody.
-    let eta = if c.remaining() > 0 && !info.running() {
-        "no ETA: nothing runs".into()
-    } else if c.remaining() > 0 && best > 0.0 {
-        format!(
-            "ETA {}",
-            compact((c.remaining() as f64 / best * 60.0) as u64)
-        )
-    } else if c.remaining() > 0 {
-        "ETA —".into()
-    } else {
-        "nothing left".into()
-    };
+    let pace = pace_of(app, info);
     lines.push(Line::from(vec![
         label("rate"),
-        Span::raw(format!(
-            "{} last minute · {} {} · {eta}",
-            rate_text(r.last_minute),
-            rate_text(r.last_hour),
-            r.hour_window()
-        )),
+        Span::raw(match pace.hour_label() {
+            Some(hour) => format!(
+                "{} last minute · {} {hour} · {}",
+                rate_text(pace.last_minute),
+                rate_text(pace.last_hour),
+                eta_text(pace.eta, c.failed())
+            ),
+            None => format!(
+                "{} last minute · {}",
+                rate_text(pace.last_minute),
+                eta_text(pace.eta, c.failed())
+            ),
+        }),
     ]));
     if let Some(run) = &info.last_run {
         if run.counts.cost > 0.0 {
@@ -284,35 +249,27 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             ]));
         }
         let seen = info.last_run_seen().unwrap_or(RunSeen::Stored(run.state));
-        let summary = seen
-            .why(now)
-            .or_else(|| run.summary.clone())
-            .unwrap_or_else(|| "in progress".into());
-        let role = match seen {
-            RunSeen::Crashed { .. } | RunSeen::Silent { .. } => Role::Fail,
-            RunSeen::Stored(RunState::Failed | RunState::Crashed | RunState::Aborted) => Role::Fail,
-            RunSeen::Stored(RunState::Running) => Role::Accent,
-            RunSeen::Stored(RunState::Ok) => Role::Ok,
-            RunSeen::Stored(_) => Role::Warn,
+        lines.push(run_line(app, run, seen, label("last run")));
+    } else {
+        let never = if info.stepped_down.is_some() {
+            "none that did work"
+        } else {
+            "never run"
         };
         lines.push(Line::from(vec![
             label("last run"),
-            Span::styled(format!("#{} {}", run.id, seen.as_str()), p.style(role)),
-            Span::styled(
-                format!(
-                    " · {} · {} · ",
-                    run.trigger,
-                    super::ago(run.started_at, now)
-                ),
-                p.style(Role::Dim),
-            ),
-            Span::raw(clean(&summary, 300)),
+            Span::styled(never, p.style(Role::Dim)),
         ]));
-    } else {
-        lines.push(Line::from(vec![
-            label("last run"),
-            Span::styled("never run", p.style(Role::Dim)),
-        ]));
+    }
+    // A run that stepped down does not hide the one that did work; a
+    // recent one is said below it.
+    if let Some(run) = info.recent_step_down(now) {
+        lines.push(run_line(
+            app,
+            run,
+            RunSeen::Stored(run.state),
+            label("then"),
+        ));
     }
     lines.push(schedule_line(app, info, label("schedule")));
     if let Some(pause) = &info.pause {
@@ -328,6 +285,29 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
                 p.style(Role::Warn),
             ),
         ]));
+    }
+    if let Some(hold) = info.held(now) {
+        let until = crate::util::time::utc_clock(hold.until, now);
+        let from = match &hold.key {
+            Some(key) => super::item_name(
+                key,
+                hold.label.as_deref().unwrap_or_default(),
+                super::key_width(area_width),
+            ),
+            None => "a worker".into(),
+        };
+        for text in [
+            format!(
+                "HELD until {until} ({}): no call starts before",
+                super::ago(hold.until, now)
+            ),
+            format!("by a retry-after from {from}"),
+        ] {
+            lines.push(Line::from(vec![
+                label(""),
+                Span::styled(text, p.style(Role::Warn)),
+            ]));
+        }
     }
     lines.push(match info.lock() {
         Some(l) => {
@@ -403,6 +383,36 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     lines
 }
 
+/// `#7 ok · schedule · 5m0s ago · articles: 40 done, …`: the run's state
+/// as it is (`seen`: crashed or silent before the store says so, and why).
+fn run_line(app: &App, run: &Run, seen: RunSeen, label: Span<'static>) -> Line<'static> {
+    let p = app.setup.palette;
+    let summary = seen
+        .why(app.now)
+        .or_else(|| run.summary.clone())
+        .unwrap_or_else(|| "in progress".into());
+    let role = match seen {
+        RunSeen::Crashed { .. } | RunSeen::Silent { .. } => Role::Fail,
+        RunSeen::Stored(RunState::Failed | RunState::Crashed | RunState::Aborted) => Role::Fail,
+        RunSeen::Stored(RunState::Running) => Role::Accent,
+        RunSeen::Stored(RunState::Ok) => Role::Ok,
+        RunSeen::Stored(_) => Role::Warn,
+    };
+    Line::from(vec![
+        label,
+        Span::styled(format!("#{} {}", run.id, seen.as_str()), p.style(role)),
+        Span::styled(
+            format!(
+                " · {} · {} · ",
+                run.trigger,
+                super::ago(run.started_at, app.now)
+            ),
+            p.style(Role::Dim),
+        ),
+        Span::raw(clean(&summary, 300)),
+    ])
+}
+
 fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'static> {
     let p = app.setup.palette;
     let Some(s) = app.setup.schedules.get(&info.name) else {
@@ -474,26 +484,4 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
         })
         .unwrap_or_else(|| "never fires again".into());
     Line::from(vec![label, head, Span::styled(next, p.style(Role::Accent))])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rates_use_a_sliding_minute_and_the_hour() {
-        let mut m = vec![(0, 0); 150];
-        m[148] = (60, 0);
-        m[149] = (10, 2);
-        // 15 s into the current minute: 12 + 60 * 0.75.
-        let r = rates(&m, 15_000);
-        assert!((r.last_minute - 57.0).abs() < 1e-9, "{r:?}");
-        assert!((r.last_hour - 72.0 / 60.0).abs() < 1e-9, "{r:?}");
-        assert_eq!(r.hour_window(), "last hour");
-        assert_eq!(rates(&[], 0).last_minute, 0.0);
-        // A batch a minute and a quarter old: its rate over that time.
-        let r = rates(&[(60, 0), (10, 2)], 15_000);
-        assert!((r.last_hour - 72.0 / 1.25).abs() < 1e-9, "{r:?}");
-        assert_eq!(r.hour_window(), "last 2 min");
-    }
 }

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{clean, clock, fit_line, num};
-use crate::tui::action::{Action, Pane};
+use crate::tui::action::{Intent, Pane};
 use crate::tui::app::{App, FilterTarget};
 use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
@@ -57,6 +57,9 @@ pub fn header(app: &App, f: &mut Frame, area: Rect) {
         spans.push(Span::styled(" READ-ONLY ", p.style(Role::Badge)));
         spans.push(Span::raw(" "));
     }
+    if app.data.emergency.is_some() {
+        spans.push(Span::styled("⛔ EMERGENCY STOP ", p.style(Role::Fail)));
+    }
     if app.busy > 0 {
         spans.push(Span::styled("⋯ working ", p.style(Role::Warn)));
     }
@@ -100,23 +103,24 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     let Some(info) = app.selected_info() else {
         return;
     };
+    // Finished, failed and to do: they add up to the batch (`Counts`).
     let c = &info.counts;
     let mut right = vec![Span::styled(clean(&info.name, 40), p.style(Role::Title))];
-    if c.total() > 0 {
-        right.push(Span::raw(format!(" {}%", c.done * 100 / c.total())));
+    if let Some(pct) = c.percent() {
+        right.push(Span::raw(format!(" {pct}%")));
     }
     right.push(Span::styled(
-        format!(" ✓{}", num(c.done)),
+        format!(" ✓{}", num(c.finished())),
         p.style(Role::Ok),
     ));
-    if c.failed > 0 {
+    if c.failed() > 0 {
         right.push(Span::styled(
-            format!(" ✗{}", num(c.failed)),
+            format!(" ✗{}", num(c.failed())),
             p.style(Role::Fail),
         ));
     }
-    if c.remaining() > 0 {
-        right.push(Span::raw(format!(" …{}", num(c.remaining()))));
+    if c.to_do() > 0 {
+        right.push(Span::raw(format!(" …{}", num(c.to_do()))));
     }
     if info.running() {
         right.push(Span::styled(
@@ -181,7 +185,7 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
         let key = b.keys[0].label();
         if b.writes && app.setup.read_only {
             write_keys.push(key);
-        } else if matches!(b.action, Action::Quit | Action::Help) {
+        } else if matches!(b.intent, Intent::Quit | Intent::Help) {
             fixed.push((key, hint));
         } else {
             rest.push((key, hint));

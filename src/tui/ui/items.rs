@@ -25,7 +25,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     }
     let status = app
         .status_filter
-        .map_or("all".to_string(), |s| s.to_string());
+        .map_or("all", crate::tui::app::StateFilter::label);
     title.push(Span::raw(format!(" · status: {status}")));
     if !app.search.is_empty() {
         title.push(Span::raw(format!(

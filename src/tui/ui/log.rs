@@ -9,21 +9,8 @@ use ratatui::widgets::{Cell, Row, Table};
 use super::{clean, clock, pane_block, placeholder};
 use crate::model::Event;
 use crate::tui::app::App;
-use crate::tui::theme::Role;
+use crate::tui::theme::{Role, kind_role};
 use crate::util::{sanitize, text};
-
-/// How an event kind is shown.
-pub fn kind_role(kind: &str) -> Role {
-    match kind {
-        "failed" | "quarantined" | "crashed" | "aborted" => Role::Fail,
-        "empty" | "lock-held" | "lock-takeover" | "paused" | "retry" => Role::Warn,
-        "done" => Role::Ok,
-        "run-started" | "run-finished" | "requeued" | "skipped" | "unpaused" | "fire" => {
-            Role::Accent
-        }
-        _ => Role::Normal,
-    }
-}
 
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;

@@ -1,7 +1,8 @@
 //! Drawing: `render(&App, &mut Frame)` and one module per pane. Nothing
 //! here changes the state. Every text that came from the store goes
 //! through [`clean`] (control characters made inert, length cut) before it
-//! reaches a cell.
+//! reaches a cell. What the state needs as well (the text helpers, the
+//! screen's geometry) lives beside it, in `tui::format` and `tui::layout`.
 
 pub mod activity;
 pub mod batches;
@@ -13,25 +14,19 @@ pub mod log;
 pub mod overlay;
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use super::action::Pane;
 use super::app::App;
+pub use super::format::{ago, clean, clock, wrap};
 use super::keymap::Mode;
+use super::layout::{self, Areas, MIN_HEIGHT, MIN_WIDTH};
 use super::theme::Role;
-use crate::model::{Millis, Outcome, Status, Tier};
+pub use super::theme::state_role;
+use crate::model::{Outcome, Status, Tier};
 use crate::util::{sanitize, text};
-
-pub const MIN_WIDTH: u16 = 80;
-pub const MIN_HEIGHT: u16 = 24;
-
-/// Rows a list pane shows: the screen less header, tabs, footer, the
-/// pane's borders and its column header.
-pub fn list_rows(size: (u16, u16)) -> usize {
-    (size.1 as usize).saturating_sub(6).max(1)
-}
 
 pub fn render(app: &App, f: &mut Frame) {
     let area = f.area();
@@ -39,13 +34,12 @@ pub fn render(app: &App, f: &mut Frame) {
         too_small(app, f, area);
         return;
     }
-    let [header, tabs, main, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Fill(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let Areas {
+        header,
+        tabs,
+        main,
+        footer,
+    } = layout::areas((area.width, area.height));
     chrome::header(app, f, header);
     chrome::tabs(app, f, tabs);
     if app.open_detail().is_some() {
@@ -81,37 +75,6 @@ fn too_small(app: &App, f: &mut Frame, area: Rect) {
             .wrap(Wrap { trim: true }),
         area,
     );
-}
-
-/// Untrusted text for one cell: every control, escape or bidi character
-/// shown as a visible escape, then cut to `max` cells (with `…`).
-pub fn clean(s: &str, max: usize) -> String {
-    text::cut(&sanitize::line(s), max).into_owned()
-}
-
-/// Untrusted text made inert and wrapped into lines of at most `width`
-/// cells, at most `max_lines` of them (then a last line says how much was
-/// left out).
-pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
-    let width = width.max(10);
-    // No more than this can show (a cell takes at least one character,
-    // combining marks aside): the rest of a huge text is only counted.
-    let mut chars = s.chars();
-    let head: String = chars.by_ref().take(width * max_lines * 2).collect();
-    let rest = chars.count();
-    let mut lines = text::wrap(&sanitize::line(&head), width);
-    let mut hidden = rest;
-    if lines.len() > max_lines {
-        hidden += lines[max_lines..]
-            .iter()
-            .map(|l| l.chars().count())
-            .sum::<usize>();
-        lines.truncate(max_lines);
-    }
-    if hidden > 0 {
-        lines.push(format!("… ({hidden} more characters)"));
-    }
-    lines
 }
 
 /// A line in at most `max` cells: the span at the edge is cut and ends in
@@ -209,37 +172,9 @@ pub fn bar(ratio: f64, width: usize) -> String {
     )
 }
 
-/// `HH:MM:SS` (UTC) today, `MM-DD HH:MM` on other days.
-pub fn clock(ms: Millis, now: Millis) -> String {
-    let t = crate::util::time::to_datetime(ms);
-    if ms / 86_400_000 == now / 86_400_000 {
-        t.format("%H:%M:%S").to_string()
-    } else {
-        t.format("%m-%d %H:%M").to_string()
-    }
-}
-
-pub fn ago(ms: Millis, now: Millis) -> String {
-    crate::util::time::relative(ms, now)
-}
-
 /// `failed/manual`, `done/empty`, `pending`.
 pub fn state_word(status: Status, tier: Option<Tier>, outcome: Option<Outcome>) -> String {
-    match (status, tier, outcome) {
-        (Status::Failed, Some(t), _) => format!("failed/{t}"),
-        (Status::Done, _, Some(o)) if o != Outcome::Done => format!("done/{o}"),
-        (s, _, _) => s.to_string(),
-    }
-}
-
-pub fn state_role(status: Status, outcome: Option<Outcome>) -> Role {
-    match (status, outcome) {
-        (Status::Failed, _) => Role::Fail,
-        (Status::Done, Some(Outcome::Empty)) => Role::Warn,
-        (Status::Done, _) => Role::Ok,
-        (Status::Claimed, _) => Role::Accent,
-        (Status::Pending, _) => Role::Normal,
-    }
+    crate::model::state_word(status, tier, outcome)
 }
 
 /// A bordered pane with a title, the title cut (with `…`) to fit `area`.

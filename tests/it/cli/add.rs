@@ -558,6 +558,19 @@ fn the_example_config_runs_as_init_wrote_it() {
     }
 }
 
+/// What `init` writes beside the store it made is the checked-in example
+/// that the README shows, byte for byte.
+#[test]
+fn init_writes_the_checked_in_example() {
+    let env = Env::bare();
+    env.run(&["init"]).code(0);
+    let asset = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/examples/init.toml");
+    assert_eq!(
+        std::fs::read_to_string(env.path("nightshift.toml")).unwrap(),
+        std::fs::read_to_string(asset).unwrap()
+    );
+}
+
 /// A newcomer who sets only `worker`, to a program of their own, gets a
 /// run that succeeds (it was exit 1: the example's source and alert failed).
 #[test]

@@ -6,6 +6,8 @@ mod add;
 mod inspect;
 mod operate;
 
+// One definition of every count, in every view; what waits.
+mod counts;
 // Every command on both stores.
 mod backends;
 // Bad input of every kind: one clear line, a non-zero exit, nothing changed.

@@ -217,7 +217,7 @@ fn pause_stops_runs_until_unpause_and_records_who_and_why() {
     assert_eq!(ran.code(0).stdout, "b: unpaused\n");
     assert_eq!(last_event(&env, "unpaused")["actor"], ACTOR);
     let ran = as_operator(&env, &["unpause", "b"]);
-    assert_eq!(ran.code(0).stdout, "b: was not paused\n");
+    assert_eq!(ran.code(0).stdout, "b: was not paused and not held\n");
     let status = env.status();
     assert_eq!(status["batches"][0]["paused"], false);
     assert!(status["batches"][0]["paused_reason"].is_null());

@@ -4,12 +4,14 @@
 //!   `tui::render`) and kept in `assets/screens/NAME.txt`;
 //! - every `<!-- include: PATH -->` code block in it is that file, verbatim
 //!   (the captures, the example worker and config);
+//! - the example config `init` writes, `assets/examples/init.toml`, is the
+//!   one the config's settings table writes;
 //! - every `nightshift ...` command in its `sh` blocks parses;
 //! - every file it links to exists.
 //!
 //! After a deliberate change to the dashboard or an example, run
 //! `NIGHTSHIFT_UPDATE_SCREENS=1 cargo test --test it docs::readme` (it rewrites the
-//! captures and the README's copies) and review the diff.
+//! captures, the example config and the README's copies) and review the diff.
 
 use crate::support::fixture;
 
@@ -20,7 +22,7 @@ use clap::Parser;
 use nightshift::cli::Cli;
 use nightshift::config::Schedule;
 use nightshift::store::{Access, Store};
-use nightshift::tui::action::{Action, Pane};
+use nightshift::tui::action::{Arrival, Intent, Pane};
 use nightshift::tui::app::{App, BatchSchedule, Setup};
 use nightshift::tui::theme::Palette;
 use nightshift::tui::ui;
@@ -43,33 +45,30 @@ fn updating() -> bool {
 }
 
 /// The README's captures: name, size, what the user did.
-fn screens() -> Vec<(&'static str, (u16, u16), Vec<Action>)> {
+fn screens() -> Vec<(&'static str, (u16, u16), Vec<Intent>)> {
     vec![
         ("batches", (80, 24), vec![]),
         (
             "dead_letters",
             (80, 24),
-            vec![Action::GoPane(Pane::DeadLetters)],
+            vec![Intent::GoPane(Pane::DeadLetters)],
         ),
         (
             "failed_item",
             (80, 24),
             vec![
-                Action::GoPane(Pane::Items),
+                Intent::GoPane(Pane::Items),
                 // Failed items only, the first one opened.
-                Action::CycleStatus,
-                Action::CycleStatus,
-                Action::CycleStatus,
-                Action::CycleStatus,
-                Action::Open,
-                Action::PageDown,
+                Intent::CycleStatusBack,
+                Intent::Open,
+                Intent::PageDown,
             ],
         ),
     ]
 }
 
 /// The dashboard on the fixture after `actions`, as plain text.
-fn render(size: (u16, u16), actions: &[Action]) -> String {
+fn render(size: (u16, u16), actions: &[Intent]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("nightshift.db");
     fixture::build(
@@ -96,13 +95,13 @@ fn render(size: (u16, u16), actions: &[Action]) -> String {
     )]);
     setup.configured = vec!["articles".into(), "newsletter".into()];
     let mut app = App::new(setup, NOW);
-    app.update(Action::Resize(size.0, size.1));
+    app.update(Arrival::Resize(size.0, size.1));
     let poll = |app: &mut App| {
         // A changed query (a new window, a detail) is read again at once.
         for _ in 0..3 {
             let (q, asked) = (app.query(), app.asked);
             let data = store.dashboard(&q, NOW).unwrap();
-            app.update(Action::Polled {
+            app.update(Arrival::Polled {
                 at: NOW - 400,
                 asked,
                 result: Ok(Box::new(data)),
@@ -197,10 +196,37 @@ fn includes(readme: &str) -> Vec<(String, std::ops::Range<usize>)> {
     found
 }
 
+/// Writes the example config from the settings table when it differs and
+/// updating. Returns whether it is stale.
+fn refresh_init_example() -> bool {
+    let file = root().join("assets/examples/init.toml");
+    let written = nightshift::config::example::text();
+    if std::fs::read_to_string(&file).ok().as_deref() == Some(written.as_str()) {
+        return false;
+    }
+    if !updating() {
+        return true;
+    }
+    let tmp = tempfile::NamedTempFile::new_in(file.parent().unwrap()).unwrap();
+    std::fs::write(tmp.path(), &written).unwrap();
+    tmp.persist(&file).unwrap();
+    false
+}
+
+#[test]
+fn the_init_example_is_what_the_settings_table_writes() {
+    assert!(
+        !refresh_init_example(),
+        "assets/examples/init.toml differs from config::example::text().\n\
+         After a deliberate change: NIGHTSHIFT_UPDATE_SCREENS=1 cargo test --test it docs::readme"
+    );
+}
+
 #[test]
 fn readme_includes_its_files_verbatim() {
     if updating() {
         refresh_screens();
+        refresh_init_example();
     }
     let mut readme = readme();
     let blocks = includes(&readme);

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use nightshift::config::{BATCH_FIELDS, Config};
 use nightshift::key::{self, KeySpec, MAX_KEY_LEN};
-use nightshift::runner::classify::{self, MAX_MESSAGE, Rules, Verdict};
+use nightshift::runner::child::output::{self, MAX_OP_IDS, StderrLine};
+use nightshift::runner::child::persistent::{self, Call, Line, Persistent, Request};
+use nightshift::runner::classify::{self, Answer, MAX_MESSAGE, Rules};
 use nightshift::runner::cost::{Cost, MAX_COST};
-use nightshift::runner::persistent::{self, Call, Line, Persistent, Request};
-use nightshift::runner::worker::{self, MAX_OP_IDS, StderrLine};
 use nightshift::util::sanitize;
 use proptest::prelude::*;
 use serde_json::Value;
@@ -184,7 +184,7 @@ proptest! {
     fn error_lines_never_panic(line in json_text()) {
         if let Some(e) = classify::parse_error_line(&line) {
             if let Some(r) = e.retry_after {
-                prop_assert!(r <= Duration::from_secs(86_400));
+                prop_assert!(r <= classify::MAX_RETRY_AFTER);
             }
             prop_assert!(sane(&e.cost), "{:?}", e.cost);
         }
@@ -198,7 +198,7 @@ proptest! {
     #[test]
     fn stderr_markers_never_panic(rest in hostile_string(), op in hostile_string()) {
         for line in [rest.clone(), format!("@nightshift {rest}"), format!("@nightshift op_id={op}"), format!("@nightshift cost={rest}")] {
-            match worker::parse_stderr_line(&line) {
+            match output::parse_stderr_line(&line) {
                 StderrLine::OpId(id) => {
                     prop_assert!(!id.is_empty() && id.len() <= 1024);
                     prop_assert!(!id.chars().any(char::is_control), "{id:?}");
@@ -221,14 +221,14 @@ proptest! {
         objects.push(serde_json::Map::from_iter([("error".to_string(), value.clone())]));
         objects.push(serde_json::Map::from_iter([("result".to_string(), value.clone()), ("cost".to_string(), value.clone())]));
         for obj in &objects {
-            match persistent::answer(obj, &rules) {
-                Verdict::Failed { class, message, retry_after, .. } => {
+            match classify::answer(obj, &rules) {
+                Answer::Failed { class, message, retry_after, .. } => {
                     prop_assert!(class.chars().count() <= MAX_MESSAGE + 1);
                     prop_assert!(message.chars().count() <= MAX_MESSAGE + 1);
                     prop_assert!(!dangerous(&class) && !dangerous(&message), "{class:?} {message:?}");
-                    prop_assert!(retry_after.is_none_or(|r| r <= Duration::from_secs(86_400)));
+                    prop_assert!(retry_after.is_none_or(|r| r <= classify::MAX_RETRY_AFTER));
                 }
-                Verdict::Done { result, cost, .. } => {
+                Answer::Done { result, cost, .. } => {
                     if let Some(r) = result {
                         prop_assert!(serde_json::from_str::<Value>(&r).is_ok());
                     }
@@ -472,7 +472,7 @@ async fn a_persistent_worker_endless_line_is_cut() {
         .call(&req, Duration::from_secs(60), &Rules::default(), &tx, never)
         .await;
     match r {
-        Err(Verdict::Failed {
+        Err(Answer::Failed {
             transient: true,
             message,
             ..

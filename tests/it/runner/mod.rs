@@ -10,6 +10,8 @@ mod liveness;
 mod locks;
 // Workers left behind, and holders that only look dead.
 mod orphans;
+// One gate for every worker call: retry-after holds and rate limits.
+mod pace;
 // Persistent workers (one process, many items).
 mod persistent;
 // Runners sharing a batch.

@@ -648,7 +648,7 @@ fn a_store_in_a_directory_you_cannot_write_is_watched_read_only() {
     dash.wait_text("READ-ONLY");
     let screen = dash.wait_loaded();
     assert!(!screen.contains("stale"), "{screen}");
-    dash.wait_text("0/3 done");
+    dash.wait_text("0/3 finished");
     dash.key("p");
     dash.wait_text("read-only");
     dash.key("q");

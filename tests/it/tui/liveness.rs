@@ -114,7 +114,7 @@ fn killed_runners_show_crashed_at_once_at_both_sizes() {
                 format!("runner pid {pid} is gone"),
                 "crashed: its process is gone; not held".to_string(),
                 "2 claimed items, taken back by the next run".to_string(),
-                "no ETA: nothing runs".to_string(),
+                "no ETA: no run".to_string(),
             ] {
                 assert!(d.contains(&want), "{want:?} at {cols}×{rows} in:\n{screen}");
             }
@@ -133,5 +133,37 @@ fn killed_runners_show_crashed_at_once_at_both_sizes() {
     assert_eq!(dash.wait_exit(), 0);
     for pid in pids_with(&marker) {
         signal(pid, Signal::SIGKILL);
+    }
+}
+
+/// The emergency stop (the `PAUSED` file beside the store) shows in the
+/// header and pauses every batch on screen, though no row changes; it goes
+/// when the file does.
+#[test]
+fn the_emergency_stop_shows_at_a_glance_and_goes_with_its_file() {
+    let env = Env::new();
+    env.config(&format!(
+        "[batch.\"{JA}\"]\nworker = [\"cat\"]\n\n[batch.{ASCII}]\nworker = [\"cat\"]\n"
+    ));
+    env.add_items(JA, 2);
+    env.add_items(ASCII, 2);
+    let stop = env.db.parent().unwrap().join("PAUSED");
+    for size in [(80, 24), (120, 40)] {
+        let dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], size);
+        dash.wait_for("both idle", |s| {
+            row_of(s, JA).contains("idle") && row_of(s, ASCII).contains("idle")
+        });
+        assert!(!dash.screen().contains("EMERGENCY STOP"));
+        std::fs::write(&stop, "").unwrap();
+        let screen = dash.wait_for("the emergency stop", |s| {
+            s.lines().next().unwrap_or("").contains("⛔ EMERGENCY STOP")
+                && row_of(s, JA).contains("paused")
+                && row_of(s, ASCII).contains("paused")
+        });
+        assert!(!row_of(&screen, JA).contains("idle"), "{screen}");
+        std::fs::remove_file(&stop).unwrap();
+        dash.wait_for("the stop lifted", |s| {
+            !s.contains("EMERGENCY STOP") && row_of(s, JA).contains("idle")
+        });
     }
 }

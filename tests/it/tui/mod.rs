@@ -3,6 +3,8 @@
 
 // Launching the dashboard from the command line.
 mod cli;
+// The counts on the real screen, and what waits.
+mod counts;
 // Who is alive, on the real screen.
 mod liveness;
 // The dashboard on a PostgreSQL store.

@@ -74,7 +74,7 @@ fn shows_the_counts_and_requeues_one_item_and_a_class() {
     let mut dash = open(&env, &[]);
     let screen = dash.wait_loaded();
     let row = row_of(&screen, "│articles");
-    for field in ["pending", "done"] {
+    for field in ["pending", "finished"] {
         let n = articles[field].to_string();
         assert!(
             row.split_whitespace().any(|w| w == n),
@@ -85,9 +85,7 @@ fn shows_the_counts_and_requeues_one_item_and_a_class() {
 
     // Items, failed only: the first is blog-10 (HTTP400, quarantined).
     dash.key("3");
-    for _ in 0..4 {
-        dash.key("s");
-    }
+    dash.key("S");
     dash.wait_text("status: failed");
     dash.wait_for("blog-10 selected", |s| {
         row_of(s, "blog-10").contains("failed/manual")

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use nightshift::config::Schedule;
 use nightshift::store::{Access, Store};
-use nightshift::tui::action::{Action, Pane};
+use nightshift::tui::action::{Action, Arrival, Intent, Pane};
 use nightshift::tui::app::{App, BatchSchedule, Setup};
 use nightshift::tui::theme::Palette;
 use nightshift::tui::ui;
@@ -66,7 +66,7 @@ fn poll(fx: &Fx, app: &mut App) {
     for _ in 0..3 {
         let (q, asked) = (app.query(), app.asked);
         let data = fx.store.dashboard(&q, NOW).unwrap();
-        app.update(Action::Polled {
+        app.update(Arrival::Polled {
             at: NOW - 400,
             asked,
             result: Ok(Box::new(data)),
@@ -84,11 +84,12 @@ fn draw(app: &App) -> String {
     format!("{:?}", terminal.backend().buffer())
 }
 
-fn screen(palette: Palette, size: (u16, u16), actions: &[Action]) -> String {
+fn screen(palette: Palette, size: (u16, u16), keys: &[Intent]) -> String {
     let fx = fixture();
     let mut app = App::new(setup(palette, false), NOW);
-    app.update(Action::Resize(size.0, size.1));
-    drive(&fx, &mut app, actions);
+    app.update(Arrival::Resize(size.0, size.1));
+    let actions: Vec<Action> = keys.iter().cloned().map(Action::from).collect();
+    drive(&fx, &mut app, &actions);
     draw(&app)
 }
 
@@ -105,10 +106,10 @@ fn every_pane_at_both_sizes_with_and_without_colour() {
     for palette in [Palette::Ansi256, Palette::Mono] {
         for size in [(80, 24), (160, 48)] {
             for pane in Pane::ALL {
-                let mut actions = vec![Action::GoPane(pane)];
+                let mut actions = vec![Intent::GoPane(pane)];
                 if pane == Pane::Items {
                     // Select a failed item further down.
-                    actions.extend(std::iter::repeat_n(Action::Down, 9));
+                    actions.extend(std::iter::repeat_n(Intent::Down, 9));
                 }
                 let shot = screen(palette, size, &actions);
                 let name = format!(
@@ -135,11 +136,11 @@ fn item_detail_shows_payload_result_errors_and_events() {
         Palette::Mono,
         (80, 24),
         &[
-            Action::GoPane(Pane::Items),
-            Action::Down,
-            Action::Down,
-            Action::Down,
-            Action::Open,
+            Intent::GoPane(Pane::Items),
+            Intent::Down,
+            Intent::Down,
+            Intent::Down,
+            Intent::Open,
         ],
     );
     insta::assert_snapshot!(shot);
@@ -148,13 +149,10 @@ fn item_detail_shows_payload_result_errors_and_events() {
         Palette::Mono,
         (80, 24),
         &[
-            Action::GoPane(Pane::Items),
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::Open,
-            Action::PageDown,
+            Intent::GoPane(Pane::Items),
+            Intent::CycleStatusBack,
+            Intent::Open,
+            Intent::PageDown,
         ],
     );
     insta::assert_snapshot!(scrolled);
@@ -165,64 +163,76 @@ fn dead_letter_class_lists_its_failed_items() {
     insta::assert_snapshot!(screen(
         Palette::Mono,
         (80, 24),
-        &[Action::GoPane(Pane::DeadLetters), Action::Open]
+        &[Intent::GoPane(Pane::DeadLetters), Intent::Open]
     ));
 }
 
 #[test]
 fn filters_status_and_search() {
+    // `s` steps through the outcomes too: the items that succeeded with
+    // nothing, apart.
+    let empty = screen(
+        Palette::Mono,
+        (80, 24),
+        &[
+            Intent::GoPane(Pane::Items),
+            Intent::CycleStatus,
+            Intent::CycleStatus,
+            Intent::CycleStatus,
+            Intent::CycleStatus,
+        ],
+    );
+    assert!(empty.contains("status: empty"), "{empty}");
+    insta::assert_snapshot!("filters_status_empty", empty);
     insta::assert_snapshot!(screen(
         Palette::Mono,
         (80, 24),
         &[
-            Action::GoPane(Pane::Items),
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::CycleStatus,
-            Action::StartFilter,
-            Action::Input('T'),
-            Action::Input('i'),
-            Action::Input('m'),
-            Action::Input('e'),
+            Intent::GoPane(Pane::Items),
+            Intent::CycleStatusBack,
+            Intent::StartFilter,
+            Intent::Input('T'),
+            Intent::Input('i'),
+            Intent::Input('m'),
+            Intent::Input('e'),
         ]
     ));
     insta::assert_snapshot!(screen(
         Palette::Mono,
         (80, 24),
         &[
-            Action::GoPane(Pane::Log),
-            Action::StartFilter,
-            Action::Input('f'),
-            Action::Input('a'),
-            Action::Input('i'),
-            Action::Input('l'),
-            Action::Input('e'),
-            Action::Input('d'),
-            Action::Input(','),
-            Action::Input('e'),
-            Action::Input('m'),
-            Action::Input('p'),
-            Action::Input('t'),
-            Action::Input('y'),
-            Action::Submit,
+            Intent::GoPane(Pane::Log),
+            Intent::StartFilter,
+            Intent::Input('f'),
+            Intent::Input('a'),
+            Intent::Input('i'),
+            Intent::Input('l'),
+            Intent::Input('e'),
+            Intent::Input('d'),
+            Intent::Input(','),
+            Intent::Input('e'),
+            Intent::Input('m'),
+            Intent::Input('p'),
+            Intent::Input('t'),
+            Intent::Input('y'),
+            Intent::Submit,
         ]
     ));
 }
 
 #[test]
 fn overlays_help_confirm_prompt() {
-    insta::assert_snapshot!("help", screen(Palette::Mono, (80, 24), &[Action::Help]));
+    insta::assert_snapshot!("help", screen(Palette::Mono, (80, 24), &[Intent::Help]));
     insta::assert_snapshot!(
         "confirm_skip",
         screen(
             Palette::Mono,
             (80, 24),
             &[
-                Action::GoPane(Pane::Items),
-                Action::Bottom,
-                Action::Up,
-                Action::SkipSelected
+                Intent::GoPane(Pane::Items),
+                Intent::Bottom,
+                Intent::Up,
+                Intent::SkipSelected
             ]
         )
     );
@@ -231,7 +241,7 @@ fn overlays_help_confirm_prompt() {
         screen(
             Palette::Mono,
             (80, 24),
-            &[Action::TogglePause, Action::Input('d'), Action::Input('b')]
+            &[Intent::TogglePause, Intent::Input('d'), Intent::Input('b')]
         )
     );
 }
@@ -241,8 +251,8 @@ fn since_you_last_looked() {
     let fx = fixture();
     let since = fx.store.since(NOW - 12 * fixture::HOUR).unwrap();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
-    app.update(Action::Resize(80, 24));
-    drive(&fx, &mut app, &[Action::Since(Box::new(since))]);
+    app.update(Arrival::Resize(80, 24));
+    drive(&fx, &mut app, &[Arrival::Since(Box::new(since)).into()]);
     insta::assert_snapshot!(draw(&app));
 }
 
@@ -250,11 +260,14 @@ fn since_you_last_looked() {
 fn read_only_says_so() {
     let fx = fixture();
     let mut app = App::new(setup(Palette::Mono, true), NOW);
-    app.update(Action::Resize(80, 24));
+    app.update(Arrival::Resize(80, 24));
     drive(
         &fx,
         &mut app,
-        &[Action::GoPane(Pane::Items), Action::RequeueAll],
+        &[
+            Intent::GoPane(Pane::Items).into(),
+            Intent::RequeueAll.into(),
+        ],
     );
     insta::assert_snapshot!(draw(&app));
 }
@@ -263,10 +276,10 @@ fn read_only_says_so() {
 fn stale_and_too_small() {
     let fx = fixture();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
-    app.update(Action::Resize(80, 24));
+    app.update(Arrival::Resize(80, 24));
     drive(&fx, &mut app, &[]);
-    app.update(Action::Tick(NOW + 40_000));
-    app.update(Action::Polled {
+    app.update(Arrival::Tick(NOW + 40_000));
+    app.update(Arrival::Polled {
         at: NOW + 40_000,
         asked: app.asked,
         result: Err(
@@ -274,7 +287,7 @@ fn stale_and_too_small() {
         ),
     });
     insta::assert_snapshot!("stale", draw(&app));
-    app.update(Action::Resize(60, 20));
+    app.update(Arrival::Resize(60, 20));
     insta::assert_snapshot!("too_small", draw(&app));
 }
 
@@ -294,33 +307,42 @@ fn japanese_text_in_every_pane() {
     for size in [(80, 24), (120, 40)] {
         let shots: Vec<(&str, Vec<Action>)> = vec![
             ("batches", vec![]),
-            ("activity", vec![Action::GoPane(Pane::Activity)]),
-            ("items", vec![Action::GoPane(Pane::Items)]),
+            ("activity", vec![Intent::GoPane(Pane::Activity).into()]),
+            ("items", vec![Intent::GoPane(Pane::Items).into()]),
             (
                 "detail",
                 vec![
-                    Action::GoPane(Pane::Items),
-                    Action::Down,
-                    Action::Down,
-                    Action::Open,
+                    Intent::GoPane(Pane::Items).into(),
+                    Intent::Down.into(),
+                    Intent::Down.into(),
+                    Intent::Open.into(),
                 ],
             ),
-            ("dead_letters", vec![Action::GoPane(Pane::DeadLetters)]),
+            (
+                "dead_letters",
+                vec![Intent::GoPane(Pane::DeadLetters).into()],
+            ),
             (
                 "class_items",
-                vec![Action::GoPane(Pane::DeadLetters), Action::Open],
+                vec![
+                    Intent::GoPane(Pane::DeadLetters).into(),
+                    Intent::Open.into(),
+                ],
             ),
-            ("run_log", vec![Action::GoPane(Pane::Log)]),
+            ("run_log", vec![Intent::GoPane(Pane::Log).into()]),
             (
                 "confirm",
                 vec![
-                    Action::GoPane(Pane::Items),
-                    Action::Down,
-                    Action::Down,
-                    Action::SkipSelected,
+                    Intent::GoPane(Pane::Items).into(),
+                    Intent::Down.into(),
+                    Intent::Down.into(),
+                    Intent::SkipSelected.into(),
                 ],
             ),
-            ("since", vec![Action::Since(Box::new(since.clone()))]),
+            (
+                "since",
+                vec![Arrival::Since(Box::new(since.clone())).into()],
+            ),
         ];
         for (name, actions) in shots {
             let mut setup = Setup::new(
@@ -331,11 +353,166 @@ fn japanese_text_in_every_pane() {
             );
             setup.configured = vec!["blogs".into()];
             let mut app = App::new(setup, NOW);
-            app.update(Action::Resize(size.0, size.1));
+            app.update(Arrival::Resize(size.0, size.1));
             drive(&fx, &mut app, &actions);
             insta::assert_snapshot!(format!("japanese_{name}_{}x{}", size.0, size.1), draw(&app));
         }
     }
+}
+
+/// The pace says only what it knows (a fake clock: `NOW`): a run three
+/// seconds old has no rate and no ETA yet, and the run that stepped down
+/// beside it does not hide it; a run that has run a while has both; a held
+/// or paused batch, or one with no live run, has no ETA and says why (a
+/// held one until when on its own line).
+#[test]
+fn the_pace_says_only_what_it_knows() {
+    use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Pause, RunState, Trigger};
+    use nightshift::store::Completion;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    let (mut s, _) = Store::create(&db).unwrap();
+    let holder = Holder {
+        host: "worker-1".into(),
+        pid: 4242,
+        pid_start: None,
+    };
+    let items = |n: usize| -> Vec<NewItem> {
+        (0..n)
+            .map(|i| NewItem {
+                key: format!("k{i:02}"),
+                label: format!("label {i}"),
+                payload: "{}".into(),
+            })
+            .collect()
+    };
+    // A live run started `age` ago that completed `done` items, evenly.
+    let live = |s: &mut Store, batch: &str, age: i64, done: usize| {
+        s.add_items(batch, &items(40), NOW - age, |_| {}).unwrap();
+        let run = s
+            .start_run(batch, Trigger::Manual, None, &holder, NOW - age, None)
+            .unwrap();
+        s.acquire_lock(
+            batch,
+            batch,
+            &holder,
+            Some(run),
+            NOW + 60_000,
+            NOW - age,
+            &[],
+            1,
+        )
+        .unwrap();
+        let claims = s
+            .claim(batch, run, done, NOW + 60_000, NOW - age)
+            .unwrap()
+            .unwrap();
+        for (i, c) in claims.iter().enumerate() {
+            let at = NOW - age + (i as i64 + 1) * age / (done as i64 + 1);
+            let d = Completion {
+                item_id: c.item_id,
+                token: c.token,
+                run_id: run,
+                outcome: Outcome::Done,
+                result: Some("1"),
+                cost: None,
+                now: at,
+            };
+            assert!(
+                s.complete(&d, &NewEvent::new(at, batch, "done", "done").key(&c.key))
+                    .unwrap()
+            );
+        }
+    };
+    live(&mut s, "a-young", 3_000, 3);
+    let step = s
+        .start_run(
+            "a-young",
+            Trigger::Schedule,
+            None,
+            &holder,
+            NOW - 1_000,
+            None,
+        )
+        .unwrap();
+    s.finish_run(
+        step,
+        RunState::LockHeld,
+        "a-young: lock-held: stepped down",
+        0,
+        0,
+        NOW - 1_000,
+    )
+    .unwrap();
+    live(&mut s, "b-going", 300_000, 20);
+    live(&mut s, "c-held", 300_000, 20);
+    s.set_hold("c-held", NOW + 4 * 60_000, Some("k07")).unwrap();
+    live(&mut s, "d-paused", 300_000, 20);
+    let pause = Pause {
+        reason: "deploy".into(),
+        by: "ops@box".into(),
+        at: NOW,
+    };
+    s.pause_batch("d-paused", &pause).unwrap();
+    s.add_items("e-idle", &items(5), NOW - 3_600_000, |_| {})
+        .unwrap();
+    drop(s);
+    let fx = Fx {
+        store: Store::open(&db, Access::ReadOnly).unwrap(),
+        _dir: dir,
+    };
+    let mut setup = setup(Palette::Mono, false);
+    setup.configured = Vec::new();
+    let mut app = App::new(setup, NOW);
+    app.update(Arrival::Resize(80, 24));
+    let mut shown = Vec::new();
+    drive(&fx, &mut app, &[]);
+    for _ in 0..5 {
+        let screen = draw(&app);
+        // A row's text inside the box, without its padding.
+        let row = |start: &str| {
+            let line = screen
+                .lines()
+                .find(|l| l.contains(start))
+                .unwrap_or_default();
+            line.split('│')
+                .nth(1)
+                .unwrap_or_default()
+                .trim_end()
+                .to_string()
+        };
+        shown.push((
+            row("│rate"),
+            row("│last run"),
+            row("│then"),
+            row("HELD until"),
+        ));
+        drive(&fx, &mut app, &[Intent::NextBatch.into()]);
+    }
+    let rates: Vec<&str> = shown.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(
+        rates,
+        [
+            "rate      — last minute · ETA —",
+            "rate      4.0/min last minute · 4.0/min last 5 min · ETA 5m0s",
+            "rate      4.0/min last minute · 4.0/min last 5 min · no ETA: held",
+            "rate      4.0/min last minute · 4.0/min last 5 min · no ETA: paused",
+            "rate      0.0/min last minute · 0.0/min last hour · no ETA: no run",
+        ]
+    );
+    assert!(shown[0].1.contains("#1 running"), "{:?}", shown[0]);
+    assert!(shown[0].2.contains("#2 lock-held"), "{:?}", shown[0]);
+    assert_eq!(shown[1].2, "", "no step-down: no line");
+    // Until when, and why, the hold's own line says, to the second.
+    assert!(
+        shown[2]
+            .3
+            .trim()
+            .starts_with("HELD until 12:04:00Z (in 4m0s)"),
+        "{:?}",
+        shown[2]
+    );
+    assert_eq!(shown[1].3, "", "no hold: no line");
 }
 
 /// With no live daemon the schedule line says so, and how many fire times
@@ -358,9 +535,9 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     store.set_next_fire("articles", Some(planned), NOW).unwrap();
     let later = NOW + fixture::HOUR;
     let mut app = App::new(setup(Palette::Mono, false), later);
-    app.update(Action::Resize(160, 48));
+    app.update(Arrival::Resize(160, 48));
     let data = store.dashboard(&app.query(), later).unwrap();
-    app.update(Action::Polled {
+    app.update(Arrival::Polled {
         at: later,
         asked: app.asked,
         result: Ok(Box::new(data)),
@@ -374,8 +551,8 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     // While it beats, the next fire.
     let data = store.dashboard(&app.query(), NOW).unwrap();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
-    app.update(Action::Resize(160, 48));
-    app.update(Action::Polled {
+    app.update(Arrival::Resize(160, 48));
+    app.update(Arrival::Polled {
         at: NOW,
         asked: app.asked,
         result: Ok(Box::new(data)),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use nightshift::store::{Access, DashQuery};
 use nightshift::tui::Msg;
-use nightshift::tui::action::{Action, Write};
+use nightshift::tui::action::{Arrival, Write};
 use nightshift::tui::effects::{Effects, Job, RunnerSpawn};
 use nightshift::tui::poller::{Cmd, Poller};
 
@@ -59,8 +59,8 @@ fn writes_succeed_while_the_poller_reads() {
                 };
                 effects.send(Job::Write(write));
                 match erx.recv_timeout(Duration::from_secs(30)).unwrap() {
-                    Msg::Action(Action::Done { ok: true, .. }) => {}
-                    Msg::Action(other) => return Err(format!("round {round}: {other:?}")),
+                    Msg::Arrival(Arrival::Done { ok: true, .. }) => {}
+                    Msg::Arrival(other) => return Err(format!("round {round}: {other:?}")),
                     _ => return Err(format!("round {round}: unexpected message")),
                 }
                 effects.stop(Duration::from_secs(5));
@@ -88,7 +88,7 @@ fn writes_succeed_while_the_poller_reads() {
     poller.stop(Duration::from_secs(5));
     let polls = rx
         .try_iter()
-        .filter(|m| matches!(m, Msg::Action(Action::Polled { result: Ok(_), .. })))
+        .filter(|m| matches!(m, Msg::Arrival(Arrival::Polled { result: Ok(_), .. })))
         .count();
     assert!(polls > 0);
 }

@@ -7,7 +7,7 @@
 use crate::support::pg;
 
 use nightshift::model::{
-    Fire, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Tombstone,
+    Fire, Hold, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Tombstone,
     Trigger, WorkerGroup,
 };
 use nightshift::store::{
@@ -177,7 +177,7 @@ both_stores! {
             outcome: Outcome::Empty, result: None, cost: None, now: T0 + 1 };
         assert!(s.complete(&empty, &done_event("k001")).unwrap());
         let counts = s.counts("b").unwrap();
-        assert_eq!((counts.done, counts.done_ok, counts.empty, counts.claimed), (2, 1, 1, 0));
+        assert_eq!((counts.finished(), counts.done, counts.empty, counts.claimed), (2, 1, 1, 0));
         let item = s.item("b", "k000").unwrap();
         assert_eq!(item.result, Some(serde_json::json!({"url": "x"})));
         assert_eq!((item.outcome, item.lease_run, item.cost), (Some(Outcome::Done), None, Some(0.5)));
@@ -202,7 +202,7 @@ both_stores! {
         assert!(s.fail(&fail(1, Tier::Manual, "BadInput", None), &ev).unwrap());
         assert!(s.fail(&fail(2, Tier::Retry, "Timeout", Some(T0 + 20 * MIN)), &ev).unwrap());
         let counts = s.counts("b").unwrap();
-        assert_eq!((counts.failed, counts.retry, counts.manual), (3, 2, 1));
+        assert_eq!((counts.failed(), counts.retry, counts.manual), (3, 2, 1));
         let dl = s.dead_letters("b", None, None).unwrap();
         assert_eq!(dl.len(), 3);
         assert_eq!((dl[0].attempt, dl[0].run_id, dl[0].failed_at), (1, Some(run), T0));
@@ -416,12 +416,45 @@ both_stores! {
         assert!(!s.pause_batch("b", &p).unwrap());
         assert!(s.pause_batch("b", &p).unwrap());
         assert_eq!(s.pause("b").unwrap(), Some(p));
-        assert!(s.unpause_batch("b", "ops", T0 + 1).unwrap());
-        assert!(!s.unpause_batch("b", "ops", T0 + 1).unwrap());
+        assert!(s.unpause_batch("b", "ops", T0 + 1).unwrap().was_paused);
+        assert!(!s.unpause_batch("b", "ops", T0 + 1).unwrap().was_paused);
         assert_eq!(s.pause("b").unwrap(), None);
-        s.set_hold("b", T0 + 5000).unwrap();
-        s.set_hold("b", T0 + 1000).unwrap();
-        assert_eq!(s.hold_until("b").unwrap(), Some(T0 + 5000), "a hold is never shortened");
+        let kinds = s.event_kinds_since(T0 - 1).unwrap();
+        assert!(kinds.contains(&("b".to_string(), "paused".to_string(), 2)), "{kinds:?}");
+        assert!(kinds.contains(&("b".to_string(), "unpaused".to_string(), 1)), "{kinds:?}");
+    }
+
+    /// A retry-after hold names the item that asked for it (with its
+    /// label, while the item is kept), is never shortened, shows in the
+    /// batch's info, and `unpause` lifts it, as an operator action.
+    fn a_hold_is_kept_with_its_key_and_lifted_by_unpause(db, s) {
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        assert_eq!(s.hold("b").unwrap(), None);
+        s.set_hold("b", T0 + 5000, Some("k001")).unwrap();
+        s.set_hold("b", T0 + 1000, Some("k000")).unwrap();
+        let held = Hold { until: T0 + 5000, key: Some("k001".into()), label: Some("label 1".into()) };
+        assert_eq!(s.hold("b").unwrap(), Some(held.clone()), "a hold is never shortened");
+        assert_eq!(s.batch_infos(Some("b")).unwrap()[0].hold, Some(held.clone()));
+        s.set_hold("b", T0 + 9000, Some("gone")).unwrap();
+        let gone = s.hold("b").unwrap().unwrap();
+        assert_eq!((gone.until, gone.key.as_deref(), gone.label), (T0 + 9000, Some("gone"), None));
+        // `unpause` of a batch that is held but not paused lifts the hold.
+        let done = s.unpause_batch("b", "ops@box", T0 + 10).unwrap();
+        assert!(!done.was_paused);
+        assert_eq!(done.lifted.map(|h| h.until), Some(T0 + 9000));
+        assert_eq!(s.hold("b").unwrap(), None);
+        let lifted = s.events(&EventFilter { kinds: vec!["hold-lifted".into()], ..Default::default() }).unwrap();
+        assert_eq!(lifted.len(), 1);
+        assert_eq!((lifted[0].actor.as_deref(), lifted[0].key.as_deref()), (Some("ops@box"), Some("gone")));
+        assert!(lifted[0].message.contains("lifted by ops@box"), "{}", lifted[0].message);
+        // A hold already over is cleared without a word: nothing was lifted.
+        s.set_hold("b", T0 + 20, Some("k000")).unwrap();
+        assert_eq!(s.unpause_batch("b", "ops@box", T0 + 30).unwrap().lifted, None);
+        assert_eq!(s.hold("b").unwrap(), None);
+        assert_eq!(s.events(&EventFilter { kinds: vec!["hold-lifted".into()], ..Default::default() }).unwrap().len(), 1);
+    }
+
+    fn schedule_and_runs_are_kept(db, s) {
         s.set_next_fire("b", Some(T0 + 3_600_000), T0).unwrap();
         let fire = Fire { at: T0 + 10, outcome: "skipped".into(), reason: Some("paused".into()), run_id: None };
         s.record_fire("b", &fire).unwrap();
@@ -447,7 +480,7 @@ both_stores! {
         assert_eq!(since.fires, vec![("b".to_string(), "skipped".to_string(), 1)]);
         assert_eq!(since.runs.len(), 2);
         let kinds = s.event_kinds_since(T0 - 1).unwrap();
-        assert!(kinds.contains(&("b".to_string(), "paused".to_string(), 2)), "{kinds:?}");
+        assert!(kinds.contains(&("b".to_string(), "fire".to_string(), 1)), "{kinds:?}");
     }
 
     fn events_filter_and_follow(db, s) {
@@ -646,7 +679,7 @@ both_stores! {
         assert_eq!(s.complete_all(&batch).unwrap(), [true, false, true, true]);
         assert_eq!(s.complete_all(&batch[..1]).unwrap(), [false], "a second completion is refused");
         let counts = s.counts("b").unwrap();
-        assert_eq!((counts.done, counts.done_ok, counts.empty, counts.claimed), (3, 2, 1, 1));
+        assert_eq!((counts.finished(), counts.done, counts.empty, counts.claimed), (3, 2, 1, 1));
         let r = s.run(run).unwrap().unwrap();
         assert_eq!((r.counts.done, r.counts.empty, r.counts.cost), (2, 1, 0.75));
         let item = s.item("b", "k000").unwrap();
@@ -668,7 +701,7 @@ both_stores! {
             s.item("b", "k001").unwrap().status
         }).unwrap();
         assert_eq!(err, nightshift::model::Status::Done, "a group sees its own writes");
-        assert_eq!(s.counts("b").unwrap().done, 4);
+        assert_eq!(s.counts("b").unwrap().finished(), 4);
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
 
@@ -924,5 +957,220 @@ both_stores! {
         assert_eq!(s.minute_stats("b", T0 + 500 * MIN, 150).unwrap().len(), 150);
         let q = DashQuery { batch: Some("b".into()), minutes: 150, ..DashQuery::default() };
         assert_eq!(s.dashboard(&q, T0 + 2 * MIN).unwrap().batches[0].minutes.len(), 3);
+    }
+
+    /// The newest run that did work stays the batch's last run: one that
+    /// stepped down after it (the lock held; paused or aborted having done
+    /// nothing) is kept apart, and a run paused midway after doing work,
+    /// or one that found nothing to do, did work.
+    fn a_stepped_down_run_does_not_hide_the_run_that_did_work(db, s) {
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        let live = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(live), T0 + MIN, T0, &[], 1).unwrap();
+        let step = |s: &mut Store, state: RunState, at: i64| {
+            let r = s.start_run("b", Trigger::Schedule, None, &holder(2), at, None).unwrap();
+            s.finish_run(r, state, "b: stepped down", 0, 0, at).unwrap();
+            r
+        };
+        let last = |s: &Store| {
+            let info = s.batch_infos(Some("b")).unwrap().remove(0);
+            (info.last_run.map(|r| (r.id, r.state)), info.stepped_down.map(|r| r.id))
+        };
+        let held = step(&mut s, RunState::LockHeld, T0 + 5);
+        assert_eq!(last(&s), (Some((live, RunState::Running)), Some(held)));
+        let paused = step(&mut s, RunState::Paused, T0 + 6);
+        assert_eq!(last(&s), (Some((live, RunState::Running)), Some(paused)));
+        // The live run completes an item and is then paused: it did work.
+        let c = s.claim("b", live, 1, T0 + MIN, T0 + 7).unwrap().unwrap();
+        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: live,
+            outcome: Outcome::Done, result: Some("1"), cost: None, now: T0 + 8 };
+        assert!(s.complete(&done, &done_event("k000")).unwrap());
+        s.finish_run(live, RunState::Paused, "b: 1 done; stopped: paused", 0, 0, T0 + 9).unwrap();
+        assert_eq!(last(&s), (Some((live, RunState::Paused)), Some(paused)));
+        let aborted = step(&mut s, RunState::Aborted, T0 + 10);
+        assert_eq!(last(&s), (Some((live, RunState::Paused)), Some(aborted)));
+        let ok = step(&mut s, RunState::Ok, T0 + 11);
+        assert_eq!(last(&s), (Some((ok, RunState::Ok)), None), "a run that found nothing to do ran");
+        // Only step-downs: no run did work.
+        s.ensure_batch("c", T0).unwrap();
+        let r = s.start_run("c", Trigger::Schedule, None, &holder(2), T0, None).unwrap();
+        s.finish_run(r, RunState::LockHeld, "c: stepped down", 0, 0, T0).unwrap();
+        let info = s.batch_infos(Some("c")).unwrap().remove(0);
+        assert_eq!((info.last_run.map(|r| r.id), info.stepped_down.map(|r| r.id)), (None, Some(r)));
+    }
+
+    /// "Since you last looked" counts every run that overlaps the time
+    /// since: one that began before and ended after, one still running,
+    /// one that began after; not one that ended before.
+    fn since_counts_every_run_that_overlaps_the_time_since(db, s) {
+        s.ensure_batch("b", T0).unwrap();
+        let run = |s: &mut Store, from: i64, to: Option<(i64, RunState)>| {
+            let r = s.start_run("b", Trigger::Manual, None, &holder(1), from, None).unwrap();
+            if let Some((at, state)) = to {
+                s.finish_run(r, state, "b: ran", 0, 0, at).unwrap();
+            }
+        };
+        run(&mut s, T0, Some((T0 + MIN, RunState::Failed)));
+        run(&mut s, T0 + MIN, Some((T0 + 3 * MIN, RunState::Ok)));
+        run(&mut s, T0 + MIN, None);
+        run(&mut s, T0 + 4 * MIN, Some((T0 + 5 * MIN, RunState::Failed)));
+        let since = s.since(T0 + 2 * MIN).unwrap();
+        let runs: Vec<(&str, &str, i64)> = since.runs.iter().map(|(b, st, n)| (b.as_str(), st.as_str(), *n)).collect();
+        assert_eq!(runs, [("b", "failed", 1), ("b", "ok", 1), ("b", "running", 1)]);
+    }
+
+    /// The retry tier says how many are due and when the next of the rest
+    /// is; a batch's hold is part of its info.
+    fn the_retry_tier_says_what_is_due_and_when_the_rest_is(db, s) {
+        use nightshift::model::waiting::RetryTier;
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        assert_eq!(s.retry_tier("b", T0).unwrap(), RetryTier::default());
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
+        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        for (i, tier, next) in [(0, Tier::Retry, Some(T0 + 10 * MIN)), (1, Tier::Retry, Some(T0 + 20 * MIN)), (2, Tier::Manual, None)] {
+            let f = nightshift::store::Failure { item_id: c[i].item_id, token: c[i].token, run_id: run,
+                tier, error_class: "E", message: "m", next_attempt_at: next, cost: None, now: T0 };
+            assert!(s.fail(&f, &ev).unwrap());
+        }
+        assert_eq!(s.retry_tier("b", T0 + MIN).unwrap(), RetryTier { due: 0, later: 2, next_at: Some(T0 + 10 * MIN) });
+        assert_eq!(s.retry_tier("b", T0 + 15 * MIN).unwrap(), RetryTier { due: 1, later: 1, next_at: Some(T0 + 20 * MIN) });
+        assert_eq!(s.batch_infos(Some("b")).unwrap()[0].hold, None);
+        s.set_hold("b", T0 + 30 * MIN, Some(&c[0].key)).unwrap();
+        let hold = s.batch_infos(Some("b")).unwrap()[0].hold.clone().unwrap();
+        assert_eq!((hold.until, hold.key), (T0 + 30 * MIN, Some(c[0].key.clone())));
+    }
+
+    /// `requeue --outcome empty`: done items of that outcome back to
+    /// pending, to run again: their result and operation id dropped, their
+    /// attempts kept, each move an event with its actor. By key, an item
+    /// in another state refuses the whole requeue. `items --outcome` and
+    /// the dashboard's filter list them, counted from the counters.
+    fn done_items_of_an_outcome_are_requeued_to_run_again(db, s) {
+        s.add_items("b", &items(4), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
+        let op = NewEvent::new(T0, "b", "op-id", "op").key("k002");
+        assert!(s.set_op_id(c[2].item_id, c[2].token, "op-2", &op).unwrap());
+        for (i, outcome, result) in [(0, Outcome::Done, Some("1")), (1, Outcome::Empty, None), (2, Outcome::Empty, None)] {
+            let d = Completion { item_id: c[i].item_id, token: c[i].token, run_id: run,
+                outcome, result, cost: None, now: T0 };
+            assert!(s.complete(&d, &done_event(&c[i].key)).unwrap());
+        }
+        let f = nightshift::store::Failure { item_id: c[3].item_id, token: c[3].token, run_id: run,
+            tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
+        assert!(s.fail(&f, &NewEvent::new(T0, "b", "quarantined", "q")).unwrap());
+
+        let empty = ItemFilter { outcome: Some(Outcome::Empty), ..ItemFilter::default() };
+        let listed: Vec<String> = s.items("b", &empty).unwrap().into_iter().map(|i| i.key).collect();
+        assert_eq!(listed, ["k001", "k002"]);
+        let page = |s: &Store, status, outcome| {
+            let q = DashQuery { batch: Some("b".into()),
+                items: Some(ItemsQuery { status, outcome, limit: 10, ..ItemsQuery::default() }),
+                ..DashQuery::default() };
+            let p = s.dashboard(&q, T0).unwrap().items.unwrap();
+            (p.total, p.rows.into_iter().map(|r| r.key).collect::<Vec<_>>())
+        };
+        use nightshift::model::Status;
+        assert_eq!(page(&s, Some(Status::Done), Some(Outcome::Empty)), (2, vec!["k001".into(), "k002".into()]));
+        assert_eq!(page(&s, Some(Status::Done), Some(Outcome::Done)), (1, vec!["k000".into()]));
+        assert_eq!(page(&s, Some(Status::Done), None).0, 3, "status done: every outcome");
+
+        let by_outcome = Selection { outcome: Some(Outcome::Empty), ..Selection::default() };
+        let dry = s.requeue("b", &by_outcome, false, true, "me", T0).unwrap();
+        assert_eq!(dry.iter().map(|r| (r.key.as_str(), r.outcome, r.tier)).collect::<Vec<_>>(),
+            [("k001", Some(Outcome::Empty), None), ("k002", Some(Outcome::Empty), None)]);
+        assert_eq!(s.counts("b").unwrap().empty, 2, "a dry run moves nothing");
+        let mixed = Selection { keys: vec!["k001".into(), "k000".into()], ..by_outcome.clone() };
+        let err = s.requeue("b", &mixed, false, false, "me", T0).unwrap_err().to_string();
+        assert!(err.contains("k000 (done)") && err.contains("nothing was requeued"), "{err}");
+        let not_failed = Selection { keys: vec!["k001".into()], ..Selection::default() };
+        let err = s.requeue("b", &not_failed, false, false, "me", T0).unwrap_err().to_string();
+        assert!(err.contains("k001 (done/empty)") && err.contains("--outcome"), "{err}");
+        let with_tier = Selection { tier: Some(Tier::Manual), ..by_outcome.clone() };
+        assert!(s.requeue("b", &with_tier, false, false, "me", T0).is_err());
+        assert_eq!(s.counts("b").unwrap().empty, 2, "nothing moved");
+
+        let moved = s.requeue("b", &by_outcome, false, false, "me", T0 + 1).unwrap();
+        assert_eq!(moved.len(), 2);
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.pending, counts.done, counts.empty, counts.manual), (2, 1, 0, 1));
+        let item = s.item("b", "k002").unwrap();
+        assert_eq!((item.status, item.outcome, item.result, item.op_id.as_deref(), item.attempts),
+            (Status::Pending, None, None, None, 1));
+        let requeued = s.events(&EventFilter { kinds: vec!["requeued".into()], ..Default::default() }).unwrap();
+        assert_eq!(requeued.len(), 2);
+        assert_eq!((requeued[1].key.as_deref(), requeued[1].actor.as_deref()), (Some("k002"), Some("me")));
+        assert_eq!(requeued[1].message, "requeued from empty by me");
+        assert_eq!((&requeued[1].fields["outcome"], &requeued[1].fields["op_id"]), (&serde_json::json!("empty"), &serde_json::json!("op-2")));
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn a_run_names_its_seat_and_keeps_its_counts(db, s) {
+        assert!(matches!(s.runs("nope", 5), Err(StoreError::UnknownBatch { .. })));
+        s.acquire_lock("b", "tok", &holder(1), None, T0 + MIN, T0, &[], 1).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, Some("tok")).unwrap();
+        assert_eq!(s.locks("b").unwrap()[0].run_id, Some(run), "named in the same transaction");
+        let other = s.start_run("b", Trigger::Manual, None, &holder(2), T0 + 1, None).unwrap();
+        s.add_retried(run, 3).unwrap();
+        s.add_retried(run, 4).unwrap();
+        assert_eq!(s.run(run).unwrap().unwrap().counts.retried, 7);
+        let mut open: Vec<i64> = s.open_runs("b").unwrap().iter().map(|r| r.id).collect();
+        open.sort_unstable();
+        assert_eq!(open, [run, other]);
+        // A run holding a seat is alive, whatever the caller concluded.
+        s.mark_crashed(&[run, other], T0 + 2).unwrap();
+        assert_eq!(s.run(run).unwrap().unwrap().state, RunState::Running);
+        assert_eq!(s.run(other).unwrap().unwrap().state, RunState::Crashed);
+        assert_eq!(s.run(other + 100).unwrap(), None);
+    }
+
+    fn the_log_and_the_dead_letters_are_read_as_they_were_written(db, s) {
+        assert!(matches!(s.events(&EventFilter { batch: Some("nope".into()), ..Default::default() }), Err(StoreError::UnknownBatch { .. })));
+        assert!(matches!(s.dead_letters("nope", None, None), Err(StoreError::UnknownBatch { .. })));
+        assert!(matches!(s.dlq_groups("nope", T0), Err(StoreError::UnknownBatch { .. })));
+        s.add_items("a", &items(1), T0, |_| {}).unwrap();
+        s.add_items("b", &items(4), T0, |_| {}).unwrap();
+        s.log_event(&NewEvent::new(T0, "a", "x", "a1").key("k000")).unwrap();
+        s.log_event(&NewEvent::new(T0 + 1, "b", "x", "b1").key("k000")).unwrap();
+        s.log_event(&NewEvent::new(T0 + 2, "b", "y", "b2")).unwrap();
+        // A key without a batch finds the item in every batch.
+        let by_key = s.events(&EventFilter { key: Some("k000".into()), ..Default::default() }).unwrap();
+        assert_eq!(by_key.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["a1", "b1"]);
+        assert_eq!(by_key[0].label.as_deref(), Some("label 0"));
+        let one = s.events(&EventFilter { batch: Some("b".into()), key: Some("k000".into()), ..Default::default() }).unwrap();
+        assert_eq!(one.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["b1"]);
+        // Counts by batch and kind, strictly after `since`, in order.
+        assert_eq!(s.event_kinds_since(T0).unwrap(), [("b".to_string(), "x".to_string(), 1), ("b".to_string(), "y".to_string(), 1)]);
+        // Dead letters: two classes tied on the last 24 h order by what is failed now, then by name.
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
+        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        let hour = 60 * MIN;
+        let at = [T0 - 30 * hour, T0, T0, T0];
+        let class = ["Zeta", "Zeta", "Alpha", "Beta"];
+        for i in 0..4 {
+            let f = nightshift::store::Failure {
+                item_id: c[i].item_id, token: c[i].token, run_id: run, tier: Tier::Manual, error_class: class[i],
+                message: "boom", next_attempt_at: None, cost: None, now: at[i],
+            };
+            assert!(s.fail(&f, &ev).unwrap());
+        }
+        let g = s.dlq_groups("b", T0).unwrap();
+        let row = |i: usize| (g[i].error_class.as_str(), g[i].last_24h, g[i].prev_24h, g[i].total, g[i].manual_now);
+        assert_eq!([row(0), row(1), row(2)], [("Zeta", 1, 1, 2, 2), ("Alpha", 1, 0, 1, 1), ("Beta", 1, 0, 1, 1)]);
+        let mut w = s.dlq_window_counts("b", T0, 24 * hour).unwrap();
+        w.sort();
+        assert_eq!(w, [("Alpha".to_string(), 1, 0), ("Beta".to_string(), 1, 0), ("Zeta".to_string(), 1, 1)]);
+        let mut w = s.dlq_window_counts("b", T0, 10 * hour).unwrap();
+        w.sort();
+        assert_eq!(w.last().unwrap(), &("Zeta".to_string(), 1, 0), "30 h ago is outside both windows");
+        let since = s.dead_letters("b", Some(T0), None).unwrap();
+        assert_eq!(since.iter().map(|d| d.key.as_str()).collect::<Vec<_>>(), ["k001", "k002", "k003"]);
+        assert_eq!(s.dead_letters("b", None, None).unwrap()[0].key, "k000", "oldest first");
+        assert_eq!(s.item_failures(c[0].item_id).unwrap()[0].error_class, "Zeta");
     }
 }

@@ -1,0 +1,298 @@
+//! `nightshift.toml` → typed [`Config`].
+//!
+//! The file is read into toml's spanned tree ([`DeTable`]) and walked by hand
+//! rather than through serde derive: that way every error can name the file,
+//! the line and the dotted field (`batch.articles.item_timeout`), type errors
+//! included, and unknown keys can list what is allowed. When a file has
+//! several problems the one nearest the top is reported.
+//!
+//! - [`fields`]: every setting, one row each (key, description, default,
+//!   how it is read and written); the allowed keys come from the rows.
+//! - `walk.rs`: the tree to a [`Config`] by the rows, and the checks that
+//!   involve two settings; `convert.rs`: a TOML value to a setting's type
+//!   (and back); `suggest.rs`: the nearest allowed word to a typo.
+//! - [`example`]: the example config `nightshift init` writes, from the rows.
+//! - [`ConfigError`] (`error.rs`); [`Overlap`], [`WorkerMode`], [`RateLimit`]
+//!   (`values.rs`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use toml::de::DeTable;
+
+mod convert;
+mod error;
+pub mod example;
+pub mod fields;
+mod suggest;
+#[cfg(test)]
+mod tests;
+mod values;
+mod walk;
+
+pub use error::ConfigError;
+pub use fields::{BATCH_FIELDS, TOP_LEVEL_FIELDS};
+pub use values::{Overlap, RateLimit, RateLimitError, WorkerMode};
+use walk::Walker;
+
+/// Kept here too: the schedule is part of a batch's config.
+pub use crate::cron::{Schedule, ScheduleError};
+
+/// Upper bound for `concurrency`: far above what one host can use well, low
+/// enough that a typo (`40000`) is caught instead of forking a storm.
+pub const MAX_CONCURRENCY: usize = 1024;
+
+/// Upper bound for `runners` sharing one batch.
+pub const MAX_RUNNERS: i64 = 256;
+
+/// Upper bound for immediate `retries`; more belongs in `max_attempts`.
+pub const MAX_RETRIES: u32 = 100;
+
+/// Default database file name, beside the config file or in the current directory.
+pub const DEFAULT_DB_FILE: &str = "nightshift.db";
+
+/// Config file name looked for beside the database.
+pub const CONFIG_FILE: &str = "nightshift.toml";
+
+/// The whole config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Where it was read from; `None` for [`Config::empty`].
+    pub file: Option<PathBuf>,
+    /// `db`, resolved against the config file's directory.
+    pub db: Option<PathBuf>,
+    /// `log_dir`, resolved against the config file's directory.
+    pub log_dir: Option<PathBuf>,
+    pub batches: BTreeMap<String, BatchConfig>,
+}
+
+/// Policy of one batch: what to run and how hard to try.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchConfig {
+    pub name: String,
+    /// Worker argv, run once per item (no shell).
+    pub worker: Option<Vec<String>>,
+    /// Argv printing JSON lines of items to add at the start of each cycle.
+    pub source: Option<Vec<String>>,
+    /// Natural-key fields hashed into the idempotency key.
+    pub key_fields: Option<Vec<String>>,
+    pub concurrency: usize,
+    pub item_timeout: Duration,
+    pub max_duration: Option<Duration>,
+    /// Immediate retries of a transient failure within one attempt.
+    pub retries: u32,
+    /// Base of the exponential backoff between immediate retries.
+    pub backoff: Duration,
+    pub backoff_max: Duration,
+    /// Attempts after which an item goes to the `manual` tier.
+    pub max_attempts: u32,
+    pub transient_exit_codes: Vec<i32>,
+    pub transient_error_classes: Vec<String>,
+    pub rate_limit: Option<RateLimit>,
+    /// Longest hold a `retry_after_s` answer can put on the batch; a longer
+    /// one is clamped to it.
+    pub max_hold: Duration,
+    pub max_cost: Option<f64>,
+    pub schedule: Option<Schedule>,
+    pub timezone: Tz,
+    /// Window within which a missed fire time is caught up on daemon start.
+    pub catch_up: Option<Duration>,
+    pub overlap: Overlap,
+    /// How long in-flight items may finish after a stop.
+    pub grace: Duration,
+    pub lock_ttl: Duration,
+    /// Runners (on any hosts sharing the store) that may run the batch at
+    /// once, each holding a seat of its lock. 1: never two at once.
+    pub runners: u32,
+    pub mode: WorkerMode,
+    /// Argv run after a cycle in which anything failed.
+    pub alert: Option<Vec<String>>,
+}
+
+impl BatchConfig {
+    /// The policy of a batch that the config file does not mention.
+    #[must_use]
+    pub fn defaults(name: &str) -> BatchConfig {
+        BatchConfig {
+            name: name.to_string(),
+            worker: None,
+            source: None,
+            key_fields: None,
+            concurrency: 4,
+            item_timeout: Duration::from_mins(10),
+            max_duration: None,
+            retries: 2,
+            backoff: Duration::from_secs(1),
+            backoff_max: Duration::from_mins(1),
+            max_attempts: 5,
+            transient_exit_codes: vec![75],
+            transient_error_classes: Vec::new(),
+            rate_limit: None,
+            max_hold: Duration::from_hours(1),
+            max_cost: None,
+            schedule: None,
+            timezone: Tz::UTC,
+            catch_up: None,
+            overlap: Overlap::Skip,
+            grace: Duration::from_secs(30),
+            lock_ttl: Duration::from_mins(1),
+            runners: 1,
+            mode: WorkerMode::Process,
+            alert: None,
+        }
+    }
+}
+
+impl Config {
+    /// No file: every batch uses [`BatchConfig::defaults`].
+    #[must_use]
+    pub fn empty() -> Config {
+        Config {
+            file: None,
+            db: None,
+            log_dir: None,
+            batches: BTreeMap::new(),
+        }
+    }
+
+    /// The configured batch of this name, if the file has one.
+    #[must_use]
+    pub fn batch(&self, name: &str) -> Option<&BatchConfig> {
+        self.batches.get(name)
+    }
+
+    /// The configured batch, or the defaults for a batch the file omits.
+    #[must_use]
+    pub fn batch_or_defaults(&self, name: &str) -> BatchConfig {
+        self.batch(name)
+            .cloned()
+            .unwrap_or_else(|| BatchConfig::defaults(name))
+    }
+
+    /// Reads and parses a config file.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Read`] if the file cannot be read, else as [`Config::parse`].
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        // Reading a FIFO (or a device) would block, or never end.
+        if let Ok(meta) = std::fs::metadata(path)
+            && !meta.is_file()
+        {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                kind: std::io::ErrorKind::InvalidInput,
+                reason: "not a regular file".into(),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_path_buf(),
+            kind: e.kind(),
+            reason: io_reason(&e),
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses config text; `file` is used in messages and to resolve
+    /// relative `db` and `log_dir` paths.
+    ///
+    /// # Errors
+    ///
+    /// The first (topmost) problem in the text, with its line and field.
+    pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
+        let root = DeTable::parse(text).map_err(|e| ConfigError::Syntax {
+            file: file.to_path_buf(),
+            line: line_of(text, e.span().map_or(0, |s| s.start)),
+            message: e.message().to_string(),
+        })?;
+        let mut walker = Walker {
+            file,
+            text,
+            problems: Vec::new(),
+        };
+        let config = walker.config(root.get_ref());
+        match walker
+            .problems
+            .into_iter()
+            .min_by_key(|(offset, _)| *offset)
+        {
+            Some((_, err)) => Err(err),
+            None => Ok(config),
+        }
+    }
+}
+
+/// An io error's message without the ` (os error N)` suffix.
+fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_string(),
+        _ => text,
+    }
+}
+
+/// Finds the config and the database path.
+///
+/// - With `config_flag`: that file is loaded (a missing file is an error); the
+///   database is `db_flag`, else the config's `db`, else `nightshift.db`
+///   beside the config file.
+/// - Without it: the database is `db_flag`, else `./nightshift.db`; the config
+///   is `nightshift.toml` in the database's directory if that file exists,
+///   else [`Config::empty`]. When neither flag is given and `./nightshift.toml`
+///   sets `db`, that path is used, so the file's own `db` is never ignored.
+///
+/// # Errors
+///
+/// A config that cannot be read or parsed.
+pub fn discover(
+    db_flag: Option<&Path>,
+    config_flag: Option<&Path>,
+) -> Result<(Config, PathBuf), ConfigError> {
+    if let Some(config_path) = config_flag {
+        let config = Config::load(config_path)?;
+        let db = db_flag
+            .map(Path::to_path_buf)
+            .or_else(|| config.db.clone())
+            .unwrap_or_else(|| sibling(config_path, DEFAULT_DB_FILE));
+        return Ok((config, db));
+    }
+    let db = db_flag.map_or_else(|| PathBuf::from(DEFAULT_DB_FILE), Path::to_path_buf);
+    let config_path = crate::store::beside(&db, CONFIG_FILE);
+    if !config_path.is_file() {
+        return Ok((Config::empty(), db));
+    }
+    let config = Config::load(&config_path)?;
+    let db = match (db_flag, &config.db) {
+        (None, Some(configured)) => configured.clone(),
+        _ => db,
+    };
+    Ok((config, db))
+}
+
+/// `name` in the same directory as `path`.
+fn sibling(path: &Path, name: &str) -> PathBuf {
+    path.parent()
+        .map_or_else(|| PathBuf::from(name), |dir| dir.join(name))
+}
+
+/// `path` as written in `file`, made relative to the file's directory (a
+/// database URL stays as it is).
+fn resolve(file: &Path, path: &str) -> PathBuf {
+    let path = PathBuf::from(path);
+    if path.is_absolute() || crate::store::is_server(&path) {
+        return path;
+    }
+    file.parent().map_or(path.clone(), |dir| dir.join(&path))
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}

@@ -1,0 +1,190 @@
+//! [`Walker`]: the TOML tree to a [`Config`] by the rows of [`super::fields`],
+//! every problem recorded with its place; and the checks that involve two
+//! settings.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::convert::{Conv, describe};
+use super::fields::{BATCH, BATCH_FIELDS, TOP, TOP_LEVEL_FIELDS};
+use super::suggest::closest;
+use super::{BatchConfig, Config, ConfigError, line_of};
+use crate::batch_name;
+use crate::duration::format_duration;
+
+/// Collects problems while walking the tree, so the topmost can be reported.
+pub(super) struct Walker<'a> {
+    pub(super) file: &'a Path,
+    pub(super) text: &'a str,
+    pub(super) problems: Vec<(usize, ConfigError)>,
+}
+
+impl Walker<'_> {
+    fn invalid(&mut self, span: Range<usize>, field: &str, message: impl Into<String>) {
+        let error = ConfigError::Invalid {
+            file: self.file.to_path_buf(),
+            line: line_of(self.text, span.start),
+            field: field.to_string(),
+            message: message.into(),
+        };
+        self.problems.push((span.start, error));
+    }
+
+    /// Runs a conversion, recording its failure against `field`.
+    fn take<T>(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+        field: &str,
+        convert: impl FnOnce(&Spanned<DeValue<'_>>) -> Conv<T>,
+    ) -> Option<T> {
+        match convert(value) {
+            Ok(v) => Some(v),
+            Err(b) => {
+                let field = match b.index {
+                    Some(i) => format!("{field}[{i}]"),
+                    None => field.to_string(),
+                };
+                self.invalid(b.span, &field, b.message);
+                None
+            }
+        }
+    }
+
+    fn unknown(
+        &mut self,
+        key: &Spanned<std::borrow::Cow<'_, str>>,
+        table: &str,
+        allowed: &'static [&'static str],
+    ) {
+        let name = key.get_ref().as_ref();
+        let field = if table.is_empty() {
+            name.to_string()
+        } else {
+            format!("{table}.{name}")
+        };
+        let error = ConfigError::UnknownField {
+            file: self.file.to_path_buf(),
+            line: line_of(self.text, key.span().start),
+            field,
+            key: name.to_string(),
+            suggestion: closest(name, allowed.iter().copied()),
+            expected: allowed,
+        };
+        self.problems.push((key.span().start, error));
+    }
+
+    pub(super) fn config(&mut self, root: &DeTable<'_>) -> Config {
+        let mut config = Config::empty();
+        config.file = Some(self.file.to_path_buf());
+        for (key, value) in root {
+            let name = key.get_ref().as_ref();
+            match name {
+                "batch" => match value.get_ref() {
+                    DeValue::Table(batches) => {
+                        for (batch_key, batch_value) in batches {
+                            if let Some(batch) = self.batch(batch_key, batch_value) {
+                                config.batches.insert(batch.name.clone(), batch);
+                            }
+                        }
+                    }
+                    other => self.invalid(
+                        value.span(),
+                        "batch",
+                        format!(
+                            "expected tables like [batch.NAME], found {}",
+                            describe(other)
+                        ),
+                    ),
+                },
+                _ => match TOP.iter().find(|f| f.key == name) {
+                    Some(row) => {
+                        self.take(value, name, |v| (row.set)(v, &mut config));
+                    }
+                    None => self.unknown(key, "", TOP_LEVEL_FIELDS),
+                },
+            }
+        }
+        config
+    }
+
+    fn batch(
+        &mut self,
+        key: &Spanned<std::borrow::Cow<'_, str>>,
+        value: &Spanned<DeValue<'_>>,
+    ) -> Option<BatchConfig> {
+        let name = key.get_ref().as_ref();
+        // The field path as TOML would write it: `batch."記事".worker`.
+        let table_name = format!("batch.{}", batch_name::toml_key(name));
+        if let Err(e) = batch_name::check(name) {
+            self.invalid(key.span(), &table_name, e.to_string());
+            return None;
+        }
+        let DeValue::Table(table) = value.get_ref() else {
+            self.invalid(
+                value.span(),
+                &table_name,
+                format!(
+                    "expected a table [{table_name}], found {}",
+                    describe(value.get_ref())
+                ),
+            );
+            return None;
+        };
+
+        let mut b = BatchConfig::defaults(name);
+        let mut spans: BTreeMap<&str, Range<usize>> = BTreeMap::new();
+        for (key, value) in table {
+            let key_name = key.get_ref().as_ref();
+            let Some(row) = BATCH.iter().find(|f| f.key == key_name) else {
+                self.unknown(key, &table_name, BATCH_FIELDS);
+                continue;
+            };
+            self.take(value, &format!("{table_name}.{key_name}"), |v| {
+                (row.set)(v, &mut b)
+            });
+            spans.insert(row.key, value.span());
+        }
+
+        // Checks that involve two fields, pointed at the one to change.
+        if let Some(span) = spans.get("catch_up")
+            && b.schedule.is_none()
+            && !spans.contains_key("schedule")
+        {
+            self.invalid(
+                span.clone(),
+                &format!("{table_name}.catch_up"),
+                "catch_up needs a schedule (it is the window for catching up a missed fire time)",
+            );
+        }
+        if b.backoff_max < b.backoff {
+            let (span, field, message) = match (spans.get("backoff_max"), spans.get("backoff")) {
+                (Some(span), _) => (
+                    span,
+                    "backoff_max",
+                    format!(
+                        "backoff_max ({}) is shorter than backoff ({})",
+                        format_duration(b.backoff_max),
+                        format_duration(b.backoff)
+                    ),
+                ),
+                (None, Some(span)) => (
+                    span,
+                    "backoff",
+                    format!(
+                        "backoff ({}) is longer than the default backoff_max ({}); set backoff_max too",
+                        format_duration(b.backoff),
+                        format_duration(b.backoff_max)
+                    ),
+                ),
+                // Both defaults: cannot happen, and nothing to point at.
+                (None, None) => return Some(b),
+            };
+            self.invalid(span.clone(), &format!("{table_name}.{field}"), message);
+        }
+        Some(b)
+    }
+}

@@ -1,0 +1,330 @@
+//! What a batch still holds that no run is working on, and why: a list of
+//! (reason, items, until). One decision for the run summary ("what the
+//! batch still holds") and the dry run ("why it would run nothing"); the
+//! per-item waiting reasons of SPEC §11 are its finer grain.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::{Counts, Millis};
+use crate::util::time::{hhmm, utc_clock};
+
+/// Why items wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitReason {
+    /// Failed for a human (the `manual` tier): only a requeue runs them.
+    Quarantined,
+    /// In the `retry` tier, their next attempt not due yet.
+    NotDue,
+    /// In the `retry` tier and due: the next run redrives them.
+    Due,
+    /// The `PAUSED` file beside the store stops every batch.
+    EmergencyStop,
+    /// The batch is paused.
+    Paused,
+    /// Another runner holds every seat of the batch lock.
+    LockHeld,
+    /// A `retry_after_s` answer holds claiming back.
+    Hold,
+    /// In flight in another run.
+    InFlight,
+    /// Could run, but this run did not take them (`--limit`, a stop).
+    Pending,
+}
+str_enum!(WaitReason {
+    Quarantined => "quarantined",
+    NotDue => "not-due",
+    Due => "due",
+    EmergencyStop => "emergency-stop",
+    Paused => "paused",
+    LockHeld => "lock-held",
+    Hold => "hold",
+    InFlight => "in-flight",
+    Pending => "pending",
+});
+
+/// Items waiting for one reason, until a known time if there is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    pub reason: WaitReason,
+    pub items: i64,
+    pub until: Option<Millis>,
+}
+
+/// The `retry` tier: due now (a run redrives them) or later.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetryTier {
+    pub due: i64,
+    pub later: i64,
+    /// The earliest next attempt of those later.
+    pub next_at: Option<Millis>,
+}
+
+/// A batch as far as waiting goes, read from the store at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Holding {
+    pub counts: Counts,
+    pub retry: RetryTier,
+    pub emergency_stop: bool,
+    pub paused: bool,
+    /// Another runner holds every seat of the lock.
+    pub lock_held: bool,
+    pub hold_until: Option<Millis>,
+    /// Of the items a run could take, how many the run in question takes
+    /// (a dry run's list; none after a run ended).
+    pub taken: i64,
+}
+
+/// Everything the batch holds that is not finished and not being run,
+/// by reason: quarantined first (a human must act), then the retry tier,
+/// then what could run and why it does not.
+pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
+    let mut out = Vec::new();
+    let mut push = |reason, items: i64, until| {
+        if items > 0 {
+            out.push(Waiting {
+                reason,
+                items,
+                until,
+            });
+        }
+    };
+    let c = &h.counts;
+    push(WaitReason::Quarantined, c.manual, None);
+    push(WaitReason::NotDue, h.retry.later, h.retry.next_at);
+    // Claims need the lock: with no live holder, a run takes them back.
+    let (in_flight, reclaim) = if h.lock_held {
+        (c.claimed, 0)
+    } else {
+        (0, c.claimed)
+    };
+    // What a run could take, in the order it takes them: due retries
+    // (redriven first), claims to take back, pending items.
+    let mut taken = h.taken.max(0);
+    let mut take = |n: i64| {
+        let t = n.min(taken);
+        taken -= t;
+        n - t
+    };
+    let due = take(h.retry.due);
+    let rest = take(reclaim) + take(c.pending);
+    let hold = h.hold_until.filter(|t| *t > now);
+    let blocked = if h.emergency_stop {
+        Some((WaitReason::EmergencyStop, None))
+    } else if h.paused {
+        Some((WaitReason::Paused, None))
+    } else if h.lock_held {
+        Some((WaitReason::LockHeld, None))
+    } else {
+        hold.map(|t| (WaitReason::Hold, Some(t)))
+    };
+    match blocked {
+        Some((reason, until)) => push(reason, due + rest, until),
+        None => {
+            push(WaitReason::Due, due, None);
+            push(WaitReason::Pending, rest, None);
+        }
+    }
+    push(WaitReason::InFlight, in_flight, None);
+    out
+}
+
+/// The list for `--json`: `[{"reason": "not-due", "items": 2, "until":
+/// "2026-01-01T07:16:00Z"}]`.
+pub fn to_json(list: &[Waiting]) -> serde_json::Value {
+    list.iter()
+        .map(|w| {
+            serde_json::json!({
+                "reason": w.reason,
+                "items": w.items,
+                "until": w.until.map(crate::util::time::rfc3339),
+            })
+        })
+        .collect()
+}
+
+/// `2 quarantined await a human; 2 in the retry tier, next at 07:16Z`.
+pub fn describe(list: &[Waiting], now: Millis) -> String {
+    list.iter()
+        .map(|w| Said(w, now).to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+struct Said<'a>(&'a Waiting, Millis);
+
+impl fmt::Display for Said<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Said(w, now) = *self;
+        let n = w.items;
+        let one = n == 1;
+        let at = |t: Option<Millis>| t.map_or("?".into(), |t| hhmm(t, now));
+        match w.reason {
+            WaitReason::Quarantined => {
+                write!(
+                    f,
+                    "{n} quarantined {}",
+                    if one {
+                        "awaits a human"
+                    } else {
+                        "await a human"
+                    }
+                )
+            }
+            WaitReason::NotDue => write!(f, "{n} in the retry tier, next at {}", at(w.until)),
+            WaitReason::Due => write!(f, "{n} in the retry tier, due now"),
+            WaitReason::EmergencyStop => {
+                write!(
+                    f,
+                    "{n} {}: the emergency-stop file PAUSED exists",
+                    waits(one)
+                )
+            }
+            WaitReason::Paused => write!(f, "{n} {}: the batch is paused", waits(one)),
+            WaitReason::LockHeld => {
+                write!(f, "{n} {} for the runner that holds the lock", waits(one))
+            }
+            // A hold's end to the second, as in every view of it.
+            WaitReason::Hold => write!(
+                f,
+                "{n} held until {} (retry-after)",
+                w.until.map_or("?".into(), |t| utc_clock(t, now))
+            ),
+            WaitReason::InFlight => write!(f, "{n} in flight in another run"),
+            WaitReason::Pending => write!(f, "{n} pending, not run"),
+        }
+    }
+}
+
+fn waits(one: bool) -> &'static str {
+    if one { "waits" } else { "wait" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Millis = 1_767_250_000_000; // 2026-01-01T06:46:40Z
+    const LATER: Millis = 1_767_251_760_000; // 07:16:00Z
+
+    fn counts(pending: i64, claimed: i64, retry: i64, manual: i64) -> Counts {
+        Counts {
+            pending,
+            claimed,
+            retry,
+            manual,
+            done: 36,
+            ..Counts::default()
+        }
+    }
+
+    #[test]
+    fn after_a_run_the_quarantined_and_the_retry_tier_are_said() {
+        let h = Holding {
+            counts: counts(0, 0, 2, 2),
+            retry: RetryTier {
+                due: 0,
+                later: 2,
+                next_at: Some(LATER),
+            },
+            ..Holding::default()
+        };
+        let w = waiting(&h, NOW);
+        assert_eq!(
+            describe(&w, NOW),
+            "2 quarantined await a human; 2 in the retry tier, next at 07:16Z"
+        );
+        assert_eq!(w[1].until, Some(LATER));
+    }
+
+    #[test]
+    fn a_finished_batch_holds_nothing() {
+        assert!(waiting(&Holding::default(), NOW).is_empty());
+        let h = Holding {
+            counts: counts(0, 0, 0, 0),
+            ..Holding::default()
+        };
+        assert_eq!(describe(&waiting(&h, NOW), NOW), "");
+    }
+
+    #[test]
+    fn what_could_run_says_what_stops_it() {
+        let base = Holding {
+            counts: counts(5, 1, 0, 1),
+            retry: RetryTier {
+                due: 2,
+                ..RetryTier::default()
+            },
+            ..Holding::default()
+        };
+        let said = |h: &Holding| describe(&waiting(h, NOW), NOW);
+        // Due retries, a dead run's claim and pending items: 8; a dry run
+        // with --limit 3 takes the 2 due retries and the claim.
+        let limited = Holding {
+            taken: 3,
+            ..base.clone()
+        };
+        assert_eq!(
+            said(&limited),
+            "1 quarantined awaits a human; 5 pending, not run"
+        );
+        // Taken in order: the due retries first.
+        let one = Holding {
+            taken: 1,
+            ..base.clone()
+        };
+        assert_eq!(
+            said(&one),
+            "1 quarantined awaits a human; 1 in the retry tier, due now; 6 pending, not run"
+        );
+        let paused = Holding {
+            paused: true,
+            ..base.clone()
+        };
+        assert_eq!(
+            said(&paused),
+            "1 quarantined awaits a human; 8 wait: the batch is paused"
+        );
+        let stop = Holding {
+            emergency_stop: true,
+            paused: true,
+            ..base.clone()
+        };
+        assert!(
+            said(&stop).ends_with("8 wait: the emergency-stop file PAUSED exists"),
+            "{}",
+            said(&stop)
+        );
+        // A live holder keeps its claim: in flight, not ours to take.
+        let held = Holding {
+            lock_held: true,
+            ..base.clone()
+        };
+        assert_eq!(
+            said(&held),
+            "1 quarantined awaits a human; 7 wait for the runner that holds the lock; 1 in flight in another run"
+        );
+        let hold = Holding {
+            hold_until: Some(LATER),
+            ..base.clone()
+        };
+        assert!(
+            said(&hold).ends_with("8 held until 07:16:00Z (retry-after)"),
+            "{}",
+            said(&hold)
+        );
+        // A hold that has passed holds nothing.
+        let passed = Holding {
+            hold_until: Some(NOW - 1),
+            ..base
+        };
+        assert!(
+            said(&passed).ends_with("2 in the retry tier, due now; 6 pending, not run"),
+            "{}",
+            said(&passed)
+        );
+    }
+}

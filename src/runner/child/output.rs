@@ -1,0 +1,187 @@
+//! What a worker printed, read bounded: its stdout (the result), and its
+//! stderr, line by line (the op-id and cost lines, the last other line).
+//!
+//! The op-id channel: a worker prints a line `@nightshift op_id=<id>` on
+//! stderr as soon as it has started a remote operation; the runner stores
+//! it at once, and a later attempt of the item gets it in
+//! `NIGHTSHIFT_OP_ID`. `@nightshift cost=<number>` reports the cost of the
+//! call the same way (for workers that cannot put it in their result); the
+//! lines of one attempt add up, and the total follows the rule of `cost`.
+//! An op id is at most 1024 bytes with no control characters (it goes back
+//! to the worker in an environment variable); one attempt may report at
+//! most [`MAX_OP_IDS`] of them (each is a store write), later ones and
+//! repeats of the last one are ignored.
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::{mpsc, watch};
+
+use super::Exit;
+use crate::runner::classify::ErrorLine;
+use crate::runner::cost::Cost;
+
+/// Most stdout kept as the result; the rest is read and dropped.
+pub const MAX_STDOUT: usize = 1 << 20;
+/// Longest stderr line looked at (a longer one is cut).
+const MAX_LINE: usize = 64 * 1024;
+/// Bytes read from a worker's pipe at a time. The buffer is not zeroed
+/// (`read_buf` into spare capacity): zeroing 64 KiB per pipe per worker was
+/// a quarter of the runner's CPU with a no-op worker.
+pub(super) const READ_CHUNK: usize = 8 * 1024;
+/// Prefix of the lines a worker uses to talk to the runner.
+pub const MARKER: &str = "@nightshift ";
+/// Most op ids one attempt may report.
+pub const MAX_OP_IDS: usize = 100;
+
+/// One stderr line, as the runner reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StderrLine<'a> {
+    OpId(&'a str),
+    /// A cost report (a refused one fails the attempt).
+    Cost(Cost),
+    /// A marker line the runner does not understand (or an invalid op
+    /// id): ignored, and not taken as the last error line either.
+    BadMarker,
+    /// Anything else (blank lines included).
+    Text,
+}
+
+/// Whether `op` can be stored and handed back in `NIGHTSHIFT_OP_ID`.
+pub fn valid_op_id(op: &str) -> bool {
+    !op.is_empty() && op.len() <= 1024 && !op.chars().any(char::is_control)
+}
+
+/// Reads one stderr line (without its newline).
+pub fn parse_stderr_line(text: &str) -> StderrLine<'_> {
+    let text = text.trim_end_matches('\r');
+    let Some(rest) = text.strip_prefix(MARKER) else {
+        return StderrLine::Text;
+    };
+    if let Some(op) = rest.trim().strip_prefix("op_id=") {
+        let op = op.trim();
+        if valid_op_id(op) {
+            return StderrLine::OpId(op);
+        }
+    } else if let Some(cost) = rest.trim().strip_prefix("cost=") {
+        return StderrLine::Cost(Cost::from_text(cost));
+    }
+    StderrLine::BadMarker
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub exit: Exit,
+    pub stdout: Vec<u8>,
+    pub stdout_truncated: bool,
+    /// The last non-empty stderr line that was not a marker line.
+    pub stderr_last_line: Option<String>,
+    pub error_line: Option<ErrorLine>,
+    /// What the `@nightshift cost=` lines added up to.
+    pub reported_cost: Cost,
+    pub op_ids: Vec<String>,
+}
+
+/// Messages a running worker sends while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    OpId(String),
+}
+
+/// Reads everything, keeping the first `limit` bytes.
+/// Stops early (keeping what it has) when told to give up.
+pub(super) async fn read_bounded(
+    mut r: impl AsyncRead + Unpin,
+    limit: usize,
+    mut give_up: watch::Receiver<bool>,
+) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut buf = Vec::with_capacity(READ_CHUNK);
+    let mut truncated = false;
+    loop {
+        buf.clear();
+        let read = tokio::select! {
+            read = r.read_buf(&mut buf) => read,
+            _ = give_up.wait_for(|g| *g) => break,
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = limit.saturating_sub(kept.len());
+                if n > room {
+                    truncated = true;
+                }
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, truncated)
+}
+
+#[derive(Debug, Default)]
+pub(super) struct StderrSummary {
+    pub last_line: Option<String>,
+    pub cost: Cost,
+    pub op_ids: Vec<String>,
+}
+
+/// Reads stderr line by line (each line bounded), acting on marker lines
+/// as they arrive and keeping the last other line.
+pub(super) async fn read_stderr(
+    mut r: impl AsyncRead + Unpin,
+    reports: mpsc::UnboundedSender<Report>,
+    mut give_up: watch::Receiver<bool>,
+) -> StderrSummary {
+    let mut summary = StderrSummary::default();
+    let mut line: Vec<u8> = Vec::new();
+    let mut buf = Vec::with_capacity(READ_CHUNK);
+    let handle = |line: &[u8], summary: &mut StderrSummary| {
+        let text = String::from_utf8_lossy(line);
+        match parse_stderr_line(&text) {
+            StderrLine::OpId(op) => {
+                if summary.op_ids.len() < MAX_OP_IDS
+                    && summary.op_ids.last().is_none_or(|last| last != op)
+                {
+                    summary.op_ids.push(op.to_string());
+                    let _ = reports.send(Report::OpId(op.to_string()));
+                }
+            }
+            StderrLine::Cost(c) => summary.cost = std::mem::take(&mut summary.cost).plus(c),
+            StderrLine::BadMarker => {}
+            StderrLine::Text => {
+                let text = text.trim_end_matches('\r');
+                if !text.trim().is_empty() {
+                    summary.last_line = Some(text.to_string());
+                }
+            }
+        }
+    };
+    loop {
+        buf.clear();
+        let read = tokio::select! {
+            read = r.read_buf(&mut buf) => read,
+            _ = give_up.wait_for(|g| *g) => break,
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {
+                    let complete = chunk.last() == Some(&b'\n');
+                    let body = if complete {
+                        &chunk[..chunk.len() - 1]
+                    } else {
+                        chunk
+                    };
+                    let room = MAX_LINE.saturating_sub(line.len());
+                    line.extend_from_slice(&body[..body.len().min(room)]);
+                    if complete {
+                        handle(&line, &mut summary);
+                        line.clear();
+                    }
+                }
+            }
+        }
+    }
+    if !line.is_empty() {
+        handle(&line, &mut summary);
+    }
+    summary
+}

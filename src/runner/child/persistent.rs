@@ -1,0 +1,712 @@
+//! Persistent worker mode: one long-lived worker process per slot, speaking
+//! JSON lines, so a worker with a heavy start-up (Python importing an SDK)
+//! pays it once instead of once per item.
+//!
+//! Protocol (answers in request order; the runner may send the next
+//! requests before the current answer came, so a worker reading stdin line
+//! by line simply finds them waiting):
+//! - request, one line on the worker's stdin:
+//!   `{"key": "...", "label": "...", "attempt": 1, "op_id": null, "run_id": 7, "payload": {...}}`
+//! - while working, the worker may report an operation id:
+//!   `{"key": "...", "op_id": "..."}` on stdout (stored at once, as in
+//!   process mode);
+//! - the answer, one line on stdout: `{"key": "...", "result": <any JSON>}`
+//!   (a `null` result is the outcome `empty`), or
+//!   `{"key": "...", "error": {"error_class": "...", "transient": true, "message": "...", "retry_after_s": 30}}`;
+//!   either may carry `"cost": 0.01` (the rule of `cost`).
+//!
+//! `"key"` is required on answers and op ids: it is what makes the
+//! attribution of an answer provable. An answer must name the oldest
+//! unanswered request (`match_answer`), an op id one that is unanswered
+//! (`match_op_id`); anything else (no key, another item's key, a second
+//! answer, a `{` line that is not JSON) means the worker is out of step:
+//! it is restarted. A JSON object with none of `result`, `error`, `op_id`,
+//! and any line not starting with `{`, is a stray print: ignored (the
+//! caller counts it; the last one is quoted if the worker then dies).
+//!
+//! Timeouts kill the worker's process group and start a fresh worker; a
+//! worker that exits mid-item fails the item (transient) and is restarted.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::{mpsc, oneshot};
+
+use super::output::Report;
+use super::{KillReason, kill_group};
+use crate::runner::classify::{self, Answer, Rules, bound_message};
+use crate::util::sanitize;
+
+/// Longest answer line accepted (the result is bounded like stdout in
+/// process mode).
+const MAX_LINE: usize = super::output::MAX_STDOUT + 64 * 1024;
+
+/// One request to a persistent worker.
+pub struct Request<'a> {
+    pub key: &'a str,
+    pub label: &'a str,
+    pub attempt: u32,
+    pub op_id: Option<&'a str>,
+    pub run_id: i64,
+    /// The stored payload, JSON text (embedded as is).
+    pub payload: &'a str,
+}
+
+impl Request<'_> {
+    fn line(&self) -> String {
+        let s = |v: &str| Value::String(v.to_string()).to_string();
+        format!(
+            "{{\"key\":{},\"label\":{},\"attempt\":{},\"op_id\":{},\"run_id\":{},\"payload\":{}}}\n",
+            s(self.key),
+            s(self.label),
+            self.attempt,
+            self.op_id.map_or("null".to_string(), s),
+            self.run_id,
+            if self.payload.trim().is_empty() {
+                "null"
+            } else {
+                self.payload.trim()
+            }
+        )
+    }
+}
+
+/// A running persistent worker.
+pub struct Persistent {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    pgid: Option<u32>,
+    /// The last non-empty stderr line, for messages when the worker dies.
+    stderr_last: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
+    /// Requests not yet written to the worker's stdin, from `sent`.
+    out: Vec<u8>,
+    sent: usize,
+    /// The answer line being read (kept here so reading can be cancelled).
+    line: Vec<u8>,
+    /// The last stdout line that was not part of the protocol.
+    stray: Option<String>,
+}
+
+/// The rule every answer and op-id line must follow (quoted in errors).
+pub const KEY_RULE: &str = "persistent answers must carry the request's \"key\"";
+/// How much of a worker's line an error or event quotes.
+const QUOTE_CHARS: usize = 80;
+
+/// One stdout line from the worker.
+#[derive(Debug, PartialEq)]
+pub enum Line {
+    /// An operation id for the unanswered request named.
+    OpId { key: String, op_id: String },
+    /// An answer, for the request named.
+    Answer {
+        key: String,
+        obj: serde_json::Map<String, Value>,
+    },
+    /// Not part of the protocol (ignored): the line's start, inert.
+    Stray(String),
+}
+
+/// What became of one call.
+pub enum Call {
+    Answer(Answer),
+    /// The runner stopped the worker (it must be started again).
+    Killed(KillReason),
+}
+
+impl Persistent {
+    /// Starts the worker. `program` is `argv[0]` found in `PATH` (see
+    /// `worker::resolve`); the worker still sees `argv[0]` as written.
+    pub fn start(
+        argv: &[String],
+        program: Option<&Path>,
+        dir: Option<&Path>,
+        env: &[(&'static str, String)],
+    ) -> std::io::Result<Persistent> {
+        let mut cmd = super::command(argv, program, dir, env);
+        cmd.env("NIGHTSHIFT_MODE", "persistent");
+        let mut child = super::spawn(&mut cmd)?;
+        let pgid = child.id();
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let stdout = BufReader::new(
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| std::io::Error::other("no stdout"))?,
+        );
+        let stderr_last = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let stderr_task = child.stderr.take().map(|mut err| {
+            let last = stderr_last.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                let mut pending = Vec::new();
+                while let Ok(n) = err.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(pos) = pending.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = pending.drain(..=pos).collect();
+                        let text = String::from_utf8_lossy(&line).trim().to_string();
+                        if !text.is_empty() {
+                            *last.lock().unwrap_or_else(|p| p.into_inner()) =
+                                Some(bound_message(&text));
+                        }
+                    }
+                    if pending.len() > 64 * 1024 {
+                        pending.clear();
+                    }
+                }
+            })
+        });
+        Ok(Persistent {
+            child,
+            stdin,
+            stdout,
+            pgid,
+            stderr_last,
+            stderr_task,
+            out: Vec::with_capacity(16 * 1024),
+            sent: 0,
+            line: Vec::new(),
+            stray: None,
+        })
+    }
+
+    /// The worker's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.pgid
+    }
+
+    /// Queues a request; it is written while `next` waits for answers.
+    pub fn send(&mut self, req: &Request<'_>) {
+        if self.sent == self.out.len() {
+            self.out.clear();
+            self.sent = 0;
+        }
+        self.out.extend_from_slice(req.line().as_bytes());
+    }
+
+    /// The next stdout line that is not blank, writing queued requests
+    /// meanwhile (a worker blocked on a full stdout pipe must never wait
+    /// for us to finish writing). Cancel-safe: partial lines and writes are
+    /// kept. `Err` when the worker broke: exited, closed its stdout, sent a
+    /// line over the limit or one that breaks the protocol (it must then be
+    /// killed and started again).
+    pub async fn next(&mut self) -> Result<Line, Answer> {
+        loop {
+            let read = if self.sent < self.out.len() {
+                let Persistent {
+                    stdin,
+                    stdout,
+                    out,
+                    sent,
+                    line,
+                    ..
+                } = self;
+                tokio::select! {
+                    biased;
+                    r = fill_line(stdout, line) => r,
+                    w = stdin.write(&out[*sent..]) => {
+                        match w {
+                            Ok(n) if n > 0 => *sent += n,
+                            Ok(_) => return Err(self.died("could not send the item: stdin closed").await),
+                            Err(e) => return Err(self.died(&format!("could not send the item: {e}")).await),
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                fill_line(&mut self.stdout, &mut self.line).await
+            };
+            let text = match read {
+                Ok(true) => String::from_utf8_lossy(&std::mem::take(&mut self.line)).into_owned(),
+                Ok(false) => return Err(self.died("the worker exited").await),
+                Err(e) => {
+                    self.line = Vec::new();
+                    return Err(Answer::out_of_step(&e));
+                }
+            };
+            match parse_line(&text) {
+                Ok(Some(Line::Stray(quoted))) => {
+                    self.stray = Some(quoted.clone());
+                    return Ok(Line::Stray(quoted));
+                }
+                Ok(Some(line)) => return Ok(line),
+                Ok(None) => {}
+                Err(why) => return Err(Answer::out_of_step(&why)),
+            }
+        }
+    }
+
+    /// Sends one item and waits for its answer, the timeout, or a kill.
+    /// `Err`: the worker broke (it must be killed and started again).
+    pub async fn call(
+        &mut self,
+        req: &Request<'_>,
+        timeout: Duration,
+        rules: &Rules,
+        reports: &mpsc::UnboundedSender<Report>,
+        kill: oneshot::Receiver<KillReason>,
+    ) -> Result<Call, Answer> {
+        let killed = async {
+            match kill.await {
+                Ok(reason) => reason,
+                Err(_) => std::future::pending().await,
+            }
+        };
+        self.send(req);
+        let exchange = async {
+            let mut op_ids = 0;
+            loop {
+                match self.next().await? {
+                    Line::OpId { key, op_id } => {
+                        match_op_id(&key, [req.key], None)
+                            .map_err(|why| Answer::out_of_step(&why))?;
+                        // Each id is a store write: a flood is bounded.
+                        if op_ids < super::output::MAX_OP_IDS {
+                            op_ids += 1;
+                            let _ = reports.send(Report::OpId(op_id));
+                        }
+                    }
+                    Line::Answer { key, obj } => {
+                        match_answer(&key, [req.key], None)
+                            .map_err(|why| Answer::out_of_step(&why))?;
+                        return Ok(classify::answer(&obj, rules));
+                    }
+                    Line::Stray(_) => {}
+                }
+            }
+        };
+        tokio::select! {
+            result = exchange => result.map(Call::Answer),
+            () = tokio::time::sleep(timeout) => {
+                self.kill().await;
+                Err(Answer::timed_out(timeout))
+            }
+            reason = killed => {
+                self.kill().await;
+                Ok(Call::Killed(reason))
+            }
+        }
+    }
+
+    /// The worker broke mid-item: a transient failure naming why.
+    async fn died(&mut self, why: &str) -> Answer {
+        let status = tokio::time::timeout(Duration::from_millis(500), self.child.wait()).await;
+        let status = match status {
+            Ok(Ok(s)) => format!(" ({s})"),
+            _ => String::new(),
+        };
+        // Let the stderr reader take in the worker's last words.
+        if let Some(task) = self.stderr_task.take() {
+            let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
+        }
+        let last = self
+            .stderr_last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut message = match last {
+            Some(l) => format!("{why}{status}: {l}"),
+            None => format!("{why}{status}"),
+        };
+        if let Some(stray) = &self.stray {
+            message.push_str(&format!(" (last non-protocol stdout line: {stray})"));
+        }
+        Answer::worker_exited(&message)
+    }
+
+    /// Stops the worker and everything in its process group.
+    pub async fn kill(&mut self) {
+        kill_group(self.pgid);
+        let _ = self.child.kill().await;
+    }
+
+    /// Closes stdin (the worker's cue to exit), then makes sure it is gone.
+    pub async fn shutdown(self, grace: Duration) {
+        let Persistent {
+            mut child,
+            stdin,
+            pgid,
+            ..
+        } = self;
+        // Dropping closes the pipe (`shutdown()` on a pipe does not).
+        drop(stdin);
+        if tokio::time::timeout(grace, child.wait()).await.is_err() {
+            kill_group(pgid);
+            let _ = child.kill().await;
+        }
+        kill_group(pgid);
+    }
+}
+
+/// Reads one stdout line. `Ok(None)`: nothing to act on (a blank line, an
+/// op id that cannot be stored). `Err`: the line breaks the protocol.
+pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    if !trimmed.starts_with('{') {
+        return Ok(Some(Line::Stray(quote(trimmed))));
+    }
+    let obj = match serde_json::from_str::<Value>(trimmed) {
+        Ok(Value::Object(obj)) => obj,
+        Ok(_) => return Ok(Some(Line::Stray(quote(trimmed)))),
+        Err(e) => {
+            let hint = if trimmed.contains("NaN") || trimmed.contains("Infinity") {
+                "; NaN and Infinity are not JSON: Python's json.dumps writes them unless allow_nan=False"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "a stdout line starting with \"{{\" is not valid JSON ({e}{hint}): {}",
+                quote(trimmed)
+            ));
+        }
+    };
+    let is_answer = obj.contains_key("result") || obj.contains_key("error");
+    if !is_answer && !obj.contains_key("op_id") {
+        return Ok(Some(Line::Stray(quote(trimmed))));
+    }
+    let key = match obj.get("key") {
+        Some(Value::String(k)) => k.clone(),
+        None => {
+            return Err(format!(
+                "{KEY_RULE}: a line without it cannot be matched to its request: {}",
+                quote(trimmed)
+            ));
+        }
+        Some(other) => {
+            return Err(format!(
+                "{KEY_RULE} as a string, not {}: {}",
+                quote(&other.to_string()),
+                quote(trimmed)
+            ));
+        }
+    };
+    if is_answer {
+        return Ok(Some(Line::Answer { key, obj }));
+    }
+    // Ignored as in process mode: it could not be handed back.
+    Ok(match obj.get("op_id").and_then(Value::as_str) {
+        Some(op) if super::output::valid_op_id(op) => Some(Line::OpId {
+            key,
+            op_id: op.to_string(),
+        }),
+        _ => None,
+    })
+}
+
+/// Whether an answer naming `key` is in step: it must name the oldest of
+/// the `outstanding` requests (in order). `last`: the key of the request
+/// answered last, to name a second answer as such. `Err` says why not.
+pub fn match_answer<'a>(
+    key: &str,
+    outstanding: impl IntoIterator<Item = &'a str>,
+    last: Option<&str>,
+) -> Result<(), String> {
+    let mut outstanding = outstanding.into_iter();
+    let head = outstanding.next();
+    if head == Some(key) {
+        return Ok(());
+    }
+    Err(if last == Some(key) {
+        format!("a second answer for {key:?}: each request gets one answer, in request order")
+    } else if let Some(head) = head
+        && outstanding.any(|k| k == key)
+    {
+        format!(
+            "an answer for {key:?} while {head:?} was not answered: answers come in request order"
+        )
+    } else {
+        format!("an answer for {key:?}, which is not a request waiting for its answer")
+    })
+}
+
+/// Whether an op id naming `key` is in step: it must name one of the
+/// `outstanding` requests (a worker may work on several at once). The
+/// request's position, or why not.
+pub fn match_op_id<'a>(
+    key: &str,
+    outstanding: impl IntoIterator<Item = &'a str>,
+    last: Option<&str>,
+) -> Result<usize, String> {
+    outstanding
+        .into_iter()
+        .position(|k| k == key)
+        .ok_or_else(|| {
+            let answered = if last == Some(key) {
+                " (it was answered already)"
+            } else {
+                ""
+            };
+            format!("an op id for {key:?}, which is not a request waiting for its answer{answered}")
+        })
+}
+
+/// The start of a worker's line, inert, for an error or an event.
+pub fn quote(text: &str) -> String {
+    sanitize::line(&sanitize::truncate(text.trim(), QUOTE_CHARS)).into_owned()
+}
+
+/// Reads into `line` up to the next newline (not kept): `Ok(true)` with a
+/// whole line, `Ok(false)` at end of stream (a last unterminated line is
+/// dropped: the worker died writing it). Bounded by `MAX_LINE`.
+async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result<bool, String> {
+    loop {
+        let buf = r
+            .fill_buf()
+            .await
+            .map_err(|e| format!("reading the worker's answer: {e}"))?;
+        if buf.is_empty() {
+            return Ok(false);
+        }
+        let (take, complete) = match buf.iter().position(|b| *b == b'\n') {
+            Some(pos) => (pos + 1, true),
+            None => (buf.len(), false),
+        };
+        let room = MAX_LINE.saturating_sub(line.len());
+        if take.saturating_sub(usize::from(complete)) > room {
+            r.consume(take);
+            return Err(format!(
+                "the worker wrote a stdout line longer than {} KiB",
+                MAX_LINE / 1024
+            ));
+        }
+        line.extend_from_slice(&buf[..take - usize::from(complete)]);
+        r.consume(take);
+        if complete {
+            return Ok(true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(dir: &Path, body: &str) -> Vec<String> {
+        let path = dir.join("w.sh");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        vec!["sh".into(), path.display().to_string()]
+    }
+
+    fn req<'a>(key: &'a str, payload: &'a str) -> Request<'a> {
+        Request {
+            key,
+            label: key,
+            attempt: 1,
+            op_id: None,
+            run_id: 1,
+            payload,
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_op_ids_errors_and_restart_after_death() {
+        let dir = tempfile::tempdir().unwrap();
+        // Echoes a result per line; key "err" fails, "op" reports an op id
+        // first, "die" exits mid-item.
+        let argv = script(
+            dir.path(),
+            r#"echo "starting up (a stray print)"
+echo '{"log":"connected"}'
+while read line; do
+  case "$line" in
+    *'"key":"err"'*) echo '{"key":"err","error":{"error_class":"BadRequest","transient":false,"message":"no"}}';;
+    *'"key":"op"'*) echo '{"key":"op","op_id":"op-1"}'; echo '{"key":"op","result":{"ok":true},"cost":0.5}';;
+    *'"key":"empty"'*) echo '{"key":"empty","result":null}';;
+    *'"key":"die"'*) echo "dying" >&2; exit 3;;
+    *'"key":"nokey"'*) echo '{"result":1}';;
+    *) echo '{"key":"a","result":"fine"}';;
+  esac
+done"#,
+        );
+        let rules = Rules::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let never = || oneshot::channel::<KillReason>().1;
+        let t = Duration::from_secs(5);
+        let ok = w
+            .call(&req("a", "{\"x\":1}"), t, &rules, &tx, never())
+            .await;
+        assert!(
+            matches!(ok, Ok(Call::Answer(Answer::Done { empty: false, result: Some(r), .. })) if r == "\"fine\"")
+        );
+        let op = w.call(&req("op", "{}"), t, &rules, &tx, never()).await;
+        assert!(matches!(op, Ok(Call::Answer(Answer::Done { cost: Some(c), .. })) if c == 0.5));
+        assert_eq!(rx.try_recv().unwrap(), Report::OpId("op-1".into()));
+        let err = w.call(&req("err", "{}"), t, &rules, &tx, never()).await;
+        assert!(
+            matches!(err, Ok(Call::Answer(Answer::Failed { transient: false, class, .. })) if class == "BadRequest")
+        );
+        let empty = w.call(&req("empty", "{}"), t, &rules, &tx, never()).await;
+        assert!(matches!(
+            empty,
+            Ok(Call::Answer(Answer::Done { empty: true, .. }))
+        ));
+        let nokey = w.call(&req("nokey", "{}"), t, &rules, &tx, never()).await;
+        assert!(
+            matches!(&nokey, Err(Answer::Failed { transient: true, class, message, .. })
+            if class == "ProtocolError" && message.contains(KEY_RULE) && message.ends_with("the worker was restarted")),
+            "{:?}",
+            nokey.as_ref().err()
+        );
+        let died = w.call(&req("die", "{}"), t, &rules, &tx, never()).await;
+        assert!(
+            matches!(&died, Err(Answer::Failed { transient: true, class, message, .. })
+            if class == "WorkerExited" && message.contains("dying")),
+            "{:?}",
+            died.as_ref().err()
+        );
+    }
+
+    fn obj(text: &str) -> serde_json::Map<String, Value> {
+        match serde_json::from_str(text).unwrap() {
+            Value::Object(o) => o,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn lines_are_answers_op_ids_strays_or_protocol_errors() {
+        let answer = r#"{"key":"a","result":1}"#;
+        assert_eq!(
+            parse_line(answer),
+            Ok(Some(Line::Answer {
+                key: "a".into(),
+                obj: obj(answer)
+            }))
+        );
+        assert_eq!(
+            parse_line(r#" {"key":"a","op_id":"op-1"} "#),
+            Ok(Some(Line::OpId {
+                key: "a".into(),
+                op_id: "op-1".into()
+            }))
+        );
+        // Ignored: blank lines, op ids that could not be handed back.
+        assert_eq!(parse_line("  \r"), Ok(None));
+        assert_eq!(parse_line(r#"{"key":"a","op_id":"x\u001b[2J"}"#), Ok(None));
+        // Strays: objects with none of result/error/op_id, other text.
+        for stray in [
+            r#"{"log":"connected"}"#,
+            r#"{"key":"a","progress":0.5}"#,
+            "[1,2]",
+            "42",
+            "loading...",
+        ] {
+            assert_eq!(
+                parse_line(stray),
+                Ok(Some(Line::Stray(stray.into()))),
+                "{stray}"
+            );
+        }
+        assert_eq!(
+            parse_line("\x1b[2Jboom"),
+            Ok(Some(Line::Stray("\\x1b[2Jboom".into())))
+        );
+        // Out of step: no key, a key that is not a string, not JSON.
+        let no_key = parse_line(r#"{"result":{"echo":"k1"}}"#).unwrap_err();
+        assert!(
+            no_key.starts_with(KEY_RULE) && no_key.ends_with(r#"{"result":{"echo":"k1"}}"#),
+            "{no_key}"
+        );
+        assert!(
+            parse_line(r#"{"op_id":"op-1"}"#)
+                .unwrap_err()
+                .starts_with(KEY_RULE)
+        );
+        let number = parse_line(r#"{"key":5,"error":"x"}"#).unwrap_err();
+        assert!(number.contains("as a string, not 5"), "{number}");
+        let nan = parse_line(r#"{"key":"a","result":NaN}"#).unwrap_err();
+        assert!(
+            nan.contains(
+                "not valid JSON (expected value at line 1 column 21; NaN and Infinity are not JSON"
+            ),
+            "{nan}"
+        );
+        let long = format!("{{\"key\":\"\x1b[2J{}", "x".repeat(200));
+        let cut = parse_line(&long).unwrap_err();
+        assert!(
+            cut.contains(r#": {"key":"\x1b[2Jxxx"#) && cut.ends_with("x…") && cut.len() < 300,
+            "{cut}"
+        );
+    }
+
+    #[test]
+    fn only_the_head_may_be_answered_and_only_outstanding_items_get_op_ids() {
+        let sent = ["k2", "k3"];
+        assert_eq!(match_answer("k2", sent, Some("k1")), Ok(()));
+        let dup = match_answer("k1", sent, Some("k1")).unwrap_err();
+        assert!(dup.starts_with(r#"a second answer for "k1""#), "{dup}");
+        let ahead = match_answer("k3", sent, Some("k1")).unwrap_err();
+        assert!(
+            ahead.starts_with(r#"an answer for "k3" while "k2" was not answered"#),
+            "{ahead}"
+        );
+        let other = match_answer("zz", sent, None).unwrap_err();
+        assert!(other.contains("not a request waiting"), "{other}");
+        assert!(
+            match_answer("k1", [], Some("k1"))
+                .unwrap_err()
+                .contains("second answer")
+        );
+        assert_eq!(match_op_id("k3", sent, None), Ok(1));
+        let late = match_op_id("k1", sent, Some("k1")).unwrap_err();
+        assert!(late.contains("answered already"), "{late}");
+    }
+
+    #[tokio::test]
+    async fn timeout_restarts_and_kill_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = script(dir.path(), "while read line; do sleep 30; done");
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let (_keep, never) = oneshot::channel::<KillReason>();
+        let r = w
+            .call(
+                &req("a", "{}"),
+                Duration::from_millis(300),
+                &Rules::default(),
+                &tx,
+                never,
+            )
+            .await;
+        assert!(matches!(r, Err(Answer::Failed { class, .. }) if class == "Timeout"));
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let (kill_tx, kill_rx) = oneshot::channel();
+        let (request, rules) = (req("b", "{}"), Rules::default());
+        let call = w.call(&request, Duration::from_secs(30), &rules, &tx, kill_rx);
+        let (r, _) = tokio::join!(call, async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let _ = kill_tx.send(KillReason::Shutdown);
+        });
+        assert!(matches!(r, Ok(Call::Killed(KillReason::Shutdown))));
+    }
+
+    #[test]
+    fn request_lines_embed_the_payload_verbatim() {
+        let r = Request {
+            key: "k\"1",
+            label: "l",
+            attempt: 2,
+            op_id: Some("op"),
+            run_id: 3,
+            payload: "{\"a\": [1, 2]}",
+        };
+        let v: Value = serde_json::from_str(r.line().trim()).unwrap();
+        assert_eq!(v["key"], "k\"1");
+        assert_eq!(v["payload"]["a"][1], 2);
+        assert_eq!(v["op_id"], "op");
+    }
+}

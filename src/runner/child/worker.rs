@@ -1,0 +1,159 @@
+//! Running one worker process for one item: payload on stdin, bounded
+//! capture of stdout and stderr (`output`), the operation-id channel,
+//! timeouts that kill the whole process group, and nothing left behind.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::output::{MAX_STDOUT, Output, Report, StderrSummary, read_bounded, read_stderr};
+use super::{Exit, KillReason, command, exit_of, kill_group, stop};
+use crate::runner::classify::parse_error_line;
+use crate::runner::cost::Cost;
+
+/// How long the worker's pipes may stay open once its process group is
+/// gone. A process that left the group (a daemon that called `setsid`)
+/// and kept them would otherwise hold the item, and the run, as long as it
+/// lives; past this it is found by its environment and killed.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// The worker variables that single out one item's processes in this run.
+const ITEM_VARS: [&str; 4] = [
+    "NIGHTSHIFT_BATCH",
+    "NIGHTSHIFT_KEY",
+    "NIGHTSHIFT_RUN_ID",
+    super::orphans::RUNNER_VAR,
+];
+pub struct Job<'a> {
+    pub argv: &'a [String],
+    /// `argv[0]` found in `PATH` once per cycle (see `resolve`); the worker
+    /// still sees `argv[0]` as written.
+    pub program: Option<&'a Path>,
+    pub dir: Option<&'a Path>,
+    pub env: Vec<(&'static str, String)>,
+    pub payload: &'a str,
+    pub timeout: Duration,
+    /// Between SIGTERM and SIGKILL when the runner stops a worker.
+    pub kill_grace: Duration,
+    /// Told the worker's pid (its process group's id) once it is spawned.
+    pub spawned: Option<Box<dyn FnOnce(u32) + Send + 'a>>,
+}
+
+/// Runs the worker to its end. `Err(reason)` if the runner killed it.
+pub async fn run(
+    mut job: Job<'_>,
+    reports: mpsc::UnboundedSender<Report>,
+    kill: oneshot::Receiver<KillReason>,
+) -> Result<Output, KillReason> {
+    let mut cmd = command(job.argv, job.program, job.dir, &job.env);
+    let mut child = match super::spawn(&mut cmd) {
+        Ok(child) => child,
+        Err(e) => {
+            return Ok(Output {
+                exit: Exit::SpawnFailed(format!("{}: {e}", job.argv[0])),
+                stdout: Vec::new(),
+                stdout_truncated: false,
+                stderr_last_line: None,
+                error_line: None,
+                reported_cost: Cost::Absent,
+                op_ids: Vec::new(),
+            });
+        }
+    };
+    let pgid = child.id();
+    if let (Some(told), Some(pid)) = (job.spawned.take(), pgid) {
+        told(pid);
+    }
+
+    // Feed stdin from a task: a worker that never reads it must not block us,
+    // and a broken pipe is not a failure.
+    if let Some(mut stdin) = child.stdin.take() {
+        let mut payload = job.payload.as_bytes().to_vec();
+        payload.push(b'\n');
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&payload).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+    // Tells the readers to stop waiting for the end of their pipe.
+    let (give_up, given_up) = watch::channel(false);
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(read_bounded(s, MAX_STDOUT, given_up.clone())));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| tokio::spawn(read_stderr(s, reports, given_up)));
+
+    // A dropped sender means nobody will ask us to stop.
+    let killed = async {
+        match kill.await {
+            Ok(reason) => reason,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    let status = tokio::select! {
+        status = child.wait() => Ok(status),
+        () = tokio::time::sleep(job.timeout) => Err(None),
+        reason = killed => Err(Some(reason)),
+    };
+    let exit = match status {
+        Ok(Ok(status)) => exit_of(status),
+        Ok(Err(e)) => Exit::SpawnFailed(format!("waiting for the worker: {e}")),
+        Err(reason) => {
+            stop(&mut child, pgid, job.kill_grace).await;
+            match reason {
+                None => Exit::Timeout(job.timeout),
+                Some(reason) => {
+                    kill_group(pgid);
+                    return Err(reason);
+                }
+            }
+        }
+    };
+    // Whatever the worker left running in its group (daemons it forked)
+    // goes too; it would otherwise hold our pipes open.
+    kill_group(pgid);
+
+    let readers = async {
+        let out = match stdout {
+            Some(task) => task.await.unwrap_or_default(),
+            None => (Vec::new(), false),
+        };
+        let err = match stderr {
+            Some(task) => task.await.unwrap_or_default(),
+            None => StderrSummary::default(),
+        };
+        (out, err)
+    };
+    tokio::pin!(readers);
+    let ((stdout, stdout_truncated), err) = match tokio::time::timeout(DRAIN_GRACE, &mut readers)
+        .await
+    {
+        Ok(done) => done,
+        Err(_) => {
+            // Something outside the group still holds the pipes.
+            let wanted: Vec<String> = job
+                .env
+                .iter()
+                .filter(|(k, _)| ITEM_VARS.contains(k))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let _ =
+                tokio::task::spawn_blocking(move || super::orphans::reap_matching(&[wanted])).await;
+            let _ = give_up.send(true);
+            readers.await
+        }
+    };
+    Ok(Output {
+        exit,
+        stdout,
+        stdout_truncated,
+        error_line: err.last_line.as_deref().and_then(parse_error_line),
+        stderr_last_line: err.last_line,
+        reported_cost: err.cost,
+        op_ids: err.op_ids,
+    })
+}

@@ -1,0 +1,296 @@
+//! The state one cycle's slots share: its settings, the writer, the
+//! tally, stop requests, the in-flight table and the gate. Below the slots:
+//! it imports nothing from them.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::child::KillReason;
+use super::child::groups;
+use super::classify::Rules;
+use super::gate;
+use super::log::EventLog;
+use super::writer::Writer;
+use crate::config::BatchConfig;
+use crate::model::{Millis, NewEvent, RunCounts};
+use crate::util::time::now_ms;
+
+/// What the caller (signal handler, daemon) asks of a running cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Run,
+    /// Stop claiming; in-flight items get the grace period.
+    Graceful,
+    /// Stop claiming and stop in-flight workers now (items go back to pending).
+    Immediate,
+}
+
+/// Why a cycle stopped before running out of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    Interrupted,
+    MaxDuration,
+    MaxCost,
+    Paused(String),
+    LockLost,
+    /// The store's file (or database) was deleted or replaced.
+    StoreLost,
+}
+
+impl StopReason {
+    /// How much a reason says: a later stop request with a weightier one
+    /// replaces the first.
+    fn weight(&self) -> u8 {
+        match self {
+            StopReason::StoreLost => 2,
+            StopReason::LockLost => 1,
+            _ => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::Interrupted => f.write_str("interrupted"),
+            StopReason::MaxDuration => f.write_str("max_duration reached"),
+            StopReason::MaxCost => f.write_str("max_cost reached"),
+            StopReason::Paused(why) => write!(f, "paused: {why}"),
+            StopReason::LockLost => f.write_str("lost the batch lock to another runner"),
+            StopReason::StoreLost => {
+                f.write_str("the store was deleted or replaced under this run")
+            }
+        }
+    }
+}
+
+/// Live counts of this run (the store has the same in `runs`).
+#[derive(Default)]
+pub(super) struct Tally {
+    pub(super) done: AtomicI64,
+    pub(super) empty: AtomicI64,
+    pub(super) retry: AtomicI64,
+    pub(super) manual: AtomicI64,
+    pub(super) retried: AtomicI64,
+    pub(super) released: AtomicI64,
+    pub(super) redriven: AtomicI64,
+    /// Cost in millionths, so it can be summed atomically.
+    pub(super) cost_micros: AtomicI64,
+}
+
+impl Tally {
+    pub(super) fn counts(&self, skipped_done: i64) -> RunCounts {
+        let get = |a: &AtomicI64| a.load(Ordering::Relaxed);
+        RunCounts {
+            done: get(&self.done),
+            empty: get(&self.empty),
+            failed: get(&self.retry) + get(&self.manual),
+            retry: get(&self.retry),
+            manual: get(&self.manual),
+            retried: get(&self.retried),
+            skipped_done,
+            redriven: get(&self.redriven),
+            released: get(&self.released),
+            cost: get(&self.cost_micros) as f64 / 1e6,
+        }
+    }
+
+    pub(super) fn add_cost(&self, cost: Option<f64>) {
+        if let Some(c) = cost.filter(|c| c.is_finite() && *c > 0.0) {
+            let micros = (c * 1e6).round() as i64;
+            // Saturates rather than wraps to a negative total.
+            let _ = self
+                .cost_micros
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                    Some(t.saturating_add(micros))
+                });
+        }
+    }
+
+    pub(super) fn processed(&self) -> i64 {
+        let get = |a: &AtomicI64| a.load(Ordering::Relaxed);
+        get(&self.done) + get(&self.empty) + get(&self.retry) + get(&self.manual)
+    }
+}
+
+/// Item id → the handle that stops its worker (taken once used).
+pub(super) type Inflight = HashMap<i64, Option<Killer>>;
+
+/// How an in-flight item's worker is told to stop.
+pub(super) enum Killer {
+    /// Process mode: the item's own worker.
+    Item(oneshot::Sender<KillReason>),
+    /// Persistent mode: the slot that sent the item to its worker.
+    Slot(mpsc::UnboundedSender<(i64, KillReason)>),
+}
+
+impl Killer {
+    pub(super) fn fire(self, item_id: i64, reason: KillReason) {
+        match self {
+            Killer::Item(tx) => {
+                let _ = tx.send(reason);
+            }
+            Killer::Slot(tx) => {
+                let _ = tx.send((item_id, reason));
+            }
+        }
+    }
+}
+
+/// State shared by the slots of one cycle.
+pub(super) struct Cycle {
+    pub(super) batch: String,
+    pub(super) run_id: i64,
+    pub(super) cfg: BatchConfig,
+    pub(super) worker: Vec<String>,
+    pub(super) work_dir: Option<PathBuf>,
+    pub(super) rules: Rules,
+    pub(super) writer: Writer,
+    pub(super) tally: Tally,
+    pub(super) log: EventLog,
+    /// Stop requests: `None` while running.
+    pub(super) stop_tx: watch::Sender<Option<(Signal, StopReason)>>,
+    /// In-flight items and the handle that stops their worker.
+    pub(super) inflight: std::sync::Mutex<Inflight>,
+    /// Every worker call passes it: the retry-after hold, the rate limit.
+    pub(super) gate: gate::Gate,
+    pub(super) claims_left: Option<AtomicUsize>,
+    pub(super) lease_ttl: Duration,
+    /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).
+    pub(super) runner_id: String,
+    /// The worker program found in `PATH`, once.
+    pub(super) program: Option<PathBuf>,
+    /// A slot may claim its next item with its last success (`slot::claim::may_chain`).
+    pub(super) chain: bool,
+    /// The store as opened: the heartbeat notices it deleted or replaced.
+    pub(super) identity: Option<crate::store::StoreIdentity>,
+}
+
+impl Cycle {
+    pub(super) fn stopping(&self) -> Option<(Signal, StopReason)> {
+        self.stop_tx.borrow().clone()
+    }
+
+    /// Asks the cycle to stop; the first reason wins (except a lost lock
+    /// or store, which say more than any other), a harder signal upgrades a
+    /// softer one. True if this call changed the request.
+    pub(super) fn request_stop(&self, signal: Signal, reason: StopReason) -> bool {
+        self.stop_tx.send_if_modified(|cur| match cur {
+            None => {
+                *cur = Some((signal, reason));
+                true
+            }
+            Some((_, r)) if reason.weight() > r.weight() => {
+                *cur = Some((signal, reason));
+                true
+            }
+            Some((Signal::Graceful, r)) if signal == Signal::Immediate => {
+                *cur = Some((Signal::Immediate, r.clone()));
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// Another runner took the batch over: stop at once. Our in-flight
+    /// results would be rejected by their lease tokens anyway.
+    pub(super) async fn lock_lost(&self) {
+        let first = self.request_stop(Signal::Immediate, StopReason::LockLost);
+        self.kill_all(KillReason::LeaseLost);
+        if first {
+            self.event(self.new_event(
+                "lock-lost",
+                "another runner took over the batch lock; stopping at once",
+            ))
+            .await;
+        }
+    }
+
+    /// The store's location names another store, or none: stop at once,
+    /// and write nothing more to the one still open (whatever it now is
+    /// to the operator: an unlinked file, a backup's original). What was
+    /// in flight stays claimed there, and runs again, with the same keys,
+    /// if that store is resumed.
+    pub(super) async fn store_lost(&self) {
+        self.writer.seal();
+        if self.request_stop(Signal::Immediate, StopReason::StoreLost) {
+            // Only to the log file: the store takes nothing more.
+            self.log.emit(&self.new_event(
+                "store-lost",
+                "the store was deleted or replaced under this run; stopping at once",
+            ));
+        }
+        self.kill_all(KillReason::Shutdown);
+    }
+
+    /// Takes up to `n` claims from the `--limit` budget: how many may be
+    /// claimed (all of them without a limit).
+    pub(super) fn take_claims(&self, n: usize) -> usize {
+        let Some(left) = &self.claims_left else {
+            return n;
+        };
+        let mut taken = 0;
+        let _ = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+            taken = left.min(n);
+            Some(left - taken)
+        });
+        taken
+    }
+
+    /// Gives back `n` claims taken from the `--limit` budget that no item
+    /// came of.
+    pub(super) fn give_back(&self, n: usize) {
+        if let Some(left) = &self.claims_left
+            && n > 0
+        {
+            left.fetch_add(n, Ordering::SeqCst);
+        }
+    }
+
+    pub(super) fn lease_until(&self, now: Millis) -> Millis {
+        now + self.lease_ttl.as_millis() as i64
+    }
+
+    /// Writes an event outside any transition (and to the log file).
+    pub(super) async fn event(&self, event: NewEvent) {
+        let e = event.clone();
+        match self.writer.call(move |s| s.log_event(&e)).await {
+            Ok(_) => self.log.emit(&event),
+            Err(err) => tracing::warn!("could not record event {}: {err}", event.kind),
+        }
+    }
+
+    pub(super) fn new_event(&self, kind: &str, message: impl Into<String>) -> NewEvent {
+        NewEvent::new(now_ms(), &self.batch, kind, message).run(self.run_id)
+    }
+
+    /// Records, for a later run to stop if we die, the process group of
+    /// the worker just spawned for `slot` (see `groups`). Queued, not
+    /// awaited: the worker starts at once.
+    pub(super) fn record_worker(&self, slot: u32, pid: u32) {
+        if let Some(group) = groups::of(self.run_id, slot, pid) {
+            self.writer.send(move |s| s.record_worker(&group));
+        }
+    }
+
+    /// Stops every in-flight worker for `reason`.
+    pub(super) fn kill_all(&self, reason: KillReason) {
+        // After a lost lock every stop is a lease loss, whoever asks (the
+        // grace watch races `lock_lost`): the claims are the taker's to take
+        // back, never ours to release as "not started".
+        let reason = match (reason, self.stopping()) {
+            (KillReason::Shutdown, Some((_, StopReason::LockLost))) => KillReason::LeaseLost,
+            _ => reason,
+        };
+        let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        for (id, kill) in inflight.iter_mut() {
+            if let Some(k) = kill.take() {
+                k.fire(*id, reason);
+            }
+        }
+    }
+}

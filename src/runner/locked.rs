@@ -1,0 +1,454 @@
+//! What a cycle does while it holds a seat of the batch lock, as named
+//! phases: begin the run (its record, what it inherits), build the
+//! [`Cycle`], start its helpers (stop requests, heartbeat, deadline,
+//! progress), enqueue from `source`, redrive due retry-tier failures, run
+//! the slots, stop the helpers, and finish (summary, alert).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::child::{self, KillReason, orphans, subreaper};
+use super::classify::Rules;
+use super::cycle::{Cycle, Signal, StopReason, Tally};
+use super::hook::HookFailure;
+use super::seat::Seat;
+use super::writer::Writer;
+use super::{
+    EventLog, RunOptions, RunReport, gate, heartbeat, pace, recover, slot, source, summary,
+};
+use crate::config::WorkerMode;
+use crate::model::{EventKind, Hold, NewEvent, RunState};
+use crate::store::{Store, StoreError};
+use crate::util::time::now_ms;
+
+/// Runs the cycle in the seat taken; the caller releases it.
+pub(super) async fn run(
+    store: Store,
+    opts: &RunOptions,
+    seat: &Seat,
+    signals: watch::Receiver<Signal>,
+    started: Instant,
+    log: &EventLog,
+) -> anyhow::Result<RunReport> {
+    let begun = begin(store, opts, seat, log).await?;
+    let skipped_done = begun.skipped_done;
+    let cycle = new_cycle(opts, seat, begun, log);
+    let helpers = Helpers::spawn(&cycle, signals, seat, started, opts.progress);
+    let hooks_failed = enqueue(&cycle).await;
+    if opts.key.is_none() {
+        redrive(&cycle).await?;
+    }
+    let first_error = run_slots(&cycle, opts.key.as_deref()).await;
+    helpers.stop(&cycle).await;
+    finish(
+        &cycle,
+        opts,
+        started,
+        skipped_done,
+        hooks_failed,
+        first_error,
+    )
+    .await
+}
+
+/// A run begun in the store, and what it inherited.
+struct Begun {
+    store: Store,
+    run_id: i64,
+    /// Items already finished when the run began.
+    skipped_done: i64,
+    /// A retry-after hold an earlier run was given.
+    inherited: Option<Hold>,
+}
+
+/// Records the run (with its seat), says whom it took the lock over from,
+/// logs `run-started`, takes over what dead runs left and reads what the
+/// batch holds.
+async fn begin(
+    mut store: Store,
+    opts: &RunOptions,
+    seat: &Seat,
+    log: &EventLog,
+) -> anyhow::Result<Begun> {
+    let batch = &opts.batch;
+    let cfg = &opts.config;
+    let holder = &seat.holder;
+    let now = now_ms();
+    let run_id = store.start_run(
+        batch,
+        opts.trigger,
+        opts.actor.as_deref(),
+        holder,
+        now,
+        Some(&seat.token),
+    )?;
+    if let Some(prev) = &seat.took_over {
+        log.emit(
+            &NewEvent::of(
+                now,
+                batch,
+                EventKind::LockTakeover,
+                format!("took over the lock of {}", prev.holder),
+            )
+            .run(run_id),
+        );
+    }
+    // Who started it goes in the event's actor: `log` shows it as `[user@host]`.
+    let mut start_event = NewEvent::of(now, batch, EventKind::RunStarted, format!("run {run_id} started ({}) on {holder}", opts.trigger))
+        .run(run_id)
+        .fields(serde_json::json!({"trigger": opts.trigger, "holder": holder.to_string(), "concurrency": cfg.concurrency}));
+    start_event.actor.clone_from(&opts.actor);
+    store.log_event(&start_event)?;
+    log.emit(&start_event);
+
+    recover::take_over(&mut store, batch, run_id, holder, cfg.max_attempts, log).await?;
+    let skipped_done = store.counts(batch)?.finished();
+    let inherited = recover::inherited_hold(&mut store, batch, run_id, log)?;
+    Ok(Begun {
+        store,
+        run_id,
+        skipped_done,
+        inherited,
+    })
+}
+
+/// The state the cycle's slots share; the store goes to its writer.
+fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Arc<Cycle> {
+    let cfg = &opts.config;
+    let (stop_tx, _) = watch::channel(None);
+    let identity = begun.store.identity();
+    Arc::new(Cycle {
+        batch: opts.batch.clone(),
+        run_id: begun.run_id,
+        cfg: cfg.clone(),
+        worker: opts.worker.clone(),
+        work_dir: opts.work_dir.clone(),
+        rules: Rules {
+            transient_exit_codes: cfg.transient_exit_codes.clone(),
+            transient_error_classes: cfg.transient_error_classes.clone(),
+        },
+        writer: Writer::start(begun.store),
+        tally: Tally::default(),
+        log: log.clone(),
+        stop_tx,
+        inflight: std::sync::Mutex::new(HashMap::new()),
+        gate: gate::Gate::new(
+            cfg.rate_limit
+                .as_ref()
+                .map(|r| pace::Pacer::new(r.count, r.per)),
+            begun.inherited.as_ref(),
+        ),
+        claims_left: opts.limit.map(AtomicUsize::new),
+        lease_ttl: seat.ttl,
+        runner_id: orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
+        program: opts.worker.first().and_then(|p| child::resolve(p)),
+        chain: opts.key.is_none() && cfg.rate_limit.is_none() && cfg.max_cost.is_none(),
+        identity,
+    })
+}
+
+/// The tasks beside the slots while the cycle runs.
+struct Helpers {
+    watcher: JoinHandle<()>,
+    heartbeat: JoinHandle<()>,
+    deadline: Option<JoinHandle<()>>,
+    progress: Option<JoinHandle<()>>,
+}
+
+impl Helpers {
+    /// Outside stop requests become stop reasons; the heartbeat keeps the
+    /// seat; `max_duration` stops the cycle; the progress line.
+    fn spawn(
+        cycle: &Arc<Cycle>,
+        mut signals: watch::Receiver<Signal>,
+        seat: &Seat,
+        started: Instant,
+        progress: bool,
+    ) -> Helpers {
+        let watcher = {
+            let cycle = cycle.clone();
+            tokio::spawn(async move {
+                while signals.changed().await.is_ok() {
+                    let signal = *signals.borrow();
+                    if signal != Signal::Run {
+                        cycle.request_stop(signal, StopReason::Interrupted);
+                        if signal == Signal::Immediate {
+                            cycle.kill_all(KillReason::Shutdown);
+                        }
+                    }
+                }
+            })
+        };
+        let heartbeat = tokio::spawn(heartbeat::run(cycle.clone(), seat.token.clone(), seat.ttl));
+        let deadline = cycle.cfg.max_duration.map(|max| {
+            let cycle = cycle.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(max.saturating_sub(started.elapsed())).await;
+                cycle.request_stop(Signal::Graceful, StopReason::MaxDuration);
+            })
+        });
+        let progress = progress.then(|| tokio::spawn(summary::progress(cycle.clone(), started)));
+        Helpers {
+            watcher,
+            heartbeat,
+            deadline,
+            progress,
+        }
+    }
+
+    /// The slots are done: what our workers left behind is stopped, then
+    /// the helpers.
+    async fn stop(self, cycle: &Arc<Cycle>) {
+        reap_leftovers(cycle).await;
+        self.heartbeat.abort();
+        if let Some(d) = self.deadline {
+            d.abort();
+        }
+        self.watcher.abort();
+        if let Some(p) = self.progress {
+            p.abort();
+            summary::clear_progress();
+        }
+    }
+}
+
+/// Adds the `source` command's items, if the batch has one: its failure.
+async fn enqueue(cycle: &Arc<Cycle>) -> Vec<HookFailure> {
+    let mut hooks_failed = Vec::new();
+    if let Some(source) = &cycle.cfg.source {
+        hooks_failed.extend(source::enqueue(cycle, source).await);
+    }
+    hooks_failed
+}
+
+/// Redrives the retry-tier failures that are due.
+async fn redrive(cycle: &Cycle) -> Result<(), StoreError> {
+    let (b, run_id) = (cycle.batch.clone(), cycle.run_id);
+    let keys = cycle
+        .writer
+        .call(move |s| s.redrive_due(&b, Some(run_id), now_ms()))
+        .await?;
+    cycle
+        .tally
+        .redriven
+        .fetch_add(keys.len() as i64, Ordering::Relaxed);
+    for key in &keys {
+        cycle.log.emit(
+            &NewEvent::of(
+                now_ms(),
+                &cycle.batch,
+                EventKind::Redriven,
+                "redriven: retry time reached",
+            )
+            .run(run_id)
+            .key(key),
+        );
+    }
+    Ok(())
+}
+
+/// Processes with bounded concurrency: one task per slot (one slot for
+/// `--key`), in the batch's mode, under the grace watch. The first store
+/// error a slot stopped on.
+async fn run_slots(cycle: &Arc<Cycle>, key: Option<&str>) -> Option<StoreError> {
+    let slots = match key {
+        Some(key) => {
+            let c = cycle.clone();
+            let key = key.to_string();
+            vec![match c.cfg.mode {
+                WorkerMode::Process => {
+                    tokio::spawn(async move { slot::process::run_key(c, 0, key).await })
+                }
+                WorkerMode::Persistent => {
+                    tokio::spawn(async move { slot::persistent::run_key(c, 0, key).await })
+                }
+            }]
+        }
+        None => (0..cycle.cfg.concurrency.max(1))
+            .map(|i| {
+                let c = cycle.clone();
+                let i = i as u32;
+                match c.cfg.mode {
+                    WorkerMode::Process => {
+                        tokio::spawn(async move { slot::process::run_slot(c, i).await })
+                    }
+                    WorkerMode::Persistent => {
+                        tokio::spawn(async move { slot::persistent::run_slot(c, i).await })
+                    }
+                }
+            })
+            .collect(),
+    };
+    let grace = grace_watch(cycle.clone());
+    let mut first_error: Option<StoreError> = None;
+    for s in slots {
+        if let Ok(Err(e)) = s.await {
+            first_error.get_or_insert(e);
+        }
+    }
+    grace.abort();
+    first_error
+}
+
+/// How a cycle ended: stopped (paused, or aborted for any other reason),
+/// failed (an item, or the source command), or ok.
+fn final_state(stopped: Option<&StopReason>, failed: bool) -> RunState {
+    match (stopped, failed) {
+        (Some(StopReason::Paused(_)), _) => RunState::Paused,
+        (Some(_), _) => RunState::Aborted,
+        (None, true) => RunState::Failed,
+        (None, false) => RunState::Ok,
+    }
+}
+
+/// Records the end of the run (summary, `run-finished`), and alerts when
+/// something failed.
+async fn finish(
+    cycle: &Arc<Cycle>,
+    opts: &RunOptions,
+    started: Instant,
+    skipped_done: i64,
+    hooks_failed: Vec<HookFailure>,
+    first_error: Option<StoreError>,
+) -> anyhow::Result<RunReport> {
+    let (batch, run_id) = (cycle.batch.clone(), cycle.run_id);
+    let source_failed = hooks_failed.first().cloned();
+    let stopped = cycle.stopping().map(|(_, r)| r);
+    let counts = cycle.tally.counts(skipped_done);
+    let state = final_state(
+        stopped.as_ref(),
+        counts.failed > 0 || source_failed.is_some(),
+    );
+    let line = summary::line(
+        &batch,
+        &counts,
+        started.elapsed(),
+        stopped.as_ref(),
+        source_failed.as_ref(),
+    );
+    let finish = {
+        let line = line.clone();
+        move |s: &mut Store| {
+            s.finish_run(run_id, state, &line, skipped_done, counts.retried, now_ms())?;
+            // Its worker groups are gone (each killed as its worker ended).
+            s.forget_workers(&[run_id])?;
+            let e = NewEvent::of(now_ms(), &batch, EventKind::RunFinished, line.clone())
+                .run(run_id)
+                .fields(serde_json::json!({"state": state, "counts": counts}));
+            s.log_event(&e)?;
+            // Housekeeping only: never fail a finished run over it.
+            if let Err(e) = s.checkpoint() {
+                tracing::warn!("WAL checkpoint after run {run_id}: {e}");
+            }
+            Ok(e)
+        }
+    };
+    let event = cycle.writer.call(finish).await?;
+    cycle.log.emit(&event);
+    if let Some(e) = first_error {
+        return Err(
+            anyhow::Error::new(e).context(format!("run {run_id} of {} stopped", opts.batch))
+        );
+    }
+    let mut report = RunReport {
+        run_id: Some(run_id),
+        state,
+        counts,
+        summary: line,
+        stopped,
+        hooks_failed,
+        waiting: Vec::new(),
+    };
+    if counts.failed > 0 || report.source_failed().is_some() {
+        report
+            .hooks_failed
+            .extend(summary::alert(cycle, &report).await);
+    }
+    Ok(report)
+}
+
+/// Kills what our workers left running outside their process groups (a
+/// daemon that called `setsid` and closed its pipes): each worker's own
+/// group is killed when it ends, but such a process is only found by the
+/// environment it inherited or, having cleared that, as an orphan we
+/// adopted (`child::subreaper`). One `/proc` scan each per cycle.
+async fn reap_leftovers(cycle: &Arc<Cycle>) {
+    let batch = cycle.batch.clone();
+    let ours = orphans::DeadRun {
+        run_id: cycle.run_id,
+        runner: cycle.runner_id.clone(),
+    };
+    let reaped = tokio::task::spawn_blocking(move || {
+        orphans::reap(&batch, &[ours]) + subreaper::reap_adopted(true)
+    })
+    .await
+    .unwrap_or(0);
+    if reaped > 0 {
+        let e = cycle.new_event(
+            "orphans-stopped",
+            format!(
+                "stopped {} our workers left running",
+                orphans::processes(reaped)
+            ),
+        );
+        cycle.event(e).await;
+    }
+}
+
+/// After a graceful stop request, in-flight items get `grace`; then their
+/// workers are stopped and the items released.
+fn grace_watch(cycle: Arc<Cycle>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut rx = cycle.stop_tx.subscribe();
+        loop {
+            if let Some((signal, _)) = rx.borrow().clone() {
+                if signal == Signal::Immediate {
+                    cycle.kill_all(KillReason::Shutdown);
+                    return;
+                }
+                break;
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+        let grace = cycle.cfg.grace;
+        let _ = tokio::time::timeout(grace, async {
+            while rx.changed().await.is_ok() {
+                if matches!(*rx.borrow(), Some((Signal::Immediate, _))) {
+                    return;
+                }
+            }
+        })
+        .await;
+        cycle.kill_all(KillReason::Shutdown);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn final_state_says_how_a_cycle_ended() {
+        let paused = StopReason::Paused("by ops".into());
+        let cases = [
+            (Some(&paused), true, RunState::Paused),
+            (Some(&paused), false, RunState::Paused),
+            (Some(&StopReason::Interrupted), false, RunState::Aborted),
+            (Some(&StopReason::LockLost), true, RunState::Aborted),
+            (Some(&StopReason::MaxCost), true, RunState::Aborted),
+            (Some(&StopReason::StoreLost), false, RunState::Aborted),
+            (None, true, RunState::Failed),
+            (None, false, RunState::Ok),
+        ];
+        for (stopped, failed, state) in cases {
+            assert_eq!(final_state(stopped, failed), state, "{stopped:?}, {failed}");
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Taking a seat of the batch lock (one of `runners`), stepping down or
+//! waiting (`--wait`) while live runners hold them all; a seat whose
+//! holder is dead is taken over at once. The heartbeat keeps it.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::RunOptions;
+use super::cycle::Signal;
+use crate::model::{Holder, LockInfo};
+use crate::store::{LockOutcome, Store};
+use crate::util::identity;
+use crate::util::time::now_ms;
+
+/// A seat of the batch lock this cycle holds.
+pub struct Seat {
+    /// Fences every write of the run's: a taker's token replaces it.
+    pub token: String,
+    pub holder: Holder,
+    pub ttl: Duration,
+    /// The stale holder whose seat this was, if any.
+    pub took_over: Option<LockInfo>,
+}
+
+pub enum Acquired {
+    /// Ours; names the stale holder we replaced, if any.
+    Yes(Option<LockInfo>),
+    /// Live runners hold every seat (oldest first).
+    No(Vec<LockInfo>),
+    /// A stop signal came while waiting (`--wait`).
+    Interrupted,
+}
+
+/// A holder on this host whose process is gone (or whose pid now belongs
+/// to another process) is stale at once: after a crash the re-run must
+/// resume, not wait out the TTL. Other holders are stale only when their
+/// seat lapsed (`store::seat_lapsed`: never while running on this host).
+pub fn holder_is_dead(holder: &Holder) -> bool {
+    identity::holder_seen(holder) == identity::Seen::Gone
+}
+
+pub async fn acquire(
+    store: &mut Store,
+    opts: &RunOptions,
+    token: &str,
+    holder: &Holder,
+    ttl: Duration,
+    signals: &mut watch::Receiver<Signal>,
+) -> anyhow::Result<Acquired> {
+    let mut steal: Vec<String> = Vec::new();
+    loop {
+        let now = now_ms();
+        let expires = now + ttl.as_millis() as i64;
+        let dead: Vec<&str> = steal.iter().map(String::as_str).collect();
+        match store.acquire_lock(
+            &opts.batch,
+            token,
+            holder,
+            None,
+            expires,
+            now,
+            &dead,
+            opts.config.runners,
+        )? {
+            LockOutcome::Acquired { took_over } => return Ok(Acquired::Yes(took_over)),
+            LockOutcome::Held(seats) => {
+                let before = steal.len();
+                for seat in &seats {
+                    if holder_is_dead(&seat.holder) && !steal.contains(&seat.token) {
+                        steal.push(seat.token.clone());
+                    }
+                }
+                if steal.len() > before {
+                    continue;
+                }
+                if !opts.wait {
+                    return Ok(Acquired::No(seats));
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            changed = signals.changed() => {
+                if changed.is_err() || *signals.borrow() != Signal::Run {
+                    return Ok(Acquired::Interrupted);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Persistent mode's claim-ahead: a slot claims items in batches (up to
+//! `MAX_BATCH`, fewer for slow workers), and records successes in the
+//! transaction that also claims the next batch, started once half a batch
+//! is answered, so the store works while the worker answers the rest. The
+//! claim comes only after the successes are committed.
+
+use std::time::Duration;
+
+use super::claim::{budget_spent, log_claimed};
+use super::persistent::Slot;
+use super::record::count_success;
+use crate::model::{Claim, NewEvent, Outcome};
+use crate::runner::gate::Pass;
+use crate::store::{Completion, StoreError};
+use crate::util::time::now_ms;
+
+/// Most items claimed (and sent ahead) at once by one slot.
+const MAX_BATCH: usize = 1024;
+
+/// A batch should take about this long, so slow workers claim few items
+/// at a time and the slots share the work fairly.
+const BATCH_TIME: Duration = Duration::from_millis(200);
+
+/// What a commit hands back: the successes (for the log), which of them
+/// were accepted, the next claims (`None`: the lock is lost) and how many
+/// were asked for.
+pub(super) type Committed = (Vec<Success>, Vec<bool>, Option<Vec<Claim>>, usize);
+
+pub(super) type CommitFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Committed, StoreError>> + Send>>;
+
+/// A success waiting for the batch's commit.
+pub(super) struct Success {
+    pub(super) claim: Claim,
+    pub(super) outcome: Outcome,
+    pub(super) result: Option<String>,
+    pub(super) cost: Option<f64>,
+    pub(super) event: NewEvent,
+}
+
+impl Slot {
+    /// How many items to claim now: about `BATCH_TIME` of work, growing
+    /// from one; one at a time when every claim must be weighed (rate
+    /// limit, cost budget). Takes them from `--limit`.
+    pub(super) fn take_batch(&mut self) -> usize {
+        let want = if self.cycle.chain {
+            let fit = self.per_item.map_or(MAX_BATCH, |t| {
+                (BATCH_TIME.as_secs_f64() / t.as_secs_f64().max(1e-7)) as usize
+            });
+            // One item first (the worker's speed is unknown), then doubling.
+            let cap = if self.per_item.is_none() {
+                1
+            } else {
+                self.batch.saturating_mul(2)
+            };
+            self.batch = fit.clamp(1, MAX_BATCH).min(cap).max(1);
+            self.batch
+        } else {
+            1
+        };
+        self.cycle.take_claims(want)
+    }
+
+    /// A fresh claim (not chained to a commit), through the gate as in
+    /// process mode: the first request's pass comes with it.
+    pub(super) async fn claim(&mut self) -> Result<(Vec<Claim>, Pass), StoreError> {
+        let cycle = self.cycle.clone();
+        let nothing = Ok((Vec::new(), Pass::None));
+        if cycle.stopping().is_some() || budget_spent(&cycle) {
+            return nothing;
+        }
+        let n = self.take_batch();
+        if n == 0 {
+            return nothing;
+        }
+        let Some((claims, pass)) = cycle.claim_through_gate(n).await? else {
+            cycle.give_back(n);
+            cycle.lock_lost().await;
+            return nothing;
+        };
+        cycle.give_back(n - claims.len());
+        for c in &claims {
+            log_claimed(&cycle, c);
+        }
+        Ok((claims, pass))
+    }
+
+    /// Records the batch's successes and, with `chain`, claims the next
+    /// batch in the same transaction. The claim comes only after the
+    /// successes are committed: nothing acknowledged can be lost by a crash.
+    pub(super) async fn commit(&mut self, chain: bool) -> Result<Vec<Claim>, StoreError> {
+        self.settle().await?;
+        match self.begin_commit(chain).await {
+            Some(f) => {
+                let out = f.await?;
+                self.end_commit(out).await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Starts a commit of the successes so far (and, with `chain`, the
+    /// claim of the next batch). `None` when there is nothing to do.
+    pub(super) async fn begin_commit(&mut self, chain: bool) -> Option<CommitFuture> {
+        let successes = std::mem::take(&mut self.successes);
+        let cycle = self.cycle.clone();
+        let may_chain = chain
+            && cycle.chain
+            && cycle.stopping().is_none()
+            && cycle.gate.held_until().is_none()
+            && !budget_spent(&cycle);
+        let n = if may_chain { self.take_batch() } else { 0 };
+        if successes.is_empty() && n == 0 {
+            return None;
+        }
+        let (batch, run) = (cycle.batch.clone(), cycle.run_id);
+        let until = cycle.lease_until(now_ms());
+        // The successes travel to the store thread and back (for the log).
+        Some(Box::pin(async move {
+            let (successes, accepted, next) = cycle
+                .writer
+                .call(move |s| {
+                    let now = now_ms();
+                    let done: Vec<_> = successes
+                        .iter()
+                        .map(|s| {
+                            let c = Completion {
+                                item_id: s.claim.item_id,
+                                token: s.claim.token,
+                                run_id: run,
+                                outcome: s.outcome,
+                                result: s.result.as_deref(),
+                                cost: s.cost,
+                                now,
+                            };
+                            (c, &s.event)
+                        })
+                        .collect();
+                    let (accepted, next) = if n == 0 {
+                        (s.complete_all(&done)?, Some(Vec::new()))
+                    } else {
+                        // One transaction: the successes, then the next claim.
+                        s.group(|s| {
+                            let accepted = s.complete_all(&done)?;
+                            let next = s.claim(&batch, run, n, until, now)?;
+                            Ok::<_, StoreError>((accepted, next))
+                        })??
+                    };
+                    drop(done);
+                    Ok((successes, accepted, next))
+                })
+                .await?;
+            Ok((successes, accepted, next, n))
+        }))
+    }
+
+    /// Acts on a finished commit: counts, log lines, the next claims.
+    pub(super) async fn end_commit(&mut self, out: Committed) -> Result<Vec<Claim>, StoreError> {
+        let (successes, accepted, next, n) = out;
+        let cycle = self.cycle.clone();
+        for (s, ok) in successes.iter().zip(accepted) {
+            count_success(&cycle, &s.claim, ok, s.outcome, s.cost, &s.event).await;
+        }
+        let Some(next) = next else {
+            cycle.give_back(n);
+            cycle.lock_lost().await;
+            return Ok(Vec::new());
+        };
+        cycle.give_back(n - next.len());
+        for c in &next {
+            log_claimed(&cycle, c);
+        }
+        Ok(next)
+    }
+
+    /// Waits for a commit under way; its claims join the queue.
+    pub(super) async fn settle(&mut self) -> Result<(), StoreError> {
+        if let Some(f) = self.committing.take() {
+            let out = f.await?;
+            let next = self.end_commit(out).await?;
+            self.enqueue(next, Pass::None);
+        }
+        Ok(())
+    }
+}

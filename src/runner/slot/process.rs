@@ -1,0 +1,307 @@
+//! One concurrency slot in process mode: claim an item, run its worker
+//! (with immediate retries for transient failures), record the outcome,
+//! repeat.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use super::claim::{budget_spent, claim_key, log_claimed, may_chain};
+use super::record::{
+    begin_retry, count_success, judge_failure, lease_lost_on_write, lease_lost_stopped,
+    record_failure, release, store_op_id,
+};
+use crate::model::{Claim, EventKind, NewEvent, Outcome};
+use crate::runner::child::KillReason;
+use crate::runner::child::output::Report;
+use crate::runner::child::worker::{self, Job};
+use crate::runner::classify::{Answer, classify};
+use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
+use crate::runner::gate::Pass;
+use crate::runner::verdict::{Attempt, Failed, Verdict};
+use crate::store::{Completion, StoreError};
+use crate::util::time::now_ms;
+
+/// Claims and processes items until none is left or the cycle stops.
+/// `slot` numbers it among the cycle's slots (its worker's record).
+pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
+    // The next item, when it was claimed together with the last success.
+    let mut chained: Option<Claim> = None;
+    loop {
+        if let Some(claim) = chained.take() {
+            chained = process(&cycle, slot, claim, Pass::None).await?;
+            continue;
+        }
+        if cycle.stopping().is_some() || budget_spent(&cycle) {
+            return Ok(());
+        }
+        if cycle.take_claims(1) == 0 {
+            return Ok(());
+        }
+        let Some((claims, pass)) = cycle.claim_through_gate(1).await? else {
+            cycle.lock_lost().await;
+            return Ok(());
+        };
+        let Some(claim) = claims.into_iter().next() else {
+            return Ok(());
+        };
+        log_claimed(&cycle, &claim);
+        chained = process(&cycle, slot, claim, pass).await?;
+    }
+}
+
+/// `run --key`: the one named item.
+pub async fn run_key(cycle: Arc<Cycle>, slot: u32, key: String) -> Result<(), StoreError> {
+    let claim = claim_key(&cycle, key).await?;
+    // `chain` is off with --key: nothing else is claimed.
+    process(&cycle, slot, claim, Pass::None).await.map(drop)
+}
+
+/// Longest `NIGHTSHIFT_LABEL` passed to a worker, in bytes.
+const MAX_ENV_LABEL: usize = 4096;
+
+fn env(
+    cycle: &Cycle,
+    claim: &Claim,
+    attempt: u32,
+    op_id: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    // Environment values cannot hold NUL bytes.
+    let clean = |s: &str| s.replace('\0', "\\x00");
+    // One environment string may not pass 128 KiB (`E2BIG`: the worker
+    // could never start); a label has no limit, so it is cut.
+    let mut label = claim.label.as_str();
+    if label.len() > MAX_ENV_LABEL {
+        let mut end = MAX_ENV_LABEL;
+        while !label.is_char_boundary(end) {
+            end -= 1;
+        }
+        label = &label[..end];
+    }
+    let mut env = vec![
+        ("NIGHTSHIFT_BATCH", clean(&cycle.batch)),
+        ("NIGHTSHIFT_KEY", clean(&claim.key)),
+        ("NIGHTSHIFT_LABEL", clean(label)),
+        ("NIGHTSHIFT_ATTEMPT", attempt.to_string()),
+        ("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string()),
+        // Lets a later run find this worker if we die (see `orphans`).
+        (
+            crate::runner::child::orphans::RUNNER_VAR,
+            cycle.runner_id.clone(),
+        ),
+    ];
+    if let Some(op) = op_id {
+        env.push(("NIGHTSHIFT_OP_ID", clean(op)));
+    }
+    env
+}
+
+/// Runs one claimed item to an outcome: done, failed (with tier), released
+/// (stop), or abandoned (lease lost). Every attempt passes the gate first
+/// (`pass`: how far its first one got there when it was claimed). Returns
+/// the next item when it was claimed in the same transaction as this one's
+/// success (`may_chain`).
+async fn process(
+    cycle: &Arc<Cycle>,
+    slot: u32,
+    claim: Claim,
+    mut pass: Pass,
+) -> Result<Option<Claim>, StoreError> {
+    let cfg = &cycle.cfg;
+    let mut attempt = claim.attempt;
+    let mut op_id = claim.op_id.clone();
+    let mut retries_done = 0;
+    // A retry waits for the gate before its attempt begins.
+    let mut retrying = false;
+    loop {
+        if !cycle.pass(&mut pass).await {
+            return match cycle.stopping() {
+                // The taker takes it back (see `persistent::Slot::abandon`).
+                Some((_, StopReason::LockLost)) => Ok(None),
+                // The claimed attempt never started: it does not count (a
+                // failed one before a retry does).
+                _ => release(cycle, &claim, !retrying).await.map(|()| None),
+            };
+        }
+        if std::mem::take(&mut retrying) {
+            match begin_retry(cycle, &claim).await? {
+                Some(next) => attempt = next,
+                None => {
+                    lease_lost_on_write(cycle, &claim).await;
+                    return Ok(None);
+                }
+            }
+        }
+        let (kill_tx, kill_rx) = oneshot::channel();
+        cycle
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(claim.item_id, Some(Killer::Item(kill_tx)));
+        // A stop that came while we were claiming applies to us too.
+        if matches!(cycle.stopping(), Some((Signal::Immediate, _))) {
+            cycle.kill_all(KillReason::Shutdown);
+        }
+        let (report_tx, report_rx) = mpsc::unbounded_channel();
+        let reporter = tokio::spawn(forward_op_ids(cycle.clone(), claim.clone(), report_rx));
+        let started = Instant::now();
+        let job = Job {
+            argv: &cycle.worker,
+            program: cycle.program.as_deref(),
+            dir: cycle.work_dir.as_deref(),
+            env: env(cycle, &claim, attempt, op_id.as_deref()),
+            payload: &claim.payload,
+            timeout: cfg.item_timeout,
+            kill_grace: cfg.grace.min(std::time::Duration::from_secs(5)),
+            spawned: Some(Box::new(|pid| cycle.record_worker(slot, pid))),
+        };
+        let result = worker::run(job, report_tx, kill_rx).await;
+        cycle
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&claim.item_id);
+        if let Ok(Some(latest)) = reporter.await {
+            op_id = Some(latest);
+        }
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let output = match result {
+            Ok(output) => output,
+            Err(KillReason::Shutdown) => return release(cycle, &claim, true).await.map(|()| None),
+            Err(KillReason::LeaseLost) => {
+                lease_lost_stopped(cycle, &claim).await;
+                return Ok(None);
+            }
+        };
+        match classify(&output, &cycle.rules) {
+            Answer::Done {
+                empty,
+                result,
+                cost,
+            } => {
+                let event = NewEvent::of(
+                    now_ms(),
+                    &cycle.batch,
+                    if empty {
+                        EventKind::Empty
+                    } else {
+                        EventKind::Done
+                    },
+                    if empty {
+                        "done, empty result".to_string()
+                    } else {
+                        "done".to_string()
+                    },
+                )
+                .run(cycle.run_id)
+                .key(&claim.key)
+                .fields(json!({"attempt": attempt, "ms": elapsed_ms, "cost": cost}));
+                let outcome = if empty { Outcome::Empty } else { Outcome::Done };
+                let (c, e) = (claim.clone(), event.clone());
+                let (run, batch) = (cycle.run_id, cycle.batch.clone());
+                let chain = may_chain(cycle);
+                let until = cycle.lease_until(now_ms());
+                let (accepted, next) = cycle
+                    .writer
+                    .call(move |s| {
+                        // One transaction for the success and the next claim.
+                        s.group(|s| {
+                            let accepted = s.complete(
+                                &Completion {
+                                    item_id: c.item_id,
+                                    token: c.token,
+                                    run_id: run,
+                                    outcome,
+                                    result: result.as_deref(),
+                                    cost,
+                                    now: now_ms(),
+                                },
+                                &e,
+                            )?;
+                            let next = (chain && accepted)
+                                .then(|| s.claim(&batch, run, 1, until, now_ms()));
+                            Ok((accepted, next))
+                        })?
+                    })
+                    .await?;
+                let next = match next {
+                    None => {
+                        if chain {
+                            cycle.give_back(1);
+                        }
+                        None
+                    }
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(None)) => {
+                        cycle.lock_lost().await;
+                        None
+                    }
+                    Some(Ok(Some(claims))) => {
+                        let next = claims.into_iter().next();
+                        if next.is_none() {
+                            cycle.give_back(1);
+                        }
+                        next
+                    }
+                };
+                if let Some(n) = &next {
+                    log_claimed(cycle, n);
+                }
+                count_success(cycle, &claim, accepted, outcome, cost, &event).await;
+                return Ok(next);
+            }
+            Answer::Failed {
+                transient,
+                class,
+                message,
+                retry_after,
+                cost,
+            } => {
+                let failed = Failed {
+                    transient,
+                    class: &class,
+                    message: &message,
+                    retry_after,
+                };
+                let a = Attempt {
+                    number: attempt,
+                    retries_done,
+                };
+                let v = judge_failure(cycle, &claim, a, &failed, cost).await;
+                if let Verdict::RetryNow { wait, .. } = v {
+                    retries_done += 1;
+                    let mut stop = cycle.stop_tx.subscribe();
+                    let interrupted = tokio::select! {
+                        () = tokio::time::sleep(wait) => false,
+                        _ = stop.changed() => true,
+                    };
+                    if interrupted || cycle.stopping().is_some() {
+                        // The failed attempt had its verdict: it counts.
+                        return release(cycle, &claim, false).await.map(|()| None);
+                    }
+                    retrying = true;
+                    continue;
+                }
+                return record_failure(cycle, &claim, a, &failed, v, cost)
+                    .await
+                    .map(|()| None);
+            }
+        }
+    }
+}
+
+/// Stores each op id the worker reports, at once. Returns the latest.
+async fn forward_op_ids(
+    cycle: Arc<Cycle>,
+    claim: Claim,
+    mut rx: mpsc::UnboundedReceiver<Report>,
+) -> Option<String> {
+    let mut latest = None;
+    while let Some(Report::OpId(op)) = rx.recv().await {
+        store_op_id(&cycle, &claim, op.clone()).await;
+        latest = Some(op);
+    }
+    latest
+}

@@ -1,0 +1,223 @@
+//! After an answer, both modes: a failure judged (`verdict`) and
+//! recorded, a retry begun, an item released, a write refused for a lost
+//! lease.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::json;
+
+use crate::model::{Claim, NewEvent, Outcome, Tier};
+use crate::runner::classify::bound_message;
+use crate::runner::cycle::Cycle;
+use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
+use crate::store::{Failure, StoreError};
+use crate::util::time::now_ms;
+
+/// Judges a failed attempt (`verdict::judge`): counts its cost, holds the
+/// batch for its `retry_after`, and logs a `retry` event when it runs
+/// again in this cycle. The caller then waits and retries, or records the
+/// failure ([`record_failure`]). Both modes.
+pub(in crate::runner) async fn judge_failure(
+    cycle: &Cycle,
+    claim: &Claim,
+    attempt: Attempt,
+    failed: &Failed<'_>,
+    cost: Option<f64>,
+) -> Verdict {
+    cycle.tally.add_cost(cost);
+    if let Some(asked) = verdict::hold(failed) {
+        cycle.hold(claim, asked).await;
+    }
+    let policy = Policy::of(&cycle.cfg);
+    let now = now_ms();
+    let stopping = cycle.stopping().is_some();
+    let held_until = cycle.gate.held_until();
+    let v = verdict::judge(
+        failed,
+        attempt,
+        &policy,
+        stopping,
+        held_until,
+        now,
+        fastrand::f64(),
+    );
+    if let Verdict::RetryNow { wait, .. } = v {
+        let (kind, text) = v.event(failed, attempt, &policy, now);
+        let (class, message, attempt) = (failed.class, failed.message, attempt.number);
+        let event = NewEvent::of(now, &cycle.batch, kind, text)
+            .run(cycle.run_id)
+            .key(&claim.key)
+            .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64}));
+        cycle.event(event).await;
+    }
+    v
+}
+
+/// Starts the next attempt of a claimed item once it passed the gate,
+/// counting the retry. `None`: the lease is no longer ours.
+pub(in crate::runner) async fn begin_retry(
+    cycle: &Cycle,
+    claim: &Claim,
+) -> Result<Option<u32>, StoreError> {
+    let (id, token) = (claim.item_id, claim.token);
+    let next = cycle
+        .writer
+        .call(move |s| s.begin_attempt(id, token, now_ms()))
+        .await?;
+    if next.is_some() {
+        cycle.tally.retried.fetch_add(1, Ordering::Relaxed);
+        let run = cycle.run_id;
+        let _ = cycle.writer.call(move |s| s.add_retried(run, 1)).await;
+    }
+    Ok(next)
+}
+
+/// Records a failed attempt in the tier `verdict` chose (an immediate
+/// retry records nothing), with its event.
+pub(in crate::runner) async fn record_failure(
+    cycle: &Cycle,
+    claim: &Claim,
+    attempt: Attempt,
+    failed: &Failed<'_>,
+    verdict: Verdict,
+    cost: Option<f64>,
+) -> Result<(), StoreError> {
+    let Some(tier) = verdict.tier() else {
+        return Ok(());
+    };
+    let now = now_ms();
+    let (kind, text) = verdict.event(failed, attempt, &Policy::of(&cycle.cfg), now);
+    let (class, message, transient) = (failed.class, failed.message, failed.transient);
+    let event = NewEvent::of(now, &cycle.batch, kind, text)
+        .run(cycle.run_id)
+        .key(&claim.key)
+        .fields(json!({"error_class": class, "message": message, "attempt": attempt.number, "tier": tier, "transient": transient}));
+    let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
+    let (class, message) = (class.to_string(), message.to_string());
+    let next = verdict.next_attempt_at();
+    let accepted = cycle
+        .writer
+        .call(move |s| {
+            s.fail(
+                &Failure {
+                    item_id: c.item_id,
+                    token: c.token,
+                    run_id: run,
+                    tier,
+                    error_class: &class,
+                    message: &message,
+                    next_attempt_at: next,
+                    cost,
+                    now,
+                },
+                &e,
+            )
+        })
+        .await?;
+    if accepted {
+        let counter = if tier == Tier::Retry {
+            &cycle.tally.retry
+        } else {
+            &cycle.tally.manual
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        cycle.log.emit(&event);
+    } else {
+        lease_lost_on_write(cycle, claim).await;
+    }
+    Ok(())
+}
+
+/// Gives the item back to pending; `cut_short` when its worker was stopped
+/// before a verdict (that attempt does not count).
+pub(in crate::runner) async fn release(
+    cycle: &Cycle,
+    claim: &Claim,
+    cut_short: bool,
+) -> Result<(), StoreError> {
+    let event = cycle
+        .new_event("released", "released back to pending (run stopping)")
+        .key(&claim.key);
+    let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
+    if cycle
+        .writer
+        .call(move |s| s.release(c.item_id, c.token, run, cut_short, &e))
+        .await?
+    {
+        cycle.tally.released.fetch_add(1, Ordering::Relaxed);
+        cycle.log.emit(&event);
+    }
+    Ok(())
+}
+
+pub(in crate::runner) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim) {
+    cycle
+        .event(
+            cycle
+                .new_event(
+                    "lease-lost",
+                    "result discarded: another runner took this item over (stale lease token)",
+                )
+                .key(&claim.key),
+        )
+        .await;
+}
+
+/// Counts a success the store accepted, and logs it; a refused one lost
+/// its lease.
+pub(in crate::runner) async fn count_success(
+    cycle: &Cycle,
+    claim: &Claim,
+    accepted: bool,
+    outcome: Outcome,
+    cost: Option<f64>,
+    event: &NewEvent,
+) {
+    if !accepted {
+        lease_lost_on_write(cycle, claim).await;
+        return;
+    }
+    let counter = if outcome == Outcome::Empty {
+        &cycle.tally.empty
+    } else {
+        &cycle.tally.done
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    cycle.tally.add_cost(cost);
+    cycle.log.emit(event);
+}
+
+/// Stores an op id the worker reported, at once: a later attempt gets it
+/// back.
+pub(in crate::runner) async fn store_op_id(cycle: &Cycle, claim: &Claim, op: String) {
+    let event = cycle
+        .new_event(
+            "op-id",
+            format!("operation id reported: {}", bound_message(&op)),
+        )
+        .key(&claim.key)
+        .fields(json!({"op_id": op}));
+    let (id, token, e) = (claim.item_id, claim.token, event.clone());
+    if let Ok(true) = cycle
+        .writer
+        .call(move |s| s.set_op_id(id, token, &op, &e))
+        .await
+    {
+        cycle.log.emit(&event);
+    }
+}
+
+/// The heartbeat found the item's lease another runner's: its worker was
+/// stopped.
+pub(in crate::runner) async fn lease_lost_stopped(cycle: &Cycle, claim: &Claim) {
+    cycle
+        .event(
+            cycle
+                .new_event(
+                    "lease-lost",
+                    "another runner holds this item now; its worker was stopped",
+                )
+                .key(&claim.key),
+        )
+        .await;
+}

@@ -1,0 +1,50 @@
+//! What a batch still holds and why, read from the store: the one reading
+//! behind the run summary's "still in the batch" and the dry run's "nothing
+//! to run" (the decision itself is `model::waiting`).
+
+use std::path::Path;
+
+use crate::model::Millis;
+use crate::model::waiting::{self, Holding, Waiting};
+use crate::store::{Result, Store};
+
+/// Who else may be working on the batch.
+#[derive(Debug, Clone, Copy)]
+pub enum Others {
+    /// A run about to start: it steps down when live runners hold all
+    /// `seats` of the lock.
+    Blocking { seats: u32 },
+    /// A run that ended: any live runner left is working on the rest.
+    Any,
+}
+
+/// The batch's waiting items by reason, when a run took `taken` of those
+/// it could run.
+pub fn read(
+    store: &Store,
+    db_path: &Path,
+    batch: &str,
+    others: Others,
+    taken: i64,
+    now: Millis,
+) -> Result<Vec<Waiting>> {
+    let live = store
+        .locks(batch)?
+        .into_iter()
+        .filter(|l| crate::store::seat(l, now).is_live())
+        .count();
+    let lock_held = match others {
+        Others::Blocking { seats } => live >= seats.max(1) as usize,
+        Others::Any => live > 0,
+    };
+    let holding = Holding {
+        counts: store.counts(batch)?,
+        retry: store.retry_tier(batch, now)?,
+        emergency_stop: super::paused_file(db_path).is_some(),
+        paused: store.pause(batch)?.is_some(),
+        lock_held,
+        hold_until: store.hold(batch)?.map(|h| h.until),
+        taken,
+    };
+    Ok(waiting::waiting(&holding, now))
+}

@@ -1,0 +1,397 @@
+//! The contract types both dialects speak: what callers pass to [`Store`]
+//! and what they get back. Neutral ground: `sqlite/` and `pg/` import
+//! from here, never from each other.
+//!
+//! [`Store`]: super::Store
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::model::{
+    BatchInfo, DaemonInfo, DeadLetter, DlqGroup, Event, Hold, Holder, Item, LockInfo, Millis,
+    Outcome, Run, Status, Tier,
+};
+
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Monitoring: SQLite's read-only flag; no byte of any file changes.
+    ReadOnly,
+    ReadWrite,
+}
+
+/// What `unpause` found and undid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unpaused {
+    pub was_paused: bool,
+    /// The retry-after hold it lifted (one still on).
+    pub lifted: Option<Hold>,
+}
+
+/// Which items a listing shows.
+#[derive(Debug, Clone, Default)]
+pub struct ItemFilter {
+    pub status: Option<Status>,
+    pub tier: Option<Tier>,
+    pub outcome: Option<Outcome>,
+    pub error_class: Option<String>,
+    /// Substring of key, label or error message.
+    pub search: Option<String>,
+    pub limit: Option<usize>,
+    pub offset: usize,
+}
+
+/// Which items a requeue moves (all given conditions must hold): failed
+/// items, or with `outcome` done items of that outcome (they run again).
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub keys: Vec<String>,
+    pub class: Option<String>,
+    pub tier: Option<Tier>,
+    /// Match every failed item when no other condition is given.
+    pub all_failed: bool,
+    /// Done items with this outcome instead of failed ones.
+    pub outcome: Option<Outcome>,
+}
+
+impl Selection {
+    /// The items it moves, as a condition on `i` (fixed words only).
+    pub(crate) fn moves_sql(&self) -> String {
+        match self.outcome {
+            Some(o) => format!(" AND i.status = 'done' AND i.outcome = '{}'", o.as_str()),
+            None => " AND i.status = 'failed'".into(),
+        }
+    }
+}
+
+/// One item a requeue moved (or would move), and where from: its tier
+/// (a failed item) or its outcome (a done one).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Requeue {
+    pub key: String,
+    pub label: String,
+    pub tier: Option<Tier>,
+    pub outcome: Option<Outcome>,
+    pub error_class: Option<String>,
+    pub attempts: u32,
+}
+
+/// Result of a finished worker run, as the runner reports it.
+#[derive(Debug, Clone)]
+pub struct Completion<'a> {
+    pub item_id: i64,
+    pub token: i64,
+    pub run_id: i64,
+    pub outcome: Outcome,
+    pub result: Option<&'a str>,
+    pub cost: Option<f64>,
+    pub now: Millis,
+}
+
+/// A failure that ends the claim.
+#[derive(Debug, Clone)]
+pub struct Failure<'a> {
+    pub item_id: i64,
+    pub token: i64,
+    pub run_id: i64,
+    pub tier: Tier,
+    pub error_class: &'a str,
+    pub message: &'a str,
+    pub next_attempt_at: Option<Millis>,
+    pub cost: Option<f64>,
+    pub now: Millis,
+}
+
+/// Which events to read.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub batch: Option<String>,
+    /// Any of these kinds (empty: all).
+    pub kinds: Vec<String>,
+    pub key: Option<String>,
+    /// Only events with a larger id (following the log).
+    pub after_id: Option<i64>,
+    pub since: Option<Millis>,
+    pub limit: usize,
+}
+
+/// Where `log --follow` is, so each later event is shown once, in the
+/// order of ids. On SQLite (one writer at a time) ids are in commit order:
+/// the last id shown is enough. On PostgreSQL a transaction can commit
+/// after another that took a larger id: there the cursor is the horizon of
+/// finished transactions (`pg::events`).
+#[derive(Debug, Clone, Default)]
+pub struct FollowCursor {
+    pub(crate) after_id: i64,
+    /// PostgreSQL: events of transactions below this one were all seen.
+    pub(crate) horizon: Option<i64>,
+    /// Ids already shown from transactions at or above the horizon.
+    pub(crate) shown: Vec<i64>,
+}
+
+impl FollowCursor {
+    /// Records events shown by a plain `events` listing read after the
+    /// cursor was taken, so following does not show them again.
+    pub fn shown(&mut self, events: &[Event]) {
+        if let Some(last) = events.iter().map(|e| e.id).max() {
+            self.after_id = self.after_id.max(last);
+        }
+        self.shown.extend(events.iter().map(|e| e.id));
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockOutcome {
+    /// We hold a seat now; `took_over` names the stale holder whose seat
+    /// we took, if any.
+    Acquired { took_over: Option<LockInfo> },
+    /// Every seat is held by a live runner (oldest first; never empty).
+    Held(Vec<LockInfo>),
+}
+
+/// A run that has not ended, and who ran it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenRun {
+    pub id: i64,
+    pub holder: Holder,
+    pub started_at: Millis,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PruneReport {
+    /// Done items deleted: each leaves its tombstone (unless forgotten).
+    pub done_items: i64,
+    pub events: i64,
+    pub runs: i64,
+    pub failed_items: i64,
+    pub dead_letters: i64,
+    /// Old failed items and dead letters left in place (no `include_failed`).
+    pub failed_items_kept: i64,
+    pub dead_letters_kept: i64,
+    /// With `forget_keys`: tombstones dropped, by batch (keys of items done
+    /// before the cutoff, the done items deleted now included).
+    pub forgotten_keys: BTreeMap<String, i64>,
+}
+
+impl PruneReport {
+    pub fn forgotten_total(&self) -> i64 {
+        self.forgotten_keys.values().sum()
+    }
+
+    /// The `pruned` event's message.
+    pub(crate) fn message(&self) -> String {
+        let mut m = format!(
+            "pruned {} done items (their keys kept), {} events, {} runs, {} failed items, {} dead letters",
+            self.done_items, self.events, self.runs, self.failed_items, self.dead_letters
+        );
+        if !self.forgotten_keys.is_empty() {
+            m.push_str(&format!("; forgot {} keys", self.forgotten_total()));
+        }
+        m
+    }
+}
+
+/// Above this many matches a filtered item count stops counting ("10000+").
+pub const COUNT_CAP: i64 = 10_000;
+
+/// What one poll reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DashQuery {
+    /// The selected batch: runs, dead letters and items are read for it.
+    pub batch: Option<String>,
+    /// Minutes of per-minute completions per batch (rates and sparkline).
+    pub minutes: i64,
+    /// How many of the selected batch's newest runs to read.
+    pub runs: usize,
+    pub items: Option<ItemsQuery>,
+    /// The failed items of one error class (the dead-letter pane).
+    pub class_items: Option<ItemsQuery>,
+    pub dlq: bool,
+    pub events: Option<EventsQuery>,
+    /// Key of the item whose detail is open.
+    pub detail: Option<String>,
+}
+
+/// A window of the selected batch's items, in insertion order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ItemsQuery {
+    pub status: Option<Status>,
+    /// Only done items with this outcome.
+    pub outcome: Option<Outcome>,
+    /// Only failed items of this error class.
+    pub class: Option<String>,
+    /// Substring of key or label ("" for none). (The CLI's `items
+    /// --search` also looks in error messages; see `ItemFilter`.)
+    pub search: String,
+    pub offset: usize,
+    pub limit: usize,
+}
+
+impl ItemsQuery {
+    pub(crate) fn filter(&self) -> ItemFilter {
+        ItemFilter {
+            status: if self.class.is_some() {
+                Some(Status::Failed)
+            } else {
+                self.status
+            },
+            outcome: self.outcome,
+            error_class: self.class.clone(),
+            search: (!self.search.is_empty()).then(|| self.search.clone()),
+            ..ItemFilter::default()
+        }
+    }
+}
+
+/// The newest events up to an anchor.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventsQuery {
+    pub batch: Option<String>,
+    /// Any of these kinds (empty: all).
+    pub kinds: Vec<String>,
+    /// Only events with an id at most this (None: the newest).
+    pub up_to: Option<i64>,
+    pub limit: usize,
+}
+
+/// One batch on the dashboard.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchView {
+    pub info: BatchInfo,
+    /// (done, failed) completions per minute, oldest first, the last one
+    /// being the minute of the poll; none from before the batch existed
+    /// (a batch made two minutes ago has two or three).
+    pub minutes: Vec<(i64, i64)>,
+    /// When the batch was made: a rate is never over a longer time.
+    pub created_at: Millis,
+}
+
+/// An item as a table row: no payload or result, the error cut short.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemRow {
+    pub key: String,
+    pub label: String,
+    pub status: Status,
+    pub tier: Option<Tier>,
+    pub outcome: Option<Outcome>,
+    pub attempts: u32,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    pub updated_at: Millis,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemPage {
+    pub offset: usize,
+    pub rows: Vec<ItemRow>,
+    /// Items matching the filter; at most `COUNT_CAP + 1` when `capped`.
+    pub total: i64,
+    pub capped: bool,
+    /// A search still scanning: the percentage of items looked at so far.
+    pub searching: Option<u8>,
+}
+
+/// One item with every failure (newest first) and its own events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemDetail {
+    pub item: Item,
+    pub failures: Vec<DeadLetter>,
+    /// Oldest first.
+    pub events: Vec<Event>,
+}
+
+/// Everything a poll read, as of one transaction.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Dashboard {
+    pub batches: Vec<BatchView>,
+    /// The selected batch's newest runs, newest first.
+    pub runs: Vec<Run>,
+    pub dlq: Vec<DlqGroup>,
+    pub items: Option<ItemPage>,
+    pub class_items: Option<ItemPage>,
+    /// Oldest first.
+    pub events: Vec<Event>,
+    /// The open item, or why it could not be read.
+    pub detail: Option<std::result::Result<ItemDetail, String>>,
+    /// The scheduler daemons recorded, with their state at the poll.
+    pub daemons: Vec<DaemonInfo>,
+    /// The emergency-stop file `PAUSED` beside the store, if it is there
+    /// (a file, not a row: the poller looks for it beside each read).
+    pub emergency: Option<std::path::PathBuf>,
+}
+
+/// The seats, runs and daemons a poll judged alive or not, kept so that
+/// a poller notices a runner or daemon dying (or going silent) while the
+/// store does not change: nothing is written when a process is killed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AliveWatch {
+    batches: Vec<BatchInfo>,
+    daemons: Vec<DaemonInfo>,
+}
+
+impl Dashboard {
+    #[must_use]
+    pub fn alive_watch(&self) -> AliveWatch {
+        AliveWatch {
+            batches: self.batches.iter().map(|b| b.info.clone()).collect(),
+            daemons: self.daemons.clone(),
+        }
+    }
+}
+
+impl AliveWatch {
+    /// Would a poll at `now` judge any of them otherwise?
+    #[must_use]
+    pub fn changed(&self, now: Millis) -> bool {
+        self.batches.iter().any(|info| {
+            let again =
+                crate::store::shared::runners(info, now, |_| Ok::<_, ()>(info.runners.orphaned));
+            again
+                .is_ok_and(|r| r.seats != info.runners.seats || r.last_run != info.runners.last_run)
+        }) || self
+            .daemons
+            .iter()
+            .any(|d| crate::store::shared::daemon_state(&d.daemon, now) != d.state)
+    }
+}
+
+/// What changed since a moment: the "since you last looked" summary.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SinceSummary {
+    pub since: Millis,
+    /// (batch, error class, tier, dead letters) since then.
+    pub failures: Vec<(String, String, Tier, i64)>,
+    /// (batch, state now, runs) of the runs that overlap the time since
+    /// then: started since, ended since, or still running.
+    pub runs: Vec<(String, String, i64)>,
+    /// (batch, lock takeovers).
+    pub takeovers: Vec<(String, i64)>,
+    /// (batch, fire outcome, fires) of schedule fires since then.
+    pub fires: Vec<(String, String, i64)>,
+}
+
+impl SinceSummary {
+    pub fn is_empty(&self) -> bool {
+        self.failures.is_empty()
+            && self.runs.is_empty()
+            && self.takeovers.is_empty()
+            && self.fires.is_empty()
+    }
+}
+
+/// How many items a filter without a search or class matches, from the
+/// counters (`None`: not one of those, e.g. an outcome of pending items).
+pub(crate) fn counted(counts: &crate::model::Counts, q: &ItemsQuery) -> Option<i64> {
+    Some(match (q.status, q.outcome) {
+        (None, None) => counts.total(),
+        (Some(Status::Pending), None) => counts.pending,
+        (Some(Status::Claimed), None) => counts.claimed,
+        (Some(Status::Done), None) => counts.finished(),
+        (Some(Status::Failed), None) => counts.failed(),
+        (None | Some(Status::Done), Some(Outcome::Done)) => counts.done,
+        (None | Some(Status::Done), Some(Outcome::Empty)) => counts.empty,
+        (None | Some(Status::Done), Some(Outcome::Skipped)) => counts.skipped,
+        _ => return None,
+    })
+}

@@ -1,0 +1,37 @@
+//! Statements on items outside the hot paths (which stay whole per dialect,
+//! in `sqlite/hot.rs` and `pg/hot.rs`).
+
+use crate::model::waiting::RetryTier;
+use crate::model::{Item, Millis, Status, Tombstone};
+use crate::store::Result;
+use crate::store::api::ItemFilter;
+
+pub(crate) trait ItemsRead {
+    fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>>;
+    /// What became of a pruned key, if its tombstone is kept.
+    fn item_tombstone(&mut self, batch: i64, key: &str) -> Result<Option<Tombstone>>;
+    /// Items matching `filter`, in insertion order, with its offset and limit.
+    fn items_list(&mut self, batch: i64, filter: &ItemFilter) -> Result<Vec<Item>>;
+    fn items_count(&mut self, batch: i64, filter: &ItemFilter) -> Result<i64>;
+    /// Creation time of the oldest item waiting for its first claim.
+    fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>>;
+    /// Retry-tier failures due at `now`, in insertion order.
+    fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>>;
+    /// The retry tier's due and later counts, and the earliest later time.
+    fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier>;
+}
+
+pub(crate) trait ItemsWrite {
+    /// An item's status, locking its row until commit.
+    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>>;
+    /// Marks an item done with outcome `skipped` and `result`, out of any tier.
+    fn item_mark_skipped(&mut self, batch: i64, key: &str, result: &str, now: Millis)
+    -> Result<()>;
+    /// Counts one more attempt of an item still claimed under `token`; the
+    /// attempts now.
+    fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>>;
+    /// Sets the op id of an item still claimed under `token`; whether it was.
+    fn item_set_op_id(&mut self, item: i64, token: i64, op_id: &str) -> Result<bool>;
+    /// Extends the leases `run` holds in the batch; the ids still held.
+    fn items_renew_leases(&mut self, batch: i64, run: i64, until: Millis) -> Result<Vec<i64>>;
+}

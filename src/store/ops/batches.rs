@@ -1,0 +1,150 @@
+//! Batches: names, counts, the pause flag and schedule state.
+
+use crate::model::{BatchInfo, Counts, EventKind, Fire, Hold, Millis, NewEvent, Pause};
+use crate::store::api::Unpaused;
+use crate::store::{Result, Store, shared};
+
+impl Store {
+    /// Names of all batches in the store.
+    pub fn batch_names(&self) -> Result<Vec<String>> {
+        self.read_tx(|tx| tx.batch_names())
+    }
+
+    /// Creates a batch if it does not exist yet.
+    pub fn ensure_batch(&mut self, name: &str, now: Millis) -> Result<()> {
+        self.write_tx(|tx| tx.batch_ensure(name, now).map(drop))
+    }
+
+    /// Fails with `UnknownBatch` unless the batch exists.
+    pub fn check_batch(&self, name: &str) -> Result<()> {
+        self.read_tx(|tx| tx.batch_id(name).map(drop))
+    }
+
+    pub fn counts(&self, batch: &str) -> Result<Counts> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.batch_counts(b)
+        })
+    }
+
+    /// Everything the status line and dashboard header need, for every
+    /// batch (or the one named), in one read transaction.
+    pub fn batch_infos(&self, only: Option<&str>) -> Result<Vec<BatchInfo>> {
+        let now = crate::util::time::now_ms();
+        self.read_tx(|tx| {
+            let wanted = match only {
+                Some(name) => {
+                    tx.batch_id(name)?;
+                    vec![name.to_string()]
+                }
+                None => tx.batch_names()?,
+            };
+            let mut out = Vec::with_capacity(wanted.len());
+            for name in wanted {
+                let b = tx.batch_id(&name)?;
+                out.push(tx.batch_info(b, name, now)?);
+            }
+            Ok(out)
+        })
+    }
+
+    /// Pauses a batch, recording who and why. Returns whether it was
+    /// already paused (the reason is updated either way).
+    pub fn pause_batch(&mut self, batch: &str, p: &Pause) -> Result<bool> {
+        self.write_tx(|tx| {
+            let b = tx.batch_ensure(batch, p.at)?;
+            let was = tx.batch_paused(b)?;
+            tx.batch_set_pause(b, p)?;
+            let message = format!("paused by {}: {}", p.by, p.reason);
+            tx.event_insert(
+                &NewEvent::of(p.at, batch, EventKind::Paused, message)
+                    .actor(&p.by)
+                    .fields(serde_json::json!({"reason": p.reason})),
+            )?;
+            Ok(was)
+        })
+    }
+
+    /// Clears the pause flag and lifts a retry-after hold still on at
+    /// `now`, each recorded as an operator action of `actor`.
+    pub fn unpause_batch(&mut self, batch: &str, actor: &str, now: Millis) -> Result<Unpaused> {
+        self.write_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            // The row locked first: a concurrent unpause waits, then finds
+            // nothing left to lift.
+            tx.batch_row_locked(b)?;
+            let was_paused = tx.batch_paused(b)?;
+            let lifted = tx.batch_hold(b)?.filter(|h| h.active(now));
+            tx.batch_clear_pause(b)?;
+            if was_paused {
+                let message = format!("unpaused by {actor}");
+                tx.event_insert(
+                    &NewEvent::of(now, batch, EventKind::Unpaused, message).actor(actor),
+                )?;
+            }
+            if let Some(h) = &lifted {
+                tx.event_insert(&shared::hold_lifted(batch, h, actor, now))?;
+            }
+            Ok(Unpaused { was_paused, lifted })
+        })
+    }
+
+    /// The pause flag, read fresh (the runner checks it while running).
+    pub fn pause(&self, batch: &str) -> Result<Option<Pause>> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            Ok(tx.batch_state(b)?.0)
+        })
+    }
+
+    /// The batch's last retry-after hold (over once its time has passed).
+    pub fn hold(&self, batch: &str) -> Result<Option<Hold>> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.batch_hold(b)
+        })
+    }
+
+    /// Holds every call of the batch until `until`, for the answer of
+    /// `key`. Never shortens a hold: a shorter one changes nothing.
+    pub fn set_hold(&mut self, batch: &str, until: Millis, key: Option<&str>) -> Result<()> {
+        self.write_tx(|tx| tx.batch_extend_hold(batch, until, key))
+    }
+
+    /// Records the next fire time computed by the scheduler.
+    pub fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()> {
+        self.write_tx(|tx| {
+            let b = tx.batch_ensure(batch, now)?;
+            tx.batch_set_next_fire(b, next)
+        })
+    }
+
+    /// Records what happened at a fire time, and logs it as an event (which
+    /// is returned, for the log file). `last_fire_*` keeps the latest fire
+    /// time: a cycle that ends after later fires were skipped while it ran
+    /// still logs its outcome, but does not become the "last fire".
+    pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent> {
+        self.write_tx(|tx| {
+            let b = tx.batch_ensure(batch, fire.at)?;
+            tx.batch_record_fire(b, fire)?;
+            let message = match &fire.reason {
+                Some(reason) => format!("fire {}: {reason}", fire.outcome),
+                None => format!("fire {}", fire.outcome),
+            };
+            let mut event = NewEvent::of(fire.at, batch, EventKind::Fire, message)
+                .fields(serde_json::json!({"outcome": fire.outcome, "reason": fire.reason}));
+            event.run_id = fire.run_id;
+            tx.event_insert(&event)?;
+            Ok(event)
+        })
+    }
+
+    /// Done and failed worker completions per minute, oldest first, for the
+    /// last `minutes` minutes ending at `now` (zeros included).
+    pub fn minute_stats(&self, batch: &str, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.minute_counts(b, now, minutes)
+        })
+    }
+}

@@ -1,0 +1,74 @@
+//! Runs: one execution of a batch, with its summary counts.
+
+use crate::model::{Holder, Millis, Run, RunState, Trigger};
+use crate::store::api::OpenRun;
+use crate::store::{Result, Store};
+
+impl Store {
+    /// Records the start of a run, and who started it (`user@host`); with
+    /// `seat`, in the same transaction names it as the run of the lock seat
+    /// held under that token, so no other runner ever sees it open without
+    /// a seat (and takes it for dead).
+    pub fn start_run(
+        &mut self,
+        batch: &str,
+        trigger: Trigger,
+        actor: Option<&str>,
+        holder: &Holder,
+        now: Millis,
+        seat: Option<&str>,
+    ) -> Result<i64> {
+        self.write_tx(|tx| {
+            let b = tx.batch_ensure(batch, now)?;
+            let run = tx.run_insert(b, trigger, actor, holder, now)?;
+            if let Some(token) = seat {
+                tx.seat_set_run(b, token, run)?;
+            }
+            Ok(run)
+        })
+    }
+
+    /// Ends a run with its state, summary line and resume figure.
+    pub fn finish_run(
+        &mut self,
+        run_id: i64,
+        state: RunState,
+        summary: &str,
+        skipped_done: i64,
+        retried: i64,
+        now: Millis,
+    ) -> Result<()> {
+        self.write_tx(|tx| tx.run_finish(run_id, state, summary, skipped_done, retried, now))
+    }
+
+    /// Adds to a live run's retried count (shown while it runs).
+    pub fn add_retried(&mut self, run_id: i64, n: i64) -> Result<()> {
+        self.write_tx(|tx| tx.run_add_retried(run_id, n))
+    }
+
+    pub fn run(&self, run_id: i64) -> Result<Option<Run>> {
+        self.read_tx(|tx| tx.run_by_id(run_id))
+    }
+
+    /// The newest `limit` runs of a batch, newest first.
+    pub fn runs(&self, batch: &str, limit: usize) -> Result<Vec<Run>> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.runs_recent(b, limit)
+        })
+    }
+
+    /// Runs of a batch still marked running.
+    pub fn open_runs(&self, batch: &str) -> Result<Vec<OpenRun>> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.runs_open(b)
+        })
+    }
+
+    /// Marks runs whose process is gone as crashed; never one that holds a
+    /// seat of its batch's lock (it started after the caller looked).
+    pub fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()> {
+        self.write_tx(|tx| tx.runs_mark_crashed(run_ids, now))
+    }
+}

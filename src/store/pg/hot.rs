@@ -1,0 +1,331 @@
+//! The hot paths of PostgreSQL, whole: add, claim, complete and
+//! complete_all run once per item (or chunk) at full speed, and their
+//! statements are shaped for this engine (`unnest` arrays, one CTE per
+//! claim, pipelined completions), so they are not split into the shared
+//! statement interface of `dialect`.
+
+use super::PgStore;
+use super::batches::{batch_id, ensure};
+use super::conn::{Conn, text, text_opt};
+use super::events::{insert as insert_event, insert_many as insert_events};
+use super::items::claim_from_row;
+use super::tombstones;
+use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem};
+use crate::store::api::Completion;
+use crate::store::shared;
+use crate::store::{Result, StoreError};
+
+/// Items inserted per statement by `add_items`.
+const ADD_ROWS: usize = 5_000;
+
+/// One part of an add: `$1` batch id, `$2` the time, then keys, labels and
+/// payloads as arrays.
+const INSERT_ITEMS: &str = "INSERT INTO items (batch_id, key, label, payload, status, created_at,
+                                               updated_at)
+     SELECT $1, k, l, p, 'pending', $2, $2
+       FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(k, l, p, o)
+      ORDER BY o
+     ON CONFLICT (batch_id, key) DO NOTHING";
+
+/// `INSERT_ITEMS` for a batch that keeps tombstones: a key with one is
+/// present, and counted with the first and last time of its prune.
+const INSERT_ITEMS_BESIDE_TOMBSTONES: &str = "WITH u AS (
+         SELECT k, l, p, o FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY
+                AS u(k, l, p, o)),
+     gone AS (
+         SELECT t.key, t.pruned_at FROM tombstones t JOIN u ON t.key = u.k
+          WHERE t.batch_id = $1),
+     added AS (
+         INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+         SELECT $1, k, l, p, 'pending', $2, $2 FROM u
+          WHERE NOT EXISTS (SELECT 1 FROM gone WHERE gone.key = u.k)
+          ORDER BY o
+         ON CONFLICT (batch_id, key) DO NOTHING
+         RETURNING 1)
+     SELECT (SELECT count(*) FROM added)::int8, count(*)::int8, min(pruned_at), max(pruned_at)
+       FROM gone";
+
+/// One part of an add into a batch that keeps tombstones.
+fn add_part_beside_tombstones(
+    c: &mut Conn,
+    id: i64,
+    at: i64,
+    keys: &[&str],
+    labels: &[&str],
+    payloads: &[&str],
+) -> Result<AddReport> {
+    let r = c.one(
+        INSERT_ITEMS_BESIDE_TOMBSTONES,
+        &[&id, &at, &keys, &labels, &payloads],
+    )?;
+    let (added, pruned) = (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64);
+    let span = match (r.get::<_, Option<i64>>(2), r.get::<_, Option<i64>>(3)) {
+        (Some(first), Some(last)) => Some((c.tout(first), c.tout(last))),
+        _ => None,
+    };
+    Ok(AddReport {
+        added,
+        present: keys.len() as u64 - added,
+        pruned,
+        pruned_span: span,
+    })
+}
+
+pub(crate) fn complete_in(c: &mut Conn, done: &Completion<'_>, event: &NewEvent) -> Result<bool> {
+    let at = c.tin(done.now);
+    let result = text_opt(done.result);
+    let n = c.x(
+        "UPDATE items SET status = 'done', outcome = $3, result = $4, cost = $5, tier = NULL,
+                error_class = NULL, error_message = NULL, next_attempt_at = NULL,
+                lease_run = NULL, lease_until = NULL, updated_at = $6
+          WHERE id = $1 AND lease_token = $2 AND status = 'claimed'",
+        &[
+            &done.item_id,
+            &done.token,
+            &done.outcome.as_str(),
+            &result,
+            &done.cost,
+            &at,
+        ],
+    )?;
+    if n == 1 {
+        c.x(
+            "UPDATE runs SET done = done + ($2 = 'done')::int, empty = empty + ($2 = 'empty')::int,
+                    cost = cost + coalesce($3::float8, 0)
+              WHERE id = $1",
+            &[&done.run_id, &done.outcome.as_str(), &done.cost],
+        )?;
+        insert_event(c, event)?;
+    }
+    Ok(n == 1)
+}
+
+impl PgStore {
+    /// Adds items idempotently in one transaction: an item whose key is
+    /// already in the batch, or was and has been pruned (its tombstone), is
+    /// left exactly as it is. A stop request (checked between statements)
+    /// rolls it back whole.
+    pub fn add_items(
+        &mut self,
+        batch: &str,
+        items: &[NewItem],
+        now: Millis,
+        mut progress: impl FnMut(usize),
+    ) -> Result<AddReport> {
+        let stop = self.stop.clone();
+        self.write(|c| {
+            // Before anything else: a prune in progress commits first (see
+            // `tombstones`).
+            tombstones::share_lock(c)?;
+            let id = ensure(c, batch, now)?;
+            let pruned = tombstones::any(c, id)?;
+            let at = c.tin(now);
+            let mut report = AddReport::default();
+            let mut done = 0;
+            for part in items.chunks(ADD_ROWS) {
+                if let Some(signal) = stop.requested() {
+                    return Err(StoreError::Interrupted(signal));
+                }
+                let keys: Vec<&str> = part.iter().map(|i| i.key.as_str()).collect();
+                let labels: Vec<&str> = part.iter().map(|i| i.label.as_str()).collect();
+                let payloads: Vec<&str> = part.iter().map(|i| i.payload.as_str()).collect();
+                let part_report = if pruned {
+                    add_part_beside_tombstones(c, id, at, &keys, &labels, &payloads)?
+                } else {
+                    let added = c.x(INSERT_ITEMS, &[&id, &at, &keys, &labels, &payloads])?;
+                    AddReport {
+                        added,
+                        present: part.len() as u64 - added,
+                        ..AddReport::default()
+                    }
+                };
+                report = report.then(part_report);
+                // Progress in steps of 10,000, as the SQLite store reports it.
+                for step in (done..done + part.len()).filter(|n| n % 10_000 == 0) {
+                    progress(step);
+                }
+                done += part.len();
+            }
+            if report.added > 0 {
+                insert_event(c, &shared::added_event(batch, &report, None, now))?;
+            }
+            Ok(report)
+        })
+    }
+
+    /// Claims up to `n` pending items for `run_id` (see `Store::claim`).
+    /// `None` when `run_id` no longer holds the batch lock.
+    pub fn claim(
+        &mut self,
+        batch: &str,
+        run_id: i64,
+        n: usize,
+        lease_until: Millis,
+        now: Millis,
+    ) -> Result<Option<Vec<Claim>>> {
+        // One statement: the lock check (its row shared-locked, see
+        // `holds_lock`), the claim and its events.
+        self.write_one(|c| {
+            let id = batch_id(c, batch)?;
+            let (until, at) = (c.tin(lease_until), c.tin(now));
+            let rows = c.q_alone(
+                "WITH held AS (
+                     SELECT 1 FROM locks WHERE batch_id = $1 AND run_id = $3 FOR SHARE),
+                 picked AS (
+                     SELECT id FROM items
+                      WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
+                        AND next_attempt_at IS NULL AND EXISTS (SELECT 1 FROM held)
+                      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED),
+                 claimed AS (
+                     UPDATE items i
+                        SET status = 'claimed', lease_run = $3, lease_until = $4,
+                            lease_token = nextval('lease_tokens'), attempts = i.attempts + 1,
+                            updated_at = $5
+                       FROM picked WHERE i.id = picked.id
+                     RETURNING i.id, i.key, i.label, i.payload, i.attempts, i.op_id,
+                               i.lease_token),
+                 logged AS (
+                     INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message)
+                     SELECT $5, $1, $3, key, id, 'claimed', 'claimed (attempt ' || attempts || ')'
+                       FROM claimed ORDER BY id)
+                 SELECT c.*, (SELECT count(*) FROM held)::int8 AS held
+                   FROM (SELECT 1) one LEFT JOIN claimed c ON true ORDER BY c.id",
+                &[&id, &(n as i64), &run_id, &until, &at],
+            )?;
+            if rows.first().is_none_or(|r| r.get::<_, i64>(7) == 0) {
+                return Ok(None);
+            }
+            Ok(Some(
+                rows.iter()
+                    .filter(|r| r.get::<_, Option<i64>>(0).is_some())
+                    .map(claim_from_row)
+                    .collect(),
+            ))
+        })
+    }
+
+    /// Marks a claimed item done — only after its worker succeeded. False
+    /// (and nothing written) if the lease token no longer matches.
+    pub fn complete(&mut self, done: &Completion<'_>, event: &NewEvent) -> Result<bool> {
+        if self.in_group {
+            return self.write(|c| complete_in(c, done, event));
+        }
+        // One statement: the item, its run's counts and the event.
+        self.write_one(|c| {
+            let batch = match &event.batch {
+                Some(name) => Some(batch_id(c, name)?),
+                None => None,
+            };
+            let (at, event_at) = (c.tin(done.now), c.tin(event.at));
+            let result = text_opt(done.result);
+            let fields = event
+                .fields
+                .as_ref()
+                .map(|f| text(&f.to_string()).into_owned());
+            let message = text(&event.message);
+            let key = event.key.as_deref();
+            let rows = c.q_alone(
+                "WITH up AS (
+                     UPDATE items SET status = 'done', outcome = $3, result = $4, cost = $5,
+                            tier = NULL, error_class = NULL, error_message = NULL,
+                            next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
+                            updated_at = $6
+                      WHERE id = $1 AND lease_token = $2 AND status = 'claimed'
+                     RETURNING id),
+                 counted AS (
+                     UPDATE runs SET done = done + ($3 = 'done')::int,
+                            empty = empty + ($3 = 'empty')::int,
+                            cost = cost + coalesce($5::float8, 0)
+                      WHERE id = $7 AND EXISTS (SELECT 1 FROM up)),
+                 logged AS (
+                     INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor,
+                                         message, fields)
+                     SELECT $8, $9, $10, $11::text,
+                            (SELECT id FROM items WHERE batch_id = $9 AND key = $11::text),
+                            $12, $13, $14, $15
+                       FROM up)
+                 SELECT count(*)::int8 FROM up",
+                &[
+                    &done.item_id,
+                    &done.token,
+                    &done.outcome.as_str(),
+                    &result,
+                    &done.cost,
+                    &at,
+                    &done.run_id,
+                    &event_at,
+                    &batch,
+                    &event.run_id,
+                    &key,
+                    &event.kind,
+                    &event.actor,
+                    &message,
+                    &fields,
+                ],
+            )?;
+            Ok(rows[0].get::<_, i64>(0) == 1)
+        })
+    }
+
+    /// Marks several claimed items done in one transaction (a persistent
+    /// worker's batch): as `complete` for each, with the run's counters
+    /// updated once. All must belong to one run. One flag per item, in
+    /// order: false where the lease token no longer matched. Three
+    /// statements whatever the number of items (arrays, not a round trip
+    /// per item).
+    pub fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>> {
+        if done.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(|c| {
+            let ids: Vec<i64> = done.iter().map(|(d, _)| d.item_id).collect();
+            let tokens: Vec<i64> = done.iter().map(|(d, _)| d.token).collect();
+            let outcomes: Vec<&str> = done.iter().map(|(d, _)| d.outcome.as_str()).collect();
+            let results: Vec<Option<String>> = done
+                .iter()
+                .map(|(d, _)| text_opt(d.result).map(|t| t.into_owned()))
+                .collect();
+            let costs: Vec<Option<f64>> = done.iter().map(|(d, _)| d.cost).collect();
+            let ats: Vec<i64> = done.iter().map(|(d, _)| c.tin(d.now)).collect();
+            let kept = c.q(
+                "WITH d AS (
+                     SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[],
+                                          $5::float8[], $6::int8[])
+                            WITH ORDINALITY AS d(id, token, outcome, result, cost, at, n))
+                 UPDATE items i SET status = 'done', outcome = d.outcome, result = d.result,
+                        cost = d.cost, tier = NULL, error_class = NULL, error_message = NULL,
+                        next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
+                        updated_at = d.at
+                   FROM d
+                  WHERE i.id = d.id AND i.lease_token = d.token AND i.status = 'claimed'
+                 RETURNING d.n",
+                &[&ids, &tokens, &outcomes, &results, &costs, &ats],
+            )?;
+            let mut accepted = vec![false; done.len()];
+            for r in &kept {
+                accepted[r.get::<_, i64>(0) as usize - 1] = true;
+            }
+            let (mut n_done, mut n_empty, mut cost) = (0i64, 0i64, 0f64);
+            let mut events = Vec::new();
+            for ((d, event), ok) in done.iter().zip(&accepted) {
+                if *ok {
+                    match d.outcome {
+                        crate::model::Outcome::Empty => n_empty += 1,
+                        _ => n_done += 1,
+                    }
+                    cost += d.cost.unwrap_or(0.0);
+                    events.push(*event);
+                }
+            }
+            if n_done + n_empty > 0 {
+                c.x(
+                    "UPDATE runs SET done = done + $2, empty = empty + $3, cost = cost + $4
+                      WHERE id = $1",
+                    &[&done[0].0.run_id, &n_done, &n_empty, &cost],
+                )?;
+                insert_events(c, &events)?;
+            }
+            Ok(accepted)
+        })
+    }
+}

@@ -1,0 +1,31 @@
+//! Column lists written once for both dialects, for `concat!` into the
+//! statement consts: each row mapper reads them in this order.
+
+/// A run's columns (`r` joined to its batch `b`).
+macro_rules! run_columns {
+    () => {
+        "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
+    r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven,
+    r.released, r.cost, r.summary, r.actor"
+    };
+}
+pub(crate) use run_columns;
+
+/// A dead letter's columns (`d` joined to its batch `b`).
+macro_rules! dead_letter_columns {
+    () => {
+        "d.id, b.name, d.key, d.label, d.payload, d.error_class, d.message, d.attempt,
+    d.failed_at, d.tier, d.run_id"
+    };
+}
+pub(crate) use dead_letter_columns;
+
+/// An item's columns (`i` joined to its batch `b`).
+macro_rules! item_columns {
+    () => {
+        "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
+    i.attempts, i.op_id, i.result, i.cost, i.error_class, i.error_message, i.next_attempt_at,
+    i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at"
+    };
+}
+pub(crate) use item_columns;

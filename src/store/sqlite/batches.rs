@@ -1,0 +1,294 @@
+//! Batches: names, counts, the pause flag and schedule state.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::SqliteTx;
+use super::schema::BUCKETS;
+use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, Pause, Runners};
+use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
+use crate::store::{Result, StoreError, shared};
+
+/// The hold as stored: until when, the key that asked, and its label
+/// (while the item is kept).
+const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
+                      FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
+                     WHERE b.id = ?1 AND b.hold_until IS NOT NULL";
+
+fn hold(conn: &Connection, batch_id: i64) -> Result<Option<Hold>> {
+    Ok(conn
+        .prepare_cached(HOLD)?
+        .query_row([batch_id], |r| {
+            Ok(Hold {
+                until: r.get(0)?,
+                key: r.get(1)?,
+                label: r.get(2)?,
+            })
+        })
+        .optional()?)
+}
+
+/// Id of a batch, or `UnknownBatch` listing the known ones.
+pub(crate) fn batch_id(conn: &Connection, name: &str) -> Result<i64> {
+    // Cached: this runs for every event and most transitions.
+    conn.prepare_cached("SELECT id FROM batches WHERE name = ?1")?
+        .query_row([name], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::UnknownBatch {
+            name: name.to_string(),
+            known: names(conn).unwrap_or_default(),
+        })
+}
+
+pub(crate) fn names(conn: &Connection) -> Result<Vec<String>> {
+    let mut st = conn.prepare_cached("SELECT name FROM batches ORDER BY name")?;
+    let rows = st
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Creates the batch row (and its zeroed counters) if missing.
+pub(crate) fn ensure(conn: &Connection, name: &str, now: Millis) -> Result<i64> {
+    if let Some(id) = conn
+        .prepare_cached("SELECT id FROM batches WHERE name = ?1")?
+        .query_row([name], |r| r.get(0))
+        .optional()?
+    {
+        return Ok(id);
+    }
+    conn.execute(
+        "INSERT INTO batches (name, created_at) VALUES (?1, ?2)",
+        params![name, now],
+    )?;
+    let id = conn.last_insert_rowid();
+    let mut st =
+        conn.prepare_cached("INSERT INTO counts (batch_id, bucket, n) VALUES (?1, ?2, 0)")?;
+    for bucket in BUCKETS {
+        st.execute(params![id, bucket])?;
+    }
+    Ok(id)
+}
+
+fn paused(conn: &Connection, batch_id: i64) -> Result<bool> {
+    Ok(conn.query_row(
+        "SELECT paused FROM batches WHERE id = ?1",
+        [batch_id],
+        |r| r.get::<_, i64>(0).map(|p| p != 0),
+    )?)
+}
+
+pub(crate) fn counts(conn: &Connection, batch_id: i64) -> Result<Counts> {
+    let mut st = conn.prepare_cached("SELECT bucket, n FROM counts WHERE batch_id = ?1")?;
+    let mut rows = st.query([batch_id])?;
+    let mut c = Counts::default();
+    while let Some(row) = rows.next()? {
+        let n: i64 = row.get(1)?;
+        match row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)? {
+            "pending" => c.pending = n,
+            "claimed" => c.claimed = n,
+            "done" => c.done = n,
+            "empty" => c.empty = n,
+            "skipped" => c.skipped = n,
+            "retry" => c.retry = n,
+            "manual" => c.manual = n,
+            _ => {}
+        }
+    }
+    Ok(c)
+}
+
+fn pause_and_schedule(conn: &Connection, batch_id: i64) -> Result<BatchState> {
+    Ok(conn.query_row(
+        "SELECT paused, paused_reason, paused_by, paused_at, next_fire,
+                last_fire_at, last_fire_outcome, last_fire_reason, last_fire_run
+           FROM batches WHERE id = ?1",
+        [batch_id],
+        |r| {
+            let pause = (r.get::<_, i64>(0)? != 0).then(|| -> rusqlite::Result<Pause> {
+                Ok(Pause {
+                    reason: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    by: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    at: r.get::<_, Option<i64>>(3)?.unwrap_or_default(),
+                })
+            });
+            let fire = match r.get::<_, Option<i64>>(5)? {
+                Some(at) => Some(Fire {
+                    at,
+                    outcome: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                    reason: r.get(7)?,
+                    run_id: r.get(8)?,
+                }),
+                None => None,
+            };
+            Ok((pause.transpose()?, r.get(4)?, fire))
+        },
+    )?)
+}
+
+/// Counts, pause flag, schedule state, lock and last run of one batch,
+/// and who of its runners is alive at `now`.
+pub(crate) fn info(c: &Connection, id: i64, name: String, now: Millis) -> Result<BatchInfo> {
+    let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
+    let (last_run, stepped_down) = super::runs::last(c, id)?;
+    let mut info = BatchInfo {
+        counts: counts(c, id)?,
+        pause,
+        next_fire,
+        last_fire,
+        locks: super::locks::current(c, id, &name)?,
+        last_run,
+        stepped_down,
+        hold: hold(c, id)?,
+        runners: Runners::default(),
+        name,
+    };
+    info.runners = shared::runners(&info, now, |runs| claimed_by(c, id, runs))?;
+    Ok(info)
+}
+
+/// Claimed items of the batch leased to `runs`.
+fn claimed_by(c: &Connection, id: i64, runs: &[i64]) -> Result<i64> {
+    let mut st = c.prepare_cached(
+        "SELECT count(*) FROM items WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2",
+    )?;
+    let mut n = 0;
+    for run in runs {
+        n += st.query_row(params![id, run], |r| r.get::<_, i64>(0))?;
+    }
+    Ok(n)
+}
+
+/// When the batch was made.
+pub(crate) fn created_at(c: &Connection, id: i64) -> Result<Millis> {
+    Ok(
+        c.prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))?,
+    )
+}
+
+/// Done and failed completions per minute, oldest first, for the last
+/// `minutes` minutes ending at `now` (zeros included), none from before
+/// the batch was created.
+pub(crate) fn minutes(
+    c: &Connection,
+    id: i64,
+    now: Millis,
+    minutes: i64,
+) -> Result<Vec<(i64, i64)>> {
+    let last = now / 60_000;
+    // Not before the batch existed: those minutes hold no data, not zeros.
+    let created = created_at(c, id)?;
+    let first = (last - minutes + 1).max(created / 60_000).min(last);
+    let mut out = vec![(0, 0); (last - first + 1).max(0) as usize];
+    let mut st = c.prepare_cached(
+        "SELECT minute, done, failed FROM minute_stats
+          WHERE batch_id = ?1 AND minute BETWEEN ?2 AND ?3",
+    )?;
+    let mut rows = st.query(params![id, first, last])?;
+    while let Some(r) = rows.next()? {
+        let m: i64 = r.get(0)?;
+        if let Some(slot) = out.get_mut((m - first) as usize) {
+            *slot = (r.get(1)?, r.get(2)?);
+        }
+    }
+    Ok(out)
+}
+
+const BATCH_SET_PAUSE: &str = "UPDATE batches
+    SET paused = 1, paused_reason = ?2, paused_by = ?3, paused_at = ?4 WHERE id = ?1";
+const BATCH_CLEAR_PAUSE: &str = "UPDATE batches
+    SET paused = 0, paused_reason = NULL, paused_by = NULL, paused_at = NULL,
+        hold_until = NULL, hold_key = NULL
+  WHERE id = ?1";
+const BATCH_EXTEND_HOLD: &str = "UPDATE batches SET hold_until = ?2, hold_key = ?3
+  WHERE name = ?1 AND (hold_until IS NULL OR hold_until < ?2)";
+const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = ?2 WHERE id = ?1";
+const BATCH_RECORD_FIRE: &str = "UPDATE batches
+    SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4, last_fire_run = ?5
+  WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)";
+
+impl BatchesRead for SqliteTx<'_> {
+    fn batch_id(&mut self, name: &str) -> Result<i64> {
+        batch_id(self.conn, name)
+    }
+
+    fn batch_names(&mut self) -> Result<Vec<String>> {
+        names(self.conn)
+    }
+
+    fn batch_counts(&mut self, batch: i64) -> Result<Counts> {
+        counts(self.conn, batch)
+    }
+
+    fn batch_paused(&mut self, batch: i64) -> Result<bool> {
+        paused(self.conn, batch)
+    }
+
+    fn batch_state(&mut self, batch: i64) -> Result<BatchState> {
+        pause_and_schedule(self.conn, batch)
+    }
+
+    fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
+        hold(self.conn, batch)
+    }
+
+    fn batch_info(&mut self, batch: i64, name: String, now: Millis) -> Result<BatchInfo> {
+        info(self.conn, batch, name, now)
+    }
+
+    fn minute_counts(&mut self, batch: i64, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
+        self::minutes(self.conn, batch, now, minutes)
+    }
+}
+
+impl BatchesWrite for SqliteTx<'_> {
+    fn batch_ensure(&mut self, name: &str, now: Millis) -> Result<i64> {
+        ensure(self.conn, name, now)
+    }
+
+    /// `BEGIN IMMEDIATE` already excludes every other writer.
+    fn batch_row_locked(&mut self, _batch: i64) -> Result<()> {
+        Ok(())
+    }
+
+    fn batch_set_pause(&mut self, batch: i64, p: &Pause) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_SET_PAUSE)?
+            .execute(params![batch, p.reason, p.by, p.at])?;
+        Ok(())
+    }
+
+    fn batch_clear_pause(&mut self, batch: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_CLEAR_PAUSE)?
+            .execute([batch])?;
+        Ok(())
+    }
+
+    fn batch_extend_hold(&mut self, name: &str, until: Millis, key: Option<&str>) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_EXTEND_HOLD)?
+            .execute(params![name, until, key])?;
+        Ok(())
+    }
+
+    fn batch_set_next_fire(&mut self, batch: i64, next: Option<Millis>) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_SET_NEXT_FIRE)?
+            .execute(params![batch, next])?;
+        Ok(())
+    }
+
+    fn batch_record_fire(&mut self, batch: i64, fire: &Fire) -> Result<()> {
+        self.conn
+            .prepare_cached(BATCH_RECORD_FIRE)?
+            .execute(params![
+                batch,
+                fire.at,
+                fire.outcome,
+                fire.reason,
+                fire.run_id
+            ])?;
+        Ok(())
+    }
+}

@@ -1,0 +1,466 @@
+//! The SQLite dialect: the store as one file (`SqliteStore`), its schema,
+//! and the statements of each area.
+
+mod batches;
+mod daemons;
+mod dead_letters;
+mod events;
+pub(crate) mod file;
+mod hot;
+mod items;
+mod locks;
+mod prune;
+mod readonly;
+mod runs;
+mod schema;
+mod tombstones;
+mod trace;
+mod views;
+mod workers;
+
+use crate::store::Fault;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags};
+
+pub use schema::SCHEMA_VERSION;
+
+use crate::store::identity::StoreIdentity;
+use crate::store::{Access, Result, StoreError};
+/// One SQLite transaction, as the statements of `dialect` see it.
+pub(crate) struct SqliteTx<'c> {
+    conn: &'c Connection,
+}
+
+impl<'c> SqliteTx<'c> {
+    pub(crate) fn new(conn: &'c Connection) -> SqliteTx<'c> {
+        SqliteTx { conn }
+    }
+}
+
+/// The SQLite store (one file); callers use it through [`Store`].
+pub struct SqliteStore {
+    /// As given: what messages name.
+    path: PathBuf,
+    /// The file itself (`path`, or what it links to).
+    file: PathBuf,
+    /// The file's (device, inode) when opened.
+    id: Option<(u64, u64)>,
+    access: Access,
+    /// The writer connection; `None` for a read-only store, which opens a
+    /// fresh read-only connection per read (see `readonly`).
+    conn: Option<Connection>,
+    /// Inside `group`: writes become savepoints of one transaction.
+    in_group: bool,
+    /// The dashboard's search, continued from poll to poll.
+    search: std::sync::Mutex<views::SearchScan>,
+    /// Bulk writes stop between chunks once this is set (`set_stop`).
+    stop: crate::util::signals::Stop,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("access", &self.access)
+            .finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens an existing store. A missing or empty file, anything but a
+    /// regular file, a file that is not a nightshift store, or one written
+    /// by a newer version is refused and left untouched.
+    pub fn open(path: &Path, access: Access) -> Result<SqliteStore> {
+        let found = file::inspect(path)?;
+        match found.found {
+            file::Found::Missing => return Err(StoreError::NotFound(path.to_path_buf())),
+            file::Found::Empty => return Err(StoreError::Empty(path.to_path_buf())),
+            file::Found::File => {}
+        }
+        // SQLite would only say "unable to open database file". access(2),
+        // not an open: closing any descriptor of the file would drop the
+        // POSIX locks this process's connections hold on it.
+        #[cfg(unix)]
+        if nix::unistd::access(path, nix::unistd::AccessFlags::R_OK)
+            == Err(nix::errno::Errno::EACCES)
+        {
+            return Err(StoreError::CannotOpen(
+                path.to_path_buf(),
+                "permission denied (a store is readable by its owner only unless shared, \
+                 e.g. with a group: see \"Who can read it\" in the README)"
+                    .into(),
+            ));
+        }
+        Self::open_found(path, found.real, access, false)
+    }
+
+    /// Opens the regular file `real` (what `path` names); `adopt`: an
+    /// empty file, made a store by migrating it.
+    fn open_found(path: &Path, real: PathBuf, access: Access, adopt: bool) -> Result<SqliteStore> {
+        let id = file::id_of(&real).ok();
+        let mut store = SqliteStore {
+            path: path.to_path_buf(),
+            file: real,
+            id,
+            access,
+            conn: None,
+            in_group: false,
+            search: Default::default(),
+            stop: Default::default(),
+        };
+        if access == Access::ReadOnly {
+            store.read(|conn| {
+                let version = check_identity(conn, path)?;
+                check_current(version, path)
+            })?;
+            return Ok(store);
+        }
+        // SQLite would open it read-only without a word, and fail at the
+        // first write; or fail to make the `-wal` in the directory.
+        if !file::writable(&store.file) {
+            return Err(StoreError::ReadOnlyFile(
+                path.to_path_buf(),
+                file::why_not_writable(&store.file),
+            ));
+        }
+        let mut conn = Connection::open_with_flags(
+            &store.file,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| StoreError::from_sqlite(e, path))?;
+        // Check before any pragma: a refused file must not change.
+        if !adopt {
+            check_identity(&conn, path)?;
+        }
+        schema::configure_writer(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+        schema::migrate(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+        store.conn = Some(conn);
+        Ok(store)
+    }
+
+    /// Creates a new store (or opens the existing one); true if it made one.
+    /// The store appears whole or not at all (see `file`); an empty file
+    /// at `path` has nothing to lose and is made the store.
+    pub fn create(path: &Path) -> Result<(SqliteStore, bool)> {
+        let found = file::inspect(path)?;
+        match found.found {
+            file::Found::File => Ok((SqliteStore::open(path, Access::ReadWrite)?, false)),
+            file::Found::Empty => Ok((
+                Self::open_found(path, found.real, Access::ReadWrite, true)?,
+                true,
+            )),
+            file::Found::Missing => {
+                let made = file::create_whole(path, |draft| {
+                    let mut conn = Connection::open_with_flags(
+                        draft,
+                        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                    )?;
+                    schema::migrate(&mut conn)?;
+                    conn.close().map_err(|(_, e)| StoreError::from(e))
+                })?;
+                Ok((SqliteStore::open(path, Access::ReadWrite)?, made))
+            }
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes bulk writes (`add_items`, `requeue`) stop at the next chunk
+    /// boundary once `stop` is set, saying how far they got.
+    pub fn set_stop(&mut self, stop: crate::util::signals::Stop) {
+        self.stop = stop;
+    }
+
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// The file this store opened (see [`Store::identity`]).
+    pub(crate) fn identity(&self) -> Option<StoreIdentity> {
+        Some(StoreIdentity::file(self.path.clone(), self.id?))
+    }
+
+    /// Whether this user may write the store (see [`Store::writable`]):
+    /// the file, and its directory, where SQLite creates the `-wal` and
+    /// `-shm` when a writer opens it and removes them when the last one
+    /// closes.
+    pub fn writable(&self) -> bool {
+        file::writable(&self.file)
+    }
+
+    /// Runs `f` in one short read transaction (one consistent snapshot).
+    pub(crate) fn read<T>(&self, f: impl Fn(&Connection) -> Result<T>) -> Result<T> {
+        match &self.conn {
+            // Inside a group's transaction: read what it has written so far.
+            Some(conn) if !conn.is_autocommit() => f(conn).map_err(|e| e.with_path(&self.path)),
+            Some(conn) => {
+                let tx = conn
+                    .unchecked_transaction()
+                    .map_err(|e| self.sqlite_err(e))?;
+                let out = f(&tx).map_err(|e| e.with_path(&self.path))?;
+                tx.finish().map_err(|e| self.sqlite_err(e))?;
+                Ok(out)
+            }
+            None => readonly::read(&self.file, f),
+        }
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: all or nothing.
+    /// Inside [`SqliteStore::group`], `f` runs in a savepoint of the group's
+    /// transaction instead: still all or nothing, durable at the group's
+    /// commit.
+    pub(crate) fn write<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let path = self.path.clone();
+        let in_group = self.in_group;
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(StoreError::ReadOnlyStore(path));
+        };
+        if in_group {
+            // SQLite rolls the whole transaction back on some errors (disk
+            // full, I/O): never let later writes run in autocommit instead.
+            if conn.is_autocommit() {
+                return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
+                    "the group transaction on {} was rolled back by an earlier error",
+                    path.display()
+                ))));
+            }
+            exec_cached(conn, "SAVEPOINT write").map_err(|e| StoreError::from_sqlite(e, &path))?;
+            return match f(conn) {
+                Ok(out) => {
+                    exec_cached(conn, "RELEASE write")
+                        .map_err(|e| StoreError::from_sqlite(e, &path))?;
+                    Ok(out)
+                }
+                Err(e) => {
+                    let _ = exec_cached(conn, "ROLLBACK TO write");
+                    let _ = exec_cached(conn, "RELEASE write");
+                    Err(e.with_path(&path))
+                }
+            };
+        }
+        exec_cached(conn, "BEGIN IMMEDIATE").map_err(|e| StoreError::from_sqlite(e, &path))?;
+        let timer = trace::TxTimer::start();
+        let mut tx = Open { conn, done: false };
+        let out = f(tx.conn).map_err(|e| e.with_path(&path))?;
+        exec_cached(tx.conn, "COMMIT").map_err(|e| StoreError::from_sqlite(e, &path))?;
+        tx.done = true;
+        if let Some(timer) = timer {
+            timer.finish();
+        }
+        Ok(out)
+    }
+
+    /// Group commit: every write `f` makes shares one transaction, so many
+    /// small transitions cost one commit. Each write stays atomic on its
+    /// own (a savepoint); none is durable, and none may be acknowledged to
+    /// anyone, before this returns `Ok`. A group inside a group joins it.
+    pub fn group<T>(&mut self, f: impl FnOnce(&mut SqliteStore) -> T) -> Result<T> {
+        Self::group_in(self, |s| s, f)
+    }
+
+    /// [`SqliteStore::group`] of the store `inner` reaches from `outer`
+    /// (the [`Store`] holding it), so that `f` gets `outer`.
+    pub(crate) fn group_in<S, T>(
+        outer: &mut S,
+        inner: impl Fn(&mut S) -> &mut SqliteStore,
+        f: impl FnOnce(&mut S) -> T,
+    ) -> Result<T> {
+        if inner(outer).in_group {
+            return Ok(f(outer));
+        }
+        let this = inner(outer);
+        let path = this.path.clone();
+        let Some(conn) = this.conn.as_ref() else {
+            return Err(StoreError::ReadOnlyStore(path));
+        };
+        exec_cached(conn, "BEGIN IMMEDIATE").map_err(|e| StoreError::from_sqlite(e, &path))?;
+        let timer = trace::TxTimer::start();
+        this.in_group = true;
+        let out = f(outer);
+        let this = inner(outer);
+        this.in_group = false;
+        let Some(conn) = this.conn.as_ref() else {
+            return Err(StoreError::ReadOnlyStore(path));
+        };
+        if conn.is_autocommit() {
+            return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
+                "the group transaction on {} was rolled back by an error; nothing in it was kept",
+                path.display()
+            ))));
+        }
+        if let Err(e) = exec_cached(conn, "COMMIT") {
+            let _ = exec_cached(conn, "ROLLBACK");
+            return Err(StoreError::from_sqlite(e, &path));
+        }
+        if let Some(timer) = timer {
+            timer.finish();
+        }
+        Ok(out)
+    }
+
+    /// Raises the writer's page cache to at least `kib` for a bulk write;
+    /// returns the setting to give back to [`SqliteStore::restore_cache`].
+    pub(crate) fn grow_cache(&self, kib: i64) -> Option<i64> {
+        let conn = self.conn.as_ref()?;
+        let old: i64 = conn.query_row("PRAGMA cache_size", [], |r| r.get(0)).ok()?;
+        // Negative values are KiB, positive ones pages (of 4 KiB).
+        let old_kib = if old < 0 { -old } else { old * 4 };
+        if kib <= old_kib {
+            return None;
+        }
+        conn.execute_batch(&format!("PRAGMA cache_size = -{kib}"))
+            .ok()?;
+        Some(old)
+    }
+
+    /// Gives back the page cache taken by [`SqliteStore::grow_cache`]; SQLite frees
+    /// the pages above the old size.
+    pub(crate) fn restore_cache(&self, old: Option<i64>) {
+        if let (Some(conn), Some(old)) = (&self.conn, old) {
+            let _ = conn.execute_batch(&format!("PRAGMA cache_size = {old}"));
+        }
+    }
+
+    fn sqlite_err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::from_sqlite(e, &self.path)
+    }
+
+    /// Runs a passive WAL checkpoint; keeps the WAL short between runs.
+    /// Inside a transaction (a group commit) SQLite cannot checkpoint and
+    /// says SQLITE_LOCKED; it is skipped there: the WAL is checkpointed
+    /// automatically and when the last connection closes anyway.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if let Some(conn) = &self.conn {
+            if !conn.is_autocommit() {
+                return Ok(());
+            }
+            conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE);")
+                .map_err(|e| StoreError::from_sqlite(e, &self.path))?;
+        }
+        Ok(())
+    }
+
+    /// After the store's path came to name another file (or none): moves
+    /// what the write-ahead log holds into the file still open, and empties
+    /// the log. SQLite leaves a moved file's log in place when it closes,
+    /// and that log, still named beside whatever is at the path now, would
+    /// be read as part of it. Nothing new is written: only commits already
+    /// made, into their own file.
+    pub(crate) fn settle_after_loss(&mut self) {
+        if let Some(conn) = &self.conn {
+            let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+        }
+    }
+
+    /// `PRAGMA integrity_check`: "ok" or the problems found.
+    pub fn integrity_check(&self) -> Result<String> {
+        self.read(|conn| {
+            let rows: Vec<String> = conn
+                .prepare("PRAGMA integrity_check")
+                .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())?;
+            Ok(rows.join("; "))
+        })
+    }
+}
+
+/// Runs a transaction-control statement (BEGIN, COMMIT, SAVEPOINT...) from
+/// the statement cache: parsing them anew for every transition was about 8%
+/// of the runner's instructions.
+fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
+}
+
+/// A write transaction begun by `Store::write`: rolled back unless it
+/// committed (an error, or a panic, on the way).
+struct Open<'c> {
+    conn: &'c Connection,
+    done: bool,
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        if !self.done && !self.conn.is_autocommit() {
+            let _ = exec_cached(self.conn, "ROLLBACK");
+        }
+    }
+}
+
+/// Refuses files that are not nightshift stores or are from a newer version,
+/// reading only the header fields.
+fn check_identity(conn: &Connection, path: &Path) -> Result<i32> {
+    let header = conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id),
+                (SELECT user_version FROM pragma_user_version)",
+        [],
+        |r| Ok((r.get::<_, i32>(0)?, r.get::<_, i32>(1)?)),
+    );
+    let (app_id, version) = header.map_err(|e| StoreError::from_sqlite(e, path))?;
+    if app_id != schema::APPLICATION_ID || version < 1 {
+        return Err(StoreError::NotNightshift(path.to_path_buf()));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// A read-only open reads only the current layout (see
+/// [`StoreError::OlderSchema`]).
+fn check_current(version: i32, path: &Path) -> Result<()> {
+    if version < SCHEMA_VERSION {
+        return Err(StoreError::OlderSchema {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Parses a stored enum column; the schema's CHECKs keep these valid.
+pub(crate) fn parse_col<T: std::str::FromStr<Err = String>>(
+    idx: usize,
+    text: &str,
+) -> rusqlite::Result<T> {
+    text.parse().map_err(|e: String| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, e.into())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SQLite rolls a whole transaction back on some errors (disk full,
+    /// I/O); a group whose transaction was lost is a fault of the store,
+    /// never the user's (exit 3, not 2), for its later writes and at its end.
+    #[test]
+    fn a_group_rolled_back_under_it_is_a_store_fault() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = SqliteStore::create(&dir.path().join("s.db")).unwrap();
+        let mut later = None;
+        let end = s
+            .group(|s| {
+                s.write(|tx| Ok(tx.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1)")?))
+                    .unwrap();
+                // What SQLite does by itself on such an error.
+                s.conn.as_ref().unwrap().execute_batch("ROLLBACK").unwrap();
+                later = Some(s.write(|tx| Ok(tx.execute_batch("INSERT INTO t VALUES (2)")?)));
+            })
+            .unwrap_err();
+        let later = later.unwrap().unwrap_err();
+        for e in [later, end] {
+            assert!(!e.is_user_error(), "{e}");
+            let exit = crate::commands::exit_for(&anyhow::Error::from(e));
+            assert_eq!(exit, crate::commands::Exit::Store);
+        }
+    }
+}

@@ -1,0 +1,515 @@
+//! Schema, migrations by `PRAGMA user_version`, and the pragmas set on open.
+//!
+//! Durability: WAL with `synchronous = NORMAL`. Every committed transition
+//! survives a crash of any process (the WAL is written before COMMIT
+//! returns). A power loss or kernel crash can roll back the last few commits
+//! since the previous checkpoint; the database stays consistent, and because
+//! "done" is written only after the side effect, what a power loss costs is
+//! that a few items run again with the same idempotency key, never that work
+//! is marked done without having happened. `durability = "full"` is not
+//! offered yet: fsync per commit would cap throughput at the disk's flush rate.
+
+use rusqlite::Connection;
+use rusqlite::config::DbConfig;
+
+/// "NSHT": marks the file as a nightshift store.
+pub const APPLICATION_ID: i32 = 0x4E53_4854;
+/// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
+pub const SCHEMA_VERSION: i32 = 7;
+
+/// How long a writer waits for another writer before giving up. Long, so a
+/// busy database delays the runner instead of failing items.
+pub const BUSY_TIMEOUT_MS: u64 = 60_000;
+/// Page cache of a writer connection (SQLite's default is 2 MiB).
+pub const WRITER_CACHE_KIB: i64 = 16 * 1024;
+/// Prepared statements kept per writer connection.
+pub const STATEMENT_CACHE: usize = 128;
+/// Above this the WAL is truncated after a checkpoint, keeping it bounded.
+pub const JOURNAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
+/// Count buckets: failed splits by tier, done by outcome.
+pub const BUCKETS: [&str; 7] = [
+    "pending", "claimed", "done", "empty", "skipped", "retry", "manual",
+];
+
+/// The bucket an items row counts in, as SQL over `OLD` or `NEW`.
+macro_rules! bucket {
+    ($row:literal) => {
+        concat!(
+            "CASE ",
+            $row,
+            ".status WHEN 'failed' THEN ",
+            $row,
+            ".tier WHEN 'done' THEN ",
+            $row,
+            ".outcome ELSE ",
+            $row,
+            ".status END"
+        )
+    };
+}
+
+const V1: &str = concat!(
+    r#"
+CREATE TABLE batches (
+    id                INTEGER PRIMARY KEY,
+    name              TEXT NOT NULL UNIQUE,
+    created_at        INTEGER NOT NULL,
+    paused            INTEGER NOT NULL DEFAULT 0,
+    paused_reason     TEXT,
+    paused_by         TEXT,
+    paused_at         INTEGER,
+    hold_until        INTEGER,
+    next_fire         INTEGER,
+    last_fire_at      INTEGER,
+    last_fire_outcome TEXT,
+    last_fire_reason  TEXT,
+    last_fire_run     INTEGER
+) STRICT;
+
+CREATE TABLE items (
+    id              INTEGER PRIMARY KEY,
+    batch_id        INTEGER NOT NULL REFERENCES batches(id),
+    key             TEXT NOT NULL,
+    label           TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    -- OR chains, not IN lists: SQLite checks an IN list of three or more
+    -- values through a temporary b-tree built on every insert and update,
+    -- which cost more than the rest of the write.
+    status          TEXT NOT NULL CHECK (status = 'pending' OR status = 'claimed'
+                                         OR status = 'done' OR status = 'failed'),
+    tier            TEXT CHECK (tier = 'retry' OR tier = 'manual'),
+    outcome         TEXT CHECK (outcome = 'done' OR outcome = 'empty' OR outcome = 'skipped'),
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    op_id           TEXT,
+    result          TEXT,
+    cost            REAL,
+    error_class     TEXT,
+    error_message   TEXT,
+    next_attempt_at INTEGER,
+    lease_run       INTEGER,
+    lease_until     INTEGER,
+    lease_token     INTEGER NOT NULL DEFAULT 0,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    UNIQUE (batch_id, key),
+    CHECK ((status = 'failed') = (tier IS NOT NULL)),
+    CHECK ((status = 'done') = (outcome IS NOT NULL)),
+    CHECK (status <> 'failed' OR error_class IS NOT NULL),
+    CHECK ((status = 'claimed') = (lease_run IS NOT NULL))
+) STRICT;
+-- Serves claims (pending in insertion order), expired leases, redrive of due
+-- retry-tier items and requeue by tier.
+CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at);
+-- Failed items by error class, in id order: the dead-letter pane's item
+-- list of one class is a page of this index even when the class is rare.
+-- Partial, so only failing and requeueing touch it.
+CREATE INDEX items_failed ON items (batch_id, error_class) WHERE status = 'failed';
+
+CREATE TABLE counts (
+    batch_id INTEGER NOT NULL,
+    bucket   TEXT NOT NULL,
+    n        INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, bucket)
+) STRICT, WITHOUT ROWID;
+
+-- Failed items now, by error class and tier: the dead-letter pane's counts
+-- without scanning the failed items.
+CREATE TABLE failed_classes (
+    batch_id    INTEGER NOT NULL,
+    error_class TEXT NOT NULL,
+    tier        TEXT NOT NULL,
+    n           INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, error_class, tier)
+) STRICT, WITHOUT ROWID;
+
+-- Worker completions per minute: rates, ETA and the sparkline.
+CREATE TABLE minute_stats (
+    batch_id INTEGER NOT NULL,
+    minute   INTEGER NOT NULL,
+    done     INTEGER NOT NULL,
+    failed   INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, minute)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE dead_letters (
+    id          INTEGER PRIMARY KEY,
+    batch_id    INTEGER NOT NULL REFERENCES batches(id),
+    item_id     INTEGER,
+    key         TEXT NOT NULL,
+    label       TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    error_class TEXT NOT NULL,
+    message     TEXT NOT NULL,
+    attempt     INTEGER NOT NULL,
+    failed_at   INTEGER NOT NULL,
+    tier        TEXT NOT NULL CHECK (tier IN ('retry', 'manual')),
+    run_id      INTEGER
+) STRICT;
+CREATE INDEX dead_letters_by_batch ON dead_letters (batch_id, failed_at);
+CREATE INDEX dead_letters_by_item ON dead_letters (item_id);
+
+-- Dead letters per class and hour: the 24 h vs previous 24 h comparison in
+-- O(classes x 48) rows.
+CREATE TABLE dlq_hourly (
+    batch_id    INTEGER NOT NULL,
+    error_class TEXT NOT NULL,
+    hour        INTEGER NOT NULL,
+    n           INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, error_class, hour)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE runs (
+    id           INTEGER PRIMARY KEY,
+    batch_id     INTEGER NOT NULL REFERENCES batches(id),
+    trigger      TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    pid_start    INTEGER,
+    started_at   INTEGER NOT NULL,
+    ended_at     INTEGER,
+    state        TEXT NOT NULL,
+    done         INTEGER NOT NULL DEFAULT 0,
+    empty        INTEGER NOT NULL DEFAULT 0,
+    failed       INTEGER NOT NULL DEFAULT 0,
+    retry        INTEGER NOT NULL DEFAULT 0,
+    manual       INTEGER NOT NULL DEFAULT 0,
+    retried      INTEGER NOT NULL DEFAULT 0,
+    skipped_done INTEGER NOT NULL DEFAULT 0,
+    redriven     INTEGER NOT NULL DEFAULT 0,
+    released     INTEGER NOT NULL DEFAULT 0,
+    cost         REAL NOT NULL DEFAULT 0,
+    summary      TEXT
+) STRICT;
+CREATE INDEX runs_by_batch ON runs (batch_id, id);
+CREATE INDEX runs_open ON runs (state) WHERE state = 'running';
+
+CREATE TABLE events (
+    id       INTEGER PRIMARY KEY,
+    at       INTEGER NOT NULL,
+    batch_id INTEGER,
+    run_id   INTEGER,
+    key      TEXT,
+    -- The item the event is about (NULL if none). Its timeline is found by
+    -- item id rather than by key: ids of items worked on together are
+    -- close, so their index entries share pages, where keys (hashes) would
+    -- put every event's entry on a page of its own (requeueing 100,000
+    -- items wrote ten times the pages).
+    item_id  INTEGER,
+    kind     TEXT NOT NULL,
+    actor    TEXT,
+    message  TEXT NOT NULL,
+    fields   TEXT
+) STRICT;
+CREATE INDEX events_by_batch ON events (batch_id, id);
+CREATE INDEX events_by_kind ON events (kind, id);
+CREATE INDEX events_by_item ON events (item_id) WHERE item_id IS NOT NULL;
+CREATE INDEX events_by_time ON events (at);
+
+CREATE TABLE locks (
+    batch_id    INTEGER PRIMARY KEY REFERENCES batches(id),
+    token       TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    pid_start   INTEGER,
+    run_id      INTEGER,
+    acquired_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL
+) STRICT;
+
+-- Inserts are counted by `Store::add_items` (the only insert), once per
+-- chunk in the chunk's transaction: a per-row trigger cost more than the
+-- insert itself at a million items.
+CREATE TRIGGER items_count_update AFTER UPDATE OF status, tier, outcome ON items
+WHEN ("#,
+    bucket!("OLD"),
+    ") IS NOT (",
+    bucket!("NEW"),
+    r#") BEGIN
+    UPDATE counts SET n = n - 1 WHERE batch_id = OLD.batch_id AND bucket = "#,
+    bucket!("OLD"),
+    r#";
+    UPDATE counts SET n = n + 1 WHERE batch_id = NEW.batch_id AND bucket = "#,
+    bucket!("NEW"),
+    r#";
+END;
+
+CREATE TRIGGER items_count_delete AFTER DELETE ON items BEGIN
+    UPDATE counts SET n = n - 1 WHERE batch_id = OLD.batch_id AND bucket = "#,
+    bucket!("OLD"),
+    r#";
+END;
+
+CREATE TRIGGER items_failed_update AFTER UPDATE OF status, tier, error_class ON items
+WHEN OLD.status = 'failed' OR NEW.status = 'failed' BEGIN
+    UPDATE failed_classes SET n = n - 1
+     WHERE OLD.status = 'failed' AND batch_id = OLD.batch_id
+       AND error_class = OLD.error_class AND tier = OLD.tier;
+    INSERT OR IGNORE INTO failed_classes (batch_id, error_class, tier, n)
+     SELECT NEW.batch_id, NEW.error_class, NEW.tier, 0 WHERE NEW.status = 'failed';
+    UPDATE failed_classes SET n = n + 1
+     WHERE NEW.status = 'failed' AND batch_id = NEW.batch_id
+       AND error_class = NEW.error_class AND tier = NEW.tier;
+END;
+
+CREATE TRIGGER items_failed_delete AFTER DELETE ON items WHEN OLD.status = 'failed' BEGIN
+    UPDATE failed_classes SET n = n - 1
+     WHERE batch_id = OLD.batch_id AND error_class = OLD.error_class AND tier = OLD.tier;
+END;
+
+-- Only worker completions count towards rates: a claim ending done or failed.
+CREATE TRIGGER items_minute_stats AFTER UPDATE OF status ON items
+WHEN OLD.status = 'claimed' AND NEW.status IN ('done', 'failed') BEGIN
+    INSERT OR IGNORE INTO minute_stats (batch_id, minute, done, failed)
+     VALUES (NEW.batch_id, NEW.updated_at / 60000, 0, 0);
+    UPDATE minute_stats
+       SET done = done + (NEW.status = 'done'), failed = failed + (NEW.status = 'failed')
+     WHERE batch_id = NEW.batch_id AND minute = NEW.updated_at / 60000;
+END;
+
+CREATE TRIGGER dead_letters_hourly AFTER INSERT ON dead_letters BEGIN
+    INSERT OR IGNORE INTO dlq_hourly (batch_id, error_class, hour, n)
+     VALUES (NEW.batch_id, NEW.error_class, NEW.failed_at / 3600000, 0);
+    UPDATE dlq_hourly SET n = n + 1
+     WHERE batch_id = NEW.batch_id AND error_class = NEW.error_class
+       AND hour = NEW.failed_at / 3600000;
+END;
+"#
+);
+
+/// Version 2: the batch lock has seats (several runners may share a batch),
+/// one row per holder instead of one per batch.
+const V2: &str = r#"
+CREATE TABLE locks_v2 (
+    batch_id    INTEGER NOT NULL REFERENCES batches(id),
+    token       TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    pid_start   INTEGER,
+    run_id      INTEGER,
+    acquired_at INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, token)
+) STRICT;
+INSERT INTO locks_v2 SELECT batch_id, token, host, pid, pid_start, run_id, acquired_at, expires_at
+  FROM locks;
+DROP TABLE locks;
+ALTER TABLE locks_v2 RENAME TO locks;
+CREATE INDEX locks_by_expiry ON locks (expires_at);
+"#;
+
+/// Version 3: a run records who started it (`user@host`).
+const V3: &str = "ALTER TABLE runs ADD COLUMN actor TEXT;";
+
+/// Version 4: tombstones. Pruning a done item keeps its key (and when and
+/// how it was done), so adding the same input again does not run it again;
+/// `batches.pruned_keys` counts them (kept by triggers: prune and
+/// `--forget-keys` are the only writers, and rare).
+const V4: &str = r#"
+CREATE TABLE tombstones (
+    batch_id  INTEGER NOT NULL REFERENCES batches(id),
+    key       TEXT NOT NULL,
+    done_at   INTEGER NOT NULL,
+    outcome   TEXT NOT NULL CHECK (outcome = 'done' OR outcome = 'empty' OR outcome = 'skipped'),
+    pruned_at INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, key)
+) STRICT, WITHOUT ROWID;
+ALTER TABLE batches ADD COLUMN pruned_keys INTEGER NOT NULL DEFAULT 0;
+CREATE TRIGGER tombstones_count_insert AFTER INSERT ON tombstones BEGIN
+    UPDATE batches SET pruned_keys = pruned_keys + 1 WHERE id = NEW.batch_id;
+END;
+CREATE TRIGGER tombstones_count_delete AFTER DELETE ON tombstones BEGIN
+    UPDATE batches SET pruned_keys = pruned_keys - 1 WHERE id = OLD.batch_id;
+END;
+"#;
+
+/// Migrations, index `i` takes the schema from version `i` to `i + 1`.
+/// Version 5: each run's worker process groups (one row per slot), so a
+/// later run on the same host can stop those a crashed runner left behind
+/// (see `runner::child::groups`).
+const V5: &str = r#"
+CREATE TABLE workers (
+    run_id  INTEGER NOT NULL,
+    slot    INTEGER NOT NULL,
+    host    TEXT NOT NULL,
+    boot    TEXT NOT NULL,
+    pgid    INTEGER NOT NULL,
+    started INTEGER NOT NULL,
+    PRIMARY KEY (run_id, slot)
+) STRICT;
+"#;
+
+/// Version 6: who is alive. A seat keeps its holder's TTL, so a view can
+/// say when a silent holder last renewed it; each scheduler daemon records
+/// a heartbeat (`batches`: a JSON array of the batch names it schedules),
+/// so a schedule with no live daemon says so.
+const V6: &str = r#"
+ALTER TABLE locks ADD COLUMN ttl_ms INTEGER;
+CREATE TABLE daemons (
+    token      TEXT PRIMARY KEY,
+    host       TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    pid_start  INTEGER,
+    started_at INTEGER NOT NULL,
+    beat_at    INTEGER NOT NULL,
+    stopped_at INTEGER,
+    batches    TEXT NOT NULL
+) STRICT;
+"#;
+
+/// Version 7: a retry-after hold names the item whose answer asked for it.
+const V7: &str = "ALTER TABLE batches ADD COLUMN hold_key TEXT;";
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7];
+
+/// Pragmas for every read-write connection. Set once on open.
+pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {
+    conn.busy_handler(Some(wait_for_lock()))?;
+    // Room for every statement of the runner's hot path: a statement that
+    // fires the counter triggers costs far more to prepare than to run.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Query planner stability: without it SQLite marks statements whose
+    // plan may depend on a bound value (`col = ?`, `LIMIT ?`) to be
+    // re-prepared when rebound, and rusqlite's cache clears the bindings
+    // of every statement it takes back, so those statements (and the
+    // counter triggers compiled into them) were re-prepared on each use.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    // temp_store: statement journals (every multi-row update with triggers
+    // has one) stay in memory instead of a temporary file per statement.
+    // cache_size: a bulk chunk dirties a few hundred scattered pages (an
+    // event's key index entry each); SQLite's 2 MiB default spilled them to
+    // the WAL mid-transaction and wrote them twice.
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = NORMAL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -{WRITER_CACHE_KIB};
+         PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};"
+    ))?;
+    super::trace::install(conn)
+}
+
+/// A busy handler that waits for another writer to release the lock,
+/// retrying every millisecond for up to `BUSY_TIMEOUT_MS`. SQLite's own
+/// back-off sleeps up to 100 ms between tries and would miss the short gaps
+/// a bulk writer leaves between its chunks (see `chunks`), so a runner could
+/// wait for a whole requeue.
+fn wait_for_lock() -> impl FnMut(i32) -> bool + Send + 'static {
+    let limit = std::time::Duration::from_millis(BUSY_TIMEOUT_MS);
+    let mut started = std::time::Instant::now();
+    move |attempt| {
+        // `attempt` counts the tries for this one wait, from 0.
+        if attempt == 0 {
+            started = std::time::Instant::now();
+        }
+        if started.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        true
+    }
+}
+
+/// Pragmas for a read-only connection: nothing that writes.
+pub fn configure_reader(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.execute_batch("PRAGMA query_only = ON;")
+}
+
+/// Brings a (possibly empty) database to `SCHEMA_VERSION` in one transaction.
+/// The caller has already refused versions newer than this build.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (from, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        tx.execute_batch(sql)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", from + 1))?;
+    }
+    if version == 0 {
+        tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
+    }
+    tx.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn migrated() -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        conn.execute_batch("INSERT INTO batches (name, created_at) VALUES ('b', 0)")
+            .unwrap();
+        conn
+    }
+
+    /// A store written before runs had an actor gains the column; its old
+    /// runs have none.
+    #[test]
+    fn version_2_stores_gain_the_run_actor() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..2] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "PRAGMA user_version = 2;
+             INSERT INTO batches (name, created_at) VALUES ('b', 0);
+             INSERT INTO runs (batch_id, trigger, host, pid, started_at, state)
+             VALUES (1, 'manual', 'h', 1, 0, 'ok');",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let (version, actor): (i32, Option<String>) = conn
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version), actor FROM runs",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((version, actor), (SCHEMA_VERSION, None));
+    }
+
+    /// Item writes must not build a temporary b-tree per statement (an IN
+    /// list in a CHECK does): it made every transition several times slower.
+    #[test]
+    fn item_writes_use_no_temporary_btree() {
+        let conn = migrated();
+        for sql in [
+            "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES (1, 'k', 'k', '{}', 'pending', 0, 0) ON CONFLICT (batch_id, key) DO NOTHING",
+            "UPDATE items SET status = 'done', outcome = 'done' WHERE id = 1",
+            "UPDATE items SET status = 'failed', tier = 'retry', error_class = 'X' WHERE id = 1",
+        ] {
+            let ops: Vec<String> = conn
+                .prepare(&format!("EXPLAIN {sql}"))
+                .unwrap()
+                .query_map([], |r| r.get(1))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(!ops.iter().any(|op| op == "OpenEphemeral"), "{sql}");
+        }
+    }
+
+    #[test]
+    fn checks_still_refuse_unknown_states() {
+        let conn = migrated();
+        let insert = |status: &str, tier: Option<&str>, outcome: Option<&str>| {
+            conn.execute(
+                "INSERT INTO items (batch_id, key, label, payload, status, tier, outcome, error_class,
+                                    lease_run, created_at, updated_at)
+                 VALUES (1, ?1 || coalesce(?2, '') || coalesce(?3, ''), 'l', '{}', ?1, ?2, ?3, 'E',
+                         CASE WHEN ?1 = 'claimed' THEN 1 END, 0, 0)",
+                rusqlite::params![status, tier, outcome],
+            )
+        };
+        assert!(insert("pending", None, None).is_ok());
+        assert!(insert("claimed", None, None).is_ok());
+        assert!(insert("done", None, Some("empty")).is_ok());
+        assert!(insert("failed", Some("manual"), None).is_ok());
+        assert!(insert("bogus", None, None).is_err());
+        assert!(insert("failed", Some("later"), None).is_err());
+        assert!(insert("done", None, Some("maybe")).is_err());
+    }
+}

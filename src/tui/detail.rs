@@ -1,0 +1,223 @@
+//! An item in full, as content: state, payload (pretty JSON), result, op
+//! id, every attempt's error newest first, and its own events. One page of
+//! lines, each a run of texts in their roles, long texts wrapped to the
+//! page's width by display width. The state scrolls it by its length;
+//! `ui::detail` styles and draws it.
+
+use super::format::{ago, clean, clock, wrap};
+use super::theme::{Role, kind_role, state_role};
+use crate::model::{Millis, state_word};
+use crate::store::ItemDetail;
+use crate::util::text;
+use crate::util::time::rfc3339;
+
+/// Lines one line of the payload or result may take before it is cut.
+const MAX_TEXT_LINES: usize = 60;
+/// Lines one field (a label, an error, an event's message) may take
+/// before it is cut: a worker's message is kept to 500 characters, 15
+/// lines of CJK text at 80 columns.
+const FIELD_LINES: usize = 24;
+/// Cells of the field names on the left (`label`, `state`, ...).
+const FIELD: usize = 10;
+
+/// Text in one role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece {
+    pub role: Role,
+    pub text: String,
+}
+
+/// One line of the page, left to right.
+pub type PageLine = Vec<Piece>;
+
+fn piece(role: Role, text: impl Into<String>) -> Piece {
+    Piece {
+        role,
+        text: text.into(),
+    }
+}
+
+/// `text` wrapped (inert) after a first-line `head` of `indent` cells;
+/// the lines after it indented as far.
+fn hanging(
+    head: PageLine,
+    indent: usize,
+    text: &str,
+    width: usize,
+    role: Role,
+    out: &mut Vec<PageLine>,
+) {
+    let pad = " ".repeat(indent);
+    for (i, l) in wrap(text, width.saturating_sub(indent), FIELD_LINES)
+        .into_iter()
+        .enumerate()
+    {
+        let mut line = if i == 0 {
+            head.clone()
+        } else {
+            vec![piece(Role::Normal, pad.clone())]
+        };
+        line.push(piece(role, l));
+        out.push(line);
+    }
+}
+
+/// The page of item `key`, before scrolling, from what the poll read
+/// (`shown`: the detail asked for, or why it could not be read). Long
+/// texts are wrapped to `width` cells; a line may still be wider (a JSON
+/// key, a row of fields) and is cut where it is drawn.
+pub fn page(
+    key: &str,
+    shown: Option<&Result<ItemDetail, String>>,
+    now: Millis,
+    width: usize,
+) -> Vec<PageLine> {
+    let field = |s: &str| piece(Role::Dim, text::pad(s, FIELD));
+    let heading = |s: &str| vec![piece(Role::Title, s)];
+    let indent = |s: &str| vec![piece(Role::Normal, format!("  {s}"))];
+    let d = match shown {
+        Some(Ok(d)) if d.item.key == key => d,
+        Some(Err(e)) => {
+            let mut out = Vec::new();
+            hanging(Vec::new(), 0, e, width, Role::Fail, &mut out);
+            return out;
+        }
+        _ => return vec![vec![piece(Role::Dim, "loading…")]],
+    };
+    let item = &d.item;
+    let plain = Role::Normal;
+    let mut out = Vec::new();
+    hanging(vec![field("key")], FIELD, &item.key, width, plain, &mut out);
+    hanging(
+        vec![field("label")],
+        FIELD,
+        &item.label,
+        width,
+        plain,
+        &mut out,
+    );
+    out.push(vec![
+        field("state"),
+        piece(
+            state_role(item.status, item.outcome),
+            state_word(item.status, item.tier, item.outcome),
+        ),
+        piece(plain, format!("   attempts {}", item.attempts)),
+        piece(
+            plain,
+            match &item.op_id {
+                Some(op) => format!("   op id {}", clean(op, 120)),
+                None => "   op id —".into(),
+            },
+        ),
+    ]);
+    let mut when = format!(
+        "updated {} ({})",
+        rfc3339(item.updated_at),
+        ago(item.updated_at, now),
+    );
+    if let Some(at) = item.next_attempt_at {
+        when.push_str(&format!("   next try {}", ago(at, now)));
+    }
+    if let Some(cost) = item.cost {
+        when.push_str(&format!("   cost {cost:.4}"));
+    }
+    hanging(vec![field("time")], FIELD, &when, width, plain, &mut out);
+    out.push(vec![
+        field(""),
+        piece(plain, format!("created {}", rfc3339(item.created_at))),
+    ]);
+    if let Some(class) = &item.error_class {
+        let message = item.error_message.as_deref().unwrap_or("");
+        let text = format!("{class}: {message}");
+        hanging(
+            vec![field("error")],
+            FIELD,
+            &text,
+            width,
+            Role::Fail,
+            &mut out,
+        );
+    }
+    out.push(Vec::new());
+    out.push(heading("payload"));
+    json_lines(&item.payload, width, &mut out);
+    out.push(Vec::new());
+    out.push(heading("result"));
+    match &item.result {
+        Some(r) => json_lines(r, width, &mut out),
+        None => out.push(indent("—")),
+    }
+    out.push(Vec::new());
+    out.push(heading(&format!(
+        "attempts that failed ({}), newest first",
+        d.failures.len()
+    )));
+    if d.failures.is_empty() {
+        out.push(indent("none"));
+    }
+    for fl in &d.failures {
+        out.push(vec![
+            piece(
+                plain,
+                format!("  {}  attempt {}  ", rfc3339(fl.failed_at), fl.attempt),
+            ),
+            piece(Role::Warn, format!("{}  ", fl.tier)),
+            piece(Role::Fail, clean(&fl.error_class, 80)),
+        ]);
+        hanging(
+            vec![piece(plain, "    ")],
+            4,
+            &fl.message,
+            width,
+            plain,
+            &mut out,
+        );
+    }
+    out.push(Vec::new());
+    out.push(heading(&format!("events ({})", d.events.len())));
+    for e in &d.events {
+        let who = e
+            .actor
+            .as_deref()
+            .map(|a| format!(" [{a}]"))
+            .unwrap_or_default();
+        let when = format!("  {}  ", clock(e.at, now));
+        let kind = format!("{} ", text::pad(&clean(&e.kind, 20), 12));
+        let indent = text::width(&when) + text::width(&kind);
+        hanging(
+            vec![piece(plain, when), piece(kind_role(&e.kind), kind)],
+            indent,
+            &format!("{}{who}", e.message),
+            width,
+            plain,
+            &mut out,
+        );
+    }
+    out
+}
+
+/// Pretty JSON, each line made inert and wrapped by width; a wrapped
+/// line goes on under its own indentation.
+fn json_lines(value: &serde_json::Value, width: usize, out: &mut Vec<PageLine>) {
+    let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
+    let mut budget = MAX_TEXT_LINES * 8;
+    for line in pretty.lines() {
+        let body = line.trim_start_matches(' ');
+        let indent = 2 + line.len() - body.len();
+        let pad = " ".repeat(indent);
+        let more = " ".repeat(indent + 2);
+        for (i, l) in wrap(body, width.saturating_sub(indent + 2), MAX_TEXT_LINES)
+            .into_iter()
+            .enumerate()
+        {
+            if budget == 0 {
+                out.push(vec![piece(Role::Normal, "  … (cut)")]);
+                return;
+            }
+            budget -= 1;
+            let lead = if i == 0 { &pad } else { &more };
+            out.push(vec![piece(Role::Normal, format!("{lead}{l}"))]);
+        }
+    }
+}
