@@ -92,12 +92,21 @@ fn sim(env: &Env) {
 
     // Kill one at random every 50–400 ms; restart it (same identity) at
     // once or after a while; until the queue is empty and all have ended.
+    // The limit is on a stall, not on the whole run: on a loaded machine
+    // the simulation is slow but keeps finishing items.
     let mut kills = 0;
-    let deadline = Instant::now() + Duration::from_secs(240);
+    let stall = Duration::from_secs(180);
+    let (mut last_open, mut progressed) = (i64::MAX, Instant::now());
     loop {
-        assert!(Instant::now() < deadline, "the simulation did not finish");
         std::thread::sleep(Duration::from_millis(rng.u64(50..400)));
         let open = remaining(env);
+        if open < last_open {
+            (last_open, progressed) = (open, Instant::now());
+        }
+        assert!(
+            progressed.elapsed() < stall,
+            "the simulation stalled: {open} items open and none finished for {stall:?}"
+        );
         if open > 0 && kills < 12 {
             let i = rng.usize(..HOSTS.len());
             if runners[i].try_wait().unwrap().is_none() {
