@@ -169,3 +169,38 @@ fn the_emergency_stop_shows_at_a_glance_and_goes_with_its_file() {
         });
     }
 }
+
+/// Idle, the dashboard leaves the terminal alone: polls (ten a second
+/// here) that find nothing new write nothing, and the header has no clock
+/// that ticks. Only a minute's turn may change a cell (the young batch's
+/// "last 2 min" label), so five seconds hold at most one small frame.
+#[test]
+fn an_idle_dashboard_writes_nothing_while_nothing_changes() {
+    use std::sync::atomic::Ordering;
+    let env = Env::new();
+    env.config(&format!("[batch.{ASCII}]\nworker = [\"cat\"]\n"));
+    env.add_items(ASCII, 2);
+    let dash = Dash::open(
+        Path::new(BIN),
+        env.dir.path(),
+        &env.db,
+        &["watch", "--interval", "100ms"],
+        (80, 24),
+    );
+    // Past the first ten seconds, when the rate turns from "—" to a figure.
+    dash.wait_for("idle, with a rate", |s| {
+        pty::loaded(s) && row_of(s, ASCII).contains("/min") && row_of(s, ASCII).contains("idle")
+    });
+    let before = dash.bytes.load(Ordering::SeqCst);
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let written = dash.bytes.load(Ordering::SeqCst) - before;
+    assert!(
+        written < 300,
+        "{written} bytes written in 5 s of nothing changing:\n{}",
+        dash.screen()
+    );
+    assert!(pty::loaded(&dash.screen()), "{}", dash.screen());
+}
