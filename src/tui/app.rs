@@ -57,6 +57,9 @@ pub struct Setup {
     /// A message shown in the footer when the dashboard opens (the demo's
     /// hint).
     pub greeting: Option<String>,
+    /// Data older than this is shown stale, even when no poll failed (a
+    /// read that hangs): see [`App::liveness`].
+    pub stale_after: Millis,
 }
 
 impl Setup {
@@ -70,6 +73,7 @@ impl Setup {
             configured: Vec::new(),
             batch: None,
             greeting: None,
+            stale_after: STALE_AFTER,
         }
     }
 
@@ -137,6 +141,29 @@ pub enum Dialog {
     Notice(Box<SinceSummary>),
 }
 
+/// The least time without a fresh answer before the header says stale
+/// (three polls at the default interval, and slack for a busy machine).
+pub const STALE_AFTER: Millis = 10_000;
+
+/// What the header says about the data's freshness. No clock: a fresh
+/// dashboard shows the same text all night, so an idle screen stays
+/// unwritten; it speaks when a poll fails or no answer came for
+/// [`Setup::stale_after`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Liveness<'a> {
+    Loading,
+    Live,
+    /// The last poll failed; `age` in seconds since the last good one.
+    Failing {
+        err: &'a str,
+        age: Option<u64>,
+    },
+    /// No answer for `age` seconds.
+    Silent {
+        age: u64,
+    },
+}
+
 #[derive(Debug, Clone)]
 pub struct App {
     pub setup: Setup,
@@ -186,6 +213,21 @@ pub struct App {
 }
 
 impl App {
+    pub fn liveness(&self) -> Liveness<'_> {
+        let age = |t: Millis| ((self.now - t).max(0) / 1000) as u64;
+        match (&self.stale, self.last_ok) {
+            (Some(err), last) => Liveness::Failing {
+                err,
+                age: last.map(age),
+            },
+            (None, Some(t)) if self.now - t > self.setup.stale_after => {
+                Liveness::Silent { age: age(t) }
+            }
+            (None, Some(_)) => Liveness::Live,
+            (None, None) => Liveness::Loading,
+        }
+    }
+
     pub fn new(setup: Setup, now: Millis) -> App {
         // Before the first poll the configured batches are all we know.
         let batch = setup.batch.clone().or_else(|| {

@@ -4,9 +4,11 @@
 //! channel: the keyboard (a thread blocked in `crossterm::event::read`;
 //! the keymap makes its keys intents), the poller (store reads every
 //! interval, off the UI thread) and the effects thread (writes, runner
-//! starts); those two send arrivals. The loop redraws only after something
-//! happened, or once a second for the clock; ratatui then writes only the
-//! cells that changed. The terminal is restored on every way out: `q`,
+//! starts); those two send arrivals. The loop renders after something
+//! happened, or once a second for the ages; ratatui then writes only the
+//! cells that changed, and an unchanged frame writes nothing (the header
+//! shows no ticking clock, ages past a minute step at the turn of the
+//! minute): idle, the terminal is written at most once a minute. The terminal is restored on every way out: `q`,
 //! Ctrl-C, SIGTERM/SIGHUP/SIGINT, and a panic (a hook restores it before
 //! the message is printed).
 
@@ -38,6 +40,7 @@ use crossterm::terminal::{
 use crossterm::{cursor, execute, queue};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
+use ratatui::buffer::Buffer;
 
 use action::{Action, Arrival, Effect, Intent};
 use app::{App, Setup};
@@ -82,6 +85,8 @@ type Backend = CrosstermBackend<BufWriter<Stdout>>;
 /// The terminal in raw mode on the alternate screen; restored on drop.
 struct Screen {
     terminal: Terminal<Backend>,
+    /// What the terminal shows now, as last written.
+    shown: Option<Buffer>,
 }
 
 fn restore() {
@@ -115,7 +120,10 @@ impl Screen {
         }
         let backend = CrosstermBackend::new(BufWriter::with_capacity(64 * 1024, std::io::stdout()));
         match Terminal::new(backend) {
-            Ok(terminal) => Ok(Screen { terminal }),
+            Ok(terminal) => Ok(Screen {
+                terminal,
+                shown: None,
+            }),
             Err(e) => {
                 restore();
                 Err(anyhow::anyhow!("cannot set up the terminal: {e}"))
@@ -123,10 +131,23 @@ impl Screen {
         }
     }
 
+    /// Renders `app` and writes what changed; a frame the same as the one
+    /// shown writes nothing at all (not even the update markers), so an
+    /// idle dashboard leaves the terminal (and tmux's activity flag) alone.
     fn draw(&mut self, app: &App) -> std::io::Result<()> {
+        self.terminal.autoresize()?;
+        let mut frame = self.terminal.get_frame();
+        ui::render(app, &mut frame);
+        let now = self.terminal.current_buffer_mut();
+        if self.shown.as_ref() == Some(now) {
+            // Drop the frame: the terminal's copy stays what it shows.
+            now.reset();
+            return Ok(());
+        }
+        self.shown = Some(now.clone());
         // One atomic update for terminals (and tmux) that support it.
         queue!(self.terminal.backend_mut(), BeginSynchronizedUpdate)?;
-        self.terminal.draw(|f| ui::render(app, f))?;
+        self.terminal.apply_buffer()?;
         execute!(self.terminal.backend_mut(), EndSynchronizedUpdate)
     }
 }
@@ -182,8 +203,10 @@ fn spawn_signals(_tx: Sender<Msg>) -> anyhow::Result<()> {
 
 /// Runs the dashboard until the user quits, a signal arrives or the
 /// terminal goes away.
-pub fn run(opts: Options) -> anyhow::Result<Ended> {
+pub fn run(mut opts: Options) -> anyhow::Result<Ended> {
     let read_only = opts.setup.read_only;
+    let three_polls = i64::try_from(opts.interval.as_millis() * 3).unwrap_or(i64::MAX);
+    opts.setup.stale_after = three_polls.max(app::STALE_AFTER);
     let mut app = App::new(opts.setup, now_ms());
     let (tx, rx) = std::sync::mpsc::channel();
     let access = if read_only {
@@ -242,7 +265,8 @@ pub fn run(opts: Options) -> anyhow::Result<Ended> {
         if app.quit {
             break;
         }
-        // Wake at the next second for the clock, or at once for a message.
+        // Wake at the next second (ages under a minute, the stale warning),
+        // or at once for a message; an unchanged frame writes nothing.
         let wait = 1000 - now_ms().rem_euclid(1000) + 1;
         let first = match rx.recv_timeout(Duration::from_millis(wait as u64)) {
             Ok(msg) => Some(msg),

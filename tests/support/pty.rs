@@ -14,6 +14,14 @@ use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 /// Long enough for a loaded CI machine; a healthy run takes milliseconds.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// Whether the screen shows polled data: the header ends in `live`.
+pub fn loaded(screen: &str) -> bool {
+    screen
+        .lines()
+        .next()
+        .is_some_and(|l| l.trim_end().ends_with(" live"))
+}
+
 /// Records what the program asked of the terminal besides drawing.
 #[derive(Default)]
 pub struct Watch {
@@ -197,9 +205,9 @@ impl Dash {
         }
     }
 
-    /// Waits for the first poll's data (the header's `polled` time).
+    /// Waits for the first poll's data (the header says `live`).
     pub fn wait_loaded(&self) -> String {
-        self.wait_text("polled ")
+        self.wait_for("the first poll", loaded)
     }
 
     /// Whether the terminal gets back to normal after the program ended

@@ -562,6 +562,30 @@ fn a_failed_poll_marks_stale_and_keeps_the_last_data() {
 }
 
 #[test]
+fn liveness_has_no_clock_and_speaks_only_when_the_data_is_old() {
+    use crate::tui::app::Liveness;
+    let mut app = app();
+    let last = app.last_ok.unwrap();
+    app.update(Arrival::Tick(last + app.setup.stale_after));
+    assert_eq!(app.liveness(), Liveness::Live);
+    app.update(Arrival::Tick(last + app.setup.stale_after + 2000));
+    let age = ((app.setup.stale_after + 2000) / 1000) as u64;
+    assert_eq!(app.liveness(), Liveness::Silent { age });
+    app.update(Arrival::Polled {
+        at: app.now,
+        asked: app.asked,
+        result: Err("gone".into()),
+    });
+    assert_eq!(
+        app.liveness(),
+        Liveness::Failing {
+            err: "gone",
+            age: Some(age)
+        }
+    );
+}
+
+#[test]
 fn quit_from_every_mode() {
     for setup in [
         vec![],

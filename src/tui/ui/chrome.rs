@@ -1,5 +1,5 @@
-//! The frame around the panes: header (store, host, read-only badge, poll
-//! age or the stale error), pane tabs with the selected batch, and the
+//! The frame around the panes: header (store, host, read-only badge, live
+//! or stale), pane tabs with the selected batch, and the
 //! footer (key hints from the keymap, or the latest message).
 
 use ratatui::Frame;
@@ -7,40 +7,30 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{clean, clock, fit_line, num};
+use super::{clean, fit_line, num};
 use crate::tui::action::{Intent, Pane};
-use crate::tui::app::{App, FilterTarget};
+use crate::tui::app::{App, FilterTarget, Liveness};
 use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
+use crate::util::time::compact;
 use crate::util::{sanitize, text};
 
 pub fn header(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
-    let status: Vec<Span> = match (&app.stale, app.last_ok) {
-        (Some(err), last) => {
-            let age = last.map_or(String::new(), |t| {
-                format!(
-                    " {}",
-                    crate::util::time::compact(((app.now - t).max(0) / 1000) as u64)
-                )
-            });
-            vec![Span::styled(
-                format!("stale{age}: {}", clean(err, 160)),
-                p.style(Role::Fail),
-            )]
-        }
-        (None, Some(t)) => vec![
-            Span::styled("polled ", p.style(Role::Dim)),
-            Span::raw(format!("{}Z", clock(t, app.now))),
-            Span::styled(
-                format!(
-                    " · {} ago",
-                    crate::util::time::compact(((app.now - t).max(0) / 1000) as u64)
-                ),
-                p.style(Role::Dim),
-            ),
-        ],
-        (None, None) => vec![Span::styled("loading…", p.style(Role::Dim))],
+    let status: Vec<Span> = match app.liveness() {
+        Liveness::Loading => vec![Span::styled("loading…", p.style(Role::Dim))],
+        Liveness::Live => vec![Span::styled("live", p.style(Role::Dim))],
+        Liveness::Failing { err, age } => vec![Span::styled(
+            match age {
+                Some(age) => format!("stale {}: {}", compact(age), clean(err, 160)),
+                None => format!("stale: {}", clean(err, 160)),
+            },
+            p.style(Role::Fail),
+        )],
+        Liveness::Silent { age } => vec![Span::styled(
+            format!("stale {}: no answer from the store", compact(age)),
+            p.style(Role::Fail),
+        )],
     };
     let status_width: usize = status
         .iter()

@@ -49,7 +49,7 @@ fn demo_shows_counts_rising_and_quits_leaving_nothing_running() {
         (100, 30),
     );
     let first = dash.wait_for("the articles row with a count", |s| {
-        s.contains("polled ") && done_on_screen(s, "articles").is_some()
+        pty::loaded(s) && done_on_screen(s, "articles").is_some()
     });
     let before = done_on_screen(&first, "articles").unwrap();
     assert!(first.contains("│reports "), "both batches shown:\n{first}");

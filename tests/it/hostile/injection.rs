@@ -456,7 +456,7 @@ fn every_dashboard_pane_is_inert() {
             .unwrap();
     }
     let mut dash = RawDash::open(&env, &["watch"]);
-    dash.wait_for("the first poll", |s| s.contains("polled "));
+    dash.wait_for("the first poll", pty::loaded);
     let intact = |screen: &str| {
         let rows: Vec<&str> = screen.lines().collect();
         rows.len() <= 24 && rows.first().is_some_and(|r| r.contains("nightshift"))

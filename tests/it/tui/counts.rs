@@ -104,7 +104,7 @@ fn counts_pace_and_the_outcome_filter_on_screen() {
             // No "since you last looked" over the screen.
             let _ = std::fs::remove_dir_all(env.path("state"));
             let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], size);
-            let screen = dash.wait_for(&what, |s| s.contains("polled ") && s.contains("#2 paused"));
+            let screen = dash.wait_for(&what, |s| pty::loaded(s) && s.contains("#2 paused"));
             // Finished, failed, to do: the retry tier once, in ✗ only.
             let tabs = &screen.lines().nth(1).unwrap_or_default();
             assert!(

@@ -10,7 +10,7 @@ use crate::support::pty;
 
 use std::path::Path;
 
-use common::{Background, Env, pids_with, signal, wait_for};
+use common::{Background, Env, add_keys, pids_with, signal, wait_for};
 use nix::sys::signal::Signal;
 use pty::Dash;
 
@@ -72,15 +72,16 @@ fn killed_runners_show_crashed_at_once_at_both_sizes() {
     let pids: Vec<u32> = runners.iter().map(|r| r.id()).collect();
     // Stopped first, so that they write nothing more (a stopped holder is
     // judged by its expiry: still running), and the dashboard polls once
-    // more: then nothing in the store changes when they die, and only the
-    // dashboard looking at the processes again can tell.
+    // more (it shows an item added after the stop; the header has no clock
+    // to tell a poll by): then nothing in the store changes when they die,
+    // and only the dashboard looking at the processes again can tell.
     for pid in &pids {
         signal(*pid, Signal::SIGSTOP);
     }
-    let polled = |s: &str| s.lines().next().unwrap_or("").to_string();
-    let seen = polled(&dash.screen());
+    let seen = row_of(&dash.screen(), ASCII).to_string();
+    add_keys(&env, ASCII, &["after-the-stop"]);
     dash.wait_for("a poll after the stop", |s| {
-        polled(s) != seen && row_of(s, JA).contains("running")
+        row_of(s, ASCII) != seen && row_of(s, JA).contains("running")
     });
     for r in &mut runners {
         signal(r.id(), Signal::SIGKILL);
@@ -166,4 +167,39 @@ fn the_emergency_stop_shows_at_a_glance_and_goes_with_its_file() {
             !s.contains("EMERGENCY STOP") && row_of(s, JA).contains("idle")
         });
     }
+}
+
+/// Idle, the dashboard leaves the terminal alone: polls (ten a second
+/// here) that find nothing new write nothing, and the header has no clock
+/// that ticks. Only a minute's turn may change a cell (the young batch's
+/// "last 2 min" label), so five seconds hold at most one small frame.
+#[test]
+fn an_idle_dashboard_writes_nothing_while_nothing_changes() {
+    use std::sync::atomic::Ordering;
+    let env = Env::new();
+    env.config(&format!("[batch.{ASCII}]\nworker = [\"cat\"]\n"));
+    env.add_items(ASCII, 2);
+    let dash = Dash::open(
+        Path::new(BIN),
+        env.dir.path(),
+        &env.db,
+        &["watch", "--interval", "100ms"],
+        (80, 24),
+    );
+    // Past the first ten seconds, when the rate turns from "—" to a figure.
+    dash.wait_for("idle, with a rate", |s| {
+        pty::loaded(s) && row_of(s, ASCII).contains("/min") && row_of(s, ASCII).contains("idle")
+    });
+    let before = dash.bytes.load(Ordering::SeqCst);
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let written = dash.bytes.load(Ordering::SeqCst) - before;
+    assert!(
+        written < 300,
+        "{written} bytes written in 5 s of nothing changing:\n{}",
+        dash.screen()
+    );
+    assert!(pty::loaded(&dash.screen()), "{}", dash.screen());
 }

@@ -508,7 +508,7 @@ fn the_pace_says_only_what_it_knows() {
         shown[2]
             .3
             .trim()
-            .starts_with("HELD until 12:04:00Z (in 4m0s)"),
+            .starts_with("HELD until 12:04:00Z (in 4m)"),
         "{:?}",
         shown[2]
     );
