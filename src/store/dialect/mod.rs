@@ -12,6 +12,7 @@
 //! - No decisions: no error text, no event text, no branching on results.
 
 mod batches;
+mod bulk;
 mod dead_letters;
 mod events;
 mod items;
@@ -19,9 +20,10 @@ mod runs;
 mod seats;
 
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
-pub(crate) use dead_letters::DeadLettersRead;
+pub(crate) use bulk::Bulk;
+pub(crate) use dead_letters::{DeadLettersRead, DeadLettersWrite};
 pub(crate) use events::{EventsRead, EventsWrite};
-pub(crate) use items::{ItemsRead, ItemsWrite};
+pub(crate) use items::{ItemsRead, ItemsWrite, Orphaned};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
 
@@ -37,10 +39,19 @@ impl<T: ?Sized + BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRe
 
 /// Every statement a write transaction may run.
 pub(crate) trait Write:
-    Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite
+    Read + BatchesWrite + Bulk + DeadLettersWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite
 {
 }
-impl<T: ?Sized + Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite> Write
-    for T
+impl<
+    T: ?Sized
+        + Read
+        + BatchesWrite
+        + Bulk
+        + DeadLettersWrite
+        + EventsWrite
+        + ItemsWrite
+        + RunsWrite
+        + SeatsWrite,
+> Write for T
 {
 }

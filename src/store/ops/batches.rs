@@ -2,7 +2,7 @@
 
 use crate::model::{BatchInfo, Counts, EventKind, Fire, Hold, Millis, NewEvent, Pause};
 use crate::store::api::Unpaused;
-use crate::store::{Result, Store, shared};
+use crate::store::{Result, Store};
 
 impl Store {
     /// Names of all batches in the store.
@@ -83,7 +83,7 @@ impl Store {
                 )?;
             }
             if let Some(h) = &lifted {
-                tx.event_insert(&shared::hold_lifted(batch, h, actor, now))?;
+                tx.event_insert(&hold_lifted(batch, h, actor, now))?;
             }
             Ok(Unpaused { was_paused, lifted })
         })
@@ -147,4 +147,25 @@ impl Store {
             tx.minute_counts(b, now, minutes)
         })
     }
+}
+
+/// The `hold-lifted` event: `actor` lifted a retry-after hold still on
+/// (`unpause`).
+pub(crate) fn hold_lifted(batch: &str, hold: &Hold, actor: &str, now: Millis) -> NewEvent {
+    let until = crate::util::time::rfc3339(hold.until);
+    let mut event = NewEvent::new(
+        now,
+        batch,
+        "hold-lifted",
+        format!(
+            "retry-after hold lifted by {actor} (it was {})",
+            hold.describe(now)
+        ),
+    )
+    .actor(actor)
+    .fields(serde_json::json!({"until": until, "key": hold.key}));
+    if let Some(key) = &hold.key {
+        event = event.key(key);
+    }
+    event
 }

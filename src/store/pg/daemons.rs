@@ -5,7 +5,8 @@
 use super::PgStore;
 use super::conn::Conn;
 use crate::model::{Daemon, DaemonInfo, Holder, Millis};
-use crate::store::{Result, shared};
+use crate::store::Result;
+use crate::store::ops::liveness;
 
 /// Every daemon recorded, with its state as of `now`, newest beat first.
 pub(crate) fn all(c: &mut Conn, now: Millis) -> Result<Vec<DaemonInfo>> {
@@ -29,7 +30,7 @@ pub(crate) fn all(c: &mut Conn, now: Millis) -> Result<Vec<DaemonInfo>> {
             batches: r.get(7),
         })
         .collect();
-    Ok(shared::daemon_infos(daemons, now))
+    Ok(liveness::daemon_infos(daemons, now))
 }
 
 fn upsert(c: &mut Conn, d: &Daemon) -> Result<()> {
@@ -64,7 +65,7 @@ impl PgStore {
     pub fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()> {
         self.write(|c| {
             let known = all(c, now)?;
-            let gone: Vec<String> = shared::superseded(&known, d)
+            let gone: Vec<String> = liveness::superseded(&known, d)
                 .into_iter()
                 .map(str::to_string)
                 .collect();

@@ -8,9 +8,10 @@ use super::PgStore;
 use super::conn::Conn;
 use super::tombstones;
 use crate::model::{Millis, NewEvent};
+use crate::store::Result;
 use crate::store::api::PruneReport;
 use crate::store::chunks::Chunks;
-use crate::store::{Result, shared};
+use crate::store::ops::prune::keys_forgotten_event;
 
 const DONE_ITEMS: &str = "FROM items WHERE status = 'done' AND updated_at < $1";
 const FAILED_ITEMS: &str = "FROM items WHERE status = 'failed' AND updated_at < $1";
@@ -154,10 +155,7 @@ impl PgStore {
                 },
             )?;
             for (batch, n) in &report.forgotten_keys {
-                super::events::insert(
-                    c,
-                    &shared::keys_forgotten_event(batch, *n, cutoff, actor, now),
-                )?;
+                super::events::insert(c, &keys_forgotten_event(batch, *n, cutoff, actor, now))?;
             }
             Ok(())
         })?;

@@ -12,7 +12,7 @@ use super::PgStore;
 use super::batches::batch_id;
 use super::conn::{Conn, parse_col_text};
 use crate::model::Tombstone;
-use crate::store::{Result, StoreError};
+use crate::store::Result;
 
 /// Advisory lock key (single 64-bit space; the migration lock is
 /// `0x4E53_4854`): "NSHT" and "TOMB".
@@ -59,22 +59,6 @@ pub(super) fn find(c: &mut Conn, batch_id: i64, key: &str) -> Result<Option<Tomb
         done_at: c.tout(r.get(2)),
         pruned_at: c.tout(r.get(3)),
     }))
-}
-
-/// The error for `key`, not among the batch's items: `Pruned` when its
-/// tombstone says what became of it, else `UnknownKey`.
-pub(crate) fn missing(c: &mut Conn, batch_id: i64, batch: &str, key: &str) -> StoreError {
-    match find(c, batch_id, key) {
-        Ok(Some(tombstone)) => StoreError::Pruned {
-            batch: batch.into(),
-            tombstone,
-        },
-        Ok(None) => StoreError::UnknownKey {
-            batch: batch.into(),
-            key: key.into(),
-        },
-        Err(e) => e,
-    }
 }
 
 impl PgStore {

@@ -1,13 +1,14 @@
 //! Scheduler daemons' heartbeats, one row per daemon process: who, since
 //! when, its last beat, the batches it schedules (a JSON array). Views
 //! judge from them whether a schedule has a live daemon
-//! (`shared::daemon_state`).
+//! (`ops::liveness::daemon_state`).
 
 use rusqlite::{Connection, params};
 
 use super::SqliteStore;
 use crate::model::{Daemon, DaemonInfo, Holder, Millis};
-use crate::store::{Result, shared};
+use crate::store::Result;
+use crate::store::ops::liveness;
 
 const UPSERT: &str =
     "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)
@@ -38,7 +39,7 @@ pub(crate) fn all(c: &Connection, now: Millis) -> Result<Vec<DaemonInfo>> {
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(shared::daemon_infos(rows, now))
+    Ok(liveness::daemon_infos(rows, now))
 }
 
 fn upsert(c: &Connection, d: &Daemon) -> Result<()> {
@@ -58,11 +59,11 @@ fn upsert(c: &Connection, d: &Daemon) -> Result<()> {
 
 impl SqliteStore {
     /// Records a daemon starting, and forgets the records it replaces
-    /// (`shared::superseded`).
+    /// (`ops::liveness::superseded`).
     pub fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()> {
         self.write(|tx| {
             let known = all(tx, now)?;
-            for token in shared::superseded(&known, d) {
+            for token in liveness::superseded(&known, d) {
                 tx.execute("DELETE FROM daemons WHERE token = ?1", [token])?;
             }
             upsert(tx, d)

@@ -161,7 +161,7 @@ impl SqliteStore {
             for (batch, n) in &report.forgotten_keys {
                 super::events::insert(
                     tx,
-                    &crate::store::shared::keys_forgotten_event(batch, *n, cutoff, actor, now),
+                    &crate::store::ops::prune::keys_forgotten_event(batch, *n, cutoff, actor, now),
                 )?;
             }
             Ok(())
