@@ -2,7 +2,7 @@
 //! dialect in `sqlite/hot.rs` and `pg/hot.rs`): its `added` event and what
 //! an add cut short says.
 
-use crate::model::{AddReport, Millis, NewEvent};
+use crate::model::{AddReport, EventKind, Millis, NewEvent};
 use crate::store::{CutShort, StoreError};
 
 /// The `added` event of an add, or of the part of one that committed
@@ -27,7 +27,7 @@ pub(crate) fn added_event(
         fields["cut_short"] = cause.into();
         fields["of"] = total.into();
     }
-    NewEvent::new(now, batch, "added", message)
+    NewEvent::new(now, batch, EventKind::Added, message)
         .actor(&crate::util::identity::actor())
         .fields(fields)
 }

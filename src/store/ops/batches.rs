@@ -57,7 +57,7 @@ impl Store {
             tx.batch_set_pause(b, p)?;
             let message = format!("paused by {}: {}", p.by, p.reason);
             tx.event_insert(
-                &NewEvent::of(p.at, batch, EventKind::Paused, message)
+                &NewEvent::new(p.at, batch, EventKind::Paused, message)
                     .actor(&p.by)
                     .fields(serde_json::json!({"reason": p.reason})),
             )?;
@@ -79,7 +79,7 @@ impl Store {
             if was_paused {
                 let message = format!("unpaused by {actor}");
                 tx.event_insert(
-                    &NewEvent::of(now, batch, EventKind::Unpaused, message).actor(actor),
+                    &NewEvent::new(now, batch, EventKind::Unpaused, message).actor(actor),
                 )?;
             }
             if let Some(h) = &lifted {
@@ -131,7 +131,7 @@ impl Store {
                 Some(reason) => format!("fire {}: {reason}", fire.outcome),
                 None => format!("fire {}", fire.outcome),
             };
-            let mut event = NewEvent::of(fire.at, batch, EventKind::Fire, message)
+            let mut event = NewEvent::new(fire.at, batch, EventKind::Fire, message)
                 .fields(serde_json::json!({"outcome": fire.outcome, "reason": fire.reason}));
             event.run_id = fire.run_id;
             tx.event_insert(&event)?;
@@ -156,7 +156,7 @@ pub(crate) fn hold_lifted(batch: &str, hold: &Hold, actor: &str, now: Millis) ->
     let mut event = NewEvent::new(
         now,
         batch,
-        "hold-lifted",
+        EventKind::HoldLifted,
         format!(
             "retry-after hold lifted by {actor} (it was {})",
             hold.describe(now)

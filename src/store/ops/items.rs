@@ -48,7 +48,7 @@ impl Store {
                 tx.item_mark_skipped(b, key, &result, now)?;
                 let message = format!("skipped by {actor}: {reason}");
                 tx.event_insert(
-                    &NewEvent::of(now, batch, EventKind::Skipped, message)
+                    &NewEvent::new(now, batch, EventKind::Skipped, message)
                         .key(key)
                         .actor(actor)
                         .fields(serde_json::json!({"reason": reason})),
@@ -126,7 +126,7 @@ impl Store {
             let claim = tx.item_claim_by_key(b, key, run_id, lease_until, now)?;
             let message = format!("claimed (attempt {}, by key)", claim.attempt);
             tx.event_insert(
-                &NewEvent::of(now, batch, EventKind::Claimed, message)
+                &NewEvent::new(now, batch, EventKind::Claimed, message)
                     .run(run_id)
                     .key(key),
             )?;

@@ -1,6 +1,6 @@
 //! The decisions of `prune`.
 
-use crate::model::{Millis, NewEvent};
+use crate::model::{EventKind, Millis, NewEvent};
 
 /// The `keys-forgotten` event of one batch: `n` tombstones dropped by
 /// `prune --forget-keys`.
@@ -15,7 +15,7 @@ pub(crate) fn keys_forgotten_event(
     NewEvent::new(
         now,
         batch,
-        "keys-forgotten",
+        EventKind::KeysForgotten,
         format!(
             "forgot the keys of {n} pruned items done before {before}: adding them again runs them again"
         ),

@@ -66,7 +66,7 @@ fn orphan(
             "its runner (run {lease_run}) stopped while the item was in flight, \
              {attempts} attempts used"
         );
-        let event = NewEvent::of(
+        let event = NewEvent::new(
             now,
             batch,
             EventKind::Quarantined,
@@ -77,7 +77,7 @@ fn orphan(
         Orphan::Quarantine { message, event }
     } else {
         Orphan::Release(
-            NewEvent::of(
+            NewEvent::new(
                 now,
                 batch,
                 EventKind::Reclaimed,

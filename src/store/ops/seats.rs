@@ -136,7 +136,7 @@ fn takeover_event(batch: &str, lock: &LockInfo, now: Millis) -> NewEvent {
     } else {
         "its process is gone"
     };
-    NewEvent::of(
+    NewEvent::new(
         now,
         batch,
         EventKind::LockTakeover,

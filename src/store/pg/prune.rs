@@ -147,7 +147,7 @@ impl PgStore {
                 c,
                 &NewEvent {
                     at: now,
-                    kind: "pruned".into(),
+                    kind: crate::model::EventKind::Pruned.to_string(),
                     actor: Some(actor.to_string()),
                     message: report.message(),
                     fields: serde_json::to_value(&report).ok(),

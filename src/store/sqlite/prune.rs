@@ -151,7 +151,7 @@ impl SqliteStore {
                 tx,
                 &NewEvent {
                     at: now,
-                    kind: "pruned".into(),
+                    kind: crate::model::EventKind::Pruned.to_string(),
                     actor: Some(actor.to_string()),
                     message: report.message(),
                     fields: serde_json::to_value(&report).ok(),
