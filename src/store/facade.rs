@@ -8,7 +8,7 @@ use std::path::Path;
 use super::pg::PgStore;
 use super::{
     Access, Completion, DashQuery, Dashboard, EventFilter, FollowCursor, ItemRow, ItemsQuery,
-    PruneReport, Result, SinceSummary, SqliteStore, location,
+    Result, SinceSummary, SqliteStore, location,
 };
 use crate::model::{
     AddReport, Claim, Daemon, DaemonInfo, Event, Millis, NewEvent, NewItem, WorkerGroup,
@@ -134,7 +134,6 @@ impl Store {
         fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
         fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>>;
         fn since(&self, since: Millis) -> Result<SinceSummary>;
-        fn pruned_keys(&self, batch: &str) -> Result<i64>;
         fn worker_groups(&self, run_ids: &[i64]) -> Result<Vec<WorkerGroup>>;
         fn daemons(&self, now: Millis) -> Result<Vec<DaemonInfo>>;
     }
@@ -146,7 +145,6 @@ impl Store {
         fn claim(&mut self, batch: &str, run_id: i64, n: usize, lease_until: Millis, now: Millis) -> Result<Option<Vec<Claim>>>;
         fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool>;
         fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>>;
-        fn prune(&mut self, cutoff: Millis, include_failed: bool, forget_keys: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
         fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;
         fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()>;
         fn daemon_beat(&mut self, d: &Daemon) -> Result<()>;

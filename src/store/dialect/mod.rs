@@ -16,6 +16,7 @@ mod bulk;
 mod dead_letters;
 mod events;
 mod items;
+mod prune;
 mod runs;
 mod seats;
 
@@ -24,22 +25,39 @@ pub(crate) use bulk::Bulk;
 pub(crate) use dead_letters::{DeadLettersRead, DeadLettersWrite};
 pub(crate) use events::{EventsRead, EventsWrite};
 pub(crate) use items::{ItemsRead, ItemsWrite, Orphaned};
+pub(crate) use prune::{PruneRead, PruneTarget, PruneWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
-    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead
+    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + PruneRead + RunsRead + SeatsRead
 {
 }
-impl<T: ?Sized + BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead> Read
-    for T
+impl<
+    T: ?Sized
+        + BatchesRead
+        + DeadLettersRead
+        + EventsRead
+        + ItemsRead
+        + PruneRead
+        + RunsRead
+        + SeatsRead,
+> Read for T
 {
 }
 
 /// Every statement a write transaction may run.
 pub(crate) trait Write:
-    Read + BatchesWrite + Bulk + DeadLettersWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite
+    Read
+    + BatchesWrite
+    + Bulk
+    + DeadLettersWrite
+    + EventsWrite
+    + ItemsWrite
+    + PruneWrite
+    + RunsWrite
+    + SeatsWrite
 {
 }
 impl<
@@ -50,6 +68,7 @@ impl<
         + DeadLettersWrite
         + EventsWrite
         + ItemsWrite
+        + PruneWrite
         + RunsWrite
         + SeatsWrite,
 > Write for T

@@ -8,7 +8,7 @@ pub(super) mod dead_letters;
 mod events;
 mod items;
 pub(super) mod liveness;
-pub(super) mod prune;
+mod prune;
 mod reclaim;
 mod requeue;
 mod runs;

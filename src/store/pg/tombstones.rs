@@ -8,8 +8,6 @@
 //! shared: adds never wait for each other, and an add sees every
 //! tombstone of a prune that ran before it.
 
-use super::PgStore;
-use super::batches::batch_id;
 use super::conn::{Conn, parse_col_text};
 use crate::model::Tombstone;
 use crate::store::Result;
@@ -59,17 +57,4 @@ pub(super) fn find(c: &mut Conn, batch_id: i64, key: &str) -> Result<Option<Tomb
         done_at: c.tout(r.get(2)),
         pruned_at: c.tout(r.get(3)),
     }))
-}
-
-impl PgStore {
-    /// How many keys of pruned done items the batch keeps.
-    pub fn pruned_keys(&self, batch: &str) -> Result<i64> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            Ok(
-                c.one("SELECT pruned_keys FROM batches WHERE id = $1", &[&id])?
-                    .get(0),
-            )
-        })
-    }
 }

@@ -6,8 +6,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::batches::batch_id;
-use super::{SqliteStore, parse_col};
+use super::parse_col;
 use crate::model::{Millis, Tombstone};
 use crate::store::Result;
 
@@ -42,18 +41,4 @@ pub(super) fn find(c: &Connection, batch_id: i64, key: &str) -> Result<Option<To
         })
     })
     .optional()?)
-}
-
-impl SqliteStore {
-    /// How many keys of pruned done items the batch keeps.
-    pub fn pruned_keys(&self, batch: &str) -> Result<i64> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            Ok(
-                c.query_row("SELECT pruned_keys FROM batches WHERE id = ?1", [id], |r| {
-                    r.get(0)
-                })?,
-            )
-        })
-    }
 }
