@@ -10,9 +10,7 @@ use super::{
     Access, Completion, DashQuery, Dashboard, EventFilter, FollowCursor, ItemRow, ItemsQuery,
     Result, SinceSummary, SqliteStore, location,
 };
-use crate::model::{
-    AddReport, Claim, Daemon, DaemonInfo, Event, Millis, NewEvent, NewItem, WorkerGroup,
-};
+use crate::model::{AddReport, Claim, Event, Millis, NewEvent, NewItem, WorkerGroup};
 
 /// (A few stores per process: the size of a variant does not matter.)
 #[derive(Debug)]
@@ -135,7 +133,6 @@ impl Store {
         fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>>;
         fn since(&self, since: Millis) -> Result<SinceSummary>;
         fn worker_groups(&self, run_ids: &[i64]) -> Result<Vec<WorkerGroup>>;
-        fn daemons(&self, now: Millis) -> Result<Vec<DaemonInfo>>;
     }
 
     forward! {
@@ -146,8 +143,6 @@ impl Store {
         fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool>;
         fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>>;
         fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;
-        fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()>;
-        fn daemon_beat(&mut self, d: &Daemon) -> Result<()>;
         fn forget_workers(&mut self, run_ids: &[i64]) -> Result<()>;
     }
 }

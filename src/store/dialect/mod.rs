@@ -13,6 +13,7 @@
 
 mod batches;
 mod bulk;
+mod daemons;
 mod dead_letters;
 mod events;
 mod items;
@@ -22,6 +23,7 @@ mod seats;
 
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
 pub(crate) use bulk::Bulk;
+pub(crate) use daemons::{DaemonsRead, DaemonsWrite};
 pub(crate) use dead_letters::{DeadLettersRead, DeadLettersWrite};
 pub(crate) use events::{EventsRead, EventsWrite};
 pub(crate) use items::{ItemsRead, ItemsWrite, Orphaned};
@@ -31,12 +33,20 @@ pub(crate) use seats::{SeatsRead, SeatsWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
-    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + PruneRead + RunsRead + SeatsRead
+    BatchesRead
+    + DaemonsRead
+    + DeadLettersRead
+    + EventsRead
+    + ItemsRead
+    + PruneRead
+    + RunsRead
+    + SeatsRead
 {
 }
 impl<
     T: ?Sized
         + BatchesRead
+        + DaemonsRead
         + DeadLettersRead
         + EventsRead
         + ItemsRead
@@ -52,6 +62,7 @@ pub(crate) trait Write:
     Read
     + BatchesWrite
     + Bulk
+    + DaemonsWrite
     + DeadLettersWrite
     + EventsWrite
     + ItemsWrite
@@ -65,6 +76,7 @@ impl<
         + Read
         + BatchesWrite
         + Bulk
+        + DaemonsWrite
         + DeadLettersWrite
         + EventsWrite
         + ItemsWrite

@@ -4,6 +4,7 @@
 
 pub(super) mod add;
 mod batches;
+mod daemons;
 pub(super) mod dead_letters;
 mod events;
 mod items;
