@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Barrier;
 use std::time::Instant;
 
-use nightshift::model::{Claim, Holder, NewEvent, NewItem, Outcome, Trigger};
+use nightshift::model::{Claim, EventKind, Holder, NewEvent, NewItem, Outcome, Trigger};
 use nightshift::store::pg::PgStore;
 use nightshift::store::{Access, Completion, Store};
 use nightshift::util::time::now_ms;
@@ -53,7 +53,7 @@ fn completion(run: i64, c: &Claim) -> (Completion<'static>, NewEvent) {
             cost: None,
             now: now_ms(),
         },
-        NewEvent::new(now_ms(), "b", "done", "done").key(&c.key),
+        NewEvent::new(now_ms(), "b", EventKind::Done, "done").key(&c.key),
     )
 }
 

@@ -17,7 +17,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Tier, Trigger};
+use nightshift::model::{EventKind, Holder, NewEvent, NewItem, Outcome, Tier, Trigger};
 use nightshift::store::{Access, Completion, Failure, Store};
 use nightshift::util::time::now_ms;
 
@@ -104,10 +104,14 @@ fn fail(db: &Path, batch: &str, n: usize) -> Res<()> {
                     cost: None,
                     now,
                 };
-                let event =
-                    NewEvent::new(now, batch, "failed", format!("{class}: simulated failure"))
-                        .run(run)
-                        .key(&c.key);
+                let event = NewEvent::new(
+                    now,
+                    batch,
+                    EventKind::Failed,
+                    format!("{class}: simulated failure"),
+                )
+                .run(run)
+                .key(&c.key);
                 s.fail(&f, &event)?;
             }
             Ok(())
@@ -269,7 +273,7 @@ fn scale(dir: &Path, n: usize) -> Res<()> {
                     cost: None,
                     now,
                 };
-                let event = NewEvent::new(now, "scale", "done", "done")
+                let event = NewEvent::new(now, "scale", EventKind::Done, "done")
                     .run(run)
                     .key(&c.key);
                 s.complete(&completion, &event)?;

@@ -13,7 +13,7 @@ mod pty;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nightshift::model::{Claim, Holder, NewEvent, NewItem, RunState, Tier, Trigger};
+use nightshift::model::{Claim, EventKind, Holder, NewEvent, NewItem, RunState, Tier, Trigger};
 use nightshift::store::{Access, DashQuery, EventsQuery, Failure, ItemsQuery, Store};
 use nightshift::util::time::now_ms;
 
@@ -120,7 +120,7 @@ fn generate(db: &Path) {
                             cost: None,
                             now: t,
                         },
-                        &NewEvent::new(t, BATCH, "failed", format!("{class}: 503"))
+                        &NewEvent::new(t, BATCH, EventKind::Failed, format!("{class}: 503"))
                             .run(run)
                             .key(&c.key),
                     )
@@ -158,7 +158,7 @@ fn generate(db: &Path) {
         store
             .fail(
                 &f,
-                &NewEvent::new(now, BATCH, "quarantined", "RareError")
+                &NewEvent::new(now, BATCH, EventKind::Quarantined, "RareError")
                     .run(run)
                     .key(&c.key),
             )
@@ -175,7 +175,11 @@ fn generate(db: &Path) {
             .group(|s| {
                 for i in 0..50_000.min(missing - chunk * 50_000) {
                     let n = chunk * 50_000 + i;
-                    let kind = if n % 10 == 0 { "empty" } else { "done" };
+                    let kind = if n % 10 == 0 {
+                        EventKind::Empty
+                    } else {
+                        EventKind::Done
+                    };
                     s.log_event(
                         &NewEvent::new(
                             now - 86_400_000 + n as i64,

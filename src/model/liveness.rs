@@ -1,6 +1,6 @@
 //! Who is alive: what every view says of a batch's runners and of the
 //! scheduler daemons. Nothing here is stored: the store derives it on each
-//! read (`store::shared::runners`, `store::shared::daemon_state`) from the
+//! read (`store::ops::liveness`'s `runners` and `daemon_state`) from the
 //! seats, runs and heartbeats it holds, with the one rule for a holder's
 //! liveness (`util::identity::holder_seen`). A read writes nothing: a run
 //! found dead is shown crashed here, and recorded so by the next run.

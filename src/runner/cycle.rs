@@ -16,7 +16,7 @@ use super::gate;
 use super::log::EventLog;
 use super::writer::Writer;
 use crate::config::BatchConfig;
-use crate::model::{Millis, NewEvent, RunCounts};
+use crate::model::{EventKind, Millis, NewEvent, RunCounts};
 use crate::util::time::now_ms;
 
 /// What the caller (signal handler, daemon) asks of a running cycle.
@@ -203,7 +203,7 @@ impl Cycle {
         self.kill_all(KillReason::LeaseLost);
         if first {
             self.event(self.new_event(
-                "lock-lost",
+                EventKind::LockLost,
                 "another runner took over the batch lock; stopping at once",
             ))
             .await;
@@ -220,7 +220,7 @@ impl Cycle {
         if self.request_stop(Signal::Immediate, StopReason::StoreLost) {
             // Only to the log file: the store takes nothing more.
             self.log.emit(&self.new_event(
-                "store-lost",
+                EventKind::StoreLost,
                 "the store was deleted or replaced under this run; stopping at once",
             ));
         }
@@ -264,7 +264,7 @@ impl Cycle {
         }
     }
 
-    pub(super) fn new_event(&self, kind: &str, message: impl Into<String>) -> NewEvent {
+    pub(super) fn new_event(&self, kind: EventKind, message: impl Into<String>) -> NewEvent {
         NewEvent::new(now_ms(), &self.batch, kind, message).run(self.run_id)
     }
 

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::cycle::Cycle;
 use super::pace::Pacer;
 use crate::duration::format_duration;
-use crate::model::{Claim, Hold, Millis};
+use crate::model::{Claim, EventKind, Hold, Millis};
 use crate::store::StoreError;
 use crate::util::time::{now_ms, rfc3339, utc_clock};
 
@@ -278,7 +278,7 @@ impl Cycle {
         };
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let event = self
-            .new_event("hold", message)
+            .new_event(EventKind::Hold, message)
             .key(&claim.key)
             .fields(json!({
                 "until": rfc3339(until),

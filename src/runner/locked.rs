@@ -89,7 +89,7 @@ async fn begin(
     )?;
     if let Some(prev) = &seat.took_over {
         log.emit(
-            &NewEvent::of(
+            &NewEvent::new(
                 now,
                 batch,
                 EventKind::LockTakeover,
@@ -99,7 +99,7 @@ async fn begin(
         );
     }
     // Who started it goes in the event's actor: `log` shows it as `[user@host]`.
-    let mut start_event = NewEvent::of(now, batch, EventKind::RunStarted, format!("run {run_id} started ({}) on {holder}", opts.trigger))
+    let mut start_event = NewEvent::new(now, batch, EventKind::RunStarted, format!("run {run_id} started ({}) on {holder}", opts.trigger))
         .run(run_id)
         .fields(serde_json::json!({"trigger": opts.trigger, "holder": holder.to_string(), "concurrency": cfg.concurrency}));
     start_event.actor.clone_from(&opts.actor);
@@ -239,7 +239,7 @@ async fn redrive(cycle: &Cycle) -> Result<(), StoreError> {
         .fetch_add(keys.len() as i64, Ordering::Relaxed);
     for key in &keys {
         cycle.log.emit(
-            &NewEvent::of(
+            &NewEvent::new(
                 now_ms(),
                 &cycle.batch,
                 EventKind::Redriven,
@@ -337,7 +337,7 @@ async fn finish(
             s.finish_run(run_id, state, &line, skipped_done, counts.retried, now_ms())?;
             // Its worker groups are gone (each killed as its worker ended).
             s.forget_workers(&[run_id])?;
-            let e = NewEvent::of(now_ms(), &batch, EventKind::RunFinished, line.clone())
+            let e = NewEvent::new(now_ms(), &batch, EventKind::RunFinished, line.clone())
                 .run(run_id)
                 .fields(serde_json::json!({"state": state, "counts": counts}));
             s.log_event(&e)?;
@@ -390,7 +390,7 @@ async fn reap_leftovers(cycle: &Arc<Cycle>) {
     .unwrap_or(0);
     if reaped > 0 {
         let e = cycle.new_event(
-            "orphans-stopped",
+            EventKind::OrphansStopped,
             format!(
                 "stopped {} our workers left running",
                 orphans::processes(reaped)

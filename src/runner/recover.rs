@@ -136,7 +136,7 @@ fn close_dead(
     log: &EventLog,
 ) -> Result<(), StoreError> {
     if reaped > 0 {
-        let e = NewEvent::of(
+        let e = NewEvent::new(
             now_ms(),
             batch,
             EventKind::OrphansStopped,
@@ -157,7 +157,7 @@ fn close_dead(
     let (reclaimed, quarantined) = store.reclaim(batch, run_id, max_attempts, now)?;
     if reclaimed + quarantined > 0 {
         log.emit(
-            &NewEvent::of(
+            &NewEvent::new(
                 now,
                 batch,
                 EventKind::Reclaimed,
@@ -182,7 +182,7 @@ pub fn inherited_hold(
         return Ok(None);
     };
     let wait = Duration::from_millis((hold.until - now).unsigned_abs());
-    let mut e = NewEvent::of(
+    let mut e = NewEvent::new(
         now,
         batch,
         EventKind::Hold,

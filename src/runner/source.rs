@@ -12,6 +12,7 @@ use super::classify::bound_message;
 use super::cycle::Cycle;
 use super::hook::{Hook, HookFailure};
 use crate::key::{self, KeySpec};
+use crate::model::EventKind;
 use crate::util::time::now_ms;
 
 /// Most of a source's stdout read: about two million items of 100 bytes.
@@ -143,7 +144,7 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
             cycle
                 .event(
                     cycle
-                        .new_event("source", format!("source {}", report.summary()))
+                        .new_event(EventKind::Source, format!("source {}", report.summary()))
                         .fields(json!(report)),
                 )
                 .await;
@@ -158,7 +159,7 @@ async fn failed(cycle: &Cycle, failure: HookFailure) -> Option<HookFailure> {
     cycle
         .event(
             cycle
-                .new_event("source-failed", bound_message(&failure.to_string()))
+                .new_event(EventKind::SourceFailed, bound_message(&failure.to_string()))
                 .fields(json!(failure)),
         )
         .await;

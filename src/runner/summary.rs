@@ -85,7 +85,7 @@ pub fn record_skip(
             RunState::Aborted => EventKind::Aborted,
             _ => EventKind::RunFinished,
         };
-        let event = NewEvent::of(now, &opts.batch, kind, summary.clone()).run(run_id);
+        let event = NewEvent::new(now, &opts.batch, kind, summary.clone()).run(run_id);
         s.log_event(&event)?;
         Ok::<_, crate::store::StoreError>((run_id, event))
     })??;
@@ -250,7 +250,7 @@ pub async fn alert(cycle: &Cycle, report: &RunReport) -> Option<HookFailure> {
         ),
         Some(f) => f.to_string(),
     };
-    let mut event = cycle.new_event("alert", super::classify::bound_message(&message));
+    let mut event = cycle.new_event(EventKind::Alert, super::classify::bound_message(&message));
     if let Some(f) = &failure {
         event = event.fields(serde_json::json!(f));
     }

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 use super::outcome::{Outcome, describe};
 use super::plan::{Decision, Observed, Plan};
-use crate::model::{DAEMON_BEAT, Fire, Holder, NewEvent, RunState};
+use crate::model::{DAEMON_BEAT, EventKind, Fire, Holder, NewEvent, RunState};
 use crate::runner::{self, EventLog, RunOptions, RunReport, Signal};
 use crate::store::{Access, Store};
 use crate::util::sanitize;
@@ -148,7 +148,7 @@ impl Daemon {
                 t.plan.tz.name(),
                 coming.map_or("never".to_string(), |n| t.plan.local(n))
             );
-            let event = NewEvent::new(now_ms(), &t.plan.batch, "daemon", message);
+            let event = NewEvent::new(now_ms(), &t.plan.batch, EventKind::Daemon, message);
             tokio::task::block_in_place(|| -> anyhow::Result<()> {
                 self.store.set_next_fire(
                     &t.plan.batch,
@@ -194,7 +194,7 @@ impl Daemon {
         self.emergency = now_file;
         let batches: Vec<String> = self.targets.iter().map(|t| t.plan.batch.clone()).collect();
         for batch in batches {
-            let event = NewEvent::new(now_ms(), &batch, "emergency-stop", message.clone());
+            let event = NewEvent::new(now_ms(), &batch, EventKind::EmergencyStop, message.clone());
             self.write_event(&event);
         }
     }
@@ -414,7 +414,7 @@ impl Daemon {
         }
         let batches: Vec<String> = self.targets.iter().map(|t| t.plan.batch.clone()).collect();
         for batch in batches {
-            let event = NewEvent::new(now_ms(), &batch, "daemon", "daemon stopped");
+            let event = NewEvent::new(now_ms(), &batch, EventKind::Daemon, "daemon stopped");
             self.write_event(&event);
         }
         self.me.beat_at = now_ms();

@@ -345,14 +345,15 @@ impl AliveWatch {
     #[must_use]
     pub fn changed(&self, now: Millis) -> bool {
         self.batches.iter().any(|info| {
-            let again =
-                crate::store::shared::runners(info, now, |_| Ok::<_, ()>(info.runners.orphaned));
+            let again = crate::store::ops::liveness::runners(info, now, |_| {
+                Ok::<_, ()>(info.runners.orphaned)
+            });
             again
                 .is_ok_and(|r| r.seats != info.runners.seats || r.last_run != info.runners.last_run)
         }) || self
             .daemons
             .iter()
-            .any(|d| crate::store::shared::daemon_state(&d.daemon, now) != d.state)
+            .any(|d| crate::store::ops::liveness::daemon_state(&d.daemon, now) != d.state)
     }
 }
 

@@ -7,12 +7,10 @@ use std::path::Path;
 
 use super::pg::PgStore;
 use super::{
-    Access, Completion, DashQuery, Dashboard, EventFilter, Failure, FollowCursor, ItemRow,
-    ItemsQuery, PruneReport, Requeue, Result, Selection, SinceSummary, SqliteStore, location,
+    Access, Completion, DashQuery, Dashboard, EventFilter, FollowCursor, ItemRow, ItemsQuery,
+    Result, SinceSummary, SqliteStore, location,
 };
-use crate::model::{
-    AddReport, Claim, Daemon, DaemonInfo, Event, Millis, NewEvent, NewItem, WorkerGroup,
-};
+use crate::model::{AddReport, Claim, Event, Millis, NewEvent, NewItem, WorkerGroup};
 
 /// (A few stores per process: the size of a variant does not matter.)
 #[derive(Debug)]
@@ -134,9 +132,7 @@ impl Store {
         fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
         fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>>;
         fn since(&self, since: Millis) -> Result<SinceSummary>;
-        fn pruned_keys(&self, batch: &str) -> Result<i64>;
         fn worker_groups(&self, run_ids: &[i64]) -> Result<Vec<WorkerGroup>>;
-        fn daemons(&self, now: Millis) -> Result<Vec<DaemonInfo>>;
     }
 
     forward! {
@@ -146,16 +142,7 @@ impl Store {
         fn claim(&mut self, batch: &str, run_id: i64, n: usize, lease_until: Millis, now: Millis) -> Result<Option<Vec<Claim>>>;
         fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool>;
         fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>>;
-        fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool>;
-        fn release(&mut self, item_id: i64, token: i64, run_id: i64, cut_short: bool, event: &NewEvent) -> Result<bool>;
-        fn reclaim(&mut self, batch: &str, current_run: i64, max_attempts: u32, now: Millis) -> Result<(usize, usize)>;
-        fn redrive_due(&mut self, batch: &str, run_id: Option<i64>, now: Millis) -> Result<Vec<String>>;
-        fn requeue(&mut self, batch: &str, sel: &Selection, reset_attempts: bool, dry_run: bool, actor: &str, now: Millis) -> Result<Vec<Requeue>>;
-        fn claim_key(&mut self, batch: &str, key: &str, run_id: i64, lease_until: Millis, now: Millis) -> Result<Claim>;
-        fn prune(&mut self, cutoff: Millis, include_failed: bool, forget_keys: bool, dry_run: bool, actor: &str, now: Millis) -> Result<PruneReport>;
         fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;
-        fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()>;
-        fn daemon_beat(&mut self, d: &Daemon) -> Result<()>;
         fn forget_workers(&mut self, run_ids: &[i64]) -> Result<()>;
     }
 }

@@ -22,7 +22,6 @@ mod location;
 mod ops;
 pub mod pg;
 mod rows;
-mod shared;
 pub mod sqlite;
 
 pub use api::{
@@ -34,7 +33,7 @@ pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use facade::Store;
 pub use identity::{StoreIdentity, Verdict};
 pub use location::{absolute, beside, beside_file, file_id, is_server, paused_file, place};
-pub use shared::{lapsed as seat_lapsed, seat};
+pub use ops::liveness::{lapsed as seat_lapsed, seat};
 pub use sqlite::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
 

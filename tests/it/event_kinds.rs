@@ -3,17 +3,16 @@
 //! its help, the man page and the README print), and every kind in the list
 //! is written somewhere.
 //!
-//! The sources under `src/` are read with a small Rust lexer and every place
-//! an event gets its kind is found:
-//! - `NewEvent::new(at, batch, KIND, ..)` and `.new_event(KIND, ..)`: KIND
-//!   must be a string literal (or an `if` choosing between literals);
-//! - `NewEvent { kind: "..".into(), .. }`;
+//! `NewEvent::new` takes an `EventKind` (pinned below), so the compiler
+//! checks every event made through it. The sources under `src/` are read
+//! with a small Rust lexer for the other places an event gets its kind:
+//! - `NewEvent { kind: .., .. }`: a string literal (or an `if` choosing
+//!   between literals), or a typed `EventKind::X`;
 //! - SQL that inserts into `events` with a quoted kind;
-//! - `NewEvent::of(.., EventKind::X, ..)` and every other `EventKind::X`:
-//!   typed, so the compiler checks them; they count as written.
+//! - every `EventKind::X`: typed; it counts as written.
 //!
-//! A site whose kind cannot be read this way fails the test: write a
-//! literal, or pass an `EventKind` to `NewEvent::of`.
+//! A site whose kind cannot be read this way fails the test: pass an
+//! `EventKind` to `NewEvent::new`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -236,12 +235,11 @@ fn enclosing_fn(toks: &[(Tok, usize)], at: usize) -> Option<&str> {
         })
 }
 
-/// Is this the body of one of the constructors (`NewEvent::new`, `of`,
-/// a `new_event` helper) handing on its own `kind` parameter? Their callers
-/// are the sites.
+/// Is this the body of the constructor (`NewEvent::new`) handing on its own
+/// typed `kind` parameter? Its callers are checked by the compiler.
 fn forwards_kind(toks: &[(Tok, usize)], at: usize, arg: &[(Tok, usize)]) -> bool {
     arg.first().is_some_and(|(t, _)| ident(t, "kind"))
-        && matches!(enclosing_fn(toks, at), Some("new" | "of" | "new_event"))
+        && matches!(enclosing_fn(toks, at), Some("new"))
 }
 
 /// A place where the code gives an event its kind.
@@ -265,40 +263,6 @@ fn sites_in(file: &str, src: &str) -> Vec<Site> {
     for i in 0..toks.len() {
         let t = |k: usize| toks.get(i + k).map(|(t, _)| t);
         let line = toks[i].1;
-        let from_arg = |open: usize, n: usize| -> Result<Vec<String>, String> {
-            let args = arguments(&toks, open);
-            let arg = args.get(n).ok_or("too few arguments")?;
-            literal_values(&toks[arg.clone()]).ok_or_else(|| {
-                let text: Vec<String> = toks[arg.clone()]
-                    .iter()
-                    .map(|(t, _)| format!("{t:?}"))
-                    .collect();
-                format!("the kind is not a literal: {}", text.join(" "))
-            })
-        };
-        // NewEvent::new(at, batch, KIND, message)
-        if ident(&toks[i].0, "NewEvent")
-            && t(1).is_some_and(|t| is(t, ':'))
-            && t(3).is_some_and(|t| ident(t, "new"))
-            && t(4).is_some_and(|t| is(t, '('))
-        {
-            // `fn new_event(&self, kind: &str, ..)` hands its callers' kind
-            // on: they are checked as `new_event` sites.
-            let args = arguments(&toks, i + 4);
-            let forwards = args
-                .get(2)
-                .is_some_and(|a| forwards_kind(&toks, i, &toks[a.clone()]));
-            if !forwards {
-                site(line, from_arg(i + 4, 2));
-            }
-        }
-        // cycle.new_event(KIND, message), not its definition
-        if ident(&toks[i].0, "new_event")
-            && t(1).is_some_and(|t| is(t, '('))
-            && !(i > 0 && ident(&toks[i - 1].0, "fn"))
-        {
-            site(line, from_arg(i + 1, 0));
-        }
         // NewEvent { kind: "..".into(), .. }
         let definition = i > 0
             && matches!(&toks[i - 1].0, Tok::Ident(k) if k == "struct" || k == "impl" || k == "for");
@@ -306,9 +270,12 @@ fn sites_in(file: &str, src: &str) -> Vec<Site> {
             let fields = arguments(&toks, i + 1);
             for f in fields {
                 let f = &toks[f];
+                // A typed kind is counted where `EventKind::X` is.
+                let typed = f.iter().any(|(t, _)| ident(t, "EventKind"));
                 if f.len() > 2
                     && ident(&f[0].0, "kind")
                     && is(&f[1].0, ':')
+                    && !typed
                     && !forwards_kind(&toks, i, &f[2..])
                 {
                     site(
@@ -428,6 +395,9 @@ fn all_sites() -> Vec<Site> {
 
 #[test]
 fn every_kind_the_code_writes_is_listed_and_every_listed_kind_is_written() {
+    // The one constructor takes a typed kind: the compiler checks its calls.
+    let _typed: fn(i64, &str, EventKind, String) -> nightshift::model::NewEvent =
+        |at, batch, kind, message| nightshift::model::NewEvent::new(at, batch, kind, message);
     let sites = all_sites();
     let listed: BTreeSet<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
     let mut written = BTreeSet::new();
@@ -462,17 +432,16 @@ fn every_kind_the_code_writes_is_listed_and_every_listed_kind_is_written() {
 fn the_scanner_reads_each_shape_of_site() {
     let src = r##"
         fn a() {
-            let e = NewEvent::new(now, batch, "done", format!("x {}", "y"));
-            cycle.new_event("hold", "z");
-            NewEvent::new(now, b, if empty { "empty" } else { "done" }, "m");
             NewEvent { at, kind: "pruned".into(), ..NewEvent::default() };
-            NewEvent::of(now, b, EventKind::Failed, "m");
-            let c = 'x'; let s = r#"a "quoted" one"#; // NewEvent::new(0, b, "comment", m)
+            NewEvent { at, kind: EventKind::Pruned.to_string(), ..NewEvent::default() };
+            NewEvent::new(now, b, EventKind::Failed, "m");
+            let c = 'x'; let s = r#"a "quoted" one"#; // NewEvent { kind: "comment" }
             tx.execute("INSERT INTO events (at, kind, message) VALUES (?1, 'claimed', ?2)", []);
             c.q("INSERT INTO events (at, kind) SELECT $1, $2 FROM x", &[]);
-            NewEvent::new(now, b, kind, "m");
+            NewEvent { at, kind: if empty { "empty" } else { "done" } };
+            NewEvent { at, kind: format!("x"), ..NewEvent::default() };
         }
-        fn new_event(&self, kind: &str) -> NewEvent { NewEvent::new(now, &self.batch, kind, "m") }
+        fn new(kind: EventKind) -> NewEvent { NewEvent { kind: kind.as_str().to_string() } }
     "##;
     let got: Vec<_> = sites_in("x.rs", src)
         .into_iter()
@@ -482,23 +451,22 @@ fn the_scanner_reads_each_shape_of_site() {
     assert_eq!(
         got[..6],
         [
-            ok(3, &["done"]),
-            ok(4, &["hold"]),
-            ok(5, &["empty", "done"]),
-            ok(6, &["pruned"]),
-            ok(7, &["failed"]),
-            ok(9, &["claimed"]),
+            ok(3, &["pruned"]),
+            ok(4, &["pruned"]),
+            ok(5, &["failed"]),
+            ok(7, &["claimed"]),
+            ok(8, &[]),
+            ok(9, &["empty", "done"]),
         ]
     );
-    assert_eq!(got[6], ok(10, &[]));
-    assert_eq!(got[7].0, 11);
+    assert_eq!(got[6].0, 10);
     assert!(
-        got[7]
+        got[6]
             .1
             .as_ref()
             .is_err_and(|e| e.contains("not a literal")),
         "{:?}",
-        got[7]
+        got[6]
     );
-    assert_eq!(got.len(), 8, "{got:?}");
+    assert_eq!(got.len(), 7, "{got:?}");
 }

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use nightshift::model::{
-    Fire, Holder, Millis, NewEvent, NewItem, Outcome, Pause, RunState, Tier, Trigger,
+    EventKind, Fire, Holder, Millis, NewEvent, NewItem, Outcome, Pause, RunState, Tier, Trigger,
 };
 use nightshift::store::{Completion, Failure, Selection, Store};
 
@@ -49,7 +49,7 @@ impl Run<'_> {
                 &NewEvent::new(
                     at,
                     batch,
-                    "run-started",
+                    EventKind::RunStarted,
                     format!("run {id} started ({trigger}) on worker-1:4242"),
                 )
                 .run(id),
@@ -103,9 +103,9 @@ impl Run<'_> {
             _ => Some(r#"{"url":"https://example.com/post","words":812}"#),
         };
         let kind = if outcome == Outcome::Empty {
-            "empty"
+            EventKind::Empty
         } else {
-            "done"
+            EventKind::Done
         };
         let ok = self
             .store
@@ -129,9 +129,9 @@ impl Run<'_> {
 
     fn fail(&mut self, c: &(i64, String, i64), tier: Tier, class: &str, message: &str, at: Millis) {
         let kind = if tier == Tier::Retry {
-            "failed"
+            EventKind::Failed
         } else {
-            "quarantined"
+            EventKind::Quarantined
         };
         let ok = self
             .store
@@ -160,7 +160,7 @@ impl Run<'_> {
             .finish_run(self.id, state, summary, 0, 0, at)
             .unwrap();
         self.store
-            .log_event(&NewEvent::new(at, self.batch, "run-finished", summary).run(self.id))
+            .log_event(&NewEvent::new(at, self.batch, EventKind::RunFinished, summary).run(self.id))
             .unwrap();
     }
 }
@@ -308,7 +308,7 @@ pub fn build(db: &Path, opts: &Options) {
             &NewEvent::new(
                 t,
                 b,
-                "lock-held",
+                EventKind::LockHeld,
                 "articles: lock-held: worker-2:77 is running it",
             )
             .run(id),
@@ -321,7 +321,7 @@ pub fn build(db: &Path, opts: &Options) {
         .log_event(&NewEvent::new(
             t,
             b,
-            "lock-takeover",
+            EventKind::LockTakeover,
             "took over the lock of worker-2:77 (expired)",
         ))
         .unwrap();

@@ -32,7 +32,7 @@ pub(super) fn may_chain(cycle: &Cycle) -> bool {
 
 pub(in crate::runner) fn log_claimed(cycle: &Cycle, claim: &Claim) {
     cycle.log.emit(
-        &NewEvent::of(
+        &NewEvent::new(
             now_ms(),
             &cycle.batch,
             EventKind::Claimed,

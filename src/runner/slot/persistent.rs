@@ -399,7 +399,7 @@ impl Slot {
             // No item to carry it: the log does.
             let cycle = self.cycle.clone();
             cycle
-                .event(cycle.new_event("protocol-error", message.clone()))
+                .event(cycle.new_event(EventKind::ProtocolError, message.clone()))
                 .await;
         }
         if !self.answered
@@ -434,7 +434,7 @@ impl Slot {
             .event(
                 cycle
                     .new_event(
-                        "worker-failed",
+                        EventKind::WorkerFailed,
                         format!(
                             "the persistent worker failed on {} items in a row without an answer that could be recorded; this slot stops ({})",
                             self.failed_starts.len(), why
@@ -493,7 +493,7 @@ impl Slot {
             let cycle = self.cycle.clone();
             let event = cycle
                 .new_event(
-                    "stray-output",
+                    EventKind::StrayOutput,
                     format!(
                         "the persistent worker printed a stdout line that is not part of the protocol (ignored; log to stderr): {line}"
                     ),
@@ -521,7 +521,7 @@ impl Slot {
                 cost,
             } => {
                 self.untrack(&w.claim);
-                let event = NewEvent::of(
+                let event = NewEvent::new(
                     now_ms(),
                     &cycle.batch,
                     if empty {
@@ -713,7 +713,7 @@ impl Slot {
             let cycle = self.cycle.clone();
             let event = cycle
                 .new_event(
-                    "stray-output",
+                    EventKind::StrayOutput,
                     format!(
                         "the persistent workers of one slot printed {} stdout lines that are not part of the protocol (ignored; the last: {})",
                         self.strays, self.last_stray

@@ -181,7 +181,7 @@ async fn process(
                 result,
                 cost,
             } => {
-                let event = NewEvent::of(
+                let event = NewEvent::new(
                     now_ms(),
                     &cycle.batch,
                     if empty {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
-use crate::model::{Claim, NewEvent, Outcome, Tier};
+use crate::model::{Claim, EventKind, NewEvent, Outcome, Tier};
 use crate::runner::classify::bound_message;
 use crate::runner::cycle::Cycle;
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
@@ -44,7 +44,7 @@ pub(in crate::runner) async fn judge_failure(
     if let Verdict::RetryNow { wait, .. } = v {
         let (kind, text) = v.event(failed, attempt, &policy, now);
         let (class, message, attempt) = (failed.class, failed.message, attempt.number);
-        let event = NewEvent::of(now, &cycle.batch, kind, text)
+        let event = NewEvent::new(now, &cycle.batch, kind, text)
             .run(cycle.run_id)
             .key(&claim.key)
             .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64}));
@@ -88,7 +88,7 @@ pub(in crate::runner) async fn record_failure(
     let now = now_ms();
     let (kind, text) = verdict.event(failed, attempt, &Policy::of(&cycle.cfg), now);
     let (class, message, transient) = (failed.class, failed.message, failed.transient);
-    let event = NewEvent::of(now, &cycle.batch, kind, text)
+    let event = NewEvent::new(now, &cycle.batch, kind, text)
         .run(cycle.run_id)
         .key(&claim.key)
         .fields(json!({"error_class": class, "message": message, "attempt": attempt.number, "tier": tier, "transient": transient}));
@@ -136,7 +136,10 @@ pub(in crate::runner) async fn release(
     cut_short: bool,
 ) -> Result<(), StoreError> {
     let event = cycle
-        .new_event("released", "released back to pending (run stopping)")
+        .new_event(
+            EventKind::Released,
+            "released back to pending (run stopping)",
+        )
         .key(&claim.key);
     let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
     if cycle
@@ -155,7 +158,7 @@ pub(in crate::runner) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim)
         .event(
             cycle
                 .new_event(
-                    "lease-lost",
+                    EventKind::LeaseLost,
                     "result discarded: another runner took this item over (stale lease token)",
                 )
                 .key(&claim.key),
@@ -192,7 +195,7 @@ pub(in crate::runner) async fn count_success(
 pub(in crate::runner) async fn store_op_id(cycle: &Cycle, claim: &Claim, op: String) {
     let event = cycle
         .new_event(
-            "op-id",
+            EventKind::OpId,
             format!("operation id reported: {}", bound_message(&op)),
         )
         .key(&claim.key)
@@ -214,7 +217,7 @@ pub(in crate::runner) async fn lease_lost_stopped(cycle: &Cycle, claim: &Claim) 
         .event(
             cycle
                 .new_event(
-                    "lease-lost",
+                    EventKind::LeaseLost,
                     "another runner holds this item now; its worker was stopped",
                 )
                 .key(&claim.key),

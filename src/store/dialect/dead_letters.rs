@@ -2,6 +2,7 @@
 
 use crate::model::{DeadLetter, DlqGroup, Millis, Tier};
 use crate::store::Result;
+use crate::store::api::Failure;
 
 pub(crate) trait DeadLettersRead {
     /// A batch's dead letters since `since` (all when `None`), of `class`
@@ -27,4 +28,10 @@ pub(crate) trait DeadLettersRead {
     fn dlq_hourly(&mut self, batch: i64, now: Millis, hours: i64) -> Result<Vec<DlqGroup>>;
     /// `(class, tier, n)` of the failed items now, each pair once, `n > 0`.
     fn failed_classes(&mut self, batch: i64) -> Result<Vec<(String, Tier, i64)>>;
+}
+
+pub(crate) trait DeadLettersWrite {
+    /// The dead letter of `f`, copied from its item row (which `item_fail`
+    /// just wrote).
+    fn dead_letter_insert(&mut self, f: &Failure<'_>) -> Result<()>;
 }

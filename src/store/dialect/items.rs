@@ -2,9 +2,18 @@
 //! in `sqlite/hot.rs` and `pg/hot.rs`).
 
 use crate::model::waiting::RetryTier;
-use crate::model::{Item, Millis, Status, Tombstone};
+use crate::model::{Claim, Item, Millis, Status, Tombstone};
 use crate::store::Result;
-use crate::store::api::ItemFilter;
+use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
+
+/// A claim whose run holds no seat (`claims_orphaned_locked`).
+pub(crate) struct Orphaned {
+    pub(crate) item: i64,
+    pub(crate) key: String,
+    pub(crate) attempts: i64,
+    pub(crate) lease_run: i64,
+    pub(crate) token: i64,
+}
 
 pub(crate) trait ItemsRead {
     fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>>;
@@ -19,6 +28,12 @@ pub(crate) trait ItemsRead {
     fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>>;
     /// The retry tier's due and later counts, and the earliest later time.
     fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier>;
+    /// One item as a requeue sees it, with its status as stored.
+    fn item_for_requeue(&mut self, batch: i64, key: &str)
+    -> Result<Option<(i64, Requeue, String)>>;
+    /// The items a requeue without keys moves (`sel`'s state, class and
+    /// tier), in any order.
+    fn items_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<(i64, Requeue)>>;
 }
 
 pub(crate) trait ItemsWrite {
@@ -34,4 +49,26 @@ pub(crate) trait ItemsWrite {
     fn item_set_op_id(&mut self, item: i64, token: i64, op_id: &str) -> Result<bool>;
     /// Extends the leases `run` holds in the batch; the ids still held.
     fn items_renew_leases(&mut self, batch: i64, run: i64, until: Millis) -> Result<Vec<i64>>;
+    /// Ends a claim still held under `f.token` in `failed` with its tier,
+    /// class and message; whether it was still held.
+    fn item_fail(&mut self, f: &Failure<'_>) -> Result<bool>;
+    /// Gives a claim still held under `token` back to pending, its attempt
+    /// uncounted when `cut_short`; whether it was still held.
+    fn item_release(&mut self, item: i64, token: i64, cut_short: bool, now: Millis)
+    -> Result<bool>;
+    /// Gives a dead run's claim back to pending.
+    fn item_release_orphan(&mut self, item: i64, now: Millis) -> Result<()>;
+    /// The claims of the batch whose run is not `current` and holds no seat,
+    /// their rows locked until commit.
+    fn claims_orphaned_locked(&mut self, batch: i64, current: i64) -> Result<Vec<Orphaned>>;
+    /// Claims the item `key` for `run` under a new lease token, counting an
+    /// attempt, out of any tier.
+    fn item_claim_by_key(
+        &mut self,
+        batch: i64,
+        key: &str,
+        run: i64,
+        until: Millis,
+        now: Millis,
+    ) -> Result<Claim>;
 }

@@ -12,35 +12,77 @@
 //! - No decisions: no error text, no event text, no branching on results.
 
 mod batches;
+mod bulk;
+mod daemons;
 mod dead_letters;
 mod events;
 mod items;
+mod prune;
 mod runs;
 mod seats;
 
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
-pub(crate) use dead_letters::DeadLettersRead;
+pub(crate) use bulk::Bulk;
+pub(crate) use daemons::{DaemonsRead, DaemonsWrite};
+pub(crate) use dead_letters::{DeadLettersRead, DeadLettersWrite};
 pub(crate) use events::{EventsRead, EventsWrite};
-pub(crate) use items::{ItemsRead, ItemsWrite};
+pub(crate) use items::{ItemsRead, ItemsWrite, Orphaned};
+pub(crate) use prune::{PruneRead, PruneTarget, PruneWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
-    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead
+    BatchesRead
+    + DaemonsRead
+    + DeadLettersRead
+    + EventsRead
+    + ItemsRead
+    + PruneRead
+    + RunsRead
+    + SeatsRead
 {
 }
-impl<T: ?Sized + BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead> Read
-    for T
+impl<
+    T: ?Sized
+        + BatchesRead
+        + DaemonsRead
+        + DeadLettersRead
+        + EventsRead
+        + ItemsRead
+        + PruneRead
+        + RunsRead
+        + SeatsRead,
+> Read for T
 {
 }
 
 /// Every statement a write transaction may run.
 pub(crate) trait Write:
-    Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite
+    Read
+    + BatchesWrite
+    + Bulk
+    + DaemonsWrite
+    + DeadLettersWrite
+    + EventsWrite
+    + ItemsWrite
+    + PruneWrite
+    + RunsWrite
+    + SeatsWrite
 {
 }
-impl<T: ?Sized + Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite> Write
-    for T
+impl<
+    T: ?Sized
+        + Read
+        + BatchesWrite
+        + Bulk
+        + DaemonsWrite
+        + DeadLettersWrite
+        + EventsWrite
+        + ItemsWrite
+        + PruneWrite
+        + RunsWrite
+        + SeatsWrite,
+> Write for T
 {
 }

@@ -1,6 +1,6 @@
 //! Statements on runs.
 
-use crate::model::{Holder, Millis, Run, RunState, Trigger};
+use crate::model::{Holder, Millis, Run, RunState, Tier, Trigger};
 use crate::store::Result;
 use crate::store::api::OpenRun;
 
@@ -40,4 +40,8 @@ pub(crate) trait RunsWrite {
     /// seat in between is alive (PostgreSQL's READ COMMITTED lets the
     /// second read see what the first did not).
     fn runs_mark_crashed(&mut self, runs: &[i64], now: Millis) -> Result<()>;
+    /// Counts one failure of the run, in its tier, and its cost.
+    fn run_count_failure(&mut self, run: i64, tier: Tier, cost: Option<f64>) -> Result<()>;
+    fn run_count_released(&mut self, run: i64) -> Result<()>;
+    fn run_add_redriven(&mut self, run: i64, n: i64) -> Result<()>;
 }

@@ -7,6 +7,9 @@ pub(crate) trait SeatsRead {
     /// Every seat of a batch (named `name` in them), oldest first,
     /// expired ones included.
     fn seats(&mut self, batch: i64, name: &str) -> Result<Vec<LockInfo>>;
+    /// Does any batch have a seat not expired at `now` (a runner that may
+    /// be writing)?
+    fn any_live_seat(&mut self, now: Millis) -> Result<bool>;
 }
 
 pub(crate) trait SeatsWrite {
@@ -32,4 +35,8 @@ pub(crate) trait SeatsWrite {
     fn seat_renew(&mut self, batch: i64, token: &str, expires: Millis) -> Result<bool>;
     /// Names `run` as the run of the seat held under `token`.
     fn seat_set_run(&mut self, batch: i64, token: &str, run: i64) -> Result<()>;
+    /// Does `run` hold a seat of the batch? The seat stays share-locked
+    /// until commit (PostgreSQL `FOR SHARE`), so a takeover waits for this
+    /// transaction, and one after a takeover sees the new holder.
+    fn seat_held_locked(&mut self, batch: i64, run: i64) -> Result<bool>;
 }

@@ -2,7 +2,7 @@
 
 use crate::model::{BatchInfo, Counts, EventKind, Fire, Hold, Millis, NewEvent, Pause};
 use crate::store::api::Unpaused;
-use crate::store::{Result, Store, shared};
+use crate::store::{Result, Store};
 
 impl Store {
     /// Names of all batches in the store.
@@ -57,7 +57,7 @@ impl Store {
             tx.batch_set_pause(b, p)?;
             let message = format!("paused by {}: {}", p.by, p.reason);
             tx.event_insert(
-                &NewEvent::of(p.at, batch, EventKind::Paused, message)
+                &NewEvent::new(p.at, batch, EventKind::Paused, message)
                     .actor(&p.by)
                     .fields(serde_json::json!({"reason": p.reason})),
             )?;
@@ -79,11 +79,11 @@ impl Store {
             if was_paused {
                 let message = format!("unpaused by {actor}");
                 tx.event_insert(
-                    &NewEvent::of(now, batch, EventKind::Unpaused, message).actor(actor),
+                    &NewEvent::new(now, batch, EventKind::Unpaused, message).actor(actor),
                 )?;
             }
             if let Some(h) = &lifted {
-                tx.event_insert(&shared::hold_lifted(batch, h, actor, now))?;
+                tx.event_insert(&hold_lifted(batch, h, actor, now))?;
             }
             Ok(Unpaused { was_paused, lifted })
         })
@@ -131,7 +131,7 @@ impl Store {
                 Some(reason) => format!("fire {}: {reason}", fire.outcome),
                 None => format!("fire {}", fire.outcome),
             };
-            let mut event = NewEvent::of(fire.at, batch, EventKind::Fire, message)
+            let mut event = NewEvent::new(fire.at, batch, EventKind::Fire, message)
                 .fields(serde_json::json!({"outcome": fire.outcome, "reason": fire.reason}));
             event.run_id = fire.run_id;
             tx.event_insert(&event)?;
@@ -147,4 +147,25 @@ impl Store {
             tx.minute_counts(b, now, minutes)
         })
     }
+}
+
+/// The `hold-lifted` event: `actor` lifted a retry-after hold still on
+/// (`unpause`).
+pub(crate) fn hold_lifted(batch: &str, hold: &Hold, actor: &str, now: Millis) -> NewEvent {
+    let until = crate::util::time::rfc3339(hold.until);
+    let mut event = NewEvent::new(
+        now,
+        batch,
+        EventKind::HoldLifted,
+        format!(
+            "retry-after hold lifted by {actor} (it was {})",
+            hold.describe(now)
+        ),
+    )
+    .actor(actor)
+    .fields(serde_json::json!({"until": until, "key": hold.key}));
+    if let Some(key) = &hold.key {
+        event = event.key(key);
+    }
+    event
 }

@@ -1,11 +1,12 @@
-//! Items outside the hot paths: reads, attempts and leases of a claim.
+//! Items outside the hot paths: reads, attempts and leases of a claim,
+//! its end in failure or release, a claim by key, and skip.
 
 use std::collections::HashSet;
 
 use crate::model::waiting::RetryTier;
-use crate::model::{EventKind, Item, Millis, NewEvent, SkipReport, Status};
-use crate::store::api::ItemFilter;
-use crate::store::dialect::Read;
+use crate::model::{Claim, EventKind, Item, Millis, NewEvent, SkipReport, Status};
+use crate::store::api::{Failure, ItemFilter};
+use crate::store::dialect::{Read, Write};
 use crate::store::{Refusal, Result, Store, StoreError};
 
 impl Store {
@@ -47,7 +48,7 @@ impl Store {
                 tx.item_mark_skipped(b, key, &result, now)?;
                 let message = format!("skipped by {actor}: {reason}");
                 tx.event_insert(
-                    &NewEvent::of(now, batch, EventKind::Skipped, message)
+                    &NewEvent::new(now, batch, EventKind::Skipped, message)
                         .key(key)
                         .actor(actor)
                         .fields(serde_json::json!({"reason": reason})),
@@ -55,6 +56,81 @@ impl Store {
                 report.skipped.push(key.clone());
             }
             Ok(report)
+        })
+    }
+
+    /// Ends a claim in `failed` with a tier, appending a dead letter. False
+    /// (and nothing written) if the lease token no longer matches.
+    pub fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
+        self.write_tx(|tx| fail_in(tx, f, event))
+    }
+
+    /// Gives a claimed item back to pending (a graceful stop). With
+    /// `cut_short`, the attempt in progress was stopped by the runner itself
+    /// before any verdict and is not counted: otherwise an item stopped on
+    /// its last attempt would run past `max_attempts` next time. False if
+    /// the lease was lost meanwhile.
+    pub fn release(
+        &mut self,
+        item_id: i64,
+        token: i64,
+        run_id: i64,
+        cut_short: bool,
+        event: &NewEvent,
+    ) -> Result<bool> {
+        self.write_tx(|tx| {
+            let released = tx.item_release(item_id, token, cut_short, event.at)?;
+            if released {
+                tx.run_count_released(run_id)?;
+                tx.event_insert(event)?;
+            }
+            Ok(released)
+        })
+    }
+
+    /// Claims one named item (`run --key`): pending, or failed (run again
+    /// now, whatever its tier). A done or in-flight item is refused.
+    pub fn claim_key(
+        &mut self,
+        batch: &str,
+        key: &str,
+        run_id: i64,
+        lease_until: Millis,
+        now: Millis,
+    ) -> Result<Claim> {
+        self.write_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            if !tx.seat_held_locked(b, run_id)? {
+                return Err(Refusal::SeatLost {
+                    run: run_id,
+                    batch: batch.to_string(),
+                }
+                .into());
+            }
+            match tx.item_status_locked(b, key)? {
+                None => return Err(missing(tx, b, batch, key)),
+                Some(Status::Done) => {
+                    return Err(Refusal::AlreadyDone {
+                        key: key.to_string(),
+                    }
+                    .into());
+                }
+                Some(Status::Claimed) => {
+                    return Err(Refusal::InFlightClaim {
+                        key: key.to_string(),
+                    }
+                    .into());
+                }
+                Some(_) => {}
+            }
+            let claim = tx.item_claim_by_key(b, key, run_id, lease_until, now)?;
+            let message = format!("claimed (attempt {}, by key)", claim.attempt);
+            tx.event_insert(
+                &NewEvent::new(now, batch, EventKind::Claimed, message)
+                    .run(run_id)
+                    .key(key),
+            )?;
+            Ok(claim)
         })
     }
 
@@ -144,9 +220,21 @@ impl Store {
     }
 }
 
+/// `fail` inside a transaction: the item (fenced by its lease token), its
+/// dead letter, the run's counts and the event, or nothing.
+pub(super) fn fail_in(tx: &mut dyn Write, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
+    let failed = tx.item_fail(f)?;
+    if failed {
+        tx.dead_letter_insert(f)?;
+        tx.run_count_failure(f.run_id, f.tier, f.cost)?;
+        tx.event_insert(event)?;
+    }
+    Ok(failed)
+}
+
 /// The error for `key`, not among the batch's items: `Pruned` when its
 /// tombstone says what became of it, else `UnknownKey`.
-fn missing(tx: &mut dyn Read, b: i64, batch: &str, key: &str) -> StoreError {
+pub(super) fn missing(tx: &mut dyn Read, b: i64, batch: &str, key: &str) -> StoreError {
     match tx.item_tombstone(b, key) {
         Ok(Some(tombstone)) => StoreError::Pruned {
             batch: batch.into(),

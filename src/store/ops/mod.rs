@@ -2,10 +2,16 @@
 //! the statements of `dialect`. An op runs in one transaction
 //! ([`Store::read_tx`], [`Store::write_tx`]).
 
+pub(super) mod add;
 mod batches;
+mod daemons;
 pub(super) mod dead_letters;
 mod events;
 mod items;
+pub(super) mod liveness;
+mod prune;
+mod reclaim;
+mod requeue;
 mod runs;
 mod seats;
 
@@ -34,6 +40,21 @@ impl Store {
         match self {
             Store::Sqlite(s) => s.write(|conn| f(&mut SqliteTx::new(conn))),
             Store::Pg(s) => s.write(|c| f(&mut PgTx::new(c))),
+        }
+    }
+
+    /// Whether the store has one writer at a time (SQLite): only there do
+    /// bulk writes pace their chunks to let a waiting runner in.
+    pub(crate) fn single_writer(&self) -> bool {
+        matches!(self, Store::Sqlite(_))
+    }
+
+    /// The signal that asked bulk writes to stop between chunks, if any
+    /// (`set_stop`).
+    pub(crate) fn stop_requested(&self) -> Option<String> {
+        match self {
+            Store::Sqlite(s) => s.stop().requested(),
+            Store::Pg(s) => s.stop().requested(),
         }
     }
 }

@@ -7,10 +7,10 @@
 //! caller's clock; PostgreSQL stores them on the database's (see
 //! `pg::conn`), so hosts with skewed clocks agree on when a seat expired.
 
+use super::liveness::lapsed;
 use crate::model::{EventKind, Holder, LockInfo, Millis, NewEvent};
 use crate::store::api::LockOutcome;
 use crate::store::dialect::Write;
-use crate::store::shared::lapsed;
 use crate::store::{Result, Store};
 
 impl Store {
@@ -136,7 +136,7 @@ fn takeover_event(batch: &str, lock: &LockInfo, now: Millis) -> NewEvent {
     } else {
         "its process is gone"
     };
-    NewEvent::of(
+    NewEvent::new(
         now,
         batch,
         EventKind::LockTakeover,

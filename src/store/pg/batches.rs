@@ -4,7 +4,8 @@ use super::PgTx;
 use super::conn::{Conn, text};
 use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, Pause, Runners};
 use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
-use crate::store::{Result, StoreError, shared};
+use crate::store::ops::liveness;
+use crate::store::{Result, StoreError};
 
 /// The hold as stored (see the SQLite store's `HOLD`).
 const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
@@ -123,7 +124,7 @@ pub(crate) fn info(c: &mut Conn, id: i64, name: String, now: Millis) -> Result<B
         runners: Runners::default(),
         name,
     };
-    info.runners = shared::runners(&info, now, |runs| {
+    info.runners = liveness::runners(&info, now, |runs| {
         Ok::<_, StoreError>(
             c.one(
                 "SELECT count(*) FROM items WHERE batch_id = $1 AND status = 'claimed'

@@ -1,20 +1,28 @@
-//! Scheduler daemons' heartbeats (see the SQLite store's `daemons`);
+//! Statements on the scheduler daemons' heartbeat rows (`ops::daemons`);
 //! times on the database's clock, so hosts with skewed clocks agree on
 //! how long a daemon has been silent.
 
-use super::PgStore;
+use super::PgTx;
 use super::conn::Conn;
 use crate::model::{Daemon, DaemonInfo, Holder, Millis};
-use crate::store::{Result, shared};
+use crate::store::Result;
+use crate::store::dialect::{DaemonsRead, DaemonsWrite};
+use crate::store::ops::liveness;
 
-/// Every daemon recorded, with its state as of `now`, newest beat first.
-pub(crate) fn all(c: &mut Conn, now: Millis) -> Result<Vec<DaemonInfo>> {
-    let rows = c.q(
-        "SELECT token, host, pid, pid_start, started_at, beat_at, stopped_at, batches
-           FROM daemons ORDER BY beat_at DESC, token",
-        &[],
-    )?;
-    let daemons = rows
+const DAEMONS_ALL: &str =
+    "SELECT token, host, pid, pid_start, started_at, beat_at, stopped_at, batches
+       FROM daemons ORDER BY beat_at DESC, token";
+const DAEMON_UPSERT: &str =
+    "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     ON CONFLICT (token) DO UPDATE SET beat_at = excluded.beat_at,
+        stopped_at = excluded.stopped_at, batches = excluded.batches";
+const DAEMONS_DELETE: &str = "DELETE FROM daemons WHERE token = ANY($1)";
+
+/// Every daemon recorded, newest beat first.
+fn rows(c: &mut Conn) -> Result<Vec<Daemon>> {
+    let rows = c.q(DAEMONS_ALL, &[])?;
+    Ok(rows
         .iter()
         .map(|r| Daemon {
             token: r.get(0),
@@ -28,60 +36,48 @@ pub(crate) fn all(c: &mut Conn, now: Millis) -> Result<Vec<DaemonInfo>> {
             stopped_at: c.tout_opt(r.get(6)),
             batches: r.get(7),
         })
-        .collect();
-    Ok(shared::daemon_infos(daemons, now))
+        .collect())
 }
 
-fn upsert(c: &mut Conn, d: &Daemon) -> Result<()> {
-    let (started, beat, stopped) = (
-        c.tin(d.started_at),
-        c.tin(d.beat_at),
-        c.tin_opt(d.stopped_at),
-    );
-    let pid = i64::from(d.holder.pid);
-    let pid_start = d.holder.pid_start.map(|s| s as i64);
-    c.x(
-        "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-         ON CONFLICT (token) DO UPDATE SET beat_at = excluded.beat_at,
-            stopped_at = excluded.stopped_at, batches = excluded.batches",
-        &[
-            &d.token,
-            &d.holder.host,
-            &pid,
-            &pid_start,
-            &started,
-            &beat,
-            &stopped,
-            &d.batches,
-        ],
-    )?;
-    Ok(())
+/// Every daemon recorded, with its state as of `now`, newest beat first.
+pub(crate) fn all(c: &mut Conn, now: Millis) -> Result<Vec<DaemonInfo>> {
+    Ok(liveness::daemon_infos(rows(c)?, now))
 }
 
-impl PgStore {
-    /// Records a daemon starting, and forgets the records it replaces.
-    pub fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()> {
-        self.write(|c| {
-            let known = all(c, now)?;
-            let gone: Vec<String> = shared::superseded(&known, d)
-                .into_iter()
-                .map(str::to_string)
-                .collect();
-            if !gone.is_empty() {
-                c.x("DELETE FROM daemons WHERE token = ANY($1)", &[&gone])?;
-            }
-            upsert(c, d)
-        })
+impl DaemonsRead for PgTx<'_> {
+    fn daemons_all(&mut self) -> Result<Vec<Daemon>> {
+        rows(self.c)
+    }
+}
+
+impl DaemonsWrite for PgTx<'_> {
+    fn daemon_upsert(&mut self, d: &Daemon) -> Result<()> {
+        let c = &mut *self.c;
+        let (started, beat, stopped) = (
+            c.tin(d.started_at),
+            c.tin(d.beat_at),
+            c.tin_opt(d.stopped_at),
+        );
+        let pid = i64::from(d.holder.pid);
+        let pid_start = d.holder.pid_start.map(|s| s as i64);
+        c.x(
+            DAEMON_UPSERT,
+            &[
+                &d.token,
+                &d.holder.host,
+                &pid,
+                &pid_start,
+                &started,
+                &beat,
+                &stopped,
+                &d.batches,
+            ],
+        )?;
+        Ok(())
     }
 
-    /// Records a daemon's heartbeat (or, with `stopped_at`, its clean stop).
-    pub fn daemon_beat(&mut self, d: &Daemon) -> Result<()> {
-        self.write(|c| upsert(c, d))
-    }
-
-    /// Every daemon recorded, with its state as of `now`.
-    pub fn daemons(&self, now: Millis) -> Result<Vec<DaemonInfo>> {
-        self.read(|c| all(c, now))
+    fn daemons_delete(&mut self, tokens: &[&str]) -> Result<()> {
+        self.c.x(DAEMONS_DELETE, &[&tokens])?;
+        Ok(())
     }
 }

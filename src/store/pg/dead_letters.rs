@@ -4,8 +4,10 @@ use postgres::Row;
 
 use super::PgTx;
 use super::conn::Conn;
+use super::conn::text;
 use crate::model::{DeadLetter, DlqGroup, Millis, Tier};
-use crate::store::dialect::DeadLettersRead;
+use crate::store::api::Failure;
+use crate::store::dialect::{DeadLettersRead, DeadLettersWrite};
 use crate::store::rows::dead_letter_columns;
 use crate::store::{Fault, Result, StoreError};
 
@@ -63,6 +65,12 @@ const FAILED_CLASSES: &str = "SELECT error_class, tier, sum(n)::int8 FROM failed
 
 /// Every dead letter of one item, newest first (also read by the
 /// dashboard's detail).
+const DEAD_LETTER_INSERT: &str =
+    "INSERT INTO dead_letters (batch_id, item_id, key, label, payload, error_class,
+                           message, attempt, failed_at, tier, run_id)
+ SELECT batch_id, id, key, label, payload, $2, $3, attempts, $4, $5, $6
+   FROM items WHERE id = $1";
+
 pub(crate) fn of_item(c: &mut Conn, item_id: i64) -> Result<Vec<DeadLetter>> {
     let rows = c.q(OF_ITEM, &[&item_id])?;
     rows.iter().map(|r| dead_letter_from_row(c, r)).collect()
@@ -130,4 +138,23 @@ impl DeadLettersRead for PgTx<'_> {
 fn tier(text: &str) -> Result<Tier> {
     text.parse::<Tier>()
         .map_err(|e| StoreError::Fault(Fault::Unreadable(e)))
+}
+
+impl DeadLettersWrite for PgTx<'_> {
+    fn dead_letter_insert(&mut self, f: &Failure<'_>) -> Result<()> {
+        let at = self.c.tin(f.now);
+        let (class, message) = (text(f.error_class), text(f.message));
+        self.c.x(
+            DEAD_LETTER_INSERT,
+            &[
+                &f.item_id,
+                &class,
+                &message,
+                &at,
+                &f.tier.as_str(),
+                &f.run_id,
+            ],
+        )?;
+        Ok(())
+    }
 }

@@ -4,15 +4,16 @@
 //! claim, pipelined completions), so they are not split into the shared
 //! statement interface of `dialect`.
 
-use super::PgStore;
 use super::batches::{batch_id, ensure};
 use super::conn::{Conn, text, text_opt};
 use super::events::{insert as insert_event, insert_many as insert_events};
 use super::items::claim_from_row;
 use super::tombstones;
+use super::{PgStore, PgTx};
 use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem};
-use crate::store::api::Completion;
-use crate::store::shared;
+use crate::store::api::{Completion, Selection};
+use crate::store::dialect::Bulk;
+use crate::store::ops::add;
 use crate::store::{Result, StoreError};
 
 /// Items inserted per statement by `add_items`.
@@ -147,7 +148,7 @@ impl PgStore {
                 done += part.len();
             }
             if report.added > 0 {
-                insert_event(c, &shared::added_event(batch, &report, None, now))?;
+                insert_event(c, &add::added_event(batch, &report, None, now))?;
             }
             Ok(report)
         })
@@ -327,5 +328,87 @@ impl PgStore {
             }
             Ok(accepted)
         })
+    }
+}
+
+/// Why PostgreSQL's bulk chunks differ from SQLite's (`sqlite/hot.rs`):
+/// each chunk is one CTE, one round trip, its rows locked (`FOR UPDATE`,
+/// and `SKIP LOCKED` for redrive, so hosts redriving at once take disjoint
+/// items), where SQLite pays its triggers' setup once per statement.
+impl Bulk for PgTx<'_> {
+    fn requeue_chunk(
+        &mut self,
+        batch: i64,
+        sel: &Selection,
+        ids: &[i64],
+        reset_attempts: bool,
+        actor: &str,
+        now: Millis,
+    ) -> Result<std::collections::HashSet<i64>> {
+        let at = self.c.tin(now);
+        // Still in the state the selection moves (a run may have changed it).
+        let from = sel.moves_sql();
+        Ok(self
+            .c
+            .q(
+                &format!(
+                    "WITH picked AS (
+                         SELECT i.id, i.key, i.tier, i.outcome, i.error_class, i.op_id, i.status FROM items i
+                          WHERE i.id = ANY($1){from} ORDER BY i.id FOR UPDATE),
+                     logged AS (
+                         INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
+                         SELECT $2, $3, key, id, 'requeued', $4,
+                                'requeued from ' || coalesce(tier, outcome) || ' by ' || $4,
+                                json_build_object('tier', tier, 'outcome', outcome,
+                                                  'error_class', error_class, 'op_id', op_id,
+                                                  'reset_attempts', $5::bool)::text
+                           FROM picked ORDER BY id)
+                     UPDATE items i SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+                            outcome = NULL,
+                            result = CASE WHEN picked.status = 'done' THEN NULL ELSE i.result END,
+                            op_id = CASE WHEN picked.status = 'done' THEN NULL ELSE i.op_id END,
+                            attempts = CASE WHEN $5::bool THEN 0 ELSE i.attempts END, updated_at = $2
+                       FROM picked WHERE i.id = picked.id
+                     RETURNING i.id"
+                ),
+                &[&ids, &at, &batch, &actor, &reset_attempts],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
+    fn redrive_chunk(
+        &mut self,
+        batch: i64,
+        run: Option<i64>,
+        now: Millis,
+        limit: usize,
+        message: &str,
+    ) -> Result<Vec<String>> {
+        let at = self.c.tin(now);
+        Ok(self
+            .c
+            .q(
+                "WITH due AS (
+                     SELECT id FROM items
+                      WHERE batch_id = $1 AND status = 'failed' AND tier = 'retry'
+                        AND next_attempt_at <= $2
+                      ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED),
+                 moved AS (
+                     UPDATE items i SET status = 'pending', tier = NULL,
+                            next_attempt_at = NULL, updated_at = $2
+                       FROM due WHERE i.id = due.id
+                     RETURNING i.id, i.key),
+                 logged AS (
+                     INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message)
+                     SELECT $2, $1, $4, key, id, 'redriven', $5
+                       FROM moved ORDER BY id)
+                 SELECT key FROM moved ORDER BY id",
+                &[&batch, &at, &(limit as i64), &run, &text(message)],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
     }
 }

@@ -33,6 +33,8 @@ pub(crate) fn current(c: &mut Conn, id: i64, name: &str) -> Result<Vec<LockInfo>
         .collect())
 }
 
+const ANY_LIVE_SEAT: &str = "SELECT EXISTS (SELECT 1 FROM locks WHERE expires_at > $1)";
+const SEAT_HELD_LOCKED: &str = "SELECT 1 FROM locks WHERE batch_id = $1 AND run_id = $2 FOR SHARE";
 const SEATS_LOCKED: &str = "SELECT 1 FROM batches WHERE id = $1 FOR NO KEY UPDATE";
 const SEAT_UPSERT: &str =
     "INSERT INTO locks (batch_id, token, host, pid, pid_start, run_id, acquired_at, expires_at, ttl_ms)
@@ -47,6 +49,11 @@ const SEAT_SET_RUN: &str = "UPDATE locks SET run_id = $3 WHERE batch_id = $1 AND
 impl SeatsRead for PgTx<'_> {
     fn seats(&mut self, batch: i64, name: &str) -> Result<Vec<LockInfo>> {
         current(self.c, batch, name)
+    }
+
+    fn any_live_seat(&mut self, now: Millis) -> Result<bool> {
+        let at = self.c.tin(now);
+        Ok(self.c.one(ANY_LIVE_SEAT, &[&at])?.get(0))
     }
 }
 
@@ -96,5 +103,9 @@ impl SeatsWrite for PgTx<'_> {
     fn seat_set_run(&mut self, batch: i64, token: &str, run: i64) -> Result<()> {
         self.c.x(SEAT_SET_RUN, &[&batch, &token, &run])?;
         Ok(())
+    }
+
+    fn seat_held_locked(&mut self, batch: i64, run: i64) -> Result<bool> {
+        Ok(self.c.opt(SEAT_HELD_LOCKED, &[&batch, &run])?.is_some())
     }
 }

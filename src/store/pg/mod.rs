@@ -144,6 +144,11 @@ impl PgStore {
         self.stop = stop;
     }
 
+    /// What bulk writes check between chunks (`set_stop`).
+    pub(crate) fn stop(&self) -> &crate::util::signals::Stop {
+        &self.stop
+    }
+
     /// Whether this role may change items, on a server that accepts
     /// writes (a standby does not).
     pub fn writable(&self) -> bool {

@@ -5,7 +5,7 @@ use postgres::Row;
 
 use super::PgTx;
 use super::conn::{Conn, text};
-use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
+use crate::model::{Holder, Millis, Run, RunCounts, RunState, Tier, Trigger};
 use crate::store::api::OpenRun;
 use crate::store::dialect::{RunsRead, RunsWrite};
 use crate::store::rows::run_columns;
@@ -97,6 +97,13 @@ const RUNS_MARK_CRASHED: &str = "UPDATE runs SET state = 'crashed', ended_at = $
   WHERE id = ANY($1) AND state = 'running'
     AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.run_id = runs.id)";
 
+const RUN_COUNT_FAILURE: &str =
+    "UPDATE runs SET failed = failed + 1, retry = retry + ($2 = 'retry')::int,
+        manual = manual + ($2 = 'manual')::int, cost = cost + coalesce($3::float8, 0)
+  WHERE id = $1";
+const RUN_COUNT_RELEASED: &str = "UPDATE runs SET released = released + 1 WHERE id = $1";
+const RUN_ADD_REDRIVEN: &str = "UPDATE runs SET redriven = redriven + $2 WHERE id = $1";
+
 impl RunsRead for PgTx<'_> {
     fn run_by_id(&mut self, run: i64) -> Result<Option<Run>> {
         let c = &mut *self.c;
@@ -186,6 +193,22 @@ impl RunsWrite for PgTx<'_> {
         let c = &mut *self.c;
         let at = c.tin(now);
         c.x(RUNS_MARK_CRASHED, &[&runs, &at])?;
+        Ok(())
+    }
+
+    fn run_count_failure(&mut self, run: i64, tier: Tier, cost: Option<f64>) -> Result<()> {
+        self.c
+            .x(RUN_COUNT_FAILURE, &[&run, &tier.as_str(), &cost])?;
+        Ok(())
+    }
+
+    fn run_count_released(&mut self, run: i64) -> Result<()> {
+        self.c.x(RUN_COUNT_RELEASED, &[&run])?;
+        Ok(())
+    }
+
+    fn run_add_redriven(&mut self, run: i64, n: i64) -> Result<()> {
+        self.c.x(RUN_ADD_REDRIVEN, &[&run, &n])?;
         Ok(())
     }
 }

@@ -8,11 +8,9 @@
 //! shared: adds never wait for each other, and an add sees every
 //! tombstone of a prune that ran before it.
 
-use super::PgStore;
-use super::batches::batch_id;
 use super::conn::{Conn, parse_col_text};
 use crate::model::Tombstone;
-use crate::store::{Result, StoreError};
+use crate::store::Result;
 
 /// Advisory lock key (single 64-bit space; the migration lock is
 /// `0x4E53_4854`): "NSHT" and "TOMB".
@@ -59,33 +57,4 @@ pub(super) fn find(c: &mut Conn, batch_id: i64, key: &str) -> Result<Option<Tomb
         done_at: c.tout(r.get(2)),
         pruned_at: c.tout(r.get(3)),
     }))
-}
-
-/// The error for `key`, not among the batch's items: `Pruned` when its
-/// tombstone says what became of it, else `UnknownKey`.
-pub(crate) fn missing(c: &mut Conn, batch_id: i64, batch: &str, key: &str) -> StoreError {
-    match find(c, batch_id, key) {
-        Ok(Some(tombstone)) => StoreError::Pruned {
-            batch: batch.into(),
-            tombstone,
-        },
-        Ok(None) => StoreError::UnknownKey {
-            batch: batch.into(),
-            key: key.into(),
-        },
-        Err(e) => e,
-    }
-}
-
-impl PgStore {
-    /// How many keys of pruned done items the batch keeps.
-    pub fn pruned_keys(&self, batch: &str) -> Result<i64> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            Ok(
-                c.one("SELECT pruned_keys FROM batches WHERE id = $1", &[&id])?
-                    .get(0),
-            )
-        })
-    }
 }

@@ -6,7 +6,8 @@ use super::SqliteTx;
 use super::schema::BUCKETS;
 use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, Pause, Runners};
 use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
-use crate::store::{Result, StoreError, shared};
+use crate::store::ops::liveness;
+use crate::store::{Result, StoreError};
 
 /// The hold as stored: until when, the key that asked, and its label
 /// (while the item is kept).
@@ -142,7 +143,7 @@ pub(crate) fn info(c: &Connection, id: i64, name: String, now: Millis) -> Result
         runners: Runners::default(),
         name,
     };
-    info.runners = shared::runners(&info, now, |runs| claimed_by(c, id, runs))?;
+    info.runners = liveness::runners(&info, now, |runs| claimed_by(c, id, runs))?;
     Ok(info)
 }
 

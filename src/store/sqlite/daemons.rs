@@ -1,26 +1,29 @@
-//! Scheduler daemons' heartbeats, one row per daemon process: who, since
-//! when, its last beat, the batches it schedules (a JSON array). Views
-//! judge from them whether a schedule has a live daemon
-//! (`shared::daemon_state`).
+//! Statements on the scheduler daemons' heartbeat rows (`ops::daemons`):
+//! who, since when, its last beat, the batches it schedules (a JSON
+//! array).
 
 use rusqlite::{Connection, params};
 
-use super::SqliteStore;
+use super::SqliteTx;
 use crate::model::{Daemon, DaemonInfo, Holder, Millis};
-use crate::store::{Result, shared};
+use crate::store::Result;
+use crate::store::dialect::{DaemonsRead, DaemonsWrite};
+use crate::store::ops::liveness;
 
-const UPSERT: &str =
+const DAEMON_UPSERT: &str =
     "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
      ON CONFLICT (token) DO UPDATE SET beat_at = excluded.beat_at,
         stopped_at = excluded.stopped_at, batches = excluded.batches";
 
-/// Every daemon recorded, with its state as of `now`, newest beat first.
-pub(crate) fn all(c: &Connection, now: Millis) -> Result<Vec<DaemonInfo>> {
-    let mut st = c.prepare_cached(
-        "SELECT token, host, pid, pid_start, started_at, beat_at, stopped_at, batches
-           FROM daemons ORDER BY beat_at DESC, token",
-    )?;
+const DAEMONS_ALL: &str =
+    "SELECT token, host, pid, pid_start, started_at, beat_at, stopped_at, batches
+       FROM daemons ORDER BY beat_at DESC, token";
+const DAEMON_DELETE: &str = "DELETE FROM daemons WHERE token = ?1";
+
+/// Every daemon recorded, newest beat first.
+fn rows(c: &Connection) -> Result<Vec<Daemon>> {
+    let mut st = c.prepare_cached(DAEMONS_ALL)?;
     let rows = st
         .query_map([], |r| {
             let batches: String = r.get(7)?;
@@ -38,44 +41,41 @@ pub(crate) fn all(c: &Connection, now: Millis) -> Result<Vec<DaemonInfo>> {
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(shared::daemon_infos(rows, now))
+    Ok(rows)
 }
 
-fn upsert(c: &Connection, d: &Daemon) -> Result<()> {
-    let batches = serde_json::to_string(&d.batches).unwrap_or_else(|_| "[]".into());
-    c.prepare_cached(UPSERT)?.execute(params![
-        d.token,
-        d.holder.host,
-        d.holder.pid,
-        d.holder.pid_start.map(|s| s as i64),
-        d.started_at,
-        d.beat_at,
-        d.stopped_at,
-        batches
-    ])?;
-    Ok(())
+/// Every daemon recorded, with its state as of `now`, newest beat first.
+pub(crate) fn all(c: &Connection, now: Millis) -> Result<Vec<DaemonInfo>> {
+    Ok(liveness::daemon_infos(rows(c)?, now))
 }
 
-impl SqliteStore {
-    /// Records a daemon starting, and forgets the records it replaces
-    /// (`shared::superseded`).
-    pub fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()> {
-        self.write(|tx| {
-            let known = all(tx, now)?;
-            for token in shared::superseded(&known, d) {
-                tx.execute("DELETE FROM daemons WHERE token = ?1", [token])?;
-            }
-            upsert(tx, d)
-        })
+impl DaemonsRead for SqliteTx<'_> {
+    fn daemons_all(&mut self) -> Result<Vec<Daemon>> {
+        rows(self.conn)
+    }
+}
+
+impl DaemonsWrite for SqliteTx<'_> {
+    fn daemon_upsert(&mut self, d: &Daemon) -> Result<()> {
+        let batches = serde_json::to_string(&d.batches).unwrap_or_else(|_| "[]".into());
+        self.conn.prepare_cached(DAEMON_UPSERT)?.execute(params![
+            d.token,
+            d.holder.host,
+            d.holder.pid,
+            d.holder.pid_start.map(|s| s as i64),
+            d.started_at,
+            d.beat_at,
+            d.stopped_at,
+            batches
+        ])?;
+        Ok(())
     }
 
-    /// Records a daemon's heartbeat (or, with `stopped_at`, its clean stop).
-    pub fn daemon_beat(&mut self, d: &Daemon) -> Result<()> {
-        self.write(|tx| upsert(tx, d))
-    }
-
-    /// Every daemon recorded, with its state as of `now`.
-    pub fn daemons(&self, now: Millis) -> Result<Vec<DaemonInfo>> {
-        self.read(|c| all(c, now))
+    fn daemons_delete(&mut self, tokens: &[&str]) -> Result<()> {
+        let mut st = self.conn.prepare_cached(DAEMON_DELETE)?;
+        for token in tokens {
+            st.execute([token])?;
+        }
+        Ok(())
     }
 }

@@ -5,7 +5,8 @@ use rusqlite::{Connection, Row, params};
 use super::{SqliteTx, parse_col};
 use crate::model::{DeadLetter, DlqGroup, Millis, Tier};
 use crate::store::Result;
-use crate::store::dialect::DeadLettersRead;
+use crate::store::api::Failure;
+use crate::store::dialect::{DeadLettersRead, DeadLettersWrite};
 use crate::store::rows::dead_letter_columns;
 
 pub(crate) fn dead_letter_from_row(r: &Row<'_>) -> rusqlite::Result<DeadLetter> {
@@ -57,6 +58,11 @@ const OF_ITEM: &str = concat!(
 
 /// Every dead letter of one item, newest first (also read by the
 /// dashboard's detail).
+const DEAD_LETTER_INSERT: &str =
+    "INSERT INTO dead_letters (batch_id, item_id, key, label, payload, error_class,
+                           message, attempt, failed_at, tier, run_id)
+ SELECT batch_id, id, key, label, payload, ?2, ?3, attempts, ?4, ?5, ?6 FROM items WHERE id = ?1";
+
 pub(crate) fn of_item(c: &Connection, item_id: i64) -> rusqlite::Result<Vec<DeadLetter>> {
     let mut st = c.prepare_cached(OF_ITEM)?;
     st.query_map([item_id], dead_letter_from_row)?.collect()
@@ -123,5 +129,21 @@ impl DeadLettersRead for SqliteTx<'_> {
             })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
+    }
+}
+
+impl DeadLettersWrite for SqliteTx<'_> {
+    fn dead_letter_insert(&mut self, f: &Failure<'_>) -> Result<()> {
+        self.conn
+            .prepare_cached(DEAD_LETTER_INSERT)?
+            .execute(params![
+                f.item_id,
+                f.error_class,
+                f.message,
+                f.now,
+                f.tier.as_str(),
+                f.run_id
+            ])?;
+        Ok(())
     }
 }

@@ -5,14 +5,15 @@
 
 use rusqlite::{Connection, params};
 
-use super::SqliteStore;
 use super::batches::{batch_id, ensure};
 use super::events::insert as insert_event;
-use super::items::holds_lock;
+use super::locks::holds_lock;
+use super::{SqliteStore, SqliteTx};
 use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem, Outcome};
-use crate::store::api::Completion;
+use crate::store::api::{Completion, Selection};
 use crate::store::chunks::Chunks;
-use crate::store::{Result, StoreError};
+use crate::store::dialect::Bulk;
+use crate::store::{Fault, Result, StoreError};
 use crate::util::signals::Stop;
 
 /// One item per `INSERT`: a statement inserting several rows needs a
@@ -87,7 +88,7 @@ fn add_chunk(
         if all.added > 0 {
             insert_event(
                 tx,
-                &crate::store::shared::added_event(batch, &all, None, now),
+                &crate::store::ops::add::added_event(batch, &all, None, now),
             )?;
         }
     }
@@ -236,7 +237,7 @@ impl SqliteStore {
     ) -> StoreError {
         let mut unlogged = None;
         if handled > 0 && report.added > 0 {
-            let event = crate::store::shared::added_event(
+            let event = crate::store::ops::add::added_event(
                 batch,
                 report,
                 Some((&cause, handled, total)),
@@ -246,7 +247,7 @@ impl SqliteStore {
                 unlogged = Some(e.to_string());
             }
         }
-        crate::store::shared::add_cut_short(report, handled, total, cause, unlogged)
+        crate::store::ops::add::add_cut_short(report, handled, total, cause, unlogged)
     }
 
     /// Claims up to `n` pending items for `run_id`: each gets a lease until
@@ -371,5 +372,82 @@ impl SqliteStore {
             }
             Ok(accepted)
         })
+    }
+}
+
+/// Why SQLite's bulk chunks differ from PostgreSQL's (`pg/hot.rs`): the
+/// triggers that keep the counts pay their per-statement setup once per
+/// chunk here (the events, then the move, two statements over `json_each`),
+/// where PostgreSQL does the whole chunk in one CTE, one round trip.
+impl Bulk for SqliteTx<'_> {
+    fn requeue_chunk(
+        &mut self,
+        batch: i64,
+        sel: &Selection,
+        ids: &[i64],
+        reset_attempts: bool,
+        actor: &str,
+        now: Millis,
+    ) -> Result<std::collections::HashSet<i64>> {
+        let ids = serde_json::to_string(ids)
+            .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))?;
+        // Still in the state the selection moves (a run may have changed it).
+        let from = sel.moves_sql();
+        self.conn
+            .prepare_cached(&format!(
+                "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
+                 SELECT ?2, ?3, i.key, i.id, 'requeued', ?4,
+                        'requeued from ' || coalesce(i.tier, i.outcome) || ' by ' || ?4,
+                        json_object('tier', i.tier, 'outcome', i.outcome, 'error_class', i.error_class,
+                                    'op_id', i.op_id,
+                                    'reset_attempts', json(CASE WHEN ?5 THEN 'true' ELSE 'false' END))
+                   FROM items i
+                  WHERE i.id IN (SELECT value FROM json_each(?1)){from}
+                  ORDER BY i.id"
+            ))?
+            .execute(params![ids, now, batch, actor, reset_attempts])?;
+        let moved = self
+            .conn
+            .prepare_cached(&format!(
+                "UPDATE items AS i SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+                        outcome = NULL, result = CASE WHEN status = 'done' THEN NULL ELSE result END,
+                        op_id = CASE WHEN status = 'done' THEN NULL ELSE op_id END,
+                        attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
+                  WHERE i.id IN (SELECT value FROM json_each(?1)){from}
+                 RETURNING id"
+            ))?
+            .query_map(params![ids, now, reset_attempts], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(moved)
+    }
+
+    fn redrive_chunk(
+        &mut self,
+        batch: i64,
+        run: Option<i64>,
+        now: Millis,
+        limit: usize,
+        message: &str,
+    ) -> Result<Vec<String>> {
+        let moved: Vec<(i64, String)> = self
+            .conn
+            .prepare_cached(
+                "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL, updated_at = ?2
+                  WHERE id IN (SELECT id FROM items
+                                WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'
+                                  AND next_attempt_at <= ?2 LIMIT ?3)
+                 RETURNING id, key",
+            )?
+            .query_map(params![batch, now, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut logged = self.conn.prepare_cached(
+            "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'redriven', ?6)",
+        )?;
+        for (item, key) in &moved {
+            logged.execute(params![now, batch, run, key, item, message])?;
+        }
+        let keys = moved.into_iter().map(|(_, key)| key).collect();
+        Ok(keys)
     }
 }

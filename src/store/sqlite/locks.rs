@@ -1,6 +1,6 @@
 //! The batch lock's seats (the rules are in `ops::seats`).
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteTx;
 use crate::model::{Holder, LockInfo, Millis};
@@ -13,6 +13,16 @@ pub(crate) fn any_live(c: &Connection, now: Millis) -> Result<bool> {
         c.prepare_cached("SELECT EXISTS (SELECT 1 FROM locks WHERE expires_at > ?1)")?
             .query_row([now], |r| r.get(0))?,
     )
+}
+
+const SEAT_HELD: &str = "SELECT 1 FROM locks WHERE batch_id = ?1 AND run_id = ?2";
+
+/// Does `run_id` hold a seat of the batch lock (see `start_run`)?
+pub(crate) fn holds_lock(c: &Connection, batch_id: i64, run_id: i64) -> Result<bool> {
+    Ok(c.prepare_cached(SEAT_HELD)?
+        .query_row(params![batch_id, run_id], |_| Ok(()))
+        .optional()?
+        .is_some())
 }
 
 /// Every seat of a batch, oldest first, expired ones included.
@@ -55,6 +65,10 @@ const SEAT_SET_RUN: &str = "UPDATE locks SET run_id = ?3 WHERE batch_id = ?1 AND
 impl SeatsRead for SqliteTx<'_> {
     fn seats(&mut self, batch: i64, name: &str) -> Result<Vec<LockInfo>> {
         current(self.conn, batch, name)
+    }
+
+    fn any_live_seat(&mut self, now: Millis) -> Result<bool> {
+        any_live(self.conn, now)
     }
 }
 
@@ -107,5 +121,9 @@ impl SeatsWrite for SqliteTx<'_> {
             .prepare_cached(SEAT_SET_RUN)?
             .execute(params![batch, token, run])?;
         Ok(())
+    }
+
+    fn seat_held_locked(&mut self, batch: i64, run: i64) -> Result<bool> {
+        holds_lock(self.conn, batch, run)
     }
 }

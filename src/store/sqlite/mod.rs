@@ -174,6 +174,11 @@ impl SqliteStore {
         self.stop = stop;
     }
 
+    /// What bulk writes check between chunks (`set_stop`).
+    pub(crate) fn stop(&self) -> &crate::util::signals::Stop {
+        &self.stop
+    }
+
     pub fn access(&self) -> Access {
         self.access
     }

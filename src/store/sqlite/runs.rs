@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{SqliteTx, parse_col};
-use crate::model::{Holder, Millis, Run, RunCounts, RunState, Trigger};
+use crate::model::{Holder, Millis, Run, RunCounts, RunState, Tier, Trigger};
 use crate::store::Result;
 use crate::store::api::OpenRun;
 use crate::store::dialect::{RunsRead, RunsWrite};
@@ -92,6 +92,13 @@ const RUNS_MARK_CRASHED: &str = "UPDATE runs SET state = 'crashed', ended_at = ?
   WHERE id = ?1 AND state = 'running'
     AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.run_id = runs.id)";
 
+const RUN_COUNT_FAILURE: &str =
+    "UPDATE runs SET failed = failed + 1, retry = retry + (?2 = 'retry'), manual = manual + (?2 = 'manual'),
+            cost = cost + coalesce(?3, 0)
+      WHERE id = ?1";
+const RUN_COUNT_RELEASED: &str = "UPDATE runs SET released = released + 1 WHERE id = ?1";
+const RUN_ADD_REDRIVEN: &str = "UPDATE runs SET redriven = redriven + ?2 WHERE id = ?1";
+
 impl RunsRead for SqliteTx<'_> {
     fn run_by_id(&mut self, run: i64) -> Result<Option<Run>> {
         Ok(self
@@ -177,6 +184,27 @@ impl RunsWrite for SqliteTx<'_> {
         for id in runs {
             st.execute(params![id, now])?;
         }
+        Ok(())
+    }
+
+    fn run_count_failure(&mut self, run: i64, tier: Tier, cost: Option<f64>) -> Result<()> {
+        self.conn
+            .prepare_cached(RUN_COUNT_FAILURE)?
+            .execute(params![run, tier.as_str(), cost])?;
+        Ok(())
+    }
+
+    fn run_count_released(&mut self, run: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(RUN_COUNT_RELEASED)?
+            .execute([run])?;
+        Ok(())
+    }
+
+    fn run_add_redriven(&mut self, run: i64, n: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(RUN_ADD_REDRIVEN)?
+            .execute(params![run, n])?;
         Ok(())
     }
 }

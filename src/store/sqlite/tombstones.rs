@@ -6,10 +6,9 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::batches::batch_id;
-use super::{SqliteStore, parse_col};
+use super::parse_col;
 use crate::model::{Millis, Tombstone};
-use crate::store::{Result, StoreError};
+use crate::store::Result;
 
 /// Does the batch keep any tombstones? Its counter, read once per chunk:
 /// an add into a batch never pruned looks up nothing more.
@@ -42,34 +41,4 @@ pub(super) fn find(c: &Connection, batch_id: i64, key: &str) -> Result<Option<To
         })
     })
     .optional()?)
-}
-
-/// The error for `key`, not among the batch's items: `Pruned` when its
-/// tombstone says what became of it, else `UnknownKey`.
-pub(crate) fn missing(c: &Connection, batch_id: i64, batch: &str, key: &str) -> StoreError {
-    match find(c, batch_id, key) {
-        Ok(Some(tombstone)) => StoreError::Pruned {
-            batch: batch.into(),
-            tombstone,
-        },
-        Ok(None) => StoreError::UnknownKey {
-            batch: batch.into(),
-            key: key.into(),
-        },
-        Err(e) => e,
-    }
-}
-
-impl SqliteStore {
-    /// How many keys of pruned done items the batch keeps.
-    pub fn pruned_keys(&self, batch: &str) -> Result<i64> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            Ok(
-                c.query_row("SELECT pruned_keys FROM batches WHERE id = ?1", [id], |r| {
-                    r.get(0)
-                })?,
-            )
-        })
-    }
 }

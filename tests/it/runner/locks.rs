@@ -11,7 +11,7 @@ use std::path::Path;
 use common::{Env, lines, pids_with, signal, tally, wait_for};
 use nix::sys::signal::Signal;
 
-use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Tier, Trigger};
+use nightshift::model::{EventKind, Holder, NewEvent, NewItem, Outcome, Tier, Trigger};
 use nightshift::store::{Completion, Failure, LockOutcome, Store};
 
 fn p(path: &Path) -> String {
@@ -76,8 +76,8 @@ fn wait_for_lock_expiry(env: &Env) {
     });
 }
 
-fn event(batch: &str, kind: &str) -> NewEvent {
-    NewEvent::new(now_ms(), batch, kind, kind)
+fn event(batch: &str, kind: EventKind) -> NewEvent {
+    NewEvent::new(now_ms(), batch, kind, kind.as_str())
 }
 
 both_backends! {
@@ -440,7 +440,7 @@ touch {dir}/started-$NIGHTSHIFT_KEY
             now: t1,
         };
         assert!(
-            !s.complete(&done(a.token, run_a, "\"A\""), &event("b", "done"))
+            !s.complete(&done(a.token, run_a, "\"A\""), &event("b", EventKind::Done))
                 .unwrap()
         );
         let fail = Failure {
@@ -454,13 +454,13 @@ touch {dir}/started-$NIGHTSHIFT_KEY
             cost: None,
             now: t1,
         };
-        assert!(!s.fail(&fail, &event("b", "failed")).unwrap());
+        assert!(!s.fail(&fail, &event("b", EventKind::Failed)).unwrap());
         assert!(
-            !s.release(a.item_id, a.token, run_a, true, &event("b", "released"))
+            !s.release(a.item_id, a.token, run_a, true, &event("b", EventKind::Released))
                 .unwrap()
         );
         assert!(
-            !s.set_op_id(a.item_id, a.token, "op-a", &event("b", "op-id"))
+            !s.set_op_id(a.item_id, a.token, "op-a", &event("b", EventKind::OpId))
                 .unwrap()
         );
         assert_eq!(s.begin_attempt(a.item_id, a.token, t1).unwrap(), None);
@@ -471,11 +471,11 @@ touch {dir}/started-$NIGHTSHIFT_KEY
 
         // B's completion is accepted; A's, even later, still is not.
         assert!(
-            s.complete(&done(b.token, run_b, "\"B\""), &event("b", "done"))
+            s.complete(&done(b.token, run_b, "\"B\""), &event("b", EventKind::Done))
                 .unwrap()
         );
         assert!(
-            !s.complete(&done(a.token, run_a, "\"A\""), &event("b", "done"))
+            !s.complete(&done(a.token, run_a, "\"A\""), &event("b", EventKind::Done))
                 .unwrap()
         );
         let item = s.item("b", "k").unwrap();
@@ -497,7 +497,7 @@ touch {dir}/started-$NIGHTSHIFT_KEY
         s.ensure_batch("b", t0).unwrap();
         let out = s
             .group(|s| {
-                s.log_event(&event("b", "run-finished"))?;
+                s.log_event(&event("b", EventKind::RunFinished))?;
                 s.checkpoint()
             })
             .unwrap();

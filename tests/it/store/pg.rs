@@ -7,7 +7,7 @@ use crate::support::pg;
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 
-use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Trigger};
+use nightshift::model::{EventKind, Holder, NewEvent, NewItem, Outcome, Trigger};
 use nightshift::store::pg::PgStore;
 use nightshift::store::{Access, Completion, LockOutcome, Store, StoreError};
 
@@ -79,7 +79,7 @@ fn concurrent_claimers_never_share_an_item() {
                             cost: None,
                             now: now(),
                         };
-                        let event = NewEvent::new(now(), "b", "done", "done").key(&c.key);
+                        let event = NewEvent::new(now(), "b", EventKind::Done, "done").key(&c.key);
                         assert!(s.complete(&done, &event).unwrap());
                         mine.push(c.key);
                     }
@@ -397,7 +397,8 @@ fn counters_stay_exact_under_concurrent_mixed_transitions() {
                         _ => {
                             let claims = s.claim("b", run, 3, t + MIN, t).unwrap().unwrap();
                             for c in claims {
-                                let event = NewEvent::new(t, "b", "x", "x").key(&c.key);
+                                let event =
+                                    NewEvent::new(t, "b", EventKind::Alert, "x").key(&c.key);
                                 match rng.u8(..4) {
                                     0 => {
                                         let f = Failure {
@@ -516,7 +517,8 @@ fn following_the_log_waits_for_a_transaction_still_running() {
     let Some((url, mut s)) = fresh() else { return };
     let t = now();
     s.ensure_batch("b", t).unwrap();
-    s.log_event(&NewEvent::new(t, "b", "x", "before")).unwrap();
+    s.log_event(&NewEvent::new(t, "b", EventKind::Alert, "before"))
+        .unwrap();
     let all = nightshift::store::EventFilter::default();
     let mut cursor = s.follow_start().unwrap();
     cursor.shown(&s.events(&all).unwrap());
@@ -528,7 +530,8 @@ fn following_the_log_waits_for_a_transaction_still_running() {
         &[&t],
     )
     .unwrap();
-    s.log_event(&NewEvent::new(t, "b", "x", "fast")).unwrap();
+    s.log_event(&NewEvent::new(t, "b", EventKind::Alert, "fast"))
+        .unwrap();
     // The fast event (a larger id) is held back while the slow one is open.
     assert_eq!(s.follow_next(&all, &mut cursor).unwrap(), vec![]);
     tx.commit().unwrap();

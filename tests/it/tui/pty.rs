@@ -438,7 +438,13 @@ fn hostile_text_renders_inert() {
                     cost: None,
                     now: t,
                 },
-                &nightshift::model::NewEvent::new(t, "inj", "failed", message.clone()).key(&c.key),
+                &nightshift::model::NewEvent::new(
+                    t,
+                    "inj",
+                    nightshift::model::EventKind::Failed,
+                    message.clone(),
+                )
+                .key(&c.key),
             )
             .unwrap();
     }
@@ -566,7 +572,13 @@ fn since_you_last_looked_on_the_next_visit() {
                 cost: None,
                 now: t + 1,
             },
-            &nightshift::model::NewEvent::new(t, "articles", "quarantined", "x").key(&c.key),
+            &nightshift::model::NewEvent::new(
+                t,
+                "articles",
+                nightshift::model::EventKind::Quarantined,
+                "x",
+            )
+            .key(&c.key),
         )
         .unwrap();
     drop(store);

@@ -367,7 +367,9 @@ fn japanese_text_in_every_pane() {
 /// held one until when on its own line).
 #[test]
 fn the_pace_says_only_what_it_knows() {
-    use nightshift::model::{Holder, NewEvent, NewItem, Outcome, Pause, RunState, Trigger};
+    use nightshift::model::{
+        EventKind, Holder, NewEvent, NewItem, Outcome, Pause, RunState, Trigger,
+    };
     use nightshift::store::Completion;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("nightshift.db");
@@ -419,8 +421,11 @@ fn the_pace_says_only_what_it_knows() {
                 now: at,
             };
             assert!(
-                s.complete(&d, &NewEvent::new(at, batch, "done", "done").key(&c.key))
-                    .unwrap()
+                s.complete(
+                    &d,
+                    &NewEvent::new(at, batch, EventKind::Done, "done").key(&c.key)
+                )
+                .unwrap()
             );
         }
     };

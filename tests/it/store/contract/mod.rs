@@ -7,8 +7,8 @@
 use crate::support::pg;
 
 use nightshift::model::{
-    Fire, Hold, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier, Tombstone,
-    Trigger, WorkerGroup,
+    EventKind, Fire, Hold, Holder, NewEvent, NewItem, Outcome, Pause, RunState, SkipReport, Tier,
+    Tombstone, Trigger, WorkerGroup,
 };
 use nightshift::store::{
     Access, Completion, DashQuery, EventFilter, ItemFilter, ItemsQuery, LockOutcome, Selection,
@@ -38,7 +38,7 @@ fn holder(pid: u32) -> Holder {
 }
 
 fn done_event(key: &str) -> NewEvent {
-    NewEvent::new(T0, "b", "done", "done").key(key)
+    NewEvent::new(T0, "b", EventKind::Done, "done").key(key)
 }
 
 mod sqlite_backend {
@@ -197,7 +197,7 @@ both_stores! {
             item_id: c[i].item_id, token: c[i].token, run_id: run, tier, error_class: class,
             message: "boom\0with a NUL", next_attempt_at: next, cost: Some(1.0), now: T0,
         };
-        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        let ev = NewEvent::new(T0, "b", EventKind::Failed, "failed");
         assert!(s.fail(&fail(0, Tier::Retry, "Timeout", Some(T0 + 10 * MIN)), &ev).unwrap());
         assert!(s.fail(&fail(1, Tier::Manual, "BadInput", None), &ev).unwrap());
         assert!(s.fail(&fail(2, Tier::Retry, "Timeout", Some(T0 + 20 * MIN)), &ev).unwrap());
@@ -233,7 +233,7 @@ both_stores! {
         let dead = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "t1", &holder(1), Some(dead), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", dead, 3, T0 + MIN, T0).unwrap().unwrap();
-        let ev = NewEvent::new(T0, "b", "released", "released");
+        let ev = NewEvent::new(T0, "b", EventKind::Released, "released");
         assert!(s.release(c[0].item_id, c[0].token, dead, true, &ev).unwrap());
         assert_eq!(s.item("b", "k000").unwrap().attempts, 0, "a cut-short attempt is not counted");
         assert!(!s.release(c[0].item_id, c[0].token, dead, true, &ev).unwrap());
@@ -348,7 +348,7 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
-        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        let ev = NewEvent::new(T0, "b", EventKind::Failed, "failed");
         for (i, class) in [(0, "A"), (1, "B")] {
             let f = nightshift::store::Failure { item_id: c[i].item_id, token: c[i].token, run_id: run,
                 tier: Tier::Manual, error_class: class, message: "m", next_attempt_at: None, cost: None, now: T0 };
@@ -395,7 +395,7 @@ both_stores! {
         let c = s.claim_key("b", "k001", run, T0 + MIN, T0).unwrap();
         assert_eq!((c.key.as_str(), c.attempt), ("k001", 1));
         assert!(s.claim_key("b", "k001", run, T0 + MIN, T0).unwrap_err().to_string().contains("in flight"));
-        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        let ev = NewEvent::new(T0, "b", EventKind::Failed, "failed");
         let f = nightshift::store::Failure { item_id: c.item_id, token: c.token, run_id: run,
             tier: Tier::Retry, error_class: "E", message: "m", next_attempt_at: Some(T0 + 99 * MIN), cost: None, now: T0 };
         s.fail(&f, &ev).unwrap();
@@ -404,8 +404,8 @@ both_stores! {
         assert_eq!(again.attempt, 2);
         assert!(matches!(s.claim_key("b", "nope", run, T0, T0), Err(StoreError::UnknownKey { .. })));
         assert_eq!(s.oldest_pending("b").unwrap(), Some(T0));
-        assert!(s.set_op_id(again.item_id, again.token, "op-1", &NewEvent::new(T0, "b", "op", "op")).unwrap());
-        assert!(!s.set_op_id(again.item_id, c.token, "op-2", &NewEvent::new(T0, "b", "op", "op")).unwrap());
+        assert!(s.set_op_id(again.item_id, again.token, "op-1", &NewEvent::new(T0, "b", EventKind::OpId, "op")).unwrap());
+        assert!(!s.set_op_id(again.item_id, c.token, "op-2", &NewEvent::new(T0, "b", EventKind::OpId, "op")).unwrap());
         assert_eq!(s.item("b", "k001").unwrap().op_id.as_deref(), Some("op-1"));
         assert_eq!(s.renew_leases("b", run, T0 + 5 * MIN).unwrap(), vec![again.item_id]);
         assert_eq!(s.item("b", "k001").unwrap().lease_until, Some(T0 + 5 * MIN));
@@ -487,11 +487,11 @@ both_stores! {
         s.add_items("b", &items(2), T0, |_| {}).unwrap();
         let mut ids = Vec::new();
         for i in 0..5 {
-            let e = NewEvent::new(T0 + i, "b", if i % 2 == 0 { "even" } else { "odd" }, format!("m{i}"))
+            let e = NewEvent::new(T0 + i, "b", if i % 2 == 0 { EventKind::Done } else { EventKind::Failed }, format!("m{i}"))
                 .key("k001").fields(serde_json::json!({"i": i}));
             ids.push(s.log_event(&e).unwrap());
         }
-        let evens = s.events(&EventFilter { batch: Some("b".into()), kinds: vec!["even".into()], ..Default::default() }).unwrap();
+        let evens = s.events(&EventFilter { batch: Some("b".into()), kinds: vec!["done".into()], ..Default::default() }).unwrap();
         assert_eq!(evens.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["m0", "m2", "m4"]);
         assert_eq!(evens[1].fields["i"], 2);
         let newest = s.events(&EventFilter { limit: 2, ..Default::default() }).unwrap();
@@ -509,16 +509,16 @@ both_stores! {
             ($s:expr, $kind:expr, $m:expr) => { $s.log_event(&NewEvent::new(T0, "b", $kind, $m)).unwrap() };
         }
         s.ensure_batch("b", T0).unwrap();
-        log!(s, "x", "before");
-        let evens = EventFilter { batch: Some("b".into()), kinds: vec!["even".into()], ..Default::default() };
+        log!(s, EventKind::Alert, "before");
+        let evens = EventFilter { batch: Some("b".into()), kinds: vec!["done".into()], ..Default::default() };
         let mut cursor = s.follow_start().unwrap();
-        log!(s, "even", "during the listing");
+        log!(s, EventKind::Done, "during the listing");
         let listed = s.events(&evens).unwrap();
         cursor.shown(&listed);
         assert_eq!(listed.len(), 1);
         assert_eq!(s.follow_next(&evens, &mut cursor).unwrap(), vec![], "nothing new");
         for i in 0..1500 {
-            log!(s, if i % 3 == 0 { "even" } else { "odd" }, format!("m{i}"));
+            log!(s, if i % 3 == 0 { EventKind::Done } else { EventKind::Failed }, format!("m{i}"));
         }
         // On PostgreSQL another test's transaction (the server is shared)
         // may hold the horizon back for a moment: poll, as `log -f` does.
@@ -538,7 +538,7 @@ both_stores! {
         assert_eq!(next[0].message, "m0");
         assert!(next.windows(2).all(|w| w[0].id < w[1].id));
         assert_eq!(s.follow_next(&evens, &mut cursor).unwrap(), vec![]);
-        log!(s, "even", "last");
+        log!(s, EventKind::Done, "last");
         let last = follow_until!(1);
         assert_eq!(last.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["last"]);
     }
@@ -551,7 +551,7 @@ both_stores! {
         let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
         let f = nightshift::store::Failure { item_id: c[0].item_id, token: c[0].token, run_id: run,
             tier: Tier::Manual, error_class: "Bad", message: "no", next_attempt_at: None, cost: None, now: T0 };
-        s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed").key("k000")).unwrap();
+        s.fail(&f, &NewEvent::new(T0, "b", EventKind::Failed, "failed").key("k000")).unwrap();
         let q = DashQuery {
             batch: Some("b".into()),
             minutes: 5,
@@ -605,7 +605,7 @@ both_stores! {
         s.complete(&done, &done_event("k000")).unwrap();
         let f = nightshift::store::Failure { item_id: c[1].item_id, token: c[1].token, run_id: run,
             tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
-        s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed")).unwrap();
+        s.fail(&f, &NewEvent::new(T0, "b", EventKind::Failed, "failed")).unwrap();
         s.finish_run(run, RunState::Failed, "x", 0, 0, T0).unwrap();
         let dry = s.prune(T0 + 1, false, false, true, "me", T0 + 2).unwrap();
         assert_eq!((dry.done_items, dry.runs, dry.failed_items_kept, dry.dead_letters_kept), (1, 1, 1, 1));
@@ -724,7 +724,7 @@ both_stores! {
         let f = nightshift::store::Failure { item_id: c[0].item_id, token: c[0].token, run_id: run,
             tier: Tier::Manual, error_class: "Bad", message: "label 39 is not here", next_attempt_at: None,
             cost: None, now: T0 };
-        s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed").key("k000")).unwrap();
+        s.fail(&f, &NewEvent::new(T0, "b", EventKind::Failed, "failed").key("k000")).unwrap();
         // Polls as the dashboard does, until the search has looked at everything.
         let search = |text: &str, status| {
             let q = DashQuery { batch: Some("b".into()), items: Some(ItemsQuery { search: text.into(),
@@ -869,7 +869,7 @@ both_stores! {
         for c in s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap() {
             let f = nightshift::store::Failure { item_id: c.item_id, token: c.token, run_id: run,
                 tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
-            s.fail(&f, &NewEvent::new(T0, "b", "failed", "failed")).unwrap();
+            s.fail(&f, &NewEvent::new(T0, "b", EventKind::Failed, "failed")).unwrap();
         }
         let stop = Stop::default();
         s.set_stop(stop.clone());
@@ -930,8 +930,8 @@ both_stores! {
         assert!(s.labelled("b", "label", 10).unwrap().is_empty(), "exact, not a substring");
         assert!(matches!(s.labelled("nope", "x", 1), Err(StoreError::UnknownBatch { .. })));
 
-        s.log_event(&NewEvent::new(T0, "b", "skipped", "by hand").key("k002")).unwrap();
-        s.log_event(&NewEvent::new(T0, "b", "paused", "no item")).unwrap();
+        s.log_event(&NewEvent::new(T0, "b", EventKind::Skipped, "by hand").key("k002")).unwrap();
+        s.log_event(&NewEvent::new(T0, "b", EventKind::Paused, "no item")).unwrap();
         let events = s.events(&EventFilter { batch: Some("b".into()), limit: 100, ..EventFilter::default() }).unwrap();
         let skipped = events.iter().find(|e| e.kind == "skipped").unwrap();
         assert_eq!(skipped.label.as_deref(), Some("label 2"));
@@ -1028,7 +1028,7 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
-        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        let ev = NewEvent::new(T0, "b", EventKind::Failed, "failed");
         for (i, tier, next) in [(0, Tier::Retry, Some(T0 + 10 * MIN)), (1, Tier::Retry, Some(T0 + 20 * MIN)), (2, Tier::Manual, None)] {
             let f = nightshift::store::Failure { item_id: c[i].item_id, token: c[i].token, run_id: run,
                 tier, error_class: "E", message: "m", next_attempt_at: next, cost: None, now: T0 };
@@ -1052,7 +1052,7 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
-        let op = NewEvent::new(T0, "b", "op-id", "op").key("k002");
+        let op = NewEvent::new(T0, "b", EventKind::OpId, "op").key("k002");
         assert!(s.set_op_id(c[2].item_id, c[2].token, "op-2", &op).unwrap());
         for (i, outcome, result) in [(0, Outcome::Done, Some("1")), (1, Outcome::Empty, None), (2, Outcome::Empty, None)] {
             let d = Completion { item_id: c[i].item_id, token: c[i].token, run_id: run,
@@ -1061,7 +1061,7 @@ both_stores! {
         }
         let f = nightshift::store::Failure { item_id: c[3].item_id, token: c[3].token, run_id: run,
             tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
-        assert!(s.fail(&f, &NewEvent::new(T0, "b", "quarantined", "q")).unwrap());
+        assert!(s.fail(&f, &NewEvent::new(T0, "b", EventKind::Quarantined, "q")).unwrap());
 
         let empty = ItemFilter { outcome: Some(Outcome::Empty), ..ItemFilter::default() };
         let listed: Vec<String> = s.items("b", &empty).unwrap().into_iter().map(|i| i.key).collect();
@@ -1133,9 +1133,9 @@ both_stores! {
         assert!(matches!(s.dlq_groups("nope", T0), Err(StoreError::UnknownBatch { .. })));
         s.add_items("a", &items(1), T0, |_| {}).unwrap();
         s.add_items("b", &items(4), T0, |_| {}).unwrap();
-        s.log_event(&NewEvent::new(T0, "a", "x", "a1").key("k000")).unwrap();
-        s.log_event(&NewEvent::new(T0 + 1, "b", "x", "b1").key("k000")).unwrap();
-        s.log_event(&NewEvent::new(T0 + 2, "b", "y", "b2")).unwrap();
+        s.log_event(&NewEvent::new(T0, "a", EventKind::Alert, "a1").key("k000")).unwrap();
+        s.log_event(&NewEvent::new(T0 + 1, "b", EventKind::Alert, "b1").key("k000")).unwrap();
+        s.log_event(&NewEvent::new(T0 + 2, "b", EventKind::Done, "b2")).unwrap();
         // A key without a batch finds the item in every batch.
         let by_key = s.events(&EventFilter { key: Some("k000".into()), ..Default::default() }).unwrap();
         assert_eq!(by_key.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["a1", "b1"]);
@@ -1143,12 +1143,12 @@ both_stores! {
         let one = s.events(&EventFilter { batch: Some("b".into()), key: Some("k000".into()), ..Default::default() }).unwrap();
         assert_eq!(one.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(), ["b1"]);
         // Counts by batch and kind, strictly after `since`, in order.
-        assert_eq!(s.event_kinds_since(T0).unwrap(), [("b".to_string(), "x".to_string(), 1), ("b".to_string(), "y".to_string(), 1)]);
+        assert_eq!(s.event_kinds_since(T0).unwrap(), [("b".to_string(), "alert".to_string(), 1), ("b".to_string(), "done".to_string(), 1)]);
         // Dead letters: two classes tied on the last 24 h order by what is failed now, then by name.
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
-        let ev = NewEvent::new(T0, "b", "failed", "failed");
+        let ev = NewEvent::new(T0, "b", EventKind::Failed, "failed");
         let hour = 60 * MIN;
         let at = [T0 - 30 * hour, T0, T0, T0];
         let class = ["Zeta", "Zeta", "Alpha", "Beta"];

@@ -1,0 +1,16 @@
+//! Statements on the scheduler daemons' heartbeat rows.
+
+use crate::model::Daemon;
+use crate::store::Result;
+
+pub(crate) trait DaemonsRead {
+    /// Every daemon recorded, newest beat first.
+    fn daemons_all(&mut self) -> Result<Vec<Daemon>>;
+}
+
+pub(crate) trait DaemonsWrite {
+    /// Records the daemon (or its new beat, stop and batches).
+    fn daemon_upsert(&mut self, d: &Daemon) -> Result<()>;
+    /// Forgets the daemons of these tokens.
+    fn daemons_delete(&mut self, tokens: &[&str]) -> Result<()>;
+}

@@ -1,0 +1,55 @@
+//! Statements of `prune`: counting and deleting old history in chunks.
+
+use std::collections::BTreeMap;
+
+use crate::model::Millis;
+use crate::store::Result;
+
+/// What `prune` deletes, each older than the cutoff by its own time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PruneTarget {
+    /// Done items (by `updated_at`), each leaving its tombstone.
+    DoneItems,
+    Events,
+    /// Finished runs (by `ended_at`).
+    Runs,
+    FailedItems,
+    DeadLetters,
+}
+
+pub(crate) trait PruneRead {
+    /// How many rows of `target` are older than `cutoff`.
+    fn prune_count(&mut self, target: PruneTarget, cutoff: Millis) -> Result<i64>;
+    /// By batch name: tombstones of items done before `cutoff`, and the
+    /// done items a prune at `cutoff` turns into such.
+    fn prune_forgettable(&mut self, cutoff: Millis) -> Result<BTreeMap<String, i64>>;
+    /// How many keys of pruned done items the batch keeps (its counter).
+    fn pruned_keys(&mut self, batch: i64) -> Result<i64>;
+    /// Every batch's name, by id.
+    fn batch_names_by_id(&mut self) -> Result<BTreeMap<i64, String>>;
+}
+
+pub(crate) trait PruneWrite {
+    /// Deletes up to `n` rows of `target` older than `cutoff`; done items
+    /// write their tombstones (pruned at `now`) in the same transaction, so
+    /// a prune cut short anywhere leaves no done key forgotten. The rows
+    /// deleted.
+    fn prune_delete_chunk(
+        &mut self,
+        target: PruneTarget,
+        cutoff: Millis,
+        n: usize,
+        now: Millis,
+    ) -> Result<usize>;
+    /// Deletes up to `n` tombstones of items done before `cutoff`, the next
+    /// ones after `after` in (batch, key) order; their (batch id, key).
+    fn tombstones_forget_chunk(
+        &mut self,
+        after: &(i64, String),
+        cutoff: Millis,
+        n: usize,
+    ) -> Result<Vec<(i64, String)>>;
+    /// Drops the minute rollups before `cutoff`, and the hourly dead-letter
+    /// rollups too with `include_failed`.
+    fn prune_rollups(&mut self, cutoff: Millis, include_failed: bool) -> Result<()>;
+}

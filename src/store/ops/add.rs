@@ -1,0 +1,64 @@
+//! The decisions of an add (whose statements are hot paths, whole per
+//! dialect in `sqlite/hot.rs` and `pg/hot.rs`): its `added` event and what
+//! an add cut short says.
+
+use crate::model::{AddReport, EventKind, Millis, NewEvent};
+use crate::store::{CutShort, StoreError};
+
+/// The `added` event of an add, or of the part of one that committed
+/// before `cut` stopped it (what stopped it, items handled, items given).
+pub(crate) fn added_event(
+    batch: &str,
+    report: &AddReport,
+    cut: Option<(&StoreError, usize, usize)>,
+    now: Millis,
+) -> NewEvent {
+    let mut fields = serde_json::json!({
+        "added": report.added,
+        "present": report.present,
+        "pruned": report.pruned,
+    });
+    let mut message = report.summary();
+    if let Some((cause, handled, total)) = cut {
+        let cause = cause.as_cause();
+        message.push_str(&format!(
+            "; cut short by {cause} after {handled} of {total} items (the rest not added)"
+        ));
+        fields["cut_short"] = cause.into();
+        fields["of"] = total.into();
+    }
+    NewEvent::new(now, batch, EventKind::Added, message)
+        .actor(&crate::util::identity::actor())
+        .fields(fields)
+}
+
+/// The error of an add whose chunks stopped after `handled` of `total`
+/// items (`report`: what those did), or `cause` itself when nothing had
+/// committed. `unlogged`: why its `added` event could not be written.
+pub(crate) fn add_cut_short(
+    report: &AddReport,
+    handled: usize,
+    total: usize,
+    cause: StoreError,
+    unlogged: Option<String>,
+) -> StoreError {
+    if handled == 0 {
+        return cause;
+    }
+    let what = if report.present == 0 {
+        "items added".to_string()
+    } else {
+        format!(
+            "items handled ({} added, {} already present)",
+            report.added, report.present
+        )
+    };
+    StoreError::CutShort(Box::new(CutShort {
+        done: handled as u64,
+        total: total as u64,
+        what,
+        next: "run it again to add the rest (adding is idempotent)".into(),
+        cause,
+        unlogged,
+    }))
+}

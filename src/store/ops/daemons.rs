@@ -1,0 +1,31 @@
+//! Scheduler daemons' heartbeats: one row per daemon process. Views judge
+//! from them whether a schedule has a live daemon (`liveness`).
+
+use super::liveness;
+use crate::model::{Daemon, DaemonInfo, Millis};
+use crate::store::{Result, Store};
+
+impl Store {
+    /// Records a daemon starting, and forgets the records it replaces
+    /// (`liveness::superseded`).
+    pub fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()> {
+        self.write_tx(|tx| {
+            let known = liveness::daemon_infos(tx.daemons_all()?, now);
+            let gone = liveness::superseded(&known, d);
+            if !gone.is_empty() {
+                tx.daemons_delete(&gone)?;
+            }
+            tx.daemon_upsert(d)
+        })
+    }
+
+    /// Records a daemon's heartbeat (or, with `stopped_at`, its clean stop).
+    pub fn daemon_beat(&mut self, d: &Daemon) -> Result<()> {
+        self.write_tx(|tx| tx.daemon_upsert(d))
+    }
+
+    /// Every daemon recorded, with its state as of `now`.
+    pub fn daemons(&self, now: Millis) -> Result<Vec<DaemonInfo>> {
+        self.read_tx(|tx| Ok(liveness::daemon_infos(tx.daemons_all()?, now)))
+    }
+}
