@@ -39,6 +39,9 @@ pub enum StopReason {
     LockLost,
     /// The store's file (or database) was deleted or replaced.
     StoreLost,
+    /// Someone asked it to stop through the store (`nightshift stop`, the
+    /// dashboard), as a first (or, `--now`, a second) signal would.
+    Asked(String),
 }
 
 impl StopReason {
@@ -64,6 +67,7 @@ impl std::fmt::Display for StopReason {
             StopReason::StoreLost => {
                 f.write_str("the store was deleted or replaced under this run")
             }
+            StopReason::Asked(by) => write!(f, "stopped by {by}"),
         }
     }
 }

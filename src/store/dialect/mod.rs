@@ -17,6 +17,7 @@ mod events;
 mod items;
 mod runs;
 mod seats;
+mod steer;
 
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
 pub(crate) use dead_letters::DeadLettersRead;
@@ -24,23 +25,33 @@ pub(crate) use events::{EventsRead, EventsWrite};
 pub(crate) use items::{ItemsRead, ItemsWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
+pub(crate) use steer::{CancelAsk, SteerRead, SteerWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
-    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead
+    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead + SteerRead
 {
 }
-impl<T: ?Sized + BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead> Read
-    for T
+impl<
+    T: ?Sized
+        + BatchesRead
+        + DeadLettersRead
+        + EventsRead
+        + ItemsRead
+        + RunsRead
+        + SeatsRead
+        + SteerRead,
+> Read for T
 {
 }
 
 /// Every statement a write transaction may run.
 pub(crate) trait Write:
-    Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite
+    Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite + SteerWrite
 {
 }
-impl<T: ?Sized + Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite> Write
-    for T
+impl<
+    T: ?Sized + Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite + SteerWrite,
+> Write for T
 {
 }

@@ -146,7 +146,7 @@ impl Store {
 
 /// The error for `key`, not among the batch's items: `Pruned` when its
 /// tombstone says what became of it, else `UnknownKey`.
-fn missing(tx: &mut dyn Read, b: i64, batch: &str, key: &str) -> StoreError {
+pub(super) fn missing(tx: &mut dyn Read, b: i64, batch: &str, key: &str) -> StoreError {
     match tx.item_tombstone(b, key) {
         Ok(Some(tombstone)) => StoreError::Pruned {
             batch: batch.into(),

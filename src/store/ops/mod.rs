@@ -8,6 +8,7 @@ mod events;
 mod items;
 mod runs;
 mod seats;
+mod steer;
 
 use super::dialect::{Read, Write};
 use super::pg::PgTx;

@@ -111,6 +111,10 @@ pub(super) fn claim_from_row(r: &Row) -> Claim {
     }
 }
 
+/// Forgets the cancel asked of an item (its runner died before honouring it).
+const DROP_CANCEL: &str =
+    "UPDATE items SET cancel_to = NULL, cancel_by = NULL, cancel_reason = NULL WHERE id = $1";
+
 impl PgStore {
     /// Ends a claim in `failed` with a tier, appending a dead letter.
     pub fn fail(&mut self, f: &Failure<'_>, event: &NewEvent) -> Result<bool> {
@@ -131,7 +135,8 @@ impl PgStore {
             let n = c.x(
                 "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL,
                         updated_at = $3, attempts = greatest(attempts - $4, 0)
-                  WHERE id = $1 AND lease_token = $2 AND status = 'claimed'",
+                  WHERE id = $1 AND lease_token = $2 AND status = 'claimed'
+                    AND cancel_to IS NULL",
                 &[&item_id, &token, &at, &i64::from(cut_short)],
             )?;
             if n == 1 {
@@ -172,6 +177,8 @@ impl PgStore {
             let (mut released, mut quarantined) = (0, 0);
             let at = c.tin(now);
             for (item_id, key, attempts, lease_run, token) in orphans {
+                // A cancel its dead runner never honoured goes with the claim.
+                c.x(DROP_CANCEL, &[&item_id])?;
                 match shared::orphan(batch, &key, attempts, lease_run, max_attempts, now) {
                     Orphan::Quarantine { message, event } => {
                         let failure = shared::interrupted(item_id, token, lease_run, &message, now);
@@ -371,7 +378,7 @@ pub(crate) fn fail_in(c: &mut Conn, f: &Failure<'_>, event: &NewEvent) -> Result
                 next_attempt_at = $6,
                 cost = CASE WHEN $7::float8 IS NULL THEN cost ELSE coalesce(cost, 0) + $7::float8 END,
                 lease_run = NULL, lease_until = NULL, updated_at = $8
-          WHERE id = $1 AND lease_token = $2 AND status = 'claimed'",
+          WHERE id = $1 AND lease_token = $2 AND status = 'claimed' AND cancel_to IS NULL",
         &[
             &f.item_id,
             &f.token,
@@ -550,7 +557,7 @@ const OLDEST_PENDING: &str = "SELECT created_at FROM items
   ORDER BY id LIMIT 1";
 
 const BEGIN_ATTEMPT: &str = "UPDATE items SET attempts = attempts + 1, updated_at = $3
-  WHERE id = $1 AND lease_token = $2 AND status = 'claimed'
+  WHERE id = $1 AND lease_token = $2 AND status = 'claimed' AND cancel_to IS NULL
  RETURNING attempts";
 
 const SET_OP_ID: &str = "UPDATE items SET op_id = $3

@@ -105,6 +105,10 @@ fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> Str
     sql
 }
 
+/// Forgets the cancel asked of an item (its runner died before honouring it).
+const DROP_CANCEL: &str =
+    "UPDATE items SET cancel_to = NULL, cancel_by = NULL, cancel_reason = NULL WHERE id = ?1";
+
 impl SqliteStore {
     /// Ends a claim in `failed` with a tier, appending a dead letter. False
     /// (and nothing written) if the lease token no longer matches.
@@ -130,7 +134,7 @@ impl SqliteStore {
                 .prepare_cached(
                     "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3,
                             attempts = max(attempts - ?4, 0)
-                      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+                      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL",
                 )?
                 .execute(params![item_id, token, event.at, i64::from(cut_short)])?;
             if n == 1 {
@@ -170,6 +174,8 @@ impl SqliteStore {
                 .collect::<rusqlite::Result<_>>()?;
             let (mut released, mut quarantined) = (0, 0);
             for (item_id, key, attempts, lease_run, token) in orphans {
+                // A cancel its dead runner never honoured goes with the claim.
+                tx.prepare_cached(DROP_CANCEL)?.execute([item_id])?;
                 match crate::store::shared::orphan(batch, &key, i64::from(attempts), lease_run, max_attempts, now) {
                     Orphan::Quarantine { message, event } => {
                         let failure = crate::store::shared::interrupted(item_id, token, lease_run, &message, now);
@@ -410,7 +416,7 @@ pub(crate) fn fail_in(tx: &Connection, f: &Failure<'_>, event: &NewEvent) -> Res
             "UPDATE items SET status = 'failed', tier = ?3, error_class = ?4, error_message = ?5,
                     next_attempt_at = ?6, cost = CASE WHEN ?7 IS NULL THEN cost ELSE coalesce(cost, 0) + ?7 END,
                     lease_run = NULL, lease_until = NULL, updated_at = ?8
-              WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'",
+              WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL",
         )?
         .execute(params![
             f.item_id,
@@ -523,7 +529,7 @@ const OLDEST_PENDING: &str = "SELECT created_at FROM items
   ORDER BY id LIMIT 1";
 
 const BEGIN_ATTEMPT: &str = "UPDATE items SET attempts = attempts + 1, updated_at = ?3
-  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'
+  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL
  RETURNING attempts";
 
 const SET_OP_ID: &str =
