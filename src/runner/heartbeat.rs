@@ -42,7 +42,18 @@ fn steer(cycle: &Cycle, steering: &Steering) {
         } else {
             Signal::Graceful
         };
-        cycle.request_stop(signal, StopReason::Asked(by));
+        if cycle.request_stop(signal, StopReason::Asked(by.clone())) {
+            // As a signal says it (`runner::forward_signals`), once per step.
+            let what = if *now {
+                "in-flight workers are stopped now"
+            } else {
+                "no new items; in-flight items get the grace period"
+            };
+            eprintln!(
+                "nightshift: stopping (asked by {}): {what}",
+                crate::util::sanitize::line(&by)
+            );
+        }
         if *now {
             cycle.kill_all(KillReason::Shutdown);
         }

@@ -1,0 +1,242 @@
+//! Steering a live batch end to end: `nightshift cancel` and `nightshift
+//! stop` against a real runner with real workers, on both backends, and
+//! across two host identities (`NIGHTSHIFT_HOST`) on PostgreSQL.
+#![cfg(unix)]
+
+#[macro_use]
+mod common;
+
+use std::path::Path;
+
+use common::{Backend, Env, add_keys, assert_no_process_left, wait_for};
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// A process-mode worker: `stuck` hangs (a child process carrying
+/// `marker`, so its group's end can be seen); the others succeed at once.
+/// Each touches `started/KEY` first.
+fn stuck_worker(env: &Env, marker: &str) -> String {
+    let started = env.path("started");
+    std::fs::create_dir_all(&started).unwrap();
+    p(&env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+             if [ \"$NIGHTSHIFT_KEY\" = stuck ]; then sh -c 'sleep 1000; :' {marker}; fi\n\
+             echo '\"ok\"'",
+            dir = p(&started)
+        ),
+    ))
+}
+
+fn started(env: &Env, key: &str) -> bool {
+    env.path("started").join(key).exists()
+}
+
+both_backends! {
+    fn cancel_stops_one_running_worker_and_the_rest_carry_on(env) {
+        env.config("[batch.b]\nconcurrency = 2\n");
+        add_keys(&env, "b", &["stuck", "a1", "a2", "a3", "a4", "a5"]);
+        let marker = format!("steer-cancel-{}", env.dir.path().display());
+        let w = stuck_worker(&env, &marker);
+        let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("the stuck worker", || started(&env, "stuck"));
+        let out = env.run(&["cancel", "b", "stuck", "--reason", "runaway", "--json"]);
+        out.code(0);
+        let j = out.json();
+        assert_eq!((j["state"].as_str(), j["to"].as_str()), (Some("asked"), Some("manual")), "{j}");
+        // The runner stops that worker's group and finishes the rest.
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{:?}", env.output_of("run"));
+        assert_no_process_left(&marker);
+        assert_eq!(env.item("stuck"), ("failed".into(), Some("manual".into()), 1));
+        for k in ["a1", "a2", "a3", "a4", "a5"] {
+            assert_eq!(env.item(k).0, "done", "{k}");
+        }
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE key = 'stuck' AND kind = 'done'"), 0);
+        let cancelled = env.events("b", "cancelled");
+        assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+        assert!(cancelled[0]["message"].as_str().unwrap().contains("runaway"), "{cancelled:?}");
+        assert!(cancelled[0]["actor"].as_str().unwrap().contains('@'), "{cancelled:?}");
+        assert_eq!(env.strings("SELECT error_class FROM items WHERE key = 'stuck'"), ["Cancelled"]);
+        env.assert_counts_consistent();
+    }
+
+    fn cancel_in_persistent_mode_restarts_only_that_worker(env) {
+        // One slot: the items sent after the stuck one go to the next worker.
+        env.config("[batch.b]\nmode = \"persistent\"\nconcurrency = 1\n");
+        add_keys(&env, "b", &["stuck", "a1", "a2", "a3"]);
+        let once = env.path("hung-once");
+        let w = p(&env.write(
+            "w.py",
+            &format!(
+                "import json, os, sys, time\n\
+                 for line in sys.stdin:\n\
+                 \x20   req = json.loads(line)\n\
+                 \x20   if req['key'] == 'stuck' and not os.path.exists({once:?}):\n\
+                 \x20       open({once:?}, 'w').close()\n\
+                 \x20       time.sleep(1000)\n\
+                 \x20   print(json.dumps({{'key': req['key'], 'result': 1}}), flush=True)\n",
+                once = p(&once)
+            ),
+        ));
+        let mut runner = env.spawn("run", &["run", "b", "--", "python3", &w]);
+        wait_for("the stuck item", || once.exists());
+        env.run(&["cancel", "b", "stuck", "--to", "pending"]).code(0);
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{:?}", env.output_of("run"));
+        // Back to pending, then run again by the same run (attempt 2): the
+        // cancelled attempt left no done mark.
+        assert_eq!(env.item("stuck"), ("done".into(), None, 2));
+        for k in ["a1", "a2", "a3"] {
+            assert_eq!(env.item(k).0, "done", "{k}");
+        }
+        let done_attempts = env.strings(
+            "SELECT fields FROM events WHERE key = 'stuck' AND kind = 'done'",
+        );
+        assert_eq!(done_attempts.len(), 1);
+        assert!(done_attempts[0].contains("\"attempt\":2"), "{done_attempts:?}");
+        let cancelled = env.events("b", "cancelled");
+        assert_eq!(cancelled.len(), 1);
+        assert!(cancelled[0]["message"].as_str().unwrap().ends_with("now pending"), "{cancelled:?}");
+        env.assert_counts_consistent();
+    }
+
+    fn cancel_of_an_item_not_running(env) {
+        add_keys(&env, "b", &["p", "d"]);
+        let w = p(&env.script("w.sh", "cat >/dev/null\necho '\"ok\"'"));
+        env.cmd().args(["run", "b", "--key", "d", "--", &w]).assert().success();
+        let out = env.run(&["cancel", "b", "p"]);
+        out.code(0);
+        assert!(out.stdout.contains("it was pending, not running; now manual"), "{out:?}");
+        assert_eq!(env.item("p"), ("failed".into(), Some("manual".into()), 0));
+        let again = env.run(&["cancel", "b", "p", "--json"]);
+        assert_eq!(again.json()["state"], "unchanged");
+        // Done: refused, unchanged. Unknown: named.
+        let done = env.run(&["cancel", "b", "d"]);
+        done.code(2);
+        assert!(done.error_line().contains("\"d\" is already done"), "{done:?}");
+        assert_eq!(env.item("d").0, "done");
+        let unknown = env.run(&["cancel", "b", "zz"]);
+        unknown.code(2);
+        assert!(unknown.error_line().contains("\"zz\""), "{unknown:?}");
+    }
+
+    // Slow (a few seconds): a graceful stop waits for the in-flight item.
+    fn stop_is_graceful_and_stop_now_is_the_second_signal(env) {
+        env.config("[batch.b]\nconcurrency = 2\ngrace = \"10m\"\n");
+        add_keys(&env, "b", &["stuck", "slow", "n1", "n2", "n3"]);
+        let marker = format!("steer-stop-{}", env.dir.path().display());
+        let go = env.path("go");
+        let started_dir = env.path("started");
+        std::fs::create_dir_all(&started_dir).unwrap();
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+                 if [ \"$NIGHTSHIFT_KEY\" = stuck ]; then sh -c 'sleep 1000; :' {marker}; fi\n\
+                 while [ ! -e {go} ]; do sleep 0.05; done\necho '\"ok\"'",
+                dir = p(&started_dir),
+                go = p(&go)
+            ),
+        ));
+        assert!(env.run(&["stop", "b"]).stdout.contains("no runner holds it"));
+        let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("both workers", || started(&env, "stuck") && started(&env, "slow"));
+        let out = env.run(&["stop", "b", "--json"]);
+        out.code(0);
+        let asked = out.json();
+        assert_eq!(
+            asked["runners"][0]["runner"].as_str().unwrap(),
+            format!("{}@{}", runner.id(), asked["runners"][0]["host"].as_str().unwrap())
+        );
+        wait_for("the runner to hear the stop", || {
+            env.output_of("run").1.contains("stopping (asked by")
+        });
+        // Graceful: the in-flight item finishes; nothing new is claimed.
+        std::fs::write(&go, "").unwrap();
+        wait_for("slow done", || env.item("slow").0 == "done");
+        assert!(runner.try_wait().unwrap().is_none(), "the stuck item has its grace period");
+        // --now: the stuck worker is stopped and its item released.
+        let now = env.run(&["stop", "b", "--now"]);
+        assert!(now.stdout.contains("to stop now"), "{now:?}");
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
+        assert_no_process_left(&marker);
+        assert_eq!(env.item("stuck"), ("pending".into(), None, 0));
+        for k in ["n1", "n2", "n3"] {
+            assert_eq!(env.item(k), ("pending".into(), None, 0), "{k}");
+        }
+        assert_eq!(env.run_states(), ["aborted"]);
+        assert!(env.output_of("run").0.contains("stopped by"), "{:?}", env.output_of("run"));
+        assert_eq!(env.events("b", "stop-asked").len(), 2);
+    }
+}
+
+/// Cancel and stop asked from another host: the runner on host-a hears
+/// both within a heartbeat, and the log names who asked, on host-b.
+#[test]
+fn cancel_and_stop_from_another_host_on_postgresql() {
+    let Some(env) = Env::for_backend(Backend::Pg) else {
+        return;
+    };
+    env.config("[batch.b]\nconcurrency = 2\ngrace = \"10m\"\n");
+    add_keys(&env, "b", &["stuck", "other", "n1"]);
+    let marker = format!("steer-hosts-{}", env.dir.path().display());
+    let started_dir = env.path("started");
+    std::fs::create_dir_all(&started_dir).unwrap();
+    let w = p(&env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+             sh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
+            dir = p(&started_dir)
+        ),
+    ));
+    let mut runner = env.spawn_with(
+        "run",
+        &["run", "b", "--", &w],
+        &[("NIGHTSHIFT_HOST", "host-a")],
+    );
+    wait_for("both workers", || {
+        started(&env, "stuck") && started(&env, "other")
+    });
+    let cancel = env
+        .cmd()
+        .env("NIGHTSHIFT_HOST", "host-b")
+        .args(["cancel", "b", "stuck"])
+        .output()
+        .unwrap();
+    assert!(cancel.status.success(), "{cancel:?}");
+    wait_for("the cancel honoured", || {
+        env.item("stuck") == ("failed".into(), Some("manual".into()), 1)
+    });
+    let stop = env
+        .cmd()
+        .env("NIGHTSHIFT_HOST", "host-b")
+        .args(["stop", "b", "--now"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&stop.stdout);
+    assert!(said.contains(&format!("{}@host-a", runner.id())), "{said}");
+    let status = runner.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
+    assert_no_process_left(&marker);
+    assert_eq!(env.item("other"), ("pending".into(), None, 0));
+    let cancelled = env.events("b", "cancelled");
+    assert!(
+        cancelled[0]["actor"].as_str().unwrap().ends_with("@host-b"),
+        "{cancelled:?}"
+    );
+    let asked = env.events("b", "stop-asked");
+    assert!(
+        asked[0]["actor"].as_str().unwrap().ends_with("@host-b"),
+        "{asked:?}"
+    );
+    assert_eq!(
+        env.int("SELECT count(*) FROM events WHERE kind = 'done'"),
+        0
+    );
+}
