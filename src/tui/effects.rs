@@ -245,7 +245,9 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                 CancelOutcome::Asked { .. } => {
                     format!("asked the runner of {item} to stop its worker; it goes to manual")
                 }
-                CancelOutcome::Moved { from } => format!("cancelled {item} (it was {from}): now manual"),
+                CancelOutcome::Moved { from } => {
+                    format!("cancelled {item} (it was {from}): now manual")
+                }
                 CancelOutcome::Already { at } => format!("{item} is already {at}; nothing changed"),
             })
         }

@@ -493,7 +493,11 @@ fn cancel_and_stop_ask_naming_what_they_act_on() {
         running: false,
     };
     assert_eq!(app.confirm, Some(cancel.clone()));
-    assert!(cancel.question().contains("k1 of a"), "{}", cancel.question());
+    assert!(
+        cancel.question().contains("k1 of a"),
+        "{}",
+        cancel.question()
+    );
     assert_eq!(
         step(&mut app, Intent::Confirm(true)),
         vec![Effect::Write(cancel)]
