@@ -29,8 +29,9 @@ pub(crate) trait SteerWrite {
     /// The cancel asked of `item` while still claimed under `token`,
     /// locking its row until commit.
     fn item_cancel_ask_locked(&mut self, item: i64, token: i64) -> Result<Option<CancelAsk>>;
-    /// Moves `item` to pending, out of any claim, tier or cancel.
-    fn item_cancel_to_pending(&mut self, item: i64, now: Millis) -> Result<()>;
+    /// Moves `item` to pending, out of any claim, tier or cancel; with
+    /// `uncount`, its attempt in progress is not counted.
+    fn item_cancel_to_pending(&mut self, item: i64, uncount: bool, now: Millis) -> Result<()>;
     /// Moves `item` to the `manual` tier as `Cancelled` with `message`, out
     /// of any claim or cancel.
     fn item_cancel_to_manual(&mut self, item: i64, message: &str, now: Millis) -> Result<()>;

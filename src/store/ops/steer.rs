@@ -34,7 +34,12 @@ fn move_to(
     match to {
         CancelTo::Pending if at_word == "pending" => Ok(false),
         CancelTo::Manual if at_word == "failed/manual" => Ok(false),
-        CancelTo::Pending => tx.item_cancel_to_pending(item, now).map(|()| true),
+        // A running attempt stopped by the cancel is not counted, as a
+        // release's is not: else an item cancelled on its last attempt
+        // would run past `max_attempts`.
+        CancelTo::Pending => tx
+            .item_cancel_to_pending(item, at_word == "claimed", now)
+            .map(|()| true),
         CancelTo::Manual => {
             tx.item_cancel_to_manual(item, message, now)?;
             tx.item_cancel_dead_letter(item, message, run, now)?;
@@ -65,7 +70,8 @@ impl Store {
             let Some(item) = tx.item_by_key(b, key)? else {
                 return Err(missing(tx, b, batch, key));
             };
-            let fields = serde_json::json!({"to": to.as_str(), "reason": reason});
+            let fields =
+                serde_json::json!({"to": to.as_str(), "reason": reason, "attempt": item.attempts});
             match status {
                 Status::Done => Err(Refusal::CancelDone { key: key.into() }.into()),
                 Status::Claimed => {

@@ -21,7 +21,7 @@ const CANCEL_ASK_LOCKED: &str = "SELECT key, cancel_to, cancel_by, cancel_reason
   FOR UPDATE";
 const TO_PENDING: &str = "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
        lease_run = NULL, lease_until = NULL, cancel_to = NULL, cancel_by = NULL,
-       cancel_reason = NULL, updated_at = $2
+       cancel_reason = NULL, updated_at = $2, attempts = greatest(attempts - $3, 0)
  WHERE id = $1";
 const TO_MANUAL: &str = "UPDATE items SET status = 'failed', tier = 'manual',
        error_class = 'Cancelled', error_message = $2, next_attempt_at = NULL,
@@ -78,9 +78,9 @@ impl SteerWrite for PgTx<'_> {
             }))
     }
 
-    fn item_cancel_to_pending(&mut self, item: i64, now: Millis) -> Result<()> {
+    fn item_cancel_to_pending(&mut self, item: i64, uncount: bool, now: Millis) -> Result<()> {
         let at = self.c.tin(now);
-        self.c.x(TO_PENDING, &[&item, &at])?;
+        self.c.x(TO_PENDING, &[&item, &at, &i64::from(uncount)])?;
         Ok(())
     }
 

@@ -20,7 +20,7 @@ const CANCEL_ASK: &str = "SELECT key, cancel_to, cancel_by, cancel_reason FROM i
   WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NOT NULL";
 const TO_PENDING: &str = "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
        lease_run = NULL, lease_until = NULL, cancel_to = NULL, cancel_by = NULL,
-       cancel_reason = NULL, updated_at = ?2
+       cancel_reason = NULL, updated_at = ?2, attempts = max(attempts - ?3, 0)
  WHERE id = ?1";
 const TO_MANUAL: &str = "UPDATE items SET status = 'failed', tier = 'manual',
        error_class = 'Cancelled', error_message = ?2, next_attempt_at = NULL,
@@ -84,10 +84,10 @@ impl SteerWrite for SqliteTx<'_> {
             .optional()?)
     }
 
-    fn item_cancel_to_pending(&mut self, item: i64, now: Millis) -> Result<()> {
+    fn item_cancel_to_pending(&mut self, item: i64, uncount: bool, now: Millis) -> Result<()> {
         self.conn
             .prepare_cached(TO_PENDING)?
-            .execute(params![item, now])?;
+            .execute(params![item, now, i64::from(uncount)])?;
         Ok(())
     }
 
