@@ -36,6 +36,58 @@ fn started(env: &Env, key: &str) -> bool {
 }
 
 both_backends! {
+    fn halt_in_a_row_pauses_the_batch_with_the_reason_and_alerts_once(env) {
+        let alerts = env.path("alerts.log");
+        env.config(&format!(
+            "[batch.b]\nconcurrency = 1\nretries = 0\nhalt = \"3 in a row\"\n\
+             alert = [\"sh\", \"-c\", \"cat >> {}\"]\n",
+            p(&alerts)
+        ));
+        add_keys(&env, "b", &["ok1", "k1", "k2", "ok2", "k3", "k4", "k5", "k6", "k7"]);
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\ncase \"$NIGHTSHIFT_KEY\" in ok*) echo '\"ok\"'; exit 0 ;; esac\n\
+             echo '{\"error_class\":\"ServiceUnavailable\",\"transient\":true,\"message\":\"503\"}' >&2\nexit 1",
+        ));
+        let out = env.run(&["run", "b", "--", &w]);
+        out.code(1);
+        let reason = "halted: 3 consecutive ServiceUnavailable";
+        assert!(out.stdout.contains(reason), "{out:?}");
+        // ok2 broke the first row: the trip came at k5; nothing after it ran.
+        assert_eq!(env.item("k5"), ("failed".into(), Some("retry".into()), 1));
+        assert_eq!(env.item("k6"), ("pending".into(), None, 0));
+        let status = env.status();
+        assert_eq!(status["batches"][0]["paused_reason"].as_str(), Some(reason), "{status}");
+        // The alert fired once, for the run that tripped; a paused run does
+        // nothing and alerts nothing.
+        env.run(&["run", "b", "--", &w]).code(0);
+        assert_eq!(common::lines(&alerts).len(), 1);
+        assert!(common::lines(&alerts)[0].contains(reason));
+        // Unpause clears it: the next run claims again (and trips again).
+        env.run(&["unpause", "b"]).code(0);
+        env.run(&["run", "b", "--", &w]).code(1);
+        assert_eq!(env.item("k6").1.as_deref(), Some("retry"));
+        assert_eq!(common::lines(&alerts).len(), 2);
+    }
+
+    fn halt_on_a_share_of_the_last_answers(env) {
+        env.config("[batch.b]\nconcurrency = 1\nretries = 0\nhalt = \"50% of the last 4\"\n");
+        // Answers: ok, fail, ok, fail -> 2 of the last 4 = 50%: trips at f2.
+        add_keys(&env, "b", &["o1", "f1", "o2", "f2", "o3", "o4"]);
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\ncase \"$NIGHTSHIFT_KEY\" in o*) echo '\"ok\"'; exit 0 ;; esac\n\
+             echo '{\"error_class\":\"Timeout\",\"transient\":true}' >&2\nexit 1",
+        ));
+        env.run(&["run", "b", "--", &w]).code(1);
+        assert_eq!(env.item("f2").1.as_deref(), Some("retry"));
+        assert_eq!(env.item("o3"), ("pending".into(), None, 0));
+        let reason = "halted: 2 of the last 4 answers failed (the limit is 50%): 2 Timeout";
+        assert_eq!(env.status()["batches"][0]["paused_reason"].as_str(), Some(reason));
+        let paused = env.events("b", "paused");
+        assert!(paused[0]["message"].as_str().unwrap().contains("halt = \"50% of the last 4\""), "{paused:?}");
+    }
+
     fn cancel_stops_one_running_worker_and_the_rest_carry_on(env) {
         env.config("[batch.b]\nconcurrency = 2\n");
         add_keys(&env, "b", &["stuck", "a1", "a2", "a3", "a4", "a5"]);

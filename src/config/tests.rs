@@ -595,3 +595,29 @@ proptest! {
         let _ = parse(&format!("[batch.a]\n{key} = {value}\n"));
     }
 }
+
+#[test]
+fn halt_takes_either_form_and_refuses_others_naming_the_key() {
+    use crate::runner::halt::HaltRule;
+    let halt = |text: &str| parse(text).unwrap().batch("a").and_then(|b| b.halt);
+    assert_eq!(
+        halt("[batch.a]\nhalt = \"5 in a row\""),
+        Some(HaltRule::InARow(5))
+    );
+    assert_eq!(
+        halt("[batch.a]\nhalt = \"30% of the last 50\""),
+        Some(HaltRule::Share {
+            percent: 30,
+            of: 50
+        })
+    );
+    assert_eq!(halt("[batch.a]\n"), None);
+    for bad in ["\"5 in a line\"", "5", "\"130% of the last 50\""] {
+        let e = error(&format!("[batch.a]\nhalt = {bad}"));
+        assert!(e.contains("batch.a.halt"), "{e}");
+        assert!(
+            e.contains("\"N in a row\"") || e.contains("expected a string"),
+            "{e}"
+        );
+    }
+}

@@ -25,6 +25,7 @@ pub(in crate::runner) async fn judge_failure(
     cost: Option<f64>,
 ) -> Verdict {
     cycle.tally.add_cost(cost);
+    cycle.answered(Some(failed.class)).await;
     if let Some(asked) = verdict::hold(failed) {
         cycle.hold(claim, asked).await;
     }
@@ -185,6 +186,7 @@ pub(in crate::runner) async fn count_success(
         lease_lost_on_write(cycle, claim).await;
         return;
     }
+    cycle.answered(None).await;
     let counter = if outcome == Outcome::Empty {
         &cycle.tally.empty
     } else {
