@@ -138,6 +138,12 @@ pub enum Command {
     Pause(PauseArgs),
     /// Unpause a batch, and lift its retry-after hold (both recorded).
     Unpause(UnpauseArgs),
+    /// Cancel one item: a running one has its worker stopped by the runner
+    /// holding it (on any host, within a second); it goes to --to, never done.
+    Cancel(CancelArgs),
+    /// Stop the runs of a batch (any host, within a second): no new items,
+    /// in-flight ones get the grace period; --now stops them at once.
+    Stop(StopArgs),
     /// Dead letters grouped by error class, or exported as JSON lines.
     Dlq(DlqArgs),
     /// The run log (structured events).
@@ -468,6 +474,52 @@ pub struct SkipArgs {
     #[arg(long, required = true, value_name = "TEXT")]
     pub reason: String,
     /// Print which items were skipped and which were done already, as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where `cancel` sends the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CancelToArg {
+    /// Back to pending: it runs again.
+    Pending,
+    /// The manual tier (error class `Cancelled`): it waits for a human.
+    Manual,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The item's batch.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
+    pub batch: String,
+    /// The key of the item to cancel.
+    pub key: String,
+    /// Where the item goes: `manual` (it waits for a human, as `Cancelled`)
+    /// or `pending` (it runs again).
+    #[arg(long, value_enum, default_value = "manual", value_name = "WHERE")]
+    pub to: CancelToArg,
+    /// Why (kept with the item and in the log).
+    #[arg(
+        long,
+        default_value = "cancelled from the command line",
+        value_name = "TEXT"
+    )]
+    pub reason: String,
+    /// Print what was done as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// The batch whose runs to stop.
+    #[arg(value_parser = crate::batch_name::parse_arg)]
+    pub batch: String,
+    /// Stop in-flight workers at once (their items go back to pending), as
+    /// a second SIGTERM does.
+    #[arg(long)]
+    pub now: bool,
+    /// Print which runners were asked, as JSON.
     #[arg(long)]
     pub json: bool,
 }

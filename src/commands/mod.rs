@@ -17,6 +17,7 @@ pub mod run;
 mod scene;
 pub mod schedule;
 pub mod status;
+pub mod steer;
 mod table;
 pub mod watch;
 
@@ -155,6 +156,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Skip(args) => requeue::skip(&ctx, &args),
         Command::Pause(args) => pause::pause(&ctx, &args),
         Command::Unpause(args) => pause::unpause(&ctx, &args),
+        Command::Cancel(args) => steer::cancel(&ctx, &args),
+        Command::Stop(args) => steer::stop(&ctx, &args),
         Command::Dlq(args) => dlq::run(&ctx, &args),
         Command::Log(args) => log::run(&ctx, &args),
         Command::Prune(args) => prune::run(&ctx, &args),

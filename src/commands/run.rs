@@ -45,7 +45,10 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     }
     Ok(if report.exit_failed() {
         Exit::Failed
-    } else if report.stopped == Some(StopReason::Interrupted) {
+    } else if matches!(
+        report.stopped,
+        Some(StopReason::Interrupted | StopReason::Asked(_))
+    ) {
         Exit::Interrupted
     } else {
         Exit::Ok

@@ -344,6 +344,21 @@ pub const BATCH: &[Field] = &[
         set: |v, b| argv(v).map(|x| b.alert = Some(x)),
         show: |b| b.alert.as_deref().map(toml_strings),
     },
+    Field {
+        key: "halt",
+        doc: &[
+            "Circuit breaker: \"N in a row\" or \"P% of the last N\" worker answers failed",
+            "(retries included) stops the run from claiming and pauses the batch with the",
+            "reason (\"halted: 5 consecutive ServiceUnavailable\"); the alert fires once.",
+            "`nightshift unpause BATCH` (or `p` in the dashboard) clears it.",
+        ],
+        unset: Unset::Off {
+            means: "failures never pause the batch by themselves",
+            example: r#""5 in a row""#,
+        },
+        set: |v, b| parsed(v).map(|x| b.halt = Some(x)),
+        show: |b| b.halt.map(|h| toml_string(&h.to_string())),
+    },
 ];
 
 /// A key at the top of the file. Each names a place, a path relative to the

@@ -109,6 +109,9 @@ pub struct BatchConfig {
     pub mode: WorkerMode,
     /// Argv run after a cycle in which anything failed.
     pub alert: Option<Vec<String>>,
+    /// The circuit breaker: when the run's recent answers trip it, the
+    /// run stops claiming and the batch is paused with the reason.
+    pub halt: Option<crate::runner::halt::HaltRule>,
 }
 
 impl BatchConfig {
@@ -141,6 +144,7 @@ impl BatchConfig {
             runners: 1,
             mode: WorkerMode::Process,
             alert: None,
+            halt: None,
         }
     }
 }

@@ -187,7 +187,7 @@ fn unknown_fields_are_refused_with_the_allowed_list() {
         err.starts_with(r#"nightshift.toml:3: unknown field "concurency" in [batch.articles], did you mean "concurrency"? (expected one of: worker, source, key_fields, concurrency,"#),
         "{err}"
     );
-    assert!(err.ends_with("mode, alert)"), "{err}");
+    assert!(err.ends_with("mode, alert, halt)"), "{err}");
     assert_eq!(
         error("db = \"x.db\"\nlogdir = \"logs\""),
         r#"nightshift.toml:2: unknown field "logdir" in the top level, did you mean "log_dir"? (expected one of: db, log_dir, batch)"#
@@ -593,5 +593,31 @@ proptest! {
         ],
     ) {
         let _ = parse(&format!("[batch.a]\n{key} = {value}\n"));
+    }
+}
+
+#[test]
+fn halt_takes_either_form_and_refuses_others_naming_the_key() {
+    use crate::runner::halt::HaltRule;
+    let halt = |text: &str| parse(text).unwrap().batch("a").and_then(|b| b.halt);
+    assert_eq!(
+        halt("[batch.a]\nhalt = \"5 in a row\""),
+        Some(HaltRule::InARow(5))
+    );
+    assert_eq!(
+        halt("[batch.a]\nhalt = \"30% of the last 50\""),
+        Some(HaltRule::Share {
+            percent: 30,
+            of: 50
+        })
+    );
+    assert_eq!(halt("[batch.a]\n"), None);
+    for bad in ["\"5 in a line\"", "5", "\"130% of the last 50\""] {
+        let e = error(&format!("[batch.a]\nhalt = {bad}"));
+        assert!(e.contains("batch.a.halt"), "{e}");
+        assert!(
+            e.contains("\"N in a row\"") || e.contains("expected a string"),
+            "{e}"
+        );
     }
 }

@@ -74,6 +74,12 @@ event_kinds! {
     Unpaused => "unpaused",
     /// A retry-after hold was lifted by hand (`unpause`, the dashboard).
     HoldLifted => "hold-lifted",
+    /// Someone asked the runner holding an item to cancel it (`cancel`, the dashboard).
+    CancelAsked => "cancel-asked",
+    /// An item was cancelled: its worker stopped if it ran, it went where `--to` said.
+    Cancelled => "cancelled",
+    /// Someone asked the runners of a batch to stop (`stop`, the dashboard).
+    StopAsked => "stop-asked",
     /// Old history was deleted (`prune`).
     Pruned => "pruned",
     /// The keys (tombstones) of pruned done items were forgotten (`prune --forget-keys`).

@@ -39,6 +39,9 @@ pub enum StopReason {
     LockLost,
     /// The store's file (or database) was deleted or replaced.
     StoreLost,
+    /// Someone asked it to stop through the store (`nightshift stop`, the
+    /// dashboard), as a first (or, `--now`, a second) signal would.
+    Asked(String),
 }
 
 impl StopReason {
@@ -64,6 +67,7 @@ impl std::fmt::Display for StopReason {
             StopReason::StoreLost => {
                 f.write_str("the store was deleted or replaced under this run")
             }
+            StopReason::Asked(by) => write!(f, "stopped by {by}"),
         }
     }
 }
@@ -168,6 +172,11 @@ pub(super) struct Cycle {
     pub(super) chain: bool,
     /// The store as opened: the heartbeat notices it deleted or replaced.
     pub(super) identity: Option<crate::store::StoreIdentity>,
+    /// The run's most recent worker answers for the circuit breaker
+    /// (`halt`): `None` a success, `Some` a failure's error class.
+    pub(super) answers: std::sync::Mutex<std::collections::VecDeque<Option<String>>>,
+    /// The circuit breaker tripped in this run.
+    pub(super) halted: std::sync::atomic::AtomicBool,
 }
 
 impl Cycle {
@@ -225,6 +234,43 @@ impl Cycle {
             ));
         }
         self.kill_all(KillReason::Shutdown);
+    }
+
+    /// Counts a worker's answer (`failure`: its error class) for the
+    /// circuit breaker. The first trip pauses the batch with the reason
+    /// (which `unpause` clears) and stops claiming, as a pause does.
+    pub(super) async fn answered(&self, failure: Option<&str>) {
+        let Some(rule) = self.cfg.halt else {
+            return;
+        };
+        let tripped = {
+            let mut recent = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+            recent.push_back(failure.map(str::to_string));
+            while recent.len() > rule.window() {
+                recent.pop_front();
+            }
+            super::halt::trips(rule, &recent)
+        };
+        let Some(reason) = tripped else {
+            return;
+        };
+        if self.halted.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let pause = crate::model::Pause {
+            reason: reason.clone(),
+            by: format!("halt = \"{rule}\" of run {}", self.run_id),
+            at: now_ms(),
+        };
+        let batch = self.batch.clone();
+        if let Err(e) = self
+            .writer
+            .call(move |s| s.pause_batch(&batch, &pause))
+            .await
+        {
+            tracing::warn!("pausing {} for its circuit breaker: {e}", self.batch);
+        }
+        self.request_stop(Signal::Graceful, StopReason::Paused(reason));
     }
 
     /// Takes up to `n` claims from the `--limit` budget: how many may be

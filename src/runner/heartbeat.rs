@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::child::KillReason;
 use super::cycle::{Cycle, Signal, StopReason};
 
-use crate::store::{StoreIdentity, Verdict, paused_file};
+use crate::store::{Steering, StoreIdentity, Verdict, paused_file};
 use crate::util::time::now_ms;
 
 /// Whether the store's location names another store, or none, now. Not
@@ -20,6 +20,44 @@ async fn store_changed(cycle: &Arc<Cycle>) -> bool {
     let verdict =
         tokio::task::spawn_blocking(move || c.identity.as_ref().map(StoreIdentity::check)).await;
     matches!(verdict, Ok(Some(Verdict::Changed)))
+}
+
+/// What the store asks of us (`nightshift cancel`, `nightshift stop`, the
+/// dashboard, from any host): stop the workers of cancelled items (the
+/// slot then moves each where its cancel said); stop the run as a first
+/// signal would, or a second with `--now`.
+fn steer(cycle: &Cycle, steering: &Steering) {
+    if !steering.cancels.is_empty() {
+        let mut inflight = cycle.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        for id in &steering.cancels {
+            if let Some(k) = inflight.get_mut(id).and_then(Option::take) {
+                k.fire(*id, KillReason::Cancelled);
+            }
+        }
+    }
+    if let Some((now, by)) = &steering.stop {
+        let by = by.clone().unwrap_or_else(|| "someone".into());
+        let signal = if *now {
+            Signal::Immediate
+        } else {
+            Signal::Graceful
+        };
+        if cycle.request_stop(signal, StopReason::Asked(by.clone())) {
+            // As a signal says it (`runner::forward_signals`), once per step.
+            let what = if *now {
+                "in-flight workers are stopped now"
+            } else {
+                "no new items; in-flight items get the grace period"
+            };
+            eprintln!(
+                "nightshift: stopping (asked by {}): {what}",
+                crate::util::sanitize::line(&by)
+            );
+        }
+        if *now {
+            cycle.kill_all(KillReason::Shutdown);
+        }
+    }
 }
 
 /// How often a running cycle looks for a pause (flag or PAUSED file).
@@ -104,14 +142,19 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
         // The store's hold too: one lifted by `unpause`, or one another
         // runner of the batch was given.
         let seq = cycle.gate.seq();
+        let (run, seat) = (cycle.run_id, token.clone());
         let read = cycle
             .writer
-            .call(move |s| Ok((s.pause(&batch)?, s.hold(&batch)?)))
+            .call(move |s| {
+                let steering = s.steering(&batch, run, &seat)?;
+                Ok((s.pause(&batch)?, s.hold(&batch)?, steering))
+            })
             .await;
-        if let Ok((_, hold)) = &read {
+        if let Ok((_, hold, steering)) = &read {
             cycle.gate.sync(seq, hold.as_ref());
+            steer(&cycle, steering);
         }
-        if let Ok((Some(p), _)) = read {
+        if let Ok((Some(p), _, _)) = read {
             cycle.request_stop(Signal::Graceful, StopReason::Paused(p.reason));
         } else if let Some(file) = db_path.as_deref().and_then(paused_file) {
             cycle.request_stop(

@@ -149,6 +149,8 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
         program: opts.worker.first().and_then(|p| child::resolve(p)),
         chain: opts.key.is_none() && cfg.rate_limit.is_none() && cfg.max_cost.is_none(),
         identity,
+        answers: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        halted: std::sync::atomic::AtomicBool::new(false),
     })
 }
 
@@ -364,7 +366,9 @@ async fn finish(
         hooks_failed,
         waiting: Vec::new(),
     };
-    if counts.failed > 0 || report.source_failed().is_some() {
+    // A tripped circuit breaker alerts (once: the paused runs after it do not).
+    let halted = cycle.halted.load(std::sync::atomic::Ordering::SeqCst);
+    if counts.failed > 0 || report.source_failed().is_some() || halted {
         report
             .hooks_failed
             .extend(summary::alert(cycle, &report).await);

@@ -22,6 +22,7 @@
 //! - `gate`: every worker call passes it (the retry-after hold, the rate
 //!   limit of `pace`);
 //! - `classify`: what a worker answered → [`classify::Answer`];
+//!   `halt`: the circuit breaker's rule over the run's recent answers;
 //!   `verdict`: a failed attempt → retry now / retry tier at T /
 //!   quarantine; `cost`: the one rule for reported costs;
 //! - `child/`: the processes the runner starts, their process groups and
@@ -35,6 +36,7 @@ pub mod cost;
 mod cycle;
 mod dry_run;
 mod gate;
+pub mod halt;
 mod heartbeat;
 mod hook;
 mod locked;

@@ -396,3 +396,51 @@ pub(crate) fn counted(counts: &crate::model::Counts, q: &ItemsQuery) -> Option<i
         _ => return None,
     })
 }
+
+/// Where a cancelled item goes (`cancel --to`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelTo {
+    /// Back to pending: it runs again (the cancelled attempt counts).
+    Pending,
+    /// The `manual` tier as `Cancelled`: it waits for a human.
+    Manual,
+}
+
+impl CancelTo {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelTo::Pending => "pending",
+            CancelTo::Manual => "manual",
+        }
+    }
+}
+
+/// What `cancel` did to an item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// In flight: the run holding it was asked to stop its worker and
+    /// move it (its heartbeat hears it within a second).
+    Asked { run_id: Option<i64> },
+    /// Not running: moved at once, from where it was (`pending`,
+    /// `failed/retry`, ...).
+    Moved { from: String },
+    /// Not running and already where it was to go: nothing changed.
+    Already { at: String },
+}
+
+/// A cancel the runner honoured: the item moved where it was asked to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelSettled {
+    pub key: String,
+    pub to: CancelTo,
+    pub by: Option<String>,
+}
+
+/// What the store asks of a running cycle (read by its heartbeat).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Steering {
+    /// A stop asked of its seat: `true` for `--now`, and who asked.
+    pub stop: Option<(bool, Option<String>)>,
+    /// The items it holds that were asked to be cancelled.
+    pub cancels: Vec<i64>,
+}

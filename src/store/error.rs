@@ -46,6 +46,12 @@ pub enum Refusal {
     OutcomeWithFilters,
     #[error("say which items to requeue: keys, --all-failed, --class, --tier or --outcome")]
     NoSelection,
+    /// `cancel` of a done item.
+    #[error(
+        "item {key:?} is already done: there is nothing to cancel (nothing was changed; \
+         `requeue --outcome` runs a done item again)"
+    )]
+    CancelDone { key: String },
 }
 
 impl From<Refusal> for StoreError {

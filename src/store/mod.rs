@@ -25,9 +25,10 @@ mod rows;
 pub mod sqlite;
 
 pub use api::{
-    Access, AliveWatch, BatchView, COUNT_CAP, Completion, DashQuery, Dashboard, EventFilter,
-    EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery,
-    LockOutcome, OpenRun, PruneReport, Requeue, Selection, SinceSummary, Unpaused,
+    Access, AliveWatch, BatchView, COUNT_CAP, CancelOutcome, CancelSettled, CancelTo, Completion,
+    DashQuery, Dashboard, EventFilter, EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter,
+    ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Selection,
+    SinceSummary, Steering, Unpaused,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use facade::Store;

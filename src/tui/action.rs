@@ -92,6 +92,10 @@ pub enum Intent {
     RequeueSelected,
     RequeueAll,
     SkipSelected,
+    /// `c`: cancel the selected item (its worker stopped if it runs).
+    CancelSelected,
+    /// `X`: stop the batch's runs, gracefully.
+    StopRuns,
     /// The confirm dialog's answer.
     Confirm(bool),
 
@@ -178,6 +182,18 @@ pub enum Write {
     Resume {
         batch: String,
     },
+    /// `nightshift cancel BATCH KEY` (to the `manual` tier).
+    Cancel {
+        batch: String,
+        key: String,
+        /// For the dialog and the message.
+        label: String,
+        running: bool,
+    },
+    /// `nightshift stop BATCH` (graceful).
+    Stop {
+        batch: String,
+    },
 }
 
 impl Write {
@@ -198,6 +214,24 @@ impl Write {
                 format!("Unpause {batch}? Its runs and schedule fires start doing work again.")
             }
             Write::Resume { batch } => format!("Start a run of {batch}?"),
+            Write::Cancel {
+                batch,
+                key,
+                label,
+                running,
+            } => {
+                let item = crate::key::named(key, label);
+                if *running {
+                    format!(
+                        "Cancel {item} of {batch}? Its worker is stopped; the item goes to manual, never done."
+                    )
+                } else {
+                    format!("Cancel {item} of {batch}? It is not running; it goes to manual.")
+                }
+            }
+            Write::Stop { batch } => format!(
+                "Stop the runs of {batch}? No new items; in-flight ones get the grace period."
+            ),
         }
     }
 }

@@ -543,7 +543,9 @@ impl App {
             | Intent::TogglePause
             | Intent::RequeueSelected
             | Intent::RequeueAll
-            | Intent::SkipSelected => return self.ask_write(intent),
+            | Intent::SkipSelected
+            | Intent::CancelSelected
+            | Intent::StopRuns => return self.ask_write(intent),
             Intent::Quit => return self.stop(),
             // Only meaningful in the other modes.
             Intent::Input(_)

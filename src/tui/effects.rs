@@ -14,13 +14,14 @@ use std::time::Duration;
 use super::Msg;
 use super::action::{Arrival, Write};
 use crate::model::Pause;
-use crate::store::{Access, ItemsQuery, Selection, Store};
+use crate::store::{Access, CancelOutcome, CancelTo, ItemsQuery, Selection, Store};
 use crate::util::identity::actor;
 use crate::util::time::now_ms;
 use crate::util::{files, sanitize};
 
 /// Recorded with a skip made from the dashboard.
 const SKIP_REASON: &str = "skipped from the dashboard";
+const CANCEL_REASON: &str = "cancelled from the dashboard";
 
 pub enum Job {
     Write(Write),
@@ -233,6 +234,39 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             })
         }
         Write::Resume { batch } => Err(format!("internal: resume of {batch} reached the store")),
+        Write::Cancel {
+            batch, key, label, ..
+        } => {
+            let item = name(&crate::key::named(key, label));
+            let done = store
+                .cancel_item(batch, key, CancelTo::Manual, &who, CANCEL_REASON, now)
+                .map_err(err)?;
+            Ok(match done {
+                CancelOutcome::Asked { .. } => {
+                    format!("asked the runner of {item} to stop its worker; it goes to manual")
+                }
+                CancelOutcome::Moved { from } => {
+                    format!("cancelled {item} (it was {from}): now manual")
+                }
+                CancelOutcome::Already { at } => format!("{item} is already {at}; nothing changed"),
+            })
+        }
+        Write::Stop { batch } => {
+            let asked = store.ask_stop(batch, false, &who, now).map_err(err)?;
+            Ok(if asked.is_empty() {
+                format!("no runner holds {}; nothing to stop", name(batch))
+            } else {
+                let runners: Vec<String> = asked
+                    .iter()
+                    .map(|s| format!("{}@{}", s.holder.pid, s.holder.host))
+                    .collect();
+                format!(
+                    "asked {} to stop {} (no new items; in-flight ones get the grace period)",
+                    name(&runners.join(", ")),
+                    name(batch)
+                )
+            })
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 //! Chaos soak: SIGKILL the runner, its workers, the scheduler daemon and a
 //! dashboard that is writing (requeueing every failed item) at random
-//! moments, re-run at once, and check the store's invariants after every
-//! iteration; in the end every item is done or quarantined.
+//! moments, cancel a running item and stop the run (`nightshift cancel`,
+//! `nightshift stop [--now]`) at random moments, re-run at once, and check
+//! the store's invariants after every iteration (among them: a cancelled
+//! attempt is never recorded done); in the end every item is done or
+//! quarantined.
 //!
 //! `CHAOS_ITERATIONS` (default 50) and `CHAOS_SEED` (default: random,
 //! printed) drive it; `CHAOS_REPORT=FILE` writes the tally as JSON.
@@ -35,6 +38,10 @@ struct Tally {
     /// Items the dashboards requeued before they were killed.
     dashboard_requeued: usize,
     clean_runs: usize,
+    /// `cancel` of an item claimed at that moment, and `stop` (graceful or
+    /// `--now`) asked of the runner, at random moments.
+    cancels: usize,
+    stops: usize,
     /// Executions beyond the first, over all keys.
     duplicates: usize,
     /// Items in flight at a kill, summed over the kills.
@@ -59,7 +66,7 @@ fn sigkill_at_random_moments_keeps_every_invariant() {
     let t = soak(iterations, seed);
     let summary = format!(
         "chaos: seed {seed}: {} iterations ({} runner SIGKILLs, {} worker SIGKILLs, {} SIGTERM+SIGKILL, \
-         {} daemon SIGKILLs, {} dashboard SIGKILLs ({} items requeued by them), {} clean), \
+         {} daemon SIGKILLs, {} dashboard SIGKILLs ({} items requeued by them), {} cancels, {} stops, {} clean), \
          {} items ({} done, {} quarantined), {} violations, {} duplicate executions vs {} items in flight at kills",
         t.iterations,
         t.runner_kills,
@@ -68,6 +75,8 @@ fn sigkill_at_random_moments_keeps_every_invariant() {
         t.daemon_kills,
         t.dashboard_kills,
         t.dashboard_requeued,
+        t.cancels,
+        t.stops,
         t.clean_runs,
         t.items,
         t.done,
@@ -82,7 +91,8 @@ fn sigkill_at_random_moments_keeps_every_invariant() {
             "seed": seed, "iterations": t.iterations, "runner_kills": t.runner_kills,
             "worker_kills": t.worker_kills, "sigterm_then_kill": t.sigterms,
             "daemon_kills": t.daemon_kills, "dashboard_kills": t.dashboard_kills,
-            "dashboard_requeued": t.dashboard_requeued, "clean_runs": t.clean_runs,
+            "dashboard_requeued": t.dashboard_requeued, "cancels": t.cancels, "stops": t.stops,
+            "clean_runs": t.clean_runs,
             "items": t.items, "done": t.done, "quarantined": t.quarantined,
             "violations": t.violations, "duplicates": t.duplicates,
             "in_flight_at_kills": t.in_flight_at_kills, "summary": summary,
@@ -170,11 +180,24 @@ fn soak(iterations: usize, seed: u64) -> Tally {
                 killed_runner = true;
                 t.runner_kills += 1;
             }
-        } else if roll < 66 {
+        } else if roll < 54 {
             sleep_ms(rng.u64(..400));
             signal(runner.id(), Signal::SIGKILL);
             killed_runner = true;
             t.runner_kills += 1;
+        } else if roll < 66 {
+            // Steering: cancel an item claimed now, stop the run, maybe
+            // SIGKILL it too, each at a random moment.
+            sleep_ms(rng.u64(..400));
+            for v in steer(&env, &mut rng, &mut t, &mut in_flight) {
+                t.violations.push(format!("iteration {iter}: {v}"));
+            }
+            if rng.u32(..4) == 0 {
+                sleep_ms(rng.u64(..200));
+                signal(runner.id(), Signal::SIGKILL);
+                killed_runner = true;
+                t.runner_kills += 1;
+            }
         } else if roll < 88 {
             sleep_ms(rng.u64(..250));
             for _ in 0..rng.usize(1..=2) {
@@ -282,6 +305,52 @@ fn soak(iterations: usize, seed: u64) -> Tally {
     t.done = env.int("SELECT count(*) FROM items WHERE status = 'done'") as usize;
     t.quarantined = env.int("SELECT count(*) FROM items WHERE tier = 'manual'") as usize;
     t
+}
+
+/// Cancels one item claimed at this moment (to a random `--to`), then
+/// maybe stops the run (graceful or `--now`). A stopped worker may have
+/// done its side effect without its answer being kept, as at a kill: the
+/// items claimed then count as in flight at a kill. Returns what went
+/// wrong.
+fn steer(
+    env: &Env,
+    rng: &mut fastrand::Rng,
+    t: &mut Tally,
+    in_flight: &mut BTreeMap<String, usize>,
+) -> Vec<String> {
+    let mut v = Vec::new();
+    let claimed = env.strings("SELECT key FROM items WHERE status = 'claimed'");
+    if let Some(key) = claimed.get(rng.usize(..claimed.len().max(1))) {
+        *in_flight.entry(key.clone()).or_default() += 1;
+        t.in_flight_at_kills += 1;
+        let to = if rng.bool() { "pending" } else { "manual" };
+        let out = env
+            .std_cmd()
+            .args(["cancel", BATCH, key, "--to", to])
+            .output()
+            .unwrap();
+        // 2: it was done meanwhile (refused, unchanged).
+        if !matches!(out.status.code(), Some(0 | 2)) {
+            v.push(format!("cancel {key}: {out:?}"));
+        }
+        t.cancels += 1;
+    }
+    sleep_ms(rng.u64(..300));
+    let stop: &[&str] = match rng.u32(..3) {
+        0 => &["stop", BATCH],
+        1 => &["stop", BATCH, "--now"],
+        _ => return v,
+    };
+    for key in env.strings("SELECT key FROM items WHERE status = 'claimed'") {
+        *in_flight.entry(key).or_default() += 1;
+        t.in_flight_at_kills += 1;
+    }
+    let out = env.std_cmd().args(stop).output().unwrap();
+    if out.status.code() != Some(0) {
+        v.push(format!("{stop:?}: {out:?}"));
+    }
+    t.stops += 1;
+    v
 }
 
 fn sleep_ms(ms: u64) {
@@ -395,6 +464,24 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
              GROUP BY 1, 2, 3) x
           FULL JOIN (SELECT * FROM failed_classes WHERE n <> 0) f USING (batch_id, error_class, tier)
           WHERE x.n IS NOT f.n",
+    );
+    // A cancel asked of a claim ends it: no done mark until the item was
+    // claimed anew (after its cancel was settled, or the claim taken back
+    // from a dead runner).
+    zero(
+        "done marks written from a cancelled attempt",
+        "SELECT count(*) FROM events a JOIN events d ON d.item_id = a.item_id AND d.id > a.id
+          WHERE a.kind = 'cancel-asked' AND d.kind IN ('done', 'empty')
+            AND NOT EXISTS (SELECT 1 FROM events c WHERE c.item_id = a.item_id
+                              AND c.id > a.id AND c.id < d.id AND c.kind = 'claimed')",
+    );
+    zero(
+        "cancelled items not where --to said",
+        "SELECT count(*) FROM events c JOIN items i ON i.id = c.item_id
+          WHERE c.kind = 'cancelled' AND c.id = (SELECT max(id) FROM events x
+                  WHERE x.item_id = c.item_id AND x.kind IN ('cancelled', 'claimed', 'requeued', 'redriven'))
+            AND NOT (json_extract(c.fields, '$.to') = 'pending' AND i.status = 'pending'
+                     OR json_extract(c.fields, '$.to') = 'manual' AND i.tier = 'manual')",
     );
     zero(
         "runs that stepped down for a lock (a dead holder must not block)",

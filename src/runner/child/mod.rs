@@ -42,6 +42,9 @@ pub enum KillReason {
     Shutdown,
     /// Another runner holds the item now: our result would be rejected.
     LeaseLost,
+    /// Someone cancelled the item (`nightshift cancel`, the dashboard): it
+    /// goes where the cancel said, never done from this attempt.
+    Cancelled,
 }
 
 /// `argv` as a command leading its own process group, with its three

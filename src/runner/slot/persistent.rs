@@ -26,8 +26,8 @@ use tokio::sync::mpsc;
 use super::claim::claim_key;
 use super::pipeline::{CommitFuture, Success};
 use super::record::{
-    begin_retry, judge_failure, lease_lost_on_write, lease_lost_stopped, record_failure, release,
-    store_op_id,
+    begin_retry, cancelled, judge_failure, lease_lost_on_write, lease_lost_stopped, record_failure,
+    release, store_op_id,
 };
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
@@ -622,14 +622,16 @@ impl Slot {
         Ok(false)
     }
 
-    /// A stop or a lost lease reached one of our items.
+    /// A stop, a lost lease or a cancel reached one of our items. A lost
+    /// or cancelled item's worker is stopped (only that slot's) and the
+    /// rest it was sent go to the next worker.
     async fn killed(&mut self, id: i64, reason: KillReason) -> Result<Option<Ended>, StoreError> {
         match reason {
             KillReason::Shutdown => {
                 self.release_all().await?;
                 Ok(Some(Ended::Stopped))
             }
-            KillReason::LeaseLost => {
+            KillReason::LeaseLost | KillReason::Cancelled => {
                 let cycle = self.cycle.clone();
                 let lost = if let Some(pos) = self.sent.iter().position(|w| w.claim.item_id == id) {
                     // The worker may be on it: stop the worker, resend the rest.
@@ -652,7 +654,11 @@ impl Slot {
                 };
                 if let Some(w) = lost {
                     self.untrack(&w.claim);
-                    lease_lost_stopped(&cycle, &w.claim).await;
+                    if reason == KillReason::Cancelled {
+                        cancelled(&cycle, &w.claim).await;
+                    } else {
+                        lease_lost_stopped(&cycle, &w.claim).await;
+                    }
                 }
                 Ok(None)
             }

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::claim::{budget_spent, claim_key, log_claimed, may_chain};
 use super::record::{
-    begin_retry, count_success, judge_failure, lease_lost_on_write, lease_lost_stopped,
+    begin_retry, cancelled, count_success, judge_failure, lease_lost_on_write, lease_lost_stopped,
     record_failure, release, store_op_id,
 };
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
@@ -172,6 +172,10 @@ async fn process(
             Err(KillReason::Shutdown) => return release(cycle, &claim, true).await.map(|()| None),
             Err(KillReason::LeaseLost) => {
                 lease_lost_stopped(cycle, &claim).await;
+                return Ok(None);
+            }
+            Err(KillReason::Cancelled) => {
+                cancelled(cycle, &claim).await;
                 return Ok(None);
             }
         };

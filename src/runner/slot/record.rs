@@ -25,6 +25,7 @@ pub(in crate::runner) async fn judge_failure(
     cost: Option<f64>,
 ) -> Verdict {
     cycle.tally.add_cost(cost);
+    cycle.answered(Some(failed.class)).await;
     if let Some(asked) = verdict::hold(failed) {
         cycle.hold(claim, asked).await;
     }
@@ -149,11 +150,19 @@ pub(in crate::runner) async fn release(
     {
         cycle.tally.released.fetch_add(1, Ordering::Relaxed);
         cycle.log.emit(&event);
+    } else {
+        // Refused for a cancel asked meanwhile: it goes where that said.
+        settle(cycle, claim).await;
     }
     Ok(())
 }
 
+/// A write about `claim` was refused: a cancel asked of it (settled now,
+/// see `store::ops::steer`), else another runner holds it.
 pub(in crate::runner) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim) {
+    if settle(cycle, claim).await {
+        return;
+    }
     cycle
         .event(
             cycle
@@ -180,6 +189,7 @@ pub(in crate::runner) async fn count_success(
         lease_lost_on_write(cycle, claim).await;
         return;
     }
+    cycle.answered(None).await;
     let counter = if outcome == Outcome::Empty {
         &cycle.tally.empty
     } else {
@@ -223,4 +233,48 @@ pub(in crate::runner) async fn lease_lost_stopped(cycle: &Cycle, claim: &Claim) 
                 .key(&claim.key),
         )
         .await;
+}
+
+/// Moves `claim` where the cancel asked of it said, if one was; whether
+/// one was. Logged to the log file as the store logged it.
+async fn settle(cycle: &Cycle, claim: &Claim) -> bool {
+    let (batch, id, token, run) = (
+        cycle.batch.clone(),
+        claim.item_id,
+        claim.token,
+        cycle.run_id,
+    );
+    match cycle
+        .writer
+        .call(move |s| s.settle_cancel(&batch, id, token, run, now_ms()))
+        .await
+    {
+        Ok(Some(done)) => {
+            let by = done.by.as_deref().unwrap_or("someone");
+            let event = cycle
+                .new_event(
+                    EventKind::Cancelled,
+                    format!(
+                        "cancelled by {by}; its worker was stopped; now {}",
+                        done.to.as_str()
+                    ),
+                )
+                .key(&claim.key);
+            cycle.log.emit(&event);
+            true
+        }
+        Ok(None) => false,
+        Err(e) => {
+            tracing::warn!("settling the cancel of {}: {e}", claim.key);
+            false
+        }
+    }
+}
+
+/// The heartbeat stopped the worker of `claim` for a cancel: it goes where
+/// the cancel said (or, were the claim lost meanwhile, is another's).
+pub(in crate::runner) async fn cancelled(cycle: &Cycle, claim: &Claim) {
+    if !settle(cycle, claim).await {
+        lease_lost_stopped(cycle, claim).await;
+    }
 }

@@ -20,6 +20,7 @@ mod items;
 mod prune;
 mod runs;
 mod seats;
+mod steer;
 
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
 pub(crate) use bulk::Bulk;
@@ -30,6 +31,7 @@ pub(crate) use items::{ItemsRead, ItemsWrite, Orphaned};
 pub(crate) use prune::{PruneRead, PruneTarget, PruneWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
+pub(crate) use steer::{CancelAsk, SteerRead, SteerWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
@@ -41,6 +43,7 @@ pub(crate) trait Read:
     + PruneRead
     + RunsRead
     + SeatsRead
+    + SteerRead
 {
 }
 impl<
@@ -52,7 +55,8 @@ impl<
         + ItemsRead
         + PruneRead
         + RunsRead
-        + SeatsRead,
+        + SeatsRead
+        + SteerRead,
 > Read for T
 {
 }
@@ -69,6 +73,7 @@ pub(crate) trait Write:
     + PruneWrite
     + RunsWrite
     + SeatsWrite
+    + SteerWrite
 {
 }
 impl<
@@ -82,7 +87,8 @@ impl<
         + ItemsWrite
         + PruneWrite
         + RunsWrite
-        + SeatsWrite,
+        + SeatsWrite
+        + SteerWrite,
 > Write for T
 {
 }

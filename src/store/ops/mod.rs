@@ -14,6 +14,7 @@ mod reclaim;
 mod requeue;
 mod runs;
 mod seats;
+mod steer;
 
 use super::dialect::{Read, Write};
 use super::pg::PgTx;

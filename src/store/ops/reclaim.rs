@@ -26,6 +26,8 @@ impl Store {
             let b = tx.batch_id(batch)?;
             let (mut released, mut quarantined) = (0, 0);
             for o in tx.claims_orphaned_locked(b, current_run)? {
+                // A cancel its dead runner never honoured goes with the claim.
+                tx.item_drop_cancel(o.item)?;
                 match orphan(batch, &o.key, o.attempts, o.lease_run, max_attempts, now) {
                     Orphan::Quarantine { message, event } => {
                         let failure = interrupted(o.item, o.token, o.lease_run, &message, now);

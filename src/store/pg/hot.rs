@@ -79,7 +79,7 @@ pub(crate) fn complete_in(c: &mut Conn, done: &Completion<'_>, event: &NewEvent)
         "UPDATE items SET status = 'done', outcome = $3, result = $4, cost = $5, tier = NULL,
                 error_class = NULL, error_message = NULL, next_attempt_at = NULL,
                 lease_run = NULL, lease_until = NULL, updated_at = $6
-          WHERE id = $1 AND lease_token = $2 AND status = 'claimed'",
+          WHERE id = $1 AND lease_token = $2 AND status = 'claimed' AND cancel_to IS NULL",
         &[
             &done.item_id,
             &done.token,
@@ -232,6 +232,7 @@ impl PgStore {
                             next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
                             updated_at = $6
                       WHERE id = $1 AND lease_token = $2 AND status = 'claimed'
+                        AND cancel_to IS NULL
                      RETURNING id),
                  counted AS (
                      UPDATE runs SET done = done + ($3 = 'done')::int,
@@ -299,6 +300,7 @@ impl PgStore {
                         updated_at = d.at
                    FROM d
                   WHERE i.id = d.id AND i.lease_token = d.token AND i.status = 'claimed'
+                    AND i.cancel_to IS NULL
                  RETURNING d.n",
                 &[&ids, &tokens, &outcomes, &results, &costs, &ats],
             )?;

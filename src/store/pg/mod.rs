@@ -33,6 +33,7 @@ mod locks;
 mod prune;
 mod runs;
 mod schema;
+mod steer;
 mod tombstones;
 mod views;
 mod workers;

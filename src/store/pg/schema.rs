@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 9;
+pub const PG_SCHEMA_VERSION: i32 = 10;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -375,7 +375,22 @@ CREATE TABLE daemons (
 /// Version 9: a retry-after hold names the item whose answer asked for it.
 const V9: &str = "ALTER TABLE nightshift.batches ADD COLUMN hold_key TEXT;";
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9];
+// ---- Steering a live batch (issue 18: cancel, stop) ----
+/// Version 10: steering a live batch (see the SQLite schema's version 8):
+/// `items.cancel_to` asks the runner holding an item to stop its worker
+/// and move it there; `locks.stop` asks a seat's holder to stop its run.
+const V10: &str = r#"
+ALTER TABLE nightshift.items ADD COLUMN cancel_to TEXT
+    CHECK (cancel_to IN ('pending', 'manual'));
+ALTER TABLE nightshift.items ADD COLUMN cancel_by TEXT;
+ALTER TABLE nightshift.items ADD COLUMN cancel_reason TEXT;
+CREATE INDEX items_cancels ON nightshift.items (batch_id, lease_run) WHERE cancel_to IS NOT NULL;
+ALTER TABLE nightshift.locks ADD COLUMN stop TEXT CHECK (stop IN ('graceful', 'now'));
+ALTER TABLE nightshift.locks ADD COLUMN stop_by TEXT;
+"#;
+// ---- end of steering ----
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).

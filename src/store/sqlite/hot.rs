@@ -95,12 +95,14 @@ fn add_chunk(
     Ok(report)
 }
 
-/// A success, fenced: only the claim holding this lease token is completed.
+/// A success, fenced: only the claim holding this lease token is completed,
+/// and never one asked to be cancelled (`cancel_to`, checked in this very
+/// statement: a success racing the cancel loses, see `ops::steer`).
 const COMPLETE_ITEM: &str =
     "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
             error_class = NULL, error_message = NULL, next_attempt_at = NULL,
             lease_run = NULL, lease_until = NULL, updated_at = ?6
-      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
+      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
 
 pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
     let n = tx.prepare_cached(COMPLETE_ITEM)?.execute(params![

@@ -119,7 +119,7 @@ const OLDEST_PENDING: &str = "SELECT created_at FROM items
   ORDER BY id LIMIT 1";
 
 const BEGIN_ATTEMPT: &str = "UPDATE items SET attempts = attempts + 1, updated_at = ?3
-  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'
+  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL
  RETURNING attempts";
 
 const SET_OP_ID: &str =
@@ -256,12 +256,12 @@ const ITEM_FAIL: &str =
     "UPDATE items SET status = 'failed', tier = ?3, error_class = ?4, error_message = ?5,
             next_attempt_at = ?6, cost = CASE WHEN ?7 IS NULL THEN cost ELSE coalesce(cost, 0) + ?7 END,
             lease_run = NULL, lease_until = NULL, updated_at = ?8
-      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
+      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
 
 const ITEM_RELEASE: &str =
     "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3,
             attempts = max(attempts - ?4, 0)
-      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
+      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
 
 const ITEM_RELEASE_ORPHAN: &str =
     "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?2

@@ -13,6 +13,7 @@ mod prune;
 mod readonly;
 mod runs;
 mod schema;
+mod steer;
 mod tombstones;
 mod trace;
 mod views;

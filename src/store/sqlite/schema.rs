@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -360,7 +360,24 @@ CREATE TABLE daemons (
 /// Version 7: a retry-after hold names the item whose answer asked for it.
 const V7: &str = "ALTER TABLE batches ADD COLUMN hold_key TEXT;";
 
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7];
+// ---- Steering a live batch (issue 18: cancel, stop) ----
+/// Version 8: steering a live batch through the store, so any host's
+/// runner hears it within a heartbeat. `items.cancel_to` asks the runner
+/// holding a claimed item to stop its worker and move it there (`pending`
+/// or `manual`), with who asked and why; no done mark is written while it
+/// is set. `locks.stop` asks the holder of a seat to stop its run
+/// (`graceful`, or `now` as a second signal), with who asked.
+const V8: &str = r#"
+ALTER TABLE items ADD COLUMN cancel_to TEXT CHECK (cancel_to = 'pending' OR cancel_to = 'manual');
+ALTER TABLE items ADD COLUMN cancel_by TEXT;
+ALTER TABLE items ADD COLUMN cancel_reason TEXT;
+CREATE INDEX items_cancels ON items (batch_id, lease_run) WHERE cancel_to IS NOT NULL;
+ALTER TABLE locks ADD COLUMN stop TEXT CHECK (stop = 'graceful' OR stop = 'now');
+ALTER TABLE locks ADD COLUMN stop_by TEXT;
+"#;
+// ---- end of steering ----
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -480,6 +480,40 @@ fn requeue_one_needs_a_failed_item_and_skip_asks() {
 }
 
 #[test]
+fn cancel_and_stop_ask_naming_what_they_act_on() {
+    let mut app = app();
+    step(&mut app, Intent::GoPane(Pane::Items));
+    step(&mut app, Intent::Down);
+    assert!(step(&mut app, Intent::CancelSelected).is_empty());
+    assert_eq!(app.mode, Mode::Confirm);
+    let cancel = Write::Cancel {
+        batch: "a".into(),
+        key: "k1".into(),
+        label: "k1".into(),
+        running: false,
+    };
+    assert_eq!(app.confirm, Some(cancel.clone()));
+    assert!(
+        cancel.question().contains("k1 of a"),
+        "{}",
+        cancel.question()
+    );
+    assert_eq!(
+        step(&mut app, Intent::Confirm(true)),
+        vec![Effect::Write(cancel)]
+    );
+    // No is the default: nothing is written.
+    step(&mut app, Intent::StopRuns);
+    assert_eq!(app.confirm, Some(Write::Stop { batch: "a".into() }));
+    assert!(step(&mut app, Intent::Confirm(false)).is_empty());
+    step(&mut app, Intent::StopRuns);
+    assert_eq!(
+        step(&mut app, Intent::Confirm(true)),
+        vec![Effect::Write(Write::Stop { batch: "a".into() })]
+    );
+}
+
+#[test]
 fn pause_asks_why_and_unpause_asks_first() {
     let mut app = app();
     assert!(step(&mut app, Intent::TogglePause).is_empty());
@@ -533,6 +567,8 @@ fn read_only_refuses_every_write_key() {
             Intent::RequeueSelected,
             Intent::RequeueAll,
             Intent::SkipSelected,
+            Intent::CancelSelected,
+            Intent::StopRuns,
         ] {
             let effects = step(&mut app, action.clone());
             assert!(effects.is_empty(), "{pane:?} {action:?}: {effects:?}");

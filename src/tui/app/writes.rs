@@ -32,6 +32,8 @@ impl App {
             Intent::TogglePause => "p (pause)",
             Intent::RequeueSelected => "R (requeue)",
             Intent::RequeueAll => "A (requeue all)",
+            Intent::CancelSelected => "c (cancel)",
+            Intent::StopRuns => "X (stop)",
             _ => "x (skip)",
         };
         if self.setup.read_only {
@@ -77,6 +79,26 @@ impl App {
                 }
             },
             Intent::RequeueAll => self.prepare_requeue_all(batch),
+            Intent::CancelSelected => {
+                match self.target_item() {
+                    Some((key, label, Status::Done)) => self.warn(format!(
+                        "{} is already done; there is nothing to cancel",
+                        sanitize::line(&key::named(&key, &label))
+                    )),
+                    Some((key, label, status)) => self.ask(Write::Cancel {
+                        batch,
+                        key,
+                        label,
+                        running: status == Status::Claimed,
+                    }),
+                    None => self.warn("select an item first"),
+                }
+                Vec::new()
+            }
+            Intent::StopRuns => {
+                self.ask(Write::Stop { batch });
+                Vec::new()
+            }
             _ => match self.target_item() {
                 Some((key, label, Status::Claimed)) => {
                     self.warn(format!(

@@ -20,3 +20,5 @@ mod shared;
 mod signals;
 // The runner's pace and its stops: rate limits, max_cost, SIGTERM, pause.
 mod stop;
+// Steering a live batch: cancel an item, stop a run, the circuit breaker.
+mod steer;

@@ -17,3 +17,5 @@ mod render;
 mod text;
 // The poller and effects threads.
 mod threads;
+// Steering from the dashboard: the cancel and stop keys.
+mod steer;

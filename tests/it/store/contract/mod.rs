@@ -1173,4 +1173,98 @@ both_stores! {
         assert_eq!(s.dead_letters("b", None, None).unwrap()[0].key, "k000", "oldest first");
         assert_eq!(s.item_failures(c[0].item_id).unwrap()[0].error_class, "Zeta");
     }
+
+    // ---- Steering a live batch: cancel, stop ----
+
+    fn a_cancelled_claim_is_never_marked_done_and_goes_where_asked(db, s) {
+        use nightshift::store::{CancelOutcome, CancelTo};
+        s.add_items("b", &items(5), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
+        let asked = s.cancel_item("b", "k000", CancelTo::Manual, "ops@h2", "stuck", T0).unwrap();
+        assert_eq!(asked, CancelOutcome::Asked { run_id: Some(run) });
+        assert_eq!(s.steering("b", run, "tok").unwrap().cancels, vec![c[0].item_id]);
+        // The worker's success racing the cancel loses, alone or in a group;
+        // so do a failure, a release and a further attempt.
+        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
+            outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 + 1 };
+        assert!(!s.complete(&done, &done_event("k000")).unwrap());
+        let ev = done_event("k000");
+        assert_eq!(s.complete_all(&[(done.clone(), &ev)]).unwrap(), vec![false]);
+        let fail = nightshift::store::Failure { item_id: c[0].item_id, token: c[0].token,
+            run_id: run, tier: Tier::Retry, error_class: "X", message: "m",
+            next_attempt_at: None, cost: None, now: T0 + 1 };
+        assert!(!s.fail(&fail, &done_event("k000")).unwrap());
+        assert!(!s.release(c[0].item_id, c[0].token, run, true, &done_event("k000")).unwrap());
+        assert_eq!(s.begin_attempt(c[0].item_id, c[0].token, T0 + 1).unwrap(), None);
+        assert_eq!(s.item("b", "k000").unwrap().status, nightshift::model::Status::Claimed);
+        // A stale token settles nothing; the holder's does.
+        assert_eq!(s.settle_cancel("b", c[0].item_id, c[0].token - 1, run, T0 + 2).unwrap(), None);
+        let settled = s.settle_cancel("b", c[0].item_id, c[0].token, run, T0 + 2).unwrap().unwrap();
+        assert_eq!((settled.key.as_str(), settled.to, settled.by.as_deref()),
+            ("k000", CancelTo::Manual, Some("ops@h2")));
+        let item = s.item("b", "k000").unwrap();
+        assert_eq!((item.tier, item.error_class.as_deref(), item.outcome),
+            (Some(Tier::Manual), Some("Cancelled"), None));
+        assert_eq!(item.error_message.as_deref(), Some("cancelled by ops@h2: stuck"));
+        assert!(s.steering("b", run, "tok").unwrap().cancels.is_empty());
+        // --to pending: it runs again.
+        s.cancel_item("b", "k001", CancelTo::Pending, "ops@h2", "retry it", T0).unwrap();
+        s.settle_cancel("b", c[1].item_id, c[1].token, run, T0 + 2).unwrap().unwrap();
+        assert_eq!(s.item("b", "k001").unwrap().status, nightshift::model::Status::Pending);
+        // Uncancelled claims complete as ever; a done item is refused.
+        let ok = Completion { item_id: c[2].item_id, token: c[2].token, ..done };
+        assert!(s.complete(&ok, &done_event("k002")).unwrap());
+        assert!(matches!(
+            s.cancel_item("b", "k002", CancelTo::Manual, "ops@h2", "late", T0),
+            Err(StoreError::Refused(_))
+        ));
+        // Not running: moved at once; again: nothing changes. Unknown: named.
+        let moved = s.cancel_item("b", "k003", CancelTo::Manual, "ops@h2", "no", T0).unwrap();
+        assert_eq!(moved, CancelOutcome::Moved { from: "pending".into() });
+        let again = s.cancel_item("b", "k003", CancelTo::Manual, "ops@h2", "no", T0).unwrap();
+        assert_eq!(again, CancelOutcome::Already { at: "failed/manual".into() });
+        assert_eq!(
+            s.cancel_item("b", "k004", CancelTo::Pending, "ops@h2", "no", T0).unwrap(),
+            CancelOutcome::Already { at: "pending".into() }
+        );
+        assert!(matches!(
+            s.cancel_item("b", "nope", CancelTo::Manual, "ops@h2", "no", T0),
+            Err(StoreError::UnknownKey { .. })
+        ));
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.manual, counts.pending, counts.done, counts.claimed), (2, 2, 1, 0));
+        let kinds = |k: &str| s.events(&EventFilter { kinds: vec![k.into()], ..Default::default() }).unwrap();
+        assert_eq!(kinds("cancel-asked").len(), 2);
+        let cancelled = kinds("cancelled");
+        assert_eq!(cancelled.len(), 3);
+        assert!(cancelled.iter().all(|e| e.actor.as_deref() == Some("ops@h2")), "{cancelled:?}");
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn a_stop_is_asked_of_every_live_seat_and_now_is_never_weakened(db, s) {
+        s.add_items("b", &items(1), T0, |_| {}).unwrap();
+        assert!(s.ask_stop("b", false, "ops@h2", T0).unwrap().is_empty(), "no runner");
+        let (a, b) = (
+            s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap(),
+            s.start_run("b", Trigger::Manual, None, &holder(2), T0, None).unwrap(),
+        );
+        s.acquire_lock("b", "tok-a", &holder(1), Some(a), T0 + MIN, T0, &[], 2).unwrap();
+        s.acquire_lock("b", "tok-b", &holder(2), Some(b), T0 + MIN, T0, &[], 2).unwrap();
+        assert_eq!(s.steering("b", a, "tok-a").unwrap().stop, None);
+        let asked = s.ask_stop("b", false, "ops@h2", T0 + 1).unwrap();
+        let mut pids: Vec<u32> = asked.iter().map(|l| l.holder.pid).collect();
+        pids.sort_unstable();
+        assert_eq!(pids, [1, 2]);
+        assert_eq!(s.steering("b", a, "tok-a").unwrap().stop, Some((false, Some("ops@h2".into()))));
+        s.ask_stop("b", true, "ops@h2", T0 + 2).unwrap();
+        s.ask_stop("b", false, "ops@h3", T0 + 3).unwrap();
+        assert_eq!(s.steering("b", b, "tok-b").unwrap().stop.map(|(now, _)| now), Some(true));
+        // A lapsed seat is not asked.
+        assert!(s.ask_stop("b", false, "ops@h2", T0 + 2 * MIN).unwrap().is_empty());
+        let asked = s.events(&EventFilter { kinds: vec!["stop-asked".into()], ..Default::default() }).unwrap();
+        assert_eq!(asked.len(), 3);
+        assert_eq!(asked[0].actor.as_deref(), Some("ops@h2"));
+    }
 }

@@ -1,0 +1,107 @@
+//! `nightshift cancel` / `stop`: steering a live batch through the store,
+//! heard by the runners holding it on any host within a heartbeat.
+
+use serde_json::json;
+
+use super::{Ctx, Exit, out, out_json};
+use crate::cli::{CancelArgs, CancelToArg, StopArgs};
+use crate::model::LockInfo;
+use crate::store::{CancelOutcome, CancelTo};
+use crate::util::identity::actor;
+use crate::util::sanitize;
+use crate::util::time::{now_ms, rfc3339};
+
+pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
+    let mut store = ctx.open_write()?;
+    let to = match args.to {
+        CancelToArg::Pending => CancelTo::Pending,
+        CancelToArg::Manual => CancelTo::Manual,
+    };
+    let (by, at) = (actor(), now_ms());
+    let done = store.cancel_item(&args.batch, &args.key, to, &by, &args.reason, at)?;
+    if args.json {
+        let (state, run_id, from) = match &done {
+            CancelOutcome::Asked { run_id } => ("asked", *run_id, None),
+            CancelOutcome::Moved { from } => ("moved", None, Some(from.as_str())),
+            CancelOutcome::Already { at } => ("unchanged", None, Some(at.as_str())),
+        };
+        out_json(&json!({
+            "batch": args.batch,
+            "key": args.key,
+            "to": to.as_str(),
+            "state": state,
+            "run_id": run_id,
+            "was": from,
+            "reason": args.reason,
+            "by": by,
+            "at": rfc3339(at),
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let key = sanitize::line(&args.key);
+    let to = to.as_str();
+    out(match done {
+        CancelOutcome::Asked { run_id } => {
+            let run = run_id.map_or_else(String::new, |r| format!(" (run {r})"));
+            format!(
+                "{key}: running; asked the runner holding it{run} to stop its worker: it moves to {to} within a second (never done from this attempt)"
+            )
+        }
+        CancelOutcome::Moved { from } => {
+            format!("{key}: cancelled; it was {from}, not running; now {to}")
+        }
+        CancelOutcome::Already { at } => {
+            format!("{key}: not running and already {at}; nothing changed")
+        }
+    })?;
+    Ok(Exit::Ok)
+}
+
+/// `pid@host` of a seat's holder.
+fn runner(seat: &LockInfo) -> String {
+    format!("{}@{}", seat.holder.pid, seat.holder.host)
+}
+
+pub fn stop(ctx: &Ctx, args: &StopArgs) -> anyhow::Result<Exit> {
+    let mut store = ctx.open_write()?;
+    if ctx.config.batch(&args.batch).is_none() {
+        store.check_batch(&args.batch)?;
+    }
+    let (by, at) = (actor(), now_ms());
+    let asked = match store.ask_stop(&args.batch, args.now, &by, at) {
+        // A configured batch that never ran has no runner to ask.
+        Err(crate::store::StoreError::UnknownBatch { .. }) => Vec::new(),
+        other => other?,
+    };
+    let runners: Vec<String> = asked.iter().map(runner).collect();
+    if args.json {
+        out_json(&json!({
+            "batch": args.batch,
+            "now": args.now,
+            "runners": asked.iter().map(|s| json!({
+                "runner": runner(s),
+                "host": s.holder.host,
+                "pid": s.holder.pid,
+                "run_id": s.run_id,
+            })).collect::<Vec<_>>(),
+            "by": (!asked.is_empty()).then_some(&by),
+            "at": (!asked.is_empty()).then(|| rfc3339(at)),
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let name = sanitize::line(&args.batch);
+    if asked.is_empty() {
+        out(format!("{name}: no runner holds it; nothing to stop"))?;
+        return Ok(Exit::Ok);
+    }
+    let how = if args.now {
+        "to stop now: in-flight workers are stopped and their items go back to pending"
+    } else {
+        "to stop: no new items; in-flight ones get the grace period (`nightshift stop --now` stops them)"
+    };
+    out(format!(
+        "{name}: asked {} {how}; heard within a second",
+        sanitize::line(&runners.join(", "))
+    ))?;
+    Ok(Exit::Ok)
+}

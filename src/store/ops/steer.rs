@@ -1,0 +1,209 @@
+//! Steering a live batch through the store, so a runner on any host hears
+//! it within a heartbeat: a cancel asked of an item, a stop asked of the
+//! runners of a batch.
+//!
+//! The crash-safety rule: while a cancel is asked of a claimed item, no
+//! outcome of its attempt is written. The done mark (`sqlite/hot.rs`,
+//! `pg/hot.rs`), a failure, a release and a further attempt all check
+//! `cancel_to IS NULL` in the statement that writes them, so a success
+//! racing the cancel is refused; the runner then settles the cancel
+//! ([`Store::settle_cancel`]) instead.
+
+use super::items::missing;
+use crate::model::{EventKind, LockInfo, Millis, NewEvent, Status, state_word};
+use crate::store::api::{CancelOutcome, CancelSettled, CancelTo, Steering};
+use crate::store::dialect::Write;
+use super::liveness::lapsed;
+use crate::store::{Refusal, Result, Store};
+
+/// The message a cancelled item keeps in the `manual` tier.
+fn manual_message(by: &str, reason: &str) -> String {
+    format!("cancelled by {by}: {reason}")
+}
+
+/// Moves a not-running item to `to`; false if it is there already.
+fn move_to(
+    tx: &mut dyn Write,
+    item: i64,
+    to: CancelTo,
+    at_word: &str,
+    message: &str,
+    run: Option<i64>,
+    now: Millis,
+) -> Result<bool> {
+    match to {
+        CancelTo::Pending if at_word == "pending" => Ok(false),
+        CancelTo::Manual if at_word == "failed/manual" => Ok(false),
+        // A running attempt stopped by the cancel is not counted, as a
+        // release's is not: else an item cancelled on its last attempt
+        // would run past `max_attempts`.
+        CancelTo::Pending => tx
+            .item_cancel_to_pending(item, at_word == "claimed", now)
+            .map(|()| true),
+        CancelTo::Manual => {
+            tx.item_cancel_to_manual(item, message, now)?;
+            tx.item_cancel_dead_letter(item, message, run, now)?;
+            Ok(true)
+        }
+    }
+}
+
+impl Store {
+    /// Cancels one item. In flight: asks the run holding it to stop its
+    /// worker and move it to `to` (its runner does, within a heartbeat).
+    /// Pending or failed: moves it at once (nothing if it is there
+    /// already). Done: refused. An unknown key: `UnknownKey`.
+    pub fn cancel_item(
+        &mut self,
+        batch: &str,
+        key: &str,
+        to: CancelTo,
+        actor: &str,
+        reason: &str,
+        now: Millis,
+    ) -> Result<CancelOutcome> {
+        self.write_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            let Some(status) = tx.item_status_locked(b, key)? else {
+                return Err(missing(tx, b, batch, key));
+            };
+            let Some(item) = tx.item_by_key(b, key)? else {
+                return Err(missing(tx, b, batch, key));
+            };
+            let fields =
+                serde_json::json!({"to": to.as_str(), "reason": reason, "attempt": item.attempts});
+            match status {
+                Status::Done => Err(Refusal::CancelDone { key: key.into() }.into()),
+                Status::Claimed => {
+                    tx.item_ask_cancel(item.id, to.as_str(), actor, reason)?;
+                    let run = item.lease_run;
+                    let holder = run.map_or_else(String::new, |r| format!(" (run {r})"));
+                    let message = format!(
+                        "cancel asked by {actor}: {reason}; the runner holding it{holder} stops its worker and moves it to {}",
+                        to.as_str()
+                    );
+                    let mut e = NewEvent::new(now, batch, EventKind::CancelAsked, message)
+                        .key(key)
+                        .actor(actor)
+                        .fields(fields.clone());
+                    e.run_id = run;
+                    tx.event_insert(&e)?;
+                    Ok(CancelOutcome::Asked { run_id: run })
+                }
+                Status::Pending | Status::Failed => {
+                    let at = state_word(item.status, item.tier, item.outcome);
+                    let msg = manual_message(actor, reason);
+                    if !move_to(tx, item.id, to, &at, &msg, None, now)? {
+                        return Ok(CancelOutcome::Already { at });
+                    }
+                    let message = format!(
+                        "cancelled by {actor}: {reason}; it was {at}, not running; now {}",
+                        to.as_str()
+                    );
+                    tx.event_insert(
+                        &NewEvent::new(now, batch, EventKind::Cancelled, message)
+                            .key(key)
+                            .actor(actor)
+                            .fields(fields.clone()),
+                    )?;
+                    Ok(CancelOutcome::Moved { from: at })
+                }
+            }
+        })
+    }
+
+    /// The runner holding `item_id` under `token` stopped its worker (or
+    /// had a write refused) for a cancel: moves it where the cancel asked,
+    /// with its `cancelled` event. `None` if no cancel is asked of that
+    /// claim (its lease was lost instead).
+    pub fn settle_cancel(
+        &mut self,
+        batch: &str,
+        item_id: i64,
+        token: i64,
+        run_id: i64,
+        now: Millis,
+    ) -> Result<Option<CancelSettled>> {
+        self.write_tx(|tx| {
+            let Some(ask) = tx.item_cancel_ask_locked(item_id, token)? else {
+                return Ok(None);
+            };
+            let to = if ask.to == "pending" {
+                CancelTo::Pending
+            } else {
+                CancelTo::Manual
+            };
+            let by = ask.by.clone().unwrap_or_else(|| "someone".into());
+            let reason = ask.reason.clone().unwrap_or_default();
+            move_to(
+                tx,
+                item_id,
+                to,
+                "claimed",
+                &manual_message(&by, &reason),
+                Some(run_id),
+                now,
+            )?;
+            let message = format!(
+                "cancelled by {by}: {reason}; its worker was stopped; now {}",
+                to.as_str()
+            );
+            tx.event_insert(
+                &NewEvent::new(now, batch, EventKind::Cancelled, message)
+                    .run(run_id)
+                    .key(&ask.key)
+                    .actor(&by)
+                    .fields(serde_json::json!({"to": to.as_str(), "reason": reason})),
+            )?;
+            Ok(Some(CancelSettled {
+                key: ask.key,
+                to,
+                by: ask.by,
+            }))
+        })
+    }
+
+    /// Asks every live runner of `batch` to stop (gracefully, or with
+    /// `now` at once), through their seats; the seats asked (none: no
+    /// runner holds the batch).
+    pub fn ask_stop(
+        &mut self,
+        batch: &str,
+        now_flag: bool,
+        actor: &str,
+        now: Millis,
+    ) -> Result<Vec<LockInfo>> {
+        self.write_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            let mut asked = Vec::new();
+            for seat in tx.seats(b, batch)? {
+                if !lapsed(&seat, now) && tx.seat_ask_stop(b, &seat.token, now_flag, actor)? {
+                    asked.push(seat);
+                }
+            }
+            if !asked.is_empty() {
+                let who: Vec<String> = asked.iter().map(|s| s.holder.to_string()).collect();
+                let how = if now_flag { "at once" } else { "gracefully" };
+                let message = format!("stop ({how}) asked by {actor} of {}", who.join(", "));
+                tx.event_insert(
+                    &NewEvent::new(now, batch, EventKind::StopAsked, message)
+                        .actor(actor)
+                        .fields(serde_json::json!({"now": now_flag, "runners": who})),
+                )?;
+            }
+            Ok(asked)
+        })
+    }
+
+    /// What is asked of the cycle holding seat `token` as run `run_id`.
+    pub fn steering(&self, batch: &str, run_id: i64, token: &str) -> Result<Steering> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            let stop = tx.seat_stop(b, token)?.map(|(how, by)| (how == "now", by));
+            Ok(Steering {
+                stop,
+                cancels: tx.run_cancels(b, run_id)?,
+            })
+        })
+    }
+}

@@ -1,0 +1,293 @@
+//! Steering a live batch end to end: `nightshift cancel` and `nightshift
+//! stop` against a real runner with real workers, on both backends, and
+//! across two host identities (`NIGHTSHIFT_HOST`) on PostgreSQL.
+#![cfg(unix)]
+
+use crate::support as common;
+
+use std::path::Path;
+
+use common::{Backend, Env, add_keys, assert_no_process_left, wait_for};
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// A process-mode worker: `stuck` hangs (a child process carrying
+/// `marker`, so its group's end can be seen); the others succeed at once.
+/// Each touches `started/KEY` first.
+fn stuck_worker(env: &Env, marker: &str) -> String {
+    let started = env.path("started");
+    std::fs::create_dir_all(&started).unwrap();
+    p(&env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+             if [ \"$NIGHTSHIFT_KEY\" = stuck ]; then sh -c 'sleep 1000; :' {marker}; fi\n\
+             echo '\"ok\"'",
+            dir = p(&started)
+        ),
+    ))
+}
+
+fn started(env: &Env, key: &str) -> bool {
+    env.path("started").join(key).exists()
+}
+
+both_backends! {
+    fn halt_in_a_row_pauses_the_batch_with_the_reason_and_alerts_once(env) {
+        let alerts = env.path("alerts.log");
+        env.config(&format!(
+            "[batch.b]\nconcurrency = 1\nretries = 0\nhalt = \"3 in a row\"\n\
+             alert = [\"sh\", \"-c\", \"cat >> {}\"]\n",
+            p(&alerts)
+        ));
+        add_keys(&env, "b", &["ok1", "k1", "k2", "ok2", "k3", "k4", "k5", "k6", "k7"]);
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\ncase \"$NIGHTSHIFT_KEY\" in ok*) echo '\"ok\"'; exit 0 ;; esac\n\
+             echo '{\"error_class\":\"ServiceUnavailable\",\"transient\":true,\"message\":\"503\"}' >&2\nexit 1",
+        ));
+        let out = env.run(&["run", "b", "--", &w]);
+        out.code(1);
+        let reason = "halted: 3 consecutive ServiceUnavailable";
+        assert!(out.stdout.contains(reason), "{out:?}");
+        // ok2 broke the first row: the trip came at k5; nothing after it ran.
+        assert_eq!(env.item("k5"), ("failed".into(), Some("retry".into()), 1));
+        assert_eq!(env.item("k6"), ("pending".into(), None, 0));
+        let status = env.status();
+        assert_eq!(status["batches"][0]["paused_reason"].as_str(), Some(reason), "{status}");
+        // The alert fired once, for the run that tripped; a paused run does
+        // nothing and alerts nothing.
+        env.run(&["run", "b", "--", &w]).code(0);
+        assert_eq!(common::lines(&alerts).len(), 1);
+        assert!(common::lines(&alerts)[0].contains(reason));
+        // Unpause clears it: the next run claims again (and trips again).
+        env.run(&["unpause", "b"]).code(0);
+        env.run(&["run", "b", "--", &w]).code(1);
+        assert_eq!(env.item("k6").1.as_deref(), Some("retry"));
+        assert_eq!(common::lines(&alerts).len(), 2);
+    }
+
+    fn halt_on_a_share_of_the_last_answers(env) {
+        env.config("[batch.b]\nconcurrency = 1\nretries = 0\nhalt = \"50% of the last 4\"\n");
+        // Answers: ok, fail, ok, fail -> 2 of the last 4 = 50%: trips at f2.
+        add_keys(&env, "b", &["o1", "f1", "o2", "f2", "o3", "o4"]);
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\ncase \"$NIGHTSHIFT_KEY\" in o*) echo '\"ok\"'; exit 0 ;; esac\n\
+             echo '{\"error_class\":\"Timeout\",\"transient\":true}' >&2\nexit 1",
+        ));
+        env.run(&["run", "b", "--", &w]).code(1);
+        assert_eq!(env.item("f2").1.as_deref(), Some("retry"));
+        assert_eq!(env.item("o3"), ("pending".into(), None, 0));
+        let reason = "halted: 2 of the last 4 answers failed (the limit is 50%): 2 Timeout";
+        assert_eq!(env.status()["batches"][0]["paused_reason"].as_str(), Some(reason));
+        let paused = env.events("b", "paused");
+        assert!(paused[0]["message"].as_str().unwrap().contains("halt = \"50% of the last 4\""), "{paused:?}");
+    }
+
+    fn cancel_stops_one_running_worker_and_the_rest_carry_on(env) {
+        env.config("[batch.b]\nconcurrency = 2\n");
+        add_keys(&env, "b", &["stuck", "a1", "a2", "a3", "a4", "a5"]);
+        let marker = format!("steer-cancel-{}", env.dir.path().display());
+        let w = stuck_worker(&env, &marker);
+        let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("the stuck worker", || started(&env, "stuck"));
+        let out = env.run(&["cancel", "b", "stuck", "--reason", "runaway", "--json"]);
+        out.code(0);
+        let j = out.json();
+        assert_eq!((j["state"].as_str(), j["to"].as_str()), (Some("asked"), Some("manual")), "{j}");
+        // The runner stops that worker's group and finishes the rest.
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{:?}", env.output_of("run"));
+        assert_no_process_left(&marker);
+        assert_eq!(env.item("stuck"), ("failed".into(), Some("manual".into()), 1));
+        for k in ["a1", "a2", "a3", "a4", "a5"] {
+            assert_eq!(env.item(k).0, "done", "{k}");
+        }
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE key = 'stuck' AND kind = 'done'"), 0);
+        let cancelled = env.events("b", "cancelled");
+        assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+        assert!(cancelled[0]["message"].as_str().unwrap().contains("runaway"), "{cancelled:?}");
+        assert!(cancelled[0]["actor"].as_str().unwrap().contains('@'), "{cancelled:?}");
+        assert_eq!(env.strings("SELECT error_class FROM items WHERE key = 'stuck'"), ["Cancelled"]);
+        env.assert_counts_consistent();
+    }
+
+    fn cancel_in_persistent_mode_restarts_only_that_worker(env) {
+        // One slot: the items sent after the stuck one go to the next worker.
+        env.config("[batch.b]\nmode = \"persistent\"\nconcurrency = 1\n");
+        add_keys(&env, "b", &["stuck", "a1", "a2", "a3"]);
+        let once = env.path("hung-once");
+        let w = p(&env.write(
+            "w.py",
+            &format!(
+                "import json, os, sys, time\n\
+                 for line in sys.stdin:\n\
+                 \x20   req = json.loads(line)\n\
+                 \x20   if req['key'] == 'stuck' and not os.path.exists({once:?}):\n\
+                 \x20       open({once:?}, 'w').close()\n\
+                 \x20       time.sleep(1000)\n\
+                 \x20   print(json.dumps({{'key': req['key'], 'result': 1}}), flush=True)\n",
+                once = p(&once)
+            ),
+        ));
+        let mut runner = env.spawn("run", &["run", "b", "--", "python3", &w]);
+        wait_for("the stuck item", || once.exists());
+        env.run(&["cancel", "b", "stuck", "--to", "pending"]).code(0);
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{:?}", env.output_of("run"));
+        // Back to pending (the stopped attempt not counted, as a release's
+        // is not), then run again by the same run: the cancelled attempt
+        // left no done mark, the done one came after the cancel.
+        assert_eq!(env.item("stuck"), ("done".into(), None, 1));
+        for k in ["a1", "a2", "a3"] {
+            assert_eq!(env.item(k).0, "done", "{k}");
+        }
+        assert_eq!(
+            env.strings("SELECT kind FROM events WHERE key = 'stuck' ORDER BY id"),
+            ["claimed", "cancel-asked", "cancelled", "claimed", "done"]
+        );
+        let cancelled = env.events("b", "cancelled");
+        assert_eq!(cancelled.len(), 1);
+        assert!(cancelled[0]["message"].as_str().unwrap().ends_with("now pending"), "{cancelled:?}");
+        env.assert_counts_consistent();
+    }
+
+    fn cancel_of_an_item_not_running(env) {
+        add_keys(&env, "b", &["p", "d"]);
+        let w = p(&env.script("w.sh", "cat >/dev/null\necho '\"ok\"'"));
+        env.cmd().args(["run", "b", "--key", "d", "--", &w]).assert().success();
+        let out = env.run(&["cancel", "b", "p"]);
+        out.code(0);
+        assert!(out.stdout.contains("it was pending, not running; now manual"), "{out:?}");
+        assert_eq!(env.item("p"), ("failed".into(), Some("manual".into()), 0));
+        let again = env.run(&["cancel", "b", "p", "--json"]);
+        assert_eq!(again.json()["state"], "unchanged");
+        // Done: refused, unchanged. Unknown: named.
+        let done = env.run(&["cancel", "b", "d"]);
+        done.code(2);
+        assert!(done.error_line().contains("\"d\" is already done"), "{done:?}");
+        assert_eq!(env.item("d").0, "done");
+        let unknown = env.run(&["cancel", "b", "zz"]);
+        unknown.code(2);
+        assert!(unknown.error_line().contains("\"zz\""), "{unknown:?}");
+    }
+
+    // Slow (a few seconds): a graceful stop waits for the in-flight item.
+    fn stop_is_graceful_and_stop_now_is_the_second_signal(env) {
+        env.config("[batch.b]\nconcurrency = 2\ngrace = \"10m\"\n");
+        add_keys(&env, "b", &["stuck", "slow", "n1", "n2", "n3"]);
+        let marker = format!("steer-stop-{}", env.dir.path().display());
+        let go = env.path("go");
+        let started_dir = env.path("started");
+        std::fs::create_dir_all(&started_dir).unwrap();
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+                 if [ \"$NIGHTSHIFT_KEY\" = stuck ]; then sh -c 'sleep 1000; :' {marker}; fi\n\
+                 while [ ! -e {go} ]; do sleep 0.05; done\necho '\"ok\"'",
+                dir = p(&started_dir),
+                go = p(&go)
+            ),
+        ));
+        assert!(env.run(&["stop", "b"]).stdout.contains("no runner holds it"));
+        let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("both workers", || started(&env, "stuck") && started(&env, "slow"));
+        let out = env.run(&["stop", "b", "--json"]);
+        out.code(0);
+        let asked = out.json();
+        assert_eq!(
+            asked["runners"][0]["runner"].as_str().unwrap(),
+            format!("{}@{}", runner.id(), asked["runners"][0]["host"].as_str().unwrap())
+        );
+        wait_for("the runner to hear the stop", || {
+            env.output_of("run").1.contains("stopping (asked by")
+        });
+        // Graceful: the in-flight item finishes; nothing new is claimed.
+        std::fs::write(&go, "").unwrap();
+        wait_for("slow done", || env.item("slow").0 == "done");
+        assert!(runner.try_wait().unwrap().is_none(), "the stuck item has its grace period");
+        // --now: the stuck worker is stopped and its item released.
+        let now = env.run(&["stop", "b", "--now"]);
+        assert!(now.stdout.contains("to stop now"), "{now:?}");
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
+        assert_no_process_left(&marker);
+        assert_eq!(env.item("stuck"), ("pending".into(), None, 0));
+        for k in ["n1", "n2", "n3"] {
+            assert_eq!(env.item(k), ("pending".into(), None, 0), "{k}");
+        }
+        assert_eq!(env.run_states(), ["aborted"]);
+        assert!(env.output_of("run").0.contains("stopped by"), "{:?}", env.output_of("run"));
+        assert_eq!(env.events("b", "stop-asked").len(), 2);
+    }
+}
+
+/// Cancel and stop asked from another host: the runner on host-a hears
+/// both within a heartbeat, and the log names who asked, on host-b.
+#[test]
+fn cancel_and_stop_from_another_host_on_postgresql() {
+    let Some(env) = Env::for_backend(Backend::Pg) else {
+        return;
+    };
+    env.config("[batch.b]\nconcurrency = 2\ngrace = \"10m\"\n");
+    add_keys(&env, "b", &["stuck", "other", "n1"]);
+    let marker = format!("steer-hosts-{}", env.dir.path().display());
+    let started_dir = env.path("started");
+    std::fs::create_dir_all(&started_dir).unwrap();
+    let w = p(&env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+             sh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
+            dir = p(&started_dir)
+        ),
+    ));
+    let mut runner = env.spawn_with(
+        "run",
+        &["run", "b", "--", &w],
+        &[("NIGHTSHIFT_HOST", "host-a")],
+    );
+    wait_for("both workers", || {
+        started(&env, "stuck") && started(&env, "other")
+    });
+    let cancel = env
+        .cmd()
+        .env("NIGHTSHIFT_HOST", "host-b")
+        .args(["cancel", "b", "stuck"])
+        .output()
+        .unwrap();
+    assert!(cancel.status.success(), "{cancel:?}");
+    wait_for("the cancel honoured", || {
+        env.item("stuck") == ("failed".into(), Some("manual".into()), 1)
+    });
+    let stop = env
+        .cmd()
+        .env("NIGHTSHIFT_HOST", "host-b")
+        .args(["stop", "b", "--now"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&stop.stdout);
+    assert!(said.contains(&format!("{}@host-a", runner.id())), "{said}");
+    let status = runner.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
+    assert_no_process_left(&marker);
+    assert_eq!(env.item("other"), ("pending".into(), None, 0));
+    let cancelled = env.events("b", "cancelled");
+    assert!(
+        cancelled[0]["actor"].as_str().unwrap().ends_with("@host-b"),
+        "{cancelled:?}"
+    );
+    let asked = env.events("b", "stop-asked");
+    assert!(
+        asked[0]["actor"].as_str().unwrap().ends_with("@host-b"),
+        "{asked:?}"
+    );
+    assert_eq!(
+        env.int("SELECT count(*) FROM events WHERE kind = 'done'"),
+        0
+    );
+}

@@ -1,0 +1,74 @@
+//! Steering from the dashboard, in a real pseudo-terminal against a real
+//! runner: `c` cancels the selected running item (its worker stopped, the
+//! item to manual, never done), `X` stops the batch's runs; both ask first
+//! and are recorded with who did it.
+#![cfg(unix)]
+
+use crate::support as common;
+use crate::support::pty;
+
+use std::path::Path;
+
+use common::{Env, add_keys, assert_no_process_left, wait_for};
+use pty::Dash;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
+
+#[test]
+fn the_cancel_and_stop_keys_steer_a_live_run() {
+    let env = Env::new();
+    env.config("[batch.b]\nconcurrency = 2\ngrace = \"1s\"\n");
+    add_keys(&env, "b", &["stuck", "hang", "later"]);
+    let marker = format!("tui-steer-{}", env.dir.path().display());
+    let started = env.path("started");
+    std::fs::create_dir_all(&started).unwrap();
+    let w = env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+             sh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
+            dir = started.display()
+        ),
+    );
+    let mut runner = env.spawn("run", &["run", "b", "--", &w.display().to_string()]);
+    wait_for("both workers", || {
+        started.join("stuck").exists() && started.join("hang").exists()
+    });
+
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (100, 24));
+    dash.wait_loaded();
+    dash.key("3");
+    dash.wait_for("stuck claimed on screen", |s| {
+        s.lines()
+            .any(|l| l.contains("stuck") && l.contains("claimed"))
+    });
+    dash.key("c");
+    dash.wait_text("Cancel stuck of b? Its worker is stopped");
+    dash.key("y");
+    dash.wait_text("asked the runner of stuck to stop its worker");
+    wait_for("stuck cancelled", || {
+        env.item("stuck") == ("failed".into(), Some("manual".into()), 1)
+    });
+    assert_eq!(env.item("hang").0, "claimed", "the rest carry on");
+
+    dash.key("X");
+    dash.wait_text("Stop the runs of b?");
+    dash.key("y");
+    dash.wait_text(&format!("asked {}@", runner.id()));
+    let status = runner.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
+    assert_no_process_left(&marker);
+    // hang had its grace period, then went back to pending; later never began.
+    assert_eq!(env.item("hang"), ("pending".into(), None, 0));
+    assert_eq!(env.item("later"), ("pending".into(), None, 0));
+    assert_eq!(
+        env.strings("SELECT actor FROM events WHERE kind IN ('cancel-asked', 'cancelled', 'stop-asked') ORDER BY id"),
+        ["tester@ptyhost", "tester@ptyhost", "tester@ptyhost"]
+    );
+    assert_eq!(
+        env.int("SELECT count(*) FROM events WHERE kind = 'done'"),
+        0
+    );
+    dash.key("q");
+    dash.wait_exit();
+}
