@@ -226,6 +226,10 @@ pub struct AddArgs {
     /// instead of a `key` field; overrides the config's key_fields.
     #[arg(long, value_delimiter = ',', value_name = "a,b,c")]
     pub key_fields: Option<Vec<String>>,
+    /// Say how many items would be added and how many are present
+    /// already; add nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -419,7 +423,12 @@ pub struct ShowArgs {
     /// The item's key, or its label (when exactly one item has it).
     #[arg(value_name = "KEY|LABEL")]
     pub key: String,
-    /// The item, its failed attempts and its events as JSON.
+    /// Also what each kept attempt printed on stderr (its last 16 KiB),
+    /// newest first.
+    #[arg(long)]
+    pub attempts: bool,
+    /// The item, its failed attempts and its events as JSON (with
+    /// --attempts, the attempts' stderr too).
     #[arg(long)]
     pub json: bool,
 }
@@ -467,6 +476,10 @@ pub struct SkipArgs {
     /// Why (kept with the item and in the log).
     #[arg(long, required = true, value_name = "TEXT")]
     pub reason: String,
+    /// Say which items would be skipped and which are done already; change
+    /// nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Print which items were skipped and which were done already, as JSON.
     #[arg(long)]
     pub json: bool,

@@ -26,9 +26,9 @@ mod shared;
 pub mod sqlite;
 
 pub use api::{
-    Access, AliveWatch, BatchView, COUNT_CAP, Completion, DashQuery, Dashboard, EventFilter,
-    EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery,
-    LockOutcome, OpenRun, PruneReport, Requeue, Selection, SinceSummary, Unpaused,
+    Access, AliveWatch, AttemptLog, BatchView, COUNT_CAP, Completion, DashQuery, Dashboard,
+    EventFilter, EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow,
+    ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Selection, SinceSummary, Unpaused,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use facade::Store;

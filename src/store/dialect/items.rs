@@ -19,6 +19,9 @@ pub(crate) trait ItemsRead {
     fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>>;
     /// The retry tier's due and later counts, and the earliest later time.
     fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier>;
+    /// Items of every batch last changed before `cutoff`, done ones (and
+    /// failed ones with `failed`), by batch and insertion order.
+    fn items_older_than(&mut self, cutoff: Millis, failed: bool) -> Result<Vec<Item>>;
 }
 
 pub(crate) trait ItemsWrite {

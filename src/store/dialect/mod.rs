@@ -11,6 +11,7 @@
 //!   already excludes every other writer. Such methods end in `_locked`.
 //! - No decisions: no error text, no event text, no branching on results.
 
+mod attempts;
 mod batches;
 mod dead_letters;
 mod events;
@@ -18,6 +19,7 @@ mod items;
 mod runs;
 mod seats;
 
+pub(crate) use attempts::{AttemptsRead, AttemptsWrite};
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
 pub(crate) use dead_letters::DeadLettersRead;
 pub(crate) use events::{EventsRead, EventsWrite};
@@ -27,20 +29,36 @@ pub(crate) use seats::{SeatsRead, SeatsWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
-    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead
+    AttemptsRead + BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead
 {
 }
-impl<T: ?Sized + BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead> Read
-    for T
+impl<
+    T: ?Sized
+        + AttemptsRead
+        + BatchesRead
+        + DeadLettersRead
+        + EventsRead
+        + ItemsRead
+        + RunsRead
+        + SeatsRead,
+> Read for T
 {
 }
 
 /// Every statement a write transaction may run.
 pub(crate) trait Write:
-    Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite
+    Read + AttemptsWrite + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite
 {
 }
-impl<T: ?Sized + Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite> Write
-    for T
+impl<
+    T: ?Sized
+        + Read
+        + AttemptsWrite
+        + BatchesWrite
+        + EventsWrite
+        + ItemsWrite
+        + RunsWrite
+        + SeatsWrite,
+> Write for T
 {
 }

@@ -2,6 +2,7 @@
 //! the statements of `dialect`. An op runs in one transaction
 //! ([`Store::read_tx`], [`Store::write_tx`]).
 
+mod attempts;
 mod batches;
 pub(super) mod dead_letters;
 mod events;

@@ -17,6 +17,8 @@ const FAILED_ITEMS: &str = "FROM items WHERE status = 'failed' AND updated_at < 
 const EVENTS: &str = "FROM events WHERE at < $1";
 const RUNS: &str = "FROM runs WHERE ended_at IS NOT NULL AND ended_at < $1";
 const DEAD_LETTERS: &str = "FROM dead_letters WHERE failed_at < $1";
+/// What attempts printed on stderr goes by age, as the events do.
+const ATTEMPT_LOGS: &str = "FROM attempt_logs WHERE at < $1";
 
 /// A chunk of old done items (`$1` cutoff, `$2` chunk size) deleted, and
 /// their tombstones written (`$3` now), in one statement.
@@ -90,6 +92,7 @@ impl PgStore {
             Ok(PruneReport {
                 done_items: count(c, DONE_ITEMS, cutoff)?,
                 events: count(c, EVENTS, cutoff)?,
+                attempt_logs: count(c, ATTEMPT_LOGS, cutoff)?,
                 runs: count(c, RUNS, cutoff)?,
                 failed_items: count(c, FAILED_ITEMS, cutoff)?,
                 dead_letters: count(c, DEAD_LETTERS, cutoff)?,
@@ -113,7 +116,11 @@ impl PgStore {
             let (cutoff, at) = (c.tin(cutoff), c.tin(now));
             c.x(PRUNE_DONE_ITEMS, &[&cutoff, &(size as i64), &at])
         })?;
-        let mut targets = vec![("events", EVENTS), ("runs", RUNS)];
+        let mut targets = vec![
+            ("events", EVENTS),
+            ("attempt_logs", ATTEMPT_LOGS),
+            ("runs", RUNS),
+        ];
         if include_failed {
             targets.push(("items", FAILED_ITEMS));
             targets.push(("dead_letters", DEAD_LETTERS));

@@ -20,6 +20,8 @@ const FAILED_ITEMS: &str = "FROM items WHERE status = 'failed' AND updated_at < 
 const EVENTS: &str = "FROM events WHERE at < ?1";
 const RUNS: &str = "FROM runs WHERE ended_at IS NOT NULL AND ended_at < ?1";
 const DEAD_LETTERS: &str = "FROM dead_letters WHERE failed_at < ?1";
+/// What attempts printed on stderr goes by age, as the events do.
+const ATTEMPT_LOGS: &str = "FROM attempt_logs WHERE at < ?1";
 
 /// The tombstones of a chunk of old done items (`?1` cutoff, `?2` chunk
 /// size, `?3` now), then the items: the same rows, in rowid order, in one
@@ -95,6 +97,7 @@ impl SqliteStore {
             Ok(PruneReport {
                 done_items: count(c, DONE_ITEMS, cutoff)?,
                 events: count(c, EVENTS, cutoff)?,
+                attempt_logs: count(c, ATTEMPT_LOGS, cutoff)?,
                 runs: count(c, RUNS, cutoff)?,
                 failed_items: count(c, FAILED_ITEMS, cutoff)?,
                 dead_letters: count(c, DEAD_LETTERS, cutoff)?,
@@ -120,7 +123,11 @@ impl SqliteStore {
                 .prepare_cached(DELETE_DONE_ITEMS)?
                 .execute(params![cutoff, size as i64])?)
         })?;
-        let mut targets = vec![("events", EVENTS), ("runs", RUNS)];
+        let mut targets = vec![
+            ("events", EVENTS),
+            ("attempt_logs", ATTEMPT_LOGS),
+            ("runs", RUNS),
+        ];
         if include_failed {
             targets.push(("items", FAILED_ITEMS));
             targets.push(("dead_letters", DEAD_LETTERS));

@@ -190,6 +190,7 @@ fn with_detail(q: &DashQuery) -> Dashboard {
                 updated_at: NOW,
             },
             failures: Vec::new(),
+            attempt_logs: Vec::new(),
             events: Vec::new(),
         })
     });
