@@ -117,7 +117,8 @@ pub enum Command {
     /// Run one cycle of a batch: resume what is unfinished, retry what is
     /// worth retrying, dead-letter the rest.
     Run(RunArgs),
-    /// Run scheduled batches at their fire times (long-lived; for systemd or tmux).
+    /// Run scheduled batches at their fire times (long-lived; for systemd or
+    /// tmux). SIGHUP reloads the config; a bad one is refused and the old kept.
     Daemon(DaemonArgs),
     /// Show a batch's next fire times, in its time zone and in UTC.
     Schedule(ScheduleArgs),
