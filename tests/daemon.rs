@@ -482,14 +482,10 @@ fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
         &format!("[batch.b]\nworker = [\"./two.sh\"]\n{every_second}[batch.c]\nworker = [\"./two.sh\"]\n{every_second}"),
     );
     hup();
-    wait_for("the reload to be logged", || {
-        env.events("c", "daemon").iter().any(|e| {
-            e["message"]
-                .as_str()
-                .unwrap()
-                .starts_with("config reloaded: daemon on ")
-        })
-    });
+    // Through SQL: until the reload, the store has no batch `c` to log.
+    let reloaded = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id
+                     WHERE b.name = 'c' AND e.kind = 'daemon' AND e.message LIKE 'config reloaded: daemon on %'";
+    wait_for("the reload to be logged", || env.int(reloaded) == 1);
     add(&env, "b", &["k2"]);
     add(&env, "c", &["c1"]);
     wait_for("k2 and c1 run by the new worker", || {

@@ -206,6 +206,27 @@ fn marked_items_are_requeued_together() {
         .filter(|e| e["actor"] == "tester@ptyhost")
         .count();
     assert_eq!(mine, 2);
+
+    // `x` on a marked set: skipped, each with its event.
+    dash.key("g");
+    dash.key(" ");
+    dash.wait_text("1 marked");
+    dash.key("x");
+    dash.wait_text("Mark 1 marked item of articles skipped (done without running)?");
+    dash.key("y");
+    dash.wait_text("skipped 1 marked item (done without running)");
+    assert_eq!(failed_count(&env), failed_before - 3);
+    let out = env
+        .cmd()
+        .args(["log", "articles", "--kind", "skipped", "--json"])
+        .output()
+        .unwrap();
+    let skipped: Vec<_> = json_lines(&out.stdout)
+        .into_iter()
+        .filter(|e| e["actor"] == "tester@ptyhost")
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["fields"]["reason"], "skipped from the dashboard");
     dash.key("q");
     assert_eq!(dash.wait_exit(), 0);
 }
