@@ -117,7 +117,8 @@ pub enum Command {
     /// Run one cycle of a batch: resume what is unfinished, retry what is
     /// worth retrying, dead-letter the rest.
     Run(RunArgs),
-    /// Run scheduled batches at their fire times (long-lived; for systemd or tmux).
+    /// Run scheduled batches at their fire times (long-lived; for systemd or
+    /// tmux). SIGHUP reloads the config; a bad one is refused and the old kept.
     Daemon(DaemonArgs),
     /// Show a batch's next fire times, in its time zone and in UTC.
     Schedule(ScheduleArgs),
@@ -232,6 +233,10 @@ pub struct AddArgs {
     /// instead of a `key` field; overrides the config's key_fields.
     #[arg(long, value_delimiter = ',', value_name = "a,b,c")]
     pub key_fields: Option<Vec<String>>,
+    /// Say how many items would be added and how many are present
+    /// already; add nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -425,7 +430,12 @@ pub struct ShowArgs {
     /// The item's key, or its label (when exactly one item has it).
     #[arg(value_name = "KEY|LABEL")]
     pub key: String,
-    /// The item, its failed attempts and its events as JSON.
+    /// Also what each kept attempt printed on stderr (its last 16 KiB),
+    /// newest first.
+    #[arg(long)]
+    pub attempts: bool,
+    /// The item, its failed attempts and its events as JSON (with
+    /// --attempts, the attempts' stderr too).
     #[arg(long)]
     pub json: bool,
 }
@@ -473,6 +483,10 @@ pub struct SkipArgs {
     /// Why (kept with the item and in the log).
     #[arg(long, required = true, value_name = "TEXT")]
     pub reason: String,
+    /// Say which items would be skipped and which are done already; change
+    /// nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Print which items were skipped and which were done already, as JSON.
     #[arg(long)]
     pub json: bool,

@@ -232,7 +232,13 @@ impl AddReport {
 
     /// `added 3, already present 2 (1 of them done and pruned on 2026-11-02)`.
     pub fn summary(&self) -> String {
-        let mut s = format!("added {}, already present {}", self.added, self.present);
+        self.summary_as("added")
+    }
+
+    /// [`summary`](Self::summary) with another verb for `added` (a dry
+    /// run's `would add`).
+    pub fn summary_as(&self, added: &str) -> String {
+        let mut s = format!("{added} {}, already present {}", self.added, self.present);
         if let Some((first, last)) = self.pruned_span {
             let day = |ms| {
                 crate::util::time::to_datetime(ms)

@@ -49,6 +49,13 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         print_report(args, &AddReport::default(), false)?;
         return Ok(Exit::Ok);
     }
+    if args.dry_run {
+        let store = ctx.open_read()?;
+        let new_batch = !store.batch_names()?.contains(&args.batch);
+        let report = store.add_dry_run(&args.batch, &items)?;
+        print_report(args, &report, new_batch)?;
+        return Ok(Exit::Ok);
+    }
 
     let mut store = ctx.open_write()?;
     // A signal stops the add between chunks (or rolls back a one-transaction
@@ -86,6 +93,7 @@ fn print_report(args: &AddArgs, report: &AddReport, new_batch: bool) -> anyhow::
     if args.json {
         out_json(&serde_json::json!({
             "batch": args.batch,
+            "dry_run": args.dry_run,
             "added": report.added,
             "present": report.present,
             "pruned": report.pruned,
@@ -93,11 +101,12 @@ fn print_report(args: &AddArgs, report: &AddReport, new_batch: bool) -> anyhow::
             "new_batch": new_batch,
         }))?;
     } else {
-        out(format!(
-            "{}: {}",
-            sanitize::line(&args.batch),
+        let summary = if args.dry_run {
+            report.summary_as("would add")
+        } else {
             report.summary()
-        ))?;
+        };
+        out(format!("{}: {summary}", sanitize::line(&args.batch)))?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `nightshift daemon`: runs scheduled batches at their fire times until
-//! SIGTERM/SIGINT (see `schedule::daemon` for the loop).
+//! SIGTERM/SIGINT, reloading its config on SIGHUP (see `schedule::daemon`
+//! for the loop).
 
 use tokio::sync::watch;
 
@@ -11,6 +12,40 @@ use crate::schedule::{Plan, Stored};
 use crate::util::time::{now_ms, to_datetime};
 
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
+    let names = names(ctx, args)?;
+    let targets = targets(ctx, &names, args.verbose)?;
+    let load: daemon::Load<'_> = Box::new(|| reloaded(ctx, args));
+    let log_dir = targets.first().and_then(|t| t.opts.log_dir.clone());
+    if let Some(dir) = &log_dir {
+        crate::runner::start_file_log(dir);
+    }
+    out(format!(
+        "nightshift daemon: scheduling {} (pid {}); stop with SIGTERM or Ctrl-C, reload the config with SIGHUP",
+        names.join(", "),
+        std::process::id()
+    ))?;
+    // Absolute, so the PAUSED file it names in the log and status is clear.
+    let db = crate::store::absolute(&ctx.db);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(async {
+        let (tx, rx) = watch::channel(0u32);
+        let (reload_tx, asked) = watch::channel(0u64);
+        let signals = tokio::spawn(count_signals(tx, reload_tx));
+        let result = daemon::run(&db, targets, rx, daemon::Reload { asked, load }).await;
+        signals.abort();
+        result
+    });
+    out("nightshift daemon: stopped")?;
+    crate::runner::close_file_log();
+    result?;
+    Ok(Exit::Ok)
+}
+
+/// The batches to schedule: those named, else every one with a schedule.
+fn names(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Vec<String>> {
     let names = if args.batches.is_empty() {
         let names = scheduled_names(ctx);
         if names.is_empty() {
@@ -34,33 +69,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
         names.dedup();
         names
     };
-    let targets = targets(ctx, &names, args.verbose)?;
-    let log_dir = targets.first().and_then(|t| t.opts.log_dir.clone());
-    if let Some(dir) = &log_dir {
-        crate::runner::start_file_log(dir);
-    }
-    out(format!(
-        "nightshift daemon: scheduling {} (pid {}); stop with SIGTERM or Ctrl-C",
-        names.join(", "),
-        std::process::id()
-    ))?;
-    // Absolute, so the PAUSED file it names in the log and status is clear.
-    let db = crate::store::absolute(&ctx.db);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let result = rt.block_on(async {
-        let (tx, rx) = watch::channel(0u32);
-        let signals = tokio::spawn(count_signals(tx));
-        let result = daemon::run(&db, targets, rx).await;
-        signals.abort();
-        result
-    });
-    out("nightshift daemon: stopped")?;
-    crate::runner::close_file_log();
-    result?;
-    Ok(Exit::Ok)
+    Ok(names)
 }
 
 /// Each batch's plan, resumed from the stored schedule state, and the
@@ -107,13 +116,43 @@ fn run_args(batch: &str, verbose: bool) -> RunArgs {
     }
 }
 
-/// Counts SIGINT/SIGTERM/SIGHUP: the first stops firing and lets cycles
-/// stop gracefully, the second stops their workers at once.
-async fn count_signals(tx: watch::Sender<u32>) {
-    crate::util::signals::count_termination(|n| {
-        tx.send_replace(n);
-    })
+/// Counts SIGINT/SIGTERM (the first stops firing and lets cycles stop
+/// gracefully, the second stops their workers at once) and SIGHUP (reload).
+async fn count_signals(tx: watch::Sender<u32>, reload: watch::Sender<u64>) {
+    crate::util::signals::count_stops_and_reloads(
+        |n| {
+            tx.send_replace(n);
+        },
+        || {
+            reload.send_modify(|n| *n += 1);
+        },
+    )
     .await;
+}
+
+/// The targets from the config file as it is now (a SIGHUP): the same
+/// checks as at start, on the same store. A config that names another
+/// store is refused (that takes a restart).
+fn reloaded(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Vec<Target>> {
+    let file = ctx
+        .config
+        .file
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("the daemon started without a config file"))?;
+    let config = crate::config::Config::load(file)?;
+    if config.db != ctx.config.db {
+        return Err(user_error(format!(
+            "{} now names another store; restart the daemon to use it",
+            file.display()
+        )));
+    }
+    let ctx = Ctx {
+        db: ctx.db.clone(),
+        config,
+        color: ctx.color,
+    };
+    let names = names(&ctx, args)?;
+    targets(&ctx, &names, args.verbose)
 }
 
 #[cfg(test)]

@@ -156,12 +156,17 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         limit: 1000,
         ..EventFilter::default()
     })?;
+    let logs = store.attempt_logs(item.id)?;
     if args.json {
-        out_json_pretty(&json!({
+        let mut shown = json!({
             "item": item,
             "failures": failures,
             "events": events,
-        }))?;
+        });
+        if args.attempts {
+            shown["attempts"] = json!(logs);
+        }
+        out_json_pretty(&shown)?;
         return Ok(Exit::Ok);
     }
     let now = now_ms();
@@ -217,6 +222,33 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
                 s(&f.message)
             ))?;
         }
+    }
+    if args.attempts {
+        out(format!(
+            "stderr of the attempts ({} kept), newest first:",
+            logs.len()
+        ))?;
+        for log in &logs {
+            let run = log.run_id.map(|r| format!("  run {r}")).unwrap_or_default();
+            out(format!(
+                "  attempt {}  {}{run}",
+                log.attempt,
+                rfc3339(log.at)
+            ))?;
+            if log.cut {
+                out("    … earlier output cut (the last 16 KiB of each attempt are kept)")?;
+            }
+            for line in sanitize::text(&log.stderr).lines() {
+                out(format!("    {line}"))?;
+            }
+        }
+    } else if !logs.is_empty() {
+        out(format!(
+            "stderr:    kept for {} attempts: nightshift show {} {} --attempts",
+            logs.len(),
+            shell_word(&args.batch),
+            shell_word(&item.key)
+        ))?;
     }
     out(format!("events ({}):", events.len()))?;
     for e in &events {

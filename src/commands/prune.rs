@@ -3,8 +3,10 @@
 
 use serde_json::json;
 
+use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::PruneArgs;
+use crate::model::state_word;
 use crate::util::identity::actor;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
@@ -25,6 +27,12 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
         &actor(),
         now,
     )?;
+    // A dry run names the items it would delete.
+    let items = if args.dry_run {
+        store.prunable_items(cutoff, args.include_failed)?
+    } else {
+        Vec::new()
+    };
     if args.json {
         // The counts' key says whether they happened.
         let counts = if args.dry_run {
@@ -40,6 +48,7 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
             counts: {
                 "done_items": r.done_items,
                 "events": r.events,
+                "attempt_logs": r.attempt_logs,
                 "runs": r.runs,
                 "failed_items": r.failed_items,
                 "dead_letters": r.dead_letters,
@@ -49,6 +58,13 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
                 "dead_letters": r.dead_letters_kept,
             },
             "forgotten_keys": args.forget_keys.then(|| r.forgotten_keys.iter().map(|(batch, n)| json!({"batch": batch, "keys": n})).collect::<Vec<_>>()),
+            "items": args.dry_run.then(|| items.iter().map(|i| json!({
+                "batch": i.batch,
+                "key": i.key,
+                "label": i.label,
+                "state": state_word(i.status, i.tier, i.outcome),
+                "updated_at": rfc3339(i.updated_at),
+            })).collect::<Vec<_>>()),
         }))?;
         return Ok(Exit::Ok);
     }
@@ -58,8 +74,8 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
         "removed"
     };
     out(format!(
-        "{verb}: {} done items, {} events, {} runs, {} failed items, {} dead letters",
-        r.done_items, r.events, r.runs, r.failed_items, r.dead_letters
+        "{verb}: {} done items, {} events, {} attempts' stderr, {} runs, {} failed items, {} dead letters",
+        r.done_items, r.events, r.attempt_logs, r.runs, r.failed_items, r.dead_letters
     ))?;
     if r.failed_items_kept > 0 || r.dead_letters_kept > 0 {
         out(format!(
@@ -86,6 +102,20 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
             "{} the keys of the done items: adding them again does not run them again",
             if args.dry_run { "would keep" } else { "kept" }
         ))?;
+    }
+    if args.dry_run && !items.is_empty() {
+        out(format!("the items it would remove ({}):", items.len()))?;
+        let mut table = Table::new(&["BATCH", "KEY", "LABEL", "STATE", "UPDATED"]);
+        for i in &items {
+            table.row(vec![
+                i.batch.clone(),
+                i.key.clone(),
+                i.label.clone(),
+                state_word(i.status, i.tier, i.outcome),
+                rfc3339(i.updated_at),
+            ]);
+        }
+        out(table.render())?;
     }
     Ok(Exit::Ok)
 }

@@ -102,12 +102,19 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
     if args.reason.trim().is_empty() {
         return Err(user_error("--reason must say why the items are skipped"));
     }
-    let mut store = ctx.open_write()?;
     let by = actor();
-    let report = store.skip(&args.batch, &args.keys, &args.reason, &by, now_ms())?;
+    // A dry run only reads (the same refusals), so it works on a read-only
+    // store too.
+    let report = if args.dry_run {
+        ctx.open_read()?.skip_dry_run(&args.batch, &args.keys)?
+    } else {
+        let mut store = ctx.open_write()?;
+        store.skip(&args.batch, &args.keys, &args.reason, &by, now_ms())?
+    };
     if args.json {
         out_json(&json!({
             "batch": args.batch,
+            "dry_run": args.dry_run,
             "skipped": report.skipped,
             "already_done": report.already_done,
             "reason": args.reason,
@@ -115,8 +122,13 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
         }))?;
         return Ok(Exit::Ok);
     }
+    let verb = if args.dry_run {
+        "would skip"
+    } else {
+        "skipped"
+    };
     let mut msg = format!(
-        "{}: skipped {}",
+        "{}: {verb} {}",
         sanitize::line(&args.batch),
         report.skipped.len()
     );
@@ -124,5 +136,15 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
         msg.push_str(&format!(", already done {}", report.already_done.len()));
     }
     out(msg)?;
+    if args.dry_run {
+        let mut table = Table::new(&["KEY", "WOULD"]);
+        for key in &report.skipped {
+            table.row(vec![key.clone(), "be skipped".into()]);
+        }
+        for key in &report.already_done {
+            table.row(vec![key.clone(), "stay as it is (done already)".into()]);
+        }
+        out(table.render())?;
+    }
     Ok(Exit::Ok)
 }

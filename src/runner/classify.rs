@@ -300,6 +300,7 @@ mod tests {
             stdout: stdout.as_bytes().to_vec(),
             stdout_truncated: false,
             stderr_last_line: stderr_last.map(str::to_string),
+            stderr_tail: None,
             error_line: stderr_last.and_then(parse_error_line),
             reported_cost: Cost::Absent,
             op_ids: Vec::new(),

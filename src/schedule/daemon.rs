@@ -38,6 +38,17 @@ pub struct Target {
 /// The first lets running cycles stop gracefully, the next stops them now.
 pub type StopCount = watch::Receiver<u32>;
 
+/// Builds the targets again from the config as it is now, or says why it
+/// cannot (the daemon then keeps the ones it has).
+pub type Load<'a> = Box<dyn FnMut() -> anyhow::Result<Vec<Target>> + Send + 'a>;
+
+/// How the daemon is asked to reload its config (SIGHUP: `asked` counts
+/// the requests) and how it does (`load`).
+pub struct Reload<'a> {
+    pub asked: watch::Receiver<u64>,
+    pub load: Load<'a>,
+}
+
 struct Running {
     stop: watch::Sender<Signal>,
     task: tokio::task::Id,
@@ -73,7 +84,12 @@ struct Daemon {
 ///
 /// The store cannot be opened or the daemon's start cannot be recorded.
 /// Later store errors are reported on stderr and retried.
-pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow::Result<()> {
+pub async fn run(
+    db: &Path,
+    targets: Vec<Target>,
+    mut stop: StopCount,
+    mut reload: Reload<'_>,
+) -> anyhow::Result<()> {
     let store = Store::open(db, Access::ReadWrite)?;
     let pid = std::process::id();
     let me = crate::model::Daemon {
@@ -99,8 +115,10 @@ pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow
         me,
     };
     d.announce_start()?;
-    // Whether anyone can still ask us to stop (the signal task is alive).
+    // Whether anyone can still ask us to stop or reload (the signal task
+    // is alive).
     let mut listening = true;
+    let mut reloadable = true;
     while *stop.borrow() == 0 {
         let now = crate::util::time::now();
         d.beat();
@@ -123,6 +141,10 @@ pub async fn run(db: &Path, targets: Vec<Target>, mut stop: StopCount) -> anyhow
             () = tokio::time::sleep(wait) => {}
             Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
             changed = stop.changed(), if listening => listening = changed.is_ok(),
+            changed = reload.asked.changed(), if reloadable => match changed {
+                Ok(()) => d.reload(&mut reload.load),
+                Err(_) => reloadable = false,
+            },
         }
     }
     d.shutdown(&mut stop).await;
@@ -134,6 +156,61 @@ impl Daemon {
     fn announce_start(&mut self) -> anyhow::Result<()> {
         tokio::task::block_in_place(|| self.store.daemon_started(&self.me, now_ms()))?;
         let holder = self.me.holder.to_string();
+        self.announce(&format!("daemon on {holder} schedules"))
+    }
+
+    /// Takes the config as it is now (SIGHUP): a batch whose rule is
+    /// unchanged keeps its plan (its next fire, a queued one) and gets the
+    /// new options; running cycles go on as they started. A config that
+    /// cannot be loaded is refused, said and logged, and the old one kept.
+    fn reload(&mut self, load: &mut Load<'_>) {
+        let targets = match tokio::task::block_in_place(load) {
+            Ok(targets) => targets,
+            Err(e) => {
+                let message = format!("config reload refused, the old config stays: {e:#}");
+                warn(&message);
+                for batch in self.batches() {
+                    self.write_event(&NewEvent::new(now_ms(), &batch, EventKind::Daemon, message.clone()));
+                }
+                return;
+            }
+        };
+        let mut old: HashMap<String, Target> = self
+            .targets
+            .drain(..)
+            .map(|t| (t.plan.batch.clone(), t))
+            .collect();
+        self.targets = targets
+            .into_iter()
+            .map(|mut t| {
+                if let Some(before) = old.remove(&t.plan.batch)
+                    && before.plan.same_rule(&t.plan)
+                {
+                    t.plan = before.plan;
+                }
+                t
+            })
+            .collect();
+        for batch in old.into_keys() {
+            let message = "config reloaded: the daemon no longer schedules this batch";
+            self.write_event(&NewEvent::new(now_ms(), &batch, EventKind::Daemon, message));
+        }
+        self.me.batches = self.batches();
+        // Recorded at once, so views name the batches it schedules now.
+        self.me.beat_at = 0;
+        self.beat();
+        let holder = self.me.holder.to_string();
+        if let Err(e) = self.announce(&format!("config reloaded: daemon on {holder} schedules")) {
+            warn(&format!("cannot record the reload: {e:#}"));
+        }
+    }
+
+    fn batches(&self) -> Vec<String> {
+        self.targets.iter().map(|t| t.plan.batch.clone()).collect()
+    }
+
+    /// Stores each batch's next fire and logs `what` with its schedule.
+    fn announce(&mut self, what: &str) -> anyhow::Result<()> {
         for t in &self.targets {
             // Stored as is (missed fires are still to be handled); said as
             // the next fire to come.
@@ -143,7 +220,7 @@ impl Daemon {
                 .schedule
                 .next_after(crate::util::time::now(), t.plan.tz);
             let message = format!(
-                "daemon on {holder} schedules `{}` in {}; next fire {}",
+                "{what} `{}` in {}; next fire {}",
                 t.plan.schedule,
                 t.plan.tz.name(),
                 coming.map_or("never".to_string(), |n| t.plan.local(n))

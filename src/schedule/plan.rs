@@ -154,6 +154,18 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Whether `other` fires by the same rule (schedule, zone, catch-up,
+    /// overlap): a reloaded config that keeps it keeps this plan's state
+    /// (the next fire, a queued one).
+    #[must_use]
+    pub fn same_rule(&self, other: &Plan) -> bool {
+        self.batch == other.batch
+            && self.schedule == other.schedule
+            && self.tz == other.tz
+            && self.catch_up == other.catch_up
+            && self.overlap == other.overlap
+    }
+
     /// The plan of a scheduled batch (`None` without a `schedule`), resuming
     /// from what an earlier daemon stored: fire times after the last one
     /// handled and up to `now` are due at once (missed, or caught up).

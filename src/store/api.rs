@@ -163,6 +163,8 @@ pub struct PruneReport {
     /// Done items deleted: each leaves its tombstone (unless forgotten).
     pub done_items: i64,
     pub events: i64,
+    /// Attempts' kept stderr (`AttemptLog`), older than the cutoff.
+    pub attempt_logs: i64,
     pub runs: i64,
     pub failed_items: i64,
     pub dead_letters: i64,
@@ -182,8 +184,13 @@ impl PruneReport {
     /// The `pruned` event's message.
     pub(crate) fn message(&self) -> String {
         let mut m = format!(
-            "pruned {} done items (their keys kept), {} events, {} runs, {} failed items, {} dead letters",
-            self.done_items, self.events, self.runs, self.failed_items, self.dead_letters
+            "pruned {} done items (their keys kept), {} events, {} attempts' stderr, {} runs, {} failed items, {} dead letters",
+            self.done_items,
+            self.events,
+            self.attempt_logs,
+            self.runs,
+            self.failed_items,
+            self.dead_letters
         );
         if !self.forgotten_keys.is_empty() {
             m.push_str(&format!("; forgot {} keys", self.forgotten_total()));
@@ -292,11 +299,25 @@ pub struct ItemPage {
     pub searching: Option<u8>,
 }
 
+/// What one attempt of an item printed on stderr: the last 16 KiB, as the
+/// worker wrote it (`cut`: its start was left out). Views make it inert.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttemptLog {
+    pub attempt: u32,
+    pub run_id: Option<i64>,
+    /// When the attempt ended.
+    pub at: Millis,
+    pub stderr: String,
+    pub cut: bool,
+}
+
 /// One item with every failure (newest first) and its own events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemDetail {
     pub item: Item,
     pub failures: Vec<DeadLetter>,
+    /// What its newest attempts printed on stderr, newest first.
+    pub attempt_logs: Vec<AttemptLog>,
     /// Oldest first.
     pub events: Vec<Event>,
 }

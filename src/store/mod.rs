@@ -25,7 +25,7 @@ mod rows;
 pub mod sqlite;
 
 pub use api::{
-    Access, AliveWatch, BatchView, COUNT_CAP, CancelOutcome, CancelSettled, CancelTo, Completion,
+    Access, AliveWatch, AttemptLog, BatchView, COUNT_CAP, CancelOutcome, CancelSettled, CancelTo, Completion,
     DashQuery, Dashboard, EventFilter, EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter,
     ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Selection,
     SinceSummary, Steering, Unpaused,

@@ -89,6 +89,8 @@ pub enum Intent {
 
     Resume,
     TogglePause,
+    /// Mark or unmark the selected item (`R` and `x` then act on the marked).
+    ToggleMark,
     RequeueSelected,
     RequeueAll,
     SkipSelected,
@@ -172,6 +174,13 @@ pub enum Write {
         /// For the dialog and the message.
         label: String,
     },
+    /// The marked items not done yet (`done`: marked ones done already,
+    /// left as they are).
+    SkipMarked {
+        batch: String,
+        keys: Vec<String>,
+        done: usize,
+    },
     Pause {
         batch: String,
         reason: String,
@@ -209,6 +218,17 @@ impl Write {
                 "Mark {} of {batch} skipped (done without running it)?",
                 crate::key::named(key, label)
             ),
+            Write::SkipMarked { batch, keys, done } => {
+                let plural = if keys.len() == 1 { "" } else { "s" };
+                let mut q = format!(
+                    "Mark {} marked item{plural} of {batch} skipped (done without running)?",
+                    keys.len()
+                );
+                if *done > 0 {
+                    q.push_str(&format!(" {done} more marked are done already and stay."));
+                }
+                q
+            }
             Write::Pause { batch, reason } => format!("Pause {batch} ({reason})?"),
             Write::Unpause { batch } => {
                 format!("Unpause {batch}? Its runs and schedule fires start doing work again.")

@@ -200,6 +200,8 @@ pub struct App {
     /// The batch the pause prompt is for.
     pub prompt: Option<String>,
     pub confirm: Option<Write>,
+    /// Items marked by hand (by key) in the selected batch.
+    pub marks: marks::Marks,
     pub help_scroll: usize,
     pub since: Option<SinceSummary>,
     /// Dialogs that arrived while the keyboard was another mode's (typing,
@@ -274,6 +276,7 @@ impl App {
             input: String::new(),
             prompt: None,
             confirm: None,
+            marks: marks::Marks::new(),
             help_scroll: 0,
             since: None,
             pending: VecDeque::new(),
@@ -546,6 +549,7 @@ impl App {
             | Intent::SkipSelected
             | Intent::CancelSelected
             | Intent::StopRuns => return self.ask_write(intent),
+            Intent::ToggleMark => self.toggle_mark(),
             Intent::Quit => return self.stop(),
             // Only meaningful in the other modes.
             Intent::Input(_)
@@ -616,6 +620,7 @@ impl App {
             Ok(_) if asked != self.asked => {}
             Ok(data) => {
                 self.data = *data;
+                self.refresh_marks();
                 self.loaded = true;
                 self.last_ok = Some(at);
                 self.stale = None;
@@ -679,6 +684,7 @@ impl App {
 }
 
 mod input;
+pub mod marks;
 mod navigate;
 mod state_filter;
 mod writes;

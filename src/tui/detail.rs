@@ -1,5 +1,6 @@
 //! An item in full, as content: state, payload (pretty JSON), result, op
-//! id, every attempt's error newest first, and its own events. One page of
+//! id, every attempt's error newest first, the end of what its last
+//! attempts printed on stderr, and its own events. One page of
 //! lines, each a run of texts in their roles, long texts wrapped to the
 //! page's width by display width. The state scrolls it by its length;
 //! `ui::detail` styles and draws it.
@@ -7,7 +8,7 @@
 use super::format::{ago, clean, clock, wrap};
 use super::theme::{Role, kind_role, state_role};
 use crate::model::{Millis, state_word};
-use crate::store::ItemDetail;
+use crate::store::{AttemptLog, ItemDetail};
 use crate::util::text;
 use crate::util::time::rfc3339;
 
@@ -17,6 +18,8 @@ const MAX_TEXT_LINES: usize = 60;
 /// before it is cut: a worker's message is kept to 500 characters, 15
 /// lines of CJK text at 80 columns.
 const FIELD_LINES: usize = 24;
+/// Last lines of one attempt's stderr shown; `show --attempts` prints all.
+const STDERR_LINES: usize = 40;
 /// Cells of the field names on the left (`label`, `state`, ...).
 const FIELD: usize = 10;
 
@@ -175,6 +178,8 @@ pub fn page(
         );
     }
     out.push(Vec::new());
+    stderr_lines(&d.attempt_logs, width, &mut out);
+    out.push(Vec::new());
     out.push(heading(&format!("events ({})", d.events.len())));
     for e in &d.events {
         let who = e
@@ -195,6 +200,40 @@ pub fn page(
         );
     }
     out
+}
+
+/// What the newest attempts printed on stderr, newest first: each one's
+/// last lines, made inert and wrapped; a mark where anything was left out.
+fn stderr_lines(logs: &[AttemptLog], width: usize, out: &mut Vec<PageLine>) {
+    out.push(vec![piece(
+        Role::Title,
+        format!("stderr of the last attempts ({}), newest first", logs.len()),
+    )]);
+    if logs.is_empty() {
+        out.push(vec![piece(Role::Normal, "  nothing kept")]);
+    }
+    for log in logs {
+        let run = log.run_id.map(|r| format!("  run {r}")).unwrap_or_default();
+        out.push(vec![piece(
+            Role::Normal,
+            format!("  attempt {}  {}{run}", log.attempt, rfc3339(log.at)),
+        )]);
+        let lines: Vec<&str> = log.stderr.lines().collect();
+        let hidden = lines.len().saturating_sub(STDERR_LINES);
+        if log.cut || hidden > 0 {
+            let what = match (log.cut, hidden) {
+                (true, 0) => "… earlier output cut (16 KiB kept per attempt)".to_string(),
+                (true, n) => format!("… earlier output cut, {n} more lines kept: show --attempts"),
+                (false, n) => format!("… {n} earlier lines: show --attempts"),
+            };
+            out.push(vec![piece(Role::Dim, format!("    {what}"))]);
+        }
+        for line in &lines[hidden..] {
+            for l in wrap(line, width.saturating_sub(4), FIELD_LINES) {
+                out.push(vec![piece(Role::Normal, format!("    {l}"))]);
+            }
+        }
+    }
 }
 
 /// Pretty JSON, each line made inert and wrapped by width; a wrapped
@@ -219,5 +258,100 @@ fn json_lines(value: &serde_json::Value, width: usize, out: &mut Vec<PageLine>) 
             let lead = if i == 0 { &pad } else { &more };
             out.push(vec![piece(Role::Normal, format!("{lead}{l}"))]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Item, Status};
+
+    fn text_of(page: &[PageLine]) -> Vec<String> {
+        page.iter()
+            .map(|l| l.iter().map(|p| p.text.as_str()).collect())
+            .collect()
+    }
+
+    fn detail(logs: Vec<AttemptLog>) -> ItemDetail {
+        ItemDetail {
+            item: Item {
+                id: 1,
+                batch: "b".into(),
+                key: "k".into(),
+                label: "k".into(),
+                payload: serde_json::Value::Null,
+                status: Status::Pending,
+                tier: None,
+                outcome: None,
+                attempts: 2,
+                op_id: None,
+                result: None,
+                cost: None,
+                error_class: None,
+                error_message: None,
+                next_attempt_at: None,
+                lease_run: None,
+                lease_until: None,
+                lease_token: 0,
+                created_at: 0,
+                updated_at: 0,
+            },
+            failures: Vec::new(),
+            attempt_logs: logs,
+            events: Vec::new(),
+        }
+    }
+
+    /// The newest attempt first, its last lines inert; a mark where the
+    /// start was cut and where lines were left out of the page.
+    #[test]
+    fn stderr_shows_the_last_lines_of_each_attempt_inert_and_marked() {
+        let long: String = (1..=50).map(|i| format!("行 {i}\n")).collect();
+        let logs = vec![
+            AttemptLog {
+                attempt: 2,
+                run_id: Some(9),
+                at: 0,
+                stderr: "\u{1b}[2J画面を消す\n".into(),
+                cut: false,
+            },
+            AttemptLog {
+                attempt: 1,
+                run_id: Some(9),
+                at: 0,
+                stderr: long,
+                cut: true,
+            },
+        ];
+        let shown = Ok(detail(logs));
+        let lines = text_of(&page("k", Some(&shown), 0, 80));
+        let at = |s: &str| {
+            lines
+                .iter()
+                .position(|l| l == s)
+                .unwrap_or_else(|| panic!("no {s:?} in {lines:#?}"))
+        };
+        let head = at("stderr of the last attempts (2), newest first");
+        assert_eq!(lines[head + 1], "  attempt 2  1970-01-01T00:00:00Z  run 9");
+        assert_eq!(lines[head + 2], "    \\x1b[2J画面を消す");
+        assert_eq!(lines[head + 3], "  attempt 1  1970-01-01T00:00:00Z  run 9");
+        assert_eq!(
+            lines[head + 4],
+            "    … earlier output cut, 10 more lines kept: show --attempts"
+        );
+        assert_eq!(lines[head + 5], "    行 11");
+        assert_eq!(lines[head + 44], "    行 50");
+        assert!(lines.iter().all(|l| !l.contains('\u{1b}')));
+    }
+
+    #[test]
+    fn no_stderr_says_so() {
+        let shown = Ok(detail(Vec::new()));
+        let lines = text_of(&page("k", Some(&shown), 0, 80));
+        let head = lines
+            .iter()
+            .position(|l| l == "stderr of the last attempts (0), newest first")
+            .unwrap();
+        assert_eq!(lines[head + 1], "  nothing kept");
     }
 }

@@ -215,6 +215,23 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                 format!("{item} was already done")
             })
         }
+        Write::SkipMarked { batch, keys, .. } => {
+            let report = store
+                .skip(batch, keys, SKIP_REASON, &who, now)
+                .map_err(err)?;
+            let n = report.skipped.len();
+            let mut msg = format!(
+                "skipped {n} marked item{} (done without running)",
+                if n == 1 { "" } else { "s" }
+            );
+            if !report.already_done.is_empty() {
+                msg.push_str(&format!(
+                    "; {} had been done meanwhile and were left alone",
+                    report.already_done.len()
+                ));
+            }
+            Ok(msg)
+        }
         Write::Pause { batch, reason } => {
             let pause = Pause {
                 reason: reason.clone(),

@@ -34,6 +34,39 @@ pub async fn count_termination(mut on_signal: impl FnMut(u32)) {
     }
 }
 
+/// The daemon's signals: `on_stop` with 1, 2, ... at each SIGINT or
+/// SIGTERM, `on_reload` at each SIGHUP (what systemd's `ExecReload=kill
+/// -HUP $MAINPID` sends), forever (spawn it, abort it when done).
+#[cfg(unix)]
+pub async fn count_stops_and_reloads(mut on_stop: impl FnMut(u32), mut on_reload: impl FnMut()) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    let mut count = 0;
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {
+                on_reload();
+                continue;
+            }
+        }
+        count += 1;
+        on_stop(count);
+    }
+}
+
+#[cfg(not(unix))]
+pub async fn count_stops_and_reloads(on_stop: impl FnMut(u32), _on_reload: impl FnMut()) {
+    count_termination(on_stop).await;
+}
+
 /// A stop request for bulk writes (`add`, `requeue`): set by the first
 /// SIGINT, SIGTERM or SIGHUP once [`Stop::on_signals`] is installed. They
 /// check it between chunks, so the chunk in hand commits whole and they can

@@ -443,3 +443,85 @@ fn a_failing_alert_is_in_the_journal() {
     });
     assert_eq!(daemon.terminate().code(), Some(0));
 }
+
+/// SIGHUP reloads the config, as systemd's `ExecReload` expects: a changed
+/// worker and a newly scheduled batch take effect without a restart; a bad
+/// config is refused, the error said on stderr and logged, and the old
+/// config runs on; SIGTERM still stops it.
+#[test]
+fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
+    let env = Env::new();
+    let ran = env.path("ran.log");
+    for name in ["one", "two"] {
+        env.script(
+            &format!("{name}.sh"),
+            &format!("cat >/dev/null; echo \"{name} $NIGHTSHIFT_BATCH $NIGHTSHIFT_KEY\" >> {}; echo '{{\"ok\":true}}'", ran.display()),
+        );
+    }
+    let every_second = "schedule = \"* * * * * *\"\ntimezone = \"UTC\"\n";
+    env.write(
+        "nightshift.toml",
+        &format!("[batch.b]\nworker = [\"./one.sh\"]\n{every_second}"),
+    );
+    add(&env, "b", &["k1"]);
+    let mut daemon = Daemon::start(&env);
+    let log = || std::fs::read_to_string(&ran).unwrap_or_default();
+    wait_for("k1 run by the first worker", || {
+        log().contains("one b k1\n")
+    });
+    let hup = || {
+        kill(
+            Pid::from_raw(i32::try_from(daemon.child.id()).unwrap()),
+            Signal::SIGHUP,
+        )
+        .unwrap()
+    };
+
+    env.write(
+        "nightshift.toml",
+        &format!("[batch.b]\nworker = [\"./two.sh\"]\n{every_second}[batch.c]\nworker = [\"./two.sh\"]\n{every_second}"),
+    );
+    hup();
+    // Through SQL: until the reload, the store has no batch `c` to log.
+    let reloaded = "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id
+                     WHERE b.name = 'c' AND e.kind = 'daemon' AND e.message LIKE 'config reloaded: daemon on %'";
+    wait_for("the reload to be logged", || env.int(reloaded) == 1);
+    add(&env, "b", &["k2"]);
+    add(&env, "c", &["c1"]);
+    wait_for("k2 and c1 run by the new worker", || {
+        let l = log();
+        l.contains("two b k2\n") && l.contains("two c c1\n")
+    });
+
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./one.sh\"\nschedule = \"* * * * * *\"\n",
+    );
+    hup();
+    wait_for("the refusal on stderr", || {
+        std::fs::read_to_string(env.path("daemon.err"))
+            .unwrap()
+            .contains("config reload refused, the old config stays")
+    });
+    let err = std::fs::read_to_string(env.path("daemon.err")).unwrap();
+    assert!(
+        err.contains("nightshift.toml"),
+        "the error names the file: {err}"
+    );
+    // The CLI reads the bad config too: the log through SQL, the add
+    // through a config of its own.
+    let refused = "SELECT count(*) FROM events WHERE kind = 'daemon' AND message LIKE 'config reload refused%'";
+    wait_for("the refusal logged for b and c", || env.int(refused) == 2);
+    env.write("empty.toml", "");
+    let file = env.write("k3.jsonl", "{\"key\":\"k3\"}\n");
+    env.cmd()
+        .args(["--config", "empty.toml", "add", "b"])
+        .arg(file)
+        .assert()
+        .success();
+    wait_for("k3 run by the kept config", || log().contains("two b k3\n"));
+    assert!(!log().contains("one b k3"), "{}", log());
+
+    let exit = daemon.terminate();
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+}

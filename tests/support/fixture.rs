@@ -10,7 +10,7 @@ use std::path::Path;
 use nightshift::model::{
     EventKind, Fire, Holder, Millis, NewEvent, NewItem, Outcome, Pause, RunState, Tier, Trigger,
 };
-use nightshift::store::{Completion, Failure, Selection, Store};
+use nightshift::store::{AttemptLog, Completion, Failure, Selection, Store};
 
 /// 2026-01-01T12:00:00Z.
 pub const NOW: Millis = 1_767_268_800_000;
@@ -153,6 +153,16 @@ impl Run<'_> {
             )
             .unwrap();
         assert!(ok);
+        // What the worker printed: a colour escape that must stay inert.
+        let stderr = format!("投稿を開始します\n\u{1b}[31m{class}\u{1b}[0m: {message}\n");
+        let log = AttemptLog {
+            attempt: 1,
+            run_id: Some(self.id),
+            at,
+            stderr,
+            cut: false,
+        };
+        self.store.record_attempt_log(c.0, &log).unwrap();
     }
 
     fn finish(self, state: RunState, summary: &str, at: Millis) {

@@ -6,6 +6,7 @@
 //!
 //! - `output`: what a worker printed, read bounded (stdout, the stderr
 //!   summary: op-id and cost lines, the last line);
+//! - `tail`: the last 16 KiB of an attempt's stderr;
 //! - `worker`: a process-mode worker run to its end;
 //! - `persistent`: the long-lived worker and its JSON-lines protocol;
 //! - `groups`, `orphans`, `subreaper`: finding and stopping what workers
@@ -16,6 +17,7 @@ pub mod orphans;
 pub mod output;
 pub mod persistent;
 pub mod subreaper;
+pub mod tail;
 pub mod worker;
 
 use std::path::Path;

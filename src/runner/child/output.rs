@@ -16,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, watch};
 
 use super::Exit;
+use super::tail::{Tail, Words};
 use crate::runner::classify::ErrorLine;
 use crate::runner::cost::Cost;
 
@@ -74,6 +75,8 @@ pub struct Output {
     pub stdout_truncated: bool,
     /// The last non-empty stderr line that was not a marker line.
     pub stderr_last_line: Option<String>,
+    /// The end of everything it printed on stderr (`tail`).
+    pub stderr_tail: Option<Words>,
     pub error_line: Option<ErrorLine>,
     /// What the `@nightshift cost=` lines added up to.
     pub reported_cost: Cost,
@@ -119,12 +122,13 @@ pub(super) async fn read_bounded(
 #[derive(Debug, Default)]
 pub(super) struct StderrSummary {
     pub last_line: Option<String>,
+    pub tail: Option<Words>,
     pub cost: Cost,
     pub op_ids: Vec<String>,
 }
 
 /// Reads stderr line by line (each line bounded), acting on marker lines
-/// as they arrive and keeping the last other line.
+/// as they arrive and keeping the last other line, and the tail of it all.
 pub(super) async fn read_stderr(
     mut r: impl AsyncRead + Unpin,
     reports: mpsc::UnboundedSender<Report>,
@@ -132,6 +136,7 @@ pub(super) async fn read_stderr(
 ) -> StderrSummary {
     let mut summary = StderrSummary::default();
     let mut line: Vec<u8> = Vec::new();
+    let mut tail = Tail::default();
     let mut buf = Vec::with_capacity(READ_CHUNK);
     let handle = |line: &[u8], summary: &mut StderrSummary| {
         let text = String::from_utf8_lossy(line);
@@ -163,6 +168,7 @@ pub(super) async fn read_stderr(
         match read {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                tail.push(&buf[..n]);
                 for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {
                     let complete = chunk.last() == Some(&b'\n');
                     let body = if complete {
@@ -183,5 +189,6 @@ pub(super) async fn read_stderr(
     if !line.is_empty() {
         handle(&line, &mut summary);
     }
+    summary.tail = tail.finish();
     summary
 }

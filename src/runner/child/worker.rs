@@ -55,6 +55,7 @@ pub async fn run(
                 stdout: Vec::new(),
                 stdout_truncated: false,
                 stderr_last_line: None,
+                stderr_tail: None,
                 error_line: None,
                 reported_cost: Cost::Absent,
                 op_ids: Vec::new(),
@@ -153,6 +154,7 @@ pub async fn run(
         stdout_truncated,
         error_line: err.last_line.as_deref().and_then(parse_error_line),
         stderr_last_line: err.last_line,
+        stderr_tail: err.tail,
         reported_cost: err.cost,
         op_ids: err.op_ids,
     })

@@ -15,13 +15,13 @@ use super::record::{
 };
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
-use crate::runner::child::output::Report;
+use crate::runner::child::output::{Output, Report};
 use crate::runner::child::worker::{self, Job};
 use crate::runner::classify::{Answer, classify};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
 use crate::runner::verdict::{Attempt, Failed, Verdict};
-use crate::store::{Completion, StoreError};
+use crate::store::{AttemptLog, Completion, StoreError};
 use crate::util::time::now_ms;
 
 /// Claims and processes items until none is left or the cycle stops.
@@ -179,6 +179,7 @@ async fn process(
                 return Ok(None);
             }
         };
+        keep_words(cycle, &claim, attempt, &output);
         match classify(&output, &cycle.rules) {
             Answer::Done {
                 empty,
@@ -294,6 +295,23 @@ async fn process(
             }
         }
     }
+}
+
+/// Keeps what the attempt printed on stderr (its tail), queued to commit
+/// with the store's next group, before its outcome is written.
+fn keep_words(cycle: &Cycle, claim: &Claim, attempt: u32, output: &Output) {
+    let Some(words) = output.stderr_tail.clone() else {
+        return;
+    };
+    let log = AttemptLog {
+        attempt,
+        run_id: Some(cycle.run_id),
+        at: now_ms(),
+        stderr: words.text,
+        cut: words.cut,
+    };
+    let item = claim.item_id;
+    cycle.writer.send(move |s| s.record_attempt_log(item, &log));
 }
 
 /// Stores each op id the worker reports, at once. Returns the latest.

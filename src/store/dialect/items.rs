@@ -34,6 +34,9 @@ pub(crate) trait ItemsRead {
     /// The items a requeue without keys moves (`sel`'s state, class and
     /// tier), in any order.
     fn items_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<(i64, Requeue)>>;
+    /// Items of every batch last changed before `cutoff`, done ones (and
+    /// failed ones with `failed`), by batch and insertion order.
+    fn items_older_than(&mut self, cutoff: Millis, failed: bool) -> Result<Vec<Item>>;
 }
 
 pub(crate) trait ItemsWrite {

@@ -11,6 +11,7 @@
 //!   already excludes every other writer. Such methods end in `_locked`.
 //! - No decisions: no error text, no event text, no branching on results.
 
+mod attempts;
 mod batches;
 mod bulk;
 mod daemons;
@@ -22,6 +23,7 @@ mod runs;
 mod seats;
 mod steer;
 
+pub(crate) use attempts::{AttemptsRead, AttemptsWrite};
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
 pub(crate) use bulk::Bulk;
 pub(crate) use daemons::{DaemonsRead, DaemonsWrite};
@@ -35,7 +37,8 @@ pub(crate) use steer::{CancelAsk, SteerRead, SteerWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
-    BatchesRead
+    AttemptsRead
+    + BatchesRead
     + DaemonsRead
     + DeadLettersRead
     + EventsRead
@@ -48,6 +51,7 @@ pub(crate) trait Read:
 }
 impl<
     T: ?Sized
+        + AttemptsRead
         + BatchesRead
         + DaemonsRead
         + DeadLettersRead
@@ -64,6 +68,7 @@ impl<
 /// Every statement a write transaction may run.
 pub(crate) trait Write:
     Read
+    + AttemptsWrite
     + BatchesWrite
     + Bulk
     + DaemonsWrite
@@ -79,7 +84,8 @@ pub(crate) trait Write:
 impl<
     T: ?Sized
         + Read
-        + BatchesWrite
+        + AttemptsWrite
+    + BatchesWrite
         + Bulk
         + DaemonsWrite
         + DeadLettersWrite

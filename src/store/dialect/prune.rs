@@ -11,6 +11,8 @@ pub(crate) enum PruneTarget {
     /// Done items (by `updated_at`), each leaving its tombstone.
     DoneItems,
     Events,
+    /// What attempts printed on stderr (by `at`), as the events go.
+    AttemptLogs,
     /// Finished runs (by `ended_at`).
     Runs,
     FailedItems,

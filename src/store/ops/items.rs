@@ -4,7 +4,9 @@
 use std::collections::HashSet;
 
 use crate::model::waiting::RetryTier;
-use crate::model::{Claim, EventKind, Item, Millis, NewEvent, SkipReport, Status};
+use crate::model::{
+    AddReport, Claim, EventKind, Item, Millis, NewEvent, NewItem, SkipReport, Status,
+};
 use crate::store::api::{Failure, ItemFilter};
 use crate::store::dialect::{Read, Write};
 use crate::store::{Refusal, Result, Store, StoreError};
@@ -24,20 +26,10 @@ impl Store {
     ) -> Result<SkipReport> {
         self.write_tx(|tx| {
             let b = tx.batch_id(batch)?;
-            let mut found = Vec::with_capacity(keys.len());
-            let mut seen = HashSet::new();
-            for key in keys.iter().filter(|k| seen.insert(*k)) {
-                match tx.item_status_locked(b, key)? {
-                    None => return Err(missing(tx, b, batch, key)),
-                    Some(Status::Claimed) => {
-                        return Err(Refusal::InFlightSkip {
-                            key: key.to_string(),
-                        }
-                        .into());
-                    }
-                    Some(status) => found.push((key, status == Status::Done)),
-                }
-            }
+            let found = skip_plan(keys, |key| match tx.item_status_locked(b, key)? {
+                Some(status) => Ok(status),
+                None => Err(missing(tx, b, batch, key)),
+            })?;
             let result = serde_json::json!({"skipped": reason, "by": actor}).to_string();
             let mut report = SkipReport::default();
             for (key, done) in found {
@@ -132,6 +124,60 @@ impl Store {
             )?;
             Ok(claim)
         })
+    }
+
+    /// What [`Store::skip`] would do, changing nothing: the same refusals,
+    /// and the keys it would mark (`skipped`) and those done already.
+    pub fn skip_dry_run(&self, batch: &str, keys: &[String]) -> Result<SkipReport> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            let found = skip_plan(keys, |key| match tx.item_by_key(b, key)? {
+                Some(item) => Ok(item.status),
+                None => Err(missing(tx, b, batch, key)),
+            })?;
+            let mut report = SkipReport::default();
+            for (key, done) in found {
+                let list = if done {
+                    &mut report.already_done
+                } else {
+                    &mut report.skipped
+                };
+                list.push(key.clone());
+            }
+            Ok(report)
+        })
+    }
+
+    /// What `add` would do, changing nothing: which keys are new, which
+    /// present (as items, or as tombstones of pruned ones).
+    pub fn add_dry_run(&self, batch: &str, items: &[NewItem]) -> Result<AddReport> {
+        self.read_tx(|tx| {
+            let mut report = AddReport::default();
+            let b = match tx.batch_id(batch) {
+                Ok(b) => b,
+                Err(StoreError::UnknownBatch { .. }) => {
+                    report.added = items.len() as u64;
+                    return Ok(report);
+                }
+                Err(e) => return Err(e),
+            };
+            for item in items {
+                if tx.item_by_key(b, &item.key)?.is_some() {
+                    report.present += 1;
+                } else if let Some(t) = tx.item_tombstone(b, &item.key)? {
+                    report.count_pruned(t.pruned_at);
+                } else {
+                    report.added += 1;
+                }
+            }
+            Ok(report)
+        })
+    }
+
+    /// The items a prune with this `cutoff` would delete: done ones, and
+    /// failed ones when `include_failed`.
+    pub fn prunable_items(&self, cutoff: Millis, include_failed: bool) -> Result<Vec<Item>> {
+        self.read_tx(|tx| tx.items_older_than(cutoff, include_failed))
     }
 
     /// Counts a further immediate attempt of a claimed item. `None` if the
@@ -230,6 +276,29 @@ pub(super) fn fail_in(tx: &mut dyn Write, f: &Failure<'_>, event: &NewEvent) -> 
         tx.event_insert(event)?;
     }
     Ok(failed)
+}
+
+/// Which of `keys` (each once) a skip marks (`false`) and which are done
+/// already (`true`), given each one's status; an error (a key missing or in
+/// flight) refuses the whole skip.
+fn skip_plan(
+    keys: &[String],
+    mut status_of: impl FnMut(&str) -> Result<Status>,
+) -> Result<Vec<(&String, bool)>> {
+    let mut found = Vec::with_capacity(keys.len());
+    let mut seen = HashSet::new();
+    for key in keys.iter().filter(|k| seen.insert(*k)) {
+        match status_of(key)? {
+            Status::Claimed => {
+                return Err(Refusal::InFlightSkip {
+                    key: key.to_string(),
+                }
+                .into());
+            }
+            status => found.push((key, status == Status::Done)),
+        }
+    }
+    Ok(found)
 }
 
 /// The error for `key`, not among the batch's items: `Pruned` when its

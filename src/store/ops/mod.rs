@@ -3,6 +3,7 @@
 //! ([`Store::read_tx`], [`Store::write_tx`]).
 
 pub(super) mod add;
+mod attempts;
 mod batches;
 mod daemons;
 pub(super) mod dead_letters;

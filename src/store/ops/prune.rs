@@ -31,6 +31,7 @@ impl Store {
             Ok(PruneReport {
                 done_items: tx.prune_count(PruneTarget::DoneItems, cutoff)?,
                 events: tx.prune_count(PruneTarget::Events, cutoff)?,
+                attempt_logs: tx.prune_count(PruneTarget::AttemptLogs, cutoff)?,
                 runs: tx.prune_count(PruneTarget::Runs, cutoff)?,
                 failed_items: tx.prune_count(PruneTarget::FailedItems, cutoff)?,
                 dead_letters: tx.prune_count(PruneTarget::DeadLetters, cutoff)?,
@@ -52,6 +53,7 @@ impl Store {
         let mut targets = vec![
             PruneTarget::DoneItems,
             PruneTarget::Events,
+            PruneTarget::AttemptLogs,
             PruneTarget::Runs,
         ];
         if include_failed {

@@ -99,6 +99,14 @@ const ITEM_BY_KEY: &str = concat!(
     " FROM items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = $1 AND i.key = $2"
 );
 
+/// What prune would delete (`$1` cutoff, `$2` failed ones too).
+const OLDER_THAN: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id
+      WHERE i.updated_at < $1 AND (i.status = 'done' OR ($2 AND i.status = 'failed'))
+      ORDER BY b.name, i.id"
+);
 const DUE_RETRY: &str = concat!(
     "SELECT ",
     item_columns!(),
@@ -197,6 +205,12 @@ impl ItemsRead for PgTx<'_> {
     fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>> {
         let at: Option<i64> = self.c.opt(OLDEST_PENDING, &[&batch])?.map(|r| r.get(0));
         Ok(self.c.tout_opt(at))
+    }
+
+    fn items_older_than(&mut self, cutoff: Millis, failed: bool) -> Result<Vec<Item>> {
+        let at = self.c.tin(cutoff);
+        let rows = self.c.q(OLDER_THAN, &[&at, &failed])?;
+        rows.iter().map(|r| item_from_row(self.c, r)).collect()
     }
 
     fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>> {

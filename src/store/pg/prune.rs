@@ -15,12 +15,14 @@ const FAILED_ITEMS: &str = "FROM items WHERE status = 'failed' AND updated_at < 
 const EVENTS: &str = "FROM events WHERE at < $1";
 const RUNS: &str = "FROM runs WHERE ended_at IS NOT NULL AND ended_at < $1";
 const DEAD_LETTERS: &str = "FROM dead_letters WHERE failed_at < $1";
+const ATTEMPT_LOGS: &str = "FROM attempt_logs WHERE at < $1";
 
 /// The table of `target` and its rows older than `$1`.
 fn rows_of(target: PruneTarget) -> (&'static str, &'static str) {
     match target {
         PruneTarget::DoneItems => ("items", DONE_ITEMS),
         PruneTarget::Events => ("events", EVENTS),
+        PruneTarget::AttemptLogs => ("attempt_logs", ATTEMPT_LOGS),
         PruneTarget::Runs => ("runs", RUNS),
         PruneTarget::FailedItems => ("items", FAILED_ITEMS),
         PruneTarget::DeadLetters => ("dead_letters", DEAD_LETTERS),

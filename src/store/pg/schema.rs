@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 10;
+pub const PG_SCHEMA_VERSION: i32 = 11;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -390,7 +390,23 @@ ALTER TABLE nightshift.locks ADD COLUMN stop_by TEXT;
 "#;
 // ---- end of steering ----
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+/// Version 11: the worker's own words, the last 16 KiB of each attempt's
+/// stderr (see the SQLite schema's version 9).
+const V11: &str = r#"
+CREATE TABLE attempt_logs (
+    id      BIGSERIAL PRIMARY KEY,
+    item_id BIGINT NOT NULL,
+    attempt BIGINT NOT NULL,
+    run_id  BIGINT,
+    at      BIGINT NOT NULL,
+    stderr  TEXT NOT NULL,
+    cut     BOOLEAN NOT NULL
+);
+CREATE INDEX attempt_logs_by_item ON attempt_logs (item_id, id);
+CREATE INDEX attempt_logs_by_time ON attempt_logs (at);
+"#;
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).

@@ -19,6 +19,8 @@ use crate::store::api::{
 const ROW_TEXT: i64 = 512;
 /// Events of one item shown in its detail.
 const DETAIL_EVENTS: i64 = 200;
+/// Attempts whose stderr the item detail reads (16 KiB each at most).
+const DETAIL_ATTEMPTS: i64 = 5;
 
 fn filter_of(q: &ItemsQuery) -> ItemFilter {
     ItemFilter {
@@ -247,6 +249,7 @@ fn detail(c: &mut Conn, id: i64, key: &str) -> Result<std::result::Result<ItemDe
         Ok(f) => f,
         Err(e) => return Ok(Err(format!("cannot read the failures of {key:?}: {e}"))),
     };
+    let attempt_logs = super::attempts::of_item(c, item.id, DETAIL_ATTEMPTS)?;
     let mut events: Vec<Event> = c
         .q(
             "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
@@ -262,6 +265,7 @@ fn detail(c: &mut Conn, id: i64, key: &str) -> Result<std::result::Result<ItemDe
     Ok(Ok(ItemDetail {
         item,
         failures,
+        attempt_logs,
         events,
     }))
 }

@@ -101,6 +101,14 @@ const ITEM_BY_KEY: &str = concat!(
     " FROM items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = ?1 AND i.key = ?2"
 );
 
+/// What prune would delete (`?1` cutoff, `?2` failed ones too).
+const OLDER_THAN: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id
+      WHERE i.updated_at < ?1 AND (i.status = 'done' OR (?2 AND i.status = 'failed'))
+      ORDER BY b.name, i.id"
+);
 const DUE_RETRY: &str = concat!(
     "SELECT ",
     item_columns!(),
@@ -199,6 +207,14 @@ impl ItemsRead for SqliteTx<'_> {
             .prepare_cached(OLDEST_PENDING)?
             .query_row([batch], |r| r.get(0))
             .optional()?)
+    }
+
+    fn items_older_than(&mut self, cutoff: Millis, failed: bool) -> Result<Vec<Item>> {
+        let mut st = self.conn.prepare_cached(OLDER_THAN)?;
+        let rows = st
+            .query_map(params![cutoff, failed], item_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
     }
 
     fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>> {

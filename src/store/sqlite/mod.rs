@@ -1,6 +1,7 @@
 //! The SQLite dialect: the store as one file (`SqliteStore`), its schema,
 //! and the statements of each area.
 
+mod attempts;
 mod batches;
 mod daemons;
 mod dead_letters;

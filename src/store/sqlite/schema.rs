@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -377,7 +377,25 @@ ALTER TABLE locks ADD COLUMN stop_by TEXT;
 "#;
 // ---- end of steering ----
 
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8];
+/// Version 9: the worker's own words. The last 16 KiB of what each attempt
+/// printed on stderr (`cut`: its start was left out), by item. No foreign
+/// key: rows go by age with the events (`prune`), and the newest
+/// `ops::attempts::KEPT_PER_ITEM` of an item are kept.
+const V9: &str = r#"
+CREATE TABLE attempt_logs (
+    id      INTEGER PRIMARY KEY,
+    item_id INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    run_id  INTEGER,
+    at      INTEGER NOT NULL,
+    stderr  TEXT NOT NULL,
+    cut     INTEGER NOT NULL CHECK (cut = 0 OR cut = 1)
+) STRICT;
+CREATE INDEX attempt_logs_by_item ON attempt_logs (item_id, id);
+CREATE INDEX attempt_logs_by_time ON attempt_logs (at);
+"#;
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

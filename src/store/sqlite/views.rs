@@ -24,6 +24,8 @@ use crate::store::api::{
 const ROW_TEXT: i64 = 512;
 /// Events of one item shown in its detail.
 const DETAIL_EVENTS: usize = 200;
+/// Attempts whose stderr the item detail reads (16 KiB each at most).
+const DETAIL_ATTEMPTS: i64 = 5;
 /// Store time a dashboard search may take per poll (scanning, then checking
 /// matches against the status filter); the poller comes back at once until
 /// the search is complete.
@@ -330,6 +332,7 @@ fn detail(c: &Connection, id: i64, key: &str) -> Result<std::result::Result<Item
         Ok(f) => f,
         Err(e) => return Ok(Err(format!("cannot read the failures of {key:?}: {e}"))),
     };
+    let attempt_logs = super::attempts::of_item(c, item.id, DETAIL_ATTEMPTS)?;
     let mut events: Vec<Event> = c
         .prepare_cached(&format!(
             "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
@@ -343,6 +346,7 @@ fn detail(c: &Connection, id: i64, key: &str) -> Result<std::result::Result<Item
     Ok(Ok(ItemDetail {
         item,
         failures,
+        attempt_logs,
         events,
     }))
 }

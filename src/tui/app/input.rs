@@ -101,7 +101,10 @@ impl App {
         let write = self.confirm.take();
         match (answer, write) {
             (None, _) => self.stop(),
-            (Some(true), Some(write)) => self.run_write(write),
+            (Some(true), Some(write)) => {
+                self.acted_on_marks(&write);
+                self.run_write(write)
+            }
             _ => {
                 self.say("cancelled: nothing was changed");
                 Vec::new()

@@ -25,6 +25,7 @@ impl App {
             return;
         }
         self.batch = name;
+        self.marks.clear();
         self.reset_items();
         self.dlq = ListNav::default();
         self.class = None;

@@ -60,6 +60,8 @@ impl App {
                 }
                 Vec::new()
             }
+            Intent::RequeueSelected if !self.marks.is_empty() => self.requeue_marked(batch),
+            Intent::SkipSelected if !self.marks.is_empty() => self.skip_marked(batch),
             Intent::RequeueSelected => match self.target_item() {
                 Some((key, label, Status::Failed)) => self.run_write(Write::Requeue {
                     batch,

@@ -31,6 +31,9 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
                 p.style(Role::Dim),
             ));
         }
+        if let Some(marked) = super::items::marked(app) {
+            title.push(marked);
+        }
         let block = pane_block(app, area, title);
         match &app.data.class_items {
             Some(page) if page.total > 0 => {

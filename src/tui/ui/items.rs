@@ -36,6 +36,9 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     if let Some(page) = &app.data.items {
         title.push(Span::styled(position(page, &app.items), p.style(Role::Dim)));
     }
+    if let Some(marked) = marked(app) {
+        title.push(marked);
+    }
     let block = pane_block(app, area, title);
     match &app.data.items {
         Some(page) if page.total > 0 => table(app, f, area, block, page, &app.items),
@@ -113,6 +116,31 @@ fn error_text(r: &ItemRow) -> String {
     }
 }
 
+/// How many items are marked, for a list's title (none: nothing).
+pub fn marked(app: &App) -> Option<Span<'static>> {
+    let n = app.marks.len();
+    (n > 0).then(|| {
+        Span::styled(
+            format!(" · {n} marked"),
+            app.setup.palette.style(Role::Warn),
+        )
+    })
+}
+
+/// The key, shortened to fit; a marked item's begins with `●`.
+fn key_cell(app: &App, key: &str, width: usize) -> Cell<'static> {
+    if app.marks.contains_key(key) {
+        let p = app.setup.palette;
+        Cell::from(format!(
+            "● {}",
+            super::short_key(key, width.saturating_sub(2))
+        ))
+        .style(p.style(Role::Warn))
+    } else {
+        Cell::from(super::short_key(key, width))
+    }
+}
+
 pub fn table(
     app: &App,
     f: &mut Frame,
@@ -144,7 +172,7 @@ pub fn table(
         .map(|&(i, r)| {
             let row = match r {
                 Some(r) => Row::new(vec![
-                    Cell::from(super::short_key(&r.key, cols.key)),
+                    key_cell(app, &r.key, cols.key),
                     Cell::from(state_word(r.status, r.tier, r.outcome))
                         .style(p.style(state_role(r.status, r.outcome))),
                     Cell::from(r.attempts.to_string()),

@@ -18,3 +18,5 @@ mod default_paths;
 mod paths;
 // The shortest path: init, add, run, status.
 mod smoke;
+// Dry runs of every bulk action: prune, skip, add.
+mod dry_runs;

@@ -22,3 +22,5 @@ mod signals;
 mod stop;
 // Steering a live batch: cancel an item, stop a run, the circuit breaker.
 mod steer;
+// The worker's own words: each attempt's stderr tail, kept bounded and shown inert.
+mod worker_words;

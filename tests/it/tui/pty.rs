@@ -149,6 +149,95 @@ fn shows_the_counts_and_requeues_one_item_and_a_class() {
     );
 }
 
+/// Space marks items in a list (kept across polls), the title counts
+/// them, and `R` asks to requeue exactly the marked ones, then does,
+/// recorded with who did it.
+#[test]
+fn marked_items_are_requeued_together() {
+    let env = fixture_env();
+    let failed_before = failed_count(&env);
+    let mut dash = open(&env, &[]);
+    dash.wait_loaded();
+    dash.key("3");
+    dash.key("S");
+    dash.wait_text("status: failed");
+    dash.wait_for("blog-10 selected", |s| {
+        row_of(s, "blog-10").contains("failed/manual")
+    });
+    dash.key(" ");
+    dash.wait_text("1 marked");
+    dash.key("j");
+    dash.key(" ");
+    let screen = dash.wait_text("2 marked");
+    assert_eq!(screen.matches('●').count(), 2, "{screen}");
+    // A poll later (the header's poll time moved on), the marks are
+    // still there.
+    let polled = |s: &str| {
+        s.lines()
+            .next()
+            .and_then(|l| l.split("polled ").nth(1))
+            .and_then(|t| t.split('Z').next())
+            .map(str::to_string)
+    };
+    let first = polled(&screen);
+    assert!(first.is_some(), "{screen}");
+    let later = dash.wait_for("a later poll", |s| {
+        polled(s).is_some() && polled(s) != first
+    });
+    assert!(later.contains("2 marked"), "{later}");
+    dash.key("R");
+    dash.wait_text("Requeue 2 failed items: the 2 marked?");
+    dash.key("y");
+    dash.wait_text("requeued 2 items: the 2 marked");
+    dash.wait_for("the marks cleared", |s| {
+        !s.contains("marked") || s.contains("requeued 2")
+    });
+    assert_eq!(failed_count(&env), failed_before - 2);
+    assert_eq!(item(&env, "blog-10")["status"], "pending");
+    let out = env
+        .cmd()
+        .args(["log", "articles", "--kind", "requeued", "--json"])
+        .output()
+        .unwrap();
+    let mine = json_lines(&out.stdout)
+        .into_iter()
+        .filter(|e| e["actor"] == "tester@ptyhost")
+        .count();
+    assert_eq!(mine, 2);
+
+    // `x` on a marked set: skipped, each with its event.
+    dash.key("g");
+    dash.key(" ");
+    dash.wait_text("1 marked");
+    dash.key("x");
+    dash.wait_text("Mark 1 marked item of articles skipped (done without running)?");
+    dash.key("y");
+    dash.wait_text("skipped 1 marked item (done without running)");
+    assert_eq!(failed_count(&env), failed_before - 3);
+    let out = env
+        .cmd()
+        .args(["log", "articles", "--kind", "skipped", "--json"])
+        .output()
+        .unwrap();
+    let skipped: Vec<_> = json_lines(&out.stdout)
+        .into_iter()
+        .filter(|e| e["actor"] == "tester@ptyhost")
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["fields"]["reason"], "skipped from the dashboard");
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+}
+
+fn failed_count(env: &Env) -> usize {
+    let out = env
+        .cmd()
+        .args(["items", "articles", "--status", "failed", "--json"])
+        .output()
+        .unwrap();
+    json_lines(&out.stdout).len()
+}
+
 #[test]
 fn confirm_defaults_to_no() {
     let env = fixture_env();

@@ -11,8 +11,8 @@ use nightshift::model::{
     Tombstone, Trigger, WorkerGroup,
 };
 use nightshift::store::{
-    Access, Completion, DashQuery, EventFilter, ItemFilter, ItemsQuery, LockOutcome, Selection,
-    Store, StoreError,
+    Access, AttemptLog, Completion, DashQuery, EventFilter, ItemFilter, ItemsQuery, LockOutcome,
+    Selection, Store, StoreError,
 };
 use nightshift::util::signals::Stop;
 
@@ -123,6 +123,30 @@ macro_rules! both_stores {
 }
 
 both_stores! {
+    /// Each attempt's stderr is kept as written (NUL aside on PostgreSQL),
+    /// newest first, the newest 20 of an item; the item detail reads the
+    /// newest 5.
+    fn attempt_logs_keep_the_newest_per_item(db, s) {
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        let id = s.item("b", "k000").unwrap().id;
+        let other = s.item("b", "k001").unwrap().id;
+        for n in 1..=25u32 {
+            let log = AttemptLog { attempt: n, run_id: Some(7), at: T0 + i64::from(n), stderr: format!("試行 {n}\n\u{1b}[0m"), cut: n == 3 };
+            s.record_attempt_log(id, &log).unwrap();
+        }
+        let log = AttemptLog { attempt: 1, run_id: None, at: T0, stderr: "other".into(), cut: false };
+        s.record_attempt_log(other, &log).unwrap();
+        let logs = s.attempt_logs(id).unwrap();
+        let numbers: Vec<u32> = logs.iter().map(|l| l.attempt).collect();
+        assert_eq!(numbers, (6..=25).rev().collect::<Vec<_>>());
+        assert_eq!(logs[0], AttemptLog { attempt: 25, run_id: Some(7), at: T0 + 25, stderr: "試行 25\n\u{1b}[0m".into(), cut: false });
+        assert_eq!(s.attempt_logs(other).unwrap().len(), 1);
+        let q = DashQuery { batch: Some("b".into()), detail: Some("k000".into()), ..DashQuery::default() };
+        let d = s.dashboard(&q, T0).unwrap().detail.unwrap().unwrap();
+        let shown: Vec<u32> = d.attempt_logs.iter().map(|l| l.attempt).collect();
+        assert_eq!(shown, [25, 24, 23, 22, 21]);
+    }
+
     fn adding_is_idempotent_and_counted(db, s) {
         let r = s.add_items("b", &items(3), T0, |_| {}).unwrap();
         assert_eq!((r.added, r.present), (3, 0));
