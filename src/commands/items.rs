@@ -32,6 +32,10 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
             "--outcome {o} lists done items: it cannot be combined with --status {s}"
         )));
     }
+    let stale = args
+        .stale
+        .then(|| stale_version(ctx, &args.batch))
+        .transpose()?;
     let store = ctx.open_read()?;
     let filter = ItemFilter {
         status: args.status.map(Into::into),
@@ -39,6 +43,7 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         outcome,
         error_class: args.class.clone(),
         search: args.search.clone(),
+        stale: stale.clone(),
         limit: args.limit,
         ..ItemFilter::default()
     };
@@ -49,9 +54,18 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let mut table = Table::new(&["KEY", "LABEL", "STATE", "ATTEMPTS", "ERROR"]);
+    let last = if stale.is_some() {
+        "DONE UNDER"
+    } else {
+        "ERROR"
+    };
+    let mut table = Table::new(&["KEY", "LABEL", "STATE", "ATTEMPTS", last]);
     for item in &items {
         let error = match (&item.error_class, &item.error_message) {
+            _ if stale.is_some() => item
+                .done_version
+                .clone()
+                .unwrap_or_else(|| NO_VERSION.into()),
             (Some(class), Some(msg)) => format!("{class}: {msg}"),
             (Some(class), None) => class.clone(),
             _ => String::new(),
@@ -75,6 +89,21 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         out(table.render())?;
     }
     Ok(Exit::Ok)
+}
+
+/// What a done item without a version was done under, in every view.
+pub(super) const NO_VERSION: &str = "(no version)";
+
+/// The batch's `version`, which `--stale` compares against: without one
+/// nothing is stale, and asking is an error rather than an empty list.
+pub(super) fn stale_version(ctx: &Ctx, batch: &str) -> anyhow::Result<String> {
+    ctx.batch_config(batch).version.ok_or_else(|| {
+        user_error(format!(
+            "--stale: batch {batch} sets no `version` in the config, so no item is stale; \
+             set `version = \"...\"` under [batch.{batch}] first",
+            batch = sanitize::line(batch)
+        ))
+    })
 }
 
 /// Items listed when several have the label `show` was given.

@@ -314,6 +314,18 @@ impl Named {
 
 /// A requeue without keys must say which items.
 pub(crate) fn check_selection(sel: &Selection) -> Result<(), StoreError> {
+    if sel.stale.is_some()
+        && (!sel.keys.is_empty()
+            || sel.outcome.is_some()
+            || sel.class.is_some()
+            || sel.tier.is_some()
+            || sel.all_failed)
+    {
+        return Err(Refusal::StaleWithFilters.into());
+    }
+    if sel.stale.is_some() {
+        return Ok(());
+    }
     if sel.outcome.is_some() && (sel.class.is_some() || sel.tier.is_some() || sel.all_failed) {
         return Err(Refusal::OutcomeWithFilters.into());
     }

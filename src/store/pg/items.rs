@@ -60,6 +60,7 @@ pub(crate) fn item_from_row(c: &Conn, r: &Row) -> Result<Item> {
         lease_token: r.get(17),
         created_at: c.tout(r.get(18)),
         updated_at: c.tout(r.get(19)),
+        done_version: r.get(20),
     })
 }
 
@@ -84,6 +85,9 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Args) -> String {
             " AND (strpos(i.key, {n}) > 0 OR strpos(i.label, {n}) > 0 \
                OR strpos(coalesce(i.error_message, ''), {n}) > 0)"
         ));
+    }
+    if let Some(v) = &filter.stale {
+        sql.push_str(&crate::store::api::stale_sql(&args.push(v.clone())));
     }
     sql
 }
@@ -427,7 +431,12 @@ fn requeue_chunk(
     // Still in the state the selection moves (a run may have changed it).
     // A done item runs again from scratch: no result, and not its finished
     // operation's id (polling that would give the same answer).
-    let from = sel.moves_sql();
+    let from = sel.moves_sql("$6");
+    let mut values: Vec<&(dyn postgres::types::ToSql + Sync)> =
+        vec![&ids, &at, &id, &actor, &reset_attempts];
+    if let Some(v) = &sel.stale {
+        values.push(v);
+    }
     let moved: std::collections::HashSet<i64> = c
         .q(
             &format!(
@@ -450,7 +459,7 @@ fn requeue_chunk(
                    FROM picked WHERE i.id = picked.id
                  RETURNING i.id"
             ),
-            &[&ids, &at, &id, &actor, &reset_attempts],
+            &values,
         )?
         .iter()
         .map(|r| r.get(0))
@@ -484,6 +493,9 @@ fn select(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeu
             r.get(7),
         ))
     };
+    if sel.stale.is_some() {
+        crate::store::shared::check_selection(sel)?;
+    }
     if !sel.keys.is_empty() {
         let mut named = shared::Named::default();
         for key in &sel.keys {
@@ -503,7 +515,11 @@ fn select(c: &mut Conn, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeu
     shared::check_selection(sel)?;
     let mut args = Args::new();
     args.push(id);
-    let mut cond = sel.moves_sql();
+    let version = sel
+        .stale
+        .as_ref()
+        .map_or(String::new(), |v| args.push(v.clone()));
+    let mut cond = sel.moves_sql(&version);
     if let Some(class) = &sel.class {
         cond.push_str(&format!(
             " AND i.error_class = {}",

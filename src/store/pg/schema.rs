@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 9;
+pub const PG_SCHEMA_VERSION: i32 = 10;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -375,7 +375,11 @@ CREATE TABLE daemons (
 /// Version 9: a retry-after hold names the item whose answer asked for it.
 const V9: &str = "ALTER TABLE nightshift.batches ADD COLUMN hold_key TEXT;";
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9];
+/// Version 10: versioned done (see the SQLite schema's version 8): a done
+/// item remembers the batch `version` it was done under.
+const V10: &str = "ALTER TABLE nightshift.items ADD COLUMN done_version TEXT;";
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).

@@ -98,7 +98,7 @@ fn add_chunk(
 const COMPLETE_ITEM: &str =
     "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
             error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-            lease_run = NULL, lease_until = NULL, updated_at = ?6
+            lease_run = NULL, lease_until = NULL, updated_at = ?6, done_version = ?7
       WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
 
 pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
@@ -108,7 +108,8 @@ pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent)
         c.outcome.as_str(),
         c.result,
         c.cost,
-        c.now
+        c.now,
+        c.version
     ])?;
     if n == 1 {
         tx.prepare_cached(
@@ -349,7 +350,8 @@ impl SqliteStore {
                     c.outcome.as_str(),
                     c.result,
                     c.cost,
-                    c.now
+                    c.now,
+                    c.version
                 ])? == 1;
                 if ok {
                     match c.outcome {

@@ -55,6 +55,7 @@ pub(crate) fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
         lease_token: r.get(17)?,
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
+        done_version: r.get(20)?,
     })
 }
 
@@ -88,12 +89,20 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Va
                OR instr(coalesce(i.error_message, ''), ?{n}) > 0)"
         ));
     }
+    if let Some(v) = &filter.stale {
+        let n = bind(args, V::Text(v.clone()));
+        sql.push_str(&crate::store::api::stale_sql(&format!("?{n}")));
+    }
     sql
 }
 
 fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> String {
     use rusqlite::types::Value as V;
-    let mut sql = sel.moves_sql();
+    let version = sel.stale.as_ref().map_or(String::new(), |v| {
+        args.push(V::Text(v.clone()));
+        format!("?{}", args.len())
+    });
+    let mut sql = sel.moves_sql(&version);
     if let Some(c) = &sel.class {
         args.push(V::Text(c.clone()));
         sql.push_str(&format!(" AND i.error_class = ?{}", args.len()));
@@ -315,7 +324,8 @@ fn requeue_chunk(
     let ids = serde_json::to_string(&chunk.iter().map(|(id, _)| *id).collect::<Vec<_>>())
         .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))?;
     // Still in the state the selection moves (a run may have changed it).
-    let from = sel.moves_sql();
+    let from = sel.moves_sql("?6");
+    let version = sel.stale.as_deref();
     tx.prepare_cached(&format!(
         "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
          SELECT ?2, ?3, i.key, i.id, 'requeued', ?4,
@@ -327,7 +337,12 @@ fn requeue_chunk(
           WHERE i.id IN (SELECT value FROM json_each(?1)){from}
           ORDER BY i.id"
     ))?
-    .execute(params![ids, now, id, actor, reset_attempts])?;
+    .execute(params_from_iter(
+        params![ids, now, id, actor, reset_attempts]
+            .iter()
+            .copied()
+            .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql)),
+    ))?;
     // A done item runs again from scratch: no result, and not its finished
     // operation's id (polling that would give the same answer).
     let moved: std::collections::HashSet<i64> = tx
@@ -336,10 +351,19 @@ fn requeue_chunk(
                     outcome = NULL, result = CASE WHEN status = 'done' THEN NULL ELSE result END,
                     op_id = CASE WHEN status = 'done' THEN NULL ELSE op_id END,
                     attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
-              WHERE i.id IN (SELECT value FROM json_each(?1)){from}
-             RETURNING id"
+              WHERE i.id IN (SELECT value FROM json_each(?1)){}
+             RETURNING id",
+            sel.moves_sql("?4")
         ))?
-        .query_map(params![ids, now, reset_attempts], |r| r.get(0))?
+        .query_map(
+            params_from_iter(
+                params![ids, now, reset_attempts]
+                    .iter()
+                    .copied()
+                    .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql)),
+            ),
+            |r| r.get(0),
+        )?
         .collect::<rusqlite::Result<_>>()?;
     Ok(moved)
 }
@@ -362,6 +386,9 @@ fn select(c: &Connection, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requ
             r.get(7)?,
         ))
     };
+    if sel.stale.is_some() {
+        crate::store::shared::check_selection(sel)?;
+    }
     if !sel.keys.is_empty() {
         let mut named = crate::store::shared::Named::default();
         let mut st = c.prepare_cached(
