@@ -78,6 +78,7 @@ fn concurrent_claimers_never_share_an_item() {
                             outcome: Outcome::Done,
                             result: None,
                             cost: None,
+                            version: None,
                             now: now(),
                         };
                         let event = NewEvent::new(now(), "b", "done", "done").key(&c.key);
@@ -435,6 +436,7 @@ fn counters_stay_exact_under_concurrent_mixed_transitions() {
                                             },
                                             result: None,
                                             cost: None,
+                                            version: None,
                                             now: t,
                                         };
                                         assert!(s.complete(&done, &event).unwrap());

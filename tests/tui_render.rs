@@ -417,6 +417,7 @@ fn the_pace_says_only_what_it_knows() {
                 outcome: Outcome::Done,
                 result: Some("1"),
                 cost: None,
+                version: None,
                 now: at,
             };
             assert!(
