@@ -91,6 +91,33 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// The one reason the item waits, if it is neither finished nor worked.
+fn waits_for(
+    ctx: &Ctx,
+    store: &Store,
+    item: &Item,
+    now: crate::model::Millis,
+) -> anyhow::Result<
+    Option<(
+        crate::model::waiting::WaitReason,
+        Option<crate::model::Millis>,
+    )>,
+> {
+    let Some(info) = store.batch_infos(Some(&item.batch))?.into_iter().next() else {
+        return Ok(None);
+    };
+    let scene = super::scene::Scene::read(ctx, store, now)?;
+    let Some(h) = scene.holding(ctx, store, &info)? else {
+        return Ok(None);
+    };
+    let w = crate::model::waiting::Waits {
+        status: item.status,
+        tier: item.tier,
+        next_attempt_at: item.next_attempt_at,
+    };
+    Ok(crate::model::waiting::item_reason(&h, w, now))
+}
+
 /// What a done item without a version was done under, in every view.
 pub(super) const NO_VERSION: &str = "(no version)";
 
@@ -185,15 +212,20 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         limit: 1000,
         ..EventFilter::default()
     })?;
+    let now = now_ms();
+    let waits = waits_for(ctx, &store, &item, now)?;
     if args.json {
         out_json_pretty(&json!({
             "item": item,
             "failures": failures,
             "events": events,
+            "waiting": waits.map(|(reason, until)| json!({
+                "reason": reason,
+                "until": until.map(rfc3339),
+            })),
         }))?;
         return Ok(Exit::Ok);
     }
-    let now = now_ms();
     let s = |t: &str| sanitize::line(t).into_owned();
     out(format!("key:       {}", s(&item.key)))?;
     out(format!("label:     {}", s(&item.label)))?;
@@ -212,6 +244,24 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     }
     if let Some(cost) = item.cost {
         out(format!("cost:      {cost}"))?;
+    }
+    if let Some(v) = item
+        .done_version
+        .as_deref()
+        .filter(|_| item.status == Status::Done)
+    {
+        out(format!("version:   done under {}", s(v)))?;
+    }
+    if let Some((reason, until)) = waits {
+        let one = crate::model::waiting::Waiting {
+            reason,
+            items: 1,
+            until,
+        };
+        out(format!(
+            "waiting:   {}",
+            crate::model::waiting::describe(&[one], now)
+        ))?;
     }
     out(format!(
         "created:   {}   updated: {} ({})",

@@ -8,6 +8,7 @@ pub use super::scene::short_line;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
+use crate::model::waiting;
 use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::schedule::{ScheduleSeen, describe, overdue_text};
 use crate::store::{ItemFilter, Store, StoreError};
@@ -27,7 +28,10 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
                     pruned_keys(&store, &i.name)?,
                     stale_done(ctx, &store, &i.name)?,
                 );
-                Ok(batch_json(ctx, &scene, i, pruned, stale))
+                let waiting = waiting_of(ctx, &store, &scene, i)?;
+                let mut b = batch_json(ctx, &scene, i, pruned, stale);
+                b["waiting"] = waiting::to_status_json(&waiting);
+                Ok(b)
             })
             .collect::<anyhow::Result<Vec<Value>>>()?;
         out_json(&json!({
@@ -162,6 +166,19 @@ fn pruned_keys(store: &Store, batch: &str) -> anyhow::Result<i64> {
         Err(StoreError::UnknownBatch { .. }) => Ok(0),
         other => Ok(other?),
     }
+}
+
+/// Every item not finished and not being worked, by its one reason.
+fn waiting_of(
+    ctx: &Ctx,
+    store: &Store,
+    scene: &Scene,
+    info: &BatchInfo,
+) -> anyhow::Result<Vec<waiting::Waiting>> {
+    Ok(scene
+        .holding(ctx, store, info)?
+        .map(|h| waiting::waiting(&h, scene.now))
+        .unwrap_or_default())
 }
 
 /// Items done under an older version than the batch's `version` (or
@@ -422,6 +439,10 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
             ));
         }
         lines.extend(schedule_lines(ctx, i, scene.schedule(ctx, i).as_ref(), now));
+        let waits = waiting_of(ctx, store, scene, i)?;
+        if !waits.is_empty() {
+            lines.push(format!("waiting: {}", waiting::describe(&waits, now)));
+        }
         if let Some(n) = stale_done(ctx, store, &i.name)?.filter(|n| *n > 0) {
             lines.push(format!(
                 "{n} done under an older version: `nightshift requeue {} --stale` runs {} again",

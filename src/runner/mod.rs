@@ -46,7 +46,7 @@ mod slot;
 mod source;
 mod summary;
 mod verdict;
-mod waiting;
+pub mod waiting;
 mod writer;
 
 use std::path::{Path, PathBuf};
