@@ -239,11 +239,13 @@ both_backends! {
         env.add_items("b", 2);
         match env.backend {
             Backend::Sqlite => env.sql().execute_batch(
-                "ALTER TABLE batches DROP COLUMN hold_key;
+                "ALTER TABLE items DROP COLUMN done_version;
+                 ALTER TABLE batches DROP COLUMN hold_key;
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
-                "ALTER TABLE batches DROP COLUMN hold_key;
+                "ALTER TABLE items DROP COLUMN done_version;
+                 ALTER TABLE batches DROP COLUMN hold_key;
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  DELETE FROM nightshift_meta WHERE key = 'store_id';
                  UPDATE nightshift_meta SET value = '6' WHERE key = 'schema_version';").unwrap(),
