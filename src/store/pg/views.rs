@@ -287,6 +287,11 @@ impl PgStore {
             if let Some((id, idx)) = selected {
                 let info = out.batches[idx].info.clone();
                 out.runs = super::runs::recent(c, id, q.runs)?;
+                out.retry = Some(crate::store::dialect::ItemsRead::retry_tier(
+                    &mut super::PgTx::new(c),
+                    id,
+                    now,
+                )?);
                 if q.dlq {
                     out.dlq =
                         crate::store::ops::dead_letters::groups(&mut super::PgTx::new(c), id, now)?;

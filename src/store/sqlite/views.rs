@@ -393,6 +393,11 @@ impl SqliteStore {
             if let Some((id, idx)) = selected {
                 let info = &out.batches[idx].info;
                 out.runs = super::runs::recent(c, id, q.runs)?;
+                out.retry = Some(crate::store::dialect::ItemsRead::retry_tier(
+                    &mut SqliteTx::new(c),
+                    id,
+                    now,
+                )?);
                 if q.dlq {
                     out.dlq =
                         crate::store::ops::dead_letters::groups(&mut SqliteTx::new(c), id, now)?;
