@@ -47,14 +47,7 @@ impl Scene {
     /// What would start the batch's next run: a live daemon firing its
     /// schedule, or nothing (a schedule no daemon fires starts nothing).
     pub fn idle(&self, ctx: &Ctx, info: &BatchInfo) -> Idle {
-        match self.schedule(ctx, info) {
-            Some(ScheduleSeen {
-                live: true,
-                next: Some(at),
-                ..
-            }) => Idle::NextFire(at.timestamp_millis()),
-            _ => Idle::NoRunner,
-        }
+        Idle::from_fire(self.schedule(ctx, info).and_then(|s| s.live_fire()))
     }
 
     /// The batch as far as its waiting items go (`None`: only configured,

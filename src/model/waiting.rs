@@ -96,6 +96,14 @@ pub enum Idle {
     NextFire(Millis),
 }
 
+impl Idle {
+    /// From the schedule's next fire, if a live daemon fires it.
+    #[must_use]
+    pub fn from_fire(next_live_fire: Option<Millis>) -> Idle {
+        next_live_fire.map_or(Idle::NoRunner, Idle::NextFire)
+    }
+}
+
 /// What stops the items a run could take, if anything: the first that
 /// applies of the emergency stop, the pause, a runner holding every seat,
 /// a retry-after hold; with no run in question, what would start one.

@@ -333,9 +333,9 @@ pub struct Dashboard {
     pub events: Vec<Event>,
     /// The open item, or why it could not be read.
     pub detail: Option<std::result::Result<ItemDetail, String>>,
-    /// The selected batch's retry tier (due now, later and when): what its
-    /// waiting reasons need beside its counts.
-    pub retry: Option<crate::model::waiting::RetryTier>,
+    /// The selected batch (by name) and its retry tier (due now, later and
+    /// when): what its waiting reasons need beside its counts.
+    pub retry: Option<(String, crate::model::waiting::RetryTier)>,
     /// The scheduler daemons recorded, with their state at the poll.
     pub daemons: Vec<DaemonInfo>,
     /// The emergency-stop file `PAUSED` beside the store, if it is there
