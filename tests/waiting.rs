@@ -88,7 +88,7 @@ both_backends! {
         assert_eq!(reasons(&env), pairs(&[("no-runner", 4)]));
         assert_eq!(item_reason(&env, "k3"), "no-runner");
         let text = env.run(&["status"]).code(0).stdout.clone();
-        assert!(text.contains("waiting: 4 wait: no runner is running and no schedule fires (`nightshift run` runs them)"), "{text}");
+        assert!(text.contains("waiting: 4 wait for a run: no runner is live and no schedule fires (`nightshift run` starts one)"), "{text}");
 
         env.run(&["pause", "b", "--reason", "deploy"]).code(0);
         assert_eq!(reasons(&env), pairs(&[("paused", 4)]));

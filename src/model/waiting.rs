@@ -270,9 +270,8 @@ impl fmt::Display for Said<'_> {
             WaitReason::Pending => write!(f, "{n} pending, not run"),
             WaitReason::NoRunner => write!(
                 f,
-                "{n} {}: no runner is running and no schedule fires (`nightshift run` runs {})",
-                waits(one),
-                if one { "it" } else { "them" }
+                "{n} {} for a run: no runner is live and no schedule fires (`nightshift run` starts one)",
+                waits(one)
             ),
             WaitReason::NextFire => {
                 write!(
