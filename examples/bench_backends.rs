@@ -51,6 +51,7 @@ fn completion(run: i64, c: &Claim) -> (Completion<'static>, NewEvent) {
             outcome: Outcome::Done,
             result: Some("{}"),
             cost: None,
+            version: None,
             now: now_ms(),
         },
         NewEvent::new(now_ms(), "b", EventKind::Done, "done").key(&c.key),

@@ -271,6 +271,7 @@ fn scale(dir: &Path, n: usize) -> Res<()> {
                     outcome: Outcome::Done,
                     result: Some("{\"ok\":true}"),
                     cost: None,
+                    version: None,
                     now,
                 };
                 let event = NewEvent::new(now, "scale", EventKind::Done, "done")

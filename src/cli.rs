@@ -414,6 +414,10 @@ pub struct ItemsArgs {
     /// Substring of key, label or error message.
     #[arg(long, value_name = "TEXT")]
     pub search: Option<String>,
+    /// Only items done under an older version than the batch's `version`
+    /// (or before it had one).
+    #[arg(long, conflicts_with_all = ["status", "tier", "outcome", "class"])]
+    pub stale: bool,
     /// At most this many items.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -461,6 +465,10 @@ pub struct RequeueArgs {
     /// operation id are dropped, their attempts kept.
     #[arg(long, value_enum, conflicts_with_all = ["all_failed", "class", "tier"])]
     pub outcome: Option<OutcomeArg>,
+    /// The items done under an older version than the batch's `version`
+    /// (or before it had one), to run them again under this one.
+    #[arg(long, conflicts_with_all = ["keys", "all_failed", "class", "tier", "outcome"])]
+    pub stale: bool,
     /// List exactly what would move; change nothing.
     #[arg(long)]
     pub dry_run: bool,

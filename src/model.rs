@@ -180,6 +180,9 @@ pub struct Item {
     pub lease_token: i64,
     pub created_at: Millis,
     pub updated_at: Millis,
+    /// The batch `version` it was last done under (none: done before the
+    /// batch had one, or not done).
+    pub done_version: Option<String>,
 }
 
 /// An item to add: its key and label come from `key::derive_line`.

@@ -32,6 +32,10 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
             "--outcome {o} lists done items: it cannot be combined with --status {s}"
         )));
     }
+    let stale = args
+        .stale
+        .then(|| stale_version(ctx, &args.batch))
+        .transpose()?;
     let store = ctx.open_read()?;
     let filter = ItemFilter {
         status: args.status.map(Into::into),
@@ -39,6 +43,7 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         outcome,
         error_class: args.class.clone(),
         search: args.search.clone(),
+        stale: stale.clone(),
         limit: args.limit,
         ..ItemFilter::default()
     };
@@ -49,9 +54,18 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let mut table = Table::new(&["KEY", "LABEL", "STATE", "ATTEMPTS", "ERROR"]);
+    let last = if stale.is_some() {
+        "DONE UNDER"
+    } else {
+        "ERROR"
+    };
+    let mut table = Table::new(&["KEY", "LABEL", "STATE", "ATTEMPTS", last]);
     for item in &items {
         let error = match (&item.error_class, &item.error_message) {
+            _ if stale.is_some() => item
+                .done_version
+                .clone()
+                .unwrap_or_else(|| NO_VERSION.into()),
             (Some(class), Some(msg)) => format!("{class}: {msg}"),
             (Some(class), None) => class.clone(),
             _ => String::new(),
@@ -75,6 +89,48 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         out(table.render())?;
     }
     Ok(Exit::Ok)
+}
+
+/// The one reason the item waits, if it is neither finished nor worked.
+fn waits_for(
+    ctx: &Ctx,
+    store: &Store,
+    item: &Item,
+    now: crate::model::Millis,
+) -> anyhow::Result<
+    Option<(
+        crate::model::waiting::WaitReason,
+        Option<crate::model::Millis>,
+    )>,
+> {
+    let Some(info) = store.batch_infos(Some(&item.batch))?.into_iter().next() else {
+        return Ok(None);
+    };
+    let scene = super::scene::Scene::read(ctx, store, now)?;
+    let Some(h) = scene.holding(ctx, store, &info)? else {
+        return Ok(None);
+    };
+    let w = crate::model::waiting::Waits {
+        status: item.status,
+        tier: item.tier,
+        next_attempt_at: item.next_attempt_at,
+    };
+    Ok(crate::model::waiting::item_reason(&h, w, now))
+}
+
+/// What a done item without a version was done under, in every view.
+pub(super) const NO_VERSION: &str = "(no version)";
+
+/// The batch's `version`, which `--stale` compares against: without one
+/// nothing is stale, and asking is an error rather than an empty list.
+pub(super) fn stale_version(ctx: &Ctx, batch: &str) -> anyhow::Result<String> {
+    ctx.batch_config(batch).version.ok_or_else(|| {
+        user_error(format!(
+            "--stale: batch {batch} sets no `version` in the config, so no item is stale; \
+             set `version = \"...\"` under [batch.{batch}] first",
+            batch = sanitize::line(batch)
+        ))
+    })
 }
 
 /// Items listed when several have the label `show` was given.
@@ -157,11 +213,17 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         ..EventFilter::default()
     })?;
     let logs = store.attempt_logs(item.id)?;
+    let now = now_ms();
+    let waits = waits_for(ctx, &store, &item, now)?;
     if args.json {
         let mut shown = json!({
             "item": item,
             "failures": failures,
             "events": events,
+            "waiting": waits.map(|(reason, until)| json!({
+                "reason": reason,
+                "until": until.map(rfc3339),
+            })),
         });
         if args.attempts {
             shown["attempts"] = json!(logs);
@@ -169,7 +231,6 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         out_json_pretty(&shown)?;
         return Ok(Exit::Ok);
     }
-    let now = now_ms();
     let s = |t: &str| sanitize::line(t).into_owned();
     out(format!("key:       {}", s(&item.key)))?;
     out(format!("label:     {}", s(&item.label)))?;
@@ -188,6 +249,24 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     }
     if let Some(cost) = item.cost {
         out(format!("cost:      {cost}"))?;
+    }
+    if let Some(v) = item
+        .done_version
+        .as_deref()
+        .filter(|_| item.status == Status::Done)
+    {
+        out(format!("version:   done under {}", s(v)))?;
+    }
+    if let Some((reason, until)) = waits {
+        let one = crate::model::waiting::Waiting {
+            reason,
+            items: 1,
+            until,
+        };
+        out(format!(
+            "waiting:   {}",
+            crate::model::waiting::describe(&[one], now)
+        ))?;
     }
     out(format!(
         "created:   {}   updated: {} ({})",

@@ -19,10 +19,12 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         && args.class.is_none()
         && args.tier.is_none()
         && args.outcome.is_none()
+        && !args.stale
     {
         return Err(user_error(
             "say which items to requeue: KEY..., --all-failed, --class ERROR_CLASS, --tier retry|manual \
-             or --outcome empty|done|skipped (done items, to run them again)",
+             --outcome empty|done|skipped (done items, to run them again) or --stale (done under \
+             an older version)",
         ));
     }
     let sel = Selection {
@@ -31,6 +33,10 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         tier: args.tier.map(Into::into),
         all_failed: args.all_failed,
         outcome: args.outcome.map(Into::into),
+        stale: args
+            .stale
+            .then(|| super::items::stale_version(ctx, &args.batch))
+            .transpose()?,
     };
     // A dry run only reads, so it works on a read-only store too.
     let moved = if args.dry_run {

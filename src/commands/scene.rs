@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use super::Ctx;
+use crate::model::waiting::{Holding, Idle};
 use crate::model::{BatchInfo, DaemonInfo, Millis};
 use crate::schedule::ScheduleSeen;
 use crate::schedule::seen::seen;
@@ -41,6 +42,27 @@ impl Scene {
             &self.daemons,
             self.now,
         ))
+    }
+
+    /// What would start the batch's next run: a live daemon firing its
+    /// schedule, or nothing (a schedule no daemon fires starts nothing).
+    pub fn idle(&self, ctx: &Ctx, info: &BatchInfo) -> Idle {
+        Idle::from_fire(self.schedule(ctx, info).and_then(|s| s.live_fire()))
+    }
+
+    /// The batch as far as its waiting items go (`None`: only configured,
+    /// no items yet).
+    pub fn holding(
+        &self,
+        ctx: &Ctx,
+        store: &Store,
+        info: &BatchInfo,
+    ) -> anyhow::Result<Option<Holding>> {
+        let idle = self.idle(ctx, info);
+        match crate::runner::waiting::idle(store, &ctx.db, &info.name, idle, self.now) {
+            Err(crate::store::StoreError::UnknownBatch { .. }) => Ok(None),
+            other => Ok(Some(other?)),
+        }
     }
 
     /// Paused by its flag, or by the emergency stop.

@@ -8,9 +8,10 @@ pub use super::scene::short_line;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
+use crate::model::waiting;
 use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::schedule::{ScheduleSeen, describe, overdue_text};
-use crate::store::{Store, StoreError};
+use crate::store::{ItemFilter, Store, StoreError};
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
 
@@ -22,7 +23,16 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
     if args.json {
         let batches = infos
             .iter()
-            .map(|i| Ok(batch_json(ctx, &scene, i, pruned_keys(&store, &i.name)?)))
+            .map(|i| {
+                let (pruned, stale) = (
+                    pruned_keys(&store, &i.name)?,
+                    stale_done(ctx, &store, &i.name)?,
+                );
+                let waiting = waiting_of(ctx, &store, &scene, i)?;
+                let mut b = batch_json(ctx, &scene, i, pruned, stale);
+                b["waiting"] = waiting::to_status_json(&waiting);
+                Ok(b)
+            })
             .collect::<anyhow::Result<Vec<Value>>>()?;
         out_json(&json!({
             "store": store.place(),
@@ -158,6 +168,35 @@ fn pruned_keys(store: &Store, batch: &str) -> anyhow::Result<i64> {
     }
 }
 
+/// Every item not finished and not being worked, by its one reason.
+fn waiting_of(
+    ctx: &Ctx,
+    store: &Store,
+    scene: &Scene,
+    info: &BatchInfo,
+) -> anyhow::Result<Vec<waiting::Waiting>> {
+    Ok(scene
+        .holding(ctx, store, info)?
+        .map(|h| waiting::waiting(&h, scene.now))
+        .unwrap_or_default())
+}
+
+/// Items done under an older version than the batch's `version` (or
+/// before it had one); `None` when the batch sets no version.
+fn stale_done(ctx: &Ctx, store: &Store, batch: &str) -> anyhow::Result<Option<i64>> {
+    let Some(version) = ctx.config.batch(batch).and_then(|c| c.version.clone()) else {
+        return Ok(None);
+    };
+    let filter = ItemFilter {
+        stale: Some(version),
+        ..ItemFilter::default()
+    };
+    match store.count_items(batch, &filter) {
+        Err(StoreError::UnknownBatch { .. }) => Ok(Some(0)),
+        other => Ok(Some(other?)),
+    }
+}
+
 /// A run as `--json` says it: `state` as it is (`crashed` or `silent` when
 /// its runner is gone though the store still says running), beside the
 /// state recorded.
@@ -176,7 +215,13 @@ fn run_json(r: &Run, seen: RunSeen, now: Millis) -> Value {
     })
 }
 
-fn batch_json(ctx: &Ctx, scene: &Scene, info: &BatchInfo, pruned_keys: i64) -> Value {
+fn batch_json(
+    ctx: &Ctx,
+    scene: &Scene,
+    info: &BatchInfo,
+    pruned_keys: i64,
+    stale: Option<i64>,
+) -> Value {
     let now = scene.now;
     let c = &info.counts;
     let cfg = ctx.config.batch(&info.name);
@@ -198,6 +243,8 @@ fn batch_json(ctx: &Ctx, scene: &Scene, info: &BatchInfo, pruned_keys: i64) -> V
         "to_do": c.to_do(),
         "total": c.total(),
         "pruned_keys": pruned_keys,
+        "version": cfg.and_then(|b| b.version.clone()),
+        "stale": stale,
         "paused": info.pause.is_some(),
         "paused_reason": info.pause.as_ref().map(|p| p.reason.clone()),
         "paused_by": info.pause.as_ref().map(|p| p.by.clone()),
@@ -392,6 +439,17 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
             ));
         }
         lines.extend(schedule_lines(ctx, i, scene.schedule(ctx, i).as_ref(), now));
+        let waits = waiting_of(ctx, store, scene, i)?;
+        if !waits.is_empty() {
+            lines.push(format!("waiting: {}", waiting::describe(&waits, now)));
+        }
+        if let Some(n) = stale_done(ctx, store, &i.name)?.filter(|n| *n > 0) {
+            lines.push(format!(
+                "{n} done under an older version: `nightshift requeue {} --stale` runs {} again",
+                i.name,
+                if n == 1 { "it" } else { "them" }
+            ));
+        }
         let pruned = pruned_keys(store, &i.name)?;
         if pruned > 0 {
             lines.push(format!(

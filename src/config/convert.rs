@@ -269,6 +269,23 @@ pub(super) fn max_cost(value: &Spanned<DeValue<'_>>) -> Conv<f64> {
     Ok(cost)
 }
 
+/// A batch `version`: any text a line can show, so every view can print it
+/// and a store can keep it as given.
+pub(super) fn version(value: &Spanned<DeValue<'_>>) -> Conv<String> {
+    const MAX: usize = 200;
+    let v = string(value)?;
+    if v.trim().is_empty() {
+        return Err(bad(value, "must not be empty (leave the key out for none)"));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(bad(value, "must not contain control characters"));
+    }
+    if v.chars().count() > MAX {
+        return Err(bad(value, format!("must be at most {MAX} characters")));
+    }
+    Ok(v.to_string())
+}
+
 pub(super) fn timezone(value: &Spanned<DeValue<'_>>) -> Conv<Tz> {
     let name = string(value)?;
     name.parse::<Tz>().map_err(|_| {

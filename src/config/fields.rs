@@ -14,7 +14,7 @@ use toml::de::DeValue;
 
 use super::convert::{
     Conv, argv, choice, duration, exit_codes, int_in, key_fields, max_cost, parsed, path_value,
-    positive_duration, string_list, timezone, toml_duration, toml_string, toml_strings,
+    positive_duration, string_list, timezone, toml_duration, toml_string, toml_strings, version,
 };
 use super::{
     BatchConfig, Config, DEFAULT_DB_FILE, MAX_CONCURRENCY, MAX_RETRIES, MAX_RUNNERS, Overlap,
@@ -243,6 +243,20 @@ pub const BATCH: &[Field] = &[
         },
         set: |v, b| max_cost(v).map(|x| b.max_cost = Some(x)),
         show: |b| b.max_cost.map(|c| toml::Value::Float(c).to_string()),
+    },
+    Field {
+        key: "version",
+        doc: &[
+            "The prompt or model version items are done under (any text). An item done",
+            "under another version, or before one was set, is stale: `nightshift items",
+            "BATCH --stale` lists them, `nightshift requeue BATCH --stale` runs them again.",
+        ],
+        unset: Unset::Off {
+            means: "done is done, whatever the prompt",
+            example: r#""prompt-v1""#,
+        },
+        set: |v, b| version(v).map(|x| b.version = Some(x)),
+        show: |b| b.version.as_deref().map(toml_string),
     },
     Field {
         key: "schedule",

@@ -95,6 +95,9 @@ pub struct BatchConfig {
     /// one is clamped to it.
     pub max_hold: Duration,
     pub max_cost: Option<f64>,
+    /// The prompt or model version items are done under (`version`); items
+    /// done under another one, or before it was set, are stale.
+    pub version: Option<String>,
     pub schedule: Option<Schedule>,
     pub timezone: Tz,
     /// Window within which a missed fire time is caught up on daemon start.
@@ -135,6 +138,7 @@ impl BatchConfig {
             rate_limit: None,
             max_hold: Duration::from_hours(1),
             max_cost: None,
+            version: None,
             schedule: None,
             timezone: Tz::UTC,
             catch_up: None,

@@ -378,6 +378,32 @@ fn max_cost_must_be_finite_and_not_negative() {
 }
 
 #[test]
+fn a_version_is_any_printable_text() {
+    assert_eq!(
+        parse("[batch.a]\nversion = \"プロンプト v3\"")
+            .unwrap()
+            .batch("a")
+            .and_then(|b| b.version.clone()),
+        Some("プロンプト v3".to_string())
+    );
+    for (bad, why) in [
+        ("\"\"", "must not be empty"),
+        ("\"  \"", "must not be empty"),
+        ("\"v\\u001b[31m\"", "control characters"),
+        ("\"v\\u0000\"", "control characters"),
+        ("3", "expected a string"),
+    ] {
+        let err = parse(&format!("[batch.a]\nversion = {bad}")).unwrap_err();
+        assert_eq!(
+            (err.line(), err.field()),
+            (Some(2), Some("batch.a.version")),
+            "{bad}"
+        );
+        assert!(err.to_string().contains(why), "{bad}: {err}");
+    }
+}
+
+#[test]
 fn cron_expressions_are_checked() {
     assert!(Schedule::parse("0 2 * * *").is_ok());
     assert!(Schedule::parse("30 0 2 * * *").is_ok());

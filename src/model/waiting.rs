@@ -33,6 +33,10 @@ pub enum WaitReason {
     InFlight,
     /// Could run, but this run did not take them (`--limit`, a stop).
     Pending,
+    /// Could run, but nothing is running and no schedule fires.
+    NoRunner,
+    /// Could run: the schedule's next fire (a live daemon) runs them.
+    NextFire,
 }
 str_enum!(WaitReason {
     Quarantined => "quarantined",
@@ -44,6 +48,8 @@ str_enum!(WaitReason {
     Hold => "hold",
     InFlight => "in-flight",
     Pending => "pending",
+    NoRunner => "no-runner",
+    NextFire => "next-fire",
 });
 
 /// Items waiting for one reason, until a known time if there is one.
@@ -76,6 +82,71 @@ pub struct Holding {
     /// Of the items a run could take, how many the run in question takes
     /// (a dry run's list; none after a run ended).
     pub taken: i64,
+    /// Seen with no run in question (`status`, `show`): what would start
+    /// a run for what could run. `None`: a run's own view.
+    pub idle: Option<Idle>,
+}
+
+/// With no run in question, what starts the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    /// Nothing: no runner is live and no live daemon fires a schedule.
+    NoRunner,
+    /// A live daemon fires the batch's schedule at this time.
+    NextFire(Millis),
+}
+
+impl Idle {
+    /// From the schedule's next fire, if a live daemon fires it.
+    #[must_use]
+    pub fn from_fire(next_live_fire: Option<Millis>) -> Idle {
+        next_live_fire.map_or(Idle::NoRunner, Idle::NextFire)
+    }
+}
+
+/// What stops the items a run could take, if anything: the first that
+/// applies of the emergency stop, the pause, a runner holding every seat,
+/// a retry-after hold; with no run in question, what would start one.
+fn blocked(h: &Holding, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
+    if h.emergency_stop {
+        Some((WaitReason::EmergencyStop, None))
+    } else if h.paused {
+        Some((WaitReason::Paused, None))
+    } else if h.lock_held {
+        Some((WaitReason::LockHeld, None))
+    } else if let Some(t) = h.hold_until.filter(|t| *t > now) {
+        Some((WaitReason::Hold, Some(t)))
+    } else {
+        match h.idle {
+            Some(Idle::NoRunner) => Some((WaitReason::NoRunner, None)),
+            Some(Idle::NextFire(t)) => Some((WaitReason::NextFire, Some(t))),
+            None => None,
+        }
+    }
+}
+
+/// An item as far as its waiting goes.
+#[derive(Debug, Clone, Copy)]
+pub struct Waits {
+    pub status: super::Status,
+    pub tier: Option<super::Tier>,
+    pub next_attempt_at: Option<Millis>,
+}
+
+/// The one reason an item waits, with no run in question (`show`); the
+/// same decision [`waiting`] counts. `None`: finished, or being worked.
+pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
+    use super::{Status, Tier};
+    match (item.status, item.tier) {
+        (Status::Done, _) => None,
+        (Status::Failed, Some(Tier::Manual)) => Some((WaitReason::Quarantined, None)),
+        (Status::Failed, _) if item.next_attempt_at.is_some_and(|t| t > now) => {
+            Some((WaitReason::NotDue, item.next_attempt_at))
+        }
+        // A live holder's claim is being worked.
+        (Status::Claimed, _) if h.lock_held => None,
+        _ => blocked(h, now).or(Some((WaitReason::Pending, None))),
+    }
 }
 
 /// Everything the batch holds that is not finished and not being run,
@@ -111,17 +182,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     };
     let due = take(h.retry.due);
     let rest = take(reclaim) + take(c.pending);
-    let hold = h.hold_until.filter(|t| *t > now);
-    let blocked = if h.emergency_stop {
-        Some((WaitReason::EmergencyStop, None))
-    } else if h.paused {
-        Some((WaitReason::Paused, None))
-    } else if h.lock_held {
-        Some((WaitReason::LockHeld, None))
-    } else {
-        hold.map(|t| (WaitReason::Hold, Some(t)))
-    };
-    match blocked {
+    match blocked(h, now) {
         Some((reason, until)) => push(reason, due + rest, until),
         None => {
             push(WaitReason::Due, due, None);
@@ -133,15 +194,27 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
 }
 
 /// The list for `--json`: `[{"reason": "not-due", "items": 2, "until":
-/// "2026-01-01T07:16:00Z"}]`.
+/// "2026-01-01T07:16:00Z"}]`; `status --json` names the number `count`.
 pub fn to_json(list: &[Waiting]) -> serde_json::Value {
+    json_named(list, "items")
+}
+
+/// `status --json`'s list: `[{"reason": "paused", "count": 12, "until": null}]`.
+pub fn to_status_json(list: &[Waiting]) -> serde_json::Value {
+    json_named(list, "count")
+}
+
+fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
     list.iter()
         .map(|w| {
-            serde_json::json!({
-                "reason": w.reason,
-                "items": w.items,
-                "until": w.until.map(crate::util::time::rfc3339),
-            })
+            let mut o = serde_json::Map::new();
+            o.insert("reason".into(), serde_json::json!(w.reason));
+            o.insert(number.into(), w.items.into());
+            o.insert(
+                "until".into(),
+                serde_json::json!(w.until.map(crate::util::time::rfc3339)),
+            );
+            serde_json::Value::Object(o)
         })
         .collect()
 }
@@ -195,6 +268,19 @@ impl fmt::Display for Said<'_> {
             ),
             WaitReason::InFlight => write!(f, "{n} in flight in another run"),
             WaitReason::Pending => write!(f, "{n} pending, not run"),
+            WaitReason::NoRunner => write!(
+                f,
+                "{n} {} for a run: no runner is live and no schedule fires (`nightshift run` starts one)",
+                waits(one)
+            ),
+            WaitReason::NextFire => {
+                write!(
+                    f,
+                    "{n} {} for the schedule's next fire at {}",
+                    waits(one),
+                    at(w.until)
+                )
+            }
         }
     }
 }
@@ -325,6 +411,60 @@ mod tests {
             said(&passed).ends_with("2 in the retry tier, due now; 6 pending, not run"),
             "{}",
             said(&passed)
+        );
+    }
+
+    /// Seen with no run in question, what could run waits for a runner or
+    /// the next fire; each item's one reason (`show`) is the reason it is
+    /// counted under, so the counts add up to every open item.
+    #[test]
+    fn with_no_run_in_question_each_item_has_the_reason_it_is_counted_under() {
+        use crate::model::{Status, Tier};
+        let items = [
+            (Status::Pending, None, None),
+            (Status::Pending, None, None),
+            (Status::Failed, Some(Tier::Retry), Some(LATER)),
+            (Status::Failed, Some(Tier::Retry), Some(NOW - 1)),
+            (Status::Failed, Some(Tier::Manual), None),
+            (Status::Claimed, None, None),
+        ];
+        let h = |idle, paused| Holding {
+            counts: counts(2, 1, 2, 1),
+            retry: RetryTier {
+                due: 1,
+                later: 1,
+                next_at: Some(LATER),
+            },
+            paused,
+            idle: Some(idle),
+            ..Holding::default()
+        };
+        for holding in [
+            h(Idle::NoRunner, false),
+            h(Idle::NextFire(LATER), false),
+            h(Idle::NoRunner, true),
+        ] {
+            let list = waiting(&holding, NOW);
+            let mut tally = std::collections::HashMap::new();
+            for (status, tier, next_attempt_at) in items {
+                let w = Waits {
+                    status,
+                    tier,
+                    next_attempt_at,
+                };
+                let (reason, _) = item_reason(&holding, w, NOW).unwrap();
+                *tally.entry(reason).or_insert(0i64) += 1;
+            }
+            let counted: std::collections::HashMap<_, _> =
+                list.iter().map(|w| (w.reason, w.items)).collect();
+            assert_eq!(counted, tally, "{holding:?}");
+            assert_eq!(list.iter().map(|w| w.items).sum::<i64>(), 6);
+        }
+        let fire = waiting(&h(Idle::NextFire(LATER), false), NOW);
+        assert_eq!(
+            describe(&fire, NOW),
+            "1 quarantined awaits a human; 1 in the retry tier, next at 07:16Z; \
+             4 wait for the schedule's next fire at 07:16Z"
         );
     }
 }

@@ -48,7 +48,7 @@ mod slot;
 mod source;
 mod summary;
 mod verdict;
-mod waiting;
+pub mod waiting;
 mod writer;
 
 use std::path::{Path, PathBuf};

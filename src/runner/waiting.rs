@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::model::Millis;
-use crate::model::waiting::{self, Holding, Waiting};
+use crate::model::waiting::{self, Holding, Idle, Waiting};
 use crate::store::{Result, Store};
 
 /// Who else may be working on the batch.
@@ -28,6 +28,31 @@ pub fn read(
     taken: i64,
     now: Millis,
 ) -> Result<Vec<Waiting>> {
+    let holding = holding(store, db_path, batch, others, taken, None, now)?;
+    Ok(waiting::waiting(&holding, now))
+}
+
+/// The batch as far as waiting goes, with no run in question (`status`,
+/// `show`): `idle` says what would start the next run.
+pub fn idle(
+    store: &Store,
+    db_path: &Path,
+    batch: &str,
+    idle: Idle,
+    now: Millis,
+) -> Result<Holding> {
+    holding(store, db_path, batch, Others::Any, 0, Some(idle), now)
+}
+
+fn holding(
+    store: &Store,
+    db_path: &Path,
+    batch: &str,
+    others: Others,
+    taken: i64,
+    idle: Option<Idle>,
+    now: Millis,
+) -> Result<Holding> {
     let live = store
         .locks(batch)?
         .into_iter()
@@ -45,6 +70,7 @@ pub fn read(
         lock_held,
         hold_until: store.hold(batch)?.map(|h| h.until),
         taken,
+        idle,
     };
-    Ok(waiting::waiting(&holding, now))
+    Ok(holding)
 }

@@ -29,6 +29,14 @@ pub struct ScheduleSeen<'a> {
 }
 
 impl ScheduleSeen<'_> {
+    /// The next fire, if a live daemon fires it.
+    #[must_use]
+    pub fn live_fire(&self) -> Option<crate::model::Millis> {
+        self.next
+            .filter(|_| self.live)
+            .map(|t| t.timestamp_millis())
+    }
+
     /// Missed fire times so far (0 while a daemon is live).
     #[must_use]
     pub fn missed(&self) -> usize {

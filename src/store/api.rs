@@ -38,6 +38,8 @@ pub struct ItemFilter {
     pub error_class: Option<String>,
     /// Substring of key, label or error message.
     pub search: Option<String>,
+    /// Done under another version than this one (see [`stale_sql`]).
+    pub stale: Option<String>,
     pub limit: Option<usize>,
     pub offset: usize,
 }
@@ -53,16 +55,31 @@ pub struct Selection {
     pub all_failed: bool,
     /// Done items with this outcome instead of failed ones.
     pub outcome: Option<Outcome>,
+    /// Done items stale under this batch version instead (see [`stale_sql`]).
+    pub stale: Option<String>,
 }
 
 impl Selection {
-    /// The items it moves, as a condition on `i` (fixed words only).
-    pub(crate) fn moves_sql(&self) -> String {
-        match self.outcome {
-            Some(o) => format!(" AND i.status = 'done' AND i.outcome = '{}'", o.as_str()),
-            None => " AND i.status = 'failed'".into(),
+    /// The items it moves, as a condition on `i`: fixed words, and with
+    /// `stale` the placeholder `version` that the caller binds to it.
+    pub(crate) fn moves_sql(&self, version: &str) -> String {
+        match (&self.stale, self.outcome) {
+            (Some(_), _) => stale_sql(version),
+            (None, Some(o)) => format!(" AND i.status = 'done' AND i.outcome = '{}'", o.as_str()),
+            (None, None) => " AND i.status = 'failed'".into(),
         }
     }
+}
+
+/// The one rule of versioned done, as a condition on `i` with the current
+/// version bound to the placeholder `version`: an item a worker finished
+/// (outcome done or empty; a skipped one never ran) under another version,
+/// or before the batch had one, is stale.
+pub(crate) fn stale_sql(version: &str) -> String {
+    format!(
+        " AND i.status = 'done' AND i.outcome <> 'skipped' \
+          AND (i.done_version IS NULL OR i.done_version <> {version})"
+    )
 }
 
 /// One item a requeue moved (or would move), and where from: its tier
@@ -86,6 +103,8 @@ pub struct Completion<'a> {
     pub outcome: Outcome,
     pub result: Option<&'a str>,
     pub cost: Option<f64>,
+    /// The batch `version` the item is done under.
+    pub version: Option<&'a str>,
     pub now: Millis,
 }
 
@@ -335,6 +354,9 @@ pub struct Dashboard {
     pub events: Vec<Event>,
     /// The open item, or why it could not be read.
     pub detail: Option<std::result::Result<ItemDetail, String>>,
+    /// The selected batch (by name) and its retry tier (due now, later and
+    /// when): what its waiting reasons need beside its counts.
+    pub retry: Option<(String, crate::model::waiting::RetryTier)>,
     /// The scheduler daemons recorded, with their state at the poll.
     pub daemons: Vec<DaemonInfo>,
     /// The emergency-stop file `PAUSED` beside the store, if it is there

@@ -44,6 +44,11 @@ pub enum Refusal {
         "--outcome requeues done items: it cannot be combined with --class, --tier or --all-failed"
     )]
     OutcomeWithFilters,
+    #[error(
+        "--stale requeues the items done under an older version: it cannot be combined with \
+         keys, --class, --tier, --all-failed or --outcome"
+    )]
+    StaleWithFilters,
     #[error("say which items to requeue: keys, --all-failed, --class, --tier or --outcome")]
     NoSelection,
     /// `cancel` of a done item.

@@ -117,6 +117,7 @@ impl Run<'_> {
                     outcome,
                     result,
                     cost,
+                    version: None,
                     now: at,
                 },
                 &NewEvent::new(at, self.batch, kind, format!("{kind} (attempt 1)"))

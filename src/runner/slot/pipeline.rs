@@ -114,6 +114,7 @@ impl Slot {
             return None;
         }
         let (batch, run) = (cycle.batch.clone(), cycle.run_id);
+        let version = cycle.cfg.version.clone();
         let until = cycle.lease_until(now_ms());
         // The successes travel to the store thread and back (for the log).
         Some(Box::pin(async move {
@@ -131,6 +132,7 @@ impl Slot {
                                 outcome: s.outcome,
                                 result: s.result.as_deref(),
                                 cost: s.cost,
+                                version: version.as_deref(),
                                 now,
                             };
                             (c, &s.event)

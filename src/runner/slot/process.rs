@@ -206,6 +206,7 @@ async fn process(
                 let outcome = if empty { Outcome::Empty } else { Outcome::Done };
                 let (c, e) = (claim.clone(), event.clone());
                 let (run, batch) = (cycle.run_id, cycle.batch.clone());
+                let version = cycle.cfg.version.clone();
                 let chain = may_chain(cycle);
                 let until = cycle.lease_until(now_ms());
                 let (accepted, next) = cycle
@@ -221,6 +222,7 @@ async fn process(
                                     outcome,
                                     result: result.as_deref(),
                                     cost,
+                                    version: version.as_deref(),
                                     now: now_ms(),
                                 },
                                 &e,

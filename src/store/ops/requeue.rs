@@ -111,6 +111,9 @@ impl Store {
 /// The items `sel` names or matches, by id.
 fn select(tx: &mut dyn Read, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
     let b = tx.batch_id(batch)?;
+    if sel.stale.is_some() {
+        check_selection(sel)?;
+    }
     if !sel.keys.is_empty() {
         let mut named = Named::default();
         for key in &sel.keys {
@@ -184,6 +187,18 @@ impl Named {
 
 /// A requeue without keys must say which items.
 fn check_selection(sel: &Selection) -> Result<(), StoreError> {
+    if sel.stale.is_some()
+        && (!sel.keys.is_empty()
+            || sel.outcome.is_some()
+            || sel.class.is_some()
+            || sel.tier.is_some()
+            || sel.all_failed)
+    {
+        return Err(Refusal::StaleWithFilters.into());
+    }
+    if sel.stale.is_some() {
+        return Ok(());
+    }
     if sel.outcome.is_some() && (sel.class.is_some() || sel.tier.is_some() || sel.all_failed) {
         return Err(Refusal::OutcomeWithFilters.into());
     }

@@ -75,10 +75,11 @@ fn add_part_beside_tombstones(
 pub(crate) fn complete_in(c: &mut Conn, done: &Completion<'_>, event: &NewEvent) -> Result<bool> {
     let at = c.tin(done.now);
     let result = text_opt(done.result);
+    let version = text_opt(done.version);
     let n = c.x(
         "UPDATE items SET status = 'done', outcome = $3, result = $4, cost = $5, tier = NULL,
                 error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-                lease_run = NULL, lease_until = NULL, updated_at = $6
+                lease_run = NULL, lease_until = NULL, updated_at = $6, done_version = $7
           WHERE id = $1 AND lease_token = $2 AND status = 'claimed' AND cancel_to IS NULL",
         &[
             &done.item_id,
@@ -87,6 +88,7 @@ pub(crate) fn complete_in(c: &mut Conn, done: &Completion<'_>, event: &NewEvent)
             &result,
             &done.cost,
             &at,
+            &version,
         ],
     )?;
     if n == 1 {
@@ -219,6 +221,7 @@ impl PgStore {
             };
             let (at, event_at) = (c.tin(done.now), c.tin(event.at));
             let result = text_opt(done.result);
+            let version = text_opt(done.version);
             let fields = event
                 .fields
                 .as_ref()
@@ -230,7 +233,7 @@ impl PgStore {
                      UPDATE items SET status = 'done', outcome = $3, result = $4, cost = $5,
                             tier = NULL, error_class = NULL, error_message = NULL,
                             next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
-                            updated_at = $6
+                            updated_at = $6, done_version = $16
                       WHERE id = $1 AND lease_token = $2 AND status = 'claimed'
                         AND cancel_to IS NULL
                      RETURNING id),
@@ -263,6 +266,7 @@ impl PgStore {
                     &event.actor,
                     &message,
                     &fields,
+                    &version,
                 ],
             )?;
             Ok(rows[0].get::<_, i64>(0) == 1)
@@ -289,6 +293,8 @@ impl PgStore {
                 .collect();
             let costs: Vec<Option<f64>> = done.iter().map(|(d, _)| d.cost).collect();
             let ats: Vec<i64> = done.iter().map(|(d, _)| c.tin(d.now)).collect();
+            // One batch, one version: the run's.
+            let version = text_opt(done[0].0.version);
             let kept = c.q(
                 "WITH d AS (
                      SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[],
@@ -297,12 +303,12 @@ impl PgStore {
                  UPDATE items i SET status = 'done', outcome = d.outcome, result = d.result,
                         cost = d.cost, tier = NULL, error_class = NULL, error_message = NULL,
                         next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
-                        updated_at = d.at
+                        updated_at = d.at, done_version = $7::text
                    FROM d
                   WHERE i.id = d.id AND i.lease_token = d.token AND i.status = 'claimed'
                     AND i.cancel_to IS NULL
                  RETURNING d.n",
-                &[&ids, &tokens, &outcomes, &results, &costs, &ats],
+                &[&ids, &tokens, &outcomes, &results, &costs, &ats, &version],
             )?;
             let mut accepted = vec![false; done.len()];
             for r in &kept {
@@ -349,7 +355,12 @@ impl Bulk for PgTx<'_> {
     ) -> Result<std::collections::HashSet<i64>> {
         let at = self.c.tin(now);
         // Still in the state the selection moves (a run may have changed it).
-        let from = sel.moves_sql();
+        let from = sel.moves_sql("$6");
+        let mut values: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            vec![&ids, &at, &batch, &actor, &reset_attempts];
+        if let Some(v) = &sel.stale {
+            values.push(v);
+        }
         Ok(self
             .c
             .q(
@@ -373,7 +384,7 @@ impl Bulk for PgTx<'_> {
                        FROM picked WHERE i.id = picked.id
                      RETURNING i.id"
                 ),
-                &[&ids, &at, &batch, &actor, &reset_attempts],
+                &values,
             )?
             .iter()
             .map(|r| r.get(0))

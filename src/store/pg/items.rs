@@ -53,6 +53,7 @@ pub(crate) fn item_from_row(c: &Conn, r: &Row) -> Result<Item> {
         lease_token: r.get(17),
         created_at: c.tout(r.get(18)),
         updated_at: c.tout(r.get(19)),
+        done_version: r.get(20),
     })
 }
 
@@ -77,6 +78,9 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Args) -> String {
             " AND (strpos(i.key, {n}) > 0 OR strpos(i.label, {n}) > 0 \
                OR strpos(coalesce(i.error_message, ''), {n}) > 0)"
         ));
+    }
+    if let Some(v) = &filter.stale {
+        sql.push_str(&crate::store::api::stale_sql(&args.push(v.clone())));
     }
     sql
 }
@@ -243,7 +247,11 @@ impl ItemsRead for PgTx<'_> {
     fn items_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
         let mut args = Args::new();
         args.push(batch);
-        let mut cond = sel.moves_sql();
+        let version = sel
+            .stale
+            .as_ref()
+            .map_or(String::new(), |v| args.push(v.clone()));
+        let mut cond = sel.moves_sql(&version);
         if let Some(class) = &sel.class {
             cond.push_str(&format!(
                 " AND i.error_class = {}",

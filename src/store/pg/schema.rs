@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 11;
+pub const PG_SCHEMA_VERSION: i32 = 12;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -406,7 +406,11 @@ CREATE INDEX attempt_logs_by_item ON attempt_logs (item_id, id);
 CREATE INDEX attempt_logs_by_time ON attempt_logs (at);
 "#;
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
+/// Version 12: versioned done (see the SQLite schema's version 10): a done
+/// item remembers the batch `version` it was done under.
+const V12: &str = "ALTER TABLE nightshift.items ADD COLUMN done_version TEXT;";
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).

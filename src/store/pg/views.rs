@@ -291,6 +291,12 @@ impl PgStore {
             if let Some((id, idx)) = selected {
                 let info = out.batches[idx].info.clone();
                 out.runs = super::runs::recent(c, id, q.runs)?;
+                let tier = crate::store::dialect::ItemsRead::retry_tier(
+                    &mut super::PgTx::new(c),
+                    id,
+                    now,
+                )?;
+                out.retry = Some((info.name.clone(), tier));
                 if q.dlq {
                     out.dlq =
                         crate::store::ops::dead_letters::groups(&mut super::PgTx::new(c), id, now)?;

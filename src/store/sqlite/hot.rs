@@ -3,7 +3,7 @@
 //! for this engine (one cached `INSERT` per row, `RETURNING` batches), so
 //! they are not split into the shared statement interface of `dialect`.
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, params, params_from_iter};
 
 use super::batches::{batch_id, ensure};
 use super::events::insert as insert_event;
@@ -101,7 +101,7 @@ fn add_chunk(
 const COMPLETE_ITEM: &str =
     "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
             error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-            lease_run = NULL, lease_until = NULL, updated_at = ?6
+            lease_run = NULL, lease_until = NULL, updated_at = ?6, done_version = ?7
       WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
 
 pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
@@ -111,7 +111,8 @@ pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent)
         c.outcome.as_str(),
         c.result,
         c.cost,
-        c.now
+        c.now,
+        c.version
     ])?;
     if n == 1 {
         tx.prepare_cached(
@@ -352,7 +353,8 @@ impl SqliteStore {
                     c.outcome.as_str(),
                     c.result,
                     c.cost,
-                    c.now
+                    c.now,
+                    c.version
                 ])? == 1;
                 if ok {
                     match c.outcome {
@@ -394,7 +396,8 @@ impl Bulk for SqliteTx<'_> {
         let ids = serde_json::to_string(ids)
             .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))?;
         // Still in the state the selection moves (a run may have changed it).
-        let from = sel.moves_sql();
+        let from = sel.moves_sql("?6");
+        let version = sel.stale.as_deref();
         self.conn
             .prepare_cached(&format!(
                 "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
@@ -407,7 +410,12 @@ impl Bulk for SqliteTx<'_> {
                   WHERE i.id IN (SELECT value FROM json_each(?1)){from}
                   ORDER BY i.id"
             ))?
-            .execute(params![ids, now, batch, actor, reset_attempts])?;
+            .execute(params_from_iter(
+                params![ids, now, batch, actor, reset_attempts]
+                    .iter()
+                    .copied()
+                    .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql)),
+            ))?;
         let moved = self
             .conn
             .prepare_cached(&format!(
@@ -415,10 +423,19 @@ impl Bulk for SqliteTx<'_> {
                         outcome = NULL, result = CASE WHEN status = 'done' THEN NULL ELSE result END,
                         op_id = CASE WHEN status = 'done' THEN NULL ELSE op_id END,
                         attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
-                  WHERE i.id IN (SELECT value FROM json_each(?1)){from}
-                 RETURNING id"
+                  WHERE i.id IN (SELECT value FROM json_each(?1)){}
+                 RETURNING id",
+                sel.moves_sql("?4")
             ))?
-            .query_map(params![ids, now, reset_attempts], |r| r.get(0))?
+            .query_map(
+                params_from_iter(
+                    params![ids, now, reset_attempts]
+                        .iter()
+                        .copied()
+                        .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql)),
+                ),
+                |r| r.get(0),
+            )?
             .collect::<rusqlite::Result<_>>()?;
         Ok(moved)
     }

@@ -45,6 +45,7 @@ pub(crate) fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
         lease_token: r.get(17)?,
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
+        done_version: r.get(20)?,
     })
 }
 
@@ -78,12 +79,20 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Va
                OR instr(coalesce(i.error_message, ''), ?{n}) > 0)"
         ));
     }
+    if let Some(v) = &filter.stale {
+        let n = bind(args, V::Text(v.clone()));
+        sql.push_str(&crate::store::api::stale_sql(&format!("?{n}")));
+    }
     sql
 }
 
 fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> String {
     use rusqlite::types::Value as V;
-    let mut sql = sel.moves_sql();
+    let version = sel.stale.as_ref().map_or(String::new(), |v| {
+        args.push(V::Text(v.clone()));
+        format!("?{}", args.len())
+    });
+    let mut sql = sel.moves_sql(&version);
     if let Some(c) = &sel.class {
         args.push(V::Text(c.clone()));
         sql.push_str(&format!(" AND i.error_class = ?{}", args.len()));

@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 9;
+pub const SCHEMA_VERSION: i32 = 10;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -395,7 +395,12 @@ CREATE INDEX attempt_logs_by_item ON attempt_logs (item_id, id);
 CREATE INDEX attempt_logs_by_time ON attempt_logs (at);
 "#;
 
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9];
+/// Version 10: versioned done. A done item remembers the batch `version`
+/// it was done under (NULL: none was set), so a new version can tell which
+/// items are stale.
+const V10: &str = "ALTER TABLE items ADD COLUMN done_version TEXT;";
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

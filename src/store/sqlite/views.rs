@@ -397,6 +397,9 @@ impl SqliteStore {
             if let Some((id, idx)) = selected {
                 let info = &out.batches[idx].info;
                 out.runs = super::runs::recent(c, id, q.runs)?;
+                let tier =
+                    crate::store::dialect::ItemsRead::retry_tier(&mut SqliteTx::new(c), id, now)?;
+                out.retry = Some((info.name.clone(), tier));
                 if q.dlq {
                     out.dlq =
                         crate::store::ops::dead_letters::groups(&mut SqliteTx::new(c), id, now)?;

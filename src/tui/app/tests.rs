@@ -188,6 +188,7 @@ fn with_detail(q: &DashQuery) -> Dashboard {
                 lease_token: 0,
                 created_at: NOW,
                 updated_at: NOW,
+                done_version: None,
             },
             failures: Vec::new(),
             attempt_logs: Vec::new(),

@@ -365,6 +365,9 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             ),
         ]));
     }
+    if let Some(text) = waiting_text(app, info) {
+        lines.push(Line::from(vec![label("waiting"), Span::raw(text)]));
+    }
     if let Some(fire) = &info.last_fire {
         let why = fire
             .reason
@@ -381,6 +384,40 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
         ]));
     }
     lines
+}
+
+/// Why the selected batch's open items wait (the decision `status` and
+/// `show` speak, `model::waiting`), once its retry tier has been read.
+fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
+    use crate::model::waiting::{Holding, Idle, describe, waiting};
+    let retry = match &app.data.retry {
+        Some((name, tier)) if *name == info.name => *tier,
+        // Not read for this batch (yet): say nothing rather than guess.
+        _ => return None,
+    };
+    let fire = app.setup.schedules.get(&info.name).and_then(|s| {
+        crate::schedule::seen::seen(
+            info,
+            &s.schedule,
+            s.tz,
+            s.catch_up,
+            &app.data.daemons,
+            app.now,
+        )
+        .live_fire()
+    });
+    let holding = Holding {
+        counts: info.counts,
+        retry,
+        emergency_stop: app.data.emergency.is_some(),
+        paused: info.pause.is_some(),
+        lock_held: info.running(),
+        hold_until: info.hold.as_ref().map(|h| h.until),
+        taken: 0,
+        idle: Some(Idle::from_fire(fire)),
+    };
+    let list = waiting(&holding, app.now);
+    (!list.is_empty()).then(|| clean(&describe(&list, app.now), 300))
 }
 
 /// `#7 ok · schedule · 5m0s ago · articles: 40 done, …`: the run's state

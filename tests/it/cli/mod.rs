@@ -20,3 +20,7 @@ mod paths;
 mod smoke;
 // Dry runs of every bulk action: prune, skip, add.
 mod dry_runs;
+// Versioned done: stale items listed and requeued exactly.
+mod versions;
+// Why items wait: every reason, in every view.
+mod waiting;

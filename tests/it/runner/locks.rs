@@ -437,7 +437,7 @@ touch {dir}/started-$NIGHTSHIFT_KEY
             outcome: Outcome::Done,
             result: Some(result),
             cost: None,
-            now: t1,
+            version: None, now: t1,
         };
         assert!(
             !s.complete(&done(a.token, run_a, "\"A\""), &event("b", EventKind::Done))

@@ -77,6 +77,7 @@ fn concurrent_claimers_never_share_an_item() {
                             outcome: Outcome::Done,
                             result: None,
                             cost: None,
+                            version: None,
                             now: now(),
                         };
                         let event = NewEvent::new(now(), "b", EventKind::Done, "done").key(&c.key);
@@ -251,10 +252,10 @@ fn a_version_3_database_gains_the_run_actor() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
-            // Versions 4 to 11 undone: the actor, tombstones, worker groups,
+            // Versions 4 to 12 undone: the actor, tombstones, worker groups,
             // the store id, the seats' TTL and the daemons' heartbeats, the
-            // hold's key, steering (cancel, stop), the attempts' stderr.
-            "DROP TABLE nightshift.attempt_logs; DROP INDEX nightshift.items_cancels;
+            // hold's key, steering (cancel, stop), the attempts' stderr, the done version.
+            "ALTER TABLE nightshift.items DROP COLUMN done_version; DROP TABLE nightshift.attempt_logs; DROP INDEX nightshift.items_cancels;
              ALTER TABLE nightshift.items DROP COLUMN cancel_to, DROP COLUMN cancel_by,
                  DROP COLUMN cancel_reason;
              ALTER TABLE nightshift.locks DROP COLUMN stop, DROP COLUMN stop_by;
@@ -439,6 +440,7 @@ fn counters_stay_exact_under_concurrent_mixed_transitions() {
                                             },
                                             result: None,
                                             cost: None,
+                                            version: None,
                                             now: t,
                                         };
                                         assert!(s.complete(&done, &event).unwrap());

@@ -418,6 +418,7 @@ fn the_pace_says_only_what_it_knows() {
                 outcome: Outcome::Done,
                 result: Some("1"),
                 cost: None,
+                version: None,
                 now: at,
             };
             assert!(
@@ -567,4 +568,39 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
         shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST"),
         "{shot}"
     );
+}
+
+/// The batch detail says why its open items wait, in the words `status`
+/// uses: here the batch is paused, so everything that could run waits for
+/// that, beside the quarantined items that wait for a person.
+#[test]
+fn the_batch_detail_says_why_items_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    fixture::build(
+        &db,
+        &fixture::Options {
+            now: NOW,
+            running: false,
+        },
+    );
+    let mut store = Store::open(&db, Access::ReadWrite).unwrap();
+    let pause = nightshift::model::Pause {
+        reason: "プロンプトを直す".into(),
+        by: "ops@box-1".into(),
+        at: NOW - 60_000,
+    };
+    store.pause_batch("articles", &pause).unwrap();
+    let mut app = App::new(setup(Palette::Mono, false), NOW);
+    app.update(Arrival::Resize(160, 48));
+    let data = store.dashboard(&app.query(), NOW).unwrap();
+    app.update(Arrival::Polled {
+        at: NOW,
+        asked: app.asked,
+        result: Ok(Box::new(data)),
+    });
+    let shot = draw(&app);
+    assert!(shot.contains("waiting   "), "{shot}");
+    assert!(shot.contains("wait: the batch is paused"), "{shot}");
+    insta::assert_snapshot!(shot);
 }

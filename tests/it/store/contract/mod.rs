@@ -192,13 +192,13 @@ both_stores! {
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
         let stale = Completion { item_id: c[0].item_id, token: c[0].token - 1000, run_id: run,
-            outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 };
+            outcome: Outcome::Done, result: Some("{}"), cost: None, version: None, now: T0 };
         assert!(!s.complete(&stale, &done_event("k000")).unwrap());
         let ok = Completion { token: c[0].token, result: Some(r#"{"url":"x"}"#), cost: Some(0.5), ..stale };
         assert!(s.complete(&ok, &done_event("k000")).unwrap());
         assert!(!s.complete(&ok, &done_event("k000")).unwrap(), "a second completion is refused");
         let empty = Completion { item_id: c[1].item_id, token: c[1].token, run_id: run,
-            outcome: Outcome::Empty, result: None, cost: None, now: T0 + 1 };
+            outcome: Outcome::Empty, result: None, cost: None, version: None, now: T0 + 1 };
         assert!(s.complete(&empty, &done_event("k001")).unwrap());
         let counts = s.counts("b").unwrap();
         assert_eq!((counts.finished(), counts.done, counts.empty, counts.claimed), (2, 1, 1, 0));
@@ -625,7 +625,7 @@ both_stores! {
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
         let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
-            outcome: Outcome::Done, result: None, cost: None, now: T0 };
+            outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 };
         s.complete(&done, &done_event("k000")).unwrap();
         let f = nightshift::store::Failure { item_id: c[1].item_id, token: c[1].token, run_id: run,
             tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
@@ -667,7 +667,7 @@ both_stores! {
         loop {
             let (accepted, next) = s.group(|s| {
                 let ok = s.complete(&Completion { item_id: claim.item_id, token: claim.token, run_id: run,
-                    outcome: Outcome::Done, result: None, cost: None, now: T0 }, &done_event(&claim.key)).unwrap();
+                    outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 }, &done_event(&claim.key)).unwrap();
                 (ok, s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap())
             }).unwrap();
             assert!(accepted);
@@ -690,7 +690,7 @@ both_stores! {
         let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
         let done = |i: usize, token: i64, outcome: Outcome, cost: Option<f64>| Completion {
             item_id: c[i].item_id, token, run_id: run, outcome,
-            result: (outcome == Outcome::Done).then_some(r#"{"ok":true}"#), cost, now: T0 + 5 };
+            result: (outcome == Outcome::Done).then_some(r#"{"ok":true}"#), cost, version: None, now: T0 + 5 };
         let evs: Vec<NewEvent> = c.iter().map(|c| done_event(&c.key)).collect();
         assert_eq!(s.complete_all(&[]).unwrap(), Vec::<bool>::new());
         let batch = [
@@ -720,7 +720,7 @@ both_stores! {
         let c4 = c[1].clone();
         let err = s.group(|s| {
             let ok = s.complete_all(&[(Completion { item_id: c4.item_id, token: c4.token, run_id: run,
-                outcome: Outcome::Done, result: None, cost: None, now: T0 }, &evs[1])]).unwrap();
+                outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 }, &evs[1])]).unwrap();
             assert_eq!(ok, [true]);
             s.item("b", "k001").unwrap().status
         }).unwrap();
@@ -815,7 +815,7 @@ both_stores! {
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 10 * MIN, T0, &[], 1).unwrap();
         for (c, outcome) in s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap().iter().zip([Outcome::Done, Outcome::Empty]) {
             let done = Completion { item_id: c.item_id, token: c.token, run_id: run, outcome,
-                result: None, cost: None, now: T0 };
+                result: None, cost: None, version: None, now: T0 };
             assert!(s.complete(&done, &done_event(&c.key)).unwrap());
         }
         s.skip("b", &["k003".into()], "by hand", "me", T0).unwrap();
@@ -872,7 +872,7 @@ both_stores! {
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let claims = s.claim("b", run, 12_000, T0 + MIN, T0).unwrap().unwrap();
         let done: Vec<_> = claims.iter().map(|c| Completion { item_id: c.item_id, token: c.token,
-            run_id: run, outcome: Outcome::Done, result: None, cost: None, now: T0 }).collect();
+            run_id: run, outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 }).collect();
         let event = done_event("k");
         let all: Vec<_> = done.iter().map(|d| (d.clone(), &event)).collect();
         assert!(s.complete_all(&all).unwrap().iter().all(|ok| *ok));
@@ -1007,7 +1007,7 @@ both_stores! {
         // The live run completes an item and is then paused: it did work.
         let c = s.claim("b", live, 1, T0 + MIN, T0 + 7).unwrap().unwrap();
         let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: live,
-            outcome: Outcome::Done, result: Some("1"), cost: None, now: T0 + 8 };
+            outcome: Outcome::Done, result: Some("1"), cost: None, version: None, now: T0 + 8 };
         assert!(s.complete(&done, &done_event("k000")).unwrap());
         s.finish_run(live, RunState::Paused, "b: 1 done; stopped: paused", 0, 0, T0 + 9).unwrap();
         assert_eq!(last(&s), (Some((live, RunState::Paused)), Some(paused)));
@@ -1080,7 +1080,7 @@ both_stores! {
         assert!(s.set_op_id(c[2].item_id, c[2].token, "op-2", &op).unwrap());
         for (i, outcome, result) in [(0, Outcome::Done, Some("1")), (1, Outcome::Empty, None), (2, Outcome::Empty, None)] {
             let d = Completion { item_id: c[i].item_id, token: c[i].token, run_id: run,
-                outcome, result, cost: None, now: T0 };
+                outcome, result, cost: None, version: None, now: T0 };
             assert!(s.complete(&d, &done_event(&c[i].key)).unwrap());
         }
         let f = nightshift::store::Failure { item_id: c[3].item_id, token: c[3].token, run_id: run,

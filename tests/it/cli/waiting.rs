@@ -1,0 +1,158 @@
+//! Waiting reasons (SPEC §11, Slurm's reason codes for batches): every
+//! item neither finished nor being worked has exactly one reason, and
+//! `status --json` counts them per batch (the counts add up); `status`
+//! says them in words, `show BATCH KEY` names the item's one reason. Real
+//! binary, real worker, real daemon, both backends.
+
+use crate::support as common;
+
+use common::Env;
+use serde_json::Value;
+
+fn batch_b(env: &Env) -> Value {
+    env.status()["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "b")
+        .unwrap()
+        .clone()
+}
+
+/// `(reason, count)` of `status --json`, checking that the counts add up
+/// to every item not finished (none is in flight in these tests).
+fn reasons(env: &Env) -> Vec<(String, i64)> {
+    let b = batch_b(env);
+    let list: Vec<(String, i64)> = b["waiting"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no waiting list: {b}"))
+        .iter()
+        .map(|w| {
+            (
+                w["reason"].as_str().unwrap().to_string(),
+                w["count"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let sum: i64 = list.iter().map(|(_, n)| n).sum();
+    let open = b["pending"].as_i64().unwrap()
+        + b["claimed"].as_i64().unwrap()
+        + b["failed"].as_i64().unwrap();
+    assert_eq!(sum, open, "every open item has one reason: {b}");
+    list
+}
+
+fn until_of(env: &Env, reason: &str) -> Value {
+    let b = batch_b(env);
+    b["waiting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["reason"] == reason)
+        .unwrap()["until"]
+        .clone()
+}
+
+/// `show b KEY --json`'s reason.
+fn item_reason(env: &Env, key: &str) -> Value {
+    env.run(&["show", "b", key, "--json"]).code(0).json()["waiting"]["reason"].clone()
+}
+
+fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(since.as_millis()).unwrap()
+}
+
+fn pairs(list: &[(&str, i64)]) -> Vec<(String, i64)> {
+    list.iter().map(|(r, n)| (r.to_string(), *n)).collect()
+}
+
+/// Keys ending in 1 fail transiently (75): they land in the retry tier,
+/// not due for a minute; keys ending in 2 fail permanently; the rest
+/// succeed.
+const WORKER: &str = "cat >/dev/null\ncase \"$NIGHTSHIFT_KEY\" in\n  *1) exit 75 ;;\n  *2) exit 1 ;;\nesac\necho '\"ok\"'\n";
+
+both_backends! {
+    /// no-runner, paused, hold, not-due and quarantined, each counted in
+    /// `status --json`, said in `status`, and named for one item by `show`.
+    fn each_waiting_reason_is_counted_said_and_shown(env) {
+        let worker = env.script("w.sh", WORKER);
+        env.config(&format!(
+            "[batch.b]\nworker = [\"{}\"]\nretries = 0\nbackoff = \"10m\"\nbackoff_max = \"10m\"\n",
+            worker.display()
+        ));
+        env.add_items("b", 4);
+        assert_eq!(reasons(&env), pairs(&[("no-runner", 4)]));
+        assert_eq!(item_reason(&env, "k3"), "no-runner");
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("waiting: 4 wait for a run: no runner is live and no schedule fires (`nightshift run` starts one)"), "{text}");
+
+        env.run(&["pause", "b", "--reason", "deploy"]).code(0);
+        assert_eq!(reasons(&env), pairs(&[("paused", 4)]));
+        let shown = env.run(&["show", "b", "k3"]).code(0).stdout.clone();
+        assert!(shown.contains("\nwaiting:   1 waits: the batch is paused\n"), "{shown}");
+        env.run(&["unpause", "b"]).code(0);
+
+        // k1 transient (retry tier, due in a minute), k2 quarantined, k3
+        // and k4 done; two new items wait for a runner.
+        env.run(&["run", "b"]).code(1);
+        common::add_keys(&env, "b", &["n3", "n4"]);
+        assert_eq!(
+            reasons(&env),
+            pairs(&[("quarantined", 1), ("not-due", 1), ("no-runner", 2)])
+        );
+        assert!(until_of(&env, "not-due").is_string());
+        assert_eq!(item_reason(&env, "k1"), "not-due");
+        assert_eq!(item_reason(&env, "k2"), "quarantined");
+        assert_eq!(item_reason(&env, "k3"), Value::Null, "a done item waits for nothing");
+
+        // A retry-after hold an hour long, as a worker's answer leaves it.
+        env.exec(&format!(
+            "UPDATE batches SET hold_until = {} WHERE name = 'b'",
+            now_ms() + 3_600_000
+        ));
+        assert_eq!(
+            reasons(&env),
+            pairs(&[("quarantined", 1), ("not-due", 1), ("hold", 2)])
+        );
+        assert!(until_of(&env, "hold").is_string());
+        assert_eq!(item_reason(&env, "n3"), "hold");
+    }
+
+    /// With a live daemon firing the schedule, what could run waits for
+    /// its next fire, at the time `status` gives as the next fire; with the
+    /// daemon gone, for a runner.
+    fn a_live_daemon_makes_it_wait_for_the_next_fire(env) {
+        env.script("w.sh", "cat >/dev/null; echo '\"ok\"'");
+        // Once a year: no fire during the test.
+        env.config("[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"0 0 1 1 *\"\n");
+        env.add_items("b", 3);
+        assert_eq!(reasons(&env), pairs(&[("no-runner", 3)]), "a schedule no daemon fires starts nothing");
+        let mut daemon = env.spawn("daemon", &["daemon"]);
+        common::wait_for("the daemon to be live", || batch_b(&env)["next_fire"]["fires"] == true);
+        assert_eq!(reasons(&env), pairs(&[("next-fire", 3)]));
+        let b = batch_b(&env);
+        assert_eq!(until_of(&env, "next-fire"), b["next_fire"]["at"]);
+        assert_eq!(item_reason(&env, "k2"), "next-fire");
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("waiting: 3 wait for the schedule's next fire at "), "{text}");
+        common::signal(daemon.id(), nix::sys::signal::Signal::SIGTERM);
+        common::wait_for("the daemon to exit", || daemon.try_wait().unwrap().is_some());
+        assert_eq!(reasons(&env), pairs(&[("no-runner", 3)]));
+    }
+}
+
+/// The `PAUSED` file beside a SQLite store (PostgreSQL has none) stops
+/// every batch: the emergency stop comes before the batch's own pause.
+#[test]
+fn the_emergency_stop_is_the_reason_before_a_pause() {
+    let env = Env::new();
+    env.config("[batch.b]\nworker = [\"true\"]\n");
+    env.add_items("b", 2);
+    env.run(&["pause", "b", "--reason", "x"]).code(0);
+    env.write("PAUSED", "");
+    assert_eq!(reasons(&env), pairs(&[("emergency-stop", 2)]));
+    assert_eq!(item_reason(&env, "k1"), "emergency-stop");
+}
