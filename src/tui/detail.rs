@@ -295,6 +295,7 @@ mod tests {
                 lease_token: 0,
                 created_at: 0,
                 updated_at: 0,
+                done_version: None,
             },
             failures: Vec::new(),
             attempt_logs: logs,

@@ -1212,7 +1212,7 @@ both_stores! {
         // The worker's success racing the cancel loses, alone or in a group;
         // so do a failure, a release and a further attempt.
         let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
-            outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 + 1 };
+            outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 + 1, version: None };
         assert!(!s.complete(&done, &done_event("k000")).unwrap());
         let ev = done_event("k000");
         assert_eq!(s.complete_all(&[(done.clone(), &ev)]).unwrap(), vec![false]);
