@@ -26,7 +26,8 @@ mod shared;
 pub mod sqlite;
 
 pub use api::{
-    Access, AliveWatch, BatchView, COUNT_CAP, Completion, DashQuery, Dashboard, EventFilter,
+    Access, Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView,
+    PoolWait, UsageSum, AliveWatch, BatchView, COUNT_CAP, Completion, DashQuery, Dashboard, EventFilter,
     EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery,
     LockOutcome, OpenRun, PruneReport, Requeue, Selection, SinceSummary, Unpaused,
 };

@@ -15,6 +15,7 @@ mod batches;
 mod dead_letters;
 mod events;
 mod items;
+mod pools;
 mod runs;
 mod seats;
 
@@ -22,25 +23,35 @@ pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
 pub(crate) use dead_letters::DeadLettersRead;
 pub(crate) use events::{EventsRead, EventsWrite};
 pub(crate) use items::{ItemsRead, ItemsWrite};
+pub(crate) use pools::{PoolsRead, PoolsWrite, fill_minutes};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
-    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead
+    BatchesRead + DeadLettersRead + EventsRead + ItemsRead + PoolsRead + RunsRead + SeatsRead
 {
 }
-impl<T: ?Sized + BatchesRead + DeadLettersRead + EventsRead + ItemsRead + RunsRead + SeatsRead> Read
-    for T
+impl<
+    T: ?Sized
+        + BatchesRead
+        + DeadLettersRead
+        + EventsRead
+        + ItemsRead
+        + PoolsRead
+        + RunsRead
+        + SeatsRead,
+> Read for T
 {
 }
 
 /// Every statement a write transaction may run.
 pub(crate) trait Write:
-    Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite
+    Read + BatchesWrite + EventsWrite + ItemsWrite + PoolsWrite + RunsWrite + SeatsWrite
 {
 }
-impl<T: ?Sized + Read + BatchesWrite + EventsWrite + ItemsWrite + RunsWrite + SeatsWrite> Write
-    for T
+impl<
+    T: ?Sized + Read + BatchesWrite + EventsWrite + ItemsWrite + PoolsWrite + RunsWrite + SeatsWrite,
+> Write for T
 {
 }

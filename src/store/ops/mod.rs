@@ -6,6 +6,7 @@ mod batches;
 pub(super) mod dead_letters;
 mod events;
 mod items;
+mod pools;
 mod runs;
 mod seats;
 

@@ -29,6 +29,7 @@ mod dead_letters;
 mod events;
 mod hot;
 mod items;
+mod pools;
 mod locks;
 mod prune;
 mod runs;

@@ -8,6 +8,7 @@ mod events;
 pub(crate) mod file;
 mod hot;
 mod items;
+mod pools;
 mod locks;
 mod prune;
 mod readonly;
