@@ -23,7 +23,9 @@
 //!   limit of `pace`);
 //! - `classify`: what a worker answered → [`classify::Answer`];
 //!   `verdict`: a failed attempt → retry now / retry tier at T /
-//!   quarantine; `cost`: the one rule for reported costs;
+//!   quarantine; `cost`: the one rule for reported costs, `usage` for
+//!   reported tokens; `pool`: the `[limit.NAME]` pool every call of the
+//!   batch draws from, shared with other batches and runners;
 //! - `child/`: the processes the runner starts, their process groups and
 //!   what they leave behind;
 //! - `source`, `summary` (with the alert), `hook`, `log`, `waiting`,
@@ -40,11 +42,13 @@ mod hook;
 mod locked;
 mod log;
 mod pace;
+mod pool;
 mod recover;
 mod seat;
 mod slot;
 mod source;
 mod summary;
+pub mod usage;
 mod verdict;
 mod waiting;
 mod writer;

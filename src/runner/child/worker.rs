@@ -57,6 +57,7 @@ pub async fn run(
                 stderr_last_line: None,
                 error_line: None,
                 reported_cost: Cost::Absent,
+                reported_usage: crate::runner::usage::Usage::Absent,
                 op_ids: Vec::new(),
             });
         }
@@ -154,6 +155,7 @@ pub async fn run(
         error_line: err.last_line.as_deref().and_then(parse_error_line),
         stderr_last_line: err.last_line,
         reported_cost: err.cost,
+        reported_usage: err.usage,
         op_ids: err.op_ids,
     })
 }
