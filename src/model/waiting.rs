@@ -29,6 +29,9 @@ pub enum WaitReason {
     LockHeld,
     /// A `retry_after_s` answer holds claiming back.
     Hold,
+    /// The batch's limit pool has no room now ([`RateLimited`] says which
+    /// pool, which dimension and the next slot).
+    RateLimit,
     /// In flight in another run.
     InFlight,
     /// Could run, but this run did not take them (`--limit`, a stop).
@@ -42,16 +45,28 @@ str_enum!(WaitReason {
     Paused => "paused",
     LockHeld => "lock-held",
     Hold => "hold",
+    RateLimit => "rate-limit",
     InFlight => "in-flight",
     Pending => "pending",
 });
 
 /// Items waiting for one reason, until a known time if there is one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Waiting {
     pub reason: WaitReason,
     pub items: i64,
     pub until: Option<Millis>,
+    /// For [`WaitReason::RateLimit`]: the pool and its dimension.
+    pub pool: Option<RateLimited>,
+}
+
+/// A limit pool with no room: which, for what (`tokens/min`, `requests/day`,
+/// `concurrency`, `hold`), and when its next slot is (the `until`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RateLimited {
+    pub pool: String,
+    pub dimension: String,
+    pub next_slot: Option<Millis>,
 }
 
 /// The `retry` tier: due now (a run redrives them) or later.
@@ -73,6 +88,8 @@ pub struct Holding {
     /// Another runner holds every seat of the lock.
     pub lock_held: bool,
     pub hold_until: Option<Millis>,
+    /// The batch's limit pool, while it has no room.
+    pub rate_limit: Option<RateLimited>,
     /// Of the items a run could take, how many the run in question takes
     /// (a dry run's list; none after a run ended).
     pub taken: i64,
@@ -85,10 +102,14 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     let mut out = Vec::new();
     let mut push = |reason, items: i64, until| {
         if items > 0 {
+            let pool = (reason == WaitReason::RateLimit)
+                .then(|| h.rate_limit.clone())
+                .flatten();
             out.push(Waiting {
                 reason,
                 items,
                 until,
+                pool,
             });
         }
     };
@@ -118,8 +139,12 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
         Some((WaitReason::Paused, None))
     } else if h.lock_held {
         Some((WaitReason::LockHeld, None))
+    } else if let Some(t) = hold {
+        Some((WaitReason::Hold, Some(t)))
     } else {
-        hold.map(|t| (WaitReason::Hold, Some(t)))
+        h.rate_limit
+            .as_ref()
+            .map(|r| (WaitReason::RateLimit, r.next_slot))
     };
     match blocked {
         Some((reason, until)) => push(reason, due + rest, until),
@@ -137,11 +162,16 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
 pub fn to_json(list: &[Waiting]) -> serde_json::Value {
     list.iter()
         .map(|w| {
-            serde_json::json!({
+            let mut j = serde_json::json!({
                 "reason": w.reason,
                 "items": w.items,
                 "until": w.until.map(crate::util::time::rfc3339),
-            })
+            });
+            if let Some(p) = &w.pool {
+                j["pool"] = p.pool.clone().into();
+                j["dimension"] = p.dimension.clone().into();
+            }
+            j
         })
         .collect()
 }
@@ -193,6 +223,17 @@ impl fmt::Display for Said<'_> {
                 "{n} held until {} (retry-after)",
                 w.until.map_or("?".into(), |t| utc_clock(t, now))
             ),
+            WaitReason::RateLimit => {
+                let (pool, dim) = w
+                    .pool
+                    .as_ref()
+                    .map_or(("?", "?"), |p| (p.pool.as_str(), p.dimension.as_str()));
+                write!(f, "{n} pending: waiting for pool {pool}, {dim}")?;
+                match w.until {
+                    Some(t) => write!(f, ", next slot {}", utc_clock(t, now)),
+                    None => Ok(()),
+                }
+            }
             WaitReason::InFlight => write!(f, "{n} in flight in another run"),
             WaitReason::Pending => write!(f, "{n} pending, not run"),
         }
@@ -315,6 +356,19 @@ mod tests {
             said(&hold).ends_with("8 held until 07:16:00Z (retry-after)"),
             "{}",
             said(&hold)
+        );
+        let pool = Holding {
+            rate_limit: Some(RateLimited {
+                pool: "openai".into(),
+                dimension: "tokens/min".into(),
+                next_slot: Some(LATER),
+            }),
+            ..base.clone()
+        };
+        assert!(
+            said(&pool).ends_with("8 pending: waiting for pool openai, tokens/min, next slot 07:16:00Z"),
+            "{}",
+            said(&pool)
         );
         // A hold that has passed holds nothing.
         let passed = Holding {

@@ -42,7 +42,7 @@ mod hook;
 mod locked;
 mod log;
 mod pace;
-mod pool;
+pub mod pool;
 mod recover;
 mod seat;
 mod slot;
@@ -229,7 +229,8 @@ pub async fn cycle(
         if let Ok(report) = &mut result {
             // After the release: our own seat is not "another runner".
             let others = waiting::Others::Any;
-            match waiting::read(&s, db_path, &opts.batch, others, 0, now_ms()) {
+            let pool = opts.config.pool.as_ref();
+            match waiting::read(&s, db_path, &opts.batch, pool, others, 0, now_ms()) {
                 Ok(w) => report.waiting = w,
                 Err(e) => tracing::warn!("reading what {} still holds: {e}", opts.batch),
             }

@@ -32,8 +32,11 @@ use super::cycle::Cycle;
 use super::usage::Tokens;
 use crate::config::BatchConfig;
 use crate::config::limits::LimitPool;
+use crate::model::waiting::RateLimited;
 use crate::model::{Claim, Millis};
-use crate::store::{AttemptUsage, PoolCall, PoolDim, PoolHold, PoolSpec, PoolWait, StoreError};
+use crate::store::{
+    AttemptUsage, PoolCall, PoolDim, PoolHold, PoolSpec, PoolView, PoolWait, StoreError,
+};
 use crate::util::time::{now_ms, utc_clock};
 
 /// The batch's pool as its runner knows it.
@@ -74,6 +77,32 @@ pub fn spec(pool: &LimitPool) -> PoolSpec {
     }
 }
 
+/// A pool with no room at `now`, as a waiting reason: held, every place
+/// in flight taken, or a rate whose bucket is drawn to its limit (the
+/// first of them to open again is named).
+pub fn limited(view: &PoolView, now: Millis) -> Option<RateLimited> {
+    let named = |dimension: &str, next_slot| RateLimited {
+        pool: view.name.clone(),
+        dimension: dimension.to_string(),
+        next_slot,
+    };
+    if let Some(h) = view.hold.as_ref().filter(|h| h.until > now) {
+        return Some(named("hold", Some(h.until)));
+    }
+    if view
+        .concurrency
+        .is_some_and(|c| view.in_flight >= i64::from(c))
+    {
+        return Some(named("concurrency", None));
+    }
+    view.dims
+        .iter()
+        .filter(|d| d.used >= d.limit)
+        .filter_map(|d| d.next_slot.map(|t| (t, d)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(t, d)| named(&d.dimension, Some(t)))
+}
+
 impl Pool {
     pub fn of(cfg: &BatchConfig, runner: &str) -> Option<Pool> {
         let pool = cfg.pool.as_ref()?;
@@ -111,15 +140,6 @@ impl Pool {
             estimate: self.estimate(&claim.payload),
             until: now.saturating_add(ttl),
         }
-    }
-
-    /// The wait the pool last gave, while it lasts.
-    pub fn waiting(&self) -> Option<PoolWait> {
-        self.waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .filter(|w| w.until > now_ms())
     }
 
     /// Remembers a wait; true when it is news (another dimension, or a
