@@ -381,7 +381,8 @@ mod tests {
             Answer::Done {
                 empty: true,
                 result: None,
-                cost: None
+                cost: None,
+                usage: None,
             }
         );
         assert_eq!(
@@ -392,7 +393,8 @@ mod tests {
             Answer::Done {
                 empty: false,
                 result: Some("{\"cost\":0.5,\"ok\":1}".into()),
-                cost: Some(0.5)
+                cost: Some(0.5),
+                usage: None,
             }
         );
         assert_eq!(
@@ -400,7 +402,8 @@ mod tests {
             Answer::Done {
                 empty: false,
                 result: Some("\"plain text\"".into()),
-                cost: None
+                cost: None,
+                usage: None,
             }
         );
     }
