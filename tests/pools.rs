@@ -86,8 +86,16 @@ const USAGE: &str = r#"echo '{"ok":1,"usage":{"input_tokens":60,"output_tokens":
 fn assert_bucket(starts: &[(String, String, i64, i64)], launched: i64) {
     assert_eq!(starts.len(), 8, "{starts:?}");
     let at = |i: usize| starts[i].2 - launched;
-    assert!(at(6) >= 10_000, "7th call {} ms after launch: {starts:?}", at(6));
-    assert!(at(7) >= 20_000, "8th call {} ms after launch: {starts:?}", at(7));
+    assert!(
+        at(6) >= 10_000,
+        "7th call {} ms after launch: {starts:?}",
+        at(6)
+    );
+    assert!(
+        at(7) >= 20_000,
+        "8th call {} ms after launch: {starts:?}",
+        at(7)
+    );
 }
 
 both_backends! {
@@ -276,10 +284,18 @@ fn a_batch_naming_an_unknown_pool_is_refused_naming_it() {
     );
     env.config("[limit.openai]\nrequests = \"10/week\"\n");
     let ran = env.run(&["status"]);
-    assert!(ran.error_line().contains("limit.openai.requests: invalid rate \"10/week\""), "{ran:?}");
+    assert!(
+        ran.error_line()
+            .contains("limit.openai.requests: invalid rate \"10/week\""),
+        "{ran:?}"
+    );
     env.config("[batch.a]\nworker = [\"cat\"]\ntoken_estimate = 5\n");
     let ran = env.run(&["status"]);
-    assert!(ran.error_line().contains("batch.a.token_estimate: token_estimate needs a limit"), "{ran:?}");
+    assert!(
+        ran.error_line()
+            .contains("batch.a.token_estimate: token_estimate needs a limit"),
+        "{ran:?}"
+    );
 }
 
 #[test]
@@ -298,6 +314,14 @@ for line in sys.stdin:
     env.run(&["run", "a"]).code(0);
     let status = env.status();
     let u: &Value = &status["batches"][0]["last_run"]["usage"];
-    assert_eq!((u["input_tokens"].as_i64(), u["output_tokens"].as_i64()), (Some(15), Some(20)), "{u}");
-    assert_eq!(env.int("SELECT count(*) FROM pool_calls"), 0, "every place given back");
+    assert_eq!(
+        (u["input_tokens"].as_i64(), u["output_tokens"].as_i64()),
+        (Some(15), Some(20)),
+        "{u}"
+    );
+    assert_eq!(
+        env.int("SELECT count(*) FROM pool_calls"),
+        0,
+        "every place given back"
+    );
 }

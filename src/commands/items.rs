@@ -216,7 +216,11 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             } else {
                 format!("{} in + {} out", n(u.input_tokens), n(u.output_tokens))
             };
-            out(format!("  {}  attempt {}  {reported}", rfc3339(u.at), u.attempt))?;
+            out(format!(
+                "  {}  attempt {}  {reported}",
+                rfc3339(u.at),
+                u.attempt
+            ))?;
         }
     }
     if !failures.is_empty() {

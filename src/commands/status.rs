@@ -27,7 +27,11 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
                 if let Some(r) = &i.last_run {
                     j["last_run"]["usage"] = super::pools::usage_json(&store.run_usage(r.id)?);
                 }
-                j["limit"] = ctx.config.batch(&i.name).and_then(|b| b.limit.clone()).into();
+                j["limit"] = ctx
+                    .config
+                    .batch(&i.name)
+                    .and_then(|b| b.limit.clone())
+                    .into();
                 Ok(j)
             })
             .collect::<anyhow::Result<Vec<Value>>>()?;

@@ -200,7 +200,9 @@ impl Walker<'_> {
                 self.unknown(key, &table_name, LIMIT_FIELDS);
             }
         }
-        if pool.limits.is_empty() && pool.concurrency.is_none() {
+        // In one order whatever the file's: the store's rows and the views.
+        pool.limits.sort_by_key(|l| (l.measure, l.rate.per));
+        if table.is_empty() {
             self.invalid(
                 value.span(),
                 &table_name,

@@ -366,7 +366,8 @@ mod tests {
             ..base.clone()
         };
         assert!(
-            said(&pool).ends_with("8 pending: waiting for pool openai, tokens/min, next slot 07:16:00Z"),
+            said(&pool)
+                .ends_with("8 pending: waiting for pool openai, tokens/min, next slot 07:16:00Z"),
             "{}",
             said(&pool)
         );

@@ -141,7 +141,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                     empty: true,
                     result: None,
                     cost: None,
-usage: None,
+                    usage: None,
                 };
                 let usage = out.reported_usage.clone();
                 return usage.apply(out.reported_cost.clone().apply(empty));
@@ -161,7 +161,7 @@ usage: None,
                 empty: false,
                 result: Some(parsed.to_string()),
                 cost: None,
-               usage: None,
+                usage: None,
             });
             usage.apply(answer)
         }
@@ -218,7 +218,7 @@ usage: None,
                     message: bound_message(&message),
                     retry_after: line.retry_after,
                     cost: None,
-                   usage: None,
+                    usage: None,
                 });
             usage.apply(answer)
         }
@@ -234,18 +234,20 @@ pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Answer {
         let class = line.error_class.unwrap_or_else(|| "WorkerError".into());
         let transient = rules.transient(line.transient, &class, false);
         let usage = usage.or(line.usage);
-        return usage.apply(cost.or(line.cost).apply(Answer::Failed {
-            transient,
-            class: bound_message(&class),
-            message: bound_message(
-                line.message
-                    .as_deref()
-                    .unwrap_or("the worker reported an error"),
-            ),
-            retry_after: line.retry_after,
-            cost: None,
-           usage: None,
-        }));
+        return usage.apply(
+            cost.or(line.cost).apply(Answer::Failed {
+                transient,
+                class: bound_message(&class),
+                message: bound_message(
+                    line.message
+                        .as_deref()
+                        .unwrap_or("the worker reported an error"),
+                ),
+                retry_after: line.retry_after,
+                cost: None,
+                usage: None,
+            }),
+        );
     }
     let Some(result) = obj.get("result") else {
         return Answer::protocol_error("an answer line with neither \"result\" nor \"error\"");
@@ -257,7 +259,7 @@ pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Answer {
         empty,
         result: (!empty).then(|| result.to_string()),
         cost: None,
-       usage: None,
+        usage: None,
     }))
 }
 
@@ -271,7 +273,7 @@ impl Answer {
             message: bound_message(message),
             retry_after: None,
             cost: None,
-usage: None,
+            usage: None,
         }
     }
 

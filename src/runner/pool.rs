@@ -128,8 +128,7 @@ impl Pool {
                 .as_u64()
         });
         let n = from_field.or(self.estimate).unwrap_or(0);
-        i64::try_from(n.min(crate::config::fields::MAX_TOKEN_ESTIMATE.unsigned_abs()))
-            .unwrap_or(0)
+        i64::try_from(n.min(crate::config::fields::MAX_TOKEN_ESTIMATE.unsigned_abs())).unwrap_or(0)
     }
 
     fn call(&self, claim: &Claim, now: Millis) -> PoolCall {

@@ -122,7 +122,9 @@ impl Usage {
         match self {
             Usage::Refused(shown) => {
                 let (what, retry_after, cost) = match answer {
-                    Answer::Done { cost, .. } => ("a success, not recorded".to_string(), None, cost),
+                    Answer::Done { cost, .. } => {
+                        ("a success, not recorded".to_string(), None, cost)
+                    }
                     Answer::Failed {
                         class,
                         message,

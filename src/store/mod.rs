@@ -26,10 +26,10 @@ mod shared;
 pub mod sqlite;
 
 pub use api::{
-    Access, Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView,
-    PoolWait, UsageSum, AliveWatch, BatchView, COUNT_CAP, Completion, DashQuery, Dashboard, EventFilter,
-    EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery,
-    LockOutcome, OpenRun, PruneReport, Requeue, Selection, SinceSummary, Unpaused,
+    Access, Admission, AliveWatch, AttemptUsage, BatchView, COUNT_CAP, Completion, DashQuery,
+    Dashboard, EventFilter, EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter, ItemPage,
+    ItemRow, ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec,
+    PoolView, PoolWait, PruneReport, Requeue, Selection, SinceSummary, Unpaused, UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use facade::Store;

@@ -13,13 +13,15 @@ use crate::store::dialect::{PoolsRead, PoolsWrite};
 const HOLD: &str = "SELECT until_ms, batch, key FROM pool_holds WHERE pool = $1";
 const TAT: &str = "SELECT tat_us FROM pool_dims WHERE pool = $1 AND dim = $2";
 const IN_FLIGHT: &str = "SELECT count(*) FROM pool_calls WHERE pool = $1 AND until_ms > $2";
-const MINUTES: &str = "SELECT (at - $3) / 60000 AS m, sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL
+const MINUTES: &str =
+    "SELECT (at - $3) / 60000 AS m, sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL
     THEN estimate ELSE coalesce(input_tokens, 0) + coalesce(output_tokens, 0) END)::int8
     FROM usage WHERE pool = $1 AND at >= $2 GROUP BY m";
 const SUM_COLUMNS: &str = "count(*), coalesce(sum(input_tokens), 0)::int8, coalesce(sum(output_tokens), 0)::int8,
     coalesce(sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END), 0)::int8,
     coalesce(sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END), 0)::int8";
-const ITEM: &str = "SELECT batch, run_id, key, attempt, pool, at, estimate, input_tokens, output_tokens
+const ITEM: &str =
+    "SELECT batch, run_id, key, attempt, pool, at, estimate, input_tokens, output_tokens
     FROM usage WHERE batch = $1 AND key = $2 ORDER BY id";
 const LOCK_ROW: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES ($1, '*', 0)
     ON CONFLICT (pool, dim) DO NOTHING";
@@ -31,7 +33,8 @@ const CALLS_EXPIRE: &str = "DELETE FROM pool_calls WHERE pool = $1 AND until_ms 
 const CALL_INSERT: &str = "INSERT INTO pool_calls (pool, call, until_ms) VALUES ($1, $2, $3)
     ON CONFLICT (pool, call) DO UPDATE SET until_ms = excluded.until_ms";
 const CALL_DELETE: &str = "DELETE FROM pool_calls WHERE pool = $1 AND call = $2";
-const EXTEND_HOLD: &str = "INSERT INTO pool_holds (pool, until_ms, batch, key) VALUES ($1, $2, $3, $4)
+const EXTEND_HOLD: &str =
+    "INSERT INTO pool_holds (pool, until_ms, batch, key) VALUES ($1, $2, $3, $4)
     ON CONFLICT (pool) DO UPDATE SET until_ms = excluded.until_ms, batch = excluded.batch,
         key = excluded.key
     WHERE excluded.until_ms > pool_holds.until_ms";

@@ -20,7 +20,8 @@ const MINUTES: &str = concat!(
 const SUM_COLUMNS: &str = "count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
     coalesce(sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END), 0),
     coalesce(sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END), 0)";
-const ITEM: &str = "SELECT batch, run_id, key, attempt, pool, at, estimate, input_tokens, output_tokens
+const ITEM: &str =
+    "SELECT batch, run_id, key, attempt, pool, at, estimate, input_tokens, output_tokens
     FROM usage WHERE batch = ?1 AND key = ?2 ORDER BY id";
 const LOCK: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES (?1, '*', 0)
     ON CONFLICT (pool, dim) DO NOTHING";
@@ -31,7 +32,8 @@ const CALLS_EXPIRE: &str = "DELETE FROM pool_calls WHERE pool = ?1 AND until_ms 
 const CALL_INSERT: &str = "INSERT INTO pool_calls (pool, call, until_ms) VALUES (?1, ?2, ?3)
     ON CONFLICT (pool, call) DO UPDATE SET until_ms = excluded.until_ms";
 const CALL_DELETE: &str = "DELETE FROM pool_calls WHERE pool = ?1 AND call = ?2";
-const EXTEND_HOLD: &str = "INSERT INTO pool_holds (pool, until_ms, batch, key) VALUES (?1, ?2, ?3, ?4)
+const EXTEND_HOLD: &str =
+    "INSERT INTO pool_holds (pool, until_ms, batch, key) VALUES (?1, ?2, ?3, ?4)
     ON CONFLICT (pool) DO UPDATE SET until_ms = excluded.until_ms, batch = excluded.batch,
         key = excluded.key
     WHERE excluded.until_ms > pool_holds.until_ms";
