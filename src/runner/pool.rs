@@ -250,7 +250,14 @@ impl Cycle {
         ticket: Option<Ticket>,
         usage: Option<Tokens>,
     ) {
-        if ticket.is_none() && usage.is_none() {
+        // Nothing to record: no usage, no estimate standing, no place in
+        // flight to give back (a requests-only pool settles at admission).
+        let placed = self
+            .pool
+            .as_ref()
+            .is_some_and(|p| p.spec.concurrency.is_some());
+        let reserved = ticket.as_ref().is_some_and(|t| t.estimate > 0);
+        if usage.is_none() && !reserved && !(placed && ticket.is_some()) {
             return;
         }
         let row = AttemptUsage {
