@@ -364,12 +364,15 @@ fn the_example_config_loads() {
     assert!(stdout.contains("02:00:00 JST"), "{stdout}");
 }
 
+/// The prompts the fake messages API was sent, with when.
+type Sent = Arc<Mutex<Vec<(String, std::time::Instant)>>>;
+
 /// A fake messages API for `paid_api_worker.py`: the prompt `busy` gets a
 /// 429 with `Retry-After: 2` the first time; every answer carries usage.
-fn start_messages_api() -> (String, Arc<Mutex<Vec<(String, std::time::Instant)>>>) {
+fn start_messages_api() -> (String, Sent) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1/messages", listener.local_addr().unwrap());
-    let seen: Arc<Mutex<Vec<(String, std::time::Instant)>>> = Arc::default();
+    let seen: Sent = Arc::default();
     let log = seen.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
