@@ -252,10 +252,11 @@ fn a_version_3_database_gains_the_run_actor() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
-            // Versions 4 to 9 undone: the actor, tombstones, worker groups,
+            // Versions 4 to 10 undone: the actor, tombstones, worker groups,
             // the store id, the seats' TTL and the daemons' heartbeats, the
-            // hold's key.
-            "ALTER TABLE nightshift.batches DROP COLUMN hold_key;
+            // hold's key, the limit pools.
+            "DROP TABLE nightshift.pool_dims, nightshift.pool_calls, nightshift.pool_holds, nightshift.usage;
+             ALTER TABLE nightshift.batches DROP COLUMN hold_key;
              DROP TABLE nightshift.daemons; ALTER TABLE nightshift.locks DROP COLUMN ttl_ms;
              ALTER TABLE nightshift.runs DROP COLUMN actor;
              DROP TABLE nightshift.tombstones; DROP FUNCTION nightshift.tombstones_counted();
