@@ -87,6 +87,10 @@ pub(super) struct Slot {
     /// Stdout lines of this slot's workers that were not part of the
     /// protocol, and the last of them.
     pub(super) strays: u64,
+    /// Every place in flight of the pool was taken, some by this slot:
+    /// ask again once no more than this many of its calls are unanswered
+    /// (each answer gives a place back), not once per answer.
+    pub(super) pool_ask_at: Option<usize>,
     pub(super) last_stray: String,
     /// The items on which workers broke before an answer could be
     /// recorded, since the last recorded answer.
@@ -142,6 +146,7 @@ impl Slot {
             answered: false,
             last_answered: None,
             strays: 0,
+            pool_ask_at: None,
             last_stray: String::new(),
             failed_starts: Vec::new(),
             batch: 1,
@@ -259,13 +264,26 @@ impl Slot {
             if let Some(worker) = self.worker.as_mut() {
                 while let Some(front) = self.queue.front_mut() {
                     if cycle.pool.is_some() && front.ticket.is_none() {
+                        if self.pool_ask_at.is_some_and(|n| self.sent.len() > n) {
+                            break;
+                        }
+                        self.pool_ask_at = None;
                         let claims: Vec<&Claim> = self
                             .queue
                             .iter()
                             .take_while(|w| w.ticket.is_none())
                             .map(|w| &w.claim)
                             .collect();
+                        let asked = claims.len();
                         let (tickets, wait) = cycle.pool_try(&claims).await?;
+                        let in_flight = self.sent.len() + tickets.len();
+                        let full = wait.as_ref().is_some_and(|w| w.dimension == "concurrency");
+                        if full && tickets.len() < asked && in_flight > 0 {
+                            self.pool_ask_at = Some(in_flight / 2);
+                        }
+                        if tickets.is_empty() && self.pool_ask_at.is_some() {
+                            break;
+                        }
                         if tickets.is_empty() {
                             let until = wait.map_or(now_ms() + 200, |w| w.until);
                             gate_opens = Some(instant_at(until));
