@@ -215,10 +215,12 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let logs = store.attempt_logs(item.id)?;
     let now = now_ms();
     let waits = waits_for(ctx, &store, &item, now)?;
+    let usage = store.item_usage(&args.batch, &item.key)?;
     if args.json {
         let mut shown = json!({
             "item": item,
             "failures": failures,
+            "usage": usage.iter().map(super::pools::attempt_json).collect::<Vec<_>>(),
             "events": events,
             "waiting": waits.map(|(reason, until)| json!({
                 "reason": reason,
@@ -287,6 +289,22 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         let pretty = serde_json::to_string_pretty(result).unwrap_or_default();
         for line in pretty.lines() {
             out(format!("  {}", s(line)))?;
+        }
+    }
+    if !usage.is_empty() {
+        out(format!("tokens ({} attempts):", usage.len()))?;
+        for u in &usage {
+            let n = |t: Option<i64>| t.map_or("?".into(), |t| t.to_string());
+            let reported = if u.input_tokens.is_none() && u.output_tokens.is_none() {
+                format!("nothing reported, {} estimated", u.estimate)
+            } else {
+                format!("{} in + {} out", n(u.input_tokens), n(u.output_tokens))
+            };
+            out(format!(
+                "  {}  attempt {}  {reported}",
+                rfc3339(u.at),
+                u.attempt
+            ))?;
         }
     }
     if !failures.is_empty() {

@@ -11,6 +11,7 @@ pub mod log;
 pub mod man;
 pub mod metrics;
 pub mod pause;
+pub mod pools;
 pub mod prune;
 pub mod requeue;
 pub mod run;

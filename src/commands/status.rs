@@ -31,14 +31,24 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
                 let waiting = waiting_of(ctx, &store, &scene, i)?;
                 let mut b = batch_json(ctx, &scene, i, pruned, stale);
                 b["waiting"] = waiting::to_status_json(&waiting);
+                if let Some(r) = &i.last_run {
+                    b["last_run"]["usage"] = super::pools::usage_json(&store.run_usage(r.id)?);
+                }
+                b["limit"] = ctx
+                    .config
+                    .batch(&i.name)
+                    .and_then(|b| b.limit.clone())
+                    .into();
                 Ok(b)
             })
             .collect::<anyhow::Result<Vec<Value>>>()?;
+        let pools = super::pools::views(ctx, &store, now)?;
         out_json(&json!({
             "store": store.place(),
             "emergency_stop": scene.emergency.as_ref().map(|f| f.display().to_string()),
             "daemons": scene.daemons.iter().map(daemon_json).collect::<Vec<_>>(),
             "batches": batches,
+            "pools": pools.iter().map(|p| super::pools::pool_json(p, now)).collect::<Vec<_>>(),
         }))?;
     } else if args.short {
         out(short_line(ctx, &infos, &scene))?;
@@ -395,6 +405,7 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
         ]);
     }
     out(table.render())?;
+    let pools = super::pools::views(ctx, store, now)?;
     for i in infos {
         let mut lines = Vec::new();
         if let Some(p) = &i.pause {
@@ -413,6 +424,10 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
                 i.name
             ));
         }
+        let limit = ctx.config.batch(&i.name).and_then(|b| b.limit.as_deref());
+        if let Some(p) = pools.iter().find(|p| Some(p.name.as_str()) == limit) {
+            lines.push(super::pools::pool_line(p, now));
+        }
         for (n, l) in i.locks.iter().enumerate() {
             lines.push(seat_line(l, i.runners.seats.get(n).copied(), now));
         }
@@ -427,6 +442,9 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
             Some(r) => {
                 let seen = i.last_run_seen().unwrap_or(RunSeen::Stored(r.state));
                 lines.push(format!("last run {}", run_text(r, seen, now)));
+                if let Some(u) = super::pools::usage_line(&store.run_usage(r.id)?) {
+                    lines.push(format!("  {u}"));
+                }
             }
             None if i.stepped_down.is_some() => lines.push("last run: none that did work".into()),
             None => {}

@@ -151,7 +151,9 @@ mod tests {
                 None => l,
             })
             .collect();
-        let config = parse(&all.join("\n"));
+        // `limit` names a pool the file must define.
+        let pool = "\n[limit.openai]\nrequests = \"60/min\"\n";
+        let config = parse(&(all.join("\n") + pool));
         let b = config.batch(BATCH_NAME).unwrap();
         for row in BATCH {
             assert_eq!((row.show)(b), Some(row.example_value()), "{}", row.key);

@@ -224,6 +224,46 @@ pub const BATCH: &[Field] = &[
         show: |b| b.rate_limit.map(|r| toml_string(&r.to_string())),
     },
     Field {
+        key: "limit",
+        doc: &[
+            "The [limit.NAME] pool the batch draws from: its requests, tokens and calls",
+            "in flight are shared with every batch naming it, on every runner of the store;",
+            "a retry-after answer holds all of them.",
+        ],
+        unset: Unset::Off {
+            means: "no pool",
+            example: r#""openai""#,
+        },
+        set: |v, b| pool_name(v).map(|x| b.limit = Some(x)),
+        show: |b| b.limit.as_deref().map(toml_string),
+    },
+    Field {
+        key: "token_estimate",
+        doc: &[
+            "Tokens reserved from the pool before each call starts, settled with the",
+            "worker's reported `usage` (kept when it reports none).",
+        ],
+        unset: Unset::Off {
+            means: "nothing reserved: the reported usage is drawn after the call",
+            example: "1200",
+        },
+        set: |v, b| int_in(v, 0, MAX_TOKEN_ESTIMATE).map(|x| b.token_estimate = Some(x)),
+        show: |b| b.token_estimate.map(|n| n.to_string()),
+    },
+    Field {
+        key: "estimate_field",
+        doc: &[
+            "A payload field holding each call's token estimate (`max_tokens`); an item",
+            "without it reserves `token_estimate`.",
+        ],
+        unset: Unset::Off {
+            means: "every call reserves `token_estimate`",
+            example: r#""max_tokens""#,
+        },
+        set: |v, b| pool_name(v).map(|x| b.estimate_field = Some(x)),
+        show: |b| b.estimate_field.as_deref().map(toml_string),
+    },
+    Field {
         key: "max_hold",
         doc: &[
             "A worker's `retry_after_s` holds every call of the batch (retries included)",
@@ -424,6 +464,14 @@ pub const TOP: &[TopField] = &[
     },
 ];
 
+/// Most tokens one call may reserve.
+pub const MAX_TOKEN_ESTIMATE: i64 = 100_000_000;
+
+/// A non-empty name without NUL bytes (a pool, a payload field).
+fn pool_name(value: &Spanned<DeValue<'_>>) -> Conv<String> {
+    path_value(value)
+}
+
 /// A path value, resolved against the directory of the file being read.
 fn place(value: &Spanned<DeValue<'_>>, config: &Config) -> Conv<std::path::PathBuf> {
     let file = config.file.as_deref().unwrap_or(Path::new(""));
@@ -440,9 +488,11 @@ const BATCH_KEYS: [&str; BATCH.len()] = {
     keys
 };
 
-/// The rows' keys, and `batch` for the `[batch.NAME]` tables.
-const TOP_KEYS: [&str; TOP.len() + 1] = {
-    let mut keys = ["batch"; TOP.len() + 1];
+/// The rows' keys, `batch` for the `[batch.NAME]` tables and `limit` for
+/// the `[limit.NAME]` pools.
+const TOP_KEYS: [&str; TOP.len() + 2] = {
+    let mut keys = ["batch"; TOP.len() + 2];
+    keys[TOP.len() + 1] = "limit";
     let mut i = 0;
     while i < TOP.len() {
         keys[i] = TOP[i].key;
@@ -502,7 +552,7 @@ mod tests {
     #[test]
     fn the_allowed_keys_are_the_rows() {
         assert_eq!(BATCH_FIELDS.len(), BATCH.len());
-        assert_eq!(TOP_LEVEL_FIELDS, ["db", "log_dir", "batch"]);
+        assert_eq!(TOP_LEVEL_FIELDS, ["db", "log_dir", "batch", "limit"]);
         assert_eq!(BATCH_FIELDS.first(), Some(&"worker"));
         for (i, key) in BATCH_FIELDS.iter().enumerate() {
             assert!(!BATCH_FIELDS[..i].contains(key), "{key} twice");

@@ -26,6 +26,7 @@ mod convert;
 mod error;
 pub mod example;
 pub mod fields;
+pub mod limits;
 mod suggest;
 #[cfg(test)]
 mod tests;
@@ -66,6 +67,8 @@ pub struct Config {
     /// `log_dir`, resolved against the config file's directory.
     pub log_dir: Option<PathBuf>,
     pub batches: BTreeMap<String, BatchConfig>,
+    /// The `[limit.NAME]` pools.
+    pub limits: BTreeMap<String, limits::LimitPool>,
 }
 
 /// Policy of one batch: what to run and how hard to try.
@@ -91,6 +94,15 @@ pub struct BatchConfig {
     pub transient_exit_codes: Vec<i32>,
     pub transient_error_classes: Vec<String>,
     pub rate_limit: Option<RateLimit>,
+    /// The `[limit.NAME]` pool the batch draws from: `limit` names it,
+    /// `pool` is its table (filled in once the whole file is read).
+    pub limit: Option<String>,
+    pub pool: Option<limits::LimitPool>,
+    /// Tokens reserved per call before it starts (the fallback when
+    /// `estimate_field` is missing from a payload).
+    pub token_estimate: Option<u64>,
+    /// A payload field holding the call's token estimate (`max_tokens`).
+    pub estimate_field: Option<String>,
     /// Longest hold a `retry_after_s` answer can put on the batch; a longer
     /// one is clamped to it.
     pub max_hold: Duration,
@@ -136,6 +148,10 @@ impl BatchConfig {
             transient_exit_codes: vec![75],
             transient_error_classes: Vec::new(),
             rate_limit: None,
+            limit: None,
+            pool: None,
+            token_estimate: None,
+            estimate_field: None,
             max_hold: Duration::from_hours(1),
             max_cost: None,
             version: None,
@@ -162,6 +178,7 @@ impl Config {
             db: None,
             log_dir: None,
             batches: BTreeMap::new(),
+            limits: BTreeMap::new(),
         }
     }
 
@@ -219,6 +236,7 @@ impl Config {
             file,
             text,
             problems: Vec::new(),
+            limit_refs: Vec::new(),
         };
         let config = walker.config(root.get_ref());
         match walker

@@ -190,7 +190,7 @@ fn unknown_fields_are_refused_with_the_allowed_list() {
     assert!(err.ends_with("mode, alert, halt)"), "{err}");
     assert_eq!(
         error("db = \"x.db\"\nlogdir = \"logs\""),
-        r#"nightshift.toml:2: unknown field "logdir" in the top level, did you mean "log_dir"? (expected one of: db, log_dir, batch)"#
+        r#"nightshift.toml:2: unknown field "logdir" in the top level, did you mean "log_dir"? (expected one of: db, log_dir, batch, limit)"#
     );
     assert_eq!(parse("[batches.a]").unwrap_err().field(), Some("batches"));
 }
@@ -645,5 +645,110 @@ fn halt_takes_either_form_and_refuses_others_naming_the_key() {
             e.contains("\"N in a row\"") || e.contains("expected a string"),
             "{e}"
         );
+    }
+}
+
+#[test]
+fn limit_pools_parse_and_batches_get_theirs() {
+    use crate::config::limits::{Measure, PoolLimit, PoolRate};
+    use std::time::Duration;
+    let text = "[limit.openai]\nrequests = [\"3000/min\", \"10000/day\"]\ntokens = \"250000/min\"\n\
+                input_tokens = \"5/s\"\noutput_tokens = \"7/h\"\nconcurrency = 16\n\n\
+                [batch.a]\nworker = [\"w\"]\nlimit = \"openai\"\ntoken_estimate = 1200\nestimate_field = \"max_tokens\"\n";
+    let config = parse(text).unwrap();
+    let pool = config.limits.get("openai").unwrap();
+    let rate = |count, secs| PoolRate {
+        count,
+        per: Duration::from_secs(secs),
+    };
+    assert_eq!(
+        pool.limits,
+        [
+            PoolLimit {
+                measure: Measure::Requests,
+                rate: rate(3000, 60)
+            },
+            PoolLimit {
+                measure: Measure::Requests,
+                rate: rate(10000, 86_400)
+            },
+            PoolLimit {
+                measure: Measure::Tokens,
+                rate: rate(250_000, 60)
+            },
+            PoolLimit {
+                measure: Measure::InputTokens,
+                rate: rate(5, 1)
+            },
+            PoolLimit {
+                measure: Measure::OutputTokens,
+                rate: rate(7, 3600)
+            },
+        ]
+    );
+    assert_eq!(pool.limits[1].dimension(), "requests/day");
+    assert_eq!(pool.concurrency, Some(16));
+    let b = config.batch("a").unwrap();
+    assert_eq!(b.pool.as_ref(), Some(pool));
+    assert_eq!(
+        (b.token_estimate, b.estimate_field.as_deref()),
+        (Some(1200), Some("max_tokens"))
+    );
+}
+
+#[test]
+fn bad_limit_pools_are_refused_naming_the_field() {
+    for (text, wanted) in [
+        (
+            "[limit.p]\nrequests = \"10/week\"",
+            "nightshift.toml:2: limit.p.requests: invalid rate \"10/week\"",
+        ),
+        (
+            "[limit.p]\nrequests = \"0/min\"",
+            "limit.p.requests: invalid rate \"0/min\"",
+        ),
+        (
+            "[limit.p]\nrequests = [\"1/min\", \"2/min\"]",
+            "limit.p.requests[1]: two rates of the same unit",
+        ),
+        (
+            "[limit.p]\nrequests = []",
+            "limit.p.requests: must list at least one rate",
+        ),
+        (
+            "[limit.p]\ntokens = 5",
+            "limit.p.tokens: expected a rate like \"3000/min\" or an array of them, found integer 5",
+        ),
+        (
+            "[limit.p]\nconcurrency = 0",
+            "limit.p.concurrency: must be between 1 and 100000, found 0",
+        ),
+        (
+            "[limit.p]\ntokes = \"1/s\"",
+            "unknown field \"tokes\" in [limit.p], did you mean \"tokens\"?",
+        ),
+        (
+            "[limit.p]\n",
+            "limit.p: a pool needs at least one of requests",
+        ),
+        (
+            "limit = 3",
+            "limit: expected tables like [limit.NAME], found integer 3",
+        ),
+        (
+            "[batch.a]\nestimate_field = \"n\"",
+            "batch.a.estimate_field: estimate_field needs a limit",
+        ),
+        (
+            "[batch.a]\nlimit = \"p\"",
+            "batch.a.limit: no [limit.p] table for \"p\": the file defines none",
+        ),
+        (
+            "[limit.p]\nrequests = \"1/s\"\n[batch.a]\nlimit = \"p\"\ntoken_estimate = -1",
+            "batch.a.token_estimate: must be between 0 and 100000000, found -1",
+        ),
+    ] {
+        let err = error(text);
+        assert!(err.contains(wanted), "{text}: {err}");
     }
 }

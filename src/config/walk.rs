@@ -11,6 +11,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::convert::{Conv, describe};
 use super::fields::{BATCH, BATCH_FIELDS, TOP, TOP_LEVEL_FIELDS};
+use super::limits::{self, LIMIT_FIELDS, LimitPool, PoolLimit};
 use super::suggest::closest;
 use super::{BatchConfig, Config, ConfigError, line_of};
 use crate::batch_name;
@@ -21,6 +22,9 @@ pub(super) struct Walker<'a> {
     pub(super) file: &'a Path,
     pub(super) text: &'a str,
     pub(super) problems: Vec<(usize, ConfigError)>,
+    /// Each batch's `limit`, checked against the pools once all are read:
+    /// the batch, its table's name and the value's place.
+    pub(super) limit_refs: Vec<(String, String, Range<usize>)>,
 }
 
 impl Walker<'_> {
@@ -100,6 +104,23 @@ impl Walker<'_> {
                         ),
                     ),
                 },
+                "limit" => match value.get_ref() {
+                    DeValue::Table(pools) => {
+                        for (pool_key, pool_value) in pools {
+                            if let Some(pool) = self.pool(pool_key, pool_value) {
+                                config.limits.insert(pool.name.clone(), pool);
+                            }
+                        }
+                    }
+                    other => self.invalid(
+                        value.span(),
+                        "limit",
+                        format!(
+                            "expected tables like [limit.NAME], found {}",
+                            describe(other)
+                        ),
+                    ),
+                },
                 _ => match TOP.iter().find(|f| f.key == name) {
                     Some(row) => {
                         self.take(value, name, |v| (row.set)(v, &mut config));
@@ -108,7 +129,87 @@ impl Walker<'_> {
                 },
             }
         }
+        self.resolve_limits(&mut config);
         config
+    }
+
+    /// Gives each batch the pool its `limit` names.
+    fn resolve_limits(&mut self, config: &mut Config) {
+        for (batch, table_name, span) in std::mem::take(&mut self.limit_refs) {
+            let Some(b) = config.batches.get_mut(&batch) else {
+                continue;
+            };
+            let name = b.limit.clone().unwrap_or_default();
+            match config.limits.get(&name) {
+                Some(pool) => b.pool = Some(pool.clone()),
+                None => {
+                    let known: Vec<String> =
+                        config.limits.keys().map(|k| format!("{k:?}")).collect();
+                    let known = if known.is_empty() {
+                        "the file defines none".to_string()
+                    } else {
+                        format!("the file defines {}", known.join(", "))
+                    };
+                    self.invalid(
+                        span,
+                        &format!("{table_name}.limit"),
+                        format!("no [limit.{name}] table for {name:?}: {known}"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn pool(
+        &mut self,
+        key: &Spanned<std::borrow::Cow<'_, str>>,
+        value: &Spanned<DeValue<'_>>,
+    ) -> Option<LimitPool> {
+        let name = key.get_ref().as_ref();
+        let table_name = format!("limit.{}", batch_name::toml_key(name));
+        if let Err(e) = batch_name::check(name) {
+            self.invalid(key.span(), &table_name, e.to_string());
+            return None;
+        }
+        let DeValue::Table(table) = value.get_ref() else {
+            self.invalid(
+                value.span(),
+                &table_name,
+                format!(
+                    "expected a table [{table_name}], found {}",
+                    describe(value.get_ref())
+                ),
+            );
+            return None;
+        };
+        let mut pool = LimitPool {
+            name: name.to_string(),
+            limits: Vec::new(),
+            concurrency: None,
+        };
+        for (key, value) in table {
+            let key_name = key.get_ref().as_ref();
+            let field = format!("{table_name}.{key_name}");
+            if key_name == "concurrency" {
+                pool.concurrency = self.take(value, &field, limits::concurrency);
+            } else if let Some(measure) = limits::measure_of(key_name) {
+                for rate in self.take(value, &field, limits::rates).unwrap_or_default() {
+                    pool.limits.push(PoolLimit { measure, rate });
+                }
+            } else {
+                self.unknown(key, &table_name, LIMIT_FIELDS);
+            }
+        }
+        // In one order whatever the file's: the store's rows and the views.
+        pool.limits.sort_by_key(|l| (l.measure, l.rate.per));
+        if table.is_empty() {
+            self.invalid(
+                value.span(),
+                &table_name,
+                "a pool needs at least one of requests, tokens, input_tokens, output_tokens, concurrency",
+            );
+        }
+        Some(pool)
     }
 
     fn batch(
@@ -149,7 +250,22 @@ impl Walker<'_> {
             spans.insert(row.key, value.span());
         }
 
+        if let Some(span) = spans.get("limit") {
+            self.limit_refs
+                .push((name.to_string(), table_name.clone(), span.clone()));
+        }
         // Checks that involve two fields, pointed at the one to change.
+        for key in ["token_estimate", "estimate_field"] {
+            if let Some(span) = spans.get(key)
+                && !spans.contains_key("limit")
+            {
+                self.invalid(
+                    span.clone(),
+                    &format!("{table_name}.{key}"),
+                    format!("{key} needs a limit (it is reserved from the limit pool)"),
+                );
+            }
+        }
         if let Some(span) = spans.get("catch_up")
             && b.schedule.is_none()
             && !spans.contains_key("schedule")

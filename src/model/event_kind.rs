@@ -57,6 +57,8 @@ event_kinds! {
     StrayOutput => "stray-output",
     /// Every call of the batch held back by a `retry_after_s` answer (rate limit).
     Hold => "hold",
+    /// Calls wait for the batch's limit pool: which pool, which limit, the next slot.
+    RateLimit => "rate-limit",
     // What people and hooks did.
     /// Items were added (`nightshift add`).
     Added => "added",

@@ -29,6 +29,9 @@ pub enum WaitReason {
     LockHeld,
     /// A `retry_after_s` answer holds claiming back.
     Hold,
+    /// The batch's limit pool has no room now ([`RateLimited`] says which
+    /// pool, which dimension and the next slot).
+    RateLimit,
     /// In flight in another run.
     InFlight,
     /// Could run, but this run did not take them (`--limit`, a stop).
@@ -46,6 +49,7 @@ str_enum!(WaitReason {
     Paused => "paused",
     LockHeld => "lock-held",
     Hold => "hold",
+    RateLimit => "rate-limit",
     InFlight => "in-flight",
     Pending => "pending",
     NoRunner => "no-runner",
@@ -53,11 +57,22 @@ str_enum!(WaitReason {
 });
 
 /// Items waiting for one reason, until a known time if there is one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Waiting {
     pub reason: WaitReason,
     pub items: i64,
     pub until: Option<Millis>,
+    /// For [`WaitReason::RateLimit`]: the pool and its dimension.
+    pub pool: Option<RateLimited>,
+}
+
+/// A limit pool with no room: which, for what (`tokens/min`, `requests/day`,
+/// `concurrency`, `hold`), and when its next slot is (the `until`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RateLimited {
+    pub pool: String,
+    pub dimension: String,
+    pub next_slot: Option<Millis>,
 }
 
 /// The `retry` tier: due now (a run redrives them) or later.
@@ -79,6 +94,8 @@ pub struct Holding {
     /// Another runner holds every seat of the lock.
     pub lock_held: bool,
     pub hold_until: Option<Millis>,
+    /// The batch's limit pool, while it has no room.
+    pub rate_limit: Option<RateLimited>,
     /// Of the items a run could take, how many the run in question takes
     /// (a dry run's list; none after a run ended).
     pub taken: i64,
@@ -116,6 +133,8 @@ fn blocked(h: &Holding, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
         Some((WaitReason::LockHeld, None))
     } else if let Some(t) = h.hold_until.filter(|t| *t > now) {
         Some((WaitReason::Hold, Some(t)))
+    } else if let Some(r) = &h.rate_limit {
+        Some((WaitReason::RateLimit, r.next_slot))
     } else {
         match h.idle {
             Some(Idle::NoRunner) => Some((WaitReason::NoRunner, None)),
@@ -156,10 +175,14 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     let mut out = Vec::new();
     let mut push = |reason, items: i64, until| {
         if items > 0 {
+            let pool = (reason == WaitReason::RateLimit)
+                .then(|| h.rate_limit.clone())
+                .flatten();
             out.push(Waiting {
                 reason,
                 items,
                 until,
+                pool,
             });
         }
     };
@@ -214,6 +237,10 @@ fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
                 "until".into(),
                 serde_json::json!(w.until.map(crate::util::time::rfc3339)),
             );
+            if let Some(p) = &w.pool {
+                o.insert("pool".into(), p.pool.clone().into());
+                o.insert("dimension".into(), p.dimension.clone().into());
+            }
             serde_json::Value::Object(o)
         })
         .collect()
@@ -266,6 +293,17 @@ impl fmt::Display for Said<'_> {
                 "{n} held until {} (retry-after)",
                 w.until.map_or("?".into(), |t| utc_clock(t, now))
             ),
+            WaitReason::RateLimit => {
+                let (pool, dim) = w
+                    .pool
+                    .as_ref()
+                    .map_or(("?", "?"), |p| (p.pool.as_str(), p.dimension.as_str()));
+                write!(f, "{n} pending: waiting for pool {pool}, {dim}")?;
+                match w.until {
+                    Some(t) => write!(f, ", next slot {}", utc_clock(t, now)),
+                    None => Ok(()),
+                }
+            }
             WaitReason::InFlight => write!(f, "{n} in flight in another run"),
             WaitReason::Pending => write!(f, "{n} pending, not run"),
             WaitReason::NoRunner => write!(
@@ -401,6 +439,20 @@ mod tests {
             said(&hold).ends_with("8 held until 07:16:00Z (retry-after)"),
             "{}",
             said(&hold)
+        );
+        let pool = Holding {
+            rate_limit: Some(RateLimited {
+                pool: "openai".into(),
+                dimension: "tokens/min".into(),
+                next_slot: Some(LATER),
+            }),
+            ..base.clone()
+        };
+        assert!(
+            said(&pool)
+                .ends_with("8 pending: waiting for pool openai, tokens/min, next slot 07:16:00Z"),
+            "{}",
+            said(&pool)
         );
         // A hold that has passed holds nothing.
         let passed = Holding {

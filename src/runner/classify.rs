@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::child::Exit;
 use super::child::output::Output;
 use super::cost::Cost;
+use super::usage::{Tokens, Usage};
 use crate::util::sanitize;
 
 /// Longest error message kept (the seeds keep 500 characters).
@@ -33,6 +34,7 @@ pub enum Answer {
         /// a JSON string).
         result: Option<String>,
         cost: Option<f64>,
+        usage: Option<Tokens>,
     },
     Failed {
         transient: bool,
@@ -40,6 +42,7 @@ pub enum Answer {
         message: String,
         retry_after: Option<Duration>,
         cost: Option<f64>,
+        usage: Option<Tokens>,
     },
 }
 
@@ -68,6 +71,7 @@ pub struct ErrorLine {
     pub message: Option<String>,
     pub retry_after: Option<Duration>,
     pub cost: Cost,
+    pub usage: Usage,
 }
 
 /// Parses a stderr line as an error line; `None` unless it is a JSON
@@ -104,6 +108,7 @@ impl ErrorLine {
             message: text("message"),
             retry_after,
             cost: Cost::from_json(obj.get("cost")),
+            usage: Usage::from_json(obj.get("usage")),
         }
     }
 
@@ -136,8 +141,10 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                     empty: true,
                     result: None,
                     cost: None,
+                    usage: None,
                 };
-                return out.reported_cost.clone().apply(empty);
+                let usage = out.reported_usage.clone();
+                return usage.apply(out.reported_cost.clone().apply(empty));
             }
             let mut parsed: Value = serde_json::from_str(trimmed)
                 .unwrap_or_else(|_| Value::String(trimmed.to_string()));
@@ -149,11 +156,14 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 });
             }
             let cost = Cost::from_json(parsed.get("cost")).or(out.reported_cost.clone());
-            cost.apply(Answer::Done {
+            let usage = Usage::from_json(parsed.get("usage")).or(out.reported_usage.clone());
+            let answer = cost.apply(Answer::Done {
                 empty: false,
                 result: Some(parsed.to_string()),
                 cost: None,
-            })
+                usage: None,
+            });
+            usage.apply(answer)
         }
         exit => {
             let line = out.error_line.clone().unwrap_or_default();
@@ -198,7 +208,9 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                         .map(|l| format!("{default_message}: {l}"))
                 })
                 .unwrap_or(default_message);
-            line.cost
+            let usage = line.usage.clone().or(out.reported_usage.clone());
+            let answer = line
+                .cost
                 .or(out.reported_cost.clone())
                 .apply(Answer::Failed {
                     transient,
@@ -206,7 +218,9 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                     message: bound_message(&message),
                     retry_after: line.retry_after,
                     cost: None,
-                })
+                    usage: None,
+                });
+            usage.apply(answer)
         }
     }
 }
@@ -214,32 +228,39 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
 /// The answer a persistent worker's answer object carries.
 pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Answer {
     let cost = Cost::from_json(obj.get("cost"));
+    let usage = Usage::from_json(obj.get("usage"));
     if let Some(err) = obj.get("error") {
         let line = ErrorLine::from_answer(err);
         let class = line.error_class.unwrap_or_else(|| "WorkerError".into());
         let transient = rules.transient(line.transient, &class, false);
-        return cost.or(line.cost).apply(Answer::Failed {
-            transient,
-            class: bound_message(&class),
-            message: bound_message(
-                line.message
-                    .as_deref()
-                    .unwrap_or("the worker reported an error"),
-            ),
-            retry_after: line.retry_after,
-            cost: None,
-        });
+        let usage = usage.or(line.usage);
+        return usage.apply(
+            cost.or(line.cost).apply(Answer::Failed {
+                transient,
+                class: bound_message(&class),
+                message: bound_message(
+                    line.message
+                        .as_deref()
+                        .unwrap_or("the worker reported an error"),
+                ),
+                retry_after: line.retry_after,
+                cost: None,
+                usage: None,
+            }),
+        );
     }
     let Some(result) = obj.get("result") else {
         return Answer::protocol_error("an answer line with neither \"result\" nor \"error\"");
     };
     let cost = cost.or(Cost::from_json(result.get("cost")));
+    let usage = usage.or(Usage::from_json(result.get("usage")));
     let empty = result.is_null() || result.as_str() == Some("");
-    cost.apply(Answer::Done {
+    usage.apply(cost.apply(Answer::Done {
         empty,
         result: (!empty).then(|| result.to_string()),
         cost: None,
-    })
+        usage: None,
+    }))
 }
 
 /// How a persistent worker broke, as the answer of the request it broke
@@ -252,6 +273,47 @@ impl Answer {
             message: bound_message(message),
             retry_after: None,
             cost: None,
+            usage: None,
+        }
+    }
+
+    /// The same answer with the attempt's token usage.
+    #[must_use]
+    pub fn with_usage(self, tokens: Option<Tokens>) -> Answer {
+        match self {
+            Answer::Done {
+                empty,
+                result,
+                cost,
+                ..
+            } => Answer::Done {
+                empty,
+                result,
+                cost,
+                usage: tokens,
+            },
+            Answer::Failed {
+                transient,
+                class,
+                message,
+                retry_after,
+                cost,
+                ..
+            } => Answer::Failed {
+                transient,
+                class,
+                message,
+                retry_after,
+                cost,
+                usage: tokens,
+            },
+        }
+    }
+
+    /// The attempt's token usage, if reported.
+    pub fn usage(&self) -> Option<Tokens> {
+        match self {
+            Answer::Done { usage, .. } | Answer::Failed { usage, .. } => *usage,
         }
     }
 
@@ -303,6 +365,7 @@ mod tests {
             stderr_tail: None,
             error_line: stderr_last.and_then(parse_error_line),
             reported_cost: Cost::Absent,
+            reported_usage: Usage::Absent,
             op_ids: Vec::new(),
         }
     }
@@ -321,7 +384,8 @@ mod tests {
             Answer::Done {
                 empty: true,
                 result: None,
-                cost: None
+                cost: None,
+                usage: None,
             }
         );
         assert_eq!(
@@ -332,7 +396,8 @@ mod tests {
             Answer::Done {
                 empty: false,
                 result: Some("{\"cost\":0.5,\"ok\":1}".into()),
-                cost: Some(0.5)
+                cost: Some(0.5),
+                usage: None,
             }
         );
         assert_eq!(
@@ -340,7 +405,8 @@ mod tests {
             Answer::Done {
                 empty: false,
                 result: Some("\"plain text\"".into()),
-                cost: None
+                cost: None,
+                usage: None,
             }
         );
     }

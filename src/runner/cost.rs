@@ -91,12 +91,22 @@ impl Cost {
                     )),
                     retry_after,
                     cost: None,
+                    usage: None,
                 }
             }
-            (cost, Answer::Done { empty, result, .. }) => Answer::Done {
+            (
+                cost,
+                Answer::Done {
+                    empty,
+                    result,
+                    usage,
+                    ..
+                },
+            ) => Answer::Done {
                 empty,
                 result,
                 cost: cost.value(),
+                usage,
             },
             (
                 cost,
@@ -105,6 +115,7 @@ impl Cost {
                     class,
                     message,
                     retry_after,
+                    usage,
                     ..
                 },
             ) => Answer::Failed {
@@ -113,6 +124,7 @@ impl Cost {
                 message,
                 retry_after,
                 cost: cost.value(),
+                usage,
             },
         }
     }
@@ -198,13 +210,15 @@ mod tests {
             empty: false,
             result: Some("1".into()),
             cost: None,
+            usage: None,
         };
         assert_eq!(
             Cost::Valid(0.5).apply(done.clone()),
             Answer::Done {
                 empty: false,
                 result: Some("1".into()),
-                cost: Some(0.5)
+                cost: Some(0.5),
+                usage: None,
             }
         );
         let Answer::Failed {
@@ -228,6 +242,7 @@ mod tests {
             message: "503".into(),
             retry_after: None,
             cost: None,
+            usage: None,
         };
         let v = Cost::Refused("-1".into()).apply(failed);
         assert!(

@@ -162,6 +162,8 @@ pub(super) struct Cycle {
     pub(super) inflight: std::sync::Mutex<Inflight>,
     /// Every worker call passes it: the retry-after hold, the rate limit.
     pub(super) gate: gate::Gate,
+    /// The `[limit.NAME]` pool every call also passes (`pool`).
+    pub(super) pool: Option<super::pool::Pool>,
     pub(super) claims_left: Option<AtomicUsize>,
     pub(super) lease_ttl: Duration,
     /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).

@@ -156,6 +156,14 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
     let others = super::waiting::Others::Blocking {
         seats: opts.config.runners,
     };
-    out.waiting = super::waiting::read(&store, db_path, batch, others, taken, now)?;
+    out.waiting = super::waiting::read(
+        &store,
+        db_path,
+        batch,
+        opts.config.pool.as_ref(),
+        others,
+        taken,
+        now,
+    )?;
     Ok(out)
 }

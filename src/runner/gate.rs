@@ -247,6 +247,7 @@ impl Cycle {
         let now = now_ms();
         let until = now.saturating_add(i64::try_from(held.as_millis()).unwrap_or(i64::MAX));
         let longer = self.gate.extend(until);
+        self.hold_pool(claim, until).await;
         let (batch, key) = (self.batch.clone(), claim.key.clone());
         let _ = self
             .writer

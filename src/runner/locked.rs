@@ -143,6 +143,10 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
                 .map(|r| pace::Pacer::new(r.count, r.per)),
             begun.inherited.as_ref(),
         ),
+        pool: super::pool::Pool::of(
+            cfg,
+            &orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
+        ),
         claims_left: opts.limit.map(AtomicUsize::new),
         lease_ttl: seat.ttl,
         runner_id: orphans::runner_id(seat.holder.pid, seat.holder.pid_start),

@@ -24,7 +24,9 @@
 //! - `classify`: what a worker answered → [`classify::Answer`];
 //!   `halt`: the circuit breaker's rule over the run's recent answers;
 //!   `verdict`: a failed attempt → retry now / retry tier at T /
-//!   quarantine; `cost`: the one rule for reported costs;
+//!   quarantine; `cost`: the one rule for reported costs, `usage` for
+//!   reported tokens; `pool`: the `[limit.NAME]` pool every call of the
+//!   batch draws from, shared with other batches and runners;
 //! - `child/`: the processes the runner starts, their process groups and
 //!   what they leave behind;
 //! - `source`, `summary` (with the alert), `hook`, `log`, `waiting`,
@@ -42,11 +44,13 @@ mod hook;
 mod locked;
 mod log;
 mod pace;
+pub mod pool;
 mod recover;
 mod seat;
 mod slot;
 mod source;
 mod summary;
+pub mod usage;
 mod verdict;
 pub mod waiting;
 mod writer;
@@ -227,7 +231,8 @@ pub async fn cycle(
         if let Ok(report) = &mut result {
             // After the release: our own seat is not "another runner".
             let others = waiting::Others::Any;
-            match waiting::read(&s, db_path, &opts.batch, others, 0, now_ms()) {
+            let pool = opts.config.pool.as_ref();
+            match waiting::read(&s, db_path, &opts.batch, pool, others, 0, now_ms()) {
                 Ok(w) => report.waiting = w,
                 Err(e) => tracing::warn!("reading what {} still holds: {e}", opts.batch),
             }

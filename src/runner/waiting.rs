@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use crate::config::limits::LimitPool;
 use crate::model::Millis;
 use crate::model::waiting::{self, Holding, Idle, Waiting};
 use crate::store::{Result, Store};
@@ -19,11 +20,12 @@ pub enum Others {
 }
 
 /// The batch's waiting items by reason, when a run took `taken` of those
-/// it could run.
+/// it could run (`pool`: the batch's limit pool, if it has one).
 pub fn read(
     store: &Store,
     db_path: &Path,
     batch: &str,
+    pool: Option<&LimitPool>,
     others: Others,
     taken: i64,
     now: Millis,
@@ -69,6 +71,10 @@ fn holding(
         paused: store.pause(batch)?.is_some(),
         lock_held,
         hold_until: store.hold(batch)?.map(|h| h.until),
+        rate_limit: match pool {
+            Some(p) => super::pool::limited(&store.pool_view(&super::pool::spec(p), now)?, now),
+            None => None,
+        },
         taken,
         idle,
     };

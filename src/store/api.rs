@@ -458,6 +458,95 @@ impl CancelTo {
     }
 }
 
+/// A limit pool as the store keeps it (see `runner::pool`): its name,
+/// its rate dimensions and its cap on calls in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSpec {
+    pub name: String,
+    pub dims: Vec<PoolDim>,
+    pub concurrency: Option<u32>,
+}
+
+/// One rate of a pool: `count` units per `per_us` microseconds, a bucket
+/// of `count` that refills evenly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolDim {
+    /// `requests/min`, `tokens/day`, `input_tokens/min`.
+    pub name: String,
+    /// What it counts: requests, or which tokens.
+    pub measure: crate::config::limits::Measure,
+    pub count: i64,
+    pub per_us: i64,
+}
+
+/// A call asking for its place in a pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolCall {
+    /// Unique among the calls in flight (`runner:item:attempt`).
+    pub id: String,
+    /// The tokens reserved for it.
+    pub estimate: i64,
+    /// When its place in flight lapses should its runner die.
+    pub until: Millis,
+}
+
+/// What a pool said to calls asking for their places.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// The first this many calls may start now.
+    pub admitted: usize,
+    /// Why the next may not, and when to ask again.
+    pub wait: Option<PoolWait>,
+}
+
+/// Why a pool makes a call wait: `dimension` is `hold`, `concurrency` or
+/// a rate (`tokens/min`); `until` is its next slot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolWait {
+    pub dimension: String,
+    pub until: Millis,
+}
+
+/// A retry-after hold on every batch of a pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolHold {
+    pub until: Millis,
+    pub batch: String,
+    pub key: Option<String>,
+}
+
+/// The tokens one attempt used, as the worker reported them (`None`:
+/// nothing reported, the estimate stands).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttemptUsage {
+    pub batch: String,
+    pub run_id: i64,
+    pub key: String,
+    pub attempt: i64,
+    pub pool: Option<String>,
+    /// Its place in flight in the pool, given back with it.
+    #[serde(skip)]
+    pub call: Option<String>,
+    pub at: Millis,
+    pub estimate: i64,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+}
+
+impl AttemptUsage {
+    /// What it drew from the pool: the reported tokens, else the estimate.
+    #[must_use]
+    pub fn drawn(&self) -> (i64, i64, i64) {
+        match (self.input_tokens, self.output_tokens) {
+            (None, None) => (self.estimate, self.estimate, self.estimate),
+            (i, o) => {
+                let (i, o) = (i.unwrap_or(0), o.unwrap_or(0));
+                (i.saturating_add(o), i, o)
+            }
+        }
+    }
+}
+
 /// What `cancel` did to an item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CancelOutcome {
@@ -486,4 +575,40 @@ pub struct Steering {
     pub stop: Option<(bool, Option<String>)>,
     /// The items it holds that were asked to be cancelled.
     pub cancels: Vec<i64>,
+}
+
+/// Tokens summed over attempts (a run, a pool, an item).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct UsageSum {
+    pub attempts: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// Attempts that reported nothing (their estimates count in the pool).
+    pub unreported: i64,
+    pub estimated_tokens: i64,
+}
+
+/// A pool's state for the views: each rate's use of its bucket, calls in
+/// flight, the hold, and its tokens per minute.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolView {
+    pub name: String,
+    pub dims: Vec<PoolDimView>,
+    pub in_flight: i64,
+    pub concurrency: Option<u32>,
+    pub hold: Option<PoolHold>,
+    /// Tokens drawn per minute, oldest first, ending at the current minute.
+    pub tokens_per_minute: Vec<i64>,
+    /// Since the start of the UTC day.
+    pub today: UsageSum,
+}
+
+/// One rate of a pool: how much of its bucket is drawn now, and when a
+/// call of one unit would next fit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolDimView {
+    pub dimension: String,
+    pub used: i64,
+    pub limit: i64,
+    pub next_slot: Option<Millis>,
 }

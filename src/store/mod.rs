@@ -25,10 +25,11 @@ mod rows;
 pub mod sqlite;
 
 pub use api::{
-    Access, AliveWatch, AttemptLog, BatchView, COUNT_CAP, CancelOutcome, CancelSettled, CancelTo, Completion,
-    DashQuery, Dashboard, EventFilter, EventsQuery, Failure, FollowCursor, ItemDetail, ItemFilter,
-    ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun, PruneReport, Requeue, Selection,
-    SinceSummary, Steering, Unpaused,
+    Access, Admission, AliveWatch, AttemptLog, AttemptUsage, BatchView, COUNT_CAP, CancelOutcome,
+    CancelSettled, CancelTo, Completion, DashQuery, Dashboard, EventFilter, EventsQuery, Failure,
+    FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun,
+    PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView, PoolWait, PruneReport, Requeue,
+    Selection, SinceSummary, Steering, Unpaused, UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use facade::Store;

@@ -6,7 +6,9 @@
 //! it at once, and a later attempt of the item gets it in
 //! `NIGHTSHIFT_OP_ID`. `@nightshift cost=<number>` reports the cost of the
 //! call the same way (for workers that cannot put it in their result); the
-//! lines of one attempt add up, and the total follows the rule of `cost`.
+//! lines of one attempt add up, and the total follows the rule of `cost`;
+//! `@nightshift usage input_tokens=N output_tokens=M` reports its tokens
+//! (the rule of `usage`).
 //! An op id is at most 1024 bytes with no control characters (it goes back
 //! to the worker in an environment variable); one attempt may report at
 //! most [`MAX_OP_IDS`] of them (each is a store write), later ones and
@@ -19,6 +21,7 @@ use super::Exit;
 use super::tail::{Tail, Words};
 use crate::runner::classify::ErrorLine;
 use crate::runner::cost::Cost;
+use crate::runner::usage::Usage;
 
 /// Most stdout kept as the result; the rest is read and dropped.
 pub const MAX_STDOUT: usize = 1 << 20;
@@ -39,6 +42,8 @@ pub enum StderrLine<'a> {
     OpId(&'a str),
     /// A cost report (a refused one fails the attempt).
     Cost(Cost),
+    /// A token usage report (likewise).
+    Usage(Usage),
     /// A marker line the runner does not understand (or an invalid op
     /// id): ignored, and not taken as the last error line either.
     BadMarker,
@@ -64,6 +69,8 @@ pub fn parse_stderr_line(text: &str) -> StderrLine<'_> {
         }
     } else if let Some(cost) = rest.trim().strip_prefix("cost=") {
         return StderrLine::Cost(Cost::from_text(cost));
+    } else if let Some(usage) = rest.trim().strip_prefix("usage ") {
+        return StderrLine::Usage(Usage::from_text(usage));
     }
     StderrLine::BadMarker
 }
@@ -80,6 +87,8 @@ pub struct Output {
     pub error_line: Option<ErrorLine>,
     /// What the `@nightshift cost=` lines added up to.
     pub reported_cost: Cost,
+    /// What the `@nightshift usage` lines added up to.
+    pub reported_usage: Usage,
     pub op_ids: Vec<String>,
 }
 
@@ -124,6 +133,7 @@ pub(super) struct StderrSummary {
     pub last_line: Option<String>,
     pub tail: Option<Words>,
     pub cost: Cost,
+    pub usage: Usage,
     pub op_ids: Vec<String>,
 }
 
@@ -150,6 +160,7 @@ pub(super) async fn read_stderr(
                 }
             }
             StderrLine::Cost(c) => summary.cost = std::mem::take(&mut summary.cost).plus(c),
+            StderrLine::Usage(u) => summary.usage = std::mem::take(&mut summary.usage).plus(u),
             StderrLine::BadMarker => {}
             StderrLine::Text => {
                 let text = text.trim_end_matches('\r');

@@ -58,6 +58,7 @@ pub async fn run(
                 stderr_tail: None,
                 error_line: None,
                 reported_cost: Cost::Absent,
+                reported_usage: crate::runner::usage::Usage::Absent,
                 op_ids: Vec::new(),
             });
         }
@@ -156,6 +157,7 @@ pub async fn run(
         stderr_last_line: err.last_line,
         stderr_tail: err.tail,
         reported_cost: err.cost,
+        reported_usage: err.usage,
         op_ids: err.op_ids,
     })
 }

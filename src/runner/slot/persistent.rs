@@ -35,6 +35,7 @@ use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, 
 use crate::runner::classify::{self, Answer, bound_message};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
+use crate::runner::pool::{Ticket, instant_at};
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
 use crate::store::StoreError;
 use crate::util::time::now_ms;
@@ -56,6 +57,8 @@ pub(super) struct Work {
     pub(super) retries_done: u32,
     /// Where its next request stands at the gate.
     pub(super) pass: Pass,
+    /// Its call's place in the batch's pool, once given.
+    pub(super) ticket: Option<Ticket>,
 }
 
 pub(super) struct Slot {
@@ -84,6 +87,10 @@ pub(super) struct Slot {
     /// Stdout lines of this slot's workers that were not part of the
     /// protocol, and the last of them.
     pub(super) strays: u64,
+    /// Every place in flight of the pool was taken, some by this slot:
+    /// ask again once no more than this many of its calls are unanswered
+    /// (each answer gives a place back), not once per answer.
+    pub(super) pool_ask_at: Option<usize>,
     pub(super) last_stray: String,
     /// The items on which workers broke before an answer could be
     /// recorded, since the last recorded answer.
@@ -139,6 +146,7 @@ impl Slot {
             answered: false,
             last_answered: None,
             strays: 0,
+            pool_ask_at: None,
             last_stray: String::new(),
             failed_starts: Vec::new(),
             batch: 1,
@@ -199,6 +207,7 @@ impl Slot {
                 op_ids: 0,
                 retries_done: 0,
                 pass: if i == 0 { first } else { Pass::None },
+                ticket: None,
                 claim,
             });
         }
@@ -248,10 +257,45 @@ impl Slot {
             if !self.queue.is_empty() && self.worker.is_none() && !self.start_worker().await? {
                 return Ok(Ended::GaveUp);
             }
-            // Each request is a call: it passes the gate before it is written.
+            // Each request is a call: it has its place in the pool (asked
+            // for every queued call at once) and passes the gate before it
+            // is written.
             let mut gate_opens = None;
             if let Some(worker) = self.worker.as_mut() {
                 while let Some(front) = self.queue.front_mut() {
+                    if cycle.pool.is_some() && front.ticket.is_none() {
+                        if self.pool_ask_at.is_some_and(|n| self.sent.len() > n) {
+                            break;
+                        }
+                        self.pool_ask_at = None;
+                        let claims: Vec<&Claim> = self
+                            .queue
+                            .iter()
+                            .take_while(|w| w.ticket.is_none())
+                            .map(|w| &w.claim)
+                            .collect();
+                        let asked = claims.len();
+                        let (tickets, wait) = cycle.pool_try(&claims).await?;
+                        let in_flight = self.sent.len() + tickets.len();
+                        let full = wait.as_ref().is_some_and(|w| w.dimension == "concurrency");
+                        if full && tickets.len() < asked && in_flight > 0 {
+                            self.pool_ask_at = Some(in_flight / 2);
+                        }
+                        if tickets.is_empty() && self.pool_ask_at.is_some() {
+                            break;
+                        }
+                        if tickets.is_empty() {
+                            let until = wait.map_or(now_ms() + 200, |w| w.until);
+                            gate_opens = Some(instant_at(until));
+                            break;
+                        }
+                        for (w, t) in self.queue.iter_mut().zip(tickets) {
+                            w.ticket = Some(t);
+                        }
+                    }
+                    let Some(front) = self.queue.front_mut() else {
+                        break;
+                    };
                     if let Err(at) = cycle.gate.admit(&mut front.pass) {
                         gate_opens = Some(at);
                         break;
@@ -514,11 +558,13 @@ impl Slot {
         elapsed: Duration,
     ) -> Result<(), StoreError> {
         let cycle = self.cycle.clone();
+        cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), answer.usage());
         match answer {
             Answer::Done {
                 empty,
                 result,
                 cost,
+                usage,
             } => {
                 self.untrack(&w.claim);
                 let event = NewEvent::new(
@@ -534,7 +580,7 @@ impl Slot {
                 .run(cycle.run_id)
                 .key(&w.claim.key)
                 .fields(
-                    json!({"attempt": w.attempt, "ms": elapsed.as_millis() as u64, "cost": cost}),
+                    json!({"attempt": w.attempt, "ms": elapsed.as_millis() as u64, "cost": cost, "usage": usage.map(|u| json!({"input_tokens": u.input, "output_tokens": u.output}))}),
                 );
                 self.successes.push(Success {
                     claim: w.claim,
@@ -550,6 +596,7 @@ impl Slot {
                 message,
                 retry_after,
                 cost,
+                ..
             } => {
                 let failed = Failed {
                     transient,
@@ -689,8 +736,10 @@ impl Slot {
         }
         let mut left: Vec<Work> = self.sent.drain(..).chain(self.queue.drain(..)).collect();
         left.extend(self.retries.drain(..).map(|(_, w)| w));
-        for w in &left {
+        for w in &mut left {
             self.untrack(&w.claim);
+            self.cycle
+                .pool_settle(&w.claim, w.attempt, w.ticket.take(), None);
         }
         Ok(())
     }
@@ -701,8 +750,11 @@ impl Slot {
     async fn release_waiting(&mut self) -> Result<(), StoreError> {
         self.settle().await?;
         let cycle = self.cycle.clone();
-        for w in std::mem::take(&mut self.queue) {
+        for mut w in std::mem::take(&mut self.queue) {
             self.untrack(&w.claim);
+            // Never sent, or sent to a worker that was stopped: its
+            // reservation stands, its place in flight is given back.
+            cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), None);
             release(&cycle, &w.claim, true).await?;
         }
         for (_, w) in std::mem::take(&mut self.retries) {

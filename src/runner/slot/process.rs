@@ -116,7 +116,11 @@ async fn process(
     // A retry waits for the gate before its attempt begins.
     let mut retrying = false;
     loop {
-        if !cycle.pass(&mut pass).await {
+        let entered = match cycle.pass(&mut pass).await {
+            true => cycle.pool_enter(&claim).await,
+            false => Err(()),
+        };
+        let Ok(ticket) = entered else {
             return match cycle.stopping() {
                 // The taker takes it back (see `persistent::Slot::abandon`).
                 Some((_, StopReason::LockLost)) => Ok(None),
@@ -124,11 +128,12 @@ async fn process(
                 // failed one before a retry does).
                 _ => release(cycle, &claim, !retrying).await.map(|()| None),
             };
-        }
+        };
         if std::mem::take(&mut retrying) {
             match begin_retry(cycle, &claim).await? {
                 Some(next) => attempt = next,
                 None => {
+                    cycle.pool_settle(&claim, attempt, ticket, None);
                     lease_lost_on_write(cycle, &claim).await;
                     return Ok(None);
                 }
@@ -169,22 +174,28 @@ async fn process(
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let output = match result {
             Ok(output) => output,
-            Err(KillReason::Shutdown) => return release(cycle, &claim, true).await.map(|()| None),
-            Err(KillReason::LeaseLost) => {
-                lease_lost_stopped(cycle, &claim).await;
-                return Ok(None);
-            }
-            Err(KillReason::Cancelled) => {
-                cancelled(cycle, &claim).await;
+            Err(reason) => {
+                // Stopped before an answer: its reservation stands.
+                cycle.pool_settle(&claim, attempt, ticket, None);
+                match reason {
+                    KillReason::LeaseLost => lease_lost_stopped(cycle, &claim).await,
+                    KillReason::Cancelled => cancelled(cycle, &claim).await,
+                    KillReason::Shutdown => {
+                        return release(cycle, &claim, true).await.map(|()| None);
+                    }
+                }
                 return Ok(None);
             }
         };
         keep_words(cycle, &claim, attempt, &output);
-        match classify(&output, &cycle.rules) {
+        let answer = classify(&output, &cycle.rules);
+        cycle.pool_settle(&claim, attempt, ticket, answer.usage());
+        match answer {
             Answer::Done {
                 empty,
                 result,
                 cost,
+                usage,
             } => {
                 let event = NewEvent::new(
                     now_ms(),
@@ -202,7 +213,7 @@ async fn process(
                 )
                 .run(cycle.run_id)
                 .key(&claim.key)
-                .fields(json!({"attempt": attempt, "ms": elapsed_ms, "cost": cost}));
+                .fields(json!({"attempt": attempt, "ms": elapsed_ms, "cost": cost, "usage": usage.map(|u| json!({"input_tokens": u.input, "output_tokens": u.output}))}));
                 let outcome = if empty { Outcome::Empty } else { Outcome::Done };
                 let (c, e) = (claim.clone(), event.clone());
                 let (run, batch) = (cycle.run_id, cycle.batch.clone());
@@ -265,6 +276,7 @@ async fn process(
                 message,
                 retry_after,
                 cost,
+                ..
             } => {
                 let failed = Failed {
                     transient,

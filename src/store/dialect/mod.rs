@@ -18,6 +18,7 @@ mod daemons;
 mod dead_letters;
 mod events;
 mod items;
+mod pools;
 mod prune;
 mod runs;
 mod seats;
@@ -30,6 +31,7 @@ pub(crate) use daemons::{DaemonsRead, DaemonsWrite};
 pub(crate) use dead_letters::{DeadLettersRead, DeadLettersWrite};
 pub(crate) use events::{EventsRead, EventsWrite};
 pub(crate) use items::{ItemsRead, ItemsWrite, Orphaned};
+pub(crate) use pools::{PoolsRead, PoolsWrite, fill_minutes};
 pub(crate) use prune::{PruneRead, PruneTarget, PruneWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
@@ -43,6 +45,7 @@ pub(crate) trait Read:
     + DeadLettersRead
     + EventsRead
     + ItemsRead
+    + PoolsRead
     + PruneRead
     + RunsRead
     + SeatsRead
@@ -57,6 +60,7 @@ impl<
         + DeadLettersRead
         + EventsRead
         + ItemsRead
+        + PoolsRead
         + PruneRead
         + RunsRead
         + SeatsRead
@@ -75,6 +79,7 @@ pub(crate) trait Write:
     + DeadLettersWrite
     + EventsWrite
     + ItemsWrite
+    + PoolsWrite
     + PruneWrite
     + RunsWrite
     + SeatsWrite
@@ -91,6 +96,7 @@ impl<
         + DeadLettersWrite
         + EventsWrite
         + ItemsWrite
+        + PoolsWrite
         + PruneWrite
         + RunsWrite
         + SeatsWrite

@@ -13,6 +13,7 @@ pub(super) mod liveness;
 mod prune;
 mod reclaim;
 mod requeue;
+mod pools;
 mod runs;
 mod seats;
 mod steer;

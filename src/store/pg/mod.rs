@@ -31,6 +31,7 @@ mod events;
 mod hot;
 mod items;
 mod locks;
+mod pools;
 mod prune;
 mod runs;
 mod schema;

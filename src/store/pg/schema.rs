@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 12;
+pub const PG_SCHEMA_VERSION: i32 = 13;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -410,7 +410,44 @@ CREATE INDEX attempt_logs_by_time ON attempt_logs (at);
 /// item remembers the batch `version` it was done under.
 const V12: &str = "ALTER TABLE nightshift.items ADD COLUMN done_version TEXT;";
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
+/// Version 13: limit pools (see the SQLite schema's version 11).
+const V13: &str = r#"
+CREATE TABLE pool_dims (
+    pool   TEXT NOT NULL,
+    dim    TEXT NOT NULL,
+    tat_us BIGINT NOT NULL,
+    PRIMARY KEY (pool, dim)
+);
+CREATE TABLE pool_calls (
+    pool     TEXT NOT NULL,
+    call     TEXT NOT NULL,
+    until_ms BIGINT NOT NULL,
+    PRIMARY KEY (pool, call)
+);
+CREATE TABLE pool_holds (
+    pool     TEXT PRIMARY KEY,
+    until_ms BIGINT NOT NULL,
+    batch    TEXT NOT NULL,
+    key      TEXT
+);
+CREATE TABLE usage (
+    id            BIGSERIAL PRIMARY KEY,
+    batch         TEXT NOT NULL,
+    run_id        BIGINT NOT NULL,
+    key           TEXT NOT NULL,
+    attempt       BIGINT NOT NULL,
+    pool          TEXT,
+    at            BIGINT NOT NULL,
+    estimate      BIGINT NOT NULL,
+    input_tokens  BIGINT,
+    output_tokens BIGINT
+);
+CREATE INDEX usage_run ON usage (run_id);
+CREATE INDEX usage_key ON usage (batch, key);
+CREATE INDEX usage_pool ON usage (pool, at);
+"#;
+
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).

@@ -10,6 +10,7 @@ pub(crate) mod file;
 mod hot;
 mod items;
 mod locks;
+mod pools;
 mod prune;
 mod readonly;
 mod runs;

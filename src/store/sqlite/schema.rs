@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 10;
+pub const SCHEMA_VERSION: i32 = 11;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -400,7 +400,50 @@ CREATE INDEX attempt_logs_by_time ON attempt_logs (at);
 /// items are stale.
 const V10: &str = "ALTER TABLE items ADD COLUMN done_version TEXT;";
 
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+/// Version 11: limit pools (`[limit.NAME]`, see `runner::pool`), shared by
+/// every runner of the store. `pool_dims`: one GCRA theoretical arrival
+/// time per pool and dimension, in microseconds; `pool_calls`: the calls
+/// in flight (each with the time it gives up its place, should its runner
+/// die); `pool_holds`: a retry-after hold on every batch of the pool;
+/// `usage`: the tokens of each attempt (the estimate when nothing was
+/// reported).
+const V11: &str = r#"
+CREATE TABLE pool_dims (
+    pool   TEXT NOT NULL,
+    dim    TEXT NOT NULL,
+    tat_us INTEGER NOT NULL,
+    PRIMARY KEY (pool, dim)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE pool_calls (
+    pool     TEXT NOT NULL,
+    call     TEXT NOT NULL,
+    until_ms INTEGER NOT NULL,
+    PRIMARY KEY (pool, call)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE pool_holds (
+    pool     TEXT PRIMARY KEY,
+    until_ms INTEGER NOT NULL,
+    batch    TEXT NOT NULL,
+    key      TEXT
+) STRICT;
+CREATE TABLE usage (
+    id            INTEGER PRIMARY KEY,
+    batch         TEXT NOT NULL,
+    run_id        INTEGER NOT NULL,
+    key           TEXT NOT NULL,
+    attempt       INTEGER NOT NULL,
+    pool          TEXT,
+    at            INTEGER NOT NULL,
+    estimate      INTEGER NOT NULL,
+    input_tokens  INTEGER,
+    output_tokens INTEGER
+) STRICT;
+CREATE INDEX usage_run ON usage (run_id);
+CREATE INDEX usage_key ON usage (batch, key);
+CREATE INDEX usage_pool ON usage (pool, at);
+"#;
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

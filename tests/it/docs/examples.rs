@@ -349,3 +349,111 @@ fn the_example_config_loads() {
     assert!(stdout.contains("`0 2 * * *` in Asia/Tokyo"), "{stdout}");
     assert!(stdout.contains("02:00:00 JST"), "{stdout}");
 }
+
+/// The prompts the fake messages API was sent, with when.
+type Sent = Arc<Mutex<Vec<(String, std::time::Instant)>>>;
+
+/// A fake messages API for `paid_api_worker.py`: the prompt `busy` gets a
+/// 429 with `Retry-After: 2` the first time; every answer carries usage.
+fn start_messages_api() -> (String, Sent) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1/messages", listener.local_addr().unwrap());
+    let seen: Sent = Arc::default();
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && !line.trim().is_empty() {
+                if let Some((k, v)) = line.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let prompt = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null)["prompt"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let first = {
+                let mut seen = log.lock().unwrap();
+                let first = !seen.iter().any(|(p, _)| *p == prompt);
+                seen.push((prompt.clone(), std::time::Instant::now()));
+                first
+            };
+            let (status, extra, text) = if prompt == "busy" && first {
+                (
+                    "429 Too Many Requests",
+                    "Retry-After: 2\r\n",
+                    json!({"error": "slow down"}),
+                )
+            } else {
+                let usage = json!({"input_tokens": prompt.len(), "output_tokens": 10});
+                (
+                    "200 OK",
+                    "",
+                    json!({"text": prompt.to_uppercase(), "usage": usage}),
+                )
+            };
+            let text = text.to_string();
+            let mut stream = stream;
+            let _ = stream.write_all(
+                format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    (url, seen)
+}
+
+/// The README's paid-API worker: its usage reaches the run's sums, and a
+/// 429's retry-after header holds the pool (the next call to the API
+/// comes after it).
+#[test]
+fn the_paid_api_worker_reports_usage_and_maps_retry_after() {
+    if !have_python() {
+        return;
+    }
+    let env = Env::new();
+    let (url, seen) = start_messages_api();
+    env.config(&format!(
+        "[limit.api]\nrequests = \"600/min\"\n\n[batch.ask]\nworker = [\"python3\", \"{}\"]\n\
+         mode = \"persistent\"\nlimit = \"api\"\ntoken_estimate = 100\nconcurrency = 1\nbackoff = \"10ms\"\n",
+        example("paid_api_worker.py").display()
+    ));
+    let file = env.write(
+        "items.jsonl",
+        "{\"key\":\"1\",\"prompt\":\"busy\"}\n{\"key\":\"2\",\"prompt\":\"calm\"}\n",
+    );
+    env.cmd().args(["add", "ask"]).arg(file).assert().success();
+    let out = env
+        .cmd()
+        .args(["run", "ask"])
+        .env("API_URL", &url)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "busy twice, calm once: {seen:?}");
+    assert!(
+        seen[1].1.duration_since(seen[0].1) >= std::time::Duration::from_secs(2),
+        "the call after the 429 came within its retry-after: {seen:?}"
+    );
+    let status = env.status();
+    let usage = &status["batches"][0]["last_run"]["usage"];
+    assert_eq!(usage["input_tokens"], 8, "{usage}");
+    assert_eq!(usage["output_tokens"], 20, "{usage}");
+    let holds = env.events("ask", "hold");
+    assert_eq!(holds.len(), 1);
+}

@@ -236,6 +236,7 @@ fn readme_includes_its_files_verbatim() {
         "assets/examples/minimal_worker.py",
         "assets/examples/nightshift.toml",
         "assets/examples/init.toml",
+        "assets/examples/paid_api_worker.py",
     ] {
         assert!(
             paths.contains(&wanted),

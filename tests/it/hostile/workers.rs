@@ -197,13 +197,14 @@ proptest! {
     /// get back in its environment.
     #[test]
     fn stderr_markers_never_panic(rest in hostile_string(), op in hostile_string()) {
-        for line in [rest.clone(), format!("@nightshift {rest}"), format!("@nightshift op_id={op}"), format!("@nightshift cost={rest}")] {
+        for line in [rest.clone(), format!("@nightshift {rest}"), format!("@nightshift op_id={op}"), format!("@nightshift cost={rest}"), format!("@nightshift usage {rest}")] {
             match output::parse_stderr_line(&line) {
                 StderrLine::OpId(id) => {
                     prop_assert!(!id.is_empty() && id.len() <= 1024);
                     prop_assert!(!id.chars().any(char::is_control), "{id:?}");
                 }
                 StderrLine::Cost(c) => prop_assert!(sane(&c), "{c:?}"),
+                StderrLine::Usage(u) => prop_assert!(usage_sane(&u), "{u:?}"),
                 StderrLine::BadMarker | StderrLine::Text => {}
             }
         }
@@ -391,6 +392,18 @@ fn sane(cost: &Cost) -> bool {
         Cost::Absent => true,
         Cost::Valid(c) => (0.0..=MAX_COST).contains(c),
         Cost::Refused(shown) => !dangerous(shown) && shown.chars().count() <= ESCAPED * 41,
+    }
+}
+
+fn usage_sane(usage: &nightshift::runner::usage::Usage) -> bool {
+    use nightshift::runner::usage::{MAX_TOKENS, Usage};
+    match usage {
+        Usage::Absent => true,
+        Usage::Valid(t) => [t.input, t.output]
+            .into_iter()
+            .flatten()
+            .all(|n| (0..=MAX_TOKENS).contains(&n)),
+        Usage::Refused(shown) => !dangerous(shown) && shown.chars().count() <= ESCAPED * 81,
     }
 }
 

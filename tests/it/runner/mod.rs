@@ -24,3 +24,5 @@ mod stop;
 mod steer;
 // The worker's own words: each attempt's stderr tail, kept bounded and shown inert.
 mod worker_words;
+// Limit pools shared by batches and runners: tokens, requests, concurrency, 429 holds.
+mod pools;

@@ -1291,4 +1291,63 @@ both_stores! {
         assert_eq!(asked.len(), 3);
         assert_eq!(asked[0].actor.as_deref(), Some("ops@h2"));
     }
+
+    // ---- Limit pools ----
+
+    fn a_pool_admits_within_every_limit_and_settles_with_usage(db, s) {
+        use nightshift::config::limits::Measure;
+        use nightshift::store::{AttemptUsage, PoolCall, PoolDim, PoolHold, PoolSpec};
+        let spec = PoolSpec {
+            name: "openai".into(),
+            dims: vec![
+                PoolDim { name: "requests/s".into(), measure: Measure::Requests, count: 2, per_us: 1_000_000 },
+                PoolDim { name: "tokens/min".into(), measure: Measure::Tokens, count: 600, per_us: 60_000_000 },
+            ],
+            concurrency: Some(3),
+        };
+        let call = |id: &str, estimate| PoolCall { id: id.into(), estimate, until: T0 + MIN };
+        // Two requests a second: the third waits half a second.
+        let a = s.pool_admit(&spec, &[call("c1", 100), call("c2", 100), call("c3", 100)], T0).unwrap();
+        assert_eq!(a.admitted, 2);
+        let w = a.wait.unwrap();
+        assert_eq!((w.dimension.as_str(), w.until), ("requests/s", T0 + 500));
+        // 600 tokens a minute: 200 drawn, 400 left; a call of 500 waits
+        // for the refill (10 tokens a second: 10 s).
+        let a = s.pool_admit(&spec, &[call("c3", 500)], T0 + 1000).unwrap();
+        assert_eq!(a.admitted, 0);
+        let w = a.wait.unwrap();
+        assert_eq!((w.dimension.as_str(), w.until), ("tokens/min", T0 + 10_000));
+        // A third call fits; then all three places in flight are taken.
+        assert_eq!(s.pool_admit(&spec, &[call("c3", 100)], T0 + 1000).unwrap().admitted, 1);
+        let a = s.pool_admit(&spec, &[call("c4", 0)], T0 + 2000).unwrap();
+        assert_eq!((a.admitted, a.wait.unwrap().dimension.as_str()), (0, "concurrency"));
+        // Settled: c1 used 300 tokens (200 more than reserved), c2 reported
+        // nothing (its 100 stand); both places are given back.
+        let usage = |call: &str, attempt, input: Option<i64>, output: Option<i64>| AttemptUsage {
+            batch: "b".into(), run_id: 7, key: call.into(), attempt, pool: Some("openai".into()),
+            call: Some(call.into()), at: T0 + 2000, estimate: 100, input_tokens: input, output_tokens: output,
+        };
+        s.settle_usage(Some(&spec), &[usage("c1", 1, Some(100), Some(200)), usage("c2", 1, None, None)]).unwrap();
+        let v = s.pool_view(&spec, T0 + 2000).unwrap();
+        assert_eq!(v.in_flight, 1);
+        // Drawn: 300 + 100 + 100 = 500, less 20 refilled in the 2 s since.
+        assert_eq!((v.dims[1].dimension.as_str(), v.dims[1].used, v.dims[1].limit), ("tokens/min", 480, 600));
+        assert_eq!((v.today.attempts, v.today.input_tokens, v.today.output_tokens), (2, 100, 200));
+        assert_eq!((v.today.unreported, v.today.estimated_tokens), (1, 100));
+        assert_eq!(v.tokens_per_minute.iter().sum::<i64>(), 400);
+        assert_eq!(s.run_usage(7).unwrap().attempts, 2);
+        assert_eq!(s.item_usage("b", "c1").unwrap()[0].output_tokens, Some(200));
+        // A hold stops every call until it ends, and is never shortened.
+        let hold = |until| PoolHold { until, batch: "a".into(), key: Some("k".into()) };
+        s.set_pool_hold("openai", &hold(T0 + 9000)).unwrap();
+        s.set_pool_hold("openai", &hold(T0 + 4000)).unwrap();
+        let a = s.pool_admit(&spec, &[call("c5", 0)], T0 + 3000).unwrap();
+        let w = a.wait.unwrap();
+        assert_eq!((a.admitted, w.dimension.as_str(), w.until), (0, "hold", T0 + 9000));
+        assert_eq!(s.pool_hold("openai", T0 + 3000).unwrap().map(|h| h.batch), Some("a".into()));
+        assert_eq!(s.pool_admit(&spec, &[call("c5", 0)], T0 + 9000).unwrap().admitted, 1);
+        // A place whose runner died lapses at its `until`.
+        let a = s.pool_admit(&spec, &[call("c6", 0), call("c7", 0)], T0 + MIN + 1).unwrap();
+        assert_eq!(a.admitted, 2, "c3 and c5 lapsed");
+    }
 }

@@ -1,0 +1,118 @@
+//! How the views say a limit pool and token usage: `status` (a line per
+//! pool, the last run's tokens), `--json` and `show`.
+
+use serde_json::{Value, json};
+
+use crate::model::Millis;
+use crate::store::{AttemptUsage, PoolView, Store, UsageSum};
+use crate::util::time::{rfc3339, utc_clock};
+
+/// Every pool of the config as the store has it now.
+pub fn views(ctx: &super::Ctx, store: &Store, now: Millis) -> anyhow::Result<Vec<PoolView>> {
+    ctx.config
+        .limits
+        .values()
+        .map(|p| Ok(store.pool_view(&crate::runner::pool::spec(p), now)?))
+        .collect()
+}
+
+pub fn pool_json(v: &PoolView, now: Millis) -> Value {
+    json!({
+        "name": v.name,
+        "limits": v.dims.iter().map(|d| json!({
+            "dimension": d.dimension,
+            "used": d.used,
+            "limit": d.limit,
+            "next_slot": d.next_slot.map(rfc3339),
+        })).collect::<Vec<_>>(),
+        "in_flight": v.in_flight,
+        "concurrency": v.concurrency,
+        "hold_until": v.hold.as_ref().filter(|h| h.until > now).map(|h| rfc3339(h.until)),
+        "hold_by": v.hold.as_ref().filter(|h| h.until > now).map(|h| json!({"batch": h.batch, "key": h.key})),
+        "tokens_per_minute": v.tokens_per_minute,
+        "today": usage_json(&v.today),
+    })
+}
+
+pub fn usage_json(u: &UsageSum) -> Value {
+    json!({
+        "attempts": u.attempts,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "unreported": u.unreported,
+        "estimated_tokens": u.estimated_tokens,
+    })
+}
+
+pub fn attempt_json(u: &AttemptUsage) -> Value {
+    json!({
+        "run_id": u.run_id,
+        "attempt": u.attempt,
+        "at": rfc3339(u.at),
+        "pool": u.pool,
+        "estimate": u.estimate,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+    })
+}
+
+/// `pool openai: requests/min 12/3000, tokens/min 4200/250000, 3/16 in
+/// flight; held until 02:14:10Z by articles`.
+pub fn pool_line(v: &PoolView, now: Millis) -> String {
+    let mut parts: Vec<String> = v
+        .dims
+        .iter()
+        .map(|d| {
+            let full = match d.next_slot {
+                Some(t) if d.used >= d.limit => format!(" (full, next slot {})", utc_clock(t, now)),
+                _ => String::new(),
+            };
+            format!("{} {}/{}{full}", d.dimension, d.used, d.limit)
+        })
+        .collect();
+    if let Some(c) = v.concurrency {
+        parts.push(format!("{}/{c} in flight", v.in_flight));
+    }
+    let mut line = format!("pool {}: {}", v.name, parts.join(", "));
+    if let Some(h) = v.hold.as_ref().filter(|h| h.until > now) {
+        line.push_str(&format!(
+            "; held until {} (retry-after from {})",
+            utc_clock(h.until, now),
+            h.batch
+        ));
+    }
+    let t = &v.today;
+    if t.attempts > 0 {
+        line.push_str(&format!(
+            "; today {} in + {} out tokens",
+            t.input_tokens, t.output_tokens
+        ));
+        if t.unreported > 0 {
+            line.push_str(&format!(
+                " (+{} estimated for {} unreported)",
+                t.estimated_tokens, t.unreported
+            ));
+        }
+    }
+    line
+}
+
+/// `tokens: 1200 in + 800 out over 10 attempts` for a run.
+pub fn usage_line(u: &UsageSum) -> Option<String> {
+    (u.attempts > 0).then(|| {
+        let mut line = format!(
+            "tokens: {} in + {} out over {} attempt{}",
+            u.input_tokens,
+            u.output_tokens,
+            u.attempts,
+            if u.attempts == 1 { "" } else { "s" }
+        );
+        if u.unreported > 0 {
+            line.push_str(&format!(
+                " ({} reported nothing: {} estimated)",
+                u.unreported, u.estimated_tokens
+            ));
+        }
+        line
+    })
+}

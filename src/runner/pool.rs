@@ -1,0 +1,299 @@
+//! The `[limit.NAME]` pool a batch draws from (`limit = "NAME"`), shared
+//! with every batch naming it, on every runner of the store.
+//!
+//! # Design
+//!
+//! The pool's state is in the store, never in a runner: every rate is a
+//! GCRA bucket, one row per pool and dimension holding its theoretical
+//! arrival time (`store::ops::pools`); the calls in flight are rows with
+//! the time each gives its place up should its runner die (the batch's
+//! `item_timeout` plus `grace` after it started); a retry-after hold is a
+//! row per pool. A call asks for its place after the batch's own gate
+//! (hold, `rate_limit`): one write transaction that locks the pool's row,
+//! so runners on any host sharing the store take turns, and draws its
+//! reservation at once (one request per `requests` rate; `token_estimate`,
+//! or the payload's `estimate_field`, per token rate). When the worker
+//! answers, the attempt's usage is settled: the bucket is moved by what it
+//! drew beyond (or short of) its reservation, the estimate standing when
+//! it reported nothing, and its place in flight given back.
+//!
+//! Bookkeeping stays cheap: a slot with several calls ready (persistent
+//! mode) asks for all their places in one transaction; settlements go to
+//! the writer without waiting, folded into its group commits; a call that
+//! must wait sleeps until the slot the store named (or, for a place in
+//! flight another runner will give back, a short poll), never spinning.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::cycle::Cycle;
+use super::usage::Tokens;
+use crate::config::BatchConfig;
+use crate::config::limits::LimitPool;
+use crate::model::waiting::RateLimited;
+use crate::model::{Claim, Millis};
+use crate::store::{
+    AttemptUsage, PoolCall, PoolDim, PoolHold, PoolSpec, PoolView, PoolWait, StoreError,
+};
+use crate::util::time::{now_ms, utc_clock};
+
+/// The batch's pool as its runner knows it.
+pub struct Pool {
+    pub spec: PoolSpec,
+    estimate: Option<u64>,
+    field: Option<String>,
+    /// How long a place in flight is kept without its settlement.
+    place_ttl: Duration,
+    runner: String,
+    seq: AtomicU64,
+    /// The last wait the pool gave (for the waiting reason and its event).
+    waiting: std::sync::Mutex<Option<PoolWait>>,
+}
+
+/// A call's place in the pool, given back when it is settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    pub call: String,
+    pub estimate: i64,
+}
+
+/// The store's form of a `[limit.NAME]` table.
+pub fn spec(pool: &LimitPool) -> PoolSpec {
+    PoolSpec {
+        name: pool.name.clone(),
+        dims: pool
+            .limits
+            .iter()
+            .map(|l| PoolDim {
+                name: l.dimension(),
+                measure: l.measure,
+                count: i64::try_from(l.rate.count).unwrap_or(i64::MAX),
+                per_us: i64::try_from(l.rate.per.as_micros()).unwrap_or(i64::MAX),
+            })
+            .collect(),
+        concurrency: pool.concurrency,
+    }
+}
+
+/// A pool with no room at `now`, as a waiting reason: held, every place
+/// in flight taken, or a rate whose bucket is drawn to its limit (the
+/// first of them to open again is named).
+pub fn limited(view: &PoolView, now: Millis) -> Option<RateLimited> {
+    let named = |dimension: &str, next_slot| RateLimited {
+        pool: view.name.clone(),
+        dimension: dimension.to_string(),
+        next_slot,
+    };
+    if let Some(h) = view.hold.as_ref().filter(|h| h.until > now) {
+        return Some(named("hold", Some(h.until)));
+    }
+    if view
+        .concurrency
+        .is_some_and(|c| view.in_flight >= i64::from(c))
+    {
+        return Some(named("concurrency", None));
+    }
+    view.dims
+        .iter()
+        .filter(|d| d.used >= d.limit)
+        .filter_map(|d| d.next_slot.map(|t| (t, d)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(t, d)| named(&d.dimension, Some(t)))
+}
+
+impl Pool {
+    pub fn of(cfg: &BatchConfig, runner: &str) -> Option<Pool> {
+        let pool = cfg.pool.as_ref()?;
+        Some(Pool {
+            spec: spec(pool),
+            estimate: cfg.token_estimate,
+            field: cfg.estimate_field.clone(),
+            place_ttl: cfg.item_timeout + cfg.grace + Duration::from_secs(5),
+            runner: runner.to_string(),
+            seq: AtomicU64::new(0),
+            waiting: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// The tokens reserved for a call of this payload: its
+    /// `estimate_field` when that is a whole number, else `token_estimate`,
+    /// else none.
+    pub fn estimate(&self, payload: &str) -> i64 {
+        let from_field = self.field.as_deref().and_then(|f| {
+            serde_json::from_str::<Value>(payload)
+                .ok()?
+                .get(f)?
+                .as_u64()
+        });
+        let n = from_field.or(self.estimate).unwrap_or(0);
+        i64::try_from(n.min(crate::config::fields::MAX_TOKEN_ESTIMATE.unsigned_abs())).unwrap_or(0)
+    }
+
+    fn call(&self, claim: &Claim, now: Millis) -> PoolCall {
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let ttl = i64::try_from(self.place_ttl.as_millis()).unwrap_or(i64::MAX);
+        PoolCall {
+            id: format!("{}:{}:{n}", self.runner, claim.item_id),
+            estimate: self.estimate(&claim.payload),
+            until: now.saturating_add(ttl),
+        }
+    }
+
+    /// Remembers a wait; true when it is news (another dimension, or a
+    /// later slot than a second past the one known).
+    fn note(&self, wait: Option<&PoolWait>) -> bool {
+        let mut known = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let news = match (known.as_ref(), wait) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(k), Some(w)) => {
+                k.dimension != w.dimension || w.until > k.until + 1000 || k.until < now_ms()
+            }
+        };
+        *known = wait.cloned();
+        news
+    }
+}
+
+/// A `tokio` instant for a wall-clock time.
+pub(super) fn instant_at(at: Millis) -> tokio::time::Instant {
+    let left = at.saturating_sub(now_ms()).max(0).unsigned_abs();
+    tokio::time::Instant::now() + Duration::from_millis(left)
+}
+
+impl Cycle {
+    /// Asks the pool for the places of `claims`' calls, in order (one
+    /// transaction). The tickets of those that may start now, and when to
+    /// ask for the rest.
+    pub(super) async fn pool_try(
+        &self,
+        claims: &[&Claim],
+    ) -> Result<(Vec<Ticket>, Option<PoolWait>), StoreError> {
+        let Some(pool) = &self.pool else {
+            return Ok((Vec::new(), None));
+        };
+        let now = now_ms();
+        let calls: Vec<PoolCall> = claims.iter().map(|c| pool.call(c, now)).collect();
+        let spec = pool.spec.clone();
+        let asked = calls.clone();
+        let admission = self
+            .writer
+            .call(move |s| s.pool_admit(&spec, &asked, now_ms()))
+            .await?;
+        let tickets = calls
+            .into_iter()
+            .take(admission.admitted)
+            .map(|c| Ticket {
+                call: c.id,
+                estimate: c.estimate,
+            })
+            .collect();
+        if pool.note(admission.wait.as_ref())
+            && let Some(w) = &admission.wait
+        {
+            let message = format!(
+                "waiting for pool {}: {}, next slot {}",
+                pool.spec.name,
+                w.dimension,
+                utc_clock(w.until, now)
+            );
+            let event = self.new_event("rate-limit", message).fields(json!({
+                "pool": pool.spec.name,
+                "dimension": w.dimension,
+                "until": crate::util::time::rfc3339(w.until),
+            }));
+            self.event(event).await;
+        }
+        Ok((tickets, admission.wait))
+    }
+
+    /// Waits for the pool to give the call of `claim` its place. `Ok(None)`
+    /// when the batch has no pool; `Err(())` when the cycle stops first.
+    pub(super) async fn pool_enter(&self, claim: &Claim) -> Result<Option<Ticket>, ()> {
+        if self.pool.is_none() {
+            return Ok(None);
+        }
+        let mut stop = self.stop_tx.subscribe();
+        loop {
+            if self.stopping().is_some() {
+                return Err(());
+            }
+            let wait = match self.pool_try(&[claim]).await {
+                Ok((mut tickets, wait)) => match tickets.pop() {
+                    Some(t) => return Ok(Some(t)),
+                    None => wait.map_or(now_ms() + 200, |w| w.until),
+                },
+                // A store that cannot be reached now: ask again shortly
+                // (the heartbeat notices a store that is gone).
+                Err(e) => {
+                    tracing::warn!("asking pool for a place: {e}");
+                    now_ms() + 1000
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(instant_at(wait)) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+
+    /// Settles an attempt: its usage recorded (per attempt, run and pool)
+    /// and, with a ticket, its reservation moved to what it drew and its
+    /// place given back. Without waiting (the writer folds it into a group
+    /// commit). Nothing to do without a pool or reported usage.
+    pub(super) fn pool_settle(
+        &self,
+        claim: &Claim,
+        attempt: u32,
+        ticket: Option<Ticket>,
+        usage: Option<Tokens>,
+    ) {
+        // Nothing to record: no usage, no estimate standing, no place in
+        // flight to give back (a requests-only pool settles at admission).
+        let placed = self
+            .pool
+            .as_ref()
+            .is_some_and(|p| p.spec.concurrency.is_some());
+        let reserved = ticket.as_ref().is_some_and(|t| t.estimate > 0);
+        if usage.is_none() && !reserved && !(placed && ticket.is_some()) {
+            return;
+        }
+        let row = AttemptUsage {
+            batch: self.batch.clone(),
+            run_id: self.run_id,
+            key: claim.key.clone(),
+            attempt: i64::from(attempt),
+            pool: self.pool.as_ref().map(|p| p.spec.name.clone()),
+            call: ticket.as_ref().map(|t| t.call.clone()),
+            at: now_ms(),
+            estimate: ticket.as_ref().map_or(0, |t| t.estimate),
+            input_tokens: usage.and_then(|u| u.input),
+            output_tokens: usage.and_then(|u| u.output),
+        };
+        let spec = self.pool.as_ref().map(|p| p.spec.clone());
+        self.writer
+            .send(move |s| s.settle_usage(spec.as_ref(), &[row]));
+    }
+
+    /// A retry-after answer holds every batch of the pool until `until`
+    /// (never shortens a hold).
+    pub(super) async fn hold_pool(&self, claim: &Claim, until: Millis) {
+        let Some(pool) = &self.pool else {
+            return;
+        };
+        let (name, hold) = (
+            pool.spec.name.clone(),
+            PoolHold {
+                until,
+                batch: self.batch.clone(),
+                key: Some(claim.key.clone()),
+            },
+        );
+        let _ = self
+            .writer
+            .call(move |s| s.set_pool_hold(&name, &hold))
+            .await;
+    }
+}

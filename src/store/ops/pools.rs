@@ -1,0 +1,254 @@
+//! Limit pools: a call's place decided once over the dialects (see
+//! `runner::pool` for the design). Each rate is a GCRA bucket: one
+//! theoretical arrival time (TAT) per pool and dimension. A call drawing
+//! `u` units of a rate of `count` per `per` moves the TAT by
+//! `u · per / count`, and fits while the TAT stays within `per` of now: a
+//! bucket of `count` that refills evenly. Every admission and settlement
+//! of a pool locks its row first, so runners on any host take turns.
+
+use crate::config::limits::Measure;
+use crate::model::Millis;
+use crate::store::api::{
+    Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView,
+    PoolWait, UsageSum,
+};
+use crate::store::{Result, Store};
+
+/// How soon a call waiting for a place in flight asks again: a place is
+/// given back by another runner's settlement, which this one cannot see.
+pub const CONCURRENCY_RETRY_MS: i64 = 200;
+
+/// Minutes of tokens the views show.
+pub const POOL_MINUTES: i64 = 30;
+
+impl PoolDim {
+    /// The units one call draws from it.
+    fn units(&self, estimate: i64) -> i64 {
+        match self.measure {
+            Measure::Requests => 1,
+            _ => estimate.max(0),
+        }
+    }
+
+    /// `units` as bucket time (µs); a call never draws more than the
+    /// whole bucket, else it would never fit.
+    fn cost_us(&self, units: i64) -> i64 {
+        let units = i128::from(units.min(self.count));
+        let cost = units * i128::from(self.per_us) / i128::from(self.count.max(1));
+        i64::try_from(cost).unwrap_or(i64::MAX)
+    }
+
+    /// Bucket time of a settlement: what was drawn beyond (or short of)
+    /// the reservation, unclamped (a call that used more than its bucket
+    /// leaves the bucket in debt).
+    fn shift_us(&self, drawn: i64, reserved: i64) -> i64 {
+        let delta = i128::from(drawn) - i128::from(reserved.min(self.count));
+        let shift = delta * i128::from(self.per_us) / i128::from(self.count.max(1));
+        let bound = i128::from(self.per_us) * 1000;
+        i64::try_from(shift.clamp(-bound, bound)).unwrap_or(0)
+    }
+
+    /// The units of a settled attempt for this dimension.
+    fn drawn(&self, usage: &AttemptUsage) -> i64 {
+        let (total, input, output) = usage.drawn();
+        match self.measure {
+            Measure::Requests => 1,
+            Measure::Tokens => total,
+            Measure::InputTokens => input,
+            Measure::OutputTokens => output,
+        }
+    }
+}
+
+/// Millis from microseconds, rounded up (a slot is never early).
+fn ms_up(us: i64) -> Millis {
+    us.div_euclid(1000) + i64::from(us.rem_euclid(1000) != 0)
+}
+
+impl Store {
+    /// Gives as many of `calls` as fit, in order, their places in the pool
+    /// at `now`: not while the pool is held, within its calls in flight,
+    /// within every rate. Their estimates are drawn at once; the places in
+    /// flight are taken until each call's `until`.
+    pub fn pool_admit(
+        &mut self,
+        spec: &PoolSpec,
+        calls: &[PoolCall],
+        now: Millis,
+    ) -> Result<Admission> {
+        let pool = spec.name.as_str();
+        self.write_tx(|tx| {
+            tx.pool_locked(pool)?;
+            if let Some(h) = tx.pool_hold(pool)?.filter(|h| h.until > now) {
+                let wait = PoolWait {
+                    dimension: "hold".into(),
+                    until: h.until,
+                };
+                return Ok(Admission {
+                    admitted: 0,
+                    wait: Some(wait),
+                });
+            }
+            let mut room = calls.len();
+            let mut wait = None;
+            if let Some(cap) = spec.concurrency {
+                tx.pool_calls_expire(pool, now)?;
+                let free = i64::from(cap) - tx.pool_in_flight(pool, now)?;
+                let free = usize::try_from(free).unwrap_or(0);
+                if free < room {
+                    room = free;
+                    wait = Some(PoolWait {
+                        dimension: "concurrency".into(),
+                        until: now + CONCURRENCY_RETRY_MS,
+                    });
+                }
+            }
+            let now_us = now.saturating_mul(1000);
+            let mut tats = Vec::with_capacity(spec.dims.len());
+            for d in &spec.dims {
+                let tat = tx.pool_tat(pool, &d.name)?.unwrap_or(now_us).max(now_us);
+                let mut t = tat;
+                let mut fit = 0;
+                while fit < room {
+                    let cost = d.cost_us(d.units(calls[fit].estimate));
+                    if t.saturating_add(cost) - now_us > d.per_us {
+                        break;
+                    }
+                    t = t.saturating_add(cost);
+                    fit += 1;
+                }
+                room = room.min(fit);
+                tats.push(tat);
+            }
+            // The next call's slot: when every rate has room for it after
+            // the ones admitted now.
+            if room < calls.len() {
+                for (d, tat) in spec.dims.iter().zip(&tats) {
+                    let drawn: i64 = calls[..room]
+                        .iter()
+                        .map(|c| d.cost_us(d.units(c.estimate)))
+                        .sum();
+                    let next = calls[room].estimate;
+                    let fits = ms_up(tat + drawn + d.cost_us(d.units(next)) - d.per_us);
+                    if fits > now && wait.as_ref().is_none_or(|w: &PoolWait| fits > w.until) {
+                        wait = Some(PoolWait {
+                            dimension: d.name.clone(),
+                            until: fits,
+                        });
+                    }
+                }
+            }
+            if room > 0 {
+                for (d, tat) in spec.dims.iter().zip(&tats) {
+                    let drawn: i64 = calls[..room]
+                        .iter()
+                        .map(|c| d.cost_us(d.units(c.estimate)))
+                        .sum();
+                    tx.pool_set_tat(pool, &d.name, tat + drawn)?;
+                }
+                if spec.concurrency.is_some() {
+                    for c in &calls[..room] {
+                        tx.pool_call_insert(pool, &c.id, c.until)?;
+                    }
+                }
+            }
+            Ok(Admission {
+                admitted: room,
+                wait,
+            })
+        })
+    }
+
+    /// Records the attempts' usage and, for those of `spec`'s pool, settles
+    /// their reservations with what they drew (the estimate stands when
+    /// nothing was reported) and gives back their places in flight.
+    pub fn settle_usage(&mut self, spec: Option<&PoolSpec>, usage: &[AttemptUsage]) -> Result<()> {
+        if usage.is_empty() {
+            return Ok(());
+        }
+        self.write_tx(|tx| {
+            let pooled = spec.filter(|s| {
+                usage
+                    .iter()
+                    .any(|u| u.pool.as_deref() == Some(s.name.as_str()))
+            });
+            if let Some(s) = pooled {
+                tx.pool_locked(&s.name)?;
+            }
+            for u in usage {
+                tx.usage_insert(u)?;
+                let Some(s) = pooled.filter(|s| u.pool.as_deref() == Some(s.name.as_str())) else {
+                    continue;
+                };
+                for d in s.dims.iter().filter(|d| d.measure != Measure::Requests) {
+                    let shift = d.shift_us(d.drawn(u), d.units(u.estimate));
+                    if shift != 0 {
+                        tx.pool_shift_tat(&s.name, &d.name, shift)?;
+                    }
+                }
+                if let Some(call) = &u.call {
+                    tx.pool_call_delete(&s.name, call)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Holds every batch of the pool until `hold.until` (never shortens a
+    /// hold on).
+    pub fn set_pool_hold(&mut self, pool: &str, hold: &PoolHold) -> Result<()> {
+        self.write_tx(|tx| tx.pool_extend_hold(pool, hold))
+    }
+
+    /// The pool's hold, while it is on at `now`.
+    pub fn pool_hold(&self, pool: &str, now: Millis) -> Result<Option<PoolHold>> {
+        self.read_tx(|tx| Ok(tx.pool_hold(pool)?.filter(|h| h.until > now)))
+    }
+
+    /// Lifts the pool's hold.
+    pub fn clear_pool_hold(&mut self, pool: &str) -> Result<()> {
+        self.write_tx(|tx| tx.pool_clear_hold(pool))
+    }
+
+    /// What the views show of a pool at `now`.
+    pub fn pool_view(&self, spec: &PoolSpec, now: Millis) -> Result<PoolView> {
+        let pool = spec.name.as_str();
+        self.read_tx(|tx| {
+            let now_us = now.saturating_mul(1000);
+            let mut dims = Vec::with_capacity(spec.dims.len());
+            for d in &spec.dims {
+                let tat = tx.pool_tat(pool, &d.name)?.unwrap_or(now_us).max(now_us);
+                let ahead = i128::from(tat - now_us);
+                let per = i128::from(d.per_us.max(1));
+                let used = (ahead * i128::from(d.count) + per - 1) / per;
+                let next = ms_up(tat + d.cost_us(1) - d.per_us);
+                dims.push(PoolDimView {
+                    dimension: d.name.clone(),
+                    used: i64::try_from(used).unwrap_or(i64::MAX),
+                    limit: d.count,
+                    next_slot: (next > now).then_some(next),
+                });
+            }
+            let day_start = now - now.rem_euclid(86_400_000);
+            Ok(PoolView {
+                name: spec.name.clone(),
+                dims,
+                in_flight: tx.pool_in_flight(pool, now)?,
+                concurrency: spec.concurrency,
+                hold: tx.pool_hold(pool)?.filter(|h| h.until > now),
+                tokens_per_minute: tx.pool_minute_tokens(pool, now, POOL_MINUTES)?,
+                today: tx.usage_of_pool(pool, day_start)?,
+            })
+        })
+    }
+
+    /// The tokens of a run's attempts.
+    pub fn run_usage(&self, run: i64) -> Result<UsageSum> {
+        self.read_tx(|tx| tx.usage_of_run(run))
+    }
+
+    /// Every attempt's tokens of one item, oldest first.
+    pub fn item_usage(&self, batch: &str, key: &str) -> Result<Vec<AttemptUsage>> {
+        self.read_tx(|tx| tx.usage_of_item(batch, key))
+    }
+}

@@ -1,0 +1,326 @@
+//! Limit pools (`[limit.NAME]`) end to end, on both stores, with real
+//! runner processes and real workers: batches and runners share one
+//! bucket, a retry-after answer of one batch holds every batch of its
+//! pool, retries wait for the pool, calls in flight stay within the
+//! pool's concurrency across runners, and the tokens workers report are
+//! stored per attempt and summed per run and per pool.
+//!
+//! Every timing assertion is a lower bound the pool guarantees whatever
+//! the load (a call starts no earlier than the store let it), measured by
+//! the workers' own timestamps against a time taken before the runners
+//! started; none races a sleep.
+
+use crate::support as common;
+
+use common::{Env, wait_for};
+use serde_json::Value;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A worker that writes `batch key start_ms` to `starts.log`, then does
+/// what `then` says (shell).
+fn worker(env: &Env, then: &str) -> String {
+    let log = env.path("starts.log");
+    let path = env.script(
+        "worker.sh",
+        &format!(
+            "cat >/dev/null\necho \"$NIGHTSHIFT_BATCH $NIGHTSHIFT_KEY $(date +%s%3N) $NIGHTSHIFT_ATTEMPT\" >> '{}'\n{then}",
+            log.display()
+        ),
+    );
+    path.display().to_string()
+}
+
+/// (batch, key, start ms, attempt) per worker start, by start time.
+fn starts(env: &Env) -> Vec<(String, String, i64, i64)> {
+    let mut out: Vec<_> = common::lines(&env.path("starts.log"))
+        .iter()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (
+                w[0].to_string(),
+                w[1].to_string(),
+                w[2].parse().unwrap(),
+                w[3].parse().unwrap(),
+            )
+        })
+        .collect();
+    out.sort_by_key(|s| s.2);
+    out
+}
+
+fn add(env: &Env, batch: &str, n: usize) {
+    let lines: String = (1..=n)
+        .map(|i| format!("{{\"key\":\"{batch}{i}\"}}\n"))
+        .collect();
+    let file = env.write(&format!("{batch}.jsonl"), &lines);
+    env.cmd().args(["add", batch]).arg(file).assert().success();
+}
+
+fn done(env: &Env, batch: &str) -> i64 {
+    env.int(&format!(
+        "SELECT count(*) FROM items i JOIN batches b ON b.id = i.batch_id \
+         WHERE b.name = '{batch}' AND i.status = 'done'"
+    ))
+}
+
+/// Waits for each background run to exit successfully.
+fn finish(runs: Vec<common::Background>) {
+    for mut r in runs {
+        let status = r.wait().unwrap();
+        assert!(status.success(), "a run failed: {status:?}");
+    }
+}
+
+const USAGE: &str = r#"echo '{"ok":1,"usage":{"input_tokens":60,"output_tokens":40}}'"#;
+
+/// 600 tokens a minute at 100 a call: 6 calls at once, then one every
+/// 10 s. The 7th call starts 10 s after the bucket was first drawn from at
+/// the earliest, the 8th 20 s after, whoever asks.
+fn assert_bucket(starts: &[(String, String, i64, i64)], launched: i64) {
+    assert_eq!(starts.len(), 8, "{starts:?}");
+    let at = |i: usize| starts[i].2 - launched;
+    assert!(
+        at(6) >= 10_000,
+        "7th call {} ms after launch: {starts:?}",
+        at(6)
+    );
+    assert!(
+        at(7) >= 20_000,
+        "8th call {} ms after launch: {starts:?}",
+        at(7)
+    );
+}
+
+both_backends! {
+    fn two_batches_draw_from_one_token_bucket(env) {
+        let w = worker(&env, USAGE);
+        env.config(&format!(
+            "[limit.openai]\ntokens = \"600/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\ntoken_estimate = 100\nconcurrency = 4\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"openai\"\ntoken_estimate = 100\nconcurrency = 4\n"
+        ));
+        add(&env, "a", 4);
+        add(&env, "b", 4);
+        let launched = now_ms();
+        let runs = vec![env.spawn("a", &["run", "a"]), env.spawn("b", &["run", "b"])];
+        finish(runs);
+        let s = starts(&env);
+        assert_bucket(&s, launched);
+        // Both batches were held back, not one starved: each has 4 done.
+        assert_eq!((done(&env, "a"), done(&env, "b")), (4, 4));
+        // The tokens are summed per run and per pool.
+        let status = env.status();
+        for b in status["batches"].as_array().unwrap() {
+            let u = &b["last_run"]["usage"];
+            assert_eq!((u["input_tokens"].as_i64(), u["output_tokens"].as_i64()), (Some(240), Some(160)), "{b}");
+            assert_eq!(b["limit"], "openai");
+        }
+        let pool = &status["pools"][0];
+        assert_eq!(pool["name"], "openai");
+        assert_eq!(pool["today"]["input_tokens"], 480);
+        assert_eq!(pool["today"]["output_tokens"], 320);
+        assert_eq!(pool["limits"][0]["dimension"], "tokens/min");
+        assert_eq!(pool["limits"][0]["limit"], 600);
+        let per_minute: i64 = pool["tokens_per_minute"].as_array().unwrap().iter().map(|n| n.as_i64().unwrap()).sum();
+        assert_eq!(per_minute, 800);
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("pool openai: tokens/min "), "{text}");
+        assert!(text.contains("tokens: 240 in + 160 out over 4 attempts"), "{text}");
+    }
+
+    fn two_runners_of_one_batch_draw_from_one_bucket(env) {
+        let w = worker(&env, USAGE);
+        env.config(&format!(
+            "[limit.openai]\ntokens = \"600/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\ntoken_estimate = 100\nconcurrency = 4\nrunners = 2\n"
+        ));
+        add(&env, "a", 8);
+        let launched = now_ms();
+        let runs = vec![env.spawn("r1", &["run", "a"]), env.spawn("r2", &["run", "a"])];
+        finish(runs);
+        assert_bucket(&starts(&env), launched);
+        assert_eq!(done(&env, "a"), 8);
+        // Both runners took part (each ran at least one call).
+        let runs_with_work = env.int("SELECT count(DISTINCT run_id) FROM usage");
+        assert_eq!(runs_with_work, 2, "both runners called");
+    }
+
+    fn a_retry_after_from_one_batch_holds_every_batch_of_the_pool(env) {
+        // Batch a's `x` answers 429 (retry after 3 s) the first time.
+        let w = worker(&env, r#"if [ "$NIGHTSHIFT_KEY" = a1 ] && [ "$NIGHTSHIFT_ATTEMPT" = 1 ]; then
+  echo '{"error_class":"RateLimitError","transient":true,"retry_after_s":3}' >&2; exit 75
+fi
+echo '{"ok":1}'"#);
+        env.config(&format!(
+            "[limit.openai]\nrequests = \"1000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\nbackoff = \"10ms\"\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"openai\"\n"
+        ));
+        add(&env, "a", 1);
+        add(&env, "b", 3);
+        let a = env.spawn("a", &["run", "a"]);
+        wait_for("a's 429", || !starts(&env).is_empty());
+        let b = env.spawn("b", &["run", "b"]);
+        finish(vec![a, b]);
+        let s = starts(&env);
+        let asked = s.iter().find(|s| s.1 == "a1" && s.3 == 1).unwrap().2;
+        // Every later call, batch b's and a's retry, started after the hold.
+        let later: Vec<_> = s.iter().filter(|s| !(s.1 == "a1" && s.3 == 1)).collect();
+        assert_eq!(later.len(), 4, "{s:?}");
+        for call in later {
+            assert!(call.2 >= asked + 3000, "{call:?} started within the hold asked at {asked}: {s:?}");
+        }
+        assert_eq!((done(&env, "a"), done(&env, "b")), (1, 3));
+        // b's run log says what it waited for.
+        let waits = env.events("b", "rate-limit");
+        assert!(!waits.is_empty(), "b logged no rate-limit wait");
+        assert!(waits[0]["message"].as_str().unwrap().starts_with("waiting for pool openai: hold, next slot "), "{:?}", waits[0]);
+    }
+
+    fn an_immediate_retry_waits_for_the_pool(env) {
+        // One call a second; the item fails transiently 3 times, with no
+        // backoff to speak of: 4 attempts, a second apart at the least.
+        let w = worker(&env, r#"if [ "$NIGHTSHIFT_ATTEMPT" -lt 4 ]; then exit 75; fi
+echo '{"ok":1}'"#);
+        env.config(&format!(
+            "[limit.slow]\nrequests = \"1/s\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"slow\"\nretries = 3\nbackoff = \"1ms\"\nbackoff_max = \"1ms\"\n"
+        ));
+        add(&env, "a", 1);
+        let launched = now_ms();
+        env.run(&["run", "a"]).code(0);
+        let s = starts(&env);
+        assert_eq!(s.iter().map(|s| s.3).collect::<Vec<_>>(), [1, 2, 3, 4], "{s:?}");
+        assert!(s[3].2 - launched >= 3000, "4th attempt {} ms after launch: {s:?}", s[3].2 - launched);
+        assert_eq!(done(&env, "a"), 1);
+    }
+
+    fn calls_in_flight_across_two_runners_stay_within_the_pool(env) {
+        let log = env.path("spans.log");
+        let w = worker(&env, &format!(
+            "b=$(date +%s%3N); sleep 0.5; echo \"$b $(date +%s%3N)\" >> '{}'; echo '{{\"ok\":1}}'",
+            log.display()
+        ));
+        env.config(&format!(
+            "[limit.two]\nconcurrency = 2\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"two\"\nconcurrency = 3\nrunners = 2\n"
+        ));
+        add(&env, "a", 8);
+        let runs = vec![env.spawn("r1", &["run", "a"]), env.spawn("r2", &["run", "a"])];
+        finish(runs);
+        assert_eq!(done(&env, "a"), 8);
+        // Overlap of the workers' own [begin, end] spans.
+        let mut edges: Vec<(i64, i64)> = Vec::new();
+        for l in common::lines(&log) {
+            let (b, e) = l.split_once(' ').unwrap();
+            edges.push((b.parse().unwrap(), 1));
+            edges.push((e.parse().unwrap(), -1));
+        }
+        assert_eq!(edges.len(), 16);
+        // At one instant an end comes before a begin.
+        edges.sort();
+        let (mut now, mut most) = (0, 0);
+        for (_, d) in edges {
+            now += d;
+            most = most.max(now);
+        }
+        assert!(most <= 2, "{most} calls in flight at once");
+        assert_eq!(env.int("SELECT count(*) FROM pool_calls"), 0, "every place given back");
+    }
+
+    fn usage_is_stored_per_attempt_and_refused_when_bad(env) {
+        // k1: attempt 1 fails with usage in its error line, attempt 2
+        // reports it on a stderr line. k2 reports nothing. k3 reports
+        // nonsense: refused, the item fails for a human.
+        let w = worker(&env, r#"case "$NIGHTSHIFT_KEY/$NIGHTSHIFT_ATTEMPT" in
+  a1/1) echo '{"error_class":"Busy","transient":true,"usage":{"input_tokens":10,"output_tokens":0}}' >&2; exit 75;;
+  a1/*) echo '@nightshift usage input_tokens=5 output_tokens=7' >&2; echo '{"ok":1}';;
+  a2/*) echo '{"ok":2}';;
+  a3/*) echo '{"ok":3,"usage":{"input_tokens":-4}}';;
+esac"#);
+        env.config(&format!(
+            "[limit.openai]\ntokens = \"100000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\ntoken_estimate = 50\nbackoff = \"1ms\"\nconcurrency = 1\n"
+        ));
+        add(&env, "a", 3);
+        env.run(&["run", "a"]);
+        let show = env.run(&["show", "a", "a1", "--json"]).code(0).json();
+        let usage: Vec<(Option<i64>, Option<i64>, i64)> = show["usage"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| (u["input_tokens"].as_i64(), u["output_tokens"].as_i64(), u["attempt"].as_i64().unwrap()))
+            .collect();
+        assert_eq!(usage, [(Some(10), Some(0), 1), (Some(5), Some(7), 2)]);
+        let text = env.run(&["show", "a", "a2"]).code(0).stdout.clone();
+        assert!(text.contains("attempt 1  nothing reported, 50 estimated"), "{text}");
+        let bad = env.run(&["show", "a", "a3", "--json"]).code(0).json();
+        assert_eq!(bad["item"]["error_class"], "InvalidUsage", "{bad}");
+        assert!(bad["item"]["error_message"].as_str().unwrap().contains("input_tokens: -4"), "{bad}");
+        let status = env.status();
+        let u = &status["batches"][0]["last_run"]["usage"];
+        assert_eq!(u["attempts"], 4, "{u}");
+        assert_eq!((u["input_tokens"].as_i64(), u["output_tokens"].as_i64()), (Some(15), Some(7)), "{u}");
+        assert_eq!((u["unreported"].as_i64(), u["estimated_tokens"].as_i64()), (Some(2), Some(100)), "{u}");
+    }
+}
+
+#[test]
+fn a_batch_naming_an_unknown_pool_is_refused_naming_it() {
+    let env = Env::new();
+    env.config("[limit.openai]\nrequests = \"10/min\"\n\n[batch.a]\nworker = [\"cat\"]\nlimit = \"opneai\"\n");
+    let ran = env.run(&["status"]);
+    ran.code(2);
+    assert!(
+        ran.error_line().contains(r#"nightshift.toml:6: batch.a.limit: no [limit.opneai] table for "opneai": the file defines "openai""#),
+        "{ran:?}"
+    );
+    env.config("[limit.openai]\nrequests = \"10/week\"\n");
+    let ran = env.run(&["status"]);
+    assert!(
+        ran.error_line()
+            .contains("limit.openai.requests: invalid rate \"10/week\""),
+        "{ran:?}"
+    );
+    env.config("[batch.a]\nworker = [\"cat\"]\ntoken_estimate = 5\n");
+    let ran = env.run(&["status"]);
+    assert!(
+        ran.error_line()
+            .contains("batch.a.token_estimate: token_estimate needs a limit"),
+        "{ran:?}"
+    );
+}
+
+#[test]
+fn a_persistent_worker_reports_usage_in_its_answer() {
+    let env = Env::new();
+    env.write(
+        "w.py",
+        r#"import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    print(json.dumps({"key": r["key"], "result": {"ok": 1}, "usage": {"input_tokens": 3, "output_tokens": 4}}), flush=True)
+"#,
+    );
+    env.config("[limit.p]\ntokens = \"100000/min\"\nconcurrency = 2\n\n[batch.a]\nworker = [\"python3\", \"w.py\"]\nmode = \"persistent\"\nlimit = \"p\"\ntoken_estimate = 10\n");
+    add(&env, "a", 5);
+    env.run(&["run", "a"]).code(0);
+    let status = env.status();
+    let u: &Value = &status["batches"][0]["last_run"]["usage"];
+    assert_eq!(
+        (u["input_tokens"].as_i64(), u["output_tokens"].as_i64()),
+        (Some(15), Some(20)),
+        "{u}"
+    );
+    assert_eq!(
+        env.int("SELECT count(*) FROM pool_calls"),
+        0,
+        "every place given back"
+    );
+}
