@@ -92,17 +92,14 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
 }
 
 /// The one reason the item waits, if it is neither finished nor worked.
+/// The one reason `item` waits, as a list of one (`None`: it does not).
 fn waits_for(
     ctx: &Ctx,
     store: &Store,
     item: &Item,
     now: crate::model::Millis,
-) -> anyhow::Result<
-    Option<(
-        crate::model::waiting::WaitReason,
-        Option<crate::model::Millis>,
-    )>,
-> {
+) -> anyhow::Result<Option<crate::model::waiting::Waiting>> {
+    use crate::model::waiting::{WaitReason, Waiting, Waits, item_reason};
     let Some(info) = store.batch_infos(Some(&item.batch))?.into_iter().next() else {
         return Ok(None);
     };
@@ -110,12 +107,19 @@ fn waits_for(
     let Some(h) = scene.holding(ctx, store, &info)? else {
         return Ok(None);
     };
-    let w = crate::model::waiting::Waits {
+    let w = Waits {
         status: item.status,
         tier: item.tier,
         next_attempt_at: item.next_attempt_at,
     };
-    Ok(crate::model::waiting::item_reason(&h, w, now))
+    Ok(item_reason(&h, w, now).map(|(reason, until)| Waiting {
+        reason,
+        items: 1,
+        until,
+        pool: (reason == WaitReason::RateLimit)
+            .then(|| h.rate_limit.clone())
+            .flatten(),
+    }))
 }
 
 /// What a done item without a version was done under, in every view.
@@ -222,9 +226,11 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             "failures": failures,
             "usage": usage.iter().map(super::pools::attempt_json).collect::<Vec<_>>(),
             "events": events,
-            "waiting": waits.map(|(reason, until)| json!({
-                "reason": reason,
-                "until": until.map(rfc3339),
+            "waiting": waits.as_ref().map(|w| json!({
+                "reason": w.reason,
+                "until": w.until.map(rfc3339),
+                "pool": w.pool.as_ref().map(|p| &p.pool),
+                "dimension": w.pool.as_ref().map(|p| &p.dimension),
             })),
         });
         if args.attempts {
@@ -259,12 +265,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     {
         out(format!("version:   done under {}", s(v)))?;
     }
-    if let Some((reason, until)) = waits {
-        let one = crate::model::waiting::Waiting {
-            reason,
-            items: 1,
-            until,
-        };
+    if let Some(one) = waits {
         out(format!(
             "waiting:   {}",
             crate::model::waiting::describe(&[one], now)

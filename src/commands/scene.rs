@@ -59,7 +59,8 @@ impl Scene {
         info: &BatchInfo,
     ) -> anyhow::Result<Option<Holding>> {
         let idle = self.idle(ctx, info);
-        match crate::runner::waiting::idle(store, &ctx.db, &info.name, idle, self.now) {
+        let pool = ctx.config.batch(&info.name).and_then(|b| b.pool.as_ref());
+        match crate::runner::waiting::idle(store, &ctx.db, &info.name, pool, idle, self.now) {
             Err(crate::store::StoreError::UnknownBatch { .. }) => Ok(None),
             other => Ok(Some(other?)),
         }

@@ -33,7 +33,7 @@ use super::usage::Tokens;
 use crate::config::BatchConfig;
 use crate::config::limits::LimitPool;
 use crate::model::waiting::RateLimited;
-use crate::model::{Claim, Millis};
+use crate::model::{Claim, EventKind, Millis};
 use crate::store::{
     AttemptUsage, PoolCall, PoolDim, PoolHold, PoolSpec, PoolView, PoolWait, StoreError,
 };
@@ -199,7 +199,7 @@ impl Cycle {
                 w.dimension,
                 utc_clock(w.until, now)
             );
-            let event = self.new_event("rate-limit", message).fields(json!({
+            let event = self.new_event(EventKind::RateLimit, message).fields(json!({
                 "pool": pool.spec.name,
                 "dimension": w.dimension,
                 "until": crate::util::time::rfc3339(w.until),

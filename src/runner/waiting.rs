@@ -30,7 +30,7 @@ pub fn read(
     taken: i64,
     now: Millis,
 ) -> Result<Vec<Waiting>> {
-    let holding = holding(store, db_path, batch, others, taken, None, now)?;
+    let holding = holding(store, db_path, batch, pool, others, taken, None, now)?;
     Ok(waiting::waiting(&holding, now))
 }
 
@@ -40,16 +40,19 @@ pub fn idle(
     store: &Store,
     db_path: &Path,
     batch: &str,
+    pool: Option<&LimitPool>,
     idle: Idle,
     now: Millis,
 ) -> Result<Holding> {
-    holding(store, db_path, batch, Others::Any, 0, Some(idle), now)
+    holding(store, db_path, batch, pool, Others::Any, 0, Some(idle), now)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn holding(
     store: &Store,
     db_path: &Path,
     batch: &str,
+    pool: Option<&LimitPool>,
     others: Others,
     taken: i64,
     idle: Option<Idle>,

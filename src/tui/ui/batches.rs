@@ -413,6 +413,8 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         paused: info.pause.is_some(),
         lock_held: info.running(),
         hold_until: info.hold.as_ref().map(|h| h.until),
+        // The dashboard reads no pool state yet (see README).
+        rate_limit: None,
         taken: 0,
         idle: Some(Idle::from_fire(fire)),
     };

@@ -418,9 +418,7 @@ fn start_messages_api() -> (String, Sent) {
 /// comes after it).
 #[test]
 fn the_paid_api_worker_reports_usage_and_maps_retry_after() {
-    if !have_python() {
-        return;
-    }
+    require!(Tool::Python3);
     let env = Env::new();
     let (url, seen) = start_messages_api();
     env.config(&format!(
