@@ -6,11 +6,8 @@
 use std::path::Path;
 
 use super::pg::PgStore;
-use super::{
-    Access, Completion, DashQuery, Dashboard, EventFilter, FollowCursor, ItemRow, ItemsQuery,
-    Result, SinceSummary, SqliteStore, location,
-};
-use crate::model::{AddReport, Claim, Event, Millis, NewEvent, NewItem, WorkerGroup};
+use super::{Access, Completion, EventFilter, FollowCursor, Result, SqliteStore, location};
+use crate::model::{AddReport, Claim, Event, Millis, NewEvent, NewItem};
 
 /// (A few stores per process: the size of a variant does not matter.)
 #[derive(Debug)]
@@ -127,12 +124,6 @@ impl Store {
         fn change_marker(&self) -> Vec<u8>;
         fn follow_start(&self) -> Result<FollowCursor>;
         fn follow_next(&self, filter: &EventFilter, cursor: &mut FollowCursor) -> Result<Vec<Event>>;
-        fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard>;
-        fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>>;
-        fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>>;
-        fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>>;
-        fn since(&self, since: Millis) -> Result<SinceSummary>;
-        fn worker_groups(&self, run_ids: &[i64]) -> Result<Vec<WorkerGroup>>;
     }
 
     forward! {
@@ -142,7 +133,5 @@ impl Store {
         fn claim(&mut self, batch: &str, run_id: i64, n: usize, lease_until: Millis, now: Millis) -> Result<Option<Vec<Claim>>>;
         fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool>;
         fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>>;
-        fn record_worker(&mut self, group: &WorkerGroup) -> Result<()>;
-        fn forget_workers(&mut self, run_ids: &[i64]) -> Result<()>;
     }
 }

@@ -20,6 +20,8 @@ mod items;
 mod prune;
 mod runs;
 mod seats;
+mod views;
+mod workers;
 
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
 pub(crate) use bulk::Bulk;
@@ -30,6 +32,8 @@ pub(crate) use items::{ItemsRead, ItemsWrite, Orphaned};
 pub(crate) use prune::{PruneRead, PruneTarget, PruneWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
+pub(crate) use views::{RowsPage, ViewsRead};
+pub(crate) use workers::{WorkersRead, WorkersWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
@@ -41,6 +45,8 @@ pub(crate) trait Read:
     + PruneRead
     + RunsRead
     + SeatsRead
+    + ViewsRead
+    + WorkersRead
 {
 }
 impl<
@@ -52,7 +58,9 @@ impl<
         + ItemsRead
         + PruneRead
         + RunsRead
-        + SeatsRead,
+        + SeatsRead
+        + ViewsRead
+        + WorkersRead,
 > Read for T
 {
 }
@@ -69,6 +77,7 @@ pub(crate) trait Write:
     + PruneWrite
     + RunsWrite
     + SeatsWrite
+    + WorkersWrite
 {
 }
 impl<
@@ -82,7 +91,8 @@ impl<
         + ItemsWrite
         + PruneWrite
         + RunsWrite
-        + SeatsWrite,
+        + SeatsWrite
+        + WorkersWrite,
 > Write for T
 {
 }
