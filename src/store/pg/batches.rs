@@ -152,6 +152,7 @@ const BATCH_RECORD_FIRE: &str = "UPDATE batches
     SET last_fire_at = $2, last_fire_outcome = $3, last_fire_reason = $4, last_fire_run = $5
   WHERE id = $1 AND (last_fire_at IS NULL OR last_fire_at <= $2)";
 
+// Twin of sqlite/batches.rs by shape, kept: one statement per dialect (the id cache, shards summed).
 impl BatchesRead for PgTx<'_> {
     fn batch_id(&mut self, name: &str) -> Result<i64> {
         batch_id(self.c, name)

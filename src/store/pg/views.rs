@@ -95,6 +95,7 @@ const EVENTS_OF_ITEM: &str =
         LEFT JOIN items i ON i.id = e.item_id
   WHERE e.item_id = $1 ORDER BY e.id DESC LIMIT $2";
 
+// Twin of sqlite/views.rs, kept: one statement per dialect (`left`, `ANY` arrays, the clock offset).
 impl ViewsRead for PgTx<'_> {
     fn batch_created_at(&mut self, batch: i64) -> Result<Millis> {
         super::batches::created_at(self.c, batch)
