@@ -2,8 +2,12 @@
 //! holding items, dead letters, runs, the run log, locks and schedule
 //! state. Every SQL statement of the program lives under this module;
 //! callers speak in `crate::model` types and the contract types of `api`
-//! to [`Store`], which forwards to the backend its location names
-//! (`facade`).
+//! to [`Store`]: a SQLite file ([`SqliteStore`]) or a PostgreSQL database
+//! ([`PgStore`](pg::PgStore), for a `postgres://` URL), as its location
+//! names. Its operations are decided once in `ops`, over the statements
+//! of `dialect`; `engine` holds what stays each engine's own (accessors,
+//! engine mechanisms, the hot paths). Both backends keep the same
+//! semantics (`tests/it/store/contract/`).
 //!
 //! On SQLite, writes are short `BEGIN IMMEDIATE` transactions and reads
 //! short deferred ones, never held open (a long reader stops WAL
@@ -15,14 +19,18 @@
 mod api;
 mod chunks;
 mod dialect;
+mod engine;
 mod error;
-mod facade;
 mod identity;
 mod location;
 mod ops;
 pub mod pg;
 mod rows;
 pub mod sqlite;
+
+use std::path::Path;
+
+use pg::PgStore;
 
 pub use api::{
     Access, Admission, AliveWatch, AttemptLog, AttemptUsage, BatchView, COUNT_CAP, CancelOutcome,
@@ -32,7 +40,6 @@ pub use api::{
     Selection, SinceSummary, Steering, Unpaused, UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
-pub use facade::Store;
 pub use identity::{StoreIdentity, Verdict};
 pub use location::{absolute, beside, beside_file, file_id, is_server, paused_file, place};
 pub use ops::liveness::{lapsed as seat_lapsed, seat};
@@ -40,6 +47,95 @@ pub use sqlite::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The one store type callers use, on the backend its location names.
+/// (A few stores per process: the size of a variant does not matter.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Store {
+    Sqlite(SqliteStore),
+    Pg(PgStore),
+}
+
+impl Store {
+    /// Opens an existing store: the SQLite file at `db`, or the PostgreSQL
+    /// database `db` names as a URL. A missing store, one that is not a
+    /// nightshift store, or one written by a newer version is refused and
+    /// left untouched.
+    pub fn open(db: &Path, access: Access) -> Result<Store> {
+        match location::url(db) {
+            Some(url) => PgStore::open(url, access).map(Store::Pg),
+            None => SqliteStore::open(db, access).map(Store::Sqlite),
+        }
+    }
+
+    /// Creates the store (the file; the schema in an existing PostgreSQL
+    /// database), or opens the one there. True if it was created.
+    pub fn create(db: &Path) -> Result<(Store, bool)> {
+        match location::url(db) {
+            Some(url) => PgStore::create(url).map(|(s, new)| (Store::Pg(s), new)),
+            None => SqliteStore::create(db).map(|(s, new)| (Store::Sqlite(s), new)),
+        }
+    }
+
+    /// Group commit: every write `f` makes shares one transaction (see
+    /// [`SqliteStore::group`]). A group inside a group joins it.
+    pub fn group<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> Result<T> {
+        match self {
+            Store::Sqlite(_) => SqliteStore::group_in(
+                self,
+                |s| match s {
+                    Store::Sqlite(s) => s,
+                    Store::Pg(_) => unreachable!("a store keeps its backend"),
+                },
+                f,
+            ),
+            Store::Pg(_) => PgStore::group_in(
+                self,
+                |s| match s {
+                    Store::Pg(s) => s,
+                    Store::Sqlite(_) => unreachable!("a store keeps its backend"),
+                },
+                f,
+            ),
+        }
+    }
+
+    /// What messages call this store: its path, or its URL without the
+    /// password.
+    pub fn place(&self) -> String {
+        self.path().display().to_string()
+    }
+
+    /// Whether this user may write the store (the dashboard opens
+    /// read-only by itself when not): write permission on the file, or,
+    /// on PostgreSQL, the privilege to update items on a primary server.
+    pub fn writable(&self) -> bool {
+        match self {
+            Store::Sqlite(s) => s.writable(),
+            Store::Pg(s) => s.writable(),
+        }
+    }
+
+    /// Which store this is, so that a long-lived user (a run) notices its
+    /// location naming another store, or none, later: see
+    /// [`StoreIdentity::check`](StoreIdentity::check).
+    pub fn identity(&self) -> Option<StoreIdentity> {
+        match self {
+            Store::Sqlite(s) => s.identity(),
+            Store::Pg(s) => s.identity(),
+        }
+    }
+
+    /// A store deleted or replaced under its user: see
+    /// [`SqliteStore::settle_after_loss`]. A PostgreSQL session leaves
+    /// nothing behind.
+    pub fn settle_after_loss(&mut self) {
+        if let Store::Sqlite(s) = self {
+            s.settle_after_loss();
+        }
+    }
+}
 
 /// Reads an optional JSON text column.
 pub(crate) fn json_col(text: Option<String>) -> Option<serde_json::Value> {

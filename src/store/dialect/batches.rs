@@ -1,6 +1,6 @@
 //! Statements on batches.
 
-use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, Pause};
+use crate::model::{Counts, Fire, Hold, Millis, Pause};
 use crate::store::Result;
 
 /// A batch's pause flag, next fire time and last fire, as stored.
@@ -19,9 +19,6 @@ pub(crate) trait BatchesRead {
     /// The last retry-after hold: until when, the key that asked, and its
     /// label (while the item is kept).
     fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>>;
-    /// Counts, pause flag, schedule state, seats and last run of one
-    /// batch, and who of its runners is alive at `now`.
-    fn batch_info(&mut self, batch: i64, name: String, now: Millis) -> Result<BatchInfo>;
     /// Done and failed completions per minute, oldest first, for the last
     /// `minutes` minutes ending at `now` (zeros included), none from
     /// before the batch was created. The minutes are the database's, so

@@ -23,6 +23,8 @@ mod prune;
 mod runs;
 mod seats;
 mod steer;
+mod views;
+mod workers;
 
 pub(crate) use attempts::{AttemptsRead, AttemptsWrite};
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
@@ -36,6 +38,8 @@ pub(crate) use prune::{PruneRead, PruneTarget, PruneWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{SeatsRead, SeatsWrite};
 pub(crate) use steer::{CancelAsk, SteerRead, SteerWrite};
+pub(crate) use views::{RowsPage, ViewsRead};
+pub(crate) use workers::{WorkersRead, WorkersWrite};
 
 /// Every statement a read snapshot may run.
 pub(crate) trait Read:
@@ -50,6 +54,8 @@ pub(crate) trait Read:
     + RunsRead
     + SeatsRead
     + SteerRead
+    + ViewsRead
+    + WorkersRead
 {
 }
 impl<
@@ -64,7 +70,9 @@ impl<
         + PruneRead
         + RunsRead
         + SeatsRead
-        + SteerRead,
+        + SteerRead
+        + ViewsRead
+        + WorkersRead,
 > Read for T
 {
 }
@@ -84,6 +92,7 @@ pub(crate) trait Write:
     + RunsWrite
     + SeatsWrite
     + SteerWrite
+    + WorkersWrite
 {
 }
 impl<
@@ -100,7 +109,8 @@ impl<
         + PruneWrite
         + RunsWrite
         + SeatsWrite
-        + SteerWrite,
+        + SteerWrite
+        + WorkersWrite,
 > Write for T
 {
 }

@@ -1,7 +1,9 @@
 //! Batches: names, counts, the pause flag and schedule state.
 
-use crate::model::{BatchInfo, Counts, EventKind, Fire, Hold, Millis, NewEvent, Pause};
+use super::liveness;
+use crate::model::{BatchInfo, Counts, EventKind, Fire, Hold, Millis, NewEvent, Pause, Runners};
 use crate::store::api::Unpaused;
+use crate::store::dialect::Read;
 use crate::store::{Result, Store};
 
 impl Store {
@@ -42,7 +44,7 @@ impl Store {
             let mut out = Vec::with_capacity(wanted.len());
             for name in wanted {
                 let b = tx.batch_id(&name)?;
-                out.push(tx.batch_info(b, name, now)?);
+                out.push(info(tx, b, name, now)?);
             }
             Ok(out)
         })
@@ -147,6 +149,27 @@ impl Store {
             tx.minute_counts(b, now, minutes)
         })
     }
+}
+
+/// Counts, pause flag, schedule state, seats and last run of one batch,
+/// and who of its runners is alive at `now`.
+pub(super) fn info(tx: &mut dyn Read, b: i64, name: String, now: Millis) -> Result<BatchInfo> {
+    let (pause, next_fire, last_fire) = tx.batch_state(b)?;
+    let (last_run, stepped_down) = tx.runs_last(b)?;
+    let mut info = BatchInfo {
+        counts: tx.batch_counts(b)?,
+        pause,
+        next_fire,
+        last_fire,
+        locks: tx.seats(b, &name)?,
+        last_run,
+        stepped_down,
+        hold: tx.batch_hold(b)?,
+        runners: Runners::default(),
+        name,
+    };
+    info.runners = liveness::runners(&info, now, |runs| tx.items_claimed_by(b, runs))?;
+    Ok(info)
 }
 
 /// The `hold-lifted` event: `actor` lifted a retry-after hold still on

@@ -17,6 +17,8 @@ mod pools;
 mod runs;
 mod seats;
 mod steer;
+mod views;
+mod workers;
 
 use super::dialect::{Read, Write};
 use super::pg::PgTx;
@@ -28,7 +30,7 @@ impl Store {
     /// transaction, seeing its writes).
     pub(crate) fn read_tx<T>(&self, f: impl Fn(&mut dyn Read) -> Result<T>) -> Result<T> {
         match self {
-            Store::Sqlite(s) => s.read(|conn| f(&mut SqliteTx::new(conn))),
+            Store::Sqlite(s) => s.read(|conn| f(&mut SqliteTx::reading(conn, s))),
             Store::Pg(s) => s.read(|c| f(&mut PgTx::new(c))),
         }
     }

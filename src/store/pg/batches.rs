@@ -2,9 +2,8 @@
 
 use super::PgTx;
 use super::conn::{Conn, text};
-use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, Pause, Runners};
+use crate::model::{Counts, Fire, Hold, Millis, Pause};
 use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
-use crate::store::ops::liveness;
 use crate::store::{Result, StoreError};
 
 /// The hold as stored (see the SQLite store's `HOLD`).
@@ -107,36 +106,6 @@ fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<BatchState> {
     Ok((pause, c.tout_opt(r.get(4)), fire))
 }
 
-/// Counts, pause flag, schedule state, lock and last run of one batch,
-/// and who of its runners is alive at `now`.
-pub(crate) fn info(c: &mut Conn, id: i64, name: String, now: Millis) -> Result<BatchInfo> {
-    let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
-    let (last_run, stepped_down) = super::runs::last(c, id)?;
-    let mut info = BatchInfo {
-        counts: counts(c, id)?,
-        pause,
-        next_fire,
-        last_fire,
-        locks: super::locks::current(c, id, &name)?,
-        last_run,
-        stepped_down,
-        hold: hold(c, id)?,
-        runners: Runners::default(),
-        name,
-    };
-    info.runners = liveness::runners(&info, now, |runs| {
-        Ok::<_, StoreError>(
-            c.one(
-                "SELECT count(*) FROM items WHERE batch_id = $1 AND status = 'claimed'
-                    AND lease_run = ANY($2)",
-                &[&id, &runs],
-            )?
-            .get::<_, i64>(0),
-        )
-    })?;
-    Ok(info)
-}
-
 /// When the batch was made.
 pub(crate) fn created_at(c: &mut Conn, id: i64) -> Result<Millis> {
     let at: i64 = c
@@ -183,6 +152,7 @@ const BATCH_RECORD_FIRE: &str = "UPDATE batches
     SET last_fire_at = $2, last_fire_outcome = $3, last_fire_reason = $4, last_fire_run = $5
   WHERE id = $1 AND (last_fire_at IS NULL OR last_fire_at <= $2)";
 
+// Twin of sqlite/batches.rs by shape, kept: one statement per dialect (the id cache, shards summed).
 impl BatchesRead for PgTx<'_> {
     fn batch_id(&mut self, name: &str) -> Result<i64> {
         batch_id(self.c, name)
@@ -206,10 +176,6 @@ impl BatchesRead for PgTx<'_> {
 
     fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
         hold(self.c, batch)
-    }
-
-    fn batch_info(&mut self, batch: i64, name: String, now: Millis) -> Result<BatchInfo> {
-        info(self.c, batch, name, now)
     }
 
     fn minute_counts(&mut self, batch: i64, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {

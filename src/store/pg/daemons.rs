@@ -4,10 +4,9 @@
 
 use super::PgTx;
 use super::conn::Conn;
-use crate::model::{Daemon, DaemonInfo, Holder, Millis};
+use crate::model::{Daemon, Holder};
 use crate::store::Result;
 use crate::store::dialect::{DaemonsRead, DaemonsWrite};
-use crate::store::ops::liveness;
 
 const DAEMONS_ALL: &str =
     "SELECT token, host, pid, pid_start, started_at, beat_at, stopped_at, batches
@@ -37,11 +36,6 @@ fn rows(c: &mut Conn) -> Result<Vec<Daemon>> {
             batches: r.get(7),
         })
         .collect())
-}
-
-/// Every daemon recorded, with its state as of `now`, newest beat first.
-pub(crate) fn all(c: &mut Conn, now: Millis) -> Result<Vec<DaemonInfo>> {
-    Ok(liveness::daemon_infos(rows(c)?, now))
 }
 
 impl DaemonsRead for PgTx<'_> {

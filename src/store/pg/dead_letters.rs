@@ -76,6 +76,7 @@ pub(crate) fn of_item(c: &mut Conn, item_id: i64) -> Result<Vec<DeadLetter>> {
     rows.iter().map(|r| dead_letter_from_row(c, r)).collect()
 }
 
+// Twin of sqlite/dead_letters.rs, kept: one statement per dialect (shards summed, the clock offset).
 impl DeadLettersRead for PgTx<'_> {
     fn dead_letters_since(
         &mut self,

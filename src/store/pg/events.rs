@@ -147,6 +147,7 @@ const KINDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.kind, count(*)::int8 F
    LEFT JOIN batches b ON b.id = e.batch_id
   WHERE e.at > $1 GROUP BY 1, 2 ORDER BY 1, 2";
 
+// Twin of sqlite/events.rs, kept: following the log is each engine's own (ids there, the transaction horizon here).
 impl PgStore {
     /// Starts following the log at the current horizon of finished
     /// transactions (see `follow_next`). Take it before listing what is

@@ -97,6 +97,7 @@ pub(super) fn claim_from_row(r: &Row) -> Claim {
     }
 }
 
+// Twins of sqlite/items.rs, kept: one statement per dialect (placeholders, types, row locks).
 const ITEM_BY_KEY: &str = concat!(
     "SELECT ",
     item_columns!(),

@@ -33,6 +33,7 @@ pub(crate) fn current(c: &mut Conn, id: i64, name: &str) -> Result<Vec<LockInfo>
         .collect())
 }
 
+// Twins of sqlite/locks.rs, kept: one statement per dialect (placeholders, `FOR SHARE`, the clock offset).
 const ANY_LIVE_SEAT: &str = "SELECT EXISTS (SELECT 1 FROM locks WHERE expires_at > $1)";
 const SEAT_HELD_LOCKED: &str = "SELECT 1 FROM locks WHERE batch_id = $1 AND run_id = $2 FOR SHARE";
 const SEATS_LOCKED: &str = "SELECT 1 FROM batches WHERE id = $1 FOR NO KEY UPDATE";

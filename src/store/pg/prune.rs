@@ -10,6 +10,7 @@ use crate::model::Millis;
 use crate::store::Result;
 use crate::store::dialect::{PruneRead, PruneTarget, PruneWrite};
 
+// Twins of sqlite/prune.rs, kept: one statement per dialect (chunks by id here, by rowid there).
 const DONE_ITEMS: &str = "FROM items WHERE status = 'done' AND updated_at < $1";
 const FAILED_ITEMS: &str = "FROM items WHERE status = 'failed' AND updated_at < $1";
 const EVENTS: &str = "FROM events WHERE at < $1";

@@ -159,6 +159,7 @@ impl RunsWrite for PgTx<'_> {
         .get(0))
     }
 
+    // Twin of sqlite/runs.rs, kept: one statement per dialect (times moved by the clock offset here).
     fn run_finish(
         &mut self,
         run: i64,

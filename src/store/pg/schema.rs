@@ -289,6 +289,7 @@ ALTER TABLE locks ADD PRIMARY KEY (batch_id, token);
 CREATE INDEX locks_by_expiry ON locks (expires_at);
 "#;
 
+// Twin of sqlite/schema.rs by shape, kept: DDL is each engine's own (types, sharded counters, not triggers).
 /// Version 3: each event records its transaction, so `log --follow` can
 /// wait for transactions still running instead of skipping their events.
 const V3: &str = r#"

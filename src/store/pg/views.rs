@@ -1,40 +1,19 @@
-//! Reads for the dashboard (see `store::views`): everything one poll shows,
-//! in one read-only snapshot.
+//! The statements the views read (see `ops::views`). A search is one
+//! query here (no scan spread over polls, as SQLite's).
 
 use postgres::Row;
 
-use super::PgStore;
-use super::batches::{batch_id, names};
+use super::PgTx;
 use super::conn::{Conn, parse_col_text};
 use super::events::Args;
-use super::items::{ITEM_COLUMNS, filter_sql, item_from_row};
-use crate::model::{BatchInfo, Event, Millis, Status, Tier};
+use super::items::filter_sql;
+use crate::model::{Event, Millis, Run, Tier};
 use crate::store::Result;
-use crate::store::api::{
-    BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemFilter, ItemPage,
-    ItemRow, ItemsQuery, SinceSummary,
-};
+use crate::store::api::{EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
+use crate::store::dialect::{RowsPage, ViewsRead};
 
 /// Characters of an error message or event message kept for a list row.
 const ROW_TEXT: i64 = 512;
-/// Events of one item shown in its detail.
-const DETAIL_EVENTS: i64 = 200;
-/// Attempts whose stderr the item detail reads (16 KiB each at most).
-const DETAIL_ATTEMPTS: i64 = 5;
-
-fn filter_of(q: &ItemsQuery) -> ItemFilter {
-    ItemFilter {
-        status: if q.class.is_some() {
-            Some(Status::Failed)
-        } else {
-            q.status
-        },
-        outcome: q.outcome,
-        error_class: q.class.clone(),
-        search: (!q.search.is_empty()).then(|| q.search.clone()),
-        ..ItemFilter::default()
-    }
-}
 
 fn item_row(c: &Conn, r: &Row) -> Result<ItemRow> {
     Ok(ItemRow {
@@ -75,7 +54,7 @@ fn event_row(c: &Conn, r: &Row) -> Event {
 /// `args`. The items pane searches keys and labels only (as the SQLite
 /// store's scan does); the class view also searches error messages.
 fn page_sql(q: &ItemsQuery, keys_only: bool, args: &mut Args) -> String {
-    let mut filter = filter_of(q);
+    let mut filter = q.filter();
     if !keys_only {
         return filter_sql(&filter, args);
     }
@@ -90,349 +69,230 @@ fn page_sql(q: &ItemsQuery, keys_only: bool, args: &mut Args) -> String {
     cond
 }
 
-/// Items matching a filter; from the counters unless it searches.
-fn count_items(
-    c: &mut Conn,
-    id: i64,
-    info: &BatchInfo,
-    q: &ItemsQuery,
-    keys_only: bool,
-) -> Result<(i64, bool)> {
-    let counts = &info.counts;
-    if q.search.is_empty() {
-        if let (None, Some(n)) = (&q.class, crate::store::api::counted(counts, q)) {
-            return Ok((n, false));
-        }
-        if let Some(class) = &q.class {
-            let n: i64 = c
-                .one(
-                    "SELECT coalesce(sum(n), 0)::int8 FROM failed_classes
-                      WHERE batch_id = $1 AND error_class = $2",
-                    &[&id, class],
-                )?
-                .get(0);
-            return Ok((n, false));
-        }
+const ITEMS_CLAIMED_BY: &str =
+    "SELECT count(*) FROM items WHERE batch_id = $1 AND status = 'claimed'
+    AND lease_run = ANY($2)";
+const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0)::int8 FROM failed_classes
+  WHERE batch_id = $1 AND error_class = $2";
+const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM items i
+  WHERE i.batch_id = $1 AND i.key = ANY($2) AND i.status = 'failed'
+  ORDER BY i.id";
+const DEAD_LETTER_COUNTS_SINCE: &str = "SELECT error_class, tier, count(*)::int8 FROM dead_letters
+  WHERE batch_id = $1 AND failed_at > $2 GROUP BY 1, 2 ORDER BY 3 DESC, 1";
+const RUN_STATES_SINCE: &str = "SELECT b.name, r.state, count(*)::int8 FROM runs r
+   JOIN batches b ON b.id = r.batch_id
+  WHERE r.started_at > $1 OR r.ended_at > $1 OR r.ended_at IS NULL
+  GROUP BY 1, 2 ORDER BY 1, 2";
+const EVENT_COUNTS_SINCE: &str = "SELECT coalesce(b.name, ''), count(*)::int8 FROM events e
+   LEFT JOIN batches b ON b.id = e.batch_id
+  WHERE e.kind = $1 AND e.at > $2 GROUP BY 1 ORDER BY 1";
+const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields FROM events e
+   LEFT JOIN batches b ON b.id = e.batch_id
+  WHERE e.kind = $1 AND e.at > $2";
+const EVENTS_OF_ITEM: &str =
+    "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
+   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+        LEFT JOIN items i ON i.id = e.item_id
+  WHERE e.item_id = $1 ORDER BY e.id DESC LIMIT $2";
+
+// Twin of sqlite/views.rs, kept: one statement per dialect (`left`, `ANY` arrays, the clock offset).
+impl ViewsRead for PgTx<'_> {
+    fn batch_created_at(&mut self, batch: i64) -> Result<Millis> {
+        super::batches::created_at(self.c, batch)
     }
-    let mut args = Args::new();
-    args.push(id);
-    let cond = page_sql(q, keys_only, &mut args);
-    let n: i64 = c
-        .one(
+
+    fn runs_last(&mut self, batch: i64) -> Result<(Option<Run>, Option<Run>)> {
+        super::runs::last(self.c, batch)
+    }
+
+    fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64> {
+        Ok(self.c.one(ITEMS_CLAIMED_BY, &[&batch, &runs])?.get(0))
+    }
+
+    fn class_count(&mut self, batch: i64, class: &str) -> Result<i64> {
+        Ok(self.c.one(CLASS_COUNT, &[&batch, &class])?.get(0))
+    }
+
+    fn items_count_capped(
+        &mut self,
+        batch: i64,
+        q: &ItemsQuery,
+        keys_only: bool,
+        cap: i64,
+    ) -> Result<i64> {
+        let mut args = Args::new();
+        args.push(batch);
+        let cond = page_sql(q, keys_only, &mut args);
+        Ok(self
+            .c
+            .one(
+                &format!(
+                    "SELECT count(*)::int8 FROM (SELECT 1 FROM items i WHERE i.batch_id = $1{cond}
+                      LIMIT {}) x",
+                    cap + 1
+                ),
+                &args.refs(),
+            )?
+            .get(0))
+    }
+
+    fn item_rows(
+        &mut self,
+        batch: i64,
+        q: &ItemsQuery,
+        keys_only: bool,
+        page: RowsPage,
+    ) -> Result<Vec<ItemRow>> {
+        let mut args = Args::new();
+        args.push(batch);
+        let cond = page_sql(q, keys_only, &mut args);
+        let order = if page.backwards { "DESC" } else { "ASC" };
+        let sql = format!(
+            "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                    left(i.error_message, {ROW_TEXT}), i.updated_at
+               FROM items i WHERE i.batch_id = $1{cond} ORDER BY i.id {order}
+              LIMIT {} OFFSET {}",
+            page.limit, page.offset
+        );
+        let c = &mut *self.c;
+        c.q(&sql, &args.refs())?
+            .iter()
+            .map(|r| item_row(c, r))
+            .collect()
+    }
+
+    fn search_page(&mut self, _batch: i64, _q: &ItemsQuery) -> Result<Option<ItemPage>> {
+        Ok(None)
+    }
+
+    fn items_labelled(&mut self, batch: i64, label: &str, limit: usize) -> Result<Vec<ItemRow>> {
+        let c = &mut *self.c;
+        let rows = c.q(
             &format!(
-                "SELECT count(*)::int8 FROM (SELECT 1 FROM items i WHERE i.batch_id = $1{cond}
-                  LIMIT {}) x",
-                COUNT_CAP + 1
+                "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                        left(i.error_message, {ROW_TEXT}), i.updated_at
+                   FROM items i WHERE i.batch_id = $1 AND i.label = $2
+                  ORDER BY i.id LIMIT $3"
             ),
-            &args.refs(),
-        )?
-        .get(0);
-    Ok((n, n > COUNT_CAP))
-}
-
-/// A page of items. A search is one query here (no scan spread over polls,
-/// as the SQLite store does), so `searching` is always None.
-fn item_page(
-    c: &mut Conn,
-    id: i64,
-    info: &BatchInfo,
-    q: &ItemsQuery,
-    keys_only: bool,
-) -> Result<ItemPage> {
-    let searching = !q.search.is_empty();
-    let (mut total, mut capped) = if searching {
-        (0, false)
-    } else {
-        count_items(c, id, info, q, keys_only)?
-    };
-    let mut args = Args::new();
-    args.push(id);
-    let cond = page_sql(q, keys_only, &mut args);
-    // Past the middle, read from the end backwards (`G` on a million items).
-    let backwards = !searching && q.offset as i64 > total / 2;
-    let (order, offset) = if backwards {
-        let end = (q.offset + q.limit).min(total as usize);
-        ("DESC", total as usize - end)
-    } else {
-        ("ASC", q.offset)
-    };
-    let sql = format!(
-        "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
-                left(i.error_message, {ROW_TEXT}), i.updated_at
-           FROM items i WHERE i.batch_id = $1{cond} ORDER BY i.id {order}
-          LIMIT {} OFFSET {offset}",
-        q.limit
-    );
-    let mut rows: Vec<ItemRow> = c
-        .q(&sql, &args.refs())?
-        .iter()
-        .map(|r| item_row(c, r))
-        .collect::<Result<_>>()?;
-    if searching {
-        (total, capped) = if q.offset == 0 && rows.len() < q.limit {
-            (rows.len() as i64, false)
-        } else {
-            count_items(c, id, info, q, keys_only)?
-        };
-    }
-    if backwards {
-        rows.reverse();
-        let first = (total as usize).saturating_sub(offset + rows.len());
-        return Ok(ItemPage {
-            offset: first,
-            rows,
-            total,
-            capped,
-            searching: None,
-        });
-    }
-    Ok(ItemPage {
-        offset: q.offset,
-        rows,
-        total,
-        capped,
-        searching: None,
-    })
-}
-
-fn events(c: &mut Conn, q: &EventsQuery) -> Result<Vec<Event>> {
-    let mut args = Args::new();
-    let mut cond = String::from("true");
-    if let Some(name) = &q.batch {
-        match c.opt("SELECT id FROM batches WHERE name = $1", &[name])? {
-            Some(r) => {
-                let slot = args.push(r.get::<_, i64>(0));
-                cond.push_str(&format!(" AND e.batch_id = {slot}"));
-            }
-            None => return Ok(Vec::new()),
-        }
-    }
-    if !q.kinds.is_empty() {
-        let slot = args.push(q.kinds.clone());
-        cond.push_str(&format!(" AND e.kind = ANY({slot})"));
-    }
-    if let Some(up_to) = q.up_to {
-        let slot = args.push(up_to);
-        cond.push_str(&format!(" AND e.id <= {slot}"));
-    }
-    let sql = format!(
-        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, left(e.message, {ROW_TEXT}),
-                i.label
-           FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-                LEFT JOIN items i ON i.id = e.item_id
-          WHERE {cond} ORDER BY e.id DESC LIMIT {}",
-        q.limit
-    );
-    let mut rows: Vec<Event> = c
-        .q(&sql, &args.refs())?
-        .iter()
-        .map(|r| event_row(c, r))
-        .collect();
-    rows.reverse();
-    Ok(rows)
-}
-
-fn detail(c: &mut Conn, id: i64, key: &str) -> Result<std::result::Result<ItemDetail, String>> {
-    let row = c.opt(
-        &format!(
-            "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-              WHERE i.batch_id = $1 AND i.key = $2"
-        ),
-        &[&id, &key],
-    )?;
-    let item = match row.map(|r| item_from_row(c, &r)) {
-        Some(Ok(item)) => item,
-        None => return Ok(Err(format!("no item {key:?} (pruned?)"))),
-        Some(Err(e)) => return Ok(Err(format!("cannot read item {key:?}: {e}"))),
-    };
-    let failures = match super::dead_letters::of_item(c, item.id) {
-        Ok(f) => f,
-        Err(e) => return Ok(Err(format!("cannot read the failures of {key:?}: {e}"))),
-    };
-    let attempt_logs = super::attempts::of_item(c, item.id, DETAIL_ATTEMPTS)?;
-    let mut events: Vec<Event> = c
-        .q(
-            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
-               FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-                    LEFT JOIN items i ON i.id = e.item_id
-              WHERE e.item_id = $1 ORDER BY e.id DESC LIMIT $2",
-            &[&item.id, &DETAIL_EVENTS],
-        )?
-        .iter()
-        .map(|r| event_row(c, r))
-        .collect();
-    events.reverse();
-    Ok(Ok(ItemDetail {
-        item,
-        failures,
-        attempt_logs,
-        events,
-    }))
-}
-
-impl PgStore {
-    /// Everything one dashboard poll shows, in one read-only snapshot.
-    pub fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard> {
-        self.read(|c| {
-            let mut out = Dashboard::default();
-            let mut selected = None;
-            for name in names(c)? {
-                let id = batch_id(c, &name)?;
-                let view = BatchView {
-                    minutes: super::batches::minutes(c, id, now, q.minutes)?,
-                    created_at: super::batches::created_at(c, id)?,
-                    info: super::batches::info(c, id, name, now)?,
-                };
-                if q.batch.as_deref() == Some(view.info.name.as_str()) {
-                    selected = Some((id, out.batches.len()));
-                }
-                out.batches.push(view);
-            }
-            if let Some((id, idx)) = selected {
-                let info = out.batches[idx].info.clone();
-                out.runs = super::runs::recent(c, id, q.runs)?;
-                let tier = crate::store::dialect::ItemsRead::retry_tier(
-                    &mut super::PgTx::new(c),
-                    id,
-                    now,
-                )?;
-                out.retry = Some((info.name.clone(), tier));
-                if q.dlq {
-                    out.dlq =
-                        crate::store::ops::dead_letters::groups(&mut super::PgTx::new(c), id, now)?;
-                }
-                if let Some(iq) = &q.items {
-                    out.items = Some(item_page(c, id, &info, iq, true)?);
-                }
-                if let Some(iq) = &q.class_items {
-                    out.class_items = Some(item_page(c, id, &info, iq, false)?);
-                }
-                if let Some(key) = &q.detail {
-                    out.detail = Some(detail(c, id, key)?);
-                }
-            }
-            if let Some(eq) = &q.events {
-                out.events = events(c, eq)?;
-            }
-            out.daemons = super::daemons::all(c, now)?;
-            Ok(out)
-        })
+            &[&batch, &label, &(limit as i64)],
+        )?;
+        rows.iter().map(|r| item_row(c, r)).collect()
     }
 
-    /// Keys of the failed items a dashboard filter (or error class) shows.
-    pub fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut filter = filter_of(q);
-            filter.status = Some(Status::Failed);
-            let mut args = Args::new();
-            args.push(id);
-            let cond = filter_sql(&filter, &mut args);
-            Ok(c.q(
+    fn items_keys(&mut self, batch: i64, filter: &ItemFilter) -> Result<Vec<String>> {
+        let mut args = Args::new();
+        args.push(batch);
+        let cond = filter_sql(filter, &mut args);
+        Ok(self
+            .c
+            .q(
                 &format!("SELECT i.key FROM items i WHERE i.batch_id = $1{cond} ORDER BY i.id"),
                 &args.refs(),
             )?
             .iter()
             .map(|r| r.get(0))
             .collect())
-        })
     }
 
-    /// Which of these keys are failed now.
-    /// The items whose label is exactly `label` (see `Store::labelled`).
-    pub fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let rows = c.q(
-                &format!(
-                    "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
-                            left(i.error_message, {ROW_TEXT}), i.updated_at
-                       FROM items i WHERE i.batch_id = $1 AND i.label = $2
-                      ORDER BY i.id LIMIT $3"
-                ),
-                &[&id, &label, &(limit as i64)],
-            )?;
-            rows.iter().map(|r| item_row(c, r)).collect()
-        })
+    fn failed_among(&mut self, batch: i64, keys: &[String]) -> Result<Vec<String>> {
+        let keys = keys.to_vec();
+        Ok(self
+            .c
+            .q(ITEMS_FAILED_AMONG, &[&batch, &keys])?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
     }
 
-    pub fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut out = Vec::with_capacity(keys.len());
-            for chunk in keys.chunks(10_000) {
-                let chunk = chunk.to_vec();
-                for r in c.q(
-                    "SELECT i.key FROM items i
-                      WHERE i.batch_id = $1 AND i.key = ANY($2) AND i.status = 'failed'
-                      ORDER BY i.id",
-                    &[&id, &chunk],
-                )? {
-                    out.push(r.get(0));
-                }
-            }
-            Ok(out)
-        })
+    fn events_rows(&mut self, batch: Option<i64>, q: &EventsQuery) -> Result<Vec<Event>> {
+        let mut args = Args::new();
+        let mut cond = String::from("true");
+        if let Some(id) = batch {
+            let slot = args.push(id);
+            cond.push_str(&format!(" AND e.batch_id = {slot}"));
+        }
+        if !q.kinds.is_empty() {
+            let slot = args.push(q.kinds.clone());
+            cond.push_str(&format!(" AND e.kind = ANY({slot})"));
+        }
+        if let Some(up_to) = q.up_to {
+            let slot = args.push(up_to);
+            cond.push_str(&format!(" AND e.id <= {slot}"));
+        }
+        let sql = format!(
+            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, left(e.message, {ROW_TEXT}),
+                    i.label
+               FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+                    LEFT JOIN items i ON i.id = e.item_id
+              WHERE {cond} ORDER BY e.id DESC LIMIT {}",
+            q.limit
+        );
+        let c = &mut *self.c;
+        let mut rows: Vec<Event> = c
+            .q(&sql, &args.refs())?
+            .iter()
+            .map(|r| event_row(c, r))
+            .collect();
+        rows.reverse();
+        Ok(rows)
     }
 
-    /// What happened since `since` (see `Store::since`).
-    pub fn since(&self, since: Millis) -> Result<SinceSummary> {
-        self.read(|c| {
-            let mut out = SinceSummary {
-                since,
-                ..SinceSummary::default()
-            };
-            let at = c.tin(since);
-            for name in names(c)? {
-                let id = batch_id(c, &name)?;
-                for r in c.q(
-                    "SELECT error_class, tier, count(*)::int8 FROM dead_letters
-                      WHERE batch_id = $1 AND failed_at > $2 GROUP BY 1, 2 ORDER BY 3 DESC, 1",
-                    &[&id, &at],
-                )? {
-                    let tier: Tier = parse_col_text(r.get(1))?;
-                    out.failures.push((name.clone(), r.get(0), tier, r.get(2)));
-                }
-            }
-            out.runs = c
-                .q(
-                    "SELECT b.name, r.state, count(*)::int8 FROM runs r
-                       JOIN batches b ON b.id = r.batch_id
-                      WHERE r.started_at > $1 OR r.ended_at > $1 OR r.ended_at IS NULL
-                      GROUP BY 1, 2 ORDER BY 1, 2",
-                    &[&at],
-                )?
-                .iter()
-                .map(|r| (r.get(0), r.get(1), r.get(2)))
-                .collect();
-            out.takeovers = c
-                .q(
-                    "SELECT coalesce(b.name, ''), count(*)::int8 FROM events e
-                       LEFT JOIN batches b ON b.id = e.batch_id
-                      WHERE e.kind = 'lock-takeover' AND e.at > $1 GROUP BY 1 ORDER BY 1",
-                    &[&at],
-                )?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect();
-            // Fire outcomes are read from the fields in Rust: a malformed
-            // fields text must not fail the whole read.
-            let mut fires: std::collections::BTreeMap<(String, String), i64> = Default::default();
-            for r in c.q(
-                "SELECT coalesce(b.name, ''), e.fields FROM events e
-                   LEFT JOIN batches b ON b.id = e.batch_id
-                  WHERE e.kind = 'fire' AND e.at > $1",
-                &[&at],
-            )? {
-                let outcome = r
-                    .get::<_, Option<&str>>(1)
-                    .and_then(|f| serde_json::from_str::<serde_json::Value>(f).ok())
-                    .and_then(|v| v.get("outcome").and_then(|o| o.as_str()).map(String::from))
-                    .unwrap_or_else(|| "?".into());
-                *fires.entry((r.get(0), outcome)).or_default() += 1;
-            }
-            out.fires = fires.into_iter().map(|((b, o), n)| (b, o, n)).collect();
-            Ok(out)
-        })
+    fn events_of_item(&mut self, item: i64, limit: usize) -> Result<Vec<Event>> {
+        let c = &mut *self.c;
+        let mut events: Vec<Event> = c
+            .q(EVENTS_OF_ITEM, &[&item, &(limit as i64)])?
+            .iter()
+            .map(|r| event_row(c, r))
+            .collect();
+        events.reverse();
+        Ok(events)
+    }
+
+    fn dead_letter_counts_since(
+        &mut self,
+        batch: i64,
+        since: Millis,
+    ) -> Result<Vec<(String, Tier, i64)>> {
+        let at = self.c.tin(since);
+        let mut out = Vec::new();
+        for r in self.c.q(DEAD_LETTER_COUNTS_SINCE, &[&batch, &at])? {
+            let tier: Tier = parse_col_text(r.get(1))?;
+            out.push((r.get(0), tier, r.get(2)));
+        }
+        Ok(out)
+    }
+
+    fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
+        let at = self.c.tin(since);
+        Ok(self
+            .c
+            .q(RUN_STATES_SINCE, &[&at])?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
+    }
+
+    fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>> {
+        let at = self.c.tin(since);
+        Ok(self
+            .c
+            .q(EVENT_COUNTS_SINCE, &[&kind, &at])?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect())
+    }
+
+    fn event_fields_since(
+        &mut self,
+        kind: &str,
+        since: Millis,
+    ) -> Result<Vec<(String, Option<String>)>> {
+        let at = self.c.tin(since);
+        Ok(self
+            .c
+            .q(EVENT_FIELDS_SINCE, &[&kind, &at])?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect())
     }
 }

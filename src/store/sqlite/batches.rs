@@ -4,9 +4,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteTx;
 use super::schema::BUCKETS;
-use crate::model::{BatchInfo, Counts, Fire, Hold, Millis, Pause, Runners};
+use crate::model::{Counts, Fire, Hold, Millis, Pause};
 use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
-use crate::store::ops::liveness;
 use crate::store::{Result, StoreError};
 
 /// The hold as stored: until when, the key that asked, and its label
@@ -126,39 +125,6 @@ fn pause_and_schedule(conn: &Connection, batch_id: i64) -> Result<BatchState> {
     )?)
 }
 
-/// Counts, pause flag, schedule state, lock and last run of one batch,
-/// and who of its runners is alive at `now`.
-pub(crate) fn info(c: &Connection, id: i64, name: String, now: Millis) -> Result<BatchInfo> {
-    let (pause, next_fire, last_fire) = pause_and_schedule(c, id)?;
-    let (last_run, stepped_down) = super::runs::last(c, id)?;
-    let mut info = BatchInfo {
-        counts: counts(c, id)?,
-        pause,
-        next_fire,
-        last_fire,
-        locks: super::locks::current(c, id, &name)?,
-        last_run,
-        stepped_down,
-        hold: hold(c, id)?,
-        runners: Runners::default(),
-        name,
-    };
-    info.runners = liveness::runners(&info, now, |runs| claimed_by(c, id, runs))?;
-    Ok(info)
-}
-
-/// Claimed items of the batch leased to `runs`.
-fn claimed_by(c: &Connection, id: i64, runs: &[i64]) -> Result<i64> {
-    let mut st = c.prepare_cached(
-        "SELECT count(*) FROM items WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2",
-    )?;
-    let mut n = 0;
-    for run in runs {
-        n += st.query_row(params![id, run], |r| r.get::<_, i64>(0))?;
-    }
-    Ok(n)
-}
-
 /// When the batch was made.
 pub(crate) fn created_at(c: &Connection, id: i64) -> Result<Millis> {
     Ok(
@@ -231,10 +197,6 @@ impl BatchesRead for SqliteTx<'_> {
 
     fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
         hold(self.conn, batch)
-    }
-
-    fn batch_info(&mut self, batch: i64, name: String, now: Millis) -> Result<BatchInfo> {
-        info(self.conn, batch, name, now)
     }
 
     fn minute_counts(&mut self, batch: i64, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {

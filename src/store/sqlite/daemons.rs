@@ -5,10 +5,9 @@
 use rusqlite::{Connection, params};
 
 use super::SqliteTx;
-use crate::model::{Daemon, DaemonInfo, Holder, Millis};
+use crate::model::{Daemon, Holder};
 use crate::store::Result;
 use crate::store::dialect::{DaemonsRead, DaemonsWrite};
-use crate::store::ops::liveness;
 
 const DAEMON_UPSERT: &str =
     "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)
@@ -42,11 +41,6 @@ fn rows(c: &Connection) -> Result<Vec<Daemon>> {
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(rows)
-}
-
-/// Every daemon recorded, with its state as of `now`, newest beat first.
-pub(crate) fn all(c: &Connection, now: Millis) -> Result<Vec<DaemonInfo>> {
-    Ok(liveness::daemon_infos(rows(c)?, now))
 }
 
 impl DaemonsRead for SqliteTx<'_> {

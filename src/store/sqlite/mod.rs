@@ -33,11 +33,22 @@ use crate::store::{Access, Result, StoreError};
 /// One SQLite transaction, as the statements of `dialect` see it.
 pub(crate) struct SqliteTx<'c> {
     conn: &'c Connection,
+    /// The store's dashboard search, continued from poll to poll (read
+    /// snapshots only).
+    search: Option<&'c std::sync::Mutex<views::SearchScan>>,
 }
 
 impl<'c> SqliteTx<'c> {
     pub(crate) fn new(conn: &'c Connection) -> SqliteTx<'c> {
-        SqliteTx { conn }
+        SqliteTx { conn, search: None }
+    }
+
+    /// A read snapshot of `store`, which may go on with its search.
+    pub(crate) fn reading(conn: &'c Connection, store: &'c SqliteStore) -> SqliteTx<'c> {
+        SqliteTx {
+            conn,
+            search: Some(&store.search),
+        }
     }
 }
 

@@ -1,8 +1,6 @@
-//! Reads for the dashboard: everything one poll shows, in one short read
-//! transaction, and the "since you last looked" summary. Built from the
-//! per-table queries of the sibling modules; the few queries of its own read
-//! text lossily and cut long messages, so a hostile or huge row cannot stall
-//! or break a poll.
+//! The statements the views read (see `ops::views`), and the dashboard's
+//! search scan. They read text lossily and cut long messages, so a hostile
+//! or huge row cannot stall or break a poll.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -10,22 +8,15 @@ use std::time::{Duration, Instant};
 use rusqlite::types::{Value as V, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
-use super::batches::{batch_id, names};
-use super::items::{ITEM_COLUMNS, filter_sql, item_from_row};
-use super::{SqliteStore, SqliteTx, dead_letters, parse_col};
-use crate::model::{BatchInfo, Event, Millis, Status, Tier};
+use super::items::filter_sql;
+use super::{SqliteStore, SqliteTx, parse_col};
+use crate::model::{Event, Millis, Run, Tier};
 use crate::store::Result;
-use crate::store::api::{
-    BatchView, COUNT_CAP, DashQuery, Dashboard, EventsQuery, ItemDetail, ItemPage, ItemRow,
-    ItemsQuery, SinceSummary, counted,
-};
+use crate::store::api::{COUNT_CAP, EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
+use crate::store::dialect::{RowsPage, ViewsRead};
 
 /// Characters of an error message or event message kept for a list row.
 const ROW_TEXT: i64 = 512;
-/// Events of one item shown in its detail.
-const DETAIL_EVENTS: usize = 200;
-/// Attempts whose stderr the item detail reads (16 KiB each at most).
-const DETAIL_ATTEMPTS: i64 = 5;
 /// Store time a dashboard search may take per poll (scanning, then checking
 /// matches against the status filter); the poller comes back at once until
 /// the search is complete.
@@ -86,35 +77,6 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     })
 }
 
-/// Items matching a filter; cheap (from the counters) unless it searches.
-fn count_items(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Result<(i64, bool)> {
-    let counts = &info.counts;
-    if q.search.is_empty() {
-        if let (None, Some(n)) = (&q.class, counted(counts, q)) {
-            return Ok((n, false));
-        }
-        if let Some(class) = &q.class {
-            let n: i64 = c.query_row(
-                "SELECT coalesce(sum(n), 0) FROM failed_classes WHERE batch_id = ?1 AND error_class = ?2",
-                params![id, class],
-                |r| r.get(0),
-            )?;
-            return Ok((n, false));
-        }
-    }
-    let mut args = vec![V::Integer(id)];
-    let cond = filter_sql(&q.filter(), &mut args);
-    let n: i64 = c.query_row(
-        &format!(
-            "SELECT count(*) FROM (SELECT 1 FROM items i WHERE i.batch_id = ?1{cond} LIMIT {})",
-            COUNT_CAP + 1
-        ),
-        params_from_iter(args),
-        |r| r.get(0),
-    )?;
-    Ok((n, n > COUNT_CAP))
-}
-
 /// A page of a search's matches, scanning on from where the last poll
 /// stopped, for at most [`SEARCH_BUDGET`]. A full scan of a million items
 /// takes about 250 ms: done at once it would stall every poll that long.
@@ -138,9 +100,7 @@ fn search_page(
     // Bare `max(id)`: SQLite reads it from the end of the table only in
     // this form (wrapped in `coalesce` it scans the table).
     let max_id: i64 = c
-        .query_row("SELECT max(id) FROM items", [], |r| {
-            r.get::<_, Option<i64>>(0)
-        })?
+        .query_row(MAX_ITEM_ID, [], |r| r.get::<_, Option<i64>>(0))?
         .unwrap_or(0);
     {
         // By rowid range (NOT INDEXED: else SQLite prefers an index on
@@ -203,152 +163,245 @@ fn search_page(
     })
 }
 
-fn item_page(c: &Connection, id: i64, info: &BatchInfo, q: &ItemsQuery) -> Result<ItemPage> {
-    let searching = !q.search.is_empty();
-    // A search scans the table anyway: count only when the page is full.
-    let (mut total, mut capped) = if searching {
-        (0, false)
-    } else {
-        count_items(c, id, info, q)?
-    };
-    let mut args = vec![V::Integer(id)];
-    let cond = filter_sql(&q.filter(), &mut args);
-    // Rows come in id order. When the matches are dense (no filter, a
-    // common status, a search) walking the table in rowid order finds a
-    // page in a few rows; through an index SQLite would sort every match
-    // first. A rare status or class is cheaper through the index.
-    let dense = searching || total * 50 >= info.counts.total();
-    let scan = if dense { "NOT INDEXED" } else { "" };
-    // Past the middle, read from the end backwards (`G` on a million items).
-    let backwards = !searching && q.offset as i64 > total / 2;
-    let (order, offset) = if backwards {
-        let end = (q.offset + q.limit).min(total as usize);
-        ("DESC", total as usize - end)
-    } else {
-        ("ASC", q.offset)
-    };
-    let sql = format!(
-        "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
-                substr(i.error_message, 1, {ROW_TEXT}), i.updated_at
-           FROM items i {scan} WHERE i.batch_id = ?1{cond} ORDER BY i.id {order} LIMIT {} OFFSET {offset}",
-        q.limit
-    );
-    let mut rows: Vec<ItemRow> = c
-        .prepare_cached(&sql)?
-        .query_map(params_from_iter(args), item_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    if searching {
-        (total, capped) = if q.offset == 0 && rows.len() < q.limit {
-            (rows.len() as i64, false)
-        } else {
-            count_items(c, id, info, q)?
-        };
+const ITEMS_CLAIMED_BY: &str =
+    "SELECT count(*) FROM items WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2";
+const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0) FROM failed_classes
+  WHERE batch_id = ?1 AND error_class = ?2";
+const MAX_ITEM_ID: &str = "SELECT max(id) FROM items";
+const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM json_each(?2) j
+   JOIN items i ON i.batch_id = ?1 AND i.key = j.value AND i.status = 'failed'
+  ORDER BY i.id";
+const DEAD_LETTER_COUNTS_SINCE: &str = "SELECT error_class, tier, count(*) FROM dead_letters
+  WHERE batch_id = ?1 AND failed_at > ?2 GROUP BY 1, 2 ORDER BY 3 DESC, 1";
+const RUN_STATES_SINCE: &str =
+    "SELECT b.name, r.state, count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
+  WHERE r.started_at > ?1 OR r.ended_at > ?1 OR r.ended_at IS NULL
+  GROUP BY 1, 2 ORDER BY 1, 2";
+const EVENT_COUNTS_SINCE: &str = "SELECT coalesce(b.name, ''), count(*)
+   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+  WHERE e.kind = ?1 AND e.at > ?2 GROUP BY 1 ORDER BY 1";
+const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields
+   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+  WHERE e.kind = ?1 AND e.at > ?2";
+const EVENTS_OF_ITEM: &str =
+    "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
+   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+        LEFT JOIN items i ON i.id = e.item_id
+  WHERE e.item_id = ?1 ORDER BY e.id DESC LIMIT ?2";
+
+/// The conditions of a page's filter on `i`, with their values added to
+/// `args`; `keys_only` searches keys and labels only.
+fn page_cond(q: &ItemsQuery, keys_only: bool, args: &mut Vec<V>) -> String {
+    let mut filter = q.filter();
+    if !keys_only || q.search.is_empty() {
+        return filter_sql(&filter, args);
     }
-    if backwards {
-        rows.reverse();
-        // The last page may be short: it starts where its first row is.
-        let first = (total as usize).saturating_sub(offset + rows.len());
-        return Ok(ItemPage {
-            offset: first,
-            rows,
-            total,
-            capped,
-            searching: None,
-        });
-    }
-    Ok(ItemPage {
-        offset: q.offset,
-        rows,
-        total,
-        capped,
-        searching: None,
-    })
+    filter.search = None;
+    let mut cond = filter_sql(&filter, args);
+    args.push(V::Text(q.search.clone()));
+    let n = args.len();
+    cond.push_str(&format!(
+        " AND (instr(i.key, ?{n}) > 0 OR instr(i.label, ?{n}) > 0)"
+    ));
+    cond
 }
 
-fn events(c: &Connection, q: &EventsQuery) -> Result<Vec<Event>> {
-    let mut args: Vec<V> = Vec::new();
-    let mut cond = String::from("1 = 1");
-    if let Some(name) = &q.batch {
-        match c
-            .query_row("SELECT id FROM batches WHERE name = ?1", [name], |r| {
-                r.get::<_, i64>(0)
-            })
-            .optional()?
-        {
-            Some(id) => {
-                args.push(V::Integer(id));
-                cond.push_str(&format!(" AND e.batch_id = ?{}", args.len()));
-            }
-            None => return Ok(Vec::new()),
-        }
+impl ViewsRead for SqliteTx<'_> {
+    fn batch_created_at(&mut self, batch: i64) -> Result<Millis> {
+        super::batches::created_at(self.conn, batch)
     }
-    if !q.kinds.is_empty() {
-        let mut slots = Vec::new();
-        for k in &q.kinds {
-            args.push(V::Text(k.clone()));
-            slots.push(format!("?{}", args.len()));
-        }
-        cond.push_str(&format!(" AND e.kind IN ({})", slots.join(", ")));
-    }
-    if let Some(up_to) = q.up_to {
-        args.push(V::Integer(up_to));
-        cond.push_str(&format!(" AND e.id <= ?{}", args.len()));
-    }
-    let sql = format!(
-        "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, substr(e.message, 1, {ROW_TEXT}),
-                i.label
-           FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-                LEFT JOIN items i ON i.id = e.item_id
-          WHERE {cond} ORDER BY e.id DESC LIMIT {}",
-        q.limit
-    );
-    let mut rows: Vec<Event> = c
-        .prepare_cached(&sql)?
-        .query_map(params_from_iter(args), event_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    rows.reverse();
-    Ok(rows)
-}
 
-fn detail(c: &Connection, id: i64, key: &str) -> Result<std::result::Result<ItemDetail, String>> {
-    let item = c
-        .query_row(
+    fn runs_last(&mut self, batch: i64) -> Result<(Option<Run>, Option<Run>)> {
+        super::runs::last(self.conn, batch)
+    }
+
+    fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64> {
+        let mut st = self.conn.prepare_cached(ITEMS_CLAIMED_BY)?;
+        let mut n = 0;
+        for run in runs {
+            n += st.query_row(params![batch, run], |r| r.get::<_, i64>(0))?;
+        }
+        Ok(n)
+    }
+
+    fn class_count(&mut self, batch: i64, class: &str) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row(CLASS_COUNT, params![batch, class], |r| r.get(0))?)
+    }
+
+    fn items_count_capped(
+        &mut self,
+        batch: i64,
+        q: &ItemsQuery,
+        keys_only: bool,
+        cap: i64,
+    ) -> Result<i64> {
+        let mut args = vec![V::Integer(batch)];
+        let cond = page_cond(q, keys_only, &mut args);
+        Ok(self.conn.query_row(
             &format!(
-                "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-                  WHERE i.batch_id = ?1 AND i.key = ?2"
+                "SELECT count(*) FROM (SELECT 1 FROM items i WHERE i.batch_id = ?1{cond} LIMIT {})",
+                cap + 1
             ),
-            params![id, key],
-            item_from_row,
-        )
-        .optional();
-    let item = match item {
-        Ok(Some(item)) => item,
-        Ok(None) => return Ok(Err(format!("no item {key:?} (pruned?)"))),
-        // A row this build cannot read (e.g. invalid UTF-8) spoils the
-        // detail, not the whole poll.
-        Err(e) => return Ok(Err(format!("cannot read item {key:?}: {e}"))),
-    };
-    let failures = match dead_letters::of_item(c, item.id) {
-        Ok(f) => f,
-        Err(e) => return Ok(Err(format!("cannot read the failures of {key:?}: {e}"))),
-    };
-    let attempt_logs = super::attempts::of_item(c, item.id, DETAIL_ATTEMPTS)?;
-    let mut events: Vec<Event> = c
-        .prepare_cached(&format!(
-            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
+            params_from_iter(args),
+            |r| r.get(0),
+        )?)
+    }
+
+    fn item_rows(
+        &mut self,
+        batch: i64,
+        q: &ItemsQuery,
+        keys_only: bool,
+        page: RowsPage,
+    ) -> Result<Vec<ItemRow>> {
+        let mut args = vec![V::Integer(batch)];
+        let cond = page_cond(q, keys_only, &mut args);
+        let scan = if page.dense { "NOT INDEXED" } else { "" };
+        let order = if page.backwards { "DESC" } else { "ASC" };
+        let sql = format!(
+            "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                    substr(i.error_message, 1, {ROW_TEXT}), i.updated_at
+               FROM items i {scan} WHERE i.batch_id = ?1{cond} ORDER BY i.id {order} LIMIT {} OFFSET {}",
+            page.limit, page.offset
+        );
+        Ok(self
+            .conn
+            .prepare_cached(&sql)?
+            .query_map(params_from_iter(args), item_row)?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn search_page(&mut self, batch: i64, q: &ItemsQuery) -> Result<Option<ItemPage>> {
+        match self.search {
+            Some(scan) if !q.search.is_empty() => search_page(self.conn, batch, q, scan).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    fn items_labelled(&mut self, batch: i64, label: &str, limit: usize) -> Result<Vec<ItemRow>> {
+        Ok(self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
+                        substr(i.error_message, 1, {ROW_TEXT}), i.updated_at
+                   FROM items i WHERE i.batch_id = ?1 AND i.label = ?2
+                  ORDER BY i.id LIMIT ?3"
+            ))?
+            .query_map(params![batch, label, limit as i64], item_row)?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn items_keys(&mut self, batch: i64, filter: &ItemFilter) -> Result<Vec<String>> {
+        let mut args = vec![V::Integer(batch)];
+        let cond = filter_sql(filter, &mut args);
+        Ok(self
+            .conn
+            .prepare(&format!(
+                "SELECT i.key FROM items i WHERE i.batch_id = ?1{cond} ORDER BY i.id"
+            ))?
+            .query_map(params_from_iter(args), |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn failed_among(&mut self, batch: i64, keys: &[String]) -> Result<Vec<String>> {
+        let list = serde_json::to_string(keys).unwrap_or_else(|_| "[]".into());
+        Ok(self
+            .conn
+            .prepare_cached(ITEMS_FAILED_AMONG)?
+            .query_map(params![batch, list], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn events_rows(&mut self, batch: Option<i64>, q: &EventsQuery) -> Result<Vec<Event>> {
+        let mut args: Vec<V> = Vec::new();
+        let mut cond = String::from("1 = 1");
+        if let Some(id) = batch {
+            args.push(V::Integer(id));
+            cond.push_str(&format!(" AND e.batch_id = ?{}", args.len()));
+        }
+        if !q.kinds.is_empty() {
+            let mut slots = Vec::new();
+            for k in &q.kinds {
+                args.push(V::Text(k.clone()));
+                slots.push(format!("?{}", args.len()));
+            }
+            cond.push_str(&format!(" AND e.kind IN ({})", slots.join(", ")));
+        }
+        if let Some(up_to) = q.up_to {
+            args.push(V::Integer(up_to));
+            cond.push_str(&format!(" AND e.id <= ?{}", args.len()));
+        }
+        let sql = format!(
+            "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, substr(e.message, 1, {ROW_TEXT}),
+                    i.label
                FROM events e LEFT JOIN batches b ON b.id = e.batch_id
                     LEFT JOIN items i ON i.id = e.item_id
-              WHERE e.item_id = ?1 ORDER BY e.id DESC LIMIT {DETAIL_EVENTS}"
-        ))?
-        .query_map([item.id], event_row)?
-        .collect::<rusqlite::Result<_>>()?;
-    events.reverse();
-    Ok(Ok(ItemDetail {
-        item,
-        failures,
-        attempt_logs,
-        events,
-    }))
+              WHERE {cond} ORDER BY e.id DESC LIMIT {}",
+            q.limit
+        );
+        let mut rows: Vec<Event> = self
+            .conn
+            .prepare_cached(&sql)?
+            .query_map(params_from_iter(args), event_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    fn events_of_item(&mut self, item: i64, limit: usize) -> Result<Vec<Event>> {
+        let mut events: Vec<Event> = self
+            .conn
+            .prepare_cached(EVENTS_OF_ITEM)?
+            .query_map(params![item, limit as i64], event_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        events.reverse();
+        Ok(events)
+    }
+
+    fn dead_letter_counts_since(
+        &mut self,
+        batch: i64,
+        since: Millis,
+    ) -> Result<Vec<(String, Tier, i64)>> {
+        let mut st = self.conn.prepare_cached(DEAD_LETTER_COUNTS_SINCE)?;
+        let mut rows = st.query(params![batch, since])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            let tier: Tier = parse_col(1, &lossy(r, 1)?.unwrap_or_default())?;
+            out.push((lossy(r, 0)?.unwrap_or_default(), tier, r.get(2)?));
+        }
+        Ok(out)
+    }
+
+    fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
+        Ok(self
+            .conn
+            .prepare_cached(RUN_STATES_SINCE)?
+            .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>> {
+        Ok(self
+            .conn
+            .prepare_cached(EVENT_COUNTS_SINCE)?
+            .query_map(params![kind, since], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn event_fields_since(
+        &mut self,
+        kind: &str,
+        since: Millis,
+    ) -> Result<Vec<(String, Option<String>)>> {
+        Ok(self
+            .conn
+            .prepare_cached(EVENT_FIELDS_SINCE)?
+            .query_map(params![kind, since], |r| Ok((r.get(0)?, lossy(r, 1)?)))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
 }
 
 impl SqliteStore {
@@ -375,184 +428,17 @@ impl SqliteStore {
             None => super::readonly::change_marker(&self.file),
         }
     }
-
-    /// Everything one dashboard poll shows, in one read transaction.
-    pub fn dashboard(&self, q: &DashQuery, now: Millis) -> Result<Dashboard> {
-        self.read(|c| {
-            let mut out = Dashboard::default();
-            let mut selected = None;
-            for name in names(c)? {
-                let id = batch_id(c, &name)?;
-                let view = BatchView {
-                    minutes: super::batches::minutes(c, id, now, q.minutes)?,
-                    created_at: super::batches::created_at(c, id)?,
-                    info: super::batches::info(c, id, name, now)?,
-                };
-                if q.batch.as_deref() == Some(view.info.name.as_str()) {
-                    selected = Some((id, out.batches.len()));
-                }
-                out.batches.push(view);
-            }
-            // A configured batch with no rows yet has nothing more to read.
-            if let Some((id, idx)) = selected {
-                let info = &out.batches[idx].info;
-                out.runs = super::runs::recent(c, id, q.runs)?;
-                let tier =
-                    crate::store::dialect::ItemsRead::retry_tier(&mut SqliteTx::new(c), id, now)?;
-                out.retry = Some((info.name.clone(), tier));
-                if q.dlq {
-                    out.dlq =
-                        crate::store::ops::dead_letters::groups(&mut SqliteTx::new(c), id, now)?;
-                }
-                if let Some(iq) = &q.items {
-                    out.items = Some(if iq.search.is_empty() {
-                        item_page(c, id, info, iq)?
-                    } else {
-                        search_page(c, id, iq, &self.search)?
-                    });
-                }
-                if let Some(iq) = &q.class_items {
-                    out.class_items = Some(item_page(c, id, info, iq)?);
-                }
-                if let Some(key) = &q.detail {
-                    out.detail = Some(detail(c, id, key)?);
-                }
-            }
-            if let Some(eq) = &q.events {
-                out.events = events(c, eq)?;
-            }
-            out.daemons = super::daemons::all(c, now)?;
-            Ok(out)
-        })
-    }
-
-    /// Keys of the failed items a dashboard filter (or error class) shows:
-    /// what "requeue all" would move.
-    pub fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut filter = q.filter();
-            filter.status = Some(Status::Failed);
-            let mut args = vec![V::Integer(id)];
-            let cond = filter_sql(&filter, &mut args);
-            let keys = c
-                .prepare(&format!(
-                    "SELECT i.key FROM items i WHERE i.batch_id = ?1{cond} ORDER BY i.id"
-                ))?
-                .query_map(params_from_iter(args), |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(keys)
-        })
-    }
-
-    /// The items whose label is exactly `label`, oldest first, at most
-    /// `limit` (`show BATCH LABEL`). Labels are not indexed: this reads the
-    /// batch's items once.
-    pub fn labelled(&self, batch: &str, label: &str, limit: usize) -> Result<Vec<ItemRow>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let rows = c
-                .prepare_cached(&format!(
-                    "SELECT i.key, i.label, i.status, i.tier, i.outcome, i.attempts, i.error_class,
-                            substr(i.error_message, 1, {ROW_TEXT}), i.updated_at
-                       FROM items i WHERE i.batch_id = ?1 AND i.label = ?2
-                      ORDER BY i.id LIMIT ?3"
-                ))?
-                .query_map(params![id, label, limit as i64], item_row)?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
-        })
-    }
-
-    /// Which of these keys are failed now (a requeue confirmed a moment
-    /// ago moves only those).
-    pub fn failed_among(&self, batch: &str, keys: &[String]) -> Result<Vec<String>> {
-        self.read(|c| {
-            let id = batch_id(c, batch)?;
-            let mut out = Vec::with_capacity(keys.len());
-            for chunk in keys.chunks(10_000) {
-                let list = serde_json::to_string(chunk).unwrap_or_else(|_| "[]".into());
-                let mut st = c.prepare_cached(
-                    "SELECT i.key FROM json_each(?2) j
-                       JOIN items i ON i.batch_id = ?1 AND i.key = j.value AND i.status = 'failed'
-                      ORDER BY i.id",
-                )?;
-                let rows = st.query_map(params![id, list], |r| r.get::<_, String>(0))?;
-                for r in rows {
-                    out.push(r?);
-                }
-            }
-            Ok(out)
-        })
-    }
-
-    /// What happened since `since`: new dead letters by class and tier,
-    /// runs by state (every run that overlaps the time since: one that
-    /// began before and ended after, or still runs, too), lock takeovers,
-    /// schedule fires by outcome.
-    pub fn since(&self, since: Millis) -> Result<SinceSummary> {
-        self.read(|c| {
-            let mut out = SinceSummary {
-                since,
-                ..SinceSummary::default()
-            };
-            let mut st = c.prepare_cached(
-                "SELECT error_class, tier, count(*) FROM dead_letters
-                  WHERE batch_id = ?1 AND failed_at > ?2 GROUP BY 1, 2 ORDER BY 3 DESC, 1",
-            )?;
-            for name in names(c)? {
-                let id = batch_id(c, &name)?;
-                let mut rows = st.query(params![id, since])?;
-                while let Some(r) = rows.next()? {
-                    let tier: Tier = parse_col(1, &lossy(r, 1)?.unwrap_or_default())?;
-                    out.failures.push((
-                        name.clone(),
-                        lossy(r, 0)?.unwrap_or_default(),
-                        tier,
-                        r.get(2)?,
-                    ));
-                }
-            }
-            out.runs = c
-                .prepare_cached(
-                    "SELECT b.name, r.state, count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
-                      WHERE r.started_at > ?1 OR r.ended_at > ?1 OR r.ended_at IS NULL
-                      GROUP BY 1, 2 ORDER BY 1, 2",
-                )?
-                .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            out.takeovers = c
-                .prepare_cached(
-                    "SELECT coalesce(b.name, ''), count(*) FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-                      WHERE e.kind = 'lock-takeover' AND e.at > ?1 GROUP BY 1 ORDER BY 1",
-                )?
-                .query_map([since], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            out.fires = c
-                .prepare_cached(
-                    "SELECT coalesce(b.name, ''),
-                            coalesce(CASE WHEN json_valid(e.fields) THEN json_extract(e.fields, '$.outcome') END, '?'),
-                            count(*)
-                       FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-                      WHERE e.kind = 'fire' AND e.at > ?1 GROUP BY 1, 2 ORDER BY 1, 2",
-                )?
-                .query_map([since], |r| {
-                    Ok((r.get(0)?, lossy(r, 1)?.unwrap_or_default(), r.get(2)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            Ok(out)
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::NewItem;
+    use crate::model::{NewItem, Status};
+    use crate::store::{DashQuery, Store};
 
-    fn store(n: usize) -> (tempfile::TempDir, SqliteStore) {
+    fn store(n: usize) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = SqliteStore::create(&dir.path().join("s.db")).unwrap();
+        let (mut store, _) = Store::create(&dir.path().join("s.db")).unwrap();
         let items: Vec<NewItem> = (0..n)
             .map(|i| NewItem {
                 key: format!("k{i:03}"),
@@ -564,7 +450,14 @@ mod tests {
         (dir, store)
     }
 
-    fn page(store: &SqliteStore, iq: ItemsQuery) -> ItemPage {
+    fn conn(store: &Store) -> &Connection {
+        match store {
+            Store::Sqlite(s) => s.conn.as_ref().unwrap(),
+            Store::Pg(_) => unreachable!("a SQLite store"),
+        }
+    }
+
+    fn page(store: &Store, iq: ItemsQuery) -> ItemPage {
         let q = DashQuery {
             batch: Some("b".into()),
             items: Some(iq),
@@ -600,7 +493,7 @@ mod tests {
     /// Polls a search until it has scanned everything, as the poller does.
     /// Polls as the dashboard does until the scan and the count are whole
     /// (each poll has a time budget: a busy machine takes more polls).
-    fn search_to_end(store: &SqliteStore, iq: &ItemsQuery) -> (ItemPage, usize) {
+    fn search_to_end(store: &Store, iq: &ItemsQuery) -> (ItemPage, usize) {
         for polls in 1..100_000 {
             let p = page(store, iq.clone());
             if p.searching.is_none() && !p.capped {
@@ -639,10 +532,7 @@ mod tests {
             payload: "{}".into(),
         }];
         store.add_items("b", &more, 0, |_| {}).unwrap();
-        store
-            .conn
-            .as_ref()
-            .unwrap()
+        conn(&store)
             .execute_batch(
                 "UPDATE items SET status = 'done', outcome = 'done' WHERE key = 'k29990'",
             )
@@ -671,10 +561,7 @@ mod tests {
         }
         .filter();
         let cond = filter_sql(&filter, &mut args);
-        let plan: Vec<String> = store
-            .conn
-            .as_ref()
-            .unwrap()
+        let plan: Vec<String> = conn(&store)
             .prepare(&format!(
                 "EXPLAIN QUERY PLAN SELECT i.key FROM items i WHERE i.batch_id = ?1{cond} ORDER BY i.id LIMIT 54"
             ))
@@ -694,8 +581,7 @@ mod tests {
     /// gone, so the poller reads again although the store is unchanged.
     #[test]
     fn the_alive_watch_notices_a_runner_dying() {
-        let (_dir, store) = store(1);
-        let mut store = crate::store::Store::Sqlite(store);
+        let (_dir, mut store) = store(1);
         let mut c = std::process::Command::new("sleep")
             .arg("60")
             .spawn()

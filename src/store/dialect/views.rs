@@ -1,0 +1,82 @@
+//! Statements the views read: the dashboard, `show`, "since you last
+//! looked". Texts are read lossily on SQLite and long messages cut, so a
+//! hostile or huge row cannot stall or break a poll.
+
+use crate::model::{Event, Millis, Run, Tier};
+use crate::store::Result;
+use crate::store::api::{EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
+
+/// Which rows of a filter a page reads, in id order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowsPage {
+    pub limit: usize,
+    pub offset: usize,
+    /// From the newest id backwards.
+    pub backwards: bool,
+    /// Matches are dense: SQLite then walks the table in rowid order
+    /// (`NOT INDEXED`), which finds a page in a few rows where an index
+    /// would sort every match first. PostgreSQL plans this itself.
+    pub dense: bool,
+}
+
+pub(crate) trait ViewsRead {
+    /// When the batch was made.
+    fn batch_created_at(&mut self, batch: i64) -> Result<Millis>;
+    /// The newest run that did work, and the newest run when it stepped
+    /// down after it (see `BatchInfo::last_run`).
+    fn runs_last(&mut self, batch: i64) -> Result<(Option<Run>, Option<Run>)>;
+    /// Claimed items of the batch leased to `runs`.
+    fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64>;
+    /// Failed items of one error class, from the counters.
+    fn class_count(&mut self, batch: i64, class: &str) -> Result<i64>;
+    /// Items of the page's filter (`keys_only`: its search in keys and
+    /// labels only, as the items pane searches), counted up to `cap + 1`.
+    fn items_count_capped(
+        &mut self,
+        batch: i64,
+        q: &ItemsQuery,
+        keys_only: bool,
+        cap: i64,
+    ) -> Result<i64>;
+    /// List rows of the page's filter (`keys_only` as above).
+    fn item_rows(
+        &mut self,
+        batch: i64,
+        q: &ItemsQuery,
+        keys_only: bool,
+        page: RowsPage,
+    ) -> Result<Vec<ItemRow>>;
+    /// SQLite's search of keys and labels, spread over polls: a page of
+    /// what it has found so far (`None` without a search). PostgreSQL
+    /// searches in one query: always `None`.
+    fn search_page(&mut self, batch: i64, q: &ItemsQuery) -> Result<Option<ItemPage>>;
+    /// The items whose label is exactly `label`, oldest first.
+    fn items_labelled(&mut self, batch: i64, label: &str, limit: usize) -> Result<Vec<ItemRow>>;
+    /// Keys of the items of a filter, oldest first.
+    fn items_keys(&mut self, batch: i64, filter: &ItemFilter) -> Result<Vec<String>>;
+    /// Which of these keys are failed now, oldest first.
+    fn failed_among(&mut self, batch: i64, keys: &[String]) -> Result<Vec<String>>;
+    /// The newest events (of the batch, of these kinds, up to an id),
+    /// oldest first, their messages cut.
+    fn events_rows(&mut self, batch: Option<i64>, q: &EventsQuery) -> Result<Vec<Event>>;
+    /// The newest `limit` events of an item, oldest first.
+    fn events_of_item(&mut self, item: i64, limit: usize) -> Result<Vec<Event>>;
+    /// Dead letters since `since` by class and tier, the most first.
+    fn dead_letter_counts_since(
+        &mut self,
+        batch: i64,
+        since: Millis,
+    ) -> Result<Vec<(String, Tier, i64)>>;
+    /// Runs by batch and state that overlap the time since `since`: begun
+    /// or ended after it, or still running.
+    fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>>;
+    /// Events of `kind` since `since` by batch name ('' for none).
+    fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>>;
+    /// The fields text of every event of `kind` since `since`, with its
+    /// batch name ('' for none).
+    fn event_fields_since(
+        &mut self,
+        kind: &str,
+        since: Millis,
+    ) -> Result<Vec<(String, Option<String>)>>;
+}

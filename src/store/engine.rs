@@ -1,0 +1,145 @@
+//! The `Store` methods whose mechanism is each engine's own, so they match
+//! on the dialect once instead of being decided in `ops`: accessors, engine
+//! mechanisms (integrity, change markers, following the log, checkpoints)
+//! and the hot paths, whose SQL differs on purpose (`sqlite::hot`,
+//! `pg::hot`: DESIGN16 §1.4).
+
+use std::path::Path;
+
+use super::{Access, Completion, EventFilter, FollowCursor, Result, Store};
+use crate::model::{AddReport, Claim, Event, Millis, NewEvent, NewItem};
+
+impl Store {
+    /// What messages call this store: its path, or its URL without the
+    /// password.
+    pub fn path(&self) -> &Path {
+        match self {
+            Store::Sqlite(s) => s.path(),
+            Store::Pg(s) => s.path(),
+        }
+    }
+
+    pub fn access(&self) -> Access {
+        match self {
+            Store::Sqlite(s) => s.access(),
+            Store::Pg(s) => s.access(),
+        }
+    }
+
+    /// Makes bulk writes (`add_items`, `requeue`) stop at the next chunk
+    /// boundary once `stop` is set, saying how far they got.
+    pub fn set_stop(&mut self, stop: crate::util::signals::Stop) {
+        match self {
+            Store::Sqlite(s) => s.set_stop(stop),
+            Store::Pg(s) => s.set_stop(stop),
+        }
+    }
+
+    /// "ok" or the problems found: SQLite's `PRAGMA integrity_check`;
+    /// on PostgreSQL, the counters checked against the items they count.
+    pub fn integrity_check(&self) -> Result<String> {
+        match self {
+            Store::Sqlite(s) => s.integrity_check(),
+            Store::Pg(s) => s.integrity_check(),
+        }
+    }
+
+    /// A value that differs after any commit to the store: a poller that
+    /// sees the same marker twice can skip reading (SQLite: the file and
+    /// `data_version`; PostgreSQL: the server's WAL position).
+    pub fn change_marker(&self) -> Vec<u8> {
+        match self {
+            Store::Sqlite(s) => s.change_marker(),
+            Store::Pg(s) => s.change_marker(),
+        }
+    }
+
+    /// Starts following the log: take the cursor before listing what is
+    /// already there, then pass the listing to `FollowCursor::shown`
+    /// (SQLite follows by id, PostgreSQL by transaction horizon).
+    pub fn follow_start(&self) -> Result<FollowCursor> {
+        match self {
+            Store::Sqlite(s) => s.follow_start(),
+            Store::Pg(s) => s.follow_start(),
+        }
+    }
+
+    /// The events matching `filter` that appeared since the cursor (all of
+    /// them, oldest first), moving the cursor past them.
+    pub fn follow_next(
+        &self,
+        filter: &EventFilter,
+        cursor: &mut FollowCursor,
+    ) -> Result<Vec<Event>> {
+        match self {
+            Store::Sqlite(s) => s.follow_next(filter, cursor),
+            Store::Pg(s) => s.follow_next(filter, cursor),
+        }
+    }
+
+    /// Keeps SQLite's WAL short between runs (a passive checkpoint);
+    /// PostgreSQL checkpoints on its own.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.checkpoint(),
+            Store::Pg(s) => s.checkpoint(),
+        }
+    }
+
+    /// Adds items idempotently: an item whose key is already in the batch,
+    /// or was and has been pruned (its tombstone), is left exactly as it
+    /// is. Hot path: SQLite adds in paced chunks beside a live runner,
+    /// PostgreSQL in one transaction of `unnest` inserts.
+    pub fn add_items(
+        &mut self,
+        batch: &str,
+        items: &[NewItem],
+        now: Millis,
+        progress: impl FnMut(usize),
+    ) -> Result<AddReport> {
+        match self {
+            Store::Sqlite(s) => s.add_items(batch, items, now, progress),
+            Store::Pg(s) => s.add_items(batch, items, now, progress),
+        }
+    }
+
+    /// Claims up to `n` pending items for `run_id`: each gets a lease until
+    /// `lease_until`, a fresh (larger) fencing token and its attempt counted.
+    /// `None` (and nothing claimed) when `run_id` no longer holds the batch
+    /// lock. Hot path: one CTE with `SKIP LOCKED` on PostgreSQL.
+    pub fn claim(
+        &mut self,
+        batch: &str,
+        run_id: i64,
+        n: usize,
+        lease_until: Millis,
+        now: Millis,
+    ) -> Result<Option<Vec<Claim>>> {
+        match self {
+            Store::Sqlite(s) => s.claim(batch, run_id, n, lease_until, now),
+            Store::Pg(s) => s.claim(batch, run_id, n, lease_until, now),
+        }
+    }
+
+    /// Marks a claimed item done — only after its worker succeeded. False
+    /// (and nothing written) if the lease token no longer matches. Hot
+    /// path: one statement on PostgreSQL.
+    pub fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
+        match self {
+            Store::Sqlite(s) => s.complete(c, event),
+            Store::Pg(s) => s.complete(c, event),
+        }
+    }
+
+    /// Marks several claimed items done in one transaction (a persistent
+    /// worker's batch): as `complete` for each, with the run's counters
+    /// updated once. All must belong to one run. One flag per item, in
+    /// order: false where the lease token no longer matched. Hot path:
+    /// three statements whatever the number on PostgreSQL.
+    pub fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>> {
+        match self {
+            Store::Sqlite(s) => s.complete_all(done),
+            Store::Pg(s) => s.complete_all(done),
+        }
+    }
+}
