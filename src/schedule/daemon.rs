@@ -170,7 +170,12 @@ impl Daemon {
                 let message = format!("config reload refused, the old config stays: {e:#}");
                 warn(&message);
                 for batch in self.batches() {
-                    self.write_event(&NewEvent::new(now_ms(), &batch, EventKind::Daemon, message.clone()));
+                    self.write_event(&NewEvent::new(
+                        now_ms(),
+                        &batch,
+                        EventKind::Daemon,
+                        message.clone(),
+                    ));
                 }
                 return;
             }

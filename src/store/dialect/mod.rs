@@ -99,7 +99,7 @@ impl<
     T: ?Sized
         + Read
         + AttemptsWrite
-    + BatchesWrite
+        + BatchesWrite
         + Bulk
         + DaemonsWrite
         + DeadLettersWrite

@@ -10,10 +10,10 @@
 //! ([`Store::settle_cancel`]) instead.
 
 use super::items::missing;
+use super::liveness::lapsed;
 use crate::model::{EventKind, LockInfo, Millis, NewEvent, Status, state_word};
 use crate::store::api::{CancelOutcome, CancelSettled, CancelTo, Steering};
 use crate::store::dialect::Write;
-use super::liveness::lapsed;
 use crate::store::{Refusal, Result, Store};
 
 /// The message a cancelled item keeps in the `manual` tier.

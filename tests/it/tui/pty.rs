@@ -182,9 +182,7 @@ fn marked_items_are_requeued_together() {
     let first = todo(&screen);
     assert!(first.is_some(), "{screen}");
     common::add_keys(&env, "articles", &["added-while-marked"]);
-    let later = dash.wait_for("a later poll", |s| {
-        todo(s).is_some() && todo(s) != first
-    });
+    let later = dash.wait_for("a later poll", |s| todo(s).is_some() && todo(s) != first);
     assert!(later.contains("2 marked"), "{later}");
     dash.key("R");
     dash.wait_text("Requeue 2 failed items: the 2 marked?");
