@@ -199,6 +199,13 @@ pub enum Write {
         label: String,
         running: bool,
     },
+    /// The marked items not done yet, each as `Cancel` (`done`: marked
+    /// ones done already, left as they are).
+    CancelMarked {
+        batch: String,
+        keys: Vec<String>,
+        done: usize,
+    },
     /// `nightshift stop BATCH` (graceful).
     Stop {
         batch: String,
@@ -248,6 +255,17 @@ impl Write {
                 } else {
                     format!("Cancel {item} of {batch}? It is not running; it goes to manual.")
                 }
+            }
+            Write::CancelMarked { batch, keys, done } => {
+                let plural = if keys.len() == 1 { "" } else { "s" };
+                let mut q = format!(
+                    "Cancel {} marked item{plural} of {batch}? Running ones have their workers stopped; all go to manual, never done.",
+                    keys.len()
+                );
+                if *done > 0 {
+                    q.push_str(&format!(" {done} more marked are done already and stay."));
+                }
+                q
             }
             Write::Stop { batch } => format!(
                 "Stop the runs of {batch}? No new items; in-flight ones get the grace period."

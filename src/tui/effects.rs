@@ -268,6 +268,31 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                 CancelOutcome::Already { at } => format!("{item} is already {at}; nothing changed"),
             })
         }
+        Write::CancelMarked { batch, keys, .. } => {
+            let (mut asked, mut moved, mut already, mut done) = (0, 0, 0, 0);
+            for key in keys {
+                match store.cancel_item(batch, key, CancelTo::Manual, &who, CANCEL_REASON, now) {
+                    Ok(CancelOutcome::Asked { .. }) => asked += 1,
+                    Ok(CancelOutcome::Moved { .. }) => moved += 1,
+                    Ok(CancelOutcome::Already { .. }) => already += 1,
+                    // Done meanwhile: a done item is never cancelled.
+                    Err(crate::store::StoreError::Refused(_)) => done += 1,
+                    Err(e) => return Err(err(e)),
+                }
+            }
+            let mut msg = format!(
+                "cancelled {} marked item{}: {moved} moved to manual, {asked} asked of their runners",
+                keys.len() - done,
+                if keys.len() - done == 1 { "" } else { "s" }
+            );
+            if already > 0 {
+                msg.push_str(&format!(", {already} already there"));
+            }
+            if done > 0 {
+                msg.push_str(&format!("; {done} had been done meanwhile and were left alone"));
+            }
+            Ok(msg)
+        }
         Write::Stop { batch } => {
             let asked = store.ask_stop(batch, false, &who, now).map_err(err)?;
             Ok(if asked.is_empty() {
@@ -413,6 +438,42 @@ mod tests {
                 assert!(run.detached && run.worker.is_empty());
             }
         }
+    }
+
+    /// A marked set cancelled on a real store: the items not running move
+    /// to manual, a done one is left alone and said so.
+    #[test]
+    fn a_marked_set_is_cancelled_item_by_item() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = Store::create(&dir.path().join("n.db")).unwrap();
+        let items: Vec<crate::model::NewItem> = ["a", "b", "c"]
+            .iter()
+            .map(|k| crate::model::NewItem {
+                key: (*k).into(),
+                label: (*k).into(),
+                payload: "{}".into(),
+            })
+            .collect();
+        store.add_items("x", &items, now_ms(), |_| {}).unwrap();
+        store
+            .skip("x", &["c".to_string()], "done by hand", "t@h", now_ms())
+            .unwrap();
+        let write = Write::CancelMarked {
+            batch: "x".into(),
+            keys: vec!["a".into(), "b".into(), "c".into()],
+            done: 0,
+        };
+        let msg = apply(&mut store, &write).unwrap();
+        assert_eq!(
+            msg,
+            "cancelled 2 marked items: 2 moved to manual, 0 asked of their runners; \
+             1 had been done meanwhile and were left alone"
+        );
+        for key in ["a", "b"] {
+            let item = store.item("x", key).unwrap();
+            assert_eq!(item.tier, Some(crate::model::Tier::Manual), "{key}");
+        }
+        assert_eq!(store.item("x", "c").unwrap().status, crate::model::Status::Done);
     }
 
     /// A name that would be read as an option is refused before anything

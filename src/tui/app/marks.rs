@@ -104,10 +104,32 @@ impl App {
         Vec::new()
     }
 
+    /// `c` with marks: the marked items not done yet, after asking (the
+    /// running ones have their workers stopped by their runners).
+    pub(super) fn cancel_marked(&mut self, batch: String) -> Vec<Effect> {
+        let keys: Vec<String> = self
+            .marks
+            .iter()
+            .filter(|(_, m)| m.status != Status::Done)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let done = self.marks.len() - keys.len();
+        if keys.is_empty() {
+            self.warn(format!(
+                "the {done} marked items are done already: nothing to cancel"
+            ));
+            return Vec::new();
+        }
+        self.ask(Write::CancelMarked { batch, keys, done });
+        Vec::new()
+    }
+
     /// A confirmed write on the marked set clears the marks.
     pub(super) fn acted_on_marks(&mut self, write: &Write) {
         let keys = match write {
-            Write::Requeue { keys, .. } | Write::SkipMarked { keys, .. } => keys,
+            Write::Requeue { keys, .. }
+            | Write::SkipMarked { keys, .. }
+            | Write::CancelMarked { keys, .. } => keys,
             _ => return,
         };
         if !self.marks.is_empty() && keys.iter().all(|k| self.marks.contains_key(k)) {

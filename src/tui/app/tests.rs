@@ -566,6 +566,37 @@ fn marks_work_in_a_class_list_and_are_refused_read_only() {
     assert!(ro.flash.as_ref().unwrap().text.starts_with("read-only"));
 }
 
+/// `c` with marks asks to cancel the marked items not done, naming the
+/// count, and a yes cancels exactly those and clears the marks.
+#[test]
+fn c_with_marks_cancels_the_marked_set() {
+    let mut app = app();
+    step(&mut app, Intent::GoPane(Pane::Items));
+    step(&mut app, Intent::ToggleMark);
+    step(&mut app, Intent::Down);
+    step(&mut app, Intent::ToggleMark);
+    assert!(step(&mut app, Intent::CancelSelected).is_empty());
+    let asked = app.confirm.clone().unwrap();
+    assert_eq!(
+        asked,
+        Write::CancelMarked {
+            batch: "a".into(),
+            keys: vec!["k0".into(), "k1".into()],
+            done: 0
+        }
+    );
+    assert!(
+        asked.question().starts_with("Cancel 2 marked items of a?"),
+        "{}",
+        asked.question()
+    );
+    assert_eq!(
+        step(&mut app, Intent::Confirm(true)),
+        vec![Effect::Write(asked)]
+    );
+    assert!(app.marks.is_empty(), "acted on: cleared");
+}
+
 #[test]
 fn cancel_and_stop_ask_naming_what_they_act_on() {
     let mut app = app();

@@ -62,6 +62,7 @@ impl App {
             }
             Intent::RequeueSelected if !self.marks.is_empty() => self.requeue_marked(batch),
             Intent::SkipSelected if !self.marks.is_empty() => self.skip_marked(batch),
+            Intent::CancelSelected if !self.marks.is_empty() => self.cancel_marked(batch),
             Intent::RequeueSelected => match self.target_item() {
                 Some((key, label, Status::Failed)) => self.run_write(Write::Requeue {
                     batch,
