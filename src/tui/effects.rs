@@ -289,7 +289,9 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                 msg.push_str(&format!(", {already} already there"));
             }
             if done > 0 {
-                msg.push_str(&format!("; {done} had been done meanwhile and were left alone"));
+                msg.push_str(&format!(
+                    "; {done} had been done meanwhile and were left alone"
+                ));
             }
             Ok(msg)
         }
@@ -473,7 +475,10 @@ mod tests {
             let item = store.item("x", key).unwrap();
             assert_eq!(item.tier, Some(crate::model::Tier::Manual), "{key}");
         }
-        assert_eq!(store.item("x", "c").unwrap().status, crate::model::Status::Done);
+        assert_eq!(
+            store.item("x", "c").unwrap().status,
+            crate::model::Status::Done
+        );
     }
 
     /// A name that would be read as an option is refused before anything
