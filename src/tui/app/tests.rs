@@ -8,6 +8,9 @@ use crate::tui::theme::Palette;
 
 const NOW: Millis = 1_767_268_800_000;
 
+// Marks in the item lists and what R, x and c do with them.
+mod marks;
+
 fn row(i: usize, status: Status) -> ItemRow {
     ItemRow {
         key: format!("k{i}"),
@@ -479,122 +482,6 @@ fn requeue_one_needs_a_failed_item_and_skip_asks() {
             label: "k1".into()
         })]
     );
-}
-
-/// Marks (space) are kept by key across polls and scrolling; `R` then
-/// asks to requeue the marked failed ones and `x` to skip the marked,
-/// naming the exact count; a confirmed write clears them, another batch
-/// too.
-#[test]
-fn marks_survive_a_poll_and_r_and_x_act_on_the_marked_set() {
-    let mut app = app();
-    step(&mut app, Intent::GoPane(Pane::Items));
-    // k0 (failed), k1 (pending), k3 (failed).
-    step(&mut app, Intent::ToggleMark);
-    step(&mut app, Intent::Down);
-    step(&mut app, Intent::ToggleMark);
-    step(&mut app, Intent::Down);
-    step(&mut app, Intent::Down);
-    step(&mut app, Intent::ToggleMark);
-    // k2 toggled twice: not marked.
-    step(&mut app, Intent::Up);
-    step(&mut app, Intent::ToggleMark);
-    step(&mut app, Intent::ToggleMark);
-    let marked: Vec<&str> = app.marks.keys().map(String::as_str).collect();
-    assert_eq!(marked, ["k0", "k1", "k3"]);
-    // A poll (and scrolling far away) keeps them.
-    for _ in 0..30 {
-        step(&mut app, Intent::Down);
-    }
-    poll(&mut app, false);
-    assert_eq!(app.marks.len(), 3);
-
-    assert!(step(&mut app, Intent::RequeueSelected).is_empty());
-    assert_eq!(app.mode, Mode::Confirm);
-    let asked = app.confirm.clone().unwrap();
-    assert_eq!(
-        asked.question(),
-        "Requeue 2 failed items: 2 of the 3 marked (1 not failed, left alone)?"
-    );
-    assert!(step(&mut app, Intent::Confirm(false)).is_empty());
-    assert_eq!(app.marks.len(), 3, "a no keeps the marks");
-
-    assert!(step(&mut app, Intent::SkipSelected).is_empty());
-    let skip = app.confirm.clone().unwrap();
-    assert_eq!(
-        skip,
-        Write::SkipMarked {
-            batch: "a".into(),
-            keys: vec!["k0".into(), "k1".into(), "k3".into()],
-            done: 0
-        }
-    );
-    assert_eq!(
-        skip.question(),
-        "Mark 3 marked items of a skipped (done without running)?"
-    );
-    assert_eq!(
-        step(&mut app, Intent::Confirm(true)),
-        vec![Effect::Write(skip)]
-    );
-    assert!(app.marks.is_empty(), "acted on: cleared");
-
-    // Without marks, R is about the selected row again.
-    step(&mut app, Intent::Top);
-    let effects = step(&mut app, Intent::RequeueSelected);
-    assert!(
-        matches!(&effects[..], [Effect::Write(Write::Requeue { keys, .. })] if keys == &["k0"])
-    );
-    step(&mut app, Intent::ToggleMark);
-    step(&mut app, Intent::NextBatch);
-    assert!(app.marks.is_empty(), "another batch clears the marks");
-}
-
-/// Marks in the dead letters' item list, and none when read-only.
-#[test]
-fn marks_work_in_a_class_list_and_are_refused_read_only() {
-    let mut app = app();
-    step(&mut app, Intent::GoPane(Pane::DeadLetters));
-    step(&mut app, Intent::Open);
-    poll(&mut app, false);
-    step(&mut app, Intent::ToggleMark);
-    assert_eq!(app.marks.len(), 1);
-    let mut ro = app_with(true, false);
-    step(&mut ro, Intent::GoPane(Pane::Items));
-    step(&mut ro, Intent::ToggleMark);
-    assert!(ro.marks.is_empty());
-    assert!(ro.flash.as_ref().unwrap().text.starts_with("read-only"));
-}
-
-/// `c` with marks asks to cancel the marked items not done, naming the
-/// count, and a yes cancels exactly those and clears the marks.
-#[test]
-fn c_with_marks_cancels_the_marked_set() {
-    let mut app = app();
-    step(&mut app, Intent::GoPane(Pane::Items));
-    step(&mut app, Intent::ToggleMark);
-    step(&mut app, Intent::Down);
-    step(&mut app, Intent::ToggleMark);
-    assert!(step(&mut app, Intent::CancelSelected).is_empty());
-    let asked = app.confirm.clone().unwrap();
-    assert_eq!(
-        asked,
-        Write::CancelMarked {
-            batch: "a".into(),
-            keys: vec!["k0".into(), "k1".into()],
-            done: 0
-        }
-    );
-    assert!(
-        asked.question().starts_with("Cancel 2 marked items of a?"),
-        "{}",
-        asked.question()
-    );
-    assert_eq!(
-        step(&mut app, Intent::Confirm(true)),
-        vec![Effect::Write(asked)]
-    );
-    assert!(app.marks.is_empty(), "acted on: cleared");
 }
 
 #[test]
