@@ -157,7 +157,7 @@ pub const BINDINGS: &[Binding] = &[
     writes(only(bind(Normal, &[ch('R')], Intent::RequeueSelected, "requeue the selected failed item (or the marked)", Some("requeue")), LISTS)),
     writes(only(bind(Normal, &[ch('A')], Intent::RequeueAll, "requeue all failed items shown (asks)", Some("all")), LISTS)),
     writes(only(bind(Normal, &[ch('x')], Intent::SkipSelected, "mark the selected item skipped, or the marked (asks)", Some("skip")), LISTS)),
-    writes(only(bind(Normal, &[ch('c')], Intent::CancelSelected, "cancel the selected item: stop its worker, to manual (asks)", Some("cancel")), LISTS)),
+    writes(only(bind(Normal, &[ch('c')], Intent::CancelSelected, "cancel the selected item (or the marked): stop its worker, to manual (asks)", Some("cancel")), LISTS)),
     writes(bind(Normal, &[ch('X')], Intent::StopRuns, "stop the batch's runs gracefully, on any host (asks)", None)),
     // Filter and Prompt: typed characters become Intent::Input.
     bind(Filter, &[code(KeyCode::Enter)], Intent::Submit, "keep the filter", Some("keep")),
