@@ -95,37 +95,6 @@ fn add_chunk(
     Ok(report)
 }
 
-/// A success, fenced: only the claim holding this lease token is completed,
-/// and never one asked to be cancelled (`cancel_to`, checked in this very
-/// statement: a success racing the cancel loses, see `ops::steer`).
-const COMPLETE_ITEM: &str =
-    "UPDATE items SET status = 'done', outcome = ?3, result = ?4, cost = ?5, tier = NULL,
-            error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-            lease_run = NULL, lease_until = NULL, updated_at = ?6, done_version = ?7
-      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
-
-pub(crate) fn complete_in(tx: &Connection, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-    let n = tx.prepare_cached(COMPLETE_ITEM)?.execute(params![
-        c.item_id,
-        c.token,
-        c.outcome.as_str(),
-        c.result,
-        c.cost,
-        c.now,
-        c.version
-    ])?;
-    if n == 1 {
-        tx.prepare_cached(
-            "UPDATE runs SET done = done + (?2 = 'done'), empty = empty + (?2 = 'empty'),
-                    cost = cost + coalesce(?3, 0)
-              WHERE id = ?1",
-        )?
-        .execute(params![c.run_id, c.outcome.as_str(), c.cost])?;
-        insert_event(tx, event)?;
-    }
-    Ok(n == 1)
-}
-
 impl SqliteStore {
     /// Adds items idempotently: an item whose key is already in the batch,
     /// or was and has been pruned (its tombstone), is left exactly as it
@@ -315,7 +284,8 @@ impl SqliteStore {
     /// Marks a claimed item done — only after its worker succeeded. False
     /// (and nothing written) if the lease token no longer matches.
     pub fn complete(&mut self, c: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-        self.write(|tx| complete_in(tx, c, event))
+        // The done mark is one statement (`COMPLETE_ITEMS`), alone or in a group.
+        Ok(self.complete_all(&[(c.clone(), event)])?[0])
     }
 
     /// Marks several claimed items done in one transaction (a persistent
@@ -371,10 +341,12 @@ const LOG_CLAIMS: &str =
      SELECT ?2, ?3, ?4, key, id, 'claimed', 'claimed (attempt ' || attempts || ')', NULL
        FROM items WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id";
 
-/// Successes, fenced as `COMPLETE_ITEM`, from a JSON array of
+/// The done mark: successes, fenced (only the claim holding its lease
+/// token is completed, and never one asked to be cancelled: `cancel_to`,
+/// checked in this very statement, so a success racing the cancel loses,
+/// see `ops::steer`), from a JSON array of
 /// `[item_id, token, outcome, result, cost, now, version]`; returns the
-/// ids of the accepted ones (never one asked to be cancelled, as
-/// `COMPLETE_ITEM`). One statement for the whole batch: one
+/// ids of the accepted ones. One statement for the whole batch: one
 /// statement journal where a statement per item opened one each.
 const COMPLETE_ITEMS: &str = "UPDATE items AS i
     SET status = 'done', outcome = d.value ->> 2, result = d.value ->> 3, cost = d.value ->> 4,
