@@ -138,8 +138,12 @@ both_backends! {
         let w = worker(&env, USAGE);
         env.config(&format!(
             "[limit.openai]\ntokens = \"600/min\"\n\n\
-             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\ntoken_estimate = 100\nconcurrency = 4\nrunners = 2\n"
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\ntoken_estimate = 100\nconcurrency = 1\nrunners = 2\n"
         ));
+        // One call per runner, claimed before it waits for the pool: after
+        // the bucket's first 6 calls the first runner holds one item for
+        // 10 s (the refill) and the last stays pending meanwhile, so the
+        // second, however late a loaded machine starts it, has work.
         add(&env, "a", 8);
         let launched = now_ms();
         let runs = vec![env.spawn("r1", &["run", "a"]), env.spawn("r2", &["run", "a"])];
