@@ -17,18 +17,39 @@ use crate::util::time::{now_ms, relative, rfc3339};
 
 pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
-    let infos = gather(ctx, &store, args.batch.as_deref())?;
+    // Every read in one snapshot: one open of a read-only file, not one
+    // per read (each parses the whole schema), and figures that agree.
+    let shown = store.snapshot(|store| shown(ctx, store, args))??;
+    match shown {
+        Shown::Json(value) => out_json(&value)?,
+        Shown::Lines(lines) => {
+            for line in lines {
+                out(line)?;
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// What `status` prints: one JSON value, or lines.
+enum Shown {
+    Json(Value),
+    Lines(Vec<String>),
+}
+
+fn shown(ctx: &Ctx, store: &Store, args: &StatusArgs) -> anyhow::Result<Shown> {
+    let infos = gather(ctx, store, args.batch.as_deref())?;
     let now = now_ms();
-    let scene = Scene::read(ctx, &store, now)?;
+    let scene = Scene::read(ctx, store, now)?;
     if args.json {
         let batches = infos
             .iter()
             .map(|i| {
                 let (pruned, stale) = (
-                    pruned_keys(&store, &i.name)?,
-                    stale_done(ctx, &store, &i.name)?,
+                    pruned_keys(store, &i.name)?,
+                    stale_done(ctx, store, &i.name)?,
                 );
-                let waiting = waiting_of(ctx, &store, &scene, i)?;
+                let waiting = waiting_of(ctx, store, &scene, i)?;
                 let mut b = batch_json(ctx, &scene, i, pruned, stale);
                 b["waiting"] = waiting::to_status_json(&waiting);
                 if let Some(r) = &i.last_run {
@@ -42,31 +63,35 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
                 Ok(b)
             })
             .collect::<anyhow::Result<Vec<Value>>>()?;
-        let pools = super::pools::views(ctx, &store, now)?;
-        out_json(&json!({
+        let pools = super::pools::views(ctx, store, now)?;
+        return Ok(Shown::Json(json!({
             "store": store.place(),
             "emergency_stop": scene.emergency.as_ref().map(|f| f.display().to_string()),
             "daemons": scene.daemons.iter().map(daemon_json).collect::<Vec<_>>(),
             "batches": batches,
             "pools": pools.iter().map(|p| super::pools::pool_json(p, now)).collect::<Vec<_>>(),
-        }))?;
-    } else if args.short {
-        out(short_line(ctx, &infos, &scene))?;
-    } else if args.prometheus {
-        out(super::metrics::render(ctx, &store, &infos, &scene)?)?;
-    } else {
-        if let Some(file) = &scene.emergency {
-            out(format!(
-                "EMERGENCY STOP: {} exists; nothing runs (runs and schedule fires step down) until it is removed",
-                sanitize::line(&file.display().to_string())
-            ))?;
-        }
-        if let Some(line) = daemon_line(ctx, &infos, &scene) {
-            out(sanitize::line(&line))?;
-        }
-        print_human(ctx, &store, &infos, &scene)?;
+        })));
     }
-    Ok(Exit::Ok)
+    if args.short {
+        return Ok(Shown::Lines(vec![short_line(ctx, &infos, &scene)]));
+    }
+    if args.prometheus {
+        return Ok(Shown::Lines(vec![super::metrics::render(
+            ctx, store, &infos, &scene,
+        )?]));
+    }
+    let mut lines = Vec::new();
+    if let Some(file) = &scene.emergency {
+        lines.push(format!(
+            "EMERGENCY STOP: {} exists; nothing runs (runs and schedule fires step down) until it is removed",
+            sanitize::line(&file.display().to_string())
+        ));
+    }
+    if let Some(line) = daemon_line(ctx, &infos, &scene) {
+        lines.push(sanitize::line(&line).into_owned());
+    }
+    human(ctx, store, &infos, &scene, &mut lines)?;
+    Ok(Shown::Lines(lines))
 }
 
 /// `daemon: running on …` or `daemon: not running (last seen …)`, when a
@@ -378,13 +403,19 @@ fn run_text(r: &Run, seen: RunSeen, now: Millis) -> String {
     )
 }
 
-fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> anyhow::Result<()> {
+fn human(
+    ctx: &Ctx,
+    store: &Store,
+    infos: &[BatchInfo],
+    scene: &Scene,
+    out: &mut Vec<String>,
+) -> anyhow::Result<()> {
     let now = scene.now;
     if infos.is_empty() {
-        out(format!(
+        out.push(format!(
             "no batches in {} yet: add items with `nightshift add BATCH FILE`",
             sanitize::line(&ctx.db.display().to_string())
-        ))?;
+        ));
         return Ok(());
     }
     let mut table = Table::new(&[
@@ -404,7 +435,7 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
             percent(c),
         ]);
     }
-    out(table.render())?;
+    out.push(table.render());
     let pools = super::pools::views(ctx, store, now)?;
     for i in infos {
         let mut lines = Vec::new();
@@ -475,10 +506,8 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
             ));
         }
         if !lines.is_empty() {
-            out(format!("\n{}:", sanitize::line(&i.name)))?;
-            for l in lines {
-                out(format!("  {}", sanitize::line(&l)))?;
-            }
+            out.push(format!("\n{}:", sanitize::line(&i.name)));
+            out.extend(lines.iter().map(|l| format!("  {}", sanitize::line(l))));
         }
     }
     Ok(())

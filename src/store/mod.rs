@@ -78,6 +78,18 @@ impl Store {
         }
     }
 
+    /// Runs `f`, whose reads of this store make one consistent snapshot: on
+    /// a read-only SQLite store, one connection and one read transaction for
+    /// all of them, instead of a fresh connection per read (see
+    /// [`SqliteStore::snapshot`]); elsewhere `f` just runs. `f` may run
+    /// twice, so it only reads and computes (print after).
+    pub fn snapshot<T>(&self, f: impl Fn(&Store) -> T) -> Result<T> {
+        match self {
+            Store::Sqlite(s) => s.snapshot(|| f(self)),
+            Store::Pg(_) => Ok(f(self)),
+        }
+    }
+
     /// Group commit: every write `f` makes shares one transaction (see
     /// [`SqliteStore::group`]). A group inside a group joins it.
     pub fn group<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> Result<T> {

@@ -64,6 +64,9 @@ pub struct SqliteStore {
     /// The writer connection; `None` for a read-only store, which opens a
     /// fresh read-only connection per read (see `readonly`).
     conn: Option<Connection>,
+    /// A read-only store's one connection while in `snapshot`, inside its
+    /// read transaction: every read goes through it.
+    pinned: std::cell::RefCell<Option<Connection>>,
     /// Inside `group`: writes become savepoints of one transaction.
     in_group: bool,
     /// The dashboard's search, continued from poll to poll.
@@ -119,6 +122,7 @@ impl SqliteStore {
             id,
             access,
             conn: None,
+            pinned: Default::default(),
             in_group: false,
             search: Default::default(),
             stop: Default::default(),
@@ -223,8 +227,33 @@ impl SqliteStore {
                 tx.finish().map_err(|e| self.sqlite_err(e))?;
                 Ok(out)
             }
-            None => readonly::read(&self.file, f),
+            None => match self.pinned.borrow().as_ref() {
+                Some(conn) => f(conn).map_err(|e| e.with_path(&self.path)),
+                None => readonly::read(&self.file, f),
+            },
         }
+    }
+
+    /// Runs `f` with every read of a read-only store on one connection, in
+    /// one read transaction: one consistent snapshot, and one open instead
+    /// of one per read (each open parses the whole schema). A writer's reads
+    /// share its connection already: there `f` just runs. `f` runs again
+    /// when the read turns out torn (see `readonly`), so it only computes.
+    pub(crate) fn snapshot<T>(&self, f: impl Fn() -> T) -> Result<T> {
+        if self.conn.is_some() || self.pinned.borrow().is_some() {
+            return Ok(f());
+        }
+        readonly::session(&self.file, |conn| {
+            conn.execute_batch("BEGIN")
+                .map_err(|e| StoreError::from_sqlite(e, &self.path))?;
+            self.pinned.replace(Some(conn));
+            let out = f();
+            if let Some(conn) = self.pinned.take() {
+                // Only reads ran: ending the transaction cannot lose anything.
+                let _ = conn.execute_batch("COMMIT");
+            }
+            Ok(out)
+        })
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: all or nothing.

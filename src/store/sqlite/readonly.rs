@@ -133,10 +133,19 @@ pub(super) fn file_marker(path: &Path) -> Vec<u8> {
 const SETTLE: Duration = Duration::from_secs(5);
 
 pub(super) fn read<T>(path: &Path, f: impl Fn(&Connection) -> Result<T>) -> Result<T> {
+    session(path, |conn| run(&conn, path, &f))
+}
+
+/// Opens a fresh read-only connection the way [`read`] does and hands it to
+/// `g`, which owns it for as long as it reads (a [`super::SqliteStore`]
+/// snapshot keeps it for all of one command's reads). `g` runs again when
+/// the first way of reading turns out torn, so it may only compute from
+/// what it reads.
+pub(super) fn session<T>(path: &Path, g: impl Fn(Connection) -> Result<T>) -> Result<T> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(2);
     loop {
-        match read_once(path, &f) {
+        match read_once(path, &g) {
             // A reader never writes: "read-only" here means the WAL index
             // is being built or recovered by a writer that just opened.
             Err(StoreError::CannotOpen(..) | StoreError::ReadOnlyFile(..))
@@ -150,12 +159,10 @@ pub(super) fn read<T>(path: &Path, f: impl Fn(&Connection) -> Result<T>) -> Resu
     }
 }
 
-fn read_once<T>(path: &Path, f: &impl Fn(&Connection) -> Result<T>) -> Result<T> {
+fn read_once<T>(path: &Path, g: &impl Fn(Connection) -> Result<T>) -> Result<T> {
     let before = fingerprint(path)?;
     if !before.wal && !before.shm {
-        let conn = open(path, "mode=ro&immutable=1")?;
-        let out = run(&conn, path, f);
-        drop(conn);
+        let out = g(open(path, "mode=ro&immutable=1")?);
         if fingerprint(path)? == before {
             return out;
         }
@@ -170,9 +177,7 @@ fn read_once<T>(path: &Path, f: &impl Fn(&Connection) -> Result<T>) -> Result<T>
         // the file the writer just deleted); the next writer uses it as
         // usual. Read the file as if there were none, and if a writer
         // appeared meanwhile, let `read` try again.
-        let conn = open(path, "mode=ro&immutable=1")?;
-        let out = run(&conn, path, f);
-        drop(conn);
+        let out = g(open(path, "mode=ro&immutable=1")?);
         if fingerprint(path)? == now && wal_is_empty(path) {
             return out;
         }
@@ -191,6 +196,5 @@ fn read_once<T>(path: &Path, f: &impl Fn(&Connection) -> Result<T>) -> Result<T>
             ),
         ));
     }
-    let conn = open(path, "mode=ro&readonly_shm=1")?;
-    run(&conn, path, f)
+    g(open(path, "mode=ro&readonly_shm=1")?)
 }
