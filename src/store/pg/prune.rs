@@ -30,16 +30,42 @@ fn rows_of(target: PruneTarget) -> (&'static str, &'static str) {
     }
 }
 
-/// A chunk of old done items (`$1` cutoff, `$2` chunk size) deleted, and
-/// their tombstones written (`$3` now), in one statement.
-const PRUNE_DONE_ITEMS: &str = "WITH gone AS (
+/// The per-attempt rows of the items in `gone` (token usage, stderr logs),
+/// deleted in the same statement, so no attempt outlives its item.
+macro_rules! attempts_of_gone {
+    () => {
+        "logs AS (DELETE FROM attempt_logs a USING gone g WHERE a.item_id = g.id),
+         used AS (DELETE FROM usage u USING gone g JOIN batches b ON b.id = g.batch_id
+                   WHERE u.batch = b.name AND u.key = g.key)"
+    };
+}
+
+/// A chunk of old done items (`$1` cutoff, `$2` chunk size) deleted, with
+/// their attempts, and their tombstones written (`$3` now), in one
+/// statement.
+const PRUNE_DONE_ITEMS: &str = concat!(
+    "WITH gone AS (
          DELETE FROM items WHERE id IN (
              SELECT id FROM items WHERE status = 'done' AND updated_at < $1 LIMIT $2)
-         RETURNING batch_id, key, updated_at, outcome)
+         RETURNING id, batch_id, key, updated_at, outcome), ",
+    attempts_of_gone!(),
+    "
      INSERT INTO tombstones (batch_id, key, done_at, outcome, pruned_at)
      SELECT batch_id, key, updated_at, outcome, $3 FROM gone
      ON CONFLICT (batch_id, key) DO UPDATE
-        SET done_at = excluded.done_at, outcome = excluded.outcome, pruned_at = excluded.pruned_at";
+        SET done_at = excluded.done_at, outcome = excluded.outcome, pruned_at = excluded.pruned_at"
+);
+
+/// A chunk of old failed items deleted with their attempts; how many.
+const PRUNE_FAILED_ITEMS: &str = concat!(
+    "WITH gone AS (
+         DELETE FROM items WHERE id IN (
+             SELECT id FROM items WHERE status = 'failed' AND updated_at < $1 LIMIT $2)
+         RETURNING id, batch_id, key), ",
+    attempts_of_gone!(),
+    "
+     SELECT count(*)::int8 FROM gone"
+);
 
 const PRUNE_FORGETTABLE: &str = "SELECT b.name, count(*)::int8 FROM (
          SELECT batch_id FROM tombstones WHERE done_at < $1
@@ -109,6 +135,9 @@ impl PruneWrite for PgTx<'_> {
             tombstones::exclusive_lock(self.c)?;
             let at = self.c.tin(now);
             self.c.x(PRUNE_DONE_ITEMS, &[&cutoff, &n, &at])?
+        } else if target == PruneTarget::FailedItems {
+            let gone: i64 = self.c.one(PRUNE_FAILED_ITEMS, &[&cutoff, &n])?.get(0);
+            gone as u64
         } else {
             let (table, from) = rows_of(target);
             self.c.x(

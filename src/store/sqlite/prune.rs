@@ -41,6 +41,21 @@ const TOMBSTONE_DONE_ITEMS: &str =
 const DELETE_DONE_ITEMS: &str = "DELETE FROM items WHERE rowid IN (
      SELECT rowid FROM items WHERE status = 'done' AND updated_at < ?1 ORDER BY rowid LIMIT ?2)";
 
+/// The per-attempt rows of a chunk of items about to go (`from`: their
+/// rows older than `?1`; `?2` the chunk size, taken in rowid order as the
+/// delete takes them): their token usage and their stderr logs, in the same
+/// transaction, so no attempt outlives its item.
+fn attempts_of_chunk(from: &str) -> [String; 2] {
+    let chunk = format!("SELECT id, batch_id, key {from} ORDER BY rowid LIMIT ?2");
+    [
+        format!(
+            "DELETE FROM usage WHERE id IN (SELECT u.id FROM ({chunk}) i
+               JOIN batches b ON b.id = i.batch_id JOIN usage u ON u.batch = b.name AND u.key = i.key)"
+        ),
+        format!("DELETE FROM attempt_logs WHERE item_id IN (SELECT id FROM ({chunk}))"),
+    ]
+}
+
 const PRUNE_FORGETTABLE: &str = "SELECT b.name, count(*) FROM (
          SELECT batch_id FROM tombstones WHERE done_at < ?1
          UNION ALL SELECT batch_id FROM items WHERE status = 'done' AND updated_at < ?1) x
@@ -99,6 +114,13 @@ impl PruneWrite for SqliteTx<'_> {
         n: usize,
         now: Millis,
     ) -> Result<usize> {
+        if matches!(target, PruneTarget::DoneItems | PruneTarget::FailedItems) {
+            for sql in attempts_of_chunk(rows_of(target).1) {
+                self.conn
+                    .prepare_cached(&sql)?
+                    .execute(params![cutoff, n as i64])?;
+            }
+        }
         if target == PruneTarget::DoneItems {
             self.conn
                 .prepare_cached(TOMBSTONE_DONE_ITEMS)?
@@ -110,7 +132,9 @@ impl PruneWrite for SqliteTx<'_> {
         }
         let (table, from) = rows_of(target);
         Ok(self.conn.execute(
-            &format!("DELETE FROM {table} WHERE rowid IN (SELECT rowid {from} LIMIT ?2)"),
+            &format!(
+                "DELETE FROM {table} WHERE rowid IN (SELECT rowid {from} ORDER BY rowid LIMIT ?2)"
+            ),
             params![cutoff, n as i64],
         )?)
     }

@@ -645,6 +645,43 @@ both_stores! {
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
 
+    fn prune_deletes_the_attempts_of_pruned_items(db, s) {
+        use nightshift::store::AttemptUsage;
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
+        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
+            outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 };
+        s.complete(&done, &done_event("k000")).unwrap();
+        let f = nightshift::store::Failure { item_id: c[1].item_id, token: c[1].token, run_id: run,
+            tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
+        s.fail(&f, &NewEvent::new(T0, "b", EventKind::Failed, "failed")).unwrap();
+        let ids: Vec<i64> = ["k000", "k001", "k002"].iter().map(|k| s.item("b", k).unwrap().id).collect();
+        let usage: Vec<AttemptUsage> = ["k000", "k001", "k002"].iter().map(|k| AttemptUsage {
+            batch: "b".into(), run_id: run, key: (*k).into(), attempt: 1, pool: Some("api".into()),
+            call: None, at: T0, estimate: 10, input_tokens: Some(3), output_tokens: Some(4) }).collect();
+        s.settle_usage(None, &usage).unwrap();
+        // Logged after the cutoff (a host whose clock runs ahead): they go
+        // with their items, not by their own time.
+        for id in &ids {
+            let log = AttemptLog { attempt: 1, run_id: Some(run), at: T0 + 5, stderr: "e".into(), cut: false };
+            s.record_attempt_log(*id, &log).unwrap();
+        }
+        let kept = |s: &Store| -> Vec<(usize, usize)> {
+            ["k000", "k001", "k002"].iter().zip(&ids)
+                .map(|(k, id)| (s.item_usage("b", k).unwrap().len(), s.attempt_logs(*id).unwrap().len()))
+                .collect()
+        };
+        assert_eq!(kept(&s), [(1, 1), (1, 1), (1, 1)]);
+        s.prune(T0 + 1, false, false, false, "me", T0 + 2).unwrap();
+        assert_eq!(kept(&s), [(0, 0), (1, 1), (1, 1)], "the done item's attempts go with it");
+        assert_eq!(s.run_usage(run).unwrap().attempts, 2);
+        s.prune(T0 + 1, true, false, false, "me", T0 + 2).unwrap();
+        assert_eq!(kept(&s), [(0, 0), (0, 0), (1, 1)], "the failed one's with it, the pending one's stay");
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
     fn a_group_commits_together(db, s) {
         s.add_items("b", &items(2), T0, |_| {}).unwrap();
         let out = s.group(|s| {
