@@ -72,36 +72,57 @@ fn add_part_beside_tombstones(
     })
 }
 
-pub(crate) fn complete_in(c: &mut Conn, done: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-    let at = c.tin(done.now);
-    let result = text_opt(done.result);
-    let version = text_opt(done.version);
-    let n = c.x(
-        "UPDATE items SET status = 'done', outcome = $3, result = $4, cost = $5, tier = NULL,
-                error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-                lease_run = NULL, lease_until = NULL, updated_at = $6, done_version = $7
-          WHERE id = $1 AND lease_token = $2 AND status = 'claimed' AND cancel_to IS NULL",
-        &[
-            &done.item_id,
-            &done.token,
-            &done.outcome.as_str(),
-            &result,
-            &done.cost,
-            &at,
-            &version,
-        ],
-    )?;
-    if n == 1 {
-        c.x(
-            "UPDATE runs SET done = done + ($2 = 'done')::int, empty = empty + ($2 = 'empty')::int,
-                    cost = cost + coalesce($3::float8, 0)
-              WHERE id = $1",
-            &[&done.run_id, &done.outcome.as_str(), &done.cost],
-        )?;
-        insert_event(c, event)?;
-    }
-    Ok(n == 1)
+/// The done mark, the one text of it on PostgreSQL: the rows of `d` (id,
+/// token, outcome, result, cost, at, n, version) that still hold their
+/// lease and were not asked to cancel become done; their `n` returned.
+/// `COMPLETE_ONE` and `COMPLETE_MANY` differ only in where `d` comes from.
+macro_rules! done_mark {
+    () => {
+        "UPDATE items i SET status = 'done', outcome = d.outcome, result = d.result,
+                cost = d.cost, tier = NULL, error_class = NULL, error_message = NULL,
+                next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
+                updated_at = d.at, done_version = d.version
+           FROM d
+          WHERE i.id = d.id AND i.lease_token = d.token AND i.status = 'claimed'
+            AND i.cancel_to IS NULL
+         RETURNING d.n"
+    };
 }
+
+/// One completion in one statement (one round trip, no BEGIN/COMMIT
+/// outside a group): the done mark of one row of parameters, its run's
+/// counts and its event.
+const COMPLETE_ONE: &str = concat!(
+    "WITH d AS (
+         SELECT $1::int8 AS id, $2::int8 AS token, $3::text AS outcome, $4::text AS result,
+                $5::float8 AS cost, $6::int8 AS at, 1::int8 AS n, $16::text AS version),
+     up AS (",
+    done_mark!(),
+    "),
+     counted AS (
+         UPDATE runs SET done = done + ($3 = 'done')::int,
+                empty = empty + ($3 = 'empty')::int,
+                cost = cost + coalesce($5::float8, 0)
+          WHERE id = $7 AND EXISTS (SELECT 1 FROM up)),
+     logged AS (
+         INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
+         SELECT $8, $9, $10, $11::text,
+                (SELECT id FROM items WHERE batch_id = $9 AND key = $11::text),
+                $12, $13, $14, $15
+           FROM up)
+     SELECT count(*)::int8 FROM up"
+);
+
+/// A group of completions: the done mark over arrays (`unnest`), whatever
+/// their number; the run's counts and the events follow in two statements.
+const COMPLETE_MANY: &str = concat!(
+    "WITH d AS (
+         SELECT u.*, $7::text AS version
+           FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::float8[], $6::int8[])
+                WITH ORDINALITY AS u(id, token, outcome, result, cost, at, n))
+     ",
+    done_mark!()
+);
 
 impl PgStore {
     /// Adds items idempotently in one transaction: an item whose key is
@@ -211,9 +232,6 @@ impl PgStore {
     /// Marks a claimed item done — only after its worker succeeded. False
     /// (and nothing written) if the lease token no longer matches.
     pub fn complete(&mut self, done: &Completion<'_>, event: &NewEvent) -> Result<bool> {
-        if self.in_group {
-            return self.write(|c| complete_in(c, done, event));
-        }
         // One statement: the item, its run's counts and the event.
         self.write_one(|c| {
             let batch = match &event.batch {
@@ -230,27 +248,7 @@ impl PgStore {
             let message = text(&event.message);
             let key = event.key.as_deref();
             let rows = c.q_alone(
-                "WITH up AS (
-                     UPDATE items SET status = 'done', outcome = $3, result = $4, cost = $5,
-                            tier = NULL, error_class = NULL, error_message = NULL,
-                            next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
-                            updated_at = $6, done_version = $16
-                      WHERE id = $1 AND lease_token = $2 AND status = 'claimed'
-                        AND cancel_to IS NULL
-                     RETURNING id),
-                 counted AS (
-                     UPDATE runs SET done = done + ($3 = 'done')::int,
-                            empty = empty + ($3 = 'empty')::int,
-                            cost = cost + coalesce($5::float8, 0)
-                      WHERE id = $7 AND EXISTS (SELECT 1 FROM up)),
-                 logged AS (
-                     INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor,
-                                         message, fields)
-                     SELECT $8, $9, $10, $11::text,
-                            (SELECT id FROM items WHERE batch_id = $9 AND key = $11::text),
-                            $12, $13, $14, $15
-                       FROM up)
-                 SELECT count(*)::int8 FROM up",
+                COMPLETE_ONE,
                 &[
                     &done.item_id,
                     &done.token,
@@ -297,18 +295,7 @@ impl PgStore {
             // One batch, one version: the run's.
             let version = text_opt(done[0].0.version);
             let kept = c.q(
-                "WITH d AS (
-                     SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[],
-                                          $5::float8[], $6::int8[])
-                            WITH ORDINALITY AS d(id, token, outcome, result, cost, at, n))
-                 UPDATE items i SET status = 'done', outcome = d.outcome, result = d.result,
-                        cost = d.cost, tier = NULL, error_class = NULL, error_message = NULL,
-                        next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
-                        updated_at = d.at, done_version = $7::text
-                   FROM d
-                  WHERE i.id = d.id AND i.lease_token = d.token AND i.status = 'claimed'
-                    AND i.cancel_to IS NULL
-                 RETURNING d.n",
+                COMPLETE_MANY,
                 &[&ids, &tokens, &outcomes, &results, &costs, &ats, &version],
             )?;
             let mut accepted = vec![false; done.len()];
