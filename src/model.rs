@@ -373,6 +373,8 @@ pub struct RunCounts {
     pub skipped_done: i64,
     pub redriven: i64,
     pub released: i64,
+    /// Items whose worker the run stopped for a `nightshift cancel`.
+    pub cancelled: i64,
     pub cost: f64,
 }
 
@@ -405,7 +407,7 @@ impl Run {
         match self.state {
             RunState::LockHeld => true,
             RunState::Paused | RunState::Aborted => {
-                c.done + c.empty + c.failed + c.redriven + c.released == 0
+                c.done + c.empty + c.failed + c.redriven + c.released + c.cancelled == 0
             }
             _ => false,
         }

@@ -81,6 +81,7 @@ pub(super) struct Tally {
     pub(super) manual: AtomicI64,
     pub(super) retried: AtomicI64,
     pub(super) released: AtomicI64,
+    pub(super) cancelled: AtomicI64,
     pub(super) redriven: AtomicI64,
     /// Cost in millionths, so it can be summed atomically.
     pub(super) cost_micros: AtomicI64,
@@ -99,6 +100,7 @@ impl Tally {
             skipped_done,
             redriven: get(&self.redriven),
             released: get(&self.released),
+            cancelled: get(&self.cancelled),
             cost: get(&self.cost_micros) as f64 / 1e6,
         }
     }

@@ -34,6 +34,9 @@ pub fn line(
     if c.released > 0 {
         s.push_str(&format!(", {} released", c.released));
     }
+    if c.cancelled > 0 {
+        s.push_str(&format!(", {} cancelled", c.cancelled));
+    }
     if c.cost > 0.0 {
         s.push_str(&format!(
             ", spent {}",

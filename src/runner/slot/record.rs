@@ -261,6 +261,7 @@ async fn settle(cycle: &Cycle, claim: &Claim) -> bool {
                 )
                 .key(&claim.key);
             cycle.log.emit(&event);
+            cycle.tally.cancelled.fetch_add(1, Ordering::Relaxed);
             true
         }
         Ok(None) => false,

@@ -43,5 +43,6 @@ pub(crate) trait RunsWrite {
     /// Counts one failure of the run, in its tier, and its cost.
     fn run_count_failure(&mut self, run: i64, tier: Tier, cost: Option<f64>) -> Result<()>;
     fn run_count_released(&mut self, run: i64) -> Result<()>;
+    fn run_count_cancelled(&mut self, run: i64) -> Result<()>;
     fn run_add_redriven(&mut self, run: i64, n: i64) -> Result<()>;
 }

@@ -144,6 +144,7 @@ impl Store {
                 Some(run_id),
                 now,
             )?;
+            tx.run_count_cancelled(run_id)?;
             let message = format!(
                 "cancelled by {by}: {reason}; its worker was stopped; now {}",
                 to.as_str()

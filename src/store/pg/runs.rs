@@ -35,6 +35,7 @@ fn run_from_row(c: &Conn, r: &Row) -> Result<Run> {
             skipped_done: r.get(14),
             redriven: r.get(15),
             released: r.get(16),
+            cancelled: r.get(20),
             cost: r.get(17),
         },
         summary: r.get(18),
@@ -44,7 +45,7 @@ fn run_from_row(c: &Conn, r: &Row) -> Result<Run> {
 
 /// A run that stepped down at once (`Run::stepped_down`, in SQL).
 const STEPPED_DOWN: &str = "(r.state = 'lock-held' OR (r.state IN ('paused', 'aborted')
-    AND r.done + r.empty + r.failed + r.redriven + r.released = 0))";
+    AND r.done + r.empty + r.failed + r.redriven + r.released + r.cancelled = 0))";
 
 /// The newest run that did work, and the newest run when it stepped down
 /// after it (see `BatchInfo::last_run`).
@@ -102,6 +103,7 @@ const RUN_COUNT_FAILURE: &str =
         manual = manual + ($2 = 'manual')::int, cost = cost + coalesce($3::float8, 0)
   WHERE id = $1";
 const RUN_COUNT_RELEASED: &str = "UPDATE runs SET released = released + 1 WHERE id = $1";
+const RUN_COUNT_CANCELLED: &str = "UPDATE runs SET cancelled = cancelled + 1 WHERE id = $1";
 const RUN_ADD_REDRIVEN: &str = "UPDATE runs SET redriven = redriven + $2 WHERE id = $1";
 
 impl RunsRead for PgTx<'_> {
@@ -200,6 +202,11 @@ impl RunsWrite for PgTx<'_> {
     fn run_count_failure(&mut self, run: i64, tier: Tier, cost: Option<f64>) -> Result<()> {
         self.c
             .x(RUN_COUNT_FAILURE, &[&run, &tier.as_str(), &cost])?;
+        Ok(())
+    }
+
+    fn run_count_cancelled(&mut self, run: i64) -> Result<()> {
+        self.c.x(RUN_COUNT_CANCELLED, &[&run])?;
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 11;
+pub const SCHEMA_VERSION: i32 = 12;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -443,7 +443,12 @@ CREATE INDEX usage_key ON usage (batch, key);
 CREATE INDEX usage_pool ON usage (pool, at);
 "#;
 
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
+/// Version 12: a run counts the items it cancelled (its worker stopped by
+/// `nightshift cancel`), so its summary says what became of every claim.
+const V12: &str = "ALTER TABLE runs ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;";
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] =
+    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -112,6 +112,12 @@ both_backends! {
         assert!(cancelled[0]["message"].as_str().unwrap().contains("runaway"), "{cancelled:?}");
         assert!(cancelled[0]["actor"].as_str().unwrap().contains('@'), "{cancelled:?}");
         assert_eq!(env.strings("SELECT error_class FROM items WHERE key = 'stuck'"), ["Cancelled"]);
+        // The run's summary accounts for every claim: the cancelled one too.
+        let (out, err) = env.output_of("run");
+        assert!(format!("{out}{err}").contains("5 done, 0 empty, 0 failed (0 retry, 0 manual), 0 retried, 0 skipped-done, 1 cancelled"), "{out}{err}");
+        let last = &env.status()["batches"][0]["last_run"];
+        assert_eq!(last["counts"]["cancelled"], 1, "{last}");
+        assert!(last["summary"].as_str().unwrap().contains("1 cancelled"), "{last}");
         env.assert_counts_consistent();
     }
 
