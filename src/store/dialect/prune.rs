@@ -19,6 +19,21 @@ pub(crate) enum PruneTarget {
     DeadLetters,
 }
 
+impl PruneTarget {
+    /// Its table, and what makes a row older than the cutoff: a condition
+    /// each dialect ends with its cutoff parameter (`?1`, `$1`).
+    pub(crate) fn older(self) -> (&'static str, &'static str) {
+        match self {
+            PruneTarget::DoneItems => ("items", "status = 'done' AND updated_at <"),
+            PruneTarget::Events => ("events", "at <"),
+            PruneTarget::AttemptLogs => ("attempt_logs", "at <"),
+            PruneTarget::Runs => ("runs", "ended_at IS NOT NULL AND ended_at <"),
+            PruneTarget::FailedItems => ("items", "status = 'failed' AND updated_at <"),
+            PruneTarget::DeadLetters => ("dead_letters", "failed_at <"),
+        }
+    }
+}
+
 pub(crate) trait PruneRead {
     /// How many rows of `target` are older than `cutoff`.
     fn prune_count(&mut self, target: PruneTarget, cutoff: Millis) -> Result<i64>;

@@ -10,24 +10,10 @@ use crate::model::Millis;
 use crate::store::Result;
 use crate::store::dialect::{PruneRead, PruneTarget, PruneWrite};
 
-// Twins of sqlite/prune.rs, kept: one statement per dialect (chunks by id here, by rowid there).
-const DONE_ITEMS: &str = "FROM items WHERE status = 'done' AND updated_at < $1";
-const FAILED_ITEMS: &str = "FROM items WHERE status = 'failed' AND updated_at < $1";
-const EVENTS: &str = "FROM events WHERE at < $1";
-const RUNS: &str = "FROM runs WHERE ended_at IS NOT NULL AND ended_at < $1";
-const DEAD_LETTERS: &str = "FROM dead_letters WHERE failed_at < $1";
-const ATTEMPT_LOGS: &str = "FROM attempt_logs WHERE at < $1";
-
-/// The table of `target` and its rows older than `$1`.
-fn rows_of(target: PruneTarget) -> (&'static str, &'static str) {
-    match target {
-        PruneTarget::DoneItems => ("items", DONE_ITEMS),
-        PruneTarget::Events => ("events", EVENTS),
-        PruneTarget::AttemptLogs => ("attempt_logs", ATTEMPT_LOGS),
-        PruneTarget::Runs => ("runs", RUNS),
-        PruneTarget::FailedItems => ("items", FAILED_ITEMS),
-        PruneTarget::DeadLetters => ("dead_letters", DEAD_LETTERS),
-    }
+/// The table of `target` and `FROM` its rows older than `$1`.
+fn rows_of(target: PruneTarget) -> (&'static str, String) {
+    let (table, older) = target.older();
+    (table, format!("FROM {table} WHERE {older} $1"))
 }
 
 /// The per-attempt rows of the items in `gone` (token usage, stderr logs),
