@@ -5,7 +5,7 @@ use postgres::Row;
 
 use super::PgTx;
 use super::conn::{Conn, parse_col_text};
-use super::events::Args;
+use super::events::{Args, event_from_row};
 use super::items::filter_sql;
 use crate::model::{Event, Millis, Run, Tier};
 use crate::store::Result;
@@ -33,21 +33,6 @@ fn item_row(c: &Conn, r: &Row) -> Result<ItemRow> {
         error_message: r.get(7),
         updated_at: c.tout(r.get(8)),
     })
-}
-
-fn event_row(c: &Conn, r: &Row) -> Event {
-    Event {
-        id: r.get(0),
-        at: c.tout(r.get(1)),
-        batch: r.get(2),
-        run_id: r.get(3),
-        key: r.get(4),
-        kind: r.get(5),
-        actor: r.get(6),
-        message: r.get(7),
-        fields: serde_json::Value::Null,
-        label: r.get(8),
-    }
 }
 
 /// The conditions of a page's filter on `i`, with their values added to
@@ -90,7 +75,7 @@ const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields FROM eve
    LEFT JOIN batches b ON b.id = e.batch_id
   WHERE e.kind = $1 AND e.at > $2";
 const EVENTS_OF_ITEM: &str =
-    "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
+    "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, NULL::text, i.label
    FROM events e LEFT JOIN batches b ON b.id = e.batch_id
         LEFT JOIN items i ON i.id = e.item_id
   WHERE e.item_id = $1 ORDER BY e.id DESC LIMIT $2";
@@ -221,7 +206,7 @@ impl ViewsRead for PgTx<'_> {
         }
         let sql = format!(
             "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, left(e.message, {ROW_TEXT}),
-                    i.label
+                    NULL::text, i.label
                FROM events e LEFT JOIN batches b ON b.id = e.batch_id
                     LEFT JOIN items i ON i.id = e.item_id
               WHERE {cond} ORDER BY e.id DESC LIMIT {}",
@@ -231,7 +216,7 @@ impl ViewsRead for PgTx<'_> {
         let mut rows: Vec<Event> = c
             .q(&sql, &args.refs())?
             .iter()
-            .map(|r| event_row(c, r))
+            .map(|r| event_from_row(c, r))
             .collect();
         rows.reverse();
         Ok(rows)
@@ -242,7 +227,7 @@ impl ViewsRead for PgTx<'_> {
         let mut events: Vec<Event> = c
             .q(EVENTS_OF_ITEM, &[&item, &(limit as i64)])?
             .iter()
-            .map(|r| event_row(c, r))
+            .map(|r| event_from_row(c, r))
             .collect();
         events.reverse();
         Ok(events)
