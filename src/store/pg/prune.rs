@@ -108,6 +108,8 @@ impl PruneRead for PgTx<'_> {
 }
 
 impl PruneWrite for PgTx<'_> {
+    // Twin of sqlite/prune.rs by its signature: a chunk of items is one CTE
+    // here (items, attempts, tombstones), statements by rowid there.
     fn prune_delete_chunk(
         &mut self,
         target: PruneTarget,
