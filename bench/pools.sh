@@ -6,6 +6,7 @@
 #
 #   bench/pools.sh              # N=100000, ROUNDS=3
 #   N=20000 ROUNDS=5 bench/pools.sh
+#   BIN=/path/nightshift NOOP=/path/noop_persistent bench/pools.sh   # built already
 #
 # Variants:
 #   none       no pool
@@ -25,9 +26,12 @@ cd "$(dirname "$0")/.."
 N=${N:-100000}
 ROUNDS=${ROUNDS:-3}
 CONC=${CONC:-2}
-cargo build --release --quiet --bin nightshift --example noop_persistent
-BIN=$PWD/target/release/nightshift
-NOOP="[\"$PWD/target/release/examples/noop_persistent\"]"
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --quiet --bin nightshift --example noop_persistent
+    BIN=$PWD/target/release/nightshift
+    NOOP=$PWD/target/release/examples/noop_persistent
+fi
+NOOP="[\"${NOOP:-$PWD/target/release/examples/noop_persistent}\"]"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 now() { date +%s%N; }

@@ -20,7 +20,8 @@
 //! Bookkeeping stays cheap: a slot with several calls ready (persistent
 //! mode) asks for all their places in one transaction; settlements go to
 //! the writer without waiting, every one the writer has not reached yet in
-//! one write of its next group commit (`Settling`); a call that
+//! one write that rides in its next group commit, with no transaction of
+//! its own (`Settling`, `Writer::defer`); a call that
 //! must wait sleeps until the slot the store named (or, for a place in
 //! flight another runner will give back, a short poll), never spinning.
 
@@ -257,9 +258,10 @@ impl Cycle {
 
     /// Settles an attempt: its usage recorded (per attempt, run and pool)
     /// and, with a ticket, its reservation moved to what it drew and its
-    /// place given back. Without waiting: the settlement joins the ones
-    /// the writer has not reached yet, and all of them go in one write of
-    /// its next group commit ([`Settling`]). Nothing to do without a pool
+    /// place given back. Without waiting, and without a transaction of its
+    /// own: the settlement joins the ones the writer has not reached yet
+    /// ([`Settling`]), and all of them ride in the writer's next group
+    /// (`Writer::defer`), brought by the slots' claims and completions. Nothing to do without a pool
     /// or reported usage.
     pub(super) fn pool_settle(
         &self,
@@ -294,7 +296,7 @@ impl Cycle {
             return;
         };
         let spec = self.pool.as_ref().map(|p| p.spec.clone());
-        self.writer.send(move |s| {
+        self.writer.defer(move |s| {
             let rows = batch.take();
             s.settle_usage(spec.as_ref(), &rows)
         });
