@@ -7,6 +7,7 @@
 #   bench/pools.sh              # N=100000, ROUNDS=3
 #   N=20000 ROUNDS=5 bench/pools.sh
 #   BIN=/path/nightshift NOOP=/path/noop_persistent bench/pools.sh   # built already
+#   VARIANTS="none tokens" ROUNDS=9 bench/pools.sh                    # two of them
 #
 # Variants:
 #   none       no pool
@@ -80,7 +81,7 @@ print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM items WHERE sta
     awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f\n", ns / 1e9 }'
 }
 
-VARIANTS="none requests tokens in-flight"
+VARIANTS=${VARIANTS:-"none requests tokens in-flight"}
 declare -A times
 for r in $(seq "$ROUNDS"); do
     for v in $VARIANTS; do
