@@ -89,3 +89,36 @@ fn every_configured_pool_is_asked_for_and_a_batch_finds_its_own() {
     );
     assert_eq!(app.pool_batches("本番アカウント"), ["記事"]);
 }
+
+/// `r` (and `p` on a paused batch) say that a hold on the batch's pool
+/// stays: a retry-after is the provider's limit for every batch of it.
+#[test]
+fn the_run_key_says_the_pool_hold_stays() {
+    let mut app = pooled_app();
+    app.data.batches.push(info("記事", false));
+    let pool = app
+        .data
+        .pools
+        .iter_mut()
+        .find(|p| p.name == "本番アカウント")
+        .unwrap();
+    pool.hold = Some(crate::store::PoolHold {
+        until: NOW + 60_000,
+        batch: "other".into(),
+        key: None,
+    });
+    app.set_batch(Some("記事".into()));
+    let effects = app.update(Intent::Resume);
+    assert_eq!(
+        effects,
+        vec![Effect::Write(Write::Resume {
+            batch: "記事".into()
+        })]
+    );
+    let said = &app.flash_text().unwrap().text;
+    assert!(
+        said.starts_with("starting a run of 記事… its pool 本番アカウント stays held until 12:01:00Z by a retry-after from other"),
+        "{said}"
+    );
+    assert_eq!(app.pool_hold_note("other"), None, "no pool, nothing to say");
+}
