@@ -6,6 +6,8 @@
 #
 #   bench/pools.sh              # N=100000, ROUNDS=3
 #   N=20000 ROUNDS=5 bench/pools.sh
+#   BIN=/path/nightshift NOOP=/path/noop_persistent bench/pools.sh   # built already
+#   VARIANTS="none tokens" ROUNDS=9 bench/pools.sh                    # two of them
 #
 # Variants:
 #   none       no pool
@@ -25,9 +27,12 @@ cd "$(dirname "$0")/.."
 N=${N:-100000}
 ROUNDS=${ROUNDS:-3}
 CONC=${CONC:-2}
-cargo build --release --quiet --bin nightshift --example noop_persistent
-BIN=$PWD/target/release/nightshift
-NOOP="[\"$PWD/target/release/examples/noop_persistent\"]"
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --quiet --bin nightshift --example noop_persistent
+    BIN=$PWD/target/release/nightshift
+    NOOP=$PWD/target/release/examples/noop_persistent
+fi
+NOOP="[\"${NOOP:-$PWD/target/release/examples/noop_persistent}\"]"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 now() { date +%s%N; }
@@ -76,7 +81,7 @@ print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM items WHERE sta
     awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.3f\n", ns / 1e9 }'
 }
 
-VARIANTS="none requests tokens in-flight"
+VARIANTS=${VARIANTS:-"none requests tokens in-flight"}
 declare -A times
 for r in $(seq "$ROUNDS"); do
     for v in $VARIANTS; do

@@ -226,6 +226,7 @@ fn query() -> DashQuery {
             ..EventsQuery::default()
         }),
         detail: None,
+        pools: Vec::new(),
     }
 }
 

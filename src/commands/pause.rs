@@ -49,8 +49,9 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// Clears the pause flag and lifts a retry-after hold still on: both are
-/// "let it run again".
+/// Clears the pause flag and lifts the batch's own retry-after hold still
+/// on: both are "let it run again". A hold on the batch's limit pool stays
+/// (`runner::pool::hold_stays` says why), and the answer says so.
 pub fn unpause(ctx: &Ctx, args: &UnpauseArgs) -> anyhow::Result<Exit> {
     let mut store = ctx.open_write()?;
     let (by, at) = (actor(), now_ms());
@@ -64,6 +65,10 @@ pub fn unpause(ctx: &Ctx, args: &UnpauseArgs) -> anyhow::Result<Exit> {
         other => other?,
     };
     let acted = done.was_paused || done.lifted.is_some();
+    let pool_hold = match ctx.config.batch(&args.batch).and_then(|b| b.pool.as_ref()) {
+        Some(p) => store.pool_hold(&p.name, at)?.map(|h| (p.name.clone(), h)),
+        None => None,
+    };
     if args.json {
         // `by` and `at` only when something was done: nothing is recorded otherwise.
         out_json(&json!({
@@ -78,6 +83,12 @@ pub fn unpause(ctx: &Ctx, args: &UnpauseArgs) -> anyhow::Result<Exit> {
             })),
             "by": acted.then_some(by),
             "at": acted.then(|| rfc3339(at)),
+            "pool_hold": pool_hold.as_ref().map(|(pool, h)| json!({
+                "pool": pool,
+                "until": rfc3339(h.until),
+                "by_batch": h.batch,
+                "lifted": false,
+            })),
         }))?;
         return Ok(Exit::Ok);
     }
@@ -88,11 +99,19 @@ pub fn unpause(ctx: &Ctx, args: &UnpauseArgs) -> anyhow::Result<Exit> {
             sanitize::line(&h.describe(at))
         )
     });
-    out(match (done.was_paused, lifted) {
+    let said = match (done.was_paused, lifted) {
         (true, None) => format!("{name}: unpaused"),
         (true, Some(l)) => format!("{name}: unpaused, and {l}"),
         (false, Some(l)) => format!("{name}: {l}; it was not paused"),
+        (false, None) if pool_hold.is_some() => format!("{name}: was not paused"),
         (false, None) => format!("{name}: was not paused and not held"),
-    })?;
+    };
+    match &pool_hold {
+        Some((pool, h)) => out(format!(
+            "{said}; {}",
+            crate::runner::pool::hold_stays(pool, h, at)
+        ))?,
+        None => out(said)?,
+    }
     Ok(Exit::Ok)
 }

@@ -128,14 +128,67 @@ pub struct LimitPool {
     pub concurrency: Option<u32>,
 }
 
-/// Keys allowed in a `[limit.NAME]` table.
-pub const LIMIT_FIELDS: &[&str] = &[
-    "requests",
-    "tokens",
-    "input_tokens",
-    "output_tokens",
-    "concurrency",
+/// One key of a `[limit.NAME]` table, as the man page lists it: its
+/// name, an example value and what it sets.
+pub struct LimitRow {
+    pub key: &'static str,
+    pub example: &'static str,
+    pub doc: &'static [&'static str],
+}
+
+/// The keys of a `[limit.NAME]` table, in the order the docs list them.
+/// Every key is optional; a pool sets at least one.
+pub const LIMIT: &[LimitRow] = &[
+    LimitRow {
+        key: "requests",
+        example: "[\"3000/min\", \"10000/day\"]",
+        doc: &[
+            "Calls per window across every batch and runner of the pool: a rate",
+            "like \"3000/min\" (per s, min, h or day), or an array of them, one per unit.",
+        ],
+    },
+    LimitRow {
+        key: "tokens",
+        example: "\"250000/min\"",
+        doc: &[
+            "Tokens (input and output together) per window, as the provider counts them.",
+            "A call reserves its batch's `token_estimate` (or `estimate_field`) before it",
+            "starts; the worker's reported `usage` settles it (the estimate stands when",
+            "it reports nothing).",
+        ],
+    },
+    LimitRow {
+        key: "input_tokens",
+        example: "\"200000/min\"",
+        doc: &["Input tokens alone per window (a provider that limits them apart)."],
+    },
+    LimitRow {
+        key: "output_tokens",
+        example: "\"50000/min\"",
+        doc: &["Output tokens alone per window."],
+    },
+    LimitRow {
+        key: "concurrency",
+        example: "16",
+        doc: &[
+            "Calls in flight at once across every runner of the pool, on every host",
+            "sharing the store.",
+        ],
+    },
 ];
+
+const LIMIT_KEYS: [&str; LIMIT.len()] = {
+    let mut keys = [""; LIMIT.len()];
+    let mut i = 0;
+    while i < LIMIT.len() {
+        keys[i] = LIMIT[i].key;
+        i += 1;
+    }
+    keys
+};
+
+/// Keys allowed in a `[limit.NAME]` table.
+pub const LIMIT_FIELDS: &[&str] = &LIMIT_KEYS;
 
 /// One rate, or an array of them (`["3000/min", "10000/day"]`).
 pub(super) fn rates(value: &Spanned<DeValue<'_>>) -> Conv<Vec<PoolRate>> {

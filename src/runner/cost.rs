@@ -16,14 +16,7 @@ use crate::util::sanitize;
 pub const MAX_COST: f64 = 1e9;
 
 /// What a worker reported as an item's cost.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum Cost {
-    #[default]
-    Absent,
-    Valid(f64),
-    /// Refused: the value as the worker wrote it (inert, bounded).
-    Refused(String),
-}
+pub type Cost = super::report::Report<f64>;
 
 impl Cost {
     /// A `cost` field of a JSON object (`null` counts as absent).
@@ -47,24 +40,13 @@ impl Cost {
         }
     }
 
-    /// The first of two reports that is present; a refused one is never
-    /// hidden by a valid one.
-    pub fn or(self, other: Cost) -> Cost {
-        match (self, other) {
-            (r @ Cost::Refused(_), _) | (_, r @ Cost::Refused(_)) => r,
-            (Cost::Absent, c) => c,
-            (c, _) => c,
-        }
-    }
-
     /// Two reports of one attempt added up (`@nightshift cost=` lines); the
     /// total is bounded like each report.
+    #[must_use]
     pub fn plus(self, other: Cost) -> Cost {
-        match (self, other) {
-            (r @ Cost::Refused(_), _) | (_, r @ Cost::Refused(_)) => r,
-            (Cost::Absent, c) | (c, Cost::Absent) => c,
-            (Cost::Valid(a), Cost::Valid(b)) => checked(a + b, || format!("{} in total", a + b)),
-        }
+        self.plus_with(other, |a, b| {
+            checked(a + b, || format!("{} in total", a + b))
+        })
     }
 
     /// `answer` with this cost. A refused cost turns it into a permanent

@@ -166,6 +166,8 @@ pub(super) struct Cycle {
     pub(super) gate: gate::Gate,
     /// The `[limit.NAME]` pool every call also passes (`pool`).
     pub(super) pool: Option<super::pool::Pool>,
+    /// Settlements on their way to the writer (`pool::Settling`).
+    pub(super) settling: super::pool::Settling,
     pub(super) claims_left: Option<AtomicUsize>,
     pub(super) lease_ttl: Duration,
     /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).

@@ -147,6 +147,7 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
             cfg,
             &orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
         ),
+        settling: super::pool::Settling::default(),
         claims_left: opts.limit.map(AtomicUsize::new),
         lease_ttl: seat.ttl,
         runner_id: orphans::runner_id(seat.holder.pid, seat.holder.pid_start),

@@ -24,7 +24,8 @@
 //! - `classify`: what a worker answered → [`classify::Answer`];
 //!   `halt`: the circuit breaker's rule over the run's recent answers;
 //!   `verdict`: a failed attempt → retry now / retry tier at T /
-//!   quarantine; `cost`: the one rule for reported costs, `usage` for
+//!   quarantine; `report`: how two reports of an attempt combine;
+//!   `cost`: the one rule for reported costs, `usage` for
 //!   reported tokens; `pool`: the `[limit.NAME]` pool every call of the
 //!   batch draws from, shared with other batches and runners;
 //! - `child/`: the processes the runner starts, their process groups and
@@ -46,6 +47,7 @@ mod log;
 mod pace;
 pub mod pool;
 mod recover;
+pub mod report;
 mod seat;
 mod slot;
 mod source;

@@ -19,7 +19,9 @@
 //!
 //! Bookkeeping stays cheap: a slot with several calls ready (persistent
 //! mode) asks for all their places in one transaction; settlements go to
-//! the writer without waiting, folded into its group commits; a call that
+//! the writer without waiting, every one the writer has not reached yet in
+//! one write that rides in its next group commit, with no transaction of
+//! its own (`Settling`, `Writer::defer`); a call that
 //! must wait sleeps until the slot the store named (or, for a place in
 //! flight another runner will give back, a short poll), never spinning.
 
@@ -101,6 +103,21 @@ pub fn limited(view: &PoolView, now: Millis) -> Option<RateLimited> {
         .filter_map(|d| d.next_slot.map(|t| (t, d)))
         .max_by_key(|(t, _)| *t)
         .map(|(t, d)| named(&d.dimension, Some(t)))
+}
+
+/// What `unpause` (and the dashboard's unpause and run keys) say of a
+/// pool hold still on: it is not lifted. A retry-after is the provider's
+/// word on the whole account the pool stands for, shared with every batch
+/// of the pool; lifting it from one batch would only earn every batch of
+/// the pool another 429.
+pub fn hold_stays(pool: &str, hold: &PoolHold, now: Millis) -> String {
+    format!(
+        "its pool {} stays held until {} by a retry-after from {}: the provider's limit for \
+         every batch of the pool, not lifted here; it ends by itself",
+        crate::util::sanitize::line(pool),
+        utc_clock(hold.until, now),
+        crate::util::sanitize::line(&hold.batch)
+    )
 }
 
 impl Pool {
@@ -241,8 +258,11 @@ impl Cycle {
 
     /// Settles an attempt: its usage recorded (per attempt, run and pool)
     /// and, with a ticket, its reservation moved to what it drew and its
-    /// place given back. Without waiting (the writer folds it into a group
-    /// commit). Nothing to do without a pool or reported usage.
+    /// place given back. Without waiting, and without a transaction of its
+    /// own: the settlement joins the ones the writer has not reached yet
+    /// ([`Settling`]), and all of them ride in the writer's next group
+    /// (`Writer::defer`), brought by the slots' claims and completions. Nothing to do without a pool
+    /// or reported usage.
     pub(super) fn pool_settle(
         &self,
         claim: &Claim,
@@ -272,9 +292,14 @@ impl Cycle {
             input_tokens: usage.and_then(|u| u.input),
             output_tokens: usage.and_then(|u| u.output),
         };
+        let Some(batch) = self.settling.push(row) else {
+            return;
+        };
         let spec = self.pool.as_ref().map(|p| p.spec.clone());
-        self.writer
-            .send(move |s| s.settle_usage(spec.as_ref(), &[row]));
+        self.writer.defer(move |s| {
+            let rows = batch.take();
+            s.settle_usage(spec.as_ref(), &rows)
+        });
     }
 
     /// A retry-after answer holds every batch of the pool until `until`
@@ -295,5 +320,77 @@ impl Cycle {
             .writer
             .call(move |s| s.set_pool_hold(&name, &hold))
             .await;
+    }
+}
+
+/// The settlements a cycle's writer has not reached yet. The first one
+/// queues a write; those that arrive before the writer runs it join it,
+/// so a group commit settles every call answered since the last one in
+/// one write (one pool lock, one savepoint) instead of one each. Order is
+/// kept: a settlement is always written before anything queued after it.
+#[derive(Default)]
+pub struct Settling(std::sync::Arc<std::sync::Mutex<Pending>>);
+
+#[derive(Default)]
+struct Pending {
+    rows: Vec<AttemptUsage>,
+    /// A write that will take `rows` is queued and has not run yet.
+    queued: bool,
+}
+
+impl Settling {
+    /// Adds a settlement; `Some` (the handle the write takes its rows
+    /// from) when no queued write will take it and one must be queued.
+    fn push(&self, row: AttemptUsage) -> Option<Settling> {
+        let mut p = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        p.rows.push(row);
+        if p.queued {
+            return None;
+        }
+        p.queued = true;
+        Some(Settling(self.0.clone()))
+    }
+
+    /// The settlements so far, for the write running now; the next one
+    /// queues a new write.
+    fn take(&self) -> Vec<AttemptUsage> {
+        let mut p = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        p.queued = false;
+        std::mem::take(&mut p.rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(key: &str) -> AttemptUsage {
+        AttemptUsage {
+            batch: "b".into(),
+            run_id: 1,
+            key: key.into(),
+            attempt: 1,
+            pool: Some("p".into()),
+            call: None,
+            at: 0,
+            estimate: 100,
+            input_tokens: None,
+            output_tokens: None,
+        }
+    }
+
+    /// One write per group: the first settlement queues it, those that
+    /// arrive before it runs join it, and one after it ran queues the next.
+    #[test]
+    fn settlements_join_the_write_already_queued() {
+        let s = Settling::default();
+        let write = s.push(row("k1")).expect("the first queues a write");
+        assert!(s.push(row("k2")).is_none());
+        assert!(s.push(row("k3")).is_none());
+        let keys: Vec<String> = write.take().into_iter().map(|r| r.key).collect();
+        assert_eq!(keys, ["k1", "k2", "k3"]);
+        let next = s.push(row("k4")).expect("after the write ran, a new one");
+        assert_eq!(next.take().len(), 1);
+        assert!(next.take().is_empty());
     }
 }

@@ -24,15 +24,7 @@ pub struct Tokens {
 }
 
 /// What a worker reported as an attempt's usage.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum Usage {
-    #[default]
-    Absent,
-    Valid(Tokens),
-    /// Refused: what was wrong, the value as the worker wrote it (inert,
-    /// bounded).
-    Refused(String),
-}
+pub type Usage = super::report::Report<Tokens>;
 
 /// The names each count is read under, the providers' own first.
 const INPUT: [&str; 2] = ["input_tokens", "prompt_tokens"];
@@ -80,40 +72,27 @@ impl Usage {
         }
     }
 
-    /// The first of two reports that is present; a refused one is never
-    /// hidden by a valid one.
-    pub fn or(self, other: Usage) -> Usage {
-        match (self, other) {
-            (r @ Usage::Refused(_), _) | (_, r @ Usage::Refused(_)) => r,
-            (Usage::Absent, u) => u,
-            (u, _) => u,
-        }
-    }
-
     /// Two reports of one attempt added up (`@nightshift usage` lines).
+    #[must_use]
     pub fn plus(self, other: Usage) -> Usage {
-        match (self, other) {
-            (r @ Usage::Refused(_), _) | (_, r @ Usage::Refused(_)) => r,
-            (Usage::Absent, u) | (u, Usage::Absent) => u,
-            (Usage::Valid(a), Usage::Valid(b)) => {
-                let add = |x: Option<i64>, y: Option<i64>| match (x, y) {
-                    (None, None) => None,
-                    (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
-                };
-                let sum = Tokens {
-                    input: add(a.input, b.input),
-                    output: add(a.output, b.output),
-                };
-                if [sum.input, sum.output]
-                    .into_iter()
-                    .flatten()
-                    .any(|n| n > MAX_TOKENS)
-                {
-                    return refused("more than 1000000000 tokens in total");
-                }
-                Usage::Valid(sum)
+        self.plus_with(other, |a, b| {
+            let add = |x: Option<i64>, y: Option<i64>| match (x, y) {
+                (None, None) => None,
+                (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
+            };
+            let sum = Tokens {
+                input: add(a.input, b.input),
+                output: add(a.output, b.output),
+            };
+            if [sum.input, sum.output]
+                .into_iter()
+                .flatten()
+                .any(|n| n > MAX_TOKENS)
+            {
+                return refused("more than 1000000000 tokens in total");
             }
-        }
+            Usage::Valid(sum)
+        })
     }
 
     /// `answer` with this usage. A refused usage turns it into a permanent

@@ -1,7 +1,10 @@
 //! The runner's store writer: one thread owns the connection and commits
 //! whatever requests arrived together in one transaction (group commit).
 //! A request is answered only after its transaction committed, so a slot
-//! never acts on a transition that is not durable.
+//! never acts on a transition that is not durable. A deferred write
+//! (`defer`: bookkeeping nobody waits for, such as a pool settlement) is
+//! no transaction of its own: it rides in the next group, whatever brings
+//! it, at most [`MAX_DEFER`] later.
 
 use crate::store::Fault;
 use std::path::PathBuf;
@@ -20,8 +23,20 @@ type Job = Box<dyn FnOnce(&mut Store) -> Finish + Send>;
 /// Most requests folded into one transaction.
 const MAX_GROUP: usize = 512;
 
+/// The longest a deferred write waits for a group to ride in before it
+/// brings one itself.
+pub const MAX_DEFER: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Deferred writes, oldest first.
+type Deferred = Arc<std::sync::Mutex<Vec<Job>>>;
+
 pub struct Writer {
     tx: Option<mpsc::Sender<Job>>,
+    deferred: Deferred,
+    /// What a deferred write's timer wakes the thread with: shared, not
+    /// cloned, so that dropping the writer closes the channel at once even
+    /// while a timer is pending.
+    waker: Arc<std::sync::Mutex<Option<mpsc::Sender<Job>>>>,
     thread: Option<JoinHandle<Store>>,
     /// Set once the store's location names another store (or none): no
     /// request reaches the store from then on.
@@ -36,12 +51,16 @@ impl Writer {
         let place = store.path().to_path_buf();
         let sealed = Arc::new(AtomicBool::new(false));
         let seal = sealed.clone();
+        let deferred = Deferred::default();
+        let later = deferred.clone();
         let thread = std::thread::Builder::new()
             .name("nightshift-db".into())
-            .spawn(move || serve(store, rx, &seal))
+            .spawn(move || serve(store, rx, &seal, &later))
             .expect("spawning the store thread");
         Writer {
+            waker: Arc::new(std::sync::Mutex::new(Some(tx.clone()))),
             tx: Some(tx),
+            deferred,
             thread: Some(thread),
             sealed,
             place,
@@ -109,6 +128,45 @@ impl Writer {
         }
     }
 
+    /// Queues `f` to run first in the next group, whatever brings it (a
+    /// slot's claim or completion, most often), so that it costs no
+    /// transaction of its own; a group is brought within [`MAX_DEFER`]
+    /// should none come. Its error is only logged. Written before anything
+    /// queued after it; it may go before writes queued before it that
+    /// have not run yet, so it must not depend on them.
+    pub fn defer(&self, f: impl FnOnce(&mut Store) -> Result<(), StoreError> + Send + 'static) {
+        let job: Job = Box::new(move |s: &mut Store| {
+            if let Err(e) = f(s) {
+                tracing::warn!("store write: {e}");
+            }
+            Box::new(|_| {})
+        });
+        let first = {
+            let mut d = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+            d.push(job);
+            d.len() == 1
+        };
+        if !first {
+            return;
+        }
+        let waker = self.waker.clone();
+        let wake = move || {
+            let nothing: Job = Box::new(|_| Box::new(|_| {}));
+            if let Some(tx) = waker.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                let _ = tx.send(nothing);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    tokio::time::sleep(MAX_DEFER).await;
+                    wake();
+                });
+            }
+            Err(_) => wake(),
+        }
+    }
+
     fn submit<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
@@ -135,6 +193,7 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         drop(self.tx.take());
+        drop(self.waker.lock().unwrap_or_else(|p| p.into_inner()).take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -145,8 +204,14 @@ fn gone() -> StoreError {
     StoreError::Fault(Fault::WriterStopped)
 }
 
-fn serve(mut store: Store, rx: mpsc::Receiver<Job>, sealed: &AtomicBool) -> Store {
+fn serve(
+    mut store: Store,
+    rx: mpsc::Receiver<Job>,
+    sealed: &AtomicBool,
+    deferred: &Deferred,
+) -> Store {
     let mut settled = false;
+    let take_deferred = || std::mem::take(&mut *deferred.lock().unwrap_or_else(|p| p.into_inner()));
     while let Ok(first) = rx.recv() {
         if sealed.load(Ordering::SeqCst) {
             if !settled {
@@ -155,40 +220,99 @@ fn serve(mut store: Store, rx: mpsc::Receiver<Job>, sealed: &AtomicBool) -> Stor
             }
             // Unanswered: the caller says why (`Writer::call`).
             drop(first);
+            drop(take_deferred());
             continue;
         }
-        let mut jobs = vec![first];
+        // The deferred writes first: each was queued before what arrives
+        // after it.
+        let mut jobs = take_deferred();
+        jobs.push(first);
         while jobs.len() < MAX_GROUP {
             match rx.try_recv() {
                 Ok(job) => jobs.push(job),
                 Err(_) => break,
             }
         }
-        if jobs.len() == 1 {
-            // Alone: its own transaction, no savepoint needed.
-            let finish = (jobs.pop().expect("one job"))(&mut store);
-            finish(None);
-            continue;
+        run_group(&mut store, jobs);
+    }
+    // The last deferred writes, once nothing more can arrive.
+    let rest = take_deferred();
+    if !rest.is_empty() && !sealed.load(Ordering::SeqCst) {
+        run_group(&mut store, rest);
+    }
+    store
+}
+
+/// Runs `jobs` in one transaction (a lone one without a savepoint) and
+/// answers each once it committed.
+fn run_group(store: &mut Store, mut jobs: Vec<Job>) {
+    if jobs.len() == 1 {
+        // Alone: its own transaction, no savepoint needed.
+        let finish = (jobs.pop().expect("one job"))(store);
+        finish(None);
+        return;
+    }
+    let mut finishers: Vec<Finish> = Vec::with_capacity(jobs.len());
+    let mut pending = jobs.into_iter();
+    let result = store.group(|s| {
+        for job in pending.by_ref() {
+            finishers.push(job(s));
         }
-        let mut finishers: Vec<Finish> = Vec::with_capacity(jobs.len());
-        let mut pending = jobs.into_iter();
-        let result = store.group(|s| {
-            for job in pending.by_ref() {
-                finishers.push(job(s));
-            }
-        });
-        match result {
-            Ok(()) => finishers.into_iter().for_each(|f| f(None)),
-            Err(e) => {
-                finishers.into_iter().for_each(|f| f(Some(&e)));
-                // The group never began (e.g. busy): run the rest one by one,
-                // so each gets its own answer.
-                for job in pending {
-                    let finish = job(&mut store);
-                    finish(None);
-                }
+    });
+    match result {
+        Ok(()) => finishers.into_iter().for_each(|f| f(None)),
+        Err(e) => {
+            finishers.into_iter().for_each(|f| f(Some(&e)));
+            // The group never began (e.g. busy): run the rest one by one,
+            // so each gets its own answer.
+            for job in pending {
+                let finish = job(store);
+                finish(None);
             }
         }
     }
-    store
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Access, PoolHold};
+
+    fn held(s: &Store) -> Option<i64> {
+        s.pool_hold("p", 0).unwrap().map(|h| h.until)
+    }
+
+    fn hold(until: i64) -> PoolHold {
+        PoolHold {
+            until,
+            batch: "b".into(),
+            key: None,
+        }
+    }
+
+    /// A deferred write is there for what is queued after it, is brought
+    /// by its own timer when nothing else comes, and is not lost when the
+    /// writer stops.
+    #[tokio::test]
+    async fn a_deferred_write_rides_in_the_next_group_or_comes_by_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("nightshift.db");
+        let (store, _) = Store::create(&db).unwrap();
+        let writer = Writer::start(store);
+        writer.defer(|s| s.set_pool_hold("p", &hold(10)));
+        let seen = writer.call(|s| Ok(held(s))).await.unwrap();
+        assert_eq!(seen, Some(10), "written before what was queued after it");
+
+        writer.defer(|s| s.set_pool_hold("p", &hold(20)));
+        let reader = Store::open(&db, Access::ReadOnly).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while held(&reader) != Some(20) {
+            assert!(std::time::Instant::now() < deadline, "never written");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+
+        writer.defer(|s| s.set_pool_hold("p", &hold(30)));
+        drop(writer);
+        assert_eq!(held(&reader), Some(30), "written when the writer stopped");
+    }
 }

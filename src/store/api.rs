@@ -237,6 +237,8 @@ pub struct DashQuery {
     pub events: Option<EventsQuery>,
     /// Key of the item whose detail is open.
     pub detail: Option<String>,
+    /// The limit pools of the config, each read as the views show it.
+    pub pools: Vec<PoolSpec>,
 }
 
 /// A window of the selected batch's items, in insertion order.
@@ -362,6 +364,8 @@ pub struct Dashboard {
     /// The emergency-stop file `PAUSED` beside the store, if it is there
     /// (a file, not a row: the poller looks for it beside each read).
     pub emergency: Option<std::path::PathBuf>,
+    /// The pools asked for (`DashQuery::pools`), in its order.
+    pub pools: Vec<PoolView>,
 }
 
 /// The seats, runs and daemons a poll judged alive or not, kept so that

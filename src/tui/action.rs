@@ -9,7 +9,7 @@
 use crate::model::Millis;
 use crate::store::{Dashboard, ItemsQuery, SinceSummary};
 
-/// The panes, in tab order (`1`–`5`).
+/// The panes, in tab order (`1`–`6`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Pane {
     Batches,
@@ -17,15 +17,19 @@ pub enum Pane {
     Items,
     DeadLetters,
     Log,
+    /// The `[limit.NAME]` pools: each limit's use, the tokens per minute,
+    /// a retry-after hold.
+    Pools,
 }
 
 impl Pane {
-    pub const ALL: [Pane; 5] = [
+    pub const ALL: [Pane; 6] = [
         Pane::Batches,
         Pane::Activity,
         Pane::Items,
         Pane::DeadLetters,
         Pane::Log,
+        Pane::Pools,
     ];
 
     pub fn title(self) -> &'static str {
@@ -35,6 +39,7 @@ impl Pane {
             Pane::Items => "Items",
             Pane::DeadLetters => "Dead letters",
             Pane::Log => "Run log",
+            Pane::Pools => "Pools",
         }
     }
 

@@ -17,7 +17,8 @@ use super::theme::Palette;
 use crate::config::{Config, Schedule};
 use crate::model::{BatchInfo, Event, Millis, Status};
 use crate::store::{
-    BatchView, DashQuery, Dashboard, EventsQuery, ItemPage, ItemRow, ItemsQuery, SinceSummary,
+    BatchView, DashQuery, Dashboard, EventsQuery, ItemPage, ItemRow, ItemsQuery, PoolSpec,
+    PoolView, SinceSummary,
 };
 pub use state_filter::StateFilter;
 
@@ -60,6 +61,10 @@ pub struct Setup {
     /// Data older than this is shown stale, even when no poll failed (a
     /// read that hangs): see [`App::liveness`].
     pub stale_after: Millis,
+    /// The config's `[limit.NAME]` pools, read with every poll.
+    pub pools: Vec<PoolSpec>,
+    /// Batch → the pool it draws from (`limit = "NAME"`).
+    pub pool_of: BTreeMap<String, String>,
 }
 
 impl Setup {
@@ -74,13 +79,23 @@ impl Setup {
             batch: None,
             greeting: None,
             stale_after: STALE_AFTER,
+            pools: Vec::new(),
+            pool_of: BTreeMap::new(),
         }
     }
 
     /// Schedules and batch names from the config.
     pub fn with_config(mut self, config: &Config) -> Setup {
+        self.pools = config
+            .limits
+            .values()
+            .map(crate::runner::pool::spec)
+            .collect();
         for (name, b) in &config.batches {
             self.configured.push(name.clone());
+            if let Some(pool) = &b.pool {
+                self.pool_of.insert(name.clone(), pool.name.clone());
+            }
             if let Some(schedule) = &b.schedule {
                 self.schedules.insert(
                     name.clone(),
@@ -194,6 +209,8 @@ pub struct App {
     pub class_items: ListNav,
     pub class_window: Window,
     pub log: LogView,
+    /// The Pools pane's selected pool (shown first).
+    pub pool_nav: ListNav,
     pub detail: Option<Detail>,
     pub filter_target: FilterTarget,
     pub input: String,
@@ -271,6 +288,7 @@ impl App {
                 kinds: Vec::new(),
                 all_batches: true,
             },
+            pool_nav: ListNav::default(),
             detail: None,
             filter_target: FilterTarget::Search,
             input: String::new(),
@@ -317,6 +335,31 @@ impl App {
             Some(v) => v.info.clone(),
             None => BatchInfo::empty(name),
         })
+    }
+
+    /// The panes with a tab, in order: the Pools pane only when the config
+    /// has pools (`6` opens it anyway, and says how to make one).
+    pub fn tabs(&self) -> Vec<Pane> {
+        Pane::ALL
+            .into_iter()
+            .filter(|p| *p != Pane::Pools || !self.setup.pools.is_empty())
+            .collect()
+    }
+
+    /// The pool a batch draws from, as the last poll read it.
+    pub fn pool_of(&self, batch: &str) -> Option<&PoolView> {
+        let name = self.setup.pool_of.get(batch)?;
+        self.data.pools.iter().find(|p| &p.name == name)
+    }
+
+    /// The batches that draw from a pool, by name.
+    pub fn pool_batches(&self, pool: &str) -> Vec<&str> {
+        self.setup
+            .pool_of
+            .iter()
+            .filter(|(_, p)| p.as_str() == pool)
+            .map(|(b, _)| b.as_str())
+            .collect()
     }
 
     /// The item table shown now: the Items pane's, or a class's items.
@@ -418,6 +461,7 @@ impl App {
                 limit: EVENTS,
             }),
             detail: self.open_detail().map(|d| d.key.clone()),
+            pools: self.setup.pools.clone(),
         }
     }
 
@@ -502,9 +546,15 @@ impl App {
 
     fn on_normal(&mut self, intent: Intent) -> Vec<Effect> {
         match intent {
-            Intent::NextPane => self.go(Pane::ALL[(self.pane.index() + 1) % Pane::ALL.len()]),
-            Intent::PrevPane => {
-                self.go(Pane::ALL[(self.pane.index() + Pane::ALL.len() - 1) % Pane::ALL.len()])
+            Intent::NextPane | Intent::PrevPane => {
+                let tabs = self.tabs();
+                let at = tabs.iter().position(|p| *p == self.pane).unwrap_or(0);
+                let step = if intent == Intent::NextPane {
+                    1
+                } else {
+                    tabs.len() - 1
+                };
+                self.go(tabs[(at + step) % tabs.len()])
             }
             Intent::GoPane(p) => self.go(p),
             Intent::Up

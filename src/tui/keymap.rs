@@ -136,6 +136,7 @@ pub const BINDINGS: &[Binding] = &[
     bind(Normal, &[ch('3')], Intent::GoPane(Pane::Items), "pane 3: items", None),
     bind(Normal, &[ch('4')], Intent::GoPane(Pane::DeadLetters), "pane 4: dead letters", None),
     bind(Normal, &[ch('5')], Intent::GoPane(Pane::Log), "pane 5: run log", None),
+    bind(Normal, &[ch('6')], Intent::GoPane(Pane::Pools), "pane 6: limit pools", None),
     bind(Normal, &[ch('j'), code(KeyCode::Down)], Intent::Down, "down", None),
     bind(Normal, &[ch('k'), code(KeyCode::Up)], Intent::Up, "up", None),
     bind(Normal, &[code(KeyCode::PageDown), ctrl('d')], Intent::PageDown, "page down", None),

@@ -51,6 +51,22 @@ pub fn detail_rows(size: (u16, u16)) -> usize {
     (areas(size).main.height as usize).saturating_sub(2).max(1)
 }
 
+/// Rows of one pool in the Pools pane: its name, its hold, a row per
+/// limit (and one for calls in flight), the tokens/min sparkline, today,
+/// a blank.
+pub fn pool_rows(v: &crate::store::PoolView) -> usize {
+    1 + usize::from(v.hold.is_some()) + v.dims.len() + usize::from(v.concurrency.is_some()) + 3
+}
+
+/// The first pool the Pools pane shows in `rows` rows, for pools of
+/// `heights` rows with `sel` selected: the first one while the selected
+/// one fits below it (and the row saying more follow), else the selected.
+pub fn first_pool_shown(heights: &[usize], sel: usize, rows: usize) -> usize {
+    let more = usize::from(sel + 1 < heights.len());
+    let through: usize = heights.iter().take(sel + 1).sum();
+    if through + more <= rows { 0 } else { sel }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +85,21 @@ mod tests {
         assert_eq!(a.main.height, 21);
         assert_eq!(detail_text_width((120, 40)), 118);
         assert_eq!(detail_text_width((10, 40)), 20, "never under 20");
+    }
+
+    /// The selected pool is always shown: from the first while it fits,
+    /// else at the top.
+    #[test]
+    fn the_selected_pool_is_shown() {
+        let h = [7, 7, 7];
+        assert_eq!(first_pool_shown(&h, 0, 21), 0);
+        assert_eq!(first_pool_shown(&h, 1, 15), 0);
+        assert_eq!(
+            first_pool_shown(&h, 1, 14),
+            1,
+            "no row left to say more follow"
+        );
+        assert_eq!(first_pool_shown(&h, 2, 21), 0);
+        assert_eq!(first_pool_shown(&h, 2, 20), 2);
     }
 }

@@ -78,8 +78,17 @@ impl Poller {
 
 /// The open store, and which file it is.
 /// What makes a poll's answer the same as the last one: the store's change
-/// marker, whether the `PAUSED` file was there, the question, the minute.
+/// marker, whether the `PAUSED` file was there, the question, the minute
+/// (or the poll's own time while a pool's buckets refill: see [`refilling`]).
 type Marker = (Vec<u8>, bool, (DashQuery, u64), i64);
+
+/// A pool whose shown use changes with time alone, with nothing written:
+/// a drawn bucket refills, a hold ends, a lapsed place in flight is gone.
+fn refilling(d: &crate::store::Dashboard) -> bool {
+    d.pools
+        .iter()
+        .any(|p| p.dims.iter().any(|d| d.used > 0) || p.in_flight > 0 || p.hold.is_some())
+}
 
 struct Source {
     db: PathBuf,
@@ -122,6 +131,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
     // Who the last read found alive: a runner killed writes nothing, so
     // the marker alone would never show it gone.
     let mut alive = AliveWatch::default();
+    let mut moving = false;
     loop {
         let first = if query.is_none() {
             match rx.recv() {
@@ -164,7 +174,8 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
         // asked again (a new `asked`) is read again.
         let marker = src.store.as_ref().map(|(s, _)| {
             let stop = crate::runner::paused_file(&src.db).is_some();
-            (s.change_marker(), stop, (q.clone(), asked), now / 60_000)
+            let clock = if moving { now } else { now / 60_000 };
+            (s.change_marker(), stop, (q.clone(), asked), clock)
         });
         if marker.is_some() && marker == last && !alive.changed(now) {
             if out
@@ -189,6 +200,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
             matches!(&result, Ok(d) if d.items.as_ref().is_some_and(|p| p.searching.is_some()));
         if let Ok(d) = &result {
             alive = d.alive_watch();
+            moving = refilling(d);
         }
         last = match &result {
             Ok(_) if !searching => marker,

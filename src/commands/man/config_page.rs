@@ -7,6 +7,7 @@ use clap_mangen::roff::{Roff, bold, italic, roman};
 
 use crate::config::example::{self, BATCH_INTRO, PREAMBLE};
 use crate::config::fields::{BATCH, TOP};
+use crate::config::limits::LIMIT;
 
 /// One key as the page writes it: its name, example value and default.
 struct Key {
@@ -54,6 +55,33 @@ fn batch_entries() -> Vec<Entry> {
     }
     out
 }
+
+/// The `[limit.NAME]` keys, one entry each (none has a default: a key
+/// left out is no limit of its kind).
+fn limit_entries() -> Vec<Entry> {
+    LIMIT
+        .iter()
+        .map(|row| Entry {
+            keys: vec![Key {
+                name: row.key,
+                example: row.example.to_string(),
+                default: "none (no limit of this kind)".to_string(),
+            }],
+            doc: row.doc,
+        })
+        .collect()
+}
+
+/// What the LIMIT POOLS section says before its keys.
+const LIMIT_INTRO: &[&str] = &[
+    "One [limit.NAME] table per limit pool: the provider's limits of one account,",
+    "shared by every batch that names it with `limit = \"NAME\"` and by every runner",
+    "on every host sharing the store (the pool's state is in the store). A call",
+    "starts only when every limit of its pool has room; a retry-after answer",
+    "(`retry_after_s`) from any batch of the pool holds every batch",
+    "of it until then. `status`, `status --json` and the dashboard's Pools pane",
+    "(key 6) show each limit's use.",
+];
 
 fn paragraphs(roff: &mut Roff, lines: &[&str]) {
     for para in lines.split(|l| l.is_empty()) {
@@ -115,6 +143,9 @@ pub(super) fn render(mut roff: Roff) -> Roff {
     roff.control("SH", ["BATCH KEYS"]);
     paragraphs(&mut roff, BATCH_INTRO);
     entries(&mut roff, &batch_entries());
+    roff.control("SH", ["LIMIT POOLS"]);
+    paragraphs(&mut roff, LIMIT_INTRO);
+    entries(&mut roff, &limit_entries());
     roff.control("SH", ["EXAMPLE"]);
     roff.text([roman("What nightshift init writes:")]);
     roff.control("PP", []);
@@ -132,6 +163,23 @@ pub(super) fn render(mut roff: Roff) -> Roff {
 mod tests {
     use super::*;
     use crate::config::BATCH_FIELDS;
+
+    #[test]
+    fn every_limit_key_is_documented() {
+        let keys: Vec<&str> = limit_entries()
+            .iter()
+            .flat_map(|e| e.keys.iter().map(|k| k.name))
+            .collect();
+        assert_eq!(keys, crate::config::limits::LIMIT_FIELDS);
+        let page = render(Roff::new()).render();
+        assert!(page.contains("LIMIT POOLS"), "{page}");
+        for key in keys {
+            assert!(
+                page.contains(&format!("\\fB{key}\\fR")),
+                "{key} not on the page"
+            );
+        }
+    }
 
     #[test]
     fn every_batch_key_is_documented_once_and_described() {

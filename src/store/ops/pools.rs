@@ -12,6 +12,7 @@ use crate::store::api::{
     Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView,
     PoolWait, UsageSum,
 };
+use crate::store::dialect::Read;
 use crate::store::{Result, Store};
 
 /// How soon a call waiting for a place in flight asks again: a place is
@@ -175,19 +176,27 @@ impl Store {
             if let Some(s) = pooled {
                 tx.pool_locked(&s.name)?;
             }
+            // The buckets move once per dimension for all of them.
+            let mut shifts = vec![0i64; pooled.map_or(0, |s| s.dims.len())];
             for u in usage {
                 tx.usage_insert(u)?;
                 let Some(s) = pooled.filter(|s| u.pool.as_deref() == Some(s.name.as_str())) else {
                     continue;
                 };
-                for d in s.dims.iter().filter(|d| d.measure != Measure::Requests) {
-                    let shift = d.shift_us(d.drawn(u), d.units(u.estimate));
-                    if shift != 0 {
-                        tx.pool_shift_tat(&s.name, &d.name, shift)?;
+                for (d, shift) in s.dims.iter().zip(shifts.iter_mut()) {
+                    if d.measure != Measure::Requests {
+                        *shift = shift.saturating_add(d.shift_us(d.drawn(u), d.units(u.estimate)));
                     }
                 }
                 if let Some(call) = &u.call {
                     tx.pool_call_delete(&s.name, call)?;
+                }
+            }
+            if let Some(s) = pooled {
+                for (d, shift) in s.dims.iter().zip(&shifts) {
+                    if *shift != 0 {
+                        tx.pool_shift_tat(&s.name, &d.name, *shift)?;
+                    }
                 }
             }
             Ok(())
@@ -212,34 +221,7 @@ impl Store {
 
     /// What the views show of a pool at `now`.
     pub fn pool_view(&self, spec: &PoolSpec, now: Millis) -> Result<PoolView> {
-        let pool = spec.name.as_str();
-        self.read_tx(|tx| {
-            let now_us = now.saturating_mul(1000);
-            let mut dims = Vec::with_capacity(spec.dims.len());
-            for d in &spec.dims {
-                let tat = tx.pool_tat(pool, &d.name)?.unwrap_or(now_us).max(now_us);
-                let ahead = i128::from(tat - now_us);
-                let per = i128::from(d.per_us.max(1));
-                let used = (ahead * i128::from(d.count) + per - 1) / per;
-                let next = ms_up(tat + d.cost_us(1) - d.per_us);
-                dims.push(PoolDimView {
-                    dimension: d.name.clone(),
-                    used: i64::try_from(used).unwrap_or(i64::MAX),
-                    limit: d.count,
-                    next_slot: (next > now).then_some(next),
-                });
-            }
-            let day_start = now - now.rem_euclid(86_400_000);
-            Ok(PoolView {
-                name: spec.name.clone(),
-                dims,
-                in_flight: tx.pool_in_flight(pool, now)?,
-                concurrency: spec.concurrency,
-                hold: tx.pool_hold(pool)?.filter(|h| h.until > now),
-                tokens_per_minute: tx.pool_minute_tokens(pool, now, POOL_MINUTES)?,
-                today: tx.usage_of_pool(pool, day_start)?,
-            })
-        })
+        self.read_tx(|tx| view(tx, spec, now))
     }
 
     /// The tokens of a run's attempts.
@@ -251,4 +233,35 @@ impl Store {
     pub fn item_usage(&self, batch: &str, key: &str) -> Result<Vec<AttemptUsage>> {
         self.read_tx(|tx| tx.usage_of_item(batch, key))
     }
+}
+
+/// What the views show of a pool at `now`, in the caller's read (the
+/// dashboard reads every pool in its one snapshot).
+pub(super) fn view(tx: &mut dyn Read, spec: &PoolSpec, now: Millis) -> Result<PoolView> {
+    let pool = spec.name.as_str();
+    let now_us = now.saturating_mul(1000);
+    let mut dims = Vec::with_capacity(spec.dims.len());
+    for d in &spec.dims {
+        let tat = tx.pool_tat(pool, &d.name)?.unwrap_or(now_us).max(now_us);
+        let ahead = i128::from(tat - now_us);
+        let per = i128::from(d.per_us.max(1));
+        let used = (ahead * i128::from(d.count) + per - 1) / per;
+        let next = ms_up(tat + d.cost_us(1) - d.per_us);
+        dims.push(PoolDimView {
+            dimension: d.name.clone(),
+            used: i64::try_from(used).unwrap_or(i64::MAX),
+            limit: d.count,
+            next_slot: (next > now).then_some(next),
+        });
+    }
+    let day_start = now - now.rem_euclid(86_400_000);
+    Ok(PoolView {
+        name: spec.name.clone(),
+        dims,
+        in_flight: tx.pool_in_flight(pool, now)?,
+        concurrency: spec.concurrency,
+        hold: tx.pool_hold(pool)?.filter(|h| h.until > now),
+        tokens_per_minute: tx.pool_minute_tokens(pool, now, POOL_MINUTES)?,
+        today: tx.usage_of_pool(pool, day_start)?,
+    })
 }

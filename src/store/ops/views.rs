@@ -74,6 +74,9 @@ impl Store {
                 }
             }
             out.daemons = liveness::daemon_infos(tx.daemons_all()?, now);
+            for spec in &q.pools {
+                out.pools.push(super::pools::view(tx, spec, now)?);
+            }
             Ok(out)
         })
     }

@@ -132,6 +132,10 @@ impl App {
                 self.dlq.apply(intent, self.data.dlq.len(), visible);
             }
             Pane::Log => self.move_log(intent, visible),
+            // One pool a step: the selected one is the first shown.
+            Pane::Pools => {
+                self.pool_nav.apply(intent, self.data.pools.len(), 1);
+            }
         }
     }
 

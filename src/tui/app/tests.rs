@@ -10,6 +10,8 @@ const NOW: Millis = 1_767_268_800_000;
 
 // Marks in the item lists and what R, x and c do with them.
 mod marks;
+// The Pools pane and the pools a poll reads.
+mod pools;
 
 fn row(i: usize, status: Status) -> ItemRow {
     ItemRow {
@@ -258,6 +260,7 @@ fn step(app: &mut App, action: impl Into<Action>) -> Vec<Effect> {
 fn panes_cycle_and_jump() {
     let mut app = app();
     assert_eq!(app.pane, Pane::Batches);
+    // No pools in the config: no Pools tab to step to.
     step(&mut app, Intent::PrevPane);
     assert_eq!(app.pane, Pane::Log);
     step(&mut app, Intent::NextPane);

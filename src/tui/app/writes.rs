@@ -10,6 +10,14 @@ use crate::tui::keymap::Mode;
 use crate::util::sanitize;
 
 impl App {
+    /// What the run and unpause keys say of a hold on the batch's pool,
+    /// while it is on: it stays (`runner::pool::hold_stays`).
+    pub fn pool_hold_note(&self, batch: &str) -> Option<String> {
+        let v = self.pool_of(batch)?;
+        let h = v.hold.as_ref().filter(|h| h.until > self.now)?;
+        Some(crate::runner::pool::hold_stays(&v.name, h, self.now))
+    }
+
     pub(super) fn ask(&mut self, write: Write) {
         self.confirm = Some(write);
         self.mode = Mode::Confirm;
@@ -46,7 +54,11 @@ impl App {
         };
         match intent {
             Intent::Resume => {
-                self.say(format!("starting a run of {}…", sanitize::line(&batch)));
+                let started = format!("starting a run of {}…", sanitize::line(&batch));
+                self.say(match self.pool_hold_note(&batch) {
+                    Some(note) => format!("{started} {note}"),
+                    None => started,
+                });
                 self.run_write(Write::Resume { batch })
             }
             Intent::TogglePause => {

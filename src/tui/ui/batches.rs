@@ -413,8 +413,9 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         paused: info.pause.is_some(),
         lock_held: info.running(),
         hold_until: info.hold.as_ref().map(|h| h.until),
-        // The dashboard reads no pool state yet (see README).
-        rate_limit: None,
+        rate_limit: app
+            .pool_of(&info.name)
+            .and_then(|v| crate::runner::pool::limited(v, app.now)),
         taken: 0,
         idle: Some(Idle::from_fire(fire)),
     };

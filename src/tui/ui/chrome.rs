@@ -73,8 +73,9 @@ pub fn header(app: &App, f: &mut Frame, area: Rect) {
 pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
     let narrow = area.width < 120;
+    let tabs = app.tabs();
     let mut spans = Vec::new();
-    for (i, pane) in Pane::ALL.iter().enumerate() {
+    for pane in &tabs {
         let style = if *pane == app.pane {
             p.style(Role::Selected)
         } else {
@@ -85,8 +86,15 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
         } else {
             pane.title()
         };
-        spans.push(Span::styled(format!(" {} {title} ", i + 1), style));
-        spans.push(Span::raw(" "));
+        spans.push(Span::styled(
+            format!(" {} {title} ", pane.index() + 1),
+            style,
+        ));
+        // Six tabs at 80 columns: their own padding parts them, so that
+        // the selected batch's counts still fit beside them.
+        if !narrow || tabs.len() < Pane::ALL.len() {
+            spans.push(Span::raw(" "));
+        }
     }
     let used: usize = spans.iter().map(|s| text::width(&s.content)).sum();
     f.render_widget(Paragraph::new(Line::from(spans)), area);

@@ -12,6 +12,7 @@ pub mod dlq;
 pub mod items;
 pub mod log;
 pub mod overlay;
+pub mod pools;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -51,6 +52,7 @@ pub fn render(app: &App, f: &mut Frame) {
             Pane::Items => items::render(app, f, main),
             Pane::DeadLetters => dlq::render(app, f, main),
             Pane::Log => log::render(app, f, main),
+            Pane::Pools => pools::render(app, f, main),
         }
     }
     chrome::footer(app, f, footer);

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::{clean, fit_lines, num, wrap};
-use crate::tui::action::Pane;
+use crate::tui::action::{Pane, Write};
 use crate::tui::app::App;
 use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
@@ -98,7 +98,13 @@ pub fn confirm(app: &App, f: &mut Frame, area: Rect) {
     let width = area.width.saturating_sub(4).min(76);
     let inner = width.saturating_sub(2) as usize;
     // The question whole (it names the items), wrapped by width.
-    let mut lines: Vec<Line> = wrap(&write.question(), inner, 6)
+    let mut question = write.question();
+    if let Write::Unpause { batch } = write
+        && let Some(note) = app.pool_hold_note(batch)
+    {
+        question.push_str(&format!(" Note: {note}."));
+    }
+    let mut lines: Vec<Line> = wrap(&question, inner, 6)
         .into_iter()
         .map(Line::from)
         .collect();

@@ -187,6 +187,31 @@ echo '{"ok":1}'"#);
         assert!(waits[0]["message"].as_str().unwrap().starts_with("waiting for pool openai: hold, next slot "), "{:?}", waits[0]);
     }
 
+    fn unpause_leaves_a_pool_hold_on_and_says_so(env) {
+        // Batch a's call answers 429, retry after an hour: the pool is held.
+        let w = worker(&env, r#"echo '{"error_class":"RateLimitError","transient":true,"retry_after_s":3600}' >&2; exit 75"#);
+        env.config(&format!(
+            "[limit.openai]\nrequests = \"1000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\nretries = 0\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"openai\"\n"
+        ));
+        add(&env, "a", 1);
+        add(&env, "b", 1);
+        env.run(&["run", "a"]);
+        env.run(&["pause", "b", "--reason", "r"]).code(0);
+        let out = env.run(&["unpause", "b"]).code(0).stdout.clone();
+        assert!(out.starts_with("b: unpaused; its pool openai stays held until "), "{out}");
+        assert!(out.contains("by a retry-after from a: the provider's limit for every batch of the pool, not lifted here"), "{out}");
+        let j: Value = env.run(&["unpause", "b", "--json"]).code(0).json();
+        assert_eq!((j["pool_hold"]["pool"].as_str(), j["pool_hold"]["lifted"].as_bool()), (Some("openai"), Some(false)), "{j}");
+        // Still held: b's item waits for the pool's hold.
+        let status = env.status();
+        let b = status["batches"].as_array().unwrap().iter().find(|b| b["name"] == "b").unwrap().clone();
+        assert_eq!(b["waiting"][0]["reason"], "rate-limit", "{b}");
+        let pool = &status["pools"][0];
+        assert!(pool["hold_until"].is_string(), "{status}");
+    }
+
     fn an_immediate_retry_waits_for_the_pool(env) {
         // One call a second; the item fails transiently 3 times, with no
         // backoff to speak of: 4 attempts, a second apart at the least.

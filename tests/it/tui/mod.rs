@@ -9,6 +9,8 @@ mod counts;
 mod liveness;
 // The dashboard on a PostgreSQL store.
 mod pg;
+// The Pools pane and the waiting reasons, in a pseudo-terminal.
+mod pools;
 // The real binary in a pseudo-terminal.
 mod pty;
 // Every pane rendered (insta snapshots in `snapshots/`).

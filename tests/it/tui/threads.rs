@@ -92,3 +92,66 @@ fn writes_succeed_while_the_poller_reads() {
         .count();
     assert!(polls > 0);
 }
+
+/// While a pool's bucket refills (its shown use falls with time alone,
+/// nothing written), every poll reads the store again; with no pool in
+/// the question, an unchanged store is answered "unchanged".
+#[test]
+fn a_refilling_pool_is_read_again_at_every_poll() {
+    use nightshift::config::limits::Measure;
+    use nightshift::store::{PoolCall, PoolDim, PoolSpec, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    let (mut store, _) = Store::create(&db).unwrap();
+    let spec = PoolSpec {
+        name: "openai".into(),
+        dims: vec![PoolDim {
+            // A day to refill: it is still refilling however slow the test.
+            name: "tokens/day".into(),
+            measure: Measure::Tokens,
+            count: 600,
+            per_us: 86_400_000_000,
+        }],
+        concurrency: None,
+    };
+    let now = nightshift::util::time::now_ms();
+    let call = PoolCall {
+        id: "c".into(),
+        estimate: 600,
+        until: now + 60_000,
+    };
+    assert_eq!(store.pool_admit(&spec, &[call], now).unwrap().admitted, 1);
+    drop(store);
+    for (pools, refilling) in [(vec![spec.clone()], true), (Vec::new(), false)] {
+        let (tx, rx) = channel();
+        let poller = Poller::spawn(db.clone(), Access::ReadOnly, Duration::from_millis(5), tx);
+        poller.send(Cmd::Query {
+            query: Box::new(DashQuery {
+                pools,
+                ..DashQuery::default()
+            }),
+            asked: 0,
+        });
+        let mut read = 0;
+        let mut unchanged = 0;
+        while read + unchanged < 6 {
+            match rx.recv_timeout(Duration::from_secs(30)).unwrap() {
+                Msg::Arrival(Arrival::Polled { result, .. }) => {
+                    result.unwrap();
+                    read += 1;
+                }
+                Msg::Arrival(Arrival::Unchanged { .. }) => unchanged += 1,
+                _ => {}
+            }
+        }
+        poller.stop(Duration::from_secs(5));
+        if refilling {
+            assert_eq!((read, unchanged), (6, 0), "a refilling pool");
+        } else {
+            assert!(
+                unchanged >= 4,
+                "no pool: {read} read, {unchanged} unchanged"
+            );
+        }
+    }
+}

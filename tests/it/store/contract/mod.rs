@@ -585,6 +585,7 @@ both_stores! {
             dlq: true,
             events: Some(nightshift::store::EventsQuery { batch: Some("b".into()), limit: 3, ..Default::default() }),
             detail: Some("k000".into()),
+            pools: Vec::new(),
         };
         let d = s.dashboard(&q, T0).unwrap();
         assert_eq!(d.batches.len(), 2);
@@ -1366,6 +1367,9 @@ both_stores! {
         };
         s.settle_usage(Some(&spec), &[usage("c1", 1, Some(100), Some(200)), usage("c2", 1, None, None)]).unwrap();
         let v = s.pool_view(&spec, T0 + 2000).unwrap();
+        // The dashboard reads the same, in its one snapshot.
+        let q = nightshift::store::DashQuery { pools: vec![spec.clone()], ..Default::default() };
+        assert_eq!(s.dashboard(&q, T0 + 2000).unwrap().pools, std::slice::from_ref(&v));
         assert_eq!(v.in_flight, 1);
         // Drawn: 300 + 100 + 100 = 500, less 20 refilled in the 2 s since.
         assert_eq!((v.dims[1].dimension.as_str(), v.dims[1].used, v.dims[1].limit), ("tokens/min", 480, 600));

@@ -1,0 +1,440 @@
+//! Pane 6: the `[limit.NAME]` pools, the selected one first. Per pool: the
+//! batches drawing from it and a retry-after hold with its end; each
+//! limit's use of its bucket (and when a full one has its next slot); the
+//! calls in flight against its concurrency; the tokens drawn per minute
+//! (a sparkline over the recent minutes); today's tokens, and the place
+//! for today's spend.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{bar, clean, num, pane_block, placeholder};
+use crate::model::Millis;
+use crate::store::PoolView;
+use crate::tui::app::App;
+use crate::tui::layout;
+use crate::tui::theme::Role;
+
+/// Cells before each row's label.
+const INDENT: &str = "  ";
+const TODAY: &str = "today (UTC)";
+/// The tokens/min sparkline's label.
+const RECENT: &str = "tokens drawn";
+/// Levels of the tokens/min sparkline, lowest first.
+const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+pub fn render(app: &App, f: &mut Frame, area: Rect) {
+    let p = app.setup.palette;
+    let block = pane_block(app, area, vec![Span::styled("Pools", p.style(Role::Title))]);
+    let pools = &app.data.pools;
+    if pools.is_empty() {
+        let what = if app.setup.pools.is_empty() {
+            "no limit pools in the config: a [limit.NAME] table, and limit = \"NAME\" in a batch, \
+             share requests, tokens and calls in flight between batches and runners"
+        } else {
+            "loading…"
+        };
+        placeholder(app, f, area, block, what);
+        return;
+    }
+    let width = (area.width as usize).saturating_sub(2);
+    let rows = (area.height as usize).saturating_sub(2);
+    let heights: Vec<usize> = pools.iter().map(layout::pool_rows).collect();
+    let sel = app.pool_nav.sel.min(pools.len() - 1);
+    let first = layout::first_pool_shown(&heights, sel, rows);
+    let mut lines = Vec::new();
+    for (i, pool) in pools.iter().enumerate().skip(first) {
+        let block_lines = pool_lines(app, pool, i == sel, width);
+        let left = pools.len() - i;
+        // The last row says how many pools did not fit, when some do not.
+        let room = if left > 1 {
+            rows.saturating_sub(1)
+        } else {
+            rows
+        };
+        if lines.len() + block_lines.len() > room && !lines.is_empty() {
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "… {} more pool{} below (j/k)",
+                    left,
+                    if left == 1 { "" } else { "s" }
+                ),
+                p.style(Role::Dim),
+            )));
+            break;
+        }
+        lines.extend(block_lines);
+    }
+    let lines = super::fit_lines(lines, width);
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// One pool's rows (as many as `layout::pool_rows` counts): its name and
+/// batches, its hold, a row per limit, the calls in flight, the tokens
+/// per minute, today, a blank.
+fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line<'static>> {
+    let p = app.setup.palette;
+    let now = app.now;
+    let wide = width >= 100;
+    let bar_cells = if wide { 20 } else { 10 };
+    // The label column as wide as this pool's longest label.
+    let label = v
+        .dims
+        .iter()
+        .map(|d| crate::util::text::width(&d.dimension))
+        .chain([TODAY.len(), RECENT.len()])
+        .max()
+        .unwrap_or(0);
+    // How far off a time is, where there is room to say it.
+    let when = |t: Millis| {
+        if wide {
+            format!("{}Z ({})", super::clock(t, now), super::ago(t, now))
+        } else {
+            format!("{}Z", super::clock(t, now))
+        }
+    };
+    let mut head = vec![
+        Span::raw(if selected { "▸ " } else { "  " }),
+        // The name first: the batches after it are cut before it is.
+        Span::styled(clean(&v.name, width / 2), p.style(Role::Title)),
+    ];
+    let batches = app.pool_batches(&v.name);
+    if !batches.is_empty() {
+        let names: Vec<String> = batches.iter().map(|b| clean(b, 30)).collect();
+        head.push(Span::styled(
+            format!(" · {}", names.join(", ")),
+            p.style(Role::Dim),
+        ));
+    }
+    let mut lines = vec![Line::from(head)];
+    if let Some(h) = v.hold.as_ref().filter(|h| h.until > now) {
+        let key = h
+            .key
+            .as_deref()
+            .map(|k| format!(" ({})", clean(k, 20)))
+            .unwrap_or_default();
+        lines.push(Line::from(Span::styled(
+            format!(
+                "{INDENT}HELD until {}: no call starts before; a retry-after from {}{key}",
+                when(h.until),
+                clean(&h.batch, 30)
+            ),
+            p.style(Role::Warn),
+        )));
+    }
+    let gauge = |name: &str, used: i64, limit: i64, full: Option<String>| {
+        let ratio = if limit > 0 {
+            used as f64 / limit as f64
+        } else {
+            1.0
+        };
+        let mut spans = vec![
+            Span::styled(format!("{INDENT}{} ", pad(name, label)), p.style(Role::Dim)),
+            Span::raw(bar(ratio, bar_cells)),
+            Span::raw(format!(" {} / {}", num(used), num(limit))),
+        ];
+        if let Some(full) = full {
+            spans.push(Span::styled(format!("  {full}"), p.style(Role::Warn)));
+        }
+        Line::from(spans)
+    };
+    for d in &v.dims {
+        let full = (d.used >= d.limit).then(|| match d.next_slot {
+            Some(t) => format!("full, next slot {}", when(t)),
+            None => "full".to_string(),
+        });
+        lines.push(gauge(&d.dimension, d.used, d.limit, full));
+    }
+    if let Some(c) = v.concurrency {
+        let full =
+            (v.in_flight >= i64::from(c)).then(|| "full: every place in flight taken".into());
+        lines.push(gauge("in flight", v.in_flight, i64::from(c), full));
+    }
+    // As many minutes as fit beside the longest label there can be, so
+    // that every pool shows the same minutes.
+    let room = width
+        .saturating_sub(INDENT.len() + "output_tokens/day".len() + 1 + 36)
+        .clamp(1, v.tokens_per_minute.len().max(1));
+    let recent = &v.tokens_per_minute[v.tokens_per_minute.len().saturating_sub(room)..];
+    let this_minute = recent.last().copied().unwrap_or(0);
+    lines.push(Line::from(vec![
+        Span::styled(
+            format!("{INDENT}{} ", pad(RECENT, label)),
+            p.style(Role::Dim),
+        ),
+        Span::styled(sparkline(recent), p.style(Role::Accent)),
+        Span::styled(
+            format!(" {}/min now, last {} min", num(this_minute), recent.len()),
+            p.style(Role::Dim),
+        ),
+    ]));
+    lines.push(today_line(app, v, label));
+    lines.push(Line::from(""));
+    lines
+}
+
+/// Today's tokens (UTC day) and, beside them, the place for today's spend
+/// (no cost is recorded per pool yet: the budgets fill it).
+fn today_line(app: &App, v: &PoolView, label: usize) -> Line<'static> {
+    let p = app.setup.palette;
+    let t = &v.today;
+    let tokens = if t.attempts == 0 {
+        "no calls".to_string()
+    } else {
+        let mut s = format!(
+            "{} in + {} out tokens, {} call{}",
+            num(t.input_tokens),
+            num(t.output_tokens),
+            num(t.attempts),
+            if t.attempts == 1 { "" } else { "s" }
+        );
+        if t.unreported > 0 {
+            s.push_str(&format!(
+                " ({} estimated for {} unreported)",
+                num(t.estimated_tokens),
+                num(t.unreported)
+            ));
+        }
+        s
+    };
+    Line::from(vec![
+        Span::styled(
+            format!("{INDENT}{} ", pad(TODAY, label)),
+            p.style(Role::Dim),
+        ),
+        Span::raw(tokens),
+        Span::styled(format!(" · spend {}", spend_today(v)), p.style(Role::Dim)),
+    ])
+}
+
+/// `text` padded with spaces to `cells` (by display width).
+fn pad(text: &str, cells: usize) -> String {
+    let w = crate::util::text::width(text);
+    format!("{text}{}", " ".repeat(cells.saturating_sub(w)))
+}
+
+/// Today's spend of the pool's calls: not recorded per pool yet.
+fn spend_today(_v: &PoolView) -> &'static str {
+    "—"
+}
+
+/// One cell per minute, the newest at the right: blank for none, else a
+/// level of the busiest minute shown.
+fn sparkline(values: &[i64]) -> String {
+    let top = values.iter().copied().max().unwrap_or(0).max(1);
+    values
+        .iter()
+        .map(|&n| {
+            if n <= 0 {
+                '·'
+            } else {
+                let i = (n.saturating_mul(8) - 1) / top;
+                LEVELS[usize::try_from(i).unwrap_or(7).min(7)]
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sparkline;
+    use crate::model::{BatchInfo, Counts, Millis};
+    use crate::store::{BatchView, Dashboard, PoolDimView, PoolHold, PoolView, UsageSum};
+    use crate::tui::action::{Arrival, Intent, Pane};
+    use crate::tui::app::{App, Setup};
+    use crate::tui::theme::Palette;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    const NOW: Millis = 1_767_268_800_000;
+    const POOL: &str = "オープンAI本番アカウント・夜間バッチ共用";
+
+    #[test]
+    fn the_sparkline_scales_to_the_busiest_minute() {
+        assert_eq!(sparkline(&[0, 1, 4, 8]), "·▁▄█");
+        assert_eq!(sparkline(&[0, 0]), "··");
+        assert_eq!(sparkline(&[]), "");
+    }
+
+    fn view() -> PoolView {
+        PoolView {
+            name: POOL.into(),
+            dims: vec![
+                PoolDimView {
+                    dimension: "requests/min".into(),
+                    used: 12,
+                    limit: 3000,
+                    next_slot: None,
+                },
+                PoolDimView {
+                    dimension: "tokens/min".into(),
+                    used: 250_000,
+                    limit: 250_000,
+                    next_slot: Some(NOW + 14_000),
+                },
+            ],
+            in_flight: 3,
+            concurrency: Some(16),
+            hold: Some(PoolHold {
+                until: NOW + 125_000,
+                batch: "記事の要約".into(),
+                key: Some("k1".into()),
+            }),
+            tokens_per_minute: (0..30).map(|i| i * 100).collect(),
+            today: UsageSum {
+                attempts: 40,
+                input_tokens: 12_000,
+                output_tokens: 8_000,
+                unreported: 2,
+                estimated_tokens: 2_400,
+            },
+        }
+    }
+
+    /// The pool's batches and an app that has polled them, at `size`.
+    fn app(size: (u16, u16)) -> App {
+        let config = crate::config::Config::parse(
+            &format!(
+                "[limit.\"{POOL}\"]\nrequests = \"3000/min\"\ntokens = \"250000/min\"\n\
+                 concurrency = 16\n[batch.\"記事の要約\"]\nworker = [\"true\"]\nlimit = \"{POOL}\"\n"
+            ),
+            std::path::Path::new("nightshift.toml"),
+        )
+        .unwrap();
+        let setup = Setup::new("/x.db", "h", false, Palette::Mono).with_config(&config);
+        let mut app = App::new(setup, NOW);
+        app.update(Arrival::Resize(size.0, size.1));
+        let batch = BatchView {
+            info: BatchInfo {
+                name: "記事の要約".into(),
+                counts: Counts {
+                    pending: 12,
+                    ..Counts::default()
+                },
+                ..BatchInfo::default()
+            },
+            minutes: Vec::new(),
+            created_at: NOW,
+        };
+        app.update(Arrival::Polled {
+            at: NOW,
+            asked: app.asked,
+            result: Ok(Box::new(Dashboard {
+                batches: vec![batch],
+                retry: Some(("記事の要約".into(), Default::default())),
+                pools: vec![view()],
+                ..Dashboard::default()
+            })),
+        });
+        app
+    }
+
+    fn draw(app: &App) -> Vec<String> {
+        let (w, h) = app.size;
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+        terminal.draw(|f| super::super::render(app, f)).unwrap();
+        let buf = terminal.backend().buffer();
+        (0..h)
+            .map(|y| {
+                let mut row = String::new();
+                let mut skip = 0;
+                for x in 0..w {
+                    if skip > 0 {
+                        skip -= 1;
+                        continue;
+                    }
+                    let sym = buf[(x, y)].symbol();
+                    skip = crate::util::text::width(sym).saturating_sub(1);
+                    row.push_str(sym);
+                }
+                row
+            })
+            .collect()
+    }
+
+    fn find<'a>(rows: &'a [String], what: &str) -> &'a str {
+        rows.iter()
+            .find(|r| r.contains(what))
+            .unwrap_or_else(|| panic!("no row with {what:?}:\n{}", rows.join("\n")))
+    }
+
+    /// At 80×24 every limit, the calls in flight, the sparkline and today
+    /// show; the long Japanese head line is cut by display width, with `…`.
+    /// At 120×40 the hold reads in full with its end.
+    #[test]
+    fn a_pool_reads_at_80x24_and_120x40() {
+        for size in [(80, 24), (120, 40)] {
+            let mut app = app(size);
+            app.update(Intent::GoPane(Pane::Pools));
+            let rows = draw(&app);
+            let cols = size.0 as usize;
+            for r in &rows {
+                assert_eq!(crate::util::text::width(r), cols, "{r:?}");
+            }
+            let head = find(&rows, "▸ オープンAI");
+            assert!(head.contains("記事の要約"), "{head}");
+            let held = find(&rows, "HELD until 12:02:05Z");
+            assert!(held.contains("a retry-after from 記事の要約"), "{held}");
+            assert!(find(&rows, "requests/min").contains("12 / 3,000"));
+            let tokens = find(&rows, "tokens/min   █");
+            assert!(tokens.contains("250,000 / 250,000"), "{tokens}");
+            assert!(tokens.contains("full, next slot 12:00:14Z"), "{tokens}");
+            assert!(!tokens.contains('…'), "{tokens}");
+            assert!(find(&rows, "in flight").contains("3 / 16"));
+            let spark = find(&rows, "tokens drawn");
+            assert!(spark.contains("2,900/min now"), "{spark}");
+            assert!(spark.contains('█'), "{spark}");
+            let today = find(&rows, "today (UTC)");
+            assert!(
+                today.contains("12,000 in + 8,000 out tokens, 40 calls"),
+                "{today}"
+            );
+            if cols == 80 {
+                // The unreported estimate and the spend do not fit: cut.
+                assert!(today.trim_end_matches(['│', ' ']).ends_with('…'), "{today}");
+            } else {
+                assert!(held.contains("12:02:05Z (in 2m):"), "{held}");
+                assert!(held.contains("記事の要約 (k1)"), "{held}");
+                assert!(today.contains("spend —"), "{today}");
+            }
+        }
+    }
+
+    /// The batch detail names the pool, the limit and the next slot its
+    /// pending items wait for (the hold first: it is what stops them).
+    #[test]
+    fn the_batch_detail_says_which_pool_holds_its_items() {
+        let mut app = app((120, 40));
+        let rows = draw(&app);
+        let waiting = find(&rows, "waiting");
+        assert!(
+            waiting.contains(&format!(
+                "12 pending: waiting for pool {POOL}, hold, next slot 12:02:05Z"
+            )),
+            "{waiting}"
+        );
+        // The hold over: the full bucket is what they wait for.
+        app.update(Arrival::Tick(NOW + 126_000));
+        let mut v = view();
+        v.hold = None;
+        v.dims[1].next_slot = Some(NOW + 130_000);
+        app.update(Arrival::Polled {
+            at: NOW + 126_000,
+            asked: app.asked,
+            result: Ok(Box::new(Dashboard {
+                pools: vec![v],
+                ..app.data.clone()
+            })),
+        });
+        let rows = draw(&app);
+        let waiting = find(&rows, "waiting");
+        assert!(
+            waiting.contains(&format!(
+                "waiting for pool {POOL}, tokens/min, next slot 12:02:10Z"
+            )),
+            "{waiting}"
+        );
+    }
+}
