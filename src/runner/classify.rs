@@ -9,7 +9,8 @@
 //! empty stdout the outcome `empty`; exit 75 (EX_TEMPFAIL), a timeout or
 //! death by signal are transient; other exit codes are permanent. A last
 //! stderr line that is a JSON object `{"error_class", "transient",
-//! "message", "retry_after_s", "cost"}` overrides the exit-code rule, and
+//! "message", "retry_after_s" (or "reset_at"), "cost"}` overrides the
+//! exit-code rule, and
 //! classes the config names as transient are transient. Costs follow one
 //! rule (`cost`).
 
@@ -92,16 +93,42 @@ pub fn parse_error_line(line: &str) -> Option<ErrorLine> {
 /// `max_hold`, which clamps it, and safe to add to any time).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(365 * 86_400);
 
+/// A wait in seconds as asked, clamped to [`MAX_RETRY_AFTER`]; a negative
+/// or non-finite one is no wait asked.
+fn seconds(s: f64) -> Option<Duration> {
+    (s.is_finite() && s >= 0.0)
+        .then(|| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
+}
+
+/// How long until a `reset_at` the provider named: RFC 3339 text or epoch
+/// seconds (a number or its text). A reset already past is no wait; text
+/// that is neither is ignored, as an unknown field would be.
+fn reset_in(at: &Value, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let epoch = match at {
+        Value::Number(n) => n.as_f64()?,
+        Value::String(t) => match chrono::DateTime::parse_from_rfc3339(t.trim()) {
+            Ok(when) => when.timestamp_millis() as f64 / 1000.0,
+            Err(_) => t.trim().parse::<f64>().ok()?,
+        },
+        _ => return None,
+    };
+    if !epoch.is_finite() {
+        return None;
+    }
+    seconds((epoch - now.timestamp_millis() as f64 / 1000.0).max(0.0))
+}
+
 impl ErrorLine {
     /// The fields of an error object: the stderr error line in process mode,
     /// the `"error"` of a persistent answer.
     pub fn from_object(obj: &serde_json::Map<String, Value>) -> ErrorLine {
         let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
-        let retry_after = obj
-            .get("retry_after_s")
-            .and_then(Value::as_f64)
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())));
+        let retry_after = match obj.get("retry_after_s") {
+            Some(s) => s.as_f64().and_then(seconds),
+            None => obj
+                .get("reset_at")
+                .and_then(|at| reset_in(at, chrono::Utc::now())),
+        };
         ErrorLine {
             error_class: text("error_class").filter(|c| !c.is_empty()),
             transient: obj.get("transient").and_then(Value::as_bool),
@@ -449,6 +476,40 @@ mod tests {
                 .retry_after,
             None
         );
+    }
+
+    #[test]
+    fn a_reset_time_is_read_as_rfc_3339_or_epoch_seconds() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-01T02:00:00Z")
+            .unwrap()
+            .to_utc();
+        let epoch = now.timestamp() as f64;
+        let at = |v: Value| reset_in(&v, now);
+        assert_eq!(
+            at(Value::from("2026-12-01T02:00:30Z")),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            at(Value::from("2026-12-01T11:01:00+09:00")),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(at(Value::from(epoch + 12.0)), Some(Duration::from_secs(12)));
+        assert_eq!(
+            at(Value::from(format!("{}", epoch as i64 + 5))),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(at(Value::from(epoch - 100.0)), Some(Duration::ZERO));
+        assert_eq!(at(Value::from("soon")), None);
+        assert_eq!(at(Value::Bool(true)), None);
+        // retry_after_s wins when both are given.
+        let line = parse_error_line(r#"{"retry_after_s": 3, "reset_at": "2999-01-01T00:00:00Z"}"#)
+            .unwrap();
+        assert_eq!(line.retry_after, Some(Duration::from_secs(3)));
+        let line = parse_error_line(
+            r#"{"error_class": "RateLimitError", "reset_at": "2999-01-01T00:00:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(line.retry_after, Some(MAX_RETRY_AFTER));
     }
 
     #[test]

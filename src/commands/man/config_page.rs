@@ -78,7 +78,8 @@ const LIMIT_INTRO: &[&str] = &[
     "shared by every batch that names it with `limit = \"NAME\"` and by every runner",
     "on every host sharing the store (the pool's state is in the store). A call",
     "starts only when every limit of its pool has room; a retry-after answer",
-    "(`retry_after_s`) from any batch of the pool holds every batch",
+    "(`retry_after_s`, or `reset_at` as RFC 3339 or epoch seconds) from any",
+    "batch of the pool holds every batch",
     "of it until then. `status`, `status --json` and the dashboard's Pools pane",
     "(key 6) show each limit's use.",
 ];
