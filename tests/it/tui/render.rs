@@ -385,6 +385,7 @@ fn the_pace_says_only_what_it_knows() {
                 key: format!("k{i:02}"),
                 label: format!("label {i}"),
                 payload: "{}".into(),
+                ..Default::default()
             })
             .collect()
     };
