@@ -537,6 +537,29 @@ mod tests {
         assert_eq!(hash_key("abc"), "ba7816bf8f01cfea414140de5dae2223");
     }
 
+    /// The priority field's integer where the line has it, the default
+    /// where it has not; anything else names the field and the value. The
+    /// field is read beside the key fields without changing the key.
+    #[test]
+    fn the_priority_field_is_an_integer_or_the_default() {
+        let p = Priority {
+            field: Some("prio".into()),
+            default: 2,
+        };
+        let with = |v: Value, spec: &KeySpec| derive_line_with(&v.to_string(), spec, &p);
+        assert_eq!(with(json!({"key": "a", "prio": -7}), &KeySpec::Explicit).unwrap().priority, -7);
+        assert_eq!(with(json!({"key": "a"}), &KeySpec::Explicit).unwrap().priority, 2);
+        let keyed = with(json!({"site": "s", "prio": 5}), &fields(&["site"])).unwrap();
+        assert_eq!((keyed.priority, keyed.label.as_str()), (5, "s"));
+        assert_eq!(keyed.key, d(json!({"site": "s"}), &fields(&["site"])).unwrap().key);
+        let bad = |v: Value| with(v, &KeySpec::Explicit).unwrap_err().to_string();
+        let range = "must be an integer from -2147483648 to 2147483647";
+        assert_eq!(bad(json!({"key": "a", "prio": 2.5})), format!("priority field \"prio\" {range}, not 2.5"));
+        assert_eq!(bad(json!({"key": "a", "prio": "9"})), format!("priority field \"prio\" {range}, not the string \"9\""));
+        assert_eq!(bad(json!({"key": "a", "prio": [1]})), format!("priority field \"prio\" {range}, not an array"));
+        assert_eq!(bad(json!({"key": "a", "prio": 2_147_483_648_i64})), format!("priority field \"prio\" {range}, not 2147483648"));
+    }
+
     #[test]
     fn colons_inside_values_cannot_collide() {
         let spec = fields(&["a", "b"]);
@@ -596,6 +619,7 @@ mod tests {
             key,
             label,
             payload: text.trim().to_string(),
+            ..NewItem::default()
         })
     }
 

@@ -387,6 +387,55 @@ mod tests {
         }
     }
 
+    /// Pending items with a not-before time are not due (and not counted
+    /// again as pending); said apart from the retry tier, to the second.
+    #[test]
+    fn not_before_items_are_not_due_until_their_time() {
+        let h = Holding {
+            counts: counts(5, 0, 0, 0),
+            retry: RetryTier {
+                due: 1,
+                later: 2,
+                next_at: Some(LATER),
+                pending_due: 1,
+                pending_later: 2,
+            },
+            idle: Some(Idle::NoRunner),
+            ..Holding::default()
+        };
+        let w = waiting(&h, NOW);
+        assert_eq!(
+            w.iter().map(|w| (w.reason, w.items)).collect::<Vec<_>>(),
+            [(WaitReason::NotDue, 2), (WaitReason::NoRunner, 3)]
+        );
+        assert_eq!(
+            describe(&w[..1], NOW),
+            "2 pending, not before a time, next at 07:16:00Z"
+        );
+        let one = Waiting {
+            items: 1,
+            not_before: 1,
+            ..w[0].clone()
+        };
+        assert_eq!(describe(&[one], NOW), "1 pending, not before 07:16:00Z");
+        let mixed = Waiting {
+            items: 3,
+            ..w[0].clone()
+        };
+        assert_eq!(
+            describe(&[mixed], NOW),
+            "3 not due yet (1 in the retry tier, 2 pending with a not-before time), next at 07:16Z"
+        );
+        assert_eq!(to_status_json(&w[..1])[0]["not_before"], 2);
+        let item = Waits {
+            status: crate::model::Status::Pending,
+            tier: None,
+            next_attempt_at: Some(LATER),
+        };
+        assert_eq!(item_reason(&h, item, NOW), Some((WaitReason::NotDue, Some(LATER))));
+        assert_eq!(item_reason(&h, item, LATER).map(|r| r.0), Some(WaitReason::NoRunner));
+    }
+
     #[test]
     fn after_a_run_the_quarantined_and_the_retry_tier_are_said() {
         let h = Holding {
