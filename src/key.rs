@@ -150,7 +150,11 @@ pub fn derive_line_with(
             (hash_key(&canonical), canonical)
         }
     };
-    let priority = match priority.field.as_deref().and_then(|f| obj.get(f).map(|v| (f, v))) {
+    let priority = match priority
+        .field
+        .as_deref()
+        .and_then(|f| obj.get(f).map(|v| (f, v)))
+    {
         None => priority.default,
         Some((name, value)) => priority_of(name, value)?,
     };
@@ -547,17 +551,42 @@ mod tests {
             default: 2,
         };
         let with = |v: Value, spec: &KeySpec| derive_line_with(&v.to_string(), spec, &p);
-        assert_eq!(with(json!({"key": "a", "prio": -7}), &KeySpec::Explicit).unwrap().priority, -7);
-        assert_eq!(with(json!({"key": "a"}), &KeySpec::Explicit).unwrap().priority, 2);
+        assert_eq!(
+            with(json!({"key": "a", "prio": -7}), &KeySpec::Explicit)
+                .unwrap()
+                .priority,
+            -7
+        );
+        assert_eq!(
+            with(json!({"key": "a"}), &KeySpec::Explicit)
+                .unwrap()
+                .priority,
+            2
+        );
         let keyed = with(json!({"site": "s", "prio": 5}), &fields(&["site"])).unwrap();
         assert_eq!((keyed.priority, keyed.label.as_str()), (5, "s"));
-        assert_eq!(keyed.key, d(json!({"site": "s"}), &fields(&["site"])).unwrap().key);
+        assert_eq!(
+            keyed.key,
+            d(json!({"site": "s"}), &fields(&["site"])).unwrap().key
+        );
         let bad = |v: Value| with(v, &KeySpec::Explicit).unwrap_err().to_string();
         let range = "must be an integer from -2147483648 to 2147483647";
-        assert_eq!(bad(json!({"key": "a", "prio": 2.5})), format!("priority field \"prio\" {range}, not 2.5"));
-        assert_eq!(bad(json!({"key": "a", "prio": "9"})), format!("priority field \"prio\" {range}, not the string \"9\""));
-        assert_eq!(bad(json!({"key": "a", "prio": [1]})), format!("priority field \"prio\" {range}, not an array"));
-        assert_eq!(bad(json!({"key": "a", "prio": 2_147_483_648_i64})), format!("priority field \"prio\" {range}, not 2147483648"));
+        assert_eq!(
+            bad(json!({"key": "a", "prio": 2.5})),
+            format!("priority field \"prio\" {range}, not 2.5")
+        );
+        assert_eq!(
+            bad(json!({"key": "a", "prio": "9"})),
+            format!("priority field \"prio\" {range}, not the string \"9\"")
+        );
+        assert_eq!(
+            bad(json!({"key": "a", "prio": [1]})),
+            format!("priority field \"prio\" {range}, not an array")
+        );
+        assert_eq!(
+            bad(json!({"key": "a", "prio": 2_147_483_648_i64})),
+            format!("priority field \"prio\" {range}, not 2147483648")
+        );
     }
 
     #[test]

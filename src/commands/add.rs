@@ -40,8 +40,14 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         }
         None => KeySpec::from_fields(ctx.batch_config(&args.batch).key_fields.as_deref()),
     };
-    if args.priority_field.as_ref().is_some_and(|f| f.trim().is_empty()) {
-        return Err(user_error("--priority-field: the field name must not be empty"));
+    if args
+        .priority_field
+        .as_ref()
+        .is_some_and(|f| f.trim().is_empty())
+    {
+        return Err(user_error(
+            "--priority-field: the field name must not be empty",
+        ));
     }
     let priority = Priority {
         field: args

@@ -432,8 +432,14 @@ mod tests {
             tier: None,
             next_attempt_at: Some(LATER),
         };
-        assert_eq!(item_reason(&h, item, NOW), Some((WaitReason::NotDue, Some(LATER))));
-        assert_eq!(item_reason(&h, item, LATER).map(|r| r.0), Some(WaitReason::NoRunner));
+        assert_eq!(
+            item_reason(&h, item, NOW),
+            Some((WaitReason::NotDue, Some(LATER)))
+        );
+        assert_eq!(
+            item_reason(&h, item, LATER).map(|r| r.0),
+            Some(WaitReason::NoRunner)
+        );
     }
 
     #[test]

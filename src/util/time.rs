@@ -70,7 +70,9 @@ impl When {
     pub fn at(self, now: Millis) -> Millis {
         match self {
             When::At(t) => t,
-            When::In(d) => now.saturating_add(Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX)),
+            When::In(d) => {
+                now.saturating_add(Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX))
+            }
         }
     }
 }

@@ -61,7 +61,15 @@ fn add_part_beside_tombstones(
 ) -> Result<AddReport> {
     let r = c.one(
         INSERT_ITEMS_BESIDE_TOMBSTONES,
-        &[&id, &at, &keys, &labels, &payloads, &priorities, &not_before],
+        &[
+            &id,
+            &at,
+            &keys,
+            &labels,
+            &payloads,
+            &priorities,
+            &not_before,
+        ],
     )?;
     let (added, pruned) = (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64);
     let span = match (r.get::<_, Option<i64>>(2), r.get::<_, Option<i64>>(3)) {
@@ -176,7 +184,15 @@ impl PgStore {
                 } else {
                     let added = c.x(
                         INSERT_ITEMS,
-                        &[&id, &at, &keys, &labels, &payloads, &priorities, &not_before],
+                        &[
+                            &id,
+                            &at,
+                            &keys,
+                            &labels,
+                            &payloads,
+                            &priorities,
+                            &not_before,
+                        ],
                     )?;
                     AddReport {
                         added,
@@ -228,10 +244,7 @@ impl PgStore {
         self.write_one(|c| {
             let id = batch_id(c, batch)?;
             let (until, at) = (c.tin(lease_until), c.tin(now));
-            let rows = c.q_alone(
-                CLAIM,
-                &[&id, &(n as i64), &run_id, &until, &at],
-            )?;
+            let rows = c.q_alone(CLAIM, &[&id, &(n as i64), &run_id, &until, &at])?;
             if rows.first().is_none_or(|r| r.get::<_, i64>(8) == 0) {
                 return Ok(None);
             }

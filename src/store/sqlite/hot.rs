@@ -428,7 +428,10 @@ impl Bulk for SqliteTx<'_> {
         let version = sel.stale.as_deref();
         // The not-before time (as stored, and as the event says it) is
         // bound after the version, which is bound only when there is one.
-        let not_before = (sel.not_before, sel.not_before.map(crate::util::time::rfc3339));
+        let not_before = (
+            sel.not_before,
+            sel.not_before.map(crate::util::time::rfc3339),
+        );
         let nb = if version.is_some() { 7 } else { 6 };
         self.conn
             .prepare_cached(&format!(

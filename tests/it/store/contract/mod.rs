@@ -57,7 +57,10 @@ mod sqlite_backend {
 
         /// The planner's statistics brought up to date.
         pub fn analyze(&self) {
-            rusqlite::Connection::open(&self.path).unwrap().execute_batch("ANALYZE").unwrap();
+            rusqlite::Connection::open(&self.path)
+                .unwrap()
+                .execute_batch("ANALYZE")
+                .unwrap();
         }
     }
 

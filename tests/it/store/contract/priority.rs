@@ -18,13 +18,21 @@ fn item(key: &str, priority: i32, not_before: Option<i64>) -> NewItem {
 }
 
 fn locked_run(s: &mut Store) -> i64 {
-    let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
-    s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 60 * MIN, T0, &[], 1).unwrap();
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), T0, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 60 * MIN, T0, &[], 1)
+        .unwrap();
     run
 }
 
 fn claimed_keys(s: &mut Store, run: i64, n: usize, now: i64) -> Vec<String> {
-    s.claim("b", run, n, now + MIN, now).unwrap().unwrap().into_iter().map(|c| c.key).collect()
+    s.claim("b", run, n, now + MIN, now)
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.key)
+        .collect()
 }
 
 both_stores! {
@@ -103,7 +111,7 @@ both_stores! {
     /// grow with the batch (see bench/README.md for 10k against 1M).
     fn the_claim_is_an_index_read_in_claim_order(db, s) {
         let items: Vec<NewItem> = (0..20_000)
-            .map(|i| item(&format!("k{i:05}"), (i % 7) as i32 - 3, (i % 5 == 0).then_some(T0 + MIN)))
+            .map(|i| item(&format!("k{i:05}"), i % 7 - 3, (i % 5 == 0).then_some(T0 + MIN)))
             .collect();
         s.add_items("b", &items, T0, |_| {}).unwrap();
         db.analyze();
