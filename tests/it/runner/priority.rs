@@ -81,10 +81,13 @@ both_backends! {
         let urgent = listed.iter().find(|i| i["key"] == "urgent").unwrap();
         assert_eq!(urgent["priority"], 5);
 
-        env.run(&["run", "b"]).code(0);
         let mut want = vec!["m-high".to_string(), "urgent".to_string()];
         want.extend((1..=30).map(|i| format!("k{i}")));
         want.extend(["m-none".to_string(), "m-low".to_string()]);
+        let dry = env.run(&["run", "b", "--dry-run", "--json"]).code(0).json();
+        let listed: Vec<&str> = dry["items"].as_array().unwrap().iter().map(|i| i["key"].as_str().unwrap()).collect();
+        assert_eq!(listed, want, "the dry run lists them in claim order");
+        env.run(&["run", "b"]).code(0);
         assert_eq!(keys(&env), want);
         let events = env.events("b", "added");
         assert_eq!(events[1]["fields"]["priority"], 5, "{}", events[1]);
@@ -105,6 +108,11 @@ both_backends! {
         assert_eq!(env.int("SELECT count(*) FROM items WHERE key = 'later'"), 0, "a dry run adds nothing");
         env.run(&["add", "b", "later.jsonl", "--not-before", &t]).code(0);
         assert_eq!(env.events("b", "added")[1]["fields"]["not_before"], t.as_str());
+        let dry = env.run(&["run", "b", "--dry-run", "--json"]).code(0).json();
+        if now_ms() < at {
+            let listed: Vec<&str> = dry["items"].as_array().unwrap().iter().map(|i| i["key"].as_str().unwrap()).collect();
+            assert_eq!(listed, ["k1", "k2"], "the dry run would not start it yet");
+        }
 
         env.run(&["run", "b"]).code(0);
         if now_ms() < at {
