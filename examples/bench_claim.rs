@@ -101,7 +101,9 @@ fn main() -> Res<()> {
             for _ in 0..CLAIMS {
                 let now = now_ms();
                 let t = Instant::now();
-                let c = s.claim("b", run, 1, now + 600_000, now)?.ok_or("lock lost")?;
+                let c = s
+                    .claim("b", run, 1, now + 600_000, now)?
+                    .ok_or("lock lost")?;
                 took.push(t.elapsed().as_secs_f64() * 1e6);
                 let c = c.first().ok_or("queue empty")?;
                 let p = s.item("b", &c.key)?.priority;

@@ -621,14 +621,19 @@ fn priority_and_not_before_are_shown() {
         priority: 7,
         not_before: Some(at),
     };
-    store.add_items("articles", &[urgent], NOW - 1_000, |_| {}).unwrap();
+    store
+        .add_items("articles", &[urgent], NOW - 1_000, |_| {})
+        .unwrap();
     let fx = Fx { _dir: dir, store };
     let mut app = App::new(setup(Palette::Mono, false), NOW);
     app.update(Arrival::Resize(160, 48));
     drive(&fx, &mut app, &[]);
     let batch = draw(&app);
     let clock = nightshift::util::time::utc_clock(at, NOW);
-    assert!(batch.contains(&format!("1 pending, not before {clock}")), "{batch}");
+    assert!(
+        batch.contains(&format!("1 pending, not before {clock}")),
+        "{batch}"
+    );
     let actions: Vec<Action> = [Intent::GoPane(Pane::Items), Intent::Open]
         .into_iter()
         .map(Action::from)
