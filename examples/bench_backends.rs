@@ -79,6 +79,7 @@ fn items(n: usize) -> Vec<NewItem> {
             key: format!("item-{i:07}"),
             label: format!("site:category:slug-{i}"),
             payload: format!(r#"{{"n":{i},"title":"an article about something"}}"#),
+            ..NewItem::default()
         })
         .collect()
 }

@@ -227,6 +227,7 @@ fn scale(dir: &Path, n: usize) -> Res<()> {
                     i % 4
                 ),
                 label,
+                ..NewItem::default()
             }
         })
         .collect();

@@ -79,6 +79,7 @@ fn generate(db: &Path) {
                 payload: format!(
                     r#"{{"site":"site","category":"category","slug":"slug-{i}","n":{i}}}"#
                 ),
+                ..NewItem::default()
             })
             .collect();
         store

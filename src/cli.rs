@@ -233,6 +233,19 @@ pub struct AddArgs {
     /// instead of a `key` field; overrides the config's key_fields.
     #[arg(long, value_delimiter = ',', value_name = "a,b,c")]
     pub key_fields: Option<Vec<String>>,
+    /// Claim priority of the new items (an integer; higher first, then
+    /// older; default 0). A line's own priority field wins.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub priority: Option<i32>,
+    /// Read each item's priority from this field of its line (an integer);
+    /// overrides the config's priority_field.
+    #[arg(long, value_name = "FIELD")]
+    pub priority_field: Option<String>,
+    /// Claim the new items no earlier than this: an RFC 3339 time
+    /// (2026-12-02T07:00:00+09:00) or a duration from now (30m, 2h, 1d).
+    /// Until then they wait, `not-due`; the first run after it takes them.
+    #[arg(long, value_parser = parse_when_arg, value_name = "TIME")]
+    pub not_before: Option<crate::util::time::When>,
     /// Say how many items would be added and how many are present
     /// already; add nothing.
     #[arg(long)]
@@ -475,6 +488,11 @@ pub struct RequeueArgs {
     /// Start the attempt count again from zero.
     #[arg(long)]
     pub reset_attempts: bool,
+    /// Claim them no earlier than this: an RFC 3339 time
+    /// (2026-12-02T07:00:00+09:00) or a duration from now (30m, 2h, 1d).
+    /// Until then they wait, `not-due`; the first run after it takes them.
+    #[arg(long, value_parser = parse_when_arg, value_name = "TIME")]
+    pub not_before: Option<crate::util::time::When>,
     /// Print what moved (or would move) as JSON.
     #[arg(long)]
     pub json: bool,
@@ -661,6 +679,11 @@ impl ValueEnum for EventKind {
     fn to_possible_value(&self) -> Option<PossibleValue> {
         Some(PossibleValue::new(self.as_str()).help(self.doc()))
     }
+}
+
+/// Moments on the command line: RFC 3339, or a duration from now.
+pub fn parse_when_arg(s: &str) -> Result<crate::util::time::When, String> {
+    crate::util::time::parse_when(s)
 }
 
 /// Durations on the command line: `30s`, `10m`, `2h`, `7d`.

@@ -73,6 +73,16 @@ pub enum LineError {
     Bom,
     #[error(transparent)]
     Key(#[from] KeyError),
+    #[error("priority field {0:?} must be an integer from {min} to {max}, not {1}", min = i32::MIN, max = i32::MAX)]
+    BadPriority(String, String),
+}
+
+/// Where an item's claim priority comes from: a field of its line, if the
+/// batch names one (`priority_field`), else `default` (`add --priority`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Priority {
+    pub field: Option<String>,
+    pub default: i32,
 }
 
 /// The UTF-8 byte-order mark that Excel and Windows editors put at the start
@@ -91,6 +101,16 @@ pub fn without_bom(input: &[u8]) -> &[u8] {
 /// is checked but never allocated, which makes `add` of a million lines
 /// several times faster than building a full `Value` per line.
 pub fn derive_line(text: &str, spec: &KeySpec) -> Result<NewItem, LineError> {
+    derive_line_with(text, spec, &Priority::default())
+}
+
+/// [`derive_line`], with the item's priority read from `priority.field`
+/// where the line has it (an integer), else `priority.default`.
+pub fn derive_line_with(
+    text: &str,
+    spec: &KeySpec,
+    priority: &Priority,
+) -> Result<NewItem, LineError> {
     if text.starts_with(BOM) {
         return Err(LineError::Bom);
     }
@@ -99,7 +119,8 @@ pub fn derive_line(text: &str, spec: &KeySpec) -> Result<NewItem, LineError> {
         KeySpec::Fields(fields) => fields,
     };
     let mut de = serde_json::Deserializer::from_str(text);
-    let kept = serde::Deserializer::deserialize_any(&mut de, KeptFields { wanted })
+    let also = priority.field.as_deref();
+    let kept = serde::Deserializer::deserialize_any(&mut de, KeptFields { wanted, also })
         .and_then(|kept| de.end().map(|()| kept))
         .map_err(|e| LineError::Json(json_error(&e)))?;
     let raw = kept.ok_or(KeyError::NotObject)?;
@@ -129,11 +150,35 @@ pub fn derive_line(text: &str, spec: &KeySpec) -> Result<NewItem, LineError> {
             (hash_key(&canonical), canonical)
         }
     };
+    let priority = match priority
+        .field
+        .as_deref()
+        .and_then(|f| obj.get(f).map(|v| (f, v)))
+    {
+        None => priority.default,
+        Some((name, value)) => priority_of(name, value)?,
+    };
     Ok(NewItem {
         key,
         label,
         payload: text.trim().to_string(),
+        priority,
+        not_before: None,
     })
+}
+
+/// A priority field's value: an integer that fits an `i32`.
+fn priority_of(name: &str, value: &Field) -> Result<i32, LineError> {
+    let shown = match value {
+        Field::Number(n) => match n.parse::<i32>() {
+            Ok(p) => return Ok(p),
+            Err(_) => n.clone(),
+        },
+        Field::Text(s) => format!("the string {s:?}"),
+        Field::Bool(b) => b.to_string(),
+        Field::Other(kind) => (*kind).to_string(),
+    };
+    Err(LineError::BadPriority(name.to_string(), shown))
 }
 
 /// A `\uD800`-`\uDFFF` escape somewhere in the text (half of a
@@ -258,11 +303,15 @@ fn json_error(e: &serde_json::Error) -> String {
 /// not an object.
 struct KeptFields<'a> {
     wanted: &'a [String],
+    /// One more field to keep (the priority field).
+    also: Option<&'a str>,
 }
 
 impl KeptFields<'_> {
     fn keeps(&self, name: &str) -> bool {
-        if self.wanted.is_empty() {
+        if self.also == Some(name) {
+            true
+        } else if self.wanted.is_empty() {
             name == "key" || name == "label"
         } else {
             self.wanted.iter().any(|w| w == name)
@@ -492,6 +541,54 @@ mod tests {
         assert_eq!(hash_key("abc"), "ba7816bf8f01cfea414140de5dae2223");
     }
 
+    /// The priority field's integer where the line has it, the default
+    /// where it has not; anything else names the field and the value. The
+    /// field is read beside the key fields without changing the key.
+    #[test]
+    fn the_priority_field_is_an_integer_or_the_default() {
+        let p = Priority {
+            field: Some("prio".into()),
+            default: 2,
+        };
+        let with = |v: Value, spec: &KeySpec| derive_line_with(&v.to_string(), spec, &p);
+        assert_eq!(
+            with(json!({"key": "a", "prio": -7}), &KeySpec::Explicit)
+                .unwrap()
+                .priority,
+            -7
+        );
+        assert_eq!(
+            with(json!({"key": "a"}), &KeySpec::Explicit)
+                .unwrap()
+                .priority,
+            2
+        );
+        let keyed = with(json!({"site": "s", "prio": 5}), &fields(&["site"])).unwrap();
+        assert_eq!((keyed.priority, keyed.label.as_str()), (5, "s"));
+        assert_eq!(
+            keyed.key,
+            d(json!({"site": "s"}), &fields(&["site"])).unwrap().key
+        );
+        let bad = |v: Value| with(v, &KeySpec::Explicit).unwrap_err().to_string();
+        let range = "must be an integer from -2147483648 to 2147483647";
+        assert_eq!(
+            bad(json!({"key": "a", "prio": 2.5})),
+            format!("priority field \"prio\" {range}, not 2.5")
+        );
+        assert_eq!(
+            bad(json!({"key": "a", "prio": "9"})),
+            format!("priority field \"prio\" {range}, not the string \"9\"")
+        );
+        assert_eq!(
+            bad(json!({"key": "a", "prio": [1]})),
+            format!("priority field \"prio\" {range}, not an array")
+        );
+        assert_eq!(
+            bad(json!({"key": "a", "prio": 2_147_483_648_i64})),
+            format!("priority field \"prio\" {range}, not 2147483648")
+        );
+    }
+
     #[test]
     fn colons_inside_values_cannot_collide() {
         let spec = fields(&["a", "b"]);
@@ -551,6 +648,7 @@ mod tests {
             key,
             label,
             payload: text.trim().to_string(),
+            ..NewItem::default()
         })
     }
 

@@ -174,6 +174,8 @@ pub struct Item {
     pub cost: Option<f64>,
     pub error_class: Option<String>,
     pub error_message: Option<String>,
+    /// A failed item's next attempt (retry tier), or a pending one's
+    /// not-before time: not claimed before it.
     pub next_attempt_at: Option<Millis>,
     pub lease_run: Option<i64>,
     pub lease_until: Option<Millis>,
@@ -183,15 +185,21 @@ pub struct Item {
     /// The batch `version` it was last done under (none: done before the
     /// batch had one, or not done).
     pub done_version: Option<String>,
+    /// Claims take higher priorities first (default 0), then older items.
+    pub priority: i32,
 }
 
 /// An item to add: its key and label come from `key::derive_line`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewItem {
     pub key: String,
     pub label: String,
     /// The payload as JSON text, stored as given.
     pub payload: String,
+    /// Claims take higher priorities first, then older items.
+    pub priority: i32,
+    /// Not claimed before this time (it waits `not-due` until then).
+    pub not_before: Option<Millis>,
 }
 
 /// What `add` did.
@@ -205,6 +213,46 @@ pub struct AddReport {
     pub pruned: u64,
     /// When the first and the last of those were pruned.
     pub pruned_span: Option<(Millis, Millis)>,
+    /// The priorities and not-before times the add gave its items.
+    #[serde(skip)]
+    pub order: AddOrder,
+}
+
+/// The priorities (other than 0) and not-before times an add gave, as
+/// their lowest and highest: what its `added` event records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AddOrder {
+    pub priority: Option<(i32, i32)>,
+    pub not_before: Option<(Millis, Millis)>,
+}
+
+fn span<T: Ord + Copy>(a: Option<(T, T)>, b: Option<(T, T)>) -> Option<(T, T)> {
+    match (a, b) {
+        (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+        (one, other) => one.or(other),
+    }
+}
+
+impl AddOrder {
+    /// What `items` were given.
+    pub fn of(items: &[NewItem]) -> AddOrder {
+        items.iter().fold(AddOrder::default(), |o, i| AddOrder {
+            priority: span(
+                o.priority,
+                (i.priority != 0).then_some((i.priority, i.priority)),
+            ),
+            not_before: span(o.not_before, i.not_before.map(|t| (t, t))),
+        })
+    }
+
+    /// The order of two parts of one add.
+    #[must_use]
+    pub fn then(self, more: AddOrder) -> AddOrder {
+        AddOrder {
+            priority: span(self.priority, more.priority),
+            not_before: span(self.not_before, more.not_before),
+        }
+    }
 }
 
 impl AddReport {
@@ -221,15 +269,12 @@ impl AddReport {
     /// The report of this add followed by `more`.
     #[must_use]
     pub fn then(self, more: AddReport) -> AddReport {
-        let pruned_span = match (self.pruned_span, more.pruned_span) {
-            (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
-            (one, other) => one.or(other),
-        };
         AddReport {
             added: self.added + more.added,
             present: self.present + more.present,
             pruned: self.pruned + more.pruned,
-            pruned_span,
+            pruned_span: span(self.pruned_span, more.pruned_span),
+            order: self.order.then(more.order),
         }
     }
 

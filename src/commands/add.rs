@@ -11,7 +11,7 @@ use anyhow::Context;
 use super::{Ctx, Exit, out, out_json, user_error};
 use crate::batch_name;
 use crate::cli::AddArgs;
-use crate::key::{self, KeySpec};
+use crate::key::{self, KeySpec, Priority};
 use crate::model::{AddReport, NewItem};
 use crate::util::sanitize;
 use crate::util::signals::Stop;
@@ -40,20 +40,42 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         }
         None => KeySpec::from_fields(ctx.batch_config(&args.batch).key_fields.as_deref()),
     };
-    let items = parse_lines(key::without_bom(&bytes), &spec, &source)?;
+    if args
+        .priority_field
+        .as_ref()
+        .is_some_and(|f| f.trim().is_empty())
+    {
+        return Err(user_error(
+            "--priority-field: the field name must not be empty",
+        ));
+    }
+    let priority = Priority {
+        field: args
+            .priority_field
+            .clone()
+            .or_else(|| ctx.batch_config(&args.batch).priority_field),
+        default: args.priority.unwrap_or(0),
+    };
+    let mut items = parse_lines(key::without_bom(&bytes), &spec, &priority, &source)?;
+    let not_before = args.not_before.map(|w| w.at(now_ms()));
+    if not_before.is_some() {
+        for item in &mut items {
+            item.not_before = not_before;
+        }
+    }
     if items.is_empty() {
         // A source with nothing new is a normal night: say so and exit 0,
         // writing nothing (the store is still opened, so a missing or
         // unusable one is an error as always).
         ctx.open_read()?;
-        print_report(args, &AddReport::default(), false)?;
+        print_report(args, &AddReport::default(), false, not_before)?;
         return Ok(Exit::Ok);
     }
     if args.dry_run {
         let store = ctx.open_read()?;
         let new_batch = !store.batch_names()?.contains(&args.batch);
         let report = store.add_dry_run(&args.batch, &items)?;
-        print_report(args, &report, new_batch)?;
+        print_report(args, &report, new_batch, not_before)?;
         return Ok(Exit::Ok);
     }
 
@@ -73,7 +95,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         eprint!("\r{:40}\r", "");
     }
     let report = result?;
-    print_report(args, &report, new_batch)?;
+    print_report(args, &report, new_batch, not_before)?;
     if new_batch
         && !args.json
         && !ctx.config.batches.is_empty()
@@ -89,7 +111,12 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-fn print_report(args: &AddArgs, report: &AddReport, new_batch: bool) -> anyhow::Result<()> {
+fn print_report(
+    args: &AddArgs,
+    report: &AddReport,
+    new_batch: bool,
+    not_before: Option<crate::model::Millis>,
+) -> anyhow::Result<()> {
     if args.json {
         out_json(&serde_json::json!({
             "batch": args.batch,
@@ -99,6 +126,9 @@ fn print_report(args: &AddArgs, report: &AddReport, new_batch: bool) -> anyhow::
             "pruned": report.pruned,
             "pruned_between": report.pruned_span.map(|(first, last)| [rfc3339(first), rfc3339(last)]),
             "new_batch": new_batch,
+            "priority": args.priority,
+            "priority_field": args.priority_field,
+            "not_before": not_before.map(rfc3339),
         }))?;
     } else {
         let summary = if args.dry_run {
@@ -106,7 +136,22 @@ fn print_report(args: &AddArgs, report: &AddReport, new_batch: bool) -> anyhow::
         } else {
             report.summary()
         };
-        out(format!("{}: {summary}", sanitize::line(&args.batch)))?;
+        let mut order = Vec::new();
+        if let Some(p) = args.priority {
+            order.push(format!("priority {p}"));
+        }
+        if let Some(f) = &args.priority_field {
+            order.push(format!("priority from field {:?}", sanitize::line(f)));
+        }
+        if let Some(t) = not_before {
+            order.push(format!("not before {}", rfc3339(t)));
+        }
+        let order = if order.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", order.join(", "))
+        };
+        out(format!("{}: {summary}{order}", sanitize::line(&args.batch)))?;
     }
     Ok(())
 }
@@ -141,7 +186,7 @@ struct Parsed {
 /// Parses the lines of `part`, the first of which is line `first_line`. (A
 /// part ends with a newline; the empty piece after it is skipped like any
 /// blank line.)
-fn parse_part(part: &[u8], first_line: usize, spec: &KeySpec) -> Parsed {
+fn parse_part(part: &[u8], first_line: usize, spec: &KeySpec, priority: &Priority) -> Parsed {
     let mut out = Parsed::default();
     for (idx, raw) in part.split(|b| *b == b'\n').enumerate() {
         let line_no = first_line + idx;
@@ -153,7 +198,7 @@ fn parse_part(part: &[u8], first_line: usize, spec: &KeySpec) -> Parsed {
         if text.trim().is_empty() {
             continue;
         }
-        match key::derive_line(text, spec) {
+        match key::derive_line_with(text, spec, priority) {
             Ok(item) => {
                 out.items.push(item);
                 out.lines.push(line_no);
@@ -185,7 +230,12 @@ fn split_parts(bytes: &[u8], n: usize) -> Vec<(usize, &[u8])> {
 
 /// Parses every line, collecting all problems before deciding anything.
 /// Large inputs are parsed by several threads, one part each.
-fn parse_lines(bytes: &[u8], spec: &KeySpec, source: &str) -> anyhow::Result<Vec<NewItem>> {
+fn parse_lines(
+    bytes: &[u8],
+    spec: &KeySpec,
+    priority: &Priority,
+    source: &str,
+) -> anyhow::Result<Vec<NewItem>> {
     let progress = std::io::stderr().is_terminal() && bytes.len() > 8 * 1024 * 1024;
     if progress {
         eprint!("\rchecking {source}…");
@@ -198,7 +248,7 @@ fn parse_lines(bytes: &[u8], spec: &KeySpec, source: &str) -> anyhow::Result<Vec
     let parsed: Vec<Parsed> = std::thread::scope(|scope| {
         let handles: Vec<_> = split_parts(bytes, threads)
             .into_iter()
-            .map(|(first, part)| scope.spawn(move || parse_part(part, first, spec)))
+            .map(|(first, part)| scope.spawn(move || parse_part(part, first, spec, priority)))
             .collect();
         handles
             .into_iter()
@@ -261,7 +311,7 @@ mod tests {
     fn parse_in(bytes: &[u8], n: usize) -> (Vec<String>, Vec<usize>, Vec<(usize, String)>) {
         let mut all = Parsed::default();
         for (first, part) in split_parts(bytes, n) {
-            let p = parse_part(part, first, &KeySpec::Explicit);
+            let p = parse_part(part, first, &KeySpec::Explicit, &Priority::default());
             all.items.extend(p.items);
             all.lines.extend(p.lines);
             all.errors.extend(p.errors);

@@ -119,6 +119,9 @@ fn waits_for(
         pool: (reason == WaitReason::RateLimit)
             .then(|| h.rate_limit.clone())
             .flatten(),
+        not_before: i64::from(
+            reason == WaitReason::NotDue && item.status == crate::model::Status::Pending,
+        ),
     }))
 }
 
@@ -245,15 +248,20 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     out(format!("batch:     {}", s(&item.batch)))?;
     out(format!("state:     {}", state_word(&item)))?;
     out(format!("attempts:  {}", item.attempts))?;
+    // The default priority (0) is not said.
+    if item.priority != 0 {
+        out(format!("priority:  {}", item.priority))?;
+    }
     if let Some(op) = &item.op_id {
         out(format!("op id:     {}", s(op)))?;
     }
     if let Some(at) = item.next_attempt_at {
-        out(format!(
-            "next try:  {} ({})",
-            rfc3339(at),
-            relative(at, now)
-        ))?;
+        let what = if item.status == Status::Pending {
+            "not before"
+        } else {
+            "next try: "
+        };
+        out(format!("{what} {} ({})", rfc3339(at), relative(at, now)))?;
     }
     if let Some(cost) = item.cost {
         out(format!("cost:      {cost}"))?;

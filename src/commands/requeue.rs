@@ -37,6 +37,7 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
             .stale
             .then(|| super::items::stale_version(ctx, &args.batch))
             .transpose()?,
+        not_before: args.not_before.map(|w| w.at(now_ms())),
     };
     // A dry run only reads, so it works on a read-only store too.
     let moved = if args.dry_run {
@@ -69,6 +70,7 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
             "dry_run": args.dry_run,
             "count": moved.len(),
             "items": moved,
+            "not_before": sel.not_before.map(crate::util::time::rfc3339),
         }))?;
         return Ok(Exit::Ok);
     }
@@ -78,10 +80,14 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         "requeued"
     };
     out(format!(
-        "{}: {verb} {} item{}",
+        "{}: {verb} {} item{}{}",
         sanitize::line(&args.batch),
         moved.len(),
-        if moved.len() == 1 { "" } else { "s" }
+        if moved.len() == 1 { "" } else { "s" },
+        sel.not_before.map_or(String::new(), |t| format!(
+            ", not before {}",
+            crate::util::time::rfc3339(t)
+        ))
     ))?;
     if args.dry_run && !moved.is_empty() {
         let mut table = Table::new(&["KEY", "LABEL", "FROM", "ERROR CLASS", "ATTEMPTS"]);

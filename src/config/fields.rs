@@ -264,6 +264,19 @@ pub const BATCH: &[Field] = &[
         show: |b| b.estimate_field.as_deref().map(toml_string),
     },
     Field {
+        key: "priority_field",
+        doc: &[
+            "An item field holding its claim priority (an integer, higher first, then",
+            "older); `add --priority N` gives the items without it theirs.",
+        ],
+        unset: Unset::Off {
+            means: "every item has the priority `add --priority` gave it (default 0)",
+            example: r#""priority""#,
+        },
+        set: |v, b| pool_name(v).map(|x| b.priority_field = Some(x)),
+        show: |b| b.priority_field.as_deref().map(toml_string),
+    },
+    Field {
         key: "max_hold",
         doc: &[
             "A worker's `retry_after_s` holds every call of the batch (retries included)",

@@ -103,6 +103,8 @@ pub struct BatchConfig {
     pub token_estimate: Option<u64>,
     /// A payload field holding the call's token estimate (`max_tokens`).
     pub estimate_field: Option<String>,
+    /// The item field holding each item's claim priority.
+    pub priority_field: Option<String>,
     /// Longest hold a `retry_after_s` answer can put on the batch; a longer
     /// one is clamped to it.
     pub max_hold: Duration,
@@ -152,6 +154,7 @@ impl BatchConfig {
             pool: None,
             token_estimate: None,
             estimate_field: None,
+            priority_field: None,
             max_hold: Duration::from_hours(1),
             max_cost: None,
             version: None,

@@ -17,9 +17,11 @@ use crate::util::time::{hhmm, utc_clock};
 pub enum WaitReason {
     /// Failed for a human (the `manual` tier): only a requeue runs them.
     Quarantined,
-    /// In the `retry` tier, their next attempt not due yet.
+    /// In the `retry` tier, their next attempt not due yet; or pending
+    /// with a not-before time still ahead.
     NotDue,
-    /// In the `retry` tier and due: the next run redrives them.
+    /// In the `retry` tier (or pending with a not-before time) and due:
+    /// the next run redrives them.
     Due,
     /// The `PAUSED` file beside the store stops every batch.
     EmergencyStop,
@@ -64,6 +66,10 @@ pub struct Waiting {
     pub until: Option<Millis>,
     /// For [`WaitReason::RateLimit`]: the pool and its dimension.
     pub pool: Option<RateLimited>,
+    /// For [`WaitReason::NotDue`] and [`WaitReason::Due`]: how many of
+    /// the items are pending ones with a not-before time (the rest are in
+    /// the retry tier).
+    pub not_before: i64,
 }
 
 /// A limit pool with no room: which, for what (`tokens/min`, `requests/day`,
@@ -75,13 +81,20 @@ pub struct RateLimited {
     pub next_slot: Option<Millis>,
 }
 
-/// The `retry` tier: due now (a run redrives them) or later.
+/// What waits for a time: the `retry` tier, and pending items with a
+/// not-before time (`add`/`requeue --not-before`); due now (a run redrives
+/// them) or later.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RetryTier {
     pub due: i64,
     pub later: i64,
     /// The earliest next attempt of those later.
     pub next_at: Option<Millis>,
+    /// Of `due`, the pending ones with a not-before time (counted in
+    /// `Counts::pending` too).
+    pub pending_due: i64,
+    /// Of `later`, the pending ones.
+    pub pending_later: i64,
 }
 
 /// A batch as far as waiting goes, read from the store at one moment.
@@ -159,7 +172,7 @@ pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason,
     match (item.status, item.tier) {
         (Status::Done, _) => None,
         (Status::Failed, Some(Tier::Manual)) => Some((WaitReason::Quarantined, None)),
-        (Status::Failed, _) if item.next_attempt_at.is_some_and(|t| t > now) => {
+        (Status::Failed | Status::Pending, _) if item.next_attempt_at.is_some_and(|t| t > now) => {
             Some((WaitReason::NotDue, item.next_attempt_at))
         }
         // A live holder's claim is being worked.
@@ -178,11 +191,17 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
             let pool = (reason == WaitReason::RateLimit)
                 .then(|| h.rate_limit.clone())
                 .flatten();
+            let not_before = match reason {
+                WaitReason::NotDue => h.retry.pending_later,
+                WaitReason::Due => h.retry.pending_due.min(items),
+                _ => 0,
+            };
             out.push(Waiting {
                 reason,
                 items,
                 until,
                 pool,
+                not_before,
             });
         }
     };
@@ -204,7 +223,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
         n - t
     };
     let due = take(h.retry.due);
-    let rest = take(reclaim) + take(c.pending);
+    let rest = take(reclaim) + take(c.pending - h.retry.pending_due - h.retry.pending_later);
     match blocked(h, now) {
         Some((reason, until)) => push(reason, due + rest, until),
         None => {
@@ -241,6 +260,9 @@ fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
                 o.insert("pool".into(), p.pool.clone().into());
                 o.insert("dimension".into(), p.dimension.clone().into());
             }
+            if w.not_before > 0 {
+                o.insert("not_before".into(), w.not_before.into());
+            }
             serde_json::Value::Object(o)
         })
         .collect()
@@ -274,8 +296,28 @@ impl fmt::Display for Said<'_> {
                     }
                 )
             }
-            WaitReason::NotDue => write!(f, "{n} in the retry tier, next at {}", at(w.until)),
-            WaitReason::Due => write!(f, "{n} in the retry tier, due now"),
+            WaitReason::NotDue => match w.not_before {
+                0 => write!(f, "{n} in the retry tier, next at {}", at(w.until)),
+                // A not-before time to the second, as it was given.
+                k if k == n && one => write!(
+                    f,
+                    "1 pending, not before {}",
+                    w.until.map_or("?".into(), |t| utc_clock(t, now))
+                ),
+                k if k == n => write!(
+                    f,
+                    "{n} pending, not before a time, next at {}",
+                    w.until.map_or("?".into(), |t| utc_clock(t, now))
+                ),
+                k => write!(
+                    f,
+                    "{n} not due yet ({} in the retry tier, {k} pending with a not-before time), next at {}",
+                    n - k,
+                    at(w.until)
+                ),
+            },
+            WaitReason::Due if w.not_before == 0 => write!(f, "{n} in the retry tier, due now"),
+            WaitReason::Due => write!(f, "{n} due now (the next run takes them)"),
             WaitReason::EmergencyStop => {
                 write!(
                     f,
@@ -345,6 +387,61 @@ mod tests {
         }
     }
 
+    /// Pending items with a not-before time are not due (and not counted
+    /// again as pending); said apart from the retry tier, to the second.
+    #[test]
+    fn not_before_items_are_not_due_until_their_time() {
+        let h = Holding {
+            counts: counts(5, 0, 0, 0),
+            retry: RetryTier {
+                due: 1,
+                later: 2,
+                next_at: Some(LATER),
+                pending_due: 1,
+                pending_later: 2,
+            },
+            idle: Some(Idle::NoRunner),
+            ..Holding::default()
+        };
+        let w = waiting(&h, NOW);
+        assert_eq!(
+            w.iter().map(|w| (w.reason, w.items)).collect::<Vec<_>>(),
+            [(WaitReason::NotDue, 2), (WaitReason::NoRunner, 3)]
+        );
+        assert_eq!(
+            describe(&w[..1], NOW),
+            "2 pending, not before a time, next at 07:16:00Z"
+        );
+        let one = Waiting {
+            items: 1,
+            not_before: 1,
+            ..w[0].clone()
+        };
+        assert_eq!(describe(&[one], NOW), "1 pending, not before 07:16:00Z");
+        let mixed = Waiting {
+            items: 3,
+            ..w[0].clone()
+        };
+        assert_eq!(
+            describe(&[mixed], NOW),
+            "3 not due yet (1 in the retry tier, 2 pending with a not-before time), next at 07:16Z"
+        );
+        assert_eq!(to_status_json(&w[..1])[0]["not_before"], 2);
+        let item = Waits {
+            status: crate::model::Status::Pending,
+            tier: None,
+            next_attempt_at: Some(LATER),
+        };
+        assert_eq!(
+            item_reason(&h, item, NOW),
+            Some((WaitReason::NotDue, Some(LATER)))
+        );
+        assert_eq!(
+            item_reason(&h, item, LATER).map(|r| r.0),
+            Some(WaitReason::NoRunner)
+        );
+    }
+
     #[test]
     fn after_a_run_the_quarantined_and_the_retry_tier_are_said() {
         let h = Holding {
@@ -353,6 +450,7 @@ mod tests {
                 due: 0,
                 later: 2,
                 next_at: Some(LATER),
+                ..RetryTier::default()
             },
             ..Holding::default()
         };
@@ -486,6 +584,7 @@ mod tests {
                 due: 1,
                 later: 1,
                 next_at: Some(LATER),
+                ..RetryTier::default()
             },
             paused,
             idle: Some(idle),

@@ -138,7 +138,7 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
     let pending = store.items(
         batch,
         &ItemFilter {
-            status: Some(Status::Pending),
+            claimable_at: Some(now),
             limit: Some(limit.min(1_000_000)),
             ..ItemFilter::default()
         },

@@ -113,6 +113,10 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
         return failed(cycle, fail(output.status.to_string(), &output.stderr)).await;
     }
     let spec = KeySpec::from_fields(cycle.cfg.key_fields.as_deref());
+    let priority = key::Priority {
+        field: cycle.cfg.priority_field.clone(),
+        default: 0,
+    };
     let mut items = Vec::new();
     let mut bad = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -121,7 +125,7 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
         if line.trim().is_empty() {
             continue;
         }
-        match key::derive_line(line, &spec) {
+        match key::derive_line_with(line, &spec, &priority) {
             Ok(item) if seen.insert(item.key.clone()) => items.push(item),
             Ok(item) => bad.push(format!("line {}: duplicate key {:?}", n + 1, item.label)),
             Err(e) => bad.push(format!("line {}: {e}", n + 1)),

@@ -40,6 +40,10 @@ pub struct ItemFilter {
     pub search: Option<String>,
     /// Done under another version than this one (see [`stale_sql`]).
     pub stale: Option<String>,
+    /// Only the pending items a run starting at this time would claim
+    /// (none waiting for a later not-before time), in the claims' order:
+    /// higher priority first, then older.
+    pub claimable_at: Option<crate::model::Millis>,
     pub limit: Option<usize>,
     pub offset: usize,
 }
@@ -57,6 +61,9 @@ pub struct Selection {
     pub outcome: Option<Outcome>,
     /// Done items stale under this batch version instead (see [`stale_sql`]).
     pub stale: Option<String>,
+    /// Where they go: pending, but not claimed before this time (none: at
+    /// once).
+    pub not_before: Option<crate::model::Millis>,
 }
 
 impl Selection {

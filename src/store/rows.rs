@@ -25,7 +25,18 @@ macro_rules! item_columns {
     () => {
         "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
     i.attempts, i.op_id, i.result, i.cost, i.error_class, i.error_message, i.next_attempt_at,
-    i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at, i.done_version"
+    i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at, i.done_version,
+    i.priority"
     };
 }
 pub(crate) use item_columns;
+
+/// The order of an item list: the claims' order for what a run would
+/// claim, else insertion order.
+pub(crate) fn order_sql(filter: &crate::store::api::ItemFilter) -> &'static str {
+    if filter.claimable_at.is_some() {
+        "i.priority DESC, i.id"
+    } else {
+        "i.id"
+    }
+}

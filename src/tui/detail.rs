@@ -106,6 +106,15 @@ pub fn page(
             state_word(item.status, item.tier, item.outcome),
         ),
         piece(plain, format!("   attempts {}", item.attempts)),
+        // The default priority (0) is not said.
+        piece(
+            plain,
+            if item.priority == 0 {
+                String::new()
+            } else {
+                format!("   priority {}", item.priority)
+            },
+        ),
         piece(
             plain,
             match &item.op_id {
@@ -120,7 +129,12 @@ pub fn page(
         ago(item.updated_at, now),
     );
     if let Some(at) = item.next_attempt_at {
-        when.push_str(&format!("   next try {}", ago(at, now)));
+        let what = if item.status == crate::model::Status::Pending {
+            "not before"
+        } else {
+            "next try"
+        };
+        when.push_str(&format!("   {what} {}", ago(at, now)));
     }
     if let Some(cost) = item.cost {
         when.push_str(&format!("   cost {cost:.4}"));
@@ -296,6 +310,7 @@ mod tests {
                 created_at: 0,
                 updated_at: 0,
                 done_version: None,
+                priority: 0,
             },
             failures: Vec::new(),
             attempt_logs: logs,

@@ -454,6 +454,7 @@ mod tests {
                 key: (*k).into(),
                 label: (*k).into(),
                 payload: "{}".into(),
+                ..Default::default()
             })
             .collect();
         store.add_items("x", &items, now_ms(), |_| {}).unwrap();

@@ -56,6 +56,43 @@ pub fn to_datetime(ms: Millis) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
 }
 
+/// A moment given on the command line (`--not-before`): a time in RFC
+/// 3339, or a duration from when the command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    At(Millis),
+    In(std::time::Duration),
+}
+
+impl When {
+    /// The moment, for a command that runs at `now`.
+    #[must_use]
+    pub fn at(self, now: Millis) -> Millis {
+        match self {
+            When::At(t) => t,
+            When::In(d) => {
+                now.saturating_add(Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX))
+            }
+        }
+    }
+}
+
+/// Parses `2026-12-02T07:00:00+09:00` (RFC 3339, with its offset) or a
+/// duration from now (`30m`, `2h`, `1d`).
+pub fn parse_when(s: &str) -> Result<When, String> {
+    let text = s.trim();
+    if let Ok(d) = crate::duration::parse_duration(text) {
+        return Ok(When::In(d));
+    }
+    match DateTime::parse_from_rfc3339(text) {
+        Ok(t) => Ok(When::At(t.timestamp_millis())),
+        Err(e) => Err(format!(
+            "{s:?} is neither an RFC 3339 time (2026-12-02T07:00:00Z, or with an offset \
+             such as +09:00) nor a duration from now (30m, 2h, 1d): {e}"
+        )),
+    }
+}
+
 /// RFC 3339 in UTC with a `Z`, second precision: what `jq` and humans read.
 pub fn rfc3339(ms: Millis) -> String {
     to_datetime(ms).to_rfc3339_opts(SecondsFormat::Secs, true)

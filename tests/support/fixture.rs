@@ -191,6 +191,7 @@ fn items(prefix: &str, n: usize) -> Vec<NewItem> {
                 payload: format!(
                     r#"{{"site":"{prefix}","category":"rust","slug":"{slug}","title":"Post number {i}","tags":["a","b"]}}"#
                 ),
+                ..Default::default()
             }
         })
         .collect()
@@ -533,6 +534,7 @@ pub fn build_japanese(db: &Path, now: Millis) {
             payload:
                 serde_json::json!({"label": label, "title": "記事 🎉 café", "tags": ["一", "二"]})
                     .to_string(),
+            ..Default::default()
         })
         .collect();
     let b = "blogs";

@@ -26,7 +26,9 @@ pub(crate) trait ItemsRead {
     fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>>;
     /// Retry-tier failures due at `now`, in insertion order.
     fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>>;
-    /// The retry tier's due and later counts, and the earliest later time.
+    /// What waits for a time (the retry tier, and pending items with a
+    /// not-before time): due and later counts, the earliest later time,
+    /// and how many of them are pending.
     fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier>;
     /// One item as a requeue sees it, with its status as stored.
     fn item_for_requeue(&mut self, batch: i64, key: &str)
@@ -59,6 +61,9 @@ pub(crate) trait ItemsWrite {
     /// uncounted when `cut_short`; whether it was still held.
     fn item_release(&mut self, item: i64, token: i64, cut_short: bool, now: Millis)
     -> Result<bool>;
+    /// Makes up to `limit` pending items whose not-before time has come
+    /// claimable; how many.
+    fn items_release_due(&mut self, batch: i64, now: Millis, limit: usize) -> Result<usize>;
     /// Gives a dead run's claim back to pending.
     fn item_release_orphan(&mut self, item: i64, now: Millis) -> Result<()>;
     /// The claims of the batch whose run is not `current` and holds no seat,

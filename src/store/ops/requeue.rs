@@ -16,7 +16,9 @@ const REDRIVE_CHUNK: usize = 2_000;
 
 impl Store {
     /// Moves retry-tier failures whose next-attempt time has passed back to
-    /// pending. Returns their keys.
+    /// pending, and makes pending items whose not-before time has passed
+    /// claimable: one rule for everything that waits for a time. Returns
+    /// the keys of the failures moved.
     pub fn redrive_due(
         &mut self,
         batch: &str,
@@ -42,9 +44,15 @@ impl Store {
             let done = keys.len() < REDRIVE_CHUNK;
             all.extend(keys);
             if done {
-                return Ok(all);
+                break;
             }
         }
+        while self.write_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.items_release_due(b, now, REDRIVE_CHUNK)
+        })? == REDRIVE_CHUNK
+        {}
+        Ok(all)
     }
 
     /// Failed items (or, with `sel.outcome`, done items of that outcome)

@@ -19,26 +19,29 @@ use crate::store::{Result, StoreError};
 /// Items inserted per statement by `add_items`.
 const ADD_ROWS: usize = 5_000;
 
-/// One part of an add: `$1` batch id, `$2` the time, then keys, labels and
-/// payloads as arrays.
+/// One part of an add: `$1` batch id, `$2` the time, then keys, labels,
+/// payloads, priorities and not-before times as arrays.
 const INSERT_ITEMS: &str = "INSERT INTO items (batch_id, key, label, payload, status, created_at,
-                                               updated_at)
-     SELECT $1, k, l, p, 'pending', $2, $2
-       FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(k, l, p, o)
+                                               updated_at, priority, next_attempt_at)
+     SELECT $1, k, l, p, 'pending', $2, $2, r, nb
+       FROM unnest($3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[])
+            WITH ORDINALITY AS u(k, l, p, r, nb, o)
       ORDER BY o
      ON CONFLICT (batch_id, key) DO NOTHING";
 
 /// `INSERT_ITEMS` for a batch that keeps tombstones: a key with one is
 /// present, and counted with the first and last time of its prune.
 const INSERT_ITEMS_BESIDE_TOMBSTONES: &str = "WITH u AS (
-         SELECT k, l, p, o FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY
-                AS u(k, l, p, o)),
+         SELECT k, l, p, r, nb, o
+           FROM unnest($3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[])
+                WITH ORDINALITY AS u(k, l, p, r, nb, o)),
      gone AS (
          SELECT t.key, t.pruned_at FROM tombstones t JOIN u ON t.key = u.k
           WHERE t.batch_id = $1),
      added AS (
-         INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-         SELECT $1, k, l, p, 'pending', $2, $2 FROM u
+         INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at,
+                            priority, next_attempt_at)
+         SELECT $1, k, l, p, 'pending', $2, $2, r, nb FROM u
           WHERE NOT EXISTS (SELECT 1 FROM gone WHERE gone.key = u.k)
           ORDER BY o
          ON CONFLICT (batch_id, key) DO NOTHING
@@ -54,10 +57,19 @@ fn add_part_beside_tombstones(
     keys: &[&str],
     labels: &[&str],
     payloads: &[&str],
+    (priorities, not_before): (&[i32], &[Option<i64>]),
 ) -> Result<AddReport> {
     let r = c.one(
         INSERT_ITEMS_BESIDE_TOMBSTONES,
-        &[&id, &at, &keys, &labels, &payloads],
+        &[
+            &id,
+            &at,
+            &keys,
+            &labels,
+            &payloads,
+            &priorities,
+            &not_before,
+        ],
     )?;
     let (added, pruned) = (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64);
     let span = match (r.get::<_, Option<i64>>(2), r.get::<_, Option<i64>>(3)) {
@@ -69,8 +81,36 @@ fn add_part_beside_tombstones(
         present: keys.len() as u64 - added,
         pruned,
         pruned_span: span,
+        ..AddReport::default()
     })
 }
+
+/// A claim, whole (see `PgStore::claim`): `$1` batch id, `$2` how many,
+/// `$3` the run, `$4` the lease's end, `$5` now. `picked` reads the first
+/// entries of `items_claimable` (higher priority first, then older),
+/// whatever the batch holds.
+const CLAIM: &str = "WITH held AS (
+     SELECT 1 FROM locks WHERE batch_id = $1 AND run_id = $3 FOR SHARE),
+ picked AS (
+     SELECT id FROM items
+      WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
+        AND next_attempt_at IS NULL AND EXISTS (SELECT 1 FROM held)
+      ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+ claimed AS (
+     UPDATE items i
+        SET status = 'claimed', lease_run = $3, lease_until = $4,
+            lease_token = nextval('lease_tokens'), attempts = i.attempts + 1,
+            updated_at = $5
+       FROM picked WHERE i.id = picked.id
+     RETURNING i.id, i.key, i.label, i.payload, i.attempts, i.op_id,
+               i.lease_token, i.priority),
+ logged AS (
+     INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message)
+     SELECT $5, $1, $3, key, id, 'claimed', 'claimed (attempt ' || attempts || ')'
+       FROM claimed ORDER BY id)
+ SELECT c.*, (SELECT count(*) FROM held)::int8 AS held
+   FROM (SELECT 1) one LEFT JOIN claimed c ON true
+  ORDER BY c.priority DESC, c.id";
 
 /// The done mark, the one text of it on PostgreSQL: the rows of `d` (id,
 /// token, outcome, result, cost, at, n, version) that still hold their
@@ -144,7 +184,10 @@ impl PgStore {
             let id = ensure(c, batch, now)?;
             let pruned = tombstones::any(c, id)?;
             let at = c.tin(now);
-            let mut report = AddReport::default();
+            let mut report = AddReport {
+                order: crate::model::AddOrder::of(items),
+                ..AddReport::default()
+            };
             let mut done = 0;
             for part in items.chunks(ADD_ROWS) {
                 if let Some(signal) = stop.requested() {
@@ -153,10 +196,25 @@ impl PgStore {
                 let keys: Vec<&str> = part.iter().map(|i| i.key.as_str()).collect();
                 let labels: Vec<&str> = part.iter().map(|i| i.label.as_str()).collect();
                 let payloads: Vec<&str> = part.iter().map(|i| i.payload.as_str()).collect();
+                let priorities: Vec<i32> = part.iter().map(|i| i.priority).collect();
+                let not_before: Vec<Option<i64>> =
+                    part.iter().map(|i| c.tin_opt(i.not_before)).collect();
                 let part_report = if pruned {
-                    add_part_beside_tombstones(c, id, at, &keys, &labels, &payloads)?
+                    let when = (&priorities[..], &not_before[..]);
+                    add_part_beside_tombstones(c, id, at, &keys, &labels, &payloads, when)?
                 } else {
-                    let added = c.x(INSERT_ITEMS, &[&id, &at, &keys, &labels, &payloads])?;
+                    let added = c.x(
+                        INSERT_ITEMS,
+                        &[
+                            &id,
+                            &at,
+                            &keys,
+                            &labels,
+                            &payloads,
+                            &priorities,
+                            &not_before,
+                        ],
+                    )?;
                     AddReport {
                         added,
                         present: part.len() as u64 - added,
@@ -177,6 +235,20 @@ impl PgStore {
         })
     }
 
+    /// How PostgreSQL plans a claim (`EXPLAIN`), one line per row: for
+    /// the tests that keep its cost flat.
+    pub fn claim_plan(&self, batch: &str) -> Result<Vec<String>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            let (until, at) = (c.tin(0), c.tin(0));
+            let rows = c.q(
+                &format!("EXPLAIN {CLAIM}"),
+                &[&id, &8i64, &0i64, &until, &at],
+            )?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
     // Twin of sqlite/hot.rs, kept: a hot path (one CTE, `SKIP LOCKED`: hosts never wait for each other's rows).
     /// Claims up to `n` pending items for `run_id` (see `Store::claim`).
     /// `None` when `run_id` no longer holds the batch lock.
@@ -193,31 +265,8 @@ impl PgStore {
         self.write_one(|c| {
             let id = batch_id(c, batch)?;
             let (until, at) = (c.tin(lease_until), c.tin(now));
-            let rows = c.q_alone(
-                "WITH held AS (
-                     SELECT 1 FROM locks WHERE batch_id = $1 AND run_id = $3 FOR SHARE),
-                 picked AS (
-                     SELECT id FROM items
-                      WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
-                        AND next_attempt_at IS NULL AND EXISTS (SELECT 1 FROM held)
-                      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED),
-                 claimed AS (
-                     UPDATE items i
-                        SET status = 'claimed', lease_run = $3, lease_until = $4,
-                            lease_token = nextval('lease_tokens'), attempts = i.attempts + 1,
-                            updated_at = $5
-                       FROM picked WHERE i.id = picked.id
-                     RETURNING i.id, i.key, i.label, i.payload, i.attempts, i.op_id,
-                               i.lease_token),
-                 logged AS (
-                     INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message)
-                     SELECT $5, $1, $3, key, id, 'claimed', 'claimed (attempt ' || attempts || ')'
-                       FROM claimed ORDER BY id)
-                 SELECT c.*, (SELECT count(*) FROM held)::int8 AS held
-                   FROM (SELECT 1) one LEFT JOIN claimed c ON true ORDER BY c.id",
-                &[&id, &(n as i64), &run_id, &until, &at],
-            )?;
-            if rows.first().is_none_or(|r| r.get::<_, i64>(7) == 0) {
+            let rows = c.q_alone(CLAIM, &[&id, &(n as i64), &run_id, &until, &at])?;
+            if rows.first().is_none_or(|r| r.get::<_, i64>(8) == 0) {
                 return Ok(None);
             }
             Ok(Some(
@@ -349,6 +398,14 @@ impl Bulk for PgTx<'_> {
         if let Some(v) = &sel.stale {
             values.push(v);
         }
+        // The not-before time as stored, and as the event says it.
+        let not_before = (
+            self.c.tin_opt(sel.not_before),
+            sel.not_before.map(crate::util::time::rfc3339),
+        );
+        values.push(&not_before.0);
+        values.push(&not_before.1);
+        let (nb_at, nb_text) = (values.len() - 1, values.len());
         Ok(self
             .c
             .q(
@@ -360,11 +417,13 @@ impl Bulk for PgTx<'_> {
                          INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
                          SELECT $2, $3, key, id, 'requeued', $4,
                                 'requeued from ' || coalesce(tier, outcome) || ' by ' || $4,
-                                json_build_object('tier', tier, 'outcome', outcome,
-                                                  'error_class', error_class, 'op_id', op_id,
-                                                  'reset_attempts', $5::bool)::text
+                                (json_build_object('tier', tier, 'outcome', outcome,
+                                                   'error_class', error_class, 'op_id', op_id,
+                                                   'reset_attempts', $5::bool)::jsonb
+                                 || CASE WHEN ${nb_text}::text IS NULL THEN '{{}}'::jsonb
+                                    ELSE jsonb_build_object('not_before', ${nb_text}::text) END)::text
                            FROM picked ORDER BY id)
-                     UPDATE items i SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+                     UPDATE items i SET status = 'pending', tier = NULL, next_attempt_at = ${nb_at}::int8,
                             outcome = NULL,
                             result = CASE WHEN picked.status = 'done' THEN NULL ELSE i.result END,
                             op_id = CASE WHEN picked.status = 'done' THEN NULL ELSE i.op_id END,

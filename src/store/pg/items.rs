@@ -54,6 +54,7 @@ pub(crate) fn item_from_row(c: &Conn, r: &Row) -> Result<Item> {
         created_at: c.tout(r.get(18)),
         updated_at: c.tout(r.get(19)),
         done_version: r.get(20),
+        priority: r.get(21),
     })
 }
 
@@ -81,6 +82,13 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Args) -> String {
     }
     if let Some(v) = &filter.stale {
         sql.push_str(&crate::store::api::stale_sql(&args.push(v.clone())));
+    }
+    if let Some(at) = filter.claimable_at {
+        let n = args.push(at);
+        sql.push_str(&format!(
+            " AND i.status = 'pending' AND i.tier IS NULL \
+               AND (i.next_attempt_at IS NULL OR i.next_attempt_at <= {n})"
+        ));
     }
     sql
 }
@@ -121,10 +129,24 @@ const DUE_RETRY: &str = concat!(
       ORDER BY i.id"
 );
 
+/// The retry tier, and the pending items with a not-before time.
 const RETRY_TIER: &str = "SELECT count(*) FILTER (WHERE next_attempt_at <= $2),
         count(*) FILTER (WHERE next_attempt_at > $2),
-        min(next_attempt_at) FILTER (WHERE next_attempt_at > $2)
-   FROM items WHERE batch_id = $1 AND status = 'failed' AND tier = 'retry'";
+        min(next_attempt_at) FILTER (WHERE next_attempt_at > $2),
+        count(*) FILTER (WHERE status = 'pending' AND next_attempt_at <= $2),
+        count(*) FILTER (WHERE status = 'pending' AND next_attempt_at > $2)
+   FROM (SELECT status, next_attempt_at FROM items
+          WHERE batch_id = $1 AND status = 'failed' AND tier = 'retry'
+         UNION ALL
+         SELECT status, next_attempt_at FROM items
+          WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
+            AND next_attempt_at IS NOT NULL) w";
+
+/// Pending items whose not-before time came: claimable from now on.
+const RELEASE_DUE: &str = "UPDATE items SET next_attempt_at = NULL, updated_at = $2
+  WHERE id IN (SELECT id FROM items
+                WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
+                  AND next_attempt_at <= $2 LIMIT $3)";
 
 const OLDEST_PENDING: &str = "SELECT created_at FROM items
   WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
@@ -186,13 +208,19 @@ impl ItemsRead for PgTx<'_> {
     fn items_list(&mut self, batch: i64, filter: &ItemFilter) -> Result<Vec<Item>> {
         let mut args = Args::new();
         args.push(batch);
+        // Times in the SQL are on the database's clock.
+        let filter = &ItemFilter {
+            claimable_at: self.c.tin_opt(filter.claimable_at),
+            ..filter.clone()
+        };
         let cond = filter_sql(filter, &mut args);
         let limit = filter
             .limit
             .map_or_else(|| "ALL".to_string(), |l| l.to_string());
         let sql = format!(
             "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-              WHERE i.batch_id = $1{cond} ORDER BY i.id LIMIT {limit} OFFSET {}",
+              WHERE i.batch_id = $1{cond} ORDER BY {} LIMIT {limit} OFFSET {}",
+            crate::store::rows::order_sql(filter),
             filter.offset
         );
         let rows = self.c.q(&sql, &args.refs())?;
@@ -202,6 +230,11 @@ impl ItemsRead for PgTx<'_> {
     fn items_count(&mut self, batch: i64, filter: &ItemFilter) -> Result<i64> {
         let mut args = Args::new();
         args.push(batch);
+        // Times in the SQL are on the database's clock.
+        let filter = &ItemFilter {
+            claimable_at: self.c.tin_opt(filter.claimable_at),
+            ..filter.clone()
+        };
         let cond = filter_sql(filter, &mut args);
         let sql = format!("SELECT count(*)::int8 FROM items i WHERE i.batch_id = $1{cond}");
         Ok(self.c.one(&sql, &args.refs())?.get(0))
@@ -231,6 +264,8 @@ impl ItemsRead for PgTx<'_> {
             due: r.get(0),
             later: r.get(1),
             next_at: self.c.tout_opt(r.get(2)),
+            pending_due: r.get(3),
+            pending_later: r.get(4),
         })
     }
 
@@ -338,6 +373,11 @@ impl ItemsWrite for PgTx<'_> {
 
     fn item_set_op_id(&mut self, item: i64, token: i64, op_id: &str) -> Result<bool> {
         Ok(self.c.x(SET_OP_ID, &[&item, &token, &text(op_id)])? == 1)
+    }
+
+    fn items_release_due(&mut self, batch: i64, now: Millis, limit: usize) -> Result<usize> {
+        let at = self.c.tin(now);
+        Ok(self.c.x(RELEASE_DUE, &[&batch, &at, &(limit as i64)])? as usize)
     }
 
     fn items_renew_leases(&mut self, batch: i64, run: i64, until: Millis) -> Result<Vec<i64>> {

@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 14;
+pub const PG_SCHEMA_VERSION: i32 = 15;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -452,8 +452,17 @@ CREATE INDEX usage_pool ON usage (pool, at);
 /// schema's version 12).
 const V14: &str = "ALTER TABLE nightshift.runs ADD COLUMN cancelled BIGINT NOT NULL DEFAULT 0;";
 
+/// Version 15: priority and not-before (see the SQLite schema's version
+/// 13): the claim queue in claim order, higher priorities first.
+const V15: &str = r#"
+ALTER TABLE nightshift.items ADD COLUMN priority INT NOT NULL DEFAULT 0;
+DROP INDEX nightshift.items_claimable;
+CREATE INDEX items_claimable ON nightshift.items (batch_id, priority DESC, id)
+    WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
+"#;
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] =
-    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14];
+    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).

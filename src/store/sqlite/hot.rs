@@ -21,8 +21,9 @@ use crate::util::signals::Stop;
 /// it touches cost more than stepping one cached statement per row (at a
 /// million items, 9.0 s against 6.8 s of CPU).
 const INSERT_ITEM: &str =
-    "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5) ON CONFLICT (batch_id, key) DO NOTHING";
+    "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at, priority,
+                        next_attempt_at)
+     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?7) ON CONFLICT (batch_id, key) DO NOTHING";
 
 /// Progress is reported every this many items.
 const PROGRESS_STEP: usize = 10_000;
@@ -60,7 +61,10 @@ fn add_chunk(
     // Only a batch that was pruned has tombstones to look up.
     let pruned = super::tombstones::any(tx, id)?;
     let mut st = tx.prepare_cached(INSERT_ITEM)?;
-    let mut report = AddReport::default();
+    let mut report = AddReport {
+        order: crate::model::AddOrder::of(chunk),
+        ..AddReport::default()
+    };
     for (i, item) in chunk.iter().enumerate() {
         progress(i);
         if let Some(signal) = stop
@@ -73,7 +77,15 @@ fn add_chunk(
             report.count_pruned(at);
             continue;
         }
-        let added = st.execute(params![id, item.key, item.label, item.payload, now])?;
+        let added = st.execute(params![
+            id,
+            item.key,
+            item.label,
+            item.payload,
+            now,
+            item.priority,
+            item.not_before
+        ])?;
         report.added += added as u64;
         report.present += 1 - added as u64;
     }
@@ -246,13 +258,8 @@ impl SqliteStore {
             // Select, then update each row by id, in this one transaction:
             // `UPDATE ... WHERE id IN (SELECT ...) RETURNING` builds two
             // temporary b-trees per claim, a large part of a claim's cost.
-            let mut claims: Vec<Claim> = tx
-                .prepare_cached(
-                    "SELECT id, key, label, payload, attempts, op_id, lease_token FROM items
-                      WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
-                        AND next_attempt_at IS NULL
-                      ORDER BY id LIMIT ?2",
-                )?
+            let claims: Vec<Claim> = tx
+                .prepare_cached(CLAIMABLE)?
                 .query_map(params![id, n as i64], |r| {
                     Ok(Claim {
                         item_id: r.get(0)?,
@@ -274,7 +281,6 @@ impl SqliteStore {
             let ids = ids_json(claims.iter().map(|c| c.item_id))?;
             tx.prepare_cached(CLAIM_ITEMS)?
                 .execute(params![ids, run_id, lease_until, now])?;
-            claims.sort_by_key(|c| c.item_id);
             tx.prepare_cached(LOG_CLAIMS)?
                 .execute(params![ids, now, id, run_id])?;
             Ok(Some(claims))
@@ -323,6 +329,25 @@ impl SqliteStore {
                 .execute(params![done[0].0.run_id, n_done, n_empty, cost])?;
             }
             Ok(accepted)
+        })
+    }
+}
+
+/// The next `?2` items a claim takes: higher priority first, then older.
+/// The first entries of `items_claimable`, whatever the batch holds.
+const CLAIMABLE: &str = "SELECT id, key, label, payload, attempts, op_id, lease_token FROM items
+  WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
+  ORDER BY priority DESC, id LIMIT ?2";
+
+impl SqliteStore {
+    /// How SQLite plans a claim's read (`EXPLAIN QUERY PLAN`), one line
+    /// per step: for the tests that keep its cost flat.
+    pub fn claim_plan(&self, batch: &str) -> Result<Vec<String>> {
+        self.read(|c| {
+            let id = batch_id(c, batch)?;
+            Ok(c.prepare(&format!("EXPLAIN QUERY PLAN {CLAIMABLE}"))?
+                .query_map(params![id, 8], |r| r.get(3))?
+                .collect::<rusqlite::Result<_>>()?)
         })
     }
 }
@@ -401,14 +426,23 @@ impl Bulk for SqliteTx<'_> {
         // Still in the state the selection moves (a run may have changed it).
         let from = sel.moves_sql("?6");
         let version = sel.stale.as_deref();
+        // The not-before time (as stored, and as the event says it) is
+        // bound after the version, which is bound only when there is one.
+        let not_before = (
+            sel.not_before,
+            sel.not_before.map(crate::util::time::rfc3339),
+        );
+        let nb = if version.is_some() { 7 } else { 6 };
         self.conn
             .prepare_cached(&format!(
                 "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
                  SELECT ?2, ?3, i.key, i.id, 'requeued', ?4,
                         'requeued from ' || coalesce(i.tier, i.outcome) || ' by ' || ?4,
-                        json_object('tier', i.tier, 'outcome', i.outcome, 'error_class', i.error_class,
-                                    'op_id', i.op_id,
-                                    'reset_attempts', json(CASE WHEN ?5 THEN 'true' ELSE 'false' END))
+                        json_patch(
+                            json_object('tier', i.tier, 'outcome', i.outcome, 'error_class', i.error_class,
+                                        'op_id', i.op_id,
+                                        'reset_attempts', json(CASE WHEN ?5 THEN 'true' ELSE 'false' END)),
+                            CASE WHEN ?{nb} IS NULL THEN '{{}}' ELSE json_object('not_before', ?{nb}) END)
                    FROM items i
                   WHERE i.id IN (SELECT value FROM json_each(?1)){from}
                   ORDER BY i.id"
@@ -417,12 +451,14 @@ impl Bulk for SqliteTx<'_> {
                 params![ids, now, batch, actor, reset_attempts]
                     .iter()
                     .copied()
-                    .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql)),
+                    .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql))
+                    .chain([&not_before.1 as &dyn rusqlite::ToSql]),
             ))?;
+        let nb = if version.is_some() { 5 } else { 4 };
         let moved = self
             .conn
             .prepare_cached(&format!(
-                "UPDATE items AS i SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+                "UPDATE items AS i SET status = 'pending', tier = NULL, next_attempt_at = ?{nb},
                         outcome = NULL, result = CASE WHEN status = 'done' THEN NULL ELSE result END,
                         op_id = CASE WHEN status = 'done' THEN NULL ELSE op_id END,
                         attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
@@ -435,7 +471,8 @@ impl Bulk for SqliteTx<'_> {
                     params![ids, now, reset_attempts]
                         .iter()
                         .copied()
-                        .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql)),
+                        .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql))
+                        .chain([&not_before.0 as &dyn rusqlite::ToSql]),
                 ),
                 |r| r.get(0),
             )?

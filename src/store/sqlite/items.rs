@@ -46,6 +46,7 @@ pub(crate) fn item_from_row(r: &Row<'_>) -> rusqlite::Result<Item> {
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
         done_version: r.get(20)?,
+        priority: r.get(21)?,
     })
 }
 
@@ -82,6 +83,13 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Va
     if let Some(v) = &filter.stale {
         let n = bind(args, V::Text(v.clone()));
         sql.push_str(&crate::store::api::stale_sql(&format!("?{n}")));
+    }
+    if let Some(at) = filter.claimable_at {
+        let n = bind(args, V::Integer(at));
+        sql.push_str(&format!(
+            " AND i.status = 'pending' AND i.tier IS NULL \
+               AND (i.next_attempt_at IS NULL OR i.next_attempt_at <= ?{n})"
+        ));
     }
     sql
 }
@@ -126,10 +134,25 @@ const DUE_RETRY: &str = concat!(
       ORDER BY i.id"
 );
 
+/// The retry tier, and the pending items with a not-before time (each
+/// half a range of `items_queue`).
 const RETRY_TIER: &str =
     "SELECT coalesce(sum(next_attempt_at <= ?2), 0), coalesce(sum(next_attempt_at > ?2), 0),
-            min(CASE WHEN next_attempt_at > ?2 THEN next_attempt_at END)
-       FROM items WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'";
+            min(CASE WHEN next_attempt_at > ?2 THEN next_attempt_at END),
+            coalesce(sum(status = 'pending' AND next_attempt_at <= ?2), 0),
+            coalesce(sum(status = 'pending' AND next_attempt_at > ?2), 0)
+       FROM (SELECT status, next_attempt_at FROM items
+              WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'
+             UNION ALL
+             SELECT status, next_attempt_at FROM items
+              WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
+                AND next_attempt_at IS NOT NULL)";
+
+/// Pending items whose not-before time came: claimable from now on.
+const RELEASE_DUE: &str = "UPDATE items SET next_attempt_at = NULL, updated_at = ?2
+  WHERE id IN (SELECT id FROM items
+                WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
+                  AND next_attempt_at <= ?2 LIMIT ?3)";
 
 const OLDEST_PENDING: &str = "SELECT created_at FROM items
   WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
@@ -191,7 +214,8 @@ impl ItemsRead for SqliteTx<'_> {
         let limit = filter.limit.map_or(-1, |l| l as i64);
         let sql = format!(
             "SELECT {ITEM_COLUMNS} FROM items i JOIN batches b ON b.id = i.batch_id
-              WHERE i.batch_id = ?1{where_sql} ORDER BY i.id LIMIT {limit} OFFSET {}",
+              WHERE i.batch_id = ?1{where_sql} ORDER BY {} LIMIT {limit} OFFSET {}",
+            crate::store::rows::order_sql(filter),
             filter.offset
         );
         let mut st = self.conn.prepare(&sql)?;
@@ -243,6 +267,8 @@ impl ItemsRead for SqliteTx<'_> {
                     due: r.get(0)?,
                     later: r.get(1)?,
                     next_at: r.get(2)?,
+                    pending_due: r.get(3)?,
+                    pending_later: r.get(4)?,
                 })
             })?)
     }
@@ -341,6 +367,13 @@ impl ItemsWrite for SqliteTx<'_> {
             .prepare_cached(SET_OP_ID)?
             .execute(params![item, token, op_id])?;
         Ok(n == 1)
+    }
+
+    fn items_release_due(&mut self, batch: i64, now: Millis, limit: usize) -> Result<usize> {
+        Ok(self
+            .conn
+            .prepare_cached(RELEASE_DUE)?
+            .execute(params![batch, now, limit as i64])?)
     }
 
     fn items_renew_leases(&mut self, batch: i64, run: i64, until: Millis) -> Result<Vec<i64>> {

@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 12;
+pub const SCHEMA_VERSION: i32 = 13;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -447,8 +447,20 @@ CREATE INDEX usage_pool ON usage (pool, at);
 /// `nightshift cancel`), so its summary says what became of every claim.
 const V12: &str = "ALTER TABLE runs ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;";
 
+/// Version 13: priority and not-before. Claims take higher priorities
+/// first, then older items: `items_claimable` holds only the claimable
+/// rows in that order (its rowid breaks ties), so a claim reads the first
+/// entries of it whatever the batch holds. A pending item's not-before
+/// time is its `next_attempt_at`, as a retry-tier failure's: the claim
+/// skips both until a run's redrive step makes them due.
+const V13: &str = "
+ALTER TABLE items ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX items_claimable ON items (batch_id, priority DESC)
+    WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
+";
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] =
-    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
+    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

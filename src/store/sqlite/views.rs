@@ -444,6 +444,7 @@ mod tests {
                 key: format!("k{i:03}"),
                 label: format!("l{i}"),
                 payload: "{}".into(),
+                ..Default::default()
             })
             .collect();
         store.add_items("b", &items, 0, |_| {}).unwrap();
@@ -530,6 +531,7 @@ mod tests {
             key: "new".into(),
             label: "l2999-again".into(),
             payload: "{}".into(),
+            ..Default::default()
         }];
         store.add_items("b", &more, 0, |_| {}).unwrap();
         conn(&store)

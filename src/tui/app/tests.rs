@@ -194,6 +194,7 @@ fn with_detail(q: &DashQuery) -> Dashboard {
                 created_at: NOW,
                 updated_at: NOW,
                 done_version: None,
+                priority: 0,
             },
             failures: Vec::new(),
             attempt_logs: Vec::new(),

@@ -369,6 +369,7 @@ touch {dir}/started-$NIGHTSHIFT_KEY
             key: "k".into(),
             label: "k".into(),
             payload: "{}".into(),
+            ..Default::default()
         };
         s.add_items("b", &[item], t0, |_| {}).unwrap();
         let holder = |host: &str| Holder {

@@ -14,6 +14,8 @@ mod orphans;
 mod pace;
 // Persistent workers (one process, many items).
 mod persistent;
+// Priority and not-before: which item a run starts first, and when.
+mod priority;
 // Runners sharing a batch.
 mod shared;
 // SIGINT, SIGHUP and second signals to `run`, the daemon, the dashboard, `add`.

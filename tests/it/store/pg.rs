@@ -34,6 +34,7 @@ fn items(n: usize) -> Vec<NewItem> {
             key: format!("k{i:05}"),
             label: format!("l{i}"),
             payload: "{}".into(),
+            ..Default::default()
         })
         .collect()
 }
@@ -252,11 +253,14 @@ fn a_version_3_database_gains_the_run_actor() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
-            // Versions 4 to 14 undone: the actor, tombstones, worker groups,
+            // Versions 4 to 15 undone: the actor, tombstones, worker groups,
             // the store id, the seats' TTL and the daemons' heartbeats, the
             // hold's key, steering (cancel, stop), the attempts' stderr, the done version, the limit pools,
-            // the runs' cancelled count.
+            // the runs' cancelled count, priority and not-before.
             "ALTER TABLE nightshift.runs DROP COLUMN cancelled;
+             ALTER TABLE nightshift.items DROP COLUMN priority;
+             CREATE INDEX items_claimable ON nightshift.items (batch_id, id)
+                 WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
              DROP TABLE nightshift.pool_dims, nightshift.pool_calls, nightshift.pool_holds, nightshift.usage;
              ALTER TABLE nightshift.items DROP COLUMN done_version; DROP TABLE nightshift.attempt_logs; DROP INDEX nightshift.items_cancels;
              ALTER TABLE nightshift.items DROP COLUMN cancel_to, DROP COLUMN cancel_by,

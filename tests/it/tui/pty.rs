@@ -358,6 +358,7 @@ fn resume_with_odd_batch_names() {
             key: key.into(),
             label: key.into(),
             payload: format!("{{\"key\":\"{key}\"}}"),
+            ..Default::default()
         };
         let mut store = Store::open(&env.db, Access::ReadWrite).unwrap();
         store
@@ -485,11 +486,13 @@ fn hostile_text_renders_inert() {
                     key: "evil".into(),
                     label: evil_label.into(),
                     payload: r#"{"x":"\u001b[2J"}"#.into(),
+                    ..Default::default()
                 },
                 NewItem {
                     key: "good".into(),
                     label: "good".into(),
                     payload: "{}".into(),
+                    ..Default::default()
                 },
             ],
             t,

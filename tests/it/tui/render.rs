@@ -385,6 +385,7 @@ fn the_pace_says_only_what_it_knows() {
                 key: format!("k{i:02}"),
                 label: format!("label {i}"),
                 payload: "{}".into(),
+                ..Default::default()
             })
             .collect()
     };
@@ -603,4 +604,42 @@ fn the_batch_detail_says_why_items_wait() {
     assert!(shot.contains("waiting   "), "{shot}");
     assert!(shot.contains("wait: the batch is paused"), "{shot}");
     insta::assert_snapshot!(shot);
+}
+
+/// An item's priority and not-before time, in its detail; the batch
+/// detail says it waits, not due, until that time.
+#[test]
+fn priority_and_not_before_are_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    let (mut store, _) = Store::create(&db).unwrap();
+    let at = NOW + 30 * 60_000 + 5_000;
+    let urgent = nightshift::model::NewItem {
+        key: "urgent".into(),
+        label: "urgent".into(),
+        payload: "{}".into(),
+        priority: 7,
+        not_before: Some(at),
+    };
+    store
+        .add_items("articles", &[urgent], NOW - 1_000, |_| {})
+        .unwrap();
+    let fx = Fx { _dir: dir, store };
+    let mut app = App::new(setup(Palette::Mono, false), NOW);
+    app.update(Arrival::Resize(160, 48));
+    drive(&fx, &mut app, &[]);
+    let batch = draw(&app);
+    let clock = nightshift::util::time::utc_clock(at, NOW);
+    assert!(
+        batch.contains(&format!("1 pending, not before {clock}")),
+        "{batch}"
+    );
+    let actions: Vec<Action> = [Intent::GoPane(Pane::Items), Intent::Open]
+        .into_iter()
+        .map(Action::from)
+        .collect();
+    drive(&fx, &mut app, &actions);
+    let detail = draw(&app);
+    assert!(detail.contains("priority 7"), "{detail}");
+    assert!(detail.contains("not before in 30m"), "{detail}");
 }

@@ -25,6 +25,7 @@ fn items(n: usize) -> Vec<NewItem> {
             key: format!("k{i:03}"),
             label: format!("label {i}"),
             payload: format!(r#"{{"n":{i}}}"#),
+            ..Default::default()
         })
         .collect()
 }
@@ -53,6 +54,14 @@ mod sqlite_backend {
         pub fn open(&self, access: Access) -> Store {
             Store::open(&self.path, access).unwrap()
         }
+
+        /// The planner's statistics brought up to date.
+        pub fn analyze(&self) {
+            rusqlite::Connection::open(&self.path)
+                .unwrap()
+                .execute_batch("ANALYZE")
+                .unwrap();
+        }
     }
 
     pub fn fresh() -> Option<(Db, Store)> {
@@ -78,6 +87,12 @@ mod pg_backend {
             let store = Store::open(Path::new(&self.url), access).unwrap();
             assert!(matches!(store, Store::Pg(_)));
             store
+        }
+
+        /// The planner's statistics brought up to date.
+        pub fn analyze(&self) {
+            let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+            c.batch_execute("ANALYZE nightshift.items").unwrap();
         }
     }
 
@@ -1096,8 +1111,8 @@ both_stores! {
                 tier, error_class: "E", message: "m", next_attempt_at: next, cost: None, now: T0 };
             assert!(s.fail(&f, &ev).unwrap());
         }
-        assert_eq!(s.retry_tier("b", T0 + MIN).unwrap(), RetryTier { due: 0, later: 2, next_at: Some(T0 + 10 * MIN) });
-        assert_eq!(s.retry_tier("b", T0 + 15 * MIN).unwrap(), RetryTier { due: 1, later: 1, next_at: Some(T0 + 20 * MIN) });
+        assert_eq!(s.retry_tier("b", T0 + MIN).unwrap(), RetryTier { due: 0, later: 2, next_at: Some(T0 + 10 * MIN), ..RetryTier::default() });
+        assert_eq!(s.retry_tier("b", T0 + 15 * MIN).unwrap(), RetryTier { due: 1, later: 1, next_at: Some(T0 + 20 * MIN), ..RetryTier::default() });
         assert_eq!(s.batch_infos(Some("b")).unwrap()[0].hold, None);
         s.set_hold("b", T0 + 30 * MIN, Some(&c[0].key)).unwrap();
         let hold = s.batch_infos(Some("b")).unwrap()[0].hold.clone().unwrap();
@@ -1392,3 +1407,6 @@ both_stores! {
         assert_eq!(a.admitted, 2, "c3 and c5 lapsed");
     }
 }
+
+// Priority and not-before: the claim order, and items that wait for a time.
+mod priority;
