@@ -59,8 +59,8 @@ impl Scene {
         info: &BatchInfo,
     ) -> anyhow::Result<Option<Holding>> {
         let idle = self.idle(ctx, info);
-        let pool = ctx.config.batch(&info.name).and_then(|b| b.pool.as_ref());
-        match crate::runner::waiting::idle(store, &ctx.db, &info.name, pool, idle, self.now) {
+        let cfg = ctx.config.batch(&info.name);
+        match crate::runner::waiting::idle(store, &ctx.db, &info.name, cfg, idle, self.now) {
             Err(crate::store::StoreError::UnknownBatch { .. }) => Ok(None),
             other => Ok(Some(other?)),
         }

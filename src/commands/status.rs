@@ -39,16 +39,24 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> anyhow::Result<Exit> {
                     .batch(&i.name)
                     .and_then(|b| b.limit.clone())
                     .into();
+                let budgets = super::budgets::of_batch(ctx, &store, &i.name, now)?;
+                b["budget"] = super::budgets::batch_json(&budgets);
                 Ok(b)
             })
             .collect::<anyhow::Result<Vec<Value>>>()?;
         let pools = super::pools::views(ctx, &store, now)?;
+        let mut pools_json = Vec::with_capacity(pools.len());
+        for p in &pools {
+            let mut j = super::pools::pool_json(p, now);
+            j["budget"] = super::budgets::pool_json(ctx, &store, &p.name, now)?;
+            pools_json.push(j);
+        }
         out_json(&json!({
             "store": store.place(),
             "emergency_stop": scene.emergency.as_ref().map(|f| f.display().to_string()),
             "daemons": scene.daemons.iter().map(daemon_json).collect::<Vec<_>>(),
             "batches": batches,
-            "pools": pools.iter().map(|p| super::pools::pool_json(p, now)).collect::<Vec<_>>(),
+            "pools": pools_json,
         }))?;
     } else if args.short {
         out(short_line(ctx, &infos, &scene))?;
@@ -428,6 +436,8 @@ fn print_human(ctx: &Ctx, store: &Store, infos: &[BatchInfo], scene: &Scene) -> 
         if let Some(p) = pools.iter().find(|p| Some(p.name.as_str()) == limit) {
             lines.push(super::pools::pool_line(p, now));
         }
+        let budgets = super::budgets::of_batch(ctx, store, &i.name, now)?;
+        lines.extend(super::budgets::lines(&budgets, now));
         for (n, l) in i.locks.iter().enumerate() {
             lines.push(seat_line(l, i.runners.seats.get(n).copied(), now));
         }

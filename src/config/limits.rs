@@ -120,12 +120,14 @@ impl PoolLimit {
 }
 
 /// A `[limit.NAME]` table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LimitPool {
     pub name: String,
     pub limits: Vec<PoolLimit>,
     /// Calls in flight across every runner using the pool.
     pub concurrency: Option<u32>,
+    /// Spend of every batch of the pool per window (`runner::budget`).
+    pub budget: Option<super::budget::Budget>,
 }
 
 /// Keys allowed in a `[limit.NAME]` table.
@@ -135,6 +137,7 @@ pub const LIMIT_FIELDS: &[&str] = &[
     "input_tokens",
     "output_tokens",
     "concurrency",
+    "budget",
 ];
 
 /// One rate, or an array of them (`["3000/min", "10000/day"]`).

@@ -164,6 +164,8 @@ pub(super) struct Cycle {
     pub(super) gate: gate::Gate,
     /// The `[limit.NAME]` pool every call also passes (`pool`).
     pub(super) pool: Option<super::pool::Pool>,
+    /// The batch's and its pool's budgets (`budget`).
+    pub(super) budgets: Option<super::budget::Budgets>,
     pub(super) claims_left: Option<AtomicUsize>,
     pub(super) lease_ttl: Duration,
     /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).

@@ -160,7 +160,7 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         &store,
         db_path,
         batch,
-        opts.config.pool.as_ref(),
+        Some(&opts.config),
         others,
         taken,
         now,

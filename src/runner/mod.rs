@@ -32,6 +32,7 @@
 //! - `source`, `summary` (with the alert), `hook`, `log`, `waiting`,
 //!   `dry_run`.
 
+pub mod budget;
 pub mod child;
 pub mod classify;
 pub mod cost;
@@ -231,8 +232,8 @@ pub async fn cycle(
         if let Ok(report) = &mut result {
             // After the release: our own seat is not "another runner".
             let others = waiting::Others::Any;
-            let pool = opts.config.pool.as_ref();
-            match waiting::read(&s, db_path, &opts.batch, pool, others, 0, now_ms()) {
+            let cfg = Some(&opts.config);
+            match waiting::read(&s, db_path, &opts.batch, cfg, others, 0, now_ms()) {
                 Ok(w) => report.waiting = w,
                 Err(e) => tracing::warn!("reading what {} still holds: {e}", opts.batch),
             }

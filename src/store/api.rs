@@ -612,3 +612,46 @@ pub struct PoolDimView {
     pub limit: i64,
     pub next_slot: Option<Millis>,
 }
+
+/// Whose budget a spend row counts: a batch's or a limit pool's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpendScope {
+    Batch,
+    Pool,
+}
+
+impl SpendScope {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpendScope::Batch => "batch",
+            SpendScope::Pool => "pool",
+        }
+    }
+}
+
+/// One window of one budget: its scope and name, its period, and the
+/// window's start (UTC millis, a multiple of the period).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendKey {
+    pub scope: SpendScope,
+    pub name: String,
+    pub period_ms: i64,
+    pub window_start: Millis,
+}
+
+/// One attempt's cost (millionths) added to a budget's window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendAdd {
+    pub key: SpendKey,
+    pub micros: i64,
+}
+
+/// What a budget's window has spent: millionths of the cost unit, over
+/// how many attempts that reported a cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    pub micros: i64,
+    pub attempts: i64,
+}

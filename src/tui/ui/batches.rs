@@ -413,6 +413,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         paused: info.pause.is_some(),
         lock_held: info.running(),
         hold_until: info.hold.as_ref().map(|h| h.until),
+        budget_until: None,
         // The dashboard reads no pool state yet (see README).
         rate_limit: None,
         taken: 0,

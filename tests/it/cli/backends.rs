@@ -240,7 +240,7 @@ both_backends! {
         env.add_items("b", 2);
         match env.backend {
             Backend::Sqlite => env.sql().execute_batch(
-                "DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;
+                "DROP TABLE spend; DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;
                  ALTER TABLE items DROP COLUMN done_version; DROP TABLE attempt_logs; DROP INDEX items_cancels; ALTER TABLE items DROP COLUMN cancel_to;
                  ALTER TABLE items DROP COLUMN cancel_by; ALTER TABLE items DROP COLUMN cancel_reason;
                  ALTER TABLE locks DROP COLUMN stop; ALTER TABLE locks DROP COLUMN stop_by;
@@ -248,7 +248,7 @@ both_backends! {
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
-                "DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;
+                "DROP TABLE spend; DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;
                  ALTER TABLE items DROP COLUMN done_version; DROP TABLE attempt_logs; DROP INDEX items_cancels; ALTER TABLE items DROP COLUMN cancel_to;
                  ALTER TABLE items DROP COLUMN cancel_by; ALTER TABLE items DROP COLUMN cancel_reason;
                  ALTER TABLE locks DROP COLUMN stop; ALTER TABLE locks DROP COLUMN stop_by;
