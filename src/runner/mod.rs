@@ -38,6 +38,7 @@ pub mod classify;
 pub mod cost;
 mod cycle;
 mod dry_run;
+pub mod estimate;
 mod gate;
 pub mod halt;
 mod heartbeat;

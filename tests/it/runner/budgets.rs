@@ -244,4 +244,36 @@ both_backends! {
         assert_eq!((b["attempts"].as_i64(), b["reached"].as_bool()), (Some(3), Some(true)), "{b}");
         assert!((b["spent"].as_f64().unwrap() - 0.6).abs() < 1e-9, "{b}");
     }
+
+    /// `run --dry-run` estimates the pending items from the batch's recent
+    /// mean cost per attempt, against the budget left, and says how many fit.
+    fn a_dry_run_estimates_the_cost_against_the_budget_left(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.25", "echo ok");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nbudget = \"2.0/day\"\n"
+        ));
+        add(&env, "a", &["k1", "k2", "k3", "k4"]);
+        env.run(&["run", "a"]).code(0);
+        let keys: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        add(&env, "a", &keys);
+        let before = env.snapshot();
+        let text = env.run(&["run", "a", "--dry-run"]).code(0).stdout.clone();
+        assert!(
+            text.contains("estimate: 10 items would cost about $2.50 (mean $0.25 per attempt over 4 attempts of the last 1 run)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("budget $1.00 of $2.00 today, resets 00:00Z: $1.00 left, 4 of the 10 fit before the reset"),
+            "{text}"
+        );
+        let json = env.run(&["run", "a", "--dry-run", "--json"]).code(0).json();
+        let e = &json["estimate"];
+        assert_eq!((e["items"].as_i64(), e["cost"].as_f64(), e["attempts"].as_i64()), (Some(10), Some(2.5), Some(4)), "{e}");
+        assert_eq!(e["budgets"][0]["fits"], 4);
+        assert_eq!(e["budgets"][0]["left"], 1.0);
+        assert_eq!(env.snapshot(), before, "a dry run writes nothing");
+        assert_eq!(starts(&env).len(), 4);
+    }
 }
