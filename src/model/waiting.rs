@@ -304,11 +304,17 @@ impl fmt::Display for Said<'_> {
                 "{n} held until {} (retry-after)",
                 w.until.map_or("?".into(), |t| utc_clock(t, now))
             ),
+            // A reset on the minute (a day's 00:00Z) as the clock says it,
+            // a short window's to the second.
             WaitReason::Budget => write!(
                 f,
                 "{n} {}: budget reached, resets {}",
                 waits(one),
-                w.until.map_or("?".into(), |t| utc_clock(t, now))
+                w.until.map_or("?".into(), |t| if t % 60_000 == 0 {
+                    hhmm(t, now)
+                } else {
+                    utc_clock(t, now)
+                })
             ),
             WaitReason::RateLimit => {
                 let (pool, dim) = w
@@ -476,7 +482,7 @@ mod tests {
             ..base.clone()
         };
         assert!(
-            said(&budget).ends_with("8 wait: budget reached, resets 07:16:00Z"),
+            said(&budget).ends_with("8 wait: budget reached, resets 07:16Z"),
             "{}",
             said(&budget)
         );

@@ -108,8 +108,12 @@ pub fn money(x: f64) -> String {
     }
 }
 
-/// The budgets of a batch: `(scope, name, budget)`.
-fn of_config(cfg: &BatchConfig) -> Vec<(SpendScope, String, Budget)> {
+/// A budget by whose it is: `(scope, name, budget)`.
+pub type Named = (SpendScope, String, Budget);
+
+/// The budgets of a batch: its own, then its pool's.
+#[must_use]
+pub fn of_config(cfg: &BatchConfig) -> Vec<Named> {
     let mut out = Vec::new();
     if let Some(b) = cfg.budget {
         out.push((SpendScope::Batch, cfg.name.clone(), b));
@@ -122,7 +126,9 @@ fn of_config(cfg: &BatchConfig) -> Vec<(SpendScope, String, Budget)> {
     out
 }
 
-fn key(scope: SpendScope, name: &str, budget: &Budget, now: Millis) -> SpendKey {
+/// The ledger row of a budget's window at `now`.
+#[must_use]
+pub fn key(scope: SpendScope, name: &str, budget: &Budget, now: Millis) -> SpendKey {
     SpendKey {
         scope,
         name: name.to_string(),
@@ -169,7 +175,15 @@ fn states_of(
         .collect())
 }
 
-fn state(scope: SpendScope, name: String, b: &Budget, spent: Spent, now: Millis) -> BudgetState {
+/// A budget as it stands at `now`, given its window's spend.
+#[must_use]
+pub fn state(
+    scope: SpendScope,
+    name: String,
+    b: &Budget,
+    spent: Spent,
+    now: Millis,
+) -> BudgetState {
     BudgetState {
         scope,
         name,

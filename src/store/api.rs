@@ -237,6 +237,8 @@ pub struct DashQuery {
     pub events: Option<EventsQuery>,
     /// Key of the item whose detail is open.
     pub detail: Option<String>,
+    /// The selected batch's budgets' windows (`runner::budget::key`).
+    pub spend: Vec<SpendKey>,
 }
 
 /// A window of the selected batch's items, in insertion order.
@@ -357,6 +359,8 @@ pub struct Dashboard {
     /// The selected batch (by name) and its retry tier (due now, later and
     /// when): what its waiting reasons need beside its counts.
     pub retry: Option<(String, crate::model::waiting::RetryTier)>,
+    /// The selected batch's budgets' windows asked for, and their spend.
+    pub spent: Vec<(SpendKey, Spent)>,
     /// The scheduler daemons recorded, with their state at the poll.
     pub daemons: Vec<DaemonInfo>,
     /// The emergency-stop file `PAUSED` beside the store, if it is there

@@ -585,6 +585,7 @@ both_stores! {
             dlq: true,
             events: Some(nightshift::store::EventsQuery { batch: Some("b".into()), limit: 3, ..Default::default() }),
             detail: Some("k000".into()),
+            spend: Vec::new(),
         };
         let d = s.dashboard(&q, T0).unwrap();
         assert_eq!(d.batches.len(), 2);
