@@ -141,6 +141,11 @@ both_backends! {
         let text = env.run(&["status"]).code(0).stdout.clone();
         assert!(text.contains("budget reached ($0.75 of $0.50 today), resets 00:00Z"), "{text}");
         assert!(text.contains("3 wait: budget reached, resets"), "{text}");
+        let short = env.run(&["status", "--short"]).code(0).stdout.clone();
+        assert!(short.contains(" budget"), "{short}");
+        let metrics = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
+        assert!(metrics.contains("nightshift_budget_spent{batch=\"a\",scope=\"batch\",name=\"a\"} 0.75"), "{metrics}");
+        assert!(metrics.contains("nightshift_budget_limit{batch=\"a\",scope=\"batch\",name=\"a\"} 0.5"), "{metrics}");
         let show = env.run(&["show", "a", "k4"]).code(0).stdout.clone();
         assert!(show.contains("budget reached, resets"), "{show}");
         // The next run waits for the reset too: it starts no call.
