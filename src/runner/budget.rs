@@ -6,9 +6,10 @@
 //! The spend is a ledger in the store (`store::ops::budgets`): one sum per
 //! budget and UTC-aligned window (`config::budget`), added to by every
 //! attempt that reports a cost, failed and retried ones included, on every
-//! runner of the store. The add is sent to the writer without waiting, so
-//! it commits in the group of the attempt's own record: no transaction of
-//! its own on the hot path. The run keeps what it knows of each window's
+//! runner of the store. The add is queued to the writer without waiting,
+//! so it commits in the writer's next group: the call waits for no
+//! transaction of its own. (A runner killed in between loses that one
+//! attempt's cost: the ledger can under-count by the calls of a crash.) The run keeps what it knows of each window's
 //! sum (the store's at the start and each heartbeat, plus its own adds), so
 //! the gate asks no store at a claim; another runner's spend is seen
 //! within a heartbeat.

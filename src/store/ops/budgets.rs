@@ -7,9 +7,9 @@ use crate::store::api::{SpendAdd, SpendKey, Spent};
 use crate::store::{Result, Store};
 
 impl Store {
-    /// Adds attempts' costs to their windows. The runner sends it without
-    /// waiting: its writer folds it into the group commit of the attempt's
-    /// own record, so it costs no transaction of its own.
+    /// Adds attempts' costs to their windows. The runner queues it without
+    /// waiting: its writer commits it in its next group, beside whatever
+    /// else arrived, so a call waits for no transaction of its own.
     pub fn add_spend(&mut self, adds: &[SpendAdd]) -> Result<()> {
         if adds.is_empty() {
             return Ok(());
