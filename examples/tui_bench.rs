@@ -226,6 +226,7 @@ fn query() -> DashQuery {
             ..EventsQuery::default()
         }),
         detail: None,
+        spend: Vec::new(),
     }
 }
 

@@ -96,7 +96,7 @@ impl FromStr for Budget {
         }
         let amount: f64 = amount.parse().map_err(|_| err())?;
         // At least a millionth: the ledger sums millionths.
-        if !(amount >= 1e-6 && amount <= MAX_COST) {
+        if !(1e-6..=MAX_COST).contains(&amount) {
             return Err(err());
         }
         let period = period.trim();
@@ -142,7 +142,7 @@ pub fn period_word(period: Duration) -> String {
     let secs = period.as_secs();
     let (n, unit) = [(86_400, "day"), (3600, "h"), (60, "min"), (1, "s")]
         .into_iter()
-        .find(|(u, _)| secs % u == 0)
+        .find(|(u, _)| secs.is_multiple_of(*u))
         .map_or((secs, "s"), |(u, w)| (secs / u, w));
     if n == 1 {
         unit.to_string()

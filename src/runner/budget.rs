@@ -85,7 +85,7 @@ impl BudgetState {
             window_word(self.period)
         );
         let resets = crate::util::time::hhmm(self.window_end, now);
-        let resets = if self.period.as_secs() % 60 == 0 {
+        let resets = if self.period.as_secs().is_multiple_of(60) {
             resets
         } else {
             utc_clock(self.window_end, now)
