@@ -11,6 +11,7 @@
 
 use crate::support as common;
 
+use crate::support::require::Tool;
 use common::{Env, wait_for};
 use nix::sys::signal::Signal;
 
@@ -280,5 +281,28 @@ both_backends! {
         assert_eq!(e["budgets"][0]["left"], 1.0);
         assert_eq!(env.snapshot(), before, "a dry run writes nothing");
         assert_eq!(starts(&env).len(), 4);
+    }
+
+    /// Persistent mode the same: a long-lived worker gets no request after
+    /// the hold, and its answers' costs (at the top of the answer) count.
+    fn a_persistent_worker_gets_no_request_after_the_budget(env) {
+        require!(Tool::Python3);
+        away_from_midnight();
+        env.write(
+            "pw.py",
+            "import json, sys\nfor line in sys.stdin:\n    k = json.loads(line)[\"key\"]\n    with open(\"asked.log\", \"a\") as f:\n        f.write(k + \"\\n\")\n    print(json.dumps({\"key\": k, \"result\": 1, \"cost\": 0.25}), flush=True)\n",
+        );
+        env.config(
+            "[batch.p]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\nconcurrency = 1\nbudget = \"0.50/day\"\n",
+        );
+        add(&env, "p", &["k1", "k2", "k3", "k4", "k5"]);
+        let run = env.spawn("p", &["run", "p"]);
+        wait_for("the budget hold", || !env.events("p", "budget").is_empty());
+        interrupt(run);
+        let asked = common::lines(&env.path("asked.log"));
+        assert_eq!(asked, ["k1", "k2"], "no request after the budget");
+        let status = env.status();
+        let b = &batch_json(&status, "p")["budget"];
+        assert_eq!((b["spent"].as_f64(), b["reached"].as_bool()), (Some(0.5), Some(true)), "{b}");
     }
 }
