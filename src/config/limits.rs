@@ -130,15 +130,38 @@ pub struct LimitPool {
     pub budget: Option<super::budget::Budget>,
 }
 
-/// Keys allowed in a `[limit.NAME]` table.
-pub const LIMIT_FIELDS: &[&str] = &[
-    "requests",
-    "tokens",
-    "input_tokens",
-    "output_tokens",
-    "concurrency",
-    "budget",
+/// Every key of a `[limit.NAME]` table and what it does (the man page
+/// lists them from here).
+pub const LIMIT: &[(&str, &str)] = &[
+    (
+        "requests",
+        "Calls per period, one rate or an array of them (\"3000/min\", [\"3000/min\", \"10000/day\"]); units s, min, h, day.",
+    ),
+    ("tokens", "Input and output tokens together per period."),
+    ("input_tokens", "Input tokens per period, apart."),
+    ("output_tokens", "Output tokens per period, apart."),
+    (
+        "concurrency",
+        "Calls in flight at once across every batch and runner of the pool.",
+    ),
+    (
+        "budget",
+        "Spend of every batch of the pool together per UTC-aligned window (\"50.0/day\"); at it no call of any of them starts until the window ends.",
+    ),
 ];
+
+const LIMIT_KEYS: [&str; LIMIT.len()] = {
+    let mut keys = [""; LIMIT.len()];
+    let mut i = 0;
+    while i < LIMIT.len() {
+        keys[i] = LIMIT[i].0;
+        i += 1;
+    }
+    keys
+};
+
+/// Keys allowed in a `[limit.NAME]` table.
+pub const LIMIT_FIELDS: &[&str] = &LIMIT_KEYS;
 
 /// One rate, or an array of them (`["3000/min", "10000/day"]`).
 pub(super) fn rates(value: &Spanned<DeValue<'_>>) -> Conv<Vec<PoolRate>> {

@@ -115,6 +115,16 @@ pub(super) fn render(mut roff: Roff) -> Roff {
     roff.control("SH", ["BATCH KEYS"]);
     paragraphs(&mut roff, BATCH_INTRO);
     entries(&mut roff, &batch_entries());
+    roff.control("SH", ["LIMIT POOL KEYS"]);
+    roff.text([roman(
+        "A [limit.NAME] table names a pool that batches draw from with limit = \"NAME\", \
+         shared by every runner of the store.",
+    )]);
+    for (key, doc) in crate::config::limits::LIMIT {
+        roff.control("TP", []);
+        roff.text([bold(*key)]);
+        roff.text([roman(*doc)]);
+    }
     roff.control("SH", ["EXAMPLE"]);
     roff.text([roman("What nightshift init writes:")]);
     roff.control("PP", []);

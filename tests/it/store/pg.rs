@@ -254,8 +254,9 @@ fn a_version_3_database_gains_the_run_actor() {
         .batch_execute(
             // Versions 4 to 13 undone: the actor, tombstones, worker groups,
             // the store id, the seats' TTL and the daemons' heartbeats, the
-            // hold's key, steering (cancel, stop), the attempts' stderr, the done version, the limit pools.
-            "DROP TABLE nightshift.pool_dims, nightshift.pool_calls, nightshift.pool_holds, nightshift.usage;
+            // hold's key, steering (cancel, stop), the attempts' stderr, the done version, the limit pools,
+            // the budgets' ledger.
+            "DROP TABLE nightshift.spend; DROP TABLE nightshift.pool_dims, nightshift.pool_calls, nightshift.pool_holds, nightshift.usage;
              ALTER TABLE nightshift.items DROP COLUMN done_version; DROP TABLE nightshift.attempt_logs; DROP INDEX nightshift.items_cancels;
              ALTER TABLE nightshift.items DROP COLUMN cancel_to, DROP COLUMN cancel_by,
                  DROP COLUMN cancel_reason;
