@@ -127,6 +127,8 @@ both_backends! {
         // In flight at the hold: it finishes, and is done.
         std::fs::write(env.path("release"), "").unwrap();
         wait_for("the slow item done", || env.item("slow").0 == "done");
+        // Its cost is queued to the store after its done mark.
+        wait_for("its cost in the ledger", || batch_json(&env.status(), "a")["budget"]["spent"] == 0.75);
         let status = env.status();
         let b = batch_json(&status, "a");
         assert_eq!(b["budget"]["limit"], 0.5);
