@@ -228,6 +228,7 @@ fn query() -> DashQuery {
         }),
         detail: None,
         pools: Vec::new(),
+        spend: Vec::new(),
     }
 }
 

@@ -54,6 +54,21 @@ pub fn render(
         help: "Seconds left of a retry-after hold (0 if none): no call starts before.",
         samples: Vec::new(),
     };
+    let mut budget_spent = Family {
+        name: "nightshift_budget_spent",
+        help: "What the budget's window has spent so far (the workers' cost unit), per budget of the batch (scope batch or pool).",
+        samples: Vec::new(),
+    };
+    let mut budget_limit = Family {
+        name: "nightshift_budget_limit",
+        help: "The budget per window; at it no call of the batch starts until the window ends.",
+        samples: Vec::new(),
+    };
+    let mut budget_reset = Family {
+        name: "nightshift_budget_reset_seconds",
+        help: "Seconds until the budget's window ends (UTC-aligned) and its spend starts again from 0.",
+        samples: Vec::new(),
+    };
     let mut lock = Family {
         name: "nightshift_lock_held",
         help: "1 if a live runner holds the batch lock (0 once it crashed or went silent).",
@@ -123,6 +138,18 @@ pub fn render(
             info.held(now)
                 .map_or(0.0, |h| (h.until - now) as f64 / 1000.0),
         ));
+        for s in scene.budgets.get(&info.name).into_iter().flatten() {
+            let l = format!(
+                "batch=\"{b}\",scope=\"{}\",name=\"{}\"",
+                s.scope.as_str(),
+                label(&s.name)
+            );
+            budget_spent.samples.push((l.clone(), s.spent));
+            budget_limit.samples.push((l.clone(), s.limit));
+            budget_reset
+                .samples
+                .push((l, (s.window_end - now).max(0) as f64 / 1000.0));
+        }
         lock.samples.push(one(info.running()));
         crashed.samples.push(one(info.runners.dead().is_some()));
         orphaned
@@ -167,6 +194,9 @@ pub fn render(
         emergency,
         paused,
         hold,
+        budget_spent,
+        budget_limit,
+        budget_reset,
         lock,
         crashed,
         orphaned,

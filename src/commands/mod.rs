@@ -2,6 +2,7 @@
 //! printed output; none holds SQL.
 
 pub mod add;
+pub mod budgets;
 pub mod daemon;
 pub mod demo;
 pub mod dlq;

@@ -234,6 +234,11 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         }
         out(table.render())?;
     }
+    if let Some(e) = plan.estimate.as_ref().filter(|_| !plan.items.is_empty()) {
+        for line in e.lines(now) {
+            out(sanitize::line(&line).into_owned())?;
+        }
+    }
     // Why not more: what waits, or that nothing is left.
     let c = &plan.counts;
     if !waits.is_empty() {

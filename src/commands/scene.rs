@@ -19,14 +19,24 @@ pub struct Scene {
     /// The `PAUSED` file beside the store, if it is there.
     pub emergency: Option<PathBuf>,
     pub daemons: Vec<DaemonInfo>,
+    /// Each configured batch's budgets as they stand (its own, its pool's).
+    pub budgets: std::collections::BTreeMap<String, Vec<crate::runner::budget::BudgetState>>,
 }
 
 impl Scene {
     pub fn read(ctx: &Ctx, store: &Store, now: Millis) -> anyhow::Result<Scene> {
+        let mut budgets = std::collections::BTreeMap::new();
+        for (name, cfg) in &ctx.config.batches {
+            let states = crate::runner::budget::states(store, cfg, now)?;
+            if !states.is_empty() {
+                budgets.insert(name.clone(), states);
+            }
+        }
         Ok(Scene {
             now,
             emergency: crate::runner::paused_file(&ctx.db),
             daemons: store.daemons(now)?,
+            budgets,
         })
     }
 
@@ -59,11 +69,16 @@ impl Scene {
         info: &BatchInfo,
     ) -> anyhow::Result<Option<Holding>> {
         let idle = self.idle(ctx, info);
-        let pool = ctx.config.batch(&info.name).and_then(|b| b.pool.as_ref());
-        match crate::runner::waiting::idle(store, &ctx.db, &info.name, pool, idle, self.now) {
+        let cfg = ctx.config.batch(&info.name);
+        match crate::runner::waiting::idle(store, &ctx.db, &info.name, cfg, idle, self.now) {
             Err(crate::store::StoreError::UnknownBatch { .. }) => Ok(None),
             other => Ok(Some(other?)),
         }
+    }
+
+    /// Until when a reached budget holds the batch, if one does.
+    pub fn budget_held(&self, batch: &str) -> Option<Millis> {
+        crate::runner::budget::held_until(self.budgets.get(batch).map_or(&[], Vec::as_slice))
     }
 
     /// Paused by its flag, or by the emergency stop.
@@ -99,6 +114,9 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             }
             if i.held(scene.now).is_some() {
                 s.push_str(" held");
+            }
+            if scene.budget_held(&i.name).is_some() {
+                s.push_str(" budget");
             }
             if let Some(sched) = scene.schedule(ctx, i).filter(|s| !s.live) {
                 s.push_str(" no daemon");

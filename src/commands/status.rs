@@ -60,16 +60,24 @@ fn shown(ctx: &Ctx, store: &Store, args: &StatusArgs) -> anyhow::Result<Shown> {
                     .batch(&i.name)
                     .and_then(|b| b.limit.clone())
                     .into();
+                let budgets = super::budgets::of_batch(ctx, store, &i.name, now)?;
+                b["budget"] = super::budgets::batch_json(&budgets);
                 Ok(b)
             })
             .collect::<anyhow::Result<Vec<Value>>>()?;
         let pools = super::pools::views(ctx, store, now)?;
+        let mut pools_json = Vec::with_capacity(pools.len());
+        for p in &pools {
+            let mut j = super::pools::pool_json(p, now);
+            j["budget"] = super::budgets::pool_json(ctx, store, &p.name, now)?;
+            pools_json.push(j);
+        }
         return Ok(Shown::Json(json!({
             "store": store.place(),
             "emergency_stop": scene.emergency.as_ref().map(|f| f.display().to_string()),
             "daemons": scene.daemons.iter().map(daemon_json).collect::<Vec<_>>(),
             "batches": batches,
-            "pools": pools.iter().map(|p| super::pools::pool_json(p, now)).collect::<Vec<_>>(),
+            "pools": pools_json,
         })));
     }
     if args.short {
@@ -459,6 +467,8 @@ fn human(
         if let Some(p) = pools.iter().find(|p| Some(p.name.as_str()) == limit) {
             lines.push(super::pools::pool_line(p, now));
         }
+        let budgets = super::budgets::of_batch(ctx, store, &i.name, now)?;
+        lines.extend(super::budgets::lines(&budgets, now));
         for (n, l) in i.locks.iter().enumerate() {
             lines.push(seat_line(l, i.runners.seats.get(n).copied(), now));
         }

@@ -298,6 +298,21 @@ pub const BATCH: &[Field] = &[
         show: |b| b.max_cost.map(|c| toml::Value::Float(c).to_string()),
     },
     Field {
+        key: "budget",
+        doc: &[
+            "Spend per window (in the workers' cost unit), kept in the store for every",
+            "runner and later runs; failed and retried attempts count. At it, no call",
+            "starts (in-flight ones finish) until the window ends: windows are aligned",
+            "in UTC, so \"20.0/day\" resets at 00:00Z. Also settable per [limit.NAME].",
+        ],
+        unset: Unset::Off {
+            means: "no budget",
+            example: r#""20.0/day""#,
+        },
+        set: |v, b| parsed(v).map(|x| b.budget = Some(x)),
+        show: |b| b.budget.map(|x| toml_string(&x.to_string())),
+    },
+    Field {
         key: "version",
         doc: &[
             "The prompt or model version items are done under (any text). An item done",

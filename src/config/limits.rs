@@ -120,12 +120,14 @@ impl PoolLimit {
 }
 
 /// A `[limit.NAME]` table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LimitPool {
     pub name: String,
     pub limits: Vec<PoolLimit>,
     /// Calls in flight across every runner using the pool.
     pub concurrency: Option<u32>,
+    /// Spend of every batch of the pool per window (`runner::budget`).
+    pub budget: Option<super::budget::Budget>,
 }
 
 /// One key of a `[limit.NAME]` table, as the man page lists it: its
@@ -173,6 +175,14 @@ pub const LIMIT: &[LimitRow] = &[
         doc: &[
             "Calls in flight at once across every runner of the pool, on every host",
             "sharing the store.",
+        ],
+    },
+    LimitRow {
+        key: "budget",
+        example: "\"50.0/day\"",
+        doc: &[
+            "Spend of every batch of the pool together per UTC-aligned window",
+            "(\"50.0/day\"); at it no call of any of them starts until the window ends.",
         ],
     },
 ];

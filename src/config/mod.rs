@@ -22,6 +22,7 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use toml::de::DeTable;
 
+pub mod budget;
 mod convert;
 mod error;
 pub mod example;
@@ -109,6 +110,9 @@ pub struct BatchConfig {
     /// one is clamped to it.
     pub max_hold: Duration,
     pub max_cost: Option<f64>,
+    /// Spend per UTC-aligned window; at it the runner starts no call until
+    /// the window ends (`runner::budget`).
+    pub budget: Option<budget::Budget>,
     /// The prompt or model version items are done under (`version`); items
     /// done under another one, or before it was set, are stale.
     pub version: Option<String>,
@@ -157,6 +161,7 @@ impl BatchConfig {
             priority_field: None,
             max_hold: Duration::from_hours(1),
             max_cost: None,
+            budget: None,
             version: None,
             schedule: None,
             timezone: Tz::UTC,

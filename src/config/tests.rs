@@ -752,3 +752,30 @@ fn bad_limit_pools_are_refused_naming_the_field() {
         assert!(err.contains(wanted), "{text}: {err}");
     }
 }
+
+#[test]
+fn budgets_are_read_per_batch_and_per_pool_and_bad_ones_name_key_and_line() {
+    let config = parse(
+        "[limit.openai]\nbudget = \"50/day\"\n\n[batch.a]\nlimit = \"openai\"\nbudget = \"0.30/3s\"\n",
+    )
+    .unwrap();
+    let a = config.batch("a").unwrap();
+    let budget = a.budget.unwrap();
+    assert_eq!((budget.amount, budget.period.as_secs()), (0.3, 3));
+    let pool = a.pool.as_ref().and_then(|p| p.budget).unwrap();
+    assert_eq!((pool.amount, pool.period.as_secs()), (50.0, 86_400));
+    assert_eq!(
+        error("[batch.a]\n\nbudget = \"20/week\""),
+        r#"nightshift.toml:3: batch.a.budget: invalid budget "20/week": expected AMOUNT/PERIOD with a positive amount and a period of s, min, h or day (optionally a whole number of them), e.g. 20.0/day, 5/h, 0.30/3s"#
+    );
+    for bad in ["\"-1/day\"", "\"0/day\"", "\"20\"", "20.0", "[\"1/day\"]"] {
+        let err = parse(&format!("[limit.p]\nrequests = \"1/s\"\nbudget = {bad}")).unwrap_err();
+        assert_eq!(
+            (err.line(), err.field()),
+            (Some(3), Some("limit.p.budget")),
+            "{bad}"
+        );
+    }
+    // A pool may have a budget and nothing else.
+    assert!(parse("[limit.p]\nbudget = \"1/h\"\n").is_ok());
+}

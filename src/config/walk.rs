@@ -9,7 +9,7 @@ use std::path::Path;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::convert::{Conv, describe};
+use super::convert::{Conv, describe, parsed};
 use super::fields::{BATCH, BATCH_FIELDS, TOP, TOP_LEVEL_FIELDS};
 use super::limits::{self, LIMIT_FIELDS, LimitPool, PoolLimit};
 use super::suggest::closest;
@@ -186,12 +186,15 @@ impl Walker<'_> {
             name: name.to_string(),
             limits: Vec::new(),
             concurrency: None,
+            budget: None,
         };
         for (key, value) in table {
             let key_name = key.get_ref().as_ref();
             let field = format!("{table_name}.{key_name}");
             if key_name == "concurrency" {
                 pool.concurrency = self.take(value, &field, limits::concurrency);
+            } else if key_name == "budget" {
+                pool.budget = self.take(value, &field, parsed);
             } else if let Some(measure) = limits::measure_of(key_name) {
                 for rate in self.take(value, &field, limits::rates).unwrap_or_default() {
                     pool.limits.push(PoolLimit { measure, rate });
@@ -206,7 +209,7 @@ impl Walker<'_> {
             self.invalid(
                 value.span(),
                 &table_name,
-                "a pool needs at least one of requests, tokens, input_tokens, output_tokens, concurrency",
+                "a pool needs at least one of requests, tokens, input_tokens, output_tokens, concurrency, budget",
             );
         }
         Some(pool)

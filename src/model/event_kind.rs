@@ -59,6 +59,8 @@ event_kinds! {
     Hold => "hold",
     /// Calls wait for the batch's limit pool: which pool, which limit, the next slot.
     RateLimit => "rate-limit",
+    /// A budget was reached: no call of the batch starts until its window ends (in-flight ones finish).
+    Budget => "budget",
     // What people and hooks did.
     /// Items were added (`nightshift add`).
     Added => "added",

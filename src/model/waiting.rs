@@ -31,6 +31,9 @@ pub enum WaitReason {
     LockHeld,
     /// A `retry_after_s` answer holds claiming back.
     Hold,
+    /// A budget of the batch or its pool is spent: nothing starts until
+    /// its window ends.
+    Budget,
     /// The batch's limit pool has no room now ([`RateLimited`] says which
     /// pool, which dimension and the next slot).
     RateLimit,
@@ -51,6 +54,7 @@ str_enum!(WaitReason {
     Paused => "paused",
     LockHeld => "lock-held",
     Hold => "hold",
+    Budget => "budget",
     RateLimit => "rate-limit",
     InFlight => "in-flight",
     Pending => "pending",
@@ -107,6 +111,8 @@ pub struct Holding {
     /// Another runner holds every seat of the lock.
     pub lock_held: bool,
     pub hold_until: Option<Millis>,
+    /// A budget reached: its window's end (`runner::budget::held_until`).
+    pub budget_until: Option<Millis>,
     /// The batch's limit pool, while it has no room.
     pub rate_limit: Option<RateLimited>,
     /// Of the items a run could take, how many the run in question takes
@@ -144,6 +150,11 @@ fn blocked(h: &Holding, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
         Some((WaitReason::Paused, None))
     } else if h.lock_held {
         Some((WaitReason::LockHeld, None))
+    } else if let Some(t) = h.budget_until.filter(|t| *t > now)
+        && h.hold_until.is_none_or(|hold| hold <= t)
+    {
+        // Of a budget and a retry-after hold, the later end is the wait.
+        Some((WaitReason::Budget, Some(t)))
     } else if let Some(t) = h.hold_until.filter(|t| *t > now) {
         Some((WaitReason::Hold, Some(t)))
     } else if let Some(r) = &h.rate_limit {
@@ -334,6 +345,18 @@ impl fmt::Display for Said<'_> {
                 f,
                 "{n} held until {} (retry-after)",
                 w.until.map_or("?".into(), |t| utc_clock(t, now))
+            ),
+            // A reset on the minute (a day's 00:00Z) as the clock says it,
+            // a short window's to the second.
+            WaitReason::Budget => write!(
+                f,
+                "{n} {}: budget reached, resets {}",
+                waits(one),
+                w.until.map_or("?".into(), |t| if t % 60_000 == 0 {
+                    hhmm(t, now)
+                } else {
+                    utc_clock(t, now)
+                })
             ),
             WaitReason::RateLimit => {
                 let (pool, dim) = w
@@ -551,6 +574,15 @@ mod tests {
                 .ends_with("8 pending: waiting for pool openai, tokens/min, next slot 07:16:00Z"),
             "{}",
             said(&pool)
+        );
+        let budget = Holding {
+            budget_until: Some(LATER),
+            ..base.clone()
+        };
+        assert!(
+            said(&budget).ends_with("8 wait: budget reached, resets 07:16Z"),
+            "{}",
+            said(&budget)
         );
         // A hold that has passed holds nothing.
         let passed = Holding {

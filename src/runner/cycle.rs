@@ -168,6 +168,8 @@ pub(super) struct Cycle {
     pub(super) pool: Option<super::pool::Pool>,
     /// Settlements on their way to the writer (`pool::Settling`).
     pub(super) settling: super::pool::Settling,
+    /// The batch's and its pool's budgets (`budget`).
+    pub(super) budgets: Option<super::budget::Budgets>,
     pub(super) claims_left: Option<AtomicUsize>,
     pub(super) lease_ttl: Duration,
     /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).

@@ -47,6 +47,8 @@ pub struct DryRun {
     /// What the batch holds that this run would not run, and why.
     #[serde(serialize_with = "waiting_json")]
     pub waiting: Vec<Waiting>,
+    /// What the items listed would cost, against the budgets left.
+    pub estimate: Option<super::estimate::Estimate>,
 }
 
 fn waiting_json<S: serde::Serializer>(w: &[Waiting], s: S) -> Result<S::Ok, S::Error> {
@@ -82,6 +84,7 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         key_state: None,
         counts: Counts::default(),
         waiting: Vec::new(),
+        estimate: None,
     };
     if !known {
         return Ok(out);
@@ -156,11 +159,17 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
     let others = super::waiting::Others::Blocking {
         seats: opts.config.runners,
     };
+    out.estimate = Some(super::estimate::read(
+        &store,
+        &opts.config,
+        out.items.len() as i64,
+        now,
+    )?);
     out.waiting = super::waiting::read(
         &store,
         db_path,
         batch,
-        opts.config.pool.as_ref(),
+        Some(&opts.config),
         others,
         taken,
         now,

@@ -28,6 +28,9 @@ pub(super) struct Held {
     until: Option<Millis>,
     /// Bumped by every hold this run sets (see [`Gate::sync`]).
     seq: u64,
+    /// A budget reached: held until its window ends (`runner::budget`).
+    /// The ledger, not the store's hold, says so: [`Gate::sync`] leaves it.
+    budget: Option<Millis>,
 }
 
 /// Where a call stands at the gate.
@@ -59,6 +62,7 @@ impl Gate {
         let (held, _) = watch::channel(Held {
             until: inherited.map(|h| h.until),
             seq: 0,
+            budget: None,
         });
         Gate {
             held,
@@ -69,7 +73,21 @@ impl Gate {
 
     /// Until when the hold is still on, if it is.
     pub fn held_until(&self) -> Option<Millis> {
-        self.held.borrow().until.filter(|t| *t > now_ms())
+        let h = self.held.borrow();
+        let now = now_ms();
+        h.until.max(h.budget).filter(|t| *t > now)
+    }
+
+    /// Holds every call until `until`, the end of a reached budget's
+    /// window (never shortens it).
+    pub fn hold_for_budget(&self, until: Millis) {
+        self.held.send_if_modified(|h| {
+            if h.budget.is_some_and(|t| t >= until) {
+                return false;
+            }
+            h.budget = Some(until);
+            true
+        });
     }
 
     /// May the call start now? The one rule for every call: never while

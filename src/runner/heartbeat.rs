@@ -143,13 +143,25 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
         // runner of the batch was given.
         let seq = cycle.gate.seq();
         let (run, seat) = (cycle.run_id, token.clone());
+        let now = now_ms();
+        let spend_keys = cycle.budget_keys(now);
         let read = cycle
             .writer
             .call(move |s| {
                 let steering = s.steering(&batch, run, &seat)?;
-                Ok((s.pause(&batch)?, s.hold(&batch)?, steering))
+                let spent = spend_keys.map(|k| s.spent(&k)).transpose()?;
+                Ok((s.pause(&batch)?, s.hold(&batch)?, steering, spent))
             })
             .await;
+        let read = match read {
+            Ok((pause, hold, steering, spent)) => {
+                if let Some(spent) = spent {
+                    cycle.budget_sync(Ok(spent), now).await;
+                }
+                Ok((pause, hold, steering))
+            }
+            Err(e) => Err(e),
+        };
         if let Ok((_, hold, steering)) = &read {
             cycle.gate.sync(seq, hold.as_ref());
             steer(&cycle, steering);

@@ -38,6 +38,8 @@ pub(super) async fn run(
     let begun = begin(store, opts, seat, log).await?;
     let skipped_done = begun.skipped_done;
     let cycle = new_cycle(opts, seat, begun, log);
+    // A budget spent by earlier runs holds this one until its reset.
+    cycle.budget_check().await;
     let helpers = Helpers::spawn(&cycle, signals, seat, started, opts.progress);
     let hooks_failed = enqueue(&cycle).await;
     if opts.key.is_none() {
@@ -122,6 +124,7 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
     let cfg = &opts.config;
     let (stop_tx, _) = watch::channel(None);
     let identity = begun.store.identity();
+    let budgets = super::budget::Budgets::of(cfg, &begun.store, now_ms());
     Arc::new(Cycle {
         batch: opts.batch.clone(),
         run_id: begun.run_id,
@@ -148,15 +151,24 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
             &orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
         ),
         settling: super::pool::Settling::default(),
+        budgets,
         claims_left: opts.limit.map(AtomicUsize::new),
         lease_ttl: seat.ttl,
         runner_id: orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
         program: opts.worker.first().and_then(|p| child::resolve(p)),
-        chain: opts.key.is_none() && cfg.rate_limit.is_none() && cfg.max_cost.is_none(),
+        chain: opts.key.is_none()
+            && cfg.rate_limit.is_none()
+            && cfg.max_cost.is_none()
+            && budgets_off(cfg),
         identity,
         answers: std::sync::Mutex::new(std::collections::VecDeque::new()),
         halted: std::sync::atomic::AtomicBool::new(false),
     })
+}
+
+/// No budget to weigh between calls (a chained claim would skip it).
+fn budgets_off(cfg: &crate::config::BatchConfig) -> bool {
+    cfg.budget.is_none() && cfg.pool.as_ref().is_none_or(|p| p.budget.is_none())
 }
 
 /// The tasks beside the slots while the cycle runs.

@@ -33,11 +33,13 @@
 //! - `source`, `summary` (with the alert), `hook`, `log`, `waiting`,
 //!   `dry_run`.
 
+pub mod budget;
 pub mod child;
 pub mod classify;
 pub mod cost;
 mod cycle;
 mod dry_run;
+pub mod estimate;
 mod gate;
 pub mod halt;
 mod heartbeat;
@@ -233,8 +235,8 @@ pub async fn cycle(
         if let Ok(report) = &mut result {
             // After the release: our own seat is not "another runner".
             let others = waiting::Others::Any;
-            let pool = opts.config.pool.as_ref();
-            match waiting::read(&s, db_path, &opts.batch, pool, others, 0, now_ms()) {
+            let cfg = Some(&opts.config);
+            match waiting::read(&s, db_path, &opts.batch, cfg, others, 0, now_ms()) {
                 Ok(w) => report.waiting = w,
                 Err(e) => tracing::warn!("reading what {} still holds: {e}", opts.batch),
             }

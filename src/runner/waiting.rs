@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::config::limits::LimitPool;
+use crate::config::BatchConfig;
 use crate::model::Millis;
 use crate::model::waiting::{self, Holding, Idle, Waiting};
 use crate::store::{Result, Store};
@@ -20,17 +20,17 @@ pub enum Others {
 }
 
 /// The batch's waiting items by reason, when a run took `taken` of those
-/// it could run (`pool`: the batch's limit pool, if it has one).
+/// it could run (`cfg`: the batch's config, for its pool and budgets).
 pub fn read(
     store: &Store,
     db_path: &Path,
     batch: &str,
-    pool: Option<&LimitPool>,
+    cfg: Option<&BatchConfig>,
     others: Others,
     taken: i64,
     now: Millis,
 ) -> Result<Vec<Waiting>> {
-    let holding = holding(store, db_path, batch, pool, others, taken, None, now)?;
+    let holding = holding(store, db_path, batch, cfg, others, taken, None, now)?;
     Ok(waiting::waiting(&holding, now))
 }
 
@@ -40,11 +40,11 @@ pub fn idle(
     store: &Store,
     db_path: &Path,
     batch: &str,
-    pool: Option<&LimitPool>,
+    cfg: Option<&BatchConfig>,
     idle: Idle,
     now: Millis,
 ) -> Result<Holding> {
-    holding(store, db_path, batch, pool, Others::Any, 0, Some(idle), now)
+    holding(store, db_path, batch, cfg, Others::Any, 0, Some(idle), now)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -52,7 +52,7 @@ fn holding(
     store: &Store,
     db_path: &Path,
     batch: &str,
-    pool: Option<&LimitPool>,
+    cfg: Option<&BatchConfig>,
     others: Others,
     taken: i64,
     idle: Option<Idle>,
@@ -74,7 +74,11 @@ fn holding(
         paused: store.pause(batch)?.is_some(),
         lock_held,
         hold_until: store.hold(batch)?.map(|h| h.until),
-        rate_limit: match pool {
+        budget_until: match cfg {
+            Some(c) => super::budget::held_until(&super::budget::states(store, c, now)?),
+            None => None,
+        },
+        rate_limit: match cfg.and_then(|c| c.pool.as_ref()) {
             Some(p) => super::pool::limited(&store.pool_view(&super::pool::spec(p), now)?, now),
             None => None,
         },

@@ -246,6 +246,8 @@ pub struct DashQuery {
     pub detail: Option<String>,
     /// The limit pools of the config, each read as the views show it.
     pub pools: Vec<PoolSpec>,
+    /// The selected batch's budgets' windows (`runner::budget::key`).
+    pub spend: Vec<SpendKey>,
 }
 
 /// A window of the selected batch's items, in insertion order.
@@ -366,6 +368,8 @@ pub struct Dashboard {
     /// The selected batch (by name) and its retry tier (due now, later and
     /// when): what its waiting reasons need beside its counts.
     pub retry: Option<(String, crate::model::waiting::RetryTier)>,
+    /// The selected batch's budgets' windows asked for, and their spend.
+    pub spent: Vec<(SpendKey, Spent)>,
     /// The scheduler daemons recorded, with their state at the poll.
     pub daemons: Vec<DaemonInfo>,
     /// The emergency-stop file `PAUSED` beside the store, if it is there
@@ -622,4 +626,47 @@ pub struct PoolDimView {
     pub used: i64,
     pub limit: i64,
     pub next_slot: Option<Millis>,
+}
+
+/// Whose budget a spend row counts: a batch's or a limit pool's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpendScope {
+    Batch,
+    Pool,
+}
+
+impl SpendScope {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpendScope::Batch => "batch",
+            SpendScope::Pool => "pool",
+        }
+    }
+}
+
+/// One window of one budget: its scope and name, its period, and the
+/// window's start (UTC millis, a multiple of the period).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendKey {
+    pub scope: SpendScope,
+    pub name: String,
+    pub period_ms: i64,
+    pub window_start: Millis,
+}
+
+/// One attempt's cost (millionths) added to a budget's window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpendAdd {
+    pub key: SpendKey,
+    pub micros: i64,
+}
+
+/// What a budget's window has spent: millionths of the cost unit, over
+/// how many attempts that reported a cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    pub micros: i64,
+    pub attempts: i64,
 }

@@ -37,7 +37,7 @@ pub use api::{
     CancelSettled, CancelTo, Completion, DashQuery, Dashboard, EventFilter, EventsQuery, Failure,
     FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun,
     PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView, PoolWait, PruneReport, Requeue,
-    Selection, SinceSummary, Steering, Unpaused, UsageSum,
+    Selection, SinceSummary, SpendAdd, SpendKey, SpendScope, Spent, Steering, Unpaused, UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use identity::{StoreIdentity, Verdict};

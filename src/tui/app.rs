@@ -51,6 +51,8 @@ pub struct Setup {
     pub read_only: bool,
     pub palette: Palette,
     pub schedules: BTreeMap<String, BatchSchedule>,
+    /// Each configured batch's budgets (its own, its pool's).
+    pub budgets: BTreeMap<String, Vec<crate::runner::budget::Named>>,
     /// Batches in the config, shown even before they have items.
     pub configured: Vec<String>,
     /// `--batch`: open on this one.
@@ -75,6 +77,7 @@ impl Setup {
             read_only,
             palette,
             schedules: BTreeMap::new(),
+            budgets: BTreeMap::new(),
             configured: Vec::new(),
             batch: None,
             greeting: None,
@@ -95,6 +98,10 @@ impl Setup {
             self.configured.push(name.clone());
             if let Some(pool) = &b.pool {
                 self.pool_of.insert(name.clone(), pool.name.clone());
+            }
+            let budgets = crate::runner::budget::of_config(b);
+            if !budgets.is_empty() {
+                self.budgets.insert(name.clone(), budgets);
             }
             if let Some(schedule) = &b.schedule {
                 self.schedules.insert(
@@ -462,6 +469,16 @@ impl App {
             }),
             detail: self.open_detail().map(|d| d.key.clone()),
             pools: self.setup.pools.clone(),
+            spend: self
+                .batch
+                .as_ref()
+                .and_then(|b| self.setup.budgets.get(b))
+                .map(|list| {
+                    list.iter()
+                        .map(|(s, n, b)| crate::runner::budget::key(*s, n, b, self.now))
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 

@@ -25,6 +25,7 @@ pub(in crate::runner) async fn judge_failure(
     cost: Option<f64>,
 ) -> Verdict {
     cycle.tally.add_cost(cost);
+    cycle.spend(cost).await;
     cycle.answered(Some(failed.class)).await;
     if let Some(asked) = verdict::hold(failed) {
         cycle.hold(claim, asked).await;
@@ -197,6 +198,7 @@ pub(in crate::runner) async fn count_success(
     };
     counter.fetch_add(1, Ordering::Relaxed);
     cycle.tally.add_cost(cost);
+    cycle.spend(cost).await;
     cycle.log.emit(event);
 }
 

@@ -13,6 +13,7 @@
 
 mod attempts;
 mod batches;
+mod budgets;
 mod bulk;
 mod daemons;
 mod dead_letters;
@@ -28,6 +29,7 @@ mod workers;
 
 pub(crate) use attempts::{AttemptsRead, AttemptsWrite};
 pub(crate) use batches::{BatchState, BatchesRead, BatchesWrite};
+pub(crate) use budgets::{BudgetsRead, BudgetsWrite};
 pub(crate) use bulk::Bulk;
 pub(crate) use daemons::{DaemonsRead, DaemonsWrite};
 pub(crate) use dead_letters::{DeadLettersRead, DeadLettersWrite};
@@ -45,6 +47,7 @@ pub(crate) use workers::{WorkersRead, WorkersWrite};
 pub(crate) trait Read:
     AttemptsRead
     + BatchesRead
+    + BudgetsRead
     + DaemonsRead
     + DeadLettersRead
     + EventsRead
@@ -62,6 +65,7 @@ impl<
     T: ?Sized
         + AttemptsRead
         + BatchesRead
+        + BudgetsRead
         + DaemonsRead
         + DeadLettersRead
         + EventsRead
@@ -82,6 +86,7 @@ pub(crate) trait Write:
     Read
     + AttemptsWrite
     + BatchesWrite
+    + BudgetsWrite
     + Bulk
     + DaemonsWrite
     + DeadLettersWrite
@@ -100,6 +105,7 @@ impl<
         + Read
         + AttemptsWrite
         + BatchesWrite
+        + BudgetsWrite
         + Bulk
         + DaemonsWrite
         + DeadLettersWrite

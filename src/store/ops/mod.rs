@@ -5,6 +5,7 @@
 pub(super) mod add;
 mod attempts;
 mod batches;
+mod budgets;
 mod daemons;
 pub(super) mod dead_letters;
 mod events;

@@ -43,6 +43,9 @@ impl Store {
                 let info = &out.batches[idx].info;
                 out.runs = tx.runs_recent(b, q.runs)?;
                 out.retry = Some((info.name.clone(), tx.retry_tier(b, now)?));
+                for k in &q.spend {
+                    out.spent.push((k.clone(), tx.spend_of(k)?));
+                }
                 if q.dlq {
                     out.dlq = super::dead_letters::groups(tx, b, now)?;
                 }

@@ -24,6 +24,7 @@
 
 mod attempts;
 mod batches;
+mod budgets;
 mod conn;
 mod daemons;
 mod dead_letters;

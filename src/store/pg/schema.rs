@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 15;
+pub const PG_SCHEMA_VERSION: i32 = 16;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -461,8 +461,24 @@ CREATE INDEX items_claimable ON nightshift.items (batch_id, priority DESC, id)
     WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
 "#;
 
+// ---- Budgets (issue 17 item 4) ----
+/// Version 16: the budgets' spend ledger (see the SQLite schema's version
+/// 14).
+const V16: &str = r#"
+CREATE TABLE spend (
+    scope        TEXT NOT NULL CHECK (scope = 'batch' OR scope = 'pool'),
+    name         TEXT NOT NULL,
+    period_ms    BIGINT NOT NULL,
+    window_start BIGINT NOT NULL,
+    micros       BIGINT NOT NULL,
+    attempts     BIGINT NOT NULL,
+    PRIMARY KEY (scope, name, period_ms, window_start)
+);
+"#;
+// ---- end of budgets ----
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] =
-    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15];
+    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).

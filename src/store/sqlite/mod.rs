@@ -3,6 +3,7 @@
 
 mod attempts;
 mod batches;
+mod budgets;
 mod daemons;
 mod dead_letters;
 mod events;

@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 13;
+pub const SCHEMA_VERSION: i32 = 14;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -459,8 +459,26 @@ CREATE INDEX items_claimable ON items (batch_id, priority DESC)
     WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
 ";
 
+// ---- Budgets (issue 17 item 4) ----
+/// Version 14: the budgets' spend ledger (`budget = "20.0/day"`, see
+/// `runner::budget`): per batch or pool (`scope`), period and UTC-aligned
+/// window, the cost of every attempt that reported one (millionths, exact
+/// sums) and how many. Shared by every runner of the store.
+const V14: &str = r#"
+CREATE TABLE spend (
+    scope        TEXT NOT NULL CHECK (scope = 'batch' OR scope = 'pool'),
+    name         TEXT NOT NULL,
+    period_ms    INTEGER NOT NULL,
+    window_start INTEGER NOT NULL,
+    micros       INTEGER NOT NULL,
+    attempts     INTEGER NOT NULL,
+    PRIMARY KEY (scope, name, period_ms, window_start)
+) STRICT, WITHOUT ROWID;
+"#;
+// ---- end of budgets ----
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] =
-    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
+    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

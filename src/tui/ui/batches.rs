@@ -261,6 +261,14 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             Span::styled(never, p.style(Role::Dim)),
         ]));
     }
+    // `budget $12.40 of $20.00 today, resets 00:00Z` per budget.
+    for s in budget_states(app, info) {
+        let role = if s.reached { Role::Warn } else { Role::Dim };
+        lines.push(Line::from(vec![
+            label("budget"),
+            Span::styled(clean(&s.describe(now), 200), p.style(role)),
+        ]));
+    }
     // A run that stepped down does not hide the one that did work; a
     // recent one is said below it.
     if let Some(run) = info.recent_step_down(now) {
@@ -386,6 +394,27 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
     lines
 }
 
+/// The selected batch's budgets whose window now the last poll read (one
+/// not read yet, or whose window ended since, is left out until it is).
+fn budget_states(app: &App, info: &BatchInfo) -> Vec<crate::runner::budget::BudgetState> {
+    let Some(list) = app.setup.budgets.get(&info.name) else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|(scope, name, budget)| {
+            let now_key = crate::runner::budget::key(*scope, name, budget, app.now);
+            let (_, spent) = app.data.spent.iter().find(|(k, _)| *k == now_key)?;
+            Some(crate::runner::budget::state(
+                *scope,
+                name.clone(),
+                budget,
+                *spent,
+                app.now,
+            ))
+        })
+        .collect()
+}
+
 /// Why the selected batch's open items wait (the decision `status` and
 /// `show` speak, `model::waiting`), once its retry tier has been read.
 fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
@@ -413,6 +442,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         paused: info.pause.is_some(),
         lock_held: info.running(),
         hold_until: info.hold.as_ref().map(|h| h.until),
+        budget_until: crate::runner::budget::held_until(&budget_states(app, info)),
         rate_limit: app
             .pool_of(&info.name)
             .and_then(|v| crate::runner::pool::limited(v, app.now)),

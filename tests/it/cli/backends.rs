@@ -240,7 +240,7 @@ both_backends! {
         env.add_items("b", 2);
         match env.backend {
             Backend::Sqlite => env.sql().execute_batch(
-                "ALTER TABLE runs DROP COLUMN cancelled; DROP INDEX items_claimable; ALTER TABLE items DROP COLUMN priority;
+                "DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; DROP INDEX items_claimable; ALTER TABLE items DROP COLUMN priority;
                  DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;
                  ALTER TABLE items DROP COLUMN done_version; DROP TABLE attempt_logs; DROP INDEX items_cancels; ALTER TABLE items DROP COLUMN cancel_to;
                  ALTER TABLE items DROP COLUMN cancel_by; ALTER TABLE items DROP COLUMN cancel_reason;
@@ -249,7 +249,7 @@ both_backends! {
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
-                "ALTER TABLE runs DROP COLUMN cancelled; ALTER TABLE items DROP COLUMN priority;
+                "DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; ALTER TABLE items DROP COLUMN priority;
                  CREATE INDEX items_claimable ON items (batch_id, id)
                      WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
                  DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;

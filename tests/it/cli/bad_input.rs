@@ -306,6 +306,29 @@ fn a_bad_config_names_file_line_and_field() {
         &[&format!("{file}:2:"), "batch.b.item_timeout", "10x"],
     );
     ran.error_line();
+
+    // A budget: per batch and per pool, the key, the line and the value named.
+    env.config("[batch.b]\nretries = 0\nbudget = \"20/week\"\n");
+    let ran = refused(
+        &env,
+        &["run", "b", "--dry-run"],
+        2,
+        &[
+            &format!("{file}:3:"),
+            "batch.b.budget",
+            "\"20/week\"",
+            "AMOUNT/PERIOD",
+        ],
+    );
+    ran.error_line();
+    env.config("[limit.openai]\nrequests = \"10/s\"\nbudget = \"-5/day\"\n");
+    let ran = refused(
+        &env,
+        &["status"],
+        2,
+        &[&format!("{file}:3:"), "limit.openai.budget", "\"-5/day\""],
+    );
+    ran.error_line();
 }
 
 #[cfg(unix)]

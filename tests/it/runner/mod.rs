@@ -28,3 +28,5 @@ mod steer;
 mod worker_words;
 // Limit pools shared by batches and runners: tokens, requests, concurrency, 429 holds.
 mod pools;
+// Budgets that pause, not kill: per batch and per pool, kept in the store.
+mod budgets;

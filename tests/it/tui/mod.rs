@@ -21,3 +21,5 @@ mod text;
 mod threads;
 // Steering from the dashboard: the cancel and stop keys.
 mod steer;
+// A batch's budget in its detail: spent of the limit, the reset, the hold.
+mod budget;

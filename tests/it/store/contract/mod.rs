@@ -138,6 +138,32 @@ macro_rules! both_stores {
 }
 
 both_stores! {
+    /// The budgets' ledger: one exact sum (millionths) per scope, name,
+    /// period and window, added to by each attempt, zero for a window never
+    /// drawn; the dashboard's poll reads the selected batch's in its snapshot.
+    fn spend_is_summed_per_budget_and_window(db, s) {
+        use nightshift::store::{SpendAdd, SpendKey, SpendScope, Spent};
+        let key = |scope, name: &str, period_ms, window_start| SpendKey { scope, name: name.into(), period_ms, window_start };
+        let day = key(SpendScope::Batch, "記事", 86_400_000, 0);
+        let pool = key(SpendScope::Pool, "記事", 86_400_000, 0);
+        let hour = key(SpendScope::Batch, "記事", 3_600_000, 0);
+        let next = key(SpendScope::Batch, "記事", 86_400_000, 86_400_000);
+        let add = |k: &SpendKey, micros| SpendAdd { key: k.clone(), micros };
+        s.add_spend(&[add(&day, 250_000), add(&pool, 250_000)]).unwrap();
+        s.add_spend(&[add(&day, 100_001), add(&hour, 7)]).unwrap();
+        let spent = s.spent(&[day.clone(), pool.clone(), hour.clone(), next.clone()]).unwrap();
+        assert_eq!(spent, [
+            Spent { micros: 350_001, attempts: 2 },
+            Spent { micros: 250_000, attempts: 1 },
+            Spent { micros: 7, attempts: 1 },
+            Spent::default(),
+        ]);
+        s.add_items("b", &items(1), T0, |_| {}).unwrap();
+        let q = DashQuery { batch: Some("b".into()), spend: vec![day.clone(), next.clone()], ..DashQuery::default() };
+        let d = s.dashboard(&q, T0).unwrap();
+        assert_eq!(d.spent, [(day, Spent { micros: 350_001, attempts: 2 }), (next, Spent::default())]);
+    }
+
     /// Each attempt's stderr is kept as written (NUL aside on PostgreSQL),
     /// newest first, the newest 20 of an item; the item detail reads the
     /// newest 5.
@@ -601,6 +627,7 @@ both_stores! {
             events: Some(nightshift::store::EventsQuery { batch: Some("b".into()), limit: 3, ..Default::default() }),
             detail: Some("k000".into()),
             pools: Vec::new(),
+            spend: Vec::new(),
         };
         let d = s.dashboard(&q, T0).unwrap();
         assert_eq!(d.batches.len(), 2);

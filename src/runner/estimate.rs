@@ -1,0 +1,218 @@
+//! `run --dry-run`'s estimate: what the items a run would take would cost,
+//! from the batch's recent mean cost and tokens per attempt, against what
+//! its budgets have left in their windows, and how many of them fit.
+
+use serde::Serialize;
+
+use super::budget::{self, BudgetState};
+use crate::config::BatchConfig;
+use crate::model::{Millis, Run};
+use crate::store::{Store, UsageSum};
+
+/// Runs whose attempts the mean is taken over.
+pub const RECENT_RUNS: usize = 20;
+
+/// The estimate for `items` items.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    pub items: i64,
+    /// Attempts (over `runs` recent runs) the means are taken from.
+    pub attempts: i64,
+    pub runs: usize,
+    /// Mean cost per attempt; `None`: no recent attempt reported one.
+    pub mean_cost: Option<f64>,
+    /// Mean tokens per attempt (reported, or the estimate where none was).
+    pub mean_tokens: Option<f64>,
+    pub cost: Option<f64>,
+    pub tokens: Option<i64>,
+    pub budgets: Vec<Left>,
+}
+
+/// A budget's room in its window now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Left {
+    #[serde(flatten)]
+    pub state: BudgetState,
+    pub left: f64,
+    /// Items that fit in what is left, at the mean cost.
+    pub fits: Option<i64>,
+}
+
+/// Attempts a run made: every answer, immediate retries included.
+fn attempts(r: &Run) -> i64 {
+    let c = &r.counts;
+    c.done + c.empty + c.retry + c.manual + c.retried
+}
+
+/// The estimate from recent runs (each with its tokens) and the budgets'
+/// state, for `items` items.
+#[must_use]
+pub fn estimate(items: i64, recent: &[(Run, UsageSum)], budgets: Vec<BudgetState>) -> Estimate {
+    let attempts_made: i64 = recent.iter().map(|(r, _)| attempts(r)).sum();
+    let cost: f64 = recent.iter().map(|(r, _)| r.counts.cost).sum();
+    let (token_attempts, tokens): (i64, i64) = recent.iter().fold((0, 0), |(n, t), (_, u)| {
+        let drawn = u.input_tokens + u.output_tokens + u.estimated_tokens;
+        (n + u.attempts, t + drawn)
+    });
+    let mean_cost = (attempts_made > 0 && cost > 0.0).then(|| cost / attempts_made as f64);
+    let mean_tokens = (token_attempts > 0).then(|| tokens as f64 / token_attempts as f64);
+    let budgets = budgets
+        .into_iter()
+        .map(|s| {
+            let left = (s.limit - s.spent).max(0.0);
+            let fits = mean_cost.map(|m| ((left / m).floor() as i64).min(items));
+            Left {
+                state: s,
+                left,
+                fits,
+            }
+        })
+        .collect();
+    Estimate {
+        items,
+        attempts: attempts_made,
+        runs: recent.len(),
+        mean_cost,
+        mean_tokens,
+        cost: mean_cost.map(|m| m * items as f64),
+        tokens: mean_tokens.map(|m| (m * items as f64).round() as i64),
+        budgets,
+    }
+}
+
+/// Reads the recent runs and the budgets, and estimates `items` items.
+pub fn read(
+    store: &Store,
+    cfg: &BatchConfig,
+    items: i64,
+    now: Millis,
+) -> crate::store::Result<Estimate> {
+    let runs = store.runs(&cfg.name, RECENT_RUNS)?;
+    let mut recent = Vec::with_capacity(runs.len());
+    for r in runs.into_iter().filter(|r| attempts(r) > 0) {
+        let usage = store.run_usage(r.id)?;
+        recent.push((r, usage));
+    }
+    Ok(estimate(items, &recent, budget::states(store, cfg, now)?))
+}
+
+impl Estimate {
+    /// `12 items would cost about $3.00 (mean $0.25 over 40 attempts of 3
+    /// runs), about 14400 tokens`, then a line per budget.
+    #[must_use]
+    pub fn lines(&self, now: Millis) -> Vec<String> {
+        let n = self.items;
+        let s = if n == 1 { "" } else { "s" };
+        let from = format!(
+            "over {} attempt{} of the last {} run{}",
+            self.attempts,
+            if self.attempts == 1 { "" } else { "s" },
+            self.runs,
+            if self.runs == 1 { "" } else { "s" }
+        );
+        let mut first = match (self.cost, self.mean_cost) {
+            (Some(c), Some(m)) => format!(
+                "estimate: {n} item{s} would cost about {} (mean {} per attempt {from})",
+                budget::money(c),
+                budget::money(m)
+            ),
+            _ => format!(
+                "estimate: no recent attempt reported a cost, so no estimate for {n} item{s}"
+            ),
+        };
+        if let (Some(t), Some(m)) = (self.tokens, self.mean_tokens) {
+            first.push_str(&format!(", and about {t} tokens ({m:.0} per attempt)"));
+        }
+        let mut out = vec![first];
+        for b in &self.budgets {
+            let mut line = format!(
+                "  {}: {} left",
+                b.state.describe(now),
+                budget::money(b.left)
+            );
+            if let Some(fits) = b.fits {
+                if fits >= n {
+                    line.push_str(&format!(", all {n} fit"));
+                } else {
+                    line.push_str(&format!(", {fits} of the {n} fit before the reset"));
+                }
+            }
+            if b.state.reached {
+                line.push_str(&format!(
+                    "; a run would start no call before {}",
+                    crate::util::time::utc_clock(b.state.window_end, now)
+                ));
+            }
+            out.push(line);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{RunCounts, RunState, Trigger};
+    use crate::store::SpendScope;
+
+    fn run(done: i64, retried: i64, cost: f64) -> (Run, UsageSum) {
+        let r = Run {
+            id: 1,
+            batch: "a".into(),
+            trigger: Trigger::Manual,
+            actor: None,
+            host: "h".into(),
+            pid: 1,
+            started_at: 0,
+            ended_at: Some(1),
+            state: RunState::Ok,
+            counts: RunCounts {
+                done,
+                retried,
+                cost,
+                ..RunCounts::default()
+            },
+            summary: None,
+        };
+        let u = UsageSum {
+            attempts: done + retried,
+            input_tokens: 100 * (done + retried),
+            output_tokens: 50 * (done + retried),
+            ..UsageSum::default()
+        };
+        (r, u)
+    }
+
+    #[test]
+    fn the_mean_per_attempt_says_how_many_items_fit_in_what_is_left() {
+        // 8 attempts (6 done, 2 retries) cost 2.00: 0.25 per attempt.
+        let budget = BudgetState {
+            scope: SpendScope::Batch,
+            name: "a".into(),
+            limit: 2.0,
+            spent: 1.2,
+            attempts: 5,
+            period: std::time::Duration::from_secs(86_400),
+            window_end: 86_400_000,
+            reached: false,
+        };
+        let e = estimate(10, &[run(4, 1, 1.25), run(2, 1, 0.75)], vec![budget]);
+        assert_eq!((e.attempts, e.runs), (8, 2));
+        assert_eq!(e.mean_cost, Some(0.25));
+        assert_eq!(e.cost, Some(2.5));
+        assert_eq!(e.tokens, Some(1500));
+        assert_eq!(e.budgets[0].fits, Some(3), "0.80 left at 0.25");
+        let lines = e.lines(1);
+        assert_eq!(
+            lines[0],
+            "estimate: 10 items would cost about $2.50 (mean $0.25 per attempt over 8 attempts of the last 2 runs), and about 1500 tokens (150 per attempt)"
+        );
+        assert_eq!(
+            lines[1],
+            "  budget $1.20 of $2.00 today, resets 00:00Z: $0.80 left, 3 of the 10 fit before the reset"
+        );
+        // Nothing reported a cost: no guess.
+        let none = estimate(3, &[run(2, 0, 0.0)], Vec::new());
+        assert_eq!((none.cost, none.mean_cost), (None, None));
+    }
+}

@@ -1,0 +1,310 @@
+//! Budgets (`budget = "AMOUNT/PERIOD"` on a batch or a `[limit.NAME]`
+//! pool) end to end, on both stores, with real runner processes and real
+//! workers reporting costs: at the budget no call starts (first calls and
+//! retries), calls in flight finish, the hold is recorded and shown with
+//! its reset time, the next run waits for the reset, a pool's budget is
+//! shared by its batches, and failed attempts count.
+//!
+//! No assertion races a sleep against a window: day windows are used
+//! where the reset must not come (away from 00:00Z), and the short window
+//! is checked by the times the runner reported against the workers' own.
+
+use crate::support as common;
+
+use crate::support::require::Tool;
+use common::{Env, wait_for};
+use nix::sys::signal::Signal;
+
+const DAY_MS: i64 = 86_400_000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Keeps a test that needs the UTC day not to end away from 00:00Z.
+fn away_from_midnight() {
+    while now_ms().rem_euclid(DAY_MS) > DAY_MS - 120_000 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// The next 00:00Z, as RFC 3339.
+fn next_midnight() -> String {
+    let end = now_ms() - now_ms().rem_euclid(DAY_MS) + DAY_MS;
+    chrono::DateTime::from_timestamp_millis(end)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A worker that logs `batch key start_ms attempt` to `starts.log`,
+/// reports `cost`, and then runs `then` (shell). The item `slow` waits for
+/// the file `release` first.
+fn worker(env: &Env, cost: &str, then: &str) -> String {
+    let log = env.path("starts.log");
+    let release = env.path("release");
+    let path = env.script(
+        "worker.sh",
+        &format!(
+            "cat >/dev/null\necho \"$NIGHTSHIFT_BATCH $NIGHTSHIFT_KEY $(date +%s%3N) $NIGHTSHIFT_ATTEMPT\" >> '{}'\n\
+             if [ \"$NIGHTSHIFT_KEY\" = slow ]; then while [ ! -f '{}' ]; do sleep 0.05; done; fi\n\
+             echo '@nightshift cost={cost}' >&2\n{then}",
+            log.display(),
+            release.display()
+        ),
+    );
+    path.display().to_string()
+}
+
+/// (batch, key, start ms, attempt) per worker start, by start time.
+fn starts(env: &Env) -> Vec<(String, String, i64, i64)> {
+    let mut out: Vec<_> = common::lines(&env.path("starts.log"))
+        .iter()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (
+                w[0].to_string(),
+                w[1].to_string(),
+                w[2].parse().unwrap(),
+                w[3].parse().unwrap(),
+            )
+        })
+        .collect();
+    out.sort_by_key(|s| s.2);
+    out
+}
+
+fn add(env: &Env, batch: &str, keys: &[&str]) {
+    common::add_keys(env, batch, keys);
+}
+
+fn batch_json<'a>(status: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    status["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == name)
+        .unwrap()
+}
+
+fn budget_waiting(b: &serde_json::Value) -> Option<serde_json::Value> {
+    b["waiting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["reason"] == "budget")
+        .cloned()
+}
+
+/// Stops a run waiting for its budget's reset, and waits for it to exit.
+fn interrupt(mut run: common::Background) {
+    common::signal(run.id(), Signal::SIGINT);
+    run.wait().unwrap();
+}
+
+both_backends! {
+    /// 0.25 a call against 0.50 a day, two slots: the slow item's call is
+    /// in flight while two fast ones spend the budget. No call starts after
+    /// the hold; the slow one finishes and is done; the rest wait for the
+    /// reset, in every view.
+    fn a_budget_reached_mid_run_stops_new_calls_and_lets_in_flight_ones_finish(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.25", "echo ok");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 2\nbudget = \"0.50/day\"\n"
+        ));
+        add(&env, "a", &["slow", "k2", "k3", "k4", "k5", "k6"]);
+        let run = env.spawn("a", &["run", "a"]);
+        wait_for("the budget hold", || !env.events("a", "budget").is_empty());
+        let held = env.events("a", "budget");
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(held[0]["fields"]["until"], next_midnight().as_str(), "{held:?}");
+        let mut before: Vec<_> = starts(&env).into_iter().map(|s| s.1).collect();
+        before.sort();
+        assert_eq!(before, ["k2", "k3", "slow"], "two fast calls spent it; the slow one is in flight");
+        // In flight at the hold: it finishes, and is done.
+        std::fs::write(env.path("release"), "").unwrap();
+        wait_for("the slow item done", || env.item("slow").0 == "done");
+        // Its cost is queued to the store after its done mark.
+        wait_for("its cost in the ledger", || batch_json(&env.status(), "a")["budget"]["spent"] == 0.75);
+        let status = env.status();
+        let b = batch_json(&status, "a");
+        assert_eq!(b["budget"]["limit"], 0.5);
+        assert_eq!(b["budget"]["spent"], 0.75, "the in-flight call counted too: {b}");
+        assert_eq!(b["budget"]["reached"], true);
+        assert_eq!(b["budget"]["window_end"], next_midnight().as_str());
+        interrupt(run);
+        // No call started after the hold, the run's stop included.
+        assert_eq!(starts(&env).len(), 3, "{:?}", starts(&env));
+        let status = env.status();
+        let w = budget_waiting(batch_json(&status, "a")).expect("a budget wait");
+        assert_eq!((w["count"].as_i64(), w["until"].as_str()), (Some(3), Some(next_midnight().as_str())), "{w}");
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("budget reached ($0.75 of $0.50 today), resets 00:00Z"), "{text}");
+        assert!(text.contains("3 wait: budget reached, resets"), "{text}");
+        let short = env.run(&["status", "--short"]).code(0).stdout.clone();
+        assert!(short.contains(" budget"), "{short}");
+        let metrics = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
+        assert!(metrics.contains("nightshift_budget_spent{batch=\"a\",scope=\"batch\",name=\"a\"} 0.75"), "{metrics}");
+        assert!(metrics.contains("nightshift_budget_limit{batch=\"a\",scope=\"batch\",name=\"a\"} 0.5"), "{metrics}");
+        let show = env.run(&["show", "a", "k4"]).code(0).stdout.clone();
+        assert!(show.contains("budget reached, resets"), "{show}");
+        // The next run waits for the reset too: it starts no call.
+        let next = env.spawn("b", &["run", "a"]);
+        wait_for("the next run's hold", || env.events("a", "budget").len() == 2);
+        interrupt(next);
+        assert_eq!(starts(&env).len(), 3, "{:?}", starts(&env));
+    }
+
+    /// A 10 s window: a run spends it with one call; the next run, started
+    /// in the same window, says until when it holds, starts no call before
+    /// then, and runs the rest once the window has reset.
+    fn the_next_run_waits_for_the_reset(env) {
+        let w = worker(&env, "0.30", "echo ok");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nbudget = \"0.30/10s\"\n"
+        ));
+        // Start early in a window, so the next run starts inside it.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            assert!(tries <= 5, "never started a second run inside the first one's window");
+            let key = format!("first{tries}");
+            add(&env, "a", &[&key]);
+            wait_for("the start of a window", || now_ms().rem_euclid(10_000) < 1000);
+            env.run(&["run", "a"]).code(0);
+            let status = env.status();
+            let b = batch_json(&status, "a");
+            let end = b["budget"]["window_end"].as_str().unwrap().to_string();
+            let end_ms = chrono::DateTime::parse_from_rfc3339(&end).unwrap().timestamp_millis();
+            if b["budget"]["reached"] != true || now_ms() > end_ms - 2000 {
+                continue;
+            }
+            let second = format!("second{tries}");
+            add(&env, "a", &[&second]);
+            let holds = env.events("a", "budget").len();
+            env.run(&["run", "a"]).code(0);
+            let held = env.events("a", "budget");
+            let next = &held[holds..];
+            if next.is_empty() {
+                // It read the ledger only after the window ended: no hold
+                // to say, and nothing to assert of this try.
+                continue;
+            }
+            assert_eq!(next[0]["fields"]["until"], end.as_str(), "{next:?}");
+            let start = starts(&env).into_iter().find(|s| s.1 == second).unwrap();
+            assert!(start.2 >= end_ms, "the call started {} ms before the reset", end_ms - start.2);
+            assert_eq!(env.item(&second).0, "done");
+            break;
+        }
+    }
+
+    /// Two batches of one pool with a budget of 0.50 a day: batch a spends
+    /// it, and batch b, which spent nothing, waits for the pool's reset.
+    fn a_pool_budget_is_shared_by_its_batches(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.25", "echo ok");
+        env.config(&format!(
+            "[limit.openai]\nbudget = \"0.50/day\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\nconcurrency = 1\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"openai\"\nconcurrency = 1\n"
+        ));
+        add(&env, "a", &["a1", "a2"]);
+        add(&env, "b", &["b1", "b2"]);
+        env.run(&["run", "a"]).code(0);
+        let run = env.spawn("b", &["run", "b"]);
+        wait_for("b's hold", || !env.events("b", "budget").is_empty());
+        let held = env.events("b", "budget");
+        assert_eq!(held[0]["fields"]["scope"], "pool");
+        assert_eq!(held[0]["fields"]["name"], "openai");
+        assert_eq!(held[0]["fields"]["until"], next_midnight().as_str());
+        interrupt(run);
+        assert!(starts(&env).iter().all(|s| s.0 == "a"), "{:?}", starts(&env));
+        let status = env.status();
+        let pool = &status["pools"][0];
+        assert_eq!((pool["budget"]["spent"].as_f64(), pool["budget"]["reached"].as_bool()), (Some(0.5), Some(true)), "{pool}");
+        let b = batch_json(&status, "b");
+        assert_eq!(b["budget"], serde_json::Value::Null, "b has no budget of its own");
+        let w = budget_waiting(b).expect("b waits for the pool's budget");
+        assert_eq!(w["count"], 2);
+        let text = env.run(&["status", "b"]).code(0).stdout.clone();
+        assert!(text.contains("pool openai budget reached ($0.50 of $0.50 today)"), "{text}");
+    }
+
+    /// Failed attempts cost too: 0.20 per failing attempt against 0.50 a
+    /// day stops the retries after the third attempt.
+    fn failed_and_retried_attempts_count(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.20", "exit 75");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nretries = 5\nmax_attempts = 10\nbackoff = \"0s\"\nbudget = \"0.50/day\"\n"
+        ));
+        add(&env, "a", &["k1"]);
+        let run = env.spawn("a", &["run", "a"]);
+        wait_for("the budget hold", || !env.events("a", "budget").is_empty());
+        interrupt(run);
+        let tried: Vec<_> = starts(&env).into_iter().map(|s| s.3).collect();
+        assert_eq!(tried, [1, 2, 3], "the retry after the budget never started");
+        let status = env.status();
+        let b = &batch_json(&status, "a")["budget"];
+        assert_eq!((b["attempts"].as_i64(), b["reached"].as_bool()), (Some(3), Some(true)), "{b}");
+        assert!((b["spent"].as_f64().unwrap() - 0.6).abs() < 1e-9, "{b}");
+    }
+
+    /// `run --dry-run` estimates the pending items from the batch's recent
+    /// mean cost per attempt, against the budget left, and says how many fit.
+    fn a_dry_run_estimates_the_cost_against_the_budget_left(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.25", "echo ok");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nbudget = \"2.0/day\"\n"
+        ));
+        add(&env, "a", &["k1", "k2", "k3", "k4"]);
+        env.run(&["run", "a"]).code(0);
+        let keys: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        add(&env, "a", &keys);
+        let before = env.snapshot();
+        let text = env.run(&["run", "a", "--dry-run"]).code(0).stdout.clone();
+        assert!(
+            text.contains("estimate: 10 items would cost about $2.50 (mean $0.25 per attempt over 4 attempts of the last 1 run)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("budget $1.00 of $2.00 today, resets 00:00Z: $1.00 left, 4 of the 10 fit before the reset"),
+            "{text}"
+        );
+        let json = env.run(&["run", "a", "--dry-run", "--json"]).code(0).json();
+        let e = &json["estimate"];
+        assert_eq!((e["items"].as_i64(), e["cost"].as_f64(), e["attempts"].as_i64()), (Some(10), Some(2.5), Some(4)), "{e}");
+        assert_eq!(e["budgets"][0]["fits"], 4);
+        assert_eq!(e["budgets"][0]["left"], 1.0);
+        assert_eq!(env.snapshot(), before, "a dry run writes nothing");
+        assert_eq!(starts(&env).len(), 4);
+    }
+
+    /// Persistent mode the same: a long-lived worker gets no request after
+    /// the hold, and its answers' costs (at the top of the answer) count.
+    fn a_persistent_worker_gets_no_request_after_the_budget(env) {
+        require!(Tool::Python3);
+        away_from_midnight();
+        env.write(
+            "pw.py",
+            "import json, sys\nfor line in sys.stdin:\n    k = json.loads(line)[\"key\"]\n    with open(\"asked.log\", \"a\") as f:\n        f.write(k + \"\\n\")\n    print(json.dumps({\"key\": k, \"result\": 1, \"cost\": 0.25}), flush=True)\n",
+        );
+        env.config(
+            "[batch.p]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\nconcurrency = 1\nbudget = \"0.50/day\"\n",
+        );
+        add(&env, "p", &["k1", "k2", "k3", "k4", "k5"]);
+        let run = env.spawn("p", &["run", "p"]);
+        wait_for("the budget hold", || !env.events("p", "budget").is_empty());
+        interrupt(run);
+        let asked = common::lines(&env.path("asked.log"));
+        assert_eq!(asked, ["k1", "k2"], "no request after the budget");
+        let status = env.status();
+        let b = &batch_json(&status, "p")["budget"];
+        assert_eq!((b["spent"].as_f64(), b["reached"].as_bool()), (Some(0.5), Some(true)), "{b}");
+    }
+}

@@ -1,0 +1,60 @@
+//! The batch detail says the batch's budget in a real terminal: what the
+//! window has spent of it and when it resets; once reached, that no call
+//! starts until the reset, as the waiting reason too.
+
+#![cfg(unix)]
+
+use crate::support as common;
+use crate::support::pty;
+
+use std::path::Path;
+
+use common::{Env, add_keys};
+use pty::Dash;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
+const DAY_MS: i64 = 86_400_000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn the_batch_detail_says_the_budget_spent_and_its_reset() {
+    // The day must not end during the test (the window is the UTC day).
+    while now_ms().rem_euclid(DAY_MS) > DAY_MS - 120_000 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let env = Env::new();
+    let worker = env.script(
+        "w.sh",
+        "cat >/dev/null\necho '@nightshift cost=0.25' >&2\necho '{\"ok\":1}'",
+    );
+    env.config(&format!(
+        "[batch.\"記事\"]\nworker = [\"{}\"]\nconcurrency = 1\nbudget = \"0.50/day\"\n",
+        worker.display()
+    ));
+    add_keys(&env, "記事", &["k1"]);
+    env.run(&["run", "記事"]).code(0);
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (120, 40));
+    dash.wait_for("the budget line", |s| {
+        s.contains("budget $0.25 of $0.50 today, resets 00:00Z")
+    });
+    dash.key("q");
+    add_keys(&env, "記事", &["k2", "k3"]);
+    // k2 spends the rest; k3 waits for the reset (the run is stopped).
+    let run = env.spawn("run", &["run", "記事"]);
+    common::wait_for("the hold", || !env.events("記事", "budget").is_empty());
+    common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
+    let mut run = run;
+    run.wait().unwrap();
+    let dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (120, 40));
+    let screen = dash.wait_for("the budget reached", |s| {
+        s.contains("budget reached ($0.50 of $0.50 today), resets 00:00Z")
+            && s.contains("1 waits: budget reached, resets 00:00Z")
+    });
+    assert!(!screen.contains("never run"), "{screen}");
+}
