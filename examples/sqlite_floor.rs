@@ -205,50 +205,47 @@ fn open(path: &Path) -> Res<Connection> {
     Ok(conn)
 }
 
-/// Inserts `items` into batch `batch` as the variant says, in the open
-/// transaction.
-fn insert(conn: &Connection, v: Variant, batch: i64, items: &[&Item]) -> Res<()> {
+/// `items` in the variant's insertion order, each with the id it gets
+/// when the variant assigns ids itself (the narrow row: ids in input
+/// order, whatever the insertion order, so the claim order is kept).
+/// Sorted here, before the clock starts: the floors are SQLite's part.
+fn ordered(v: Variant, items: &[Item], first_id: i64) -> Vec<(i64, &Item)> {
+    let mut rows: Vec<(i64, &Item)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| (first_id + i as i64, it))
+        .collect();
+    if v.sorted() {
+        rows.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
+    }
+    rows
+}
+
+/// Inserts `rows` into batch 1 as the variant says, in the open
+/// transaction; the narrow row's bodies go in input (id) order.
+fn insert(conn: &Connection, v: Variant, rows: &[(i64, &Item)], items: &[Item]) -> Res<()> {
     if v.narrow() {
         let mut row = conn.prepare(
             "INSERT INTO items (id, batch_id, key, status, created_at, updated_at)
-             VALUES (?1, ?2, ?3, 'pending', 0, 0) ON CONFLICT DO NOTHING",
+             VALUES (?1, 1, ?2, 'pending', 0, 0) ON CONFLICT DO NOTHING",
         )?;
         let mut body =
             conn.prepare("INSERT INTO item_bodies (item_id, label, payload) VALUES (?1, ?2, ?3)")?;
-        let first: i64 = conn.query_row("SELECT coalesce(max(id), 0) + 1 FROM items", [], |r| {
-            r.get(0)
-        })?;
-        // Ids in input order whatever the insertion order: the claim order kept.
-        let mut ordered: Vec<(i64, &Item)> = items
-            .iter()
-            .enumerate()
-            .map(|(i, it)| (first + i as i64, *it))
-            .collect();
-        for (id, it) in &ordered {
-            body.execute(params![id, it.label, it.payload])?;
+        for (id, it) in rows {
+            row.execute(params![id, it.key])?;
         }
-        if v.sorted() {
-            ordered.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
-        }
-        for (id, it) in ordered {
-            row.execute(params![id, batch, it.key])?;
+        let first = rows.iter().map(|r| r.0).min().unwrap_or(1);
+        for (i, it) in items.iter().enumerate() {
+            body.execute(params![first + i as i64, it.label, it.payload])?;
         }
         return Ok(());
     }
     let mut st = conn.prepare(
         "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 'pending', 0, 0) ON CONFLICT DO NOTHING",
+         VALUES (1, ?1, ?2, ?3, 'pending', 0, 0) ON CONFLICT DO NOTHING",
     )?;
-    let mut sorted;
-    let items = if v.sorted() {
-        sorted = items.to_vec();
-        sorted.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-        &sorted[..]
-    } else {
-        items
-    };
-    for it in items {
-        st.execute(params![batch, it.key, it.label, it.payload])?;
+    for (_, it) in rows {
+        st.execute(params![it.key, it.label, it.payload])?;
     }
     Ok(())
 }
@@ -263,8 +260,7 @@ fn template(dir: &Path, v: Variant, prefill: &[Item]) -> Res<PathBuf> {
     let conn = open(&path)?;
     conn.execute_batch(&v.schema())?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
-    let refs: Vec<&Item> = prefill.iter().collect();
-    insert(&conn, v, 1, &refs)?;
+    insert(&conn, v, &ordered(v, prefill, 1), prefill)?;
     if v == Variant::IndexAfter {
         conn.execute_batch("CREATE UNIQUE INDEX items_key ON items (batch_id, key)")?;
     }
@@ -282,13 +278,13 @@ fn run(dir: &Path, v: Variant, items: &[Item], prefill: &[Item]) -> Res<()> {
     }
     let conn = open(&path)?;
     conn.execute_batch(&v.schema())?;
+    let rows = ordered(v, items, prefill.len() as i64 + 1);
     let (cpu0, wall0) = (cpu(), Instant::now());
     conn.execute_batch("BEGIN IMMEDIATE")?;
     if v == Variant::IndexAfter {
         conn.execute_batch("DROP INDEX IF EXISTS items_key")?;
     }
-    let refs: Vec<&Item> = items.iter().collect();
-    insert(&conn, v, 1, &refs)?;
+    insert(&conn, v, &rows, items)?;
     if v == Variant::IndexAfter {
         // A bulk load's classic: the unique index built once, by sorting.
         conn.execute_batch("CREATE UNIQUE INDEX items_key ON items (batch_id, key)")?;
