@@ -1,48 +1,57 @@
-//! What SQLite alone needs to insert N items, without nightshift's parsing
-//! or code: the floor under `nightshift add` (bench/README.md, Foundation).
+//! What SQLite alone needs to store N items, without nightshift's parsing
+//! or code: the floors under `nightshift add` (`bench/bulk`, bench/README.md).
 //!
 //! ```text
-//! sqlite_floor DIR N
+//! sqlite_floor DIR N [hashed|given] [PREFILL]
 //! ```
 //!
-//! Three fresh databases in DIR, each with the items table and queue index
-//! of the store's schema and the store's pragmas (WAL, synchronous =
-//! NORMAL, foreign keys on, a page cache big enough for the whole insert),
-//! N rows inserted in one transaction by one cached statement per row, as
-//! `Store::add_items` does, then committed (with SQLite's automatic
-//! checkpoint, as in `add`):
+//! The items are those of `bench/bulk`'s input files: `hashed`, the keys of
+//! `add --key-fields site,category,slug` (32 hex characters of a hash,
+//! spread over the whole index), or `given`, the keys as written
+//! (`blog3/c7/post-42`). With PREFILL, each database first holds that many
+//! other items of the same batch (built untimed, per variant).
 //!
-//! - `unique key index`: the store's `UNIQUE (batch_id, key)`; keys are
-//!   hashes, so each row's index entry lands on a random page;
-//! - `no key index`: the same table without it (nothing could find an item
-//!   by key: the floor of writing the rows themselves);
-//! - `index built after`: the rows first, then the unique index created
-//!   in the same transaction (SQLite sorts the keys and fills its pages in
-//!   order);
-//! - `sorted key table`: no index on the table; the keys go into a separate
-//!   `(batch_id, key) -> id` table afterwards, sorted, so its pages fill in
-//!   order (a design the store does not use; see bench/README.md).
+//! Each variant: a fresh database with the store's items table (every
+//! column, check and index of `src/store/sqlite/schema.rs`; no triggers
+//! fire on insert) and the store's pragmas (WAL, synchronous = NORMAL, a
+//! page cache big enough for the whole insert), the N rows inserted in one
+//! transaction by one cached statement per row, as `Store::add_items`
+//! does, then committed with SQLite's automatic checkpoint, as in `add`:
 //!
-//! Prints CPU seconds per phase and the wall time.
+//! - `file order, unique index`: the store's design: rows in input order
+//!   (the claim order), the `UNIQUE (batch_id, key)` index filled as they go;
+//! - `key order, unique index`: the same rows sorted by key first (what
+//!   the items would be claimed in, so not the same information);
+//! - `unique index after rows`: rows in input order, then the unique index
+//!   built in the same transaction (SQLite sorts the keys; over a prefilled
+//!   table it rebuilds the whole index);
+//! - `narrow row, file order`: the items row without label and payload
+//!   (98 instead of ~250 bytes), those in a side table by item id, written
+//!   in id order: the same information;
+//! - `narrow row, key order`: both at once;
+//! - `no key index`: nothing could find an item by key (below the floor
+//!   of the same information: the cost of writing the rows alone).
+//!
+//! Prints one line per variant: `floor VARIANT: N rows, S s wall, C s cpu`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rusqlite::{Connection, params};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// The store's items table (src/store/schema.rs), with `{unique}` where its
-/// key constraint goes.
+/// The store's items table (src/store/sqlite/schema.rs, all migrations),
+/// with `{unique}` where its key constraint goes and `{wide}` where label
+/// and payload go.
 const ITEMS: &str = "
-CREATE TABLE batches (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL) STRICT;
-INSERT INTO batches VALUES (1, 'b', 0);
-CREATE TABLE items (
+CREATE TABLE IF NOT EXISTS batches (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL) STRICT;
+INSERT OR IGNORE INTO batches VALUES (1, 'b', 0);
+CREATE TABLE IF NOT EXISTS items (
     id              INTEGER PRIMARY KEY,
     batch_id        INTEGER NOT NULL REFERENCES batches(id),
     key             TEXT NOT NULL,
-    label           TEXT NOT NULL,
-    payload         TEXT NOT NULL,
+    {wide}
     status          TEXT NOT NULL CHECK (status = 'pending' OR status = 'claimed'
                                          OR status = 'done' OR status = 'failed'),
     tier            TEXT CHECK (tier = 'retry' OR tier = 'manual'),
@@ -59,21 +68,78 @@ CREATE TABLE items (
     lease_token     INTEGER NOT NULL DEFAULT 0,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
+    cancel_to       TEXT CHECK (cancel_to = 'pending' OR cancel_to = 'manual'),
+    cancel_by       TEXT,
+    cancel_reason   TEXT,
+    done_version    TEXT,
     {unique}
     CHECK ((status = 'failed') = (tier IS NOT NULL)),
     CHECK ((status = 'done') = (outcome IS NOT NULL)),
     CHECK (status <> 'failed' OR error_class IS NOT NULL),
     CHECK ((status = 'claimed') = (lease_run IS NOT NULL))
 ) STRICT;
-CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at);
-CREATE INDEX items_failed ON items (batch_id, error_class) WHERE status = 'failed';
-CREATE TABLE item_keys (
-    batch_id INTEGER NOT NULL,
-    key      TEXT NOT NULL,
-    item_id  INTEGER NOT NULL,
-    PRIMARY KEY (batch_id, key)
-) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS items_queue ON items (batch_id, status, tier, next_attempt_at);
+CREATE INDEX IF NOT EXISTS items_failed ON items (batch_id, error_class) WHERE status = 'failed';
+CREATE INDEX IF NOT EXISTS items_cancels ON items (batch_id, lease_run) WHERE cancel_to IS NOT NULL;
+CREATE TABLE IF NOT EXISTS item_bodies (
+    item_id INTEGER PRIMARY KEY,
+    label   TEXT NOT NULL,
+    payload TEXT NOT NULL
+) STRICT;
 ";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Variant {
+    FileOrder,
+    KeyOrder,
+    IndexAfter,
+    NarrowFileOrder,
+    NarrowKeyOrder,
+    NoKeyIndex,
+}
+
+impl Variant {
+    const ALL: [Variant; 6] = [
+        Variant::FileOrder,
+        Variant::KeyOrder,
+        Variant::IndexAfter,
+        Variant::NarrowFileOrder,
+        Variant::NarrowKeyOrder,
+        Variant::NoKeyIndex,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Variant::FileOrder => "file order, unique index",
+            Variant::KeyOrder => "key order, unique index",
+            Variant::IndexAfter => "unique index after rows",
+            Variant::NarrowFileOrder => "narrow row, file order",
+            Variant::NarrowKeyOrder => "narrow row, key order",
+            Variant::NoKeyIndex => "no key index",
+        }
+    }
+
+    fn narrow(self) -> bool {
+        matches!(self, Variant::NarrowFileOrder | Variant::NarrowKeyOrder)
+    }
+
+    fn sorted(self) -> bool {
+        matches!(self, Variant::KeyOrder | Variant::NarrowKeyOrder)
+    }
+
+    fn schema(self) -> String {
+        let unique = match self {
+            Variant::IndexAfter | Variant::NoKeyIndex => "",
+            _ => "UNIQUE (batch_id, key),",
+        };
+        let wide = if self.narrow() {
+            ""
+        } else {
+            "label TEXT NOT NULL, payload TEXT NOT NULL,"
+        };
+        ITEMS.replace("{unique}", unique).replace("{wide}", wide)
+    }
+}
 
 /// CPU time (user + system) of this process so far, in seconds.
 fn cpu() -> f64 {
@@ -88,99 +154,172 @@ fn cpu() -> f64 {
     (ticks(11).unwrap_or(0.0) + ticks(12).unwrap_or(0.0)) / 100.0
 }
 
-/// The items of `bench/foundation.sh`: natural keys hashed as `add
-/// --key-fields site,category,slug` does.
-fn items(n: usize) -> Vec<(String, String, String)> {
-    (0..n)
+struct Item {
+    key: String,
+    label: String,
+    payload: String,
+}
+
+/// The lines of `bench/bulk`'s input files, as `add` derives their items.
+fn items(n: usize, hashed: bool, offset: usize) -> Vec<Item> {
+    (offset + 1..=offset + n)
         .map(|i| {
-            let label = format!("blog{}:c{}:post-{i}", i % 4, i % 37);
-            let payload = format!(
-                r#"{{"site":"blog{}","category":"c{}","slug":"post-{i}","title":"Title number {i}"}}"#,
-                i % 4,
-                i % 37
-            );
-            (nightshift::key::hash_key(&label), label, payload)
+            if hashed {
+                let label = format!("blog{}:c{}:post-{i}", i % 7, i % 31);
+                let payload = format!(
+                    r#"{{"site":"blog{}","category":"c{}","slug":"post-{i}","title":"Article {i}","words":{}}}"#,
+                    i % 7,
+                    i % 31,
+                    i % 5000
+                );
+                Item {
+                    key: nightshift::key::hash_key(&label),
+                    label,
+                    payload,
+                }
+            } else {
+                let key = format!("blog{}/c{}/post-{i}", i % 7, i % 31);
+                let payload = format!(r#"{{"key":"{key}","title":"Article {i}"}}"#);
+                Item {
+                    label: key.clone(),
+                    key,
+                    payload,
+                }
+            }
         })
         .collect()
 }
 
-fn run(dir: &Path, name: &str, items: &[(String, String, String)]) -> Res<()> {
-    let path = dir.join(format!("floor-{}.db", name.replace(' ', "-")));
+fn remove_db(path: &Path) {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
-    let conn = Connection::open(&path)?;
-    let unique = if name == "unique key index" {
-        "UNIQUE (batch_id, key),"
-    } else {
-        ""
-    };
+}
+
+fn open(path: &Path) -> Res<Connection> {
+    let conn = Connection::open(path)?;
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;
          PRAGMA temp_store = MEMORY; PRAGMA cache_size = -524288;",
     )?;
-    conn.execute_batch(&ITEMS.replace("{unique}", unique))?;
+    Ok(conn)
+}
+
+/// `items` in the variant's insertion order, each with the id it gets
+/// when the variant assigns ids itself (the narrow row: ids in input
+/// order, whatever the insertion order, so the claim order is kept).
+/// Sorted here, before the clock starts: the floors are SQLite's part.
+fn ordered(v: Variant, items: &[Item], first_id: i64) -> Vec<(i64, &Item)> {
+    let mut rows: Vec<(i64, &Item)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| (first_id + i as i64, it))
+        .collect();
+    if v.sorted() {
+        rows.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
+    }
+    rows
+}
+
+/// Inserts `rows` into batch 1 as the variant says, in the open
+/// transaction; the narrow row's bodies go in input (id) order.
+fn insert(conn: &Connection, v: Variant, rows: &[(i64, &Item)], items: &[Item]) -> Res<()> {
+    if v.narrow() {
+        let mut row = conn.prepare(
+            "INSERT INTO items (id, batch_id, key, status, created_at, updated_at)
+             VALUES (?1, 1, ?2, 'pending', 0, 0) ON CONFLICT DO NOTHING",
+        )?;
+        let mut body =
+            conn.prepare("INSERT INTO item_bodies (item_id, label, payload) VALUES (?1, ?2, ?3)")?;
+        for (id, it) in rows {
+            row.execute(params![id, it.key])?;
+        }
+        let first = rows.iter().map(|r| r.0).min().unwrap_or(1);
+        for (i, it) in items.iter().enumerate() {
+            body.execute(params![first + i as i64, it.label, it.payload])?;
+        }
+        return Ok(());
+    }
+    let mut st = conn.prepare(
+        "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+         VALUES (1, ?1, ?2, ?3, 'pending', 0, 0) ON CONFLICT DO NOTHING",
+    )?;
+    for (_, it) in rows {
+        st.execute(params![it.key, it.label, it.payload])?;
+    }
+    Ok(())
+}
+
+/// A database of `prefill` items, for the variant's schema.
+fn template(dir: &Path, v: Variant, prefill: &[Item]) -> Res<PathBuf> {
+    let path = dir.join(format!(
+        "floor-template-{}.db",
+        v.name().replace([' ', ','], "-")
+    ));
+    remove_db(&path);
+    let conn = open(&path)?;
+    conn.execute_batch(&v.schema())?;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    insert(&conn, v, &ordered(v, prefill, 1), prefill)?;
+    if v == Variant::IndexAfter {
+        conn.execute_batch("CREATE UNIQUE INDEX items_key ON items (batch_id, key)")?;
+    }
+    conn.execute_batch("COMMIT; PRAGMA wal_checkpoint(TRUNCATE);")?;
+    Ok(path)
+}
+
+fn run(dir: &Path, v: Variant, items: &[Item], prefill: &[Item]) -> Res<()> {
+    let path = dir.join("floor.db");
+    remove_db(&path);
+    if !prefill.is_empty() {
+        let t = template(dir, v, prefill)?;
+        std::fs::rename(&t, &path)?;
+        remove_db(&t);
+    }
+    let conn = open(&path)?;
+    conn.execute_batch(&v.schema())?;
+    let rows = ordered(v, items, prefill.len() as i64 + 1);
     let (cpu0, wall0) = (cpu(), Instant::now());
     conn.execute_batch("BEGIN IMMEDIATE")?;
-    {
-        let mut st = conn.prepare(
-            "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-             VALUES (1, ?1, ?2, ?3, 'pending', 0, 0) ON CONFLICT DO NOTHING",
-        )?;
-        for (key, label, payload) in items {
-            st.execute(params![key, label, payload])?;
-        }
+    if v == Variant::IndexAfter {
+        conn.execute_batch("DROP INDEX IF EXISTS items_key")?;
     }
-    let cpu1 = cpu();
-    if name == "index built after" {
+    insert(&conn, v, &rows, items)?;
+    if v == Variant::IndexAfter {
         // A bulk load's classic: the unique index built once, by sorting.
         conn.execute_batch("CREATE UNIQUE INDEX items_key ON items (batch_id, key)")?;
     }
-    if name == "sorted key table" {
-        let mut keys: Vec<(&str, i64)> = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| (item.0.as_str(), i as i64 + 1))
-            .collect();
-        keys.sort_unstable();
-        let mut st =
-            conn.prepare("INSERT INTO item_keys (batch_id, key, item_id) VALUES (1, ?1, ?2)")?;
-        for (key, id) in keys {
-            st.execute(params![key, id])?;
-        }
-    }
-    let cpu2 = cpu();
     conn.execute_batch("COMMIT")?;
-    let cpu3 = cpu();
     println!(
-        "{name:>17}, {} rows: rows {:.2} s, key table {:.2} s, commit {:.2} s: cpu {:.2} s, wall {:.2} s",
+        "floor {}: {} rows, {:.2} s wall, {:.2} s cpu",
+        v.name(),
         items.len(),
-        cpu1 - cpu0,
-        cpu2 - cpu1,
-        cpu3 - cpu2,
-        cpu3 - cpu0,
-        wall0.elapsed().as_secs_f64()
+        wall0.elapsed().as_secs_f64(),
+        cpu() - cpu0
     );
     drop(conn);
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    remove_db(&path);
     Ok(())
 }
 
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [dir, n] = args.as_slice() else {
-        return Err("usage: sqlite_floor DIR N".into());
+    let (dir, n, hashed, prefill) = match args.as_slice() {
+        [dir, n, rest @ ..] if rest.len() <= 2 => {
+            let hashed = match rest.first().map(String::as_str) {
+                None | Some("hashed") => true,
+                Some("given") => false,
+                Some(other) => return Err(format!("keys: hashed or given, not {other:?}").into()),
+            };
+            let prefill: usize = rest.get(1).map_or(Ok(0), |p| p.parse())?;
+            (PathBuf::from(dir), n.parse::<usize>()?, hashed, prefill)
+        }
+        _ => return Err("usage: sqlite_floor DIR N [hashed|given] [PREFILL]".into()),
     };
-    let items = items(n.parse()?);
-    for name in [
-        "unique key index",
-        "no key index",
-        "index built after",
-        "sorted key table",
-    ] {
-        run(Path::new(dir), name, &items)?;
+    let new = items(n, hashed, prefill);
+    let old = items(prefill, hashed, 0);
+    for v in Variant::ALL {
+        run(&dir, v, &new, &old)?;
     }
     Ok(())
 }

@@ -20,6 +20,14 @@ const INSERT_IDLE_TARGET: Duration = Duration::from_millis(1000);
 /// chunk.
 const GAP: Duration = Duration::from_millis(2);
 const MIN_ROWS: usize = 50;
+/// The first chunk of an update in place while a runner is live: small
+/// enough to stay under [`TARGET`] on a slow, loaded machine (at 100 µs a
+/// row), before the first measure adapts it.
+const FIRST_LIVE_ROWS: usize = 200;
+/// ... and while none is, doubling from here towards [`INSERT_IDLE_TARGET`]
+/// (starting at a second's worth of rows, 100,000, measured no faster: the
+/// same CPU, more system time).
+const FIRST_IDLE_ROWS: usize = 1_000;
 const MAX_ROWS: usize = 20_000;
 const MAX_INSERT_ROWS: usize = 250_000;
 
@@ -37,6 +45,24 @@ impl Chunks {
             size: first.clamp(MIN_ROWS, MAX_ROWS),
             target: TARGET,
             max: MAX_ROWS,
+        }
+    }
+
+    /// For an update in place (requeue) on a store with one writer at a
+    /// time, paced by `requeue_pace` from the first chunk on.
+    pub(crate) fn for_update(runner_live: bool) -> Chunks {
+        if runner_live {
+            Chunks {
+                size: FIRST_LIVE_ROWS,
+                target: TARGET,
+                max: MAX_ROWS,
+            }
+        } else {
+            Chunks {
+                size: FIRST_IDLE_ROWS,
+                target: INSERT_IDLE_TARGET,
+                max: MAX_INSERT_ROWS,
+            }
         }
     }
 
@@ -119,5 +145,15 @@ mod tests {
         assert_eq!(tiny.size(), MIN_ROWS);
         tiny.run(|_| std::thread::sleep(Duration::from_millis(200)));
         assert_eq!(tiny.size(), MIN_ROWS);
+    }
+
+    #[test]
+    fn an_update_starts_small_beside_a_runner_and_large_without() {
+        assert_eq!(Chunks::for_update(true).size(), FIRST_LIVE_ROWS);
+        let mut idle = Chunks::for_update(false);
+        assert_eq!(idle.size(), FIRST_IDLE_ROWS);
+        // A runner starting meanwhile shrinks the next chunk at once.
+        idle.requeue_pace(true);
+        assert!(idle.size() <= MAX_ROWS, "{}", idle.size());
     }
 }

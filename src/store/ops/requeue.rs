@@ -79,7 +79,12 @@ impl Store {
         // while a runner is live, long ones (about a second) while none is,
         // as `add_items`. PostgreSQL has no single write lock to share.
         let mut moved = Vec::with_capacity(matched.len());
-        let mut chunks = Chunks::new(1_000);
+        let mut chunks = if self.single_writer() {
+            let live = self.read_tx(|tx| tx.any_live_seat(crate::util::time::now_ms()));
+            Chunks::for_update(live.unwrap_or(true))
+        } else {
+            Chunks::new(1_000)
+        };
         let total = matched.len();
         let mut rest = matched.as_slice();
         while !rest.is_empty() {

@@ -205,6 +205,29 @@ both_stores! {
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
 
+    /// An add run again with a few new keys among many present ones (the
+    /// present ones looked up in key order): the present are left as they
+    /// were, the new ones added in the input's order, which is their claim
+    /// order.
+    fn adding_again_adds_only_the_new_keys_in_input_order(db, s) {
+        s.add_items("b", &items(300), T0, |_| {}).unwrap();
+        let new = |key: &str| NewItem { key: key.into(), label: key.into(), payload: "{}".into() };
+        let mut again: Vec<NewItem> = items(300).into_iter().rev().collect();
+        again.insert(0, new("zz-first"));
+        again.insert(150, new("aa-second"));
+        again.push(new("mm-third"));
+        let r = s.add_items("b", &again, T0 + 1, |_| {}).unwrap();
+        assert_eq!((r.added, r.present), (3, 300));
+        let id = |key: &str| s.item("b", key).unwrap().id;
+        assert!(id("zz-first") < id("aa-second") && id("aa-second") < id("mm-third"));
+        assert!(id("k299") < id("zz-first"), "present items keep their place");
+        assert_eq!(s.item("b", "k000").unwrap().created_at, T0);
+        let c = s.counts("b").unwrap();
+        assert_eq!((c.pending, c.total()), (303, 303));
+        let r = s.add_items("b", &again, T0 + 2, |_| {}).unwrap();
+        assert_eq!((r.added, r.present), (0, 303));
+    }
+
     fn claims_need_the_lock_and_go_in_order(db, s) {
         s.add_items("b", &items(5), T0, |_| {}).unwrap();
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
