@@ -1,6 +1,7 @@
 //! Where events go besides the store: the rolling JSON-lines files (via
 //! `tracing`, set up by `init_file_log`) and, with `--verbose`, stdout.
 
+use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -116,17 +117,28 @@ pub fn close_file_log() {
 /// A daily-rolling append-only file, created `0600`: error messages in the
 /// log may quote private data (`tracing_appender`'s roller creates its
 /// files with the umask's mode), and never opened through a symbolic link.
+/// Lines are buffered and written when the appender's thread has drained
+/// what was queued (it flushes then): a write per line was most of that
+/// thread's time in persistent mode (two lines per item).
 struct PrivateDaily {
     dir: std::path::PathBuf,
-    current: Option<(String, std::fs::File)>,
+    /// The UTC day (days since 1970) of the open file, and the file.
+    current: Option<(i64, std::io::BufWriter<std::fs::File>)>,
 }
 
 impl PrivateDaily {
-    fn file(&mut self) -> std::io::Result<&mut std::fs::File> {
-        let day = crate::util::time::now().format("%Y-%m-%d").to_string();
+    fn file(&mut self) -> std::io::Result<&mut std::io::BufWriter<std::fs::File>> {
+        // The day as a number: formatting a date for every line cost more
+        // than writing it.
+        let day = crate::util::time::now_ms().div_euclid(86_400_000);
         if self.current.as_ref().is_none_or(|(d, _)| *d != day) {
-            let path = self.dir.join(format!("nightshift.jsonl.{day}"));
-            self.current = Some((day, files::open_append_private(&path)?));
+            if let Some((_, mut old)) = self.current.take() {
+                old.flush()?;
+            }
+            let name = crate::util::time::to_datetime(day * 86_400_000).format("%Y-%m-%d");
+            let path = self.dir.join(format!("nightshift.jsonl.{name}"));
+            let file = files::open_append_private(&path)?;
+            self.current = Some((day, std::io::BufWriter::with_capacity(64 * 1024, file)));
         }
         Ok(&mut self.current.as_mut().expect("just opened").1)
     }
