@@ -500,6 +500,48 @@ for line in sys.stdin:
         assert_no_workers(&env);
     }
 
+    fn the_event_log_file_has_each_items_lines_whole_in_the_log_format(env) {
+        require!(Tool::Python3);
+        let noop = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/peers/noop_persistent.py");
+        env.config(&format!(
+            "log_dir = \"logs\"\n[batch.p]\nworker = [\"python3\", {:?}]\nmode = \"persistent\"\nconcurrency = 2\n",
+            noop.display().to_string()
+        ));
+        let keys: Vec<String> = (0..3000).map(|i| format!("k{i}")).collect();
+        add_keys(&env, "p", &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        env.run(&["run", "p"]).code(0);
+        let mut text = String::new();
+        for f in std::fs::read_dir(env.path("logs")).unwrap() {
+            text.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap());
+        }
+        assert!(text.ends_with('\n'), "the last line is whole");
+        let (mut claimed, mut answered) = (HashSet::new(), HashSet::new());
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            let names: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+            if v["target"] != "nightshift::event" {
+                continue;
+            }
+            assert_eq!(names, ["actor", "at", "batch", "fields", "key", "kind", "level", "message", "run", "target", "timestamp"], "{line}");
+            // In the order of the other lines (tracing's JSON format).
+            let order = ["timestamp", "level", "message", "at", "batch", "run", "key", "kind", "actor", "fields", "target"]
+                .map(|k| line.find(&format!("\"{k}\":")).unwrap());
+            assert!(order.is_sorted(), "{line}");
+            let key = v["key"].as_str().unwrap().to_string();
+            match v["kind"].as_str().unwrap() {
+                "claimed" => assert!(claimed.insert(key), "{line}"),
+                "empty" => {
+                    let fields: serde_json::Value = serde_json::from_str(v["fields"].as_str().unwrap()).unwrap();
+                    assert_eq!((v["message"].as_str(), &fields["attempt"]), (Some("done, empty result"), &serde_json::json!(1)), "{line}");
+                    assert!(answered.insert(key), "{line}");
+                }
+                _ => {}
+            }
+        }
+        let all: HashSet<String> = keys.into_iter().collect();
+        assert_eq!((claimed == all, answered == all), (true, true), "one claimed and one empty line per item");
+    }
+
     fn the_readme_example_worker_runs_in_persistent_mode(env) {
         require!(Tool::Python3);
         let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

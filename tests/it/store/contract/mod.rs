@@ -794,7 +794,10 @@ both_stores! {
         let done = |i: usize, token: i64, outcome: Outcome, cost: Option<f64>| Completion {
             item_id: c[i].item_id, token, run_id: run, outcome,
             result: (outcome == Outcome::Done).then_some(r#"{"ok":true}"#), cost, version: None, now: T0 + 5 };
-        let evs: Vec<NewEvent> = c.iter().map(|c| done_event(&c.key)).collect();
+        // What the runner's done events carry: the run, fields, an actor-less message.
+        let evs: Vec<NewEvent> = c.iter().enumerate()
+            .map(|(i, c)| done_event(&c.key).run(run).fields(serde_json::json!({"attempt": 1, "ms": i, "cost": null})))
+            .collect();
         assert_eq!(s.complete_all(&[]).unwrap(), Vec::<bool>::new());
         let batch = [
             (done(0, c[0].token, Outcome::Done, Some(0.25)), &evs[0]),
@@ -817,6 +820,11 @@ both_stores! {
         let keys: Vec<_> = logged.iter().map(|e| e.key.as_deref().unwrap()).collect();
         assert_eq!(keys, ["k000", "k002", "k003"], "one event per kept completion, in order");
         assert!(logged.iter().all(|e| e.at == T0 && e.batch.as_deref() == Some("b")));
+        let carried: Vec<_> = logged.iter().map(|e| (e.run_id, e.message.as_str(), e.actor.clone(), e.fields.clone())).collect();
+        assert_eq!(carried, [0, 2, 3].map(|i| (Some(run), "done", None,
+            serde_json::json!({"attempt": 1, "ms": i, "cost": null}))), "each event as written");
+        let labels: Vec<_> = logged.iter().map(|e| e.label.as_deref()).collect();
+        assert_eq!(labels, [Some("label 0"), Some("label 2"), Some("label 3")], "each tied to its item");
         let by_key = s.events(&EventFilter { key: Some("k002".into()), ..Default::default() }).unwrap();
         assert!(by_key.iter().any(|e| e.kind == "done"), "events are tied to their item");
         // Inside a group, rolled back with it.
