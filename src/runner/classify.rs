@@ -127,7 +127,7 @@ impl ErrorLine {
             Some(s) => s.as_f64().and_then(seconds),
             None => obj
                 .get("reset_at")
-                .and_then(|at| reset_in(at, chrono::Utc::now())),
+                .and_then(|at| reset_in(at, crate::util::time::now())),
         };
         ErrorLine {
             error_class: text("error_class").filter(|c| !c.is_empty()),

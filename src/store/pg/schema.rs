@@ -477,8 +477,9 @@ CREATE TABLE spend (
 "#;
 // ---- end of budgets ----
 
-const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] =
-    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16];
+const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16,
+];
 
 /// Which store a session is on: the database (one made anew under the same
 /// name has another oid) and the id its store was made with (V7).

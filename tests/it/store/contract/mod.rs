@@ -211,7 +211,7 @@ both_stores! {
     /// order.
     fn adding_again_adds_only_the_new_keys_in_input_order(db, s) {
         s.add_items("b", &items(300), T0, |_| {}).unwrap();
-        let new = |key: &str| NewItem { key: key.into(), label: key.into(), payload: "{}".into() };
+        let new = |key: &str| NewItem { key: key.into(), label: key.into(), payload: "{}".into(), ..Default::default() };
         let mut again: Vec<NewItem> = items(300).into_iter().rev().collect();
         again.insert(0, new("zz-first"));
         again.insert(150, new("aa-second"));
