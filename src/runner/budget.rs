@@ -78,6 +78,14 @@ impl BudgetState {
             SpendScope::Batch => "budget".to_string(),
             SpendScope::Pool => format!("pool {} budget", crate::util::sanitize::line(&self.name)),
         };
+        format!("{whose} {}", self.summary(now))
+    }
+
+    /// What [`describe`](Self::describe) says after whose budget it is:
+    /// `$12.40 of $20.00 today, resets 00:00Z` or `reached (…), resets …`
+    /// (the Pools pane's budget row, under the pool's name).
+    #[must_use]
+    pub fn summary(&self, now: Millis) -> String {
         let amounts = format!(
             "{} of {} {}",
             money(self.spent),
@@ -91,9 +99,9 @@ impl BudgetState {
             utc_clock(self.window_end, now)
         };
         if self.reached {
-            format!("{whose} reached ({amounts}), resets {resets}")
+            format!("reached ({amounts}), resets {resets}")
         } else {
-            format!("{whose} {amounts}, resets {resets}")
+            format!("{amounts}, resets {resets}")
         }
     }
 }

@@ -67,6 +67,8 @@ pub struct Setup {
     pub pools: Vec<PoolSpec>,
     /// Batch → the pool it draws from (`limit = "NAME"`).
     pub pool_of: BTreeMap<String, String>,
+    /// The pools' own budgets (`[limit.NAME] budget`), by pool.
+    pub pool_budgets: BTreeMap<String, crate::config::budget::Budget>,
 }
 
 impl Setup {
@@ -84,6 +86,7 @@ impl Setup {
             stale_after: STALE_AFTER,
             pools: Vec::new(),
             pool_of: BTreeMap::new(),
+            pool_budgets: BTreeMap::new(),
         }
     }
 
@@ -93,6 +96,11 @@ impl Setup {
             .limits
             .values()
             .map(crate::runner::pool::spec)
+            .collect();
+        self.pool_budgets = config
+            .limits
+            .values()
+            .filter_map(|p| Some((p.name.clone(), p.budget?)))
             .collect();
         for (name, b) in &config.batches {
             self.configured.push(name.clone());
@@ -469,17 +477,29 @@ impl App {
             }),
             detail: self.open_detail().map(|d| d.key.clone()),
             pools: self.setup.pools.clone(),
-            spend: self
-                .batch
-                .as_ref()
-                .and_then(|b| self.setup.budgets.get(b))
-                .map(|list| {
-                    list.iter()
-                        .map(|(s, n, b)| crate::runner::budget::key(*s, n, b, self.now))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            spend: self.spend_keys(),
         }
+    }
+
+    /// The budget windows a poll reads: the selected batch's (its own and
+    /// its pool's, for the batch detail) and every pool's (the Pools pane).
+    fn spend_keys(&self) -> Vec<crate::store::SpendKey> {
+        use crate::runner::budget::key;
+        let mut keys: Vec<_> = self
+            .batch
+            .as_ref()
+            .and_then(|b| self.setup.budgets.get(b))
+            .into_iter()
+            .flatten()
+            .map(|(s, n, b)| key(*s, n, b, self.now))
+            .collect();
+        for (pool, b) in &self.setup.pool_budgets {
+            let k = key(crate::store::SpendScope::Pool, pool, b, self.now);
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        keys
     }
 
     // ----- changing it -----

@@ -53,9 +53,13 @@ pub fn detail_rows(size: (u16, u16)) -> usize {
 
 /// Rows of one pool in the Pools pane: its name, its hold, a row per
 /// limit (and one for calls in flight), the tokens/min sparkline, today,
-/// a blank.
-pub fn pool_rows(v: &crate::store::PoolView) -> usize {
-    1 + usize::from(v.hold.is_some()) + v.dims.len() + usize::from(v.concurrency.is_some()) + 3
+/// its budget when it has one, a blank.
+pub fn pool_rows(v: &crate::store::PoolView, budget: bool) -> usize {
+    1 + usize::from(v.hold.is_some())
+        + v.dims.len()
+        + usize::from(v.concurrency.is_some())
+        + 3
+        + usize::from(budget)
 }
 
 /// The first pool the Pools pane shows in `rows` rows, for pools of

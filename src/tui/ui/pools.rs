@@ -22,6 +22,7 @@ const INDENT: &str = "  ";
 const TODAY: &str = "today (UTC)";
 /// The tokens/min sparkline's label.
 const RECENT: &str = "tokens drawn";
+const BUDGET: &str = "budget";
 /// Levels of the tokens/min sparkline, lowest first.
 const LEVELS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
@@ -41,7 +42,10 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     }
     let width = (area.width as usize).saturating_sub(2);
     let rows = (area.height as usize).saturating_sub(2);
-    let heights: Vec<usize> = pools.iter().map(layout::pool_rows).collect();
+    let heights: Vec<usize> = pools
+        .iter()
+        .map(|v| layout::pool_rows(v, app.setup.pool_budgets.contains_key(&v.name)))
+        .collect();
     let sel = app.pool_nav.sel.min(pools.len() - 1);
     let first = layout::first_pool_shown(&heights, sel, rows);
     let mut lines = Vec::new();
@@ -171,12 +175,12 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
         ),
     ]));
     lines.push(today_line(app, v, label));
+    lines.extend(budget_line(app, v, label));
     lines.push(Line::from(""));
     lines
 }
 
-/// Today's tokens (UTC day) and, beside them, the place for today's spend
-/// (no cost is recorded per pool yet: the budgets fill it).
+/// Today's tokens (UTC day); the spend is the budget row's.
 fn today_line(app: &App, v: &PoolView, label: usize) -> Line<'static> {
     let p = app.setup.palette;
     let t = &v.today;
@@ -205,19 +209,42 @@ fn today_line(app: &App, v: &PoolView, label: usize) -> Line<'static> {
             p.style(Role::Dim),
         ),
         Span::raw(tokens),
-        Span::styled(format!(" · spend {}", spend_today(v)), p.style(Role::Dim)),
     ])
+}
+
+/// The pool's own budget, spent against its limit in the window now
+/// (`$12.40 of $20.00 today, resets 00:00Z`), when it has one.
+fn budget_line(app: &App, v: &PoolView, label: usize) -> Option<Line<'static>> {
+    use crate::runner::budget;
+    let p = app.setup.palette;
+    let b = app.setup.pool_budgets.get(&v.name)?;
+    let scope = crate::store::SpendScope::Pool;
+    let key = budget::key(scope, &v.name, b, app.now);
+    let (text, role) = match app.data.spent.iter().find(|(k, _)| *k == key) {
+        Some((_, spent)) => {
+            let state = budget::state(scope, v.name.clone(), b, *spent, app.now);
+            let role = if state.reached {
+                Role::Fail
+            } else {
+                Role::Normal
+            };
+            (state.summary(app.now), role)
+        }
+        None => ("not read yet".to_string(), Role::Dim),
+    };
+    Some(Line::from(vec![
+        Span::styled(
+            format!("{INDENT}{} ", pad(BUDGET, label)),
+            p.style(Role::Dim),
+        ),
+        Span::styled(text, p.style(role)),
+    ]))
 }
 
 /// `text` padded with spaces to `cells` (by display width).
 fn pad(text: &str, cells: usize) -> String {
     let w = crate::util::text::width(text);
     format!("{text}{}", " ".repeat(cells.saturating_sub(w)))
-}
-
-/// Today's spend of the pool's calls: not recorded per pool yet.
-fn spend_today(_v: &PoolView) -> &'static str {
-    "—"
 }
 
 /// One cell per minute, the newest at the right: blank for none, else a
@@ -241,7 +268,7 @@ fn sparkline(values: &[i64]) -> String {
 mod tests {
     use super::sparkline;
     use crate::model::{BatchInfo, Counts, Millis};
-    use crate::store::{BatchView, Dashboard, PoolDimView, PoolHold, PoolView, UsageSum};
+    use crate::store::{BatchView, Dashboard, PoolDimView, PoolHold, PoolView, Spent, UsageSum};
     use crate::tui::action::{Arrival, Intent, Pane};
     use crate::tui::app::{App, Setup};
     use crate::tui::theme::Palette;
@@ -293,12 +320,21 @@ mod tests {
         }
     }
 
+    /// The window now of the test pool's `budget = "1.0/day"`.
+    fn spend_key() -> crate::store::SpendKey {
+        let b = crate::config::budget::Budget {
+            amount: 1.0,
+            period: std::time::Duration::from_secs(86_400),
+        };
+        crate::runner::budget::key(crate::store::SpendScope::Pool, POOL, &b, NOW)
+    }
+
     /// The pool's batches and an app that has polled them, at `size`.
     fn app(size: (u16, u16)) -> App {
         let config = crate::config::Config::parse(
             &format!(
                 "[limit.\"{POOL}\"]\nrequests = \"3000/min\"\ntokens = \"250000/min\"\n\
-                 concurrency = 16\n[batch.\"記事の要約\"]\nworker = [\"true\"]\nlimit = \"{POOL}\"\n"
+                 concurrency = 16\nbudget = \"1.0/day\"\n[batch.\"記事の要約\"]\nworker = [\"true\"]\nlimit = \"{POOL}\"\n"
             ),
             std::path::Path::new("nightshift.toml"),
         )
@@ -325,6 +361,13 @@ mod tests {
                 batches: vec![batch],
                 retry: Some(("記事の要約".into(), Default::default())),
                 pools: vec![view()],
+                spent: vec![(
+                    spend_key(),
+                    Spent {
+                        micros: 400_000,
+                        attempts: 4,
+                    },
+                )],
                 ..Dashboard::default()
             })),
         });
@@ -397,8 +440,12 @@ mod tests {
             } else {
                 assert!(held.contains("12:02:05Z (in 2m):"), "{held}");
                 assert!(held.contains("記事の要約 (k1)"), "{held}");
-                assert!(today.contains("spend —"), "{today}");
             }
+            let budget = find(&rows, "budget");
+            assert!(
+                budget.contains("$0.40 of $1.00 today, resets 00:00Z"),
+                "{budget}"
+            );
         }
     }
 
