@@ -809,3 +809,22 @@ impl Env {
             .collect()
     }
 }
+
+/// (batch, key, start ms, attempt) per worker start, by start time, from
+/// the `starts.log` a test's recording worker appends `BATCH KEY MS ATTEMPT` to.
+pub fn starts(env: &Env) -> Vec<(String, String, i64, i64)> {
+    let mut out: Vec<_> = lines(&env.path("starts.log"))
+        .iter()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (
+                w[0].to_string(),
+                w[1].to_string(),
+                w[2].parse().unwrap(),
+                w[3].parse().unwrap(),
+            )
+        })
+        .collect();
+    out.sort_by_key(|s| s.2);
+    out
+}

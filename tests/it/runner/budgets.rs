@@ -12,7 +12,7 @@
 use crate::support as common;
 
 use crate::support::require::Tool;
-use common::{Env, wait_for};
+use common::{Env, starts, wait_for};
 use nix::sys::signal::Signal;
 
 const DAY_MS: i64 = 86_400_000;
@@ -56,24 +56,6 @@ fn worker(env: &Env, cost: &str, then: &str) -> String {
         ),
     );
     path.display().to_string()
-}
-
-/// (batch, key, start ms, attempt) per worker start, by start time.
-fn starts(env: &Env) -> Vec<(String, String, i64, i64)> {
-    let mut out: Vec<_> = common::lines(&env.path("starts.log"))
-        .iter()
-        .map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            (
-                w[0].to_string(),
-                w[1].to_string(),
-                w[2].parse().unwrap(),
-                w[3].parse().unwrap(),
-            )
-        })
-        .collect();
-    out.sort_by_key(|s| s.2);
-    out
 }
 
 fn add(env: &Env, batch: &str, keys: &[&str]) {

@@ -12,7 +12,7 @@
 
 use crate::support as common;
 
-use common::{Env, wait_for};
+use common::{Env, starts, wait_for};
 use serde_json::Value;
 
 fn now_ms() -> i64 {
@@ -34,24 +34,6 @@ fn worker(env: &Env, then: &str) -> String {
         ),
     );
     path.display().to_string()
-}
-
-/// (batch, key, start ms, attempt) per worker start, by start time.
-fn starts(env: &Env) -> Vec<(String, String, i64, i64)> {
-    let mut out: Vec<_> = common::lines(&env.path("starts.log"))
-        .iter()
-        .map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            (
-                w[0].to_string(),
-                w[1].to_string(),
-                w[2].parse().unwrap(),
-                w[3].parse().unwrap(),
-            )
-        })
-        .collect();
-    out.sort_by_key(|s| s.2);
-    out
 }
 
 fn add(env: &Env, batch: &str, n: usize) {
