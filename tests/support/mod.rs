@@ -204,6 +204,18 @@ impl Env {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// One batch's entry of `status --json`.
+    pub fn batch_status(&self, name: &str) -> serde_json::Value {
+        let status = self.status();
+        let found = status["batches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name)
+            .cloned();
+        found.unwrap_or_else(|| panic!("no batch {name:?} in {status}"))
+    }
+
     /// SHA-256 of the store and its `-wal`/`-shm` (None where absent).
     pub fn fingerprint(&self) -> Vec<(String, Option<String>)> {
         fingerprint(&self.db)

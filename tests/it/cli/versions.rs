@@ -51,16 +51,6 @@ fn stale_listed(env: &Env) -> Vec<String> {
     )
 }
 
-fn batch_b(env: &Env) -> serde_json::Value {
-    env.status()["batches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["name"] == "b")
-        .unwrap()
-        .clone()
-}
-
 both_backends! {
     /// Items done before the batch had a version are stale once it has one;
     /// items done under v1 are stale under v2; a skipped item never ran and
@@ -72,13 +62,13 @@ both_backends! {
         config(&env, &worker, None);
         add(&env, &["k1", "k2"]);
         env.run(&["run", "b"]).code(0);
-        assert_eq!(batch_b(&env)["stale"], serde_json::Value::Null, "no version, nothing is stale");
+        assert_eq!(env.batch_status("b")["stale"], serde_json::Value::Null, "no version, nothing is stale");
 
         config(&env, &worker, Some("v1"));
         add(&env, &["k3", "k4", "k5"]);
         env.run(&["skip", "b", "k5", "--reason", "by hand"]).code(0);
         env.run(&["run", "b"]).code(0);
-        let b = batch_b(&env);
+        let b = env.batch_status("b");
         assert_eq!((b["version"].as_str(), b["stale"].as_i64()), (Some("v1"), Some(2)));
         assert_eq!(stale_listed(&env), ["k1", "k2"]);
         let k3 = env.run(&["show", "b", "k3", "--json"]).code(0).json();
@@ -106,7 +96,7 @@ both_backends! {
         let mut ran = common::lines(&env.path("ran.log"));
         ran.sort();
         assert_eq!(ran, ["k1", "k2", "k3", "k4"], "exactly the stale items ran again, once each");
-        assert_eq!(batch_b(&env)["stale"], 0);
+        assert_eq!(env.batch_status("b")["stale"], 0);
         assert!(stale_listed(&env).is_empty());
         env.assert_counts_consistent();
     }
@@ -142,8 +132,8 @@ both_backends! {
         env.add_items("b", 50);
         env.run(&["run", "b"]).code(0);
         assert_eq!(env.int("SELECT count(*) FROM items WHERE done_version = 'model-2026'"), 50);
-        assert_eq!(batch_b(&env)["stale"], 0);
+        assert_eq!(env.batch_status("b")["stale"], 0);
         env.config("[batch.b]\nworker = [\"python3\", \"worker.py\"]\nmode = \"persistent\"\nversion = \"model-2027\"\n");
-        assert_eq!(batch_b(&env)["stale"], 50);
+        assert_eq!(env.batch_status("b")["stale"], 50);
     }
 }

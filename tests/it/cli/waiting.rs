@@ -9,20 +9,10 @@ use crate::support as common;
 use common::Env;
 use serde_json::Value;
 
-fn batch_b(env: &Env) -> Value {
-    env.status()["batches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["name"] == "b")
-        .unwrap()
-        .clone()
-}
-
 /// `(reason, count)` of `status --json`, checking that the counts add up
 /// to every item not finished (none is in flight in these tests).
 fn reasons(env: &Env) -> Vec<(String, i64)> {
-    let b = batch_b(env);
+    let b = env.batch_status("b");
     let list: Vec<(String, i64)> = b["waiting"]
         .as_array()
         .unwrap_or_else(|| panic!("no waiting list: {b}"))
@@ -43,7 +33,7 @@ fn reasons(env: &Env) -> Vec<(String, i64)> {
 }
 
 fn until_of(env: &Env, reason: &str) -> Value {
-    let b = batch_b(env);
+    let b = env.batch_status("b");
     b["waiting"]
         .as_array()
         .unwrap()
@@ -131,9 +121,9 @@ both_backends! {
         env.add_items("b", 3);
         assert_eq!(reasons(&env), pairs(&[("no-runner", 3)]), "a schedule no daemon fires starts nothing");
         let mut daemon = env.spawn("daemon", &["daemon"]);
-        common::wait_for("the daemon to be live", || batch_b(&env)["next_fire"]["fires"] == true);
+        common::wait_for("the daemon to be live", || env.batch_status("b")["next_fire"]["fires"] == true);
         assert_eq!(reasons(&env), pairs(&[("next-fire", 3)]));
-        let b = batch_b(&env);
+        let b = env.batch_status("b");
         assert_eq!(until_of(&env, "next-fire"), b["next_fire"]["at"]);
         assert_eq!(item_reason(&env, "k2"), "next-fire");
         let text = env.run(&["status"]).code(0).stdout.clone();

@@ -52,16 +52,6 @@ fn whole_second_ahead(ahead_ms: i64) -> (String, i64) {
     (text, at)
 }
 
-fn batch_b(env: &Env) -> serde_json::Value {
-    env.status()["batches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["name"] == "b")
-        .unwrap()
-        .clone()
-}
-
 both_backends! {
     /// An urgent item added after many ordinary ones runs first; the
     /// ordinary ones keep their age order; a priority field (named by the
@@ -117,7 +107,7 @@ both_backends! {
         env.run(&["run", "b"]).code(0);
         if now_ms() < at {
             assert_eq!(keys(&env), ["k1", "k2"], "not started before {t}");
-            let b = batch_b(&env);
+            let b = env.batch_status("b");
             let waiting = b["waiting"].as_array().unwrap();
             assert_eq!(waiting.len(), 1, "{b}");
             assert_eq!((&waiting[0]["reason"], &waiting[0]["count"]), (&"not-due".into(), &1.into()));
@@ -136,7 +126,7 @@ both_backends! {
         let ran = started(&env);
         let later = ran.iter().find(|(k, _)| k == "later").expect("run after its time");
         assert!(later.1 >= at, "started at {} before {at}", later.1);
-        assert_eq!(batch_b(&env)["done"], 3);
+        assert_eq!(env.batch_status("b")["done"], 3);
     }
 
     /// `requeue --not-before 2s`: the item goes back to pending, waits
@@ -150,7 +140,7 @@ both_backends! {
         env.config(&format!("[batch.b]\nworker = [\"{}\"]\nconcurrency = 1\n", w.display()));
         env.add_items("b", 1);
         env.run(&["run", "b"]).code(1);
-        assert_eq!(batch_b(&env)["failed"], 1);
+        assert_eq!(env.batch_status("b")["failed"], 1);
         env.write("fixed", "");
         let before = env.snapshot();
         let dry = env.run(&["requeue", "b", "k1", "--not-before", "1h", "--dry-run"]);
@@ -173,7 +163,7 @@ both_backends! {
         let ran = started(&env);
         assert_eq!(ran.len(), 2, "{ran:?}");
         assert!(ran[1].1 >= at, "started at {} before {at}", ran[1].1);
-        assert_eq!(batch_b(&env)["done"], 1);
+        assert_eq!(env.batch_status("b")["done"], 1);
     }
 
     /// Bad priorities and times are refused with the line, the field or
