@@ -42,6 +42,43 @@ fn done_event(key: &str) -> NewEvent {
     NewEvent::new(T0, "b", EventKind::Done, "done").key(key)
 }
 
+/// Batch `b` with three items, after one run of two claims: `k000` done,
+/// `k001` failed to the manual tier, `k002` still pending. The run's id.
+fn one_done_one_failed(s: &mut Store) -> i64 {
+    s.add_items("b", &items(3), T0, |_| {}).unwrap();
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), T0, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1)
+        .unwrap();
+    let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
+    let done = Completion {
+        item_id: c[0].item_id,
+        token: c[0].token,
+        run_id: run,
+        outcome: Outcome::Done,
+        result: None,
+        cost: None,
+        version: None,
+        now: T0,
+    };
+    s.complete(&done, &done_event("k000")).unwrap();
+    let f = nightshift::store::Failure {
+        item_id: c[1].item_id,
+        token: c[1].token,
+        run_id: run,
+        tier: Tier::Manual,
+        error_class: "E",
+        message: "m",
+        next_attempt_at: None,
+        cost: None,
+        now: T0,
+    };
+    s.fail(&f, &NewEvent::new(T0, "b", EventKind::Failed, "failed"))
+        .unwrap();
+    run
+}
+
 mod sqlite_backend {
     use nightshift::store::{Access, Store};
 
@@ -686,16 +723,7 @@ both_stores! {
     }
 
     fn prune_removes_only_old_history(db, s) {
-        s.add_items("b", &items(3), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
-        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
-        let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
-        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
-            outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 };
-        s.complete(&done, &done_event("k000")).unwrap();
-        let f = nightshift::store::Failure { item_id: c[1].item_id, token: c[1].token, run_id: run,
-            tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
-        s.fail(&f, &NewEvent::new(T0, "b", EventKind::Failed, "failed")).unwrap();
+        let run = one_done_one_failed(&mut s);
         s.finish_run(run, RunState::Failed, "x", 0, 0, T0).unwrap();
         let dry = s.prune(T0 + 1, false, false, true, "me", T0 + 2).unwrap();
         assert_eq!((dry.done_items, dry.runs, dry.failed_items_kept, dry.dead_letters_kept), (1, 1, 1, 1));
@@ -713,16 +741,7 @@ both_stores! {
 
     fn prune_deletes_the_attempts_of_pruned_items(db, s) {
         use nightshift::store::AttemptUsage;
-        s.add_items("b", &items(3), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
-        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
-        let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
-        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
-            outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 };
-        s.complete(&done, &done_event("k000")).unwrap();
-        let f = nightshift::store::Failure { item_id: c[1].item_id, token: c[1].token, run_id: run,
-            tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: None, now: T0 };
-        s.fail(&f, &NewEvent::new(T0, "b", EventKind::Failed, "failed")).unwrap();
+        let run = one_done_one_failed(&mut s);
         let ids: Vec<i64> = ["k000", "k001", "k002"].iter().map(|k| s.item("b", k).unwrap().id).collect();
         let usage: Vec<AttemptUsage> = ["k000", "k001", "k002"].iter().map(|k| AttemptUsage {
             batch: "b".into(), run_id: run, key: (*k).into(), attempt: 1, pool: Some("api".into()),
