@@ -6,7 +6,7 @@
 //! - ~3 % a transient 503 on the first attempt (retried at once, then done);
 //! - ~2 % a connection error for three attempts (waits in the retry tier;
 //!   the next cycle redrives it);
-//! - ~3 % a 429 rate limit with `retry_after_s` (holds the whole batch);
+//! - ~3 % a 429 rate limit with `retry_after_s` (holds every batch of the pool);
 //! - ~1 % a permanent 400 (quarantined for a human);
 //! - ~4 % succeed with nothing (outcome `empty`);
 //! - an item whose payload says `"slow": true` starts a remote operation,
@@ -113,7 +113,8 @@ pub fn run() -> i32 {
             let words = 300 + roll(&key, "words") * 12;
             println!(
                 "{}",
-                json!({"title": title, "words": words, "model": "demo-agent-1", "cost": 0.002 + words as f64 * 0.000_01})
+                json!({"title": title, "words": words, "model": "demo-agent-1", "cost": 0.002 + words as f64 * 0.000_01,
+                    "usage": {"input_tokens": 600 + words, "output_tokens": words * 4 / 3}})
             );
             0
         }

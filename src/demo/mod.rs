@@ -45,10 +45,20 @@ fn config_text(exe: &Path) -> String {
 db = "nightshift.db"
 log_dir = "logs"
 
+# One provider account shared by both batches: its limits and its budget
+# are kept in the store, for every runner (the dashboard's Pools pane, `6`).
+[limit.agent_api]
+requests = "600/min"
+tokens = "400000/min"
+concurrency = 8
+budget = "20.0/day"
+
 [batch.articles]
 worker = ["{exe}", "agent"]
 key_fields = ["site", "category", "slug"]
 concurrency = 4
+limit = "agent_api"
+token_estimate = 1200
 item_timeout = "3s"
 retries = 2
 backoff = "200ms"
@@ -62,6 +72,8 @@ lock_ttl = "10s"
 worker = ["{exe}", "agent"]
 key_fields = ["date", "account"]
 concurrency = 2
+limit = "agent_api"
+token_estimate = 1200
 item_timeout = "5s"
 retries = 2
 backoff = "200ms"
