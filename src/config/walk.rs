@@ -160,13 +160,17 @@ impl Walker<'_> {
         }
     }
 
-    fn pool(
+    /// A `[KIND.NAME]` table's field path as TOML would write it
+    /// (`batch."記事"`) and its table, or `None` (the error recorded) when
+    /// the name is not a valid batch or pool name or the value no table.
+    fn named_table<'v, 'de>(
         &mut self,
+        kind: &str,
         key: &Spanned<std::borrow::Cow<'_, str>>,
-        value: &Spanned<DeValue<'_>>,
-    ) -> Option<LimitPool> {
+        value: &'v Spanned<DeValue<'de>>,
+    ) -> Option<(String, &'v DeTable<'de>)> {
         let name = key.get_ref().as_ref();
-        let table_name = format!("limit.{}", batch_name::toml_key(name));
+        let table_name = format!("{kind}.{}", batch_name::toml_key(name));
         if let Err(e) = batch_name::check(name) {
             self.invalid(key.span(), &table_name, e.to_string());
             return None;
@@ -182,6 +186,16 @@ impl Walker<'_> {
             );
             return None;
         };
+        Some((table_name, table))
+    }
+
+    fn pool(
+        &mut self,
+        key: &Spanned<std::borrow::Cow<'_, str>>,
+        value: &Spanned<DeValue<'_>>,
+    ) -> Option<LimitPool> {
+        let name = key.get_ref().as_ref();
+        let (table_name, table) = self.named_table("limit", key, value)?;
         let mut pool = LimitPool {
             name: name.to_string(),
             limits: Vec::new(),
@@ -221,23 +235,7 @@ impl Walker<'_> {
         value: &Spanned<DeValue<'_>>,
     ) -> Option<BatchConfig> {
         let name = key.get_ref().as_ref();
-        // The field path as TOML would write it: `batch."記事".worker`.
-        let table_name = format!("batch.{}", batch_name::toml_key(name));
-        if let Err(e) = batch_name::check(name) {
-            self.invalid(key.span(), &table_name, e.to_string());
-            return None;
-        }
-        let DeValue::Table(table) = value.get_ref() else {
-            self.invalid(
-                value.span(),
-                &table_name,
-                format!(
-                    "expected a table [{table_name}], found {}",
-                    describe(value.get_ref())
-                ),
-            );
-            return None;
-        };
+        let (table_name, table) = self.named_table("batch", key, value)?;
 
         let mut b = BatchConfig::defaults(name);
         let mut spans: BTreeMap<&str, Range<usize>> = BTreeMap::new();
