@@ -165,7 +165,7 @@ pub(super) struct Cycle {
     /// Every worker call passes it: the retry-after hold, the rate limit.
     pub(super) gate: gate::Gate,
     /// The `[limit.NAME]` pool every call also passes (`pool`).
-    pub(super) pool: Option<super::pool::Pool>,
+    pub(super) pool: Option<std::sync::Arc<super::pool::Pool>>,
     /// Settlements on their way to the writer (`pool::Settling`).
     pub(super) settling: super::pool::Settling,
     /// The batch's and its pool's budgets (`budget`).

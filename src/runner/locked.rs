@@ -149,7 +149,8 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
         pool: super::pool::Pool::of(
             cfg,
             &orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
-        ),
+        )
+        .map(std::sync::Arc::new),
         settling: super::pool::Settling::default(),
         budgets,
         claims_left: opts.limit.map(AtomicUsize::new),

@@ -37,7 +37,8 @@ use crate::config::limits::LimitPool;
 use crate::model::waiting::RateLimited;
 use crate::model::{Claim, EventKind, Millis};
 use crate::store::{
-    AttemptUsage, PoolCall, PoolDim, PoolHold, PoolSpec, PoolView, PoolWait, StoreError,
+    Admission, AttemptUsage, PoolCall, PoolDim, PoolHold, PoolSpec, PoolView, PoolWait, Store,
+    StoreError,
 };
 use crate::util::time::{now_ms, utc_clock};
 
@@ -52,6 +53,11 @@ pub struct Pool {
     seq: AtomicU64,
     /// The last wait the pool gave (for the waiting reason and its event).
     waiting: std::sync::Mutex<Option<PoolWait>>,
+    /// Counts the places in flight this runner gave back: a slot waiting
+    /// for one asks again at once rather than at its next poll (the
+    /// settlement rides first in the group of that ask, so the store has
+    /// the place back when it answers).
+    back: tokio::sync::watch::Sender<u64>,
 }
 
 /// A call's place in the pool, given back when it is settled.
@@ -59,6 +65,12 @@ pub struct Pool {
 pub struct Ticket {
     pub call: String,
     pub estimate: i64,
+}
+
+/// The calls a slot asked places for, and the pool's answer.
+pub struct Asked {
+    calls: Vec<PoolCall>,
+    admission: Admission,
 }
 
 /// The store's form of a `[limit.NAME]` table.
@@ -131,7 +143,14 @@ impl Pool {
             runner: runner.to_string(),
             seq: AtomicU64::new(0),
             waiting: std::sync::Mutex::new(None),
+            back: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    /// What wakes a slot waiting for a place in flight this runner gives
+    /// back.
+    pub(super) fn places_back(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.back.subscribe()
     }
 
     /// The tokens reserved for a call of this payload: its
@@ -158,6 +177,26 @@ impl Pool {
         }
     }
 
+    /// Asks for the places of calls just claimed, in the transaction that
+    /// claimed them (`s` is in the writer's group), so that a slot's
+    /// admission costs no transaction of its own. `None` when the store
+    /// refused: the slot asks again before it sends them
+    /// ([`Cycle::pool_try`]).
+    pub(super) fn admit_claimed(&self, s: &mut Store, claims: &[Claim]) -> Option<Asked> {
+        if claims.is_empty() {
+            return None;
+        }
+        let now = now_ms();
+        let calls: Vec<PoolCall> = claims.iter().map(|c| self.call(c, now)).collect();
+        match s.pool_admit(&self.spec, &calls, now) {
+            Ok(admission) => Some(Asked { calls, admission }),
+            Err(e) => {
+                tracing::warn!("asking pool for places with a claim: {e}");
+                None
+            }
+        }
+    }
+
     /// Remembers a wait; true when it is news (another dimension, or a
     /// later slot than a second past the one known).
     fn note(&self, wait: Option<&PoolWait>) -> bool {
@@ -172,6 +211,17 @@ impl Pool {
         *known = wait.cloned();
         news
     }
+}
+
+/// Resolves when this runner gives back a place in flight (never without
+/// a pool, or once the pool is gone).
+pub(super) async fn place_given_back(back: Option<&mut tokio::sync::watch::Receiver<u64>>) {
+    if let Some(b) = back
+        && b.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// A `tokio` instant for a wall-clock time.
@@ -199,6 +249,16 @@ impl Cycle {
             .writer
             .call(move |s| s.pool_admit(&spec, &asked, now_ms()))
             .await?;
+        Ok(self.admitted(Asked { calls, admission }).await)
+    }
+
+    /// The tickets of the calls an admission let start, and when to ask
+    /// for the rest; a wait that is news is logged as an event.
+    pub(super) async fn admitted(&self, asked: Asked) -> (Vec<Ticket>, Option<PoolWait>) {
+        let Some(pool) = &self.pool else {
+            return (Vec::new(), None);
+        };
+        let Asked { calls, admission } = asked;
         let tickets = calls
             .into_iter()
             .take(admission.admitted)
@@ -210,6 +270,7 @@ impl Cycle {
         if pool.note(admission.wait.as_ref())
             && let Some(w) = &admission.wait
         {
+            let now = now_ms();
             let message = format!(
                 "waiting for pool {}: {}, next slot {}",
                 pool.spec.name,
@@ -223,7 +284,7 @@ impl Cycle {
             }));
             self.event(event).await;
         }
-        Ok((tickets, admission.wait))
+        (tickets, admission.wait)
     }
 
     /// Waits for the pool to give the call of `claim` its place. `Ok(None)`
@@ -233,14 +294,22 @@ impl Cycle {
             return Ok(None);
         }
         let mut stop = self.stop_tx.subscribe();
+        let mut back = self.pool.as_ref().map(|p| p.places_back());
         loop {
             if self.stopping().is_some() {
                 return Err(());
             }
+            if let Some(b) = back.as_mut() {
+                b.borrow_and_update();
+            }
+            let mut for_place = false;
             let wait = match self.pool_try(&[claim]).await {
                 Ok((mut tickets, wait)) => match tickets.pop() {
                     Some(t) => return Ok(Some(t)),
-                    None => wait.map_or(now_ms() + 200, |w| w.until),
+                    None => {
+                        for_place = wait.as_ref().is_some_and(PoolWait::for_place);
+                        wait.map_or(now_ms() + 200, |w| w.until)
+                    }
                 },
                 // A store that cannot be reached now: ask again shortly
                 // (the heartbeat notices a store that is gone).
@@ -251,6 +320,7 @@ impl Cycle {
             };
             tokio::select! {
                 () = tokio::time::sleep_until(instant_at(wait)) => {}
+                () = place_given_back(back.as_mut()), if for_place => {}
                 _ = stop.changed() => {}
             }
         }
@@ -292,14 +362,24 @@ impl Cycle {
             input_tokens: usage.and_then(|u| u.input),
             output_tokens: usage.and_then(|u| u.output),
         };
-        let Some(batch) = self.settling.push(row) else {
-            return;
-        };
-        let spec = self.pool.as_ref().map(|p| p.spec.clone());
-        self.writer.defer(move |s| {
-            let rows = batch.take();
-            s.settle_usage(spec.as_ref(), &rows)
-        });
+        let gives_place = placed && ticket.is_some();
+        if let Some(batch) = self.settling.push(row) {
+            let spec = self.pool.as_ref().map(|p| p.spec.clone());
+            self.writer.defer(move |s| {
+                let rows = batch.take();
+                s.settle_usage(spec.as_ref(), &rows)
+            });
+        }
+        if gives_place {
+            self.places_given_back();
+        }
+    }
+
+    /// Wakes the slots waiting for a place in flight: one was given back.
+    fn places_given_back(&self) {
+        if let Some(p) = &self.pool {
+            p.back.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 
     /// A retry-after answer holds every batch of the pool until `until`

@@ -522,6 +522,14 @@ pub struct PoolWait {
     pub until: Millis,
 }
 
+impl PoolWait {
+    /// Waiting for a place in flight (every one of `concurrency` taken).
+    #[must_use]
+    pub fn for_place(&self) -> bool {
+        self.dimension == "concurrency"
+    }
+}
+
 /// A retry-after hold on every batch of a pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PoolHold {

@@ -35,9 +35,9 @@ use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, 
 use crate::runner::classify::{self, Answer, bound_message};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
-use crate::runner::pool::{Ticket, instant_at};
+use crate::runner::pool::{Ticket, instant_at, place_given_back};
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
-use crate::store::StoreError;
+use crate::store::{PoolWait, StoreError};
 use crate::util::time::now_ms;
 
 /// A worker that dies, hangs or gets out of step on this many different
@@ -158,6 +158,7 @@ impl Slot {
     async fn run(&mut self, only: Option<Claim>) -> Result<(), StoreError> {
         let single = only.is_some();
         let mut next: Vec<Claim> = only.into_iter().collect();
+        let mut tickets = Vec::new();
         loop {
             let mut pass = Pass::None;
             if next.is_empty() {
@@ -169,10 +170,14 @@ impl Slot {
                     return Ok(());
                 }
             }
-            self.enqueue(std::mem::take(&mut next), pass);
+            self.enqueue(
+                std::mem::take(&mut next),
+                std::mem::take(&mut tickets),
+                pass,
+            );
             let ended = self.work().await?;
             let chain = matches!(ended, Ended::Drained) && !single;
-            next = self.commit(chain).await?;
+            (next, tickets) = self.commit(chain).await?;
             if !matches!(ended, Ended::Drained) {
                 return Ok(());
             }
@@ -196,9 +201,11 @@ impl Slot {
             .remove(&claim.item_id);
     }
 
-    /// Queues claimed items for the worker; `first` is where the first
-    /// one's request stands at the gate.
-    pub(super) fn enqueue(&mut self, claims: Vec<Claim>, first: Pass) {
+    /// Queues claimed items for the worker; `tickets` are the places in
+    /// the pool the first of them were given with their claim, `first` is
+    /// where the first one's request stands at the gate.
+    pub(super) fn enqueue(&mut self, claims: Vec<Claim>, tickets: Vec<Ticket>, first: Pass) {
+        let mut tickets = tickets.into_iter();
         for (i, claim) in claims.into_iter().enumerate() {
             self.track(&claim);
             self.queue.push_back(Work {
@@ -207,7 +214,7 @@ impl Slot {
                 op_ids: 0,
                 retries_done: 0,
                 pass: if i == 0 { first } else { Pass::None },
-                ticket: None,
+                ticket: tickets.next(),
                 claim,
             });
         }
@@ -218,6 +225,7 @@ impl Slot {
         let cycle = self.cycle.clone();
         let mut stop = cycle.stop_tx.subscribe();
         let mut holds = cycle.hold_changes();
+        let mut places = cycle.pool.as_ref().map(|p| p.places_back());
         loop {
             match cycle.stopping() {
                 Some((Signal::Immediate, StopReason::LockLost)) => {
@@ -261,6 +269,7 @@ impl Slot {
             // for every queued call at once) and passes the gate before it
             // is written.
             let mut gate_opens = None;
+            let mut wait_place = false;
             if let Some(worker) = self.worker.as_mut() {
                 while let Some(front) = self.queue.front_mut() {
                     if cycle.pool.is_some() && front.ticket.is_none() {
@@ -275,9 +284,12 @@ impl Slot {
                             .map(|w| &w.claim)
                             .collect();
                         let asked = claims.len();
+                        if let Some(p) = places.as_mut() {
+                            p.borrow_and_update();
+                        }
                         let (tickets, wait) = cycle.pool_try(&claims).await?;
                         let in_flight = self.sent.len() + tickets.len();
-                        let full = wait.as_ref().is_some_and(|w| w.dimension == "concurrency");
+                        let full = wait.as_ref().is_some_and(PoolWait::for_place);
                         if full && tickets.len() < asked && in_flight > 0 {
                             self.pool_ask_at = Some(in_flight / 2);
                         }
@@ -285,6 +297,10 @@ impl Slot {
                             break;
                         }
                         if tickets.is_empty() {
+                            // Every place taken: asks again when this
+                            // runner gives one back, or at the poll for
+                            // those of other runners.
+                            wait_place = full;
                             let until = wait.map_or(now_ms() + 200, |w| w.until);
                             gate_opens = Some(instant_at(until));
                             break;
@@ -341,10 +357,11 @@ impl Slot {
             tokio::select! {
                 out = committed, if has_commit => {
                     self.committing = None;
-                    let next = self.end_commit(out?).await?;
-                    self.enqueue(next, Pass::None);
+                    let (next, tickets) = self.end_commit(out?).await?;
+                    self.enqueue(next, tickets, Pass::None);
                 }
                 () = tokio::time::sleep_until(gate_opens.unwrap_or(deadline)), if gate_opens.is_some() => {}
+                () = place_given_back(places.as_mut()), if wait_place => {}
                 _ = holds.changed() => {}
                 line = worker.next() => {
                     let gave_up = match line {

@@ -11,6 +11,7 @@ use super::persistent::Slot;
 use super::record::count_success;
 use crate::model::{Claim, NewEvent, Outcome};
 use crate::runner::gate::Pass;
+use crate::runner::pool::{Asked, Ticket};
 use crate::store::{Completion, StoreError};
 use crate::util::time::now_ms;
 
@@ -22,9 +23,20 @@ const MAX_BATCH: usize = 1024;
 const BATCH_TIME: Duration = Duration::from_millis(200);
 
 /// What a commit hands back: the successes (for the log), which of them
-/// were accepted, the next claims (`None`: the lock is lost) and how many
-/// were asked for.
-pub(super) type Committed = (Vec<Success>, Vec<bool>, Option<Vec<Claim>>, usize);
+/// were accepted, the next claims (`None`: the lock is lost), how many
+/// were asked for, and the pool's answer for their calls (asked in the
+/// same transaction).
+pub(super) type Committed = (
+    Vec<Success>,
+    Vec<bool>,
+    Option<Vec<Claim>>,
+    usize,
+    Option<Asked>,
+);
+
+/// Claims for the queue, and the places in the pool the first of them
+/// were given with their claim.
+pub(super) type Next = (Vec<Claim>, Vec<Ticket>);
 
 pub(super) type CommitFuture =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Committed, StoreError>> + Send>>;
@@ -88,14 +100,14 @@ impl Slot {
     /// Records the batch's successes and, with `chain`, claims the next
     /// batch in the same transaction. The claim comes only after the
     /// successes are committed: nothing acknowledged can be lost by a crash.
-    pub(super) async fn commit(&mut self, chain: bool) -> Result<Vec<Claim>, StoreError> {
+    pub(super) async fn commit(&mut self, chain: bool) -> Result<Next, StoreError> {
         self.settle().await?;
         match self.begin_commit(chain).await {
             Some(f) => {
                 let out = f.await?;
                 self.end_commit(out).await
             }
-            None => Ok(Vec::new()),
+            None => Ok((Vec::new(), Vec::new())),
         }
     }
 
@@ -116,9 +128,10 @@ impl Slot {
         let (batch, run) = (cycle.batch.clone(), cycle.run_id);
         let version = cycle.cfg.version.clone();
         let until = cycle.lease_until(now_ms());
+        let pool = cycle.pool.clone();
         // The successes travel to the store thread and back (for the log).
         Some(Box::pin(async move {
-            let (successes, accepted, next) = cycle
+            let (successes, accepted, next, asked) = cycle
                 .writer
                 .call(move |s| {
                     let now = now_ms();
@@ -138,27 +151,32 @@ impl Slot {
                             (c, &s.event)
                         })
                         .collect();
-                    let (accepted, next) = if n == 0 {
-                        (s.complete_all(&done)?, Some(Vec::new()))
+                    let (accepted, next, asked) = if n == 0 {
+                        (s.complete_all(&done)?, Some(Vec::new()), None)
                     } else {
-                        // One transaction: the successes, then the next claim.
+                        // One transaction: the successes, the next claim
+                        // and its calls' places in the pool.
                         s.group(|s| {
                             let accepted = s.complete_all(&done)?;
                             let next = s.claim(&batch, run, n, until, now)?;
-                            Ok::<_, StoreError>((accepted, next))
+                            let asked = pool
+                                .as_ref()
+                                .zip(next.as_deref())
+                                .and_then(|(p, claims)| p.admit_claimed(s, claims));
+                            Ok::<_, StoreError>((accepted, next, asked))
                         })??
                     };
                     drop(done);
-                    Ok((successes, accepted, next))
+                    Ok((successes, accepted, next, asked))
                 })
                 .await?;
-            Ok((successes, accepted, next, n))
+            Ok((successes, accepted, next, n, asked))
         }))
     }
 
     /// Acts on a finished commit: counts, log lines, the next claims.
-    pub(super) async fn end_commit(&mut self, out: Committed) -> Result<Vec<Claim>, StoreError> {
-        let (successes, accepted, next, n) = out;
+    pub(super) async fn end_commit(&mut self, out: Committed) -> Result<Next, StoreError> {
+        let (successes, accepted, next, n, asked) = out;
         let cycle = self.cycle.clone();
         for (s, ok) in successes.iter().zip(accepted) {
             count_success(&cycle, &s.claim, ok, s.outcome, s.cost, &s.event).await;
@@ -166,21 +184,25 @@ impl Slot {
         let Some(next) = next else {
             cycle.give_back(n);
             cycle.lock_lost().await;
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         };
         cycle.give_back(n - next.len());
         for c in &next {
             log_claimed(&cycle, c);
         }
-        Ok(next)
+        let tickets = match asked {
+            Some(a) => cycle.admitted(a).await.0,
+            None => Vec::new(),
+        };
+        Ok((next, tickets))
     }
 
     /// Waits for a commit under way; its claims join the queue.
     pub(super) async fn settle(&mut self) -> Result<(), StoreError> {
         if let Some(f) = self.committing.take() {
             let out = f.await?;
-            let next = self.end_commit(out).await?;
-            self.enqueue(next, Pass::None);
+            let (next, tickets) = self.end_commit(out).await?;
+            self.enqueue(next, tickets, Pass::None);
         }
         Ok(())
     }
