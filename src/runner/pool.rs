@@ -18,7 +18,10 @@
 //! it reported nothing, and its place in flight given back.
 //!
 //! Bookkeeping stays cheap: a slot with several calls ready (persistent
-//! mode) asks for all their places in one transaction; settlements go to
+//! mode) asks for all their places in one transaction, the one that
+//! claimed them when the claim was chained to a commit
+//! (`Pool::admit_claimed`); a slot waiting for a place this runner gives
+//! back asks again at once (`places_back`); settlements go to
 //! the writer without waiting, every one the writer has not reached yet in
 //! one write that rides in its next group commit, with no transaction of
 //! its own (`Settling`, `Writer::defer`); a call that

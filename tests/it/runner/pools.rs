@@ -1,6 +1,6 @@
 //! Limit pools (`[limit.NAME]`) end to end, on both stores, with real
 //! runner processes and real workers: batches and runners share one
-//! bucket, a retry-after answer of one batch holds every batch of its
+//! bucket (persistent slots claiming ahead too), a retry-after answer of one batch holds every batch of its
 //! pool, retries wait for the pool, calls in flight stay within the
 //! pool's concurrency across runners, and the tokens workers report are
 //! stored per attempt and summed per run and per pool.
@@ -135,6 +135,31 @@ both_backends! {
         // Both runners took part (each ran at least one call).
         let runs_with_work = env.int("SELECT count(DISTINCT run_id) FROM usage");
         assert_eq!(runs_with_work, 2, "both runners called");
+    }
+
+    fn persistent_slots_claiming_ahead_draw_from_one_bucket(env) {
+        // Persistent slots claim items in batches and take their calls'
+        // places in the claim's own transaction: those calls draw from the
+        // one bucket too (6 requests a minute: 6 at once, then one every
+        // 10 s), and every place comes back.
+        let log = env.path("starts.log");
+        env.write("w.py", &format!(r#"import json, os, sys, time
+for line in sys.stdin:
+    r = json.loads(line)
+    with open({log:?}, "a") as f:
+        f.write("%s %s %d %d\n" % (os.environ["NIGHTSHIFT_BATCH"], r["key"], time.time() * 1000, r["attempt"]))
+    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}}}), flush=True)
+"#));
+        env.config(
+            "[limit.p]\nrequests = \"6/min\"\nconcurrency = 4\n\n\
+             [batch.a]\nworker = [\"python3\", \"w.py\"]\nmode = \"persistent\"\nlimit = \"p\"\nconcurrency = 2\n",
+        );
+        add(&env, "a", 8);
+        let launched = now_ms();
+        env.run(&["run", "a"]).code(0);
+        assert_bucket(&starts(&env), launched);
+        assert_eq!(done(&env, "a"), 8);
+        assert_eq!(env.int("SELECT count(*) FROM pool_calls"), 0, "every place given back");
     }
 
     fn a_retry_after_from_one_batch_holds_every_batch_of_the_pool(env) {
