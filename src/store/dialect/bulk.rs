@@ -9,7 +9,8 @@ use crate::store::Result;
 use crate::store::api::Selection;
 
 pub(crate) trait Bulk {
-    /// Moves those of `ids` still in the state `sel` moves back to pending,
+    /// Moves those of `ids` (in ascending order) still in the state `sel`
+    /// moves back to pending,
     /// each with its `requeued` event (written first: it records the tier
     /// and class the item leaves). A done item runs again from scratch: no
     /// result, and not its finished operation's id. The ids moved.

@@ -86,8 +86,10 @@ impl Store {
             Chunks::new(1_000)
         };
         let total = matched.len();
-        let mut rest = matched.as_slice();
-        while !rest.is_empty() {
+        // Taken by value, chunk by chunk: the moved ones are returned
+        // without a copy of their keys and labels.
+        let mut rest = matched.into_iter();
+        while rest.len() > 0 {
             if let Some(signal) = self.stop_requested() {
                 let cause = StoreError::Interrupted(signal);
                 return Err(requeue_cut_short(sel, moved.len(), total, cause));
@@ -98,18 +100,19 @@ impl Store {
             }
             let store = &mut *self;
             let step = chunks.run(|size| -> Result<()> {
-                let (chunk, later) = rest.split_at(size.min(rest.len()));
-                rest = later;
-                let ids: Vec<i64> = chunk.iter().map(|(id, _)| *id).collect();
+                let chunk: Vec<(i64, Requeue)> = rest.by_ref().take(size).collect();
+                // In id order (the events' order), whatever the keys' order.
+                let mut ids: Vec<i64> = chunk.iter().map(|(id, _)| *id).collect();
+                ids.sort_unstable();
                 let done = store.write_tx(|tx| {
                     let b = tx.batch_id(batch)?;
                     tx.requeue_chunk(b, sel, &ids, reset_attempts, actor, now)
                 })?;
                 moved.extend(
                     chunk
-                        .iter()
+                        .into_iter()
                         .filter(|(id, _)| done.contains(id))
-                        .map(|(_, r)| r.clone()),
+                        .map(|(_, r)| r),
                 );
                 Ok(())
             });

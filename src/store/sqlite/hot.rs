@@ -479,6 +479,20 @@ fn log_done(tx: &Connection, events: &[(i64, &NewEvent)]) -> Result<()> {
     Ok(())
 }
 
+/// The parameters of a requeue chunk's statements: the ids, the time, the
+/// version when there is one, then `rest`.
+fn chunk_args<'a>(
+    ids: &'a dyn rusqlite::ToSql,
+    now: &'a dyn rusqlite::ToSql,
+    version: &'a Option<&str>,
+    rest: &[&'a dyn rusqlite::ToSql],
+) -> Vec<&'a dyn rusqlite::ToSql> {
+    let mut all: Vec<&dyn rusqlite::ToSql> = vec![ids, now];
+    all.extend(version.as_ref().map(|v| v as &dyn rusqlite::ToSql));
+    all.extend_from_slice(rest);
+    all
+}
+
 fn ids_json(ids: impl Iterator<Item = i64>) -> Result<String> {
     serde_json::to_string(&ids.collect::<Vec<_>>())
         .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))
@@ -519,57 +533,59 @@ impl Bulk for SqliteTx<'_> {
     ) -> Result<std::collections::HashSet<i64>> {
         let ids = serde_json::to_string(ids)
             .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))?;
-        // Still in the state the selection moves (a run may have changed it).
-        let from = sel.moves_sql("?6");
+        // Parameters: ?1 the ids, ?2 now, then the version (only when there
+        // is one), then what each statement binds after it. What is fixed
+        // for the whole requeue is written into the statement instead (a
+        // per-row `CASE` or `json_patch` cost about 3 % of the chunk).
         let version = sel.stale.as_deref();
-        // The not-before time (as stored, and as the event says it) is
-        // bound after the version, which is bound only when there is one.
+        let next = if version.is_some() { 4 } else { 3 };
+        // Still in the state the selection moves (a run may have changed it).
+        let from = sel.moves_sql("?3");
+        // The not-before time as stored, and as the event says it.
         let not_before = (
             sel.not_before,
             sel.not_before.map(crate::util::time::rfc3339),
         );
-        let nb = if version.is_some() { 7 } else { 6 };
+        let reset = if reset_attempts { "true" } else { "false" };
+        let not_before_field = match not_before.1 {
+            Some(_) => format!(", 'not_before', ?{}", next + 2),
+            None => String::new(),
+        };
+        // The events in the order of `ids` (json_each the outer loop), which
+        // is item id order: no sort.
+        let mut event_args = chunk_args(&ids, &now, &version, &[&batch, &actor]);
+        event_args.extend(not_before.1.as_ref().map(|t| t as &dyn rusqlite::ToSql));
         self.conn
             .prepare_cached(&format!(
                 "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
-                 SELECT ?2, ?3, i.key, i.id, 'requeued', ?4,
-                        'requeued from ' || coalesce(i.tier, i.outcome) || ' by ' || ?4,
-                        json_patch(
-                            json_object('tier', i.tier, 'outcome', i.outcome, 'error_class', i.error_class,
-                                        'op_id', i.op_id,
-                                        'reset_attempts', json(CASE WHEN ?5 THEN 'true' ELSE 'false' END)),
-                            CASE WHEN ?{nb} IS NULL THEN '{{}}' ELSE json_object('not_before', ?{nb}) END)
-                   FROM items i
-                  WHERE i.id IN (SELECT value FROM json_each(?1)){from}
-                  ORDER BY i.id"
+                 SELECT ?2, ?{b}, i.key, i.id, 'requeued', ?{a},
+                        'requeued from ' || coalesce(i.tier, i.outcome) || ' by ' || ?{a},
+                        json_object('tier', i.tier, 'outcome', i.outcome, 'error_class', i.error_class,
+                                    'op_id', i.op_id, 'reset_attempts', json('{reset}'){not_before_field})
+                   FROM json_each(?1) AS j CROSS JOIN items AS i ON i.id = j.value
+                  WHERE true{from}",
+                b = next,
+                a = next + 1,
             ))?
-            .execute(params_from_iter(
-                params![ids, now, batch, actor, reset_attempts]
-                    .iter()
-                    .copied()
-                    .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql))
-                    .chain([&not_before.1 as &dyn rusqlite::ToSql]),
-            ))?;
-        let nb = if version.is_some() { 5 } else { 4 };
+            .execute(params_from_iter(event_args))?;
+        // A done item runs again from scratch; a failed one has no outcome,
+        // and keeps its result and operation id.
+        let cleared = if sel.outcome.is_some() || version.is_some() {
+            "outcome = NULL, result = NULL, op_id = NULL,"
+        } else {
+            ""
+        };
+        let reset = if reset_attempts { "attempts = 0," } else { "" };
         let moved = self
             .conn
             .prepare_cached(&format!(
-                "UPDATE items AS i SET status = 'pending', tier = NULL, next_attempt_at = ?{nb},
-                        outcome = NULL, result = CASE WHEN status = 'done' THEN NULL ELSE result END,
-                        op_id = CASE WHEN status = 'done' THEN NULL ELSE op_id END,
-                        attempts = CASE WHEN ?3 THEN 0 ELSE attempts END, updated_at = ?2
-                  WHERE i.id IN (SELECT value FROM json_each(?1)){}
-                 RETURNING id",
-                sel.moves_sql("?4")
+                "UPDATE items AS i SET status = 'pending', tier = NULL, next_attempt_at = ?{next},
+                        {cleared} {reset} updated_at = ?2
+                  WHERE i.id IN (SELECT value FROM json_each(?1)){from}
+                 RETURNING id"
             ))?
             .query_map(
-                params_from_iter(
-                    params![ids, now, reset_attempts]
-                        .iter()
-                        .copied()
-                        .chain(version.as_ref().map(|v| v as &dyn rusqlite::ToSql))
-                        .chain([&not_before.0 as &dyn rusqlite::ToSql]),
-                ),
+                params_from_iter(chunk_args(&ids, &now, &version, &[&not_before.0])),
                 |r| r.get(0),
             )?
             .collect::<rusqlite::Result<_>>()?;

@@ -174,24 +174,38 @@ const ITEM_FOR_REQUEUE: &str =
       WHERE batch_id = ?1 AND key = ?2";
 
 const ITEMS_FOR_REQUEUE: &str =
-    "SELECT i.id, i.key, i.label, i.tier, i.outcome, i.error_class, i.attempts, i.status
+    "SELECT i.id, i.key, i.label, i.tier, i.outcome, i.error_class, i.attempts
        FROM items i WHERE i.batch_id = ?1";
 
-/// A row of `ITEM_FOR_REQUEUE`.
+/// A row of `ITEM_FOR_REQUEUE`, its status as stored.
 fn requeue_from_row(r: &Row<'_>) -> rusqlite::Result<(i64, Requeue, String)> {
-    let tier: Option<String> = r.get(3)?;
-    let outcome: Option<String> = r.get(4)?;
+    let (id, req) = requeue_only(r)?;
+    Ok((id, req, r.get(7)?))
+}
+
+/// The item of a row of `ITEMS_FOR_REQUEUE` (or `ITEM_FOR_REQUEUE`). Tier
+/// and outcome are parsed where they lie, not copied first: a requeue of
+/// 100,000 items reads them all.
+fn requeue_only(r: &Row<'_>) -> rusqlite::Result<(i64, Requeue)> {
+    fn parsed<T: std::str::FromStr<Err = String>>(
+        r: &Row<'_>,
+        idx: usize,
+    ) -> rusqlite::Result<Option<T>> {
+        r.get_ref(idx)?
+            .as_str_or_null()?
+            .map(|t| parse_col(idx, t))
+            .transpose()
+    }
     Ok((
         r.get(0)?,
         Requeue {
             key: r.get(1)?,
             label: r.get(2)?,
-            tier: tier.as_deref().map(|t| parse_col(3, t)).transpose()?,
-            outcome: outcome.as_deref().map(|o| parse_col(4, o)).transpose()?,
+            tier: parsed(r, 3)?,
+            outcome: parsed(r, 4)?,
             error_class: r.get(5)?,
             attempts: r.get(6)?,
         },
-        r.get(7)?,
     ))
 }
 
@@ -290,8 +304,7 @@ impl ItemsRead for SqliteTx<'_> {
         let cond = selection_sql(sel, &mut args);
         let mut st = self.conn.prepare(&format!("{ITEMS_FOR_REQUEUE}{cond}"))?;
         let rows = st
-            .query_map(params_from_iter(args), requeue_from_row)?
-            .map(|r| r.map(|(id, req, _)| (id, req)))
+            .query_map(params_from_iter(args), requeue_only)?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
