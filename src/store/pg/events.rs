@@ -32,37 +32,38 @@ pub(crate) fn insert(c: &mut Conn, e: &NewEvent) -> Result<i64> {
     .get(0))
 }
 
-/// Inserts several events with one statement, in order.
-pub(crate) fn insert_many(c: &mut Conn, events: &[&NewEvent]) -> Result<()> {
-    let ats: Vec<i64> = events.iter().map(|e| c.tin(e.at)).collect();
-    let batches: Vec<Option<&str>> = events.iter().map(|e| e.batch.as_deref()).collect();
-    let runs: Vec<Option<i64>> = events.iter().map(|e| e.run_id).collect();
-    let keys: Vec<Option<&str>> = events.iter().map(|e| e.key.as_deref()).collect();
-    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
-    let actors: Vec<Option<&str>> = events.iter().map(|e| e.actor.as_deref()).collect();
-    let messages: Vec<String> = events
-        .iter()
-        .map(|e| text(&e.message).into_owned())
-        .collect();
-    let fields: Vec<Option<String>> = events
-        .iter()
-        .map(|e| e.fields.as_ref().map(|f| text(&f.to_string()).into_owned()))
-        .collect();
-    c.x(
-        "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
-         SELECT d.at, b.id, d.run_id, d.key,
-                (SELECT id FROM items WHERE batch_id = b.id AND key = d.key),
-                d.kind, d.actor, d.message, d.fields
-           FROM unnest($1::int8[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[],
-                       $7::text[], $8::text[])
-                WITH ORDINALITY AS d(at, batch, run_id, key, kind, actor, message, fields, n)
-           LEFT JOIN batches b ON b.name = d.batch
-          ORDER BY d.n",
-        &[
-            &ats, &batches, &runs, &keys, &kinds, &actors, &messages, &fields,
-        ],
-    )?;
-    Ok(())
+/// Events as the arrays a statement `unnest`s: the time (the server's),
+/// batch name, run, key, kind, actor, message and fields of each.
+pub(crate) struct EventColumns<'a> {
+    pub ats: Vec<i64>,
+    pub batches: Vec<Option<&'a str>>,
+    pub runs: Vec<Option<i64>>,
+    pub keys: Vec<Option<&'a str>>,
+    pub kinds: Vec<&'a str>,
+    pub actors: Vec<Option<&'a str>>,
+    pub messages: Vec<String>,
+    pub fields: Vec<Option<String>>,
+}
+
+impl<'a> EventColumns<'a> {
+    pub(crate) fn of(c: &Conn, events: &[&'a NewEvent]) -> EventColumns<'a> {
+        EventColumns {
+            ats: events.iter().map(|e| c.tin(e.at)).collect(),
+            batches: events.iter().map(|e| e.batch.as_deref()).collect(),
+            runs: events.iter().map(|e| e.run_id).collect(),
+            keys: events.iter().map(|e| e.key.as_deref()).collect(),
+            kinds: events.iter().map(|e| e.kind.as_str()).collect(),
+            actors: events.iter().map(|e| e.actor.as_deref()).collect(),
+            messages: events
+                .iter()
+                .map(|e| text(&e.message).into_owned())
+                .collect(),
+            fields: events
+                .iter()
+                .map(|e| e.fields.as_ref().map(|f| text(&f.to_string()).into_owned()))
+                .collect(),
+        }
+    }
 }
 
 pub(crate) const COLUMNS: &str =

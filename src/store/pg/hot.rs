@@ -1,12 +1,12 @@
 //! The hot paths of PostgreSQL, whole: add, claim, complete and
 //! complete_all run once per item (or chunk) at full speed, and their
 //! statements are shaped for this engine (`unnest` arrays, one CTE per
-//! claim, pipelined completions), so they are not split into the shared
+//! claim, one statement per group of completions), so they are not split into the shared
 //! statement interface of `dialect`.
 
 use super::batches::{batch_id, ensure};
 use super::conn::{Conn, text, text_opt};
-use super::events::{insert as insert_event, insert_many as insert_events};
+use super::events::{EventColumns, insert as insert_event};
 use super::items::claim_from_row;
 use super::tombstones;
 use super::{PgStore, PgTx};
@@ -153,15 +153,37 @@ const COMPLETE_ONE: &str = concat!(
      SELECT count(*)::int8 FROM up"
 );
 
-/// A group of completions: the done mark over arrays (`unnest`), whatever
-/// their number; the run's counts and the events follow in two statements.
+/// A group of completions, whole, in one statement (one round trip): the
+/// done mark over arrays (`unnest`), whatever their number, the run's
+/// counts (`$8`) and the accepted ones' events (`$9`..`$16`, one per
+/// completion, in order). An event about an item (a batch and a key) is
+/// about the item just marked: its id is known, not looked up by key.
 const COMPLETE_MANY: &str = concat!(
     "WITH d AS (
          SELECT u.*, $7::text AS version
            FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::float8[], $6::int8[])
-                WITH ORDINALITY AS u(id, token, outcome, result, cost, at, n))
-     ",
-    done_mark!()
+                WITH ORDINALITY AS u(id, token, outcome, result, cost, at, n)),
+     up AS (",
+    done_mark!(),
+    ", d.id, d.outcome, d.cost),
+     counted AS (
+         UPDATE runs SET done = done + (SELECT count(*) FROM up WHERE up.outcome <> 'empty'),
+                empty = empty + (SELECT count(*) FROM up WHERE up.outcome = 'empty'),
+                cost = cost + (SELECT coalesce(sum(up.cost ORDER BY up.n), 0) FROM up)
+          WHERE id = $8 AND EXISTS (SELECT 1 FROM up)),
+     logged AS (
+         INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
+         SELECT e.at, b.id, e.run_id, e.key,
+                CASE WHEN b.id IS NOT NULL AND e.key IS NOT NULL THEN up.id END,
+                e.kind, e.actor, e.message, e.fields
+           FROM up
+           JOIN unnest($9::int8[], $10::text[], $11::int8[], $12::text[], $13::text[],
+                       $14::text[], $15::text[], $16::text[])
+                WITH ORDINALITY AS e(at, batch, run_id, key, kind, actor, message, fields, n)
+             ON e.n = up.n
+           LEFT JOIN batches b ON b.name = e.batch
+          ORDER BY e.n)
+     SELECT n FROM up"
 );
 
 impl PgStore {
@@ -324,9 +346,10 @@ impl PgStore {
     /// Marks several claimed items done in one transaction (a persistent
     /// worker's batch): as `complete` for each, with the run's counters
     /// updated once. All must belong to one run. One flag per item, in
-    /// order: false where the lease token no longer matched. Three
-    /// statements whatever the number of items (arrays, not a round trip
-    /// per item).
+    /// order: false where the lease token no longer matched. One
+    /// statement whatever the number of items (`COMPLETE_MANY`: arrays,
+    /// not a round trip per item, nor one for the counts and one for the
+    /// events).
     pub fn complete_all(&mut self, done: &[(Completion<'_>, &NewEvent)]) -> Result<Vec<bool>> {
         if done.is_empty() {
             return Ok(Vec::new());
@@ -343,33 +366,32 @@ impl PgStore {
             let ats: Vec<i64> = done.iter().map(|(d, _)| c.tin(d.now)).collect();
             // One batch, one version: the run's.
             let version = text_opt(done[0].0.version);
+            let events: Vec<&NewEvent> = done.iter().map(|(_, e)| *e).collect();
+            let ev = EventColumns::of(c, &events);
             let kept = c.q(
                 COMPLETE_MANY,
-                &[&ids, &tokens, &outcomes, &results, &costs, &ats, &version],
+                &[
+                    &ids,
+                    &tokens,
+                    &outcomes,
+                    &results,
+                    &costs,
+                    &ats,
+                    &version,
+                    &done[0].0.run_id,
+                    &ev.ats,
+                    &ev.batches,
+                    &ev.runs,
+                    &ev.keys,
+                    &ev.kinds,
+                    &ev.actors,
+                    &ev.messages,
+                    &ev.fields,
+                ],
             )?;
             let mut accepted = vec![false; done.len()];
             for r in &kept {
                 accepted[r.get::<_, i64>(0) as usize - 1] = true;
-            }
-            let (mut n_done, mut n_empty, mut cost) = (0i64, 0i64, 0f64);
-            let mut events = Vec::new();
-            for ((d, event), ok) in done.iter().zip(&accepted) {
-                if *ok {
-                    match d.outcome {
-                        crate::model::Outcome::Empty => n_empty += 1,
-                        _ => n_done += 1,
-                    }
-                    cost += d.cost.unwrap_or(0.0);
-                    events.push(*event);
-                }
-            }
-            if n_done + n_empty > 0 {
-                c.x(
-                    "UPDATE runs SET done = done + $2, empty = empty + $3, cost = cost + $4
-                      WHERE id = $1",
-                    &[&done[0].0.run_id, &n_done, &n_empty, &cost],
-                )?;
-                insert_events(c, &events)?;
             }
             Ok(accepted)
         })
