@@ -106,14 +106,6 @@ fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<BatchState> {
     Ok((pause, c.tout_opt(r.get(4)), fire))
 }
 
-/// When the batch was made.
-pub(crate) fn created_at(c: &mut Conn, id: i64) -> Result<Millis> {
-    let at: i64 = c
-        .one("SELECT created_at FROM batches WHERE id = $1", &[&id])?
-        .get(0);
-    Ok(c.tout(at))
-}
-
 /// Done and failed completions per minute, oldest first, for the last
 /// `minutes` minutes ending at `now` (zeros included), none from before
 /// the batch was created.

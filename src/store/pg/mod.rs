@@ -36,6 +36,7 @@ mod pools;
 mod prune;
 mod runs;
 mod schema;
+mod sql;
 mod steer;
 mod tombstones;
 mod views;

@@ -7,7 +7,7 @@ use super::PgTx;
 use super::conn::{Conn, parse_col_text};
 use super::events::{Args, event_from_row};
 use super::items::filter_sql;
-use crate::model::{Event, Millis, Run, Tier};
+use crate::model::{Event, Millis, Tier};
 use crate::store::Result;
 use crate::store::api::{EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
 use crate::store::dialect::{RowsPage, ViewsRead};
@@ -64,13 +64,6 @@ const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM items i
   ORDER BY i.id";
 const DEAD_LETTER_COUNTS_SINCE: &str = "SELECT error_class, tier, count(*)::int8 FROM dead_letters
   WHERE batch_id = $1 AND failed_at > $2 GROUP BY 1, 2 ORDER BY 3 DESC, 1";
-const RUN_STATES_SINCE: &str = "SELECT b.name, r.state, count(*)::int8 FROM runs r
-   JOIN batches b ON b.id = r.batch_id
-  WHERE r.started_at > $1 OR r.ended_at > $1 OR r.ended_at IS NULL
-  GROUP BY 1, 2 ORDER BY 1, 2";
-const EVENT_COUNTS_SINCE: &str = "SELECT coalesce(b.name, ''), count(*)::int8 FROM events e
-   LEFT JOIN batches b ON b.id = e.batch_id
-  WHERE e.kind = $1 AND e.at > $2 GROUP BY 1 ORDER BY 1";
 const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields FROM events e
    LEFT JOIN batches b ON b.id = e.batch_id
   WHERE e.kind = $1 AND e.at > $2";
@@ -82,14 +75,6 @@ const EVENTS_OF_ITEM: &str =
 
 // Twin of sqlite/views.rs, kept: one statement per dialect (`left`, `ANY` arrays, the clock offset).
 impl ViewsRead for PgTx<'_> {
-    fn batch_created_at(&mut self, batch: i64) -> Result<Millis> {
-        super::batches::created_at(self.c, batch)
-    }
-
-    fn runs_last(&mut self, batch: i64) -> Result<(Option<Run>, Option<Run>)> {
-        super::runs::last(self.c, batch)
-    }
-
     fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64> {
         Ok(self.c.one(ITEMS_CLAIMED_BY, &[&batch, &runs])?.get(0))
     }
@@ -245,26 +230,6 @@ impl ViewsRead for PgTx<'_> {
             out.push((r.get(0), tier, r.get(2)));
         }
         Ok(out)
-    }
-
-    fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
-        let at = self.c.tin(since);
-        Ok(self
-            .c
-            .q(RUN_STATES_SINCE, &[&at])?
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect())
-    }
-
-    fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>> {
-        let at = self.c.tin(since);
-        Ok(self
-            .c
-            .q(EVENT_COUNTS_SINCE, &[&kind, &at])?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect())
     }
 
     fn event_fields_since(

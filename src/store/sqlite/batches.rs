@@ -125,14 +125,6 @@ fn pause_and_schedule(conn: &Connection, batch_id: i64) -> Result<BatchState> {
     )?)
 }
 
-/// When the batch was made.
-pub(crate) fn created_at(c: &Connection, id: i64) -> Result<Millis> {
-    Ok(
-        c.prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))?,
-    )
-}
-
 /// Done and failed completions per minute, oldest first, for the last
 /// `minutes` minutes ending at `now` (zeros included), none from before
 /// the batch was created.
@@ -144,7 +136,9 @@ pub(crate) fn minutes(
 ) -> Result<Vec<(i64, i64)>> {
     let last = now / 60_000;
     // Not before the batch existed: those minutes hold no data, not zeros.
-    let created = created_at(c, id)?;
+    let created: i64 = c
+        .prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?;
     let first = (last - minutes + 1).max(created / 60_000).min(last);
     let mut out = vec![(0, 0); (last - first + 1).max(0) as usize];
     let mut st = c.prepare_cached(

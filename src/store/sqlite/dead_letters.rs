@@ -1,38 +1,11 @@
 //! Dead letters: an append-only record each time an item lands in `failed`.
 
-use rusqlite::{Connection, Row, params};
+use rusqlite::params;
 
 use super::{SqliteTx, parse_col};
-use crate::model::{DeadLetter, DlqGroup, Millis, Tier};
+use crate::model::{DlqGroup, Millis, Tier};
 use crate::store::Result;
-use crate::store::api::Failure;
 use crate::store::dialect::{DeadLettersRead, DeadLettersWrite};
-use crate::store::rows::dead_letter_columns;
-
-pub(crate) fn dead_letter_from_row(r: &Row<'_>) -> rusqlite::Result<DeadLetter> {
-    let payload: String = r.get(4)?;
-    Ok(DeadLetter {
-        id: r.get(0)?,
-        batch: r.get(1)?,
-        key: r.get(2)?,
-        label: r.get(3)?,
-        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
-        error_class: r.get(5)?,
-        message: r.get(6)?,
-        attempt: r.get(7)?,
-        failed_at: r.get(8)?,
-        tier: parse_col(9, r.get_ref(9)?.as_str()?)?,
-        run_id: r.get(10)?,
-    })
-}
-
-const SINCE: &str = concat!(
-    "SELECT ",
-    dead_letter_columns!(),
-    " FROM dead_letters d JOIN batches b ON b.id = d.batch_id
-      WHERE d.batch_id = ?1 AND d.failed_at >= ?2 AND (?3 IS NULL OR d.error_class = ?3)
-      ORDER BY d.failed_at, d.id"
-);
 
 const WINDOW_COUNTS: &str =
     "SELECT error_class, sum(failed_at > ?2 - ?3), sum(failed_at <= ?2 - ?3)
@@ -48,47 +21,7 @@ const HOURLY: &str = "SELECT error_class,
 
 const FAILED_CLASSES: &str =
     "SELECT error_class, tier, n FROM failed_classes WHERE batch_id = ?1 AND n > 0";
-
-const OF_ITEM: &str = concat!(
-    "SELECT ",
-    dead_letter_columns!(),
-    " FROM dead_letters d JOIN batches b ON b.id = d.batch_id
-      WHERE d.item_id = ?1 ORDER BY d.id DESC"
-);
-
-/// Every dead letter of one item, newest first (also read by the
-/// dashboard's detail).
-const DEAD_LETTER_INSERT: &str =
-    "INSERT INTO dead_letters (batch_id, item_id, key, label, payload, error_class,
-                           message, attempt, failed_at, tier, run_id)
- SELECT batch_id, id, key, label, payload, ?2, ?3, attempts, ?4, ?5, ?6 FROM items WHERE id = ?1";
-
-pub(crate) fn of_item(c: &Connection, item_id: i64) -> rusqlite::Result<Vec<DeadLetter>> {
-    let mut st = c.prepare_cached(OF_ITEM)?;
-    st.query_map([item_id], dead_letter_from_row)?.collect()
-}
-
 impl DeadLettersRead for SqliteTx<'_> {
-    fn dead_letters_since(
-        &mut self,
-        batch: i64,
-        since: Option<Millis>,
-        class: Option<&str>,
-    ) -> Result<Vec<DeadLetter>> {
-        let mut st = self.conn.prepare_cached(SINCE)?;
-        let rows = st
-            .query_map(
-                params![batch, since.unwrap_or(i64::MIN), class],
-                dead_letter_from_row,
-            )?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
-    }
-
-    fn dead_letters_of_item(&mut self, item: i64) -> Result<Vec<DeadLetter>> {
-        Ok(of_item(self.conn, item)?)
-    }
-
     fn dlq_window_counts(
         &mut self,
         batch: i64,
@@ -132,18 +65,4 @@ impl DeadLettersRead for SqliteTx<'_> {
     }
 }
 
-impl DeadLettersWrite for SqliteTx<'_> {
-    fn dead_letter_insert(&mut self, f: &Failure<'_>) -> Result<()> {
-        self.conn
-            .prepare_cached(DEAD_LETTER_INSERT)?
-            .execute(params![
-                f.item_id,
-                f.error_class,
-                f.message,
-                f.now,
-                f.tier.as_str(),
-                f.run_id
-            ])?;
-        Ok(())
-    }
-}
+impl DeadLettersWrite for SqliteTx<'_> {}

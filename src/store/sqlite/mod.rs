@@ -16,6 +16,7 @@ mod prune;
 mod readonly;
 mod runs;
 mod schema;
+mod sql;
 mod steer;
 mod tombstones;
 mod trace;

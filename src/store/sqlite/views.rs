@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::items::filter_sql;
 use super::{SqliteStore, SqliteTx, parse_col};
-use crate::model::{Event, Millis, Run, Tier};
+use crate::model::{Event, Millis, Tier};
 use crate::store::Result;
 use crate::store::api::{COUNT_CAP, EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
 use crate::store::dialect::{RowsPage, ViewsRead};
@@ -173,13 +173,6 @@ const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM json_each(?2) j
   ORDER BY i.id";
 const DEAD_LETTER_COUNTS_SINCE: &str = "SELECT error_class, tier, count(*) FROM dead_letters
   WHERE batch_id = ?1 AND failed_at > ?2 GROUP BY 1, 2 ORDER BY 3 DESC, 1";
-const RUN_STATES_SINCE: &str =
-    "SELECT b.name, r.state, count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
-  WHERE r.started_at > ?1 OR r.ended_at > ?1 OR r.ended_at IS NULL
-  GROUP BY 1, 2 ORDER BY 1, 2";
-const EVENT_COUNTS_SINCE: &str = "SELECT coalesce(b.name, ''), count(*)
-   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-  WHERE e.kind = ?1 AND e.at > ?2 GROUP BY 1 ORDER BY 1";
 const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields
    FROM events e LEFT JOIN batches b ON b.id = e.batch_id
   WHERE e.kind = ?1 AND e.at > ?2";
@@ -207,14 +200,6 @@ fn page_cond(q: &ItemsQuery, keys_only: bool, args: &mut Vec<V>) -> String {
 }
 
 impl ViewsRead for SqliteTx<'_> {
-    fn batch_created_at(&mut self, batch: i64) -> Result<Millis> {
-        super::batches::created_at(self.conn, batch)
-    }
-
-    fn runs_last(&mut self, batch: i64) -> Result<(Option<Run>, Option<Run>)> {
-        super::runs::last(self.conn, batch)
-    }
-
     fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64> {
         let mut st = self.conn.prepare_cached(ITEMS_CLAIMED_BY)?;
         let mut n = 0;
@@ -373,22 +358,6 @@ impl ViewsRead for SqliteTx<'_> {
             out.push((lossy(r, 0)?.unwrap_or_default(), tier, r.get(2)?));
         }
         Ok(out)
-    }
-
-    fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
-        Ok(self
-            .conn
-            .prepare_cached(RUN_STATES_SINCE)?
-            .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?)
-    }
-
-    fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>> {
-        Ok(self
-            .conn
-            .prepare_cached(EVENT_COUNTS_SINCE)?
-            .query_map(params![kind, since], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?)
     }
 
     fn event_fields_since(
