@@ -1,6 +1,6 @@
 //! Statements on dead letters and their rollups.
 
-use super::sql::{self, Arg, Row, Sql};
+use super::sql::{self, Arg, Row, Sql, Texts};
 use crate::model::{DeadLetter, DlqGroup, Millis, Tier};
 use crate::store::Result;
 use crate::store::api::Failure;
@@ -45,6 +45,43 @@ const DEAD_LETTER_INSERT: &str =
  SELECT batch_id, id, key, label, payload, ?2, ?3, attempts, ?4, ?5, ?6
    FROM items WHERE id = ?1";
 
+/// `(class, in (now - window, now], in the window before)`.
+const WINDOW_COUNTS: Texts = Texts {
+    sqlite: "SELECT error_class, sum(failed_at > ?2 - ?3), sum(failed_at <= ?2 - ?3)
+       FROM dead_letters
+      WHERE batch_id = ?1 AND failed_at > ?2 - 2 * ?3 AND failed_at <= ?2
+      GROUP BY error_class",
+    pg: "SELECT error_class,
+        count(*) FILTER (WHERE failed_at > ?2::int8 - ?3::int8)::int8,
+        count(*) FILTER (WHERE failed_at <= ?2::int8 - ?3::int8)::int8
+   FROM dead_letters
+  WHERE batch_id = ?1 AND failed_at > ?2::int8 - 2 * ?3::int8
+    AND failed_at <= ?2::int8
+  GROUP BY error_class",
+};
+/// Per class: the last `?3` hours up to the hour of `?2` (a time), the
+/// `?3` before, all time.
+const HOURLY: Texts = Texts {
+    sqlite: "SELECT error_class,
+        sum(CASE WHEN hour > ?2 / 3600000 - ?3 THEN n ELSE 0 END),
+        sum(CASE WHEN hour > ?2 / 3600000 - 2 * ?3 AND hour <= ?2 / 3600000 - ?3
+                 THEN n ELSE 0 END),
+        sum(n)
+   FROM dlq_hourly WHERE batch_id = ?1 GROUP BY error_class",
+    pg: "SELECT error_class,
+        coalesce(sum(n) FILTER (WHERE hour > ?2::int8 / 3600000 - ?3::int8), 0)::int8,
+        coalesce(sum(n) FILTER (WHERE hour > ?2::int8 / 3600000 - 2 * ?3::int8
+                                  AND hour <= ?2::int8 / 3600000 - ?3::int8), 0)::int8,
+        sum(n)::int8
+   FROM dlq_hourly WHERE batch_id = ?1 GROUP BY error_class",
+};
+/// PostgreSQL sums the shards of a class's count.
+const FAILED_CLASSES: Texts = Texts {
+    sqlite: "SELECT error_class, tier, n FROM failed_classes WHERE batch_id = ?1 AND n > 0",
+    pg: "SELECT error_class, tier, sum(n)::int8 FROM failed_classes
+  WHERE batch_id = ?1 GROUP BY 1, 2 HAVING sum(n) > 0",
+};
+
 pub(crate) trait DeadLettersRead: Sql {
     /// A batch's dead letters since `since` (all when `None`), of `class`
     /// when given, oldest first.
@@ -71,12 +108,36 @@ pub(crate) trait DeadLettersRead: Sql {
         batch: i64,
         now: Millis,
         window: Millis,
-    ) -> Result<Vec<(String, i64, i64)>>;
+    ) -> Result<Vec<(String, i64, i64)>> {
+        let args = [Arg::Int(batch), Arg::Time(now), Arg::Int(window)];
+        let sql = self.text_of(&WINDOW_COUNTS);
+        sql::all(self, sql, &args, |r| Ok((r.text(0)?, r.int(1)?, r.int(2)?)))
+    }
+
     /// Per class from the hourly rollups: the last `hours` up to the hour of
     /// `now`, the `hours` before, and all time (the `_now` counts zero).
-    fn dlq_hourly(&mut self, batch: i64, now: Millis, hours: i64) -> Result<Vec<DlqGroup>>;
+    fn dlq_hourly(&mut self, batch: i64, now: Millis, hours: i64) -> Result<Vec<DlqGroup>> {
+        let args = [Arg::Int(batch), Arg::Time(now), Arg::Int(hours)];
+        let sql = self.text_of(&HOURLY);
+        sql::all(self, sql, &args, |r| {
+            Ok(DlqGroup {
+                error_class: r.text(0)?,
+                last_24h: r.int(1)?,
+                prev_24h: r.int(2)?,
+                total: r.int(3)?,
+                retry_now: 0,
+                manual_now: 0,
+            })
+        })
+    }
+
     /// `(class, tier, n)` of the failed items now, each pair once, `n > 0`.
-    fn failed_classes(&mut self, batch: i64) -> Result<Vec<(String, Tier, i64)>>;
+    fn failed_classes(&mut self, batch: i64) -> Result<Vec<(String, Tier, i64)>> {
+        let sql = self.text_of(&FAILED_CLASSES);
+        sql::all(self, sql, &[Arg::Int(batch)], |r| {
+            Ok((r.text(0)?, sql::parsed(r, 1)?, r.int(2)?))
+        })
+    }
 }
 
 pub(crate) trait DeadLettersWrite: Sql {
@@ -95,3 +156,6 @@ pub(crate) trait DeadLettersWrite: Sql {
         Ok(())
     }
 }
+
+impl<T: Sql + ?Sized> DeadLettersRead for T {}
+impl<T: Sql + ?Sized> DeadLettersWrite for T {}

@@ -1,7 +1,7 @@
 //! Statements on items outside the hot paths (which stay whole per dialect,
 //! in `sqlite/hot.rs` and `pg/hot.rs`).
 
-use super::sql::{self, Arg, Row, Sql};
+use super::sql::{self, Arg, Row, Sql, Texts};
 use crate::model::waiting::RetryTier;
 use crate::model::{Claim, Item, Millis, Status, Tombstone};
 use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
@@ -108,6 +108,38 @@ const ITEM_RELEASE: &str =
     "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3,
             attempts = CASE WHEN attempts > ?4 THEN attempts - ?4 ELSE 0 END
       WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
+/// PostgreSQL locks the rows these read until commit; SQLite's `BEGIN
+/// IMMEDIATE` already excludes every other writer.
+const STATUS_LOCKED: Texts = Texts {
+    sqlite: "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2",
+    pg: "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2 FOR UPDATE",
+};
+const CLAIMS_ORPHANED_LOCKED: Texts = Texts {
+    sqlite: "SELECT id, key, attempts, lease_run, lease_token FROM items
+      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2
+        AND lease_run NOT IN
+            (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)",
+    pg: "SELECT id, key, attempts, lease_run, lease_token FROM items
+      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2
+        AND lease_run NOT IN
+            (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)
+      ORDER BY id FOR UPDATE",
+};
+/// Lease tokens: one more than the item's last on SQLite (one writer), from
+/// one sequence on PostgreSQL.
+const ITEM_CLAIM_BY_KEY: Texts = Texts {
+    sqlite: "UPDATE items
+    SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
+        lease_until = ?4, lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?5
+  WHERE batch_id = ?1 AND key = ?2
+ RETURNING id, key, label, payload, attempts, op_id, lease_token",
+    pg: "UPDATE items
+    SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
+        lease_until = ?4, lease_token = nextval('lease_tokens'),
+        attempts = attempts + 1, updated_at = ?5
+  WHERE batch_id = ?1 AND key = ?2
+ RETURNING id, key, label, payload, attempts, op_id, lease_token",
+};
 const ITEM_RELEASE_ORPHAN: &str =
     "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?2
       WHERE id = ?1";
@@ -170,7 +202,12 @@ pub(crate) trait ItemsRead: Sql {
 
 pub(crate) trait ItemsWrite: Sql {
     /// An item's status, locking its row until commit.
-    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>>;
+    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>> {
+        let sql = self.text_of(&STATUS_LOCKED);
+        let args = [Arg::Int(batch), Arg::Text(key)];
+        sql::opt(self, sql, &args, |r| sql::parsed(r, 0))
+    }
+
     /// Marks an item done with outcome `skipped` and `result`, out of any tier.
     fn item_mark_skipped(
         &mut self,
@@ -257,7 +294,19 @@ pub(crate) trait ItemsWrite: Sql {
 
     /// The claims of the batch whose run is not `current` and holds no seat,
     /// their rows locked until commit.
-    fn claims_orphaned_locked(&mut self, batch: i64, current: i64) -> Result<Vec<Orphaned>>;
+    fn claims_orphaned_locked(&mut self, batch: i64, current: i64) -> Result<Vec<Orphaned>> {
+        let sql = self.text_of(&CLAIMS_ORPHANED_LOCKED);
+        sql::all(self, sql, &[Arg::Int(batch), Arg::Int(current)], |r| {
+            Ok(Orphaned {
+                item: r.int(0)?,
+                key: r.text(1)?,
+                attempts: r.int(2)?,
+                lease_run: r.int(3)?,
+                token: r.int(4)?,
+            })
+        })
+    }
+
     /// Claims the item `key` for `run` under a new lease token, counting an
     /// attempt, out of any tier.
     fn item_claim_by_key(
@@ -267,5 +316,27 @@ pub(crate) trait ItemsWrite: Sql {
         run: i64,
         until: Millis,
         now: Millis,
-    ) -> Result<Claim>;
+    ) -> Result<Claim> {
+        let sql = self.text_of(&ITEM_CLAIM_BY_KEY);
+        let args = [
+            Arg::Int(batch),
+            Arg::Text(key),
+            Arg::Int(run),
+            Arg::Time(until),
+            Arg::Time(now),
+        ];
+        sql::one(self, sql, &args, |r| {
+            Ok(Claim {
+                item_id: r.int(0)?,
+                key: r.text(1)?,
+                label: r.text(2)?,
+                payload: r.text(3)?,
+                attempt: r.int(4)? as u32,
+                op_id: r.opt_text(5)?,
+                token: r.int(6)?,
+            })
+        })
+    }
 }
+
+impl<T: Sql + ?Sized> ItemsWrite for T {}

@@ -35,12 +35,12 @@ pub(crate) use bulk::Bulk;
 pub(crate) use daemons::{DaemonsRead, DaemonsWrite};
 pub(crate) use dead_letters::{DeadLettersRead, DeadLettersWrite};
 pub(crate) use events::{EventsRead, EventsWrite};
-pub(crate) use items::{ItemsRead, ItemsWrite, Orphaned};
+pub(crate) use items::{ItemsRead, ItemsWrite};
 pub(crate) use pools::{PoolsRead, PoolsWrite, fill_minutes};
 pub(crate) use prune::{PruneRead, PruneTarget, PruneWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{ANY_LIVE_SEAT, SeatsRead, SeatsWrite};
-pub(crate) use steer::{CancelAsk, SteerRead, SteerWrite};
+pub(crate) use steer::{SteerRead, SteerWrite};
 pub(crate) use views::{RowsPage, ViewsRead};
 pub(crate) use workers::{WorkersRead, WorkersWrite};
 

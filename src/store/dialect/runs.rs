@@ -119,6 +119,8 @@ pub(crate) trait RunsRead: Sql {
     }
 }
 
+impl<T: Sql + ?Sized> RunsRead for T {}
+
 pub(crate) trait RunsWrite: Sql {
     /// A new run, `running` from `now`.
     fn run_insert(

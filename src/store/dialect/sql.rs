@@ -43,17 +43,25 @@ pub(crate) trait Row {
     fn unreadable(&self, i: usize, why: String) -> StoreError;
 }
 
+/// What `Sql::rows` passes each row to.
+pub(crate) type Each<'a> = &'a mut dyn FnMut(&dyn Row) -> Result<()>;
+
+/// A statement whose text differs by engine on purpose (a row lock, shards
+/// summed, a sequence), bound and read once: both texts in the neutral
+/// form.
+pub(crate) struct Texts {
+    pub(crate) sqlite: &'static str,
+    pub(crate) pg: &'static str,
+}
+
 /// Runs one statement: the thin layer each dialect implements.
 pub(crate) trait Sql {
     /// Runs `sql`; how many rows it changed.
     fn exec(&mut self, sql: &'static str, args: &[Arg<'_>]) -> Result<u64>;
     /// Runs `sql`, passing its rows to `each` in order.
-    fn rows(
-        &mut self,
-        sql: &'static str,
-        args: &[Arg<'_>],
-        each: &mut dyn FnMut(&dyn Row) -> Result<()>,
-    ) -> Result<()>;
+    fn rows(&mut self, sql: &'static str, args: &[Arg<'_>], each: Each<'_>) -> Result<()>;
+    /// This engine's text of `t`.
+    fn text_of(&self, t: &Texts) -> &'static str;
 }
 
 /// Every row of `sql`, each read by `f`.

@@ -1,7 +1,7 @@
 //! Statements for steering a live batch: a cancel asked of an item, a stop
 //! asked of a seat's holder.
 
-use super::sql::{self, Arg, Sql};
+use super::sql::{self, Arg, Sql, Texts};
 use crate::model::Millis;
 use crate::store::Result;
 
@@ -25,6 +25,15 @@ const ASK_CANCEL: &str = "UPDATE items SET cancel_to = ?2, cancel_by = ?3, cance
   WHERE id = ?1 AND status = 'claimed'";
 const DROP_CANCEL: &str =
     "UPDATE items SET cancel_to = NULL, cancel_by = NULL, cancel_reason = NULL WHERE id = ?1";
+/// PostgreSQL locks the row until commit; SQLite's `BEGIN IMMEDIATE`
+/// already excludes every other writer.
+const CANCEL_ASK_LOCKED: Texts = Texts {
+    sqlite: "SELECT key, cancel_to, cancel_by, cancel_reason FROM items
+  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NOT NULL",
+    pg: "SELECT key, cancel_to, cancel_by, cancel_reason FROM items
+  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NOT NULL
+  FOR UPDATE",
+};
 const TO_PENDING: &str = "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
        lease_run = NULL, lease_until = NULL, cancel_to = NULL, cancel_by = NULL,
        cancel_reason = NULL, updated_at = ?2,
@@ -82,7 +91,17 @@ pub(crate) trait SteerWrite: Sql {
 
     /// The cancel asked of `item` while still claimed under `token`,
     /// locking its row until commit.
-    fn item_cancel_ask_locked(&mut self, item: i64, token: i64) -> Result<Option<CancelAsk>>;
+    fn item_cancel_ask_locked(&mut self, item: i64, token: i64) -> Result<Option<CancelAsk>> {
+        let sql = self.text_of(&CANCEL_ASK_LOCKED);
+        sql::opt(self, sql, &[Arg::Int(item), Arg::Int(token)], |r| {
+            Ok(CancelAsk {
+                key: r.text(0)?,
+                to: r.text(1)?,
+                by: r.opt_text(2)?,
+                reason: r.opt_text(3)?,
+            })
+        })
+    }
 
     /// Moves `item` to pending, out of any claim, tier or cancel; with
     /// `uncount`, its attempt in progress is not counted.
@@ -125,3 +144,6 @@ pub(crate) trait SteerWrite: Sql {
         Ok(())
     }
 }
+
+impl<T: Sql + ?Sized> SteerRead for T {}
+impl<T: Sql + ?Sized> SteerWrite for T {}

@@ -10,16 +10,15 @@
 use postgres::Row;
 
 use super::PgTx;
-use super::conn::parse_col_text;
 use super::events::Args;
 use super::tombstones;
+use crate::model::Tombstone;
 use crate::model::waiting::RetryTier;
 use crate::model::{Claim, Item, Millis};
-use crate::model::{Status, Tombstone};
 use crate::store::Result;
 use crate::store::api::{ItemFilter, Requeue, Selection};
+use crate::store::dialect::ItemsRead;
 use crate::store::dialect::items::{item_from_row, requeue_from_row};
-use crate::store::dialect::{ItemsRead, ItemsWrite, Orphaned};
 use crate::store::rows::item_columns;
 
 pub(crate) const ITEM_COLUMNS: &str = item_columns!();
@@ -157,60 +156,5 @@ impl ItemsRead for PgTx<'_> {
         self.all_built(&sql, &args.refs(), |r| {
             requeue_from_row(r).map(|(id, req, _)| (id, req))
         })
-    }
-}
-
-const STATUS_LOCKED: &str = "SELECT status FROM items WHERE batch_id = $1 AND key = $2 FOR UPDATE";
-
-const CLAIMS_ORPHANED_LOCKED: &str = "SELECT id, key, attempts, lease_run, lease_token FROM items
-  WHERE batch_id = $1 AND status = 'claimed' AND tier IS NULL
-    AND lease_run <> $2
-    AND lease_run NOT IN
-        (SELECT run_id FROM locks WHERE batch_id = $1 AND run_id IS NOT NULL)
-  ORDER BY id FOR UPDATE";
-
-const ITEM_CLAIM_BY_KEY: &str = "UPDATE items
-    SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = $3,
-        lease_until = $4, lease_token = nextval('lease_tokens'),
-        attempts = attempts + 1, updated_at = $5
-  WHERE batch_id = $1 AND key = $2
- RETURNING id, key, label, payload, attempts, op_id, lease_token";
-
-impl ItemsWrite for PgTx<'_> {
-    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>> {
-        match self.c.opt(STATUS_LOCKED, &[&batch, &key])? {
-            Some(r) => parse_col_text(r.get(0)).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    fn claims_orphaned_locked(&mut self, batch: i64, current: i64) -> Result<Vec<Orphaned>> {
-        Ok(self
-            .c
-            .q(CLAIMS_ORPHANED_LOCKED, &[&batch, &current])?
-            .iter()
-            .map(|r| Orphaned {
-                item: r.get(0),
-                key: r.get(1),
-                attempts: r.get(2),
-                lease_run: r.get(3),
-                token: r.get(4),
-            })
-            .collect())
-    }
-
-    fn item_claim_by_key(
-        &mut self,
-        batch: i64,
-        key: &str,
-        run: i64,
-        until: Millis,
-        now: Millis,
-    ) -> Result<Claim> {
-        let (until, at) = (self.c.tin(until), self.c.tin(now));
-        Ok(claim_from_row(&self.c.one(
-            ITEM_CLAIM_BY_KEY,
-            &[&batch, &key, &run, &until, &at],
-        )?))
     }
 }

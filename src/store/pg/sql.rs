@@ -9,7 +9,7 @@ use postgres::types::{ToSql, Type};
 
 use super::PgTx;
 use super::conn::{Params, text};
-use crate::store::dialect::sql::{Arg, Row, Sql};
+use crate::store::dialect::sql::{Arg, Each, Row, Sql, Texts};
 use crate::store::{Fault, Result, StoreError};
 
 /// An `Arg` as bound: owned where it was moved or cleaned.
@@ -103,12 +103,11 @@ impl Sql for PgTx<'_> {
         self.c.x_neutral(sql, &refs)
     }
 
-    fn rows(
-        &mut self,
-        sql: &'static str,
-        args: &[Arg<'_>],
-        each: &mut dyn FnMut(&dyn Row) -> Result<()>,
-    ) -> Result<()> {
+    fn text_of(&self, t: &Texts) -> &'static str {
+        t.pg
+    }
+
+    fn rows(&mut self, sql: &'static str, args: &[Arg<'_>], each: Each<'_>) -> Result<()> {
         let bound = self.bind(args);
         let refs: Vec<_> = bound.iter().map(Bound::sql).collect();
         let off = self.c.off;

@@ -4,15 +4,15 @@
 //! Every transition that ends a claim is conditional on the lease token, so
 //! a runner that lost its lease cannot overwrite a newer claim.
 
-use rusqlite::{OptionalExtension, params, params_from_iter};
+use rusqlite::{params, params_from_iter};
 
-use super::{SqliteTx, parse_col};
-use crate::model::{Claim, Item, Millis, waiting::RetryTier};
-use crate::model::{Status, Tombstone};
+use super::SqliteTx;
+use crate::model::Tombstone;
+use crate::model::{Item, Millis, waiting::RetryTier};
 use crate::store::Result;
 use crate::store::api::{ItemFilter, Requeue, Selection};
+use crate::store::dialect::ItemsRead;
 use crate::store::dialect::items::{item_from_row, requeue_from_row};
-use crate::store::dialect::{ItemsRead, ItemsWrite, Orphaned};
 use crate::store::rows::item_columns;
 
 pub(crate) const ITEM_COLUMNS: &str = item_columns!();
@@ -143,71 +143,5 @@ impl ItemsRead for SqliteTx<'_> {
         self.all_built(&sql, params_from_iter(args), |r| {
             requeue_from_row(r).map(|(id, req, _)| (id, req))
         })
-    }
-}
-
-const STATUS: &str = "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2";
-
-const CLAIMS_ORPHANED_LOCKED: &str = "SELECT id, key, attempts, lease_run, lease_token FROM items
-      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2
-        AND lease_run NOT IN
-            (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)";
-
-const ITEM_CLAIM_BY_KEY: &str = "UPDATE items
-    SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
-        lease_until = ?4, lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?5
-  WHERE batch_id = ?1 AND key = ?2
- RETURNING id, key, label, payload, attempts, op_id, lease_token";
-
-impl ItemsWrite for SqliteTx<'_> {
-    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>> {
-        Ok(self
-            .conn
-            .prepare_cached(STATUS)?
-            .query_row(params![batch, key], |r| {
-                parse_col(0, r.get_ref(0)?.as_str()?)
-            })
-            .optional()?)
-    }
-
-    fn claims_orphaned_locked(&mut self, batch: i64, current: i64) -> Result<Vec<Orphaned>> {
-        let rows = self
-            .conn
-            .prepare_cached(CLAIMS_ORPHANED_LOCKED)?
-            .query_map(params![batch, current], |r| {
-                Ok(Orphaned {
-                    item: r.get(0)?,
-                    key: r.get(1)?,
-                    attempts: r.get(2)?,
-                    lease_run: r.get(3)?,
-                    token: r.get(4)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
-    }
-
-    fn item_claim_by_key(
-        &mut self,
-        batch: i64,
-        key: &str,
-        run: i64,
-        until: Millis,
-        now: Millis,
-    ) -> Result<Claim> {
-        Ok(self.conn.prepare_cached(ITEM_CLAIM_BY_KEY)?.query_row(
-            params![batch, key, run, until, now],
-            |r| {
-                Ok(Claim {
-                    item_id: r.get(0)?,
-                    key: r.get(1)?,
-                    label: r.get(2)?,
-                    payload: r.get(3)?,
-                    attempt: r.get(4)?,
-                    op_id: r.get(5)?,
-                    token: r.get(6)?,
-                })
-            },
-        )?)
     }
 }

@@ -6,14 +6,12 @@ use rusqlite::params;
 use super::SqliteTx;
 use crate::model::Millis;
 use crate::store::Result;
-use crate::store::dialect::{RunsRead, RunsWrite};
+use crate::store::dialect::RunsWrite;
 
 const RUNS_MARK_CRASHED: &str = "UPDATE runs SET state = 'crashed', ended_at = ?2,
         summary = coalesce(summary, 'crashed: the runner stopped without finishing')
   WHERE id = ?1 AND state = 'running'
     AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.run_id = runs.id)";
-
-impl RunsRead for SqliteTx<'_> {}
 
 impl RunsWrite for SqliteTx<'_> {
     /// One statement per run: SQLite binds no arrays.

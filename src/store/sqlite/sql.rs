@@ -5,7 +5,7 @@ use rusqlite::ToSql;
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 
 use super::SqliteTx;
-use crate::store::dialect::sql::{Arg, Row, Sql};
+use crate::store::dialect::sql::{Arg, Each, Row, Sql, Texts};
 use crate::store::{Result, StoreError};
 
 impl ToSql for Arg<'_> {
@@ -69,12 +69,11 @@ impl Sql for SqliteTx<'_> {
         Ok(n as u64)
     }
 
-    fn rows(
-        &mut self,
-        sql: &'static str,
-        args: &[Arg<'_>],
-        each: &mut dyn FnMut(&dyn Row) -> Result<()>,
-    ) -> Result<()> {
+    fn text_of(&self, t: &Texts) -> &'static str {
+        t.sqlite
+    }
+
+    fn rows(&mut self, sql: &'static str, args: &[Arg<'_>], each: Each<'_>) -> Result<()> {
         let mut st = self.conn.prepare_cached(sql)?;
         let mut rows = st.query(rusqlite::params_from_iter(args))?;
         while let Some(r) = rows.next()? {
