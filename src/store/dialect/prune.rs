@@ -47,7 +47,11 @@ const PRUNE_HOURS: &str = "DELETE FROM dlq_hourly WHERE hour < CAST(?1 AS BIGINT
 
 pub(crate) trait PruneRead: Sql {
     /// How many rows of `target` are older than `cutoff`.
-    fn prune_count(&mut self, target: PruneTarget, cutoff: Millis) -> Result<i64>;
+    fn prune_count(&mut self, target: PruneTarget, cutoff: Millis) -> Result<i64> {
+        let (table, older) = target.older();
+        let sql = format!("SELECT count(*) FROM {table} WHERE {older} ?1");
+        sql::one(self, &sql, &[Arg::Time(cutoff)], |r| r.int(0))
+    }
 
     /// By batch name: tombstones of items done before `cutoff`, and the
     /// done items a prune at `cutoff` turns into such.
@@ -71,6 +75,8 @@ pub(crate) trait PruneRead: Sql {
         Ok(rows.into_iter().collect())
     }
 }
+
+impl<T: Sql + ?Sized> PruneRead for T {}
 
 pub(crate) trait PruneWrite: Sql {
     /// Deletes up to `n` rows of `target` older than `cutoff`; done items

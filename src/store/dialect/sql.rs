@@ -38,6 +38,10 @@ pub(crate) trait Row {
     /// A stored time, on the caller's clock.
     fn time(&self, i: usize) -> Result<Millis>;
     fn opt_time(&self, i: usize) -> Result<Option<Millis>>;
+    /// Text as a view reads it: on SQLite whatever bytes are stored, read
+    /// lossily, so a hostile row cannot break a poll (PostgreSQL's text is
+    /// valid already).
+    fn lossy(&self, i: usize) -> Result<Option<String>>;
     /// The error for column `i`, whose stored text this build cannot read
     /// (`why`), as the engine reports unreadable values.
     fn unreadable(&self, i: usize, why: String) -> StoreError;
@@ -57,9 +61,9 @@ pub(crate) struct Texts {
 /// Runs one statement: the thin layer each dialect implements.
 pub(crate) trait Sql {
     /// Runs `sql`; how many rows it changed.
-    fn exec(&mut self, sql: &'static str, args: &[Arg<'_>]) -> Result<u64>;
+    fn exec(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64>;
     /// Runs `sql`, passing its rows to `each` in order.
-    fn rows(&mut self, sql: &'static str, args: &[Arg<'_>], each: Each<'_>) -> Result<()>;
+    fn rows(&mut self, sql: &str, args: &[Arg<'_>], each: Each<'_>) -> Result<()>;
     /// This engine's text of `t`.
     fn text_of(&self, t: &Texts) -> &'static str;
 }
@@ -67,7 +71,7 @@ pub(crate) trait Sql {
 /// Every row of `sql`, each read by `f`.
 pub(crate) fn all<S: Sql + ?Sized, T>(
     s: &mut S,
-    sql: &'static str,
+    sql: &str,
     args: &[Arg<'_>],
     f: impl Fn(&dyn Row) -> Result<T>,
 ) -> Result<Vec<T>> {
@@ -82,7 +86,7 @@ pub(crate) fn all<S: Sql + ?Sized, T>(
 /// The first row of `sql`, if any, read by `f`.
 pub(crate) fn opt<S: Sql + ?Sized, T>(
     s: &mut S,
-    sql: &'static str,
+    sql: &str,
     args: &[Arg<'_>],
     f: impl Fn(&dyn Row) -> Result<T>,
 ) -> Result<Option<T>> {
@@ -99,7 +103,7 @@ pub(crate) fn opt<S: Sql + ?Sized, T>(
 /// The row `sql` always returns (an aggregate), read by `f`.
 pub(crate) fn one<S: Sql + ?Sized, T>(
     s: &mut S,
-    sql: &'static str,
+    sql: &str,
     args: &[Arg<'_>],
     f: impl Fn(&dyn Row) -> Result<T>,
 ) -> Result<T> {

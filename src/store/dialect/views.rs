@@ -29,6 +29,12 @@ const EVENT_COUNTS_SINCE: &str = "SELECT coalesce(b.name, ''), count(*)
    FROM events e LEFT JOIN batches b ON b.id = e.batch_id
   WHERE e.kind = ?1 AND e.at > ?2 GROUP BY 1 ORDER BY 1";
 
+const DEAD_LETTER_COUNTS_SINCE: &str = "SELECT error_class, tier, count(*) FROM dead_letters
+  WHERE batch_id = ?1 AND failed_at > ?2 GROUP BY 1, 2 ORDER BY 3 DESC, 1";
+const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields
+   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+  WHERE e.kind = ?1 AND e.at > ?2";
+
 pub(crate) trait ViewsRead: Sql {
     /// When the batch was made.
     fn batch_created_at(&mut self, batch: i64) -> Result<Millis> {
@@ -82,7 +88,15 @@ pub(crate) trait ViewsRead: Sql {
         &mut self,
         batch: i64,
         since: Millis,
-    ) -> Result<Vec<(String, Tier, i64)>>;
+    ) -> Result<Vec<(String, Tier, i64)>> {
+        let args = [Arg::Int(batch), Arg::Time(since)];
+        sql::all(self, DEAD_LETTER_COUNTS_SINCE, &args, |r| {
+            let tier = r.lossy(1)?.unwrap_or_default();
+            let tier = tier.parse().map_err(|e| r.unreadable(1, e))?;
+            Ok((r.lossy(0)?.unwrap_or_default(), tier, r.int(2)?))
+        })
+    }
+
     /// Runs by batch and state that overlap the time since `since`: begun
     /// or ended after it, or still running.
     fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
@@ -105,5 +119,10 @@ pub(crate) trait ViewsRead: Sql {
         &mut self,
         kind: &str,
         since: Millis,
-    ) -> Result<Vec<(String, Option<String>)>>;
+    ) -> Result<Vec<(String, Option<String>)>> {
+        let args = [Arg::Text(kind), Arg::Time(since)];
+        sql::all(self, EVENT_FIELDS_SINCE, &args, |r| {
+            Ok((r.text(0)?, r.lossy(1)?))
+        })
+    }
 }

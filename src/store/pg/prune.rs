@@ -6,7 +6,7 @@ use super::PgTx;
 use super::tombstones;
 use crate::model::Millis;
 use crate::store::Result;
-use crate::store::dialect::{PruneRead, PruneTarget, PruneWrite};
+use crate::store::dialect::{PruneTarget, PruneWrite};
 
 /// The table of `target` and `FROM` its rows older than `$1`.
 fn rows_of(target: PruneTarget) -> (&'static str, String) {
@@ -61,17 +61,6 @@ const FORGET_AFTER: &str = "WITH picked AS (
           WHERE t.batch_id = p.batch_id AND t.key = p.key
          RETURNING t.batch_id, t.key)
      SELECT batch_id, key FROM gone ORDER BY batch_id, key";
-
-impl PruneRead for PgTx<'_> {
-    fn prune_count(&mut self, target: PruneTarget, cutoff: Millis) -> Result<i64> {
-        let (_, from) = rows_of(target);
-        let cutoff = self.c.tin(cutoff);
-        Ok(self
-            .c
-            .one(&format!("SELECT count(*)::int8 {from}"), &[&cutoff])?
-            .get(0))
-    }
-}
 
 impl PruneWrite for PgTx<'_> {
     // Twin of sqlite/prune.rs by its signature: a chunk of items is one CTE

@@ -91,13 +91,16 @@ impl Row for PgRow<'_> {
     fn opt_time(&self, i: usize) -> Result<Option<i64>> {
         Ok(self.opt_int(i)?.map(|t| t.saturating_sub(self.off)))
     }
+    fn lossy(&self, i: usize) -> Result<Option<String>> {
+        self.opt_text(i)
+    }
     fn unreadable(&self, _i: usize, why: String) -> StoreError {
         StoreError::Fault(Fault::Unreadable(format!("unreadable stored value: {why}")))
     }
 }
 
 impl Sql for PgTx<'_> {
-    fn exec(&mut self, sql: &'static str, args: &[Arg<'_>]) -> Result<u64> {
+    fn exec(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64> {
         let bound = self.bind(args);
         let refs: Vec<_> = bound.iter().map(Bound::sql).collect();
         self.c.x_neutral(sql, &refs)
@@ -107,7 +110,7 @@ impl Sql for PgTx<'_> {
         t.pg
     }
 
-    fn rows(&mut self, sql: &'static str, args: &[Arg<'_>], each: Each<'_>) -> Result<()> {
+    fn rows(&mut self, sql: &str, args: &[Arg<'_>], each: Each<'_>) -> Result<()> {
         let bound = self.bind(args);
         let refs: Vec<_> = bound.iter().map(Bound::sql).collect();
         let off = self.c.off;

@@ -6,7 +6,7 @@ use rusqlite::params;
 use super::SqliteTx;
 use crate::model::Millis;
 use crate::store::Result;
-use crate::store::dialect::{PruneRead, PruneTarget, PruneWrite};
+use crate::store::dialect::{PruneTarget, PruneWrite};
 
 /// The table of `target` and `FROM` its rows older than `?1`.
 fn rows_of(target: PruneTarget) -> (&'static str, String) {
@@ -49,15 +49,6 @@ const FORGETTABLE_AFTER: &str = "SELECT batch_id, key FROM tombstones
 /// Deletes them: from after the cursor up to the chunk's last key.
 const FORGET_UP_TO: &str = "DELETE FROM tombstones
       WHERE (batch_id, key) > (?1, ?2) AND (batch_id, key) <= (?3, ?4) AND done_at < ?5";
-
-impl PruneRead for SqliteTx<'_> {
-    fn prune_count(&mut self, target: PruneTarget, cutoff: Millis) -> Result<i64> {
-        let (_, from) = rows_of(target);
-        Ok(self
-            .conn
-            .query_row(&format!("SELECT count(*) {from}"), [cutoff], |r| r.get(0))?)
-    }
-}
 
 impl PruneWrite for SqliteTx<'_> {
     fn prune_delete_chunk(

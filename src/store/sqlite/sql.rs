@@ -25,6 +25,16 @@ impl ToSql for Arg<'_> {
     }
 }
 
+/// Column `idx` as text whatever is stored there, invalid UTF-8 replaced.
+pub(super) fn lossy(r: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match r.get_ref(idx)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        ValueRef::Integer(i) => Some(i.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+    })
+}
+
 struct SqliteRow<'a, 'r>(&'a rusqlite::Row<'r>);
 
 impl Row for SqliteRow<'_, '_> {
@@ -55,13 +65,16 @@ impl Row for SqliteRow<'_, '_> {
     fn opt_time(&self, i: usize) -> Result<Option<i64>> {
         Ok(self.0.get(i)?)
     }
+    fn lossy(&self, i: usize) -> Result<Option<String>> {
+        Ok(lossy(self.0, i)?)
+    }
     fn unreadable(&self, i: usize, why: String) -> StoreError {
         rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, why.into()).into()
     }
 }
 
 impl Sql for SqliteTx<'_> {
-    fn exec(&mut self, sql: &'static str, args: &[Arg<'_>]) -> Result<u64> {
+    fn exec(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64> {
         let n = self
             .conn
             .prepare_cached(sql)?
@@ -73,7 +86,7 @@ impl Sql for SqliteTx<'_> {
         t.sqlite
     }
 
-    fn rows(&mut self, sql: &'static str, args: &[Arg<'_>], each: Each<'_>) -> Result<()> {
+    fn rows(&mut self, sql: &str, args: &[Arg<'_>], each: Each<'_>) -> Result<()> {
         let mut st = self.conn.prepare_cached(sql)?;
         let mut rows = st.query(rusqlite::params_from_iter(args))?;
         while let Some(r) = rows.next()? {
