@@ -1,7 +1,11 @@
 //! The thinnest layer over each SQL dialect: one method, one statement
 //! (River's `riverdriver::Executor`). `ops` decides, over these traits as
-//! `dyn`; `sqlite::SqliteTx` and `pg::PgTx` implement them. Rules every
-//! impl keeps:
+//! `dyn`; `sqlite::SqliteTx` and `pg::PgTx` implement them. A statement
+//! the same on both engines (or differing only in its text: `sql::Texts`)
+//! is written once, as a default method over `sql::Sql`, the one-statement
+//! interface each engine implements; `sqlite/` and `pg/` keep what differs
+//! on purpose (statements built at run time, arrays, engine mechanisms, the
+//! hot paths). Rules every impl keeps:
 //! - Times in and out are on the caller's clock; `PgTx` moves them by the
 //!   measured offset (`Conn::tin`/`tout`).
 //! - Any Rust text may be passed; `PgTx` stores NUL as U+FFFD

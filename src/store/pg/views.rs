@@ -68,7 +68,9 @@ const EVENTS_OF_ITEM: &str =
         LEFT JOIN items i ON i.id = e.item_id
   WHERE e.item_id = $1 ORDER BY e.id DESC LIMIT $2";
 
-// Twin of sqlite/views.rs, kept: one statement per dialect (`left`, `ANY` arrays, the clock offset).
+// Twin of sqlite/views.rs, kept: the item pages' filters are built per dialect (SQLite writes
+// status words into the SQL for its partial index, searches over polls and loops where this
+// binds `ANY` arrays).
 impl ViewsRead for PgTx<'_> {
     fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64> {
         Ok(self.c.one(ITEMS_CLAIMED_BY, &[&batch, &runs])?.get(0))
