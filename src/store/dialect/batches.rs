@@ -1,12 +1,32 @@
 //! Statements on batches.
 
+use super::sql::{self, Arg, Sql};
 use crate::model::{Counts, Fire, Hold, Millis, Pause};
 use crate::store::Result;
+
+const BATCH_PAUSED: &str = "SELECT paused FROM batches WHERE id = ?1";
+/// The hold as stored: until when, the key that asked, and its label
+/// (while the item is kept).
+const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
+  FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
+ WHERE b.id = ?1 AND b.hold_until IS NOT NULL";
+const BATCH_SET_PAUSE: &str = "UPDATE batches
+    SET paused = TRUE, paused_reason = ?2, paused_by = ?3, paused_at = ?4 WHERE id = ?1";
+const BATCH_CLEAR_PAUSE: &str = "UPDATE batches
+    SET paused = FALSE, paused_reason = NULL, paused_by = NULL, paused_at = NULL,
+        hold_until = NULL, hold_key = NULL
+  WHERE id = ?1";
+const BATCH_EXTEND_HOLD: &str = "UPDATE batches SET hold_until = ?2, hold_key = ?3
+  WHERE name = ?1 AND (hold_until IS NULL OR hold_until < ?2)";
+const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = ?2 WHERE id = ?1";
+const BATCH_RECORD_FIRE: &str = "UPDATE batches
+    SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4, last_fire_run = ?5
+  WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)";
 
 /// A batch's pause flag, next fire time and last fire, as stored.
 pub(crate) type BatchState = (Option<Pause>, Option<Millis>, Option<Fire>);
 
-pub(crate) trait BatchesRead {
+pub(crate) trait BatchesRead: Sql {
     /// The batch's id; `StoreError::UnknownBatch` (naming the known
     /// batches) when there is none.
     fn batch_id(&mut self, name: &str) -> Result<i64>;
@@ -14,11 +34,24 @@ pub(crate) trait BatchesRead {
     fn batch_names(&mut self) -> Result<Vec<String>>;
     /// The batch's counters (PostgreSQL sums their shards).
     fn batch_counts(&mut self, batch: i64) -> Result<Counts>;
-    fn batch_paused(&mut self, batch: i64) -> Result<bool>;
+    fn batch_paused(&mut self, batch: i64) -> Result<bool> {
+        sql::one(self, BATCH_PAUSED, &[Arg::Int(batch)], |r| r.bool(0))
+    }
+
     fn batch_state(&mut self, batch: i64) -> Result<BatchState>;
+
     /// The last retry-after hold: until when, the key that asked, and its
     /// label (while the item is kept).
-    fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>>;
+    fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
+        sql::opt(self, HOLD, &[Arg::Int(batch)], |r| {
+            Ok(Hold {
+                until: r.time(0)?,
+                key: r.opt_text(1)?,
+                label: r.opt_text(2)?,
+            })
+        })
+    }
+
     /// Done and failed completions per minute, oldest first, for the last
     /// `minutes` minutes ending at `now` (zeros included), none from
     /// before the batch was created. The minutes are the database's, so
@@ -26,18 +59,52 @@ pub(crate) trait BatchesRead {
     fn minute_counts(&mut self, batch: i64, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>>;
 }
 
-pub(crate) trait BatchesWrite {
+pub(crate) trait BatchesWrite: Sql {
     /// The batch's id, its row (and zeroed counters) made if missing.
     fn batch_ensure(&mut self, name: &str, now: Millis) -> Result<i64>;
     /// Locks the batch's row until commit (PostgreSQL `FOR UPDATE`):
     /// a concurrent writer of its flags waits, then sees this one's.
     fn batch_row_locked(&mut self, batch: i64) -> Result<()>;
-    fn batch_set_pause(&mut self, batch: i64, pause: &Pause) -> Result<()>;
+
+    fn batch_set_pause(&mut self, batch: i64, p: &Pause) -> Result<()> {
+        let args = [
+            Arg::Int(batch),
+            Arg::Text(&p.reason),
+            Arg::Text(&p.by),
+            Arg::Time(p.at),
+        ];
+        self.exec(BATCH_SET_PAUSE, &args)?;
+        Ok(())
+    }
+
     /// Clears the pause flag and the hold.
-    fn batch_clear_pause(&mut self, batch: i64) -> Result<()>;
+    fn batch_clear_pause(&mut self, batch: i64) -> Result<()> {
+        self.exec(BATCH_CLEAR_PAUSE, &[Arg::Int(batch)])?;
+        Ok(())
+    }
+
     /// Never shortens a hold: a shorter one changes nothing.
-    fn batch_extend_hold(&mut self, name: &str, until: Millis, key: Option<&str>) -> Result<()>;
-    fn batch_set_next_fire(&mut self, batch: i64, next: Option<Millis>) -> Result<()>;
+    fn batch_extend_hold(&mut self, name: &str, until: Millis, key: Option<&str>) -> Result<()> {
+        let args = [Arg::Text(name), Arg::Time(until), Arg::OptText(key)];
+        self.exec(BATCH_EXTEND_HOLD, &args)?;
+        Ok(())
+    }
+
+    fn batch_set_next_fire(&mut self, batch: i64, next: Option<Millis>) -> Result<()> {
+        self.exec(BATCH_SET_NEXT_FIRE, &[Arg::Int(batch), Arg::OptTime(next)])?;
+        Ok(())
+    }
+
     /// Keeps the latest fire time: an earlier fire changes nothing.
-    fn batch_record_fire(&mut self, batch: i64, fire: &Fire) -> Result<()>;
+    fn batch_record_fire(&mut self, batch: i64, fire: &Fire) -> Result<()> {
+        let args = [
+            Arg::Int(batch),
+            Arg::Time(fire.at),
+            Arg::Text(&fire.outcome),
+            Arg::OptText(fire.reason.as_deref()),
+            Arg::OptInt(fire.run_id),
+        ];
+        self.exec(BATCH_RECORD_FIRE, &args)?;
+        Ok(())
+    }
 }

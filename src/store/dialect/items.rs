@@ -1,10 +1,148 @@
 //! Statements on items outside the hot paths (which stay whole per dialect,
 //! in `sqlite/hot.rs` and `pg/hot.rs`).
 
+use super::sql::{self, Arg, Row, Sql, Texts};
 use crate::model::waiting::RetryTier;
 use crate::model::{Claim, Item, Millis, Status, Tombstone};
-use crate::store::Result;
 use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
+use crate::store::rows::item_columns;
+use crate::store::{Result, json_col};
+
+/// An item read by `item_columns!`.
+pub(crate) fn item_from_row(r: &dyn Row) -> Result<Item> {
+    let payload = r.text(4)?;
+    Ok(Item {
+        id: r.int(0)?,
+        batch: r.text(1)?,
+        key: r.text(2)?,
+        label: r.text(3)?,
+        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+        status: sql::parsed(r, 5)?,
+        tier: sql::opt_parsed(r, 6)?,
+        outcome: sql::opt_parsed(r, 7)?,
+        attempts: r.int(8)? as u32,
+        op_id: r.opt_text(9)?,
+        result: json_col(r.opt_text(10)?),
+        cost: r.opt_real(11)?,
+        error_class: r.opt_text(12)?,
+        error_message: r.opt_text(13)?,
+        next_attempt_at: r.opt_time(14)?,
+        lease_run: r.opt_int(15)?,
+        lease_until: r.opt_time(16)?,
+        lease_token: r.int(17)?,
+        created_at: r.time(18)?,
+        updated_at: r.time(19)?,
+        done_version: r.opt_text(20)?,
+        priority: r.int(21)? as i32,
+    })
+}
+
+/// A row of `ITEM_FOR_REQUEUE` (and of each dialect's `items_for_requeue`).
+pub(crate) fn requeue_from_row(r: &dyn Row) -> Result<(i64, Requeue, String)> {
+    Ok((
+        r.int(0)?,
+        Requeue {
+            key: r.text(1)?,
+            label: r.text(2)?,
+            tier: sql::opt_parsed(r, 3)?,
+            outcome: sql::opt_parsed(r, 4)?,
+            error_class: r.opt_text(5)?,
+            attempts: r.int(6)? as u32,
+        },
+        r.text(7)?,
+    ))
+}
+
+const ITEM_BY_KEY: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = ?1 AND i.key = ?2"
+);
+/// What prune would delete (`?1` cutoff, `?2` failed ones too).
+const OLDER_THAN: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id
+      WHERE i.updated_at < ?1 AND (i.status = 'done' OR (?2 AND i.status = 'failed'))
+      ORDER BY b.name, i.id"
+);
+const DUE_RETRY: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM items i JOIN batches b ON b.id = i.batch_id
+      WHERE i.batch_id = ?1 AND i.status = 'failed' AND i.tier = 'retry'
+        AND i.next_attempt_at <= ?2
+      ORDER BY i.id"
+);
+const OLDEST_PENDING: &str = "SELECT created_at FROM items
+  WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
+  ORDER BY id LIMIT 1";
+const ITEM_FOR_REQUEUE: &str =
+    "SELECT id, key, label, tier, outcome, error_class, attempts, status FROM items
+      WHERE batch_id = ?1 AND key = ?2";
+
+const MARK_SKIPPED: &str = "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
+       next_attempt_at = NULL, result = ?3, updated_at = ?4
+ WHERE batch_id = ?1 AND key = ?2";
+const BEGIN_ATTEMPT: &str = "UPDATE items SET attempts = attempts + 1, updated_at = ?3
+  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL
+ RETURNING attempts";
+const SET_OP_ID: &str = "UPDATE items SET op_id = ?3
+  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
+/// Pending items whose not-before time came: claimable from now on.
+const RELEASE_DUE: &str = "UPDATE items SET next_attempt_at = NULL, updated_at = ?2
+  WHERE id IN (SELECT id FROM items
+                WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
+                  AND next_attempt_at <= ?2 LIMIT ?3)";
+const RENEW_LEASES: &str = "UPDATE items SET lease_until = ?3
+  WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run = ?2
+ RETURNING id";
+const ITEM_FAIL: &str =
+    "UPDATE items SET status = 'failed', tier = ?3, error_class = ?4, error_message = ?5,
+            next_attempt_at = ?6,
+            cost = CASE WHEN CAST(?7 AS DOUBLE PRECISION) IS NULL THEN cost
+                        ELSE coalesce(cost, 0) + CAST(?7 AS DOUBLE PRECISION) END,
+            lease_run = NULL, lease_until = NULL, updated_at = ?8
+      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
+const ITEM_RELEASE: &str =
+    "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3,
+            attempts = CASE WHEN attempts > ?4 THEN attempts - ?4 ELSE 0 END
+      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
+/// PostgreSQL locks the rows these read until commit; SQLite's `BEGIN
+/// IMMEDIATE` already excludes every other writer.
+const STATUS_LOCKED: Texts = Texts {
+    sqlite: "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2",
+    pg: "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2 FOR UPDATE",
+};
+const CLAIMS_ORPHANED_LOCKED: Texts = Texts {
+    sqlite: "SELECT id, key, attempts, lease_run, lease_token FROM items
+      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2
+        AND lease_run NOT IN
+            (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)",
+    pg: "SELECT id, key, attempts, lease_run, lease_token FROM items
+      WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2
+        AND lease_run NOT IN
+            (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)
+      ORDER BY id FOR UPDATE",
+};
+/// Lease tokens: one more than the item's last on SQLite (one writer), from
+/// one sequence on PostgreSQL.
+const ITEM_CLAIM_BY_KEY: Texts = Texts {
+    sqlite: "UPDATE items
+    SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
+        lease_until = ?4, lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?5
+  WHERE batch_id = ?1 AND key = ?2
+ RETURNING id, key, label, payload, attempts, op_id, lease_token",
+    pg: "UPDATE items
+    SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
+        lease_until = ?4, lease_token = nextval('lease_tokens'),
+        attempts = attempts + 1, updated_at = ?5
+  WHERE batch_id = ?1 AND key = ?2
+ RETURNING id, key, label, payload, attempts, op_id, lease_token",
+};
+const ITEM_RELEASE_ORPHAN: &str =
+    "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?2
+      WHERE id = ?1";
 
 /// A claim whose run holds no seat (`claims_orphaned_locked`).
 pub(crate) struct Orphaned {
@@ -15,60 +153,160 @@ pub(crate) struct Orphaned {
     pub(crate) token: i64,
 }
 
-pub(crate) trait ItemsRead {
-    fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>>;
+pub(crate) trait ItemsRead: Sql {
+    fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>> {
+        let args = [Arg::Int(batch), Arg::Text(key)];
+        sql::opt(self, ITEM_BY_KEY, &args, item_from_row)
+    }
+
     /// What became of a pruned key, if its tombstone is kept.
     fn item_tombstone(&mut self, batch: i64, key: &str) -> Result<Option<Tombstone>>;
     /// Items matching `filter`, in insertion order, with its offset and limit.
     fn items_list(&mut self, batch: i64, filter: &ItemFilter) -> Result<Vec<Item>>;
     fn items_count(&mut self, batch: i64, filter: &ItemFilter) -> Result<i64>;
     /// Creation time of the oldest item waiting for its first claim.
-    fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>>;
+    fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>> {
+        sql::opt(self, OLDEST_PENDING, &[Arg::Int(batch)], |r| r.time(0))
+    }
+
     /// Retry-tier failures due at `now`, in insertion order.
-    fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>>;
+    fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>> {
+        let args = [Arg::Int(batch), Arg::Time(now)];
+        sql::all(self, DUE_RETRY, &args, item_from_row)
+    }
+
     /// What waits for a time (the retry tier, and pending items with a
     /// not-before time): due and later counts, the earliest later time,
     /// and how many of them are pending.
     fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier>;
     /// One item as a requeue sees it, with its status as stored.
-    fn item_for_requeue(&mut self, batch: i64, key: &str)
-    -> Result<Option<(i64, Requeue, String)>>;
+    fn item_for_requeue(
+        &mut self,
+        batch: i64,
+        key: &str,
+    ) -> Result<Option<(i64, Requeue, String)>> {
+        let args = [Arg::Int(batch), Arg::Text(key)];
+        sql::opt(self, ITEM_FOR_REQUEUE, &args, requeue_from_row)
+    }
+
     /// The items a requeue without keys moves (`sel`'s state, class and
     /// tier), in any order.
     fn items_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<(i64, Requeue)>>;
     /// Items of every batch last changed before `cutoff`, done ones (and
     /// failed ones with `failed`), by batch and insertion order.
-    fn items_older_than(&mut self, cutoff: Millis, failed: bool) -> Result<Vec<Item>>;
+    fn items_older_than(&mut self, cutoff: Millis, failed: bool) -> Result<Vec<Item>> {
+        let args = [Arg::Time(cutoff), Arg::Bool(failed)];
+        sql::all(self, OLDER_THAN, &args, item_from_row)
+    }
 }
 
-pub(crate) trait ItemsWrite {
+pub(crate) trait ItemsWrite: Sql {
     /// An item's status, locking its row until commit.
-    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>>;
+    fn item_status_locked(&mut self, batch: i64, key: &str) -> Result<Option<Status>> {
+        let sql = self.text_of(&STATUS_LOCKED);
+        let args = [Arg::Int(batch), Arg::Text(key)];
+        sql::opt(self, sql, &args, |r| sql::parsed(r, 0))
+    }
+
     /// Marks an item done with outcome `skipped` and `result`, out of any tier.
-    fn item_mark_skipped(&mut self, batch: i64, key: &str, result: &str, now: Millis)
-    -> Result<()>;
+    fn item_mark_skipped(
+        &mut self,
+        batch: i64,
+        key: &str,
+        result: &str,
+        now: Millis,
+    ) -> Result<()> {
+        let args = [
+            Arg::Int(batch),
+            Arg::Text(key),
+            Arg::Text(result),
+            Arg::Time(now),
+        ];
+        self.exec(MARK_SKIPPED, &args)?;
+        Ok(())
+    }
+
     /// Counts one more attempt of an item still claimed under `token`; the
     /// attempts now.
-    fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>>;
+    fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>> {
+        let args = [Arg::Int(item), Arg::Int(token), Arg::Time(now)];
+        sql::opt(self, BEGIN_ATTEMPT, &args, |r| Ok(r.int(0)? as u32))
+    }
+
     /// Sets the op id of an item still claimed under `token`; whether it was.
-    fn item_set_op_id(&mut self, item: i64, token: i64, op_id: &str) -> Result<bool>;
+    fn item_set_op_id(&mut self, item: i64, token: i64, op_id: &str) -> Result<bool> {
+        let args = [Arg::Int(item), Arg::Int(token), Arg::Text(op_id)];
+        Ok(self.exec(SET_OP_ID, &args)? == 1)
+    }
+
     /// Extends the leases `run` holds in the batch; the ids still held.
-    fn items_renew_leases(&mut self, batch: i64, run: i64, until: Millis) -> Result<Vec<i64>>;
+    fn items_renew_leases(&mut self, batch: i64, run: i64, until: Millis) -> Result<Vec<i64>> {
+        let args = [Arg::Int(batch), Arg::Int(run), Arg::Time(until)];
+        sql::all(self, RENEW_LEASES, &args, |r| r.int(0))
+    }
+
     /// Ends a claim still held under `f.token` in `failed` with its tier,
     /// class and message; whether it was still held.
-    fn item_fail(&mut self, f: &Failure<'_>) -> Result<bool>;
+    fn item_fail(&mut self, f: &Failure<'_>) -> Result<bool> {
+        let args = [
+            Arg::Int(f.item_id),
+            Arg::Int(f.token),
+            Arg::Text(f.tier.as_str()),
+            Arg::Text(f.error_class),
+            Arg::Text(f.message),
+            Arg::OptTime(f.next_attempt_at),
+            Arg::OptReal(f.cost),
+            Arg::Time(f.now),
+        ];
+        Ok(self.exec(ITEM_FAIL, &args)? == 1)
+    }
+
     /// Gives a claim still held under `token` back to pending, its attempt
     /// uncounted when `cut_short`; whether it was still held.
-    fn item_release(&mut self, item: i64, token: i64, cut_short: bool, now: Millis)
-    -> Result<bool>;
+    fn item_release(
+        &mut self,
+        item: i64,
+        token: i64,
+        cut_short: bool,
+        now: Millis,
+    ) -> Result<bool> {
+        let args = [
+            Arg::Int(item),
+            Arg::Int(token),
+            Arg::Time(now),
+            Arg::Int(i64::from(cut_short)),
+        ];
+        Ok(self.exec(ITEM_RELEASE, &args)? == 1)
+    }
+
     /// Makes up to `limit` pending items whose not-before time has come
     /// claimable; how many.
-    fn items_release_due(&mut self, batch: i64, now: Millis, limit: usize) -> Result<usize>;
+    fn items_release_due(&mut self, batch: i64, now: Millis, limit: usize) -> Result<usize> {
+        let args = [Arg::Int(batch), Arg::Time(now), Arg::Int(limit as i64)];
+        Ok(self.exec(RELEASE_DUE, &args)? as usize)
+    }
+
     /// Gives a dead run's claim back to pending.
-    fn item_release_orphan(&mut self, item: i64, now: Millis) -> Result<()>;
+    fn item_release_orphan(&mut self, item: i64, now: Millis) -> Result<()> {
+        self.exec(ITEM_RELEASE_ORPHAN, &[Arg::Int(item), Arg::Time(now)])?;
+        Ok(())
+    }
+
     /// The claims of the batch whose run is not `current` and holds no seat,
     /// their rows locked until commit.
-    fn claims_orphaned_locked(&mut self, batch: i64, current: i64) -> Result<Vec<Orphaned>>;
+    fn claims_orphaned_locked(&mut self, batch: i64, current: i64) -> Result<Vec<Orphaned>> {
+        let sql = self.text_of(&CLAIMS_ORPHANED_LOCKED);
+        sql::all(self, sql, &[Arg::Int(batch), Arg::Int(current)], |r| {
+            Ok(Orphaned {
+                item: r.int(0)?,
+                key: r.text(1)?,
+                attempts: r.int(2)?,
+                lease_run: r.int(3)?,
+                token: r.int(4)?,
+            })
+        })
+    }
+
     /// Claims the item `key` for `run` under a new lease token, counting an
     /// attempt, out of any tier.
     fn item_claim_by_key(
@@ -78,5 +316,27 @@ pub(crate) trait ItemsWrite {
         run: i64,
         until: Millis,
         now: Millis,
-    ) -> Result<Claim>;
+    ) -> Result<Claim> {
+        let sql = self.text_of(&ITEM_CLAIM_BY_KEY);
+        let args = [
+            Arg::Int(batch),
+            Arg::Text(key),
+            Arg::Int(run),
+            Arg::Time(until),
+            Arg::Time(now),
+        ];
+        sql::one(self, sql, &args, |r| {
+            Ok(Claim {
+                item_id: r.int(0)?,
+                key: r.text(1)?,
+                label: r.text(2)?,
+                payload: r.text(3)?,
+                attempt: r.int(4)? as u32,
+                op_id: r.opt_text(5)?,
+                token: r.int(6)?,
+            })
+        })
+    }
 }
+
+impl<T: Sql + ?Sized> ItemsWrite for T {}

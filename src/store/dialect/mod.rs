@@ -1,7 +1,11 @@
 //! The thinnest layer over each SQL dialect: one method, one statement
 //! (River's `riverdriver::Executor`). `ops` decides, over these traits as
-//! `dyn`; `sqlite::SqliteTx` and `pg::PgTx` implement them. Rules every
-//! impl keeps:
+//! `dyn`; `sqlite::SqliteTx` and `pg::PgTx` implement them. A statement
+//! the same on both engines (or differing only in its text: `sql::Texts`)
+//! is written once, as a default method over `sql::Sql`, the one-statement
+//! interface each engine implements; `sqlite/` and `pg/` keep what differs
+//! on purpose (statements built at run time, arrays, engine mechanisms, the
+//! hot paths). Rules every impl keeps:
 //! - Times in and out are on the caller's clock; `PgTx` moves them by the
 //!   measured offset (`Conn::tin`/`tout`).
 //! - Any Rust text may be passed; `PgTx` stores NUL as U+FFFD
@@ -18,11 +22,12 @@ mod bulk;
 mod daemons;
 mod dead_letters;
 mod events;
-mod items;
+pub(crate) mod items;
 mod pools;
 mod prune;
 mod runs;
 mod seats;
+pub(crate) mod sql;
 mod steer;
 mod views;
 mod workers;
@@ -34,12 +39,12 @@ pub(crate) use bulk::Bulk;
 pub(crate) use daemons::{DaemonsRead, DaemonsWrite};
 pub(crate) use dead_letters::{DeadLettersRead, DeadLettersWrite};
 pub(crate) use events::{EventsRead, EventsWrite};
-pub(crate) use items::{ItemsRead, ItemsWrite, Orphaned};
+pub(crate) use items::{ItemsRead, ItemsWrite};
 pub(crate) use pools::{PoolsRead, PoolsWrite, fill_minutes};
 pub(crate) use prune::{PruneRead, PruneTarget, PruneWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
-pub(crate) use seats::{SeatsRead, SeatsWrite};
-pub(crate) use steer::{CancelAsk, SteerRead, SteerWrite};
+pub(crate) use seats::{ANY_LIVE_SEAT, SeatsRead, SeatsWrite};
+pub(crate) use steer::{SteerRead, SteerWrite};
 pub(crate) use views::{RowsPage, ViewsRead};
 pub(crate) use workers::{WorkersRead, WorkersWrite};
 

@@ -2,6 +2,7 @@
 //! looked". Texts are read lossily on SQLite and long messages cut, so a
 //! hostile or huge row cannot stall or break a poll.
 
+use super::sql::{self, Arg, Sql};
 use crate::model::{Event, Millis, Run, Tier};
 use crate::store::Result;
 use crate::store::api::{EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
@@ -19,12 +20,33 @@ pub(crate) struct RowsPage {
     pub dense: bool,
 }
 
-pub(crate) trait ViewsRead {
+const BATCH_CREATED_AT: &str = "SELECT created_at FROM batches WHERE id = ?1";
+const RUN_STATES_SINCE: &str =
+    "SELECT b.name, r.state, count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
+  WHERE r.started_at > ?1 OR r.ended_at > ?1 OR r.ended_at IS NULL
+  GROUP BY 1, 2 ORDER BY 1, 2";
+const EVENT_COUNTS_SINCE: &str = "SELECT coalesce(b.name, ''), count(*)
+   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+  WHERE e.kind = ?1 AND e.at > ?2 GROUP BY 1 ORDER BY 1";
+
+const DEAD_LETTER_COUNTS_SINCE: &str = "SELECT error_class, tier, count(*) FROM dead_letters
+  WHERE batch_id = ?1 AND failed_at > ?2 GROUP BY 1, 2 ORDER BY 3 DESC, 1";
+const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields
+   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+  WHERE e.kind = ?1 AND e.at > ?2";
+
+pub(crate) trait ViewsRead: Sql {
     /// When the batch was made.
-    fn batch_created_at(&mut self, batch: i64) -> Result<Millis>;
+    fn batch_created_at(&mut self, batch: i64) -> Result<Millis> {
+        sql::one(self, BATCH_CREATED_AT, &[Arg::Int(batch)], |r| r.time(0))
+    }
+
     /// The newest run that did work, and the newest run when it stepped
     /// down after it (see `BatchInfo::last_run`).
-    fn runs_last(&mut self, batch: i64) -> Result<(Option<Run>, Option<Run>)>;
+    fn runs_last(&mut self, batch: i64) -> Result<(Option<Run>, Option<Run>)> {
+        super::runs::last(self, batch)
+    }
+
     /// Claimed items of the batch leased to `runs`.
     fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64>;
     /// Failed items of one error class, from the counters.
@@ -66,17 +88,41 @@ pub(crate) trait ViewsRead {
         &mut self,
         batch: i64,
         since: Millis,
-    ) -> Result<Vec<(String, Tier, i64)>>;
+    ) -> Result<Vec<(String, Tier, i64)>> {
+        let args = [Arg::Int(batch), Arg::Time(since)];
+        sql::all(self, DEAD_LETTER_COUNTS_SINCE, &args, |r| {
+            let tier = r.lossy(1)?.unwrap_or_default();
+            let tier = tier.parse().map_err(|e| r.unreadable(1, e))?;
+            Ok((r.lossy(0)?.unwrap_or_default(), tier, r.int(2)?))
+        })
+    }
+
     /// Runs by batch and state that overlap the time since `since`: begun
     /// or ended after it, or still running.
-    fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>>;
+    fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
+        sql::all(self, RUN_STATES_SINCE, &[Arg::Time(since)], |r| {
+            Ok((r.text(0)?, r.text(1)?, r.int(2)?))
+        })
+    }
+
     /// Events of `kind` since `since` by batch name ('' for none).
-    fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>>;
+    fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>> {
+        let args = [Arg::Text(kind), Arg::Time(since)];
+        sql::all(self, EVENT_COUNTS_SINCE, &args, |r| {
+            Ok((r.text(0)?, r.int(1)?))
+        })
+    }
+
     /// The fields text of every event of `kind` since `since`, with its
     /// batch name ('' for none).
     fn event_fields_since(
         &mut self,
         kind: &str,
         since: Millis,
-    ) -> Result<Vec<(String, Option<String>)>>;
+    ) -> Result<Vec<(String, Option<String>)>> {
+        let args = [Arg::Text(kind), Arg::Time(since)];
+        sql::all(self, EVENT_FIELDS_SINCE, &args, |r| {
+            Ok((r.text(0)?, r.lossy(1)?))
+        })
+    }
 }

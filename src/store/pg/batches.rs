@@ -1,23 +1,10 @@
 //! Batches: names, counts, the pause flag and schedule state.
 
 use super::PgTx;
-use super::conn::{Conn, text};
-use crate::model::{Counts, Fire, Hold, Millis, Pause};
+use super::conn::Conn;
+use crate::model::{Counts, Fire, Millis, Pause};
 use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
 use crate::store::{Result, StoreError};
-
-/// The hold as stored (see the SQLite store's `HOLD`).
-const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
-                      FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
-                     WHERE b.id = $1 AND b.hold_until IS NOT NULL";
-
-fn hold(c: &mut Conn, id: i64) -> Result<Option<Hold>> {
-    Ok(c.opt(HOLD, &[&id])?.map(|r| Hold {
-        until: c.tout(r.get(0)),
-        key: r.get(1),
-        label: r.get(2),
-    }))
-}
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(c: &mut Conn, name: &str) -> Result<i64> {
@@ -55,11 +42,6 @@ pub(crate) fn ensure(c: &mut Conn, name: &str, now: Millis) -> Result<i64> {
         &[&name, &now],
     )?;
     Ok(c.one("SELECT id FROM batches WHERE name = $1", &[&name])?
-        .get(0))
-}
-
-fn paused(c: &mut Conn, id: i64) -> Result<bool> {
-    Ok(c.one("SELECT paused FROM batches WHERE id = $1", &[&id])?
         .get(0))
 }
 
@@ -106,14 +88,6 @@ fn pause_and_schedule(c: &mut Conn, id: i64) -> Result<BatchState> {
     Ok((pause, c.tout_opt(r.get(4)), fire))
 }
 
-/// When the batch was made.
-pub(crate) fn created_at(c: &mut Conn, id: i64) -> Result<Millis> {
-    let at: i64 = c
-        .one("SELECT created_at FROM batches WHERE id = $1", &[&id])?
-        .get(0);
-    Ok(c.tout(at))
-}
-
 /// Done and failed completions per minute, oldest first, for the last
 /// `minutes` minutes ending at `now` (zeros included), none from before
 /// the batch was created.
@@ -139,20 +113,7 @@ pub(crate) fn minutes(c: &mut Conn, id: i64, now: Millis, minutes: i64) -> Resul
 }
 
 const BATCH_ROW_LOCKED: &str = "SELECT 1 FROM batches WHERE id = $1 FOR UPDATE";
-const BATCH_SET_PAUSE: &str = "UPDATE batches
-    SET paused = true, paused_reason = $2, paused_by = $3, paused_at = $4 WHERE id = $1";
-const BATCH_CLEAR_PAUSE: &str = "UPDATE batches
-    SET paused = false, paused_reason = NULL, paused_by = NULL, paused_at = NULL,
-        hold_until = NULL, hold_key = NULL
-  WHERE id = $1";
-const BATCH_EXTEND_HOLD: &str = "UPDATE batches SET hold_until = $2, hold_key = $3
-  WHERE name = $1 AND (hold_until IS NULL OR hold_until < $2)";
-const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = $2 WHERE id = $1";
-const BATCH_RECORD_FIRE: &str = "UPDATE batches
-    SET last_fire_at = $2, last_fire_outcome = $3, last_fire_reason = $4, last_fire_run = $5
-  WHERE id = $1 AND (last_fire_at IS NULL OR last_fire_at <= $2)";
 
-// Twin of sqlite/batches.rs by shape, kept: one statement per dialect (the id cache, shards summed).
 impl BatchesRead for PgTx<'_> {
     fn batch_id(&mut self, name: &str) -> Result<i64> {
         batch_id(self.c, name)
@@ -166,16 +127,8 @@ impl BatchesRead for PgTx<'_> {
         counts(self.c, batch)
     }
 
-    fn batch_paused(&mut self, batch: i64) -> Result<bool> {
-        paused(self.c, batch)
-    }
-
     fn batch_state(&mut self, batch: i64) -> Result<BatchState> {
         pause_and_schedule(self.c, batch)
-    }
-
-    fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
-        hold(self.c, batch)
     }
 
     fn minute_counts(&mut self, batch: i64, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
@@ -190,39 +143,6 @@ impl BatchesWrite for PgTx<'_> {
 
     fn batch_row_locked(&mut self, batch: i64) -> Result<()> {
         self.c.x(BATCH_ROW_LOCKED, &[&batch])?;
-        Ok(())
-    }
-
-    fn batch_set_pause(&mut self, batch: i64, p: &Pause) -> Result<()> {
-        let at = self.c.tin(p.at);
-        self.c
-            .x(BATCH_SET_PAUSE, &[&batch, &text(&p.reason), &p.by, &at])?;
-        Ok(())
-    }
-
-    fn batch_clear_pause(&mut self, batch: i64) -> Result<()> {
-        self.c.x(BATCH_CLEAR_PAUSE, &[&batch])?;
-        Ok(())
-    }
-
-    fn batch_extend_hold(&mut self, name: &str, until: Millis, key: Option<&str>) -> Result<()> {
-        let until = self.c.tin(until);
-        self.c.x(BATCH_EXTEND_HOLD, &[&name, &until, &key])?;
-        Ok(())
-    }
-
-    fn batch_set_next_fire(&mut self, batch: i64, next: Option<Millis>) -> Result<()> {
-        let next = self.c.tin_opt(next);
-        self.c.x(BATCH_SET_NEXT_FIRE, &[&batch, &next])?;
-        Ok(())
-    }
-
-    fn batch_record_fire(&mut self, batch: i64, fire: &Fire) -> Result<()> {
-        let at = self.c.tin(fire.at);
-        self.c.x(
-            BATCH_RECORD_FIRE,
-            &[&batch, &at, &fire.outcome, &fire.reason, &fire.run_id],
-        )?;
         Ok(())
     }
 }

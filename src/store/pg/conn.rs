@@ -243,11 +243,23 @@ impl Conn {
     }
 
     fn prepared(&mut self, sql: &str) -> Result<Statement> {
+        self.prepared_as(sql, false)
+    }
+
+    /// The statement of `sql`, prepared once per session (while cached);
+    /// a `neutral` one (`dialect::sql`: `?N` placeholders) is rewritten to
+    /// `$N` only then, and cached under its own text.
+    fn prepared_as(&mut self, sql: &str, neutral: bool) -> Result<Statement> {
         if let Some(st) = self.cache.get(sql) {
             return Ok(st.clone());
         }
         let client = self.client()?;
-        let st = off_runtime(|| client.prepare(sql))?;
+        let text = if neutral {
+            Cow::Owned(crate::store::dialect::sql::dollar_placeholders(sql))
+        } else {
+            Cow::Borrowed(sql)
+        };
+        let st = off_runtime(|| client.prepare(&text))?;
         if self.cache.len() >= CACHE {
             self.cache.clear();
         }
@@ -259,6 +271,20 @@ impl Conn {
         let st = self.prepared(sql)?;
         let client = self.client()?;
         Ok(off_runtime(|| client.query(&st, params))?)
+    }
+
+    /// `q` of a dialect-neutral statement (`?N` placeholders).
+    pub(crate) fn q_neutral(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        let st = self.prepared_as(sql, true)?;
+        let client = self.client()?;
+        Ok(off_runtime(|| client.query(&st, params))?)
+    }
+
+    /// `x` of a dialect-neutral statement (`?N` placeholders).
+    pub(crate) fn x_neutral(&mut self, sql: &str, params: Params<'_>) -> Result<u64> {
+        let st = self.prepared_as(sql, true)?;
+        let client = self.client()?;
+        Ok(off_runtime(|| client.execute(&st, params))?)
     }
 
     pub(crate) fn x(&mut self, sql: &str, params: Params<'_>) -> Result<u64> {

@@ -2,13 +2,11 @@
 //! that write or drop tombstones hold the tombstone lock (see
 //! `pg::tombstones`), so no add runs beside them.
 
-use std::collections::BTreeMap;
-
 use super::PgTx;
 use super::tombstones;
 use crate::model::Millis;
 use crate::store::Result;
-use crate::store::dialect::{PruneRead, PruneTarget, PruneWrite};
+use crate::store::dialect::{PruneTarget, PruneWrite};
 
 /// The table of `target` and `FROM` its rows older than `$1`.
 fn rows_of(target: PruneTarget) -> (&'static str, String) {
@@ -53,15 +51,6 @@ const PRUNE_FAILED_ITEMS: &str = concat!(
      SELECT count(*)::int8 FROM gone"
 );
 
-const PRUNE_FORGETTABLE: &str = "SELECT b.name, count(*)::int8 FROM (
-         SELECT batch_id FROM tombstones WHERE done_at < $1
-         UNION ALL SELECT batch_id FROM items WHERE status = 'done' AND updated_at < $1) x
-       JOIN batches b ON b.id = x.batch_id GROUP BY b.name";
-
-const PRUNED_KEYS: &str = "SELECT pruned_keys FROM batches WHERE id = $1";
-
-const BATCH_NAMES_BY_ID: &str = "SELECT id, name FROM batches";
-
 /// The next chunk of tombstones done before `$3` after the cursor (`$1`,
 /// `$2`), at most `$4`, in key order, deleted; their keys returned.
 const FORGET_AFTER: &str = "WITH picked AS (
@@ -72,40 +61,6 @@ const FORGET_AFTER: &str = "WITH picked AS (
           WHERE t.batch_id = p.batch_id AND t.key = p.key
          RETURNING t.batch_id, t.key)
      SELECT batch_id, key FROM gone ORDER BY batch_id, key";
-
-impl PruneRead for PgTx<'_> {
-    fn prune_count(&mut self, target: PruneTarget, cutoff: Millis) -> Result<i64> {
-        let (_, from) = rows_of(target);
-        let cutoff = self.c.tin(cutoff);
-        Ok(self
-            .c
-            .one(&format!("SELECT count(*)::int8 {from}"), &[&cutoff])?
-            .get(0))
-    }
-
-    fn prune_forgettable(&mut self, cutoff: Millis) -> Result<BTreeMap<String, i64>> {
-        let cutoff = self.c.tin(cutoff);
-        Ok(self
-            .c
-            .q(PRUNE_FORGETTABLE, &[&cutoff])?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect())
-    }
-
-    fn pruned_keys(&mut self, batch: i64) -> Result<i64> {
-        Ok(self.c.one(PRUNED_KEYS, &[&batch])?.get(0))
-    }
-
-    fn batch_names_by_id(&mut self) -> Result<BTreeMap<i64, String>> {
-        Ok(self
-            .c
-            .q(BATCH_NAMES_BY_ID, &[])?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect())
-    }
-}
 
 impl PruneWrite for PgTx<'_> {
     // Twin of sqlite/prune.rs by its signature: a chunk of items is one CTE
@@ -150,20 +105,5 @@ impl PruneWrite for PgTx<'_> {
             .iter()
             .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
             .collect())
-    }
-
-    fn prune_rollups(&mut self, cutoff: Millis, include_failed: bool) -> Result<()> {
-        let cutoff = self.c.tin(cutoff);
-        self.c.x(
-            "DELETE FROM minute_stats WHERE minute < $1",
-            &[&(cutoff / 60_000)],
-        )?;
-        if include_failed {
-            self.c.x(
-                "DELETE FROM dlq_hourly WHERE hour < $1",
-                &[&(cutoff / 3_600_000)],
-            )?;
-        }
-        Ok(())
     }
 }

@@ -7,7 +7,7 @@ use super::PgTx;
 use super::conn::{Conn, parse_col_text};
 use super::events::{Args, event_from_row};
 use super::items::filter_sql;
-use crate::model::{Event, Millis, Run, Tier};
+use crate::model::Event;
 use crate::store::Result;
 use crate::store::api::{EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
 use crate::store::dialect::{RowsPage, ViewsRead};
@@ -62,34 +62,16 @@ const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0)::int8 FROM failed_classes
 const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM items i
   WHERE i.batch_id = $1 AND i.key = ANY($2) AND i.status = 'failed'
   ORDER BY i.id";
-const DEAD_LETTER_COUNTS_SINCE: &str = "SELECT error_class, tier, count(*)::int8 FROM dead_letters
-  WHERE batch_id = $1 AND failed_at > $2 GROUP BY 1, 2 ORDER BY 3 DESC, 1";
-const RUN_STATES_SINCE: &str = "SELECT b.name, r.state, count(*)::int8 FROM runs r
-   JOIN batches b ON b.id = r.batch_id
-  WHERE r.started_at > $1 OR r.ended_at > $1 OR r.ended_at IS NULL
-  GROUP BY 1, 2 ORDER BY 1, 2";
-const EVENT_COUNTS_SINCE: &str = "SELECT coalesce(b.name, ''), count(*)::int8 FROM events e
-   LEFT JOIN batches b ON b.id = e.batch_id
-  WHERE e.kind = $1 AND e.at > $2 GROUP BY 1 ORDER BY 1";
-const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields FROM events e
-   LEFT JOIN batches b ON b.id = e.batch_id
-  WHERE e.kind = $1 AND e.at > $2";
 const EVENTS_OF_ITEM: &str =
     "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, NULL::text, i.label
    FROM events e LEFT JOIN batches b ON b.id = e.batch_id
         LEFT JOIN items i ON i.id = e.item_id
   WHERE e.item_id = $1 ORDER BY e.id DESC LIMIT $2";
 
-// Twin of sqlite/views.rs, kept: one statement per dialect (`left`, `ANY` arrays, the clock offset).
+// Twin of sqlite/views.rs, kept: the item pages' filters are built per dialect (SQLite writes
+// status words into the SQL for its partial index, searches over polls and loops where this
+// binds `ANY` arrays).
 impl ViewsRead for PgTx<'_> {
-    fn batch_created_at(&mut self, batch: i64) -> Result<Millis> {
-        super::batches::created_at(self.c, batch)
-    }
-
-    fn runs_last(&mut self, batch: i64) -> Result<(Option<Run>, Option<Run>)> {
-        super::runs::last(self.c, batch)
-    }
-
     fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64> {
         Ok(self.c.one(ITEMS_CLAIMED_BY, &[&batch, &runs])?.get(0))
     }
@@ -231,53 +213,5 @@ impl ViewsRead for PgTx<'_> {
             .collect();
         events.reverse();
         Ok(events)
-    }
-
-    fn dead_letter_counts_since(
-        &mut self,
-        batch: i64,
-        since: Millis,
-    ) -> Result<Vec<(String, Tier, i64)>> {
-        let at = self.c.tin(since);
-        let mut out = Vec::new();
-        for r in self.c.q(DEAD_LETTER_COUNTS_SINCE, &[&batch, &at])? {
-            let tier: Tier = parse_col_text(r.get(1))?;
-            out.push((r.get(0), tier, r.get(2)));
-        }
-        Ok(out)
-    }
-
-    fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
-        let at = self.c.tin(since);
-        Ok(self
-            .c
-            .q(RUN_STATES_SINCE, &[&at])?
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect())
-    }
-
-    fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>> {
-        let at = self.c.tin(since);
-        Ok(self
-            .c
-            .q(EVENT_COUNTS_SINCE, &[&kind, &at])?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect())
-    }
-
-    fn event_fields_since(
-        &mut self,
-        kind: &str,
-        since: Millis,
-    ) -> Result<Vec<(String, Option<String>)>> {
-        let at = self.c.tin(since);
-        Ok(self
-            .c
-            .q(EVENT_FIELDS_SINCE, &[&kind, &at])?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect())
     }
 }

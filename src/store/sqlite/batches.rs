@@ -4,28 +4,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteTx;
 use super::schema::BUCKETS;
-use crate::model::{Counts, Fire, Hold, Millis, Pause};
+use crate::model::{Counts, Fire, Millis, Pause};
 use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
 use crate::store::{Result, StoreError};
-
-/// The hold as stored: until when, the key that asked, and its label
-/// (while the item is kept).
-const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
-                      FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
-                     WHERE b.id = ?1 AND b.hold_until IS NOT NULL";
-
-fn hold(conn: &Connection, batch_id: i64) -> Result<Option<Hold>> {
-    Ok(conn
-        .prepare_cached(HOLD)?
-        .query_row([batch_id], |r| {
-            Ok(Hold {
-                until: r.get(0)?,
-                key: r.get(1)?,
-                label: r.get(2)?,
-            })
-        })
-        .optional()?)
-}
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
 pub(crate) fn batch_id(conn: &Connection, name: &str) -> Result<i64> {
@@ -67,14 +48,6 @@ pub(crate) fn ensure(conn: &Connection, name: &str, now: Millis) -> Result<i64> 
         st.execute(params![id, bucket])?;
     }
     Ok(id)
-}
-
-fn paused(conn: &Connection, batch_id: i64) -> Result<bool> {
-    Ok(conn.query_row(
-        "SELECT paused FROM batches WHERE id = ?1",
-        [batch_id],
-        |r| r.get::<_, i64>(0).map(|p| p != 0),
-    )?)
 }
 
 pub(crate) fn counts(conn: &Connection, batch_id: i64) -> Result<Counts> {
@@ -125,14 +98,6 @@ fn pause_and_schedule(conn: &Connection, batch_id: i64) -> Result<BatchState> {
     )?)
 }
 
-/// When the batch was made.
-pub(crate) fn created_at(c: &Connection, id: i64) -> Result<Millis> {
-    Ok(
-        c.prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))?,
-    )
-}
-
 /// Done and failed completions per minute, oldest first, for the last
 /// `minutes` minutes ending at `now` (zeros included), none from before
 /// the batch was created.
@@ -144,7 +109,9 @@ pub(crate) fn minutes(
 ) -> Result<Vec<(i64, i64)>> {
     let last = now / 60_000;
     // Not before the batch existed: those minutes hold no data, not zeros.
-    let created = created_at(c, id)?;
+    let created: i64 = c
+        .prepare_cached("SELECT created_at FROM batches WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?;
     let first = (last - minutes + 1).max(created / 60_000).min(last);
     let mut out = vec![(0, 0); (last - first + 1).max(0) as usize];
     let mut st = c.prepare_cached(
@@ -161,19 +128,6 @@ pub(crate) fn minutes(
     Ok(out)
 }
 
-const BATCH_SET_PAUSE: &str = "UPDATE batches
-    SET paused = 1, paused_reason = ?2, paused_by = ?3, paused_at = ?4 WHERE id = ?1";
-const BATCH_CLEAR_PAUSE: &str = "UPDATE batches
-    SET paused = 0, paused_reason = NULL, paused_by = NULL, paused_at = NULL,
-        hold_until = NULL, hold_key = NULL
-  WHERE id = ?1";
-const BATCH_EXTEND_HOLD: &str = "UPDATE batches SET hold_until = ?2, hold_key = ?3
-  WHERE name = ?1 AND (hold_until IS NULL OR hold_until < ?2)";
-const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = ?2 WHERE id = ?1";
-const BATCH_RECORD_FIRE: &str = "UPDATE batches
-    SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4, last_fire_run = ?5
-  WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)";
-
 impl BatchesRead for SqliteTx<'_> {
     fn batch_id(&mut self, name: &str) -> Result<i64> {
         batch_id(self.conn, name)
@@ -187,16 +141,8 @@ impl BatchesRead for SqliteTx<'_> {
         counts(self.conn, batch)
     }
 
-    fn batch_paused(&mut self, batch: i64) -> Result<bool> {
-        paused(self.conn, batch)
-    }
-
     fn batch_state(&mut self, batch: i64) -> Result<BatchState> {
         pause_and_schedule(self.conn, batch)
-    }
-
-    fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
-        hold(self.conn, batch)
     }
 
     fn minute_counts(&mut self, batch: i64, now: Millis, minutes: i64) -> Result<Vec<(i64, i64)>> {
@@ -211,47 +157,6 @@ impl BatchesWrite for SqliteTx<'_> {
 
     /// `BEGIN IMMEDIATE` already excludes every other writer.
     fn batch_row_locked(&mut self, _batch: i64) -> Result<()> {
-        Ok(())
-    }
-
-    fn batch_set_pause(&mut self, batch: i64, p: &Pause) -> Result<()> {
-        self.conn
-            .prepare_cached(BATCH_SET_PAUSE)?
-            .execute(params![batch, p.reason, p.by, p.at])?;
-        Ok(())
-    }
-
-    fn batch_clear_pause(&mut self, batch: i64) -> Result<()> {
-        self.conn
-            .prepare_cached(BATCH_CLEAR_PAUSE)?
-            .execute([batch])?;
-        Ok(())
-    }
-
-    fn batch_extend_hold(&mut self, name: &str, until: Millis, key: Option<&str>) -> Result<()> {
-        self.conn
-            .prepare_cached(BATCH_EXTEND_HOLD)?
-            .execute(params![name, until, key])?;
-        Ok(())
-    }
-
-    fn batch_set_next_fire(&mut self, batch: i64, next: Option<Millis>) -> Result<()> {
-        self.conn
-            .prepare_cached(BATCH_SET_NEXT_FIRE)?
-            .execute(params![batch, next])?;
-        Ok(())
-    }
-
-    fn batch_record_fire(&mut self, batch: i64, fire: &Fire) -> Result<()> {
-        self.conn
-            .prepare_cached(BATCH_RECORD_FIRE)?
-            .execute(params![
-                batch,
-                fire.at,
-                fire.outcome,
-                fire.reason,
-                fire.run_id
-            ])?;
         Ok(())
     }
 }

@@ -1,14 +1,12 @@
 //! Statements of `prune` (the decisions are in `ops::prune`). Deletes go by
 //! rowid, in chunks.
 
-use std::collections::BTreeMap;
-
 use rusqlite::params;
 
 use super::SqliteTx;
 use crate::model::Millis;
 use crate::store::Result;
-use crate::store::dialect::{PruneRead, PruneTarget, PruneWrite};
+use crate::store::dialect::{PruneTarget, PruneWrite};
 
 /// The table of `target` and `FROM` its rows older than `?1`.
 fn rows_of(target: PruneTarget) -> (&'static str, String) {
@@ -43,15 +41,6 @@ fn attempts_of_chunk(from: &str) -> [String; 2] {
     ]
 }
 
-const PRUNE_FORGETTABLE: &str = "SELECT b.name, count(*) FROM (
-         SELECT batch_id FROM tombstones WHERE done_at < ?1
-         UNION ALL SELECT batch_id FROM items WHERE status = 'done' AND updated_at < ?1) x
-       JOIN batches b ON b.id = x.batch_id GROUP BY b.name";
-
-const PRUNED_KEYS: &str = "SELECT pruned_keys FROM batches WHERE id = ?1";
-
-const BATCH_NAMES_BY_ID: &str = "SELECT id, name FROM batches";
-
 /// The next chunk of tombstones to forget after the cursor (`?1`, `?2`),
 /// done before `?3`, at most `?4`, in key order: each chunk finds its rows
 /// through the primary key, not by scanning from the start.
@@ -60,38 +49,6 @@ const FORGETTABLE_AFTER: &str = "SELECT batch_id, key FROM tombstones
 /// Deletes them: from after the cursor up to the chunk's last key.
 const FORGET_UP_TO: &str = "DELETE FROM tombstones
       WHERE (batch_id, key) > (?1, ?2) AND (batch_id, key) <= (?3, ?4) AND done_at < ?5";
-
-impl PruneRead for SqliteTx<'_> {
-    fn prune_count(&mut self, target: PruneTarget, cutoff: Millis) -> Result<i64> {
-        let (_, from) = rows_of(target);
-        Ok(self
-            .conn
-            .query_row(&format!("SELECT count(*) {from}"), [cutoff], |r| r.get(0))?)
-    }
-
-    fn prune_forgettable(&mut self, cutoff: Millis) -> Result<BTreeMap<String, i64>> {
-        let mut st = self.conn.prepare(PRUNE_FORGETTABLE)?;
-        let rows = st
-            .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
-    }
-
-    fn pruned_keys(&mut self, batch: i64) -> Result<i64> {
-        Ok(self
-            .conn
-            .prepare_cached(PRUNED_KEYS)?
-            .query_row([batch], |r| r.get(0))?)
-    }
-
-    fn batch_names_by_id(&mut self) -> Result<BTreeMap<i64, String>> {
-        let mut st = self.conn.prepare(BATCH_NAMES_BY_ID)?;
-        let rows = st
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
-    }
-}
 
 impl PruneWrite for SqliteTx<'_> {
     fn prune_delete_chunk(
@@ -145,19 +102,5 @@ impl PruneWrite for SqliteTx<'_> {
                 .execute(params![after.0, after.1, id, key, cutoff])?;
         }
         Ok(rows)
-    }
-
-    fn prune_rollups(&mut self, cutoff: Millis, include_failed: bool) -> Result<()> {
-        self.conn.execute(
-            "DELETE FROM minute_stats WHERE minute < ?1",
-            [cutoff / 60_000],
-        )?;
-        if include_failed {
-            self.conn.execute(
-                "DELETE FROM dlq_hourly WHERE hour < ?1",
-                [cutoff / 3_600_000],
-            )?;
-        }
-        Ok(())
     }
 }

@@ -5,12 +5,12 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rusqlite::types::{Value as V, ValueRef};
+use rusqlite::types::Value as V;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::items::filter_sql;
 use super::{SqliteStore, SqliteTx, parse_col};
-use crate::model::{Event, Millis, Run, Tier};
+use crate::model::Event;
 use crate::store::Result;
 use crate::store::api::{COUNT_CAP, EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
 use crate::store::dialect::{RowsPage, ViewsRead};
@@ -38,14 +38,7 @@ pub(crate) struct SearchScan {
 }
 
 /// Text of a column, invalid UTF-8 replaced rather than failing the read.
-fn lossy(r: &Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
-    Ok(match r.get_ref(idx)? {
-        ValueRef::Null => None,
-        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        ValueRef::Integer(i) => Some(i.to_string()),
-        ValueRef::Real(f) => Some(f.to_string()),
-    })
-}
+use super::sql::lossy;
 
 fn item_row(r: &Row<'_>) -> rusqlite::Result<ItemRow> {
     let opt_enum = |idx: usize| -> rusqlite::Result<Option<String>> { lossy(r, idx) };
@@ -171,18 +164,6 @@ const MAX_ITEM_ID: &str = "SELECT max(id) FROM items";
 const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM json_each(?2) j
    JOIN items i ON i.batch_id = ?1 AND i.key = j.value AND i.status = 'failed'
   ORDER BY i.id";
-const DEAD_LETTER_COUNTS_SINCE: &str = "SELECT error_class, tier, count(*) FROM dead_letters
-  WHERE batch_id = ?1 AND failed_at > ?2 GROUP BY 1, 2 ORDER BY 3 DESC, 1";
-const RUN_STATES_SINCE: &str =
-    "SELECT b.name, r.state, count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
-  WHERE r.started_at > ?1 OR r.ended_at > ?1 OR r.ended_at IS NULL
-  GROUP BY 1, 2 ORDER BY 1, 2";
-const EVENT_COUNTS_SINCE: &str = "SELECT coalesce(b.name, ''), count(*)
-   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-  WHERE e.kind = ?1 AND e.at > ?2 GROUP BY 1 ORDER BY 1";
-const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields
-   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-  WHERE e.kind = ?1 AND e.at > ?2";
 const EVENTS_OF_ITEM: &str =
     "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label
    FROM events e LEFT JOIN batches b ON b.id = e.batch_id
@@ -207,14 +188,6 @@ fn page_cond(q: &ItemsQuery, keys_only: bool, args: &mut Vec<V>) -> String {
 }
 
 impl ViewsRead for SqliteTx<'_> {
-    fn batch_created_at(&mut self, batch: i64) -> Result<Millis> {
-        super::batches::created_at(self.conn, batch)
-    }
-
-    fn runs_last(&mut self, batch: i64) -> Result<(Option<Run>, Option<Run>)> {
-        super::runs::last(self.conn, batch)
-    }
-
     fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64> {
         let mut st = self.conn.prepare_cached(ITEMS_CLAIMED_BY)?;
         let mut n = 0;
@@ -358,49 +331,6 @@ impl ViewsRead for SqliteTx<'_> {
             .collect::<rusqlite::Result<_>>()?;
         events.reverse();
         Ok(events)
-    }
-
-    fn dead_letter_counts_since(
-        &mut self,
-        batch: i64,
-        since: Millis,
-    ) -> Result<Vec<(String, Tier, i64)>> {
-        let mut st = self.conn.prepare_cached(DEAD_LETTER_COUNTS_SINCE)?;
-        let mut rows = st.query(params![batch, since])?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            let tier: Tier = parse_col(1, &lossy(r, 1)?.unwrap_or_default())?;
-            out.push((lossy(r, 0)?.unwrap_or_default(), tier, r.get(2)?));
-        }
-        Ok(out)
-    }
-
-    fn run_states_since(&mut self, since: Millis) -> Result<Vec<(String, String, i64)>> {
-        Ok(self
-            .conn
-            .prepare_cached(RUN_STATES_SINCE)?
-            .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?)
-    }
-
-    fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>> {
-        Ok(self
-            .conn
-            .prepare_cached(EVENT_COUNTS_SINCE)?
-            .query_map(params![kind, since], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?)
-    }
-
-    fn event_fields_since(
-        &mut self,
-        kind: &str,
-        since: Millis,
-    ) -> Result<Vec<(String, Option<String>)>> {
-        Ok(self
-            .conn
-            .prepare_cached(EVENT_FIELDS_SINCE)?
-            .query_map(params![kind, since], |r| Ok((r.get(0)?, lossy(r, 1)?)))?
-            .collect::<rusqlite::Result<_>>()?)
     }
 }
 
