@@ -420,15 +420,24 @@ pub const STORE_INVARIANTS: [(&str, &str); 4] = [
 ];
 
 /// Polls `cond` until it holds. The deadline only bounds a hung test (it
-/// is generous, never a performance assertion).
+/// is generous, never a performance assertion). Every 20 ms for the first
+/// second, then every 100 ms: many conditions run the binary, and a test
+/// waiting seconds for a heartbeat or a refill need not start it fifty
+/// times a second beside the tests running at the same time.
 pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let start = std::time::Instant::now();
+    let deadline = start + std::time::Duration::from_secs(60);
     while !cond() {
         assert!(
             std::time::Instant::now() < deadline,
             "timed out waiting for {what}"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        let pause = if start.elapsed() < std::time::Duration::from_secs(1) {
+            20
+        } else {
+            100
+        };
+        std::thread::sleep(std::time::Duration::from_millis(pause));
     }
 }
 

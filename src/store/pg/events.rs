@@ -111,6 +111,10 @@ impl Args {
 
 /// The oldest transaction still running (all below it have finished).
 const HORIZON: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8";
+/// Which of the shown ids ($1) belong to transactions at or above a
+/// horizon ($2): those a cursor must go on skipping.
+const SHOWN_ABOVE: &str =
+    "SELECT id FROM events WHERE id = ANY($1::int8[]) AND tx >= ($2::int8)::text::xid8";
 
 /// The `WHERE` conditions of `filter` (its batch given as `batch`, kinds,
 /// key, since).
@@ -178,7 +182,7 @@ impl PgStore {
             let from = cursor.horizon.unwrap_or(0);
             let to: i64 = c.one(HORIZON, &[])?.get(0);
             if to <= from {
-                return Ok((Vec::new(), from));
+                return Ok((Vec::new(), from, Vec::new()));
             }
             let batch = match &filter.batch {
                 Some(name) => Some(batch_id(c, name)?),
@@ -194,12 +198,20 @@ impl PgStore {
             ));
             let sql = format!("SELECT {COLUMNS} FROM {FROM} WHERE {cond} ORDER BY e.id");
             let rows = c.q(&sql, &args.refs())?;
-            Ok((rows.iter().map(|r| event_from_row(c, r)).collect(), to))
+            // Shown ids of transactions the new horizon has not passed yet
+            // (a listing's can be above it): a later call must skip them.
+            let mut still_above = Vec::new();
+            if !cursor.shown.is_empty() {
+                let rows = c.q(SHOWN_ABOVE, &[&cursor.shown, &to])?;
+                still_above = rows.iter().map(|r| r.get(0)).collect();
+            }
+            let events = rows.iter().map(|r| event_from_row(c, r)).collect();
+            Ok((events, to, still_above))
         })
-        .map(|(events, to): (Vec<Event>, i64)| {
+        .map(|(events, to, still_above): (Vec<Event>, i64, Vec<i64>)| {
             if Some(to) > cursor.horizon {
                 cursor.horizon = Some(to);
-                cursor.shown.clear();
+                cursor.shown = still_above;
             }
             events
         })

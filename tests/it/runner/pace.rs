@@ -187,9 +187,11 @@ both_backends! {
     // ---- Every call waits out the hold ----
 
     // Slow (about 3 s): waits out a 3 s hold. `a` is rate limited for 3 s;
-    // `b` fails while the batch is held (its worker waits until the hold
-    // shows in `status`): none of its 3 immediate retries starts before the
-    // hold ends (the old code ran them at once, 20 ms apart).
+    // `b` fails while the batch is held (its worker waits for the hold's
+    // event, written as the hold is set: polling `status` for the hold
+    // itself, a loaded machine's slow polls could miss the 3 s and spin
+    // for all 600): none of its 3 immediate retries starts before the hold
+    // ends (the old code ran them at once, 20 ms apart).
     fn retries_of_another_item_wait_out_the_hold_in_process_mode(env) {
         let bin = p(&common::bin());
         let w = shell_worker(&env, &format!(
@@ -200,7 +202,7 @@ both_backends! {
      echo '"ok"' ;;
   b) if [ "$NIGHTSHIFT_ATTEMPT" = 1 ]; then
        n=0
-       until {bin} status --json | grep -q '"hold_until":"'; do n=$((n+1)); [ $n -gt 600 ] && break; sleep 0.05; done
+       until {bin} log b --json --kind hold | grep -q '"kind":"hold"'; do n=$((n+1)); [ $n -gt 600 ] && break; sleep 0.05; done
      fi
      echo 'upstream 503' >&2; exit 75 ;;
 esac"#));
@@ -222,7 +224,7 @@ esac"#));
         return {{"result": "ok"}}
     if a == 1:
         for _ in range(600):
-            if '"hold_until":"' in subprocess.run(["{bin}", "status", "--json"], capture_output=True, text=True).stdout:
+            if '"kind":"hold"' in subprocess.run(["{bin}", "log", "b", "--json", "--kind", "hold"], capture_output=True, text=True).stdout:
                 break
             time.sleep(0.05)
     return {{"error": {{"error_class": "Busy", "transient": True, "message": "503"}}}}"#));

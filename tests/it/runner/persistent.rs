@@ -317,9 +317,10 @@ both_backends! {
     fn a_timeout_kills_the_worker_and_its_children_and_a_fresh_worker_goes_on(env) {
         require!(Tool::Python3);
         let marker = format!("ns-persist-hang-{}", env.dir.path().display());
-        // 3 s, not 1: the fresh worker's first item counts its Python
-        // start-up too, which a loaded CI machine can stretch past 1 s.
-        setup(&env, "concurrency = 1\nretries = 0\nitem_timeout = \"3s\"\n");
+        // 10 s, not 1 or 3: the fresh worker's first item counts its
+        // Python start-up too, which a loaded CI machine (other tests beside
+        // this one) has stretched past 3 s. Only `hang` waits it out.
+        setup(&env, "concurrency = 1\nretries = 0\nitem_timeout = \"10s\"\n");
         add_keys(&env, "p", &["a", "b", "hang", "c", "d"]);
         let out = ran(env
             .cmd()

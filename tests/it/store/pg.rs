@@ -351,10 +351,27 @@ fn a_dropped_session_is_replaced() {
         .next()
         .unwrap()
         .to_string();
+    // Only client sessions (an autovacuum worker may be in the database
+    // too), and a session closed during setup stays listed until its
+    // backend has exited: wait for that, so exactly the store's two are
+    // dropped.
+    crate::support::wait_for("only the store's two sessions", || {
+        let n: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE datname = $1 AND pid <> pg_backend_pid()
+                    AND backend_type = 'client backend'",
+                &[&db],
+            )
+            .unwrap()
+            .get(0);
+        n == 2
+    });
     let killed = admin
         .query(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-              WHERE datname = $1 AND pid <> pg_backend_pid()",
+              WHERE datname = $1 AND pid <> pg_backend_pid()
+                AND backend_type = 'client backend'",
             &[&db],
         )
         .unwrap();
@@ -521,6 +538,55 @@ fn the_documented_read_only_role_can_monitor() {
     let mut rw = Store::Pg(PgStore::open(&ro_url, Access::ReadWrite).unwrap());
     assert!(rw.ensure_batch("other", now()).is_err());
     assert_eq!(s.batch_names().unwrap(), vec!["b".to_string()]);
+}
+
+/// An event listed when following began is not shown again when the
+/// horizon moves up to, but not past, its transaction: the listing's ids
+/// are kept until the horizon passes them. Other transactions set the
+/// horizon here: `early` holds it below everything, `middle` (an id
+/// between `early`'s and the listed event's) holds it there once `early`
+/// ends.
+#[test]
+fn an_event_listed_before_following_is_not_shown_again_while_the_horizon_passes_below_it() {
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.ensure_batch("b", t).unwrap();
+    let xid = "SELECT pg_current_xact_id()::text::int8";
+    let mut early = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut early = early.transaction().unwrap();
+    let early_xid: i64 = early.query_one(xid, &[]).unwrap().get(0);
+    let mut middle = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut middle = middle.transaction().unwrap();
+    let middle_xid: i64 = middle.query_one(xid, &[]).unwrap().get(0);
+    assert!(early_xid < middle_xid);
+    s.log_event(&NewEvent::new(t, "b", EventKind::Alert, "listed"))
+        .unwrap();
+    let all = nightshift::store::EventFilter::default();
+    let mut cursor = s.follow_start().unwrap();
+    let listed = s.events(&all).unwrap();
+    assert_eq!(listed.len(), 1);
+    cursor.shown(&listed);
+    early.commit().unwrap();
+    // The horizon is now at most `middle`'s id: below the listed event.
+    assert_eq!(s.follow_next(&all, &mut cursor).unwrap(), vec![]);
+    middle.commit().unwrap();
+    s.log_event(&NewEvent::new(t, "b", EventKind::Alert, "later"))
+        .unwrap();
+    // Other tests' transactions may hold the horizon back a while: poll.
+    let mut shown = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !shown
+        .iter()
+        .any(|e: &nightshift::model::Event| e.message == "later")
+        && std::time::Instant::now() < deadline
+    {
+        shown.extend(s.follow_next(&all, &mut cursor).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        shown.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(),
+        ["later"]
+    );
 }
 
 /// A transaction that took an event id and commits after a later one was
