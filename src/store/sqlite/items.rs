@@ -4,15 +4,15 @@
 //! Every transition that ends a claim is conditional on the lease token, so
 //! a runner that lost its lease cannot overwrite a newer claim.
 
-use rusqlite::{params, params_from_iter};
+use rusqlite::{Row, params, params_from_iter};
 
-use super::SqliteTx;
+use super::{SqliteTx, parse_col};
 use crate::model::Tombstone;
 use crate::model::{Item, Millis, waiting::RetryTier};
 use crate::store::Result;
 use crate::store::api::{ItemFilter, Requeue, Selection};
 use crate::store::dialect::ItemsRead;
-use crate::store::dialect::items::{item_from_row, requeue_from_row};
+use crate::store::dialect::items::item_from_row;
 use crate::store::rows::item_columns;
 
 pub(crate) const ITEM_COLUMNS: &str = item_columns!();
