@@ -16,6 +16,8 @@
 //! misattributed), the worker is killed and every other request sent to it
 //! goes to a fresh worker, its attempt not counted.
 
+mod ending;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,10 +27,7 @@ use tokio::sync::mpsc;
 
 use super::claim::claim_key;
 use super::pipeline::{CommitFuture, Success};
-use super::record::{
-    begin_retry, cancelled, judge_failure, lease_lost_on_write, lease_lost_stopped, record_failure,
-    release, store_op_id,
-};
+use super::record::{begin_retry, judge_failure, lease_lost_on_write, record_failure, store_op_id};
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
 use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
@@ -684,127 +683,5 @@ impl Slot {
         w.op_id = Some(op.clone());
         store_op_id(&cycle, &w.claim, op).await;
         Ok(false)
-    }
-
-    /// A stop, a lost lease or a cancel reached one of our items. A lost
-    /// or cancelled item's worker is stopped (only that slot's) and the
-    /// rest it was sent go to the next worker.
-    async fn killed(&mut self, id: i64, reason: KillReason) -> Result<Option<Ended>, StoreError> {
-        match reason {
-            KillReason::Shutdown => {
-                self.release_all().await?;
-                Ok(Some(Ended::Stopped))
-            }
-            KillReason::LeaseLost | KillReason::Cancelled => {
-                let cycle = self.cycle.clone();
-                let lost = if let Some(pos) = self.sent.iter().position(|w| w.claim.item_id == id) {
-                    // The worker may be on it: stop the worker, resend the rest.
-                    if let Some(mut w) = self.worker.take() {
-                        w.kill().await;
-                    }
-                    let lost = self.sent.remove(pos);
-                    while let Some(w) = self.sent.pop_back() {
-                        self.queue.push_front(w);
-                    }
-                    lost
-                } else if let Some(pos) = self.queue.iter().position(|w| w.claim.item_id == id) {
-                    self.queue.remove(pos)
-                } else if let Some(pos) =
-                    self.retries.iter().position(|(_, w)| w.claim.item_id == id)
-                {
-                    Some(self.retries.remove(pos).1)
-                } else {
-                    None
-                };
-                if let Some(w) = lost {
-                    self.untrack(&w.claim);
-                    if reason == KillReason::Cancelled {
-                        cancelled(&cycle, &w.claim).await;
-                    } else {
-                        lease_lost_stopped(&cycle, &w.claim).await;
-                    }
-                }
-                Ok(None)
-            }
-        }
-    }
-
-    /// The run stops now: the worker is stopped and every item without an
-    /// outcome goes back to pending.
-    async fn release_all(&mut self) -> Result<(), StoreError> {
-        self.settle().await?;
-        if let Some(mut w) = self.worker.take() {
-            w.kill().await;
-        }
-        while let Some(w) = self.sent.pop_back() {
-            self.queue.push_front(w);
-        }
-        self.release_waiting().await
-    }
-
-    /// The lock is lost: our claims are the taker's to take back (and to
-    /// log as taken back from this run), not ours to give back as "not
-    /// started" while its worker may have done them. Stops the worker and
-    /// lets them go.
-    async fn abandon(&mut self) -> Result<(), StoreError> {
-        self.settle().await?;
-        if let Some(mut w) = self.worker.take() {
-            w.kill().await;
-        }
-        let mut left: Vec<Work> = self.sent.drain(..).chain(self.queue.drain(..)).collect();
-        left.extend(self.retries.drain(..).map(|(_, w)| w));
-        for w in &mut left {
-            self.untrack(&w.claim);
-            self.cycle
-                .pool_settle(&w.claim, w.attempt, w.ticket.take(), None);
-        }
-        Ok(())
-    }
-
-    /// Items not started (cut short: their attempt does not count) and
-    /// items waiting for a retry (their failed attempt counts) go back to
-    /// pending.
-    async fn release_waiting(&mut self) -> Result<(), StoreError> {
-        self.settle().await?;
-        let cycle = self.cycle.clone();
-        for mut w in std::mem::take(&mut self.queue) {
-            self.untrack(&w.claim);
-            // Never sent, or sent to a worker that was stopped: its
-            // reservation stands, its place in flight is given back.
-            cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), None);
-            release(&cycle, &w.claim, true).await?;
-        }
-        for (_, w) in std::mem::take(&mut self.retries) {
-            self.untrack(&w.claim);
-            release(&cycle, &w.claim, false).await?;
-        }
-        Ok(())
-    }
-
-    /// The slot ends: its worker is stopped and the stray lines counted.
-    async fn finish(&mut self) {
-        self.stop_worker().await;
-        if self.strays > 1 {
-            let cycle = self.cycle.clone();
-            let event = cycle
-                .new_event(
-                    EventKind::StrayOutput,
-                    format!(
-                        "the persistent workers of one slot printed {} stdout lines that are not part of the protocol (ignored; the last: {})",
-                        self.strays, self.last_stray
-                    ),
-                )
-                .fields(json!({"count": self.strays, "line": self.last_stray}));
-            cycle.event(event).await;
-        }
-    }
-
-    /// Closes the worker's stdin (its cue to exit), then makes sure it and
-    /// its process group are gone.
-    async fn stop_worker(&mut self) {
-        if let Some(w) = self.worker.take() {
-            w.shutdown(self.cycle.cfg.grace.min(Duration::from_secs(2)))
-                .await;
-        }
     }
 }

@@ -1,0 +1,140 @@
+//! How a persistent slot lets its items go: a stop, a lost lease or a
+//! cancel, the end of a run, a lost lock, and the worker's own end.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::super::record::{cancelled, lease_lost_stopped, release};
+use super::{Ended, Slot, Work};
+use crate::model::EventKind;
+use crate::runner::child::KillReason;
+use crate::store::StoreError;
+
+impl Slot {
+    /// A stop, a lost lease or a cancel reached one of our items. A lost
+    /// or cancelled item's worker is stopped (only that slot's) and the
+    /// rest it was sent go to the next worker.
+    pub(super) async fn killed(
+        &mut self,
+        id: i64,
+        reason: KillReason,
+    ) -> Result<Option<Ended>, StoreError> {
+        match reason {
+            KillReason::Shutdown => {
+                self.release_all().await?;
+                Ok(Some(Ended::Stopped))
+            }
+            KillReason::LeaseLost | KillReason::Cancelled => {
+                let cycle = self.cycle.clone();
+                let lost = if let Some(pos) = self.sent.iter().position(|w| w.claim.item_id == id) {
+                    // The worker may be on it: stop the worker, resend the rest.
+                    if let Some(mut w) = self.worker.take() {
+                        w.kill().await;
+                    }
+                    let lost = self.sent.remove(pos);
+                    while let Some(w) = self.sent.pop_back() {
+                        self.queue.push_front(w);
+                    }
+                    lost
+                } else if let Some(pos) = self.queue.iter().position(|w| w.claim.item_id == id) {
+                    self.queue.remove(pos)
+                } else if let Some(pos) =
+                    self.retries.iter().position(|(_, w)| w.claim.item_id == id)
+                {
+                    Some(self.retries.remove(pos).1)
+                } else {
+                    None
+                };
+                if let Some(w) = lost {
+                    self.untrack(&w.claim);
+                    if reason == KillReason::Cancelled {
+                        cancelled(&cycle, &w.claim).await;
+                    } else {
+                        lease_lost_stopped(&cycle, &w.claim).await;
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The run stops now: the worker is stopped and every item without an
+    /// outcome goes back to pending.
+    pub(super) async fn release_all(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
+        if let Some(mut w) = self.worker.take() {
+            w.kill().await;
+        }
+        while let Some(w) = self.sent.pop_back() {
+            self.queue.push_front(w);
+        }
+        self.release_waiting().await
+    }
+
+    /// The lock is lost: our claims are the taker's to take back (and to
+    /// log as taken back from this run), not ours to give back as "not
+    /// started" while its worker may have done them. Stops the worker and
+    /// lets them go.
+    pub(super) async fn abandon(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
+        if let Some(mut w) = self.worker.take() {
+            w.kill().await;
+        }
+        let mut left: Vec<Work> = self.sent.drain(..).chain(self.queue.drain(..)).collect();
+        left.extend(self.retries.drain(..).map(|(_, w)| w));
+        for w in &mut left {
+            self.untrack(&w.claim);
+            self.cycle
+                .pool_settle(&w.claim, w.attempt, w.ticket.take(), None);
+        }
+        Ok(())
+    }
+
+    /// Items not started (cut short: their attempt does not count) and
+    /// items waiting for a retry (their failed attempt counts) go back to
+    /// pending.
+    pub(super) async fn release_waiting(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
+        let cycle = self.cycle.clone();
+        for mut w in std::mem::take(&mut self.queue) {
+            self.untrack(&w.claim);
+            // Never sent, or sent to a worker that was stopped: its
+            // reservation stands, its place in flight is given back.
+            cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), None);
+            release(&cycle, &w.claim, true).await?;
+        }
+        for (_, w) in std::mem::take(&mut self.retries) {
+            self.untrack(&w.claim);
+            release(&cycle, &w.claim, false).await?;
+        }
+        Ok(())
+    }
+
+    /// The slot ends: its worker is stopped and the stray lines counted.
+    pub(super) async fn finish(&mut self) {
+        self.stop_worker().await;
+        if self.strays > 1 {
+            let cycle = self.cycle.clone();
+            let event = cycle
+                .new_event(
+                    EventKind::StrayOutput,
+                    format!(
+                        "the persistent workers of one slot printed {} stdout lines that are not part of the protocol (ignored; the last: {})",
+                        self.strays, self.last_stray
+                    ),
+                )
+                .fields(json!({"count": self.strays, "line": self.last_stray}));
+            cycle.event(event).await;
+        }
+    }
+
+    /// Closes the worker's stdin (its cue to exit), then makes sure it and
+    /// its process group are gone.
+    pub(super) async fn stop_worker(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.shutdown(self.cycle.cfg.grace.min(Duration::from_secs(2)))
+                .await;
+        }
+    }
+}
