@@ -11,9 +11,13 @@
 //!   [`batch_name`]: the one rule for batch names.
 //! - [`store`]: a SQLite file or a PostgreSQL database; every SQL statement
 //!   lives there, behind methods that speak in `model` types. The contract
-//!   types are in `store/api.rs`; `store/sqlite/` and `store/pg/` are the
-//!   two dialects; `store/ops/` holds the decisions written once over both
-//!   (runs, batches, seats so far; the rest still has a body per dialect).
+//!   types are in `store/api.rs`; `store/ops/` holds each operation's
+//!   decisions, once, over the statement-level traits of `store/dialect/`,
+//!   where a statement whose SQL is the same on both engines is written
+//!   once (`dialect/sql.rs`: `?N` placeholders). `store/sqlite/` and
+//!   `store/pg/` keep what differs on purpose, each with its reason: the
+//!   hot paths (`hot.rs`), the schema, following the log, prune's chunks
+//!   and the item pages' filters.
 //! - [`config`]: `nightshift.toml` to typed settings; errors name file, line
 //!   and field. One row per setting (`config::fields`) gives the allowed
 //!   keys, the parsing, the example `init` writes and nightshift.toml(5).
