@@ -264,7 +264,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         out(format!("{what} {} ({})", rfc3339(at), relative(at, now)))?;
     }
     if let Some(cost) = item.cost {
-        out(format!("cost:      {cost}"))?;
+        out(format!("cost:      {}", crate::util::money::money(cost)))?;
     }
     if let Some(v) = item
         .done_version

@@ -29,6 +29,7 @@ use crate::config::BatchConfig;
 use crate::config::budget::{Budget, from_micros, to_micros, window_word};
 use crate::model::{EventKind, Millis};
 use crate::store::{SpendAdd, SpendKey, SpendScope, Spent, Store, StoreError};
+use crate::util::money::money;
 use crate::util::time::{now_ms, rfc3339, utc_clock};
 
 /// One budget of a batch, with its window's spend as the run knows it.
@@ -103,17 +104,6 @@ impl BudgetState {
         } else {
             format!("{amounts}, resets {resets}")
         }
-    }
-}
-
-/// `$12.40`: two decimals, more when a cost is finer than a cent.
-#[must_use]
-pub fn money(x: f64) -> String {
-    let cents = (x * 100.0).round() / 100.0;
-    if (cents - x).abs() < 1e-9 {
-        format!("${x:.2}")
-    } else {
-        format!("${}", (x * 1e6).round() / 1e6)
     }
 }
 

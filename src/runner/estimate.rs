@@ -8,6 +8,7 @@ use super::budget::{self, BudgetState};
 use crate::config::BatchConfig;
 use crate::model::{Millis, Run};
 use crate::store::{Store, UsageSum};
+use crate::util::money::money;
 
 /// Runs whose attempts the mean is taken over.
 pub const RECENT_RUNS: usize = 20;
@@ -113,8 +114,8 @@ impl Estimate {
         let mut first = match (self.cost, self.mean_cost) {
             (Some(c), Some(m)) => format!(
                 "estimate: {n} item{s} would cost about {} (mean {} per attempt {from})",
-                budget::money(c),
-                budget::money(m)
+                money(c),
+                money(m)
             ),
             _ => format!(
                 "estimate: no recent attempt reported a cost, so no estimate for {n} item{s}"
@@ -125,11 +126,7 @@ impl Estimate {
         }
         let mut out = vec![first];
         for b in &self.budgets {
-            let mut line = format!(
-                "  {}: {} left",
-                b.state.describe(now),
-                budget::money(b.left)
-            );
+            let mut line = format!("  {}: {} left", b.state.describe(now), money(b.left));
             if let Some(fits) = b.fits {
                 if fits >= n {
                     line.push_str(&format!(", all {n} fit"));

@@ -38,10 +38,7 @@ pub fn line(
         s.push_str(&format!(", {} cancelled", c.cancelled));
     }
     if c.cost > 0.0 {
-        s.push_str(&format!(
-            ", spent {}",
-            (c.cost * 10_000.0).round() / 10_000.0
-        ));
+        s.push_str(&format!(", spent {}", crate::util::money::money(c.cost)));
     }
     s.push_str(&format!(
         ", {}",

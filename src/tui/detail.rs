@@ -137,7 +137,7 @@ pub fn page(
         when.push_str(&format!("   {what} {}", ago(at, now)));
     }
     if let Some(cost) = item.cost {
-        when.push_str(&format!("   cost {cost:.4}"));
+        when.push_str(&format!("   cost {}", crate::util::money::money(cost)));
     }
     hanging(vec![field("time")], FIELD, &when, width, plain, &mut out);
     out.push(vec![

@@ -1,9 +1,10 @@
 //! Small helpers with no knowledge of the product: clock, process identity,
-//! termination signals, making untrusted text safe to print, fitting
+//! termination signals, money as the views show it, making untrusted text safe to print, fitting
 //! text to terminal cells, and files only their owner may change.
 
 pub mod files;
 pub mod identity;
+pub mod money;
 pub mod sanitize;
 pub mod signals;
 pub mod text;

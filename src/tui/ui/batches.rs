@@ -245,7 +245,11 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             };
             lines.push(Line::from(vec![
                 label("spend"),
-                Span::raw(format!("{:.2} {which} (#{})", run.counts.cost, run.id)),
+                Span::raw(format!(
+                    "{} {which} (#{})",
+                    crate::util::money::money(run.counts.cost),
+                    run.id
+                )),
             ]));
         }
         let seen = info.last_run_seen().unwrap_or(RunSeen::Stored(run.state));

@@ -548,3 +548,24 @@ fn log_n_0_prints_every_event_oldest_first() {
     assert_eq!(fires, 1172);
     assert_eq!(env.run(&["log"]).code(0).stdout.lines().count(), 50);
 }
+
+/// Costs are summed as floats (0.1 + 0.2 is 0.30000000000000004): every
+/// view shows the amount by one rule, in cents or millionths, never the
+/// float's noise.
+#[test]
+fn a_summed_cost_is_shown_as_money_in_show_and_the_run_summary() {
+    let env = Env::new();
+    env.config("[batch.b]\n");
+    env.add_items("b", 1);
+    let worker = env.script(
+        "costly.sh",
+        "#!/bin/sh\necho '@nightshift cost=0.1' >&2\necho '@nightshift cost=0.2' >&2\necho '{\"ok\":true}'\n",
+    );
+    let ran = env.run(&["run", "b", "--", worker.to_str().unwrap()]);
+    ran.code(0);
+    let said = format!("{}{}", ran.stdout, ran.stderr);
+    assert!(said.contains("spent $0.30,"), "{ran:?}");
+    let show = env.run(&["show", "b", "k1"]);
+    show.code(0);
+    assert!(show.stdout.contains("cost:      $0.30\n"), "{show:?}");
+}

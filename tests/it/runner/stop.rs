@@ -184,7 +184,7 @@ echo '"ok"'"#,
         );
         let line = stdout(&out);
         assert!(
-            line.contains("3 done") && line.contains("spent 3"),
+            line.contains("3 done") && line.contains("spent $3.00"),
             "{line}"
         );
         assert!(line.contains("stopped: max_cost reached"), "{line}");
