@@ -116,10 +116,12 @@ const CLAIM: &str = "WITH held AS (
 /// token, outcome, result, cost, at, n, version) that still hold their
 /// lease and were not asked to cancel become done; their `n` returned.
 /// `COMPLETE_ONE` and `COMPLETE_MANY` differ only in where `d` comes from.
+/// An item's cost is every attempt's: the done mark adds its own.
 macro_rules! done_mark {
     () => {
         "UPDATE items i SET status = 'done', outcome = d.outcome, result = d.result,
-                cost = d.cost, tier = NULL, error_class = NULL, error_message = NULL,
+                cost = CASE WHEN d.cost IS NULL THEN i.cost ELSE coalesce(i.cost, 0) + d.cost END,
+                tier = NULL, error_class = NULL, error_message = NULL,
                 next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
                 updated_at = d.at, done_version = d.version
            FROM d

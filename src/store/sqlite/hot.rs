@@ -426,9 +426,12 @@ const LOG_CLAIMS: &str =
 /// see `ops::steer`), from a JSON array of
 /// `[item_id, token, outcome, result, cost, now, version]`; returns the
 /// ids of the accepted ones. One statement for the whole batch: one
-/// statement journal where a statement per item opened one each.
+/// statement journal where a statement per item opened one each. An item's
+/// cost is every attempt's: the done mark adds its own, as a failure does.
 const COMPLETE_ITEMS: &str = "UPDATE items AS i
-    SET status = 'done', outcome = d.value ->> 2, result = d.value ->> 3, cost = d.value ->> 4,
+    SET status = 'done', outcome = d.value ->> 2, result = d.value ->> 3,
+        cost = CASE WHEN d.value ->> 4 IS NULL THEN i.cost
+                    ELSE coalesce(i.cost, 0) + (d.value ->> 4) END,
         tier = NULL, error_class = NULL, error_message = NULL, next_attempt_at = NULL,
         lease_run = NULL, lease_until = NULL, updated_at = d.value ->> 5,
         done_version = d.value ->> 6

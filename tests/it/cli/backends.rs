@@ -68,6 +68,22 @@ fn exit_code(child: &mut common::Background) -> Option<i32> {
 }
 
 both_backends! {
+    /// An item's cost is every attempt's: a failed attempt's cost stays
+    /// when a later attempt is done (the done mark adds, as a failure does).
+    fn an_items_cost_sums_its_failed_and_done_attempts(env) {
+        env.config("[batch.b]\nretries = 0\n");
+        env.add_items("b", 1);
+        let worker = env.script(
+            "costly.sh",
+            "#!/bin/sh\nif [ \"$NIGHTSHIFT_ATTEMPT\" = 1 ]; then echo '@nightshift cost=0.25' >&2; exit 1; fi\necho '@nightshift cost=0.5' >&2\necho '{\"ok\":true}'\n",
+        );
+        env.run(&["run", "b", "--", worker.to_str().unwrap()]).code(1);
+        env.run(&["requeue", "b", "k1"]).code(0);
+        env.run(&["run", "b", "--", worker.to_str().unwrap()]).code(0);
+        let shown = env.run(&["show", "b", "k1"]).code(0).stdout.clone();
+        assert!(shown.contains("state:     done") && shown.contains("cost:      $0.75\n"), "{shown}");
+    }
+
     /// add, run (failures of each kind), status, dlq, items, show, requeue,
     /// and a second run: the same outcome on both backends.
     fn a_batch_runs_fails_and_is_requeued(env) {
