@@ -437,8 +437,13 @@ exit 75"#,
                 shown_key(&key, size.0)
             );
             let screen = dash.wait_for(&format!("{what}: the hold"), |s| s.contains(&from));
+            // The time left as the screen was drawn: at most a minute more
+            // than now (the sizes and languages before this one take time).
+            let left = (until - nightshift::util::time::now_ms()) / 60_000;
             assert!(
-                screen.contains(&format!("HELD until {clock} (in 59m")),
+                [left, left + 1]
+                    .iter()
+                    .any(|m| screen.contains(&format!("HELD until {clock} (in {m}m"))),
                 "{what}: no time:\n{screen}"
             );
             let row = screen
