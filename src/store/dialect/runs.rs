@@ -1,5 +1,6 @@
 //! Statements on runs.
 
+use super::seats::holder_at;
 use super::sql::{self, Arg, Row, Sql};
 use crate::model::{Holder, Millis, Run, RunCounts, RunState, Tier, Trigger};
 use crate::store::Result;
@@ -108,11 +109,7 @@ pub(crate) trait RunsRead: Sql {
         sql::all(self, RUNS_OPEN, &[Arg::Int(batch)], |r| {
             Ok(OpenRun {
                 id: r.int(0)?,
-                holder: Holder {
-                    host: r.text(1)?,
-                    pid: r.int(2)? as u32,
-                    pid_start: r.opt_int(3)?.map(|s| s as u64),
-                },
+                holder: holder_at(r, 1)?,
                 started_at: r.time(4)?,
             })
         })

@@ -1,6 +1,6 @@
 //! Statements on the lock's seats.
 
-use super::sql::{self, Arg, Sql};
+use super::sql::{self, Arg, Row, Sql};
 use crate::model::{Holder, LockInfo, Millis};
 use crate::store::Result;
 
@@ -26,11 +26,7 @@ pub(crate) trait SeatsRead: Sql {
             Ok(LockInfo {
                 batch: name.to_string(),
                 token: r.text(0)?,
-                holder: Holder {
-                    host: r.text(1)?,
-                    pid: r.int(2)? as u32,
-                    pid_start: r.opt_int(3)?.map(|s| s as u64),
-                },
+                holder: holder_at(r, 1)?,
                 run_id: r.opt_int(4)?,
                 acquired_at: r.time(5)?,
                 expires_at: r.time(6)?,
@@ -101,4 +97,14 @@ pub(crate) trait SeatsWrite: Sql {
     /// until commit (PostgreSQL `FOR SHARE`), so a takeover waits for this
     /// transaction, and one after a takeover sees the new holder.
     fn seat_held_locked(&mut self, batch: i64, run: i64) -> Result<bool>;
+}
+
+/// A holder stored as three columns from `at`: host, pid and the pid's
+/// start time (seats and runs store it alike).
+pub(super) fn holder_at(r: &dyn Row, at: usize) -> Result<Holder> {
+    Ok(Holder {
+        host: r.text(at)?,
+        pid: r.int(at + 1)? as u32,
+        pid_start: r.opt_int(at + 2)?.map(|s| s as u64),
+    })
 }
