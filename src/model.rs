@@ -681,6 +681,15 @@ pub struct NewEvent {
 }
 
 impl NewEvent {
+    /// The fields as stored and logged: compact JSON, as `Display` writes
+    /// it, but into a buffer directly (`Display` goes through a formatter
+    /// per token, which cost twice as much; two events per item).
+    pub fn fields_text(&self) -> Option<String> {
+        self.fields
+            .as_ref()
+            .map(|f| serde_json::to_string(f).unwrap_or_else(|_| f.to_string()))
+    }
+
     /// An event of `batch`. Its kind is typed, so every kind written is in
     /// the one list (`EventKind`); what is read back stays text
     /// (`Event::kind`), as a store may hold kinds of another version.

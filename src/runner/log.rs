@@ -23,25 +23,10 @@ impl EventLog {
     /// Records a committed event in the log file (and prints it if verbose).
     pub fn emit(&self, e: &NewEvent) {
         if let Some(file) = EVENTS.get() {
-            let fields = e.fields.as_ref().map(|f| f.to_string()).unwrap_or_default();
-            let line = EventLine {
-                timestamp: timestamp(),
-                level: "INFO",
-                message: &e.message,
-                at: rfc3339(e.at),
-                batch: e.batch.as_deref().unwrap_or(""),
-                run: e.run_id.unwrap_or(0),
-                key: e.key.as_deref().unwrap_or(""),
-                kind: &e.kind,
-                actor: e.actor.as_deref().unwrap_or(""),
-                fields: &fields,
-                target: EVENT_TARGET,
-            };
-            if let Ok(mut bytes) = serde_json::to_vec(&line) {
-                bytes.push(b'\n');
-                // One line per write: the appender's thread writes it whole.
-                let _ = file.clone().write_all(&bytes);
-            }
+            let fields = e.fields_text().unwrap_or_default();
+            let bytes = event_line(e, &timestamp(), &fields);
+            // One line per write: the appender's thread writes it whole.
+            let _ = file.clone().write_all(&bytes);
         }
         if self.verbose {
             let mut line = format!("{} {:<12}", rfc3339(e.at), e.kind);
@@ -59,24 +44,44 @@ impl EventLog {
 /// The target that events' lines name (warnings name their module).
 const EVENT_TARGET: &str = "nightshift::event";
 
-/// An event's line in the log file: the keys and their order as
-/// `tracing_subscriber`'s JSON format writes the other lines (flattened).
-/// Written here rather than through `tracing`: its formatter, field by
-/// field through `Debug`/`Display` visitors, was a fifth of the runner's
-/// instructions in persistent mode (two lines per item).
-#[derive(serde::Serialize)]
-struct EventLine<'a> {
-    timestamp: String,
-    level: &'static str,
-    message: &'a str,
-    at: String,
-    batch: &'a str,
-    run: i64,
-    key: &'a str,
-    kind: &'a str,
-    actor: &'a str,
-    fields: &'a str,
-    target: &'static str,
+/// An event's line in the log file, newline included: the keys and their
+/// order as `tracing_subscriber`'s JSON format writes the other lines
+/// (flattened). Written here rather than through `tracing`: its formatter,
+/// field by field through `Debug`/`Display` visitors, was a fifth of the
+/// runner's instructions in persistent mode (two lines per item); and by
+/// hand rather than by deriving `Serialize`, as most texts need no escape
+/// and are copied whole (serde_json's escaper goes byte by byte).
+fn event_line(e: &NewEvent, timestamp: &str, fields: &str) -> Vec<u8> {
+    let mut b = Vec::with_capacity(256 + e.message.len() + fields.len());
+    let text = |b: &mut Vec<u8>, name: &str, value: &str| {
+        b.extend_from_slice(name.as_bytes());
+        json_str(b, value);
+    };
+    text(&mut b, "{\"timestamp\":", timestamp);
+    b.extend_from_slice(b",\"level\":\"INFO\"");
+    text(&mut b, ",\"message\":", &e.message);
+    text(&mut b, ",\"at\":", &rfc3339(e.at));
+    text(&mut b, ",\"batch\":", e.batch.as_deref().unwrap_or(""));
+    let _ = write!(b, ",\"run\":{}", e.run_id.unwrap_or(0));
+    text(&mut b, ",\"key\":", e.key.as_deref().unwrap_or(""));
+    text(&mut b, ",\"kind\":", &e.kind);
+    text(&mut b, ",\"actor\":", e.actor.as_deref().unwrap_or(""));
+    text(&mut b, ",\"fields\":", fields);
+    text(&mut b, ",\"target\":", EVENT_TARGET);
+    b.extend_from_slice(b"}\n");
+    b
+}
+
+/// `s` as a JSON string, as serde_json writes it.
+fn json_str(b: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\') {
+        b.push(b'"');
+        b.extend_from_slice(s.as_bytes());
+        b.push(b'"');
+    } else {
+        // Writing into a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut *b, s);
+    }
 }
 
 /// Now, to the microsecond, as the other lines have it. A clock before
@@ -203,6 +208,68 @@ impl std::io::Write for PrivateDaily {
         match &mut self.current {
             Some((_, f)) => f.flush(),
             None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The line as serde_json wrote it before (`EventLine` derived
+    /// `Serialize`), keys in this order.
+    #[derive(serde::Serialize)]
+    struct EventLine<'a> {
+        timestamp: &'a str,
+        level: &'static str,
+        message: &'a str,
+        at: String,
+        batch: &'a str,
+        run: i64,
+        key: &'a str,
+        kind: &'a str,
+        actor: &'a str,
+        fields: &'a str,
+        target: &'static str,
+    }
+
+    #[test]
+    fn an_event_line_is_what_serde_json_writes() {
+        let hostile = "quote \" backslash \\ newline \n tab \t bell \u{7} del \u{7f} é \u{2028}";
+        for (message, key, fields) in [
+            ("done, empty result", "k1", "{\"attempt\":1}"),
+            (hostile, hostile, hostile),
+            ("", "", ""),
+        ] {
+            let mut e = NewEvent::new(
+                1_764_633_600_123,
+                "b",
+                crate::model::EventKind::Done,
+                message,
+            )
+            .key(key);
+            e.run_id = Some(-7);
+            e.actor = Some(hostile.to_string());
+            let ts = "2026-12-02T01:02:25.454440Z";
+            let mut want = serde_json::to_vec(&EventLine {
+                timestamp: ts,
+                level: "INFO",
+                message,
+                at: rfc3339(e.at),
+                batch: "b",
+                run: -7,
+                key,
+                kind: "done",
+                actor: hostile,
+                fields,
+                target: EVENT_TARGET,
+            })
+            .unwrap();
+            want.push(b'\n');
+            assert_eq!(
+                String::from_utf8(event_line(&e, ts, fields)).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
         }
     }
 }

@@ -16,7 +16,7 @@ pub(crate) fn insert(c: &mut Conn, e: &NewEvent) -> Result<i64> {
         None => None,
     };
     let at = c.tin(e.at);
-    let fields = e.fields.as_ref().map(|f| text(&f.to_string()).into_owned());
+    let fields = e.fields_text().map(|f| text(&f).into_owned());
     let message = text(&e.message);
     let key = e.key.as_deref();
     Ok(c.one(
@@ -60,7 +60,7 @@ impl<'a> EventColumns<'a> {
                 .collect(),
             fields: events
                 .iter()
-                .map(|e| e.fields.as_ref().map(|f| text(&f.to_string()).into_owned()))
+                .map(|e| e.fields_text().map(|f| text(&f).into_owned()))
                 .collect(),
         }
     }

@@ -27,7 +27,7 @@ pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
         e.kind,
         e.actor,
         e.message,
-        e.fields.as_ref().map(|f| f.to_string())
+        e.fields_text()
     ])?;
     Ok(conn.last_insert_rowid())
 }

@@ -476,7 +476,7 @@ fn log_done(tx: &Connection, events: &[(i64, &NewEvent)]) -> Result<()> {
             e.kind,
             e.actor,
             e.message,
-            e.fields.as_ref().map(|f| f.to_string())
+            e.fields_text()
         ])?;
     }
     Ok(())
