@@ -21,7 +21,7 @@ mod budgets;
 mod bulk;
 mod daemons;
 mod dead_letters;
-mod events;
+pub(crate) mod events;
 pub(crate) mod items;
 mod pools;
 mod prune;

@@ -2,6 +2,7 @@
 //! looked". Texts are read lossily on SQLite and long messages cut, so a
 //! hostile or huge row cannot stall or break a poll.
 
+use super::events::rare_kinds_only;
 use super::sql::{self, Arg, Sql};
 use crate::model::{Event, Millis, Run, Tier};
 use crate::store::Result;
@@ -25,15 +26,9 @@ const RUN_STATES_SINCE: &str =
     "SELECT b.name, r.state, count(*) FROM runs r JOIN batches b ON b.id = r.batch_id
   WHERE r.started_at > ?1 OR r.ended_at > ?1 OR r.ended_at IS NULL
   GROUP BY 1, 2 ORDER BY 1, 2";
-const EVENT_COUNTS_SINCE: &str = "SELECT coalesce(b.name, ''), count(*)
-   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-  WHERE e.kind = ?1 AND e.at > ?2 GROUP BY 1 ORDER BY 1";
 
 const DEAD_LETTER_COUNTS_SINCE: &str = "SELECT error_class, tier, count(*) FROM dead_letters
   WHERE batch_id = ?1 AND failed_at > ?2 GROUP BY 1, 2 ORDER BY 3 DESC, 1";
-const EVENT_FIELDS_SINCE: &str = "SELECT coalesce(b.name, ''), e.fields
-   FROM events e LEFT JOIN batches b ON b.id = e.batch_id
-  WHERE e.kind = ?1 AND e.at > ?2";
 
 pub(crate) trait ViewsRead: Sql {
     /// When the batch was made.
@@ -108,9 +103,14 @@ pub(crate) trait ViewsRead: Sql {
     /// Events of `kind` since `since` by batch name ('' for none).
     fn event_counts_since(&mut self, kind: &str, since: Millis) -> Result<Vec<(String, i64)>> {
         let args = [Arg::Text(kind), Arg::Time(since)];
-        sql::all(self, EVENT_COUNTS_SINCE, &args, |r| {
-            Ok((r.text(0)?, r.int(1)?))
-        })
+        // The kind index's condition after the kind (see `DENSE_KINDS`).
+        let sql = format!(
+            "SELECT coalesce(b.name, ''), count(*)
+               FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+              WHERE e.kind = ?1{} AND e.at > ?2 GROUP BY 1 ORDER BY 1",
+            rare_kinds_only(&[kind])
+        );
+        sql::all(self, &sql, &args, |r| Ok((r.text(0)?, r.int(1)?)))
     }
 
     /// The fields text of every event of `kind` since `since`, with its
@@ -121,8 +121,12 @@ pub(crate) trait ViewsRead: Sql {
         since: Millis,
     ) -> Result<Vec<(String, Option<String>)>> {
         let args = [Arg::Text(kind), Arg::Time(since)];
-        sql::all(self, EVENT_FIELDS_SINCE, &args, |r| {
-            Ok((r.text(0)?, r.lossy(1)?))
-        })
+        let sql = format!(
+            "SELECT coalesce(b.name, ''), e.fields
+               FROM events e LEFT JOIN batches b ON b.id = e.batch_id
+              WHERE e.kind = ?1{} AND e.at > ?2",
+            rare_kinds_only(&[kind])
+        );
+        sql::all(self, &sql, &args, |r| Ok((r.text(0)?, r.lossy(1)?)))
     }
 }

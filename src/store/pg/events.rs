@@ -129,6 +129,9 @@ fn conditions(c: &Conn, batch: Option<i64>, filter: &EventFilter, args: &mut Arg
     if !filter.kinds.is_empty() {
         let slot = args.push(filter.kinds.clone());
         cond.push_str(&format!(" AND e.kind = ANY({slot})"));
+        cond.push_str(crate::store::dialect::events::rare_kinds_only(
+            &filter.kinds,
+        ));
     }
     if let Some(key) = &filter.key {
         let k = args.push(key.clone());

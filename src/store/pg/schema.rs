@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 16;
+pub const PG_SCHEMA_VERSION: i32 = 17;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -477,8 +477,17 @@ CREATE TABLE spend (
 "#;
 // ---- end of budgets ----
 
+/// Version 17: the kind index without the kinds written once per item on
+/// the success path (see `dialect::events::DENSE_KINDS` and the SQLite
+/// schema's version 15).
+const V17: &str = r#"
+DROP INDEX nightshift.events_by_kind;
+CREATE INDEX events_by_rare_kind ON nightshift.events (kind, id)
+    WHERE kind <> 'claimed' AND kind <> 'done' AND kind <> 'empty';
+"#;
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17,
 ];
 
 /// Which store a session is on: the database (one made anew under the same

@@ -181,6 +181,7 @@ impl ViewsRead for PgTx<'_> {
         if !q.kinds.is_empty() {
             let slot = args.push(q.kinds.clone());
             cond.push_str(&format!(" AND e.kind = ANY({slot})"));
+            cond.push_str(crate::store::dialect::events::rare_kinds_only(&q.kinds));
         }
         if let Some(up_to) = q.up_to {
             let slot = args.push(up_to);

@@ -6,6 +6,7 @@ use super::batches::batch_id;
 use super::{SqliteStore, SqliteTx};
 use crate::model::{Event, Millis, NewEvent};
 use crate::store::api::{EventFilter, FollowCursor};
+use crate::store::dialect::events::rare_kinds_only;
 use crate::store::dialect::{EventsRead, EventsWrite};
 use crate::store::{Result, json_col};
 
@@ -67,6 +68,7 @@ fn page(
             slots.push(format!("?{}", args.len()));
         }
         cond.push_str(&format!(" AND e.kind IN ({})", slots.join(", ")));
+        cond.push_str(rare_kinds_only(&filter.kinds));
     }
     if let Some(key) = &filter.key {
         // Through the item's id (see the schema): with the batch, one

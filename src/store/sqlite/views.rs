@@ -301,6 +301,7 @@ impl ViewsRead for SqliteTx<'_> {
                 slots.push(format!("?{}", args.len()));
             }
             cond.push_str(&format!(" AND e.kind IN ({})", slots.join(", ")));
+            cond.push_str(crate::store::dialect::events::rare_kinds_only(&q.kinds));
         }
         if let Some(up_to) = q.up_to {
             args.push(V::Integer(up_to));

@@ -256,7 +256,8 @@ both_backends! {
         env.add_items("b", 2);
         match env.backend {
             Backend::Sqlite => env.sql().execute_batch(
-                "DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; DROP INDEX items_claimable; ALTER TABLE items DROP COLUMN priority;
+                "DROP INDEX events_by_rare_kind; CREATE INDEX events_by_kind ON events (kind, id);
+                 DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; DROP INDEX items_claimable; ALTER TABLE items DROP COLUMN priority;
                  DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;
                  ALTER TABLE items DROP COLUMN done_version; DROP TABLE attempt_logs; DROP INDEX items_cancels; ALTER TABLE items DROP COLUMN cancel_to;
                  ALTER TABLE items DROP COLUMN cancel_by; ALTER TABLE items DROP COLUMN cancel_reason;
@@ -265,7 +266,8 @@ both_backends! {
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
-                "DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; ALTER TABLE items DROP COLUMN priority;
+                "DROP INDEX events_by_rare_kind; CREATE INDEX events_by_kind ON events (kind, id);
+                 DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; ALTER TABLE items DROP COLUMN priority;
                  CREATE INDEX items_claimable ON items (batch_id, id)
                      WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
                  DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;

@@ -253,11 +253,13 @@ fn a_version_3_database_gains_the_run_actor() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
-            // Versions 4 to 16 undone: the actor, tombstones, worker groups,
+            // Versions 4 to 17 undone: the actor, tombstones, worker groups,
             // the store id, the seats' TTL and the daemons' heartbeats, the
             // hold's key, steering (cancel, stop), the attempts' stderr, the done version, the limit pools,
-            // the runs' cancelled count, priority and not-before, the budgets' ledger.
-            "DROP TABLE nightshift.spend; ALTER TABLE nightshift.runs DROP COLUMN cancelled;
+            // the runs' cancelled count, priority and not-before, the budgets' ledger, the rare kinds' index.
+            "DROP INDEX nightshift.events_by_rare_kind;
+             CREATE INDEX events_by_kind ON nightshift.events (kind, id);
+             DROP TABLE nightshift.spend; ALTER TABLE nightshift.runs DROP COLUMN cancelled;
              ALTER TABLE nightshift.items DROP COLUMN priority;
              CREATE INDEX items_claimable ON nightshift.items (batch_id, id)
                  WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;

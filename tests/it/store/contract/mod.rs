@@ -629,6 +629,38 @@ both_stores! {
         assert_eq!(since.len(), 2);
     }
 
+    // The kinds written once per item (claimed, done, empty) are not in
+    // the kind index; reads of them, of other kinds and of both, store-wide
+    // and per batch, each find exactly their events.
+    fn events_of_dense_and_rare_kinds_alike(db, s) {
+        s.add_items("b", &items(1), T0, |_| {}).unwrap();
+        s.add_items("c", &items(1), T0, |_| {}).unwrap();
+        for (i, (batch, kind)) in [("b", EventKind::Done), ("c", EventKind::Failed), ("b", EventKind::Empty),
+                                   ("c", EventKind::LockTakeover), ("b", EventKind::Claimed), ("c", EventKind::Done)]
+            .into_iter()
+            .enumerate()
+        {
+            s.log_event(&NewEvent::new(T0 + i as i64, batch, kind, format!("m{i}"))).unwrap();
+        }
+        let messages = |batch: Option<&str>, kinds: &[&str]| -> Vec<String> {
+            let filter = EventFilter {
+                batch: batch.map(String::from),
+                kinds: kinds.iter().map(|k| k.to_string()).collect(),
+                ..Default::default()
+            };
+            let mut m: Vec<String> = s.events(&filter).unwrap().into_iter().map(|e| e.message).collect();
+            m.sort();
+            m
+        };
+        assert_eq!(messages(None, &["done"]), ["m0", "m5"]);
+        assert_eq!(messages(None, &["failed"]), ["m1"]);
+        assert_eq!(messages(None, &["failed", "lock-takeover"]), ["m1", "m3"]);
+        assert_eq!(messages(None, &["done", "failed", "claimed"]), ["m0", "m1", "m4", "m5"]);
+        assert_eq!(messages(Some("b"), &["empty", "claimed"]), ["m2", "m4"]);
+        assert_eq!(messages(Some("c"), &["lock-takeover"]), ["m3"]);
+        assert_eq!(s.since(T0 - 1).unwrap().takeovers, vec![("c".to_string(), 1)]);
+    }
+
     fn following_the_log_shows_each_later_event_once(db, s) {
         macro_rules! log {
             ($s:expr, $kind:expr, $m:expr) => { $s.log_event(&NewEvent::new(T0, "b", $kind, $m)).unwrap() };
