@@ -428,6 +428,9 @@ const LOG_CLAIMS: &str =
 /// ids of the accepted ones. One statement for the whole batch: one
 /// statement journal where a statement per item opened one each. An item's
 /// cost is every attempt's: the done mark adds its own, as a failure does.
+/// `jsonb_each`: each row's array comes as SQLite's binary JSON, which
+/// `->>` reads as it is; `json_each` wrote it out as text and each `->>`
+/// parsed it back (about 4 % of the runner in persistent mode).
 const COMPLETE_ITEMS: &str = "UPDATE items AS i
     SET status = 'done', outcome = d.value ->> 2, result = d.value ->> 3,
         cost = CASE WHEN d.value ->> 4 IS NULL THEN i.cost
@@ -435,7 +438,7 @@ const COMPLETE_ITEMS: &str = "UPDATE items AS i
         tier = NULL, error_class = NULL, error_message = NULL, next_attempt_at = NULL,
         lease_run = NULL, lease_until = NULL, updated_at = d.value ->> 5,
         done_version = d.value ->> 6
-   FROM json_each(?1) AS d
+   FROM jsonb_each(?1) AS d
   WHERE i.id = d.value ->> 0 AND i.lease_token = d.value ->> 1 AND i.status = 'claimed'
     AND i.cancel_to IS NULL
  RETURNING id";
