@@ -483,9 +483,14 @@ CREATE TABLE spend (
 /// after the four queue columns keeps the claim (`status = 'pending' AND
 /// tier IS NULL AND next_attempt_at IS NULL ORDER BY priority DESC, id`) a
 /// read of the first entries in claim order (the rowid breaks ties), and
-/// every read of the old `items_queue` keeps its prefix.
+/// every read of the old `items_queue` keeps its prefix. `items_cancels`
+/// goes too: every insert opened a cursor on it to skip it (1 % of an
+/// add), and its one reader, a runner's heartbeat asking which of its
+/// claims to cancel, reads the batch's claimed entries of `items_queue`
+/// instead: the items in flight, as the dashboard's count of them does.
 const V15: &str = "
 DROP INDEX items_claimable;
+DROP INDEX items_cancels;
 DROP INDEX items_queue;
 CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at, priority DESC);
 ";
