@@ -25,7 +25,7 @@ pub(crate) trait EventsWrite {
 
 /// The kinds a store writes once per item on the success path (the claim,
 /// the done mark): nearly every event of a busy store. They are left out of
-/// the kind index (`events_by_rare_kind`, SQLite schema 15, PostgreSQL 17),
+/// the kind index (`events_by_rare_kind`, SQLite schema 16, PostgreSQL 17),
 /// which saved an index entry per such event (about 5 % of the runner's
 /// instructions in persistent mode). A read of these kinds walks the events
 /// by id, where they are dense; a read of other kinds only says so with

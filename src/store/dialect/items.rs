@@ -74,9 +74,29 @@ const DUE_RETRY: &str = concat!(
         AND i.next_attempt_at <= ?2
       ORDER BY i.id"
 );
-const OLDEST_PENDING: &str = "SELECT created_at FROM items
+/// The oldest claimable item's time. SQLite's one queue index holds the
+/// claimable items in claim order (priority, then id), so the oldest is the
+/// first entry of one of its priorities: a skip over the distinct
+/// priorities (`p`, a seek each) finds it without reading every claimable
+/// entry. PostgreSQL reads its partial `items_claimable`.
+pub(crate) const OLDEST_PENDING: Texts = Texts {
+    sqlite: "WITH RECURSIVE p(v) AS (
+       SELECT max(priority) FROM items
+        WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
+       UNION ALL
+       SELECT (SELECT max(priority) FROM items
+                WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
+                  AND next_attempt_at IS NULL AND priority < p.v)
+         FROM p WHERE p.v IS NOT NULL)
+     SELECT created_at FROM items
+      WHERE id = (SELECT min((SELECT id FROM items
+                               WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
+                                 AND next_attempt_at IS NULL AND priority = p.v
+                               ORDER BY id LIMIT 1)) FROM p)",
+    pg: "SELECT created_at FROM items
   WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
-  ORDER BY id LIMIT 1";
+  ORDER BY id LIMIT 1",
+};
 const ITEM_FOR_REQUEUE: &str =
     "SELECT id, key, label, tier, outcome, error_class, attempts, status FROM items
       WHERE batch_id = ?1 AND key = ?2";
@@ -166,7 +186,8 @@ pub(crate) trait ItemsRead: Sql {
     fn items_count(&mut self, batch: i64, filter: &ItemFilter) -> Result<i64>;
     /// Creation time of the oldest item waiting for its first claim.
     fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>> {
-        sql::opt(self, OLDEST_PENDING, &[Arg::Int(batch)], |r| r.time(0))
+        let sql = self.text_of(&OLDEST_PENDING);
+        sql::opt(self, sql, &[Arg::Int(batch)], |r| r.time(0))
     }
 
     /// Retry-tier failures due at `now`, in insertion order.

@@ -479,7 +479,7 @@ CREATE TABLE spend (
 
 /// Version 17: the kind index without the kinds written once per item on
 /// the success path (see `dialect::events::DENSE_KINDS` and the SQLite
-/// schema's version 15).
+/// schema's version 16).
 const V17: &str = r#"
 DROP INDEX nightshift.events_by_kind;
 CREATE INDEX events_by_rare_kind ON nightshift.events (kind, id)

@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 15;
+pub const SCHEMA_VERSION: i32 = 16;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -477,7 +477,25 @@ CREATE TABLE spend (
 "#;
 // ---- end of budgets ----
 
-/// Version 15: the kind index without the kinds written once per item on
+/// Version 15: one queue index (issue 16). Version 13's `items_claimable`
+/// beside `items_queue` made every add write each row into two indexes.
+/// SQLite takes `IS NULL` as an equality for an index, so `priority DESC`
+/// after the four queue columns keeps the claim (`status = 'pending' AND
+/// tier IS NULL AND next_attempt_at IS NULL ORDER BY priority DESC, id`) a
+/// read of the first entries in claim order (the rowid breaks ties), and
+/// every read of the old `items_queue` keeps its prefix. `items_cancels`
+/// goes too: every insert opened a cursor on it to skip it (1 % of an
+/// add), and its one reader, a runner's heartbeat asking which of its
+/// claims to cancel, reads the batch's claimed entries of `items_queue`
+/// instead: the items in flight, as the dashboard's count of them does.
+const V15: &str = "
+DROP INDEX items_claimable;
+DROP INDEX items_cancels;
+DROP INDEX items_queue;
+CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at, priority DESC);
+";
+
+/// Version 16: the kind index without the kinds written once per item on
 /// the success path (`dialect::events::DENSE_KINDS`): one index entry
 /// fewer for each claim and done mark. A read of those kinds walks the
 /// events by id, where they are dense; a read of other kinds repeats the
@@ -485,14 +503,14 @@ CREATE TABLE spend (
 /// SQLite builds a temporary b-tree for a list of three each time the
 /// condition is checked, which is on every event inserted, one per
 /// statement on the done path (that cost more than the index saved).
-const V15: &str = "
+const V16: &str = "
 DROP INDEX events_by_kind;
 CREATE INDEX events_by_rare_kind ON events (kind, id)
     WHERE kind <> 'claimed' AND kind <> 'done' AND kind <> 'empty';
 ";
 
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16,
 ];
 
 /// Pragmas for every read-write connection. Set once on open.
@@ -601,6 +619,77 @@ mod tests {
             )
             .unwrap();
         assert_eq!((version, actor), (SCHEMA_VERSION, None));
+    }
+
+    /// The query plan of `sql`, every parameter bound to 1.
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let ones = vec![1; st.parameter_count()];
+        st.query_map(rusqlite::params_from_iter(ones), |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap()
+            .join("\n")
+    }
+
+    /// Issue 16: an add writes each new row into one queue index, not two
+    /// (version 13's partial claim index cost 13 % of an add), and the
+    /// reads that had their own order keep it: the oldest claimable item
+    /// is found without a sort of every claimable entry.
+    #[test]
+    fn one_queue_index_serves_the_claim_order_and_the_oldest_pending() {
+        let conn = migrated();
+        let names: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_index_list('items') WHERE origin = 'c'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(names.contains(&"items_queue".to_string()), "{names:?}");
+        assert!(!names.contains(&"items_claimable".to_string()), "{names:?}");
+        let oldest = plan(&conn, crate::store::dialect::items::OLDEST_PENDING.sqlite);
+        assert!(
+            oldest.contains("USING COVERING INDEX items_queue"),
+            "{oldest}"
+        );
+        assert!(!oldest.contains("TEMP B-TREE"), "{oldest}");
+    }
+
+    /// A store of the two queue indexes keeps its claimable items in claim
+    /// order under the one index that replaces them.
+    #[test]
+    fn stores_with_a_claim_index_fold_it_into_the_queue_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let fold = MIGRATIONS.iter().position(|m| *m == V15).unwrap();
+        for sql in &MIGRATIONS[..fold] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(&format!(
+            "PRAGMA user_version = {fold};
+             INSERT INTO batches (name, created_at) VALUES ('b', 0);
+             INSERT INTO items (batch_id, key, label, payload, status, priority, created_at, updated_at)
+             VALUES (1, 'a', 'a', '{{}}', 'pending', 0, 0, 0), (1, 'b', 'b', '{{}}', 'pending', 3, 0, 0),
+                    (1, 'c', 'c', '{{}}', 'pending', 0, 0, 0);"
+        ))
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let claim = "SELECT key FROM items
+          WHERE batch_id = 1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
+          ORDER BY priority DESC, id";
+        assert!(
+            !plan(&conn, claim).contains("TEMP B-TREE"),
+            "{}",
+            plan(&conn, claim)
+        );
+        let keys: Vec<String> = conn
+            .prepare(claim)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(keys, ["b", "a", "c"]);
     }
 
     /// Item writes must not build a temporary b-tree per statement (an IN

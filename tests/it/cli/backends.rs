@@ -257,9 +257,10 @@ both_backends! {
         match env.backend {
             Backend::Sqlite => env.sql().execute_batch(
                 "DROP INDEX events_by_rare_kind; CREATE INDEX events_by_kind ON events (kind, id);
-                 DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; DROP INDEX items_claimable; ALTER TABLE items DROP COLUMN priority;
+                 DROP INDEX items_queue; CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at);
+                 DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; ALTER TABLE items DROP COLUMN priority;
                  DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;
-                 ALTER TABLE items DROP COLUMN done_version; DROP TABLE attempt_logs; DROP INDEX items_cancels; ALTER TABLE items DROP COLUMN cancel_to;
+                 ALTER TABLE items DROP COLUMN done_version; DROP TABLE attempt_logs; ALTER TABLE items DROP COLUMN cancel_to;
                  ALTER TABLE items DROP COLUMN cancel_by; ALTER TABLE items DROP COLUMN cancel_reason;
                  ALTER TABLE locks DROP COLUMN stop; ALTER TABLE locks DROP COLUMN stop_by;
                  ALTER TABLE batches DROP COLUMN hold_key;
