@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 14;
+pub const SCHEMA_VERSION: i32 = 15;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -477,8 +477,68 @@ CREATE TABLE spend (
 "#;
 // ---- end of budgets ----
 
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] =
-    [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14];
+// ---- Pool bookkeeping in sums (issue 17) ----
+/// Version 15: a limit pool's bookkeeping in sums, not a row per call
+/// (see `runner::pool`). `pool_places`: the places in flight one runner
+/// holds in a pool, and when they lapse should it die; `pool_usage`: the
+/// calls and tokens settled per pool and minute; `run_usage`: per run;
+/// `items.usage`: each attempt's tokens, a JSON line per attempt. They
+/// replace `pool_calls` (a row per call) and `usage` (a row per attempt),
+/// whose sums are carried over; places in flight are not (they lapse).
+const V15: &str = r#"
+CREATE TABLE pool_places (
+    pool     TEXT NOT NULL,
+    runner   TEXT NOT NULL,
+    n        INTEGER NOT NULL,
+    until_ms INTEGER NOT NULL,
+    PRIMARY KEY (pool, runner)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE pool_usage (
+    pool             TEXT NOT NULL,
+    minute           INTEGER NOT NULL,
+    calls            INTEGER NOT NULL,
+    input_tokens     INTEGER NOT NULL,
+    output_tokens    INTEGER NOT NULL,
+    unreported       INTEGER NOT NULL,
+    estimated_tokens INTEGER NOT NULL,
+    PRIMARY KEY (pool, minute)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE run_usage (
+    run_id           INTEGER PRIMARY KEY,
+    attempts         INTEGER NOT NULL,
+    input_tokens     INTEGER NOT NULL,
+    output_tokens    INTEGER NOT NULL,
+    unreported       INTEGER NOT NULL,
+    estimated_tokens INTEGER NOT NULL
+) STRICT;
+ALTER TABLE items ADD COLUMN usage TEXT;
+INSERT INTO pool_usage SELECT pool, at / 60000, count(*), coalesce(sum(input_tokens), 0),
+    coalesce(sum(output_tokens), 0),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END)
+    FROM usage WHERE pool IS NOT NULL GROUP BY pool, at / 60000;
+INSERT INTO run_usage SELECT run_id, count(*), coalesce(sum(input_tokens), 0),
+    coalesce(sum(output_tokens), 0),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END)
+    FROM usage GROUP BY run_id;
+UPDATE items SET usage = (
+    SELECT group_concat(j, char(10)) FROM (
+        SELECT json_object('run_id', u.run_id, 'attempt', u.attempt, 'at', u.at, 'pool', u.pool,
+            'estimate', u.estimate, 'input_tokens', u.input_tokens,
+            'output_tokens', u.output_tokens) AS j
+        FROM usage u JOIN batches b ON b.name = u.batch
+        WHERE b.id = items.batch_id AND u.key = items.key ORDER BY u.id))
+WHERE id IN (SELECT i.id FROM usage u JOIN batches b ON b.name = u.batch
+    JOIN items i ON i.batch_id = b.id AND i.key = u.key);
+DROP TABLE usage;
+DROP TABLE pool_calls;
+"#;
+// ---- end of pool bookkeeping in sums ----
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15,
+];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {

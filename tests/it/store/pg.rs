@@ -256,12 +256,14 @@ fn a_version_3_database_gains_the_run_actor() {
             // Versions 4 to 16 undone: the actor, tombstones, worker groups,
             // the store id, the seats' TTL and the daemons' heartbeats, the
             // hold's key, steering (cancel, stop), the attempts' stderr, the done version, the limit pools,
-            // the runs' cancelled count, priority and not-before, the budgets' ledger.
-            "DROP TABLE nightshift.spend; ALTER TABLE nightshift.runs DROP COLUMN cancelled;
+            // the runs' cancelled count, priority and not-before, the budgets' ledger, the pools' sums.
+            "DROP TABLE nightshift.pool_places, nightshift.pool_usage, nightshift.run_usage;
+             ALTER TABLE nightshift.items DROP COLUMN usage;
+             DROP TABLE nightshift.spend; ALTER TABLE nightshift.runs DROP COLUMN cancelled;
              ALTER TABLE nightshift.items DROP COLUMN priority;
              CREATE INDEX items_claimable ON nightshift.items (batch_id, id)
                  WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
-             DROP TABLE nightshift.pool_dims, nightshift.pool_calls, nightshift.pool_holds, nightshift.usage;
+             DROP TABLE nightshift.pool_dims, nightshift.pool_holds;
              ALTER TABLE nightshift.items DROP COLUMN done_version; DROP TABLE nightshift.attempt_logs; DROP INDEX nightshift.items_cancels;
              ALTER TABLE nightshift.items DROP COLUMN cancel_to, DROP COLUMN cancel_by,
                  DROP COLUMN cancel_reason;
