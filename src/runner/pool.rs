@@ -334,18 +334,21 @@ impl Cycle {
     /// own: the settlement joins the ones the writer has not reached yet
     /// ([`Settling`]), and all of them ride in the writer's next group
     /// (`Writer::defer`), brought by the slots' claims and completions. Nothing to do without a pool
-    /// or reported usage.
+    /// or reported usage. For an attempt that is `done`, its line for the
+    /// item is returned, to go with its done mark (`Completion::usage`):
+    /// the item's row is written then anyway.
     pub(super) fn pool_settle(
         &self,
         claim: &Claim,
         attempt: u32,
         ticket: Option<Ticket>,
         usage: Option<Tokens>,
-    ) {
+        done: bool,
+    ) -> Option<String> {
         // Nothing to record: no usage and no call of a pool (every pool's
         // call counts in its calls per minute and today).
         if usage.is_none() && ticket.is_none() {
-            return;
+            return None;
         }
         let placed = self
             .pool
@@ -366,7 +369,9 @@ impl Cycle {
             estimate: ticket.as_ref().map_or(0, |t| t.estimate),
             input_tokens: usage.and_then(|u| u.input),
             output_tokens: usage.and_then(|u| u.output),
+            with_done: done,
         };
+        let line = if done { row.line() } else { None };
         let gives_place = placed && ticket.is_some();
         if let Some(batch) = self.settling.push(row) {
             let spec = self.pool.as_ref().map(|p| p.spec.clone());
@@ -378,6 +383,7 @@ impl Cycle {
         if gives_place {
             self.places_given_back();
         }
+        line
     }
 
     /// Wakes the slots waiting for a place in flight: one was given back.
@@ -457,6 +463,7 @@ mod tests {
             attempt: 1,
             pool: Some("p".into()),
             place: None,
+            with_done: false,
             at: 0,
             estimate: 100,
             input_tokens: None,

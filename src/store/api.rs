@@ -112,6 +112,9 @@ pub struct Completion<'a> {
     pub cost: Option<f64>,
     /// The batch `version` the item is done under.
     pub version: Option<&'a str>,
+    /// The attempt's usage line, kept on the item with the done mark (see
+    /// `Store::settle_usage`); `None`: its settlement wrote it, or none.
+    pub usage: Option<&'a str>,
     pub now: Millis,
 }
 
@@ -550,6 +553,10 @@ pub struct AttemptUsage {
     /// The runner whose place in flight in the pool it gives back.
     #[serde(skip)]
     pub place: Option<String>,
+    /// Its line goes on the item with its done mark (`Completion::usage`),
+    /// not with the settlement.
+    #[serde(skip)]
+    pub with_done: bool,
     pub at: Millis,
     pub estimate: i64,
     pub input_tokens: Option<i64>,

@@ -193,8 +193,10 @@ impl Store {
             let mut minutes: Vec<(&str, i64, UsageSum)> = Vec::new();
             let mut places: Vec<(&str, i64)> = Vec::new();
             for u in usage {
-                if u.input_tokens.is_some() || u.output_tokens.is_some() || u.estimate != 0 {
-                    tx.usage_item_append(&u.batch, &u.key, &attempt_line(u))?;
+                if !u.with_done
+                    && let Some(line) = u.line()
+                {
+                    tx.usage_item_append(&u.batch, &u.key, &line)?;
                 }
                 match runs.iter_mut().find(|r| r.0 == u.run_id) {
                     Some(r) => r.1.add(u),
@@ -298,33 +300,50 @@ impl UsageSum {
     }
 }
 
-/// An attempt's usage as the line kept on its item.
-fn attempt_line(u: &AttemptUsage) -> String {
-    serde_json::json!({
-        "run_id": u.run_id,
-        "attempt": u.attempt,
-        "at": u.at,
-        "pool": u.pool,
-        "estimate": u.estimate,
-        "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens,
-    })
-    .to_string()
+impl AttemptUsage {
+    /// Its line kept on its item; `None` when it has nothing to say (no
+    /// tokens reported, none reserved).
+    #[must_use]
+    pub fn line(&self) -> Option<String> {
+        if self.input_tokens.is_none() && self.output_tokens.is_none() && self.estimate == 0 {
+            return None;
+        }
+        // Short and plain (it rides in the done mark's JSON, read there
+        // field by field): `run attempt at estimate input output pool`,
+        // `-` for a count not reported, the pool the rest of the line.
+        let n = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+        Some(format!(
+            "{} {} {} {} {} {} {}",
+            self.run_id,
+            self.attempt,
+            self.at,
+            self.estimate,
+            n(self.input_tokens),
+            n(self.output_tokens),
+            self.pool.as_deref().unwrap_or("")
+        ))
+    }
 }
 
+/// An attempt from its line (`AttemptUsage::line`).
 fn from_line(batch: &str, key: &str, line: &str) -> Option<AttemptUsage> {
-    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    let mut f = line.splitn(7, ' ');
+    let mut int = || f.next()?.parse::<i64>().ok();
+    let (run_id, attempt, at, estimate) = (int()?, int()?, int()?, int()?);
+    let (input_tokens, output_tokens) = (int(), int());
+    let pool = f.next().filter(|p| !p.is_empty()).map(str::to_string);
     Some(AttemptUsage {
         batch: batch.to_string(),
-        run_id: v["run_id"].as_i64()?,
+        run_id,
         key: key.to_string(),
-        attempt: v["attempt"].as_i64()?,
-        pool: v["pool"].as_str().map(str::to_string),
+        attempt,
+        pool,
         place: None,
-        at: v["at"].as_i64()?,
-        estimate: v["estimate"].as_i64().unwrap_or(0),
-        input_tokens: v["input_tokens"].as_i64(),
-        output_tokens: v["output_tokens"].as_i64(),
+        with_done: false,
+        at,
+        estimate,
+        input_tokens,
+        output_tokens,
     })
 }
 

@@ -518,10 +518,9 @@ INSERT INTO run_usage SELECT run_id, count(*), coalesce(sum(input_tokens), 0),
     sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END)
     FROM usage GROUP BY run_id;
 UPDATE nightshift.items i SET usage = s.lines FROM (
-    SELECT b.id AS batch_id, u.key, string_agg(json_build_object('run_id', u.run_id,
-        'attempt', u.attempt, 'at', u.at, 'pool', u.pool, 'estimate', u.estimate,
-        'input_tokens', u.input_tokens, 'output_tokens', u.output_tokens)::text, E'\n'
-        ORDER BY u.id) AS lines
+    SELECT b.id AS batch_id, u.key, string_agg(concat_ws(' ', u.run_id, u.attempt, u.at,
+        u.estimate, coalesce(u.input_tokens::text, '-'), coalesce(u.output_tokens::text, '-'),
+        coalesce(u.pool, '')), E'\n' ORDER BY u.id) AS lines
     FROM usage u JOIN batches b ON b.name = u.batch GROUP BY b.id, u.key) s
 WHERE i.batch_id = s.batch_id AND i.key = s.key;
 DROP TABLE usage;

@@ -482,7 +482,8 @@ CREATE TABLE spend (
 /// (see `runner::pool`). `pool_places`: the places in flight one runner
 /// holds in a pool, and when they lapse should it die; `pool_usage`: the
 /// calls and tokens settled per pool and minute; `run_usage`: per run;
-/// `items.usage`: each attempt's tokens, a JSON line per attempt. They
+/// `items.usage`: each attempt's tokens, a line per attempt
+/// (`run attempt at estimate input output pool`, `-` for none reported). They
 /// replace `pool_calls` (a row per call) and `usage` (a row per attempt),
 /// whose sums are carried over; places in flight are not (they lapse).
 const V15: &str = r#"
@@ -524,9 +525,9 @@ INSERT INTO run_usage SELECT run_id, count(*), coalesce(sum(input_tokens), 0),
     FROM usage GROUP BY run_id;
 UPDATE items SET usage = (
     SELECT group_concat(j, char(10)) FROM (
-        SELECT json_object('run_id', u.run_id, 'attempt', u.attempt, 'at', u.at, 'pool', u.pool,
-            'estimate', u.estimate, 'input_tokens', u.input_tokens,
-            'output_tokens', u.output_tokens) AS j
+        SELECT u.run_id || ' ' || u.attempt || ' ' || u.at || ' ' || u.estimate || ' '
+            || coalesce(u.input_tokens, '-') || ' ' || coalesce(u.output_tokens, '-') || ' '
+            || coalesce(u.pool, '') AS j
         FROM usage u JOIN batches b ON b.name = u.batch
         WHERE b.id = items.batch_id AND u.key = items.key ORDER BY u.id))
 WHERE id IN (SELECT i.id FROM usage u JOIN batches b ON b.name = u.batch
@@ -646,6 +647,47 @@ mod tests {
             )
             .unwrap();
         assert_eq!((version, actor), (SCHEMA_VERSION, None));
+    }
+
+    /// A store with a `usage` row per attempt keeps its figures in the
+    /// sums that replace it: per run, per pool and minute, on the item.
+    #[test]
+    fn usage_rows_are_carried_into_their_sums() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let before = MIGRATIONS.iter().position(|m| *m == V15).unwrap();
+        for sql in &MIGRATIONS[..before] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(&format!(
+            "PRAGMA user_version = {before};
+             INSERT INTO batches (name, created_at) VALUES ('b', 0);
+             INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES (1, 'k', 'k', '{{}}', 'pending', 0, 0);
+             INSERT INTO usage (batch, run_id, key, attempt, pool, at, estimate, input_tokens,
+                 output_tokens) VALUES ('b', 7, 'k', 1, 'p', 60000, 50, NULL, NULL),
+                 ('b', 7, 'k', 2, 'p', 61000, 50, 10, 20);
+             INSERT INTO pool_calls (pool, call, until_ms) VALUES ('p', 'r:1:0', 1);"
+        ))
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let one = |sql: &str| -> (i64, i64, i64, i64, i64) {
+            conn.query_row(sql, [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+        };
+        let sums = "attempts, input_tokens, output_tokens, unreported, estimated_tokens";
+        assert_eq!(
+            one(&format!("SELECT {sums} FROM run_usage WHERE run_id = 7")),
+            (2, 10, 20, 1, 50)
+        );
+        let pooled = "SELECT calls, input_tokens, output_tokens, unreported, estimated_tokens
+            FROM pool_usage WHERE pool = 'p' AND minute = 1";
+        assert_eq!(one(pooled), (2, 10, 20, 1, 50));
+        let lines: String = conn
+            .query_row("SELECT usage FROM items", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(lines, "7 1 60000 50 - - p\n7 2 61000 50 10 20 p");
     }
 
     /// Item writes must not build a temporary b-tree per statement (an IN

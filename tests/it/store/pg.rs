@@ -72,6 +72,7 @@ fn concurrent_claimers_never_share_an_item() {
                     }
                     for c in claims {
                         let done = Completion {
+                            usage: None,
                             item_id: c.item_id,
                             token: c.token,
                             run_id: run,
@@ -456,6 +457,7 @@ fn counters_stay_exact_under_concurrent_mixed_transitions() {
                                     }
                                     _ => {
                                         let done = Completion {
+                                            usage: None,
                                             item_id: c.item_id,
                                             token: c.token,
                                             run_id: run,

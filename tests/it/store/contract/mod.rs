@@ -53,6 +53,7 @@ fn one_done_one_failed(s: &mut Store) -> i64 {
         .unwrap();
     let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
     let done = Completion {
+        usage: None,
         item_id: c[0].item_id,
         token: c[0].token,
         run_id: run,
@@ -292,13 +293,13 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
-        let stale = Completion { item_id: c[0].item_id, token: c[0].token - 1000, run_id: run,
+        let stale = Completion { usage: None, item_id: c[0].item_id, token: c[0].token - 1000, run_id: run,
             outcome: Outcome::Done, result: Some("{}"), cost: None, version: None, now: T0 };
         assert!(!s.complete(&stale, &done_event("k000")).unwrap());
-        let ok = Completion { token: c[0].token, result: Some(r#"{"url":"x"}"#), cost: Some(0.5), ..stale };
+        let ok = Completion { usage: None, token: c[0].token, result: Some(r#"{"url":"x"}"#), cost: Some(0.5), ..stale };
         assert!(s.complete(&ok, &done_event("k000")).unwrap());
         assert!(!s.complete(&ok, &done_event("k000")).unwrap(), "a second completion is refused");
-        let empty = Completion { item_id: c[1].item_id, token: c[1].token, run_id: run,
+        let empty = Completion { usage: None, item_id: c[1].item_id, token: c[1].token, run_id: run,
             outcome: Outcome::Empty, result: None, cost: None, version: None, now: T0 + 1 };
         assert!(s.complete(&empty, &done_event("k001")).unwrap());
         let counts = s.counts("b").unwrap();
@@ -745,7 +746,7 @@ both_stores! {
         let ids: Vec<i64> = ["k000", "k001", "k002"].iter().map(|k| s.item("b", k).unwrap().id).collect();
         let usage: Vec<AttemptUsage> = ["k000", "k001", "k002"].iter().map(|k| AttemptUsage {
             batch: "b".into(), run_id: run, key: (*k).into(), attempt: 1, pool: Some("api".into()),
-            place: None, at: T0, estimate: 10, input_tokens: Some(3), output_tokens: Some(4) }).collect();
+            place: None, with_done: false, at: T0, estimate: 10, input_tokens: Some(3), output_tokens: Some(4) }).collect();
         s.settle_usage(None, &usage).unwrap();
         // Logged after the cutoff (a host whose clock runs ahead): they go
         // with their items, not by their own time.
@@ -789,7 +790,7 @@ both_stores! {
         let mut done = Vec::new();
         loop {
             let (accepted, next) = s.group(|s| {
-                let ok = s.complete(&Completion { item_id: claim.item_id, token: claim.token, run_id: run,
+                let ok = s.complete(&Completion { usage: None, item_id: claim.item_id, token: claim.token, run_id: run,
                     outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 }, &done_event(&claim.key)).unwrap();
                 (ok, s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap())
             }).unwrap();
@@ -811,7 +812,7 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
-        let done = |i: usize, token: i64, outcome: Outcome, cost: Option<f64>| Completion {
+        let done = |i: usize, token: i64, outcome: Outcome, cost: Option<f64>| Completion { usage: None,
             item_id: c[i].item_id, token, run_id: run, outcome,
             result: (outcome == Outcome::Done).then_some(r#"{"ok":true}"#), cost, version: None, now: T0 + 5 };
         // What the runner's done events carry: the run, fields, an actor-less message.
@@ -850,7 +851,7 @@ both_stores! {
         // Inside a group, rolled back with it.
         let c4 = c[1].clone();
         let err = s.group(|s| {
-            let ok = s.complete_all(&[(Completion { item_id: c4.item_id, token: c4.token, run_id: run,
+            let ok = s.complete_all(&[(Completion { usage: None, item_id: c4.item_id, token: c4.token, run_id: run,
                 outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 }, &evs[1])]).unwrap();
             assert_eq!(ok, [true]);
             s.item("b", "k001").unwrap().status
@@ -945,7 +946,7 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 10 * MIN, T0, &[], 1).unwrap();
         for (c, outcome) in s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap().iter().zip([Outcome::Done, Outcome::Empty]) {
-            let done = Completion { item_id: c.item_id, token: c.token, run_id: run, outcome,
+            let done = Completion { usage: None, item_id: c.item_id, token: c.token, run_id: run, outcome,
                 result: None, cost: None, version: None, now: T0 };
             assert!(s.complete(&done, &done_event(&c.key)).unwrap());
         }
@@ -1002,7 +1003,7 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let claims = s.claim("b", run, 12_000, T0 + MIN, T0).unwrap().unwrap();
-        let done: Vec<_> = claims.iter().map(|c| Completion { item_id: c.item_id, token: c.token,
+        let done: Vec<_> = claims.iter().map(|c| Completion { usage: None, item_id: c.item_id, token: c.token,
             run_id: run, outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 }).collect();
         let event = done_event("k");
         let all: Vec<_> = done.iter().map(|d| (d.clone(), &event)).collect();
@@ -1137,7 +1138,7 @@ both_stores! {
         assert_eq!(last(&s), (Some((live, RunState::Running)), Some(paused)));
         // The live run completes an item and is then paused: it did work.
         let c = s.claim("b", live, 1, T0 + MIN, T0 + 7).unwrap().unwrap();
-        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: live,
+        let done = Completion { usage: None, item_id: c[0].item_id, token: c[0].token, run_id: live,
             outcome: Outcome::Done, result: Some("1"), cost: None, version: None, now: T0 + 8 };
         assert!(s.complete(&done, &done_event("k000")).unwrap());
         s.finish_run(live, RunState::Paused, "b: 1 done; stopped: paused", 0, 0, T0 + 9).unwrap();
@@ -1210,7 +1211,7 @@ both_stores! {
         let op = NewEvent::new(T0, "b", EventKind::OpId, "op").key("k002");
         assert!(s.set_op_id(c[2].item_id, c[2].token, "op-2", &op).unwrap());
         for (i, outcome, result) in [(0, Outcome::Done, Some("1")), (1, Outcome::Empty, None), (2, Outcome::Empty, None)] {
-            let d = Completion { item_id: c[i].item_id, token: c[i].token, run_id: run,
+            let d = Completion { usage: None, item_id: c[i].item_id, token: c[i].token, run_id: run,
                 outcome, result, cost: None, version: None, now: T0 };
             assert!(s.complete(&d, &done_event(&c[i].key)).unwrap());
         }
@@ -1342,7 +1343,7 @@ both_stores! {
         assert_eq!(s.steering("b", run, "tok").unwrap().cancels, vec![c[0].item_id]);
         // The worker's success racing the cancel loses, alone or in a group;
         // so do a failure, a release and a further attempt.
-        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
+        let done = Completion { usage: None, item_id: c[0].item_id, token: c[0].token, run_id: run,
             outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 + 1, version: None };
         assert!(!s.complete(&done, &done_event("k000")).unwrap());
         let ev = done_event("k000");
@@ -1369,7 +1370,7 @@ both_stores! {
         s.settle_cancel("b", c[1].item_id, c[1].token, run, T0 + 2).unwrap().unwrap();
         assert_eq!(s.item("b", "k001").unwrap().status, nightshift::model::Status::Pending);
         // Uncancelled claims complete as ever; a done item is refused.
-        let ok = Completion { item_id: c[2].item_id, token: c[2].token, ..done };
+        let ok = Completion { usage: None, item_id: c[2].item_id, token: c[2].token, ..done };
         assert!(s.complete(&ok, &done_event("k002")).unwrap());
         assert!(matches!(
             s.cancel_item("b", "k002", CancelTo::Manual, "ops@h2", "late", T0),
@@ -1456,7 +1457,7 @@ both_stores! {
         // nothing (its 100 stand); both places are given back.
         let usage = |call: &str, attempt, input: Option<i64>, output: Option<i64>| AttemptUsage {
             batch: "b".into(), run_id: 7, key: call.into(), attempt, pool: Some("openai".into()),
-            place: Some("r1".into()), at: T0 + 2000, estimate: 100, input_tokens: input, output_tokens: output,
+            place: Some("r1".into()), with_done: false, at: T0 + 2000, estimate: 100, input_tokens: input, output_tokens: output,
         };
         s.settle_usage(Some(&spec), &[usage("c1", 1, Some(100), Some(200)), usage("c2", 1, None, None)]).unwrap();
         let v = s.pool_view(&spec, T0 + 2000).unwrap();
@@ -1490,7 +1491,7 @@ both_stores! {
         let call = |runner: &str, until| PoolCall { runner: runner.into(), estimate: 0, until };
         let settled = |runner: &str| AttemptUsage {
             batch: "b".into(), run_id: 1, key: "k".into(), attempt: 1, pool: Some("p".into()),
-            place: Some(runner.into()), at: T0, estimate: 0, input_tokens: None, output_tokens: None,
+            place: Some(runner.into()), with_done: false, at: T0, estimate: 0, input_tokens: None, output_tokens: None,
         };
         // r1 takes two places; r2, on another host, gets the third only.
         assert_eq!(s.pool_admit(&spec, &[call("r1", T0 + MIN), call("r1", T0 + MIN)], T0).unwrap().admitted, 2);
@@ -1533,7 +1534,7 @@ both_stores! {
             let call = PoolCall { runner: "r".into(), estimate: 0, until: at + MIN };
             assert_eq!(s.pool_admit(&spec, &[call], at).unwrap().admitted, 1);
             let u = AttemptUsage {
-                batch: "b".into(), run_id: 1, key: format!("k{i}"), attempt: 1, pool: Some("p".into()), place: None,
+                batch: "b".into(), run_id: 1, key: format!("k{i}"), attempt: 1, pool: Some("p".into()), place: None, with_done: false,
                 at, estimate: 0, input_tokens: None, output_tokens: None,
             };
             s.settle_usage(Some(&spec), &[u]).unwrap();
@@ -1559,7 +1560,7 @@ both_stores! {
         // Minutes: T0 is 20 s into one.
         let m0 = T0 - T0.rem_euclid(MIN);
         let attempt = |key: &str, run, attempt, at, usage: Option<(i64, i64)>| AttemptUsage {
-            batch: "b".into(), run_id: run, key: key.into(), attempt, pool: Some("p".into()), place: None,
+            batch: "b".into(), run_id: run, key: key.into(), attempt, pool: Some("p".into()), place: None, with_done: false,
             at, estimate: 50, input_tokens: usage.map(|u| u.0), output_tokens: usage.map(|u| u.1),
         };
         // k1 fails once reporting nothing (its 50 stand), then is done with 10 + 20;
