@@ -45,6 +45,7 @@ trait Queue: Send {
 fn completion(run: i64, c: &Claim) -> (Completion<'static>, NewEvent) {
     (
         Completion {
+            usage: None,
             item_id: c.item_id,
             token: c.token,
             run_id: run,

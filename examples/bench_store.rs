@@ -266,6 +266,7 @@ fn scale(dir: &Path, n: usize) -> Res<()> {
         let results = store.group(|s| -> Res<()> {
             for c in &claims {
                 let completion = Completion {
+                    usage: None,
                     item_id: c.item_id,
                     token: c.token,
                     run_id: run,

@@ -22,6 +22,7 @@ pub fn pool_json(v: &PoolView, now: Millis) -> Value {
         "limits": v.dims.iter().map(|d| json!({
             "dimension": d.dimension,
             "used": d.used,
+            "recent": d.recent,
             "limit": d.limit,
             "next_slot": d.next_slot.map(rfc3339),
         })).collect::<Vec<_>>(),
@@ -67,7 +68,7 @@ pub fn pool_line(v: &PoolView, now: Millis) -> String {
                 Some(t) if d.used >= d.limit => format!(" (full, next slot {})", utc_clock(t, now)),
                 _ => String::new(),
             };
-            format!("{} {}/{}{full}", d.dimension, d.used, d.limit)
+            format!("{} {}/{}{full}", d.dimension, d.recent, d.limit)
         })
         .collect();
     if let Some(c) = v.concurrency {

@@ -5,17 +5,22 @@
 //!
 //! The pool's state is in the store, never in a runner: every rate is a
 //! GCRA bucket, one row per pool and dimension holding its theoretical
-//! arrival time (`store::ops::pools`); the calls in flight are rows with
-//! the time each gives its place up should its runner die (the batch's
-//! `item_timeout` plus `grace` after it started); a retry-after hold is a
-//! row per pool. A call asks for its place after the batch's own gate
+//! arrival time (`store::ops::pools`); the places in flight are counted
+//! in one row per pool and runner, with the time they lapse should the
+//! runner die (its latest call's `item_timeout` plus `grace` after it
+//! started: no call of it outlives that); a retry-after hold is a row per
+//! pool. A call asks for its place after the batch's own gate
 //! (hold, `rate_limit`): one write transaction that locks the pool's row,
 //! so runners on any host sharing the store take turns, and draws its
 //! reservation at once (one request per `requests` rate; `token_estimate`,
 //! or the payload's `estimate_field`, per token rate). When the worker
 //! answers, the attempt's usage is settled: the bucket is moved by what it
 //! drew beyond (or short of) its reservation, the estimate standing when
-//! it reported nothing, and its place in flight given back.
+//! it reported nothing, and its place in flight given back (its runner's
+//! count less one). Usage is kept in sums, not a row per attempt: a line
+//! on the item's own row (what `show` lists), one row per run, one per
+//! pool and minute (the calls and tokens the views count against each
+//! limit, per minute and today).
 //!
 //! Bookkeeping stays cheap: a slot with several calls ready (persistent
 //! mode) asks for all their places in one transaction, the one that
@@ -28,7 +33,6 @@
 //! must wait sleeps until the slot the store named (or, for a place in
 //! flight another runner will give back, a short poll), never spinning.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -53,7 +57,6 @@ pub struct Pool {
     /// How long a place in flight is kept without its settlement.
     place_ttl: Duration,
     runner: String,
-    seq: AtomicU64,
     /// The last wait the pool gave (for the waiting reason and its event).
     waiting: std::sync::Mutex<Option<PoolWait>>,
     /// Counts the places in flight this runner gave back: a slot waiting
@@ -66,7 +69,6 @@ pub struct Pool {
 /// A call's place in the pool, given back when it is settled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ticket {
-    pub call: String,
     pub estimate: i64,
 }
 
@@ -144,7 +146,6 @@ impl Pool {
             field: cfg.estimate_field.clone(),
             place_ttl: cfg.item_timeout + cfg.grace + Duration::from_secs(5),
             runner: runner.to_string(),
-            seq: AtomicU64::new(0),
             waiting: std::sync::Mutex::new(None),
             back: tokio::sync::watch::Sender::new(0),
         })
@@ -171,10 +172,9 @@ impl Pool {
     }
 
     fn call(&self, claim: &Claim, now: Millis) -> PoolCall {
-        let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let ttl = i64::try_from(self.place_ttl.as_millis()).unwrap_or(i64::MAX);
         PoolCall {
-            id: format!("{}:{}:{n}", self.runner, claim.item_id),
+            runner: self.runner.clone(),
             estimate: self.estimate(&claim.payload),
             until: now.saturating_add(ttl),
         }
@@ -266,7 +266,6 @@ impl Cycle {
             .into_iter()
             .take(admission.admitted)
             .map(|c| Ticket {
-                call: c.id,
                 estimate: c.estimate,
             })
             .collect();
@@ -335,36 +334,44 @@ impl Cycle {
     /// own: the settlement joins the ones the writer has not reached yet
     /// ([`Settling`]), and all of them ride in the writer's next group
     /// (`Writer::defer`), brought by the slots' claims and completions. Nothing to do without a pool
-    /// or reported usage.
+    /// or reported usage. For an attempt that is `done`, its line for the
+    /// item is returned, to go with its done mark (`Completion::usage`):
+    /// the item's row is written then anyway.
     pub(super) fn pool_settle(
         &self,
         claim: &Claim,
         attempt: u32,
         ticket: Option<Ticket>,
         usage: Option<Tokens>,
-    ) {
-        // Nothing to record: no usage, no estimate standing, no place in
-        // flight to give back (a requests-only pool settles at admission).
+        done: bool,
+    ) -> Option<String> {
+        // Nothing to record: no usage and no call of a pool (every pool's
+        // call counts in its calls per minute and today).
+        if usage.is_none() && ticket.is_none() {
+            return None;
+        }
         let placed = self
             .pool
             .as_ref()
             .is_some_and(|p| p.spec.concurrency.is_some());
-        let reserved = ticket.as_ref().is_some_and(|t| t.estimate > 0);
-        if usage.is_none() && !reserved && !(placed && ticket.is_some()) {
-            return;
-        }
         let row = AttemptUsage {
             batch: self.batch.clone(),
             run_id: self.run_id,
             key: claim.key.clone(),
             attempt: i64::from(attempt),
             pool: self.pool.as_ref().map(|p| p.spec.name.clone()),
-            call: ticket.as_ref().map(|t| t.call.clone()),
+            place: self
+                .pool
+                .as_ref()
+                .filter(|_| placed && ticket.is_some())
+                .map(|p| p.runner.clone()),
             at: now_ms(),
             estimate: ticket.as_ref().map_or(0, |t| t.estimate),
             input_tokens: usage.and_then(|u| u.input),
             output_tokens: usage.and_then(|u| u.output),
+            with_done: done,
         };
+        let line = if done { row.line() } else { None };
         let gives_place = placed && ticket.is_some();
         if let Some(batch) = self.settling.push(row) {
             let spec = self.pool.as_ref().map(|p| p.spec.clone());
@@ -376,6 +383,7 @@ impl Cycle {
         if gives_place {
             self.places_given_back();
         }
+        line
     }
 
     /// Wakes the slots waiting for a place in flight: one was given back.
@@ -454,7 +462,8 @@ mod tests {
             key: key.into(),
             attempt: 1,
             pool: Some("p".into()),
-            call: None,
+            place: None,
+            with_done: false,
             at: 0,
             estimate: 100,
             input_tokens: None,

@@ -112,6 +112,9 @@ pub struct Completion<'a> {
     pub cost: Option<f64>,
     /// The batch `version` the item is done under.
     pub version: Option<&'a str>,
+    /// The attempt's usage line, kept on the item with the done mark (see
+    /// `Store::settle_usage`); `None`: its settlement wrote it, or none.
+    pub usage: Option<&'a str>,
     pub now: Millis,
 }
 
@@ -497,8 +500,8 @@ pub struct PoolDim {
 /// A call asking for its place in a pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolCall {
-    /// Unique among the calls in flight (`runner:item:attempt`).
-    pub id: String,
+    /// The runner that holds its place in flight (counted per runner).
+    pub runner: String,
     /// The tokens reserved for it.
     pub estimate: i64,
     /// When its place in flight lapses should its runner die.
@@ -547,9 +550,13 @@ pub struct AttemptUsage {
     pub key: String,
     pub attempt: i64,
     pub pool: Option<String>,
-    /// Its place in flight in the pool, given back with it.
+    /// The runner whose place in flight in the pool it gives back.
     #[serde(skip)]
-    pub call: Option<String>,
+    pub place: Option<String>,
+    /// Its line goes on the item with its done mark (`Completion::usage`),
+    /// not with the settlement.
+    #[serde(skip)]
+    pub with_done: bool,
     pub at: Millis,
     pub estimate: i64,
     pub input_tokens: Option<i64>,
@@ -626,12 +633,17 @@ pub struct PoolView {
     pub today: UsageSum,
 }
 
-/// One rate of a pool: how much of its bucket is drawn now, and when a
-/// call of one unit would next fit.
+/// One rate of a pool: how much of its bucket is drawn now, what was
+/// settled in its window, and when a call of one unit would next fit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PoolDimView {
     pub dimension: String,
+    /// The bucket's level (GCRA): what decides a wait, not what a user
+    /// counts.
     pub used: i64,
+    /// Calls (or tokens) settled in the limit's last window (per minute
+    /// sums, the oldest minute weighted by its share of the window).
+    pub recent: i64,
     pub limit: i64,
     pub next_slot: Option<Millis>,
 }

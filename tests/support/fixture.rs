@@ -111,6 +111,7 @@ impl Run<'_> {
             .store
             .complete(
                 &Completion {
+                    usage: None,
                     item_id: c.0,
                     token: c.2,
                     run_id: self.id,

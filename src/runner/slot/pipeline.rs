@@ -48,6 +48,8 @@ pub(super) struct Success {
     pub(super) result: Option<String>,
     pub(super) cost: Option<f64>,
     pub(super) event: NewEvent,
+    /// The attempt's usage line for the item (`Completion::usage`).
+    pub(super) usage: Option<String>,
 }
 
 impl Slot {
@@ -146,6 +148,7 @@ impl Slot {
                                 result: s.result.as_deref(),
                                 cost: s.cost,
                                 version: version.as_deref(),
+                                usage: s.usage.as_deref(),
                                 now,
                             };
                             (c, &s.event)

@@ -133,7 +133,7 @@ async fn process(
             match begin_retry(cycle, &claim).await? {
                 Some(next) => attempt = next,
                 None => {
-                    cycle.pool_settle(&claim, attempt, ticket, None);
+                    cycle.pool_settle(&claim, attempt, ticket, None, false);
                     lease_lost_on_write(cycle, &claim).await;
                     return Ok(None);
                 }
@@ -176,7 +176,7 @@ async fn process(
             Ok(output) => output,
             Err(reason) => {
                 // Stopped before an answer: its reservation stands.
-                cycle.pool_settle(&claim, attempt, ticket, None);
+                cycle.pool_settle(&claim, attempt, ticket, None, false);
                 match reason {
                     KillReason::LeaseLost => lease_lost_stopped(cycle, &claim).await,
                     KillReason::Cancelled => cancelled(cycle, &claim).await,
@@ -189,7 +189,8 @@ async fn process(
         };
         keep_words(cycle, &claim, attempt, &output);
         let answer = classify(&output, &cycle.rules);
-        cycle.pool_settle(&claim, attempt, ticket, answer.usage());
+        let done = matches!(answer, Answer::Done { .. });
+        let line = cycle.pool_settle(&claim, attempt, ticket, answer.usage(), done);
         match answer {
             Answer::Done {
                 empty,
@@ -234,6 +235,7 @@ async fn process(
                                     result: result.as_deref(),
                                     cost,
                                     version: version.as_deref(),
+                                    usage: line.as_deref(),
                                     now: now_ms(),
                                 },
                                 &e,

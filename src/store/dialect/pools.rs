@@ -2,7 +2,7 @@
 
 use crate::model::Millis;
 use crate::store::Result;
-use crate::store::api::{AttemptUsage, PoolHold, UsageSum};
+use crate::store::api::{PoolHold, UsageSum};
 
 pub(crate) trait PoolsRead {
     /// The pool's retry-after hold, over or not.
@@ -10,16 +10,14 @@ pub(crate) trait PoolsRead {
     /// A dimension's theoretical arrival time (µs on the caller's clock),
     /// `None` for a bucket never drawn from.
     fn pool_tat(&mut self, pool: &str, dim: &str) -> Result<Option<i64>>;
-    /// Calls in flight whose places have not lapsed at `now`.
+    /// Places in flight, over every runner, that have not lapsed at `now`.
     fn pool_in_flight(&mut self, pool: &str, now: Millis) -> Result<i64>;
-    /// Tokens drawn per minute for the last `minutes` minutes ending with
-    /// the one of `now`, oldest first (zeros included).
-    fn pool_minute_tokens(&mut self, pool: &str, now: Millis, minutes: i64) -> Result<Vec<i64>>;
-    /// The pool's attempts since `since`.
-    fn usage_of_pool(&mut self, pool: &str, since: Millis) -> Result<UsageSum>;
+    /// The pool's settled calls per minute (minutes since the epoch), from
+    /// minute `since` on, in minute order.
+    fn pool_minutes(&mut self, pool: &str, since: i64) -> Result<Vec<(i64, UsageSum)>>;
     fn usage_of_run(&mut self, run: i64) -> Result<UsageSum>;
-    /// Every attempt of one item, oldest first.
-    fn usage_of_item(&mut self, batch: &str, key: &str) -> Result<Vec<AttemptUsage>>;
+    /// The item's attempts' usage lines (`None`: no item or none).
+    fn usage_of_item(&mut self, batch: &str, key: &str) -> Result<Option<String>>;
 }
 
 pub(crate) trait PoolsWrite {
@@ -29,14 +27,19 @@ pub(crate) trait PoolsWrite {
     fn pool_set_tat(&mut self, pool: &str, dim: &str, tat_us: i64) -> Result<()>;
     /// Moves a drawn bucket's time by `delta_us` (a settlement).
     fn pool_shift_tat(&mut self, pool: &str, dim: &str, delta_us: i64) -> Result<()>;
-    /// Forgets the calls whose places lapsed at `now`.
-    fn pool_calls_expire(&mut self, pool: &str, now: Millis) -> Result<()>;
-    fn pool_call_insert(&mut self, pool: &str, call: &str, until: Millis) -> Result<()>;
-    fn pool_call_delete(&mut self, pool: &str, call: &str) -> Result<()>;
+    /// Forgets the places of runners whose places lapsed at `now`.
+    fn pool_places_expire(&mut self, pool: &str, now: Millis) -> Result<()>;
+    /// `runner` takes `n` more places, held at least until `until`.
+    fn pool_places_take(&mut self, pool: &str, runner: &str, n: i64, until: Millis) -> Result<()>;
+    /// `runner` gives `n` places back.
+    fn pool_places_give(&mut self, pool: &str, runner: &str, n: i64) -> Result<()>;
     /// Never shortens a hold on.
     fn pool_extend_hold(&mut self, pool: &str, hold: &PoolHold) -> Result<()>;
     fn pool_clear_hold(&mut self, pool: &str) -> Result<()>;
-    fn usage_insert(&mut self, usage: &AttemptUsage) -> Result<()>;
+    /// Appends usage lines to the item's.
+    fn usage_item_append(&mut self, batch: &str, key: &str, lines: &str) -> Result<()>;
+    fn usage_run_add(&mut self, run: i64, sum: &UsageSum) -> Result<()>;
+    fn usage_pool_add(&mut self, pool: &str, minute: i64, sum: &UsageSum) -> Result<()>;
 }
 
 /// Per-minute sums (`(minute, tokens)`, minutes since the epoch) laid out

@@ -93,7 +93,7 @@ impl Store {
             let mut room = calls.len();
             let mut wait = None;
             if let Some(cap) = spec.concurrency {
-                tx.pool_calls_expire(pool, now)?;
+                tx.pool_places_expire(pool, now)?;
                 let free = i64::from(cap) - tx.pool_in_flight(pool, now)?;
                 let free = usize::try_from(free).unwrap_or(0);
                 if free < room {
@@ -148,8 +148,17 @@ impl Store {
                     tx.pool_set_tat(pool, &d.name, tat + drawn)?;
                 }
                 if spec.concurrency.is_some() {
+                    // One row per runner counts its places (a slot's calls
+                    // are all its runner's).
+                    let mut taken: Vec<(&str, i64, Millis)> = Vec::new();
                     for c in &calls[..room] {
-                        tx.pool_call_insert(pool, &c.id, c.until)?;
+                        match taken.iter_mut().find(|t| t.0 == c.runner) {
+                            Some(t) => (t.1, t.2) = (t.1 + 1, t.2.max(c.until)),
+                            None => taken.push((&c.runner, 1, c.until)),
+                        }
+                    }
+                    for (runner, n, until) in taken {
+                        tx.pool_places_take(pool, runner, n, until)?;
                     }
                 }
             }
@@ -162,7 +171,9 @@ impl Store {
 
     /// Records the attempts' usage and, for those of `spec`'s pool, settles
     /// their reservations with what they drew (the estimate stands when
-    /// nothing was reported) and gives back their places in flight.
+    /// nothing was reported) and gives back their places in flight. In
+    /// sums: a line on each item that has something to say, one row per
+    /// run, one per pool and minute, one per runner's places.
     pub fn settle_usage(&mut self, spec: Option<&PoolSpec>, usage: &[AttemptUsage]) -> Result<()> {
         if usage.is_empty() {
             return Ok(());
@@ -178,8 +189,26 @@ impl Store {
             }
             // The buckets move once per dimension for all of them.
             let mut shifts = vec![0i64; pooled.map_or(0, |s| s.dims.len())];
+            let mut runs: Vec<(i64, UsageSum)> = Vec::new();
+            let mut minutes: Vec<(&str, i64, UsageSum)> = Vec::new();
+            let mut places: Vec<(&str, i64)> = Vec::new();
             for u in usage {
-                tx.usage_insert(u)?;
+                if !u.with_done
+                    && let Some(line) = u.line()
+                {
+                    tx.usage_item_append(&u.batch, &u.key, &line)?;
+                }
+                match runs.iter_mut().find(|r| r.0 == u.run_id) {
+                    Some(r) => r.1.add(u),
+                    None => runs.push((u.run_id, UsageSum::of(u))),
+                }
+                if let Some(p) = u.pool.as_deref() {
+                    let m = u.at.div_euclid(60_000);
+                    match minutes.iter_mut().find(|x| x.0 == p && x.1 == m) {
+                        Some(x) => x.2.add(u),
+                        None => minutes.push((p, m, UsageSum::of(u))),
+                    }
+                }
                 let Some(s) = pooled.filter(|s| u.pool.as_deref() == Some(s.name.as_str())) else {
                     continue;
                 };
@@ -188,11 +217,23 @@ impl Store {
                         *shift = shift.saturating_add(d.shift_us(d.drawn(u), d.units(u.estimate)));
                     }
                 }
-                if let Some(call) = &u.call {
-                    tx.pool_call_delete(&s.name, call)?;
+                if let Some(runner) = u.place.as_deref() {
+                    match places.iter_mut().find(|p| p.0 == runner) {
+                        Some(p) => p.1 += 1,
+                        None => places.push((runner, 1)),
+                    }
                 }
             }
+            for (run, sum) in &runs {
+                tx.usage_run_add(*run, sum)?;
+            }
+            for (pool, minute, sum) in &minutes {
+                tx.usage_pool_add(pool, *minute, sum)?;
+            }
             if let Some(s) = pooled {
+                for (runner, n) in places {
+                    tx.pool_places_give(&s.name, runner, n)?;
+                }
                 for (d, shift) in s.dims.iter().zip(&shifts) {
                     if *shift != 0 {
                         tx.pool_shift_tat(&s.name, &d.name, *shift)?;
@@ -231,8 +272,79 @@ impl Store {
 
     /// Every attempt's tokens of one item, oldest first.
     pub fn item_usage(&self, batch: &str, key: &str) -> Result<Vec<AttemptUsage>> {
-        self.read_tx(|tx| tx.usage_of_item(batch, key))
+        let lines = self.read_tx(|tx| tx.usage_of_item(batch, key))?;
+        Ok(lines
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .filter_map(|l| from_line(batch, key, l))
+            .collect())
     }
+}
+
+impl UsageSum {
+    fn of(u: &AttemptUsage) -> UsageSum {
+        let mut s = UsageSum::default();
+        s.add(u);
+        s
+    }
+
+    fn add(&mut self, u: &AttemptUsage) {
+        self.attempts += 1;
+        self.input_tokens += u.input_tokens.unwrap_or(0);
+        self.output_tokens += u.output_tokens.unwrap_or(0);
+        if u.input_tokens.is_none() && u.output_tokens.is_none() {
+            self.unreported += 1;
+            self.estimated_tokens += u.estimate;
+        }
+    }
+}
+
+impl AttemptUsage {
+    /// Its line kept on its item; `None` when it has nothing to say (no
+    /// tokens reported, none reserved).
+    #[must_use]
+    pub fn line(&self) -> Option<String> {
+        if self.input_tokens.is_none() && self.output_tokens.is_none() && self.estimate == 0 {
+            return None;
+        }
+        // Short and plain (it rides in the done mark's JSON, read there
+        // field by field): `run attempt at estimate input output pool`,
+        // `-` for a count not reported, the pool the rest of the line.
+        let n = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+        Some(format!(
+            "{} {} {} {} {} {} {}",
+            self.run_id,
+            self.attempt,
+            self.at,
+            self.estimate,
+            n(self.input_tokens),
+            n(self.output_tokens),
+            self.pool.as_deref().unwrap_or("")
+        ))
+    }
+}
+
+/// An attempt from its line (`AttemptUsage::line`).
+fn from_line(batch: &str, key: &str, line: &str) -> Option<AttemptUsage> {
+    let mut f = line.splitn(7, ' ');
+    let mut int = || f.next()?.parse::<i64>().ok();
+    let (run_id, attempt, at, estimate) = (int()?, int()?, int()?, int()?);
+    let (input_tokens, output_tokens) = (int(), int());
+    let pool = f.next().filter(|p| !p.is_empty()).map(str::to_string);
+    Some(AttemptUsage {
+        batch: batch.to_string(),
+        run_id,
+        key: key.to_string(),
+        attempt,
+        pool,
+        place: None,
+        with_done: false,
+        at,
+        estimate,
+        input_tokens,
+        output_tokens,
+    })
 }
 
 /// What the views show of a pool at `now`, in the caller's read (the
@@ -240,6 +352,20 @@ impl Store {
 pub(super) fn view(tx: &mut dyn Read, spec: &PoolSpec, now: Millis) -> Result<PoolView> {
     let pool = spec.name.as_str();
     let now_us = now.saturating_mul(1000);
+    let day_start = now - now.rem_euclid(86_400_000);
+    let this_minute = now.div_euclid(60_000);
+    // The minutes every figure needs: the sparkline's, the day's, and the
+    // longest limit's window (a week at most).
+    let longest = spec.dims.iter().map(|d| d.per_us / 1000).max().unwrap_or(0);
+    let since = [
+        this_minute - POOL_MINUTES + 1,
+        day_start.div_euclid(60_000),
+        (now - longest.clamp(60_000, 7 * 86_400_000)).div_euclid(60_000),
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(this_minute);
+    let minutes = tx.pool_minutes(pool, since)?;
     let mut dims = Vec::with_capacity(spec.dims.len());
     for d in &spec.dims {
         let tat = tx.pool_tat(pool, &d.name)?.unwrap_or(now_us).max(now_us);
@@ -250,18 +376,52 @@ pub(super) fn view(tx: &mut dyn Read, spec: &PoolSpec, now: Millis) -> Result<Po
         dims.push(PoolDimView {
             dimension: d.name.clone(),
             used: i64::try_from(used).unwrap_or(i64::MAX),
+            recent: recent(d, &minutes, now),
             limit: d.count,
             next_slot: (next > now).then_some(next),
         });
     }
-    let day_start = now - now.rem_euclid(86_400_000);
+    let drawn = |u: &UsageSum| u.input_tokens + u.output_tokens + u.estimated_tokens;
+    let per_minute: Vec<(i64, i64)> = minutes.iter().map(|(m, u)| (*m, drawn(u))).collect();
+    let mut today = UsageSum::default();
+    for (_, u) in minutes.iter().filter(|(m, _)| m * 60_000 >= day_start) {
+        today.attempts += u.attempts;
+        today.input_tokens += u.input_tokens;
+        today.output_tokens += u.output_tokens;
+        today.unreported += u.unreported;
+        today.estimated_tokens += u.estimated_tokens;
+    }
     Ok(PoolView {
         name: spec.name.clone(),
         dims,
         in_flight: tx.pool_in_flight(pool, now)?,
         concurrency: spec.concurrency,
         hold: tx.pool_hold(pool)?.filter(|h| h.until > now),
-        tokens_per_minute: tx.pool_minute_tokens(pool, now, POOL_MINUTES)?,
-        today: tx.usage_of_pool(pool, day_start)?,
+        tokens_per_minute: crate::store::dialect::fill_minutes(&per_minute, now, POOL_MINUTES),
+        today,
     })
+}
+
+/// What a limit counts of its last window at `now`, from the per-minute
+/// sums: the minutes wholly in it, and the oldest one in part, weighted
+/// by its share of the window (calls spread evenly over it). A window
+/// under a minute is the last minute's, scaled to it.
+fn recent(d: &PoolDim, minutes: &[(i64, UsageSum)], now: Millis) -> i64 {
+    let counted = |u: &UsageSum| match d.measure {
+        Measure::Requests => u.attempts,
+        Measure::Tokens => u.input_tokens + u.output_tokens + u.estimated_tokens,
+        Measure::InputTokens => u.input_tokens + u.estimated_tokens,
+        Measure::OutputTokens => u.output_tokens + u.estimated_tokens,
+    };
+    let window = (d.per_us / 1000).max(1);
+    let span = window.max(60_000);
+    let start = now - span;
+    let first = start.div_euclid(60_000);
+    let share = ((first + 1) * 60_000 - start) as f64 / 60_000.0;
+    let mut sum = 0.0;
+    for (m, u) in minutes.iter().filter(|(m, _)| *m >= first) {
+        let n = counted(u) as f64;
+        sum += if *m == first { n * share } else { n };
+    }
+    (sum * window as f64 / span as f64).round() as i64
 }

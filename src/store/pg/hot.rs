@@ -127,7 +127,9 @@ macro_rules! done_mark {
                 cost = CASE WHEN d.cost IS NULL THEN i.cost ELSE coalesce(i.cost, 0) + d.cost END,
                 tier = NULL, error_class = NULL, error_message = NULL,
                 next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
-                updated_at = d.at, done_version = d.version
+                updated_at = d.at, done_version = d.version,
+                usage = CASE WHEN d.usage IS NULL THEN i.usage
+                             ELSE coalesce(i.usage || E'\\n', '') || d.usage END
            FROM d
           WHERE i.id = d.id AND i.lease_token = d.token AND i.status = 'claimed'
             AND i.cancel_to IS NULL
@@ -141,7 +143,8 @@ macro_rules! done_mark {
 const COMPLETE_ONE: &str = concat!(
     "WITH d AS (
          SELECT $1::int8 AS id, $2::int8 AS token, $3::text AS outcome, $4::text AS result,
-                $5::float8 AS cost, $6::int8 AS at, 1::int8 AS n, $16::text AS version),
+                $5::float8 AS cost, $6::int8 AS at, 1::int8 AS n, $16::text AS version,
+                $17::text AS usage),
      up AS (",
     done_mark!(),
     "),
@@ -167,8 +170,9 @@ const COMPLETE_ONE: &str = concat!(
 const COMPLETE_MANY: &str = concat!(
     "WITH d AS (
          SELECT u.*, $7::text AS version
-           FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::float8[], $6::int8[])
-                WITH ORDINALITY AS u(id, token, outcome, result, cost, at, n)),
+           FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::float8[], $6::int8[],
+                       $17::text[])
+                WITH ORDINALITY AS u(id, token, outcome, result, cost, at, usage, n)),
      up AS (",
     done_mark!(),
     ", d.id, d.outcome, d.cost),
@@ -318,6 +322,7 @@ impl PgStore {
             let (at, event_at) = (c.tin(done.now), c.tin(event.at));
             let result = text_opt(done.result);
             let version = text_opt(done.version);
+            let usage = text_opt(done.usage);
             let fields = event
                 .fields
                 .as_ref()
@@ -343,6 +348,7 @@ impl PgStore {
                     &message,
                     &fields,
                     &version,
+                    &usage,
                 ],
             )?;
             Ok(rows[0].get::<_, i64>(0) == 1)
@@ -370,6 +376,10 @@ impl PgStore {
                 .collect();
             let costs: Vec<Option<f64>> = done.iter().map(|(d, _)| d.cost).collect();
             let ats: Vec<i64> = done.iter().map(|(d, _)| c.tin(d.now)).collect();
+            let usages: Vec<Option<String>> = done
+                .iter()
+                .map(|(d, _)| text_opt(d.usage).map(|t| t.into_owned()))
+                .collect();
             // One batch, one version: the run's.
             let version = text_opt(done[0].0.version);
             let events: Vec<&NewEvent> = done.iter().map(|(_, e)| *e).collect();
@@ -393,6 +403,7 @@ impl PgStore {
                     &ev.actors,
                     &ev.messages,
                     &ev.fields,
+                    &usages,
                 ],
             )?;
             let mut accepted = vec![false; done.len()];

@@ -1,5 +1,7 @@
 //! Limit pools and token usage (see the SQLite store's `pools`). Times
-//! are moved by the clock offset; a bucket's time is in microseconds.
+//! are moved by the clock offset; a bucket's time is in microseconds. A
+//! pool's minute is by the settling runner's clock (a minute's sum does
+//! not need the offset).
 
 use postgres::Row;
 
@@ -7,48 +9,62 @@ use super::PgTx;
 use super::conn::{Conn, text};
 use crate::model::Millis;
 use crate::store::Result;
-use crate::store::api::{AttemptUsage, PoolHold, UsageSum};
+use crate::store::api::{PoolHold, UsageSum};
 use crate::store::dialect::{PoolsRead, PoolsWrite};
 
 const HOLD: &str = "SELECT until_ms, batch, key FROM pool_holds WHERE pool = $1";
 const TAT: &str = "SELECT tat_us FROM pool_dims WHERE pool = $1 AND dim = $2";
-const IN_FLIGHT: &str = "SELECT count(*) FROM pool_calls WHERE pool = $1 AND until_ms > $2";
-const MINUTES: &str =
-    "SELECT (at - $3) / 60000 AS m, sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL
-    THEN estimate ELSE coalesce(input_tokens, 0) + coalesce(output_tokens, 0) END)::int8
-    FROM usage WHERE pool = $1 AND at >= $2 GROUP BY m";
-const SUM_COLUMNS: &str = "count(*), coalesce(sum(input_tokens), 0)::int8, coalesce(sum(output_tokens), 0)::int8,
-    coalesce(sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END), 0)::int8,
-    coalesce(sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END), 0)::int8";
-const ITEM: &str =
-    "SELECT batch, run_id, key, attempt, pool, at, estimate, input_tokens, output_tokens
-    FROM usage WHERE batch = $1 AND key = $2 ORDER BY id";
+const IN_FLIGHT: &str =
+    "SELECT coalesce(sum(n), 0)::int8 FROM pool_places WHERE pool = $1 AND until_ms > $2";
+const MINUTES: &str = "SELECT minute, calls, input_tokens, output_tokens, unreported,
+    estimated_tokens FROM pool_usage WHERE pool = $1 AND minute >= $2 ORDER BY minute";
+const RUN: &str = "SELECT attempts, input_tokens, output_tokens, unreported, estimated_tokens
+    FROM run_usage WHERE run_id = $1";
+const ITEM: &str = "SELECT i.usage FROM items i JOIN batches b ON b.id = i.batch_id
+    WHERE b.name = $1 AND i.key = $2";
 const LOCK_ROW: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES ($1, '*', 0)
     ON CONFLICT (pool, dim) DO NOTHING";
 const LOCK: &str = "SELECT 1 FROM pool_dims WHERE pool = $1 AND dim = '*' FOR UPDATE";
 const SET_TAT: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES ($1, $2, $3)
     ON CONFLICT (pool, dim) DO UPDATE SET tat_us = excluded.tat_us";
 const SHIFT_TAT: &str = "UPDATE pool_dims SET tat_us = tat_us + $3 WHERE pool = $1 AND dim = $2";
-const CALLS_EXPIRE: &str = "DELETE FROM pool_calls WHERE pool = $1 AND until_ms <= $2";
-const CALL_INSERT: &str = "INSERT INTO pool_calls (pool, call, until_ms) VALUES ($1, $2, $3)
-    ON CONFLICT (pool, call) DO UPDATE SET until_ms = excluded.until_ms";
-const CALL_DELETE: &str = "DELETE FROM pool_calls WHERE pool = $1 AND call = $2";
+const PLACES_EXPIRE: &str = "DELETE FROM pool_places WHERE pool = $1 AND until_ms <= $2";
+const PLACES_TAKE: &str = "INSERT INTO pool_places (pool, runner, n, until_ms)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (pool, runner) DO UPDATE SET n = pool_places.n + excluded.n,
+        until_ms = greatest(pool_places.until_ms, excluded.until_ms)";
+const PLACES_GIVE: &str =
+    "UPDATE pool_places SET n = greatest(n - $3, 0) WHERE pool = $1 AND runner = $2";
 const EXTEND_HOLD: &str =
     "INSERT INTO pool_holds (pool, until_ms, batch, key) VALUES ($1, $2, $3, $4)
     ON CONFLICT (pool) DO UPDATE SET until_ms = excluded.until_ms, batch = excluded.batch,
         key = excluded.key
     WHERE excluded.until_ms > pool_holds.until_ms";
 const CLEAR_HOLD: &str = "DELETE FROM pool_holds WHERE pool = $1";
-const USAGE_INSERT: &str = "INSERT INTO usage (batch, run_id, key, attempt, pool, at, estimate,
-    input_tokens, output_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+const ITEM_APPEND: &str = "UPDATE items SET usage = coalesce(usage || E'\\n', '') || $3
+    WHERE batch_id = (SELECT id FROM batches WHERE name = $1) AND key = $2";
+const RUN_ADD: &str = "INSERT INTO run_usage (run_id, attempts, input_tokens, output_tokens,
+    unreported, estimated_tokens) VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (run_id) DO UPDATE SET attempts = run_usage.attempts + excluded.attempts,
+        input_tokens = run_usage.input_tokens + excluded.input_tokens,
+        output_tokens = run_usage.output_tokens + excluded.output_tokens,
+        unreported = run_usage.unreported + excluded.unreported,
+        estimated_tokens = run_usage.estimated_tokens + excluded.estimated_tokens";
+const POOL_ADD: &str = "INSERT INTO pool_usage (pool, minute, calls, input_tokens,
+    output_tokens, unreported, estimated_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (pool, minute) DO UPDATE SET calls = pool_usage.calls + excluded.calls,
+        input_tokens = pool_usage.input_tokens + excluded.input_tokens,
+        output_tokens = pool_usage.output_tokens + excluded.output_tokens,
+        unreported = pool_usage.unreported + excluded.unreported,
+        estimated_tokens = pool_usage.estimated_tokens + excluded.estimated_tokens";
 
-fn sum_from_row(r: &Row) -> UsageSum {
+fn sum_at(r: &Row, i: usize) -> UsageSum {
     UsageSum {
-        attempts: r.get(0),
-        input_tokens: r.get(1),
-        output_tokens: r.get(2),
-        unreported: r.get(3),
-        estimated_tokens: r.get(4),
+        attempts: r.get(i),
+        input_tokens: r.get(i + 1),
+        output_tokens: r.get(i + 2),
+        unreported: r.get(i + 3),
+        estimated_tokens: r.get(i + 4),
     }
 }
 
@@ -80,48 +96,28 @@ impl PoolsRead for PgTx<'_> {
         Ok(c.one(IN_FLIGHT, &[&pool, &now])?.get(0))
     }
 
-    fn pool_minute_tokens(&mut self, pool: &str, now: Millis, minutes: i64) -> Result<Vec<i64>> {
-        let c = &mut *self.c;
-        let since = c.tin((now.div_euclid(60_000) - minutes + 1) * 60_000);
-        let off = c.tin(0);
-        let rows: Vec<(i64, i64)> = c
-            .q(MINUTES, &[&pool, &since, &off])?
+    fn pool_minutes(&mut self, pool: &str, since: i64) -> Result<Vec<(i64, UsageSum)>> {
+        Ok(self
+            .c
+            .q(MINUTES, &[&pool, &since])?
             .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        Ok(crate::store::dialect::fill_minutes(&rows, now, minutes))
-    }
-
-    fn usage_of_pool(&mut self, pool: &str, since: Millis) -> Result<UsageSum> {
-        let c = &mut *self.c;
-        let since = c.tin(since);
-        let sql = format!("SELECT {SUM_COLUMNS} FROM usage WHERE pool = $1 AND at >= $2");
-        Ok(sum_from_row(&c.one(&sql, &[&pool, &since])?))
+            .map(|r| (r.get(0), sum_at(r, 1)))
+            .collect())
     }
 
     fn usage_of_run(&mut self, run: i64) -> Result<UsageSum> {
-        let sql = format!("SELECT {SUM_COLUMNS} FROM usage WHERE run_id = $1");
-        Ok(sum_from_row(&self.c.one(&sql, &[&run])?))
+        Ok(self
+            .c
+            .opt(RUN, &[&run])?
+            .map(|r| sum_at(&r, 0))
+            .unwrap_or_default())
     }
 
-    fn usage_of_item(&mut self, batch: &str, key: &str) -> Result<Vec<AttemptUsage>> {
-        let c = &mut *self.c;
-        let rows = c.q(ITEM, &[&text(batch), &text(key)])?;
-        Ok(rows
-            .iter()
-            .map(|r| AttemptUsage {
-                batch: r.get(0),
-                run_id: r.get(1),
-                key: r.get(2),
-                attempt: r.get(3),
-                pool: r.get(4),
-                call: None,
-                at: c.tout(r.get(5)),
-                estimate: r.get(6),
-                input_tokens: r.get(7),
-                output_tokens: r.get(8),
-            })
-            .collect())
+    fn usage_of_item(&mut self, batch: &str, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .c
+            .opt(ITEM, &[&text(batch), &text(key)])?
+            .and_then(|r| r.get(0)))
     }
 }
 
@@ -143,20 +139,20 @@ impl PoolsWrite for PgTx<'_> {
         Ok(())
     }
 
-    fn pool_calls_expire(&mut self, pool: &str, now: Millis) -> Result<()> {
+    fn pool_places_expire(&mut self, pool: &str, now: Millis) -> Result<()> {
         let now = self.c.tin(now);
-        self.c.x(CALLS_EXPIRE, &[&pool, &now])?;
+        self.c.x(PLACES_EXPIRE, &[&pool, &now])?;
         Ok(())
     }
 
-    fn pool_call_insert(&mut self, pool: &str, call: &str, until: Millis) -> Result<()> {
+    fn pool_places_take(&mut self, pool: &str, runner: &str, n: i64, until: Millis) -> Result<()> {
         let until = self.c.tin(until);
-        self.c.x(CALL_INSERT, &[&pool, &call, &until])?;
+        self.c.x(PLACES_TAKE, &[&pool, &text(runner), &n, &until])?;
         Ok(())
     }
 
-    fn pool_call_delete(&mut self, pool: &str, call: &str) -> Result<()> {
-        self.c.x(CALL_DELETE, &[&pool, &call])?;
+    fn pool_places_give(&mut self, pool: &str, runner: &str, n: i64) -> Result<()> {
+        self.c.x(PLACES_GIVE, &[&pool, &text(runner), &n])?;
         Ok(())
     }
 
@@ -172,21 +168,38 @@ impl PoolsWrite for PgTx<'_> {
         Ok(())
     }
 
-    fn usage_insert(&mut self, u: &AttemptUsage) -> Result<()> {
-        let at = self.c.tin(u.at);
-        let (batch, key) = (text(&u.batch), text(&u.key));
+    fn usage_item_append(&mut self, batch: &str, key: &str, lines: &str) -> Result<()> {
+        self.c
+            .x(ITEM_APPEND, &[&text(batch), &text(key), &text(lines)])?;
+        Ok(())
+    }
+
+    fn usage_run_add(&mut self, run: i64, u: &UsageSum) -> Result<()> {
         self.c.x(
-            USAGE_INSERT,
+            RUN_ADD,
             &[
-                &batch,
-                &u.run_id,
-                &key,
-                &u.attempt,
-                &u.pool,
-                &at,
-                &u.estimate,
+                &run,
+                &u.attempts,
                 &u.input_tokens,
                 &u.output_tokens,
+                &u.unreported,
+                &u.estimated_tokens,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn usage_pool_add(&mut self, pool: &str, minute: i64, u: &UsageSum) -> Result<()> {
+        self.c.x(
+            POOL_ADD,
+            &[
+                &pool,
+                &minute,
+                &u.attempts,
+                &u.input_tokens,
+                &u.output_tokens,
+                &u.unreported,
+                &u.estimated_tokens,
             ],
         )?;
         Ok(())

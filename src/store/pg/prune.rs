@@ -14,13 +14,12 @@ fn rows_of(target: PruneTarget) -> (&'static str, String) {
     (table, format!("FROM {table} WHERE {older} $1"))
 }
 
-/// The per-attempt rows of the items in `gone` (token usage, stderr logs),
-/// deleted in the same statement, so no attempt outlives its item.
+/// The per-attempt rows of the items in `gone` (stderr logs; token usage
+/// is on the item's row), deleted in the same statement, so no attempt
+/// outlives its item.
 macro_rules! attempts_of_gone {
     () => {
-        "logs AS (DELETE FROM attempt_logs a USING gone g WHERE a.item_id = g.id),
-         used AS (DELETE FROM usage u USING gone g JOIN batches b ON b.id = g.batch_id
-                   WHERE u.batch = b.name AND u.key = g.key)"
+        "logs AS (DELETE FROM attempt_logs a USING gone g WHERE a.item_id = g.id)"
     };
 }
 

@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 17;
+pub const PG_SCHEMA_VERSION: i32 = 18;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -486,8 +486,59 @@ CREATE INDEX events_by_rare_kind ON nightshift.events (kind, id)
     WHERE kind <> 'claimed' AND kind <> 'done' AND kind <> 'empty';
 "#;
 
+// ---- Pool bookkeeping in sums (issue 17) ----
+/// Version 18: a limit pool's bookkeeping in sums (see the SQLite
+/// schema's version 17).
+const V18: &str = r#"
+CREATE TABLE pool_places (
+    pool     TEXT NOT NULL,
+    runner   TEXT NOT NULL,
+    n        BIGINT NOT NULL,
+    until_ms BIGINT NOT NULL,
+    PRIMARY KEY (pool, runner)
+);
+CREATE TABLE pool_usage (
+    pool             TEXT NOT NULL,
+    minute           BIGINT NOT NULL,
+    calls            BIGINT NOT NULL,
+    input_tokens     BIGINT NOT NULL,
+    output_tokens    BIGINT NOT NULL,
+    unreported       BIGINT NOT NULL,
+    estimated_tokens BIGINT NOT NULL,
+    PRIMARY KEY (pool, minute)
+);
+CREATE TABLE run_usage (
+    run_id           BIGINT PRIMARY KEY,
+    attempts         BIGINT NOT NULL,
+    input_tokens     BIGINT NOT NULL,
+    output_tokens    BIGINT NOT NULL,
+    unreported       BIGINT NOT NULL,
+    estimated_tokens BIGINT NOT NULL
+);
+ALTER TABLE nightshift.items ADD COLUMN usage TEXT;
+INSERT INTO pool_usage SELECT pool, at / 60000, count(*), coalesce(sum(input_tokens), 0),
+    coalesce(sum(output_tokens), 0),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END)
+    FROM usage WHERE pool IS NOT NULL GROUP BY pool, at / 60000;
+INSERT INTO run_usage SELECT run_id, count(*), coalesce(sum(input_tokens), 0),
+    coalesce(sum(output_tokens), 0),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END)
+    FROM usage GROUP BY run_id;
+UPDATE nightshift.items i SET usage = s.lines FROM (
+    SELECT b.id AS batch_id, u.key, string_agg(concat_ws(' ', u.run_id, u.attempt, u.at,
+        u.estimate, coalesce(u.input_tokens::text, '-'), coalesce(u.output_tokens::text, '-'),
+        coalesce(u.pool, '')), E'\n' ORDER BY u.id) AS lines
+    FROM usage u JOIN batches b ON b.name = u.batch GROUP BY b.id, u.key) s
+WHERE i.batch_id = s.batch_id AND i.key = s.key;
+DROP TABLE usage;
+DROP TABLE pool_calls;
+"#;
+// ---- end of pool bookkeeping in sums ----
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18,
 ];
 
 /// Which store a session is on: the database (one made anew under the same

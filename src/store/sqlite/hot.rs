@@ -449,7 +449,9 @@ const COMPLETE_ITEMS: &str = "UPDATE items AS i
                     ELSE coalesce(i.cost, 0) + (d.value ->> 4) END,
         tier = NULL, error_class = NULL, error_message = NULL, next_attempt_at = NULL,
         lease_run = NULL, lease_until = NULL, updated_at = d.value ->> 5,
-        done_version = d.value ->> 6
+        done_version = d.value ->> 6,
+        usage = CASE WHEN d.value ->> 7 IS NULL THEN i.usage
+                     ELSE coalesce(i.usage || char(10), '') || (d.value ->> 7) END
    FROM jsonb_each(?1) AS d
   WHERE i.id = d.value ->> 0 AND i.lease_token = d.value ->> 1 AND i.status = 'claimed'
     AND i.cancel_to IS NULL
@@ -528,6 +530,7 @@ fn completions_json(done: &[(Completion<'_>, &NewEvent)]) -> Result<String> {
                 c.cost,
                 c.now,
                 c.version,
+                c.usage,
             )
         })
         .collect();

@@ -5,49 +5,61 @@ use rusqlite::{OptionalExtension, Row, params};
 use super::SqliteTx;
 use crate::model::Millis;
 use crate::store::Result;
-use crate::store::api::{AttemptUsage, PoolHold, UsageSum};
+use crate::store::api::{PoolHold, UsageSum};
 use crate::store::dialect::{PoolsRead, PoolsWrite};
 
 const HOLD: &str = "SELECT until_ms, batch, key FROM pool_holds WHERE pool = ?1";
 const TAT: &str = "SELECT tat_us FROM pool_dims WHERE pool = ?1 AND dim = ?2";
-const IN_FLIGHT: &str = "SELECT count(*) FROM pool_calls WHERE pool = ?1 AND until_ms > ?2";
-const MINUTES: &str = concat!(
-    "SELECT at / 60000 AS m, sum(",
-    "CASE WHEN input_tokens IS NULL AND output_tokens IS NULL
-    THEN estimate ELSE coalesce(input_tokens, 0) + coalesce(output_tokens, 0) END",
-    ") FROM usage WHERE pool = ?1 AND at >= ?2 GROUP BY m"
-);
-const SUM_COLUMNS: &str = "count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
-    coalesce(sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END), 0),
-    coalesce(sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END), 0)";
-const ITEM: &str =
-    "SELECT batch, run_id, key, attempt, pool, at, estimate, input_tokens, output_tokens
-    FROM usage WHERE batch = ?1 AND key = ?2 ORDER BY id";
+const IN_FLIGHT: &str =
+    "SELECT coalesce(sum(n), 0) FROM pool_places WHERE pool = ?1 AND until_ms > ?2";
+const MINUTES: &str = "SELECT minute, calls, input_tokens, output_tokens, unreported,
+    estimated_tokens FROM pool_usage WHERE pool = ?1 AND minute >= ?2 ORDER BY minute";
+const RUN: &str = "SELECT attempts, input_tokens, output_tokens, unreported, estimated_tokens
+    FROM run_usage WHERE run_id = ?1";
+const ITEM: &str = "SELECT i.usage FROM items i JOIN batches b ON b.id = i.batch_id
+    WHERE b.name = ?1 AND i.key = ?2";
 const LOCK: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES (?1, '*', 0)
     ON CONFLICT (pool, dim) DO NOTHING";
 const SET_TAT: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES (?1, ?2, ?3)
     ON CONFLICT (pool, dim) DO UPDATE SET tat_us = excluded.tat_us";
 const SHIFT_TAT: &str = "UPDATE pool_dims SET tat_us = tat_us + ?3 WHERE pool = ?1 AND dim = ?2";
-const CALLS_EXPIRE: &str = "DELETE FROM pool_calls WHERE pool = ?1 AND until_ms <= ?2";
-const CALL_INSERT: &str = "INSERT INTO pool_calls (pool, call, until_ms) VALUES (?1, ?2, ?3)
-    ON CONFLICT (pool, call) DO UPDATE SET until_ms = excluded.until_ms";
-const CALL_DELETE: &str = "DELETE FROM pool_calls WHERE pool = ?1 AND call = ?2";
+const PLACES_EXPIRE: &str = "DELETE FROM pool_places WHERE pool = ?1 AND until_ms <= ?2";
+const PLACES_TAKE: &str = "INSERT INTO pool_places (pool, runner, n, until_ms)
+    VALUES (?1, ?2, ?3, ?4)
+    ON CONFLICT (pool, runner) DO UPDATE SET n = n + excluded.n,
+        until_ms = max(until_ms, excluded.until_ms)";
+const PLACES_GIVE: &str =
+    "UPDATE pool_places SET n = max(n - ?3, 0) WHERE pool = ?1 AND runner = ?2";
 const EXTEND_HOLD: &str =
     "INSERT INTO pool_holds (pool, until_ms, batch, key) VALUES (?1, ?2, ?3, ?4)
     ON CONFLICT (pool) DO UPDATE SET until_ms = excluded.until_ms, batch = excluded.batch,
         key = excluded.key
     WHERE excluded.until_ms > pool_holds.until_ms";
 const CLEAR_HOLD: &str = "DELETE FROM pool_holds WHERE pool = ?1";
-const USAGE_INSERT: &str = "INSERT INTO usage (batch, run_id, key, attempt, pool, at, estimate,
-    input_tokens, output_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+const ITEM_APPEND: &str = "UPDATE items SET usage = coalesce(usage || char(10), '') || ?3
+    WHERE batch_id = (SELECT id FROM batches WHERE name = ?1) AND key = ?2";
+const RUN_ADD: &str = "INSERT INTO run_usage (run_id, attempts, input_tokens, output_tokens,
+    unreported, estimated_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    ON CONFLICT (run_id) DO UPDATE SET attempts = attempts + excluded.attempts,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        unreported = unreported + excluded.unreported,
+        estimated_tokens = estimated_tokens + excluded.estimated_tokens";
+const POOL_ADD: &str = "INSERT INTO pool_usage (pool, minute, calls, input_tokens,
+    output_tokens, unreported, estimated_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    ON CONFLICT (pool, minute) DO UPDATE SET calls = calls + excluded.calls,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        unreported = unreported + excluded.unreported,
+        estimated_tokens = estimated_tokens + excluded.estimated_tokens";
 
-fn sum_from_row(r: &Row<'_>) -> rusqlite::Result<UsageSum> {
+fn sum_at(r: &Row<'_>, i: usize) -> rusqlite::Result<UsageSum> {
     Ok(UsageSum {
-        attempts: r.get(0)?,
-        input_tokens: r.get(1)?,
-        output_tokens: r.get(2)?,
-        unreported: r.get(3)?,
-        estimated_tokens: r.get(4)?,
+        attempts: r.get(i)?,
+        input_tokens: r.get(i + 1)?,
+        output_tokens: r.get(i + 2)?,
+        unreported: r.get(i + 3)?,
+        estimated_tokens: r.get(i + 4)?,
     })
 }
 
@@ -81,50 +93,30 @@ impl PoolsRead for SqliteTx<'_> {
             .query_row(params![pool, now], |r| r.get(0))?)
     }
 
-    fn pool_minute_tokens(&mut self, pool: &str, now: Millis, minutes: i64) -> Result<Vec<i64>> {
-        let since = (now.div_euclid(60_000) - minutes + 1) * 60_000;
+    fn pool_minutes(&mut self, pool: &str, since: i64) -> Result<Vec<(i64, UsageSum)>> {
         let mut st = self.conn.prepare_cached(MINUTES)?;
-        let rows: Vec<(i64, i64)> = st
-            .query_map(params![pool, since], |r| Ok((r.get(0)?, r.get(1)?)))?
+        let rows = st
+            .query_map(params![pool, since], |r| Ok((r.get(0)?, sum_at(r, 1)?)))?
             .collect::<rusqlite::Result<_>>()?;
-        Ok(crate::store::dialect::fill_minutes(&rows, now, minutes))
-    }
-
-    fn usage_of_pool(&mut self, pool: &str, since: Millis) -> Result<UsageSum> {
-        let sql = format!("SELECT {SUM_COLUMNS} FROM usage WHERE pool = ?1 AND at >= ?2");
-        Ok(self
-            .conn
-            .prepare_cached(&sql)?
-            .query_row(params![pool, since], sum_from_row)?)
+        Ok(rows)
     }
 
     fn usage_of_run(&mut self, run: i64) -> Result<UsageSum> {
-        let sql = format!("SELECT {SUM_COLUMNS} FROM usage WHERE run_id = ?1");
         Ok(self
             .conn
-            .prepare_cached(&sql)?
-            .query_row([run], sum_from_row)?)
+            .prepare_cached(RUN)?
+            .query_row([run], |r| sum_at(r, 0))
+            .optional()?
+            .unwrap_or_default())
     }
 
-    fn usage_of_item(&mut self, batch: &str, key: &str) -> Result<Vec<AttemptUsage>> {
-        let mut st = self.conn.prepare_cached(ITEM)?;
-        let rows = st
-            .query_map([batch, key], |r| {
-                Ok(AttemptUsage {
-                    batch: r.get(0)?,
-                    run_id: r.get(1)?,
-                    key: r.get(2)?,
-                    attempt: r.get(3)?,
-                    pool: r.get(4)?,
-                    call: None,
-                    at: r.get(5)?,
-                    estimate: r.get(6)?,
-                    input_tokens: r.get(7)?,
-                    output_tokens: r.get(8)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+    fn usage_of_item(&mut self, batch: &str, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached(ITEM)?
+            .query_row([batch, key], |r| r.get(0))
+            .optional()?
+            .flatten())
     }
 }
 
@@ -150,24 +142,24 @@ impl PoolsWrite for SqliteTx<'_> {
         Ok(())
     }
 
-    fn pool_calls_expire(&mut self, pool: &str, now: Millis) -> Result<()> {
+    fn pool_places_expire(&mut self, pool: &str, now: Millis) -> Result<()> {
         self.conn
-            .prepare_cached(CALLS_EXPIRE)?
+            .prepare_cached(PLACES_EXPIRE)?
             .execute(params![pool, now])?;
         Ok(())
     }
 
-    fn pool_call_insert(&mut self, pool: &str, call: &str, until: Millis) -> Result<()> {
+    fn pool_places_take(&mut self, pool: &str, runner: &str, n: i64, until: Millis) -> Result<()> {
         self.conn
-            .prepare_cached(CALL_INSERT)?
-            .execute(params![pool, call, until])?;
+            .prepare_cached(PLACES_TAKE)?
+            .execute(params![pool, runner, n, until])?;
         Ok(())
     }
 
-    fn pool_call_delete(&mut self, pool: &str, call: &str) -> Result<()> {
+    fn pool_places_give(&mut self, pool: &str, runner: &str, n: i64) -> Result<()> {
         self.conn
-            .prepare_cached(CALL_DELETE)?
-            .execute(params![pool, call])?;
+            .prepare_cached(PLACES_GIVE)?
+            .execute(params![pool, runner, n])?;
         Ok(())
     }
 
@@ -183,17 +175,34 @@ impl PoolsWrite for SqliteTx<'_> {
         Ok(())
     }
 
-    fn usage_insert(&mut self, u: &AttemptUsage) -> Result<()> {
-        self.conn.prepare_cached(USAGE_INSERT)?.execute(params![
-            u.batch,
-            u.run_id,
-            u.key,
-            u.attempt,
-            u.pool,
-            u.at,
-            u.estimate,
+    fn usage_item_append(&mut self, batch: &str, key: &str, lines: &str) -> Result<()> {
+        self.conn
+            .prepare_cached(ITEM_APPEND)?
+            .execute(params![batch, key, lines])?;
+        Ok(())
+    }
+
+    fn usage_run_add(&mut self, run: i64, u: &UsageSum) -> Result<()> {
+        self.conn.prepare_cached(RUN_ADD)?.execute(params![
+            run,
+            u.attempts,
             u.input_tokens,
-            u.output_tokens
+            u.output_tokens,
+            u.unreported,
+            u.estimated_tokens
+        ])?;
+        Ok(())
+    }
+
+    fn usage_pool_add(&mut self, pool: &str, minute: i64, u: &UsageSum) -> Result<()> {
+        self.conn.prepare_cached(POOL_ADD)?.execute(params![
+            pool,
+            minute,
+            u.attempts,
+            u.input_tokens,
+            u.output_tokens,
+            u.unreported,
+            u.estimated_tokens
         ])?;
         Ok(())
     }

@@ -28,17 +28,13 @@ const DELETE_DONE_ITEMS: &str = "DELETE FROM items WHERE rowid IN (
 
 /// The per-attempt rows of a chunk of items about to go (`from`: their
 /// rows older than `?1`; `?2` the chunk size, taken in rowid order as the
-/// delete takes them): their token usage and their stderr logs, in the same
-/// transaction, so no attempt outlives its item.
-fn attempts_of_chunk(from: &str) -> [String; 2] {
+/// delete takes them): their stderr logs, in the same transaction, so no
+/// attempt outlives its item (their token usage is on the item's row).
+fn attempts_of_chunk(from: &str) -> [String; 1] {
     let chunk = format!("SELECT id, batch_id, key {from} ORDER BY rowid LIMIT ?2");
-    [
-        format!(
-            "DELETE FROM usage WHERE id IN (SELECT u.id FROM ({chunk}) i
-               JOIN batches b ON b.id = i.batch_id JOIN usage u ON u.batch = b.name AND u.key = i.key)"
-        ),
-        format!("DELETE FROM attempt_logs WHERE item_id IN (SELECT id FROM ({chunk}))"),
-    ]
+    [format!(
+        "DELETE FROM attempt_logs WHERE item_id IN (SELECT id FROM ({chunk}))"
+    )]
 }
 
 /// The next chunk of tombstones to forget after the cursor (`?1`, `?2`),

@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 16;
+pub const SCHEMA_VERSION: i32 = 17;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -509,8 +509,68 @@ CREATE INDEX events_by_rare_kind ON events (kind, id)
     WHERE kind <> 'claimed' AND kind <> 'done' AND kind <> 'empty';
 ";
 
+// ---- Pool bookkeeping in sums (issue 17) ----
+/// Version 17: a limit pool's bookkeeping in sums, not a row per call
+/// (see `runner::pool`). `pool_places`: the places in flight one runner
+/// holds in a pool, and when they lapse should it die; `pool_usage`: the
+/// calls and tokens settled per pool and minute; `run_usage`: per run;
+/// `items.usage`: each attempt's tokens, a line per attempt
+/// (`run attempt at estimate input output pool`, `-` for none reported). They
+/// replace `pool_calls` (a row per call) and `usage` (a row per attempt),
+/// whose sums are carried over; places in flight are not (they lapse).
+const V17: &str = r#"
+CREATE TABLE pool_places (
+    pool     TEXT NOT NULL,
+    runner   TEXT NOT NULL,
+    n        INTEGER NOT NULL,
+    until_ms INTEGER NOT NULL,
+    PRIMARY KEY (pool, runner)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE pool_usage (
+    pool             TEXT NOT NULL,
+    minute           INTEGER NOT NULL,
+    calls            INTEGER NOT NULL,
+    input_tokens     INTEGER NOT NULL,
+    output_tokens    INTEGER NOT NULL,
+    unreported       INTEGER NOT NULL,
+    estimated_tokens INTEGER NOT NULL,
+    PRIMARY KEY (pool, minute)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE run_usage (
+    run_id           INTEGER PRIMARY KEY,
+    attempts         INTEGER NOT NULL,
+    input_tokens     INTEGER NOT NULL,
+    output_tokens    INTEGER NOT NULL,
+    unreported       INTEGER NOT NULL,
+    estimated_tokens INTEGER NOT NULL
+) STRICT;
+ALTER TABLE items ADD COLUMN usage TEXT;
+INSERT INTO pool_usage SELECT pool, at / 60000, count(*), coalesce(sum(input_tokens), 0),
+    coalesce(sum(output_tokens), 0),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END)
+    FROM usage WHERE pool IS NOT NULL GROUP BY pool, at / 60000;
+INSERT INTO run_usage SELECT run_id, count(*), coalesce(sum(input_tokens), 0),
+    coalesce(sum(output_tokens), 0),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN 1 ELSE 0 END),
+    sum(CASE WHEN input_tokens IS NULL AND output_tokens IS NULL THEN estimate ELSE 0 END)
+    FROM usage GROUP BY run_id;
+UPDATE items SET usage = (
+    SELECT group_concat(j, char(10)) FROM (
+        SELECT u.run_id || ' ' || u.attempt || ' ' || u.at || ' ' || u.estimate || ' '
+            || coalesce(u.input_tokens, '-') || ' ' || coalesce(u.output_tokens, '-') || ' '
+            || coalesce(u.pool, '') AS j
+        FROM usage u JOIN batches b ON b.name = u.batch
+        WHERE b.id = items.batch_id AND u.key = items.key ORDER BY u.id))
+WHERE id IN (SELECT i.id FROM usage u JOIN batches b ON b.name = u.batch
+    JOIN items i ON i.batch_id = b.id AND i.key = u.key);
+DROP TABLE usage;
+DROP TABLE pool_calls;
+"#;
+// ---- end of pool bookkeeping in sums ----
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17,
 ];
 
 /// Pragmas for every read-write connection. Set once on open.
@@ -690,6 +750,47 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(keys, ["b", "a", "c"]);
+    }
+
+    /// A store with a `usage` row per attempt keeps its figures in the
+    /// sums that replace it: per run, per pool and minute, on the item.
+    #[test]
+    fn usage_rows_are_carried_into_their_sums() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let before = MIGRATIONS.iter().position(|m| *m == V17).unwrap();
+        for sql in &MIGRATIONS[..before] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(&format!(
+            "PRAGMA user_version = {before};
+             INSERT INTO batches (name, created_at) VALUES ('b', 0);
+             INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES (1, 'k', 'k', '{{}}', 'pending', 0, 0);
+             INSERT INTO usage (batch, run_id, key, attempt, pool, at, estimate, input_tokens,
+                 output_tokens) VALUES ('b', 7, 'k', 1, 'p', 60000, 50, NULL, NULL),
+                 ('b', 7, 'k', 2, 'p', 61000, 50, 10, 20);
+             INSERT INTO pool_calls (pool, call, until_ms) VALUES ('p', 'r:1:0', 1);"
+        ))
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let one = |sql: &str| -> (i64, i64, i64, i64, i64) {
+            conn.query_row(sql, [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+        };
+        let sums = "attempts, input_tokens, output_tokens, unreported, estimated_tokens";
+        assert_eq!(
+            one(&format!("SELECT {sums} FROM run_usage WHERE run_id = 7")),
+            (2, 10, 20, 1, 50)
+        );
+        let pooled = "SELECT calls, input_tokens, output_tokens, unreported, estimated_tokens
+            FROM pool_usage WHERE pool = 'p' AND minute = 1";
+        assert_eq!(one(pooled), (2, 10, 20, 1, 50));
+        let lines: String = conn
+            .query_row("SELECT usage FROM items", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(lines, "7 1 60000 50 - - p\n7 2 61000 50 10 20 p");
     }
 
     /// Item writes must not build a temporary b-tree per statement (an IN

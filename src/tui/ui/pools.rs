@@ -149,7 +149,9 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
             Some(t) => format!("full, next slot {}", when(t)),
             None => "full".to_string(),
         });
-        lines.push(gauge(&d.dimension, d.used, d.limit, full));
+        // What passed in the limit's window, as a user counts it; "full"
+        // is the bucket's word (what makes a call wait).
+        lines.push(gauge(&d.dimension, d.recent, d.limit, full));
     }
     if let Some(c) = v.concurrency {
         let full =
@@ -292,12 +294,14 @@ mod tests {
                 PoolDimView {
                     dimension: "requests/min".into(),
                     used: 12,
+                    recent: 12,
                     limit: 3000,
                     next_slot: None,
                 },
                 PoolDimView {
                     dimension: "tokens/min".into(),
                     used: 250_000,
+                    recent: 250_000,
                     limit: 250_000,
                     next_slot: Some(NOW + 14_000),
                 },

@@ -256,10 +256,11 @@ both_backends! {
         env.add_items("b", 2);
         match env.backend {
             Backend::Sqlite => env.sql().execute_batch(
-                "DROP INDEX events_by_rare_kind; CREATE INDEX events_by_kind ON events (kind, id);
+                "DROP TABLE pool_places; DROP TABLE pool_usage; DROP TABLE run_usage; ALTER TABLE items DROP COLUMN usage;
+                 DROP INDEX events_by_rare_kind; CREATE INDEX events_by_kind ON events (kind, id);
                  DROP INDEX items_queue; CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at);
                  DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; ALTER TABLE items DROP COLUMN priority;
-                 DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;
+                 DROP TABLE pool_dims; DROP TABLE pool_holds;
                  ALTER TABLE items DROP COLUMN done_version; DROP TABLE attempt_logs; ALTER TABLE items DROP COLUMN cancel_to;
                  ALTER TABLE items DROP COLUMN cancel_by; ALTER TABLE items DROP COLUMN cancel_reason;
                  ALTER TABLE locks DROP COLUMN stop; ALTER TABLE locks DROP COLUMN stop_by;
@@ -267,11 +268,12 @@ both_backends! {
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
-                "DROP INDEX events_by_rare_kind; CREATE INDEX events_by_kind ON events (kind, id);
+                "DROP TABLE pool_places, pool_usage, run_usage; ALTER TABLE items DROP COLUMN usage;
+                 DROP INDEX events_by_rare_kind; CREATE INDEX events_by_kind ON events (kind, id);
                  DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; ALTER TABLE items DROP COLUMN priority;
                  CREATE INDEX items_claimable ON items (batch_id, id)
                      WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
-                 DROP TABLE pool_dims; DROP TABLE pool_calls; DROP TABLE pool_holds; DROP TABLE usage;
+                 DROP TABLE pool_dims; DROP TABLE pool_holds;
                  ALTER TABLE items DROP COLUMN done_version; DROP TABLE attempt_logs; DROP INDEX items_cancels; ALTER TABLE items DROP COLUMN cancel_to;
                  ALTER TABLE items DROP COLUMN cancel_by; ALTER TABLE items DROP COLUMN cancel_reason;
                  ALTER TABLE locks DROP COLUMN stop; ALTER TABLE locks DROP COLUMN stop_by;

@@ -431,7 +431,7 @@ touch {dir}/started-$NIGHTSHIFT_KEY
         assert!(b.token > a.token);
 
         // Every write of A with its old token is refused.
-        let done = |token: i64, run_id: i64, result: &'static str| Completion {
+        let done = |token: i64, run_id: i64, result: &'static str| Completion { usage: None,
             item_id: a.item_id,
             token,
             run_id,

@@ -72,6 +72,7 @@ fn concurrent_claimers_never_share_an_item() {
                     }
                     for c in claims {
                         let done = Completion {
+                            usage: None,
                             item_id: c.item_id,
                             token: c.token,
                             run_id: run,
@@ -253,17 +254,19 @@ fn a_version_3_database_gains_the_run_actor() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
-            // Versions 4 to 17 undone: the actor, tombstones, worker groups,
+            // Versions 4 to 18 undone: the actor, tombstones, worker groups,
             // the store id, the seats' TTL and the daemons' heartbeats, the
             // hold's key, steering (cancel, stop), the attempts' stderr, the done version, the limit pools,
-            // the runs' cancelled count, priority and not-before, the budgets' ledger, the rare kinds' index.
-            "DROP INDEX nightshift.events_by_rare_kind;
+            // the runs' cancelled count, priority and not-before, the budgets' ledger, the rare kinds' index, the pools' sums.
+            "DROP TABLE nightshift.pool_places, nightshift.pool_usage, nightshift.run_usage;
+             ALTER TABLE nightshift.items DROP COLUMN usage;
+             DROP INDEX nightshift.events_by_rare_kind;
              CREATE INDEX events_by_kind ON nightshift.events (kind, id);
              DROP TABLE nightshift.spend; ALTER TABLE nightshift.runs DROP COLUMN cancelled;
              ALTER TABLE nightshift.items DROP COLUMN priority;
              CREATE INDEX items_claimable ON nightshift.items (batch_id, id)
                  WHERE status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL;
-             DROP TABLE nightshift.pool_dims, nightshift.pool_calls, nightshift.pool_holds, nightshift.usage;
+             DROP TABLE nightshift.pool_dims, nightshift.pool_holds;
              ALTER TABLE nightshift.items DROP COLUMN done_version; DROP TABLE nightshift.attempt_logs; DROP INDEX nightshift.items_cancels;
              ALTER TABLE nightshift.items DROP COLUMN cancel_to, DROP COLUMN cancel_by,
                  DROP COLUMN cancel_reason;
@@ -456,6 +459,7 @@ fn counters_stay_exact_under_concurrent_mixed_transitions() {
                                     }
                                     _ => {
                                         let done = Completion {
+                                            usage: None,
                                             item_id: c.item_id,
                                             token: c.token,
                                             run_id: run,

@@ -413,6 +413,7 @@ fn the_pace_says_only_what_it_knows() {
         for (i, c) in claims.iter().enumerate() {
             let at = NOW - age + (i as i64 + 1) * age / (done as i64 + 1);
             let d = Completion {
+                usage: None,
                 item_id: c.item_id,
                 token: c.token,
                 run_id: run,

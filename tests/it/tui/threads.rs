@@ -116,7 +116,7 @@ fn a_refilling_pool_is_read_again_at_every_poll() {
     };
     let now = nightshift::util::time::now_ms();
     let call = PoolCall {
-        id: "c".into(),
+        runner: "r".into(),
         estimate: 600,
         until: now + 60_000,
     };

@@ -86,7 +86,7 @@ impl Slot {
         for w in &mut left {
             self.untrack(&w.claim);
             self.cycle
-                .pool_settle(&w.claim, w.attempt, w.ticket.take(), None);
+                .pool_settle(&w.claim, w.attempt, w.ticket.take(), None, false);
         }
         Ok(())
     }
@@ -101,7 +101,7 @@ impl Slot {
             self.untrack(&w.claim);
             // Never sent, or sent to a worker that was stopped: its
             // reservation stands, its place in flight is given back.
-            cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), None);
+            cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), None, false);
             release(&cycle, &w.claim, true).await?;
         }
         for (_, w) in std::mem::take(&mut self.retries) {

@@ -574,7 +574,8 @@ impl Slot {
         elapsed: Duration,
     ) -> Result<(), StoreError> {
         let cycle = self.cycle.clone();
-        cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), answer.usage());
+        let done = matches!(answer, Answer::Done { .. });
+        let line = cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), answer.usage(), done);
         match answer {
             Answer::Done {
                 empty,
@@ -604,6 +605,7 @@ impl Slot {
                     result,
                     cost,
                     event,
+                    usage: line,
                 });
             }
             Answer::Failed {

@@ -10,6 +10,7 @@ fn view(name: &str) -> PoolView {
         dims: vec![PoolDimView {
             dimension: "tokens/min".into(),
             used: 600,
+            recent: 600,
             limit: 600,
             next_slot: Some(NOW + 10_000),
         }],

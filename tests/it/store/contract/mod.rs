@@ -53,6 +53,7 @@ fn one_done_one_failed(s: &mut Store) -> i64 {
         .unwrap();
     let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
     let done = Completion {
+        usage: None,
         item_id: c[0].item_id,
         token: c[0].token,
         run_id: run,
@@ -292,13 +293,13 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
-        let stale = Completion { item_id: c[0].item_id, token: c[0].token - 1000, run_id: run,
+        let stale = Completion { usage: None, item_id: c[0].item_id, token: c[0].token - 1000, run_id: run,
             outcome: Outcome::Done, result: Some("{}"), cost: None, version: None, now: T0 };
         assert!(!s.complete(&stale, &done_event("k000")).unwrap());
-        let ok = Completion { token: c[0].token, result: Some(r#"{"url":"x"}"#), cost: Some(0.5), ..stale };
+        let ok = Completion { usage: None, token: c[0].token, result: Some(r#"{"url":"x"}"#), cost: Some(0.5), ..stale };
         assert!(s.complete(&ok, &done_event("k000")).unwrap());
         assert!(!s.complete(&ok, &done_event("k000")).unwrap(), "a second completion is refused");
-        let empty = Completion { item_id: c[1].item_id, token: c[1].token, run_id: run,
+        let empty = Completion { usage: None, item_id: c[1].item_id, token: c[1].token, run_id: run,
             outcome: Outcome::Empty, result: None, cost: None, version: None, now: T0 + 1 };
         assert!(s.complete(&empty, &done_event("k001")).unwrap());
         let counts = s.counts("b").unwrap();
@@ -777,7 +778,7 @@ both_stores! {
         let ids: Vec<i64> = ["k000", "k001", "k002"].iter().map(|k| s.item("b", k).unwrap().id).collect();
         let usage: Vec<AttemptUsage> = ["k000", "k001", "k002"].iter().map(|k| AttemptUsage {
             batch: "b".into(), run_id: run, key: (*k).into(), attempt: 1, pool: Some("api".into()),
-            call: None, at: T0, estimate: 10, input_tokens: Some(3), output_tokens: Some(4) }).collect();
+            place: None, with_done: false, at: T0, estimate: 10, input_tokens: Some(3), output_tokens: Some(4) }).collect();
         s.settle_usage(None, &usage).unwrap();
         // Logged after the cutoff (a host whose clock runs ahead): they go
         // with their items, not by their own time.
@@ -793,7 +794,8 @@ both_stores! {
         assert_eq!(kept(&s), [(1, 1), (1, 1), (1, 1)]);
         s.prune(T0 + 1, false, false, false, "me", T0 + 2).unwrap();
         assert_eq!(kept(&s), [(0, 0), (1, 1), (1, 1)], "the done item's attempts go with it");
-        assert_eq!(s.run_usage(run).unwrap().attempts, 2);
+        // The run's sum is the run's record: it stays while the run does.
+        assert_eq!(s.run_usage(run).unwrap().attempts, 3);
         s.prune(T0 + 1, true, false, false, "me", T0 + 2).unwrap();
         assert_eq!(kept(&s), [(0, 0), (0, 0), (1, 1)], "the failed one's with it, the pending one's stay");
         assert_eq!(s.integrity_check().unwrap(), "ok");
@@ -820,7 +822,7 @@ both_stores! {
         let mut done = Vec::new();
         loop {
             let (accepted, next) = s.group(|s| {
-                let ok = s.complete(&Completion { item_id: claim.item_id, token: claim.token, run_id: run,
+                let ok = s.complete(&Completion { usage: None, item_id: claim.item_id, token: claim.token, run_id: run,
                     outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 }, &done_event(&claim.key)).unwrap();
                 (ok, s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap())
             }).unwrap();
@@ -842,7 +844,7 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 4, T0 + MIN, T0).unwrap().unwrap();
-        let done = |i: usize, token: i64, outcome: Outcome, cost: Option<f64>| Completion {
+        let done = |i: usize, token: i64, outcome: Outcome, cost: Option<f64>| Completion { usage: None,
             item_id: c[i].item_id, token, run_id: run, outcome,
             result: (outcome == Outcome::Done).then_some(r#"{"ok":true}"#), cost, version: None, now: T0 + 5 };
         // What the runner's done events carry: the run, fields, an actor-less message.
@@ -881,7 +883,7 @@ both_stores! {
         // Inside a group, rolled back with it.
         let c4 = c[1].clone();
         let err = s.group(|s| {
-            let ok = s.complete_all(&[(Completion { item_id: c4.item_id, token: c4.token, run_id: run,
+            let ok = s.complete_all(&[(Completion { usage: None, item_id: c4.item_id, token: c4.token, run_id: run,
                 outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 }, &evs[1])]).unwrap();
             assert_eq!(ok, [true]);
             s.item("b", "k001").unwrap().status
@@ -976,7 +978,7 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 10 * MIN, T0, &[], 1).unwrap();
         for (c, outcome) in s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap().iter().zip([Outcome::Done, Outcome::Empty]) {
-            let done = Completion { item_id: c.item_id, token: c.token, run_id: run, outcome,
+            let done = Completion { usage: None, item_id: c.item_id, token: c.token, run_id: run, outcome,
                 result: None, cost: None, version: None, now: T0 };
             assert!(s.complete(&done, &done_event(&c.key)).unwrap());
         }
@@ -1033,7 +1035,7 @@ both_stores! {
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let claims = s.claim("b", run, 12_000, T0 + MIN, T0).unwrap().unwrap();
-        let done: Vec<_> = claims.iter().map(|c| Completion { item_id: c.item_id, token: c.token,
+        let done: Vec<_> = claims.iter().map(|c| Completion { usage: None, item_id: c.item_id, token: c.token,
             run_id: run, outcome: Outcome::Done, result: None, cost: None, version: None, now: T0 }).collect();
         let event = done_event("k");
         let all: Vec<_> = done.iter().map(|d| (d.clone(), &event)).collect();
@@ -1168,7 +1170,7 @@ both_stores! {
         assert_eq!(last(&s), (Some((live, RunState::Running)), Some(paused)));
         // The live run completes an item and is then paused: it did work.
         let c = s.claim("b", live, 1, T0 + MIN, T0 + 7).unwrap().unwrap();
-        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: live,
+        let done = Completion { usage: None, item_id: c[0].item_id, token: c[0].token, run_id: live,
             outcome: Outcome::Done, result: Some("1"), cost: None, version: None, now: T0 + 8 };
         assert!(s.complete(&done, &done_event("k000")).unwrap());
         s.finish_run(live, RunState::Paused, "b: 1 done; stopped: paused", 0, 0, T0 + 9).unwrap();
@@ -1241,7 +1243,7 @@ both_stores! {
         let op = NewEvent::new(T0, "b", EventKind::OpId, "op").key("k002");
         assert!(s.set_op_id(c[2].item_id, c[2].token, "op-2", &op).unwrap());
         for (i, outcome, result) in [(0, Outcome::Done, Some("1")), (1, Outcome::Empty, None), (2, Outcome::Empty, None)] {
-            let d = Completion { item_id: c[i].item_id, token: c[i].token, run_id: run,
+            let d = Completion { usage: None, item_id: c[i].item_id, token: c[i].token, run_id: run,
                 outcome, result, cost: None, version: None, now: T0 };
             assert!(s.complete(&d, &done_event(&c[i].key)).unwrap());
         }
@@ -1373,7 +1375,7 @@ both_stores! {
         assert_eq!(s.steering("b", run, "tok").unwrap().cancels, vec![c[0].item_id]);
         // The worker's success racing the cancel loses, alone or in a group;
         // so do a failure, a release and a further attempt.
-        let done = Completion { item_id: c[0].item_id, token: c[0].token, run_id: run,
+        let done = Completion { usage: None, item_id: c[0].item_id, token: c[0].token, run_id: run,
             outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 + 1, version: None };
         assert!(!s.complete(&done, &done_event("k000")).unwrap());
         let ev = done_event("k000");
@@ -1400,7 +1402,7 @@ both_stores! {
         s.settle_cancel("b", c[1].item_id, c[1].token, run, T0 + 2).unwrap().unwrap();
         assert_eq!(s.item("b", "k001").unwrap().status, nightshift::model::Status::Pending);
         // Uncancelled claims complete as ever; a done item is refused.
-        let ok = Completion { item_id: c[2].item_id, token: c[2].token, ..done };
+        let ok = Completion { usage: None, item_id: c[2].item_id, token: c[2].token, ..done };
         assert!(s.complete(&ok, &done_event("k002")).unwrap());
         assert!(matches!(
             s.cancel_item("b", "k002", CancelTo::Manual, "ops@h2", "late", T0),
@@ -1467,7 +1469,7 @@ both_stores! {
             ],
             concurrency: Some(3),
         };
-        let call = |id: &str, estimate| PoolCall { id: id.into(), estimate, until: T0 + MIN };
+        let call = |_id: &str, estimate| PoolCall { runner: "r1".into(), estimate, until: T0 + MIN };
         // Two requests a second: the third waits half a second.
         let a = s.pool_admit(&spec, &[call("c1", 100), call("c2", 100), call("c3", 100)], T0).unwrap();
         assert_eq!(a.admitted, 2);
@@ -1487,7 +1489,7 @@ both_stores! {
         // nothing (its 100 stand); both places are given back.
         let usage = |call: &str, attempt, input: Option<i64>, output: Option<i64>| AttemptUsage {
             batch: "b".into(), run_id: 7, key: call.into(), attempt, pool: Some("openai".into()),
-            call: Some(call.into()), at: T0 + 2000, estimate: 100, input_tokens: input, output_tokens: output,
+            place: Some("r1".into()), with_done: false, at: T0 + 2000, estimate: 100, input_tokens: input, output_tokens: output,
         };
         s.settle_usage(Some(&spec), &[usage("c1", 1, Some(100), Some(200)), usage("c2", 1, None, None)]).unwrap();
         let v = s.pool_view(&spec, T0 + 2000).unwrap();
@@ -1501,7 +1503,6 @@ both_stores! {
         assert_eq!((v.today.unreported, v.today.estimated_tokens), (1, 100));
         assert_eq!(v.tokens_per_minute.iter().sum::<i64>(), 400);
         assert_eq!(s.run_usage(7).unwrap().attempts, 2);
-        assert_eq!(s.item_usage("b", "c1").unwrap()[0].output_tokens, Some(200));
         // A hold stops every call until it ends, and is never shortened.
         let hold = |until| PoolHold { until, batch: "a".into(), key: Some("k".into()) };
         s.set_pool_hold("openai", &hold(T0 + 9000)).unwrap();
@@ -1514,6 +1515,112 @@ both_stores! {
         // A place whose runner died lapses at its `until`.
         let a = s.pool_admit(&spec, &[call("c6", 0), call("c7", 0)], T0 + MIN + 1).unwrap();
         assert_eq!(a.admitted, 2, "c3 and c5 lapsed");
+    }
+
+    fn a_pools_places_are_counted_per_runner_and_a_dead_runners_come_back(db, s) {
+        use nightshift::store::{AttemptUsage, PoolCall, PoolSpec};
+        let spec = PoolSpec { name: "p".into(), dims: Vec::new(), concurrency: Some(3) };
+        let call = |runner: &str, until| PoolCall { runner: runner.into(), estimate: 0, until };
+        let settled = |runner: &str| AttemptUsage {
+            batch: "b".into(), run_id: 1, key: "k".into(), attempt: 1, pool: Some("p".into()),
+            place: Some(runner.into()), with_done: false, at: T0, estimate: 0, input_tokens: None, output_tokens: None,
+        };
+        // r1 takes two places; r2, on another host, gets the third only.
+        assert_eq!(s.pool_admit(&spec, &[call("r1", T0 + MIN), call("r1", T0 + MIN)], T0).unwrap().admitted, 2);
+        let a = s.pool_admit(&spec, &[call("r2", T0 + 10 * MIN), call("r2", T0 + 10 * MIN)], T0).unwrap();
+        assert_eq!((a.admitted, a.wait.unwrap().dimension.as_str()), (1, "concurrency"));
+        assert_eq!(s.pool_view(&spec, T0).unwrap().in_flight, 3);
+        // r1 gives one back: r2 takes it; r2's settlement gives back only its own.
+        s.settle_usage(Some(&spec), &[settled("r1")]).unwrap();
+        assert_eq!(s.pool_admit(&spec, &[call("r2", T0 + 10 * MIN)], T0 + 1).unwrap().admitted, 1);
+        assert_eq!(s.pool_admit(&spec, &[call("r2", T0 + 10 * MIN)], T0 + 2).unwrap().admitted, 0);
+        s.settle_usage(Some(&spec), &[settled("r2")]).unwrap();
+        assert_eq!(s.pool_view(&spec, T0 + 3).unwrap().in_flight, 2, "r1's one and r2's one");
+        // r1 dies holding its place: it comes back when r1's places lapse,
+        // r2's stay taken.
+        assert_eq!(s.pool_admit(&spec, &[call("r2", T0 + 10 * MIN)], T0 + 4).unwrap().admitted, 1);
+        assert_eq!(s.pool_admit(&spec, &[call("r2", T0 + 10 * MIN)], T0 + MIN - 1).unwrap().admitted, 0);
+        let a = s.pool_admit(&spec, &[call("r2", T0 + 10 * MIN), call("r2", T0 + 10 * MIN)], T0 + MIN).unwrap();
+        assert_eq!(a.admitted, 1, "r1's place back, r2's two still taken");
+        assert_eq!(s.pool_view(&spec, T0 + MIN).unwrap().in_flight, 3);
+        // A runner never gives back more than it holds.
+        for _ in 0..5 {
+            s.settle_usage(Some(&spec), &[settled("r2")]).unwrap();
+        }
+        assert_eq!(s.pool_view(&spec, T0 + MIN).unwrap().in_flight, 0);
+    }
+
+    /// The defect: a limit showed its bucket's level (`requests/min 1/600`
+    /// while a call a second passed): calls spread out leave the bucket
+    /// near empty. It shows the calls of its last minute.
+    fn a_pools_limit_shows_the_calls_of_its_window_not_the_buckets_level(db, s) {
+        use nightshift::config::limits::Measure;
+        use nightshift::store::{AttemptUsage, PoolCall, PoolDim, PoolSpec};
+        let spec = PoolSpec {
+            name: "p".into(),
+            dims: vec![PoolDim { name: "requests/min".into(), measure: Measure::Requests, count: 600, per_us: 60_000_000 }],
+            concurrency: None,
+        };
+        for i in 0..30 {
+            let at = T0 + i * 1000;
+            let call = PoolCall { runner: "r".into(), estimate: 0, until: at + MIN };
+            assert_eq!(s.pool_admit(&spec, &[call], at).unwrap().admitted, 1);
+            let u = AttemptUsage {
+                batch: "b".into(), run_id: 1, key: format!("k{i}"), attempt: 1, pool: Some("p".into()), place: None, with_done: false,
+                at, estimate: 0, input_tokens: None, output_tokens: None,
+            };
+            s.settle_usage(Some(&spec), &[u]).unwrap();
+        }
+        let v = s.pool_view(&spec, T0 + 29_000).unwrap();
+        assert!(v.dims[0].used <= 1, "the bucket is near empty: {}", v.dims[0].used);
+        assert_eq!((v.dims[0].recent, v.dims[0].limit), (30, 600));
+        assert_eq!(v.today.attempts, 30);
+    }
+
+    fn a_pools_usage_is_kept_per_attempt_run_pool_and_window(db, s) {
+        use nightshift::config::limits::Measure;
+        use nightshift::store::{AttemptUsage, PoolDim, PoolSpec};
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        let spec = PoolSpec {
+            name: "p".into(),
+            dims: vec![
+                PoolDim { name: "requests/min".into(), measure: Measure::Requests, count: 100, per_us: 60_000_000 },
+                PoolDim { name: "tokens/day".into(), measure: Measure::Tokens, count: 1_000_000, per_us: 86_400_000_000 },
+            ],
+            concurrency: None,
+        };
+        // Minutes: T0 is 20 s into one.
+        let m0 = T0 - T0.rem_euclid(MIN);
+        let attempt = |key: &str, run, attempt, at, usage: Option<(i64, i64)>| AttemptUsage {
+            batch: "b".into(), run_id: run, key: key.into(), attempt, pool: Some("p".into()), place: None, with_done: false,
+            at, estimate: 50, input_tokens: usage.map(|u| u.0), output_tokens: usage.map(|u| u.1),
+        };
+        // k1 fails once reporting nothing (its 50 stand), then is done with 10 + 20;
+        // k2 in another run, a minute later.
+        s.settle_usage(Some(&spec), &[attempt("k000", 1, 1, m0 + 1000, None), attempt("k000", 1, 2, m0 + 2000, Some((10, 20)))]).unwrap();
+        s.settle_usage(Some(&spec), &[attempt("k001", 2, 1, m0 + MIN + 1000, Some((1, 2)))]).unwrap();
+        // Per attempt, as `show` lists them.
+        let k1 = s.item_usage("b", "k000").unwrap();
+        let seen: Vec<_> = k1.iter().map(|u| (u.run_id, u.attempt, u.at, u.estimate, u.input_tokens, u.output_tokens)).collect();
+        assert_eq!(seen, [(1, 1, m0 + 1000, 50, None, None), (1, 2, m0 + 2000, 50, Some(10), Some(20))]);
+        assert_eq!(k1[0].pool.as_deref(), Some("p"));
+        assert_eq!(s.item_usage("b", "k001").unwrap().len(), 1);
+        assert!(s.item_usage("b", "nope").unwrap().is_empty());
+        // Per run.
+        let r1 = s.run_usage(1).unwrap();
+        assert_eq!((r1.attempts, r1.input_tokens, r1.output_tokens, r1.unreported, r1.estimated_tokens), (2, 10, 20, 1, 50));
+        assert_eq!(s.run_usage(2).unwrap().attempts, 1);
+        assert_eq!(s.run_usage(3).unwrap(), Default::default());
+        // Per pool: today, per minute, and each limit's window.
+        let v = s.pool_view(&spec, m0 + MIN + 30_000).unwrap();
+        assert_eq!((v.today.attempts, v.today.input_tokens, v.today.output_tokens, v.today.estimated_tokens), (3, 11, 22, 50));
+        assert_eq!(v.tokens_per_minute[v.tokens_per_minute.len() - 2..], [80, 3]);
+        // The last minute: half of the first minute's 2 calls, and the 1 since.
+        assert_eq!((v.dims[0].dimension.as_str(), v.dims[0].recent, v.dims[0].limit), ("requests/min", 2, 100));
+        assert_eq!((v.dims[1].recent, v.dims[1].limit), (83, 1_000_000));
+        // Two minutes on, the first minute is out of the minute's window, not the day's.
+        let v = s.pool_view(&spec, m0 + 3 * MIN).unwrap();
+        assert_eq!((v.dims[0].recent, v.dims[1].recent), (0, 83));
     }
 }
 
