@@ -1,0 +1,217 @@
+//! The SQLite schema's own tests: migrations from older layouts, query
+//! plans of the statements every item write runs.
+
+use super::*;
+
+fn migrated() -> Connection {
+    let mut conn = Connection::open_in_memory().unwrap();
+    migrate(&mut conn).unwrap();
+    conn.execute_batch("INSERT INTO batches (name, created_at) VALUES ('b', 0)")
+        .unwrap();
+    conn
+}
+
+/// A store written before runs had an actor gains the column; its old
+/// runs have none.
+#[test]
+fn version_2_stores_gain_the_run_actor() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    for sql in &MIGRATIONS[..2] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.execute_batch(
+        "PRAGMA user_version = 2;
+         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+         INSERT INTO runs (batch_id, trigger, host, pid, started_at, state)
+         VALUES (1, 'manual', 'h', 1, 0, 'ok');",
+    )
+    .unwrap();
+    migrate(&mut conn).unwrap();
+    let (version, actor): (i32, Option<String>) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), actor FROM runs",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((version, actor), (SCHEMA_VERSION, None));
+}
+
+/// The query plan of `sql`, every parameter bound to 1.
+fn plan(conn: &Connection, sql: &str) -> String {
+    let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let ones = vec![1; st.parameter_count()];
+    st.query_map(rusqlite::params_from_iter(ones), |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap()
+        .join("\n")
+}
+
+/// Issue 16: an add writes each new row into one queue index, not two
+/// (version 13's partial claim index cost 13 % of an add), and the
+/// reads that had their own order keep it: the oldest claimable item
+/// is found without a sort of every claimable entry.
+#[test]
+fn one_queue_index_serves_the_claim_order_and_the_oldest_pending() {
+    let conn = migrated();
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_index_list('items') WHERE origin = 'c'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(names.contains(&"items_queue".to_string()), "{names:?}");
+    assert!(!names.contains(&"items_claimable".to_string()), "{names:?}");
+    let oldest = plan(&conn, crate::store::dialect::items::OLDEST_PENDING.sqlite);
+    assert!(
+        oldest.contains("USING COVERING INDEX items_queue"),
+        "{oldest}"
+    );
+    assert!(!oldest.contains("TEMP B-TREE"), "{oldest}");
+}
+
+/// A store of the two queue indexes keeps its claimable items in claim
+/// order under the one index that replaces them.
+#[test]
+fn stores_with_a_claim_index_fold_it_into_the_queue_index() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    let fold = MIGRATIONS.iter().position(|m| *m == V15).unwrap();
+    for sql in &MIGRATIONS[..fold] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.execute_batch(&format!(
+        "PRAGMA user_version = {fold};
+         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+         INSERT INTO items (batch_id, key, label, payload, status, priority, created_at, updated_at)
+         VALUES (1, 'a', 'a', '{{}}', 'pending', 0, 0, 0), (1, 'b', 'b', '{{}}', 'pending', 3, 0, 0),
+                (1, 'c', 'c', '{{}}', 'pending', 0, 0, 0);"
+    ))
+    .unwrap();
+    migrate(&mut conn).unwrap();
+    let claim = "SELECT key FROM items
+      WHERE batch_id = 1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
+      ORDER BY priority DESC, id";
+    assert!(
+        !plan(&conn, claim).contains("TEMP B-TREE"),
+        "{}",
+        plan(&conn, claim)
+    );
+    let keys: Vec<String> = conn
+        .prepare(claim)
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(keys, ["b", "a", "c"]);
+}
+
+/// A store with a `usage` row per attempt keeps its figures in the
+/// sums that replace it: per run, per pool and minute, on the item.
+#[test]
+fn usage_rows_are_carried_into_their_sums() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    let before = MIGRATIONS.iter().position(|m| *m == V17).unwrap();
+    for sql in &MIGRATIONS[..before] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.execute_batch(&format!(
+        "PRAGMA user_version = {before};
+         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+         INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+         VALUES (1, 'k', 'k', '{{}}', 'pending', 0, 0);
+         INSERT INTO usage (batch, run_id, key, attempt, pool, at, estimate, input_tokens,
+             output_tokens) VALUES ('b', 7, 'k', 1, 'p', 60000, 50, NULL, NULL),
+             ('b', 7, 'k', 2, 'p', 61000, 50, 10, 20);
+         INSERT INTO pool_calls (pool, call, until_ms) VALUES ('p', 'r:1:0', 1);"
+    ))
+    .unwrap();
+    migrate(&mut conn).unwrap();
+    let one = |sql: &str| -> (i64, i64, i64, i64, i64) {
+        conn.query_row(sql, [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+    };
+    let sums = "attempts, input_tokens, output_tokens, unreported, estimated_tokens";
+    assert_eq!(
+        one(&format!("SELECT {sums} FROM run_usage WHERE run_id = 7")),
+        (2, 10, 20, 1, 50)
+    );
+    let pooled = "SELECT calls, input_tokens, output_tokens, unreported, estimated_tokens
+        FROM pool_usage WHERE pool = 'p' AND minute = 1";
+    assert_eq!(one(pooled), (2, 10, 20, 1, 50));
+    let lines: String = conn
+        .query_row("SELECT usage FROM items", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(lines, "7 1 60000 50 - - p\n7 2 61000 50 10 20 p");
+}
+
+/// Item writes must not build a temporary b-tree per statement (an IN
+/// list in a CHECK does): it made every transition several times slower.
+#[test]
+fn item_writes_use_no_temporary_btree() {
+    let conn = migrated();
+    for sql in [
+        "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+         VALUES (1, 'k', 'k', '{}', 'pending', 0, 0) ON CONFLICT (batch_id, key) DO NOTHING",
+        "UPDATE items SET status = 'done', outcome = 'done' WHERE id = 1",
+        "UPDATE items SET status = 'failed', tier = 'retry', error_class = 'X' WHERE id = 1",
+        // A partial index's condition is checked on every insert too.
+        "INSERT INTO events (at, batch_id, key, item_id, kind, message) VALUES (0, 1, 'k', 1, 'done', 'm')",
+    ] {
+        let ops: Vec<String> = conn
+            .prepare(&format!("EXPLAIN {sql}"))
+            .unwrap()
+            .query_map([], |r| r.get(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(!ops.iter().any(|op| op == "OpenEphemeral"), "{sql}");
+    }
+}
+
+/// A read of kinds outside the dense ones finds them by the kind index
+/// (the dashboard counts lock takeovers and fires so, at any size),
+/// which it may only if it repeats the index's condition word for word.
+#[test]
+fn rare_kinds_are_read_by_the_kind_index() {
+    let conn = migrated();
+    let rare = crate::store::dialect::events::rare_kinds_only(&["lock-takeover"]);
+    let plan: Vec<String> = conn
+        .prepare(&format!(
+            "EXPLAIN QUERY PLAN SELECT count(*) FROM events e WHERE e.kind = ?1{rare} AND e.at > ?2"
+        ))
+        .unwrap()
+        .query_map(rusqlite::params!["lock-takeover", 0], |r| r.get(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter().any(|p| p.contains("events_by_rare_kind")),
+        "{plan:?}"
+    );
+}
+
+#[test]
+fn checks_still_refuse_unknown_states() {
+    let conn = migrated();
+    let insert = |status: &str, tier: Option<&str>, outcome: Option<&str>| {
+        conn.execute(
+            "INSERT INTO items (batch_id, key, label, payload, status, tier, outcome, error_class,
+                                lease_run, created_at, updated_at)
+             VALUES (1, ?1 || coalesce(?2, '') || coalesce(?3, ''), 'l', '{}', ?1, ?2, ?3, 'E',
+                     CASE WHEN ?1 = 'claimed' THEN 1 END, 0, 0)",
+            rusqlite::params![status, tier, outcome],
+        )
+    };
+    assert!(insert("pending", None, None).is_ok());
+    assert!(insert("claimed", None, None).is_ok());
+    assert!(insert("done", None, Some("empty")).is_ok());
+    assert!(insert("failed", Some("manual"), None).is_ok());
+    assert!(insert("bogus", None, None).is_err());
+    assert!(insert("failed", Some("later"), None).is_err());
+    assert!(insert("done", None, Some("maybe")).is_err());
+}
