@@ -201,7 +201,15 @@ fn item_lists_show_the_whole_label_and_every_cut_ends_in_an_ellipsis() {
             // at 80 columns a long one cut with `…` beside the message),
             // and cuts its messages with `…`.
             dash.key("5");
-            let screen = dash.wait_text("Run log");
+            // The pane's title can be drawn a poll before its events (and
+            // under load, over the last pane's rows): wait for them.
+            let screen = dash.wait_for("the run log's quarantined events", |s| {
+                s.contains("Run log")
+                    && items.iter().filter(|i| i.fails).all(|i| {
+                        let key = shown_key(&i.key, size.0);
+                        s.lines().any(|l| l.contains("quarantined") && l.contains(&key))
+                    })
+            });
             let rows = pane_rows(&screen);
             for item in items.iter().filter(|i| i.fails) {
                 let key = shown_key(&item.key, size.0);
