@@ -117,17 +117,29 @@ const CLAIM: &str = "WITH held AS (
 /// lease and were not asked to cancel become done; their `n` returned.
 /// `COMPLETE_ONE` and `COMPLETE_MANY` differ only in where `d` comes from.
 /// An item's cost is every attempt's: the done mark adds its own.
+///
+/// The row's own tests (claimed, not asked to cancel) are folded into its
+/// join with `d` (the token, `NULL` where they fail) and `ids` names the
+/// rows by key: the items side is then estimated as the rows of `d`, and
+/// joined by hash or merge. As tests of the row alone they were estimated
+/// at one row (few items are claimed at once), which nested the join:
+/// every row of a group of n compared with every one of `d`, n² pairs.
 macro_rules! done_mark {
-    () => {
-        "UPDATE items i SET status = 'done', outcome = d.outcome, result = d.result,
+    ($ids:literal) => {
+        concat!(
+            "UPDATE items i SET status = 'done', outcome = d.outcome, result = d.result,
                 cost = CASE WHEN d.cost IS NULL THEN i.cost ELSE coalesce(i.cost, 0) + d.cost END,
                 tier = NULL, error_class = NULL, error_message = NULL,
                 next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
                 updated_at = d.at, done_version = d.version
            FROM d
-          WHERE i.id = d.id AND i.lease_token = d.token AND i.status = 'claimed'
-            AND i.cancel_to IS NULL
+          WHERE i.id = ",
+            $ids,
+            " AND i.id = d.id
+            AND CASE WHEN i.status = 'claimed' AND i.cancel_to IS NULL THEN i.lease_token END
+                = d.token
          RETURNING d.n"
+        )
     };
 }
 
@@ -139,7 +151,7 @@ const COMPLETE_ONE: &str = concat!(
          SELECT $1::int8 AS id, $2::int8 AS token, $3::text AS outcome, $4::text AS result,
                 $5::float8 AS cost, $6::int8 AS at, 1::int8 AS n, $16::text AS version),
      up AS (",
-    done_mark!(),
+    done_mark!("$1"),
     "),
      counted AS (
          UPDATE runs SET done = done + ($3 = 'done')::int,
@@ -166,7 +178,7 @@ const COMPLETE_MANY: &str = concat!(
            FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::float8[], $6::int8[])
                 WITH ORDINALITY AS u(id, token, outcome, result, cost, at, n)),
      up AS (",
-    done_mark!(),
+    done_mark!("ANY($1)"),
     ", d.id, d.outcome, d.cost),
      counted AS (
          UPDATE runs SET done = done + (SELECT count(*) FROM up WHERE up.outcome <> 'empty'),
@@ -271,6 +283,56 @@ impl PgStore {
             )?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
         })
+    }
+
+    /// How PostgreSQL runs the done mark of a group (`EXPLAIN ANALYZE` of
+    /// `COMPLETE_MANY`, rolled back) over the first `n` claimed items of
+    /// `batch`, one line per row: for the test that keeps a group's cost
+    /// linear in its size.
+    #[doc(hidden)]
+    pub fn complete_all_plan(&mut self, batch: &str, n: usize) -> Result<Vec<String>> {
+        let mut c = self.conn();
+        c.simple("BEGIN")?;
+        let out = (|| {
+            let id = batch_id(&mut c, batch)?;
+            let held = c.q(
+                "SELECT id, lease_token, lease_run FROM items
+                  WHERE batch_id = $1 AND status = 'claimed' ORDER BY id LIMIT $2",
+                &[&id, &(n as i64)],
+            )?;
+            let ids: Vec<i64> = held.iter().map(|r| r.get(0)).collect();
+            let tokens: Vec<i64> = held.iter().map(|r| r.get(1)).collect();
+            let run: i64 = held.first().map_or(0, |r| r.get(2));
+            let outcomes = vec!["done"; ids.len()];
+            let results: Vec<Option<&str>> = vec![None; ids.len()];
+            let costs: Vec<Option<f64>> = vec![None; ids.len()];
+            let ats = vec![c.tin(0); ids.len()];
+            let (no_ints, no_texts) = (Vec::<i64>::new(), Vec::<&str>::new());
+            let rows = c.q(
+                &format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {COMPLETE_MANY}"),
+                &[
+                    &ids,
+                    &tokens,
+                    &outcomes,
+                    &results,
+                    &costs,
+                    &ats,
+                    &None::<&str>,
+                    &run,
+                    &no_ints,
+                    &no_texts,
+                    &no_ints,
+                    &no_texts,
+                    &no_texts,
+                    &no_texts,
+                    &no_texts,
+                    &no_texts,
+                ],
+            )?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })();
+        c.simple("ROLLBACK")?;
+        out
     }
 
     // Twin of sqlite/hot.rs, kept: a hot path (one CTE, `SKIP LOCKED`: hosts never wait for each other's rows).
