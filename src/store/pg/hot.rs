@@ -85,6 +85,30 @@ fn add_part_beside_tombstones(
     })
 }
 
+/// Statistics of `items` taken again after an add of a tenth of the table
+/// or more (or into one never analysed), in the add's transaction, which
+/// counts its own rows. Without them a claim right after a big add is
+/// planned for a queue of one row: `items_queue` and a sort of every
+/// pending item, each claim reading the whole queue, not the first entries
+/// of `items_claimable`; autovacuum's analyse comes a minute or more later,
+/// and the runner's prepared claim keeps its plan. A role that does not own
+/// the table gets a warning, not an error.
+fn refresh_statistics(c: &mut Conn, added: u64) -> Result<()> {
+    if added == 0 {
+        return Ok(());
+    }
+    let known: f32 = c
+        .one(
+            "SELECT reltuples FROM pg_class WHERE oid = 'nightshift.items'::regclass",
+            &[],
+        )?
+        .get(0);
+    if known < 0.0 || added as f32 * 10.0 >= known {
+        c.simple("ANALYZE nightshift.items")?;
+    }
+    Ok(())
+}
+
 /// A claim, whole (see `PgStore::claim`): `$1` batch id, `$2` how many,
 /// `$3` the run, `$4` the lease's end, `$5` now. `picked` reads the first
 /// entries of `items_claimable` (higher priority first, then older),
@@ -267,6 +291,7 @@ impl PgStore {
             if report.added > 0 {
                 insert_event(c, &add::added_event(batch, &report, None, now))?;
             }
+            refresh_statistics(c, report.added)?;
             Ok(report)
         })
     }
@@ -274,13 +299,17 @@ impl PgStore {
     /// How PostgreSQL plans a claim (`EXPLAIN`), one line per row: for
     /// the tests that keep its cost flat.
     pub fn claim_plan(&self, batch: &str) -> Result<Vec<String>> {
+        self.claim_plan_of(batch, 8)
+    }
+
+    /// `claim_plan` of a claim of `n` items (a persistent run claims up to
+    /// 1,024 at once).
+    #[doc(hidden)]
+    pub fn claim_plan_of(&self, batch: &str, n: i64) -> Result<Vec<String>> {
         self.read(|c| {
             let id = batch_id(c, batch)?;
             let (until, at) = (c.tin(0), c.tin(0));
-            let rows = c.q(
-                &format!("EXPLAIN {CLAIM}"),
-                &[&id, &8i64, &0i64, &until, &at],
-            )?;
+            let rows = c.q(&format!("EXPLAIN {CLAIM}"), &[&id, &n, &0i64, &until, &at])?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
         })
     }

@@ -676,3 +676,24 @@ fn a_group_of_completions_is_joined_to_its_items_once() {
         );
     }
 }
+
+/// Right after a big add, before autovacuum has looked at the table, a
+/// claim still reads the first entries of the claimable index in claim
+/// order: planned on no statistics it sorted every pending item, so each
+/// claim read the whole queue (all 50,000 items, every claim of a run; at
+/// 20,000 the two plans cost the same and either may be taken).
+#[test]
+fn a_claim_right_after_a_big_add_reads_the_queue_in_claim_order() {
+    let Some((_url, mut s)) = fresh() else { return };
+    s.add_items("b", &items(50_000), now(), |_| {}).unwrap();
+    let Store::Pg(pg) = &s else { unreachable!() };
+    let plan = pg.claim_plan_of("b", 1_024).unwrap().join("\n");
+    assert!(
+        plan.contains("Index Scan using items_claimable on items"),
+        "{plan}"
+    );
+    assert!(
+        !plan.contains("Sort Key: items.priority"),
+        "no sort of the items: {plan}"
+    );
+}
