@@ -85,6 +85,30 @@ fn add_part_beside_tombstones(
     })
 }
 
+/// Statistics of `items` taken again after an add of a tenth of the table
+/// or more (or into one never analysed), in the add's transaction, which
+/// counts its own rows. Without them a claim right after a big add is
+/// planned for a queue of one row: `items_queue` and a sort of every
+/// pending item, each claim reading the whole queue, not the first entries
+/// of `items_claimable`; autovacuum's analyse comes a minute or more later,
+/// and the runner's prepared claim keeps its plan. A role that does not own
+/// the table gets a warning, not an error.
+fn refresh_statistics(c: &mut Conn, added: u64) -> Result<()> {
+    if added == 0 {
+        return Ok(());
+    }
+    let known: f32 = c
+        .one(
+            "SELECT reltuples FROM pg_class WHERE oid = 'nightshift.items'::regclass",
+            &[],
+        )?
+        .get(0);
+    if known < 0.0 || added as f32 * 10.0 >= known {
+        c.simple("ANALYZE nightshift.items")?;
+    }
+    Ok(())
+}
+
 /// A claim, whole (see `PgStore::claim`): `$1` batch id, `$2` how many,
 /// `$3` the run, `$4` the lease's end, `$5` now. `picked` reads the first
 /// entries of `items_claimable` (higher priority first, then older),
@@ -121,9 +145,17 @@ const CLAIM: &str = "WITH held AS (
 /// lease and were not asked to cancel become done; their `n` returned.
 /// `COMPLETE_ONE` and `COMPLETE_MANY` differ only in where `d` comes from.
 /// An item's cost is every attempt's: the done mark adds its own.
+///
+/// The row's own tests (claimed, not asked to cancel) are folded into its
+/// join with `d` (the token, `NULL` where they fail) and `ids` names the
+/// rows by key: the items side is then estimated as the rows of `d`, and
+/// joined by hash or merge. As tests of the row alone they were estimated
+/// at one row (few items are claimed at once), which nested the join:
+/// every row of a group of n compared with every one of `d`, n² pairs.
 macro_rules! done_mark {
-    () => {
-        "UPDATE items i SET status = 'done', outcome = d.outcome, result = d.result,
+    ($ids:literal) => {
+        concat!(
+            "UPDATE items i SET status = 'done', outcome = d.outcome, result = d.result,
                 cost = CASE WHEN d.cost IS NULL THEN i.cost ELSE coalesce(i.cost, 0) + d.cost END,
                 tier = NULL, error_class = NULL, error_message = NULL,
                 next_attempt_at = NULL, lease_run = NULL, lease_until = NULL,
@@ -131,9 +163,13 @@ macro_rules! done_mark {
                 usage = CASE WHEN d.usage IS NULL THEN i.usage
                              ELSE coalesce(i.usage || E'\\n', '') || d.usage END
            FROM d
-          WHERE i.id = d.id AND i.lease_token = d.token AND i.status = 'claimed'
-            AND i.cancel_to IS NULL
+          WHERE i.id = ",
+            $ids,
+            " AND i.id = d.id
+            AND CASE WHEN i.status = 'claimed' AND i.cancel_to IS NULL THEN i.lease_token END
+                = d.token
          RETURNING d.n"
+        )
     };
 }
 
@@ -146,7 +182,7 @@ const COMPLETE_ONE: &str = concat!(
                 $5::float8 AS cost, $6::int8 AS at, 1::int8 AS n, $16::text AS version,
                 $17::text AS usage),
      up AS (",
-    done_mark!(),
+    done_mark!("$1"),
     "),
      counted AS (
          UPDATE runs SET done = done + ($3 = 'done')::int,
@@ -174,7 +210,7 @@ const COMPLETE_MANY: &str = concat!(
                        $17::text[])
                 WITH ORDINALITY AS u(id, token, outcome, result, cost, at, usage, n)),
      up AS (",
-    done_mark!(),
+    done_mark!("ANY($1)"),
     ", d.id, d.outcome, d.cost),
      counted AS (
          UPDATE runs SET done = done + (SELECT count(*) FROM up WHERE up.outcome <> 'empty'),
@@ -263,6 +299,7 @@ impl PgStore {
             if report.added > 0 {
                 insert_event(c, &add::added_event(batch, &report, None, now))?;
             }
+            refresh_statistics(c, report.added)?;
             Ok(report)
         })
     }
@@ -270,15 +307,69 @@ impl PgStore {
     /// How PostgreSQL plans a claim (`EXPLAIN`), one line per row: for
     /// the tests that keep its cost flat.
     pub fn claim_plan(&self, batch: &str) -> Result<Vec<String>> {
+        self.claim_plan_of(batch, 8)
+    }
+
+    /// `claim_plan` of a claim of `n` items (a persistent run claims up to
+    /// 1,024 at once).
+    #[doc(hidden)]
+    pub fn claim_plan_of(&self, batch: &str, n: i64) -> Result<Vec<String>> {
         self.read(|c| {
             let id = batch_id(c, batch)?;
             let (until, at) = (c.tin(0), c.tin(0));
-            let rows = c.q(
-                &format!("EXPLAIN {CLAIM}"),
-                &[&id, &8i64, &0i64, &until, &at],
-            )?;
+            let rows = c.q(&format!("EXPLAIN {CLAIM}"), &[&id, &n, &0i64, &until, &at])?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
         })
+    }
+
+    /// How PostgreSQL runs the done mark of a group (`EXPLAIN ANALYZE` of
+    /// `COMPLETE_MANY`, rolled back) over the first `n` claimed items of
+    /// `batch`, one line per row: for the test that keeps a group's cost
+    /// linear in its size.
+    #[doc(hidden)]
+    pub fn complete_all_plan(&mut self, batch: &str, n: usize) -> Result<Vec<String>> {
+        let mut c = self.conn();
+        c.simple("BEGIN")?;
+        let out = (|| {
+            let id = batch_id(&mut c, batch)?;
+            let held = c.q(
+                "SELECT id, lease_token, lease_run FROM items
+                  WHERE batch_id = $1 AND status = 'claimed' ORDER BY id LIMIT $2",
+                &[&id, &(n as i64)],
+            )?;
+            let ids: Vec<i64> = held.iter().map(|r| r.get(0)).collect();
+            let tokens: Vec<i64> = held.iter().map(|r| r.get(1)).collect();
+            let run: i64 = held.first().map_or(0, |r| r.get(2));
+            let outcomes = vec!["done"; ids.len()];
+            let results: Vec<Option<&str>> = vec![None; ids.len()];
+            let costs: Vec<Option<f64>> = vec![None; ids.len()];
+            let ats = vec![c.tin(0); ids.len()];
+            let (no_ints, no_texts) = (Vec::<i64>::new(), Vec::<&str>::new());
+            let rows = c.q(
+                &format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {COMPLETE_MANY}"),
+                &[
+                    &ids,
+                    &tokens,
+                    &outcomes,
+                    &results,
+                    &costs,
+                    &ats,
+                    &None::<&str>,
+                    &run,
+                    &no_ints,
+                    &no_texts,
+                    &no_ints,
+                    &no_texts,
+                    &no_texts,
+                    &no_texts,
+                    &no_texts,
+                    &no_texts,
+                ],
+            )?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })();
+        c.simple("ROLLBACK")?;
+        out
     }
 
     // Twin of sqlite/hot.rs, kept: a hot path (one CTE, `SKIP LOCKED`: hosts never wait for each other's rows).
