@@ -345,6 +345,7 @@ impl PgStore {
             let costs: Vec<Option<f64>> = vec![None; ids.len()];
             let ats = vec![c.tin(0); ids.len()];
             let (no_ints, no_texts) = (Vec::<i64>::new(), Vec::<&str>::new());
+            let usages: Vec<Option<&str>> = vec![None; ids.len()];
             let rows = c.q(
                 &format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {COMPLETE_MANY}"),
                 &[
@@ -364,6 +365,7 @@ impl PgStore {
                     &no_texts,
                     &no_texts,
                     &no_texts,
+                    &usages,
                 ],
             )?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
