@@ -207,7 +207,8 @@ fn item_lists_show_the_whole_label_and_every_cut_ends_in_an_ellipsis() {
                 s.contains("Run log")
                     && items.iter().filter(|i| i.fails).all(|i| {
                         let key = shown_key(&i.key, size.0);
-                        s.lines().any(|l| l.contains("quarantined") && l.contains(&key))
+                        s.lines()
+                            .any(|l| l.contains("quarantined") && l.contains(&key))
                     })
             });
             let rows = pane_rows(&screen);
