@@ -1,9 +1,9 @@
 //! Pane 6: the `[limit.NAME]` pools, the selected one first. Per pool: the
-//! batches drawing from it and a retry-after hold with its end; each
-//! limit's use of its bucket (and when a full one has its next slot); the
-//! calls in flight against its concurrency; the tokens drawn per minute
-//! (a sparkline over the recent minutes); today's tokens, and the place
-//! for today's spend.
+//! batches drawing from it and a retry-after hold with its end; what
+//! passed in each limit's window (and, when its bucket is full, the next
+//! slot); the calls in flight against its concurrency; the tokens drawn
+//! per minute (a sparkline over the recent minutes); today's tokens, and
+//! the place for today's spend.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
