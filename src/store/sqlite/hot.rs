@@ -450,8 +450,7 @@ const COMPLETE_ITEMS: &str = "UPDATE items AS i
         tier = NULL, error_class = NULL, error_message = NULL, next_attempt_at = NULL,
         lease_run = NULL, lease_until = NULL, updated_at = d.value ->> 5,
         done_version = d.value ->> 6,
-        usage = CASE WHEN d.value ->> 7 IS NULL THEN i.usage
-                     ELSE coalesce(i.usage || char(10), '') || (d.value ->> 7) END
+        usage = coalesce(coalesce(i.usage || char(10), '') || (d.value ->> 7), i.usage)
    FROM jsonb_each(?1) AS d
   WHERE i.id = d.value ->> 0 AND i.lease_token = d.value ->> 1 AND i.status = 'claimed'
     AND i.cancel_to IS NULL
