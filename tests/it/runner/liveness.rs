@@ -180,7 +180,14 @@ both_backends! {
         assert!(text.contains("daemon: not running (never started here"), "{text}");
         let mut daemon = env.spawn("daemon", &["daemon"]);
         wait_for("the daemon to fire", || {
-            let n = batch(&env.status(), "n");
+            // The daemon creates the store as it starts: on a loaded
+            // machine a read can find it half made and say so (it retries
+            // for 5 s, then exits non-zero); that read counts as "not yet".
+            let out = env.cmd().args(["status", "--json"]).output().unwrap();
+            if !out.status.success() {
+                return false;
+            }
+            let n = batch(&serde_json::from_slice(&out.stdout).unwrap(), "n");
             n["daemon"]["live"] == true && n["last_fire"]["outcome"] == "ran"
         });
         let text = out(&env, &["status"]);
