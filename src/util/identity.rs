@@ -53,18 +53,27 @@ pub struct ProcStat {
 /// Reads `/proc/PID/stat` (Linux); `None` when there is no such process.
 pub fn proc_stat(pid: u32) -> Option<ProcStat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&stat)
+}
+
+/// The fields of one `/proc/PID/stat` line. Read once per worker spawned
+/// (see `subreaper`), so the fields are taken as they come, not collected.
+fn parse_stat(stat: &str) -> Option<ProcStat> {
     // The command name (field 2) may contain spaces and parentheses: parse
     // from the last ')'. `rest` starts at field 3 (state).
-    let rest: Vec<&str> = stat
-        .get(stat.rfind(')')? + 2..)?
-        .split_whitespace()
-        .collect();
+    let mut rest = stat.get(stat.rfind(')')? + 2..)?.split_ascii_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    let pgid = rest.next()?.parse().ok()?;
+    let session = rest.next()?.parse().ok()?;
+    // Field 22, the start time: 16 fields after the session (field 6).
+    let start = rest.nth(15)?.parse().ok()?;
     Some(ProcStat {
-        state: rest.first()?.chars().next()?,
-        ppid: rest.get(1)?.parse().ok()?,
-        pgid: rest.get(2)?.parse().ok()?,
-        session: rest.get(3)?.parse().ok()?,
-        start: rest.get(19)?.parse().ok()?,
+        state,
+        ppid,
+        pgid,
+        session,
+        start,
     })
 }
 
@@ -157,6 +166,23 @@ pub fn process_alive(_pid: u32, _start: Option<u64>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_line_is_read_past_a_command_name_with_spaces_and_parentheses() {
+        let line =
+            "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 50";
+        assert_eq!(
+            parse_stat(line),
+            Some(ProcStat {
+                state: 'S',
+                ppid: 1,
+                pgid: 4242,
+                session: 4242,
+                start: 987654,
+            })
+        );
+        assert_eq!(parse_stat("4242 (x) S 1 2"), None);
+    }
 
     #[test]
     fn own_process_is_alive_and_reuse_is_detected() {

@@ -3,6 +3,7 @@
 //! for this engine (one cached `INSERT` per row, `RETURNING` batches), so
 //! they are not split into the shared statement interface of `dialect`.
 
+use rusqlite::types::Value;
 use rusqlite::{Connection, params, params_from_iter};
 
 use super::batches::{batch_id, ensure};
@@ -341,10 +342,20 @@ impl SqliteStore {
             // One statement for all of them, not one per item: each
             // statement that fires the counter triggers opens and releases
             // a statement journal, which cost more than the row updates.
-            let ids = ids_json(claims.iter().map(|c| c.item_id))?;
-            tx.prepare_cached(CLAIM_ITEMS)?
+            // One item (a runner in process mode claims one at a time) is
+            // named by its id: the `json_each` list costs two temporary
+            // b-trees per statement, more than the row's own update.
+            let (claim_sql, log_sql, ids) = match claims.as_slice() {
+                [one] => (CLAIM_ONE, LOG_CLAIM_ONE, Value::Integer(one.item_id)),
+                _ => (
+                    CLAIM_ITEMS,
+                    LOG_CLAIMS,
+                    Value::Text(ids_json(claims.iter().map(|c| c.item_id))?),
+                ),
+            };
+            tx.prepare_cached(claim_sql)?
                 .execute(params![ids, run_id, lease_until, now])?;
-            tx.prepare_cached(LOG_CLAIMS)?
+            tx.prepare_cached(log_sql)?
                 .execute(params![ids, now, id, run_id])?;
             Ok(Some(claims))
         })
@@ -365,13 +376,27 @@ impl SqliteStore {
         if done.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = completions_json(done)?;
         self.write(|tx| {
             // One statement for all successes (see `COMPLETE_ITEMS`).
-            let mut kept: std::collections::HashSet<i64> = tx
-                .prepare_cached(COMPLETE_ITEMS)?
-                .query_map(params![rows], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
+            let mut kept: std::collections::HashSet<i64> = match done {
+                [(c, _)] => {
+                    let changed = tx.prepare_cached(COMPLETE_ONE)?.execute(params![
+                        c.item_id,
+                        c.token,
+                        c.outcome.as_str(),
+                        c.result,
+                        c.cost,
+                        c.now,
+                        c.version,
+                        c.usage
+                    ])?;
+                    (changed == 1).then_some(c.item_id).into_iter().collect()
+                }
+                _ => tx
+                    .prepare_cached(COMPLETE_ITEMS)?
+                    .query_map(params![completions_json(done)?], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?,
+            };
             // An item listed twice is accepted once, as by one statement each.
             let accepted: Vec<bool> = done.iter().map(|(c, _)| kept.remove(&c.item_id)).collect();
             let (mut n_done, mut n_empty, mut cost) = (0i64, 0i64, 0f64);
@@ -418,19 +443,81 @@ impl SqliteStore {
     }
 }
 
+macro_rules! claim_items {
+    () => {
+        "UPDATE items
+    SET status = 'claimed', lease_run = ?2, lease_until = ?3,
+        lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?4
+  WHERE "
+    };
+}
+
+macro_rules! log_claims {
+    () => {
+        "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message, fields)
+     SELECT ?2, ?3, ?4, key, id, 'claimed', 'claimed (attempt ' || attempts || ')', NULL
+       FROM items WHERE "
+    };
+}
+
 /// Claims the items whose ids are in the JSON array ?1 (selected pending
 /// in the same transaction): a fresh, larger fencing token and the attempt
 /// counted, as the claim's `SELECT` computed them.
-const CLAIM_ITEMS: &str = "UPDATE items
-    SET status = 'claimed', lease_run = ?2, lease_until = ?3,
-        lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?4
-  WHERE id IN (SELECT value FROM json_each(?1))";
+const CLAIM_ITEMS: &str = concat!(claim_items!(), "id IN (SELECT value FROM json_each(?1))");
+/// `CLAIM_ITEMS` for the one item whose id is ?1.
+const CLAIM_ONE: &str = concat!(claim_items!(), "id = ?1");
 
 /// The `claimed` event of each item just claimed by `CLAIM_ITEMS`.
-const LOG_CLAIMS: &str =
-    "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message, fields)
-     SELECT ?2, ?3, ?4, key, id, 'claimed', 'claimed (attempt ' || attempts || ')', NULL
-       FROM items WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id";
+const LOG_CLAIMS: &str = concat!(
+    log_claims!(),
+    "id IN (SELECT value FROM json_each(?1)) ORDER BY id"
+);
+/// `LOG_CLAIMS` for `CLAIM_ONE`.
+const LOG_CLAIM_ONE: &str = concat!(log_claims!(), "id = ?1");
+
+/// The done mark's `UPDATE … SET`, written once for `COMPLETE_ITEMS` and
+/// `COMPLETE_ONE`: `$v` then each field's place makes the expression of
+/// the completion's id, token, outcome, result, cost, time, version and
+/// usage line.
+macro_rules! complete_items {
+    ($v:literal, $outcome:literal, $result:literal, $cost:literal, $now:literal,
+     $version:literal, $usage:literal) => {
+        concat!(
+            "UPDATE items AS i SET status = 'done', outcome = ",
+            $v,
+            $outcome,
+            ", result = ",
+            $v,
+            $result,
+            ", cost = CASE WHEN ",
+            $v,
+            $cost,
+            " IS NULL THEN i.cost",
+            " ELSE coalesce(i.cost, 0) + (",
+            $v,
+            $cost,
+            ") END",
+            ", tier = NULL, error_class = NULL, error_message = NULL, next_attempt_at = NULL",
+            ", lease_run = NULL, lease_until = NULL, updated_at = ",
+            $v,
+            $now,
+            ", done_version = ",
+            $v,
+            $version,
+            ", usage = coalesce(coalesce(i.usage || char(10), '') || (",
+            $v,
+            $usage,
+            "), i.usage)"
+        )
+    };
+}
+
+/// The done mark's fence besides the token: a claim not asked to cancel.
+macro_rules! complete_fence {
+    () => {
+        " AND i.status = 'claimed' AND i.cancel_to IS NULL"
+    };
+}
 
 /// The done mark: successes, fenced (only the claim holding its lease
 /// token is completed, and never one asked to be cancelled: `cancel_to`,
@@ -443,18 +530,22 @@ const LOG_CLAIMS: &str =
 /// `jsonb_each`: each row's array comes as SQLite's binary JSON, which
 /// `->>` reads as it is; `json_each` wrote it out as text and each `->>`
 /// parsed it back (about 4 % of the runner in persistent mode).
-const COMPLETE_ITEMS: &str = "UPDATE items AS i
-    SET status = 'done', outcome = d.value ->> 2, result = d.value ->> 3,
-        cost = CASE WHEN d.value ->> 4 IS NULL THEN i.cost
-                    ELSE coalesce(i.cost, 0) + (d.value ->> 4) END,
-        tier = NULL, error_class = NULL, error_message = NULL, next_attempt_at = NULL,
-        lease_run = NULL, lease_until = NULL, updated_at = d.value ->> 5,
-        done_version = d.value ->> 6,
-        usage = coalesce(coalesce(i.usage || char(10), '') || (d.value ->> 7), i.usage)
-   FROM jsonb_each(?1) AS d
-  WHERE i.id = d.value ->> 0 AND i.lease_token = d.value ->> 1 AND i.status = 'claimed'
-    AND i.cancel_to IS NULL
- RETURNING id";
+const COMPLETE_ITEMS: &str = concat!(
+    complete_items!("d.value ->> ", "2", "3", "4", "5", "6", "7"),
+    " FROM jsonb_each(?1) AS d WHERE i.id = d.value ->> 0 AND i.lease_token = d.value ->> 1",
+    complete_fence!(),
+    " RETURNING id"
+);
+
+/// `COMPLETE_ITEMS` for one completion, its fields bound as ?1 to ?8 (in
+/// the array's order): no `jsonb_each` to join, and no `RETURNING` (one
+/// row changed or none), each a temporary b-tree per statement, more than
+/// the row's update (a runner in process mode completes one at a time).
+const COMPLETE_ONE: &str = concat!(
+    complete_items!("?", "3", "4", "5", "6", "7", "8"),
+    " WHERE i.id = ?1 AND i.lease_token = ?2",
+    complete_fence!()
+);
 
 /// An accepted completion's event, its batch (?2) and item (?5) known:
 /// the general `events::insert` looks both up again by name and key (a
