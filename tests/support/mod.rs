@@ -204,6 +204,17 @@ impl Env {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// `status --json`, or `None` when the read failed: for waits beside a
+    /// daemon that is creating or opening the store, where a loaded machine
+    /// can make a read find it half made (it retries for 5 s, then exits
+    /// non-zero); such a read counts as "not yet".
+    pub fn status_when_readable(&self) -> Option<serde_json::Value> {
+        let out = self.cmd().args(["status", "--json"]).output().unwrap();
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
     /// One batch's entry of `status --json`.
     pub fn batch_status(&self, name: &str) -> serde_json::Value {
         let status = self.status();

@@ -180,15 +180,12 @@ both_backends! {
         assert!(text.contains("daemon: not running (never started here"), "{text}");
         let mut daemon = env.spawn("daemon", &["daemon"]);
         wait_for("the daemon to fire", || {
-            // The daemon creates the store as it starts: on a loaded
-            // machine a read can find it half made and say so (it retries
-            // for 5 s, then exits non-zero); that read counts as "not yet".
-            let out = env.cmd().args(["status", "--json"]).output().unwrap();
-            if !out.status.success() {
-                return false;
-            }
-            let n = batch(&serde_json::from_slice(&out.stdout).unwrap(), "n");
-            n["daemon"]["live"] == true && n["last_fire"]["outcome"] == "ran"
+            // The daemon creates the store as it starts (see
+            // `status_when_readable`).
+            env.status_when_readable().is_some_and(|s| {
+                let n = batch(&s, "n");
+                n["daemon"]["live"] == true && n["last_fire"]["outcome"] == "ran"
+            })
         });
         let text = out(&env, &["status"]);
         assert!(text.contains("daemon: running on "), "{text}");
@@ -210,7 +207,8 @@ both_backends! {
         assert!(text.contains("so nothing fires"), "{text}");
 
         wait_for("two fire times to pass unfired", || {
-            batch(&env.status(), "n")["missed"]["count"].as_u64().unwrap_or(0) >= 2
+            env.status_when_readable()
+                .is_some_and(|s| batch(&s, "n")["missed"]["count"].as_u64().unwrap_or(0) >= 2)
         });
         let before = env.snapshot();
         let text = out(&env, &["status"]);
@@ -238,7 +236,10 @@ both_backends! {
                     && e["fields"]["reason"].as_str().unwrap_or("").ends_with("no catch_up window is set")
             })
         });
-        wait_for("the daemon live again", || batch(&env.status(), "n")["daemon"]["live"] == true);
+        wait_for("the daemon live again", || {
+            env.status_when_readable()
+                .is_some_and(|s| batch(&s, "n")["daemon"]["live"] == true)
+        });
         let status = env.status();
         assert_eq!(status["daemons"].as_array().unwrap().len(), 1, "{status}");
         assert!(batch(&status, "n")["missed"].is_null(), "{status}");
@@ -258,11 +259,16 @@ both_backends! {
             "[batch.n]\nworker = [\"{w}\"]\nschedule = \"0 2 * * *\"\ntimezone = \"Asia/Tokyo\"\n"
         ));
         let mut daemon = env.spawn_with("daemon", &["daemon"], &[("NIGHTSHIFT_HOST", "far-host")]);
-        wait_for("the daemon's record", || !env.status()["daemons"][0].is_null());
+        wait_for("the daemon's record", || {
+            env.status_when_readable()
+                .is_some_and(|s| !s["daemons"][0].is_null())
+        });
         let first = env.status()["daemons"][0]["last_seen"].clone();
         wait_for("a later heartbeat", || {
-            let d = &env.status()["daemons"][0];
-            d["last_seen"] != first && d["live"] == true
+            env.status_when_readable().is_some_and(|s| {
+                let d = &s["daemons"][0];
+                d["last_seen"] != first && d["live"] == true
+            })
         });
         assert_eq!(env.status()["daemons"][0]["host"], "far-host");
         signal(daemon.id(), Signal::SIGKILL);
