@@ -176,7 +176,13 @@ echo '{"ok":1}'"#);
         add(&env, "a", 1);
         add(&env, "b", 3);
         let a = env.spawn("a", &["run", "a"]);
-        wait_for("a's 429", || !starts(&env).is_empty());
+        // b starts once the pool holds: a's worker logs its start before it
+        // answers, and a loaded machine can let b claim between the two.
+        // A hold already over (a's retry began) holds nothing any more.
+        wait_for("a's 429 to hold the pool", || {
+            env.status()["pools"][0]["hold_until"].is_string()
+                || starts(&env).iter().any(|s| s.1 == "a1" && s.3 == 2)
+        });
         let b = env.spawn("b", &["run", "b"]);
         finish(vec![a, b]);
         let s = starts(&env);
