@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! sqlite_floor DIR N [hashed|given] [PREFILL]
+//! FLOOR_VARIANTS="file order|after" sqlite_floor ...   # only those variants
 //! ```
 //!
 //! The items are those of `bench/bulk`'s input files: `hashed`, the keys of
@@ -22,6 +23,10 @@
 //!   (the claim order), the `UNIQUE (batch_id, key)` index filled as they go;
 //! - `key order, unique index`: the same rows sorted by key first (what
 //!   the items would be claimed in, so not the same information);
+//! - `key order, ids in input order`: the rows sorted by key, each with
+//!   the id of its place in the input (the claim order kept: the same
+//!   information), so the key index fills in order and the table at
+//!   random (`FLOOR_WINDOW=W`: sorted in windows of W rows, as chunks);
 //! - `unique index after rows`: rows in input order, then the unique index
 //!   built in the same transaction (SQLite sorts the keys; over a prefilled
 //!   table it rebuilds the whole index);
@@ -72,15 +77,16 @@ CREATE TABLE IF NOT EXISTS items (
     cancel_by       TEXT,
     cancel_reason   TEXT,
     done_version    TEXT,
+    priority        INTEGER NOT NULL DEFAULT 0,
+    usage           TEXT,
     {unique}
     CHECK ((status = 'failed') = (tier IS NOT NULL)),
     CHECK ((status = 'done') = (outcome IS NOT NULL)),
     CHECK (status <> 'failed' OR error_class IS NOT NULL),
     CHECK ((status = 'claimed') = (lease_run IS NOT NULL))
 ) STRICT;
-CREATE INDEX IF NOT EXISTS items_queue ON items (batch_id, status, tier, next_attempt_at);
+CREATE INDEX IF NOT EXISTS items_queue ON items (batch_id, status, tier, next_attempt_at, priority DESC);
 CREATE INDEX IF NOT EXISTS items_failed ON items (batch_id, error_class) WHERE status = 'failed';
-CREATE INDEX IF NOT EXISTS items_cancels ON items (batch_id, lease_run) WHERE cancel_to IS NOT NULL;
 CREATE TABLE IF NOT EXISTS item_bodies (
     item_id INTEGER PRIMARY KEY,
     label   TEXT NOT NULL,
@@ -92,6 +98,7 @@ CREATE TABLE IF NOT EXISTS item_bodies (
 enum Variant {
     FileOrder,
     KeyOrder,
+    KeyOrderInputIds,
     IndexAfter,
     NarrowFileOrder,
     NarrowKeyOrder,
@@ -99,9 +106,10 @@ enum Variant {
 }
 
 impl Variant {
-    const ALL: [Variant; 6] = [
+    const ALL: [Variant; 7] = [
         Variant::FileOrder,
         Variant::KeyOrder,
+        Variant::KeyOrderInputIds,
         Variant::IndexAfter,
         Variant::NarrowFileOrder,
         Variant::NarrowKeyOrder,
@@ -112,6 +120,7 @@ impl Variant {
         match self {
             Variant::FileOrder => "file order, unique index",
             Variant::KeyOrder => "key order, unique index",
+            Variant::KeyOrderInputIds => "key order, ids in input order",
             Variant::IndexAfter => "unique index after rows",
             Variant::NarrowFileOrder => "narrow row, file order",
             Variant::NarrowKeyOrder => "narrow row, key order",
@@ -124,7 +133,15 @@ impl Variant {
     }
 
     fn sorted(self) -> bool {
-        matches!(self, Variant::KeyOrder | Variant::NarrowKeyOrder)
+        matches!(
+            self,
+            Variant::KeyOrder | Variant::KeyOrderInputIds | Variant::NarrowKeyOrder
+        )
+    }
+
+    /// Ids given by the floor (in input order) rather than by SQLite.
+    fn explicit_ids(self) -> bool {
+        matches!(self, Variant::KeyOrderInputIds) || self.narrow()
     }
 
     fn schema(self) -> String {
@@ -216,7 +233,15 @@ fn ordered(v: Variant, items: &[Item], first_id: i64) -> Vec<(i64, &Item)> {
         .map(|(i, it)| (first_id + i as i64, it))
         .collect();
     if v.sorted() {
-        rows.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
+        // FLOOR_WINDOW=W: sorted in windows of W rows (an add's chunks).
+        let window = std::env::var("FLOOR_WINDOW")
+            .ok()
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(usize::MAX)
+            .clamp(1, rows.len().max(1));
+        for w in rows.chunks_mut(window) {
+            w.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
+        }
     }
     rows
 }
@@ -237,6 +262,16 @@ fn insert(conn: &Connection, v: Variant, rows: &[(i64, &Item)], items: &[Item]) 
         let first = rows.iter().map(|r| r.0).min().unwrap_or(1);
         for (i, it) in items.iter().enumerate() {
             body.execute(params![first + i as i64, it.label, it.payload])?;
+        }
+        return Ok(());
+    }
+    if v.explicit_ids() {
+        let mut st = conn.prepare(
+            "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES (?1, 1, ?2, ?3, ?4, 'pending', 0, 0) ON CONFLICT DO NOTHING",
+        )?;
+        for (id, it) in rows {
+            st.execute(params![id, it.key, it.label, it.payload])?;
         }
         return Ok(());
     }
@@ -291,7 +326,7 @@ fn run(dir: &Path, v: Variant, items: &[Item], prefill: &[Item]) -> Res<()> {
     }
     conn.execute_batch("COMMIT")?;
     println!(
-        "floor {}: {} rows, {:.2} s wall, {:.2} s cpu",
+        "floor {}: {} rows, {:.3} s wall, {:.2} s cpu",
         v.name(),
         items.len(),
         wall0.elapsed().as_secs_f64(),
@@ -318,7 +353,10 @@ fn main() -> Res<()> {
     };
     let new = items(n, hashed, prefill);
     let old = items(prefill, hashed, 0);
-    for v in Variant::ALL {
+    // FLOOR_VARIANTS="a|b": only the variants whose names contain one of those.
+    let only = std::env::var("FLOOR_VARIANTS").unwrap_or_default();
+    let wanted = |v: Variant| only.is_empty() || only.split('|').any(|o| v.name().contains(o));
+    for v in Variant::ALL.into_iter().filter(|&v| wanted(v)) {
         run(&dir, v, &new, &old)?;
     }
     Ok(())
