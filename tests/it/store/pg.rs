@@ -703,3 +703,48 @@ fn a_claim_right_after_a_big_add_reads_the_queue_in_claim_order() {
         "no sort of the items: {plan}"
     );
 }
+
+/// The event log's time and transaction indexes are BRIN (schema 20): no
+/// B-tree entry per event for either (four WAL records per item of a
+/// persistent run). A read between two follow horizons names the
+/// transaction as a number, as the index holds it, so the planner can use
+/// the index (the condition below is the one `follow_next` writes).
+#[test]
+fn the_event_logs_time_and_transaction_indexes_are_brin() {
+    let Some((url, mut s)) = fresh() else { return };
+    s.add_items("b", &items(10), now(), |_| {}).unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let kinds: Vec<(String, String)> = admin
+        .query(
+            "SELECT c.relname::text, a.amname::text FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+              WHERE c.relname IN ('events_by_time', 'events_by_tx') ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("events_by_time".to_string(), "brin".to_string()),
+            ("events_by_tx".to_string(), "brin".to_string())
+        ]
+    );
+    admin.batch_execute("SET enable_seqscan = off").unwrap();
+    let plan: Vec<String> = admin
+        .query(
+            "EXPLAIN SELECT e.id FROM nightshift.events e
+              WHERE (e.tx::text)::int8 >= $1::int8 AND (e.tx::text)::int8 < $2::int8",
+            &[&0i64, &i64::MAX],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        plan.iter().any(|l| l.contains("events_by_tx")),
+        "{}",
+        plan.join("\n")
+    );
+}
