@@ -111,9 +111,6 @@ impl Args {
 
 /// The oldest transaction still running (all below it have finished).
 const HORIZON: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8";
-/// An event's transaction as a number, as the BRIN index `events_by_tx`
-/// holds it (schema 20): a read between two horizons names it so.
-const TX_NUMBER: &str = "(e.tx::text)::int8";
 /// Which of the shown ids ($1) belong to transactions at or above a
 /// horizon ($2): those a cursor must go on skipping.
 const SHOWN_ABOVE: &str =
@@ -199,7 +196,7 @@ impl PgStore {
             let (f, t) = (args.push(from), args.push(to));
             let skip = args.push(cursor.shown.clone());
             cond.push_str(&format!(
-                " AND {TX_NUMBER} >= {f}::int8 AND {TX_NUMBER} < {t}::int8
+                " AND e.tx >= ({f}::int8)::text::xid8 AND e.tx < ({t}::int8)::text::xid8
                    AND e.id <> ALL({skip}::int8[])"
             ));
             let sql = format!("SELECT {COLUMNS} FROM {FROM} WHERE {cond} ORDER BY e.id");

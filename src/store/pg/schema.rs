@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 20;
+pub const PG_SCHEMA_VERSION: i32 = 19;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -586,28 +586,10 @@ BEGIN
     RETURN NULL;
 END $$;
 "#;
-
-/// Version 20: the event log's time and transaction indexes as BRIN (one
-/// summary per 128 pages) rather than B-trees. Events are appended in time
-/// and transaction order, so a range of pages spans a short stretch of
-/// each; a B-tree entry per event for each (two per item's claimed and done
-/// events, four WAL records per item of a persistent run) was paid for
-/// reads that want a stretch anyway: counts since a time, prune's
-/// `at <`, and `log --follow`'s transactions between two horizons (the
-/// transaction as a number, `events::TX_NUMBER`: xid8 has no BRIN operator class).
-/// `autosummarize` has autovacuum summarize each range once it fills, so
-/// only the last one is read whole.
-const V20: &str = r#"
-DROP INDEX nightshift.events_by_time;
-CREATE INDEX events_by_time ON nightshift.events USING brin (at) WITH (autosummarize = on);
-DROP INDEX nightshift.events_by_tx;
-CREATE INDEX events_by_tx ON nightshift.events USING brin (((tx::text)::int8))
-    WITH (autosummarize = on);
-"#;
 // ---- end of PostgreSQL throughput ----
 
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
 ];
 
 /// Which store a session is on: the database (one made anew under the same
