@@ -232,6 +232,65 @@ const COMPLETE_MANY: &str = concat!(
      SELECT n FROM up"
 );
 
+/// The parameters of `COMPLETE_MANY` for a group of completions (one run,
+/// one version: the first's), built in one place for the real call and for
+/// its plan (`complete_all_plan`), so the two cannot drift.
+struct ManyParams<'a> {
+    ids: Vec<i64>,
+    tokens: Vec<i64>,
+    outcomes: Vec<&'a str>,
+    results: Vec<Option<String>>,
+    costs: Vec<Option<f64>>,
+    ats: Vec<i64>,
+    version: Option<String>,
+    run: i64,
+    events: EventColumns<'a>,
+    usages: Vec<Option<String>>,
+}
+
+impl<'a> ManyParams<'a> {
+    fn of(c: &Conn, done: &[(Completion<'a>, &'a NewEvent)]) -> ManyParams<'a> {
+        let owned = |t: Option<&str>| text_opt(t).map(|t| t.into_owned());
+        let events: Vec<&NewEvent> = done.iter().map(|(_, e)| *e).collect();
+        ManyParams {
+            ids: done.iter().map(|(d, _)| d.item_id).collect(),
+            tokens: done.iter().map(|(d, _)| d.token).collect(),
+            outcomes: done.iter().map(|(d, _)| d.outcome.as_str()).collect(),
+            results: done.iter().map(|(d, _)| owned(d.result)).collect(),
+            costs: done.iter().map(|(d, _)| d.cost).collect(),
+            ats: done.iter().map(|(d, _)| c.tin(d.now)).collect(),
+            version: done.first().and_then(|(d, _)| owned(d.version)),
+            run: done.first().map_or(0, |(d, _)| d.run_id),
+            events: EventColumns::of(c, &events),
+            usages: done.iter().map(|(d, _)| owned(d.usage)).collect(),
+        }
+    }
+
+    /// `$1`..`$17` in `COMPLETE_MANY`'s order.
+    fn refs(&self) -> [&(dyn postgres::types::ToSql + Sync); 17] {
+        let e = &self.events;
+        [
+            &self.ids,
+            &self.tokens,
+            &self.outcomes,
+            &self.results,
+            &self.costs,
+            &self.ats,
+            &self.version,
+            &self.run,
+            &e.ats,
+            &e.batches,
+            &e.runs,
+            &e.keys,
+            &e.kinds,
+            &e.actors,
+            &e.messages,
+            &e.fields,
+            &self.usages,
+        ]
+    }
+}
+
 impl PgStore {
     /// Adds items idempotently in one transaction: an item whose key is
     /// already in the batch, or was and has been pruned (its tombstone), is
@@ -324,8 +383,9 @@ impl PgStore {
 
     /// How PostgreSQL runs the done mark of a group (`EXPLAIN ANALYZE` of
     /// `COMPLETE_MANY`, rolled back) over the first `n` claimed items of
-    /// `batch`, one line per row: for the test that keeps a group's cost
-    /// linear in its size.
+    /// `batch`, each with its done event, one line per row: for the test
+    /// that keeps a group's cost linear in its size. The parameters are
+    /// built as `complete_all` builds them (`ManyParams`).
     #[doc(hidden)]
     pub fn complete_all_plan(&mut self, batch: &str, n: usize) -> Result<Vec<String>> {
         let mut c = self.conn();
@@ -333,41 +393,39 @@ impl PgStore {
         let out = (|| {
             let id = batch_id(&mut c, batch)?;
             let held = c.q(
-                "SELECT id, lease_token, lease_run FROM items
+                "SELECT id, lease_token, lease_run, key FROM items
                   WHERE batch_id = $1 AND status = 'claimed' ORDER BY id LIMIT $2",
                 &[&id, &(n as i64)],
             )?;
-            let ids: Vec<i64> = held.iter().map(|r| r.get(0)).collect();
-            let tokens: Vec<i64> = held.iter().map(|r| r.get(1)).collect();
-            let run: i64 = held.first().map_or(0, |r| r.get(2));
-            let outcomes = vec!["done"; ids.len()];
-            let results: Vec<Option<&str>> = vec![None; ids.len()];
-            let costs: Vec<Option<f64>> = vec![None; ids.len()];
-            let ats = vec![c.tin(0); ids.len()];
-            let (no_ints, no_texts) = (Vec::<i64>::new(), Vec::<&str>::new());
-            let usages: Vec<Option<&str>> = vec![None; ids.len()];
-            let rows = c.q(
-                &format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {COMPLETE_MANY}"),
-                &[
-                    &ids,
-                    &tokens,
-                    &outcomes,
-                    &results,
-                    &costs,
-                    &ats,
-                    &None::<&str>,
-                    &run,
-                    &no_ints,
-                    &no_texts,
-                    &no_ints,
-                    &no_texts,
-                    &no_texts,
-                    &no_texts,
-                    &no_texts,
-                    &no_texts,
-                    &usages,
-                ],
-            )?;
+            let events: Vec<NewEvent> = held
+                .iter()
+                .map(|r| {
+                    NewEvent::new(0, batch, crate::model::EventKind::Done, "done")
+                        .run(r.get(2))
+                        .key(r.get(3))
+                })
+                .collect();
+            let done: Vec<(Completion<'_>, &NewEvent)> = held
+                .iter()
+                .zip(&events)
+                .map(|(r, e)| {
+                    let d = Completion {
+                        item_id: r.get(0),
+                        token: r.get(1),
+                        run_id: r.get(2),
+                        outcome: crate::model::Outcome::Done,
+                        result: None,
+                        cost: None,
+                        version: None,
+                        usage: None,
+                        now: 0,
+                    };
+                    (d, e)
+                })
+                .collect();
+            let p = ManyParams::of(&c, &done);
+            let sql = format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {COMPLETE_MANY}");
+            let rows = c.q(&sql, &p.refs())?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
         })();
         c.simple("ROLLBACK")?;
@@ -460,45 +518,8 @@ impl PgStore {
             return Ok(Vec::new());
         }
         self.write(|c| {
-            let ids: Vec<i64> = done.iter().map(|(d, _)| d.item_id).collect();
-            let tokens: Vec<i64> = done.iter().map(|(d, _)| d.token).collect();
-            let outcomes: Vec<&str> = done.iter().map(|(d, _)| d.outcome.as_str()).collect();
-            let results: Vec<Option<String>> = done
-                .iter()
-                .map(|(d, _)| text_opt(d.result).map(|t| t.into_owned()))
-                .collect();
-            let costs: Vec<Option<f64>> = done.iter().map(|(d, _)| d.cost).collect();
-            let ats: Vec<i64> = done.iter().map(|(d, _)| c.tin(d.now)).collect();
-            let usages: Vec<Option<String>> = done
-                .iter()
-                .map(|(d, _)| text_opt(d.usage).map(|t| t.into_owned()))
-                .collect();
-            // One batch, one version: the run's.
-            let version = text_opt(done[0].0.version);
-            let events: Vec<&NewEvent> = done.iter().map(|(_, e)| *e).collect();
-            let ev = EventColumns::of(c, &events);
-            let kept = c.q(
-                COMPLETE_MANY,
-                &[
-                    &ids,
-                    &tokens,
-                    &outcomes,
-                    &results,
-                    &costs,
-                    &ats,
-                    &version,
-                    &done[0].0.run_id,
-                    &ev.ats,
-                    &ev.batches,
-                    &ev.runs,
-                    &ev.keys,
-                    &ev.kinds,
-                    &ev.actors,
-                    &ev.messages,
-                    &ev.fields,
-                    &usages,
-                ],
-            )?;
+            let p = ManyParams::of(c, done);
+            let kept = c.q(COMPLETE_MANY, &p.refs())?;
             let mut accepted = vec![false; done.len()];
             for r in &kept {
                 accepted[r.get::<_, i64>(0) as usize - 1] = true;
