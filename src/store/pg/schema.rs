@@ -589,13 +589,23 @@ END $$;
 // ---- end of PostgreSQL throughput ----
 
 // ---- PostgreSQL add (issue 19) ----
-/// Version 20: items keep no foreign key to their batch. Its check ran once
-/// per inserted row (a `SELECT ... FOR KEY SHARE` of the batch row, queued
-/// as a trigger event per row: a quarter of an add's server time) to guard
-/// a deletion no path makes: batches are never deleted, and the one insert
-/// into items (add) takes the batch's id from `ensure` in its own
-/// transaction.
-const V20: &str = "ALTER TABLE nightshift.items DROP CONSTRAINT items_batch_id_fkey;";
+/// Version 20: what an added item writes besides its row. Items keep no
+/// foreign key to their batch: its check ran once per inserted row (a
+/// `SELECT ... FOR KEY SHARE` of the batch row, queued as a trigger event
+/// per row: a quarter of an add's server time) to guard a deletion no path
+/// makes: batches are never deleted, and the one insert into items (add)
+/// takes the batch's id from `ensure` in its own transaction. And
+/// `items_queue` leaves out the claimable rows, which `items_claimable`
+/// holds: an added item is one index entry fewer (four columns, three of
+/// them equal or null in every entry, compared at each step of the
+/// descent). A filter on pending items names both parts (see
+/// `items::filter_sql`).
+const V20: &str = r#"
+ALTER TABLE nightshift.items DROP CONSTRAINT items_batch_id_fkey;
+DROP INDEX nightshift.items_queue;
+CREATE INDEX items_queue ON nightshift.items (batch_id, status, tier, next_attempt_at)
+    WHERE status <> 'pending' OR tier IS NOT NULL OR next_attempt_at IS NOT NULL;
+"#;
 // ---- end of PostgreSQL add ----
 
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
