@@ -181,8 +181,8 @@ fn add_parts(
 /// Statistics of `items` taken again after an add of a tenth of the table
 /// or more (or into one never analysed), in the add's transaction, which
 /// counts its own rows. Without them a claim right after a big add is
-/// planned for a queue of one row: `items_queue` and a sort of every
-/// pending item, each claim reading the whole queue, not the first entries
+/// planned for a queue of one row: a scan (by `items_queue` before version
+/// 20) and a sort of every pending item, each claim reading the whole queue, not the first entries
 /// of `items_claimable`; autovacuum's analyse comes a minute or more later,
 /// and the runner's prepared claim keeps its plan. A role that does not own
 /// the table gets a warning, not an error.
