@@ -101,6 +101,11 @@ impl StoreError {
     pub(crate) fn is_retryable_pg(&self) -> bool {
         matches!(self, StoreError::Postgres { code, .. } if code == "40001" || code == "40P01")
     }
+
+    /// A key already taken (`unique_violation`).
+    pub(crate) fn is_unique_violation_pg(&self) -> bool {
+        matches!(self, StoreError::Postgres { code, .. } if code == "23505")
+    }
 }
 
 /// Runs `f`, which may block on the `postgres` client. That client drives

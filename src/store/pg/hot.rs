@@ -21,13 +21,35 @@ const ADD_ROWS: usize = 5_000;
 
 /// One part of an add: `$1` batch id, `$2` the time, then keys, labels,
 /// payloads, priorities and not-before times as arrays.
-const INSERT_ITEMS: &str = "INSERT INTO items (batch_id, key, label, payload, status, created_at,
-                                               updated_at, priority, next_attempt_at)
+macro_rules! insert_items {
+    () => {
+        "INSERT INTO items (batch_id, key, label, payload, status, created_at,
+                            updated_at, priority, next_attempt_at)
      SELECT $1, k, l, p, 'pending', $2, $2, r, nb
        FROM unnest($3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[])
             WITH ORDINALITY AS u(k, l, p, r, nb, o)
-      ORDER BY o
-     ON CONFLICT (batch_id, key) DO NOTHING";
+      ORDER BY o"
+    };
+}
+const INSERT_ITEMS: &str = concat!(insert_items!(), " ON CONFLICT (batch_id, key) DO NOTHING");
+
+/// `INSERT_ITEMS` into a batch that held no items: no conflict clause,
+/// whose speculative insertion descends the key index twice a row (a probe,
+/// then the insert) and logs a confirmation record; the insert's own
+/// uniqueness check remains. A key given twice (or added by another
+/// session meanwhile) fails it, and the add starts again with the clause.
+const INSERT_NEW_ITEMS: &str = insert_items!();
+
+/// How the parts of an add are inserted.
+#[derive(Clone, Copy, PartialEq)]
+enum Parts {
+    /// Into a batch that held no items (`INSERT_NEW_ITEMS`).
+    New,
+    /// Idempotently (`INSERT_ITEMS`).
+    Idempotent,
+    /// Idempotently, beside tombstones (`INSERT_ITEMS_BESIDE_TOMBSTONES`).
+    BesideTombstones,
+}
 
 /// `INSERT_ITEMS` for a batch that keeps tombstones: a key with one is
 /// present, and counted with the first and last time of its prune.
@@ -85,11 +107,82 @@ fn add_part_beside_tombstones(
     })
 }
 
+/// Whether the batch holds any item (a fresh add takes `Parts::New`).
+fn holds_items(c: &mut Conn, id: i64) -> Result<bool> {
+    Ok(c.one(
+        "SELECT EXISTS (SELECT 1 FROM items WHERE batch_id = $1)",
+        &[&id],
+    )?
+    .get(0))
+}
+
+/// The parts of an add (`ADD_ROWS` items a statement), inserted `how`:
+/// what they did. `shown`: the progress already reported (an add started
+/// again reports each step once). A stop request (checked between
+/// statements) ends it.
+fn add_parts(
+    c: &mut Conn,
+    (id, at): (i64, i64),
+    items: &[NewItem],
+    how: Parts,
+    stop: &crate::util::signals::Stop,
+    shown: &mut usize,
+    progress: &mut impl FnMut(usize),
+) -> Result<AddReport> {
+    let mut report = AddReport::default();
+    let mut done = 0;
+    for part in items.chunks(ADD_ROWS) {
+        if let Some(signal) = stop.requested() {
+            return Err(StoreError::Interrupted(signal));
+        }
+        let keys: Vec<&str> = part.iter().map(|i| i.key.as_str()).collect();
+        let labels: Vec<&str> = part.iter().map(|i| i.label.as_str()).collect();
+        let payloads: Vec<&str> = part.iter().map(|i| i.payload.as_str()).collect();
+        let priorities: Vec<i32> = part.iter().map(|i| i.priority).collect();
+        let not_before: Vec<Option<i64>> = part.iter().map(|i| c.tin_opt(i.not_before)).collect();
+        let part_report = if how == Parts::BesideTombstones {
+            let when = (&priorities[..], &not_before[..]);
+            add_part_beside_tombstones(c, id, at, &keys, &labels, &payloads, when)?
+        } else {
+            let sql = if how == Parts::New {
+                INSERT_NEW_ITEMS
+            } else {
+                INSERT_ITEMS
+            };
+            let added = c.x(
+                sql,
+                &[
+                    &id,
+                    &at,
+                    &keys,
+                    &labels,
+                    &payloads,
+                    &priorities,
+                    &not_before,
+                ],
+            )?;
+            AddReport {
+                added,
+                present: part.len() as u64 - added,
+                ..AddReport::default()
+            }
+        };
+        report = report.then(part_report);
+        // Progress in steps of 10,000, as the SQLite store reports it.
+        for step in (done.max(*shown)..done + part.len()).filter(|n| n % 10_000 == 0) {
+            progress(step);
+            *shown = step + 1;
+        }
+        done += part.len();
+    }
+    Ok(report)
+}
+
 /// Statistics of `items` taken again after an add of a tenth of the table
 /// or more (or into one never analysed), in the add's transaction, which
 /// counts its own rows. Without them a claim right after a big add is
-/// planned for a queue of one row: `items_queue` and a sort of every
-/// pending item, each claim reading the whole queue, not the first entries
+/// planned for a queue of one row: a scan (by `items_queue` before version
+/// 20) and a sort of every pending item, each claim reading the whole queue, not the first entries
 /// of `items_claimable`; autovacuum's analyse comes a minute or more later,
 /// and the runner's prepared claim keeps its plan. A role that does not own
 /// the table gets a warning, not an error.
@@ -311,50 +404,32 @@ impl PgStore {
             let id = ensure(c, batch, now)?;
             let pruned = tombstones::any(c, id)?;
             let at = c.tin(now);
-            let mut report = AddReport {
-                order: crate::model::AddOrder::of(items),
-                ..AddReport::default()
+            let order = crate::model::AddOrder::of(items);
+            let mut shown = 0;
+            let mut parts = |c: &mut Conn, how| {
+                add_parts(c, (id, at), items, how, &stop, &mut shown, &mut progress)
             };
-            let mut done = 0;
-            for part in items.chunks(ADD_ROWS) {
-                if let Some(signal) = stop.requested() {
-                    return Err(StoreError::Interrupted(signal));
-                }
-                let keys: Vec<&str> = part.iter().map(|i| i.key.as_str()).collect();
-                let labels: Vec<&str> = part.iter().map(|i| i.label.as_str()).collect();
-                let payloads: Vec<&str> = part.iter().map(|i| i.payload.as_str()).collect();
-                let priorities: Vec<i32> = part.iter().map(|i| i.priority).collect();
-                let not_before: Vec<Option<i64>> =
-                    part.iter().map(|i| c.tin_opt(i.not_before)).collect();
-                let part_report = if pruned {
-                    let when = (&priorities[..], &not_before[..]);
-                    add_part_beside_tombstones(c, id, at, &keys, &labels, &payloads, when)?
-                } else {
-                    let added = c.x(
-                        INSERT_ITEMS,
-                        &[
-                            &id,
-                            &at,
-                            &keys,
-                            &labels,
-                            &payloads,
-                            &priorities,
-                            &not_before,
-                        ],
-                    )?;
-                    AddReport {
-                        added,
-                        present: part.len() as u64 - added,
-                        ..AddReport::default()
+            let report = if pruned {
+                parts(c, Parts::BesideTombstones)?
+            } else if holds_items(c, id)? {
+                parts(c, Parts::Idempotent)?
+            } else {
+                // One savepoint for the whole add (not one a part: more
+                // than 64 subtransactions overflow every snapshot's cache).
+                c.simple("SAVEPOINT new_keys")?;
+                match parts(c, Parts::New) {
+                    Ok(report) => {
+                        c.simple("RELEASE new_keys")?;
+                        report
                     }
-                };
-                report = report.then(part_report);
-                // Progress in steps of 10,000, as the SQLite store reports it.
-                for step in (done..done + part.len()).filter(|n| n % 10_000 == 0) {
-                    progress(step);
+                    Err(e) if e.is_unique_violation_pg() => {
+                        c.simple("ROLLBACK TO SAVEPOINT new_keys")?;
+                        parts(c, Parts::Idempotent)?
+                    }
+                    Err(e) => return Err(e),
                 }
-                done += part.len();
-            }
+            };
+            let report = AddReport { order, ..report };
             if report.added > 0 {
                 insert_event(c, &add::added_event(batch, &report, None, now))?;
             }

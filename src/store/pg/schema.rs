@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 19;
+pub const PG_SCHEMA_VERSION: i32 = 20;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -588,8 +588,28 @@ END $$;
 "#;
 // ---- end of PostgreSQL throughput ----
 
+// ---- PostgreSQL add (issue 19) ----
+/// Version 20: what an added item writes besides its row. Items keep no
+/// foreign key to their batch: its check ran once per inserted row (a
+/// `SELECT ... FOR KEY SHARE` of the batch row, queued as a trigger event
+/// per row: a quarter of an add's server time) to guard a deletion no path
+/// makes: batches are never deleted, and the one insert into items (add)
+/// takes the batch's id from `ensure` in its own transaction. And
+/// `items_queue` leaves out the claimable rows, which `items_claimable`
+/// holds: an added item is one index entry fewer (four columns, three of
+/// them equal or null in every entry, compared at each step of the
+/// descent). A filter on pending items names both parts (see
+/// `items::filter_sql`).
+const V20: &str = r#"
+ALTER TABLE nightshift.items DROP CONSTRAINT items_batch_id_fkey;
+DROP INDEX nightshift.items_queue;
+CREATE INDEX items_queue ON nightshift.items (batch_id, status, tier, next_attempt_at)
+    WHERE status <> 'pending' OR tier IS NOT NULL OR next_attempt_at IS NOT NULL;
+"#;
+// ---- end of PostgreSQL add ----
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20,
 ];
 
 /// Which store a session is on: the database (one made anew under the same

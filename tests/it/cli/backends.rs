@@ -268,7 +268,9 @@ both_backends! {
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
-                "DROP TABLE pool_places, pool_usage, run_usage; ALTER TABLE items DROP COLUMN usage;
+                "ALTER TABLE items ADD FOREIGN KEY (batch_id) REFERENCES batches (id);
+                 DROP INDEX items_queue; CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at);
+                 DROP TABLE pool_places, pool_usage, run_usage; ALTER TABLE items DROP COLUMN usage;
                  DROP INDEX events_by_rare_kind; CREATE INDEX events_by_kind ON events (kind, id);
                  DROP TABLE spend; ALTER TABLE runs DROP COLUMN cancelled; ALTER TABLE items DROP COLUMN priority;
                  CREATE INDEX items_claimable ON items (batch_id, id)
