@@ -1626,3 +1626,6 @@ both_stores! {
 
 // Priority and not-before: the claim order, and items that wait for a time.
 mod priority;
+
+// Requeue's counts: exact after a requeue of several classes, tiers and outcomes.
+mod requeue_counts;
