@@ -5,7 +5,7 @@
 //! statement interface of `dialect`.
 
 use super::batches::{batch_id, ensure};
-use super::conn::{Conn, text, text_opt};
+use super::conn::{Conn, Params, text, text_opt};
 use super::events::{EventColumns, insert as insert_event};
 use super::items::claim_from_row;
 use super::tombstones;
@@ -72,27 +72,10 @@ const INSERT_ITEMS_BESIDE_TOMBSTONES: &str = "WITH u AS (
        FROM gone";
 
 /// One part of an add into a batch that keeps tombstones.
-fn add_part_beside_tombstones(
-    c: &mut Conn,
-    id: i64,
-    at: i64,
-    keys: &[&str],
-    labels: &[&str],
-    payloads: &[&str],
-    (priorities, not_before): (&[i32], &[Option<i64>]),
-) -> Result<AddReport> {
-    let r = c.one(
-        INSERT_ITEMS_BESIDE_TOMBSTONES,
-        &[
-            &id,
-            &at,
-            &keys,
-            &labels,
-            &payloads,
-            &priorities,
-            &not_before,
-        ],
-    )?;
+/// `args`: the part's parameters, as `add_parts` binds them to each form;
+/// `n` its items.
+fn add_part_beside_tombstones(c: &mut Conn, args: Params<'_>, n: usize) -> Result<AddReport> {
+    let r = c.one(INSERT_ITEMS_BESIDE_TOMBSTONES, args)?;
     let (added, pruned) = (r.get::<_, i64>(0) as u64, r.get::<_, i64>(1) as u64);
     let span = match (r.get::<_, Option<i64>>(2), r.get::<_, Option<i64>>(3)) {
         (Some(first), Some(last)) => Some((c.tout(first), c.tout(last))),
@@ -100,7 +83,7 @@ fn add_part_beside_tombstones(
     };
     Ok(AddReport {
         added,
-        present: keys.len() as u64 - added,
+        present: n as u64 - added,
         pruned,
         pruned_span: span,
         ..AddReport::default()
@@ -140,27 +123,25 @@ fn add_parts(
         let payloads: Vec<&str> = part.iter().map(|i| i.payload.as_str()).collect();
         let priorities: Vec<i32> = part.iter().map(|i| i.priority).collect();
         let not_before: Vec<Option<i64>> = part.iter().map(|i| c.tin_opt(i.not_before)).collect();
+        // The same parameters for every form of the insert.
+        let args: Params<'_> = &[
+            &id,
+            &at,
+            &keys,
+            &labels,
+            &payloads,
+            &priorities,
+            &not_before,
+        ];
         let part_report = if how == Parts::BesideTombstones {
-            let when = (&priorities[..], &not_before[..]);
-            add_part_beside_tombstones(c, id, at, &keys, &labels, &payloads, when)?
+            add_part_beside_tombstones(c, args, part.len())?
         } else {
             let sql = if how == Parts::New {
                 INSERT_NEW_ITEMS
             } else {
                 INSERT_ITEMS
             };
-            let added = c.x(
-                sql,
-                &[
-                    &id,
-                    &at,
-                    &keys,
-                    &labels,
-                    &payloads,
-                    &priorities,
-                    &not_before,
-                ],
-            )?;
+            let added = c.x(sql, args)?;
             AddReport {
                 added,
                 present: part.len() as u64 - added,

@@ -380,16 +380,7 @@ impl SqliteStore {
             // One statement for all successes (see `COMPLETE_ITEMS`).
             let mut kept: std::collections::HashSet<i64> = match done {
                 [(c, _)] => {
-                    let changed = tx.prepare_cached(COMPLETE_ONE)?.execute(params![
-                        c.item_id,
-                        c.token,
-                        c.outcome.as_str(),
-                        c.result,
-                        c.cost,
-                        c.now,
-                        c.version,
-                        c.usage
-                    ])?;
+                    let changed = tx.prepare_cached(COMPLETE_ONE)?.execute(fields(c))?;
                     (changed == 1).then_some(c.item_id).into_iter().collect()
                 }
                 _ => tx
@@ -608,22 +599,34 @@ fn ids_json(ids: impl Iterator<Item = i64>) -> Result<String> {
         .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))
 }
 
+/// A completion's fields in the done mark's order: `COMPLETE_ONE`'s
+/// parameters, one element of `COMPLETE_ITEMS`' array.
+type Fields<'a> = (
+    i64,
+    i64,
+    &'a str,
+    Option<&'a str>,
+    Option<f64>,
+    Millis,
+    Option<&'a str>,
+    Option<&'a str>,
+);
+
+fn fields<'a>(c: &Completion<'a>) -> Fields<'a> {
+    (
+        c.item_id,
+        c.token,
+        c.outcome.as_str(),
+        c.result,
+        c.cost,
+        c.now,
+        c.version,
+        c.usage,
+    )
+}
+
 fn completions_json(done: &[(Completion<'_>, &NewEvent)]) -> Result<String> {
-    let rows: Vec<_> = done
-        .iter()
-        .map(|(c, _)| {
-            (
-                c.item_id,
-                c.token,
-                c.outcome.as_str(),
-                c.result,
-                c.cost,
-                c.now,
-                c.version,
-                c.usage,
-            )
-        })
-        .collect();
+    let rows: Vec<_> = done.iter().map(|(c, _)| fields(c)).collect();
     serde_json::to_string(&rows)
         .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding completions: {e}"))))
 }
