@@ -133,20 +133,18 @@ fn add_parts(
             &priorities,
             &not_before,
         ];
-        let part_report = if how == Parts::BesideTombstones {
-            add_part_beside_tombstones(c, args, part.len())?
-        } else {
-            let sql = if how == Parts::New {
-                INSERT_NEW_ITEMS
-            } else {
-                INSERT_ITEMS
-            };
+        let plain = |c: &mut Conn, sql| -> Result<AddReport> {
             let added = c.x(sql, args)?;
-            AddReport {
+            Ok(AddReport {
                 added,
                 present: part.len() as u64 - added,
                 ..AddReport::default()
-            }
+            })
+        };
+        let part_report = match how {
+            Parts::New => plain(c, INSERT_NEW_ITEMS)?,
+            Parts::Idempotent => plain(c, INSERT_ITEMS)?,
+            Parts::BesideTombstones => add_part_beside_tombstones(c, args, part.len())?,
         };
         report = report.then(part_report);
         // Progress in steps of 10,000, as the SQLite store reports it.
@@ -163,10 +161,10 @@ fn add_parts(
 /// or more (or into one never analysed), in the add's transaction, which
 /// counts its own rows. Without them a claim right after a big add is
 /// planned for a queue of one row: a scan (by `items_queue` before version
-/// 20) and a sort of every pending item, each claim reading the whole queue, not the first entries
-/// of `items_claimable`; autovacuum's analyse comes a minute or more later,
-/// and the runner's prepared claim keeps its plan. A role that does not own
-/// the table gets a warning, not an error.
+/// 20) and a sort of every pending item, each claim reading the whole
+/// queue, not the first entries of `items_claimable`; autovacuum's analyse
+/// comes a minute or more later, and the runner's prepared claim keeps its
+/// plan. A role that does not own the table gets a warning, not an error.
 fn refresh_statistics(c: &mut Conn, added: u64) -> Result<()> {
     if added == 0 {
         return Ok(());

@@ -468,8 +468,8 @@ const LOG_CLAIM_ONE: &str = concat!(log_claims!(), "id = ?1");
 
 /// The done mark's `UPDATE … SET`, written once for `COMPLETE_ITEMS` and
 /// `COMPLETE_ONE`: `$v` then each field's place makes the expression of
-/// the completion's id, token, outcome, result, cost, time, version and
-/// usage line.
+/// the completion's outcome, result, cost, time, version and usage line
+/// (the id and the token are the statements' own `WHERE`).
 macro_rules! complete_items {
     ($v:literal, $outcome:literal, $result:literal, $cost:literal, $now:literal,
      $version:literal, $usage:literal) => {
