@@ -13,6 +13,7 @@ use nightshift::commands::{self, Exit};
 use nightshift::util::sanitize;
 
 fn main() -> ExitCode {
+    nightshift::util::stdio::keep_open();
     let (demo_parent, args) = nightshift::demo::take_parent_arg(std::env::args_os().collect());
     if let Some(parent) = demo_parent {
         nightshift::demo::follow_parent(parent);

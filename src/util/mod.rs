@@ -1,5 +1,5 @@
 //! Small helpers with no knowledge of the product: clock, process identity,
-//! termination signals, money as the views show it, making untrusted text safe to print, fitting
+//! termination signals, standard streams kept open, money as the views show it, making untrusted text safe to print, fitting
 //! text to terminal cells, and files only their owner may change.
 
 pub mod files;
@@ -7,5 +7,6 @@ pub mod identity;
 pub mod money;
 pub mod sanitize;
 pub mod signals;
+pub mod stdio;
 pub mod text;
 pub mod time;

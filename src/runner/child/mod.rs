@@ -7,7 +7,8 @@
 //! - `output`: what a worker printed, read bounded (stdout, the stderr
 //!   summary: op-id and cost lines, the last line);
 //! - `tail`: the last 16 KiB of an attempt's stderr;
-//! - `worker`: a process-mode worker run to its end;
+//! - `worker`: a process-mode worker run to its end, started by `posix`
+//!   (Linux) or `Command` ([`Running`]);
 //! - `persistent`: the long-lived worker and its JSON-lines protocol;
 //! - `groups`, `orphans`, `subreaper`: finding and stopping what workers
 //!   of a dead runner, or our own, left running.
@@ -16,6 +17,8 @@ pub mod groups;
 pub mod orphans;
 pub mod output;
 pub mod persistent;
+#[cfg(target_os = "linux")]
+pub mod posix;
 pub mod subreaper;
 pub mod tail;
 pub mod worker;
@@ -24,6 +27,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 pub use subreaper::{adopt_orphans, spawn};
@@ -107,11 +111,117 @@ impl Drop for Group {
 }
 
 /// SIGTERM to the group, then SIGKILL after `grace` if its leader lives on.
-pub async fn stop(child: &mut Child, pgid: Option<u32>, grace: Duration) {
+pub async fn stop(child: &mut Running, pgid: Option<u32>, grace: Duration) {
     signal_group(pgid, Sig::Term);
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         signal_group(pgid, Sig::Kill);
         let _ = child.wait().await;
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+/// Where there is no `posix` spawn, nothing is prepared.
+#[derive(Default)]
+pub struct Prepared;
+
+#[cfg(target_os = "linux")]
+pub use posix::Prepared;
+
+/// A process-mode worker, started by our own `posix_spawn` where it can
+/// be (Linux, in the runner's directory) or by `Command`.
+pub enum Running {
+    Command(Child),
+    #[cfg(target_os = "linux")]
+    Posix(posix::Proc),
+}
+
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+
+impl Running {
+    /// Starts `argv` as [`command`] would, with `env` added to the
+    /// environment `prepared` holds.
+    pub fn start(
+        argv: &[String],
+        program: Option<&Path>,
+        dir: Option<&Path>,
+        env: &[(&'static str, String)],
+        prepared: &Prepared,
+    ) -> std::io::Result<Running> {
+        #[cfg(target_os = "linux")]
+        if dir.is_none()
+            && let Some(proc) = posix::spawn(argv, program, prepared, env)?
+        {
+            return Ok(Running::Posix(proc));
+        }
+        let _ = prepared;
+        let mut cmd = command(argv, program, dir, env);
+        // An op id the runner inherited is not the item's.
+        if !env.iter().any(|(k, _)| *k == "NIGHTSHIFT_OP_ID") {
+            cmd.env_remove("NIGHTSHIFT_OP_ID");
+        }
+        spawn(&mut cmd).map(Running::Command)
+    }
+
+    /// The worker's pid, which is its process group's id.
+    pub fn id(&self) -> Option<u32> {
+        match self {
+            Running::Command(child) => child.id(),
+            #[cfg(target_os = "linux")]
+            Running::Posix(proc) => Some(proc.id()),
+        }
+    }
+
+    /// Writes `payload` to the worker's stdin and closes it, without
+    /// waiting for a worker that does not read: what does not fit in the
+    /// pipe at once is written by a task. A broken pipe is not a failure.
+    pub fn feed(&mut self, payload: Vec<u8>) {
+        let (mut stdin, rest): (Box<dyn AsyncWrite + Unpin + Send>, Vec<u8>) = match self {
+            Running::Command(child) => match child.stdin.take() {
+                Some(stdin) => (Box::new(stdin), payload),
+                None => return,
+            },
+            #[cfg(target_os = "linux")]
+            Running::Posix(proc) => match proc.stdin.take() {
+                Some(stdin) => match stdin.try_write(&payload) {
+                    // All of it (the usual case): closed here, no task.
+                    Ok(n) if n == payload.len() => return,
+                    Ok(n) => (Box::new(stdin), payload[n..].to_vec()),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        (Box::new(stdin), payload)
+                    }
+                    Err(_) => return,
+                },
+                None => return,
+            },
+        };
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&rest).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+
+    /// Its stdout and stderr, once.
+    pub fn outputs(&mut self) -> (Option<Reader>, Option<Reader>) {
+        match self {
+            Running::Command(child) => (
+                child.stdout.take().map(|r| Box::new(r) as Reader),
+                child.stderr.take().map(|r| Box::new(r) as Reader),
+            ),
+            #[cfg(target_os = "linux")]
+            Running::Posix(proc) => (
+                proc.stdout.take().map(|r| Box::new(r) as Reader),
+                proc.stderr.take().map(|r| Box::new(r) as Reader),
+            ),
+        }
+    }
+
+    /// Waits for the worker to end.
+    pub async fn wait(&mut self) -> std::io::Result<Exit> {
+        match self {
+            Running::Command(child) => child.wait().await.map(exit_of),
+            #[cfg(target_os = "linux")]
+            Running::Posix(proc) => proc.wait().await,
+        }
     }
 }
 

@@ -40,15 +40,24 @@ pub fn adopt_orphans() -> bool {
     false
 }
 
-/// Starts `cmd`, noting the child as ours. A scan for adopted children
-/// takes the same lock, so it never sees one of ours before it is noted.
+/// Starts `cmd`, noting the child as ours (see [`noted`]).
 pub fn spawn(cmd: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+    noted(|| cmd.spawn(), tokio::process::Child::id)
+}
+
+/// Runs `start`, which starts one child, noting the child (its pid given
+/// by `pid`) as ours. A scan for adopted children takes the same lock, so
+/// it never sees one of ours before it is noted.
+pub fn noted<T>(
+    start: impl FnOnce() -> std::io::Result<T>,
+    pid: impl FnOnce(&T) -> Option<u32>,
+) -> std::io::Result<T> {
     if !ADOPTING.load(Ordering::SeqCst) {
-        return cmd.spawn();
+        return start();
     }
     let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
-    let child = cmd.spawn()?;
-    if let Some(pid) = child.id()
+    let child = start()?;
+    if let Some(pid) = pid(&child)
         && let Some(start) = identity::pid_start(pid)
     {
         spawned.get_or_insert_with(HashMap::new).insert(pid, start);

@@ -5,11 +5,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::output::{MAX_STDOUT, Output, Report, StderrSummary, read_bounded, read_stderr};
-use super::{Exit, KillReason, command, exit_of, kill_group, stop};
+use super::{Exit, KillReason, Prepared, Running, kill_group, stop};
 use crate::runner::classify::parse_error_line;
 use crate::runner::cost::Cost;
 
@@ -32,6 +31,8 @@ pub struct Job<'a> {
     pub program: Option<&'a Path>,
     pub dir: Option<&'a Path>,
     pub env: Vec<(&'static str, String)>,
+    /// The runner's environment, made ready once per slot.
+    pub prepared: &'a Prepared,
     pub payload: &'a str,
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when the runner stops a worker.
@@ -46,8 +47,8 @@ pub async fn run(
     reports: mpsc::UnboundedSender<Report>,
     kill: oneshot::Receiver<KillReason>,
 ) -> Result<Output, KillReason> {
-    let mut cmd = command(job.argv, job.program, job.dir, &job.env);
-    let mut child = match super::spawn(&mut cmd) {
+    let started = Running::start(job.argv, job.program, job.dir, &job.env, job.prepared);
+    let mut child = match started {
         Ok(child) => child,
         Err(e) => {
             return Ok(Output {
@@ -68,26 +69,15 @@ pub async fn run(
         told(pid);
     }
 
-    // Feed stdin from a task: a worker that never reads it must not block us,
-    // and a broken pipe is not a failure.
-    if let Some(mut stdin) = child.stdin.take() {
-        let mut payload = job.payload.as_bytes().to_vec();
-        payload.push(b'\n');
-        tokio::spawn(async move {
-            let _ = stdin.write_all(&payload).await;
-            let _ = stdin.shutdown().await;
-        });
-    }
+    let mut payload = Vec::with_capacity(job.payload.len() + 1);
+    payload.extend_from_slice(job.payload.as_bytes());
+    payload.push(b'\n');
+    child.feed(payload);
     // Tells the readers to stop waiting for the end of their pipe.
     let (give_up, given_up) = watch::channel(false);
-    let stdout = child
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(read_bounded(s, MAX_STDOUT, given_up.clone())));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|s| tokio::spawn(read_stderr(s, reports, given_up)));
+    let (stdout, stderr) = child.outputs();
+    let stdout = stdout.map(|s| tokio::spawn(read_bounded(s, MAX_STDOUT, given_up.clone())));
+    let stderr = stderr.map(|s| tokio::spawn(read_stderr(s, reports, given_up)));
 
     // A dropped sender means nobody will ask us to stop.
     let killed = async {
@@ -102,7 +92,7 @@ pub async fn run(
         reason = killed => Err(Some(reason)),
     };
     let exit = match status {
-        Ok(Ok(status)) => exit_of(status),
+        Ok(Ok(exit)) => exit,
         Ok(Err(e)) => Exit::SpawnFailed(format!("waiting for the worker: {e}")),
         Err(reason) => {
             stop(&mut child, pgid, job.kill_grace).await;

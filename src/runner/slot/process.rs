@@ -14,9 +14,9 @@ use super::record::{
     record_failure, release, store_op_id,
 };
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
-use crate::runner::child::KillReason;
 use crate::runner::child::output::{Output, Report};
 use crate::runner::child::worker::{self, Job};
+use crate::runner::child::{KillReason, Prepared};
 use crate::runner::classify::{Answer, classify};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
@@ -29,9 +29,10 @@ use crate::util::time::now_ms;
 pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
     // The next item, when it was claimed together with the last success.
     let mut chained: Option<Claim> = None;
+    let prepared = Prepared::new();
     loop {
         if let Some(claim) = chained.take() {
-            chained = process(&cycle, slot, claim, Pass::None).await?;
+            chained = process(&cycle, slot, &prepared, claim, Pass::None).await?;
             continue;
         }
         if cycle.stopping().is_some() || budget_spent(&cycle) {
@@ -48,7 +49,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
             return Ok(());
         };
         log_claimed(&cycle, &claim);
-        chained = process(&cycle, slot, claim, pass).await?;
+        chained = process(&cycle, slot, &prepared, claim, pass).await?;
     }
 }
 
@@ -56,7 +57,9 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
 pub async fn run_key(cycle: Arc<Cycle>, slot: u32, key: String) -> Result<(), StoreError> {
     let claim = claim_key(&cycle, key).await?;
     // `chain` is off with --key: nothing else is claimed.
-    process(&cycle, slot, claim, Pass::None).await.map(drop)
+    process(&cycle, slot, &Prepared::new(), claim, Pass::None)
+        .await
+        .map(drop)
 }
 
 /// Longest `NIGHTSHIFT_LABEL` passed to a worker, in bytes.
@@ -106,6 +109,7 @@ fn env(
 async fn process(
     cycle: &Arc<Cycle>,
     slot: u32,
+    prepared: &Prepared,
     claim: Claim,
     mut pass: Pass,
 ) -> Result<Option<Claim>, StoreError> {
@@ -157,6 +161,7 @@ async fn process(
             program: cycle.program.as_deref(),
             dir: cycle.work_dir.as_deref(),
             env: env(cycle, &claim, attempt, op_id.as_deref()),
+            prepared,
             payload: &claim.payload,
             timeout: cfg.item_timeout,
             kill_grace: cfg.grace.min(std::time::Duration::from_secs(5)),

@@ -470,6 +470,38 @@ both_backends! {
         let result = env.strings("SELECT result FROM items");
         assert_eq!(result, [format!("\"{}\"", bin.join("myworker").display())]);
     }
+
+    fn a_runner_started_with_its_standard_streams_closed_still_gives_workers_their_pipes(env) {
+        add_keys(&env, "b", &["k1", "k2", "k3"]);
+        let seen = env.path("seen.log");
+        // What the worker's 0, 1 and 2 are, and its payload read from 0.
+        let worker = env.script(
+            "w.sh",
+            &format!(
+                "read -r line\nfds=$(for fd in 0 1 2; do readlink /proc/$$/fd/$fd | cut -d: -f1; done | tr '\\n' ' ')\n\
+                 echo \"$fds$NIGHTSHIFT_KEY ${{#line}}\" >> {log}\necho '\"ok\"'\necho note >&2",
+                log = p(&seen)
+            ),
+        );
+        let status = std::process::Command::new("sh")
+            .args(["-c", "exec \"$0\" run b -j 2 -- \"$1\" <&- >&- 2>&-"])
+            .arg(common::bin())
+            .arg(&worker)
+            .current_dir(env.dir.path())
+            .env("NIGHTSHIFT_DB", &env.db)
+            .env_remove("NIGHTSHIFT_CONFIG")
+            .status()
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+        let mut seen = lines(&seen);
+        seen.sort();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        for (line, key) in seen.iter().zip(["k1", "k2", "k3"]) {
+            assert!(line.starts_with(&format!("pipe pipe pipe {key} ")), "{line}");
+            assert!(!line.ends_with(" 0"), "the payload reached stdin: {line}");
+        }
+        assert_eq!(env.strings("SELECT status FROM items"), ["done", "done", "done"]);
+    }
 }
 
 /// A source reads its lines as `add` does: a byte-order mark at the start
