@@ -708,6 +708,32 @@ fn a_claim_right_after_a_big_add_reads_the_queue_in_claim_order() {
     );
 }
 
+/// A claim of a persistent run's size (1,024 items) updates the rows it
+/// picked by their ids, each an index lookup: joined to the picked rows,
+/// the update was planned as a hash join over a Seq Scan of every item,
+/// so each claim read the whole table (all 50,000 here).
+#[test]
+fn a_big_claim_reads_only_the_rows_it_claims() {
+    let Some((_url, mut s)) = fresh() else { return };
+    let t = now();
+    s.add_items("b", &items(50_000), t, |_| {}).unwrap();
+    let Store::Pg(pg) = &s else { unreachable!() };
+    let plan = pg.claim_plan_of("b", 1_024).unwrap().join("\n");
+    assert!(!plan.contains("Seq Scan on items"), "{plan}");
+    assert!(plan.contains("Index Scan using items_pkey on items"), "{plan}");
+    // And the claim itself takes the first 1,024 in claim order.
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
+        .unwrap();
+    let claimed = s.claim("b", run, 1_024, t + 10 * MIN, t).unwrap().unwrap();
+    let keys: Vec<String> = claimed.iter().map(|c| c.key.clone()).collect();
+    let first: Vec<String> = (0..1_024).map(|i| format!("k{i:05}")).collect();
+    assert_eq!(keys, first);
+    assert_eq!(s.counts("b").unwrap().claimed, 1_024);
+}
+
 /// An add checks no foreign key per row: the items' key to their batch
 /// (dropped in version 20) cost a quarter of an add's server time, a
 /// lookup and lock of the batch row for every item, to guard a batch
