@@ -720,7 +720,10 @@ fn a_big_claim_reads_only_the_rows_it_claims() {
     let Store::Pg(pg) = &s else { unreachable!() };
     let plan = pg.claim_plan_of("b", 1_024).unwrap().join("\n");
     assert!(!plan.contains("Seq Scan on items"), "{plan}");
-    assert!(plan.contains("Index Scan using items_pkey on items"), "{plan}");
+    assert!(
+        plan.contains("Index Scan using items_pkey on items"),
+        "{plan}"
+    );
     // And the claim itself takes the first 1,024 in claim order.
     let run = s
         .start_run("b", Trigger::Manual, None, &holder(1), t, None)
@@ -774,6 +777,63 @@ fn a_fresh_add_with_a_key_given_twice_adds_it_once() {
     let report = s.add_items("b", &items(12_001), now(), |_| {}).unwrap();
     assert_eq!((report.added, report.present), (1, 12_000));
     assert_eq!(s.counts("b").unwrap().pending, 12_001);
+}
+
+/// A fresh add (a binary COPY) stores every field as the idempotent insert
+/// (arrays) does: texts beyond ASCII, negative priorities, not-before times
+/// and their absence, the add's time, in input order.
+#[test]
+fn a_fresh_add_stores_every_field_as_an_add_into_a_held_batch() {
+    let Some((_url, mut s)) = fresh() else { return };
+    let t = now();
+    let given: Vec<NewItem> = (0..7_000)
+        .map(|i| NewItem {
+            key: format!("clé-{i:05}"),
+            label: format!("ラベル {i}"),
+            payload: format!("{{\"n\":{i},\"s\":\"☃\"}}"),
+            priority: i % 7 - 3,
+            not_before: (i % 3 == 0).then_some(t + i64::from(i) * MIN),
+        })
+        .collect();
+    assert_eq!(
+        s.add_items("fresh", &given, t, |_| {}).unwrap().added,
+        7_000
+    );
+    // The other batch holds an item first: the rest go by the arrays.
+    s.add_items("held", &given[..1], t, |_| {}).unwrap();
+    assert_eq!(s.add_items("held", &given, t, |_| {}).unwrap().added, 6_999);
+    let all = nightshift::store::ItemFilter::default();
+    let fresh = s.items("fresh", &all).unwrap();
+    let held = s.items("held", &all).unwrap();
+    assert_eq!(fresh.len(), 7_000);
+    let fields = |i: &nightshift::model::Item| {
+        (
+            i.key.clone(),
+            i.label.clone(),
+            i.payload.clone(),
+            i.status,
+            i.priority,
+            i.next_attempt_at,
+            i.created_at,
+            i.updated_at,
+            i.attempts,
+        )
+    };
+    assert_eq!(
+        fresh.iter().map(fields).collect::<Vec<_>>(),
+        held.iter().map(fields).collect::<Vec<_>>()
+    );
+    let by_key = s.item("fresh", "clé-00003").unwrap();
+    assert_eq!(
+        (
+            by_key.label.as_str(),
+            by_key.priority,
+            by_key.next_attempt_at
+        ),
+        ("ラベル 3", 0, Some(t + 3 * MIN))
+    );
+    assert_eq!(by_key.payload, serde_json::json!({"n": 3, "s": "☃"}));
+    assert_eq!(s.counts("fresh").unwrap().pending, 7_000);
 }
 
 /// A fresh item is not in `items_queue` (version 20: `items_claimable`
