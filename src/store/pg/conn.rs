@@ -4,6 +4,7 @@
 use crate::store::Fault;
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::path::Path;
 
 use postgres::types::ToSql;
@@ -298,6 +299,19 @@ impl Conn {
         Ok(off_runtime(|| client.execute(&st, params))?)
     }
 
+    /// `COPY ... FROM STDIN` of `data`, whole and in the copy's format:
+    /// the rows it wrote. One round trip with the statement prepared.
+    pub(crate) fn copy_in(&mut self, sql: &str, data: &[u8]) -> Result<u64> {
+        let st = self.prepared(sql)?;
+        let client = self.client()?;
+        off_runtime(|| {
+            let mut w = client.copy_in(&st)?;
+            // An empty writer buffers any slice whole; `finish` sends it.
+            w.write_all(data).map_err(copy_failed)?;
+            Ok(w.finish()?)
+        })
+    }
+
     pub(crate) fn opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>> {
         let st = self.prepared(sql)?;
         let client = self.client()?;
@@ -332,6 +346,18 @@ impl Conn {
 
     pub(crate) fn tin_opt(&self, t: Option<i64>) -> Option<i64> {
         t.map(|t| self.tin(t))
+    }
+}
+
+/// A failed write of a copy: the server's error inside it, or its text.
+fn copy_failed(e: std::io::Error) -> StoreError {
+    match e
+        .into_inner()
+        .map(|inner| inner.downcast::<postgres::Error>())
+    {
+        Some(Ok(pg)) => StoreError::from(*pg),
+        Some(Err(other)) => StoreError::Fault(Fault::Database(other.to_string())),
+        None => StoreError::Fault(Fault::Database("a COPY's data could not be sent".into())),
     }
 }
 

@@ -1,11 +1,12 @@
 //! The hot paths of PostgreSQL, whole: add, claim, complete and
 //! complete_all run once per item (or chunk) at full speed, and their
-//! statements are shaped for this engine (`unnest` arrays, one CTE per
-//! claim, one statement per group of completions), so they are not split into the shared
-//! statement interface of `dialect`.
+//! statements are shaped for this engine (a binary `COPY` or `unnest`
+//! arrays, one CTE per claim, one statement per group of completions), so
+//! they are not split into the shared statement interface of `dialect`.
 
 use super::batches::{batch_id, ensure};
 use super::conn::{Conn, Params, text, text_opt};
+use super::copy;
 use super::events::{EventColumns, insert as insert_event};
 use super::items::claim_from_row;
 use super::tombstones;
@@ -21,29 +22,56 @@ const ADD_ROWS: usize = 5_000;
 
 /// One part of an add: `$1` batch id, `$2` the time, then keys, labels,
 /// payloads, priorities and not-before times as arrays.
-macro_rules! insert_items {
-    () => {
-        "INSERT INTO items (batch_id, key, label, payload, status, created_at,
+const INSERT_ITEMS: &str = "INSERT INTO items (batch_id, key, label, payload, status, created_at,
                             updated_at, priority, next_attempt_at)
      SELECT $1, k, l, p, 'pending', $2, $2, r, nb
        FROM unnest($3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[])
             WITH ORDINALITY AS u(k, l, p, r, nb, o)
-      ORDER BY o"
-    };
-}
-const INSERT_ITEMS: &str = concat!(insert_items!(), " ON CONFLICT (batch_id, key) DO NOTHING");
+      ORDER BY o
+     ON CONFLICT (batch_id, key) DO NOTHING";
 
-/// `INSERT_ITEMS` into a batch that held no items: no conflict clause,
-/// whose speculative insertion descends the key index twice a row (a probe,
-/// then the insert) and logs a confirmation record; the insert's own
-/// uniqueness check remains. A key given twice (or added by another
-/// session meanwhile) fails it, and the add starts again with the clause.
-const INSERT_NEW_ITEMS: &str = insert_items!();
+/// A part of an add into a batch that held no items: a binary `COPY` of
+/// its rows (`new_rows`, in `COPY_COLUMNS`' order), nothing to parse or
+/// unnest, and no conflict clause, whose speculative insertion descends
+/// the key index twice a row (a probe, then the insert) and logs a
+/// confirmation record; the insert's own uniqueness check remains. A key
+/// given twice (or added by another session meanwhile) fails it, and the
+/// add starts again with `INSERT_ITEMS`.
+const COPY_NEW_ITEMS: &str = "COPY items (batch_id, key, label, payload, status, created_at,
+                  updated_at, priority, next_attempt_at)
+     FROM STDIN (FORMAT binary)";
+
+/// The fields of a row of `COPY_NEW_ITEMS`.
+const COPY_COLUMNS: i16 = 9;
+
+/// The rows of `COPY_NEW_ITEMS` for `part`, added at `at` to batch `id`.
+fn new_rows(c: &Conn, (id, at): (i64, i64), part: &[NewItem]) -> Result<Vec<u8>> {
+    let text: usize = part
+        .iter()
+        .map(|i| i.key.len() + i.label.len() + i.payload.len())
+        .sum();
+    // Per row: its field count, a length per field, four BIGINTs, an INT
+    // and the status, beside the texts.
+    let mut rows = copy::BinaryRows::with_capacity(text + part.len() * 88);
+    for i in part {
+        rows.row(COPY_COLUMNS)
+            .int8(id)
+            .text(&i.key)
+            .text(&i.label)
+            .text(&i.payload)
+            .text("pending")
+            .int8(at)
+            .int8(at)
+            .int4(i.priority)
+            .int8_opt(c.tin_opt(i.not_before));
+    }
+    rows.finish()
+}
 
 /// How the parts of an add are inserted.
 #[derive(Clone, Copy, PartialEq)]
 enum Parts {
-    /// Into a batch that held no items (`INSERT_NEW_ITEMS`).
+    /// Into a batch that held no items (`COPY_NEW_ITEMS`).
     New,
     /// Idempotently (`INSERT_ITEMS`).
     Idempotent,
@@ -72,7 +100,8 @@ const INSERT_ITEMS_BESIDE_TOMBSTONES: &str = "WITH u AS (
        FROM gone";
 
 /// One part of an add into a batch that keeps tombstones.
-/// `args`: the part's parameters, as `add_parts` binds them to each form;
+/// `args`: the part's parameters, as `add_part_by_arrays` binds them to
+/// each form;
 /// `n` its items.
 fn add_part_beside_tombstones(c: &mut Conn, args: Params<'_>, n: usize) -> Result<AddReport> {
     let r = c.one(INSERT_ITEMS_BESIDE_TOMBSTONES, args)?;
@@ -99,6 +128,40 @@ fn holds_items(c: &mut Conn, id: i64) -> Result<bool> {
     .get(0))
 }
 
+/// One part of an add into a batch that held items: `INSERT_ITEMS`, or
+/// `INSERT_ITEMS_BESIDE_TOMBSTONES` where the batch keeps tombstones.
+fn add_part_by_arrays(
+    c: &mut Conn,
+    (id, at): (i64, i64),
+    part: &[NewItem],
+    beside_tombstones: bool,
+) -> Result<AddReport> {
+    let keys: Vec<&str> = part.iter().map(|i| i.key.as_str()).collect();
+    let labels: Vec<&str> = part.iter().map(|i| i.label.as_str()).collect();
+    let payloads: Vec<&str> = part.iter().map(|i| i.payload.as_str()).collect();
+    let priorities: Vec<i32> = part.iter().map(|i| i.priority).collect();
+    let not_before: Vec<Option<i64>> = part.iter().map(|i| c.tin_opt(i.not_before)).collect();
+    // The same parameters for both forms of the insert.
+    let args: Params<'_> = &[
+        &id,
+        &at,
+        &keys,
+        &labels,
+        &payloads,
+        &priorities,
+        &not_before,
+    ];
+    if beside_tombstones {
+        return add_part_beside_tombstones(c, args, part.len());
+    }
+    let added = c.x(INSERT_ITEMS, args)?;
+    Ok(AddReport {
+        added,
+        present: part.len() as u64 - added,
+        ..AddReport::default()
+    })
+}
+
 /// The parts of an add (`ADD_ROWS` items a statement), inserted `how`:
 /// what they did. `shown`: the progress already reported (an add started
 /// again reports each step once). A stop request (checked between
@@ -118,33 +181,19 @@ fn add_parts(
         if let Some(signal) = stop.requested() {
             return Err(StoreError::Interrupted(signal));
         }
-        let keys: Vec<&str> = part.iter().map(|i| i.key.as_str()).collect();
-        let labels: Vec<&str> = part.iter().map(|i| i.label.as_str()).collect();
-        let payloads: Vec<&str> = part.iter().map(|i| i.payload.as_str()).collect();
-        let priorities: Vec<i32> = part.iter().map(|i| i.priority).collect();
-        let not_before: Vec<Option<i64>> = part.iter().map(|i| c.tin_opt(i.not_before)).collect();
-        // The same parameters for every form of the insert.
-        let args: Params<'_> = &[
-            &id,
-            &at,
-            &keys,
-            &labels,
-            &payloads,
-            &priorities,
-            &not_before,
-        ];
-        let plain = |c: &mut Conn, sql| -> Result<AddReport> {
-            let added = c.x(sql, args)?;
-            Ok(AddReport {
-                added,
-                present: part.len() as u64 - added,
-                ..AddReport::default()
-            })
-        };
         let part_report = match how {
-            Parts::New => plain(c, INSERT_NEW_ITEMS)?,
-            Parts::Idempotent => plain(c, INSERT_ITEMS)?,
-            Parts::BesideTombstones => add_part_beside_tombstones(c, args, part.len())?,
+            Parts::New => {
+                let rows = new_rows(c, (id, at), part)?;
+                let added = c.copy_in(COPY_NEW_ITEMS, &rows)?;
+                AddReport {
+                    added,
+                    present: part.len() as u64 - added,
+                    ..AddReport::default()
+                }
+            }
+            Parts::Idempotent | Parts::BesideTombstones => {
+                add_part_by_arrays(c, (id, at), part, how == Parts::BesideTombstones)?
+            }
         };
         report = report.then(part_report);
         // Progress in steps of 10,000, as the SQLite store reports it.
@@ -189,6 +238,11 @@ fn refresh_statistics(c: &mut Conn, added: u64) -> Result<()> {
 /// NULL` as an equality for ordering, so `priority DESC, id` after the
 /// queue columns still ends in a Sort of every claimable row (PostgreSQL
 /// 15's EXPLAIN, even with `enable_sort = off`).
+///
+/// `claimed` names its rows by an array of the picked ids (`ANY`, one
+/// index lookup each), not by a join with `picked`: at the ~1,000 rows of a
+/// persistent run's claim the join was planned as a hash join over a Seq
+/// Scan of every item, each claim reading the whole table.
 const CLAIM: &str = "WITH held AS (
      SELECT 1 FROM locks WHERE batch_id = $1 AND run_id = $3 FOR SHARE),
  picked AS (
@@ -201,7 +255,7 @@ const CLAIM: &str = "WITH held AS (
         SET status = 'claimed', lease_run = $3, lease_until = $4,
             lease_token = nextval('lease_tokens'), attempts = i.attempts + 1,
             updated_at = $5
-       FROM picked WHERE i.id = picked.id
+      WHERE i.id = ANY(ARRAY(SELECT id FROM picked))
      RETURNING i.id, i.key, i.label, i.payload, i.attempts, i.op_id,
                i.lease_token, i.priority),
  logged AS (

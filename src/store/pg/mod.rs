@@ -26,6 +26,7 @@ mod attempts;
 mod batches;
 mod budgets;
 mod conn;
+mod copy;
 mod daemons;
 mod events;
 mod hot;

@@ -708,6 +708,35 @@ fn a_claim_right_after_a_big_add_reads_the_queue_in_claim_order() {
     );
 }
 
+/// A claim of a persistent run's size (1,024 items) updates the rows it
+/// picked by their ids, each an index lookup: joined to the picked rows,
+/// the update was planned as a hash join over a Seq Scan of every item,
+/// so each claim read the whole table (all 50,000 here).
+#[test]
+fn a_big_claim_reads_only_the_rows_it_claims() {
+    let Some((_url, mut s)) = fresh() else { return };
+    let t = now();
+    s.add_items("b", &items(50_000), t, |_| {}).unwrap();
+    let Store::Pg(pg) = &s else { unreachable!() };
+    let plan = pg.claim_plan_of("b", 1_024).unwrap().join("\n");
+    assert!(!plan.contains("Seq Scan on items"), "{plan}");
+    assert!(
+        plan.contains("Index Scan using items_pkey on items"),
+        "{plan}"
+    );
+    // And the claim itself takes the first 1,024 in claim order.
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
+        .unwrap();
+    let claimed = s.claim("b", run, 1_024, t + 10 * MIN, t).unwrap().unwrap();
+    let keys: Vec<String> = claimed.iter().map(|c| c.key.clone()).collect();
+    let first: Vec<String> = (0..1_024).map(|i| format!("k{i:05}")).collect();
+    assert_eq!(keys, first);
+    assert_eq!(s.counts("b").unwrap().claimed, 1_024);
+}
+
 /// An add checks no foreign key per row: the items' key to their batch
 /// (dropped in version 20) cost a quarter of an add's server time, a
 /// lookup and lock of the batch row for every item, to guard a batch
@@ -748,6 +777,63 @@ fn a_fresh_add_with_a_key_given_twice_adds_it_once() {
     let report = s.add_items("b", &items(12_001), now(), |_| {}).unwrap();
     assert_eq!((report.added, report.present), (1, 12_000));
     assert_eq!(s.counts("b").unwrap().pending, 12_001);
+}
+
+/// A fresh add (a binary COPY) stores every field as the idempotent insert
+/// (arrays) does: texts beyond ASCII, negative priorities, not-before times
+/// and their absence, the add's time, in input order.
+#[test]
+fn a_fresh_add_stores_every_field_as_an_add_into_a_held_batch() {
+    let Some((_url, mut s)) = fresh() else { return };
+    let t = now();
+    let given: Vec<NewItem> = (0..7_000)
+        .map(|i| NewItem {
+            key: format!("clé-{i:05}"),
+            label: format!("ラベル {i}"),
+            payload: format!("{{\"n\":{i},\"s\":\"☃\"}}"),
+            priority: i % 7 - 3,
+            not_before: (i % 3 == 0).then_some(t + i64::from(i) * MIN),
+        })
+        .collect();
+    assert_eq!(
+        s.add_items("fresh", &given, t, |_| {}).unwrap().added,
+        7_000
+    );
+    // The other batch holds an item first: the rest go by the arrays.
+    s.add_items("held", &given[..1], t, |_| {}).unwrap();
+    assert_eq!(s.add_items("held", &given, t, |_| {}).unwrap().added, 6_999);
+    let all = nightshift::store::ItemFilter::default();
+    let fresh = s.items("fresh", &all).unwrap();
+    let held = s.items("held", &all).unwrap();
+    assert_eq!(fresh.len(), 7_000);
+    let fields = |i: &nightshift::model::Item| {
+        (
+            i.key.clone(),
+            i.label.clone(),
+            i.payload.clone(),
+            i.status,
+            i.priority,
+            i.next_attempt_at,
+            i.created_at,
+            i.updated_at,
+            i.attempts,
+        )
+    };
+    assert_eq!(
+        fresh.iter().map(fields).collect::<Vec<_>>(),
+        held.iter().map(fields).collect::<Vec<_>>()
+    );
+    let by_key = s.item("fresh", "clé-00003").unwrap();
+    assert_eq!(
+        (
+            by_key.label.as_str(),
+            by_key.priority,
+            by_key.next_attempt_at
+        ),
+        ("ラベル 3", 0, Some(t + 3 * MIN))
+    );
+    assert_eq!(by_key.payload, serde_json::json!({"n": 3, "s": "☃"}));
+    assert_eq!(s.counts("fresh").unwrap().pending, 7_000);
 }
 
 /// A fresh item is not in `items_queue` (version 20: `items_claimable`
