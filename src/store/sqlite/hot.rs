@@ -354,9 +354,9 @@ impl SqliteStore {
                     Value::Text(ids_json(claims.iter().map(|c| c.item_id))?),
                 ),
             };
-            let moved = tx
-                .prepare_cached(claim_sql)?
-                .execute(params![ids, run_id, lease_until, now])?;
+            let moved =
+                tx.prepare_cached(claim_sql)?
+                    .execute(params![ids, run_id, lease_until, now])?;
             super::counted::claimed(tx, id, moved as i64)?;
             tx.prepare_cached(log_sql)?
                 .execute(params![ids, now, id, run_id])?;

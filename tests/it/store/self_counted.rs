@@ -74,7 +74,9 @@ fn assert_exact(db: &Path, before: &Minutes) -> Minutes {
         "counts disagree with the items"
     );
     assert_eq!(
-        rows("SELECT batch_id, error_class, tier, n FROM failed_classes WHERE n <> 0 ORDER BY 1, 2, 3"),
+        rows(
+            "SELECT batch_id, error_class, tier, n FROM failed_classes WHERE n <> 0 ORDER BY 1, 2, 3"
+        ),
         rows(
             "SELECT batch_id, error_class, tier, count(*) FROM items WHERE status = 'failed'
               GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
@@ -176,7 +178,10 @@ fn claims_and_done_marks_beside_every_other_writer_keep_the_counters_exact() {
 
     // Two runners of `b`: a claim of a group, and of one item.
     let until = T0 + 30 * MIN;
-    let (r1, r2) = (runner(&mut s, "b", "t1", 1, T0, until), runner(&mut s, "b", "t2", 2, T0, until));
+    let (r1, r2) = (
+        runner(&mut s, "b", "t1", 1, T0, until),
+        runner(&mut s, "b", "t2", 2, T0, until),
+    );
     let c = s.claim("b", r1, 8, until, T0).unwrap().unwrap();
     let one = s.claim("b", r2, 1, until, T0).unwrap().unwrap();
     assert_eq!((c.len(), one.len()), (8, 1));
@@ -185,9 +190,14 @@ fn claims_and_done_marks_beside_every_other_writer_keep_the_counters_exact() {
     // A group done mark: one cancelled on the way (refused), done and
     // empty across two minutes, one item listed twice (counted once),
     // a stale token (refused).
-    let asked = s.cancel_item("b", &c[0].key, CancelTo::Manual, "ops", "stuck", T0 + 1).unwrap();
+    let asked = s
+        .cancel_item("b", &c[0].key, CancelTo::Manual, "ops", "stuck", T0 + 1)
+        .unwrap();
     assert!(matches!(asked, CancelOutcome::Asked { .. }), "{asked:?}");
-    let stale = Completion { token: c[4].token - 1, ..done(&c[4], r1, Outcome::Done, T0 + 2) };
+    let stale = Completion {
+        token: c[4].token - 1,
+        ..done(&c[4], r1, Outcome::Done, T0 + 2)
+    };
     let group = [
         done(&c[0], r1, Outcome::Done, T0 + 2),
         done(&c[1], r1, Outcome::Done, T0 + 2),
@@ -198,9 +208,14 @@ fn claims_and_done_marks_beside_every_other_writer_keep_the_counters_exact() {
     ];
     let events: Vec<_> = group.iter().map(|d| event("b", "k", d.now)).collect();
     let pairs: Vec<_> = group.iter().cloned().zip(events.iter()).collect();
-    assert_eq!(s.complete_all(&pairs).unwrap(), [false, true, true, true, false, false]);
+    assert_eq!(
+        s.complete_all(&pairs).unwrap(),
+        [false, true, true, true, false, false]
+    );
     exact();
-    s.settle_cancel("b", c[0].item_id, c[0].token, r1, T0 + 3).unwrap().unwrap();
+    s.settle_cancel("b", c[0].item_id, c[0].token, r1, T0 + 3)
+        .unwrap()
+        .unwrap();
     exact();
 
     // Single done marks: the second runner's, twice (the second refused),
@@ -214,30 +229,62 @@ fn claims_and_done_marks_beside_every_other_writer_keep_the_counters_exact() {
 
     // Failures of both tiers, a release, a skip, a redrive, requeues.
     let ev = NewEvent::new(T0, "b", EventKind::Failed, "failed");
-    assert!(s.fail(&failure(&c[4], r1, Tier::Retry, T0 + 2 * MIN), &ev).unwrap());
-    assert!(s.fail(&failure(&c[5], r1, Tier::Manual, T0 + 2 * MIN), &ev).unwrap());
+    assert!(
+        s.fail(&failure(&c[4], r1, Tier::Retry, T0 + 2 * MIN), &ev)
+            .unwrap()
+    );
+    assert!(
+        s.fail(&failure(&c[5], r1, Tier::Manual, T0 + 2 * MIN), &ev)
+            .unwrap()
+    );
     exact();
     let released = NewEvent::new(T0, "b", EventKind::Released, "released");
-    assert!(s.release(c[6].item_id, c[6].token, r1, true, &released).unwrap());
-    s.skip("b", &["k029".into()], "not needed", "me", T0 + 2 * MIN).unwrap();
+    assert!(
+        s.release(c[6].item_id, c[6].token, r1, true, &released)
+            .unwrap()
+    );
+    s.skip("b", &["k029".into()], "not needed", "me", T0 + 2 * MIN)
+        .unwrap();
     exact();
-    assert_eq!(s.redrive_due("b", Some(r1), T0 + 4 * MIN).unwrap(), [c[4].key.clone()]);
+    assert_eq!(
+        s.redrive_due("b", Some(r1), T0 + 4 * MIN).unwrap(),
+        [c[4].key.clone()]
+    );
     exact();
-    let all_failed = Selection { all_failed: true, ..Selection::default() };
-    assert_eq!(s.requeue("b", &all_failed, false, false, "me", T0 + 4 * MIN).unwrap().len(), 2);
+    let all_failed = Selection {
+        all_failed: true,
+        ..Selection::default()
+    };
+    assert_eq!(
+        s.requeue("b", &all_failed, false, false, "me", T0 + 4 * MIN)
+            .unwrap()
+            .len(),
+        2
+    );
     // c[2] and c[7], and c[3] if the outcome of its second listing stuck
     // (which one does is SQLite's choice: the counters follow the row).
     let empties = s.counts("b").unwrap().empty as usize;
     assert!(empties == 2 || empties == 3, "{empties}");
-    let empty = Selection { outcome: Some(Outcome::Empty), ..Selection::default() };
-    assert_eq!(s.requeue("b", &empty, false, false, "me", T0 + 4 * MIN).unwrap().len(), empties);
+    let empty = Selection {
+        outcome: Some(Outcome::Empty),
+        ..Selection::default()
+    };
+    assert_eq!(
+        s.requeue("b", &empty, false, false, "me", T0 + 4 * MIN)
+            .unwrap()
+            .len(),
+        empties
+    );
     exact();
 
     // Batch `c`: a runner claims all, marks two done and dies; the next
     // takes its seat over and quarantines the rest (their last attempt).
     let r3 = runner(&mut s, "c", "t3", 3, T0, T0 + MIN);
     let cc = s.claim("c", r3, 4, T0 + MIN, T0).unwrap().unwrap();
-    let group = [done(&cc[0], r3, Outcome::Done, T0 + 1), done(&cc[1], r3, Outcome::Empty, T0 + 1)];
+    let group = [
+        done(&cc[0], r3, Outcome::Done, T0 + 1),
+        done(&cc[1], r3, Outcome::Empty, T0 + 1),
+    ];
     let events: Vec<_> = group.iter().map(|d| event("c", "c", d.now)).collect();
     let pairs: Vec<_> = group.iter().cloned().zip(events.iter()).collect();
     assert_eq!(s.complete_all(&pairs).unwrap(), [true, true]);
@@ -254,7 +301,10 @@ fn claims_and_done_marks_beside_every_other_writer_keep_the_counters_exact() {
         if c.is_empty() {
             break;
         }
-        let group: Vec<_> = c.iter().map(|c| done(c, run, Outcome::Done, now + 1)).collect();
+        let group: Vec<_> = c
+            .iter()
+            .map(|c| done(c, run, Outcome::Done, now + 1))
+            .collect();
         let events: Vec<_> = c.iter().map(|c| event("b", &c.key, now + 1)).collect();
         let pairs: Vec<_> = group.iter().cloned().zip(events.iter()).collect();
         assert!(s.complete_all(&pairs).unwrap().iter().all(|ok| *ok));
@@ -262,7 +312,11 @@ fn claims_and_done_marks_beside_every_other_writer_keep_the_counters_exact() {
         exact();
     }
     let counts = s.counts("b").unwrap();
-    assert_eq!((counts.pending, counts.claimed, counts.finished()), (0, 0, 30), "{counts:?}");
+    assert_eq!(
+        (counts.pending, counts.claimed, counts.finished()),
+        (0, 0, 30),
+        "{counts:?}"
+    );
     assert!(n >= 20, "{n}");
     let stored = exact();
     assert!(stored.len() >= 8, "completions in many minutes: {stored:?}");
@@ -281,7 +335,8 @@ fn a_store_of_version_17_migrates_with_exact_counts_and_runs() {
     conn.execute_batch(AUDIT).unwrap();
     let before = stored_minutes(&conn);
     let version = |c: &rusqlite::Connection| -> i64 {
-        c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap()
+        c.query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap()
     };
     assert_eq!(version(&conn), 17);
     drop(conn);
@@ -289,7 +344,10 @@ fn a_store_of_version_17_migrates_with_exact_counts_and_runs() {
 
     env.run(&["status"]).code(3);
     env.cmd().arg("init").assert().success();
-    assert_eq!(version(&env.sql()), i64::from(nightshift::store::SCHEMA_VERSION));
+    assert_eq!(
+        version(&env.sql()),
+        i64::from(nightshift::store::SCHEMA_VERSION)
+    );
     assert_exact(&env.db, &before);
 
     env.write(
@@ -324,10 +382,18 @@ fn a_store_of_version_17_migrates_with_exact_counts_and_runs() {
     // quarantined is finished.
     assert_eq!(
         counts,
-        [("done".into(), 7 + 5 + 1 + 42), ("empty".into(), 2), ("manual".into(), 2), ("skipped".into(), 1)]
+        [
+            ("done".into(), 7 + 5 + 1 + 42),
+            ("empty".into(), 2),
+            ("manual".into(), 2),
+            ("skipped".into(), 1)
+        ]
     );
     let after = assert_exact(&env.db, &before);
     let done_now: i64 = after.values().map(|m| m.0).sum();
-    assert_eq!(done_now - before.values().map(|m| m.0).sum::<i64>(), 4 + 1 + 5 + 42);
+    assert_eq!(
+        done_now - before.values().map(|m| m.0).sum::<i64>(),
+        4 + 1 + 5 + 42
+    );
     env.assert_counts_consistent();
 }
