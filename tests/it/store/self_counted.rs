@@ -13,6 +13,7 @@
 //! row whatever the statement, beside the store's.
 
 use crate::support as common;
+use crate::support::require::Tool;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -329,6 +330,7 @@ fn claims_and_done_marks_beside_every_other_writer_keep_the_counters_exact() {
 /// and resumes the claims its crashed runner left, counted exactly.
 #[test]
 fn a_store_of_version_17_migrates_with_exact_counts_and_runs() {
+    require!(Tool::Python3);
     let env = common::Env::bare();
     let conn = rusqlite::Connection::open(&env.db).unwrap();
     conn.execute_batch(include_str!("v17_store.sql")).unwrap();
