@@ -4,6 +4,7 @@
 mod attempts;
 mod batches;
 mod budgets;
+mod counted;
 mod daemons;
 mod events;
 pub(crate) mod file;

@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 17;
+pub const SCHEMA_VERSION: i32 = 18;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -45,6 +45,45 @@ macro_rules! bucket {
             ".outcome ELSE ",
             $row,
             ".status END"
+        )
+    };
+}
+
+/// The trigger keeping `counts` on an update of an items row, counting
+/// only rows whose change `$guard` (SQL ending in `AND`, or empty) admits.
+macro_rules! count_update_trigger {
+    ($guard:literal) => {
+        concat!(
+            "CREATE TRIGGER items_count_update AFTER UPDATE OF status, tier, outcome ON items\nWHEN ",
+            $guard,
+            "(",
+            bucket!("OLD"),
+            ") IS NOT (",
+            bucket!("NEW"),
+            ") BEGIN\n    UPDATE counts SET n = n - 1 WHERE batch_id = OLD.batch_id AND bucket = ",
+            bucket!("OLD"),
+            ";\n    UPDATE counts SET n = n + 1 WHERE batch_id = NEW.batch_id AND bucket = ",
+            bucket!("NEW"),
+            ";\nEND;\n"
+        )
+    };
+}
+
+/// The trigger keeping `minute_stats` (worker completions per minute),
+/// counting only rows whose change `$guard` admits, as `count_update_trigger`.
+macro_rules! minute_stats_trigger {
+    ($guard:literal) => {
+        concat!(
+            "CREATE TRIGGER items_minute_stats AFTER UPDATE OF status ON items\nWHEN ",
+            $guard,
+            "OLD.status = 'claimed' AND NEW.status IN ('done', 'failed') BEGIN
+    INSERT OR IGNORE INTO minute_stats (batch_id, minute, done, failed)
+     VALUES (NEW.batch_id, NEW.updated_at / 60000, 0, 0);
+    UPDATE minute_stats
+       SET done = done + (NEW.status = 'done'), failed = failed + (NEW.status = 'failed')
+     WHERE batch_id = NEW.batch_id AND minute = NEW.updated_at / 60000;
+END;
+"
         )
     };
 }
@@ -220,19 +259,9 @@ CREATE TABLE locks (
 -- Inserts are counted by `Store::add_items` (the only insert), once per
 -- chunk in the chunk's transaction: a per-row trigger cost more than the
 -- insert itself at a million items.
-CREATE TRIGGER items_count_update AFTER UPDATE OF status, tier, outcome ON items
-WHEN ("#,
-    bucket!("OLD"),
-    ") IS NOT (",
-    bucket!("NEW"),
-    r#") BEGIN
-    UPDATE counts SET n = n - 1 WHERE batch_id = OLD.batch_id AND bucket = "#,
-    bucket!("OLD"),
-    r#";
-    UPDATE counts SET n = n + 1 WHERE batch_id = NEW.batch_id AND bucket = "#,
-    bucket!("NEW"),
-    r#";
-END;
+"#,
+    count_update_trigger!(""),
+    r#"
 
 CREATE TRIGGER items_count_delete AFTER DELETE ON items BEGIN
     UPDATE counts SET n = n - 1 WHERE batch_id = OLD.batch_id AND bucket = "#,
@@ -258,14 +287,9 @@ CREATE TRIGGER items_failed_delete AFTER DELETE ON items WHEN OLD.status = 'fail
 END;
 
 -- Only worker completions count towards rates: a claim ending done or failed.
-CREATE TRIGGER items_minute_stats AFTER UPDATE OF status ON items
-WHEN OLD.status = 'claimed' AND NEW.status IN ('done', 'failed') BEGIN
-    INSERT OR IGNORE INTO minute_stats (batch_id, minute, done, failed)
-     VALUES (NEW.batch_id, NEW.updated_at / 60000, 0, 0);
-    UPDATE minute_stats
-       SET done = done + (NEW.status = 'done'), failed = failed + (NEW.status = 'failed')
-     WHERE batch_id = NEW.batch_id AND minute = NEW.updated_at / 60000;
-END;
+"#,
+    minute_stats_trigger!(""),
+    r#"
 
 CREATE TRIGGER dead_letters_hourly AFTER INSERT ON dead_letters BEGIN
     INSERT OR IGNORE INTO dlq_hourly (batch_id, error_class, hour, n)
@@ -569,8 +593,28 @@ DROP TABLE pool_calls;
 "#;
 // ---- end of pool bookkeeping in sums ----
 
+// ---- Self-counted hot statements (issue 19) ----
+/// Version 18: the hot statements count themselves. A claim of a group
+/// and a done mark (`hot.rs`) update `counts` and `minute_stats` once per
+/// statement (see `counted.rs`), where the triggers did it once per row
+/// (a third of a persistent worker's done mark). Such a statement flips
+/// `items.self_counted` (its value means nothing; its change does), and
+/// the two triggers pass over a row whose flag changed: every other
+/// writer (cancel, requeue, hold, failures, manual edits) leaves the flag
+/// as it is and is counted by the triggers as before.
+const V18: &str = concat!(
+    "ALTER TABLE items ADD COLUMN self_counted INTEGER NOT NULL DEFAULT 0;
+DROP TRIGGER items_count_update;
+",
+    count_update_trigger!("NEW.self_counted IS OLD.self_counted AND "),
+    "DROP TRIGGER items_minute_stats;
+",
+    minute_stats_trigger!("NEW.self_counted IS OLD.self_counted AND ")
+);
+// ---- end of self-counted hot statements ----
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18,
 ];
 
 /// Pragmas for every read-write connection. Set once on open.

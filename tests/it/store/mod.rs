@@ -12,3 +12,5 @@ mod pg;
 mod readonly;
 // SQLite reads while writers come and go.
 mod readonly_race;
+// SQLite's hot statements count themselves: counters exact beside every writer.
+mod self_counted;
