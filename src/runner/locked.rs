@@ -125,6 +125,9 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
     let (stop_tx, _) = watch::channel(None);
     let identity = begun.store.identity();
     let budgets = super::budget::Budgets::of(cfg, &begun.store, now_ms());
+    // The recovery above may have written scattered pages; the hot path
+    // from here on does not need them cached.
+    begun.store.use_runner_cache();
     Arc::new(Cycle {
         batch: opts.batch.clone(),
         run_id: begun.run_id,

@@ -86,6 +86,15 @@ impl Store {
         }
     }
 
+    /// A small page cache for a run's hot path (SQLite; the server keeps
+    /// PostgreSQL's), so the runner's memory stays flat as the store grows.
+    pub fn use_runner_cache(&self) {
+        match self {
+            Store::Sqlite(s) => s.use_runner_cache(),
+            Store::Pg(s) => s.use_runner_cache(),
+        }
+    }
+
     /// Adds items idempotently: an item whose key is already in the batch,
     /// or was and has been pruned (its tombstone), is left exactly as it
     /// is. Hot path: SQLite adds in paced chunks beside a live runner,

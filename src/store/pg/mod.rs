@@ -330,6 +330,9 @@ impl PgStore {
         Ok(())
     }
 
+    /// Nothing to shrink: the server keeps the pages.
+    pub fn use_runner_cache(&self) {}
+
     /// A value that differs after any commit: the server's WAL position.
     /// The dashboard polls it (one round trip) and reads only when it moved;
     /// see the README for why this polls rather than LISTENs.

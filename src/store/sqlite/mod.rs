@@ -365,6 +365,23 @@ impl SqliteStore {
         Some(old)
     }
 
+    /// Shrinks the page cache to [`schema::RUNNER_CACHE_KIB`] for a run's
+    /// hot path, which reads and writes near the ends of its tables and
+    /// indexes (claims in queue order, events appended): a few pages,
+    /// whatever the store's size. The writer's 16 MiB, kept for the bulk
+    /// writes' scattered pages, filled once the file outgrew it, and the
+    /// runner's memory grew with the store up to 100,000 items (issue 19:
+    /// "runner RSS flat"). SQLite frees the pages above the new size.
+    pub fn use_runner_cache(&self) {
+        if let Some(conn) = &self.conn {
+            // A cache that cannot shrink costs memory, not correctness.
+            let _ = conn.execute_batch(&format!(
+                "PRAGMA cache_size = -{}",
+                schema::RUNNER_CACHE_KIB
+            ));
+        }
+    }
+
     /// Gives back the page cache taken by [`SqliteStore::grow_cache`]; SQLite frees
     /// the pages above the old size.
     pub(crate) fn restore_cache(&self, old: Option<i64>) {
@@ -511,5 +528,27 @@ mod tests {
             let exit = crate::commands::exit_for(&anyhow::Error::from(e));
             assert_eq!(exit, crate::commands::Exit::Store);
         }
+    }
+
+    fn cache_size(s: &SqliteStore) -> i64 {
+        let conn = s.conn.as_ref().unwrap();
+        conn.query_row("PRAGMA cache_size", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A run's connection keeps a small page cache (its memory flat
+    /// whatever the store's size), from which an add on it still grows
+    /// its own and gives it back.
+    #[test]
+    fn a_run_keeps_a_small_page_cache_and_an_add_still_grows_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, _) = SqliteStore::create(&dir.path().join("s.db")).unwrap();
+        assert_eq!(cache_size(&s), -schema::WRITER_CACHE_KIB);
+        s.use_runner_cache();
+        assert_eq!(cache_size(&s), -schema::RUNNER_CACHE_KIB);
+        let restore = s.grow_cache(64 * 1024);
+        assert_eq!(cache_size(&s), -64 * 1024);
+        s.restore_cache(restore);
+        assert_eq!(cache_size(&s), -schema::RUNNER_CACHE_KIB);
     }
 }

@@ -22,6 +22,9 @@ pub const SCHEMA_VERSION: i32 = 18;
 pub const BUSY_TIMEOUT_MS: u64 = 60_000;
 /// Page cache of a writer connection (SQLite's default is 2 MiB).
 pub const WRITER_CACHE_KIB: i64 = 16 * 1024;
+/// Page cache of the runner's connection once its run has begun (see
+/// `SqliteStore::use_runner_cache`).
+pub const RUNNER_CACHE_KIB: i64 = 2 * 1024;
 /// Prepared statements kept per writer connection.
 pub const STATEMENT_CACHE: usize = 128;
 /// Above this the WAL is truncated after a checkpoint, keeping it bounded.
