@@ -1,6 +1,7 @@
 //! Small helpers with no knowledge of the product: clock, process identity,
-//! termination signals, standard streams kept open, money as the views show it, making untrusted text safe to print, fitting
-//! text to terminal cells, and files only their owner may change.
+//! termination signals, standard streams kept open, money as the views show
+//! it, making untrusted text safe to print, fitting text to terminal cells,
+//! and files only their owner may change.
 
 pub mod files;
 pub mod identity;

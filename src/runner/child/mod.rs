@@ -54,7 +54,8 @@ pub enum KillReason {
 }
 
 /// `argv` as a command leading its own process group, with its three
-/// pipes, killed if dropped, in `dir` with `env` added. `program` is
+/// pipes, killed if dropped, in `dir` with `env` added (and no
+/// `NIGHTSHIFT_OP_ID` but one `env` gives). `program` is
 /// `argv[0]` found in `PATH` (see [`resolve`]); the process still sees
 /// `argv[0]` as written.
 pub fn command(
@@ -78,6 +79,10 @@ pub fn command(
         .kill_on_drop(true);
     for (k, v) in env {
         cmd.env(k, v);
+    }
+    // An op id the runner inherited is no item's.
+    if !env.iter().any(|(k, _)| *k == "NIGHTSHIFT_OP_ID") {
+        cmd.env_remove("NIGHTSHIFT_OP_ID");
     }
     if let Some(dir) = dir {
         cmd.current_dir(dir);
@@ -119,10 +124,17 @@ pub async fn stop(child: &mut Running, pgid: Option<u32>, grace: Duration) {
     }
 }
 
-#[cfg(not(target_os = "linux"))]
 /// Where there is no `posix` spawn, nothing is prepared.
+#[cfg(not(target_os = "linux"))]
 #[derive(Default)]
 pub struct Prepared;
+
+#[cfg(not(target_os = "linux"))]
+impl Prepared {
+    pub fn new() -> Prepared {
+        Prepared
+    }
+}
 
 #[cfg(target_os = "linux")]
 pub use posix::Prepared;
@@ -154,12 +166,7 @@ impl Running {
             return Ok(Running::Posix(proc));
         }
         let _ = prepared;
-        let mut cmd = command(argv, program, dir, env);
-        // An op id the runner inherited is not the item's.
-        if !env.iter().any(|(k, _)| *k == "NIGHTSHIFT_OP_ID") {
-            cmd.env_remove("NIGHTSHIFT_OP_ID");
-        }
-        spawn(&mut cmd).map(Running::Command)
+        spawn(&mut command(argv, program, dir, env)).map(Running::Command)
     }
 
     /// The worker's pid, which is its process group's id.
@@ -299,4 +306,29 @@ pub fn exit_of(status: std::process::ExitStatus) -> Exit {
 #[cfg(not(unix))]
 pub fn exit_of(status: std::process::ExitStatus) -> Exit {
     Exit::Code(status.code().unwrap_or(-1))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    /// Every command started through [`command`] (persistent workers,
+    /// source and alert commands, a worker in another directory) leaves
+    /// out an op id the runner inherited, and passes one its item gives.
+    #[test]
+    fn an_inherited_op_id_is_passed_on_only_when_the_item_gives_one() {
+        let argv = ["true".to_string()];
+        let op = |cmd: &tokio::process::Command| {
+            cmd.as_std()
+                .get_envs()
+                .find(|(k, _)| *k == OsStr::new("NIGHTSHIFT_OP_ID"))
+                .map(|(_, v)| v.map(OsStr::to_owned))
+        };
+        assert_eq!(op(&super::command(&argv, None, None, &[])), Some(None));
+        let given = [("NIGHTSHIFT_OP_ID", "op-1".to_string())];
+        assert_eq!(
+            op(&super::command(&argv, None, None, &given)),
+            Some(Some("op-1".into()))
+        );
+    }
 }

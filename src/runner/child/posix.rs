@@ -203,18 +203,14 @@ impl Proc {
 
     /// Waits for the worker to end.
     pub async fn wait(&mut self) -> io::Result<Exit> {
-        if self.pidfd.is_none() {
-            return self.wait_for_sigchld().await;
-        }
         loop {
             if let Some(exit) = self.try_wait()? {
                 return Ok(exit);
             }
-            let Some(fd) = &self.pidfd else {
-                unreachable!("checked above")
-            };
-            let mut ready = fd.readable().await?;
-            ready.clear_ready();
+            match &self.pidfd {
+                Some(fd) => fd.readable().await?.clear_ready(),
+                None => return self.wait_for_sigchld().await,
+            }
         }
     }
 
