@@ -13,6 +13,7 @@ use crate::batch_name;
 use crate::cli::AddArgs;
 use crate::key::{self, KeySpec, Priority};
 use crate::model::{AddReport, NewItem};
+use crate::util::noun;
 use crate::util::sanitize;
 use crate::util::signals::Stop;
 use crate::util::time::{now_ms, rfc3339};
@@ -291,8 +292,8 @@ fn parse_lines(
     }
     let count = errors.len();
     let mut msg = format!(
-        "{source}: rejected, nothing imported: {count} bad line{}",
-        if count == 1 { "" } else { "s" }
+        "{source}: rejected, nothing imported: {}",
+        noun::count(count, "bad line")
     );
     for e in errors.iter().take(SHOWN_ERRORS) {
         msg.push_str("\n  ");

@@ -7,8 +7,8 @@ use super::{Ctx, Exit, out, out_json, out_json_pretty, user_error};
 use crate::cli::{ItemsArgs, ShowArgs};
 use crate::model::{Item, Outcome, Status, Tombstone};
 use crate::store::{EventFilter, ItemFilter, Store, StoreError};
-use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
+use crate::util::{noun, sanitize};
 
 /// The short state word shown for an item: status, with tier or outcome.
 pub fn state_word(item: &Item) -> String {
@@ -301,7 +301,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         }
     }
     if !usage.is_empty() {
-        out(format!("tokens ({} attempts):", usage.len()))?;
+        out(format!("tokens ({}):", noun::count(usage.len(), "attempt")))?;
         for u in &usage {
             let n = |t: Option<i64>| t.map_or("?".into(), |t| t.to_string());
             let reported = if u.input_tokens.is_none() && u.output_tokens.is_none() {
@@ -350,8 +350,8 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         }
     } else if !logs.is_empty() {
         out(format!(
-            "stderr:    kept for {} attempts: nightshift show {} {} --attempts",
-            logs.len(),
+            "stderr:    kept for {}: nightshift show {} {} --attempts",
+            noun::count(logs.len(), "attempt"),
             shell_word(&args.batch),
             shell_word(&item.key)
         ))?;

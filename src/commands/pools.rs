@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use crate::model::Millis;
 use crate::store::{AttemptUsage, PoolView, Store, UsageSum};
+use crate::util::noun;
 use crate::util::time::{rfc3339, utc_clock};
 
 /// Every pool of the config as the store has it now.
@@ -102,11 +103,10 @@ pub fn pool_line(v: &PoolView, now: Millis) -> String {
 pub fn usage_line(u: &UsageSum) -> Option<String> {
     (u.attempts > 0).then(|| {
         let mut line = format!(
-            "tokens: {} in + {} out over {} attempt{}",
+            "tokens: {} in + {} out over {}",
             u.input_tokens,
             u.output_tokens,
-            u.attempts,
-            if u.attempts == 1 { "" } else { "s" }
+            noun::count(u.attempts, "attempt")
         );
         if u.unreported > 0 {
             line.push_str(&format!(

@@ -9,6 +9,7 @@ use super::{Ctx, Exit, out, out_json, user_error};
 use crate::cli::{RequeueArgs, SkipArgs};
 use crate::store::Selection;
 use crate::util::identity::actor;
+use crate::util::noun;
 use crate::util::sanitize;
 use crate::util::signals::Stop;
 use crate::util::time::now_ms;
@@ -80,10 +81,9 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         "requeued"
     };
     out(format!(
-        "{}: {verb} {} item{}{}",
+        "{}: {verb} {}{}",
         sanitize::line(&args.batch),
-        moved.len(),
-        if moved.len() == 1 { "" } else { "s" },
+        noun::count(moved.len(), "item"),
         sel.not_before.map_or(String::new(), |t| format!(
             ", not before {}",
             crate::util::time::rfc3339(t)

@@ -10,6 +10,7 @@ use super::{Ctx, Exit, out, out_json, user_error};
 use crate::cli::RunArgs;
 use crate::model::waiting;
 use crate::runner::{self, RunOptions, StopReason};
+use crate::util::noun;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, utc_clock};
 
@@ -213,9 +214,8 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         ))?;
     }
     out(format!(
-        "{name}: would run {} item{} with {} ({})",
-        plan.items.len(),
-        if plan.items.len() == 1 { "" } else { "s" },
+        "{name}: would run {} with {} ({})",
+        noun::count(plan.items.len(), "item"),
         sanitize::line(&plan.worker.join(" ")),
         match plan.mode {
             "persistent" => "persistent mode: one long-lived worker per slot",
@@ -261,8 +261,12 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
             )
         } else {
             format!(
-                "nothing to run: all {} items are finished ({} done, {} empty, {} skipped)",
-                c.total(),
+                "nothing to run: {} finished ({} done, {} empty, {} skipped)",
+                if c.total() == 1 {
+                    "the one item is".to_string()
+                } else {
+                    format!("all {} items are", c.total())
+                },
                 c.done,
                 c.empty,
                 c.skipped

@@ -12,6 +12,7 @@ use crate::model::waiting;
 use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::schedule::{ScheduleSeen, describe, overdue_text};
 use crate::store::{ItemFilter, Store, StoreError};
+use crate::util::noun;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, rfc3339};
 
@@ -475,8 +476,8 @@ fn human(
         if i.runners.orphaned > 0 {
             let n = i.runners.orphaned;
             lines.push(format!(
-                "orphaned: {n} claimed item{}, taken back by the next run",
-                if n == 1 { "" } else { "s" }
+                "orphaned: {}, taken back by the next run",
+                noun::count(n, "claimed item")
             ));
         }
         match &i.last_run {

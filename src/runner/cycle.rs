@@ -323,11 +323,16 @@ impl Cycle {
     }
 
     /// Records, for a later run to stop if we die, the process group of
-    /// the worker just spawned for `slot` (see `groups`). Queued, not
-    /// awaited: the worker starts at once.
-    pub(super) fn record_worker(&self, slot: u32, pid: u32) {
-        if let Some(group) = groups::of(self.run_id, slot, pid) {
-            self.writer.send(move |s| s.record_worker(&group));
+    /// the worker just spawned for `slot` (see `groups`; `start`: its
+    /// start time, if the spawn read it). Deferred, not awaited: the
+    /// worker starts at once, and the record rides in the next group (a
+    /// slot's completion, most often) instead of a transaction of its own
+    /// per item; within `MAX_DEFER` at the latest. A runner killed before
+    /// it lands leaves the worker to the environment scan, as it did
+    /// between a spawn and a queued write.
+    pub(super) fn record_worker(&self, slot: u32, pid: u32, start: Option<u64>) {
+        if let Some(group) = groups::of(self.run_id, slot, pid, start) {
+            self.writer.defer(move |s| s.record_worker(&group));
         }
     }
 

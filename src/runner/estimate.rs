@@ -9,6 +9,7 @@ use crate::config::BatchConfig;
 use crate::model::{Millis, Run};
 use crate::store::{Store, UsageSum};
 use crate::util::money::money;
+use crate::util::noun;
 
 /// Runs whose attempts the mean is taken over.
 pub const RECENT_RUNS: usize = 20;
@@ -103,23 +104,19 @@ impl Estimate {
     #[must_use]
     pub fn lines(&self, now: Millis) -> Vec<String> {
         let n = self.items;
-        let s = if n == 1 { "" } else { "s" };
+        let items = noun::count(n, "item");
         let from = format!(
-            "over {} attempt{} of the last {} run{}",
-            self.attempts,
-            if self.attempts == 1 { "" } else { "s" },
-            self.runs,
-            if self.runs == 1 { "" } else { "s" }
+            "over {} of the last {}",
+            noun::count(self.attempts, "attempt"),
+            noun::count(self.runs, "run")
         );
         let mut first = match (self.cost, self.mean_cost) {
             (Some(c), Some(m)) => format!(
-                "estimate: {n} item{s} would cost about {} (mean {} per attempt {from})",
+                "estimate: {items} would cost about {} (mean {} per attempt {from})",
                 money(c),
                 money(m)
             ),
-            _ => format!(
-                "estimate: no recent attempt reported a cost, so no estimate for {n} item{s}"
-            ),
+            _ => format!("estimate: no recent attempt reported a cost, so no estimate for {items}"),
         };
         if let (Some(t), Some(m)) = (self.tokens, self.mean_tokens) {
             first.push_str(&format!(", and about {t} tokens ({m:.0} per attempt)"));

@@ -21,7 +21,7 @@ use super::writer::Writer;
 use super::{
     EventLog, RunOptions, RunReport, gate, heartbeat, pace, recover, slot, source, summary,
 };
-use crate::config::WorkerMode;
+use crate::config::{BatchConfig, WorkerMode};
 use crate::model::{EventKind, Hold, NewEvent, RunState};
 use crate::store::{Store, StoreError};
 use crate::util::time::now_ms;
@@ -119,6 +119,35 @@ async fn begin(
     })
 }
 
+/// Most sessions of its own a runner's slots write on (see
+/// `Writer::add_lanes`); more slots share them.
+const MAX_LANES: usize = 4;
+
+/// Sessions of their own for a persistent run's slots, where the store
+/// takes writers side by side (PostgreSQL) and there are two slots or more:
+/// each slot's chained commit then has a server process of its own, not
+/// one after the other's in the writer's. Not with a limit pool, whose
+/// bookkeeping rows every claim shares. Only when every one opened: a
+/// chained commit is then always alone in its transaction (see
+/// `slot::pipeline`), never in a group of the writer's.
+fn lanes(cfg: &BatchConfig, store: &Store) -> Vec<Store> {
+    if cfg.mode != WorkerMode::Persistent || cfg.pool.is_some() || cfg.concurrency < 2 {
+        return Vec::new();
+    }
+    let mut lanes = Vec::new();
+    for _ in 0..cfg.concurrency.min(MAX_LANES) {
+        match store.another_session() {
+            Some(Ok(s)) => lanes.push(s),
+            Some(Err(e)) => {
+                tracing::warn!("a store session of its own for a slot: {e}");
+                return Vec::new();
+            }
+            None => return Vec::new(),
+        }
+    }
+    lanes
+}
+
 /// The state the cycle's slots share; the store goes to its writer.
 fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Arc<Cycle> {
     let cfg = &opts.config;
@@ -128,6 +157,18 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
     // The recovery above may have written scattered pages; the hot path
     // from here on does not need them cached.
     begun.store.use_runner_cache();
+    let mut store = begun.store;
+    let mut lanes = lanes(cfg, &store);
+    // The writer's groups then lock the run's seat first, as the lanes'
+    // commits do (the one lock order, `store::pg::locks`).
+    if !lanes.is_empty()
+        && let Err(e) = store.seat_first_in_groups(&opts.batch, begun.run_id)
+    {
+        tracing::warn!("the run's seat first in the writer's groups: {e}");
+        lanes.clear();
+    }
+    let mut writer = Writer::start(store);
+    writer.add_lanes(lanes);
     Arc::new(Cycle {
         batch: opts.batch.clone(),
         run_id: begun.run_id,
@@ -138,7 +179,7 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
             transient_exit_codes: cfg.transient_exit_codes.clone(),
             transient_error_classes: cfg.transient_error_classes.clone(),
         },
-        writer: Writer::start(begun.store),
+        writer,
         tally: Tally::default(),
         log: log.clone(),
         stop_tx,

@@ -5,6 +5,12 @@
 //! (`defer`: bookkeeping nobody waits for, such as a pool settlement) is
 //! no transaction of its own: it rides in the next group, whatever brings
 //! it, at most [`MAX_DEFER`] later.
+//!
+//! On PostgreSQL a writer may also have lanes: more sessions, each its own
+//! thread, for requests that need no order with the rest (a persistent
+//! slot's chained commit, see `slot::pipeline`). One session is one
+//! server process, so the server's work of several slots runs side by side
+//! instead of one after another.
 
 use crate::store::Fault;
 use std::path::PathBuf;
@@ -43,6 +49,14 @@ pub struct Writer {
     sealed: Arc<AtomicBool>,
     /// What the refusals name.
     place: PathBuf,
+    /// More sessions, one thread each (see [`Writer::add_lanes`]).
+    lanes: Vec<Lane>,
+}
+
+/// A session of its own and the thread that owns it.
+struct Lane {
+    tx: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<Store>>,
 }
 
 impl Writer {
@@ -64,7 +78,56 @@ impl Writer {
             thread: Some(thread),
             sealed,
             place,
+            lanes: Vec::new(),
         }
+    }
+
+    /// Gives the writer more sessions (`Store::another_session`), each
+    /// served by a thread of its own; [`Writer::call_lane`] reaches them.
+    pub fn add_lanes(&mut self, stores: Vec<Store>) {
+        for (i, store) in stores.into_iter().enumerate() {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let seal = self.sealed.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("nightshift-db{}", i + 1))
+                .spawn(move || serve_lane(store, &rx, &seal))
+                .expect("spawning a store lane thread");
+            self.lanes.push(Lane {
+                tx: Some(tx),
+                thread: Some(thread),
+            });
+        }
+    }
+
+    /// Whether the writer has lanes (see [`Writer::add_lanes`]).
+    pub fn has_lanes(&self) -> bool {
+        !self.lanes.is_empty()
+    }
+
+    /// [`Writer::call`] on lane `lane` (modulo their number), alone in its
+    /// transaction and ordered only with what else goes to that lane; on
+    /// the writer's own session where it has no lanes.
+    pub async fn call_lane<T: Send + 'static>(
+        &self,
+        lane: usize,
+        f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        if self.lanes.is_empty() {
+            return self.call(f).await;
+        }
+        let lane = lane % self.lanes.len();
+        self.refused()?;
+        let (reply, answer) = oneshot::channel();
+        let tx = self.lanes[lane].tx.as_ref().ok_or_else(gone)?;
+        tx.send(job_of(f, reply)).map_err(|_| gone())?;
+        let out = match answer.await {
+            Ok(out) => out,
+            Err(_) => self.refused().and(Err(gone())),
+        };
+        if let Err(StoreError::Replaced(_)) = &out {
+            self.seal();
+        }
+        out
     }
 
     /// Runs `f` on the store; resolves once its write is committed.
@@ -172,26 +235,39 @@ impl Writer {
         f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
         reply: oneshot::Sender<Result<T, StoreError>>,
     ) -> Result<(), StoreError> {
-        let job: Job = Box::new(move |store: &mut Store| {
-            let out = f(store);
-            Box::new(move |commit_error: Option<&StoreError>| {
-                let answer = match (out, commit_error) {
-                    (Ok(_), Some(e)) => Err(e.duplicate()),
-                    (out, _) => out,
-                };
-                let _ = reply.send(answer);
-            })
-        });
         self.tx
             .as_ref()
             .ok_or_else(gone)?
-            .send(job)
+            .send(job_of(f, reply))
             .map_err(|_| gone())
     }
 }
 
+/// `f` as a job whose answer goes to `reply` once its group committed.
+fn job_of<T: Send + 'static>(
+    f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+    reply: oneshot::Sender<Result<T, StoreError>>,
+) -> Job {
+    Box::new(move |store: &mut Store| {
+        let out = f(store);
+        Box::new(move |commit_error: Option<&StoreError>| {
+            let answer = match (out, commit_error) {
+                (Ok(_), Some(e)) => Err(e.duplicate()),
+                (out, _) => out,
+            };
+            let _ = reply.send(answer);
+        })
+    })
+}
+
 impl Drop for Writer {
     fn drop(&mut self) {
+        for lane in &mut self.lanes {
+            drop(lane.tx.take());
+            if let Some(t) = lane.thread.take() {
+                let _ = t.join();
+            }
+        }
         drop(self.tx.take());
         drop(self.waker.lock().unwrap_or_else(|p| p.into_inner()).take());
         if let Some(t) = self.thread.take() {
@@ -243,13 +319,26 @@ fn serve(
     store
 }
 
+/// A lane's loop: each job alone, in its own transaction. Once the writer
+/// is sealed, nothing more is written (the callers are told why by
+/// `Writer::call_lane`).
+fn serve_lane(mut store: Store, rx: &mpsc::Receiver<Job>, sealed: &AtomicBool) -> Store {
+    while let Ok(job) = rx.recv() {
+        if sealed.load(Ordering::SeqCst) {
+            drop(job);
+            continue;
+        }
+        run_group(&mut store, vec![job]);
+    }
+    store
+}
+
 /// Runs `jobs` in one transaction (a lone one without a savepoint) and
 /// answers each once it committed.
 fn run_group(store: &mut Store, mut jobs: Vec<Job>) {
     if jobs.len() == 1 {
         // Alone: its own transaction, no savepoint needed.
-        let finish = (jobs.pop().expect("one job"))(store);
-        finish(None);
+        alone(store, jobs.pop().expect("one job"));
         return;
     }
     let mut finishers: Vec<Finish> = Vec::with_capacity(jobs.len());
@@ -266,10 +355,28 @@ fn run_group(store: &mut Store, mut jobs: Vec<Job>) {
             // The group never began (e.g. busy): run the rest one by one,
             // so each gets its own answer.
             for job in pending {
-                let finish = job(store);
-                finish(None);
+                alone(store, job);
             }
         }
+    }
+}
+
+/// Runs one job in its own transaction: in a group of its own where the
+/// store's groups lock the seat first (lanes beside this session, see the
+/// lock order in `store::pg::locks`), so that every write of this session
+/// takes the seat before any other row; as it is otherwise.
+fn alone(store: &mut Store, job: Job) {
+    if !store.orders_by_seat() {
+        job(store)(None);
+        return;
+    }
+    let (mut job, mut finish) = (Some(job), None);
+    let out = store.group(|s| finish = job.take().map(|j| j(s)));
+    match (finish, out, job) {
+        (Some(f), out, _) => f(out.err().as_ref()),
+        // The group never began: the job meets the same store alone.
+        (None, _, Some(j)) => j(store)(None),
+        (None, _, None) => {}
     }
 }
 
@@ -288,6 +395,33 @@ mod tests {
             batch: "b".into(),
             key: None,
         }
+    }
+
+    /// A lane's request is answered while the writer's own session is
+    /// busy with another: it does not wait behind it.
+    #[tokio::test]
+    async fn a_lane_answers_while_the_writer_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("nightshift.db");
+        let (store, _) = Store::create(&db).unwrap();
+        let second = Store::open(&db, Access::ReadWrite).unwrap();
+        let mut writer = Writer::start(store);
+        writer.add_lanes(vec![second]);
+        assert!(writer.has_lanes());
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let busy = writer.call(move |_| {
+            Ok(wait
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .is_ok())
+        });
+        let lane = async {
+            let out = writer.call_lane(0, |_| Ok(())).await;
+            go.send(()).unwrap();
+            out
+        };
+        let (busy, lane) = tokio::join!(busy, lane);
+        lane.unwrap();
+        assert!(busy.unwrap(), "the lane answered while the writer waited");
     }
 
     /// A deferred write is there for what is queued after it, is brought

@@ -113,6 +113,67 @@ impl Store {
         }
     }
 
+    /// Group commit of writes that are kept whole or not at all: an error
+    /// from `f` rolls back every write it made (where `group` keeps those
+    /// before the error), so the caller may run it again.
+    /// Inside a group already, it joins that one, as `group` does, and an
+    /// error leaves the outer group to its owner.
+    pub fn group_whole<T>(&mut self, f: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
+        let nested = match self {
+            Store::Sqlite(s) => s.in_group(),
+            Store::Pg(s) => s.in_group(),
+        };
+        if nested {
+            return f(self);
+        }
+        let mut failed = None;
+        let out = self.group(|s| match f(s) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                match s {
+                    Store::Sqlite(s) => s.roll_back_group(),
+                    Store::Pg(s) => s.roll_back_group(),
+                }
+                failed = Some(e);
+                None
+            }
+        });
+        match (failed, out) {
+            (Some(e), _) => Err(e),
+            (None, out) => out.map(|v| v.expect("kept when nothing failed")),
+        }
+    }
+
+    /// Makes every later group of this session lock the seat of `run` first,
+    /// exclusively (PostgreSQL, whose runner writes on more sessions: see
+    /// the lock order in `pg::locks`); nothing on SQLite, one writer at a
+    /// time.
+    pub fn seat_first_in_groups(&mut self, batch: &str, run: i64) -> Result<()> {
+        match self {
+            Store::Sqlite(_) => Ok(()),
+            Store::Pg(s) => s.seat_first_in_groups(batch, run),
+        }
+    }
+
+    /// Whether groups lock a seat first (`seat_first_in_groups`): then a
+    /// lone write goes in a group too.
+    pub fn orders_by_seat(&self) -> bool {
+        match self {
+            Store::Sqlite(_) => false,
+            Store::Pg(s) => s.orders_by_seat(),
+        }
+    }
+
+    /// Another session on the same store, for a second writer: on
+    /// PostgreSQL, whose sessions write side by side; `None` on SQLite,
+    /// which takes one writer at a time.
+    pub fn another_session(&self) -> Option<Result<Store>> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Pg(s) => Some(s.another_session().map(Store::Pg)),
+        }
+    }
+
     /// What messages call this store: its path, or its URL without the
     /// password.
     pub fn place(&self) -> String {

@@ -8,6 +8,7 @@
 
 use crate::model::Millis;
 use crate::store::{Dashboard, ItemsQuery, SinceSummary};
+use crate::util::noun;
 
 /// The panes, in tab order (`1`–`6`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -222,19 +223,17 @@ impl Write {
     pub fn question(&self) -> String {
         match self {
             Write::Requeue { keys, what, .. } => format!(
-                "Requeue {} failed item{}: {what}?",
-                keys.len(),
-                if keys.len() == 1 { "" } else { "s" }
+                "Requeue {}: {what}?",
+                noun::count(keys.len(), "failed item")
             ),
             Write::Skip { batch, key, label } => format!(
                 "Mark {} of {batch} skipped (done without running it)?",
                 crate::key::named(key, label)
             ),
             Write::SkipMarked { batch, keys, done } => {
-                let plural = if keys.len() == 1 { "" } else { "s" };
                 let mut q = format!(
-                    "Mark {} marked item{plural} of {batch} skipped (done without running)?",
-                    keys.len()
+                    "Mark {} of {batch} skipped (done without running)?",
+                    noun::count(keys.len(), "marked item")
                 );
                 if *done > 0 {
                     q.push_str(&format!(" {done} more marked are done already and stay."));
@@ -262,10 +261,9 @@ impl Write {
                 }
             }
             Write::CancelMarked { batch, keys, done } => {
-                let plural = if keys.len() == 1 { "" } else { "s" };
                 let mut q = format!(
-                    "Cancel {} marked item{plural} of {batch}? Running ones have their workers stopped; all go to manual, never done.",
-                    keys.len()
+                    "Cancel {} of {batch}? Running ones have their workers stopped; all go to manual, never done.",
+                    noun::count(keys.len(), "marked item")
                 );
                 if *done > 0 {
                     q.push_str(&format!(" {done} more marked are done already and stay."));

@@ -16,6 +16,7 @@ use super::action::{Arrival, Write};
 use crate::model::Pause;
 use crate::store::{Access, CancelOutcome, CancelTo, ItemsQuery, Selection, Store};
 use crate::util::identity::actor;
+use crate::util::noun;
 use crate::util::time::now_ms;
 use crate::util::{files, sanitize};
 
@@ -191,9 +192,8 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                     .map_err(err)?
             };
             let mut msg = format!(
-                "requeued {} item{}: {}",
-                moved.len(),
-                if moved.len() == 1 { "" } else { "s" },
+                "requeued {}: {}",
+                noun::count(moved.len(), "item"),
                 sanitize::line(what)
             );
             if moved.len() < keys.len() {
@@ -221,8 +221,8 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                 .map_err(err)?;
             let n = report.skipped.len();
             let mut msg = format!(
-                "skipped {n} marked item{} (done without running)",
-                if n == 1 { "" } else { "s" }
+                "skipped {} (done without running)",
+                noun::count(n, "marked item")
             );
             if !report.already_done.is_empty() {
                 msg.push_str(&format!(
@@ -281,9 +281,8 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                 }
             }
             let mut msg = format!(
-                "cancelled {} marked item{}: {moved} moved to manual, {asked} asked of their runners",
-                keys.len() - done,
-                if keys.len() - done == 1 { "" } else { "s" }
+                "cancelled {}: {moved} moved to manual, {asked} asked of their runners",
+                noun::count(keys.len() - done, "marked item")
             );
             if already > 0 {
                 msg.push_str(&format!(", {already} already there"));

@@ -172,6 +172,10 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
         // Same files, same question, same minute: the answer is the same
         // (the minute matters for rates and the 24 h windows). A question
         // asked again (a new `asked`) is read again.
+        // Open (or reopen a replaced file) first: the marker is then the
+        // store's as it is now, and the first read already has one (else the
+        // second poll of an unchanged store read it all again).
+        let _ = src.get();
         let marker = src.store.as_ref().map(|(s, _)| {
             let stop = crate::runner::paused_file(&src.db).is_some();
             let clock = if moving { now } else { now / 60_000 };

@@ -52,8 +52,22 @@ pub struct ProcStat {
 
 /// Reads `/proc/PID/stat` (Linux); `None` when there is no such process.
 pub fn proc_stat(pid: u32) -> Option<ProcStat> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&stat)
+    use std::io::Read;
+    // Read in whole-buffer steps: `read_to_string` first asks `statx` for
+    // a size (procfs says 0) and then grows from 32 bytes, nine syscalls
+    // a look where this takes three or four (a look per worker spawned).
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut stat = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => stat.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    parse_stat(std::str::from_utf8(&stat).ok()?)
 }
 
 /// The fields of one `/proc/PID/stat` line. Read once per worker spawned
@@ -182,6 +196,18 @@ mod tests {
             })
         );
         assert_eq!(parse_stat("4242 (x) S 1 2"), None);
+    }
+
+    /// Read in whole-buffer steps, the line is the one the kernel gives.
+    #[test]
+    fn own_stat_line_is_read_whole() {
+        let me = std::process::id();
+        let whole = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+        let stat = proc_stat(me).unwrap();
+        assert_eq!(Some(stat), parse_stat(&whole));
+        assert_eq!(stat.ppid, nix::unistd::getppid().as_raw() as u32);
+        assert_eq!(stat.pgid, nix::unistd::getpgrp().as_raw() as u32);
+        assert_eq!(proc_stat(u32::MAX), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod files;
 pub mod identity;
 pub mod money;
+pub mod noun;
 pub mod sanitize;
 pub mod signals;
 pub mod stdio;

@@ -20,15 +20,16 @@ use std::time::{Duration, Instant};
 use crate::model::WorkerGroup;
 use crate::util::identity::{self, ProcStat};
 
-/// The record of the group `pid` leads, for `slot` of `run_id`.
-pub fn of(run_id: i64, slot: u32, pid: u32) -> Option<WorkerGroup> {
+/// The record of the group `pid` leads, for `slot` of `run_id`; `start`
+/// is its leader's start time when the spawn read it already.
+pub fn of(run_id: i64, slot: u32, pid: u32, start: Option<u64>) -> Option<WorkerGroup> {
     Some(WorkerGroup {
         run_id,
         slot,
         host: identity::host(),
         boot: identity::boot_id(),
         pgid: pid,
-        started: identity::pid_start(pid)?,
+        started: start.or_else(|| identity::pid_start(pid))?,
     })
 }
 

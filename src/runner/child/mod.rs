@@ -178,6 +178,15 @@ impl Running {
         }
     }
 
+    /// The worker's start time, when the spawn read it already.
+    pub fn started_at(&self) -> Option<u64> {
+        match self {
+            Running::Command(_) => None,
+            #[cfg(target_os = "linux")]
+            Running::Posix(proc) => proc.start(),
+        }
+    }
+
     /// Writes `payload` to the worker's stdin and closes it, without
     /// waiting for a worker that does not read: what does not fit in the
     /// pipe at once is written by a task. A broken pipe is not a failure.

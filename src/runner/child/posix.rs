@@ -77,6 +77,8 @@ const ITEM_SET: [&str; 7] = [
 /// before it was waited for.
 pub struct Proc {
     pid: Pid,
+    /// Its start time (`/proc`), read once at the spawn.
+    start: Option<u64>,
     pub stdin: Option<pipe::Sender>,
     pub stdout: Option<pipe::Receiver>,
     pub stderr: Option<pipe::Receiver>,
@@ -140,7 +142,7 @@ pub fn spawn(
     default.add(Signal::SIGPIPE);
     attr.set_sigdefault(&default)?;
 
-    let pid = super::subreaper::noted(
+    let (pid, start) = super::subreaper::noted_with_start(
         || {
             match program {
                 Some(path) => posix_spawn(path, &actions, &attr, &args, &envp),
@@ -154,6 +156,7 @@ pub fn spawn(
 
     let mut proc = Proc {
         pid,
+        start,
         stdin: None,
         stdout: None,
         stderr: None,
@@ -199,6 +202,11 @@ fn pidfd(pid: Pid) -> Option<AsyncFd<OwnedFd>> {
 impl Proc {
     pub fn id(&self) -> u32 {
         self.pid.as_raw() as u32
+    }
+
+    /// Its start time in clock ticks since boot, if it could be read.
+    pub fn start(&self) -> Option<u64> {
+        self.start
     }
 
     /// Waits for the worker to end.
@@ -338,6 +346,18 @@ mod tests {
         let (exit, out) = run("wc -c", &[], &payload).await;
         assert_eq!(exit, Exit::Code(0));
         assert_eq!(out.trim(), (1 << 20).to_string());
+    }
+
+    /// The start time the spawn read (once, for the subreaper's note and
+    /// the group's record alike) is the worker's own.
+    #[tokio::test]
+    async fn the_spawn_gives_the_workers_start_time() {
+        let argv = ["sleep".to_string(), "30".to_string()];
+        let child = Running::start(&argv, None, None, &[], &Prepared::new()).unwrap();
+        let pid = child.id().unwrap();
+        let start = crate::util::identity::pid_start(pid);
+        assert!(start.is_some());
+        assert_eq!(child.started_at(), start);
     }
 
     #[tokio::test]

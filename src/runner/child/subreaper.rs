@@ -52,17 +52,36 @@ pub fn noted<T>(
     start: impl FnOnce() -> std::io::Result<T>,
     pid: impl FnOnce(&T) -> Option<u32>,
 ) -> std::io::Result<T> {
+    noting(start, pid, false).map(|(child, _)| child)
+}
+
+/// As [`noted`], and gives the child's start time too (a worker's group
+/// record needs it): `/proc` is read once per spawn, not twice.
+pub fn noted_with_start<T>(
+    start: impl FnOnce() -> std::io::Result<T>,
+    pid: impl FnOnce(&T) -> Option<u32>,
+) -> std::io::Result<(T, Option<u64>)> {
+    noting(start, pid, true)
+}
+
+fn noting<T>(
+    start: impl FnOnce() -> std::io::Result<T>,
+    pid: impl FnOnce(&T) -> Option<u32>,
+    want_start: bool,
+) -> std::io::Result<(T, Option<u64>)> {
+    let started = |child: &T| pid(child).and_then(|p| identity::pid_start(p).map(|s| (p, s)));
     if !ADOPTING.load(Ordering::SeqCst) {
-        return start();
+        let child = start()?;
+        let at = if want_start { started(&child) } else { None };
+        return Ok((child, at.map(|(_, s)| s)));
     }
     let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
     let child = start()?;
-    if let Some(pid) = pid(&child)
-        && let Some(start) = identity::pid_start(pid)
-    {
+    let at = started(&child);
+    if let Some((pid, start)) = at {
         spawned.get_or_insert_with(HashMap::new).insert(pid, start);
     }
-    Ok(child)
+    Ok((child, at.map(|(_, s)| s)))
 }
 
 /// Children of this process that it did not start: adopted orphans.

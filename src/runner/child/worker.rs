@@ -37,9 +37,12 @@ pub struct Job<'a> {
     pub timeout: Duration,
     /// Between SIGTERM and SIGKILL when the runner stops a worker.
     pub kill_grace: Duration,
-    /// Told the worker's pid (its process group's id) once it is spawned.
-    pub spawned: Option<Box<dyn FnOnce(u32) + Send + 'a>>,
+    pub spawned: Option<Spawned<'a>>,
 }
+
+/// Told the worker's pid (its process group's id) once it is spawned, and
+/// its start time when the spawn read it.
+pub type Spawned<'a> = Box<dyn FnOnce(u32, Option<u64>) + Send + 'a>;
 
 /// Runs the worker to its end. `Err(reason)` if the runner killed it.
 pub async fn run(
@@ -66,7 +69,7 @@ pub async fn run(
     };
     let pgid = child.id();
     if let (Some(told), Some(pid)) = (job.spawned.take(), pgid) {
-        told(pid);
+        told(pid, child.started_at());
     }
 
     let mut payload = Vec::with_capacity(job.payload.len() + 1);

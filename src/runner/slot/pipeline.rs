@@ -12,7 +12,7 @@ use super::record::count_success;
 use crate::model::{Claim, NewEvent, Outcome};
 use crate::runner::gate::Pass;
 use crate::runner::pool::{Asked, Ticket};
-use crate::store::{Completion, StoreError};
+use crate::store::{Completion, Refusal, Store, StoreError};
 use crate::util::time::now_ms;
 
 /// Most items claimed (and sent ahead) at once by one slot.
@@ -50,6 +50,50 @@ pub(super) struct Success {
     pub(super) event: NewEvent,
     /// The attempt's usage line for the item (`Completion::usage`).
     pub(super) usage: Option<String>,
+}
+
+/// What a chained commit gives back: which successes were accepted, the
+/// next claims and the pool's answer for them.
+type Chained = (Vec<bool>, Option<Vec<Claim>>, Option<Asked>);
+
+/// A chained commit on a lane (alone in its transaction there), whole or
+/// not at all, in the runner's one lock order (`store::pg::locks`): the
+/// run's seat first, shared (the claim's own lock check, or `hold_seat`
+/// when it claims nothing), then its items, the counters and the run's
+/// row. `None`, and nothing kept, when the run no longer holds its seat:
+/// with nothing to order by, the commit goes to the writer's session.
+fn chained_on_lane(
+    s: &mut Store,
+    (batch, run): (&str, i64),
+    done: &[(Completion<'_>, &NewEvent)],
+    n: usize,
+    claim: impl Fn(&mut Store) -> Result<(Option<Vec<Claim>>, Option<Asked>), StoreError>,
+) -> Result<Option<Chained>, StoreError> {
+    let lost = || {
+        StoreError::Refused(Refusal::SeatLost {
+            run,
+            batch: batch.to_string(),
+        })
+    };
+    let out = s.group_whole(|s| {
+        let (next, asked) = if n == 0 {
+            if !s.hold_seat(batch, run)? {
+                return Err(lost());
+            }
+            (Some(Vec::new()), None)
+        } else {
+            claim(s)?
+        };
+        if next.is_none() {
+            return Err(lost());
+        }
+        let accepted = s.complete_all(done)?;
+        Ok((accepted, next, asked))
+    });
+    match out {
+        Err(StoreError::Refused(Refusal::SeatLost { .. })) => Ok(None),
+        out => out.map(Some),
+    }
 }
 
 impl Slot {
@@ -131,48 +175,74 @@ impl Slot {
         let version = cycle.cfg.version.clone();
         let until = cycle.lease_until(now_ms());
         let pool = cycle.pool.clone();
+        // Each slot on a session of its own where the writer has lanes.
+        let (lane, laned) = (self.index as usize, cycle.writer.has_lanes());
+        let commit = move |s: &mut Store, successes: &[Success], on_lane: bool| {
+            let now = now_ms();
+            let done: Vec<_> = successes
+                .iter()
+                .map(|s| {
+                    let c = Completion {
+                        item_id: s.claim.item_id,
+                        token: s.claim.token,
+                        run_id: run,
+                        outcome: s.outcome,
+                        result: s.result.as_deref(),
+                        cost: s.cost,
+                        version: version.as_deref(),
+                        usage: s.usage.as_deref(),
+                        now,
+                    };
+                    (c, &s.event)
+                })
+                .collect();
+            let claim = |s: &mut Store| {
+                let next = s.claim(&batch, run, n, until, now)?;
+                let asked = pool
+                    .as_ref()
+                    .zip(next.as_deref())
+                    .and_then(|(p, claims)| p.admit_claimed(s, claims));
+                Ok::<_, StoreError>((next, asked))
+            };
+            if on_lane {
+                return chained_on_lane(s, (&batch, run), &done, n, claim);
+            }
+            Ok(Some(if n == 0 {
+                (s.complete_all(&done)?, Some(Vec::new()), None)
+            } else {
+                // One transaction: the successes, the next claim
+                // and its calls' places in the pool.
+                s.group(|s| {
+                    let accepted = s.complete_all(&done)?;
+                    let (next, asked) = claim(s)?;
+                    Ok::<_, StoreError>((accepted, next, asked))
+                })??
+            }))
+        };
+        let on_writer = commit.clone();
         // The successes travel to the store thread and back (for the log).
         Some(Box::pin(async move {
-            let (successes, accepted, next, asked) = cycle
+            let (successes, out) = cycle
                 .writer
-                .call(move |s| {
-                    let now = now_ms();
-                    let done: Vec<_> = successes
-                        .iter()
-                        .map(|s| {
-                            let c = Completion {
-                                item_id: s.claim.item_id,
-                                token: s.claim.token,
-                                run_id: run,
-                                outcome: s.outcome,
-                                result: s.result.as_deref(),
-                                cost: s.cost,
-                                version: version.as_deref(),
-                                usage: s.usage.as_deref(),
-                                now,
-                            };
-                            (c, &s.event)
-                        })
-                        .collect();
-                    let (accepted, next, asked) = if n == 0 {
-                        (s.complete_all(&done)?, Some(Vec::new()), None)
-                    } else {
-                        // One transaction: the successes, the next claim
-                        // and its calls' places in the pool.
-                        s.group(|s| {
-                            let accepted = s.complete_all(&done)?;
-                            let next = s.claim(&batch, run, n, until, now)?;
-                            let asked = pool
-                                .as_ref()
-                                .zip(next.as_deref())
-                                .and_then(|(p, claims)| p.admit_claimed(s, claims));
-                            Ok::<_, StoreError>((accepted, next, asked))
-                        })??
-                    };
-                    drop(done);
-                    Ok((successes, accepted, next, asked))
+                .call_lane(lane, move |s| {
+                    let out = commit(s, &successes, laned)?;
+                    Ok((successes, out))
                 })
                 .await?;
+            let (successes, (accepted, next, asked)) = match out {
+                Some(out) => (successes, out),
+                // The seat is gone: on the writer's session, as without
+                // lanes (its successes kept, its claim refused).
+                None => {
+                    cycle
+                        .writer
+                        .call(move |s| {
+                            let out = on_writer(s, &successes, false)?;
+                            Ok((successes, out.expect("always an answer off a lane")))
+                        })
+                        .await?
+                }
+            };
             Ok((successes, accepted, next, n, asked))
         }))
     }

@@ -165,7 +165,9 @@ async fn process(
             payload: &claim.payload,
             timeout: cfg.item_timeout,
             kill_grace: cfg.grace.min(std::time::Duration::from_secs(5)),
-            spawned: Some(Box::new(|pid| cycle.record_worker(slot, pid))),
+            spawned: Some(Box::new(|pid, start| {
+                cycle.record_worker(slot, pid, start);
+            })),
         };
         let result = worker::run(job, report_tx, kill_rx).await;
         cycle

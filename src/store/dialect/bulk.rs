@@ -1,6 +1,6 @@
 //! Set-based writes of the bulk operations (`ops::requeue`): one chunk
 //! each. Their SQL differs on purpose per dialect, so each stays whole in
-//! `sqlite/hot.rs` and `pg/hot.rs`.
+//! `sqlite/bulk.rs` and `pg/bulk.rs`.
 
 use std::collections::HashSet;
 

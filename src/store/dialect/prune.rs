@@ -44,6 +44,8 @@ const BATCH_NAMES_BY_ID: &str = "SELECT id, name FROM batches";
 /// Rollups are kept by minute and by hour of the (database's) clock.
 const PRUNE_MINUTES: &str = "DELETE FROM minute_stats WHERE minute < CAST(?1 AS BIGINT) / 60000";
 const PRUNE_HOURS: &str = "DELETE FROM dlq_hourly WHERE hour < CAST(?1 AS BIGINT) / 3600000";
+/// A pool's minutes are stamped by the runners' clocks.
+const PRUNE_POOL_MINUTES: &str = "DELETE FROM pool_usage WHERE minute < CAST(?1 AS BIGINT) / 60000";
 
 pub(crate) trait PruneRead: Sql {
     /// How many rows of `target` are older than `cutoff`.
@@ -99,9 +101,16 @@ pub(crate) trait PruneWrite: Sql {
         n: usize,
     ) -> Result<Vec<(i64, String)>>;
     /// Drops the minute rollups before `cutoff`, and the hourly dead-letter
-    /// rollups too with `include_failed`.
-    fn prune_rollups(&mut self, cutoff: Millis, include_failed: bool) -> Result<()> {
+    /// rollups too with `include_failed`; the pools' minutes before
+    /// `pools_before`.
+    fn prune_rollups(
+        &mut self,
+        cutoff: Millis,
+        include_failed: bool,
+        pools_before: Millis,
+    ) -> Result<()> {
         self.exec(PRUNE_MINUTES, &[Arg::Time(cutoff)])?;
+        self.exec(PRUNE_POOL_MINUTES, &[Arg::Time(pools_before)])?;
         if include_failed {
             self.exec(PRUNE_HOURS, &[Arg::Time(cutoff)])?;
         }

@@ -22,6 +22,10 @@ pub const CONCURRENCY_RETRY_MS: i64 = 200;
 /// Minutes of tokens the views show.
 pub const POOL_MINUTES: i64 = 30;
 
+/// The longest a view reads a pool's minutes back: its longest limit's
+/// window, at most a week. `prune` keeps what is younger.
+pub(super) const POOL_HISTORY_MS: Millis = 7 * 86_400_000;
+
 impl PoolDim {
     /// The units one call draws from it.
     fn units(&self, estimate: i64) -> i64 {
@@ -368,7 +372,7 @@ pub(super) fn view(tx: &mut dyn Read, spec: &PoolSpec, now: Millis) -> Result<Po
     let since = [
         this_minute - POOL_MINUTES + 1,
         day_start.div_euclid(60_000),
-        (now - longest.clamp(60_000, 7 * 86_400_000)).div_euclid(60_000),
+        (now - longest.clamp(60_000, POOL_HISTORY_MS)).div_euclid(60_000),
     ]
     .into_iter()
     .min()

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::pools::POOL_HISTORY_MS;
 use crate::model::{EventKind, Millis, NewEvent};
 use crate::store::api::PruneReport;
 use crate::store::chunks::Chunks;
@@ -69,7 +70,10 @@ impl Store {
             report.forgotten_keys = self.forget_keys(cutoff)?;
         }
         self.write_tx(|tx| {
-            tx.prune_rollups(cutoff, include_failed)?;
+            // A pool's minutes go only once no view reads them, whatever
+            // the cutoff.
+            let pools_before = cutoff.min(now.saturating_sub(POOL_HISTORY_MS));
+            tx.prune_rollups(cutoff, include_failed, pools_before)?;
             tx.event_insert(&NewEvent {
                 at: now,
                 kind: EventKind::Pruned.to_string(),

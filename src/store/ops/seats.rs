@@ -70,6 +70,16 @@ impl Store {
         })
     }
 
+    /// Whether `run` holds a seat of the batch, the seat kept share-locked
+    /// to the end of the group this is in (a lane's commit that claims
+    /// nothing: see the lock order in `pg::locks`).
+    pub fn hold_seat(&mut self, batch: &str, run: i64) -> Result<bool> {
+        self.write_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.seat_held_locked(b, run)
+        })
+    }
+
     /// Releases our seat; never someone else's.
     pub fn release_lock(&mut self, batch: &str, token: &str) -> Result<bool> {
         self.write_tx(|tx| {

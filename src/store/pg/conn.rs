@@ -188,6 +188,11 @@ impl Conn {
         &self.url
     }
 
+    /// The simulated clock skew this session was opened with.
+    pub(crate) fn skew_ms(&self) -> i64 {
+        self.skew_ms
+    }
+
     fn is_closed(&self) -> bool {
         self.client.as_ref().is_none_or(Client::is_closed)
     }

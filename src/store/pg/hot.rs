@@ -4,16 +4,15 @@
 //! arrays, one CTE per claim, one statement per group of completions), so
 //! they are not split into the shared statement interface of `dialect`.
 
+use super::PgStore;
 use super::batches::{batch_id, ensure};
 use super::conn::{Conn, Params, text, text_opt};
 use super::copy;
 use super::events::{EventColumns, insert as insert_event};
 use super::items::claim_from_row;
 use super::tombstones;
-use super::{PgStore, PgTx};
-use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem};
-use crate::store::api::{Completion, Selection};
-use crate::store::dialect::Bulk;
+use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem, Outcome};
+use crate::store::api::Completion;
 use crate::store::ops::add;
 use crate::store::{Result, StoreError};
 
@@ -325,38 +324,42 @@ const COMPLETE_ONE: &str = concat!(
 );
 
 /// A group of completions, whole, in one statement (one round trip): the
-/// done mark over arrays (`unnest`), whatever their number, the run's
-/// counts (`$8`) and the accepted ones' events (`$9`..`$16`, one per
-/// completion, in order). An event about an item (a batch and a key) is
-/// about the item just marked: its id is known, not looked up by key.
+/// done mark over arrays (`unnest`), whatever their number, and the
+/// accepted ones' events (`$8`..`$15`, one per completion, in order). The
+/// run's counts follow (`COUNT_GROUP`). An event about an item (a batch
+/// and a key) is about the item just marked: its id is known, not looked
+/// up by key.
 const COMPLETE_MANY: &str = concat!(
     "WITH d AS (
          SELECT u.*, $7::text AS version
            FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::float8[], $6::int8[],
-                       $17::text[])
+                       $16::text[])
                 WITH ORDINALITY AS u(id, token, outcome, result, cost, at, usage, n)),
      up AS (",
     done_mark!("ANY($1)"),
     ", d.id, d.outcome, d.cost),
-     counted AS (
-         UPDATE runs SET done = done + (SELECT count(*) FROM up WHERE up.outcome <> 'empty'),
-                empty = empty + (SELECT count(*) FROM up WHERE up.outcome = 'empty'),
-                cost = cost + (SELECT coalesce(sum(up.cost ORDER BY up.n), 0) FROM up)
-          WHERE id = $8 AND EXISTS (SELECT 1 FROM up)),
      logged AS (
          INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
          SELECT e.at, b.id, e.run_id, e.key,
                 CASE WHEN b.id IS NOT NULL AND e.key IS NOT NULL THEN up.id END,
                 e.kind, e.actor, e.message, e.fields
            FROM up
-           JOIN unnest($9::int8[], $10::text[], $11::int8[], $12::text[], $13::text[],
-                       $14::text[], $15::text[], $16::text[])
+           JOIN unnest($8::int8[], $9::text[], $10::int8[], $11::text[], $12::text[],
+                       $13::text[], $14::text[], $15::text[])
                 WITH ORDINALITY AS e(at, batch, run_id, key, kind, actor, message, fields, n)
              ON e.n = up.n
            LEFT JOIN batches b ON b.name = e.batch
           ORDER BY e.n)
      SELECT n FROM up"
 );
+
+/// The run's counts of a group's accepted completions (`$1` the run, then
+/// how many done, how many empty, their cost): a statement of its own after
+/// `COMPLETE_MANY`, so the run's row, which every session of the run
+/// updates, is locked only from here to the commit, not through the done
+/// mark's triggers; another session's group waits that much less for it.
+const COUNT_GROUP: &str = "UPDATE runs SET done = done + $2, empty = empty + $3, cost = cost + $4
+      WHERE id = $1";
 
 /// The parameters of `COMPLETE_MANY` for a group of completions (one run,
 /// one version: the first's), built in one place for the real call and for
@@ -392,8 +395,8 @@ impl<'a> ManyParams<'a> {
         }
     }
 
-    /// `$1`..`$17` in `COMPLETE_MANY`'s order.
-    fn refs(&self) -> [&(dyn postgres::types::ToSql + Sync); 17] {
+    /// `$1`..`$16` in `COMPLETE_MANY`'s order.
+    fn refs(&self) -> [&(dyn postgres::types::ToSql + Sync); 16] {
         let e = &self.events;
         [
             &self.ids,
@@ -403,7 +406,6 @@ impl<'a> ManyParams<'a> {
             &self.costs,
             &self.ats,
             &self.version,
-            &self.run,
             &e.ats,
             &e.batches,
             &e.runs,
@@ -632,104 +634,19 @@ impl PgStore {
             for r in &kept {
                 accepted[r.get::<_, i64>(0) as usize - 1] = true;
             }
+            // Counted in the order given, as the done mark's sum was.
+            let (mut n_done, mut n_empty, mut cost) = (0i64, 0i64, 0f64);
+            for ((d, _), _) in done.iter().zip(&accepted).filter(|(_, ok)| **ok) {
+                match d.outcome {
+                    Outcome::Empty => n_empty += 1,
+                    _ => n_done += 1,
+                }
+                cost += d.cost.unwrap_or(0.0);
+            }
+            if n_done + n_empty > 0 {
+                c.x(COUNT_GROUP, &[&p.run, &n_done, &n_empty, &cost])?;
+            }
             Ok(accepted)
         })
-    }
-}
-
-/// Why PostgreSQL's bulk chunks differ from SQLite's (`sqlite/hot.rs`):
-/// each chunk is one CTE, one round trip, its rows locked (`FOR UPDATE`,
-/// and `SKIP LOCKED` for redrive, so hosts redriving at once take disjoint
-/// items), where SQLite pays its triggers' setup once per statement.
-impl Bulk for PgTx<'_> {
-    fn requeue_chunk(
-        &mut self,
-        batch: i64,
-        sel: &Selection,
-        ids: &[i64],
-        reset_attempts: bool,
-        actor: &str,
-        now: Millis,
-    ) -> Result<std::collections::HashSet<i64>> {
-        let at = self.c.tin(now);
-        // Still in the state the selection moves (a run may have changed it).
-        let from = sel.moves_sql("$6");
-        let mut values: Vec<&(dyn postgres::types::ToSql + Sync)> =
-            vec![&ids, &at, &batch, &actor, &reset_attempts];
-        if let Some(v) = &sel.stale {
-            values.push(v);
-        }
-        // The not-before time as stored, and as the event says it.
-        let not_before = (
-            self.c.tin_opt(sel.not_before),
-            sel.not_before.map(crate::util::time::rfc3339),
-        );
-        values.push(&not_before.0);
-        values.push(&not_before.1);
-        let (nb_at, nb_text) = (values.len() - 1, values.len());
-        Ok(self
-            .c
-            .q(
-                &format!(
-                    "WITH picked AS (
-                         SELECT i.id, i.key, i.tier, i.outcome, i.error_class, i.op_id, i.status FROM items i
-                          WHERE i.id = ANY($1){from} ORDER BY i.id FOR UPDATE),
-                     logged AS (
-                         INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
-                         SELECT $2, $3, key, id, 'requeued', $4,
-                                'requeued from ' || coalesce(tier, outcome) || ' by ' || $4,
-                                (json_build_object('tier', tier, 'outcome', outcome,
-                                                   'error_class', error_class, 'op_id', op_id,
-                                                   'reset_attempts', $5::bool)::jsonb
-                                 || CASE WHEN ${nb_text}::text IS NULL THEN '{{}}'::jsonb
-                                    ELSE jsonb_build_object('not_before', ${nb_text}::text) END)::text
-                           FROM picked ORDER BY id)
-                     UPDATE items i SET status = 'pending', tier = NULL, next_attempt_at = ${nb_at}::int8,
-                            outcome = NULL,
-                            result = CASE WHEN picked.status = 'done' THEN NULL ELSE i.result END,
-                            op_id = CASE WHEN picked.status = 'done' THEN NULL ELSE i.op_id END,
-                            attempts = CASE WHEN $5::bool THEN 0 ELSE i.attempts END, updated_at = $2
-                       FROM picked WHERE i.id = picked.id
-                     RETURNING i.id"
-                ),
-                &values,
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect())
-    }
-
-    fn redrive_chunk(
-        &mut self,
-        batch: i64,
-        run: Option<i64>,
-        now: Millis,
-        limit: usize,
-        message: &str,
-    ) -> Result<Vec<String>> {
-        let at = self.c.tin(now);
-        Ok(self
-            .c
-            .q(
-                "WITH due AS (
-                     SELECT id FROM items
-                      WHERE batch_id = $1 AND status = 'failed' AND tier = 'retry'
-                        AND next_attempt_at <= $2
-                      ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED),
-                 moved AS (
-                     UPDATE items i SET status = 'pending', tier = NULL,
-                            next_attempt_at = NULL, updated_at = $2
-                       FROM due WHERE i.id = due.id
-                     RETURNING i.id, i.key),
-                 logged AS (
-                     INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message)
-                     SELECT $2, $1, $4, key, id, 'redriven', $5
-                       FROM moved ORDER BY id)
-                 SELECT key FROM moved ORDER BY id",
-                &[&batch, &at, &(limit as i64), &run, &text(message)],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect())
     }
 }

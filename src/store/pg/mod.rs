@@ -25,6 +25,7 @@
 mod attempts;
 mod batches;
 mod budgets;
+mod bulk;
 mod conn;
 mod copy;
 mod daemons;
@@ -76,6 +77,9 @@ pub struct PgStore {
     in_group: bool,
     /// Bulk writes stop between chunks once this is set (`set_stop`).
     stop: crate::util::signals::Stop,
+    /// The seat (batch id, run) each group locks first, exclusively (see
+    /// `seat_first_in_groups` and the lock order in `locks`).
+    seat_first: Option<(i64, i64)>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -110,8 +114,51 @@ impl PgStore {
             access,
             conn: Mutex::new(conn),
             in_group: false,
+            seat_first: None,
             stop: Default::default(),
         })
+    }
+
+    /// Another session on this store, as this one was opened: a runner's
+    /// second writer (see `runner::writer`'s lanes). Refused when the URL
+    /// names another store by now.
+    pub fn another_session(&self) -> Result<PgStore> {
+        let (url, skew, expect) = {
+            let c = self.conn();
+            (c.url().to_string(), c.skew_ms(), c.expect.clone())
+        };
+        let other = PgStore::open_with_skew(&url, self.access, skew)?;
+        if other.conn().expect != expect {
+            return Err(StoreError::Replaced(self.target.clone()));
+        }
+        Ok(other)
+    }
+
+    /// Ends the group under way, keeping none of it (see
+    /// [`super::Store::group_whole`]); its `COMMIT` then finds no
+    /// transaction and commits nothing.
+    pub(crate) fn roll_back_group(&mut self) {
+        if self.in_group {
+            let _ = self.conn().simple("ROLLBACK");
+        }
+    }
+
+    /// From now on every group of this session locks the seat of `run`
+    /// first, exclusively: the runner's own session while its slots write
+    /// on sessions of their own (see the lock order in `locks`).
+    pub fn seat_first_in_groups(&mut self, batch: &str, run: i64) -> Result<()> {
+        let b = self.read(|c| batches::batch_id(c, batch))?;
+        self.seat_first = Some((b, run));
+        Ok(())
+    }
+
+    /// Whether groups lock a seat first (`seat_first_in_groups`).
+    pub(crate) fn orders_by_seat(&self) -> bool {
+        self.seat_first.is_some()
+    }
+
+    pub(crate) fn in_group(&self) -> bool {
+        self.in_group
     }
 
     /// Creates the schema in an existing database (or opens the store that
@@ -127,6 +174,7 @@ impl PgStore {
                 access: Access::ReadWrite,
                 conn: Mutex::new(conn),
                 in_group: false,
+                seat_first: None,
                 stop: Default::default(),
             },
             created,
@@ -303,6 +351,13 @@ impl PgStore {
         this.conn()
             .begin("BEGIN", &target)
             .map_err(|e| e.at(&target))?;
+        if let Some(seat) = this.seat_first {
+            let mut conn = this.conn();
+            if let Err(e) = locks::seat_first(&mut conn, seat) {
+                let _ = conn.simple("ROLLBACK");
+                return Err(e.at(&target));
+            }
+        }
         this.in_group = true;
         let out = f(outer);
         let this = inner(outer);

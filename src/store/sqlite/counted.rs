@@ -3,8 +3,9 @@
 //! rows they change, which the per-row triggers pass over, and count the
 //! whole statement here instead, one `counts` update per bucket and one
 //! `minute_stats` upsert per minute rather than two or four statements
-//! of a trigger per row. Whatever else writes an item is counted by the
-//! triggers, as before.
+//! of a trigger per row. A requeue chunk (version 19) counts itself the
+//! same way, the failed items by class and tier with it. Whatever else
+//! writes an item is counted by the triggers, as before.
 
 use rusqlite::{Connection, params};
 
@@ -58,6 +59,51 @@ pub(super) fn done(tx: &Connection, marked: &[Marked<'_>]) -> Result<()> {
     let mut st = tx.prepare_cached(DONE_IN_MINUTE)?;
     for (batch, minute, n) in minutes {
         st.execute(params![batch, minute, n])?;
+    }
+    Ok(())
+}
+
+/// What a requeue chunk moves to pending, summed by where it was: its
+/// bucket and, for a failed one, its class and tier.
+#[derive(Default)]
+pub(super) struct Left {
+    buckets: Vec<(String, i64)>,
+    failed: Vec<(String, String, i64)>,
+}
+
+impl Left {
+    /// One item leaving `bucket` (as `schema::bucket!` reads it); a failed
+    /// one also its class (`tier`: its tier, None unless failed).
+    pub(super) fn add(&mut self, bucket: &str, tier: Option<&str>, class: Option<&str>) {
+        match self.buckets.iter_mut().find(|b| b.0 == bucket) {
+            Some(b) => b.1 += 1,
+            None => self.buckets.push((bucket.to_string(), 1)),
+        }
+        if let (Some(tier), Some(class)) = (tier, class) {
+            match self.failed.iter_mut().find(|f| f.0 == class && f.1 == tier) {
+                Some(f) => f.2 += 1,
+                None => self.failed.push((class.to_string(), tier.to_string(), 1)),
+            }
+        }
+    }
+
+    pub(super) fn total(&self) -> i64 {
+        self.buckets.iter().map(|b| b.1).sum()
+    }
+}
+
+/// The items of `batch` one requeue chunk moved to pending (`left`): out
+/// of their buckets and failed classes, into pending.
+pub(super) fn requeued(tx: &Connection, batch: i64, left: &Left) -> Result<()> {
+    for (bucket, n) in &left.buckets {
+        add(tx, batch, bucket, -n)?;
+    }
+    add(tx, batch, "pending", left.total())?;
+    let mut st = tx.prepare_cached(
+        "UPDATE failed_classes SET n = n - ?4 WHERE batch_id = ?1 AND error_class = ?2 AND tier = ?3",
+    )?;
+    for (class, tier, n) in &left.failed {
+        st.execute(params![batch, class, tier, n])?;
     }
     Ok(())
 }

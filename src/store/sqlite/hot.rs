@@ -4,17 +4,16 @@
 //! they are not split into the shared statement interface of `dialect`.
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, params, params_from_iter};
+use rusqlite::{Connection, params};
 
+use super::SqliteStore;
 use super::batches::{batch_id, ensure};
 use super::counted::Marked;
 use super::events::insert as insert_event;
 use super::locks::holds_lock;
-use super::{SqliteStore, SqliteTx};
 use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem, Outcome};
-use crate::store::api::{Completion, Selection};
+use crate::store::api::Completion;
 use crate::store::chunks::Chunks;
-use crate::store::dialect::Bulk;
 use crate::store::{Fault, Result, StoreError};
 use crate::util::signals::Stop;
 
@@ -312,7 +311,8 @@ impl SqliteStore {
         lease_until: Millis,
         now: Millis,
     ) -> Result<Option<Vec<Claim>>> {
-        self.write(|tx| {
+        // No savepoint in a group: it fails only as the store does.
+        self.write_whole(|tx| {
             let id = batch_id(tx, batch)?;
             if !holds_lock(tx, id, run_id)? {
                 return Ok(None);
@@ -379,7 +379,8 @@ impl SqliteStore {
         if done.is_empty() {
             return Ok(Vec::new());
         }
-        self.write(|tx| {
+        // No savepoint in a group: it fails only as the store does.
+        self.write_whole(|tx| {
             // One statement for all successes (see `COMPLETE_ITEMS`).
             // The statement counts itself (`counted`), from what it wrote.
             let mut kept: std::collections::HashSet<i64> = match done {
@@ -464,9 +465,13 @@ impl SqliteStore {
     }
 }
 
+// `OR ROLLBACK`: a statement that cannot abort alone needs no statement
+// journal (a copy of each page it touches, ~10k instructions a claim); it
+// never fails but as the store does, and then its transaction (or group,
+// `write_whole`) is refused whole.
 macro_rules! claim_items {
     () => {
-        "UPDATE items
+        "UPDATE OR ROLLBACK items
     SET status = 'claimed', lease_run = ?2, lease_until = ?3,
         lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?4,
         self_counted = 1 - self_counted
@@ -628,20 +633,6 @@ fn log_done(tx: &Connection, events: &[(i64, &NewEvent)]) -> Result<()> {
     Ok(())
 }
 
-/// The parameters of a requeue chunk's statements: the ids, the time, the
-/// version when there is one, then `rest`.
-fn chunk_args<'a>(
-    ids: &'a dyn rusqlite::ToSql,
-    now: &'a dyn rusqlite::ToSql,
-    version: &'a Option<&str>,
-    rest: &[&'a dyn rusqlite::ToSql],
-) -> Vec<&'a dyn rusqlite::ToSql> {
-    let mut all: Vec<&dyn rusqlite::ToSql> = vec![ids, now];
-    all.extend(version.as_ref().map(|v| v as &dyn rusqlite::ToSql));
-    all.extend_from_slice(rest);
-    all
-}
-
 fn ids_json(ids: impl Iterator<Item = i64>) -> Result<String> {
     serde_json::to_string(&ids.collect::<Vec<_>>())
         .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))
@@ -677,110 +668,4 @@ fn completions_json(done: &[(Completion<'_>, &NewEvent)]) -> Result<String> {
     let rows: Vec<_> = done.iter().map(|(c, _)| fields(c)).collect();
     serde_json::to_string(&rows)
         .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding completions: {e}"))))
-}
-
-/// Why SQLite's bulk chunks differ from PostgreSQL's (`pg/hot.rs`): the
-/// triggers that keep the counts pay their per-statement setup once per
-/// chunk here (the events, then the move, two statements over `json_each`),
-/// where PostgreSQL does the whole chunk in one CTE, one round trip.
-impl Bulk for SqliteTx<'_> {
-    fn requeue_chunk(
-        &mut self,
-        batch: i64,
-        sel: &Selection,
-        ids: &[i64],
-        reset_attempts: bool,
-        actor: &str,
-        now: Millis,
-    ) -> Result<std::collections::HashSet<i64>> {
-        let ids = serde_json::to_string(ids)
-            .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))?;
-        // Parameters: ?1 the ids, ?2 now, then the version (only when there
-        // is one), then what each statement binds after it. What is fixed
-        // for the whole requeue is written into the statement instead (a
-        // per-row `CASE` or `json_patch` cost about 3 % of the chunk).
-        let version = sel.stale.as_deref();
-        let next = if version.is_some() { 4 } else { 3 };
-        // Still in the state the selection moves (a run may have changed it).
-        let from = sel.moves_sql("?3");
-        // The not-before time as stored, and as the event says it.
-        let not_before = (
-            sel.not_before,
-            sel.not_before.map(crate::util::time::rfc3339),
-        );
-        let reset = if reset_attempts { "true" } else { "false" };
-        let not_before_field = match not_before.1 {
-            Some(_) => format!(", 'not_before', ?{}", next + 2),
-            None => String::new(),
-        };
-        // The events in the order of `ids` (json_each the outer loop), which
-        // is item id order: no sort.
-        let mut event_args = chunk_args(&ids, &now, &version, &[&batch, &actor]);
-        event_args.extend(not_before.1.as_ref().map(|t| t as &dyn rusqlite::ToSql));
-        self.conn
-            .prepare_cached(&format!(
-                "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
-                 SELECT ?2, ?{b}, i.key, i.id, 'requeued', ?{a},
-                        'requeued from ' || coalesce(i.tier, i.outcome) || ' by ' || ?{a},
-                        json_object('tier', i.tier, 'outcome', i.outcome, 'error_class', i.error_class,
-                                    'op_id', i.op_id, 'reset_attempts', json('{reset}'){not_before_field})
-                   FROM json_each(?1) AS j CROSS JOIN items AS i ON i.id = j.value
-                  WHERE true{from}",
-                b = next,
-                a = next + 1,
-            ))?
-            .execute(params_from_iter(event_args))?;
-        // A done item runs again from scratch; a failed one has no outcome,
-        // and keeps its result and operation id.
-        let cleared = if sel.outcome.is_some() || version.is_some() {
-            "outcome = NULL, result = NULL, op_id = NULL,"
-        } else {
-            ""
-        };
-        let reset = if reset_attempts { "attempts = 0," } else { "" };
-        let moved = self
-            .conn
-            .prepare_cached(&format!(
-                "UPDATE items AS i SET status = 'pending', tier = NULL, next_attempt_at = ?{next},
-                        {cleared} {reset} updated_at = ?2
-                  WHERE i.id IN (SELECT value FROM json_each(?1)){from}
-                 RETURNING id"
-            ))?
-            .query_map(
-                params_from_iter(chunk_args(&ids, &now, &version, &[&not_before.0])),
-                |r| r.get(0),
-            )?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(moved)
-    }
-
-    fn redrive_chunk(
-        &mut self,
-        batch: i64,
-        run: Option<i64>,
-        now: Millis,
-        limit: usize,
-        message: &str,
-    ) -> Result<Vec<String>> {
-        let moved: Vec<(i64, String)> = self
-            .conn
-            .prepare_cached(
-                "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL, updated_at = ?2
-                  WHERE id IN (SELECT id FROM items
-                                WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'
-                                  AND next_attempt_at <= ?2 LIMIT ?3)
-                 RETURNING id, key",
-            )?
-            .query_map(params![batch, now, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut logged = self.conn.prepare_cached(
-            "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'redriven', ?6)",
-        )?;
-        for (item, key) in &moved {
-            logged.execute(params![now, batch, run, key, item, message])?;
-        }
-        let keys = moved.into_iter().map(|(_, key)| key).collect();
-        Ok(keys)
-    }
 }

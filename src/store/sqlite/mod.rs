@@ -4,6 +4,7 @@
 mod attempts;
 mod batches;
 mod budgets;
+mod bulk;
 mod counted;
 mod daemons;
 mod events;
@@ -70,6 +71,10 @@ pub struct SqliteStore {
     pinned: std::cell::RefCell<Option<Connection>>,
     /// Inside `group`: writes become savepoints of one transaction.
     in_group: bool,
+    /// A write without a savepoint (`write_whole`) failed in the group:
+    /// its partial changes cannot be undone alone, so the group is not
+    /// committed.
+    doomed: bool,
     /// The dashboard's search, continued from poll to poll.
     search: std::sync::Mutex<views::SearchScan>,
     /// Bulk writes stop between chunks once this is set (`set_stop`).
@@ -125,6 +130,7 @@ impl SqliteStore {
             conn: None,
             pinned: Default::default(),
             in_group: false,
+            doomed: false,
             search: Default::default(),
             stop: Default::default(),
         };
@@ -245,7 +251,12 @@ impl SqliteStore {
             return Ok(f());
         }
         readonly::session(&self.file, |conn| {
+            // A first read starts the transaction: that is where SQLite
+            // opens `-wal` and `-shm`, which a writer's close can remove in
+            // between, so its error must reach `session` to be retried,
+            // not `f`'s first read.
             conn.execute_batch("BEGIN")
+                .and_then(|()| conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(())))
                 .map_err(|e| StoreError::from_sqlite(e, &self.path))?;
             self.pinned.replace(Some(conn));
             let out = f();
@@ -263,14 +274,14 @@ impl SqliteStore {
     /// commit.
     pub(crate) fn write<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let path = self.path.clone();
-        let in_group = self.in_group;
+        let (in_group, doomed) = (self.in_group, self.doomed);
         let Some(conn) = self.conn.as_mut() else {
             return Err(StoreError::ReadOnlyStore(path));
         };
         if in_group {
             // SQLite rolls the whole transaction back on some errors (disk
             // full, I/O): never let later writes run in autocommit instead.
-            if conn.is_autocommit() {
+            if doomed || conn.is_autocommit() {
                 return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
                     "the group transaction on {} was rolled back by an earlier error",
                     path.display()
@@ -302,12 +313,56 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// [`SqliteStore::write`] that, in a group, opens no savepoint of its
+    /// own: a savepoint copies every page its writes touch first (to the
+    /// sub-journal), most of a claim's or a done mark's cost. Should `f`
+    /// fail after writing, what it wrote cannot be undone alone, so the
+    /// whole group rolls back and every write in it is refused
+    /// (`GroupRolledBack`). A refusal before its first change (an unknown
+    /// batch) leaves the group as it was, as a savepoint would: for writes
+    /// whose only failures once writing are the store's own (I/O, disk full).
+    pub(crate) fn write_whole<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if !self.in_group {
+            return self.write(f);
+        }
+        let path = self.path.clone();
+        let Some(conn) = self.conn.as_ref() else {
+            return Err(StoreError::ReadOnlyStore(path));
+        };
+        if self.doomed || conn.is_autocommit() {
+            return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
+                "the group transaction on {} was rolled back by an earlier error",
+                path.display()
+            ))));
+        }
+        // Counts every row changed, by triggers too: unchanged (and still in
+        // the transaction) means `f` wrote nothing before it failed.
+        let before = conn.total_changes();
+        let out = f(conn);
+        if out.is_err() && (conn.is_autocommit() || conn.total_changes() != before) {
+            self.doomed = true;
+        }
+        out.map_err(|e| e.with_path(&path))
+    }
+
     /// Group commit: every write `f` makes shares one transaction, so many
     /// small transitions cost one commit. Each write stays atomic on its
     /// own (a savepoint); none is durable, and none may be acknowledged to
     /// anyone, before this returns `Ok`. A group inside a group joins it.
     pub fn group<T>(&mut self, f: impl FnOnce(&mut SqliteStore) -> T) -> Result<T> {
         Self::group_in(self, |s| s, f)
+    }
+
+    /// Ends the group under way, keeping none of it (see
+    /// [`super::Store::group_whole`]).
+    pub(crate) fn roll_back_group(&mut self) {
+        if let (true, Some(conn)) = (self.in_group, self.conn.as_ref()) {
+            let _ = exec_cached(conn, "ROLLBACK");
+        }
+    }
+
+    pub(crate) fn in_group(&self) -> bool {
+        self.in_group
     }
 
     /// [`SqliteStore::group`] of the store `inner` reaches from `outer`
@@ -331,10 +386,14 @@ impl SqliteStore {
         let out = f(outer);
         let this = inner(outer);
         this.in_group = false;
+        let doomed = std::mem::take(&mut this.doomed);
         let Some(conn) = this.conn.as_ref() else {
             return Err(StoreError::ReadOnlyStore(path));
         };
-        if conn.is_autocommit() {
+        if doomed && !conn.is_autocommit() {
+            let _ = exec_cached(conn, "ROLLBACK");
+        }
+        if doomed || conn.is_autocommit() {
             return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
                 "the group transaction on {} was rolled back by an error; nothing in it was kept",
                 path.display()
@@ -528,6 +587,58 @@ mod tests {
             let exit = crate::commands::exit_for(&anyhow::Error::from(e));
             assert_eq!(exit, crate::commands::Exit::Store);
         }
+    }
+
+    fn rows(s: &SqliteStore) -> Vec<i64> {
+        let conn = s.conn.as_ref().unwrap();
+        let mut st = conn.prepare("SELECT x FROM t ORDER BY x").unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// A hot write (no savepoint of its own) that fails half done in a
+    /// group keeps nothing: not its half, not what the group wrote before
+    /// it, and nothing after it; the group is refused as a store fault.
+    #[test]
+    fn a_hot_write_failing_half_done_rolls_its_whole_group_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = SqliteStore::create(&dir.path().join("s.db")).unwrap();
+        s.write(|tx| Ok(tx.execute_batch("CREATE TABLE t (x)")?))
+            .unwrap();
+        let mut later = None;
+        let end = s
+            .group(|s| {
+                s.write(|tx| Ok(tx.execute_batch("INSERT INTO t VALUES (1)")?))
+                    .unwrap();
+                let half = s.write_whole(|tx| {
+                    tx.execute_batch("INSERT INTO t VALUES (2)")?;
+                    Err::<(), _>(StoreError::Fault(Fault::WriterStopped))
+                });
+                assert!(half.is_err());
+                later = Some(s.write(|tx| Ok(tx.execute_batch("INSERT INTO t VALUES (3)")?)));
+            })
+            .unwrap_err();
+        assert!(later.unwrap().is_err(), "a write after it is refused");
+        assert!(!end.is_user_error(), "{end}");
+        assert_eq!(rows(&s), Vec::<i64>::new(), "nothing of the group kept");
+        // The store goes on: the next group commits.
+        s.group(|s| s.write_whole(|tx| Ok(tx.execute_batch("INSERT INTO t VALUES (4)")?)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(rows(&s), vec![4]);
+        // A refusal before its first change keeps the group.
+        s.group(|s| {
+            s.write(|tx| Ok(tx.execute_batch("INSERT INTO t VALUES (5)")?))
+                .unwrap();
+            let refused = s.write_whole(|_| Err::<(), _>(StoreError::Fault(Fault::WriterStopped)));
+            assert!(refused.is_err());
+            s.write_whole(|tx| Ok(tx.execute_batch("INSERT INTO t VALUES (6)")?))
+                .unwrap();
+        })
+        .unwrap();
+        assert_eq!(rows(&s), vec![4, 5, 6]);
     }
 
     fn cache_size(s: &SqliteStore) -> i64 {

@@ -149,6 +149,46 @@ fn usage_rows_are_carried_into_their_sums() {
     assert_eq!(lines, "7 1 60000 50 - - p\n7 2 61000 50 10 20 p");
 }
 
+/// A store of version 18 keeps its failed classes as they were, and from
+/// then on a statement that counts itself (flips `self_counted`, as a
+/// requeue chunk does) is passed over by the failed-class trigger, which
+/// still counts every other writer.
+#[test]
+fn version_18_stores_let_a_requeue_count_its_failed_classes() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    let before = MIGRATIONS.iter().position(|m| *m == V19).unwrap();
+    for sql in &MIGRATIONS[..before] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.execute_batch(&format!(
+        "PRAGMA user_version = {before};
+         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+         INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+         VALUES (1, 'a', 'a', '{{}}', 'pending', 0, 0), (1, 'b', 'b', '{{}}', 'pending', 0, 0);
+         UPDATE items SET status = 'failed', tier = 'manual', error_class = 'E';"
+    ))
+    .unwrap();
+    migrate(&mut conn).unwrap();
+    let failed = |conn: &Connection| -> i64 {
+        conn.query_row("SELECT sum(n) FROM failed_classes", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(failed(&conn), 2);
+    conn.execute_batch(
+        "UPDATE items SET status = 'pending', tier = NULL, self_counted = 1 - self_counted
+          WHERE key = 'a'",
+    )
+    .unwrap();
+    assert_eq!(
+        failed(&conn),
+        2,
+        "left to the statement that flipped the flag"
+    );
+    conn.execute_batch("UPDATE items SET status = 'pending', tier = NULL WHERE key = 'b'")
+        .unwrap();
+    assert_eq!(failed(&conn), 1, "any other writer counted by the trigger");
+}
+
 /// Item writes must not build a temporary b-tree per statement (an IN
 /// list in a CHECK does): it made every transition several times slower.
 #[test]

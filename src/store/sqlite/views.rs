@@ -23,6 +23,10 @@ const ROW_TEXT: i64 = 512;
 const SEARCH_BUDGET: Duration = Duration::from_micros(1_500);
 /// Item ids one query of a search scans (about 0.5 ms).
 const SEARCH_STEP: i64 = 1_024;
+/// Matches a poll always checks against the filter before the time budget
+/// may cut the count short: on a loaded machine the budget can be gone
+/// before the first, and a small search must still come out whole.
+const SEARCH_COUNT_FLOOR: i64 = 256;
 
 /// A dashboard search in progress: the items whose key or label contain the
 /// text, among the ids scanned so far. Keys and labels never change, so the
@@ -78,8 +82,8 @@ fn search_page(
     id: i64,
     q: &ItemsQuery,
     scan: &Mutex<SearchScan>,
+    started: Instant,
 ) -> Result<ItemPage> {
-    let started = Instant::now();
     let mut scan = scan
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -102,7 +106,12 @@ fn search_page(
             "SELECT id FROM items NOT INDEXED WHERE id > ?1 AND id <= ?2 AND batch_id = ?3
                 AND (instr(key, ?4) > 0 OR instr(label, ?4) > 0) ORDER BY id",
         )?;
-        while scan.scanned_to < max_id && started.elapsed() < SEARCH_BUDGET {
+        // At least one step per poll, whatever the clock says: a thread
+        // descheduled past the budget before its first query would
+        // otherwise report "searching 0%" for ever on a busy machine.
+        let mut first = true;
+        while scan.scanned_to < max_id && (first || started.elapsed() < SEARCH_BUDGET) {
+            first = false;
             let to = (scan.scanned_to + SEARCH_STEP).min(max_id);
             let found = st
                 .query_map(params![scan.scanned_to, to, id, q.search], |r| {
@@ -131,7 +140,8 @@ fn search_page(
     let (mut rows, mut total, mut capped) = (Vec::new(), 0i64, false);
     for &hit in &scan.hits {
         let wanted = total as usize >= q.offset && rows.len() < q.limit;
-        if !wanted && (total > COUNT_CAP || started.elapsed() >= SEARCH_BUDGET * 2) {
+        let out_of_time = total >= SEARCH_COUNT_FLOOR && started.elapsed() >= SEARCH_BUDGET * 2;
+        if !wanted && (total > COUNT_CAP || out_of_time) {
             capped = true;
             break;
         }
@@ -248,7 +258,9 @@ impl ViewsRead for SqliteTx<'_> {
 
     fn search_page(&mut self, batch: i64, q: &ItemsQuery) -> Result<Option<ItemPage>> {
         match self.search {
-            Some(scan) if !q.search.is_empty() => search_page(self.conn, batch, q, scan).map(Some),
+            Some(scan) if !q.search.is_empty() => {
+                search_page(self.conn, batch, q, scan, Instant::now()).map(Some)
+            }
             _ => Ok(None),
         }
     }
@@ -420,6 +432,38 @@ mod tests {
                 "{offset} not covered"
             );
         }
+    }
+
+    /// A poll whose budget is gone before it starts (a descheduled thread
+    /// on a busy machine) still scans a step and counts what it found, so
+    /// a small search ends in one poll and a long one always advances.
+    #[test]
+    fn a_poll_past_its_budget_still_moves_the_search_on() {
+        let (_dir, store) = store(3_000);
+        let scan = Mutex::new(SearchScan::default());
+        let late = Instant::now() - Duration::from_secs(1);
+        let iq = ItemsQuery {
+            search: "k".into(),
+            limit: 10,
+            ..ItemsQuery::default()
+        };
+        let batch: i64 = conn(&store)
+            .query_row("SELECT id FROM batches WHERE name = 'b'", [], |r| r.get(0))
+            .unwrap();
+        let first = search_page(conn(&store), batch, &iq, &scan, late).unwrap();
+        assert_eq!(first.searching, Some(34), "one step of 1,024 ids of 3,000");
+        assert_eq!((first.rows.len(), first.total), (10, SEARCH_COUNT_FLOOR));
+        assert!(first.capped, "the count is cut short, and says so");
+        let mut polls = 1;
+        let last = loop {
+            let p = search_page(conn(&store), batch, &iq, &scan, late).unwrap();
+            polls += 1;
+            if p.searching.is_none() {
+                break p;
+            }
+        };
+        assert_eq!(polls, 3, "three steps cover 3,000 ids");
+        assert_eq!(last.rows[0].key, "k000");
     }
 
     /// Polls a search until it has scanned everything, as the poller does.

@@ -12,6 +12,7 @@ use crate::model::pace::{self, Eta, Pace};
 use crate::model::{BatchInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::tui::app::App;
 use crate::tui::theme::Role;
+use crate::util::noun;
 use crate::util::time::compact;
 
 /// The selected batch's pace (rates and ETA) from its poll.
@@ -369,9 +370,9 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             label("orphaned"),
             Span::styled(
                 format!(
-                    "{} claimed item{}, taken back by the next run",
+                    "{} {}, taken back by the next run",
                     num(n),
-                    if n == 1 { "" } else { "s" }
+                    noun::of(n, "claimed item")
                 ),
                 p.style(Role::Warn),
             ),

@@ -12,6 +12,7 @@ use crate::tui::action::{Pane, Write};
 use crate::tui::app::App;
 use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
+use crate::util::noun;
 use crate::util::time::{compact, rfc3339};
 use crate::util::{sanitize, text};
 
@@ -210,11 +211,7 @@ pub fn since(app: &App, f: &mut Frame, area: Rect) {
                 .sum();
             lines.push(Line::from(vec![
                 Span::styled(
-                    format!(
-                        "  {} new failure{}",
-                        num(total),
-                        if total == 1 { "" } else { "s" }
-                    ),
+                    format!("  {} new {}", num(total), noun::of(total, "failure")),
                     p.style(Role::Fail),
                 ),
                 Span::raw(format!(", {} quarantined (manual)", num(quarantined))),

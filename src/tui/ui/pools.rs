@@ -16,6 +16,7 @@ use crate::store::PoolView;
 use crate::tui::app::App;
 use crate::tui::layout;
 use crate::tui::theme::Role;
+use crate::util::noun;
 
 /// Cells before each row's label.
 const INDENT: &str = "  ";
@@ -60,11 +61,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         };
         if lines.len() + block_lines.len() > room && !lines.is_empty() {
             lines.push(Line::from(Span::styled(
-                format!(
-                    "… {} more pool{} below (j/k)",
-                    left,
-                    if left == 1 { "" } else { "s" }
-                ),
+                format!("… {} more below (j/k)", noun::count(left, "pool")),
                 p.style(Role::Dim),
             )));
             break;
@@ -190,11 +187,11 @@ fn today_line(app: &App, v: &PoolView, label: usize) -> Line<'static> {
         "no calls".to_string()
     } else {
         let mut s = format!(
-            "{} in + {} out tokens, {} call{}",
+            "{} in + {} out tokens, {} {}",
             num(t.input_tokens),
             num(t.output_tokens),
             num(t.attempts),
-            if t.attempts == 1 { "" } else { "s" }
+            noun::of(t.attempts, "call")
         );
         if t.unreported > 0 {
             s.push_str(&format!(

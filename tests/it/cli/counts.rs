@@ -122,6 +122,11 @@ both_backends! {
         let dry = env.run(&["run", "new", "--dry-run"]);
         assert_eq!(line_of(dry.code(0), "nothing to run"),
             "nothing to run: the batch has no items yet (nightshift add new FILE)");
+        common::add_keys(&env, "new", &["d1"]);
+        env.run(&["run", "new"]).code(0);
+        let dry = env.run(&["run", "new", "--dry-run"]);
+        assert_eq!(line_of(dry.code(0), "nothing to run"),
+            "nothing to run: the one item is finished (1 done, 0 empty, 0 skipped)");
     }
 
     /// Item 7: one definition of each count in every view. The seven

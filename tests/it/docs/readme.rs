@@ -97,16 +97,18 @@ fn render(size: (u16, u16), actions: &[Intent]) -> String {
     let mut app = App::new(setup, NOW);
     app.update(Arrival::Resize(size.0, size.1));
     let poll = |app: &mut App| {
-        // A changed query (a new window, a detail) is read again at once.
-        for _ in 0..3 {
+        // A changed query (a new window, a detail) is read again at once,
+        // and so is a search still scanning, as the poller does.
+        for _ in 0..10_000 {
             let (q, asked) = (app.query(), app.asked);
             let data = store.dashboard(&q, NOW).unwrap();
+            let searching = data.items.as_ref().is_some_and(|p| p.searching.is_some());
             app.update(Arrival::Polled {
                 at: NOW - 400,
                 asked,
                 result: Ok(Box::new(data)),
             });
-            if app.query() == q && app.asked == asked {
+            if app.query() == q && app.asked == asked && !searching {
                 break;
             }
         }

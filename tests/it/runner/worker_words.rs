@@ -59,6 +59,16 @@ both_backends! {
         assert!(json.get("attempts").is_none(), "{json}");
     }
 
+    /// One attempt's stderr is counted as one: "kept for 1 attempt".
+    fn one_kept_attempt_is_named_in_the_singular(env) {
+        let worker = env.script("once.sh", "cat >/dev/null\necho '一度だけの警告' >&2\necho '\"ok\"'");
+        common::add_keys(&env, "b", &["k1"]);
+        let out = env.cmd().args(["run", "b", "--"]).arg(&worker).output().unwrap();
+        common::ran(out).code(0);
+        let plain = env.run(&["show", "b", "k1"]).code(0).stdout.clone();
+        assert!(plain.contains("stderr:    kept for 1 attempt: nightshift show b k1 --attempts\n"), "{plain}");
+    }
+
     /// A worker that prints nothing on stderr leaves nothing to keep.
     fn a_silent_worker_keeps_nothing(env) {
         let worker = env.script("quiet.sh", "cat >/dev/null\necho '\"ok\"'");

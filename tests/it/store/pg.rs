@@ -737,6 +737,89 @@ fn a_big_claim_reads_only_the_rows_it_claims() {
     assert_eq!(s.counts("b").unwrap().claimed, 1_024);
 }
 
+/// Fails every item of the store at `url` by hand (`tier`, and a retry
+/// time `at` for the retry tier), its statistics refreshed: a store where
+/// most items failed, as when a requeue or a redrive is needed.
+fn fail_all_by_hand(url: &str, tier: &str, at: Option<i64>) {
+    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    admin.batch_execute("SET search_path = nightshift").unwrap();
+    admin
+        .execute(
+            "UPDATE items SET status = 'failed', tier = $1, error_class = 'E',
+                    next_attempt_at = $2",
+            &[&tier, &at],
+        )
+        .unwrap();
+    admin.batch_execute("ANALYZE items").unwrap();
+}
+
+/// How a plan reads the rows its update changes (the update's own `items
+/// i`, not the scan that picked them): `Seq Scan`, `Index Scan using ...`.
+fn update_scans(plan: &str) -> Vec<&str> {
+    plan.lines()
+        .filter_map(|l| l.split_once(" on items i  (").map(|(scan, _)| scan))
+        .map(|scan| scan.trim_start().trim_start_matches("->").trim())
+        .filter(|scan| scan.contains("Scan"))
+        .collect()
+}
+
+/// A requeue chunk (1,000 items, the first on PostgreSQL, up to 20,000)
+/// updates the rows it picked by their ids, each an index lookup: joined
+/// to the picked rows, it was planned as a hash join over a Seq Scan of
+/// every item, so each chunk of a requeue of 50,000 failed items read all
+/// 50,000.
+#[test]
+fn a_requeue_chunk_reads_only_the_rows_it_moves() {
+    let Some((url, mut s)) = fresh() else { return };
+    s.add_items("b", &items(50_000), now(), |_| {}).unwrap();
+    fail_all_by_hand(&url, "manual", None);
+    let Store::Pg(pg) = &s else { unreachable!() };
+    for n in [1_000, 20_000] {
+        let plan = pg.requeue_plan_of("b", n).unwrap().join("\n");
+        assert_eq!(
+            update_scans(&plan),
+            ["Index Scan using items_pkey"],
+            "{n}: {plan}"
+        );
+    }
+    // And a requeue still moves each failed item once, with its event.
+    let all = nightshift::store::Selection {
+        all_failed: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        s.requeue("b", &all, false, false, "me", now())
+            .unwrap()
+            .len(),
+        50_000
+    );
+    let requeued = nightshift::store::EventFilter {
+        kinds: vec!["requeued".into()],
+        limit: 100_000,
+        ..Default::default()
+    };
+    assert_eq!(s.events(&requeued).unwrap().len(), 50_000);
+}
+
+/// The same for a redrive chunk (2,000 retry-tier failures whose time
+/// came): by id, not a hash join over a Seq Scan of every item.
+#[test]
+fn a_redrive_chunk_reads_only_the_rows_it_moves() {
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.add_items("b", &items(50_000), t, |_| {}).unwrap();
+    fail_all_by_hand(&url, "retry", Some(t));
+    let Store::Pg(pg) = &s else { unreachable!() };
+    let plan = pg.redrive_plan_of("b", 2_000, t + MIN).unwrap().join("\n");
+    assert_eq!(
+        update_scans(&plan),
+        ["Index Scan using items_pkey"],
+        "{plan}"
+    );
+    assert_eq!(s.redrive_due("b", None, t + MIN).unwrap().len(), 50_000);
+    assert_eq!(s.counts("b").unwrap().pending, 50_000);
+}
+
 /// An add checks no foreign key per row: the items' key to their batch
 /// (dropped in version 20) cost a quarter of an add's server time, a
 /// lookup and lock of the batch row for every item, to guard a batch
@@ -887,4 +970,127 @@ fn pending_items_are_found_by_the_two_queue_indexes() {
     );
     assert!(!plan.contains("Seq Scan"), "{plan}");
     assert_eq!(s.count_items("b", &filter).unwrap(), 1_000);
+}
+
+/// A second session on the store (a runner's lane, see `runner::writer`)
+/// is a session of its own: it does not see a group under way in the
+/// first, and its writes are kept beside the first's; on SQLite there is
+/// none.
+#[test]
+fn another_session_writes_beside_the_first() {
+    let Some((_url, mut s)) = fresh() else { return };
+    let mut other = s.another_session().expect("a PostgreSQL store").unwrap();
+    s.add_items("a", &items(2), now(), |_| {}).unwrap();
+    let seen = s
+        .group(|s| {
+            s.add_items("a", &items(5), now(), |_| {}).unwrap();
+            other.counts("a").unwrap().pending
+        })
+        .unwrap();
+    assert_eq!(seen, 2, "the other session reads what is committed");
+    other.add_items("b", &items(3), now(), |_| {}).unwrap();
+    assert_eq!(
+        (
+            s.counts("a").unwrap().pending,
+            s.counts("b").unwrap().pending
+        ),
+        (5, 3)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = Store::create(&dir.path().join("ns.db")).unwrap();
+    assert!(file.another_session().is_none());
+}
+
+/// A runner's sessions take the rows they share in one order (see
+/// `store::pg::locks`): the writer's group (a failure, then a heartbeat's
+/// renewal of the seat and the leases) and a lane's chained commit (a
+/// claim, then completions and the run's counts) that comes in while the
+/// group is open both commit, the lane after the group. Without the seat
+/// first in the writer's groups, the lane held the seat shared and waited
+/// for the run's row, which the failure held, while the renewal waited for
+/// the seat: the server broke that deadlock by failing one of the two.
+#[test]
+fn a_lane_and_the_writers_group_take_their_rows_in_one_order() {
+    use nightshift::store::Failure;
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.add_items("b", &items(10), t, |_| {}).unwrap();
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
+        .unwrap();
+    let mut lane = s.another_session().unwrap().unwrap();
+    let mine = s.claim("b", run, 2, t + 10 * MIN, t).unwrap().unwrap();
+    let theirs = lane.claim("b", run, 2, t + 10 * MIN, t).unwrap().unwrap();
+    s.seat_first_in_groups("b", run).unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let (entered, enter) = std::sync::mpsc::channel::<()>();
+    let lane_commit = std::thread::spawn(move || {
+        enter.recv().unwrap();
+        let event = NewEvent::new(t, "b", EventKind::Alert, "x");
+        let done: Vec<_> = theirs
+            .iter()
+            .map(|c| {
+                let c = Completion {
+                    usage: None,
+                    item_id: c.item_id,
+                    token: c.token,
+                    run_id: run,
+                    outcome: Outcome::Done,
+                    result: None,
+                    cost: Some(1.0),
+                    version: None,
+                    now: t,
+                };
+                (c, &event)
+            })
+            .collect();
+        // What a lane's chained commit does (`runner::slot::pipeline`).
+        lane.group_whole(|l| {
+            let next = l.claim("b", run, 2, t + 10 * MIN, t)?;
+            Ok((next, l.complete_all(&done)?))
+        })
+    });
+    let group = s.group(|s| {
+        let event = NewEvent::new(t, "b", EventKind::Alert, "x").key(&mine[0].key);
+        let f = Failure {
+            item_id: mine[0].item_id,
+            token: mine[0].token,
+            run_id: run,
+            tier: nightshift::model::Tier::Manual,
+            error_class: "A",
+            message: "m",
+            next_attempt_at: None,
+            cost: None,
+            now: t,
+        };
+        let failed = s.fail(&f, &event)?;
+        entered.send(()).unwrap();
+        // The lane's commit is in and waits for a row this group holds.
+        let waiting = "SELECT count(*) FROM pg_stat_activity
+                        WHERE datname = current_database() AND wait_event_type = 'Lock'";
+        while admin.query_one(waiting, &[]).unwrap().get::<_, i64>(0) == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let renewed = s.renew_lock("b", "tok", t + 20 * MIN)?;
+        let held = s.renew_leases("b", run, t + 20 * MIN)?;
+        Ok::<_, StoreError>((failed, renewed, held))
+    });
+    let (failed, renewed, held) = group.unwrap().unwrap();
+    assert!(failed && renewed);
+    assert_eq!(
+        held.len(),
+        3,
+        "the writer's second claim and the lane's two"
+    );
+    let (next, accepted) = lane_commit.join().unwrap().unwrap();
+    assert_eq!(
+        (next.map(|n| n.len()), accepted),
+        (Some(2), vec![true, true])
+    );
+    let r = s.run(run).unwrap().unwrap();
+    assert_eq!((r.counts.done, r.counts.failed), (2, 1));
+    let counts = s.counts("b").unwrap();
+    assert_eq!((counts.done, counts.claimed, counts.pending), (2, 3, 4));
 }

@@ -62,16 +62,18 @@ fn drive(fx: &Fx, app: &mut App, actions: &[Action]) {
 }
 
 fn poll(fx: &Fx, app: &mut App) {
-    // A changed query (new window, new detail) is read again at once.
-    for _ in 0..3 {
+    // A changed query (new window, new detail) is read again at once, and
+    // so is a search still scanning, as the poller does.
+    for _ in 0..10_000 {
         let (q, asked) = (app.query(), app.asked);
         let data = fx.store.dashboard(&q, NOW).unwrap();
+        let searching = data.items.as_ref().is_some_and(|p| p.searching.is_some());
         app.update(Arrival::Polled {
             at: NOW - 400,
             asked,
             result: Ok(Box::new(data)),
         });
-        if app.query() == q && app.asked == asked {
+        if app.query() == q && app.asked == asked && !searching {
             break;
         }
     }

@@ -148,10 +148,8 @@ fn a_refilling_pool_is_read_again_at_every_poll() {
         if refilling {
             assert_eq!((read, unchanged), (6, 0), "a refilling pool");
         } else {
-            assert!(
-                unchanged >= 4,
-                "no pool: {read} read, {unchanged} unchanged"
-            );
+            // The first read, and one more should a minute begin meanwhile.
+            assert!(read <= 2, "no pool: {read} read, {unchanged} unchanged");
         }
     }
 }

@@ -425,7 +425,7 @@ impl Slot {
         ) {
             Ok(w) => {
                 if let Some(pid) = w.pid() {
-                    cycle.record_worker(self.index, pid);
+                    cycle.record_worker(self.index, pid, None);
                 }
                 self.worker = Some(w);
                 self.answered = false;

@@ -176,6 +176,27 @@ macro_rules! both_stores {
 }
 
 both_stores! {
+    /// A whole group keeps every write or none: a failure after an add
+    /// leaves the batch without its items (a plain group keeps the add),
+    /// and the store takes the next write as usual.
+    fn a_whole_group_keeps_nothing_when_a_write_fails(db, s) {
+        let out = s.group_whole(|s| {
+            s.add_items("b", &items(3), T0, |_| {})?;
+            s.claim("nope", 1, 1, T0 + MIN, T0)?;
+            Ok(())
+        });
+        assert!(matches!(out, Err(StoreError::UnknownBatch { .. })), "{out:?}");
+        assert!(matches!(s.counts("b"), Err(StoreError::UnknownBatch { .. })), "nothing kept");
+        let kept = s.group(|s| {
+            s.add_items("b", &items(3), T0, |_| {})?;
+            s.claim("nope", 1, 1, T0 + MIN, T0)
+        });
+        assert!(matches!(kept, Ok(Err(StoreError::UnknownBatch { .. }))), "{kept:?}");
+        assert_eq!(s.counts("b").unwrap().pending, 3, "a plain group keeps what came before");
+        s.group_whole(|s| s.add_items("b", &items(4), T0, |_| {})).unwrap();
+        assert_eq!(s.counts("b").unwrap().pending, 4);
+    }
+
     /// The budgets' ledger: one exact sum (millionths) per scope, name,
     /// period and window, added to by each attempt, zero for a window never
     /// drawn; the dashboard's poll reads the selected batch's in its snapshot.
@@ -799,6 +820,25 @@ both_stores! {
         s.prune(T0 + 1, true, false, false, "me", T0 + 2).unwrap();
         assert_eq!(kept(&s), [(0, 0), (0, 0), (1, 1)], "the failed one's with it, the pending one's stay");
         assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    fn prune_keeps_a_pools_minutes_for_a_week_then_lets_them_go(db, s) {
+        use nightshift::store::{AttemptUsage, PoolSpec};
+        let spec = PoolSpec { name: "api".into(), dims: Vec::new(), concurrency: None };
+        let used = AttemptUsage {
+            batch: "b".into(), run_id: 1, key: "k".into(), attempt: 1, pool: Some("api".into()),
+            place: None, with_done: false, at: T0, estimate: 10, input_tokens: Some(3), output_tokens: Some(4) };
+        s.settle_usage(None, &[used]).unwrap();
+        // Read back at the minute they were drawn: the day's sums.
+        let today = |s: &Store| s.pool_view(&spec, T0 + 1000).unwrap().today.attempts;
+        assert_eq!(today(&s), 1);
+        const DAY: i64 = 86_400_000;
+        // A cutoff a minute after them, but a view of the last week still
+        // reads them.
+        s.prune(T0 + MIN, false, false, false, "me", T0 + 6 * DAY).unwrap();
+        assert_eq!(today(&s), 1, "a pool's minutes within the week stay");
+        s.prune(T0 + MIN, false, false, false, "me", T0 + 8 * DAY).unwrap();
+        assert_eq!(today(&s), 0, "a pool's minutes older than the week and the cutoff go");
     }
 
     fn a_group_commits_together(db, s) {
