@@ -22,11 +22,9 @@ impl EventLog {
 
     /// Records a committed event in the log file (and prints it if verbose).
     pub fn emit(&self, e: &NewEvent) {
-        if let Some(file) = EVENTS.get() {
+        if EVENTS.get().is_some() {
             let fields = e.fields_text().unwrap_or_default();
-            let bytes = event_line(e, &timestamp(), &fields);
-            // One line per write: the appender's thread writes it whole.
-            let _ = file.clone().write_all(&bytes);
+            queue(&event_line(e, &timestamp(), &fields));
         }
         if self.verbose {
             let mut line = format!("{} {:<12}", rfc3339(e.at), e.kind);
@@ -38,6 +36,58 @@ impl EventLog {
             line.push_str(&e.message);
             println!("{}", sanitize::line(&line));
         }
+    }
+}
+
+/// Event lines not yet handed to the appender's thread, and when the
+/// first of them came.
+static QUEUED: Mutex<(Vec<u8>, Option<std::time::Instant>)> = Mutex::new((Vec::new(), None));
+
+/// How long an event line may wait to be handed over with the lines after
+/// it. A line a piece woke the appender's thread for each (two lines per
+/// item), which spun (`sched_yield`) before it slept again: per process-
+/// mode item, more CPU than the line's own formatting.
+const HAND_OVER: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Queues `line` for the appender: handed over, with whatever else came
+/// meanwhile, by a timer the first line starts, or at once by a line that
+/// finds the queue older than twice that (should no timer run).
+fn queue(line: &[u8]) {
+    let now = std::time::Instant::now();
+    let (first, stale) = {
+        let mut q = QUEUED.lock().unwrap_or_else(|p| p.into_inner());
+        q.0.extend_from_slice(line);
+        let first = q.1.is_none();
+        let since = *q.1.get_or_insert(now);
+        (first, now.duration_since(since) > 2 * HAND_OVER)
+    };
+    if stale {
+        hand_over();
+    } else if first {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async {
+                    tokio::time::sleep(HAND_OVER).await;
+                    hand_over();
+                });
+            }
+            Err(_) => hand_over(),
+        }
+    }
+}
+
+/// Hands the queued lines to the appender's thread, which writes them
+/// whole.
+fn hand_over() {
+    let lines = {
+        let mut q = QUEUED.lock().unwrap_or_else(|p| p.into_inner());
+        q.1 = None;
+        std::mem::take(&mut q.0)
+    };
+    if let Some(file) = EVENTS.get()
+        && !lines.is_empty()
+    {
+        let _ = file.clone().write_all(&lines);
     }
 }
 
@@ -165,6 +215,7 @@ fn init_file_log(dir: &Path) -> std::io::Result<()> {
 
 /// Flushes and closes the log file (call before the process exits).
 pub fn close_file_log() {
+    hand_over();
     let guard = GUARD.lock().unwrap_or_else(|p| p.into_inner()).take();
     drop(guard);
 }
