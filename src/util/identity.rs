@@ -97,6 +97,25 @@ pub fn pid_start(pid: u32) -> Option<u64> {
     proc_stat(pid).map(|s| s.start)
 }
 
+/// Now in clock ticks since boot, the unit of a process's start time in
+/// `/proc` (Linux; `None` elsewhere). A process started between two
+/// readings that give the same tick started in that tick.
+#[cfg(target_os = "linux")]
+pub fn boot_ticks() -> Option<u64> {
+    static NANOS_PER_TICK: OnceLock<u64> = OnceLock::new();
+    let per_tick = *NANOS_PER_TICK
+        .get_or_init(|| 1_000_000_000 / rustix::param::clock_ticks_per_second().max(1));
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let nanos =
+        u64::try_from(now.tv_sec).ok()? * 1_000_000_000 + u64::try_from(now.tv_nsec).ok()?;
+    Some(nanos / per_tick)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn boot_ticks() -> Option<u64> {
+    None
+}
+
 /// The kernel's boot id (Linux), empty where there is none: start times
 /// count from boot, so a recorded one means something only in the same boot.
 pub fn boot_id() -> String {

@@ -197,18 +197,23 @@ impl Running {
                 None => return,
             },
             #[cfg(target_os = "linux")]
-            Running::Posix(proc) => match proc.stdin.take() {
-                Some(stdin) => match stdin.try_write(&payload) {
-                    // All of it (the usual case): closed here, no task.
+            Running::Posix(proc) => {
+                let Some(fd) = proc.stdin.take() else {
+                    return;
+                };
+                // All of it (the usual case): closed here, never registered
+                // with the runtime, no task.
+                let rest = match nix::unistd::write(&fd, &payload) {
                     Ok(n) if n == payload.len() => return,
-                    Ok(n) => (Box::new(stdin), payload[n..].to_vec()),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        (Box::new(stdin), payload)
-                    }
+                    Ok(n) => payload[n..].to_vec(),
+                    Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => payload,
                     Err(_) => return,
-                },
-                None => return,
-            },
+                };
+                match tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(fd) {
+                    Ok(stdin) => (Box::new(stdin), rest),
+                    Err(_) => return,
+                }
+            }
         };
         tokio::spawn(async move {
             let _ = stdin.write_all(&rest).await;

@@ -27,6 +27,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
 use super::Exit;
+use crate::util::identity;
 
 /// The runner's environment as C strings, made once, without the
 /// variables every item sets itself (a runner started by another
@@ -79,7 +80,9 @@ pub struct Proc {
     pid: Pid,
     /// Its start time (`/proc`), read once at the spawn.
     start: Option<u64>,
-    pub stdin: Option<pipe::Sender>,
+    /// Not registered with the runtime: most payloads fit in the pipe and
+    /// are written at once (see `Running::feed`).
+    pub stdin: Option<OwnedFd>,
     pub stdout: Option<pipe::Receiver>,
     pub stderr: Option<pipe::Receiver>,
     pidfd: Option<AsyncFd<OwnedFd>>,
@@ -142,7 +145,8 @@ pub fn spawn(
     default.add(Signal::SIGPIPE);
     attr.set_sigdefault(&default)?;
 
-    let (pid, start) = super::subreaper::noted_with_start(
+    let before = identity::boot_ticks();
+    let pid = super::subreaper::noted_until_reaped(
         || {
             match program {
                 Some(path) => posix_spawn(path, &actions, &attr, &args, &envp),
@@ -152,6 +156,13 @@ pub fn spawn(
         },
         |pid| u32::try_from(pid.as_raw()).ok(),
     )?;
+    // It started between the two readings: in their tick when they agree
+    // (most spawns take a fraction of one), else `/proc` says (it is
+    // unreaped, so the pid is still its own).
+    let start = match (before, identity::boot_ticks()) {
+        (Some(b), Some(a)) if a == b => Some(b),
+        _ => identity::pid_start(pid.as_raw() as u32),
+    };
     drop((in_r, out_w, err_w));
 
     let mut proc = Proc {
@@ -163,7 +174,7 @@ pub fn spawn(
         pidfd: pidfd(pid),
         reaped: false,
     };
-    proc.stdin = Some(pipe::Sender::from_owned_fd_unchecked(nonblocking(in_w)?)?);
+    proc.stdin = Some(nonblocking(in_w)?);
     proc.stdout = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
         out_r,
     )?)?);
@@ -240,7 +251,8 @@ impl Proc {
         if self.reaped {
             return Err(io::Error::other("the worker was already waited for"));
         }
-        let exit = match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+        let status = reap(self.pid);
+        let exit = match status {
             Ok(WaitStatus::Exited(_, code)) => Exit::Code(code),
             Ok(WaitStatus::Signaled(_, sig, _)) => Exit::Signal(sig as i32),
             Ok(_) => return Ok(None),
@@ -258,12 +270,20 @@ static DROPPED: Mutex<Vec<Pid>> = Mutex::new(Vec::new());
 
 fn reap_dropped() {
     let mut dropped = DROPPED.lock().unwrap_or_else(|p| p.into_inner());
-    dropped.retain(|pid| {
-        matches!(
-            waitpid(*pid, Some(WaitPidFlag::WNOHANG)),
-            Ok(WaitStatus::StillAlive)
-        )
-    });
+    dropped.retain(|pid| matches!(reap(*pid), Ok(WaitStatus::StillAlive)));
+}
+
+/// `waitpid(pid, WNOHANG)` for a worker spawned here, which is no longer
+/// ours (`subreaper`) once reaped.
+fn reap(pid: Pid) -> nix::Result<WaitStatus> {
+    super::subreaper::reaped(pid.as_raw() as u32, || {
+        let status = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+        let gone = matches!(
+            status,
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(Errno::ECHILD)
+        );
+        (status, gone)
+    })
 }
 
 impl Drop for Proc {
@@ -272,10 +292,7 @@ impl Drop for Proc {
             return;
         }
         let _ = kill(self.pid, Signal::SIGKILL);
-        if matches!(
-            waitpid(self.pid, Some(WaitPidFlag::WNOHANG)),
-            Ok(WaitStatus::StillAlive)
-        ) {
+        if matches!(reap(self.pid), Ok(WaitStatus::StillAlive)) {
             DROPPED
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

@@ -20,9 +20,21 @@ use std::time::{Duration, Instant};
 
 use crate::util::identity;
 
-/// Our own children: pid → start time. Entries of children already reaped
-/// are dropped as scans find them gone.
-static SPAWNED: Mutex<Option<HashMap<u32, u64>>> = Mutex::new(None);
+/// Our own children: those noted with their start time, and those that
+/// are ours until we reap them.
+#[derive(Default)]
+struct Ours {
+    /// Pid → start time. Entries of children already reaped are dropped as
+    /// scans find them gone.
+    started: HashMap<u32, u64>,
+    /// Children we reap ourselves (`posix`), from their spawn until
+    /// [`reaped`] says they were: a pid is nobody else's while it is
+    /// unreaped, so no start time (a read of `/proc` per worker) is needed
+    /// to know them.
+    unreaped: HashSet<u32>,
+}
+
+static SPAWNED: Mutex<Option<Ours>> = Mutex::new(None);
 /// This process adopts orphaned descendants.
 static ADOPTING: AtomicBool = AtomicBool::new(false);
 
@@ -46,47 +58,65 @@ pub fn spawn(cmd: &mut tokio::process::Command) -> std::io::Result<tokio::proces
 }
 
 /// Runs `start`, which starts one child, noting the child (its pid given
-/// by `pid`) as ours. A scan for adopted children takes the same lock, so
-/// it never sees one of ours before it is noted.
+/// by `pid`) as ours with its start time. A scan for adopted children
+/// takes the same lock, so it never sees one of ours before it is noted.
 pub fn noted<T>(
     start: impl FnOnce() -> std::io::Result<T>,
     pid: impl FnOnce(&T) -> Option<u32>,
 ) -> std::io::Result<T> {
-    noting(start, pid, false).map(|(child, _)| child)
-}
-
-/// As [`noted`], and gives the child's start time too (a worker's group
-/// record needs it): `/proc` is read once per spawn, not twice.
-pub fn noted_with_start<T>(
-    start: impl FnOnce() -> std::io::Result<T>,
-    pid: impl FnOnce(&T) -> Option<u32>,
-) -> std::io::Result<(T, Option<u64>)> {
-    noting(start, pid, true)
-}
-
-fn noting<T>(
-    start: impl FnOnce() -> std::io::Result<T>,
-    pid: impl FnOnce(&T) -> Option<u32>,
-    want_start: bool,
-) -> std::io::Result<(T, Option<u64>)> {
-    let started = |child: &T| pid(child).and_then(|p| identity::pid_start(p).map(|s| (p, s)));
     if !ADOPTING.load(Ordering::SeqCst) {
-        let child = start()?;
-        let at = if want_start { started(&child) } else { None };
-        return Ok((child, at.map(|(_, s)| s)));
+        return start();
     }
     let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
     let child = start()?;
-    let at = started(&child);
-    if let Some((pid, start)) = at {
-        spawned.get_or_insert_with(HashMap::new).insert(pid, start);
+    if let Some((pid, start)) = pid(&child).and_then(|p| identity::pid_start(p).map(|s| (p, s))) {
+        spawned
+            .get_or_insert_with(Ours::default)
+            .started
+            .insert(pid, start);
     }
-    Ok((child, at.map(|(_, s)| s)))
+    Ok(child)
+}
+
+/// Runs `start`, which starts one child that the caller will reap itself
+/// (through [`reaped`]), noting it as ours until then.
+pub fn noted_until_reaped<T>(
+    start: impl FnOnce() -> std::io::Result<T>,
+    pid: impl FnOnce(&T) -> Option<u32>,
+) -> std::io::Result<T> {
+    if !ADOPTING.load(Ordering::SeqCst) {
+        return start();
+    }
+    let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
+    let child = start()?;
+    if let Some(pid) = pid(&child) {
+        spawned
+            .get_or_insert_with(Ours::default)
+            .unreaped
+            .insert(pid);
+    }
+    Ok(child)
+}
+
+/// Runs `wait`, a wait for the child `pid` noted by [`noted_until_reaped`],
+/// and forgets the child if `wait` says it reaped it: under the lock a
+/// scan takes, so that no scan takes a process that got the pid next for
+/// ours.
+pub fn reaped<T>(pid: u32, wait: impl FnOnce() -> (T, bool)) -> T {
+    if !ADOPTING.load(Ordering::SeqCst) {
+        return wait().0;
+    }
+    let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
+    let (out, gone) = wait();
+    if gone && let Some(ours) = spawned.as_mut() {
+        ours.unreaped.remove(&pid);
+    }
+    out
 }
 
 /// Children of this process that it did not start: adopted orphans.
 #[cfg(target_os = "linux")]
-fn adopted(spawned: &mut HashMap<u32, u64>) -> Vec<(u32, identity::ProcStat)> {
+fn adopted(ours: &mut Ours) -> Vec<(u32, identity::ProcStat)> {
     let me = std::process::id();
     let children: Vec<(u32, identity::ProcStat)> = std::fs::read_dir("/proc")
         .into_iter()
@@ -96,10 +126,11 @@ fn adopted(spawned: &mut HashMap<u32, u64>) -> Vec<(u32, identity::ProcStat)> {
         .filter_map(|pid| identity::proc_stat(pid).map(|s| (pid, s)))
         .filter(|(_, s)| s.ppid == me)
         .collect();
-    spawned.retain(|pid, start| children.iter().any(|(p, s)| p == pid && s.start == *start));
+    ours.started
+        .retain(|pid, start| children.iter().any(|(p, s)| p == pid && s.start == *start));
     children
         .into_iter()
-        .filter(|(pid, s)| spawned.get(pid) != Some(&s.start))
+        .filter(|(pid, s)| ours.started.get(pid) != Some(&s.start) && !ours.unreaped.contains(pid))
         .collect()
 }
 
@@ -121,7 +152,7 @@ pub fn reap_adopted(kill: bool) -> usize {
     loop {
         let found = {
             let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
-            adopted(spawned.get_or_insert_with(HashMap::new))
+            adopted(spawned.get_or_insert_with(Ours::default))
         };
         let mut running = false;
         for (pid, stat) in found {

@@ -79,8 +79,24 @@ pub async fn run(
     // Tells the readers to stop waiting for the end of their pipe.
     let (give_up, given_up) = watch::channel(false);
     let (stdout, stderr) = child.outputs();
-    let stdout = stdout.map(|s| tokio::spawn(read_bounded(s, MAX_STDOUT, given_up.clone())));
-    let stderr = stderr.map(|s| tokio::spawn(read_stderr(s, reports, given_up)));
+    // Read in this task, beside the wait: a task of their own each cost a
+    // spawn and a hand-off between the runtime's threads per worker.
+    let out_given_up = given_up.clone();
+    let out = async {
+        match stdout {
+            Some(s) => read_bounded(s, MAX_STDOUT, out_given_up).await,
+            None => (Vec::new(), false),
+        }
+    };
+    let err = async {
+        match stderr {
+            Some(s) => read_stderr(s, reports, given_up).await,
+            None => StderrSummary::default(),
+        }
+    };
+    let readers = async { tokio::join!(out, err) };
+    tokio::pin!(readers);
+    let mut read = None;
 
     // A dropped sender means nobody will ask us to stop.
     let killed = async {
@@ -89,10 +105,16 @@ pub async fn run(
             Err(_) => std::future::pending().await,
         }
     };
-    let status = tokio::select! {
-        status = child.wait() => Ok(status),
-        () = tokio::time::sleep(job.timeout) => Err(None),
-        reason = killed => Err(Some(reason)),
+    tokio::pin!(killed);
+    let timeout = tokio::time::sleep(job.timeout);
+    tokio::pin!(timeout);
+    let status = loop {
+        tokio::select! {
+            r = &mut readers, if read.is_none() => read = Some(r),
+            status = child.wait() => break Ok(status),
+            () = &mut timeout => break Err(None),
+            reason = &mut killed => break Err(Some(reason)),
+        }
     };
     let exit = match status {
         Ok(Ok(exit)) => exit,
@@ -112,35 +134,25 @@ pub async fn run(
     // goes too; it would otherwise hold our pipes open.
     kill_group(pgid);
 
-    let readers = async {
-        let out = match stdout {
-            Some(task) => task.await.unwrap_or_default(),
-            None => (Vec::new(), false),
-        };
-        let err = match stderr {
-            Some(task) => task.await.unwrap_or_default(),
-            None => StderrSummary::default(),
-        };
-        (out, err)
-    };
-    tokio::pin!(readers);
-    let ((stdout, stdout_truncated), err) = match tokio::time::timeout(DRAIN_GRACE, &mut readers)
-        .await
-    {
-        Ok(done) => done,
-        Err(_) => {
-            // Something outside the group still holds the pipes.
-            let wanted: Vec<String> = job
-                .env
-                .iter()
-                .filter(|(k, _)| ITEM_VARS.contains(k))
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            let _ =
-                tokio::task::spawn_blocking(move || super::orphans::reap_matching(&[wanted])).await;
-            let _ = give_up.send(true);
-            readers.await
-        }
+    let ((stdout, stdout_truncated), err) = match read {
+        Some(done) => done,
+        None => match tokio::time::timeout(DRAIN_GRACE, &mut readers).await {
+            Ok(done) => done,
+            Err(_) => {
+                // Something outside the group still holds the pipes.
+                let wanted: Vec<String> = job
+                    .env
+                    .iter()
+                    .filter(|(k, _)| ITEM_VARS.contains(k))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let _ =
+                    tokio::task::spawn_blocking(move || super::orphans::reap_matching(&[wanted]))
+                        .await;
+                let _ = give_up.send(true);
+                readers.await
+            }
+        },
     };
     Ok(Output {
         exit,

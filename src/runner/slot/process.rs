@@ -154,7 +154,6 @@ async fn process(
             cycle.kill_all(KillReason::Shutdown);
         }
         let (report_tx, report_rx) = mpsc::unbounded_channel();
-        let reporter = tokio::spawn(forward_op_ids(cycle.clone(), claim.clone(), report_rx));
         let started = Instant::now();
         let job = Job {
             argv: &cycle.worker,
@@ -169,13 +168,18 @@ async fn process(
                 cycle.record_worker(slot, pid, start);
             })),
         };
-        let result = worker::run(job, report_tx, kill_rx).await;
+        // The op ids are stored as they come, beside the worker, in this
+        // task (ends once the worker's stderr is read).
+        let (result, latest) = tokio::join!(
+            worker::run(job, report_tx, kill_rx),
+            forward_op_ids(cycle, &claim, report_rx)
+        );
         cycle
             .inflight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&claim.item_id);
-        if let Ok(Some(latest)) = reporter.await {
+        if let Some(latest) = latest {
             op_id = Some(latest);
         }
         let elapsed_ms = started.elapsed().as_millis() as u64;
@@ -339,13 +343,13 @@ fn keep_words(cycle: &Cycle, claim: &Claim, attempt: u32, output: &Output) {
 
 /// Stores each op id the worker reports, at once. Returns the latest.
 async fn forward_op_ids(
-    cycle: Arc<Cycle>,
-    claim: Claim,
+    cycle: &Cycle,
+    claim: &Claim,
     mut rx: mpsc::UnboundedReceiver<Report>,
 ) -> Option<String> {
     let mut latest = None;
     while let Some(Report::OpId(op)) = rx.recv().await {
-        store_op_id(&cycle, &claim, op.clone()).await;
+        store_op_id(cycle, claim, op.clone()).await;
         latest = Some(op);
     }
     latest
