@@ -102,12 +102,19 @@ pub fn pid_start(pid: u32) -> Option<u64> {
 /// readings that give the same tick started in that tick.
 #[cfg(target_os = "linux")]
 pub fn boot_ticks() -> Option<u64> {
-    static NANOS_PER_TICK: OnceLock<u64> = OnceLock::new();
-    let per_tick = *NANOS_PER_TICK
-        .get_or_init(|| 1_000_000_000 / rustix::param::clock_ticks_per_second().max(1));
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    use nix::time::{ClockId, clock_gettime};
+    use nix::unistd::{SysconfVar, sysconf};
+    static NANOS_PER_TICK: OnceLock<Option<u64>> = OnceLock::new();
+    let per_tick = (*NANOS_PER_TICK.get_or_init(|| {
+        let hz = sysconf(SysconfVar::CLK_TCK).ok().flatten()?;
+        u64::try_from(hz)
+            .ok()
+            .filter(|hz| *hz > 0)
+            .map(|hz| 1_000_000_000 / hz)
+    }))?;
+    let now = clock_gettime(ClockId::CLOCK_BOOTTIME).ok()?;
     let nanos =
-        u64::try_from(now.tv_sec).ok()? * 1_000_000_000 + u64::try_from(now.tv_nsec).ok()?;
+        u64::try_from(now.tv_sec()).ok()? * 1_000_000_000 + u64::try_from(now.tv_nsec()).ok()?;
     Some(nanos / per_tick)
 }
 
