@@ -2,6 +2,8 @@
 
 // The runner end to end: runs, retries, outcomes, process groups.
 mod basics;
+// The rolling event log file of a run: lines while it goes, all by its end.
+mod event_log;
 // Faults from outside: a full disk, a foreign lock, a store replaced, rogue workers.
 mod faults;
 // Who is alive, in every view, after SIGKILLs.
