@@ -120,7 +120,16 @@ pub async fn run(
         Ok(Ok(exit)) => exit,
         Ok(Err(e)) => Exit::SpawnFailed(format!("waiting for the worker: {e}")),
         Err(reason) => {
-            stop(&mut child, pgid, job.kill_grace).await;
+            // Read on while it stops: a worker that prints much on SIGTERM
+            // must not block on a full pipe until the SIGKILL.
+            let stopping = stop(&mut child, pgid, job.kill_grace);
+            tokio::pin!(stopping);
+            loop {
+                tokio::select! {
+                    () = &mut stopping => break,
+                    r = &mut readers, if read.is_none() => read = Some(r),
+                }
+            }
             match reason {
                 None => Exit::Timeout(job.timeout),
                 Some(reason) => {

@@ -19,6 +19,25 @@ echo '二回目は成功' >&2
 echo '"ok"'"#;
 
 both_backends! {
+    /// A worker stopped for its timeout that prints much on SIGTERM (more
+    /// than a pipe holds) is read while it stops: it ends by itself, and
+    /// its last words are kept.
+    fn a_timed_out_workers_last_words_on_sigterm_are_kept(env) {
+        env.config("[batch.b]\nretries = 0\nitem_timeout = \"1s\"\ngrace = \"30s\"\n");
+        let worker = env.script(
+            "worker.sh",
+            "cat >/dev/null\n\
+             trap 'head -c 300000 /dev/zero | tr \"\\000\" x >&2; echo >&2; echo \"last words on SIGTERM\" >&2; exit 1' TERM\n\
+             sleep 100 &\nwait\n",
+        );
+        common::add_keys(&env, "b", &["k1"]);
+        let out = env.cmd().args(["run", "b", "--"]).arg(&worker).output().unwrap();
+        common::ran(out).code(1);
+        let shown = env.run(&["show", "b", "k1", "--attempts", "--json"]).code(0).json();
+        let stderr = shown["attempts"][0]["stderr"].as_str().unwrap_or_default();
+        assert!(stderr.ends_with("xxx\nlast words on SIGTERM\n"), "{shown}");
+    }
+
     /// Both attempts' stderr is kept, newest first: the first cut at its
     /// start on a character boundary (Japanese intact) and marked, its
     /// escape shown as text; `show` without `--attempts` says how to see it.
