@@ -20,21 +20,16 @@ use std::time::{Duration, Instant};
 
 use crate::util::identity;
 
-/// Our own children: those noted with their start time, and those that
-/// are ours until we reap them.
-#[derive(Default)]
-struct Ours {
-    /// Pid → start time. Entries of children already reaped are dropped as
-    /// scans find them gone.
-    started: HashMap<u32, u64>,
-    /// Children we reap ourselves (`posix`), from their spawn until
-    /// [`reaped`] says they were: a pid is nobody else's while it is
-    /// unreaped, so no start time (a read of `/proc` per worker) is needed
-    /// to know them.
-    unreaped: HashSet<u32>,
-}
+/// Our own children: pid → start time. Entries of children already reaped
+/// are dropped as scans find them gone.
+static SPAWNED: Mutex<Option<HashMap<u32, u64>>> = Mutex::new(None);
+/// Children we reap ourselves (`posix`), from their spawn until [`reaped`]
+/// says they were: a pid is nobody else's while it is unreaped, so no
+/// start time (a read of `/proc` per worker) is needed to know them. Its
+/// own lock, not `SPAWNED`'s: a reap must not wait for a scan or for a
+/// spawn in progress (its vfork holds that lock until the child execs).
+static UNREAPED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
 
-static SPAWNED: Mutex<Option<Ours>> = Mutex::new(None);
 /// This process adopts orphaned descendants.
 static ADOPTING: AtomicBool = AtomicBool::new(false);
 
@@ -70,16 +65,14 @@ pub fn noted<T>(
     let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
     let child = start()?;
     if let Some((pid, start)) = pid(&child).and_then(|p| identity::pid_start(p).map(|s| (p, s))) {
-        spawned
-            .get_or_insert_with(Ours::default)
-            .started
-            .insert(pid, start);
+        spawned.get_or_insert_with(HashMap::new).insert(pid, start);
     }
     Ok(child)
 }
 
 /// Runs `start`, which starts one child that the caller will reap itself
-/// (through [`reaped`]), noting it as ours until then.
+/// (through [`reaped`]), noting it as ours until then; under the lock a
+/// scan takes, so that no scan sees it before it is noted.
 pub fn noted_until_reaped<T>(
     start: impl FnOnce() -> std::io::Result<T>,
     pid: impl FnOnce(&T) -> Option<u32>,
@@ -87,36 +80,37 @@ pub fn noted_until_reaped<T>(
     if !ADOPTING.load(Ordering::SeqCst) {
         return start();
     }
-    let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
+    let _scan = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
     let child = start()?;
     if let Some(pid) = pid(&child) {
-        spawned
-            .get_or_insert_with(Ours::default)
-            .unreaped
-            .insert(pid);
+        unreaped().get_or_insert_with(HashSet::new).insert(pid);
     }
     Ok(child)
 }
 
+fn unreaped() -> std::sync::MutexGuard<'static, Option<HashSet<u32>>> {
+    UNREAPED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Runs `wait`, a wait for the child `pid` noted by [`noted_until_reaped`],
-/// and forgets the child if `wait` says it reaped it: under the lock a
-/// scan takes, so that no scan takes a process that got the pid next for
-/// ours.
+/// and forgets the child if `wait` says it reaped it. Not under the scan's
+/// lock: a child is in the set for as long as it is unreaped, so a scan
+/// never takes a live one of ours for adopted; one reaped during a scan
+/// may be (its wait or kill then finds no such process).
 pub fn reaped<T>(pid: u32, wait: impl FnOnce() -> (T, bool)) -> T {
-    if !ADOPTING.load(Ordering::SeqCst) {
-        return wait().0;
-    }
-    let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
     let (out, gone) = wait();
-    if gone && let Some(ours) = spawned.as_mut() {
-        ours.unreaped.remove(&pid);
+    if gone
+        && ADOPTING.load(Ordering::SeqCst)
+        && let Some(set) = unreaped().as_mut()
+    {
+        set.remove(&pid);
     }
     out
 }
 
 /// Children of this process that it did not start: adopted orphans.
 #[cfg(target_os = "linux")]
-fn adopted(ours: &mut Ours) -> Vec<(u32, identity::ProcStat)> {
+fn adopted(spawned: &mut HashMap<u32, u64>) -> Vec<(u32, identity::ProcStat)> {
     let me = std::process::id();
     let children: Vec<(u32, identity::ProcStat)> = std::fs::read_dir("/proc")
         .into_iter()
@@ -126,11 +120,14 @@ fn adopted(ours: &mut Ours) -> Vec<(u32, identity::ProcStat)> {
         .filter_map(|pid| identity::proc_stat(pid).map(|s| (pid, s)))
         .filter(|(_, s)| s.ppid == me)
         .collect();
-    ours.started
-        .retain(|pid, start| children.iter().any(|(p, s)| p == pid && s.start == *start));
+    spawned.retain(|pid, start| children.iter().any(|(p, s)| p == pid && s.start == *start));
+    let unreaped = unreaped();
     children
         .into_iter()
-        .filter(|(pid, s)| ours.started.get(pid) != Some(&s.start) && !ours.unreaped.contains(pid))
+        .filter(|(pid, s)| {
+            spawned.get(pid) != Some(&s.start)
+                && !unreaped.as_ref().is_some_and(|u| u.contains(pid))
+        })
         .collect()
 }
 
@@ -152,7 +149,7 @@ pub fn reap_adopted(kill: bool) -> usize {
     loop {
         let found = {
             let mut spawned = SPAWNED.lock().unwrap_or_else(|p| p.into_inner());
-            adopted(spawned.get_or_insert_with(Ours::default))
+            adopted(spawned.get_or_insert_with(HashMap::new))
         };
         let mut running = false;
         for (pid, stat) in found {
