@@ -448,7 +448,8 @@ impl SqliteStore {
 /// The next `?2` items a claim takes: higher priority first, then older.
 /// The first entries of `items_queue` past its four equalities (`IS NULL`
 /// is one to SQLite), whatever the batch holds.
-const CLAIMABLE: &str = "SELECT id, key, label, payload, attempts, op_id, lease_token FROM items
+pub(super) const CLAIMABLE: &str =
+    "SELECT id, key, label, payload, attempts, op_id, lease_token FROM items
   WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
   ORDER BY priority DESC, id LIMIT ?2";
 

@@ -255,3 +255,58 @@ fn checks_still_refuse_unknown_states() {
     assert!(insert("failed", Some("later"), None).is_err());
     assert!(insert("done", None, Some("maybe")).is_err());
 }
+
+/// Version 20: a store of version 19 keeps every item, and each status
+/// is read through its own index: the claim through the queue of pending
+/// (and failed) rows, a run's claims through `items_claimed`, a page of
+/// done items through `items_done` in id order; none by a scan or a sort.
+#[test]
+fn version_19_stores_index_each_status_where_its_readers_look() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    let before = MIGRATIONS.iter().position(|m| *m == V20).unwrap();
+    for sql in &MIGRATIONS[..before] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.execute_batch(&format!(
+        "PRAGMA user_version = {before};
+         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+         INSERT INTO items (batch_id, key, label, payload, status, tier, outcome, error_class,
+                            lease_run, created_at, updated_at)
+         VALUES (1, 'p', 'p', '{{}}', 'pending', NULL, NULL, NULL, NULL, 0, 0),
+                (1, 'c', 'c', '{{}}', 'claimed', NULL, NULL, NULL, 7, 0, 0),
+                (1, 'd1', 'd1', '{{}}', 'done', NULL, 'done', NULL, NULL, 0, 0),
+                (1, 'f', 'f', '{{}}', 'failed', 'manual', NULL, 'E', NULL, 0, 0),
+                (1, 'd2', 'd2', '{{}}', 'done', NULL, 'empty', NULL, NULL, 0, 0);"
+    ))
+    .unwrap();
+    migrate(&mut conn).unwrap();
+    let reads = [
+        (super::super::hot::CLAIMABLE, "items_queue", vec!["p"]),
+        (
+            "SELECT key FROM items WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2",
+            "items_claimed",
+            vec!["c"],
+        ),
+        (
+            "SELECT i.key FROM items i WHERE i.batch_id = ?1 AND i.status = 'done'
+              ORDER BY i.id LIMIT 54",
+            "items_done",
+            vec!["d1", "d2"],
+        ),
+    ];
+    for (sql, index, keys) in reads {
+        let p = plan(&conn, sql);
+        assert!(p.contains(&format!("INDEX {index}")), "{sql}: {p}");
+        assert!(!p.contains("TEMP B-TREE"), "{sql}: {p}");
+        let mut st = conn.prepare(sql).unwrap();
+        let args: Vec<i64> = [1, 7].into_iter().take(st.parameter_count()).collect();
+        let found: Vec<String> = st
+            .query_map(rusqlite::params_from_iter(args), |r| r.get("key"))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(found, keys, "{sql}");
+    }
+    let claimed_by = plan(&conn, super::super::views::ITEMS_CLAIMED_BY);
+    assert!(claimed_by.contains("INDEX items_claimed"), "{claimed_by}");
+}

@@ -166,7 +166,7 @@ fn search_page(
     })
 }
 
-const ITEMS_CLAIMED_BY: &str =
+pub(super) const ITEMS_CLAIMED_BY: &str =
     "SELECT count(*) FROM items WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2";
 const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0) FROM failed_classes
   WHERE batch_id = ?1 AND error_class = ?2";

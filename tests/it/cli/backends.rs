@@ -257,7 +257,8 @@ both_backends! {
         match env.backend {
             // SQLite's versions 18 and 19 replace three triggers: stand-ins here.
             Backend::Sqlite => env.sql().execute_batch(
-                "DROP TRIGGER items_count_update; DROP TRIGGER items_minute_stats;
+                "DROP INDEX items_claimed; DROP INDEX items_done;
+                 DROP TRIGGER items_count_update; DROP TRIGGER items_minute_stats;
                  DROP TRIGGER items_failed_update;
                  CREATE TRIGGER items_failed_update AFTER UPDATE ON items BEGIN SELECT 1; END;
                  ALTER TABLE items DROP COLUMN self_counted;
