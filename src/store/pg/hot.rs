@@ -242,6 +242,10 @@ fn refresh_statistics(c: &mut Conn, added: u64) -> Result<()> {
 /// index lookup each), not by a join with `picked`: at the ~1,000 rows of a
 /// persistent run's claim the join was planned as a hash join over a Seq
 /// Scan of every item, each claim reading the whole table.
+///
+/// It counts itself (`bucketed`: pending to claimed, once per statement),
+/// and marks itself so (`counts_itself`), so `items_counted` passes over it
+/// (version 21).
 const CLAIM: &str = "WITH held AS (
      SELECT 1 FROM locks WHERE batch_id = $1 AND run_id = $3 FOR SHARE),
  picked AS (
@@ -254,9 +258,16 @@ const CLAIM: &str = "WITH held AS (
         SET status = 'claimed', lease_run = $3, lease_until = $4,
             lease_token = nextval('lease_tokens'), attempts = i.attempts + 1,
             updated_at = $5
-      WHERE i.id = ANY(ARRAY(SELECT id FROM picked))
+      WHERE i.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT counts_itself())
      RETURNING i.id, i.key, i.label, i.payload, i.attempts, i.op_id,
                i.lease_token, i.priority),
+ bucketed AS (
+     INSERT INTO counts AS c (batch_id, bucket, shard, n)
+     SELECT $1, v.b, shard(), v.n
+       FROM (SELECT count(*) AS k FROM claimed) t,
+            LATERAL (VALUES ('claimed', t.k), ('pending', -t.k)) v(b, n)
+      WHERE t.k > 0 ORDER BY v.b
+     ON CONFLICT (batch_id, bucket, shard) DO UPDATE SET n = c.n + excluded.n),
  logged AS (
      INSERT INTO events (at, batch_id, run_id, key, item_id, kind, message)
      SELECT $5, $1, $3, key, id, 'claimed', 'claimed (attempt ' || attempts || ')'
@@ -277,6 +288,13 @@ const CLAIM: &str = "WITH held AS (
 /// joined by hash or merge. As tests of the row alone they were estimated
 /// at one row (few items are claimed at once), which nested the join:
 /// every row of a group of n compared with every one of `d`, n² pairs.
+///
+/// The done mark counts itself, once per statement, where `items_counted`
+/// counted it (version 21: it passes over a statement that `counts_itself`):
+/// claimed to its outcome in `counts` (`bucketed`), a completion in
+/// `minute_stats` (`rated`), after the counts as the trigger wrote them,
+/// so sessions that share a shard take the rows in one order. Its CTEs end
+/// in `rated`, which returns a row when a completion was accepted.
 macro_rules! done_mark {
     ($ids:literal) => {
         concat!(
@@ -293,7 +311,26 @@ macro_rules! done_mark {
             " AND i.id = d.id
             AND CASE WHEN i.status = 'claimed' AND i.cancel_to IS NULL THEN i.lease_token END
                 = d.token
-         RETURNING d.n"
+            AND (SELECT counts_itself())
+         RETURNING d.n, d.id, d.outcome, d.cost, d.at, i.batch_id),
+     tally AS (
+         SELECT batch_id, outcome, at / 60000 AS minute, count(*) AS k FROM up GROUP BY 1, 2, 3),
+     bucketed AS (
+         INSERT INTO counts AS c (batch_id, bucket, shard, n)
+         SELECT batch_id, b, shard(), sum(n) FROM (
+             SELECT batch_id, 'claimed' AS b, -k AS n FROM tally
+             UNION ALL
+             SELECT batch_id, outcome, k FROM tally) x
+          GROUP BY 1, 2 ORDER BY 1, 2
+         ON CONFLICT (batch_id, bucket, shard) DO UPDATE SET n = c.n + excluded.n
+         RETURNING 1),
+     rated AS (
+         INSERT INTO minute_stats AS m (batch_id, minute, shard, done, failed)
+         SELECT batch_id, minute, shard(), sum(k), 0 FROM tally
+          WHERE EXISTS (SELECT 1 FROM bucketed)
+          GROUP BY 1, 2 ORDER BY 1, 2
+         ON CONFLICT (batch_id, minute, shard) DO UPDATE SET done = m.done + excluded.done
+         RETURNING 1)"
         )
     };
 }
@@ -308,12 +345,12 @@ const COMPLETE_ONE: &str = concat!(
                 $17::text AS usage),
      up AS (",
     done_mark!("$1"),
-    "),
+    ",
      counted AS (
          UPDATE runs SET done = done + ($3 = 'done')::int,
                 empty = empty + ($3 = 'empty')::int,
                 cost = cost + coalesce($5::float8, 0)
-          WHERE id = $7 AND EXISTS (SELECT 1 FROM up)),
+          WHERE id = $7 AND EXISTS (SELECT 1 FROM rated)),
      logged AS (
          INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
          SELECT $8, $9, $10, $11::text,
@@ -337,7 +374,7 @@ const COMPLETE_MANY: &str = concat!(
                 WITH ORDINALITY AS u(id, token, outcome, result, cost, at, usage, n)),
      up AS (",
     done_mark!("ANY($1)"),
-    ", d.id, d.outcome, d.cost),
+    ",
      logged AS (
          INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
          SELECT e.at, b.id, e.run_id, e.key,

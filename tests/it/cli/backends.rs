@@ -276,7 +276,12 @@ both_backends! {
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
-                "ALTER TABLE items ADD FOREIGN KEY (batch_id) REFERENCES batches (id);
+                "DROP TRIGGER items_counted ON items;
+                 CREATE TRIGGER items_counted AFTER UPDATE ON items
+                     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+                     FOR EACH STATEMENT EXECUTE FUNCTION items_counted();
+                 DROP FUNCTION counts_itself(), counted_itself();
+                 ALTER TABLE items ADD FOREIGN KEY (batch_id) REFERENCES batches (id);
                  DROP INDEX items_queue; CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at);
                  DROP TABLE pool_places, pool_usage, run_usage; ALTER TABLE items DROP COLUMN usage;
                  DROP INDEX events_by_rare_kind; CREATE INDEX events_by_kind ON events (kind, id);

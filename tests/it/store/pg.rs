@@ -254,12 +254,17 @@ fn a_version_3_database_gains_the_run_actor() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
-            // Versions 4 to 20 undone: the actor, tombstones, worker groups,
+            // Versions 4 to 21 undone: the actor, tombstones, worker groups,
             // the store id, the seats' TTL and the daemons' heartbeats, the
             // hold's key, steering (cancel, stop), the attempts' stderr, the done version, the limit pools,
             // the runs' cancelled count, priority and not-before, the budgets' ledger, the rare kinds' index, the pools' sums,
-            // the items' foreign key and the whole queue index.
-            "ALTER TABLE nightshift.items ADD FOREIGN KEY (batch_id) REFERENCES nightshift.batches (id);
+            // the items' foreign key and the whole queue index, the self-counting statements.
+            "DROP TRIGGER items_counted ON nightshift.items;
+             CREATE TRIGGER items_counted AFTER UPDATE ON nightshift.items
+                 REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+                 FOR EACH STATEMENT EXECUTE FUNCTION nightshift.items_counted();
+             DROP FUNCTION nightshift.counts_itself(), nightshift.counted_itself();
+             ALTER TABLE nightshift.items ADD FOREIGN KEY (batch_id) REFERENCES nightshift.batches (id);
              DROP INDEX nightshift.items_queue;
              CREATE INDEX items_queue ON nightshift.items (batch_id, status, tier, next_attempt_at);
              DROP TABLE nightshift.pool_places, nightshift.pool_usage, nightshift.run_usage;
@@ -1093,4 +1098,75 @@ fn a_lane_and_the_writers_group_take_their_rows_in_one_order() {
     assert_eq!((r.counts.done, r.counts.failed), (2, 1));
     let counts = s.counts("b").unwrap();
     assert_eq!((counts.done, counts.claimed, counts.pending), (2, 3, 4));
+}
+
+/// A store of version 20 (its trigger counting every update) migrates to
+/// 21, where the claim and the done marks count themselves: counts made
+/// before and after the migration add up, by the hot statements and by the
+/// other writers alike.
+#[test]
+fn a_version_20_store_migrates_to_hot_writes_that_count_themselves() {
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.add_items("b", &items(10), t, |_| {}).unwrap();
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
+        .unwrap();
+    let before = s.claim("b", run, 4, t + 10 * MIN, t).unwrap().unwrap();
+    drop(s);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "DROP TRIGGER items_counted ON nightshift.items;
+             CREATE TRIGGER items_counted AFTER UPDATE ON nightshift.items
+                 REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+                 FOR EACH STATEMENT EXECUTE FUNCTION nightshift.items_counted();
+             DROP FUNCTION nightshift.counts_itself(), nightshift.counted_itself();
+             UPDATE nightshift.nightshift_meta SET value = '20' WHERE key = 'schema_version'",
+        )
+        .unwrap();
+    let mut s = Store::Pg(PgStore::open(&url, Access::ReadWrite).unwrap());
+    let after = s.claim("b", run, 4, t + 10 * MIN, t).unwrap().unwrap();
+    let done = |c: &nightshift::model::Claim| Completion {
+        usage: None,
+        item_id: c.item_id,
+        token: c.token,
+        run_id: run,
+        outcome: Outcome::Done,
+        result: None,
+        cost: None,
+        version: None,
+        now: t,
+    };
+    let events: Vec<NewEvent> = before
+        .iter()
+        .chain(&after)
+        .map(|c| NewEvent::new(t, "b", EventKind::Done, "done").key(&c.key))
+        .collect();
+    let group: Vec<_> = before
+        .iter()
+        .chain(&after[..3])
+        .zip(&events)
+        .map(|(c, e)| (done(c), e))
+        .collect();
+    assert!(s.complete_all(&group).unwrap().iter().all(|ok| *ok));
+    let event = NewEvent::new(t, "b", EventKind::Released, "released");
+    assert!(
+        s.release(after[3].item_id, after[3].token, run, true, &event)
+            .unwrap()
+    );
+    let counts = s.counts("b").unwrap();
+    assert_eq!((counts.pending, counts.claimed, counts.done), (3, 0, 7));
+    assert_eq!(s.integrity_check().unwrap(), "ok");
+    assert_eq!(s.minute_stats("b", t, 1).unwrap(), [(7, 0)]);
+    let v: String = admin
+        .query_one(
+            "SELECT value FROM nightshift.nightshift_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v, "21");
 }

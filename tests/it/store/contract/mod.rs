@@ -1669,3 +1669,6 @@ mod priority;
 
 // Requeue's counts: exact after a requeue of several classes, tiers and outcomes.
 mod requeue_counts;
+
+// The claim and the done marks count themselves; writes beside them in one transaction too.
+mod hot_counts;
