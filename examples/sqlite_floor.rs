@@ -34,6 +34,10 @@
 //!   (98 instead of ~250 bytes), those in a side table by item id, written
 //!   in id order: the same information;
 //! - `narrow row, key order`: both at once;
+//! - `key table, key order`: rows in input order with no key index on
+//!   them, the keys in a table of their own (`item_keys`, `WITHOUT ROWID`,
+//!   its primary key the batch and key, naming the item) written in key
+//!   order: the same information, every index filled in order;
 //! - `no key index`: nothing could find an item by key (below the floor
 //!   of the same information: the cost of writing the rows alone).
 //!
@@ -87,6 +91,12 @@ CREATE TABLE IF NOT EXISTS items (
 ) STRICT;
 CREATE INDEX IF NOT EXISTS items_queue ON items (batch_id, status, tier, next_attempt_at, priority DESC);
 CREATE INDEX IF NOT EXISTS items_failed ON items (batch_id, error_class) WHERE status = 'failed';
+CREATE TABLE IF NOT EXISTS item_keys (
+    batch_id INTEGER NOT NULL,
+    key      TEXT NOT NULL,
+    item_id  INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, key)
+) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS item_bodies (
     item_id INTEGER PRIMARY KEY,
     label   TEXT NOT NULL,
@@ -102,17 +112,19 @@ enum Variant {
     IndexAfter,
     NarrowFileOrder,
     NarrowKeyOrder,
+    KeyTable,
     NoKeyIndex,
 }
 
 impl Variant {
-    const ALL: [Variant; 7] = [
+    const ALL: [Variant; 8] = [
         Variant::FileOrder,
         Variant::KeyOrder,
         Variant::KeyOrderInputIds,
         Variant::IndexAfter,
         Variant::NarrowFileOrder,
         Variant::NarrowKeyOrder,
+        Variant::KeyTable,
         Variant::NoKeyIndex,
     ];
 
@@ -124,6 +136,7 @@ impl Variant {
             Variant::IndexAfter => "unique index after rows",
             Variant::NarrowFileOrder => "narrow row, file order",
             Variant::NarrowKeyOrder => "narrow row, key order",
+            Variant::KeyTable => "key table, key order",
             Variant::NoKeyIndex => "no key index",
         }
     }
@@ -141,12 +154,12 @@ impl Variant {
 
     /// Ids given by the floor (in input order) rather than by SQLite.
     fn explicit_ids(self) -> bool {
-        matches!(self, Variant::KeyOrderInputIds) || self.narrow()
+        matches!(self, Variant::KeyOrderInputIds | Variant::KeyTable) || self.narrow()
     }
 
     fn schema(self) -> String {
         let unique = match self {
-            Variant::IndexAfter | Variant::NoKeyIndex => "",
+            Variant::IndexAfter | Variant::KeyTable | Variant::NoKeyIndex => "",
             _ => "UNIQUE (batch_id, key),",
         };
         let wide = if self.narrow() {
@@ -246,9 +259,27 @@ fn ordered(v: Variant, items: &[Item], first_id: i64) -> Vec<(i64, &Item)> {
     rows
 }
 
+/// The key table's rows in key order (sorted before the clock, as the
+/// sorted variants' rows are); empty for the other variants.
+fn by_key<'a>(v: Variant, rows: &[(i64, &'a Item)]) -> Vec<(i64, &'a Item)> {
+    if v != Variant::KeyTable {
+        return Vec::new();
+    }
+    let mut sorted = rows.to_vec();
+    sorted.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
+    sorted
+}
+
 /// Inserts `rows` into batch 1 as the variant says, in the open
 /// transaction; the narrow row's bodies go in input (id) order.
-fn insert(conn: &Connection, v: Variant, rows: &[(i64, &Item)], items: &[Item]) -> Res<()> {
+/// `by_key`: the rows in key order, for the key table.
+fn insert(
+    conn: &Connection,
+    v: Variant,
+    rows: &[(i64, &Item)],
+    items: &[Item],
+    by_key: &[(i64, &Item)],
+) -> Res<()> {
     if v.narrow() {
         let mut row = conn.prepare(
             "INSERT INTO items (id, batch_id, key, status, created_at, updated_at)
@@ -262,6 +293,22 @@ fn insert(conn: &Connection, v: Variant, rows: &[(i64, &Item)], items: &[Item]) 
         let first = rows.iter().map(|r| r.0).min().unwrap_or(1);
         for (i, it) in items.iter().enumerate() {
             body.execute(params![first + i as i64, it.label, it.payload])?;
+        }
+        return Ok(());
+    }
+    if v == Variant::KeyTable {
+        let mut row = conn.prepare(
+            "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES (?1, 1, ?2, ?3, ?4, 'pending', 0, 0)",
+        )?;
+        let mut key = conn.prepare(
+            "INSERT INTO item_keys (batch_id, key, item_id) VALUES (1, ?1, ?2) ON CONFLICT DO NOTHING",
+        )?;
+        for (id, it) in rows {
+            row.execute(params![id, it.key, it.label, it.payload])?;
+        }
+        for (id, it) in by_key {
+            key.execute(params![it.key, id])?;
         }
         return Ok(());
     }
@@ -295,7 +342,8 @@ fn template(dir: &Path, v: Variant, prefill: &[Item]) -> Res<PathBuf> {
     let conn = open(&path)?;
     conn.execute_batch(&v.schema())?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
-    insert(&conn, v, &ordered(v, prefill, 1), prefill)?;
+    let rows = ordered(v, prefill, 1);
+    insert(&conn, v, &rows, prefill, &by_key(v, &rows))?;
     if v == Variant::IndexAfter {
         conn.execute_batch("CREATE UNIQUE INDEX items_key ON items (batch_id, key)")?;
     }
@@ -314,12 +362,13 @@ fn run(dir: &Path, v: Variant, items: &[Item], prefill: &[Item]) -> Res<()> {
     let conn = open(&path)?;
     conn.execute_batch(&v.schema())?;
     let rows = ordered(v, items, prefill.len() as i64 + 1);
+    let keys = by_key(v, &rows);
     let (cpu0, wall0) = (cpu(), Instant::now());
     conn.execute_batch("BEGIN IMMEDIATE")?;
     if v == Variant::IndexAfter {
         conn.execute_batch("DROP INDEX IF EXISTS items_key")?;
     }
-    insert(&conn, v, &rows, items)?;
+    insert(&conn, v, &rows, items, &keys)?;
     if v == Variant::IndexAfter {
         // A bulk load's classic: the unique index built once, by sorting.
         conn.execute_batch("CREATE UNIQUE INDEX items_key ON items (batch_id, key)")?;
