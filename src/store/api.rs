@@ -697,6 +697,9 @@ pub trait AddFeed<'a> {
     /// The next part; `None` once every part was given. `Err`: the input
     /// is refused (a bad line), and nothing of it may be kept.
     fn next_part(&mut self) -> Option<std::result::Result<&'a [NewItem], FeedRefused>>;
+    /// Once `next_part` said `None`: every item given, by key and then
+    /// place (its index among all the items given), with its place.
+    fn by_key(&mut self) -> Vec<(&'a str, usize)>;
 }
 
 /// The input of an add fed to the store was found bad.

@@ -233,19 +233,50 @@ impl<'a> Blocks<'a> {
         }
     }
 
-    /// Every bad line and duplicate key, block after block.
-    fn problems(&self) -> Vec<(usize, String)> {
+    /// Every item by key and then place (among all items), once all are
+    /// parsed, and every bad line and key given twice. Beside the store's
+    /// writes: the store takes the keys in this order (`AddFeed::by_key`).
+    fn check(&self) -> Checked<'_> {
         let mut errors = Vec::new();
-        let mut seen = Duplicates::with_capacity(self.slots.len() * 4096);
+        let mut by_key = Vec::new();
+        // Each block's first place, to find an item by its place.
+        let mut starts = Vec::with_capacity(self.parts.len());
         for k in 0..self.parts.len() {
             let p = self.get(k);
             errors.extend(p.errors.iter().cloned());
-            for (item, &line_no) in p.items.iter().zip(&p.lines) {
-                seen.check(item, line_no, &mut errors);
-            }
+            let start = by_key.len();
+            starts.push(start);
+            let keys = p.items.iter().enumerate();
+            by_key.extend(keys.map(|(i, item)| (item.key.as_str(), start + i)));
         }
-        errors
+        by_key.sort_unstable();
+        let at = |place: usize| {
+            let k = starts.partition_point(|&s| s <= place) - 1;
+            let p = self.get(k);
+            (&p.items[place - starts[k]], p.lines[place - starts[k]])
+        };
+        // A run of equal keys: its first (lowest place) was first given.
+        let mut run = 0;
+        for i in 1..by_key.len() {
+            if by_key[i].0 != by_key[run].0 {
+                run = i;
+                continue;
+            }
+            let (item, line_no) = at(by_key[i].1);
+            let first = at(by_key[run].1).1;
+            errors.push((
+                line_no,
+                format!("duplicate key {:?} (first on line {first})", item.label),
+            ));
+        }
+        Checked { by_key, errors }
     }
+}
+
+/// What `Blocks::check` found.
+struct Checked<'a> {
+    by_key: Vec<(&'a str, usize)>,
+    errors: Vec<(usize, String)>,
 }
 
 /// The store's side of `fed`: the blocks in input order, then whether the
@@ -253,19 +284,22 @@ impl<'a> Blocks<'a> {
 struct Feed<'s, 'a> {
     blocks: &'a Blocks<'a>,
     k: usize,
-    problems: Option<std::thread::ScopedJoinHandle<'s, Vec<(usize, String)>>>,
-    found: Option<Vec<(usize, String)>>,
+    checker: Option<std::thread::ScopedJoinHandle<'s, Checked<'a>>>,
+    found: Option<Checked<'a>>,
 }
 
-impl Feed<'_, '_> {
-    fn problems(&mut self) -> &[(usize, String)] {
-        if let Some(checker) = self.problems.take() {
+impl<'a> Feed<'_, 'a> {
+    fn checked(&mut self) -> &mut Checked<'a> {
+        if let Some(checker) = self.checker.take() {
             let found = checker
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             self.found = Some(found);
         }
-        self.found.as_deref().unwrap_or_default()
+        self.found.get_or_insert_with(|| Checked {
+            by_key: Vec::new(),
+            errors: Vec::new(),
+        })
     }
 }
 
@@ -283,11 +317,15 @@ impl<'a> AddFeed<'a> for Feed<'_, 'a> {
         }
         if self.k == blocks.parts.len() {
             self.k += 1;
-            if !self.problems().is_empty() {
+            if !self.checked().errors.is_empty() {
                 return Some(Err(FeedRefused));
             }
         }
         None
+    }
+
+    fn by_key(&mut self) -> Vec<(&'a str, usize)> {
+        std::mem::take(&mut self.checked().by_key)
     }
 }
 
@@ -311,17 +349,17 @@ pub(super) fn fed<T>(
         for _ in 0..workers {
             scope.spawn(|| blocks.work(spec, priority, not_before));
         }
-        let checker = scope.spawn(|| blocks.problems());
+        let checker = scope.spawn(|| blocks.check());
         let mut feed = Feed {
             blocks: &blocks,
             k: 0,
-            problems: Some(checker),
+            checker: Some(checker),
             found: None,
         };
         let out = write(&mut feed);
         // All of it, even after a store error: a bad input is told first,
         // as when it is read before the store.
-        let problems = feed.problems().to_vec();
+        let problems = std::mem::take(&mut feed.checked().errors);
         (out, problems)
     });
     if problems.is_empty() {

@@ -113,6 +113,10 @@ struct Adding<'c, 'a> {
     stop: Option<&'c Stop>,
     /// The rows written: each key and its item's id.
     keys: Vec<(&'a str, i64)>,
+    /// Instead of `keys` (`by_place`): the id of every item given, in the
+    /// order given, 0 where none was written; the caller knows the keys'
+    /// order (`finish_in`).
+    placed: Option<Vec<i64>>,
     report: AddReport,
 }
 
@@ -133,8 +137,15 @@ impl<'c, 'a> Adding<'c, 'a> {
             now,
             stop,
             keys: Vec::new(),
+            placed: None,
             report: AddReport::default(),
         })
+    }
+
+    /// Records the ids by place (`placed`), not by key.
+    fn by_place(mut self) -> Self {
+        self.placed = Some(Vec::new());
+        self
     }
 
     /// Writes the rows of `part`'s items not in the batch yet.
@@ -143,19 +154,24 @@ impl<'c, 'a> Adding<'c, 'a> {
         let present = present_in_key_order(tx, id, part, self.stop)?;
         let mut st = tx.prepare_cached(INSERT_ITEM)?;
         let mut plain = tx.prepare_cached(INSERT_PLAIN_ITEM)?;
-        self.keys.reserve(part.len());
+        match &mut self.placed {
+            Some(placed) => placed.reserve(part.len()),
+            None => self.keys.reserve(part.len()),
+        }
         self.report.order = self.report.order.then(crate::model::AddOrder::of(part));
         for (i, item) in part.iter().enumerate() {
             progress(i);
             stopped(self.stop, i)?;
             if present.get(i).copied().unwrap_or(false) {
                 self.report.present += 1;
+                self.place(None);
                 continue;
             }
             if self.pruned
                 && let Some(at) = super::tombstones::pruned_at(tx, id, &item.key)?
             {
                 self.report.count_pruned(at);
+                self.place(None);
                 continue;
             }
             let next = self.next;
@@ -173,16 +189,47 @@ impl<'c, 'a> Adding<'c, 'a> {
                     item.not_before
                 ])?;
             }
-            self.keys.push((&item.key, next));
+            match &mut self.placed {
+                Some(placed) => placed.push(next),
+                None => self.keys.push((&item.key, next)),
+            }
             self.next += 1;
         }
         Ok(())
+    }
+
+    fn place(&mut self, item: Option<i64>) {
+        if let Some(placed) = &mut self.placed {
+            placed.push(item.unwrap_or(0));
+        }
+    }
+
+    /// `finish` of an add `by_place`: `by_key` names every item given by
+    /// its place, in key order (then place).
+    fn finish_in(
+        mut self,
+        by_key: &[(&'a str, usize)],
+        last: Option<AddReport>,
+    ) -> Result<AddReport> {
+        let placed = self.placed.take().unwrap_or_default();
+        self.keys = by_key
+            .iter()
+            .filter_map(|&(key, at)| placed.get(at).filter(|&&i| i != 0).map(|&i| (key, i)))
+            .collect();
+        self.write_keys(last)
     }
 
     /// Counts the rows as pending, writes their keys in key order, drops
     /// the rows whose key was taken, and with `last` (the report of the
     /// earlier chunks) writes the add's event. What this part did.
     fn finish(mut self, last: Option<AddReport>) -> Result<AddReport> {
+        // A key given twice: the first line's row keeps it, as it is added.
+        self.keys.sort_unstable();
+        self.write_keys(last)
+    }
+
+    /// `finish` of the keys in key order.
+    fn write_keys(self, last: Option<AddReport>) -> Result<AddReport> {
         let (tx, id) = (self.tx, self.id);
         let written = self.keys.len() as i64;
         if written > 0 {
@@ -191,8 +238,6 @@ impl<'c, 'a> Adding<'c, 'a> {
             )?
             .execute(params![id, written])?;
         }
-        // A key given twice: the first line's row keeps it, as it is added.
-        self.keys.sort_unstable();
         let mut key = tx.prepare_cached(INSERT_KEY)?;
         let mut taken = Vec::new();
         for (n, (k, item)) in self.keys.iter().enumerate() {
@@ -350,7 +395,7 @@ impl SqliteStore {
                 }
                 let add = match &mut add {
                     Some(add) => add,
-                    None => add.insert(Adding::begin(tx, batch, now, Some(&stop))?),
+                    None => add.insert(Adding::begin(tx, batch, now, Some(&stop))?.by_place()),
                 };
                 add.rows(part, &mut |i| {
                     if (handled + i).is_multiple_of(PROGRESS_STEP) {
@@ -360,7 +405,7 @@ impl SqliteStore {
                 handled += part.len();
             }
             match add {
-                Some(add) => add.finish(Some(AddReport::default())),
+                Some(add) => add.finish_in(&feed.by_key(), Some(AddReport::default())),
                 None => Ok(AddReport::default()),
             }
         });
