@@ -38,6 +38,9 @@
 //!   them, the keys in a table of their own (`item_keys`, `WITHOUT ROWID`,
 //!   its primary key the batch and key, naming the item) written in key
 //!   order: the same information, every index filled in order;
+//! - `file order, 32 rows a statement` and `key table, 32 rows a
+//!   statement`: the same two with 32 rows per `INSERT` (one statement
+//!   keeps its cursors on the last pages: an append needs no descent);
 //! - `no key index`: nothing could find an item by key (below the floor
 //!   of the same information: the cost of writing the rows alone).
 //!
@@ -113,11 +116,13 @@ enum Variant {
     NarrowFileOrder,
     NarrowKeyOrder,
     KeyTable,
+    FileOrderRows,
+    KeyTableRows,
     NoKeyIndex,
 }
 
 impl Variant {
-    const ALL: [Variant; 8] = [
+    const ALL: [Variant; 10] = [
         Variant::FileOrder,
         Variant::KeyOrder,
         Variant::KeyOrderInputIds,
@@ -125,6 +130,8 @@ impl Variant {
         Variant::NarrowFileOrder,
         Variant::NarrowKeyOrder,
         Variant::KeyTable,
+        Variant::FileOrderRows,
+        Variant::KeyTableRows,
         Variant::NoKeyIndex,
     ];
 
@@ -137,6 +144,8 @@ impl Variant {
             Variant::NarrowFileOrder => "narrow row, file order",
             Variant::NarrowKeyOrder => "narrow row, key order",
             Variant::KeyTable => "key table, key order",
+            Variant::FileOrderRows => "file order, 32 rows a statement",
+            Variant::KeyTableRows => "key table, 32 rows a statement",
             Variant::NoKeyIndex => "no key index",
         }
     }
@@ -154,12 +163,18 @@ impl Variant {
 
     /// Ids given by the floor (in input order) rather than by SQLite.
     fn explicit_ids(self) -> bool {
-        matches!(self, Variant::KeyOrderInputIds | Variant::KeyTable) || self.narrow()
+        matches!(
+            self,
+            Variant::KeyOrderInputIds | Variant::KeyTable | Variant::KeyTableRows
+        ) || self.narrow()
     }
 
     fn schema(self) -> String {
         let unique = match self {
-            Variant::IndexAfter | Variant::KeyTable | Variant::NoKeyIndex => "",
+            Variant::IndexAfter
+            | Variant::KeyTable
+            | Variant::KeyTableRows
+            | Variant::NoKeyIndex => "",
             _ => "UNIQUE (batch_id, key),",
         };
         let wide = if self.narrow() {
@@ -262,7 +277,7 @@ fn ordered(v: Variant, items: &[Item], first_id: i64) -> Vec<(i64, &Item)> {
 /// The key table's rows in key order (sorted before the clock, as the
 /// sorted variants' rows are); empty for the other variants.
 fn by_key<'a>(v: Variant, rows: &[(i64, &'a Item)]) -> Vec<(i64, &'a Item)> {
-    if v != Variant::KeyTable {
+    if !matches!(v, Variant::KeyTable | Variant::KeyTableRows) {
         return Vec::new();
     }
     let mut sorted = rows.to_vec();
@@ -312,6 +327,51 @@ fn insert(
         }
         return Ok(());
     }
+    if v == Variant::KeyTableRows {
+        many(
+            conn,
+            "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES ",
+            "(?, 1, ?, ?, ?, 'pending', 0, 0)",
+            "",
+            rows,
+            |st, at, (id, it)| {
+                st.raw_bind_parameter(at + 1, id)?;
+                st.raw_bind_parameter(at + 2, &it.key)?;
+                st.raw_bind_parameter(at + 3, &it.label)?;
+                st.raw_bind_parameter(at + 4, &it.payload)?;
+                Ok(4)
+            },
+        )?;
+        return many(
+            conn,
+            "INSERT INTO item_keys (batch_id, key, item_id) VALUES ",
+            "(1, ?, ?)",
+            " ON CONFLICT DO NOTHING",
+            by_key,
+            |st, at, (id, it)| {
+                st.raw_bind_parameter(at + 1, &it.key)?;
+                st.raw_bind_parameter(at + 2, id)?;
+                Ok(2)
+            },
+        );
+    }
+    if v == Variant::FileOrderRows {
+        return many(
+            conn,
+            "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES ",
+            "(1, ?, ?, ?, 'pending', 0, 0)",
+            " ON CONFLICT DO NOTHING",
+            rows,
+            |st, at, (_, it)| {
+                st.raw_bind_parameter(at + 1, &it.key)?;
+                st.raw_bind_parameter(at + 2, &it.label)?;
+                st.raw_bind_parameter(at + 3, &it.payload)?;
+                Ok(3)
+            },
+        );
+    }
     if v.explicit_ids() {
         let mut st = conn.prepare(
             "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
@@ -328,6 +388,38 @@ fn insert(
     )?;
     for (_, it) in rows {
         st.execute(params![it.key, it.label, it.payload])?;
+    }
+    Ok(())
+}
+
+/// Rows per statement of the `32 rows a statement` variants.
+const ROWS: usize = 32;
+
+/// Inserts `rows` `ROWS` a statement (`head`, then `row` as often, then
+/// `tail`), the rest one a statement; `bind` binds one row's parameters
+/// after the `at`th and says how many.
+fn many(
+    conn: &Connection,
+    head: &str,
+    row: &str,
+    tail: &str,
+    rows: &[(i64, &Item)],
+    bind: impl Fn(&mut rusqlite::Statement<'_>, usize, &(i64, &Item)) -> rusqlite::Result<usize>,
+) -> Res<()> {
+    let sql = |n: usize| format!("{head}{}{tail}", vec![row; n].join(", "));
+    let mut full = conn.prepare(&sql(ROWS))?;
+    let mut one = conn.prepare(&sql(1))?;
+    let mut groups = rows.chunks_exact(ROWS);
+    for group in groups.by_ref() {
+        let mut at = 0;
+        for r in group {
+            at += bind(&mut full, at, r)?;
+        }
+        full.raw_execute()?;
+    }
+    for r in groups.remainder() {
+        bind(&mut one, 0, r)?;
+        one.raw_execute()?;
     }
     Ok(())
 }

@@ -27,16 +27,37 @@ const INSERT_ITEM: &str =
                         priority, next_attempt_at)
      VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6, ?7, ?8)";
 
-/// `INSERT_ITEM` of an item of the default priority and no not-before
-/// time, nearly every one: the columns' defaults, two bindings fewer.
-const INSERT_PLAIN_ITEM: &str =
-    "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6)";
-
 /// The key of a new item, in key order (see `add_chunk`); nothing when the
 /// key is taken (an item added meanwhile, or given twice).
 const INSERT_KEY: &str = "INSERT INTO item_keys (batch_id, key, item_id) VALUES (?1, ?2, ?3)
      ON CONFLICT (batch_id, key) DO NOTHING";
+
+/// Rows (and keys) written per statement: one statement keeps its cursors
+/// on the last pages of the table and its indexes from row to row, so an
+/// append needs no descent from the root, and its setup is paid once.
+const ROWS_PER_INSERT: usize = 32;
+
+/// `n` rows of `INSERT_ITEM` in one statement (`ROWS_PER_INSERT`).
+fn insert_items_sql(n: usize) -> String {
+    let row = "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)";
+    format!(
+        "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at,
+                            priority, next_attempt_at) VALUES {}",
+        vec![row; n].join(", ")
+    )
+}
+
+/// `n` rows of `INSERT_KEY` in one statement.
+fn insert_keys_sql(n: usize) -> String {
+    format!(
+        "INSERT INTO item_keys (batch_id, key, item_id) VALUES {}
+         ON CONFLICT (batch_id, key) DO NOTHING",
+        vec!["(?, ?, ?)"; n].join(", ")
+    )
+}
+
+/// The item holding a key.
+const KEY_ITEM: &str = "SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2";
 
 /// An item whose key was found taken once its row was written.
 const DROP_ITEM: &str = "DELETE FROM items WHERE id = ?1";
@@ -152,8 +173,8 @@ impl<'c, 'a> Adding<'c, 'a> {
     fn rows(&mut self, part: &'a [NewItem], progress: &mut dyn FnMut(usize)) -> Result<()> {
         let (tx, id, now) = (self.tx, self.id, self.now);
         let present = present_in_key_order(tx, id, part, self.stop)?;
-        let mut st = tx.prepare_cached(INSERT_ITEM)?;
-        let mut plain = tx.prepare_cached(INSERT_PLAIN_ITEM)?;
+        let mut many = tx.prepare_cached(&insert_items_sql(ROWS_PER_INSERT))?;
+        let mut ready: Vec<(i64, &NewItem)> = Vec::with_capacity(ROWS_PER_INSERT);
         match &mut self.placed {
             Some(placed) => placed.reserve(part.len()),
             None => self.keys.reserve(part.len()),
@@ -175,25 +196,30 @@ impl<'c, 'a> Adding<'c, 'a> {
                 continue;
             }
             let next = self.next;
-            if item.priority == 0 && item.not_before.is_none() {
-                plain.execute(params![next, id, item.key, item.label, item.payload, now])?;
-            } else {
-                st.execute(params![
-                    next,
-                    id,
-                    item.key,
-                    item.label,
-                    item.payload,
-                    now,
-                    item.priority,
-                    item.not_before
-                ])?;
+            ready.push((next, item));
+            if ready.len() == ROWS_PER_INSERT {
+                bind_rows(&mut many, id, now, &ready)?;
+                many.raw_execute()?;
+                ready.clear();
             }
             match &mut self.placed {
                 Some(placed) => placed.push(next),
                 None => self.keys.push((&item.key, next)),
             }
             self.next += 1;
+        }
+        let mut st = tx.prepare_cached(INSERT_ITEM)?;
+        for (next, item) in ready {
+            st.execute(params![
+                next,
+                id,
+                item.key,
+                item.label,
+                item.payload,
+                now,
+                item.priority,
+                item.not_before
+            ])?;
         }
         Ok(())
     }
@@ -239,9 +265,28 @@ impl<'c, 'a> Adding<'c, 'a> {
             .execute(params![id, written])?;
         }
         let mut key = tx.prepare_cached(INSERT_KEY)?;
+        let mut many = tx.prepare_cached(&insert_keys_sql(ROWS_PER_INSERT))?;
+        let mut holder = tx.prepare_cached(KEY_ITEM)?;
         let mut taken = Vec::new();
-        for (n, (k, item)) in self.keys.iter().enumerate() {
-            stopped(self.stop, n)?;
+        let mut groups = self.keys.chunks_exact(ROWS_PER_INSERT);
+        for (n, group) in groups.by_ref().enumerate() {
+            stopped(self.stop, n * ROWS_PER_INSERT)?;
+            for (i, (k, item)) in group.iter().enumerate() {
+                many.raw_bind_parameter(3 * i + 1, id)?;
+                many.raw_bind_parameter(3 * i + 2, k)?;
+                many.raw_bind_parameter(3 * i + 3, item)?;
+            }
+            if many.raw_execute()? < group.len() {
+                // Which were taken: rare, each looked up again.
+                for (k, item) in group {
+                    let held: i64 = holder.query_row(params![id, k], |r| r.get(0))?;
+                    if held != *item {
+                        taken.push(*item);
+                    }
+                }
+            }
+        }
+        for (k, item) in groups.remainder() {
             if key.execute(params![id, k, item])? == 0 {
                 taken.push(*item);
             }
@@ -266,6 +311,28 @@ impl<'c, 'a> Adding<'c, 'a> {
         }
         Ok(report)
     }
+}
+
+/// Binds `rows` (each with its id) to `INSERT_ITEM` of as many rows.
+fn bind_rows(
+    st: &mut rusqlite::CachedStatement<'_>,
+    batch: i64,
+    now: Millis,
+    rows: &[(i64, &NewItem)],
+) -> Result<()> {
+    for (i, (next, item)) in rows.iter().enumerate() {
+        let at = 9 * i;
+        st.raw_bind_parameter(at + 1, next)?;
+        st.raw_bind_parameter(at + 2, batch)?;
+        st.raw_bind_parameter(at + 3, &item.key)?;
+        st.raw_bind_parameter(at + 4, &item.label)?;
+        st.raw_bind_parameter(at + 5, &item.payload)?;
+        st.raw_bind_parameter(at + 6, now)?;
+        st.raw_bind_parameter(at + 7, now)?;
+        st.raw_bind_parameter(at + 8, item.priority)?;
+        st.raw_bind_parameter(at + 9, item.not_before)?;
+    }
+    Ok(())
 }
 
 /// The error of a stop requested, checked every `STOP_STEP` items.
