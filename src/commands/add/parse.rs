@@ -362,6 +362,9 @@ pub(super) fn fed<T>(
         let problems = std::mem::take(&mut feed.checked().errors);
         (out, problems)
     });
+    // `add` ends the process next: the items are left to it, not freed
+    // one by one (a million items, three strings each: a tenth of a second).
+    std::mem::forget(blocks);
     if problems.is_empty() {
         Ok(out)
     } else {
