@@ -400,9 +400,9 @@ impl SqliteStore {
         now: Millis,
         mut progress: impl FnMut(usize),
     ) -> Result<AddReport> {
-        // The unique key index takes a random page per item: keep the
-        // pages of a large add in the cache rather than reading them back
-        // from the OS for every chunk.
+        // Keep the pages of a large add in the cache (its keys, into a full
+        // batch, touch every leaf of `item_keys`) rather than spilling them
+        // to the WAL mid-transaction or reading them back for every chunk.
         let restore = self.grow_cache(bulk_cache_kib(items));
         let live = self.read(|c| super::locks::any_live(c, crate::util::time::now_ms()));
         let out = if live.unwrap_or(true) {
