@@ -34,6 +34,13 @@
 //!   (98 instead of ~250 bytes), those in a side table by item id, written
 //!   in id order: the same information;
 //! - `narrow row, key order`: both at once;
+//! - `key table, key order`: rows in input order with no key index on
+//!   them, the keys in a table of their own (`item_keys`, `WITHOUT ROWID`,
+//!   its primary key the batch and key, naming the item) written in key
+//!   order: the same information, every index filled in order;
+//! - `file order, 32 rows a statement` and `key table, 32 rows a
+//!   statement`: the same two with 32 rows per `INSERT` (one statement
+//!   keeps its cursors on the last pages: an append needs no descent);
 //! - `no key index`: nothing could find an item by key (below the floor
 //!   of the same information: the cost of writing the rows alone).
 //!
@@ -87,6 +94,12 @@ CREATE TABLE IF NOT EXISTS items (
 ) STRICT;
 CREATE INDEX IF NOT EXISTS items_queue ON items (batch_id, status, tier, next_attempt_at, priority DESC);
 CREATE INDEX IF NOT EXISTS items_failed ON items (batch_id, error_class) WHERE status = 'failed';
+CREATE TABLE IF NOT EXISTS item_keys (
+    batch_id INTEGER NOT NULL,
+    key      TEXT NOT NULL,
+    item_id  INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, key)
+) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS item_bodies (
     item_id INTEGER PRIMARY KEY,
     label   TEXT NOT NULL,
@@ -102,17 +115,23 @@ enum Variant {
     IndexAfter,
     NarrowFileOrder,
     NarrowKeyOrder,
+    KeyTable,
+    FileOrderRows,
+    KeyTableRows,
     NoKeyIndex,
 }
 
 impl Variant {
-    const ALL: [Variant; 7] = [
+    const ALL: [Variant; 10] = [
         Variant::FileOrder,
         Variant::KeyOrder,
         Variant::KeyOrderInputIds,
         Variant::IndexAfter,
         Variant::NarrowFileOrder,
         Variant::NarrowKeyOrder,
+        Variant::KeyTable,
+        Variant::FileOrderRows,
+        Variant::KeyTableRows,
         Variant::NoKeyIndex,
     ];
 
@@ -124,6 +143,9 @@ impl Variant {
             Variant::IndexAfter => "unique index after rows",
             Variant::NarrowFileOrder => "narrow row, file order",
             Variant::NarrowKeyOrder => "narrow row, key order",
+            Variant::KeyTable => "key table, key order",
+            Variant::FileOrderRows => "file order, 32 rows a statement",
+            Variant::KeyTableRows => "key table, 32 rows a statement",
             Variant::NoKeyIndex => "no key index",
         }
     }
@@ -141,12 +163,18 @@ impl Variant {
 
     /// Ids given by the floor (in input order) rather than by SQLite.
     fn explicit_ids(self) -> bool {
-        matches!(self, Variant::KeyOrderInputIds) || self.narrow()
+        matches!(
+            self,
+            Variant::KeyOrderInputIds | Variant::KeyTable | Variant::KeyTableRows
+        ) || self.narrow()
     }
 
     fn schema(self) -> String {
         let unique = match self {
-            Variant::IndexAfter | Variant::NoKeyIndex => "",
+            Variant::IndexAfter
+            | Variant::KeyTable
+            | Variant::KeyTableRows
+            | Variant::NoKeyIndex => "",
             _ => "UNIQUE (batch_id, key),",
         };
         let wide = if self.narrow() {
@@ -246,9 +274,27 @@ fn ordered(v: Variant, items: &[Item], first_id: i64) -> Vec<(i64, &Item)> {
     rows
 }
 
+/// The key table's rows in key order (sorted before the clock, as the
+/// sorted variants' rows are); empty for the other variants.
+fn by_key<'a>(v: Variant, rows: &[(i64, &'a Item)]) -> Vec<(i64, &'a Item)> {
+    if !matches!(v, Variant::KeyTable | Variant::KeyTableRows) {
+        return Vec::new();
+    }
+    let mut sorted = rows.to_vec();
+    sorted.sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
+    sorted
+}
+
 /// Inserts `rows` into batch 1 as the variant says, in the open
 /// transaction; the narrow row's bodies go in input (id) order.
-fn insert(conn: &Connection, v: Variant, rows: &[(i64, &Item)], items: &[Item]) -> Res<()> {
+/// `by_key`: the rows in key order, for the key table.
+fn insert(
+    conn: &Connection,
+    v: Variant,
+    rows: &[(i64, &Item)],
+    items: &[Item],
+    by_key: &[(i64, &Item)],
+) -> Res<()> {
     if v.narrow() {
         let mut row = conn.prepare(
             "INSERT INTO items (id, batch_id, key, status, created_at, updated_at)
@@ -264,6 +310,67 @@ fn insert(conn: &Connection, v: Variant, rows: &[(i64, &Item)], items: &[Item]) 
             body.execute(params![first + i as i64, it.label, it.payload])?;
         }
         return Ok(());
+    }
+    if v == Variant::KeyTable {
+        let mut row = conn.prepare(
+            "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES (?1, 1, ?2, ?3, ?4, 'pending', 0, 0)",
+        )?;
+        let mut key = conn.prepare(
+            "INSERT INTO item_keys (batch_id, key, item_id) VALUES (1, ?1, ?2) ON CONFLICT DO NOTHING",
+        )?;
+        for (id, it) in rows {
+            row.execute(params![id, it.key, it.label, it.payload])?;
+        }
+        for (id, it) in by_key {
+            key.execute(params![it.key, id])?;
+        }
+        return Ok(());
+    }
+    if v == Variant::KeyTableRows {
+        many(
+            conn,
+            "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES ",
+            "(?, 1, ?, ?, ?, 'pending', 0, 0)",
+            "",
+            rows,
+            |st, at, (id, it)| {
+                st.raw_bind_parameter(at + 1, id)?;
+                st.raw_bind_parameter(at + 2, &it.key)?;
+                st.raw_bind_parameter(at + 3, &it.label)?;
+                st.raw_bind_parameter(at + 4, &it.payload)?;
+                Ok(4)
+            },
+        )?;
+        return many(
+            conn,
+            "INSERT INTO item_keys (batch_id, key, item_id) VALUES ",
+            "(1, ?, ?)",
+            " ON CONFLICT DO NOTHING",
+            by_key,
+            |st, at, (id, it)| {
+                st.raw_bind_parameter(at + 1, &it.key)?;
+                st.raw_bind_parameter(at + 2, id)?;
+                Ok(2)
+            },
+        );
+    }
+    if v == Variant::FileOrderRows {
+        return many(
+            conn,
+            "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
+             VALUES ",
+            "(1, ?, ?, ?, 'pending', 0, 0)",
+            " ON CONFLICT DO NOTHING",
+            rows,
+            |st, at, (_, it)| {
+                st.raw_bind_parameter(at + 1, &it.key)?;
+                st.raw_bind_parameter(at + 2, &it.label)?;
+                st.raw_bind_parameter(at + 3, &it.payload)?;
+                Ok(3)
+            },
+        );
     }
     if v.explicit_ids() {
         let mut st = conn.prepare(
@@ -285,6 +392,38 @@ fn insert(conn: &Connection, v: Variant, rows: &[(i64, &Item)], items: &[Item]) 
     Ok(())
 }
 
+/// Rows per statement of the `32 rows a statement` variants.
+const ROWS: usize = 32;
+
+/// Inserts `rows` `ROWS` a statement (`head`, then `row` as often, then
+/// `tail`), the rest one a statement; `bind` binds one row's parameters
+/// after the `at`th and says how many.
+fn many(
+    conn: &Connection,
+    head: &str,
+    row: &str,
+    tail: &str,
+    rows: &[(i64, &Item)],
+    bind: impl Fn(&mut rusqlite::Statement<'_>, usize, &(i64, &Item)) -> rusqlite::Result<usize>,
+) -> Res<()> {
+    let sql = |n: usize| format!("{head}{}{tail}", vec![row; n].join(", "));
+    let mut full = conn.prepare(&sql(ROWS))?;
+    let mut one = conn.prepare(&sql(1))?;
+    let mut groups = rows.chunks_exact(ROWS);
+    for group in groups.by_ref() {
+        let mut at = 0;
+        for r in group {
+            at += bind(&mut full, at, r)?;
+        }
+        full.raw_execute()?;
+    }
+    for r in groups.remainder() {
+        bind(&mut one, 0, r)?;
+        one.raw_execute()?;
+    }
+    Ok(())
+}
+
 /// A database of `prefill` items, for the variant's schema.
 fn template(dir: &Path, v: Variant, prefill: &[Item]) -> Res<PathBuf> {
     let path = dir.join(format!(
@@ -295,7 +434,8 @@ fn template(dir: &Path, v: Variant, prefill: &[Item]) -> Res<PathBuf> {
     let conn = open(&path)?;
     conn.execute_batch(&v.schema())?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
-    insert(&conn, v, &ordered(v, prefill, 1), prefill)?;
+    let rows = ordered(v, prefill, 1);
+    insert(&conn, v, &rows, prefill, &by_key(v, &rows))?;
     if v == Variant::IndexAfter {
         conn.execute_batch("CREATE UNIQUE INDEX items_key ON items (batch_id, key)")?;
     }
@@ -314,12 +454,13 @@ fn run(dir: &Path, v: Variant, items: &[Item], prefill: &[Item]) -> Res<()> {
     let conn = open(&path)?;
     conn.execute_batch(&v.schema())?;
     let rows = ordered(v, items, prefill.len() as i64 + 1);
+    let keys = by_key(v, &rows);
     let (cpu0, wall0) = (cpu(), Instant::now());
     conn.execute_batch("BEGIN IMMEDIATE")?;
     if v == Variant::IndexAfter {
         conn.execute_batch("DROP INDEX IF EXISTS items_key")?;
     }
-    insert(&conn, v, &rows, items)?;
+    insert(&conn, v, &rows, items, &keys)?;
     if v == Variant::IndexAfter {
         // A bulk load's classic: the unique index built once, by sorting.
         conn.execute_batch("CREATE UNIQUE INDEX items_key ON items (batch_id, key)")?;

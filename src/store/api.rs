@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::model::{
     BatchInfo, DaemonInfo, DeadLetter, DlqGroup, Event, Hold, Holder, Item, LockInfo, Millis,
-    Outcome, Run, Status, Tier,
+    NewItem, Outcome, Run, Status, Tier,
 };
 
 /// How a store is opened.
@@ -690,3 +690,18 @@ pub struct Spent {
     pub micros: i64,
     pub attempts: i64,
 }
+
+/// An add's items handed over part by part, in input order, while the rest
+/// of the input is still being read (`Store::add_fed`).
+pub trait AddFeed<'a> {
+    /// The next part; `None` once every part was given. `Err`: the input
+    /// is refused (a bad line), and nothing of it may be kept.
+    fn next_part(&mut self) -> Option<std::result::Result<&'a [NewItem], FeedRefused>>;
+    /// Once `next_part` said `None`: every item given, by key and then
+    /// place (its index among all the items given), with its place.
+    fn by_key(&mut self) -> Vec<(&'a str, usize)>;
+}
+
+/// The input of an add fed to the store was found bad.
+#[derive(Debug)]
+pub struct FeedRefused;

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::{Access, Completion, EventFilter, FollowCursor, Result, Store};
+use super::{Access, AddFeed, Completion, EventFilter, FeedRefused, FollowCursor, Result, Store};
 use crate::model::{AddReport, Claim, Event, Millis, NewEvent, NewItem};
 
 impl Store {
@@ -110,6 +110,41 @@ impl Store {
             Store::Sqlite(s) => s.add_items(batch, items, now, progress),
             Store::Pg(s) => s.add_items(batch, items, now, progress),
         }
+    }
+
+    /// Whether `add_fed` writes the parts as they come (SQLite with no
+    /// runner live: one transaction) rather than once all are read.
+    pub fn feeds_adds(&self) -> bool {
+        match self {
+            Store::Sqlite(s) => s.feeds_adds(),
+            Store::Pg(_) => false,
+        }
+    }
+
+    /// `add_items` of an input still being read, its parts taken from
+    /// `feed` in input order (`input_bytes`: its size). `None`: the feed
+    /// refused the input, and nothing was written.
+    pub fn add_fed<'a>(
+        &mut self,
+        batch: &str,
+        feed: &mut dyn AddFeed<'a>,
+        input_bytes: usize,
+        now: Millis,
+        progress: impl FnMut(usize),
+    ) -> Result<Option<AddReport>> {
+        if let Store::Sqlite(s) = self
+            && s.feeds_adds()
+        {
+            return s.add_fed(batch, feed, input_bytes, now, progress);
+        }
+        let mut all = Vec::new();
+        while let Some(part) = feed.next_part() {
+            match part {
+                Ok(part) => all.extend_from_slice(part),
+                Err(FeedRefused) => return Ok(None),
+            }
+        }
+        self.add_items(batch, &all, now, progress).map(Some)
     }
 
     /// Claims up to `n` pending items for `run_id`: each gets a lease until

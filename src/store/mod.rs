@@ -33,11 +33,12 @@ use std::path::Path;
 use pg::PgStore;
 
 pub use api::{
-    Access, Admission, AliveWatch, AttemptLog, AttemptUsage, BatchView, COUNT_CAP, CancelOutcome,
-    CancelSettled, CancelTo, Completion, DashQuery, Dashboard, EventFilter, EventsQuery, Failure,
-    FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun,
-    PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView, PoolWait, PruneReport, Requeue,
-    Selection, SinceSummary, SpendAdd, SpendKey, SpendScope, Spent, Steering, Unpaused, UsageSum,
+    Access, AddFeed, Admission, AliveWatch, AttemptLog, AttemptUsage, BatchView, COUNT_CAP,
+    CancelOutcome, CancelSettled, CancelTo, Completion, DashQuery, Dashboard, EventFilter,
+    EventsQuery, Failure, FeedRefused, FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow,
+    ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView,
+    PoolWait, PruneReport, Requeue, Selection, SinceSummary, SpendAdd, SpendKey, SpendScope, Spent,
+    Steering, Unpaused, UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use identity::{StoreIdentity, Verdict};

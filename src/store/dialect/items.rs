@@ -53,11 +53,37 @@ pub(crate) fn requeue_from_row(r: &dyn Row) -> Result<(i64, Requeue, String)> {
     ))
 }
 
-const ITEM_BY_KEY: &str = concat!(
-    "SELECT ",
-    item_columns!(),
-    " FROM items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = ?1 AND i.key = ?2"
-);
+/// The item of batch `?1` and key `?2`: on SQLite named by `item_keys`
+/// (schema version 20; `items` has no key index there), on PostgreSQL by
+/// the unique key index of `items`: `$head`, the condition on alias `$i`
+/// (with its dot, or ""), `$tail`.
+macro_rules! by_key {
+    ($head:literal, $i:literal, $tail:literal) => {
+        Texts {
+            sqlite: concat!(
+                $head,
+                $i,
+                "id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)",
+                $tail
+            ),
+            pg: concat!($head, $i, "batch_id = ?1 AND ", $i, "key = ?2", $tail),
+        }
+    };
+}
+
+pub(crate) const ITEM_BY_KEY: Texts = Texts {
+    sqlite: concat!(
+        "SELECT ",
+        item_columns!(),
+        " FROM items i JOIN batches b ON b.id = i.batch_id
+          WHERE i.id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)"
+    ),
+    pg: concat!(
+        "SELECT ",
+        item_columns!(),
+        " FROM items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = ?1 AND i.key = ?2"
+    ),
+};
 /// What prune would delete (`?1` cutoff, `?2` failed ones too).
 const OLDER_THAN: &str = concat!(
     "SELECT ",
@@ -97,13 +123,19 @@ pub(crate) const OLDEST_PENDING: Texts = Texts {
   WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
   ORDER BY id LIMIT 1",
 };
-const ITEM_FOR_REQUEUE: &str =
-    "SELECT id, key, label, tier, outcome, error_class, attempts, status FROM items
-      WHERE batch_id = ?1 AND key = ?2";
+pub(crate) const ITEM_FOR_REQUEUE: Texts = by_key!(
+    "SELECT id, key, label, tier, outcome, error_class, attempts, status FROM items WHERE ",
+    "",
+    ""
+);
 
-const MARK_SKIPPED: &str = "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
+pub(crate) const MARK_SKIPPED: Texts = by_key!(
+    "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
        next_attempt_at = NULL, result = ?3, updated_at = ?4
- WHERE batch_id = ?1 AND key = ?2";
+ WHERE ",
+    "",
+    ""
+);
 const BEGIN_ATTEMPT: &str = "UPDATE items SET attempts = attempts + 1, updated_at = ?3
   WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL
  RETURNING attempts";
@@ -130,8 +162,9 @@ const ITEM_RELEASE: &str =
       WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
 /// PostgreSQL locks the rows these read until commit; SQLite's `BEGIN
 /// IMMEDIATE` already excludes every other writer.
-const STATUS_LOCKED: Texts = Texts {
-    sqlite: "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2",
+pub(crate) const STATUS_LOCKED: Texts = Texts {
+    sqlite: "SELECT status FROM items
+      WHERE id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)",
     pg: "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2 FOR UPDATE",
 };
 const CLAIMS_ORPHANED_LOCKED: Texts = Texts {
@@ -147,11 +180,11 @@ const CLAIMS_ORPHANED_LOCKED: Texts = Texts {
 };
 /// Lease tokens: one more than the item's last on SQLite (one writer), from
 /// one sequence on PostgreSQL.
-const ITEM_CLAIM_BY_KEY: Texts = Texts {
+pub(crate) const ITEM_CLAIM_BY_KEY: Texts = Texts {
     sqlite: "UPDATE items
     SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
         lease_until = ?4, lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?5
-  WHERE batch_id = ?1 AND key = ?2
+  WHERE id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)
  RETURNING id, key, label, payload, attempts, op_id, lease_token",
     pg: "UPDATE items
     SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
@@ -176,7 +209,8 @@ pub(crate) struct Orphaned {
 pub(crate) trait ItemsRead: Sql {
     fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>> {
         let args = [Arg::Int(batch), Arg::Text(key)];
-        sql::opt(self, ITEM_BY_KEY, &args, item_from_row)
+        let sql = self.text_of(&ITEM_BY_KEY);
+        sql::opt(self, sql, &args, item_from_row)
     }
 
     /// What became of a pruned key, if its tombstone is kept.
@@ -207,7 +241,8 @@ pub(crate) trait ItemsRead: Sql {
         key: &str,
     ) -> Result<Option<(i64, Requeue, String)>> {
         let args = [Arg::Int(batch), Arg::Text(key)];
-        sql::opt(self, ITEM_FOR_REQUEUE, &args, requeue_from_row)
+        let sql = self.text_of(&ITEM_FOR_REQUEUE);
+        sql::opt(self, sql, &args, requeue_from_row)
     }
 
     /// The items a requeue without keys moves (`sel`'s state, class and
@@ -243,7 +278,8 @@ pub(crate) trait ItemsWrite: Sql {
             Arg::Text(result),
             Arg::Time(now),
         ];
-        self.exec(MARK_SKIPPED, &args)?;
+        let sql = self.text_of(&MARK_SKIPPED);
+        self.exec(sql, &args)?;
         Ok(())
     }
 

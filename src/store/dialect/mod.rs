@@ -16,7 +16,7 @@
 //! - No decisions: no error text, no event text, no branching on results.
 
 mod attempts;
-mod batches;
+pub(crate) mod batches;
 mod budgets;
 mod bulk;
 mod daemons;

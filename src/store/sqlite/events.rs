@@ -17,7 +17,7 @@ pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
     };
     let mut st = conn.prepare_cached(
         "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
-         VALUES (?1, ?2, ?3, ?4, (SELECT id FROM items WHERE batch_id = ?2 AND key = ?4),
+         VALUES (?1, ?2, ?3, ?4, (SELECT item_id FROM item_keys WHERE batch_id = ?2 AND key = ?4),
                  ?5, ?6, ?7, ?8)",
     )?;
     st.execute(params![
@@ -77,11 +77,11 @@ fn page(
         let k = args.len();
         if batch.is_some() {
             cond.push_str(&format!(
-                " AND e.item_id = (SELECT id FROM items WHERE batch_id = ?1 AND key = ?{k})"
+                " AND e.item_id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?{k})"
             ));
         } else {
             cond.push_str(&format!(
-                " AND e.item_id IN (SELECT id FROM items WHERE key = ?{k})"
+                " AND e.item_id IN (SELECT item_id FROM item_keys WHERE key = ?{k})"
             ));
         }
     }

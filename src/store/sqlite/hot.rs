@@ -14,27 +14,59 @@ use super::locks::holds_lock;
 use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem, Outcome};
 use crate::store::api::Completion;
 use crate::store::chunks::Chunks;
-use crate::store::{Fault, Result, StoreError};
+use crate::store::{AddFeed, Fault, Result, StoreError};
 use crate::util::signals::Stop;
 
 /// One item per `INSERT`: a statement inserting several rows needs a
 /// statement journal (it could fail half-way), and journalling every page
 /// it touches cost more than stepping one cached statement per row (at a
-/// million items, 9.0 s against 6.8 s of CPU).
+/// million items, 9.0 s against 6.8 s of CPU). The id is the add's, in
+/// input order (the claim order), so rows are appended to the table.
 const INSERT_ITEM: &str =
-    "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at, priority,
-                        next_attempt_at)
-     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6, ?7) ON CONFLICT (batch_id, key) DO NOTHING";
+    "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at,
+                        priority, next_attempt_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6, ?7, ?8)";
 
-/// `INSERT_ITEM` of an item of the default priority and no not-before
-/// time, nearly every one: the columns' defaults, two bindings fewer.
-const INSERT_PLAIN_ITEM: &str =
-    "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-     VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5) ON CONFLICT (batch_id, key) DO NOTHING";
+/// The key of a new item, in key order (see `add_chunk`); nothing when the
+/// key is taken (an item added meanwhile, or given twice).
+const INSERT_KEY: &str = "INSERT INTO item_keys (batch_id, key, item_id) VALUES (?1, ?2, ?3)
+     ON CONFLICT (batch_id, key) DO NOTHING";
 
-/// Is this key an item of the batch? Answered from the unique key index
-/// alone (it covers both columns).
-const KEY_PRESENT: &str = "SELECT 1 FROM items WHERE batch_id = ?1 AND key = ?2";
+/// Rows (and keys) written per statement: one statement keeps its cursors
+/// on the last pages of the table and its indexes from row to row, so an
+/// append needs no descent from the root, and its setup is paid once.
+const ROWS_PER_INSERT: usize = 32;
+
+/// `n` rows of `INSERT_ITEM` in one statement (`ROWS_PER_INSERT`).
+fn insert_items_sql(n: usize) -> String {
+    let row = "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)";
+    format!(
+        "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at,
+                            priority, next_attempt_at) VALUES {}",
+        vec![row; n].join(", ")
+    )
+}
+
+/// `n` rows of `INSERT_KEY` in one statement.
+fn insert_keys_sql(n: usize) -> String {
+    format!(
+        "INSERT INTO item_keys (batch_id, key, item_id) VALUES {}
+         ON CONFLICT (batch_id, key) DO NOTHING",
+        vec!["(?, ?, ?)"; n].join(", ")
+    )
+}
+
+/// The item holding a key.
+const KEY_ITEM: &str = "SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2";
+
+/// An item whose key was found taken once its row was written.
+const DROP_ITEM: &str = "DELETE FROM items WHERE id = ?1";
+
+/// The first id after every item's (of any batch): the add's rows follow.
+const NEXT_ID: &str = "SELECT coalesce(max(id), 0) + 1 FROM items";
+
+/// Is this key an item of the batch?
+const KEY_PRESENT: &str = "SELECT 1 FROM item_keys WHERE batch_id = ?1 AND key = ?2";
 
 /// Keys of a chunk looked up before deciding how to add it (see
 /// `present_in_key_order`).
@@ -58,6 +90,15 @@ fn bulk_cache_kib(items: &[NewItem]) -> i64 {
     (bytes * 3 / 2 / 1024).min(CAP_KIB) as i64
 }
 
+/// `bulk_cache_kib` of an input of `bytes` not parsed yet: its rows, keys
+/// and index entries take up to four times its size (short lines: a
+/// million of 56 bytes made 210 MB of pages; a smaller cache spilled them
+/// to the WAL mid-transaction).
+fn fed_cache_kib(bytes: usize) -> i64 {
+    const CAP_KIB: usize = 512 * 1024;
+    (bytes * 4 / 1024).min(CAP_KIB) as i64
+}
+
 /// Inserts one chunk of an add and counts its new items as pending (once
 /// for the chunk rather than per row by a trigger, see the schema). A key
 /// with a tombstone counts as present. With `last` (the report of the
@@ -72,36 +113,107 @@ fn add_chunk(
     stop: Option<&Stop>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<AddReport> {
-    let id = ensure(tx, batch, now)?;
-    // Only a batch that was pruned has tombstones to look up.
-    let pruned = super::tombstones::any(tx, id)?;
-    let present = present_in_key_order(tx, id, chunk, stop)?;
-    let mut st = tx.prepare_cached(INSERT_ITEM)?;
-    let mut plain = tx.prepare_cached(INSERT_PLAIN_ITEM)?;
-    let mut report = AddReport {
-        order: crate::model::AddOrder::of(chunk),
-        ..AddReport::default()
-    };
-    for (i, item) in chunk.iter().enumerate() {
-        progress(i);
-        if let Some(signal) = stop
-            .filter(|_| i.is_multiple_of(STOP_STEP))
-            .and_then(Stop::requested)
-        {
-            return Err(StoreError::Interrupted(signal));
+    let mut add = Adding::begin(tx, batch, now, stop)?;
+    add.rows(chunk, progress)?;
+    add.finish(last)
+}
+
+/// One add's writes in one transaction, its parts given in input order.
+/// The rows go first, under ids counted up from the table's last (each
+/// appended; the ids are the claim order), then their keys, sorted, into
+/// `item_keys`: both b-trees fill in order, where one table with a unique
+/// key index took a random leaf of that index per row (hashed keys). A key
+/// found taken then (present, and not seen so by `present_in_key_order`)
+/// drops its row again: rare, and it leaves a gap in the ids.
+struct Adding<'c, 'a> {
+    tx: &'c Connection,
+    batch: &'c str,
+    id: i64,
+    /// Only a batch that was pruned has tombstones to look up.
+    pruned: bool,
+    next: i64,
+    now: Millis,
+    stop: Option<&'c Stop>,
+    /// The rows written: each key and its item's id.
+    keys: Vec<(&'a str, i64)>,
+    /// Instead of `keys` (`by_place`): the id of every item given, in the
+    /// order given, 0 where none was written; the caller knows the keys'
+    /// order (`finish_in`).
+    placed: Option<Vec<i64>>,
+    report: AddReport,
+}
+
+impl<'c, 'a> Adding<'c, 'a> {
+    fn begin(
+        tx: &'c Connection,
+        batch: &'c str,
+        now: Millis,
+        stop: Option<&'c Stop>,
+    ) -> Result<Self> {
+        let id = ensure(tx, batch, now)?;
+        Ok(Adding {
+            tx,
+            batch,
+            id,
+            pruned: super::tombstones::any(tx, id)?,
+            next: tx.prepare_cached(NEXT_ID)?.query_row([], |r| r.get(0))?,
+            now,
+            stop,
+            keys: Vec::new(),
+            placed: None,
+            report: AddReport::default(),
+        })
+    }
+
+    /// Records the ids by place (`placed`), not by key.
+    fn by_place(mut self) -> Self {
+        self.placed = Some(Vec::new());
+        self
+    }
+
+    /// Writes the rows of `part`'s items not in the batch yet.
+    fn rows(&mut self, part: &'a [NewItem], progress: &mut dyn FnMut(usize)) -> Result<()> {
+        let (tx, id, now) = (self.tx, self.id, self.now);
+        let present = present_in_key_order(tx, id, part, self.stop)?;
+        let mut many = tx.prepare_cached(&insert_items_sql(ROWS_PER_INSERT))?;
+        let mut ready: Vec<(i64, &NewItem)> = Vec::with_capacity(ROWS_PER_INSERT);
+        match &mut self.placed {
+            Some(placed) => placed.reserve(part.len()),
+            None => self.keys.reserve(part.len()),
         }
-        if present.get(i).copied().unwrap_or(false) {
-            report.present += 1;
-            continue;
+        self.report.order = self.report.order.then(crate::model::AddOrder::of(part));
+        for (i, item) in part.iter().enumerate() {
+            progress(i);
+            stopped(self.stop, i)?;
+            if present.get(i).copied().unwrap_or(false) {
+                self.report.present += 1;
+                self.place(None);
+                continue;
+            }
+            if self.pruned
+                && let Some(at) = super::tombstones::pruned_at(tx, id, &item.key)?
+            {
+                self.report.count_pruned(at);
+                self.place(None);
+                continue;
+            }
+            let next = self.next;
+            ready.push((next, item));
+            if ready.len() == ROWS_PER_INSERT {
+                bind_rows(&mut many, id, now, &ready)?;
+                many.raw_execute()?;
+                ready.clear();
+            }
+            match &mut self.placed {
+                Some(placed) => placed.push(next),
+                None => self.keys.push((&item.key, next)),
+            }
+            self.next += 1;
         }
-        if pruned && let Some(at) = super::tombstones::pruned_at(tx, id, &item.key)? {
-            report.count_pruned(at);
-            continue;
-        }
-        let added = if item.priority == 0 && item.not_before.is_none() {
-            plain.execute(params![id, item.key, item.label, item.payload, now])?
-        } else {
+        let mut st = tx.prepare_cached(INSERT_ITEM)?;
+        for (next, item) in ready {
             st.execute(params![
+                next,
                 id,
                 item.key,
                 item.label,
@@ -109,36 +221,138 @@ fn add_chunk(
                 now,
                 item.priority,
                 item.not_before
-            ])?
-        };
-        report.added += added as u64;
-        report.present += 1 - added as u64;
+            ])?;
+        }
+        Ok(())
     }
-    if report.added > 0 {
-        tx.prepare_cached(
-            "UPDATE counts SET n = n + ?2 WHERE batch_id = ?1 AND bucket = 'pending'",
-        )?
-        .execute(params![id, report.added as i64])?;
-    }
-    if let Some(before) = last {
-        let all = before.then(report);
-        if all.added > 0 {
-            insert_event(
-                tx,
-                &crate::store::ops::add::added_event(batch, &all, None, now),
-            )?;
+
+    fn place(&mut self, item: Option<i64>) {
+        if let Some(placed) = &mut self.placed {
+            placed.push(item.unwrap_or(0));
         }
     }
-    Ok(report)
+
+    /// `finish` of an add `by_place`: `by_key` names every item given by
+    /// its place, in key order (then place).
+    fn finish_in(
+        mut self,
+        by_key: &[(&'a str, usize)],
+        last: Option<AddReport>,
+    ) -> Result<AddReport> {
+        let placed = self.placed.take().unwrap_or_default();
+        self.keys = by_key
+            .iter()
+            .filter_map(|&(key, at)| placed.get(at).filter(|&&i| i != 0).map(|&i| (key, i)))
+            .collect();
+        self.write_keys(last)
+    }
+
+    /// Counts the rows as pending, writes their keys in key order, drops
+    /// the rows whose key was taken, and with `last` (the report of the
+    /// earlier chunks) writes the add's event. What this part did.
+    fn finish(mut self, last: Option<AddReport>) -> Result<AddReport> {
+        // A key given twice: the first line's row keeps it, as it is added.
+        self.keys.sort_unstable();
+        self.write_keys(last)
+    }
+
+    /// `finish` of the keys in key order.
+    fn write_keys(self, last: Option<AddReport>) -> Result<AddReport> {
+        let (tx, id) = (self.tx, self.id);
+        let written = self.keys.len() as i64;
+        if written > 0 {
+            tx.prepare_cached(
+                "UPDATE counts SET n = n + ?2 WHERE batch_id = ?1 AND bucket = 'pending'",
+            )?
+            .execute(params![id, written])?;
+        }
+        let mut key = tx.prepare_cached(INSERT_KEY)?;
+        let mut many = tx.prepare_cached(&insert_keys_sql(ROWS_PER_INSERT))?;
+        let mut holder = tx.prepare_cached(KEY_ITEM)?;
+        let mut taken = Vec::new();
+        let mut groups = self.keys.chunks_exact(ROWS_PER_INSERT);
+        for (n, group) in groups.by_ref().enumerate() {
+            stopped(self.stop, n * ROWS_PER_INSERT)?;
+            for (i, (k, item)) in group.iter().enumerate() {
+                many.raw_bind_parameter(3 * i + 1, id)?;
+                many.raw_bind_parameter(3 * i + 2, k)?;
+                many.raw_bind_parameter(3 * i + 3, item)?;
+            }
+            if many.raw_execute()? < group.len() {
+                // Which were taken: rare, each looked up again.
+                for (k, item) in group {
+                    let held: i64 = holder.query_row(params![id, k], |r| r.get(0))?;
+                    if held != *item {
+                        taken.push(*item);
+                    }
+                }
+            }
+        }
+        for (k, item) in groups.remainder() {
+            if key.execute(params![id, k, item])? == 0 {
+                taken.push(*item);
+            }
+        }
+        // Their rows out again: the delete trigger takes them out of the
+        // pending count and leaves the key to the item holding it.
+        let mut drop_item = tx.prepare_cached(DROP_ITEM)?;
+        for item in &taken {
+            drop_item.execute(params![item])?;
+        }
+        let mut report = self.report;
+        report.added = (self.keys.len() - taken.len()) as u64;
+        report.present += taken.len() as u64;
+        if let Some(before) = last {
+            let all = before.then(report);
+            if all.added > 0 {
+                insert_event(
+                    tx,
+                    &crate::store::ops::add::added_event(self.batch, &all, None, self.now),
+                )?;
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Binds `rows` (each with its id) to `INSERT_ITEM` of as many rows.
+fn bind_rows(
+    st: &mut rusqlite::CachedStatement<'_>,
+    batch: i64,
+    now: Millis,
+    rows: &[(i64, &NewItem)],
+) -> Result<()> {
+    for (i, (next, item)) in rows.iter().enumerate() {
+        let at = 9 * i;
+        st.raw_bind_parameter(at + 1, next)?;
+        st.raw_bind_parameter(at + 2, batch)?;
+        st.raw_bind_parameter(at + 3, &item.key)?;
+        st.raw_bind_parameter(at + 4, &item.label)?;
+        st.raw_bind_parameter(at + 5, &item.payload)?;
+        st.raw_bind_parameter(at + 6, now)?;
+        st.raw_bind_parameter(at + 7, now)?;
+        st.raw_bind_parameter(at + 8, item.priority)?;
+        st.raw_bind_parameter(at + 9, item.not_before)?;
+    }
+    Ok(())
+}
+
+/// The error of a stop requested, checked every `STOP_STEP` items.
+fn stopped(stop: Option<&Stop>, n: usize) -> Result<()> {
+    match stop
+        .filter(|_| n.is_multiple_of(STOP_STEP))
+        .and_then(Stop::requested)
+    {
+        Some(signal) => Err(StoreError::Interrupted(signal)),
+        None => Ok(()),
+    }
 }
 
 /// Which items of `chunk` are already in the batch, when most of a sample
-/// of them are (an add run again; empty otherwise: the inserts find the
-/// few present ones themselves). Looked up in key order, so consecutive
-/// lookups descend to the same or the next index page: an `INSERT` that
-/// finds its key present pays for its row (every column bound and
-/// checked, a cursor on every index) before the key's page is reached, in
-/// the input's order, which with hashed keys is a random page each.
+/// of them are (an add run again; empty otherwise: the keys' inserts find
+/// the few present ones themselves). Looked up in key order, so
+/// consecutive lookups descend to the same or the next page, and only the
+/// absent items' rows are written.
 fn present_in_key_order(
     tx: &Connection,
     id: i64,
@@ -160,12 +374,7 @@ fn present_in_key_order(
     order.sort_unstable_by(|&a, &b| chunk[a].key.cmp(&chunk[b].key));
     let mut present = vec![false; chunk.len()];
     for (n, i) in order.into_iter().enumerate() {
-        if let Some(signal) = stop
-            .filter(|_| n.is_multiple_of(STOP_STEP))
-            .and_then(Stop::requested)
-        {
-            return Err(StoreError::Interrupted(signal));
-        }
+        stopped(stop, n)?;
         present[i] = found.exists(params![id, chunk[i].key])?;
     }
     Ok(present)
@@ -191,9 +400,9 @@ impl SqliteStore {
         now: Millis,
         mut progress: impl FnMut(usize),
     ) -> Result<AddReport> {
-        // The unique key index takes a random page per item: keep the
-        // pages of a large add in the cache rather than reading them back
-        // from the OS for every chunk.
+        // Keep the pages of a large add in the cache (its keys, into a full
+        // batch, touch every leaf of `item_keys`) rather than spilling them
+        // to the WAL mid-transaction or reading them back for every chunk.
         let restore = self.grow_cache(bulk_cache_kib(items));
         let live = self.read(|c| super::locks::any_live(c, crate::util::time::now_ms()));
         let out = if live.unwrap_or(true) {
@@ -218,6 +427,62 @@ impl SqliteStore {
         };
         self.restore_cache(restore);
         out
+    }
+
+    /// Whether no runner is live, so an add may hold the store in one
+    /// transaction (`add_fed`).
+    pub fn feeds_adds(&self) -> bool {
+        let live = self.read(|c| super::locks::any_live(c, crate::util::time::now_ms()));
+        !live.unwrap_or(true)
+    }
+
+    /// `add_items` in one transaction of an input still being read: each
+    /// part's rows written as it comes, the keys at the end (see
+    /// `Adding`). `None`: the feed refused the input, and the transaction
+    /// was rolled back. Nothing is written for an input without items.
+    pub fn add_fed<'a>(
+        &mut self,
+        batch: &str,
+        feed: &mut dyn AddFeed<'a>,
+        input_bytes: usize,
+        now: Millis,
+        mut progress: impl FnMut(usize),
+    ) -> Result<Option<AddReport>> {
+        let restore = self.grow_cache(fed_cache_kib(input_bytes));
+        let stop = self.stop.clone();
+        let mut refused = false;
+        let out = self.write(|tx| {
+            let mut add = None;
+            let mut handled = 0;
+            while let Some(part) = feed.next_part() {
+                let Ok(part) = part else {
+                    refused = true;
+                    return Err(StoreError::Fault(Fault::Database("input refused".into())));
+                };
+                if part.is_empty() {
+                    continue;
+                }
+                let add = match &mut add {
+                    Some(add) => add,
+                    None => add.insert(Adding::begin(tx, batch, now, Some(&stop))?.by_place()),
+                };
+                add.rows(part, &mut |i| {
+                    if (handled + i).is_multiple_of(PROGRESS_STEP) {
+                        progress(handled + i);
+                    }
+                })?;
+                handled += part.len();
+            }
+            match add {
+                Some(add) => add.finish_in(&feed.by_key(), Some(AddReport::default())),
+                None => Ok(AddReport::default()),
+            }
+        });
+        self.restore_cache(restore);
+        match out {
+            Err(_) if refused => Ok(None),
+            out => out.map(Some),
+        }
     }
 
     /// `add_items` while a runner is live.

@@ -11,6 +11,7 @@ mod events;
 pub(crate) mod file;
 mod hot;
 mod items;
+mod key_table;
 mod locks;
 mod pools;
 mod prune;

@@ -16,8 +16,8 @@ const MINUTES: &str = "SELECT minute, calls, input_tokens, output_tokens, unrepo
     estimated_tokens FROM pool_usage WHERE pool = ?1 AND minute >= ?2 ORDER BY minute";
 const RUN: &str = "SELECT attempts, input_tokens, output_tokens, unreported, estimated_tokens
     FROM run_usage WHERE run_id = ?1";
-const ITEM: &str = "SELECT i.usage FROM items i JOIN batches b ON b.id = i.batch_id
-    WHERE b.name = ?1 AND i.key = ?2";
+const ITEM: &str = "SELECT i.usage FROM batches b JOIN item_keys k ON k.batch_id = b.id
+    JOIN items i ON i.id = k.item_id WHERE b.name = ?1 AND k.key = ?2";
 const LOCK: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES (?1, '*', 0)
     ON CONFLICT (pool, dim) DO NOTHING";
 const SET_TAT: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES (?1, ?2, ?3)
@@ -37,7 +37,8 @@ const EXTEND_HOLD: &str =
     WHERE excluded.until_ms > pool_holds.until_ms";
 const CLEAR_HOLD: &str = "DELETE FROM pool_holds WHERE pool = ?1";
 const ITEM_APPEND: &str = "UPDATE items SET usage = coalesce(usage || char(10), '') || ?3
-    WHERE batch_id = (SELECT id FROM batches WHERE name = ?1) AND key = ?2";
+    WHERE id = (SELECT k.item_id FROM batches b JOIN item_keys k ON k.batch_id = b.id
+                 WHERE b.name = ?1 AND k.key = ?2)";
 const RUN_ADD: &str = "INSERT INTO run_usage (run_id, attempts, input_tokens, output_tokens,
     unreported, estimated_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
     ON CONFLICT (run_id) DO UPDATE SET attempts = attempts + excluded.attempts,

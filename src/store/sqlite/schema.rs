@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 20;
+pub const SCHEMA_VERSION: i32 = 21;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -665,9 +665,38 @@ CREATE INDEX items_done ON items (batch_id) WHERE status = 'done';
 ";
 // ---- end of queue entries for the rows a claim takes ----
 
+// ---- Keys in a table of their own (issue 19) ----
+/// Version 21: an item is found by its key through `item_keys` (the batch
+/// and key naming the item), no longer through the unique index of
+/// `items`, which an add filled in input order: a random leaf per item
+/// with hashed keys, most of an add's time (`examples/sqlite_floor.rs`).
+/// An add writes the rows in input order (their ids, the claim order) and
+/// the keys sorted (`hot.rs`), so each b-tree fills in order, into a full
+/// store too. Deleting an item deletes its key (the trigger names the item,
+/// so an add dropping a row whose key another item holds leaves that key).
+/// The unique constraint of `items` goes in a rebuild of the table
+/// (`key_table::unkey_items`, run after this).
+const V21: &str = "CREATE TABLE item_keys (
+    batch_id INTEGER NOT NULL,
+    key      TEXT NOT NULL,
+    item_id  INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, key)
+) STRICT, WITHOUT ROWID;
+INSERT INTO item_keys (batch_id, key, item_id)
+    SELECT batch_id, key, id FROM items ORDER BY batch_id, key;
+CREATE TRIGGER items_key_delete AFTER DELETE ON items BEGIN
+    DELETE FROM item_keys WHERE batch_id = OLD.batch_id AND key = OLD.key AND item_id = OLD.id;
+END;
+";
+// ---- end of keys in a table of their own ----
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
 ];
+
+/// What a migration needs beyond SQL, run right after the SQL named.
+type Step = fn(&Connection) -> rusqlite::Result<()>;
+const STEPS_AFTER: [(&str, Step); 1] = [(V21, super::key_table::unkey_items)];
 
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -731,6 +760,11 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     for (from, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
         tx.execute_batch(sql)?;
+        for (after, step) in STEPS_AFTER {
+            if after == *sql {
+                step(&tx)?;
+            }
+        }
         tx.execute_batch(&format!("PRAGMA user_version = {}", from + 1))?;
     }
     if version == 0 {

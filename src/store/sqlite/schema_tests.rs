@@ -195,8 +195,10 @@ fn version_18_stores_let_a_requeue_count_its_failed_classes() {
 fn item_writes_use_no_temporary_btree() {
     let conn = migrated();
     for sql in [
-        "INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-         VALUES (1, 'k', 'k', '{}', 'pending', 0, 0) ON CONFLICT (batch_id, key) DO NOTHING",
+        "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
+         VALUES (1, 1, 'k', 'k', '{}', 'pending', 0, 0)",
+        "INSERT INTO item_keys (batch_id, key, item_id) VALUES (1, 'k', 1)
+         ON CONFLICT (batch_id, key) DO NOTHING",
         "UPDATE items SET status = 'done', outcome = 'done' WHERE id = 1",
         "UPDATE items SET status = 'failed', tier = 'retry', error_class = 'X' WHERE id = 1",
         // A partial index's condition is checked on every insert too.
@@ -309,4 +311,114 @@ fn version_19_stores_index_each_status_where_its_readers_look() {
     }
     let claimed_by = plan(&conn, super::super::views::ITEMS_CLAIMED_BY);
     assert!(claimed_by.contains("INDEX items_claimed"), "{claimed_by}");
+}
+
+/// Version 21: a store of version 20 keeps every item under its id, findable by key
+/// through `item_keys`; `items` loses its unique key index and keeps its
+/// other indexes and triggers (the counts still follow a change), and an
+/// item deleted takes its key along.
+#[test]
+fn version_20_stores_find_their_items_by_the_key_table() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    let before = MIGRATIONS.iter().position(|m| *m == V21).unwrap();
+    for sql in &MIGRATIONS[..before] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.execute_batch(&format!(
+        "PRAGMA user_version = {before};
+         INSERT INTO batches (name, created_at) VALUES ('b', 0), ('c', 0);
+         INSERT INTO counts (batch_id, bucket, n) VALUES (1, 'pending', 3), (1, 'manual', 0);
+         INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
+         VALUES (7, 1, 'a', 'a', '{{}}', 'pending', 0, 0), (9, 1, 'b', 'b', '{{}}', 'pending', 0, 0),
+                (12, 2, 'a', 'a', '{{}}', 'pending', 0, 0);"
+    ))
+    .unwrap();
+    let indexes = |conn: &Connection| -> Vec<String> {
+        conn.prepare("SELECT name FROM pragma_index_list('items') ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let triggers = |conn: &Connection| -> Vec<String> {
+        conn.prepare("SELECT sql FROM sqlite_schema WHERE type = 'trigger' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let (old_indexes, old_triggers) = (indexes(&conn), triggers(&conn));
+    migrate(&mut conn).unwrap();
+    let keys: Vec<(i64, String, i64)> = conn
+        .prepare("SELECT batch_id, key, item_id FROM item_keys")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        keys,
+        [(1, "a".into(), 7), (1, "b".into(), 9), (2, "a".into(), 12)]
+    );
+    let mut expected: Vec<String> = old_indexes
+        .into_iter()
+        .filter(|n| !n.starts_with("sqlite_autoindex"))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        indexes(&conn),
+        expected,
+        "no key index on items, the rest kept"
+    );
+    let kept: Vec<String> = triggers(&conn)
+        .into_iter()
+        .filter(|t| !t.contains("items_key_delete"))
+        .collect();
+    assert_eq!(kept, old_triggers, "every trigger kept as it was");
+    conn.execute_batch(
+        "UPDATE items SET status = 'failed', tier = 'manual', error_class = 'E' WHERE id = 9;
+         DELETE FROM items WHERE id = 7;",
+    )
+    .unwrap();
+    let counts: Vec<(String, i64)> = conn
+        .prepare("SELECT bucket, n FROM counts WHERE batch_id = 1 ORDER BY bucket")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(counts, [("manual".into(), 1), ("pending".into(), 1)]);
+    let left: Vec<i64> = conn
+        .prepare("SELECT item_id FROM item_keys ORDER BY item_id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(left, [9, 12], "the deleted item's key is gone");
+}
+
+/// Every statement that names an item by batch and key reads `item_keys`
+/// by its primary key and the item by id: none scans the items.
+#[test]
+fn items_named_by_key_are_found_through_the_key_table() {
+    use crate::store::dialect::{batches, items};
+    let conn = migrated();
+    for sql in [
+        items::ITEM_BY_KEY.sqlite,
+        items::ITEM_FOR_REQUEUE.sqlite,
+        items::MARK_SKIPPED.sqlite,
+        items::STATUS_LOCKED.sqlite,
+        items::ITEM_CLAIM_BY_KEY.sqlite,
+        batches::HOLD.sqlite,
+    ] {
+        let plan = plan(&conn, sql);
+        assert!(
+            plan.contains("USING PRIMARY KEY (batch_id=? AND key=?)"),
+            "{sql}\n{plan}"
+        );
+        assert!(!plan.contains("SCAN"), "{sql}\n{plan}");
+    }
 }

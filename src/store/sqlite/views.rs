@@ -172,7 +172,8 @@ const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0) FROM failed_classes
   WHERE batch_id = ?1 AND error_class = ?2";
 const MAX_ITEM_ID: &str = "SELECT max(id) FROM items";
 const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM json_each(?2) j
-   JOIN items i ON i.batch_id = ?1 AND i.key = j.value AND i.status = 'failed'
+   JOIN item_keys k ON k.batch_id = ?1 AND k.key = j.value
+   JOIN items i ON i.id = k.item_id AND i.status = 'failed'
   ORDER BY i.id";
 const EVENTS_OF_ITEM: &str =
     "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, i.label

@@ -1,0 +1,226 @@
+//! `nightshift add`: JSON lines in, items added idempotently (a key whose
+//! item was done and pruned is present too: its tombstone). A file with any
+//! bad line is rejected whole, every bad line named, nothing imported.
+
+use std::io::{IsTerminal, Read};
+use std::path::Path;
+
+use anyhow::Context;
+
+use super::{Ctx, Exit, out, out_json, user_error};
+use crate::batch_name;
+use crate::cli::AddArgs;
+use crate::key::{self, KeySpec, Priority};
+use crate::model::AddReport;
+use crate::util::sanitize;
+use crate::util::signals::Stop;
+use crate::util::time::{now_ms, rfc3339};
+
+mod parse;
+
+/// Inputs with more lines than this show progress on a terminal.
+const PROGRESS_FROM: usize = 50_000;
+
+pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
+    let source = if args.file == Path::new("-") {
+        "stdin".to_string()
+    } else {
+        args.file.display().to_string()
+    };
+    let bytes = read_input(&args.file)?;
+    let spec = match &args.key_fields {
+        Some(fields) => {
+            if fields.iter().any(|f| f.trim().is_empty()) {
+                return Err(user_error("--key-fields: field names must not be empty"));
+            }
+            KeySpec::from_fields(Some(fields))
+        }
+        None => KeySpec::from_fields(ctx.batch_config(&args.batch).key_fields.as_deref()),
+    };
+    if args
+        .priority_field
+        .as_ref()
+        .is_some_and(|f| f.trim().is_empty())
+    {
+        return Err(user_error(
+            "--priority-field: the field name must not be empty",
+        ));
+    }
+    let priority = Priority {
+        field: args
+            .priority_field
+            .clone()
+            .or_else(|| ctx.batch_config(&args.batch).priority_field),
+        default: args.priority.unwrap_or(0),
+    };
+    let not_before = args.not_before.map(|w| w.at(now_ms()));
+    let bytes = key::without_bom(&bytes);
+    // A large input goes to the store while it is parsed, when the store
+    // takes it in one transaction (no runner live): a bad line found late
+    // rolls it all back. Otherwise all of it is checked first.
+    // (A store that does not open is told after the input's problems.)
+    if !args.dry_run
+        && bytes.len() >= parse::PARALLEL_FROM_BYTES
+        && let Ok(mut store) = ctx.open_write()
+        && store.feeds_adds()
+    {
+        let how = (&spec, &priority, not_before);
+        return add_fed(ctx, args, &mut store, bytes, how, &source);
+    }
+    let items = parse::parse_lines(bytes, &spec, &priority, not_before, &source)?;
+    if items.is_empty() {
+        // A source with nothing new is a normal night: say so and exit 0,
+        // writing nothing (the store is still opened, so a missing or
+        // unusable one is an error as always).
+        ctx.open_read()?;
+        print_report(args, &AddReport::default(), false, not_before)?;
+        return Ok(Exit::Ok);
+    }
+    if args.dry_run {
+        let store = ctx.open_read()?;
+        let new_batch = !store.batch_names()?.contains(&args.batch);
+        let report = store.add_dry_run(&args.batch, &items)?;
+        print_report(args, &report, new_batch, not_before)?;
+        return Ok(Exit::Ok);
+    }
+
+    let mut store = ctx.open_write()?;
+    // A signal stops the add between chunks (or rolls back a one-transaction
+    // add), and the error says exactly what was added.
+    store.set_stop(Stop::on_signals().context("installing signal handlers")?);
+    let new_batch = !store.batch_names()?.contains(&args.batch);
+    let progress = std::io::stderr().is_terminal() && items.len() > PROGRESS_FROM;
+    let total = items.len();
+    let result = store.add_items(&args.batch, &items, now_ms(), |n| {
+        if progress {
+            eprint!("\radding {n}/{total}…");
+        }
+    });
+    if progress {
+        eprint!("\r{:40}\r", "");
+    }
+    let report = result?;
+    finish(ctx, args, &report, new_batch, not_before)
+}
+
+/// `add` of a large input fed to `store` as it is parsed (`parse::fed`).
+fn add_fed(
+    ctx: &Ctx,
+    args: &AddArgs,
+    store: &mut crate::store::Store,
+    bytes: &[u8],
+    (spec, priority, not_before): (&KeySpec, &Priority, Option<crate::model::Millis>),
+    source: &str,
+) -> anyhow::Result<Exit> {
+    store.set_stop(Stop::on_signals().context("installing signal handlers")?);
+    let new_batch = !store.batch_names()?.contains(&args.batch);
+    // Lines, not items yet (blank lines count): for the progress only.
+    let total = if std::io::stderr().is_terminal() {
+        bytes.iter().filter(|&&b| b == b'\n').count() + usize::from(!bytes.ends_with(b"\n"))
+    } else {
+        0
+    };
+    let progress = total > PROGRESS_FROM;
+    let now = now_ms();
+    let result = parse::fed(bytes, spec, priority, not_before, source, |feed| {
+        store.add_fed(&args.batch, feed, bytes.len(), now, |n| {
+            if progress && n > 0 {
+                eprint!("\radding {n}/{total}…");
+            }
+        })
+    });
+    if progress {
+        eprint!("\r{:40}\r", "");
+    }
+    let report = result??.unwrap_or_default();
+    // Nothing written for an input without items: no batch made.
+    let new_batch = new_batch && report.added + report.present > 0;
+    finish(ctx, args, &report, new_batch, not_before)
+}
+
+/// Says what the add did.
+fn finish(
+    ctx: &Ctx,
+    args: &AddArgs,
+    report: &AddReport,
+    new_batch: bool,
+    not_before: Option<crate::model::Millis>,
+) -> anyhow::Result<Exit> {
+    print_report(args, report, new_batch, not_before)?;
+    if new_batch
+        && !args.json
+        && !ctx.config.batches.is_empty()
+        && ctx.config.batch(&args.batch).is_none()
+    {
+        // The table header is printed as TOML to paste (`[batch."記事"]`).
+        eprintln!(
+            "note: batch {} is new and has no {} section in the config",
+            batch_name::shown(&args.batch),
+            sanitize::line(&batch_name::toml_table(&args.batch))
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+fn print_report(
+    args: &AddArgs,
+    report: &AddReport,
+    new_batch: bool,
+    not_before: Option<crate::model::Millis>,
+) -> anyhow::Result<()> {
+    if args.json {
+        out_json(&serde_json::json!({
+            "batch": args.batch,
+            "dry_run": args.dry_run,
+            "added": report.added,
+            "present": report.present,
+            "pruned": report.pruned,
+            "pruned_between": report.pruned_span.map(|(first, last)| [rfc3339(first), rfc3339(last)]),
+            "new_batch": new_batch,
+            "priority": args.priority,
+            "priority_field": args.priority_field,
+            "not_before": not_before.map(rfc3339),
+        }))?;
+    } else {
+        let summary = if args.dry_run {
+            report.summary_as("would add")
+        } else {
+            report.summary()
+        };
+        let mut order = Vec::new();
+        if let Some(p) = args.priority {
+            order.push(format!("priority {p}"));
+        }
+        if let Some(f) = &args.priority_field {
+            order.push(format!("priority from field {:?}", sanitize::line(f)));
+        }
+        if let Some(t) = not_before {
+            order.push(format!("not before {}", rfc3339(t)));
+        }
+        let order = if order.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", order.join(", "))
+        };
+        out(format!("{}: {summary}{order}", sanitize::line(&args.batch)))?;
+    }
+    Ok(())
+}
+
+fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    if file == Path::new("-") {
+        if std::io::stdin().is_terminal() {
+            return Err(user_error(
+                "no FILE given and stdin is a terminal: pipe JSON lines in, or name a file",
+            ));
+        }
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .context("reading stdin")?;
+    } else {
+        bytes = std::fs::read(file)
+            .map_err(|e| user_error(format!("cannot read {}: {e}", file.display())))?;
+    }
+    Ok(bytes)
+}
