@@ -2,7 +2,6 @@
 //! in `sqlite/hot.rs` and `pg/hot.rs`).
 
 use super::sql::{self, Arg, Row, Sql, Texts};
-use crate::model::waiting::RetryTier;
 use crate::model::{Claim, Item, Millis, Status, Tombstone};
 use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
 use crate::store::rows::item_columns;
@@ -197,6 +196,62 @@ const ITEM_RELEASE_ORPHAN: &str =
     "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?2
       WHERE id = ?1";
 
+/// A part of what waits for a time (`ItemsRead::waiting_count`): the
+/// retry tier's failures and the pending items with a not-before time,
+/// each due at a moment or later; and the retry tier's failures with no
+/// time at all, which are neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    RetryDue,
+    RetryLater,
+    RetryUntimed,
+    PendingDue,
+    PendingLater,
+}
+
+impl Waiting {
+    fn sql(self) -> &'static str {
+        match self {
+            Waiting::RetryDue => WAITING_RETRY_DUE,
+            Waiting::RetryLater => WAITING_RETRY_LATER,
+            Waiting::RetryUntimed => WAITING_RETRY_UNTIMED,
+            Waiting::PendingDue => WAITING_PENDING_DUE,
+            Waiting::PendingLater => WAITING_PENDING_LATER,
+        }
+    }
+}
+
+/// `?1` the batch, `?2` now, `?3` the most to count: a count that stops at
+/// `?3` entries of the queue index, as `$cond` picks them.
+macro_rules! waiting_count {
+    ($cond:literal) => {
+        concat!(
+            "SELECT count(*) FROM (SELECT 1 FROM items WHERE batch_id = ?1 AND ",
+            $cond,
+            " LIMIT ?3) w"
+        )
+    };
+}
+const WAITING_RETRY_DUE: &str =
+    waiting_count!("status = 'failed' AND tier = 'retry' AND next_attempt_at <= ?2");
+const WAITING_RETRY_LATER: &str =
+    waiting_count!("status = 'failed' AND tier = 'retry' AND next_attempt_at > ?2");
+/// No time to compare with: `?2` the most to count.
+const WAITING_RETRY_UNTIMED: &str = "SELECT count(*) FROM (SELECT 1 FROM items
+  WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry' AND next_attempt_at IS NULL
+  LIMIT ?2) w";
+const WAITING_PENDING_DUE: &str =
+    waiting_count!("status = 'pending' AND tier IS NULL AND next_attempt_at <= ?2");
+const WAITING_PENDING_LATER: &str =
+    waiting_count!("status = 'pending' AND tier IS NULL AND next_attempt_at > ?2");
+/// Each half a seek to the first entry past `?2` of its range.
+const WAITING_NEXT_AT: &str = "SELECT min(t) FROM (
+       SELECT min(next_attempt_at) AS t FROM items
+        WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry' AND next_attempt_at > ?2
+       UNION ALL
+       SELECT min(next_attempt_at) FROM items
+        WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at > ?2) w";
+
 /// A claim whose run holds no seat (`claims_orphaned_locked`).
 pub(crate) struct Orphaned {
     pub(crate) item: i64,
@@ -230,10 +285,24 @@ pub(crate) trait ItemsRead: Sql {
         sql::all(self, DUE_RETRY, &args, item_from_row)
     }
 
-    /// What waits for a time (the retry tier, and pending items with a
-    /// not-before time): due and later counts, the earliest later time,
-    /// and how many of them are pending.
-    fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier>;
+    /// How many items of `batch` wait in `part` at `now`, counted up to
+    /// `cap` (a range of the queue index: reading it costs what it
+    /// counts).
+    fn waiting_count(&mut self, batch: i64, part: Waiting, now: Millis, cap: i64) -> Result<i64> {
+        let timed = [Arg::Int(batch), Arg::Time(now), Arg::Int(cap)];
+        let args = match part {
+            Waiting::RetryUntimed => &[timed[0], timed[2]][..],
+            _ => &timed[..],
+        };
+        sql::one(self, part.sql(), args, |r| r.int(0))
+    }
+
+    /// The earliest time after `now` something waits for (a retry-tier
+    /// failure's next attempt, a pending item's not-before time).
+    fn waiting_next_at(&mut self, batch: i64, now: Millis) -> Result<Option<Millis>> {
+        let args = [Arg::Int(batch), Arg::Time(now)];
+        sql::one(self, WAITING_NEXT_AT, &args, |r| r.opt_time(0))
+    }
     /// One item as a requeue sees it, with its status as stored.
     fn item_for_requeue(
         &mut self,

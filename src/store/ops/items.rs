@@ -226,7 +226,7 @@ impl Store {
     pub fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier> {
         self.read_tx(|tx| {
             let b = tx.batch_id(batch)?;
-            tx.retry_tier(b, now)
+            retry_tier(tx, b, now)
         })
     }
 
@@ -315,4 +315,45 @@ pub(super) fn missing(tx: &mut dyn Read, b: i64, batch: &str, key: &str) -> Stor
         },
         Err(e) => e,
     }
+}
+
+/// Counted exactly up to here before the other side of a range is taken
+/// from a total instead (`retry_tier`).
+const WAITING_CAP: i64 = 256;
+
+/// What waits for a time in batch `b` at `now` (see [`RetryTier`]), every
+/// count exact, read in time bounded by `WAITING_CAP` entries of the queue
+/// index while one side of each split is smaller than it: the retry tier's
+/// other side is its total (`counts`, exact in the same snapshot) less the
+/// smaller side and the failures with no time. A dashboard poll reads this
+/// (the "waiting" line): summing 66,000 retry entries took 15 ms a poll.
+pub(crate) fn retry_tier(tx: &mut dyn Read, b: i64, now: Millis) -> Result<RetryTier> {
+    use crate::store::dialect::items::Waiting;
+    // A part that is rarely large: counted up to the cap, then whole.
+    let mut whole = |part| match tx.waiting_count(b, part, now, WAITING_CAP)? {
+        n if n < WAITING_CAP => Ok(n),
+        _ => tx.waiting_count(b, part, now, i64::MAX),
+    };
+    let pending_due = whole(Waiting::PendingDue)?;
+    let pending_later = whole(Waiting::PendingLater)?;
+    let untimed = whole(Waiting::RetryUntimed)?;
+    let timed = tx.batch_counts(b)?.retry - untimed;
+    // The retry tier, often large on one side: the smaller side counted,
+    // the other the rest of the total.
+    let due = tx.waiting_count(b, Waiting::RetryDue, now, WAITING_CAP)?;
+    let due = if due < WAITING_CAP {
+        due
+    } else {
+        match tx.waiting_count(b, Waiting::RetryLater, now, WAITING_CAP)? {
+            later if later < WAITING_CAP => timed - later,
+            _ => tx.waiting_count(b, Waiting::RetryDue, now, i64::MAX)?,
+        }
+    };
+    Ok(RetryTier {
+        due: due + pending_due,
+        later: timed - due + pending_later,
+        next_at: tx.waiting_next_at(b, now)?,
+        pending_due,
+        pending_later,
+    })
 }

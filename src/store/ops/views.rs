@@ -42,7 +42,7 @@ impl Store {
             if let Some((b, idx)) = selected {
                 let info = &out.batches[idx].info;
                 out.runs = tx.runs_recent(b, q.runs)?;
-                out.retry = Some((info.name.clone(), tx.retry_tier(b, now)?));
+                out.retry = Some((info.name.clone(), super::items::retry_tier(tx, b, now)?));
                 for k in &q.spend {
                     out.spent.push((k.clone(), tx.spend_of(k)?));
                 }

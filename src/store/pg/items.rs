@@ -13,8 +13,7 @@ use super::PgTx;
 use super::events::Args;
 use super::tombstones;
 use crate::model::Tombstone;
-use crate::model::waiting::RetryTier;
-use crate::model::{Claim, Item, Millis, Status};
+use crate::model::{Claim, Item, Status};
 use crate::store::Result;
 use crate::store::api::{ItemFilter, Requeue, Selection};
 use crate::store::dialect::ItemsRead;
@@ -96,17 +95,6 @@ pub(super) fn claim_from_row(r: &Row) -> Claim {
     }
 }
 /// The retry tier, and the pending items with a not-before time.
-const RETRY_TIER: &str = "SELECT count(*) FILTER (WHERE next_attempt_at <= $2),
-        count(*) FILTER (WHERE next_attempt_at > $2),
-        min(next_attempt_at) FILTER (WHERE next_attempt_at > $2),
-        count(*) FILTER (WHERE status = 'pending' AND next_attempt_at <= $2),
-        count(*) FILTER (WHERE status = 'pending' AND next_attempt_at > $2)
-   FROM (SELECT status, next_attempt_at FROM items
-          WHERE batch_id = $1 AND status = 'failed' AND tier = 'retry'
-         UNION ALL
-         SELECT status, next_attempt_at FROM items
-          WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
-            AND next_attempt_at IS NOT NULL) w";
 const ITEMS_FOR_REQUEUE: &str =
     "SELECT i.id, i.key, i.label, i.tier, i.outcome, i.error_class, i.attempts, i.status
        FROM items i WHERE i.batch_id = $1";
@@ -147,18 +135,6 @@ impl ItemsRead for PgTx<'_> {
         let cond = filter_sql(filter, &mut args);
         let sql = format!("SELECT count(*)::int8 FROM items i WHERE i.batch_id = $1{cond}");
         Ok(self.c.one(&sql, &args.refs())?.get(0))
-    }
-
-    fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier> {
-        let at = self.c.tin(now);
-        let r = self.c.one(RETRY_TIER, &[&batch, &at])?;
-        Ok(RetryTier {
-            due: r.get(0),
-            later: r.get(1),
-            next_at: self.c.tout_opt(r.get(2)),
-            pending_due: r.get(3),
-            pending_later: r.get(4),
-        })
     }
 
     fn items_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {

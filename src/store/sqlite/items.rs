@@ -4,11 +4,11 @@
 //! Every transition that ends a claim is conditional on the lease token, so
 //! a runner that lost its lease cannot overwrite a newer claim.
 
-use rusqlite::{Row, params, params_from_iter};
+use rusqlite::{Row, params_from_iter};
 
 use super::{SqliteTx, parse_col};
+use crate::model::Item;
 use crate::model::Tombstone;
-use crate::model::{Item, Millis, waiting::RetryTier};
 use crate::store::Result;
 use crate::store::api::{ItemFilter, Requeue, Selection};
 use crate::store::dialect::ItemsRead;
@@ -78,19 +78,6 @@ fn selection_sql(sel: &Selection, args: &mut Vec<rusqlite::types::Value>) -> Str
     }
     sql
 }
-/// The retry tier, and the pending items with a not-before time (each
-/// half a range of `items_queue`).
-const RETRY_TIER: &str =
-    "SELECT coalesce(sum(next_attempt_at <= ?2), 0), coalesce(sum(next_attempt_at > ?2), 0),
-            min(CASE WHEN next_attempt_at > ?2 THEN next_attempt_at END),
-            coalesce(sum(status = 'pending' AND next_attempt_at <= ?2), 0),
-            coalesce(sum(status = 'pending' AND next_attempt_at > ?2), 0)
-       FROM (SELECT status, next_attempt_at FROM items
-              WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'
-             UNION ALL
-             SELECT status, next_attempt_at FROM items
-              WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL
-                AND next_attempt_at IS NOT NULL)";
 const ITEMS_FOR_REQUEUE: &str =
     "SELECT i.id, i.key, i.label, i.tier, i.outcome, i.error_class, i.attempts
        FROM items i WHERE i.batch_id = ?1";
@@ -146,21 +133,6 @@ impl ItemsRead for SqliteTx<'_> {
         Ok(self
             .conn
             .query_row(&sql, params_from_iter(args), |r| r.get(0))?)
-    }
-
-    fn retry_tier(&mut self, batch: i64, now: Millis) -> Result<RetryTier> {
-        Ok(self
-            .conn
-            .prepare_cached(RETRY_TIER)?
-            .query_row(params![batch, now], |r| {
-                Ok(RetryTier {
-                    due: r.get(0)?,
-                    later: r.get(1)?,
-                    next_at: r.get(2)?,
-                    pending_due: r.get(3)?,
-                    pending_later: r.get(4)?,
-                })
-            })?)
     }
 
     fn items_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {

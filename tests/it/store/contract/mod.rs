@@ -1270,6 +1270,41 @@ both_stores! {
         assert_eq!((hold.until, hold.key), (T0 + 30 * MIN, Some(c[0].key.clone())));
     }
 
+    /// A large retry tier is counted exactly on either side of now, also
+    /// past the 256 entries a side is first counted to (the other side the
+    /// rest of the tier's total), and when both sides are large; a retry
+    /// failure with no time is neither due nor later.
+    fn a_large_retry_tier_is_counted_exactly_on_both_sides_of_now(db, s) {
+        use nightshift::model::waiting::RetryTier;
+        let n = 700;
+        s.add_items("b", &items(n), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, n, T0 + MIN, T0).unwrap().unwrap();
+        let ev = NewEvent::new(T0, "b", EventKind::Failed, "failed");
+        // 300 at +10 min, 360 at +20 min, 40 with no time; in short
+        // transactions (PostgreSQL's other tests wait for a long one).
+        for (chunk, claims) in c.chunks(100).enumerate() {
+            s.group(|s| {
+                for (j, claim) in claims.iter().enumerate() {
+                    let next = match chunk * 100 + j {
+                        0..300 => Some(T0 + 10 * MIN),
+                        300..660 => Some(T0 + 20 * MIN),
+                        _ => None,
+                    };
+                    let f = nightshift::store::Failure { item_id: claim.item_id, token: claim.token, run_id: run,
+                        tier: Tier::Retry, error_class: "E", message: "m", next_attempt_at: next, cost: None, now: T0 };
+                    assert!(s.fail(&f, &ev).unwrap());
+                }
+            }).unwrap();
+        }
+        let tier = |s: &Store, at| { let t = s.retry_tier("b", at).unwrap(); (t.due, t.later, t.next_at) };
+        assert_eq!(tier(&s, T0 + MIN), (0, 660, Some(T0 + 10 * MIN)), "all later");
+        assert_eq!(tier(&s, T0 + 15 * MIN), (300, 360, Some(T0 + 20 * MIN)), "both sides large");
+        assert_eq!(s.retry_tier("b", T0 + 30 * MIN).unwrap(),
+            RetryTier { due: 660, later: 0, next_at: None, pending_due: 0, pending_later: 0 }, "all due");
+    }
+
     /// `requeue --outcome empty`: done items of that outcome back to
     /// pending, to run again: their result and operation id dropped, their
     /// attempts kept, each move an event with its actor. By key, an item
