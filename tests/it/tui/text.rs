@@ -446,10 +446,13 @@ exit 75"#,
                 shown_key(&key, size.0)
             );
             let screen = dash.wait_for(&format!("{what}: the hold"), |s| s.contains(&from));
-            // The time left as the screen was drawn, rounded up: at most two
-            // minutes more than now rounded down (a loaded machine draws it
-            // a while before this reads the clock).
-            let left = (until - nightshift::util::time::now_ms()) / 60_000;
+            // The time left as the screen was drawn, in whole minutes from
+            // the drawing's minute rounded up (`tui::format::ago`): from
+            // what that gives now to two minutes more (a loaded machine
+            // draws it a while before this reads the clock).
+            let minute = 60_000;
+            let now = nightshift::util::time::now_ms();
+            let left = (until - (now + minute - 1) / minute * minute) / minute;
             assert!(
                 [left, left + 1, left + 2]
                     .iter()
