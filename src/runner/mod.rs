@@ -264,16 +264,18 @@ pub fn run_blocking(db_path: &Path, opts: RunOptions) -> anyhow::Result<RunRepor
 /// First termination signal: graceful; the next: immediate.
 pub async fn forward_signals(tx: watch::Sender<Signal>) {
     crate::util::signals::count_termination(|count| {
-        if count == 1 {
-            eprintln!(
-                "\nnightshift: stopping: no new items; in-flight items get the grace period (signal again to stop them now)"
-            );
-        }
         let _ = tx.send(if count == 1 {
             Signal::Graceful
         } else {
             Signal::Immediate
         });
+        // Said after the stop is set, so whoever reads it knows no new item
+        // is claimed from here on.
+        if count == 1 {
+            eprintln!(
+                "\nnightshift: stopping: no new items; in-flight items get the grace period (signal again to stop them now)"
+            );
+        }
     })
     .await;
 }

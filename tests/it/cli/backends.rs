@@ -380,6 +380,10 @@ both_backends! {
         let rest = env.run(&["requeue", "b", "--all-failed"]);
         assert_eq!(rest.code(0).stdout, format!("b: requeued {} items\n", N - moved));
         common::signal(runner.id(), nix::sys::signal::Signal::SIGTERM);
+        // The worker ends only once the runner has taken the stop (said
+        // after it is set): before that, a loaded machine could let the
+        // worker end and its slot claim again ahead of the signal.
+        common::wait_for("the runner to take the stop", || env.output_of("run").1.contains("stopping: no new items"));
         std::fs::write(&gate, "").unwrap();
         assert_eq!(exit_code(&mut runner), Some(130), "{:?}", env.output_of("run"));
         assert_eq!(pending(), N, "the runner claimed none of them");

@@ -33,6 +33,22 @@ fn sleeper(env: &Env, secs: &str, marker: &str) -> String {
     ))
 }
 
+/// A worker that marks its start, then waits (in a child carrying
+/// `marker`) until `gate` exists, and succeeds.
+fn gated(env: &Env, gate: &Path, marker: &str) -> String {
+    let started = env.path("started");
+    std::fs::create_dir_all(&started).unwrap();
+    p(&env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+             sh -c 'while [ ! -e {gate} ]; do sleep 0.02; done' {marker}\necho '\"ok\"'",
+            dir = p(&started),
+            gate = p(gate)
+        ),
+    ))
+}
+
 fn started(env: &Env, key: &str) -> bool {
     env.path("started").join(key).exists()
 }
@@ -60,10 +76,18 @@ fn sigint_and_sighup_stop_a_run_gracefully() {
         env.config("[batch.b]\nconcurrency = 1\ngrace = \"30s\"\n");
         add_keys(&env, "b", &["a", "b", "c"]);
         let marker = format!("graceful-{}", env.dir.path().display());
-        let w = sleeper(&env, "0.5", &marker);
+        // The item ends only once the runner has taken the stop: a worker
+        // on a timer could end first on a loaded machine, and its slot
+        // claim the next item before the signal is seen.
+        let gate = env.path("gate");
+        let w = gated(&env, &gate, &marker);
         let mut run = env.spawn("run", &["run", "b", "--", &w]);
         wait_for("the first item in flight", || started(&env, "a"));
         signal(run.id(), sig);
+        wait_for("the graceful stop to begin", || {
+            env.output_of("run").1.contains("nightshift: stopping")
+        });
+        std::fs::write(&gate, "").unwrap();
         assert_eq!(
             exit_code(&mut run),
             Some(130),

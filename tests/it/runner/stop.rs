@@ -208,13 +208,17 @@ echo '"ok"'"#,
         let started = env.path("started");
         std::fs::create_dir(&started).unwrap();
         let marker = format!("sigterm-{}", env.dir.path().display());
+        let gate = env.path("gate");
         let w = p(&env.script(
             "w.sh",
             &format!(
                 "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
-                 if [ \"$NIGHTSHIFT_KEY\" = quick ]; then sleep 0.5; echo '\"ok\"'; exit 0; fi\n\
+                 if [ \"$NIGHTSHIFT_KEY\" = quick ]; then\n\
+                   while [ ! -e {gate} ]; do sleep 0.02; done; echo '\"ok\"'; exit 0\n\
+                 fi\n\
                  sh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
-                dir = p(&started)
+                dir = p(&started),
+                gate = p(&gate)
             ),
         ));
         let mut runner = env.spawn("run", &["run", "b", "--", &w]);
@@ -222,6 +226,12 @@ echo '"ok"'"#,
             started.join("quick").exists() && started.join("slow").exists()
         });
         signal(runner.id(), Signal::SIGTERM);
+        // `quick` ends once the stop is taken (said after it is set), so
+        // its slot cannot claim `later1` ahead of the signal.
+        wait_for("the graceful stop to begin", || {
+            env.output_of("run").1.contains("nightshift: stopping")
+        });
+        std::fs::write(&gate, "").unwrap();
         let status = runner.wait().unwrap();
         assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
 
