@@ -120,14 +120,7 @@ impl Writer {
         let (reply, answer) = oneshot::channel();
         let tx = self.lanes[lane].tx.as_ref().ok_or_else(gone)?;
         tx.send(job_of(f, reply)).map_err(|_| gone())?;
-        let out = match answer.await {
-            Ok(out) => out,
-            Err(_) => self.refused().and(Err(gone())),
-        };
-        if let Err(StoreError::Replaced(_)) = &out {
-            self.seal();
-        }
-        out
+        self.answer(answer).await
     }
 
     /// Runs `f` on the store; resolves once its write is committed.
@@ -138,6 +131,14 @@ impl Writer {
         self.refused()?;
         let (reply, answer) = oneshot::channel();
         self.submit(f, reply)?;
+        self.answer(answer).await
+    }
+
+    /// The answer to a call, once its write is committed.
+    async fn answer<T>(
+        &self,
+        answer: oneshot::Receiver<Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
         let out = match answer.await {
             Ok(out) => out,
             Err(_) => self.refused().and(Err(gone())),

@@ -22,29 +22,29 @@ fn p(path: &Path) -> String {
 /// A worker that marks its start, then sleeps `secs` (in a child carrying
 /// `marker`, so a leak can be found) and succeeds.
 fn sleeper(env: &Env, secs: &str, marker: &str) -> String {
-    let started = env.path("started");
-    std::fs::create_dir_all(&started).unwrap();
-    p(&env.script(
-        "w.sh",
-        &format!(
-            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\nsh -c 'sleep {secs}; :' {marker}\necho '\"ok\"'",
-            dir = p(&started)
-        ),
-    ))
+    waiting_worker(env, &format!("sleep {secs}; :"), marker)
 }
 
 /// A worker that marks its start, then waits (in a child carrying
 /// `marker`) until `gate` exists, and succeeds.
 fn gated(env: &Env, gate: &Path, marker: &str) -> String {
+    waiting_worker(
+        env,
+        &format!("while [ ! -e {} ]; do sleep 0.02; done", p(gate)),
+        marker,
+    )
+}
+
+/// A worker that touches `started/KEY`, runs `wait` in a child carrying
+/// `marker`, and succeeds.
+fn waiting_worker(env: &Env, wait: &str, marker: &str) -> String {
     let started = env.path("started");
     std::fs::create_dir_all(&started).unwrap();
     p(&env.script(
         "w.sh",
         &format!(
-            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
-             sh -c 'while [ ! -e {gate} ]; do sleep 0.02; done' {marker}\necho '\"ok\"'",
-            dir = p(&started),
-            gate = p(gate)
+            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\nsh -c '{wait}' {marker}\necho '\"ok\"'",
+            dir = p(&started)
         ),
     ))
 }
