@@ -112,12 +112,13 @@ impl Store {
         }
     }
 
-    /// Whether `add_fed` writes the parts as they come (SQLite with no
-    /// runner live: one transaction) rather than once all are read.
+    /// Whether `add_fed` writes the parts as they come (in one
+    /// transaction: always on PostgreSQL, on SQLite with no runner live)
+    /// rather than once all are read.
     pub fn feeds_adds(&self) -> bool {
         match self {
             Store::Sqlite(s) => s.feeds_adds(),
-            Store::Pg(_) => false,
+            Store::Pg(_) => true,
         }
     }
 
@@ -132,10 +133,12 @@ impl Store {
         now: Millis,
         progress: impl FnMut(usize),
     ) -> Result<Option<AddReport>> {
-        if let Store::Sqlite(s) = self
-            && s.feeds_adds()
-        {
-            return s.add_fed(batch, feed, input_bytes, now, progress);
+        match self {
+            Store::Sqlite(s) if s.feeds_adds() => {
+                return s.add_fed(batch, feed, input_bytes, now, progress);
+            }
+            Store::Pg(s) => return s.add_fed(batch, feed, now, progress),
+            Store::Sqlite(_) => {}
         }
         let mut all = Vec::new();
         while let Some(part) = feed.next_part() {

@@ -22,6 +22,7 @@
 //! All tables live in the `nightshift` schema of the database named by the
 //! URL, so the database can be shared with other programs.
 
+mod add;
 mod attempts;
 mod batches;
 mod budgets;

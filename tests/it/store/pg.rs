@@ -9,7 +9,9 @@ use std::sync::{Arc, Barrier};
 
 use nightshift::model::{EventKind, Holder, NewEvent, NewItem, Outcome, Trigger};
 use nightshift::store::pg::PgStore;
-use nightshift::store::{Access, Completion, LockOutcome, Store, StoreError};
+use nightshift::store::{
+    Access, AddFeed, Completion, EventFilter, FeedRefused, LockOutcome, Store, StoreError,
+};
 
 const MIN: i64 = 60_000;
 
@@ -865,6 +867,157 @@ fn a_fresh_add_with_a_key_given_twice_adds_it_once() {
     let report = s.add_items("b", &items(12_001), now(), |_| {}).unwrap();
     assert_eq!((report.added, report.present), (1, 12_000));
     assert_eq!(s.counts("b").unwrap().pending, 12_001);
+}
+
+/// An add's parts as `add` feeds them while it parses (`Store::add_fed`):
+/// `parts` in turn, `before(k)` run before part `k` is given.
+struct Fed<'a, F: FnMut(usize)> {
+    parts: Vec<&'a [NewItem]>,
+    given: usize,
+    before: F,
+}
+
+impl<'a, F: FnMut(usize)> AddFeed<'a> for Fed<'a, F> {
+    fn next_part(&mut self) -> Option<Result<&'a [NewItem], FeedRefused>> {
+        let part = self.parts.get(self.given).copied()?;
+        (self.before)(self.given);
+        self.given += 1;
+        Some(Ok(part))
+    }
+
+    fn by_key(&mut self) -> Vec<(&'a str, usize)> {
+        let keys = self
+            .parts
+            .iter()
+            .flat_map(|p| p.iter().map(|i| i.key.as_str()));
+        let mut by_key: Vec<_> = keys.enumerate().map(|(place, key)| (key, place)).collect();
+        by_key.sort_unstable();
+        by_key
+    }
+}
+
+/// The `added` events of the store.
+fn added_events(s: &Store) -> Vec<nightshift::model::Event> {
+    let filter = EventFilter {
+        kinds: vec!["added".into()],
+        ..Default::default()
+    };
+    s.events(&filter).unwrap()
+}
+
+/// A fed add whose transaction meets a deadlock (here: its second
+/// statement, by a trigger) is tried again whole: the parts the feed
+/// already gave are inserted again (the feed gives each once), and the add
+/// ends with every item once, in input order, counted and logged once.
+#[test]
+fn a_fed_add_tried_again_after_a_deadlock_inserts_the_parts_already_given() {
+    let Some((url, mut s)) = fresh() else { return };
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "CREATE SEQUENCE nightshift.inserts;
+             CREATE FUNCTION nightshift.deadlock_once() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF nextval('nightshift.inserts') = 2 THEN
+                     RAISE EXCEPTION 'a deadlock (the test''s)' USING ERRCODE = 'deadlock_detected';
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER deadlock_once AFTER INSERT ON nightshift.items
+                 FOR EACH STATEMENT EXECUTE FUNCTION nightshift.deadlock_once();",
+        )
+        .unwrap();
+    let all = items(12_000);
+    let mut asked = Vec::new();
+    let mut fed = Fed {
+        parts: vec![&all[..6_000], &all[6_000..]],
+        given: 0,
+        before: |k| asked.push(k),
+    };
+    let r = s.add_fed("b", &mut fed, 0, now(), |_| {}).unwrap().unwrap();
+    drop(fed);
+    assert_eq!((r.added, r.present), (12_000, 0));
+    assert_eq!(asked, [0, 1], "each part taken from the feed once");
+    let statements: i64 = admin
+        .query_one("SELECT last_value FROM nightshift.inserts", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        statements,
+        2 + 4,
+        "the failed try's two, then all four again"
+    );
+    assert_eq!(s.counts("b").unwrap().pending, 12_000);
+    let id = |key: &str| s.item("b", key).unwrap().id;
+    assert!(
+        id("k00000") < id("k05999") && id("k05999") < id("k06000") && id("k06000") < id("k11999")
+    );
+    let events = added_events(&s);
+    assert_eq!(
+        (events.len(), events[0].fields["added"].as_i64()),
+        (1, Some(12_000))
+    );
+}
+
+/// A fed add into a batch that holds no items (a binary COPY, no conflict
+/// clause) that meets a key another session added meanwhile, after its
+/// first part was written, adds the rest idempotently once every part was
+/// given: that key present, every other added once, counts exact.
+#[test]
+fn a_fresh_fed_add_meeting_a_key_added_meanwhile_adds_the_rest() {
+    let Some((url, mut s)) = fresh() else { return };
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .execute(
+            "INSERT INTO nightshift.batches (name, created_at) VALUES ('b', 0)",
+            &[],
+        )
+        .unwrap();
+    let all = items(12_000);
+    let mut fed = Fed {
+        parts: vec![&all[..6_000], &all[6_000..]],
+        given: 0,
+        before: |k| {
+            if k != 1 {
+                return;
+            }
+            // Another session, on a shard of the counters other than the
+            // add's (whose row it holds until it commits).
+            let busy = "SELECT pid % 32 FROM pg_stat_activity
+                         WHERE datname = current_database() AND state = 'idle in transaction'";
+            let theirs: i32 = admin.query_one(busy, &[]).unwrap().get(0);
+            let other = loop {
+                let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                let shard: i32 = c
+                    .query_one("SELECT pg_backend_pid() % 32", &[])
+                    .unwrap()
+                    .get(0);
+                if shard != theirs {
+                    break c;
+                }
+            };
+            let mut other = other;
+            other
+                .batch_execute(
+                    "SET search_path = nightshift;
+                     INSERT INTO items (batch_id, key, label, payload, status, created_at,
+                                        updated_at)
+                     SELECT id, 'k09000', 'meanwhile', '{}', 'pending', 0, 0
+                       FROM batches WHERE name = 'b'",
+                )
+                .unwrap();
+        },
+    };
+    let r = s.add_fed("b", &mut fed, 0, now(), |_| {}).unwrap().unwrap();
+    drop(fed);
+    assert_eq!((r.added, r.present), (11_999, 1));
+    assert_eq!(s.counts("b").unwrap().pending, 12_000);
+    assert_eq!(s.item("b", "k09000").unwrap().label, "meanwhile");
+    let id = |key: &str| s.item("b", key).unwrap().id;
+    assert!(
+        id("k00000") < id("k05999") && id("k05999") < id("k06000") && id("k06000") < id("k11999")
+    );
+    assert_eq!(added_events(&s)[0].fields["added"].as_i64(), Some(11_999));
 }
 
 /// A fresh add (a binary COPY) stores every field as the idempotent insert

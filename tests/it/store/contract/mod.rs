@@ -11,8 +11,8 @@ use nightshift::model::{
     Tombstone, Trigger, WorkerGroup,
 };
 use nightshift::store::{
-    Access, AttemptLog, Completion, DashQuery, EventFilter, ItemFilter, ItemsQuery, LockOutcome,
-    Selection, Store, StoreError,
+    Access, AddFeed, AttemptLog, Completion, DashQuery, EventFilter, FeedRefused, ItemFilter,
+    ItemsQuery, LockOutcome, Selection, Store, StoreError,
 };
 use nightshift::util::signals::Stop;
 
@@ -28,6 +28,45 @@ fn items(n: usize) -> Vec<NewItem> {
             ..Default::default()
         })
         .collect()
+}
+
+/// An add's items as `add` hands a large input to the store while it
+/// parses it (`Store::add_fed`): `parts` in turn, then, when `refused`, the
+/// input found bad (a bad line or a key given twice further on).
+struct Fed<'a> {
+    parts: Vec<&'a [NewItem]>,
+    given: usize,
+    refused: bool,
+}
+
+impl<'a> Fed<'a> {
+    fn new(parts: Vec<&'a [NewItem]>, refused: bool) -> Fed<'a> {
+        Fed {
+            parts,
+            given: 0,
+            refused,
+        }
+    }
+}
+
+impl<'a> AddFeed<'a> for Fed<'a> {
+    fn next_part(&mut self) -> Option<Result<&'a [NewItem], FeedRefused>> {
+        if let Some(&part) = self.parts.get(self.given) {
+            self.given += 1;
+            return Some(Ok(part));
+        }
+        std::mem::take(&mut self.refused).then_some(Err(FeedRefused))
+    }
+
+    fn by_key(&mut self) -> Vec<(&'a str, usize)> {
+        let keys = self
+            .parts
+            .iter()
+            .flat_map(|p| p.iter().map(|i| i.key.as_str()));
+        let mut by_key: Vec<_> = keys.enumerate().map(|(place, key)| (key, place)).collect();
+        by_key.sort_unstable();
+        by_key
+    }
 }
 
 fn holder(pid: u32) -> Holder {
@@ -1082,7 +1121,11 @@ both_stores! {
         assert!(s.complete_all(&all).unwrap().iter().all(|ok| *ok));
         assert_eq!(s.prune(T0 + 1, false, false, false, "me", T0 + MIN).unwrap().done_items, 12_000);
         assert_eq!(s.pruned_keys("b").unwrap(), 12_000);
-        assert_eq!(s.add_items("b", &items(12_001), T0 + MIN, |_| {}).unwrap().pruned, 12_000);
+        // Fed part by part (as `add` writes a large input while it parses).
+        let more = items(12_001);
+        let mut fed = Fed::new(vec![&more[..6_000], &more[6_000..]], false);
+        let r = s.add_fed("b", &mut fed, 0, T0 + MIN, |_| {}).unwrap().unwrap();
+        assert_eq!((r.added, r.present, r.pruned), (1, 12_000, 12_000));
         let r = s.prune(T0 + 1, false, true, false, "me", T0 + 2 * MIN).unwrap();
         assert_eq!(r.forgotten_total(), 12_000);
         assert_eq!(s.pruned_keys("b").unwrap(), 0);
@@ -1143,6 +1186,71 @@ both_stores! {
         s.set_stop(Stop::default());
         let rest = s.add_items("b", &items(20_000), T0, |_| {}).unwrap();
         assert_eq!((rest.added, rest.present), (20_000 - added as u64, added as u64));
+    }
+
+    /// An add fed part by part (a large input, written while it is parsed)
+    /// does what `add_items` of all its items does: every item once, in
+    /// input order, progress in steps of 10,000, one `added` event; fed
+    /// again with one key more, it adds that one.
+    fn a_fed_add_adds_as_add_items_does(db, s) {
+        let all = items(12_001);
+        let mut steps = Vec::new();
+        let parts = vec![&all[..5_000], &all[..0], &all[5_000..12_000]];
+        let r = s.add_fed("b", &mut Fed::new(parts, false), 0, T0, |n| steps.push(n)).unwrap().unwrap();
+        assert_eq!((r.added, r.present), (12_000, 0));
+        assert_eq!(steps, [0, 10_000]);
+        let id = |s: &Store, key: &str| s.item("b", key).unwrap().id;
+        assert!(id(&s, "k000") < id(&s, "k4999") && id(&s, "k4999") < id(&s, "k5000"));
+        assert!(id(&s, "k5000") < id(&s, "k11999"), "ids in input order");
+        let added = |s: &Store| s.events(&EventFilter { kinds: vec!["added".into()], ..Default::default() }).unwrap();
+        assert_eq!(added(&s).len(), 1);
+        assert_eq!(added(&s)[0].fields["added"], 12_000);
+
+        let parts = vec![&all[..6_000], &all[6_000..]];
+        let r = s.add_fed("b", &mut Fed::new(parts, false), 0, T0 + 1, |_| {}).unwrap().unwrap();
+        assert_eq!((r.added, r.present), (1, 12_000));
+        assert!(id(&s, "k11999") < id(&s, "k12000"));
+        assert_eq!(s.counts("b").unwrap().pending, 12_001);
+        assert_eq!(added(&s).len(), 2);
+        // An input without items writes nothing, and makes no batch.
+        let r = s.add_fed("none", &mut Fed::new(vec![&all[..0]], false), 0, T0, |_| {}).unwrap();
+        assert_eq!(r.map(|r| (r.added, r.present)), Some((0, 0)));
+        assert_eq!(s.batch_names().unwrap(), ["b"]);
+    }
+
+    /// An add fed part by part whose input is then refused (a bad line, or
+    /// a key given twice, found after its first parts were written) keeps
+    /// nothing: no batch made, a batch that held items left with those.
+    fn a_fed_add_of_a_refused_input_keeps_nothing(db, s) {
+        let all = items(12_000);
+        let parts = || vec![&all[..6_000], &all[6_000..]];
+        assert!(s.add_fed("b", &mut Fed::new(parts(), true), 0, T0, |_| {}).unwrap().is_none());
+        assert!(s.batch_names().unwrap().is_empty(), "no batch made");
+        // The key given twice reaches the store before the refusal.
+        let twice = vec![&all[..6_000], &all[5_999..7_000]];
+        assert!(s.add_fed("b", &mut Fed::new(twice, true), 0, T0, |_| {}).unwrap().is_none());
+        assert!(s.batch_names().unwrap().is_empty(), "no batch made");
+
+        s.add_items("held", &all[..3], T0, |_| {}).unwrap();
+        assert!(s.add_fed("held", &mut Fed::new(parts(), true), 0, T0, |_| {}).unwrap().is_none());
+        assert_eq!(s.counts("held").unwrap().pending, 3);
+        let added = s.events(&EventFilter { kinds: vec!["added".into()], ..Default::default() }).unwrap();
+        assert_eq!(added.len(), 1, "the first add's alone");
+        let r = s.add_fed("held", &mut Fed::new(parts(), false), 0, T0, |_| {}).unwrap().unwrap();
+        assert_eq!((r.added, r.present), (11_997, 3));
+    }
+
+    /// A stop request (a signal) during an add fed part by part with no
+    /// runner live (one transaction on both stores) keeps nothing of it.
+    fn a_stop_during_a_fed_add_keeps_nothing(db, s) {
+        let stop = Stop::default();
+        s.set_stop(stop.clone());
+        let all = items(12_000);
+        let parts = vec![&all[..6_000], &all[6_000..]];
+        let err = s.add_fed("b", &mut Fed::new(parts, false), 0, T0, |n| if n == 0 { stop.request(2) }).unwrap_err();
+        assert!(matches!(err, StoreError::Interrupted(_)), "{err}");
+        assert_eq!(err.to_string(), "interrupted by SIGINT: nothing was changed");
+        assert!(s.batch_names().unwrap().is_empty(), "no batch made");
     }
 
     /// `labelled` finds items by their exact label (`show BATCH LABEL`),
