@@ -886,13 +886,7 @@ impl<'a, F: FnMut(usize)> AddFeed<'a> for Fed<'a, F> {
     }
 
     fn by_key(&mut self) -> Vec<(&'a str, usize)> {
-        let keys = self
-            .parts
-            .iter()
-            .flat_map(|p| p.iter().map(|i| i.key.as_str()));
-        let mut by_key: Vec<_> = keys.enumerate().map(|(place, key)| (key, place)).collect();
-        by_key.sort_unstable();
-        by_key
+        super::contract::by_key(&self.parts)
     }
 }
 

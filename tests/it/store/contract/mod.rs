@@ -59,14 +59,17 @@ impl<'a> AddFeed<'a> for Fed<'a> {
     }
 
     fn by_key(&mut self) -> Vec<(&'a str, usize)> {
-        let keys = self
-            .parts
-            .iter()
-            .flat_map(|p| p.iter().map(|i| i.key.as_str()));
-        let mut by_key: Vec<_> = keys.enumerate().map(|(place, key)| (key, place)).collect();
-        by_key.sort_unstable();
-        by_key
+        by_key(&self.parts)
     }
+}
+
+/// Every item of `parts` by key, then place among them all: the order a
+/// feed hands the store its keys in (`AddFeed::by_key`).
+pub(super) fn by_key<'a>(parts: &[&'a [NewItem]]) -> Vec<(&'a str, usize)> {
+    let keys = parts.iter().flat_map(|p| p.iter().map(|i| i.key.as_str()));
+    let mut by_key: Vec<_> = keys.enumerate().map(|(place, key)| (key, place)).collect();
+    by_key.sort_unstable();
+    by_key
 }
 
 fn holder(pid: u32) -> Holder {
