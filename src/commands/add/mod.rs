@@ -55,12 +55,13 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     };
     let not_before = args.not_before.map(|w| w.at(now_ms()));
     let bytes = key::without_bom(&bytes);
-    // A large input goes to the store while it is parsed, when the store
-    // takes it in one transaction (no runner live): a bad line found late
-    // rolls it all back. Otherwise all of it is checked first.
-    // (A store that does not open is told after the input's problems.)
+    // An input of 64 KiB or more goes to the store while it is parsed,
+    // when the store takes it in one transaction (no runner live): a bad
+    // line found late rolls it all back. Otherwise all of it is checked
+    // first. (A store that does not open is told after the input's
+    // problems.)
     if !args.dry_run
-        && bytes.len() >= parse::PARALLEL_FROM_BYTES
+        && bytes.len() >= parse::FED_FROM_BYTES
         && let Ok(mut store) = ctx.open_write()
         && store.feeds_adds()
     {

@@ -20,9 +20,15 @@ use crate::util::sanitize;
 const SHOWN_ERRORS: usize = 20;
 /// Inputs larger than this are parsed by several threads.
 pub(super) const PARALLEL_FROM_BYTES: usize = 1024 * 1024;
+/// Inputs at least this large go to the store while they are parsed (when
+/// it takes them in one transaction): from about 1,000 lines.
+pub(super) const FED_FROM_BYTES: usize = 64 * 1024;
 /// The size of a block handed to the store while the rest is parsed: small
 /// enough that the store starts writing soon after the input is read.
 const BLOCK_BYTES: usize = 512 * 1024;
+/// ... and a smaller input in eight blocks at least, of this size at the
+/// least, so that its parse and its writes overlap too.
+const MIN_BLOCK_BYTES: usize = 16 * 1024;
 
 /// Lines of one part of the input, parsed.
 #[derive(Default)]
@@ -197,7 +203,8 @@ struct Blocks<'a> {
 
 impl<'a> Blocks<'a> {
     fn new(bytes: &'a [u8]) -> Self {
-        let parts = split_parts(bytes, bytes.len() / BLOCK_BYTES + 1);
+        let block = (bytes.len() / 8).clamp(MIN_BLOCK_BYTES, BLOCK_BYTES);
+        let parts = split_parts(bytes, bytes.len() / block + 1);
         let slots = parts.iter().map(|_| OnceLock::new()).collect();
         Blocks {
             parts,

@@ -159,6 +159,29 @@ both_backends! {
         assert_eq!(ran.code(0).stdout, "other: added 59998, already present 2\n");
         env.assert_counts_consistent();
     }
+
+    /// The same for an input of a few thousand lines, fed in blocks of
+    /// its own size class: rejected whole, then added in input order.
+    fn a_mid_sized_file_with_a_key_given_twice_near_its_end_is_rejected_whole(env) {
+        let mut rows: Vec<String> = lines(1..=5_000).lines().map(String::from).collect();
+        rows[4_990] = "{\"key\":\"k3\",\"n\":0}".into();
+        let text = rows.join("\n") + "\n";
+        assert!((64 * 1024..1024 * 1024).contains(&text.len()), "{}", text.len());
+        let file = env.write("mid.jsonl", &text);
+        env.run(&["init"]).code(0);
+        let before = unchanged(&env);
+        let ran = env.run(&["add", "b", file.to_str().unwrap()]);
+        ran.code(2);
+        assert!(ran.stderr.contains("rejected, nothing imported: 1 bad line\n  line 4991: duplicate key \"k3\" (first on line 3)"), "{ran:?}");
+        assert_eq!(unchanged(&env), before, "nothing imported");
+
+        rows[4_990] = "{\"key\":\"k4991\",\"n\":4991}".into();
+        let file = env.write("mid.jsonl", &(rows.join("\n") + "\n"));
+        assert_eq!(env.run(&["add", "b", file.to_str().unwrap()]).code(0).stdout, "b: added 5000, already present 0\n");
+        let keys = env.strings("SELECT key FROM items ORDER BY id");
+        assert!(keys.iter().enumerate().all(|(i, k)| *k == format!("k{}", i + 1)), "ids in input order");
+        env.assert_counts_consistent();
+    }
 }
 
 /// What an add that writes nothing leaves as it was: the store
