@@ -47,6 +47,16 @@ fn fresh() -> Option<(String, Store)> {
     Some((url, Store::Pg(store)))
 }
 
+/// A run of batch `b` started at `t`, holding its lock for ten minutes.
+fn locked_run(s: &mut Store, t: i64) -> i64 {
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
+        .unwrap();
+    run
+}
+
 /// Four connections claim from one queue at once (SKIP LOCKED): every item
 /// is claimed exactly once, and the sharded counters add up.
 #[test]
@@ -54,11 +64,7 @@ fn concurrent_claimers_never_share_an_item() {
     let Some((url, mut s)) = fresh() else { return };
     let t = now();
     s.add_items("b", &items(2_000), t, |_| {}).unwrap();
-    let run = s
-        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
-        .unwrap();
-    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
-        .unwrap();
+    let run = locked_run(&mut s, t);
     let start = Arc::new(Barrier::new(4));
     let workers: Vec<_> = (0..4)
         .map(|_| {
@@ -408,11 +414,7 @@ fn counters_stay_exact_under_concurrent_mixed_transitions() {
     let Some((url, mut s)) = fresh() else { return };
     let t = now();
     s.add_items("b", &items(600), t, |_| {}).unwrap();
-    let run = s
-        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
-        .unwrap();
-    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
-        .unwrap();
+    let run = locked_run(&mut s, t);
     let start = Arc::new(Barrier::new(4));
     let workers: Vec<_> = (0..4u64)
         .map(|w| {
@@ -659,11 +661,7 @@ fn a_group_of_completions_is_joined_to_its_items_once() {
     s.add_items("b", &items(1_000), t, |_| {}).unwrap();
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin.batch_execute("ANALYZE nightshift.items").unwrap();
-    let run = s
-        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
-        .unwrap();
-    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
-        .unwrap();
+    let run = locked_run(&mut s, t);
     assert_eq!(
         s.claim("b", run, 300, t + 10 * MIN, t)
             .unwrap()
@@ -732,11 +730,7 @@ fn a_big_claim_reads_only_the_rows_it_claims() {
         "{plan}"
     );
     // And the claim itself takes the first 1,024 in claim order.
-    let run = s
-        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
-        .unwrap();
-    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
-        .unwrap();
+    let run = locked_run(&mut s, t);
     let claimed = s.claim("b", run, 1_024, t + 10 * MIN, t).unwrap().unwrap();
     let keys: Vec<String> = claimed.iter().map(|c| c.key.clone()).collect();
     let first: Vec<String> = (0..1_024).map(|i| format!("k{i:05}")).collect();
@@ -1167,11 +1161,7 @@ fn a_lane_and_the_writers_group_take_their_rows_in_one_order() {
     let Some((url, mut s)) = fresh() else { return };
     let t = now();
     s.add_items("b", &items(10), t, |_| {}).unwrap();
-    let run = s
-        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
-        .unwrap();
-    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
-        .unwrap();
+    let run = locked_run(&mut s, t);
     let mut lane = s.another_session().unwrap().unwrap();
     let mine = s.claim("b", run, 2, t + 10 * MIN, t).unwrap().unwrap();
     let theirs = lane.claim("b", run, 2, t + 10 * MIN, t).unwrap().unwrap();
@@ -1256,11 +1246,7 @@ fn a_version_20_store_migrates_to_hot_writes_that_count_themselves() {
     let Some((url, mut s)) = fresh() else { return };
     let t = now();
     s.add_items("b", &items(10), t, |_| {}).unwrap();
-    let run = s
-        .start_run("b", Trigger::Manual, None, &holder(1), t, None)
-        .unwrap();
-    s.acquire_lock("b", "tok", &holder(1), Some(run), t + 10 * MIN, t, &[], 1)
-        .unwrap();
+    let run = locked_run(&mut s, t);
     let before = s.claim("b", run, 4, t + 10 * MIN, t).unwrap().unwrap();
     drop(s);
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
