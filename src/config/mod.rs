@@ -235,10 +235,19 @@ impl Config {
     ///
     /// The first (topmost) problem in the text, with its line and field.
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
-        let root = DeTable::parse(text).map_err(|e| ConfigError::Syntax {
-            file: file.to_path_buf(),
-            line: line_of(text, e.span().map_or(0, |s| s.start)),
-            message: e.message().to_string(),
+        let root = DeTable::parse(text).map_err(|e| {
+            let line = line_of(text, e.span().map_or(0, |s| s.start));
+            let mut message = e.message().to_string();
+            if let Some(quoted) = text.lines().nth(line - 1).and_then(quoted_header) {
+                message.push_str(&format!(
+                    " (a name other than letters, digits, `_` and `-` is quoted: {quoted})"
+                ));
+            }
+            ConfigError::Syntax {
+                file: file.to_path_buf(),
+                line,
+                message,
+            }
         })?;
         let mut walker = Walker {
             file,
@@ -322,6 +331,42 @@ fn resolve(file: &Path, path: &str) -> PathBuf {
 }
 
 /// 1-based line of a byte offset.
+/// A table header line with a part TOML does not take bare (`[batch.記事]`,
+/// the usual first try of a Japanese batch name), as it would be written:
+/// `[batch."記事"]`.
+fn quoted_header(line: &str) -> Option<String> {
+    let inner = line.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let (open, inner, close) = match inner.strip_prefix('[').and_then(|i| i.strip_suffix(']')) {
+        Some(inner) => ("[[", inner, "]]"),
+        None => ("[", inner, "]"),
+    };
+    let bare = |p: &str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    let parts: Vec<&str> = inner.split('.').map(str::trim).collect();
+    // Parts already quoted (or holding quotes) are left to TOML's message.
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || p.contains(['"', '\'', '[']))
+        || parts.iter().all(|p| bare(p))
+    {
+        return None;
+    }
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|p| {
+            if bare(p) {
+                p.to_string()
+            } else {
+                format!("{p:?}")
+            }
+        })
+        .collect();
+    Some(format!("{open}{}{close}", parts.join(".")))
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]

@@ -209,6 +209,26 @@ fn toml_syntax_errors_carry_the_line() {
 }
 
 #[test]
+fn a_bare_table_name_toml_refuses_is_shown_quoted() {
+    let err = error("db = \"x.db\"\n[batch.記事]\nworker = [\"x\"]\n");
+    assert!(
+        err.starts_with("nightshift.toml:2: invalid TOML: "),
+        "{err}"
+    );
+    assert!(
+        err.ends_with(
+            r#"(a name other than letters, digits, `_` and `-` is quoted: [batch."記事"])"#
+        ),
+        "{err}"
+    );
+    let err = error("[limit.my pool]\nrequests_per_minute = 60\n");
+    assert!(err.ends_with(r#"quoted: [limit."my pool"])"#), "{err}");
+    // A header TOML takes, or one already quoted, gets no hint.
+    let err = error("[batch.\"記事]\n");
+    assert!(!err.contains("is quoted:"), "{err}");
+}
+
+#[test]
 fn type_errors_name_line_and_field() {
     assert_eq!(
         error("[batch.articles]\nconcurrency = \"four\""),
