@@ -88,12 +88,13 @@ impl Schedule {
                  or 6 with leading seconds, found {fields}"
             )));
         }
-        let cron = CronParser::builder()
-            .seconds(Seconds::Optional)
-            .year(Year::Disallowed)
-            .build()
-            .parse(trimmed)
-            .map_err(|e| fail(cron_reason(e)))?;
+        let cron = parser().parse(trimmed).map_err(|e| {
+            let reason = cron_reason(e);
+            fail(match faulty_field(trimmed) {
+                Some(field) => format!("{field}: {}", reason.to_lowercase()),
+                None => reason,
+            })
+        })?;
         // Any fixed start works: a pattern that matches some real date does
         // so within croner's search limit of it.
         let start = NaiveDate::from_ymd_opt(2000, 1, 1)
@@ -159,6 +160,38 @@ impl fmt::Display for Schedule {
 }
 
 /// croner's message without its type prefix ("Component error: ").
+fn parser() -> CronParser {
+    CronParser::builder()
+        .seconds(Seconds::Optional)
+        .year(Year::Disallowed)
+        .build()
+}
+
+/// The field of a refused expression croner's message does not name
+/// (`Number out of bounds`): the first that is refused alone, among
+/// wildcards, with its name and the values it takes.
+fn faulty_field(expr: &str) -> Option<String> {
+    const FIELDS: [(&str, &str); 6] = [
+        ("second", "0-59"),
+        ("minute", "0-59"),
+        ("hour", "0-23"),
+        ("day-of-month", "1-31"),
+        ("month", "1-12 or JAN-DEC"),
+        ("day-of-week", "0-7 or SUN-SAT"),
+    ];
+    let parts: Vec<&str> = expr.split_whitespace().collect();
+    let names = &FIELDS[FIELDS.len() - parts.len()..];
+    let parser = parser();
+    parts.iter().enumerate().find_map(|(i, part)| {
+        let mut alone = vec!["*"; parts.len()];
+        alone[i] = part;
+        parser.parse(&alone.join(" ")).is_err().then(|| {
+            let (name, values) = names[i];
+            format!("the {name} field {part:?} (takes {values})")
+        })
+    })
+}
+
 fn cron_reason(e: croner::errors::CronError) -> String {
     use croner::errors::CronError;
     match e {

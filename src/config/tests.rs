@@ -449,6 +449,17 @@ fn cron_expressions_are_checked() {
         error("[batch.a]\nschedule = \"61 2 * * *\"")
             .contains(":2: batch.a.schedule: invalid cron expression \"61 2 * * *\"")
     );
+    // croner's own message names no field: the one refused is named.
+    assert_eq!(
+        Schedule::parse("0 2 * * 8").unwrap_err().reason,
+        r#"the day-of-week field "8" (takes 0-7 or SUN-SAT): number out of bounds"#
+    );
+    assert!(
+        Schedule::parse("0 61 2 * * *")
+            .unwrap_err()
+            .reason
+            .starts_with(r#"the minute field "61" (takes 0-59)"#)
+    );
     assert!(
         Schedule::parse("0 0 31 2 *")
             .unwrap_err()
