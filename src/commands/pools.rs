@@ -23,6 +23,7 @@ pub fn pool_json(v: &PoolView, now: Millis) -> Value {
         "limits": v.dims.iter().map(|d| json!({
             "dimension": d.dimension,
             "used": d.used,
+            "free": d.free(),
             "recent": d.recent,
             "limit": d.limit,
             "next_slot": d.next_slot.map(rfc3339),
@@ -67,6 +68,10 @@ pub fn pool_line(v: &PoolView, now: Millis) -> String {
         .map(|d| {
             let full = match d.next_slot {
                 Some(t) if d.used >= d.limit => format!(" (full, next slot {})", utc_clock(t, now)),
+                _ if d.over_window() => format!(
+                    " (over its window: the bucket refills as it goes; {} free now)",
+                    d.free()
+                ),
                 _ => String::new(),
             };
             format!("{} {}/{}{full}", d.dimension, d.recent, d.limit)

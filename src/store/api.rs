@@ -648,6 +648,24 @@ pub struct PoolDimView {
     pub next_slot: Option<Millis>,
 }
 
+impl PoolDimView {
+    /// Room left in the bucket now.
+    #[must_use]
+    pub fn free(&self) -> i64 {
+        (self.limit - self.used).max(0)
+    }
+
+    /// More settled in the window than the limit while the bucket has
+    /// room. A bucket refills as it goes, so a window can pass up to twice
+    /// its limit after a quiet one (and more when workers report more than
+    /// their estimates): the views say so, or the count reads as a broken
+    /// limit.
+    #[must_use]
+    pub fn over_window(&self) -> bool {
+        self.recent > self.limit && self.used < self.limit
+    }
+}
+
 /// Whose budget a spend row counts: a batch's or a limit pool's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

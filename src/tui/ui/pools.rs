@@ -125,7 +125,7 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
             p.style(Role::Warn),
         )));
     }
-    let gauge = |name: &str, used: i64, limit: i64, full: Option<String>| {
+    let gauge = |name: &str, used: i64, limit: i64, note: Option<(String, Role)>| {
         let ratio = if limit > 0 {
             used as f64 / limit as f64
         } else {
@@ -136,23 +136,30 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
             Span::raw(bar(ratio, bar_cells)),
             Span::raw(format!(" {} / {}", num(used), num(limit))),
         ];
-        if let Some(full) = full {
-            spans.push(Span::styled(format!("  {full}"), p.style(Role::Warn)));
+        if let Some((note, role)) = note {
+            spans.push(Span::styled(format!("  {note}"), p.style(role)));
         }
         Line::from(spans)
     };
     for d in &v.dims {
-        let full = (d.used >= d.limit).then(|| match d.next_slot {
-            Some(t) => format!("full, next slot {}", when(t)),
-            None => "full".to_string(),
-        });
+        let note = match d.next_slot {
+            Some(t) if d.used >= d.limit => {
+                Some((format!("full, next slot {}", when(t)), Role::Warn))
+            }
+            None if d.used >= d.limit => Some(("full".to_string(), Role::Warn)),
+            _ if d.over_window() => Some((
+                format!("over its window, refilling: {} free now", num(d.free())),
+                Role::Dim,
+            )),
+            _ => None,
+        };
         // What passed in the limit's window, as a user counts it; "full"
         // is the bucket's word (what makes a call wait).
-        lines.push(gauge(&d.dimension, d.recent, d.limit, full));
+        lines.push(gauge(&d.dimension, d.recent, d.limit, note));
     }
     if let Some(c) = v.concurrency {
-        let full =
-            (v.in_flight >= i64::from(c)).then(|| "full: every place in flight taken".into());
+        let full = (v.in_flight >= i64::from(c))
+            .then(|| ("full: every place in flight taken".into(), Role::Warn));
         lines.push(gauge("in flight", v.in_flight, i64::from(c), full));
     }
     // As many minutes as fit beside the longest label there can be, so
@@ -332,6 +339,11 @@ mod tests {
 
     /// The pool's batches and an app that has polled them, at `size`.
     fn app(size: (u16, u16)) -> App {
+        app_with(size, view())
+    }
+
+    /// The same with the pool as `pool` has it.
+    fn app_with(size: (u16, u16), pool: PoolView) -> App {
         let config = crate::config::Config::parse(
             &format!(
                 "[limit.\"{POOL}\"]\nrequests = \"3000/min\"\ntokens = \"250000/min\"\n\
@@ -361,7 +373,7 @@ mod tests {
             result: Ok(Box::new(Dashboard {
                 batches: vec![batch],
                 retry: Some(("記事の要約".into(), Default::default())),
-                pools: vec![view()],
+                pools: vec![pool],
                 spent: vec![(
                     spend_key(),
                     Spent {
@@ -448,6 +460,53 @@ mod tests {
                 "{budget}"
             );
         }
+    }
+
+    /// More tokens settled in the last minute than the limit, with room in
+    /// the bucket (it refilled meanwhile): the gauge says why, and the room
+    /// now, not a bare count that reads as a broken limit.
+    #[test]
+    fn a_window_over_its_limit_says_the_bucket_refills() {
+        let mut v = view();
+        v.dims[1] = PoolDimView {
+            dimension: "tokens/min".into(),
+            used: 249_178,
+            recent: 313_421,
+            limit: 250_000,
+            next_slot: None,
+        };
+        for size in [(80, 24), (120, 40)] {
+            let mut app = app_with(size, v.clone());
+            app.update(Intent::GoPane(Pane::Pools));
+            let rows = draw(&app);
+            let tokens = find(&rows, "tokens/min   █");
+            assert!(tokens.contains("313,421 / 250,000"), "{tokens}");
+            assert!(!tokens.contains("full"), "{tokens}");
+            if size.0 == 120 {
+                assert!(
+                    tokens.contains("over its window, refilling: 822 free now"),
+                    "{tokens}"
+                );
+            } else {
+                assert!(tokens.contains("over its"), "{tokens}");
+                assert!(
+                    tokens.trim_end_matches(['│', ' ']).ends_with('…'),
+                    "{tokens}"
+                );
+            }
+        }
+        // The line of `status`, and the room in `--json`.
+        let line = crate::commands::pools::pool_line(&v, NOW);
+        assert!(
+            line.contains(
+                "tokens/min 313421/250000 (over its window: the bucket refills as it goes; 822 free now)"
+            ),
+            "{line}"
+        );
+        assert_eq!(
+            crate::commands::pools::pool_json(&v, NOW)["limits"][1]["free"],
+            822
+        );
     }
 
     /// The batch detail names the pool, the limit and the next slot its
