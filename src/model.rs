@@ -667,6 +667,55 @@ pub struct Event {
     pub fields: serde_json::Value,
 }
 
+impl Event {
+    /// Who did it, for a view to add to the message: none when the
+    /// message already says `by` them (`requeued from manual by alice`).
+    #[must_use]
+    pub fn named_actor(&self) -> Option<&str> {
+        self.actor
+            .as_deref()
+            .filter(|a| !self.message.contains(&format!("by {a}")))
+    }
+}
+
+#[cfg(test)]
+mod named_actor_tests {
+    use super::Event;
+
+    fn event(message: &str, actor: Option<&str>) -> Event {
+        Event {
+            id: 1,
+            at: 0,
+            batch: None,
+            run_id: None,
+            key: None,
+            label: None,
+            kind: "requeued".into(),
+            actor: actor.map(Into::into),
+            message: message.into(),
+            fields: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn an_actor_is_named_unless_the_message_says_by_them() {
+        assert_eq!(
+            event("requeued from manual by 山田@host", Some("山田@host")).named_actor(),
+            None
+        );
+        assert_eq!(
+            event("hold lifted", Some("山田@host")).named_actor(),
+            Some("山田@host")
+        );
+        // Another's name in the message is not theirs.
+        assert_eq!(
+            event("requeued from manual by 山田@host", Some("alice@host")).named_actor(),
+            Some("alice@host")
+        );
+        assert_eq!(event("done", None).named_actor(), None);
+    }
+}
+
 /// An event to append (the store assigns id).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NewEvent {

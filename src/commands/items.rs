@@ -359,8 +359,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     out(format!("events ({}):", events.len()))?;
     for e in &events {
         let who = e
-            .actor
-            .as_deref()
+            .named_actor()
             .map(|a| format!(" [{}]", s(a)))
             .unwrap_or_default();
         out(format!(

@@ -29,7 +29,7 @@ pub fn format_event(e: &Event) -> String {
         }
     }
     line.push_str(&format!(" {}", s(&e.message)));
-    if let Some(actor) = &e.actor {
+    if let Some(actor) = e.named_actor() {
         line.push_str(&format!(" [{}]", s(actor)));
     }
     if let Some(run) = e.run_id {

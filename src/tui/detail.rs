@@ -197,8 +197,7 @@ pub fn page(
     out.push(heading(&format!("events ({})", d.events.len())));
     for e in &d.events {
         let who = e
-            .actor
-            .as_deref()
+            .named_actor()
             .map(|a| format!(" [{a}]"))
             .unwrap_or_default();
         let when = format!("  {}  ", clock(e.at, now));

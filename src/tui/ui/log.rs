@@ -130,7 +130,7 @@ fn label_of(e: &Event) -> String {
 /// The message with who did it and, when there is room, the run.
 fn message(e: &Event, wide: bool) -> String {
     let mut message = sanitize::line(&e.message).into_owned();
-    if let Some(actor) = &e.actor {
+    if let Some(actor) = e.named_actor() {
         message.push_str(&format!(" [{}]", sanitize::line(actor)));
     }
     if let (true, Some(run)) = (wide, e.run_id) {

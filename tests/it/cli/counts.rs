@@ -249,6 +249,17 @@ both_backends! {
         assert_eq!(events.len(), 2);
         assert_eq!(events[0]["actor"], "operator@nightbox");
         assert_eq!(events[0]["message"], "requeued from empty by operator@nightbox");
+        // Who did it is said once, where the message names them already.
+        let said = |ran: &Ran| -> Vec<String> {
+            let lines = ran.stdout.lines().filter(|l| l.contains("requeued from empty"));
+            lines.map(str::to_string).collect()
+        };
+        let log = said(env.run(&["log", "b", "--kind", "requeued"]).code(0));
+        let shown = said(env.run(&["show", "b", "e1"]).code(0));
+        assert_eq!((log.len(), shown.len()), (2, 1), "{log:?} {shown:?}");
+        for line in log.iter().chain(&shown) {
+            assert!(line.ends_with("requeued from empty by operator@nightbox"), "{line}");
+        }
         let item = env.run(&["show", "b", "e1", "--json"]).code(0).json()["item"].clone();
         assert_eq!((&item["status"], &item["attempts"], &item["result"]), (&"pending".into(), &1.into(), &serde_json::Value::Null));
 
