@@ -148,7 +148,8 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
             }
             None if d.used >= d.limit => Some(("full".to_string(), Role::Warn)),
             _ if d.over_window() => Some((
-                format!("over its window, refilling: {} free now", num(d.free())),
+                // The room first: at 80 columns the rest is cut.
+                format!("{} free now; over its window, refilling", num(d.free())),
                 Role::Dim,
             )),
             _ => None,
@@ -484,11 +485,11 @@ mod tests {
             assert!(!tokens.contains("full"), "{tokens}");
             if size.0 == 120 {
                 assert!(
-                    tokens.contains("over its window, refilling: 822 free now"),
+                    tokens.contains("822 free now; over its window, refilling"),
                     "{tokens}"
                 );
             } else {
-                assert!(tokens.contains("over its"), "{tokens}");
+                assert!(tokens.contains("822 free now; over"), "{tokens}");
                 assert!(
                     tokens.trim_end_matches(['│', ' ']).ends_with('…'),
                     "{tokens}"
