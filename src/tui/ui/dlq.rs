@@ -132,12 +132,16 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         .chain(counts)
         .map(|w| Constraint::Length(w as u16))
         .collect();
-    // The long form explains the columns when there is room for it.
-    let hint = if area.width >= 100 {
-        " Enter: the class's items · A: requeue it · counts: every failure; FAILED NOW: items failed at present "
+    // The long form explains the columns when there is room for it; the
+    // border keeps a corner each side, and what does not fit ends in `…`.
+    const LONG: &str = " Enter: the class's items · A: requeue it · counts: every failure; FAILED NOW: items failed at present ";
+    let room = (area.width as usize).saturating_sub(2);
+    let hint = if crate::util::text::width(LONG) <= room {
+        LONG
     } else {
         " Enter: items · A: requeue class "
     };
+    let hint = crate::util::text::cut(hint, room).into_owned();
     let block = block.title_bottom(Span::styled(hint, p.style(Role::Dim)));
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
 }

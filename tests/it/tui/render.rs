@@ -160,6 +160,30 @@ fn item_detail_shows_payload_result_errors_and_events() {
     insta::assert_snapshot!(scrolled);
 }
 
+/// The dead letters' hint under the table is whole at every width: the
+/// long form where it fits, else the short one (it was cut mid-word at
+/// 100 columns, with no `…`).
+#[test]
+fn the_dead_letters_hint_is_never_cut_mid_word() {
+    for width in [80, 99, 100, 101, 104, 105, 106, 120, 160] {
+        let shot = screen(
+            Palette::Mono,
+            (width, 30),
+            &[Intent::GoPane(Pane::DeadLetters)],
+        );
+        let hint = shot
+            .lines()
+            .find(|l| l.contains("└ Enter:"))
+            .unwrap_or_else(|| panic!("{width}: no hint\n{shot}"));
+        let whole = [
+            "items failed at present ─",
+            "items failed at present ┘",
+            "A: requeue class ─",
+        ];
+        assert!(whole.iter().any(|w| hint.contains(w)), "{width}: {hint}");
+    }
+}
+
 #[test]
 fn dead_letter_class_lists_its_failed_items() {
     insta::assert_snapshot!(screen(
