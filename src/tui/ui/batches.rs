@@ -96,6 +96,21 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     }
 }
 
+/// The batches table's columns.
+const HEADER: [&str; 8] = [
+    "BATCH",
+    "PENDING",
+    "CLAIMED",
+    "FINISHED",
+    "FAILED r·m",
+    "PROGRESS",
+    "RATE",
+    "STATE",
+];
+
+/// The narrowest the name column gets before counts are shortened.
+const MIN_NAME: usize = 12;
+
 fn table(
     app: &App,
     f: &mut Frame,
@@ -108,60 +123,73 @@ fn table(
     let sel = app.batch_nav.sel;
     let top = sel.saturating_sub(visible.saturating_sub(1));
     // Pending, claimed, finished and failed add up to the batch (`Counts`).
-    let header = Row::new([
-        "BATCH",
-        "PENDING",
-        "CLAIMED",
-        "FINISHED",
-        "FAILED r·m",
-        "PROGRESS",
-        "RATE",
-        "STATE",
-    ])
-    .style(p.style(Role::Dim));
+    let header = Row::new(HEADER).style(p.style(Role::Dim));
     let bar_width = if area.width >= 120 { 20 } else { 5 };
-    let fixed = [7, 7, 8, 11, bar_width + 5, 8, 7];
-    // The name column takes what the others leave (7 gaps between 8).
-    let name_width = (area.width as usize)
-        .saturating_sub(2 + 7 + fixed.iter().sum::<usize>())
-        .max(12);
-    let rows: Vec<Row> = names
+    let shown: Vec<(usize, &String)> = names.iter().enumerate().skip(top).take(visible).collect();
+    // Each row's cells after the name (see `count_columns`).
+    let cells = |count: fn(i64) -> String| -> Vec<[String; 7]> {
+        shown
+            .iter()
+            .map(|(_, name)| {
+                let view = app.batch_view(name);
+                let c = view.map(|v| v.info.counts).unwrap_or_default();
+                let rate = view.and_then(|v| pace_of(app, &v.info).last_minute);
+                let state = match view.map(|v| &v.info) {
+                    Some(i) => state(i, app.now, app.data.emergency.is_some()).0,
+                    None => "idle",
+                };
+                [
+                    count(c.pending),
+                    count(c.claimed),
+                    count(c.finished()),
+                    format!(
+                        "{} ({}·{})",
+                        count(c.failed()),
+                        count(c.retry),
+                        count(c.manual)
+                    ),
+                    format!(
+                        "{} {:>3}%",
+                        bar(c.progress(), bar_width),
+                        c.percent().unwrap_or(0)
+                    ),
+                    rate_text(rate),
+                    state.to_string(),
+                ]
+            })
+            .collect()
+    };
+    let (name_width, widths, texts) = super::count_columns(
+        (area.width as usize).saturating_sub(2),
+        [7, 7, 8, 11, bar_width + 5, 8, 7],
+        MIN_NAME,
+        cells,
+    );
+    let rows: Vec<Row> = shown
         .iter()
-        .enumerate()
-        .skip(top)
-        .take(visible)
-        .map(|(i, name)| {
+        .zip(&texts)
+        .map(|(&(i, name), texts)| {
             let view = app.batch_view(name);
             let c = view.map(|v| v.info.counts).unwrap_or_default();
-            let rate = view.and_then(|v| pace_of(app, &v.info).last_minute);
-            let (state, role) = match view.map(|v| &v.info) {
-                Some(i) => state(i, app.now, app.data.emergency.is_some()),
-                None => ("idle", Role::Dim),
+            let role = match view.map(|v| &v.info) {
+                Some(info) => state(info, app.now, app.data.emergency.is_some()).1,
+                None => Role::Dim,
             };
-            let failed = Cell::from(format!(
-                "{} ({}·{})",
-                num(c.failed()),
-                num(c.retry),
-                num(c.manual)
-            ))
-            .style(if c.failed() > 0 {
-                p.style(Role::Fail)
+            let cell = |k: usize| Cell::from(texts[k].clone());
+            let failed = if c.failed() > 0 {
+                Role::Fail
             } else {
-                p.style(Role::Normal)
-            });
+                Role::Normal
+            };
             let row = Row::new(vec![
                 Cell::from(clean(name, name_width)),
-                Cell::from(num(c.pending)),
-                Cell::from(num(c.claimed)),
-                Cell::from(num(c.finished())).style(p.style(Role::Ok)),
-                failed,
-                Cell::from(format!(
-                    "{} {:>3}%",
-                    bar(c.progress(), bar_width),
-                    c.percent().unwrap_or(0)
-                )),
-                Cell::from(rate_text(rate)),
-                Cell::from(state).style(p.style(role)),
+                cell(0),
+                cell(1),
+                cell(2).style(p.style(Role::Ok)),
+                cell(3).style(p.style(failed)),
+                cell(4),
+                cell(5),
+                cell(6).style(p.style(role)),
             ]);
             if i == sel {
                 row.style(p.style(Role::Selected))
@@ -171,7 +199,7 @@ fn table(
         })
         .collect();
     let widths: Vec<Constraint> = std::iter::once(name_width)
-        .chain(fixed)
+        .chain(widths)
         .map(|w| Constraint::Length(w as u16))
         .collect();
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
@@ -559,4 +587,80 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
         })
         .unwrap_or_else(|| "never fires again".into());
     Line::from(vec![label, head, Span::styled(next, p.style(Role::Accent))])
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{BatchInfo, Counts, Millis};
+    use crate::store::{BatchView, Dashboard};
+    use crate::tui::action::Arrival;
+    use crate::tui::app::{App, Setup};
+    use crate::tui::theme::Palette;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    const NOW: Millis = 1_767_268_800_000;
+
+    /// The table's row of a batch of a million items, 100,005 of them
+    /// failed, at `width` columns.
+    fn row(width: u16) -> String {
+        let mut app = App::new(Setup::new("/x.db", "h", false, Palette::Mono), NOW);
+        app.update(Arrival::Resize(width, 24));
+        let batch = BatchView {
+            info: BatchInfo {
+                name: "記事".into(),
+                counts: Counts {
+                    pending: 899_995,
+                    retry: 66_640,
+                    manual: 33_365,
+                    ..Counts::default()
+                },
+                ..BatchInfo::default()
+            },
+            minutes: Vec::new(),
+            created_at: NOW,
+        };
+        app.update(Arrival::Polled {
+            at: NOW,
+            asked: app.asked,
+            result: Ok(Box::new(Dashboard {
+                batches: vec![batch],
+                ..Dashboard::default()
+            })),
+        });
+        let mut terminal = Terminal::new(TestBackend::new(width, 24)).unwrap();
+        terminal.draw(|f| super::super::render(&app, f)).unwrap();
+        let buf = terminal.backend().buffer();
+        (0..24)
+            .map(|y| {
+                let mut row = String::new();
+                let mut skip = 0;
+                for x in 0..width {
+                    if skip > 0 {
+                        skip -= 1;
+                        continue;
+                    }
+                    let sym = buf[(x, y)].symbol();
+                    skip = crate::util::text::width(sym).saturating_sub(1);
+                    row.push_str(sym);
+                }
+                row
+            })
+            .find(|r| r.starts_with("│記事"))
+            .unwrap_or_default()
+    }
+
+    /// A count is never cut by its column (`100,005 (66` read as 100,005
+    /// failed, 66 of them to retry): written whole where there is room,
+    /// shortened where not.
+    #[test]
+    fn large_counts_are_whole_or_shortened_never_cut() {
+        let wide = row(120);
+        assert!(wide.contains(" 899,995 "), "{wide}");
+        assert!(wide.contains(" 100,005 (66,640·33,365) "), "{wide}");
+        let narrow = row(80);
+        assert!(narrow.contains(" 899k "), "{narrow}");
+        assert!(narrow.contains(" 100k (66.6k·33.3k) "), "{narrow}");
+        assert!(narrow.contains("idle"), "{narrow}");
+    }
 }

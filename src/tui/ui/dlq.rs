@@ -7,7 +7,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row, Table};
 
-use super::{clean, num, pane_block, placeholder};
+use super::{clean, pane_block, placeholder};
 use crate::tui::app::App;
 use crate::tui::theme::Role;
 
@@ -72,11 +72,38 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         return;
     }
     let visible = (area.height as usize).saturating_sub(3);
-    let counts = [8, 8, 6, 8, 10, 6, 6];
-    // The class column takes what the counts leave (7 gaps between 8).
-    let class_width = (area.width as usize)
-        .saturating_sub(2 + 7 + counts.iter().sum::<usize>())
-        .max(10);
+    let shown: Vec<(usize, &_)> = app
+        .data
+        .dlq
+        .iter()
+        .enumerate()
+        .skip(app.dlq.top)
+        .take(visible)
+        .collect();
+    let cells = |count: fn(i64) -> String| -> Vec<[String; 7]> {
+        shown
+            .iter()
+            .map(|(_, g)| {
+                let delta = g.last_24h - g.prev_24h;
+                [
+                    count(g.last_24h),
+                    count(g.prev_24h),
+                    format!("{}{}", if delta > 0 { "+" } else { "" }, count(delta)),
+                    count(g.total),
+                    count(g.retry_now + g.manual_now),
+                    count(g.retry_now),
+                    count(g.manual_now),
+                ]
+            })
+            .collect()
+    };
+    // The class column takes what the counts leave (see `count_columns`).
+    let (class_width, counts, texts) = super::count_columns(
+        (area.width as usize).saturating_sub(2),
+        [8, 8, 6, 8, 10, 6, 6],
+        10,
+        cells,
+    );
     let header = Row::new([
         "ERROR CLASS",
         "LAST 24H",
@@ -88,34 +115,26 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         "MANUAL",
     ])
     .style(p.style(Role::Dim));
-    let rows: Vec<Row> = app
-        .data
-        .dlq
+    let rows: Vec<Row> = shown
         .iter()
-        .enumerate()
-        .skip(app.dlq.top)
-        .take(visible)
-        .map(|(i, g)| {
+        .zip(texts)
+        .map(|(&(i, g), texts)| {
             let delta = g.last_24h - g.prev_24h;
             let delta_role = match delta {
                 d if d > 0 => Role::Fail,
                 d if d < 0 => Role::Ok,
                 _ => Role::Dim,
             };
+            let [last, prev, delta, total, now, retry, manual] = texts;
             let row = Row::new(vec![
                 Cell::from(clean(&g.error_class, class_width)),
-                Cell::from(num(g.last_24h)),
-                Cell::from(num(g.prev_24h)),
-                Cell::from(format!(
-                    "{}{}",
-                    if delta > 0 { "+" } else { "" },
-                    num(delta)
-                ))
-                .style(p.style(delta_role)),
-                Cell::from(num(g.total)),
-                Cell::from(num(g.retry_now + g.manual_now)),
-                Cell::from(num(g.retry_now)),
-                Cell::from(num(g.manual_now)).style(if g.manual_now > 0 {
+                Cell::from(last),
+                Cell::from(prev),
+                Cell::from(delta).style(p.style(delta_role)),
+                Cell::from(total),
+                Cell::from(now),
+                Cell::from(retry),
+                Cell::from(manual).style(if g.manual_now > 0 {
                     p.style(Role::Fail)
                 } else {
                     p.style(Role::Normal)

@@ -159,6 +159,67 @@ pub fn num(n: i64) -> String {
     if n < 0 { format!("-{out}") } else { out }
 }
 
+/// A table of a text column then `N` columns of counts: the counts as
+/// `cells` writes them with [`num`], each column at least as wide as
+/// `least` says (so columns stay put while counts grow) and as its widest
+/// cell; where that leaves the text column less than `min_text`, the counts
+/// shortened by [`num_short`]. A count cut by its column would read as
+/// another number (`100,005 (66` for 100,005 failed, 66,640 to retry); the
+/// text column is cut, with `…`, before a count is. The text column's
+/// width, each count column's, and the cells (each within its width).
+pub fn count_columns<const N: usize>(
+    room: usize,
+    least: [usize; N],
+    min_text: usize,
+    cells: impl Fn(fn(i64) -> String) -> Vec<[String; N]>,
+) -> (usize, [usize; N], Vec<[String; N]>) {
+    let widths_of = |rows: &[[String; N]]| -> [usize; N] {
+        std::array::from_fn(|i| {
+            rows.iter()
+                .map(|c| text::width(&c[i]))
+                .chain([least[i]])
+                .max()
+                .unwrap_or(0)
+        })
+    };
+    // N gaps between the N + 1 columns.
+    let room = room.saturating_sub(N);
+    let mut rows = cells(num);
+    let mut widths = widths_of(&rows);
+    if room.saturating_sub(widths.iter().sum()) < min_text {
+        rows = cells(num_short);
+        widths = widths_of(&rows);
+    }
+    for row in &mut rows {
+        for (cell, &w) in row.iter_mut().zip(&widths) {
+            *cell = text::cut(cell, w).into_owned();
+        }
+    }
+    let first = room.saturating_sub(widths.iter().sum()).max(6);
+    (first, widths, rows)
+}
+
+/// `n` in at most five columns where a table has no room for it whole:
+/// `9,999`, `12.3k`, `999k`, `1.0M`, `12.3M`, `1.2G`; rounded down, so
+/// a shortened count never says more than there is.
+pub fn num_short(n: i64) -> String {
+    let a = n.unsigned_abs();
+    let sign = if n < 0 { "-" } else { "" };
+    let tenths = |unit: u64| {
+        let t = a / (unit / 10);
+        format!("{}.{}", t / 10, t % 10)
+    };
+    let short = match a {
+        0..10_000 => return num(n),
+        10_000..100_000 => format!("{}k", tenths(1_000)),
+        100_000..1_000_000 => format!("{}k", a / 1_000),
+        1_000_000..100_000_000 => format!("{}M", tenths(1_000_000)),
+        100_000_000..1_000_000_000 => format!("{}M", a / 1_000_000),
+        _ => format!("{}G", tenths(1_000_000_000)),
+    };
+    format!("{sign}{short}")
+}
+
 /// A text progress bar that reads without colour.
 pub fn bar(ratio: f64, width: usize) -> String {
     let ratio = if ratio.is_finite() {
@@ -239,6 +300,39 @@ mod tests {
             "ブログ:記事 (73ae5b20…)"
         );
         assert_eq!(item_name("blog-01", "blog-01", 9), "blog-01");
+    }
+
+    #[test]
+    fn counts_are_written_whole_or_shortened_never_cut() {
+        let cells = |count: fn(i64) -> String| {
+            vec![
+                [count(100_005), format!("+{}", count(100_005))],
+                [count(3), count(0)],
+            ]
+        };
+        // Room for them whole: the text column takes the rest.
+        let (text, widths, rows) = count_columns(60, [8, 6], 10, cells);
+        assert_eq!(widths, [8, 8]);
+        assert_eq!(rows[0], ["100,005".to_string(), "+100,005".to_string()]);
+        assert_eq!(text, 60 - 2 - 16);
+        // Too little: shortened, the text column at its narrowest first.
+        let (text, widths, rows) = count_columns(24, [8, 6], 10, cells);
+        assert_eq!(rows[0], ["100k".to_string(), "+100k".to_string()]);
+        assert_eq!(widths, [8, 6]);
+        assert_eq!(text, 8);
+    }
+
+    #[test]
+    fn short_counts_round_down_and_stay_narrow() {
+        assert_eq!(num_short(9_999), "9,999");
+        assert_eq!(num_short(12_399), "12.3k");
+        assert_eq!(num_short(100_005), "100k");
+        assert_eq!(num_short(999_999), "999k");
+        assert_eq!(num_short(1_000_000), "1.0M");
+        assert_eq!(num_short(12_399_999), "12.3M");
+        assert_eq!(num_short(999_999_999), "999M");
+        assert_eq!(num_short(1_234_567_890), "1.2G");
+        assert_eq!(num_short(-12_399), "-12.3k");
     }
 
     #[test]
