@@ -87,6 +87,28 @@ both_backends! {
         assert!(paused[0]["message"].as_str().unwrap().contains("halt = \"50% of the last 4\""), "{paused:?}");
     }
 
+    /// The classes are the workers' own text: a storm of long, distinct
+    /// ones (a class carrying the item's name) must not make the pause
+    /// reason, shown by `run`, `status` and the dashboard, a screenful.
+    fn a_halt_reason_names_a_few_classes_inert_and_cut(env) {
+        env.config("[batch.b]\nconcurrency = 1\nretries = 0\nhalt = \"50% of the last 6\"\n");
+        add_keys(&env, "b", &["k1", "k2", "k3", "k4", "k5", "k6", "k7"]);
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\nlong=$(printf '\u{3042}%.0s' $(seq 1 200))\n\
+             printf '{\"error_class\":\"\u{63a5}\u{7d9a}%s\\\\u001b[2J%s\",\"transient\":true}\\n' \"$NIGHTSHIFT_KEY\" \"$long\" >&2\nexit 1",
+        ));
+        let out = env.run(&["run", "b", "--", &w]);
+        out.code(1);
+        let reason = env.status()["batches"][0]["paused_reason"].as_str().unwrap().to_string();
+        assert!(reason.starts_with("halted: 6 of the last 6 answers failed (the limit is 50%): 1 接続k1\\x1b[2Jあ"), "{reason}");
+        assert!(reason.ends_with(", and 3 other classes"), "{reason}");
+        assert_eq!(reason.matches('…').count(), 3, "{reason}");
+        assert!(reason.chars().count() < 200, "{reason}");
+        assert!(out.stdout.contains(&reason), "{out:?}");
+        assert!(env.run(&["status"]).stdout.contains(&format!("PAUSED — {reason}")));
+    }
+
     fn cancel_stops_one_running_worker_and_the_rest_carry_on(env) {
         env.config("[batch.b]\nconcurrency = 2\n");
         add_keys(&env, "b", &["stuck", "a1", "a2", "a3", "a4", "a5"]);
