@@ -203,6 +203,48 @@ both_backends! {
         assert!(unknown.error_line().contains("\"zz\""), "{unknown:?}");
     }
 
+    /// A runner killed with SIGKILL hears nothing: a cancel of its claim
+    /// moves the item at once (before, it was "asked", and the next run
+    /// took it back to pending and ran it), and a stop asks nobody.
+    fn cancel_and_stop_after_the_runner_was_killed(env) {
+        env.config("[batch.b]\nconcurrency = 2\n");
+        add_keys(&env, "b", &["stuck", "other", "rest"]);
+        let marker = format!("steer-killed-{}", env.dir.path().display());
+        let started_dir = env.path("started");
+        std::fs::create_dir_all(&started_dir).unwrap();
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+                 if [ ! -e {dir}/../free ]; then sh -c 'sleep 1000; :' {marker}; fi\necho '\"ok\"'",
+                dir = p(&started_dir),
+            ),
+        ));
+        let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("both workers", || started(&env, "stuck") && started(&env, "other"));
+        common::signal(runner.id(), nix::sys::signal::Signal::SIGKILL);
+        runner.wait().unwrap();
+        let stop = env.run(&["stop", "b"]);
+        stop.code(0);
+        assert!(stop.stdout.contains("no runner holds it; nothing to stop"), "{stop:?}");
+        let out = env.run(&["cancel", "b", "stuck"]);
+        out.code(0);
+        assert!(out.stdout.contains("stuck: cancelled at once; it was claimed by run 1, whose runner is gone; now manual"), "{out:?}");
+        assert_eq!(env.item("stuck"), ("failed".into(), Some("manual".into()), 1));
+        let json = env.run(&["cancel", "b", "other", "--to", "pending", "--json"]).json();
+        assert_eq!((&json["state"], &json["was"], &json["run_id"]), (&"moved".into(), &"claimed".into(), &1.into()), "{json}");
+        assert_eq!(env.item("other"), ("pending".into(), None, 0));
+        // The next run stops the dead run's workers and never runs the
+        // cancelled item.
+        std::fs::write(env.path("free"), "").unwrap();
+        std::fs::remove_file(started_dir.join("stuck")).unwrap();
+        env.run(&["run", "b", "--", &w]).code(0);
+        assert!(!started(&env, "stuck"), "a cancelled item ran again");
+        assert_eq!(env.item("stuck").1.as_deref(), Some("manual"));
+        assert_eq!((env.item("other").0, env.item("rest").0), ("done".into(), "done".into()));
+        assert_no_process_left(&marker);
+    }
+
     // Slow (a few seconds): a graceful stop waits for the in-flight item.
     fn stop_is_graceful_and_stop_now_is_the_second_signal(env) {
         env.config("[batch.b]\nconcurrency = 2\ngrace = \"10m\"\n");
