@@ -207,8 +207,8 @@ both_backends! {
     /// moves the item at once (before, it was "asked", and the next run
     /// took it back to pending and ran it), and a stop asks nobody.
     fn cancel_and_stop_after_the_runner_was_killed(env) {
-        env.config("[batch.b]\nconcurrency = 2\n");
-        add_keys(&env, "b", &["stuck", "other", "rest"]);
+        env.config("[batch.b]\nconcurrency = 3\n");
+        add_keys(&env, "b", &["stuck", "other", "third", "rest"]);
         let marker = format!("steer-killed-{}", env.dir.path().display());
         let started_dir = env.path("started");
         std::fs::create_dir_all(&started_dir).unwrap();
@@ -221,7 +221,7 @@ both_backends! {
             ),
         ));
         let mut runner = env.spawn("run", &["run", "b", "--", &w]);
-        wait_for("both workers", || started(&env, "stuck") && started(&env, "other"));
+        wait_for("three workers", || ["stuck", "other", "third"].iter().all(|k| started(&env, k)));
         common::signal(runner.id(), nix::sys::signal::Signal::SIGKILL);
         runner.wait().unwrap();
         let stop = env.run(&["stop", "b"]);
@@ -234,12 +234,18 @@ both_backends! {
         let json = env.run(&["cancel", "b", "other", "--to", "pending", "--json"]).json();
         assert_eq!((&json["state"], &json["was"], &json["run_id"]), (&"moved".into(), &"claimed".into(), &1.into()), "{json}");
         assert_eq!(env.item("other"), ("pending".into(), None, 0));
+        // Nothing holds it: a skip marks it (it said "in flight: stop the
+        // run or wait", and stop had nobody to ask).
+        env.run(&["skip", "b", "third", "--reason", "手で済み"]).code(0);
+        assert_eq!(env.item("third").0, "done");
         // The next run stops the dead run's workers and never runs the
-        // cancelled item.
+        // cancelled or the skipped item.
         std::fs::write(env.path("free"), "").unwrap();
         std::fs::remove_file(started_dir.join("stuck")).unwrap();
+        std::fs::remove_file(started_dir.join("third")).unwrap();
         env.run(&["run", "b", "--", &w]).code(0);
         assert!(!started(&env, "stuck"), "a cancelled item ran again");
+        assert!(!started(&env, "third"), "a skipped item ran");
         assert_eq!(env.item("stuck").1.as_deref(), Some("manual"));
         assert_eq!((env.item("other").0, env.item("rest").0), ("done".into(), "done".into()));
         assert_no_process_left(&marker);

@@ -1629,8 +1629,14 @@ both_stores! {
         let here = Holder { host: nightshift::util::identity::host(), pid: gone.id(), pid_start: Some(7) };
         let run = s.start_run("b", Trigger::Manual, None, &here, T0, None).unwrap();
         s.acquire_lock("b", "tok", &here, Some(run), T0 + MIN, T0, &[], 1).unwrap();
-        let c = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
+        let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
         assert!(s.ask_stop("b", false, "ops@h2", T0 + 1).unwrap().is_empty(), "a crashed runner is not asked");
+        // A skip of its claim marks it, the dry run first.
+        let keys = ["k002".to_string()];
+        assert_eq!(s.skip_dry_run("b", &keys, T0 + 1).unwrap().skipped, keys);
+        assert_eq!(s.skip("b", &keys, "by hand", "ops@h2", T0 + 1).unwrap().skipped, keys);
+        let item = s.item("b", "k002").unwrap();
+        assert_eq!((item.status, item.outcome, item.lease_run), (nightshift::model::Status::Done, Some(Outcome::Skipped), None));
         let moved = s.cancel_item("b", "k000", CancelTo::Manual, "ops@h2", "stuck", T0 + 1).unwrap();
         assert_eq!(moved, CancelOutcome::Orphaned { run_id: Some(run) });
         let item = s.item("b", "k000").unwrap();
@@ -1646,7 +1652,7 @@ both_stores! {
             outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 + 2, version: None };
         assert!(!s.complete(&done, &done_event("k000")).unwrap());
         let counts = s.counts("b").unwrap();
-        assert_eq!((counts.manual, counts.pending, counts.claimed), (1, 2, 0));
+        assert_eq!((counts.manual, counts.pending, counts.claimed, counts.skipped), (1, 1, 0, 1));
         let cancelled = s.events(&EventFilter { kinds: vec!["cancelled".into()], ..Default::default() }).unwrap();
         assert!(cancelled[0].message.contains("it was claimed by run 1, whose runner is gone; now manual"), "{cancelled:?}");
 
@@ -1655,6 +1661,8 @@ both_stores! {
         let far = s.start_run("c", Trigger::Manual, None, &holder(9), T0, None).unwrap();
         s.acquire_lock("c", "tok-c", &holder(9), Some(far), T0 + MIN, T0, &[], 1).unwrap();
         s.claim("c", far, 2, T0 + MIN, T0).unwrap().unwrap();
+        assert!(matches!(s.skip("c", &["k001".to_string()], "x", "ops@h2", T0 + 1),
+            Err(StoreError::Refused(_))), "a live runner's claim is in flight");
         assert_eq!(s.cancel_item("c", "k000", CancelTo::Manual, "ops@h2", "x", T0 + 1).unwrap(),
             CancelOutcome::Asked { run_id: Some(far) });
         assert_eq!(s.cancel_item("c", "k001", CancelTo::Manual, "ops@h2", "x", T0 + 2 * MIN).unwrap(),
