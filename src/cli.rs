@@ -16,7 +16,7 @@ Exit codes:
   2    bad usage or bad input; nothing was changed
   3    the store could not be used (missing, corrupt, newer schema, locked, disk full, read-only)
   4    an unexpected internal error
-  130  interrupted (SIGINT/SIGTERM/SIGHUP): unfinished items go back; add and requeue say how far";
+  130  interrupted (a signal or stop, even after failures): unfinished items go back";
 
 #[derive(Debug, Parser)]
 #[command(

@@ -602,6 +602,20 @@ impl BatchInfo {
         self.runners.held()
     }
 
+    /// Who holds a claim of run `run_id` now: the seat of that run and
+    /// how it is, by the rule that counts `runners.orphaned`. `None` for
+    /// a run that holds no seat: its claim is orphaned unless a live
+    /// runner is there to take it back.
+    #[must_use]
+    pub fn claim_seat(&self, run_id: Option<i64>) -> Option<(&LockInfo, Seat)> {
+        let run_id = run_id?;
+        self.locks
+            .iter()
+            .zip(&self.runners.seats)
+            .find(|(l, _)| l.run_id == Some(run_id))
+            .map(|(l, s)| (l, *s))
+    }
+
     /// `crashed` when a seat's runner, or the last run's, is gone from
     /// this host; `silent` when one elsewhere is unheard past its expiry.
     #[must_use]

@@ -96,15 +96,16 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
 fn waits_for(
     ctx: &Ctx,
     store: &Store,
+    info: Option<&crate::model::BatchInfo>,
     item: &Item,
     now: crate::model::Millis,
 ) -> anyhow::Result<Option<crate::model::waiting::Waiting>> {
     use crate::model::waiting::{WaitReason, Waiting, Waits, item_reason};
-    let Some(info) = store.batch_infos(Some(&item.batch))?.into_iter().next() else {
+    let Some(info) = info else {
         return Ok(None);
     };
     let scene = super::scene::Scene::read(ctx, store, now)?;
-    let Some(h) = scene.holding(ctx, store, &info)? else {
+    let Some(h) = scene.holding(ctx, store, info)? else {
         return Ok(None);
     };
     let w = Waits {
@@ -221,7 +222,9 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     })?;
     let logs = store.attempt_logs(item.id)?;
     let now = now_ms();
-    let waits = waits_for(ctx, &store, &item, now)?;
+    let info = store.batch_infos(Some(&item.batch))?.into_iter().next();
+    let waits = waits_for(ctx, &store, info.as_ref(), &item, now)?;
+    let claim = info.as_ref().and_then(|i| super::claim::of(i, &item));
     let usage = store.item_usage(&args.batch, &item.key)?;
     if args.json {
         let mut shown = json!({
@@ -229,6 +232,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             "failures": failures,
             "usage": usage.iter().map(super::pools::attempt_json).collect::<Vec<_>>(),
             "events": events,
+            "claim": claim.as_ref().map(super::claim::Claim::json),
             "waiting": waits.as_ref().map(|w| json!({
                 "reason": w.reason,
                 "until": w.until.map(rfc3339),
@@ -248,6 +252,9 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     out(format!("batch:     {}", s(&item.batch)))?;
     out(format!("state:     {}", state_word(&item)))?;
     out(format!("attempts:  {}", item.attempts))?;
+    if let Some(claim) = &claim {
+        out(format!("claim:     {}", claim.line(now)))?;
+    }
     // The default priority (0) is not said.
     if item.priority != 0 {
         out(format!("priority:  {}", item.priority))?;

@@ -3,6 +3,7 @@
 
 pub mod add;
 pub mod budgets;
+mod claim;
 pub mod daemon;
 pub mod demo;
 pub mod dlq;

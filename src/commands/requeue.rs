@@ -118,7 +118,8 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
     // A dry run only reads (the same refusals), so it works on a read-only
     // store too.
     let report = if args.dry_run {
-        ctx.open_read()?.skip_dry_run(&args.batch, &args.keys)?
+        ctx.open_read()?
+            .skip_dry_run(&args.batch, &args.keys, now_ms())?
     } else {
         let mut store = ctx.open_write()?;
         store.skip(&args.batch, &args.keys, &args.reason, &by, now_ms())?

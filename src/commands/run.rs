@@ -44,16 +44,21 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     for failure in &report.hooks_failed {
         eprintln!("nightshift: {}", sanitize::line(&failure.to_string()));
     }
-    Ok(if report.exit_failed() {
-        Exit::Failed
-    } else if matches!(
-        report.stopped,
-        Some(StopReason::Interrupted | StopReason::Asked(_))
-    ) {
-        Exit::Interrupted
-    } else {
-        Exit::Ok
-    })
+    // A stopped run (a signal, `nightshift stop`) says so whatever failed
+    // before the stop: the code matches the run's recorded `aborted`, and
+    // the summary and the alert tell of the failures.
+    Ok(
+        if matches!(
+            report.stopped,
+            Some(StopReason::Interrupted | StopReason::Asked(_))
+        ) {
+            Exit::Interrupted
+        } else if report.exit_failed() {
+            Exit::Failed
+        } else {
+            Exit::Ok
+        },
+    )
 }
 
 /// A new session with no controlling terminal: the hangup of the

@@ -24,6 +24,7 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
             CancelOutcome::Asked { run_id } => ("asked", *run_id, None),
             CancelOutcome::Moved { from } => ("moved", None, Some(from.as_str())),
             CancelOutcome::Already { at } => ("unchanged", None, Some(at.as_str())),
+            CancelOutcome::Orphaned { run_id } => ("moved", *run_id, Some("claimed")),
         };
         out_json(&json!({
             "batch": args.batch,
@@ -52,6 +53,10 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
         }
         CancelOutcome::Already { at } => {
             format!("{key}: not running and already {at}; nothing changed")
+        }
+        CancelOutcome::Orphaned { run_id } => {
+            let run = run_id.map_or_else(String::new, |r| format!(" by run {r}"));
+            format!("{key}: cancelled at once; it was claimed{run}, whose runner is gone; now {to}")
         }
     })?;
     Ok(Exit::Ok)

@@ -11,6 +11,8 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
+use crate::util::{sanitize, text};
+
 /// When a run trips.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HaltRule {
@@ -77,7 +79,20 @@ impl HaltRule {
     }
 }
 
-/// Failures by error class, most first (then by name): `3 ServiceUnavailable, 2 Timeout`.
+/// Cells an error class takes in a reason: the class is the worker's
+/// text, of any length, and the reason is a pause reason every view shows.
+const CLASS_CELLS: usize = 40;
+
+/// Classes a reason names; the rest are counted.
+const CLASSES_NAMED: usize = 3;
+
+/// A worker's error class as a reason names it: inert, and cut with `…`.
+fn class_shown(class: &str) -> String {
+    text::cut(&sanitize::line(class), CLASS_CELLS).into_owned()
+}
+
+/// Failures by error class, most first (then by name): `3 ServiceUnavailable,
+/// 2 Timeout`; past [`CLASSES_NAMED`], `and 5 other classes`.
 fn classes<'a>(failures: impl Iterator<Item = &'a str>) -> String {
     let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for class in failures {
@@ -85,7 +100,16 @@ fn classes<'a>(failures: impl Iterator<Item = &'a str>) -> String {
     }
     let mut counts: Vec<(&str, usize)> = counts.into_iter().collect();
     counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let parts: Vec<String> = counts.iter().map(|(c, n)| format!("{n} {c}")).collect();
+    let mut parts: Vec<String> = counts
+        .iter()
+        .take(CLASSES_NAMED)
+        .map(|(c, n)| format!("{n} {}", class_shown(c)))
+        .collect();
+    let others = counts.len().saturating_sub(CLASSES_NAMED);
+    if others > 0 {
+        let classes = if others == 1 { "class" } else { "classes" };
+        parts.push(format!("and {others} other {classes}"));
+    }
     parts.join(", ")
 }
 
@@ -105,7 +129,7 @@ pub fn trips(rule: HaltRule, recent: &VecDeque<Option<String>>) -> Option<String
             }
             let first = failed[0];
             Some(if failed.iter().all(|c| *c == first) {
-                format!("halted: {n} consecutive {first}")
+                format!("halted: {n} consecutive {}", class_shown(first))
             } else {
                 format!(
                     "halted: {n} consecutive failures ({})",
@@ -192,6 +216,34 @@ mod tests {
             trips(rule, &window("aaa.")),
             None,
             "the last answer succeeded"
+        );
+    }
+
+    /// A worker's class is its own text, of any length: the reason (a
+    /// pause reason every view shows) names a few, inert and cut with `…`.
+    #[test]
+    fn a_reason_names_a_few_classes_inert_and_cut() {
+        let long = format!("接続エラー\u{1b}[31m{}", "あ".repeat(300));
+        let row: VecDeque<Option<String>> = (0..3).map(|_| Some(long.clone())).collect();
+        let reason = trips(HaltRule::InARow(3), &row).unwrap();
+        assert!(!reason.contains('\u{1b}'), "{reason}");
+        assert!(
+            reason.starts_with("halted: 3 consecutive 接続エラー\\x1b[31mあ"),
+            "{reason}"
+        );
+        assert!(reason.ends_with('…'), "{reason}");
+        assert!(text::width(&reason) <= 22 + CLASS_CELLS, "{reason}");
+
+        let rule = HaltRule::Share { percent: 50, of: 8 };
+        let many: VecDeque<Option<String>> = (0..8).map(|i| Some(format!("{long}{i}"))).collect();
+        let reason = trips(rule, &many).unwrap();
+        assert!(reason.ends_with(", and 5 other classes"), "{reason}");
+        assert_eq!(reason.matches('…').count(), CLASSES_NAMED, "{reason}");
+        assert_eq!(
+            trips(rule, &window("abcd....")).as_deref(),
+            Some(
+                "halted: 4 of the last 8 answers failed (the limit is 50%): 1 Ea, 1 Eb, 1 Ec, and 1 other class"
+            )
         );
     }
 

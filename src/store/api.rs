@@ -588,6 +588,9 @@ pub enum CancelOutcome {
     Moved { from: String },
     /// Not running and already where it was to go: nothing changed.
     Already { at: String },
+    /// Claimed by a run whose runner is gone (crashed, or silent past its
+    /// lock's expiry): nobody runs it, so it was moved at once.
+    Orphaned { run_id: Option<i64> },
 }
 
 /// A cancel the runner honoured: the item moved where it was asked to.

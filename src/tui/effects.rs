@@ -266,6 +266,9 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                     format!("cancelled {item} (it was {from}): now manual")
                 }
                 CancelOutcome::Already { at } => format!("{item} is already {at}; nothing changed"),
+                CancelOutcome::Orphaned { .. } => {
+                    format!("cancelled {item} (its runner is gone): now manual")
+                }
             })
         }
         Write::CancelMarked { batch, keys, .. } => {
@@ -273,7 +276,7 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             for key in keys {
                 match store.cancel_item(batch, key, CancelTo::Manual, &who, CANCEL_REASON, now) {
                     Ok(CancelOutcome::Asked { .. }) => asked += 1,
-                    Ok(CancelOutcome::Moved { .. }) => moved += 1,
+                    Ok(CancelOutcome::Moved { .. } | CancelOutcome::Orphaned { .. }) => moved += 1,
                     Ok(CancelOutcome::Already { .. }) => already += 1,
                     // Done meanwhile: a done item is never cancelled.
                     Err(crate::store::StoreError::Refused(_)) => done += 1,

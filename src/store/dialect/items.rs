@@ -130,7 +130,9 @@ pub(crate) const ITEM_FOR_REQUEUE: Texts = by_key!(
 
 pub(crate) const MARK_SKIPPED: Texts = by_key!(
     "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
-       next_attempt_at = NULL, result = ?3, updated_at = ?4
+       next_attempt_at = NULL, result = ?3, updated_at = ?4,
+       lease_run = NULL, lease_until = NULL, cancel_to = NULL, cancel_by = NULL,
+       cancel_reason = NULL
  WHERE ",
     "",
     ""

@@ -26,7 +26,9 @@ impl Store {
     ) -> Result<SkipReport> {
         self.write_tx(|tx| {
             let b = tx.batch_id(batch)?;
+            let live = live_runs(tx, b, batch, now)?;
             let found = skip_plan(keys, |key| match tx.item_status_locked(b, key)? {
+                Some(Status::Claimed) => claim_status(tx, b, batch, key, &live),
                 Some(status) => Ok(status),
                 None => Err(missing(tx, b, batch, key)),
             })?;
@@ -128,10 +130,14 @@ impl Store {
 
     /// What [`Store::skip`] would do, changing nothing: the same refusals,
     /// and the keys it would mark (`skipped`) and those done already.
-    pub fn skip_dry_run(&self, batch: &str, keys: &[String]) -> Result<SkipReport> {
+    pub fn skip_dry_run(&self, batch: &str, keys: &[String], now: Millis) -> Result<SkipReport> {
         self.read_tx(|tx| {
             let b = tx.batch_id(batch)?;
+            let live = live_runs(tx, b, batch, now)?;
             let found = skip_plan(keys, |key| match tx.item_by_key(b, key)? {
+                Some(item) if item.status == Status::Claimed => {
+                    claim_status(tx, b, batch, key, &live)
+                }
                 Some(item) => Ok(item.status),
                 None => Err(missing(tx, b, batch, key)),
             })?;
@@ -276,6 +282,27 @@ pub(super) fn fail_in(tx: &mut dyn Write, f: &Failure<'_>, event: &NewEvent) -> 
         tx.event_insert(event)?;
     }
     Ok(failed)
+}
+
+/// The runs holding a live seat of the batch lock: only they work their
+/// claims (one crashed here is dead at once, as every view says).
+fn live_runs(tx: &mut dyn Read, b: i64, batch: &str, now: Millis) -> Result<Vec<i64>> {
+    Ok(tx
+        .seats(b, batch)?
+        .iter()
+        .filter(|l| super::liveness::seat(l, now).is_live())
+        .filter_map(|l| l.run_id)
+        .collect())
+}
+
+/// A claimed item as a skip sees it: in flight if a live run holds it;
+/// orphaned by a dead run, as good as pending (nothing works it).
+fn claim_status(tx: &mut dyn Read, b: i64, batch: &str, key: &str, live: &[i64]) -> Result<Status> {
+    match tx.item_by_key(b, key)? {
+        Some(item) if item.lease_run.is_some_and(|r| live.contains(&r)) => Ok(Status::Claimed),
+        Some(_) => Ok(Status::Pending),
+        None => Err(missing(tx, b, batch, key)),
+    }
 }
 
 /// Which of `keys` (each once) a skip marks (`false`) and which are done

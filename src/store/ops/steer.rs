@@ -10,7 +10,7 @@
 //! ([`Store::settle_cancel`]) instead.
 
 use super::items::missing;
-use super::liveness::lapsed;
+use super::liveness::seat;
 use crate::model::{EventKind, LockInfo, Millis, NewEvent, Status, state_word};
 use crate::store::api::{CancelOutcome, CancelSettled, CancelTo, Steering};
 use crate::store::dialect::Write;
@@ -51,6 +51,7 @@ fn move_to(
 impl Store {
     /// Cancels one item. In flight: asks the run holding it to stop its
     /// worker and move it to `to` (its runner does, within a heartbeat).
+    /// Claimed by a run whose runner is dead: moved at once.
     /// Pending or failed: moves it at once (nothing if it is there
     /// already). Done: refused. An unknown key: `UnknownKey`.
     pub fn cancel_item(
@@ -72,8 +73,34 @@ impl Store {
             };
             let fields =
                 serde_json::json!({"to": to.as_str(), "reason": reason, "attempt": item.attempts});
+            // A claim whose run holds no live seat (its runner crashed here,
+            // or went silent elsewhere past its expiry) has nobody to hear
+            // the ask: it is moved at once, as the next run would take it.
+            let orphaned = status == Status::Claimed && {
+                let seats = tx.seats(b, batch)?;
+                !seats
+                    .iter()
+                    .any(|l| l.run_id.is_some() && l.run_id == item.lease_run && seat(l, now).is_live())
+            };
             match status {
                 Status::Done => Err(Refusal::CancelDone { key: key.into() }.into()),
+                Status::Claimed if orphaned => {
+                    let run = item.lease_run;
+                    let msg = manual_message(actor, reason);
+                    move_to(tx, item.id, to, "claimed", &msg, run, now)?;
+                    let of = run.map_or_else(String::new, |r| format!(" by run {r}"));
+                    let message = format!(
+                        "cancelled by {actor}: {reason}; it was claimed{of}, whose runner is gone; now {}",
+                        to.as_str()
+                    );
+                    let mut e = NewEvent::new(now, batch, EventKind::Cancelled, message)
+                        .key(key)
+                        .actor(actor)
+                        .fields(fields.clone());
+                    e.run_id = run;
+                    tx.event_insert(&e)?;
+                    Ok(CancelOutcome::Orphaned { run_id: run })
+                }
                 Status::Claimed => {
                     tx.item_ask_cancel(item.id, to.as_str(), actor, reason)?;
                     let run = item.lease_run;
@@ -177,9 +204,13 @@ impl Store {
         self.write_tx(|tx| {
             let b = tx.batch_id(batch)?;
             let mut asked = Vec::new();
-            for seat in tx.seats(b, batch)? {
-                if !lapsed(&seat, now) && tx.seat_ask_stop(b, &seat.token, now_flag, actor)? {
-                    asked.push(seat);
+            // Only a live runner can hear it: one crashed here is dead at
+            // once, whatever its seat's expiry says (as every view says).
+            for lock in tx.seats(b, batch)? {
+                if seat(&lock, now).is_live()
+                    && tx.seat_ask_stop(b, &lock.token, now_flag, actor)?
+                {
+                    asked.push(lock);
                 }
             }
             if !asked.is_empty() {

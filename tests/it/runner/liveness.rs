@@ -89,6 +89,8 @@ both_backends! {
         assert!(out(&env, &["status", "--short"]).contains('▶'));
         let text = out(&env, &["status", "s"]);
         assert!(text.contains("running: lock held by"), "{text}");
+        let shown = out(&env, &["show", "s", "k1"]);
+        assert!(shown.contains("\nclaim:     in flight in run #1 ("), "{shown}");
         signal(runner.id(), Signal::SIGKILL);
         runner.wait().unwrap();
 
@@ -108,6 +110,19 @@ both_backends! {
         assert_eq!((&s["running"], &s["lock"]["held"], &s["lock"]["state"]),
                    (&Value::from(false), &Value::from(false), &Value::from("crashed")), "{s}");
         assert_eq!(s["orphaned"], 2, "{s}");
+
+        // `show` of an orphaned item says whose claim it is and its fate,
+        // not only "claimed".
+        let shown = out(&env, &["show", "s", "k1"]);
+        assert!(shown.contains("\nstate:     claimed\n"), "{shown}");
+        let holder = s["lock"]["holder"].as_str().unwrap();
+        assert!(shown.contains(&format!(
+            "\nclaim:     run #1 ({holder}) crashed: its runner is gone; the next run takes this item back\n"
+        )), "{shown}");
+        let shown: Value = serde_json::from_str(&out(&env, &["show", "s", "k1", "--json"])).unwrap();
+        assert_eq!(shown["claim"], serde_json::json!({
+            "run_id": 1, "runner": holder, "state": "crashed", "orphaned": true, "silent_since": null,
+        }));
 
         let short = out(&env, &["status", "--short"]);
         assert!(short.contains("s 0✓ 2… crashed"), "{short}");
@@ -158,6 +173,11 @@ both_backends! {
         assert!(text.contains(&format!("lock expired, holder silent since {since}")), "{text}");
         assert!(text.contains("far-host:"), "{text}");
         assert!(text.contains("last run #1 silent ("), "{text}");
+        let shown = out(&env, &["show", "s", "k2"]);
+        assert!(shown.contains("\nclaim:     run #1 (far-host:"), "{shown}");
+        assert!(shown.contains(&format!(
+            " silent since {since} ("
+        )) && shown.contains("): its lock expired; the next run takes this item back\n"), "{shown}");
         let short = out(&env, &["status", "--short"]);
         assert!(short.contains("silent") && !short.contains('▶'), "{short}");
         let metrics = out(&env, &["status", "--prometheus"]);

@@ -109,6 +109,46 @@ fn sigint_and_sighup_stop_a_run_gracefully() {
     }
 }
 
+/// A run stopped by a signal exits 130 even when an item failed in it
+/// before the stop: the code says what became of the run (recorded
+/// `aborted`, its unfinished items back to pending), as the README's
+/// exit codes and signals say; the summary still counts the failure.
+#[test]
+fn a_stopped_run_exits_130_even_with_a_failure_in_it() {
+    let env = Env::new();
+    env.config("[batch.b]\nconcurrency = 1\nretries = 0\ngrace = \"1000s\"\n");
+    add_keys(&env, "b", &["bad", "a", "b"]);
+    let marker = format!("failed-then-stopped-{}", env.dir.path().display());
+    let started = env.path("started");
+    std::fs::create_dir_all(&started).unwrap();
+    let w = p(&env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+             if [ \"$NIGHTSHIFT_KEY\" = bad ]; then echo '不正な入力' >&2; exit 3; fi\n\
+             sh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
+            dir = p(&started)
+        ),
+    ));
+    let mut run = env.spawn("run", &["run", "b", "--", &w]);
+    wait_for("the second item in flight", || {
+        env.path("started/a").exists()
+    });
+    signal(run.id(), Signal::SIGTERM);
+    wait_for("the graceful stop to begin", || {
+        env.output_of("run").1.contains("nightshift: stopping")
+    });
+    signal(run.id(), Signal::SIGTERM);
+    assert_eq!(exit_code(&mut run), Some(130), "{:?}", env.output_of("run"));
+    assert_eq!(env.item("bad"), ("failed".into(), Some("manual".into()), 1));
+    assert_eq!(env.item("a"), ("pending".into(), None, 0));
+    assert_eq!(env.run_states(), ["aborted"]);
+    let (out, _) = env.output_of("run");
+    assert!(out.contains("1 failed (0 retry, 1 manual)"), "{out}");
+    assert!(out.contains("stopped: interrupted"), "{out}");
+    assert_no_process_left(&marker);
+}
+
 /// A second signal does not wait for the grace period (here 1000 s): the
 /// worker group is killed, its item goes back to pending with its attempt
 /// uncounted, and the run ends with 130.

@@ -87,6 +87,28 @@ both_backends! {
         assert!(paused[0]["message"].as_str().unwrap().contains("halt = \"50% of the last 4\""), "{paused:?}");
     }
 
+    /// The classes are the workers' own text: a storm of long, distinct
+    /// ones (a class carrying the item's name) must not make the pause
+    /// reason, shown by `run`, `status` and the dashboard, a screenful.
+    fn a_halt_reason_names_a_few_classes_inert_and_cut(env) {
+        env.config("[batch.b]\nconcurrency = 1\nretries = 0\nhalt = \"50% of the last 6\"\n");
+        add_keys(&env, "b", &["k1", "k2", "k3", "k4", "k5", "k6", "k7"]);
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\nlong=$(printf '\u{3042}%.0s' $(seq 1 200))\n\
+             printf '{\"error_class\":\"\u{63a5}\u{7d9a}%s\\\\u001b[2J%s\",\"transient\":true}\\n' \"$NIGHTSHIFT_KEY\" \"$long\" >&2\nexit 1",
+        ));
+        let out = env.run(&["run", "b", "--", &w]);
+        out.code(1);
+        let reason = env.status()["batches"][0]["paused_reason"].as_str().unwrap().to_string();
+        assert!(reason.starts_with("halted: 6 of the last 6 answers failed (the limit is 50%): 1 接続k1\\x1b[2Jあ"), "{reason}");
+        assert!(reason.ends_with(", and 3 other classes"), "{reason}");
+        assert_eq!(reason.matches('…').count(), 3, "{reason}");
+        assert!(reason.chars().count() < 200, "{reason}");
+        assert!(out.stdout.contains(&reason), "{out:?}");
+        assert!(env.run(&["status"]).stdout.contains(&format!("PAUSED — {reason}")));
+    }
+
     fn cancel_stops_one_running_worker_and_the_rest_carry_on(env) {
         env.config("[batch.b]\nconcurrency = 2\n");
         add_keys(&env, "b", &["stuck", "a1", "a2", "a3", "a4", "a5"]);
@@ -179,6 +201,54 @@ both_backends! {
         let unknown = env.run(&["cancel", "b", "zz"]);
         unknown.code(2);
         assert!(unknown.error_line().contains("\"zz\""), "{unknown:?}");
+    }
+
+    /// A runner killed with SIGKILL hears nothing: a cancel of its claim
+    /// moves the item at once (before, it was "asked", and the next run
+    /// took it back to pending and ran it), and a stop asks nobody.
+    fn cancel_and_stop_after_the_runner_was_killed(env) {
+        env.config("[batch.b]\nconcurrency = 3\n");
+        add_keys(&env, "b", &["stuck", "other", "third", "rest"]);
+        let marker = format!("steer-killed-{}", env.dir.path().display());
+        let started_dir = env.path("started");
+        std::fs::create_dir_all(&started_dir).unwrap();
+        let w = p(&env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
+                 if [ ! -e {dir}/../free ]; then sh -c 'sleep 1000; :' {marker}; fi\necho '\"ok\"'",
+                dir = p(&started_dir),
+            ),
+        ));
+        let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("three workers", || ["stuck", "other", "third"].iter().all(|k| started(&env, k)));
+        common::signal(runner.id(), nix::sys::signal::Signal::SIGKILL);
+        runner.wait().unwrap();
+        let stop = env.run(&["stop", "b"]);
+        stop.code(0);
+        assert!(stop.stdout.contains("no runner holds it; nothing to stop"), "{stop:?}");
+        let out = env.run(&["cancel", "b", "stuck"]);
+        out.code(0);
+        assert!(out.stdout.contains("stuck: cancelled at once; it was claimed by run 1, whose runner is gone; now manual"), "{out:?}");
+        assert_eq!(env.item("stuck"), ("failed".into(), Some("manual".into()), 1));
+        let json = env.run(&["cancel", "b", "other", "--to", "pending", "--json"]).json();
+        assert_eq!((&json["state"], &json["was"], &json["run_id"]), (&"moved".into(), &"claimed".into(), &1.into()), "{json}");
+        assert_eq!(env.item("other"), ("pending".into(), None, 0));
+        // Nothing holds it: a skip marks it (it said "in flight: stop the
+        // run or wait", and stop had nobody to ask).
+        env.run(&["skip", "b", "third", "--reason", "手で済み"]).code(0);
+        assert_eq!(env.item("third").0, "done");
+        // The next run stops the dead run's workers and never runs the
+        // cancelled or the skipped item.
+        std::fs::write(env.path("free"), "").unwrap();
+        std::fs::remove_file(started_dir.join("stuck")).unwrap();
+        std::fs::remove_file(started_dir.join("third")).unwrap();
+        env.run(&["run", "b", "--", &w]).code(0);
+        assert!(!started(&env, "stuck"), "a cancelled item ran again");
+        assert!(!started(&env, "third"), "a skipped item ran");
+        assert_eq!(env.item("stuck").1.as_deref(), Some("manual"));
+        assert_eq!((env.item("other").0, env.item("rest").0), ("done".into(), "done".into()));
+        assert_no_process_left(&marker);
     }
 
     // Slow (a few seconds): a graceful stop waits for the in-flight item.

@@ -1617,6 +1617,59 @@ both_stores! {
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
 
+    /// A claim whose runner is dead has nobody to hear a cancel: it moves
+    /// at once (a holder here whose process is gone, before its seat's
+    /// expiry; a holder elsewhere once its seat expired), and a stop asks
+    /// no dead seat.
+    fn a_cancel_of_a_dead_runners_claim_moves_it_at_once(db, s) {
+        use nightshift::store::{CancelOutcome, CancelTo};
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let here = Holder { host: nightshift::util::identity::host(), pid: gone.id(), pid_start: Some(7) };
+        let run = s.start_run("b", Trigger::Manual, None, &here, T0, None).unwrap();
+        s.acquire_lock("b", "tok", &here, Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
+        assert!(s.ask_stop("b", false, "ops@h2", T0 + 1).unwrap().is_empty(), "a crashed runner is not asked");
+        // A skip of its claim marks it, the dry run first.
+        let keys = ["k002".to_string()];
+        assert_eq!(s.skip_dry_run("b", &keys, T0 + 1).unwrap().skipped, keys);
+        assert_eq!(s.skip("b", &keys, "by hand", "ops@h2", T0 + 1).unwrap().skipped, keys);
+        let item = s.item("b", "k002").unwrap();
+        assert_eq!((item.status, item.outcome, item.lease_run), (nightshift::model::Status::Done, Some(Outcome::Skipped), None));
+        let moved = s.cancel_item("b", "k000", CancelTo::Manual, "ops@h2", "stuck", T0 + 1).unwrap();
+        assert_eq!(moved, CancelOutcome::Orphaned { run_id: Some(run) });
+        let item = s.item("b", "k000").unwrap();
+        assert_eq!((item.status, item.tier, item.error_class.as_deref()),
+            (nightshift::model::Status::Failed, Some(Tier::Manual), Some("Cancelled")));
+        assert!(s.steering("b", run, "tok").unwrap().cancels.is_empty(), "nothing left asked");
+        // --to pending: the stopped attempt is not counted.
+        s.cancel_item("b", "k001", CancelTo::Pending, "ops@h2", "again", T0 + 1).unwrap();
+        let item = s.item("b", "k001").unwrap();
+        assert_eq!((item.status, item.attempts), (nightshift::model::Status::Pending, 0));
+        // The dead run's late answer is refused.
+        let done = Completion { usage: None, item_id: c[0].item_id, token: c[0].token, run_id: run,
+            outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 + 2, version: None };
+        assert!(!s.complete(&done, &done_event("k000")).unwrap());
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.manual, counts.pending, counts.claimed, counts.skipped), (1, 1, 0, 1));
+        let cancelled = s.events(&EventFilter { kinds: vec!["cancelled".into()], ..Default::default() }).unwrap();
+        assert!(cancelled[0].message.contains("it was claimed by run 1, whose runner is gone; now manual"), "{cancelled:?}");
+
+        // Elsewhere: live until its seat expires, then moved at once.
+        s.add_items("c", &items(2), T0, |_| {}).unwrap();
+        let far = s.start_run("c", Trigger::Manual, None, &holder(9), T0, None).unwrap();
+        s.acquire_lock("c", "tok-c", &holder(9), Some(far), T0 + MIN, T0, &[], 1).unwrap();
+        s.claim("c", far, 2, T0 + MIN, T0).unwrap().unwrap();
+        assert!(matches!(s.skip("c", &["k001".to_string()], "x", "ops@h2", T0 + 1),
+            Err(StoreError::Refused(_))), "a live runner's claim is in flight");
+        assert_eq!(s.cancel_item("c", "k000", CancelTo::Manual, "ops@h2", "x", T0 + 1).unwrap(),
+            CancelOutcome::Asked { run_id: Some(far) });
+        assert_eq!(s.cancel_item("c", "k001", CancelTo::Manual, "ops@h2", "x", T0 + 2 * MIN).unwrap(),
+            CancelOutcome::Orphaned { run_id: Some(far) });
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
     fn a_stop_is_asked_of_every_live_seat_and_now_is_never_weakened(db, s) {
         s.add_items("b", &items(1), T0, |_| {}).unwrap();
         assert!(s.ask_stop("b", false, "ops@h2", T0).unwrap().is_empty(), "no runner");
