@@ -225,6 +225,31 @@ echo '{"ok":1}'"#);
         assert!(pool["hold_until"].is_string(), "{status}");
     }
 
+    /// A live run waiting for its pool's next slot: the item it has not
+    /// claimed waits for the pool in `status`, `--json` and `show`, not
+    /// for "the runner that holds the lock" (which waits for the pool too).
+    fn a_live_run_waiting_for_the_pool_says_what_it_waits_for(env) {
+        let w = worker(&env, "echo '{\"ok\":1}'");
+        env.config(&format!(
+            "[limit.p]\nrequests = \"2/h\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"p\"\nconcurrency = 1\n"
+        ));
+        add(&env, "a", 4);
+        let mut run = env.spawn("a", &["run", "a"]);
+        wait_for("the run's wait for the pool", || !env.events("a", "rate-limit").is_empty());
+        let b = env.batch_status("a");
+        let first = &b["waiting"][0];
+        assert_eq!((first["reason"].as_str(), first["count"].as_i64()), (Some("rate-limit"), Some(1)), "{b}");
+        assert!(first["until"].is_string(), "{b}");
+        assert!(!b["waiting"].to_string().contains("lock-held"), "{b}");
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("1 pending: waiting for pool p, requests/h, next slot "), "{text}");
+        let show = env.run(&["show", "a", "a4"]).code(0).stdout.clone();
+        assert!(show.contains("waiting for pool p, requests/h"), "{show}");
+        common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
+        run.wait().unwrap();
+    }
+
     fn an_immediate_retry_waits_for_the_pool(env) {
         // One call a second; the item fails transiently 3 times, with no
         // backoff to speak of: 4 attempts, a second apart at the least.
