@@ -250,6 +250,31 @@ echo '{"ok":1}'"#);
         run.wait().unwrap();
     }
 
+    /// Calls reporting more tokens than the estimate they reserved let the
+    /// pool's window pass its limit (the rest is settled after them):
+    /// `status` says so under the run's tokens, with the mean against the
+    /// estimate, and `--json` has it; a run within its estimate says nothing.
+    fn a_run_reporting_more_than_its_estimate_says_so(env) {
+        let w = worker(&env, USAGE);
+        env.config(&format!(
+            "[limit.p]\ntokens = \"100000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"p\"\ntoken_estimate = 40\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"p\"\ntoken_estimate = 100\n"
+        ));
+        add(&env, "a", 3);
+        add(&env, "b", 3);
+        env.run(&["run", "a"]).code(0);
+        env.run(&["run", "b"]).code(0);
+        let a = env.batch_status("a");
+        assert_eq!(a["last_run"]["usage"]["over_estimate"], serde_json::json!({"mean": 100, "token_estimate": 40}), "{a}");
+        let b = env.batch_status("b");
+        assert_eq!(b["last_run"]["usage"]["over_estimate"], Value::Null, "{b}");
+        let text = env.run(&["status", "a"]).code(0).stdout.clone();
+        assert!(text.contains("reported 100 tokens a call on average, over the 40 each reserved (token_estimate)"), "{text}");
+        let text = env.run(&["status", "b"]).code(0).stdout.clone();
+        assert!(!text.contains("on average"), "{text}");
+    }
+
     fn an_immediate_retry_waits_for_the_pool(env) {
         // One call a second; the item fails transiently 3 times, with no
         // backoff to speak of: 4 attempts, a second apart at the least.
