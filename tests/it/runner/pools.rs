@@ -223,6 +223,16 @@ echo '{"ok":1}'"#);
         assert_eq!(b["waiting"][0]["reason"], "rate-limit", "{b}");
         let pool = &status["pools"][0];
         assert!(pool["hold_until"].is_string(), "{status}");
+        // A dry run of b says it would wait for the pool first.
+        let dry = env.run(&["run", "b", "--dry-run"]).code(0).stdout.clone();
+        assert!(dry.contains("b: would wait until ") && dry.contains(" for pool openai (hold): no call starts before"), "{dry}");
+        let dry: Value = env.run(&["run", "b", "--dry-run", "--json"]).code(0).json();
+        assert_eq!((dry["pool_wait"]["pool"].as_str(), dry["pool_wait"]["dimension"].as_str()), (Some("openai"), Some("hold")), "{dry}");
+        assert!(dry["pool_wait"]["until"].is_string(), "{dry}");
+        // The tmux line marks b held too: its pool holds every call of it.
+        let short = env.run(&["status", "--short"]).code(0).stdout.clone();
+        let b = short.trim().split("  ").find(|p| p.starts_with("b ")).unwrap_or_default();
+        assert!(b.ends_with(" held"), "{short}");
     }
 
     /// A live run waiting for its pool's next slot: the item it has not
