@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::config::BatchConfig;
 use crate::model::Millis;
 use crate::store::{AttemptUsage, PoolView, Store, UsageSum};
 use crate::util::noun;
@@ -121,4 +122,39 @@ pub fn usage_line(u: &UsageSum) -> Option<String> {
         }
         line
     })
+}
+
+/// The mean tokens a call of the run reported, when it is over the
+/// `token_estimate` each call reserved before it started. The pool then
+/// lets calls start on too little and settles the rest after them, so its
+/// window passes its limit until that debt is paid: the usual reason a
+/// pool reads `tokens/min 513300/400000`. `None` without a pool's fixed
+/// estimate (`estimate_field` varies per item), a report, or when within.
+pub fn over_estimate(u: &UsageSum, cfg: Option<&BatchConfig>) -> Option<(i64, i64)> {
+    let cfg = cfg.filter(|c| c.pool.is_some() && c.estimate_field.is_none())?;
+    let estimate = i64::try_from(cfg.token_estimate?).ok()?;
+    let reported = u.attempts - u.unreported;
+    if reported <= 0 {
+        return None;
+    }
+    let tokens = u.input_tokens.saturating_add(u.output_tokens);
+    let mean = (tokens + reported / 2) / reported;
+    (mean > estimate).then_some((mean, estimate))
+}
+
+/// `over_estimate` in words, under the run's tokens line.
+pub fn over_estimate_line((mean, estimate): (i64, i64)) -> String {
+    format!(
+        "reported {mean} tokens a call on average, over the {estimate} each reserved \
+         (token_estimate): calls start on too little and the pool's window passes its \
+         limit; raise token_estimate"
+    )
+}
+
+/// `over_estimate` for `--json`: `{"mean": 2676, "token_estimate": 1200}`.
+pub fn over_estimate_json(over: Option<(i64, i64)>) -> Value {
+    over.map_or(
+        Value::Null,
+        |(mean, estimate)| json!({"mean": mean, "token_estimate": estimate}),
+    )
 }

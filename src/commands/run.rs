@@ -207,6 +207,19 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
             },
         ))?;
     }
+    if let Some(w) = plan
+        .pool_wait
+        .as_ref()
+        .filter(|_| !plan.items.is_empty() || plan.source.is_some())
+    {
+        let until = w.next_slot.map_or_else(String::new, |t| {
+            format!(" until {} ({})", utc_clock(t, now), relative(t, now))
+        });
+        out(sanitize::line(&format!(
+            "{name}: would wait{until} for pool {} ({}): no call starts before",
+            w.pool, w.dimension
+        )))?;
+    }
     if let Some(holder) = &plan.lock_held_by {
         out(format!(
             "{name}: a runner ({holder}) holds the lock: a run would step down (or wait with --wait)"

@@ -21,6 +21,8 @@ pub struct Scene {
     pub daemons: Vec<DaemonInfo>,
     /// Each configured batch's budgets as they stand (its own, its pool's).
     pub budgets: std::collections::BTreeMap<String, Vec<crate::runner::budget::BudgetState>>,
+    /// Each configured pool a retry-after holds: until when.
+    pub pool_holds: std::collections::BTreeMap<String, Millis>,
 }
 
 impl Scene {
@@ -32,11 +34,18 @@ impl Scene {
                 budgets.insert(name.clone(), states);
             }
         }
+        let mut pool_holds = std::collections::BTreeMap::new();
+        for name in ctx.config.limits.keys() {
+            if let Some(h) = store.pool_hold(name, now)? {
+                pool_holds.insert(name.clone(), h.until);
+            }
+        }
         Ok(Scene {
             now,
             emergency: crate::runner::paused_file(&ctx.db),
             daemons: store.daemons(now)?,
             budgets,
+            pool_holds,
         })
     }
 
@@ -81,6 +90,13 @@ impl Scene {
         crate::runner::budget::held_until(self.budgets.get(batch).map_or(&[], Vec::as_slice))
     }
 
+    /// Until when a retry-after holds the batch's pool, if one does (every
+    /// batch of the pool waits for it).
+    pub fn pool_held(&self, ctx: &Ctx, batch: &str) -> Option<Millis> {
+        let pool = ctx.config.batch(batch)?.limit.as_deref()?;
+        self.pool_holds.get(pool).copied()
+    }
+
     /// Paused by its flag, or by the emergency stop.
     pub fn paused(&self, info: &BatchInfo) -> bool {
         info.pause.is_some() || self.emergency.is_some()
@@ -112,7 +128,7 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             if scene.paused(i) {
                 s.push_str(" ⏸");
             }
-            if i.held(scene.now).is_some() {
+            if i.held(scene.now).is_some() || scene.pool_held(ctx, &i.name).is_some() {
                 s.push_str(" held");
             }
             if scene.budget_held(&i.name).is_some() {

@@ -54,7 +54,11 @@ fn shown(ctx: &Ctx, store: &Store, args: &StatusArgs) -> anyhow::Result<Shown> {
                 let mut b = batch_json(ctx, &scene, i, pruned, stale);
                 b["waiting"] = waiting::to_status_json(&waiting);
                 if let Some(r) = &i.last_run {
-                    b["last_run"]["usage"] = super::pools::usage_json(&store.run_usage(r.id)?);
+                    let usage = store.run_usage(r.id)?;
+                    let over = super::pools::over_estimate(&usage, ctx.config.batch(&i.name));
+                    b["last_run"]["usage"] = super::pools::usage_json(&usage);
+                    b["last_run"]["usage"]["over_estimate"] =
+                        super::pools::over_estimate_json(over);
                 }
                 b["limit"] = ctx
                     .config
@@ -484,8 +488,12 @@ fn human(
             Some(r) => {
                 let seen = i.last_run_seen().unwrap_or(RunSeen::Stored(r.state));
                 lines.push(format!("last run {}", run_text(r, seen, now)));
-                if let Some(u) = super::pools::usage_line(&store.run_usage(r.id)?) {
+                let usage = store.run_usage(r.id)?;
+                if let Some(u) = super::pools::usage_line(&usage) {
                     lines.push(format!("  {u}"));
+                }
+                if let Some(over) = super::pools::over_estimate(&usage, ctx.config.batch(&i.name)) {
+                    lines.push(format!("  {}", super::pools::over_estimate_line(over)));
                 }
             }
             None if i.stepped_down.is_some() => lines.push("last run: none that did work".into()),

@@ -141,15 +141,16 @@ impl Idle {
 }
 
 /// What stops the items a run could take, if anything: the first that
-/// applies of the emergency stop, the pause, a runner holding every seat,
-/// a retry-after hold; with no run in question, what would start one.
+/// applies of the emergency stop, the pause, a budget or retry-after hold,
+/// a pool with no room, a runner holding every seat; with no run in
+/// question, what would start one. A hold comes before the runner: the
+/// live runner waits for it too, so "the runner that holds the lock"
+/// would hide what everything waits for, and until when.
 fn blocked(h: &Holding, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
     if h.emergency_stop {
         Some((WaitReason::EmergencyStop, None))
     } else if h.paused {
         Some((WaitReason::Paused, None))
-    } else if h.lock_held {
-        Some((WaitReason::LockHeld, None))
     } else if let Some(t) = h.budget_until.filter(|t| *t > now)
         && h.hold_until.is_none_or(|hold| hold <= t)
     {
@@ -159,6 +160,8 @@ fn blocked(h: &Holding, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
         Some((WaitReason::Hold, Some(t)))
     } else if let Some(r) = &h.rate_limit {
         Some((WaitReason::RateLimit, r.next_slot))
+    } else if h.lock_held {
+        Some((WaitReason::LockHeld, None))
     } else {
         match h.idle {
             Some(Idle::NoRunner) => Some((WaitReason::NoRunner, None)),
@@ -584,6 +587,26 @@ mod tests {
             "{}",
             said(&budget)
         );
+        // A live holder waits for a hold, a budget or the pool too: that
+        // is what its pending items wait for (its claims stay in flight).
+        for (h, says) in [
+            (&hold, "7 held until 07:16:00Z (retry-after)"),
+            (&budget, "7 wait: budget reached, resets 07:16Z"),
+            (
+                &pool,
+                "7 pending: waiting for pool openai, tokens/min, next slot 07:16:00Z",
+            ),
+        ] {
+            let live = Holding {
+                lock_held: true,
+                ..h.clone()
+            };
+            assert!(
+                said(&live).ends_with(&format!("{says}; 1 in flight in another run")),
+                "{}",
+                said(&live)
+            );
+        }
         // A hold that has passed holds nothing.
         let passed = Holding {
             hold_until: Some(NOW - 1),

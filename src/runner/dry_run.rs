@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::RunOptions;
-use crate::model::waiting::Waiting;
+use crate::model::waiting::{RateLimited, Waiting};
 use crate::model::{Counts, Hold, Item, Status};
 use crate::store::{Access, ItemFilter, Store};
 use crate::util::time::{now_ms, rfc3339};
@@ -49,6 +49,23 @@ pub struct DryRun {
     pub waiting: Vec<Waiting>,
     /// What the items listed would cost, against the budgets left.
     pub estimate: Option<super::estimate::Estimate>,
+    /// The batch's limit pool with no room now (held, every place in
+    /// flight taken, a rate drawn to its limit): a run would wait for it
+    /// before its first call (`{"pool", "dimension", "until"}`).
+    #[serde(serialize_with = "pool_wait_json")]
+    pub pool_wait: Option<RateLimited>,
+}
+
+fn pool_wait_json<S: serde::Serializer>(w: &Option<RateLimited>, s: S) -> Result<S::Ok, S::Error> {
+    w.as_ref()
+        .map(|w| {
+            serde_json::json!({
+                "pool": w.pool,
+                "dimension": w.dimension,
+                "until": w.next_slot.map(rfc3339),
+            })
+        })
+        .serialize(s)
 }
 
 fn waiting_json<S: serde::Serializer>(w: &[Waiting], s: S) -> Result<S::Ok, S::Error> {
@@ -85,6 +102,7 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         counts: Counts::default(),
         waiting: Vec::new(),
         estimate: None,
+        pool_wait: None,
     };
     if !known {
         return Ok(out);
@@ -93,6 +111,9 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
     out.paused = store.pause(batch)?.map(|p| p.reason).or_else(|| {
         super::paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display()))
     });
+    if let Some(p) = &opts.config.pool {
+        out.pool_wait = super::pool::limited(&store.pool_view(&super::pool::spec(p), now)?, now);
+    }
     if let Some(h) = store.hold(batch)?.filter(|h| h.active(now)) {
         out.hold_until = Some(rfc3339(h.until));
         out.hold_by.clone_from(&h.key);

@@ -43,9 +43,6 @@ impl Store {
                 let info = &out.batches[idx].info;
                 out.runs = tx.runs_recent(b, q.runs)?;
                 out.retry = Some((info.name.clone(), super::items::retry_tier(tx, b, now)?));
-                for k in &q.spend {
-                    out.spent.push((k.clone(), tx.spend_of(k)?));
-                }
                 if q.dlq {
                     out.dlq = super::dead_letters::groups(tx, b, now)?;
                 }
@@ -61,6 +58,11 @@ impl Store {
                 if let Some(key) = &q.detail {
                     out.detail = Some(detail(tx, b, key)?);
                 }
+            }
+            // Budget windows are keyed by name, not by a batch's rows: the
+            // pools' (the Pools pane) are read whichever batch is selected.
+            for k in &q.spend {
+                out.spent.push((k.clone(), tx.spend_of(k)?));
             }
             if let Some(eq) = &q.events {
                 // The events of a batch not made yet: none.

@@ -60,6 +60,15 @@ fn headless_demo_shows_the_whole_outcome_mix() {
     );
     assert_eq!(articles["pending"], 0);
     assert_eq!(articles["claimed"], 0);
+    // The agent's calls report no more tokens than their batches reserve
+    // before each (the pool is not settled in arrears).
+    for b in status["batches"].as_array().unwrap() {
+        assert_eq!(
+            b["last_run"]["usage"]["over_estimate"],
+            serde_json::Value::Null,
+            "{b}"
+        );
+    }
 
     let conn = rusqlite::Connection::open(&db).unwrap();
     let retried: i64 = conn

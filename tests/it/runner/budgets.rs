@@ -117,6 +117,17 @@ both_backends! {
         assert_eq!(b["budget"]["spent"], 0.75, "the in-flight call counted too: {b}");
         assert_eq!(b["budget"]["reached"], true);
         assert_eq!(b["budget"]["window_end"], next_midnight().as_str());
+        // The run is live, waiting for the reset: what it has not claimed
+        // waits for the budget in every view, not for "the runner that
+        // holds the lock" (the runner waits for the budget too).
+        let w = budget_waiting(b).expect("a budget wait while the run is live");
+        assert_eq!(w["until"], next_midnight().as_str(), "{w}");
+        assert!(!b["waiting"].to_string().contains("lock-held"), "{b}");
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("wait: budget reached, resets"), "{text}");
+        assert!(!text.contains("holds the lock"), "{text}");
+        let show = env.run(&["show", "a", "k6"]).code(0).stdout.clone();
+        assert!(show.contains("budget reached, resets"), "{show}");
         interrupt(run);
         // No call started after the hold, the run's stop included.
         assert_eq!(starts(&env).len(), 3, "{:?}", starts(&env));

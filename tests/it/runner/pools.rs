@@ -223,6 +223,66 @@ echo '{"ok":1}'"#);
         assert_eq!(b["waiting"][0]["reason"], "rate-limit", "{b}");
         let pool = &status["pools"][0];
         assert!(pool["hold_until"].is_string(), "{status}");
+        // A dry run of b says it would wait for the pool first.
+        let dry = env.run(&["run", "b", "--dry-run"]).code(0).stdout.clone();
+        assert!(dry.contains("b: would wait until ") && dry.contains(" for pool openai (hold): no call starts before"), "{dry}");
+        let dry: Value = env.run(&["run", "b", "--dry-run", "--json"]).code(0).json();
+        assert_eq!((dry["pool_wait"]["pool"].as_str(), dry["pool_wait"]["dimension"].as_str()), (Some("openai"), Some("hold")), "{dry}");
+        assert!(dry["pool_wait"]["until"].is_string(), "{dry}");
+        // The tmux line marks b held too: its pool holds every call of it.
+        let short = env.run(&["status", "--short"]).code(0).stdout.clone();
+        let b = short.trim().split("  ").find(|p| p.starts_with("b ")).unwrap_or_default();
+        assert!(b.ends_with(" held"), "{short}");
+    }
+
+    /// A live run waiting for its pool's next slot: the item it has not
+    /// claimed waits for the pool in `status`, `--json` and `show`, not
+    /// for "the runner that holds the lock" (which waits for the pool too).
+    fn a_live_run_waiting_for_the_pool_says_what_it_waits_for(env) {
+        let w = worker(&env, "echo '{\"ok\":1}'");
+        env.config(&format!(
+            "[limit.p]\nrequests = \"2/h\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"p\"\nconcurrency = 1\n"
+        ));
+        add(&env, "a", 4);
+        let mut run = env.spawn("a", &["run", "a"]);
+        wait_for("the run's wait for the pool", || !env.events("a", "rate-limit").is_empty());
+        let b = env.batch_status("a");
+        let first = &b["waiting"][0];
+        assert_eq!((first["reason"].as_str(), first["count"].as_i64()), (Some("rate-limit"), Some(1)), "{b}");
+        assert!(first["until"].is_string(), "{b}");
+        assert!(!b["waiting"].to_string().contains("lock-held"), "{b}");
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("1 pending: waiting for pool p, requests/h, next slot "), "{text}");
+        let show = env.run(&["show", "a", "a4"]).code(0).stdout.clone();
+        assert!(show.contains("waiting for pool p, requests/h"), "{show}");
+        common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
+        run.wait().unwrap();
+    }
+
+    /// Calls reporting more tokens than the estimate they reserved let the
+    /// pool's window pass its limit (the rest is settled after them):
+    /// `status` says so under the run's tokens, with the mean against the
+    /// estimate, and `--json` has it; a run within its estimate says nothing.
+    fn a_run_reporting_more_than_its_estimate_says_so(env) {
+        let w = worker(&env, USAGE);
+        env.config(&format!(
+            "[limit.p]\ntokens = \"100000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"p\"\ntoken_estimate = 40\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"p\"\ntoken_estimate = 100\n"
+        ));
+        add(&env, "a", 3);
+        add(&env, "b", 3);
+        env.run(&["run", "a"]).code(0);
+        env.run(&["run", "b"]).code(0);
+        let a = env.batch_status("a");
+        assert_eq!(a["last_run"]["usage"]["over_estimate"], serde_json::json!({"mean": 100, "token_estimate": 40}), "{a}");
+        let b = env.batch_status("b");
+        assert_eq!(b["last_run"]["usage"]["over_estimate"], Value::Null, "{b}");
+        let text = env.run(&["status", "a"]).code(0).stdout.clone();
+        assert!(text.contains("reported 100 tokens a call on average, over the 40 each reserved (token_estimate)"), "{text}");
+        let text = env.run(&["status", "b"]).code(0).stdout.clone();
+        assert!(!text.contains("on average"), "{text}");
     }
 
     fn an_immediate_retry_waits_for_the_pool(env) {

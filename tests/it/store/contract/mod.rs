@@ -241,7 +241,8 @@ both_stores! {
 
     /// The budgets' ledger: one exact sum (millionths) per scope, name,
     /// period and window, added to by each attempt, zero for a window never
-    /// drawn; the dashboard's poll reads the selected batch's in its snapshot.
+    /// drawn; the dashboard's poll reads those it asks for in its snapshot,
+    /// whichever batch is selected.
     fn spend_is_summed_per_budget_and_window(db, s) {
         use nightshift::store::{SpendAdd, SpendKey, SpendScope, Spent};
         let key = |scope, name: &str, period_ms, window_start| SpendKey { scope, name: name.into(), period_ms, window_start };
@@ -263,6 +264,13 @@ both_stores! {
         let q = DashQuery { batch: Some("b".into()), spend: vec![day.clone(), next.clone()], ..DashQuery::default() };
         let d = s.dashboard(&q, T0).unwrap();
         assert_eq!(d.spent, [(day, Spent { micros: 350_001, attempts: 2 }), (next, Spent::default())]);
+        // A pool's spend does not depend on the batch selected: one only
+        // configured (no rows yet), or none, reads it too.
+        for batch in [Some("configured only"), None] {
+            let q = DashQuery { batch: batch.map(Into::into), spend: vec![pool.clone()], ..DashQuery::default() };
+            let d = s.dashboard(&q, T0).unwrap();
+            assert_eq!(d.spent, [(pool.clone(), Spent { micros: 250_000, attempts: 1 })], "{batch:?}");
+        }
     }
 
     /// Each attempt's stderr is kept as written (NUL aside on PostgreSQL),
