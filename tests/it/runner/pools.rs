@@ -285,6 +285,33 @@ echo '{"ok":1}'"#);
         assert!(!text.contains("on average"), "{text}");
     }
 
+    /// A runner killed with SIGKILL while its call holds the pool's one
+    /// place: the next run takes over (stopping the dead run's worker) and
+    /// has the place back at once, not after the place's lapse
+    /// (`item_timeout` + `grace`, an hour here).
+    fn a_crashed_runners_places_come_back_when_its_run_is_taken_over(env) {
+        let release = env.path("release");
+        let w = worker(&env, &format!(
+            "while [ ! -f '{}' ]; do sleep 0.05; done; echo '{{\"ok\":1}}'",
+            release.display()
+        ));
+        env.config(&format!(
+            "[limit.one]\nconcurrency = 1\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"one\"\nconcurrency = 1\nitem_timeout = \"1h\"\n"
+        ));
+        add(&env, "a", 1);
+        let mut first = env.spawn("a", &["run", "a"]);
+        wait_for("the first call", || !starts(&env).is_empty());
+        common::signal(first.id(), nix::sys::signal::Signal::SIGKILL);
+        first.wait().unwrap();
+        assert_eq!(env.status()["pools"][0]["in_flight"], 1, "the dead run's place");
+        std::fs::write(&release, "").unwrap();
+        let second = env.spawn("b", &["run", "a"]);
+        wait_for("a1 done by the run that took over", || done(&env, "a") == 1);
+        finish(vec![second]);
+        assert_eq!(env.int("SELECT coalesce(sum(n), 0) FROM pool_places"), 0, "every place given back");
+    }
+
     fn an_immediate_retry_waits_for_the_pool(env) {
         // One call a second; the item fails transiently 3 times, with no
         // backoff to speak of: 4 attempts, a second apart at the least.
