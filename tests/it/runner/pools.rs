@@ -312,6 +312,20 @@ echo '{"ok":1}'"#);
         assert_eq!(env.int("SELECT coalesce(sum(n), 0) FROM pool_places"), 0, "every place given back");
     }
 
+    /// A pool of requests whose worker reports no tokens: status counts its
+    /// calls, with no "0 in + 0 out tokens" line for the pool or the run.
+    fn a_pool_without_tokens_says_its_calls(env) {
+        let w = worker(&env, "echo '{\"ok\":1}'");
+        env.config(&format!(
+            "[limit.p]\nrequests = \"100/min\"\n\n[batch.a]\nworker = [\"{w}\"]\nlimit = \"p\"\n"
+        ));
+        add(&env, "a", 2);
+        env.run(&["run", "a"]).code(0);
+        let text = env.run(&["status", "a"]).code(0).stdout.clone();
+        assert!(text.contains("pool p: requests/min ") && text.contains("/100; today 2 calls\n"), "{text}");
+        assert!(!text.contains("tokens"), "{text}");
+    }
+
     fn an_immediate_retry_waits_for_the_pool(env) {
         // One call a second; the item fails transiently 3 times, with no
         // backoff to speak of: 4 attempts, a second apart at the least.
