@@ -424,6 +424,14 @@ fn a_batch_naming_an_unknown_pool_is_refused_naming_it() {
         ran.error_line().contains(r#"nightshift.toml:6: batch.a.limit: no [limit.opneai] table for "opneai": the file defines "openai""#),
         "{ran:?}"
     );
+    // A name TOML must quote is quoted in the table the error names.
+    env.config("[limit.\"本番\"]\nrequests = \"10/min\"\n\n[batch.a]\nworker = [\"cat\"]\nlimit = \"本番x\"\n");
+    let ran = env.run(&["status"]);
+    assert!(
+        ran.error_line()
+            .contains(r#"no [limit."本番x"] table for "本番x": the file defines "本番""#),
+        "{ran:?}"
+    );
     env.config("[limit.openai]\nrequests = \"10/week\"\n");
     let ran = env.run(&["status"]);
     assert!(
