@@ -135,8 +135,9 @@ pub(super) fn stale_version(ctx: &Ctx, batch: &str) -> anyhow::Result<String> {
     ctx.batch_config(batch).version.ok_or_else(|| {
         user_error(format!(
             "--stale: batch {batch} sets no `version` in the config, so no item is stale; \
-             set `version = \"...\"` under [batch.{batch}] first",
-            batch = sanitize::line(batch)
+             set `version = \"...\"` under {table} first",
+            batch = sanitize::line(batch),
+            table = sanitize::line(&crate::batch_name::toml_table(batch)),
         ))
     })
 }

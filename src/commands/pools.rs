@@ -90,7 +90,11 @@ pub fn pool_line(v: &PoolView, now: Millis) -> String {
         ));
     }
     let t = &v.today;
-    if t.attempts > 0 {
+    if t.attempts > 0 && !has_tokens(t) {
+        // A pool of requests or calls in flight whose workers report no
+        // tokens: its calls, not "0 in + 0 out tokens".
+        line.push_str(&format!("; today {}", noun::count(t.attempts, "call")));
+    } else if t.attempts > 0 {
         line.push_str(&format!(
             "; today {} in + {} out tokens",
             t.input_tokens, t.output_tokens
@@ -105,9 +109,16 @@ pub fn pool_line(v: &PoolView, now: Millis) -> String {
     line
 }
 
-/// `tokens: 1200 in + 800 out over 10 attempts` for a run.
+/// Whether the sum has any token to say: reported, or estimated for
+/// calls that reported none.
+fn has_tokens(u: &UsageSum) -> bool {
+    u.attempts > u.unreported || u.estimated_tokens > 0
+}
+
+/// `tokens: 1200 in + 800 out over 10 attempts` for a run (none when its
+/// calls neither reported nor reserved a token).
 pub fn usage_line(u: &UsageSum) -> Option<String> {
-    (u.attempts > 0).then(|| {
+    (u.attempts > 0 && has_tokens(u)).then(|| {
         let mut line = format!(
             "tokens: {} in + {} out over {}",
             u.input_tokens,

@@ -153,7 +153,10 @@ impl Walker<'_> {
                     self.invalid(
                         span,
                         &format!("{table_name}.limit"),
-                        format!("no [limit.{name}] table for {name:?}: {known}"),
+                        format!(
+                            "no [limit.{}] table for {name:?}: {known}",
+                            batch_name::toml_key(&name)
+                        ),
                     );
                 }
             }

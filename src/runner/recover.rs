@@ -28,7 +28,8 @@ pub async fn take_over(
     let dead = dead_runs(store, batch, run_id)?;
     let groups = store.worker_groups(&ids(&dead))?;
     let reaped = reap_here(batch, &dead, groups, &holder.host).await;
-    close_dead(store, batch, run_id, &dead, reaped, max_attempts, log)
+    close_dead(store, batch, run_id, &dead, reaped, max_attempts, log)?;
+    store.forget_pool_places(&runners_here(&dead, &holder.host))
 }
 
 /// While a cycle runs: frees the seats of runners sharing the batch whose
@@ -79,10 +80,14 @@ pub async fn sweep(
             Ok((dead, groups))
         })
         .await?;
-    let reaped = reap_here(batch, &dead, groups, &identity::host()).await;
+    let host = identity::host();
+    let reaped = reap_here(batch, &dead, groups, &host).await;
     let (b, log) = (batch.to_string(), log.clone());
     writer
-        .call(move |s| close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log))
+        .call(move |s| {
+            close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log)?;
+            s.forget_pool_places(&runners_here(&dead, &host))
+        })
         .await
 }
 
@@ -102,6 +107,16 @@ fn dead_runs(store: &Store, batch: &str, run_id: i64) -> Result<Vec<OpenRun>, St
 
 fn ids(runs: &[OpenRun]) -> Vec<i64> {
     runs.iter().map(|r| r.id).collect()
+}
+
+/// The pool runner ids of the dead runs on this host: their workers are
+/// stopped ([`reap_here`]), so their places in flight are free. A dead run
+/// on another host may have workers still calling: its places lapse.
+fn runners_here(dead: &[OpenRun], host: &str) -> Vec<String> {
+    dead.iter()
+        .filter(|r| r.holder.host == host)
+        .map(|r| orphans::runner_id(r.holder.pid, r.holder.pid_start))
+        .collect()
 }
 
 /// Stops the workers the dead runs left on this host: their recorded

@@ -33,6 +33,8 @@ pub(crate) trait PoolsWrite {
     fn pool_places_take(&mut self, pool: &str, runner: &str, n: i64, until: Millis) -> Result<()>;
     /// `runner` gives `n` places back.
     fn pool_places_give(&mut self, pool: &str, runner: &str, n: i64) -> Result<()>;
+    /// Forgets every place `runner` holds, in every pool.
+    fn pool_places_forget(&mut self, runner: &str) -> Result<()>;
     /// Never shortens a hold on.
     fn pool_extend_hold(&mut self, pool: &str, hold: &PoolHold) -> Result<()>;
     fn pool_clear_hold(&mut self, pool: &str) -> Result<()>;

@@ -248,6 +248,17 @@ impl Store {
         })
     }
 
+    /// Gives back every place in flight of `runners`, in every pool: runs
+    /// that died on this host, their workers stopped, so none of their
+    /// calls is in flight any more (without this, each place stayed taken
+    /// until its lapse, `item_timeout` + `grace` after its call started).
+    pub fn forget_pool_places(&mut self, runners: &[String]) -> Result<()> {
+        if runners.is_empty() {
+            return Ok(());
+        }
+        self.write_tx(|tx| runners.iter().try_for_each(|r| tx.pool_places_forget(r)))
+    }
+
     /// Holds every batch of the pool until `hold.until` (never shortens a
     /// hold on).
     pub fn set_pool_hold(&mut self, pool: &str, hold: &PoolHold) -> Result<()> {

@@ -35,6 +35,7 @@ const PLACES_TAKE: &str = "INSERT INTO pool_places (pool, runner, n, until_ms)
         until_ms = greatest(pool_places.until_ms, excluded.until_ms)";
 const PLACES_GIVE: &str =
     "UPDATE pool_places SET n = greatest(n - $3, 0) WHERE pool = $1 AND runner = $2";
+const PLACES_FORGET: &str = "DELETE FROM pool_places WHERE runner = $1";
 const EXTEND_HOLD: &str =
     "INSERT INTO pool_holds (pool, until_ms, batch, key) VALUES ($1, $2, $3, $4)
     ON CONFLICT (pool) DO UPDATE SET until_ms = excluded.until_ms, batch = excluded.batch,
@@ -153,6 +154,11 @@ impl PoolsWrite for PgTx<'_> {
 
     fn pool_places_give(&mut self, pool: &str, runner: &str, n: i64) -> Result<()> {
         self.c.x(PLACES_GIVE, &[&pool, &text(runner), &n])?;
+        Ok(())
+    }
+
+    fn pool_places_forget(&mut self, runner: &str) -> Result<()> {
+        self.c.x(PLACES_FORGET, &[&text(runner)])?;
         Ok(())
     }
 

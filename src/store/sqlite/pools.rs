@@ -30,6 +30,7 @@ const PLACES_TAKE: &str = "INSERT INTO pool_places (pool, runner, n, until_ms)
         until_ms = max(until_ms, excluded.until_ms)";
 const PLACES_GIVE: &str =
     "UPDATE pool_places SET n = max(n - ?3, 0) WHERE pool = ?1 AND runner = ?2";
+const PLACES_FORGET: &str = "DELETE FROM pool_places WHERE runner = ?1";
 const EXTEND_HOLD: &str =
     "INSERT INTO pool_holds (pool, until_ms, batch, key) VALUES (?1, ?2, ?3, ?4)
     ON CONFLICT (pool) DO UPDATE SET until_ms = excluded.until_ms, batch = excluded.batch,
@@ -161,6 +162,13 @@ impl PoolsWrite for SqliteTx<'_> {
         self.conn
             .prepare_cached(PLACES_GIVE)?
             .execute(params![pool, runner, n])?;
+        Ok(())
+    }
+
+    fn pool_places_forget(&mut self, runner: &str) -> Result<()> {
+        self.conn
+            .prepare_cached(PLACES_FORGET)?
+            .execute(params![runner])?;
         Ok(())
     }
 

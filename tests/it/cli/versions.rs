@@ -118,6 +118,10 @@ both_backends! {
              stale; set `version = \"...\"` under [batch.b] first"
         );
         env.run(&["items", "b", "--stale"]).code(2);
+        // A name TOML must quote is quoted in the table to set it under.
+        env.config("[batch.\"記事\"]\nworker = [\"cat\"]\n");
+        let quoted = env.run(&["items", "記事", "--stale"]);
+        assert!(quoted.error_line().ends_with("under [batch.\"記事\"] first"), "{quoted:?}");
         config(&env, &worker, Some("v1"));
         env.run(&["requeue", "b", "--stale", "k1"]).code(2);
         env.run(&["requeue", "b", "--stale", "--outcome", "done"]).code(2);

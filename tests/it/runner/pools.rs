@@ -285,6 +285,47 @@ echo '{"ok":1}'"#);
         assert!(!text.contains("on average"), "{text}");
     }
 
+    /// A runner killed with SIGKILL while its call holds the pool's one
+    /// place: the next run takes over (stopping the dead run's worker) and
+    /// has the place back at once, not after the place's lapse
+    /// (`item_timeout` + `grace`, an hour here).
+    fn a_crashed_runners_places_come_back_when_its_run_is_taken_over(env) {
+        let release = env.path("release");
+        let w = worker(&env, &format!(
+            "while [ ! -f '{}' ]; do sleep 0.05; done; echo '{{\"ok\":1}}'",
+            release.display()
+        ));
+        env.config(&format!(
+            "[limit.one]\nconcurrency = 1\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"one\"\nconcurrency = 1\nitem_timeout = \"1h\"\n"
+        ));
+        add(&env, "a", 1);
+        let mut first = env.spawn("a", &["run", "a"]);
+        wait_for("the first call", || !starts(&env).is_empty());
+        common::signal(first.id(), nix::sys::signal::Signal::SIGKILL);
+        first.wait().unwrap();
+        assert_eq!(env.status()["pools"][0]["in_flight"], 1, "the dead run's place");
+        std::fs::write(&release, "").unwrap();
+        let second = env.spawn("b", &["run", "a"]);
+        wait_for("a1 done by the run that took over", || done(&env, "a") == 1);
+        finish(vec![second]);
+        assert_eq!(env.int("SELECT coalesce(sum(n), 0) FROM pool_places"), 0, "every place given back");
+    }
+
+    /// A pool of requests whose worker reports no tokens: status counts its
+    /// calls, with no "0 in + 0 out tokens" line for the pool or the run.
+    fn a_pool_without_tokens_says_its_calls(env) {
+        let w = worker(&env, "echo '{\"ok\":1}'");
+        env.config(&format!(
+            "[limit.p]\nrequests = \"100/min\"\n\n[batch.a]\nworker = [\"{w}\"]\nlimit = \"p\"\n"
+        ));
+        add(&env, "a", 2);
+        env.run(&["run", "a"]).code(0);
+        let text = env.run(&["status", "a"]).code(0).stdout.clone();
+        assert!(text.contains("pool p: requests/min ") && text.contains("/100; today 2 calls\n"), "{text}");
+        assert!(!text.contains("tokens"), "{text}");
+    }
+
     fn an_immediate_retry_waits_for_the_pool(env) {
         // One call a second; the item fails transiently 3 times, with no
         // backoff to speak of: 4 attempts, a second apart at the least.
@@ -381,6 +422,14 @@ fn a_batch_naming_an_unknown_pool_is_refused_naming_it() {
     ran.code(2);
     assert!(
         ran.error_line().contains(r#"nightshift.toml:6: batch.a.limit: no [limit.opneai] table for "opneai": the file defines "openai""#),
+        "{ran:?}"
+    );
+    // A name TOML must quote is quoted in the table the error names.
+    env.config("[limit.\"本番\"]\nrequests = \"10/min\"\n\n[batch.a]\nworker = [\"cat\"]\nlimit = \"本番x\"\n");
+    let ran = env.run(&["status"]);
+    assert!(
+        ran.error_line()
+            .contains(r#"no [limit."本番x"] table for "本番x": the file defines "本番""#),
         "{ran:?}"
     );
     env.config("[limit.openai]\nrequests = \"10/week\"\n");
