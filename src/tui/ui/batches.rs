@@ -596,8 +596,6 @@ mod tests {
     use crate::tui::action::Arrival;
     use crate::tui::app::{App, Setup};
     use crate::tui::theme::Palette;
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
 
     const NOW: Millis = 1_767_268_800_000;
 
@@ -628,24 +626,8 @@ mod tests {
                 ..Dashboard::default()
             })),
         });
-        let mut terminal = Terminal::new(TestBackend::new(width, 24)).unwrap();
-        terminal.draw(|f| super::super::render(&app, f)).unwrap();
-        let buf = terminal.backend().buffer();
-        (0..24)
-            .map(|y| {
-                let mut row = String::new();
-                let mut skip = 0;
-                for x in 0..width {
-                    if skip > 0 {
-                        skip -= 1;
-                        continue;
-                    }
-                    let sym = buf[(x, y)].symbol();
-                    skip = crate::util::text::width(sym).saturating_sub(1);
-                    row.push_str(sym);
-                }
-                row
-            })
+        super::super::drawn_rows(&app)
+            .into_iter()
             .find(|r| r.starts_with("│記事"))
             .unwrap_or_default()
     }

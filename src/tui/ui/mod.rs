@@ -277,6 +277,33 @@ pub fn empty_text(app: &App, what: &str) -> String {
     }
 }
 
+/// The screen `app` draws, a string a row, each wide character once.
+#[cfg(test)]
+pub(crate) fn drawn_rows(app: &App) -> Vec<String> {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let (w, h) = app.size;
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    terminal.draw(|f| render(app, f)).unwrap();
+    let buf = terminal.backend().buffer();
+    (0..h)
+        .map(|y| {
+            let mut row = String::new();
+            let mut skip = 0;
+            for x in 0..w {
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                let sym = buf[(x, y)].symbol();
+                skip = text::width(sym).saturating_sub(1);
+                row.push_str(sym);
+            }
+            row
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -279,8 +279,6 @@ mod tests {
     use crate::tui::action::{Arrival, Intent, Pane};
     use crate::tui::app::{App, Setup};
     use crate::tui::theme::Palette;
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
 
     const NOW: Millis = 1_767_268_800_000;
     const POOL: &str = "オープンAI本番アカウント・夜間バッチ共用";
@@ -389,26 +387,7 @@ mod tests {
     }
 
     fn draw(app: &App) -> Vec<String> {
-        let (w, h) = app.size;
-        let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
-        terminal.draw(|f| super::super::render(app, f)).unwrap();
-        let buf = terminal.backend().buffer();
-        (0..h)
-            .map(|y| {
-                let mut row = String::new();
-                let mut skip = 0;
-                for x in 0..w {
-                    if skip > 0 {
-                        skip -= 1;
-                        continue;
-                    }
-                    let sym = buf[(x, y)].symbol();
-                    skip = crate::util::text::width(sym).saturating_sub(1);
-                    row.push_str(sym);
-                }
-                row
-            })
-            .collect()
+        super::super::drawn_rows(app)
     }
 
     fn find<'a>(rows: &'a [String], what: &str) -> &'a str {
