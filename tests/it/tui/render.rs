@@ -275,7 +275,7 @@ fn overlays_help_confirm_prompt() {
 #[test]
 fn since_you_last_looked() {
     let fx = fixture();
-    let since = fx.store.since(NOW - 12 * fixture::HOUR).unwrap();
+    let since = fx.store.since(NOW - 12 * fixture::HOUR, NOW).unwrap();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
     app.update(Arrival::Resize(80, 24));
     drive(&fx, &mut app, &[Arrival::Since(Box::new(since)).into()]);
@@ -329,7 +329,7 @@ fn japanese_text_in_every_pane() {
         store: Store::open(&db, Access::ReadOnly).unwrap(),
         _dir: dir,
     };
-    let since = fx.store.since(NOW - 2 * fixture::HOUR).unwrap();
+    let since = fx.store.since(NOW - 2 * fixture::HOUR, NOW).unwrap();
     for size in [(80, 24), (120, 40)] {
         let shots: Vec<(&str, Vec<Action>)> = vec![
             ("batches", vec![]),
