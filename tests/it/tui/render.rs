@@ -246,6 +246,32 @@ fn filters_status_and_search() {
     ));
 }
 
+/// The run log's kind filter at 80 columns shows what is typed, names a
+/// kind the log has no word for (with what a word not finished may
+/// become), and is not kept with one: Enter leaves it open.
+#[test]
+fn the_kind_filter_shows_what_is_typed_and_refuses_an_unknown_kind() {
+    let typing = |word: &str, submit: bool| {
+        let mut keys = vec![Intent::GoPane(Pane::Log), Intent::StartFilter];
+        keys.extend(word.chars().map(Intent::Input));
+        if submit {
+            keys.push(Intent::Submit);
+        }
+        screen(Palette::Mono, (80, 24), &keys)
+    };
+    let partial = typing("quar", false);
+    assert!(partial.contains("quar█"), "{partial}");
+    assert!(partial.contains("no kind quar (quarantined?)"), "{partial}");
+    let typo = typing("failed,faild", true);
+    assert!(typo.contains("failed,faild█"), "still typing: {typo}");
+    assert!(typo.contains("no kind faild"), "{typo}");
+    let kept = typing("failed,empty", true);
+    assert!(
+        !kept.contains('█') && kept.contains("kinds: failed,empty"),
+        "{kept}"
+    );
+}
+
 #[test]
 fn overlays_help_confirm_prompt() {
     insta::assert_snapshot!("help", screen(Palette::Mono, (80, 24), &[Intent::Help]));
