@@ -157,7 +157,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
                 Cmd::Since(t) => {
                     if let Ok(s) = src
                         .get()
-                        .and_then(|s| s.since(t).map_err(|e| e.to_string()))
+                        .and_then(|s| s.since(t, now_ms()).map_err(|e| e.to_string()))
                     {
                         let _ = out.send(Msg::Arrival(Arrival::Since(Box::new(s))));
                     }

@@ -42,34 +42,12 @@ pub(crate) fn runners<E>(
         if run.state != RunState::Running {
             return RunSeen::Stored(run.state);
         }
-        let mine = info
-            .locks
-            .iter()
-            .zip(&seats)
-            .find(|(l, _)| l.run_id == Some(run.id))
-            .or_else(|| {
-                info.locks
-                    .iter()
-                    .zip(&seats)
-                    .find(|(l, _)| l.holder.host == run.host && l.holder.pid == run.pid)
-            });
-        let seen = match mine {
-            Some((_, s)) => *s,
-            // A running run without a seat lost it: judged by its process.
-            None => match identity::holder_seen(&Holder {
-                host: run.host.clone(),
-                pid: run.pid,
-                pid_start: None,
-            }) {
-                Seen::Gone => Seat::Crashed,
-                _ => Seat::Live,
-            },
+        let holder = Holder {
+            host: run.host.clone(),
+            pid: run.pid,
+            pid_start: None,
         };
-        match seen {
-            Seat::Live => RunSeen::Stored(RunState::Running),
-            Seat::Crashed => RunSeen::Crashed { pid: run.pid },
-            Seat::Silent { since } => RunSeen::Silent { since },
-        }
+        running_seen(run.id, &holder, &info.locks, &seats)
     });
     let held = seats.iter().any(|s| s.is_live());
     let orphaned = if info.counts.claimed == 0 {
@@ -95,6 +73,40 @@ pub(crate) fn runners<E>(
         last_run,
         orphaned,
     })
+}
+
+/// A run the store says is running, as it is: by the seat of the lock it
+/// holds (`seats` judged from `locks`, in order), found by its id or else
+/// by its holder; a run without a seat lost it and is judged by its
+/// process alone.
+pub(crate) fn running_seen(
+    id: i64,
+    holder: &Holder,
+    locks: &[LockInfo],
+    seats: &[Seat],
+) -> RunSeen {
+    let mine = locks
+        .iter()
+        .zip(seats)
+        .find(|(l, _)| l.run_id == Some(id))
+        .or_else(|| {
+            locks
+                .iter()
+                .zip(seats)
+                .find(|(l, _)| l.holder.host == holder.host && l.holder.pid == holder.pid)
+        });
+    let seen = match mine {
+        Some((_, s)) => *s,
+        None => match identity::holder_seen(holder) {
+            Seen::Gone => Seat::Crashed,
+            _ => Seat::Live,
+        },
+    };
+    match seen {
+        Seat::Live => RunSeen::Stored(RunState::Running),
+        Seat::Crashed => RunSeen::Crashed { pid: holder.pid },
+        Seat::Silent { since } => RunSeen::Silent { since },
+    }
 }
 
 /// Whether a daemon runs, by the same rule as a seat: its process here,

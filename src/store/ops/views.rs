@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::batches::info;
 use super::liveness;
-use crate::model::{BatchInfo, EventKind, Millis, Status};
+use crate::model::{BatchInfo, EventKind, Millis, RunState, Status};
 use crate::store::api::{
     BatchView, COUNT_CAP, DashQuery, Dashboard, ItemDetail, ItemPage, ItemRow, ItemsQuery,
     SinceSummary, counted,
@@ -123,8 +123,9 @@ impl Store {
     /// What happened since `since`: new dead letters by class and tier,
     /// runs by state (every run that overlaps the time since: one that
     /// began before and ended after, or still runs, too), lock takeovers,
-    /// schedule fires by outcome.
-    pub fn since(&self, since: Millis) -> Result<SinceSummary> {
+    /// schedule fires by outcome. A run stored as running is counted as it
+    /// is at `now` (crashed, silent), as the Batches pane says.
+    pub fn since(&self, since: Millis, now: Millis) -> Result<SinceSummary> {
         self.read_tx(|tx| {
             let mut out = SinceSummary {
                 since,
@@ -136,7 +137,8 @@ impl Store {
                     out.failures.push((name.clone(), class, tier, n));
                 }
             }
-            out.runs = tx.run_states_since(since)?;
+            let stored = tx.run_states_since(since)?;
+            out.runs = runs_as_seen(tx, stored, now)?;
             out.takeovers = tx.event_counts_since(EventKind::LockTakeover.as_str(), since)?;
             // Fire outcomes are read from the fields here: a malformed
             // fields text must not fail the whole read.
@@ -152,6 +154,34 @@ impl Store {
             Ok(out)
         })
     }
+}
+
+/// (batch, state, runs) with each run stored as running judged at `now`
+/// by the one liveness rule: one whose process is gone is `crashed`, one
+/// whose holder went silent is `silent`.
+fn runs_as_seen(
+    tx: &mut dyn Read,
+    stored: Vec<(String, String, i64)>,
+    now: Millis,
+) -> Result<Vec<(String, String, i64)>> {
+    let running = RunState::Running.as_str();
+    let mut seen: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for (batch, state, n) in stored {
+        if state != running {
+            *seen.entry((batch, state)).or_default() += n;
+            continue;
+        }
+        let b = tx.batch_id(&batch)?;
+        let locks = tx.seats(b, &batch)?;
+        let seats: Vec<_> = locks.iter().map(|l| liveness::seat(l, now)).collect();
+        for run in tx.runs_open(b)? {
+            let state = liveness::running_seen(run.id, &run.holder, &locks, &seats);
+            *seen
+                .entry((batch.clone(), state.as_str().to_string()))
+                .or_default() += 1;
+        }
+    }
+    Ok(seen.into_iter().map(|((b, s), n)| (b, s, n)).collect())
 }
 
 /// Items matching a page's filter; cheap (from the counters) unless it

@@ -1,6 +1,7 @@
 //! Typing: the filter line, the pause prompt, the confirm dialog.
 
 use super::{App, DEFAULT_PAUSE_REASON, FilterTarget};
+use crate::model::EventKind;
 use crate::tui::action::{Effect, Intent, Pane, Write};
 use crate::tui::keymap::Mode;
 
@@ -40,6 +41,17 @@ impl App {
         }
     }
 
+    /// The run log filter's kinds that are no event kind (a typo, or a
+    /// word not finished yet).
+    pub fn unknown_kinds(&self) -> Vec<&str> {
+        self.log
+            .kinds
+            .iter()
+            .map(String::as_str)
+            .filter(|k| k.parse::<EventKind>().is_err())
+            .collect()
+    }
+
     pub(super) fn update_filter(&mut self, intent: Intent) -> Vec<Effect> {
         match intent {
             Intent::Input(c) => {
@@ -50,6 +62,9 @@ impl App {
                 self.input.pop();
                 self.apply_filter();
             }
+            // A kind the log has no word for matches nothing: the filter
+            // stays open, its line naming it, until it is fixed or cleared.
+            Intent::Submit if !self.unknown_kinds().is_empty() => {}
             Intent::Submit => self.mode = Mode::Normal,
             Intent::Cancel => {
                 self.input.clear();

@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{clean, fit_line, num};
+use crate::model::EventKind;
 use crate::tui::action::{Intent, Pane};
 use crate::tui::app::{App, FilterTarget, Liveness};
 use crate::tui::keymap::{self, Mode};
@@ -145,23 +146,77 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     }
 }
 
+/// Cells of what is typed that the filter line keeps, when it is that long.
+const TYPED_ROOM: usize = 24;
+
+/// The filter being typed: what is typed always shows (its end, where the
+/// cursor is); the label, then the key hints, shorten to leave it room.
+/// Kinds the run log has no word for are named.
+fn filter_line(app: &App, width: usize) -> Line<'static> {
+    let p = app.setup.palette;
+    let (labels, unknown): (&[&str], _) = match app.filter_target {
+        FilterTarget::Search => (&["search key/label: ", "search: "], Vec::new()),
+        FilterTarget::Kinds => (
+            &[
+                "kinds (comma-separated, e.g. failed,empty,lock-held): ",
+                "kinds (e.g. failed,empty): ",
+                "kinds: ",
+            ],
+            app.unknown_kinds(),
+        ),
+    };
+    let problem = if unknown.is_empty() {
+        String::new()
+    } else {
+        // The kinds a word not finished yet may become.
+        let like: Vec<&str> = EventKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .filter(|k| unknown.iter().any(|u| k.starts_with(u)))
+            .take(3)
+            .collect();
+        let noun = if unknown.len() == 1 { "kind" } else { "kinds" };
+        let mut problem = format!("   no {noun} {}", clean(&unknown.join(", "), 40));
+        if !like.is_empty() {
+            problem.push_str(&format!(" ({}?)", like.join(", ")));
+        }
+        problem
+    };
+    let typed = sanitize::line(&app.input).into_owned();
+    let want = text::width(&typed).min(TYPED_ROOM);
+    let fits = |label: &str, keys: &str| {
+        text::width(label) + want + text::width(&problem) + text::width(keys) + 2 <= width
+    };
+    let keys = if problem.is_empty() {
+        "   Enter keep · Esc clear"
+    } else {
+        " · Esc clear"
+    };
+    let (label, keys) = labels
+        .iter()
+        .find(|l| fits(l, keys))
+        .map(|l| (*l, keys))
+        .unwrap_or((labels[labels.len() - 1], ""));
+    let room =
+        width.saturating_sub(text::width(label) + text::width(&problem) + text::width(keys) + 2);
+    let hint_role = if problem.is_empty() {
+        Role::Dim
+    } else {
+        Role::Fail
+    };
+    Line::from(vec![
+        Span::styled(format!(" {label}"), p.style(Role::Key)),
+        Span::raw(text::cut_start(&typed, room).into_owned()),
+        Span::styled("█", p.style(Role::Accent)),
+        Span::styled(problem, p.style(Role::Fail)),
+        Span::styled(keys.to_string(), p.style(hint_role)),
+    ])
+}
+
 pub fn footer(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
     if app.mode == Mode::Filter {
-        let label = match app.filter_target {
-            FilterTarget::Search => "search key/label: ",
-            FilterTarget::Kinds => "kinds (comma-separated, e.g. failed,empty,lock-held): ",
-        };
-        let hint = "   Enter keep · Esc clear";
-        let room = (area.width as usize).saturating_sub(text::width(label) + text::width(hint) + 2);
-        // The end of what is typed, where the cursor is.
-        let typed = sanitize::line(&app.input).into_owned();
-        let line = Line::from(vec![
-            Span::styled(format!(" {label}"), p.style(Role::Key)),
-            Span::raw(text::cut_start(&typed, room).into_owned()),
-            Span::styled("█", p.style(Role::Accent)),
-            Span::styled(hint, p.style(Role::Dim)),
-        ]);
+        let line = filter_line(app, area.width as usize);
         f.render_widget(Paragraph::new(fit_line(line, area.width as usize)), area);
         return;
     }

@@ -29,6 +29,23 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
     h
 }
 
+/// Clears `rect` for a popup, and a wide character (Japanese, emoji) that
+/// starts in the cell left of it: its second half lies under the popup's
+/// left border, and a terminal would draw it over the border.
+fn clear(f: &mut Frame, rect: Rect) {
+    f.render_widget(Clear, rect);
+    let Some(left) = rect.x.checked_sub(1) else {
+        return;
+    };
+    let buf = f.buffer_mut();
+    for y in rect.top()..rect.bottom() {
+        let cell = &mut buf[(left, y)];
+        if text::width(cell.symbol()) > 1 {
+            cell.set_symbol(" ");
+        }
+    }
+}
+
 fn popup<'a>(app: &App, title: &str, role: Role) -> Block<'a> {
     Block::default()
         .borders(Borders::ALL)
@@ -80,7 +97,7 @@ pub fn help(app: &App, f: &mut Frame, area: Rect) {
     let visible = rect.height.saturating_sub(2) as usize;
     let scroll = app.help_scroll.min(lines.len().saturating_sub(visible));
     let lines = fit_lines(lines, rect.width.saturating_sub(2) as usize);
-    f.render_widget(Clear, rect);
+    clear(f, rect);
     f.render_widget(
         Paragraph::new(lines.into_iter().skip(scroll).collect::<Vec<_>>()).block(popup(
             app,
@@ -123,7 +140,7 @@ pub fn confirm(app: &App, f: &mut Frame, area: Rect) {
         ]),
     ]);
     let rect = centered(area, width, lines.len() as u16 + 2);
-    f.render_widget(Clear, rect);
+    clear(f, rect);
     f.render_widget(
         Paragraph::new(fit_lines(lines, inner)).block(popup(app, "Confirm", Role::Warn)),
         rect,
@@ -158,7 +175,7 @@ pub fn prompt(app: &App, f: &mut Frame, area: Rect) {
         p.style(Role::Dim),
     )));
     let rect = centered(area, width, lines.len() as u16 + 3);
-    f.render_widget(Clear, rect);
+    clear(f, rect);
     f.render_widget(
         Paragraph::new(fit_lines(lines, inner)).block(popup(app, "Pause", Role::Warn)),
         rect,
@@ -262,7 +279,7 @@ pub fn since(app: &App, f: &mut Frame, area: Rect) {
     let height = (lines.len() as u16 + 2).min(area.height.saturating_sub(2));
     let rect = centered(area, area.width.saturating_sub(8).min(90), height);
     let lines = fit_lines(lines, rect.width.saturating_sub(2) as usize);
-    f.render_widget(Clear, rect);
+    clear(f, rect);
     f.render_widget(
         Paragraph::new(lines).block(popup(
             app,

@@ -246,6 +246,32 @@ fn filters_status_and_search() {
     ));
 }
 
+/// The run log's kind filter at 80 columns shows what is typed, names a
+/// kind the log has no word for (with what a word not finished may
+/// become), and is not kept with one: Enter leaves it open.
+#[test]
+fn the_kind_filter_shows_what_is_typed_and_refuses_an_unknown_kind() {
+    let typing = |word: &str, submit: bool| {
+        let mut keys = vec![Intent::GoPane(Pane::Log), Intent::StartFilter];
+        keys.extend(word.chars().map(Intent::Input));
+        if submit {
+            keys.push(Intent::Submit);
+        }
+        screen(Palette::Mono, (80, 24), &keys)
+    };
+    let partial = typing("quar", false);
+    assert!(partial.contains("quar█"), "{partial}");
+    assert!(partial.contains("no kind quar (quarantined?)"), "{partial}");
+    let typo = typing("failed,faild", true);
+    assert!(typo.contains("failed,faild█"), "still typing: {typo}");
+    assert!(typo.contains("no kind faild"), "{typo}");
+    let kept = typing("failed,empty", true);
+    assert!(
+        !kept.contains('█') && kept.contains("kinds: failed,empty"),
+        "{kept}"
+    );
+}
+
 #[test]
 fn overlays_help_confirm_prompt() {
     insta::assert_snapshot!("help", screen(Palette::Mono, (80, 24), &[Intent::Help]));
@@ -275,7 +301,7 @@ fn overlays_help_confirm_prompt() {
 #[test]
 fn since_you_last_looked() {
     let fx = fixture();
-    let since = fx.store.since(NOW - 12 * fixture::HOUR).unwrap();
+    let since = fx.store.since(NOW - 12 * fixture::HOUR, NOW).unwrap();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
     app.update(Arrival::Resize(80, 24));
     drive(&fx, &mut app, &[Arrival::Since(Box::new(since)).into()]);
@@ -329,7 +355,7 @@ fn japanese_text_in_every_pane() {
         store: Store::open(&db, Access::ReadOnly).unwrap(),
         _dir: dir,
     };
-    let since = fx.store.since(NOW - 2 * fixture::HOUR).unwrap();
+    let since = fx.store.since(NOW - 2 * fixture::HOUR, NOW).unwrap();
     for size in [(80, 24), (120, 40)] {
         let shots: Vec<(&str, Vec<Action>)> = vec![
             ("batches", vec![]),
@@ -669,4 +695,67 @@ fn priority_and_not_before_are_shown() {
     let detail = draw(&app);
     assert!(detail.contains("priority 7"), "{detail}");
     assert!(detail.contains("not before in 30m"), "{detail}");
+}
+
+/// A popup drawn over Japanese text keeps its left border: a wide
+/// character starting just left of it would otherwise be drawn by the
+/// terminal over the border (the screen as a terminal shows it: a wide
+/// character hides the cell after it).
+#[test]
+fn a_popup_over_wide_characters_keeps_its_border() {
+    use nightshift::model::NewItem;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    let (mut s, _) = Store::create(&db).unwrap();
+    let items: Vec<NewItem> = (0..20)
+        .map(|i| NewItem {
+            key: format!("記事-{i:03}"),
+            label: format!("ブログ：技術記事 第{i}回"),
+            payload: "{}".into(),
+            ..Default::default()
+        })
+        .collect();
+    s.add_items("記事の投稿", &items, NOW - 1_000, |_| {})
+        .unwrap();
+    let fx = Fx {
+        store: s,
+        _dir: dir,
+    };
+    for overlay in [Intent::Help, Intent::SkipSelected] {
+        let mut app = App::new(Setup::new("/srv/n.db", "box-1", false, Palette::Mono), NOW);
+        app.update(Arrival::Resize(80, 24));
+        drive(
+            &fx,
+            &mut app,
+            &[Intent::GoPane(Pane::Items).into(), overlay.clone().into()],
+        );
+        let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+        terminal.draw(|f| ui::render(&app, f)).unwrap();
+        let buf = terminal.backend().buffer();
+        // Each row as shown, by column: what starts there.
+        let shown = |y: u16| -> Vec<String> {
+            let mut cols = Vec::new();
+            let mut x = 0;
+            while x < 80 {
+                let sym = buf[(x, y)].symbol().to_string();
+                let w = nightshift::util::text::width(&sym).max(1) as u16;
+                cols.push(sym);
+                cols.extend((1..w).map(|_| String::new()));
+                x += w;
+            }
+            cols
+        };
+        let top = (0..24)
+            .find(|&y| shown(y)[2] == "┌")
+            .expect("a popup at column 2");
+        let bottom = (top + 1..24).find(|&y| shown(y)[2] == "└").unwrap();
+        for y in top + 1..bottom {
+            assert_eq!(
+                shown(y)[2],
+                "│",
+                "{overlay:?}, row {y}: {:?}",
+                shown(y).concat()
+            );
+        }
+    }
 }

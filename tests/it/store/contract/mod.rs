@@ -673,7 +673,7 @@ both_stores! {
         assert_eq!(s.batch_infos(Some("b")).unwrap()[0].last_run.as_ref().unwrap().actor.as_deref(), Some("ops@box"));
         assert_eq!(s.runs("b", 10).unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), vec![other, run]);
         assert!(s.open_runs("b").unwrap().is_empty());
-        let since = s.since(T0 - 1).unwrap();
+        let since = s.since(T0 - 1, T0 + MIN).unwrap();
         assert_eq!(since.fires, vec![("b".to_string(), "skipped".to_string(), 1)]);
         assert_eq!(since.runs.len(), 2);
         let kinds = s.event_kinds_since(T0 - 1).unwrap();
@@ -730,7 +730,7 @@ both_stores! {
         assert_eq!(messages(None, &["done", "failed", "claimed"]), ["m0", "m1", "m4", "m5"]);
         assert_eq!(messages(Some("b"), &["empty", "claimed"]), ["m2", "m4"]);
         assert_eq!(messages(Some("c"), &["lock-takeover"]), ["m3"]);
-        assert_eq!(s.since(T0 - 1).unwrap().takeovers, vec![("c".to_string(), 1)]);
+        assert_eq!(s.since(T0 - 1, T0 + MIN).unwrap().takeovers, vec![("c".to_string(), 1)]);
     }
 
     fn following_the_log_shows_each_later_event_once(db, s) {
@@ -1361,9 +1361,38 @@ both_stores! {
         run(&mut s, T0 + MIN, Some((T0 + 3 * MIN, RunState::Ok)));
         run(&mut s, T0 + MIN, None);
         run(&mut s, T0 + 4 * MIN, Some((T0 + 5 * MIN, RunState::Failed)));
-        let since = s.since(T0 + 2 * MIN).unwrap();
+        let since = s.since(T0 + 2 * MIN, T0 + 3 * MIN).unwrap();
         let runs: Vec<(&str, &str, i64)> = since.runs.iter().map(|(b, st, n)| (b.as_str(), st.as_str(), *n)).collect();
         assert_eq!(runs, [("b", "failed", 1), ("b", "ok", 1), ("b", "running", 1)]);
+    }
+
+    /// A run the store still says is running is counted as it is, as the
+    /// Batches pane says: crashed when its process here is gone (with a
+    /// seat or without), silent when its seat elsewhere expired; a live
+    /// one is running.
+    fn since_counts_a_dead_running_run_as_it_is(db, s) {
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let host = nightshift::util::identity::host();
+        let dead = Holder { host: host.clone(), pid: gone.id(), pid_start: None };
+        let live = Holder { host, pid: std::process::id(), pid_start: None };
+        let start = |s: &mut Store, batch: &str, h: &Holder| s.start_run(batch, Trigger::Manual, None, h, T0, None).unwrap();
+        // Crashed holding its seat, and crashed after losing it.
+        let seated = start(&mut s, "b", &dead);
+        s.acquire_lock("b", "tok", &dead, Some(seated), T0 + 10 * MIN, T0, &[], 1).unwrap();
+        start(&mut s, "b", &dead);
+        // Silent: elsewhere, its seat expired.
+        let far = start(&mut s, "c", &holder(9));
+        s.acquire_lock("c", "tok", &holder(9), Some(far), T0 + MIN, T0, &[], 1).unwrap();
+        // Live: this process.
+        let mine = start(&mut s, "d", &live);
+        s.acquire_lock("d", "tok", &live, Some(mine), T0 + 10 * MIN, T0, &[], 1).unwrap();
+        let since = s.since(T0 - 1, T0 + 2 * MIN).unwrap();
+        let runs: Vec<(&str, &str, i64)> = since.runs.iter().map(|(b, st, n)| (b.as_str(), st.as_str(), *n)).collect();
+        assert_eq!(runs, [("b", "crashed", 2), ("c", "silent", 1), ("d", "running", 1)]);
+        // What the Batches pane says of the same runs.
+        let b = s.batch_infos(Some("b")).unwrap().remove(0);
+        assert_eq!(b.last_run_seen().unwrap().as_str(), "crashed");
     }
 
     /// The retry tier says how many are due and when the next of the rest
