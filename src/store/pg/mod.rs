@@ -13,7 +13,8 @@
 //!   moved back), so lock and lease expiries written by one host and judged
 //!   by another are compared on one clock, whatever the hosts' skew.
 //! - Counts: per-batch counters kept by statement-level triggers, in
-//!   sharded rows (one shard per connection, summed on read), so runners on
+//!   sharded rows (one shard per connection, a runner's sessions each
+//!   given their own; summed on read), so runners on
 //!   different connections do not queue on one hot counter row.
 //! - Read-only: the session sets `default_transaction_read_only`, every
 //!   read is a `READ ONLY` transaction, and writes are refused before they
@@ -81,6 +82,9 @@ pub struct PgStore {
     /// The seat (batch id, run) each group locks first, exclusively (see
     /// `seat_first_in_groups` and the lock order in `locks`).
     seat_first: Option<(i64, i64)>,
+    /// Sessions opened beside this one (`another_session`), each given the
+    /// counters' shard that many after this session's.
+    beside: std::sync::atomic::AtomicI32,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -117,6 +121,7 @@ impl PgStore {
             in_group: false,
             seat_first: None,
             stop: Default::default(),
+            beside: Default::default(),
         })
     }
 
@@ -132,6 +137,20 @@ impl PgStore {
         if other.conn().expect != expect {
             return Err(StoreError::Replaced(self.target.clone()));
         }
+        // A shard of counters of its own: the sessions of one runner commit
+        // side by side and would queue on a shared counter row.
+        let own: i32 = self
+            .conn()
+            .one("SELECT nightshift.shard()", &[])
+            .map_err(|e| e.at(&self.target))?
+            .get(0);
+        let k = 1 + self
+            .beside
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        other
+            .conn()
+            .one("SELECT nightshift.shard_beside($1, $2)", &[&own, &k])
+            .map_err(|e| e.at(&self.target))?;
         Ok(other)
     }
 
@@ -177,6 +196,7 @@ impl PgStore {
                 in_group: false,
                 seat_first: None,
                 stop: Default::default(),
+                beside: Default::default(),
             },
             created,
         ))

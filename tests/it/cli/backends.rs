@@ -426,9 +426,10 @@ fn init_on_a_url_creates_the_schema_and_a_config_without_it() {
 
 /// On PostgreSQL a persistent run's slots write on sessions of their own
 /// (`runner::writer`'s lanes), so two slots' commits run side by side on
-/// the server: the done marks are counted by two sessions (the counters'
-/// shard is the session's process id modulo 32, and the sessions are
-/// opened one after another), and every count stays exact.
+/// the server: the done marks are counted by two sessions (each lane is
+/// given a counters' shard of its own, `PgStore::another_session`, where
+/// the process id modulo 32 made two lanes share one now and then), and
+/// every count stays exact.
 #[test]
 fn persistent_slots_write_on_sessions_of_their_own_on_postgresql() {
     require!(Tool::Python3);

@@ -1301,5 +1301,32 @@ fn a_version_20_store_migrates_to_hot_writes_that_count_themselves() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(v, "21");
+    assert_eq!(v, nightshift::store::pg::PG_SCHEMA_VERSION.to_string());
+}
+
+/// The sessions opened beside a store's (a runner's lanes) count on shards
+/// of their own, whatever their process ids: 32 sessions, as many as there
+/// are shards, count their added items in 32 shards (by process id modulo
+/// 32, some two of them shared one all but always).
+#[test]
+fn sessions_opened_beside_count_on_shards_of_their_own() {
+    let Some((url, s)) = fresh() else { return };
+    let Store::Pg(first) = s else { unreachable!() };
+    let mut sessions: Vec<Store> = (0..31)
+        .map(|_| Store::Pg(first.another_session().unwrap()))
+        .collect();
+    sessions.push(Store::Pg(first));
+    for (i, s) in sessions.iter_mut().enumerate() {
+        s.add_items(&format!("b{i}"), &items(3), now(), |_| {})
+            .unwrap();
+    }
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let shards: i64 = admin
+        .query_one(
+            "SELECT count(DISTINCT shard) FROM nightshift.counts WHERE bucket = 'pending' AND n = 3",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(shards, 32);
 }
