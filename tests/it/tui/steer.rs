@@ -113,6 +113,10 @@ fn a_run_asked_to_stop_shows_stopping_until_it_ends() {
         "{text}"
     );
 
+    let out = env.cmd().args(["status", "--short"]).output().unwrap();
+    let short = String::from_utf8_lossy(&out.stdout);
+    assert!(short.contains("b 0✓ 2… ▶ stopping"), "{short}");
+
     // The second ask ends it at once.
     let out = env.cmd().args(["stop", "b", "--now"]).output().unwrap();
     assert!(
