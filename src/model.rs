@@ -486,6 +486,9 @@ pub struct LockInfo {
     /// Its last renewal (its expiry less the holder's TTL; the acquisition
     /// for a seat recorded before the TTL was).
     pub renewed_at: Millis,
+    /// Who asked its runner to stop (`stop`, the dashboard's `X`), not yet
+    /// heard to the end: it is finishing its in-flight items.
+    pub stop_by: Option<String>,
 }
 
 /// Pause flag of a batch.
@@ -614,6 +617,17 @@ impl BatchInfo {
             .zip(&self.runners.seats)
             .find(|(l, _)| l.run_id == Some(run_id))
             .map(|(l, s)| (l, *s))
+    }
+
+    /// Who asked a live runner of the batch to stop: it claims nothing more
+    /// and is finishing its in-flight items (within the batch's `grace`).
+    #[must_use]
+    pub fn stop_asked_by(&self) -> Option<&str> {
+        self.locks
+            .iter()
+            .zip(&self.runners.seats)
+            .filter(|(_, s)| s.is_live())
+            .find_map(|(l, _)| l.stop_by.as_deref())
     }
 
     /// `crashed` when a seat's runner, or the last run's, is gone from

@@ -121,6 +121,9 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             }
             if i.running() {
                 s.push_str(" ▶");
+                if i.stop_asked_by().is_some() {
+                    s.push_str(" stopping");
+                }
             }
             if let Some(dead) = i.dead_runner() {
                 s.push_str(&format!(" {dead}"));

@@ -180,6 +180,7 @@ fn lock_json(l: &LockInfo, seat: Option<Seat>, now: Millis) -> serde_json::Value
             Seat::Silent { .. } => "silent",
         },
         "held": seat.is_live(),
+        "stop_asked_by": l.stop_by.as_ref().filter(|_| seat.is_live()),
         "silent_since": match seat {
             Seat::Silent { since } => Some(rfc3339(since)),
             _ => None,
@@ -535,7 +536,18 @@ fn human(
 /// One seat of the lock in plain words: held (and for how long), its
 /// runner gone, or its holder silent past the expiry.
 fn seat_line(l: &LockInfo, seat: Option<Seat>, now: Millis) -> String {
-    match seat.unwrap_or(Seat::Live) {
+    let seat = seat.unwrap_or(Seat::Live);
+    let line = seat_state(l, seat, now);
+    match &l.stop_by {
+        Some(by) if seat.is_live() => {
+            format!("{line}; stopping (asked by {by}): no new items, in-flight ones finish")
+        }
+        _ => line,
+    }
+}
+
+fn seat_state(l: &LockInfo, seat: Seat, now: Millis) -> String {
+    match seat {
         Seat::Live if l.expires_at >= now => format!(
             "running: lock held by {} ({} left)",
             l.holder,

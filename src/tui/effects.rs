@@ -345,7 +345,7 @@ fn runner_args(config: Option<&Path>, batch: &str) -> Result<Vec<OsString>, Stri
 /// running when the dashboard (or the SSH connection) goes away.
 fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Arrival {
     let fail = |message: String| Arrival::Done { ok: false, message };
-    let exe = match std::env::current_exe() {
+    let exe = match crate::util::identity::this_program() {
         Ok(exe) => exe,
         Err(e) => return fail(format!("cannot find the nightshift executable: {e}")),
     };

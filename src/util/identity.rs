@@ -23,6 +23,30 @@ pub fn host() -> String {
     .clone()
 }
 
+/// This program's path, to start another of it. A binary replaced since
+/// it started (an upgrade, a rebuild) reads on Linux as "PATH (deleted)":
+/// the program now at PATH is the one to start.
+pub fn this_program() -> std::io::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    if exe.exists() {
+        return Ok(exe);
+    }
+    let replaced = exe
+        .to_str()
+        .and_then(|p| p.strip_suffix(" (deleted)"))
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.exists());
+    replaced.ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "{} is gone (removed since this program started)",
+                exe.display()
+            ),
+        )
+    })
+}
+
 /// `user@host`, recorded with every operator action.
 pub fn actor() -> String {
     let user = std::env::var("USER")

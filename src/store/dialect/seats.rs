@@ -5,7 +5,7 @@ use crate::model::{Holder, LockInfo, Millis};
 use crate::store::Result;
 
 const SEATS: &str = "SELECT token, host, pid, pid_start, run_id, acquired_at, expires_at,
-        coalesce(expires_at - ttl_ms, acquired_at)
+        coalesce(expires_at - ttl_ms, acquired_at), CASE WHEN stop IS NULL THEN NULL ELSE stop_by END
    FROM locks WHERE batch_id = ?1 ORDER BY acquired_at, token";
 pub(crate) const ANY_LIVE_SEAT: &str = "SELECT EXISTS (SELECT 1 FROM locks WHERE expires_at > ?1)";
 const SEAT_UPSERT: &str =
@@ -31,6 +31,7 @@ pub(crate) trait SeatsRead: Sql {
                 acquired_at: r.time(5)?,
                 expires_at: r.time(6)?,
                 renewed_at: r.time(7)?,
+                stop_by: r.opt_text(8)?,
             })
         })
     }

@@ -185,6 +185,7 @@ mod tests {
             acquired_at: expires_at - 60_000,
             expires_at,
             renewed_at: expires_at - 1_000,
+            stop_by: None,
         }
     }
 

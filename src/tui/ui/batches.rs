@@ -214,6 +214,7 @@ fn state(info: &BatchInfo, now: Millis, emergency: bool) -> (&'static str, Role)
         _ if emergency => ("paused", Role::Fail),
         _ if info.pause.is_some() => ("paused", Role::Warn),
         _ if info.held(now).is_some() => ("held", Role::Warn),
+        _ if info.stop_asked_by().is_some() => ("stopping", Role::Warn),
         _ if info.running() => ("running", Role::Accent),
         Some(dead) => (dead, Role::Fail),
         None => ("idle", Role::Dim),
@@ -379,12 +380,20 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             } else {
                 Span::styled(format!(" · {left}"), p.style(role))
             };
+            let stopping = match info.stop_asked_by() {
+                Some(by) => Span::styled(
+                    format!(" · stopping (asked by {})", clean(by, 40)),
+                    p.style(Role::Warn),
+                ),
+                None => Span::raw(""),
+            };
             Line::from(vec![
                 label("lock"),
                 Span::styled(clean(&l.holder.to_string(), 80), p.style(role)),
                 Span::raw(run),
                 left,
                 Span::raw(more),
+                stopping,
             ])
         }
         None => Line::from(vec![

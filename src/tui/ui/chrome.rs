@@ -122,9 +122,13 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
         right.push(Span::raw(format!(" …{}", num(c.to_do()))));
     }
     if info.running() {
+        let (word, role) = match info.stop_asked_by() {
+            Some(_) => (" ▶ stopping", Role::Warn),
+            None => (" ▶ running", Role::Accent),
+        };
         right.push(Span::styled(
-            if narrow { " ▶" } else { " ▶ running" },
-            p.style(Role::Accent),
+            if narrow { " ▶" } else { word },
+            p.style(role),
         ));
     }
     if let Some(dead) = info.dead_runner() {

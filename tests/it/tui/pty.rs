@@ -345,6 +345,40 @@ fn resume_starts_a_runner_that_outlives_the_dashboard() {
     assert_eq!(env.status()["batches"][0]["pending"], 0);
 }
 
+/// `r` still starts a run after the program was replaced under the open
+/// dashboard (an upgrade or a rebuild while it sits in a tmux pane): the
+/// program now at its path runs, where the dashboard said "cannot start a
+/// runner: No such file or directory".
+#[test]
+fn resume_after_the_program_was_replaced() {
+    let env = fixture_env();
+    env.write("nightshift.toml", "[batch.articles]\nworker = [\"cat\"]\n");
+    let exe = env.dir.path().join("nightshift");
+    std::fs::copy(BIN, &exe).unwrap();
+    let mut dash = Dash::open(&exe, env.dir.path(), &env.db, &[], (80, 24));
+    dash.wait_loaded();
+    // Replaced as an installer does: a new file renamed over the old.
+    let new = env.dir.path().join("nightshift.new");
+    std::fs::copy(BIN, &new).unwrap();
+    std::fs::rename(&new, &exe).unwrap();
+    dash.key("r");
+    dash.wait_text("started a run of articles (pid");
+    let start = Instant::now();
+    loop {
+        let run = env.status()["batches"][0]["last_run"].clone();
+        if run["trigger"] == "dashboard" && run["state"] != "running" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no run finished: {run}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+}
+
 /// `r` on batches with odd names: a Japanese one (a quoted `[batch."記事"]`
 /// in the config) starts its run and the runner gets the name as itself; a
 /// name made before the batch-name rule that reads as an option

@@ -72,3 +72,61 @@ fn the_cancel_and_stop_keys_steer_a_live_run() {
     dash.key("q");
     dash.wait_exit();
 }
+
+/// A run asked to stop says so until it ends, in every view: the
+/// dashboard's state `stopping` and who asked, `status` and its JSON; it
+/// read `running` through the whole grace period.
+#[test]
+fn a_run_asked_to_stop_shows_stopping_until_it_ends() {
+    let env = Env::new();
+    env.config("[batch.b]\nconcurrency = 1\ngrace = \"1h\"\n");
+    add_keys(&env, "b", &["slow", "later"]);
+    let marker = format!("tui-stopping-{}", env.dir.path().display());
+    let started = env.path("started");
+    let w = env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {}\nsh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
+            started.display()
+        ),
+    );
+    let mut runner = env.spawn("run", &["run", "b", "--", &w.display().to_string()]);
+    wait_for("the worker", || started.exists());
+
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (100, 24));
+    dash.wait_loaded();
+    dash.key("X");
+    dash.wait_text("Stop the runs of b?");
+    dash.key("y");
+    let screen = dash.wait_text("stopping (asked by tester@ptyhost)");
+    let row = screen.lines().find(|l| l.starts_with("│b ")).unwrap_or("");
+    assert!(row.contains("stopping"), "{screen}");
+    let status = env.status();
+    assert_eq!(
+        status["batches"][0]["lock"]["stop_asked_by"], "tester@ptyhost",
+        "{status}"
+    );
+    let out = env.cmd().args(["status", "b"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("stopping (asked by tester@ptyhost)"),
+        "{text}"
+    );
+
+    let out = env.cmd().args(["status", "--short"]).output().unwrap();
+    let short = String::from_utf8_lossy(&out.stdout);
+    assert!(short.contains("b 0✓ 2… ▶ stopping"), "{short}");
+
+    // The second ask ends it at once.
+    let out = env.cmd().args(["stop", "b", "--now"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(runner.wait().unwrap().code(), Some(130));
+    assert_no_process_left(&marker);
+    dash.wait_for("the run ended", |s| !s.contains("stopping"));
+    dash.key("q");
+    dash.wait_exit();
+}

@@ -1717,11 +1717,17 @@ both_stores! {
         s.acquire_lock("b", "tok-a", &holder(1), Some(a), T0 + MIN, T0, &[], 2).unwrap();
         s.acquire_lock("b", "tok-b", &holder(2), Some(b), T0 + MIN, T0, &[], 2).unwrap();
         assert_eq!(s.steering("b", a, "tok-a").unwrap().stop, None);
+        assert!(s.batch_infos(Some("b")).unwrap()[0].locks.iter().all(|l| l.stop_by.is_none()));
         let asked = s.ask_stop("b", false, "ops@h2", T0 + 1).unwrap();
         let mut pids: Vec<u32> = asked.iter().map(|l| l.holder.pid).collect();
         pids.sort_unstable();
         assert_eq!(pids, [1, 2]);
         assert_eq!(s.steering("b", a, "tok-a").unwrap().stop, Some((false, Some("ops@h2".into()))));
+        // The views read who asked with the seats (the batch is `stopping`).
+        let stop_by = |s: &Store| -> Vec<Option<String>> {
+            s.batch_infos(Some("b")).unwrap()[0].locks.iter().map(|l| l.stop_by.clone()).collect()
+        };
+        assert_eq!(stop_by(&s), [Some("ops@h2".to_string()), Some("ops@h2".to_string())]);
         s.ask_stop("b", true, "ops@h2", T0 + 2).unwrap();
         s.ask_stop("b", false, "ops@h3", T0 + 3).unwrap();
         assert_eq!(s.steering("b", b, "tok-b").unwrap().stop.map(|(now, _)| now), Some(true));
