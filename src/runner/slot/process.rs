@@ -304,13 +304,22 @@ async fn process(
                 let v = judge_failure(cycle, &claim, a, &failed, cost).await;
                 if let Verdict::RetryNow { wait, .. } = v {
                     retries_done += 1;
-                    let mut stop = cycle.stop_tx.subscribe();
-                    let interrupted = tokio::select! {
-                        () = tokio::time::sleep(wait) => false,
-                        _ = stop.changed() => true,
-                    };
-                    if interrupted || cycle.stopping().is_some() {
+                    match backoff(cycle, &claim, wait).await {
+                        None => {}
+                        Some(KillReason::Cancelled) => {
+                            cancelled(cycle, &claim).await;
+                            return Ok(None);
+                        }
+                        Some(KillReason::LeaseLost) => {
+                            lease_lost_stopped(cycle, &claim).await;
+                            return Ok(None);
+                        }
                         // The failed attempt had its verdict: it counts.
+                        Some(KillReason::Shutdown) => {
+                            return release(cycle, &claim, false).await.map(|()| None);
+                        }
+                    }
+                    if cycle.stopping().is_some() {
                         return release(cycle, &claim, false).await.map(|()| None);
                     }
                     retrying = true;
@@ -322,6 +331,31 @@ async fn process(
             }
         }
     }
+}
+
+/// Waits out an immediate retry's backoff with the item held as in
+/// flight, so what would stop its worker (a cancel, the lease lost, a
+/// stop) ends the wait at once rather than when the backoff is over.
+/// `None`: the backoff passed.
+async fn backoff(cycle: &Cycle, claim: &Claim, wait: std::time::Duration) -> Option<KillReason> {
+    let (kill_tx, kill_rx) = oneshot::channel();
+    cycle
+        .inflight
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(claim.item_id, Some(Killer::Item(kill_tx)));
+    let mut stop = cycle.stop_tx.subscribe();
+    let ended = tokio::select! {
+        () = tokio::time::sleep(wait) => None,
+        _ = stop.changed() => Some(KillReason::Shutdown),
+        reason = kill_rx => reason.ok(),
+    };
+    cycle
+        .inflight
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&claim.item_id);
+    ended
 }
 
 /// Keeps what the attempt printed on stderr (its tail), queued to commit

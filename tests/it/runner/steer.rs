@@ -143,6 +143,52 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
+    /// An item waiting out its immediate retry's backoff is still the
+    /// run's (claimed): a cancel is heard within a heartbeat, not when the
+    /// backoff (here ten minutes) is over, in both modes.
+    fn a_cancel_is_heard_during_a_retry_backoff(env) {
+        let w = p(&env.write(
+            "w.py",
+            "import json, sys\n\
+             for line in sys.stdin:\n\
+             \x20   req = json.loads(line)\n\
+             \x20   if req['key'].endswith('flaky'):\n\
+             \x20       a = {'error': {'error_class': '混雑', 'transient': True}}\n\
+             \x20   else:\n\
+             \x20       a = {'result': 1}\n\
+             \x20   a['key'] = req['key']\n\
+             \x20   print(json.dumps(a), flush=True)\n",
+        ));
+        let sh = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\ncase \"$NIGHTSHIFT_KEY\" in *flaky) echo 混雑 >&2; exit 75 ;; esac\necho 1",
+        ));
+        for (mode, worker) in [("process", vec![sh.as_str()]), ("persistent", vec!["python3", w.as_str()])] {
+            env.config(&format!(
+                "[batch.{mode}]\nmode = \"{mode}\"\nconcurrency = 1\nretries = 2\nbackoff = \"10m\"\nbackoff_max = \"10m\"\n"
+            ));
+            let (flaky, fine) = (format!("{mode}-flaky"), format!("{mode}-fine"));
+            add_keys(&env, mode, &[&flaky, &fine]);
+            let mut args = vec!["run", mode, "--"];
+            args.extend(&worker);
+            let mut runner = env.spawn(mode, &args);
+            wait_for("the first failure", || {
+                env.int(&format!(
+                    "SELECT count(*) FROM events e JOIN batches b ON b.id = e.batch_id \
+                     WHERE b.name = '{mode}' AND e.kind = 'retry'"
+                )) == 1
+            });
+            env.run(&["cancel", mode, &flaky]).code(0);
+            wait_for("the cancel heard", || env.item(&flaky).1.as_deref() == Some("manual"));
+            let status = runner.wait().unwrap();
+            assert_eq!(status.code(), Some(0), "{mode}: {:?}", env.output_of(mode));
+            assert_eq!(env.item(&fine).0, "done", "{mode}");
+            let (out, _) = env.output_of(mode);
+            assert!(out.contains("1 done") && out.contains("1 cancelled"), "{mode}: {out}");
+        }
+        env.assert_counts_consistent();
+    }
+
     fn cancel_in_persistent_mode_restarts_only_that_worker(env) {
         // One slot: the items sent after the stuck one go to the next worker.
         env.config("[batch.b]\nmode = \"persistent\"\nconcurrency = 1\n");

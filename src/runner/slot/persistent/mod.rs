@@ -253,11 +253,17 @@ impl Slot {
                     return Ok(Ended::Drained);
                 };
                 // Nothing to wait for but backoffs: make the successes
-                // durable meanwhile rather than hold them.
+                // durable meanwhile rather than hold them. A cancel or a
+                // lost lease of a waiting retry is heard at once.
                 self.commit(false).await?;
                 tokio::select! {
                     () = tokio::time::sleep_until(first) => {}
                     _ = stop.changed() => {}
+                    Some((id, reason)) = self.kill_rx.recv() => {
+                        if let Some(ended) = self.killed(id, reason).await? {
+                            return Ok(ended);
+                        }
+                    }
                 }
                 continue;
             }
