@@ -188,6 +188,23 @@ pub(super) struct Cycle {
 }
 
 impl Cycle {
+    /// Holds an item as in flight: a stop, a cancel or a lost lease of it
+    /// reaches `killer`.
+    pub(super) fn track(&self, item_id: i64, killer: Killer) {
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(item_id, Some(killer));
+    }
+
+    /// The item is no longer in flight (see [`Cycle::track`]).
+    pub(super) fn untrack(&self, item_id: i64) {
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&item_id);
+    }
+
     pub(super) fn stopping(&self) -> Option<(Signal, StopReason)> {
         self.stop_tx.borrow().clone()
     }

@@ -184,6 +184,26 @@ impl Env {
         path
     }
 
+    /// A worker (`w.sh`) that touches `started/KEY` (see
+    /// [`Env::started`]), runs `wait` in a child carrying `marker` (so
+    /// `assert_no_process_left` finds one left behind; a `wait` of one
+    /// command ends in `; :`, so the shell does not exec it and lose the
+    /// marker), and succeeds.
+    pub fn waiting_worker(&self, wait: &str, marker: &str) -> String {
+        let started = self.path("started");
+        std::fs::create_dir_all(&started).unwrap();
+        let script = format!(
+            "cat >/dev/null\ntouch {}/$NIGHTSHIFT_KEY\nsh -c '{wait}' {marker}\necho '\"ok\"'",
+            started.display()
+        );
+        self.script("w.sh", &script).display().to_string()
+    }
+
+    /// Whether the worker of [`Env::waiting_worker`] started on `key`.
+    pub fn started(&self, key: &str) -> bool {
+        self.path("started").join(key).exists()
+    }
+
     /// Adds `n` items with keys `k1..kn` to `batch`.
     pub fn add_items(&self, batch: &str, n: usize) {
         let lines: String = (1..=n)

@@ -144,11 +144,7 @@ async fn process(
             }
         }
         let (kill_tx, kill_rx) = oneshot::channel();
-        cycle
-            .inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(claim.item_id, Some(Killer::Item(kill_tx)));
+        cycle.track(claim.item_id, Killer::Item(kill_tx));
         // A stop that came while we were claiming applies to us too.
         if matches!(cycle.stopping(), Some((Signal::Immediate, _))) {
             cycle.kill_all(KillReason::Shutdown);
@@ -174,11 +170,7 @@ async fn process(
             worker::run(job, report_tx, kill_rx),
             forward_op_ids(cycle, &claim, report_rx)
         );
-        cycle
-            .inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&claim.item_id);
+        cycle.untrack(claim.item_id);
         if let Some(latest) = latest {
             op_id = Some(latest);
         }
@@ -339,22 +331,14 @@ async fn process(
 /// `None`: the backoff passed.
 async fn backoff(cycle: &Cycle, claim: &Claim, wait: std::time::Duration) -> Option<KillReason> {
     let (kill_tx, kill_rx) = oneshot::channel();
-    cycle
-        .inflight
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(claim.item_id, Some(Killer::Item(kill_tx)));
+    cycle.track(claim.item_id, Killer::Item(kill_tx));
     let mut stop = cycle.stop_tx.subscribe();
     let ended = tokio::select! {
         () = tokio::time::sleep(wait) => None,
         _ = stop.changed() => Some(KillReason::Shutdown),
         reason = kill_rx => reason.ok(),
     };
-    cycle
-        .inflight
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&claim.item_id);
+    cycle.untrack(claim.item_id);
     ended
 }
 

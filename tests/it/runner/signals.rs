@@ -22,35 +22,16 @@ fn p(path: &Path) -> String {
 /// A worker that marks its start, then sleeps `secs` (in a child carrying
 /// `marker`, so a leak can be found) and succeeds.
 fn sleeper(env: &Env, secs: &str, marker: &str) -> String {
-    waiting_worker(env, &format!("sleep {secs}; :"), marker)
+    env.waiting_worker(&format!("sleep {secs}; :"), marker)
 }
 
 /// A worker that marks its start, then waits (in a child carrying
 /// `marker`) until `gate` exists, and succeeds.
 fn gated(env: &Env, gate: &Path, marker: &str) -> String {
-    waiting_worker(
-        env,
+    env.waiting_worker(
         &format!("while [ ! -e {} ]; do sleep 0.02; done", p(gate)),
         marker,
     )
-}
-
-/// A worker that touches `started/KEY`, runs `wait` in a child carrying
-/// `marker`, and succeeds.
-fn waiting_worker(env: &Env, wait: &str, marker: &str) -> String {
-    let started = env.path("started");
-    std::fs::create_dir_all(&started).unwrap();
-    p(&env.script(
-        "w.sh",
-        &format!(
-            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\nsh -c '{wait}' {marker}\necho '\"ok\"'",
-            dir = p(&started)
-        ),
-    ))
-}
-
-fn started(env: &Env, key: &str) -> bool {
-    env.path("started").join(key).exists()
 }
 
 /// Waits for a background process to end; its exit code.
@@ -82,7 +63,7 @@ fn sigint_and_sighup_stop_a_run_gracefully() {
         let gate = env.path("gate");
         let w = gated(&env, &gate, &marker);
         let mut run = env.spawn("run", &["run", "b", "--", &w]);
-        wait_for("the first item in flight", || started(&env, "a"));
+        wait_for("the first item in flight", || env.started("a"));
         signal(run.id(), sig);
         wait_for("the graceful stop to begin", || {
             env.output_of("run").1.contains("nightshift: stopping")
@@ -160,7 +141,7 @@ fn a_second_signal_stops_a_run_at_once() {
     let marker = format!("second-{}", env.dir.path().display());
     let w = sleeper(&env, "1000", &marker);
     let mut run = env.spawn("run", &["run", "b", "--", &w]);
-    wait_for("the item in flight", || started(&env, "a"));
+    wait_for("the item in flight", || env.started("a"));
     signal(run.id(), Signal::SIGTERM);
     wait_for("the graceful stop to begin", || {
         env.output_of("run").1.contains("nightshift: stopping")
@@ -259,7 +240,7 @@ fn sigint_stops_the_daemon_gracefully() {
     let marker = format!("daemon-{}", env.dir.path().display());
     sleeper(&env, "0.5", &marker);
     let mut daemon = env.spawn("daemon", &["daemon"]);
-    wait_for("an item in flight", || started(&env, "a"));
+    wait_for("an item in flight", || env.started("a"));
     signal(daemon.id(), sig);
     assert_eq!(
         exit_code(&mut daemon),
@@ -288,7 +269,7 @@ fn a_second_signal_stops_the_daemon_at_once() {
     let marker = format!("daemon2-{}", env.dir.path().display());
     sleeper(&env, "1000", &marker);
     let mut daemon = env.spawn("daemon", &["daemon"]);
-    wait_for("the item in flight", || started(&env, "a"));
+    wait_for("the item in flight", || env.started("a"));
     signal(daemon.id(), Signal::SIGTERM);
     wait_for("the graceful stop to begin", || {
         env.output_of("daemon").0.contains("stopping: no new fires")

@@ -17,21 +17,10 @@ fn p(path: &Path) -> String {
 /// `marker`, so its group's end can be seen); the others succeed at once.
 /// Each touches `started/KEY` first.
 fn stuck_worker(env: &Env, marker: &str) -> String {
-    let started = env.path("started");
-    std::fs::create_dir_all(&started).unwrap();
-    p(&env.script(
-        "w.sh",
-        &format!(
-            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
-             if [ \"$NIGHTSHIFT_KEY\" = stuck ]; then sh -c 'sleep 1000; :' {marker}; fi\n\
-             echo '\"ok\"'",
-            dir = p(&started)
-        ),
-    ))
-}
-
-fn started(env: &Env, key: &str) -> bool {
-    env.path("started").join(key).exists()
+    env.waiting_worker(
+        "if [ \"$NIGHTSHIFT_KEY\" = stuck ]; then sleep 1000; fi",
+        marker,
+    )
 }
 
 both_backends! {
@@ -115,7 +104,7 @@ both_backends! {
         let marker = format!("steer-cancel-{}", env.dir.path().display());
         let w = stuck_worker(&env, &marker);
         let mut runner = env.spawn("run", &["run", "b", "--", &w]);
-        wait_for("the stuck worker", || started(&env, "stuck"));
+        wait_for("the stuck worker", || env.started("stuck"));
         let out = env.run(&["cancel", "b", "stuck", "--reason", "runaway", "--json"]);
         out.code(0);
         let j = out.json();
@@ -257,17 +246,10 @@ both_backends! {
         add_keys(&env, "b", &["stuck", "other", "third", "rest"]);
         let marker = format!("steer-killed-{}", env.dir.path().display());
         let started_dir = env.path("started");
-        std::fs::create_dir_all(&started_dir).unwrap();
-        let w = p(&env.script(
-            "w.sh",
-            &format!(
-                "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
-                 if [ ! -e {dir}/../free ]; then sh -c 'sleep 1000; :' {marker}; fi\necho '\"ok\"'",
-                dir = p(&started_dir),
-            ),
-        ));
+        let free = p(&env.path("free"));
+        let w = env.waiting_worker(&format!("if [ ! -e {free} ]; then sleep 1000; fi"), &marker);
         let mut runner = env.spawn("run", &["run", "b", "--", &w]);
-        wait_for("three workers", || ["stuck", "other", "third"].iter().all(|k| started(&env, k)));
+        wait_for("three workers", || ["stuck", "other", "third"].iter().all(|k| env.started(k)));
         common::signal(runner.id(), nix::sys::signal::Signal::SIGKILL);
         runner.wait().unwrap();
         let stop = env.run(&["stop", "b"]);
@@ -290,8 +272,8 @@ both_backends! {
         std::fs::remove_file(started_dir.join("stuck")).unwrap();
         std::fs::remove_file(started_dir.join("third")).unwrap();
         env.run(&["run", "b", "--", &w]).code(0);
-        assert!(!started(&env, "stuck"), "a cancelled item ran again");
-        assert!(!started(&env, "third"), "a skipped item ran");
+        assert!(!env.started("stuck"), "a cancelled item ran again");
+        assert!(!env.started("third"), "a skipped item ran");
         assert_eq!(env.item("stuck").1.as_deref(), Some("manual"));
         assert_eq!((env.item("other").0, env.item("rest").0), ("done".into(), "done".into()));
         assert_no_process_left(&marker);
@@ -317,7 +299,7 @@ both_backends! {
         ));
         assert!(env.run(&["stop", "b"]).stdout.contains("no runner holds it"));
         let mut runner = env.spawn("run", &["run", "b", "--", &w]);
-        wait_for("both workers", || started(&env, "stuck") && started(&env, "slow"));
+        wait_for("both workers", || env.started("stuck") && env.started("slow"));
         let out = env.run(&["stop", "b", "--json"]);
         out.code(0);
         let asked = out.json();
@@ -358,23 +340,14 @@ fn cancel_and_stop_from_another_host_on_postgresql() {
     env.config("[batch.b]\nconcurrency = 2\ngrace = \"10m\"\n");
     add_keys(&env, "b", &["stuck", "other", "n1"]);
     let marker = format!("steer-hosts-{}", env.dir.path().display());
-    let started_dir = env.path("started");
-    std::fs::create_dir_all(&started_dir).unwrap();
-    let w = p(&env.script(
-        "w.sh",
-        &format!(
-            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
-             sh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
-            dir = p(&started_dir)
-        ),
-    ));
+    let w = env.waiting_worker("sleep 1000; :", &marker);
     let mut runner = env.spawn_with(
         "run",
         &["run", "b", "--", &w],
         &[("NIGHTSHIFT_HOST", "host-a")],
     );
     wait_for("both workers", || {
-        started(&env, "stuck") && started(&env, "other")
+        env.started("stuck") && env.started("other")
     });
     let cancel = env
         .cmd()

@@ -20,19 +20,10 @@ fn the_cancel_and_stop_keys_steer_a_live_run() {
     env.config("[batch.b]\nconcurrency = 2\ngrace = \"1s\"\n");
     add_keys(&env, "b", &["stuck", "hang", "later"]);
     let marker = format!("tui-steer-{}", env.dir.path().display());
-    let started = env.path("started");
-    std::fs::create_dir_all(&started).unwrap();
-    let w = env.script(
-        "w.sh",
-        &format!(
-            "cat >/dev/null\ntouch {dir}/$NIGHTSHIFT_KEY\n\
-             sh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
-            dir = started.display()
-        ),
-    );
-    let mut runner = env.spawn("run", &["run", "b", "--", &w.display().to_string()]);
+    let w = env.waiting_worker("sleep 1000; :", &marker);
+    let mut runner = env.spawn("run", &["run", "b", "--", &w]);
     wait_for("both workers", || {
-        started.join("stuck").exists() && started.join("hang").exists()
+        env.started("stuck") && env.started("hang")
     });
 
     let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (100, 24));
@@ -82,16 +73,9 @@ fn a_run_asked_to_stop_shows_stopping_until_it_ends() {
     env.config("[batch.b]\nconcurrency = 1\ngrace = \"1h\"\n");
     add_keys(&env, "b", &["slow", "later"]);
     let marker = format!("tui-stopping-{}", env.dir.path().display());
-    let started = env.path("started");
-    let w = env.script(
-        "w.sh",
-        &format!(
-            "cat >/dev/null\ntouch {}\nsh -c 'sleep 1000; :' {marker}\necho '\"ok\"'",
-            started.display()
-        ),
-    );
-    let mut runner = env.spawn("run", &["run", "b", "--", &w.display().to_string()]);
-    wait_for("the worker", || started.exists());
+    let w = env.waiting_worker("sleep 1000; :", &marker);
+    let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+    wait_for("the worker", || env.started("slow"));
 
     let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (100, 24));
     dash.wait_loaded();

@@ -186,18 +186,11 @@ impl Slot {
     /// Registers an item so a stop or a lost lease reaches this slot.
     pub(super) fn track(&self, claim: &Claim) {
         self.cycle
-            .inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(claim.item_id, Some(Killer::Slot(self.kill_tx.clone())));
+            .track(claim.item_id, Killer::Slot(self.kill_tx.clone()));
     }
 
     pub(super) fn untrack(&self, claim: &Claim) {
-        self.cycle
-            .inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&claim.item_id);
+        self.cycle.untrack(claim.item_id);
     }
 
     /// Queues claimed items for the worker; `tickets` are the places in
