@@ -73,6 +73,14 @@ impl Store {
             };
             let fields =
                 serde_json::json!({"to": to.as_str(), "reason": reason, "attempt": item.attempts});
+            let event = |kind, message: String, run: Option<i64>| {
+                let mut e = NewEvent::new(now, batch, kind, message)
+                    .key(key)
+                    .actor(actor)
+                    .fields(fields.clone());
+                e.run_id = run;
+                e
+            };
             // A claim whose run holds no live seat (its runner crashed here,
             // or went silent elsewhere past its expiry) has nobody to hear
             // the ask: it is moved at once, as the next run would take it.
@@ -93,12 +101,7 @@ impl Store {
                         "cancelled by {actor}: {reason}; it was claimed{of}, whose runner is gone; now {}",
                         to.as_str()
                     );
-                    let mut e = NewEvent::new(now, batch, EventKind::Cancelled, message)
-                        .key(key)
-                        .actor(actor)
-                        .fields(fields.clone());
-                    e.run_id = run;
-                    tx.event_insert(&e)?;
+                    tx.event_insert(&event(EventKind::Cancelled, message, run))?;
                     Ok(CancelOutcome::Orphaned { run_id: run })
                 }
                 Status::Claimed => {
@@ -109,12 +112,7 @@ impl Store {
                         "cancel asked by {actor}: {reason}; the runner holding it{holder} stops its worker and moves it to {}",
                         to.as_str()
                     );
-                    let mut e = NewEvent::new(now, batch, EventKind::CancelAsked, message)
-                        .key(key)
-                        .actor(actor)
-                        .fields(fields.clone());
-                    e.run_id = run;
-                    tx.event_insert(&e)?;
+                    tx.event_insert(&event(EventKind::CancelAsked, message, run))?;
                     Ok(CancelOutcome::Asked { run_id: run })
                 }
                 Status::Pending | Status::Failed => {
@@ -127,12 +125,7 @@ impl Store {
                         "cancelled by {actor}: {reason}; it was {at}, not running; now {}",
                         to.as_str()
                     );
-                    tx.event_insert(
-                        &NewEvent::new(now, batch, EventKind::Cancelled, message)
-                            .key(key)
-                            .actor(actor)
-                            .fields(fields.clone()),
-                    )?;
+                    tx.event_insert(&event(EventKind::Cancelled, message, None))?;
                     Ok(CancelOutcome::Moved { from: at })
                 }
             }
