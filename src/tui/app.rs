@@ -418,11 +418,24 @@ impl App {
             Some(d) => detail::page(
                 &d.key,
                 self.data.detail.as_ref(),
+                self.detail_batch(),
                 self.now,
                 layout::detail_text_width(self.size),
             ),
             None => Vec::new(),
         }
+    }
+
+    /// The batch of the item read for the detail, as the same poll read it.
+    fn detail_batch(&self) -> Option<&crate::model::BatchInfo> {
+        let Some(Ok(d)) = &self.data.detail else {
+            return None;
+        };
+        self.data
+            .batches
+            .iter()
+            .map(|b| &b.info)
+            .find(|i| i.name == d.item.batch)
     }
 
     /// The furthest the detail page scrolls at the current size.
