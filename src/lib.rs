@@ -56,6 +56,7 @@
 //! | the DLQ pane is drawn | `tui/ui/dlq.rs` |
 //! | a setting is defined | `config/fields.rs` |
 //! | an event kind is defined | `model/event_kind.rs` |
+//! | who holds a claim is said (`show`, the item detail) | `model/claim_view.rs` |
 
 #![forbid(unsafe_code)]
 // Outside tests an unwrap is a panic waiting for bad input: say why with `expect`.

@@ -86,6 +86,7 @@ pub fn state_word(status: Status, tier: Option<Tier>, outcome: Option<Outcome>) 
 }
 
 // After `str_enum!`, which it uses.
+pub mod claim_view;
 mod event_kind;
 pub mod pace;
 pub mod waiting;

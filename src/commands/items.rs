@@ -225,7 +225,9 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let now = now_ms();
     let info = store.batch_infos(Some(&item.batch))?.into_iter().next();
     let waits = waits_for(ctx, &store, info.as_ref(), &item, now)?;
-    let claim = info.as_ref().and_then(|i| super::claim::of(i, &item));
+    let claim = info
+        .as_ref()
+        .and_then(|i| crate::model::claim_view::of(i, &item));
     let usage = store.item_usage(&args.batch, &item.key)?;
     if args.json {
         let mut shown = json!({
@@ -233,7 +235,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             "failures": failures,
             "usage": usage.iter().map(super::pools::attempt_json).collect::<Vec<_>>(),
             "events": events,
-            "claim": claim.as_ref().map(super::claim::Claim::json),
+            "claim": claim.as_ref().map(crate::model::claim_view::ClaimView::json),
             "waiting": waits.as_ref().map(|w| json!({
                 "reason": w.reason,
                 "until": w.until.map(rfc3339),

@@ -3,7 +3,6 @@
 
 pub mod add;
 pub mod budgets;
-mod claim;
 pub mod daemon;
 pub mod demo;
 pub mod dlq;

@@ -18,16 +18,19 @@ pub fn views(ctx: &super::Ctx, store: &Store, now: Millis) -> anyhow::Result<Vec
         .collect()
 }
 
-pub fn pool_json(v: &PoolView, now: Millis) -> Value {
+/// A pool for `--json`; `call`: the tokens the largest call of its
+/// batches reserves, whose place each limit's `next_slot` says.
+pub fn pool_json(v: &PoolView, call: i64, now: Millis) -> Value {
     json!({
         "name": v.name,
+        "call_tokens": call,
         "limits": v.dims.iter().map(|d| json!({
             "dimension": d.dimension,
             "used": d.used,
             "free": d.free(),
             "recent": d.recent,
             "limit": d.limit,
-            "next_slot": d.next_slot.map(rfc3339),
+            "next_slot": d.next_slot(call, now).map(rfc3339),
         })).collect::<Vec<_>>(),
         "in_flight": v.in_flight,
         "concurrency": v.concurrency,
@@ -61,14 +64,19 @@ pub fn attempt_json(u: &AttemptUsage) -> Value {
 }
 
 /// `pool openai: requests/min 12/3000, tokens/min 4200/250000, 3/16 in
-/// flight; held until 02:14:10Z by articles`.
-pub fn pool_line(v: &PoolView, now: Millis) -> String {
+/// flight; held until 02:14:10Z by articles`, for a batch whose calls
+/// reserve `call` tokens (a rate without room for them is full).
+pub fn pool_line(v: &PoolView, call: i64, now: Millis) -> String {
     let mut parts: Vec<String> = v
         .dims
         .iter()
         .map(|d| {
-            let full = match d.next_slot {
-                Some(t) if d.used >= d.limit => format!(" (full, next slot {})", utc_clock(t, now)),
+            let full = match d.next_slot(call, now) {
+                Some(t) => format!(
+                    " ({}, next slot {})",
+                    crate::runner::pool::full_words(d, call, |n| n.to_string()),
+                    utc_clock(t, now)
+                ),
                 _ if d.over_window() => format!(
                     " (over its window: the bucket refills as it goes; {} free now)",
                     d.free()

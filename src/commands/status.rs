@@ -73,7 +73,8 @@ fn shown(ctx: &Ctx, store: &Store, args: &StatusArgs) -> anyhow::Result<Shown> {
         let pools = super::pools::views(ctx, store, now)?;
         let mut pools_json = Vec::with_capacity(pools.len());
         for p in &pools {
-            let mut j = super::pools::pool_json(p, now);
+            let call = crate::runner::pool::largest_call(&ctx.config, &p.name);
+            let mut j = super::pools::pool_json(p, call, now);
             j["budget"] = super::budgets::pool_json(ctx, store, &p.name, now)?;
             pools_json.push(j);
         }
@@ -469,9 +470,11 @@ fn human(
                 i.name
             ));
         }
-        let limit = ctx.config.batch(&i.name).and_then(|b| b.limit.as_deref());
+        let cfg = ctx.config.batch(&i.name);
+        let limit = cfg.and_then(|b| b.limit.as_deref());
         if let Some(p) = pools.iter().find(|p| Some(p.name.as_str()) == limit) {
-            lines.push(super::pools::pool_line(p, now));
+            let call = cfg.map_or(0, crate::runner::pool::call_estimate);
+            lines.push(super::pools::pool_line(p, call, now));
         }
         let budgets = super::budgets::of_batch(ctx, store, &i.name, now)?;
         lines.extend(super::budgets::lines(&budgets, now));

@@ -157,7 +157,7 @@ pub fn setup(dir: Option<&Path>) -> anyhow::Result<Demo> {
             (t.path().to_path_buf(), Some(t))
         }
     };
-    let exe = std::env::current_exe().context("finding this program's path")?;
+    let exe = crate::util::identity::this_program().context("finding this program's path")?;
     let config = dir.join("nightshift.toml");
     std::fs::write(&config, config_text(&exe))
         .with_context(|| format!("writing {}", config.display()))?;
@@ -234,7 +234,7 @@ impl Child {
     /// user's `NIGHTSHIFT_DB`/`NIGHTSHIFT_CONFIG` are not passed on, so the
     /// demo can never run against the user's real store.
     pub fn spawn(demo: &Demo, name: &'static str, args: &[&str]) -> anyhow::Result<Child> {
-        let exe = std::env::current_exe().context("finding this program's path")?;
+        let exe = crate::util::identity::this_program().context("finding this program's path")?;
         let log = std::fs::File::create(demo.dir.join(format!("{name}.log")))
             .with_context(|| format!("creating the {name} log"))?;
         // `--db=PATH`: joined, so a directory named like an option

@@ -112,7 +112,9 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         super::paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display()))
     });
     if let Some(p) = &opts.config.pool {
-        out.pool_wait = super::pool::limited(&store.pool_view(&super::pool::spec(p), now)?, now);
+        let view = store.pool_view(&super::pool::spec(p), now)?;
+        let call = super::pool::call_estimate(&opts.config);
+        out.pool_wait = super::pool::limited(&view, call, now);
     }
     if let Some(h) = store.hold(batch)?.filter(|h| h.active(now)) {
         out.hold_until = Some(rfc3339(h.until));

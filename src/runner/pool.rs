@@ -39,13 +39,13 @@ use serde_json::{Value, json};
 
 use super::cycle::Cycle;
 use super::usage::Tokens;
-use crate::config::BatchConfig;
 use crate::config::limits::LimitPool;
+use crate::config::{BatchConfig, Config};
 use crate::model::waiting::RateLimited;
 use crate::model::{Claim, EventKind, Millis};
 use crate::store::{
-    Admission, AttemptUsage, PoolCall, PoolDim, PoolHold, PoolSpec, PoolView, PoolWait, Store,
-    StoreError,
+    Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView,
+    PoolWait, Store, StoreError,
 };
 use crate::util::time::{now_ms, utc_clock};
 
@@ -96,10 +96,49 @@ pub fn spec(pool: &LimitPool) -> PoolSpec {
     }
 }
 
-/// A pool with no room at `now`, as a waiting reason: held, every place
-/// in flight taken, or a rate whose bucket is drawn to its limit (the
-/// first of them to open again is named).
-pub fn limited(view: &PoolView, now: Millis) -> Option<RateLimited> {
+/// The tokens a call of the batch reserves from its pool when its item
+/// names none (`token_estimate`): what the views judge the pool's room
+/// by for it. (An item's `estimate_field` may ask for more or less.)
+#[must_use]
+pub fn call_estimate(cfg: &BatchConfig) -> i64 {
+    reserved(cfg.token_estimate)
+}
+
+/// The largest call of the batches drawing from `pool`: a pool with no
+/// room for it is full for some batch of it, which its views say.
+#[must_use]
+pub fn largest_call(config: &Config, pool: &str) -> i64 {
+    config
+        .batches
+        .values()
+        .filter(|b| b.pool.as_ref().is_some_and(|p| p.name == pool))
+        .map(call_estimate)
+        .max()
+        .unwrap_or(0)
+}
+
+/// A rate that has no room for a call reserving `estimate` tokens, in
+/// words: `full`, or for a token rate `full for 1200-token calls` (a
+/// smaller call may still fit). `num` writes the number as the view does.
+pub fn full_words(d: &PoolDimView, estimate: i64, num: impl Fn(i64) -> String) -> String {
+    match d.units(estimate) {
+        units if units > 1 => format!("full for {}-token calls", num(units)),
+        _ => "full".to_string(),
+    }
+}
+
+/// Tokens reserved for a call asking `n` (none: nothing), within the
+/// bound a setting may give.
+fn reserved(n: Option<u64>) -> i64 {
+    let n = n.unwrap_or(0);
+    i64::try_from(n.min(crate::config::fields::MAX_TOKEN_ESTIMATE.unsigned_abs())).unwrap_or(0)
+}
+
+/// A pool with no room at `now` for a call reserving `estimate` tokens,
+/// as a waiting reason: held, every place in flight taken, or a rate
+/// whose bucket cannot take the call (the last of them to open is named:
+/// the call waits for every one).
+pub fn limited(view: &PoolView, estimate: i64, now: Millis) -> Option<RateLimited> {
     let named = |dimension: &str, next_slot| RateLimited {
         pool: view.name.clone(),
         dimension: dimension.to_string(),
@@ -116,8 +155,7 @@ pub fn limited(view: &PoolView, now: Millis) -> Option<RateLimited> {
     }
     view.dims
         .iter()
-        .filter(|d| d.used >= d.limit)
-        .filter_map(|d| d.next_slot.map(|t| (t, d)))
+        .filter_map(|d| d.next_slot(estimate, now).map(|t| (t, d)))
         .max_by_key(|(t, _)| *t)
         .map(|(t, d)| named(&d.dimension, Some(t)))
 }
@@ -167,8 +205,7 @@ impl Pool {
                 .get(f)?
                 .as_u64()
         });
-        let n = from_field.or(self.estimate).unwrap_or(0);
-        i64::try_from(n.min(crate::config::fields::MAX_TOKEN_ESTIMATE.unsigned_abs())).unwrap_or(0)
+        reserved(from_field.or(self.estimate))
     }
 
     fn call(&self, claim: &Claim, now: Millis) -> PoolCall {

@@ -78,8 +78,11 @@ fn holding(
             Some(c) => super::budget::held_until(&super::budget::states(store, c, now)?),
             None => None,
         },
-        rate_limit: match cfg.and_then(|c| c.pool.as_ref()) {
-            Some(p) => super::pool::limited(&store.pool_view(&super::pool::spec(p), now)?, now),
+        rate_limit: match cfg.and_then(|c| Some((c, c.pool.as_ref()?))) {
+            Some((c, p)) => {
+                let view = store.pool_view(&super::pool::spec(p), now)?;
+                super::pool::limited(&view, super::pool::call_estimate(c), now)
+            }
             None => None,
         },
         taken,

@@ -637,7 +637,8 @@ pub struct PoolView {
 }
 
 /// One rate of a pool: how much of its bucket is drawn now, what was
-/// settled in its window, and when a call of one unit would next fit.
+/// settled in its window, and its bucket as read, which tells when a call
+/// of any size fits (`next_slot`, the rule admission uses).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PoolDimView {
     pub dimension: String,
@@ -648,7 +649,12 @@ pub struct PoolDimView {
     /// sums, the oldest minute weighted by its share of the window).
     pub recent: i64,
     pub limit: i64,
-    pub next_slot: Option<Millis>,
+    /// The rate as configured.
+    #[serde(skip)]
+    pub rate: PoolDim,
+    /// Its bucket's theoretical arrival time (µs), not before the read.
+    #[serde(skip)]
+    pub tat_us: i64,
 }
 
 impl PoolDimView {

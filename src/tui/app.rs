@@ -67,6 +67,11 @@ pub struct Setup {
     pub pools: Vec<PoolSpec>,
     /// Batch → the pool it draws from (`limit = "NAME"`).
     pub pool_of: BTreeMap<String, String>,
+    /// Batch → the tokens one of its calls reserves from its pool
+    /// (`runner::pool::call_estimate`).
+    pub calls: BTreeMap<String, i64>,
+    /// Pool → the largest call of its batches (`runner::pool::largest_call`).
+    pub pool_calls: BTreeMap<String, i64>,
     /// The pools' own budgets (`[limit.NAME] budget`), by pool.
     pub pool_budgets: BTreeMap<String, crate::config::budget::Budget>,
 }
@@ -86,6 +91,8 @@ impl Setup {
             stale_after: STALE_AFTER,
             pools: Vec::new(),
             pool_of: BTreeMap::new(),
+            calls: BTreeMap::new(),
+            pool_calls: BTreeMap::new(),
             pool_budgets: BTreeMap::new(),
         }
     }
@@ -97,6 +104,11 @@ impl Setup {
             .values()
             .map(crate::runner::pool::spec)
             .collect();
+        self.pool_calls = config
+            .limits
+            .keys()
+            .map(|p| (p.clone(), crate::runner::pool::largest_call(config, p)))
+            .collect();
         self.pool_budgets = config
             .limits
             .values()
@@ -106,6 +118,8 @@ impl Setup {
             self.configured.push(name.clone());
             if let Some(pool) = &b.pool {
                 self.pool_of.insert(name.clone(), pool.name.clone());
+                self.calls
+                    .insert(name.clone(), crate::runner::pool::call_estimate(b));
             }
             let budgets = crate::runner::budget::of_config(b);
             if !budgets.is_empty() {
@@ -367,6 +381,11 @@ impl App {
         self.data.pools.iter().find(|p| &p.name == name)
     }
 
+    /// The tokens a call of `batch` reserves from its pool.
+    pub fn call_of(&self, batch: &str) -> i64 {
+        self.setup.calls.get(batch).copied().unwrap_or(0)
+    }
+
     /// The batches that draw from a pool, by name.
     pub fn pool_batches(&self, pool: &str) -> Vec<&str> {
         self.setup
@@ -418,11 +437,24 @@ impl App {
             Some(d) => detail::page(
                 &d.key,
                 self.data.detail.as_ref(),
+                self.detail_batch(),
                 self.now,
                 layout::detail_text_width(self.size),
             ),
             None => Vec::new(),
         }
+    }
+
+    /// The batch of the item read for the detail, as the same poll read it.
+    fn detail_batch(&self) -> Option<&crate::model::BatchInfo> {
+        let Some(Ok(d)) = &self.data.detail else {
+            return None;
+        };
+        self.data
+            .batches
+            .iter()
+            .map(|b| &b.info)
+            .find(|i| i.name == d.item.batch)
     }
 
     /// The furthest the detail page scrolls at the current size.

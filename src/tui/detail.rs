@@ -1,13 +1,14 @@
-//! An item in full, as content: state, payload (pretty JSON), result, op
-//! id, every attempt's error newest first, the end of what its last
-//! attempts printed on stderr, and its own events. One page of
-//! lines, each a run of texts in their roles, long texts wrapped to the
-//! page's width by display width. The state scrolls it by its length;
-//! `ui::detail` styles and draws it.
+//! An item in full, as content: state, who holds its claim (`show`'s
+//! line), payload (pretty JSON), result, op id, every attempt's error
+//! newest first, the end of what its last attempts printed on stderr, and
+//! its own events. One page of lines, each a run of texts in their roles,
+//! long texts wrapped to the page's width by display width. The state
+//! scrolls it by its length; `ui::detail` styles and draws it.
 
 use super::format::{ago, clean, clock, wrap};
 use super::theme::{Role, kind_role, state_role};
-use crate::model::{Millis, state_word};
+use crate::model::claim_view;
+use crate::model::{BatchInfo, Millis, state_word};
 use crate::store::{AttemptLog, ItemDetail};
 use crate::util::text;
 use crate::util::time::rfc3339;
@@ -66,12 +67,14 @@ fn hanging(
 }
 
 /// The page of item `key`, before scrolling, from what the poll read
-/// (`shown`: the detail asked for, or why it could not be read). Long
+/// (`shown`: the detail asked for, or why it could not be read; `info`:
+/// its batch, whose seats say who holds a claim, as `show` says it). Long
 /// texts are wrapped to `width` cells; a line may still be wider (a JSON
 /// key, a row of fields) and is cut where it is drawn.
 pub fn page(
     key: &str,
     shown: Option<&Result<ItemDetail, String>>,
+    info: Option<&BatchInfo>,
     now: Millis,
     width: usize,
 ) -> Vec<PageLine> {
@@ -123,6 +126,11 @@ pub fn page(
             },
         ),
     ]);
+    if let Some(claim) = info.and_then(|i| claim_view::of(i, item)) {
+        let role = if claim.orphaned() { Role::Warn } else { plain };
+        let line = claim.line(now);
+        hanging(vec![field("claim")], FIELD, &line, width, role, &mut out);
+    }
     let mut when = format!(
         "updated {} ({})",
         rfc3339(item.updated_at),
@@ -339,7 +347,7 @@ mod tests {
             },
         ];
         let shown = Ok(detail(logs));
-        let lines = text_of(&page("k", Some(&shown), 0, 80));
+        let lines = text_of(&page("k", Some(&shown), None, 0, 80));
         let at = |s: &str| {
             lines
                 .iter()
@@ -362,7 +370,7 @@ mod tests {
     #[test]
     fn no_stderr_says_so() {
         let shown = Ok(detail(Vec::new()));
-        let lines = text_of(&page("k", Some(&shown), 0, 80));
+        let lines = text_of(&page("k", Some(&shown), None, 0, 80));
         let head = lines
             .iter()
             .position(|l| l == "stderr of the last attempts (0), newest first")

@@ -43,6 +43,17 @@ impl PoolDim {
         i64::try_from(cost).unwrap_or(i64::MAX)
     }
 
+    /// When a call drawing `units` fits in the bucket whose TAT is
+    /// `tat_us`: once the TAT it leaves is within `per` of now. The one
+    /// rule, for the calls admitted and for every view of a pool.
+    fn fits_at(&self, tat_us: i64, units: i64) -> Millis {
+        ms_up(
+            tat_us
+                .saturating_add(self.cost_us(units))
+                .saturating_sub(self.per_us),
+        )
+    }
+
     /// Bucket time of a settlement: what was drawn beyond (or short of)
     /// the reservation, unclamped (a call that used more than its bucket
     /// leaves the bucket in debt).
@@ -115,11 +126,11 @@ impl Store {
                 let mut t = tat;
                 let mut fit = 0;
                 while fit < room {
-                    let cost = d.cost_us(d.units(calls[fit].estimate));
-                    if t.saturating_add(cost) - now_us > d.per_us {
+                    let units = d.units(calls[fit].estimate);
+                    if d.fits_at(t, units) > now {
                         break;
                     }
-                    t = t.saturating_add(cost);
+                    t = t.saturating_add(d.cost_us(units));
                     fit += 1;
                 }
                 room = room.min(fit);
@@ -134,7 +145,7 @@ impl Store {
                         .map(|c| d.cost_us(d.units(c.estimate)))
                         .sum();
                     let next = calls[room].estimate;
-                    let fits = ms_up(tat + drawn + d.cost_us(d.units(next)) - d.per_us);
+                    let fits = d.fits_at(tat + drawn, d.units(next));
                     if fits > now && wait.as_ref().is_none_or(|w: &PoolWait| fits > w.until) {
                         wait = Some(PoolWait {
                             dimension: d.name.clone(),
@@ -391,18 +402,8 @@ pub(super) fn view(tx: &mut dyn Read, spec: &PoolSpec, now: Millis) -> Result<Po
     let minutes = tx.pool_minutes(pool, since)?;
     let mut dims = Vec::with_capacity(spec.dims.len());
     for d in &spec.dims {
-        let tat = tx.pool_tat(pool, &d.name)?.unwrap_or(now_us).max(now_us);
-        let ahead = i128::from(tat - now_us);
-        let per = i128::from(d.per_us.max(1));
-        let used = (ahead * i128::from(d.count) + per - 1) / per;
-        let next = ms_up(tat + d.cost_us(1) - d.per_us);
-        dims.push(PoolDimView {
-            dimension: d.name.clone(),
-            used: i64::try_from(used).unwrap_or(i64::MAX),
-            recent: recent(d, &minutes, now),
-            limit: d.count,
-            next_slot: (next > now).then_some(next),
-        });
+        let tat = tx.pool_tat(pool, &d.name)?.unwrap_or(now_us);
+        dims.push(PoolDimView::read(d, tat, recent(d, &minutes, now), now));
     }
     let drawn = |u: &UsageSum| u.input_tokens + u.output_tokens + u.estimated_tokens;
     let per_minute: Vec<(i64, i64)> = minutes.iter().map(|(m, u)| (*m, drawn(u))).collect();
@@ -423,6 +424,42 @@ pub(super) fn view(tx: &mut dyn Read, spec: &PoolSpec, now: Millis) -> Result<Po
         tokens_per_minute: crate::store::dialect::fill_minutes(&per_minute, now, POOL_MINUTES),
         today,
     })
+}
+
+impl PoolDimView {
+    /// A rate as the views see it at `now`, from its bucket's TAT and what
+    /// its window counted.
+    #[must_use]
+    pub fn read(rate: &PoolDim, tat_us: i64, recent: i64, now: Millis) -> PoolDimView {
+        let now_us = now.saturating_mul(1000);
+        let tat_us = tat_us.max(now_us);
+        let ahead = i128::from(tat_us - now_us);
+        let per = i128::from(rate.per_us.max(1));
+        let used = (ahead * i128::from(rate.count) + per - 1) / per;
+        PoolDimView {
+            dimension: rate.name.clone(),
+            used: i64::try_from(used).unwrap_or(i64::MAX),
+            recent,
+            limit: rate.count,
+            rate: rate.clone(),
+            tat_us,
+        }
+    }
+
+    /// What a call reserving `estimate` tokens draws from this rate: one
+    /// request, or its tokens.
+    #[must_use]
+    pub fn units(&self, estimate: i64) -> i64 {
+        self.rate.units(estimate)
+    }
+
+    /// When a call reserving `estimate` tokens next fits in this rate, by
+    /// admission's rule; `None` when it fits at `now`.
+    #[must_use]
+    pub fn next_slot(&self, estimate: i64, now: Millis) -> Option<Millis> {
+        let at = self.rate.fits_at(self.tat_us, self.units(estimate));
+        (at > now).then_some(at)
+    }
 }
 
 /// What a limit counts of its last window at `now`, from the per-minute

@@ -487,7 +487,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         budget_until: crate::runner::budget::held_until(&budget_states(app, info)),
         rate_limit: app
             .pool_of(&info.name)
-            .and_then(|v| crate::runner::pool::limited(v, app.now)),
+            .and_then(|v| crate::runner::pool::limited(v, app.call_of(&info.name), app.now)),
         taken: 0,
         idle: Some(Idle::from_fire(fire)),
     };

@@ -141,13 +141,21 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
         }
         Line::from(spans)
     };
+    // Full is said for the largest call of its batches, by the rule that
+    // admits calls: room for one token is no room for a call of 1,200.
+    let call = app.setup.pool_calls.get(&v.name).copied().unwrap_or(0);
     for d in &v.dims {
-        let note = match d.next_slot {
-            Some(t) if d.used >= d.limit => {
-                Some((format!("full, next slot {}", when(t)), Role::Warn))
-            }
-            None if d.used >= d.limit => Some(("full".to_string(), Role::Warn)),
-            _ if d.over_window() => Some((
+        let note = match d.next_slot(call, now) {
+            Some(t) => Some((
+                // The words first: at 80 columns the slot may be cut.
+                format!(
+                    "{}, next slot {}",
+                    crate::runner::pool::full_words(d, call, num),
+                    when(t)
+                ),
+                Role::Warn,
+            )),
+            None if d.over_window() => Some((
                 // The room first: at 80 columns the rest is cut.
                 format!("{} free now; over its window, refilling", num(d.free())),
                 Role::Dim,
@@ -274,8 +282,11 @@ fn sparkline(values: &[i64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::sparkline;
+    use crate::config::limits::Measure;
     use crate::model::{BatchInfo, Counts, Millis};
-    use crate::store::{BatchView, Dashboard, PoolDimView, PoolHold, PoolView, Spent, UsageSum};
+    use crate::store::{
+        BatchView, Dashboard, PoolDim, PoolDimView, PoolHold, PoolView, Spent, UsageSum,
+    };
     use crate::tui::action::{Arrival, Intent, Pane};
     use crate::tui::app::{App, Setup};
     use crate::tui::theme::Palette;
@@ -290,24 +301,33 @@ mod tests {
         assert_eq!(sparkline(&[]), "");
     }
 
+    /// A rate of `count` a minute whose bucket's TAT is `ahead_us` past
+    /// now, its window having counted `recent`.
+    fn rate(name: &str, measure: Measure, count: i64, ahead_us: i64, recent: i64) -> PoolDimView {
+        let rate = PoolDim {
+            name: name.into(),
+            measure,
+            count,
+            per_us: MINUTE_US,
+        };
+        PoolDimView::read(&rate, NOW * 1000 + ahead_us, recent, NOW)
+    }
+
+    const MINUTE_US: i64 = 60_000_000;
+
+    /// The tokens/min of `view`, in debt until `at` (a call of nothing
+    /// fits then).
+    fn tokens_until(at: Millis, recent: i64) -> PoolDimView {
+        let ahead = (at - NOW) * 1000 + MINUTE_US;
+        rate("tokens/min", Measure::Tokens, 250_000, ahead, recent)
+    }
+
     fn view() -> PoolView {
         PoolView {
             name: POOL.into(),
             dims: vec![
-                PoolDimView {
-                    dimension: "requests/min".into(),
-                    used: 12,
-                    recent: 12,
-                    limit: 3000,
-                    next_slot: None,
-                },
-                PoolDimView {
-                    dimension: "tokens/min".into(),
-                    used: 250_000,
-                    recent: 250_000,
-                    limit: 250_000,
-                    next_slot: Some(NOW + 14_000),
-                },
+                rate("requests/min", Measure::Requests, 3000, 12 * 20_000, 12),
+                tokens_until(NOW + 14_000, 250_000),
             ],
             in_flight: 3,
             concurrency: Some(16),
@@ -448,13 +468,15 @@ mod tests {
     #[test]
     fn a_window_over_its_limit_says_the_bucket_refills() {
         let mut v = view();
-        v.dims[1] = PoolDimView {
-            dimension: "tokens/min".into(),
-            used: 249_178,
-            recent: 313_421,
-            limit: 250_000,
-            next_slot: None,
-        };
+        // 249,178 tokens drawn of the bucket: 240 µs each.
+        v.dims[1] = rate(
+            "tokens/min",
+            Measure::Tokens,
+            250_000,
+            249_178 * 240,
+            313_421,
+        );
+        assert_eq!(v.dims[1].used, 249_178);
         for size in [(80, 24), (120, 40)] {
             let mut app = app_with(size, v.clone());
             app.update(Intent::GoPane(Pane::Pools));
@@ -476,7 +498,7 @@ mod tests {
             }
         }
         // The line of `status`, and the room in `--json`.
-        let line = crate::commands::pools::pool_line(&v, NOW);
+        let line = crate::commands::pools::pool_line(&v, 0, NOW);
         assert!(
             line.contains(
                 "tokens/min 313421/250000 (over its window: the bucket refills as it goes; 822 free now)"
@@ -484,7 +506,7 @@ mod tests {
             "{line}"
         );
         assert_eq!(
-            crate::commands::pools::pool_json(&v, NOW)["limits"][1]["free"],
+            crate::commands::pools::pool_json(&v, 0, NOW)["limits"][1]["free"],
             822
         );
     }
@@ -506,7 +528,7 @@ mod tests {
         app.update(Arrival::Tick(NOW + 126_000));
         let mut v = view();
         v.hold = None;
-        v.dims[1].next_slot = Some(NOW + 130_000);
+        v.dims[1] = tokens_until(NOW + 130_000, 250_000);
         app.update(Arrival::Polled {
             at: NOW + 126_000,
             asked: app.asked,

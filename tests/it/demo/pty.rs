@@ -213,3 +213,52 @@ fn demo_killed_with_sigkill_leaves_nothing_running() {
     }
     drop(dash);
 }
+
+/// The demo started by a program replaced since it began (a rebuild or an
+/// upgrade under it: Linux then reads its own path as "PATH (deleted)")
+/// starts its runner and daemon, and its worker, from the program now at
+/// that path, where it stopped at once: "starting the demo's runner: No
+/// such file or directory".
+#[cfg(target_os = "linux")]
+#[test]
+fn demo_runs_after_the_program_was_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo_dir = tmp.path().join("demo");
+    let exe = tmp.path().join("nightshift");
+    std::fs::copy(BIN, &exe).unwrap();
+    // The old program stays reachable through a descriptor of ours; a new
+    // one is renamed over its path, as an installer does. Started through
+    // the descriptor, the demo is the old program, replaced from its start.
+    let old = std::fs::File::open(&exe).unwrap();
+    let new = tmp.path().join("nightshift.new");
+    std::fs::copy(BIN, &new).unwrap();
+    std::fs::rename(&new, &exe).unwrap();
+    let through = format!(
+        "/proc/{}/fd/{}",
+        std::process::id(),
+        std::os::fd::AsRawFd::as_raw_fd(&old)
+    );
+    let mut dash = Dash::open(
+        Path::new(&through),
+        tmp.path(),
+        &tmp.path().join("elsewhere.db"),
+        &["demo", "--dir", demo_dir.to_str().unwrap()],
+        (80, 24),
+    );
+    dash.wait_for("the articles at work", |s| {
+        done_on_screen(s, "articles").is_some_and(|n| n > 0)
+    });
+    let config = std::fs::read_to_string(demo_dir.join("nightshift.toml")).unwrap();
+    assert!(
+        config.contains(&format!("worker = [\"{}\", \"agent\"]", exe.display())),
+        "{config}"
+    );
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0, "{}", dash.screen());
+    let start = Instant::now();
+    while !common::processes_in(&demo_dir).is_empty() {
+        assert!(start.elapsed() < pty::PATIENCE, "the demo left processes");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(old);
+}

@@ -119,7 +119,9 @@ both_backends! {
         assert!(shown.contains(&format!(
             "\nclaim:     run #1 ({holder}) crashed: its runner is gone; the next run takes this item back\n"
         )), "{shown}");
-        let shown: Value = serde_json::from_str(&out(&env, &["show", "s", "k1", "--json"])).unwrap();
+        let mut shown: Value = serde_json::from_str(&out(&env, &["show", "s", "k1", "--json"])).unwrap();
+        let lease = shown["claim"].as_object_mut().unwrap().remove("lease_until").unwrap();
+        assert!(lease.as_str().is_some_and(|t| t.ends_with('Z')), "{lease}");
         assert_eq!(shown["claim"], serde_json::json!({
             "run_id": 1, "runner": holder, "state": "crashed", "orphaned": true, "silent_since": null,
         }));

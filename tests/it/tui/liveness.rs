@@ -137,6 +137,81 @@ fn killed_runners_show_crashed_at_once_at_both_sizes() {
     }
 }
 
+/// `show BATCH KEY`'s claim line, run as a view on the dashboard's host.
+fn claim_shown(env: &Env, batch: &str, key: &str) -> String {
+    let out = env
+        .cmd()
+        .env("NIGHTSHIFT_HOST", HOST)
+        .args(["show", batch, key])
+        .output()
+        .unwrap();
+    let text = common::stdout(&out);
+    text.lines()
+        .find_map(|l| l.strip_prefix("claim:     "))
+        .unwrap_or_else(|| panic!("no claim line in:\n{text}"))
+        .to_string()
+}
+
+/// The item detail's claim line, from the drawn pane.
+fn claim_drawn(screen: &str) -> Option<String> {
+    let line = screen.lines().find(|l| l.contains("│claim     "))?;
+    let text = line.split("│claim     ").nth(1)?;
+    Some(text.trim_end().trim_end_matches('│').trim_end().to_string())
+}
+
+/// The item detail says who holds a claimed item, in the words and by the
+/// rule of `show`: in flight in its run on its runner, leased until when;
+/// once the runner is killed with SIGKILL, that its runner is gone and the
+/// next run takes the item back. It said only "claimed".
+#[test]
+fn the_item_detail_says_who_holds_its_claim_as_show_does() {
+    let env = Env::new();
+    let marker = format!("hang-{}", env.dir.path().display());
+    let worker = env.script(
+        "w.sh",
+        &format!("cat >/dev/null\nsh -c 'sleep 60; :' {marker}\necho '{{}}'"),
+    );
+    env.config(&format!(
+        "[batch.\"{JA}\"]\nworker = [\"{}\"]\nlock_ttl = \"1h\"\n",
+        worker.display()
+    ));
+    env.add_items(JA, 1);
+    let mut runner = env.spawn_with("run", &["run", JA], &[("NIGHTSHIFT_HOST", HOST)]);
+    wait_for("the item claimed", || {
+        env.int("SELECT count(*) FROM items WHERE status = 'claimed'") == 1
+    });
+    let holder = format!("run #1 ({HOST}:{})", runner.id());
+
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (160, 40));
+    dash.wait_loaded();
+    dash.key("3");
+    dash.key("\r");
+    let screen = dash.wait_for("the claim in the item detail", |s| claim_drawn(s).is_some());
+    let drawn = claim_drawn(&screen).unwrap();
+    assert!(
+        drawn.starts_with(&format!("in flight in {holder}, leased until ")),
+        "{screen}"
+    );
+    // The same line but for the seconds that pass between the two reads.
+    let shown = claim_shown(&env, JA, "k1");
+    let lease = |l: &str| l.split(" (in ").next().unwrap_or("").to_string();
+    assert_eq!(lease(&drawn), lease(&shown), "{screen}");
+
+    signal(runner.id(), Signal::SIGKILL);
+    runner.wait().unwrap();
+    let crashed =
+        format!("{holder} crashed: its runner is gone; the next run takes this item back");
+    let screen = dash.wait_for("the claim orphaned", |s| {
+        claim_drawn(s).as_deref() == Some(crashed.as_str())
+    });
+    assert_eq!(claim_shown(&env, JA, "k1"), crashed, "{screen}");
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    for pid in pids_with(&marker) {
+        signal(pid, Signal::SIGKILL);
+    }
+}
+
 /// The emergency stop (the `PAUSED` file beside the store) shows in the
 /// header and pauses every batch on screen, though no row changes; it goes
 /// when the file does.

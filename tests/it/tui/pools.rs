@@ -109,3 +109,121 @@ fn the_pools_pane_and_the_waiting_reason_on_screen() {
         assert_eq!(dash.wait_exit(), 0);
     }
 }
+
+/// A pool with room for a few tokens is full for a batch whose every call
+/// reserves more: `tokens = "1000/h"`, a run drew 700 (its
+/// `token_estimate`, nothing reported), so the next call of 700 fits only
+/// in 24 minutes. Every view says so, by the rule that admits calls: the
+/// Pools pane (for the largest call of its batches), `status`, its JSON,
+/// the waiting reasons, the dry run and the batch detail; a batch of the
+/// same pool whose calls of 200 fit waits for no pool. Every view said
+/// the pool had room (`700 / 1,000`, no note; the items waiting only for a
+/// runner), judging
+/// "full" for a call of one token.
+#[test]
+fn a_pool_is_full_for_calls_bigger_than_its_room() {
+    const SMALL: &str = "見出し";
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null\necho '{\"ok\":1}'");
+    env.config(&format!(
+        "[limit.\"{POOL}\"]\ntokens = \"1000/h\"\n\n\
+         [batch.\"{BATCH}\"]\nworker = [\"./w.sh\"]\nlimit = \"{POOL}\"\ntoken_estimate = 700\n\n\
+         [batch.\"{SMALL}\"]\nworker = [\"./w.sh\"]\nlimit = \"{POOL}\"\ntoken_estimate = 200\n"
+    ));
+    let items: String = (1..=5)
+        .map(|i| format!("{{\"key\":\"k{i}\",\"label\":\"記事{i}\"}}\n"))
+        .collect();
+    env.write("items.jsonl", &items);
+    env.run(&["add", BATCH, "items.jsonl"]).code(0);
+    env.run(&["add", SMALL, "items.jsonl"]).code(0);
+    env.run(&["run", BATCH, "--limit", "1"]).code(0);
+
+    let status = env.status();
+    let batch = |name: &str| {
+        status["batches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let waiting = &batch(BATCH)["waiting"][0];
+    assert_eq!(
+        (&waiting["reason"], &waiting["count"], &waiting["dimension"]),
+        (&"rate-limit".into(), &4.into(), &"tokens/h".into()),
+        "{status}"
+    );
+    assert_eq!(
+        batch(SMALL)["waiting"][0]["reason"],
+        "no-runner",
+        "{status}"
+    );
+    let pool = &status["pools"][0];
+    assert_eq!(pool["call_tokens"], 700, "{pool}");
+    assert_eq!(pool["limits"][0]["free"], 300, "{pool}");
+    assert!(pool["limits"][0]["next_slot"].is_string(), "{pool}");
+
+    let text = env.run(&["status"]).stdout.clone();
+    let lines: Vec<&str> = text.lines().collect();
+    let under = |name: &str| {
+        let at = lines
+            .iter()
+            .position(|l| *l == format!("{name}:"))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"));
+        lines[at + 1].to_string()
+    };
+    assert!(
+        under(BATCH).starts_with(&format!(
+            "  pool {POOL}: tokens/h 700/1000 (full for 700-token calls, next slot "
+        )),
+        "{text}"
+    );
+    let small = under(SMALL);
+    assert!(
+        small.starts_with(&format!("  pool {POOL}: tokens/h 700/1000;")),
+        "{text}"
+    );
+    let dry = env.run(&["run", BATCH, "--dry-run"]).stdout.clone();
+    assert!(
+        dry.contains(&format!("{BATCH}: would wait until "))
+            && dry.contains(&format!("for pool {POOL} (tokens/h)")),
+        "{dry}"
+    );
+
+    for size in [(80, 24), (120, 40)] {
+        let what = format!("{}×{}", size.0, size.1);
+        let _ = std::fs::remove_dir_all(env.path("state"));
+        let mut dash = Dash::open(
+            Path::new(BIN),
+            env.dir.path(),
+            &env.db,
+            &["watch", "--batch", BATCH],
+            size,
+        );
+        let screen = dash.wait_for(&what, |s| pty::loaded(s) && s.contains("│waiting"));
+        let line = row_of(&screen, "│waiting");
+        assert!(
+            line.contains("4 pending: waiting for pool"),
+            "{what}: {line:?}\n{screen}"
+        );
+        dash.key("6");
+        let screen = dash.wait_for(&what, |s| s.contains("today (UTC)"));
+        let tokens = row_of(&screen, "tokens/h ");
+        assert!(
+            tokens.contains("700 / 1,000  full for 700-token calls"),
+            "{what}: {tokens:?}\n{screen}"
+        );
+        if size.0 == 120 {
+            assert!(tokens.contains(", next slot "), "{what}: {tokens:?}");
+        }
+        for l in screen.lines() {
+            assert!(
+                nightshift::util::text::width(l) <= size.0 as usize,
+                "{what}: {l:?}"
+            );
+        }
+        dash.key("q");
+        assert_eq!(dash.wait_exit(), 0);
+    }
+}

@@ -7,13 +7,18 @@ use crate::store::{PoolDimView, PoolView, UsageSum};
 fn view(name: &str) -> PoolView {
     PoolView {
         name: name.into(),
-        dims: vec![PoolDimView {
-            dimension: "tokens/min".into(),
-            used: 600,
-            recent: 600,
-            limit: 600,
-            next_slot: Some(NOW + 10_000),
-        }],
+        // Drawn to its limit: the next token fits in 10 s.
+        dims: vec![PoolDimView::read(
+            &crate::store::PoolDim {
+                name: "tokens/min".into(),
+                measure: crate::config::limits::Measure::Tokens,
+                count: 600,
+                per_us: 60_000_000,
+            },
+            (NOW + 10_000) * 1000 + 60_000_000 - 100_000,
+            600,
+            NOW,
+        )],
         in_flight: 0,
         concurrency: None,
         hold: None,

@@ -1,10 +1,11 @@
-//! A claimed item's claim as `show` tells it: in flight in a live run, or
+//! A claimed item's claim, as `show` and the dashboard's item detail both
+//! tell it: in flight in a live run (its lease renewed until when), or
 //! orphaned by a run whose runner crashed or went silent (taken back by
 //! the next run), by the rule `status` counts `orphaned` with.
 
 use serde_json::{Value, json};
 
-use crate::model::{BatchInfo, Item, Millis, Seat, Status};
+use super::{BatchInfo, Item, Millis, Seat, Status};
 use crate::util::sanitize;
 use crate::util::time::{relative, rfc3339};
 
@@ -21,15 +22,18 @@ enum State {
     Seatless,
 }
 
-pub struct Claim {
+/// Who holds a claimed item, and how that run is, as of the read.
+pub struct ClaimView {
     run_id: Option<i64>,
     /// `host:pid` of the seat's holder.
     runner: Option<String>,
     state: State,
+    /// Until when the claim is leased (its run's heartbeat renews it).
+    lease_until: Option<Millis>,
 }
 
 /// The claim of `item`, if it is claimed.
-pub fn of(info: &BatchInfo, item: &Item) -> Option<Claim> {
+pub fn of(info: &BatchInfo, item: &Item) -> Option<ClaimView> {
     if item.status != Status::Claimed {
         return None;
     }
@@ -40,14 +44,15 @@ pub fn of(info: &BatchInfo, item: &Item) -> Option<Claim> {
         Some(Seat::Silent { since }) => State::Silent { since },
         None => State::Seatless,
     };
-    Some(Claim {
+    Some(ClaimView {
         run_id: item.lease_run,
         runner: seat.map(|(l, _)| l.holder.to_string()),
         state,
+        lease_until: item.lease_until,
     })
 }
 
-impl Claim {
+impl ClaimView {
     fn state_word(&self) -> &'static str {
         match self.state {
             State::Live => "live",
@@ -57,7 +62,15 @@ impl Claim {
         }
     }
 
-    /// The `claim:` line of `show`.
+    /// Whether nothing works the item: its run's runner is gone or silent,
+    /// or its run holds no seat.
+    #[must_use]
+    pub fn orphaned(&self) -> bool {
+        self.state != State::Live
+    }
+
+    /// The claim in one line: `show`'s `claim:` and the item detail's.
+    #[must_use]
     pub fn line(&self, now: Millis) -> String {
         let run = match (self.run_id, &self.runner) {
             (Some(id), Some(r)) => format!("run #{id} ({})", sanitize::line(r)),
@@ -66,7 +79,14 @@ impl Claim {
         };
         let back = "the next run takes this item back";
         match self.state {
-            State::Live => format!("in flight in {run}"),
+            State::Live => match self.lease_until {
+                Some(t) => format!(
+                    "in flight in {run}, leased until {} ({})",
+                    rfc3339(t),
+                    relative(t, now)
+                ),
+                None => format!("in flight in {run}"),
+            },
             State::Crashed => format!("{run} crashed: its runner is gone; {back}"),
             State::Silent { since } => format!(
                 "{run} silent since {} ({}): its lock expired; {back}",
@@ -78,12 +98,14 @@ impl Claim {
     }
 
     /// `show --json`'s `claim`.
+    #[must_use]
     pub fn json(&self) -> Value {
         json!({
             "run_id": self.run_id,
             "runner": self.runner,
             "state": self.state_word(),
-            "orphaned": self.state != State::Live,
+            "orphaned": self.orphaned(),
+            "lease_until": self.lease_until.map(rfc3339),
             "silent_since": match self.state {
                 State::Silent { since } => Some(rfc3339(since)),
                 _ => None,
