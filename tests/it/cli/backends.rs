@@ -328,6 +328,20 @@ both_backends! {
         assert!(last.starts_with("source added 0, already present 2 (2 of them done and pruned on "), "{last}");
     }
 
+    /// A key named twice is one item: the requeue moves it once and says
+    /// so, as its dry run did; it failed (exit 3, "a requeue chunk moved 1
+    /// items of the 2 it counted") while the dry run listed it twice.
+    fn a_key_named_twice_is_requeued_once(env) {
+        env.failing_batch("b");
+        let dry = env.run(&["requeue", "b", "k1", "k1", "k2", "--dry-run", "--json"]).code(0).json();
+        assert_eq!(dry["count"], 2, "{dry}");
+        let ran = env.run(&["requeue", "b", "k1", "k2", "k1"]);
+        assert_eq!(ran.code(0).stdout, "b: requeued 2 items\n", "{}", ran.stderr);
+        assert_eq!(env.item("k1").0, "pending");
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'requeued'"), 2);
+        env.assert_counts_consistent();
+    }
+
     /// SIGTERM to a long requeue while a runner holds the batch (so the
     /// requeue goes in short chunks): it stops after the chunk in hand and
     /// says exactly how many items moved, which is what the store holds;
