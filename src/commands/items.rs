@@ -47,7 +47,7 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         limit: args.limit,
         ..ItemFilter::default()
     };
-    let items = store.items(&args.batch, &filter)?;
+    let items = ctx.empty_if_unseen(&args.batch, store.items(&args.batch, &filter))?;
     if args.json {
         for item in &items {
             out_json(item)?;
@@ -148,12 +148,13 @@ const LABEL_MATCHES: usize = 20;
 /// The item `show` names: the one with that key, else the one item with
 /// that label. Several with the label, or none: an error that lists them,
 /// or says how to search.
-fn find(store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
-    match store.item(batch, name) {
+fn find(ctx: &Ctx, store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
+    match ctx.no_key_if_unseen(batch, name, store.item(batch, name)) {
         Err(StoreError::UnknownKey { .. }) => {}
         found => return Ok(found?),
     }
-    let matches = store.labelled(batch, name, LABEL_MATCHES + 1)?;
+    let labelled = store.labelled(batch, name, LABEL_MATCHES + 1);
+    let matches = ctx.empty_if_unseen(batch, labelled)?;
     // Names are quoted with `{:?}` (controls escaped; the caller makes
     // the whole message inert), as the store's own errors quote them.
     let search = format!(
@@ -206,7 +207,7 @@ fn shell_word(s: &str) -> String {
 
 pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
-    let item = match find(&store, &args.batch, &args.key) {
+    let item = match find(ctx, &store, &args.batch, &args.key) {
         Err(e) => match e.downcast::<StoreError>() {
             Ok(StoreError::Pruned { tombstone, .. }) => return show_pruned(args, &tombstone),
             Ok(other) => return Err(other.into()),
