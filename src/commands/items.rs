@@ -159,8 +159,8 @@ fn find(ctx: &Ctx, store: &Store, batch: &str, name: &str) -> anyhow::Result<Ite
     // the whole message inert), as the store's own errors quote them.
     let search = format!(
         "nightshift items {} --search {}",
-        shell_word(batch),
-        shell_word(name)
+        sanitize::shell_word(batch),
+        sanitize::shell_word(name)
     );
     match matches.as_slice() {
         [one] => Ok(store.item(batch, &one.key)?),
@@ -179,8 +179,8 @@ fn find(ctx: &Ctx, store: &Store, batch: &str, name: &str) -> anyhow::Result<Ite
             for row in many.iter().take(LABEL_MATCHES) {
                 msg.push_str(&format!(
                     "\n  nightshift show {} {}   ({})",
-                    shell_word(batch),
-                    shell_word(&row.key),
+                    sanitize::shell_word(batch),
+                    sanitize::shell_word(&row.key),
                     state_of(row.status, row.tier, row.outcome)
                 ));
             }
@@ -189,19 +189,6 @@ fn find(ctx: &Ctx, store: &Store, batch: &str, name: &str) -> anyhow::Result<Ite
             }
             Err(user_error(msg))
         }
-    }
-}
-
-/// `s` as one shell word: as it is when nothing in it is special to a
-/// shell, else in single quotes.
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_alphanumeric() || "-_.:/@%+=,".contains(c));
-    if plain {
-        sanitize::line(s).into_owned()
-    } else {
-        format!("'{}'", sanitize::line(&s.replace('\'', r"'\''")))
     }
 }
 
@@ -361,8 +348,8 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         out(format!(
             "stderr:    kept for {}: nightshift show {} {} --attempts",
             noun::count(logs.len(), "attempt"),
-            shell_word(&args.batch),
-            shell_word(&item.key)
+            sanitize::shell_word(&args.batch),
+            sanitize::shell_word(&item.key)
         ))?;
     }
     out(format!("events ({}):", events.len()))?;

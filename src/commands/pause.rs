@@ -42,8 +42,9 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
         ))?;
     } else {
         out(format!(
-            "{name}: paused ({}): runs and schedule fires do nothing until `nightshift unpause {name}`",
-            sanitize::line(&args.reason)
+            "{name}: paused ({}): runs and schedule fires do nothing until `nightshift unpause {}`",
+            sanitize::line(&args.reason),
+            sanitize::shell_word(&args.batch)
         ))?;
     }
     Ok(Exit::Ok)
