@@ -73,7 +73,14 @@ pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     if groups.is_empty() {
-        out(format!("{}: no dead letters", sanitize::line(&args.batch)))?;
+        let of_class = args
+            .class
+            .as_deref()
+            .map_or_else(String::new, |c| format!(" of class {}", sanitize::line(c)));
+        out(format!(
+            "{}: no dead letters{of_class}",
+            sanitize::line(&args.batch)
+        ))?;
         return Ok(Exit::Ok);
     }
     let last_header = format!("LAST {}", window.to_uppercase());
