@@ -23,7 +23,7 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         && !args.stale
     {
         return Err(user_error(
-            "say which items to requeue: KEY..., --all-failed, --class ERROR_CLASS, --tier retry|manual \
+            "say which items to requeue: KEY..., --all-failed, --class ERROR_CLASS, --tier retry|manual, \
              --outcome empty|done|skipped (done items, to run them again) or --stale (done under \
              an older version)",
         ));

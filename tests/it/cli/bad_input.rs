@@ -445,7 +445,14 @@ fn requeue_without_a_selector_says_how_to_choose() {
         &env,
         &["requeue", "b"],
         2,
-        &["KEY", "--all-failed", "--class", "--tier"],
+        // Each way its own item of the list (the comma before --outcome
+        // was missing: "--tier retry|manual --outcome ...", read as one).
+        &[
+            "KEY...",
+            "--all-failed",
+            "--class ERROR_CLASS",
+            "--tier retry|manual, --outcome",
+        ],
     );
     ran.error_line();
 }
