@@ -54,8 +54,8 @@ pub fn run(args: &DemoArgs, no_color: bool) -> anyhow::Result<Exit> {
     if kept {
         out(format!(
             "the demo's directory is kept: {}\n  look around: nightshift --db {} status   (or: dlq articles, log, watch)",
-            demo.dir.display(),
-            demo.db.display()
+            crate::util::sanitize::line(&demo.dir.display().to_string()),
+            crate::util::sanitize::shell_word(&demo.db.display().to_string())
         ))?;
     } else {
         out("(the demo directory is removed on exit; keep it with --keep)")?;

@@ -16,7 +16,8 @@ pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
     let now = now_ms();
     let since = args.since.map(|d| now - d.as_millis() as i64);
     if args.jsonl {
-        for d in store.dead_letters(&args.batch, since, args.class.as_deref())? {
+        let letters = store.dead_letters(&args.batch, since, args.class.as_deref());
+        for d in ctx.empty_if_unseen(&args.batch, letters)? {
             // `job_id` as the seeds' jq one-liners read it; `key` and
             // `label` as everything else names an item.
             out_json(&json!({
@@ -35,7 +36,7 @@ pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let mut groups = store.dlq_groups(&args.batch, now)?;
+    let mut groups = ctx.empty_if_unseen(&args.batch, store.dlq_groups(&args.batch, now))?;
     if let Some(class) = &args.class {
         groups.retain(|g| &g.error_class == class);
     }
@@ -44,7 +45,10 @@ pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
         .since
         .map_or_else(|| "24h".to_string(), format_duration);
     let windowed = match args.since {
-        Some(since) => Some(store.dlq_window_counts(&args.batch, now, since.as_millis() as i64)?),
+        Some(since) => {
+            let counts = store.dlq_window_counts(&args.batch, now, since.as_millis() as i64);
+            Some(ctx.empty_if_unseen(&args.batch, counts)?)
+        }
         None => None,
     };
     let counts = |class: &str, last_24h: i64, prev_24h: i64| match &windowed {
@@ -69,7 +73,14 @@ pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Ok);
     }
     if groups.is_empty() {
-        out(format!("{}: no dead letters", sanitize::line(&args.batch)))?;
+        let of_class = args
+            .class
+            .as_deref()
+            .map_or_else(String::new, |c| format!(" of class {}", sanitize::line(c)));
+        out(format!(
+            "{}: no dead letters{of_class}",
+            sanitize::line(&args.batch)
+        ))?;
         return Ok(Exit::Ok);
     }
     let last_header = format!("LAST {}", window.to_uppercase());

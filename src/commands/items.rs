@@ -47,7 +47,7 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         limit: args.limit,
         ..ItemFilter::default()
     };
-    let items = store.items(&args.batch, &filter)?;
+    let items = ctx.empty_if_unseen(&args.batch, store.items(&args.batch, &filter))?;
     if args.json {
         for item in &items {
             out_json(item)?;
@@ -148,18 +148,19 @@ const LABEL_MATCHES: usize = 20;
 /// The item `show` names: the one with that key, else the one item with
 /// that label. Several with the label, or none: an error that lists them,
 /// or says how to search.
-fn find(store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
-    match store.item(batch, name) {
+fn find(ctx: &Ctx, store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
+    match ctx.no_key_if_unseen(batch, name, store.item(batch, name)) {
         Err(StoreError::UnknownKey { .. }) => {}
         found => return Ok(found?),
     }
-    let matches = store.labelled(batch, name, LABEL_MATCHES + 1)?;
+    let labelled = store.labelled(batch, name, LABEL_MATCHES + 1);
+    let matches = ctx.empty_if_unseen(batch, labelled)?;
     // Names are quoted with `{:?}` (controls escaped; the caller makes
     // the whole message inert), as the store's own errors quote them.
     let search = format!(
         "nightshift items {} --search {}",
-        shell_word(batch),
-        shell_word(name)
+        sanitize::shell_word(batch),
+        sanitize::shell_word(name)
     );
     match matches.as_slice() {
         [one] => Ok(store.item(batch, &one.key)?),
@@ -178,8 +179,8 @@ fn find(store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
             for row in many.iter().take(LABEL_MATCHES) {
                 msg.push_str(&format!(
                     "\n  nightshift show {} {}   ({})",
-                    shell_word(batch),
-                    shell_word(&row.key),
+                    sanitize::shell_word(batch),
+                    sanitize::shell_word(&row.key),
                     state_of(row.status, row.tier, row.outcome)
                 ));
             }
@@ -191,22 +192,9 @@ fn find(store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
     }
 }
 
-/// `s` as one shell word: as it is when nothing in it is special to a
-/// shell, else in single quotes.
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_alphanumeric() || "-_.:/@%+=,".contains(c));
-    if plain {
-        sanitize::line(s).into_owned()
-    } else {
-        format!("'{}'", sanitize::line(&s.replace('\'', r"'\''")))
-    }
-}
-
 pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
-    let item = match find(&store, &args.batch, &args.key) {
+    let item = match find(ctx, &store, &args.batch, &args.key) {
         Err(e) => match e.downcast::<StoreError>() {
             Ok(StoreError::Pruned { tombstone, .. }) => return show_pruned(args, &tombstone),
             Ok(other) => return Err(other.into()),
@@ -362,8 +350,8 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         out(format!(
             "stderr:    kept for {}: nightshift show {} {} --attempts",
             noun::count(logs.len(), "attempt"),
-            shell_word(&args.batch),
-            shell_word(&item.key)
+            sanitize::shell_word(&args.batch),
+            sanitize::shell_word(&item.key)
         ))?;
     }
     out(format!("events ({}):", events.len()))?;

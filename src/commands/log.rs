@@ -51,6 +51,12 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
         limit: args.limit,
         ..EventFilter::default()
     };
+    // A configured batch that has not run yet has an empty log, and is
+    // followed until its first event.
+    let read = |events: crate::store::Result<Vec<Event>>| match &args.batch {
+        Some(batch) => ctx.empty_if_unseen(batch, events),
+        None => events,
+    };
     let print = |events: &[Event]| -> anyhow::Result<()> {
         for e in events {
             if args.json {
@@ -72,11 +78,11 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
         // Every event, oldest first, a page at a time.
         let mut after = 0;
         loop {
-            let page = store.events(&EventFilter {
+            let page = read(store.events(&EventFilter {
                 after_id: Some(after),
                 limit: PAGE,
                 ..filter.clone()
-            })?;
+            }))?;
             print(&page)?;
             if let Some(c) = cursor.as_mut() {
                 c.shown(&page);
@@ -87,7 +93,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
             }
         }
     } else {
-        let events = store.events(&filter)?;
+        let events = read(store.events(&filter))?;
         print(&events)?;
         if let Some(c) = cursor.as_mut() {
             c.shown(&events);
@@ -98,6 +104,6 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
     };
     loop {
         std::thread::sleep(FOLLOW_POLL);
-        print(&store.follow_next(&filter, &mut cursor)?)?;
+        print(&read(store.follow_next(&filter, &mut cursor))?)?;
     }
 }

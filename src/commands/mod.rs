@@ -115,6 +115,46 @@ impl Ctx {
         self.config.batch_or_defaults(name)
     }
 
+    /// A read of `batch` that the store refused as an unknown batch, for a
+    /// batch the config names: the store has not seen it yet (nothing
+    /// added, never run), so what it holds is empty. A name neither knows
+    /// stays an error.
+    pub fn empty_if_unseen<T: Default>(
+        &self,
+        batch: &str,
+        read: Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match read {
+            Err(StoreError::UnknownBatch { name, .. })
+                if name == batch && self.config.batch(batch).is_some() =>
+            {
+                Ok(T::default())
+            }
+            other => other,
+        }
+    }
+
+    /// The same for a read naming `key` of `batch`: a batch the store has
+    /// not seen has no item of that key.
+    pub fn no_key_if_unseen<T>(
+        &self,
+        batch: &str,
+        key: &str,
+        read: Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match read {
+            Err(StoreError::UnknownBatch { name, .. })
+                if name == batch && self.config.batch(batch).is_some() =>
+            {
+                Err(StoreError::UnknownKey {
+                    batch: batch.to_string(),
+                    key: key.to_string(),
+                })
+            }
+            other => other,
+        }
+    }
+
     /// Batches to show: the store's, plus configured ones not yet in it.
     pub fn all_batch_names(&self, store: &Store) -> anyhow::Result<Vec<String>> {
         let mut names = store.batch_names()?;

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{Ctx, Exit, out, out_json};
+use super::{Ctx, Exit, out, out_json, user_error};
 use crate::cli::{PauseArgs, UnpauseArgs};
 use crate::model::Pause;
 use crate::store::{StoreError, Unpaused};
@@ -11,6 +11,13 @@ use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
 
 pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
+    // As `skip`: a reason given must say something (status and the
+    // dashboard show it); leaving --reason out gives the default one.
+    if args.reason.trim().is_empty() {
+        return Err(user_error(
+            "--reason must say why the batch is paused (or leave --reason out)",
+        ));
+    }
     let mut store = ctx.open_write()?;
     // A configured batch can be paused before it ever ran; an unknown name
     // is a typo, not a new batch.
@@ -42,8 +49,9 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
         ))?;
     } else {
         out(format!(
-            "{name}: paused ({}): runs and schedule fires do nothing until `nightshift unpause {name}`",
-            sanitize::line(&args.reason)
+            "{name}: paused ({}): runs and schedule fires do nothing until `nightshift unpause {}`",
+            sanitize::line(&args.reason),
+            sanitize::shell_word(&args.batch)
         ))?;
     }
     Ok(Exit::Ok)

@@ -23,7 +23,7 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         && !args.stale
     {
         return Err(user_error(
-            "say which items to requeue: KEY..., --all-failed, --class ERROR_CLASS, --tier retry|manual \
+            "say which items to requeue: KEY..., --all-failed, --class ERROR_CLASS, --tier retry|manual, \
              --outcome empty|done|skipped (done items, to run them again) or --stale (done under \
              an older version)",
         ));
@@ -50,7 +50,7 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
             true,
             &actor(),
             now_ms(),
-        )?
+        )
     } else {
         let mut store = ctx.open_write()?;
         // A signal stops the requeue between chunks; the error says exactly
@@ -63,7 +63,11 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
             false,
             &actor(),
             now_ms(),
-        )?
+        )
+    };
+    let moved = match args.keys.first() {
+        Some(key) => ctx.no_key_if_unseen(&args.batch, key, moved)?,
+        None => ctx.empty_if_unseen(&args.batch, moved)?,
     };
     if args.json {
         out_json(&json!({
@@ -119,11 +123,12 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
     // store too.
     let report = if args.dry_run {
         ctx.open_read()?
-            .skip_dry_run(&args.batch, &args.keys, now_ms())?
+            .skip_dry_run(&args.batch, &args.keys, now_ms())
     } else {
         let mut store = ctx.open_write()?;
-        store.skip(&args.batch, &args.keys, &args.reason, &by, now_ms())?
+        store.skip(&args.batch, &args.keys, &args.reason, &by, now_ms())
     };
+    let report = ctx.no_key_if_unseen(&args.batch, &args.keys[0], report)?;
     if args.json {
         out_json(&json!({
             "batch": args.batch,

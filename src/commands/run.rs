@@ -110,7 +110,7 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
                  or give one after `--`: nightshift run {} -- ./worker.sh",
                 crate::batch_name::shown(&args.batch),
                 crate::batch_name::toml_table(&args.batch),
-                args.batch
+                sanitize::shell_word(&args.batch)
             ))
         })?
     } else {
@@ -202,7 +202,8 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
                 )
             } else {
                 format!(
-                    "{name}: would wait until {until} ({left}) for the retry-after hold{from}: no call starts before (`nightshift unpause {name}` lifts it)"
+                    "{name}: would wait until {until} ({left}) for the retry-after hold{from}: no call starts before (`nightshift unpause {}` lifts it)",
+                    sanitize::shell_word(&plan.batch)
                 )
             },
         ))?;
@@ -275,7 +276,7 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         out(if c.total() == 0 {
             format!(
                 "nothing to run: the batch has no items yet (nightshift add {} FILE)",
-                sanitize::line(&plan.batch)
+                sanitize::shell_word(&plan.batch)
             )
         } else {
             format!(

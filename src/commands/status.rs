@@ -467,7 +467,7 @@ fn human(
                 "{}; {} left, no call starts before it ends; `nightshift unpause {}` lifts it",
                 h.describe(now),
                 crate::util::time::compact(((h.until - now) / 1000) as u64),
-                i.name
+                sanitize::shell_word(&i.name)
             ));
         }
         let cfg = ctx.config.batch(&i.name);
@@ -518,7 +518,7 @@ fn human(
         if let Some(n) = stale_done(ctx, store, &i.name)?.filter(|n| *n > 0) {
             lines.push(format!(
                 "{n} done under an older version: `nightshift requeue {} --stale` runs {} again",
-                i.name,
+                sanitize::shell_word(&i.name),
                 if n == 1 { "it" } else { "them" }
             ));
         }

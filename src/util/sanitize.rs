@@ -42,6 +42,20 @@ pub fn line(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `s` as one shell word, inert, for a command a view suggests to copy
+/// (`nightshift unpause 'my batch'`): as it is when nothing in it is
+/// special to a shell, else in single quotes.
+pub fn shell_word(s: &str) -> Cow<'_, str> {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || "-_.:/@%+=,".contains(c));
+    if plain {
+        line(s)
+    } else {
+        Cow::Owned(format!("'{}'", line(&s.replace('\'', r"'\''"))))
+    }
+}
+
 /// Multi-line text: newlines are kept, tabs become spaces, everything else
 /// dangerous is escaped as in [`line`].
 pub fn text(s: &str) -> Cow<'_, str> {
@@ -158,6 +172,15 @@ mod tests {
             let back: serde_json::Value = serde_json::from_str(&inert).unwrap();
             assert_eq!(back, value);
         }
+    }
+
+    #[test]
+    fn a_shell_word_is_quoted_only_when_a_shell_would_split_or_expand_it() {
+        assert_eq!(shell_word("記事-1"), "記事-1");
+        assert_eq!(shell_word("my batch"), "'my batch'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word("~$HOME"), "'~$HOME'");
+        assert_eq!(shell_word(""), "''");
     }
 
     #[test]

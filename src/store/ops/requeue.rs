@@ -132,7 +132,10 @@ fn select(tx: &mut dyn Read, batch: &str, sel: &Selection) -> Result<Vec<(i64, R
     }
     if !sel.keys.is_empty() {
         let mut named = Named::default();
-        for key in &sel.keys {
+        // A key named twice (`requeue b k1 k1`, a list pasted twice) is
+        // one item, moved once.
+        let mut seen = std::collections::HashSet::new();
+        for key in sel.keys.iter().filter(|k| seen.insert(k.as_str())) {
             let Some((item, r, status)) = tx.item_for_requeue(b, key)? else {
                 return Err(missing(tx, b, batch, key));
             };

@@ -189,7 +189,7 @@ impl App {
                         // Done items run again only when asked for by name.
                         text.push_str(&format!(
                             " (to run them again: nightshift requeue {} --outcome {o})",
-                            clean(&batch)
+                            crate::util::sanitize::shell_word(&batch)
                         ));
                     }
                     self.warn(text);

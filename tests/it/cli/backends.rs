@@ -328,6 +328,56 @@ both_backends! {
         assert!(last.starts_with("source added 0, already present 2 (2 of them done and pruned on "), "{last}");
     }
 
+    /// A key named twice is one item: the requeue moves it once and says
+    /// so, as its dry run did; it failed (exit 3, "a requeue chunk moved 1
+    /// items of the 2 it counted") while the dry run listed it twice.
+    fn a_key_named_twice_is_requeued_once(env) {
+        env.failing_batch("b");
+        let dry = env.run(&["requeue", "b", "k1", "k1", "k2", "--dry-run", "--json"]).code(0).json();
+        assert_eq!(dry["count"], 2, "{dry}");
+        let ran = env.run(&["requeue", "b", "k1", "k2", "k1"]);
+        assert_eq!(ran.code(0).stdout, "b: requeued 2 items\n", "{}", ran.stderr);
+        assert_eq!(env.item("k1").0, "pending");
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'requeued'"), 2);
+        env.assert_counts_consistent();
+    }
+
+    /// A batch the config names that has not run yet (nothing added) reads
+    /// as empty: no dead letters, no events, no items, nothing to requeue,
+    /// and a key named in it is not there; `log --follow` waits for its
+    /// first event. Each said "unknown batch \"記事\" (known: ...)", exit 2,
+    /// of a batch the config names (and `log -f` could not be opened before
+    /// the night's first run).
+    fn a_configured_batch_that_has_not_run_yet_reads_as_empty(env) {
+        env.config("[batch.\"記事\"]\nworker = [\"true\"]\n\n[batch.other]\nworker = [\"true\"]\n");
+        env.add_items("other", 1);
+        let mut follow = env.spawn("follow", &["log", "記事", "--follow"]);
+        assert_eq!(env.run(&["dlq", "記事"]).code(0).stdout, "記事: no dead letters\n");
+        let json = env.run(&["dlq", "記事", "--json", "--since", "1h"]).code(0).json();
+        assert_eq!(json["classes"], serde_json::json!([]), "{json}");
+        assert_eq!(env.run(&["dlq", "記事", "--jsonl"]).code(0).stdout, "");
+        assert_eq!(env.run(&["log", "記事"]).code(0).stdout, "");
+        assert_eq!(env.run(&["items", "記事", "--json"]).code(0).stdout, "");
+        assert_eq!(env.run(&["requeue", "記事", "--all-failed"]).code(0).stdout, "記事: requeued 0 items\n");
+        for args in [
+            vec!["requeue", "記事", "k1"],
+            vec!["skip", "記事", "k1", "--reason", "不要"],
+            vec!["skip", "記事", "k1", "--reason", "不要", "--dry-run"],
+            vec!["show", "記事", "k1"],
+        ] {
+            let ran = env.run(&args);
+            assert!(ran.code(2).stderr.starts_with("nightshift: error: no item \"k1\" in batch \"記事\""), "{args:?}: {}", ran.stderr);
+        }
+        // A name neither the config nor the store knows is still refused.
+        assert!(env.run(&["dlq", "nope"]).code(2).stderr.contains("unknown batch \"nope\""));
+        // What the batch's first event is, the follower prints.
+        env.add_items("記事", 1);
+        common::wait_for("the follower to print the first event", || {
+            env.output_of("follow").0.contains("added 1, already present 0")
+        });
+        assert_eq!(follow.try_wait().unwrap(), None, "{:?}", env.output_of("follow"));
+    }
+
     /// SIGTERM to a long requeue while a runner holds the batch (so the
     /// requeue goes in short chunks): it stops after the chunk in hand and
     /// says exactly how many items moved, which is what the store holds;

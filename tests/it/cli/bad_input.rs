@@ -438,6 +438,18 @@ fn a_missing_store_says_to_init_and_creates_nothing() {
     }
 }
 
+/// A blank pause reason is refused, as skip's is, and nothing is paused:
+/// it paused the batch with the reason "", shown as "paused ()" by pause
+/// and as an empty reason by status and the dashboard.
+#[test]
+fn pause_with_a_blank_reason_is_refused() {
+    let env = store();
+    for blank in ["", "  "] {
+        refused(&env, &["pause", "b", "--reason", blank], 2, &["--reason"]).error_line();
+    }
+    assert_eq!(env.status()["batches"][0]["paused"], false);
+}
+
 #[test]
 fn requeue_without_a_selector_says_how_to_choose() {
     let env = store();
@@ -445,7 +457,14 @@ fn requeue_without_a_selector_says_how_to_choose() {
         &env,
         &["requeue", "b"],
         2,
-        &["KEY", "--all-failed", "--class", "--tier"],
+        // Each way its own item of the list (the comma before --outcome
+        // was missing: "--tier retry|manual --outcome ...", read as one).
+        &[
+            "KEY...",
+            "--all-failed",
+            "--class ERROR_CLASS",
+            "--tier retry|manual, --outcome",
+        ],
     );
     ran.error_line();
 }

@@ -304,6 +304,22 @@ fn dlq_groups_by_class_last_24h_against_the_24h_before() {
     assert_eq!(ran.code(0).stdout, "b: no dead letters\n");
 }
 
+/// A class with no dead letters is said to have none, not the batch: it
+/// said "b: no dead letters" of a batch with four (a typo in --class, or a
+/// class that stopped failing, read as a clean night).
+#[test]
+fn dlq_of_a_class_without_dead_letters_names_the_class() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let ran = env.run(&["dlq", "b", "--class", "入力エラー"]);
+    assert_eq!(
+        ran.code(0).stdout,
+        "b: no dead letters of class 入力エラー\n"
+    );
+    let ran = env.run(&["dlq", "b", "--class", "BadInput"]);
+    assert!(ran.code(0).stdout.starts_with("ERROR CLASS"), "{ran:?}");
+}
+
 #[test]
 fn dlq_jsonl_exports_the_documented_fields_in_utc() {
     let env = Env::new();

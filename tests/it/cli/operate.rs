@@ -227,6 +227,49 @@ fn pause_stops_runs_until_unpause_and_records_who_and_why() {
     assert_eq!(env.status()["batches"][0]["done"], 3);
 }
 
+/// The command a line suggests between backticks, split as a shell
+/// splits it (by `sh` itself), without the leading `nightshift`.
+fn suggested(line: &str) -> Vec<String> {
+    let command = line
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command in {line}"));
+    let words = std::process::Command::new("sh")
+        .args(["-c", &format!("printf '%s\\n' {command}")])
+        .output()
+        .unwrap();
+    let words: Vec<String> = String::from_utf8(words.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(words[0], "nightshift", "{line}");
+    words[1..].to_vec()
+}
+
+/// A batch name with a space (a name may hold one) is quoted in the
+/// commands the output suggests, so that copied into a shell they work:
+/// pause said `nightshift unpause my batch`, which unpauses nothing
+/// ("unexpected argument 'batch'"), and run --dry-run said "nightshift
+/// add my batch FILE".
+#[test]
+fn suggested_commands_quote_a_batch_name_for_the_shell() {
+    let env = Env::new();
+    env.config("[batch.\"my batch\"]\nworker = [\"true\"]\n");
+    let ran = env.run(&["run", "my batch", "--dry-run"]);
+    assert!(
+        ran.code(0)
+            .stdout
+            .contains("(nightshift add 'my batch' FILE)"),
+        "{ran:?}"
+    );
+    let ran = env.run(&["pause", "my batch"]);
+    let unpause = suggested(&ran.code(0).stdout);
+    assert_eq!(unpause, ["unpause", "my batch"]);
+    let args: Vec<&str> = unpause.iter().map(String::as_str).collect();
+    assert_eq!(env.run(&args).code(0).stdout, "my batch: unpaused\n");
+}
+
 /// Ages every row of the store by `days`, so prune has something to do.
 fn age_everything(env: &Env, days: i64) {
     let ms = days * 86_400_000;
