@@ -188,6 +188,9 @@ pub struct Item {
     pub done_version: Option<String>,
     /// Claims take higher priorities first (default 0), then older items.
     pub priority: i32,
+    /// Claimed, its call deferred by its limit pool since then: it waits
+    /// for a place, it is not in flight (counted only while claimed).
+    pub pool_wait_since: Option<Millis>,
 }
 
 /// An item to add: its key and label come from `key::derive_line`.

@@ -112,14 +112,13 @@ fn waits_for(
         status: item.status,
         tier: item.tier,
         next_attempt_at: item.next_attempt_at,
+        pool_wait_since: item.pool_wait_since,
     };
     Ok(item_reason(&h, w, now).map(|(reason, until)| Waiting {
         reason,
         items: 1,
         until,
-        pool: (reason == WaitReason::RateLimit)
-            .then(|| h.rate_limit.clone())
-            .flatten(),
+        pool: crate::model::waiting::pool_of(&h, reason),
         not_before: i64::from(
             reason == WaitReason::NotDue && item.status == crate::model::Status::Pending,
         ),

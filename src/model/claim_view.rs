@@ -1,5 +1,6 @@
 //! A claimed item's claim, as `show` and the dashboard's item detail both
 //! tell it: in flight in a live run (its lease renewed until when), or
+//! waiting there for a place in its limit pool (since when), or
 //! orphaned by a run whose runner crashed or went silent (taken back by
 //! the next run), by the rule `status` counts `orphaned` with.
 
@@ -30,6 +31,9 @@ pub struct ClaimView {
     state: State,
     /// Until when the claim is leased (its run's heartbeat renews it).
     lease_until: Option<Millis>,
+    /// Since when its pool defers its call: it waits for a place, it is
+    /// not in flight.
+    pool_wait_since: Option<Millis>,
 }
 
 /// The claim of `item`, if it is claimed.
@@ -49,6 +53,7 @@ pub fn of(info: &BatchInfo, item: &Item) -> Option<ClaimView> {
         runner: seat.map(|(l, _)| l.holder.to_string()),
         state,
         lease_until: item.lease_until,
+        pool_wait_since: item.pool_wait_since,
     })
 }
 
@@ -79,6 +84,17 @@ impl ClaimView {
         };
         let back = "the next run takes this item back";
         match self.state {
+            State::Live if let Some(since) = self.pool_wait_since => {
+                let lease = self
+                    .lease_until
+                    .map(|t| format!(", leased until {} ({})", rfc3339(t), relative(t, now)))
+                    .unwrap_or_default();
+                format!(
+                    "claimed by {run}, waiting for a place in its pool since {} ({}){lease}",
+                    rfc3339(since),
+                    relative(since, now)
+                )
+            }
             State::Live => match self.lease_until {
                 Some(t) => format!(
                     "in flight in {run}, leased until {} ({})",
@@ -106,6 +122,7 @@ impl ClaimView {
             "state": self.state_word(),
             "orphaned": self.orphaned(),
             "lease_until": self.lease_until.map(rfc3339),
+            "pool_wait_since": self.pool_wait_since.map(rfc3339),
             "silent_since": match self.state {
                 State::Silent { since } => Some(rfc3339(since)),
                 _ => None,

@@ -37,6 +37,9 @@ pub enum WaitReason {
     /// The batch's limit pool has no room now ([`RateLimited`] says which
     /// pool, which dimension and the next slot).
     RateLimit,
+    /// Claimed by a live run, their calls deferred by the batch's limit
+    /// pool: waiting for a place, not in flight.
+    PoolPlace,
     /// In flight in another run.
     InFlight,
     /// Could run, but this run did not take them (`--limit`, a stop).
@@ -56,6 +59,7 @@ str_enum!(WaitReason {
     Hold => "hold",
     Budget => "budget",
     RateLimit => "rate-limit",
+    PoolPlace => "pool-place",
     InFlight => "in-flight",
     Pending => "pending",
     NoRunner => "no-runner",
@@ -115,6 +119,11 @@ pub struct Holding {
     pub budget_until: Option<Millis>,
     /// The batch's limit pool, while it has no room.
     pub rate_limit: Option<RateLimited>,
+    /// The batch's limit pool, by name, if it has one.
+    pub pool: Option<String>,
+    /// Of the claimed items, those whose calls their pool deferred
+    /// (`Item::pool_wait_since`): waiting for a place, not in flight.
+    pub pool_waits: i64,
     /// Of the items a run could take, how many the run in question takes
     /// (a dry run's list; none after a run ended).
     pub taken: i64,
@@ -177,6 +186,8 @@ pub struct Waits {
     pub status: super::Status,
     pub tier: Option<super::Tier>,
     pub next_attempt_at: Option<Millis>,
+    /// Claimed, its call deferred by its pool (`Item::pool_wait_since`).
+    pub pool_wait_since: Option<Millis>,
 }
 
 /// The one reason an item waits, with no run in question (`show`); the
@@ -189,8 +200,14 @@ pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason,
         (Status::Failed | Status::Pending, _) if item.next_attempt_at.is_some_and(|t| t > now) => {
             Some((WaitReason::NotDue, item.next_attempt_at))
         }
-        // A live holder's claim is being worked.
-        (Status::Claimed, _) if h.lock_held => None,
+        // A live holder's claim is being worked, or waits for a place in
+        // its pool.
+        (Status::Claimed, _) if h.lock_held => item.pool_wait_since.map(|_| {
+            (
+                WaitReason::PoolPlace,
+                h.rate_limit.as_ref().and_then(|r| r.next_slot),
+            )
+        }),
         _ => blocked(h, now).or(Some((WaitReason::Pending, None))),
     }
 }
@@ -202,9 +219,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     let mut out = Vec::new();
     let mut push = |reason, items: i64, until| {
         if items > 0 {
-            let pool = (reason == WaitReason::RateLimit)
-                .then(|| h.rate_limit.clone())
-                .flatten();
+            let pool = pool_of(h, reason);
             let not_before = match reason {
                 WaitReason::NotDue => h.retry.pending_later,
                 WaitReason::Due => h.retry.pending_due.min(items),
@@ -223,11 +238,14 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     push(WaitReason::Quarantined, c.manual, None);
     push(WaitReason::NotDue, h.retry.later, h.retry.next_at);
     // Claims need the lock: with no live holder, a run takes them back.
+    // A live holder's claims are in flight but for those its pool defers.
     let (in_flight, reclaim) = if h.lock_held {
         (c.claimed, 0)
     } else {
         (0, c.claimed)
     };
+    let pool_waits = h.pool_waits.clamp(0, in_flight);
+    let in_flight = in_flight - pool_waits;
     // What a run could take, in the order it takes them: due retries
     // (redriven first), claims to take back, pending items.
     let mut taken = h.taken.max(0);
@@ -245,8 +263,33 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
             push(WaitReason::Pending, rest, None);
         }
     }
+    push(
+        WaitReason::PoolPlace,
+        pool_waits,
+        h.rate_limit.as_ref().and_then(|r| r.next_slot),
+    );
     push(WaitReason::InFlight, in_flight, None);
     out
+}
+
+/// The pool items waiting for `reason` wait for, if any.
+pub fn pool_of(h: &Holding, reason: WaitReason) -> Option<RateLimited> {
+    match reason {
+        WaitReason::RateLimit => h.rate_limit.clone(),
+        WaitReason::PoolPlace => Some(pool_place(h)),
+        _ => None,
+    }
+}
+
+/// The pool claimed items wait for a place in: the batch's, and why it
+/// has no room when the views know (its dimension; empty when they do
+/// not, as when a place this runner holds is given back at once).
+fn pool_place(h: &Holding) -> RateLimited {
+    h.rate_limit.clone().unwrap_or_else(|| RateLimited {
+        pool: h.pool.clone().unwrap_or_else(|| "?".into()),
+        dimension: String::new(),
+        next_slot: None,
+    })
 }
 
 /// The list for `--json`: `[{"reason": "not-due", "items": 2, "until":
@@ -272,7 +315,9 @@ fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
             );
             if let Some(p) = &w.pool {
                 o.insert("pool".into(), p.pool.clone().into());
-                o.insert("dimension".into(), p.dimension.clone().into());
+                if !p.dimension.is_empty() {
+                    o.insert("dimension".into(), p.dimension.clone().into());
+                }
             }
             if w.not_before > 0 {
                 o.insert("not_before".into(), w.not_before.into());
@@ -372,6 +417,16 @@ impl fmt::Display for Said<'_> {
                     None => Ok(()),
                 }
             }
+            WaitReason::PoolPlace => {
+                let pool = w.pool.as_ref().map_or("?", |p| p.pool.as_str());
+                write!(f, "{n} claimed, waiting for a place in pool {pool}")?;
+                match (w.pool.as_ref().map(|p| p.dimension.as_str()), w.until) {
+                    (Some(dim), Some(t)) if !dim.is_empty() => {
+                        write!(f, " ({dim}, next slot {})", utc_clock(t, now))
+                    }
+                    _ => Ok(()),
+                }
+            }
             WaitReason::InFlight => write!(f, "{n} in flight in another run"),
             WaitReason::Pending => write!(f, "{n} pending, not run"),
             WaitReason::NoRunner => write!(
@@ -457,6 +512,7 @@ mod tests {
             status: crate::model::Status::Pending,
             tier: None,
             next_attempt_at: Some(LATER),
+            pool_wait_since: None,
         };
         assert_eq!(
             item_reason(&h, item, NOW),
@@ -554,6 +610,29 @@ mod tests {
         assert_eq!(
             said(&held),
             "1 quarantined awaits a human; 7 wait for the runner that holds the lock; 1 in flight in another run"
+        );
+        // Its claim's call deferred by its pool: waiting, not in flight.
+        let deferred = Holding {
+            pool: Some("openai".into()),
+            pool_waits: 1,
+            ..held.clone()
+        };
+        assert_eq!(
+            said(&deferred),
+            "1 quarantined awaits a human; 7 wait for the runner that holds the lock; 1 claimed, waiting for a place in pool openai"
+        );
+        let json = to_status_json(&waiting(&deferred, NOW));
+        assert_eq!(json[2]["reason"], "pool-place");
+        assert_eq!(json[2]["pool"], "openai");
+        let claim = Waits {
+            status: crate::model::Status::Claimed,
+            tier: None,
+            next_attempt_at: None,
+            pool_wait_since: Some(NOW),
+        };
+        assert_eq!(
+            item_reason(&deferred, claim, NOW),
+            Some((WaitReason::PoolPlace, None))
         );
         let hold = Holding {
             hold_until: Some(LATER),
@@ -657,6 +736,7 @@ mod tests {
                     status,
                     tier,
                     next_attempt_at,
+                    pool_wait_since: None,
                 };
                 let (reason, _) = item_reason(&holding, w, NOW).unwrap();
                 *tally.entry(reason).or_insert(0i64) += 1;

@@ -44,8 +44,8 @@ use crate::config::{BatchConfig, Config};
 use crate::model::waiting::RateLimited;
 use crate::model::{Claim, EventKind, Millis};
 use crate::store::{
-    Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView,
-    PoolWait, Store, StoreError,
+    Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolItem, PoolSpec,
+    PoolView, PoolWait, Store, StoreError,
 };
 use crate::util::time::{now_ms, utc_clock};
 
@@ -57,6 +57,10 @@ pub struct Pool {
     /// How long a place in flight is kept without its settlement.
     place_ttl: Duration,
     runner: String,
+    /// The claims (item id, lease token) whose calls the pool deferred and
+    /// has not admitted since: their items are marked waiting for their
+    /// places in the store (`PoolItem::deferred`).
+    deferred: std::sync::Mutex<std::collections::HashSet<(i64, i64)>>,
     /// The last wait the pool gave (for the waiting reason and its event).
     waiting: std::sync::Mutex<Option<PoolWait>>,
     /// Counts the places in flight this runner gave back: a slot waiting
@@ -184,6 +188,7 @@ impl Pool {
             field: cfg.estimate_field.clone(),
             place_ttl: cfg.item_timeout + cfg.grace + Duration::from_secs(5),
             runner: runner.to_string(),
+            deferred: std::sync::Mutex::default(),
             waiting: std::sync::Mutex::new(None),
             back: tokio::sync::watch::Sender::new(0),
         })
@@ -208,12 +213,38 @@ impl Pool {
         reserved(from_field.or(self.estimate))
     }
 
-    fn call(&self, claim: &Claim, now: Millis) -> PoolCall {
+    /// The calls of `claims`, each saying whether the pool deferred it
+    /// before (its item marked waiting for its place).
+    fn calls<'a>(&self, claims: impl IntoIterator<Item = &'a Claim>, now: Millis) -> Vec<PoolCall> {
         let ttl = i64::try_from(self.place_ttl.as_millis()).unwrap_or(i64::MAX);
-        PoolCall {
-            runner: self.runner.clone(),
-            estimate: self.estimate(&claim.payload),
-            until: now.saturating_add(ttl),
+        let deferred = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        claims
+            .into_iter()
+            .map(|c| PoolCall {
+                runner: self.runner.clone(),
+                estimate: self.estimate(&c.payload),
+                until: now.saturating_add(ttl),
+                item: Some(PoolItem {
+                    id: c.item_id,
+                    token: c.token,
+                    deferred: deferred.contains(&(c.item_id, c.token)),
+                }),
+            })
+            .collect()
+    }
+
+    /// Remembers which of `calls` the pool deferred (their items now
+    /// marked waiting) and forgets those it admitted (unmarked).
+    fn deferred_by(&self, calls: &[PoolCall], admission: &Admission) {
+        let mut deferred = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        for (i, c) in calls.iter().enumerate() {
+            if let Some(it) = c.item {
+                if i < admission.admitted {
+                    deferred.remove(&(it.id, it.token));
+                } else {
+                    deferred.insert((it.id, it.token));
+                }
+            }
         }
     }
 
@@ -227,9 +258,12 @@ impl Pool {
             return None;
         }
         let now = now_ms();
-        let calls: Vec<PoolCall> = claims.iter().map(|c| self.call(c, now)).collect();
+        let calls = self.calls(claims, now);
         match s.pool_admit(&self.spec, &calls, now) {
-            Ok(admission) => Some(Asked { calls, admission }),
+            Ok(admission) => {
+                self.deferred_by(&calls, &admission);
+                Some(Asked { calls, admission })
+            }
             Err(e) => {
                 tracing::warn!("asking pool for places with a claim: {e}");
                 None
@@ -282,13 +316,14 @@ impl Cycle {
             return Ok((Vec::new(), None));
         };
         let now = now_ms();
-        let calls: Vec<PoolCall> = claims.iter().map(|c| pool.call(c, now)).collect();
+        let calls = pool.calls(claims.iter().copied(), now);
         let spec = pool.spec.clone();
         let asked = calls.clone();
         let admission = self
             .writer
             .call(move |s| s.pool_admit(&spec, &asked, now_ms()))
             .await?;
+        pool.deferred_by(&calls, &admission);
         Ok(self.admitted(Asked { calls, admission }).await)
     }
 

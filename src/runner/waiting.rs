@@ -85,6 +85,8 @@ fn holding(
             }
             None => None,
         },
+        pool: cfg.and_then(|c| Some(c.pool.as_ref()?.name.clone())),
+        pool_waits: store.pool_waiting(batch)?,
         taken,
         idle,
     };

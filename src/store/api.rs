@@ -371,6 +371,9 @@ pub struct Dashboard {
     /// The selected batch (by name) and its retry tier (due now, later and
     /// when): what its waiting reasons need beside its counts.
     pub retry: Option<(String, crate::model::waiting::RetryTier)>,
+    /// The selected batch's claimed items waiting for a place in its pool,
+    /// read with `retry`.
+    pub pool_waiting: i64,
     /// The selected batch's budgets' windows asked for, and their spend.
     pub spent: Vec<(SpendKey, Spent)>,
     /// The scheduler daemons recorded, with their state at the poll.
@@ -506,6 +509,20 @@ pub struct PoolCall {
     pub estimate: i64,
     /// When its place in flight lapses should its runner die.
     pub until: Millis,
+    /// The claimed item it is for: deferred, the item is marked waiting
+    /// for its place (`Item::pool_wait_since`); admitted after a
+    /// deferral, unmarked.
+    pub item: Option<PoolItem>,
+}
+
+/// The claimed item of a [`PoolCall`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolItem {
+    pub id: i64,
+    /// Its claim's lease token (a claim taken back is not marked).
+    pub token: i64,
+    /// Marked waiting by an earlier deferral of this claim's call.
+    pub deferred: bool,
 }
 
 /// What a pool said to calls asking for their places.

@@ -318,6 +318,7 @@ mod tests {
                 updated_at: 0,
                 done_version: None,
                 priority: 0,
+                pool_wait_since: None,
             },
             failures: Vec::new(),
             attempt_logs: logs,

@@ -33,6 +33,7 @@ pub(crate) fn item_from_row(r: &dyn Row) -> Result<Item> {
         updated_at: r.time(19)?,
         done_version: r.opt_text(20)?,
         priority: r.int(21)? as i32,
+        pool_wait_since: r.opt_time(22)?,
     })
 }
 
@@ -184,13 +185,14 @@ const CLAIMS_ORPHANED_LOCKED: Texts = Texts {
 pub(crate) const ITEM_CLAIM_BY_KEY: Texts = Texts {
     sqlite: "UPDATE items
     SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
-        lease_until = ?4, lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?5
+        lease_until = ?4, lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?5,
+        pool_wait_since = NULL
   WHERE id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)
  RETURNING id, key, label, payload, attempts, op_id, lease_token",
     pg: "UPDATE items
     SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
         lease_until = ?4, lease_token = nextval('lease_tokens'),
-        attempts = attempts + 1, updated_at = ?5
+        attempts = attempts + 1, updated_at = ?5, pool_wait_since = NULL
   WHERE batch_id = ?1 AND key = ?2
  RETURNING id, key, label, payload, attempts, op_id, lease_token",
 };
@@ -253,6 +255,10 @@ const WAITING_NEXT_AT: &str = "SELECT min(t) FROM (
        UNION ALL
        SELECT min(next_attempt_at) FROM items
         WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at > ?2) w";
+/// Claimed items whose calls their pool deferred: the claims of the
+/// batch's runs (`items_claimed` on SQLite), no more.
+const POOL_WAITING: &str = "SELECT count(*) FROM items
+  WHERE batch_id = ?1 AND status = 'claimed' AND pool_wait_since IS NOT NULL";
 
 /// A claim whose run holds no seat (`claims_orphaned_locked`).
 pub(crate) struct Orphaned {
@@ -297,6 +303,11 @@ pub(crate) trait ItemsRead: Sql {
             _ => &timed[..],
         };
         sql::one(self, part.sql(), args, |r| r.int(0))
+    }
+
+    /// Claimed items waiting for a place in their pool, not in flight.
+    fn pool_waiting(&mut self, batch: i64) -> Result<i64> {
+        sql::one(self, POOL_WAITING, &[Arg::Int(batch)], |r| r.int(0))
     }
 
     /// The earliest time after `now` something waits for (a retry-tier

@@ -1,8 +1,17 @@
 //! Statements on limit pools and token usage.
 
+use super::sql::{Arg, Sql};
 use crate::model::Millis;
 use crate::store::Result;
 use crate::store::api::{PoolHold, UsageSum};
+
+/// The claim's call deferred: its item waits for its place (the first
+/// deferral's time kept). Its lease token fences a claim taken back.
+const ITEM_POOL_WAITS: &str = "UPDATE items SET pool_wait_since = ?3
+  WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND pool_wait_since IS NULL";
+/// The call deferred before has its place.
+const ITEM_POOL_PLACED: &str = "UPDATE items SET pool_wait_since = NULL
+  WHERE id = ?1 AND pool_wait_since IS NOT NULL";
 
 pub(crate) trait PoolsRead {
     /// The pool's retry-after hold, over or not.
@@ -20,7 +29,7 @@ pub(crate) trait PoolsRead {
     fn usage_of_item(&mut self, batch: &str, key: &str) -> Result<Option<String>>;
 }
 
-pub(crate) trait PoolsWrite {
+pub(crate) trait PoolsWrite: Sql {
     /// Locks the pool until commit (its lock row made if missing): every
     /// admission and settlement of the pool, on any runner, takes turns.
     fn pool_locked(&mut self, pool: &str) -> Result<()>;
@@ -42,6 +51,19 @@ pub(crate) trait PoolsWrite {
     fn usage_item_append(&mut self, batch: &str, key: &str, lines: &str) -> Result<()>;
     fn usage_run_add(&mut self, run: i64, sum: &UsageSum) -> Result<()>;
     fn usage_pool_add(&mut self, pool: &str, minute: i64, sum: &UsageSum) -> Result<()>;
+
+    /// The claimed item `id` (lease `token`) waits for its place since `at`.
+    fn item_pool_waits(&mut self, id: i64, token: i64, at: Millis) -> Result<()> {
+        let args = [Arg::Int(id), Arg::Int(token), Arg::Time(at)];
+        self.exec(ITEM_POOL_WAITS, &args)?;
+        Ok(())
+    }
+
+    /// The item `id` waits for its place no more.
+    fn item_pool_placed(&mut self, id: i64) -> Result<()> {
+        self.exec(ITEM_POOL_PLACED, &[Arg::Int(id)])?;
+        Ok(())
+    }
 }
 
 /// Per-minute sums (`(minute, tokens)`, minutes since the epoch) laid out

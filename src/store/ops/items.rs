@@ -236,6 +236,15 @@ impl Store {
         })
     }
 
+    /// Claimed items of the batch whose calls their pool deferred: they
+    /// wait for a place, they are not in flight.
+    pub fn pool_waiting(&self, batch: &str) -> Result<i64> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.pool_waiting(b)
+        })
+    }
+
     /// One item by key.
     pub fn item(&self, batch: &str, key: &str) -> Result<Item> {
         self.read_tx(|tx| {

@@ -12,7 +12,7 @@ use crate::store::api::{
     Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView,
     PoolWait, UsageSum,
 };
-use crate::store::dialect::Read;
+use crate::store::dialect::{Read, Write};
 use crate::store::{Result, Store};
 
 /// How soon a call waiting for a place in flight asks again: a place is
@@ -81,11 +81,110 @@ fn ms_up(us: i64) -> Millis {
     us.div_euclid(1000) + i64::from(us.rem_euclid(1000) != 0)
 }
 
+/// The admission of `calls` by the pool, its row locked: as many as fit,
+/// in order, their reservations drawn and their places taken.
+fn admit(
+    tx: &mut dyn Write,
+    spec: &PoolSpec,
+    calls: &[PoolCall],
+    now: Millis,
+) -> Result<Admission> {
+    let pool = spec.name.as_str();
+    if let Some(h) = tx.pool_hold(pool)?.filter(|h| h.until > now) {
+        let wait = PoolWait {
+            dimension: "hold".into(),
+            until: h.until,
+        };
+        return Ok(Admission {
+            admitted: 0,
+            wait: Some(wait),
+        });
+    }
+    let mut room = calls.len();
+    let mut wait = None;
+    if let Some(cap) = spec.concurrency {
+        tx.pool_places_expire(pool, now)?;
+        let free = i64::from(cap) - tx.pool_in_flight(pool, now)?;
+        let free = usize::try_from(free).unwrap_or(0);
+        if free < room {
+            room = free;
+            wait = Some(PoolWait {
+                dimension: "concurrency".into(),
+                until: now + CONCURRENCY_RETRY_MS,
+            });
+        }
+    }
+    let now_us = now.saturating_mul(1000);
+    let mut tats = Vec::with_capacity(spec.dims.len());
+    for d in &spec.dims {
+        let tat = tx.pool_tat(pool, &d.name)?.unwrap_or(now_us).max(now_us);
+        let mut t = tat;
+        let mut fit = 0;
+        while fit < room {
+            let units = d.units(calls[fit].estimate);
+            if d.fits_at(t, units) > now {
+                break;
+            }
+            t = t.saturating_add(d.cost_us(units));
+            fit += 1;
+        }
+        room = room.min(fit);
+        tats.push(tat);
+    }
+    // The next call's slot: when every rate has room for it after
+    // the ones admitted now.
+    if room < calls.len() {
+        for (d, tat) in spec.dims.iter().zip(&tats) {
+            let drawn: i64 = calls[..room]
+                .iter()
+                .map(|c| d.cost_us(d.units(c.estimate)))
+                .sum();
+            let next = calls[room].estimate;
+            let fits = d.fits_at(tat + drawn, d.units(next));
+            if fits > now && wait.as_ref().is_none_or(|w: &PoolWait| fits > w.until) {
+                wait = Some(PoolWait {
+                    dimension: d.name.clone(),
+                    until: fits,
+                });
+            }
+        }
+    }
+    if room > 0 {
+        for (d, tat) in spec.dims.iter().zip(&tats) {
+            let drawn: i64 = calls[..room]
+                .iter()
+                .map(|c| d.cost_us(d.units(c.estimate)))
+                .sum();
+            tx.pool_set_tat(pool, &d.name, tat + drawn)?;
+        }
+        if spec.concurrency.is_some() {
+            // One row per runner counts its places (a slot's calls
+            // are all its runner's).
+            let mut taken: Vec<(&str, i64, Millis)> = Vec::new();
+            for c in &calls[..room] {
+                match taken.iter_mut().find(|t| t.0 == c.runner) {
+                    Some(t) => (t.1, t.2) = (t.1 + 1, t.2.max(c.until)),
+                    None => taken.push((&c.runner, 1, c.until)),
+                }
+            }
+            for (runner, n, until) in taken {
+                tx.pool_places_take(pool, runner, n, until)?;
+            }
+        }
+    }
+    Ok(Admission {
+        admitted: room,
+        wait,
+    })
+}
+
 impl Store {
     /// Gives as many of `calls` as fit, in order, their places in the pool
     /// at `now`: not while the pool is held, within its calls in flight,
     /// within every rate. Their estimates are drawn at once; the places in
-    /// flight are taken until each call's `until`.
+    /// flight are taken until each call's `until`. The items of claimed
+    /// calls deferred are marked waiting for a place, in the same
+    /// transaction (`pool_wait_since`), and unmarked once admitted.
     pub fn pool_admit(
         &mut self,
         spec: &PoolSpec,
@@ -95,92 +194,20 @@ impl Store {
         let pool = spec.name.as_str();
         self.write_tx(|tx| {
             tx.pool_locked(pool)?;
-            if let Some(h) = tx.pool_hold(pool)?.filter(|h| h.until > now) {
-                let wait = PoolWait {
-                    dimension: "hold".into(),
-                    until: h.until,
-                };
-                return Ok(Admission {
-                    admitted: 0,
-                    wait: Some(wait),
-                });
-            }
-            let mut room = calls.len();
-            let mut wait = None;
-            if let Some(cap) = spec.concurrency {
-                tx.pool_places_expire(pool, now)?;
-                let free = i64::from(cap) - tx.pool_in_flight(pool, now)?;
-                let free = usize::try_from(free).unwrap_or(0);
-                if free < room {
-                    room = free;
-                    wait = Some(PoolWait {
-                        dimension: "concurrency".into(),
-                        until: now + CONCURRENCY_RETRY_MS,
-                    });
-                }
-            }
-            let now_us = now.saturating_mul(1000);
-            let mut tats = Vec::with_capacity(spec.dims.len());
-            for d in &spec.dims {
-                let tat = tx.pool_tat(pool, &d.name)?.unwrap_or(now_us).max(now_us);
-                let mut t = tat;
-                let mut fit = 0;
-                while fit < room {
-                    let units = d.units(calls[fit].estimate);
-                    if d.fits_at(t, units) > now {
-                        break;
+            let admission = admit(tx, spec, calls, now)?;
+            // The claims' items say whether they wait for their places.
+            for (i, c) in calls.iter().enumerate() {
+                match c.item {
+                    Some(it) if i >= admission.admitted && !it.deferred => {
+                        tx.item_pool_waits(it.id, it.token, now)?;
                     }
-                    t = t.saturating_add(d.cost_us(units));
-                    fit += 1;
-                }
-                room = room.min(fit);
-                tats.push(tat);
-            }
-            // The next call's slot: when every rate has room for it after
-            // the ones admitted now.
-            if room < calls.len() {
-                for (d, tat) in spec.dims.iter().zip(&tats) {
-                    let drawn: i64 = calls[..room]
-                        .iter()
-                        .map(|c| d.cost_us(d.units(c.estimate)))
-                        .sum();
-                    let next = calls[room].estimate;
-                    let fits = d.fits_at(tat + drawn, d.units(next));
-                    if fits > now && wait.as_ref().is_none_or(|w: &PoolWait| fits > w.until) {
-                        wait = Some(PoolWait {
-                            dimension: d.name.clone(),
-                            until: fits,
-                        });
+                    Some(it) if i < admission.admitted && it.deferred => {
+                        tx.item_pool_placed(it.id)?;
                     }
+                    _ => {}
                 }
             }
-            if room > 0 {
-                for (d, tat) in spec.dims.iter().zip(&tats) {
-                    let drawn: i64 = calls[..room]
-                        .iter()
-                        .map(|c| d.cost_us(d.units(c.estimate)))
-                        .sum();
-                    tx.pool_set_tat(pool, &d.name, tat + drawn)?;
-                }
-                if spec.concurrency.is_some() {
-                    // One row per runner counts its places (a slot's calls
-                    // are all its runner's).
-                    let mut taken: Vec<(&str, i64, Millis)> = Vec::new();
-                    for c in &calls[..room] {
-                        match taken.iter_mut().find(|t| t.0 == c.runner) {
-                            Some(t) => (t.1, t.2) = (t.1 + 1, t.2.max(c.until)),
-                            None => taken.push((&c.runner, 1, c.until)),
-                        }
-                    }
-                    for (runner, n, until) in taken {
-                        tx.pool_places_take(pool, runner, n, until)?;
-                    }
-                }
-            }
-            Ok(Admission {
-                admitted: room,
-                wait,
-            })
+            Ok(admission)
         })
     }
 

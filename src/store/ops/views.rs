@@ -43,6 +43,7 @@ impl Store {
                 let info = &out.batches[idx].info;
                 out.runs = tx.runs_recent(b, q.runs)?;
                 out.retry = Some((info.name.clone(), super::items::retry_tier(tx, b, now)?));
+                out.pool_waiting = tx.pool_waiting(b)?;
                 if q.dlq {
                     out.dlq = super::dead_letters::groups(tx, b, now)?;
                 }

@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 22;
+pub const PG_SCHEMA_VERSION: i32 = 23;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -645,9 +645,15 @@ CREATE OR REPLACE FUNCTION nightshift.shard_beside(other INT, k INT) RETURNS INT
     RETURN set_config('nightshift.shard', ((other + k) % 32)::text, false)::int;
 "#;
 
+/// Version 23: a claimed item waiting for its place in its limit pool
+/// says since when (`pool_wait_since`; see SQLite's version 22).
+const V23: &str = r#"
+ALTER TABLE nightshift.items ADD COLUMN IF NOT EXISTS pool_wait_since BIGINT;
+"#;
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22,
+    V22, V23,
 ];
 
 /// Which store a session is on: the database (one made anew under the same

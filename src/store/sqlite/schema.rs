@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 21;
+pub const SCHEMA_VERSION: i32 = 22;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -690,8 +690,15 @@ END;
 ";
 // ---- end of keys in a table of their own ----
 
+/// Version 22: a claimed item waiting for its place in its limit pool
+/// says since when (`pool_wait_since`), set by the runner when the pool
+/// defers its call and cleared when the call gets its place or the item
+/// is claimed again; the views count it as waiting, not in flight.
+const V22: &str = "ALTER TABLE items ADD COLUMN pool_wait_since INTEGER;";
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
+    V22,
 ];
 
 /// What a migration needs beyond SQL, run right after the SQL named.

@@ -195,6 +195,7 @@ fn with_detail(q: &DashQuery) -> Dashboard {
                 updated_at: NOW,
                 done_version: None,
                 priority: 0,
+                pool_wait_since: None,
             },
             failures: Vec::new(),
             attempt_logs: Vec::new(),

@@ -488,6 +488,8 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         rate_limit: app
             .pool_of(&info.name)
             .and_then(|v| crate::runner::pool::limited(v, app.call_of(&info.name), app.now)),
+        pool: app.setup.pool_of.get(&info.name).cloned(),
+        pool_waits: app.data.pool_waiting,
         taken: 0,
         idle: Some(Idle::from_fire(fire)),
     };

@@ -276,7 +276,8 @@ both_backends! {
                  ALTER TABLE locks DROP COLUMN stop; ALTER TABLE locks DROP COLUMN stop_by;
                  ALTER TABLE batches DROP COLUMN hold_key;
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
-                 DROP TABLE workers; PRAGMA user_version = 4;").unwrap(),
+                 DROP TABLE workers; ALTER TABLE items DROP COLUMN pool_wait_since;
+                 PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
                 "DROP TRIGGER items_counted ON items;
                  CREATE TRIGGER items_counted AFTER UPDATE ON items

@@ -260,6 +260,64 @@ echo '{"ok":1}'"#);
         run.wait().unwrap();
     }
 
+    /// The defect: a runner claims an item, then waits for its place in
+    /// the pool; every view said it was in flight ("2 in flight in another
+    /// run", `show`: "in flight in run #1") while the pool said no call
+    /// was. Now `status`, `--json` and `show` say the claims wait for a
+    /// place in the pool, in both modes.
+    fn claims_waiting_for_their_pool_are_not_said_in_flight(env) {
+        env.write("w.py", r#"import json, sys
+for line in sys.stdin:
+    print(json.dumps({"key": json.loads(line)["key"], "result": {"ok": 1}}), flush=True)
+"#);
+        let w = worker(&env, "echo '{\"ok\":1}'");
+        env.config(&format!(
+            "[limit.p]\nrequests = \"1/h\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"p\"\nconcurrency = 3\n\n\
+             [batch.b]\nworker = [\"python3\", \"w.py\"]\nmode = \"persistent\"\nlimit = \"p\"\nconcurrency = 3\n"
+        ));
+        add(&env, "a", 3);
+        add(&env, "b", 3);
+        let mut a = env.spawn("a", &["run", "a"]);
+        let waits = |batch: &str| {
+            env.batch_status(batch)["waiting"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|w| w["reason"] == "pool-place")
+                .map(|w| (w["count"].as_i64().unwrap(), w["pool"].clone()))
+        };
+        // One call has the pool's one request an hour; two claims wait.
+        wait_for("a's two claims waiting for the pool", || waits("a") == Some((2, "p".into())));
+        let text = env.run(&["status", "a"]).code(0).stdout.clone();
+        assert!(text.contains("2 claimed, waiting for a place in pool p"), "{text}");
+        assert!(!text.contains("in flight in another run"), "{text}");
+        let claimed = env.strings(
+            "SELECT i.key FROM items i JOIN batches b ON b.id = i.batch_id \
+             WHERE b.name = 'a' AND i.status = 'claimed' ORDER BY i.key",
+        );
+        let claimed = claimed[0].clone();
+        let show = env.run(&["show", "a", &claimed]).code(0).stdout.clone();
+        assert!(show.contains(", waiting for a place in its pool since "), "{show}");
+        assert!(show.contains("waiting:   1 claimed, waiting for a place in pool p"), "{show}");
+        assert!(!show.contains("in flight in run"), "{show}");
+        let json: Value = serde_json::from_str(&env.run(&["show", "a", &claimed, "--json"]).code(0).stdout).unwrap();
+        assert_eq!(json["waiting"]["reason"], "pool-place", "{json}");
+        assert!(json["claim"]["pool_wait_since"].is_string(), "{json}");
+        // A persistent slot claims ahead: its claims the pool defers wait too.
+        let mut b = env.spawn("b", &["run", "b"]);
+        wait_for("b's claims waiting for the pool", || waits("b").is_some_and(|(n, _)| n > 0));
+        let text = env.run(&["status", "b"]).code(0).stdout.clone();
+        assert!(text.contains("claimed, waiting for a place in pool p"), "{text}");
+        assert!(!text.contains("in flight in another run"), "{text}");
+        for run in [&mut a, &mut b] {
+            common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
+            run.wait().unwrap();
+        }
+        // Stopped, the claims go back to pending: nothing waits for a place.
+        assert_eq!(waits("a"), None);
+    }
+
     /// Calls reporting more tokens than the estimate they reserved let the
     /// pool's window pass its limit (the rest is settled after them):
     /// `status` says so under the run's tokens, with the mean against the

@@ -227,3 +227,31 @@ fn a_pool_is_full_for_calls_bigger_than_its_room() {
         assert_eq!(dash.wait_exit(), 0);
     }
 }
+
+/// A live run whose claims wait for a place in their pool (one request
+/// an hour, three slots): the batch detail says so, where it said "2 in
+/// flight in another run" while the pool had no call in flight.
+#[test]
+fn claims_waiting_for_their_pool_are_said_so_on_screen() {
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null\necho '{\"ok\":1}'");
+    env.config(
+        "[limit.p]\nrequests = \"1/h\"\n\n\
+         [batch.a]\nworker = [\"./w.sh\"]\nlimit = \"p\"\nconcurrency = 3\n",
+    );
+    let items: String = (1..=3).map(|i| format!("{{\"key\":\"k{i}\"}}\n")).collect();
+    env.write("items.jsonl", &items);
+    env.run(&["add", "a", "items.jsonl"]).code(0);
+    let mut run = env.spawn("a", &["run", "a"]);
+    common::wait_for("one call done", || env.status()["batches"][0]["done"] == 1);
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (120, 40));
+    let screen = dash.wait_for("the claims waiting for the pool", |s| {
+        pty::loaded(s) && s.contains("2 claimed, waiting for a place in pool p")
+    });
+    let line = row_of(&screen, "│waiting");
+    assert!(!line.contains("in flight"), "{line:?}\n{screen}");
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
+    run.wait().unwrap();
+}

@@ -119,6 +119,7 @@ fn a_refilling_pool_is_read_again_at_every_poll() {
         runner: "r".into(),
         estimate: 600,
         until: now + 60_000,
+        item: None,
     };
     assert_eq!(store.pool_admit(&spec, &[call], now).unwrap().admitted, 1);
     drop(store);

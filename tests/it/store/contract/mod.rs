@@ -1751,7 +1751,7 @@ both_stores! {
             ],
             concurrency: Some(3),
         };
-        let call = |_id: &str, estimate| PoolCall { runner: "r1".into(), estimate, until: T0 + MIN };
+        let call = |_id: &str, estimate| PoolCall { runner: "r1".into(), estimate, until: T0 + MIN, item: None };
         // Two requests a second: the third waits half a second.
         let a = s.pool_admit(&spec, &[call("c1", 100), call("c2", 100), call("c3", 100)], T0).unwrap();
         assert_eq!(a.admitted, 2);
@@ -1799,10 +1799,59 @@ both_stores! {
         assert_eq!(a.admitted, 2, "c3 and c5 lapsed");
     }
 
+    /// The defect: a claim whose call its pool deferred was counted in
+    /// flight by every view; nothing in the store said it waited. A call
+    /// the pool defers marks its item (since its first deferral), one it
+    /// admits after that unmarks it, and a new claim starts unmarked.
+    fn a_claim_its_pool_defers_waits_for_a_place_until_admitted(db, s) {
+        use nightshift::model::Claim;
+        use nightshift::store::{AttemptUsage, PoolCall, PoolItem, PoolSpec};
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
+        let spec = PoolSpec { name: "p".into(), dims: Vec::new(), concurrency: Some(1) };
+        let call = |c: &Claim, deferred| PoolCall {
+            runner: "r1".into(), estimate: 0, until: T0 + MIN,
+            item: Some(PoolItem { id: c.item_id, token: c.token, deferred }),
+        };
+        let since = |s: &Store, key: &str| s.item("b", key).unwrap().pool_wait_since;
+        // One place: the first call has it, the two others wait.
+        let a = s.pool_admit(&spec, &[call(&c[0], false), call(&c[1], false), call(&c[2], false)], T0 + 1).unwrap();
+        assert_eq!(a.admitted, 1);
+        assert_eq!(s.pool_waiting("b").unwrap(), 2);
+        assert_eq!((since(&s, "k000"), since(&s, "k001")), (None, Some(T0 + 1)));
+        // Asked again and deferred again: waiting since the first time.
+        let a = s.pool_admit(&spec, &[call(&c[1], true), call(&c[2], true)], T0 + 2).unwrap();
+        assert_eq!(a.admitted, 0);
+        assert_eq!(since(&s, "k002"), Some(T0 + 1));
+        // The place given back: k001 has it and waits no more.
+        let settled = AttemptUsage {
+            batch: "b".into(), run_id: run, key: "k000".into(), attempt: 1, pool: Some("p".into()),
+            place: Some("r1".into()), with_done: false, at: T0 + 3, estimate: 0, input_tokens: None, output_tokens: None,
+        };
+        s.settle_usage(Some(&spec), &[settled]).unwrap();
+        let a = s.pool_admit(&spec, &[call(&c[1], true), call(&c[2], true)], T0 + 3).unwrap();
+        assert_eq!(a.admitted, 1);
+        assert_eq!((since(&s, "k001"), since(&s, "k002")), (None, Some(T0 + 1)));
+        assert_eq!(s.pool_waiting("b").unwrap(), 1);
+        // Released while waiting, it waits for nothing; claimed again, it
+        // starts unmarked, and its old claim's call marks nothing.
+        let ev = NewEvent::new(T0, "b", EventKind::Released, "released");
+        assert!(s.release(c[2].item_id, c[2].token, run, true, &ev).unwrap());
+        assert_eq!(s.pool_waiting("b").unwrap(), 0);
+        let again = s.claim("b", run, 1, T0 + MIN, T0 + 4).unwrap().unwrap();
+        assert_eq!((again[0].key.as_str(), since(&s, "k002")), ("k002", None));
+        assert_eq!(s.pool_admit(&spec, &[call(&c[2], false)], T0 + 5).unwrap().admitted, 0);
+        assert_eq!((since(&s, "k002"), s.pool_waiting("b").unwrap()), (None, 0));
+        assert_eq!(s.pool_admit(&spec, &[call(&again[0], false)], T0 + 6).unwrap().admitted, 0);
+        assert_eq!((since(&s, "k002"), s.pool_waiting("b").unwrap()), (Some(T0 + 6), 1));
+    }
+
     fn a_pools_places_are_counted_per_runner_and_a_dead_runners_come_back(db, s) {
         use nightshift::store::{AttemptUsage, PoolCall, PoolSpec};
         let spec = PoolSpec { name: "p".into(), dims: Vec::new(), concurrency: Some(3) };
-        let call = |runner: &str, until| PoolCall { runner: runner.into(), estimate: 0, until };
+        let call = |runner: &str, until| PoolCall { runner: runner.into(), estimate: 0, until, item: None };
         let settled = |runner: &str| AttemptUsage {
             batch: "b".into(), run_id: 1, key: "k".into(), attempt: 1, pool: Some("p".into()),
             place: Some(runner.into()), with_done: false, at: T0, estimate: 0, input_tokens: None, output_tokens: None,
@@ -1845,7 +1894,7 @@ both_stores! {
         };
         for i in 0..30 {
             let at = T0 + i * 1000;
-            let call = PoolCall { runner: "r".into(), estimate: 0, until: at + MIN };
+            let call = PoolCall { runner: "r".into(), estimate: 0, until: at + MIN, item: None };
             assert_eq!(s.pool_admit(&spec, &[call], at).unwrap().admitted, 1);
             let u = AttemptUsage {
                 batch: "b".into(), run_id: 1, key: format!("k{i}"), attempt: 1, pool: Some("p".into()), place: None, with_done: false,
