@@ -13,6 +13,7 @@ use crate::store::Store;
 use crate::util::{files, sanitize};
 
 pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
+    let made_dir = store_dir(&ctx.db)?;
     let (_store, created) = Store::create(&ctx.db)?;
     // Paths are shown inert: a directory name may hold anything.
     let db = sanitize::line(&crate::store::place(&ctx.db)).into_owned();
@@ -27,12 +28,20 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
         let text = example::with_db(&db_line(&ctx.db, &config));
         write_config(&config, &text).with_context(|| format!("writing {}", config.display()))?;
     }
+    let made_dir = made_dir.map(|d| sanitize::line(&d.display().to_string()).into_owned());
     if args.json {
-        out_json(&json!({
+        let mut said = json!({
             "store": {"path": db, "created": created},
             "config": {"path": shown, "created": wrote_config},
-        }))?;
+        });
+        if let Some(dir) = made_dir {
+            said["store"]["created_directory"] = json!(dir);
+        }
+        out_json(&said)?;
         return Ok(Exit::Ok);
+    }
+    if let Some(dir) = made_dir {
+        out(format!("created directory {dir}"))?;
     }
     if created {
         out(format!("created store {db}"))?;
@@ -55,6 +64,29 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Ok)
+}
+
+/// Creates the missing directories a store file is to be in (`db =
+/// "data/nightshift.db"` in a fresh checkout), where init refused with "No
+/// such file or directory" and every other command sent the user back to
+/// init. The directory created first, if any.
+fn store_dir(db: &Path) -> anyhow::Result<Option<PathBuf>> {
+    if crate::store::is_server(db) {
+        return Ok(None);
+    }
+    let Some(parent) = db.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(None);
+    };
+    let first = parent
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .last()
+        .map(Path::to_path_buf);
+    if first.is_some() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating the store's directory {}", parent.display()))?;
+    }
+    Ok(first)
 }
 
 /// The config's `db` lines for the store at `db`, so that commands that find

@@ -362,6 +362,62 @@ fn init_says_what_it_created_as_json() {
     assert_eq!(again["config"]["path"], first["config"]["path"]);
 }
 
+/// A store whose directory does not exist yet (`--db data/日本/x.db` in a
+/// fresh checkout) is created with it, and init says so; it refused with
+/// "No such file or directory" while every other command said to run init.
+#[test]
+fn init_creates_the_stores_missing_directory() {
+    let env = Env::bare();
+    let db = env.path("data").join("日本").join("nightshift.db");
+    let ran = crate::support::ran(
+        env.cmd()
+            .env("NIGHTSHIFT_DB", &db)
+            .args(["init"])
+            .output()
+            .unwrap(),
+    );
+    let said = ran.code(0).stdout.clone();
+    let data = env.path("data").display().to_string();
+    assert!(
+        said.starts_with(&format!("created directory {data}\n")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("created store {}", db.display())),
+        "{said}"
+    );
+    assert!(db.exists());
+    let status = env
+        .cmd()
+        .env("NIGHTSHIFT_DB", &db)
+        .args(["status"])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    // Again: nothing to create, nothing said of it.
+    let again = env
+        .cmd()
+        .env("NIGHTSHIFT_DB", &db)
+        .args(["init", "--json"])
+        .output()
+        .unwrap();
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["store"]["created"], false);
+    assert_eq!(again["store"].get("created_directory"), None);
+    let other = env.path("more").join("x.db");
+    let json = env
+        .cmd()
+        .env("NIGHTSHIFT_DB", &other)
+        .args(["init", "--json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        json["store"]["created_directory"],
+        env.path("more").display().to_string()
+    );
+}
+
 fn keys_of(env: &Env, batch: &str) -> Vec<String> {
     let mut keys: Vec<String> = env
         .run(&["items", batch, "--json"])
