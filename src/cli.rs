@@ -588,7 +588,7 @@ pub struct DlqArgs {
     pub batch: String,
     /// With --jsonl: only dead letters newer than this (e.g. 24h, 7d).
     /// Otherwise: count the last DUR against the DUR before [default: 24h].
-    #[arg(long, value_parser = parse_duration_arg, value_name = "DUR")]
+    #[arg(long, value_parser = parse_positive_duration_arg, value_name = "DUR")]
     pub since: Option<Duration>,
     /// Only this error class.
     #[arg(long, value_name = "ERROR_CLASS")]
@@ -689,4 +689,12 @@ pub fn parse_when_arg(s: &str) -> Result<crate::util::time::When, String> {
 /// Durations on the command line: `30s`, `10m`, `2h`, `7d`.
 pub fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     crate::duration::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// A duration that must be longer than none (a window to count in).
+pub fn parse_positive_duration_arg(s: &str) -> Result<Duration, String> {
+    match parse_duration_arg(s)? {
+        d if d.is_zero() => Err(format!("{s:?} is no time at all: give a window, e.g. 24h")),
+        d => Ok(d),
+    }
 }

@@ -148,10 +148,10 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
     let mut msg = format!(
         "{}: {verb} {}",
         sanitize::line(&args.batch),
-        report.skipped.len()
+        crate::util::noun::count(report.skipped.len() as u64, "item")
     );
     if !report.already_done.is_empty() {
-        msg.push_str(&format!(", already done {}", report.already_done.len()));
+        msg.push_str(&format!(", {} done already", report.already_done.len()));
     }
     out(msg)?;
     if args.dry_run {

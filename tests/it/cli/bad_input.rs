@@ -256,6 +256,7 @@ fn a_bad_duration_names_the_value_and_the_flag() {
     let env = store();
     for args in [
         vec!["dlq", "b", "--since", "10x"],
+        vec!["dlq", "b", "--since", "0s"],
         vec!["prune", "--older-than", "soon"],
         vec!["run", "b", "--max-duration=5 minutes", "--", "/bin/true"],
     ] {

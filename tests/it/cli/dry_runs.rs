@@ -39,7 +39,7 @@ both_backends! {
         let before = env.snapshot();
         let dry = env.run(&["skip", "b", "k1", "k5", "k2", "--reason", "手で処理済み", "--dry-run"]);
         let text = dry.code(0).stdout.clone();
-        assert!(text.starts_with("b: would skip 2, already done 1\n"), "{text}");
+        assert!(text.starts_with("b: would skip 2 items, 1 done already\n"), "{text}");
         assert!(text.contains("k1   be skipped\n") && text.contains("k2   be skipped\n"), "{text}");
         assert!(text.contains("k5   stay as it is (done already)\n"), "{text}");
         let json = env.run(&["skip", "b", "k1", "k5", "--reason", "手で処理済み", "--dry-run", "--json"]).code(0).json();

@@ -159,7 +159,7 @@ fn skip_marks_items_done_without_running_them() {
         &["skip", "b", "k2", "k9", "k5", "--reason", "posted by hand"],
     );
     ran.code(0);
-    assert_eq!(ran.stdout, "b: skipped 2, already done 1\n");
+    assert_eq!(ran.stdout, "b: skipped 2 items, 1 done already\n");
     let item = env.run(&["show", "b", "k9", "--json"]).json()["item"].clone();
     assert_eq!(
         (&item["status"], &item["outcome"]),
