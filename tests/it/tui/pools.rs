@@ -22,6 +22,18 @@ fn row_of<'a>(screen: &'a str, text: &str) -> &'a str {
     screen.lines().find(|l| l.contains(text)).unwrap_or("")
 }
 
+/// Every row of `screen` fits `width` (by display width); then quits.
+fn fits_then_quit(mut dash: Dash, screen: &str, width: u16, what: &str) {
+    for l in screen.lines() {
+        assert!(
+            nightshift::util::text::width(l) <= width as usize,
+            "{what}: {l:?}"
+        );
+    }
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+}
+
 fn store() -> Env {
     let env = Env::new();
     env.script(
@@ -99,14 +111,7 @@ fn the_pools_pane_and_the_waiting_reason_on_screen() {
             today.contains("120 in + 80 out tokens, 2 calls"),
             "{what}: {today:?}\n{screen}"
         );
-        for l in screen.lines() {
-            assert!(
-                nightshift::util::text::width(l) <= size.0 as usize,
-                "{what}: {l:?}"
-            );
-        }
-        dash.key("q");
-        assert_eq!(dash.wait_exit(), 0);
+        fits_then_quit(dash, &screen, size.0, &what);
     }
 }
 
@@ -217,14 +222,7 @@ fn a_pool_is_full_for_calls_bigger_than_its_room() {
         if size.0 == 120 {
             assert!(tokens.contains(", next slot "), "{what}: {tokens:?}");
         }
-        for l in screen.lines() {
-            assert!(
-                nightshift::util::text::width(l) <= size.0 as usize,
-                "{what}: {l:?}"
-            );
-        }
-        dash.key("q");
-        assert_eq!(dash.wait_exit(), 0);
+        fits_then_quit(dash, &screen, size.0, &what);
     }
 }
 
