@@ -93,6 +93,11 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
             crate::util::time::rfc3339(t)
         ))
     ))?;
+    if moved.is_empty()
+        && let Some(class) = &args.class
+    {
+        out(no_such_class(ctx, &args.batch, class)?)?;
+    }
     if args.dry_run && !moved.is_empty() {
         let mut table = Table::new(&["KEY", "LABEL", "FROM", "ERROR CLASS", "ATTEMPTS"]);
         for r in &moved {
@@ -112,6 +117,35 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         out(table.render())?;
     }
     Ok(Exit::Ok)
+}
+
+/// Why a requeue by class moved nothing, with the classes that are failed
+/// now: a mistyped class read "requeued 0 items" like a batch with nothing
+/// to send back.
+fn no_such_class(ctx: &Ctx, batch: &str, class: &str) -> anyhow::Result<String> {
+    let failed: Vec<(String, i64)> = ctx
+        .open_read()?
+        .dlq_groups(batch, now_ms())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| (g.error_class, g.retry_now + g.manual_now))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let shown = sanitize::line(class);
+    Ok(if failed.is_empty() {
+        format!("  no item is failed now, of class {shown} or any other")
+    } else if failed.iter().any(|(c, _)| c == class) {
+        format!("  no failed item of class {shown} matches the other filters")
+    } else {
+        let now: Vec<String> = failed
+            .iter()
+            .map(|(c, n)| format!("{} ({n})", sanitize::line(c)))
+            .collect();
+        format!(
+            "  no failed item has the class {shown}; failed now: {}",
+            now.join(", ")
+        )
+    })
 }
 
 pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {

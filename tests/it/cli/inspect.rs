@@ -320,6 +320,39 @@ fn dlq_of_a_class_without_dead_letters_names_the_class() {
     assert!(ran.code(0).stdout.starts_with("ERROR CLASS"), "{ran:?}");
 }
 
+/// A requeue by a class no failed item has says so and names the classes
+/// failed now, where it read "requeued 0 items" like a batch with nothing to
+/// send back; a class that is failed but filtered out says that instead.
+#[test]
+fn requeue_of_a_class_nothing_has_names_the_classes_failed_now() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let ran = env.run(&["requeue", "b", "--class", "入力エラー"]);
+    let said = ran.code(0).stdout.clone();
+    assert!(said.starts_with("b: requeued 0 items\n"), "{said}");
+    assert!(
+        said.contains("no failed item has the class 入力エラー; failed now: BadInput (2)"),
+        "{said}"
+    );
+    let ran = env.run(&[
+        "requeue",
+        "b",
+        "--class",
+        "BadInput",
+        "--tier",
+        "retry",
+        "--dry-run",
+    ]);
+    assert!(
+        ran.code(0)
+            .stdout
+            .contains("no failed item of class BadInput matches the other filters"),
+        "{ran:?}"
+    );
+    let ran = env.run(&["requeue", "b", "--class", "BadInput"]);
+    assert_eq!(ran.code(0).stdout, "b: requeued 2 items\n");
+}
+
 #[test]
 fn dlq_jsonl_exports_the_documented_fields_in_utc() {
     let env = Env::new();
