@@ -125,11 +125,7 @@ impl Ctx {
         read: Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         match read {
-            Err(StoreError::UnknownBatch { name, .. })
-                if name == batch && self.config.batch(batch).is_some() =>
-            {
-                Ok(T::default())
-            }
+            Err(e) if self.unseen(batch, &e) => Ok(T::default()),
             other => other,
         }
     }
@@ -143,16 +139,19 @@ impl Ctx {
         read: Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         match read {
-            Err(StoreError::UnknownBatch { name, .. })
-                if name == batch && self.config.batch(batch).is_some() =>
-            {
-                Err(StoreError::UnknownKey {
-                    batch: batch.to_string(),
-                    key: key.to_string(),
-                })
-            }
+            Err(e) if self.unseen(batch, &e) => Err(StoreError::UnknownKey {
+                batch: batch.to_string(),
+                key: key.to_string(),
+            }),
             other => other,
         }
+    }
+
+    /// Whether `e` refused `batch` as unknown to the store while the config
+    /// names it: a batch not seen yet (nothing added, never run).
+    fn unseen(&self, batch: &str, e: &StoreError) -> bool {
+        matches!(e, StoreError::UnknownBatch { name, .. } if name == batch)
+            && self.config.batch(batch).is_some()
     }
 
     /// Batches to show: the store's, plus configured ones not yet in it.
