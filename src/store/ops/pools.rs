@@ -131,16 +131,25 @@ fn admit(
         room = room.min(fit);
         tats.push(tat);
     }
-    // The next call's slot: when every rate has room for it after
-    // the ones admitted now.
-    if room < calls.len() {
-        for (d, tat) in spec.dims.iter().zip(&tats) {
+    // Each rate's TAT once the calls admitted now are drawn.
+    let after: Vec<i64> = spec
+        .dims
+        .iter()
+        .zip(&tats)
+        .map(|(d, tat)| {
             let drawn: i64 = calls[..room]
                 .iter()
                 .map(|c| d.cost_us(d.units(c.estimate)))
                 .sum();
+            tat + drawn
+        })
+        .collect();
+    // The next call's slot: when every rate has room for it after
+    // the ones admitted now.
+    if room < calls.len() {
+        for (d, tat) in spec.dims.iter().zip(&after) {
             let next = calls[room].estimate;
-            let fits = d.fits_at(tat + drawn, d.units(next));
+            let fits = d.fits_at(*tat, d.units(next));
             if fits > now && wait.as_ref().is_none_or(|w: &PoolWait| fits > w.until) {
                 wait = Some(PoolWait {
                     dimension: d.name.clone(),
@@ -150,12 +159,8 @@ fn admit(
         }
     }
     if room > 0 {
-        for (d, tat) in spec.dims.iter().zip(&tats) {
-            let drawn: i64 = calls[..room]
-                .iter()
-                .map(|c| d.cost_us(d.units(c.estimate)))
-                .sum();
-            tx.pool_set_tat(pool, &d.name, tat + drawn)?;
+        for (d, tat) in spec.dims.iter().zip(&after) {
+            tx.pool_set_tat(pool, &d.name, *tat)?;
         }
         if spec.concurrency.is_some() {
             // One row per runner counts its places (a slot's calls
