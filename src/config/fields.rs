@@ -154,8 +154,8 @@ pub const BATCH: &[Field] = &[
         key: "retries",
         doc: &[
             "Immediate retries of a transient failure. Retry n waits backoff * 2^(n-1)",
-            "(at most `backoff_max`) plus a random extra of up to half that again: never",
-            "less than the backoff, so \"1s\" gives 1-1.5s, then 2-3s, then 4-6s.",
+            "plus a random extra of up to half that again, never less than the backoff",
+            "nor more than backoff_max: \"1s\" gives 1-1.5s, then 2-3s, then 4-6s.",
         ],
         unset: Unset::Default,
         set: |v, b| int_in(v, 0, i64::from(MAX_RETRIES)).map(|x| b.retries = x),

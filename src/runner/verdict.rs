@@ -183,13 +183,16 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Exponential backoff with jitter that never waits less than the backoff:
-/// retry `n` waits `base * 2^(n-1)` (at most `max`) plus a random extra of
-/// up to half that again. `jitter` is the random draw in `[0, 1)`.
+/// Exponential backoff with jitter, never shorter than `base` nor longer
+/// than `max`: retry `n` waits `base * 2^(n-1)` plus a random extra of up
+/// to half that again. Where that range passes `max`, the draw is from
+/// the top third below it, so retries that hit the cap together still
+/// spread. `jitter` is the random draw in `[0, 1)`.
 pub fn backoff(retry: u32, base: Duration, max: Duration, jitter: f64) -> Duration {
     let exp = base.saturating_mul(2u32.saturating_pow(retry.saturating_sub(1).min(31)));
-    let floor = exp.min(max);
-    floor + floor.mul_f64(jitter.clamp(0.0, 1.0) / 2.0)
+    let top = exp.saturating_add(exp / 2).min(max);
+    let low = exp.min(max.mul_f64(2.0 / 3.0)).max(base.min(max)).min(top);
+    low + (top - low).mul_f64(jitter.clamp(0.0, 1.0))
 }
 
 /// When a retry-tier item becomes due again: the backoff ceiling doubled
@@ -476,16 +479,19 @@ mod tests {
     }
 
     #[test]
-    fn backoff_never_waits_less_than_the_backoff_nor_half_as_long_again() {
+    fn backoff_waits_from_the_backoff_up_to_half_as_long_again_and_never_past_its_max() {
         let (base, max) = (Duration::from_secs(1), Duration::from_secs(60));
         for retry in 1..12 {
-            let floor = (base * 2u32.pow(retry - 1)).min(max);
-            assert_eq!(backoff(retry, base, max, 0.0), floor);
-            let top = backoff(retry, base, max, 0.999_999);
-            assert!(top >= floor && top < floor.mul_f64(1.5), "{retry}: {top:?}");
+            let exp = base * 2u32.pow(retry - 1);
+            let (low, high) = if exp.mul_f64(1.5) <= max {
+                (exp, exp.mul_f64(1.5))
+            } else {
+                (exp.min(Duration::from_secs(40)), max)
+            };
+            assert_eq!(backoff(retry, base, max, 0.0), low, "{retry}");
             for _ in 0..200 {
                 let d = backoff(retry, base, max, fastrand::f64());
-                assert!(d >= floor && d < floor.mul_f64(1.5), "{retry}: {d:?}");
+                assert!(d >= low && d < high, "{retry}: {d:?}");
             }
         }
         // "1s": 1-1.5 s, 2-3 s, 4-6 s.
@@ -498,8 +504,14 @@ mod tests {
             backoff(1, Duration::ZERO, Duration::ZERO, fastrand::f64()),
             Duration::ZERO
         );
-        // Far retries neither overflow nor pass the cap's 1.5x.
-        assert_eq!(backoff(1000, base, max, 0.0), max);
+        // A `backoff_max` of 10m is a maximum: far retries wait 6m40s-10m,
+        // and never overflow.
+        let ten = Duration::from_secs(600);
+        assert_eq!(backoff(1000, base, ten, 0.999_999).as_secs(), 599);
+        assert_eq!(backoff(1000, base, ten, 1.0), ten);
+        assert_eq!(backoff(1000, base, ten, 0.0), Duration::from_secs(400));
+        // A cap equal to the backoff: exactly the backoff, every time.
+        assert_eq!(backoff(4, ten, ten, fastrand::f64()), ten);
     }
 
     #[test]
