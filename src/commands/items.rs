@@ -212,9 +212,10 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let now = now_ms();
     let info = store.batch_infos(Some(&item.batch))?.into_iter().next();
     let waits = waits_for(ctx, &store, info.as_ref(), &item, now)?;
+    let pool = ctx.batch_config(&item.batch).pool.map(|p| p.name);
     let claim = info
         .as_ref()
-        .and_then(|i| crate::model::claim_view::of(i, &item));
+        .and_then(|i| crate::model::claim_view::of(i, &item, pool.as_deref()));
     let usage = store.item_usage(&args.batch, &item.key)?;
     if args.json {
         let mut shown = json!({

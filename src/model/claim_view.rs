@@ -1,6 +1,6 @@
 //! A claimed item's claim, as `show` and the dashboard's item detail both
 //! tell it: in flight in a live run (its lease renewed until when), or
-//! waiting there for a place in its limit pool (since when), or
+//! waiting there for a place in its limit pool (named, since when), or
 //! orphaned by a run whose runner crashed or went silent (taken back by
 //! the next run), by the rule `status` counts `orphaned` with.
 
@@ -34,10 +34,14 @@ pub struct ClaimView {
     /// Since when its pool defers its call: it waits for a place, it is
     /// not in flight.
     pool_wait_since: Option<Millis>,
+    /// The batch's limit pool (`limit = ...` in the config), as the
+    /// batch's waiting line names it.
+    pool: Option<String>,
 }
 
-/// The claim of `item`, if it is claimed.
-pub fn of(info: &BatchInfo, item: &Item) -> Option<ClaimView> {
+/// The claim of `item`, if it is claimed (`pool`: the batch's limit pool
+/// by the config, if it has one).
+pub fn of(info: &BatchInfo, item: &Item, pool: Option<&str>) -> Option<ClaimView> {
     if item.status != Status::Claimed {
         return None;
     }
@@ -54,6 +58,7 @@ pub fn of(info: &BatchInfo, item: &Item) -> Option<ClaimView> {
         state,
         lease_until: item.lease_until,
         pool_wait_since: item.pool_wait_since,
+        pool: pool.map(str::to_string),
     })
 }
 
@@ -89,8 +94,13 @@ impl ClaimView {
                     .lease_until
                     .map(|t| format!(", leased until {} ({})", rfc3339(t), relative(t, now)))
                     .unwrap_or_default();
+                // A config that no longer names the pool still says a pool waits.
+                let pool = self.pool.as_deref().map_or_else(
+                    || "its pool".to_string(),
+                    |p| format!("pool {}", sanitize::line(p)),
+                );
                 format!(
-                    "claimed by {run}, waiting for a place in its pool since {} ({}){lease}",
+                    "claimed by {run}, waiting for a place in {pool} since {} ({}){lease}",
                     rfc3339(since),
                     relative(since, now)
                 )
@@ -128,5 +138,82 @@ impl ClaimView {
                 _ => None,
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Holder, LockInfo};
+
+    const NOW: Millis = 1_767_250_000_000; // 2026-01-01T06:46:40Z
+
+    fn live_batch() -> BatchInfo {
+        let mut info = BatchInfo::empty("記事");
+        info.locks.push(LockInfo {
+            batch: "記事".into(),
+            token: "t".into(),
+            holder: Holder {
+                host: "h".into(),
+                pid: 7,
+                pid_start: None,
+            },
+            run_id: Some(3),
+            acquired_at: NOW - 60_000,
+            expires_at: NOW + 60_000,
+            renewed_at: NOW - 1_000,
+            stop_by: None,
+        });
+        info.runners.seats.push(Seat::Live);
+        info
+    }
+
+    fn deferred() -> Item {
+        Item {
+            id: 1,
+            batch: "記事".into(),
+            key: "k".into(),
+            label: "k".into(),
+            payload: serde_json::Value::Null,
+            status: Status::Claimed,
+            tier: None,
+            outcome: None,
+            attempts: 0,
+            op_id: None,
+            result: None,
+            cost: None,
+            error_class: None,
+            error_message: None,
+            next_attempt_at: None,
+            lease_run: Some(3),
+            lease_until: None,
+            lease_token: 1,
+            created_at: 0,
+            updated_at: 0,
+            done_version: None,
+            priority: 0,
+            pool_wait_since: Some(NOW - 30_000),
+        }
+    }
+
+    /// A deferred claim names the pool it waits for, as the batch's
+    /// waiting line does, where it said "its pool".
+    #[test]
+    fn a_claim_waiting_for_a_place_names_the_pool() {
+        let claim = of(&live_batch(), &deferred(), Some("本番アカウント")).unwrap();
+        assert_eq!(
+            claim.line(NOW),
+            "claimed by run #3 (h:7), waiting for a place in pool 本番アカウント \
+             since 2026-01-01T06:46:10Z (30s ago)"
+        );
+        // A config that no longer names a pool for the batch.
+        let unnamed = of(&live_batch(), &deferred(), None).unwrap();
+        assert!(
+            unnamed
+                .line(NOW)
+                .contains("waiting for a place in its pool since"),
+            "{}",
+            unnamed.line(NOW)
+        );
     }
 }

@@ -434,13 +434,18 @@ impl App {
     /// The item detail's page at the current size (empty with none open).
     pub fn detail_page(&self) -> Vec<PageLine> {
         match &self.detail {
-            Some(d) => detail::page(
-                &d.key,
-                self.data.detail.as_ref(),
-                self.detail_batch(),
-                self.now,
-                layout::detail_text_width(self.size),
-            ),
+            Some(d) => {
+                let info = self.detail_batch();
+                let pool = info.and_then(|b| self.setup.pool_of.get(&b.name));
+                detail::page(
+                    &d.key,
+                    self.data.detail.as_ref(),
+                    info,
+                    pool.map(String::as_str),
+                    self.now,
+                    layout::detail_text_width(self.size),
+                )
+            }
             None => Vec::new(),
         }
     }

@@ -68,13 +68,15 @@ fn hanging(
 
 /// The page of item `key`, before scrolling, from what the poll read
 /// (`shown`: the detail asked for, or why it could not be read; `info`:
-/// its batch, whose seats say who holds a claim, as `show` says it). Long
+/// its batch, whose seats say who holds a claim, as `show` says it;
+/// `pool`: the batch's limit pool, which a deferred claim waits for). Long
 /// texts are wrapped to `width` cells; a line may still be wider (a JSON
 /// key, a row of fields) and is cut where it is drawn.
 pub fn page(
     key: &str,
     shown: Option<&Result<ItemDetail, String>>,
     info: Option<&BatchInfo>,
+    pool: Option<&str>,
     now: Millis,
     width: usize,
 ) -> Vec<PageLine> {
@@ -126,7 +128,7 @@ pub fn page(
             },
         ),
     ]);
-    if let Some(claim) = info.and_then(|i| claim_view::of(i, item)) {
+    if let Some(claim) = info.and_then(|i| claim_view::of(i, item, pool)) {
         let role = if claim.orphaned() { Role::Warn } else { plain };
         let line = claim.line(now);
         hanging(vec![field("claim")], FIELD, &line, width, role, &mut out);
@@ -348,7 +350,7 @@ mod tests {
             },
         ];
         let shown = Ok(detail(logs));
-        let lines = text_of(&page("k", Some(&shown), None, 0, 80));
+        let lines = text_of(&page("k", Some(&shown), None, None, 0, 80));
         let at = |s: &str| {
             lines
                 .iter()
@@ -368,10 +370,46 @@ mod tests {
         assert!(lines.iter().all(|l| !l.contains('\u{1b}')));
     }
 
+    /// The item detail says the claim's line by `show`'s rule: a claim
+    /// its pool defers names the pool.
+    #[test]
+    fn a_deferred_claim_names_its_pool() {
+        use crate::model::{Holder, LockInfo, Seat};
+        let mut d = detail(Vec::new());
+        d.item.status = Status::Claimed;
+        d.item.lease_run = Some(3);
+        d.item.pool_wait_since = Some(0);
+        let mut info = BatchInfo::empty("b");
+        info.locks.push(LockInfo {
+            batch: "b".into(),
+            token: "t".into(),
+            holder: Holder {
+                host: "h".into(),
+                pid: 7,
+                pid_start: None,
+            },
+            run_id: Some(3),
+            acquired_at: 0,
+            expires_at: 60_000,
+            renewed_at: 0,
+            stop_by: None,
+        });
+        info.runners.seats.push(Seat::Live);
+        let shown = Ok(d);
+        let lines = text_of(&page("k", Some(&shown), Some(&info), Some("本番"), 0, 120));
+        assert!(
+            lines
+                .iter()
+                .any(|l| l
+                    .contains("claimed by run #3 (h:7), waiting for a place in pool 本番 since")),
+            "{lines:#?}"
+        );
+    }
+
     #[test]
     fn no_stderr_says_so() {
         let shown = Ok(detail(Vec::new()));
-        let lines = text_of(&page("k", Some(&shown), None, 0, 80));
+        let lines = text_of(&page("k", Some(&shown), None, None, 0, 80));
         let head = lines
             .iter()
             .position(|l| l == "stderr of the last attempts (0), newest first")

@@ -36,6 +36,24 @@ pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
     lines
 }
 
+/// Untrusted text made inert and wrapped into lines of at most `width`
+/// cells, at most `max_lines` of them (at least one): where it needs more,
+/// the last line ends in `…`.
+pub fn wrap_cut(s: &str, width: usize, max_lines: usize) -> Vec<String> {
+    let mut lines = text::wrap(&sanitize::line(s), width);
+    if lines.len() > max_lines.max(1) {
+        lines.truncate(max_lines.max(1));
+        if let Some(last) = lines.last_mut() {
+            *last = format!(
+                "{}{}",
+                text::head(last, width.saturating_sub(1)),
+                text::ELLIPSIS
+            );
+        }
+    }
+    lines
+}
+
 /// `HH:MM:SS` (UTC) today, `MM-DD HH:MM` on other days.
 pub fn clock(ms: Millis, now: Millis) -> String {
     let t = crate::util::time::to_datetime(ms);
@@ -80,7 +98,27 @@ pub fn ago(ms: Millis, now: Millis) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::ago;
+    use super::{ago, wrap_cut};
+    use crate::util::text::width;
+
+    /// Wrapped by display width (a CJK character takes two cells); past
+    /// the last line there is room for, the last ends in `…`.
+    #[test]
+    fn wrap_cut_wraps_by_width_and_cuts_only_past_its_lines() {
+        let s = "5 pending: waiting for pool 本番アカウント, tokens/min";
+        let all = wrap_cut(s, 20, 9);
+        assert_eq!(all.concat().replace(' ', ""), s.replace(' ', ""));
+        assert!(all.iter().all(|l| width(l) <= 20), "{all:?}");
+        let two = wrap_cut(s, 20, 2);
+        assert_eq!(two.len(), 2, "{two:?}");
+        assert_eq!(two[0], all[0]);
+        assert!(two[1].ends_with('…') && width(&two[1]) <= 20, "{two:?}");
+        // No row to spare still shows one, cut.
+        let one = wrap_cut(s, 20, 0);
+        assert_eq!(one.len(), 1);
+        assert!(one[0].ends_with('…'), "{one:?}");
+        assert_eq!(wrap_cut("\u{1b}[2J短い", 20, 1), ["\\x1b[2J短い"]);
+    }
 
     #[test]
     fn ages_step_together_at_the_turn_of_a_minute() {

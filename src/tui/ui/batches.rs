@@ -7,7 +7,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 
-use super::{bar, clean, num, pane_block, placeholder};
+use super::{bar, clean, num, pane_block, placeholder, wrap_cut};
 use crate::model::pace::{self, Eta, Pace};
 use crate::model::{BatchInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::tui::app::App;
@@ -67,16 +67,22 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     }
     let table_rows = names.len().min(if area.height >= 40 { 10 } else { 6 }) as u16;
     let info = app.selected_info();
+    // The detail may take every row below the table, less its borders.
+    let room = area.height.saturating_sub(table_rows + 3 + 2) as usize;
     let lines = info
         .as_ref()
-        .map(|i| detail_lines(app, i, area.width))
+        .map(|i| detail_lines(app, i, area.width, room))
         .unwrap_or_default();
-    let [top, middle, bottom] = Layout::vertical([
-        Constraint::Length(table_rows + 3),
-        Constraint::Length(lines.len() as u16 + 2),
-        Constraint::Fill(1),
-    ])
-    .areas(area);
+    let [top, rest] =
+        Layout::vertical([Constraint::Length(table_rows + 3), Constraint::Fill(1)]).areas(area);
+    let detail_rows = lines.len() as u16 + 2;
+    // What room is left shows the selected batch's activity; too little
+    // for it, the detail's box takes it rather than leave rows unframed.
+    let [middle, bottom] = if rest.height.saturating_sub(detail_rows) >= ACTIVITY_ROWS {
+        Layout::vertical([Constraint::Length(detail_rows), Constraint::Fill(1)]).areas(rest)
+    } else {
+        [rest, Rect::default()]
+    };
     table(app, f, top, block, &names, table_rows as usize);
     if let Some(info) = &info {
         let block = pane_block(
@@ -90,8 +96,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         let lines = super::fit_lines(lines, (middle.width as usize).saturating_sub(2));
         f.render_widget(Paragraph::new(lines).block(block), middle);
     }
-    // What room is left shows the selected batch's activity.
-    if bottom.height >= 6 {
+    if bottom.height >= ACTIVITY_ROWS {
         super::activity::render(app, f, bottom);
     }
 }
@@ -107,6 +112,12 @@ const HEADER: [&str; 8] = [
     "RATE",
     "STATE",
 ];
+
+/// The fewest rows the activity below the detail is drawn in.
+const ACTIVITY_ROWS: u16 = 6;
+
+/// Cells of the detail's labels on the left (`progress`, `waiting`, ...).
+const LABEL: usize = 10;
 
 /// The narrowest the name column gets before counts are shortened.
 const MIN_NAME: usize = 12;
@@ -221,11 +232,13 @@ fn state(info: &BatchInfo, now: Millis, emergency: bool) -> (&'static str, Role)
     }
 }
 
-fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'static>> {
+/// The selected batch's lines, in `rows` rows where it can (a line that
+/// has no more room is cut where it is drawn).
+fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Vec<Line<'static>> {
     let p = app.setup.palette;
     let now = app.now;
     let c = &info.counts;
-    let label = |s: &str| Span::styled(format!("{s:<10}"), p.style(Role::Dim));
+    let label = |s: &str| Span::styled(format!("{s:<LABEL$}"), p.style(Role::Dim));
     let mut lines = Vec::new();
     // The counts beside the bar are the point: the bar gets what is left.
     let width = (area_width as usize).saturating_sub(70).clamp(8, 50);
@@ -415,9 +428,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
             ),
         ]));
     }
-    if let Some(text) = waiting_text(app, info) {
-        lines.push(Line::from(vec![label("waiting"), Span::raw(text)]));
-    }
+    let waiting_at = lines.len();
     if let Some(fire) = &info.last_fire {
         let why = fire
             .reason
@@ -432,6 +443,18 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16) -> Vec<Line<'stati
                 clean(&fire.outcome, 40)
             )),
         ]));
+    }
+    if let Some(text) = waiting_text(app, info) {
+        // Every reason is read: wrapped under its label into the rows the
+        // other lines leave, cut with `…` only past the last of them.
+        let width = (area_width as usize).saturating_sub(2 + LABEL);
+        let room = rows.saturating_sub(lines.len());
+        let wrapped = wrap_cut(&text, width, room).into_iter().enumerate();
+        let waiting = wrapped.map(|(i, l)| {
+            let head = label(if i == 0 { "waiting" } else { "" });
+            Line::from(vec![head, Span::raw(l)])
+        });
+        lines.splice(waiting_at..waiting_at, waiting);
     }
     lines
 }
@@ -494,7 +517,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         idle: Some(Idle::from_fire(fire)),
     };
     let list = waiting(&holding, app.now);
-    (!list.is_empty()).then(|| clean(&describe(&list, app.now), 300))
+    (!list.is_empty()).then(|| describe(&list, app.now))
 }
 
 /// `#7 ok · schedule · 5m0s ago · articles: 40 done, …`: the run's state
@@ -641,6 +664,115 @@ mod tests {
             .into_iter()
             .find(|r| r.starts_with("│記事"))
             .unwrap_or_default()
+    }
+
+    /// The batch 記事 drawing from pool 本番アカウント, drawn to its limit,
+    /// holding items for three reasons, shown at `width` × `height`.
+    fn waiting_rows(width: u16, height: u16) -> Vec<String> {
+        use crate::model::waiting::RetryTier;
+        use crate::store::{PoolDim, PoolDimView, PoolView, UsageSum};
+        let config = crate::config::Config::parse(
+            "[limit.\"本番アカウント\"]\ntokens = \"600/min\"\n\
+             [batch.\"記事\"]\nworker = [\"true\"]\nlimit = \"本番アカウント\"\n",
+            std::path::Path::new("nightshift.toml"),
+        )
+        .unwrap();
+        let setup = Setup::new("/x.db", "h", false, Palette::Mono).with_config(&config);
+        let mut app = App::new(setup, NOW);
+        app.update(Arrival::Resize(width, height));
+        let rate = PoolDim {
+            name: "tokens/min".into(),
+            measure: crate::config::limits::Measure::Tokens,
+            count: 600,
+            per_us: 60_000_000,
+        };
+        let pool = PoolView {
+            name: "本番アカウント".into(),
+            // Drawn to its limit: the next token fits in 10 s.
+            dims: vec![PoolDimView::read(
+                &rate,
+                (NOW + 10_000) * 1000 + 60_000_000 - 100_000,
+                600,
+                NOW,
+            )],
+            in_flight: 0,
+            concurrency: None,
+            hold: None,
+            tokens_per_minute: vec![0; 30],
+            today: UsageSum::default(),
+        };
+        let batch = BatchView {
+            info: BatchInfo {
+                name: "記事".into(),
+                counts: Counts {
+                    pending: 5,
+                    retry: 3,
+                    manual: 2,
+                    ..Counts::default()
+                },
+                ..BatchInfo::default()
+            },
+            minutes: Vec::new(),
+            created_at: NOW,
+        };
+        let retry = RetryTier {
+            later: 3,
+            next_at: Some(NOW + 1_800_000),
+            ..RetryTier::default()
+        };
+        app.update(Arrival::Polled {
+            at: NOW,
+            asked: app.asked,
+            result: Ok(Box::new(Dashboard {
+                batches: vec![batch],
+                pools: vec![pool],
+                retry: Some(("記事".into(), retry)),
+                ..Dashboard::default()
+            })),
+        });
+        super::super::drawn_rows(&app)
+    }
+
+    /// The batch detail's waiting lines, label and borders taken off.
+    fn waiting_of(rows: &[String]) -> Vec<String> {
+        let at = rows
+            .iter()
+            .position(|r| r.starts_with("│waiting"))
+            .unwrap_or_else(|| panic!("no waiting line in {rows:#?}"));
+        let mut out = vec![rows[at]["│waiting".len()..].to_string()];
+        out.extend(
+            rows[at + 1..]
+                .iter()
+                .take_while(|r| {
+                    r.starts_with("│          ") && r.trim_end_matches('│').trim() != ""
+                })
+                .map(|r| r["│".len()..].to_string()),
+        );
+        out.iter()
+            .map(|l| l.trim_end_matches('│').trim().to_string())
+            .collect()
+    }
+
+    /// Three reasons at 120 columns were cut with `…`, the third lost: now
+    /// they wrap under their label, every one read, by display width (the
+    /// pool's Japanese name takes two cells a character), at 80 columns too.
+    #[test]
+    fn the_waiting_line_wraps_every_reason_into_the_pane() {
+        let whole = "2 quarantined await a human; 3 in the retry tier, next at 12:30Z; \
+                     5 pending: waiting for pool 本番アカウント, tokens/min, next slot 12:00:09Z";
+        // A break between two CJK characters takes no space.
+        let bare = |s: &str| s.replace(' ', "");
+        for (w, h) in [(120, 40), (80, 24)] {
+            let rows = waiting_rows(w, h);
+            let lines = waiting_of(&rows);
+            assert!(lines.len() > 1, "{w}: {lines:#?}\n{rows:#?}");
+            assert_eq!(bare(&lines.concat()), bare(whole), "{w}: {rows:#?}");
+            assert!(
+                rows.iter()
+                    .all(|r| crate::util::text::width(r) == w as usize),
+                "{w}: {rows:#?}"
+            );
+        }
     }
 
     /// A count is never cut by its column (`100,005 (66` read as 100,005

@@ -21,7 +21,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use super::action::Pane;
 use super::app::App;
-pub use super::format::{ago, clean, clock, wrap};
+pub use super::format::{ago, clean, clock, wrap, wrap_cut};
 use super::keymap::Mode;
 use super::layout::{self, Areas, MIN_HEIGHT, MIN_WIDTH};
 use super::theme::Role;

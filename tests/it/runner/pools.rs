@@ -298,7 +298,7 @@ for line in sys.stdin:
         );
         let claimed = claimed[0].clone();
         let show = env.run(&["show", "a", &claimed]).code(0).stdout.clone();
-        assert!(show.contains(", waiting for a place in its pool since "), "{show}");
+        assert!(show.contains(", waiting for a place in pool p since "), "{show}");
         assert!(show.contains("waiting:   1 claimed, waiting for a place in pool p"), "{show}");
         assert!(!show.contains("in flight in run"), "{show}");
         let json: Value = serde_json::from_str(&env.run(&["show", "a", &claimed, "--json"]).code(0).stdout).unwrap();

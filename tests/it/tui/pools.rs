@@ -248,6 +248,28 @@ fn claims_waiting_for_their_pool_are_said_so_on_screen() {
     });
     let line = row_of(&screen, "│waiting");
     assert!(!line.contains("in flight"), "{line:?}\n{screen}");
+    // A claimed item's detail names the pool its claim waits for, by the
+    // rule of `show` (it said "its pool").
+    dash.key("3");
+    let mut claims = Vec::new();
+    for _ in 0..3 {
+        dash.key("\r");
+        let screen = dash.wait_for("an item detail", |s| s.contains("│state     "));
+        claims.extend(
+            screen
+                .lines()
+                .filter_map(|l| l.split("│claim     ").nth(1))
+                .map(|l| l.trim_end_matches('│').trim().to_string()),
+        );
+        dash.key("\x1b");
+        dash.key("j");
+    }
+    assert!(
+        claims
+            .iter()
+            .any(|c| c.contains("waiting for a place in pool p since")),
+        "{claims:#?}"
+    );
     dash.key("q");
     assert_eq!(dash.wait_exit(), 0);
     common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
