@@ -183,8 +183,9 @@ impl Cycle {
     /// out first, without a claim (and not at all when nothing is pending).
     /// Under a rate limit the slots take turns: the first call's token is
     /// reserved once there is an item to call for, and its time waited for
-    /// before the next slot claims; the ticket goes with the claims (the
-    /// call still starts only through [`Cycle::pass`]). `None`: the lock is
+    /// before this slot claims and the next one takes its turn; the ticket
+    /// goes with the claims (the call still starts only through
+    /// [`Cycle::pass`]). `None`: the lock is
     /// lost.
     pub(super) async fn claim_through_gate(
         &self,
@@ -211,6 +212,27 @@ impl Cycle {
         if self.stopping().is_some() {
             return nothing;
         }
+        // Paced: the slot waits for its token before it claims, so no item
+        // is held claimed (and counted in flight by every view) while its
+        // call cannot start; it asks first whether there is anything to
+        // claim, so a batch with nothing left ends without a token's wait.
+        let mut pass = Pass::None;
+        if turn.is_some() {
+            let batch = self.batch.clone();
+            if !self.writer.call(move |s| s.claimable_any(&batch)).await? {
+                return nothing;
+            }
+            if let Some(at) = self.gate.reserve() {
+                pass = Pass::Ticket(at);
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    _ = stop.changed() => return nothing,
+                }
+            }
+            if self.stopping().is_some() {
+                return nothing;
+            }
+        }
         let (batch, run) = (self.batch.clone(), self.run_id);
         let until = self.lease_until(now_ms());
         let Some(claims) = self
@@ -220,14 +242,6 @@ impl Cycle {
         else {
             return Ok(None);
         };
-        let mut pass = Pass::None;
-        if let Some(at) = self.gate.reserve().filter(|_| !claims.is_empty()) {
-            pass = Pass::Ticket(at);
-            tokio::select! {
-                () = tokio::time::sleep_until(at) => {}
-                _ = stop.changed() => {}
-            }
-        }
         drop(turn);
         Ok(Some((claims, pass)))
     }

@@ -236,6 +236,17 @@ impl Store {
         })
     }
 
+    /// Would a claim of the batch find an item now? (A paced run waits
+    /// for its rate limit's next slot before it claims, so that nothing
+    /// is held as claimed while no call can start; it asks first, so a
+    /// batch with nothing left ends without waiting a slot out.)
+    pub fn claimable_any(&self, batch: &str) -> Result<bool> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.claimable_any(b)
+        })
+    }
+
     /// Claimed items of the batch whose calls their pool deferred: they
     /// wait for a place, they are not in flight.
     pub fn pool_waiting(&self, batch: &str) -> Result<i64> {

@@ -184,6 +184,43 @@ both_backends! {
         assert_paced(&times, launched, 1, 500);
     }
 
+    // ---- Nothing is claimed while its call cannot start ----
+
+    // At 15/min (4 s apart), `b`'s call starts 4 s after `a`'s: the slot
+    // waits for that before it claims, so `b` is not held claimed (and
+    // counted in flight by every view) meanwhile. The old code claimed it
+    // at once beside `a` and held the claim through the wait. A slot's
+    // claim after its wait is not earlier than `a`'s start plus the
+    // interval less `a`'s own claim and spawn: 2 s is far below that.
+    fn a_paced_slot_claims_only_when_its_call_may_start(env) {
+        require!(Tool::Python3);
+        let w = shell_worker(&env, "echo '\"ok\"'");
+        for mode in ["process", "persistent"] {
+            let worker = if mode == "process" { format!("[\"{w}\"]") } else {
+                format!("[\"python3\", \"{}\"]", python_worker(&env, "def answer(k, a):\n    return {\"result\": \"ok\"}"))
+            };
+            env.config(&format!(
+                "[batch.b]\nworker = {worker}\nmode = \"{mode}\"\nconcurrency = 2\nrate_limit = \"15/min\"\n"
+            ));
+            let (a, b) = (format!("{mode}-a"), format!("{mode}-b"));
+            add_keys(&env, "b", &[&a, &b]);
+            assert_eq!(timed_run(&env).1, 0, "{mode}");
+            let claimed = |key: &str| -> i64 {
+                let at = env.events("b", "claimed").into_iter()
+                    .filter(|e| e["key"] == key).map(|e| e["at"].as_i64().unwrap()).collect::<Vec<_>>();
+                assert_eq!(at.len(), 1, "{mode}: {key} claimed once: {at:?}");
+                at[0]
+            };
+            let (first, second) = if claimed(&a) <= claimed(&b) { (&a, &b) } else { (&b, &a) };
+            let started = starts_of(&env, first)[0];
+            assert!(
+                claimed(second) - started >= 2_000,
+                "{mode}: {second} claimed {} ms after {first}'s call started, before its own could start",
+                claimed(second) - started
+            );
+        }
+    }
+
     // ---- Every call waits out the hold ----
 
     // Slow (about 3 s): waits out a 3 s hold. `a` is rate limited for 3 s;
