@@ -11,6 +11,7 @@ pub mod items;
 pub mod log;
 pub mod man;
 pub mod metrics;
+mod named;
 pub mod pause;
 pub mod pools;
 pub mod prune;

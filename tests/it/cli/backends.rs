@@ -440,6 +440,34 @@ both_backends! {
         assert_eq!(pending(), N, "the runner claimed none of them");
         env.assert_counts_consistent();
     }
+
+    /// `log B --key K` of a name no item of B has is refused as `show B K`
+    /// refuses it (the same line, exit 2), with and without `--follow` and
+    /// `--json`, in a batch the store has seen or only the config names.
+    /// It printed nothing and exited 0, and `--follow` waited forever. An
+    /// item with no event yet is still listed (empty) and followed.
+    fn log_of_a_key_no_item_has_is_refused_as_show_refuses_it(env) {
+        env.config("[batch.b]\nworker = [\"true\"]\n\n[batch.c]\nworker = [\"true\"]\n");
+        env.add_items("b", 2);
+        for batch in ["b", "c"] {
+            let show = env.run(&["show", batch, "k9"]);
+            assert!(show.code(2).stderr.starts_with(&format!("nightshift: error: no item \"k9\" in batch \"{batch}\"")), "{show:?}");
+            for extra in [&[][..], &["--json"], &["--follow"], &["--follow", "--json"]] {
+                let mut args = vec!["log", batch, "--key", "k9"];
+                args.extend_from_slice(extra);
+                let mut log = env.spawn("log", &args);
+                assert_eq!(exit_code(&mut log), Some(2), "{args:?}: {:?}", env.output_of("log"));
+                assert_eq!(env.output_of("log"), (String::new(), show.stderr.clone()), "{args:?}");
+            }
+        }
+        // k1 has no event yet: nothing to list, and followed until its first.
+        assert_eq!(env.run(&["log", "b", "--key", "k1", "--json"]).code(0).stdout, "");
+        let mut follow = env.spawn("follow", &["log", "b", "--key", "k1", "--follow"]);
+        env.run(&["run", "b"]).code(0);
+        common::wait_for("the follower to print k1's event", || env.output_of("follow").0.contains(" empty "));
+        assert!(env.output_of("follow").0.lines().all(|l| l.contains(" k1 ")), "{:?}", env.output_of("follow"));
+        assert_eq!(follow.try_wait().unwrap(), None, "{:?}", env.output_of("follow"));
+    }
 }
 
 /// `init` on a database URL creates the schema, and writes the example
