@@ -343,6 +343,45 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
+    /// A key named beside `--tier` or `--class` that leaves it out is
+    /// refused, named with its tier or class, and nothing moves, in the dry
+    /// run too: `requeue b k1 k3 --tier retry` read "requeued 1 item" and
+    /// left k1 (manual) failed without a word (with k1 alone, "requeued 0
+    /// items", exit 0). Keys that match move as before.
+    fn a_key_the_filters_leave_out_refuses_the_requeue(env) {
+        env.failing_batch("b");
+        let refused = |args: &[&str], items: &str| {
+            for dry in [false, true] {
+                let mut all = vec!["requeue", "b"];
+                all.extend_from_slice(args);
+                if dry {
+                    all.push("--dry-run");
+                }
+                let ran = env.run(&all);
+                assert_eq!(ran.code(2).stdout, "", "{all:?}");
+                assert_eq!(ran.stderr, format!(
+                    "nightshift: error: keys named that --class or --tier leave out in batch \"b\": {items} \
+                     (nothing was requeued; each key named must match them too)\n"), "{all:?}");
+            }
+        };
+        refused(&["k1", "--tier", "retry"], "k1 (manual tier)");
+        refused(&["k3", "k1", "--tier", "retry"], "k1 (manual tier)");
+        refused(&["k1", "k4", "--class", "BadInput"], "k4 (class Exit1)");
+        refused(&["k1", "k3", "k4", "--class", "BadInput", "--tier", "manual"], "k3 (retry tier, class TempFail), k4 (class Exit1)");
+        // A key not failed is refused as ever, ahead of the filters.
+        let ran = env.run(&["requeue", "b", "k5", "k3", "--tier", "manual"]);
+        assert!(ran.code(2).stderr.contains("not failed in batch \"b\": k5 (done)"), "{ran:?}");
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'requeued'"), 0);
+        assert_eq!(env.item("k1"), ("failed".into(), Some("manual".into()), 1));
+
+        let ran = env.run(&["requeue", "b", "k1", "k2", "--class", "BadInput", "--tier", "manual", "--dry-run"]);
+        assert!(ran.code(0).stdout.starts_with("b: would requeue 2 items\n"), "{ran:?}");
+        let ran = env.run(&["requeue", "b", "k1", "k2", "--class", "BadInput", "--tier", "manual"]);
+        assert_eq!(ran.code(0).stdout, "b: requeued 2 items\n", "{ran:?}");
+        assert_eq!(env.item("k1").0, "pending");
+        env.assert_counts_consistent();
+    }
+
     /// A batch the config names that has not run yet (nothing added) reads
     /// as empty: no dead letters, no events, no items, nothing to requeue,
     /// and a key named in it is not there; `log --follow` waits for its
