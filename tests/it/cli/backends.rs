@@ -382,6 +382,33 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
+    /// An unknown batch's error names the config's batches beside the
+    /// store's, in one sorted list, each once: it named only the store's
+    /// ("(known: b)", or "the store has no batches yet"), though the
+    /// commands take a batch the config names before it has any items.
+    fn an_unknown_batch_is_named_with_the_configs_batches_too(env) {
+        env.config("[batch.c]\nworker = [\"true\"]\n\n[batch.b]\nworker = [\"true\"]\n\n[batch.a]\nworker = [\"true\"]\n");
+        let ran = env.run(&["status", "zz"]);
+        assert_eq!(ran.code(2).stderr, "nightshift: error: unknown batch \"zz\" (known: a, b, c)\n");
+        env.add_items("b", 1);
+        env.add_items("x", 1);
+        for args in [
+            vec!["status", "zz"],
+            vec!["items", "zz"],
+            vec!["show", "zz", "k1"],
+            vec!["requeue", "zz", "--all-failed"],
+            vec!["requeue", "zz", "k1", "--dry-run"],
+            vec!["dlq", "zz"],
+            vec!["log", "zz", "--key", "k1"],
+            vec!["skip", "zz", "k1", "--reason", "r"],
+            vec!["pause", "zz"],
+            vec!["run", "zz", "--", "/bin/true"],
+        ] {
+            let ran = env.run(&args);
+            assert_eq!(ran.code(2).stderr, "nightshift: error: unknown batch \"zz\" (known: a, b, c, x)\n", "{args:?}");
+        }
+    }
+
     /// A batch the config names that has not run yet (nothing added) reads
     /// as empty: no dead letters, no events, no items, nothing to requeue,
     /// and a key named in it is not there; `log --follow` waits for its
