@@ -618,6 +618,9 @@ pub struct LogArgs {
     #[arg(long, value_name = "KIND", value_delimiter = ',', value_enum)]
     pub kind: Vec<EventKind>,
     /// Only events of this item.
+    ///
+    /// With BATCH: its key or label, as `show` takes it; a name no item has
+    /// is refused.
     #[arg(long)]
     pub key: Option<String>,
     /// How many of the newest events to print first (0: every one).

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::table::Table;
-use super::{Ctx, Exit, out, out_json, out_json_pretty, user_error};
+use super::{Ctx, Exit, named, out, out_json, out_json_pretty, user_error};
 use crate::cli::{ItemsArgs, ShowArgs};
 use crate::model::{Item, Outcome, Status, Tombstone};
 use crate::store::{EventFilter, ItemFilter, Store, StoreError};
@@ -12,15 +12,7 @@ use crate::util::{noun, sanitize};
 
 /// The short state word shown for an item: status, with tier or outcome.
 pub fn state_word(item: &Item) -> String {
-    state_of(item.status, item.tier, item.outcome)
-}
-
-fn state_of(
-    status: Status,
-    tier: Option<crate::model::Tier>,
-    outcome: Option<crate::model::Outcome>,
-) -> String {
-    crate::model::state_word(status, tier, outcome)
+    crate::model::state_word(item.status, item.tier, item.outcome)
 }
 
 pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
@@ -141,59 +133,9 @@ pub(super) fn stale_version(ctx: &Ctx, batch: &str) -> anyhow::Result<String> {
     })
 }
 
-/// Items listed when several have the label `show` was given.
-const LABEL_MATCHES: usize = 20;
-
-/// The item `show` names: the one with that key, else the one item with
-/// that label. Several with the label, or none: an error that lists them,
-/// or says how to search.
-fn find(ctx: &Ctx, store: &Store, batch: &str, name: &str) -> anyhow::Result<Item> {
-    match ctx.no_key_if_unseen(batch, name, store.item(batch, name)) {
-        Err(StoreError::UnknownKey { .. }) => {}
-        found => return Ok(found?),
-    }
-    let labelled = store.labelled(batch, name, LABEL_MATCHES + 1);
-    let matches = ctx.empty_if_unseen(batch, labelled)?;
-    // Names are quoted with `{:?}` (controls escaped; the caller makes
-    // the whole message inert), as the store's own errors quote them.
-    let search = format!(
-        "nightshift items {} --search {}",
-        sanitize::shell_word(batch),
-        sanitize::shell_word(name)
-    );
-    match matches.as_slice() {
-        [one] => Ok(store.item(batch, &one.key)?),
-        [] => Err(user_error(format!(
-            "no item {name:?} in batch {batch:?} (neither a key nor a label); to search keys and labels: {search}"
-        ))),
-        many => {
-            let mut msg = format!(
-                "{} items in batch {batch:?} have the label {name:?}; show one by its key:",
-                if many.len() > LABEL_MATCHES {
-                    format!("more than {LABEL_MATCHES}")
-                } else {
-                    many.len().to_string()
-                },
-            );
-            for row in many.iter().take(LABEL_MATCHES) {
-                msg.push_str(&format!(
-                    "\n  nightshift show {} {}   ({})",
-                    sanitize::shell_word(batch),
-                    sanitize::shell_word(&row.key),
-                    state_of(row.status, row.tier, row.outcome)
-                ));
-            }
-            if many.len() > LABEL_MATCHES {
-                msg.push_str(&format!("\n  all of them: {search}"));
-            }
-            Err(user_error(msg))
-        }
-    }
-}
-
 pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
-    let item = match find(ctx, &store, &args.batch, &args.key) {
+    let item = match named::find(ctx, &store, &args.batch, &args.key, named::SHOW) {
         Err(e) => match e.downcast::<StoreError>() {
             Ok(StoreError::Pruned { tombstone, .. }) => return show_pruned(args, &tombstone),
             Ok(other) => return Err(other.into()),

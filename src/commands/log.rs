@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use super::{Ctx, Exit, out, out_json};
+use super::{Ctx, Exit, named, out, out_json};
 use crate::cli::LogArgs;
 use crate::model::Event;
-use crate::store::EventFilter;
+use crate::store::{EventFilter, Store, StoreError};
 use crate::util::time::rfc3339;
 use crate::util::{sanitize, text};
 
@@ -38,16 +38,31 @@ pub fn format_event(e: &Event) -> String {
     line
 }
 
+/// The key of the item `--key` names in `batch`, by the rule `show` names
+/// it by: a name no item has is refused, where it printed nothing (and
+/// `--follow` waited forever). A pruned key keeps what its events kept.
+fn item_key(ctx: &Ctx, store: &Store, batch: &str, name: &str) -> anyhow::Result<String> {
+    match named::find(ctx, store, batch, name, named::LOG) {
+        Ok(item) => Ok(item.key),
+        Err(e) if matches!(e.downcast_ref(), Some(StoreError::Pruned { .. })) => Ok(name.into()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Events read at a time by `-n 0`, so that a long log is printed in
 /// bounded memory.
 const PAGE: usize = 1000;
 
 pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
+    let key = match (&args.batch, &args.key) {
+        (Some(batch), Some(name)) => Some(item_key(ctx, &store, batch, name)?),
+        (_, key) => key.clone(),
+    };
     let filter = EventFilter {
         batch: args.batch.clone(),
         kinds: args.kind.iter().map(|k| k.as_str().to_string()).collect(),
-        key: args.key.clone(),
+        key,
         limit: args.limit,
         ..EventFilter::default()
     };

@@ -11,6 +11,7 @@ pub mod items;
 pub mod log;
 pub mod man;
 pub mod metrics;
+mod named;
 pub mod pause;
 pub mod pools;
 pub mod prune;
@@ -156,14 +157,26 @@ impl Ctx {
 
     /// Batches to show: the store's, plus configured ones not yet in it.
     pub fn all_batch_names(&self, store: &Store) -> anyhow::Result<Vec<String>> {
-        let mut names = store.batch_names()?;
-        for name in self.config.batches.keys() {
-            if !names.contains(name) {
-                names.push(name.clone());
-            }
-        }
+        Ok(self.with_configured(store.batch_names()?))
+    }
+
+    /// `names` (the store's) and the config's batches: one sorted list,
+    /// each name once.
+    fn with_configured(&self, mut names: Vec<String>) -> Vec<String> {
+        names.extend(self.config.batches.keys().cloned());
         names.sort();
-        Ok(names)
+        names.dedup();
+        names
+    }
+
+    /// An unknown batch's error lists the config's batches beside the
+    /// store's: the store knows only those it has seen, and the commands
+    /// take the config's too.
+    fn known_with_configured(&self, mut err: anyhow::Error) -> anyhow::Error {
+        if let Some(StoreError::UnknownBatch { known, .. }) = err.downcast_mut::<StoreError>() {
+            *known = self.with_configured(std::mem::take(known));
+        }
+        err
     }
 }
 
@@ -181,28 +194,33 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         return demo::run(args, cli.no_color);
     }
     let ctx = Ctx::from_cli(&cli)?;
-    let Some(command) = cli.command else {
-        return watch::run(&ctx, &crate::cli::WatchArgs::default());
+    run_command(&ctx, cli.command).map_err(|e| ctx.known_with_configured(e))
+}
+
+/// Runs a command that needs the store and the config.
+fn run_command(ctx: &Ctx, command: Option<Command>) -> anyhow::Result<Exit> {
+    let Some(command) = command else {
+        return watch::run(ctx, &crate::cli::WatchArgs::default());
     };
     match command {
-        Command::Init(args) => init::run(&ctx, &args),
-        Command::Add(args) => add::run(&ctx, &args),
-        Command::Run(args) => run::run(&ctx, &args),
-        Command::Daemon(args) => daemon::run(&ctx, &args),
-        Command::Schedule(args) => schedule::run(&ctx, &args),
-        Command::Status(args) => status::run(&ctx, &args),
-        Command::Items(args) => items::list(&ctx, &args),
-        Command::Show(args) => items::show(&ctx, &args),
-        Command::Requeue(args) => requeue::requeue(&ctx, &args),
-        Command::Skip(args) => requeue::skip(&ctx, &args),
-        Command::Pause(args) => pause::pause(&ctx, &args),
-        Command::Unpause(args) => pause::unpause(&ctx, &args),
-        Command::Cancel(args) => steer::cancel(&ctx, &args),
-        Command::Stop(args) => steer::stop(&ctx, &args),
-        Command::Dlq(args) => dlq::run(&ctx, &args),
-        Command::Log(args) => log::run(&ctx, &args),
-        Command::Prune(args) => prune::run(&ctx, &args),
-        Command::Watch(args) => watch::run(&ctx, &args),
+        Command::Init(args) => init::run(ctx, &args),
+        Command::Add(args) => add::run(ctx, &args),
+        Command::Run(args) => run::run(ctx, &args),
+        Command::Daemon(args) => daemon::run(ctx, &args),
+        Command::Schedule(args) => schedule::run(ctx, &args),
+        Command::Status(args) => status::run(ctx, &args),
+        Command::Items(args) => items::list(ctx, &args),
+        Command::Show(args) => items::show(ctx, &args),
+        Command::Requeue(args) => requeue::requeue(ctx, &args),
+        Command::Skip(args) => requeue::skip(ctx, &args),
+        Command::Pause(args) => pause::pause(ctx, &args),
+        Command::Unpause(args) => pause::unpause(ctx, &args),
+        Command::Cancel(args) => steer::cancel(ctx, &args),
+        Command::Stop(args) => steer::stop(ctx, &args),
+        Command::Dlq(args) => dlq::run(ctx, &args),
+        Command::Log(args) => log::run(ctx, &args),
+        Command::Prune(args) => prune::run(ctx, &args),
+        Command::Watch(args) => watch::run(ctx, &args),
         Command::Demo(_) | Command::Agent | Command::Completions { .. } | Command::Man(_) => {
             unreachable!("handled above")
         }

@@ -30,6 +30,12 @@ pub enum Refusal {
          requeued; done items run again with --outcome done|empty|skipped)"
     )]
     NotFailed { batch: String, items: String },
+    /// A requeue naming failed keys that its `--class` or `--tier` leave out.
+    #[error(
+        "keys named that --class or --tier leave out in batch {batch:?}: {items} (nothing was \
+         requeued; each key named must match them too)"
+    )]
+    LeftOut { batch: String, items: String },
     /// A requeue with `--outcome` naming keys not done with that outcome.
     #[error(
         "--outcome {outcome} requeues done items with that outcome; not such in batch {batch:?}: \

@@ -127,9 +127,7 @@ impl Store {
 /// The items `sel` names or matches, by id.
 fn select(tx: &mut dyn Read, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
     let b = tx.batch_id(batch)?;
-    if sel.stale.is_some() {
-        check_selection(sel)?;
-    }
+    check_filters(sel)?;
     if !sel.keys.is_empty() {
         let mut named = Named::default();
         // A key named twice (`requeue b k1 k1`, a list pasted twice) is
@@ -143,7 +141,14 @@ fn select(tx: &mut dyn Read, batch: &str, sel: &Selection) -> Result<Vec<(i64, R
         }
         return named.finish(batch, sel);
     }
-    check_selection(sel)?;
+    if sel.stale.is_none()
+        && sel.class.is_none()
+        && sel.tier.is_none()
+        && !sel.all_failed
+        && sel.outcome.is_none()
+    {
+        return Err(Refusal::NoSelection.into());
+    }
     // Sorted here rather than by an ORDER BY: SQLite found the rows through
     // the queue index and sorted them in a temporary b-tree, which took
     // longer than finding them (0.1 s at 100,000 failed items).
@@ -152,13 +157,17 @@ fn select(tx: &mut dyn Read, batch: &str, sel: &Selection) -> Result<Vec<(i64, R
     Ok(rows)
 }
 
-/// A requeue by key: each named item is taken, passed over (a class or
-/// tier condition does not hold) or, when not in the state the selection
-/// moves, refused; one refused item refuses the whole requeue.
+/// A requeue by key: each named item is taken, or refused, when not in the
+/// state the selection moves or left out by its `--class` or `--tier`. One
+/// refused item refuses the whole requeue: a key named is moved or said
+/// why not, never passed over in silence.
 #[derive(Default)]
 struct Named {
     taken: Vec<(i64, Requeue)>,
+    /// Not in the state moved: `k1 (done)`.
     refused: Vec<String>,
+    /// Failed, but not of the class or tier asked: `k2 (manual tier)`.
+    left_out: Vec<String>,
 }
 
 impl Named {
@@ -178,34 +187,51 @@ impl Named {
             self.refused.push(format!("{} ({what})", r.key));
             return;
         }
-        let class_ok = sel
-            .class
-            .as_ref()
-            .is_none_or(|c| r.error_class.as_ref() == Some(c));
-        if class_ok && sel.tier.is_none_or(|t| Some(t) == r.tier) {
+        let mut why = Vec::new();
+        if sel.tier.is_some() && r.tier != sel.tier {
+            why.push(match r.tier {
+                Some(t) => format!("{t} tier"),
+                None => "no tier".into(),
+            });
+        }
+        if sel.class.is_some() && r.error_class != sel.class {
+            why.push(match &r.error_class {
+                Some(c) => format!("class {c}"),
+                None => "no class".into(),
+            });
+        }
+        if why.is_empty() {
             self.taken.push((item_id, r));
+        } else {
+            self.left_out
+                .push(format!("{} ({})", r.key, why.join(", ")));
         }
     }
 
     fn finish(self, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>, StoreError> {
-        if self.refused.is_empty() {
-            return Ok(self.taken);
+        let batch = batch.to_string();
+        if !self.refused.is_empty() {
+            let items = self.refused.join(", ");
+            return Err(match sel.outcome {
+                Some(o) => Refusal::NotOfOutcome {
+                    outcome: o.to_string(),
+                    batch,
+                    items,
+                },
+                None => Refusal::NotFailed { batch, items },
+            }
+            .into());
         }
-        let (batch, items) = (batch.to_string(), self.refused.join(", "));
-        Err(match sel.outcome {
-            Some(o) => Refusal::NotOfOutcome {
-                outcome: o.to_string(),
-                batch,
-                items,
-            },
-            None => Refusal::NotFailed { batch, items },
+        if !self.left_out.is_empty() {
+            let items = self.left_out.join(", ");
+            return Err(Refusal::LeftOut { batch, items }.into());
         }
-        .into())
+        Ok(self.taken)
     }
 }
 
-/// A requeue without keys must say which items.
-fn check_selection(sel: &Selection) -> Result<(), StoreError> {
+/// Filters that cannot go together, with keys or without.
+fn check_filters(sel: &Selection) -> Result<(), StoreError> {
     if sel.stale.is_some()
         && (!sel.keys.is_empty()
             || sel.outcome.is_some()
@@ -215,14 +241,8 @@ fn check_selection(sel: &Selection) -> Result<(), StoreError> {
     {
         return Err(Refusal::StaleWithFilters.into());
     }
-    if sel.stale.is_some() {
-        return Ok(());
-    }
     if sel.outcome.is_some() && (sel.class.is_some() || sel.tier.is_some() || sel.all_failed) {
         return Err(Refusal::OutcomeWithFilters.into());
-    }
-    if sel.class.is_none() && sel.tier.is_none() && !sel.all_failed && sel.outcome.is_none() {
-        return Err(Refusal::NoSelection.into());
     }
     Ok(())
 }

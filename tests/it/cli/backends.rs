@@ -343,6 +343,72 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
+    /// A key named beside `--tier` or `--class` that leaves it out is
+    /// refused, named with its tier or class, and nothing moves, in the dry
+    /// run too: `requeue b k1 k3 --tier retry` read "requeued 1 item" and
+    /// left k1 (manual) failed without a word (with k1 alone, "requeued 0
+    /// items", exit 0). Keys that match move as before.
+    fn a_key_the_filters_leave_out_refuses_the_requeue(env) {
+        env.failing_batch("b");
+        let refused = |args: &[&str], items: &str| {
+            for dry in [false, true] {
+                let mut all = vec!["requeue", "b"];
+                all.extend_from_slice(args);
+                if dry {
+                    all.push("--dry-run");
+                }
+                let ran = env.run(&all);
+                assert_eq!(ran.code(2).stdout, "", "{all:?}");
+                assert_eq!(ran.stderr, format!(
+                    "nightshift: error: keys named that --class or --tier leave out in batch \"b\": {items} \
+                     (nothing was requeued; each key named must match them too)\n"), "{all:?}");
+            }
+        };
+        refused(&["k1", "--tier", "retry"], "k1 (manual tier)");
+        refused(&["k3", "k1", "--tier", "retry"], "k1 (manual tier)");
+        refused(&["k1", "k4", "--class", "BadInput"], "k4 (class Exit1)");
+        refused(&["k1", "k3", "k4", "--class", "BadInput", "--tier", "manual"], "k3 (retry tier, class TempFail), k4 (class Exit1)");
+        // A key not failed is refused as ever, ahead of the filters.
+        let ran = env.run(&["requeue", "b", "k5", "k3", "--tier", "manual"]);
+        assert!(ran.code(2).stderr.contains("not failed in batch \"b\": k5 (done)"), "{ran:?}");
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'requeued'"), 0);
+        assert_eq!(env.item("k1"), ("failed".into(), Some("manual".into()), 1));
+
+        let ran = env.run(&["requeue", "b", "k1", "k2", "--class", "BadInput", "--tier", "manual", "--dry-run"]);
+        assert!(ran.code(0).stdout.starts_with("b: would requeue 2 items\n"), "{ran:?}");
+        let ran = env.run(&["requeue", "b", "k1", "k2", "--class", "BadInput", "--tier", "manual"]);
+        assert_eq!(ran.code(0).stdout, "b: requeued 2 items\n", "{ran:?}");
+        assert_eq!(env.item("k1").0, "pending");
+        env.assert_counts_consistent();
+    }
+
+    /// An unknown batch's error names the config's batches beside the
+    /// store's, in one sorted list, each once: it named only the store's
+    /// ("(known: b)", or "the store has no batches yet"), though the
+    /// commands take a batch the config names before it has any items.
+    fn an_unknown_batch_is_named_with_the_configs_batches_too(env) {
+        env.config("[batch.c]\nworker = [\"true\"]\n\n[batch.b]\nworker = [\"true\"]\n\n[batch.a]\nworker = [\"true\"]\n");
+        let ran = env.run(&["status", "zz"]);
+        assert_eq!(ran.code(2).stderr, "nightshift: error: unknown batch \"zz\" (known: a, b, c)\n");
+        env.add_items("b", 1);
+        env.add_items("x", 1);
+        for args in [
+            vec!["status", "zz"],
+            vec!["items", "zz"],
+            vec!["show", "zz", "k1"],
+            vec!["requeue", "zz", "--all-failed"],
+            vec!["requeue", "zz", "k1", "--dry-run"],
+            vec!["dlq", "zz"],
+            vec!["log", "zz", "--key", "k1"],
+            vec!["skip", "zz", "k1", "--reason", "r"],
+            vec!["pause", "zz"],
+            vec!["run", "zz", "--", "/bin/true"],
+        ] {
+            let ran = env.run(&args);
+            assert_eq!(ran.code(2).stderr, "nightshift: error: unknown batch \"zz\" (known: a, b, c, x)\n", "{args:?}");
+        }
+    }
+
     /// A batch the config names that has not run yet (nothing added) reads
     /// as empty: no dead letters, no events, no items, nothing to requeue,
     /// and a key named in it is not there; `log --follow` waits for its
@@ -439,6 +505,34 @@ both_backends! {
         assert_eq!(exit_code(&mut runner), Some(130), "{:?}", env.output_of("run"));
         assert_eq!(pending(), N, "the runner claimed none of them");
         env.assert_counts_consistent();
+    }
+
+    /// `log B --key K` of a name no item of B has is refused as `show B K`
+    /// refuses it (the same line, exit 2), with and without `--follow` and
+    /// `--json`, in a batch the store has seen or only the config names.
+    /// It printed nothing and exited 0, and `--follow` waited forever. An
+    /// item with no event yet is still listed (empty) and followed.
+    fn log_of_a_key_no_item_has_is_refused_as_show_refuses_it(env) {
+        env.config("[batch.b]\nworker = [\"true\"]\n\n[batch.c]\nworker = [\"true\"]\n");
+        env.add_items("b", 2);
+        for batch in ["b", "c"] {
+            let show = env.run(&["show", batch, "k9"]);
+            assert!(show.code(2).stderr.starts_with(&format!("nightshift: error: no item \"k9\" in batch \"{batch}\"")), "{show:?}");
+            for extra in [&[][..], &["--json"], &["--follow"], &["--follow", "--json"]] {
+                let mut args = vec!["log", batch, "--key", "k9"];
+                args.extend_from_slice(extra);
+                let mut log = env.spawn("log", &args);
+                assert_eq!(exit_code(&mut log), Some(2), "{args:?}: {:?}", env.output_of("log"));
+                assert_eq!(env.output_of("log"), (String::new(), show.stderr.clone()), "{args:?}");
+            }
+        }
+        // k1 has no event yet: nothing to list, and followed until its first.
+        assert_eq!(env.run(&["log", "b", "--key", "k1", "--json"]).code(0).stdout, "");
+        let mut follow = env.spawn("follow", &["log", "b", "--key", "k1", "--follow"]);
+        env.run(&["run", "b"]).code(0);
+        common::wait_for("the follower to print k1's event", || env.output_of("follow").0.contains(" empty "));
+        assert!(env.output_of("follow").0.lines().all(|l| l.contains(" k1 ")), "{:?}", env.output_of("follow"));
+        assert_eq!(follow.try_wait().unwrap(), None, "{:?}", env.output_of("follow"));
     }
 }
 
