@@ -588,6 +588,29 @@ impl BatchInfo {
         }
     }
 
+    /// A batch whose run `run` holds a live seat (host `h`, pid 7) from a
+    /// minute before `now` to a minute after: for the views' tests.
+    #[cfg(test)]
+    pub fn live_for_test(name: &str, run: i64, now: Millis) -> BatchInfo {
+        let mut info = BatchInfo::empty(name);
+        info.locks.push(LockInfo {
+            batch: name.into(),
+            token: "t".into(),
+            holder: Holder {
+                host: "h".into(),
+                pid: 7,
+                pid_start: None,
+            },
+            run_id: Some(run),
+            acquired_at: now - 60_000,
+            expires_at: now + 60_000,
+            renewed_at: now - 1_000,
+            stop_by: None,
+        });
+        info.runners.seats.push(Seat::Live);
+        info
+    }
+
     /// The retry-after hold still on at `now`.
     #[must_use]
     pub fn held(&self, now: Millis) -> Option<&Hold> {

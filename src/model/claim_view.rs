@@ -144,28 +144,11 @@ impl ClaimView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Holder, LockInfo};
 
     const NOW: Millis = 1_767_250_000_000; // 2026-01-01T06:46:40Z
 
     fn live_batch() -> BatchInfo {
-        let mut info = BatchInfo::empty("記事");
-        info.locks.push(LockInfo {
-            batch: "記事".into(),
-            token: "t".into(),
-            holder: Holder {
-                host: "h".into(),
-                pid: 7,
-                pid_start: None,
-            },
-            run_id: Some(3),
-            acquired_at: NOW - 60_000,
-            expires_at: NOW + 60_000,
-            renewed_at: NOW - 1_000,
-            stop_by: None,
-        });
-        info.runners.seats.push(Seat::Live);
-        info
+        BatchInfo::live_for_test("記事", 3, NOW)
     }
 
     fn deferred() -> Item {

@@ -374,27 +374,11 @@ mod tests {
     /// its pool defers names the pool.
     #[test]
     fn a_deferred_claim_names_its_pool() {
-        use crate::model::{Holder, LockInfo, Seat};
         let mut d = detail(Vec::new());
         d.item.status = Status::Claimed;
         d.item.lease_run = Some(3);
         d.item.pool_wait_since = Some(0);
-        let mut info = BatchInfo::empty("b");
-        info.locks.push(LockInfo {
-            batch: "b".into(),
-            token: "t".into(),
-            holder: Holder {
-                host: "h".into(),
-                pid: 7,
-                pid_start: None,
-            },
-            run_id: Some(3),
-            acquired_at: 0,
-            expires_at: 60_000,
-            renewed_at: 0,
-            stop_by: None,
-        });
-        info.runners.seats.push(Seat::Live);
+        let info = BatchInfo::live_for_test("b", 3, 0);
         let shown = Ok(d);
         let lines = text_of(&page("k", Some(&shown), Some(&info), Some("本番"), 0, 120));
         assert!(
