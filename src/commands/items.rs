@@ -114,6 +114,7 @@ fn waits_for(
         not_before: i64::from(
             reason == WaitReason::NotDue && item.status == crate::model::Status::Pending,
         ),
+        paced: crate::model::waiting::paced_of(&h, reason),
     }))
 }
 

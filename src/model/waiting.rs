@@ -78,6 +78,9 @@ pub struct Waiting {
     /// the items are pending ones with a not-before time (the rest are in
     /// the retry tier).
     pub not_before: i64,
+    /// For [`WaitReason::LockHeld`]: the batch's own `rate_limit` (`4/min`),
+    /// which the runner holding the lock keeps its calls to.
+    pub paced: Option<String>,
 }
 
 /// A limit pool with no room: which, for what (`tokens/min`, `requests/day`,
@@ -121,6 +124,8 @@ pub struct Holding {
     pub rate_limit: Option<RateLimited>,
     /// The batch's limit pool, by name, if it has one.
     pub pool: Option<String>,
+    /// The batch's own `rate_limit` as written (`4/min`), if it has one.
+    pub paced: Option<String>,
     /// Of the claimed items, those whose calls their pool deferred
     /// (`Item::pool_wait_since`): waiting for a place, not in flight.
     pub pool_waits: i64,
@@ -231,6 +236,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
                 until,
                 pool,
                 not_before,
+                paced: paced_of(h, reason),
             });
         }
     };
@@ -281,6 +287,14 @@ pub fn pool_of(h: &Holding, reason: WaitReason) -> Option<RateLimited> {
     }
 }
 
+/// The rate limit items waiting for `reason` are paced by, if any: a live
+/// runner holds the lock and spaces its calls by it.
+pub fn paced_of(h: &Holding, reason: WaitReason) -> Option<String> {
+    (reason == WaitReason::LockHeld)
+        .then(|| h.paced.clone())
+        .flatten()
+}
+
 /// The pool claimed items wait for a place in: the batch's, and why it
 /// has no room when the views know (its dimension; empty when they do
 /// not, as when a place this runner holds is given back at once).
@@ -321,6 +335,9 @@ fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
             }
             if w.not_before > 0 {
                 o.insert("not_before".into(), w.not_before.into());
+            }
+            if let Some(rate) = &w.paced {
+                o.insert("rate_limit".into(), rate.clone().into());
             }
             serde_json::Value::Object(o)
         })
@@ -386,7 +403,11 @@ impl fmt::Display for Said<'_> {
             }
             WaitReason::Paused => write!(f, "{n} {}: the batch is paused", waits(one)),
             WaitReason::LockHeld => {
-                write!(f, "{n} {} for the runner that holds the lock", waits(one))
+                write!(f, "{n} {} for the runner that holds the lock", waits(one))?;
+                match &w.paced {
+                    Some(rate) => write!(f, ", paced at {rate} (rate_limit)"),
+                    None => Ok(()),
+                }
             }
             // A hold's end to the second, as in every view of it.
             WaitReason::Hold => write!(
@@ -611,6 +632,23 @@ mod tests {
             said(&held),
             "1 quarantined awaits a human; 7 wait for the runner that holds the lock; 1 in flight in another run"
         );
+        // Paced by the batch's own rate limit: the runner spaces its calls,
+        // and the line says by what (`--json`: `rate_limit`).
+        let paced = Holding {
+            paced: Some("4/min".into()),
+            ..held.clone()
+        };
+        assert_eq!(
+            said(&paced),
+            "1 quarantined awaits a human; 7 wait for the runner that holds the lock, paced at 4/min (rate_limit); 1 in flight in another run"
+        );
+        assert_eq!(to_json(&waiting(&paced, NOW))[1]["rate_limit"], "4/min");
+        // With no runner, the rate limit is not what they wait for.
+        let idle = Holding {
+            paced: Some("4/min".into()),
+            ..base.clone()
+        };
+        assert!(!said(&idle).contains("paced"), "{}", said(&idle));
         // Its claim's call deferred by its pool: waiting, not in flight.
         let deferred = Holding {
             pool: Some("openai".into()),

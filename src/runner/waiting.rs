@@ -86,6 +86,7 @@ fn holding(
             None => None,
         },
         pool: cfg.and_then(|c| Some(c.pool.as_ref()?.name.clone())),
+        paced: cfg.and_then(|c| Some(c.rate_limit?.to_string())),
         pool_waits: store.pool_waiting(batch)?,
         taken,
         idle,

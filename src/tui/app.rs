@@ -70,6 +70,8 @@ pub struct Setup {
     /// Batch → the tokens one of its calls reserves from its pool
     /// (`runner::pool::call_estimate`).
     pub calls: BTreeMap<String, i64>,
+    /// Batch → its own `rate_limit` as written (`4/min`).
+    pub paced: BTreeMap<String, String>,
     /// Pool → the largest call of its batches (`runner::pool::largest_call`).
     pub pool_calls: BTreeMap<String, i64>,
     /// The pools' own budgets (`[limit.NAME] budget`), by pool.
@@ -92,6 +94,7 @@ impl Setup {
             pools: Vec::new(),
             pool_of: BTreeMap::new(),
             calls: BTreeMap::new(),
+            paced: BTreeMap::new(),
             pool_calls: BTreeMap::new(),
             pool_budgets: BTreeMap::new(),
         }
@@ -120,6 +123,9 @@ impl Setup {
                 self.pool_of.insert(name.clone(), pool.name.clone());
                 self.calls
                     .insert(name.clone(), crate::runner::pool::call_estimate(b));
+            }
+            if let Some(rate) = b.rate_limit {
+                self.paced.insert(name.clone(), rate.to_string());
             }
             let budgets = crate::runner::budget::of_config(b);
             if !budgets.is_empty() {

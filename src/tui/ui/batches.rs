@@ -512,6 +512,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
             .pool_of(&info.name)
             .and_then(|v| crate::runner::pool::limited(v, app.call_of(&info.name), app.now)),
         pool: app.setup.pool_of.get(&info.name).cloned(),
+        paced: app.setup.paced.get(&info.name).cloned(),
         pool_waits: app.data.pool_waiting,
         taken: 0,
         idle: Some(Idle::from_fire(fire)),
@@ -773,6 +774,42 @@ mod tests {
                 "{w}: {rows:#?}"
             );
         }
+    }
+
+    /// Items a live runner paces by the batch's own `rate_limit` say so,
+    /// as `status` does.
+    #[test]
+    fn a_paced_batch_says_its_rate_limit_beside_the_runner() {
+        let config = crate::config::Config::parse(
+            "[batch.\"記事\"]\nworker = [\"true\"]\nrate_limit = \"4/min\"\n",
+            std::path::Path::new("nightshift.toml"),
+        )
+        .unwrap();
+        let setup = Setup::new("/x.db", "h", false, Palette::Mono).with_config(&config);
+        let mut app = App::new(setup, NOW);
+        app.update(Arrival::Resize(120, 40));
+        let mut info = BatchInfo::live_for_test("記事", 3, NOW);
+        info.counts.pending = 5;
+        let batch = BatchView {
+            info,
+            minutes: Vec::new(),
+            created_at: NOW,
+        };
+        app.update(Arrival::Polled {
+            at: NOW,
+            asked: app.asked,
+            result: Ok(Box::new(Dashboard {
+                batches: vec![batch],
+                retry: Some(("記事".into(), Default::default())),
+                ..Dashboard::default()
+            })),
+        });
+        let rows = super::super::drawn_rows(&app);
+        assert_eq!(
+            waiting_of(&rows).join(" "),
+            "5 wait for the runner that holds the lock, paced at 4/min (rate_limit)",
+            "{rows:#?}"
+        );
     }
 
     /// A count is never cut by its column (`100,005 (66` read as 100,005

@@ -221,6 +221,35 @@ both_backends! {
         }
     }
 
+    // At 1/hour the second item's call is an hour away: while the runner
+    // waits for it, nothing is claimed, and every view says what the rest
+    // wait for and by what they are paced; a stop ends the wait at once.
+    fn items_a_runner_paces_are_said_to_wait_for_its_rate_limit(env) {
+        let w = shell_worker(&env, "echo '\"ok\"'");
+        env.config(&format!(
+            "[batch.b]\nworker = [\"{w}\"]\nconcurrency = 2\nrate_limit = \"1/hour\"\n"
+        ));
+        add_keys(&env, "b", &["k1", "k2", "k3"]);
+        let mut runner = env.spawn("run", &["run", "b"]);
+        wait_for("the first item done", || env.item("k1").0 == "done");
+        let b = batch_status(&env);
+        assert_eq!(b["claimed"], 0, "nothing is claimed while no call may start: {b}");
+        let lock_held = b["waiting"].as_array().unwrap().iter()
+            .find(|w| w["reason"] == "lock-held").cloned().unwrap_or_default();
+        assert_eq!((&lock_held["count"], &lock_held["rate_limit"]), (&2.into(), &"1/hour".into()), "{b}");
+        let status = env.run(&["status", "b"]);
+        assert!(
+            status.stdout.contains("2 wait for the runner that holds the lock, paced at 1/hour (rate_limit)"),
+            "{status:?}"
+        );
+        let show = env.run(&["show", "b", "k2"]);
+        assert!(show.stdout.contains("paced at 1/hour (rate_limit)"), "{show:?}");
+        env.run(&["stop", "b"]).code(0);
+        let code = runner.wait().unwrap().code();
+        assert_eq!(code, Some(130), "a stop during the wait ends the run, aborted");
+        assert_eq!((env.item("k2").0, env.item("k3").0), ("pending".into(), "pending".into()));
+    }
+
     // ---- Every call waits out the hold ----
 
     // Slow (about 3 s): waits out a 3 s hold. `a` is rate limited for 3 s;
