@@ -653,14 +653,14 @@ mod tests {
             minutes: Vec::new(),
             created_at: NOW,
         };
-        app.update(Arrival::Polled {
-            at: NOW,
-            asked: app.asked,
-            result: Ok(Box::new(Dashboard {
+        super::super::answered(
+            &mut app,
+            NOW,
+            Dashboard {
                 batches: vec![batch],
                 ..Dashboard::default()
-            })),
-        });
+            },
+        );
         super::super::drawn_rows(&app)
             .into_iter()
             .find(|r| r.starts_with("│記事"))
@@ -721,16 +721,16 @@ mod tests {
             next_at: Some(NOW + 1_800_000),
             ..RetryTier::default()
         };
-        app.update(Arrival::Polled {
-            at: NOW,
-            asked: app.asked,
-            result: Ok(Box::new(Dashboard {
+        super::super::answered(
+            &mut app,
+            NOW,
+            Dashboard {
                 batches: vec![batch],
                 pools: vec![pool],
                 retry: Some(("記事".into(), retry)),
                 ..Dashboard::default()
-            })),
-        });
+            },
+        );
         super::super::drawn_rows(&app)
     }
 
@@ -795,15 +795,15 @@ mod tests {
             minutes: Vec::new(),
             created_at: NOW,
         };
-        app.update(Arrival::Polled {
-            at: NOW,
-            asked: app.asked,
-            result: Ok(Box::new(Dashboard {
+        super::super::answered(
+            &mut app,
+            NOW,
+            Dashboard {
                 batches: vec![batch],
                 retry: Some(("記事".into(), Default::default())),
                 ..Dashboard::default()
-            })),
-        });
+            },
+        );
         let rows = super::super::drawn_rows(&app);
         assert_eq!(
             waiting_of(&rows).join(" "),

@@ -277,6 +277,21 @@ pub fn empty_text(app: &App, what: &str) -> String {
     }
 }
 
+/// `app` given `data` by the poll it asked for last, at `at`.
+#[cfg(test)]
+pub(crate) fn answered(
+    app: &mut App,
+    at: crate::model::Millis,
+    data: crate::store::Dashboard,
+) -> Vec<crate::tui::action::Effect> {
+    let asked = app.asked;
+    app.update(crate::tui::action::Arrival::Polled {
+        at,
+        asked,
+        result: Ok(Box::new(data)),
+    })
+}
+
 /// The screen `app` draws, a string a row, each wide character once.
 #[cfg(test)]
 pub(crate) fn drawn_rows(app: &App) -> Vec<String> {

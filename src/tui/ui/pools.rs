@@ -386,10 +386,10 @@ mod tests {
             minutes: Vec::new(),
             created_at: NOW,
         };
-        app.update(Arrival::Polled {
-            at: NOW,
-            asked: app.asked,
-            result: Ok(Box::new(Dashboard {
+        super::super::answered(
+            &mut app,
+            NOW,
+            Dashboard {
                 batches: vec![batch],
                 retry: Some(("記事の要約".into(), Default::default())),
                 pools: vec![pool],
@@ -401,8 +401,8 @@ mod tests {
                     },
                 )],
                 ..Dashboard::default()
-            })),
-        });
+            },
+        );
         app
     }
 
@@ -529,14 +529,11 @@ mod tests {
         let mut v = view();
         v.hold = None;
         v.dims[1] = tokens_until(NOW + 130_000, 250_000);
-        app.update(Arrival::Polled {
-            at: NOW + 126_000,
-            asked: app.asked,
-            result: Ok(Box::new(Dashboard {
-                pools: vec![v],
-                ..app.data.clone()
-            })),
-        });
+        let data = Dashboard {
+            pools: vec![v],
+            ..app.data.clone()
+        };
+        super::super::answered(&mut app, NOW + 126_000, data);
         let rows = draw(&app);
         let waiting = find(&rows, "waiting");
         assert!(

@@ -40,14 +40,14 @@ fn pooled_app() -> App {
     let mut app = App::new(setup, NOW);
     app.update(Arrival::Resize(80, 24));
     let q = app.query();
-    app.update(Arrival::Polled {
-        at: NOW,
-        asked: app.asked,
-        result: Ok(Box::new(Dashboard {
+    crate::tui::ui::answered(
+        &mut app,
+        NOW,
+        Dashboard {
             pools: q.pools.iter().map(|p| view(&p.name)).collect(),
             ..data(&q, false)
-        })),
-    });
+        },
+    );
     app
 }
 
