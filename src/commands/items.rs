@@ -115,6 +115,7 @@ fn waits_for(
             reason == WaitReason::NotDue && item.status == crate::model::Status::Pending,
         ),
         paced: crate::model::waiting::paced_of(&h, reason),
+        another_run: false,
     }))
 }
 

@@ -80,7 +80,13 @@ pub struct Waiting {
     pub not_before: i64,
     /// For [`WaitReason::LockHeld`]: the batch's own `rate_limit` (`4/min`),
     /// which the runner holding the lock keeps its calls to.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub paced: Option<String>,
+    /// For [`WaitReason::InFlight`] in a run's own words (its summary, its
+    /// dry run): in another run than this one. Views that are no run
+    /// (`status`, the dashboard) say only "in flight".
+    #[serde(skip)]
+    pub another_run: bool,
 }
 
 /// A limit pool with no room: which, for what (`tokens/min`, `requests/day`,
@@ -237,6 +243,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
                 pool,
                 not_before,
                 paced: paced_of(h, reason),
+                another_run: reason == WaitReason::InFlight && h.idle.is_none(),
             });
         }
     };
@@ -448,7 +455,8 @@ impl fmt::Display for Said<'_> {
                     _ => Ok(()),
                 }
             }
-            WaitReason::InFlight => write!(f, "{n} in flight in another run"),
+            WaitReason::InFlight if w.another_run => write!(f, "{n} in flight in another run"),
+            WaitReason::InFlight => write!(f, "{n} in flight"),
             WaitReason::Pending => write!(f, "{n} pending, not run"),
             WaitReason::NoRunner => write!(
                 f,
@@ -631,6 +639,16 @@ mod tests {
         assert_eq!(
             said(&held),
             "1 quarantined awaits a human; 7 wait for the runner that holds the lock; 1 in flight in another run"
+        );
+        // Seen by no run (`status`, the dashboard): in flight, not "in
+        // another run" (another than what?).
+        let seen = Holding {
+            idle: Some(Idle::NoRunner),
+            ..held.clone()
+        };
+        assert_eq!(
+            said(&seen),
+            "1 quarantined awaits a human; 7 wait for the runner that holds the lock; 1 in flight"
         );
         // Paced by the batch's own rate limit: the runner spaces its calls,
         // and the line says by what (`--json`: `rate_limit`).
