@@ -185,8 +185,7 @@ impl Cycle {
     /// reserved once there is an item to call for, and its time waited for
     /// before this slot claims and the next one takes its turn; the ticket
     /// goes with the claims (the call still starts only through
-    /// [`Cycle::pass`]). `None`: the lock is
-    /// lost.
+    /// [`Cycle::pass`]). `None`: the lock is lost.
     pub(super) async fn claim_through_gate(
         &self,
         n: usize,
@@ -215,11 +214,13 @@ impl Cycle {
         // Paced: the slot waits for its token before it claims, so no item
         // is held claimed (and counted in flight by every view) while its
         // call cannot start; it asks first whether there is anything to
-        // claim, so a batch with nothing left ends without a token's wait.
+        // claim (the oldest claimable item), so a batch with nothing left
+        // ends without a token's wait.
         let mut pass = Pass::None;
         if turn.is_some() {
             let batch = self.batch.clone();
-            if !self.writer.call(move |s| s.claimable_any(&batch)).await? {
+            let oldest = self.writer.call(move |s| s.oldest_pending(&batch)).await?;
+            if oldest.is_none() {
                 return nothing;
             }
             if let Some(at) = self.gate.reserve() {

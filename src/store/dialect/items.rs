@@ -255,9 +255,6 @@ const WAITING_NEXT_AT: &str = "SELECT min(t) FROM (
        UNION ALL
        SELECT min(next_attempt_at) FROM items
         WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at > ?2) w";
-/// Whether a claim would find an item now (`CLAIMABLE`'s condition).
-const CLAIMABLE_ANY: &str = "SELECT EXISTS (SELECT 1 FROM items
-  WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL)";
 /// Claimed items whose calls their pool deferred: the claims of the
 /// batch's runs (`items_claimed` on SQLite), no more.
 const POOL_WAITING: &str = "SELECT count(*) FROM items
@@ -306,11 +303,6 @@ pub(crate) trait ItemsRead: Sql {
             _ => &timed[..],
         };
         sql::one(self, part.sql(), args, |r| r.int(0))
-    }
-
-    /// Would a claim find an item now?
-    fn claimable_any(&mut self, batch: i64) -> Result<bool> {
-        sql::one(self, CLAIMABLE_ANY, &[Arg::Int(batch)], |r| r.bool(0))
     }
 
     /// Claimed items waiting for a place in their pool, not in flight.

@@ -236,17 +236,6 @@ impl Store {
         })
     }
 
-    /// Would a claim of the batch find an item now? (A paced run waits
-    /// for its rate limit's next slot before it claims, so that nothing
-    /// is held as claimed while no call can start; it asks first, so a
-    /// batch with nothing left ends without waiting a slot out.)
-    pub fn claimable_any(&self, batch: &str) -> Result<bool> {
-        self.read_tx(|tx| {
-            let b = tx.batch_id(batch)?;
-            tx.claimable_any(b)
-        })
-    }
-
     /// Claimed items of the batch whose calls their pool deferred: they
     /// wait for a place, they are not in flight.
     pub fn pool_waiting(&self, batch: &str) -> Result<i64> {
@@ -283,7 +272,8 @@ impl Store {
         })
     }
 
-    /// Creation time of the oldest pending item.
+    /// Creation time of the oldest pending item a claim would take now
+    /// (none: a claim would find nothing).
     pub fn oldest_pending(&self, batch: &str) -> Result<Option<Millis>> {
         self.read_tx(|tx| {
             let b = tx.batch_id(batch)?;
