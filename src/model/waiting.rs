@@ -213,12 +213,9 @@ pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason,
         }
         // A live holder's claim is being worked, or waits for a place in
         // its pool.
-        (Status::Claimed, _) if h.lock_held => item.pool_wait_since.map(|_| {
-            (
-                WaitReason::PoolPlace,
-                h.rate_limit.as_ref().and_then(|r| r.next_slot),
-            )
-        }),
+        (Status::Claimed, _) if h.lock_held => item
+            .pool_wait_since
+            .map(|_| (WaitReason::PoolPlace, pool_place(h).next_slot)),
         _ => blocked(h, now).or(Some((WaitReason::Pending, None))),
     }
 }
@@ -276,11 +273,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
             push(WaitReason::Pending, rest, None);
         }
     }
-    push(
-        WaitReason::PoolPlace,
-        pool_waits,
-        h.rate_limit.as_ref().and_then(|r| r.next_slot),
-    );
+    push(WaitReason::PoolPlace, pool_waits, pool_place(h).next_slot);
     push(WaitReason::InFlight, in_flight, None);
     out
 }
