@@ -264,7 +264,7 @@ pub struct RunArgs {
     #[arg(long, short = 'j', value_name = "N")]
     pub concurrency: Option<usize>,
     /// Process at most this many items.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_limit_arg)]
     pub limit: Option<usize>,
     /// Run only this item (pending or failed).
     #[arg(long)]
@@ -274,7 +274,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Stop claiming after this long (e.g. 1h).
-    #[arg(long, value_parser = parse_duration_arg, value_name = "DUR")]
+    #[arg(long, value_parser = parse_positive_duration_arg, value_name = "DUR")]
     pub max_duration: Option<Duration>,
     /// If another runner holds the batch, wait for it instead of stepping down.
     #[arg(long)]
@@ -432,7 +432,7 @@ pub struct ItemsArgs {
     #[arg(long, conflicts_with_all = ["status", "tier", "outcome", "class"])]
     pub stale: bool,
     /// At most this many items.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_limit_arg)]
     pub limit: Option<usize>,
     /// One JSON object per item, one per line.
     #[arg(long)]
@@ -694,10 +694,23 @@ pub fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     crate::duration::parse_duration(s).map_err(|e| e.to_string())
 }
 
-/// A duration that must be longer than none (a window to count in).
+/// A duration that must be longer than none (a window to count in, a
+/// run's longest time): none would count nothing or run nothing.
 pub fn parse_positive_duration_arg(s: &str) -> Result<Duration, String> {
     match parse_duration_arg(s)? {
-        d if d.is_zero() => Err(format!("{s:?} is no time at all: give a window, e.g. 24h")),
+        d if d.is_zero() => Err(format!("{s:?} is no time at all: give a length, e.g. 24h")),
         d => Ok(d),
+    }
+}
+
+/// A `--limit`: at least one, since a limit of none would silently do
+/// nothing (and say "no items match" where items do).
+pub fn parse_limit_arg(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("0 would do nothing: leave --limit out for no limit".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "{s:?} is not a count: give a whole number of at least 1"
+        )),
     }
 }

@@ -158,6 +158,14 @@ impl Counts {
     }
 }
 
+/// Whether an item has used its attempts: a claim its dead runner left
+/// behind is then quarantined by the next run instead of run again
+/// (a poison item that kills its runner every time).
+#[must_use]
+pub fn attempts_used_up(attempts: i64, max_attempts: u32) -> bool {
+    attempts >= i64::from(max_attempts)
+}
+
 /// One item as read back from the store.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Item {

@@ -156,10 +156,14 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let now = now_ms();
     let info = store.batch_infos(Some(&item.batch))?.into_iter().next();
     let waits = waits_for(ctx, &store, info.as_ref(), &item, now)?;
-    let pool = ctx.batch_config(&item.batch).pool.map(|p| p.name);
+    let cfg = ctx.batch_config(&item.batch);
+    let rules = crate::model::claim_view::Rules {
+        pool: cfg.pool.as_ref().map(|p| p.name.as_str()),
+        max_attempts: cfg.max_attempts,
+    };
     let claim = info
         .as_ref()
-        .and_then(|i| crate::model::claim_view::of(i, &item, pool.as_deref()));
+        .and_then(|i| crate::model::claim_view::of(i, &item, rules));
     let usage = store.item_usage(&args.batch, &item.key)?;
     if args.json {
         let mut shown = json!({

@@ -49,6 +49,9 @@ pub const MAX_CONCURRENCY: usize = 1024;
 /// Upper bound for `runners` sharing one batch.
 pub const MAX_RUNNERS: i64 = 256;
 
+/// Attempts an item gets before it is quarantined, unless a batch says.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
 /// Upper bound for immediate `retries`; more belongs in `max_attempts`.
 pub const MAX_RETRIES: u32 = 100;
 
@@ -150,7 +153,7 @@ impl BatchConfig {
             retries: 2,
             backoff: Duration::from_secs(1),
             backoff_max: Duration::from_mins(1),
-            max_attempts: 5,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
             transient_exit_codes: vec![75],
             transient_error_classes: Vec::new(),
             rate_limit: None,

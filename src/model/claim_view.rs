@@ -37,11 +37,21 @@ pub struct ClaimView {
     /// The batch's limit pool (`limit = ...` in the config), as the
     /// batch's waiting line names it.
     pool: Option<String>,
+    /// Its attempts and the batch's `max_attempts`, when they are used up:
+    /// the next run takes it back only to quarantine it.
+    used_up: Option<(i64, u32)>,
 }
 
-/// The claim of `item`, if it is claimed (`pool`: the batch's limit pool
-/// by the config, if it has one).
-pub fn of(info: &BatchInfo, item: &Item, pool: Option<&str>) -> Option<ClaimView> {
+/// What a claim's view needs from the batch's config.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules<'a> {
+    /// The batch's limit pool, if it has one.
+    pub pool: Option<&'a str>,
+    pub max_attempts: u32,
+}
+
+/// The claim of `item`, if it is claimed, under its batch's `rules`.
+pub fn of(info: &BatchInfo, item: &Item, rules: Rules<'_>) -> Option<ClaimView> {
     if item.status != Status::Claimed {
         return None;
     }
@@ -58,7 +68,9 @@ pub fn of(info: &BatchInfo, item: &Item, pool: Option<&str>) -> Option<ClaimView
         state,
         lease_until: item.lease_until,
         pool_wait_since: item.pool_wait_since,
-        pool: pool.map(str::to_string),
+        pool: rules.pool.map(str::to_string),
+        used_up: super::attempts_used_up(item.attempts.into(), rules.max_attempts)
+            .then_some((item.attempts.into(), rules.max_attempts)),
     })
 }
 
@@ -87,7 +99,13 @@ impl ClaimView {
             (Some(id), None) => format!("run #{id}"),
             (None, _) => "a run".to_string(),
         };
-        let back = "the next run takes this item back";
+        let back = match self.used_up {
+            Some((n, max)) => format!(
+                "the next run takes this item back and quarantines it: \
+                 its attempts are used (attempt {n}, max_attempts {max})"
+            ),
+            None => "the next run takes this item back".to_string(),
+        };
         match self.state {
             State::Live if let Some(since) = self.pool_wait_since => {
                 let lease = self
@@ -131,6 +149,8 @@ impl ClaimView {
             "runner": self.runner,
             "state": self.state_word(),
             "orphaned": self.orphaned(),
+            // An orphan the next run quarantines rather than runs again.
+            "next_run_quarantines": self.orphaned() && self.used_up.is_some(),
             "lease_until": self.lease_until.map(rfc3339),
             "pool_wait_since": self.pool_wait_since.map(rfc3339),
             "silent_since": match self.state {
@@ -149,6 +169,13 @@ mod tests {
 
     fn live_batch() -> BatchInfo {
         BatchInfo::live_for_test("記事", 3, NOW)
+    }
+
+    fn rules(pool: Option<&str>) -> Rules<'_> {
+        Rules {
+            pool,
+            max_attempts: 5,
+        }
     }
 
     fn deferred() -> Item {
@@ -183,20 +210,57 @@ mod tests {
     /// waiting line does, where it said "its pool".
     #[test]
     fn a_claim_waiting_for_a_place_names_the_pool() {
-        let claim = of(&live_batch(), &deferred(), Some("本番アカウント")).unwrap();
+        let claim = of(&live_batch(), &deferred(), rules(Some("本番アカウント"))).unwrap();
         assert_eq!(
             claim.line(NOW),
             "claimed by run #3 (h:7), waiting for a place in pool 本番アカウント \
              since 2026-01-01T06:46:10Z (30s ago)"
         );
         // A config that no longer names a pool for the batch.
-        let unnamed = of(&live_batch(), &deferred(), None).unwrap();
+        let unnamed = of(&live_batch(), &deferred(), rules(None)).unwrap();
         assert!(
             unnamed
                 .line(NOW)
                 .contains("waiting for a place in its pool since"),
             "{}",
             unnamed.line(NOW)
+        );
+    }
+
+    /// A dead runner's claim on its last attempt is not run again: the
+    /// next run takes it back to quarantine it, and the line says so
+    /// where it said only "takes this item back".
+    #[test]
+    fn an_orphan_whose_attempts_are_used_is_said_to_be_quarantined_next() {
+        let mut crashed = live_batch();
+        crashed.runners.seats[0] = Seat::Crashed;
+        let mut item = deferred();
+        item.pool_wait_since = None;
+        item.attempts = 2;
+        let last = Rules {
+            pool: None,
+            max_attempts: 2,
+        };
+        let claim = of(&crashed, &item, last).unwrap();
+        assert_eq!(
+            claim.line(NOW),
+            "run #3 (h:7) crashed: its runner is gone; the next run takes this item back \
+             and quarantines it: its attempts are used (attempt 2, max_attempts 2)"
+        );
+        assert_eq!(claim.json()["next_run_quarantines"], true);
+        let again = of(&crashed, &item, rules(None)).unwrap();
+        assert_eq!(
+            again.line(NOW),
+            "run #3 (h:7) crashed: its runner is gone; the next run takes this item back"
+        );
+        assert_eq!(again.json()["next_run_quarantines"], false);
+        // A live claim on its last attempt is in flight, not quarantined.
+        let live = of(&live_batch(), &item, last).unwrap();
+        assert_eq!(live.json()["next_run_quarantines"], false);
+        assert!(
+            live.line(NOW).starts_with("in flight in run #3"),
+            "{}",
+            live.line(NOW)
         );
     }
 }

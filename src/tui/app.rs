@@ -72,6 +72,9 @@ pub struct Setup {
     pub calls: BTreeMap<String, i64>,
     /// Batch → its own `rate_limit` as written (`4/min`).
     pub paced: BTreeMap<String, String>,
+    /// Batch → its `max_attempts` (a batch the config does not name has
+    /// the default).
+    pub max_attempts: BTreeMap<String, u32>,
     /// Pool → the largest call of its batches (`runner::pool::largest_call`).
     pub pool_calls: BTreeMap<String, i64>,
     /// The pools' own budgets (`[limit.NAME] budget`), by pool.
@@ -95,6 +98,7 @@ impl Setup {
             pool_of: BTreeMap::new(),
             calls: BTreeMap::new(),
             paced: BTreeMap::new(),
+            max_attempts: BTreeMap::new(),
             pool_calls: BTreeMap::new(),
             pool_budgets: BTreeMap::new(),
         }
@@ -127,6 +131,7 @@ impl Setup {
             if let Some(rate) = b.rate_limit {
                 self.paced.insert(name.clone(), rate.to_string());
             }
+            self.max_attempts.insert(name.clone(), b.max_attempts);
             let budgets = crate::runner::budget::of_config(b);
             if !budgets.is_empty() {
                 self.budgets.insert(name.clone(), budgets);
@@ -442,12 +447,19 @@ impl App {
         match &self.detail {
             Some(d) => {
                 let info = self.detail_batch();
-                let pool = info.and_then(|b| self.setup.pool_of.get(&b.name));
+                let rules = info.map(|b| crate::model::claim_view::Rules {
+                    pool: self.setup.pool_of.get(&b.name).map(String::as_str),
+                    max_attempts: self
+                        .setup
+                        .max_attempts
+                        .get(&b.name)
+                        .copied()
+                        .unwrap_or(crate::config::DEFAULT_MAX_ATTEMPTS),
+                });
                 detail::page(
                     &d.key,
                     self.data.detail.as_ref(),
-                    info,
-                    pool.map(String::as_str),
+                    info.zip(rules),
                     self.now,
                     layout::detail_text_width(self.size),
                 )

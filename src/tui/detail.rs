@@ -68,15 +68,15 @@ fn hanging(
 
 /// The page of item `key`, before scrolling, from what the poll read
 /// (`shown`: the detail asked for, or why it could not be read; `info`:
-/// its batch, whose seats say who holds a claim, as `show` says it;
-/// `pool`: the batch's limit pool, which a deferred claim waits for). Long
+/// its batch, whose seats say who holds a claim, as `show` says it, with
+/// the config's rules for its claims: the pool a deferred claim waits
+/// for, its `max_attempts`). Long
 /// texts are wrapped to `width` cells; a line may still be wider (a JSON
 /// key, a row of fields) and is cut where it is drawn.
 pub fn page(
     key: &str,
     shown: Option<&Result<ItemDetail, String>>,
-    info: Option<&BatchInfo>,
-    pool: Option<&str>,
+    info: Option<(&BatchInfo, claim_view::Rules<'_>)>,
     now: Millis,
     width: usize,
 ) -> Vec<PageLine> {
@@ -128,7 +128,7 @@ pub fn page(
             },
         ),
     ]);
-    if let Some(claim) = info.and_then(|i| claim_view::of(i, item, pool)) {
+    if let Some(claim) = info.and_then(|(i, rules)| claim_view::of(i, item, rules)) {
         let role = if claim.orphaned() { Role::Warn } else { plain };
         let line = claim.line(now);
         hanging(vec![field("claim")], FIELD, &line, width, role, &mut out);
@@ -350,7 +350,7 @@ mod tests {
             },
         ];
         let shown = Ok(detail(logs));
-        let lines = text_of(&page("k", Some(&shown), None, None, 0, 80));
+        let lines = text_of(&page("k", Some(&shown), None, 0, 80));
         let at = |s: &str| {
             lines
                 .iter()
@@ -380,7 +380,11 @@ mod tests {
         d.item.pool_wait_since = Some(0);
         let info = BatchInfo::live_for_test("b", 3, 0);
         let shown = Ok(d);
-        let lines = text_of(&page("k", Some(&shown), Some(&info), Some("本番"), 0, 120));
+        let rules = claim_view::Rules {
+            pool: Some("本番"),
+            max_attempts: 5,
+        };
+        let lines = text_of(&page("k", Some(&shown), Some((&info, rules)), 0, 120));
         assert!(
             lines
                 .iter()
@@ -393,7 +397,7 @@ mod tests {
     #[test]
     fn no_stderr_says_so() {
         let shown = Ok(detail(Vec::new()));
-        let lines = text_of(&page("k", Some(&shown), None, None, 0, 80));
+        let lines = text_of(&page("k", Some(&shown), None, 0, 80));
         let head = lines
             .iter()
             .position(|l| l == "stderr of the last attempts (0), newest first")

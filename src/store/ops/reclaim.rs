@@ -63,10 +63,10 @@ fn orphan(
     max_attempts: u32,
     now: Millis,
 ) -> Orphan {
-    if attempts >= i64::from(max_attempts) {
+    if crate::model::attempts_used_up(attempts, max_attempts) {
         let message = format!(
             "its runner (run {lease_run}) stopped while the item was in flight, \
-             {attempts} attempts used"
+             its attempts used (attempt {attempts}, max_attempts {max_attempts})"
         );
         let event = NewEvent::new(
             now,

@@ -259,6 +259,7 @@ fn a_bad_duration_names_the_value_and_the_flag() {
         vec!["dlq", "b", "--since", "0s"],
         vec!["prune", "--older-than", "soon"],
         vec!["run", "b", "--max-duration=5 minutes", "--", "/bin/true"],
+        vec!["run", "b", "--max-duration=0s", "--", "/bin/true"],
     ] {
         let ran = refused(&env, &args, 2, &["invalid"]);
         let first = ran.stderr.lines().next().unwrap();
@@ -269,6 +270,27 @@ fn a_bad_duration_names_the_value_and_the_flag() {
         assert!(first.contains(value), "names the value: {ran:?}");
         assert!(first.contains("--"), "names the flag: {first}");
     }
+}
+
+/// A limit of none would do nothing and say so as if nothing were there
+/// ("no items match", "would run 0 items"): it is refused instead.
+#[test]
+fn a_limit_of_none_is_refused_not_obeyed() {
+    let env = store();
+    for args in [
+        vec!["items", "b", "--limit", "0"],
+        vec!["run", "b", "--limit", "0", "--", "/bin/true"],
+        vec!["run", "b", "--limit=0", "--dry-run", "--", "/bin/true"],
+        vec!["items", "b", "--limit", "many"],
+    ] {
+        let ran = refused(&env, &args, 2, &["--limit"]);
+        let first = ran.stderr.lines().next().unwrap();
+        assert!(
+            first.contains("leave --limit out") || first.contains("not a count"),
+            "{ran:?}"
+        );
+    }
+    env.run(&["items", "b", "--limit", "1"]).code(0);
 }
 
 #[test]

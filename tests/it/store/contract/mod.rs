@@ -444,6 +444,8 @@ both_stores! {
         assert_eq!(s.reclaim("b", run, 2, T0 + 2 * MIN).unwrap(), (1, 1));
         let q = s.item("b", "k001").unwrap();
         assert_eq!((q.tier, q.error_class.as_deref()), (Some(Tier::Manual), Some("Interrupted")));
+        let why = format!("its runner (run {dead}) stopped while the item was in flight, its attempts used (attempt 2, max_attempts 2)");
+        assert_eq!(q.error_message, Some(why));
         let counts = s.counts("b").unwrap();
         assert_eq!((counts.pending, counts.claimed, counts.manual), (2, 0, 1));
         assert_eq!(s.run(dead).unwrap().unwrap().counts.released, 1);
