@@ -1,6 +1,7 @@
 //! `run --dry-run`'s estimate: what the items a run would take would cost,
 //! from the batch's recent mean cost and tokens per attempt, against what
-//! its budgets have left in their windows, and how many of them fit.
+//! its budgets have left in their windows and its `max_cost` allows a run,
+//! and how many of them fit.
 
 use serde::Serialize;
 
@@ -28,6 +29,18 @@ pub struct Estimate {
     pub cost: Option<f64>,
     pub tokens: Option<i64>,
     pub budgets: Vec<Left>,
+    /// The batch's `max_cost`: one run stops claiming once it has spent it.
+    pub max_cost: Option<RunCap>,
+}
+
+/// What `max_cost` lets one run take.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunCap {
+    pub limit: f64,
+    /// Items a run takes before its spend reaches the limit, at the mean
+    /// cost: it claims while it has spent less (so the last one may pass
+    /// it, as may calls already in flight).
+    pub fits: Option<i64>,
 }
 
 /// A budget's room in its window now.
@@ -49,7 +62,12 @@ fn attempts(r: &Run) -> i64 {
 /// The estimate from recent runs (each with its tokens) and the budgets'
 /// state, for `items` items.
 #[must_use]
-pub fn estimate(items: i64, recent: &[(Run, UsageSum)], budgets: Vec<BudgetState>) -> Estimate {
+pub fn estimate(
+    items: i64,
+    recent: &[(Run, UsageSum)],
+    budgets: Vec<BudgetState>,
+    max_cost: Option<f64>,
+) -> Estimate {
     let attempts_made: i64 = recent.iter().map(|(r, _)| attempts(r)).sum();
     let cost: f64 = recent.iter().map(|(r, _)| r.counts.cost).sum();
     let (token_attempts, tokens): (i64, i64) = recent.iter().fold((0, 0), |(n, t), (_, u)| {
@@ -79,6 +97,10 @@ pub fn estimate(items: i64, recent: &[(Run, UsageSum)], budgets: Vec<BudgetState
         cost: mean_cost.map(|m| m * items as f64),
         tokens: mean_tokens.map(|m| (m * items as f64).round() as i64),
         budgets,
+        max_cost: max_cost.map(|limit| RunCap {
+            limit,
+            fits: mean_cost.map(|m| ((limit / m).ceil() as i64).min(items)),
+        }),
     }
 }
 
@@ -95,7 +117,12 @@ pub fn read(
         let usage = store.run_usage(r.id)?;
         recent.push((r, usage));
     }
-    Ok(estimate(items, &recent, budget::states(store, cfg, now)?))
+    Ok(estimate(
+        items,
+        &recent,
+        budget::states(store, cfg, now)?,
+        cfg.max_cost,
+    ))
 }
 
 impl Estimate {
@@ -136,6 +163,17 @@ impl Estimate {
                     "; a run would start no call before {}",
                     crate::util::time::utc_clock(b.state.window_end, now)
                 ));
+            }
+            out.push(line);
+        }
+        if let Some(cap) = &self.max_cost {
+            let mut line = format!("  max_cost {} a run", money(cap.limit));
+            match cap.fits {
+                Some(fits) if fits >= n => line.push_str(&format!(": all {n} fit")),
+                Some(fits) => line.push_str(&format!(
+                    ": the run stops claiming once it has spent that, after about {fits} of the {n}"
+                )),
+                None => {}
             }
             out.push(line);
         }
@@ -190,7 +228,12 @@ mod tests {
             window_end: 86_400_000,
             reached: false,
         };
-        let e = estimate(10, &[run(4, 1, 1.25), run(2, 1, 0.75)], vec![budget]);
+        let e = estimate(
+            10,
+            &[run(4, 1, 1.25), run(2, 1, 0.75)],
+            vec![budget],
+            Some(0.6),
+        );
         assert_eq!((e.attempts, e.runs), (8, 2));
         assert_eq!(e.mean_cost, Some(0.25));
         assert_eq!(e.cost, Some(2.5));
@@ -205,8 +248,17 @@ mod tests {
             lines[1],
             "  budget $1.20 of $2.00 today, resets 00:00Z: $0.80 left, 3 of the 10 fit before the reset"
         );
+        // It claims while it has spent less than 0.60: a third item at 0.50.
+        assert_eq!(
+            lines[2],
+            "  max_cost $0.60 a run: the run stops claiming once it has spent that, after about 3 of the 10"
+        );
+        let few = estimate(2, &[run(4, 1, 1.25)], Vec::new(), Some(0.6));
+        assert_eq!(few.lines(1)[1], "  max_cost $0.60 a run: all 2 fit");
         // Nothing reported a cost: no guess.
-        let none = estimate(3, &[run(2, 0, 0.0)], Vec::new());
+        let none = estimate(3, &[run(2, 0, 0.0)], Vec::new(), Some(1.0));
         assert_eq!((none.cost, none.mean_cost), (None, None));
+        assert_eq!(none.max_cost.as_ref().and_then(|c| c.fits), None);
+        assert_eq!(none.lines(1)[1], "  max_cost $1.00 a run");
     }
 }

@@ -278,6 +278,36 @@ both_backends! {
         assert_eq!(starts(&env).len(), 4);
     }
 
+    /// With `max_cost`, the dry run says how many items a run takes before
+    /// it has spent that, where it said only that it would run them all;
+    /// and a run then takes that many.
+    fn a_dry_run_says_where_max_cost_stops_the_run(env) {
+        let w = worker(&env, "0.25", "echo ok");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nmax_cost = 0.6\n"
+        ));
+        add(&env, "a", &["k1", "k2", "k3", "k4"]);
+        env.run(&["run", "a"]).code(0);
+        assert_eq!(starts(&env).len(), 3, "it claims while it has spent less than 0.60");
+        let text = env.run(&["run", "a", "--dry-run"]).code(0).stdout.clone();
+        assert!(
+            text.contains("max_cost $0.60 a run: all 1 fit"),
+            "{text}"
+        );
+        let keys: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        add(&env, "a", &keys);
+        let text = env.run(&["run", "a", "--dry-run"]).code(0).stdout.clone();
+        assert!(
+            text.contains("max_cost $0.60 a run: the run stops claiming once it has spent that, after about 3 of the 11"),
+            "{text}"
+        );
+        let json = env.run(&["run", "a", "--dry-run", "--json"]).code(0).json();
+        assert_eq!(json["estimate"]["max_cost"], serde_json::json!({"limit": 0.6, "fits": 3}));
+        env.run(&["run", "a"]).code(0);
+        assert_eq!(starts(&env).len(), 6, "the run took the 3 the dry run said");
+    }
+
     /// Persistent mode the same: a long-lived worker gets no request after
     /// the hold, and its answers' costs (at the top of the answer) count.
     fn a_persistent_worker_gets_no_request_after_the_budget(env) {
