@@ -46,10 +46,13 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
+    // The last failure's words stay with an item sent back or done
+    // since: "LAST", as the dashboard says, so a pending item is not read
+    // as in error.
     let last = if stale.is_some() {
         "DONE UNDER"
     } else {
-        "ERROR"
+        "LAST ERROR"
     };
     let mut table = Table::new(&["KEY", "LABEL", "STATE", "ATTEMPTS", last]);
     for item in &items {

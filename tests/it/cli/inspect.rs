@@ -152,6 +152,8 @@ fn items_lists_and_filters() {
     ran.code(0);
     let table: Vec<&str> = ran.stdout.lines().collect();
     assert!(table[0].starts_with("KEY"), "{ran:?}");
+    // The failure's words stay after a requeue: the column says "last".
+    assert!(table[0].ends_with("LAST ERROR"), "{ran:?}");
     assert_eq!(table.len(), 5, "{ran:?}");
     assert!(table[1].contains("failed/manual") && table[1].contains("BadInput: title missing"));
     let ran = env.run(&["items", "b", "--status", "pending"]);
