@@ -434,7 +434,7 @@ pub struct ItemsArgs {
     /// At most this many items.
     #[arg(long, value_name = "N", value_parser = parse_limit_arg)]
     pub limit: Option<usize>,
-    /// One JSON object per item, one per line.
+    /// One JSON object per item, one per line (times in UTC, RFC 3339).
     #[arg(long)]
     pub json: bool,
 }
@@ -452,7 +452,7 @@ pub struct ShowArgs {
     #[arg(long)]
     pub attempts: bool,
     /// The item, its failed attempts and its events as JSON (with
-    /// --attempts, the attempts' stderr too).
+    /// --attempts, the attempts' stderr too); times in UTC, RFC 3339.
     #[arg(long)]
     pub json: bool,
 }
@@ -607,7 +607,7 @@ pub struct LogArgs {
     /// Only this batch.
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: Option<String>,
-    /// One JSON object per event, one per line.
+    /// One JSON object per event, one per line (times in UTC, RFC 3339).
     #[arg(long)]
     pub json: bool,
     /// Keep printing new events.

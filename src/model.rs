@@ -185,11 +185,15 @@ pub struct Item {
     pub error_message: Option<String>,
     /// A failed item's next attempt (retry tier), or a pending one's
     /// not-before time: not claimed before it.
+    #[serde(serialize_with = "crate::util::time::json_opt")]
     pub next_attempt_at: Option<Millis>,
     pub lease_run: Option<i64>,
+    #[serde(serialize_with = "crate::util::time::json_opt")]
     pub lease_until: Option<Millis>,
     pub lease_token: i64,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub created_at: Millis,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub updated_at: Millis,
     /// The batch `version` it was last done under (none: done before the
     /// batch had one, or not done).
@@ -198,6 +202,7 @@ pub struct Item {
     pub priority: i32,
     /// Claimed, its call deferred by its limit pool since then: it waits
     /// for a place, it is not in flight (counted only while claimed).
+    #[serde(serialize_with = "crate::util::time::json_opt")]
     pub pool_wait_since: Option<Millis>,
 }
 
@@ -223,7 +228,9 @@ pub struct AddReport {
     pub present: u64,
     /// Of `present`, the keys of pruned items.
     pub pruned: u64,
-    /// When the first and the last of those were pruned.
+    /// When the first and the last of those were pruned. Milliseconds:
+    /// a `source` event's fields keep the report as stored (`add --json`
+    /// shows it as `pruned_between`, in RFC 3339).
     pub pruned_span: Option<(Millis, Millis)>,
     /// The priorities and not-before times the add gave its items.
     #[serde(skip)]
@@ -326,7 +333,9 @@ impl AddReport {
 pub struct Tombstone {
     pub key: String,
     pub outcome: Outcome,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub done_at: Millis,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub pruned_at: Millis,
 }
 
@@ -365,6 +374,7 @@ pub struct DeadLetter {
     pub error_class: String,
     pub message: String,
     pub attempt: u32,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub failed_at: Millis,
     pub tier: Tier,
     pub run_id: Option<i64>,
@@ -446,7 +456,9 @@ pub struct Run {
     pub actor: Option<String>,
     pub host: String,
     pub pid: u32,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub started_at: Millis,
+    #[serde(serialize_with = "crate::util::time::json_opt")]
     pub ended_at: Option<Millis>,
     pub state: RunState,
     pub counts: RunCounts,
@@ -493,10 +505,13 @@ pub struct LockInfo {
     pub token: String,
     pub holder: Holder,
     pub run_id: Option<i64>,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub acquired_at: Millis,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub expires_at: Millis,
     /// Its last renewal (its expiry less the holder's TTL; the acquisition
     /// for a seat recorded before the TTL was).
+    #[serde(serialize_with = "crate::util::time::json")]
     pub renewed_at: Millis,
     /// Who asked its runner to stop (`stop`, the dashboard's `X`), not yet
     /// heard to the end: it is finishing its in-flight items.
@@ -508,6 +523,7 @@ pub struct LockInfo {
 pub struct Pause {
     pub reason: String,
     pub by: String,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub at: Millis,
 }
 
@@ -515,6 +531,7 @@ pub struct Pause {
 /// `until` (see `runner::gate`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Hold {
+    #[serde(serialize_with = "crate::util::time::json")]
     pub until: Millis,
     /// The item whose answer asked for it.
     pub key: Option<String>,
@@ -557,6 +574,7 @@ impl Hold {
 /// The outcome of a schedule fire, kept so "why did it not run" has an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Fire {
+    #[serde(serialize_with = "crate::util::time::json")]
     pub at: Millis,
     pub outcome: String,
     pub reason: Option<String>,
@@ -570,6 +588,7 @@ pub struct BatchInfo {
     pub name: String,
     pub counts: Counts,
     pub pause: Option<Pause>,
+    #[serde(serialize_with = "crate::util::time::json_opt")]
     pub next_fire: Option<Millis>,
     pub last_fire: Option<Fire>,
     /// The seats of the batch lock, oldest first (expired ones included).
@@ -717,6 +736,7 @@ impl BatchInfo {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
     pub id: i64,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub at: Millis,
     pub batch: Option<String>,
     pub run_id: Option<i64>,

@@ -27,7 +27,10 @@ pub enum Seat {
     Crashed,
     /// Expired, and its holder is on another host (or stopped here):
     /// nothing heard from it since `since`, its last renewal.
-    Silent { since: Millis },
+    Silent {
+        #[serde(serialize_with = "crate::util::time::json")]
+        since: Millis,
+    },
 }
 
 impl Seat {
@@ -121,9 +124,12 @@ pub struct Daemon {
     /// Made by the daemon at start: one row per daemon process.
     pub token: String,
     pub holder: Holder,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub started_at: Millis,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub beat_at: Millis,
     /// Set when it stopped cleanly.
+    #[serde(serialize_with = "crate::util::time::json_opt")]
     pub stopped_at: Option<Millis>,
     pub batches: Vec<String>,
 }

@@ -71,6 +71,7 @@ str_enum!(WaitReason {
 pub struct Waiting {
     pub reason: WaitReason,
     pub items: i64,
+    #[serde(serialize_with = "crate::util::time::json_opt")]
     pub until: Option<Millis>,
     /// For [`WaitReason::RateLimit`]: the pool and its dimension.
     pub pool: Option<RateLimited>,
@@ -95,6 +96,7 @@ pub struct Waiting {
 pub struct RateLimited {
     pub pool: String,
     pub dimension: String,
+    #[serde(serialize_with = "crate::util::time::json_opt")]
     pub next_slot: Option<Millis>,
 }
 

@@ -60,13 +60,9 @@ pub struct BudgetState {
     pub attempts: i64,
     #[serde(skip)]
     pub period: std::time::Duration,
-    #[serde(serialize_with = "ser_time")]
+    #[serde(serialize_with = "crate::util::time::json")]
     pub window_end: Millis,
     pub reached: bool,
-}
-
-fn ser_time<S: serde::Serializer>(t: &Millis, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&rfc3339(*t))
 }
 
 impl BudgetState {

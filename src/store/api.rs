@@ -339,6 +339,7 @@ pub struct AttemptLog {
     pub attempt: u32,
     pub run_id: Option<i64>,
     /// When the attempt ended.
+    #[serde(serialize_with = "crate::util::time::json")]
     pub at: Millis,
     pub stderr: String,
     pub cut: bool,
@@ -539,6 +540,7 @@ pub struct Admission {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PoolWait {
     pub dimension: String,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub until: Millis,
 }
 
@@ -553,6 +555,7 @@ impl PoolWait {
 /// A retry-after hold on every batch of a pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PoolHold {
+    #[serde(serialize_with = "crate::util::time::json")]
     pub until: Millis,
     pub batch: String,
     pub key: Option<String>,
@@ -574,6 +577,7 @@ pub struct AttemptUsage {
     /// not with the settlement.
     #[serde(skip)]
     pub with_done: bool,
+    #[serde(serialize_with = "crate::util::time::json")]
     pub at: Millis,
     pub estimate: i64,
     pub input_tokens: Option<i64>,

@@ -98,6 +98,21 @@ pub fn rfc3339(ms: Millis) -> String {
     to_datetime(ms).to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
+/// A time as JSON: [`rfc3339`] text, never the stored milliseconds, so
+/// every `--json` view agrees with `status` (and `jq`'s `fromdateiso8601`
+/// reads it). For `#[serde(serialize_with = "crate::util::time::json")]`.
+pub fn json<S: serde::Serializer>(ms: &Millis, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&rfc3339(*ms))
+}
+
+/// [`json`] for a time that may be absent: `null` stays `null`.
+pub fn json_opt<S: serde::Serializer>(ms: &Option<Millis>, s: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => json(ms, s),
+        None => s.serialize_none(),
+    }
+}
+
 /// `07:16Z` (UTC) for a time within a day of `now`, else
 /// `2026-01-02 07:16Z`: a moment a person waits for, at a glance.
 pub fn hhmm(ms: Millis, now: Millis) -> String {
@@ -161,5 +176,27 @@ mod tests {
         assert_eq!(hhmm(t, t - 2 * 86_400_000), "2026-01-01 07:16Z");
         assert_eq!(utc_clock(55_205_000, 1000), "15:20:05Z");
         assert_eq!(utc_clock(86_400_000 + 5000, 1000), "1970-01-02 00:00:05Z");
+    }
+
+    #[test]
+    fn json_times_are_rfc3339_text() {
+        #[derive(serde::Serialize)]
+        struct T {
+            #[serde(serialize_with = "json")]
+            at: Millis,
+            #[serde(serialize_with = "json_opt")]
+            due: Option<Millis>,
+            #[serde(serialize_with = "json_opt")]
+            never: Option<Millis>,
+        }
+        let t = T {
+            at: 1_767_251_760_500,
+            due: Some(0),
+            never: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            r#"{"at":"2026-01-01T07:16:00Z","due":"1970-01-01T00:00:00Z","never":null}"#
+        );
     }
 }

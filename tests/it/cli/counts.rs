@@ -41,7 +41,10 @@ fn batch(env: &Env) -> serde_json::Value {
 /// `07:16Z`: how the summary names the retry tier's next attempt.
 fn next_retry(env: &Env, key: &str) -> String {
     let item = env.run(&["show", "b", key, "--json"]).code(0).json();
-    let at = item["item"]["next_attempt_at"].as_i64().unwrap();
+    let at = item["item"]["next_attempt_at"].as_str().unwrap();
+    let at = chrono::DateTime::parse_from_rfc3339(at)
+        .unwrap()
+        .timestamp_millis();
     nightshift::util::time::hhmm(at, nightshift::util::time::now_ms())
 }
 

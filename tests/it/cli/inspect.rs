@@ -406,6 +406,102 @@ fn dlq_jsonl_exports_the_documented_fields_in_utc() {
     assert_eq!(bad.len(), 2);
 }
 
+/// No number in `value` is a time in epoch milliseconds (from 2001 on):
+/// every time a JSON view prints is text.
+fn assert_no_epoch_ms(value: &serde_json::Value, path: &str) {
+    match value {
+        serde_json::Value::Number(n) => assert!(
+            n.as_i64().is_none_or(|n| n < 1_000_000_000_000),
+            "{path} is {n}, a time in epoch milliseconds"
+        ),
+        serde_json::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                assert_no_epoch_ms(v, &format!("{path}[{i}]"));
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, v) in o {
+                assert_no_epoch_ms(v, &format!("{path}.{k}"));
+            }
+        }
+        _ => {}
+    }
+}
+
+// `items --json`, `log --json` and `show --json` printed their times as
+// epoch milliseconds (`"created_at": 1796414731769`) where `status --json`
+// and `dlq --jsonl` print RFC 3339: now every one says the same moment in
+// the same text, which `jq`'s `fromdateiso8601` reads.
+#[test]
+fn items_log_and_show_json_give_times_as_status_does() {
+    let env = Env::new();
+    env.failing_batch("b");
+    // One moment (with milliseconds, which the text drops) for the run,
+    // k1's item, its events, its dead letter and its kept stderr.
+    let t: i64 = 1_796_414_731_769;
+    env.sql()
+        .execute_batch(&format!(
+            "UPDATE runs SET started_at = {t};
+             UPDATE items SET created_at = {t}, updated_at = {t} WHERE key = 'k1';
+             UPDATE events SET at = {t} WHERE key = 'k1';
+             UPDATE dead_letters SET failed_at = {t} WHERE key = 'k1';
+             UPDATE attempt_logs SET at = {t};"
+        ))
+        .unwrap();
+    let b = env.status()["batches"][0].clone();
+    let moment = b["last_run"]["started_at"].clone();
+    assert_eq!(moment, "2026-12-04T20:05:31Z", "{b}");
+    // What jq's `fromdateiso8601` takes: exactly this form.
+    let jq = |v: &serde_json::Value| {
+        let text = v.as_str().unwrap_or_else(|| panic!("not text: {v}"));
+        chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%SZ")
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+            .and_utc()
+            .timestamp()
+    };
+    assert_eq!(jq(&moment), t / 1000);
+
+    let items = env.run(&["items", "b", "--json"]).code(0).json_lines();
+    assert_no_epoch_ms(&serde_json::json!(items), "items");
+    let k1 = items.iter().find(|i| i["key"] == "k1").unwrap();
+    assert_eq!((&k1["created_at"], &k1["updated_at"]), (&moment, &moment));
+    // None stays null; a retry's next attempt is text like the rest.
+    assert!(
+        k1["next_attempt_at"].is_null() && k1["lease_until"].is_null(),
+        "{k1}"
+    );
+    let k3 = items.iter().find(|i| i["key"] == "k3").unwrap();
+    assert_utc_rfc3339(&k3["next_attempt_at"]);
+    jq(&k3["next_attempt_at"]);
+
+    let log = env
+        .run(&["log", "b", "--key", "k1", "--json"])
+        .code(0)
+        .json_lines();
+    assert!(!log.is_empty());
+    assert_no_epoch_ms(&serde_json::json!(log), "log");
+    assert!(log.iter().all(|e| e["at"] == moment), "{log:?}");
+
+    let show = env
+        .run(&["show", "b", "k1", "--json", "--attempts"])
+        .code(0)
+        .json();
+    assert_no_epoch_ms(&show, "show");
+    assert_eq!(show["item"]["created_at"], moment);
+    let events = show["events"].as_array().unwrap();
+    assert!(
+        !events.is_empty() && events.iter().all(|e| e["at"] == moment),
+        "{show}"
+    );
+    assert_eq!(show["failures"][0]["failed_at"], moment, "{show}");
+    assert_eq!(show["attempts"][0]["at"], moment, "{show}");
+
+    // The dead letter's export said it so already: the same text.
+    let dlq = env.run(&["dlq", "b", "--jsonl"]).code(0).json_lines();
+    let k1 = dlq.iter().find(|r| r["key"] == "k1").unwrap();
+    assert_eq!(k1["failed_at"], moment);
+}
+
 #[test]
 fn log_lists_and_filters_events() {
     let env = Env::new();
