@@ -534,6 +534,53 @@ both_backends! {
         assert!(env.output_of("follow").0.lines().all(|l| l.contains(" k1 ")), "{:?}", env.output_of("follow"));
         assert_eq!(follow.try_wait().unwrap(), None, "{:?}", env.output_of("follow"));
     }
+
+    /// `log --key K` without a batch names the item as `log B --key K`
+    /// does, across every batch: a key some batch has (its events in each),
+    /// else a label one item has; several with the label are listed, one
+    /// line each; a name no batch has is refused, exit 2, with `--follow`
+    /// too, before following. It printed nothing and exited 0 (and
+    /// `--follow` waited forever) for a name no item had, and a label
+    /// found nothing.
+    fn log_of_a_key_without_a_batch_names_it_in_any_batch(env) {
+        env.write(
+            "b.jsonl",
+            "{\"key\":\"k1\",\"label\":\"夏休みの記事\"}\n{\"key\":\"k2\",\"label\":\"一つだけ\"}\n",
+        );
+        env.write("c.jsonl", "{\"key\":\"k1\"}\n{\"key\":\"c2\",\"label\":\"夏休みの記事\"}\n");
+        env.run(&["add", "b", "b.jsonl"]).code(0);
+        env.run(&["add", "c", "c.jsonl"]).code(0);
+        env.config("[batch.b]\nworker = [\"true\"]\n\n[batch.c]\nworker = [\"true\"]\n");
+        env.run(&["run", "b"]).code(0);
+        env.run(&["run", "c"]).code(0);
+
+        let k1 = env.run(&["log", "--key", "k1", "--json"]).code(0).json_lines();
+        let batches: std::collections::BTreeSet<_> = k1.iter().map(|e| e["batch"].as_str().unwrap().to_string()).collect();
+        assert_eq!(batches.into_iter().collect::<Vec<_>>(), ["b", "c"], "a key: its events in every batch");
+        assert!(k1.iter().all(|e| e["key"] == "k1"));
+
+        let one = env.run(&["log", "--key", "一つだけ", "--json"]).code(0).json_lines();
+        assert!(!one.is_empty() && one.iter().all(|e| e["key"] == "k2" && e["batch"] == "b"), "{one:?}");
+        assert_eq!(one, env.run(&["log", "b", "--key", "k2", "--json"]).code(0).json_lines());
+
+        let several = env.run(&["log", "--key", "夏休みの記事"]);
+        assert_eq!(several.code(2).stdout, "");
+        assert_eq!(
+            several.stderr,
+            "nightshift: error: 2 items have the label \"夏休みの記事\"; name one by its key:\n  \
+             nightshift log b --key k1   (done/empty)\n  nightshift log c --key c2   (done/empty)\n"
+        );
+
+        let refusal = "nightshift: error: no batch has an item \"k9\" (neither a key nor a label of any \
+                       item); to search one batch's keys and labels: nightshift items BATCH --search k9\n";
+        for extra in [&[][..], &["--json"], &["--follow"], &["--follow", "--json"]] {
+            let mut args = vec!["log", "--key", "k9"];
+            args.extend_from_slice(extra);
+            let mut log = env.spawn("log", &args);
+            assert_eq!(exit_code(&mut log), Some(2), "{args:?}: {:?}", env.output_of("log"));
+            assert_eq!(env.output_of("log"), (String::new(), refusal.to_string()), "{args:?}");
+        }
+    }
 }
 
 /// `init` on a database URL creates the schema, and writes the example
