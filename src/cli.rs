@@ -619,8 +619,9 @@ pub struct LogArgs {
     pub kind: Vec<EventKind>,
     /// Only events of this item.
     ///
-    /// With BATCH: its key or label, as `show` takes it; a name no item has
-    /// is refused.
+    /// Its key or label, as `show` takes it (without BATCH: a key of any
+    /// batch, or a label one item of any batch has); a name no item has is
+    /// refused.
     #[arg(long)]
     pub key: Option<String>,
     /// How many of the newest events to print first (0: every one).

@@ -49,18 +49,37 @@ fn item_key(ctx: &Ctx, store: &Store, batch: &str, name: &str) -> anyhow::Result
     }
 }
 
+/// The batch and key whose events `log` shows: `--key` in `BATCH` as
+/// [`item_key`] names it; without a batch, a key some batch has (its
+/// events in every batch) or the one item of any batch with that label,
+/// refused alike when no item has it.
+fn scope(
+    ctx: &Ctx,
+    store: &Store,
+    args: &LogArgs,
+) -> anyhow::Result<(Option<String>, Option<String>)> {
+    Ok(match (&args.batch, &args.key) {
+        (Some(batch), Some(name)) => (
+            Some(batch.clone()),
+            Some(item_key(ctx, store, batch, name)?),
+        ),
+        (None, Some(name)) => match named::find_anywhere(store, name, named::LOG)? {
+            named::Anywhere::Key(key) => (None, Some(key)),
+            named::Anywhere::Item { batch, key } => (Some(batch), Some(key)),
+        },
+        (batch, None) => (batch.clone(), None),
+    })
+}
+
 /// Events read at a time by `-n 0`, so that a long log is printed in
 /// bounded memory.
 const PAGE: usize = 1000;
 
 pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
     let store = ctx.open_read()?;
-    let key = match (&args.batch, &args.key) {
-        (Some(batch), Some(name)) => Some(item_key(ctx, &store, batch, name)?),
-        (_, key) => key.clone(),
-    };
+    let (batch, key) = scope(ctx, &store, args)?;
     let filter = EventFilter {
-        batch: args.batch.clone(),
+        batch,
         kinds: args.kind.iter().map(|k| k.as_str().to_string()).collect(),
         key,
         limit: args.limit,

@@ -3,7 +3,7 @@
 
 use super::{Ctx, user_error};
 use crate::model::Item;
-use crate::store::{Store, StoreError};
+use crate::store::{ItemRow, Store, StoreError};
 use crate::util::sanitize;
 
 /// Items listed when several have the label a command was given.
@@ -46,28 +46,102 @@ pub(super) fn find(
             "no item {name:?} in batch {batch:?} (neither a key nor a label); to search keys and labels: {search}"
         ))),
         many => {
-            let mut msg = format!(
-                "{} items in batch {batch:?} have the label {name:?}; name one by its key:",
-                if many.len() > LABEL_MATCHES {
-                    format!("more than {LABEL_MATCHES}")
-                } else {
-                    many.len().to_string()
-                },
-            );
-            for row in many.iter().take(LABEL_MATCHES) {
-                msg.push_str(&format!(
-                    "\n  {}   ({})",
-                    by_key(
-                        &sanitize::shell_word(batch),
-                        &sanitize::shell_word(&row.key)
-                    ),
-                    crate::model::state_word(row.status, row.tier, row.outcome)
-                ));
-            }
-            if many.len() > LABEL_MATCHES {
-                msg.push_str(&format!("\n  all of them: {search}"));
-            }
-            Err(user_error(msg))
+            let many: Vec<_> = many.iter().map(|row| (batch, row)).collect();
+            Err(several(
+                &format!("in batch {batch:?} "),
+                name,
+                &many,
+                &search,
+                by_key,
+            ))
         }
     }
+}
+
+/// What `--key NAME` names without a batch: the key itself (an item, or a
+/// pruned one, in some batch has it; every batch's events of that key are
+/// its log), else the one item in any batch with that label.
+pub(super) enum Anywhere {
+    Key(String),
+    Item { batch: String, key: String },
+}
+
+/// The item `name` names in any batch, by the rule [`find`] names it by
+/// in one: a key some batch has, else a label exactly one item has. None,
+/// or several with the label: an error, as `find`'s.
+pub(super) fn find_anywhere(store: &Store, name: &str, by_key: ByKey) -> anyhow::Result<Anywhere> {
+    let batches = store.batch_names()?;
+    for batch in &batches {
+        match store.item(batch, name) {
+            Ok(_) | Err(StoreError::Pruned { .. }) => return Ok(Anywhere::Key(name.into())),
+            Err(StoreError::UnknownKey { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut matches = Vec::new();
+    for batch in &batches {
+        let left = LABEL_MATCHES + 1 - matches.len();
+        matches.extend(
+            store
+                .labelled(batch, name, left)?
+                .into_iter()
+                .map(|row| (batch.as_str(), row)),
+        );
+        if matches.len() > LABEL_MATCHES {
+            break;
+        }
+    }
+    let search = format!(
+        "nightshift items BATCH --search {}",
+        sanitize::shell_word(name)
+    );
+    match matches.as_slice() {
+        [(batch, one)] => Ok(Anywhere::Item {
+            batch: (*batch).to_string(),
+            key: one.key.clone(),
+        }),
+        [] => Err(user_error(format!(
+            "no batch has an item {name:?} (neither a key nor a label of any item); to search \
+             one batch's keys and labels: {search}"
+        ))),
+        many => {
+            let many: Vec<_> = many.iter().map(|(b, row)| (*b, row)).collect();
+            Err(several("", name, &many, &search, by_key))
+        }
+    }
+}
+
+/// The error for a label that several items have (`many`, each with its
+/// batch; one more than listed when there are more): each named by its
+/// key, as `by_key` names it, with its state. `where_` says where they
+/// were looked for ("in batch \"b\" ", or nothing for every batch).
+fn several(
+    where_: &str,
+    name: &str,
+    many: &[(&str, &ItemRow)],
+    search: &str,
+    by_key: ByKey,
+) -> anyhow::Error {
+    let mut msg = format!(
+        "{} items {where_}have the label {name:?}; name one by its key:",
+        if many.len() > LABEL_MATCHES {
+            format!("more than {LABEL_MATCHES}")
+        } else {
+            many.len().to_string()
+        },
+    );
+    for (batch, row) in many.iter().take(LABEL_MATCHES) {
+        msg.push_str(&format!(
+            "\n  {}   ({})",
+            by_key(
+                &sanitize::shell_word(batch),
+                &sanitize::shell_word(&row.key)
+            ),
+            crate::model::state_word(row.status, row.tier, row.outcome)
+        ));
+    }
+    if many.len() > LABEL_MATCHES {
+        msg.push_str(&format!("\n  all of them: {search}"));
+    }
+    user_error(msg)
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json, user_error};
 use crate::cli::{RequeueArgs, SkipArgs};
-use crate::store::Selection;
+use crate::store::{Refusal, Selection, StoreError};
 use crate::util::identity::actor;
 use crate::util::noun;
 use crate::util::sanitize;
@@ -66,9 +66,10 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         )
     };
     let moved = match args.keys.first() {
-        Some(key) => ctx.no_key_if_unseen(&args.batch, key, moved)?,
-        None => ctx.empty_if_unseen(&args.batch, moved)?,
+        Some(key) => ctx.no_key_if_unseen(&args.batch, key, moved),
+        None => ctx.empty_if_unseen(&args.batch, moved),
     };
+    let moved = refused_json(args.json, &args.batch, args.dry_run, moved)?;
     if args.json {
         out_json(&json!({
             "batch": args.batch,
@@ -119,6 +120,28 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// A refusal of keys named, with `--json`, printed as JSON too (the keys
+/// by reason, as the error line on stderr groups them), so that a script
+/// reads which keys to fix; the command still fails, exit 2.
+fn refused_json<T>(
+    json: bool,
+    batch: &str,
+    dry_run: bool,
+    read: Result<T, StoreError>,
+) -> anyhow::Result<T> {
+    match read {
+        Err(StoreError::Refused(Refusal::Keys(refused))) if json => {
+            out_json(&json!({
+                "batch": batch,
+                "dry_run": dry_run,
+                "refused": refused.groups,
+            }))?;
+            Err(StoreError::Refused(Refusal::Keys(refused)).into())
+        }
+        other => Ok(other?),
+    }
+}
+
 /// Why a requeue by class moved nothing, with the classes that are failed
 /// now: a mistyped class read "requeued 0 items" like a batch with nothing
 /// to send back.
@@ -162,7 +185,8 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
         let mut store = ctx.open_write()?;
         store.skip(&args.batch, &args.keys, &args.reason, &by, now_ms())
     };
-    let report = ctx.no_key_if_unseen(&args.batch, &args.keys[0], report)?;
+    let report = ctx.no_key_if_unseen(&args.batch, &args.keys[0], report);
+    let report = refused_json(args.json, &args.batch, args.dry_run, report)?;
     if args.json {
         out_json(&json!({
             "batch": args.batch,

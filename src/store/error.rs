@@ -4,17 +4,13 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::ErrorCode;
 
+use super::refused::RefusedKeys;
 use crate::model::Tombstone;
 use crate::util::time::rfc3339;
 
 /// A request the store refuses as it stands (exit 2): the user's to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    /// `skip` of an item a running runner holds.
-    #[error(
-        "item {key:?} is in flight (claimed by a running runner): stop the run or wait, then skip it"
-    )]
-    InFlightSkip { key: String },
     /// `claim_key` of an item another run holds.
     #[error("item {key:?} is in flight in another run")]
     InFlightClaim { key: String },
@@ -24,28 +20,10 @@ pub enum Refusal {
     /// `claim_key` by a run whose seat was taken over.
     #[error("run {run} no longer holds the lock of batch {batch:?}: another runner took it over")]
     SeatLost { run: i64, batch: String },
-    /// A requeue naming keys that are not failed (without `--outcome`).
-    #[error(
-        "only failed items can be requeued; not failed in batch {batch:?}: {items} (nothing was \
-         requeued; done items run again with --outcome done|empty|skipped)"
-    )]
-    NotFailed { batch: String, items: String },
-    /// A requeue naming failed keys that its `--class` or `--tier` leave out.
-    #[error(
-        "keys named that --class or --tier leave out in batch {batch:?}: {items} (nothing was \
-         requeued; each key named must match them too)"
-    )]
-    LeftOut { batch: String, items: String },
-    /// A requeue with `--outcome` naming keys not done with that outcome.
-    #[error(
-        "--outcome {outcome} requeues done items with that outcome; not such in batch {batch:?}: \
-         {items} (nothing was requeued)"
-    )]
-    NotOfOutcome {
-        outcome: String,
-        batch: String,
-        items: String,
-    },
+    /// Keys named (`requeue B K...`, `skip B K...`) that the command
+    /// refuses, every one, grouped by why.
+    #[error("{0}")]
+    Keys(RefusedKeys),
     #[error(
         "--outcome requeues done items: it cannot be combined with --class, --tier or --all-failed"
     )]

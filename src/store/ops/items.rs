@@ -9,6 +9,7 @@ use crate::model::{
 };
 use crate::store::api::{Failure, ItemFilter};
 use crate::store::dialect::{Read, Write};
+use crate::store::refused::{KeyVerdicts, Why};
 use crate::store::{Refusal, Result, Store, StoreError};
 
 impl Store {
@@ -27,7 +28,7 @@ impl Store {
         self.write_tx(|tx| {
             let b = tx.batch_id(batch)?;
             let live = live_runs(tx, b, batch, now)?;
-            let found = skip_plan(keys, |key| match tx.item_status_locked(b, key)? {
+            let found = skip_plan(batch, keys, |key| match tx.item_status_locked(b, key)? {
                 Some(Status::Claimed) => claim_status(tx, b, batch, key, &live),
                 Some(status) => Ok(status),
                 None => Err(missing(tx, b, batch, key)),
@@ -134,7 +135,7 @@ impl Store {
         self.read_tx(|tx| {
             let b = tx.batch_id(batch)?;
             let live = live_runs(tx, b, batch, now)?;
-            let found = skip_plan(keys, |key| match tx.item_by_key(b, key)? {
+            let found = skip_plan(batch, keys, |key| match tx.item_by_key(b, key)? {
                 Some(item) if item.status == Status::Claimed => {
                     claim_status(tx, b, batch, key, &live)
                 }
@@ -316,25 +317,30 @@ fn claim_status(tx: &mut dyn Read, b: i64, batch: &str, key: &str, live: &[i64])
 }
 
 /// Which of `keys` (each once) a skip marks (`false`) and which are done
-/// already (`true`), given each one's status; an error (a key missing or in
-/// flight) refuses the whole skip.
-fn skip_plan(
-    keys: &[String],
+/// already (`true`), given each one's status; a key missing or in flight
+/// refuses the whole skip, every such key said at once.
+fn skip_plan<'k>(
+    batch: &str,
+    keys: &'k [String],
     mut status_of: impl FnMut(&str) -> Result<Status>,
-) -> Result<Vec<(&String, bool)>> {
+) -> Result<Vec<(&'k String, bool)>> {
+    let mut verdicts = KeyVerdicts::new(batch, "skipped");
     let mut found = Vec::with_capacity(keys.len());
     let mut seen = HashSet::new();
     for key in keys.iter().filter(|k| seen.insert(*k)) {
-        match status_of(key)? {
-            Status::Claimed => {
-                return Err(Refusal::InFlightSkip {
-                    key: key.to_string(),
-                }
-                .into());
-            }
-            status => found.push((key, status == Status::Done)),
+        match status_of(key) {
+            Ok(Status::Claimed) => verdicts.refuse(
+                Why::InFlight,
+                || "in flight (claimed by a running runner)".into(),
+                Some("stop the run or wait, then skip them".into()),
+                key,
+                None,
+            ),
+            Ok(status) => found.push((key, status == Status::Done)),
+            Err(e) => verdicts.missing(e)?,
         }
     }
+    verdicts.finish()?;
     Ok(found)
 }
 

@@ -8,6 +8,7 @@ use crate::model::Millis;
 use crate::store::api::{Requeue, Selection};
 use crate::store::chunks::Chunks;
 use crate::store::dialect::Read;
+use crate::store::refused::{KeyVerdicts, Why};
 use crate::store::{CutShort, Refusal, Result, Store, StoreError};
 
 /// Rows moved per write transaction by `redrive_due`, so a runner waiting
@@ -129,17 +130,21 @@ fn select(tx: &mut dyn Read, batch: &str, sel: &Selection) -> Result<Vec<(i64, R
     let b = tx.batch_id(batch)?;
     check_filters(sel)?;
     if !sel.keys.is_empty() {
-        let mut named = Named::default();
+        let mut named = Named {
+            taken: Vec::new(),
+            verdicts: KeyVerdicts::new(batch, "requeued"),
+        };
         // A key named twice (`requeue b k1 k1`, a list pasted twice) is
         // one item, moved once.
         let mut seen = std::collections::HashSet::new();
         for key in sel.keys.iter().filter(|k| seen.insert(k.as_str())) {
-            let Some((item, r, status)) = tx.item_for_requeue(b, key)? else {
-                return Err(missing(tx, b, batch, key));
-            };
-            named.add(sel, item, r, &status);
+            match tx.item_for_requeue(b, key)? {
+                Some((item, r, status)) => named.add(sel, item, r, &status),
+                None => named.verdicts.missing(missing(tx, b, batch, key))?,
+            }
         }
-        return named.finish(batch, sel);
+        named.verdicts.finish()?;
+        return Ok(named.taken);
     }
     if sel.stale.is_none()
         && sel.class.is_none()
@@ -157,17 +162,14 @@ fn select(tx: &mut dyn Read, batch: &str, sel: &Selection) -> Result<Vec<(i64, R
     Ok(rows)
 }
 
-/// A requeue by key: each named item is taken, or refused, when not in the
-/// state the selection moves or left out by its `--class` or `--tier`. One
-/// refused item refuses the whole requeue: a key named is moved or said
-/// why not, never passed over in silence.
-#[derive(Default)]
+/// A requeue by key: each named item is taken, or refused, when missing,
+/// not in the state the selection moves, or left out by its `--class` or
+/// `--tier`. One refused item refuses the whole requeue, every refused
+/// key said at once: a key named is moved or said why not, never passed
+/// over in silence.
 struct Named {
     taken: Vec<(i64, Requeue)>,
-    /// Not in the state moved: `k1 (done)`.
-    refused: Vec<String>,
-    /// Failed, but not of the class or tier asked: `k2 (manual tier)`.
-    left_out: Vec<String>,
+    verdicts: KeyVerdicts,
 }
 
 impl Named {
@@ -184,7 +186,28 @@ impl Named {
                 }
                 _ => status.to_string(),
             };
-            self.refused.push(format!("{} ({what})", r.key));
+            match sel.outcome {
+                Some(o) => self.verdicts.refuse(
+                    Why::NotOfOutcome,
+                    || format!("not done/{o}"),
+                    Some(format!(
+                        "--outcome {o} requeues done items with that outcome"
+                    )),
+                    &r.key,
+                    Some(what),
+                ),
+                None => self.verdicts.refuse(
+                    Why::NotFailed,
+                    || "not failed".into(),
+                    Some(
+                        "only failed items are requeued; done ones run again with --outcome \
+                         done|empty|skipped"
+                            .into(),
+                    ),
+                    &r.key,
+                    Some(what),
+                ),
+            }
             return;
         }
         let mut why = Vec::new();
@@ -203,31 +226,28 @@ impl Named {
         if why.is_empty() {
             self.taken.push((item_id, r));
         } else {
-            self.left_out
-                .push(format!("{} ({})", r.key, why.join(", ")));
+            let filters = filters_named(sel);
+            self.verdicts.refuse(
+                Why::LeftOut,
+                || format!("left out by {filters}"),
+                Some(format!("each key named must match {filters} too")),
+                &r.key,
+                Some(why.join(", ")),
+            );
         }
     }
+}
 
-    fn finish(self, batch: &str, sel: &Selection) -> Result<Vec<(i64, Requeue)>, StoreError> {
-        let batch = batch.to_string();
-        if !self.refused.is_empty() {
-            let items = self.refused.join(", ");
-            return Err(match sel.outcome {
-                Some(o) => Refusal::NotOfOutcome {
-                    outcome: o.to_string(),
-                    batch,
-                    items,
-                },
-                None => Refusal::NotFailed { batch, items },
-            }
-            .into());
-        }
-        if !self.left_out.is_empty() {
-            let items = self.left_out.join(", ");
-            return Err(Refusal::LeftOut { batch, items }.into());
-        }
-        Ok(self.taken)
+/// The `--class` and `--tier` of a selection, as typed: "--class X --tier retry".
+fn filters_named(sel: &Selection) -> String {
+    let mut named = Vec::new();
+    if let Some(c) = &sel.class {
+        named.push(format!("--class {c}"));
     }
+    if let Some(t) = sel.tier {
+        named.push(format!("--tier {t}"));
+    }
+    named.join(" ")
 }
 
 /// Filters that cannot go together, with keys or without.

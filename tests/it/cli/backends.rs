@@ -350,7 +350,7 @@ both_backends! {
     /// items", exit 0). Keys that match move as before.
     fn a_key_the_filters_leave_out_refuses_the_requeue(env) {
         env.failing_batch("b");
-        let refused = |args: &[&str], items: &str| {
+        let refused = |args: &[&str], groups: &str| {
             for dry in [false, true] {
                 let mut all = vec!["requeue", "b"];
                 all.extend_from_slice(args);
@@ -359,18 +359,17 @@ both_backends! {
                 }
                 let ran = env.run(&all);
                 assert_eq!(ran.code(2).stdout, "", "{all:?}");
-                assert_eq!(ran.stderr, format!(
-                    "nightshift: error: keys named that --class or --tier leave out in batch \"b\": {items} \
-                     (nothing was requeued; each key named must match them too)\n"), "{all:?}");
+                assert_eq!(ran.stderr, format!("nightshift: error: nothing was requeued in batch \"b\": {groups}\n"), "{all:?}");
             }
         };
-        refused(&["k1", "--tier", "retry"], "k1 (manual tier)");
-        refused(&["k3", "k1", "--tier", "retry"], "k1 (manual tier)");
-        refused(&["k1", "k4", "--class", "BadInput"], "k4 (class Exit1)");
-        refused(&["k1", "k3", "k4", "--class", "BadInput", "--tier", "manual"], "k3 (retry tier, class TempFail), k4 (class Exit1)");
-        // A key not failed is refused as ever, ahead of the filters.
-        let ran = env.run(&["requeue", "b", "k5", "k3", "--tier", "manual"]);
-        assert!(ran.code(2).stderr.contains("not failed in batch \"b\": k5 (done)"), "{ran:?}");
+        refused(&["k1", "--tier", "retry"], "left out by --tier retry: k1 (manual tier) (each key named must match --tier retry too)");
+        refused(&["k3", "k1", "--tier", "retry"], "left out by --tier retry: k1 (manual tier) (each key named must match --tier retry too)");
+        refused(&["k1", "k4", "--class", "BadInput"], "left out by --class BadInput: k4 (class Exit1) (each key named must match --class BadInput too)");
+        refused(
+            &["k1", "k3", "k4", "--class", "BadInput", "--tier", "manual"],
+            "left out by --class BadInput --tier manual: k3 (retry tier, class TempFail), k4 (class Exit1) \
+             (each key named must match --class BadInput --tier manual too)",
+        );
         assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'requeued'"), 0);
         assert_eq!(env.item("k1"), ("failed".into(), Some("manual".into()), 1));
 
@@ -380,6 +379,56 @@ both_backends! {
         assert_eq!(ran.code(0).stdout, "b: requeued 2 items\n", "{ran:?}");
         assert_eq!(env.item("k1").0, "pending");
         env.assert_counts_consistent();
+    }
+
+    /// Every key a requeue refuses is named in one refusal, grouped by why,
+    /// in the dry run too and with `--json` (the groups on stdout as JSON),
+    /// exit 2, nothing moved: a key not failed beside one `--tier` leaves
+    /// out reported only the first ("not failed in batch \"b\": k5
+    /// (done)"), and the fixed command met the second on the next try.
+    fn every_key_a_requeue_refuses_is_named_at_once(env) {
+        env.failing_batch("b");
+        env.add_items("b", 9);
+        let before = env.snapshot();
+        let groups = "not failed: k5 (done), k9 (pending); left out by --tier manual: k3 (retry tier) \
+                      (only failed items are requeued; done ones run again with --outcome done|empty|skipped; \
+                      each key named must match --tier manual too)";
+        for dry in [false, true] {
+            let mut args = vec!["requeue", "b", "k5", "k1", "k3", "k9", "--tier", "manual"];
+            if dry {
+                args.push("--dry-run");
+            }
+            let ran = env.run(&args);
+            assert_eq!(ran.code(2).stdout, "", "{args:?}");
+            assert_eq!(ran.stderr, format!("nightshift: error: nothing was requeued in batch \"b\": {groups}\n"), "{args:?}");
+            args.push("--json");
+            let ran = env.run(&args);
+            assert_eq!(ran.code(2).stderr, format!("nightshift: error: nothing was requeued in batch \"b\": {groups}\n"), "{args:?}");
+            assert_eq!(ran.json(), serde_json::json!({
+                "batch": "b",
+                "dry_run": dry,
+                "refused": [
+                    {"why": "not_failed", "says": "not failed", "keys": [{"key": "k5", "state": "done"}, {"key": "k9", "state": "pending"}]},
+                    {"why": "left_out", "says": "left out by --tier manual", "keys": [{"key": "k3", "state": "retry tier"}]},
+                ],
+            }), "{args:?}");
+        }
+        // A key no item has joins them; alone, it is said as ever.
+        let ran = env.run(&["requeue", "b", "k99", "k5", "k1"]);
+        assert_eq!(
+            ran.code(2).error_line(),
+            "nightshift: error: nothing was requeued in batch \"b\": no such item: k99; not failed: k5 (done) \
+             (only failed items are requeued; done ones run again with --outcome done|empty|skipped)"
+        );
+        assert_eq!(env.run(&["requeue", "b", "k99", "k1"]).code(2).error_line(), "nightshift: error: no item \"k99\" in batch \"b\"");
+        let ran = env.run(&["requeue", "b", "k1", "k5", "--outcome", "empty"]);
+        assert_eq!(
+            ran.code(2).error_line(),
+            "nightshift: error: nothing was requeued in batch \"b\": not done/empty: k1 (failed), k5 (done) \
+             (--outcome empty requeues done items with that outcome)"
+        );
+        assert_eq!(env.snapshot(), before, "nothing changed");
+        assert_eq!(env.run(&["requeue", "b", "k1", "k2", "--tier", "manual"]).code(0).stdout, "b: requeued 2 items\n");
     }
 
     /// An unknown batch's error names the config's batches beside the
@@ -533,6 +582,53 @@ both_backends! {
         common::wait_for("the follower to print k1's event", || env.output_of("follow").0.contains(" empty "));
         assert!(env.output_of("follow").0.lines().all(|l| l.contains(" k1 ")), "{:?}", env.output_of("follow"));
         assert_eq!(follow.try_wait().unwrap(), None, "{:?}", env.output_of("follow"));
+    }
+
+    /// `log --key K` without a batch names the item as `log B --key K`
+    /// does, across every batch: a key some batch has (its events in each),
+    /// else a label one item has; several with the label are listed, one
+    /// line each; a name no batch has is refused, exit 2, with `--follow`
+    /// too, before following. It printed nothing and exited 0 (and
+    /// `--follow` waited forever) for a name no item had, and a label
+    /// found nothing.
+    fn log_of_a_key_without_a_batch_names_it_in_any_batch(env) {
+        env.write(
+            "b.jsonl",
+            "{\"key\":\"k1\",\"label\":\"夏休みの記事\"}\n{\"key\":\"k2\",\"label\":\"一つだけ\"}\n",
+        );
+        env.write("c.jsonl", "{\"key\":\"k1\"}\n{\"key\":\"c2\",\"label\":\"夏休みの記事\"}\n");
+        env.run(&["add", "b", "b.jsonl"]).code(0);
+        env.run(&["add", "c", "c.jsonl"]).code(0);
+        env.config("[batch.b]\nworker = [\"true\"]\n\n[batch.c]\nworker = [\"true\"]\n");
+        env.run(&["run", "b"]).code(0);
+        env.run(&["run", "c"]).code(0);
+
+        let k1 = env.run(&["log", "--key", "k1", "--json"]).code(0).json_lines();
+        let batches: std::collections::BTreeSet<_> = k1.iter().map(|e| e["batch"].as_str().unwrap().to_string()).collect();
+        assert_eq!(batches.into_iter().collect::<Vec<_>>(), ["b", "c"], "a key: its events in every batch");
+        assert!(k1.iter().all(|e| e["key"] == "k1"));
+
+        let one = env.run(&["log", "--key", "一つだけ", "--json"]).code(0).json_lines();
+        assert!(!one.is_empty() && one.iter().all(|e| e["key"] == "k2" && e["batch"] == "b"), "{one:?}");
+        assert_eq!(one, env.run(&["log", "b", "--key", "k2", "--json"]).code(0).json_lines());
+
+        let several = env.run(&["log", "--key", "夏休みの記事"]);
+        assert_eq!(several.code(2).stdout, "");
+        assert_eq!(
+            several.stderr,
+            "nightshift: error: 2 items have the label \"夏休みの記事\"; name one by its key:\n  \
+             nightshift log b --key k1   (done/empty)\n  nightshift log c --key c2   (done/empty)\n"
+        );
+
+        let refusal = "nightshift: error: no batch has an item \"k9\" (neither a key nor a label of any \
+                       item); to search one batch's keys and labels: nightshift items BATCH --search k9\n";
+        for extra in [&[][..], &["--json"], &["--follow"], &["--follow", "--json"]] {
+            let mut args = vec!["log", "--key", "k9"];
+            args.extend_from_slice(extra);
+            let mut log = env.spawn("log", &args);
+            assert_eq!(exit_code(&mut log), Some(2), "{args:?}: {:?}", env.output_of("log"));
+            assert_eq!(env.output_of("log"), (String::new(), refusal.to_string()), "{args:?}");
+        }
     }
 }
 

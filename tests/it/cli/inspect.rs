@@ -549,10 +549,12 @@ fn log_lists_and_filters_events() {
     // Without the batch: the item k5 of any batch (only b has one).
     let any = env.run(&["log", "--json", "--key", "k5"]).json_lines();
     assert_eq!(any, k5);
+    // A name no batch has is refused, as with the batch named.
+    let none = env.run(&["log", "--json", "--key", "k99"]);
+    assert_eq!(none.code(2).stdout, "");
     assert!(
-        env.run(&["log", "--json", "--key", "k99"])
-            .json_lines()
-            .is_empty()
+        none.stderr.contains("no batch has an item \"k99\""),
+        "{none:?}"
     );
 
     let c = env.run(&["log", "c", "--json"]).json_lines();

@@ -98,6 +98,46 @@ both_backends! {
         assert!(env.run(&["status"]).stdout.contains(&format!("PAUSED — {reason}")));
     }
 
+    /// A skip naming keys no item has and an item in flight names them all
+    /// in one refusal, by reason (with `--json` as JSON on stdout too), exit
+    /// 2, nothing skipped: it said only the first ("no item \"zz\"") and
+    /// the fixed command met the item in flight on the next try.
+    fn every_key_a_skip_refuses_is_named_at_once(env) {
+        env.config("[batch.b]\nconcurrency = 1\n");
+        add_keys(&env, "b", &["stuck", "a1"]);
+        let marker = format!("steer-skip-{}", env.dir.path().display());
+        let w = stuck_worker(&env, &marker);
+        let mut runner = env.spawn("run", &["run", "b", "--", &w]);
+        wait_for("the stuck worker", || env.started("stuck"));
+        let said = "nightshift: error: nothing was skipped in batch \"b\": no such item: zz, yy; \
+                    in flight (claimed by a running runner): stuck (stop the run or wait, then skip them)";
+        for dry in [false, true] {
+            let mut args = vec!["skip", "b", "zz", "a1", "stuck", "yy", "--reason", "手で済み"];
+            if dry {
+                args.push("--dry-run");
+            }
+            let ran = env.run(&args);
+            assert_eq!(ran.code(2).stdout, "", "{args:?}");
+            assert_eq!(ran.error_line(), said, "{args:?}");
+            args.push("--json");
+            let ran = env.run(&args);
+            assert_eq!(ran.code(2).error_line(), said, "{args:?}");
+            assert_eq!(ran.json(), serde_json::json!({
+                "batch": "b",
+                "dry_run": dry,
+                "refused": [
+                    {"why": "unknown", "says": "no such item", "keys": [{"key": "zz"}, {"key": "yy"}]},
+                    {"why": "in_flight", "says": "in flight (claimed by a running runner)", "keys": [{"key": "stuck"}]},
+                ],
+            }), "{args:?}");
+        }
+        assert_eq!(env.item("a1").0, "pending", "nothing was skipped");
+        assert!(env.events("b", "skipped").is_empty());
+        env.run(&["cancel", "b", "stuck"]).code(0);
+        assert_eq!(runner.wait().unwrap().code(), Some(0), "{:?}", env.output_of("run"));
+        assert_no_process_left(&marker);
+    }
+
     fn cancel_stops_one_running_worker_and_the_rest_carry_on(env) {
         env.config("[batch.b]\nconcurrency = 2\n");
         add_keys(&env, "b", &["stuck", "a1", "a2", "a3", "a4", "a5"]);
