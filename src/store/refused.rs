@@ -9,6 +9,10 @@ use serde::Serialize;
 use super::{Refusal, Result, StoreError};
 use crate::util::time::rfc3339;
 
+/// Keys a group names in words before it counts the rest (`--json` has
+/// every one): a refusal of 300 keys stays a message one can read.
+const SAID_KEYS: usize = 20;
+
 /// Why a named key is refused; the groups are said in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,14 +67,18 @@ impl std::fmt::Display for RefusedKeys {
             .groups
             .iter()
             .map(|g| {
-                let keys: Vec<String> = g
+                let mut keys: Vec<String> = g
                     .keys
                     .iter()
+                    .take(SAID_KEYS)
                     .map(|k| match &k.state {
                         Some(state) => format!("{} ({state})", k.key),
                         None => k.key.clone(),
                     })
                     .collect();
+                if g.keys.len() > SAID_KEYS {
+                    keys.push(format!("and {} more", g.keys.len() - SAID_KEYS));
+                }
                 format!("{}: {}", g.says, keys.join(", "))
             })
             .collect();
@@ -164,5 +172,41 @@ impl KeyVerdicts {
                 Err(Refusal::Keys(self.refused).into())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_names_twenty_keys_then_counts_the_rest() {
+        let mut v = KeyVerdicts::new("b", "requeued");
+        for n in 0..25 {
+            v.refuse(
+                Why::NotFailed,
+                || "not failed".into(),
+                None,
+                &format!("k{n}"),
+                None,
+            );
+        }
+        v.refuse(
+            Why::LeftOut,
+            || "left out by --tier retry".into(),
+            None,
+            "m",
+            None,
+        );
+        let Err(StoreError::Refused(Refusal::Keys(refused))) = v.finish() else {
+            panic!("refused")
+        };
+        let said = refused.to_string();
+        assert!(
+            said.contains("k18, k19, and 5 more; left out by --tier retry: m"),
+            "{said}"
+        );
+        assert!(!said.contains("k20"), "{said}");
+        assert_eq!(refused.groups[0].keys.len(), 25, "--json has every one");
     }
 }

@@ -332,7 +332,7 @@ fn skip_plan<'k>(
             Ok(Status::Claimed) => verdicts.refuse(
                 Why::InFlight,
                 || "in flight (claimed by a running runner)".into(),
-                Some("stop the run or wait, then skip them".into()),
+                Some("stop the run or `cancel` first, then skip again".into()),
                 key,
                 None,
             ),

@@ -110,7 +110,7 @@ both_backends! {
         let mut runner = env.spawn("run", &["run", "b", "--", &w]);
         wait_for("the stuck worker", || env.started("stuck"));
         let said = "nightshift: error: nothing was skipped in batch \"b\": no such item: zz, yy; \
-                    in flight (claimed by a running runner): stuck (stop the run or wait, then skip them)";
+                    in flight (claimed by a running runner): stuck (stop the run or `cancel` first, then skip again)";
         for dry in [false, true] {
             let mut args = vec!["skip", "b", "zz", "a1", "stuck", "yy", "--reason", "手で済み"];
             if dry {
