@@ -279,7 +279,7 @@ fn batch_json(
     let seen = scene.schedule(ctx, info);
     let seat = |i: usize| info.runners.seats.get(i).copied();
     let run_seen = info.last_run_seen();
-    json!({
+    let mut batch = json!({
         "name": info.name,
         "pending": c.pending,
         "claimed": c.claimed,
@@ -337,7 +337,13 @@ fn batch_json(
             "reason": f.reason,
             "run_id": f.run_id,
         })),
-    })
+    });
+    // Beside `orphaned` (the macro's recursion limit holds no more keys).
+    batch["orphaned_to_quarantine"] = info
+        .runners
+        .orphans_used_up(ctx.batch_config(&info.name).max_attempts)
+        .into();
+    batch
 }
 
 /// The schedule, the next three fire times (or that no daemon fires them,
@@ -483,9 +489,11 @@ fn human(
         }
         if i.runners.orphaned > 0 {
             let n = i.runners.orphaned;
+            let max = ctx.batch_config(&i.name).max_attempts;
             lines.push(format!(
-                "orphaned: {}, taken back by the next run",
-                noun::count(n, "claimed item")
+                "orphaned: {}, taken back by the next run{}",
+                noun::count(n, "claimed item"),
+                i.runners.orphans_fate(max)
             ));
         }
         match &i.last_run {

@@ -101,6 +101,10 @@ pub struct Runners {
     /// Claimed items whose runner crashed or went silent: the next run
     /// takes them back.
     pub orphaned: i64,
+    /// Those claims by their attempts: `(attempts, how many)`. The next
+    /// run quarantines the ones whose attempts are used up rather than
+    /// run them again ([`Runners::orphans_used_up`]).
+    pub orphan_attempts: Vec<(i64, i64)>,
 }
 
 impl Runners {
@@ -108,6 +112,29 @@ impl Runners {
     #[must_use]
     pub fn held(&self) -> bool {
         self.seats.iter().any(|s| s.is_live())
+    }
+
+    /// The orphaned claims the next run takes back only to quarantine
+    /// them, under the batch's `max_attempts`.
+    #[must_use]
+    pub fn orphans_used_up(&self, max_attempts: u32) -> i64 {
+        self.orphan_attempts
+            .iter()
+            .filter(|(attempts, _)| super::attempts_used_up(*attempts, max_attempts))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// What follows "taken back by the next run" in every view: which of
+    /// them it quarantines rather than runs (`" (1 to quarantine: its
+    /// attempts are used)"`), or nothing.
+    #[must_use]
+    pub fn orphans_fate(&self, max_attempts: u32) -> String {
+        match self.orphans_used_up(max_attempts) {
+            0 => String::new(),
+            1 => " (1 to quarantine: its attempts are used)".into(),
+            n => format!(" ({n} to quarantine: their attempts are used)"),
+        }
     }
 
     /// Is a seat held by a runner that crashed or went silent?

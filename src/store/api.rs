@@ -411,7 +411,7 @@ impl AliveWatch {
     pub fn changed(&self, now: Millis) -> bool {
         self.batches.iter().any(|info| {
             let again = crate::store::ops::liveness::runners(info, now, |_| {
-                Ok::<_, ()>(info.runners.orphaned)
+                Ok::<_, ()>(info.runners.orphan_attempts.clone())
             });
             again
                 .is_ok_and(|r| r.seats != info.runners.seats || r.last_run != info.runners.last_run)

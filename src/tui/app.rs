@@ -104,6 +104,16 @@ impl Setup {
         }
     }
 
+    /// The batch's `max_attempts` (the default for one the config does
+    /// not name).
+    #[must_use]
+    pub fn max_attempts_of(&self, batch: &str) -> u32 {
+        self.max_attempts
+            .get(batch)
+            .copied()
+            .unwrap_or(crate::config::DEFAULT_MAX_ATTEMPTS)
+    }
+
     /// Schedules and batch names from the config.
     pub fn with_config(mut self, config: &Config) -> Setup {
         self.pools = config
@@ -449,12 +459,7 @@ impl App {
                 let info = self.detail_batch();
                 let rules = info.map(|b| crate::model::claim_view::Rules {
                     pool: self.setup.pool_of.get(&b.name).map(String::as_str),
-                    max_attempts: self
-                        .setup
-                        .max_attempts
-                        .get(&b.name)
-                        .copied()
-                        .unwrap_or(crate::config::DEFAULT_MAX_ATTEMPTS),
+                    max_attempts: self.setup.max_attempts_of(&b.name),
                 });
                 detail::page(
                     &d.key,

@@ -42,8 +42,9 @@ pub(crate) trait ViewsRead: Sql {
         super::runs::last(self, batch)
     }
 
-    /// Claimed items of the batch leased to `runs`.
-    fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64>;
+    /// Claimed items of the batch leased to `runs` (`None`: to any run),
+    /// counted by their attempts: `(attempts, how many)`.
+    fn claimed_attempts(&mut self, batch: i64, runs: Option<&[i64]>) -> Result<Vec<(i64, i64)>>;
     /// Failed items of one error class, from the counters.
     fn class_count(&mut self, batch: i64, class: &str) -> Result<i64>;
     /// Items of the page's filter (`keys_only`: its search in keys and

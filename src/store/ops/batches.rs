@@ -168,7 +168,7 @@ pub(super) fn info(tx: &mut dyn Read, b: i64, name: String, now: Millis) -> Resu
         runners: Runners::default(),
         name,
     };
-    info.runners = liveness::runners(&info, now, |runs| tx.items_claimed_by(b, runs))?;
+    info.runners = liveness::runners(&info, now, |runs| tx.claimed_attempts(b, runs))?;
     Ok(info)
 }
 

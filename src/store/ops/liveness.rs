@@ -29,13 +29,14 @@ pub fn lapsed(lock: &LockInfo, now: Millis) -> bool {
 }
 
 /// Who is alive among a batch's seats and its last run, as of `now`.
-/// `claimed_by(runs)` counts the claimed items of those runs; it is asked
-/// only when some runners are live and others not (when none is, every
-/// claim is orphaned).
+/// `claimed_by(runs)` counts the claimed items of those runs (`None`: of
+/// every run) by their attempts, `(attempts, how many)`; it is asked only
+/// when some claim is orphaned: every claim when no runner is live, else
+/// those of the dead ones.
 pub(crate) fn runners<E>(
     info: &BatchInfo,
     now: Millis,
-    claimed_by: impl FnOnce(&[i64]) -> Result<i64, E>,
+    claimed_by: impl FnOnce(Option<&[i64]>) -> Result<Vec<(i64, i64)>, E>,
 ) -> Result<Runners, E> {
     let seats: Vec<Seat> = info.locks.iter().map(|l| seat(l, now)).collect();
     let last_run = info.last_run.as_ref().map(|run| {
@@ -50,10 +51,10 @@ pub(crate) fn runners<E>(
         running_seen(run.id, &holder, &info.locks, &seats)
     });
     let held = seats.iter().any(|s| s.is_live());
-    let orphaned = if info.counts.claimed == 0 {
-        0
+    let orphan_attempts = if info.counts.claimed == 0 {
+        Vec::new()
     } else if !held {
-        info.counts.claimed
+        claimed_by(None)?
     } else {
         let dead: Vec<i64> = info
             .locks
@@ -63,15 +64,16 @@ pub(crate) fn runners<E>(
             .filter_map(|(l, _)| l.run_id)
             .collect();
         if dead.is_empty() {
-            0
+            Vec::new()
         } else {
-            claimed_by(&dead)?
+            claimed_by(Some(&dead))?
         }
     };
     Ok(Runners {
         seats,
         last_run,
-        orphaned,
+        orphaned: orphan_attempts.iter().map(|(_, n)| n).sum(),
+        orphan_attempts,
     })
 }
 
@@ -219,8 +221,11 @@ mod tests {
 
     fn runners_of(i: &BatchInfo, asked: &mut Vec<i64>) -> Runners {
         runners(i, NOW, |runs| {
+            let Some(runs) = runs else {
+                return Ok::<_, ()>(vec![(1, i.counts.claimed - 1), (5, 1)]);
+            };
             asked.extend_from_slice(runs);
-            Ok::<_, ()>(3)
+            Ok(vec![(1, 2), (5, 1)])
         })
         .unwrap()
     }
@@ -269,6 +274,15 @@ mod tests {
         assert_eq!(r.last_run, Some(RunSeen::Crashed { pid: here.pid }));
         assert_eq!((r.held(), r.orphaned), (false, 2), "none held: every claim");
         assert!(asked.is_empty());
+        assert_eq!(
+            (
+                r.orphans_used_up(5),
+                r.orphans_used_up(1),
+                r.orphans_used_up(6)
+            ),
+            (1, 2, 0),
+            "the next run quarantines those on their last attempt"
+        );
         // No seat at all: the run is judged by its process.
         let i = info(Vec::new(), Some(running(4, &here)), 0);
         assert_eq!(

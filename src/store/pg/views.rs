@@ -54,9 +54,11 @@ fn page_sql(q: &ItemsQuery, keys_only: bool, args: &mut Args) -> String {
     cond
 }
 
-const ITEMS_CLAIMED_BY: &str =
-    "SELECT count(*) FROM items WHERE batch_id = $1 AND status = 'claimed'
-    AND lease_run = ANY($2)";
+const ITEMS_CLAIMED_BY: &str = "SELECT attempts::int8, count(*) FROM items
+  WHERE batch_id = $1 AND status = 'claimed' AND lease_run = ANY($2)
+  GROUP BY attempts ORDER BY attempts";
+const ITEMS_CLAIMED: &str = "SELECT attempts::int8, count(*) FROM items
+  WHERE batch_id = $1 AND status = 'claimed' GROUP BY attempts ORDER BY attempts";
 const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0)::int8 FROM failed_classes
   WHERE batch_id = $1 AND error_class = $2";
 const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM items i
@@ -72,8 +74,12 @@ const EVENTS_OF_ITEM: &str =
 // status words into the SQL for its partial index, searches over polls and loops where this
 // binds `ANY` arrays).
 impl ViewsRead for PgTx<'_> {
-    fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64> {
-        Ok(self.c.one(ITEMS_CLAIMED_BY, &[&batch, &runs])?.get(0))
+    fn claimed_attempts(&mut self, batch: i64, runs: Option<&[i64]>) -> Result<Vec<(i64, i64)>> {
+        let rows = match runs {
+            None => self.c.q(ITEMS_CLAIMED, &[&batch])?,
+            Some(runs) => self.c.q(ITEMS_CLAIMED_BY, &[&batch, &runs])?,
+        };
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     fn class_count(&mut self, batch: i64, class: &str) -> Result<i64> {

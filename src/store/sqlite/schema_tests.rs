@@ -309,8 +309,13 @@ fn version_19_stores_index_each_status_where_its_readers_look() {
             .unwrap();
         assert_eq!(found, keys, "{sql}");
     }
-    let claimed_by = plan(&conn, super::super::views::ITEMS_CLAIMED_BY);
-    assert!(claimed_by.contains("INDEX items_claimed"), "{claimed_by}");
+    for sql in [
+        super::super::views::ITEMS_CLAIMED_BY,
+        super::super::views::ITEMS_CLAIMED,
+    ] {
+        let claimed = plan(&conn, sql);
+        assert!(claimed.contains("INDEX items_claimed"), "{claimed}");
+    }
 }
 
 /// Version 21: a store of version 20 keeps every item under its id, findable by key

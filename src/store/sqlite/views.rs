@@ -170,8 +170,10 @@ fn search_page(
     })
 }
 
-pub(super) const ITEMS_CLAIMED_BY: &str =
-    "SELECT count(*) FROM items WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2";
+pub(super) const ITEMS_CLAIMED_BY: &str = "SELECT attempts, count(*) FROM items
+  WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2 GROUP BY attempts";
+pub(super) const ITEMS_CLAIMED: &str = "SELECT attempts, count(*) FROM items
+  WHERE batch_id = ?1 AND status = 'claimed' GROUP BY attempts";
 const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0) FROM failed_classes
   WHERE batch_id = ?1 AND error_class = ?2";
 const MAX_ITEM_ID: &str = "SELECT max(id) FROM items";
@@ -203,13 +205,29 @@ fn page_cond(q: &ItemsQuery, keys_only: bool, args: &mut Vec<V>) -> String {
 }
 
 impl ViewsRead for SqliteTx<'_> {
-    fn items_claimed_by(&mut self, batch: i64, runs: &[i64]) -> Result<i64> {
-        let mut st = self.conn.prepare_cached(ITEMS_CLAIMED_BY)?;
-        let mut n = 0;
-        for run in runs {
-            n += st.query_row(params![batch, run], |r| r.get::<_, i64>(0))?;
+    fn claimed_attempts(&mut self, batch: i64, runs: Option<&[i64]>) -> Result<Vec<(i64, i64)>> {
+        let mut by = std::collections::BTreeMap::new();
+        let mut add = |st: &mut rusqlite::CachedStatement<'_>, args: &[&dyn rusqlite::ToSql]| {
+            let rows = st.query_map(args, |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+            for row in rows {
+                let (attempts, n) = row?;
+                *by.entry(attempts).or_insert(0) += n;
+            }
+            Ok::<_, rusqlite::Error>(())
+        };
+        match runs {
+            None => add(
+                &mut self.conn.prepare_cached(ITEMS_CLAIMED)?,
+                params![batch],
+            )?,
+            Some(runs) => {
+                let mut st = self.conn.prepare_cached(ITEMS_CLAIMED_BY)?;
+                for run in runs {
+                    add(&mut st, params![batch, run])?;
+                }
+            }
         }
-        Ok(n)
+        Ok(by.into_iter().collect())
     }
 
     fn class_count(&mut self, batch: i64, class: &str) -> Result<i64> {

@@ -420,9 +420,11 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
             label("orphaned"),
             Span::styled(
                 format!(
-                    "{} {}, taken back by the next run",
+                    "{} {}, taken back by the next run{}",
                     num(n),
-                    noun::of(n, "claimed item")
+                    noun::of(n, "claimed item"),
+                    info.runners
+                        .orphans_fate(app.setup.max_attempts_of(&info.name))
                 ),
                 p.style(Role::Warn),
             ),
@@ -808,6 +810,46 @@ mod tests {
         assert_eq!(
             waiting_of(&rows).join(" "),
             "5 wait for the runner that holds the lock, paced at 4/min (rate_limit)",
+            "{rows:#?}"
+        );
+    }
+
+    /// A dead runner's claims on their last attempt: the batch detail says
+    /// the next run quarantines them, by the batch's `max_attempts`.
+    #[test]
+    fn orphans_on_their_last_attempt_are_said_to_be_quarantined_next() {
+        let config = crate::config::Config::parse(
+            "[batch.\"記事\"]\nworker = [\"true\"]\nmax_attempts = 2\n",
+            std::path::Path::new("nightshift.toml"),
+        )
+        .unwrap();
+        let setup = Setup::new("/x.db", "h", false, Palette::Mono).with_config(&config);
+        let mut app = App::new(setup, NOW);
+        app.update(Arrival::Resize(120, 40));
+        let mut info = BatchInfo::live_for_test("記事", 3, NOW);
+        info.runners.seats[0] = crate::model::Seat::Crashed;
+        info.counts.claimed = 3;
+        info.runners.orphaned = 3;
+        info.runners.orphan_attempts = vec![(1, 2), (2, 1)];
+        let batch = BatchView {
+            info,
+            minutes: Vec::new(),
+            created_at: NOW,
+        };
+        super::super::answered(
+            &mut app,
+            NOW,
+            Dashboard {
+                batches: vec![batch],
+                retry: Some(("記事".into(), Default::default())),
+                ..Dashboard::default()
+            },
+        );
+        let rows = super::super::drawn_rows(&app);
+        assert!(
+            rows.iter().any(|r| r.contains(
+                "orphaned  3 claimed items, taken back by the next run (1 to quarantine: its attempts are used)"
+            )),
             "{rows:#?}"
         );
     }

@@ -153,6 +153,40 @@ both_backends! {
         common::assert_no_process_left(&marker(&env));
     }
 
+    /// With `max_attempts = 1` a dead runner's claims are on their last
+    /// attempt: every view says the next run takes them back to quarantine
+    /// them, where they said only "taken back", and the next run does.
+    fn orphans_on_their_last_attempt_are_said_to_be_quarantined_next(env) {
+        let w = worker(&env);
+        env.config(&format!(
+            "[batch.s]\nworker = [\"{w}\"]\nconcurrency = 2\nlock_ttl = \"1h\"\nmax_attempts = 1\n"
+        ));
+        env.add_items("s", 2);
+        let mut runner = hung_runner(&env, &[]);
+        signal(runner.id(), Signal::SIGKILL);
+        runner.wait().unwrap();
+
+        let text = out(&env, &["status", "s"]);
+        assert!(text.contains(
+            "orphaned: 2 claimed items, taken back by the next run (2 to quarantine: their attempts are used)"
+        ), "{text}");
+        let s = batch(&env.status(), "s");
+        assert_eq!((&s["orphaned"], &s["orphaned_to_quarantine"]), (&Value::from(2), &Value::from(2)), "{s}");
+        let shown = out(&env, &["show", "s", "k1"]);
+        assert!(shown.contains(
+            "the next run takes this item back and quarantines it: its attempts are used (attempt 1, max_attempts 1)"
+        ), "{shown}");
+
+        env.run(&["run", "s"]).code(0);
+        let s = batch(&env.status(), "s");
+        assert_eq!((&s["manual"], &s["done"], &s["orphaned"]), (&Value::from(2), &Value::from(0), &Value::from(0)), "{s}");
+        let shown = out(&env, &["show", "s", "k1"]);
+        assert!(shown.contains(
+            "Interrupted: its runner (run 1) stopped while the item was in flight, its attempts used (attempt 1, max_attempts 1)"
+        ), "{shown}");
+        common::assert_no_process_left(&marker(&env));
+    }
+
     /// A runner on another host cannot be seen: its seat is judged by its
     /// expiry, and once that passed every view says its lock expired and
     /// since when its holder is silent (its last renewal).
