@@ -14,7 +14,7 @@ pub(crate) enum PruneTarget {
     Events,
     /// What attempts printed on stderr (by `at`), as the events go.
     AttemptLogs,
-    /// Finished runs (by `ended_at`).
+    /// Finished runs (by `ended_at`) but the store's newest.
     Runs,
     FailedItems,
     DeadLetters,
@@ -28,7 +28,13 @@ impl PruneTarget {
             PruneTarget::DoneItems => ("items", "status = 'done' AND updated_at <"),
             PruneTarget::Events => ("events", "at <"),
             PruneTarget::AttemptLogs => ("attempt_logs", "at <"),
-            PruneTarget::Runs => ("runs", "ended_at IS NOT NULL AND ended_at <"),
+            // The newest run stays: SQLite gives a deleted highest id
+            // again, and a dead letter's or an event's run number would
+            // then name another run.
+            PruneTarget::Runs => (
+                "runs",
+                "id < (SELECT max(id) FROM runs) AND ended_at IS NOT NULL AND ended_at <",
+            ),
             PruneTarget::FailedItems => ("items", "status = 'failed' AND updated_at <"),
             PruneTarget::DeadLetters => ("dead_letters", "failed_at <"),
         }

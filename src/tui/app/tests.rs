@@ -523,6 +523,21 @@ fn cancel_and_stop_ask_naming_what_they_act_on() {
     );
 }
 
+/// `c` on a quarantined item does not ask to send it where it is: it says
+/// so, as `nightshift cancel` does (the dialog said "it goes to manual").
+#[test]
+fn cancel_of_a_quarantined_item_says_there_is_nothing_to_do() {
+    let mut app = app();
+    step(&mut app, Intent::GoPane(Pane::Items));
+    step(&mut app, Intent::Down);
+    let k1 = &mut app.data.items.as_mut().unwrap().rows[1];
+    (k1.status, k1.tier) = (Status::Failed, Some(Tier::Manual));
+    assert!(app.update(Intent::CancelSelected).is_empty());
+    assert_eq!(app.confirm, None);
+    let said = &app.flash.as_ref().unwrap().text;
+    assert!(said.contains("k1 is already failed/manual"), "{said}");
+}
+
 #[test]
 fn pause_asks_why_and_unpause_asks_first() {
     let mut app = app();

@@ -3,7 +3,7 @@
 
 use super::{App, StateFilter};
 use crate::key;
-use crate::model::Status;
+use crate::model::{Status, Tier};
 use crate::store::ItemsQuery;
 use crate::tui::action::{Effect, Intent, Pane, Write};
 use crate::tui::keymap::Mode;
@@ -100,6 +100,15 @@ impl App {
                         "{} is already done; there is nothing to cancel",
                         sanitize::line(&key::named(&key, &label))
                     )),
+                    // Where a cancel would send it: `cancel` changes nothing.
+                    Some((key, label, Status::Failed))
+                        if self.target_tier() == Some(Tier::Manual) =>
+                    {
+                        self.warn(format!(
+                            "{} is already failed/manual; there is nothing to cancel",
+                            sanitize::line(&key::named(&key, &label))
+                        ));
+                    }
                     Some((key, label, status)) => self.ask(Write::Cancel {
                         batch,
                         key,
@@ -154,6 +163,17 @@ impl App {
         }
         self.selected_row()
             .map(|r| (r.key.clone(), r.label.clone(), r.status))
+    }
+
+    /// The tier of the item `target_item` names (failed items have one).
+    fn target_tier(&self) -> Option<Tier> {
+        if let Some(d) = self.open_detail() {
+            return match &self.data.detail {
+                Some(Ok(det)) if det.item.key == d.key => det.item.tier,
+                _ => None,
+            };
+        }
+        self.selected_row().and_then(|r| r.tier)
     }
 
     pub(super) fn prepare_requeue_all(&mut self, batch: String) -> Vec<Effect> {

@@ -74,6 +74,8 @@ pub fn position(page: &ItemPage, nav: &ListNav) -> String {
 /// The columns of an item table `inner` cells wide: the key shortened to
 /// a prefix (the label names the item), the label at its full width where
 /// it can be (it is the one column a person reads), the error the rest.
+/// `mark` is the cells a marked key's `● ` takes (0 with no marks), so a
+/// short key is not cut to make room for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Columns {
     pub key: usize,
@@ -86,11 +88,13 @@ const STATE: usize = 13;
 const ATTEMPTS: usize = 3;
 /// Spaces between the five columns.
 const GAPS: usize = 4;
+/// Cells of the `● ` that begins a marked item's key.
+const MARK: usize = 2;
 
-pub fn columns(inner: usize, pane_width: u16, rows: &[&ItemRow]) -> Columns {
+pub fn columns(inner: usize, pane_width: u16, rows: &[&ItemRow], mark: usize) -> Columns {
     let widest = |f: &dyn Fn(&ItemRow) -> usize| rows.iter().map(|r| f(r)).max().unwrap_or(0);
-    let key =
-        widest(&|r| text::width(&sanitize::line(&r.key))).clamp(3, super::key_width(pane_width));
+    let key = (widest(&|r| text::width(&sanitize::line(&r.key))) + mark)
+        .clamp(3, super::key_width(pane_width));
     let rest = inner.saturating_sub(key + STATE + ATTEMPTS + GAPS);
     let label_wants = widest(&|r| text::width(&sanitize::line(&r.label))).max(5);
     let error_wants = widest(&|r| text::width(&error_text(r)));
@@ -133,7 +137,7 @@ fn key_cell(app: &App, key: &str, width: usize) -> Cell<'static> {
         let p = app.setup.palette;
         Cell::from(format!(
             "● {}",
-            super::short_key(key, width.saturating_sub(2))
+            super::short_key(key, width.saturating_sub(MARK))
         ))
         .style(p.style(Role::Warn))
     } else {
@@ -157,7 +161,8 @@ pub fn table(
         .collect();
     let loaded: Vec<&ItemRow> = shown.iter().filter_map(|(_, r)| *r).collect();
     let inner = (area.width as usize).saturating_sub(2);
-    let cols = columns(inner, area.width, &loaded);
+    let mark = if app.marks.is_empty() { 0 } else { MARK };
+    let cols = columns(inner, area.width, &loaded, mark);
     let cell = |s: &str, w: usize| Cell::from(text::cut(s, w).into_owned());
     let header = Row::new(vec![
         cell("KEY", cols.key),
@@ -227,20 +232,20 @@ mod tests {
             Some(long_error),
         );
         // 80 columns: the key is a prefix, the label whole.
-        let c = columns(78, 80, &[&r]);
+        let c = columns(78, 80, &[&r], 0);
         assert_eq!(c.key, 9);
         assert_eq!(c.label, 22);
         assert_eq!(c.key + c.label + c.error + STATE + ATTEMPTS + GAPS, 78);
         // 120: a longer prefix; 160: the whole key.
-        assert_eq!(columns(118, 120, &[&r]).key, 13);
-        assert_eq!(columns(158, 160, &[&r]).key, 32);
+        assert_eq!(columns(118, 120, &[&r], 0).key, 13);
+        assert_eq!(columns(158, 160, &[&r], 0).key, 32);
         // Without errors the label takes the rest.
         let quiet = row("k1", "blog:rust:post-01", None);
-        let c = columns(78, 80, &[&quiet]);
+        let c = columns(78, 80, &[&quiet], 0);
         assert_eq!((c.key, c.error), (3, 0));
         // A very long label leaves the error its share.
         let long = row("k1", &"長いラベル".repeat(20), Some(long_error));
-        let c = columns(78, 80, &[&long]);
+        let c = columns(78, 80, &[&long], 0);
         assert_eq!(c.label, (78 - 3 - 20) * 3 / 5);
     }
 }

@@ -248,6 +248,21 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
+    /// A prune that takes every run keeps the newest, so run numbers go on
+    /// from it: they were given again from 1 (SQLite), and a kept dead
+    /// letter's `run_id` then named a run of another batch.
+    fn a_prune_never_lets_a_run_number_be_given_again(env) {
+        env.config("[batch.b]\nworker = [\"sh\", \"-c\", \"cat >/dev/null; echo '{}'\"]\n");
+        env.add_items("b", 1);
+        env.run(&["run", "b"]).code(0);
+        env.run(&["run", "b"]).code(0);
+        env.exec("UPDATE runs SET started_at = started_at - 3456000000, ended_at = ended_at - 3456000000");
+        let pruned = env.run(&["prune", "--older-than", "30d"]);
+        assert!(pruned.code(0).stdout.contains(" 1 runs,"), "{}", pruned.stdout);
+        let next = env.run(&["run", "b", "--json"]).code(0).json();
+        assert_eq!(next["run_id"].as_i64(), Some(3), "{next}");
+    }
+
     /// A store with an older layout (as the previous release left it: the
     /// newest migration undone): a read-only open cannot migrate it, so
     /// reads refuse it in one line and change nothing; a write (`init`)

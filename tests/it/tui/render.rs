@@ -246,6 +246,21 @@ fn filters_status_and_search() {
     ));
 }
 
+/// A marked item's `● ` widens the key column rather than cutting its key:
+/// at 80 columns `blog-01` stays whole beside the mark (it was `● blog…`,
+/// and a two-character key was `● …`, nothing of it left).
+#[test]
+fn a_marked_key_keeps_its_characters() {
+    let shot = screen(
+        Palette::Mono,
+        (80, 24),
+        &[Intent::GoPane(Pane::Items), Intent::ToggleMark],
+    );
+    assert!(shot.contains("1 marked"), "{shot}");
+    assert!(shot.contains("│● blog-01 done "), "{shot}");
+    assert!(shot.contains("│blog-02   done "), "{shot}");
+}
+
 /// The run log's kind filter at 80 columns shows what is typed, names a
 /// kind the log has no word for (with what a word not finished may
 /// become), and is not kept with one: Enter leaves it open.

@@ -831,6 +831,10 @@ both_stores! {
     fn prune_removes_only_old_history(db, s) {
         let run = one_done_one_failed(&mut s);
         s.finish_run(run, RunState::Failed, "x", 0, 0, T0).unwrap();
+        // A later run, as old: the store's newest run is never pruned (its
+        // number would be given again), the one before it is.
+        let newest = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.finish_run(newest, RunState::Ok, "x", 0, 0, T0).unwrap();
         let dry = s.prune(T0 + 1, false, false, true, "me", T0 + 2).unwrap();
         assert_eq!((dry.done_items, dry.runs, dry.failed_items_kept, dry.dead_letters_kept), (1, 1, 1, 1));
         assert_eq!(s.counts("b").unwrap().done, 1, "a dry run deletes nothing");
