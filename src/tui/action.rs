@@ -205,12 +205,12 @@ pub enum Write {
         label: String,
         running: bool,
     },
-    /// The marked items not done yet, each as `Cancel` (`done`: marked
-    /// ones done already, left as they are).
+    /// The marked items not done nor quarantined yet, each as `Cancel`
+    /// (`left`: marked ones there already, left as they are).
     CancelMarked {
         batch: String,
         keys: Vec<String>,
-        done: usize,
+        left: usize,
     },
     /// `nightshift stop BATCH` (graceful).
     Stop {
@@ -260,13 +260,20 @@ impl Write {
                     format!("Cancel {item} of {batch}? It is not running; it goes to manual.")
                 }
             }
-            Write::CancelMarked { batch, keys, done } => {
+            Write::CancelMarked { batch, keys, left } => {
                 let mut q = format!(
                     "Cancel {} of {batch}? Running ones have their workers stopped; all go to manual, never done.",
                     noun::count(keys.len(), "marked item")
                 );
-                if *done > 0 {
-                    q.push_str(&format!(" {done} more marked are done already and stay."));
+                if *left > 0 {
+                    let (is, stay) = if *left == 1 {
+                        ("is", "stays")
+                    } else {
+                        ("are", "stay")
+                    };
+                    q.push_str(&format!(
+                        " {left} more marked {is} done or failed/manual already and {stay}."
+                    ));
                 }
                 q
             }

@@ -292,7 +292,8 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             }
             if done > 0 {
                 msg.push_str(&format!(
-                    "; {done} had been done meanwhile and were left alone"
+                    "; {done} had been done meanwhile and {} left alone",
+                    if done == 1 { "was" } else { "were" }
                 ));
             }
             Ok(msg)
@@ -466,13 +467,13 @@ mod tests {
         let write = Write::CancelMarked {
             batch: "x".into(),
             keys: vec!["a".into(), "b".into(), "c".into()],
-            done: 0,
+            left: 0,
         };
         let msg = apply(&mut store, &write).unwrap();
         assert_eq!(
             msg,
             "cancelled 2 marked items: 2 moved to manual, 0 asked of their runners; \
-             1 had been done meanwhile and were left alone"
+             1 had been done meanwhile and was left alone"
         );
         for key in ["a", "b"] {
             let item = store.item("x", key).unwrap();

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::App;
-use crate::model::Status;
+use crate::model::{Status, Tier};
 use crate::tui::action::{Effect, Write};
 use crate::util::sanitize;
 
@@ -16,6 +16,16 @@ use crate::util::sanitize;
 pub struct Mark {
     pub label: String,
     pub status: Status,
+    /// A failed item's tier: a cancel leaves one in manual as it is.
+    pub tier: Option<Tier>,
+}
+
+impl Mark {
+    /// Where a cancel would send it already: done, or quarantined.
+    fn past_cancel(&self) -> bool {
+        self.status == Status::Done
+            || (self.status == Status::Failed && self.tier == Some(Tier::Manual))
+    }
 }
 
 /// Marked items by key.
@@ -33,7 +43,15 @@ impl App {
             return;
         };
         if self.marks.remove(&key).is_none() {
-            self.marks.insert(key, Mark { label, status });
+            let tier = self.target_tier();
+            self.marks.insert(
+                key,
+                Mark {
+                    label,
+                    status,
+                    tier,
+                },
+            );
         }
     }
 
@@ -46,6 +64,7 @@ impl App {
         for row in pages.into_iter().flatten().flat_map(|p| &p.rows) {
             if let Some(m) = self.marks.get_mut(&row.key) {
                 m.status = row.status;
+                m.tier = row.tier;
                 m.label.clone_from(&row.label);
             }
         }
@@ -104,23 +123,28 @@ impl App {
         Vec::new()
     }
 
-    /// `c` with marks: the marked items not done yet, after asking (the
-    /// running ones have their workers stopped by their runners).
+    /// `c` with marks: the marked items not done nor quarantined yet,
+    /// after asking (the running ones have their workers stopped by their
+    /// runners); the others are where a cancel sends them already.
     pub(super) fn cancel_marked(&mut self, batch: String) -> Vec<Effect> {
         let keys: Vec<String> = self
             .marks
             .iter()
-            .filter(|(_, m)| m.status != Status::Done)
+            .filter(|(_, m)| !m.past_cancel())
             .map(|(k, _)| k.clone())
             .collect();
-        let done = self.marks.len() - keys.len();
+        let left = self.marks.len() - keys.len();
         if keys.is_empty() {
-            self.warn(format!(
-                "the {done} marked items are done already: nothing to cancel"
-            ));
+            self.warn(if left == 1 {
+                "the marked item is done or failed/manual already: nothing to cancel".to_string()
+            } else {
+                format!(
+                    "the {left} marked items are done or failed/manual already: nothing to cancel"
+                )
+            });
             return Vec::new();
         }
-        self.ask(Write::CancelMarked { batch, keys, done });
+        self.ask(Write::CancelMarked { batch, keys, left });
         Vec::new()
     }
 

@@ -166,7 +166,7 @@ impl App {
     }
 
     /// The tier of the item `target_item` names (failed items have one).
-    fn target_tier(&self) -> Option<Tier> {
+    pub(super) fn target_tier(&self) -> Option<Tier> {
         if let Some(d) = self.open_detail() {
             return match &self.data.detail {
                 Some(Ok(det)) if det.item.key == d.key => det.item.tier,

@@ -104,7 +104,7 @@ fn c_with_marks_cancels_the_marked_set() {
         Write::CancelMarked {
             batch: "a".into(),
             keys: vec!["k0".into(), "k1".into()],
-            done: 0
+            left: 0
         }
     );
     assert!(
@@ -117,4 +117,44 @@ fn c_with_marks_cancels_the_marked_set() {
         vec![Effect::Write(asked)]
     );
     assert!(app.marks.is_empty(), "acted on: cleared");
+}
+
+/// Marked items a cancel would send where they are already (quarantined,
+/// done) are left out and said so, where the question counted them as
+/// going to manual; a set of only those is refused with why.
+#[test]
+fn c_with_marks_leaves_out_the_quarantined_ones() {
+    let mut app = app();
+    step(&mut app, Intent::GoPane(Pane::Items));
+    // k0 failed, k1 pending.
+    step(&mut app, Intent::ToggleMark);
+    step(&mut app, Intent::Down);
+    step(&mut app, Intent::ToggleMark);
+    // k0 as a poll finds it quarantined (no poll in between here).
+    app.marks.get_mut("k0").unwrap().tier = Some(Tier::Manual);
+    assert!(app.update(Intent::CancelSelected).is_empty());
+    let asked = app.confirm.clone().unwrap();
+    assert_eq!(
+        asked,
+        Write::CancelMarked {
+            batch: "a".into(),
+            keys: vec!["k1".into()],
+            left: 1
+        }
+    );
+    assert!(
+        asked
+            .question()
+            .ends_with(" 1 more marked is done or failed/manual already and stays."),
+        "{}",
+        asked.question()
+    );
+    app.update(Intent::Confirm(false));
+    app.marks.remove("k1");
+    assert!(app.update(Intent::CancelSelected).is_empty());
+    assert_eq!(app.confirm, None);
+    assert_eq!(
+        app.flash.as_ref().unwrap().text,
+        "the marked item is done or failed/manual already: nothing to cancel"
+    );
 }
