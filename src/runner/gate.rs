@@ -158,18 +158,37 @@ impl Gate {
     }
 }
 
+/// How a call fared at the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Passed {
+    /// It may start now.
+    Go,
+    /// The cycle stops first.
+    Stopped,
+    /// The batch is held (a retry-after, a budget reached) and the caller
+    /// asked to hear it: it gives its claim back rather than keep it while
+    /// no call may start, and claims again once the hold is over
+    /// (`claim_through_gate`).
+    Held,
+}
+
 impl Cycle {
-    /// Waits at the gate until the call may start (see [`Gate::admit`]).
-    /// False when the cycle stops first.
-    pub(super) async fn pass(&self, pass: &mut Pass) -> bool {
+    /// Waits at the gate until the call may start (see [`Gate::admit`]),
+    /// unless the cycle stops first, or, with `give_back`, the batch is
+    /// held (a first attempt's claim; a retry waits the hold out, its
+    /// immediate retries counted).
+    pub(super) async fn pass(&self, pass: &mut Pass, give_back: bool) -> Passed {
         let mut stop = self.stop_tx.subscribe();
         let mut changes = self.gate.held.subscribe();
         loop {
             if self.stopping().is_some() {
-                return false;
+                return Passed::Stopped;
+            }
+            if give_back && self.gate.held_until().is_some() {
+                return Passed::Held;
             }
             let Err(at) = self.gate.admit(pass) else {
-                return true;
+                return Passed::Go;
             };
             tokio::select! {
                 () = tokio::time::sleep_until(at) => {}

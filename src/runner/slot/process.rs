@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::claim::{budget_spent, claim_key, log_claimed, may_chain};
 use super::record::{
     begin_retry, cancelled, count_success, judge_failure, lease_lost_on_write, lease_lost_stopped,
-    record_failure, release, store_op_id,
+    record_failure, release, release_held, store_op_id,
 };
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::output::{Output, Report};
@@ -19,7 +19,7 @@ use crate::runner::child::worker::{self, Job};
 use crate::runner::child::{KillReason, Prepared};
 use crate::runner::classify::{Answer, classify};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
-use crate::runner::gate::Pass;
+use crate::runner::gate::{Pass, Passed};
 use crate::runner::verdict::{Attempt, Failed, Verdict};
 use crate::store::{AttemptLog, Completion, StoreError};
 use crate::util::time::now_ms;
@@ -32,7 +32,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
     let prepared = Prepared::new();
     loop {
         if let Some(claim) = chained.take() {
-            chained = process(&cycle, slot, &prepared, claim, Pass::None).await?;
+            chained = process(&cycle, slot, &prepared, claim, Pass::None, true).await?;
             continue;
         }
         if cycle.stopping().is_some() || budget_spent(&cycle) {
@@ -49,7 +49,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
             return Ok(());
         };
         log_claimed(&cycle, &claim);
-        chained = process(&cycle, slot, &prepared, claim, pass).await?;
+        chained = process(&cycle, slot, &prepared, claim, pass, true).await?;
     }
 }
 
@@ -57,7 +57,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
 pub async fn run_key(cycle: Arc<Cycle>, slot: u32, key: String) -> Result<(), StoreError> {
     let claim = claim_key(&cycle, key).await?;
     // `chain` is off with --key: nothing else is claimed.
-    process(&cycle, slot, &Prepared::new(), claim, Pass::None)
+    process(&cycle, slot, &Prepared::new(), claim, Pass::None, false)
         .await
         .map(drop)
 }
@@ -102,16 +102,18 @@ fn env(
 }
 
 /// Runs one claimed item to an outcome: done, failed (with tier), released
-/// (stop), or abandoned (lease lost). Every attempt passes the gate first
-/// (`pass`: how far its first one got there when it was claimed). Returns
-/// the next item when it was claimed in the same transaction as this one's
-/// success (`may_chain`).
+/// (stop, or a hold with `give_back`: the slot claims again after it), or
+/// abandoned (lease lost). Every attempt passes the gate first (`pass`:
+/// how far its first one got there when it was claimed). Returns the next
+/// item when it was claimed in the same transaction as this one's success
+/// (`may_chain`).
 async fn process(
     cycle: &Arc<Cycle>,
     slot: u32,
     prepared: &Prepared,
     claim: Claim,
     mut pass: Pass,
+    give_back: bool,
 ) -> Result<Option<Claim>, StoreError> {
     let cfg = &cycle.cfg;
     let mut attempt = claim.attempt;
@@ -120,9 +122,13 @@ async fn process(
     // A retry waits for the gate before its attempt begins.
     let mut retrying = false;
     loop {
-        let entered = match cycle.pass(&mut pass).await {
-            true => cycle.pool_enter(&claim).await,
-            false => Err(()),
+        // A first attempt is not kept claimed while no call may start: it
+        // is given back and claimed again once the hold is over (that
+        // attempt never started and does not count).
+        let entered = match cycle.pass(&mut pass, give_back && !retrying).await {
+            Passed::Go => cycle.pool_enter(&claim).await,
+            Passed::Held => return release_held(cycle, &claim, true).await.map(|()| None),
+            Passed::Stopped => Err(()),
         };
         let Ok(ticket) = entered else {
             return match cycle.stopping() {

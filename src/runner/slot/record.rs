@@ -137,11 +137,43 @@ pub(in crate::runner) async fn release(
     claim: &Claim,
     cut_short: bool,
 ) -> Result<(), StoreError> {
+    give_back(
+        cycle,
+        claim,
+        cut_short,
+        "released back to pending (run stopping)".into(),
+    )
+    .await
+}
+
+/// Gives back a claim whose call the batch's hold keeps from starting (a
+/// retry-after, a budget reached), so that no item is held claimed, and
+/// counted in flight by every view, while no call may start; the slot
+/// claims again once the hold is over. `cut_short` as for [`release`].
+pub(in crate::runner) async fn release_held(
+    cycle: &Cycle,
+    claim: &Claim,
+    cut_short: bool,
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    let message = match cycle.gate.held_until() {
+        Some(until) => format!(
+            "released back to pending: the batch is held until {}, no call starts before",
+            crate::util::time::utc_clock(until, now)
+        ),
+        None => "released back to pending: the batch was held".to_string(),
+    };
+    give_back(cycle, claim, cut_short, message).await
+}
+
+async fn give_back(
+    cycle: &Cycle,
+    claim: &Claim,
+    cut_short: bool,
+    message: String,
+) -> Result<(), StoreError> {
     let event = cycle
-        .new_event(
-            EventKind::Released,
-            "released back to pending (run stopping)",
-        )
+        .new_event(EventKind::Released, message)
         .key(&claim.key);
     let (c, e, run) = (claim.clone(), event.clone(), cycle.run_id);
     if cycle

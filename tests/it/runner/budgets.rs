@@ -308,6 +308,41 @@ both_backends! {
         assert_eq!(starts(&env).len(), 6, "the run took the 3 the dry run said");
     }
 
+    /// Slots whose claims were made as the budget was reached give them
+    /// back rather than keep them, claimed and counted "in flight" by
+    /// every view, until the reset: once the calls in flight have
+    /// finished, nothing is claimed, the rest wait for the budget, and a
+    /// stop releases nothing more. (Four slots answering together: some
+    /// claim as another's answer reaches the budget; before, those claims
+    /// stayed until the reset.)
+    fn claims_made_as_the_budget_is_reached_are_given_back(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.3", "sleep 0.3; echo ok");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 4\nbudget = \"1.0/day\"\n"
+        ));
+        let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        add(&env, "a", &keys);
+        let run = env.spawn("a", &["run", "a"]);
+        wait_for("the budget hold", || !env.events("a", "budget").is_empty());
+        wait_for("the calls in flight to end, nothing kept claimed", || {
+            env.int("SELECT count(*) FROM items WHERE status = 'claimed'") == 0
+        });
+        let status = env.status();
+        let b = batch_json(&status, "a");
+        let waiting = budget_waiting(b).expect("the rest wait for the budget");
+        assert_eq!(waiting["count"], b["pending"], "{b}");
+        let text = env.run(&["status", "a"]).code(0).stdout.clone();
+        assert!(!text.contains("in flight"), "{text}");
+        let given_back = env.events("a", "released");
+        for e in &given_back {
+            let m = e["message"].as_str().unwrap();
+            assert!(m.starts_with("released back to pending: the batch is held until "), "{m}");
+        }
+        interrupt(run);
+    }
+
     /// Persistent mode the same: a long-lived worker gets no request after
     /// the hold, and its answers' costs (at the top of the answer) count.
     fn a_persistent_worker_gets_no_request_after_the_budget(env) {
