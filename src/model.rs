@@ -206,6 +206,39 @@ pub struct Item {
     pub pool_wait_since: Option<Millis>,
 }
 
+impl Item {
+    /// A pending item of `batch`, labelled by its key, made at `now`,
+    /// with nothing else set: for the views' tests.
+    #[cfg(test)]
+    pub fn for_test(batch: &str, key: &str, now: Millis) -> Item {
+        Item {
+            id: 1,
+            batch: batch.into(),
+            key: key.into(),
+            label: key.into(),
+            payload: serde_json::Value::Null,
+            status: Status::Pending,
+            tier: None,
+            outcome: None,
+            attempts: 0,
+            op_id: None,
+            result: None,
+            cost: None,
+            error_class: None,
+            error_message: None,
+            next_attempt_at: None,
+            lease_run: None,
+            lease_until: None,
+            lease_token: 0,
+            created_at: now,
+            updated_at: now,
+            done_version: None,
+            priority: 0,
+            pool_wait_since: None,
+        }
+    }
+}
+
 /// An item to add: its key and label come from `key::derive_line`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewItem {

@@ -154,7 +154,7 @@ pub fn render(
         crashed.samples.push(one(info.runners.dead().is_some()));
         orphaned
             .samples
-            .push((format!("batch=\"{b}\""), info.runners.orphaned as f64));
+            .push((format!("batch=\"{b}\""), info.runners.orphaned() as f64));
         if let Some(seen) = scene.schedule(ctx, info) {
             daemon_up.samples.push(one(seen.live));
             if let Some(d) = seen.daemon {

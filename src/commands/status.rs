@@ -304,7 +304,7 @@ fn batch_json(
         "hold_by": info.held(now).and_then(|h| h.key.clone()),
         "hold_label": info.held(now).and_then(|h| h.label.clone()),
         "running": info.running(),
-        "orphaned": info.runners.orphaned,
+        "orphaned": info.runners.orphaned(),
         "lock": info.lock().map(|l| lock_json(l, seat(0), now)),
         "locks": info.locks.iter().enumerate().map(|(i, l)| lock_json(l, seat(i), now)).collect::<Vec<_>>(),
         "last_run": info.last_run.as_ref().map(|r| run_json(r, run_seen.unwrap_or(RunSeen::Stored(r.state)), now)),
@@ -341,7 +341,7 @@ fn batch_json(
     // Beside `orphaned` (the macro's recursion limit holds no more keys).
     batch["orphaned_to_quarantine"] = info
         .runners
-        .orphans_used_up(ctx.batch_config(&info.name).max_attempts)
+        .orphans_used_up(ctx.config.max_attempts_of(&info.name))
         .into();
     batch
 }
@@ -487,9 +487,9 @@ fn human(
         for (n, l) in i.locks.iter().enumerate() {
             lines.push(seat_line(l, i.runners.seats.get(n).copied(), now));
         }
-        if i.runners.orphaned > 0 {
-            let n = i.runners.orphaned;
-            let max = ctx.batch_config(&i.name).max_attempts;
+        if i.runners.orphaned() > 0 {
+            let n = i.runners.orphaned();
+            let max = ctx.config.max_attempts_of(&i.name);
             lines.push(format!(
                 "orphaned: {}, taken back by the next run{}",
                 noun::count(n, "claimed item"),

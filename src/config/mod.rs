@@ -199,6 +199,14 @@ impl Config {
         self.batches.get(name)
     }
 
+    /// The batch's `max_attempts` (the default for a batch the file omits),
+    /// without copying its config.
+    #[must_use]
+    pub fn max_attempts_of(&self, name: &str) -> u32 {
+        self.batch(name)
+            .map_or(DEFAULT_MAX_ATTEMPTS, |b| b.max_attempts)
+    }
+
     /// The configured batch, or the defaults for a batch the file omits.
     #[must_use]
     pub fn batch_or_defaults(&self, name: &str) -> BatchConfig {

@@ -180,29 +180,13 @@ mod tests {
 
     fn deferred() -> Item {
         Item {
-            id: 1,
-            batch: "記事".into(),
-            key: "k".into(),
-            label: "k".into(),
-            payload: serde_json::Value::Null,
             status: Status::Claimed,
-            tier: None,
-            outcome: None,
-            attempts: 0,
-            op_id: None,
-            result: None,
-            cost: None,
-            error_class: None,
-            error_message: None,
-            next_attempt_at: None,
             lease_run: Some(3),
-            lease_until: None,
             lease_token: 1,
             created_at: 0,
             updated_at: 0,
-            done_version: None,
-            priority: 0,
             pool_wait_since: Some(NOW - 30_000),
+            ..Item::for_test("記事", "k", NOW)
         }
     }
 

@@ -98,12 +98,10 @@ pub struct Runners {
     pub seats: Vec<Seat>,
     /// The last run as it is (`None`: never run).
     pub last_run: Option<RunSeen>,
-    /// Claimed items whose runner crashed or went silent: the next run
-    /// takes them back.
-    pub orphaned: i64,
-    /// Those claims by their attempts: `(attempts, how many)`. The next
-    /// run quarantines the ones whose attempts are used up rather than
-    /// run them again ([`Runners::orphans_used_up`]).
+    /// Claimed items whose runner crashed or went silent (the next run
+    /// takes them back), by their attempts: `(attempts, how many)`. The
+    /// next run quarantines the ones whose attempts are used up rather
+    /// than run them again ([`Runners::orphans_used_up`]).
     pub orphan_attempts: Vec<(i64, i64)>,
 }
 
@@ -112,6 +110,13 @@ impl Runners {
     #[must_use]
     pub fn held(&self) -> bool {
         self.seats.iter().any(|s| s.is_live())
+    }
+
+    /// Claimed items whose runner crashed or went silent: the next run
+    /// takes them back.
+    #[must_use]
+    pub fn orphaned(&self) -> i64 {
+        self.orphan_attempts.iter().map(|(_, n)| n).sum()
     }
 
     /// The orphaned claims the next run takes back only to quarantine

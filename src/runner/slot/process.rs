@@ -127,11 +127,7 @@ async fn process(
         // attempt never started and does not count).
         let entered = match cycle.pass(&mut pass, give_back && !retrying).await {
             Passed::Go => cycle.pool_enter(&claim).await,
-            Passed::Held => {
-                // No item came of that claim: `--limit` counts it back.
-                cycle.give_back(1);
-                return release_held(cycle, &claim, true).await.map(|()| None);
-            }
+            Passed::Held => return release_held(cycle, &claim).await.map(|()| None),
             Passed::Stopped => Err(()),
         };
         let Ok(ticket) = entered else {

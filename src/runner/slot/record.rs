@@ -137,7 +137,7 @@ pub(in crate::runner) async fn release(
     claim: &Claim,
     cut_short: bool,
 ) -> Result<(), StoreError> {
-    give_back(
+    release_with(
         cycle,
         claim,
         cut_short,
@@ -146,15 +146,16 @@ pub(in crate::runner) async fn release(
     .await
 }
 
-/// Gives back a claim whose call the batch's hold keeps from starting (a
-/// retry-after, a budget reached), so that no item is held claimed, and
-/// counted in flight by every view, while no call may start; the slot
-/// claims again once the hold is over. `cut_short` as for [`release`].
+/// Gives back a first attempt's claim whose call the batch's hold keeps
+/// from starting (a retry-after, a budget reached), so that no item is
+/// held claimed, and counted in flight by every view, while no call may
+/// start; the slot claims again once the hold is over. The attempt never
+/// started: it does not count, and `--limit` counts the claim back.
 pub(in crate::runner) async fn release_held(
     cycle: &Cycle,
     claim: &Claim,
-    cut_short: bool,
 ) -> Result<(), StoreError> {
+    cycle.give_back(1);
     let now = now_ms();
     let message = match cycle.gate.held_until() {
         Some(until) => format!(
@@ -163,10 +164,10 @@ pub(in crate::runner) async fn release_held(
         ),
         None => "released back to pending: the batch was held".to_string(),
     };
-    give_back(cycle, claim, cut_short, message).await
+    release_with(cycle, claim, true, message).await
 }
 
-async fn give_back(
+async fn release_with(
     cycle: &Cycle,
     claim: &Claim,
     cut_short: bool,

@@ -72,7 +72,6 @@ pub(crate) fn runners<E>(
     Ok(Runners {
         seats,
         last_run,
-        orphaned: orphan_attempts.iter().map(|(_, n)| n).sum(),
         orphan_attempts,
     })
 }
@@ -264,7 +263,7 @@ mod tests {
         let mut asked = Vec::new();
         let r = runners_of(&i, &mut asked);
         assert_eq!(
-            (r.held(), r.last_run, r.orphaned),
+            (r.held(), r.last_run, r.orphaned()),
             (true, Some(RunSeen::Stored(RunState::Running)), 0)
         );
         c.kill().unwrap();
@@ -272,7 +271,11 @@ mod tests {
         let r = runners_of(&i, &mut asked);
         assert_eq!(r.seats, [Seat::Crashed]);
         assert_eq!(r.last_run, Some(RunSeen::Crashed { pid: here.pid }));
-        assert_eq!((r.held(), r.orphaned), (false, 2), "none held: every claim");
+        assert_eq!(
+            (r.held(), r.orphaned()),
+            (false, 2),
+            "none held: every claim"
+        );
         assert!(asked.is_empty());
         assert_eq!(
             (
@@ -306,7 +309,7 @@ mod tests {
         let r = runners_of(&i, &mut asked);
         assert_eq!(r.seats[0], Seat::Live);
         assert_eq!(r.last_run, Some(RunSeen::Silent { since: NOW - 6_000 }));
-        assert_eq!((r.held(), r.orphaned, asked), (true, 3, vec![9]));
+        assert_eq!((r.held(), r.orphaned(), asked), (true, 3, vec![9]));
         c.kill().unwrap();
         c.wait().unwrap();
         // A finished run is as stored.

@@ -414,8 +414,8 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
             Span::styled("free (no run)", p.style(Role::Dim)),
         ]),
     });
-    if info.runners.orphaned > 0 {
-        let n = info.runners.orphaned;
+    if info.runners.orphaned() > 0 {
+        let n = info.runners.orphaned();
         lines.push(Line::from(vec![
             label("orphaned"),
             Span::styled(
@@ -778,20 +778,17 @@ mod tests {
         }
     }
 
-    /// Items a live runner paces by the batch's own `rate_limit` say so,
-    /// as `status` does.
-    #[test]
-    fn a_paced_batch_says_its_rate_limit_beside_the_runner() {
+    /// The screen at 120×40 with batch 記事 configured with `field` (one
+    /// `key = value` line) and read as `info`.
+    fn live_rows(field: &str, info: BatchInfo) -> Vec<String> {
         let config = crate::config::Config::parse(
-            "[batch.\"記事\"]\nworker = [\"true\"]\nrate_limit = \"4/min\"\n",
+            &format!("[batch.\"記事\"]\nworker = [\"true\"]\n{field}\n"),
             std::path::Path::new("nightshift.toml"),
         )
         .unwrap();
         let setup = Setup::new("/x.db", "h", false, Palette::Mono).with_config(&config);
         let mut app = App::new(setup, NOW);
         app.update(Arrival::Resize(120, 40));
-        let mut info = BatchInfo::live_for_test("記事", 3, NOW);
-        info.counts.pending = 5;
         let batch = BatchView {
             info,
             minutes: Vec::new(),
@@ -806,7 +803,16 @@ mod tests {
                 ..Dashboard::default()
             },
         );
-        let rows = super::super::drawn_rows(&app);
+        super::super::drawn_rows(&app)
+    }
+
+    /// Items a live runner paces by the batch's own `rate_limit` say so,
+    /// as `status` does.
+    #[test]
+    fn a_paced_batch_says_its_rate_limit_beside_the_runner() {
+        let mut info = BatchInfo::live_for_test("記事", 3, NOW);
+        info.counts.pending = 5;
+        let rows = live_rows("rate_limit = \"4/min\"", info);
         assert_eq!(
             waiting_of(&rows).join(" "),
             "5 wait for the runner that holds the lock, paced at 4/min (rate_limit)",
@@ -818,34 +824,11 @@ mod tests {
     /// the next run quarantines them, by the batch's `max_attempts`.
     #[test]
     fn orphans_on_their_last_attempt_are_said_to_be_quarantined_next() {
-        let config = crate::config::Config::parse(
-            "[batch.\"記事\"]\nworker = [\"true\"]\nmax_attempts = 2\n",
-            std::path::Path::new("nightshift.toml"),
-        )
-        .unwrap();
-        let setup = Setup::new("/x.db", "h", false, Palette::Mono).with_config(&config);
-        let mut app = App::new(setup, NOW);
-        app.update(Arrival::Resize(120, 40));
         let mut info = BatchInfo::live_for_test("記事", 3, NOW);
         info.runners.seats[0] = crate::model::Seat::Crashed;
         info.counts.claimed = 3;
-        info.runners.orphaned = 3;
         info.runners.orphan_attempts = vec![(1, 2), (2, 1)];
-        let batch = BatchView {
-            info,
-            minutes: Vec::new(),
-            created_at: NOW,
-        };
-        super::super::answered(
-            &mut app,
-            NOW,
-            Dashboard {
-                batches: vec![batch],
-                retry: Some(("記事".into(), Default::default())),
-                ..Dashboard::default()
-            },
-        );
-        let rows = super::super::drawn_rows(&app);
+        let rows = live_rows("max_attempts = 2", info);
         assert!(
             rows.iter().any(|r| r.contains(
                 "orphaned  3 claimed items, taken back by the next run (1 to quarantine: its attempts are used)"
