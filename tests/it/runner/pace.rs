@@ -70,6 +70,17 @@ for line in sys.stdin:
     p(&env.write("w.py", &script))
 }
 
+/// The `worker = ...` value of a worker that answers "ok" in `mode`
+/// (`process` or `persistent`).
+fn ok_worker(env: &Env, mode: &str) -> String {
+    if mode == "process" {
+        format!("[\"{}\"]", shell_worker(env, "echo '\"ok\"'"))
+    } else {
+        let w = python_worker(env, "def answer(k, a):\n    return {\"result\": \"ok\"}");
+        format!("[\"python3\", \"{w}\"]")
+    }
+}
+
 /// `nightshift run b` to its end: how long it took, and its exit code.
 fn timed_run(env: &Env) -> (Duration, i32) {
     let t = Instant::now();
@@ -122,11 +133,8 @@ both_backends! {
     // 30 s at 6/min, 18 minutes at 10/hour).
     fn an_empty_run_under_a_rate_limit_ends_at_once(env) {
         require!(Tool::Python3);
-        let w = shell_worker(&env, "echo '\"ok\"'");
         for mode in ["process", "persistent"] {
-            let worker = if mode == "process" { format!("[\"{w}\"]") } else {
-                format!("[\"python3\", \"{}\"]", python_worker(&env, "def answer(k, a):\n    return {\"result\": \"ok\"}"))
-            };
+            let worker = ok_worker(&env, mode);
             env.config(&format!(
                 "[batch.b]\nworker = {worker}\nmode = \"{mode}\"\nconcurrency = 4\nrate_limit = \"6/min\"\n"
             ));
@@ -194,11 +202,8 @@ both_backends! {
     // interval less `a`'s own claim and spawn: 2 s is far below that.
     fn a_paced_slot_claims_only_when_its_call_may_start(env) {
         require!(Tool::Python3);
-        let w = shell_worker(&env, "echo '\"ok\"'");
         for mode in ["process", "persistent"] {
-            let worker = if mode == "process" { format!("[\"{w}\"]") } else {
-                format!("[\"python3\", \"{}\"]", python_worker(&env, "def answer(k, a):\n    return {\"result\": \"ok\"}"))
-            };
+            let worker = ok_worker(&env, mode);
             env.config(&format!(
                 "[batch.b]\nworker = {worker}\nmode = \"{mode}\"\nconcurrency = 2\nrate_limit = \"15/min\"\n"
             ));
