@@ -204,6 +204,11 @@ pub struct Item {
     /// for a place, it is not in flight (counted only while claimed).
     #[serde(serialize_with = "crate::util::time::json_opt")]
     pub pool_wait_since: Option<Millis>,
+    /// Claimed, its attempt failed and it runs again in this cycle at
+    /// this time (after its backoff, or the batch's hold): it waits, it
+    /// is not in flight (counted only while claimed).
+    #[serde(serialize_with = "crate::util::time::json_opt")]
+    pub retry_at: Option<Millis>,
 }
 
 impl Item {
@@ -235,6 +240,7 @@ impl Item {
             done_version: None,
             priority: 0,
             pool_wait_since: None,
+            retry_at: None,
         }
     }
 }

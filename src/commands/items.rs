@@ -103,23 +103,19 @@ fn waits_for(
     let Some(h) = scene.holding(ctx, store, info)? else {
         return Ok(None);
     };
-    let w = Waits {
-        status: item.status,
-        tier: item.tier,
-        next_attempt_at: item.next_attempt_at,
-        pool_wait_since: item.pool_wait_since,
-    };
-    Ok(item_reason(&h, w, now).map(|(reason, until)| Waiting {
-        reason,
-        items: 1,
-        until,
-        pool: crate::model::waiting::pool_of(&h, reason),
-        not_before: i64::from(
-            reason == WaitReason::NotDue && item.status == crate::model::Status::Pending,
-        ),
-        paced: crate::model::waiting::paced_of(&h, reason),
-        another_run: false,
-    }))
+    Ok(
+        item_reason(&h, Waits::of(item), now).map(|(reason, until)| Waiting {
+            reason,
+            items: 1,
+            until,
+            pool: crate::model::waiting::pool_of(&h, reason),
+            not_before: i64::from(
+                reason == WaitReason::NotDue && item.status == crate::model::Status::Pending,
+            ),
+            paced: crate::model::waiting::paced_of(&h, reason),
+            another_run: false,
+        }),
+    )
 }
 
 /// What a done item without a version was done under, in every view.

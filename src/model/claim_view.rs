@@ -34,6 +34,9 @@ pub struct ClaimView {
     /// Since when its pool defers its call: it waits for a place, it is
     /// not in flight.
     pool_wait_since: Option<Millis>,
+    /// When its failed attempt runs again (in this cycle): until then it
+    /// waits, it is not in flight.
+    retry_at: Option<Millis>,
     /// The batch's limit pool (`limit = ...` in the config), as the
     /// batch's waiting line names it.
     pool: Option<String>,
@@ -68,6 +71,7 @@ pub fn of(info: &BatchInfo, item: &Item, rules: Rules<'_>) -> Option<ClaimView> 
         state,
         lease_until: item.lease_until,
         pool_wait_since: item.pool_wait_since,
+        retry_at: item.retry_at,
         pool: rules.pool.map(str::to_string),
         used_up: super::attempts_used_up(item.attempts.into(), rules.max_attempts)
             .then_some((item.attempts.into(), rules.max_attempts)),
@@ -106,12 +110,17 @@ impl ClaimView {
             ),
             None => "the next run takes this item back".to_string(),
         };
+        let lease = self
+            .lease_until
+            .map(|t| format!(", leased until {} ({})", rfc3339(t), relative(t, now)))
+            .unwrap_or_default();
         match self.state {
+            State::Live if let Some(at) = self.retry_at.filter(|t| *t > now) => format!(
+                "claimed by {run}, waiting to retry at {} ({}) after a failed attempt{lease}",
+                rfc3339(at),
+                relative(at, now)
+            ),
             State::Live if let Some(since) = self.pool_wait_since => {
-                let lease = self
-                    .lease_until
-                    .map(|t| format!(", leased until {} ({})", rfc3339(t), relative(t, now)))
-                    .unwrap_or_default();
                 // A config that no longer names the pool still says a pool waits.
                 let pool = self.pool.as_deref().map_or_else(
                     || "its pool".to_string(),
@@ -123,14 +132,7 @@ impl ClaimView {
                     relative(since, now)
                 )
             }
-            State::Live => match self.lease_until {
-                Some(t) => format!(
-                    "in flight in {run}, leased until {} ({})",
-                    rfc3339(t),
-                    relative(t, now)
-                ),
-                None => format!("in flight in {run}"),
-            },
+            State::Live => format!("in flight in {run}{lease}"),
             State::Crashed => format!("{run} crashed: its runner is gone; {back}"),
             State::Silent { since } => format!(
                 "{run} silent since {} ({}): its lock expired; {back}",
@@ -153,6 +155,7 @@ impl ClaimView {
             "next_run_quarantines": self.orphaned() && self.used_up.is_some(),
             "lease_until": self.lease_until.map(rfc3339),
             "pool_wait_since": self.pool_wait_since.map(rfc3339),
+            "retry_at": self.retry_at.map(rfc3339),
             "silent_since": match self.state {
                 State::Silent { since } => Some(rfc3339(since)),
                 _ => None,
@@ -209,6 +212,28 @@ mod tests {
             "{}",
             unnamed.line(NOW)
         );
+    }
+
+    /// A claim whose attempt failed and runs again later waits to retry,
+    /// until then; its runner dead, it is an orphan like any other.
+    #[test]
+    fn a_claim_waiting_to_retry_says_until_when() {
+        let mut item = deferred();
+        item.pool_wait_since = None;
+        item.retry_at = Some(NOW + 90_000);
+        let claim = of(&live_batch(), &item, rules(None)).unwrap();
+        assert_eq!(
+            claim.line(NOW),
+            "claimed by run #3 (h:7), waiting to retry at 2026-01-01T06:48:10Z (in 1m30s) \
+             after a failed attempt"
+        );
+        assert_eq!(claim.json()["retry_at"], "2026-01-01T06:48:10Z");
+        // Its time came: it is at the gate, worked again.
+        assert!(claim.line(NOW + 90_000).starts_with("in flight in run #3"));
+        let mut crashed = live_batch();
+        crashed.runners.seats[0] = Seat::Crashed;
+        let orphan = of(&crashed, &item, rules(None)).unwrap();
+        assert!(orphan.line(NOW).contains("crashed"), "{}", orphan.line(NOW));
     }
 
     /// A dead runner's claim on its last attempt is not run again: the

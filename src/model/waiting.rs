@@ -40,6 +40,9 @@ pub enum WaitReason {
     /// Claimed by a live run, their calls deferred by the batch's limit
     /// pool: waiting for a place, not in flight.
     PoolPlace,
+    /// Claimed by a live run, their attempt failed: waiting to run again
+    /// in this cycle (after a backoff, or the batch's hold), not in flight.
+    Backoff,
     /// In flight in another run.
     InFlight,
     /// Could run, but this run did not take them (`--limit`, a stop).
@@ -60,6 +63,7 @@ str_enum!(WaitReason {
     Budget => "budget",
     RateLimit => "rate-limit",
     PoolPlace => "pool-place",
+    Backoff => "backoff",
     InFlight => "in-flight",
     Pending => "pending",
     NoRunner => "no-runner",
@@ -116,6 +120,14 @@ pub struct RetryTier {
     pub pending_later: i64,
 }
 
+/// Claimed items whose failed attempt runs again in this cycle, later than
+/// the read (`Item::retry_at`): how many, and the earliest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetryWaits {
+    pub items: i64,
+    pub next: Option<Millis>,
+}
+
 /// A batch as far as waiting goes, read from the store at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Holding {
@@ -137,6 +149,8 @@ pub struct Holding {
     /// Of the claimed items, those whose calls their pool deferred
     /// (`Item::pool_wait_since`): waiting for a place, not in flight.
     pub pool_waits: i64,
+    /// Of the claimed items, those waiting to retry (`Item::retry_at`).
+    pub retry_waits: RetryWaits,
     /// Of the items a run could take, how many the run in question takes
     /// (a dry run's list; none after a run ended).
     pub taken: i64,
@@ -201,6 +215,21 @@ pub struct Waits {
     pub next_attempt_at: Option<Millis>,
     /// Claimed, its call deferred by its pool (`Item::pool_wait_since`).
     pub pool_wait_since: Option<Millis>,
+    /// Claimed, its failed attempt runs again then (`Item::retry_at`).
+    pub retry_at: Option<Millis>,
+}
+
+impl Waits {
+    #[must_use]
+    pub fn of(item: &super::Item) -> Waits {
+        Waits {
+            status: item.status,
+            tier: item.tier,
+            next_attempt_at: item.next_attempt_at,
+            pool_wait_since: item.pool_wait_since,
+            retry_at: item.retry_at,
+        }
+    }
 }
 
 /// The one reason an item waits, with no run in question (`show`); the
@@ -213,11 +242,14 @@ pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason,
         (Status::Failed | Status::Pending, _) if item.next_attempt_at.is_some_and(|t| t > now) => {
             Some((WaitReason::NotDue, item.next_attempt_at))
         }
-        // A live holder's claim is being worked, or waits for a place in
-        // its pool.
-        (Status::Claimed, _) if h.lock_held => item
-            .pool_wait_since
-            .map(|_| (WaitReason::PoolPlace, pool_place(h).next_slot)),
+        // A live holder's claim is being worked, or waits to retry, or
+        // for a place in its pool.
+        (Status::Claimed, _) if h.lock_held => match item.retry_at.filter(|t| *t > now) {
+            Some(t) => Some((WaitReason::Backoff, Some(t))),
+            None => item
+                .pool_wait_since
+                .map(|_| (WaitReason::PoolPlace, pool_place(h).next_slot)),
+        },
         _ => blocked(h, now).or(Some((WaitReason::Pending, None))),
     }
 }
@@ -250,14 +282,16 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     push(WaitReason::Quarantined, c.manual, None);
     push(WaitReason::NotDue, h.retry.later, h.retry.next_at);
     // Claims need the lock: with no live holder, a run takes them back.
-    // A live holder's claims are in flight but for those its pool defers.
+    // A live holder's claims are in flight but for those waiting to
+    // retry and those its pool defers.
     let (in_flight, reclaim) = if h.lock_held {
         (c.claimed, 0)
     } else {
         (0, c.claimed)
     };
-    let pool_waits = h.pool_waits.clamp(0, in_flight);
-    let in_flight = in_flight - pool_waits;
+    let backoffs = h.retry_waits.items.clamp(0, in_flight);
+    let pool_waits = h.pool_waits.clamp(0, in_flight - backoffs);
+    let in_flight = in_flight - backoffs - pool_waits;
     // What a run could take, in the order it takes them: due retries
     // (redriven first), claims to take back, pending items.
     let mut taken = h.taken.max(0);
@@ -275,6 +309,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
             push(WaitReason::Pending, rest, None);
         }
     }
+    push(WaitReason::Backoff, backoffs, h.retry_waits.next);
     push(WaitReason::PoolPlace, pool_waits, pool_place(h).next_slot);
     push(WaitReason::InFlight, in_flight, None);
     out
@@ -450,6 +485,13 @@ impl fmt::Display for Said<'_> {
                     _ => Ok(()),
                 }
             }
+            // To the second: a backoff is seconds long.
+            WaitReason::Backoff => write!(
+                f,
+                "{n} claimed, waiting to retry after a failed attempt, {} at {}",
+                if one { "the next" } else { "the first" },
+                w.until.map_or("?".into(), |t| utc_clock(t, now))
+            ),
             WaitReason::InFlight if w.another_run => write!(f, "{n} in flight in another run"),
             WaitReason::InFlight => write!(f, "{n} in flight"),
             WaitReason::Pending => write!(f, "{n} pending, not run"),
@@ -537,6 +579,7 @@ mod tests {
             tier: None,
             next_attempt_at: Some(LATER),
             pool_wait_since: None,
+            retry_at: None,
         };
         assert_eq!(
             item_reason(&h, item, NOW),
@@ -680,11 +723,41 @@ mod tests {
             tier: None,
             next_attempt_at: None,
             pool_wait_since: Some(NOW),
+            retry_at: None,
         };
         assert_eq!(
             item_reason(&deferred, claim, NOW),
             Some((WaitReason::PoolPlace, None))
         );
+        // Its attempt failed and runs again later (a backoff): waiting to
+        // retry, until then, not in flight; once the time came it is
+        // worked again (at the gate), so in flight as before.
+        let backoff = Holding {
+            retry_waits: RetryWaits {
+                items: 1,
+                next: Some(LATER),
+            },
+            ..held.clone()
+        };
+        assert_eq!(
+            said(&backoff),
+            "1 quarantined awaits a human; 7 wait for the runner that holds the lock; 1 claimed, waiting to retry after a failed attempt, the next at 07:16:00Z"
+        );
+        let json = to_status_json(&waiting(&backoff, NOW));
+        assert_eq!(
+            (&json[2]["reason"], &json[2]["until"]),
+            (&"backoff".into(), &"2026-01-01T07:16:00Z".into())
+        );
+        let retrying = Waits {
+            retry_at: Some(LATER),
+            pool_wait_since: None,
+            ..claim
+        };
+        assert_eq!(
+            item_reason(&backoff, retrying, NOW),
+            Some((WaitReason::Backoff, Some(LATER)))
+        );
+        assert_eq!(item_reason(&backoff, retrying, LATER), None);
         let hold = Holding {
             hold_until: Some(LATER),
             ..base.clone()
@@ -788,6 +861,7 @@ mod tests {
                     tier,
                     next_attempt_at,
                     pool_wait_since: None,
+                    retry_at: None,
                 };
                 let (reason, _) = item_reason(&holding, w, NOW).unwrap();
                 *tally.entry(reason).or_insert(0i64) += 1;

@@ -88,6 +88,7 @@ fn holding(
         pool: cfg.and_then(|c| Some(c.pool.as_ref()?.name.clone())),
         paced: cfg.and_then(|c| Some(c.rate_limit?.to_string())),
         pool_waits: store.pool_waiting(batch)?,
+        retry_waits: store.retry_waiting(batch, now)?,
         taken,
         idle,
     };

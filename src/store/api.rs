@@ -132,6 +132,18 @@ pub struct Failure<'a> {
     pub now: Millis,
 }
 
+/// A claimed item's failed attempt that runs again in this cycle, at `at`
+/// (after its backoff, or the batch's hold).
+#[derive(Debug, Clone, Copy)]
+pub struct Retrying<'a> {
+    pub item_id: i64,
+    pub token: i64,
+    pub at: Millis,
+    pub error_class: &'a str,
+    pub message: &'a str,
+    pub now: Millis,
+}
+
 /// Which events to read.
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
@@ -375,6 +387,9 @@ pub struct Dashboard {
     /// The selected batch's claimed items waiting for a place in its pool,
     /// read with `retry`.
     pub pool_waiting: i64,
+    /// The selected batch's claimed items waiting to retry, read with
+    /// `retry`.
+    pub retry_waiting: crate::model::waiting::RetryWaits,
     /// The selected batch's budgets' windows asked for, and their spend.
     pub spent: Vec<(SpendKey, Spent)>,
     /// The scheduler daemons recorded, with their state at the poll.

@@ -38,8 +38,8 @@ pub use api::{
     CancelOutcome, CancelSettled, CancelTo, Completion, DashQuery, Dashboard, EventFilter,
     EventsQuery, Failure, FeedRefused, FollowCursor, ItemDetail, ItemFilter, ItemPage, ItemRow,
     ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim, PoolDimView, PoolHold, PoolItem, PoolSpec,
-    PoolView, PoolWait, PruneReport, Requeue, Selection, SinceSummary, SpendAdd, SpendKey,
-    SpendScope, Spent, Steering, Unpaused, UsageSum,
+    PoolView, PoolWait, PruneReport, Requeue, Retrying, Selection, SinceSummary, SpendAdd,
+    SpendKey, SpendScope, Spent, Steering, Unpaused, UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use identity::{StoreIdentity, Verdict};

@@ -26,7 +26,7 @@ macro_rules! item_columns {
         "i.id, b.name, i.key, i.label, i.payload, i.status, i.tier, i.outcome,
     i.attempts, i.op_id, i.result, i.cost, i.error_class, i.error_message, i.next_attempt_at,
     i.lease_run, i.lease_until, i.lease_token, i.created_at, i.updated_at, i.done_version,
-    i.priority, i.pool_wait_since"
+    i.priority, i.pool_wait_since, i.retry_at"
     };
 }
 pub(crate) use item_columns;

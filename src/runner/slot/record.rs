@@ -10,7 +10,7 @@ use crate::model::{Claim, EventKind, NewEvent, Outcome, Tier};
 use crate::runner::classify::bound_message;
 use crate::runner::cycle::Cycle;
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
-use crate::store::{Failure, StoreError};
+use crate::store::{Failure, Retrying, StoreError};
 use crate::util::time::now_ms;
 
 /// Judges a failed attempt (`verdict::judge`): counts its cost, holds the
@@ -43,14 +43,38 @@ pub(in crate::runner) async fn judge_failure(
         now,
         fastrand::f64(),
     );
-    if let Verdict::RetryNow { wait, .. } = v {
+    if let Verdict::RetryNow { wait, after_hold } = v {
         let (kind, text) = v.event(failed, attempt, &policy, now);
-        let (class, message, attempt) = (failed.class, failed.message, attempt.number);
+        let (class, message, number) = (failed.class, failed.message, attempt.number);
         let event = NewEvent::new(now, &cycle.batch, kind, text)
             .run(cycle.run_id)
             .key(&claim.key)
-            .fields(json!({"error_class": class, "message": message, "attempt": attempt, "wait_ms": wait.as_millis() as u64}));
-        cycle.event(event).await;
+            .fields(json!({"error_class": class, "message": message, "attempt": number, "wait_ms": wait.as_millis() as u64}));
+        // The item says when it runs again, so no view counts it in flight
+        // while nothing runs it.
+        let at = after_hold.unwrap_or_else(|| now.saturating_add(wait.as_millis() as i64));
+        let (id, token, e) = (claim.item_id, claim.token, event.clone());
+        let (class, message) = (class.to_string(), message.to_string());
+        let stored = cycle
+            .writer
+            .call(move |s| {
+                s.await_retry(
+                    &Retrying {
+                        item_id: id,
+                        token,
+                        at,
+                        error_class: &class,
+                        message: &message,
+                        now,
+                    },
+                    &e,
+                )
+            })
+            .await;
+        match stored {
+            Ok(_) => cycle.log.emit(&event),
+            Err(err) => tracing::warn!("could not record event {}: {err}", event.kind),
+        }
     }
     v
 }

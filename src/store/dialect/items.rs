@@ -2,8 +2,9 @@
 //! in `sqlite/hot.rs` and `pg/hot.rs`).
 
 use super::sql::{self, Arg, Row, Sql, Texts};
+use crate::model::waiting::RetryWaits;
 use crate::model::{Claim, Item, Millis, Status, Tombstone};
-use crate::store::api::{Failure, ItemFilter, Requeue, Selection};
+use crate::store::api::{Failure, ItemFilter, Requeue, Retrying, Selection};
 use crate::store::rows::item_columns;
 use crate::store::{Result, json_col};
 
@@ -34,6 +35,7 @@ pub(crate) fn item_from_row(r: &dyn Row) -> Result<Item> {
         done_version: r.opt_text(20)?,
         priority: r.int(21)? as i32,
         pool_wait_since: r.opt_time(22)?,
+        retry_at: r.opt_time(23)?,
     })
 }
 
@@ -138,9 +140,14 @@ pub(crate) const MARK_SKIPPED: Texts = by_key!(
     "",
     ""
 );
-const BEGIN_ATTEMPT: &str = "UPDATE items SET attempts = attempts + 1, updated_at = ?3
+const BEGIN_ATTEMPT: &str =
+    "UPDATE items SET attempts = attempts + 1, updated_at = ?3, retry_at = NULL
   WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL
  RETURNING attempts";
+/// A failed attempt that runs again in this cycle: when, and its error.
+const ITEM_AWAITS_RETRY: &str =
+    "UPDATE items SET retry_at = ?3, error_class = ?4, error_message = ?5, updated_at = ?6
+      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
 const SET_OP_ID: &str = "UPDATE items SET op_id = ?3
   WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed'";
 /// Pending items whose not-before time came: claimable from now on.
@@ -186,13 +193,13 @@ pub(crate) const ITEM_CLAIM_BY_KEY: Texts = Texts {
     sqlite: "UPDATE items
     SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
         lease_until = ?4, lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?5,
-        pool_wait_since = NULL
+        pool_wait_since = NULL, retry_at = NULL
   WHERE id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)
  RETURNING id, key, label, payload, attempts, op_id, lease_token",
     pg: "UPDATE items
     SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
         lease_until = ?4, lease_token = nextval('lease_tokens'),
-        attempts = attempts + 1, updated_at = ?5, pool_wait_since = NULL
+        attempts = attempts + 1, updated_at = ?5, pool_wait_since = NULL, retry_at = NULL
   WHERE batch_id = ?1 AND key = ?2
  RETURNING id, key, label, payload, attempts, op_id, lease_token",
 };
@@ -260,6 +267,11 @@ const WAITING_NEXT_AT: &str = "SELECT min(t) FROM (
 const POOL_WAITING: &str = "SELECT count(*) FROM items
   WHERE batch_id = ?1 AND status = 'claimed' AND pool_wait_since IS NOT NULL";
 
+/// Claimed items waiting to retry after `?2`, and the earliest: the claims
+/// of the batch's runs (`items_claimed` on SQLite), no more.
+const RETRY_WAITING: &str = "SELECT count(*), min(retry_at) FROM items
+  WHERE batch_id = ?1 AND status = 'claimed' AND retry_at > ?2";
+
 /// A claim whose run holds no seat (`claims_orphaned_locked`).
 pub(crate) struct Orphaned {
     pub(crate) item: i64,
@@ -308,6 +320,17 @@ pub(crate) trait ItemsRead: Sql {
     /// Claimed items waiting for a place in their pool, not in flight.
     fn pool_waiting(&mut self, batch: i64) -> Result<i64> {
         sql::one(self, POOL_WAITING, &[Arg::Int(batch)], |r| r.int(0))
+    }
+
+    /// Claimed items waiting to run again in this cycle after `now`.
+    fn retry_waiting(&mut self, batch: i64, now: Millis) -> Result<RetryWaits> {
+        let args = [Arg::Int(batch), Arg::Time(now)];
+        sql::one(self, RETRY_WAITING, &args, |r| {
+            Ok(RetryWaits {
+                items: r.int(0)?,
+                next: r.opt_time(1)?,
+            })
+        })
     }
 
     /// The earliest time after `now` something waits for (a retry-tier
@@ -370,6 +393,20 @@ pub(crate) trait ItemsWrite: Sql {
     fn item_begin_attempt(&mut self, item: i64, token: i64, now: Millis) -> Result<Option<u32>> {
         let args = [Arg::Int(item), Arg::Int(token), Arg::Time(now)];
         sql::opt(self, BEGIN_ATTEMPT, &args, |r| Ok(r.int(0)? as u32))
+    }
+
+    /// Records on an item still claimed under `r.token` that its attempt
+    /// failed and runs again at `r.at`; whether it was still held.
+    fn item_awaits_retry(&mut self, r: &Retrying<'_>) -> Result<bool> {
+        let args = [
+            Arg::Int(r.item_id),
+            Arg::Int(r.token),
+            Arg::Time(r.at),
+            Arg::Text(r.error_class),
+            Arg::Text(r.message),
+            Arg::Time(r.now),
+        ];
+        Ok(self.exec(ITEM_AWAITS_RETRY, &args)? == 1)
     }
 
     /// Sets the op id of an item still claimed under `token`; whether it was.

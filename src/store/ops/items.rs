@@ -3,11 +3,11 @@
 
 use std::collections::HashSet;
 
-use crate::model::waiting::RetryTier;
+use crate::model::waiting::{RetryTier, RetryWaits};
 use crate::model::{
     AddReport, Claim, EventKind, Item, Millis, NewEvent, NewItem, SkipReport, Status,
 };
-use crate::store::api::{Failure, ItemFilter};
+use crate::store::api::{Failure, ItemFilter, Retrying};
 use crate::store::dialect::{Read, Write};
 use crate::store::refused::{KeyVerdicts, Why};
 use crate::store::{Refusal, Result, Store, StoreError};
@@ -193,6 +193,17 @@ impl Store {
         self.write_tx(|tx| tx.item_begin_attempt(item_id, token, now))
     }
 
+    /// Records that a claimed item's attempt failed and runs again at
+    /// `r.at` (with its error, so every view says what it waits for), and
+    /// its `retry` event. False if the lease was lost: the event is kept.
+    pub fn await_retry(&mut self, r: &Retrying<'_>, event: &NewEvent) -> Result<bool> {
+        self.write_tx(|tx| {
+            let held = tx.item_awaits_retry(r)?;
+            tx.event_insert(event)?;
+            Ok(held)
+        })
+    }
+
     /// Stores the operation id a worker reported, at once, so a later
     /// attempt can resume the remote operation. False if the lease was lost.
     pub fn set_op_id(
@@ -243,6 +254,15 @@ impl Store {
         self.read_tx(|tx| {
             let b = tx.batch_id(batch)?;
             tx.pool_waiting(b)
+        })
+    }
+
+    /// Claimed items of the batch whose failed attempt runs again after
+    /// `now`: they wait to retry, they are not in flight.
+    pub fn retry_waiting(&self, batch: &str, now: Millis) -> Result<RetryWaits> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.retry_waiting(b, now)
         })
     }
 

@@ -44,6 +44,7 @@ impl Store {
                 out.runs = tx.runs_recent(b, q.runs)?;
                 out.retry = Some((info.name.clone(), super::items::retry_tier(tx, b, now)?));
                 out.pool_waiting = tx.pool_waiting(b)?;
+                out.retry_waiting = tx.retry_waiting(b, now)?;
                 if q.dlq {
                     out.dlq = super::dead_letters::groups(tx, b, now)?;
                 }

@@ -41,7 +41,7 @@ const CLAIM: &str = "WITH held AS (
      UPDATE items i
         SET status = 'claimed', lease_run = $3, lease_until = $4,
             lease_token = nextval('lease_tokens'), attempts = i.attempts + 1,
-            updated_at = $5, pool_wait_since = NULL
+            updated_at = $5, pool_wait_since = NULL, retry_at = NULL
       WHERE i.id = ANY(ARRAY(SELECT id FROM picked)) AND (SELECT counts_itself())
      RETURNING i.id, i.key, i.label, i.payload, i.attempts, i.op_id,
                i.lease_token, i.priority),

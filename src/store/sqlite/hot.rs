@@ -740,7 +740,7 @@ macro_rules! claim_items {
         "UPDATE OR ROLLBACK items
     SET status = 'claimed', lease_run = ?2, lease_until = ?3,
         lease_token = lease_token + 1, attempts = attempts + 1, updated_at = ?4,
-        self_counted = 1 - self_counted, pool_wait_since = NULL
+        self_counted = 1 - self_counted, pool_wait_since = NULL, retry_at = NULL
   WHERE "
     };
 }

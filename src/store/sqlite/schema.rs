@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 22;
+pub const SCHEMA_VERSION: i32 = 23;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -696,9 +696,15 @@ END;
 /// is claimed again; the views count it as waiting, not in flight.
 const V22: &str = "ALTER TABLE items ADD COLUMN pool_wait_since INTEGER;";
 
+/// Version 23: a claimed item whose attempt failed and runs again in this
+/// cycle says when (`retry_at`), set with its error by the runner and
+/// cleared when it is claimed or its next attempt begins; the views count
+/// it as waiting to retry, not in flight.
+const V23: &str = "ALTER TABLE items ADD COLUMN retry_at INTEGER;";
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22,
+    V22, V23,
 ];
 
 /// What a migration needs beyond SQL, run right after the SQL named.

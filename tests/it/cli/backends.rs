@@ -291,7 +291,7 @@ both_backends! {
                  ALTER TABLE locks DROP COLUMN stop; ALTER TABLE locks DROP COLUMN stop_by;
                  ALTER TABLE batches DROP COLUMN hold_key;
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
-                 DROP TABLE workers; ALTER TABLE items DROP COLUMN pool_wait_since;
+                 DROP TABLE workers; ALTER TABLE items DROP COLUMN pool_wait_since; ALTER TABLE items DROP COLUMN retry_at;
                  PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
                 "DROP TRIGGER items_counted ON items;

@@ -2,6 +2,8 @@
 
 // The runner end to end: runs, retries, outcomes, process groups.
 mod basics;
+// An item waiting out its backoff says so in every view.
+mod backoff;
 // The rolling event log file of a run: lines while it goes, all by its end.
 mod event_log;
 // Faults from outside: a full disk, a foreign lock, a store replaced, rogue workers.

@@ -1,0 +1,112 @@
+//! An item whose attempt failed and that runs again in this cycle waits
+//! out its backoff claimed, with no worker: every view says it waits to
+//! retry, until when, and after what error, in both worker modes; a stop
+//! gives it back, and its next claim forgets the wait. Real runners, real
+//! workers, real signals, both backends.
+#![cfg(unix)]
+
+use crate::support as common;
+
+use common::{Env, signal, wait_for};
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+/// A process-mode worker whose every attempt fails transiently unless
+/// `ok` exists beside it.
+fn flaky(env: &Env) -> String {
+    env.script(
+        "flaky.sh",
+        "cat >/dev/null\n\
+         if [ -e ok ]; then echo '{\"ok\":1}'; exit 0; fi\n\
+         echo '{\"error_class\":\"ConnectionError\",\"transient\":true,\"message\":\"reset by peer\"}' >&2\n\
+         exit 75",
+    )
+    .display()
+    .to_string()
+}
+
+/// The persistent worker of the same behaviour.
+const FLAKY_PY: &str = r#"import json, os, sys
+for line in sys.stdin:
+    key = json.loads(line)["key"]
+    if os.path.exists("ok"):
+        print(json.dumps({"key": key, "result": {"ok": 1}}), flush=True)
+    else:
+        error = {"error_class": "ConnectionError", "transient": True, "message": "reset by peer"}
+        print(json.dumps({"key": key, "error": error}), flush=True)
+"#;
+
+fn waiting(env: &Env, batch: &str) -> Vec<Value> {
+    env.batch_status(batch)["waiting"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn out(env: &Env, args: &[&str]) -> String {
+    env.run(args).code(0).stdout.clone()
+}
+
+both_backends! {
+    /// The defect: during an immediate retry's backoff (here an hour) the
+    /// claimed item had no worker, yet `status` said "1 in flight", `show`
+    /// "in flight in run #1" and `items` gave no error. Now each says it
+    /// waits to retry, when, and why, in both modes.
+    fn an_item_waiting_to_retry_is_not_said_in_flight(env) {
+        let w = flaky(&env);
+        env.write("flaky.py", FLAKY_PY);
+        let slow = "retries = 2\nbackoff = \"1h\"\nbackoff_max = \"2h\"\nconcurrency = 1\n";
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\n{slow}\n\
+             [batch.b]\nworker = [\"python3\", \"flaky.py\"]\nmode = \"persistent\"\n{slow}"
+        ));
+        env.add_items("a", 1);
+        env.add_items("b", 1);
+        let before = now_ms();
+        let mut runs = Vec::new();
+        for batch in ["a", "b"] {
+            runs.push(env.spawn(batch, &["run", batch]));
+            wait_for("the retry event", || !env.events(batch, "retry").is_empty());
+            let list = waiting(&env, batch);
+            assert_eq!(list.len(), 1, "{list:?}");
+            assert_eq!((list[0]["reason"].as_str(), list[0]["count"].as_i64()), (Some("backoff"), Some(1)), "{list:?}");
+            let until = list[0]["until"].as_str().expect("a time");
+            let until = chrono::DateTime::parse_from_rfc3339(until).unwrap().timestamp_millis();
+            assert!(until >= before + 3_600_000, "{until} vs {before}");
+            let text = out(&env, &["status", batch]);
+            assert!(text.contains("1 claimed, waiting to retry after a failed attempt, the next at "), "{text}");
+            assert!(!text.contains("in flight"), "{text}");
+            let show = out(&env, &["show", batch, "k1"]);
+            assert!(show.contains(", waiting to retry at ") && show.contains(" after a failed attempt"), "{show}");
+            assert!(show.contains("waiting:   1 claimed, waiting to retry"), "{show}");
+            assert!(!show.contains("in flight"), "{show}");
+            let json: Value = serde_json::from_str(&out(&env, &["show", batch, "k1", "--json"])).unwrap();
+            assert_eq!(json["waiting"]["reason"], "backoff", "{json}");
+            assert!(json["claim"]["retry_at"].is_string(), "{json}");
+            let items = out(&env, &["items", batch]);
+            assert!(items.contains("ConnectionError: reset by peer"), "{items}");
+        }
+        for run in &mut runs {
+            signal(run.id(), Signal::SIGINT);
+            run.wait().unwrap();
+        }
+        // Stopped, the items go back to pending: none waits to retry, and
+        // their next claim runs them.
+        env.write("ok", "");
+        for batch in ["a", "b"] {
+            let list = waiting(&env, batch);
+            assert!(list.iter().all(|w| w["reason"] != "backoff"), "{list:?}");
+            assert!(!out(&env, &["show", batch, "k1"]).contains("waiting to retry"));
+            env.run(&["run", batch]).code(0);
+            let item: Value = serde_json::from_str(&out(&env, &["items", batch, "--json"])).unwrap();
+            assert_eq!((item["status"].as_str(), &item["retry_at"]), (Some("done"), &Value::Null), "{item}");
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
