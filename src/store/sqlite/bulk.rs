@@ -61,12 +61,16 @@ impl Bulk for SqliteTx<'_> {
             None => String::new(),
         };
         // The events in the order of `ids` (json_each the outer loop), which
-        // is item id order: no sort.
+        // is item id order: no sort. Both writes are `OR ROLLBACK`, as a
+        // claim is (`hot::claim_items!`): no statement journal, and a
+        // failure ends the chunk's transaction, which it would anyway; the
+        // update flips `self_counted`, so no trigger (whose `OR IGNORE`
+        // the clause would override) fires.
         let mut event_args = chunk_args(&ids, &now, &version, &[&batch, &actor]);
         event_args.extend(not_before.1.as_ref().map(|t| t as &dyn rusqlite::ToSql));
         self.conn
             .prepare_cached(&format!(
-                "INSERT INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
+                "INSERT OR ROLLBACK INTO events (at, batch_id, key, item_id, kind, actor, message, fields)
                  SELECT ?2, ?{b}, i.key, i.id, 'requeued', ?{a},
                         'requeued from ' || coalesce(i.tier, i.outcome) || ' by ' || ?{a},
                         json_object('tier', i.tier, 'outcome', i.outcome, 'error_class', i.error_class,
@@ -112,7 +116,7 @@ impl Bulk for SqliteTx<'_> {
         let n = self
             .conn
             .prepare_cached(&format!(
-                "UPDATE items AS i SET status = 'pending', tier = NULL, next_attempt_at = ?{next},
+                "UPDATE OR ROLLBACK items AS i SET status = 'pending', tier = NULL, next_attempt_at = ?{next},
                         {cleared} {reset} updated_at = ?2, self_counted = 1 - i.self_counted
                   WHERE i.id IN (SELECT value FROM json_each(?1)){from}"
             ))?
