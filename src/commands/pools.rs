@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use crate::config::BatchConfig;
 use crate::model::Millis;
 use crate::store::{AttemptUsage, PoolView, Store, UsageSum};
-use crate::util::noun;
 use crate::util::time::{rfc3339, utc_clock};
+use crate::util::{noun, sanitize};
 
 /// Every pool of the config as the store has it now.
 pub fn views(ctx: &super::Ctx, store: &Store, now: Millis) -> anyhow::Result<Vec<PoolView>> {
@@ -143,37 +143,72 @@ pub fn usage_line(u: &UsageSum) -> Option<String> {
     })
 }
 
-/// The mean tokens a call of the run reported, when it is over the
-/// `token_estimate` each call reserved before it started. The pool then
-/// lets calls start on too little and settles the rest after them, so its
-/// window passes its limit until that debt is paid: the usual reason a
-/// pool reads `tokens/min 513300/400000`. `None` without a pool's fixed
-/// estimate (`estimate_field` varies per item), a report, or when within.
-pub fn over_estimate(u: &UsageSum, cfg: Option<&BatchConfig>) -> Option<(i64, i64)> {
-    let cfg = cfg.filter(|c| c.pool.is_some() && c.estimate_field.is_none())?;
-    let estimate = i64::try_from(cfg.token_estimate?).ok()?;
+/// A run's calls reporting more tokens, on average, than they reserved
+/// before they started. The pool then lets calls start on too little and
+/// settles the rest after them, so its window passes its limit until that
+/// debt is paid: the usual reason a pool reads `tokens/min 513300/400000`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverEstimate {
+    /// Tokens a reporting call reported, on average.
+    pub mean: i64,
+    /// Tokens a reporting call reserved, on average.
+    pub reserved: i64,
+    /// Where the reservations came from: `Some(field)` for each item's
+    /// `estimate_field`, `None` for the batch's one `token_estimate`.
+    pub field: Option<String>,
+}
+
+/// The run's [`OverEstimate`], if its calls went over what they reserved.
+/// `None` without a pool (nothing is reserved), a report, or when within.
+/// Runs recorded before their reservations were (schema 24) are compared
+/// with `token_estimate`, which they all reserved.
+pub fn over_estimate(u: &UsageSum, cfg: Option<&BatchConfig>) -> Option<OverEstimate> {
+    let cfg = cfg.filter(|c| c.pool.is_some())?;
     let reported = u.attempts - u.unreported;
     if reported <= 0 {
         return None;
     }
+    let reserved = match (u.reported_estimate, &cfg.estimate_field) {
+        (0, None) => i64::try_from(cfg.token_estimate?)
+            .ok()?
+            .saturating_mul(reported),
+        (0, Some(_)) => return None,
+        (sum, _) => sum,
+    };
+    let mean_of = |sum: i64| (sum + reported / 2) / reported;
     let tokens = u.input_tokens.saturating_add(u.output_tokens);
-    let mean = (tokens + reported / 2) / reported;
-    (mean > estimate).then_some((mean, estimate))
+    let (mean, reserved) = (mean_of(tokens), mean_of(reserved));
+    (mean > reserved).then(|| OverEstimate {
+        mean,
+        reserved,
+        field: cfg.estimate_field.clone(),
+    })
 }
 
 /// `over_estimate` in words, under the run's tokens line.
-pub fn over_estimate_line((mean, estimate): (i64, i64)) -> String {
-    format!(
-        "reported {mean} tokens a call on average, over the {estimate} each reserved \
-         (token_estimate): calls start on too little and the pool's window passes its \
-         limit; raise token_estimate"
-    )
+pub fn over_estimate_line(o: &OverEstimate) -> String {
+    let (mean, reserved) = (o.mean, o.reserved);
+    match &o.field {
+        None => format!(
+            "reported {mean} tokens a call on average, over the {reserved} each reserved \
+             (token_estimate): calls start on too little and the pool's window passes its \
+             limit; raise token_estimate"
+        ),
+        Some(field) => format!(
+            "reported {mean} tokens a call on average, over the {reserved} they reserved on \
+             average (estimate_field {}): calls start on too little and the pool's window \
+             passes its limit; the items' estimates are low",
+            sanitize::line(&format!("{field:?}"))
+        ),
+    }
 }
 
-/// `over_estimate` for `--json`: `{"mean": 2676, "token_estimate": 1200}`.
-pub fn over_estimate_json(over: Option<(i64, i64)>) -> Value {
-    over.map_or(
-        Value::Null,
-        |(mean, estimate)| json!({"mean": mean, "token_estimate": estimate}),
-    )
+/// `over_estimate` for `--json`: `{"mean": 2676, "reserved": 1200,
+/// "token_estimate": 1200}`, or with `"estimate_field": "words"` in place
+/// of `token_estimate` when each item reserved its own.
+pub fn over_estimate_json(over: Option<&OverEstimate>) -> Value {
+    over.map_or(Value::Null, |o| match &o.field {
+        None => json!({"mean": o.mean, "reserved": o.reserved, "token_estimate": o.reserved}),
+        Some(field) => json!({"mean": o.mean, "reserved": o.reserved, "estimate_field": field}),
+    })
 }

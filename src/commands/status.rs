@@ -58,7 +58,7 @@ fn shown(ctx: &Ctx, store: &Store, args: &StatusArgs) -> anyhow::Result<Shown> {
                     let over = super::pools::over_estimate(&usage, ctx.config.batch(&i.name));
                     b["last_run"]["usage"] = super::pools::usage_json(&usage);
                     b["last_run"]["usage"]["over_estimate"] =
-                        super::pools::over_estimate_json(over);
+                        super::pools::over_estimate_json(over.as_ref());
                 }
                 b["limit"] = ctx
                     .config
@@ -505,7 +505,7 @@ fn human(
                     lines.push(format!("  {u}"));
                 }
                 if let Some(over) = super::pools::over_estimate(&usage, ctx.config.batch(&i.name)) {
-                    lines.push(format!("  {}", super::pools::over_estimate_line(over)));
+                    lines.push(format!("  {}", super::pools::over_estimate_line(&over)));
                 }
             }
             None if i.stepped_down.is_some() => lines.push("last run: none that did work".into()),

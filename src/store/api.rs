@@ -655,6 +655,10 @@ pub struct UsageSum {
     /// Attempts that reported nothing (their estimates count in the pool).
     pub unreported: i64,
     pub estimated_tokens: i64,
+    /// What the attempts that reported had reserved (`token_estimate`, or
+    /// their item's `estimate_field`): against their tokens, how far off
+    /// the estimates are. Kept per run only (0 in a pool's minutes).
+    pub reported_estimate: i64,
 }
 
 /// A pool's state for the views: each rate's use of its bucket, calls in

@@ -354,6 +354,8 @@ impl UsageSum {
         if u.input_tokens.is_none() && u.output_tokens.is_none() {
             self.unreported += 1;
             self.estimated_tokens += u.estimate;
+        } else {
+            self.reported_estimate += u.estimate;
         }
     }
 }

@@ -18,8 +18,8 @@ const IN_FLIGHT: &str =
     "SELECT coalesce(sum(n), 0)::int8 FROM pool_places WHERE pool = $1 AND until_ms > $2";
 const MINUTES: &str = "SELECT minute, calls, input_tokens, output_tokens, unreported,
     estimated_tokens FROM pool_usage WHERE pool = $1 AND minute >= $2 ORDER BY minute";
-const RUN: &str = "SELECT attempts, input_tokens, output_tokens, unreported, estimated_tokens
-    FROM run_usage WHERE run_id = $1";
+const RUN: &str = "SELECT attempts, input_tokens, output_tokens, unreported, estimated_tokens,
+    reported_estimate FROM run_usage WHERE run_id = $1";
 const ITEM: &str = "SELECT i.usage FROM items i JOIN batches b ON b.id = i.batch_id
     WHERE b.name = $1 AND i.key = $2";
 const LOCK_ROW: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES ($1, '*', 0)
@@ -45,12 +45,13 @@ const CLEAR_HOLD: &str = "DELETE FROM pool_holds WHERE pool = $1";
 const ITEM_APPEND: &str = "UPDATE items SET usage = coalesce(usage || E'\\n', '') || $3
     WHERE batch_id = (SELECT id FROM batches WHERE name = $1) AND key = $2";
 const RUN_ADD: &str = "INSERT INTO run_usage (run_id, attempts, input_tokens, output_tokens,
-    unreported, estimated_tokens) VALUES ($1, $2, $3, $4, $5, $6)
+    unreported, estimated_tokens, reported_estimate) VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT (run_id) DO UPDATE SET attempts = run_usage.attempts + excluded.attempts,
         input_tokens = run_usage.input_tokens + excluded.input_tokens,
         output_tokens = run_usage.output_tokens + excluded.output_tokens,
         unreported = run_usage.unreported + excluded.unreported,
-        estimated_tokens = run_usage.estimated_tokens + excluded.estimated_tokens";
+        estimated_tokens = run_usage.estimated_tokens + excluded.estimated_tokens,
+        reported_estimate = run_usage.reported_estimate + excluded.reported_estimate";
 const POOL_ADD: &str = "INSERT INTO pool_usage (pool, minute, calls, input_tokens,
     output_tokens, unreported, estimated_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT (pool, minute) DO UPDATE SET calls = pool_usage.calls + excluded.calls,
@@ -66,6 +67,7 @@ fn sum_at(r: &Row, i: usize) -> UsageSum {
         output_tokens: r.get(i + 2),
         unreported: r.get(i + 3),
         estimated_tokens: r.get(i + 4),
+        reported_estimate: 0,
     }
 }
 
@@ -110,7 +112,10 @@ impl PoolsRead for PgTx<'_> {
         Ok(self
             .c
             .opt(RUN, &[&run])?
-            .map(|r| sum_at(&r, 0))
+            .map(|r| UsageSum {
+                reported_estimate: r.get(5),
+                ..sum_at(&r, 0)
+            })
             .unwrap_or_default())
     }
 
@@ -190,6 +195,7 @@ impl PoolsWrite for PgTx<'_> {
                 &u.output_tokens,
                 &u.unreported,
                 &u.estimated_tokens,
+                &u.reported_estimate,
             ],
         )?;
         Ok(())

@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 24;
+pub const PG_SCHEMA_VERSION: i32 = 25;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -657,9 +657,15 @@ const V24: &str = r#"
 ALTER TABLE nightshift.items ADD COLUMN IF NOT EXISTS retry_at BIGINT;
 "#;
 
+/// Version 25: what a run's reporting attempts had reserved (see SQLite's
+/// version 24).
+const V25: &str = r#"
+ALTER TABLE nightshift.run_usage ADD COLUMN IF NOT EXISTS reported_estimate BIGINT NOT NULL DEFAULT 0;
+"#;
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24,
+    V22, V23, V24, V25,
 ];
 
 /// Which store a session is on: the database (one made anew under the same

@@ -14,8 +14,8 @@ const IN_FLIGHT: &str =
     "SELECT coalesce(sum(n), 0) FROM pool_places WHERE pool = ?1 AND until_ms > ?2";
 const MINUTES: &str = "SELECT minute, calls, input_tokens, output_tokens, unreported,
     estimated_tokens FROM pool_usage WHERE pool = ?1 AND minute >= ?2 ORDER BY minute";
-const RUN: &str = "SELECT attempts, input_tokens, output_tokens, unreported, estimated_tokens
-    FROM run_usage WHERE run_id = ?1";
+const RUN: &str = "SELECT attempts, input_tokens, output_tokens, unreported, estimated_tokens,
+    reported_estimate FROM run_usage WHERE run_id = ?1";
 const ITEM: &str = "SELECT i.usage FROM batches b JOIN item_keys k ON k.batch_id = b.id
     JOIN items i ON i.id = k.item_id WHERE b.name = ?1 AND k.key = ?2";
 const LOCK: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES (?1, '*', 0)
@@ -41,12 +41,13 @@ const ITEM_APPEND: &str = "UPDATE items SET usage = coalesce(usage || char(10), 
     WHERE id = (SELECT k.item_id FROM batches b JOIN item_keys k ON k.batch_id = b.id
                  WHERE b.name = ?1 AND k.key = ?2)";
 const RUN_ADD: &str = "INSERT INTO run_usage (run_id, attempts, input_tokens, output_tokens,
-    unreported, estimated_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    unreported, estimated_tokens, reported_estimate) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
     ON CONFLICT (run_id) DO UPDATE SET attempts = attempts + excluded.attempts,
         input_tokens = input_tokens + excluded.input_tokens,
         output_tokens = output_tokens + excluded.output_tokens,
         unreported = unreported + excluded.unreported,
-        estimated_tokens = estimated_tokens + excluded.estimated_tokens";
+        estimated_tokens = estimated_tokens + excluded.estimated_tokens,
+        reported_estimate = reported_estimate + excluded.reported_estimate";
 const POOL_ADD: &str = "INSERT INTO pool_usage (pool, minute, calls, input_tokens,
     output_tokens, unreported, estimated_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
     ON CONFLICT (pool, minute) DO UPDATE SET calls = calls + excluded.calls,
@@ -62,6 +63,7 @@ fn sum_at(r: &Row<'_>, i: usize) -> rusqlite::Result<UsageSum> {
         output_tokens: r.get(i + 2)?,
         unreported: r.get(i + 3)?,
         estimated_tokens: r.get(i + 4)?,
+        reported_estimate: 0,
     })
 }
 
@@ -107,7 +109,12 @@ impl PoolsRead for SqliteTx<'_> {
         Ok(self
             .conn
             .prepare_cached(RUN)?
-            .query_row([run], |r| sum_at(r, 0))
+            .query_row([run], |r| {
+                Ok(UsageSum {
+                    reported_estimate: r.get(5)?,
+                    ..sum_at(r, 0)?
+                })
+            })
             .optional()?
             .unwrap_or_default())
     }
@@ -198,7 +205,8 @@ impl PoolsWrite for SqliteTx<'_> {
             u.input_tokens,
             u.output_tokens,
             u.unreported,
-            u.estimated_tokens
+            u.estimated_tokens,
+            u.reported_estimate
         ])?;
         Ok(())
     }

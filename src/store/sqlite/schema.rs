@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 23;
+pub const SCHEMA_VERSION: i32 = 24;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -702,9 +702,14 @@ const V22: &str = "ALTER TABLE items ADD COLUMN pool_wait_since INTEGER;";
 /// it as waiting to retry, not in flight.
 const V23: &str = "ALTER TABLE items ADD COLUMN retry_at INTEGER;";
 
+/// Version 24: what a run's reporting attempts had reserved, so a run's
+/// tokens are compared with its estimates whether they are one
+/// `token_estimate` or each item's `estimate_field`.
+const V24: &str = "ALTER TABLE run_usage ADD COLUMN reported_estimate INTEGER NOT NULL DEFAULT 0;";
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23,
+    V22, V23, V24,
 ];
 
 /// What a migration needs beyond SQL, run right after the SQL named.

@@ -343,6 +343,7 @@ mod tests {
                 output_tokens: 8_000,
                 unreported: 2,
                 estimated_tokens: 2_400,
+                reported_estimate: 0,
             },
         }
     }

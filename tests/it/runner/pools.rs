@@ -334,13 +334,43 @@ for line in sys.stdin:
         env.run(&["run", "a"]).code(0);
         env.run(&["run", "b"]).code(0);
         let a = env.batch_status("a");
-        assert_eq!(a["last_run"]["usage"]["over_estimate"], serde_json::json!({"mean": 100, "token_estimate": 40}), "{a}");
+        assert_eq!(a["last_run"]["usage"]["over_estimate"], serde_json::json!({"mean": 100, "reserved": 40, "token_estimate": 40}), "{a}");
         let b = env.batch_status("b");
         assert_eq!(b["last_run"]["usage"]["over_estimate"], Value::Null, "{b}");
         let text = env.run(&["status", "a"]).code(0).stdout.clone();
         assert!(text.contains("reported 100 tokens a call on average, over the 40 each reserved (token_estimate)"), "{text}");
         let text = env.run(&["status", "b"]).code(0).stdout.clone();
         assert!(!text.contains("on average"), "{text}");
+    }
+
+    /// The same for estimates each item gives (`estimate_field`), which
+    /// were never compared: the reporting calls' tokens against what they
+    /// reserved, on average (here 30 and 50, then 200 and 300).
+    fn a_run_over_its_items_own_estimates_says_so(env) {
+        let w = worker(&env, USAGE);
+        env.config(&format!(
+            "[limit.p]\ntokens = \"100000/min\"\n\n\
+             [batch.c]\nworker = [\"{w}\"]\nlimit = \"p\"\nestimate_field = \"est\"\n\n\
+             [batch.d]\nworker = [\"{w}\"]\nlimit = \"p\"\nestimate_field = \"est\"\n"
+        ));
+        let items = |batch: &str, ests: [i64; 2]| {
+            let lines: String = ests.iter().enumerate()
+                .map(|(i, e)| format!("{{\"key\":\"{batch}{i}\",\"est\":{e}}}\n"))
+                .collect();
+            let file = env.write(&format!("{batch}.jsonl"), &lines);
+            env.cmd().args(["add", batch]).arg(file).assert().success();
+        };
+        items("c", [30, 50]);
+        items("d", [200, 300]);
+        env.run(&["run", "c"]).code(0);
+        env.run(&["run", "d"]).code(0);
+        let c = env.batch_status("c");
+        assert_eq!(c["last_run"]["usage"]["over_estimate"], serde_json::json!({"mean": 100, "reserved": 40, "estimate_field": "est"}), "{c}");
+        let text = env.run(&["status", "c"]).code(0).stdout.clone();
+        assert!(text.contains("reported 100 tokens a call on average, over the 40 they reserved on average (estimate_field \"est\")"), "{text}");
+        let d = env.batch_status("d");
+        assert_eq!(d["last_run"]["usage"]["over_estimate"], Value::Null, "{d}");
+        assert!(!env.run(&["status", "d"]).code(0).stdout.contains("on average"));
     }
 
     /// A runner killed with SIGKILL while its call holds the pool's one
