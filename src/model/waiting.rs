@@ -151,6 +151,10 @@ pub struct Holding {
     pub pool_waits: i64,
     /// Of the claimed items, those waiting to retry (`Item::retry_at`).
     pub retry_waits: RetryWaits,
+    /// Of the claimed items, while a runner holds the lock, those of runs
+    /// that hold no live seat (crashed, silent or seatless): no worker runs
+    /// them, a run takes them back (`Runners::orphaned`). Not in flight.
+    pub orphaned: i64,
     /// Of the items a run could take, how many the run in question takes
     /// (a dry run's list; none after a run ended).
     pub taken: i64,
@@ -283,9 +287,10 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     push(WaitReason::NotDue, h.retry.later, h.retry.next_at);
     // Claims need the lock: with no live holder, a run takes them back.
     // A live holder's claims are in flight but for those waiting to
-    // retry and those its pool defers.
+    // retry and those its pool defers; other runs' claims are taken back.
     let (in_flight, reclaim) = if h.lock_held {
-        (c.claimed, 0)
+        let orphaned = h.orphaned.clamp(0, c.claimed);
+        (c.claimed - orphaned, orphaned)
     } else {
         (0, c.claimed)
     };
@@ -728,6 +733,16 @@ mod tests {
         assert_eq!(
             item_reason(&deferred, claim, NOW),
             Some((WaitReason::PoolPlace, None))
+        );
+        // A dead run's claim beside the live holder: not in flight, a
+        // run takes it back (here the holder, which waits on nothing).
+        let orphan = Holding {
+            orphaned: 1,
+            ..held.clone()
+        };
+        assert_eq!(
+            said(&orphan),
+            "1 quarantined awaits a human; 8 wait for the runner that holds the lock"
         );
         // Its attempt failed and runs again later (a backoff): waiting to
         // retry, until then, not in flight; once the time came it is

@@ -58,15 +58,17 @@ fn holding(
     idle: Option<Idle>,
     now: Millis,
 ) -> Result<Holding> {
-    let live = store
+    let live: Vec<Option<i64>> = store
         .locks(batch)?
         .into_iter()
         .filter(|l| crate::store::seat(l, now).is_live())
-        .count();
+        .map(|l| l.run_id)
+        .collect();
     let lock_held = match others {
-        Others::Blocking { seats } => live >= seats.max(1) as usize,
-        Others::Any => live > 0,
+        Others::Blocking { seats } => live.len() >= seats.max(1) as usize,
+        Others::Any => !live.is_empty(),
     };
+    let live_runs: Vec<i64> = live.into_iter().flatten().collect();
     let holding = Holding {
         counts: store.counts(batch)?,
         retry: store.retry_tier(batch, now)?,
@@ -88,6 +90,11 @@ fn holding(
         pool: cfg.and_then(|c| Some(c.pool.as_ref()?.name.clone())),
         paced: cfg.and_then(|c| Some(c.rate_limit?.to_string())),
         pool_waits: store.pool_waiting(batch)?,
+        orphaned: if lock_held {
+            store.orphaned_claims(batch, &live_runs)?
+        } else {
+            0
+        },
         retry_waits: store.retry_waiting(batch, now)?,
         taken,
         idle,

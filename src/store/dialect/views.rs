@@ -42,9 +42,9 @@ pub(crate) trait ViewsRead: Sql {
         super::runs::last(self, batch)
     }
 
-    /// Claimed items of the batch leased to `runs` (`None`: to any run),
+    /// Claimed items of the batch leased to any run but those `except`,
     /// counted by their attempts: `(attempts, how many)`.
-    fn claimed_attempts(&mut self, batch: i64, runs: Option<&[i64]>) -> Result<Vec<(i64, i64)>>;
+    fn claimed_attempts(&mut self, batch: i64, except: &[i64]) -> Result<Vec<(i64, i64)>>;
     /// Failed items of one error class, from the counters.
     fn class_count(&mut self, batch: i64, class: &str) -> Result<i64>;
     /// Items of the page's filter (`keys_only`: its search in keys and

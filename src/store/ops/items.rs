@@ -257,6 +257,15 @@ impl Store {
         })
     }
 
+    /// Claimed items of the batch leased to runs other than `live` (those
+    /// holding a live seat): nothing works them (see `liveness::runners`).
+    pub fn orphaned_claims(&self, batch: &str, live: &[i64]) -> Result<i64> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            Ok(tx.claimed_attempts(b, live)?.iter().map(|(_, n)| n).sum())
+        })
+    }
+
     /// Claimed items of the batch whose failed attempt runs again after
     /// `now`: they wait to retry, they are not in flight.
     pub fn retry_waiting(&self, batch: &str, now: Millis) -> Result<RetryWaits> {

@@ -29,14 +29,14 @@ pub fn lapsed(lock: &LockInfo, now: Millis) -> bool {
 }
 
 /// Who is alive among a batch's seats and its last run, as of `now`.
-/// `claimed_by(runs)` counts the claimed items of those runs (`None`: of
-/// every run) by their attempts, `(attempts, how many)`; it is asked only
-/// when some claim is orphaned: every claim when no runner is live, else
-/// those of the dead ones.
+/// `claimed_by(live)` counts the claimed items of every run but those
+/// `live` by their attempts, `(attempts, how many)`: the orphaned claims,
+/// every claim when no runner is live. It is asked only when some item is
+/// claimed.
 pub(crate) fn runners<E>(
     info: &BatchInfo,
     now: Millis,
-    claimed_by: impl FnOnce(Option<&[i64]>) -> Result<Vec<(i64, i64)>, E>,
+    claimed_by: impl FnOnce(&[i64]) -> Result<Vec<(i64, i64)>, E>,
 ) -> Result<Runners, E> {
     let seats: Vec<Seat> = info.locks.iter().map(|l| seat(l, now)).collect();
     let last_run = info.last_run.as_ref().map(|run| {
@@ -50,24 +50,20 @@ pub(crate) fn runners<E>(
         };
         running_seen(run.id, &holder, &info.locks, &seats)
     });
-    let held = seats.iter().any(|s| s.is_live());
+    // Orphaned: every claim but a live seat's run's, as each claim's own
+    // view judges it (`claim_view`): a run whose runner crashed or went
+    // silent, or that holds no seat at all (it lost it).
+    let live: Vec<i64> = info
+        .locks
+        .iter()
+        .zip(&seats)
+        .filter(|(_, s)| s.is_live())
+        .filter_map(|(l, _)| l.run_id)
+        .collect();
     let orphan_attempts = if info.counts.claimed == 0 {
         Vec::new()
-    } else if !held {
-        claimed_by(None)?
     } else {
-        let dead: Vec<i64> = info
-            .locks
-            .iter()
-            .zip(&seats)
-            .filter(|(_, s)| !s.is_live())
-            .filter_map(|(l, _)| l.run_id)
-            .collect();
-        if dead.is_empty() {
-            Vec::new()
-        } else {
-            claimed_by(Some(&dead))?
-        }
+        claimed_by(&live)?
     };
     Ok(Runners {
         seats,
@@ -218,13 +214,15 @@ mod tests {
         }
     }
 
-    fn runners_of(i: &BatchInfo, asked: &mut Vec<i64>) -> Runners {
-        runners(i, NOW, |runs| {
-            let Some(runs) = runs else {
-                return Ok::<_, ()>(vec![(1, i.counts.claimed - 1), (5, 1)]);
-            };
-            asked.extend_from_slice(runs);
-            Ok(vec![(1, 2), (5, 1)])
+    /// `claims`: each claimed item's `(run, attempts)`, counted by
+    /// attempts as the store does for those of runs not `live`.
+    fn runners_of(i: &BatchInfo, claims: &[(i64, i64)]) -> Runners {
+        runners(i, NOW, |live| {
+            let mut by = std::collections::BTreeMap::new();
+            for (_, attempts) in claims.iter().filter(|(run, _)| !live.contains(run)) {
+                *by.entry(*attempts).or_insert(0) += 1;
+            }
+            Ok::<_, ()>(by.into_iter().collect())
         })
         .unwrap()
     }
@@ -260,15 +258,15 @@ mod tests {
             Some(running(4, &here)),
             2,
         );
-        let mut asked = Vec::new();
-        let r = runners_of(&i, &mut asked);
+        let claims = [(4, 1), (4, 5)];
+        let r = runners_of(&i, &claims);
         assert_eq!(
             (r.held(), r.last_run, r.orphaned()),
             (true, Some(RunSeen::Stored(RunState::Running)), 0)
         );
         c.kill().unwrap();
         c.wait().unwrap();
-        let r = runners_of(&i, &mut asked);
+        let r = runners_of(&i, &claims);
         assert_eq!(r.seats, [Seat::Crashed]);
         assert_eq!(r.last_run, Some(RunSeen::Crashed { pid: here.pid }));
         assert_eq!(
@@ -276,7 +274,6 @@ mod tests {
             (false, 2),
             "none held: every claim"
         );
-        assert!(asked.is_empty());
         assert_eq!(
             (
                 r.orphans_used_up(5),
@@ -289,13 +286,13 @@ mod tests {
         // No seat at all: the run is judged by its process.
         let i = info(Vec::new(), Some(running(4, &here)), 0);
         assert_eq!(
-            runners_of(&i, &mut asked).last_run,
+            runners_of(&i, &[]).last_run,
             Some(RunSeen::Crashed { pid: here.pid })
         );
     }
 
     #[test]
-    fn beside_a_live_runner_only_the_dead_ones_claims_are_orphaned() {
+    fn beside_a_live_runner_every_other_runs_claims_are_orphaned() {
         let (mut c, here) = child();
         let i = info(
             vec![
@@ -305,17 +302,19 @@ mod tests {
             Some(running(9, &far())),
             5,
         );
-        let mut asked = Vec::new();
-        let r = runners_of(&i, &mut asked);
+        let r = runners_of(&i, &[(8, 1), (8, 1), (9, 1), (9, 5), (7, 1)]);
         assert_eq!(r.seats[0], Seat::Live);
         assert_eq!(r.last_run, Some(RunSeen::Silent { since: NOW - 6_000 }));
-        assert_eq!((r.held(), r.orphaned(), asked), (true, 3, vec![9]));
+        // Every claim but the live seat's run's: the silent seat's, and
+        // that of run 7, which holds no seat at all.
+        assert_eq!((r.held(), r.orphaned()), (true, 3));
+        assert_eq!(r.orphan_attempts, [(1, 2), (5, 1)]);
         c.kill().unwrap();
         c.wait().unwrap();
         // A finished run is as stored.
         let mut done = running(3, &here);
         done.state = RunState::Ok;
-        let r = runners_of(&info(Vec::new(), Some(done), 0), &mut Vec::new());
+        let r = runners_of(&info(Vec::new(), Some(done), 0), &[]);
         assert_eq!(r.last_run, Some(RunSeen::Stored(RunState::Ok)));
     }
 

@@ -54,11 +54,9 @@ fn page_sql(q: &ItemsQuery, keys_only: bool, args: &mut Args) -> String {
     cond
 }
 
-const ITEMS_CLAIMED_BY: &str = "SELECT attempts::int8, count(*) FROM items
-  WHERE batch_id = $1 AND status = 'claimed' AND lease_run = ANY($2)
+const ITEMS_CLAIMED_EXCEPT: &str = "SELECT attempts::int8, count(*) FROM items
+  WHERE batch_id = $1 AND status = 'claimed' AND lease_run <> ALL($2)
   GROUP BY attempts ORDER BY attempts";
-const ITEMS_CLAIMED: &str = "SELECT attempts::int8, count(*) FROM items
-  WHERE batch_id = $1 AND status = 'claimed' GROUP BY attempts ORDER BY attempts";
 const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0)::int8 FROM failed_classes
   WHERE batch_id = $1 AND error_class = $2";
 const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM items i
@@ -74,11 +72,8 @@ const EVENTS_OF_ITEM: &str =
 // status words into the SQL for its partial index, searches over polls and loops where this
 // binds `ANY` arrays).
 impl ViewsRead for PgTx<'_> {
-    fn claimed_attempts(&mut self, batch: i64, runs: Option<&[i64]>) -> Result<Vec<(i64, i64)>> {
-        let rows = match runs {
-            None => self.c.q(ITEMS_CLAIMED, &[&batch])?,
-            Some(runs) => self.c.q(ITEMS_CLAIMED_BY, &[&batch, &runs])?,
-        };
+    fn claimed_attempts(&mut self, batch: i64, except: &[i64]) -> Result<Vec<(i64, i64)>> {
+        let rows = self.c.q(ITEMS_CLAIMED_EXCEPT, &[&batch, &except])?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 

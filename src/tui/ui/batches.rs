@@ -516,6 +516,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         pool: app.setup.pool_of.get(&info.name).cloned(),
         paced: app.setup.paced.get(&info.name).cloned(),
         pool_waits: app.data.pool_waiting,
+        orphaned: info.runners.orphaned(),
         retry_waits: app.data.retry_waiting,
         taken: 0,
         idle: Some(Idle::from_fire(fire)),
