@@ -267,9 +267,13 @@ pub struct AddReport {
     pub present: u64,
     /// Of `present`, the keys of pruned items.
     pub pruned: u64,
-    /// When the first and the last of those were pruned. Milliseconds:
-    /// a `source` event's fields keep the report as stored (`add --json`
-    /// shows it as `pruned_between`, in RFC 3339).
+    /// When the first and the last of those were pruned: in JSON (a
+    /// `source` event's fields) `pruned_between`, in RFC 3339, as `add
+    /// --json` says it.
+    #[serde(
+        rename = "pruned_between",
+        serialize_with = "crate::util::time::json_span_opt"
+    )]
     pub pruned_span: Option<(Millis, Millis)>,
     /// The priorities and not-before times the add gave its items.
     #[serde(skip)]
@@ -905,6 +909,27 @@ mod tests {
         }
         let err = "bogus".parse::<Tier>().unwrap_err();
         assert!(err.contains("retry, manual"), "{err}");
+    }
+
+    /// A `source` event's fields give the pruned keys' span as every JSON
+    /// time is given (and named as `add --json` names it), where they
+    /// gave epoch milliseconds.
+    #[test]
+    fn an_add_report_gives_its_pruned_span_in_rfc3339() {
+        let report = AddReport {
+            present: 2,
+            pruned: 2,
+            pruned_span: Some((1_767_250_000_000, 1_767_251_760_000)),
+            ..AddReport::default()
+        };
+        let json = serde_json::to_value(report).unwrap();
+        assert_eq!(
+            json["pruned_between"],
+            serde_json::json!(["2026-01-01T06:46:40Z", "2026-01-01T07:16:00Z"])
+        );
+        assert!(json.get("pruned_span").is_none(), "{json}");
+        let none = serde_json::to_value(AddReport::default()).unwrap();
+        assert_eq!(none["pruned_between"], serde_json::Value::Null);
     }
 }
 

@@ -113,6 +113,17 @@ pub fn json_opt<S: serde::Serializer>(ms: &Option<Millis>, s: S) -> Result<S::Ok
     }
 }
 
+/// [`json`] for a span of two times, `[first, last]`: `null` stays `null`.
+pub fn json_span_opt<S: serde::Serializer>(
+    span: &Option<(Millis, Millis)>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match span {
+        Some((first, last)) => serde::Serialize::serialize(&[rfc3339(*first), rfc3339(*last)], s),
+        None => s.serialize_none(),
+    }
+}
+
 /// `07:16Z` (UTC) for a time within a day of `now`, else
 /// `2026-01-02 07:16Z`: a moment a person waits for, at a glance.
 pub fn hhmm(ms: Millis, now: Millis) -> String {
