@@ -716,6 +716,13 @@ impl BatchInfo {
             .map(|(l, s)| (l, *s))
     }
 
+    /// Whether the run `run_id` holding a claim has a live seat: its claim
+    /// is worked (or waits in it), else orphaned (see `claim_view`).
+    #[must_use]
+    pub fn claim_is_live(&self, run_id: Option<i64>) -> bool {
+        self.claim_seat(run_id).is_some_and(|(_, s)| s.is_live())
+    }
+
     /// Who asked a live runner of the batch to stop: it claims nothing more
     /// and is finishing its in-flight items (within the batch's `grace`).
     #[must_use]

@@ -104,7 +104,7 @@ fn waits_for(
         return Ok(None);
     };
     Ok(
-        item_reason(&h, Waits::of(item), now).map(|(reason, until)| Waiting {
+        item_reason(&h, Waits::of(item, info), now).map(|(reason, until)| Waiting {
             reason,
             items: 1,
             until,

@@ -221,17 +221,22 @@ pub struct Waits {
     pub pool_wait_since: Option<Millis>,
     /// Claimed, its failed attempt runs again then (`Item::retry_at`).
     pub retry_at: Option<Millis>,
+    /// Claimed by a run that holds no live seat: counted in
+    /// `Holding::orphaned`, taken back by a run.
+    pub orphaned: bool,
 }
 
 impl Waits {
+    /// `item` as its batch `info` holds it.
     #[must_use]
-    pub fn of(item: &super::Item) -> Waits {
+    pub fn of(item: &super::Item, info: &super::BatchInfo) -> Waits {
         Waits {
             status: item.status,
             tier: item.tier,
             next_attempt_at: item.next_attempt_at,
             pool_wait_since: item.pool_wait_since,
             retry_at: item.retry_at,
+            orphaned: item.status == super::Status::Claimed && !info.claim_is_live(item.lease_run),
         }
     }
 }
@@ -248,12 +253,14 @@ pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason,
         }
         // A live holder's claim is being worked, or waits to retry, or
         // for a place in its pool.
-        (Status::Claimed, _) if h.lock_held => match item.retry_at.filter(|t| *t > now) {
-            Some(t) => Some((WaitReason::Backoff, Some(t))),
-            None => item
-                .pool_wait_since
-                .map(|_| (WaitReason::PoolPlace, pool_place(h).next_slot)),
-        },
+        (Status::Claimed, _) if h.lock_held && !item.orphaned => {
+            match item.retry_at.filter(|t| *t > now) {
+                Some(t) => Some((WaitReason::Backoff, Some(t))),
+                None => item
+                    .pool_wait_since
+                    .map(|_| (WaitReason::PoolPlace, pool_place(h).next_slot)),
+            }
+        }
         _ => blocked(h, now).or(Some((WaitReason::Pending, None))),
     }
 }
@@ -585,6 +592,7 @@ mod tests {
             next_attempt_at: Some(LATER),
             pool_wait_since: None,
             retry_at: None,
+            orphaned: false,
         };
         assert_eq!(
             item_reason(&h, item, NOW),
@@ -729,6 +737,7 @@ mod tests {
             next_attempt_at: None,
             pool_wait_since: Some(NOW),
             retry_at: None,
+            orphaned: false,
         };
         assert_eq!(
             item_reason(&deferred, claim, NOW),
@@ -877,6 +886,7 @@ mod tests {
                     next_attempt_at,
                     pool_wait_since: None,
                     retry_at: None,
+                    orphaned: false,
                 };
                 let (reason, _) = item_reason(&holding, w, NOW).unwrap();
                 *tally.entry(reason).or_insert(0i64) += 1;
@@ -886,6 +896,32 @@ mod tests {
             assert_eq!(counted, tally, "{holding:?}");
             assert_eq!(list.iter().map(|w| w.items).sum::<i64>(), 6);
         }
+        // Beside a live holder, the claim of a dead run: counted where its
+        // own reason puts it (the holder takes it back), not in flight.
+        let beside = Holding {
+            lock_held: true,
+            orphaned: 1,
+            idle: None,
+            ..h(Idle::NoRunner, false)
+        };
+        let list = waiting(&beside, NOW);
+        let mut tally = std::collections::HashMap::new();
+        for (status, tier, next_attempt_at) in items {
+            let w = Waits {
+                status,
+                tier,
+                next_attempt_at,
+                pool_wait_since: None,
+                retry_at: None,
+                orphaned: status == Status::Claimed,
+            };
+            let (reason, _) = item_reason(&beside, w, NOW).unwrap();
+            *tally.entry(reason).or_insert(0i64) += 1;
+        }
+        let counted: std::collections::HashMap<_, _> =
+            list.iter().map(|w| (w.reason, w.items)).collect();
+        assert_eq!(counted, tally, "{list:?}");
+        assert!(!counted.contains_key(&WaitReason::InFlight), "{list:?}");
         let fire = waiting(&h(Idle::NextFire(LATER), false), NOW);
         assert_eq!(
             describe(&fire, NOW),
