@@ -9,8 +9,6 @@
 //! A number in a key (or a key field) is read from its text as written,
 //! never through a 64-bit float: see [`number_key`].
 
-use std::borrow::Cow;
-
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
@@ -126,7 +124,7 @@ pub fn derive_line_with(
         .and_then(|kept| de.end().map(|()| kept))
         .map_err(|e| LineError::Json(json_error(&e)))?;
     let raw = kept.ok_or(KeyError::NotObject)?;
-    let obj = Fields::read(raw)?;
+    let obj = Fields::read(&raw)?;
     // Skipped fields are checked without a depth limit, and a skipped
     // string's escapes only for their syntax (a lone surrogate, `"\ud800"`,
     // passes), but every later reader of the payload parses it into a
@@ -207,14 +205,12 @@ fn has_surrogate_escape(text: &str) -> bool {
     false
 }
 
-/// The kept top-level fields of one line, read: names and texts borrowed
-/// from the line where it has no escapes (most lines: an add of a million
-/// allocated about fifteen strings a line before).
-struct Fields<'a>(Vec<(Cow<'a, str>, Field<'a>)>);
+/// The kept top-level fields of one line, read.
+struct Fields(Vec<(String, Field)>);
 
 /// One kept field, as a key can use it.
-enum Field<'a> {
-    Text(Cow<'a, str>),
+enum Field {
+    Text(String),
     /// A number's [`number_key`].
     Number(String),
     Bool(bool),
@@ -222,54 +218,35 @@ enum Field<'a> {
     Other(&'static str),
 }
 
-impl<'a> Fields<'a> {
+impl Fields {
     /// Reads the raw fields. A value serde_json could not read back later
     /// (a number out of range, nesting too deep) refuses the line, as it
     /// would anywhere else in the payload.
-    fn read(raw: Vec<(FieldName<'a>, &'a RawValue)>) -> Result<Fields<'a>, LineError> {
+    fn read(raw: &[(String, &RawValue)]) -> Result<Fields, LineError> {
         let mut fields = Vec::with_capacity(raw.len());
         for (name, raw) in raw {
-            let field = Field::read(raw).map_err(|e| {
+            let value: Value = serde_json::from_str(raw.get()).map_err(|e| {
                 let msg = e.to_string();
                 let msg = msg
                     .rfind(" at line ")
                     .map_or(msg.as_str(), |pos| &msg[..pos]);
-                LineError::Json(format!("{msg} in field {:?}", name.as_str()))
+                LineError::Json(format!("{msg} in field {name:?}"))
             })?;
-            fields.push((name.into_cow(), field));
-        }
-        Ok(Fields(fields))
-    }
-
-    fn get(&self, name: &str) -> Option<&Field<'a>> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, f)| f)
-    }
-}
-
-impl<'a> Field<'a> {
-    /// One raw value (valid JSON: the line's parse checked it), by its
-    /// first byte: a string borrowed unless it has escapes; a number, an
-    /// array or an object through a `Value`, which checks what a later
-    /// reader would refuse.
-    fn read(raw: &'a RawValue) -> Result<Field<'a>, serde_json::Error> {
-        let text = raw.get();
-        Ok(match text.as_bytes().first() {
-            Some(b'"') => match serde_json::from_str::<&'a str>(text) {
-                Ok(s) => Field::Text(Cow::Borrowed(s)),
-                Err(_) => Field::Text(Cow::Owned(serde_json::from_str::<String>(text)?)),
-            },
-            Some(b't') => Field::Bool(true),
-            Some(b'f') => Field::Bool(false),
-            Some(b'n') => Field::Other("null"),
-            _ => match serde_json::from_str::<Value>(text)? {
-                value @ Value::Number(_) => Field::Number(number_key(text, &value)),
-                Value::String(s) => Field::Text(Cow::Owned(s)),
+            let field = match value {
+                Value::String(s) => Field::Text(s),
+                Value::Number(_) => Field::Number(number_key(raw.get(), &value)),
                 Value::Bool(b) => Field::Bool(b),
                 Value::Null => Field::Other("null"),
                 Value::Array(_) => Field::Other("an array"),
                 Value::Object(_) => Field::Other("an object"),
-            },
-        })
+            };
+            fields.push((name.clone(), field));
+        }
+        Ok(Fields(fields))
+    }
+
+    fn get(&self, name: &str) -> Option<&Field> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, f)| f)
     }
 }
 
@@ -356,21 +333,21 @@ impl KeptFields<'_> {
 }
 
 impl<'de> serde::de::Visitor<'de> for KeptFields<'_> {
-    type Value = Option<Vec<(FieldName<'de>, &'de RawValue)>>;
+    type Value = Option<Vec<(String, &'de RawValue)>>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a JSON value")
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut kept: Vec<(FieldName<'de>, &'de RawValue)> = Vec::new();
+        let mut kept: Vec<(String, &'de RawValue)> = Vec::new();
         while let Some(name) = map.next_key::<FieldName<'de>>()? {
             if self.keeps(name.as_str()) {
                 let raw = map.next_value::<&'de RawValue>()?;
                 // A repeated field: the last one wins, as with a full parse.
-                match kept.iter_mut().find(|(n, _)| n.as_str() == name.as_str()) {
+                match kept.iter_mut().find(|(n, _)| n == name.as_str()) {
                     Some(slot) => slot.1 = raw,
-                    None => kept.push((name, raw)),
+                    None => kept.push((name.into_string(), raw)),
                 }
             } else {
                 map.next_value::<serde::de::IgnoredAny>()?;
@@ -417,13 +394,11 @@ impl FieldName<'_> {
             FieldName::Owned(s) => s,
         }
     }
-}
 
-impl<'de> FieldName<'de> {
-    fn into_cow(self) -> Cow<'de, str> {
+    fn into_string(self) -> String {
         match self {
-            FieldName::Borrowed(s) => Cow::Borrowed(s),
-            FieldName::Owned(s) => Cow::Owned(s),
+            FieldName::Borrowed(s) => s.to_string(),
+            FieldName::Owned(s) => s,
         }
     }
 }
@@ -470,46 +445,27 @@ pub fn hash_key(canonical: &str) -> String {
 }
 
 /// `a:b:c`, with `\` and `:` inside values escaped so two different field
-/// tuples can never join to the same string. Written into one string.
+/// tuples can never join to the same string.
 fn canonical_join(obj: &Fields, fields: &[String]) -> Result<String, KeyError> {
-    let mut out = String::new();
-    for (i, field) in fields.iter().enumerate() {
+    let mut parts = Vec::with_capacity(fields.len());
+    for field in fields {
         let value = obj
             .get(field)
             .ok_or_else(|| KeyError::MissingField(field.clone()))?;
-        let text = match value {
-            Field::Text(s) => s.as_ref(),
-            Field::Number(s) => s.as_str(),
-            Field::Bool(b) => {
-                if *b {
-                    "true"
-                } else {
-                    "false"
-                }
-            }
-            Field::Other(kind) => return Err(KeyError::BadFieldType(field.clone(), kind)),
-        };
-        if i > 0 {
-            out.push(':');
-        }
+        let text =
+            scalar_text(value).map_err(|kind| KeyError::BadFieldType(field.clone(), kind))?;
         if text.contains([':', '\\']) {
-            for c in text.chars() {
-                if matches!(c, ':' | '\\') {
-                    out.push('\\');
-                }
-                out.push(c);
-            }
+            parts.push(text.replace('\\', "\\\\").replace(':', "\\:"));
         } else {
-            out.push_str(text);
+            parts.push(text);
         }
     }
-    Ok(out)
+    Ok(parts.join(":"))
 }
 
 fn explicit_key(obj: &Fields) -> Result<(String, String), KeyError> {
     let key = match obj.get("key").ok_or(KeyError::NoKey)? {
-        Field::Text(s) => s.to_string(),
-        Field::Number(s) => s.clone(),
+        Field::Text(s) | Field::Number(s) => s.clone(),
         Field::Bool(_) | Field::Other(_) => return Err(KeyError::BadKey),
     };
     if key.is_empty() {
@@ -522,10 +478,18 @@ fn explicit_key(obj: &Fields) -> Result<(String, String), KeyError> {
         return Err(KeyError::ControlInKey);
     }
     let label = match obj.get("label") {
-        Some(Field::Text(s)) if !s.is_empty() => s.to_string(),
+        Some(Field::Text(s)) if !s.is_empty() => s.clone(),
         _ => key.clone(),
     };
     Ok((key, label))
+}
+
+fn scalar_text(field: &Field) -> Result<String, &'static str> {
+    match field {
+        Field::Text(s) | Field::Number(s) => Ok(s.clone()),
+        Field::Bool(b) => Ok(b.to_string()),
+        Field::Other(kind) => Err(kind),
+    }
 }
 
 #[cfg(test)]
