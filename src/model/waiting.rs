@@ -872,12 +872,13 @@ mod tests {
             idle: Some(idle),
             ..Holding::default()
         };
-        for holding in [
-            h(Idle::NoRunner, false),
-            h(Idle::NextFire(LATER), false),
-            h(Idle::NoRunner, true),
-        ] {
-            let list = waiting(&holding, NOW);
+        // The batch's counts by reason, and the items' own reasons tallied
+        // (`orphaned`: the claimed item's run holds no live seat).
+        let both = |holding: &Holding, orphaned: bool| {
+            let counted: std::collections::HashMap<_, _> = waiting(holding, NOW)
+                .iter()
+                .map(|w| (w.reason, w.items))
+                .collect();
             let mut tally = std::collections::HashMap::new();
             for (status, tier, next_attempt_at) in items {
                 let w = Waits {
@@ -886,15 +887,22 @@ mod tests {
                     next_attempt_at,
                     pool_wait_since: None,
                     retry_at: None,
-                    orphaned: false,
+                    orphaned: orphaned && status == Status::Claimed,
                 };
-                let (reason, _) = item_reason(&holding, w, NOW).unwrap();
+                let (reason, _) = item_reason(holding, w, NOW).unwrap();
                 *tally.entry(reason).or_insert(0i64) += 1;
             }
-            let counted: std::collections::HashMap<_, _> =
-                list.iter().map(|w| (w.reason, w.items)).collect();
+            (counted, tally)
+        };
+        for holding in [
+            h(Idle::NoRunner, false),
+            h(Idle::NextFire(LATER), false),
+            h(Idle::NoRunner, true),
+        ] {
+            let (counted, tally) = both(&holding, false);
             assert_eq!(counted, tally, "{holding:?}");
-            assert_eq!(list.iter().map(|w| w.items).sum::<i64>(), 6);
+            let all = waiting(&holding, NOW).iter().map(|w| w.items).sum::<i64>();
+            assert_eq!(all, 6);
         }
         // Beside a live holder, the claim of a dead run: counted where its
         // own reason puts it (the holder takes it back), not in flight.
@@ -904,24 +912,9 @@ mod tests {
             idle: None,
             ..h(Idle::NoRunner, false)
         };
-        let list = waiting(&beside, NOW);
-        let mut tally = std::collections::HashMap::new();
-        for (status, tier, next_attempt_at) in items {
-            let w = Waits {
-                status,
-                tier,
-                next_attempt_at,
-                pool_wait_since: None,
-                retry_at: None,
-                orphaned: status == Status::Claimed,
-            };
-            let (reason, _) = item_reason(&beside, w, NOW).unwrap();
-            *tally.entry(reason).or_insert(0i64) += 1;
-        }
-        let counted: std::collections::HashMap<_, _> =
-            list.iter().map(|w| (w.reason, w.items)).collect();
-        assert_eq!(counted, tally, "{list:?}");
-        assert!(!counted.contains_key(&WaitReason::InFlight), "{list:?}");
+        let (counted, tally) = both(&beside, true);
+        assert_eq!(counted, tally, "{beside:?}");
+        assert!(!counted.contains_key(&WaitReason::InFlight), "{counted:?}");
         let fire = waiting(&h(Idle::NextFire(LATER), false), NOW);
         assert_eq!(
             describe(&fire, NOW),

@@ -58,17 +58,13 @@ fn holding(
     idle: Option<Idle>,
     now: Millis,
 ) -> Result<Holding> {
-    let live: Vec<Option<i64>> = store
-        .locks(batch)?
-        .into_iter()
-        .filter(|l| crate::store::seat(l, now).is_live())
-        .map(|l| l.run_id)
-        .collect();
+    let locks = store.locks(batch)?;
+    let judged: Vec<_> = locks.iter().map(|l| crate::store::seat(l, now)).collect();
+    let live = judged.iter().filter(|s| s.is_live()).count();
     let lock_held = match others {
-        Others::Blocking { seats } => live.len() >= seats.max(1) as usize,
-        Others::Any => !live.is_empty(),
+        Others::Blocking { seats } => live >= seats.max(1) as usize,
+        Others::Any => live > 0,
     };
-    let live_runs: Vec<i64> = live.into_iter().flatten().collect();
     let holding = Holding {
         counts: store.counts(batch)?,
         retry: store.retry_tier(batch, now)?,
@@ -91,7 +87,7 @@ fn holding(
         paced: cfg.and_then(|c| Some(c.rate_limit?.to_string())),
         pool_waits: store.pool_waiting(batch)?,
         orphaned: if lock_held {
-            store.orphaned_claims(batch, &live_runs)?
+            store.orphaned_claims(batch, &crate::store::live_runs(&locks, &judged))?
         } else {
             0
         },

@@ -113,15 +113,17 @@ pub fn json_opt<S: serde::Serializer>(ms: &Option<Millis>, s: S) -> Result<S::Ok
     }
 }
 
-/// [`json`] for a span of two times, `[first, last]`: `null` stays `null`.
+/// A span of two times as JSON gives it: `[first, last]` in RFC 3339.
+pub fn span_rfc3339(span: Option<(Millis, Millis)>) -> Option<[String; 2]> {
+    span.map(|(first, last)| [rfc3339(first), rfc3339(last)])
+}
+
+/// [`span_rfc3339`] as a serde helper: `null` stays `null`.
 pub fn json_span_opt<S: serde::Serializer>(
     span: &Option<(Millis, Millis)>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
-    match span {
-        Some((first, last)) => serde::Serialize::serialize(&[rfc3339(*first), rfc3339(*last)], s),
-        None => s.serialize_none(),
-    }
+    serde::Serialize::serialize(&span_rfc3339(*span), s)
 }
 
 /// `07:16Z` (UTC) for a time within a day of `now`, else

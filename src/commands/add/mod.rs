@@ -176,7 +176,7 @@ fn print_report(
             "added": report.added,
             "present": report.present,
             "pruned": report.pruned,
-            "pruned_between": report.pruned_span.map(|(first, last)| [rfc3339(first), rfc3339(last)]),
+            "pruned_between": crate::util::time::span_rfc3339(report.pruned_span),
             "new_batch": new_batch,
             "priority": args.priority,
             "priority_field": args.priority_field,

@@ -33,6 +33,19 @@ pub fn lapsed(lock: &LockInfo, now: Millis) -> bool {
 /// `live` by their attempts, `(attempts, how many)`: the orphaned claims,
 /// every claim when no runner is live. It is asked only when some item is
 /// claimed.
+/// The runs holding a live seat of `locks` (`seats`: each one judged, in
+/// order). Every other run's claim is orphaned, as each claim's own view
+/// judges it (`claim_view`): its runner crashed or went silent, or it holds
+/// no seat at all (it lost it).
+pub fn live_runs(locks: &[LockInfo], seats: &[Seat]) -> Vec<i64> {
+    locks
+        .iter()
+        .zip(seats)
+        .filter(|(_, s)| s.is_live())
+        .filter_map(|(l, _)| l.run_id)
+        .collect()
+}
+
 pub(crate) fn runners<E>(
     info: &BatchInfo,
     now: Millis,
@@ -50,20 +63,10 @@ pub(crate) fn runners<E>(
         };
         running_seen(run.id, &holder, &info.locks, &seats)
     });
-    // Orphaned: every claim but a live seat's run's, as each claim's own
-    // view judges it (`claim_view`): a run whose runner crashed or went
-    // silent, or that holds no seat at all (it lost it).
-    let live: Vec<i64> = info
-        .locks
-        .iter()
-        .zip(&seats)
-        .filter(|(_, s)| s.is_live())
-        .filter_map(|(l, _)| l.run_id)
-        .collect();
     let orphan_attempts = if info.counts.claimed == 0 {
         Vec::new()
     } else {
-        claimed_by(&live)?
+        claimed_by(&live_runs(&info.locks, &seats))?
     };
     Ok(Runners {
         seats,
