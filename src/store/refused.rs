@@ -29,6 +29,10 @@ pub enum Why {
     LeftOut,
     /// A skip of an item a live run is working.
     InFlight,
+    /// A skip of an item a live run holds while it waits (to retry after a
+    /// failed attempt, or for a place in its pool): not in flight, but
+    /// that run runs it when the wait ends.
+    Waiting,
 }
 
 /// One key refused, with the state that refused it ("done", "manual tier").

@@ -29,8 +29,8 @@ impl Store {
             let b = tx.batch_id(batch)?;
             let live = live_runs(tx, b, batch, now)?;
             let found = skip_plan(batch, keys, |key| match tx.item_status_locked(b, key)? {
-                Some(Status::Claimed) => claim_status(tx, b, batch, key, &live),
-                Some(status) => Ok(status),
+                Some(Status::Claimed) => claim_status(tx, b, batch, key, &live, now),
+                Some(status) => Ok(Standing::Free(status)),
                 None => Err(missing(tx, b, batch, key)),
             })?;
             let result = serde_json::json!({"skipped": reason, "by": actor}).to_string();
@@ -137,9 +137,9 @@ impl Store {
             let live = live_runs(tx, b, batch, now)?;
             let found = skip_plan(batch, keys, |key| match tx.item_by_key(b, key)? {
                 Some(item) if item.status == Status::Claimed => {
-                    claim_status(tx, b, batch, key, &live)
+                    claim_status(tx, b, batch, key, &live, now)
                 }
-                Some(item) => Ok(item.status),
+                Some(item) => Ok(Standing::Free(item.status)),
                 None => Err(missing(tx, b, batch, key)),
             })?;
             let mut report = SkipReport::default();
@@ -335,12 +335,37 @@ fn live_runs(tx: &mut dyn Read, b: i64, batch: &str, now: Millis) -> Result<Vec<
         .collect())
 }
 
-/// A claimed item as a skip sees it: in flight if a live run holds it;
-/// orphaned by a dead run, as good as pending (nothing works it).
-fn claim_status(tx: &mut dyn Read, b: i64, batch: &str, key: &str, live: &[i64]) -> Result<Status> {
+/// An item as a skip sees it.
+enum Standing {
+    /// Not claimed by a live run: its status (a dead run's claim is as good
+    /// as pending, as nothing works it).
+    Free(Status),
+    /// A live run's claim, in flight or waiting (its words, "to retry at …").
+    Held { waiting: Option<String> },
+}
+
+/// A claimed item as a skip sees it: held by a live run (in flight, or
+/// waiting to retry or for its pool, as `show` says it), or orphaned.
+fn claim_status(
+    tx: &mut dyn Read,
+    b: i64,
+    batch: &str,
+    key: &str,
+    live: &[i64],
+    now: Millis,
+) -> Result<Standing> {
     match tx.item_by_key(b, key)? {
-        Some(item) if item.lease_run.is_some_and(|r| live.contains(&r)) => Ok(Status::Claimed),
-        Some(_) => Ok(Status::Pending),
+        Some(item) if item.lease_run.is_some_and(|r| live.contains(&r)) => Ok(Standing::Held {
+            waiting: match (item.retry_at.filter(|t| *t > now), item.pool_wait_since) {
+                (Some(at), _) => Some(format!(
+                    "to retry at {} after a failed attempt",
+                    crate::util::time::rfc3339(at)
+                )),
+                (None, Some(_)) => Some("for a place in its pool".into()),
+                (None, None) => None,
+            },
+        }),
+        Some(_) => Ok(Standing::Free(Status::Pending)),
         None => Err(missing(tx, b, batch, key)),
     }
 }
@@ -351,21 +376,29 @@ fn claim_status(tx: &mut dyn Read, b: i64, batch: &str, key: &str, live: &[i64])
 fn skip_plan<'k>(
     batch: &str,
     keys: &'k [String],
-    mut status_of: impl FnMut(&str) -> Result<Status>,
+    mut standing_of: impl FnMut(&str) -> Result<Standing>,
 ) -> Result<Vec<(&'k String, bool)>> {
     let mut verdicts = KeyVerdicts::new(batch, "skipped");
     let mut found = Vec::with_capacity(keys.len());
     let mut seen = HashSet::new();
     for key in keys.iter().filter(|k| seen.insert(*k)) {
-        match status_of(key) {
-            Ok(Status::Claimed) => verdicts.refuse(
+        let hint = || Some("stop the run or `cancel` first, then skip again".into());
+        match standing_of(key) {
+            Ok(Standing::Held { waiting: None }) => verdicts.refuse(
                 Why::InFlight,
                 || "in flight (claimed by a running runner)".into(),
-                Some("stop the run or `cancel` first, then skip again".into()),
+                hint(),
                 key,
                 None,
             ),
-            Ok(status) => found.push((key, status == Status::Done)),
+            Ok(Standing::Held { waiting }) => verdicts.refuse(
+                Why::Waiting,
+                || "claimed by a running runner, waiting".into(),
+                hint(),
+                key,
+                waiting,
+            ),
+            Ok(Standing::Free(status)) => found.push((key, status == Status::Done)),
             Err(e) => verdicts.missing(e)?,
         }
     }

@@ -85,6 +85,15 @@ both_backends! {
             assert!(json["claim"]["retry_at"].is_string(), "{json}");
             let items = out(&env, &["items", batch]);
             assert!(items.contains("ConnectionError: reset by peer"), "{items}");
+            // A skip is refused (the run holds the item), in the same words:
+            // it said "in flight".
+            let skip = env.run(&["skip", batch, "k1", "--reason", "r"]);
+            let said = skip.code(2).error_line();
+            assert!(said.contains("claimed by a running runner, waiting: k1 (to retry at "), "{said}");
+            assert!(said.ends_with(" after a failed attempt) (stop the run or `cancel` first, then skip again)"), "{said}");
+            assert!(!said.contains("in flight"), "{said}");
+            let json = env.run(&["skip", batch, "k1", "--reason", "r", "--json"]).code(2).json();
+            assert_eq!(json["refused"][0]["why"], "waiting", "{json}");
         }
         for run in &mut runs {
             signal(run.id(), Signal::SIGINT);
