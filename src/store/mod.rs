@@ -23,6 +23,7 @@ mod engine;
 mod error;
 mod identity;
 mod location;
+mod older;
 mod ops;
 pub mod pg;
 mod refused;

@@ -161,7 +161,7 @@ impl Conn {
             ))
             .map_err(|e| StoreError::from(e).at(target))?;
         let off = measure_offset(&mut client, skew_ms).map_err(|e| e.at(target))?;
-        Ok(Conn {
+        let mut conn = Conn {
             client: Some(client),
             url: url.to_string(),
             access,
@@ -171,7 +171,12 @@ impl Conn {
             off,
             expect: None,
             replaced: false,
-        })
+        };
+        // Each session of its own: temporary views end with the session.
+        if access == Access::ReadOnly {
+            super::schema::shim_reader(&mut conn, target)?;
+        }
+        Ok(conn)
     }
 
     fn client(&mut self) -> Result<&mut Client> {

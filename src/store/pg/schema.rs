@@ -729,7 +729,8 @@ fn version(conn: &mut Conn) -> Result<Option<i32>> {
 
 /// Refuses databases without the nightshift schema, or with a newer one;
 /// a read-only session also one with an older layout, which it cannot
-/// migrate (see `StoreError::OlderSchema`).
+/// migrate (see `StoreError::OlderSchema`), unless it only lacks columns
+/// (see [`shim_reader`]).
 pub(super) fn check_identity(conn: &mut Conn, target: &Path, access: Access) -> Result<()> {
     let version = version(conn).map_err(|e| e.at(target))?;
     match version {
@@ -739,7 +740,7 @@ pub(super) fn check_identity(conn: &mut Conn, target: &Path, access: Access) -> 
             found: v,
             supported: PG_SCHEMA_VERSION,
         }),
-        Some(v) if v < PG_SCHEMA_VERSION && access == Access::ReadOnly => {
+        Some(v) if v < readable_from() && access == Access::ReadOnly => {
             Err(StoreError::OlderSchema {
                 path: target.to_path_buf(),
                 found: v,
@@ -748,6 +749,40 @@ pub(super) fn check_identity(conn: &mut Conn, target: &Path, access: Access) -> 
         }
         Some(_) => Ok(()),
     }
+}
+
+/// The oldest layout a read-only session reads (through views, see
+/// `store::older`): every migration since only adds columns.
+fn readable_from() -> i32 {
+    static FROM: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *FROM.get_or_init(|| crate::store::older::readable_from(&MIGRATIONS))
+}
+
+/// On a read-only session of a store with an older layout that only lacks
+/// columns: shadows each table that has gained some with a temporary view
+/// that has them, as the upgrade would fill them (`pg_temp` comes first in
+/// the search path). Only the session's own temporary schema is written;
+/// where it cannot be (a standby), the store is refused as too old.
+pub(super) fn shim_reader(conn: &mut Conn, target: &Path) -> Result<()> {
+    let Some(found) = version(conn)? else {
+        return Ok(());
+    };
+    let Some(missing) = crate::store::older::missing(&MIGRATIONS, found) else {
+        return Ok(());
+    };
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let views = crate::store::older::views(&missing, "nightshift", true);
+    conn.simple(&format!("BEGIN READ WRITE; {views} COMMIT;"))
+        .map_err(|_| {
+            let _ = conn.simple("ROLLBACK");
+            StoreError::OlderSchema {
+                path: target.to_path_buf(),
+                found,
+                supported: PG_SCHEMA_VERSION,
+            }
+        })
 }
 
 /// Brings the database to `PG_SCHEMA_VERSION` in one transaction. True if

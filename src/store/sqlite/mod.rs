@@ -538,10 +538,11 @@ fn check_identity(conn: &Connection, path: &Path) -> Result<i32> {
     Ok(version)
 }
 
-/// A read-only open reads only the current layout (see
+/// A read-only open reads the current layout, and older ones that only
+/// lack columns (see `store::older`); an older one it refuses (see
 /// [`StoreError::OlderSchema`]).
 fn check_current(version: i32, path: &Path) -> Result<()> {
-    if version < SCHEMA_VERSION {
+    if version < schema::readable_from() {
         return Err(StoreError::OlderSchema {
             path: path.to_path_buf(),
             found: version,

@@ -70,6 +70,13 @@ fn open(path: &Path, query: &str) -> Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| StoreError::from_sqlite(e, path))?;
+    // Before `query_only`, which refuses even a temporary view.
+    let version: i32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| StoreError::from_sqlite(e, path))?;
+    if (schema::readable_from()..schema::SCHEMA_VERSION).contains(&version) {
+        schema::shim_reader(&conn, version).map_err(|e| StoreError::from_sqlite(e, path))?;
+    }
     schema::configure_reader(&conn).map_err(|e| StoreError::from_sqlite(e, path))?;
     Ok(conn)
 }

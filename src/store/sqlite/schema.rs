@@ -716,6 +716,30 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
 type Step = fn(&Connection) -> rusqlite::Result<()>;
 const STEPS_AFTER: [(&str, Step); 1] = [(V21, super::key_table::unkey_items)];
 
+/// The oldest layout a read-only open reads (through views, see
+/// `store::older`): every migration since only adds columns.
+pub fn readable_from() -> i32 {
+    static FROM: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *FROM.get_or_init(|| crate::store::older::readable_from(&MIGRATIONS))
+}
+
+/// On a read-only connection to a store at an older `version` (at least
+/// [`readable_from`]): shadows each table that has gained columns since
+/// with a view that has them, as the upgrade would fill them. In memory:
+/// the store's files are never written.
+pub fn shim_reader(conn: &Connection, version: i32) -> rusqlite::Result<()> {
+    let Some(missing) = crate::store::older::missing(&MIGRATIONS, version) else {
+        return Ok(());
+    };
+    if missing.is_empty() {
+        return Ok(());
+    }
+    conn.execute_batch(&format!(
+        "PRAGMA temp_store = MEMORY;\n{}",
+        crate::store::older::views(&missing, "main", false)
+    ))
+}
+
 /// Pragmas for every read-write connection. Set once on open.
 pub fn configure_writer(conn: &mut Connection) -> rusqlite::Result<()> {
     conn.busy_handler(Some(wait_for_lock()))?;

@@ -327,6 +327,48 @@ both_backends! {
         env.run(&["add", "b", "b-items.jsonl"]).code(0);
     }
 
+    /// A store the previous release left, whose newer layouts only add
+    /// columns (the last three migrations undone here): reads take it as
+    /// it is, say what they say after the upgrade, and write nothing. They
+    /// refused it ("has an older layout"), so the first `status` after an
+    /// upgrade failed until a write upgraded the store.
+    fn a_store_whose_newer_layouts_only_add_columns_is_read_as_it_is(env) {
+        env.config("[batch.b]\nworker = [\"sh\", \"-c\", \"cat >/dev/null; echo '{}'\"]\n");
+        env.add_items("b", 3);
+        env.run(&["run", "b", "--limit", "1"]).code(0);
+        let reads: [&[&str]; 4] = [
+            &["items", "b", "--json"],
+            &["show", "b", "k2", "--json"],
+            &["show", "b", "k1"],
+            &["log", "b", "--json"],
+        ];
+        let said: Vec<String> = reads.iter().map(|a| env.run(a).code(0).stdout.clone()).collect();
+        let counts = batch(&env.status(), "b").clone();
+        match env.backend {
+            Backend::Sqlite => env.sql().execute_batch(
+                "ALTER TABLE items DROP COLUMN pool_wait_since; ALTER TABLE items DROP COLUMN retry_at;
+                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
+                 PRAGMA user_version = 21;").unwrap(),
+            Backend::Pg => env.pg_sql().batch_execute(
+                "ALTER TABLE items DROP COLUMN pool_wait_since, DROP COLUMN retry_at;
+                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
+                 UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';").unwrap(),
+        }
+        let before = env.snapshot();
+        for (args, said) in reads.iter().zip(&said) {
+            let ran = env.run(args);
+            assert_eq!(&ran.code(0).stdout, said, "{args:?}: {}", ran.stderr);
+        }
+        assert_eq!(batch(&env.status(), "b"), &counts);
+        assert!(env.run(&["status"]).code(0).stdout.contains("2 wait for a run"), "{}", env.run(&["status"]).stdout);
+        assert_eq!(env.snapshot(), before, "reads change nothing, and do not migrate");
+        // A write upgrades it, as before.
+        env.run(&["init"]).code(0);
+        assert_ne!(env.snapshot(), before);
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(batch(&env.status(), "b")["done"], 3);
+    }
+
     /// The same through a batch's `source`: yesterday's list again, after a
     /// prune, runs nothing.
     fn a_source_listing_pruned_items_again_runs_nothing(env) {
