@@ -206,8 +206,8 @@ mod tests {
         );
         assert_eq!(
             views(&missing(&migrations, 4).unwrap(), "nightshift", true),
-            "CREATE TEMP VIEW items AS SELECT *, CAST(NULL AS DOUBLE PRECISION) AS d FROM nightshift.items;\n\
-             CREATE TEMP VIEW runs AS SELECT *, CAST(0 AS INTEGER) AS c FROM nightshift.runs;\n"
+            "CREATE TEMP VIEW runs AS SELECT *, CAST(0 AS INTEGER) AS c FROM nightshift.runs;\n\
+             CREATE TEMP VIEW items AS SELECT *, CAST(NULL AS DOUBLE PRECISION) AS d FROM nightshift.items;\n"
         );
         assert_eq!(missing(&migrations, 5), Some(vec![]), "current: nothing");
     }

@@ -50,8 +50,18 @@ pub struct Dash {
     pub clipboard: Arc<AtomicBool>,
     /// Bytes the program wrote to the terminal so far.
     pub bytes: Arc<AtomicU64>,
+    /// Every screen the output passed through since the last key (see
+    /// [`Dash::wait_seen`]).
+    seen: Arc<Mutex<Vec<String>>>,
     pub cols: u16,
 }
+
+/// Screens kept for [`Dash::wait_seen`]; the oldest go first.
+const SEEN_SCREENS: usize = 4096;
+/// The output is fed to the screen in pieces of this size, each screen
+/// kept: a frame that a starved reader gets together with later ones is
+/// still seen.
+const SEEN_PIECE: usize = 1024;
 
 impl Dash {
     /// Starts `nightshift ARGS` on `db` in a `cols`×`rows` terminal, as user
@@ -89,7 +99,8 @@ impl Dash {
         )));
         let bytes = Arc::new(AtomicU64::new(0));
         let mut reader = pair.master.try_clone_reader().unwrap();
-        let (p, b) = (parser.clone(), bytes.clone());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (p, b, kept) = (parser.clone(), bytes.clone(), seen.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 65536];
             loop {
@@ -97,7 +108,17 @@ impl Dash {
                     Ok(0) | Err(_) => return,
                     Ok(n) => {
                         b.fetch_add(n as u64, Ordering::SeqCst);
-                        p.lock().unwrap().process(&buf[..n]);
+                        for piece in buf[..n].chunks(SEEN_PIECE) {
+                            let mut parser = p.lock().unwrap();
+                            parser.process(piece);
+                            let screen = parser.screen().contents();
+                            drop(parser);
+                            let mut kept = kept.lock().unwrap();
+                            if kept.len() == SEEN_SCREENS {
+                                kept.remove(0);
+                            }
+                            kept.push(screen);
+                        }
                     }
                 }
             }
@@ -111,6 +132,7 @@ impl Dash {
             title_set,
             clipboard,
             bytes,
+            seen,
             cols,
         }
     }
@@ -118,6 +140,7 @@ impl Dash {
     /// Sends one key (bytes as a terminal sends them). Keys go one at a
     /// time: an Esc followed at once by a letter would read as Alt+letter.
     pub fn key(&mut self, bytes: &str) {
+        self.seen.lock().unwrap().clear();
         self.writer.write_all(bytes.as_bytes()).unwrap();
         self.writer.flush().unwrap();
         std::thread::sleep(Duration::from_millis(40));
@@ -126,6 +149,7 @@ impl Dash {
     /// Sends several keys in one write, as a terminal delivers keys
     /// pressed quickly (they reach the program in one read).
     pub fn keys_at_once(&mut self, bytes: &str) {
+        self.seen.lock().unwrap().clear();
         self.writer.write_all(bytes.as_bytes()).unwrap();
         self.writer.flush().unwrap();
     }
@@ -162,6 +186,22 @@ impl Dash {
             }
             if start.elapsed() > PATIENCE {
                 panic!("waited for {what}; the screen shows:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until a screen since the last key showed `text`, and returns
+    /// that screen: for a message shown a few seconds, which a test thread
+    /// starved on a loaded machine may never sample on the screen itself.
+    pub fn wait_seen(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(screen) = self.seen.lock().unwrap().iter().find(|s| s.contains(text)) {
+                return screen.clone();
+            }
+            if start.elapsed() > PATIENCE {
+                panic!("waited for {text}; the screen shows:\n{}", self.screen());
             }
             std::thread::sleep(Duration::from_millis(20));
         }

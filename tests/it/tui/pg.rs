@@ -97,7 +97,7 @@ fn a_runner_started_from_the_dashboard_uses_the_same_database() {
         .as_i64()
         .unwrap_or(0);
     dash.key("r");
-    dash.wait_text("started a run of articles (pid");
+    dash.wait_seen("started a run of articles (pid");
     let start = std::time::Instant::now();
     let last_run = loop {
         let status = env.status();

@@ -297,7 +297,7 @@ fn resume_starts_a_runner_that_outlives_the_dashboard() {
     let mut dash = open(&env, &[]);
     dash.wait_loaded();
     dash.key("r");
-    let screen = dash.wait_text("started a run of articles (pid");
+    let screen = dash.wait_seen("started a run of articles (pid");
     let pid: u32 = screen
         .split("(pid ")
         .nth(1)
@@ -362,7 +362,7 @@ fn resume_after_the_program_was_replaced() {
     std::fs::copy(BIN, &new).unwrap();
     std::fs::rename(&new, &exe).unwrap();
     dash.key("r");
-    dash.wait_text("started a run of articles (pid");
+    dash.wait_seen("started a run of articles (pid");
     let start = Instant::now();
     loop {
         let run = env.status()["batches"][0]["last_run"].clone();
