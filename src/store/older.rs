@@ -3,7 +3,8 @@
 //! dashboard over SSH) must not write, and refusing every store the
 //! previous release left made the first look after an upgrade fail.
 //!
-//! Where every migration since the store's version only adds columns, the
+//! Where every migration since the store's version only adds columns (or
+//! drops triggers, which reads do not see), the
 //! reader shadows each table that gained some with a temporary view of the
 //! same name: the table's own columns, then each added one with the value
 //! its migration gives existing rows (its default, else NULL). The
@@ -22,7 +23,8 @@ pub(crate) struct Added {
     pub default: Option<String>,
 }
 
-/// The columns `migration` adds, if adding columns is all it does.
+/// The columns `migration` adds, if adding columns (and dropping
+/// triggers) is all it does.
 fn added_by(migration: &str) -> Option<Vec<Added>> {
     let text: String = migration
         .lines()
@@ -47,6 +49,9 @@ fn added_by(migration: &str) -> Option<Vec<Added>> {
                 ..,
             ] => 8,
             ["ALTER", "TABLE", _, "ADD", "COLUMN", ..] => 5,
+            // A trigger that kept other rows up to date, gone: reads do not
+            // see it, and a reader writes nothing it would have fired on.
+            ["DROP", "TRIGGER", ..] | ["DROP", "FUNCTION", ..] => continue,
             _ => return None,
         };
         let table = words[2].rsplit('.').next().unwrap_or(words[2]);
@@ -187,9 +192,15 @@ mod tests {
             "ALTER TABLE items ADD COLUMN a INTEGER; UPDATE items SET a = 1;",
             "ALTER TABLE items DROP COLUMN a;",
             "ALTER TABLE items RENAME COLUMN a TO b;",
+            "CREATE TRIGGER t AFTER INSERT ON items BEGIN SELECT 1; END;",
         ] {
             assert_eq!(added_by(more), None, "{more}");
         }
+        assert_eq!(
+            added_by("DROP TRIGGER t ON nightshift.items;\nDROP FUNCTION nightshift.t();"),
+            Some(vec![]),
+            "a trigger gone changes nothing a read sees"
+        );
         let migrations = [
             "CREATE TABLE items (id INTEGER);",
             "ALTER TABLE items ADD COLUMN a INTEGER;",

@@ -161,6 +161,17 @@ fn add_part_by_arrays(
     })
 }
 
+/// `n` items added to batch `id`, into its pending count: an add counts
+/// its own items, once (no trigger keeps a copy of every row to count).
+fn count_pending(c: &mut Conn, id: i64, n: u64) -> Result<()> {
+    c.x(
+        "INSERT INTO counts AS c (batch_id, bucket, shard, n) VALUES ($1, 'pending', shard(), $2)
+         ON CONFLICT (batch_id, bucket, shard) DO UPDATE SET n = c.n + excluded.n",
+        &[&id, &(n as i64)],
+    )?;
+    Ok(())
+}
+
 /// Statistics of `items` taken again after an add of a tenth of the table
 /// or more (or into one never analysed), in the add's transaction, which
 /// counts its own rows. Without them a claim right after a big add is
@@ -320,6 +331,7 @@ impl Adding {
             ..self.report
         };
         if report.added > 0 {
+            count_pending(c, self.to.0, report.added)?;
             insert_event(c, &add::added_event(batch, &report, None, now))?;
         }
         refresh_statistics(c, report.added)?;

@@ -991,7 +991,11 @@ fn a_fresh_fed_add_meeting_a_key_added_meanwhile_adds_the_rest() {
                      INSERT INTO items (batch_id, key, label, payload, status, created_at,
                                         updated_at)
                      SELECT id, 'k09000', 'meanwhile', '{}', 'pending', 0, 0
-                       FROM batches WHERE name = 'b'",
+                       FROM batches WHERE name = 'b';
+                     -- As an add counts the items it adds.
+                     INSERT INTO counts AS c (batch_id, bucket, shard, n)
+                     SELECT id, 'pending', shard(), 1 FROM batches WHERE name = 'b'
+                     ON CONFLICT (batch_id, bucket, shard) DO UPDATE SET n = c.n + 1",
                 )
                 .unwrap();
         },
