@@ -32,9 +32,14 @@ fn cells(g: &str) -> usize {
             .count()
 }
 
+/// Printable ASCII only: each byte one grapheme of one cell.
+fn plain(s: &str) -> bool {
+    s.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
 /// Display width: the cells `s` takes on one line.
 pub fn width(s: &str) -> usize {
-    if s.is_ascii() && !s.bytes().any(|b| b.is_ascii_control()) {
+    if plain(s) {
         return s.len();
     }
     s.graphemes(true).map(cells).sum()
@@ -43,6 +48,11 @@ pub fn width(s: &str) -> usize {
 /// The longest start of `s` (whole graphemes) that takes at most `max`
 /// cells.
 pub fn head(s: &str, max: usize) -> &str {
+    // Printable ASCII: a grapheme and a cell a byte (a listing of 100,000
+    // keys spent a third of its time segmenting them).
+    if plain(s) {
+        return &s[..s.len().min(max)];
+    }
     let mut used = 0;
     for (i, g) in s.grapheme_indices(true) {
         used += cells(g);
@@ -319,6 +329,27 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The printable-ASCII shortcut measures and cuts as the grapheme
+        /// walk does, controls and `\r\n` (one grapheme) included.
+        #[test]
+        fn ascii_is_measured_and_cut_as_graphemes_are(
+            s in "[ -~\t\r\n\x1b\x7f]{0,40}",
+            max in 0usize..45,
+        ) {
+            let walked: usize = s.graphemes(true).map(cells).sum();
+            proptest::prop_assert_eq!(width(&s), walked);
+            let mut used = 0;
+            let mut end = s.len();
+            for (i, g) in s.grapheme_indices(true) {
+                used += cells(g);
+                if used > max {
+                    end = i;
+                    break;
+                }
+            }
+            proptest::prop_assert_eq!(head(&s, max), &s[..end]);
+        }
+
         #[test]
         fn wrap_keeps_every_grapheme_within_the_width(
             s in "[a-z 記事ブログ。、🎉\u{301}ｶﾞ]{0,60}",
