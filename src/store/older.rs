@@ -115,6 +115,11 @@ pub(crate) fn readable_from(migrations: &[&str]) -> i32 {
 /// What a store at `version` lacks, by table in the order added; `None`
 /// when it is too old to read that way (see [`readable_from`]).
 pub(crate) fn missing(migrations: &[&str], version: i32) -> Option<Vec<(String, Vec<Added>)>> {
+    // Current (every open but the first after an upgrade): nothing to
+    // parse.
+    if version >= migrations.len() as i32 {
+        return Some(Vec::new());
+    }
     if version < readable_from(migrations) {
         return None;
     }

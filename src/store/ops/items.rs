@@ -327,12 +327,12 @@ pub(super) fn fail_in(tx: &mut dyn Write, f: &Failure<'_>, event: &NewEvent) -> 
 /// The runs holding a live seat of the batch lock: only they work their
 /// claims (one crashed here is dead at once, as every view says).
 fn live_runs(tx: &mut dyn Read, b: i64, batch: &str, now: Millis) -> Result<Vec<i64>> {
-    Ok(tx
-        .seats(b, batch)?
+    let locks = tx.seats(b, batch)?;
+    let seats: Vec<_> = locks
         .iter()
-        .filter(|l| super::liveness::seat(l, now).is_live())
-        .filter_map(|l| l.run_id)
-        .collect())
+        .map(|l| super::liveness::seat(l, now))
+        .collect();
+    Ok(super::liveness::live_runs(&locks, &seats))
 }
 
 /// An item as a skip sees it.

@@ -28,11 +28,6 @@ pub fn lapsed(lock: &LockInfo, now: Millis) -> bool {
     lock.expires_at < now && !seat(lock, now).is_live()
 }
 
-/// Who is alive among a batch's seats and its last run, as of `now`.
-/// `claimed_by(live)` counts the claimed items of every run but those
-/// `live` by their attempts, `(attempts, how many)`: the orphaned claims,
-/// every claim when no runner is live. It is asked only when some item is
-/// claimed.
 /// The runs holding a live seat of `locks` (`seats`: each one judged, in
 /// order). Every other run's claim is orphaned, as each claim's own view
 /// judges it (`claim_view`): its runner crashed or went silent, or it holds
@@ -46,6 +41,11 @@ pub fn live_runs(locks: &[LockInfo], seats: &[Seat]) -> Vec<i64> {
         .collect()
 }
 
+/// Who is alive among a batch's seats and its last run, as of `now`.
+/// `claimed_by(live)` counts the claimed items of every run but those
+/// `live` by their attempts, `(attempts, how many)`: the orphaned claims,
+/// every claim when no runner is live. It is asked only when some item is
+/// claimed.
 pub(crate) fn runners<E>(
     info: &BatchInfo,
     now: Millis,

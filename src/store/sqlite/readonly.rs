@@ -74,9 +74,7 @@ fn open(path: &Path, query: &str) -> Result<Connection> {
     let version: i32 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(|e| StoreError::from_sqlite(e, path))?;
-    if (schema::readable_from()..schema::SCHEMA_VERSION).contains(&version) {
-        schema::shim_reader(&conn, version).map_err(|e| StoreError::from_sqlite(e, path))?;
-    }
+    schema::shim_reader(&conn, version).map_err(|e| StoreError::from_sqlite(e, path))?;
     schema::configure_reader(&conn).map_err(|e| StoreError::from_sqlite(e, path))?;
     Ok(conn)
 }

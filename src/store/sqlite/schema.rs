@@ -723,10 +723,11 @@ pub fn readable_from() -> i32 {
     *FROM.get_or_init(|| crate::store::older::readable_from(&MIGRATIONS))
 }
 
-/// On a read-only connection to a store at an older `version` (at least
-/// [`readable_from`]): shadows each table that has gained columns since
-/// with a view that has them, as the upgrade would fill them. In memory:
-/// the store's files are never written.
+/// On a read-only connection to a store at `version`, if older but at
+/// least [`readable_from`]: shadows each table that has gained columns
+/// since with a view that has them, as the upgrade would fill them. In
+/// memory: the store's files are never written. Any other version is left
+/// as it is (a current one needs nothing; an older one is refused).
 pub fn shim_reader(conn: &Connection, version: i32) -> rusqlite::Result<()> {
     let Some(missing) = crate::store::older::missing(&MIGRATIONS, version) else {
         return Ok(());
