@@ -3,6 +3,7 @@
 //! window title or the clipboard.
 #![allow(dead_code)]
 
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -52,7 +53,7 @@ pub struct Dash {
     pub bytes: Arc<AtomicU64>,
     /// Every screen the output passed through since the last key (see
     /// [`Dash::wait_seen`]).
-    seen: Arc<Mutex<Vec<String>>>,
+    seen: Arc<Mutex<VecDeque<String>>>,
     pub cols: u16,
 }
 
@@ -99,7 +100,7 @@ impl Dash {
         )));
         let bytes = Arc::new(AtomicU64::new(0));
         let mut reader = pair.master.try_clone_reader().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::new(Mutex::new(VecDeque::new()));
         let (p, b, kept) = (parser.clone(), bytes.clone(), seen.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 65536];
@@ -115,9 +116,9 @@ impl Dash {
                             drop(parser);
                             let mut kept = kept.lock().unwrap();
                             if kept.len() == SEEN_SCREENS {
-                                kept.remove(0);
+                                kept.pop_front();
                             }
-                            kept.push(screen);
+                            kept.push_back(screen);
                         }
                     }
                 }
