@@ -24,7 +24,7 @@ pub(crate) struct Added {
 }
 
 /// The columns `migration` adds, if adding columns (and dropping
-/// triggers) is all it does.
+/// triggers, changing indexes) is all it does.
 fn added_by(migration: &str) -> Option<Vec<Added>> {
     let text: String = migration
         .lines()
@@ -52,6 +52,8 @@ fn added_by(migration: &str) -> Option<Vec<Added>> {
             // A trigger that kept other rows up to date, gone: reads do not
             // see it, and a reader writes nothing it would have fired on.
             ["DROP", "TRIGGER", ..] | ["DROP", "FUNCTION", ..] => continue,
+            // An index changes how a read finds its rows, never which.
+            ["DROP", "INDEX", ..] | ["CREATE", "INDEX", ..] => continue,
             _ => return None,
         };
         let table = words[2].rsplit('.').next().unwrap_or(words[2]);
@@ -206,15 +208,20 @@ mod tests {
             Some(vec![]),
             "a trigger gone changes nothing a read sees"
         );
+        assert_eq!(
+            added_by("DROP INDEX q;\nCREATE INDEX q ON items (a, b)\n    WHERE a = 1 OR b = 'x';"),
+            Some(vec![]),
+            "an index changed changes how a read finds rows, not which"
+        );
         let migrations = [
             "CREATE TABLE items (id INTEGER);",
             "ALTER TABLE items ADD COLUMN a INTEGER;",
-            "CREATE INDEX i ON items (a);",
+            "CREATE TABLE more (a INTEGER);",
             "ALTER TABLE items ADD COLUMN b TEXT;",
             "ALTER TABLE runs ADD COLUMN c INTEGER NOT NULL DEFAULT 0; ALTER TABLE items ADD COLUMN d DOUBLE PRECISION;",
         ];
         assert_eq!(readable_from(&migrations), 3);
-        assert_eq!(missing(&migrations, 2), None, "an index since: refused");
+        assert_eq!(missing(&migrations, 2), None, "a table since: refused");
         assert_eq!(
             views(&missing(&migrations, 3).unwrap(), "main", false),
             "CREATE TEMP VIEW items AS SELECT *, NULL AS b, NULL AS d FROM main.items;\n\

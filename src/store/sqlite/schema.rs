@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 24;
+pub const SCHEMA_VERSION: i32 = 25;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -707,9 +707,26 @@ const V23: &str = "ALTER TABLE items ADD COLUMN retry_at INTEGER;";
 /// `token_estimate` or each item's `estimate_field`.
 const V24: &str = "ALTER TABLE run_usage ADD COLUMN reported_estimate INTEGER NOT NULL DEFAULT 0;";
 
+// ---- Queue entries only for what a claim or redrive takes (issue 19) ----
+/// Version 25: `items_queue` leaves out failures of the manual tier. Only
+/// a claim (pending rows) and a redrive (the retry tier's, by time) read
+/// it; a dead letter waits for a requeue by hand, which finds it, as every
+/// list of failed items does, through `items_failed`. Each requeued dead
+/// letter deleted its entry here (a seek over keys that share their first
+/// five columns with every other dead letter of the batch), and each
+/// failure to the manual tier inserted one: requeue of 100,000 0.60 ->
+/// 0.51 s. A read that wants the retry tier names it (`tier = 'retry'`),
+/// which is how SQLite proves the index's condition.
+const V25: &str = "
+DROP INDEX items_queue;
+CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at, priority DESC)
+    WHERE status = 'pending' OR tier = 'retry';
+";
+// ---- end of queue entries for what a claim or redrive takes ----
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24,
+    V22, V23, V24, V25,
 ];
 
 /// What a migration needs beyond SQL, run right after the SQL named.

@@ -474,3 +474,73 @@ fn the_views_over_an_older_layout_have_the_current_columns() {
         assert_eq!(columns(&conn), current, "version {version}");
     }
 }
+
+/// Version 25: the queue index leaves out dead letters (the manual tier),
+/// which only a requeue by hand takes: a redrive still finds the retry
+/// tier's failures through it by time, every read of dead letters finds
+/// them through `items_failed`, and a dead letter moved back to pending
+/// (and one made) keeps both indexes whole.
+#[test]
+fn version_24_stores_keep_dead_letters_out_of_the_queue_index() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    let before = MIGRATIONS.iter().position(|m| *m == V25).unwrap();
+    for sql in &MIGRATIONS[..before] {
+        conn.execute_batch(sql).unwrap();
+    }
+    conn.execute_batch(&format!(
+        "PRAGMA user_version = {before};
+         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+         INSERT INTO items (batch_id, key, label, payload, status, tier, outcome, error_class,
+                            next_attempt_at, created_at, updated_at)
+         VALUES (1, 'p', 'p', '{{}}', 'pending', NULL, NULL, NULL, NULL, 0, 0),
+                (1, 'r', 'r', '{{}}', 'failed', 'retry', NULL, 'E', 5, 0, 0),
+                (1, 'm', 'm', '{{}}', 'failed', 'manual', NULL, 'E', NULL, 0, 0),
+                (1, 'd', 'd', '{{}}', 'done', NULL, 'done', NULL, NULL, 0, 0);"
+    ))
+    .unwrap();
+    migrate(&mut conn).unwrap();
+    let keys = |sql: &str, args: [i64; 2]| -> Vec<String> {
+        let mut st = conn.prepare(sql).unwrap();
+        let n = st.parameter_count();
+        st.query_map(rusqlite::params_from_iter(&args[..n]), |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let due = "SELECT key FROM items WHERE batch_id = ?1 AND status = 'failed' AND tier = 'retry'
+                 AND next_attempt_at <= ?2";
+    assert!(
+        plan(&conn, due).contains("INDEX items_queue"),
+        "{}",
+        plan(&conn, due)
+    );
+    assert_eq!(keys(due, [1, 10]), ["r"]);
+    let dead =
+        "SELECT key FROM items WHERE batch_id = ?1 AND status = 'failed' AND tier = 'manual'";
+    assert!(
+        plan(&conn, dead).contains("INDEX items_failed"),
+        "{}",
+        plan(&conn, dead)
+    );
+    assert_eq!(keys(dead, [1, 0]), ["m"]);
+    let claimable = |conn: &Connection| -> Vec<String> {
+        let mut st = conn.prepare(super::super::hot::CLAIMABLE).unwrap();
+        st.query_map(rusqlite::params![1, 10], |r| r.get(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(claimable(&conn), ["p"]);
+    // A dead letter requeued, a pending item failed to the manual tier.
+    conn.execute_batch(
+        "UPDATE items SET status = 'pending', tier = NULL, error_class = NULL WHERE key = 'm';
+         UPDATE items SET status = 'failed', tier = 'manual', error_class = 'E' WHERE key = 'p';",
+    )
+    .unwrap();
+    assert_eq!(claimable(&conn), ["m"]);
+    assert_eq!(keys(dead, [1, 0]), ["p"]);
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}
