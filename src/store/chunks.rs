@@ -37,6 +37,8 @@ pub(crate) struct Chunks {
     size: usize,
     target: Duration,
     max: usize,
+    /// A chunk has run: the next one first leaves the lock free.
+    ran: bool,
 }
 
 impl Chunks {
@@ -45,6 +47,7 @@ impl Chunks {
             size: first.clamp(MIN_ROWS, MAX_ROWS),
             target: TARGET,
             max: MAX_ROWS,
+            ran: false,
         }
     }
 
@@ -56,12 +59,14 @@ impl Chunks {
                 size: FIRST_LIVE_ROWS,
                 target: TARGET,
                 max: MAX_ROWS,
+                ran: false,
             }
         } else {
             Chunks {
                 size: FIRST_IDLE_ROWS,
                 target: INSERT_IDLE_TARGET,
                 max: MAX_INSERT_ROWS,
+                ran: false,
             }
         }
     }
@@ -73,6 +78,7 @@ impl Chunks {
             size: 500,
             target: INSERT_TARGET,
             max: MAX_INSERT_ROWS,
+            ran: false,
         }
     }
 
@@ -116,8 +122,13 @@ impl Chunks {
 
     /// Runs one chunk: `f` gets the chunk size and returns how many rows it
     /// handled. The next size is scaled towards the target (at most doubled
-    /// or halved at a time); then the lock is left free for [`GAP`].
+    /// or halved at a time). Between two chunks the lock is left free for
+    /// [`GAP`]; after the last, nothing waits.
     pub(crate) fn run<T>(&mut self, f: impl FnOnce(usize) -> T) -> T {
+        if self.ran {
+            std::thread::sleep(GAP);
+        }
+        self.ran = true;
         let started = Instant::now();
         let out = f(self.size);
         let took = started.elapsed().max(Duration::from_micros(100));
@@ -125,7 +136,6 @@ impl Chunks {
         self.size = (scaled as usize)
             .clamp(self.size / 2, self.size * 2)
             .clamp(MIN_ROWS, self.max);
-        std::thread::sleep(GAP);
         out
     }
 }

@@ -86,6 +86,20 @@ impl Store {
         }
     }
 
+    /// Runs `f`, a bulk write of many commits (requeue, add), with SQLite's
+    /// WAL checkpointed beside it rather than inside its commits (see
+    /// `sqlite::beside`); PostgreSQL checkpoints on its own.
+    pub fn with_checkpoints_beside<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> T {
+        if let Store::Sqlite(s) = self {
+            s.begin_checkpoints_beside();
+        }
+        let out = f(self);
+        if let Store::Sqlite(s) = self {
+            s.end_checkpoints_beside();
+        }
+        out
+    }
+
     /// A small page cache for a run's hot path (SQLite; the server keeps
     /// PostgreSQL's), so the runner's memory stays flat as the store grows.
     pub fn use_runner_cache(&self) {

@@ -87,41 +87,43 @@ impl Store {
             Chunks::new(1_000)
         };
         let total = matched.len();
-        // Taken by value, chunk by chunk: the moved ones are returned
-        // without a copy of their keys and labels.
-        let mut rest = matched.into_iter();
-        while rest.len() > 0 {
-            if let Some(signal) = self.stop_requested() {
-                let cause = StoreError::Interrupted(signal);
-                return Err(requeue_cut_short(sel, moved.len(), total, cause));
+        // Many commits: their checkpoints run beside them.
+        self.with_checkpoints_beside(|store| {
+            // Taken by value, chunk by chunk: the moved ones are returned
+            // without a copy of their keys and labels.
+            let mut rest = matched.into_iter();
+            while rest.len() > 0 {
+                if let Some(signal) = store.stop_requested() {
+                    let cause = StoreError::Interrupted(signal);
+                    return Err(requeue_cut_short(sel, moved.len(), total, cause));
+                }
+                if store.single_writer() {
+                    let live = store.read_tx(|tx| tx.any_live_seat(crate::util::time::now_ms()));
+                    chunks.requeue_pace(live.unwrap_or(true));
+                }
+                let step = chunks.run(|size| -> Result<()> {
+                    let chunk: Vec<(i64, Requeue)> = rest.by_ref().take(size).collect();
+                    // In id order (the events' order), whatever the keys' order.
+                    let mut ids: Vec<i64> = chunk.iter().map(|(id, _)| *id).collect();
+                    ids.sort_unstable();
+                    let done = store.write_tx(|tx| {
+                        let b = tx.batch_id(batch)?;
+                        tx.requeue_chunk(b, sel, &ids, reset_attempts, actor, now)
+                    })?;
+                    moved.extend(
+                        chunk
+                            .into_iter()
+                            .filter(|(id, _)| done.contains(id))
+                            .map(|(_, r)| r),
+                    );
+                    Ok(())
+                });
+                if let Err(cause) = step {
+                    return Err(requeue_cut_short(sel, moved.len(), total, cause));
+                }
             }
-            if self.single_writer() {
-                let live = self.read_tx(|tx| tx.any_live_seat(crate::util::time::now_ms()));
-                chunks.requeue_pace(live.unwrap_or(true));
-            }
-            let store = &mut *self;
-            let step = chunks.run(|size| -> Result<()> {
-                let chunk: Vec<(i64, Requeue)> = rest.by_ref().take(size).collect();
-                // In id order (the events' order), whatever the keys' order.
-                let mut ids: Vec<i64> = chunk.iter().map(|(id, _)| *id).collect();
-                ids.sort_unstable();
-                let done = store.write_tx(|tx| {
-                    let b = tx.batch_id(batch)?;
-                    tx.requeue_chunk(b, sel, &ids, reset_attempts, actor, now)
-                })?;
-                moved.extend(
-                    chunk
-                        .into_iter()
-                        .filter(|(id, _)| done.contains(id))
-                        .map(|(_, r)| r),
-                );
-                Ok(())
-            });
-            if let Err(cause) = step {
-                return Err(requeue_cut_short(sel, moved.len(), total, cause));
-            }
-        }
-        Ok(moved)
+            Ok(moved)
+        })
     }
 }
 

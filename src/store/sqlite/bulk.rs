@@ -42,6 +42,8 @@ impl Bulk for SqliteTx<'_> {
     ) -> Result<HashSet<i64>> {
         let ids = serde_json::to_string(ids)
             .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))?;
+        // The chunk counts itself (below): no trigger of its own.
+        let _off = counted::TriggersOff::new(self.conn)?;
         // Parameters: ?1 the ids, ?2 now, then the version (only when there
         // is one), then what each statement binds after it. What is fixed
         // for the whole requeue is written into the statement instead (a

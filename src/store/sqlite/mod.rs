@@ -3,6 +3,7 @@
 
 mod attempts;
 mod batches;
+mod beside;
 mod budgets;
 mod bulk;
 mod counted;
@@ -80,6 +81,8 @@ pub struct SqliteStore {
     search: std::sync::Mutex<views::SearchScan>,
     /// Bulk writes stop between chunks once this is set (`set_stop`).
     stop: crate::util::signals::Stop,
+    /// During a bulk write: the thread that checkpoints beside it.
+    beside: Option<beside::Beside>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -134,6 +137,7 @@ impl SqliteStore {
             doomed: false,
             search: Default::default(),
             stop: Default::default(),
+            beside: None,
         };
         if access == Access::ReadOnly {
             store.read(|conn| {
@@ -454,6 +458,24 @@ impl SqliteStore {
         StoreError::from_sqlite(e, &self.path)
     }
 
+    /// For a bulk write of many commits: the WAL checkpointed beside it
+    /// by a thread of its own rather than inside its commits (see
+    /// `beside`), until [`SqliteStore::end_checkpoints_beside`].
+    pub(crate) fn begin_checkpoints_beside(&mut self) {
+        if self.beside.is_none()
+            && let Some(conn) = self.conn.as_mut()
+        {
+            self.beside = beside::Beside::start(conn, &self.file);
+        }
+    }
+
+    /// The connection checkpoints inside its commits again.
+    pub(crate) fn end_checkpoints_beside(&mut self) {
+        if let (Some(b), Some(conn)) = (self.beside.take(), self.conn.as_mut()) {
+            b.finish(conn);
+        }
+    }
+
     /// Runs a passive WAL checkpoint; keeps the WAL short between runs.
     /// Inside a transaction (a group commit) SQLite cannot checkpoint and
     /// says SQLITE_LOCKED; it is skipped there: the WAL is checkpointed
@@ -589,6 +611,47 @@ mod tests {
             let exit = crate::commands::exit_for(&anyhow::Error::from(e));
             assert_eq!(exit, crate::commands::Exit::Store);
         }
+    }
+
+    /// A bulk write's commits leave their checkpoints to the thread beside
+    /// them: the file takes the pages while the writer's own automatic
+    /// checkpoint is off, and gets it back afterwards.
+    #[test]
+    fn a_bulk_writes_checkpoints_run_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let (mut s, _) = SqliteStore::create(&path).unwrap();
+        let auto = |s: &SqliteStore| -> i64 {
+            let conn = s.conn.as_ref().unwrap();
+            conn.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(auto(&s), 1000);
+        s.write(|tx| Ok(tx.execute_batch("CREATE TABLE t (x BLOB)")?))
+            .unwrap();
+        s.checkpoint().unwrap();
+        let before = std::fs::metadata(&path).unwrap().len();
+        s.begin_checkpoints_beside();
+        assert_eq!(auto(&s), 0, "the writer's commits do not checkpoint");
+        // Three commits of ~1,200 pages each: each fills the WAL past the
+        // threshold.
+        for _ in 0..3 {
+            s.write(|tx| {
+                Ok(tx.execute_batch(
+                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1200)
+                     INSERT INTO t SELECT randomblob(3000) FROM n",
+                )?)
+            })
+            .unwrap();
+        }
+        // Waits for the thread's last checkpoint.
+        s.end_checkpoints_beside();
+        assert_eq!(auto(&s), 1000, "the writer checkpoints again");
+        let after = std::fs::metadata(&path).unwrap().len();
+        assert!(
+            after > before + 3 * 1000 * 3000,
+            "the file took the pages: {before} -> {after} bytes"
+        );
     }
 
     fn rows(s: &SqliteStore) -> Vec<i64> {

@@ -41,6 +41,14 @@ pub(crate) fn install(conn: &mut Connection) -> rusqlite::Result<()> {
     }))
 }
 
+/// Notes that a commit just released the lock, for a commit hook other
+/// than this module's (`beside`).
+pub(crate) fn note_released() {
+    if enabled() {
+        RELEASED.with(|r| r.set(Some(Instant::now())));
+    }
+}
+
 /// Times one write transaction; `None` unless tracing.
 pub(crate) struct TxTimer(Instant);
 
