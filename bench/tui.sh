@@ -16,7 +16,7 @@ cargo build --release --quiet --bin nightshift --example tui_bench
 mkdir -p "$DIR"
 # Renamed whenever the schema the store is generated with changes (v1 is
 # still edited in place before its release): an old store would lack indexes.
-DB="$DIR/big-21.db"
+DB="$DIR/big-25.db"
 if [ ! -f "$DB" ]; then
     echo "generating $DB: 1,000,000 items, 100,000 dead letters, 1,000,000 events"
     "$TOOL" gen "$DB"
