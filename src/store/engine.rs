@@ -86,7 +86,7 @@ impl Store {
         }
     }
 
-    /// Runs `f`, a bulk write of many commits (requeue, add), with SQLite's
+    /// Runs `f`, a bulk write of many commits (a requeue), with SQLite's
     /// WAL checkpointed beside it rather than inside its commits (see
     /// `sqlite::beside`); PostgreSQL checkpoints on its own.
     pub fn with_checkpoints_beside<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> T {

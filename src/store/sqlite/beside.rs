@@ -1,4 +1,4 @@
-//! Checkpoints beside a bulk write (requeue, add): the WAL's pages are
+//! Checkpoints beside a bulk write (a requeue): the WAL's pages are
 //! copied into the file by a thread of their own, on a second connection,
 //! while the writer goes on with its next chunk.
 //!
@@ -16,11 +16,7 @@ use std::thread::JoinHandle;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::trace;
-
-/// The WAL size (pages) past which a commit asks for a checkpoint: SQLite's
-/// own automatic threshold.
-const PAGES: i32 = 1000;
+use super::trace::{self, AUTOCHECKPOINT_PAGES as PAGES};
 
 /// The way to wake the thread, shared with the commit hook: taken out
 /// to stop it, whichever hook the connection has by then.

@@ -819,18 +819,24 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     for (from, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
-        tx.execute_batch(sql)?;
-        for (after, step) in STEPS_AFTER {
-            if after == *sql {
-                step(&tx)?;
-            }
-        }
-        tx.execute_batch(&format!("PRAGMA user_version = {}", from + 1))?;
+        apply(&tx, from, sql)?;
     }
     if version == 0 {
         tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
     }
     tx.commit()
+}
+
+/// Takes a store at version `from` to the next with `sql`, that version's
+/// migration, and what it needs beyond SQL.
+fn apply(conn: &Connection, from: usize, sql: &str) -> rusqlite::Result<()> {
+    conn.execute_batch(sql)?;
+    for (after, step) in STEPS_AFTER {
+        if after == sql {
+            step(conn)?;
+        }
+    }
+    conn.execute_batch(&format!("PRAGMA user_version = {}", from + 1))
 }
 
 #[cfg(test)]

@@ -3,6 +3,21 @@
 
 use super::*;
 
+/// A store in memory at the layout `version` (its migrations applied as
+/// `migrate` applies them), before any later one.
+fn at_version(version: usize) -> Connection {
+    let conn = Connection::open_in_memory().unwrap();
+    for (from, sql) in MIGRATIONS[..version].iter().enumerate() {
+        apply(&conn, from, sql).unwrap();
+    }
+    conn
+}
+
+/// The version a store has just before `migration` (one of `MIGRATIONS`).
+fn before(migration: &str) -> usize {
+    MIGRATIONS.iter().position(|m| *m == migration).unwrap()
+}
+
 fn migrated() -> Connection {
     let mut conn = Connection::open_in_memory().unwrap();
     migrate(&mut conn).unwrap();
@@ -15,13 +30,9 @@ fn migrated() -> Connection {
 /// runs have none.
 #[test]
 fn version_2_stores_gain_the_run_actor() {
-    let mut conn = Connection::open_in_memory().unwrap();
-    for sql in &MIGRATIONS[..2] {
-        conn.execute_batch(sql).unwrap();
-    }
+    let mut conn = at_version(2);
     conn.execute_batch(
-        "PRAGMA user_version = 2;
-         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+        "INSERT INTO batches (name, created_at) VALUES ('b', 0);
          INSERT INTO runs (batch_id, trigger, host, pid, started_at, state)
          VALUES (1, 'manual', 'h', 1, 0, 'ok');",
     )
@@ -76,18 +87,13 @@ fn one_queue_index_serves_the_claim_order_and_the_oldest_pending() {
 /// order under the one index that replaces them.
 #[test]
 fn stores_with_a_claim_index_fold_it_into_the_queue_index() {
-    let mut conn = Connection::open_in_memory().unwrap();
-    let fold = MIGRATIONS.iter().position(|m| *m == V15).unwrap();
-    for sql in &MIGRATIONS[..fold] {
-        conn.execute_batch(sql).unwrap();
-    }
-    conn.execute_batch(&format!(
-        "PRAGMA user_version = {fold};
-         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+    let mut conn = at_version(before(V15));
+    conn.execute_batch(
+        "INSERT INTO batches (name, created_at) VALUES ('b', 0);
          INSERT INTO items (batch_id, key, label, payload, status, priority, created_at, updated_at)
-         VALUES (1, 'a', 'a', '{{}}', 'pending', 0, 0, 0), (1, 'b', 'b', '{{}}', 'pending', 3, 0, 0),
-                (1, 'c', 'c', '{{}}', 'pending', 0, 0, 0);"
-    ))
+         VALUES (1, 'a', 'a', '{}', 'pending', 0, 0, 0), (1, 'b', 'b', '{}', 'pending', 3, 0, 0),
+                (1, 'c', 'c', '{}', 'pending', 0, 0, 0);",
+    )
     .unwrap();
     migrate(&mut conn).unwrap();
     let claim = "SELECT key FROM items
@@ -112,21 +118,16 @@ fn stores_with_a_claim_index_fold_it_into_the_queue_index() {
 /// sums that replace it: per run, per pool and minute, on the item.
 #[test]
 fn usage_rows_are_carried_into_their_sums() {
-    let mut conn = Connection::open_in_memory().unwrap();
-    let before = MIGRATIONS.iter().position(|m| *m == V17).unwrap();
-    for sql in &MIGRATIONS[..before] {
-        conn.execute_batch(sql).unwrap();
-    }
-    conn.execute_batch(&format!(
-        "PRAGMA user_version = {before};
-         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+    let mut conn = at_version(before(V17));
+    conn.execute_batch(
+        "INSERT INTO batches (name, created_at) VALUES ('b', 0);
          INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-         VALUES (1, 'k', 'k', '{{}}', 'pending', 0, 0);
+         VALUES (1, 'k', 'k', '{}', 'pending', 0, 0);
          INSERT INTO usage (batch, run_id, key, attempt, pool, at, estimate, input_tokens,
              output_tokens) VALUES ('b', 7, 'k', 1, 'p', 60000, 50, NULL, NULL),
              ('b', 7, 'k', 2, 'p', 61000, 50, 10, 20);
-         INSERT INTO pool_calls (pool, call, until_ms) VALUES ('p', 'r:1:0', 1);"
-    ))
+         INSERT INTO pool_calls (pool, call, until_ms) VALUES ('p', 'r:1:0', 1);",
+    )
     .unwrap();
     migrate(&mut conn).unwrap();
     let one = |sql: &str| -> (i64, i64, i64, i64, i64) {
@@ -155,18 +156,13 @@ fn usage_rows_are_carried_into_their_sums() {
 /// still counts every other writer.
 #[test]
 fn version_18_stores_let_a_requeue_count_its_failed_classes() {
-    let mut conn = Connection::open_in_memory().unwrap();
-    let before = MIGRATIONS.iter().position(|m| *m == V19).unwrap();
-    for sql in &MIGRATIONS[..before] {
-        conn.execute_batch(sql).unwrap();
-    }
-    conn.execute_batch(&format!(
-        "PRAGMA user_version = {before};
-         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+    let mut conn = at_version(before(V19));
+    conn.execute_batch(
+        "INSERT INTO batches (name, created_at) VALUES ('b', 0);
          INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at)
-         VALUES (1, 'a', 'a', '{{}}', 'pending', 0, 0), (1, 'b', 'b', '{{}}', 'pending', 0, 0);
-         UPDATE items SET status = 'failed', tier = 'manual', error_class = 'E';"
-    ))
+         VALUES (1, 'a', 'a', '{}', 'pending', 0, 0), (1, 'b', 'b', '{}', 'pending', 0, 0);
+         UPDATE items SET status = 'failed', tier = 'manual', error_class = 'E';",
+    )
     .unwrap();
     migrate(&mut conn).unwrap();
     let failed = |conn: &Connection| -> i64 {
@@ -264,22 +260,17 @@ fn checks_still_refuse_unknown_states() {
 /// done items through `items_done` in id order; none by a scan or a sort.
 #[test]
 fn version_19_stores_index_each_status_where_its_readers_look() {
-    let mut conn = Connection::open_in_memory().unwrap();
-    let before = MIGRATIONS.iter().position(|m| *m == V20).unwrap();
-    for sql in &MIGRATIONS[..before] {
-        conn.execute_batch(sql).unwrap();
-    }
-    conn.execute_batch(&format!(
-        "PRAGMA user_version = {before};
-         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+    let mut conn = at_version(before(V20));
+    conn.execute_batch(
+        "INSERT INTO batches (name, created_at) VALUES ('b', 0);
          INSERT INTO items (batch_id, key, label, payload, status, tier, outcome, error_class,
                             lease_run, created_at, updated_at)
-         VALUES (1, 'p', 'p', '{{}}', 'pending', NULL, NULL, NULL, NULL, 0, 0),
-                (1, 'c', 'c', '{{}}', 'claimed', NULL, NULL, NULL, 7, 0, 0),
-                (1, 'd1', 'd1', '{{}}', 'done', NULL, 'done', NULL, NULL, 0, 0),
-                (1, 'f', 'f', '{{}}', 'failed', 'manual', NULL, 'E', NULL, 0, 0),
-                (1, 'd2', 'd2', '{{}}', 'done', NULL, 'empty', NULL, NULL, 0, 0);"
-    ))
+         VALUES (1, 'p', 'p', '{}', 'pending', NULL, NULL, NULL, NULL, 0, 0),
+                (1, 'c', 'c', '{}', 'claimed', NULL, NULL, NULL, 7, 0, 0),
+                (1, 'd1', 'd1', '{}', 'done', NULL, 'done', NULL, NULL, 0, 0),
+                (1, 'f', 'f', '{}', 'failed', 'manual', NULL, 'E', NULL, 0, 0),
+                (1, 'd2', 'd2', '{}', 'done', NULL, 'empty', NULL, NULL, 0, 0);",
+    )
     .unwrap();
     migrate(&mut conn).unwrap();
     let reads = [
@@ -324,19 +315,14 @@ fn version_19_stores_index_each_status_where_its_readers_look() {
 /// item deleted takes its key along.
 #[test]
 fn version_20_stores_find_their_items_by_the_key_table() {
-    let mut conn = Connection::open_in_memory().unwrap();
-    let before = MIGRATIONS.iter().position(|m| *m == V21).unwrap();
-    for sql in &MIGRATIONS[..before] {
-        conn.execute_batch(sql).unwrap();
-    }
-    conn.execute_batch(&format!(
-        "PRAGMA user_version = {before};
-         INSERT INTO batches (name, created_at) VALUES ('b', 0), ('c', 0);
+    let mut conn = at_version(before(V21));
+    conn.execute_batch(
+        "INSERT INTO batches (name, created_at) VALUES ('b', 0), ('c', 0);
          INSERT INTO counts (batch_id, bucket, n) VALUES (1, 'pending', 3), (1, 'manual', 0);
          INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at)
-         VALUES (7, 1, 'a', 'a', '{{}}', 'pending', 0, 0), (9, 1, 'b', 'b', '{{}}', 'pending', 0, 0),
-                (12, 2, 'a', 'a', '{{}}', 'pending', 0, 0);"
-    ))
+         VALUES (7, 1, 'a', 'a', '{}', 'pending', 0, 0), (9, 1, 'b', 'b', '{}', 'pending', 0, 0),
+                (12, 2, 'a', 'a', '{}', 'pending', 0, 0);",
+    )
     .unwrap();
     let indexes = |conn: &Connection| -> Vec<String> {
         conn.prepare("SELECT name FROM pragma_index_list('items') ORDER BY name")
@@ -459,15 +445,7 @@ fn the_views_over_an_older_layout_have_the_current_columns() {
     let from = readable_from();
     assert!(from < SCHEMA_VERSION, "the previous layout is read");
     for version in from..SCHEMA_VERSION {
-        let conn = Connection::open_in_memory().unwrap();
-        for sql in &MIGRATIONS[..version as usize] {
-            conn.execute_batch(sql).unwrap();
-            for (after, step) in STEPS_AFTER {
-                if after == *sql {
-                    step(&conn).unwrap();
-                }
-            }
-        }
+        let conn = at_version(version as usize);
         conn.execute_batch("INSERT INTO batches (name, created_at) VALUES ('b', 0)")
             .unwrap();
         shim_reader(&conn, version).unwrap();
@@ -482,21 +460,16 @@ fn the_views_over_an_older_layout_have_the_current_columns() {
 /// (and one made) keeps both indexes whole.
 #[test]
 fn version_24_stores_keep_dead_letters_out_of_the_queue_index() {
-    let mut conn = Connection::open_in_memory().unwrap();
-    let before = MIGRATIONS.iter().position(|m| *m == V25).unwrap();
-    for sql in &MIGRATIONS[..before] {
-        conn.execute_batch(sql).unwrap();
-    }
-    conn.execute_batch(&format!(
-        "PRAGMA user_version = {before};
-         INSERT INTO batches (name, created_at) VALUES ('b', 0);
+    let mut conn = at_version(before(V25));
+    conn.execute_batch(
+        "INSERT INTO batches (name, created_at) VALUES ('b', 0);
          INSERT INTO items (batch_id, key, label, payload, status, tier, outcome, error_class,
                             next_attempt_at, created_at, updated_at)
-         VALUES (1, 'p', 'p', '{{}}', 'pending', NULL, NULL, NULL, NULL, 0, 0),
-                (1, 'r', 'r', '{{}}', 'failed', 'retry', NULL, 'E', 5, 0, 0),
-                (1, 'm', 'm', '{{}}', 'failed', 'manual', NULL, 'E', NULL, 0, 0),
-                (1, 'd', 'd', '{{}}', 'done', NULL, 'done', NULL, NULL, 0, 0);"
-    ))
+         VALUES (1, 'p', 'p', '{}', 'pending', NULL, NULL, NULL, NULL, 0, 0),
+                (1, 'r', 'r', '{}', 'failed', 'retry', NULL, 'E', 5, 0, 0),
+                (1, 'm', 'm', '{}', 'failed', 'manual', NULL, 'E', NULL, 0, 0),
+                (1, 'd', 'd', '{}', 'done', NULL, 'done', NULL, NULL, 0, 0);",
+    )
     .unwrap();
     migrate(&mut conn).unwrap();
     let keys = |sql: &str, args: [i64; 2]| -> Vec<String> {

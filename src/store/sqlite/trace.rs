@@ -14,7 +14,7 @@ use std::time::Instant;
 use rusqlite::Connection;
 
 /// SQLite's default: checkpoint once the WAL holds this many pages.
-const AUTOCHECKPOINT_PAGES: i32 = 1000;
+pub(super) const AUTOCHECKPOINT_PAGES: i32 = 1000;
 
 thread_local! {
     static RELEASED: Cell<Option<Instant>> = const { Cell::new(None) };
