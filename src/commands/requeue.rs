@@ -40,41 +40,53 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
             .transpose()?,
         not_before: args.not_before.map(|w| w.at(now_ms())),
     };
-    // A dry run only reads, so it works on a read-only store too.
+    // A dry run only reads, so it works on a read-only store too. Only a
+    // dry run and `--json` list the items: the rest counts them, which
+    // reads no item's key or label. (How many, and those listed.)
     let moved = if args.dry_run {
         let mut store = ctx.open_read()?;
-        store.requeue(
-            &args.batch,
-            &sel,
-            args.reset_attempts,
-            true,
-            &actor(),
-            now_ms(),
-        )
+        store
+            .requeue(
+                &args.batch,
+                &sel,
+                args.reset_attempts,
+                true,
+                &actor(),
+                now_ms(),
+            )
+            .map(|items| (items.len(), items))
     } else {
         let mut store = ctx.open_write()?;
         // A signal stops the requeue between chunks; the error says exactly
         // how many items moved.
         store.set_stop(Stop::on_signals().context("installing signal handlers")?);
-        store.requeue(
-            &args.batch,
-            &sel,
-            args.reset_attempts,
-            false,
-            &actor(),
-            now_ms(),
-        )
+        if args.json {
+            store
+                .requeue(
+                    &args.batch,
+                    &sel,
+                    args.reset_attempts,
+                    false,
+                    &actor(),
+                    now_ms(),
+                )
+                .map(|items| (items.len(), items))
+        } else {
+            store
+                .requeue_counted(&args.batch, &sel, args.reset_attempts, &actor(), now_ms())
+                .map(|n| (n, Vec::new()))
+        }
     };
     let moved = match args.keys.first() {
         Some(key) => ctx.no_key_if_unseen(&args.batch, key, moved),
         None => ctx.empty_if_unseen(&args.batch, moved),
     };
-    let moved = refused_json(args.json, &args.batch, args.dry_run, moved)?;
+    let (count, moved) = refused_json(args.json, &args.batch, args.dry_run, moved)?;
     if args.json {
         out_json(&json!({
             "batch": args.batch,
             "dry_run": args.dry_run,
-            "count": moved.len(),
+            "count": count,
             "items": moved,
             "not_before": sel.not_before.map(crate::util::time::rfc3339),
         }))?;
@@ -88,13 +100,13 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
     out(format!(
         "{}: {verb} {}{}",
         sanitize::line(&args.batch),
-        noun::count(moved.len(), "item"),
+        noun::count(count, "item"),
         sel.not_before.map_or(String::new(), |t| format!(
             ", not before {}",
             crate::util::time::rfc3339(t)
         ))
     ))?;
-    if moved.is_empty()
+    if count == 0
         && let Some(class) = &args.class
     {
         out(no_such_class(ctx, &args.batch, class)?)?;

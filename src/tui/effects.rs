@@ -181,25 +181,25 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             // them) are left alone.
             let still = store.failed_among(batch, keys).map_err(err)?;
             let moved = if still.is_empty() {
-                Vec::new()
+                0
             } else {
                 let sel = Selection {
                     keys: still,
                     ..Selection::default()
                 };
                 store
-                    .requeue(batch, &sel, false, false, &who, now)
+                    .requeue_counted(batch, &sel, false, &who, now)
                     .map_err(err)?
             };
             let mut msg = format!(
                 "requeued {}: {}",
-                noun::count(moved.len(), "item"),
+                noun::count(moved, "item"),
                 sanitize::line(what)
             );
-            if moved.len() < keys.len() {
+            if moved < keys.len() {
                 msg.push_str(&format!(
                     "; {} had changed meanwhile and were left alone",
-                    keys.len() - moved.len()
+                    keys.len() - moved
                 ));
             }
             Ok(msg)

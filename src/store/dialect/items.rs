@@ -353,6 +353,10 @@ pub(crate) trait ItemsRead: Sql {
     /// The items a requeue without keys moves (`sel`'s state, class and
     /// tier), in any order.
     fn items_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<(i64, Requeue)>>;
+    /// The ids alone of `items_for_requeue`, in any order: what a requeue
+    /// that only counts what it moved needs (on SQLite, found in the
+    /// failed index without reading a row).
+    fn ids_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<i64>>;
     /// Items of every batch last changed before `cutoff`, done ones (and
     /// failed ones with `failed`), by batch and insertion order.
     fn items_older_than(&mut self, cutoff: Millis, failed: bool) -> Result<Vec<Item>> {

@@ -95,6 +95,28 @@ pub(super) fn claim_from_row(r: &Row) -> Claim {
     }
 }
 /// The retry tier, and the pending items with a not-before time.
+/// The condition on `i` of a requeue's selection, after `i.batch_id = $1`
+/// (`batch`), and its arguments.
+fn selection_cond(batch: i64, sel: &Selection) -> (String, Args) {
+    let mut args = Args::new();
+    args.push(batch);
+    let version = sel
+        .stale
+        .as_ref()
+        .map_or(String::new(), |v| args.push(v.clone()));
+    let mut cond = sel.moves_sql(&version);
+    if let Some(class) = &sel.class {
+        cond.push_str(&format!(
+            " AND i.error_class = {}",
+            args.push(class.clone())
+        ));
+    }
+    if let Some(t) = sel.tier {
+        cond.push_str(&format!(" AND i.tier = {}", args.push(t.as_str())));
+    }
+    (cond, args)
+}
+
 const ITEMS_FOR_REQUEUE: &str =
     "SELECT i.id, i.key, i.label, i.tier, i.outcome, i.error_class, i.attempts, i.status
        FROM items i WHERE i.batch_id = $1";
@@ -138,25 +160,16 @@ impl ItemsRead for PgTx<'_> {
     }
 
     fn items_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<(i64, Requeue)>> {
-        let mut args = Args::new();
-        args.push(batch);
-        let version = sel
-            .stale
-            .as_ref()
-            .map_or(String::new(), |v| args.push(v.clone()));
-        let mut cond = sel.moves_sql(&version);
-        if let Some(class) = &sel.class {
-            cond.push_str(&format!(
-                " AND i.error_class = {}",
-                args.push(class.clone())
-            ));
-        }
-        if let Some(t) = sel.tier {
-            cond.push_str(&format!(" AND i.tier = {}", args.push(t.as_str())));
-        }
+        let (cond, args) = selection_cond(batch, sel);
         let sql = format!("{ITEMS_FOR_REQUEUE}{cond}");
         self.all_built(&sql, &args.refs(), |r| {
             requeue_from_row(r).map(|(id, req, _)| (id, req))
         })
+    }
+
+    fn ids_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<i64>> {
+        let (cond, args) = selection_cond(batch, sel);
+        let sql = format!("SELECT i.id FROM items i WHERE i.batch_id = $1{cond}");
+        self.all_built(&sql, &args.refs(), |r| r.int(0))
     }
 }

@@ -144,4 +144,16 @@ impl ItemsRead for SqliteTx<'_> {
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
+
+    fn ids_for_requeue(&mut self, batch: i64, sel: &Selection) -> Result<Vec<i64>> {
+        let mut args = vec![rusqlite::types::Value::Integer(batch)];
+        let cond = selection_sql(sel, &mut args);
+        let mut st = self.conn.prepare(&format!(
+            "SELECT i.id FROM items i WHERE i.batch_id = ?1{cond}"
+        ))?;
+        let ids = st
+            .query_map(params_from_iter(args), |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(ids)
+    }
 }

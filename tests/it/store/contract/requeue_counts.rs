@@ -89,4 +89,48 @@ both_stores! {
         assert_eq!((counts(&s), classes(&s)), ((5, 1, 1, 0, 0, 1), vec![("C".into(), 0, 1)]));
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
+
+    fn a_requeue_that_only_counts_moves_what_a_listed_one_would(db, s) {
+        s.add_items("b", &items(8), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 60 * MIN, T0, &[], 1).unwrap();
+        let c = s.claim("b", run, 7, T0 + 60 * MIN, T0).unwrap().unwrap();
+        for (i, tier, class) in [(0, Tier::Manual, "A"), (1, Tier::Manual, "B"), (2, Tier::Retry, "A"),
+                                 (3, Tier::Manual, "A"), (4, Tier::Retry, "B"), (5, Tier::Manual, "B")] {
+            fail(&mut s, &c[i], run, tier, class);
+        }
+        let requeued = |s: &Store| s.events(&EventFilter { kinds: vec!["requeued".into()], ..Default::default() })
+            .unwrap().len();
+        // Each selection: what a dry run lists is what the counted requeue moves.
+        let manual_a = Selection { class: Some("A".into()), tier: Some(Tier::Manual), ..Selection::default() };
+        let listed = s.requeue("b", &manual_a, false, true, "me", T0).unwrap();
+        assert_eq!(listed.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["k000", "k003"]);
+        assert_eq!(s.requeue_counted("b", &manual_a, false, "me", T0).unwrap(), 2);
+        assert_eq!(counts(&s), (3, 1, 0, 0, 2, 2));
+        assert_eq!(classes(&s), [("A".into(), 1, 0), ("B".into(), 1, 2)]);
+        assert_eq!(requeued(&s), 2);
+        // Nothing left of it: none moved, no event.
+        assert_eq!(s.requeue_counted("b", &manual_a, false, "me", T0).unwrap(), 0);
+        assert_eq!(requeued(&s), 2);
+        // By key: a key not failed refuses the whole requeue, as listed.
+        let bad = Selection { keys: vec!["k001".into(), "k000".into()], ..Selection::default() };
+        let counted = s.requeue_counted("b", &bad, false, "me", T0).unwrap_err().to_string();
+        let listed = s.requeue("b", &bad, false, false, "me", T0).unwrap_err().to_string();
+        assert_eq!(counted, listed);
+        assert!(counted.contains("k000"), "{counted}");
+        assert_eq!(requeued(&s), 2);
+        let by_key = Selection { keys: vec!["k001".into(), "k001".into()], ..Selection::default() };
+        assert_eq!(s.requeue_counted("b", &by_key, false, "me", T0).unwrap(), 1);
+        // No selection is refused alike.
+        let none = s.requeue_counted("b", &Selection::default(), false, "me", T0).unwrap_err();
+        assert_eq!(none.to_string(), s.requeue("b", &Selection::default(), false, false, "me", T0)
+            .unwrap_err().to_string());
+        // The rest.
+        let all = Selection { all_failed: true, ..Selection::default() };
+        assert_eq!(s.requeue_counted("b", &all, false, "me", T0).unwrap(), 3);
+        assert_eq!(counts(&s), (7, 1, 0, 0, 0, 0));
+        assert_eq!(classes(&s), []);
+        assert_eq!(requeued(&s), 6);
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
 }
