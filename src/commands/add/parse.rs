@@ -30,28 +30,33 @@ const BLOCK_BYTES: usize = 512 * 1024;
 /// least, so that its parse and its writes overlap too.
 const MIN_BLOCK_BYTES: usize = 16 * 1024;
 
-/// Lines of one part of the input, parsed.
+/// Lines of one part of the input, parsed. Line numbers count from 1 at
+/// the part's first line: a part's place in the input is known only once
+/// the parts before it are counted, which each part's parse does for
+/// itself (counting all the input's lines before splitting it took a
+/// pass over it before anything could start).
 #[derive(Default)]
 struct Parsed {
     items: Vec<NewItem>,
     /// Line number of each item, for naming duplicates.
     lines: Vec<usize>,
     errors: Vec<(usize, String)>,
+    /// The part's newlines: the line numbers of the next part start after.
+    newlines: usize,
 }
 
-/// Parses the lines of `part`, the first of which is line `first_line`. (A
-/// part ends with a newline; the empty piece after it is skipped like any
-/// blank line.)
+/// Parses the lines of `part`. (A part ends with a newline; the empty
+/// piece after it is skipped like any blank line.)
 fn parse_part(
     part: &[u8],
-    first_line: usize,
     spec: &KeySpec,
     priority: &Priority,
     not_before: Option<Millis>,
 ) -> Parsed {
     let mut out = Parsed::default();
     for (idx, raw) in part.split(|b| *b == b'\n').enumerate() {
-        let line_no = first_line + idx;
+        out.newlines = idx;
+        let line_no = 1 + idx;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let Ok(text) = std::str::from_utf8(raw) else {
             out.errors.push((line_no, "not valid UTF-8".into()));
@@ -74,22 +79,40 @@ fn parse_part(
     out
 }
 
-/// Splits `bytes` after newlines into about `n` parts, each with the
-/// number of its first line.
-fn split_parts(bytes: &[u8], n: usize) -> Vec<(usize, &[u8])> {
+/// The parts, parsed, as one: their line numbers counted from the first
+/// part's first line.
+fn joined(parts: Vec<Parsed>) -> Parsed {
+    let mut all = Parsed {
+        items: Vec::with_capacity(parts.iter().map(|p| p.items.len()).sum()),
+        lines: Vec::with_capacity(parts.iter().map(|p| p.lines.len()).sum()),
+        ..Parsed::default()
+    };
+    for p in parts {
+        // The lines before this part.
+        let before = all.newlines;
+        all.items.extend(p.items);
+        all.lines.extend(p.lines.iter().map(|l| before + l));
+        all.errors
+            .extend(p.errors.into_iter().map(|(l, e)| (before + l, e)));
+        all.newlines += p.newlines;
+    }
+    all
+}
+
+/// Splits `bytes` after newlines into about `n` parts.
+fn split_parts(bytes: &[u8], n: usize) -> Vec<&[u8]> {
     let mut parts = Vec::with_capacity(n);
-    let (mut start, mut line) = (0, 1);
+    let mut start = 0;
     for k in 1..n {
         let target = (bytes.len() * k / n).max(start);
         let Some(nl) = bytes[target..].iter().position(|b| *b == b'\n') else {
             break;
         };
         let end = target + nl + 1;
-        parts.push((line, &bytes[start..end]));
-        line += bytes[start..end].iter().filter(|b| **b == b'\n').count();
+        parts.push(&bytes[start..end]);
         start = end;
     }
-    parts.push((line, &bytes[start..]));
+    parts.push(&bytes[start..]);
     parts
 }
 
@@ -114,9 +137,7 @@ pub(super) fn parse_lines(
     let parsed: Vec<Parsed> = std::thread::scope(|scope| {
         let handles: Vec<_> = split_parts(bytes, threads)
             .into_iter()
-            .map(|(first, part)| {
-                scope.spawn(move || parse_part(part, first, spec, priority, not_before))
-            })
+            .map(|part| scope.spawn(move || parse_part(part, spec, priority, not_before)))
             .collect();
         handles
             .into_iter()
@@ -126,14 +147,12 @@ pub(super) fn parse_lines(
             })
             .collect()
     });
-    let mut items = Vec::with_capacity(parsed.iter().map(|p| p.items.len()).sum());
-    let mut lines = Vec::with_capacity(items.capacity());
-    let mut errors = Vec::new();
-    for p in parsed {
-        items.extend(p.items);
-        lines.extend(p.lines);
-        errors.extend(p.errors);
-    }
+    let Parsed {
+        items,
+        lines,
+        mut errors,
+        ..
+    } = joined(parsed);
     let mut seen = Duplicates::with_capacity(items.len());
     for (item, &line_no) in items.iter().zip(&lines) {
         seen.check(item, line_no, &mut errors);
@@ -194,7 +213,7 @@ pub(super) fn rejected(source: &str, mut errors: Vec<(usize, String)>) -> anyhow
 /// The input cut into blocks, parsed by worker threads in any order, each
 /// block's result kept in its slot, taken in input order.
 struct Blocks<'a> {
-    parts: Vec<(usize, &'a [u8])>,
+    parts: Vec<&'a [u8]>,
     slots: Vec<OnceLock<Parsed>>,
     ready: Mutex<()>,
     parsed: Condvar,
@@ -222,8 +241,8 @@ impl<'a> Blocks<'a> {
             if k >= self.parts.len() {
                 return;
             }
-            let (first, part) = self.parts[k];
-            let _ = self.slots[k].set(parse_part(part, first, spec, priority, not_before));
+            let part = self.parts[k];
+            let _ = self.slots[k].set(parse_part(part, spec, priority, not_before));
             let _guard = self.ready.lock().unwrap_or_else(|e| e.into_inner());
             self.parsed.notify_all();
         }
@@ -246,11 +265,16 @@ impl<'a> Blocks<'a> {
     fn check(&self) -> Checked<'_> {
         let mut errors = Vec::new();
         let mut by_key = Vec::new();
-        // Each block's first place, to find an item by its place.
+        // Each block's first place, to find an item by its place, and the
+        // lines before it.
         let mut starts = Vec::with_capacity(self.parts.len());
+        let mut befores = Vec::with_capacity(self.parts.len());
+        let mut before = 0;
         for k in 0..self.parts.len() {
             let p = self.get(k);
-            errors.extend(p.errors.iter().cloned());
+            errors.extend(p.errors.iter().map(|(l, e)| (before + l, e.clone())));
+            befores.push(before);
+            before += p.newlines;
             let start = by_key.len();
             starts.push(start);
             let keys = p.items.iter().enumerate();
@@ -260,7 +284,10 @@ impl<'a> Blocks<'a> {
         let at = |place: usize| {
             let k = starts.partition_point(|&s| s <= place) - 1;
             let p = self.get(k);
-            (&p.items[place - starts[k]], p.lines[place - starts[k]])
+            (
+                &p.items[place - starts[k]],
+                befores[k] + p.lines[place - starts[k]],
+            )
         };
         // A run of equal keys: its first (lowest place) was first given.
         let mut run = 0;
@@ -384,13 +411,12 @@ mod tests {
     use super::*;
 
     fn parse_in(bytes: &[u8], n: usize) -> (Vec<String>, Vec<usize>, Vec<(usize, String)>) {
-        let mut all = Parsed::default();
-        for (first, part) in split_parts(bytes, n) {
-            let p = parse_part(part, first, &KeySpec::Explicit, &Priority::default(), None);
-            all.items.extend(p.items);
-            all.lines.extend(p.lines);
-            all.errors.extend(p.errors);
-        }
+        let all = joined(
+            split_parts(bytes, n)
+                .into_iter()
+                .map(|part| parse_part(part, &KeySpec::Explicit, &Priority::default(), None))
+                .collect(),
+        );
         let keys = all.items.into_iter().map(|i| i.key).collect();
         (keys, all.lines, all.errors)
     }
