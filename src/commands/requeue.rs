@@ -40,43 +40,37 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
             .transpose()?,
         not_before: args.not_before.map(|w| w.at(now_ms())),
     };
-    // A dry run only reads, so it works on a read-only store too. Only a
-    // dry run and `--json` list the items: the rest counts them, which
-    // reads no item's key or label. (How many, and those listed.)
-    let moved = if args.dry_run {
-        let mut store = ctx.open_read()?;
-        store
-            .requeue(
-                &args.batch,
-                &sel,
-                args.reset_attempts,
-                true,
-                &actor(),
-                now_ms(),
-            )
-            .map(|items| (items.len(), items))
+    // A dry run only reads, so it works on a read-only store too.
+    let mut store = if args.dry_run {
+        ctx.open_read()?
     } else {
         let mut store = ctx.open_write()?;
         // A signal stops the requeue between chunks; the error says exactly
         // how many items moved.
         store.set_stop(Stop::on_signals().context("installing signal handlers")?);
-        if args.json {
-            store
-                .requeue(
-                    &args.batch,
-                    &sel,
-                    args.reset_attempts,
-                    false,
-                    &actor(),
-                    now_ms(),
-                )
-                .map(|items| (items.len(), items))
-        } else {
-            store
-                .requeue_counted(&args.batch, &sel, args.reset_attempts, &actor(), now_ms())
-                .map(|n| (n, Vec::new()))
-        }
+        store
     };
+    // Only a dry run and `--json` list the items: the rest counts them,
+    // which reads no item's key or label. (How many, and those listed.)
+    let moved = if args.dry_run || args.json {
+        store
+            .requeue(
+                &args.batch,
+                &sel,
+                args.reset_attempts,
+                args.dry_run,
+                &actor(),
+                now_ms(),
+            )
+            .map(|items| (items.len(), items))
+    } else {
+        store
+            .requeue_counted(&args.batch, &sel, args.reset_attempts, &actor(), now_ms())
+            .map(|n| (n, Vec::new()))
+    };
+    // Closed before the output, which opens the store again where it must
+    // (`no_such_class`).
+    drop(store);
     let moved = match args.keys.first() {
         Some(key) => ctx.no_key_if_unseen(&args.batch, key, moved),
         None => ctx.empty_if_unseen(&args.batch, moved),

@@ -94,7 +94,6 @@ pub(super) fn claim_from_row(r: &Row) -> Claim {
         token: r.get(6),
     }
 }
-/// The retry tier, and the pending items with a not-before time.
 /// The condition on `i` of a requeue's selection, after `i.batch_id = $1`
 /// (`batch`), and its arguments.
 fn selection_cond(batch: i64, sel: &Selection) -> (String, Args) {
@@ -117,6 +116,7 @@ fn selection_cond(batch: i64, sel: &Selection) -> (String, Args) {
     (cond, args)
 }
 
+/// An item as a requeue lists it, with its status as stored.
 const ITEMS_FOR_REQUEUE: &str =
     "SELECT i.id, i.key, i.label, i.tier, i.outcome, i.error_class, i.attempts, i.status
        FROM items i WHERE i.batch_id = $1";

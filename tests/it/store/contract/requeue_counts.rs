@@ -38,6 +38,19 @@ fn classes(s: &Store) -> Vec<(String, i64, i64)> {
     g
 }
 
+/// Batch `b` of eight items, seven of them claimed by a run: the run and
+/// its claims.
+fn seven_claimed(s: &mut Store) -> (i64, Vec<nightshift::model::Claim>) {
+    s.add_items("b", &items(8), T0, |_| {}).unwrap();
+    let run = s
+        .start_run("b", Trigger::Manual, None, &holder(1), T0, None)
+        .unwrap();
+    s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 60 * MIN, T0, &[], 1)
+        .unwrap();
+    let c = s.claim("b", run, 7, T0 + 60 * MIN, T0).unwrap().unwrap();
+    (run, c)
+}
+
 /// (pending, claimed, done, empty, retry, manual).
 fn counts(s: &Store) -> (i64, i64, i64, i64, i64, i64) {
     let c = s.counts("b").unwrap();
@@ -46,10 +59,7 @@ fn counts(s: &Store) -> (i64, i64, i64, i64, i64, i64) {
 
 both_stores! {
     fn a_requeue_keeps_every_count_exact(db, s) {
-        s.add_items("b", &items(8), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
-        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 60 * MIN, T0, &[], 1).unwrap();
-        let c = s.claim("b", run, 7, T0 + 60 * MIN, T0).unwrap().unwrap();
+        let (run, c) = seven_claimed(&mut s);
         for (i, tier, class) in [(0, Tier::Manual, "A"), (1, Tier::Manual, "B"), (2, Tier::Retry, "A"),
                                  (3, Tier::Manual, "A"), (4, Tier::Retry, "B")] {
             fail(&mut s, &c[i], run, tier, class);
@@ -91,10 +101,7 @@ both_stores! {
     }
 
     fn a_requeue_that_only_counts_moves_what_a_listed_one_would(db, s) {
-        s.add_items("b", &items(8), T0, |_| {}).unwrap();
-        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
-        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + 60 * MIN, T0, &[], 1).unwrap();
-        let c = s.claim("b", run, 7, T0 + 60 * MIN, T0).unwrap().unwrap();
+        let (run, c) = seven_claimed(&mut s);
         for (i, tier, class) in [(0, Tier::Manual, "A"), (1, Tier::Manual, "B"), (2, Tier::Retry, "A"),
                                  (3, Tier::Manual, "A"), (4, Tier::Retry, "B"), (5, Tier::Manual, "B")] {
             fail(&mut s, &c[i], run, tier, class);
