@@ -90,14 +90,26 @@ impl Store {
     /// WAL checkpointed beside it rather than inside its commits (see
     /// `sqlite::beside`); PostgreSQL checkpoints on its own.
     pub fn with_checkpoints_beside<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> T {
+        self.begin_checkpoints_beside();
+        let out = f(self);
+        self.end_checkpoints_beside();
+        out
+    }
+
+    /// From here on SQLite's WAL is checkpointed beside the commits, until
+    /// [`Store::end_checkpoints_beside`]: for a writer that outlives one
+    /// call (the runner's store thread).
+    pub fn begin_checkpoints_beside(&mut self) {
         if let Store::Sqlite(s) = self {
             s.begin_checkpoints_beside();
         }
-        let out = f(self);
+    }
+
+    /// The commits checkpoint themselves again.
+    pub fn end_checkpoints_beside(&mut self) {
         if let Store::Sqlite(s) = self {
             s.end_checkpoints_beside();
         }
-        out
     }
 
     /// A small page cache for a run's hot path (SQLite; the server keeps

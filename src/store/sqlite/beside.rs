@@ -1,6 +1,7 @@
-//! Checkpoints beside a bulk write (a requeue): the WAL's pages are
-//! copied into the file by a thread of their own, on a second connection,
-//! while the writer goes on with its next chunk.
+//! Checkpoints beside a writer of many commits (a requeue, the runner's
+//! store thread): the WAL's pages are copied into the file by a thread of
+//! their own, on a second connection, while the writer goes on with its
+//! next chunk or group.
 //!
 //! SQLite's automatic checkpoint runs inside the `COMMIT` that fills the
 //! WAL past 1,000 pages: it copies every page back and syncs the log and
