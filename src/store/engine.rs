@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use super::sqlite::beside::Span;
 use super::{Access, AddFeed, Completion, EventFilter, FeedRefused, FollowCursor, Result, Store};
 use crate::model::{AddReport, Claim, Event, Millis, NewEvent, NewItem};
 
@@ -90,7 +91,9 @@ impl Store {
     /// WAL checkpointed beside it rather than inside its commits (see
     /// `sqlite::beside`); PostgreSQL checkpoints on its own.
     pub fn with_checkpoints_beside<T>(&mut self, f: impl FnOnce(&mut Store) -> T) -> T {
-        self.begin_checkpoints_beside();
+        if let Store::Sqlite(s) = self {
+            s.begin_checkpoints_beside(Span::Bulk);
+        }
         let out = f(self);
         self.end_checkpoints_beside();
         out
@@ -98,10 +101,11 @@ impl Store {
 
     /// From here on SQLite's WAL is checkpointed beside the commits, until
     /// [`Store::end_checkpoints_beside`]: for a writer that outlives one
-    /// call (the runner's store thread).
+    /// call (the runner's store thread), whose log is still made to start
+    /// over as it grows.
     pub fn begin_checkpoints_beside(&mut self) {
         if let Store::Sqlite(s) = self {
-            s.begin_checkpoints_beside();
+            s.begin_checkpoints_beside(Span::Lasting);
         }
     }
 

@@ -3,7 +3,7 @@
 
 mod attempts;
 mod batches;
-mod beside;
+pub(crate) mod beside;
 mod budgets;
 mod bulk;
 mod counted;
@@ -458,14 +458,14 @@ impl SqliteStore {
         StoreError::from_sqlite(e, &self.path)
     }
 
-    /// For a bulk write of many commits: the WAL checkpointed beside it
-    /// by a thread of its own rather than inside its commits (see
-    /// `beside`), until [`SqliteStore::end_checkpoints_beside`].
-    pub(crate) fn begin_checkpoints_beside(&mut self) {
+    /// For a writer of many commits: the WAL checkpointed beside it by a
+    /// thread of its own rather than inside its commits (see `beside`),
+    /// until [`SqliteStore::end_checkpoints_beside`].
+    pub(crate) fn begin_checkpoints_beside(&mut self, span: beside::Span) {
         if self.beside.is_none()
             && let Some(conn) = self.conn.as_mut()
         {
-            self.beside = beside::Beside::start(conn, &self.file);
+            self.beside = beside::Beside::start(conn, &self.file, span);
         }
     }
 
@@ -631,7 +631,7 @@ mod tests {
             .unwrap();
         s.checkpoint().unwrap();
         let before = std::fs::metadata(&path).unwrap().len();
-        s.begin_checkpoints_beside();
+        s.begin_checkpoints_beside(beside::Span::Bulk);
         assert_eq!(auto(&s), 0, "the writer's commits do not checkpoint");
         // Three commits of ~1,200 pages each: each fills the WAL past the
         // threshold.
@@ -651,6 +651,40 @@ mod tests {
         assert!(
             after > before + 3 * 1000 * 3000,
             "the file took the pages: {before} -> {after} bytes"
+        );
+    }
+
+    /// A lasting writer that never pauses still has its log start over
+    /// while its checkpoints run beside it (a runner's log grew without
+    /// end), so the log's file stays near `RESTART_PAGES`.
+    #[test]
+    fn a_busy_writers_log_starts_over_while_checkpointed_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let (mut s, _) = SqliteStore::create(&path).unwrap();
+        s.write(|tx| Ok(tx.execute_batch("CREATE TABLE t (x BLOB)")?))
+            .unwrap();
+        s.begin_checkpoints_beside(beside::Span::Lasting);
+        // 300 commits of ~40 pages: 12,000 pages, three times the length
+        // at which the log is made to start over.
+        for _ in 0..300 {
+            s.write(|tx| {
+                Ok(tx.execute_batch(
+                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40)
+                     INSERT INTO t SELECT randomblob(3000) FROM n",
+                )?)
+            })
+            .unwrap();
+        }
+        let wal = std::fs::metadata(dir.path().join("s.db-wal"))
+            .unwrap()
+            .len();
+        s.end_checkpoints_beside();
+        let page = 4096 + 24;
+        assert!(
+            wal < 8_000 * page,
+            "the log kept growing: {wal} bytes ({} pages)",
+            wal / page
         );
     }
 
