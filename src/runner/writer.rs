@@ -424,27 +424,14 @@ mod tests {
         let (store, _) = Store::create(&db).unwrap();
         let writer = Writer::start(store);
         let auto = writer
-            .call(move |s| {
-                let s = sqlite(s);
-                s.write(|c| {
-                    Ok(c.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get::<_, i64>(0))?)
-                })
-            })
+            .call(|s| Ok(sqlite(s).autocheckpoint_pages()))
             .await
             .unwrap();
         assert_eq!(auto, 0, "the commits do not checkpoint themselves");
         let before = std::fs::metadata(&db).unwrap().len();
         for _ in 0..3 {
             writer
-                .call(move |s| {
-                    sqlite(s).write(|c| {
-                        Ok(c.execute_batch(
-                            "CREATE TABLE IF NOT EXISTS t (x BLOB);
-                             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1200)
-                             INSERT INTO t SELECT randomblob(3000) FROM n",
-                        )?)
-                    })
-                })
+                .call(|s| sqlite(s).write_blob_rows(1200))
                 .await
                 .unwrap();
         }

@@ -584,6 +584,30 @@ pub(crate) fn parse_col<T: std::str::FromStr<Err = String>>(
     })
 }
 
+/// For the tests of checkpoints (here and the runner's writer's).
+#[cfg(test)]
+impl SqliteStore {
+    /// The writer connection's `wal_autocheckpoint`: 0 while its commits
+    /// leave the checkpoints to the thread beside them.
+    pub(crate) fn autocheckpoint_pages(&self) -> i64 {
+        let conn = self.conn.as_ref().expect("a writable store");
+        conn.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .expect("reading wal_autocheckpoint")
+    }
+
+    /// Commits `rows` rows of 3,000 random bytes (about a page each) into
+    /// a table `t` of its own, made by the first call (`rows` may be 0).
+    pub(crate) fn write_blob_rows(&mut self, rows: u32) -> Result<()> {
+        self.write(|tx| {
+            Ok(tx.execute_batch(&format!(
+                "CREATE TABLE IF NOT EXISTS t (x BLOB);
+                 WITH RECURSIVE n(i) AS (SELECT 1 WHERE {rows} > 0 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+                 INSERT INTO t SELECT randomblob(3000) FROM n"
+            ))?)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,32 +645,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db");
         let (mut s, _) = SqliteStore::create(&path).unwrap();
-        let auto = |s: &SqliteStore| -> i64 {
-            let conn = s.conn.as_ref().unwrap();
-            conn.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
-                .unwrap()
-        };
-        assert_eq!(auto(&s), 1000);
-        s.write(|tx| Ok(tx.execute_batch("CREATE TABLE t (x BLOB)")?))
-            .unwrap();
+        assert_eq!(s.autocheckpoint_pages(), 1000);
+        s.write_blob_rows(0).unwrap();
         s.checkpoint().unwrap();
         let before = std::fs::metadata(&path).unwrap().len();
         s.begin_checkpoints_beside(beside::Span::Bulk);
-        assert_eq!(auto(&s), 0, "the writer's commits do not checkpoint");
+        assert_eq!(
+            s.autocheckpoint_pages(),
+            0,
+            "the writer's commits do not checkpoint"
+        );
         // Three commits of ~1,200 pages each: each fills the WAL past the
         // threshold.
         for _ in 0..3 {
-            s.write(|tx| {
-                Ok(tx.execute_batch(
-                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1200)
-                     INSERT INTO t SELECT randomblob(3000) FROM n",
-                )?)
-            })
-            .unwrap();
+            s.write_blob_rows(1200).unwrap();
         }
         // Waits for the thread's last checkpoint.
         s.end_checkpoints_beside();
-        assert_eq!(auto(&s), 1000, "the writer checkpoints again");
+        assert_eq!(
+            s.autocheckpoint_pages(),
+            1000,
+            "the writer checkpoints again"
+        );
         let after = std::fs::metadata(&path).unwrap().len();
         assert!(
             after > before + 3 * 1000 * 3000,
@@ -662,19 +682,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db");
         let (mut s, _) = SqliteStore::create(&path).unwrap();
-        s.write(|tx| Ok(tx.execute_batch("CREATE TABLE t (x BLOB)")?))
-            .unwrap();
+        s.write_blob_rows(0).unwrap();
         s.begin_checkpoints_beside(beside::Span::Lasting);
         // 300 commits of ~40 pages: 12,000 pages, three times the length
         // at which the log is made to start over.
         for _ in 0..300 {
-            s.write(|tx| {
-                Ok(tx.execute_batch(
-                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40)
-                     INSERT INTO t SELECT randomblob(3000) FROM n",
-                )?)
-            })
-            .unwrap();
+            s.write_blob_rows(40).unwrap();
         }
         let wal = std::fs::metadata(dir.path().join("s.db-wal"))
             .unwrap()
