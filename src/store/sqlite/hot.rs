@@ -669,17 +669,25 @@ impl SqliteStore {
                     (changed == 1).then_some(c.item_id).into_iter().collect()
                 }
                 [(first, _), ..] => {
-                    let json = completions_json(done)?;
-                    let (now, version) = (first.now, first.version);
+                    let (now, version, outcome) = (first.now, first.version, first.outcome);
                     let shared = done.iter().all(|(c, _)| (c.now, c.version) == (now, version));
+                    let plain = shared
+                        && done.iter().all(|(c, _)| {
+                            c.outcome == outcome && c.cost.is_none() && c.usage.is_none()
+                        });
                     let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
-                    let rows: Vec<(i64, i64, String, Millis)> = if shared {
+                    let rows: Vec<(i64, i64, String, Millis)> = if plain {
+                        let json = plain_json(done)?;
+                        tx.prepare_cached(COMPLETE_PLAIN)?
+                            .query_map(params![json, now, version, outcome.as_str()], row)?
+                            .collect::<rusqlite::Result<_>>()?
+                    } else if shared {
                         tx.prepare_cached(COMPLETE_SHARED)?
-                            .query_map(params![json, now, version], row)?
+                            .query_map(params![completions_json(done)?, now, version], row)?
                             .collect::<rusqlite::Result<_>>()?
                     } else {
                         tx.prepare_cached(COMPLETE_ITEMS)?
-                            .query_map(params![json], row)?
+                            .query_map(params![completions_json(done)?], row)?
                             .collect::<rusqlite::Result<_>>()?
                     };
                     let marked: Vec<Marked<'_>> = rows
@@ -853,6 +861,19 @@ const COMPLETE_SHARED: &str = concat!(
     " RETURNING id, batch_id, outcome, updated_at"
 );
 
+/// `COMPLETE_SHARED` of completions that also share their outcome (?4)
+/// and have no cost and no usage line, as a runner's group of one worker
+/// nearly always does: each row of ?1 is `[item_id, token, result]`, three
+/// fewer `->>` per row and a third of the JSON to parse (3 % fewer
+/// instructions in the store's calls, `examples/persistent_sql_floor.rs`).
+/// The cost and usage expressions of `NULL` keep the item's own.
+const COMPLETE_PLAIN: &str = concat!(
+    complete_items!("", "?4", "d.value ->> 2", "NULL", "?2", "?3", "NULL"),
+    " FROM jsonb_each(?1) AS d WHERE i.id = d.value ->> 0 AND i.lease_token = d.value ->> 1",
+    complete_fence!(),
+    " RETURNING id, batch_id, outcome, updated_at"
+);
+
 /// `COMPLETE_ITEMS` for one completion, its fields bound as ?1 to ?8 (in
 /// the array's order): no `jsonb_each` to join, and no `RETURNING` (one
 /// row changed or none), each a temporary b-tree per statement, more than
@@ -934,6 +955,16 @@ fn fields<'a>(c: &Completion<'a>) -> Fields<'a> {
         c.version,
         c.usage,
     )
+}
+
+/// The rows of `COMPLETE_PLAIN`: `[item_id, token, result]`.
+fn plain_json(done: &[(Completion<'_>, &NewEvent)]) -> Result<String> {
+    let rows: Vec<_> = done
+        .iter()
+        .map(|(c, _)| (c.item_id, c.token, c.result))
+        .collect();
+    serde_json::to_string(&rows)
+        .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding completions: {e}"))))
 }
 
 fn completions_json(done: &[(Completion<'_>, &NewEvent)]) -> Result<String> {

@@ -989,6 +989,47 @@ both_stores! {
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
 
+    fn a_plain_group_of_completions_keeps_what_earlier_attempts_left(db, s) {
+        use nightshift::store::AttemptUsage;
+        // A runner's usual group: one time, no version, one outcome, no
+        // cost and no usage line of its own (SQLite's `COMPLETE_PLAIN`).
+        s.add_items("b", &items(3), T0, |_| {}).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
+        // k000's first attempt failed at a cost, and is claimed again.
+        let first = s.claim("b", run, 1, T0 + MIN, T0).unwrap().unwrap();
+        let f = nightshift::store::Failure { item_id: first[0].item_id, token: first[0].token, run_id: run,
+            tier: Tier::Manual, error_class: "E", message: "m", next_attempt_at: None, cost: Some(0.4), now: T0 };
+        s.fail(&f, &NewEvent::new(T0, "b", EventKind::Failed, "failed")).unwrap();
+        let again = s.claim_key("b", "k000", run, T0 + MIN, T0).unwrap();
+        let rest = s.claim("b", run, 2, T0 + MIN, T0).unwrap().unwrap();
+        let c = [again, rest[0].clone(), rest[1].clone()];
+        // k001's usage settled apart from its done mark.
+        let used = AttemptUsage { batch: "b".into(), run_id: run, key: "k001".into(), attempt: 1, pool: None,
+            place: None, with_done: false, at: T0, estimate: 10, input_tokens: Some(3), output_tokens: Some(4) };
+        s.settle_usage(None, &[used]).unwrap();
+        let results = [r#"{"n":0}"#, r#"{"n":1}"#, r#"{"n":2}"#];
+        let evs: Vec<NewEvent> = c.iter().map(|c| done_event(&c.key).run(run)).collect();
+        let group: Vec<_> = c.iter().zip(&evs).zip(results).map(|((c, e), result)| (Completion { usage: None,
+            item_id: c.item_id, token: c.token, run_id: run, outcome: Outcome::Done, result: Some(result),
+            cost: None, version: None, now: T0 + 7 }, e)).collect();
+        assert_eq!(s.complete_all(&group).unwrap(), [true, true, true]);
+        let item = |k: &str| s.item("b", k).unwrap();
+        let seen: Vec<_> = ["k000", "k001", "k002"].iter().map(|k| {
+            let i = item(k);
+            (i.status, i.outcome, i.result, i.cost, i.updated_at, i.lease_run)
+        }).collect();
+        let done = |n: i64, cost: Option<f64>| (nightshift::model::Status::Done, Some(Outcome::Done),
+            Some(serde_json::json!({"n": n})), cost, T0 + 7, None);
+        assert_eq!(seen, [done(0, Some(0.4)), done(1, None), done(2, None)], "each its own result; k000 its cost");
+        let usage = s.item_usage("b", "k001").unwrap();
+        assert_eq!(usage.iter().map(|u| u.input_tokens).collect::<Vec<_>>(), [Some(3)], "k001's usage kept");
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.done, counts.claimed, counts.manual), (3, 0, 0));
+        assert_eq!(s.run(run).unwrap().unwrap().counts.done, 3);
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
     fn a_run_marked_crashed_by_a_takeover_stays_crashed(db, s) {
         let old = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.mark_crashed(&[old], T0 + MIN).unwrap();
