@@ -6,10 +6,11 @@
 //! persistent_sql_floor DIR N [ROUNDS]
 //! FLOOR_VARIANTS="store|narrow" persistent_sql_floor ...   # only those variants
 //! FLOOR_SQL="DROP INDEX items_done" persistent_sql_floor ... # run before the set-based ones
+//! FLOOR_GROUP=1 persistent_sql_floor ...    # items a transaction (process mode: 1)
 //! ```
 //!
 //! Each variant takes N items from pending to done in groups of 1,024 (a
-//! persistent slot's largest batch), each group one transaction that
+//! persistent slot's largest batch; `FLOOR_GROUP`), each group one transaction that
 //! marks the last group done and claims the next, as a slot's chained
 //! commit does. Every variant starts from a fresh store of N items made by
 //! the store itself (`Store::create`, `add_items`: every table, index and
@@ -52,8 +53,16 @@ use rusqlite::{Connection, params};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// A persistent slot's largest batch (`runner::slot::pipeline::MAX_BATCH`).
-const GROUP: usize = 1024;
+/// Items a transaction claims: a persistent slot's largest batch
+/// (`runner::slot::pipeline::MAX_BATCH`), or `FLOOR_GROUP` (1: process
+/// mode, where a slot's success and its next claim are one transaction).
+fn group() -> usize {
+    std::env::var("FLOOR_GROUP")
+        .ok()
+        .and_then(|g| g.parse().ok())
+        .filter(|g| *g > 0)
+        .unwrap_or(1024)
+}
 
 /// The items of `bench/persistent_floor`: `{"key":"kN","n":N}`.
 fn items(n: usize) -> Vec<NewItem> {
@@ -116,7 +125,7 @@ fn store_calls(s: &mut Store, run: i64, n: usize) -> Res<usize> {
     loop {
         let now = now_ms();
         let claims = s
-            .claim("b", run, GROUP, now + 600_000, now)?
+            .claim("b", run, group(), now + 600_000, now)?
             .ok_or("lock lost")?;
         if claims.is_empty() {
             return Ok(done);
@@ -222,7 +231,7 @@ fn set_based(c: &mut Connection, run: i64, n: usize, events: bool) -> Res<usize>
         }
         let k = tx
             .prepare_cached(CLAIM)?
-            .execute(params![run, now + 600_000, now, GROUP as i64])? as i64;
+            .execute(params![run, now + 600_000, now, group() as i64])? as i64;
         if k > 0 {
             if events {
                 tx.prepare_cached(CLAIM_EVENTS)?
@@ -287,7 +296,7 @@ fn narrow(c: &mut Connection, run: i64, n: usize, events: bool) -> Res<usize> {
             1,
             now + 600_000,
             now,
-            GROUP as i64
+            group() as i64
         ])? as i64;
         if k > 0 {
             if events {
