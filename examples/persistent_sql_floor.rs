@@ -229,9 +229,9 @@ fn set_based(c: &mut Connection, run: i64, n: usize, events: bool) -> Res<usize>
             tx.prepare_cached(RUN)?.execute(params![run, k])?;
             done += k as usize;
         }
-        let k = tx
-            .prepare_cached(CLAIM)?
-            .execute(params![run, now + 600_000, now, group() as i64])? as i64;
+        let k =
+            tx.prepare_cached(CLAIM)?
+                .execute(params![run, now + 600_000, now, group() as i64])? as i64;
         if k > 0 {
             if events {
                 tx.prepare_cached(CLAIM_EVENTS)?
