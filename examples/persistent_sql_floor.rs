@@ -7,6 +7,7 @@
 //! FLOOR_VARIANTS="store|narrow" persistent_sql_floor ...   # only those variants
 //! FLOOR_SQL="DROP INDEX items_done" persistent_sql_floor ... # run before the set-based ones
 //! FLOOR_GROUP=1 persistent_sql_floor ...    # items a transaction (process mode: 1)
+//! FLOOR_PG=1 persistent_sql_floor ...       # also the store's calls on PostgreSQL
 //! ```
 //!
 //! Each variant takes N items from pending to done in groups of 1,024 (a
@@ -38,15 +39,29 @@
 //!   besides the events;
 //! - `narrow state rows and events`: the same with the store's claimed
 //!   and done events: the same information as the store's, in that
-//!   other design.
+//!   other design;
+//! - `store calls on PostgreSQL, one session` (`FLOOR_PG=1`): the first
+//!   variant on a fresh database of a private server (as the tests start
+//!   it), on one session, where a persistent run's slots each have their
+//!   own (lanes); its CPU is the client's alone. `NIGHTSHIFT_PG_OPTS`
+//!   sets the server's settings (`bench/persistent_targets` runs its server
+//!   with `-c fsync=on -c full_page_writes=on -c shared_buffers=128MB`).
 //!
 //! Prints one line per variant and round:
 //! `floor VARIANT: N items, S s wall, C s cpu, U µs/item`.
+
+#[path = "../tests/support/pg.rs"]
+mod pg;
+// pg.rs asks it about PostgreSQL only.
+#[allow(dead_code)]
+#[path = "../tests/support/require.rs"]
+mod require;
 
 use std::path::Path;
 use std::time::Instant;
 
 use nightshift::model::{EventKind, Holder, NewEvent, NewItem, Outcome, Trigger};
+use nightshift::store::pg::PgStore;
 use nightshift::store::{Completion, Store};
 use nightshift::util::time::now_ms;
 use rusqlite::{Connection, params};
@@ -79,12 +94,19 @@ fn items(n: usize) -> Vec<NewItem> {
 
 /// A fresh store of `n` pending items in batch `b`, and the run holding
 /// its lock.
-fn prepare(db: &Path, n: usize) -> Res<(Store, i64)> {
+/// On PostgreSQL (`pg`: a fresh database of the private server the tests
+/// use) where `db` is not used.
+fn prepare(db: &Path, n: usize, pg: bool) -> Res<(Store, i64)> {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
     let now = now_ms();
-    let mut s = Store::create(db)?.0;
+    let mut s = if pg {
+        let server = pg::server().ok_or("no PostgreSQL server binaries: install postgresql")?;
+        Store::Pg(PgStore::create(&server.database())?.0)
+    } else {
+        Store::create(db)?.0
+    };
     s.add_items("b", &items(n), now, |_| {})?;
     let holder = Holder {
         host: "floor".into(),
@@ -323,9 +345,9 @@ const VARIANTS: [&str; 5] = [
 
 /// One variant on a fresh store: set up untimed, then timed.
 fn measure(variant: &str, db: &Path, n: usize) -> Res<()> {
-    let (mut store, run) = prepare(db, n)?;
+    let (mut store, run) = prepare(db, n, variant == PG)?;
     let mut conn = None;
-    if variant != "store calls" {
+    if !variant.starts_with("store calls") {
         // The store's own connection closed: the floor's is alone.
         store = Store::open(db, nightshift::store::Access::ReadOnly)?;
         let c = open(db)?;
@@ -343,7 +365,7 @@ fn measure(variant: &str, db: &Path, n: usize) -> Res<()> {
     }
     let (c0, t) = (cpu(), Instant::now());
     let done = match (variant, conn.as_mut()) {
-        ("store calls", _) => store_calls(&mut store, run, n)?,
+        ("store calls", _) | (PG, _) => store_calls(&mut store, run, n)?,
         ("narrow state rows", Some(c)) => narrow(c, run, n, false)?,
         ("narrow state rows and events", Some(c)) => narrow(c, run, n, true)?,
         (_, Some(c)) => set_based(c, run, n, variant != "same writes without events")?,
@@ -356,9 +378,15 @@ fn measure(variant: &str, db: &Path, n: usize) -> Res<()> {
     Ok(())
 }
 
+/// The store's calls on PostgreSQL: only with `FLOOR_PG=1`.
+const PG: &str = "store calls on PostgreSQL, one session";
+
 /// `FLOOR_VARIANTS="store|narrow"`: only the variants whose names hold
 /// one of those words.
 fn chosen(variant: &str) -> bool {
+    if variant == PG && std::env::var("FLOOR_PG").as_deref() != Ok("1") {
+        return false;
+    }
     match std::env::var("FLOOR_VARIANTS") {
         Ok(only) => only.split('|').any(|w| variant.contains(w.trim())),
         Err(_) => true,
@@ -374,7 +402,7 @@ fn main() -> Res<()> {
     let rounds: usize = args.get(2).map(|r| r.parse()).transpose()?.unwrap_or(1);
     let db = Path::new(dir).join("floor.db");
     for _ in 0..rounds {
-        for variant in VARIANTS.iter().filter(|v| chosen(v)) {
+        for variant in VARIANTS.iter().chain([&PG]).filter(|v| chosen(v)) {
             measure(variant, &db, n)?;
         }
     }
