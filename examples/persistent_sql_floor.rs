@@ -50,6 +50,8 @@
 //! Prints one line per variant and round:
 //! `floor VARIANT: N items, S s wall, C s cpu, U µs/item`.
 
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "../tests/support/pg.rs"]
 mod pg;
 // pg.rs asks it about PostgreSQL only.
@@ -60,11 +62,12 @@ mod require;
 use std::path::Path;
 use std::time::Instant;
 
-use nightshift::model::{EventKind, Holder, NewEvent, NewItem, Outcome, Trigger};
+use cpu::cpu;
+use nightshift::model::{EventKind, Holder, Millis, NewEvent, NewItem, Outcome, Trigger};
 use nightshift::store::pg::PgStore;
 use nightshift::store::{Completion, Store};
 use nightshift::util::time::now_ms;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, Transaction, params};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -126,19 +129,6 @@ fn open(db: &Path) -> Res<Connection> {
          PRAGMA temp_store = MEMORY; PRAGMA cache_size = -2048; PRAGMA wal_autocheckpoint = 0;",
     )?;
     Ok(c)
-}
-
-/// CPU time (user + system) of this process so far, in seconds.
-fn cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    (ticks(11).unwrap_or(0.0) + ticks(12).unwrap_or(0.0)) / 100.0
 }
 
 /// `store calls`: the runner's store calls, a group at a time.
@@ -231,29 +221,55 @@ INSERT INTO minute_stats (batch_id, minute, done, failed) VALUES (1, ?1, ?2, 0)
 
 const RUN: &str = "UPDATE runs SET done = done + ?2 WHERE id = ?1";
 
-/// `same writes, set-based SQL` (with `events`) or `same writes without events`.
-fn set_based(c: &mut Connection, run: i64, n: usize, events: bool) -> Res<usize> {
-    let (mut first, mut done) = (1i64, 0usize);
+/// Takes every item from pending to done a group at a time, each
+/// transaction the last group's done mark (`done`, over its ids `from..to`)
+/// and the next group's claim (`claim`, its ids from `first` on), as a
+/// slot's chained commit; each returns the rows it moved. The items done.
+fn chained(
+    c: &mut Connection,
+    mut done: impl FnMut(&Transaction<'_>, Millis, i64, i64) -> Res<i64>,
+    mut claim: impl FnMut(&Transaction<'_>, Millis, i64) -> Res<i64>,
+) -> Res<usize> {
+    let (mut first, mut total) = (1i64, 0usize);
     let mut last: Option<(i64, i64)> = None;
     loop {
         let now = now_ms();
         let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         if let Some((from, to)) = last.take() {
-            let k = tx.prepare_cached(DONE)?.execute(params![now, from, to])? as i64;
-            if events {
-                tx.prepare_cached(DONE_EVENTS)?
-                    .execute(params![now, run, from, to])?;
-            }
-            tx.prepare_cached(COUNT)?.execute(params!["claimed", -k])?;
-            tx.prepare_cached(COUNT)?.execute(params!["done", k])?;
-            tx.prepare_cached(MINUTE)?
-                .execute(params![now / 60_000, k])?;
-            tx.prepare_cached(RUN)?.execute(params![run, k])?;
-            done += k as usize;
+            total += done(&tx, now, from, to)? as usize;
         }
-        let k =
-            tx.prepare_cached(CLAIM)?
-                .execute(params![run, now + 600_000, now, group() as i64])? as i64;
+        let k = claim(&tx, now, first)?;
+        if k > 0 {
+            last = Some((first, first + k));
+            first += k;
+        }
+        tx.commit()?;
+        if last.is_none() {
+            return Ok(total);
+        }
+    }
+}
+
+/// `same writes, set-based SQL` (with `events`) or `same writes without events`.
+fn set_based(c: &mut Connection, run: i64, events: bool) -> Res<usize> {
+    let done = |tx: &Transaction<'_>, now: Millis, from: i64, to: i64| -> Res<i64> {
+        let k = tx.prepare_cached(DONE)?.execute(params![now, from, to])? as i64;
+        if events {
+            tx.prepare_cached(DONE_EVENTS)?
+                .execute(params![now, run, from, to])?;
+        }
+        tx.prepare_cached(COUNT)?.execute(params!["claimed", -k])?;
+        tx.prepare_cached(COUNT)?.execute(params!["done", k])?;
+        tx.prepare_cached(MINUTE)?
+            .execute(params![now / 60_000, k])?;
+        tx.prepare_cached(RUN)?.execute(params![run, k])?;
+        Ok(k)
+    };
+    let claim = |tx: &Transaction<'_>, now: Millis, first: i64| -> Res<i64> {
+        let until = now + 600_000;
+        let k = tx
+            .prepare_cached(CLAIM)?
+            .execute(params![run, until, now, group() as i64])? as i64;
         if k > 0 {
             if events {
                 tx.prepare_cached(CLAIM_EVENTS)?
@@ -261,14 +277,10 @@ fn set_based(c: &mut Connection, run: i64, n: usize, events: bool) -> Res<usize>
             }
             tx.prepare_cached(COUNT)?.execute(params!["pending", -k])?;
             tx.prepare_cached(COUNT)?.execute(params!["claimed", k])?;
-            last = Some((first, first + k));
-            first += k;
         }
-        tx.commit()?;
-        if k == 0 && last.is_none() {
-            return Ok(done.min(n));
-        }
-    }
+        Ok(k)
+    };
+    chained(c, done, claim)
 }
 
 /// `narrow state rows`: its own table beside the store's, `narrow_fill`ed
@@ -299,40 +311,29 @@ UPDATE state SET status = 2, run = NULL, lease_until = NULL, updated_at = ?1
 
 /// `narrow state rows` (or `… and events`: with the store's events, each
 /// item's key read from its row).
-fn narrow(c: &mut Connection, run: i64, n: usize, events: bool) -> Res<usize> {
-    let (mut done, mut first) = (0usize, 1i64);
-    let mut last: Option<(i64, i64)> = None;
-    loop {
-        let now = now_ms();
-        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        if let Some((from, to)) = last.take() {
-            done += tx
-                .prepare_cached(NARROW_DONE)?
-                .execute(params![now, from, to])?;
-            if events {
-                tx.prepare_cached(DONE_EVENTS)?
-                    .execute(params![now, run, from, to])?;
-            }
+fn narrow(c: &mut Connection, run: i64, events: bool) -> Res<usize> {
+    let done = |tx: &Transaction<'_>, now: Millis, from: i64, to: i64| -> Res<i64> {
+        let k = tx
+            .prepare_cached(NARROW_DONE)?
+            .execute(params![now, from, to])? as i64;
+        if events {
+            tx.prepare_cached(DONE_EVENTS)?
+                .execute(params![now, run, from, to])?;
         }
-        let k = tx.prepare_cached(NARROW_CLAIM)?.execute(params![
-            1,
-            now + 600_000,
-            now,
-            group() as i64
-        ])? as i64;
-        if k > 0 {
-            if events {
-                tx.prepare_cached(CLAIM_EVENTS)?
-                    .execute(params![now, run, first, first + k])?;
-            }
-            last = Some((first, first + k));
-            first += k;
+        Ok(k)
+    };
+    let claim = |tx: &Transaction<'_>, now: Millis, first: i64| -> Res<i64> {
+        let until = now + 600_000;
+        let k =
+            tx.prepare_cached(NARROW_CLAIM)?
+                .execute(params![run, until, now, group() as i64])? as i64;
+        if k > 0 && events {
+            tx.prepare_cached(CLAIM_EVENTS)?
+                .execute(params![now, run, first, first + k])?;
         }
-        tx.commit()?;
-        if k == 0 && last.is_none() {
-            return Ok(done.min(n));
-        }
-    }
+        Ok(k)
+    };
+    chained(c, done, claim)
 }
 
 const VARIANTS: [&str; 5] = [
@@ -343,39 +344,43 @@ const VARIANTS: [&str; 5] = [
     "narrow state rows",
 ];
 
-/// One variant on a fresh store: set up untimed, then timed.
+/// One variant on a fresh store: set up untimed, then timed. The timing
+/// ends before the connection closes (its last close checkpoints the log,
+/// which the floor leaves out).
 fn measure(variant: &str, db: &Path, n: usize) -> Res<()> {
     let (mut store, run) = prepare(db, n, variant == PG)?;
-    let mut conn = None;
-    if !variant.starts_with("store calls") {
+    let (done, wall, cpu) = if variant.starts_with("store calls") {
+        // As the runner's store thread (`runner::writer`).
+        store.use_runner_cache();
+        store.begin_checkpoints_beside();
+        timed(|| store_calls(&mut store, run, n))?
+    } else {
         // The store's own connection closed: the floor's is alone.
-        store = Store::open(db, nightshift::store::Access::ReadOnly)?;
-        let c = open(db)?;
+        drop(store);
+        let mut c = open(db)?;
         if variant.starts_with("narrow") {
             narrow_fill(&c, n)?;
         } else if let Ok(sql) = std::env::var("FLOOR_SQL") {
             c.execute_batch(&sql)?;
         }
-        conn = Some(c);
-    }
-    if variant == "store calls" {
-        // As the runner's store thread (`runner::writer`).
-        store.use_runner_cache();
-        store.begin_checkpoints_beside();
-    }
-    let (c0, t) = (cpu(), Instant::now());
-    let done = match (variant, conn.as_mut()) {
-        ("store calls", _) | (PG, _) => store_calls(&mut store, run, n)?,
-        ("narrow state rows", Some(c)) => narrow(c, run, n, false)?,
-        ("narrow state rows and events", Some(c)) => narrow(c, run, n, true)?,
-        (_, Some(c)) => set_based(c, run, n, variant != "same writes without events")?,
-        _ => return Err("every variant but the store's has a connection".into()),
+        timed(|| match variant {
+            "narrow state rows" => narrow(&mut c, run, false),
+            "narrow state rows and events" => narrow(&mut c, run, true),
+            _ => set_based(&mut c, run, variant != "same writes without events"),
+        })?
     };
-    report(variant, done, t.elapsed().as_secs_f64(), cpu() - c0);
+    report(variant, done, wall, cpu);
     if done != n {
         return Err(format!("{variant}: {done} of {n} items done").into());
     }
     Ok(())
+}
+
+/// `f`'s answer, the wall time it took and the process's CPU time meanwhile.
+fn timed(f: impl FnOnce() -> Res<usize>) -> Res<(usize, f64, f64)> {
+    let (c0, t) = (cpu(), Instant::now());
+    let done = f()?;
+    Ok((done, t.elapsed().as_secs_f64(), cpu() - c0))
 }
 
 /// The store's calls on PostgreSQL: only with `FLOOR_PG=1`.

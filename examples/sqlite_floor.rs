@@ -46,8 +46,13 @@
 //!
 //! Prints one line per variant: `floor VARIANT: N rows, S s wall, C s cpu`.
 
+#[path = "support/cpu.rs"]
+mod cpu;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+use cpu::cpu;
 
 use rusqlite::{Connection, params};
 
@@ -184,19 +189,6 @@ impl Variant {
         };
         ITEMS.replace("{unique}", unique).replace("{wide}", wide)
     }
-}
-
-/// CPU time (user + system) of this process so far, in seconds.
-fn cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    (ticks(11).unwrap_or(0.0) + ticks(12).unwrap_or(0.0)) / 100.0
 }
 
 struct Item {
