@@ -52,6 +52,8 @@
 
 #[path = "support/cpu.rs"]
 mod cpu;
+#[path = "support/floor.rs"]
+mod floor;
 #[path = "../tests/support/pg.rs"]
 mod pg;
 // pg.rs asks it about PostgreSQL only.
@@ -63,7 +65,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use cpu::cpu;
-use nightshift::model::{EventKind, Holder, Millis, NewEvent, NewItem, Outcome, Trigger};
+use floor::{remove_db, seat};
+use nightshift::model::{EventKind, Millis, NewEvent, NewItem, Outcome};
 use nightshift::store::pg::PgStore;
 use nightshift::store::{Completion, Store};
 use nightshift::util::time::now_ms;
@@ -100,24 +103,14 @@ fn items(n: usize) -> Vec<NewItem> {
 /// On PostgreSQL (`pg`: a fresh database of the private server the tests
 /// use) where `db` is not used.
 fn prepare(db: &Path, n: usize, pg: bool) -> Res<(Store, i64)> {
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
-    let now = now_ms();
+    remove_db(db);
     let mut s = if pg {
         let server = pg::server().ok_or("no PostgreSQL server binaries: install postgresql")?;
         Store::Pg(PgStore::create(&server.database())?.0)
     } else {
         Store::create(db)?.0
     };
-    s.add_items("b", &items(n), now, |_| {})?;
-    let holder = Holder {
-        host: "floor".into(),
-        pid: std::process::id(),
-        pid_start: None,
-    };
-    let run = s.start_run("b", Trigger::Manual, None, &holder, now, None)?;
-    s.acquire_lock("b", "t", &holder, Some(run), now + 3_600_000, now, &[], 1)?;
+    let run = seat(&mut s, &items(n))?;
     Ok((s, run))
 }
 
@@ -386,16 +379,9 @@ fn timed(f: impl FnOnce() -> Res<usize>) -> Res<(usize, f64, f64)> {
 /// The store's calls on PostgreSQL: only with `FLOOR_PG=1`.
 const PG: &str = "store calls on PostgreSQL, one session";
 
-/// `FLOOR_VARIANTS="store|narrow"`: only the variants whose names hold
-/// one of those words.
+/// `FLOOR_VARIANTS` (`floor::chosen`); PostgreSQL only with `FLOOR_PG=1`.
 fn chosen(variant: &str) -> bool {
-    if variant == PG && std::env::var("FLOOR_PG").as_deref() != Ok("1") {
-        return false;
-    }
-    match std::env::var("FLOOR_VARIANTS") {
-        Ok(only) => only.split('|').any(|w| variant.contains(w.trim())),
-        Err(_) => true,
-    }
+    (variant != PG || std::env::var("FLOOR_PG").as_deref() == Ok("1")) && floor::chosen(variant)
 }
 
 fn main() -> Res<()> {

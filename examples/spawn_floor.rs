@@ -10,13 +10,13 @@
 //! `J` threads, one per slot, each a blocking loop with nothing between
 //! its steps (no runtime, no reactor, no thread handing work to another):
 //!
-//! - `pipes and group`: the worker started as the runner starts it (its
-//!   own process group, the signal mask and SIGPIPE reset, three pipes,
-//!   the runner's environment prepared once plus the item's six
-//!   variables), its payload written, its stdout and its stderr read to
+//! - `pipes and group`: the worker started by the runner's own start
+//!   (`runner::child::posix::launch`: its own process group, the signal
+//!   mask and SIGPIPE reset, three pipes, the runner's environment
+//!   prepared once plus the item's six variables, `PROGRAM` found in
+//!   `PATH` once), its payload written, its stdout and its stderr read to
 //!   their end (one after the other: the worker is meant to print
-//!   nothing), its exit waited for, its group killed; `PROGRAM` given as
-//!   a path, found once;
+//!   nothing), its exit waited for, its group killed;
 //! - `store calls, one transaction an item`: the same, and each item's store calls of a
 //!   process slot, in one transaction under a lock the slots share: its
 //!   done mark with its done event, the worker's group recorded, the next
@@ -30,24 +30,25 @@
 //!
 //! Prints one line per variant: `floor VARIANT: N items, S s wall`.
 
-use std::ffi::{CStr, CString};
+#[path = "support/floor.rs"]
+mod floor;
+
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Instant;
 
-use nightshift::model::{Claim, EventKind, Holder, NewEvent, NewItem, Outcome, Trigger};
-use nightshift::runner::child::groups;
+use floor::{chosen, remove_db, seat};
+use nightshift::model::{Claim, EventKind, NewEvent, NewItem, Outcome};
+use nightshift::runner::child::orphans::RUNNER_VAR;
+use nightshift::runner::child::posix::{Prepared, launch};
+use nightshift::runner::child::{groups, resolve};
 use nightshift::store::{Completion, Store};
 use nightshift::util::time::now_ms;
-use nix::fcntl::OFlag;
-use nix::spawn::{PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags, posix_spawn};
-use nix::sys::signal::{SigSet, Signal, killpg};
+use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::waitpid;
-use nix::unistd::{Pid, pipe2};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -59,9 +60,10 @@ const VARIANTS: [&str; 3] = [
 
 /// What every slot shares: the worker, the environment, the store.
 struct Shared {
-    program: CString,
-    argv: Vec<CString>,
-    base: Vec<CString>,
+    argv: Vec<String>,
+    /// `argv[0]` found in `PATH` once (`None`: a path, or not found).
+    program: Option<PathBuf>,
+    prepared: Prepared,
     store: Option<Mutex<Store>>,
     run: i64,
     /// Successes commit in groups (`pending`), not one by one.
@@ -69,36 +71,18 @@ struct Shared {
     pending: Mutex<Vec<Done>>,
 }
 
-/// One worker run as the runner runs it. `env`: the item's variables.
-fn run_worker(sh: &Shared, env: &[CString], payload: &[u8]) -> Res<i32> {
-    let (in_r, in_w) = pipe2(OFlag::O_CLOEXEC)?;
-    let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC)?;
-    let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC)?;
-    let mut actions = PosixSpawnFileActions::init()?;
-    for (target, fd) in [&in_r, &out_w, &err_w].into_iter().enumerate() {
-        actions.add_dup2(fd.as_raw_fd(), target as i32)?;
-    }
-    let mut attr = PosixSpawnAttr::init()?;
-    attr.set_flags(
-        PosixSpawnFlags::POSIX_SPAWN_SETPGROUP
-            | PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
-            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
-    )?;
-    attr.set_pgroup(Pid::from_raw(0))?;
-    attr.set_sigmask(&SigSet::empty())?;
-    let mut default = SigSet::empty();
-    default.add(Signal::SIGPIPE);
-    attr.set_sigdefault(&default)?;
-    let envp: Vec<&CStr> = sh.base.iter().chain(env).map(CString::as_c_str).collect();
-    let pid = posix_spawn(sh.program.as_c_str(), &actions, &attr, &sh.argv, &envp)?;
-    drop((in_r, out_w, err_w));
+/// One worker run as the runner runs it (`posix::launch`, the runner's
+/// own start). `env`: the item's variables.
+fn run_worker(sh: &Shared, env: &[(&'static str, String)], payload: &[u8]) -> Res<i32> {
+    let w = launch(&sh.argv, sh.program.as_deref(), &sh.prepared, env)?
+        .ok_or("a pipe landed on a standard stream: the runner would use `Command`")?;
     // A worker that does not read its stdin: the write fails, as the
     // runner's does, harmlessly.
-    let _ = File::from(in_w).write_all(payload);
-    drain(out_r)?;
-    drain(err_r)?;
-    let status = waitpid(pid, None)?;
-    let _ = killpg(pid, Signal::SIGKILL);
+    let _ = File::from(w.stdin).write_all(payload);
+    drain(w.stdout)?;
+    drain(w.stderr)?;
+    let status = waitpid(w.pid, None)?;
+    let _ = killpg(w.pid, Signal::SIGKILL);
     Ok(match status {
         nix::sys::wait::WaitStatus::Exited(_, code) => code,
         _ => -1,
@@ -112,18 +96,15 @@ fn drain(fd: OwnedFd) -> Res<()> {
 }
 
 /// The variables the runner gives a worker for `claim`.
-fn item_env(claim: &Claim, run: i64) -> Res<Vec<CString>> {
-    [
+fn item_env(claim: &Claim, run: i64) -> Vec<(&'static str, String)> {
+    vec![
         ("NIGHTSHIFT_BATCH", "b".to_string()),
         ("NIGHTSHIFT_KEY", claim.key.clone()),
         ("NIGHTSHIFT_LABEL", claim.label.clone()),
         ("NIGHTSHIFT_ATTEMPT", claim.attempt.to_string()),
         ("NIGHTSHIFT_RUN_ID", run.to_string()),
-        ("NIGHTSHIFT_RUNNER", "floor".to_string()),
+        (RUNNER_VAR, "floor".to_string()),
     ]
-    .into_iter()
-    .map(|(k, v)| Ok(CString::new(format!("{k}={v}"))?))
-    .collect()
 }
 
 /// A slot: claims, runs and records items until none is left (with the
@@ -139,7 +120,7 @@ fn slot(sh: &Shared, index: usize, n: usize, j: usize) -> Res<usize> {
             op_id: None,
             token: 0,
         };
-        let env = item_env(&claim, sh.run)?;
+        let env = item_env(&claim, sh.run);
         let mine = n / j + usize::from(index < n % j);
         for _ in 0..mine {
             run_worker(sh, &env, br#"{"key":"k"}"#)?;
@@ -155,7 +136,7 @@ fn slot(sh: &Shared, index: usize, n: usize, j: usize) -> Res<usize> {
         let started = Instant::now();
         let mut payload = claim.payload.as_bytes().to_vec();
         payload.push(b'\n');
-        let code = run_worker(sh, &item_env(&claim, sh.run)?, &payload)?;
+        let code = run_worker(sh, &item_env(&claim, sh.run), &payload)?;
         if code != 0 {
             return Err(format!("the worker exited {code}").into());
         }
@@ -241,10 +222,7 @@ fn record(s: &mut Store, run: i64, d: &Done) -> Res<(bool, Option<Claim>)> {
 /// A fresh store of `n` pending items in batch `b`, and the run holding
 /// its lock.
 fn prepare(db: &Path, n: usize) -> Res<(Store, i64)> {
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
-    let now = now_ms();
+    remove_db(db);
     let mut s = Store::create(db)?.0;
     let items: Vec<NewItem> = (1..=n)
         .map(|i| NewItem {
@@ -255,22 +233,8 @@ fn prepare(db: &Path, n: usize) -> Res<(Store, i64)> {
             not_before: None,
         })
         .collect();
-    s.add_items("b", &items, now, |_| {})?;
-    let holder = Holder {
-        host: "floor".into(),
-        pid: std::process::id(),
-        pid_start: None,
-    };
-    let run = s.start_run("b", Trigger::Manual, None, &holder, now, None)?;
-    s.acquire_lock("b", "t", &holder, Some(run), now + 3_600_000, now, &[], 1)?;
+    let run = seat(&mut s, &items)?;
     Ok((s, run))
-}
-
-fn chosen(variant: &str) -> bool {
-    match std::env::var("FLOOR_VARIANTS") {
-        Ok(only) => only.split('|').any(|w| variant.contains(w.trim())),
-        Err(_) => true,
-    }
 }
 
 fn main() -> Res<()> {
@@ -279,23 +243,11 @@ fn main() -> Res<()> {
         return Err("usage: spawn_floor DIR N J PROGRAM [ARG...]".into());
     };
     let (n, j): (usize, usize) = (n.parse()?, j.parse()?);
-    let path = which(program).ok_or_else(|| format!("{program}: not found in PATH"))?;
-    let argv = std::iter::once(program)
-        .chain(rest)
-        .map(|a| CString::new(a.as_str()))
-        .collect::<Result<_, _>>()?;
-    let base = std::env::vars_os()
-        .filter_map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            CString::new(kv).ok()
-        })
-        .collect();
+    let argv: Vec<String> = std::iter::once(program).chain(rest).cloned().collect();
     let mut shared = Shared {
-        program: CString::new(path.as_os_str().as_bytes())?,
+        program: resolve(program),
         argv,
-        base,
+        prepared: Prepared::new(),
         store: None,
         run: 0,
         grouped: false,
@@ -330,14 +282,4 @@ fn main() -> Res<()> {
         shared = Arc::into_inner(sh).ok_or("a slot still holds the store")?;
     }
     Ok(())
-}
-
-/// `program` found in `PATH` (or as given, with a slash).
-fn which(program: &str) -> Option<std::path::PathBuf> {
-    if program.contains('/') {
-        return Some(program.into());
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
 }

@@ -99,6 +99,50 @@ pub fn spawn(
     env: &[(&'static str, String)],
 ) -> io::Result<Option<Proc>> {
     reap_dropped();
+    let Some(started) = launch(argv, program, prepared, env)? else {
+        return Ok(None);
+    };
+    // A `Proc` first, so that it is killed should a step below fail.
+    let mut proc = Proc {
+        pid: started.pid,
+        start: started.start,
+        stdin: None,
+        stdout: None,
+        stderr: None,
+        pidfd: pidfd(started.pid),
+        reaped: false,
+    };
+    proc.stdin = Some(nonblocking(started.stdin)?);
+    proc.stdout = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
+        started.stdout,
+    )?)?);
+    proc.stderr = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
+        started.stderr,
+    )?)?);
+    Ok(Some(proc))
+}
+
+/// A worker [`launch`] started: its pid, its start time and our (blocking)
+/// ends of its three pipes. Nothing kills or reaps it: [`spawn`] makes a
+/// [`Proc`] of it at once; a caller of its own must wait for it.
+pub struct Launched {
+    pub pid: Pid,
+    pub start: Option<u64>,
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+/// The blocking part of [`spawn`]: starts `argv` in its own process group
+/// with three pipes and the prepared environment plus `env`. Also the
+/// start of `examples/spawn_floor.rs`, so that its floor starts workers
+/// exactly as the runner does.
+pub fn launch(
+    argv: &[String],
+    program: Option<&Path>,
+    prepared: &Prepared,
+    env: &[(&'static str, String)],
+) -> io::Result<Option<Launched>> {
     let args: Vec<CString> = argv
         .iter()
         .map(|a| c_string(a.as_bytes()))
@@ -164,24 +208,13 @@ pub fn spawn(
         _ => identity::pid_start(pid.as_raw() as u32),
     };
     drop((in_r, out_w, err_w));
-
-    let mut proc = Proc {
+    Ok(Some(Launched {
         pid,
         start,
-        stdin: None,
-        stdout: None,
-        stderr: None,
-        pidfd: pidfd(pid),
-        reaped: false,
-    };
-    proc.stdin = Some(nonblocking(in_w)?);
-    proc.stdout = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
-        out_r,
-    )?)?);
-    proc.stderr = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
-        err_r,
-    )?)?);
-    Ok(Some(proc))
+        stdin: in_w,
+        stdout: out_r,
+        stderr: err_r,
+    }))
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
