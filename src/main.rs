@@ -14,6 +14,7 @@ use nightshift::util::sanitize;
 
 fn main() -> ExitCode {
     nightshift::util::stdio::keep_open();
+    nightshift::util::signals::catch_inherited_ignores();
     let (demo_parent, args) = nightshift::demo::take_parent_arg(std::env::args_os().collect());
     if let Some(parent) = demo_parent {
         nightshift::demo::follow_parent(parent);

@@ -67,6 +67,41 @@ pub async fn count_stops_and_reloads(on_stop: impl FnMut(u32), _on_reload: impl 
     count_termination(on_stop).await;
 }
 
+/// Catches, with a handler that does nothing, every signal this process
+/// was started with ignored (`nohup`: SIGHUP; a shell script's background
+/// job: SIGINT and SIGQUIT; any parent: whatever it chose), so the process
+/// still ignores them, but `exec` resets a caught signal to its default
+/// where it passes an ignored one on: every child (a worker in either
+/// mode, a source command, a hook) starts with none ignored, and a stop
+/// sent to a worker's group reaches it. An ignored SIGCHLD would also have
+/// the kernel reap workers before they are waited for. SIGPIPE stays as
+/// the Rust runtime sets it (each spawn gives it back its default); the
+/// signals no handler may take (SIGKILL, SIGSEGV, ...) are left alone.
+/// Read from `/proc`: a disposition cannot be read without `unsafe`.
+#[cfg(target_os = "linux")]
+pub fn catch_inherited_ignores() {
+    use signal_hook::consts::SIGPIPE;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let ignored = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let hex = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+            u64::from_str_radix(hex.trim(), 16).ok()
+        })
+        .unwrap_or(0);
+    let unused = Arc::new(AtomicBool::new(false));
+    // 32 and 33 are the C library's own, ignored in every process.
+    for sig in (1..=64).filter(|&n| n != SIGPIPE && n != 32 && n != 33) {
+        if ignored & (1u64 << (sig - 1)) != 0 {
+            let _ = signal_hook::flag::register(sig, Arc::clone(&unused));
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn catch_inherited_ignores() {}
+
 /// A stop request for bulk writes (`add`, `requeue`): set by the first
 /// SIGINT, SIGTERM or SIGHUP once [`Stop::on_signals`] is installed. They
 /// check it between chunks, so the chunk in hand commits whole and they can

@@ -47,6 +47,59 @@ fn exit_code(child: &mut Background) -> Option<i32> {
     code.unwrap()
 }
 
+/// A runner that inherited ignored signals (started under `nohup`, or as
+/// a shell script's background job) does not pass them on: its workers, in
+/// either mode and in a directory of their own or not, start with no
+/// signal ignored, so that a stop sent to a worker's group reaches it
+/// whatever started the runner. (The runner handles SIGHUP, SIGINT and
+/// SIGTERM itself, which `exec` resets; the others stayed ignored in its
+/// workers.)
+#[test]
+fn workers_start_with_no_signal_ignored_whatever_the_runner_inherited() {
+    // What the worker ignores, read by a child of the worker's shell; then
+    // an answer to each request line (process mode: its payload has none).
+    let worker = r#"grep '^SigIgn:' /proc/$$/status > ignored
+while IFS= read -r line; do
+  key=$(printf '%s' "$line" | sed 's/.*"key":"\([^"]*\)".*/\1/')
+  echo "{\"key\":\"$key\",\"result\":\"ok\"}"
+done"#;
+    // A config named by its path runs the workers in its directory (started
+    // another way than in the current one).
+    for (mode, in_its_dir) in [("process", false), ("process", true), ("persistent", false)] {
+        let env = Env::new();
+        env.script("w.sh", worker);
+        let config = env.config(&format!(
+            "[batch.b]\nworker = [\"./w.sh\"]\nmode = \"{mode}\"\n"
+        ));
+        add_keys(&env, "b", &["a"]);
+        let mut args = vec!["run".to_string(), "b".to_string()];
+        if in_its_dir {
+            args.extend(["--config".to_string(), p(&config)]);
+        }
+        let dir = if in_its_dir { "in its directory" } else { "" };
+        let out = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "trap '' HUP INT QUIT TERM USR1 USR2 ALRM; exec \"$0\" \"$@\"",
+            ])
+            .arg(common::bin())
+            .args(&args)
+            .current_dir(env.dir.path())
+            .env("NIGHTSHIFT_DB", &env.db)
+            .env_remove("NIGHTSHIFT_CONFIG")
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{mode} {dir}: {out:?}");
+        assert_eq!(env.item("a").0, "done", "{mode} {dir}");
+        let line = std::fs::read_to_string(env.path("ignored")).unwrap();
+        let hex = line.trim().trim_start_matches("SigIgn:").trim();
+        let mask = u64::from_str_radix(hex, 16).unwrap();
+        // The C library ignores its two internal signals (32, 33) itself.
+        assert_eq!(mask & !(0b11 << 31), 0, "{mode} {dir}: {line}");
+    }
+}
+
 /// SIGINT and SIGHUP each stop `run` like SIGTERM: no new claims, the
 /// in-flight item finishes within the grace period, the rest stays
 /// pending, exit 130, the run recorded as aborted.
