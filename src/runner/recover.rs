@@ -1,7 +1,6 @@
 //! What a cycle inherits once it holds the lock: the runs that died (their
 //! workers, their claims) and a rate-limit hold an earlier run was given.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use super::EventLog;
@@ -93,16 +92,7 @@ pub async fn sweep(
 
 /// Open runs of the batch, other than `run_id`, that hold no seat.
 fn dead_runs(store: &Store, batch: &str, run_id: i64) -> Result<Vec<OpenRun>, StoreError> {
-    let seated: HashSet<i64> = store
-        .locks(batch)?
-        .iter()
-        .filter_map(|l| l.run_id)
-        .collect();
-    Ok(store
-        .open_runs(batch)?
-        .into_iter()
-        .filter(|r| r.id != run_id && !seated.contains(&r.id))
-        .collect())
+    store.unseated_runs(batch, run_id)
 }
 
 fn ids(runs: &[OpenRun]) -> Vec<i64> {
