@@ -59,6 +59,13 @@ const RUN_LAST_WORKED: &str = concat!(
 );
 const RUNS_OPEN: &str = "SELECT id, host, pid, pid_start, started_at FROM runs
   WHERE state = 'running' AND batch_id = ?1 ORDER BY id";
+/// One statement, so one snapshot even in a group's transaction: a run
+/// and its seat are recorded together (`start_run`), and two reads could
+/// see a run started between them without its seat.
+const RUNS_UNSEATED: &str = "SELECT id, host, pid, pid_start, started_at FROM runs r
+  WHERE state = 'running' AND batch_id = ?1 AND id <> ?2
+    AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.batch_id = ?1 AND l.run_id = r.id)
+  ORDER BY id";
 const RUN_INSERT: &str =
     "INSERT INTO runs (batch_id, trigger, actor, host, pid, pid_start, started_at, state)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running') RETURNING id";
@@ -106,17 +113,29 @@ pub(crate) trait RunsRead: Sql {
 
     /// Runs of a batch still marked running, oldest first.
     fn runs_open(&mut self, batch: i64) -> Result<Vec<OpenRun>> {
-        sql::all(self, RUNS_OPEN, &[Arg::Int(batch)], |r| {
-            Ok(OpenRun {
-                id: r.int(0)?,
-                holder: holder_at(r, 1)?,
-                started_at: r.time(4)?,
-            })
-        })
+        sql::all(self, RUNS_OPEN, &[Arg::Int(batch)], open_run)
+    }
+
+    /// `runs_open` but `except`, and those holding a seat of the lock.
+    fn runs_unseated(&mut self, batch: i64, except: i64) -> Result<Vec<OpenRun>> {
+        sql::all(
+            self,
+            RUNS_UNSEATED,
+            &[Arg::Int(batch), Arg::Int(except)],
+            open_run,
+        )
     }
 }
 
 impl<T: Sql + ?Sized> RunsRead for T {}
+
+fn open_run(r: &dyn sql::Row) -> Result<OpenRun> {
+    Ok(OpenRun {
+        id: r.int(0)?,
+        holder: holder_at(r, 1)?,
+        started_at: r.time(4)?,
+    })
+}
 
 pub(crate) trait RunsWrite: Sql {
     /// A new run, `running` from `now`.

@@ -67,7 +67,7 @@ impl Store {
     }
 
     /// Runs of a batch still marked running that hold no seat of its lock,
-    /// but `run_id`: the ones a cycle takes over. Read in one snapshot: a
+    /// but `run_id`: the ones a cycle takes over. Read in one statement: a
     /// run and its seat are recorded in one transaction (`start_run`), and
     /// the seats read before another runner's start committed, its run
     /// after, judged that live runner dead (its places in a pool were
@@ -75,16 +75,7 @@ impl Store {
     pub fn unseated_runs(&self, batch: &str, run_id: i64) -> Result<Vec<OpenRun>> {
         self.read_tx(|tx| {
             let b = tx.batch_id(batch)?;
-            let seated: Vec<i64> = tx
-                .seats(b, batch)?
-                .iter()
-                .filter_map(|l| l.run_id)
-                .collect();
-            Ok(tx
-                .runs_open(b)?
-                .into_iter()
-                .filter(|r| r.id != run_id && !seated.contains(&r.id))
-                .collect())
+            tx.runs_unseated(b, run_id)
         })
     }
 

@@ -359,6 +359,20 @@ both_stores! {
         assert_eq!(s.claim("b", run, 1, T0 + MIN, T0).unwrap(), None);
     }
 
+    fn a_take_over_finds_the_open_runs_that_hold_no_seat(db, s) {
+        // Seated: the seat taken, then the run recorded with it, as `run` does.
+        s.acquire_lock("b", "tok1", &holder(1), None, T0 + MIN, T0, &[], 3).unwrap();
+        let seated = s.start_run("b", Trigger::Manual, None, &holder(1), T0, Some("tok1")).unwrap();
+        // Gone without its seat.
+        let gone = s.start_run("b", Trigger::Manual, None, &holder(2), T0, None).unwrap();
+        s.acquire_lock("b", "tok3", &holder(3), None, T0 + MIN, T0, &[], 3).unwrap();
+        let me = s.start_run("b", Trigger::Manual, None, &holder(3), T0, Some("tok3")).unwrap();
+        let ids = |s: &Store| s.unseated_runs("b", me).unwrap().iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(&s), [gone], "seated {seated}, me {me}");
+        s.release_lock("b", "tok1").unwrap();
+        assert_eq!(ids(&s), [seated, gone], "its seat released");
+    }
+
     fn completion_is_fenced_by_the_lease_token(db, s) {
         s.add_items("b", &items(2), T0, |_| {}).unwrap();
         let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
