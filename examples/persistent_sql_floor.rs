@@ -65,8 +65,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use cpu::cpu;
-use floor::{remove_db, seat};
-use nightshift::model::{EventKind, Millis, NewEvent, NewItem, Outcome};
+use floor::{plain_done, remove_db, seat};
+use nightshift::model::{Millis, NewEvent, NewItem};
 use nightshift::store::pg::PgStore;
 use nightshift::store::{Completion, Store};
 use nightshift::util::time::now_ms;
@@ -135,35 +135,10 @@ fn store_calls(s: &mut Store, run: i64, n: usize) -> Res<usize> {
         if claims.is_empty() {
             return Ok(done);
         }
-        let events: Vec<NewEvent> = claims
-            .iter()
-            .map(|c| {
-                NewEvent::new(now, "b", EventKind::Done, "done")
-                    .run(run)
-                    .key(&c.key)
-                    .fields(serde_json::json!({
-                        "attempt": c.attempt, "ms": 0, "cost": null, "usage": null
-                    }))
-            })
-            .collect();
-        let marks: Vec<(Completion<'_>, &NewEvent)> = claims
-            .iter()
-            .zip(&events)
-            .map(|(c, e)| {
-                let mark = Completion {
-                    item_id: c.item_id,
-                    token: c.token,
-                    run_id: run,
-                    outcome: Outcome::Done,
-                    result: None,
-                    cost: None,
-                    version: None,
-                    usage: None,
-                    now,
-                };
-                (mark, e)
-            })
-            .collect();
+        let successes: Vec<(Completion<'_>, NewEvent)> =
+            claims.iter().map(|c| plain_done(c, run, 0, now)).collect();
+        let marks: Vec<(Completion<'_>, &NewEvent)> =
+            successes.iter().map(|(m, e)| (m.clone(), e)).collect();
         let accepted = s.complete_all(&marks)?;
         done += accepted.iter().filter(|a| **a).count();
         if done > n {

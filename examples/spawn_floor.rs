@@ -40,12 +40,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Instant;
 
-use floor::{chosen, remove_db, seat};
-use nightshift::model::{Claim, EventKind, NewEvent, NewItem, Outcome};
+use floor::{chosen, plain_done, remove_db, seat};
+use nightshift::model::{Claim, NewItem};
 use nightshift::runner::child::orphans::RUNNER_VAR;
 use nightshift::runner::child::posix::{Prepared, launch};
 use nightshift::runner::child::{groups, resolve};
-use nightshift::store::{Completion, Store};
+use nightshift::store::Store;
 use nightshift::util::time::now_ms;
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::waitpid;
@@ -196,22 +196,7 @@ fn claim_one(s: &mut Store, run: i64) -> Res<Option<Claim>> {
 /// A process slot's store calls for one success: the worker's group
 /// recorded, the done mark with its event, the next claim.
 fn record(s: &mut Store, run: i64, d: &Done) -> Res<(bool, Option<Claim>)> {
-    let now = now_ms();
-    let event = NewEvent::new(now, "b", EventKind::Done, "done")
-        .run(run)
-        .key(&d.claim.key)
-        .fields(serde_json::json!({"attempt": d.claim.attempt, "ms": d.ms, "cost": null, "usage": null}));
-    let mark = Completion {
-        item_id: d.claim.item_id,
-        token: d.claim.token,
-        run_id: run,
-        outcome: Outcome::Done,
-        result: None,
-        cost: None,
-        version: None,
-        usage: None,
-        now,
-    };
+    let (mark, event) = plain_done(&d.claim, run, d.ms, now_ms());
     if let Some(g) = groups::of(run, d.slot, std::process::id(), None) {
         s.record_worker(&g)?;
     }
