@@ -24,7 +24,7 @@ pub async fn take_over(
     max_attempts: u32,
     log: &EventLog,
 ) -> Result<(), StoreError> {
-    let dead = dead_runs(store, batch, run_id)?;
+    let dead = store.unseated_runs(batch, run_id)?;
     let groups = store.worker_groups(&ids(&dead))?;
     let reaped = reap_here(batch, &dead, groups, &holder.host).await;
     close_dead(store, batch, run_id, &dead, reaped, max_attempts, log)?;
@@ -74,7 +74,7 @@ pub async fn sweep(
     let b = batch.to_string();
     let (dead, groups) = writer
         .call(move |s| {
-            let dead = dead_runs(s, &b, run_id)?;
+            let dead = s.unseated_runs(&b, run_id)?;
             let groups = s.worker_groups(&ids(&dead))?;
             Ok((dead, groups))
         })
@@ -88,11 +88,6 @@ pub async fn sweep(
             s.forget_pool_places(&runners_here(&dead, &host))
         })
         .await
-}
-
-/// Open runs of the batch, other than `run_id`, that hold no seat.
-fn dead_runs(store: &Store, batch: &str, run_id: i64) -> Result<Vec<OpenRun>, StoreError> {
-    store.unseated_runs(batch, run_id)
 }
 
 fn ids(runs: &[OpenRun]) -> Vec<i64> {
