@@ -104,16 +104,21 @@ fn split_parts(bytes: &[u8], n: usize) -> Vec<&[u8]> {
     let mut parts = Vec::with_capacity(n);
     let mut start = 0;
     for k in 1..n {
-        let target = (bytes.len() * k / n).max(start);
-        let Some(nl) = bytes[target..].iter().position(|b| *b == b'\n') else {
+        let Some(end) = line_end(bytes, (bytes.len() * k / n).max(start)) else {
             break;
         };
-        let end = target + nl + 1;
         parts.push(&bytes[start..end]);
         start = end;
     }
     parts.push(&bytes[start..]);
     parts
+}
+
+/// Where a part reaching `at` ends: just after the first newline from
+/// `at` on (a part holds whole lines), `None` past the last newline.
+fn line_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let nl = bytes[at..].iter().position(|b| *b == b'\n')?;
+    Some(at + nl + 1)
 }
 
 /// `bytes` cut after a newline into parts of `first` bytes or a little
@@ -124,10 +129,9 @@ fn growing_parts(bytes: &[u8], first: usize, most: usize) -> Vec<&[u8]> {
     let mut parts = Vec::new();
     let (mut start, mut size) = (0, first.max(1));
     while bytes.len() - start > size {
-        let Some(nl) = bytes[start + size..].iter().position(|b| *b == b'\n') else {
+        let Some(end) = line_end(bytes, start + size) else {
             break;
         };
-        let end = start + size + nl + 1;
         parts.push(&bytes[start..end]);
         start = end;
         size = (size * 2).min(most.max(1));
