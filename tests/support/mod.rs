@@ -266,6 +266,20 @@ impl Env {
     }
 }
 
+/// Copies a program to `to` in a `cp` of its own, as an installer would.
+/// A copy made here would hold `to` open for writing in this harness,
+/// whose other tests fork all the while: a child forked then keeps that
+/// descriptor until its `exec`, and an `exec` of `to` meanwhile fails
+/// with "Text file busy".
+pub fn copy_program(from: &Path, to: &Path) {
+    let out = std::process::Command::new("cp")
+        .arg(from)
+        .arg(to)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cp {from:?} {to:?}: {out:?}");
+}
+
 pub fn fingerprint(db: &Path) -> Vec<(String, Option<String>)> {
     ["", "-wal", "-shm"]
         .iter()

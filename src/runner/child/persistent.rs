@@ -43,6 +43,13 @@ use crate::util::sanitize;
 /// Longest answer line accepted (the result is bounded like stdout in
 /// process mode).
 const MAX_LINE: usize = super::output::MAX_STDOUT + 64 * 1024;
+/// How long a worker that broke mid-item (closed its stdout, stopped
+/// reading) is given to exit on its own before its group is killed: its
+/// exit status and last words name the failure.
+const EXIT_GRACE: Duration = Duration::from_secs(5);
+/// How long its stderr may stay open once its group is gone: only a
+/// process that left the group (`setsid`) can hold it past that.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// One request to a persistent worker.
 pub struct Request<'a> {
@@ -300,14 +307,16 @@ impl Persistent {
 
     /// The worker broke mid-item: a transient failure naming why.
     async fn died(&mut self, why: &str) -> Answer {
-        let status = tokio::time::timeout(Duration::from_millis(500), self.child.wait()).await;
+        let status = tokio::time::timeout(EXIT_GRACE, self.child.wait()).await;
         let status = match status {
             Ok(Ok(s)) => format!(" ({s})"),
             _ => String::new(),
         };
-        // Let the stderr reader take in the worker's last words.
+        // With its group gone, stderr ends when the worker's last words are
+        // read, however long a loaded machine takes to read them.
+        kill_group(self.pgid);
         if let Some(task) = self.stderr_task.take() {
-            let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
+            let _ = tokio::time::timeout(DRAIN_GRACE, task).await;
         }
         let last = self
             .stderr_last
@@ -526,6 +535,7 @@ while read line; do
     *'"key":"op"'*) echo '{"key":"op","op_id":"op-1"}'; echo '{"key":"op","result":{"ok":true},"cost":0.5}';;
     *'"key":"empty"'*) echo '{"key":"empty","result":null}';;
     *'"key":"die"'*) echo "dying" >&2; exit 3;;
+    *'"key":"late"'*) exec 1>&-; sleep 1.5; echo "late last words" >&2; exit 4;;
     *'"key":"nokey"'*) echo '{"result":1}';;
     *) echo '{"key":"a","result":"fine"}';;
   esac
@@ -567,6 +577,16 @@ done"#,
             if class == "WorkerExited" && message.contains("dying")),
             "{:?}",
             died.as_ref().err()
+        );
+        // Last words that come a while after stdout closed still name the
+        // failure, with the exit status.
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let late = w.call(&req("late", "{}"), t, &rules, &tx, never()).await;
+        assert!(
+            matches!(&late, Err(Answer::Failed { transient: true, class, message, .. })
+            if class == "WorkerExited" && message.contains("exit status: 4") && message.contains("late last words")),
+            "{:?}",
+            late.as_ref().err()
         );
     }
 

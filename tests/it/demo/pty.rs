@@ -225,13 +225,13 @@ fn demo_runs_after_the_program_was_replaced() {
     let tmp = tempfile::tempdir().unwrap();
     let demo_dir = tmp.path().join("demo");
     let exe = tmp.path().join("nightshift");
-    std::fs::copy(BIN, &exe).unwrap();
+    common::copy_program(Path::new(BIN), &exe);
     // The old program stays reachable through a descriptor of ours; a new
     // one is renamed over its path, as an installer does. Started through
     // the descriptor, the demo is the old program, replaced from its start.
     let old = std::fs::File::open(&exe).unwrap();
     let new = tmp.path().join("nightshift.new");
-    std::fs::copy(BIN, &new).unwrap();
+    common::copy_program(Path::new(BIN), &new);
     std::fs::rename(&new, &exe).unwrap();
     let through = format!(
         "/proc/{}/fd/{}",

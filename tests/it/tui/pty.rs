@@ -354,12 +354,12 @@ fn resume_after_the_program_was_replaced() {
     let env = fixture_env();
     env.write("nightshift.toml", "[batch.articles]\nworker = [\"cat\"]\n");
     let exe = env.dir.path().join("nightshift");
-    std::fs::copy(BIN, &exe).unwrap();
+    common::copy_program(Path::new(BIN), &exe);
     let mut dash = Dash::open(&exe, env.dir.path(), &env.db, &[], (80, 24));
     dash.wait_loaded();
     // Replaced as an installer does: a new file renamed over the old.
     let new = env.dir.path().join("nightshift.new");
-    std::fs::copy(BIN, &new).unwrap();
+    common::copy_program(Path::new(BIN), &new);
     std::fs::rename(&new, &exe).unwrap();
     dash.key("r");
     dash.wait_seen("started a run of articles (pid");
