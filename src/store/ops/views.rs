@@ -60,6 +60,16 @@ impl Store {
                 if let Some(key) = &q.detail {
                     out.detail = Some(detail(tx, b, key)?);
                 }
+            } else if let (Some(_), Some(iq)) = (&q.batch, &q.items) {
+                // Its items, read: none, where no page said "loading…"
+                // for as long as the dashboard stayed open.
+                out.items = Some(ItemPage {
+                    offset: iq.offset,
+                    rows: Vec::new(),
+                    total: 0,
+                    capped: false,
+                    searching: None,
+                });
             }
             // Budget windows are keyed by name, not by a batch's rows: the
             // pools' (the Pools pane) are read whichever batch is selected.

@@ -43,6 +43,14 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     match &app.data.items {
         Some(page) if page.total > 0 => table(app, f, area, block, page, &app.items),
         Some(page) if page.searching.is_some() => placeholder(app, f, area, block, "searching…"),
+        Some(_) if app.status_filter.is_none() && app.search.is_empty() => {
+            let batch = app
+                .batch
+                .as_deref()
+                .map_or("BATCH".into(), sanitize::shell_word);
+            let add = format!("no items: `nightshift add {batch} FILE` adds some");
+            placeholder(app, f, area, block, &add)
+        }
         Some(_) => placeholder(
             app,
             f,

@@ -774,3 +774,32 @@ fn a_popup_over_wide_characters_keeps_its_border() {
         }
     }
 }
+
+/// A configured batch with no rows in the store yet: its Items pane says
+/// it has none and how to add some, where it said "loading…" for as long
+/// as the dashboard stayed open; with a filter, that nothing matches.
+#[test]
+fn a_configured_batch_with_no_items_says_so() {
+    let fx = fixture();
+    let mut app = App::new(setup(Palette::Mono, false), NOW);
+    app.update(Arrival::Resize(80, 24));
+    drive(&fx, &mut app, &[]);
+    for _ in 0..10 {
+        if app.batch.as_deref() == Some("newsletter") {
+            break;
+        }
+        drive(&fx, &mut app, &[Intent::NextBatch.into()]);
+    }
+    assert_eq!(app.batch.as_deref(), Some("newsletter"));
+    drive(&fx, &mut app, &[Intent::GoPane(Pane::Items).into()]);
+    let shot = draw(&app);
+    assert!(
+        shot.contains("no items: `nightshift add newsletter FILE` adds some")
+            && shot.contains("Items · newsletter · status: all · none")
+            && !shot.contains("loading…"),
+        "{shot}"
+    );
+    drive(&fx, &mut app, &[Intent::CycleStatus.into()]);
+    let shot = draw(&app);
+    assert!(shot.contains("no items match (s: status filter"), "{shot}");
+}
