@@ -122,7 +122,7 @@ pub fn derive_line_with(
     let also = priority.field.as_deref();
     let kept = serde::Deserializer::deserialize_any(&mut de, KeptFields { wanted, also })
         .and_then(|kept| de.end().map(|()| kept))
-        .map_err(|e| LineError::Json(json_error(&e)))?;
+        .map_err(|e| LineError::Json(crate::util::json::error_at(text, &e)))?;
     let raw = kept.ok_or(KeyError::NotObject)?;
     let obj = Fields::read(&raw)?;
     // Skipped fields are checked without a depth limit, and a skipped
@@ -141,7 +141,7 @@ pub fn derive_line_with(
             if e.to_string().contains("recursion limit") {
                 format!("nested more than {MAX_DEPTH} levels deep")
             } else {
-                json_error(&e)
+                crate::util::json::error_at(text, &e)
             },
         ));
     }
@@ -299,16 +299,6 @@ fn decimal(text: &str) -> Option<(bool, String, i64)> {
         .checked_sub(frac_len)?
         .checked_add(trailing)?;
     Some((negative, significant.to_string(), power))
-}
-
-/// serde_json's message with its position said once: the caller names the
-/// line, so "at line 1" would only mislead.
-fn json_error(e: &serde_json::Error) -> String {
-    let msg = e.to_string();
-    match msg.rfind(" at line ") {
-        Some(pos) => format!("{} (column {})", &msg[..pos], e.column()),
-        None => msg,
-    }
 }
 
 /// Visits a JSON value keeping only the named top-level fields of an object

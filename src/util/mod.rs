@@ -5,6 +5,7 @@
 
 pub mod files;
 pub mod identity;
+pub mod json;
 pub mod money;
 pub mod noun;
 pub mod sanitize;

@@ -377,7 +377,8 @@ pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
                 ""
             };
             return Err(format!(
-                "a stdout line starting with \"{{\" is not valid JSON ({e}{hint}): {}",
+                "a stdout line starting with \"{{\" is not valid JSON ({}{hint}): {}",
+                crate::util::json::error_at(trimmed, &e),
                 quote(trimmed)
             ));
         }
@@ -651,7 +652,7 @@ done"#,
         let nan = parse_line(r#"{"key":"a","result":NaN}"#).unwrap_err();
         assert!(
             nan.contains(
-                "not valid JSON (expected value at line 1 column 21; NaN and Infinity are not JSON"
+                "not valid JSON (expected value at column 21; NaN and Infinity are not JSON"
             ),
             "{nan}"
         );

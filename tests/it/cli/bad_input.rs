@@ -45,10 +45,18 @@ fn malformed_json_names_the_line() {
     );
     assert!(
         ran.stderr
-            .contains("line 2: malformed JSON: EOF while parsing an object (column 12)"),
+            .contains("line 2: malformed JSON: EOF while parsing an object at column 12"),
         "{ran:?}"
     );
     drop(file);
+    // The column counts characters: 壊れた is three, not nine bytes.
+    env.write("ja.jsonl", "{\"key\":\"x2\",\"title\":\"壊れた\n");
+    let ran = refused(&env, &["add", "b", "ja.jsonl"], 2, &["ja.jsonl"]);
+    assert!(
+        ran.stderr
+            .contains("line 1: malformed JSON: EOF while parsing a string at column 24"),
+        "{ran:?}"
+    );
 }
 
 #[test]
