@@ -20,7 +20,7 @@ const MAX_BATCH: usize = 1024;
 
 /// A batch should take about this long, so slow workers claim few items
 /// at a time and the slots share the work fairly.
-const BATCH_TIME: Duration = Duration::from_millis(200);
+pub(super) const BATCH_TIME: Duration = Duration::from_millis(200);
 
 /// What a commit hands back: the successes (for the log), which of them
 /// were accepted, the next claims (`None`: the lock is lost), how many
@@ -161,6 +161,7 @@ impl Slot {
     /// claim of the next batch). `None` when there is nothing to do.
     pub(super) async fn begin_commit(&mut self, chain: bool) -> Option<CommitFuture> {
         let successes = std::mem::take(&mut self.successes);
+        self.answered_since = None;
         let cycle = self.cycle.clone();
         let may_chain = chain
             && cycle.chain

@@ -880,4 +880,43 @@ for line in sys.stdin:
         }
         env.assert_counts_consistent();
     }
+
+    /// An answer is durable soon after it comes, not once the rest of its
+    /// batch is answered: behind a call that takes long (here, until the
+    /// test lets it go), the calls answered before it are done, and a
+    /// crash meanwhile runs none of them again.
+    fn answers_are_durable_while_a_slow_call_behind_them_runs(env) {
+        require!(Tool::Python3);
+        let (calls, release) = (env.path("calls.log"), env.path("release"));
+        env.write("w.py", &format!(r#"import json, os, sys, time
+for line in sys.stdin:
+    r = json.loads(line)
+    with open({calls:?}, "a") as f:
+        f.write(r["key"] + "\n")
+    while r["key"] == "k12" and not os.path.exists({release:?}):
+        time.sleep(0.05)
+    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}}}), flush=True)
+"#));
+        env.config("[batch.p]\nworker = [\"python3\", \"w.py\"]\nmode = \"persistent\"\nconcurrency = 1\n");
+        let keys: Vec<String> = (1..=40).map(|i| format!("k{i}")).collect();
+        add_keys(&env, "p", &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut run = env.spawn("p", &["run", "p"]);
+        let called = || common::lines(&calls);
+        wait_for("the slow call", || called().contains(&"k12".to_string()));
+        let before: Vec<String> = called().into_iter().take_while(|k| k != "k12").collect();
+        assert_eq!(before.len(), 11, "{before:?}");
+        let done = || env.strings("SELECT key FROM items WHERE status = 'done'").len();
+        wait_for("the 11 answers before the slow call done", || done() == 11);
+        signal(run.id(), Signal::SIGKILL);
+        run.wait().unwrap();
+        std::fs::write(&release, "").unwrap();
+        env.run(&["run", "p"]).code(0);
+        assert_eq!(done(), 40);
+        let twice: Vec<String> = common::tally(&called())
+            .into_iter()
+            .filter(|(k, n)| *n > 1 && k != "k12")
+            .map(|(k, _)| k)
+            .collect();
+        assert!(twice.is_empty(), "called again after the crash: {twice:?}");
+    }
 }

@@ -500,6 +500,44 @@ esac"#);
         assert_eq!((u["input_tokens"].as_i64(), u["output_tokens"].as_i64()), (Some(15), Some(7)), "{u}");
         assert_eq!((u["unreported"].as_i64(), u["estimated_tokens"].as_i64()), (Some(2), Some(100)), "{u}");
     }
+
+    /// A persistent slot whose next calls wait for the pool (two requests
+    /// an hour) makes the calls its worker answered durable before it
+    /// waits, not after: they are done at once, a crash meanwhile costs no
+    /// second call of them, and no view counts them in flight.
+    fn answered_calls_are_durable_before_their_slot_waits_for_the_pool(env) {
+        let calls = env.path("calls.log");
+        env.write("w.py", &format!(r#"import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    with open({calls:?}, "a") as f:
+        f.write("%s %d\n" % (r["key"], r["attempt"]))
+    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}}}), flush=True)
+"#));
+        let config = |rate: &str| {
+            env.config(&format!(
+                "[limit.p]\nrequests = \"{rate}\"\n\n\
+                 [batch.a]\nworker = [\"python3\", \"w.py\"]\nmode = \"persistent\"\nlimit = \"p\"\nconcurrency = 1\n"
+            ));
+        };
+        config("2/h");
+        add(&env, "a", 5);
+        let mut run = env.spawn("a", &["run", "a"]);
+        let called = || common::lines(&calls);
+        wait_for("the pool's two calls", || called().len() == 2);
+        wait_for("both answered calls done while the slot waits", || done(&env, "a") == 2);
+        let text = env.run(&["status", "a"]).code(0).stdout.clone();
+        assert!(!text.contains(" in flight"), "{text}");
+        assert!(text.contains("waiting for pool p"), "{text}");
+        common::signal(run.id(), nix::sys::signal::Signal::SIGKILL);
+        run.wait().unwrap();
+        config("1000/min");
+        env.run(&["run", "a"]).code(0);
+        assert_eq!(done(&env, "a"), 5);
+        let mut keys: Vec<String> = called().iter().map(|l| l.split(' ').next().unwrap().to_string()).collect();
+        keys.sort();
+        assert_eq!(keys, ["a1", "a2", "a3", "a4", "a5"], "each item called once: {:?}", called());
+    }
 }
 
 #[test]

@@ -26,7 +26,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::claim::claim_key;
-use super::pipeline::{CommitFuture, Success};
+use super::pipeline::{BATCH_TIME, CommitFuture, Success};
 use super::record::{begin_retry, judge_failure, lease_lost_on_write, record_failure, store_op_id};
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
@@ -72,6 +72,8 @@ pub(super) struct Slot {
     /// Failed transiently, retried once their backoff has passed.
     pub(super) retries: Vec<(tokio::time::Instant, Work)>,
     pub(super) successes: Vec<Success>,
+    /// When the oldest of `successes` was answered.
+    pub(super) answered_since: Option<tokio::time::Instant>,
     /// A commit (with the next claim) under way while the worker answers
     /// the rest of the batch.
     pub(super) committing: Option<CommitFuture>,
@@ -138,6 +140,7 @@ impl Slot {
             sent: VecDeque::new(),
             retries: Vec::new(),
             successes: Vec::new(),
+            answered_since: None,
             committing: None,
             kill_tx,
             kill_rx,
@@ -340,6 +343,17 @@ impl Slot {
             {
                 self.committing = self.begin_commit(true).await;
             }
+            // An answer waits for the rest of its batch no longer than a
+            // batch should take: not behind a slow call, nor through a
+            // queue's wait for the gate or the pool (minutes, for a limit
+            // per day), where a crash would pay for it again and every
+            // view counted it in flight.
+            let flush_at = self.answered_since.map(|t| t + BATCH_TIME);
+            if self.committing.is_none()
+                && flush_at.is_some_and(|t| t <= tokio::time::Instant::now())
+            {
+                self.committing = self.begin_commit(false).await;
+            }
             let Some(worker) = self.worker.as_mut() else {
                 continue;
             };
@@ -359,6 +373,7 @@ impl Slot {
                     self.enqueue(next, tickets, Pass::None);
                 }
                 () = tokio::time::sleep_until(gate_opens.unwrap_or(deadline)), if gate_opens.is_some() => {}
+                () = tokio::time::sleep_until(flush_at.unwrap_or(deadline)), if !has_commit && flush_at.is_some() => {}
                 () = place_given_back(places.as_mut()), if wait_place => {}
                 _ = holds.changed() => {}
                 line = worker.next() => {
@@ -598,6 +613,8 @@ impl Slot {
                 .fields(
                     json!({"attempt": w.attempt, "ms": elapsed.as_millis() as u64, "cost": cost, "usage": usage.map(|u| json!({"input_tokens": u.input, "output_tokens": u.output}))}),
                 );
+                self.answered_since
+                    .get_or_insert_with(tokio::time::Instant::now);
                 self.successes.push(Success {
                     claim: w.claim,
                     outcome: if empty { Outcome::Empty } else { Outcome::Done },
