@@ -6,6 +6,7 @@ use serde_json::json;
 use super::{Ctx, Exit, out, out_json};
 use crate::cli::{CancelArgs, CancelToArg, StopArgs};
 use crate::model::LockInfo;
+use crate::model::waiting::claim_wait_said;
 use crate::store::{CancelOutcome, CancelTo};
 use crate::util::identity::actor;
 use crate::util::sanitize;
@@ -21,7 +22,7 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
     let done = store.cancel_item(&args.batch, &args.key, to, &by, &args.reason, at)?;
     if args.json {
         let (state, run_id, from) = match &done {
-            CancelOutcome::Asked { run_id } => ("asked", *run_id, None),
+            CancelOutcome::Asked { run_id, .. } => ("asked", *run_id, None),
             CancelOutcome::Moved { from } => ("moved", None, Some(from.as_str())),
             CancelOutcome::Already { at } => ("unchanged", None, Some(at.as_str())),
             CancelOutcome::Orphaned { run_id } => ("moved", *run_id, Some("claimed")),
@@ -33,6 +34,11 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
             "state": state,
             "run_id": run_id,
             "was": from,
+            // Not started: what the claim waited for (`pool-place`, `backoff`).
+            "waiting": match &done {
+                CancelOutcome::Asked { waiting, .. } => waiting.map(|w| w.as_str()),
+                _ => None,
+            },
             "reason": args.reason,
             "by": by,
             "at": rfc3339(at),
@@ -42,10 +48,23 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
     let key = sanitize::line(&args.key);
     let to = to.as_str();
     out(match done {
-        CancelOutcome::Asked { run_id } => {
+        CancelOutcome::Asked {
+            run_id,
+            waiting: None,
+        } => {
             let run = run_id.map_or_else(String::new, |r| format!(" (run {r})"));
             format!(
                 "{key}: running; asked the runner holding it{run} to stop its worker: it moves to {to} within a second (never done from this attempt)"
+            )
+        }
+        CancelOutcome::Asked {
+            run_id,
+            waiting: Some(wait),
+        } => {
+            let run = run_id.map_or_else(String::new, |r| format!(" (run {r})"));
+            format!(
+                "{key}: claimed, not started ({}); asked the runner holding it{run} to drop it: it moves to {to} within a second",
+                claim_wait_said(wait)
             )
         }
         CancelOutcome::Moved { from } => {

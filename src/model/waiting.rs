@@ -241,6 +241,30 @@ impl Waits {
     }
 }
 
+/// What a live run's claim waits for, if not its worker: its failed
+/// attempt's backoff, or a place in its pool. `None`: in flight.
+#[must_use]
+pub fn claim_wait(
+    retry_at: Option<Millis>,
+    pool_wait_since: Option<Millis>,
+    now: Millis,
+) -> Option<WaitReason> {
+    if retry_at.is_some_and(|t| t > now) {
+        Some(WaitReason::Backoff)
+    } else {
+        pool_wait_since.map(|_| WaitReason::PoolPlace)
+    }
+}
+
+/// How a message names a claim's wait ([`claim_wait`]).
+#[must_use]
+pub fn claim_wait_said(wait: WaitReason) -> &'static str {
+    match wait {
+        WaitReason::Backoff => "waiting to retry",
+        _ => "waiting for a place in its pool",
+    }
+}
+
 /// The one reason an item waits, with no run in question (`show`); the
 /// same decision [`waiting`] counts. `None`: finished, or being worked.
 pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
@@ -254,11 +278,9 @@ pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason,
         // A live holder's claim is being worked, or waits to retry, or
         // for a place in its pool.
         (Status::Claimed, _) if h.lock_held && !item.orphaned => {
-            match item.retry_at.filter(|t| *t > now) {
-                Some(t) => Some((WaitReason::Backoff, Some(t))),
-                None => item
-                    .pool_wait_since
-                    .map(|_| (WaitReason::PoolPlace, pool_place(h).next_slot)),
+            match claim_wait(item.retry_at, item.pool_wait_since, now)? {
+                WaitReason::Backoff => Some((WaitReason::Backoff, item.retry_at)),
+                reason => Some((reason, pool_place(h).next_slot)),
             }
         }
         _ => blocked(h, now).or(Some((WaitReason::Pending, None))),

@@ -362,8 +362,15 @@ impl Cycle {
     }
 
     /// Waits for the pool to give the call of `claim` its place. `Ok(None)`
-    /// when the batch has no pool; `Err(())` when the cycle stops first.
-    pub(super) async fn pool_enter(&self, claim: &Claim) -> Result<Option<Ticket>, ()> {
+    /// when the batch has no pool; `Err(None)` when the cycle stops first,
+    /// `Err(Some(why))` when the claim is stopped while it waits (`killed`:
+    /// a cancel, its lease lost), its call never started. Between asks,
+    /// not during one: a place given is never dropped on the floor.
+    pub(super) async fn pool_enter(
+        &self,
+        claim: &Claim,
+        killed: &mut tokio::sync::oneshot::Receiver<crate::runner::child::KillReason>,
+    ) -> Result<Option<Ticket>, Option<crate::runner::child::KillReason>> {
         if self.pool.is_none() {
             return Ok(None);
         }
@@ -371,7 +378,7 @@ impl Cycle {
         let mut back = self.pool.as_ref().map(|p| p.places_back());
         loop {
             if self.stopping().is_some() {
-                return Err(());
+                return Err(None);
             }
             if let Some(b) = back.as_mut() {
                 b.borrow_and_update();
@@ -396,6 +403,7 @@ impl Cycle {
                 () = tokio::time::sleep_until(instant_at(wait)) => {}
                 () = place_given_back(back.as_mut()), if for_place => {}
                 _ = stop.changed() => {}
+                reason = &mut *killed => return Err(reason.ok()),
             }
         }
     }

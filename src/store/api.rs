@@ -616,9 +616,14 @@ impl AttemptUsage {
 /// What `cancel` did to an item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CancelOutcome {
-    /// In flight: the run holding it was asked to stop its worker and
-    /// move it (its heartbeat hears it within a second).
-    Asked { run_id: Option<i64> },
+    /// Claimed by a live run, which was asked to stop its worker (or,
+    /// with `waiting`, to drop it: not started, waiting for its backoff
+    /// or a place in its pool) and move it (its heartbeat hears it within
+    /// a second).
+    Asked {
+        run_id: Option<i64>,
+        waiting: Option<crate::model::waiting::WaitReason>,
+    },
     /// Not running: moved at once, from where it was (`pending`,
     /// `failed/retry`, ...).
     Moved { from: String },

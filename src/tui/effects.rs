@@ -259,9 +259,16 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
                 .cancel_item(batch, key, CancelTo::Manual, &who, CANCEL_REASON, now)
                 .map_err(err)?;
             Ok(match done {
-                CancelOutcome::Asked { .. } => {
+                CancelOutcome::Asked { waiting: None, .. } => {
                     format!("asked the runner of {item} to stop its worker; it goes to manual")
                 }
+                CancelOutcome::Asked {
+                    waiting: Some(wait),
+                    ..
+                } => format!(
+                    "asked the runner of {item} to drop it (not started: {}); it goes to manual",
+                    crate::model::waiting::claim_wait_said(wait)
+                ),
                 CancelOutcome::Moved { from } => {
                     format!("cancelled {item} (it was {from}): now manual")
                 }

@@ -126,18 +126,37 @@ async fn process(
         // is given back and claimed again once the hold is over (that
         // attempt never started and does not count).
         let entered = match cycle.pass(&mut pass, give_back && !retrying).await {
-            Passed::Go => cycle.pool_enter(&claim).await,
+            Passed::Go => {
+                // Held as in flight while it waits for its place, so a
+                // cancel or a lost lease is heard before its call starts.
+                let (kill_tx, mut kill_rx) = oneshot::channel();
+                cycle.track(claim.item_id, Killer::Item(kill_tx));
+                let entered = cycle.pool_enter(&claim, &mut kill_rx).await;
+                cycle.untrack(claim.item_id);
+                entered
+            }
             Passed::Held => return release_held(cycle, &claim).await.map(|()| None),
-            Passed::Stopped => Err(()),
+            Passed::Stopped => Err(None),
         };
-        let Ok(ticket) = entered else {
-            return match cycle.stopping() {
-                // The taker takes it back (see `persistent::Slot::abandon`).
-                Some((_, StopReason::LockLost)) => Ok(None),
-                // The claimed attempt never started: it does not count (a
-                // failed one before a retry does).
-                _ => release(cycle, &claim, !retrying).await.map(|()| None),
-            };
+        let ticket = match entered {
+            Ok(ticket) => ticket,
+            Err(Some(KillReason::Cancelled)) => {
+                cancelled(cycle, &claim).await;
+                return Ok(None);
+            }
+            Err(Some(KillReason::LeaseLost)) => {
+                lease_lost_stopped(cycle, &claim).await;
+                return Ok(None);
+            }
+            Err(_) => {
+                return match cycle.stopping() {
+                    // The taker takes it back (see `persistent::Slot::abandon`).
+                    Some((_, StopReason::LockLost)) => Ok(None),
+                    // The claimed attempt never started: it does not count
+                    // (a failed one before a retry does).
+                    _ => release(cycle, &claim, !retrying).await.map(|()| None),
+                };
+            }
         };
         if std::mem::take(&mut retrying) {
             match begin_retry(cycle, &claim).await? {

@@ -11,6 +11,7 @@
 
 use super::items::missing;
 use super::liveness::seat;
+use crate::model::waiting::{claim_wait, claim_wait_said};
 use crate::model::{EventKind, LockInfo, Millis, NewEvent, Status, state_word};
 use crate::store::api::{CancelOutcome, CancelSettled, CancelTo, Steering};
 use crate::store::dialect::Write;
@@ -107,13 +108,18 @@ impl Store {
                 Status::Claimed => {
                     tx.item_ask_cancel(item.id, to.as_str(), actor, reason)?;
                     let run = item.lease_run;
+                    let waiting = claim_wait(item.retry_at, item.pool_wait_since, now);
                     let holder = run.map_or_else(String::new, |r| format!(" (run {r})"));
+                    let stops = match waiting {
+                        None => "stops its worker".to_string(),
+                        Some(w) => format!("drops it (not started: {})", claim_wait_said(w)),
+                    };
                     let message = format!(
-                        "cancel asked by {actor}: {reason}; the runner holding it{holder} stops its worker and moves it to {}",
+                        "cancel asked by {actor}: {reason}; the runner holding it{holder} {stops} and moves it to {}",
                         to.as_str()
                     );
                     tx.event_insert(&event(EventKind::CancelAsked, message, run))?;
-                    Ok(CancelOutcome::Asked { run_id: run })
+                    Ok(CancelOutcome::Asked { run_id: run, waiting })
                 }
                 Status::Pending | Status::Failed => {
                     let at = state_word(item.status, item.tier, item.outcome);

@@ -304,6 +304,17 @@ for line in sys.stdin:
         let json: Value = serde_json::from_str(&env.run(&["show", "a", &claimed, "--json"]).code(0).stdout).unwrap();
         assert_eq!(json["waiting"]["reason"], "pool-place", "{json}");
         assert!(json["claim"]["pool_wait_since"].is_string(), "{json}");
+        // Cancelled while it waits, it is said not started, and dropped.
+        let cancel = env.run(&["cancel", "a", &claimed]).code(0).stdout.clone();
+        assert!(
+            cancel.contains(": claimed, not started (waiting for a place in its pool); asked the runner holding it (run ")
+                && cancel.contains(" to drop it: it moves to manual within a second"),
+            "{cancel}"
+        );
+        wait_for("the waiting claim dropped to manual", || {
+            env.strings(&format!("SELECT status || '/' || coalesce(tier, '') FROM items WHERE key = '{claimed}'")) == ["failed/manual"]
+        });
+        assert_eq!(common::tally(&starts(&env).iter().map(|s| s.1.clone()).collect::<Vec<_>>()).get(&claimed), None, "never started");
         // A persistent slot claims ahead: its claims the pool defers wait too.
         let mut b = env.spawn("b", &["run", "b"]);
         wait_for("b's claims waiting for the pool", || waits("b").is_some_and(|(n, _)| n > 0));

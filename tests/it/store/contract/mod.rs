@@ -1655,7 +1655,7 @@ both_stores! {
         s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 1).unwrap();
         let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
         let asked = s.cancel_item("b", "k000", CancelTo::Manual, "ops@h2", "stuck", T0).unwrap();
-        assert_eq!(asked, CancelOutcome::Asked { run_id: Some(run) });
+        assert_eq!(asked, CancelOutcome::Asked { run_id: Some(run), waiting: None });
         assert_eq!(s.steering("b", run, "tok").unwrap().cancels, vec![c[0].item_id]);
         // The worker's success racing the cancel loses, alone or in a group;
         // so do a failure, a release and a further attempt.
@@ -1762,7 +1762,7 @@ both_stores! {
         assert!(matches!(s.skip("c", &["k001".to_string()], "x", "ops@h2", T0 + 1),
             Err(StoreError::Refused(_))), "a live runner's claim is in flight");
         assert_eq!(s.cancel_item("c", "k000", CancelTo::Manual, "ops@h2", "x", T0 + 1).unwrap(),
-            CancelOutcome::Asked { run_id: Some(far) });
+            CancelOutcome::Asked { run_id: Some(far), waiting: None });
         assert_eq!(s.cancel_item("c", "k001", CancelTo::Manual, "ops@h2", "x", T0 + 2 * MIN).unwrap(),
             CancelOutcome::Orphaned { run_id: Some(far) });
         assert_eq!(s.integrity_check().unwrap(), "ok");
