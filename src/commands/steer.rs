@@ -48,24 +48,17 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
     let key = sanitize::line(&args.key);
     let to = to.as_str();
     out(match done {
-        CancelOutcome::Asked {
-            run_id,
-            waiting: None,
-        } => {
+        CancelOutcome::Asked { run_id, waiting } => {
             let run = run_id.map_or_else(String::new, |r| format!(" (run {r})"));
-            format!(
-                "{key}: running; asked the runner holding it{run} to stop its worker: it moves to {to} within a second (never done from this attempt)"
-            )
-        }
-        CancelOutcome::Asked {
-            run_id,
-            waiting: Some(wait),
-        } => {
-            let run = run_id.map_or_else(String::new, |r| format!(" (run {r})"));
-            format!(
-                "{key}: claimed, not started ({}); asked the runner holding it{run} to drop it: it moves to {to} within a second",
-                claim_wait_said(wait)
-            )
+            match waiting {
+                None => format!(
+                    "{key}: running; asked the runner holding it{run} to stop its worker: it moves to {to} within a second (never done from this attempt)"
+                ),
+                Some(wait) => format!(
+                    "{key}: claimed, not started ({}); asked the runner holding it{run} to drop it: it moves to {to} within a second",
+                    claim_wait_said(wait)
+                ),
+            }
         }
         CancelOutcome::Moved { from } => {
             format!("{key}: cancelled; it was {from}, not running; now {to}")

@@ -161,7 +161,6 @@ impl Slot {
     /// claim of the next batch). `None` when there is nothing to do.
     pub(super) async fn begin_commit(&mut self, chain: bool) -> Option<CommitFuture> {
         let successes = std::mem::take(&mut self.successes);
-        self.answered_since = None;
         let cycle = self.cycle.clone();
         let may_chain = chain
             && cycle.chain

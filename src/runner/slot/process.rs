@@ -126,6 +126,7 @@ async fn process(
         // is given back and claimed again once the hold is over (that
         // attempt never started and does not count).
         let entered = match cycle.pass(&mut pass, give_back && !retrying).await {
+            Passed::Go if cycle.pool.is_none() => Ok(None),
             Passed::Go => {
                 // Held as in flight while it waits for its place, so a
                 // cancel or a lost lease is heard before its call starts.

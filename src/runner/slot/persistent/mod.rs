@@ -39,6 +39,10 @@ use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
 use crate::store::{PoolWait, StoreError};
 use crate::util::time::now_ms;
 
+/// How long an answer may wait for its commit (its event's time on):
+/// `BATCH_TIME`, a batch's work.
+const FLUSH_MS: i64 = BATCH_TIME.as_millis() as i64;
+
 /// A worker that dies, hangs or gets out of step on this many different
 /// items in a row before an answer could be recorded is broken: the slot
 /// gives up rather than spin (a worker that never sends `key` ends here).
@@ -72,8 +76,6 @@ pub(super) struct Slot {
     /// Failed transiently, retried once their backoff has passed.
     pub(super) retries: Vec<(tokio::time::Instant, Work)>,
     pub(super) successes: Vec<Success>,
-    /// When the oldest of `successes` was answered.
-    pub(super) answered_since: Option<tokio::time::Instant>,
     /// A commit (with the next claim) under way while the worker answers
     /// the rest of the batch.
     pub(super) committing: Option<CommitFuture>,
@@ -140,7 +142,6 @@ impl Slot {
             sent: VecDeque::new(),
             retries: Vec::new(),
             successes: Vec::new(),
-            answered_since: None,
             committing: None,
             kill_tx,
             kill_rx,
@@ -348,7 +349,10 @@ impl Slot {
             // queue's wait for the gate or the pool (minutes, for a limit
             // per day), where a crash would pay for it again and every
             // view counted it in flight.
-            let flush_at = self.answered_since.map(|t| t + BATCH_TIME);
+            let flush_at = self
+                .successes
+                .first()
+                .map(|s| instant_at(s.event.at + FLUSH_MS));
             if self.committing.is_none()
                 && flush_at.is_some_and(|t| t <= tokio::time::Instant::now())
             {
@@ -613,8 +617,6 @@ impl Slot {
                 .fields(
                     json!({"attempt": w.attempt, "ms": elapsed.as_millis() as u64, "cost": cost, "usage": usage.map(|u| json!({"input_tokens": u.input, "output_tokens": u.output}))}),
                 );
-                self.answered_since
-                    .get_or_insert_with(tokio::time::Instant::now);
                 self.successes.push(Success {
                     claim: w.claim,
                     outcome: if empty { Outcome::Empty } else { Outcome::Done },
