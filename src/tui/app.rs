@@ -724,6 +724,11 @@ impl App {
                     self.stale = None;
                 }
             }
+            // Nothing to report is a line, not a box that takes the first key.
+            Arrival::Since(summary) if summary.is_empty() => self.say(format!(
+                "nothing failed, ran or fired since your last visit ({} ago)",
+                crate::util::time::compact(((self.now - summary.since).max(0) / 1000) as u64)
+            )),
             Arrival::Since(summary) => self.pending.push_back(Dialog::Notice(summary)),
             Arrival::Prepared(write) => {
                 self.busy = self.busy.saturating_sub(1);

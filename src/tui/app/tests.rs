@@ -651,11 +651,32 @@ fn quit_from_every_mode() {
 #[test]
 fn since_summary_is_shown_and_dismissed() {
     let mut app = app();
-    app.update(Arrival::Since(Box::default()));
+    app.update(Arrival::Since(Box::new(arrivals::summary(NOW - 1000))));
     assert_eq!(app.mode, Mode::Notice);
     app.update(Intent::Back);
     assert_eq!(app.mode, Mode::Normal);
     assert!(app.since.is_none());
+}
+
+/// Nothing since the last visit is said in a line; no box opens to take
+/// the first key.
+#[test]
+fn an_empty_since_summary_is_a_line_not_a_box() {
+    let mut app = app();
+    step(&mut app, Arrival::Tick(NOW));
+    app.update(Arrival::Since(Box::new(SinceSummary {
+        since: NOW - 3 * 3_600_000,
+        ..SinceSummary::default()
+    })));
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app.since.is_none());
+    let flash = app.flash_text().expect("a line says so");
+    assert_eq!(
+        flash.text,
+        "nothing failed, ran or fired since your last visit (3h0m ago)"
+    );
+    step(&mut app, Intent::GoPane(Pane::Items));
+    assert_eq!(app.pane, Pane::Items);
 }
 
 mod arrivals;
@@ -687,7 +708,7 @@ fn a_mode_reads_only_its_own_keys() {
                 step(&mut app, k.clone());
             }
             if mode == Mode::Notice {
-                app.update(Arrival::Since(Box::default()));
+                app.update(Arrival::Since(Box::new(arrivals::summary(NOW - 1000))));
             }
             assert_eq!(app.mode, mode);
             let before = (

@@ -657,6 +657,24 @@ fn sigterm_and_hangup_restore_the_terminal() {
     assert!(dash.wait_restored());
 }
 
+/// A visit after which nothing happened says so in a line; the first key
+/// (here `?`) does what it says, where a box took it.
+#[test]
+fn a_quiet_night_is_a_line_and_the_first_key_works() {
+    let env = fixture_env();
+    let mut dash = open(&env, &[]);
+    dash.wait_loaded();
+    dash.key("q");
+    dash.wait_exit();
+    let mut dash = open(&env, &[]);
+    let screen = dash.wait_text("nothing failed, ran or fired since your last visit");
+    assert!(!screen.contains("Since you last looked"), "{screen}");
+    dash.key("?");
+    dash.wait_text("Keys — j/k scroll, Esc close");
+    dash.key("q");
+    dash.wait_exit();
+}
+
 #[test]
 fn since_you_last_looked_on_the_next_visit() {
     let env = fixture_env();
