@@ -4,6 +4,7 @@
 
 use crate::model::{EventKind, Millis, NewEvent, Tier};
 use crate::store::api::Failure;
+use crate::store::dialect::items::Orphaned;
 use crate::store::{Result, Store};
 
 impl Store {
@@ -28,14 +29,14 @@ impl Store {
             for o in tx.claims_orphaned_locked(b, current_run)? {
                 // A cancel its dead runner never honoured goes with the claim.
                 tx.item_drop_cancel(o.item)?;
-                match orphan(batch, &o.key, o.attempts, o.lease_run, max_attempts, now) {
+                match orphan(batch, &o, max_attempts, now) {
                     Orphan::Quarantine { message, event } => {
                         let failure = interrupted(o.item, o.token, o.lease_run, &message, now);
                         super::items::fail_in(tx, &failure, &event)?;
                         quarantined += 1;
                     }
                     Orphan::Release(event) => {
-                        tx.item_release_orphan(o.item, now)?;
+                        tx.item_release_orphan(o.item, o.never_started, now)?;
                         tx.event_insert(&event)?;
                         released += 1;
                     }
@@ -55,14 +56,11 @@ enum Orphan {
     Release(NewEvent),
 }
 
-fn orphan(
-    batch: &str,
-    key: &str,
-    attempts: i64,
-    lease_run: i64,
-    max_attempts: u32,
-    now: Millis,
-) -> Orphan {
+fn orphan(batch: &str, o: &Orphaned, max_attempts: u32, now: Millis) -> Orphan {
+    let (key, lease_run) = (o.key.as_str(), o.lease_run);
+    // A claim whose call never started (it waited for its pool) used no
+    // attempt: however often its runner dies, it is never quarantined.
+    let attempts = o.attempts - i64::from(o.never_started);
     if crate::model::attempts_used_up(attempts, max_attempts) {
         let message = format!(
             "its runner (run {lease_run}) stopped while the item was in flight, \
@@ -77,6 +75,20 @@ fn orphan(
         .key(key)
         .fields(serde_json::json!({"error_class": "Interrupted", "attempt": attempts}));
         Orphan::Quarantine { message, event }
+    } else if o.never_started {
+        Orphan::Release(
+            NewEvent::new(
+                now,
+                batch,
+                EventKind::Reclaimed,
+                format!(
+                    "reclaimed from run {lease_run}; its call never started \
+                     (it waited for a place in its pool), so the attempt does not count"
+                ),
+            )
+            .key(key)
+            .fields(serde_json::json!({"from_run": lease_run, "never_started": true})),
+        )
     } else {
         Orphan::Release(
             NewEvent::new(

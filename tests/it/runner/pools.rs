@@ -329,6 +329,65 @@ for line in sys.stdin:
         assert_eq!(waits("a"), None);
     }
 
+    /// The defect: a claim counts its first attempt, and its runner's death
+    /// kept that count even when the call had not started (it waited for a
+    /// place in its pool), so a runner killed in a long pool wait used the
+    /// items' attempts; with `max_attempts = 1` one crash quarantined items
+    /// never called. Now such a claim is taken back uncounted, in both
+    /// modes, and its event says why.
+    fn a_claim_that_waited_for_its_pool_loses_no_attempt_when_its_runner_dies(env) {
+        env.write("w.py", &format!(r#"import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    with open({log:?}, "a") as f:
+        f.write("b %s 0 %d\n" % (r["key"], r["attempt"]))
+    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}}}), flush=True)
+"#, log = env.path("starts.log")));
+        let w = worker(&env, "echo '{\"ok\":1}'");
+        let config = |rate: &str| {
+            env.config(&format!(
+                "[limit.p]\nrequests = \"{rate}\"\n\n\
+                 [batch.a]\nworker = [\"{w}\"]\nlimit = \"p\"\nconcurrency = 3\nmax_attempts = 1\n\n\
+                 [batch.b]\nworker = [\"python3\", \"w.py\"]\nmode = \"persistent\"\nlimit = \"p\"\n\
+                 concurrency = 2\nmax_attempts = 1\n"
+            ));
+        };
+        config("1/h");
+        add(&env, "a", 3);
+        add(&env, "b", 3);
+        let waiting = |batch: &str| {
+            env.int(&format!(
+                "SELECT count(*) FROM items i JOIN batches b ON b.id = i.batch_id \
+                 WHERE b.name = '{batch}' AND i.pool_wait_since IS NOT NULL"
+            ))
+        };
+        let mut a = env.spawn("a", &["run", "a"]);
+        wait_for("a's two claims waiting for the pool", || waiting("a") == 2);
+        let mut b = env.spawn("b", &["run", "b"]);
+        wait_for("b's claims waiting for the pool", || waiting("b") > 0);
+        for run in [&mut a, &mut b] {
+            common::signal(run.id(), nix::sys::signal::Signal::SIGKILL);
+            run.wait().unwrap();
+        }
+        config("1000/min");
+        env.run(&["run", "a"]).code(0);
+        env.run(&["run", "b"]).code(0);
+        assert_eq!((done(&env, "a"), done(&env, "b")), (3, 3), "none quarantined");
+        let calls = starts(&env);
+        // The pool's one request went to a1: every other call was made by
+        // the second runs.
+        let mut keys: Vec<&str> = calls.iter().map(|c| c.1.as_str()).collect();
+        keys.sort();
+        assert_eq!(keys, ["a1", "a2", "a3", "b1", "b2", "b3"], "each item called once: {calls:?}");
+        assert!(calls.iter().all(|c| c.3 == 1), "every call its item's attempt 1: {calls:?}");
+        let reclaimed = env.strings("SELECT message FROM events WHERE kind = 'reclaimed' ORDER BY id");
+        assert!(reclaimed.len() >= 4, "a2, a3 and b's claims: {reclaimed:?}");
+        assert!(
+            reclaimed.iter().all(|m| m.contains("its call never started (it waited for a place in its pool), so the attempt does not count")),
+            "{reclaimed:?}"
+        );
+    }
+
     /// Calls reporting more tokens than the estimate they reserved let the
     /// pool's window pass its limit (the rest is settled after them):
     /// `status` says so under the run's tokens, with the mean against the
