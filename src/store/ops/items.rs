@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::model::waiting::{RetryTier, RetryWaits};
+use crate::model::waiting::{RetryTier, RetryWaits, WaitReason, claim_wait};
 use crate::model::{
     AddReport, Claim, EventKind, Item, Millis, NewEvent, NewItem, SkipReport, Status,
 };
@@ -356,14 +356,13 @@ fn claim_status(
 ) -> Result<Standing> {
     match tx.item_by_key(b, key)? {
         Some(item) if item.lease_run.is_some_and(|r| live.contains(&r)) => Ok(Standing::Held {
-            waiting: match (item.retry_at.filter(|t| *t > now), item.pool_wait_since) {
-                (Some(at), _) => Some(format!(
+            waiting: claim_wait(item.retry_at, item.pool_wait_since, now).map(|w| match w {
+                WaitReason::Backoff => format!(
                     "to retry at {} after a failed attempt",
-                    crate::util::time::rfc3339(at)
-                )),
-                (None, Some(_)) => Some("for a place in its pool".into()),
-                (None, None) => None,
-            },
+                    crate::util::time::rfc3339(item.retry_at.unwrap_or(now))
+                ),
+                _ => "for a place in its pool".into(),
+            }),
         }),
         Some(_) => Ok(Standing::Free(Status::Pending)),
         None => Err(missing(tx, b, batch, key)),
