@@ -10,7 +10,7 @@ use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
 use crate::model::waiting;
 use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
-use crate::schedule::{ScheduleSeen, describe, overdue_text};
+use crate::schedule::{ScheduleSeen, describe, fire_seen, overdue_text};
 use crate::store::{ItemFilter, Store, StoreError};
 use crate::util::noun;
 use crate::util::sanitize;
@@ -331,7 +331,7 @@ fn batch_json(
             "last": rfc3339(o.last.timestamp_millis()),
             "catch_up": o.catch_up.map(|t| rfc3339(t.timestamp_millis())),
         })),
-        "last_fire": info.last_fire.as_ref().map(|f| json!({
+        "last_fire": fire_seen(info, now).map(|f| json!({
             "at": rfc3339(f.at),
             "outcome": f.outcome,
             "reason": f.reason,
@@ -386,7 +386,7 @@ fn schedule_lines(
             lines.push(overdue_text(&o, |t| local(t.timestamp_millis())));
         }
     }
-    if let Some(f) = &info.last_fire {
+    if let Some(f) = fire_seen(info, now) {
         let run = f.run_id.map(|r| format!(" (run {r})")).unwrap_or_default();
         lines.push(format!(
             "last fire {} ({}): {}{run}",

@@ -23,6 +23,6 @@ pub mod seen;
 mod tests;
 
 pub use crate::cron::{Schedule, ScheduleError};
-pub use outcome::{Outcome, describe};
+pub use outcome::{Outcome, describe, fire_seen};
 pub use plan::{Decision, MissedWhy, Observed, Overdue, Plan, RunWhy, Step, Stored};
 pub use seen::{ScheduleSeen, overdue_text};

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::model::{BatchInfo, Fire, Millis, RunSeen, RunState, Trigger};
+
 /// How a fire ended, as stored in `batches.last_fire_outcome`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -17,6 +19,9 @@ pub enum Outcome {
     LockHeld,
     /// The cycle could not run (e.g. the store failed).
     Error,
+    /// Its run crashed (the daemon died mid-cycle): stored when a later
+    /// run records the crash, said before that by [`fire_seen`].
+    Crashed,
 }
 
 impl Outcome {
@@ -29,6 +34,7 @@ impl Outcome {
         Outcome::Missed,
         Outcome::LockHeld,
         Outcome::Error,
+        Outcome::Crashed,
     ];
 
     #[must_use]
@@ -42,6 +48,7 @@ impl Outcome {
             Outcome::Missed => "missed",
             Outcome::LockHeld => "lock-held",
             Outcome::Error => "error",
+            Outcome::Crashed => "crashed",
         }
     }
 
@@ -62,6 +69,7 @@ impl Outcome {
             Outcome::Missed => "did not run: the daemon was not running (or the machine slept)",
             Outcome::LockHeld => "did not run: another runner held the batch lock",
             Outcome::Error => "did not run: the cycle failed",
+            Outcome::Crashed => "its run crashed",
         }
     }
 }
@@ -82,4 +90,34 @@ pub fn describe(outcome: &str, reason: Option<&str>) -> String {
         Some(r) if !r.is_empty() => format!("{head} — {r}"),
         _ => head.to_string(),
     }
+}
+
+/// The last fire as it is, for every view: a fire stored `running` whose
+/// run is not running any more is said as that run is — `crashed` (with
+/// why, before a run records it and the store says so too), or `ran` when
+/// it ended before its daemon wrote so. The daemon writes `running` when
+/// it fires and the outcome when the cycle ends, so a daemon killed
+/// mid-cycle left `running` until its next fire.
+#[must_use]
+pub fn fire_seen(info: &BatchInfo, now: Millis) -> Option<Fire> {
+    let mut fire = info.last_fire.clone()?;
+    // The daemon names the run when the cycle ends; until then it is the
+    // scheduled run started at or after the fire time.
+    let its_run = info.last_run.as_ref().is_some_and(|run| match fire.run_id {
+        Some(id) => id == run.id,
+        None => run.trigger == Trigger::Schedule && run.started_at >= fire.at,
+    });
+    if fire.outcome != Outcome::Running.as_str() || !its_run {
+        return Some(fire);
+    }
+    fire.run_id = info.last_run.as_ref().map(|r| r.id);
+    let seen = info.last_run_seen()?;
+    let outcome = match seen {
+        RunSeen::Stored(RunState::Running) | RunSeen::Silent { .. } => Outcome::Running,
+        RunSeen::Stored(RunState::Crashed) | RunSeen::Crashed { .. } => Outcome::Crashed,
+        RunSeen::Stored(_) => Outcome::Ran,
+    };
+    fire.outcome = outcome.as_str().to_string();
+    fire.reason = seen.why(now).or(fire.reason);
+    Some(fire)
 }

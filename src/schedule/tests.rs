@@ -622,3 +622,85 @@ fn overdue_says_what_a_daemon_starting_now_would_find() {
     // A plan that is stepped does not change by being asked.
     assert_eq!(plan.next(), Some(utc(2026, 5, 1, 10, 0)));
 }
+
+/// A fire stored `running` is said as its run is: the scheduled run
+/// started at or after it (or the one it names); any other run leaves it
+/// as stored.
+#[test]
+fn a_running_fire_is_said_as_its_run_is() {
+    use crate::model::{BatchInfo, Fire, Run, RunCounts, RunSeen, RunState, Trigger};
+    let fire = |run_id| Fire {
+        at: 1_000,
+        outcome: "running".into(),
+        reason: None,
+        run_id,
+    };
+    let run = |id, trigger, started_at, state| Run {
+        id,
+        batch: "b".into(),
+        trigger,
+        actor: None,
+        host: "h".into(),
+        pid: 1,
+        started_at,
+        ended_at: None,
+        state,
+        counts: RunCounts::default(),
+        summary: None,
+    };
+    let said = |fire: Fire, run: Run, seen: Option<RunSeen>| {
+        let mut info = BatchInfo {
+            last_fire: Some(fire),
+            last_run: Some(run),
+            ..BatchInfo::default()
+        };
+        info.runners.last_run = seen;
+        let f = fire_seen(&info, 5_000).unwrap();
+        (f.outcome, f.reason, f.run_id)
+    };
+    let crashed = Some(RunSeen::Crashed { pid: 42 });
+    let why = Some("runner pid 42 is gone; not yet recorded".to_string());
+    assert_eq!(
+        said(
+            fire(None),
+            run(7, Trigger::Schedule, 1_010, RunState::Running),
+            crashed
+        ),
+        ("crashed".into(), why, Some(7))
+    );
+    assert_eq!(
+        said(
+            fire(Some(7)),
+            run(7, Trigger::Schedule, 1_010, RunState::Crashed),
+            None
+        ),
+        ("crashed".into(), None, Some(7))
+    );
+    assert_eq!(
+        said(
+            fire(None),
+            run(7, Trigger::Schedule, 1_010, RunState::Ok),
+            None
+        ),
+        ("ran".into(), None, Some(7))
+    );
+    assert_eq!(
+        said(
+            fire(None),
+            run(7, Trigger::Schedule, 1_010, RunState::Running),
+            None
+        ),
+        ("running".into(), None, Some(7))
+    );
+    // A manual run, or one started before the fire, is not the fire's.
+    for other in [
+        run(8, Trigger::Manual, 1_010, RunState::Crashed),
+        run(6, Trigger::Schedule, 900, RunState::Crashed),
+    ] {
+        assert_eq!(
+            said(fire(None), other, None),
+            ("running".into(), None, None)
+        );
+    }
+    assert_eq!(describe("crashed", None), "its run crashed");
+}

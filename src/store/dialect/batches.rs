@@ -29,6 +29,16 @@ const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = ?2 WHERE id = 
 const BATCH_RECORD_FIRE: &str = "UPDATE batches
     SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4, last_fire_run = ?5
   WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)";
+/// A fire stored `running` whose run is recorded crashed is the crash's:
+/// its daemon died mid-cycle, and would have written the outcome at the
+/// cycle's end. The run is the fire's when it is named, or else a
+/// scheduled run started at or after the fire time.
+const BATCH_FIRE_CRASHED: &str =
+    "UPDATE batches SET last_fire_outcome = 'crashed', last_fire_run = ?1
+  WHERE last_fire_outcome = 'running' AND (last_fire_run IS NULL OR last_fire_run = ?1)
+    AND EXISTS (SELECT 1 FROM runs r
+                 WHERE r.id = ?1 AND r.batch_id = batches.id AND r.state = 'crashed'
+                   AND r.trigger = 'schedule' AND r.started_at >= batches.last_fire_at)";
 
 /// A batch's pause flag, next fire time and last fire, as stored.
 pub(crate) type BatchState = (Option<Pause>, Option<Millis>, Option<Fire>);
@@ -113,6 +123,13 @@ pub(crate) trait BatchesWrite: Sql {
             Arg::OptInt(fire.run_id),
         ];
         self.exec(BATCH_RECORD_FIRE, &args)?;
+        Ok(())
+    }
+
+    /// The last fire, if still `running` in run `run` (just recorded
+    /// crashed), becomes `crashed`.
+    fn batch_fire_crashed(&mut self, run: i64) -> Result<()> {
+        self.exec(BATCH_FIRE_CRASHED, &[Arg::Int(run)])?;
         Ok(())
     }
 }

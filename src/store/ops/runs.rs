@@ -80,8 +80,15 @@ impl Store {
     }
 
     /// Marks runs whose process is gone as crashed; never one that holds a
-    /// seat of its batch's lock (it started after the caller looked).
+    /// seat of its batch's lock (it started after the caller looked). A
+    /// scheduled fire still said running in one of them becomes crashed.
     pub fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()> {
-        self.write_tx(|tx| tx.runs_mark_crashed(run_ids, now))
+        self.write_tx(|tx| {
+            tx.runs_mark_crashed(run_ids, now)?;
+            for &run in run_ids {
+                tx.batch_fire_crashed(run)?;
+            }
+            Ok(())
+        })
     }
 }

@@ -431,7 +431,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
         ]));
     }
     let waiting_at = lines.len();
-    if let Some(fire) = &info.last_fire {
+    if let Some(fire) = crate::schedule::fire_seen(info, now) {
         let why = fire
             .reason
             .as_deref()

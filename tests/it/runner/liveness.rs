@@ -308,6 +308,46 @@ both_backends! {
         assert!(text.contains("stopped)"), "{text}");
     }
 
+    /// The defect: a daemon killed while its cycle ran left the fire
+    /// stored `running`, and every view said "running now" of it until the
+    /// next fire, beside a run they said crashed. The fire is said as its
+    /// run is: crashed (why, before any run records it; then as recorded).
+    fn a_fire_whose_daemon_was_killed_mid_cycle_is_said_crashed(env) {
+        let w = worker(&env);
+        env.config(&format!(
+            "[batch.n]\nworker = [\"{w}\"]\nschedule = \"* * * * * *\"\ntimezone = \"Asia/Tokyo\"\n"
+        ));
+        env.add_items("n", 1);
+        let mut daemon = env.spawn_with("daemon", &["daemon"], &[("HANG", "1")]);
+        wait_for("the fire's cycle running", || {
+            env.status_when_readable().is_some_and(|s| {
+                let n = batch(&s, "n");
+                n["last_fire"]["outcome"] == "running" && n["claimed"] == 1
+            })
+        });
+        let text = out(&env, &["status", "n"]);
+        assert!(text.contains("): running now (run "), "{text}");
+        signal(daemon.id(), Signal::SIGKILL);
+        daemon.wait().unwrap();
+        let n = batch(&env.status(), "n");
+        assert_eq!(n["last_fire"]["outcome"], "crashed", "{n}");
+        assert!(n["last_fire"]["reason"].as_str().unwrap().ends_with("is gone; not yet recorded"), "{n}");
+        let text = out(&env, &["status", "n"]);
+        assert!(text.contains("): its run crashed — runner pid "), "{text}");
+        assert!(!text.contains("running now"), "{text}");
+        // A run takes the seat over and records the crash: the store says
+        // so too, whichever run is the last.
+        kill_hung(&env);
+        env.run(&["run", "n"]).code(0);
+        let n = batch(&env.status(), "n");
+        assert_eq!(n["last_run"]["id"], 2, "{n}");
+        assert_eq!((&n["last_fire"]["outcome"], &n["last_fire"]["run_id"]),
+                   (&Value::from("crashed"), &Value::from(1)), "{n}");
+        assert_eq!(env.strings("SELECT last_fire_outcome FROM batches"), ["crashed"]);
+        let text = out(&env, &["status", "n"]);
+        assert!(text.contains("): its run crashed (run 1)"), "{text}");
+    }
+
     /// A daemon on another host is judged by its heartbeat: live while it
     /// beats, silent once it has not for longer than four beats.
     fn a_daemon_elsewhere_is_live_while_it_beats_and_silent_after(env) {
