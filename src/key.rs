@@ -412,6 +412,12 @@ impl<'de> serde::Deserialize<'de> for FieldName<'de> {
     }
 }
 
+/// What a table's LABEL column holds beside the KEY column: the label,
+/// or nothing when it is only the key again.
+pub fn label_column<'a>(key: &str, label: &'a str) -> &'a str {
+    if label == key { "" } else { label }
+}
+
 /// An item named for a person: its label with its key beside it, or the
 /// key alone when the label is the key. Not made inert.
 pub fn named(key: &str, label: &str) -> String {

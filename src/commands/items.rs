@@ -65,14 +65,9 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
             (Some(class), None) => class.clone(),
             _ => String::new(),
         };
-        let label = if item.label == item.key {
-            String::new()
-        } else {
-            item.label.clone()
-        };
         table.row(vec![
             item.key.clone(),
-            label,
+            crate::key::label_column(&item.key, &item.label).to_string(),
             state_word(item),
             item.attempts.to_string(),
             error,

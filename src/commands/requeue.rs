@@ -115,7 +115,7 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
             };
             table.row(vec![
                 r.key.clone(),
-                r.label.clone(),
+                crate::key::label_column(&r.key, &r.label).to_string(),
                 from,
                 r.error_class.clone().unwrap_or_default(),
                 r.attempts.to_string(),

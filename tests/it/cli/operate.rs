@@ -130,6 +130,12 @@ fn requeue_dry_run_lists_exactly_what_would_move_and_changes_nothing() {
         lines[2].contains("manual") && lines[2].contains("BadInput"),
         "{ran:?}"
     );
+    // A label that is only the key again is left out, as `items` does.
+    assert_eq!(
+        lines[2].split_whitespace().nth(1),
+        Some("failed/manual"),
+        "{ran:?}"
+    );
     assert_eq!(env.fingerprint(), before, "a dry run writes nothing");
 
     let ran = env.run(&["requeue", "b", "k1", "--dry-run"]);
