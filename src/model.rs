@@ -158,6 +158,19 @@ impl Counts {
     }
 }
 
+/// The attempts a claim has used: its first attempt, counted at the
+/// claim, is not used while its call waits for a place in its pool (a
+/// retry counts its attempt once admitted). The store's `attempts_used!`
+/// says the same in SQL.
+#[must_use]
+pub fn attempts_used(
+    attempts: i64,
+    pool_wait_since: Option<Millis>,
+    retry_at: Option<Millis>,
+) -> i64 {
+    attempts - i64::from(pool_wait_since.is_some() && retry_at.is_none())
+}
+
 /// Whether an item has used its attempts: a claim its dead runner left
 /// behind is then quarantined by the next run instead of run again
 /// (a poison item that kills its runner every time).

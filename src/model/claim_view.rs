@@ -73,8 +73,11 @@ pub fn of(info: &BatchInfo, item: &Item, rules: Rules<'_>) -> Option<ClaimView> 
         pool_wait_since: item.pool_wait_since,
         retry_at: item.retry_at,
         pool: rules.pool.map(str::to_string),
-        used_up: super::attempts_used_up(item.attempts.into(), rules.max_attempts)
-            .then_some((item.attempts.into(), rules.max_attempts)),
+        used_up: {
+            let used =
+                super::attempts_used(item.attempts.into(), item.pool_wait_since, item.retry_at);
+            super::attempts_used_up(used, rules.max_attempts).then_some((used, rules.max_attempts))
+        },
     })
 }
 
@@ -271,5 +274,26 @@ mod tests {
             "{}",
             live.line(NOW)
         );
+    }
+
+    /// A dead runner's claim whose call waited for its pool has not used
+    /// the attempt its claim counted: the next run takes it back to run
+    /// it, as the take-back does (`attempts_used`).
+    #[test]
+    fn an_orphan_that_waited_for_its_pool_is_not_said_to_be_quarantined() {
+        let mut crashed = live_batch();
+        crashed.runners.seats[0] = Seat::Crashed;
+        let mut item = deferred();
+        item.attempts = 2;
+        let last = Rules {
+            pool: None,
+            max_attempts: 2,
+        };
+        let claim = of(&crashed, &item, last).unwrap();
+        assert_eq!(claim.json()["next_run_quarantines"], false);
+        // A retry waiting for its pool has not counted its attempt yet.
+        item.retry_at = Some(NOW - 1);
+        let claim = of(&crashed, &item, last).unwrap();
+        assert_eq!(claim.json()["next_run_quarantines"], true);
     }
 }

@@ -16,6 +16,17 @@
 //! before SQLite opens it, and a new store appears whole (`sqlite::file`);
 //! a long-lived user notices its store deleted or replaced (`identity`).
 
+/// The attempts a claim has used, in SQL: its first attempt, counted at
+/// the claim, is not used while its call waits for a place in its pool
+/// (a retry counts its attempt once admitted). The one rule of the
+/// take-back and of the views that say what it will do;
+/// `model::attempts_used` says the same in Rust.
+macro_rules! attempts_used {
+    () => {
+        "(attempts - CASE WHEN pool_wait_since IS NOT NULL AND retry_at IS NULL THEN 1 ELSE 0 END)"
+    };
+}
+
 mod api;
 mod chunks;
 mod dialect;

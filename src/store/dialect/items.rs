@@ -177,17 +177,23 @@ pub(crate) const STATUS_LOCKED: Texts = Texts {
     pg: "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2 FOR UPDATE",
 };
 const CLAIMS_ORPHANED_LOCKED: Texts = Texts {
-    sqlite: "SELECT id, key, attempts, lease_run, lease_token,
-             pool_wait_since IS NOT NULL AND retry_at IS NULL FROM items
+    sqlite: concat!(
+        "SELECT id, key, ",
+        attempts_used!(),
+        ", lease_run, lease_token, attempts FROM items
       WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2
         AND lease_run NOT IN
-            (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)",
-    pg: "SELECT id, key, attempts, lease_run, lease_token,
-             pool_wait_since IS NOT NULL AND retry_at IS NULL FROM items
+            (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)"
+    ),
+    pg: concat!(
+        "SELECT id, key, ",
+        attempts_used!(),
+        "::int8, lease_run, lease_token, attempts::int8 FROM items
       WHERE batch_id = ?1 AND status = 'claimed' AND tier IS NULL AND lease_run <> ?2
         AND lease_run NOT IN
             (SELECT run_id FROM locks WHERE batch_id = ?1 AND run_id IS NOT NULL)
-      ORDER BY id FOR UPDATE",
+      ORDER BY id FOR UPDATE"
+    ),
 };
 /// Lease tokens: one more than the item's last on SQLite (one writer), from
 /// one sequence on PostgreSQL.
@@ -205,13 +211,14 @@ pub(crate) const ITEM_CLAIM_BY_KEY: Texts = Texts {
   WHERE batch_id = ?1 AND key = ?2
  RETURNING id, key, label, payload, attempts, op_id, lease_token",
 };
-/// `?3`: 1 when its claimed first attempt never started (it waited for its
-/// pool), which then does not count.
-const ITEM_RELEASE_ORPHAN: &str =
+/// Its attempts become those it used (`attempts_used!`).
+const ITEM_RELEASE_ORPHAN: &str = concat!(
     "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?2,
-            attempts = CASE WHEN attempts > ?3 THEN attempts - ?3 ELSE 0 END,
-            pool_wait_since = NULL, retry_at = NULL
-      WHERE id = ?1";
+            attempts = ",
+    attempts_used!(),
+    ", pool_wait_since = NULL, retry_at = NULL
+      WHERE id = ?1"
+);
 
 /// A part of what waits for a time (`ItemsRead::waiting_count`): the
 /// retry tier's failures and the pending items with a not-before time,
@@ -282,11 +289,12 @@ const RETRY_WAITING: &str = "SELECT count(*), min(retry_at) FROM items
 pub(crate) struct Orphaned {
     pub(crate) item: i64,
     pub(crate) key: String,
+    /// The attempts it used (`attempts_used!`).
     pub(crate) attempts: i64,
     pub(crate) lease_run: i64,
     pub(crate) token: i64,
     /// Its claimed first attempt was waiting for a place in its pool: the
-    /// call never started. (A retry counts its attempt once admitted.)
+    /// call never started, and its attempt is not used.
     pub(crate) never_started: bool,
 }
 
@@ -475,15 +483,9 @@ pub(crate) trait ItemsWrite: Sql {
         Ok(self.exec(RELEASE_DUE, &args)? as usize)
     }
 
-    /// Gives a dead run's claim back to pending, its attempt uncounted
-    /// when `never_started`.
-    fn item_release_orphan(&mut self, item: i64, never_started: bool, now: Millis) -> Result<()> {
-        let args = [
-            Arg::Int(item),
-            Arg::Time(now),
-            Arg::Int(i64::from(never_started)),
-        ];
-        self.exec(ITEM_RELEASE_ORPHAN, &args)?;
+    /// Gives a dead run's claim back to pending with the attempts it used.
+    fn item_release_orphan(&mut self, item: i64, now: Millis) -> Result<()> {
+        self.exec(ITEM_RELEASE_ORPHAN, &[Arg::Int(item), Arg::Time(now)])?;
         Ok(())
     }
 
@@ -498,7 +500,7 @@ pub(crate) trait ItemsWrite: Sql {
                 attempts: r.int(2)?,
                 lease_run: r.int(3)?,
                 token: r.int(4)?,
-                never_started: r.bool(5)?,
+                never_started: r.int(5)? > r.int(2)?,
             })
         })
     }

@@ -36,7 +36,7 @@ impl Store {
                         quarantined += 1;
                     }
                     Orphan::Release(event) => {
-                        tx.item_release_orphan(o.item, o.never_started, now)?;
+                        tx.item_release_orphan(o.item, now)?;
                         tx.event_insert(&event)?;
                         released += 1;
                     }
@@ -57,10 +57,9 @@ enum Orphan {
 }
 
 fn orphan(batch: &str, o: &Orphaned, max_attempts: u32, now: Millis) -> Orphan {
-    let (key, lease_run) = (o.key.as_str(), o.lease_run);
     // A claim whose call never started (it waited for its pool) used no
     // attempt: however often its runner dies, it is never quarantined.
-    let attempts = o.attempts - i64::from(o.never_started);
+    let (key, lease_run, attempts) = (o.key.as_str(), o.lease_run, o.attempts);
     if crate::model::attempts_used_up(attempts, max_attempts) {
         let message = format!(
             "its runner (run {lease_run}) stopped while the item was in flight, \
@@ -75,30 +74,24 @@ fn orphan(batch: &str, o: &Orphaned, max_attempts: u32, now: Millis) -> Orphan {
         .key(key)
         .fields(serde_json::json!({"error_class": "Interrupted", "attempt": attempts}));
         Orphan::Quarantine { message, event }
-    } else if o.never_started {
-        Orphan::Release(
-            NewEvent::new(
-                now,
-                batch,
-                EventKind::Reclaimed,
-                format!(
-                    "reclaimed from run {lease_run}; its call never started \
-                     (it waited for a place in its pool), so the attempt does not count"
-                ),
-            )
-            .key(key)
-            .fields(serde_json::json!({"from_run": lease_run, "never_started": true})),
-        )
     } else {
+        let mut fields = serde_json::json!({"from_run": lease_run});
+        let why = if o.never_started {
+            fields["never_started"] = true.into();
+            "; its call never started (it waited for a place in its pool), \
+             so the attempt does not count"
+        } else {
+            ""
+        };
         Orphan::Release(
             NewEvent::new(
                 now,
                 batch,
                 EventKind::Reclaimed,
-                format!("reclaimed from run {lease_run}"),
+                format!("reclaimed from run {lease_run}{why}"),
             )
             .key(key)
-            .fields(serde_json::json!({"from_run": lease_run})),
+            .fields(fields),
         )
     }
 }

@@ -54,9 +54,13 @@ fn page_sql(q: &ItemsQuery, keys_only: bool, args: &mut Args) -> String {
     cond
 }
 
-const ITEMS_CLAIMED_EXCEPT: &str = "SELECT attempts::int8, count(*) FROM items
+const ITEMS_CLAIMED_EXCEPT: &str = concat!(
+    "SELECT ",
+    attempts_used!(),
+    "::int8 AS used, count(*) FROM items
   WHERE batch_id = $1 AND status = 'claimed' AND lease_run <> ALL($2)
-  GROUP BY attempts ORDER BY attempts";
+  GROUP BY used ORDER BY used"
+);
 const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0)::int8 FROM failed_classes
   WHERE batch_id = $1 AND error_class = $2";
 const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM items i

@@ -170,10 +170,18 @@ fn search_page(
     })
 }
 
-pub(super) const ITEMS_CLAIMED_BY: &str = "SELECT attempts, count(*) FROM items
-  WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2 GROUP BY attempts";
-pub(super) const ITEMS_CLAIMED: &str = "SELECT attempts, count(*) FROM items
-  WHERE batch_id = ?1 AND status = 'claimed' GROUP BY attempts";
+pub(super) const ITEMS_CLAIMED_BY: &str = concat!(
+    "SELECT ",
+    attempts_used!(),
+    " AS used, count(*) FROM items
+  WHERE batch_id = ?1 AND status = 'claimed' AND lease_run = ?2 GROUP BY used"
+);
+pub(super) const ITEMS_CLAIMED: &str = concat!(
+    "SELECT ",
+    attempts_used!(),
+    " AS used, count(*) FROM items
+  WHERE batch_id = ?1 AND status = 'claimed' GROUP BY used"
+);
 const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0) FROM failed_classes
   WHERE batch_id = ?1 AND error_class = ?2";
 const MAX_ITEM_ID: &str = "SELECT max(id) FROM items";

@@ -369,6 +369,16 @@ for line in sys.stdin:
             common::signal(run.id(), nix::sys::signal::Signal::SIGKILL);
             run.wait().unwrap();
         }
+        // The views say what the next run will do: take them back, not
+        // quarantine them.
+        let a_now = env.batch_status("a");
+        assert_eq!((&a_now["orphaned"], &a_now["orphaned_to_quarantine"]), (&Value::from(2), &Value::from(0)), "{a_now}");
+        let waiting = env.strings(
+            "SELECT i.key FROM items i JOIN batches b ON b.id = i.batch_id \
+             WHERE b.name = 'a' AND i.pool_wait_since IS NOT NULL ORDER BY i.key",
+        );
+        let show: Value = serde_json::from_str(&env.run(&["show", "a", &waiting[0], "--json"]).code(0).stdout).unwrap();
+        assert_eq!(show["claim"]["next_run_quarantines"], false, "{show}");
         config("1000/min");
         env.run(&["run", "a"]).code(0);
         env.run(&["run", "b"]).code(0);
