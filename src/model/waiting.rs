@@ -92,6 +92,10 @@ pub struct Waiting {
     /// (`status`, the dashboard) say only "in flight".
     #[serde(skip)]
     pub another_run: bool,
+    /// For [`WaitReason::RateLimit`]: every item is pending (none is a due
+    /// retry or a claim a run takes back from a dead one).
+    #[serde(skip)]
+    pub only_pending: bool,
 }
 
 /// A limit pool with no room: which, for what (`tokens/min`, `requests/day`,
@@ -291,29 +295,7 @@ pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason,
 /// by reason: quarantined first (a human must act), then the retry tier,
 /// then what could run and why it does not.
 pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
-    let mut out = Vec::new();
-    let mut push = |reason, items: i64, until| {
-        if items > 0 {
-            let pool = pool_of(h, reason);
-            let not_before = match reason {
-                WaitReason::NotDue => h.retry.pending_later,
-                WaitReason::Due => h.retry.pending_due.min(items),
-                _ => 0,
-            };
-            out.push(Waiting {
-                reason,
-                items,
-                until,
-                pool,
-                not_before,
-                paced: paced_of(h, reason),
-                another_run: reason == WaitReason::InFlight && h.idle.is_none(),
-            });
-        }
-    };
     let c = &h.counts;
-    push(WaitReason::Quarantined, c.manual, None);
-    push(WaitReason::NotDue, h.retry.later, h.retry.next_at);
     // Claims need the lock: with no live holder, a run takes them back.
     // A live holder's claims are in flight but for those waiting to
     // retry and those its pool defers; other runs' claims are taken back.
@@ -335,7 +317,31 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
         n - t
     };
     let due = take(h.retry.due);
-    let rest = take(reclaim) + take(c.pending - h.retry.pending_due - h.retry.pending_later);
+    let reclaims = take(reclaim);
+    let rest = reclaims + take(c.pending - h.retry.pending_due - h.retry.pending_later);
+    let mut out = Vec::new();
+    let mut push = |reason, items: i64, until| {
+        if items > 0 {
+            let pool = pool_of(h, reason);
+            let not_before = match reason {
+                WaitReason::NotDue => h.retry.pending_later,
+                WaitReason::Due => h.retry.pending_due.min(items),
+                _ => 0,
+            };
+            out.push(Waiting {
+                reason,
+                items,
+                until,
+                pool,
+                not_before,
+                paced: paced_of(h, reason),
+                another_run: reason == WaitReason::InFlight && h.idle.is_none(),
+                only_pending: due + reclaims == 0,
+            });
+        }
+    };
+    push(WaitReason::Quarantined, c.manual, None);
+    push(WaitReason::NotDue, h.retry.later, h.retry.next_at);
     match blocked(h, now) {
         Some((reason, until)) => push(reason, due + rest, until),
         None => {
@@ -503,7 +509,12 @@ impl fmt::Display for Said<'_> {
                     .pool
                     .as_ref()
                     .map_or(("?", "?"), |p| (p.pool.as_str(), p.dimension.as_str()));
-                write!(f, "{n} pending: waiting for pool {pool}, {dim}")?;
+                // A due retry or a dead run's claim is no pending item.
+                if w.only_pending {
+                    write!(f, "{n} pending: waiting for pool {pool}, {dim}")?;
+                } else {
+                    write!(f, "{n} {} for pool {pool}, {dim}", waits(one))?;
+                }
                 match w.until {
                     Some(t) => write!(f, ", next slot {}", utc_clock(t, now)),
                     None => Ok(()),
@@ -821,11 +832,20 @@ mod tests {
             }),
             ..base.clone()
         };
+        // Due retries and a dead run's claim among them: not all pending.
         assert!(
-            said(&pool)
-                .ends_with("8 pending: waiting for pool openai, tokens/min, next slot 07:16:00Z"),
+            said(&pool).ends_with("8 wait for pool openai, tokens/min, next slot 07:16:00Z"),
             "{}",
             said(&pool)
+        );
+        let only_pending = Holding {
+            counts: counts(5, 0, 0, 0),
+            retry: RetryTier::default(),
+            ..pool.clone()
+        };
+        assert_eq!(
+            said(&only_pending),
+            "5 pending: waiting for pool openai, tokens/min, next slot 07:16:00Z"
         );
         let budget = Holding {
             budget_until: Some(LATER),
@@ -843,7 +863,7 @@ mod tests {
             (&budget, "7 wait: budget reached, resets 07:16Z"),
             (
                 &pool,
-                "7 pending: waiting for pool openai, tokens/min, next slot 07:16:00Z",
+                "7 wait for pool openai, tokens/min, next slot 07:16:00Z",
             ),
         ] {
             let live = Holding {

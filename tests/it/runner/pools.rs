@@ -379,6 +379,11 @@ for line in sys.stdin:
         );
         let show: Value = serde_json::from_str(&env.run(&["show", "a", &waiting[0], "--json"]).code(0).stdout).unwrap();
         assert_eq!(show["claim"]["next_run_quarantines"], false, "{show}");
+        // A dead run's claims are no pending items: they wait for the pool.
+        let text = env.run(&["status", "a"]).code(0).stdout.clone();
+        assert!(text.contains("waiting: 2 wait for pool p, requests/h, next slot "), "{text}");
+        let shown = env.run(&["show", "a", &waiting[0]]).code(0).stdout.clone();
+        assert!(shown.contains("waiting:   1 waits for pool p, requests/h, next slot "), "{shown}");
         config("1000/min");
         env.run(&["run", "a"]).code(0);
         env.run(&["run", "b"]).code(0);
