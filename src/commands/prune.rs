@@ -110,7 +110,7 @@ pub fn run(ctx: &Ctx, args: &PruneArgs) -> anyhow::Result<Exit> {
             table.row(vec![
                 i.batch.clone(),
                 i.key.clone(),
-                i.label.clone(),
+                crate::key::label_column(&i.key, &i.label).to_string(),
                 state_word(i.status, i.tier, i.outcome),
                 rfc3339(i.updated_at),
             ]);

@@ -246,7 +246,7 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         for i in &plan.items {
             table.row(vec![
                 i.key.clone(),
-                i.label.clone(),
+                crate::key::label_column(&i.key, &i.label).to_string(),
                 i.attempt.to_string(),
                 i.why.to_string(),
             ]);

@@ -18,8 +18,9 @@ both_backends! {
         assert!(text.contains("the items it would remove (2):\n"), "{text}");
         let rows: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("BATCH")).skip(1).collect();
         assert_eq!(rows.len(), 2, "{text}");
-        assert!(rows[0].starts_with("b      k5   k5     done"), "{text}");
-        assert!(rows[1].starts_with("b      k6   k6     done"), "{text}");
+        // A label that is only the key again is left out, as `items` does.
+        assert!(rows[0].starts_with("b      k5          done"), "{text}");
+        assert!(rows[1].starts_with("b      k6          done"), "{text}");
 
         let json = env.run(&["prune", "--older-than", "30d", "--dry-run", "--include-failed", "--json"]).code(0).json();
         let keys: Vec<(&str, &str)> = json["items"].as_array().unwrap().iter()

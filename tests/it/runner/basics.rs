@@ -367,6 +367,12 @@ both_backends! {
             "{}",
             stdout(&out)
         );
+        // A label that is only the key again is left out, as `items` does.
+        assert!(
+            stdout(&out).contains("\nk3          1        pending\n"),
+            "{}",
+            stdout(&out)
+        );
         assert_eq!(env.snapshot(), before);
     }
 
