@@ -110,6 +110,7 @@ fn waits_for(
             paced: crate::model::waiting::paced_of(&h, reason),
             another_run: false,
             only_pending: item.status == crate::model::Status::Pending,
+            no_runner: crate::model::waiting::no_runner(&h, reason),
         }),
     )
 }

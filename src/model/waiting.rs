@@ -96,6 +96,11 @@ pub struct Waiting {
     /// retry or a claim a run takes back from a dead one).
     #[serde(skip)]
     pub only_pending: bool,
+    /// For a wait with an end ([`WaitReason::RateLimit`], `Hold`,
+    /// `Budget`) seen with no run in question: no runner is live and no
+    /// schedule fires, so nothing moves at that end either.
+    #[serde(skip)]
+    pub no_runner: bool,
 }
 
 /// A limit pool with no room: which, for what (`tokens/min`, `requests/day`,
@@ -337,6 +342,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
                 paced: paced_of(h, reason),
                 another_run: reason == WaitReason::InFlight && h.idle.is_none(),
                 only_pending: due + reclaims == 0,
+                no_runner: no_runner(h, reason),
             });
         }
     };
@@ -353,6 +359,16 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     push(WaitReason::PoolPlace, pool_waits, pool_place(h).next_slot);
     push(WaitReason::InFlight, in_flight, None);
     out
+}
+
+/// Whether items waiting for `reason`, a wait with an end, have no run to
+/// take them at that end: no runner is live and no schedule fires.
+pub fn no_runner(h: &Holding, reason: WaitReason) -> bool {
+    matches!(
+        reason,
+        WaitReason::RateLimit | WaitReason::Hold | WaitReason::Budget
+    ) && !h.lock_held
+        && h.idle == Some(Idle::NoRunner)
 }
 
 /// The pool items waiting for `reason` wait for, if any.
@@ -416,6 +432,9 @@ fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
             if let Some(rate) = &w.paced {
                 o.insert("rate_limit".into(), rate.clone().into());
             }
+            if w.no_runner {
+                o.insert("no_runner".into(), true.into());
+            }
             serde_json::Value::Object(o)
         })
         .collect()
@@ -433,6 +452,16 @@ struct Said<'a>(&'a Waiting, Millis);
 
 impl fmt::Display for Said<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.reason(f)?;
+        if self.0.no_runner {
+            f.write_str(", and no runner is live (`nightshift run` starts one)")?;
+        }
+        Ok(())
+    }
+}
+
+impl Said<'_> {
+    fn reason(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Said(w, now) = *self;
         let n = w.items;
         let one = n == 1;
@@ -665,6 +694,39 @@ mod tests {
             ..Holding::default()
         };
         assert_eq!(describe(&waiting(&h, NOW), NOW), "");
+    }
+
+    #[test]
+    fn a_wait_with_an_end_says_when_no_runner_takes_them_then() {
+        let h = |idle, lock_held| Holding {
+            counts: counts(4, 0, 0, 0),
+            budget_until: Some(LATER),
+            lock_held,
+            idle,
+            ..Holding::default()
+        };
+        let said = |h: &Holding| describe(&waiting(h, NOW), NOW);
+        assert_eq!(
+            said(&h(Some(Idle::NoRunner), false)),
+            "4 wait: budget reached, resets 07:16Z, and no runner is live (`nightshift run` starts one)"
+        );
+        assert_eq!(
+            to_status_json(&waiting(&h(Some(Idle::NoRunner), false), NOW))[0]["no_runner"],
+            true
+        );
+        // A live runner, a schedule that fires, or a run's own view: the
+        // wait alone.
+        for holding in [
+            h(Some(Idle::NoRunner), true),
+            h(Some(Idle::NextFire(LATER)), false),
+            h(None, false),
+        ] {
+            assert_eq!(
+                said(&holding),
+                "4 wait: budget reached, resets 07:16Z",
+                "{holding:?}"
+            );
+        }
     }
 
     #[test]

@@ -764,7 +764,8 @@ mod tests {
     #[test]
     fn the_waiting_line_wraps_every_reason_into_the_pane() {
         let whole = "2 quarantined await a human; 3 in the retry tier, next at 12:30Z; \
-                     5 pending: waiting for pool 本番アカウント, tokens/min, next slot 12:00:09Z";
+                     5 pending: waiting for pool 本番アカウント, tokens/min, next slot 12:00:09Z, \
+                     and no runner is live (`nightshift run` starts one)";
         // A break between two CJK characters takes no space.
         let bare = |s: &str| s.replace(' ', "");
         for (w, h) in [(120, 40), (80, 24)] {
