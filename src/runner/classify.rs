@@ -234,6 +234,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                         .filter(|l| !l.trim().is_empty())
                         .map(|l| format!("{default_message}: {l}"))
                 })
+                .or_else(|| stdout_said(&out.stdout).map(|s| format!("{default_message}; {s}")))
                 .unwrap_or(default_message);
             let usage = line.usage.clone().or(out.reported_usage.clone());
             let answer = line
@@ -250,6 +251,22 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
             usage.apply(answer)
         }
     }
+}
+
+/// What a failed worker's stdout said, when its stderr said nothing: its
+/// last line, with a hint when that is an error object (the contract reads
+/// one from stderr's last line; a worker printing it on stdout is a first
+/// worker's usual slip).
+fn stdout_said(stdout: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(stdout);
+    let last = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    let object = serde_json::from_str::<serde_json::Map<String, Value>>(last).ok();
+    let hint = if object.is_some_and(|o| o.contains_key("error_class") || o.contains_key("error")) {
+        " (an error object is read from stderr's last line, not stdout)"
+    } else {
+        ""
+    };
+    Some(format!("stdout: {last}{hint}"))
 }
 
 /// The answer a persistent worker's answer object carries.
@@ -450,6 +467,30 @@ mod tests {
         );
         let v = classify(&output(Exit::Code(2), "", None), &rules());
         assert!(matches!(&v, Answer::Failed { transient: false, class, .. } if class == "Exit2"));
+        // Nothing on stderr: stdout's last line is the message, with a hint
+        // when it is an error object meant for stderr.
+        let v = classify(
+            &output(
+                Exit::Code(1),
+                "{\"error_class\":\"投稿エラー\",\"message\":\"失敗\"}\n",
+                None,
+            ),
+            &rules(),
+        );
+        assert!(
+            matches!(&v, Answer::Failed { class, message, .. } if class == "Exit1"
+                && message == "exited with status 1; stdout: {\"error_class\":\"投稿エラー\",\"message\":\"失敗\"} \
+                               (an error object is read from stderr's last line, not stdout)"),
+            "{v:?}"
+        );
+        let v = classify(
+            &output(Exit::Code(1), "partial\nno such page\n\n", None),
+            &rules(),
+        );
+        assert!(
+            matches!(&v, Answer::Failed { message, .. } if message == "exited with status 1; stdout: no such page"),
+            "{v:?}"
+        );
         let v = classify(&output(Exit::Signal(9), "", None), &rules());
         assert!(matches!(&v, Answer::Failed { transient: true, class, .. } if class == "Signal"));
     }

@@ -128,6 +128,27 @@ both_backends! {
 
     // ---- Transient vs permanent ----
 
+    /// A first worker's slip: its error object printed on stdout, exit 1.
+    /// The failure said only "exited with status 1"; it now quotes stdout's
+    /// last line and says where the error object is read from.
+    fn a_failure_with_nothing_on_stderr_quotes_stdout(env) {
+        add_keys(&env, "b", &["k"]);
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\necho '{\"error_class\":\"投稿エラー\",\"message\":\"失敗\"}'\nexit 1",
+        ));
+        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let shown = env.run(&["show", "b", "k", "--json"]).code(0).json();
+        assert_eq!(shown["item"]["error_class"], "Exit1", "{shown}");
+        assert_eq!(
+            shown["item"]["error_message"],
+            "exited with status 1; stdout: {\"error_class\":\"投稿エラー\",\"message\":\"失敗\"} \
+             (an error object is read from stderr's last line, not stdout)",
+            "{shown}"
+        );
+    }
+
     fn transient_failures_retry_and_permanent_ones_are_quarantined_with_a_dead_letter(env) {
         env.config(&format!("[batch.b]\n{NO_WAIT}max_attempts = 5\n"));
         add_keys(&env, "b", &["flaky", "bad", "badjson", "always"]);
