@@ -442,13 +442,25 @@ fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
 
 /// `2 quarantined await a human; 2 in the retry tier, next at 07:16Z`.
 pub fn describe(list: &[Waiting], now: Millis) -> String {
+    said(list, now, false)
+}
+
+/// [`describe`] with counts grouped by thousands (`1,487 wait …`), as
+/// the dashboard writes every count beside it.
+pub fn describe_grouped(list: &[Waiting], now: Millis) -> String {
+    said(list, now, true)
+}
+
+fn said(list: &[Waiting], now: Millis, grouped: bool) -> String {
     list.iter()
-        .map(|w| Said(w, now).to_string())
+        .map(|w| Said(w, now, grouped).to_string())
         .collect::<Vec<_>>()
         .join("; ")
 }
 
-struct Said<'a>(&'a Waiting, Millis);
+/// A reason in words: the wait, its time and (`grouped`) its counts as
+/// `1,487`.
+struct Said<'a>(&'a Waiting, Millis, bool);
 
 impl fmt::Display for Said<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -462,9 +474,17 @@ impl fmt::Display for Said<'_> {
 
 impl Said<'_> {
     fn reason(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Said(w, now) = *self;
-        let n = w.items;
-        let one = n == 1;
+        let Said(w, now, grouped) = *self;
+        let count = |k: i64| {
+            if grouped {
+                crate::util::text::grouped(k)
+            } else {
+                k.to_string()
+            }
+        };
+        let items = w.items;
+        let n = count(items);
+        let one = items == 1;
         let at = |t: Option<Millis>| t.map_or("?".into(), |t| hhmm(t, now));
         match w.reason {
             WaitReason::Quarantined => {
@@ -481,20 +501,21 @@ impl Said<'_> {
             WaitReason::NotDue => match w.not_before {
                 0 => write!(f, "{n} in the retry tier, next at {}", at(w.until)),
                 // A not-before time to the second, as it was given.
-                k if k == n && one => write!(
+                k if k == items && one => write!(
                     f,
                     "1 pending, not before {}",
                     w.until.map_or("?".into(), |t| utc_clock(t, now))
                 ),
-                k if k == n => write!(
+                k if k == items => write!(
                     f,
                     "{n} pending, not before a time, next at {}",
                     w.until.map_or("?".into(), |t| utc_clock(t, now))
                 ),
                 k => write!(
                     f,
-                    "{n} not due yet ({} in the retry tier, {k} pending with a not-before time), next at {}",
-                    n - k,
+                    "{n} not due yet ({} in the retry tier, {} pending with a not-before time), next at {}",
+                    count(items - k),
+                    count(k),
                     at(w.until)
                 ),
             },
@@ -694,6 +715,34 @@ mod tests {
             ..Holding::default()
         };
         assert_eq!(describe(&waiting(&h, NOW), NOW), "");
+    }
+
+    /// The dashboard groups every count by thousands, the waiting line's
+    /// too; the CLI's tables and lines do not.
+    #[test]
+    fn the_dashboard_words_group_counts_by_thousands() {
+        let h = Holding {
+            counts: counts(1_487, 0, 2_500, 1_000),
+            retry: RetryTier {
+                later: 2_500,
+                next_at: Some(LATER),
+                pending_later: 1_200,
+                ..RetryTier::default()
+            },
+            lock_held: true,
+            ..Holding::default()
+        };
+        let list = waiting(&h, NOW);
+        assert_eq!(
+            describe_grouped(&list, NOW),
+            "1,000 quarantined await a human; 2,500 not due yet (1,300 in the retry tier, \
+             1,200 pending with a not-before time), next at 07:16Z; \
+             287 wait for the runner that holds the lock"
+        );
+        assert!(
+            describe(&list, NOW)
+                .starts_with("1000 quarantined await a human; 2500 not due yet (1300 ")
+        );
     }
 
     #[test]

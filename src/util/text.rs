@@ -227,6 +227,20 @@ pub fn wrap(s: &str, max: usize) -> Vec<String> {
     lines
 }
 
+/// `1,234,567`: a count grouped by thousands.
+#[must_use]
+pub fn grouped(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

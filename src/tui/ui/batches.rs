@@ -485,7 +485,7 @@ fn budget_states(app: &App, info: &BatchInfo) -> Vec<crate::runner::budget::Budg
 /// Why the selected batch's open items wait (the decision `status` and
 /// `show` speak, `model::waiting`), once its retry tier has been read.
 fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
-    use crate::model::waiting::{Holding, Idle, describe, waiting};
+    use crate::model::waiting::{Holding, Idle, describe_grouped, waiting};
     let retry = match &app.data.retry {
         Some((name, tier)) if *name == info.name => *tier,
         // Not read for this batch (yet): say nothing rather than guess.
@@ -522,7 +522,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         idle: Some(Idle::from_fire(fire)),
     };
     let list = waiting(&holding, app.now);
-    (!list.is_empty()).then(|| describe(&list, app.now))
+    (!list.is_empty()).then(|| describe_grouped(&list, app.now))
 }
 
 /// `#7 ok · schedule · 5m0s ago · articles: 40 done, …`: the run's state

@@ -27,6 +27,8 @@ use super::layout::{self, Areas, MIN_HEIGHT, MIN_WIDTH};
 use super::theme::Role;
 pub use super::theme::state_role;
 use crate::model::{Outcome, Status, Tier};
+/// `1,234,567`.
+pub use crate::util::text::grouped as num;
 use crate::util::{sanitize, text};
 
 pub fn render(app: &App, f: &mut Frame) {
@@ -144,19 +146,6 @@ pub fn item_name(key: &str, label: &str, key_cells: usize) -> String {
         return clean(key, key_cells);
     }
     crate::key::named(&short_key(key, key_cells), &sanitize::line(label))
-}
-
-/// `1,234,567`.
-pub fn num(n: i64) -> String {
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 { format!("-{out}") } else { out }
 }
 
 /// A table of a text column then `N` columns of counts: the counts as
