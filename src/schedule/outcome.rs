@@ -103,14 +103,14 @@ pub fn fire_seen(info: &BatchInfo, now: Millis) -> Option<Fire> {
     let mut fire = info.last_fire.clone()?;
     // The daemon names the run when the cycle ends; until then it is the
     // scheduled run started at or after the fire time.
-    let its_run = info.last_run.as_ref().is_some_and(|run| match fire.run_id {
+    let its_run = info.last_run.as_ref().filter(|run| match fire.run_id {
         Some(id) => id == run.id,
         None => run.trigger == Trigger::Schedule && run.started_at >= fire.at,
     });
-    if fire.outcome != Outcome::Running.as_str() || !its_run {
+    let Some(run) = its_run.filter(|_| fire.outcome == Outcome::Running.as_str()) else {
         return Some(fire);
-    }
-    fire.run_id = info.last_run.as_ref().map(|r| r.id);
+    };
+    fire.run_id = Some(run.id);
     let seen = info.last_run_seen()?;
     let outcome = match seen {
         RunSeen::Stored(RunState::Running) | RunSeen::Silent { .. } => Outcome::Running,

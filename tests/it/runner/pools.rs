@@ -36,6 +36,25 @@ fn worker(env: &Env, then: &str) -> String {
     path.display().to_string()
 }
 
+/// A persistent worker (`w.py`) that answers every request with a result
+/// and writes `batch key 0 attempt` to `starts.log`, as [`worker`] does
+/// (no time: `starts` keeps them in the order written).
+fn persistent_worker(env: &Env) {
+    env.write(
+        "w.py",
+        &format!(
+            r#"import json, os, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    with open({log:?}, "a") as f:
+        f.write("%s %s 0 %d\n" % (os.environ["NIGHTSHIFT_BATCH"], r["key"], r["attempt"]))
+    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}}}), flush=True)
+"#,
+            log = env.path("starts.log")
+        ),
+    );
+}
+
 fn add(env: &Env, batch: &str, n: usize) {
     let lines: String = (1..=n)
         .map(|i| format!("{{\"key\":\"{batch}{i}\"}}\n"))
@@ -336,13 +355,7 @@ for line in sys.stdin:
     /// never called. Now such a claim is taken back uncounted, in both
     /// modes, and its event says why.
     fn a_claim_that_waited_for_its_pool_loses_no_attempt_when_its_runner_dies(env) {
-        env.write("w.py", &format!(r#"import json, sys
-for line in sys.stdin:
-    r = json.loads(line)
-    with open({log:?}, "a") as f:
-        f.write("b %s 0 %d\n" % (r["key"], r["attempt"]))
-    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}}}), flush=True)
-"#, log = env.path("starts.log")));
+        persistent_worker(&env);
         let w = worker(&env, "echo '{\"ok\":1}'");
         let config = |rate: &str| {
             env.config(&format!(
@@ -611,14 +624,7 @@ esac"#);
     /// waits, not after: they are done at once, a crash meanwhile costs no
     /// second call of them, and no view counts them in flight.
     fn answered_calls_are_durable_before_their_slot_waits_for_the_pool(env) {
-        let calls = env.path("calls.log");
-        env.write("w.py", &format!(r#"import json, sys
-for line in sys.stdin:
-    r = json.loads(line)
-    with open({calls:?}, "a") as f:
-        f.write("%s %d\n" % (r["key"], r["attempt"]))
-    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}}}), flush=True)
-"#));
+        persistent_worker(&env);
         let config = |rate: &str| {
             env.config(&format!(
                 "[limit.p]\nrequests = \"{rate}\"\n\n\
@@ -628,7 +634,7 @@ for line in sys.stdin:
         config("2/h");
         add(&env, "a", 5);
         let mut run = env.spawn("a", &["run", "a"]);
-        let called = || common::lines(&calls);
+        let called = || starts(&env);
         wait_for("the pool's two calls", || called().len() == 2);
         wait_for("both answered calls done while the slot waits", || done(&env, "a") == 2);
         let text = env.run(&["status", "a"]).code(0).stdout.clone();
@@ -639,7 +645,7 @@ for line in sys.stdin:
         config("1000/min");
         env.run(&["run", "a"]).code(0);
         assert_eq!(done(&env, "a"), 5);
-        let mut keys: Vec<String> = called().iter().map(|l| l.split(' ').next().unwrap().to_string()).collect();
+        let mut keys: Vec<String> = called().into_iter().map(|c| c.1).collect();
         keys.sort();
         assert_eq!(keys, ["a1", "a2", "a3", "a4", "a5"], "each item called once: {:?}", called());
     }
