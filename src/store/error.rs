@@ -116,6 +116,20 @@ pub enum StoreError {
         found: i32,
         supported: i32,
     },
+    /// A writable open of an older layout while a runner (of the build
+    /// that wrote it) holds a seat: see `store::upgrade`.
+    #[error(
+        "{path} has an older layout (schema v{found}; this build writes v{supported}) and a \
+         runner is using it ({runners}): upgrading the layout under a running older nightshift \
+         could leave its counts wrong, so nothing was changed; let that run end, or stop it with \
+         the nightshift that started it (or `kill` its pid), then try again"
+    )]
+    UpgradeUnderRunner {
+        path: PathBuf,
+        found: i32,
+        supported: i32,
+        runners: String,
+    },
     #[error("{0} is opened read-only; this action writes")]
     ReadOnlyStore(PathBuf),
     #[error("cannot write {0}: the file or its directory is read-only ({1})")]
@@ -359,6 +373,17 @@ impl StoreError {
                 found: *found,
                 supported: *supported,
             },
+            StoreError::UpgradeUnderRunner {
+                path,
+                found,
+                supported,
+                runners,
+            } => StoreError::UpgradeUnderRunner {
+                path: path.clone(),
+                found: *found,
+                supported: *supported,
+                runners: runners.clone(),
+            },
             StoreError::ReadOnlyStore(p) => StoreError::ReadOnlyStore(p.clone()),
             StoreError::ReadOnlyFile(p, d) => StoreError::ReadOnlyFile(p.clone(), d.clone()),
             StoreError::ReadOnlyDatabase(p, d) => {
@@ -447,6 +472,12 @@ mod tests {
                 path: p(),
                 found: 1,
                 supported: 8,
+            },
+            StoreError::UpgradeUnderRunner {
+                path: p(),
+                found: 1,
+                supported: 8,
+                runners: "run 1 of batch b, pid 2 on h".into(),
             },
             StoreError::ReadOnlyStore(p()),
             StoreError::ReadOnlyFile(p(), "x".into()),

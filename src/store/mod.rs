@@ -40,6 +40,7 @@ pub mod pg;
 mod refused;
 mod rows;
 pub mod sqlite;
+mod upgrade;
 
 use std::path::Path;
 

@@ -828,6 +828,15 @@ pub(super) fn migrate(conn: &mut Conn, target: &Path) -> Result<bool> {
                 supported: PG_SCHEMA_VERSION,
             });
         }
+        if found > 0 && found < PG_SCHEMA_VERSION {
+            let seats = seats(conn)?;
+            let now = crate::util::time::now_ms();
+            if let Some(refused) =
+                crate::store::upgrade::refusal(target, found, PG_SCHEMA_VERSION, seats, now)
+            {
+                return Err(refused);
+            }
+        }
         for (from, sql) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
             conn.simple(sql)?;
             conn.x(
@@ -848,6 +857,25 @@ pub(super) fn migrate(conn: &mut Conn, target: &Path) -> Result<bool> {
             Err(e)
         }
     }
+}
+
+/// Every seat of the batch lock, at any layout (see `store::upgrade`),
+/// its times on this host's clock.
+fn seats(conn: &mut Conn) -> Result<Vec<crate::store::upgrade::SeatRow>> {
+    let rows = conn.q(&crate::store::upgrade::seats_sql("nightshift."), &[])?;
+    Ok(rows
+        .iter()
+        .map(|r| crate::store::upgrade::SeatRow {
+            batch: r.get(0),
+            token: r.get(1),
+            host: r.get(2),
+            pid: r.get(3),
+            pid_start: r.get(4),
+            run_id: r.get(5),
+            acquired_at: conn.tout(r.get(6)),
+            expires_at: conn.tout(r.get(7)),
+        })
+        .collect())
 }
 
 /// Compares the counters with the items and dead letters they count.

@@ -33,7 +33,8 @@ use rusqlite::{Connection, OpenFlags};
 pub use schema::SCHEMA_VERSION;
 
 use crate::store::identity::StoreIdentity;
-use crate::store::{Access, Result, StoreError};
+use crate::store::{Access, Result, StoreError, upgrade};
+use crate::util::time::now_ms;
 /// One SQLite transaction, as the statements of `dialect` see it.
 pub(crate) struct SqliteTx<'c> {
     conn: &'c Connection,
@@ -164,7 +165,21 @@ impl SqliteStore {
             check_identity(&conn, path)?;
         }
         schema::configure_writer(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
-        schema::migrate(&mut conn).map_err(|e| StoreError::from_sqlite(e, path))?;
+        let now = now_ms();
+        let refused = schema::migrate_unless(&mut conn, |tx, found| {
+            let seats = schema::seats(tx)?;
+            Ok(upgrade::refusal(
+                path,
+                found,
+                schema::SCHEMA_VERSION,
+                seats,
+                now,
+            ))
+        })
+        .map_err(|e| StoreError::from_sqlite(e, path))?;
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
         store.conn = Some(conn);
         Ok(store)
     }

@@ -816,15 +816,49 @@ pub fn configure_reader(conn: &Connection) -> rusqlite::Result<()> {
 /// Brings a (possibly empty) database to `SCHEMA_VERSION` in one transaction.
 /// The caller has already refused versions newer than this build.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    migrate_unless(conn, |_, _| Ok(None::<()>)).map(drop)
+}
+
+/// [`migrate`], unless `refuse`, asked in the migration's transaction
+/// with the older layout found (never of an empty database), gives a
+/// reason not to: then that reason comes back and nothing has changed.
+pub fn migrate_unless<R>(
+    conn: &mut Connection,
+    refuse: impl FnOnce(&rusqlite::Transaction<'_>, i32) -> rusqlite::Result<Option<R>>,
+) -> rusqlite::Result<Option<R>> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > 0
+        && version < SCHEMA_VERSION
+        && let Some(why) = refuse(&tx, version)?
+    {
+        return Ok(Some(why));
+    }
     for (from, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
         apply(&tx, from, sql)?;
     }
     if version == 0 {
         tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}"))?;
     }
-    tx.commit()
+    tx.commit().map(|()| None)
+}
+
+/// Every seat of the batch lock, at any layout (see `store::upgrade`).
+pub fn seats(conn: &Connection) -> rusqlite::Result<Vec<crate::store::upgrade::SeatRow>> {
+    let mut st = conn.prepare(&crate::store::upgrade::seats_sql(""))?;
+    let rows = st.query_map([], |r| {
+        Ok(crate::store::upgrade::SeatRow {
+            batch: r.get(0)?,
+            token: r.get(1)?,
+            host: r.get(2)?,
+            pid: r.get(3)?,
+            pid_start: r.get(4)?,
+            run_id: r.get(5)?,
+            acquired_at: r.get(6)?,
+            expires_at: r.get(7)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// Takes a store at version `from` to the next with `sql`, that version's

@@ -406,6 +406,71 @@ both_backends! {
         assert_eq!(batch(&env.status(), "b")["done"], 3);
     }
 
+    /// A writable command does not upgrade an older layout while a runner
+    /// of the build that wrote it holds a seat: that runner's statements
+    /// would go on writing under the new layout (a counter that moved from
+    /// a trigger to the statements, and its counts would drift). It is
+    /// refused, names who holds the store, and changes nothing; reads go
+    /// on. A holder here counts while its process lives, one elsewhere
+    /// until its seat expires; then the same command upgrades the store.
+    fn an_older_layout_is_not_upgraded_under_a_live_runner(env) {
+        env.config("[batch.b]\nworker = [\"sh\", \"-c\", \"cat >/dev/null; echo '{}'\"]\n");
+        env.add_items("b", 3);
+        env.run(&["run", "b", "--limit", "1"]).code(0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let hour = 3_600_000;
+        // An older runner on this host (a process that lives while we look),
+        // and one on another host whose seat has an hour to run.
+        let mut here = common::Background(std::process::Command::new("sleep").arg("600").spawn().unwrap());
+        let host = nightshift::util::identity::host();
+        env.exec(&format!(
+            "INSERT INTO locks (batch_id, token, host, pid, run_id, acquired_at, expires_at)
+             SELECT id, 'here', '{host}', {}, 1, {now}, {} FROM batches WHERE name = 'b'",
+            here.id(),
+            now + hour
+        ));
+        env.exec(&format!(
+            "INSERT INTO locks (batch_id, token, host, pid, run_id, acquired_at, expires_at)
+             SELECT id, 'there', 'host-x', 77, NULL, {now}, {} FROM batches WHERE name = 'b'",
+            now + hour
+        ));
+        match env.backend {
+            Backend::Sqlite => env.sql().execute_batch(
+                "ALTER TABLE items DROP COLUMN pool_wait_since; ALTER TABLE items DROP COLUMN retry_at;
+                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
+                 PRAGMA user_version = 21;").unwrap(),
+            Backend::Pg => env.pg_sql().batch_execute(
+                "ALTER TABLE items DROP COLUMN pool_wait_since, DROP COLUMN retry_at;
+                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
+                 UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';").unwrap(),
+        }
+        let before = env.snapshot();
+        let file = env.write("more.jsonl", "{\"key\":\"n1\"}\n");
+        let refused = env.run(&["add", "b", file.to_str().unwrap()]);
+        let said = &refused.code(3).stderr;
+        assert!(said.contains("has an older layout") && said.contains("a runner is using it"), "{said}");
+        assert!(said.contains(&format!("run 1 of batch b, pid {} on {host}", here.id())), "{said}");
+        assert!(said.contains("batch b, pid 77 on host-x"), "{said}");
+        assert!(said.contains("nothing was changed"), "{said}");
+        assert_eq!(env.snapshot(), before, "refused whole");
+        env.run(&["status"]).code(0);
+        // The holder here is gone: only the one elsewhere holds it back.
+        here.kill().unwrap();
+        here.wait().unwrap();
+        let refused = env.run(&["add", "b", file.to_str().unwrap()]);
+        let said = &refused.code(3).stderr;
+        assert!(said.contains("host-x") && !said.contains(&host), "{said}");
+        assert_eq!(env.snapshot(), before, "refused whole");
+        // Its seat expired: the store is upgraded and the item added.
+        env.exec(&format!("UPDATE locks SET expires_at = {}", now - hour));
+        env.run(&["add", "b", file.to_str().unwrap()]).code(0);
+        assert_eq!(batch(&env.status(), "b")["pending"], 3);
+        env.assert_counts_consistent();
+    }
+
     /// The same through a batch's `source`: yesterday's list again, after a
     /// prune, runs nothing.
     fn a_source_listing_pruned_items_again_runs_nothing(env) {
