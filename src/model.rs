@@ -171,6 +171,20 @@ pub fn attempts_used(
     attempts - i64::from(pool_wait_since.is_some() && retry_at.is_none())
 }
 
+/// An item's attempts as the views say them: the attempts it used, and
+/// when its claim's attempt has not started, which one waits and for
+/// what (it counts once its call starts; a crash gives it back).
+#[must_use]
+pub fn attempts_said(item: &Item) -> String {
+    let counted = i64::from(item.attempts);
+    let used = attempts_used(counted, item.pool_wait_since, item.retry_at);
+    if item.status == Status::Claimed && used < counted {
+        format!("{used} (attempt {counted} has not started: its call waits for its pool)")
+    } else {
+        counted.to_string()
+    }
+}
+
 /// Whether an item has used its attempts: a claim its dead runner left
 /// behind is then quarantined by the next run instead of run again
 /// (a poison item that kills its runner every time).

@@ -186,7 +186,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     out(format!("label:     {}", s(&item.label)))?;
     out(format!("batch:     {}", s(&item.batch)))?;
     out(format!("state:     {}", state_word(&item)))?;
-    out(format!("attempts:  {}", item.attempts))?;
+    out(format!("attempts:  {}", crate::model::attempts_said(&item)))?;
     if let Some(claim) = &claim {
         out(format!("claim:     {}", claim.line(now)))?;
     }

@@ -296,4 +296,25 @@ mod tests {
         let claim = of(&crashed, &item, last).unwrap();
         assert_eq!(claim.json()["next_run_quarantines"], true);
     }
+
+    /// `show` and the item detail say the attempts used: a first attempt
+    /// whose call waits for its pool is not, and they say so, where they
+    /// said "attempts: 1" of an item never called.
+    #[test]
+    fn an_attempt_waiting_for_its_pool_is_not_said_used() {
+        let mut item = deferred();
+        item.attempts = 1;
+        assert_eq!(
+            crate::model::attempts_said(&item),
+            "0 (attempt 1 has not started: its call waits for its pool)"
+        );
+        // A retry waiting for its pool counts its attempt once admitted:
+        // the stored count is what it used.
+        item.attempts = 2;
+        item.retry_at = Some(NOW - 1);
+        assert_eq!(crate::model::attempts_said(&item), "2");
+        item.retry_at = None;
+        item.pool_wait_since = None;
+        assert_eq!(crate::model::attempts_said(&item), "2");
+    }
 }

@@ -110,7 +110,10 @@ pub fn page(
             state_role(item.status, item.outcome),
             state_word(item.status, item.tier, item.outcome),
         ),
-        piece(plain, format!("   attempts {}", item.attempts)),
+        piece(
+            plain,
+            format!("   attempts {}", crate::model::attempts_said(item)),
+        ),
         // The default priority (0) is not said.
         piece(
             plain,

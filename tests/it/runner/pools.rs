@@ -415,6 +415,11 @@ for line in sys.stdin:
         assert_eq!(a_now["waiting"][0]["no_runner"], true, "{a_now}");
         let shown = env.run(&["show", "a", &waiting[0]]).code(0).stdout.clone();
         assert!(shown.contains("waiting:   1 waits for pool p, requests/h, next slot "), "{shown}");
+        // Its attempt is not said used while its call never started.
+        assert!(
+            shown.contains("attempts:  0 (attempt 1 has not started: its call waits for its pool)"),
+            "{shown}"
+        );
         config("1000/min");
         env.run(&["run", "a"]).code(0);
         env.run(&["run", "b"]).code(0);
