@@ -85,11 +85,8 @@ pub fn stop(ctx: &Ctx, args: &StopArgs) -> anyhow::Result<Exit> {
         store.check_batch(&args.batch)?;
     }
     let (by, at) = (actor(), now_ms());
-    let asked = match store.ask_stop(&args.batch, args.now, &by, at) {
-        // A configured batch that never ran has no runner to ask.
-        Err(crate::store::StoreError::UnknownBatch { .. }) => Vec::new(),
-        other => other?,
-    };
+    // A configured batch that never ran has no runner to ask (none).
+    let asked = store.ask_stop(&args.batch, args.now, &by, at)?;
     let runners: Vec<String> = asked.iter().map(runner).collect();
     if args.json {
         out_json(&json!({

@@ -102,7 +102,11 @@ impl Store {
     /// what "requeue all" would move.
     pub fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>> {
         self.read_tx(|tx| {
-            let b = tx.batch_id(batch)?;
+            // A batch the store has not seen (the config names it): none.
+            let b = match tx.batch_id(batch) {
+                Err(StoreError::UnknownBatch { .. }) => return Ok(Vec::new()),
+                other => other?,
+            };
             let mut filter = q.filter();
             filter.status = Some(Status::Failed);
             tx.items_keys(b, &filter)

@@ -254,6 +254,33 @@ fn confirm_defaults_to_no() {
     assert_eq!(env.status()["batches"], before["batches"]);
 }
 
+/// A batch the config names and the store has not seen yet (nothing
+/// added, never run) is listed, and has no failed items to requeue nor a
+/// runner to stop: the requeue of all failed said "cannot count the
+/// failed items: unknown batch" of a batch on the screen, and the stop
+/// "nothing changed: unknown batch".
+#[test]
+fn a_batch_not_yet_in_the_store_has_no_failed_items_to_requeue() {
+    let env = Env::new();
+    env.config("[batch.\"日報\"]\nworker = [\"true\"]\n");
+    let mut dash = open(&env, &[]);
+    dash.wait_loaded();
+    dash.wait_text("日報");
+    dash.key("3");
+    dash.key("A");
+    let screen = dash.wait_text("no failed items to requeue");
+    assert!(!screen.contains("cannot count"), "{screen}");
+    // Nor a runner to stop ("nothing changed: unknown batch", as well).
+    dash.key("1");
+    dash.key("X");
+    dash.wait_text("y yes");
+    dash.key("y");
+    let screen = dash.wait_text("no runner holds 日報; nothing to stop");
+    assert!(!screen.contains("unknown batch"), "{screen}");
+    dash.key("q");
+    dash.wait_exit();
+}
+
 #[test]
 fn pause_asks_why_and_records_who() {
     let env = fixture_env();
