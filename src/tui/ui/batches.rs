@@ -27,11 +27,13 @@ fn pace_of(app: &App, info: &BatchInfo) -> Pace {
     )
 }
 
-/// `12/min`, `1.5/min`, or `—` while the window is too short to tell.
-fn rate_text(r: Option<f64>) -> String {
+/// `12/min`, `1.5/min`, `2,339/min`, or `—` while the window is too short
+/// to tell; whole rates written by `count`, as the counts beside them
+/// (grouped by thousands, or shortened where the table has no room).
+fn rate_text(r: Option<f64>, count: fn(i64) -> String) -> String {
     match r {
         None => "—".into(),
-        Some(r) if r >= 10.0 => format!("{r:.0}/min"),
+        Some(r) if r >= 10.0 => format!("{}/min", count(r.round() as i64)),
         Some(r) => format!("{r:.1}/min"),
     }
 }
@@ -164,7 +166,7 @@ fn table(
                         bar(c.progress(), bar_width),
                         c.percent().unwrap_or(0)
                     ),
-                    rate_text(rate),
+                    rate_text(rate, count),
                     state.to_string(),
                 ]
             })
@@ -268,13 +270,13 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
         Span::raw(match pace.hour_label() {
             Some(hour) => format!(
                 "{} last minute · {} {hour} · {}",
-                rate_text(pace.last_minute),
-                rate_text(pace.last_hour),
+                rate_text(pace.last_minute, num),
+                rate_text(pace.last_hour, num),
                 eta_text(pace.eta, c.failed())
             ),
             None => format!(
                 "{} last minute · {}",
-                rate_text(pace.last_minute),
+                rate_text(pace.last_minute, num),
                 eta_text(pace.eta, c.failed())
             ),
         }),
@@ -630,6 +632,18 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
 
 #[cfg(test)]
 mod tests {
+    /// A rate is written as the counts beside it: `2339/min` under counts
+    /// of `1,487`, where the column grows to fit it as theirs do.
+    #[test]
+    fn a_rate_is_grouped_and_shortened_as_the_counts_are() {
+        use super::super::{num, num_short};
+        assert_eq!(super::rate_text(Some(2339.4), num), "2,339/min");
+        assert_eq!(super::rate_text(Some(123_456.0), num_short), "123k/min");
+        assert_eq!(super::rate_text(Some(12.4), num), "12/min");
+        assert_eq!(super::rate_text(Some(1.54), num), "1.5/min");
+        assert_eq!(super::rate_text(None, num), "—");
+    }
+
     use crate::model::{BatchInfo, Counts, Millis};
     use crate::store::{BatchView, Dashboard};
     use crate::tui::action::Arrival;
