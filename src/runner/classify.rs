@@ -230,9 +230,9 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 .clone()
                 .or_else(|| {
                     out.stderr_last_line
-                        .clone()
+                        .as_deref()
                         .filter(|l| !l.trim().is_empty())
-                        .map(|l| format!("{default_message}: {l}"))
+                        .map(|l| format!("{default_message}: {}", stderr_said(l)))
                 })
                 .or_else(|| stdout_said(&out.stdout).map(|s| format!("{default_message}; {s}")))
                 .unwrap_or(default_message);
@@ -250,6 +250,20 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 });
             usage.apply(answer)
         }
+    }
+}
+
+/// A failed worker's last stderr line, with a hint when it is a JSON
+/// object the contract reads nothing from (`{"error": "…", "class": "…"}`:
+/// the class and the text are `error_class` and `message`), so the class
+/// it meant is not silently replaced by `Exit1`.
+fn stderr_said(last: &str) -> String {
+    let object = serde_json::from_str::<serde_json::Map<String, Value>>(last.trim()).ok();
+    match object {
+        Some(o) if !o.contains_key("error_class") && !o.contains_key("message") => format!(
+            "{last} (an error line names its class in \"error_class\" and its text in \"message\")"
+        ),
+        _ => last.to_string(),
     }
 }
 
@@ -489,6 +503,16 @@ mod tests {
         );
         assert!(
             matches!(&v, Answer::Failed { message, .. } if message == "exited with status 1; stdout: no such page"),
+            "{v:?}"
+        );
+        // A JSON error line in a shape of its own: quoted, with the keys
+        // the contract reads, rather than its class silently lost.
+        let line = r#"{"error":"上流が応答しません","class":"上流タイムアウト"}"#;
+        let v = classify(&output(Exit::Code(2), "", Some(line)), &rules());
+        assert!(
+            matches!(&v, Answer::Failed { class, message, .. } if class == "Exit2"
+                && *message == format!("exited with status 2: {line} (an error line names its class \
+                                        in \"error_class\" and its text in \"message\")")),
             "{v:?}"
         );
         let v = classify(&output(Exit::Signal(9), "", None), &rules());
