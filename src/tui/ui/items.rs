@@ -104,7 +104,9 @@ pub fn columns(inner: usize, pane_width: u16, rows: &[&ItemRow], mark: usize) ->
     let key = (widest(&|r| text::width(&sanitize::line(&r.key))) + mark)
         .clamp(3, super::key_width(pane_width));
     let rest = inner.saturating_sub(key + STATE + ATTEMPTS + GAPS);
-    let label_wants = widest(&|r| text::width(&sanitize::line(&r.label))).max(5);
+    let label_wants =
+        widest(&|r| text::width(&sanitize::line(super::label_beside(&r.key, &r.label, key))))
+            .max(5);
     let error_wants = widest(&|r| text::width(&error_text(r)));
     let label = if error_wants == 0 {
         rest
@@ -189,7 +191,10 @@ pub fn table(
                     Cell::from(state_word(r.status, r.tier, r.outcome))
                         .style(p.style(state_role(r.status, r.outcome))),
                     Cell::from(r.attempts.to_string()),
-                    Cell::from(clean(&r.label, cols.label)),
+                    Cell::from(clean(
+                        super::label_beside(&r.key, &r.label, cols.key),
+                        cols.label,
+                    )),
                     Cell::from(text::cut(&error_text(r), cols.error).into_owned())
                         .style(p.style(Role::Fail)),
                 ]),
@@ -229,6 +234,21 @@ mod tests {
             error_message: error.map(str::to_string),
             updated_at: 0,
         }
+    }
+
+    /// A label that only repeats the key is left out where the KEY column
+    /// shows the key whole (the CLI's rule), and its width goes to the
+    /// error; a key cut to its prefix keeps it whole in LABEL.
+    #[test]
+    fn a_label_that_repeats_a_whole_key_is_left_out() {
+        let error = "Exit2: exited with status 2: 上流が応答しません";
+        let r = row("記事-1", "記事-1", Some(error));
+        let c = columns(78, 80, &[&r], 0);
+        assert_eq!(super::super::label_beside("記事-1", "記事-1", c.key), "");
+        assert_eq!(c.label, 5, "the least a label column takes");
+        let long = "73ae5b202e4682d89c3f0080c10303d3";
+        assert_eq!(super::super::label_beside(long, long, 9), long);
+        assert_eq!(super::super::label_beside("k1", "ブログ", 9), "ブログ");
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
                         .map(|k| super::short_key(k, cols.key))
                         .unwrap_or_default(),
                 ),
-                Cell::from(clean(&label_of(e), cols.label)),
+                Cell::from(clean(&label_of(e, cols.key), cols.label)),
                 Cell::from(text::cut(&message(e, wide), cols.message).into_owned()).style(
                     if role == Role::Fail {
                         p.style(Role::Fail)
@@ -118,11 +118,13 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
 }
 
-/// The item an event is about, by label (empty when it is about none).
-fn label_of(e: &Event) -> String {
+/// The item an event is about, by label beside a KEY column `key_cells`
+/// wide (`label_beside`; empty when it is about none).
+fn label_of(e: &Event, key_cells: usize) -> String {
     match (&e.key, &e.label) {
-        (Some(_), Some(label)) => label.clone(),
-        (Some(key), None) => key.clone(),
+        (Some(key), label) => {
+            super::label_beside(key, label.as_deref().unwrap_or(key), key_cells).to_string()
+        }
         _ => String::new(),
     }
 }
@@ -181,7 +183,7 @@ fn columns(app: &App, pane_width: u16, shown: &[(usize, &Event)]) -> Columns {
     let inner = (pane_width as usize).saturating_sub(2);
     let rest = inner.saturating_sub(time + batch + kind + key + 5);
     let label_wants = widest(
-        &|e| text::width(&sanitize::line(&label_of(e))),
+        &|e| text::width(&sanitize::line(&label_of(e, key))),
         5,
         usize::MAX,
     );

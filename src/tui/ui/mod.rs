@@ -138,6 +138,18 @@ pub fn short_key(key: &str, max: usize) -> String {
     clean(key, max)
 }
 
+/// What a LABEL column beside a KEY column `key_cells` wide holds: the
+/// label; nothing when it only repeats a key the KEY column shows whole
+/// (as the CLI's tables, `key::label_column`); the whole key when the KEY
+/// column shows it cut to a prefix, so the item is still named in full.
+pub fn label_beside<'a>(key: &str, label: &'a str, key_cells: usize) -> &'a str {
+    if label == key && text::width(&sanitize::line(key)) <= key_cells {
+        ""
+    } else {
+        label
+    }
+}
+
 /// How an item is named in a title or a sentence: its label, with its key
 /// beside it (the key alone when the label is the key). Inert; the key cut
 /// to `key_cells`.
