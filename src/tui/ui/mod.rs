@@ -143,8 +143,8 @@ pub fn short_key(key: &str, max: usize) -> String {
 /// (as the CLI's tables, `key::label_column`); the whole key when the KEY
 /// column shows it cut to a prefix, so the item is still named in full.
 pub fn label_beside<'a>(key: &str, label: &'a str, key_cells: usize) -> &'a str {
-    if label == key && text::width(&sanitize::line(key)) <= key_cells {
-        ""
+    if text::width(&sanitize::line(key)) <= key_cells {
+        crate::key::label_column(key, label)
     } else {
         label
     }
