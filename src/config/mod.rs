@@ -249,6 +249,20 @@ impl Config {
         let root = DeTable::parse(text).map_err(|e| {
             let line = line_of(text, e.span().map_or(0, |s| s.start));
             let mut message = e.message().to_string();
+            // The parser says "duplicate key" without naming it.
+            if message == "duplicate key"
+                && let Some(key) = e
+                    .span()
+                    .and_then(|s| text.get(s))
+                    .filter(|k| !k.contains('\n'))
+            {
+                let here = text.lines().nth(line - 1).unwrap_or("").trim();
+                message = if here.starts_with('[') {
+                    format!("the table {here} is written twice: write its keys under one header")
+                } else {
+                    format!("duplicate key {}: a table sets each key once", key.trim())
+                };
+            }
             if let Some(quoted) = text.lines().nth(line - 1).and_then(quoted_header) {
                 message.push_str(&format!(
                     " (a name other than letters, digits, `_` and `-` is quoted: {quoted})"
