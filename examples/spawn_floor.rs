@@ -33,7 +33,11 @@
 //!   does) and runs them one after another; their done marks, with each
 //!   worker's group, commit in the transaction of the slot's next claim.
 //!   Its successes are durable before the slot claims more, as in
-//!   persistent mode, not before its next worker starts.
+//!   persistent mode, not before its next worker starts;
+//! - `store calls, ahead, each start committed`: the same, and a
+//!   one-row write (the worker's group) committed before each worker
+//!   starts: what a durable "started" mark per item would cost, so that a
+//!   claim that never started could be told from one that did.
 //!
 //! Prints one line per variant: `floor VARIANT: N items, S s wall`.
 
@@ -59,11 +63,12 @@ use nix::sys::wait::waitpid;
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-const VARIANTS: [&str; 4] = [
+const VARIANTS: [&str; 5] = [
     "pipes and group",
     "store calls, one transaction an item",
     "store calls, group-committed",
     "store calls, claimed ahead",
+    "store calls, ahead, each start committed",
 ];
 
 /// Most items a slot claims at once in the claimed-ahead variant: about
@@ -83,6 +88,9 @@ struct Shared {
     /// Each slot claims several items at once, and records its successes
     /// with its next claim.
     ahead: bool,
+    /// ... and commits a one-row write before each worker starts (what a
+    /// durable "started" mark would cost).
+    start_marks: bool,
     pending: Mutex<Vec<Done>>,
 }
 
@@ -228,6 +236,16 @@ fn slot_ahead(sh: &Shared, store: &Mutex<Store>, index: usize) -> Res<usize> {
             queue.extend(next);
         }
         let claim = queue.pop_front().expect("a claim");
+        if sh.start_marks
+            && let Some(g) = groups::of(sh.run, index as u32, std::process::id(), None)
+        {
+            // A one-row write in a transaction of its own, standing in for
+            // the item's "started" mark.
+            store
+                .lock()
+                .expect("store lock")
+                .group(|s| s.record_worker(&g))??;
+        }
         let started = Instant::now();
         let mut payload = claim.payload.as_bytes().to_vec();
         payload.push(b'\n');
@@ -300,6 +318,7 @@ fn main() -> Res<()> {
         run: 0,
         grouped: false,
         ahead: false,
+        start_marks: false,
         pending: Mutex::new(Vec::new()),
     };
     for variant in VARIANTS.iter().filter(|v| chosen(v)) {
@@ -309,6 +328,7 @@ fn main() -> Res<()> {
             shared.run = run;
             shared.grouped = variant.contains("group");
             shared.ahead = variant.contains("ahead");
+            shared.start_marks = variant.contains("start");
         } else {
             shared.store = None;
         }
