@@ -20,7 +20,7 @@ use super::pace::Pacer;
 use crate::duration::format_duration;
 use crate::model::{Claim, EventKind, Hold, Millis};
 use crate::store::StoreError;
-use crate::util::time::{now_ms, rfc3339, utc_clock};
+use crate::util::time::{instant_at, now_ms, rfc3339, utc_clock};
 
 /// The hold as this run knows it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -52,11 +52,6 @@ pub struct Gate {
 }
 
 /// A hold's end as a `tokio` instant (the store keeps wall-clock millis).
-fn instant_at(until: Millis) -> Instant {
-    let left = until.saturating_sub(now_ms()).max(0);
-    Instant::now() + Duration::from_millis(left.unsigned_abs())
-}
-
 impl Gate {
     pub fn new(pacer: Option<Pacer>, inherited: Option<&Hold>) -> Gate {
         let (held, _) = watch::channel(Held {

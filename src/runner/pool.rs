@@ -47,7 +47,7 @@ use crate::store::{
     Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolItem, PoolSpec,
     PoolView, PoolWait, Store, StoreError,
 };
-use crate::util::time::{now_ms, utc_clock};
+use crate::util::time::{instant_at, now_ms, utc_clock};
 
 /// The batch's pool as its runner knows it.
 pub struct Pool {
@@ -296,12 +296,6 @@ pub(super) async fn place_given_back(back: Option<&mut tokio::sync::watch::Recei
         return;
     }
     std::future::pending().await
-}
-
-/// A `tokio` instant for a wall-clock time.
-pub(super) fn instant_at(at: Millis) -> tokio::time::Instant {
-    let left = at.saturating_sub(now_ms()).max(0).unsigned_abs();
-    tokio::time::Instant::now() + Duration::from_millis(left)
 }
 
 impl Cycle {

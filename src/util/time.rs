@@ -22,6 +22,13 @@ pub struct ClockError {
     at: String,
 }
 
+/// The runtime's instant at the wall-clock time `at` (now if it has
+/// passed): what a wait until a stored time sleeps until.
+pub fn instant_at(at: Millis) -> tokio::time::Instant {
+    let left = at.saturating_sub(now_ms()).max(0).unsigned_abs();
+    tokio::time::Instant::now() + std::time::Duration::from_millis(left)
+}
+
 /// Milliseconds since 1970 (negative before).
 pub fn now_ms() -> Millis {
     match SystemTime::now().duration_since(UNIX_EPOCH) {

@@ -34,10 +34,10 @@ use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, 
 use crate::runner::classify::{self, Answer, bound_message};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
-use crate::runner::pool::{Ticket, instant_at, place_given_back};
+use crate::runner::pool::{Ticket, place_given_back};
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
 use crate::store::{PoolWait, StoreError};
-use crate::util::time::now_ms;
+use crate::util::time::{instant_at, now_ms};
 
 /// How long an answer may wait for its commit (its event's time on):
 /// `BATCH_TIME`, a batch's work.
