@@ -40,8 +40,7 @@ impl Bulk for SqliteTx<'_> {
         actor: &str,
         now: Millis,
     ) -> Result<HashSet<i64>> {
-        let ids = serde_json::to_string(ids)
-            .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))?;
+        let ids = super::hot::ids_json(ids.iter().copied())?;
         // The chunk counts itself (below): no trigger of its own.
         let _off = counted::TriggersOff::new(self.conn)?;
         // Parameters: ?1 the ids, ?2 now, then the version (only when there

@@ -926,7 +926,9 @@ fn log_done(tx: &Connection, events: &[(i64, &NewEvent)]) -> Result<()> {
     Ok(())
 }
 
-fn ids_json(ids: impl Iterator<Item = i64>) -> Result<String> {
+/// Item ids as a JSON array, for a statement that reads them with
+/// `json_each` (the claim's, a requeue chunk's).
+pub(super) fn ids_json(ids: impl Iterator<Item = i64>) -> Result<String> {
     serde_json::to_string(&ids.collect::<Vec<_>>())
         .map_err(|e| StoreError::Fault(Fault::Encoding(format!("encoding item ids: {e}"))))
 }
