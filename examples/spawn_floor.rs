@@ -159,17 +159,11 @@ fn slot(sh: &Shared, index: usize, n: usize, j: usize) -> Res<usize> {
         .group(|s| claim_one(s, sh.run))??;
     let mut done = 0;
     while let Some(claim) = next.take() {
-        let started = Instant::now();
-        let mut payload = claim.payload.as_bytes().to_vec();
-        payload.push(b'\n');
-        let code = run_worker(sh, &item_env(&claim, sh.run), &payload)?;
-        if code != 0 {
-            return Err(format!("the worker exited {code}").into());
-        }
+        let ms = run_claim(sh, &claim)?;
         let (reply, answer) = mpsc::channel();
         let req = Done {
             claim,
-            ms: started.elapsed().as_millis() as u64,
+            ms,
             slot: index as u32,
             reply,
         };
@@ -246,15 +240,21 @@ fn slot_ahead(sh: &Shared, store: &Mutex<Store>, index: usize) -> Res<usize> {
                 .expect("store lock")
                 .group(|s| s.record_worker(&g))??;
         }
-        let started = Instant::now();
-        let mut payload = claim.payload.as_bytes().to_vec();
-        payload.push(b'\n');
-        let code = run_worker(sh, &item_env(&claim, sh.run), &payload)?;
-        if code != 0 {
-            return Err(format!("the worker exited {code}").into());
-        }
-        successes.push((claim, started.elapsed().as_millis() as u64));
+        let ms = run_claim(sh, &claim)?;
+        successes.push((claim, ms));
     }
+}
+
+/// Runs `claim`'s worker with its payload; the milliseconds it took.
+fn run_claim(sh: &Shared, claim: &Claim) -> Res<u64> {
+    let started = Instant::now();
+    let mut payload = claim.payload.as_bytes().to_vec();
+    payload.push(b'\n');
+    let code = run_worker(sh, &item_env(claim, sh.run), &payload)?;
+    if code != 0 {
+        return Err(format!("the worker exited {code}").into());
+    }
+    Ok(started.elapsed().as_millis() as u64)
 }
 
 /// A success waiting for its transaction, and where its answer goes:

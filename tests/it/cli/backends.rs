@@ -381,16 +381,7 @@ both_backends! {
         // pass between the two reads.
         let said: Vec<String> = reads.iter().map(|a| without_ages(&env.run(a).code(0).stdout)).collect();
         let counts = batch(&env.status(), "b").clone();
-        match env.backend {
-            Backend::Sqlite => env.sql().execute_batch(
-                "ALTER TABLE items DROP COLUMN pool_wait_since; ALTER TABLE items DROP COLUMN retry_at;
-                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
-                 PRAGMA user_version = 21;").unwrap(),
-            Backend::Pg => env.pg_sql().batch_execute(
-                "ALTER TABLE items DROP COLUMN pool_wait_since, DROP COLUMN retry_at;
-                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
-                 UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';").unwrap(),
-        }
+        undo_column_migrations(&env);
         let before = env.snapshot();
         for (args, said) in reads.iter().zip(&said) {
             let ran = env.run(args);
@@ -437,16 +428,7 @@ both_backends! {
              SELECT id, 'there', 'host-x', 77, NULL, {now}, {} FROM batches WHERE name = 'b'",
             now + hour
         ));
-        match env.backend {
-            Backend::Sqlite => env.sql().execute_batch(
-                "ALTER TABLE items DROP COLUMN pool_wait_since; ALTER TABLE items DROP COLUMN retry_at;
-                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
-                 PRAGMA user_version = 21;").unwrap(),
-            Backend::Pg => env.pg_sql().batch_execute(
-                "ALTER TABLE items DROP COLUMN pool_wait_since, DROP COLUMN retry_at;
-                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
-                 UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';").unwrap(),
-        }
+        undo_column_migrations(&env);
         let before = env.snapshot();
         let file = env.write("more.jsonl", "{\"key\":\"n1\"}\n");
         let refused = env.run(&["add", "b", file.to_str().unwrap()]);
@@ -967,4 +949,27 @@ fn a_read_only_role_reads_and_cannot_write() {
     assert!(!ro.writable());
     let owner = Store::open(&env.db, Access::ReadOnly).unwrap();
     assert!(owner.writable());
+}
+
+/// Takes the store back to the layout the previous release left, whose
+/// newer migrations only add columns (the last three undone).
+fn undo_column_migrations(env: &Env) {
+    match env.backend {
+        Backend::Sqlite => env
+            .sql()
+            .execute_batch(
+                "ALTER TABLE items DROP COLUMN pool_wait_since; ALTER TABLE items DROP COLUMN retry_at;
+                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
+                 PRAGMA user_version = 21;",
+            )
+            .unwrap(),
+        Backend::Pg => env
+            .pg_sql()
+            .batch_execute(
+                "ALTER TABLE items DROP COLUMN pool_wait_since, DROP COLUMN retry_at;
+                 ALTER TABLE run_usage DROP COLUMN reported_estimate;
+                 UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';",
+            )
+            .unwrap(),
+    }
 }
