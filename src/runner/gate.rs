@@ -51,7 +51,6 @@ pub struct Gate {
     turn: Mutex<()>,
 }
 
-/// A hold's end as a `tokio` instant (the store keeps wall-clock millis).
 impl Gate {
     pub fn new(pacer: Option<Pacer>, inherited: Option<&Hold>) -> Gate {
         let (held, _) = watch::channel(Held {
