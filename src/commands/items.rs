@@ -100,17 +100,11 @@ fn waits_for(
     };
     Ok(
         item_reason(&h, Waits::of(item, info), now).map(|(reason, until)| Waiting {
-            reason,
-            items: 1,
-            until,
-            pool: crate::model::waiting::pool_of(&h, reason),
             not_before: i64::from(
                 reason == WaitReason::NotDue && item.status == crate::model::Status::Pending,
             ),
-            paced: crate::model::waiting::paced_of(&h, reason),
-            another_run: false,
             only_pending: item.status == crate::model::Status::Pending,
-            no_runner: crate::model::waiting::no_runner(&h, reason),
+            ..Waiting::of(&h, reason, 1, until)
         }),
     )
 }

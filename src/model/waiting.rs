@@ -103,6 +103,26 @@ pub struct Waiting {
     pub no_runner: bool,
 }
 
+impl Waiting {
+    /// `items` waiting for `reason` until `until`, with what the holding
+    /// says of every such wait (its pool, its pace, whether a runner takes
+    /// them at its end); the counts of a kind (`not_before`) and the
+    /// view's own flags are the caller's.
+    pub fn of(h: &Holding, reason: WaitReason, items: i64, until: Option<Millis>) -> Waiting {
+        Waiting {
+            reason,
+            items,
+            until,
+            pool: pool_of(h, reason),
+            not_before: 0,
+            paced: paced_of(h, reason),
+            another_run: false,
+            only_pending: false,
+            no_runner: no_runner(h, reason),
+        }
+    }
+}
+
 /// A limit pool with no room: which, for what (`tokens/min`, `requests/day`,
 /// `concurrency`, `hold`), and when its next slot is (the `until`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -327,22 +347,16 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     let mut out = Vec::new();
     let mut push = |reason, items: i64, until| {
         if items > 0 {
-            let pool = pool_of(h, reason);
             let not_before = match reason {
                 WaitReason::NotDue => h.retry.pending_later,
                 WaitReason::Due => h.retry.pending_due.min(items),
                 _ => 0,
             };
             out.push(Waiting {
-                reason,
-                items,
-                until,
-                pool,
                 not_before,
-                paced: paced_of(h, reason),
                 another_run: reason == WaitReason::InFlight && h.idle.is_none(),
                 only_pending: due + reclaims == 0,
-                no_runner: no_runner(h, reason),
+                ..Waiting::of(h, reason, items, until)
             });
         }
     };
@@ -363,7 +377,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
 
 /// Whether items waiting for `reason`, a wait with an end, have no run to
 /// take them at that end: no runner is live and no schedule fires.
-pub fn no_runner(h: &Holding, reason: WaitReason) -> bool {
+fn no_runner(h: &Holding, reason: WaitReason) -> bool {
     matches!(
         reason,
         WaitReason::RateLimit | WaitReason::Hold | WaitReason::Budget
@@ -372,7 +386,7 @@ pub fn no_runner(h: &Holding, reason: WaitReason) -> bool {
 }
 
 /// The pool items waiting for `reason` wait for, if any.
-pub fn pool_of(h: &Holding, reason: WaitReason) -> Option<RateLimited> {
+fn pool_of(h: &Holding, reason: WaitReason) -> Option<RateLimited> {
     match reason {
         WaitReason::RateLimit => h.rate_limit.clone(),
         WaitReason::PoolPlace => Some(pool_place(h)),
@@ -382,7 +396,7 @@ pub fn pool_of(h: &Holding, reason: WaitReason) -> Option<RateLimited> {
 
 /// The rate limit items waiting for `reason` are paced by, if any: a live
 /// runner holds the lock and spaces its calls by it.
-pub fn paced_of(h: &Holding, reason: WaitReason) -> Option<String> {
+fn paced_of(h: &Holding, reason: WaitReason) -> Option<String> {
     (reason == WaitReason::LockHeld)
         .then(|| h.paced.clone())
         .flatten()
@@ -442,25 +456,25 @@ fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
 
 /// `2 quarantined await a human; 2 in the retry tier, next at 07:16Z`.
 pub fn describe(list: &[Waiting], now: Millis) -> String {
-    said(list, now, false)
+    said(list, now, |k| k.to_string())
 }
 
 /// [`describe`] with counts grouped by thousands (`1,487 wait …`), as
 /// the dashboard writes every count beside it.
 pub fn describe_grouped(list: &[Waiting], now: Millis) -> String {
-    said(list, now, true)
+    said(list, now, crate::util::text::grouped)
 }
 
-fn said(list: &[Waiting], now: Millis, grouped: bool) -> String {
+fn said(list: &[Waiting], now: Millis, count: fn(i64) -> String) -> String {
     list.iter()
-        .map(|w| Said(w, now, grouped).to_string())
+        .map(|w| Said(w, now, count).to_string())
         .collect::<Vec<_>>()
         .join("; ")
 }
 
-/// A reason in words: the wait, its time and (`grouped`) its counts as
-/// `1,487`.
-struct Said<'a>(&'a Waiting, Millis, bool);
+/// A reason in words: the wait, its time, and its counts as `count`
+/// writes them.
+struct Said<'a>(&'a Waiting, Millis, fn(i64) -> String);
 
 impl fmt::Display for Said<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -474,14 +488,7 @@ impl fmt::Display for Said<'_> {
 
 impl Said<'_> {
     fn reason(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Said(w, now, grouped) = *self;
-        let count = |k: i64| {
-            if grouped {
-                crate::util::text::grouped(k)
-            } else {
-                k.to_string()
-            }
-        };
+        let Said(w, now, count) = *self;
         let items = w.items;
         let n = count(items);
         let one = items == 1;
