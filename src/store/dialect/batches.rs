@@ -47,6 +47,15 @@ pub(crate) trait BatchesRead: Sql {
     /// The batch's id; `StoreError::UnknownBatch` (naming the known
     /// batches) when there is none.
     fn batch_id(&mut self, name: &str) -> Result<i64>;
+    /// The batch's id; `None` when the store has not seen it (a batch the
+    /// config names, nothing added, never run), which reads as empty.
+    fn batch_seen(&mut self, name: &str) -> Result<Option<i64>> {
+        match self.batch_id(name) {
+            Ok(b) => Ok(Some(b)),
+            Err(crate::store::StoreError::UnknownBatch { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
     /// Every batch's name, in order.
     fn batch_names(&mut self) -> Result<Vec<String>>;
     /// The batch's counters (PostgreSQL sums their shards).

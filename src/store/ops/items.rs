@@ -160,13 +160,9 @@ impl Store {
     pub fn add_dry_run(&self, batch: &str, items: &[NewItem]) -> Result<AddReport> {
         self.read_tx(|tx| {
             let mut report = AddReport::default();
-            let b = match tx.batch_id(batch) {
-                Ok(b) => b,
-                Err(StoreError::UnknownBatch { .. }) => {
-                    report.added = items.len() as u64;
-                    return Ok(report);
-                }
-                Err(e) => return Err(e),
+            let Some(b) = tx.batch_seen(batch)? else {
+                report.added = items.len() as u64;
+                return Ok(report);
             };
             for item in items {
                 if tx.item_by_key(b, &item.key)?.is_some() {

@@ -15,7 +15,7 @@ use crate::model::waiting::{claim_wait, claim_wait_said};
 use crate::model::{EventKind, LockInfo, Millis, NewEvent, Status, state_word};
 use crate::store::api::{CancelOutcome, CancelSettled, CancelTo, Steering};
 use crate::store::dialect::Write;
-use crate::store::{Refusal, Result, Store, StoreError};
+use crate::store::{Refusal, Result, Store};
 
 /// The message a cancelled item keeps in the `manual` tier.
 fn manual_message(by: &str, reason: &str) -> String {
@@ -203,9 +203,8 @@ impl Store {
         self.write_tx(|tx| {
             // A batch the store has not seen (the config names it; nothing
             // added, never run) has no runner to ask.
-            let b = match tx.batch_id(batch) {
-                Err(StoreError::UnknownBatch { .. }) => return Ok(Vec::new()),
-                other => other?,
+            let Some(b) = tx.batch_seen(batch)? else {
+                return Ok(Vec::new());
             };
             let mut asked = Vec::new();
             // Only a live runner can hear it: one crashed here is dead at

@@ -11,7 +11,7 @@ use crate::store::api::{
     SinceSummary, counted,
 };
 use crate::store::dialect::{Read, RowsPage};
-use crate::store::{Result, Store, StoreError};
+use crate::store::{Result, Store};
 
 /// Events of one item shown in its detail.
 const DETAIL_EVENTS: usize = 200;
@@ -80,11 +80,7 @@ impl Store {
                 // The events of a batch not made yet: none.
                 let batch = match &eq.batch {
                     None => Some(None),
-                    Some(name) => match tx.batch_id(name) {
-                        Ok(b) => Some(Some(b)),
-                        Err(StoreError::UnknownBatch { .. }) => None,
-                        Err(e) => return Err(e),
-                    },
+                    Some(name) => tx.batch_seen(name)?.map(Some),
                 };
                 if let Some(batch) = batch {
                     out.events = tx.events_rows(batch, eq)?;
@@ -103,9 +99,8 @@ impl Store {
     pub fn failed_keys(&self, batch: &str, q: &ItemsQuery) -> Result<Vec<String>> {
         self.read_tx(|tx| {
             // A batch the store has not seen (the config names it): none.
-            let b = match tx.batch_id(batch) {
-                Err(StoreError::UnknownBatch { .. }) => return Ok(Vec::new()),
-                other => other?,
+            let Some(b) = tx.batch_seen(batch)? else {
+                return Ok(Vec::new());
             };
             let mut filter = q.filter();
             filter.status = Some(Status::Failed);
