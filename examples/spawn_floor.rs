@@ -37,7 +37,11 @@
 //! - `store calls, ahead, each start committed`: the same, and a
 //!   one-row write (the worker's group) committed before each worker
 //!   starts: what a durable "started" mark per item would cost, so that a
-//!   claim that never started could be told from one that did.
+//!   claim that never started could be told from one that did;
+//! - `store calls, ahead, each done with the next start`: claimed ahead,
+//!   and each success's done mark committed with the next item's start
+//!   mark, before its worker starts (a success is durable before the
+//!   slot's next worker starts, as in the runner's design).
 //!
 //! Prints one line per variant: `floor VARIANT: N items, S s wall`.
 
@@ -63,12 +67,13 @@ use nix::sys::wait::waitpid;
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-const VARIANTS: [&str; 5] = [
+const VARIANTS: [&str; 6] = [
     "pipes and group",
     "store calls, one transaction an item",
     "store calls, group-committed",
     "store calls, claimed ahead",
     "store calls, ahead, each start committed",
+    "store calls, ahead, each done with the next start",
 ];
 
 /// Most items a slot claims at once in the claimed-ahead variant: about
@@ -91,6 +96,8 @@ struct Shared {
     /// ... and commits a one-row write before each worker starts (what a
     /// durable "started" mark would cost).
     start_marks: bool,
+    /// ... and commits each success's done mark with the next start mark.
+    done_at_start: bool,
     pending: Mutex<Vec<Done>>,
 }
 
@@ -234,11 +241,25 @@ fn slot_ahead(sh: &Shared, store: &Mutex<Store>, index: usize) -> Res<usize> {
             && let Some(g) = groups::of(sh.run, index as u32, std::process::id(), None)
         {
             // A one-row write in a transaction of its own, standing in for
-            // the item's "started" mark.
-            store
-                .lock()
-                .expect("store lock")
-                .group(|s| s.record_worker(&g))??;
+            // the item's "started" mark; with `done_at_start`, the last
+            // success's done mark with it.
+            let last = if sh.done_at_start {
+                successes.pop()
+            } else {
+                None
+            };
+            let now = now_ms();
+            let accepted = store.lock().expect("store lock").group(|s| {
+                s.record_worker(&g)?;
+                match &last {
+                    Some((c, ms)) => {
+                        let (mark, event) = plain_done(c, sh.run, *ms, now);
+                        s.complete(&mark, &event)
+                    }
+                    None => Ok(false),
+                }
+            })??;
+            done += usize::from(accepted);
         }
         let ms = run_claim(sh, &claim)?;
         successes.push((claim, ms));
@@ -319,6 +340,7 @@ fn main() -> Res<()> {
         grouped: false,
         ahead: false,
         start_marks: false,
+        done_at_start: false,
         pending: Mutex::new(Vec::new()),
     };
     for variant in VARIANTS.iter().filter(|v| chosen(v)) {
@@ -329,6 +351,7 @@ fn main() -> Res<()> {
             shared.grouped = variant.contains("group");
             shared.ahead = variant.contains("ahead");
             shared.start_marks = variant.contains("start");
+            shared.done_at_start = variant.contains("done with");
         } else {
             shared.store = None;
         }
