@@ -289,11 +289,39 @@ pub(super) fn version(value: &Spanned<DeValue<'_>>) -> Conv<String> {
 pub(super) fn timezone(value: &Spanned<DeValue<'_>>) -> Conv<Tz> {
     let name = string(value)?;
     name.parse::<Tz>().map_err(|_| {
-        let hint = closest(name, chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()))
-            .map(|c| format!(" (did you mean {c:?}?)"))
-            .unwrap_or_default();
+        let hint = match zone_of_abbreviation(name) {
+            Some(zone) => {
+                format!(" ({name} is an abbreviation, not a zone: did you mean {zone:?}?)")
+            }
+            None => closest(name, chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()))
+                .map(|c| format!(" (did you mean {c:?}?)"))
+                .unwrap_or_default(),
+        };
         bad(value, format!("unknown time zone {name:?}{hint}"))
     })
+}
+
+/// The zone a common abbreviation that is no zone name stands for, where
+/// every place using it keeps one zone's rules: the nearest name by
+/// spelling would mislead (`JST` is one letter from `EST`). Those shared
+/// by zones with other rules (`CST`, `IST`, `BST`, `AEST`, `CEST`) are
+/// left out.
+fn zone_of_abbreviation(name: &str) -> Option<&'static str> {
+    const ZONES: [(&str, &str); 9] = [
+        ("JST", "Asia/Tokyo"),
+        ("KST", "Asia/Seoul"),
+        ("HKT", "Asia/Hong_Kong"),
+        ("SGT", "Asia/Singapore"),
+        ("PST", "America/Los_Angeles"),
+        ("PDT", "America/Los_Angeles"),
+        ("EDT", "America/New_York"),
+        ("AEDT", "Australia/Sydney"),
+        ("NZST", "Pacific/Auckland"),
+    ];
+    ZONES
+        .iter()
+        .find(|(abbr, _)| abbr.eq_ignore_ascii_case(name))
+        .map(|(_, zone)| *zone)
 }
 
 /// A string as TOML writes it (quoted, escaped).

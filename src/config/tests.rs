@@ -178,6 +178,17 @@ fn unknown_time_zone_suggests_the_nearest() {
         error("[batch.a]\ntimezone = \"Nowhere/Atlantis\"")
             .ends_with(r#"unknown time zone "Nowhere/Atlantis""#)
     );
+    // A city alone names its zone; an abbreviation is said to be one
+    // (JST is a letter from EST, which is a zone).
+    assert!(
+        error("[batch.a]\ntimezone = \"Tokyo\"")
+            .ends_with(r#"unknown time zone "Tokyo" (did you mean "Asia/Tokyo"?)"#)
+    );
+    assert!(
+        error("[batch.a]\ntimezone = \"JST\"").ends_with(
+            r#"unknown time zone "JST" (JST is an abbreviation, not a zone: did you mean "Asia/Tokyo"?)"#
+        )
+    );
 }
 
 #[test]
