@@ -46,6 +46,9 @@ pub struct Pace {
     /// Over the last minute, or since the live run started when that is
     /// later; `None` while that window is under [`MIN_WINDOW_MS`].
     pub last_minute: Option<f64>,
+    /// How long `last_minute` is over (a minute, or less for a young run
+    /// or batch).
+    pub minute_window: Millis,
     /// Over the last hour, or since the batch was created when later.
     pub last_hour: Option<f64>,
     /// How long `last_hour` is over (an hour, or less for a young batch).
@@ -54,6 +57,17 @@ pub struct Pace {
 }
 
 impl Pace {
+    /// `last minute`, or `last 20s` for a younger run or batch: its rate is
+    /// per minute, measured over that time (with no figure yet, the
+    /// minute it waits for).
+    pub fn minute_label(&self) -> String {
+        if self.minute_window >= MINUTE_MS || self.last_minute.is_none() {
+            "last minute".into()
+        } else {
+            format!("last {}s", self.minute_window.max(0) / 1000)
+        }
+    }
+
     /// `last hour`, or `last 12 min` for a younger batch; `None` for a
     /// batch younger than a minute, whose hour figure is the minute's again.
     pub fn hour_label(&self) -> Option<String> {
@@ -104,6 +118,7 @@ pub fn pace(
     };
     Pace {
         last_minute,
+        minute_window: (now - minute_from).max(0),
         last_hour,
         hour_window: (now - hour_from).max(0),
         eta,
@@ -170,6 +185,17 @@ mod tests {
         // 60/min, not 20/min, and the ETA follows.
         let now = T0 + 50_000;
         let since = now - 20_000;
+        assert_eq!(
+            pace(
+                &[(0, 0), (20, 0)],
+                now,
+                since - 600_000,
+                Activity::Running { since },
+                40
+            )
+            .minute_label(),
+            "last 20s"
+        );
         let p = pace(
             &[(0, 0), (20, 0)],
             now,

@@ -269,14 +269,16 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
         label("rate"),
         Span::raw(match pace.hour_label() {
             Some(hour) => format!(
-                "{} last minute · {} {hour} · {}",
+                "{} {} · {} {hour} · {}",
                 rate_text(pace.last_minute, num),
+                pace.minute_label(),
                 rate_text(pace.last_hour, num),
                 eta_text(pace.eta, c.failed())
             ),
             None => format!(
-                "{} last minute · {}",
+                "{} {} · {}",
                 rate_text(pace.last_minute, num),
+                pace.minute_label(),
                 eta_text(pace.eta, c.failed())
             ),
         }),
