@@ -18,11 +18,11 @@ pub(super) fn closest<'c>(
         .or_else(|| whole_part_of(word, candidates))
 }
 
-/// The one candidate whose parts (split at `_`, `/` and `-`, any case)
+/// The one candidate whose parts (split at `_`, `/`, `-` and spaces, any case)
 /// include every part of `word`; none when no or several do.
 fn whole_part_of<'c>(word: &str, candidates: impl Iterator<Item = &'c str>) -> Option<&'c str> {
     let parts = |s: &str| -> Vec<String> {
-        s.split(['_', '/', '-'])
+        s.split(['_', '/', '-', ' '])
             .filter(|p| !p.is_empty())
             .map(str::to_lowercase)
             .collect()
@@ -87,6 +87,10 @@ mod tests {
         );
         assert_eq!(
             closest("New_York", ["America/New_York", "America/York"].into_iter()),
+            Some("America/New_York")
+        );
+        assert_eq!(
+            closest("new york", ["America/New_York", "America/York"].into_iter()),
             Some("America/New_York")
         );
         assert_eq!(closest("__", ["a_b"].into_iter()), None);
