@@ -245,6 +245,7 @@ async fn process(
                 .key(&claim.key)
                 .fields(json!({"attempt": attempt, "ms": elapsed_ms, "cost": cost, "usage": usage.map(|u| json!({"input_tokens": u.input, "output_tokens": u.output}))}));
                 let outcome = if empty { Outcome::Empty } else { Outcome::Done };
+                cycle.answered(None).await;
                 let (c, e) = (claim.clone(), event.clone());
                 let (run, batch) = (cycle.run_id, cycle.batch.clone());
                 let version = cycle.cfg.version.clone();

@@ -234,7 +234,8 @@ pub(in crate::runner) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim)
 }
 
 /// Counts a success the store accepted, and logs it; a refused one lost
-/// its lease.
+/// its lease. (The circuit breaker heard it when the worker answered, in
+/// order with the failures: `Cycle::answered`.)
 pub(in crate::runner) async fn count_success(
     cycle: &Cycle,
     claim: &Claim,
@@ -247,7 +248,6 @@ pub(in crate::runner) async fn count_success(
         lease_lost_on_write(cycle, claim).await;
         return;
     }
-    cycle.answered(None).await;
     let counter = if outcome == Outcome::Empty {
         &cycle.tally.empty
     } else {

@@ -58,6 +58,45 @@ both_backends! {
         assert_eq!(common::lines(&alerts).len(), 2);
     }
 
+    /// A persistent worker's answers reach the circuit breaker in the
+    /// order given: a success is heard as it comes, not when its batch is
+    /// committed (it was heard after the failures that followed it, so a
+    /// row broken by a success tripped anyway).
+    fn a_persistent_worker_s_success_breaks_the_row_when_it_answers(env) {
+        env.write(
+            "pw.py",
+            "import json, sys\nfor line in sys.stdin:\n    k = json.loads(line)[\"key\"]\n    \
+             if k.startswith(\"ok\"):\n        print(json.dumps({\"key\": k, \"result\": 1}), flush=True)\n    \
+             else:\n        print(json.dumps({\"key\": k, \"error\": {\"error_class\": \"Busy\", \"transient\": True}}), flush=True)\n",
+        );
+        env.config(
+            "[batch.b]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 0\nhalt = \"3 in a row\"\n",
+        );
+        // Answers in this order; ok2 breaks the row: the trip comes at k5.
+        add_keys(&env, "b", &["ok1", "k1", "k2", "ok2", "k3", "k4", "k5", "k6", "k7", "k8"]);
+        env.run(&["run", "b"]).code(1);
+        let out = env
+            .cmd()
+            .args(["log", "b", "--json", "-n", "1000", "--kind", "failed,paused"])
+            .output()
+            .unwrap();
+        let order: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|e| match e["kind"].as_str() {
+                Some("paused") => "paused".to_string(),
+                _ => e["key"].as_str().unwrap_or("?").to_string(),
+            })
+            .collect();
+        // The pause is written as the trip is heard, before the failure
+        // that tripped it.
+        let paused = order.iter().position(|k| k == "paused").expect("the batch paused");
+        assert_eq!(order[..paused], ["k1", "k2", "k3", "k4"], "{order:?}");
+        assert_eq!(order.get(paused + 1).map(String::as_str), Some("k5"), "{order:?}");
+    }
+
     fn halt_on_a_share_of_the_last_answers(env) {
         env.config("[batch.b]\nconcurrency = 1\nretries = 0\nhalt = \"50% of the last 4\"\n");
         // Answers: ok, fail, ok, fail -> 2 of the last 4 = 50%: trips at f2.

@@ -617,6 +617,9 @@ impl Slot {
                 .fields(
                     json!({"attempt": w.attempt, "ms": elapsed.as_millis() as u64, "cost": cost, "usage": usage.map(|u| json!({"input_tokens": u.input, "output_tokens": u.output}))}),
                 );
+                // Heard now, in order with the failures around it; its
+                // done mark waits for the batch's commit.
+                cycle.answered(None).await;
                 self.successes.push(Success {
                     claim: w.claim,
                     outcome: if empty { Outcome::Empty } else { Outcome::Done },
