@@ -267,21 +267,16 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
     let pace = pace_of(app, info);
     lines.push(Line::from(vec![
         label("rate"),
-        Span::raw(match pace.hour_label() {
-            Some(hour) => format!(
-                "{} {} · {} {hour} · {}",
-                rate_text(pace.last_minute, num),
-                pace.minute_label(),
-                rate_text(pace.last_hour, num),
-                eta_text(pace.eta, c.failed())
-            ),
-            None => format!(
-                "{} {} · {}",
-                rate_text(pace.last_minute, num),
-                pace.minute_label(),
-                eta_text(pace.eta, c.failed())
-            ),
-        }),
+        Span::raw(format!(
+            "{} {}{} · {}",
+            rate_text(pace.last_minute, num),
+            pace.minute_label(),
+            // A batch younger than a minute has no hour figure of its own.
+            pace.hour_label()
+                .map(|hour| format!(" · {} {hour}", rate_text(pace.last_hour, num)))
+                .unwrap_or_default(),
+            eta_text(pace.eta, c.failed())
+        )),
     ]));
     if let Some(run) = &info.last_run {
         if run.counts.cost > 0.0 {
