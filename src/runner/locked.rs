@@ -384,10 +384,15 @@ async fn finish(
     let source_failed = hooks_failed.first().cloned();
     let stopped = cycle.stopping().map(|(_, r)| r);
     let counts = cycle.tally.counts(skipped_done);
-    let state = final_state(
+    // A run cut short by an error of its own (the store's, a key it was
+    // named that it cannot run) is no ok run.
+    let state = match final_state(
         stopped.as_ref(),
         counts.failed > 0 || source_failed.is_some(),
-    );
+    ) {
+        RunState::Ok | RunState::Failed if first_error.is_some() => RunState::Aborted,
+        state => state,
+    };
     let line = summary::line(
         &batch,
         &counts,

@@ -163,6 +163,9 @@ pub async fn cycle(
     if let Some(dir) = &opts.log_dir {
         start_file_log(dir);
     }
+    if let Some(key) = &opts.key {
+        key_runnable(&store, &opts.batch, key, opts.config.source.is_some())?;
+    }
     let now = now_ms();
     store.ensure_batch(&opts.batch, now)?;
     let log = EventLog::new(opts.verbose);
@@ -243,6 +246,27 @@ pub async fn cycle(
         }
     }
     result
+}
+
+/// A run of one key (`run --key`) is refused before it records a run,
+/// takes the lock or runs the source, so its "nothing was changed" holds:
+/// the key done, pruned, or in no item (unless a source may add it).
+/// A claim is no refusal here: a dead run's is taken back by the run, and
+/// a live run's holds the lock this run would need.
+fn key_runnable(store: &Store, batch: &str, key: &str, has_source: bool) -> anyhow::Result<()> {
+    match store.item(batch, key) {
+        Ok(item) if item.status == crate::model::Status::Done => {
+            Err(StoreError::Refused(crate::store::Refusal::AlreadyDone {
+                key: key.to_string(),
+            })
+            .into())
+        }
+        Ok(_) => Ok(()),
+        Err(StoreError::UnknownKey { .. } | StoreError::UnknownBatch { .. }) if has_source => {
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Runs a cycle on a fresh runtime, with SIGINT/SIGTERM/SIGHUP handled:

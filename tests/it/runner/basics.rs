@@ -336,6 +336,34 @@ both_backends! {
         assert_eq!(lines(&log).len(), 4);
     }
 
+    /// Exit 2 says nothing was changed: a key the run cannot take (done,
+    /// in no item) is refused before a run is recorded, the lock taken or
+    /// the source run. With a source, the key may come from it; a key
+    /// that still names no item then ends the run recorded as aborted,
+    /// not as an ok run of nothing.
+    fn a_key_the_run_cannot_take_is_refused_before_anything_changes(env) {
+        add_keys(&env, "b", &["a", "b"]);
+        let w = p(&env.script("w.sh", "cat >/dev/null\necho '\"ok\"'"));
+        env.cmd().args(["run", "b", "--key", "b", "--", &w]).assert().success();
+        let before = env.snapshot();
+        for key in ["typo", "b"] {
+            let out = env.cmd().args(["run", "b", "--key", key, "--", &w]).output().unwrap();
+            assert_eq!(out.status.code(), Some(2), "--key {key}");
+            assert_eq!(env.snapshot(), before, "--key {key}: the store unchanged");
+        }
+        let out = env.cmd().args(["run", "nobatch", "--key", "x", "--", &w]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(env.snapshot(), before, "an unknown batch: the store unchanged");
+
+        env.config("[batch.b]\nsource = [\"sh\", \"-c\", \"echo '{\\\"key\\\": \\\"fed\\\"}'\"]\n");
+        env.cmd().args(["run", "b", "--key", "fed", "--", &w]).assert().success();
+        assert_eq!(env.item("fed").0, "done", "a key the source adds runs");
+        let out = env.cmd().args(["run", "b", "--key", "typo", "--", &w]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no item \"typo\""));
+        assert_eq!(env.run_states().last().map(String::as_str), Some("aborted"));
+    }
+
     fn a_dry_run_writes_nothing(env) {
         env.config(&format!("[batch.b]\n{NO_WAIT}"));
         env.add_items("b", 5);
