@@ -569,13 +569,11 @@ pub struct PauseArgs {
     /// The batch to pause (configured, or already in the store).
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
-    /// Why (shown by `status` and the dashboard, kept in the log).
-    #[arg(
-        long,
-        default_value = "paused from the command line",
-        value_name = "TEXT"
-    )]
-    pub reason: String,
+    /// Why (shown by `status` and the dashboard, kept in the log). Left
+    /// out: "paused from the command line", and a batch already paused
+    /// keeps its reason.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
     /// Print what was done as JSON.
     #[arg(long)]
     pub json: bool,

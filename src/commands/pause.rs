@@ -10,10 +10,13 @@ use crate::util::identity::actor;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
 
+/// The reason of a pause given none.
+const NO_REASON: &str = "paused from the command line";
+
 pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
     // As `skip`: a reason given must say something (status and the
     // dashboard show it); leaving --reason out gives the default one.
-    if args.reason.trim().is_empty() {
+    if args.reason.as_ref().is_some_and(|r| r.trim().is_empty()) {
         return Err(user_error(
             "--reason must say why the batch is paused (or leave --reason out)",
         ));
@@ -24,8 +27,15 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
     if ctx.config.batch(&args.batch).is_none() {
         store.check_batch(&args.batch)?;
     }
+    // Pausing again with no reason of its own keeps the one given (a
+    // colleague's "障害対応中 #123" is not replaced by the default).
+    if args.reason.is_none()
+        && let Some(kept) = store.pause(&args.batch).ok().flatten()
+    {
+        return already_paused(args, &kept);
+    }
     let pause = Pause {
-        reason: args.reason.clone(),
+        reason: args.reason.clone().unwrap_or_else(|| NO_REASON.into()),
         by: actor(),
         at: now_ms(),
     };
@@ -45,13 +55,38 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
     if was {
         out(format!(
             "{name}: already paused; reason updated to: {}",
-            sanitize::line(&args.reason)
+            sanitize::line(&pause.reason)
         ))?;
     } else {
         out(format!(
             "{name}: paused ({}): runs and schedule fires do nothing until `nightshift unpause {}`",
-            sanitize::line(&args.reason),
+            sanitize::line(&pause.reason),
             sanitize::shell_word(&args.batch)
+        ))?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// A batch paused already, asked again with no reason: nothing changes,
+/// and the pause kept is said whole.
+fn already_paused(args: &PauseArgs, kept: &Pause) -> anyhow::Result<Exit> {
+    if args.json {
+        out_json(&json!({
+            "batch": args.batch,
+            "paused": true,
+            "was_paused": true,
+            "changed": false,
+            "reason": kept.reason,
+            "by": kept.by,
+            "at": rfc3339(kept.at),
+        }))?;
+    } else {
+        out(format!(
+            "{}: already paused by {} at {} ({}); nothing changed (--reason replaces the reason)",
+            sanitize::line(&args.batch),
+            sanitize::line(&kept.by),
+            rfc3339(kept.at),
+            sanitize::line(&kept.reason)
         ))?;
     }
     Ok(Exit::Ok)

@@ -209,6 +209,22 @@ fn pause_stops_runs_until_unpause_and_records_who_and_why() {
         env.status()["batches"][0]["paused_reason"],
         "still migrating"
     );
+    // Paused again with no reason of its own: the reason given is kept,
+    // and the answer says whose pause it is and that nothing changed.
+    let before = env.snapshot();
+    let ran = env.run(&["pause", "b"]);
+    let said = ran.code(0).stdout.clone();
+    assert!(
+        said.starts_with(&format!("b: already paused by {ACTOR} at "))
+            && said.contains("(still migrating); nothing changed"),
+        "{said}"
+    );
+    assert_eq!(env.snapshot(), before, "nothing written");
+    let json = env.run(&["pause", "b", "--json"]).code(0).json();
+    assert_eq!(
+        (&json["changed"], &json["reason"]),
+        (&false.into(), &"still migrating".into())
+    );
 
     let worker = env.script("ok.sh", "cat >/dev/null; echo '{}'");
     let ran = env.run(&["run", "b", "--", worker.to_str().unwrap()]);
