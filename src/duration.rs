@@ -1,7 +1,10 @@
 //! Human durations as written in `nightshift.toml` and shown on screen.
 //!
-//! Input: `500ms`, `30s`, `10m`, `2h`, `7d`, compounds such as `1h30m`, and a
-//! bare number meaning seconds (`90`). Output: the two most significant units
+//! Input: `500ms`, `30s`, `10m`, `2h`, `7d`, compounds such as `1h30m`, and
+//! `0`. A bare number other than 0 is refused: `--older-than 30` read as
+//! seconds would prune what a reader of "30" meant as days. (The config's
+//! TOML integers are seconds by their type: `config::convert::duration`.)
+//! Output: the two most significant units
 //! (`2m14s`, `3h12m`, `1d4h`), compact enough for a dashboard column.
 
 use std::time::Duration;
@@ -16,6 +19,8 @@ pub enum DurationError {
     Malformed(String),
     #[error("invalid duration {0:?}: must not be negative")]
     Negative(String),
+    #[error("invalid duration {0:?}: a number needs its unit: {1}s, {1}m, {1}h or {1}d")]
+    NoUnit(String, u64),
     #[error("invalid duration {0:?}: too large")]
     Overflow(String),
 }
@@ -37,13 +42,13 @@ fn unit_ms(unit: &str) -> Option<u64> {
     }
 }
 
-/// Parses `500ms`, `30s`, `10m`, `2h`, `7d`, `1h30m` or a bare number of
-/// seconds (`90`). Whitespace around the value and between parts is allowed.
+/// Parses `500ms`, `30s`, `10m`, `2h`, `7d`, `1h30m` or `0`. Whitespace
+/// around the value and between parts is allowed.
 ///
 /// # Errors
 ///
-/// Empty input, a sign, a fraction, an unknown unit, or a total that does not
-/// fit in a `u64` of milliseconds.
+/// Empty input, a sign, a fraction, an unknown unit, a number without its
+/// unit (but 0), or a total that does not fit in a `u64` of milliseconds.
 pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let malformed = || DurationError::Malformed(s.to_string());
     let text = s.trim();
@@ -54,14 +59,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
         return Err(DurationError::Negative(s.to_string()));
     }
 
-    // A bare number is seconds; it must be the whole value so that `1h30`
-    // is refused rather than guessed at.
+    // A bare number is refused, but none at all: its unit is a guess.
     if text.bytes().all(|b| b.is_ascii_digit()) {
-        let secs = parse_digits(text, s)?;
-        return secs
-            .checked_mul(MS_PER_SECOND)
-            .map(Duration::from_millis)
-            .ok_or_else(|| DurationError::Overflow(s.to_string()));
+        return match parse_digits(text, s)? {
+            0 => Ok(Duration::ZERO),
+            n => Err(DurationError::NoUnit(s.to_string(), n)),
+        };
     }
 
     let mut total_ms: u64 = 0;
@@ -152,10 +155,23 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(secs(5400)));
         assert_eq!(parse_duration(" 1h 30m "), Ok(secs(5400)));
         assert_eq!(parse_duration("1m500ms"), Ok(Duration::from_millis(60_500)));
-        assert_eq!(parse_duration("90"), Ok(secs(90)));
-        assert_eq!(parse_duration("  90\t"), Ok(secs(90)));
         assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration(" 0\t"), Ok(Duration::ZERO));
+    }
+
+    /// `--older-than 30` meant as days would prune a month's items as
+    /// seconds: a number needs its unit, and the message offers them.
+    #[test]
+    fn a_number_without_its_unit_is_refused() {
+        assert_eq!(
+            parse_duration("30").unwrap_err().to_string(),
+            r#"invalid duration "30": a number needs its unit: 30s, 30m, 30h or 30d"#
+        );
+        assert!(matches!(
+            parse_duration("  90\t"),
+            Err(DurationError::NoUnit(_, 90))
+        ));
     }
 
     #[test]
@@ -186,7 +202,7 @@ mod tests {
             Err(DurationError::Overflow(_))
         ));
         assert!(matches!(
-            parse_duration("18446744073709551615"),
+            parse_duration("18446744073709551615s"),
             Err(DurationError::Overflow(_))
         ));
         assert!(matches!(

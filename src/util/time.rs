@@ -84,12 +84,30 @@ impl When {
     }
 }
 
+/// The furthest a moment given as a duration from now may be: a time the
+/// views can still write (RFC 3339 has four-digit years), with room to
+/// spare.
+const FURTHEST: std::time::Duration = std::time::Duration::from_secs(100 * 366 * 86_400);
+
 /// Parses `2026-12-02T07:00:00+09:00` (RFC 3339, with its offset) or a
-/// duration from now (`30m`, `2h`, `1d`).
+/// duration from now (`30m`, `2h`, `1d`), at most a hundred years.
 pub fn parse_when(s: &str) -> Result<When, String> {
     let text = s.trim();
-    if let Ok(d) = crate::duration::parse_duration(text) {
-        return Ok(When::In(d));
+    match crate::duration::parse_duration(text) {
+        Ok(d) if d > FURTHEST => {
+            return Err(format!(
+                "{s:?} is more than a hundred years from now: give a nearer time"
+            ));
+        }
+        Ok(d) => return Ok(When::In(d)),
+        // Every RFC 3339 time has a ':'; without one, the duration's own
+        // error says what is wrong with it.
+        Err(e) if !text.contains(':') && text.starts_with(|c: char| c.is_ascii_digit()) => {
+            return Err(format!(
+                "{e} (or give an RFC 3339 time: 2026-12-02T07:00:00Z)"
+            ));
+        }
+        Err(_) => {}
     }
     match DateTime::parse_from_rfc3339(text) {
         Ok(t) => Ok(When::At(t.timestamp_millis())),
@@ -196,6 +214,32 @@ mod tests {
         assert_eq!(hhmm(t, t - 2 * 86_400_000), "2026-01-01 07:16Z");
         assert_eq!(utc_clock(55_205_000, 1000), "15:20:05Z");
         assert_eq!(utc_clock(86_400_000 + 5000, 1000), "1970-01-02 00:00:05Z");
+    }
+
+    /// A moment the views cannot write (shown as 1970 before) is refused,
+    /// and a duration's own fault is named, not an RFC 3339 parser's.
+    #[test]
+    fn a_moment_is_near_enough_to_write_and_its_fault_is_named() {
+        assert_eq!(
+            parse_when("30m"),
+            Ok(When::In(std::time::Duration::from_secs(1800)))
+        );
+        assert_eq!(
+            parse_when("2026-12-02T07:00:00+09:00"),
+            Ok(When::At(1_796_162_400_000))
+        );
+        assert!(parse_when("36500d").is_ok());
+        let far = parse_when("999999999d").unwrap_err();
+        assert!(far.contains("more than a hundred years"), "{far}");
+        let bare = parse_when("30").unwrap_err();
+        assert!(
+            bare.contains("a number needs its unit: 30s, 30m, 30h or 30d"),
+            "{bare}"
+        );
+        let huge = parse_when("9999999999999d").unwrap_err();
+        assert!(huge.contains("too large"), "{huge}");
+        let word = parse_when("yesterday").unwrap_err();
+        assert!(word.contains("neither an RFC 3339 time"), "{word}");
     }
 
     #[test]
