@@ -125,16 +125,17 @@ pub fn derive_line_with(
         .map_err(|e| LineError::Json(crate::util::json::error_at(text, &e)))?;
     let raw = kept.ok_or(KeyError::NotObject)?;
     let obj = Fields::read(&raw)?;
-    // Skipped fields are checked without a depth limit, and a skipped
+    // Skipped fields are checked without a depth limit, a skipped
     // string's escapes only for their syntax (a lone surrogate, `"\ud800"`,
-    // passes), but every later reader of the payload parses it into a
-    // `Value`, which stops at 128 levels and refuses a lone surrogate:
-    // refuse what could not be read back. Checking for either first keeps
-    // the common line cheap.
+    // passes) and a skipped number only for its syntax (`1e999` passes),
+    // but every later reader of the payload parses it into a `Value`,
+    // which stops at 128 levels and refuses a lone surrogate and a number
+    // out of range: refuse what could not be read back. Checking for any
+    // of them first keeps the common line cheap.
     // (A line shorter than the limit cannot open that many levels.)
     let deep = text.len() >= MAX_DEPTH
         && text.bytes().filter(|b| matches!(b, b'[' | b'{')).count() >= MAX_DEPTH;
-    if (deep || has_surrogate_escape(text))
+    if (deep || has_surrogate_escape(text) || may_be_out_of_range(text))
         && let Err(e) = serde_json::from_str::<Value>(text)
     {
         return Err(LineError::Json(
@@ -203,6 +204,27 @@ fn has_surrogate_escape(text: &str) -> bool {
         from = at + 1;
     }
     false
+}
+
+/// Digits enough for a number beyond an `f64` (its largest is 1.8e308).
+const LONGEST_NUMBER: usize = 309;
+
+/// Whether the text may hold a number out of an `f64`'s range: an
+/// exponent (a digit or '.', then `e`/`E`, then a digit or sign), or a
+/// run of [`LONGEST_NUMBER`] digits. It may also hit in a string
+/// (`"3e8"`); the caller's full parse then decides.
+fn may_be_out_of_range(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let exponent = bytes.windows(3).any(|w| {
+        matches!(w[1], b'e' | b'E')
+            && (w[0].is_ascii_digit() || w[0] == b'.')
+            && (w[2].is_ascii_digit() || matches!(w[2], b'+' | b'-'))
+    });
+    exponent
+        || (bytes.len() >= LONGEST_NUMBER
+            && bytes
+                .split(|b| !b.is_ascii_digit())
+                .any(|run| run.len() >= LONGEST_NUMBER))
 }
 
 /// The kept top-level fields of one line, read.

@@ -364,3 +364,33 @@ fn explicit_keys_and_errors() {
         key_error(KeyError::BadFieldType("site".into(), "null"))
     );
 }
+
+/// A number no reader could parse back (`1e999`) in a field the key does
+/// not read was accepted, and every JSON view then showed the payload as
+/// a string. Refused wherever it lies; a large number in range, and
+/// exponent-like text in a string, are kept.
+#[test]
+fn a_number_out_of_range_anywhere_is_refused() {
+    let long = format!(r#"{{"key":"a","n":{}}}"#, "9".repeat(LONGEST_NUMBER));
+    for line in [
+        r#"{"key":"a","x":1e999}"#,
+        r#"{"key":"a","deep":[{"x":-2E+400}]}"#,
+        long.as_str(),
+    ] {
+        match derive_line(line, &KeySpec::Explicit) {
+            Err(LineError::Json(msg)) => assert!(msg.contains("out of range"), "{line}: {msg}"),
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+    for line in [
+        r#"{"key":"a","x":1e308,"y":2.5E-999,"z":1.0e+10}"#,
+        r#"{"key":"a","note":"3e999 is text"}"#,
+    ] {
+        let item = derive_line(line, &KeySpec::Explicit).unwrap();
+        assert!(
+            serde_json::from_str::<Value>(&item.payload).is_ok(),
+            "{line}"
+        );
+    }
+    assert!(!may_be_out_of_range(r#"{"key":"a","title":"the 2nd"}"#));
+}
