@@ -48,7 +48,17 @@ pub async fn acquire(
     ttl: Duration,
     signals: &mut watch::Receiver<Signal>,
 ) -> anyhow::Result<Acquired> {
-    let mut steal: Vec<String> = Vec::new();
+    // A dead holder's seat is freed with ours taken, free seats or not:
+    // kept, its run would hold it, `recover::take_over` (which closes runs
+    // without one) would pass over it, and its workers would run on beside
+    // ours and its claims stay out until the heartbeat's sweep.
+    let mut steal: Vec<String> = store
+        .locks(&opts.batch)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|seat| holder_is_dead(&seat.holder))
+        .map(|seat| seat.token)
+        .collect();
     loop {
         let now = now_ms();
         let expires = now + ttl.as_millis() as i64;

@@ -156,6 +156,33 @@ both_backends! {
         );
     }
 
+    /// With seats to spare (`runners = 2`) the re-run took a free seat and
+    /// left the dead runner's: its run kept the seat, so the re-run's
+    /// take-over passed over it, its worker ran on beside the re-run and
+    /// its claim waited for the heartbeat's sweep (a second in), while a
+    /// short re-run ended "ok" with the claim still out. A dead holder's
+    /// seat is freed by the run that comes after it, whatever seats are free.
+    fn a_crashed_runner_sharing_the_batch_is_replaced_at_once_though_seats_are_free(env) {
+        env.config("[batch.b]\nrunners = 2\n");
+        env.add_items("b", 3);
+        let w = worker(&env);
+        let mut a = env.spawn_with("a", &["run", "b", "-j", "1", "--", &w], &[("SLOW", "1000")]);
+        wait_for("k1 started", || env.path("started-k1").exists());
+        signal(a.id(), Signal::SIGKILL);
+        a.wait().unwrap();
+        wait_for("the orphaned worker's sleep", || pids_with(&marker(&env)).len() == 1);
+
+        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
+        assert!(out.status.success(), "{}", stdout(&out));
+        assert!(stdout(&out).contains("3 done"), "{}", stdout(&out));
+        assert_eq!(env.run_states(), ["crashed", "ok"]);
+        assert!(pids_with(&marker(&env)).is_empty(), "the dead run's worker stopped");
+        let mut effects = side_effects(&env);
+        effects.sort();
+        assert_eq!(effects, ["local k1", "local k2", "local k3"]);
+        assert_eq!(env.int("SELECT count(*) FROM locks"), 0, "no seat left behind");
+    }
+
     fn claims_of_a_run_already_marked_crashed_are_taken_back_at_once(env) {
         env.add_items("b", 3);
         let w = worker(&env);
