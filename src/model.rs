@@ -761,6 +761,13 @@ impl BatchInfo {
             .find_map(|(l, _)| l.stop_by.as_deref())
     }
 
+    /// Whether the batch's live runners are all stopping (see
+    /// [`all_stopping`]): they take nothing more.
+    #[must_use]
+    pub fn lock_stopping(&self) -> bool {
+        all_stopping(&self.locks, &self.runners.seats)
+    }
+
     /// `crashed` when a seat's runner, or the last run's, is gone from
     /// this host; `silent` when one elsewhere is unheard past its expiry.
     #[must_use]
@@ -980,4 +987,18 @@ pub struct WorkerGroup {
     /// When its leader started (clock ticks since boot): a reused pid has
     /// another.
     pub started: u64,
+}
+
+/// Whether some seat of `locks` (judged `seats`, in the same order) is
+/// live and every live one was asked to stop (a signal, `nightshift
+/// stop`): its runner claims nothing more, so what waits for the lock
+/// waits for a run after it.
+#[must_use]
+pub fn all_stopping(locks: &[LockInfo], seats: &[Seat]) -> bool {
+    let mut live = locks
+        .iter()
+        .zip(seats)
+        .filter(|(_, s)| s.is_live())
+        .peekable();
+    live.peek().is_some() && live.all(|(l, _)| l.stop_by.is_some())
 }

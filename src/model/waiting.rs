@@ -87,6 +87,10 @@ pub struct Waiting {
     /// which the runner holding the lock keeps its calls to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paced: Option<String>,
+    /// For [`WaitReason::LockHeld`]: every runner holding the lock is
+    /// stopping (a signal, `nightshift stop`): it takes none of them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stopping: bool,
     /// For [`WaitReason::InFlight`] in a run's own words (its summary, its
     /// dry run): in another run than this one. Views that are no run
     /// (`status`, the dashboard) say only "in flight".
@@ -116,6 +120,7 @@ impl Waiting {
             pool: pool_of(h, reason),
             not_before: 0,
             paced: paced_of(h, reason),
+            stopping: reason == WaitReason::LockHeld && h.lock_stopping,
             another_run: false,
             only_pending: false,
             no_runner: no_runner(h, reason),
@@ -166,6 +171,8 @@ pub struct Holding {
     pub paused: bool,
     /// Another runner holds every seat of the lock.
     pub lock_held: bool,
+    /// ... and each of them is stopping: it claims nothing more.
+    pub lock_stopping: bool,
     pub hold_until: Option<Millis>,
     /// A budget reached: its window's end (`runner::budget::held_until`).
     pub budget_until: Option<Millis>,
@@ -446,6 +453,9 @@ fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
             if let Some(rate) = &w.paced {
                 o.insert("rate_limit".into(), rate.clone().into());
             }
+            if w.stopping {
+                o.insert("stopping".into(), true.into());
+            }
             if w.no_runner {
                 o.insert("no_runner".into(), true.into());
             }
@@ -536,6 +546,11 @@ impl Said<'_> {
                 )
             }
             WaitReason::Paused => write!(f, "{n} {}: the batch is paused", waits(one)),
+            WaitReason::LockHeld if w.stopping => write!(
+                f,
+                "{n} {}: the runner that holds the lock is stopping and takes no more (a run after it takes them)",
+                waits(one)
+            ),
             WaitReason::LockHeld => {
                 write!(f, "{n} {} for the runner that holds the lock", waits(one))?;
                 match &w.paced {
@@ -863,6 +878,17 @@ mod tests {
             "1 quarantined awaits a human; 7 wait for the runner that holds the lock, paced at 4/min (rate_limit); 1 in flight in another run"
         );
         assert_eq!(to_json(&waiting(&paced, NOW))[1]["rate_limit"], "4/min");
+        // Its runner stopping (a signal, `nightshift stop`): it takes none
+        // of them, whatever pace it kept.
+        let stopping = Holding {
+            lock_stopping: true,
+            ..paced.clone()
+        };
+        assert_eq!(
+            said(&stopping),
+            "1 quarantined awaits a human; 7 wait: the runner that holds the lock is stopping and takes no more (a run after it takes them); 1 in flight in another run"
+        );
+        assert_eq!(to_json(&waiting(&stopping, NOW))[1]["stopping"], true);
         // With no runner, the rate limit is not what they wait for.
         let idle = Holding {
             paced: Some("4/min".into()),

@@ -235,7 +235,7 @@ impl Helpers {
         progress: bool,
     ) -> Helpers {
         let watcher = {
-            let cycle = cycle.clone();
+            let (cycle, token) = (cycle.clone(), seat.token.clone());
             tokio::spawn(async move {
                 while signals.changed().await.is_ok() {
                     let signal = *signals.borrow();
@@ -244,6 +244,7 @@ impl Helpers {
                         if signal == Signal::Immediate {
                             cycle.kill_all(KillReason::Shutdown);
                         }
+                        mark_stopping(&cycle, &token, signal == Signal::Immediate).await;
                     }
                 }
             })
@@ -278,6 +279,21 @@ impl Helpers {
             p.abort();
             summary::clear_progress();
         }
+    }
+}
+
+/// Says in the store that this runner stops for a signal (its seat's stop
+/// mark, as `nightshift stop` leaves it), so `status` and the dashboard
+/// say "stopping" through the grace period. Only a view's words: the stop
+/// itself is already under way.
+async fn mark_stopping(cycle: &Cycle, token: &str, now: bool) {
+    let (b, token) = (cycle.batch.clone(), token.to_string());
+    let marked = cycle
+        .writer
+        .call(move |s| s.mark_stopping(&b, &token, now, "a signal to its runner"))
+        .await;
+    if let Err(e) = marked {
+        tracing::warn!("marking {}'s seat stopping: {e}", cycle.batch);
     }
 }
 

@@ -65,12 +65,14 @@ fn holding(
         Others::Blocking { seats } => live >= seats.max(1) as usize,
         Others::Any => live > 0,
     };
+    let lock_stopping = lock_held && crate::model::all_stopping(&locks, &judged);
     let holding = Holding {
         counts: store.counts(batch)?,
         retry: store.retry_tier(batch, now)?,
         emergency_stop: super::paused_file(db_path).is_some(),
         paused: store.pause(batch)?.is_some(),
         lock_held,
+        lock_stopping,
         hold_until: store.hold(batch)?.map(|h| h.until),
         budget_until: match cfg {
             Some(c) => super::budget::held_until(&super::budget::states(store, c, now)?),

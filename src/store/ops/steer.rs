@@ -230,6 +230,23 @@ impl Store {
         })
     }
 
+    /// Marks our own seat `token` stopping, as [`Store::ask_stop`] marks
+    /// another's: a runner stopping for a signal claims nothing more, and
+    /// every view says so (not that its runner takes what is pending).
+    /// Whether the seat was there.
+    pub fn mark_stopping(
+        &mut self,
+        batch: &str,
+        token: &str,
+        now_flag: bool,
+        by: &str,
+    ) -> Result<bool> {
+        self.write_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            tx.seat_ask_stop(b, token, now_flag, by)
+        })
+    }
+
     /// What is asked of the cycle holding seat `token` as run `run_id`.
     pub fn steering(&self, batch: &str, run_id: i64, token: &str) -> Result<Steering> {
         self.read_tx(|tx| {

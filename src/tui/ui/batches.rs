@@ -507,6 +507,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         emergency_stop: app.data.emergency.is_some(),
         paused: info.pause.is_some(),
         lock_held: info.running(),
+        lock_stopping: info.lock_stopping(),
         hold_until: info.hold.as_ref().map(|h| h.until),
         budget_until: crate::runner::budget::held_until(&budget_states(app, info)),
         rate_limit: app

@@ -121,6 +121,17 @@ fn sigint_and_sighup_stop_a_run_gracefully() {
         wait_for("the graceful stop to begin", || {
             env.output_of("run").1.contains("nightshift: stopping")
         });
+        // Through the grace period every view says it stops: its runner
+        // takes nothing more (it said the runner would take them).
+        wait_for("status to say it stops", || {
+            env.status()["batches"][0]["lock"]["stop_asked_by"] == "a signal to its runner"
+        });
+        let said = env.run(&["status"]).code(0).stdout.clone();
+        assert!(
+            said.contains("stopping (asked by a signal to its runner)")
+                && !said.contains("for the runner that holds the lock"),
+            "{sig}: {said}"
+        );
         std::fs::write(&gate, "").unwrap();
         assert_eq!(
             exit_code(&mut run),
