@@ -21,10 +21,12 @@ impl Store {
                 Some(name) => Some(tx.batch_id(name)?),
                 None => None,
             };
+            // A count past SQL's integers (`log -n 9223372036854775808`)
+            // asks for every event: as many as SQL can name.
             let limit = if filter.limit == 0 {
                 DEFAULT_LIMIT
             } else {
-                filter.limit
+                filter.limit.min(i64::MAX as usize)
             };
             let mut page = tx.events_page(batch, filter, limit)?;
             if filter.after_id.is_none() {

@@ -696,6 +696,13 @@ fn log_n_0_prints_every_event_oldest_first() {
         .count();
     assert_eq!(fires, 1172);
     assert_eq!(env.run(&["log"]).code(0).stdout.lines().count(), 50);
+    // A count past SQL's integers asks for every event (it was refused as
+    // a store fault, exit 3).
+    let huge = env
+        .run(&["log", "-n", "9223372036854775808", "--json"])
+        .code(0)
+        .json_lines();
+    assert_eq!(huge.len() as i64, total);
 }
 
 /// Costs are summed as floats (0.1 + 0.2 is 0.30000000000000004): every
