@@ -69,7 +69,9 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
 /// Creates the missing directories a store file is to be in (`db =
 /// "data/nightshift.db"` in a fresh checkout), where init refused with "No
 /// such file or directory" and every other command sent the user back to
-/// init. The directory created first, if any.
+/// init. The directory it is in, if any was created (with every one
+/// missing above it). One that cannot be made is the store's fault (exit
+/// 3), as a store file that cannot be.
 fn store_dir(db: &Path) -> anyhow::Result<Option<PathBuf>> {
     if crate::store::is_server(db) {
         return Ok(None);
@@ -82,11 +84,16 @@ fn store_dir(db: &Path) -> anyhow::Result<Option<PathBuf>> {
         .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
         .last()
         .map(Path::to_path_buf);
-    if first.is_some() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating the store's directory {}", parent.display()))?;
+    if first.is_none() {
+        return Ok(None);
     }
-    Ok(first)
+    std::fs::create_dir_all(parent).map_err(|e| {
+        crate::store::StoreError::CannotCreate(
+            db.to_path_buf(),
+            format!("creating its directory {}: {e}", parent.display()),
+        )
+    })?;
+    Ok(Some(parent.to_path_buf()))
 }
 
 /// The config's `db` lines for the store at `db`, so that commands that find

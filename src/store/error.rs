@@ -75,6 +75,14 @@ pub enum StoreError {
     NotFound(PathBuf),
     #[error("{0} is not a nightshift store (run `nightshift init` to create one)")]
     NotNightshift(PathBuf),
+    /// A SQLite file of another program (or made by hand): `init` would
+    /// refuse it too, so the words send the user to another path.
+    #[error(
+        "{0} is a SQLite database but not a nightshift store (another program's, or made by \
+         hand): it was left untouched; give the store a path of its own (--db PATH, where \
+         `nightshift init` creates it)"
+    )]
+    Foreign(PathBuf),
     /// A directory, a FIFO, a device...: SQLite would hang or fail obscurely.
     #[error("{} is {what}{hint}", path.display())]
     NotAFile {
@@ -347,6 +355,7 @@ impl StoreError {
         match self {
             StoreError::NotFound(p) => StoreError::NotFound(p.clone()),
             StoreError::NotNightshift(p) => StoreError::NotNightshift(p.clone()),
+            StoreError::Foreign(p) => StoreError::Foreign(p.clone()),
             StoreError::NotAFile { path, what, hint } => StoreError::NotAFile {
                 path: path.clone(),
                 what: what.clone(),
@@ -455,6 +464,7 @@ mod tests {
         let mut all = vec![
             StoreError::NotFound(p()),
             StoreError::NotNightshift(p()),
+            StoreError::Foreign(p()),
             StoreError::NotAFile {
                 path: p(),
                 what: "a directory".into(),

@@ -563,7 +563,7 @@ fn check_identity(conn: &Connection, path: &Path) -> Result<i32> {
     );
     let (app_id, version) = header.map_err(|e| StoreError::from_sqlite(e, path))?;
     if app_id != schema::APPLICATION_ID || version < 1 {
-        return Err(StoreError::NotNightshift(path.to_path_buf()));
+        return Err(StoreError::Foreign(path.to_path_buf()));
     }
     if version > SCHEMA_VERSION {
         return Err(StoreError::NewerSchema {

@@ -377,7 +377,9 @@ fn init_creates_the_stores_missing_directory() {
             .unwrap(),
     );
     let said = ran.code(0).stdout.clone();
-    let data = env.path("data").display().to_string();
+    // The directory the store is in, with every one above it made: not
+    // only the first of them.
+    let data = env.path("data").join("日本").display().to_string();
     assert!(
         said.starts_with(&format!("created directory {data}\n")),
         "{said}"
@@ -415,6 +417,25 @@ fn init_creates_the_stores_missing_directory() {
     assert_eq!(
         json["store"]["created_directory"],
         env.path("more").display().to_string()
+    );
+    // One that cannot be made (under a file) is the store's fault, exit 3,
+    // naming the store and why; not an internal error (exit 4).
+    env.write("plain", "a file");
+    let under = env.path("plain").join("sub").join("x.db");
+    let ran = crate::support::ran(
+        env.cmd()
+            .env("NIGHTSHIFT_DB", &under)
+            .args(["init"])
+            .output()
+            .unwrap(),
+    );
+    ran.code(3);
+    assert!(
+        ran.stderr
+            .contains(&format!("cannot create the store {}", under.display()))
+            && ran.stderr.contains("creating its directory"),
+        "{}",
+        ran.stderr
     );
 }
 

@@ -443,9 +443,19 @@ fn another_programs_sqlite_file_is_refused_untouched() {
             &env,
             &args,
             3,
-            &[env.db.to_str().unwrap(), "is not a nightshift store"],
+            &[
+                env.db.to_str().unwrap(),
+                "not a nightshift store",
+                "left untouched",
+            ],
         );
         ran.error_line();
+        // `init` refuses it too: the words do not send the user there.
+        assert!(
+            !ran.stderr.contains("run `nightshift init`"),
+            "{args:?}: {}",
+            ran.stderr
+        );
     }
 }
 
