@@ -50,6 +50,22 @@ pub enum KeySpec {
 }
 
 impl KeySpec {
+    /// What is wrong with a list of key fields, wherever it is given (the
+    /// config's `key_fields`, `add --key-fields`): an empty name, or a
+    /// name twice (`a,a` would key `x:x`, and the same list written once
+    /// elsewhere would key every item anew).
+    #[must_use]
+    pub fn fields_problem(fields: &[String]) -> Option<String> {
+        if fields.iter().any(|f| f.trim().is_empty()) {
+            return Some("field names must not be empty".into());
+        }
+        fields
+            .iter()
+            .enumerate()
+            .find(|(i, name)| fields[..*i].contains(name))
+            .map(|(_, name)| format!("field {name:?} is listed twice"))
+    }
+
     pub fn from_fields(fields: Option<&[String]>) -> KeySpec {
         match fields {
             Some(f) if !f.is_empty() => KeySpec::Fields(f.to_vec()),

@@ -227,12 +227,10 @@ pub(super) fn argv(value: &Spanned<DeValue<'_>>) -> Conv<Vec<String>> {
 
 pub(super) fn key_fields(value: &Spanned<DeValue<'_>>) -> Conv<Vec<String>> {
     let fields = string_list(value, true)?;
-    for (i, name) in fields.iter().enumerate() {
-        if fields[..i].contains(name) {
-            return Err(bad(value, format!("field {name:?} is listed twice")));
-        }
+    match crate::key::KeySpec::fields_problem(&fields) {
+        Some(problem) => Err(bad(value, problem)),
+        None => Ok(fields),
     }
-    Ok(fields)
 }
 
 pub(super) fn exit_codes(value: &Spanned<DeValue<'_>>) -> Conv<Vec<i32>> {

@@ -30,8 +30,8 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     let bytes = read_input(&args.file)?;
     let spec = match &args.key_fields {
         Some(fields) => {
-            if fields.iter().any(|f| f.trim().is_empty()) {
-                return Err(user_error("--key-fields: field names must not be empty"));
+            if let Some(problem) = KeySpec::fields_problem(fields) {
+                return Err(user_error(format!("--key-fields: {problem}")));
             }
             KeySpec::from_fields(Some(fields))
         }

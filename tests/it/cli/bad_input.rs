@@ -215,15 +215,25 @@ fn a_duplicate_key_in_one_file_names_both_lines() {
     );
 }
 
+/// As the config refuses them: an empty name, or a name twice (`a,a`
+/// keyed `1:1`, and the same fields set in the config later, where they
+/// are refused, would have keyed every item anew).
 #[test]
-fn key_fields_with_an_empty_name_are_refused() {
+fn key_fields_with_an_empty_name_or_one_twice_are_refused() {
     let env = store();
     env.write("in.jsonl", "{\"a\":1,\"b\":2}\n");
     let ran = refused(
         &env,
         &["add", "b", "in.jsonl", "--key-fields", "a,,b"],
         2,
-        &["--key-fields"],
+        &["--key-fields", "must not be empty"],
+    );
+    ran.error_line();
+    let ran = refused(
+        &env,
+        &["add", "b", "in.jsonl", "--key-fields", "a,b,a"],
+        2,
+        &["--key-fields: field \"a\" is listed twice"],
     );
     ran.error_line();
 }
