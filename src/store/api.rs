@@ -634,6 +634,36 @@ pub enum CancelOutcome {
     Orphaned { run_id: Option<i64> },
 }
 
+/// Where a cancelled claim was when its runner honoured the cancel: the
+/// `cancelled` event says it, not that a worker was stopped when none ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelledWhile {
+    /// Its worker was on it, and was stopped.
+    Running,
+    /// Its attempt had failed and it waited out the backoff.
+    WaitingToRetry,
+    /// Its call had not started (waiting for its pool, or not yet sent
+    /// to its persistent worker).
+    NotStarted,
+    /// Its worker had answered, after the cancel: the answer is not kept.
+    Answered,
+}
+
+impl CancelledWhile {
+    /// The event's words for it.
+    #[must_use]
+    pub fn words(self) -> &'static str {
+        match self {
+            CancelledWhile::Running => "its worker was stopped",
+            CancelledWhile::WaitingToRetry => "it was waiting to retry; no worker ran",
+            CancelledWhile::NotStarted => "its call had not started",
+            CancelledWhile::Answered => {
+                "its worker's answer came after the cancel and was not kept"
+            }
+        }
+    }
+}
+
 /// A cancel the runner honoured: the item moved where it was asked to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CancelSettled {

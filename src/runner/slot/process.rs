@@ -21,7 +21,7 @@ use crate::runner::classify::{Answer, classify};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::{Pass, Passed};
 use crate::runner::verdict::{Attempt, Failed, Verdict};
-use crate::store::{AttemptLog, Completion, StoreError};
+use crate::store::{AttemptLog, CancelledWhile, Completion, StoreError};
 use crate::util::time::now_ms;
 
 /// Claims and processes items until none is left or the cycle stops.
@@ -142,7 +142,7 @@ async fn process(
         let ticket = match entered {
             Ok(ticket) => ticket,
             Err(Some(KillReason::Cancelled)) => {
-                cancelled(cycle, &claim).await;
+                cancelled(cycle, &claim, CancelledWhile::NotStarted).await;
                 return Ok(None);
             }
             Err(Some(KillReason::LeaseLost)) => {
@@ -208,7 +208,9 @@ async fn process(
                 cycle.pool_settle(&claim, attempt, ticket, None, false);
                 match reason {
                     KillReason::LeaseLost => lease_lost_stopped(cycle, &claim).await,
-                    KillReason::Cancelled => cancelled(cycle, &claim).await,
+                    KillReason::Cancelled => {
+                        cancelled(cycle, &claim, CancelledWhile::Running).await;
+                    }
                     KillReason::Shutdown => {
                         return release(cycle, &claim, true).await.map(|()| None);
                     }
@@ -326,7 +328,7 @@ async fn process(
                     match backoff(cycle, &claim, wait).await {
                         None => {}
                         Some(KillReason::Cancelled) => {
-                            cancelled(cycle, &claim).await;
+                            cancelled(cycle, &claim, CancelledWhile::WaitingToRetry).await;
                             return Ok(None);
                         }
                         Some(KillReason::LeaseLost) => {

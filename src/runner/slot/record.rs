@@ -10,7 +10,7 @@ use crate::model::{Claim, EventKind, NewEvent, Outcome, Tier};
 use crate::runner::classify::bound_message;
 use crate::runner::cycle::Cycle;
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
-use crate::store::{Failure, Retrying, StoreError};
+use crate::store::{CancelledWhile, Failure, Retrying, StoreError};
 use crate::util::time::now_ms;
 
 /// Judges a failed attempt (`verdict::judge`): counts its cost, holds the
@@ -161,10 +161,16 @@ pub(in crate::runner) async fn release(
     claim: &Claim,
     cut_short: bool,
 ) -> Result<(), StoreError> {
+    // Not cut short: its call had not started.
+    let was = if cut_short {
+        CancelledWhile::Running
+    } else {
+        CancelledWhile::NotStarted
+    };
     release_with(
         cycle,
         claim,
-        cut_short,
+        (cut_short, was),
         "released back to pending (run stopping)".into(),
     )
     .await
@@ -188,13 +194,15 @@ pub(in crate::runner) async fn release_held(
         ),
         None => "released back to pending: the batch was held".to_string(),
     };
-    release_with(cycle, claim, true, message).await
+    release_with(cycle, claim, (true, CancelledWhile::NotStarted), message).await
 }
 
+/// `cut_short`: the attempt does not count; `was`: where the claim was,
+/// for a cancel asked meanwhile.
 async fn release_with(
     cycle: &Cycle,
     claim: &Claim,
-    cut_short: bool,
+    (cut_short, was): (bool, CancelledWhile),
     message: String,
 ) -> Result<(), StoreError> {
     let event = cycle
@@ -210,7 +218,7 @@ async fn release_with(
         cycle.log.emit(&event);
     } else {
         // Refused for a cancel asked meanwhile: it goes where that said.
-        settle(cycle, claim).await;
+        settle(cycle, claim, was).await;
     }
     Ok(())
 }
@@ -218,7 +226,7 @@ async fn release_with(
 /// A write about `claim` was refused: a cancel asked of it (settled now,
 /// see `store::ops::steer`), else another runner holds it.
 pub(in crate::runner) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim) {
-    if settle(cycle, claim).await {
+    if settle(cycle, claim, CancelledWhile::Answered).await {
         return;
     }
     cycle
@@ -296,7 +304,7 @@ pub(in crate::runner) async fn lease_lost_stopped(cycle: &Cycle, claim: &Claim) 
 
 /// Moves `claim` where the cancel asked of it said, if one was; whether
 /// one was. Logged to the log file as the store logged it.
-async fn settle(cycle: &Cycle, claim: &Claim) -> bool {
+async fn settle(cycle: &Cycle, claim: &Claim, was: CancelledWhile) -> bool {
     let (batch, id, token, run) = (
         cycle.batch.clone(),
         claim.item_id,
@@ -305,7 +313,7 @@ async fn settle(cycle: &Cycle, claim: &Claim) -> bool {
     );
     match cycle
         .writer
-        .call(move |s| s.settle_cancel(&batch, id, token, run, now_ms()))
+        .call(move |s| s.settle_cancel(&batch, id, token, (run, now_ms()), was))
         .await
     {
         Ok(Some(done)) => {
@@ -314,7 +322,8 @@ async fn settle(cycle: &Cycle, claim: &Claim) -> bool {
                 .new_event(
                     EventKind::Cancelled,
                     format!(
-                        "cancelled by {by}; its worker was stopped; now {}",
+                        "cancelled by {by}; {}; now {}",
+                        was.words(),
                         done.to.as_str()
                     ),
                 )
@@ -331,10 +340,11 @@ async fn settle(cycle: &Cycle, claim: &Claim) -> bool {
     }
 }
 
-/// The heartbeat stopped the worker of `claim` for a cancel: it goes where
-/// the cancel said (or, were the claim lost meanwhile, is another's).
-pub(in crate::runner) async fn cancelled(cycle: &Cycle, claim: &Claim) {
-    if !settle(cycle, claim).await {
+/// The heartbeat stopped `claim` for a cancel (its worker, or its wait,
+/// as `was` says): it goes where the cancel said (or, were the claim lost
+/// meanwhile, is another's).
+pub(in crate::runner) async fn cancelled(cycle: &Cycle, claim: &Claim, was: CancelledWhile) {
+    if !settle(cycle, claim, was).await {
         lease_lost_stopped(cycle, claim).await;
     }
 }

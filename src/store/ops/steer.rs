@@ -13,7 +13,7 @@ use super::items::missing;
 use super::liveness::seat;
 use crate::model::waiting::{claim_wait, claim_wait_said};
 use crate::model::{EventKind, LockInfo, Millis, NewEvent, Status, state_word};
-use crate::store::api::{CancelOutcome, CancelSettled, CancelTo, Steering};
+use crate::store::api::{CancelOutcome, CancelSettled, CancelTo, CancelledWhile, Steering};
 use crate::store::dialect::Write;
 use crate::store::{Refusal, Result, Store};
 
@@ -147,8 +147,8 @@ impl Store {
         batch: &str,
         item_id: i64,
         token: i64,
-        run_id: i64,
-        now: Millis,
+        (run_id, now): (i64, Millis),
+        was: CancelledWhile,
     ) -> Result<Option<CancelSettled>> {
         self.write_tx(|tx| {
             let Some(ask) = tx.item_cancel_ask_locked(item_id, token)? else {
@@ -172,7 +172,8 @@ impl Store {
             )?;
             tx.run_count_cancelled(run_id)?;
             let message = format!(
-                "cancelled by {by}: {reason}; its worker was stopped; now {}",
+                "cancelled by {by}: {reason}; {}; now {}",
+                was.words(),
                 to.as_str()
             );
             tx.event_insert(

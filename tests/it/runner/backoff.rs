@@ -112,6 +112,31 @@ both_backends! {
             assert_eq!((item["status"].as_str(), &item["retry_at"]), (Some("done"), &Value::Null), "{item}");
         }
     }
+
+    /// A cancel of an item waiting out its backoff stops no worker (none
+    /// runs): its `cancelled` event said "its worker was stopped". It says
+    /// where the item was, in both modes.
+    fn a_cancel_while_waiting_to_retry_says_no_worker_ran(env) {
+        let w = flaky(&env);
+        env.write("flaky.py", FLAKY_PY);
+        let slow = "retries = 2\nbackoff = \"1h\"\nbackoff_max = \"2h\"\nconcurrency = 1\n";
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\n{slow}\n\
+             [batch.b]\nworker = [\"python3\", \"flaky.py\"]\nmode = \"persistent\"\n{slow}"
+        ));
+        for batch in ["a", "b"] {
+            env.add_items(batch, 1);
+            let mut run = env.spawn(batch, &["run", batch]);
+            wait_for("the retry event", || !env.events(batch, "retry").is_empty());
+            env.run(&["cancel", batch, "k1", "--to", "pending"]).code(0);
+            wait_for("the cancel settled", || !env.events(batch, "cancelled").is_empty());
+            let said = env.events(batch, "cancelled")[0]["message"].as_str().unwrap().to_string();
+            assert!(said.contains("it was waiting to retry; no worker ran; now pending"), "{batch}: {said}");
+            assert!(!said.contains("worker was stopped"), "{batch}: {said}");
+            signal(run.id(), Signal::SIGINT);
+            run.wait().unwrap();
+        }
+    }
 }
 
 fn now_ms() -> i64 {

@@ -19,7 +19,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use nightshift::model::{EventKind, Holder, NewEvent, NewItem, Outcome, Tier, Trigger};
-use nightshift::store::{Access, CancelOutcome, CancelTo, Completion, Failure, Selection, Store};
+use nightshift::store::{
+    Access, CancelOutcome, CancelTo, CancelledWhile, Completion, Failure, Selection, Store,
+};
 
 const T0: i64 = 1_700_000_000_000;
 const MIN: i64 = 60_000;
@@ -214,9 +216,15 @@ fn claims_and_done_marks_beside_every_other_writer_keep_the_counters_exact() {
         [false, true, true, true, false, false]
     );
     exact();
-    s.settle_cancel("b", c[0].item_id, c[0].token, r1, T0 + 3)
-        .unwrap()
-        .unwrap();
+    s.settle_cancel(
+        "b",
+        c[0].item_id,
+        c[0].token,
+        (r1, T0 + 3),
+        CancelledWhile::Running,
+    )
+    .unwrap()
+    .unwrap();
     exact();
 
     // Single done marks: the second runner's, twice (the second refused),

@@ -9,7 +9,7 @@ use super::super::record::{cancelled, lease_lost_stopped, release};
 use super::{Ended, Slot, Work};
 use crate::model::EventKind;
 use crate::runner::child::KillReason;
-use crate::store::StoreError;
+use crate::store::{CancelledWhile, StoreError};
 
 impl Slot {
     /// A stop, a lost lease or a cancel reached one of our items. A lost
@@ -36,20 +36,22 @@ impl Slot {
                     while let Some(w) = self.sent.pop_back() {
                         self.queue.push_front(w);
                     }
-                    lost
+                    lost.map(|w| (w, CancelledWhile::Running))
                 } else if let Some(pos) = self.queue.iter().position(|w| w.claim.item_id == id) {
-                    self.queue.remove(pos)
+                    self.queue
+                        .remove(pos)
+                        .map(|w| (w, CancelledWhile::NotStarted))
                 } else if let Some(pos) =
                     self.retries.iter().position(|(_, w)| w.claim.item_id == id)
                 {
-                    Some(self.retries.remove(pos).1)
+                    Some((self.retries.remove(pos).1, CancelledWhile::WaitingToRetry))
                 } else {
                     None
                 };
-                if let Some(w) = lost {
+                if let Some((w, was)) = lost {
                     self.untrack(&w.claim);
                     if reason == KillReason::Cancelled {
-                        cancelled(&cycle, &w.claim).await;
+                        cancelled(&cycle, &w.claim, was).await;
                     } else {
                         lease_lost_stopped(&cycle, &w.claim).await;
                     }

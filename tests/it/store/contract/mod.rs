@@ -11,8 +11,8 @@ use nightshift::model::{
     Tombstone, Trigger, WorkerGroup,
 };
 use nightshift::store::{
-    Access, AddFeed, AttemptLog, Completion, DashQuery, EventFilter, FeedRefused, ItemFilter,
-    ItemsQuery, LockOutcome, Selection, Store, StoreError,
+    Access, AddFeed, AttemptLog, CancelledWhile, Completion, DashQuery, EventFilter, FeedRefused,
+    ItemFilter, ItemsQuery, LockOutcome, Selection, Store, StoreError,
 };
 use nightshift::util::signals::Stop;
 
@@ -1672,8 +1672,8 @@ both_stores! {
         assert_eq!(s.begin_attempt(c[0].item_id, c[0].token, T0 + 1).unwrap(), None);
         assert_eq!(s.item("b", "k000").unwrap().status, nightshift::model::Status::Claimed);
         // A stale token settles nothing; the holder's does.
-        assert_eq!(s.settle_cancel("b", c[0].item_id, c[0].token - 1, run, T0 + 2).unwrap(), None);
-        let settled = s.settle_cancel("b", c[0].item_id, c[0].token, run, T0 + 2).unwrap().unwrap();
+        assert_eq!(s.settle_cancel("b", c[0].item_id, c[0].token - 1, (run, T0 + 2), CancelledWhile::Running).unwrap(), None);
+        let settled = s.settle_cancel("b", c[0].item_id, c[0].token, (run, T0 + 2), CancelledWhile::Running).unwrap().unwrap();
         assert_eq!((settled.key.as_str(), settled.to, settled.by.as_deref()),
             ("k000", CancelTo::Manual, Some("ops@h2")));
         let item = s.item("b", "k000").unwrap();
@@ -1683,7 +1683,7 @@ both_stores! {
         assert!(s.steering("b", run, "tok").unwrap().cancels.is_empty());
         // --to pending: it runs again.
         s.cancel_item("b", "k001", CancelTo::Pending, "ops@h2", "retry it", T0).unwrap();
-        s.settle_cancel("b", c[1].item_id, c[1].token, run, T0 + 2).unwrap().unwrap();
+        s.settle_cancel("b", c[1].item_id, c[1].token, (run, T0 + 2), CancelledWhile::Running).unwrap().unwrap();
         assert_eq!(s.item("b", "k001").unwrap().status, nightshift::model::Status::Pending);
         // Uncancelled claims complete as ever; a done item is refused.
         let ok = Completion { usage: None, item_id: c[2].item_id, token: c[2].token, ..done };
