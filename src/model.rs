@@ -809,6 +809,9 @@ impl BatchInfo {
             _ if self.pause.is_some() => pace::Activity::Paused,
             (None, _) => pace::Activity::Idle,
             (Some(_), Some(hold)) => pace::Activity::Held { until: hold.until },
+            (Some(r), _) if self.lock_stopping() => pace::Activity::Stopping {
+                since: r.started_at,
+            },
             (Some(r), _) => pace::Activity::Running {
                 since: r.started_at,
             },

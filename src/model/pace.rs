@@ -18,6 +18,9 @@ pub enum Activity {
     Paused,
     /// A live run waits out a rate limit's retry-after until then.
     Held { until: Millis },
+    /// A live run, started then, was asked to stop (a signal, `nightshift
+    /// stop`): it finishes what is in flight and claims nothing more.
+    Stopping { since: Millis },
     /// No live run (none started, it ended, or it crashed).
     Idle,
 }
@@ -34,6 +37,8 @@ pub enum Eta {
     Held {
         until: Millis,
     },
+    /// The live run stops: what is left waits for another.
+    Stopping,
     /// No run is live: nothing will move until one starts.
     NotRunning,
     /// Nothing is pending or in flight.
@@ -93,7 +98,7 @@ pub fn pace(
     to_do: i64,
 ) -> Pace {
     let run_start = match activity {
-        Activity::Running { since } => since,
+        Activity::Running { since } | Activity::Stopping { since } => since,
         _ => Millis::MIN,
     };
     let minute_from = (now - MINUTE_MS).max(created).max(run_start);
@@ -110,6 +115,7 @@ pub fn pace(
             Activity::Paused => Eta::Paused,
             Activity::Idle => Eta::NotRunning,
             Activity::Held { until } => Eta::Held { until },
+            Activity::Stopping { .. } => Eta::Stopping,
             Activity::Running { .. } => match last_minute {
                 Some(rate) if rate > 0.0 => Eta::In((to_do as f64 / rate * 60_000.0) as Millis),
                 _ => Eta::Unknown,
@@ -222,6 +228,8 @@ mod tests {
         let eta = |a| pace(&m, now, T0, a, 10).eta;
         assert_eq!(eta(Activity::Idle), Eta::NotRunning, "after a run");
         assert_eq!(eta(Activity::Paused), Eta::Paused);
+        // Asked to stop, its run takes nothing more: no time to finish.
+        assert_eq!(eta(Activity::Stopping { since: T0 }), Eta::Stopping);
         assert_eq!(
             eta(Activity::Held { until: now + 5_000 }),
             Eta::Held { until: now + 5_000 }

@@ -48,6 +48,7 @@ fn eta_text(eta: Eta, failed: i64) -> String {
         // Until when, and why, the hold's own line says.
         Eta::Held { .. } => "no ETA: held".into(),
         Eta::NotRunning => "no ETA: no run".into(),
+        Eta::Stopping => "no ETA: stopping".into(),
         Eta::NothingLeft if failed > 0 => format!("nothing pending ({} failed)", num(failed)),
         Eta::NothingLeft => "nothing left".into(),
     }

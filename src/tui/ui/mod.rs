@@ -228,7 +228,9 @@ pub fn bar(ratio: f64, width: usize) -> String {
     } else {
         0.0
     };
-    let filled = (ratio * width as f64).round() as usize;
+    // Down, as the percentage beside it: full only when all of it is (a
+    // batch at 94 % drew a full bar).
+    let filled = (ratio * width as f64).floor() as usize;
     format!(
         "{}{}",
         "█".repeat(filled),
@@ -329,6 +331,9 @@ mod tests {
         assert_eq!(num(1_234_567), "1,234,567");
         assert_eq!(num(-12), "-12");
         assert_eq!(bar(0.5, 4), "██░░");
+        assert_eq!(bar(0.94, 5), "████░");
+        assert_eq!(bar(0.999, 20), format!("{}░", "█".repeat(19)));
+        assert_eq!(bar(1.0, 5), "█████");
         assert_eq!(bar(f64::NAN, 2), "░░");
         assert_eq!(clean("a\x1b[2Jb", 100), "a\\x1b[2Jb");
         assert_eq!(clean("ブログ:技術記事:記事03", 12), "ブログ:技術…");
