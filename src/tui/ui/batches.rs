@@ -56,19 +56,30 @@ fn eta_text(eta: Eta, failed: i64) -> String {
 
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let names = app.batch_names();
-    let block = pane_block(
-        app,
-        area,
-        vec![Span::styled(
-            "Batches",
-            app.setup.palette.style(Role::Title),
-        )],
-    );
+    let table_rows = table_rows(names.len(), area.height);
+    let first = app
+        .batch_nav
+        .sel
+        .saturating_sub(table_rows.saturating_sub(1));
+    let mut title = vec![Span::styled(
+        "Batches",
+        app.setup.palette.style(Role::Title),
+    )];
+    // Not all of them fit: which are shown, as the item lists say it.
+    if names.len() > table_rows {
+        title.push(Span::raw(format!(
+            " · {}–{} of {}",
+            first + 1,
+            first + table_rows,
+            names.len()
+        )));
+    }
+    let block = pane_block(app, area, title);
     if names.is_empty() {
         placeholder(app, f, area, block, &super::empty_text(app, ""));
         return;
     }
-    let table_rows = names.len().min(if area.height >= 40 { 10 } else { 6 }) as u16;
+    let table_rows = table_rows as u16;
     let info = app.selected_info();
     // The detail may take every row below the table, less its borders.
     let room = area.height.saturating_sub(table_rows + 3 + 2) as usize;
@@ -86,7 +97,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     } else {
         [rest, Rect::default()]
     };
-    table(app, f, top, block, &names, table_rows as usize);
+    table(app, f, top, block, &names, (first, table_rows as usize));
     if let Some(info) = &info {
         let block = pane_block(
             app,
@@ -119,6 +130,16 @@ const HEADER: [&str; 8] = [
 /// The fewest rows the activity below the detail is drawn in.
 const ACTIVITY_ROWS: u16 = 6;
 
+/// Rows of the batch table for `n` batches in a pane `height` rows tall:
+/// every batch up to six; more while the rest of the pane keeps room for
+/// a detail of about eight lines and the activity below it (at 120×40
+/// twenty batches fit, where ten did only from 43 rows on).
+fn table_rows(n: usize, height: u16) -> usize {
+    const DETAIL: u16 = 8;
+    let spare = height.saturating_sub(3 + DETAIL + 2 + ACTIVITY_ROWS) as usize;
+    n.min(spare.max(6))
+}
+
 /// Cells of the detail's labels on the left (`progress`, `waiting`, ...).
 const LABEL: usize = 10;
 
@@ -131,11 +152,10 @@ fn table(
     area: Rect,
     block: ratatui::widgets::Block<'_>,
     names: &[String],
-    visible: usize,
+    (top, visible): (usize, usize),
 ) {
     let p = app.setup.palette;
     let sel = app.batch_nav.sel;
-    let top = sel.saturating_sub(visible.saturating_sub(1));
     // Pending, claimed, finished and failed add up to the batch (`Counts`).
     let header = Row::new(HEADER).style(p.style(Role::Dim));
     let bar_width = if area.width >= 120 { 20 } else { 5 };
@@ -631,6 +651,17 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
 
 #[cfg(test)]
 mod tests {
+    /// Every batch up to six; more where the pane has rows to spare (at
+    /// 120×40 seven batches were cut to six with twenty rows free).
+    #[test]
+    fn the_table_shows_as_many_batches_as_leave_room_for_the_detail() {
+        use super::table_rows;
+        assert_eq!(table_rows(3, 21), 3);
+        assert_eq!(table_rows(9, 21), 6, "80×24: six, the title says which");
+        assert_eq!(table_rows(9, 37), 9, "120×40: every one");
+        assert_eq!(table_rows(40, 37), 18);
+    }
+
     /// A rate is written as the counts beside it: `2339/min` under counts
     /// of `1,487`, where the column grows to fit it as theirs do.
     #[test]
