@@ -141,13 +141,31 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
         ));
     }
     right.push(Span::raw(" "));
-    let width: usize = right.iter().map(|s| text::width(&s.content)).sum();
     let room = (area.width as usize).saturating_sub(used);
+    let marks: usize = right[1..].iter().map(|s| text::width(&s.content)).sum();
+    let Some(name) = summary_name(&info.name, marks, room) else {
+        return;
+    };
+    right[0] = Span::styled(name, p.style(Role::Title));
+    let width: usize = right.iter().map(|s| text::width(&s.content)).sum();
     if width <= room {
         let [_, r] =
             Layout::horizontal([Constraint::Fill(1), Constraint::Length(width as u16)]).areas(area);
         f.render_widget(Paragraph::new(Line::from(right)), r);
     }
+}
+
+/// The fewest cells of a batch's name the header's summary cuts it to
+/// (with its `…`); fewer, and the summary is left out.
+const MIN_NAME: usize = 4;
+
+/// The batch's name as the header's summary shows it, beside `marks`
+/// cells of counts in `room` cells: whole (up to 40 cells), or cut with
+/// `…` so the summary fits (a long name, or a run's ▶ at 80 columns, made
+/// the whole summary vanish); `None` when even [`MIN_NAME`] cells do not.
+fn summary_name(name: &str, marks: usize, room: usize) -> Option<String> {
+    let name_room = room.saturating_sub(marks).min(40);
+    (name_room >= MIN_NAME).then(|| clean(name, name_room))
 }
 
 /// Cells of what is typed that the filter line keeps, when it is that long.
@@ -281,4 +299,30 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
         .areas(area);
     f.render_widget(Paragraph::new(Line::from(left)), l);
     f.render_widget(Paragraph::new(Line::from(right)), r);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summary_name;
+
+    /// `記事バッチ 15% ✓47 ✗13 …240 ▶` beside five tabs at 80 columns:
+    /// the name gives way (cut by display width, with `…`), where the whole
+    /// summary vanished.
+    #[test]
+    fn the_headers_summary_cuts_the_name_rather_than_vanish() {
+        assert_eq!(
+            summary_name("articles", 20, 40).as_deref(),
+            Some("articles")
+        );
+        assert_eq!(
+            summary_name("記事バッチ", 20, 27).as_deref(),
+            Some("記事バ…")
+        );
+        assert_eq!(summary_name("記事バッチ", 20, 23), None);
+        let long = "x".repeat(60);
+        assert_eq!(
+            summary_name(&long, 0, 100).map(|n| n.chars().count()),
+            Some(40)
+        );
+    }
 }
