@@ -560,6 +560,16 @@ fn resume_starts_a_runner() {
     );
 }
 
+/// `r` on a paused batch started a runner that stepped down at once, and
+/// the footer said the run "finished": nothing starts, and it says why.
+#[test]
+fn resume_of_a_paused_batch_starts_nothing_and_says_why() {
+    let mut app = app_with(false, true);
+    assert!(app.update(Intent::Resume).is_empty());
+    let said = &app.flash.as_ref().unwrap().text;
+    assert_eq!(said, "a is paused: a run would do nothing (p unpauses it)");
+}
+
 #[test]
 fn read_only_refuses_every_write_key() {
     for pane in Pane::ALL {

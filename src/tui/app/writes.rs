@@ -53,6 +53,20 @@ impl App {
             return Vec::new();
         };
         match intent {
+            // A run of a paused batch records itself paused and does
+            // nothing: say so, and what lifts it, rather than start one and
+            // report it "finished".
+            Intent::Resume if self.selected_info().is_some_and(|i| i.pause.is_some()) => {
+                self.warn(format!(
+                    "{} is paused: a run would do nothing (p unpauses it)",
+                    sanitize::line(&batch)
+                ));
+                Vec::new()
+            }
+            Intent::Resume if self.data.emergency.is_some() => {
+                self.warn("the emergency-stop file PAUSED exists: a run would do nothing");
+                Vec::new()
+            }
             Intent::Resume => {
                 let started = format!("starting a run of {}…", sanitize::line(&batch));
                 self.say(match self.pool_hold_note(&batch) {
