@@ -208,7 +208,7 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             let report = store
                 .skip(batch, std::slice::from_ref(key), SKIP_REASON, &who, now)
                 .map_err(err)?;
-            let item = name(&crate::key::named(key, label));
+            let item = crate::tui::format::item_in_sentence(key, label);
             Ok(if report.skipped.len() == 1 {
                 format!("skipped {item} (marked done without running)")
             } else {
@@ -254,7 +254,7 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
         Write::Cancel {
             batch, key, label, ..
         } => {
-            let item = name(&crate::key::named(key, label));
+            let item = crate::tui::format::item_in_sentence(key, label);
             let done = store
                 .cancel_item(batch, key, CancelTo::Manual, &who, CANCEL_REASON, now)
                 .map_err(err)?;

@@ -11,6 +11,26 @@ pub fn clean(s: &str, max: usize) -> String {
     text::cut(&sanitize::line(s), max).into_owned()
 }
 
+/// Cells of an item's label, and of its key, where a sentence names the
+/// item (a footer's answer): enough to know it by, few enough that what
+/// the sentence says of it still fits 80 columns.
+const LABEL_IN_SENTENCE: usize = 24;
+const KEY_IN_SENTENCE: usize = 20;
+
+/// An item as a sentence names it, inert: its label and key, each cut
+/// with `…` (`東京の天気予報 第1回 🌸 とても長… (記事-0001-🍣)`). Named
+/// whole, a long label pushed what the footer said of it (`is already
+/// done`) off the line.
+pub fn item_in_sentence(key: &str, label: &str) -> String {
+    if label.is_empty() || label == key {
+        return clean(key, LABEL_IN_SENTENCE + KEY_IN_SENTENCE);
+    }
+    crate::key::named(
+        &clean(key, KEY_IN_SENTENCE),
+        &clean(label, LABEL_IN_SENTENCE),
+    )
+}
+
 /// Untrusted text made inert and wrapped into lines of at most `width`
 /// cells, at most `max_lines` of them (then a last line says how much was
 /// left out).
@@ -139,5 +159,28 @@ mod tests {
             ago(now + 3 * 86_400_000 + 3_600_000 + 30_000, now),
             "in 3d1h"
         );
+    }
+}
+
+#[cfg(test)]
+mod sentence_tests {
+    use super::item_in_sentence;
+    use crate::util::text::width;
+
+    /// The footer at 80 columns kept the label and lost the verdict:
+    /// named in a sentence, an item takes at most 47 cells, each part cut
+    /// with `…`, and a short name is whole.
+    #[test]
+    fn an_item_in_a_sentence_leaves_room_for_what_is_said_of_it() {
+        let label = "東京の天気予報 第1回 🌸 とても長いラベルの記事タイトルです";
+        let named = item_in_sentence("記事-0001-🍣", label);
+        assert!(
+            named.starts_with("東京の天気予報 第1回 🌸") && named.contains("… (記事-0001-🍣)"),
+            "{named}"
+        );
+        assert!(width(&named) <= 47, "{named}");
+        assert_eq!(item_in_sentence("k1", "hello"), "hello (k1)");
+        assert_eq!(item_in_sentence("k1", ""), "k1");
+        assert_eq!(item_in_sentence("a\u{1b}[2Jb", ""), "a\\x1b[2Jb");
     }
 }

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use super::App;
 use crate::model::{Status, Tier};
 use crate::tui::action::{Effect, Write};
-use crate::util::sanitize;
 
 /// A marked item as last seen (its status decides what an action does).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +103,7 @@ impl App {
         if let Some((key, m)) = self.marks.iter().find(|(_, m)| m.status == Status::Claimed) {
             self.warn(format!(
                 "{} (marked) is in flight; it cannot be skipped now",
-                sanitize::line(&crate::key::named(key, &m.label))
+                crate::tui::format::item_in_sentence(key, &m.label)
             ));
             return Vec::new();
         }

@@ -2,10 +2,10 @@
 //! prompt. Writes themselves happen off the UI thread (`Effect::Write`).
 
 use super::{App, StateFilter};
-use crate::key;
 use crate::model::{Status, Tier};
 use crate::store::ItemsQuery;
 use crate::tui::action::{Effect, Intent, Pane, Write};
+use crate::tui::format::item_in_sentence;
 use crate::tui::keymap::Mode;
 use crate::util::sanitize;
 
@@ -92,13 +92,13 @@ impl App {
             Intent::RequeueSelected => match self.target_item() {
                 Some((key, label, Status::Failed)) => self.run_write(Write::Requeue {
                     batch,
-                    what: key::named(&key, &label),
+                    what: item_in_sentence(&key, &label),
                     keys: vec![key],
                 }),
                 Some((key, label, status)) => {
                     self.warn(format!(
                         "only failed items can be requeued; {} is {status}",
-                        sanitize::line(&key::named(&key, &label))
+                        item_in_sentence(&key, &label)
                     ));
                     Vec::new()
                 }
@@ -112,7 +112,7 @@ impl App {
                 match self.target_item() {
                     Some((key, label, Status::Done)) => self.warn(format!(
                         "{} is already done; there is nothing to cancel",
-                        sanitize::line(&key::named(&key, &label))
+                        item_in_sentence(&key, &label)
                     )),
                     // Where a cancel would send it: `cancel` changes nothing.
                     Some((key, label, Status::Failed))
@@ -120,7 +120,7 @@ impl App {
                     {
                         self.warn(format!(
                             "{} is already failed/manual; there is nothing to cancel",
-                            sanitize::line(&key::named(&key, &label))
+                            item_in_sentence(&key, &label)
                         ));
                     }
                     Some((key, label, status)) => self.ask(Write::Cancel {
@@ -141,14 +141,14 @@ impl App {
                 Some((key, label, Status::Claimed)) => {
                     self.warn(format!(
                         "{} is in flight; it cannot be skipped now",
-                        sanitize::line(&key::named(&key, &label))
+                        item_in_sentence(&key, &label)
                     ));
                     Vec::new()
                 }
                 Some((key, label, Status::Done)) => {
                     self.warn(format!(
                         "{} is already done",
-                        sanitize::line(&key::named(&key, &label))
+                        item_in_sentence(&key, &label)
                     ));
                     Vec::new()
                 }
