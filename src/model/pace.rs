@@ -62,14 +62,16 @@ pub struct Pace {
 }
 
 impl Pace {
-    /// `last minute`, or `last 20s` for a younger run or batch: its rate is
-    /// per minute, measured over that time (with no figure yet, the
-    /// minute it waits for).
-    pub fn minute_label(&self) -> String {
+    /// `last minute`, or `so far` for a younger run or batch: its rate is
+    /// per minute, measured over all of its life yet (with no figure yet,
+    /// the minute it waits for). Not `last 20s`: that label ticked every
+    /// second of a young batch's first minute, and an idle dashboard with
+    /// it, where nothing changed.
+    pub fn minute_label(&self) -> &'static str {
         if self.minute_window >= MINUTE_MS || self.last_minute.is_none() {
-            "last minute".into()
+            "last minute"
         } else {
-            format!("last {}s", self.minute_window.max(0) / 1000)
+            "so far"
         }
     }
 
@@ -199,7 +201,7 @@ mod tests {
             30,
         );
         assert!(close(p.last_minute, 60.0), "{p:?}");
-        assert_eq!(p.minute_label(), "last 20s");
+        assert_eq!(p.minute_label(), "so far");
         assert_eq!(p.eta, Eta::In(30_000));
         // The hour is over the batch's age: 110 s.
         assert!(close(p.last_hour, 20.0 * 60.0 / 110.0), "{p:?}");
