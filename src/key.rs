@@ -138,30 +138,18 @@ pub fn derive_line_with(
     let also = priority.field.as_deref();
     let kept = serde::Deserializer::deserialize_any(&mut de, KeptFields { wanted, also })
         .and_then(|kept| de.end().map(|()| kept))
-        .map_err(|e| LineError::Json(crate::util::json::error_at(text, &e)))?;
-    let raw = kept.ok_or(KeyError::NotObject)?;
-    let obj = Fields::read(&raw)?;
-    // Skipped fields are checked without a depth limit, a skipped
-    // string's escapes only for their syntax (a lone surrogate, `"\ud800"`,
-    // passes) and a skipped number only for its syntax (`1e999` passes),
-    // but every later reader of the payload parses it into a `Value`,
-    // which stops at 128 levels and refuses a lone surrogate and a number
-    // out of range: refuse what could not be read back. Checking for any
-    // of them first keeps the common line cheap.
-    // (A line shorter than the limit cannot open that many levels.)
-    let deep = text.len() >= MAX_DEPTH
-        && text.bytes().filter(|b| matches!(b, b'[' | b'{')).count() >= MAX_DEPTH;
-    if (deep || has_surrogate_escape(text) || may_be_out_of_range(text))
-        && let Err(e) = serde_json::from_str::<Value>(text)
-    {
-        return Err(LineError::Json(
-            if e.to_string().contains("recursion limit") {
+        .map_err(|e| {
+            // Every field is read as its later readers read the payload (a
+            // skipped one as [`Checked`]): nesting past their limit, a lone
+            // surrogate, a number out of range are refused here.
+            LineError::Json(if e.to_string().contains("recursion limit") {
                 format!("nested more than {MAX_DEPTH} levels deep")
             } else {
                 crate::util::json::error_at(text, &e)
-            },
-        ));
-    }
+            })
+        })?;
+    let raw = kept.ok_or(KeyError::NotObject)?;
+    let obj = Fields::read(&raw)?;
     let (key, label) = match spec {
         KeySpec::Explicit => explicit_key(&obj)?,
         KeySpec::Fields(fields) => {
@@ -198,49 +186,6 @@ fn priority_of(name: &str, value: &Field) -> Result<i32, LineError> {
         Field::Other(kind) => (*kind).to_string(),
     };
     Err(LineError::BadPriority(name.to_string(), shown))
-}
-
-/// A `\uD800`-`\uDFFF` escape somewhere in the text (half of a
-/// surrogate pair, or a lone one). The backslashes are found by
-/// `str::find` (a `memchr`) rather than a 4-byte window tried at every
-/// byte: most lines have none, and the window cost several instructions a
-/// byte of every line added.
-fn has_surrogate_escape(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let mut from = 0;
-    while let Some(i) = text[from..].find('\\') {
-        let at = from + i;
-        if let [b'u', d, x, ..] = bytes[at + 1..]
-            && matches!(d, b'd' | b'D')
-            && matches!(x, b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
-        {
-            return true;
-        }
-        // A backslash is one byte: the next one starts a character.
-        from = at + 1;
-    }
-    false
-}
-
-/// Digits enough for a number beyond an `f64` (its largest is 1.8e308).
-const LONGEST_NUMBER: usize = 309;
-
-/// Whether the text may hold a number out of an `f64`'s range: an
-/// exponent (a digit or '.', then `e`/`E`, then a digit or sign), or a
-/// run of [`LONGEST_NUMBER`] digits. It may also hit in a string
-/// (`"3e8"`); the caller's full parse then decides.
-fn may_be_out_of_range(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let exponent = bytes.windows(3).any(|w| {
-        matches!(w[1], b'e' | b'E')
-            && (w[0].is_ascii_digit() || w[0] == b'.')
-            && (w[2].is_ascii_digit() || matches!(w[2], b'+' | b'-'))
-    });
-    exponent
-        || (bytes.len() >= LONGEST_NUMBER
-            && bytes
-                .split(|b| !b.is_ascii_digit())
-                .any(|run| run.len() >= LONGEST_NUMBER))
 }
 
 /// The kept top-level fields of one line, read.
@@ -339,6 +284,58 @@ fn decimal(text: &str) -> Option<(bool, String, i64)> {
     Some((negative, significant.to_string(), power))
 }
 
+/// A value the line's key does not read, checked as every later reader of
+/// the payload reads it, and dropped: a number is read as one (`1e999`,
+/// out of an `f64`'s range, is refused, where `IgnoredAny` took any
+/// number's syntax and the payload was stored, then shown by every JSON
+/// view as a string); nothing is kept.
+struct Checked;
+
+impl<'de> serde::Deserialize<'de> for Checked {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Checked, D::Error> {
+        d.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, Checked>()?
+            .is_some()
+        {}
+        Ok(Checked)
+    }
+}
+
 /// Visits a JSON value keeping only the named top-level fields of an object
 /// (`key` and `label` when `wanted` is empty), as their raw text. `None`:
 /// not an object.
@@ -378,14 +375,14 @@ impl<'de> serde::de::Visitor<'de> for KeptFields<'_> {
                     None => kept.push((name.into_string(), raw)),
                 }
             } else {
-                map.next_value::<serde::de::IgnoredAny>()?;
+                map.next_value::<Checked>()?;
             }
         }
         Ok(Some(kept))
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        while seq.next_element::<Checked>()?.is_some() {}
         Ok(None)
     }
 
