@@ -75,8 +75,10 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
 }
 
 /// `pid@host` of a seat's holder.
+/// A runner named as every other view names it (`vm:28119`, the
+/// holder's own words); `28119@vm` here read as a user at a host.
 fn runner(seat: &LockInfo) -> String {
-    format!("{}@{}", seat.holder.pid, seat.holder.host)
+    seat.holder.to_string()
 }
 
 pub fn stop(ctx: &Ctx, args: &StopArgs) -> anyhow::Result<Exit> {

@@ -47,19 +47,25 @@ fn out(env: &Env, args: &[&str]) -> String {
     env.run(args).code(0).stdout.clone()
 }
 
+/// Batch `a` (process mode) and `b` (persistent) of flaky workers whose
+/// failed attempt waits an hour to retry.
+fn flaky_batches(env: &Env) {
+    let w = flaky(env);
+    env.write("flaky.py", FLAKY_PY);
+    let slow = "retries = 2\nbackoff = \"1h\"\nbackoff_max = \"2h\"\nconcurrency = 1\n";
+    env.config(&format!(
+        "[batch.a]\nworker = [\"{w}\"]\n{slow}\n\
+         [batch.b]\nworker = [\"python3\", \"flaky.py\"]\nmode = \"persistent\"\n{slow}"
+    ));
+}
+
 both_backends! {
     /// The defect: during an immediate retry's backoff (here an hour) the
     /// claimed item had no worker, yet `status` said "1 in flight", `show`
     /// "in flight in run #1" and `items` gave no error. Now each says it
     /// waits to retry, when, and why, in both modes.
     fn an_item_waiting_to_retry_is_not_said_in_flight(env) {
-        let w = flaky(&env);
-        env.write("flaky.py", FLAKY_PY);
-        let slow = "retries = 2\nbackoff = \"1h\"\nbackoff_max = \"2h\"\nconcurrency = 1\n";
-        env.config(&format!(
-            "[batch.a]\nworker = [\"{w}\"]\n{slow}\n\
-             [batch.b]\nworker = [\"python3\", \"flaky.py\"]\nmode = \"persistent\"\n{slow}"
-        ));
+        flaky_batches(&env);
         env.add_items("a", 1);
         env.add_items("b", 1);
         let before = now_ms();
@@ -117,13 +123,7 @@ both_backends! {
     /// runs): its `cancelled` event said "its worker was stopped". It says
     /// where the item was, in both modes.
     fn a_cancel_while_waiting_to_retry_says_no_worker_ran(env) {
-        let w = flaky(&env);
-        env.write("flaky.py", FLAKY_PY);
-        let slow = "retries = 2\nbackoff = \"1h\"\nbackoff_max = \"2h\"\nconcurrency = 1\n";
-        env.config(&format!(
-            "[batch.a]\nworker = [\"{w}\"]\n{slow}\n\
-             [batch.b]\nworker = [\"python3\", \"flaky.py\"]\nmode = \"persistent\"\n{slow}"
-        ));
+        flaky_batches(&env);
         for batch in ["a", "b"] {
             env.add_items(batch, 1);
             let mut run = env.spawn(batch, &["run", batch]);

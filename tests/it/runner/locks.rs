@@ -76,6 +76,45 @@ fn wait_for_lock_expiry(env: &Env) {
     });
 }
 
+/// A runner of batch `b` (`-j 1`, slow workers) SIGKILLed while k1 runs:
+/// k1 stays claimed, its seat stays, and its worker hangs on in its own
+/// process group (marked, so it can be found).
+fn crash_while_k1_runs(env: &Env, w: &str) {
+    let mut a = env.spawn_with("a", &["run", "b", "-j", "1", "--", w], &[("SLOW", "1000")]);
+    wait_for("k1 started", || env.path("started-k1").exists());
+    signal(a.id(), Signal::SIGKILL);
+    a.wait().unwrap();
+    assert_eq!(env.item("k1").0, "claimed");
+    assert_eq!(env.int("SELECT count(*) FROM locks"), 1, "the lock stayed");
+    // It marks its start before it starts the marked sleep: wait for that.
+    wait_for("the orphaned worker's sleep", || {
+        pids_with(&marker(env)).len() == 1
+    });
+}
+
+/// The re-run after [`crash_while_k1_runs`]: it stops the orphaned worker
+/// before it runs k1 again (the item never runs twice at once, its side
+/// effect happens once), takes back its claim, runs all three and leaves
+/// no seat.
+fn rerun_replaces_it(env: &Env, w: &str) {
+    let out = env.cmd().args(["run", "b", "--", w]).output().unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("3 done"), "{}", stdout(&out));
+    assert_eq!(env.run_states(), ["crashed", "ok"]);
+    assert!(
+        pids_with(&marker(env)).is_empty(),
+        "the dead run's worker stopped"
+    );
+    let mut effects = side_effects(env);
+    effects.sort();
+    assert_eq!(effects, ["local k1", "local k2", "local k3"]);
+    assert_eq!(
+        env.int("SELECT count(*) FROM locks"),
+        0,
+        "released at the end"
+    );
+}
+
 fn event(batch: &str, kind: EventKind) -> NewEvent {
     NewEvent::new(now_ms(), batch, kind, kind.as_str())
 }
@@ -122,37 +161,14 @@ both_backends! {
     fn a_crashed_runner_on_this_host_is_replaced_at_once(env) {
         env.add_items("b", 3);
         let w = worker(&env);
-        let mut a = env.spawn_with("a", &["run", "b", "-j", "1", "--", &w], &[("SLOW", "1000")]);
-        wait_for("k1 started", || env.path("started-k1").exists());
-        signal(a.id(), Signal::SIGKILL);
-        a.wait().unwrap();
-        assert_eq!(env.item("k1").0, "claimed");
-        assert_eq!(env.int("SELECT count(*) FROM locks"), 1, "the lock stayed");
-        // The dead runner's worker hangs on, in its own process group (it
-        // marks its start before it starts the marked sleep: wait for that).
-        wait_for("the orphaned worker's sleep", || pids_with(&marker(&env)).len() == 1);
-
+        crash_while_k1_runs(&env, &w);
         // Same host, holder's pid gone: no TTL (60 s by default) to wait out.
-        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
-        assert!(out.status.success(), "{}", stdout(&out));
-        assert!(stdout(&out).contains("3 done"), "{}", stdout(&out));
-        assert_eq!(env.run_states(), ["crashed", "ok"]);
-        // The re-run stopped the orphaned worker before running k1 again: the
-        // item never ran twice at once, and its side effect happened once.
-        assert!(pids_with(&marker(&env)).is_empty());
+        rerun_replaces_it(&env, &w);
         assert!(env.event_kinds().contains(&"orphans-stopped".to_string()));
-        let mut effects = side_effects(&env);
-        effects.sort();
-        assert_eq!(effects, ["local k1", "local k2", "local k3"]);
         assert_eq!(
             env.strings("SELECT message FROM events WHERE kind = 'lock-takeover'")
                 .len(),
             1
-        );
-        assert_eq!(
-            env.int("SELECT count(*) FROM locks"),
-            0,
-            "released at the end"
         );
     }
 
@@ -166,21 +182,8 @@ both_backends! {
         env.config("[batch.b]\nrunners = 2\n");
         env.add_items("b", 3);
         let w = worker(&env);
-        let mut a = env.spawn_with("a", &["run", "b", "-j", "1", "--", &w], &[("SLOW", "1000")]);
-        wait_for("k1 started", || env.path("started-k1").exists());
-        signal(a.id(), Signal::SIGKILL);
-        a.wait().unwrap();
-        wait_for("the orphaned worker's sleep", || pids_with(&marker(&env)).len() == 1);
-
-        let out = env.cmd().args(["run", "b", "--", &w]).output().unwrap();
-        assert!(out.status.success(), "{}", stdout(&out));
-        assert!(stdout(&out).contains("3 done"), "{}", stdout(&out));
-        assert_eq!(env.run_states(), ["crashed", "ok"]);
-        assert!(pids_with(&marker(&env)).is_empty(), "the dead run's worker stopped");
-        let mut effects = side_effects(&env);
-        effects.sort();
-        assert_eq!(effects, ["local k1", "local k2", "local k3"]);
-        assert_eq!(env.int("SELECT count(*) FROM locks"), 0, "no seat left behind");
+        crash_while_k1_runs(&env, &w);
+        rerun_replaces_it(&env, &w);
     }
 
     fn claims_of_a_run_already_marked_crashed_are_taken_back_at_once(env) {

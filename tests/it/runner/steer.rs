@@ -384,7 +384,7 @@ both_backends! {
         let asked = out.json();
         assert_eq!(
             asked["runners"][0]["runner"].as_str().unwrap(),
-            format!("{}@{}", runner.id(), asked["runners"][0]["host"].as_str().unwrap())
+            format!("{}:{}", asked["runners"][0]["host"].as_str().unwrap(), runner.id())
         );
         wait_for("the runner to hear the stop", || {
             env.output_of("run").1.contains("stopping (asked by")
@@ -445,7 +445,7 @@ fn cancel_and_stop_from_another_host_on_postgresql() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&stop.stdout);
-    assert!(said.contains(&format!("{}@host-a", runner.id())), "{said}");
+    assert!(said.contains(&format!("host-a:{}", runner.id())), "{said}");
     let status = runner.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
     assert_no_process_left(&marker);
