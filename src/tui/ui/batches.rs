@@ -87,6 +87,15 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         .as_ref()
         .map(|i| detail_lines(app, i, area.width, room))
         .unwrap_or_default();
+    // A long line (a schedule's missed fires, who paused and why, a crash's
+    // reason) wraps into rows left free: those the activity below does not
+    // need, or, with no room for it, every row the detail's box takes.
+    let spare = if room >= lines.len() + ACTIVITY_ROWS as usize {
+        room - ACTIVITY_ROWS as usize
+    } else {
+        room
+    };
+    let lines = super::wrap_lines(lines, (area.width as usize).saturating_sub(2), spare, LABEL);
     let [top, rest] =
         Layout::vertical([Constraint::Length(table_rows + 3), Constraint::Fill(1)]).areas(area);
     let detail_rows = lines.len() as u16 + 2;
@@ -107,7 +116,6 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
                 app.setup.palette.style(Role::Title),
             )],
         );
-        let lines = super::fit_lines(lines, (middle.width as usize).saturating_sub(2));
         f.render_widget(Paragraph::new(lines).block(block), middle);
     }
     if bottom.height >= ACTIVITY_ROWS {

@@ -115,6 +115,82 @@ pub fn fit_lines(lines: Vec<Line<'static>>, max: usize) -> Vec<Line<'static>> {
     lines.into_iter().map(|l| fit_line(l, max)).collect()
 }
 
+/// Lines of at most `max` cells in at most `rows` rows: a line too long
+/// is wrapped (at a space when one is near the end, each continuation
+/// after `indent` blank cells, under its label) while rows are left, from
+/// the first line down; what still does not fit is cut as [`fit_line`]
+/// cuts it. A pane with rows to spare then shows a long line whole, where
+/// it was cut with rows free beneath it.
+pub fn wrap_lines(
+    lines: Vec<Line<'static>>,
+    max: usize,
+    rows: usize,
+    indent: usize,
+) -> Vec<Line<'static>> {
+    let mut out = lines;
+    let mut i = 0;
+    while i < out.len() {
+        if out.len() < rows
+            && max > indent + 1
+            && let Some((head, tail)) = split_line(&out[i], max)
+        {
+            out[i] = head;
+            let mut spans = vec![Span::raw(" ".repeat(indent))];
+            spans.extend(tail.spans);
+            out.insert(i + 1, Line::from(spans));
+        }
+        i += 1;
+    }
+    fit_lines(out, max)
+}
+
+/// A line longer than `max` cells as its first `max` cells (ended at a
+/// space within the last third, when there is one) and the rest; `None`
+/// when it fits.
+fn split_line(line: &Line<'static>, max: usize) -> Option<(Line<'static>, Line<'static>)> {
+    let chars: Vec<(char, ratatui::style::Style)> = line
+        .spans
+        .iter()
+        .flat_map(|s| s.content.chars().map(move |c| (c, s.style)))
+        .collect();
+    let (mut used, mut end) = (0, 0);
+    for (c, _) in &chars {
+        let w = text::width(c.encode_utf8(&mut [0; 4]));
+        if used + w > max {
+            break;
+        }
+        used += w;
+        end += 1;
+    }
+    if end == chars.len() {
+        return None;
+    }
+    let space = chars[..end]
+        .iter()
+        .rposition(|(c, _)| *c == ' ')
+        .filter(|at| *at >= end - end / 3 && *at > 0);
+    let (head, rest) = match space {
+        Some(at) => (&chars[..at], &chars[at + 1..]),
+        None => (&chars[..end], &chars[end..]),
+    };
+    // The continuation starts at its text, under the others' (a break
+    // right before a space would indent it one more).
+    let blank = rest.iter().take_while(|(c, _)| *c == ' ').count();
+    Some((spans_of(head), spans_of(&rest[blank..])))
+}
+
+/// Characters with their styles back into spans, one a run of a style.
+fn spans_of(chars: &[(char, ratatui::style::Style)]) -> Line<'static> {
+    let mut spans: Vec<Span<'static>> = Vec::new();
+    for (c, style) in chars {
+        match spans.last_mut() {
+            Some(last) if last.style == *style => last.content.to_mut().push(*c),
+            _ => spans.push(Span::styled(c.to_string(), *style)),
+        }
+    }
+    Line::from(spans)
+}
+
 /// Cells a key column may take in a pane this wide. Hashed keys are told
 /// apart by a prefix, as git's short hashes are; the label beside the key
 /// names the item, so it gets the room.
@@ -324,6 +400,48 @@ pub(crate) fn drawn_rows(app: &App) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A long line wraps under its label while rows are left (at a space
+    /// near the end, its styles kept, wide characters by display width);
+    /// past the rows, it is cut with `…` as before.
+    #[test]
+    fn a_long_line_wraps_into_rows_left_and_is_cut_past_them() {
+        use ratatui::style::{Modifier, Style};
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let line = || {
+            Line::from(vec![
+                Span::styled("paused    ", bold),
+                Span::raw("メンテナンス中 データベース移行のため一時停止 (root@vm, 3m ago)"),
+            ])
+        };
+        let text = |l: &Line<'_>| {
+            l.spans
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect::<String>()
+        };
+        let wrapped = wrap_lines(vec![line()], 40, 3, 10);
+        let rows: Vec<String> = wrapped.iter().map(text).collect();
+        assert_eq!(
+            rows,
+            [
+                "paused    メンテナンス中",
+                "          データベース移行のため一時停止",
+                "          (root@vm, 3m ago)"
+            ]
+        );
+        assert!(rows.iter().all(|r| text::width(r) <= 40), "{rows:?}");
+        assert_eq!(wrapped[0].spans[0].style, bold, "styles kept");
+        let cut: Vec<String> = wrap_lines(vec![line()], 40, 1, 10)
+            .iter()
+            .map(text)
+            .collect();
+        assert_eq!(cut.len(), 1);
+        assert!(
+            cut[0].ends_with('…') && text::width(&cut[0]) <= 40,
+            "{cut:?}"
+        );
+    }
     use super::*;
 
     #[test]
