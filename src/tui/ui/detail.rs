@@ -52,7 +52,10 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         all.len()
     );
     let room = (area.width as usize).saturating_sub(4);
-    let name = super::item_name(&detail.key, label, super::key_width(area.width));
+    // The label gives way, so the title still says where in the detail
+    // this is (it was cut after a long label, the batch and lines lost).
+    let name_room = room.saturating_sub(text::width("Item ") + text::width(&place));
+    let name = super::item_name_within(&detail.key, label, super::key_width(area.width), name_room);
     let back = " · Esc: back";
     let used = text::width("Item ") + text::width(&name) + text::width(&place);
     let mut title = vec![

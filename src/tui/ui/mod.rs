@@ -230,10 +230,18 @@ pub fn label_beside<'a>(key: &str, label: &'a str, key_cells: usize) -> &'a str 
 /// beside it (the key alone when the label is the key). Inert; the key cut
 /// to `key_cells`.
 pub fn item_name(key: &str, label: &str, key_cells: usize) -> String {
+    item_name_within(key, label, key_cells, usize::MAX)
+}
+
+/// [`item_name`] in at most `max` cells: the label is cut (with `…`) to
+/// leave the key whole, as a title needs room for what follows it.
+pub fn item_name_within(key: &str, label: &str, key_cells: usize, max: usize) -> String {
     if label.is_empty() || label == key {
-        return clean(key, key_cells);
+        return clean(key, key_cells.min(max));
     }
-    crate::key::named(&short_key(key, key_cells), &sanitize::line(label))
+    let key = short_key(key, key_cells);
+    let room = max.saturating_sub(text::width(&key) + 3).max(4);
+    crate::key::named(&key, &clean(label, room))
 }
 
 /// A table of a text column then `N` columns of counts: the counts as
@@ -400,6 +408,19 @@ pub(crate) fn drawn_rows(app: &App) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A title names the item in the room it has: the label cut, the key
+    /// kept (the item detail's title lost its place in the detail after a
+    /// long label, with two `…` in a row).
+    #[test]
+    fn an_item_named_within_a_width_cuts_its_label_and_keeps_its_key() {
+        let label = "東京の天気予報 第11回 🌸 とても長いラベルの記事タイトルです";
+        let named = item_name_within("記事-0011", label, 9, 30);
+        assert!(text::width(&named) <= 30, "{named}");
+        assert!(named.ends_with("… (記事-0011)"), "{named}");
+        assert_eq!(item_name_within("k1", "short", 9, 30), "short (k1)");
+        assert_eq!(item_name("k1", "", 9), "k1");
+    }
 
     /// A long line wraps under its label while rows are left (at a space
     /// near the end, its styles kept, wide characters by display width);
