@@ -154,7 +154,7 @@ pub const BINDINGS: &[Binding] = &[
     only(bind(Normal, &[ch('b')], Intent::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log]),
     writes(bind(Normal, &[ch('r')], Intent::Resume, "start a run (resume) of the batch", Some("run"))),
     writes(bind(Normal, &[ch('p')], Intent::TogglePause, "pause (asks why) / unpause the batch", Some("pause"))),
-    writes(only(bind(Normal, &[ch(' ')], Intent::ToggleMark, "mark / unmark the item; R and x then act on the marked", None), LISTS)),
+    writes(only(bind(Normal, &[ch(' ')], Intent::ToggleMark, "mark / unmark the item; R, x and c then act on the marked", None), LISTS)),
     writes(only(bind(Normal, &[ch('R')], Intent::RequeueSelected, "requeue the selected failed item (or the marked)", Some("requeue")), LISTS)),
     writes(only(bind(Normal, &[ch('A')], Intent::RequeueAll, "requeue all failed items shown (asks)", Some("all")), LISTS)),
     writes(only(bind(Normal, &[ch('x')], Intent::SkipSelected, "mark the selected item skipped, or the marked (asks)", Some("skip")), LISTS)),

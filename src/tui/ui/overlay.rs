@@ -7,7 +7,7 @@ use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use super::{clean, fit_lines, num, wrap};
+use super::{clean, fit_lines, num, wrap, wrap_lines};
 use crate::tui::action::{Pane, Write};
 use crate::tui::app::App;
 use crate::tui::keymap::{self, Mode};
@@ -95,8 +95,10 @@ pub fn help(app: &App, f: &mut Frame, area: Rect) {
     let height = area.height.saturating_sub(2);
     let rect = centered(area, area.width.saturating_sub(4).min(100), height);
     let visible = rect.height.saturating_sub(2) as usize;
+    // Each description whole, wrapped under itself (the box scrolls): cut,
+    // the longer ones lost what they say at 80 columns.
+    let lines = wrap_lines(lines, rect.width.saturating_sub(2) as usize, usize::MAX, 20);
     let scroll = app.help_scroll.min(lines.len().saturating_sub(visible));
-    let lines = fit_lines(lines, rect.width.saturating_sub(2) as usize);
     clear(f, rect);
     f.render_widget(
         Paragraph::new(lines.into_iter().skip(scroll).collect::<Vec<_>>()).block(popup(

@@ -313,6 +313,21 @@ fn overlays_help_confirm_prompt() {
     );
 }
 
+/// The help at 80 columns gives every description whole, wrapped under
+/// itself: the longer ones were cut (`c`'s "to manual (asks)" lost).
+#[test]
+fn the_help_wraps_what_it_cannot_fit() {
+    let mut keys = vec![Intent::Help];
+    keys.extend(std::iter::repeat_n(Intent::Down, 60));
+    let shown = screen(Palette::Mono, (80, 24), &keys);
+    assert!(
+        shown.contains("worker, to manual (asks)  (Items, Dead letters)"),
+        "{shown}"
+    );
+    assert!(shown.contains("Esc clear."), "{shown}");
+    assert!(!shown.contains('…'), "{shown}");
+}
+
 #[test]
 fn since_you_last_looked() {
     let fx = fixture();
