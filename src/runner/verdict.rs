@@ -160,6 +160,17 @@ impl Verdict {
                 EventKind::Failed,
                 format!("{class}: {message} (attempt {attempt}; the next cycle retries it)"),
             ),
+            // Past the limit, an item requeued after its attempts were
+            // used has one attempt a requeue: "attempt 3 of 2" said nothing.
+            Verdict::Quarantine {
+                attempts_used: true,
+            } if attempt > p.max_attempts => (
+                EventKind::Quarantined,
+                format!(
+                    "{class}: {message} (attempt {attempt}, past max_attempts {}: a requeue after its attempts were used gives one; quarantined)",
+                    p.max_attempts
+                ),
+            ),
             Verdict::Quarantine {
                 attempts_used: true,
             } => (
@@ -396,6 +407,18 @@ mod tests {
                 (
                     EventKind::Quarantined,
                     "TempFail: 503 from upstream (attempt 5 of 5; quarantined)",
+                ),
+            ),
+            row(
+                "requeued after its attempts were used: its one attempt, said so",
+                transient(),
+                attempt(6, 0),
+                Verdict::Quarantine {
+                    attempts_used: true,
+                },
+                (
+                    EventKind::Quarantined,
+                    "TempFail: 503 from upstream (attempt 6, past max_attempts 5: a requeue after its attempts were used gives one; quarantined)",
                 ),
             ),
             row(
