@@ -37,6 +37,8 @@ pub enum KeyError {
     KeyTooLong,
     #[error("key contains a control character")]
     ControlInKey,
+    #[error("\"key\" is only blank space, which no view could show")]
+    BlankKey,
 }
 
 /// How keys are derived for a batch.
@@ -507,6 +509,9 @@ fn explicit_key(obj: &Fields) -> Result<(String, String), KeyError> {
     }
     if key.chars().any(char::is_control) {
         return Err(KeyError::ControlInKey);
+    }
+    if key.trim().is_empty() {
+        return Err(KeyError::BlankKey);
     }
     let label = match obj.get("label") {
         Some(Field::Text(s)) if !s.is_empty() => s.clone(),

@@ -373,3 +373,22 @@ fn a_number_out_of_range_anywhere_is_refused() {
         );
     }
 }
+
+/// A key of blank space was accepted and then shown as nothing in every
+/// list; one with words and spaces is a key like any other.
+#[test]
+fn a_blank_key_is_refused() {
+    for line in [r#"{"key":"   "}"#, r#"{"key":"\u3000"}"#] {
+        assert_eq!(
+            derive_line(line, &KeySpec::Explicit),
+            key_error(KeyError::BlankKey),
+            "{line}"
+        );
+    }
+    assert_eq!(
+        derive_line(r#"{"key":" a b "}"#, &KeySpec::Explicit)
+            .unwrap()
+            .key,
+        " a b "
+    );
+}
