@@ -408,32 +408,56 @@ pub struct Dashboard {
 pub struct AliveWatch {
     batches: Vec<BatchInfo>,
     daemons: Vec<DaemonInfo>,
+    /// The first moment the selected batch's waits change with no write:
+    /// a retry falls due, a claimed retry's backoff ends, a hold ends.
+    due: Option<Millis>,
 }
 
 impl Dashboard {
     #[must_use]
-    pub fn alive_watch(&self) -> AliveWatch {
+    /// What a poll at `read` (when this was read) saw, to tell whether a
+    /// later one would see otherwise without a write.
+    pub fn alive_watch(&self, read: Millis) -> AliveWatch {
+        let held = self
+            .batches
+            .iter()
+            .filter_map(|b| b.info.hold.as_ref().map(|h| h.until));
+        let due = self
+            .retry
+            .as_ref()
+            .and_then(|(_, tier)| tier.next_at)
+            .into_iter()
+            .chain(self.retry_waiting.next)
+            .chain(held)
+            .filter(|t| *t > read)
+            .min();
         AliveWatch {
             batches: self.batches.iter().map(|b| b.info.clone()).collect(),
             daemons: self.daemons.clone(),
+            due,
         }
     }
 }
 
 impl AliveWatch {
-    /// Would a poll at `now` judge any of them otherwise?
+    /// Would a poll at `now` judge any of them otherwise? (Also once a
+    /// wait it read has ended: the view said "next at 07:36Z" for up to a
+    /// minute after.)
     #[must_use]
     pub fn changed(&self, now: Millis) -> bool {
-        self.batches.iter().any(|info| {
-            let again = crate::store::ops::liveness::runners(info, now, |_| {
-                Ok::<_, ()>(info.runners.orphan_attempts.clone())
-            });
-            again
-                .is_ok_and(|r| r.seats != info.runners.seats || r.last_run != info.runners.last_run)
-        }) || self
-            .daemons
-            .iter()
-            .any(|d| crate::store::ops::liveness::daemon_state(&d.daemon, now) != d.state)
+        self.due.is_some_and(|t| now >= t)
+            || self.batches.iter().any(|info| {
+                let again = crate::store::ops::liveness::runners(info, now, |_| {
+                    Ok::<_, ()>(info.runners.orphan_attempts.clone())
+                });
+                again.is_ok_and(|r| {
+                    r.seats != info.runners.seats || r.last_run != info.runners.last_run
+                })
+            })
+            || self
+                .daemons
+                .iter()
+                .any(|d| crate::store::ops::liveness::daemon_state(&d.daemon, now) != d.state)
     }
 }
 

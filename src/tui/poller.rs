@@ -203,7 +203,7 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
         let searching =
             matches!(&result, Ok(d) if d.items.as_ref().is_some_and(|p| p.searching.is_some()));
         if let Ok(d) = &result {
-            alive = d.alive_watch();
+            alive = d.alive_watch(now);
             moving = refilling(d);
         }
         last = match &result {

@@ -606,14 +606,37 @@ mod tests {
             .unwrap();
         let d = store.dashboard(&DashQuery::default(), now).unwrap();
         assert!(d.batches[0].info.running());
-        let watch = d.alive_watch();
+        let watch = d.alive_watch(now);
         assert!(!watch.changed(now));
         c.kill().unwrap();
         c.wait().unwrap();
         assert!(watch.changed(now));
         let d = store.dashboard(&DashQuery::default(), now).unwrap();
         assert!(!d.batches[0].info.running());
-        assert!(!d.alive_watch().changed(now));
+        assert!(!d.alive_watch(now).changed(now));
+    }
+
+    /// A wait that ends writes nothing either (a hold, a retry falling
+    /// due): the watch says a poll past its end reads again, where the
+    /// view kept "held until …" or "next at 07:36Z" up to a minute after.
+    #[test]
+    fn the_alive_watch_notices_a_wait_ending() {
+        let (_dir, mut store) = store(1);
+        let now = crate::util::time::now_ms();
+        store.set_hold("b", now + 5_000, None).unwrap();
+        let q = DashQuery {
+            batch: Some("b".into()),
+            ..DashQuery::default()
+        };
+        let watch = store.dashboard(&q, now).unwrap().alive_watch(now);
+        assert!(!watch.changed(now + 4_999));
+        assert!(watch.changed(now + 5_000));
+        // Read after its end, an ended hold is nothing to wait for.
+        let later = store
+            .dashboard(&q, now + 6_000)
+            .unwrap()
+            .alive_watch(now + 6_000);
+        assert!(!later.changed(now + 60_000));
     }
 
     #[test]
