@@ -99,9 +99,15 @@ fn chained_on_lane(
 impl Slot {
     /// How many items to claim now: about `BATCH_TIME` of work, growing
     /// from one; one at a time when every claim must be weighed (rate
-    /// limit, cost budget). Takes them from `--limit`.
+    /// limit, cost budget), or when an answer may stop the calls after it
+    /// (a circuit breaker; a limit pool, whose 429 holds every batch of
+    /// it): requests sent ahead are in the worker's hands, and ran after
+    /// the trip or during the hold, every one a paid call. Takes them from
+    /// `--limit`.
     pub(super) fn take_batch(&mut self) -> usize {
-        let want = if self.cycle.chain {
+        let cfg = &self.cycle.cfg;
+        let ahead = self.cycle.chain && cfg.halt.is_none() && cfg.pool.is_none();
+        let want = if ahead {
             let fit = self.per_item.map_or(MAX_BATCH, |t| {
                 (BATCH_TIME.as_secs_f64() / t.as_secs_f64().max(1e-7)) as usize
             });

@@ -219,6 +219,45 @@ echo '{"ok":1}'"#);
         assert!(waits[0]["message"].as_str().unwrap().starts_with("waiting for pool openai: hold, next slot "), "{:?}", waits[0]);
     }
 
+    /// A persistent slot of a pooled batch sent requests ahead; after a
+    /// 429 held the pool they still reached the worker (10–11 calls in a
+    /// 4 s hold). One at a time, the next call waits the hold out.
+    fn a_persistent_pool_batch_starts_no_call_during_a_hold_it_was_given(env) {
+        let calls = env.path("calls.log");
+        let worker = r#"import json, sys, time
+seen = set()
+for line in sys.stdin:
+    k = json.loads(line)["key"]
+    open(CALLS, "a").write(f"{time.time()} {k}\n")
+    if k == "k25" and k not in seen:
+        seen.add(k)
+        error = {"error_class": "HTTP429", "transient": True, "retry_after_s": 2}
+        print(json.dumps({"key": k, "error": error}), flush=True)
+    else:
+        print(json.dumps({"key": k, "result": 1}), flush=True)
+"#;
+        env.write("pw.py", &worker.replace("CALLS", &format!("{:?}", calls.display().to_string())));
+        env.config(
+            "[limit.api]\ntokens = \"1000000/min\"\n\
+             [batch.b]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nlimit = \"api\"\ntoken_estimate = 10\n",
+        );
+        let keys: Vec<String> = (0..60).map(|i| format!("k{i:02}")).collect();
+        common::add_keys(&env, "b", &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        env.run(&["run", "b"]).code(0);
+        let log: Vec<(f64, String)> = common::lines(&calls)
+            .iter()
+            .map(|l| {
+                let (t, k) = l.split_once(' ').unwrap();
+                (t.parse().unwrap(), k.to_string())
+            })
+            .collect();
+        let at = log.iter().position(|(_, k)| k == "k25").unwrap();
+        let (t429, next) = (log[at].0, log[at + 1].0);
+        assert!(next >= t429 + 1.9, "a call {:.3} s into a 2 s hold: {log:?}", next - t429);
+        assert_eq!(env.status()["batches"][0]["done"], 60);
+    }
+
     fn unpause_leaves_a_pool_hold_on_and_says_so(env) {
         // Batch a's call answers 429, retry after an hour: the pool is held.
         let w = worker(&env, r#"echo '{"error_class":"RateLimitError","transient":true,"retry_after_s":3600}' >&2; exit 75"#);

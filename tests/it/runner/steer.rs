@@ -97,6 +97,36 @@ both_backends! {
         assert_eq!(order.get(paused + 1).map(String::as_str), Some("k5"), "{order:?}");
     }
 
+    /// The API goes down after a healthy phase: a persistent slot that had
+    /// sent a batch ahead let every request of it through after the trip
+    /// (46–64 paid calls at `concurrency = 1` where 3 tripped it). With a
+    /// breaker, a slot has one request at its worker at a time: after the
+    /// trip no call starts.
+    fn a_persistent_breaker_lets_no_call_through_after_its_trip(env) {
+        let calls = env.path("calls.log");
+        let worker = r#"import json, sys
+for line in sys.stdin:
+    k = json.loads(line)["key"]
+    open(CALLS, "a").write(k + "\n")
+    if k < "k100":
+        print(json.dumps({"key": k, "result": 1}), flush=True)
+    else:
+        error = {"error_class": "Down", "transient": True}
+        print(json.dumps({"key": k, "error": error}), flush=True)
+"#;
+        env.write("pw.py", &worker.replace("CALLS", &format!("{:?}", calls.display().to_string())));
+        env.config(
+            "[batch.b]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 0\nhalt = \"3 in a row\"\n",
+        );
+        let keys: Vec<String> = (0..200).map(|i| format!("k{:03}", i)).collect();
+        add_keys(&env, "b", &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        env.run(&["run", "b"]).code(1);
+        let failing = common::lines(&calls).iter().filter(|k| k.as_str() >= "k100").count();
+        assert_eq!(failing, 3, "calls to the failing API");
+        assert_eq!(env.status()["batches"][0]["paused"], true);
+    }
+
     fn halt_on_a_share_of_the_last_answers(env) {
         env.config("[batch.b]\nconcurrency = 1\nretries = 0\nhalt = \"50% of the last 4\"\n");
         // Answers: ok, fail, ok, fail -> 2 of the last 4 = 50%: trips at f2.
