@@ -32,7 +32,10 @@ pub(in crate::runner) async fn judge_failure(
     }
     let policy = Policy::of(&cycle.cfg);
     let now = now_ms();
-    let stopping = cycle.stopping().is_some();
+    // `max_cost` reached (this attempt's cost counted above) stops the
+    // cycle: no immediate retry, a paid call like any other, starts after
+    // it (three ran past the cap, to 240 % of it at one slot).
+    let stopping = crate::runner::slot::claim::budget_spent(cycle) || cycle.stopping().is_some();
     let held_until = cycle.gate.held_until();
     let v = verdict::judge(
         failed,

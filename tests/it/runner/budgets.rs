@@ -278,6 +278,22 @@ both_backends! {
         assert_eq!(starts(&env).len(), 4);
     }
 
+    /// `max_cost` stops immediate retries too: a retry is a paid call, and
+    /// three ran past a cap of 0.05 at 0.02 an attempt (to 0.12).
+    fn max_cost_stops_immediate_retries_too(env) {
+        let w = worker(&env, "0.02", "echo '{\"error_class\":\"Down\",\"transient\":true}' >&2; exit 75");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nmax_cost = 0.05\n\
+             retries = 5\nbackoff = \"0s\"\nbackoff_max = \"0s\"\nmax_attempts = 10\n"
+        ));
+        add(&env, "a", &["k1", "k2", "k3"]);
+        env.run(&["run", "a"]).code(1);
+        // 0.02, 0.04, then 0.06 reaches the cap: nothing starts after it.
+        assert_eq!(starts(&env).len(), 3, "{:?}", starts(&env));
+        let summary = env.status()["batches"][0]["last_run"]["summary"].as_str().unwrap().to_string();
+        assert!(summary.contains("stopped: max_cost reached"), "{summary}");
+    }
+
     /// With `max_cost`, the dry run says how many items a run takes before
     /// it has spent that, where it said only that it would run them all;
     /// and a run then takes that many.
