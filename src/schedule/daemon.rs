@@ -20,7 +20,7 @@ use super::outcome::{Outcome, describe};
 use super::plan::{Decision, Observed, Plan};
 use crate::model::{DAEMON_BEAT, EventKind, Fire, Holder, NewEvent, RunState};
 use crate::runner::{self, EventLog, RunOptions, RunReport, Signal};
-use crate::store::{Access, Store};
+use crate::store::{Access, Store, StoreIdentity, Verdict};
 use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
 use crate::util::{identity, time};
@@ -115,12 +115,17 @@ pub async fn run(
         me,
     };
     d.announce_start()?;
+    let identity = d.store.identity();
     // Whether anyone can still ask us to stop or reload (the signal task
     // is alive).
     let mut listening = true;
     let mut reloadable = true;
     while *stop.borrow() == 0 {
         let now = crate::util::time::now();
+        if replaced(identity.as_ref()) {
+            d.abandon().await;
+            return Err(crate::store::StoreError::Replaced(db.to_path_buf()).into());
+        }
         d.beat();
         d.watch_emergency_file();
         for i in 0..d.targets.len() {
@@ -151,7 +156,32 @@ pub async fn run(
     Ok(())
 }
 
+/// Whether the store at the daemon's path is another than the one it
+/// opened (deleted, or replaced by `mv backup.db nightshift.db`), as a run
+/// checks it: the daemon's cycles ran in the new store while its fire
+/// records and heartbeat went to the old file.
+fn replaced(identity: Option<&StoreIdentity>) -> bool {
+    matches!(
+        identity.map(|i| tokio::task::block_in_place(|| i.check())),
+        Some(Verdict::Changed)
+    )
+}
+
 impl Daemon {
+    /// The store was replaced under the daemon: no more fires, its cycles
+    /// stopped at once (each sees the same and writes nothing more), and
+    /// nothing recorded in either store.
+    async fn abandon(&mut self) {
+        warn(&format!(
+            "the store {} was deleted or replaced under this daemon: no more fires; running cycles stop at once",
+            self.db.display()
+        ));
+        for r in self.running.values() {
+            let _ = r.stop.send(Signal::Immediate);
+        }
+        while self.cycles.join_next().await.is_some() {}
+    }
+
     /// Stores each batch's next fire and says the daemon took it over.
     fn announce_start(&mut self) -> anyhow::Result<()> {
         tokio::task::block_in_place(|| self.store.daemon_started(&self.me, now_ms()))?;

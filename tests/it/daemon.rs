@@ -525,3 +525,51 @@ fn sighup_reloads_the_config_and_a_bad_one_is_refused() {
     let exit = daemon.terminate();
     assert_eq!(exit.code(), Some(0), "{exit:?}");
 }
+
+/// A store deleted or replaced under the daemon (`mv` a backup into its
+/// place): the daemon went on firing, its cycles ran in the new store
+/// while its fire records and heartbeat went to the old file, and with the
+/// store gone it failed every fire forever without exiting. It stops, as
+/// a run does: exit 3, nothing run in the new store.
+#[test]
+fn a_store_replaced_under_the_daemon_stops_it() {
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"* * * * * *\"\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    wait_for("the first item done", || {
+        batch(&env.status(), "b")["done"] == 1
+    });
+    let old = env.path("old");
+    std::fs::create_dir(&old).unwrap();
+    for entry in std::fs::read_dir(env.dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("nightshift.db") {
+            std::fs::rename(&path, old.join(name)).unwrap();
+        }
+    }
+    env.cmd().arg("init").assert().success();
+    add(&env, "b", &["fresh"]);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < PATIENCE, "the daemon did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(3));
+    let err = std::fs::read_to_string(env.path("daemon.err")).unwrap();
+    assert!(err.contains("deleted or replaced"), "{err}");
+    let b = batch(&env.status(), "b");
+    assert_eq!(
+        (b["pending"].as_i64(), b["last_run"].is_null()),
+        (Some(1), true),
+        "{b}"
+    );
+}
