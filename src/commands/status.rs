@@ -316,6 +316,7 @@ fn batch_json(
             "at": s.next.map(|t| rfc3339(t.timestamp_millis())),
             "fires": s.live,
             "why": s.no_daemon(now),
+            "config_differs": s.config_differs,
         })),
         "daemon": seen.and_then(|s| s.daemon).map(|d| json!({
             "live": d.live(),
@@ -379,8 +380,21 @@ fn schedule_lines(
                 cfg.timezone.name()
             ));
         }
-        for at in next_fires(ctx, &info.name, now, 3) {
-            lines.push(format!("  {} ({})", local(at), relative(at, now)));
+        match seen.filter(|s| s.config_differs).and_then(|s| s.next) {
+            // The live daemon fires what it read, not what the file says.
+            Some(next) => {
+                let at = next.timestamp_millis();
+                lines.push(format!(
+                    "  {} ({}), as the live daemon planned it: this file's schedule differs                      (it was edited since the daemon read it; SIGHUP to the daemon reloads it)",
+                    local(at),
+                    relative(at, now)
+                ));
+            }
+            None => {
+                for at in next_fires(ctx, &info.name, now, 3) {
+                    lines.push(format!("  {} ({})", local(at), relative(at, now)));
+                }
+            }
         }
         if let Some(o) = seen.and_then(|s| s.overdue) {
             lines.push(overdue_text(&o, |t| local(t.timestamp_millis())));

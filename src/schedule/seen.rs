@@ -21,8 +21,13 @@ pub struct ScheduleSeen<'a> {
     pub daemon: Option<&'a DaemonInfo>,
     /// A live daemon fires it.
     pub live: bool,
-    /// The schedule's next fire time (it fires only if `live`).
+    /// The schedule's next fire time (it fires only if `live`): the one
+    /// the live daemon planned, else the config's.
     pub next: Option<DateTime<Utc>>,
+    /// A live daemon plans another next fire than this config's schedule
+    /// gives: it fires the config it read (a file edited since, not
+    /// reloaded with SIGHUP).
+    pub config_differs: bool,
     /// With no live daemon: the fire times passed since the stored next
     /// fire, which nobody fired.
     pub overdue: Option<Overdue>,
@@ -92,10 +97,15 @@ pub fn seen<'a>(
             })
             .flatten()
     };
+    let from_config = schedule.next_after(at, tz);
+    // What the live daemon stored is what fires (`daemon::announce`), not
+    // what the file says now.
+    let planned = info.next_fire.filter(|t| live && *t > now).map(to_datetime);
     ScheduleSeen {
         daemon,
         live,
-        next: schedule.next_after(at, tz),
+        next: planned.or(from_config),
+        config_differs: planned.is_some() && planned != from_config,
         overdue,
     }
 }

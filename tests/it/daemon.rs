@@ -573,3 +573,41 @@ fn a_store_replaced_under_the_daemon_stops_it() {
         "{b}"
     );
 }
+
+/// The config edited while the daemon runs, with no SIGHUP: every view
+/// said the file's next fires while the daemon fired the schedule it had
+/// read. They say the fire the live daemon planned, and that the file
+/// differs.
+#[test]
+fn status_says_what_the_live_daemon_fires_when_the_file_differs() {
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+    // Once a day: no fire moves the plan while the test reads it.
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"30 4 * * *\"\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    wait_for("the daemon's plan", || {
+        batch(&env.status(), "b")["next_fire"]["fires"] == true
+    });
+    let planned = batch(&env.status(), "b")["next_fire"]["at"].clone();
+    assert!(
+        planned.as_str().unwrap().ends_with("T04:30:00Z"),
+        "{planned}"
+    );
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"0 3 * * *\"\ntimezone = \"Asia/Tokyo\"\n",
+    );
+    let b = batch(&env.status(), "b");
+    assert_eq!(b["next_fire"]["at"], planned, "{b}");
+    assert_eq!(b["next_fire"]["config_differs"], true, "{b}");
+    let text = env.run(&["status"]).code(0).stdout.clone();
+    assert!(
+        text.contains("as the live daemon planned it: this file's schedule differs"),
+        "{text}"
+    );
+    assert!(daemon.terminate().success());
+}
