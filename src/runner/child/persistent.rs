@@ -89,6 +89,11 @@ pub struct Persistent {
     pgid: Option<u32>,
     /// The last non-empty stderr line, for messages when the worker dies.
     stderr_last: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// The first `@nightshift …` line on stderr: process mode's channel
+    /// for cost, usage and op ids, which a persistent worker's stderr is
+    /// not (it cannot be told which request a line is about). Said once,
+    /// so a cost reported there is not lost in silence.
+    stderr_report: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     /// Requests not yet written to the worker's stdin, from `sent`.
     out: Vec<u8>,
@@ -149,8 +154,10 @@ impl Persistent {
                 .ok_or_else(|| std::io::Error::other("no stdout"))?,
         );
         let stderr_last = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let stderr_report = std::sync::Arc::new(std::sync::Mutex::new(None));
         let stderr_task = child.stderr.take().map(|mut err| {
             let last = stderr_last.clone();
+            let report = stderr_report.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 16 * 1024];
                 let mut pending = Vec::new();
@@ -163,6 +170,12 @@ impl Persistent {
                         let line: Vec<u8> = pending.drain(..=pos).collect();
                         let text = String::from_utf8_lossy(&line).trim().to_string();
                         if !text.is_empty() {
+                            if text.starts_with("@nightshift ") {
+                                report
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .get_or_insert_with(|| bound_message(&text));
+                            }
                             *last.lock().unwrap_or_else(|p| p.into_inner()) =
                                 Some(bound_message(&text));
                         }
@@ -179,12 +192,21 @@ impl Persistent {
             stdout,
             pgid,
             stderr_last,
+            stderr_report,
             stderr_task,
             out: Vec::with_capacity(16 * 1024),
             sent: 0,
             line: Vec::new(),
             stray: None,
         })
+    }
+
+    /// The first `@nightshift` stderr line not yet said, if any (once).
+    pub fn take_stderr_report(&self) -> Option<String> {
+        self.stderr_report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// The worker's process id.

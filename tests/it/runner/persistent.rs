@@ -233,6 +233,27 @@ else:
 "#;
 
 both_backends! {
+    /// Process mode's `@nightshift cost=` line on a persistent worker's
+    /// stderr went uncounted in silence (`max_cost` and budgets never
+    /// tripped). It is still not read (no line says which request it is
+    /// about), but the run says so, once, with what to use instead.
+    fn a_cost_line_on_a_persistent_worker_s_stderr_is_said_not_read(env) {
+        env.write(
+            "pw.py",
+            "import json, sys\nfor line in sys.stdin:\n    k = json.loads(line)[\"key\"]\n    \
+             print(\"@nightshift cost=0.5\", file=sys.stderr, flush=True)\n    \
+             print(json.dumps({\"key\": k, \"result\": 1}), flush=True)\n",
+        );
+        env.config("[batch.b]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\nconcurrency = 1\n");
+        add_keys(&env, "b", &["k1", "k2", "k3"]);
+        let out = env.run(&["run", "b"]);
+        out.code(0);
+        assert!(out.stderr.contains("printed `@nightshift cost=0.5` on stderr, which is not read in persistent mode"), "{}", out.stderr);
+        let said = env.events("b", "stray-output");
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0]["message"].as_str().unwrap().contains("\"cost\", \"usage\", \"op_id\""), "{said:?}");
+    }
+
     fn results_errors_op_ids_and_crashes_are_classified_like_process_mode(env) {
         require!(Tool::Python3);
         setup(&env, "concurrency = 2\nretries = 2\n");

@@ -115,6 +115,8 @@ impl Slot {
 
     /// The slot ends: its worker is stopped and the stray lines counted.
     pub(super) async fn finish(&mut self) {
+        // A last one, printed after the slot's last answer was read.
+        self.stderr_report().await;
         self.stop_worker().await;
         if self.strays > 1 {
             let cycle = self.cycle.clone();
