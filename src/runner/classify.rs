@@ -173,8 +173,20 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 let usage = out.reported_usage.clone();
                 return usage.apply(out.reported_cost.clone().apply(empty));
             }
-            let mut parsed: Value = serde_json::from_str(trimmed)
-                .unwrap_or_else(|_| Value::String(trimmed.to_string()));
+            let strict = serde_json::from_str::<Value>(trimmed);
+            // Python's default `json.dumps` writes `NaN`: taken as text,
+            // the answer's cost and usage went uncounted in silence.
+            if strict.is_err() && !out.stdout_truncated && nan_in_object(trimmed) {
+                return Answer::Failed {
+                    transient: false,
+                    class: "InvalidJSON".into(),
+                    message: format!("stdout {NAN_HINT}"),
+                    retry_after: None,
+                    cost: None,
+                    usage: None,
+                };
+            }
+            let mut parsed: Value = strict.unwrap_or_else(|_| Value::String(trimmed.to_string()));
             if out.stdout_truncated {
                 parsed = serde_json::json!({
                     "truncated": true,
@@ -232,7 +244,10 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                     out.stderr_last_line
                         .as_deref()
                         .filter(|l| !l.trim().is_empty())
-                        .map(|l| format!("{default_message}: {}", stderr_said(l)))
+                        .map(|l| match nan_in_object(l.trim()) {
+                            true => format!("{default_message}: its error line {NAN_HINT}"),
+                            false => format!("{default_message}: {}", stderr_said(l)),
+                        })
                 })
                 .or_else(|| stdout_said(&out.stdout).map(|s| format!("{default_message}; {s}")))
                 .unwrap_or(default_message);
@@ -251,6 +266,36 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
             usage.apply(answer)
         }
     }
+}
+
+/// What a worker's `NaN` or `Infinity` costs it.
+const NAN_HINT: &str = "holds NaN or Infinity, which JSON does not have (Python: json.dumps(..., \
+     allow_nan=False)): its cost, usage and retry_after_s could not be read";
+
+/// Whether `text`, meant as a JSON object (it starts with `{`), holds
+/// `NaN` or `Infinity` outside its strings: JSON as Python writes it by
+/// default, which no JSON parser reads.
+fn nan_in_object(text: &str) -> bool {
+    if !text.starts_with('{') {
+        return false;
+    }
+    let (mut in_string, mut escaped) = (false, false);
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if bytes[i..].starts_with(b"NaN") || bytes[i..].starts_with(b"Infinity") {
+            return true;
+        }
+    }
+    false
 }
 
 /// A failed worker's last stderr line, with a hint when it is a JSON
@@ -413,6 +458,45 @@ impl Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Python's default `json.dumps` writes `NaN`: a result with it was
+    /// done with its cost and usage uncounted, an error line with it lost
+    /// its cost and `retry_after_s`. The result fails (`InvalidJSON`,
+    /// permanent) and the error says why; a `NaN` in a string is text.
+    #[test]
+    fn nan_from_python_is_refused_and_said() {
+        let rules = Rules::default();
+        for stdout in [
+            r#"{"ok":1,"cost":NaN}"#,
+            r#"{"usage":{"input_tokens":Infinity}}"#,
+            r#"{"x":-Infinity}"#,
+        ] {
+            match classify(&output(Exit::Code(0), stdout, None), &rules) {
+                Answer::Failed {
+                    transient: false,
+                    class,
+                    message,
+                    ..
+                } => {
+                    assert_eq!(class, "InvalidJSON");
+                    assert!(message.contains("allow_nan=False"), "{message}");
+                }
+                other => panic!("{stdout}: {other:?}"),
+            }
+        }
+        let text = classify(&output(Exit::Code(0), r#"{"note": "NaN"}"#, None), &rules);
+        assert!(matches!(text, Answer::Done { .. }), "{text:?}");
+        let line = r#"{"error_class":"RateLimitError","transient":true,"retry_after_s":NaN}"#;
+        match classify(&output(Exit::Code(75), "", Some(line)), &rules) {
+            Answer::Failed { message, .. } => {
+                assert!(
+                    message.contains("its error line holds NaN or Infinity"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     fn output(exit: Exit, stdout: &str, stderr_last: Option<&str>) -> Output {
         Output {
