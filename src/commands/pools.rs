@@ -89,7 +89,14 @@ pub fn pool_line(v: &PoolView, call: i64, now: Millis) -> String {
     if let Some(c) = v.concurrency {
         parts.push(format!("{}/{c} in flight", v.in_flight));
     }
-    let mut line = format!("pool {}: {}", v.name, parts.join(", "));
+    // A pool of a budget alone (said on its own line) has no limit here:
+    // `pool shared: ; today 48 calls` said nothing with a stray `;`.
+    let limits = if parts.is_empty() {
+        "no rate or concurrency limit".to_string()
+    } else {
+        parts.join(", ")
+    };
+    let mut line = format!("pool {}: {limits}", v.name);
     if let Some(h) = v.hold.as_ref().filter(|h| h.until > now) {
         line.push_str(&format!(
             "; held until {} (retry-after from {})",

@@ -224,6 +224,8 @@ both_backends! {
         assert_eq!(w["count"], 2);
         let text = env.run(&["status", "b"]).code(0).stdout.clone();
         assert!(text.contains("pool openai budget reached ($0.50 of $0.50 today)"), "{text}");
+        // A pool of a budget alone has no limit to list before its calls.
+        assert!(text.contains("pool openai: no rate or concurrency limit; today 2 calls"), "{text}");
     }
 
     /// Failed attempts cost too: 0.20 per failing attempt against 0.50 a
