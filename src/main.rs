@@ -26,6 +26,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
+    if matches!(cli.command, Some(nightshift::cli::Command::Daemon(_))) {
+        nightshift::util::signals::catch_early();
+    }
     let code = match commands::dispatch(cli) {
         Ok(exit) => exit,
         Err(err) if commands::is_broken_pipe(&err) => Exit::Ok,

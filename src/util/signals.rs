@@ -34,6 +34,32 @@ pub async fn count_termination(mut on_signal: impl FnMut(u32)) {
     }
 }
 
+/// Signals the daemon caught before its own handling began (see
+/// [`catch_early`]): a SIGHUP (a reload asked) and a SIGINT or SIGTERM (a
+/// stop asked).
+#[cfg(unix)]
+static EARLY: std::sync::OnceLock<(
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+)> = std::sync::OnceLock::new();
+
+/// Catches SIGHUP, SIGINT and SIGTERM from the daemon's first moment: a
+/// `systemctl reload` right after `start` came while the config loaded,
+/// before [`count_stops_and_reloads`] listened, and its default action
+/// killed the daemon (exit 129, nothing said). They are kept for it.
+#[cfg(unix)]
+pub fn catch_early() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let flags = EARLY.get_or_init(Default::default);
+    let _ = signal_hook::flag::register(SIGHUP, std::sync::Arc::clone(&flags.0));
+    for sig in [SIGINT, SIGTERM] {
+        let _ = signal_hook::flag::register(sig, std::sync::Arc::clone(&flags.1));
+    }
+}
+
+#[cfg(not(unix))]
+pub fn catch_early() {}
+
 /// The daemon's signals: `on_stop` with 1, 2, ... at each SIGINT or
 /// SIGTERM, `on_reload` at each SIGHUP (what systemd's `ExecReload=kill
 /// -HUP $MAINPID` sends), forever (spawn it, abort it when done).
@@ -48,6 +74,17 @@ pub async fn count_stops_and_reloads(mut on_stop: impl FnMut(u32), mut on_reload
         return;
     };
     let mut count = 0;
+    // What came before this listened (`catch_early`), acted on now.
+    if let Some((reload, stop)) = EARLY.get() {
+        use std::sync::atomic::Ordering::SeqCst;
+        if reload.swap(false, SeqCst) {
+            on_reload();
+        }
+        if stop.swap(false, SeqCst) {
+            count += 1;
+            on_stop(count);
+        }
+    }
     loop {
         tokio::select! {
             _ = int.recv() => {}
