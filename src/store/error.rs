@@ -41,6 +41,18 @@ pub enum Refusal {
          `requeue --outcome` runs a done item again)"
     )]
     CancelDone { key: String },
+    /// A second daemon for batches a live one schedules: each fire was
+    /// taken by both, recorded twice with outcomes that disagree, and the
+    /// loser's run stepped down, a run id each fire.
+    #[error(
+        "a live daemon ({holder}) already schedules {}: one daemon a batch (stop it first, or \
+         give each daemon batches of its own with --batch); nothing was started",
+        .batches.iter().map(|b| format!("{b:?}")).collect::<Vec<_>>().join(", ")
+    )]
+    DaemonLive {
+        holder: String,
+        batches: Vec<String>,
+    },
 }
 
 impl From<Refusal> for StoreError {

@@ -35,9 +35,15 @@ struct Daemon {
 
 impl Daemon {
     fn start(env: &Env) -> Daemon {
+        Daemon::start_with(env, &[])
+    }
+
+    /// `nightshift daemon ARGS`.
+    fn start_with(env: &Env, args: &[&str]) -> Daemon {
         let child = env
             .spawn_cmd()
             .arg("daemon")
+            .args(args)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(env.path("daemon.out")).unwrap())
             .stderr(std::fs::File::create(env.path("daemon.err")).unwrap())
@@ -610,4 +616,37 @@ fn status_says_what_the_live_daemon_fires_when_the_file_differs() {
         "{text}"
     );
     assert!(daemon.terminate().success());
+}
+
+/// A second daemon for the batches a live one schedules ran beside it:
+/// each fire taken by both, recorded twice with outcomes that disagreed,
+/// a stepped-down run each time. It is refused (exit 2), naming the live
+/// one; a daemon for other batches (`--batch`) still starts.
+#[test]
+fn a_second_daemon_for_the_same_batches_is_refused() {
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"30 4 * * *\"\n\
+         [batch.c]\nworker = [\"./w.sh\"]\nschedule = \"30 4 * * *\"\n",
+    );
+    let mut first = Daemon::start_with(&env, &["--batch", "b"]);
+    wait_for("the first daemon live", || {
+        batch(&env.status(), "b")["next_fire"]["fires"] == true
+    });
+    let ran = env.run(&["daemon"]);
+    ran.code(2);
+    assert!(
+        ran.stderr.contains("a live daemon (") && ran.stderr.contains("already schedules \"b\""),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(env.status()["daemons"].as_array().unwrap().len(), 1);
+    let mut other = Daemon::start_with(&env, &["--batch", "c"]);
+    wait_for("the daemon of c live", || {
+        batch(&env.status(), "c")["next_fire"]["fires"] == true
+    });
+    assert!(other.terminate().success());
+    assert!(first.terminate().success());
 }

@@ -3,7 +3,7 @@
 
 use super::liveness;
 use crate::model::{Daemon, DaemonInfo, Millis};
-use crate::store::{Result, Store};
+use crate::store::{Refusal, Result, Store};
 
 impl Store {
     /// Records a daemon starting, and forgets the records it replaces
@@ -11,6 +11,21 @@ impl Store {
     pub fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()> {
         self.write_tx(|tx| {
             let known = liveness::daemon_infos(tx.daemons_all()?, now);
+            // In the one transaction: two started at once cannot both pass.
+            if let Some(other) = known.iter().find(|o| {
+                o.daemon.token != d.token
+                    && o.live()
+                    && o.daemon.batches.iter().any(|b| d.batches.contains(b))
+            }) {
+                return Err(Refusal::DaemonLive {
+                    holder: other.daemon.holder.to_string(),
+                    batches: (other.daemon.batches.iter())
+                        .filter(|b| d.batches.contains(b))
+                        .cloned()
+                        .collect(),
+                }
+                .into());
+            }
             let gone = liveness::superseded(&known, d);
             if !gone.is_empty() {
                 tx.daemons_delete(&gone)?;
