@@ -51,7 +51,7 @@ pub fn render(
     };
     let mut hold = Family {
         name: "nightshift_batch_hold_seconds",
-        help: "Seconds left of a retry-after hold (0 if none): no call starts before.",
+        help: "Seconds left of a retry-after hold on the batch or its limit pool (0 if none): no call starts before.",
         samples: Vec::new(),
     };
     let mut budget_spent = Family {
@@ -133,10 +133,16 @@ pub fn render(
         }
         let one = |yes: bool| (format!("batch=\"{b}\""), f64::from(u8::from(yes)));
         paused.samples.push(one(scene.paused(info)));
+        // A pool's hold holds the batch as its own does (`status --short`
+        // says `held`): an alert on this metric missed it.
+        let pool_hold = match ctx.config.batch(&info.name).and_then(|c| c.pool.as_ref()) {
+            Some(p) => store.pool_hold(&p.name, now)?.map(|h| h.until),
+            None => None,
+        };
+        let until = info.held(now).map(|h| h.until).max(pool_hold);
         hold.samples.push((
             format!("batch=\"{b}\""),
-            info.held(now)
-                .map_or(0.0, |h| (h.until - now) as f64 / 1000.0),
+            until.map_or(0.0, |t| (t - now) as f64 / 1000.0),
         ));
         for s in scene.budgets.get(&info.name).into_iter().flatten() {
             let l = format!(

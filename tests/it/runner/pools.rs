@@ -291,6 +291,15 @@ for line in sys.stdin:
         let short = env.run(&["status", "--short"]).code(0).stdout.clone();
         let b = short.trim().split("  ").find(|p| p.starts_with("b ")).unwrap_or_default();
         assert!(b.ends_with(" held"), "{short}");
+        // And the metrics: an alert on the hold's seconds missed the pool's.
+        let metrics = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
+        let left: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("nightshift_batch_hold_seconds{batch=\"b\"} "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(left > 3000.0, "{metrics}");
     }
 
     /// A live run waiting for its pool's next slot: the item it has not
