@@ -413,6 +413,16 @@ impl Env {
     }
 }
 
+/// The value of the sample `name{labels}` in `--prometheus` text.
+pub fn metric(metrics: &str, sample: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {sample} in {metrics}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{sample}: {e}"))
+}
+
 /// Lines of a file (empty when it does not exist).
 pub fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)

@@ -275,12 +275,7 @@ both_backends! {
         assert!(short.contains(" no daemon ") && short.trim_end().ends_with(" missed"), "{short}");
         let metrics = out(&env, &["status", "--prometheus"]);
         assert!(metrics.lines().any(|l| l == "nightshift_daemon_up{batch=\"n\"} 0"), "{metrics}");
-        let missed: f64 = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("nightshift_missed_fires{batch=\"n\"} "))
-            .unwrap()
-            .parse()
-            .unwrap();
+        let missed = common::metric(&metrics, "nightshift_missed_fires{batch=\"n\"}");
         assert!(missed >= 2.0, "{metrics}");
         assert_eq!(env.snapshot(), before, "a view writes nothing");
 

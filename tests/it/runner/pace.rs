@@ -351,12 +351,7 @@ echo '"ok"'"#);
         assert!(text.contains("`nightshift unpause b` lifts it"), "{text}");
         assert!(env.run(&["status", "--short"]).stdout.contains("b 0✓ 1✗ held"));
         let metrics = env.run(&["status", "--prometheus"]).stdout.clone();
-        let left: f64 = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("nightshift_batch_hold_seconds{batch=\"b\"} "))
-            .unwrap()
-            .parse()
-            .unwrap();
+        let left = common::metric(&metrics, "nightshift_batch_hold_seconds{batch=\"b\"}");
         assert!((3000.0..=3600.0).contains(&left), "{left}");
 
         // The dry run: with work to do it says the run would wait.

@@ -293,12 +293,7 @@ for line in sys.stdin:
         assert!(b.ends_with(" held"), "{short}");
         // And the metrics: an alert on the hold's seconds missed the pool's.
         let metrics = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
-        let left: f64 = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("nightshift_batch_hold_seconds{batch=\"b\"} "))
-            .unwrap()
-            .parse()
-            .unwrap();
+        let left = common::metric(&metrics, "nightshift_batch_hold_seconds{batch=\"b\"}");
         assert!(left > 3000.0, "{metrics}");
     }
 
