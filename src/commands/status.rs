@@ -385,7 +385,8 @@ fn schedule_lines(
             Some(next) => {
                 let at = next.timestamp_millis();
                 lines.push(format!(
-                    "  {} ({}), as the live daemon planned it: this file's schedule differs                      (it was edited since the daemon read it; SIGHUP to the daemon reloads it)",
+                    "  {} ({}), as the live daemon planned it: this file's schedule differs \
+                     (it was edited since the daemon read it; SIGHUP to the daemon reloads it)",
                     local(at),
                     relative(at, now)
                 ));

@@ -612,7 +612,9 @@ fn status_says_what_the_live_daemon_fires_when_the_file_differs() {
     assert_eq!(b["next_fire"]["config_differs"], true, "{b}");
     let text = env.run(&["status"]).code(0).stdout.clone();
     assert!(
-        text.contains("as the live daemon planned it: this file's schedule differs"),
+        text.contains(
+            "as the live daemon planned it: this file's schedule differs (it was edited since"
+        ),
         "{text}"
     );
     assert!(daemon.terminate().success());
