@@ -104,7 +104,8 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     };
     // Finished, failed and to do: they add up to the batch (`Counts`).
     let c = &info.counts;
-    let mut right = vec![Span::styled(clean(&info.name, 40), p.style(Role::Title))];
+    // The counts and marks first: the name takes the room they leave.
+    let mut right = Vec::new();
     if let Some(pct) = c.percent() {
         right.push(Span::raw(format!(" {pct}%")));
     }
@@ -142,11 +143,11 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     }
     right.push(Span::raw(" "));
     let room = (area.width as usize).saturating_sub(used);
-    let marks: usize = right[1..].iter().map(|s| text::width(&s.content)).sum();
+    let marks: usize = right.iter().map(|s| text::width(&s.content)).sum();
     let Some(name) = summary_name(&info.name, marks, room) else {
         return;
     };
-    right[0] = Span::styled(name, p.style(Role::Title));
+    right.insert(0, Span::styled(name, p.style(Role::Title)));
     let width: usize = right.iter().map(|s| text::width(&s.content)).sum();
     if width <= room {
         let [_, r] =
