@@ -101,6 +101,17 @@ impl Scene {
     pub fn paused(&self, info: &BatchInfo) -> bool {
         info.pause.is_some() || self.emergency.is_some()
     }
+
+    /// Why a live daemon's fire of the batch runs nothing, if it does not:
+    /// the daemon records it skipped (`schedule::daemon`'s pause check).
+    pub fn fire_skipped(&self, info: &BatchInfo) -> Option<String> {
+        if self.emergency.is_some() {
+            return Some("the emergency stop file exists, so every fire is skipped".into());
+        }
+        info.pause
+            .as_ref()
+            .map(|_| "the batch is paused, so its fires are skipped".into())
+    }
 }
 
 /// `articles 812✓ 3✗ 185… ▶` per batch, for a tmux status bar: finished,

@@ -10,7 +10,7 @@ use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
 use crate::model::waiting;
 use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
-use crate::schedule::{ScheduleSeen, describe, fire_seen, overdue_text};
+use crate::schedule::{describe, fire_seen, overdue_text};
 use crate::store::{ItemFilter, Store, StoreError};
 use crate::util::noun;
 use crate::util::sanitize;
@@ -314,8 +314,8 @@ fn batch_json(
         "next_fires": schedule.map(|_| next_fires(ctx, &info.name, now, 3).into_iter().map(rfc3339).collect::<Vec<_>>()),
         "next_fire": seen.map(|s| json!({
             "at": s.next.map(|t| rfc3339(t.timestamp_millis())),
-            "fires": s.live,
-            "why": s.no_daemon(now),
+            "fires": s.live && scene.fire_skipped(info).is_none(),
+            "why": s.no_daemon(now).or_else(|| scene.fire_skipped(info)),
             "config_differs": s.config_differs,
         })),
         "daemon": seen.and_then(|s| s.daemon).map(|d| json!({
@@ -350,13 +350,10 @@ fn batch_json(
 /// The schedule, the next three fire times (or that no daemon fires them,
 /// and what it missed) and the last fire's outcome in plain words, times
 /// on the batch's wall clock.
-fn schedule_lines(
-    ctx: &Ctx,
-    info: &BatchInfo,
-    seen: Option<&ScheduleSeen>,
-    now: Millis,
-) -> Vec<String> {
+fn schedule_lines(ctx: &Ctx, info: &BatchInfo, scene: &Scene, now: Millis) -> Vec<String> {
     let mut lines = Vec::new();
+    let seen = scene.schedule(ctx, info);
+    let seen = seen.as_ref();
     let cfg = ctx.config.batch(&info.name);
     let local = |ms: Millis| match cfg {
         Some(c) => super::schedule::local(&crate::util::time::to_datetime(ms), c),
@@ -365,7 +362,10 @@ fn schedule_lines(
     if let Some((cfg, schedule)) = cfg.and_then(|c| c.schedule.as_ref().map(|s| (c, s))) {
         let (head, list) = match seen.and_then(|s| s.no_daemon(now)) {
             Some(why) => (format!("{why}, so nothing fires"), "its next fire times"),
-            None => (String::new(), "next fires"),
+            None => match scene.fire_skipped(info) {
+                Some(why) => (why, "its next fire times"),
+                None => (String::new(), "next fires"),
+            },
         };
         if head.is_empty() {
             lines.push(format!(
@@ -533,7 +533,7 @@ fn human(
                 run_text(r, RunSeen::Stored(r.state), now)
             ));
         }
-        lines.extend(schedule_lines(ctx, i, scene.schedule(ctx, i).as_ref(), now));
+        lines.extend(schedule_lines(ctx, i, scene, now));
         let waits = waiting_of(ctx, store, scene, i)?;
         if !waits.is_empty() {
             lines.push(format!("waiting: {}", waiting::describe(&waits, now)));

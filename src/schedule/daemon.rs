@@ -115,6 +115,7 @@ pub async fn run(
         me,
     };
     d.announce_start()?;
+    d.record_crashes();
     let identity = d.store.identity();
     // Whether anyone can still ask us to stop or reload (the signal task
     // is alive).
@@ -189,6 +190,30 @@ impl Daemon {
         self.announce(&format!("daemon on {holder} schedules"))
     }
 
+    /// Records the fires the last daemon left running as crashed: it
+    /// stopped mid-cycle, so no outcome was ever written (a second daemon
+    /// of these batches is refused, so none of them runs now). Each is run
+    /// again at the first step if `catch_up` covers it.
+    fn record_crashes(&mut self) {
+        let cut: Vec<(String, DateTime<Utc>)> = self
+            .targets
+            .iter()
+            .filter_map(|t| Some((t.plan.batch.clone(), t.plan.unrecorded_crash()?)))
+            .collect();
+        for (batch, at) in cut {
+            let fire = Fire {
+                at: at.timestamp_millis(),
+                outcome: Outcome::Crashed.as_str().to_string(),
+                reason: Some(
+                    "its cycle never ended: the daemon stopped mid-cycle (killed, or the machine went down)"
+                        .to_string(),
+                ),
+                run_id: None,
+            };
+            self.record(&batch, &fire);
+        }
+    }
+
     /// Takes the config as it is now (SIGHUP): a batch whose rule is
     /// unchanged keeps its plan (its next fire, a queued one) and gets the
     /// new options; running cycles go on as they started. A config that
@@ -218,10 +243,12 @@ impl Daemon {
         self.targets = targets
             .into_iter()
             .map(|mut t| {
-                if let Some(before) = old.remove(&t.plan.batch)
-                    && before.plan.same_rule(&t.plan)
-                {
-                    t.plan = before.plan;
+                if let Some(before) = old.remove(&t.plan.batch) {
+                    if before.plan.same_rule(&t.plan) {
+                        t.plan = before.plan;
+                    } else {
+                        t.plan.carry_over(before.plan);
+                    }
                 }
                 t
             })

@@ -24,5 +24,5 @@ mod tests;
 
 pub use crate::cron::{Schedule, ScheduleError};
 pub use outcome::{Outcome, describe, fire_seen};
-pub use plan::{Decision, MissedWhy, Observed, Overdue, Plan, RunWhy, Step, Stored};
+pub use plan::{Cut, Decision, MissedWhy, Observed, Overdue, Plan, RunWhy, Step, Stored};
 pub use seen::{ScheduleSeen, overdue_text};

@@ -47,6 +47,30 @@ pub struct Stored {
     pub next_fire: Option<DateTime<Utc>>,
     /// The last fire time any daemon handled.
     pub last_fire_at: Option<DateTime<Utc>>,
+    /// That fire's cycle never ended: its daemon stopped mid-cycle (killed,
+    /// or the machine went down).
+    pub cut_short: Option<Cut>,
+}
+
+/// How a fire cut short is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Its outcome still says `running`: nobody has recorded the crash.
+    Unrecorded,
+    /// A later run found its run dead and recorded the fire `crashed`.
+    Recorded,
+}
+
+impl Cut {
+    /// The cut a fire's stored outcome says, if any.
+    #[must_use]
+    pub fn of(outcome: &str) -> Option<Cut> {
+        match Outcome::parse(outcome)? {
+            Outcome::Running => Some(Cut::Unrecorded),
+            Outcome::Crashed => Some(Cut::Recorded),
+            _ => None,
+        }
+    }
 }
 
 /// The world as the daemon sees it at one moment.
@@ -68,6 +92,9 @@ pub enum RunWhy {
     CatchUp,
     /// The fire came while the previous cycle ran (`overlap = "queue"`).
     Queued,
+    /// The cycle of the fire at this time was cut short when the daemon
+    /// stopped; run again once on start, within `catch_up`.
+    Resume(DateTime<Utc>),
 }
 
 /// One thing to do (or record) about a fire time.
@@ -151,6 +178,9 @@ pub struct Plan {
     queued: Option<DateTime<Utc>>,
     /// When the daemon began watching: fire times before it were missed.
     started: DateTime<Utc>,
+    /// The fire whose cycle the last daemon left unfinished (see
+    /// [`Stored::cut_short`]), until the first step has handled it.
+    cut_short: Option<(DateTime<Utc>, Cut)>,
 }
 
 impl Plan {
@@ -213,7 +243,26 @@ impl Plan {
             next,
             queued: None,
             started: now,
+            cut_short: stored.last_fire_at.zip(stored.cut_short),
         }
+    }
+
+    /// Takes what this plan was doing that a new rule (a reloaded config)
+    /// must not lose: a fire queued behind the running cycle still runs
+    /// once it has ended, whatever `overlap` now says, as its record
+    /// (`queued`) promised.
+    pub fn carry_over(&mut self, before: Plan) {
+        self.queued = before.queued;
+        self.cut_short = None;
+    }
+
+    /// The fire the last daemon left running (its record still says
+    /// `running`): a daemon starting records it crashed before anything
+    /// else.
+    #[must_use]
+    pub fn unrecorded_crash(&self) -> Option<DateTime<Utc>> {
+        self.cut_short
+            .and_then(|(at, cut)| (cut == Cut::Unrecorded).then_some(at))
     }
 
     /// What a daemon starting at `now` would find passed since this plan
@@ -280,7 +329,9 @@ impl Plan {
     /// daemon need not even read the pause flag.
     #[must_use]
     pub fn is_due(&self, now: DateTime<Utc>, running: bool) -> bool {
-        self.next.is_some_and(|n| n <= now) || (self.queued.is_some() && !running)
+        self.next.is_some_and(|n| n <= now)
+            || (self.queued.is_some() && !running)
+            || self.cut_short.is_some()
     }
 
     /// Handles every fire time up to `obs.now`.
@@ -330,6 +381,17 @@ impl Plan {
                 decisions.push(self.decide(at, RunWhy::OnTime, folded, obs, &mut running));
             }
             self.next = self.schedule.next_after(obs.now, self.tz);
+        }
+        // A fire cut short by the last daemon's end runs again, once, unless
+        // a fire handled now (caught up, on time) does the same work.
+        if let Some((cut, _)) = self.cut_short.take() {
+            let handled = decisions
+                .iter()
+                .any(|d| !matches!(d, Decision::Missed { .. }));
+            let in_window = self.catch_up.is_some_and(|w| obs.now - cut <= delta(w));
+            if !handled && in_window {
+                decisions.push(self.decide(obs.now, RunWhy::Resume(cut), 0, obs, &mut running));
+            }
         }
         Step {
             decisions,
@@ -428,6 +490,10 @@ impl Plan {
                 RunWhy::Queued => {
                     Some("queued: it came while the previous cycle was still running".to_string())
                 }
+                RunWhy::Resume(cut) => Some(format!(
+                    "catch-up: resumes the fire at {}, whose cycle was cut short when the daemon stopped",
+                    self.local(*cut)
+                )),
             },
             Decision::SkipPaused { reason, .. } => Some(reason.clone()),
             Decision::SkipOverlap { already_queued, .. } => Some(if *already_queued {

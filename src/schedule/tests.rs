@@ -299,6 +299,7 @@ fn catch_up_runs_the_latest_missed_fire_once_within_the_window() {
     let stored = Stored {
         next_fire: Some(utc(2026, 5, 1, 10, 0)),
         last_fire_at: Some(utc(2026, 5, 1, 9, 0)),
+        cut_short: None,
     };
     let start = utc(2026, 5, 1, 13, 20);
     let mut sim = Sim::start(&c, stored, start);
@@ -339,6 +340,7 @@ fn catch_up_runs_the_latest_missed_fire_once_within_the_window() {
     let stored = Stored {
         next_fire: Some(utc(2026, 5, 1, 17, 0)),
         last_fire_at: Some(utc(2026, 4, 30, 17, 0)),
+        cut_short: None,
     };
     let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 20, 0));
     assert_eq!(
@@ -386,6 +388,7 @@ fn misses_older_than_the_window_are_recorded_not_run() {
     let stored = Stored {
         next_fire: Some(utc(2026, 5, 1, 10, 0)),
         last_fire_at: None,
+        cut_short: None,
     };
     let start = utc(2026, 5, 1, 13, 20);
     let missed = |why| {
@@ -423,6 +426,7 @@ fn misses_older_than_the_window_are_recorded_not_run() {
     let stored = Stored {
         next_fire: Some(utc(2026, 5, 1, 13, 0)),
         last_fire_at: None,
+        cut_short: None,
     };
     let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 0) + secs(5));
     assert!(matches!(
@@ -438,6 +442,7 @@ fn a_missed_fire_of_a_paused_batch_is_not_caught_up() {
     let stored = Stored {
         next_fire: Some(utc(2026, 5, 1, 13, 0)),
         last_fire_at: None,
+        cut_short: None,
     };
     let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 30));
     sim.paused = Some("emergency stop file /srv/PAUSED exists".into());
@@ -462,6 +467,7 @@ fn first_start_and_edited_schedules_miss_nothing() {
     let stored = Stored {
         next_fire: Some(utc(2026, 5, 2, 2, 0)),
         last_fire_at: Some(utc(2026, 5, 1, 2, 0)),
+        cut_short: None,
     };
     let sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 30));
     assert_eq!(sim.plan.next(), Some(utc(2026, 5, 1, 14, 0)));
@@ -469,6 +475,7 @@ fn first_start_and_edited_schedules_miss_nothing() {
     let stored = Stored {
         next_fire: None,
         last_fire_at: Some(utc(2026, 5, 1, 11, 0)),
+        cut_short: None,
     };
     let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 30));
     assert!(matches!(
@@ -532,6 +539,7 @@ fn a_long_outage_of_a_per_second_schedule_is_counted_cheaply() {
     let stored = Stored {
         next_fire: Some(utc(2026, 4, 1, 0, 0)),
         last_fire_at: None,
+        cut_short: None,
     };
     let start = utc(2026, 4, 8, 0, 0) + TimeDelta::milliseconds(500);
     c.catch_up = Some(Duration::from_hours(1));
@@ -591,6 +599,7 @@ fn overdue_says_what_a_daemon_starting_now_would_find() {
     let stored = Stored {
         next_fire: Some(utc(2026, 5, 1, 10, 0)),
         last_fire_at: Some(utc(2026, 5, 1, 9, 0)),
+        cut_short: None,
     };
     let now = utc(2026, 5, 1, 13, 20);
     let plan = Plan::new(&c, stored, now).unwrap();
@@ -703,4 +712,120 @@ fn a_running_fire_is_said_as_its_run_is() {
         );
     }
     assert_eq!(describe("crashed", None), "its run crashed");
+}
+
+/// A daemon killed mid-cycle left its fire `running`: the next daemon
+/// runs it again once, on start, when `catch_up` covers it, and records
+/// the crash first; without a window, or past it, the next fire does the
+/// work and nothing runs at start.
+#[test]
+fn a_fire_cut_short_by_the_daemon_s_end_runs_again_once_within_catch_up() {
+    let mut c = cfg("0 2 * * *", "Asia/Tokyo");
+    c.catch_up = Some(Duration::from_hours(6));
+    // 02:00 JST fired and its cycle ran until the machine went down.
+    let fired = utc(2026, 5, 1, 17, 0);
+    let stored = |cut| Stored {
+        next_fire: Some(utc(2026, 5, 2, 17, 0)),
+        last_fire_at: Some(fired),
+        cut_short: cut,
+    };
+    let start = utc(2026, 5, 1, 17, 40);
+    let mut sim = Sim::start(&c, stored(Some(Cut::Unrecorded)), start);
+    assert_eq!(sim.plan.unrecorded_crash(), Some(fired));
+    assert!(sim.plan.is_due(start, false));
+    let decisions = sim.step();
+    assert_eq!(
+        decisions,
+        vec![Decision::Fire {
+            at: start,
+            why: RunWhy::Resume(fired),
+            folded: 0
+        }]
+    );
+    assert_eq!(
+        sim.plan.reason(&decisions[0]).as_deref(),
+        Some(
+            "catch-up: resumes the fire at 2026-05-02 02:00:00 JST, whose cycle was cut short \
+             when the daemon stopped"
+        )
+    );
+    // Once.
+    assert!(!sim.plan.is_due(utc(2026, 5, 1, 17, 41), false));
+    assert!(sim.at(utc(2026, 5, 1, 17, 41)).is_empty());
+
+    // Recorded crashed by a run since: resumed all the same, nothing more
+    // to record.
+    let mut sim = Sim::start(&c, stored(Some(Cut::Recorded)), start);
+    assert_eq!(sim.plan.unrecorded_crash(), None);
+    assert_eq!(fire_times(&sim.step()), vec![start]);
+
+    // Paused: skipped, and said so.
+    let mut sim = Sim::start(&c, stored(Some(Cut::Unrecorded)), start);
+    sim.paused = Some("paused by ops: maintenance".into());
+    assert_eq!(
+        sim.step(),
+        vec![Decision::SkipPaused {
+            at: start,
+            reason: "paused by ops: maintenance".into()
+        }]
+    );
+
+    // Past the window, or with none: nothing at start.
+    let mut sim = Sim::start(&c, stored(Some(Cut::Unrecorded)), utc(2026, 5, 2, 0, 0));
+    assert!(sim.step().is_empty());
+    let mut none = c.clone();
+    none.catch_up = None;
+    let mut sim = Sim::start(&none, stored(Some(Cut::Unrecorded)), start);
+    assert!(sim.step().is_empty());
+    // A fire that ended is not run again.
+    let sim = Sim::start(&c, stored(None), start);
+    assert!(!sim.plan.is_due(start, false));
+}
+
+/// A later fire caught up on start does the cut fire's work too: one
+/// cycle, not two.
+#[test]
+fn a_cut_fire_is_not_resumed_beside_a_catch_up() {
+    let mut c = cfg("0 * * * *", "UTC");
+    c.catch_up = Some(Duration::from_hours(3));
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 1, 11, 0)),
+        last_fire_at: Some(utc(2026, 5, 1, 10, 0)),
+        cut_short: Some(Cut::Unrecorded),
+    };
+    let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 11, 30));
+    assert_eq!(
+        sim.step(),
+        vec![Decision::Fire {
+            at: utc(2026, 5, 1, 11, 0),
+            why: RunWhy::CatchUp,
+            folded: 0
+        }]
+    );
+}
+
+/// A reload that changes the rule keeps a fire queued behind the running
+/// cycle (its record said `queued`), even when the new rule is `skip`.
+#[test]
+fn a_queued_fire_survives_a_reload_that_changes_the_rule() {
+    let mut c = cfg("*/10 * * * *", "UTC");
+    c.overlap = Overlap::Queue;
+    let mut sim = Sim::fresh(&c, utc(2026, 5, 1, 0, 5));
+    sim.instant_cycles = false;
+    sim.until(utc(2026, 5, 1, 0, 20));
+    let mut skip = c.clone();
+    skip.overlap = Overlap::Skip;
+    let mut reloaded = Plan::new(&skip, Stored::default(), utc(2026, 5, 1, 0, 21)).unwrap();
+    assert!(!reloaded.same_rule(&sim.plan));
+    reloaded.carry_over(sim.plan.clone());
+    sim.plan = reloaded;
+    sim.running = false;
+    assert_eq!(
+        sim.at(utc(2026, 5, 1, 0, 24)),
+        vec![Decision::Fire {
+            at: utc(2026, 5, 1, 0, 20),
+            why: RunWhy::Queued,
+            folded: 0
+        }]
+    );
 }

@@ -160,15 +160,26 @@ fn the_daemon_runs_cycles_honours_pauses_and_stops_on_sigterm() {
             .contains("deploying"),
         "{b}"
     );
+    // A live daemon's next fire runs nothing while paused: every view says so.
+    assert_eq!(b["next_fire"]["fires"], false, "{b}");
+    assert_eq!(
+        b["next_fire"]["why"], "the batch is paused, so its fires are skipped",
+        "{b}"
+    );
     let human = env.cmd().arg("status").output().unwrap();
     let human = String::from_utf8(human.stdout).unwrap();
     assert!(
         human.contains("did not run: the batch was paused — paused by"),
         "{human}"
     );
+    assert!(
+        human.contains("the batch is paused, so its fires are skipped; its next fire times:"),
+        "{human}"
+    );
 
     // Unpaused: the next fire runs again.
     env.cmd().args(["unpause", "b"]).assert().success();
+    assert_eq!(batch(&env.status(), "b")["next_fire"]["fires"], true);
     wait_for("the paused items to be done", || {
         batch(&env.status(), "b")["done"] == 8
     });
@@ -651,4 +662,125 @@ fn a_second_daemon_for_the_same_batches_is_refused() {
     });
     assert!(other.terminate().success());
     assert!(first.terminate().success());
+}
+
+/// A daemon killed mid-cycle never wrote its fire's outcome. A run that
+/// finds the dead run records the fire crashed (`log --kind fire`), and the
+/// next daemon resumes the fire once on start, within `catch_up`: the
+/// night's work does not wait for tomorrow's fire.
+#[test]
+fn a_fire_cut_short_by_a_killed_daemon_is_recorded_crashed_and_resumed() {
+    let env = Env::new();
+    env.script("slow.sh", "cat >/dev/null; sleep 1; echo '{\"ok\":true}'");
+    // Daily, a few seconds from now: the only fire today.
+    let fire = (nightshift::util::time::now() + chrono::TimeDelta::seconds(4))
+        .with_nanosecond(0)
+        .unwrap();
+    let cron = format!("{} {} {} * * *", fire.second(), fire.minute(), fire.hour());
+    env.write(
+        "nightshift.toml",
+        &format!(
+            "[batch.b]\nworker = [\"./slow.sh\"]\nconcurrency = 1\n\
+             schedule = \"{cron}\"\ntimezone = \"UTC\"\ncatch_up = \"1h\"\n"
+        ),
+    );
+    env.add_items("b", 5);
+    let mut daemon = Daemon::start(&env);
+    wait_for("the fire's first item done", || {
+        batch(&env.status(), "b")["done"] == 1
+    });
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    let b = batch(&env.status(), "b");
+    assert_eq!(
+        b["last_fire"]["outcome"], "crashed",
+        "said before recorded: {b}"
+    );
+
+    // A manual run finds the dead run: the fire is recorded crashed, once.
+    env.cmd()
+        .args(["run", "b", "--limit", "1"])
+        .assert()
+        .success();
+    let crashed = fires(&env, "b", "crashed");
+    assert_eq!(crashed.len(), 1, "{crashed:?}");
+    assert!(crashed[0]["run_id"].is_i64(), "{}", crashed[0]);
+    assert!(
+        crashed[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("crashed: the daemon stopped mid-cycle"),
+        "{}",
+        crashed[0]
+    );
+
+    // The next daemon resumes it at once: every item done, one more fire.
+    let mut daemon = Daemon::start(&env);
+    wait_for("the resumed fire to finish", || {
+        !fires(&env, "b", "ran").is_empty()
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+    let b = batch(&env.status(), "b");
+    assert_eq!(
+        (&b["done"], &b["pending"]),
+        (&Value::from(5), &Value::from(0)),
+        "{b}"
+    );
+    let ran = fires(&env, "b", "ran");
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    let reason = ran[0]["fields"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("catch-up: resumes the fire at "),
+        "{reason}"
+    );
+    assert_eq!(fires(&env, "b", "crashed").len(), 1, "recorded once");
+}
+
+/// Killed again with nothing run in between: the starting daemon itself
+/// records the fire it finds still `running` as crashed.
+#[test]
+fn a_starting_daemon_records_the_fire_its_predecessor_left_running() {
+    let env = Env::new();
+    env.script("slow.sh", "cat >/dev/null; sleep 1; echo '{\"ok\":true}'");
+    let fire = (nightshift::util::time::now() + chrono::TimeDelta::seconds(4))
+        .with_nanosecond(0)
+        .unwrap();
+    let cron = format!("{} {} {} * * *", fire.second(), fire.minute(), fire.hour());
+    // No catch_up: the work waits for the next fire, and the record says
+    // what happened.
+    env.write(
+        "nightshift.toml",
+        &format!(
+            "[batch.b]\nworker = [\"./slow.sh\"]\nconcurrency = 1\n\
+             schedule = \"{cron}\"\ntimezone = \"UTC\"\n"
+        ),
+    );
+    env.add_items("b", 3);
+    let mut daemon = Daemon::start(&env);
+    wait_for("an item in flight", || {
+        batch(&env.status(), "b")["claimed"] == 1
+    });
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    let mut daemon = Daemon::start(&env);
+    wait_for("the crashed fire's record", || {
+        !fires(&env, "b", "crashed").is_empty()
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+    let crashed = fires(&env, "b", "crashed");
+    assert_eq!(crashed.len(), 1, "{crashed:?}");
+    assert!(
+        crashed[0]["fields"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("its cycle never ended"),
+        "{}",
+        crashed[0]
+    );
+    let b = batch(&env.status(), "b");
+    assert_eq!(b["last_fire"]["outcome"], "crashed", "{b}");
+    assert!(
+        fires(&env, "b", "ran").is_empty(),
+        "nothing resumed without catch_up"
+    );
 }

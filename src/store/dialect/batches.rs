@@ -38,7 +38,8 @@ const BATCH_FIRE_CRASHED: &str =
   WHERE last_fire_outcome = 'running' AND (last_fire_run IS NULL OR last_fire_run = ?1)
     AND EXISTS (SELECT 1 FROM runs r
                  WHERE r.id = ?1 AND r.batch_id = batches.id AND r.state = 'crashed'
-                   AND r.trigger = 'schedule' AND r.started_at >= batches.last_fire_at)";
+                   AND r.trigger = 'schedule' AND r.started_at >= batches.last_fire_at)
+ RETURNING name, last_fire_at";
 
 /// A batch's pause flag, next fire time and last fire, as stored.
 pub(crate) type BatchState = (Option<Pause>, Option<Millis>, Option<Fire>);
@@ -136,9 +137,11 @@ pub(crate) trait BatchesWrite: Sql {
     }
 
     /// The last fire, if still `running` in run `run` (just recorded
-    /// crashed), becomes `crashed`.
-    fn batch_fire_crashed(&mut self, run: i64) -> Result<()> {
-        self.exec(BATCH_FIRE_CRASHED, &[Arg::Int(run)])?;
-        Ok(())
+    /// crashed), becomes `crashed`: its batch and fire time, if it did.
+    fn batch_fire_crashed(&mut self, run: i64) -> Result<Option<(String, Millis)>> {
+        let rows = super::sql::all(self, BATCH_FIRE_CRASHED, &[Arg::Int(run)], |r| {
+            Ok((r.text(0)?, r.time(1)?))
+        })?;
+        Ok(rows.into_iter().next())
     }
 }

@@ -1,6 +1,6 @@
 //! Runs: one execution of a batch, with its summary counts.
 
-use crate::model::{Holder, Millis, Run, RunState, Trigger};
+use crate::model::{EventKind, Holder, Millis, NewEvent, Run, RunState, Trigger};
 use crate::store::api::OpenRun;
 use crate::store::{Result, Store};
 
@@ -86,9 +86,32 @@ impl Store {
         self.write_tx(|tx| {
             tx.runs_mark_crashed(run_ids, now)?;
             for &run in run_ids {
-                tx.batch_fire_crashed(run)?;
+                if let Some((batch, at)) = tx.batch_fire_crashed(run)? {
+                    tx.event_insert(&fire_crashed(&batch, at, run))?;
+                }
             }
             Ok(())
         })
     }
+}
+
+/// The fire record of a scheduled cycle found crashed, in the run log
+/// beside the fire's other records (`log --kind fire`), at its fire time
+/// as they are.
+fn fire_crashed(batch: &str, at: Millis, run: i64) -> NewEvent {
+    let reason = format!(
+        "its run {run} crashed: the daemon stopped mid-cycle (killed, or the machine went down)"
+    );
+    let mut event = NewEvent::new(
+        at,
+        batch,
+        EventKind::Fire,
+        format!("fire crashed: {reason}"),
+    )
+    .fields(serde_json::json!({
+        "outcome": "crashed",
+        "reason": reason,
+    }));
+    event.run_id = Some(run);
+    event
 }

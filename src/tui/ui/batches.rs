@@ -654,6 +654,18 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
             )
         })
         .unwrap_or_else(|| "never fires again".into());
+    // A paused batch's fires are recorded skipped: the time is when the
+    // next one is skipped, not when it runs.
+    if info.pause.is_some() || app.data.emergency.is_some() {
+        return Line::from(vec![
+            label,
+            head,
+            Span::styled(
+                format!("{next} · skipped while paused"),
+                p.style(Role::Warn),
+            ),
+        ]);
+    }
     Line::from(vec![label, head, Span::styled(next, p.style(Role::Accent))])
 }
 

@@ -652,6 +652,25 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
         shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST"),
         "{shot}"
     );
+    assert!(!shot.contains("skipped while paused"), "{shot}");
+    // Paused: the daemon records that fire skipped, and the line says so.
+    let pause = nightshift::model::Pause {
+        reason: "deploying".into(),
+        by: "ops".into(),
+        at: NOW,
+    };
+    store.pause_batch("articles", &pause).unwrap();
+    let data = store.dashboard(&app.query(), NOW).unwrap();
+    app.update(Arrival::Polled {
+        at: NOW,
+        asked: app.asked,
+        result: Ok(Box::new(data)),
+    });
+    let shot = draw(&app);
+    assert!(
+        shot.contains("next Fri 2026-01-02 02:00 JST (in 5h0m) · skipped while paused"),
+        "{shot}"
+    );
 }
 
 /// The batch detail says why its open items wait, in the words `status`

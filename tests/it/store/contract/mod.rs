@@ -696,6 +696,24 @@ both_stores! {
         assert!(kinds.contains(&("b".to_string(), "fire".to_string(), 1)), "{kinds:?}");
     }
 
+    fn a_running_fire_whose_run_is_found_crashed_is_recorded_crashed(db, s) {
+        let fire = Fire { at: T0 + 10, outcome: "running".into(), reason: None, run_id: None };
+        s.record_fire("b", &fire).unwrap();
+        let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
+        s.mark_crashed(&[run], T0 + MIN).unwrap();
+        let last = s.batch_infos(Some("b")).unwrap()[0].last_fire.clone().unwrap();
+        assert_eq!((last.at, last.outcome.as_str(), last.run_id), (T0 + 10, "crashed", Some(run)));
+        let fires = s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap();
+        let crashed: Vec<_> = fires.iter().filter(|e| e.fields["outcome"] == "crashed").collect();
+        assert_eq!(crashed.len(), 1, "{fires:?}");
+        assert_eq!((crashed[0].at, crashed[0].run_id), (T0 + 10, Some(run)), "at the fire's time, naming its run");
+        assert!(crashed[0].message.starts_with(&format!("fire crashed: its run {run} crashed")), "{}", crashed[0].message);
+        // Found again (another run's recovery): no second record.
+        s.mark_crashed(&[run], T0 + 2 * MIN).unwrap();
+        let again = s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap();
+        assert_eq!(again.len(), fires.len());
+    }
+
     fn events_filter_and_follow(db, s) {
         s.add_items("b", &items(2), T0, |_| {}).unwrap();
         let mut ids = Vec::new();
