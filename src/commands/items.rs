@@ -24,13 +24,29 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
             "--outcome {o} lists done items: it cannot be combined with --status {s}"
         )));
     }
+    // An error class and a tier are a failed item's: a requeued or done
+    // item keeps its last error's class, but is not failed of it.
+    let failed_by = match (&args.class, args.tier) {
+        (Some(_), _) => Some("--class"),
+        (None, Some(_)) => Some("--tier"),
+        (None, None) => None,
+    };
+    let status = match (failed_by, args.status.map(Status::from)) {
+        (Some(flag), Some(s)) if s != Status::Failed => {
+            return Err(user_error(format!(
+                "{flag} lists failed items: it cannot be combined with --status {s}"
+            )));
+        }
+        (Some(_), _) => Some(Status::Failed),
+        (None, s) => s,
+    };
     let stale = args
         .stale
         .then(|| stale_version(ctx, &args.batch))
         .transpose()?;
     let store = ctx.open_read()?;
     let filter = ItemFilter {
-        status: args.status.map(Into::into),
+        status,
         tier: args.tier.map(Into::into),
         outcome,
         error_class: args.class.clone(),
@@ -193,7 +209,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     }
     if let Some(at) = item.next_attempt_at {
         let what = if item.status == Status::Pending {
-            "not before"
+            "runs from:"
         } else {
             "next try: "
         };
@@ -222,7 +238,14 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         relative(item.updated_at, now)
     ))?;
     if let (Some(class), Some(msg)) = (&item.error_class, &item.error_message) {
-        out(format!("error:     {}: {}", s(class), s(msg)))?;
+        // A requeued or done item keeps its last failure's words; it is
+        // not failed of it now (`items` heads that column LAST).
+        let then = if item.status == Status::Failed {
+            String::new()
+        } else {
+            format!(" (its last failure; it is {} now)", state_word(&item))
+        };
+        out(format!("error:     {}: {}{then}", s(class), s(msg)))?;
     }
     out("payload:")?;
     let pretty = serde_json::to_string_pretty(&item.payload).unwrap_or_default();

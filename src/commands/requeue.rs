@@ -7,7 +7,7 @@ use serde_json::json;
 use super::table::Table;
 use super::{Ctx, Exit, out, out_json, user_error};
 use crate::cli::{RequeueArgs, SkipArgs};
-use crate::store::{Refusal, Selection, StoreError};
+use crate::store::{Refusal, Selection, StoreError, missing_group};
 use crate::util::identity::actor;
 use crate::util::noun;
 use crate::util::sanitize;
@@ -143,6 +143,16 @@ fn refused_json<T>(
                 "refused": refused.groups,
             }))?;
             Err(StoreError::Refused(Refusal::Keys(refused)).into())
+        }
+        // The only key refused, none of whose item is there: its error is
+        // the store's own (a pruned key says when), and JSON says it too.
+        Err(e) if json && missing_group(&e).is_some() => {
+            out_json(&json!({
+                "batch": batch,
+                "dry_run": dry_run,
+                "refused": [missing_group(&e)],
+            }))?;
+            Err(e.into())
         }
         other => Ok(other?),
     }

@@ -149,7 +149,10 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
                 s.push_str(" budget");
             }
             if let Some(sched) = scene.schedule(ctx, i).filter(|s| !s.live) {
-                s.push_str(" no daemon");
+                s.push_str(match sched.daemon {
+                    Some(d) if d.live() => " daemon stopping",
+                    _ => " no daemon",
+                });
                 match sched.overdue {
                     Some(o) if o.more => s.push_str(&format!(" {}+ missed", o.count)),
                     Some(o) => s.push_str(&format!(" {} missed", o.count)),

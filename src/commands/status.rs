@@ -146,6 +146,7 @@ fn daemon_json(d: &DaemonInfo) -> Value {
         "started_at": rfc3339(d.daemon.started_at),
         "last_seen": rfc3339(d.last_seen()),
         "stopped_at": d.daemon.stopped_at.map(rfc3339),
+        "stopping_at": d.daemon.stopping_at.map(rfc3339),
         "batches": d.daemon.batches,
     })
 }

@@ -164,6 +164,10 @@ pub struct Daemon {
     #[serde(serialize_with = "crate::util::time::json_opt")]
     pub stopped_at: Option<Millis>,
     pub batches: Vec<String>,
+    /// Set when it was asked to stop (a signal): it fires nothing more
+    /// while its running cycles finish.
+    #[serde(serialize_with = "crate::util::time::json_opt")]
+    pub stopping_at: Option<Millis>,
 }
 
 /// Whether a daemon runs, as this host sees it now.
@@ -205,6 +209,12 @@ impl DaemonInfo {
         self.state == DaemonState::Live
     }
 
+    /// Live and not stopping: its schedules fire.
+    #[must_use]
+    pub fn fires(&self) -> bool {
+        self.live() && self.daemon.stopping_at.is_none()
+    }
+
     /// When it was last heard of: its clean stop, or its last beat.
     #[must_use]
     pub fn last_seen(&self) -> Millis {
@@ -217,6 +227,14 @@ impl DaemonInfo {
     pub fn describe(&self, now: Millis) -> String {
         use crate::util::time::{relative, rfc3339};
         let d = &self.daemon;
+        if let Some(asked) = d.stopping_at.filter(|_| self.live()) {
+            return format!(
+                "stopping on {} (asked {}, {}): it fires nothing more while its running cycles finish",
+                d.holder,
+                rfc3339(asked),
+                relative(asked, now)
+            );
+        }
         if self.live() {
             return format!(
                 "running on {} since {} ({})",

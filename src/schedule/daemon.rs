@@ -103,6 +103,7 @@ pub async fn run(
         beat_at: now_ms(),
         stopped_at: None,
         batches: targets.iter().map(|t| t.plan.batch.clone()).collect(),
+        stopping_at: None,
     };
     let mut d = Daemon {
         db: db.to_path_buf(),
@@ -520,6 +521,10 @@ impl Daemon {
     async fn shutdown(&mut self, stop: &mut StopCount) {
         let mut sent = 0;
         let mut requests = (*stop.borrow()).max(1);
+        // Said at once: views stop giving next fires that will not come.
+        self.me.stopping_at = Some(now_ms());
+        self.me.beat_at = 0;
+        self.beat();
         if !self.running.is_empty() {
             say("stopping: no new fires; running cycles finish their in-flight items");
         }

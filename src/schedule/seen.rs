@@ -19,7 +19,7 @@ use crate::util::time::to_datetime;
 pub struct ScheduleSeen<'a> {
     /// The daemon that schedules it: a live one, else the last heard of.
     pub daemon: Option<&'a DaemonInfo>,
-    /// A live daemon fires it.
+    /// A live daemon fires it (not one that is stopping).
     pub live: bool,
     /// The schedule's next fire time (it fires only if `live`): the one
     /// the live daemon planned, else the config's.
@@ -72,7 +72,7 @@ pub fn seen<'a>(
     now: Millis,
 ) -> ScheduleSeen<'a> {
     let daemon = daemon_for(daemons, &info.name);
-    let live = daemon.is_some_and(DaemonInfo::live);
+    let live = daemon.is_some_and(DaemonInfo::fires);
     let at = to_datetime(now);
     let overdue = if live {
         None

@@ -224,8 +224,13 @@ impl PruneReport {
 
     /// The `pruned` event's message.
     pub(crate) fn message(&self) -> String {
+        let keys = if self.forgotten_keys.is_empty() {
+            " (their keys kept)"
+        } else {
+            ""
+        };
         let mut m = format!(
-            "pruned {} done items (their keys kept), {} events, {} attempts' stderr, {} runs, {} failed items, {} dead letters",
+            "pruned {} done items{keys}, {} events, {} attempts' stderr, {} runs, {} failed items, {} dead letters",
             self.done_items,
             self.events,
             self.attempt_logs,
@@ -234,7 +239,10 @@ impl PruneReport {
             self.dead_letters
         );
         if !self.forgotten_keys.is_empty() {
-            m.push_str(&format!("; forgot {} keys", self.forgotten_total()));
+            m.push_str(&format!(
+                "; forgot {} keys (adding one again runs it again)",
+                self.forgotten_total()
+            ));
         }
         m
     }
@@ -831,3 +839,29 @@ pub trait AddFeed<'a> {
 /// The input of an add fed to the store was found bad.
 #[derive(Debug)]
 pub struct FeedRefused;
+
+#[cfg(test)]
+mod tests {
+    use super::PruneReport;
+
+    /// The `pruned` event says the keys were kept only when they were.
+    #[test]
+    fn a_prune_that_forgot_keys_does_not_say_it_kept_them() {
+        let mut report = PruneReport {
+            done_items: 5,
+            ..PruneReport::default()
+        };
+        assert!(
+            report
+                .message()
+                .starts_with("pruned 5 done items (their keys kept), ")
+        );
+        report.forgotten_keys.insert("b".into(), 8);
+        let said = report.message();
+        assert!(said.starts_with("pruned 5 done items, 0 events"), "{said}");
+        assert!(
+            said.ends_with("; forgot 8 keys (adding one again runs it again)"),
+            "{said}"
+        );
+    }
+}

@@ -58,7 +58,7 @@ pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use identity::{StoreIdentity, Verdict};
 pub use location::{absolute, beside, beside_file, file_id, is_server, paused_file, place};
 pub use ops::liveness::{lapsed as seat_lapsed, live_runs, seat};
-pub use refused::{RefusedGroup, RefusedKey, RefusedKeys, Why};
+pub use refused::{RefusedGroup, RefusedKey, RefusedKeys, Why, missing_group};
 pub use sqlite::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;
 

@@ -87,11 +87,14 @@ impl std::fmt::Display for RefusedKeys {
             })
             .collect();
         f.write_str(&groups.join("; "))?;
-        let hints: Vec<&str> = self
-            .groups
-            .iter()
-            .filter_map(|g| g.hint.as_deref())
-            .collect();
+        let mut hints: Vec<&str> = Vec::new();
+        for hint in self.groups.iter().filter_map(|g| g.hint.as_deref()) {
+            // Two groups may want the same thing done (a skip of items in
+            // flight and of items waiting): said once.
+            if !hints.contains(&hint) {
+                hints.push(hint);
+            }
+        }
         if !hints.is_empty() {
             write!(f, " ({})", hints.join("; "))?;
         }
@@ -101,6 +104,29 @@ impl std::fmt::Display for RefusedKeys {
 
 /// The verdicts on the keys a command named, gathered before it changes
 /// anything; [`finish`](Self::finish) refuses them all at once.
+/// The refusal of one key no item has, as a group (`--json` says it so
+/// when it is the only key refused, whose error is the store's own):
+/// `None` for any other error.
+#[must_use]
+pub fn missing_group(err: &StoreError) -> Option<RefusedGroup> {
+    let (why, says, key, state) = match err {
+        StoreError::UnknownKey { key, .. } => (Why::Unknown, "no such item", key.clone(), None),
+        StoreError::Pruned { tombstone, .. } => (
+            Why::Pruned,
+            "pruned",
+            tombstone.key.clone(),
+            Some(format!("on {}", rfc3339(tombstone.pruned_at))),
+        ),
+        _ => return None,
+    };
+    Some(RefusedGroup {
+        why,
+        says: says.into(),
+        keys: vec![RefusedKey { key, state }],
+        hint: None,
+    })
+}
+
 pub(crate) struct KeyVerdicts {
     refused: RefusedKeys,
     /// The store's own error for a key no item has: said as it is when it
@@ -148,18 +174,11 @@ impl KeyVerdicts {
     /// A key the store found no item of (`UnknownKey`, or `Pruned`), as
     /// `ops::items::missing` says it; any other error is returned.
     pub(crate) fn missing(&mut self, err: StoreError) -> Result<()> {
-        match &err {
-            StoreError::UnknownKey { key, .. } => {
-                let key = key.clone();
-                self.refuse(Why::Unknown, || "no such item".into(), None, &key, None);
-            }
-            StoreError::Pruned { tombstone, .. } => {
-                let on = format!("on {}", rfc3339(tombstone.pruned_at));
-                let key = tombstone.key.clone();
-                self.refuse(Why::Pruned, || "pruned".into(), None, &key, Some(on));
-            }
-            _ => return Err(err),
-        }
+        let Some(group) = missing_group(&err) else {
+            return Err(err);
+        };
+        let RefusedKey { key, state } = group.keys.into_iter().next().expect("one key");
+        self.refuse(group.why, || group.says, None, &key, state);
         self.lone.get_or_insert(err);
         Ok(())
     }
@@ -212,5 +231,20 @@ mod tests {
         );
         assert!(!said.contains("k20"), "{said}");
         assert_eq!(refused.groups[0].keys.len(), 25, "--json has every one");
+    }
+
+    /// Items in flight and items waiting want the same thing done: the
+    /// hint is said once.
+    #[test]
+    fn a_hint_two_groups_share_is_said_once() {
+        let mut v = KeyVerdicts::new("b", "skipped");
+        let hint = || Some("stop the run or `cancel` first, then skip again".to_string());
+        v.refuse(Why::InFlight, || "in flight".into(), hint(), "a", None);
+        v.refuse(Why::Waiting, || "waiting".into(), hint(), "c", None);
+        let Err(StoreError::Refused(Refusal::Keys(refused))) = v.finish() else {
+            panic!("refused")
+        };
+        let said = refused.to_string();
+        assert_eq!(said.matches("then skip again").count(), 1, "{said}");
     }
 }

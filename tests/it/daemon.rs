@@ -784,3 +784,69 @@ fn a_starting_daemon_records_the_fire_its_predecessor_left_running() {
         "nothing resumed without catch_up"
     );
 }
+
+/// Between SIGTERM and its exit, while its cycle finishes the item in
+/// flight, the daemon says it is stopping: no view gives a next fire it
+/// will not fire.
+#[test]
+fn a_stopping_daemon_is_said_stopping_while_its_cycle_finishes() {
+    let env = Env::new();
+    // The item finishes when the test says so.
+    env.script(
+        "gated.sh",
+        "cat >/dev/null; while [ ! -f go ]; do sleep 0.05; done; echo '{\"ok\":true}'",
+    );
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./gated.sh\"]\nconcurrency = 1\ngrace = \"1h\"\n\
+         schedule = \"* * * * * *\"\ntimezone = \"UTC\"\n",
+    );
+    env.add_items("b", 2);
+    let mut daemon = Daemon::start(&env);
+    wait_for("an item in flight", || {
+        batch(&env.status(), "b")["claimed"] == 1
+    });
+    assert_eq!(batch(&env.status(), "b")["next_fire"]["fires"], true);
+    let pid = Pid::from_raw(i32::try_from(daemon.child.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    wait_for("the daemon to say it stops", || {
+        env.status()["daemons"][0]["stopping_at"].is_string()
+    });
+    let status = env.status();
+    let b = batch(&status, "b");
+    assert_eq!(b["next_fire"]["fires"], false, "{b}");
+    let why = b["next_fire"]["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("daemon stopping on ")
+            && why.contains("it fires nothing more while its running cycles finish"),
+        "{why}"
+    );
+    assert_eq!(
+        status["daemons"][0]["live"], true,
+        "it still runs: {status}"
+    );
+    let human = env.cmd().arg("status").output().unwrap();
+    let human = String::from_utf8(human.stdout).unwrap();
+    assert!(human.contains("daemon: stopping on "), "{human}");
+    assert!(
+        human.contains(", so nothing fires; its next fire times:"),
+        "{human}"
+    );
+    let short = env.cmd().args(["status", "--short"]).output().unwrap();
+    let short = String::from_utf8(short.stdout).unwrap();
+    assert!(short.contains(" daemon stopping"), "{short}");
+    // The item finishes; the daemon exits, stopped.
+    env.write("go", "");
+    let start = Instant::now();
+    let exit = loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < PATIENCE, "the daemon did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+    let status = env.status();
+    assert_eq!(status["daemons"][0]["state"], "stopped", "{status}");
+    assert_eq!(batch(&status, "b")["done"], 1);
+}

@@ -485,6 +485,7 @@ pub fn build(db: &Path, opts: &Options) {
             started_at: now - 50 * HOUR,
             beat_at: now - 2_000,
             stopped_at: None,
+            stopping_at: None,
             batches: vec![b.into(), r.into()],
         };
         store.daemon_started(&daemon, now).unwrap();

@@ -50,6 +50,10 @@ const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// How long its stderr may stay open once its group is gone: only a
 /// process that left the group (`setsid`) can hold it past that.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Once the worker has exited, how long its stdout may go quiet before the
+/// worker is taken for dead though the pipe is still open (a child it
+/// started holds it): what it wrote before exiting is in the pipe already.
+const AFTER_EXIT: Duration = Duration::from_millis(500);
 
 /// One request to a persistent worker.
 pub struct Request<'a> {
@@ -102,6 +106,9 @@ pub struct Persistent {
     line: Vec<u8>,
     /// The last stdout line that was not part of the protocol.
     stray: Option<String>,
+    /// The worker process has exited (its stdout may still be held open by
+    /// a child of it).
+    exited: bool,
 }
 
 /// The rule every answer and op-id line must follow (quoted in errors).
@@ -198,6 +205,7 @@ impl Persistent {
             sent: 0,
             line: Vec::new(),
             stray: None,
+            exited: false,
         })
     }
 
@@ -231,19 +239,31 @@ impl Persistent {
     /// killed and started again).
     pub async fn next(&mut self) -> Result<Line, Answer> {
         loop {
-            let read = if self.sent < self.out.len() {
+            let read = if self.exited {
+                // What it wrote before it exited is read; then it is dead,
+                // whoever still holds the pipe.
+                match tokio::time::timeout(AFTER_EXIT, fill_line(&mut self.stdout, &mut self.line))
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(_) => Ok(false),
+                }
+            } else {
                 let Persistent {
                     stdin,
                     stdout,
                     out,
                     sent,
                     line,
+                    child,
+                    exited,
                     ..
                 } = self;
+                let writing = *sent < out.len();
                 tokio::select! {
                     biased;
                     r = fill_line(stdout, line) => r,
-                    w = stdin.write(&out[*sent..]) => {
+                    w = stdin.write(&out[*sent..]), if writing => {
                         match w {
                             Ok(n) if n > 0 => *sent += n,
                             Ok(_) => return Err(self.died("could not send the item: stdin closed").await),
@@ -251,9 +271,13 @@ impl Persistent {
                         }
                         continue;
                     }
+                    // A crash noticed though a child of the worker holds its
+                    // stdout open (no end of stream would ever come).
+                    _ = child.wait() => {
+                        *exited = true;
+                        continue;
+                    }
                 }
-            } else {
-                fill_line(&mut self.stdout, &mut self.line).await
             };
             let text = match read {
                 Ok(true) => String::from_utf8_lossy(&std::mem::take(&mut self.line)).into_owned(),
@@ -707,6 +731,45 @@ done"#,
         assert_eq!(match_op_id("k3", sent, None), Ok(1));
         let late = match_op_id("k1", sent, Some("k1")).unwrap_err();
         assert!(late.contains("answered already"), "{late}");
+    }
+
+    /// A worker that crashes while a child it started holds its stdout
+    /// (a Python `subprocess.Popen` inherits it) is noticed when it exits,
+    /// with its last words, not at the item's timeout; what it answered
+    /// before it exited is still read.
+    #[tokio::test]
+    async fn a_crash_is_noticed_though_a_child_holds_stdout() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = script(
+            dir.path(),
+            r#"read line
+echo '{"key":"a","result":1}'
+read line
+sleep 600 &
+echo "Traceback: boom" >&2
+exit 1"#,
+        );
+        let rules = Rules::default();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let never = || oneshot::channel::<KillReason>().1;
+        let long = Duration::from_secs(600);
+        let ok = w.call(&req("a", "{}"), long, &rules, &tx, never()).await;
+        assert!(matches!(ok, Ok(Call::Answer(Answer::Done { .. }))));
+        let started = std::time::Instant::now();
+        let died = w.call(&req("b", "{}"), long, &rules, &tx, never()).await;
+        assert!(
+            matches!(&died, Err(Answer::Failed { transient: true, class, message, .. })
+            if class == "WorkerExited" && message.contains("exit status: 1") && message.contains("boom")),
+            "{:?}",
+            died.as_ref().err()
+        );
+        // Well before any timeout: the exit, then half a second of quiet.
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test]

@@ -75,6 +75,20 @@ const HOURLY: Texts = Texts {
         sum(n)::int8
    FROM dlq_hourly WHERE batch_id = ?1 GROUP BY error_class",
 };
+/// Per class, the dead letters of the hour in which the window `?4`
+/// windows of `?3` hours back from `?2` begins, after its start: the
+/// rollups count that hour whole, in the window before. An index range
+/// of at most an hour.
+const EDGE: Texts = Texts {
+    sqlite: "SELECT error_class, count(*) FROM dead_letters
+  WHERE batch_id = ?1 AND failed_at > ?2 - ?4 * ?3 * 3600000
+    AND failed_at < (?2 / 3600000 - ?4 * ?3 + 1) * 3600000
+  GROUP BY error_class",
+    pg: "SELECT error_class, count(*)::int8 FROM dead_letters
+  WHERE batch_id = ?1 AND failed_at > ?2::int8 - ?4::int8 * ?3::int8 * 3600000
+    AND failed_at < (?2::int8 / 3600000 - ?4::int8 * ?3::int8 + 1) * 3600000
+  GROUP BY error_class",
+};
 /// PostgreSQL sums the shards of a class's count.
 const FAILED_CLASSES: Texts = Texts {
     sqlite: "SELECT error_class, tier, n FROM failed_classes WHERE batch_id = ?1 AND n > 0",
@@ -129,6 +143,26 @@ pub(crate) trait DeadLettersRead: Sql {
                 manual_now: 0,
             })
         })
+    }
+
+    /// Per class, the dead letters in the first hour of the window that
+    /// begins `windows` windows of `hours` back from `now`, after its
+    /// start (see `EDGE`).
+    fn dlq_edge(
+        &mut self,
+        batch: i64,
+        now: Millis,
+        hours: i64,
+        windows: i64,
+    ) -> Result<Vec<(String, i64)>> {
+        let args = [
+            Arg::Int(batch),
+            Arg::Time(now),
+            Arg::Int(hours),
+            Arg::Int(windows),
+        ];
+        let sql = self.text_of(&EDGE);
+        sql::all(self, sql, &args, |r| Ok((r.text(0)?, r.int(1)?)))
     }
 
     /// `(class, tier, n)` of the failed items now, each pair once, `n > 0`.

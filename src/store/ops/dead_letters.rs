@@ -62,6 +62,21 @@ pub(crate) fn groups(
     now: Millis,
 ) -> Result<Vec<DlqGroup>> {
     let mut groups = tx.dlq_hourly(batch, now, DAY_HOURS)?;
+    // The rollups count whole hours: the hour in which each window begins
+    // is counted whole in the window before. What of it lies inside the
+    // window is read exactly, so a failure 23h50m ago is in the last 24 h,
+    // as `dlq --since 24h` counts it.
+    for (class, n) in tx.dlq_edge(batch, now, DAY_HOURS, 1)? {
+        if let Some(g) = groups.iter_mut().find(|g| g.error_class == class) {
+            g.last_24h += n;
+            g.prev_24h = (g.prev_24h - n).max(0);
+        }
+    }
+    for (class, n) in tx.dlq_edge(batch, now, DAY_HOURS, 2)? {
+        if let Some(g) = groups.iter_mut().find(|g| g.error_class == class) {
+            g.prev_24h += n;
+        }
+    }
     for (class, tier, n) in tx.failed_classes(batch)? {
         let pos = match groups.iter().position(|g| g.error_class == class) {
             Some(pos) => pos,

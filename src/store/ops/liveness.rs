@@ -331,6 +331,7 @@ mod tests {
             beat_at,
             stopped_at,
             batches: vec!["b".into()],
+            stopping_at: None,
         };
         let long_ago = NOW - DAEMON_SILENT - 1;
         assert_eq!(

@@ -22,12 +22,18 @@ fn manual_message(by: &str, reason: &str) -> String {
     format!("cancelled by {by}: {reason}")
 }
 
-/// Moves a not-running item to `to`; false if it is there already.
+/// Moves a not-running item to `to`; false if it is there already. With
+/// `uncount`, the claim's attempt is taken back: one stopped mid-run or
+/// never started is not counted, as a release's is not. One that ran to
+/// its end (it waited to retry, or answered after the cancel) stays
+/// counted: the worker ran, and `max_attempts` counts what ran.
+#[allow(clippy::too_many_arguments)]
 fn move_to(
     tx: &mut dyn Write,
     item: i64,
     to: CancelTo,
     at_word: &str,
+    uncount: bool,
     message: &str,
     run: Option<i64>,
     now: Millis,
@@ -35,12 +41,7 @@ fn move_to(
     match to {
         CancelTo::Pending if at_word == "pending" => Ok(false),
         CancelTo::Manual if at_word == "failed/manual" => Ok(false),
-        // A running attempt stopped by the cancel is not counted, as a
-        // release's is not: else an item cancelled on its last attempt
-        // would run past `max_attempts`.
-        CancelTo::Pending => tx
-            .item_cancel_to_pending(item, at_word == "claimed", now)
-            .map(|()| true),
+        CancelTo::Pending => tx.item_cancel_to_pending(item, uncount, now).map(|()| true),
         CancelTo::Manual => {
             tx.item_cancel_to_manual(item, message, now)?;
             tx.item_cancel_dead_letter(item, message, run, now)?;
@@ -96,7 +97,9 @@ impl Store {
                 Status::Claimed if orphaned => {
                     let run = item.lease_run;
                     let msg = manual_message(actor, reason);
-                    move_to(tx, item.id, to, "claimed", &msg, run, now)?;
+                    // Waiting to retry, its last attempt had run.
+                    let uncount = item.retry_at.is_none();
+                    move_to(tx, item.id, to, "claimed", uncount, &msg, run, now)?;
                     let of = run.map_or_else(String::new, |r| format!(" by run {r}"));
                     let message = format!(
                         "cancelled by {actor}: {reason}; it was claimed{of}, whose runner is gone; now {}",
@@ -124,7 +127,7 @@ impl Store {
                 Status::Pending | Status::Failed => {
                     let at = state_word(item.status, item.tier, item.outcome);
                     let msg = manual_message(actor, reason);
-                    if !move_to(tx, item.id, to, &at, &msg, None, now)? {
+                    if !move_to(tx, item.id, to, &at, false, &msg, None, now)? {
                         return Ok(CancelOutcome::Already { at });
                     }
                     let message = format!(
@@ -161,11 +164,13 @@ impl Store {
             };
             let by = ask.by.clone().unwrap_or_else(|| "someone".into());
             let reason = ask.reason.clone().unwrap_or_default();
+            let uncount = matches!(was, CancelledWhile::Running | CancelledWhile::NotStarted);
             move_to(
                 tx,
                 item_id,
                 to,
                 "claimed",
+                uncount,
                 &manual_message(&by, &reason),
                 Some(run_id),
                 now,

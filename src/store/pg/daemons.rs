@@ -9,13 +9,14 @@ use crate::store::Result;
 use crate::store::dialect::{DaemonsRead, DaemonsWrite};
 
 const DAEMONS_ALL: &str =
-    "SELECT token, host, pid, pid_start, started_at, beat_at, stopped_at, batches
+    "SELECT token, host, pid, pid_start, started_at, beat_at, stopped_at, batches, stopping_at
        FROM daemons ORDER BY beat_at DESC, token";
 const DAEMON_UPSERT: &str =
-    "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches, stopping_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      ON CONFLICT (token) DO UPDATE SET beat_at = excluded.beat_at,
-        stopped_at = excluded.stopped_at, batches = excluded.batches";
+        stopped_at = excluded.stopped_at, batches = excluded.batches,
+        stopping_at = excluded.stopping_at";
 const DAEMONS_DELETE: &str = "DELETE FROM daemons WHERE token = ANY($1)";
 
 /// Every daemon recorded, newest beat first.
@@ -34,6 +35,7 @@ fn rows(c: &mut Conn) -> Result<Vec<Daemon>> {
             beat_at: c.tout(r.get(5)),
             stopped_at: c.tout_opt(r.get(6)),
             batches: r.get(7),
+            stopping_at: c.tout_opt(r.get(8)),
         })
         .collect())
 }
@@ -47,10 +49,11 @@ impl DaemonsRead for PgTx<'_> {
 impl DaemonsWrite for PgTx<'_> {
     fn daemon_upsert(&mut self, d: &Daemon) -> Result<()> {
         let c = &mut *self.c;
-        let (started, beat, stopped) = (
+        let (started, beat, stopped, stopping) = (
             c.tin(d.started_at),
             c.tin(d.beat_at),
             c.tin_opt(d.stopped_at),
+            c.tin_opt(d.stopping_at),
         );
         let pid = i64::from(d.holder.pid);
         let pid_start = d.holder.pid_start.map(|s| s as i64);
@@ -65,6 +68,7 @@ impl DaemonsWrite for PgTx<'_> {
                 &beat,
                 &stopped,
                 &d.batches,
+                &stopping,
             ],
         )?;
         Ok(())

@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 26;
+pub const PG_SCHEMA_VERSION: i32 = 27;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -672,9 +672,14 @@ DROP TRIGGER IF EXISTS items_inserted ON nightshift.items;
 DROP FUNCTION IF EXISTS nightshift.items_inserted();
 "#;
 
+/// Version 27: a daemon asked to stop says so (see SQLite's version 26).
+const V27: &str = r#"
+ALTER TABLE nightshift.daemons ADD COLUMN IF NOT EXISTS stopping_at BIGINT;
+"#;
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26,
+    V22, V23, V24, V25, V26, V27,
 ];
 
 /// Which store a session is on: the database (one made anew under the same

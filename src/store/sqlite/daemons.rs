@@ -10,13 +10,14 @@ use crate::store::Result;
 use crate::store::dialect::{DaemonsRead, DaemonsWrite};
 
 const DAEMON_UPSERT: &str =
-    "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+    "INSERT INTO daemons (token, host, pid, pid_start, started_at, beat_at, stopped_at, batches, stopping_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
      ON CONFLICT (token) DO UPDATE SET beat_at = excluded.beat_at,
-        stopped_at = excluded.stopped_at, batches = excluded.batches";
+        stopped_at = excluded.stopped_at, batches = excluded.batches,
+        stopping_at = excluded.stopping_at";
 
 const DAEMONS_ALL: &str =
-    "SELECT token, host, pid, pid_start, started_at, beat_at, stopped_at, batches
+    "SELECT token, host, pid, pid_start, started_at, beat_at, stopped_at, batches, stopping_at
        FROM daemons ORDER BY beat_at DESC, token";
 const DAEMON_DELETE: &str = "DELETE FROM daemons WHERE token = ?1";
 
@@ -37,6 +38,7 @@ fn rows(c: &Connection) -> Result<Vec<Daemon>> {
                 beat_at: r.get(5)?,
                 stopped_at: r.get(6)?,
                 batches: serde_json::from_str(&batches).unwrap_or_default(),
+                stopping_at: r.get(8)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -60,7 +62,8 @@ impl DaemonsWrite for SqliteTx<'_> {
             d.started_at,
             d.beat_at,
             d.stopped_at,
-            batches
+            batches,
+            d.stopping_at
         ])?;
         Ok(())
     }

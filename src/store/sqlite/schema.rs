@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 25;
+pub const SCHEMA_VERSION: i32 = 26;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -724,9 +724,14 @@ CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at, prio
 ";
 // ---- end of queue entries for what a claim or redrive takes ----
 
+/// Version 26: a daemon asked to stop says so while its cycles finish
+/// (`stopping_at`): it fires nothing more, and views say that rather than
+/// its next fires.
+const V26: &str = "ALTER TABLE daemons ADD COLUMN stopping_at INTEGER;";
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25,
+    V22, V23, V24, V25, V26,
 ];
 
 /// What a migration needs beyond SQL, run right after the SQL named.

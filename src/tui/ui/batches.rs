@@ -618,6 +618,10 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
     if !seen.live {
         // Nothing fires: say so, and what was missed, not a next fire.
         let daemon = match seen.daemon {
+            Some(d) if d.live() => format!(
+                "daemon stopping (asked {}): no more fires",
+                super::ago(d.daemon.stopping_at.unwrap_or(app.now), app.now)
+            ),
             Some(d) => format!(
                 "daemon not running (last seen {})",
                 super::ago(d.last_seen(), app.now)

@@ -960,6 +960,7 @@ fn undo_column_migrations(env: &Env) {
             .execute_batch(
                 "ALTER TABLE items DROP COLUMN pool_wait_since; ALTER TABLE items DROP COLUMN retry_at;
                  ALTER TABLE run_usage DROP COLUMN reported_estimate;
+                 ALTER TABLE daemons DROP COLUMN stopping_at;
                  PRAGMA user_version = 21;",
             )
             .unwrap(),
@@ -968,6 +969,7 @@ fn undo_column_migrations(env: &Env) {
             .batch_execute(
                 "ALTER TABLE items DROP COLUMN pool_wait_since, DROP COLUMN retry_at;
                  ALTER TABLE run_usage DROP COLUMN reported_estimate;
+                 ALTER TABLE daemons DROP COLUMN stopping_at;
                  UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';",
             )
             .unwrap(),

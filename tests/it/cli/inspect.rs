@@ -306,6 +306,108 @@ fn dlq_groups_by_class_last_24h_against_the_24h_before() {
     assert_eq!(ran.code(0).stdout, "b: no dead letters\n");
 }
 
+/// `items --class` lists failed items of the class, as `dlq` counts them
+/// and `requeue --class` takes them: an item requeued (or done) since
+/// keeps its last error's class but is not failed of it. A status other
+/// than failed beside it is refused; so is one beside `--tier`.
+#[test]
+fn items_of_a_class_are_the_failed_ones() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let keys = |args: &[&str]| -> Vec<String> {
+        env.run(args)
+            .code(0)
+            .stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["key"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let before = keys(&["items", "b", "--class", "BadInput", "--json"]);
+    assert_eq!(before.len(), 2, "{before:?}");
+    env.run(&["requeue", "b", &before[0]]).code(0);
+    assert_eq!(
+        keys(&["items", "b", "--class", "BadInput", "--json"]),
+        [before[1].clone()]
+    );
+    let refused = env.run(&["items", "b", "--status", "pending", "--class", "BadInput"]);
+    assert!(
+        refused
+            .code(2)
+            .stderr
+            .contains("--class lists failed items: it cannot be combined with --status pending"),
+        "{}",
+        refused.stderr
+    );
+    let refused = env.run(&["items", "b", "--status", "done", "--tier", "manual"]);
+    assert!(
+        refused.code(2).stderr.contains("--tier lists failed items"),
+        "{}",
+        refused.stderr
+    );
+    // Shown with its last error, which it is not failed of now.
+    let shown = env.run(&["show", "b", &before[0]]).code(0).stdout.clone();
+    assert!(
+        shown.contains("(its last failure; it is pending now)"),
+        "{shown}"
+    );
+}
+
+/// The default view's windows are exact, as `--since 24h` counts them: a
+/// failure 23h59m30s old is in the last 24 h though the hourly rollups
+/// count its hour whole in the day before, and one 24h0m30s old in the day
+/// before.
+#[test]
+fn dlq_windows_are_exact_at_their_edges() {
+    let env = Env::new();
+    env.failing_batch("b");
+    {
+        let conn = env.sql();
+        conn.execute_batch(
+            // Half a minute inside (or outside) each window's start: in the
+            // hour the rollups count in the window before, but in its first
+            // half minute.
+            "UPDATE dead_letters SET failed_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) - 24 * 3600000 + 30000
+               WHERE error_class = 'Exit1';
+             UPDATE dead_letters SET failed_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) - 24 * 3600000 - 30000
+               WHERE error_class = 'TempFail';
+             UPDATE dead_letters SET failed_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) - 48 * 3600000 + 30000
+               WHERE error_class = 'BadInput';
+             UPDATE dlq_hourly SET hour = (SELECT max(failed_at) / 3600000 FROM dead_letters d
+                                            WHERE d.error_class = dlq_hourly.error_class);",
+        )
+        .unwrap();
+    }
+    let counts = |args: &[&str]| -> Vec<(String, i64, i64)> {
+        let json = env.run(args).code(0).json();
+        let mut v: Vec<(String, i64, i64)> = json["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["error_class"].as_str().unwrap().to_string(),
+                    c["last_24h"].as_i64().unwrap(),
+                    c["prev_24h"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let exact = vec![
+        ("BadInput".to_string(), 0, 2),
+        ("Exit1".to_string(), 1, 0),
+        ("TempFail".to_string(), 0, 1),
+    ];
+    assert_eq!(counts(&["dlq", "b", "--json"]), exact);
+    assert_eq!(counts(&["dlq", "b", "--since", "24h", "--json"]), exact);
+}
+
 /// A class with no dead letters is said to have none, not the batch: it
 /// said "b: no dead letters" of a batch with four (a typo in --class, or a
 /// class that stopped failing, read as a clean night).

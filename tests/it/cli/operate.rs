@@ -499,11 +499,14 @@ fn operator_actions_say_what_they_did_as_json() {
     assert_eq!(s["already_done"], serde_json::json!(["k5"]));
     assert_eq!((&s["reason"], &s["by"]), (&"by hand".into(), &ACTOR.into()));
     assert_eq!(env.status()["batches"][0]["skipped"], 2);
-    // An unknown key: nothing skipped, exit 2, no JSON.
+    // An unknown key: nothing skipped, exit 2, and the JSON names it as it
+    // names several.
     let before = env.fingerprint();
     let bad = env.run(&["skip", "b", "k6", "k99", "--reason", "x", "--json"]);
     bad.code(2);
-    assert_eq!(bad.stdout, "");
+    let said: serde_json::Value = serde_json::from_str(&bad.stdout).unwrap();
+    assert_eq!(said["refused"][0]["why"], "unknown", "{said}");
+    assert_eq!(said["refused"][0]["keys"][0]["key"], "k99", "{said}");
     assert!(bad.error_line().contains("k99"), "{bad:?}");
     assert_eq!(env.fingerprint(), before);
 

@@ -133,6 +133,13 @@ both_backends! {
             let said = env.events(batch, "cancelled")[0]["message"].as_str().unwrap().to_string();
             assert!(said.contains("it was waiting to retry; no worker ran; now pending"), "{batch}: {said}");
             assert!(!said.contains("worker was stopped"), "{batch}: {said}");
+            // The attempt that failed ran: it stays counted, so a cancel
+            // cannot get round `max_attempts`.
+            // One read: the item's attempts and its claims so far (the live
+            // run claims it again as attempt 2).
+            let shown = env.run(&["show", batch, "k1", "--json"]).code(0).json();
+            let claims = shown["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "claimed").count();
+            assert_eq!(shown["item"]["attempts"], claims, "{batch}: {shown}");
             signal(run.id(), Signal::SIGINT);
             run.wait().unwrap();
         }
