@@ -152,6 +152,15 @@ impl ErrorLine {
     }
 }
 
+/// `bytes` without a character the cut at the stdout limit split (it would
+/// be read as U+FFFD, past the limit); whole when not cut.
+fn whole_chars(bytes: &[u8], cut: bool) -> &[u8] {
+    match std::str::from_utf8(bytes) {
+        Err(e) if cut && e.error_len().is_none() => &bytes[..e.valid_up_to()],
+        _ => bytes,
+    }
+}
+
 /// Makes a stored message: inert, one line, bounded.
 pub fn bound_message(text: &str) -> String {
     let one_line = sanitize::line(text.trim());
@@ -161,7 +170,7 @@ pub fn bound_message(text: &str) -> String {
 pub fn classify(out: &Output, rules: &Rules) -> Answer {
     match &out.exit {
         Exit::Code(0) => {
-            let text = String::from_utf8_lossy(&out.stdout);
+            let text = String::from_utf8_lossy(whole_chars(&out.stdout, out.stdout_truncated));
             let trimmed = text.trim();
             if trimmed.is_empty() && !out.stdout_truncated {
                 let empty = Answer::Done {
@@ -186,7 +195,10 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                     usage: None,
                 };
             }
-            let mut parsed: Value = strict.unwrap_or_else(|_| Value::String(trimmed.to_string()));
+            // Text is kept as written (a YAML list, an indented code block),
+            // but for the line end that closes it.
+            let mut parsed: Value = strict
+                .unwrap_or_else(|_| Value::String(text.trim_end_matches(['\n', '\r']).to_string()));
             if out.stdout_truncated {
                 parsed = serde_json::json!({
                     "truncated": true,
@@ -496,6 +508,31 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A text result keeps its indentation (YAML, a code block) and loses
+    /// only the line end closing it; one cut at the limit ends on a whole
+    /// character, within the limit.
+    #[test]
+    fn text_is_kept_as_written_and_cut_on_a_character() {
+        let rules = Rules::default();
+        let text = |answer: Answer| match answer {
+            Answer::Done {
+                result: Some(r), ..
+            } => r,
+            other => panic!("{other:?}"),
+        };
+        let yaml = text(classify(
+            &output(Exit::Code(0), "  - a\n  - b\n", None),
+            &rules,
+        ));
+        assert_eq!(yaml, Value::String("  - a\n  - b".into()).to_string());
+        let mut cut = output(Exit::Code(0), "", None);
+        let whole = "あ".repeat(3);
+        cut.stdout = whole.as_bytes()[..7].to_vec();
+        cut.stdout_truncated = true;
+        let head: Value = serde_json::from_str(&text(classify(&cut, &rules))).unwrap();
+        assert_eq!(head["head"], "ああ", "{head}");
     }
 
     fn output(exit: Exit, stdout: &str, stderr_last: Option<&str>) -> Output {

@@ -140,6 +140,14 @@ async fn process(
             Passed::Stopped => Err(None),
         };
         let ticket = match entered {
+            // A budget reached (or a hold given) while the call waited for
+            // its place: it must not start now. The place goes back, and
+            // the gate is passed again (a first attempt gives its claim
+            // back; a retry waits the hold out).
+            Ok(Some(ticket)) if cycle.gate.held_until().is_some() => {
+                cycle.pool_settle(&claim, attempt, Some(ticket), None, false);
+                continue;
+            }
             Ok(ticket) => ticket,
             Err(Some(KillReason::Cancelled)) => {
                 cancelled(cycle, &claim, CancelledWhile::NotStarted).await;

@@ -228,6 +228,30 @@ both_backends! {
         assert!(text.contains("pool openai: no rate or concurrency limit; today 2 calls"), "{text}");
     }
 
+    /// Calls claimed before the budget was reached wait for their places
+    /// in the pool's rate (one call every half second); the budget is
+    /// reached meanwhile: none of them starts (the run spent $2.50 of $1.00
+    /// when they did). At most one call may have started before the
+    /// second's cost came in, on a slow machine.
+    fn calls_waiting_for_the_pool_do_not_start_past_a_budget_reached(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.50", "echo ok");
+        env.config(&format!(
+            "[limit.agent]\nrequests = \"2/s\"\nbudget = \"1.0/day\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"agent\"\nconcurrency = 4\n"
+        ));
+        add(&env, "a", &["k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8"]);
+        let run = env.spawn("a", &["run", "a"]);
+        wait_for("the budget hold", || !env.events("a", "budget").is_empty());
+        // Long enough for every waiting call to have had its place.
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        interrupt(run);
+        let started = starts(&env).len();
+        assert!((2..=3).contains(&started), "{:?}", starts(&env));
+        let pool = &env.status()["pools"][0];
+        assert!(pool["budget"]["spent"].as_f64().unwrap() <= 1.5, "{pool}");
+    }
+
     /// Failed attempts cost too: 0.20 per failing attempt against 0.50 a
     /// day stops the retries after the third attempt.
     fn failed_and_retried_attempts_count(env) {

@@ -123,7 +123,7 @@ both_backends! {
         let shown = env.run(&["show", "b", "later"]).code(0).stdout.clone();
         if before_t() {
             assert!(shown.contains(&format!("\nwaiting:   1 pending, not before {clock}Z\n")), "{shown}");
-            assert!(shown.contains(&format!("\nnot before {t} (")), "{shown}");
+            assert!(shown.contains(&format!("\nruns from: {t} (")), "{shown}");
         }
         let json = env.run(&["show", "b", "later", "--json"]).code(0).json();
         if before_t() {
