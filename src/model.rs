@@ -800,20 +800,25 @@ impl BatchInfo {
 
     /// What the batch is doing, for its ETA: claiming only with a live
     /// run (a live seat, and the last run running as it is: not crashed
-    /// or silent), neither paused nor held by a retry-after.
+    /// or silent), neither paused (by its flag or the emergency stop) nor
+    /// held. `held` is until when no call may start, by every hold the
+    /// caller knows of (the batch's retry-after, its pool's, a budget
+    /// reached): a live run then claims nothing.
     #[must_use]
-    pub fn activity(&self, now: Millis) -> pace::Activity {
+    pub fn activity(&self, emergency: bool, held: Option<Millis>) -> pace::Activity {
         let live = self.running() && self.last_run_seen().is_some_and(RunSeen::is_running);
         let run = self.last_run.as_ref().filter(|_| live);
-        match (run, self.held(now)) {
-            _ if self.pause.is_some() => pace::Activity::Paused,
+        match (run, held) {
+            _ if self.pause.is_some() || emergency => pace::Activity::Paused,
             (None, _) => pace::Activity::Idle,
-            (Some(_), Some(hold)) => pace::Activity::Held { until: hold.until },
+            (Some(_), Some(until)) => pace::Activity::Held { until },
             (Some(r), _) if self.lock_stopping() => pace::Activity::Stopping {
                 since: r.started_at,
+                done: r.counts.done + r.counts.empty + r.counts.failed,
             },
             (Some(r), _) => pace::Activity::Running {
                 since: r.started_at,
+                done: r.counts.done + r.counts.empty + r.counts.failed,
             },
         }
     }

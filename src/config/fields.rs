@@ -414,6 +414,19 @@ pub const BATCH: &[Field] = &[
         show: |b| Some(toml_string(b.mode.as_str())),
     },
     Field {
+        key: "start_timeout",
+        doc: &[
+            "Persistent mode: how much longer than item_timeout the first item sent to a",
+            "fresh worker may take, for the worker's start-up (a model load).",
+        ],
+        unset: Unset::Off {
+            means: "the first item has item_timeout, as every other",
+            example: r#""2m""#,
+        },
+        set: |v, b| positive_duration(v).map(|x| b.start_timeout = Some(x)),
+        show: |b| b.start_timeout.map(toml_duration),
+    },
+    Field {
         key: "alert",
         doc: &[
             "Command run after a cycle in which anything failed, with the run's summary",

@@ -87,6 +87,9 @@ pub struct BatchConfig {
     pub key_fields: Option<Vec<String>>,
     pub concurrency: usize,
     pub item_timeout: Duration,
+    /// Persistent mode: the extra time the first item sent to a fresh
+    /// worker has, for the worker's start-up.
+    pub start_timeout: Option<Duration>,
     pub max_duration: Option<Duration>,
     /// Immediate retries of a transient failure within one attempt.
     pub retries: u32,
@@ -149,6 +152,7 @@ impl BatchConfig {
             key_fields: None,
             concurrency: 4,
             item_timeout: Duration::from_mins(10),
+            start_timeout: None,
             max_duration: None,
             retries: 2,
             backoff: Duration::from_secs(1),

@@ -198,7 +198,7 @@ fn unknown_fields_are_refused_with_the_allowed_list() {
         err.starts_with(r#"nightshift.toml:3: unknown field "concurency" in [batch.articles], did you mean "concurrency"? (expected one of: worker, source, key_fields, concurrency,"#),
         "{err}"
     );
-    assert!(err.ends_with("mode, alert, halt)"), "{err}");
+    assert!(err.ends_with("mode, start_timeout, alert, halt)"), "{err}");
     assert_eq!(
         error("db = \"x.db\"\nlogdir = \"logs\""),
         r#"nightshift.toml:2: unknown field "logdir" in the top level, did you mean "log_dir"? (expected one of: db, log_dir, batch, limit)"#

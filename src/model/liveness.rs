@@ -79,13 +79,20 @@ impl RunSeen {
     /// when it is as stored.
     #[must_use]
     pub fn why(self, now: Millis) -> Option<String> {
+        self.why_aged(now, crate::util::time::relative)
+    }
+
+    /// [`RunSeen::why`], with ages as `ago` words them (the dashboard's
+    /// whole minutes past the first, which do not tick every second).
+    #[must_use]
+    pub fn why_aged(self, now: Millis, ago: fn(Millis, Millis) -> String) -> Option<String> {
         match self {
             RunSeen::Stored(_) => None,
             RunSeen::Crashed { pid } => Some(format!("runner pid {pid} is gone; not yet recorded")),
             RunSeen::Silent { since } => Some(format!(
                 "lock expired, holder silent since {} ({})",
                 crate::util::time::rfc3339(since),
-                crate::util::time::relative(since, now)
+                ago(since, now)
             )),
         }
     }

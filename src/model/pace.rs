@@ -12,15 +12,16 @@ const HOUR_MS: Millis = 60 * MINUTE_MS;
 /// What a batch is doing, as far as its ETA is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activity {
-    /// A live run, started then, is claiming.
-    Running { since: Millis },
+    /// A live run, started then, is claiming; it has completed `done`
+    /// items (done, empty or failed) so far.
+    Running { since: Millis, done: i64 },
     /// Paused (by a person or the emergency-stop file): nothing is claimed.
     Paused,
     /// A live run waits out a rate limit's retry-after until then.
     Held { until: Millis },
     /// A live run, started then, was asked to stop (a signal, `nightshift
     /// stop`): it finishes what is in flight and claims nothing more.
-    Stopping { since: Millis },
+    Stopping { since: Millis, done: i64 },
     /// No live run (none started, it ended, or it crashed).
     Idle,
 }
@@ -99,16 +100,26 @@ pub fn pace(
     activity: Activity,
     to_do: i64,
 ) -> Pace {
-    let run_start = match activity {
-        Activity::Running { since } | Activity::Stopping { since } => since,
-        _ => Millis::MIN,
+    let (run_start, run_done) = match activity {
+        Activity::Running { since, done } | Activity::Stopping { since, done } => {
+            (since, Some(done))
+        }
+        _ => (Millis::MIN, None),
     };
     let minute_from = (now - MINUTE_MS).max(created).max(run_start);
     let hour_from = (now - HOUR_MS).max(created);
     // Nothing completes before the batch existed or, in the minute the
     // live run started, before it did.
     let quiet_until = created.max(run_start);
-    let last_minute = per_minute(minutes, now, minute_from, quiet_until);
+    let last_minute = match run_done {
+        // A run younger than a minute is measured by its own count: the
+        // minute it started holds the previous run's completions too.
+        Some(done) if minute_from == run_start && run_start > created => {
+            let window = now - run_start;
+            (window >= MIN_WINDOW_MS).then(|| done as f64 * MINUTE_MS as f64 / window as f64)
+        }
+        _ => per_minute(minutes, now, minute_from, quiet_until),
+    };
     let last_hour = per_minute(minutes, now, hour_from, quiet_until);
     let eta = if to_do <= 0 {
         Eta::NothingLeft
@@ -182,7 +193,13 @@ mod tests {
         // "3 a minute" (and an ETA of 13 minutes), nor 60 an hour.
         let now = T0 + 33_000;
         let since = now - 3_000;
-        let p = pace(&[(3, 0)], now, since, Activity::Running { since }, 40);
+        let p = pace(
+            &[(3, 0)],
+            now,
+            since,
+            Activity::Running { since, done: 3 },
+            40,
+        );
         assert_eq!((p.last_minute, p.last_hour), (None, None));
         assert_eq!(p.eta, Eta::Unknown);
     }
@@ -197,7 +214,7 @@ mod tests {
             &[(0, 0), (20, 0)],
             now,
             T0 - 60_000,
-            Activity::Running { since },
+            Activity::Running { since, done: 20 },
             30,
         );
         assert!(close(p.last_minute, 60.0), "{p:?}");
@@ -206,6 +223,24 @@ mod tests {
         // The hour is over the batch's age: 110 s.
         assert!(close(p.last_hour, 20.0 * 60.0 / 110.0), "{p:?}");
         assert_eq!(p.hour_label().as_deref(), Some("last 2 min"));
+    }
+
+    /// A run started again in the minute the last one did work: that
+    /// minute's completions are the last run's, not this one's (it said
+    /// `6.0/min so far · ETA 40s` for a run that had done nothing).
+    #[test]
+    fn a_new_run_is_not_credited_with_the_last_run_s_minute() {
+        let now = T0 + 40_000;
+        let since = now - 19_000;
+        let p = pace(
+            &[(0, 0), (2, 0)],
+            now,
+            T0 - HOUR_MS,
+            Activity::Running { since, done: 0 },
+            4,
+        );
+        assert!(close(p.last_minute, 0.0), "{p:?}");
+        assert_eq!(p.eta, Eta::Unknown);
     }
 
     #[test]
@@ -231,19 +266,48 @@ mod tests {
         assert_eq!(eta(Activity::Idle), Eta::NotRunning, "after a run");
         assert_eq!(eta(Activity::Paused), Eta::Paused);
         // Asked to stop, its run takes nothing more: no time to finish.
-        assert_eq!(eta(Activity::Stopping { since: T0 }), Eta::Stopping);
+        assert_eq!(
+            eta(Activity::Stopping {
+                since: T0,
+                done: 30
+            }),
+            Eta::Stopping
+        );
         assert_eq!(
             eta(Activity::Held { until: now + 5_000 }),
             Eta::Held { until: now + 5_000 }
         );
-        assert_eq!(eta(Activity::Running { since: T0 }), Eta::In(13_333));
         assert_eq!(
-            pace(&m, now, T0, Activity::Running { since: T0 }, 0).eta,
+            eta(Activity::Running {
+                since: T0,
+                done: 30
+            }),
+            Eta::In(13_333)
+        );
+        assert_eq!(
+            pace(
+                &m,
+                now,
+                T0,
+                Activity::Running {
+                    since: T0,
+                    done: 30
+                },
+                0
+            )
+            .eta,
             Eta::NothingLeft
         );
         // Running, but nothing completed in its minute: no guess.
         assert_eq!(
-            pace(&[(0, 0)], now, T0, Activity::Running { since: T0 }, 10).eta,
+            pace(
+                &[(0, 0)],
+                now,
+                T0,
+                Activity::Running { since: T0, done: 0 },
+                10
+            )
+            .eta,
             Eta::Unknown
         );
     }

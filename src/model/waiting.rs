@@ -9,7 +9,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use super::{Counts, Millis};
-use crate::util::time::{hhmm, utc_clock};
+use crate::util::time::{hhmm, hhmm_up, utc_clock};
 
 /// Why items wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -502,7 +502,8 @@ impl Said<'_> {
         let items = w.items;
         let n = count(items);
         let one = items == 1;
-        let at = |t: Option<Millis>| t.map_or("?".into(), |t| hhmm(t, now));
+        // At a glance, to the minute it has passed by.
+        let at = |t: Option<Millis>| t.map_or("?".into(), |t| hhmm_up(t, now));
         match w.reason {
             WaitReason::Quarantined => {
                 write!(
@@ -687,8 +688,19 @@ mod tests {
             ..w[0].clone()
         };
         assert_eq!(
-            describe(&[mixed], NOW),
+            describe(std::slice::from_ref(&mixed), NOW),
             "3 not due yet (1 in the retry tier, 2 pending with a not-before time), next at 07:16Z"
+        );
+        // Said to the minute, a time within one as the minute it ends in:
+        // never as over before it is (07:16:42 is not `07:16Z`).
+        let retry = Waiting {
+            not_before: 0,
+            until: Some(LATER + 42_000),
+            ..mixed
+        };
+        assert_eq!(
+            describe(&[retry], NOW),
+            "3 in the retry tier, next at 07:17Z"
         );
         assert_eq!(to_status_json(&w[..1])[0]["not_before"], 2);
         let item = Waits {

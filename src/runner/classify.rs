@@ -197,6 +197,26 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
             }
             // Text is kept as written (a YAML list, an indented code block),
             // but for the line end that closes it.
+            // A JSON answer after a log line (`print("Loading model...")`):
+            // kept as text, its cost and usage went uncounted in silence,
+            // past `max_cost` and budgets. Refused, saying why.
+            if strict.is_err()
+                && !out.stdout_truncated
+                && let Some(line) = reported_in_a_line(trimmed)
+            {
+                return Answer::Failed {
+                    transient: false,
+                    class: "InvalidJSON".into(),
+                    message: format!(
+                        "stdout is not one JSON value, but its line {line} is an object with cost or \
+                         usage, which would go uncounted: print only the result on stdout (logs \
+                         to stderr)"
+                    ),
+                    retry_after: None,
+                    cost: None,
+                    usage: None,
+                };
+            }
             let mut parsed: Value = strict
                 .unwrap_or_else(|_| Value::String(text.trim_end_matches(['\n', '\r']).to_string()));
             if out.stdout_truncated {
@@ -283,6 +303,19 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
 /// What a worker's `NaN` or `Infinity` costs it.
 const NAN_HINT: &str = "holds NaN or Infinity, which JSON does not have (Python: json.dumps(..., \
      allow_nan=False)): its cost, usage and retry_after_s could not be read";
+
+/// The number (from 1) of the first line of `text` that is a JSON object
+/// reporting `cost` or `usage`: an answer printed after other output.
+fn reported_in_a_line(text: &str) -> Option<usize> {
+    text.lines().enumerate().find_map(|(i, line)| {
+        let line = line.trim();
+        if !line.starts_with('{') {
+            return None;
+        }
+        let obj = serde_json::from_str::<serde_json::Map<String, Value>>(line).ok()?;
+        (obj.contains_key("cost") || obj.contains_key("usage")).then_some(i + 1)
+    })
+}
 
 /// Whether `text`, meant as a JSON object (it starts with `{`), holds
 /// `NaN` or `Infinity` outside its strings: JSON as Python writes it by
@@ -508,6 +541,38 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A JSON answer after a log line would be kept as text with its cost
+    /// uncounted: refused, naming the line.
+    #[test]
+    fn an_answer_after_a_log_line_is_refused_not_kept_uncounted() {
+        let out = output(
+            Exit::Code(0),
+            "Loading model...\n{\"r\":1,\"cost\":2.5}\n",
+            None,
+        );
+        match classify(&out, &Rules::default()) {
+            Answer::Failed {
+                transient: false,
+                class,
+                message,
+                ..
+            } => {
+                assert_eq!(class, "InvalidJSON");
+                assert!(
+                    message.contains("its line 2 is an object with cost"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Text with no such line is text.
+        let text = classify(
+            &output(Exit::Code(0), "done: {ok}\n", None),
+            &Rules::default(),
+        );
+        assert!(matches!(text, Answer::Done { .. }), "{text:?}");
     }
 
     /// A text result keeps its indentation (YAML, a code block) and loses

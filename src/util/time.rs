@@ -162,6 +162,12 @@ pub fn hhmm(ms: Millis, now: Millis) -> String {
     }
 }
 
+/// [`hhmm`] of the minute by which `ms` has passed (`07:17Z` for
+/// 07:16:42Z): a wait said at a glance never reads as over before it is.
+pub fn hhmm_up(ms: Millis, now: Millis) -> String {
+    hhmm(ms + (60_000 - ms.rem_euclid(60_000)) % 60_000, now)
+}
+
 /// `15:20:05Z`: a time of day in UTC, with the date when it is not on
 /// `now`'s (UTC) day: `2026-06-03 15:20:05Z`.
 pub fn utc_clock(ms: Millis, now: Millis) -> String {

@@ -22,9 +22,30 @@ fn pace_of(app: &App, info: &BatchInfo) -> Pace {
         view.map_or(&[][..], |v| v.minutes.as_slice()),
         app.now,
         view.map_or(app.now, |v| v.created_at),
-        info.activity(app.now),
+        info.activity(app.data.emergency.is_some(), held_until(app, info)),
         info.counts.to_do(),
     )
+}
+
+/// The retry-after of the batch's pool, while it holds.
+fn pool_hold<'a>(app: &'a App, info: &BatchInfo) -> Option<&'a crate::store::PoolHold> {
+    app.pool_of(&info.name)
+        .and_then(|v| v.hold.as_ref())
+        .filter(|h| h.until > app.now)
+}
+
+/// Until when no call of the batch may start, by every hold the dashboard
+/// read: its own retry-after, its pool's, a budget reached (read for the
+/// selected batch).
+fn held_until(app: &App, info: &BatchInfo) -> Option<Millis> {
+    [
+        info.held(app.now).map(|h| h.until),
+        pool_hold(app, info).map(|h| h.until),
+        crate::runner::budget::held_until(&budget_states(app, info)),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
 }
 
 /// `12/min`, `1.5/min`, `2,339/min`, or `—` while the window is too short
@@ -177,7 +198,7 @@ fn table(
                 let c = view.map(|v| v.info.counts).unwrap_or_default();
                 let rate = view.and_then(|v| pace_of(app, &v.info).last_minute);
                 let state = match view.map(|v| &v.info) {
-                    Some(i) => state(i, app.now, app.data.emergency.is_some()).0,
+                    Some(i) => state(i, app.data.emergency.is_some(), held_until(app, i)).0,
                     None => "idle",
                 };
                 [
@@ -214,7 +235,7 @@ fn table(
             let view = app.batch_view(name);
             let c = view.map(|v| v.info.counts).unwrap_or_default();
             let role = match view.map(|v| &v.info) {
-                Some(info) => state(info, app.now, app.data.emergency.is_some()).1,
+                Some(info) => state(info, app.data.emergency.is_some(), held_until(app, info)).1,
                 None => Role::Dim,
             };
             let cell = |k: usize| Cell::from(texts[k].clone());
@@ -249,13 +270,13 @@ fn table(
 
 /// The batch's state in a word: a dead runner first (it needs a human),
 /// then paused (by its flag, or every batch by the emergency stop), held
-/// (a retry-after), running, idle.
-fn state(info: &BatchInfo, now: Millis, emergency: bool) -> (&'static str, Role) {
+/// (a retry-after, its pool's, a budget reached: `held`), running, idle.
+fn state(info: &BatchInfo, emergency: bool, held: Option<Millis>) -> (&'static str, Role) {
     match info.dead_runner() {
         Some(dead @ "crashed") => (dead, Role::Fail),
         _ if emergency => ("paused", Role::Fail),
         _ if info.pause.is_some() => ("paused", Role::Warn),
-        _ if info.held(now).is_some() => ("held", Role::Warn),
+        _ if held.is_some() => ("held", Role::Warn),
         _ if info.stop_asked_by().is_some() => ("stopping", Role::Warn),
         _ if info.running() => ("running", Role::Accent),
         Some(dead) => (dead, Role::Fail),
@@ -391,6 +412,30 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
                 Span::styled(text, p.style(Role::Warn)),
             ]));
         }
+    }
+    if let Some(hold) = pool_hold(app, info) {
+        let pool = app
+            .setup
+            .pool_of
+            .get(&info.name)
+            .cloned()
+            .unwrap_or_default();
+        let from = match &hold.key {
+            Some(key) => format!("{} of {}", clean(key, 40), clean(&hold.batch, 40)),
+            None => clean(&hold.batch, 40),
+        };
+        lines.push(Line::from(vec![
+            label(""),
+            Span::styled(
+                format!(
+                    "HELD until {} ({}) by pool {}: a retry-after from {from}",
+                    crate::util::time::utc_clock(hold.until, now),
+                    super::ago(hold.until, now),
+                    clean(&pool, 40)
+                ),
+                p.style(Role::Warn),
+            ),
+        ]));
     }
     lines.push(match info.lock() {
         Some(l) => {
@@ -559,7 +604,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
 fn run_line(app: &App, run: &Run, seen: RunSeen, label: Span<'static>) -> Line<'static> {
     let p = app.setup.palette;
     let summary = seen
-        .why(app.now)
+        .why_aged(app.now, super::ago)
         .or_else(|| run.summary.clone())
         .unwrap_or_else(|| "in progress".into());
     let role = match seen {

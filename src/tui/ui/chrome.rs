@@ -135,7 +135,9 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     if let Some(dead) = info.dead_runner() {
         right.push(Span::styled(format!(" {dead}"), p.style(Role::Fail)));
     }
-    if info.pause.is_some() {
+    // Paused by its flag, or with every batch by the emergency stop (as
+    // `status --short` marks it).
+    if info.pause.is_some() || app.data.emergency.is_some() {
         right.push(Span::styled(
             if narrow { " ⏸" } else { " ⏸ PAUSED" },
             p.style(Role::Warn),

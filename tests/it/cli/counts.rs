@@ -45,7 +45,7 @@ fn next_retry(env: &Env, key: &str) -> String {
     let at = chrono::DateTime::parse_from_rfc3339(at)
         .unwrap()
         .timestamp_millis();
-    nightshift::util::time::hhmm(at, nightshift::util::time::now_ms())
+    nightshift::util::time::hhmm_up(at, nightshift::util::time::now_ms())
 }
 
 fn add_more(env: &Env, keys: &[&str]) {

@@ -366,6 +366,33 @@ both_backends! {
         assert_no_process_left(&marker);
     }
 
+    /// A worker that takes longer to start than an item may take (a model
+    /// load) has `start_timeout` more for its first item: every item is
+    /// done, where each first item timed out and the slot gave up. The
+    /// start-up is a gate the test opens, not a sleep raced against.
+    fn start_timeout_gives_the_first_item_the_worker_s_start_up(env) {
+        env.script(
+            "slow_start.sh",
+            "while [ ! -f started ]; do sleep 0.05; done\n             while read -r line; do\n               key=$(printf '%s' \"$line\" | sed 's/.*\"key\":\"\\([^\"]*\\)\".*/\\1/')\n               printf '{\"key\":\"%s\",\"result\":1}\\n' \"$key\"\n             done\n",
+        );
+        env.config(
+            "[batch.p]\nworker = [\"./slow_start.sh\"]\nmode = \"persistent\"\nconcurrency = 1\n\
+             item_timeout = \"1s\"\nstart_timeout = \"1h\"\nretries = 0\n",
+        );
+        add_keys(&env, "p", &["a", "b", "c"]);
+        let mut run = env.spawn("p", &["run", "p"]);
+        // Past item_timeout before the worker is ready.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        env.write("started", "");
+        let status = run.wait().unwrap();
+        let err = std::fs::read_to_string(env.path("p.err")).unwrap_or_default();
+        assert!(status.success(), "{status:?}: {err}");
+        let items = items(&env);
+        for k in ["a", "b", "c"] {
+            assert_eq!(items[k].0, "done", "{k}: {items:?}");
+        }
+    }
+
     fn garbage_output_gets_clear_error_classes_and_never_a_panic(env) {
         require!(Tool::Python3);
         setup(&env, "concurrency = 1\nretries = 0\n");

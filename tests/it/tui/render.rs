@@ -605,6 +605,71 @@ fn the_pace_says_only_what_it_knows() {
     assert_eq!(shown[1].3, "", "no hold: no line");
 }
 
+/// A live run whose pool is held by another batch's retry-after claims
+/// nothing: the batch is `held`, has no ETA, and its detail says until
+/// when and by whom, as `status --short` says `held` (it said `running`
+/// with an ETA). The emergency stop marks it paused everywhere, the
+/// header's summary and the ETA too.
+#[test]
+fn a_run_held_by_its_pool_is_held_with_no_eta() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    fixture::build(
+        &db,
+        &fixture::Options {
+            now: NOW,
+            running: true,
+        },
+    );
+    let mut store = Store::open(&db, Access::ReadWrite).unwrap();
+    let hold = nightshift::store::PoolHold {
+        until: NOW + 5 * fixture::MIN,
+        batch: "newsletter".into(),
+        key: Some("k3".into()),
+    };
+    store.set_pool_hold("本番", &hold).unwrap();
+    let mut setup = setup(Palette::Mono, false);
+    setup.pools = vec![nightshift::store::PoolSpec {
+        name: "本番".into(),
+        dims: Vec::new(),
+        concurrency: Some(2),
+    }];
+    setup.pool_of.insert("articles".into(), "本番".into());
+    let mut app = App::new(setup, NOW);
+    app.update(Arrival::Resize(160, 48));
+    let data = store.dashboard(&app.query(), NOW).unwrap();
+    app.update(Arrival::Polled {
+        at: NOW,
+        asked: app.asked,
+        result: Ok(Box::new(data)),
+    });
+    let shot = draw(&app);
+    let row = shot
+        .lines()
+        .find(|l| l.trim_start_matches([' ', '"']).starts_with("│articles "))
+        .unwrap_or_default();
+    assert!(row.contains("held"), "{row}\n{shot}");
+    assert!(shot.contains("no ETA: held"), "{shot}");
+    assert!(
+        shot.contains(
+            "HELD until 12:05:00Z (in 5m) by pool 本番: a retry-after from k3 of newsletter"
+        ),
+        "{shot}"
+    );
+    // The emergency stop: paused, in the ETA and the header's summary too.
+    std::fs::write(dir.path().join("PAUSED"), "").unwrap();
+    let mut data = store.dashboard(&app.query(), NOW).unwrap();
+    data.emergency = Some(dir.path().join("PAUSED"));
+    app.update(Arrival::Polled {
+        at: NOW,
+        asked: app.asked,
+        result: Ok(Box::new(data)),
+    });
+    let shot = draw(&app);
+    assert!(shot.contains("no ETA: paused"), "{shot}");
+    assert!(shot.contains("…23 ▶ running ⏸ PAUSED"), "{shot}");
+}
+
 /// With no live daemon the schedule line says so, and how many fire times
 /// passed unfired, instead of a next fire that will not come.
 #[test]

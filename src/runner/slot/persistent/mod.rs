@@ -361,10 +361,11 @@ impl Slot {
             {
                 self.committing = self.begin_commit(false).await;
             }
+            let timeout = self.timeout();
             let Some(worker) = self.worker.as_mut() else {
                 continue;
             };
-            let deadline = tokio::time::Instant::from_std(self.head_since + cycle.cfg.item_timeout);
+            let deadline = tokio::time::Instant::from_std(self.head_since + timeout);
             let committing = self.committing.as_mut();
             let has_commit = committing.is_some();
             let committed = async {
@@ -401,7 +402,7 @@ impl Slot {
                     }
                 }
                 () = tokio::time::sleep_until(deadline), if !self.sent.is_empty() => {
-                    if self.broken(Answer::timed_out(cycle.cfg.item_timeout)).await? {
+                    if self.broken(Answer::timed_out(timeout)).await? {
                         return Ok(Ended::GaveUp);
                     }
                 }
@@ -412,6 +413,17 @@ impl Slot {
                 }
                 _ = stop.changed() => {}
             }
+        }
+    }
+
+    /// How long the item at the head may take: `item_timeout`, and the
+    /// worker's start-up (`start_timeout`) for the first one a fresh
+    /// worker answers.
+    fn timeout(&self) -> Duration {
+        let cfg = &self.cycle.cfg;
+        match cfg.start_timeout.filter(|_| !self.answered) {
+            Some(start) => cfg.item_timeout + start,
+            None => cfg.item_timeout,
         }
     }
 
