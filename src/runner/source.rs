@@ -19,6 +19,10 @@ use crate::util::time::now_ms;
 const MAX_OUTPUT: usize = 256 << 20;
 /// The end of its stderr kept, for the failure message.
 const STDERR_TAIL: usize = 64 << 10;
+/// Once the source has exited, how long its pipes may stay open (a
+/// process it left behind holds them) before what was read is taken as
+/// all: what it printed before exiting is in the pipe already.
+const AFTER_EXIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 struct Output {
     status: std::process::ExitStatus,
@@ -42,33 +46,46 @@ async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
     let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(Failure::Start(std::io::Error::other("no pipes")));
     };
-    let stdout = async {
-        let mut buf = Vec::new();
-        let _ = (&mut out)
-            .take(MAX_OUTPUT as u64 + 1)
-            .read_to_end(&mut buf)
-            .await;
-        if buf.len() > MAX_OUTPUT {
-            // It would block on a full pipe: stop it rather than wait.
-            group.kill();
-        }
-        buf
-    };
-    let stderr = async {
-        let (mut tail, mut chunk) = (Vec::new(), vec![0u8; 8192]);
-        while let Ok(n) = err.read(&mut chunk).await {
-            if n == 0 {
-                break;
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let status = {
+        let reading_out = async {
+            let _ = (&mut out)
+                .take(MAX_OUTPUT as u64 + 1)
+                .read_to_end(&mut stdout)
+                .await;
+            if stdout.len() > MAX_OUTPUT {
+                // It would block on a full pipe: stop it rather than wait.
+                group.kill();
             }
-            tail.extend_from_slice(&chunk[..n]);
-            if tail.len() > 2 * STDERR_TAIL {
-                tail.drain(..tail.len() - STDERR_TAIL);
+        };
+        let reading_err = async {
+            let mut chunk = vec![0u8; 8192];
+            while let Ok(n) = err.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                stderr.extend_from_slice(&chunk[..n]);
+                if stderr.len() > 2 * STDERR_TAIL {
+                    stderr.drain(..stderr.len() - STDERR_TAIL);
+                }
+            }
+        };
+        let reading = async { tokio::join!(reading_out, reading_err) };
+        tokio::pin!(reading);
+        tokio::select! {
+            _ = &mut reading => child.wait().await,
+            status = child.wait() => {
+                // Exited: a process it left behind (`cmd &`) may hold the
+                // pipes open, and would have the cycle wait for it.
+                if tokio::time::timeout(AFTER_EXIT, &mut reading).await.is_err() {
+                    group.kill();
+                    let _ = tokio::time::timeout(AFTER_EXIT, &mut reading).await;
+                }
+                status
             }
         }
-        tail
+        .map_err(Failure::Start)?
     };
-    let (stdout, stderr) = tokio::join!(stdout, stderr);
-    let status = child.wait().await.map_err(Failure::Start)?;
     if stdout.len() > MAX_OUTPUT {
         return Err(Failure::TooLarge);
     }
@@ -87,7 +104,26 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
     cmd.stdin(std::process::Stdio::null());
     let fail =
         |problem: String, stderr: &[u8]| HookFailure::new(Hook::Source, &argv[0], problem, stderr);
-    let output = match tokio::time::timeout(cycle.cfg.item_timeout, read(cmd)).await {
+    let mut stop = cycle.stop_tx.subscribe();
+    let stopped = async {
+        loop {
+            if cycle.stopping().is_some() {
+                return;
+            }
+            if stop.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    let ran = tokio::select! {
+        ran = tokio::time::timeout(cycle.cfg.item_timeout, read(cmd)) => ran,
+        // Its group is killed as `read` is dropped.
+        () = stopped => {
+            let problem = "stopped by a signal before it finished, nothing added";
+            return failed(cycle, fail(problem.into(), b"")).await;
+        }
+    };
+    let output = match ran {
         Ok(Ok(out)) => out,
         Ok(Err(Failure::Start(e))) => {
             return failed(cycle, fail(format!("could not start: {e}"), b"")).await;
@@ -120,8 +156,16 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
     let mut items = Vec::new();
     let mut bad = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    let stdout = String::from_utf8_lossy(key::without_bom(&output.stdout));
-    for (n, line) in stdout.lines().enumerate() {
+    for (n, line) in key::without_bom(&output.stdout)
+        .split(|b| *b == b'\n')
+        .enumerate()
+    {
+        // As `add` reads a file: a line that is not UTF-8 is refused, not
+        // mended (two keys mended alike became one item).
+        let Ok(line) = std::str::from_utf8(line.strip_suffix(b"\r").unwrap_or(line)) else {
+            bad.push(format!("line {}: not valid UTF-8", n + 1));
+            continue;
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -132,8 +176,12 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
         }
     }
     if !bad.is_empty() {
+        let more = match bad.len() {
+            n if n > 5 => format!("; and {} more", n - 5),
+            _ => String::new(),
+        };
         let problem = format!(
-            "its output was rejected, nothing added: {}",
+            "its output was rejected, nothing added: {}{more}",
             bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
         );
         return failed(cycle, fail(problem, b"")).await;

@@ -664,15 +664,12 @@ fn a_second_daemon_for_the_same_batches_is_refused() {
     assert!(first.terminate().success());
 }
 
-/// A daemon killed mid-cycle never wrote its fire's outcome. A run that
-/// finds the dead run records the fire crashed (`log --kind fire`), and the
-/// next daemon resumes the fire once on start, within `catch_up`: the
-/// night's work does not wait for tomorrow's fire.
-#[test]
-fn a_fire_cut_short_by_a_killed_daemon_is_recorded_crashed_and_resumed() {
+/// Batch `b` of `items`, scheduled daily a few seconds from now (the only
+/// fire today; `extra` config beside it), whose daemon is killed with
+/// SIGKILL once the fire's cycle has an item `counted` (`done`, `claimed`).
+fn killed_mid_fire(extra: &str, items: usize, counted: &str) -> Env {
     let env = Env::new();
     env.script("slow.sh", "cat >/dev/null; sleep 1; echo '{\"ok\":true}'");
-    // Daily, a few seconds from now: the only fire today.
     let fire = (nightshift::util::time::now() + chrono::TimeDelta::seconds(4))
         .with_nanosecond(0)
         .unwrap();
@@ -681,16 +678,26 @@ fn a_fire_cut_short_by_a_killed_daemon_is_recorded_crashed_and_resumed() {
         "nightshift.toml",
         &format!(
             "[batch.b]\nworker = [\"./slow.sh\"]\nconcurrency = 1\n\
-             schedule = \"{cron}\"\ntimezone = \"UTC\"\ncatch_up = \"1h\"\n"
+             schedule = \"{cron}\"\ntimezone = \"UTC\"\n{extra}"
         ),
     );
-    env.add_items("b", 5);
+    env.add_items("b", items);
     let mut daemon = Daemon::start(&env);
-    wait_for("the fire's first item done", || {
-        batch(&env.status(), "b")["done"] == 1
+    wait_for("an item of the fire's cycle", || {
+        batch(&env.status(), "b")[counted] == 1
     });
     daemon.child.kill().unwrap();
     daemon.child.wait().unwrap();
+    env
+}
+
+/// A daemon killed mid-cycle never wrote its fire's outcome. A run that
+/// finds the dead run records the fire crashed (`log --kind fire`), and the
+/// next daemon resumes the fire once on start, within `catch_up`: the
+/// night's work does not wait for tomorrow's fire.
+#[test]
+fn a_fire_cut_short_by_a_killed_daemon_is_recorded_crashed_and_resumed() {
+    let env = killed_mid_fire("catch_up = \"1h\"\n", 5, "done");
     let b = batch(&env.status(), "b");
     assert_eq!(
         b["last_fire"]["outcome"], "crashed",
@@ -740,28 +747,9 @@ fn a_fire_cut_short_by_a_killed_daemon_is_recorded_crashed_and_resumed() {
 /// records the fire it finds still `running` as crashed.
 #[test]
 fn a_starting_daemon_records_the_fire_its_predecessor_left_running() {
-    let env = Env::new();
-    env.script("slow.sh", "cat >/dev/null; sleep 1; echo '{\"ok\":true}'");
-    let fire = (nightshift::util::time::now() + chrono::TimeDelta::seconds(4))
-        .with_nanosecond(0)
-        .unwrap();
-    let cron = format!("{} {} {} * * *", fire.second(), fire.minute(), fire.hour());
     // No catch_up: the work waits for the next fire, and the record says
     // what happened.
-    env.write(
-        "nightshift.toml",
-        &format!(
-            "[batch.b]\nworker = [\"./slow.sh\"]\nconcurrency = 1\n\
-             schedule = \"{cron}\"\ntimezone = \"UTC\"\n"
-        ),
-    );
-    env.add_items("b", 3);
-    let mut daemon = Daemon::start(&env);
-    wait_for("an item in flight", || {
-        batch(&env.status(), "b")["claimed"] == 1
-    });
-    daemon.child.kill().unwrap();
-    daemon.child.wait().unwrap();
+    let env = killed_mid_fire("", 3, "claimed");
     let mut daemon = Daemon::start(&env);
     wait_for("the crashed fire's record", || {
         !fires(&env, "b", "crashed").is_empty()

@@ -604,6 +604,75 @@ fn a_source_reads_its_lines_as_add_does() {
     assert_eq!(env.int("SELECT count(*) FROM items"), 2);
 }
 
+/// A source line that is not UTF-8 is refused as `add` refuses it, not
+/// mended: two keys mended alike became one item that never ran again. A
+/// source that exits leaving a process behind (`cmd &`) is read when it
+/// exits, not when that process closes its pipes (the run said "timed
+/// out" and added nothing); one that hangs is stopped with the run by a
+/// signal, not waited for until `item_timeout`.
+#[test]
+fn a_source_is_read_as_add_reads_and_stopped_with_the_run() {
+    let env = common::Env::new();
+    let list = env.path("list.jsonl");
+    std::fs::write(&list, b"{\"key\":\"ok\"}\n{\"key\":\"id-\xff\"}\n").unwrap();
+    env.config(&format!(
+        "[batch.b]\nworker = [\"true\"]\nsource = [\"cat\", \"{}\"]\n",
+        p(&list)
+    ));
+    let out = env.cmd().args(["run", "b"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let failed = env.strings("SELECT message FROM events WHERE kind = 'source-failed'");
+    assert!(failed[0].contains("line 2: not valid UTF-8"), "{failed:?}");
+    assert_eq!(env.int("SELECT count(*) FROM items"), 0, "nothing added");
+
+    env.config(
+        "[batch.b]\nworker = [\"true\"]\nitem_timeout = \"1h\"\n\
+         source = [\"sh\", \"-c\", \"echo '{\\\"key\\\":\\\"bg1\\\"}'; sleep 300 & exit 0\"]\n",
+    );
+    let started = std::time::Instant::now();
+    env.cmd().args(["run", "b"]).assert().success();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(env.item("bg1").0, "done");
+
+    env.config(
+        "[batch.b]\nworker = [\"true\"]\nitem_timeout = \"1h\"\nsource = [\"sleep\", \"300\"]\n",
+    );
+    let mut run = env.spawn("b", &["run", "b"]);
+    // The source runs: its process is the run's child.
+    let pid = run.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .any(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/cmdline"))
+                .unwrap_or_default()
+                .starts_with("sleep")
+        })
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the source never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    common::signal(pid, nix::sys::signal::Signal::SIGINT);
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let failed = env.strings("SELECT message FROM events WHERE kind = 'source-failed'");
+    assert!(
+        failed
+            .last()
+            .unwrap()
+            .contains("stopped by a signal before it finished"),
+        "{failed:?}"
+    );
+}
+
 /// A runaway source (here 300 MB of lines) is stopped at 256 MiB: the run
 /// says so, adds nothing and goes on; its stderr flood is kept bounded.
 /// (Runner-side reading only: one store is enough.)
