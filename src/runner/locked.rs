@@ -26,7 +26,8 @@ use crate::model::{EventKind, Hold, NewEvent, RunState};
 use crate::store::{Store, StoreError};
 use crate::util::time::now_ms;
 
-/// Runs the cycle in the seat taken; the caller releases it.
+/// Runs the cycle in the seat taken; the caller releases it, then runs
+/// the alert the run owes, if any.
 pub(super) async fn run(
     store: Store,
     opts: &RunOptions,
@@ -34,7 +35,7 @@ pub(super) async fn run(
     signals: watch::Receiver<Signal>,
     started: Instant,
     log: &EventLog,
-) -> anyhow::Result<RunReport> {
+) -> anyhow::Result<(RunReport, Option<summary::Alert>)> {
     let begun = begin(store, opts, seat, log).await?;
     let skipped_done = begun.skipped_done;
     let cycle = new_cycle(opts, seat, begun, log);
@@ -395,7 +396,7 @@ async fn finish(
     skipped_done: i64,
     hooks_failed: Vec<HookFailure>,
     first_error: Option<StoreError>,
-) -> anyhow::Result<RunReport> {
+) -> anyhow::Result<(RunReport, Option<summary::Alert>)> {
     let (batch, run_id) = (cycle.batch.clone(), cycle.run_id);
     let source_failed = hooks_failed.first().cloned();
     let stopped = cycle.stopping().map(|(_, r)| r);
@@ -440,7 +441,7 @@ async fn finish(
             anyhow::Error::new(e).context(format!("run {run_id} of {} stopped", opts.batch))
         );
     }
-    let mut report = RunReport {
+    let report = RunReport {
         run_id: Some(run_id),
         state,
         counts,
@@ -451,12 +452,10 @@ async fn finish(
     };
     // A tripped circuit breaker alerts (once: the paused runs after it do not).
     let halted = cycle.halted.load(std::sync::atomic::Ordering::SeqCst);
-    if counts.failed > 0 || report.source_failed().is_some() || halted {
-        report
-            .hooks_failed
-            .extend(summary::alert(cycle, &report).await);
-    }
-    Ok(report)
+    let alert = (counts.failed > 0 || report.source_failed().is_some() || halted)
+        .then(|| summary::alert_due(cycle, &report))
+        .flatten();
+    Ok((report, alert))
 }
 
 /// Kills what our workers left running outside their process groups (a

@@ -9,7 +9,7 @@
 //! # Rooms
 //!
 //! - here: the public surface ([`RunOptions`], [`cycle`], [`run_blocking`],
-//!   [`RunReport`]): pause check, seat, the locked run, release;
+//!   [`RunReport`]): pause check, seat, the locked run, release, the alert;
 //! - `seat`: taking a seat of the batch lock; `heartbeat`: keeping it (and
 //!   the leases), noticing a lost lock, a pause, a replaced store;
 //! - `locked`: what a cycle does in its seat, as named phases; `recover`:
@@ -225,6 +225,7 @@ pub async fn cycle(
         ttl: lock_ttl,
         took_over,
     };
+    let after = signals.clone();
     let result = locked::run(store, &opts, &seat, signals, started, &log).await;
     // Release the lock on every path, even after an error; but not in a
     // store that replaced ours.
@@ -232,18 +233,30 @@ pub async fn cycle(
         e.chain()
             .any(|c| matches!(c.downcast_ref(), Some(StoreError::Replaced(_))))
     });
-    let mut result = result;
-    if !replaced && let Ok(mut s) = Store::open(db_path, Access::ReadWrite) {
+    let (mut result, alert) = match result {
+        Ok((report, alert)) => (Ok(report), alert),
+        Err(e) => (Err(e), None),
+    };
+    let mut store = (!replaced)
+        .then(|| Store::open(db_path, Access::ReadWrite).ok())
+        .flatten();
+    if let Some(s) = store.as_mut() {
         let _ = s.release_lock(&opts.batch, &seat.token);
         if let Ok(report) = &mut result {
             // After the release: our own seat is not "another runner".
             let others = waiting::Others::Any;
             let cfg = Some(&opts.config);
-            match waiting::read(&s, db_path, &opts.batch, cfg, others, 0, now_ms()) {
+            match waiting::read(s, db_path, &opts.batch, cfg, others, 0, now_ms()) {
                 Ok(w) => report.waiting = w,
                 Err(e) => tracing::warn!("reading what {} still holds: {e}", opts.batch),
             }
         }
+    }
+    // After the release: a slow alert holds up no other run.
+    if let (Some(alert), Ok(report)) = (alert, &mut result) {
+        report
+            .hooks_failed
+            .extend(alert.run(store.as_mut(), &log, after).await);
     }
     result
 }

@@ -180,9 +180,18 @@ const ALERT_STDERR_GRACE: Duration = Duration::from_millis(500);
 /// The end of its stderr kept.
 const ALERT_STDERR_TAIL: usize = 64 << 10;
 
-/// Runs the config's `alert` command with the summary as JSON on stdin,
-/// logs how it went (an `alert` event), and returns its failure, if any.
-pub async fn alert(cycle: &Cycle, report: &RunReport) -> Option<HookFailure> {
+/// The `alert` a finished run owes: run once its batch lock is released
+/// (a hung alert held the lock, and so the batch, for its whole timeout).
+pub struct Alert {
+    argv: Vec<String>,
+    body: String,
+    batch: String,
+    run_id: i64,
+    work_dir: Option<std::path::PathBuf>,
+}
+
+/// The alert `report` calls for, if the batch has one.
+pub fn alert_due(cycle: &Cycle, report: &RunReport) -> Option<Alert> {
     let argv = cycle.cfg.alert.clone()?;
     let body = serde_json::json!({
         "batch": cycle.batch,
@@ -192,70 +201,125 @@ pub async fn alert(cycle: &Cycle, report: &RunReport) -> Option<HookFailure> {
         "counts": report.counts,
     })
     .to_string();
-    let mut cmd = tokio::process::Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .env("NIGHTSHIFT_BATCH", &cycle.batch)
-        .env("NIGHTSHIFT_RUN_ID", cycle.run_id.to_string())
-        .kill_on_drop(true);
-    if let Some(dir) = &cycle.work_dir {
-        cmd.current_dir(dir);
-    }
-    let fail =
-        |problem: String, stderr: &[u8]| HookFailure::new(Hook::Alert, &argv[0], problem, stderr);
-    let failure = match super::child::subreaper::spawn(&mut cmd) {
-        Err(e) => Some(fail(format!("could not start: {e}"), b"")),
-        Ok(mut child) => {
-            let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-            let reader = child
-                .stderr
-                .take()
-                .map(|err| tokio::spawn(read_tail(err, tail.clone())));
-            if let Some(mut stdin) = child.stdin.take() {
-                let _ = stdin.write_all(body.as_bytes()).await;
-                let _ = stdin.write_all(b"\n").await;
-            }
-            let waited = tokio::time::timeout(ALERT_TIMEOUT, child.wait()).await;
-            if let Some(reader) = reader {
-                let abort = reader.abort_handle();
-                if tokio::time::timeout(ALERT_STDERR_GRACE, reader)
-                    .await
-                    .is_err()
-                {
-                    abort.abort();
+    Some(Alert {
+        argv,
+        body,
+        batch: cycle.batch.clone(),
+        run_id: cycle.run_id,
+        work_dir: cycle.work_dir.clone(),
+    })
+}
+
+impl Alert {
+    /// Runs the command, in a process group of its own, with the summary as
+    /// JSON on stdin; logs how it went (an `alert` event, to the store and
+    /// the log files), and returns its failure, if any. Stopped, with what
+    /// it started, at its timeout or at a signal that stops the run
+    /// (`signals`).
+    pub async fn run(
+        self,
+        store: Option<&mut Store>,
+        log: &EventLog,
+        mut signals: tokio::sync::watch::Receiver<super::Signal>,
+    ) -> Option<HookFailure> {
+        let argv = &self.argv;
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .env("NIGHTSHIFT_BATCH", &self.batch)
+            .env("NIGHTSHIFT_RUN_ID", self.run_id.to_string())
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
+        if let Some(dir) = &self.work_dir {
+            cmd.current_dir(dir);
+        }
+        let fail = |problem: String, stderr: &[u8]| {
+            HookFailure::new(Hook::Alert, &argv[0], problem, stderr)
+        };
+        let failure = match super::child::subreaper::spawn(&mut cmd) {
+            Err(e) => Some(fail(format!("could not start: {e}"), b"")),
+            Ok(mut child) => {
+                let group = child.id();
+                let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+                let reader = child
+                    .stderr
+                    .take()
+                    .map(|err| tokio::spawn(read_tail(err, tail.clone())));
+                if let Some(mut stdin) = child.stdin.take() {
+                    let _ = stdin.write_all(self.body.as_bytes()).await;
+                    let _ = stdin.write_all(b"\n").await;
+                }
+                // A signal that comes while it runs (one before it is the
+                // run's, which still alerts).
+                signals.borrow_and_update();
+                let stopped = async {
+                    if signals.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                let waited = tokio::select! {
+                    w = tokio::time::timeout(ALERT_TIMEOUT, child.wait()) => w.map_err(|_| false),
+                    () = stopped => Err(true),
+                };
+                // What it started goes with it (`sleep 300 &`).
+                if waited.is_err() {
+                    super::child::kill_group(group);
+                    let _ = child.kill().await;
+                }
+                if let Some(reader) = reader {
+                    let abort = reader.abort_handle();
+                    if tokio::time::timeout(ALERT_STDERR_GRACE, reader)
+                        .await
+                        .is_err()
+                    {
+                        abort.abort();
+                    }
+                }
+                let stderr = std::mem::take(
+                    &mut *tail
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                );
+                match waited {
+                    Ok(Ok(status)) if status.success() => None,
+                    Ok(Ok(status)) => Some(fail(status.to_string(), &stderr)),
+                    Ok(Err(e)) => Some(fail(format!("could not be waited for: {e}"), &stderr)),
+                    Err(false) => Some(fail(
+                        format!("timed out after {}", format_duration(ALERT_TIMEOUT)),
+                        &stderr,
+                    )),
+                    Err(true) => Some(fail("stopped by a signal".into(), &stderr)),
                 }
             }
-            let stderr = std::mem::take(
-                &mut *tail
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            );
-            match waited {
-                Ok(Ok(status)) if status.success() => None,
-                Ok(Ok(status)) => Some(fail(status.to_string(), &stderr)),
-                Ok(Err(e)) => Some(fail(format!("could not be waited for: {e}"), &stderr)),
-                Err(_) => Some(fail(
-                    format!("timed out after {}", format_duration(ALERT_TIMEOUT)),
-                    &stderr,
-                )),
-            }
+        };
+        let message = match &failure {
+            None => format!(
+                "alert `{}` ran: exit status: 0",
+                crate::util::sanitize::line(&argv[0])
+            ),
+            Some(f) => f.to_string(),
+        };
+        let mut event = NewEvent::new(
+            now_ms(),
+            &self.batch,
+            EventKind::Alert,
+            super::classify::bound_message(&message),
+        )
+        .run(self.run_id);
+        if let Some(f) = &failure {
+            event = event.fields(serde_json::json!(f));
         }
-    };
-    let message = match &failure {
-        None => format!(
-            "alert `{}` ran: exit status: 0",
-            crate::util::sanitize::line(&argv[0])
-        ),
-        Some(f) => f.to_string(),
-    };
-    let mut event = cycle.new_event(EventKind::Alert, super::classify::bound_message(&message));
-    if let Some(f) = &failure {
-        event = event.fields(serde_json::json!(f));
+        if let Some(s) = store
+            && let Err(e) = s.log_event(&event)
+        {
+            tracing::warn!("recording the alert of run {}: {e}", self.run_id);
+        }
+        log.emit(&event);
+        failure
     }
-    cycle.event(event).await;
-    failure
 }
 
 /// Reads `err` to its end into `tail`, keeping the last

@@ -449,6 +449,44 @@ both_backends! {
         assert!(body["summary"].as_str().unwrap().contains("1 failed"));
     }
 
+    /// The alert runs once the batch lock is released: a slow one holds up
+    /// no other run (it held the lock for its whole timeout), and a signal
+    /// stops it, with what it started (it was ignored for 60 s).
+    fn a_hung_alert_holds_no_lock_and_a_signal_stops_it(env) {
+        env.config(
+            "[batch.b]\nretries = 0\n\
+             alert = [\"sh\", \"-c\", \"cat > alerted; sleep 300 & echo $! > bg.pid; sleep 301\"]\n",
+        );
+        add_keys(&env, "b", &["broken"]);
+        let w = p(&env.script("w.sh", "cat >/dev/null; exit 3"));
+        let mut run = env.spawn("b", &["run", "b", "--", &w]);
+        let (alerted, bg) = (env.path("alerted"), env.path("bg.pid"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !(alerted.exists() && std::fs::read_to_string(&bg).is_ok_and(|s| s.ends_with('\n'))) {
+            assert!(std::time::Instant::now() < deadline, "the alert never ran");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let b = env.batch_status("b");
+        assert!(b["lock"].is_null(), "released before the alert: {b}");
+        let started = std::time::Instant::now();
+        common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
+        run.wait().unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
+        let alert = env.strings("SELECT message FROM events WHERE kind = 'alert'");
+        assert!(alert[0].ends_with("failed: stopped by a signal"), "{alert:?}");
+        // What it left in the background went with it.
+        let pid: i32 = std::fs::read_to_string(&bg).unwrap().trim().parse().unwrap();
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |s| s.split_whitespace().nth(2) == Some("Z"))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !gone() {
+            assert!(std::time::Instant::now() < deadline, "its background process {pid} lives on");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     fn the_source_command_adds_items_idempotently(env) {
         let list = env.write("list.jsonl", "{\"key\":\"s1\"}\n{\"key\":\"s2\"}\n");
         env.config(&format!(
