@@ -208,20 +208,56 @@ fn print_report(
     Ok(())
 }
 
+/// The longest line a stream (stdin, a pipe, a device) may send before the
+/// add gives up on it: `/dev/zero`, or a binary file piped in, grew the
+/// add's memory until the kernel killed it.
+const MAX_STREAM_LINE: usize = 64 << 20;
+
 fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
     if file == Path::new("-") {
         if std::io::stdin().is_terminal() {
             return Err(user_error(
                 "no FILE given and stdin is a terminal: pipe JSON lines in, or name a file",
             ));
         }
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .context("reading stdin")?;
-    } else {
-        bytes = std::fs::read(file)
-            .map_err(|e| user_error(format!("cannot read {}: {e}", file.display())))?;
+        return read_stream(std::io::stdin().lock(), "stdin");
+    }
+    let cannot = |e: std::io::Error| user_error(format!("cannot read {}: {e}", file.display()));
+    // A regular file is as long as it is; anything else may never end.
+    if std::fs::metadata(file).map_err(cannot)?.is_file() {
+        return std::fs::read(file).map_err(cannot);
+    }
+    let f = std::fs::File::open(file).map_err(cannot)?;
+    read_stream(f, &file.display().to_string())
+}
+
+/// Reads `r` to its end, refusing a line longer than [`MAX_STREAM_LINE`].
+fn read_stream(mut r: impl Read, what: &str) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 1 << 20];
+    let (mut line_start, mut line_no) = (0, 1);
+    loop {
+        let n = match r.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {what}"))),
+        };
+        let from = bytes.len();
+        bytes.extend_from_slice(&chunk[..n]);
+        let new = &bytes[from..];
+        if let Some(last) = new.iter().rposition(|b| *b == b'\n') {
+            line_no += new.iter().filter(|b| **b == b'\n').count();
+            line_start = from + last + 1;
+        }
+        if bytes.len() - line_start > MAX_STREAM_LINE {
+            return Err(user_error(format!(
+                "{}: line {line_no} is longer than {} MiB, so this is no JSON lines input: \
+                 nothing was added",
+                sanitize::line(what),
+                MAX_STREAM_LINE >> 20
+            )));
+        }
     }
     Ok(bytes)
 }

@@ -271,6 +271,43 @@ fn add_reads_stdin_with_dash_or_no_file() {
     assert_eq!(ran.stdout.trim(), "b: added 1, already present 0");
 }
 
+/// A stream that is no JSON lines (`/dev/zero`, a binary piped in) is
+/// refused once a line passes 64 MiB, naming it; it grew the add's memory
+/// until the kernel killed it. Nothing is added.
+#[test]
+fn an_endless_line_is_refused_not_read_to_the_end_of_memory() {
+    let env = Env::new();
+    let ran = env.run(&["add", "b", "/dev/zero"]);
+    assert!(
+        ran.code(2)
+            .stderr
+            .contains("/dev/zero: line 1 is longer than 64 MiB"),
+        "{}",
+        ran.stderr
+    );
+    let mut two = lines(1..=1).into_bytes();
+    two.extend(std::iter::repeat_n(b'x', (64 << 20) + 1));
+    let ran = crate::support::ran(
+        env.cmd()
+            .args(["add", "b", "-"])
+            .write_stdin(two)
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        ran.code(2)
+            .stderr
+            .contains("stdin: line 2 is longer than 64 MiB"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(
+        env.status()["batches"].as_array().map_or(0, Vec::len),
+        0,
+        "nothing added"
+    );
+}
+
 #[test]
 fn a_newer_schema_is_refused_and_its_bytes_are_unchanged() {
     let env = Env::new();
