@@ -26,7 +26,7 @@ async fn store_changed(cycle: &Arc<Cycle>) -> bool {
 /// dashboard, from any host): stop the workers of cancelled items (the
 /// slot then moves each where its cancel said); stop the run as a first
 /// signal would, or a second with `--now`.
-fn steer(cycle: &Cycle, steering: &Steering) {
+pub(super) fn steer(cycle: &Cycle, steering: &Steering) {
     if !steering.cancels.is_empty() {
         let mut inflight = cycle.inflight.lock().unwrap_or_else(|p| p.into_inner());
         for id in &steering.cancels {

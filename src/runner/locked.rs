@@ -219,6 +219,7 @@ fn budgets_off(cfg: &crate::config::BatchConfig) -> bool {
 
 /// The tasks beside the slots while the cycle runs.
 struct Helpers {
+    token: String,
     watcher: JoinHandle<()>,
     heartbeat: JoinHandle<()>,
     deadline: Option<JoinHandle<()>>,
@@ -260,6 +261,7 @@ impl Helpers {
         });
         let progress = progress.then(|| tokio::spawn(summary::progress(cycle.clone(), started)));
         Helpers {
+            token: seat.token.clone(),
             watcher,
             heartbeat,
             deadline,
@@ -272,6 +274,19 @@ impl Helpers {
     async fn stop(self, cycle: &Arc<Cycle>) {
         reap_leftovers(cycle).await;
         self.heartbeat.abort();
+        // A stop asked of our seat that the claims honoured before the
+        // heartbeat read it (they claim nothing once it is asked): the run
+        // says who stopped it, as the heartbeat would have.
+        if cycle.stopping().is_none() {
+            let (batch, run, token) = (cycle.batch.clone(), cycle.run_id, self.token.clone());
+            if let Ok(steering) = cycle
+                .writer
+                .call(move |s| s.steering(&batch, run, &token))
+                .await
+            {
+                heartbeat::steer(cycle, &steering);
+            }
+        }
         if let Some(d) = self.deadline {
             d.abort();
         }

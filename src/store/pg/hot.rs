@@ -31,11 +31,11 @@ use crate::store::api::Completion;
 /// and marks itself so (`counts_itself`), so `items_counted` passes over it
 /// (version 21).
 const CLAIM: &str = "WITH held AS (
-     SELECT 1 FROM locks WHERE batch_id = $1 AND run_id = $3 FOR SHARE),
+     SELECT stop FROM locks WHERE batch_id = $1 AND run_id = $3 FOR SHARE),
  picked AS (
      SELECT id FROM items
       WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
-        AND next_attempt_at IS NULL AND EXISTS (SELECT 1 FROM held)
+        AND next_attempt_at IS NULL AND EXISTS (SELECT 1 FROM held WHERE stop IS NULL)
       ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED),
  claimed AS (
      UPDATE items i
@@ -322,7 +322,7 @@ impl PgStore {
         now: Millis,
     ) -> Result<Option<Vec<Claim>>> {
         // One statement: the lock check (its row shared-locked, see
-        // `holds_lock`), the claim and its events.
+        // `holds_lock`; a seat asked to stop claims nothing), the claim and its events.
         self.write_one(|c| {
             let id = batch_id(c, batch)?;
             let (until, at) = (c.tin(lease_until), c.tin(now));

@@ -10,7 +10,7 @@ use super::SqliteStore;
 use super::batches::{batch_id, ensure};
 use super::counted::Marked;
 use super::events::insert as insert_event;
-use super::locks::holds_lock;
+use super::locks::seat_stop;
 use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem, Outcome};
 use crate::store::api::Completion;
 use crate::store::chunks::Chunks;
@@ -585,11 +585,12 @@ impl SqliteStore {
         // No savepoint in a group: it fails only as the store does.
         self.write_whole(|tx| {
             let id = batch_id(tx, batch)?;
-            if !holds_lock(tx, id, run_id)? {
-                return Ok(None);
-            }
-            if n == 0 {
-                return Ok(Some(Vec::new()));
+            match seat_stop(tx, id, run_id)? {
+                None => return Ok(None),
+                // Asked to stop: nothing more is claimed.
+                Some(true) => return Ok(Some(Vec::new())),
+                Some(false) if n == 0 => return Ok(Some(Vec::new())),
+                Some(false) => {}
             }
             // Select, then update each row by id, in this one transaction:
             // `UPDATE ... WHERE id IN (SELECT ...) RETURNING` builds two

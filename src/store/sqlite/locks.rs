@@ -15,6 +15,7 @@ pub(crate) fn any_live(c: &Connection, now: Millis) -> Result<bool> {
 }
 
 const SEAT_HELD: &str = "SELECT 1 FROM locks WHERE batch_id = ?1 AND run_id = ?2";
+const SEAT_STOP: &str = "SELECT stop IS NOT NULL FROM locks WHERE batch_id = ?1 AND run_id = ?2";
 
 /// Does `run_id` hold a seat of the batch lock (see `start_run`)?
 pub(crate) fn holds_lock(c: &Connection, batch_id: i64, run_id: i64) -> Result<bool> {
@@ -22,6 +23,15 @@ pub(crate) fn holds_lock(c: &Connection, batch_id: i64, run_id: i64) -> Result<b
         .query_row(params![batch_id, run_id], |_| Ok(()))
         .optional()?
         .is_some())
+}
+
+/// Whether `run_id` holds a seat of the batch lock, and if so whether a
+/// stop is asked of it: a runner frozen while `stop` was asked must claim
+/// nothing more when it wakes, before its heartbeat reads the ask.
+pub(crate) fn seat_stop(c: &Connection, batch_id: i64, run_id: i64) -> Result<Option<bool>> {
+    Ok(c.prepare_cached(SEAT_STOP)?
+        .query_row(params![batch_id, run_id], |r| r.get(0))
+        .optional()?)
 }
 
 impl SeatsRead for SqliteTx<'_> {}

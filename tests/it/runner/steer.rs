@@ -58,6 +58,33 @@ both_backends! {
         assert_eq!(common::lines(&alerts).len(), 2);
     }
 
+    /// A runner frozen (SIGSTOP) while `stop` was asked claims nothing when
+    /// it wakes: the claim itself reads the ask, not only the heartbeat a
+    /// moment later (such a runner claimed and started new calls first).
+    /// The run still says who stopped it.
+    fn a_runner_woken_after_a_stop_was_asked_claims_nothing(env) {
+        let starts = env.path("starts.log");
+        env.config("[batch.b]\nconcurrency = 1\n");
+        add_keys(&env, "b", &["k1", "k2", "k3", "k4", "k5", "k6"]);
+        let w = p(&env.script(
+            "w.sh",
+            &format!("cat >/dev/null\necho \"$NIGHTSHIFT_KEY\" >> {}\nsleep 0.3\necho '\"ok\"'", p(&starts)),
+        ));
+        let mut run = env.spawn("b", &["run", "b", "--", &w]);
+        wait_for("two calls", || common::lines(&starts).len() >= 2);
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(run.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        let started = common::lines(&starts).len();
+        env.run(&["stop", "b"]).code(0);
+        // The call in flight ends while its runner sleeps.
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+        let status = run.wait().unwrap();
+        assert_eq!(common::lines(&starts).len(), started, "no call started after the stop");
+        let out = std::fs::read_to_string(env.path("b.out")).unwrap_or_default();
+        assert!(out.contains("; stopped: stopped by "), "{status:?}: {out}");
+    }
+
     /// A persistent worker's answers reach the circuit breaker in the
     /// order given: a success is heard as it comes, not when its batch is
     /// committed (it was heard after the failures that followed it, so a

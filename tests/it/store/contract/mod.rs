@@ -1802,6 +1802,11 @@ both_stores! {
         pids.sort_unstable();
         assert_eq!(pids, [1, 2]);
         assert_eq!(s.steering("b", a, "tok-a").unwrap().stop, Some((false, Some("ops@h2".into()))));
+        // A seat asked to stop claims nothing more, though it holds the
+        // lock: a runner frozen while it was asked claims nothing when it
+        // wakes, before its heartbeat reads the ask.
+        assert_eq!(s.claim("b", a, 1, T0 + MIN, T0 + 1).unwrap(), Some(Vec::new()));
+        assert_eq!(s.batch_infos(Some("b")).unwrap()[0].counts.pending, 1);
         // The views read who asked with the seats (the batch is `stopping`).
         let stop_by = |s: &Store| -> Vec<Option<String>> {
             s.batch_infos(Some("b")).unwrap()[0].locks.iter().map(|l| l.stop_by.clone()).collect()
