@@ -40,6 +40,13 @@ pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
     if let Some(class) = &args.class {
         groups.retain(|g| &g.error_class == class);
     }
+    // Windows are said in whole seconds (`1500ms` read as `1S`).
+    if let Some(since) = args.since.filter(|s| s.subsec_nanos() != 0) {
+        return Err(super::user_error(format!(
+            "--since {}ms: give the window in whole seconds (30s, 10m, 2h, 7d)",
+            since.as_millis()
+        )));
+    }
     // The two windows compared: 24 h from the rollups, or --since long.
     let window = args
         .since

@@ -114,6 +114,9 @@ impl Scene {
     }
 }
 
+/// The most cells of a batch's name `status --short` shows.
+const SHORT_NAME: usize = 32;
+
 /// `articles 812✓ 3✗ 185… ▶` per batch, for a tmux status bar: finished,
 /// failed and to do ([`Counts`](crate::model::Counts)), which add up to the
 /// batch's items; then what the batch is doing (see the README's legend).
@@ -123,7 +126,14 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
         .iter()
         .map(|i| {
             let c = &i.counts;
-            let mut s = format!("{} {}✓", sanitize::line(&i.name), c.finished());
+            // A tmux status line: a long name is cut, with `…`, so the
+            // marks after it stay in view.
+            let name = sanitize::line(&i.name);
+            let mut s = format!(
+                "{} {}✓",
+                sanitize::truncate_width(&name, SHORT_NAME),
+                c.finished()
+            );
             if c.failed() > 0 {
                 s.push_str(&format!(" {}✗", c.failed()));
             }

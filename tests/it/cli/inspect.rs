@@ -82,6 +82,12 @@ fn status_short_is_one_line_for_tmux() {
     env.run(&["pause", "posts"]).code(0);
     let ran = env.run(&["status", "posts", "--short"]);
     assert_eq!(ran.stdout, "posts 0✓ 3… ⏸\n");
+
+    // A long name is cut by display width, with `…`: the marks stay.
+    let long = "夜間の記事要約バッチ・とても長い名前のバッチ";
+    env.add_items(long, 1);
+    let ran = env.run(&["status", long, "--short"]);
+    assert_eq!(ran.stdout, "夜間の記事要約バッチ・とても長… 0✓ 1…\n");
 }
 
 #[test]
@@ -298,6 +304,16 @@ fn dlq_groups_by_class_last_24h_against_the_24h_before() {
             .take(4)
             .eq(["BadInput", "2", "0", "+2"])),
         "{ran:?}"
+    );
+
+    // A window with a part of a second is refused, not read as `1S`.
+    let ran = env.run(&["dlq", "b", "--since", "1500ms"]);
+    assert!(
+        ran.code(2)
+            .stderr
+            .contains("--since 1500ms: give the window in whole seconds"),
+        "{}",
+        ran.stderr
     );
 
     let empty = Env::new();
