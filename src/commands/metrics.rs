@@ -135,11 +135,10 @@ pub fn render(
         paused.samples.push(one(scene.paused(info)));
         // A pool's hold holds the batch as its own does (`status --short`
         // says `held`): an alert on this metric missed it.
-        let pool_hold = match ctx.config.batch(&info.name).and_then(|c| c.pool.as_ref()) {
-            Some(p) => store.pool_hold(&p.name, now)?.map(|h| h.until),
-            None => None,
-        };
-        let until = info.held(now).map(|h| h.until).max(pool_hold);
+        let until = info
+            .held(now)
+            .map(|h| h.until)
+            .max(scene.pool_held(ctx, &info.name));
         hold.samples.push((
             format!("batch=\"{b}\""),
             until.map_or(0.0, |t| (t - now) as f64 / 1000.0),

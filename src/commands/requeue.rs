@@ -146,15 +146,17 @@ fn refused_json<T>(
         }
         // The only key refused, none of whose item is there: its error is
         // the store's own (a pruned key says when), and JSON says it too.
-        Err(e) if json && missing_group(&e).is_some() => {
-            out_json(&json!({
-                "batch": batch,
-                "dry_run": dry_run,
-                "refused": [missing_group(&e)],
-            }))?;
+        Err(e) => {
+            if json && let Some(group) = missing_group(&e) {
+                out_json(&json!({
+                    "batch": batch,
+                    "dry_run": dry_run,
+                    "refused": [group],
+                }))?;
+            }
             Err(e.into())
         }
-        other => Ok(other?),
+        Ok(v) => Ok(v),
     }
 }
 

@@ -183,13 +183,17 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 return usage.apply(out.reported_cost.clone().apply(empty));
             }
             let strict = serde_json::from_str::<Value>(trimmed);
-            // Python's default `json.dumps` writes `NaN`: taken as text,
-            // the answer's cost and usage went uncounted in silence.
-            if strict.is_err() && !out.stdout_truncated && nan_in_object(trimmed) {
+            // Stdout meant as JSON that no parser reads would be kept as
+            // text, its cost and usage uncounted in silence, past
+            // `max_cost` and budgets: refused, saying why.
+            if strict.is_err()
+                && !out.stdout_truncated
+                && let Some(why) = not_quite_json(trimmed)
+            {
                 return Answer::Failed {
                     transient: false,
                     class: "InvalidJSON".into(),
-                    message: format!("stdout {NAN_HINT}"),
+                    message: why,
                     retry_after: None,
                     cost: None,
                     usage: None,
@@ -197,26 +201,6 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
             }
             // Text is kept as written (a YAML list, an indented code block),
             // but for the line end that closes it.
-            // A JSON answer after a log line (`print("Loading model...")`):
-            // kept as text, its cost and usage went uncounted in silence,
-            // past `max_cost` and budgets. Refused, saying why.
-            if strict.is_err()
-                && !out.stdout_truncated
-                && let Some(line) = reported_in_a_line(trimmed)
-            {
-                return Answer::Failed {
-                    transient: false,
-                    class: "InvalidJSON".into(),
-                    message: format!(
-                        "stdout is not one JSON value, but its line {line} is an object with cost or \
-                         usage, which would go uncounted: print only the result on stdout (logs \
-                         to stderr)"
-                    ),
-                    retry_after: None,
-                    cost: None,
-                    usage: None,
-                };
-            }
             let mut parsed: Value = strict
                 .unwrap_or_else(|_| Value::String(text.trim_end_matches(['\n', '\r']).to_string()));
             if out.stdout_truncated {
@@ -303,6 +287,21 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
 /// What a worker's `NaN` or `Infinity` costs it.
 const NAN_HINT: &str = "holds NaN or Infinity, which JSON does not have (Python: json.dumps(..., \
      allow_nan=False)): its cost, usage and retry_after_s could not be read";
+
+/// Why stdout that did not parse was meant as JSON: an object as Python's
+/// default `json.dumps` writes it (`NaN`), or an answer printed after a
+/// log line (`print("Loading model...")`).
+fn not_quite_json(stdout: &str) -> Option<String> {
+    if nan_in_object(stdout) {
+        return Some(format!("stdout {NAN_HINT}"));
+    }
+    reported_in_a_line(stdout).map(|line| {
+        format!(
+            "stdout is not one JSON value, but its line {line} is an object with cost or usage, \
+             which would go uncounted: print only the result on stdout (logs to stderr)"
+        )
+    })
+}
 
 /// The number (from 1) of the first line of `text` that is a JSON object
 /// reporting `cost` or `usage`: an answer printed after other output.

@@ -180,6 +180,14 @@ const ALERT_STDERR_GRACE: Duration = Duration::from_millis(500);
 /// The end of its stderr kept.
 const ALERT_STDERR_TAIL: usize = 64 << 10;
 
+/// How the alert command's run ended.
+enum AlertEnd {
+    Exited(std::io::Result<std::process::ExitStatus>),
+    TimedOut,
+    /// A signal to the run came while it ran.
+    Stopped,
+}
+
 /// The `alert` a finished run owes: run once its batch lock is released
 /// (a hung alert held the lock, and so the batch, for its whole timeout).
 pub struct Alert {
@@ -260,12 +268,15 @@ impl Alert {
                         std::future::pending::<()>().await;
                     }
                 };
-                let waited = tokio::select! {
-                    w = tokio::time::timeout(ALERT_TIMEOUT, child.wait()) => w.map_err(|_| false),
-                    () = stopped => Err(true),
+                let ended = tokio::select! {
+                    w = tokio::time::timeout(ALERT_TIMEOUT, child.wait()) => match w {
+                        Ok(exited) => AlertEnd::Exited(exited),
+                        Err(_) => AlertEnd::TimedOut,
+                    },
+                    () = stopped => AlertEnd::Stopped,
                 };
                 // What it started goes with it (`sleep 300 &`).
-                if waited.is_err() {
+                if !matches!(ended, AlertEnd::Exited(_)) {
                     super::child::kill_group(group);
                     let _ = child.kill().await;
                 }
@@ -283,15 +294,17 @@ impl Alert {
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner),
                 );
-                match waited {
-                    Ok(Ok(status)) if status.success() => None,
-                    Ok(Ok(status)) => Some(fail(status.to_string(), &stderr)),
-                    Ok(Err(e)) => Some(fail(format!("could not be waited for: {e}"), &stderr)),
-                    Err(false) => Some(fail(
+                match ended {
+                    AlertEnd::Exited(Ok(status)) if status.success() => None,
+                    AlertEnd::Exited(Ok(status)) => Some(fail(status.to_string(), &stderr)),
+                    AlertEnd::Exited(Err(e)) => {
+                        Some(fail(format!("could not be waited for: {e}"), &stderr))
+                    }
+                    AlertEnd::TimedOut => Some(fail(
                         format!("timed out after {}", format_duration(ALERT_TIMEOUT)),
                         &stderr,
                     )),
-                    Err(true) => Some(fail("stopped by a signal".into(), &stderr)),
+                    AlertEnd::Stopped => Some(fail("stopped by a signal".into(), &stderr)),
                 }
             }
         };
