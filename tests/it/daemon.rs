@@ -56,6 +56,11 @@ impl Daemon {
     fn terminate(&mut self) -> ExitStatus {
         let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap());
         kill(pid, Signal::SIGTERM).unwrap();
+        self.exited()
+    }
+
+    /// The exit status, once it exits (within [`PATIENCE`]).
+    fn exited(&mut self) -> ExitStatus {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -572,15 +577,7 @@ fn a_store_replaced_under_the_daemon_stops_it() {
     }
     env.cmd().arg("init").assert().success();
     add(&env, "b", &["fresh"]);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = daemon.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(start.elapsed() < PATIENCE, "the daemon did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(3));
+    assert_eq!(daemon.exited().code(), Some(3));
     let err = std::fs::read_to_string(env.path("daemon.err")).unwrap();
     assert!(err.contains("deleted or replaced"), "{err}");
     let b = batch(&env.status(), "b");
@@ -825,14 +822,7 @@ fn a_stopping_daemon_is_said_stopping_while_its_cycle_finishes() {
     assert!(short.contains(" daemon stopping"), "{short}");
     // The item finishes; the daemon exits, stopped.
     env.write("go", "");
-    let start = Instant::now();
-    let exit = loop {
-        if let Some(status) = daemon.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(start.elapsed() < PATIENCE, "the daemon did not exit");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let exit = daemon.exited();
     assert_eq!(exit.code(), Some(0), "{exit:?}");
     let status = env.status();
     assert_eq!(status["daemons"][0]["state"], "stopped", "{status}");

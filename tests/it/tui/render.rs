@@ -36,6 +36,30 @@ fn fixture() -> Fx {
     Fx { _dir: dir, store }
 }
 
+/// The fixture's store, open for a test's own writes.
+fn writable_fixture(running: bool) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nightshift.db");
+    fixture::build(&db, &fixture::Options { now: NOW, running });
+    let store = Store::open(&db, Access::ReadWrite).unwrap();
+    (dir, store)
+}
+
+/// A poll's data, given to `app` as the poller gives it.
+fn deliver(app: &mut App, data: nightshift::store::Dashboard, at: nightshift::model::Millis) {
+    app.update(Arrival::Polled {
+        at,
+        asked: app.asked,
+        result: Ok(Box::new(data)),
+    });
+}
+
+/// One poll of `store` at `at`.
+fn poll_at(app: &mut App, store: &Store, at: nightshift::model::Millis) {
+    let data = store.dashboard(&app.query(), at).unwrap();
+    deliver(app, data, at);
+}
+
 fn setup(palette: Palette, read_only: bool) -> Setup {
     let mut setup = Setup::new("/srv/nightshift/nightshift.db", "box-1", read_only, palette);
     let mut schedules = BTreeMap::new();
@@ -612,16 +636,7 @@ fn the_pace_says_only_what_it_knows() {
 /// header's summary and the ETA too.
 #[test]
 fn a_run_held_by_its_pool_is_held_with_no_eta() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("nightshift.db");
-    fixture::build(
-        &db,
-        &fixture::Options {
-            now: NOW,
-            running: true,
-        },
-    );
-    let mut store = Store::open(&db, Access::ReadWrite).unwrap();
+    let (dir, mut store) = writable_fixture(true);
     let hold = nightshift::store::PoolHold {
         until: NOW + 5 * fixture::MIN,
         batch: "newsletter".into(),
@@ -637,12 +652,7 @@ fn a_run_held_by_its_pool_is_held_with_no_eta() {
     setup.pool_of.insert("articles".into(), "本番".into());
     let mut app = App::new(setup, NOW);
     app.update(Arrival::Resize(160, 48));
-    let data = store.dashboard(&app.query(), NOW).unwrap();
-    app.update(Arrival::Polled {
-        at: NOW,
-        asked: app.asked,
-        result: Ok(Box::new(data)),
-    });
+    poll_at(&mut app, &store, NOW);
     let shot = draw(&app);
     let row = shot
         .lines()
@@ -660,11 +670,7 @@ fn a_run_held_by_its_pool_is_held_with_no_eta() {
     std::fs::write(dir.path().join("PAUSED"), "").unwrap();
     let mut data = store.dashboard(&app.query(), NOW).unwrap();
     data.emergency = Some(dir.path().join("PAUSED"));
-    app.update(Arrival::Polled {
-        at: NOW,
-        asked: app.asked,
-        result: Ok(Box::new(data)),
-    });
+    deliver(&mut app, data, NOW);
     let shot = draw(&app);
     assert!(shot.contains("no ETA: paused"), "{shot}");
     assert!(shot.contains("…23 ▶ running ⏸ PAUSED"), "{shot}");
@@ -674,29 +680,15 @@ fn a_run_held_by_its_pool_is_held_with_no_eta() {
 /// passed unfired, instead of a next fire that will not come.
 #[test]
 fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("nightshift.db");
-    fixture::build(
-        &db,
-        &fixture::Options {
-            now: NOW,
-            running: true,
-        },
-    );
+    let (_dir, mut store) = writable_fixture(true);
     // The daemon last planned the fire of 2025-12-29 02:00 JST, and beat
     // two seconds before NOW: an hour later it is silent, three fires gone.
-    let mut store = Store::open(&db, Access::ReadWrite).unwrap();
     let planned = NOW - 3 * 24 * fixture::HOUR + 5 * fixture::HOUR;
     store.set_next_fire("articles", Some(planned), NOW).unwrap();
     let later = NOW + fixture::HOUR;
     let mut app = App::new(setup(Palette::Mono, false), later);
     app.update(Arrival::Resize(160, 48));
-    let data = store.dashboard(&app.query(), later).unwrap();
-    app.update(Arrival::Polled {
-        at: later,
-        asked: app.asked,
-        result: Ok(Box::new(data)),
-    });
+    poll_at(&mut app, &store, later);
     let shot = draw(&app);
     assert!(
         shot.contains("0 2 * * * Asia/Tokyo · daemon not running (last seen 1h0m ago) · 3 missed"),
@@ -704,14 +696,9 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     );
     assert!(!shot.contains("next Fri"), "{shot}");
     // While it beats, the next fire.
-    let data = store.dashboard(&app.query(), NOW).unwrap();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
     app.update(Arrival::Resize(160, 48));
-    app.update(Arrival::Polled {
-        at: NOW,
-        asked: app.asked,
-        result: Ok(Box::new(data)),
-    });
+    poll_at(&mut app, &store, NOW);
     let shot = draw(&app);
     assert!(
         shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST"),
@@ -725,12 +712,7 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
         at: NOW,
     };
     store.pause_batch("articles", &pause).unwrap();
-    let data = store.dashboard(&app.query(), NOW).unwrap();
-    app.update(Arrival::Polled {
-        at: NOW,
-        asked: app.asked,
-        result: Ok(Box::new(data)),
-    });
+    poll_at(&mut app, &store, NOW);
     let shot = draw(&app);
     assert!(
         shot.contains("next Fri 2026-01-02 02:00 JST (in 5h0m) · skipped while paused"),
@@ -743,16 +725,7 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
 /// that, beside the quarantined items that wait for a person.
 #[test]
 fn the_batch_detail_says_why_items_wait() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("nightshift.db");
-    fixture::build(
-        &db,
-        &fixture::Options {
-            now: NOW,
-            running: false,
-        },
-    );
-    let mut store = Store::open(&db, Access::ReadWrite).unwrap();
+    let (_dir, mut store) = writable_fixture(false);
     let pause = nightshift::model::Pause {
         reason: "プロンプトを直す".into(),
         by: "ops@box-1".into(),
@@ -761,12 +734,7 @@ fn the_batch_detail_says_why_items_wait() {
     store.pause_batch("articles", &pause).unwrap();
     let mut app = App::new(setup(Palette::Mono, false), NOW);
     app.update(Arrival::Resize(160, 48));
-    let data = store.dashboard(&app.query(), NOW).unwrap();
-    app.update(Arrival::Polled {
-        at: NOW,
-        asked: app.asked,
-        result: Ok(Box::new(data)),
-    });
+    poll_at(&mut app, &store, NOW);
     let shot = draw(&app);
     assert!(shot.contains("waiting   "), "{shot}");
     assert!(shot.contains("wait: the batch is paused"), "{shot}");
