@@ -8,8 +8,8 @@ use super::schedule::{scheduled_batch, scheduled_names};
 use super::{Ctx, Exit, out, user_error};
 use crate::cli::{DaemonArgs, RunArgs, TriggerArg};
 use crate::schedule::daemon::{self, Target};
-use crate::schedule::{Cut, Plan, Stored};
-use crate::util::time::{now_ms, to_datetime};
+use crate::schedule::{Plan, Stored};
+use crate::util::time::now_ms;
 
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
     let names = names(ctx, args)?;
@@ -85,11 +85,7 @@ fn targets(ctx: &Ctx, names: &[String], verbose: bool) -> anyhow::Result<Vec<Tar
             .batch_infos(Some(name))?
             .pop()
             .ok_or_else(|| anyhow::anyhow!("batch {name} vanished from the store"))?;
-        let stored = Stored {
-            next_fire: info.next_fire.map(to_datetime),
-            last_fire_at: info.last_fire.as_ref().map(|f| to_datetime(f.at)),
-            cut_short: info.last_fire.as_ref().and_then(|f| Cut::of(&f.outcome)),
-        };
+        let stored = Stored::of(&info);
         let mut opts = super::run::options(ctx, &run_args(name, verbose))?;
         opts.progress = false;
         let plan = Plan::new(cfg, stored, crate::util::time::now())

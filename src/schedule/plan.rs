@@ -52,6 +52,19 @@ pub struct Stored {
     pub cut_short: Option<Cut>,
 }
 
+impl Stored {
+    /// What `info` stores of its batch's fires.
+    #[must_use]
+    pub fn of(info: &crate::model::BatchInfo) -> Stored {
+        use crate::util::time::to_datetime;
+        Stored {
+            next_fire: info.next_fire.map(to_datetime),
+            last_fire_at: info.last_fire.as_ref().map(|f| to_datetime(f.at)),
+            cut_short: info.last_fire.as_ref().and_then(|f| Cut::of(&f.outcome)),
+        }
+    }
+}
+
 /// How a fire cut short is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cut {

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use super::Schedule;
-use super::plan::{Cut, Overdue, Plan, Stored};
+use super::plan::{Overdue, Plan, Stored};
 use crate::config::Overlap;
 use crate::model::{BatchInfo, DaemonInfo, Millis, daemon_for};
 use crate::util::time::to_datetime;
@@ -77,11 +77,7 @@ pub fn seen<'a>(
     let overdue = if live {
         None
     } else {
-        let stored = Stored {
-            next_fire: info.next_fire.map(to_datetime),
-            last_fire_at: info.last_fire.as_ref().map(|f| to_datetime(f.at)),
-            cut_short: info.last_fire.as_ref().and_then(|f| Cut::of(&f.outcome)),
-        };
+        let stored = Stored::of(info);
         // Nothing stored: no daemon ever planned a fire, none was missed.
         (stored != Stored::default())
             .then(|| {
