@@ -15,7 +15,11 @@ use nightshift::util::sanitize;
 fn main() -> ExitCode {
     nightshift::util::stdio::keep_open();
     nightshift::util::signals::catch_inherited_ignores();
-    let (demo_parent, args) = nightshift::demo::take_parent_arg(std::env::args_os().collect());
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(runner) = nightshift::runner::guard_arg(&args) {
+        return ExitCode::from(nightshift::runner::serve_guard(&runner) as u8);
+    }
+    let (demo_parent, args) = nightshift::demo::take_parent_arg(args);
     if let Some(parent) = demo_parent {
         nightshift::demo::follow_parent(parent);
     }

@@ -15,6 +15,8 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
     let names = names(ctx, args)?;
     let targets = targets(ctx, &names, args.verbose)?;
     let load: daemon::Load<'_> = Box::new(|| reloaded(ctx, args));
+    // Our workers are stopped, should this process be killed outright.
+    crate::runner::start_guard();
     let log_dir = targets.first().and_then(|t| t.opts.log_dir.clone());
     if let Some(dir) = &log_dir {
         crate::runner::start_file_log(dir);

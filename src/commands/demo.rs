@@ -226,7 +226,9 @@ fn wait_for_scheduled_run(
 }
 
 fn headless(ctx: &Ctx, demo: &demo::Demo) -> anyhow::Result<Exit> {
-    // The scheduled batch runs under the real daemon, in the background.
+    // The scheduled batch runs under the real daemon, in the background;
+    // `articles` here, whose workers are stopped should we be killed.
+    runner::start_guard();
     let mut daemon = demo::Child::spawn(demo, "daemon", &["daemon", "--batch", "reports"])?;
     let next = super::status::next_fires(ctx, "reports", now_ms(), 1);
     if let Some(at) = next.first() {

@@ -24,6 +24,8 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     }
     // One cycle in this process: what its workers leave behind is ours.
     runner::adopt_orphans();
+    // Our workers are stopped, should this process be killed outright.
+    runner::start_guard();
     let report = runner::run_blocking(&ctx.db, opts);
     runner::close_file_log();
     let report = report?;

@@ -349,6 +349,7 @@ impl Cycle {
     /// between a spawn and a queued write.
     pub(super) fn record_worker(&self, slot: u32, pid: u32, start: Option<u64>) {
         if let Some(group) = groups::of(self.run_id, slot, pid, start) {
+            super::child::guard::worker(self.run_id, slot, group.pgid, group.started);
             self.writer.defer(move |s| s.record_worker(&group));
         }
     }

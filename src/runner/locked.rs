@@ -273,6 +273,7 @@ impl Helpers {
     /// the helpers.
     async fn stop(self, cycle: &Arc<Cycle>) {
         reap_leftovers(cycle).await;
+        super::child::guard::run_ended(cycle.run_id);
         self.heartbeat.abort();
         // A stop asked of our seat that the claims honoured before the
         // heartbeat read it (they claim nothing once it is asked): the run

@@ -64,6 +64,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+pub use child::guard::{serve as serve_guard, start as start_guard, take_arg as guard_arg};
 pub use child::subreaper::adopt_orphans;
 pub use cycle::{Signal, StopReason};
 pub use dry_run::dry_run;

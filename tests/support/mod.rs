@@ -502,6 +502,25 @@ pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
 }
 
+/// SIGKILLs a runner and, first, the guard that would stop its workers
+/// when it dies (`runner::child::guard`): the case a later run on this
+/// host must cover, where the workers outlive both.
+#[cfg(target_os = "linux")]
+pub fn kill_runner_and_guard(pid: u32) {
+    let guards: Vec<u32> = pids_with("--guard-runner")
+        .into_iter()
+        .filter(|g| {
+            std::fs::read_to_string(format!("/proc/{g}/stat")).is_ok_and(|stat| {
+                let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+                rest.split_whitespace().nth(1) == Some(&pid.to_string())
+            })
+        })
+        .collect();
+    assert_eq!(guards.len(), 1, "runner {pid} has one guard");
+    signal(guards[0], nix::sys::signal::Signal::SIGKILL);
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+}
+
 /// Pids of live processes whose command line contains `marker` (a /proc
 /// scan, like `pgrep -f`).
 pub fn pids_with(marker: &str) -> Vec<u32> {

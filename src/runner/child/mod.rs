@@ -11,9 +11,11 @@
 //!   (Linux) or `Command` ([`Running`]);
 //! - `persistent`: the long-lived worker and its JSON-lines protocol;
 //! - `groups`, `orphans`, `subreaper`: finding and stopping what workers
-//!   of a dead runner, or our own, left running.
+//!   of a dead runner, or our own, left running;
+//! - `guard`: the process that stops our workers when we die.
 
 pub mod groups;
+pub mod guard;
 pub mod orphans;
 pub mod output;
 pub mod persistent;

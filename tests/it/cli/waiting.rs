@@ -5,6 +5,7 @@
 //! binary, real worker, real daemon, both backends.
 
 use crate::support as common;
+use nightshift::util::time::now_ms;
 
 use common::Env;
 use serde_json::Value;
@@ -46,13 +47,6 @@ fn until_of(env: &Env, reason: &str) -> Value {
 /// `show b KEY --json`'s reason.
 fn item_reason(env: &Env, key: &str) -> Value {
     env.run(&["show", "b", key, "--json"]).code(0).json()["waiting"]["reason"].clone()
-}
-
-fn now_ms() -> i64 {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    i64::try_from(since.as_millis()).unwrap()
 }
 
 fn pairs(list: &[(&str, i64)]) -> Vec<(String, i64)> {

@@ -6,6 +6,7 @@
 #![cfg(unix)]
 
 use crate::support as common;
+use nightshift::util::time::now_ms;
 
 use common::{Env, signal, wait_for};
 use nix::sys::signal::Signal;
@@ -144,11 +145,4 @@ both_backends! {
             run.wait().unwrap();
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }

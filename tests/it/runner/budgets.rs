@@ -10,19 +10,13 @@
 //! is checked by the times the runner reported against the workers' own.
 
 use crate::support as common;
+use nightshift::util::time::now_ms;
 
 use crate::support::require::Tool;
 use common::{Env, starts, wait_for};
 use nix::sys::signal::Signal;
 
 const DAY_MS: i64 = 86_400_000;
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
 
 /// Keeps a test that needs the UTC day not to end away from 00:00Z.
 fn away_from_midnight() {

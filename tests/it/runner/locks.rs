@@ -5,6 +5,7 @@
 #![cfg(unix)]
 
 use crate::support as common;
+use nightshift::util::time::now_ms;
 
 use std::path::Path;
 
@@ -16,13 +17,6 @@ use nightshift::store::{Completion, Failure, LockOutcome, Store};
 
 fn p(path: &Path) -> String {
     path.display().to_string()
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 fn stdout(out: &std::process::Output) -> String {
@@ -82,7 +76,8 @@ fn wait_for_lock_expiry(env: &Env) {
 fn crash_while_k1_runs(env: &Env, w: &str) {
     let mut a = env.spawn_with("a", &["run", "b", "-j", "1", "--", w], &[("SLOW", "1000")]);
     wait_for("k1 started", || env.path("started-k1").exists());
-    signal(a.id(), Signal::SIGKILL);
+    // The guard as well, or it stops the worker itself.
+    common::kill_runner_and_guard(a.id());
     a.wait().unwrap();
     assert_eq!(env.item("k1").0, "claimed");
     assert_eq!(env.int("SELECT count(*) FROM locks"), 1, "the lock stayed");

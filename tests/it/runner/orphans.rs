@@ -16,7 +16,10 @@
 use crate::support as common;
 use crate::support::require::Tool;
 
-use common::{Env, assert_no_process_left, lines, pids_with, ran, signal, stdout, wait_for};
+use common::{
+    Env, assert_no_process_left, kill_runner_and_guard, lines, pids_with, ran, signal, stdout,
+    wait_for,
+};
 use nix::sys::signal::Signal;
 
 fn p(path: &std::path::Path) -> String {
@@ -61,7 +64,157 @@ fn boot_id() -> String {
         .to_string()
 }
 
+/// A persistent worker (concurrency 2) started through `env -i`: it logs
+/// `start KEY ATTEMPT` and `end KEY ATTEMPT`, sleeps on a first attempt,
+/// and logs `overlap KEY` when another worker holds the key's `flock`.
+fn persistent_env_i(env: &Env) {
+    let dir = p(env.dir.path());
+    env.write(
+        "worker.py",
+        r#"
+import fcntl, json, os, sys, time
+d = sys.argv[1]
+def log(text):
+    with open(os.path.join(d, "log"), "a") as f:
+        f.write(text + "\n")
+for line in sys.stdin:
+    r = json.loads(line)
+    k, a = r["key"], r["attempt"]
+    lock = open(os.path.join(d, "lock-" + k), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        log("overlap " + k)
+    log("start %s %d" % (k, a))
+    if a == 1:
+        time.sleep(300)
+    log("end %s %d" % (k, a))
+    print(json.dumps({"key": k, "result": 1}), flush=True)
+    lock.close()
+"#,
+    );
+    env.config(&format!(
+        "[batch.b]\nmode = \"persistent\"\nconcurrency = 2\n\
+         worker = [\"env\", \"-i\", \"python3\", \"{dir}/worker.py\", \"{dir}\", \"{}\"]\n",
+        marker(env)
+    ));
+}
+
 both_backends! {
+    /// A runner killed outright (SIGKILL) has its workers stopped at once
+    /// by its guard, before any later run: a worker that cleared its
+    /// environment (found by its group) and a process that left the group
+    /// but kept it (found by its environment). The guard then goes too, and
+    /// the re-run finds nothing left to stop.
+    fn a_killed_runner_s_guard_stops_its_workers_at_once(env) {
+        env.config("[batch.b]\nconcurrency = 2\n");
+        let mark = marker(&env);
+        let w = env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\n\
+                 if [ \"$DONE\" ]; then echo '\"ok\"'; exit 0; fi\n\
+                 if [ \"$NIGHTSHIFT_KEY\" = k1 ]; then exec env -i sh -c 'sleep 300; :' {mark}; fi\n\
+                 setsid sh -c 'sleep 300; :' {mark} </dev/null >/dev/null 2>&1 &\n\
+                 exec sleep 300\n"
+            ),
+        );
+        env.add_items("b", 2);
+        let mut a = env.spawn("a", &["run", "b", "--", &p(&w)]);
+        wait_for("both workers' sleeps", || pids_with(&mark).len() == 2);
+        wait_for("both worker groups recorded", || {
+            env.int("SELECT count(*) FROM workers") == 2
+        });
+        let runner = a.id();
+        signal(runner, Signal::SIGKILL);
+        a.wait().unwrap();
+        wait_for("the guard to stop the workers", || pids_with(&mark).is_empty());
+        wait_for("the guard to end", || {
+            pids_with(&format!("--guard-runner\0{runner}-")).is_empty()
+        });
+
+        let out = env
+            .cmd()
+            .env("DONE", "1")
+            .args(["run", "b", "--", &p(&w)])
+            .output()
+            .unwrap();
+        ran(out).code(0);
+        assert_eq!(env.item("k1").0, "done");
+        assert!(
+            !env.event_kinds().iter().any(|k| k == "orphans-stopped"),
+            "nothing was left for the re-run: {:?}",
+            env.event_kinds()
+        );
+    }
+
+    /// The same in persistent mode: the long-lived workers, started
+    /// through `env -i`, go with their runner.
+    fn a_killed_runner_s_guard_stops_its_persistent_workers_at_once(env) {
+        require!(Tool::Python3);
+        persistent_env_i(&env);
+        env.add_items("b", 2);
+        let mut a = env.spawn("a", &["run", "b"]);
+        let log = env.path("log");
+        wait_for("both workers on their first item", || {
+            let l = lines(&log);
+            l.contains(&"start k1 1".to_string()) && l.contains(&"start k2 1".to_string())
+        });
+        wait_for("both worker groups recorded", || {
+            env.int("SELECT count(*) FROM workers") == 2
+        });
+        signal(a.id(), Signal::SIGKILL);
+        a.wait().unwrap();
+        wait_for("the guard to stop the workers", || {
+            pids_with(&marker(&env)).is_empty()
+        });
+
+        ran(env.cmd().args(["run", "b"]).output().unwrap()).code(0);
+        let l = lines(&log);
+        assert!(!l.iter().any(|x| x.starts_with("overlap")), "a key ran twice at once: {l:?}");
+        for k in ["k1", "k2"] {
+            assert!(l.contains(&format!("end {k} 2")), "{l:?}");
+            assert!(!l.contains(&format!("end {k} 1")), "the first worker went on: {l:?}");
+        }
+    }
+
+    /// A guard killed while its runner lives is started again at the
+    /// runner's next worker, and told the groups it must know: the runner
+    /// killed after that still has its workers stopped.
+    fn a_guard_killed_while_its_runner_lives_is_started_again(env) {
+        env.config("[batch.b]\nconcurrency = 1\n");
+        let (mark, dir) = (marker(&env), p(env.dir.path()));
+        let w = env.script(
+            "w.sh",
+            &format!(
+                "cat >/dev/null\n\
+                 touch {dir}/started-$NIGHTSHIFT_KEY\n\
+                 if [ \"$NIGHTSHIFT_KEY\" = k1 ]; then\n\
+                   while [ ! -e {dir}/go ]; do sleep 0.02; done; echo '\"ok\"'; exit 0\n\
+                 fi\n\
+                 exec env -i sh -c 'sleep 300; :' {mark}\n"
+            ),
+        );
+        env.add_items("b", 2);
+        let mut a = env.spawn("a", &["run", "b", "--", &p(&w)]);
+        let runner = a.id();
+        let guard = format!("--guard-runner\0{runner}-");
+        wait_for("k1 started", || env.path("started-k1").exists());
+        let first = pids_with(&guard);
+        assert_eq!(first.len(), 1, "one guard");
+        signal(first[0], Signal::SIGKILL);
+        wait_for("the guard gone", || pids_with(&guard).is_empty());
+        env.write("go", "");
+        wait_for("k2's worker", || pids_with(&mark).len() == 1);
+        let second = pids_with(&guard);
+        assert_eq!(second.len(), 1, "a guard again");
+        assert_ne!(second, first);
+
+        signal(runner, Signal::SIGKILL);
+        a.wait().unwrap();
+        wait_for("the new guard to stop k2's worker", || pids_with(&mark).is_empty());
+    }
+
     /// The issue's repro: concurrency 2, `exec env -i ...`, the runner
     /// SIGKILLed while both workers run, then a re-run. The first workers
     /// sleep long; each holds a `flock` on its key while it runs, so a
@@ -94,7 +247,8 @@ both_backends! {
         wait_for("both worker groups recorded", || {
             env.int("SELECT count(*) FROM workers") == 2
         });
-        signal(a.id(), Signal::SIGKILL);
+        // The guard as well: what a later run must cover.
+        kill_runner_and_guard(a.id());
         a.wait().unwrap();
         assert!(!pids_with(&marker(&env)).is_empty(), "the workers outlived their runner");
 
@@ -120,36 +274,7 @@ both_backends! {
     /// started through `env -i`.
     fn persistent_workers_that_cleared_their_environment_are_stopped_too(env) {
         require!(Tool::Python3);
-        let dir = p(env.dir.path());
-        env.write(
-            "worker.py",
-            r#"
-import fcntl, json, os, sys, time
-d = sys.argv[1]
-def log(text):
-    with open(os.path.join(d, "log"), "a") as f:
-        f.write(text + "\n")
-for line in sys.stdin:
-    r = json.loads(line)
-    k, a = r["key"], r["attempt"]
-    lock = open(os.path.join(d, "lock-" + k), "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        log("overlap " + k)
-    log("start %s %d" % (k, a))
-    if a == 1:
-        time.sleep(300)
-    log("end %s %d" % (k, a))
-    print(json.dumps({"key": k, "result": 1}), flush=True)
-    lock.close()
-"#,
-        );
-        env.config(&format!(
-            "[batch.b]\nmode = \"persistent\"\nconcurrency = 2\n\
-             worker = [\"env\", \"-i\", \"python3\", \"{dir}/worker.py\", \"{dir}\", \"{}\"]\n",
-            marker(&env)
-        ));
+        persistent_env_i(&env);
         env.add_items("b", 2);
         let mut a = env.spawn("a", &["run", "b"]);
         let log = env.path("log");
@@ -160,7 +285,8 @@ for line in sys.stdin:
         wait_for("both worker groups recorded", || {
             env.int("SELECT count(*) FROM workers") == 2
         });
-        signal(a.id(), Signal::SIGKILL);
+        // The guard as well: what a later run must cover.
+        kill_runner_and_guard(a.id());
         a.wait().unwrap();
 
         ran(env.cmd().args(["run", "b"]).output().unwrap()).code(0);
@@ -208,7 +334,8 @@ for line in sys.stdin:
         let w = env.script("w.sh", "cat >/dev/null\nexec sleep 300\n");
         let mut a = env.spawn("a", &["run", "b", "--", &p(&w)]);
         wait_for("the worker recorded", || env.int("SELECT count(*) FROM workers") == 1);
-        signal(a.id(), Signal::SIGKILL);
+        // The guard as well: what a later run must cover.
+        kill_runner_and_guard(a.id());
         a.wait().unwrap();
         let run = env.int("SELECT max(id) FROM runs");
 

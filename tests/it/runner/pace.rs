@@ -8,6 +8,7 @@
 
 use crate::support as common;
 use crate::support::require::Tool;
+use nightshift::util::time::now_ms;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -98,14 +99,6 @@ fn batch_status(env: &Env) -> serde_json::Value {
         .find(|b| b["name"] == "b")
         .cloned()
         .unwrap()
-}
-
-/// Now on the wall clock, in ms since the epoch (the clock the workers log).
-fn now_ms() -> i64 {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    i64::try_from(since.as_millis()).unwrap()
 }
 
 /// Call `n` (from 0) of a run launched at `launched` takes the rate limit's

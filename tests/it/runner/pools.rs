@@ -11,16 +11,10 @@
 //! started; none races a sleep.
 
 use crate::support as common;
+use nightshift::util::time::now_ms;
 
 use common::{Env, starts, wait_for};
 use serde_json::Value;
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
 
 /// A worker that writes `batch key start_ms` to `starts.log`, then does
 /// what `then` says (shell).

@@ -5,6 +5,7 @@
 //! then) and is started by the first run after it. Both backends.
 
 use crate::support as common;
+use nightshift::util::time::now_ms;
 
 use common::Env;
 
@@ -34,13 +35,6 @@ fn started(env: &Env) -> Vec<(String, i64)> {
 
 fn keys(env: &Env) -> Vec<String> {
     started(env).into_iter().map(|(k, _)| k).collect()
-}
-
-fn now_ms() -> i64 {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    i64::try_from(since.as_millis()).unwrap()
 }
 
 /// A whole second at least `ahead_ms` from now, as RFC 3339 and in ms.

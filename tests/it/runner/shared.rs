@@ -5,6 +5,7 @@
 #![cfg(unix)]
 
 use crate::support as common;
+use nightshift::util::time::now_ms;
 
 use common::{Env, lines, pids_with, signal, tally, wait_for};
 use nix::sys::signal::Signal;
@@ -159,6 +160,70 @@ both_backends! {
         env.assert_counts_consistent();
     }
 
+    /// The same with the killed runner's workers still able to finish: a
+    /// runner on host-b is SIGKILLed while its workers hold their keys (a
+    /// `flock`) and sleep; the runner on host-a takes the claims back once
+    /// host-b's seat expired and runs them. The killed runner's guard
+    /// stopped its workers at once, so no key runs on both hosts at once,
+    /// and each side effect happens once.
+    fn a_runner_killed_on_another_host_leaves_no_worker_beside_the_takeover(env) {
+        env.config("[batch.b]\nlock_ttl = \"3s\"\n");
+        add(&env, 10);
+        let dir = env.dir.path().display().to_string();
+        let w = env.script(
+            "flock.sh",
+            &format!(
+                "cat >/dev/null\n\
+                 flock -n -E 75 {dir}/lock-$NIGHTSHIFT_KEY sh -c '\
+                   touch {dir}/started-$NIGHTSHIFT_HOST-$NIGHTSHIFT_KEY; \
+                   if [ -n \"$SLOW\" ]; then sleep $SLOW; fi; \
+                   echo \"$NIGHTSHIFT_HOST $NIGHTSHIFT_KEY\" >> {dir}/side-effects.log; \
+                   echo \"\\\"$NIGHTSHIFT_HOST\\\"\"' {marker}\n\
+                 rc=$?\n\
+                 if [ $rc = 75 ]; then echo \"overlap $NIGHTSHIFT_KEY\" >> {dir}/overlaps; fi\n\
+                 exit $rc\n",
+                marker = marker(&env),
+            ),
+        );
+        let w = w.display().to_string();
+        let mut b = env.spawn_with(
+            "b",
+            &["run", "b", "-j", "2", "--", &w],
+            &[("NIGHTSHIFT_HOST", "host-b"), ("SLOW", "20")],
+        );
+        wait_for("host-b's two workers", || {
+            std::fs::read_dir(env.dir.path())
+                .unwrap()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("started-host-b-"))
+                .count()
+                == 2
+        });
+        signal(b.id(), Signal::SIGKILL);
+        b.wait().unwrap();
+        // As a runner on host-a sees it: host-b's seat stands until it
+        // lapses, a lock_ttl after host-b's last renewal.
+        wait_for("host-b's seat to lapse", || {
+            env.int("SELECT coalesce(max(expires_at), 0) FROM locks") < now_ms() - 50
+        });
+        let mut a = env.spawn_with(
+            "a",
+            &["run", "b", "-j", "1", "--", &w],
+            &[("NIGHTSHIFT_HOST", "host-a")],
+        );
+        assert!(a.wait().unwrap().success(), "{:?}", env.output_of("a"));
+        assert!(!env.path("overlaps").exists(), "{:?}", lines(&env.path("overlaps")));
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 10);
+        // host-b's sleeps were 20 s: had they gone on, their side effects
+        // would come now.
+        wait_for("host-b's workers to be gone", || pids_with(&marker(&env)).is_empty());
+        let effects = lines(&env.path("side-effects.log"));
+        assert_eq!(effects.len(), 10, "each side effect once: {effects:?}");
+        assert_eq!(tally(&effects).len(), 10, "{effects:?}");
+        assert!(effects.iter().all(|l| l.starts_with("host-a ")), "{effects:?}");
+        env.assert_counts_consistent();
+    }
+
     /// On its own host a dead runner's seat is freed at the next heartbeat,
     /// without waiting for the TTL, and its orphaned workers are stopped.
     /// A seat left by a runner that died on another host stays until a
@@ -198,7 +263,8 @@ both_backends! {
         // Runs alongside, on the same host; its heartbeat ticks every second.
         let mut a = env.spawn("a", &["run", "b", "-j", "1", "--", &w]);
         wait_for("a second run", || env.int("SELECT count(*) FROM runs") == 2);
-        signal(b.id(), Signal::SIGKILL);
+        // The guard as well, or it stops the worker itself.
+        common::kill_runner_and_guard(b.id());
         b.wait().unwrap();
         assert!(a.wait().unwrap().success(), "{:?}", env.output_of("a"));
         assert_eq!(

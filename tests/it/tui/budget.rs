@@ -6,6 +6,7 @@
 
 use crate::support as common;
 use crate::support::pty;
+use nightshift::util::time::now_ms;
 
 use std::path::Path;
 
@@ -14,13 +15,6 @@ use pty::Dash;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
 const DAY_MS: i64 = 86_400_000;
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
 
 #[test]
 fn the_batch_detail_says_the_budget_spent_and_its_reset() {

@@ -1,0 +1,217 @@
+//! A runner killed outright (SIGKILL, the OOM killer) cannot stop its
+//! workers: each leads its own process group, so they ran on, calling a
+//! paid API, until a later run on this host stopped them; and a runner on
+//! another host, taking the dead run's claims back once its lock lapsed,
+//! ran their items a second time beside them.
+//!
+//! So a process that runs workers first starts a guard ([`start`]): this
+//! program again (`--guard-runner ID`), in its own process group, with
+//! its stdin a pipe only we hold. The runner tells it each worker group it
+//! records (`Cycle::record_worker`) and each run that ended. The kernel
+//! closes the pipe when we exit, however we exit; the guard then stops
+//! those groups (`groups::stop`, which checks each is still the one
+//! recorded) and every process whose environment names us as its runner
+//! (`orphans::reap_matching`), and exits. After an orderly end there is
+//! nothing left to find (each cycle stopped its own), so it finds nothing.
+//!
+//! The guard ignores the signals a terminal or `pkill` sends, so that one
+//! sent to everything of ours still leaves it to stop the workers once its
+//! runner is gone. Only a SIGKILL of the guard as well leaves them running
+//! (the next run on this host stops them then). Linux only.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Mutex;
+
+/// The argument that makes this program a guard: `--guard-runner ID`.
+pub const GUARD_ARG: &str = "--guard-runner";
+
+/// The pipe to our guard, and what it was told, to tell a new one should
+/// it die: the groups recorded by (run, slot).
+struct Watched {
+    guard: Option<Guard>,
+    groups: HashMap<(i64, u32), (u32, u64)>,
+    runner: String,
+}
+
+static GUARD: Mutex<Option<Watched>> = Mutex::new(None);
+
+fn guard() -> std::sync::MutexGuard<'static, Option<Watched>> {
+    GUARD.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts this process's guard, once. False where it could not be started
+/// (or on a system without one): the workers are then stopped by the next
+/// run on this host, as before.
+pub fn start() -> bool {
+    let mut watched = guard();
+    if watched.is_some() {
+        return true;
+    }
+    let me = std::process::id();
+    let runner = super::orphans::runner_id(me, crate::util::identity::pid_start(me));
+    let guard = spawn(&runner);
+    let started = guard.is_some();
+    *watched = Some(Watched {
+        guard,
+        groups: HashMap::new(),
+        runner,
+    });
+    started
+}
+
+/// A guard running, and the pipe it reads.
+struct Guard {
+    child: std::process::Child,
+    pipe: std::process::ChildStdin,
+}
+
+impl Guard {
+    /// Writes `line` whole (it is under `PIPE_BUF`, so a write is all or
+    /// nothing). False when the guard is gone. A guard that does not read
+    /// (stopped) misses the line rather than stop us.
+    fn write(&mut self, line: &str) -> bool {
+        match self.pipe.write_all(line.as_bytes()) {
+            Ok(()) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn spawn(runner: &str) -> Option<Guard> {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let exe = crate::util::identity::this_program().ok()?;
+    let mut cmd = Command::new(exe);
+    cmd.arg(GUARD_ARG)
+        .arg(runner)
+        .stdin(Stdio::piped())
+        // Not our output pipes: a reader of ours waits for their end.
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .current_dir("/")
+        // A Ctrl-C at the terminal goes to our group, not to it.
+        .process_group(0);
+    // Noted as ours: `subreaper` must not take it for an orphan we adopted.
+    let mut child = super::subreaper::noted(|| cmd.spawn(), |c| Some(c.id())).ok()?;
+    let pipe = child.stdin.take()?;
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    fcntl(&pipe, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).ok()?;
+    Some(Guard { child, pipe })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn spawn(_runner: &str) -> Option<Guard> {
+    None
+}
+
+/// Tells the guard the group of the worker just spawned for `slot` of
+/// `run_id` (its leader's pid and start time).
+pub fn worker(run_id: i64, slot: u32, pid: u32, start: u64) {
+    tell(
+        |w| {
+            w.groups.insert((run_id, slot), (pid, start));
+        },
+        &format!("w {run_id} {slot} {pid} {start}\n"),
+    );
+}
+
+/// Tells the guard that `run_id` ended: its groups are gone.
+pub fn run_ended(run_id: i64) {
+    tell(
+        |w| w.groups.retain(|(run, _), _| *run != run_id),
+        &format!("e {run_id}\n"),
+    );
+}
+
+/// Notes a change, and writes `line` to the guard. A guard gone (killed)
+/// is started again and told every group it must know.
+fn tell(change: impl FnOnce(&mut Watched), line: &str) {
+    let mut watched = guard();
+    let Some(w) = watched.as_mut() else {
+        return;
+    };
+    change(w);
+    let Some(guard) = w.guard.as_mut() else {
+        return;
+    };
+    if guard.write(line) {
+        return;
+    }
+    // Its zombie, reaped (it is gone: its end of the pipe closed).
+    let _ = guard.child.try_wait();
+    w.guard = spawn(&w.runner);
+    if let Some(guard) = w.guard.as_mut() {
+        for ((run, slot), (pid, start)) in &w.groups {
+            guard.write(&format!("w {run} {slot} {pid} {start}\n"));
+        }
+    }
+}
+
+/// Takes `--guard-runner ID` from the front of the arguments.
+pub fn take_arg(args: &[std::ffi::OsString]) -> Option<String> {
+    if args.get(1).is_some_and(|a| a == GUARD_ARG) {
+        return args.get(2).and_then(|a| a.to_str()).map(str::to_string);
+    }
+    None
+}
+
+/// The guard itself: reads what its runner tells it until the pipe
+/// closes, then stops what the runner left running. Returns the exit code.
+#[cfg(target_os = "linux")]
+pub fn serve(runner: &str) -> i32 {
+    use std::io::BufRead;
+    // Caught by a handler that does nothing: ignored, without `unsafe`.
+    let unused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [
+        nix::libc::SIGINT,
+        nix::libc::SIGTERM,
+        nix::libc::SIGHUP,
+        nix::libc::SIGQUIT,
+    ] {
+        let _ = signal_hook::flag::register(sig, std::sync::Arc::clone(&unused));
+    }
+    let mut groups: HashMap<(i64, u32), (u32, u64)> = HashMap::new();
+    let stdin = std::io::stdin().lock();
+    for line in stdin.split(b'\n') {
+        let Ok(line) = line else { break };
+        let line = String::from_utf8_lossy(&line);
+        let mut f = line.split(' ');
+        match (f.next(), f.next().and_then(|r| r.parse::<i64>().ok())) {
+            (Some("w"), Some(run)) => {
+                let n: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+                if let [slot, pid, start] = n[..] {
+                    groups.insert((run, slot as u32), (pid as u32, start));
+                }
+            }
+            (Some("e"), Some(run)) => groups.retain(|(r, _), _| *r != run),
+            _ => {}
+        }
+    }
+    let (host, boot) = (
+        crate::util::identity::host(),
+        crate::util::identity::boot_id(),
+    );
+    let recorded: Vec<crate::model::WorkerGroup> = groups
+        .into_iter()
+        .map(
+            |((run_id, slot), (pgid, started))| crate::model::WorkerGroup {
+                run_id,
+                slot,
+                host: host.clone(),
+                boot: boot.clone(),
+                pgid,
+                started,
+            },
+        )
+        .collect();
+    super::groups::stop(&recorded);
+    super::orphans::reap_matching(&[vec![format!("{}={runner}", super::orphans::RUNNER_VAR)]]);
+    0
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn serve(_runner: &str) -> i32 {
+    0
+}
