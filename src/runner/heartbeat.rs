@@ -149,7 +149,7 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
             .writer
             .call(move |s| {
                 let steering = s.steering(&batch, run, &seat)?;
-                let spent = spend_keys.map(|k| s.spent(&k)).transpose()?;
+                let spent = spend_keys.as_ref().map(|k| s.spent(k)).transpose()?;
                 Ok((s.pause(&batch)?, s.hold(&batch)?, steering, spent))
             })
             .await;

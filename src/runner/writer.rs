@@ -110,28 +110,36 @@ impl Writer {
     pub async fn call_lane<T: Send + 'static>(
         &self,
         lane: usize,
-        f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+        f: impl Fn(&mut Store) -> Result<T, StoreError> + Send + Sync + 'static,
     ) -> Result<T, StoreError> {
         if self.lanes.is_empty() {
             return self.call(f).await;
         }
         let lane = lane % self.lanes.len();
-        self.refused()?;
-        let (reply, answer) = oneshot::channel();
-        let tx = self.lanes[lane].tx.as_ref().ok_or_else(gone)?;
-        tx.send(job_of(f, reply)).map_err(|_| gone())?;
-        self.answer(answer).await
+        ride_out(f, |f| async move {
+            self.refused()?;
+            let (reply, answer) = oneshot::channel();
+            let tx = self.lanes[lane].tx.as_ref().ok_or_else(gone)?;
+            tx.send(job_of(move |s| f(s), reply)).map_err(|_| gone())?;
+            self.answer(answer).await
+        })
+        .await
     }
 
-    /// Runs `f` on the store; resolves once its write is committed.
+    /// Runs `f` on the store; resolves once its write is committed. A
+    /// session the server dropped (a PostgreSQL restart) is waited out, up
+    /// to [`RIDE_OUT`], and `f` run again (see [`ride_out`]).
     pub async fn call<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
+        f: impl Fn(&mut Store) -> Result<T, StoreError> + Send + Sync + 'static,
     ) -> Result<T, StoreError> {
-        self.refused()?;
-        let (reply, answer) = oneshot::channel();
-        self.submit(f, reply)?;
-        self.answer(answer).await
+        ride_out(f, |f| async move {
+            self.refused()?;
+            let (reply, answer) = oneshot::channel();
+            self.submit(move |s| f(s), reply)?;
+            self.answer(answer).await
+        })
+        .await
     }
 
     /// The answer to a call, once its write is committed.
@@ -243,6 +251,57 @@ impl Writer {
             .map_err(|_| gone())
     }
 }
+
+/// How long a call waits for a store whose session was dropped (a
+/// PostgreSQL server restarting) to take it again: an answer a worker was
+/// paid for is then kept, not lost with the run and paid for again.
+pub const RIDE_OUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `once(f)` and, while it fails because the store's session was
+/// dropped (`StoreError::is_session_lost`), again, with pauses growing to
+/// 2 s, for up to [`RIDE_OUT`]. The failed attempt kept nothing (its
+/// transaction went with the session), so running `f` again is the same
+/// write; a write whose commit was sent as the session went may have been
+/// kept, and its fenced writes (a done mark, a claim's lease) then find
+/// their row taken and say so.
+async fn ride_out<F, T, Fut>(f: F, once: impl Fn(Arc<F>) -> Fut) -> Result<T, StoreError>
+where
+    F: Fn(&mut Store) -> Result<T, StoreError> + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let f = Arc::new(f);
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(50);
+    let mut waited = false;
+    loop {
+        match once(f.clone()).await {
+            Err(e) if e.is_session_lost() && started.elapsed() < RIDE_OUT => {
+                // Once per outage, however many calls meet it.
+                if !LOST.swap(true, Ordering::SeqCst) {
+                    let e = crate::util::sanitize::line(&e.to_string()).into_owned();
+                    eprintln!(
+                        "nightshift: lost the store's session ({e}); waiting up to {}s for it to write what is pending",
+                        RIDE_OUT.as_secs()
+                    );
+                    tracing::warn!("store session lost: {e}");
+                }
+                waited = true;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(2));
+            }
+            out => {
+                if waited && out.is_ok() && LOST.swap(false, Ordering::SeqCst) {
+                    eprintln!("nightshift: the store answers again");
+                    tracing::info!("store session back");
+                }
+                return out;
+            }
+        }
+    }
+}
+
+/// A call is waiting for the store's session (see [`ride_out`]).
+static LOST: AtomicBool = AtomicBool::new(false);
 
 /// `f` as a job whose answer goes to `reply` once its group committed.
 fn job_of<T: Send + 'static>(
@@ -456,8 +515,11 @@ mod tests {
         writer.add_lanes(vec![second]);
         assert!(writer.has_lanes());
         let (go, wait) = std::sync::mpsc::channel::<()>();
+        let wait = std::sync::Mutex::new(wait);
         let busy = writer.call(move |_| {
             Ok(wait
+                .lock()
+                .unwrap()
                 .recv_timeout(std::time::Duration::from_secs(60))
                 .is_ok())
         });

@@ -27,7 +27,7 @@ pub(super) const BATCH_TIME: Duration = Duration::from_millis(200);
 /// were asked for, and the pool's answer for their calls (asked in the
 /// same transaction).
 pub(super) type Committed = (
-    Vec<Success>,
+    std::sync::Arc<Vec<Success>>,
     Vec<bool>,
     Option<Vec<Claim>>,
     usize,
@@ -226,25 +226,26 @@ impl Slot {
             }))
         };
         let on_writer = commit.clone();
-        // The successes travel to the store thread and back (for the log).
+        // Shared with the store thread, which may run the commit again
+        // (`Writer::call`), and kept for the log.
+        let successes = std::sync::Arc::new(successes);
         Some(Box::pin(async move {
-            let (successes, out) = cycle
+            let mine = successes.clone();
+            let out = cycle
                 .writer
-                .call_lane(lane, move |s| {
-                    let out = commit(s, &successes, laned)?;
-                    Ok((successes, out))
-                })
+                .call_lane(lane, move |s| commit(s, &mine, laned))
                 .await?;
-            let (successes, (accepted, next, asked)) = match out {
-                Some(out) => (successes, out),
+            let (accepted, next, asked) = match out {
+                Some(out) => out,
                 // The seat is gone: on the writer's session, as without
                 // lanes (its successes kept, its claim refused).
                 None => {
+                    let mine = successes.clone();
                     cycle
                         .writer
                         .call(move |s| {
-                            let out = on_writer(s, &successes, false)?;
-                            Ok((successes, out.expect("always an answer off a lane")))
+                            let out = on_writer(s, &mine, false)?;
+                            Ok(out.expect("always an answer off a lane"))
                         })
                         .await?
                 }

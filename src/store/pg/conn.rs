@@ -42,7 +42,15 @@ pub(crate) struct Conn {
 
 impl From<postgres::Error> for StoreError {
     fn from(e: postgres::Error) -> StoreError {
-        let code = e.code().map(|c| c.code().to_string()).unwrap_or_default();
+        // A session the server closed, or whose socket failed, has no
+        // SQLSTATE: it is `connection_failure` here, for `is_session_lost`.
+        let broken = e.is_closed()
+            || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
+        let code = match e.code() {
+            Some(c) => c.code().to_string(),
+            None if broken => "08006".to_string(),
+            None => String::new(),
+        };
         let message = match e.as_db_error() {
             Some(db) => {
                 let mut m = db.message().to_string();
@@ -101,6 +109,15 @@ impl StoreError {
     /// A serialisation failure or deadlock: the transaction can be retried.
     pub(crate) fn is_retryable_pg(&self) -> bool {
         matches!(self, StoreError::Postgres { code, .. } if code == "40001" || code == "40P01")
+    }
+
+    /// The session is gone, and nothing written in it since its last
+    /// commit was kept: the connection failed or could not be made again
+    /// (class 08), or the server ended it (an admin shutdown, a crash, a
+    /// server starting up: 57P01–57P03). A later session may succeed.
+    pub fn is_session_lost(&self) -> bool {
+        matches!(self, StoreError::Postgres { code, .. }
+            if code.starts_with("08") || matches!(code.as_str(), "57P01" | "57P02" | "57P03"))
     }
 
     /// A key already taken (`unique_violation`).
@@ -198,7 +215,7 @@ impl Conn {
         self.skew_ms
     }
 
-    fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.client.as_ref().is_none_or(Client::is_closed)
     }
 
@@ -206,7 +223,18 @@ impl Conn {
     /// store by now (the database dropped and made anew, restored, or
     /// initialised again): then nothing more is sent to it.
     fn reconnect(&mut self, target: &Path) -> Result<()> {
-        let fresh = Conn::connect(&self.url, target, self.access, self.skew_ms)?;
+        let fresh = Conn::connect(&self.url, target, self.access, self.skew_ms).map_err(|e| {
+            match e {
+                // Still down: a session lost, not a store that cannot be
+                // opened (it was open).
+                StoreError::CannotOpen(_, why) => StoreError::Postgres {
+                    target: None,
+                    code: "08001".into(),
+                    message: format!("connecting again: {why}"),
+                },
+                other => other,
+            }
+        })?;
         let expect = self.expect.take();
         *self = fresh;
         self.expect = expect;

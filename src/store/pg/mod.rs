@@ -388,6 +388,11 @@ impl PgStore {
         // rollback: ask first, so a lost group is never reported as kept.
         if let Err(e) = conn.simple("SELECT 1") {
             let _ = conn.simple("ROLLBACK");
+            // The session went with it: said so, for the callers to wait
+            // for the server and write again.
+            if conn.is_closed() {
+                return Err(e.at(&target));
+            }
             return Err(StoreError::Fault(Fault::GroupRolledBack(format!(
                 "the group transaction on {} was rolled back by an error; nothing in it was kept ({})",
                 target.display(),

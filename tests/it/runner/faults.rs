@@ -656,3 +656,85 @@ fn polling_for_changes_keeps_this_process_s_write_lock() {
     );
     holder.execute_batch("ROLLBACK").unwrap();
 }
+
+// ---- The PostgreSQL server going away mid-run ----
+
+/// The PostgreSQL server drops every session of the store while two
+/// workers are on their items, and takes none for a while (a restart): the
+/// answers they give meanwhile are kept once the server is back, not lost
+/// with an aborted run and paid for again. Each key's worker runs once and
+/// the run ends `ok`.
+#[test]
+fn answers_given_while_the_server_restarts_are_kept_once_it_is_back() {
+    let Some(env) = Env::for_backend(common::Backend::Pg) else {
+        return;
+    };
+    env.config("[batch.b]\nconcurrency = 2\n");
+    let dir = p(env.dir.path());
+    let w = env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\n\
+             touch {dir}/started-$NIGHTSHIFT_KEY\n\
+             while [ ! -e {dir}/go ]; do sleep 0.02; done\n\
+             echo $NIGHTSHIFT_KEY >> {dir}/calls\n\
+             echo '\"ok\"'\n"
+        ),
+    );
+    add_keys(&env, "b", &["k1", "k2", "k3", "k4"]);
+    let mut run = env.spawn("run", &["run", "b", "--", &p(&w)]);
+    wait_for("two workers on their items", || {
+        env.path("started-k1").exists() && env.path("started-k2").exists()
+    });
+
+    let url = env.db.to_str().unwrap().to_string();
+    let db = url
+        .split('/')
+        .nth(3)
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    let admin_url = url.replacen(&format!("/{db}"), "/postgres", 1);
+    let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS false"))
+        .unwrap();
+    let dropped = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = $1 AND backend_type = 'client backend'",
+            &[&db],
+        )
+        .unwrap();
+    assert!(!dropped.is_empty(), "the runner's sessions were dropped");
+    // The workers answer while no session can be had.
+    std::fs::write(env.path("go"), "").unwrap();
+    wait_for("both answers", || {
+        common::lines(&env.path("calls")).len() >= 2
+    });
+    wait_for("the runner to find the server gone", || {
+        env.output_of("run").1.contains("lost the store's session")
+            || run.try_wait().unwrap().is_some()
+    });
+    admin
+        .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"))
+        .unwrap();
+
+    let status = run.wait().unwrap();
+    let (out, err) = env.output_of("run");
+    assert!(status.success(), "{out}{err}");
+    assert!(out.contains("4 done"), "{out}{err}");
+    let mut calls = common::lines(&env.path("calls"));
+    calls.sort();
+    assert_eq!(
+        calls,
+        ["k1", "k2", "k3", "k4"],
+        "each key's worker ran once"
+    );
+    for k in ["k1", "k2"] {
+        assert_eq!(env.item(k), ("done".into(), None, 1), "{k}");
+    }
+    env.assert_counts_consistent();
+}
