@@ -457,13 +457,23 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
     }
     // A requeue keeps the attempt count (unless asked to reset it) and so
     // grants one attempt past max_attempts: never more than that.
+    let past = format!(
+        "FROM items i WHERE attempts > {MAX_ATTEMPTS} + (
+           SELECT count(*) FROM events e WHERE e.item_id = i.id AND e.kind = 'requeued')"
+    );
     zero(
         "items past max_attempts (plus one per requeue)",
-        &format!(
-            "SELECT count(*) FROM items i WHERE attempts > {MAX_ATTEMPTS} + (
-               SELECT count(*) FROM events e WHERE e.item_id = i.id AND e.kind = 'requeued')"
-        ),
+        &format!("SELECT count(*) {past}"),
     );
+    // Each such item's story, to find how it got there.
+    let mut stories = Vec::new();
+    for key in env.strings(&format!("SELECT key {past}")) {
+        let story = env.strings(&format!(
+            "SELECT kind || ' run ' || coalesce(run_id, 0) || ': ' || message
+               FROM events WHERE key = '{key}' ORDER BY id"
+        ));
+        stories.push(format!("{key}: {}", story.join(" | ")));
+    }
     zero(
         "keys with more than one accepted completion",
         "SELECT count(*) FROM (SELECT key FROM events WHERE kind IN ('done', 'empty')
@@ -544,5 +554,6 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
     if !lost.is_empty() {
         v.push(format!("done items lost: {lost:?}"));
     }
+    v.extend(stories);
     v
 }

@@ -80,9 +80,21 @@ impl Guard {
 
 #[cfg(target_os = "linux")]
 fn spawn(runner: &str) -> Option<Guard> {
+    let guard = try_spawn(runner);
+    if let Err(e) = &guard {
+        eprintln!(
+            "nightshift: warning: no guard for this runner's workers ({}): killed outright, it leaves them running until a later run on this host stops them",
+            crate::util::sanitize::line(&e.to_string())
+        );
+    }
+    guard.ok()
+}
+
+#[cfg(target_os = "linux")]
+fn try_spawn(runner: &str) -> std::io::Result<Guard> {
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
-    let exe = crate::util::identity::this_program().ok()?;
+    let exe = crate::util::identity::this_program()?;
     let mut cmd = Command::new(exe);
     cmd.arg(GUARD_ARG)
         .arg(runner)
@@ -94,11 +106,14 @@ fn spawn(runner: &str) -> Option<Guard> {
         // A Ctrl-C at the terminal goes to our group, not to it.
         .process_group(0);
     // Noted as ours: `subreaper` must not take it for an orphan we adopted.
-    let mut child = super::subreaper::noted(|| cmd.spawn(), |c| Some(c.id())).ok()?;
-    let pipe = child.stdin.take()?;
+    let mut child = super::subreaper::noted(|| cmd.spawn(), |c| Some(c.id()))?;
+    let pipe = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("no pipe"))?;
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    fcntl(&pipe, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).ok()?;
-    Some(Guard { child, pipe })
+    fcntl(&pipe, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    Ok(Guard { child, pipe })
 }
 
 #[cfg(not(target_os = "linux"))]
