@@ -121,47 +121,79 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
             .tally
             .redriven
             .load(std::sync::atomic::Ordering::Relaxed);
-        let left = (total + redriven - processed).max(0);
-        // Over the run's age; nothing said in its first seconds (as the
-        // dashboard: `model::pace`).
-        let known = secs * 1000.0 >= crate::model::pace::MIN_WINDOW_MS as f64;
-        let rate = if known {
-            format!("{:.0}/min", processed as f64 * 60.0 / secs)
-        } else {
-            "—/min".into()
-        };
-        let held_until = cycle.gate.held_until();
-        // No ETA while held, as the dashboard (`model::pace`).
-        let eta = if known && processed > 0 && left > 0 && held_until.is_none() {
-            format!(
-                " · ETA {}",
-                format_duration(Duration::from_secs_f64(
-                    left as f64 * secs / processed as f64
-                ))
-            )
-        } else {
-            String::new()
-        };
         let inflight = cycle.inflight.lock().map(|m| m.len()).unwrap_or(0);
-        let held = held_until.map_or_else(String::new, |t| {
-            format!(
-                " · held until {} (retry-after)",
-                crate::util::time::utc_clock(t, crate::util::time::now_ms())
-            )
-        });
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "\r\x1b[2K{}: {} done, {} empty, {} failed, {} running, {} left · {rate}{eta}{held}",
-            crate::util::sanitize::line(&cycle.batch),
-            c.done,
-            c.empty,
-            c.failed,
-            inflight,
-            left,
+        let line = progress_line(
+            &cycle.batch,
+            &Progress {
+                done: c.done,
+                empty: c.empty,
+                failed: c.failed,
+                running: i64::try_from(inflight).unwrap_or(i64::MAX),
+                remaining: (total + redriven - processed).max(0),
+                processed,
+                secs,
+                held_until: cycle.gate.held_until(),
+            },
+            crate::util::time::now_ms(),
         );
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K{line}");
         let _ = err.flush();
     }
+}
+
+/// What the live line tells.
+struct Progress {
+    done: i64,
+    empty: i64,
+    failed: i64,
+    running: i64,
+    /// Not yet processed: the running ones and those not started.
+    remaining: i64,
+    processed: i64,
+    /// The run's age.
+    secs: f64,
+    held_until: Option<crate::model::Millis>,
+}
+
+/// `b: 3 done, 0 empty, 1 failed, 2 running, 4 left · 12/min · ETA 30s`:
+/// `left` are those not started (the running ones are said apart); the
+/// ETA is for every one not processed.
+fn progress_line(batch: &str, p: &Progress, now: crate::model::Millis) -> String {
+    // Over the run's age; nothing said in its first seconds (as the
+    // dashboard: `model::pace`).
+    let known = p.secs * 1000.0 >= crate::model::pace::MIN_WINDOW_MS as f64;
+    let rate = if known {
+        format!("{:.0}/min", p.processed as f64 * 60.0 / p.secs)
+    } else {
+        "—/min".into()
+    };
+    // No ETA while held, as the dashboard (`model::pace`).
+    let eta = if known && p.processed > 0 && p.remaining > 0 && p.held_until.is_none() {
+        format!(
+            " · ETA {}",
+            format_duration(Duration::from_secs_f64(
+                p.remaining as f64 * p.secs / p.processed as f64
+            ))
+        )
+    } else {
+        String::new()
+    };
+    let held = p.held_until.map_or_else(String::new, |t| {
+        format!(
+            " · held until {} (retry-after)",
+            crate::util::time::utc_clock(t, now)
+        )
+    });
+    format!(
+        "{}: {} done, {} empty, {} failed, {} running, {} left · {rate}{eta}{held}",
+        crate::util::sanitize::line(batch),
+        p.done,
+        p.empty,
+        p.failed,
+        p.running,
+        (p.remaining - p.running).max(0),
+    )
 }
 
 pub fn clear_progress() {
@@ -355,5 +387,31 @@ async fn read_tail(
             let cut = t.len() - ALERT_STDERR_TAIL;
             t.drain(..cut);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 10 to do, 4 processed, 2 running: 4 are left to start, and the
+    /// ETA is for the 6 not processed.
+    #[test]
+    fn the_live_line_says_running_items_apart_from_those_left() {
+        let p = Progress {
+            done: 3,
+            empty: 0,
+            failed: 1,
+            running: 2,
+            remaining: 6,
+            processed: 4,
+            secs: 60.0,
+            held_until: None,
+        };
+        let line = progress_line("夜間", &p, 0);
+        assert_eq!(
+            line,
+            "夜間: 3 done, 0 empty, 1 failed, 2 running, 4 left · 4/min · ETA 1m30s"
+        );
     }
 }
