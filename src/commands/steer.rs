@@ -89,16 +89,16 @@ pub fn stop(ctx: &Ctx, args: &StopArgs) -> anyhow::Result<Exit> {
     let (by, at) = (actor(), now_ms());
     // A configured batch that never ran has no runner to ask (none).
     let asked = store.ask_stop(&args.batch, args.now, &by, at)?;
-    let runners: Vec<String> = asked.iter().map(runner).collect();
     if args.json {
         out_json(&json!({
             "batch": args.batch,
             "now": args.now,
-            "runners": asked.iter().map(|s| json!({
-                "runner": runner(s),
-                "host": s.holder.host,
-                "pid": s.holder.pid,
-                "run_id": s.run_id,
+            "runners": asked.iter().map(|a| json!({
+                "runner": runner(&a.seat),
+                "host": a.seat.holder.host,
+                "pid": a.seat.holder.pid,
+                "run_id": a.seat.run_id,
+                "silent_since": a.silent_since.map(rfc3339),
             })).collect::<Vec<_>>(),
             "by": (!asked.is_empty()).then_some(&by),
             "at": (!asked.is_empty()).then(|| rfc3339(at)),
@@ -115,9 +115,22 @@ pub fn stop(ctx: &Ctx, args: &StopArgs) -> anyhow::Result<Exit> {
     } else {
         "to stop: no new items; in-flight ones get the grace period (`nightshift stop --now` stops them)"
     };
-    out(format!(
-        "{name}: asked {} {how}; heard within a second",
-        sanitize::line(&runners.join(", "))
-    ))?;
+    let (silent, live): (Vec<_>, Vec<_>) = asked.iter().partition(|a| a.silent_since.is_some());
+    let said = |of: &[&crate::store::StopAsked]| {
+        let names: Vec<String> = of.iter().map(|a| a.said(at)).collect();
+        sanitize::line(&names.join(", ")).into_owned()
+    };
+    if !live.is_empty() {
+        out(format!(
+            "{name}: asked {} {how}; heard within a second",
+            said(&live)
+        ))?;
+    }
+    if !silent.is_empty() {
+        out(format!(
+            "{name}: asked {} {how}, should it come back (a run that takes its seat over first is not asked)",
+            said(&silent)
+        ))?;
+    }
     Ok(Exit::Ok)
 }

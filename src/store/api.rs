@@ -704,6 +704,29 @@ pub struct CancelSettled {
     pub by: Option<String>,
 }
 
+/// A seat `ask_stop` asked: its runner, and when it was last heard from
+/// when it is silent (its seat lapsed, on another host or stopped here):
+/// it stops if it comes back, unless a run takes its seat over first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopAsked {
+    pub seat: LockInfo,
+    pub silent_since: Option<Millis>,
+}
+
+impl StopAsked {
+    /// `vm:4242`, or `host-x:12 (silent since 02:14Z)`.
+    pub fn said(&self, now: Millis) -> String {
+        match self.silent_since {
+            None => self.seat.holder.to_string(),
+            Some(t) => format!(
+                "{} (silent since {})",
+                self.seat.holder,
+                crate::util::time::utc_clock(t, now)
+            ),
+        }
+    }
+}
+
 /// What the store asks of a running cycle (read by its heartbeat).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Steering {

@@ -52,7 +52,7 @@ pub use api::{
     EventFilter, EventsQuery, Failure, FeedRefused, FollowCursor, ItemDetail, ItemFilter, ItemPage,
     ItemRow, ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim, PoolDimView, PoolHold, PoolItem,
     PoolSpec, PoolView, PoolWait, PruneReport, Requeue, Retrying, Selection, SinceSummary,
-    SpendAdd, SpendKey, SpendScope, Spent, Steering, Unpaused, UsageSum,
+    SpendAdd, SpendKey, SpendScope, Spent, Steering, StopAsked, Unpaused, UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use identity::{StoreIdentity, Verdict};

@@ -310,10 +310,7 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             Ok(if asked.is_empty() {
                 format!("no runner holds {}; nothing to stop", name(batch))
             } else {
-                let runners: Vec<String> = asked
-                    .iter()
-                    .map(|s| format!("{}@{}", s.holder.pid, s.holder.host))
-                    .collect();
+                let runners: Vec<String> = asked.iter().map(|a| a.said(now)).collect();
                 format!(
                     "asked {} to stop {} (no new items; in-flight ones get the grace period)",
                     name(&runners.join(", ")),

@@ -12,8 +12,10 @@
 use super::items::missing;
 use super::liveness::seat;
 use crate::model::waiting::{claim_wait, claim_wait_said};
-use crate::model::{EventKind, LockInfo, Millis, NewEvent, Status, state_word};
-use crate::store::api::{CancelOutcome, CancelSettled, CancelTo, CancelledWhile, Steering};
+use crate::model::{EventKind, Millis, NewEvent, Seat, Status, state_word};
+use crate::store::api::{
+    CancelOutcome, CancelSettled, CancelTo, CancelledWhile, Steering, StopAsked,
+};
 use crate::store::dialect::Write;
 use crate::store::{Refusal, Result, Store};
 
@@ -205,7 +207,7 @@ impl Store {
         now_flag: bool,
         actor: &str,
         now: Millis,
-    ) -> Result<Vec<LockInfo>> {
+    ) -> Result<Vec<StopAsked>> {
         self.write_tx(|tx| {
             // A batch the store has not seen (the config names it; nothing
             // added, never run) has no runner to ask.
@@ -213,23 +215,33 @@ impl Store {
                 return Ok(Vec::new());
             };
             let mut asked = Vec::new();
-            // Only a live runner can hear it: one crashed here is dead at
-            // once, whatever its seat's expiry says (as every view says).
+            // Not a runner crashed here (dead at once, whatever its seat's
+            // expiry says, as every view says). A silent one is asked: it
+            // may come back (a frozen host, a partition), and then stops;
+            // a run that takes its seat over first takes the ask with it.
             for lock in tx.seats(b, batch)? {
-                if seat(&lock, now).is_live()
-                    && tx.seat_ask_stop(b, &lock.token, now_flag, actor)?
-                {
-                    asked.push(lock);
+                let silent_since = match seat(&lock, now) {
+                    Seat::Crashed => continue,
+                    Seat::Live => None,
+                    Seat::Silent { since } => Some(since),
+                };
+                if tx.seat_ask_stop(b, &lock.token, now_flag, actor)? {
+                    asked.push(StopAsked {
+                        seat: lock,
+                        silent_since,
+                    });
                 }
             }
             if !asked.is_empty() {
-                let who: Vec<String> = asked.iter().map(|s| s.holder.to_string()).collect();
+                let who: Vec<String> = asked.iter().map(|a| a.said(now)).collect();
                 let how = if now_flag { "at once" } else { "gracefully" };
                 let message = format!("stop ({how}) asked by {actor} of {}", who.join(", "));
+                let runners: Vec<String> =
+                    asked.iter().map(|a| a.seat.holder.to_string()).collect();
                 tx.event_insert(
                     &NewEvent::new(now, batch, EventKind::StopAsked, message)
                         .actor(actor)
-                        .fields(serde_json::json!({"now": now_flag, "runners": who})),
+                        .fields(serde_json::json!({"now": now_flag, "runners": runners})),
                 )?;
             }
             Ok(asked)

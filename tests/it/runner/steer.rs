@@ -464,6 +464,39 @@ for line in sys.stdin:
         assert!(env.output_of("run").0.contains("stopped by"), "{:?}", env.output_of("run"));
         assert_eq!(env.events("b", "stop-asked").len(), 2);
     }
+
+    /// A runner on another host gone silent (frozen with SIGSTOP, its seat
+    /// lapsed) is asked too, and said silent: woken, it stops as asked,
+    /// claiming nothing more, where the ask used to be dropped and it ran
+    /// the batch to its end.
+    fn a_stop_asked_of_a_silent_runner_stops_it_when_it_comes_back(env) {
+        env.config("[batch.b]\nconcurrency = 1\n");
+        add_keys(&env, "b", &["k1", "k2", "k3"]);
+        let marker = format!("steer-silent-{}", env.dir.path().display());
+        let go = env.path("go");
+        let w = env.waiting_worker(&format!("while [ ! -e {} ]; do sleep 0.05; done", p(&go)), &marker);
+        let mut runner = env.spawn_with("run", &["run", "b", "--", &w], &[("NIGHTSHIFT_HOST", "host-x")]);
+        wait_for("k1 started", || env.started("k1"));
+        common::signal(runner.id(), nix::sys::signal::Signal::SIGSTOP);
+        env.exec(&format!("UPDATE locks SET expires_at = {}", nightshift::util::time::now_ms() - 1_000));
+        let stop = env.run(&["stop", "b"]);
+        stop.code(0);
+        assert!(stop.stdout.contains("host-x:"), "{stop:?}");
+        assert!(stop.stdout.contains("(silent since "), "{stop:?}");
+        assert!(stop.stdout.contains("should it come back"), "{stop:?}");
+        let json = env.run(&["stop", "b", "--json"]).json();
+        assert!(json["runners"][0]["silent_since"].is_string(), "{json}");
+
+        common::signal(runner.id(), nix::sys::signal::Signal::SIGCONT);
+        std::fs::write(&go, "").unwrap();
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
+        assert_eq!(env.item("k1").0, "done", "in flight: it had its grace period");
+        for k in ["k2", "k3"] {
+            assert_eq!(env.item(k), ("pending".into(), None, 0), "{k}");
+        }
+        assert!(env.output_of("run").0.contains("stopped by"), "{:?}", env.output_of("run"));
+    }
 }
 
 /// Cancel and stop asked from another host: the runner on host-a hears

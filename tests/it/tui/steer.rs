@@ -45,7 +45,12 @@ fn the_cancel_and_stop_keys_steer_a_live_run() {
     dash.key("X");
     dash.wait_text("Stop the runs of b?");
     dash.key("y");
-    dash.wait_text(&format!("asked {}@", runner.id()));
+    // Named as every view names a runner: `host:pid`.
+    dash.wait_text(&format!(
+        "asked {}:{}",
+        nightshift::util::identity::host(),
+        runner.id()
+    ));
     let status = runner.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{:?}", env.output_of("run"));
     assert_no_process_left(&marker);

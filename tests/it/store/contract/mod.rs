@@ -1786,7 +1786,7 @@ both_stores! {
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
 
-    fn a_stop_is_asked_of_every_live_seat_and_now_is_never_weakened(db, s) {
+    fn a_stop_is_asked_of_every_seat_not_crashed_and_now_is_never_weakened(db, s) {
         s.add_items("b", &items(1), T0, |_| {}).unwrap();
         assert!(s.ask_stop("b", false, "ops@h2", T0).unwrap().is_empty(), "no runner");
         let (a, b) = (
@@ -1798,9 +1798,10 @@ both_stores! {
         assert_eq!(s.steering("b", a, "tok-a").unwrap().stop, None);
         assert!(s.batch_infos(Some("b")).unwrap()[0].locks.iter().all(|l| l.stop_by.is_none()));
         let asked = s.ask_stop("b", false, "ops@h2", T0 + 1).unwrap();
-        let mut pids: Vec<u32> = asked.iter().map(|l| l.holder.pid).collect();
+        let mut pids: Vec<u32> = asked.iter().map(|a| a.seat.holder.pid).collect();
         pids.sort_unstable();
         assert_eq!(pids, [1, 2]);
+        assert!(asked.iter().all(|a| a.silent_since.is_none()), "both live");
         assert_eq!(s.steering("b", a, "tok-a").unwrap().stop, Some((false, Some("ops@h2".into()))));
         // A seat asked to stop claims nothing more, though it holds the
         // lock: a runner frozen while it was asked claims nothing when it
@@ -1815,11 +1816,16 @@ both_stores! {
         s.ask_stop("b", true, "ops@h2", T0 + 2).unwrap();
         s.ask_stop("b", false, "ops@h3", T0 + 3).unwrap();
         assert_eq!(s.steering("b", b, "tok-b").unwrap().stop.map(|(now, _)| now), Some(true));
-        // A lapsed seat is not asked.
-        assert!(s.ask_stop("b", false, "ops@h2", T0 + 2 * MIN).unwrap().is_empty());
+        // A lapsed seat on another host is asked, and said silent: its
+        // runner may come back (a frozen host, a partition), and stops.
+        let silent = s.ask_stop("b", false, "ops@h2", T0 + 2 * MIN).unwrap();
+        assert_eq!(silent.len(), 2);
+        assert!(silent.iter().all(|a| a.silent_since.is_some()), "{silent:?}");
+        assert!(silent[0].said(T0 + 2 * MIN).contains("(silent since "), "{silent:?}");
         let asked = s.events(&EventFilter { kinds: vec!["stop-asked".into()], ..Default::default() }).unwrap();
-        assert_eq!(asked.len(), 3);
+        assert_eq!(asked.len(), 4);
         assert_eq!(asked[0].actor.as_deref(), Some("ops@h2"));
+        assert!(asked.iter().any(|e| e.message.contains("(silent since ")), "{asked:?}");
     }
 
     // ---- Limit pools ----
