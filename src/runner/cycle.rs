@@ -185,6 +185,8 @@ pub(super) struct Cycle {
     pub(super) answers: std::sync::Mutex<std::collections::VecDeque<Option<String>>>,
     /// The circuit breaker tripped in this run.
     pub(super) halted: std::sync::atomic::AtomicBool,
+    /// Slots that found nothing to claim wait here while another works.
+    pub(super) idle: std::sync::Arc<super::idle::Idle>,
 }
 
 impl Cycle {

@@ -131,14 +131,19 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
         let _ = tokio::task::spawn_blocking(|| super::child::subreaper::reap_adopted(false)).await;
         // Runners sharing the batch: take back the work of one that died.
         // Best effort: the next tick tries again.
-        let _ = super::recover::sweep(
+        // Slots that found nothing claim them.
+        if let Ok(back) = super::recover::sweep(
             &cycle.writer,
             &cycle.batch,
             cycle.run_id,
             cycle.cfg.max_attempts,
             &cycle.log,
         )
-        .await;
+        .await
+            && back > 0
+        {
+            cycle.idle.work_came();
+        }
         // The store's hold too: one lifted by `unpause`, or one another
         // runner of the batch was given.
         let seq = cycle.gate.seq();

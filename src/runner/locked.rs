@@ -209,6 +209,11 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
         identity,
         answers: std::sync::Mutex::new(std::collections::VecDeque::new()),
         halted: std::sync::atomic::AtomicBool::new(false),
+        idle: Arc::new(super::idle::Idle::new(if opts.key.is_some() {
+            1
+        } else {
+            cfg.concurrency.max(1)
+        })),
     })
 }
 

@@ -44,6 +44,7 @@ mod gate;
 pub mod halt;
 mod heartbeat;
 mod hook;
+mod idle;
 mod locked;
 mod log;
 mod pace;

@@ -34,14 +34,15 @@ pub async fn take_over(
 /// While a cycle runs: frees the seats of runners sharing the batch whose
 /// lock expired (gone or cut off, on any host) or whose process on this
 /// host is gone, then does what
-/// `take_over` does for their runs. A no-op unless a seat expired.
+/// `take_over` does for their runs. A no-op unless a seat expired. How
+/// many claims it took back to pending.
 pub async fn sweep(
     writer: &Writer,
     batch: &str,
     run_id: i64,
     max_attempts: u32,
     log: &EventLog,
-) -> Result<(), StoreError> {
+) -> Result<usize, StoreError> {
     // Read first: a write (and the store's write lock) only when a seat
     // looks stale. Our own seat is never freed here: a renewal that failed
     // only for a busy store is retried by the heartbeat.
@@ -58,7 +59,7 @@ pub async fn sweep(
         }
     }
     if stale.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let b = batch.to_string();
     let freed = writer
@@ -69,7 +70,7 @@ pub async fn sweep(
         })
         .await?;
     if freed.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let b = batch.to_string();
     let (dead, groups) = writer
@@ -84,8 +85,9 @@ pub async fn sweep(
     let (b, log) = (batch.to_string(), log.clone());
     writer
         .call(move |s| {
-            close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log)?;
-            s.forget_pool_places(&runners_here(&dead, &host))
+            let back = close_dead(s, &b, run_id, &dead, reaped, max_attempts, &log)?;
+            s.forget_pool_places(&runners_here(&dead, &host))?;
+            Ok(back)
         })
         .await
 }
@@ -125,7 +127,8 @@ async fn reap_here(batch: &str, dead: &[OpenRun], recorded: Vec<WorkerGroup>, ho
         .unwrap_or(0)
 }
 
-/// Marks the dead runs crashed and takes back every claim without a seat.
+/// Marks the dead runs crashed and takes back every claim without a seat;
+/// how many went back to pending.
 fn close_dead(
     store: &mut Store,
     batch: &str,
@@ -134,7 +137,7 @@ fn close_dead(
     reaped: usize,
     max_attempts: u32,
     log: &EventLog,
-) -> Result<(), StoreError> {
+) -> Result<usize, StoreError> {
     if reaped > 0 {
         let e = NewEvent::new(
             now_ms(),
@@ -166,7 +169,7 @@ fn close_dead(
             .run(run_id),
         );
     }
-    Ok(())
+    Ok(reclaimed)
 }
 
 /// A retry-after hold an earlier run (or another runner) was given still

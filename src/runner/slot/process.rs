@@ -30,6 +30,7 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
     // The next item, when it was claimed together with the last success.
     let mut chained: Option<Claim> = None;
     let prepared = Prepared::new();
+    let mut place = cycle.idle.place();
     loop {
         if let Some(claim) = chained.take() {
             chained = process(&cycle, slot, &prepared, claim, Pass::None, true).await?;
@@ -41,11 +42,17 @@ pub async fn run_slot(cycle: Arc<Cycle>, slot: u32) -> Result<(), StoreError> {
         if cycle.take_claims(1) == 0 {
             return Ok(());
         }
+        let seen = place.seen();
         let Some((claims, pass)) = cycle.claim_through_gate(1).await? else {
             cycle.lock_lost().await;
             return Ok(());
         };
         let Some(claim) = claims.into_iter().next() else {
+            cycle.give_back(1);
+            // Nothing now; while another slot works, claims may come back.
+            if place.wait(seen).await {
+                continue;
+            }
             return Ok(());
         };
         log_claimed(&cycle, &claim);

@@ -252,6 +252,52 @@ both_backends! {
         assert!(short(&env).contains('▶'), "{}", short(&env));
     }
 
+    /// A slot that found nothing to claim waits while its run's other slot
+    /// works: the claims taken back from a runner that died are run by it
+    /// at once, not after the busy slot's long item (that slot used to have
+    /// ended).
+    fn claims_taken_back_run_at_once_on_a_slot_that_found_nothing(env) {
+        env.config("[batch.b]\nrunners = 2\n");
+        let dir = env.dir.path().display().to_string();
+        let w = env.script(
+            "gated.sh",
+            &format!(
+                "cat >/dev/null\n\
+                 touch {dir}/started-$NIGHTSHIFT_KEY-$$\n\
+                 if [ \"$NIGHTSHIFT_KEY\" = long ]; then\n\
+                   while [ ! -e {dir}/go ]; do sleep 0.05; done\n\
+                 elif [ -n \"$SLOW\" ]; then sh -c 'sleep 300; :' {marker}; fi\n\
+                 echo '\"ok\"'\n",
+                marker = marker(&env),
+            ),
+        );
+        let w = w.display().to_string();
+        let started = |key: &str| {
+            std::fs::read_dir(env.dir.path())
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(&format!("started-{key}-")))
+        };
+        add(&env, 1);
+        let mut b = env.spawn_with("b", &["run", "b", "-j", "1", "--", &w], &[("SLOW", "1")]);
+        wait_for("b's worker on k00", || started("k00"));
+        common::add_keys(&env, "b", &["long"]);
+        // Two slots: one takes `long`, the other finds nothing.
+        let mut a = env.spawn("a", &["run", "b", "-j", "2", "--", &w]);
+        wait_for("a's worker on long", || started("long"));
+        signal(b.id(), Signal::SIGKILL);
+        b.wait().unwrap();
+        wait_for("k00 taken back and done while long still runs", || {
+            env.item("k00").0 == "done"
+        });
+        assert_eq!(env.item("long").0, "claimed");
+        std::fs::write(env.path("go"), "").unwrap();
+        assert!(a.wait().unwrap().success(), "{:?}", env.output_of("a"));
+        assert_eq!(env.item("long").0, "done");
+        assert_eq!(env.item("k00"), ("done".into(), None, 2));
+        env.assert_counts_consistent();
+    }
+
     fn a_dead_runner_on_this_host_is_replaced_without_waiting_for_its_ttl(env) {
         env.config("[batch.b]\nrunners = 2\nlock_ttl = \"1h\"\n");
         add(&env, 30);

@@ -66,6 +66,8 @@ pub(super) struct Work {
 
 pub(super) struct Slot {
     pub(super) cycle: Arc<Cycle>,
+    /// Its place among the cycle's slots, to wait in when it finds nothing.
+    place: crate::runner::idle::Place,
     /// Which of the cycle's slots (its worker's record, see `groups`).
     pub(super) index: u32,
     pub(super) worker: Option<Persistent>,
@@ -137,6 +139,7 @@ impl Slot {
     fn new(cycle: Arc<Cycle>, index: u32) -> Slot {
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
         Slot {
+            place: cycle.idle.place(),
             cycle,
             index,
             worker: None,
@@ -171,8 +174,14 @@ impl Slot {
                 if single {
                     return Ok(());
                 }
+                let seen = self.place.seen();
                 (next, pass) = self.claim().await?;
                 if next.is_empty() {
+                    // Nothing now; while another slot works, claims may
+                    // come back (its worker waits with it).
+                    if self.place.wait(seen).await {
+                        continue;
+                    }
                     return Ok(());
                 }
             }
