@@ -502,6 +502,19 @@ pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
 }
 
+/// The database a store URL of this server names, and a URL for the
+/// server's `postgres` database beside it (to administer the other).
+pub fn pg_database_of(url: &str) -> (String, String) {
+    let db = url
+        .split('/')
+        .nth(3)
+        .and_then(|rest| rest.split('?').next())
+        .expect("a URL of this server")
+        .to_string();
+    let admin = url.replacen(&format!("/{db}"), "/postgres", 1);
+    (db, admin)
+}
+
 /// SIGKILLs a runner and, first, the guard that would stop its workers
 /// when it dies (`runner::child::guard`): the case a later run on this
 /// host must cover, where the workers outlive both.

@@ -687,16 +687,7 @@ fn answers_given_while_the_server_restarts_are_kept_once_it_is_back() {
         env.path("started-k1").exists() && env.path("started-k2").exists()
     });
 
-    let url = env.db.to_str().unwrap().to_string();
-    let db = url
-        .split('/')
-        .nth(3)
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
-    let admin_url = url.replacen(&format!("/{db}"), "/postgres", 1);
+    let (db, admin_url) = common::pg_database_of(env.db.to_str().unwrap());
     let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).unwrap();
     admin
         .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS false"))

@@ -100,6 +100,23 @@ for line in sys.stdin:
     ));
 }
 
+/// [`persistent_env_i`] running on two items: both workers on their first
+/// attempt and recorded. The runner, and the log its workers write.
+fn persistent_env_i_running(env: &Env) -> (common::Background, std::path::PathBuf) {
+    persistent_env_i(env);
+    env.add_items("b", 2);
+    let a = env.spawn("a", &["run", "b"]);
+    let log = env.path("log");
+    wait_for("both workers on their first item", || {
+        let l = lines(&log);
+        l.contains(&"start k1 1".to_string()) && l.contains(&"start k2 1".to_string())
+    });
+    wait_for("both worker groups recorded", || {
+        env.int("SELECT count(*) FROM workers") == 2
+    });
+    (a, log)
+}
+
 both_backends! {
     /// A runner killed outright (SIGKILL) has its workers stopped at once
     /// by its guard, before any later run: a worker that cleared its
@@ -152,17 +169,7 @@ both_backends! {
     /// through `env -i`, go with their runner.
     fn a_killed_runner_s_guard_stops_its_persistent_workers_at_once(env) {
         require!(Tool::Python3);
-        persistent_env_i(&env);
-        env.add_items("b", 2);
-        let mut a = env.spawn("a", &["run", "b"]);
-        let log = env.path("log");
-        wait_for("both workers on their first item", || {
-            let l = lines(&log);
-            l.contains(&"start k1 1".to_string()) && l.contains(&"start k2 1".to_string())
-        });
-        wait_for("both worker groups recorded", || {
-            env.int("SELECT count(*) FROM workers") == 2
-        });
+        let (mut a, log) = persistent_env_i_running(&env);
         signal(a.id(), Signal::SIGKILL);
         a.wait().unwrap();
         wait_for("the guard to stop the workers", || {
@@ -274,17 +281,7 @@ both_backends! {
     /// started through `env -i`.
     fn persistent_workers_that_cleared_their_environment_are_stopped_too(env) {
         require!(Tool::Python3);
-        persistent_env_i(&env);
-        env.add_items("b", 2);
-        let mut a = env.spawn("a", &["run", "b"]);
-        let log = env.path("log");
-        wait_for("both workers on their first item", || {
-            let l = lines(&log);
-            l.contains(&"start k1 1".to_string()) && l.contains(&"start k2 1".to_string())
-        });
-        wait_for("both worker groups recorded", || {
-            env.int("SELECT count(*) FROM workers") == 2
-        });
+        let (mut a, log) = persistent_env_i_running(&env);
         // The guard as well: what a later run must cover.
         kill_runner_and_guard(a.id());
         a.wait().unwrap();

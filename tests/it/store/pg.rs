@@ -365,14 +365,7 @@ fn a_dropped_session_is_replaced() {
     s.add_items("b", &items(2), now(), |_| {}).unwrap();
     let ro = Store::Pg(PgStore::open(&url, Access::ReadOnly).unwrap());
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let db = url
-        .split('/')
-        .nth(3)
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
+    let (db, _) = crate::support::pg_database_of(&url);
     // Only client sessions (an autovacuum worker may be in the database
     // too), and a session closed during setup stays listed until its
     // backend has exited: wait for that, so exactly the store's two are
@@ -519,14 +512,7 @@ fn the_documented_read_only_role_can_monitor() {
     use nightshift::store::DashQuery;
     let Some((url, mut s)) = fresh() else { return };
     s.add_items("b", &items(3), now(), |_| {}).unwrap();
-    let db = url
-        .split('/')
-        .nth(3)
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
+    let (db, _) = crate::support::pg_database_of(&url);
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     // As in the README (trust authentication here, so no password).
     admin
