@@ -161,6 +161,13 @@ fn whole_chars(bytes: &[u8], cut: bool) -> &[u8] {
     }
 }
 
+/// `text` without the byte-order mark it may start with (Python's
+/// `utf-8-sig`, tools on Windows): it says how the text is encoded, not
+/// what it says, and JSON after it would otherwise be read as text.
+pub fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 /// Makes a stored message: inert, one line, bounded.
 pub fn bound_message(text: &str) -> String {
     let one_line = sanitize::line(text.trim());
@@ -171,6 +178,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
     match &out.exit {
         Exit::Code(0) => {
             let text = String::from_utf8_lossy(whole_chars(&out.stdout, out.stdout_truncated));
+            let text = without_bom(&text);
             let trimmed = text.trim();
             if trimmed.is_empty() && !out.stdout_truncated {
                 let empty = Answer::Done {
@@ -572,6 +580,33 @@ mod tests {
             &Rules::default(),
         );
         assert!(matches!(text, Answer::Done { .. }), "{text:?}");
+    }
+
+    /// A byte-order mark (`utf-8-sig`) before stdout is not part of it:
+    /// the JSON after it is read, its cost counted, and text loses it.
+    #[test]
+    fn a_byte_order_mark_before_stdout_is_dropped() {
+        let rules = Rules::default();
+        match classify(
+            &output(Exit::Code(0), "\u{feff}{\"r\":\"済\",\"cost\":0.5}\n", None),
+            &rules,
+        ) {
+            Answer::Done {
+                result: Some(r),
+                cost: Some(c),
+                ..
+            } => {
+                assert_eq!(r, "{\"cost\":0.5,\"r\":\"済\"}");
+                assert!((c - 0.5).abs() < 1e-9);
+            }
+            other => panic!("{other:?}"),
+        }
+        match classify(&output(Exit::Code(0), "\u{feff}完了\n", None), &rules) {
+            Answer::Done {
+                result: Some(r), ..
+            } => assert_eq!(r, "\"完了\""),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// A text result keeps its indentation (YAML, a code block) and loses

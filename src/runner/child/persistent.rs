@@ -406,7 +406,7 @@ impl Persistent {
 /// Reads one stdout line. `Ok(None)`: nothing to act on (a blank line, an
 /// op id that cannot be stored). `Err`: the line breaks the protocol.
 pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
-    let trimmed = text.trim();
+    let trimmed = classify::without_bom(text.trim_start()).trim();
     if trimmed.is_empty() {
         return Ok(None);
     }
@@ -659,6 +659,15 @@ done"#,
             Ok(Some(Line::OpId {
                 key: "a".into(),
                 op_id: "op-1".into()
+            }))
+        );
+        // A byte-order mark before the first answer (`utf-8-sig`) is not
+        // part of it.
+        assert_eq!(
+            parse_line(&format!("\u{feff}{answer}")),
+            Ok(Some(Line::Answer {
+                key: "a".into(),
+                obj: obj(answer)
             }))
         );
         // Ignored: blank lines, op ids that could not be handed back.
