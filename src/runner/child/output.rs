@@ -62,17 +62,23 @@ pub fn parse_stderr_line(text: &str) -> StderrLine<'_> {
     let Some(rest) = text.strip_prefix(MARKER) else {
         return StderrLine::Text;
     };
-    if let Some(op) = rest.trim().strip_prefix("op_id=") {
-        let op = op.trim();
-        if valid_op_id(op) {
-            return StderrLine::OpId(op);
+    // `cost=0.5`, `cost = 0.5` or `cost 0.5`: a report written loosely
+    // is still read (a cost dropped in silence would pass budgets).
+    let rest = rest.trim();
+    let word_end = rest.find(|c: char| c == '=' || c.is_whitespace());
+    let (word, value) = match word_end {
+        Some(i) => {
+            let value = rest[i..].trim_start();
+            (&rest[..i], value.strip_prefix('=').unwrap_or(value).trim())
         }
-    } else if let Some(cost) = rest.trim().strip_prefix("cost=") {
-        return StderrLine::Cost(Cost::from_text(cost));
-    } else if let Some(usage) = rest.trim().strip_prefix("usage ") {
-        return StderrLine::Usage(Usage::from_text(usage));
+        None => (rest, ""),
+    };
+    match word {
+        "op_id" if valid_op_id(value) => StderrLine::OpId(value),
+        "cost" => StderrLine::Cost(Cost::from_text(value)),
+        "usage" => StderrLine::Usage(Usage::from_text(value)),
+        _ => StderrLine::BadMarker,
     }
-    StderrLine::BadMarker
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -202,4 +208,52 @@ pub(super) async fn read_stderr(
     }
     summary.tail = tail.finish();
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cost, usage or op id report is read with or without spaces
+    /// around its `=` (a cost dropped in silence would pass budgets);
+    /// what is not a report is said to be none.
+    #[test]
+    fn reports_are_read_however_they_are_spaced() {
+        let half = Cost::from_text("0.5");
+        for line in [
+            "@nightshift cost=0.5",
+            "@nightshift cost = 0.5",
+            "@nightshift cost 0.5",
+            "@nightshift  cost= 0.5\r",
+        ] {
+            assert_eq!(
+                parse_stderr_line(line),
+                StderrLine::Cost(half.clone()),
+                "{line}"
+            );
+        }
+        assert_eq!(
+            parse_stderr_line("@nightshift op_id = 操作-1"),
+            StderrLine::OpId("操作-1")
+        );
+        assert_eq!(
+            parse_stderr_line("@nightshift usage input_tokens=3 output_tokens=4"),
+            StderrLine::Usage(Usage::from_text("input_tokens=3 output_tokens=4"))
+        );
+        // A report that cannot be read is a refused one (it fails the
+        // attempt), not nothing.
+        assert_eq!(
+            parse_stderr_line("@nightshift cost = lots"),
+            StderrLine::Cost(Cost::from_text("lots"))
+        );
+        assert_eq!(
+            parse_stderr_line("@nightshift hello"),
+            StderrLine::BadMarker
+        );
+        assert_eq!(
+            parse_stderr_line("@nightshift op_id="),
+            StderrLine::BadMarker
+        );
+        assert_eq!(parse_stderr_line("cost=0.5"), StderrLine::Text);
+    }
 }
