@@ -118,16 +118,34 @@ fn reset_in(at: &Value, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> 
     seconds((epoch - now.timestamp_millis() as f64 / 1000.0).max(0.0))
 }
 
+/// A `retry_after_s` as a number, or as the text an HTTP `Retry-After`
+/// header holds, passed on as it came (`"30"`, or an HTTP date, `"Wed, 21
+/// Oct 2026 07:28:00 GMT"`): a header's text read as no wait would send
+/// the next calls straight into the limit.
+fn retry_after_of(v: &Value, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    match v {
+        Value::Number(n) => n.as_f64().and_then(seconds),
+        Value::String(t) => {
+            let t = t.trim();
+            if let Ok(s) = t.parse::<f64>() {
+                return seconds(s);
+            }
+            let when = chrono::DateTime::parse_from_rfc2822(t).ok()?;
+            seconds(((when.timestamp_millis() - now.timestamp_millis()) as f64 / 1000.0).max(0.0))
+        }
+        _ => None,
+    }
+}
+
 impl ErrorLine {
     /// The fields of an error object: the stderr error line in process mode,
     /// the `"error"` of a persistent answer.
     pub fn from_object(obj: &serde_json::Map<String, Value>) -> ErrorLine {
         let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
+        let now = crate::util::time::now();
         let retry_after = match obj.get("retry_after_s") {
-            Some(s) => s.as_f64().and_then(seconds),
-            None => obj
-                .get("reset_at")
-                .and_then(|at| reset_in(at, crate::util::time::now())),
+            Some(s) => retry_after_of(s, now),
+            None => obj.get("reset_at").and_then(|at| reset_in(at, now)),
         };
         ErrorLine {
             error_class: text("error_class").filter(|c| !c.is_empty()),
@@ -761,6 +779,33 @@ mod tests {
                 .retry_after,
             None
         );
+    }
+
+    /// `retry_after_s` passed on from an HTTP `Retry-After` header as text:
+    /// its seconds, or its date, are the wait asked.
+    #[test]
+    fn a_retry_after_given_as_header_text_is_read() {
+        let wait = |v: &str| {
+            parse_error_line(&format!("{{\"message\": \"m\", \"retry_after_s\": {v}}}"))
+                .unwrap()
+                .retry_after
+        };
+        assert_eq!(wait("\"30\""), Some(Duration::from_secs(30)));
+        assert_eq!(wait("\" 1.5 \""), Some(Duration::from_millis(1500)));
+        let at = crate::util::time::now() + chrono::Duration::seconds(120);
+        let header = at.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+        let asked = wait(&format!("\"{header}\"")).unwrap();
+        assert!(
+            asked > Duration::from_secs(100) && asked <= Duration::from_secs(120),
+            "{asked:?}"
+        );
+        // Past, negative or unreadable: no wait asked.
+        assert_eq!(
+            wait("\"Wed, 21 Oct 2015 07:28:00 GMT\""),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(wait("\"-5\""), None);
+        assert_eq!(wait("\"soon\""), None);
     }
 
     #[test]
