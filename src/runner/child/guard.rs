@@ -128,8 +128,13 @@ pub fn worker(run_id: i64, slot: u32, pid: u32, start: u64) {
         |w| {
             w.groups.insert((run_id, slot), (pid, start));
         },
-        &format!("w {run_id} {slot} {pid} {start}\n"),
+        &worker_line(run_id, slot, pid, start),
     );
+}
+
+/// A worker group as the guard reads it (`serve`).
+fn worker_line(run_id: i64, slot: u32, pid: u32, start: u64) -> String {
+    format!("w {run_id} {slot} {pid} {start}\n")
 }
 
 /// Tells the guard that `run_id` ended: its groups are gone.
@@ -159,7 +164,7 @@ fn tell(change: impl FnOnce(&mut Watched), line: &str) {
     w.guard = spawn(&w.runner);
     if let Some(guard) = w.guard.as_mut() {
         for ((run, slot), (pid, start)) in &w.groups {
-            guard.write(&format!("w {run} {slot} {pid} {start}\n"));
+            guard.write(&worker_line(*run, *slot, *pid, *start));
         }
     }
 }
@@ -204,22 +209,9 @@ pub fn serve(runner: &str) -> i32 {
             _ => {}
         }
     }
-    let (host, boot) = (
-        crate::util::identity::host(),
-        crate::util::identity::boot_id(),
-    );
     let recorded: Vec<crate::model::WorkerGroup> = groups
         .into_iter()
-        .map(
-            |((run_id, slot), (pgid, started))| crate::model::WorkerGroup {
-                run_id,
-                slot,
-                host: host.clone(),
-                boot: boot.clone(),
-                pgid,
-                started,
-            },
-        )
+        .filter_map(|((run, slot), (pid, start))| super::groups::of(run, slot, pid, Some(start)))
         .collect();
     super::groups::stop(&recorded);
     super::orphans::reap_matching(&[vec![format!("{}={runner}", super::orphans::RUNNER_VAR)]]);
