@@ -330,15 +330,18 @@ fn not_quite_json(stdout: &str) -> Option<String> {
 }
 
 /// The number (from 1) of the first line of `text` that is a JSON object
-/// reporting `cost` or `usage`: an answer printed after other output.
+/// reporting `cost` or `usage`: an answer printed after other output,
+/// also after a progress bar's bare `\r` on the same line.
 fn reported_in_a_line(text: &str) -> Option<usize> {
     text.lines().enumerate().find_map(|(i, line)| {
-        let line = line.trim();
-        if !line.starts_with('{') {
-            return None;
-        }
-        let obj = serde_json::from_str::<serde_json::Map<String, Value>>(line).ok()?;
-        (obj.contains_key("cost") || obj.contains_key("usage")).then_some(i + 1)
+        line.split('\r')
+            .any(|part| {
+                let part = part.trim();
+                part.starts_with('{')
+                    && serde_json::from_str::<serde_json::Map<String, Value>>(part)
+                        .is_ok_and(|obj| obj.contains_key("cost") || obj.contains_key("usage"))
+            })
+            .then_some(i + 1)
     })
 }
 
@@ -388,7 +391,11 @@ fn stderr_said(last: &str) -> String {
 /// worker's usual slip).
 fn stdout_said(stdout: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(stdout);
-    let last = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    // The last thing a terminal would show: a bare `\r` ends a line too.
+    let last = text
+        .rsplit(['\n', '\r'])
+        .map(str::trim)
+        .find(|l| !l.is_empty())?;
     let object = serde_json::from_str::<serde_json::Map<String, Value>>(last).ok();
     let hint = if object.is_some_and(|o| o.contains_key("error_class") || o.contains_key("error")) {
         " (an error object is read from stderr's last line, not stdout)"
@@ -592,6 +599,17 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // The same after a progress bar redrawn with bare CRs.
+        let out = output(
+            Exit::Code(0),
+            "読込 50%\r読込 100%\r{\"r\":1,\"cost\":2.5}\r\n",
+            None,
+        );
+        assert!(
+            matches!(classify(&out, &Rules::default()), Answer::Failed { ref class, .. } if class == "InvalidJSON"),
+            "{:?}",
+            classify(&out, &Rules::default())
+        );
         // Text with no such line is text.
         let text = classify(
             &output(Exit::Code(0), "done: {ok}\n", None),

@@ -56,6 +56,13 @@ pub fn valid_op_id(op: &str) -> bool {
     !op.is_empty() && op.len() <= 1024 && !op.chars().any(char::is_control)
 }
 
+/// Whether `b` ends a worker's line: a newline, or a bare carriage
+/// return (a progress bar's redraw; CRLF then ends one line and an empty
+/// one, which counts for nothing).
+pub fn is_line_end(b: u8) -> bool {
+    b == b'\n' || b == b'\r'
+}
+
 /// Reads one stderr line (without its newline).
 pub fn parse_stderr_line(text: &str) -> StderrLine<'_> {
     let text = text.trim_end_matches('\r');
@@ -186,8 +193,11 @@ pub(super) async fn read_stderr(
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 tail.push(&buf[..n]);
-                for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {
-                    let complete = chunk.last() == Some(&b'\n');
+                // A bare CR ends a line as a terminal shows it: a marker
+                // after a progress bar's `\r` is read, and the error line
+                // is the bar's last state, not every state joined.
+                for chunk in buf[..n].split_inclusive(|b| is_line_end(*b)) {
+                    let complete = chunk.last().is_some_and(|b| is_line_end(*b));
                     let body = if complete {
                         &chunk[..chunk.len() - 1]
                     } else {
@@ -213,6 +223,20 @@ pub(super) async fn read_stderr(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A progress bar redrawn with bare CRs is lines as a terminal shows
+    /// them: the report after it is read (its cost would pass budgets
+    /// uncounted), and the error line is the last thing said, alone.
+    #[tokio::test]
+    async fn a_bare_cr_ends_a_stderr_line() {
+        let stderr: &[u8] =
+            "取得中 10%\r取得中 100%\r@nightshift cost=0.5\nAPI が応答しません\r\n".as_bytes();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let (_give_up_tx, give_up) = watch::channel(false);
+        let summary = read_stderr(stderr, tx, give_up).await;
+        assert_eq!(summary.cost, Cost::from_text("0.5"));
+        assert_eq!(summary.last_line.as_deref(), Some("API が応答しません"));
+    }
 
     /// A cost, usage or op id report is read with or without spaces
     /// around its `=` (a cost dropped in silence would pass budgets);

@@ -35,7 +35,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-use super::output::Report;
+use super::output::{Report, is_line_end};
 use super::{KillReason, kill_group};
 use crate::runner::classify::{self, Answer, Rules, bound_message};
 use crate::util::sanitize;
@@ -173,7 +173,7 @@ impl Persistent {
                         break;
                     }
                     pending.extend_from_slice(&buf[..n]);
-                    while let Some(pos) = pending.iter().position(|b| *b == b'\n') {
+                    while let Some(pos) = pending.iter().position(|b| is_line_end(*b)) {
                         let line: Vec<u8> = pending.drain(..=pos).collect();
                         let text = String::from_utf8_lossy(&line).trim().to_string();
                         if !text.is_empty() {
@@ -514,8 +514,9 @@ pub fn quote(text: &str) -> String {
     sanitize::line(&sanitize::truncate(text.trim(), QUOTE_CHARS)).into_owned()
 }
 
-/// Reads into `line` up to the next newline (not kept): `Ok(true)` with a
-/// whole line, `Ok(false)` at end of stream (a last unterminated line is
+/// Reads into `line` up to the next newline or bare CR (not kept; an
+/// answer after a progress bar's `\r` is a line of its own, CRLF an extra
+/// empty one): `Ok(true)` with a whole line, `Ok(false)` at end of stream (a last unterminated line is
 /// dropped: the worker died writing it). Bounded by `MAX_LINE`.
 async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result<bool, String> {
     loop {
@@ -526,7 +527,7 @@ async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result
         if buf.is_empty() {
             return Ok(false);
         }
-        let (take, complete) = match buf.iter().position(|b| *b == b'\n') {
+        let (take, complete) = match buf.iter().position(|b| is_line_end(*b)) {
             Some(pos) => (pos + 1, true),
             None => (buf.len(), false),
         };
@@ -635,6 +636,39 @@ done"#,
             "{:?}",
             late.as_ref().err()
         );
+    }
+
+    /// An answer after a progress bar redrawn with bare CRs, and answers
+    /// ended CRLF, are answers: the worker was not left to its timeout.
+    #[tokio::test]
+    async fn a_bare_cr_ends_an_answer_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = script(
+            dir.path(),
+            r#"while read line; do
+  printf '読込 50%%\r読込 100%%\r{"key":"a","result":"済"}\r\n'
+done"#,
+        );
+        let rules = Rules::default();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let never = || oneshot::channel::<KillReason>().1;
+        for _ in 0..2 {
+            let ok = w
+                .call(
+                    &req("a", "{}"),
+                    Duration::from_secs(5),
+                    &rules,
+                    &tx,
+                    never(),
+                )
+                .await;
+            assert!(
+                matches!(&ok, Ok(Call::Answer(Answer::Done { result: Some(r), .. })) if r == "\"済\""),
+                "{:?}",
+                ok.as_ref().err()
+            );
+        }
     }
 
     fn obj(text: &str) -> serde_json::Map<String, Value> {
