@@ -36,13 +36,84 @@ pub const MAX_DEFER: std::time::Duration = std::time::Duration::from_millis(50);
 /// Deferred writes, oldest first.
 type Deferred = Arc<std::sync::Mutex<Vec<Job>>>;
 
+/// A write nobody waits for (`send`, `defer`), kept to be made again
+/// should the store's session be lost under it.
+type Lasting = Arc<dyn Fn(&mut Store) -> Result<(), StoreError> + Send + Sync>;
+
+/// Where deferred writes wait, and how their timer wakes the thread.
+#[derive(Clone)]
+struct Later {
+    deferred: Deferred,
+    /// What the timer wakes the thread with: shared, not cloned, so that
+    /// dropping the writer closes the channel at once even while a timer
+    /// is pending.
+    waker: Arc<std::sync::Mutex<Option<mpsc::Sender<Job>>>>,
+    /// The runtime of the writer's callers, for timers set from the store
+    /// thread (a write made again after its session was lost).
+    rt: Option<tokio::runtime::Handle>,
+}
+
+impl Later {
+    /// Queues `job` to run first in the next group, bringing one itself
+    /// after `wait` should none come.
+    fn push(&self, job: Job, wait: std::time::Duration) {
+        let first = {
+            let mut d = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+            d.push(job);
+            d.len() == 1
+        };
+        if !first {
+            return;
+        }
+        let waker = self.waker.clone();
+        let wake = move || {
+            let nothing: Job = Box::new(|_| Box::new(|_| {}));
+            if let Some(tx) = waker.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                let _ = tx.send(nothing);
+            }
+        };
+        match tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| self.rt.clone())
+        {
+            Some(rt) => {
+                rt.spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    wake();
+                });
+            }
+            None => wake(),
+        }
+    }
+}
+
+/// `f` as a job nobody waits for: its error is logged, but a lost session
+/// (its write gone with it) has it made again in a later group, pausing
+/// `pause` and longer, for up to [`RIDE_OUT`] since `since`, as
+/// [`ride_out`] does for calls: a budget's spend or a pool's settlement is
+/// not lost to a PostgreSQL restart.
+fn lasting(later: Later, f: Lasting, since: std::time::Instant, pause: std::time::Duration) -> Job {
+    Box::new(move |s: &mut Store| {
+        let out = f(s);
+        Box::new(move |commit: Option<&StoreError>| {
+            let failed = match &out {
+                Err(e) => Some(e),
+                Ok(()) => commit,
+            };
+            let Some(e) = failed else { return };
+            if e.is_session_lost() && since.elapsed() < RIDE_OUT {
+                let next = (pause * 2).min(std::time::Duration::from_secs(2));
+                later.push(lasting(later.clone(), f, since, next), pause);
+            } else {
+                tracing::warn!("store write: {e}");
+            }
+        })
+    })
+}
+
 pub struct Writer {
     tx: Option<mpsc::Sender<Job>>,
-    deferred: Deferred,
-    /// What a deferred write's timer wakes the thread with: shared, not
-    /// cloned, so that dropping the writer closes the channel at once even
-    /// while a timer is pending.
-    waker: Arc<std::sync::Mutex<Option<mpsc::Sender<Job>>>>,
+    later: Later,
     thread: Option<JoinHandle<Store>>,
     /// Set once the store's location names another store (or none): no
     /// request reaches the store from then on.
@@ -66,15 +137,18 @@ impl Writer {
         let sealed = Arc::new(AtomicBool::new(false));
         let seal = sealed.clone();
         let deferred = Deferred::default();
-        let later = deferred.clone();
+        let waiting = deferred.clone();
         let thread = std::thread::Builder::new()
             .name("nightshift-db".into())
-            .spawn(move || serve(store, rx, &seal, &later))
+            .spawn(move || serve(store, rx, &seal, &waiting))
             .expect("spawning the store thread");
         Writer {
-            waker: Arc::new(std::sync::Mutex::new(Some(tx.clone()))),
+            later: Later {
+                deferred,
+                waker: Arc::new(std::sync::Mutex::new(Some(tx.clone()))),
+                rt: tokio::runtime::Handle::try_current().ok(),
+            },
             tx: Some(tx),
-            deferred,
             thread: Some(thread),
             sealed,
             place,
@@ -185,17 +259,20 @@ impl Writer {
     }
 
     /// Queues `f` without waiting for it: it commits with the next group,
-    /// in order after what was queued before. Its error is only logged.
-    pub fn send(&self, f: impl FnOnce(&mut Store) -> Result<(), StoreError> + Send + 'static) {
-        let (reply, _) = oneshot::channel();
-        let logged = move |s: &mut Store| {
-            let out = f(s);
-            if let Err(e) = &out {
-                tracing::warn!("store write: {e}");
-            }
-            out
+    /// in order after what was queued before. Its error is only logged; a
+    /// lost session has it made again (see [`lasting`]).
+    pub fn send(&self, f: impl Fn(&mut Store) -> Result<(), StoreError> + Send + Sync + 'static) {
+        let job = lasting(
+            self.later.clone(),
+            Arc::new(f),
+            std::time::Instant::now(),
+            FIRST_PAUSE,
+        );
+        let sent = match self.tx.as_ref() {
+            Some(tx) => tx.send(job).is_ok(),
+            None => false,
         };
-        if self.submit(logged, reply).is_err() {
+        if !sent {
             tracing::warn!("store write dropped: the store writer stopped");
         }
     }
@@ -203,40 +280,18 @@ impl Writer {
     /// Queues `f` to run first in the next group, whatever brings it (a
     /// slot's claim or completion, most often), so that it costs no
     /// transaction of its own; a group is brought within [`MAX_DEFER`]
-    /// should none come. Its error is only logged. Written before anything
-    /// queued after it; it may go before writes queued before it that
-    /// have not run yet, so it must not depend on them.
-    pub fn defer(&self, f: impl FnOnce(&mut Store) -> Result<(), StoreError> + Send + 'static) {
-        let job: Job = Box::new(move |s: &mut Store| {
-            if let Err(e) = f(s) {
-                tracing::warn!("store write: {e}");
-            }
-            Box::new(|_| {})
-        });
-        let first = {
-            let mut d = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
-            d.push(job);
-            d.len() == 1
-        };
-        if !first {
-            return;
-        }
-        let waker = self.waker.clone();
-        let wake = move || {
-            let nothing: Job = Box::new(|_| Box::new(|_| {}));
-            if let Some(tx) = waker.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-                let _ = tx.send(nothing);
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                rt.spawn(async move {
-                    tokio::time::sleep(MAX_DEFER).await;
-                    wake();
-                });
-            }
-            Err(_) => wake(),
-        }
+    /// should none come. Its error is only logged; a lost session has it
+    /// made again (see [`lasting`]). Written before anything queued after
+    /// it; it may go before writes queued before it that have not run yet,
+    /// so it must not depend on them.
+    pub fn defer(&self, f: impl Fn(&mut Store) -> Result<(), StoreError> + Send + Sync + 'static) {
+        let job = lasting(
+            self.later.clone(),
+            Arc::new(f),
+            std::time::Instant::now(),
+            FIRST_PAUSE,
+        );
+        self.later.push(job, MAX_DEFER);
     }
 
     fn submit<T: Send + 'static>(
@@ -271,7 +326,7 @@ where
 {
     let f = Arc::new(f);
     let started = std::time::Instant::now();
-    let mut pause = std::time::Duration::from_millis(50);
+    let mut pause = FIRST_PAUSE;
     let mut waited = false;
     loop {
         match once(f.clone()).await {
@@ -299,6 +354,9 @@ where
         }
     }
 }
+
+/// The first pause before a write whose session was lost is made again.
+const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// A call is waiting for the store's session (see [`ride_out`]).
 static LOST: AtomicBool = AtomicBool::new(false);
@@ -329,7 +387,13 @@ impl Drop for Writer {
             }
         }
         drop(self.tx.take());
-        drop(self.waker.lock().unwrap_or_else(|p| p.into_inner()).take());
+        drop(
+            self.later
+                .waker
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -663,13 +663,14 @@ fn polling_for_changes_keeps_this_process_s_write_lock() {
 /// workers are on their items, and takes none for a while (a restart): the
 /// answers they give meanwhile are kept once the server is back, not lost
 /// with an aborted run and paid for again. Each key's worker runs once and
-/// the run ends `ok`.
+/// the run ends `ok`. What nobody waits for is kept too: each answer's
+/// cost in the budget's ledger, each attempt's stderr.
 #[test]
 fn answers_given_while_the_server_restarts_are_kept_once_it_is_back() {
     let Some(env) = Env::for_backend(common::Backend::Pg) else {
         return;
     };
-    env.config("[batch.b]\nconcurrency = 2\n");
+    env.config("[batch.b]\nconcurrency = 2\nbudget = \"100.0/day\"\n");
     let dir = p(env.dir.path());
     let w = env.script(
         "w.sh",
@@ -678,7 +679,8 @@ fn answers_given_while_the_server_restarts_are_kept_once_it_is_back() {
              touch {dir}/started-$NIGHTSHIFT_KEY\n\
              while [ ! -e {dir}/go ]; do sleep 0.02; done\n\
              echo $NIGHTSHIFT_KEY >> {dir}/calls\n\
-             echo '\"ok\"'\n"
+             echo \"呼出 $NIGHTSHIFT_KEY\" >&2\n\
+             echo '{{\"cost\": 0.25}}'\n"
         ),
     );
     add_keys(&env, "b", &["k1", "k2", "k3", "k4"]);
@@ -727,5 +729,20 @@ fn answers_given_while_the_server_restarts_are_kept_once_it_is_back() {
     for k in ["k1", "k2"] {
         assert_eq!(env.item(k), ("done".into(), None, 1), "{k}");
     }
+    assert_eq!(
+        (
+            env.int("SELECT sum(micros) FROM spend WHERE scope = 'batch'"),
+            env.int("SELECT sum(attempts) FROM spend WHERE scope = 'batch'")
+        ),
+        (1_000_000, 4),
+        "every answer's cost in the ledger, those given meanwhile too"
+    );
+    let mut said = env.strings("SELECT stderr FROM attempt_logs");
+    said.sort();
+    assert_eq!(
+        said,
+        ["呼出 k1\n", "呼出 k2\n", "呼出 k3\n", "呼出 k4\n"],
+        "each attempt's stderr kept"
+    );
     env.assert_counts_consistent();
 }
