@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::budget::{self, BudgetState};
 use crate::config::BatchConfig;
+use crate::config::budget::{from_micros, to_micros};
 use crate::model::{Millis, Run};
 use crate::store::{Store, UsageSum};
 use crate::util::money::money;
@@ -74,16 +75,20 @@ pub fn estimate(
         let drawn = u.input_tokens + u.output_tokens + u.estimated_tokens;
         (n + u.attempts, t + drawn)
     });
-    let mean_cost = (attempts_made > 0 && cost > 0.0).then(|| cost / attempts_made as f64);
+    // Amounts in millionths, as the ledger keeps them: `4.3 / 0.1` in
+    // floats fits 42 items, and a float's noise would reach `--json`.
+    let mean = (attempts_made > 0 && cost > 0.0)
+        .then(|| to_micros(cost / attempts_made as f64))
+        .filter(|m| *m > 0);
     let mean_tokens = (token_attempts > 0).then(|| tokens as f64 / token_attempts as f64);
     let budgets = budgets
         .into_iter()
         .map(|s| {
-            let left = (s.limit - s.spent).max(0.0);
-            let fits = mean_cost.map(|m| ((left / m).floor() as i64).min(items));
+            let left = (to_micros(s.limit) - to_micros(s.spent)).max(0);
+            let fits = mean.map(|m| (left / m).min(items));
             Left {
                 state: s,
-                left,
+                left: from_micros(left),
                 fits,
             }
         })
@@ -92,14 +97,14 @@ pub fn estimate(
         items,
         attempts: attempts_made,
         runs: recent.len(),
-        mean_cost,
+        mean_cost: mean.map(from_micros),
         mean_tokens,
-        cost: mean_cost.map(|m| m * items as f64),
+        cost: mean.map(|m| from_micros(m * items)),
         tokens: mean_tokens.map(|m| (m * items as f64).round() as i64),
         budgets,
         max_cost: max_cost.map(|limit| RunCap {
             limit,
-            fits: mean_cost.map(|m| ((limit / m).ceil() as i64).min(items)),
+            fits: mean.map(|m| ((to_micros(limit) + m - 1) / m).min(items)),
         }),
     }
 }
@@ -213,6 +218,32 @@ mod tests {
             ..UsageSum::default()
         };
         (r, u)
+    }
+
+    /// Amounts are the ledger's millionths: `4.3 / 0.1` in floats is
+    /// 42.99…, one item short, and `0.7 / 7` is 0.09999… in `--json`.
+    #[test]
+    fn amounts_are_reckoned_in_millionths_not_floats() {
+        let budget = BudgetState {
+            scope: SpendScope::Batch,
+            name: "a".into(),
+            limit: 5.0,
+            spent: 0.7,
+            attempts: 7,
+            period: std::time::Duration::from_secs(86_400),
+            window_end: 86_400_000,
+            reached: false,
+        };
+        let e = estimate(50, &[run(7, 0, 0.7)], vec![budget], Some(0.3));
+        assert_eq!(e.mean_cost, Some(0.1));
+        assert_eq!(e.cost, Some(5.0));
+        assert_eq!(e.budgets[0].left, 4.3);
+        assert_eq!(e.budgets[0].fits, Some(43), "4.30 left at 0.10");
+        assert_eq!(
+            e.max_cost.unwrap().fits,
+            Some(3),
+            "spent 0.20 < 0.30 claims a third"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use super::seats::holder_at;
 use super::sql::{self, Arg, Row, Sql};
+use crate::config::budget::{from_micros, to_micros};
 use crate::model::{Holder, Millis, Run, RunCounts, RunState, Tier, Trigger};
 use crate::store::Result;
 use crate::store::api::OpenRun;
@@ -28,7 +29,9 @@ fn run_from_row(r: &dyn Row) -> Result<Run> {
             redriven: r.int(15)?,
             released: r.int(16)?,
             cancelled: r.int(20)?,
-            cost: r.real(17)?,
+            // Summed in the row one float at a time: kept to millionths,
+            // as the budgets' ledger keeps them, not to a float's noise.
+            cost: from_micros(to_micros(r.real(17)?)),
         },
         summary: r.opt_text(18)?,
         actor: r.opt_text(19)?,

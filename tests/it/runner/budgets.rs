@@ -298,6 +298,29 @@ both_backends! {
         assert_eq!(starts(&env).len(), 4);
     }
 
+    /// Sums of costs are the ledger's millionths in every view: three
+    /// calls at 0.10 spent 0.3, not 0.30000000000000004, and the 0.70
+    /// left fits 7 more at 0.10 (in floats 6.99…, so 6).
+    fn sums_of_costs_are_millionths_not_float_noise(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.1", "echo ok");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nbudget = \"1.0/day\"\n"
+        ));
+        add(&env, "a", &["k1", "k2", "k3"]);
+        env.run(&["run", "a"]).code(0);
+        let status = env.status();
+        let last = &batch_json(&status, "a")["last_run"];
+        assert_eq!(last["counts"]["cost"], 0.3, "{last}");
+        let keys: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        add(&env, "a", &keys);
+        let json = env.run(&["run", "a", "--dry-run", "--json"]).code(0).json();
+        let e = &json["estimate"];
+        assert_eq!((e["mean_cost"].as_f64(), e["cost"].as_f64()), (Some(0.1), Some(1.0)), "{e}");
+        assert_eq!((e["budgets"][0]["left"].as_f64(), e["budgets"][0]["fits"].as_i64()), (Some(0.7), Some(7)), "{e}");
+    }
+
     /// `max_cost` stops immediate retries too: a retry is a paid call, and
     /// three ran past a cap of 0.05 at 0.02 an attempt (to 0.12).
     fn max_cost_stops_immediate_retries_too(env) {
