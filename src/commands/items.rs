@@ -56,9 +56,18 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         ..ItemFilter::default()
     };
     let items = ctx.empty_if_unseen(&args.batch, store.items(&args.batch, &filter))?;
+    let now = now_ms();
+    let waits = Reasons::read(ctx, &store, &args.batch, now)?;
     if args.json {
+        #[derive(serde::Serialize)]
+        struct Listed<'a> {
+            #[serde(flatten)]
+            item: &'a Item,
+            waiting: Option<serde_json::Value>,
+        }
         for item in &items {
-            out_json(item)?;
+            let waiting = waits.of(item).as_ref().map(wait_json);
+            out_json(&Listed { item, waiting })?;
         }
         return Ok(Exit::Ok);
     }
@@ -70,8 +79,22 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
     } else {
         "LAST ERROR"
     };
-    let mut table = Table::new(&["KEY", "LABEL", "STATE", "ATTEMPTS", last]);
-    for item in &items {
+    let waiting: Vec<String> = items
+        .iter()
+        .map(|item| {
+            waits
+                .of(item)
+                .map_or_else(String::new, |w| wait_word(&w, now))
+        })
+        .collect();
+    // The column where something listed waits (a list of done items has none).
+    let any_waits = waiting.iter().any(|w| !w.is_empty());
+    let mut table = Table::new(&if any_waits {
+        vec!["KEY", "LABEL", "STATE", "ATTEMPTS", "WAITING", last]
+    } else {
+        vec!["KEY", "LABEL", "STATE", "ATTEMPTS", last]
+    });
+    for (item, waiting) in items.iter().zip(waiting) {
         let error = match (&item.error_class, &item.error_message) {
             _ if stale.is_some() => item
                 .done_version
@@ -81,13 +104,17 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
             (Some(class), None) => class.clone(),
             _ => String::new(),
         };
-        table.row(vec![
+        let mut row = vec![
             item.key.clone(),
             crate::key::label_column(&item.key, &item.label).to_string(),
             state_word(item),
             item.attempts.to_string(),
-            error,
-        ]);
+        ];
+        if any_waits {
+            row.push(waiting);
+        }
+        row.push(error);
+        table.row(row);
     }
     if table.is_empty() {
         out("no items match")?;
@@ -97,32 +124,69 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// The one reason the item waits, if it is neither finished nor worked.
-/// The one reason `item` waits, as a list of one (`None`: it does not).
-fn waits_for(
-    ctx: &Ctx,
-    store: &Store,
-    info: Option<&crate::model::BatchInfo>,
-    item: &Item,
+/// What a batch's items wait for, read once for every item listed.
+struct Reasons {
+    batch: Option<(crate::model::BatchInfo, crate::model::waiting::Holding)>,
     now: crate::model::Millis,
-) -> anyhow::Result<Option<crate::model::waiting::Waiting>> {
-    use crate::model::waiting::{WaitReason, Waiting, Waits, item_reason};
-    let Some(info) = info else {
-        return Ok(None);
-    };
-    let scene = super::scene::Scene::read(ctx, store, now)?;
-    let Some(h) = scene.holding(ctx, store, info)? else {
-        return Ok(None);
-    };
-    Ok(
-        item_reason(&h, Waits::of(item, info), now).map(|(reason, until)| Waiting {
-            not_before: i64::from(
-                reason == WaitReason::NotDue && item.status == crate::model::Status::Pending,
-            ),
-            only_pending: item.status == crate::model::Status::Pending,
-            ..Waiting::of(&h, reason, 1, until)
-        }),
-    )
+}
+
+impl Reasons {
+    fn read(
+        ctx: &Ctx,
+        store: &Store,
+        batch: &str,
+        now: crate::model::Millis,
+    ) -> anyhow::Result<Reasons> {
+        let info = match store.batch_infos(Some(batch)) {
+            Ok(infos) => infos.into_iter().next(),
+            Err(StoreError::UnknownBatch { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let batch = match info {
+            Some(info) => {
+                let scene = super::scene::Scene::read(ctx, store, now)?;
+                scene.holding(ctx, store, &info)?.map(|h| (info, h))
+            }
+            None => None,
+        };
+        Ok(Reasons { batch, now })
+    }
+
+    /// The one reason `item` waits, as a list of one (`None`: it is
+    /// finished or being worked).
+    fn of(&self, item: &Item) -> Option<crate::model::waiting::Waiting> {
+        use crate::model::waiting::{WaitReason, Waiting, Waits, item_reason};
+        let (info, h) = self.batch.as_ref()?;
+        let pending = item.status == crate::model::Status::Pending;
+        item_reason(h, Waits::of(item, info), self.now).map(|(reason, until)| Waiting {
+            not_before: i64::from(reason == WaitReason::NotDue && pending),
+            only_pending: pending,
+            ..Waiting::of(h, reason, 1, until)
+        })
+    }
+}
+
+/// An item's wait in `--json` (`items` and `show` alike).
+fn wait_json(w: &crate::model::waiting::Waiting) -> serde_json::Value {
+    json!({
+        "reason": w.reason,
+        "until": w.until.map(rfc3339),
+        "pool": w.pool.as_ref().map(|p| &p.pool),
+        "dimension": w.pool.as_ref().map(|p| &p.dimension),
+    })
+}
+
+/// An item's wait in the `items` table: its reason, and until when
+/// (`budget until 00:00:00Z`), to the second.
+fn wait_word(w: &crate::model::waiting::Waiting, now: crate::model::Millis) -> String {
+    match w.until {
+        Some(t) => format!(
+            "{} until {}",
+            w.reason,
+            crate::util::time::utc_clock(t, now)
+        ),
+        None => w.reason.to_string(),
+    }
 }
 
 /// What a done item without a version was done under, in every view.
@@ -160,8 +224,9 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     })?;
     let logs = store.attempt_logs(item.id)?;
     let now = now_ms();
-    let info = store.batch_infos(Some(&item.batch))?.into_iter().next();
-    let waits = waits_for(ctx, &store, info.as_ref(), &item, now)?;
+    let reasons = Reasons::read(ctx, &store, &item.batch, now)?;
+    let waits = reasons.of(&item);
+    let info = reasons.batch.as_ref().map(|(info, _)| info);
     let cfg = ctx.batch_config(&item.batch);
     let rules = crate::model::claim_view::Rules {
         pool: cfg.pool.as_ref().map(|p| p.name.as_str()),
@@ -178,12 +243,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             "usage": usage.iter().map(super::pools::attempt_json).collect::<Vec<_>>(),
             "events": events,
             "claim": claim.as_ref().map(crate::model::claim_view::ClaimView::json),
-            "waiting": waits.as_ref().map(|w| json!({
-                "reason": w.reason,
-                "until": w.until.map(rfc3339),
-                "pool": w.pool.as_ref().map(|p| &p.pool),
-                "dimension": w.pool.as_ref().map(|p| &p.dimension),
-            })),
+            "waiting": waits.as_ref().map(wait_json),
         });
         if args.attempts {
             shown["attempts"] = json!(logs);

@@ -164,6 +164,43 @@ fn items_lists_and_filters() {
     assert!(table[1].contains("failed/manual") && table[1].contains("BadInput: title missing"));
     let ran = env.run(&["items", "b", "--status", "pending"]);
     assert_eq!(ran.stdout, "no items match\n");
+
+    // What each item waits for, as `show` says it: a quarantined one for a
+    // human, a pending one for a runner (none is live, no schedule fires).
+    crate::support::add_keys(&env, "b", &["新しい"]);
+    let listed = env.run(&["items", "b", "--json"]).code(0).json_lines();
+    let waiting = |key: &str| {
+        let item = listed.iter().find(|i| i["key"] == key).unwrap();
+        item["waiting"]["reason"].clone()
+    };
+    assert_eq!(waiting("k1"), "quarantined");
+    assert_eq!(waiting("新しい"), "no-runner");
+    assert_eq!(
+        waiting("k5"),
+        serde_json::Value::Null,
+        "done: waits for nothing"
+    );
+    let shown = env.run(&["show", "b", "新しい", "--json"]).code(0).json();
+    assert_eq!(shown["waiting"]["reason"], "no-runner", "as show says");
+    let table = env.run(&["items", "b"]).code(0).stdout.clone();
+    let header = table.lines().next().unwrap();
+    assert!(header.contains(" WAITING "), "{table}");
+    let row = |key: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap()
+            .to_string()
+    };
+    assert!(row("k1").contains(" quarantined "), "{table}");
+    assert!(row("新しい").contains(" no-runner "), "{table}");
+    // A list where nothing waits has no such column.
+    let done = env
+        .run(&["items", "b", "--status", "done"])
+        .code(0)
+        .stdout
+        .clone();
+    assert!(!done.contains("WAITING"), "{done}");
 }
 
 #[test]
