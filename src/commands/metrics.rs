@@ -109,6 +109,11 @@ pub fn render(
         help: "1 if the last run that did work ended ok, 0 otherwise (none while it runs).",
         samples: Vec::new(),
     };
+    let mut waiting = Family {
+        name: "nightshift_waiting_items",
+        help: "Open items not being worked, by batch and the one reason each waits (as status says it; every reason, 0 where none waits for it).",
+        samples: Vec::new(),
+    };
     let mut oldest = Family {
         name: "nightshift_oldest_pending_age_seconds",
         help: "Age of the oldest pending item (0 if none).",
@@ -184,6 +189,20 @@ pub fn render(
                 ));
             }
         }
+        let reasons = match scene.holding(ctx, store, info)? {
+            Some(h) => crate::model::waiting::waiting(&h, now),
+            None => Vec::new(),
+        };
+        for reason in crate::model::waiting::WaitReason::ALL {
+            let n: i64 = reasons
+                .iter()
+                .filter(|w| w.reason == *reason)
+                .map(|w| w.items)
+                .sum();
+            waiting
+                .samples
+                .push((format!("batch=\"{b}\",reason=\"{reason}\""), n as f64));
+        }
         let age = if store.batch_names()?.contains(&info.name) {
             store
                 .oldest_pending(&info.name)?
@@ -207,6 +226,7 @@ pub fn render(
         orphaned,
         last_run_time,
         last_run_ok,
+        waiting,
         oldest,
         daemon_up,
         daemon_seen,

@@ -120,6 +120,27 @@ fn status_table_and_prometheus() {
             .contains("nightshift_items{batch=\"b\",status=\"failed\",tier=\"manual\"} 3"),
         "{ran:?}"
     );
+    // Why the open items wait, by reason as status counts them: the three
+    // quarantined and the one in the retry tier, not due yet; every
+    // reason has its sample.
+    let waiting: Vec<&str> = ran
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("nightshift_waiting_items{"))
+        .collect();
+    assert_eq!(waiting.len(), 15, "{waiting:?}");
+    assert!(
+        waiting.contains(&"nightshift_waiting_items{batch=\"b\",reason=\"quarantined\"} 3"),
+        "{waiting:?}"
+    );
+    let open: f64 = waiting
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(
+        open, 4.0,
+        "the reasons add up to the open items: {waiting:?}"
+    );
 }
 
 #[test]
