@@ -387,7 +387,7 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
 fn no_runner(h: &Holding, reason: WaitReason) -> bool {
     matches!(
         reason,
-        WaitReason::RateLimit | WaitReason::Hold | WaitReason::Budget
+        WaitReason::RateLimit | WaitReason::Hold | WaitReason::Budget | WaitReason::NotDue
     ) && !h.lock_held
         && h.idle == Some(Idle::NoRunner)
 }
@@ -675,16 +675,20 @@ mod tests {
         );
         assert_eq!(
             describe(&w[..1], NOW),
-            "2 pending, not before a time, next at 07:16:00Z"
+            "2 pending, not before a time, next at 07:16:00Z, and no runner is live \
+             (`nightshift run` starts one)"
         );
+        // The wording of the wait itself, with a runner live.
         let one = Waiting {
             items: 1,
             not_before: 1,
+            no_runner: false,
             ..w[0].clone()
         };
         assert_eq!(describe(&[one], NOW), "1 pending, not before 07:16:00Z");
         let mixed = Waiting {
             items: 3,
+            no_runner: false,
             ..w[0].clone()
         };
         assert_eq!(
@@ -796,6 +800,22 @@ mod tests {
         assert_eq!(
             to_status_json(&waiting(&h(Some(Idle::NoRunner), false), NOW))[0]["no_runner"],
             true
+        );
+        // The retry tier's next attempt, or a not-before time, likewise:
+        // nothing takes them then.
+        let retry = Holding {
+            counts: counts(0, 0, 0, 0),
+            retry: RetryTier {
+                later: 2,
+                next_at: Some(LATER),
+                ..RetryTier::default()
+            },
+            idle: Some(Idle::NoRunner),
+            ..Holding::default()
+        };
+        assert_eq!(
+            said(&retry),
+            "2 in the retry tier, next at 07:16Z, and no runner is live (`nightshift run` starts one)"
         );
         // A live runner, a schedule that fires, or a run's own view: the
         // wait alone.

@@ -116,7 +116,13 @@ both_backends! {
         let clock = &t[11..19];
         let shown = env.run(&["show", "b", "later"]).code(0).stdout.clone();
         if before_t() {
-            assert!(shown.contains(&format!("\nwaiting:   1 pending, not before {clock}Z\n")), "{shown}");
+            // Nothing takes it then unless a run is started: said too.
+            assert!(
+                shown.contains(&format!(
+                    "\nwaiting:   1 pending, not before {clock}Z, and no runner is live (`nightshift run` starts one)\n"
+                )),
+                "{shown}"
+            );
             assert!(shown.contains(&format!("\nruns from: {t} (")), "{shown}");
         }
         let json = env.run(&["show", "b", "later", "--json"]).code(0).json();
