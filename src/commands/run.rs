@@ -14,8 +14,22 @@ use crate::util::noun;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, utc_clock};
 
+/// Whether the summary line was said before the alert ran.
+static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says the summary line as soon as the run is recorded (see
+/// `RunOptions::before_alert`).
+fn say_summary(report: &runner::RunReport) {
+    if out(sanitize::line(&report.line())).is_ok() {
+        SAID.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
-    let opts = options(ctx, args)?;
+    let mut opts = options(ctx, args)?;
+    if !args.json {
+        opts.before_alert = Some(say_summary);
+    }
     if args.detached {
         detach();
     }
@@ -39,7 +53,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
             "hooks_failed": report.hooks_failed,
             "waiting": waiting::to_json(&report.waiting),
         }))?;
-    } else {
+    } else if !SAID.load(std::sync::atomic::Ordering::SeqCst) {
         out(sanitize::line(&report.line()))?;
     }
     // On the terminal, not only in the log: which hook, how, and why.
@@ -146,6 +160,7 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         verbose: args.verbose,
         progress: !args.verbose && !args.json && std::io::stderr().is_terminal(),
         log_dir,
+        before_alert: None,
     })
 }
 

@@ -98,6 +98,10 @@ pub struct RunOptions {
     pub verbose: bool,
     /// Show a live progress line on stderr.
     pub progress: bool,
+    /// Called with the report once the run is recorded and its lock
+    /// released, before its alert command runs: the summary is said at
+    /// once, not after a slow alert.
+    pub before_alert: Option<fn(&RunReport)>,
     pub log_dir: Option<PathBuf>,
 }
 
@@ -253,6 +257,9 @@ pub async fn cycle(
                 Err(e) => tracing::warn!("reading what {} still holds: {e}", opts.batch),
             }
         }
+    }
+    if let (Some(say), Ok(report)) = (opts.before_alert, &result) {
+        say(report);
     }
     // After the release: a slow alert holds up no other run.
     if let (Some(alert), Ok(report)) = (alert, &mut result) {

@@ -468,9 +468,14 @@ both_backends! {
         }
         let b = env.batch_status("b");
         assert!(b["lock"].is_null(), "released before the alert: {b}");
+        // The summary is said before the alert runs, not after it.
+        let said = env.output_of("b").0;
+        assert!(said.contains("b: 0 done, 0 empty, 1 failed"), "{said:?}");
         let started = std::time::Instant::now();
         common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
         run.wait().unwrap();
+        let said = env.output_of("b").0;
+        assert_eq!(said.matches("1 failed").count(), 1, "said once: {said:?}");
         assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
         let alert = env.strings("SELECT message FROM events WHERE kind = 'alert'");
         assert!(alert[0].ends_with("failed: stopped by a signal"), "{alert:?}");
