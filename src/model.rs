@@ -7,6 +7,8 @@ use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::util::json_text::JsonText;
+
 /// Milliseconds since the Unix epoch, UTC. Every time in the store is one.
 pub type Millis = i64;
 
@@ -200,13 +202,15 @@ pub struct Item {
     pub batch: String,
     pub key: String,
     pub label: String,
-    pub payload: serde_json::Value,
+    /// As it was given: its numbers and key order kept.
+    pub payload: JsonText,
     pub status: Status,
     pub tier: Option<Tier>,
     pub outcome: Option<Outcome>,
     pub attempts: u32,
     pub op_id: Option<String>,
-    pub result: Option<serde_json::Value>,
+    /// As the worker wrote it (JSON), or its text as a string.
+    pub result: Option<JsonText>,
     pub cost: Option<f64>,
     pub error_class: Option<String>,
     pub error_message: Option<String>,
@@ -248,7 +252,7 @@ impl Item {
             batch: batch.into(),
             key: key.into(),
             label: key.into(),
-            payload: serde_json::Value::Null,
+            payload: JsonText::stored("null"),
             status: Status::Pending,
             tier: None,
             outcome: None,
@@ -440,7 +444,7 @@ pub struct DeadLetter {
     pub batch: String,
     pub key: String,
     pub label: String,
-    pub payload: serde_json::Value,
+    pub payload: JsonText,
     pub error_class: String,
     pub message: String,
     pub attempt: u32,

@@ -20,19 +20,35 @@ pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
         for d in ctx.empty_if_unseen(&args.batch, letters)? {
             // `job_id` as the seeds' jq one-liners read it; `key` and
             // `label` as everything else names an item.
-            out_json(&json!({
-                "job_id": d.key,
-                "key": d.key,
-                "payload": d.payload,
-                "error_class": d.error_class,
-                "message": d.message,
-                "attempt": d.attempt,
-                "failed_at": rfc3339(d.failed_at),
-                "tier": d.tier,
-                "label": d.label,
-                "batch": d.batch,
-                "run_id": d.run_id,
-            }))?;
+            // Written as it is (fields in the order `json!` gave them),
+            // so the payload's numbers and key order are as given.
+            #[derive(serde::Serialize)]
+            struct Letter<'a> {
+                attempt: u32,
+                batch: &'a str,
+                error_class: &'a str,
+                failed_at: String,
+                job_id: &'a str,
+                key: &'a str,
+                label: &'a str,
+                message: &'a str,
+                payload: &'a crate::util::json_text::JsonText,
+                run_id: Option<i64>,
+                tier: crate::model::Tier,
+            }
+            out_json(&Letter {
+                attempt: d.attempt,
+                batch: &d.batch,
+                error_class: &d.error_class,
+                failed_at: rfc3339(d.failed_at),
+                job_id: &d.key,
+                key: &d.key,
+                label: &d.label,
+                message: &d.message,
+                payload: &d.payload,
+                run_id: d.run_id,
+                tier: d.tier,
+            })?;
         }
         return Ok(Exit::Ok);
     }

@@ -237,18 +237,30 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         .and_then(|i| crate::model::claim_view::of(i, &item, rules));
     let usage = store.item_usage(&args.batch, &item.key)?;
     if args.json {
-        let mut shown = json!({
-            "item": item,
-            "failures": failures,
-            "usage": usage.iter().map(super::pools::attempt_json).collect::<Vec<_>>(),
-            "events": events,
-            "claim": claim.as_ref().map(crate::model::claim_view::ClaimView::json),
-            "waiting": waits.as_ref().map(wait_json),
-        });
-        if args.attempts {
-            shown["attempts"] = json!(logs);
+        // A struct, not `json!`: that reads the payload and the result
+        // back through `Value`, their numbers through floats.
+        #[derive(serde::Serialize)]
+        struct Shown<'a, F: serde::Serialize, E: serde::Serialize, L: serde::Serialize> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            attempts: Option<&'a L>,
+            claim: Option<serde_json::Value>,
+            events: &'a E,
+            failures: &'a F,
+            item: &'a Item,
+            usage: Vec<serde_json::Value>,
+            waiting: Option<serde_json::Value>,
         }
-        out_json_pretty(&shown)?;
+        out_json_pretty(&Shown {
+            attempts: args.attempts.then_some(&logs),
+            claim: claim
+                .as_ref()
+                .map(crate::model::claim_view::ClaimView::json),
+            events: &events,
+            failures: &failures,
+            item: &item,
+            usage: usage.iter().map(super::pools::attempt_json).collect(),
+            waiting: waits.as_ref().map(wait_json),
+        })?;
         return Ok(Exit::Ok);
     }
     let s = |t: &str| sanitize::line(t).into_owned();
@@ -308,13 +320,13 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
         out(format!("error:     {}: {}{then}", s(class), s(msg)))?;
     }
     out("payload:")?;
-    let pretty = serde_json::to_string_pretty(&item.payload).unwrap_or_default();
+    let pretty = item.payload.pretty();
     for line in pretty.lines() {
         out(format!("  {}", s(line)))?;
     }
     if let Some(result) = &item.result {
         out("result:")?;
-        let pretty = serde_json::to_string_pretty(result).unwrap_or_default();
+        let pretty = result.pretty();
         for line in pretty.lines() {
             out(format!("  {}", s(line)))?;
         }

@@ -22,6 +22,7 @@ use super::child::Exit;
 use super::child::output::Output;
 use super::cost::Cost;
 use super::usage::{Tokens, Usage};
+use crate::util::json_text::JsonText;
 use crate::util::sanitize;
 
 /// Longest error message kept (the seeds keep 500 characters).
@@ -238,9 +239,14 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
             }
             let cost = Cost::from_json(parsed.get("cost")).or(out.reported_cost.clone());
             let usage = Usage::from_json(parsed.get("usage")).or(out.reported_usage.clone());
+            // JSON is kept as the worker wrote it: its numbers, its keys' order.
+            let result = match JsonText::parse(trimmed) {
+                Some(text) if !out.stdout_truncated => text.as_str().to_string(),
+                _ => parsed.to_string(),
+            };
             let answer = cost.apply(Answer::Done {
                 empty: false,
-                result: Some(parsed.to_string()),
+                result: Some(result),
                 cost: None,
                 usage: None,
             });
@@ -405,8 +411,14 @@ fn stdout_said(stdout: &[u8]) -> Option<String> {
     Some(format!("stdout: {last}{hint}"))
 }
 
-/// The answer a persistent worker's answer object carries.
-pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Answer {
+/// The answer a persistent worker's answer object carries; `written`:
+/// its `result` as the worker wrote it (kept rather than the value's
+/// float-read numbers and sorted keys).
+pub fn answer(
+    obj: &serde_json::Map<String, Value>,
+    written: Option<&JsonText>,
+    rules: &Rules,
+) -> Answer {
     let cost = Cost::from_json(obj.get("cost"));
     let usage = Usage::from_json(obj.get("usage"));
     if let Some(err) = obj.get("error") {
@@ -435,12 +447,15 @@ pub fn answer(obj: &serde_json::Map<String, Value>, rules: &Rules) -> Answer {
     let cost = cost.or(Cost::from_json(result.get("cost")));
     let usage = usage.or(Usage::from_json(result.get("usage")));
     let empty = result.is_null() || result.as_str() == Some("");
-    usage.apply(cost.apply(Answer::Done {
-        empty,
-        result: (!empty).then(|| result.to_string()),
-        cost: None,
-        usage: None,
-    }))
+    usage.apply(
+        cost.apply(Answer::Done {
+            empty,
+            result: (!empty)
+                .then(|| written.map_or_else(|| result.to_string(), |w| w.as_str().to_string())),
+            cost: None,
+            usage: None,
+        }),
+    )
 }
 
 /// How a persistent worker broke, as the answer of the request it broke
@@ -618,6 +633,31 @@ mod tests {
         assert!(matches!(text, Answer::Done { .. }), "{text:?}");
     }
 
+    /// A JSON result is kept as the worker wrote it: a number past a
+    /// float's digits, the order of its keys; `\u` escapes readable.
+    #[test]
+    fn a_json_result_is_kept_as_written() {
+        let out = output(
+            Exit::Code(0),
+            "{\"z\": 123456789012345678901234567890, \"cost\": 0.25,\n \"題\": \"\\u65e5\"}\n",
+            None,
+        );
+        match classify(&out, &Rules::default()) {
+            Answer::Done {
+                result: Some(r),
+                cost: Some(c),
+                ..
+            } => {
+                assert_eq!(
+                    r,
+                    "{\"z\":123456789012345678901234567890,\"cost\":0.25,\"題\":\"日\"}"
+                );
+                assert_eq!(c, 0.25);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// A byte-order mark (`utf-8-sig`) before stdout is not part of it:
     /// the JSON after it is read, its cost counted, and text loses it.
     #[test]
@@ -632,7 +672,7 @@ mod tests {
                 cost: Some(c),
                 ..
             } => {
-                assert_eq!(r, "{\"cost\":0.5,\"r\":\"済\"}");
+                assert_eq!(r, "{\"r\":\"済\",\"cost\":0.5}");
                 assert!((c - 0.5).abs() < 1e-9);
             }
             other => panic!("{other:?}"),
@@ -709,7 +749,7 @@ mod tests {
             ),
             Answer::Done {
                 empty: false,
-                result: Some("{\"cost\":0.5,\"ok\":1}".into()),
+                result: Some("{\"ok\":1,\"cost\":0.5}".into()),
                 cost: Some(0.5),
                 usage: None,
             }
@@ -878,13 +918,18 @@ mod tests {
     #[test]
     fn answers_carry_their_costs_by_one_rule() {
         let rules = Rules::default();
-        let v = answer(&obj(r#"{"key":"a","result":{"n":1,"cost":0.5}}"#), &rules);
+        let v = answer(
+            &obj(r#"{"key":"a","result":{"n":1,"cost":0.5}}"#),
+            None,
+            &rules,
+        );
         assert!(
             matches!(v, Answer::Done { cost: Some(c), .. } if c == 0.5),
             "{v:?}"
         );
         let v = answer(
             &obj(r#"{"key":"a","error":{"message":"m","cost":0.25}}"#),
+            None,
             &rules,
         );
         assert!(
@@ -897,7 +942,7 @@ mod tests {
             r#"{"key":"a","error":{"cost":"NaN"}}"#,
             r#"{"key":"a","result":null,"cost":0.5,"x":{"cost":1},"error":{"cost":2e9}}"#,
         ] {
-            let v = answer(&obj(bad), &rules);
+            let v = answer(&obj(bad), None, &rules);
             assert!(
                 matches!(&v, Answer::Failed { transient: false, class, .. } if class == "InvalidCost"),
                 "{bad}: {v:?}"

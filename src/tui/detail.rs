@@ -10,6 +10,7 @@ use super::theme::{Role, kind_role, state_role};
 use crate::model::claim_view;
 use crate::model::{BatchInfo, Millis, state_word};
 use crate::store::{AttemptLog, ItemDetail};
+use crate::util::json_text::JsonText;
 use crate::util::text;
 use crate::util::time::rfc3339;
 
@@ -264,8 +265,8 @@ fn stderr_lines(logs: &[AttemptLog], width: usize, out: &mut Vec<PageLine>) {
 
 /// Pretty JSON, each line made inert and wrapped by width; a wrapped
 /// line goes on under its own indentation.
-fn json_lines(value: &serde_json::Value, width: usize, out: &mut Vec<PageLine>) {
-    let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
+fn json_lines(value: &JsonText, width: usize, out: &mut Vec<PageLine>) {
+    let pretty = value.pretty();
     let mut budget = MAX_TEXT_LINES * 8;
     for line in pretty.lines() {
         let body = line.trim_start_matches(' ');

@@ -6,6 +6,7 @@
 pub mod files;
 pub mod identity;
 pub mod json;
+pub mod json_text;
 pub mod money;
 pub mod noun;
 pub mod sanitize;

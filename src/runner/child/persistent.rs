@@ -38,6 +38,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::output::{Report, is_line_end};
 use super::{KillReason, kill_group};
 use crate::runner::classify::{self, Answer, Rules, bound_message};
+use crate::util::json_text::JsonText;
 use crate::util::sanitize;
 
 /// Longest answer line accepted (the result is bounded like stdout in
@@ -125,6 +126,8 @@ pub enum Line {
     Answer {
         key: String,
         obj: serde_json::Map<String, Value>,
+        /// Its `result` as written (see `classify::answer`).
+        written: Option<JsonText>,
     },
     /// Not part of the protocol (ignored): the line's start, inert.
     Stray(String),
@@ -329,10 +332,10 @@ impl Persistent {
                             let _ = reports.send(Report::OpId(op_id));
                         }
                     }
-                    Line::Answer { key, obj } => {
+                    Line::Answer { key, obj, written } => {
                         match_answer(&key, [req.key], None)
                             .map_err(|why| Answer::out_of_step(&why))?;
-                        return Ok(classify::answer(&obj, rules));
+                        return Ok(classify::answer(&obj, written.as_ref(), rules));
                     }
                     Line::Stray(_) => {}
                 }
@@ -450,7 +453,11 @@ pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
         }
     };
     if is_answer {
-        return Ok(Some(Line::Answer { key, obj }));
+        return Ok(Some(Line::Answer {
+            key,
+            written: written_result(trimmed),
+            obj,
+        }));
     }
     // Ignored as in process mode: it could not be handed back.
     Ok(match obj.get("op_id").and_then(Value::as_str) {
@@ -507,6 +514,17 @@ pub fn match_op_id<'a>(
             };
             format!("an op id for {key:?}, which is not a request waiting for its answer{answered}")
         })
+}
+
+/// An answer line's `result` as the worker wrote it, if it has one.
+fn written_result(line: &str) -> Option<JsonText> {
+    #[derive(serde::Deserialize)]
+    struct Written<'a> {
+        #[serde(borrow)]
+        result: Option<&'a serde_json::value::RawValue>,
+    }
+    let w: Written<'_> = serde_json::from_str(line).ok()?;
+    JsonText::parse(w.result?.get())
 }
 
 /// The start of a worker's line, inert, for an error or an event.
@@ -685,7 +703,8 @@ done"#,
             parse_line(answer),
             Ok(Some(Line::Answer {
                 key: "a".into(),
-                obj: obj(answer)
+                obj: obj(answer),
+                written: JsonText::parse("1"),
             }))
         );
         assert_eq!(
@@ -701,9 +720,19 @@ done"#,
             parse_line(&format!("\u{feff}{answer}")),
             Ok(Some(Line::Answer {
                 key: "a".into(),
-                obj: obj(answer)
+                obj: obj(answer),
+                written: JsonText::parse("1"),
             }))
         );
+        // The result as written: numbers past a float's digits, key order.
+        let big = r#"{"key":"a","result":{"z":123456789012345678901234567890,"a":"\u65e5"}}"#;
+        match parse_line(big) {
+            Ok(Some(Line::Answer { written, .. })) => assert_eq!(
+                written.unwrap().as_str(),
+                r#"{"z":123456789012345678901234567890,"a":"日"}"#
+            ),
+            other => panic!("{other:?}"),
+        }
         // Ignored: blank lines, op ids that could not be handed back.
         assert_eq!(parse_line("  \r"), Ok(None));
         assert_eq!(parse_line(r#"{"key":"a","op_id":"x\u001b[2J"}"#), Ok(None));

@@ -5,6 +5,7 @@ use crate::model::{DeadLetter, DlqGroup, Millis, Tier};
 use crate::store::Result;
 use crate::store::api::Failure;
 use crate::store::rows::dead_letter_columns;
+use crate::util::json_text::JsonText;
 
 fn dead_letter_from_row(r: &dyn Row) -> Result<DeadLetter> {
     let payload = r.text(4)?;
@@ -13,7 +14,7 @@ fn dead_letter_from_row(r: &dyn Row) -> Result<DeadLetter> {
         batch: r.text(1)?,
         key: r.text(2)?,
         label: r.text(3)?,
-        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+        payload: JsonText::stored(&payload),
         error_class: r.text(5)?,
         message: r.text(6)?,
         attempt: r.int(7)? as u32,

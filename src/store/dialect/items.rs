@@ -4,9 +4,10 @@
 use super::sql::{self, Arg, Row, Sql, Texts};
 use crate::model::waiting::RetryWaits;
 use crate::model::{Claim, Item, Millis, Status, Tombstone};
+use crate::store::Result;
 use crate::store::api::{Failure, ItemFilter, Requeue, Retrying, Selection};
 use crate::store::rows::item_columns;
-use crate::store::{Result, json_col};
+use crate::util::json_text::JsonText;
 
 /// An item read by `item_columns!`.
 pub(crate) fn item_from_row(r: &dyn Row) -> Result<Item> {
@@ -16,13 +17,13 @@ pub(crate) fn item_from_row(r: &dyn Row) -> Result<Item> {
         batch: r.text(1)?,
         key: r.text(2)?,
         label: r.text(3)?,
-        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+        payload: JsonText::stored(&payload),
         status: sql::parsed(r, 5)?,
         tier: sql::opt_parsed(r, 6)?,
         outcome: sql::opt_parsed(r, 7)?,
         attempts: r.int(8)? as u32,
         op_id: r.opt_text(9)?,
-        result: json_col(r.opt_text(10)?),
+        result: r.opt_text(10)?.map(|t| JsonText::stored(&t)),
         cost: r.opt_real(11)?,
         error_class: r.opt_text(12)?,
         error_message: r.opt_text(13)?,

@@ -222,7 +222,7 @@ proptest! {
         objects.push(serde_json::Map::from_iter([("error".to_string(), value.clone())]));
         objects.push(serde_json::Map::from_iter([("result".to_string(), value.clone()), ("cost".to_string(), value.clone())]));
         for obj in &objects {
-            match classify::answer(obj, &rules) {
+            match classify::answer(obj, None, &rules) {
                 Answer::Failed { class, message, retry_after, .. } => {
                     prop_assert!(class.chars().count() <= MAX_MESSAGE + 1);
                     prop_assert!(message.chars().count() <= MAX_MESSAGE + 1);

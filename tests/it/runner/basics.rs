@@ -425,6 +425,56 @@ both_backends! {
         assert_eq!(env.snapshot(), before);
     }
 
+    /// A result and a payload are kept and shown as they were written: a
+    /// number past a float's 17 digits, the order of the keys; a `\u`
+    /// escape of Python's `ensure_ascii` read as the character. They came
+    /// back as `1.2345678901234568e29`, keys sorted, in every view.
+    fn results_and_payloads_keep_their_numbers_and_key_order(env) {
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\nprintf '{\"z\": 123456789012345678901234567890, \"a\": \"\\\\u65e5\\\\u672c\", \"f\": 0.1000000000000000055511151231257827}\\n'",
+        ));
+        let pw = p(&env.script(
+            "pw.sh",
+            "while read line; do\n  key=$(printf '%s' \"$line\" | sed 's/.*\"key\":\"\\([^\"]*\\)\".*/\\1/')\n  printf '{\"key\":\"%s\",\"result\":{\"z\":123456789012345678901234567890,\"a\":1}}\\n' \"$key\"\ndone",
+        ));
+        env.config(&format!(
+            "[batch.b]\nworker = [\"{w}\"]\n[batch.pb]\nmode = \"persistent\"\nworker = [\"{pw}\"]\n"
+        ));
+        let input = env.write(
+            "big.jsonl",
+            "{\"key\": \"big\", \"n\": 123456789012345678901234567891}\n",
+        );
+        for batch in ["b", "pb"] {
+            env.cmd().args(["add", batch]).arg(&input).assert().success();
+            env.cmd().args(["run", batch]).assert().success();
+        }
+        let listed = env.run(&["items", "b", "--json"]).code(0).stdout.clone();
+        assert!(
+            listed.contains(r#""payload":{"key":"big","n":123456789012345678901234567891}"#),
+            "{listed}"
+        );
+        assert!(
+            listed.contains(
+                r#""result":{"z":123456789012345678901234567890,"a":"日本","f":0.1000000000000000055511151231257827}"#
+            ),
+            "{listed}"
+        );
+        let shown = env.run(&["show", "b", "big"]).code(0).stdout.clone();
+        assert!(
+            shown.contains("result:\n  {\n    \"z\": 123456789012345678901234567890,\n    \"a\": \"日本\",\n"),
+            "{shown}"
+        );
+        let json = env.run(&["show", "b", "big", "--json"]).code(0).stdout.clone();
+        assert!(json.contains("123456789012345678901234567891"), "{json}");
+        assert!(json.contains("0.1000000000000000055511151231257827"), "{json}");
+        let persistent = env.run(&["items", "pb", "--json"]).code(0).stdout.clone();
+        assert!(
+            persistent.contains(r#""result":{"z":123456789012345678901234567890,"a":1}"#),
+            "{persistent}"
+        );
+    }
+
     // ---- Alert, source ----
 
     fn the_alert_runs_only_when_something_failed(env) {

@@ -505,7 +505,7 @@ touch {dir}/started-$NIGHTSHIFT_KEY
                 .unwrap()
         );
         let item = s.item("b", "k").unwrap();
-        assert_eq!(item.result, Some(serde_json::json!("B")));
+        assert_eq!(item.result.map(|r| r.value()), Some(serde_json::json!("B")));
         assert_eq!(item.attempts, 2);
         assert_eq!(item.op_id, None);
         assert_eq!(s.dead_letters("b", None, None).unwrap().len(), 0);

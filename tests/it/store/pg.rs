@@ -1029,7 +1029,7 @@ fn a_fresh_add_stores_every_field_as_an_add_into_a_held_batch() {
         (
             i.key.clone(),
             i.label.clone(),
-            i.payload.clone(),
+            i.payload.value(),
             i.status,
             i.priority,
             i.next_attempt_at,
@@ -1051,7 +1051,10 @@ fn a_fresh_add_stores_every_field_as_an_add_into_a_held_batch() {
         ),
         ("ラベル 3", 0, Some(t + 3 * MIN))
     );
-    assert_eq!(by_key.payload, serde_json::json!({"n": 3, "s": "☃"}));
+    assert_eq!(
+        by_key.payload.value(),
+        serde_json::json!({"n": 3, "s": "☃"})
+    );
     assert_eq!(s.counts("fresh").unwrap().pending, 7_000);
 }
 

@@ -396,8 +396,8 @@ impl Slot {
                 line = worker.next() => {
                     let gave_up = match line {
                         Ok(Line::OpId { key, op_id }) => self.op_id(&key, op_id).await?,
-                        Ok(Line::Answer { key, obj }) => {
-                            let answer = classify::answer(&obj, &cycle.rules);
+                        Ok(Line::Answer { key, obj, written }) => {
+                            let answer = classify::answer(&obj, written.as_ref(), &cycle.rules);
                             self.answered(&key, answer).await?
                         }
                         Ok(Line::Stray(line)) => {

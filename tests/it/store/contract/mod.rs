@@ -390,7 +390,7 @@ both_stores! {
         let counts = s.counts("b").unwrap();
         assert_eq!((counts.finished(), counts.done, counts.empty, counts.claimed), (2, 1, 1, 0));
         let item = s.item("b", "k000").unwrap();
-        assert_eq!(item.result, Some(serde_json::json!({"url": "x"})));
+        assert_eq!(item.result.map(|r| r.value()), Some(serde_json::json!({"url": "x"})));
         assert_eq!((item.outcome, item.lease_run, item.cost), (Some(Outcome::Done), None, Some(0.5)));
         let r = s.run(run).unwrap().unwrap();
         assert_eq!((r.counts.done, r.counts.empty, r.counts.cost), (1, 1, 0.5));
@@ -994,7 +994,7 @@ both_stores! {
         let r = s.run(run).unwrap().unwrap();
         assert_eq!((r.counts.done, r.counts.empty, r.counts.cost), (2, 1, 0.75));
         let item = s.item("b", "k000").unwrap();
-        assert_eq!((item.result, item.cost, item.updated_at, item.lease_run),
+        assert_eq!((item.result.map(|r| r.value()), item.cost, item.updated_at, item.lease_run),
             (Some(serde_json::json!({"ok": true})), Some(0.25), T0 + 5, None));
         assert_eq!(s.item("b", "k001").unwrap().lease_run, Some(run), "k001 is still claimed");
         let logged = s.events(&EventFilter { kinds: vec!["done".into()], ..Default::default() }).unwrap();
@@ -1049,7 +1049,7 @@ both_stores! {
         let item = |k: &str| s.item("b", k).unwrap();
         let seen: Vec<_> = ["k000", "k001", "k002"].iter().map(|k| {
             let i = item(k);
-            (i.status, i.outcome, i.result, i.cost, i.updated_at, i.lease_run)
+            (i.status, i.outcome, i.result.map(|r| r.value()), i.cost, i.updated_at, i.lease_run)
         }).collect();
         let done = |n: i64, cost: Option<f64>| (nightshift::model::Status::Done, Some(Outcome::Done),
             Some(serde_json::json!({"n": n})), cost, T0 + 7, None);
@@ -1588,7 +1588,7 @@ both_stores! {
         let counts = s.counts("b").unwrap();
         assert_eq!((counts.pending, counts.done, counts.empty, counts.manual), (2, 1, 0, 1));
         let item = s.item("b", "k002").unwrap();
-        assert_eq!((item.status, item.outcome, item.result, item.op_id.as_deref(), item.attempts),
+        assert_eq!((item.status, item.outcome, item.result.map(|r| r.value()), item.op_id.as_deref(), item.attempts),
             (Status::Pending, None, None, None, 1));
         let requeued = s.events(&EventFilter { kinds: vec!["requeued".into()], ..Default::default() }).unwrap();
         assert_eq!(requeued.len(), 2);
