@@ -72,8 +72,24 @@ pub struct ErrorLine {
     pub transient: Option<bool>,
     pub message: Option<String>,
     pub retry_after: Option<Duration>,
+    /// A `retry_after_s` or `reset_at` given that asks no wait (negative,
+    /// or text that is no number or date), as given: said in the message,
+    /// not dropped in silence.
+    pub unread_wait: Option<String>,
     pub cost: Cost,
     pub usage: Usage,
+}
+
+impl ErrorLine {
+    /// `message` with a note on a wait given that asks none.
+    fn noted(&self, message: String) -> String {
+        match &self.unread_wait {
+            Some(given) => format!(
+                "{message} (no wait taken from {given}: seconds ≥ 0, an HTTP date or a reset time are read)"
+            ),
+            None => message,
+        }
+    }
 }
 
 /// Parses a stderr line as an error line; `None` unless it is a JSON
@@ -144,15 +160,23 @@ impl ErrorLine {
     pub fn from_object(obj: &serde_json::Map<String, Value>) -> ErrorLine {
         let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
         let now = crate::util::time::now();
-        let retry_after = match obj.get("retry_after_s") {
-            Some(s) => retry_after_of(s, now),
-            None => obj.get("reset_at").and_then(|at| reset_in(at, now)),
+        let (field, given) = match obj.get("retry_after_s") {
+            Some(s) => ("retry_after_s", Some(s)),
+            None => ("reset_at", obj.get("reset_at")),
         };
+        let retry_after = given.and_then(|v| match field {
+            "retry_after_s" => retry_after_of(v, now),
+            _ => reset_in(v, now),
+        });
+        let unread_wait = given
+            .filter(|v| retry_after.is_none() && !v.is_null())
+            .map(|v| format!("{field} {}", sanitize::truncate(&v.to_string(), 60)));
         ErrorLine {
             error_class: text("error_class").filter(|c| !c.is_empty()),
             transient: obj.get("transient").and_then(Value::as_bool),
             message: text("message"),
             retry_after,
+            unread_wait,
             cost: Cost::from_json(obj.get("cost")),
             usage: Usage::from_json(obj.get("usage")),
         }
@@ -299,6 +323,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 })
                 .or_else(|| stdout_said(&out.stdout).map(|s| format!("{default_message}; {s}")))
                 .unwrap_or(default_message);
+            let message = line.noted(message);
             let usage = line.usage.clone().or(out.reported_usage.clone());
             let answer = line
                 .cost
@@ -423,23 +448,22 @@ pub fn answer(
     let usage = Usage::from_json(obj.get("usage"));
     if let Some(err) = obj.get("error") {
         let line = ErrorLine::from_answer(err);
+        let message = line.noted(
+            line.message
+                .clone()
+                .unwrap_or_else(|| "the worker reported an error".into()),
+        );
         let class = line.error_class.unwrap_or_else(|| "WorkerError".into());
         let transient = rules.transient(line.transient, &class, false);
         let usage = usage.or(line.usage);
-        return usage.apply(
-            cost.or(line.cost).apply(Answer::Failed {
-                transient,
-                class: bound_message(&class),
-                message: bound_message(
-                    line.message
-                        .as_deref()
-                        .unwrap_or("the worker reported an error"),
-                ),
-                retry_after: line.retry_after,
-                cost: None,
-                usage: None,
-            }),
-        );
+        return usage.apply(cost.or(line.cost).apply(Answer::Failed {
+            transient,
+            class: bound_message(&class),
+            message: bound_message(&message),
+            retry_after: line.retry_after,
+            cost: None,
+            usage: None,
+        }));
     }
     let Some(result) = obj.get("result") else {
         return Answer::protocol_error("an answer line with neither \"result\" nor \"error\"");
@@ -864,6 +888,46 @@ mod tests {
         );
         assert_eq!(wait("\"-5\""), None);
         assert_eq!(wait("\"soon\""), None);
+    }
+
+    /// A wait given that asks none (negative, unreadable) is said in the
+    /// failure's message, process mode and persistent alike; none given,
+    /// or `null`, says nothing.
+    #[test]
+    fn a_wait_given_that_asks_none_is_said() {
+        let failed = |stderr: &str| match classify(
+            &output(Exit::Code(75), "", Some(stderr)),
+            &Rules::default(),
+        ) {
+            Answer::Failed {
+                message,
+                retry_after,
+                ..
+            } => (message, retry_after),
+            other => panic!("{other:?}"),
+        };
+        let (message, wait) = failed(r#"{"message": "429 混雑", "retry_after_s": -5}"#);
+        assert_eq!(wait, None);
+        assert_eq!(
+            message,
+            "429 混雑 (no wait taken from retry_after_s -5: seconds ≥ 0, an HTTP date or a reset time are read)"
+        );
+        let (message, _) = failed(r#"{"message": "429", "reset_at": "soon"}"#);
+        assert!(message.ends_with("(no wait taken from reset_at \"soon\": seconds ≥ 0, an HTTP date or a reset time are read)"), "{message}");
+        assert_eq!(
+            failed(r#"{"message": "429", "retry_after_s": null}"#).0,
+            "429"
+        );
+        assert_eq!(failed(r#"{"message": "429", "retry_after_s": 3}"#).0, "429");
+        let persistent = answer(
+            &obj(r#"{"key":"a","error":{"message":"429","retry_after_s":"later"}}"#),
+            None,
+            &Rules::default(),
+        );
+        assert!(
+            matches!(&persistent, Answer::Failed { message, .. } if message.contains("no wait taken from retry_after_s \"later\"")),
+            "{persistent:?}"
+        );
     }
 
     #[test]
