@@ -456,13 +456,18 @@ fn check(env: &Env, done_before: &BTreeSet<String>, finished: bool) -> Vec<Strin
         zero(what, query);
     }
     // A requeue keeps the attempt count (unless asked to reset it) and so
-    // grants one attempt past max_attempts: never more than that.
+    // grants one attempt past max_attempts: never more than that. So does
+    // a cancel to pending, which sends the item back as a requeue does
+    // (an attempt that ran to its end, as one waiting to retry had, stays
+    // counted: README, `cancel --to pending`).
     let past = format!(
         "FROM items i WHERE attempts > {MAX_ATTEMPTS} + (
-           SELECT count(*) FROM events e WHERE e.item_id = i.id AND e.kind = 'requeued')"
+           SELECT count(*) FROM events e WHERE e.item_id = i.id
+              AND (e.kind = 'requeued'
+                   OR (e.kind = 'cancelled' AND e.fields LIKE '%\"to\":\"pending\"%')))"
     );
     zero(
-        "items past max_attempts (plus one per requeue)",
+        "items past max_attempts (plus one per requeue or cancel to pending)",
         &format!("SELECT count(*) {past}"),
     );
     // Each such item's story, to find how it got there.
