@@ -262,12 +262,7 @@ impl Writer {
     /// in order after what was queued before. Its error is only logged; a
     /// lost session has it made again (see [`lasting`]).
     pub fn send(&self, f: impl Fn(&mut Store) -> Result<(), StoreError> + Send + Sync + 'static) {
-        let job = lasting(
-            self.later.clone(),
-            Arc::new(f),
-            std::time::Instant::now(),
-            FIRST_PAUSE,
-        );
+        let job = self.lasting(f);
         let sent = match self.tx.as_ref() {
             Some(tx) => tx.send(job).is_ok(),
             None => false,
@@ -285,13 +280,22 @@ impl Writer {
     /// it; it may go before writes queued before it that have not run yet,
     /// so it must not depend on them.
     pub fn defer(&self, f: impl Fn(&mut Store) -> Result<(), StoreError> + Send + Sync + 'static) {
-        let job = lasting(
+        let job = self.lasting(f);
+        self.later.push(job, MAX_DEFER);
+    }
+
+    /// `f` as a write nobody waits for, made again should its session be
+    /// lost (see [`lasting`]).
+    fn lasting(
+        &self,
+        f: impl Fn(&mut Store) -> Result<(), StoreError> + Send + Sync + 'static,
+    ) -> Job {
+        lasting(
             self.later.clone(),
             Arc::new(f),
             std::time::Instant::now(),
             FIRST_PAUSE,
-        );
-        self.later.push(job, MAX_DEFER);
+        )
     }
 
     fn submit<T: Send + 'static>(
