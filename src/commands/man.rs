@@ -203,6 +203,7 @@ pub fn run(args: &ManArgs) -> anyhow::Result<Exit> {
 /// `DIR/man5/nightshift.toml.5`, ...
 fn write_all(dir: &Path) -> anyhow::Result<Exit> {
     let shown = |p: &Path| sanitize::line(&p.display().to_string()).into_owned();
+    let mut written = Vec::new();
     for page in Page::all() {
         let sub = dir.join(format!("man{}", page.section()));
         std::fs::create_dir_all(&sub)
@@ -210,7 +211,12 @@ fn write_all(dir: &Path) -> anyhow::Result<Exit> {
         let path = sub.join(page.file_name());
         std::fs::write(&path, page.render()?)
             .map_err(|e| user_error(format!("cannot write {}: {e}", shown(&path))))?;
-        out(shown(&path))?;
+        written.push(path);
+    }
+    // Said once every page is written: a reader that stops early (`| head`)
+    // must not leave the pages after it unwritten.
+    for path in &written {
+        out(shown(path))?;
     }
     Ok(Exit::Ok)
 }

@@ -77,6 +77,33 @@ fn named_pages(roff: &str) -> Vec<String> {
     names
 }
 
+/// A reader that stops early (`man --dir DIR | head -1`) leaves every
+/// page written: the pages were written as they were listed, and the
+/// closed pipe stopped it after the first.
+#[test]
+fn man_dir_writes_every_page_even_when_its_listing_is_cut() {
+    let env = Env::bare();
+    let (whole, cut) = (env.path("whole"), env.path("cut"));
+    stdout(&env, &["man", "--dir", whole.to_str().unwrap()]);
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = env
+        .std_cmd()
+        .args(["man", "--dir", cut.to_str().unwrap()])
+        .stdout(writer)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let count = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|s| std::fs::read_dir(s.unwrap().path()).unwrap().count())
+            .sum::<usize>()
+    };
+    assert!(count(&whole) > 20, "{}", count(&whole));
+    assert_eq!(count(&cut), count(&whole), "every page written");
+}
+
 #[test]
 fn man_dir_writes_every_page_that_any_page_names() {
     let env = Env::bare();
