@@ -29,6 +29,7 @@ pub fn pool_json(v: &PoolView, call: i64, now: Millis) -> Value {
             "used": d.used,
             "free": d.free(),
             "recent": d.recent,
+            "recent_is_mean": d.recent_is_mean(),
             "limit": d.limit,
             "next_slot": d.next_slot(call, now).map(rfc3339),
         })).collect::<Vec<_>>(),
@@ -83,7 +84,13 @@ pub fn pool_line(v: &PoolView, call: i64, now: Millis) -> String {
                 ),
                 _ => String::new(),
             };
-            format!("{} {}/{}{full}", d.dimension, d.recent, d.limit)
+            format!(
+                "{} {}/{}{}{full}",
+                d.dimension,
+                d.recent,
+                d.limit,
+                d.recent_said()
+            )
         })
         .collect();
     if let Some(c) = v.concurrency {
@@ -218,4 +225,49 @@ pub fn over_estimate_json(over: Option<&OverEstimate>) -> Value {
         None => json!({"mean": o.mean, "reserved": o.reserved, "token_estimate": o.reserved}),
         Some(field) => json!({"mean": o.mean, "reserved": o.reserved, "estimate_field": field}),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::limits::Measure;
+    use crate::store::{PoolDim, PoolDimView};
+
+    const NOW: Millis = 1_764_640_800_000;
+
+    fn dim(name: &str, count: i64, per_us: i64, recent: i64) -> PoolDimView {
+        let rate = PoolDim {
+            name: name.into(),
+            measure: Measure::Requests,
+            count,
+            per_us,
+        };
+        PoolDimView::read(&rate, NOW * 1000, recent, NOW)
+    }
+
+    /// A window under a minute shows the last minute's mean (the store
+    /// sums per minute), and says so; a minute's or longer counts itself.
+    #[test]
+    fn a_rate_under_a_minute_says_its_count_is_a_mean() {
+        let v = PoolView {
+            name: "本番".into(),
+            dims: vec![
+                dim("requests/s", 10, 1_000_000, 2),
+                dim("requests/min", 600, 60_000_000, 120),
+            ],
+            in_flight: 0,
+            concurrency: None,
+            hold: None,
+            tokens_per_minute: Vec::new(),
+            today: UsageSum::default(),
+        };
+        let line = pool_line(&v, 0, NOW);
+        assert!(
+            line.ends_with("requests/s 2/10 (the last minute's mean), requests/min 120/600"),
+            "{line}"
+        );
+        let json = pool_json(&v, 0, NOW);
+        assert_eq!(json["limits"][0]["recent_is_mean"], true);
+        assert_eq!(json["limits"][1]["recent_is_mean"], false);
+    }
 }

@@ -803,6 +803,24 @@ impl PoolDimView {
     pub fn over_window(&self) -> bool {
         self.recent > self.limit && self.used < self.limit
     }
+
+    /// Whether `recent` is the last minute's mean scaled to a window
+    /// shorter than a minute (the store sums per minute): `10/s` shows
+    /// what a second of the last minute averaged, not the last second.
+    #[must_use]
+    pub fn recent_is_mean(&self) -> bool {
+        self.rate.per_us < 60_000_000
+    }
+
+    /// What the views add after `recent`, when it is a mean.
+    #[must_use]
+    pub fn recent_said(&self) -> &'static str {
+        if self.recent_is_mean() {
+            " (the last minute's mean)"
+        } else {
+            ""
+        }
+    }
 }
 
 /// Whose budget a spend row counts: a batch's or a limit pool's.

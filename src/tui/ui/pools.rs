@@ -160,6 +160,7 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
                 format!("{} free now; over its window, refilling", num(d.free())),
                 Role::Dim,
             )),
+            None if d.recent_is_mean() => Some((d.recent_said().trim().to_string(), Role::Dim)),
             _ => None,
         };
         // What passed in the limit's window, as a user counts it; "full"
@@ -328,6 +329,17 @@ mod tests {
             dims: vec![
                 rate("requests/min", Measure::Requests, 3000, 12 * 20_000, 12),
                 tokens_until(NOW + 14_000, 250_000),
+                PoolDimView::read(
+                    &PoolDim {
+                        name: "requests/s".into(),
+                        measure: Measure::Requests,
+                        count: 10,
+                        per_us: 1_000_000,
+                    },
+                    NOW * 1000,
+                    2,
+                    NOW,
+                ),
             ],
             in_flight: 3,
             concurrency: Some(16),
@@ -435,6 +447,15 @@ mod tests {
             let held = find(&rows, "HELD until 12:02:05Z");
             assert!(held.contains("a retry-after from 記事の要約"), "{held}");
             assert!(find(&rows, "requests/min").contains("12 / 3,000"));
+            assert!(
+                !find(&rows, "requests/min").contains("mean"),
+                "a minute's window counts itself"
+            );
+            let second = find(&rows, "requests/s");
+            assert!(
+                second.contains("2 / 10  (the last minute's mean)"),
+                "{second}"
+            );
             let tokens = find(&rows, "tokens/min   █");
             assert!(tokens.contains("250,000 / 250,000"), "{tokens}");
             assert!(tokens.contains("full, next slot 12:00:14Z"), "{tokens}");
