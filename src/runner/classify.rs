@@ -160,14 +160,13 @@ impl ErrorLine {
     pub fn from_object(obj: &serde_json::Map<String, Value>) -> ErrorLine {
         let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
         let now = crate::util::time::now();
-        let (field, given) = match obj.get("retry_after_s") {
-            Some(s) => ("retry_after_s", Some(s)),
-            None => ("reset_at", obj.get("reset_at")),
+        let (field, given, retry_after) = match obj.get("retry_after_s") {
+            Some(s) => ("retry_after_s", Some(s), retry_after_of(s, now)),
+            None => {
+                let at = obj.get("reset_at");
+                ("reset_at", at, at.and_then(|at| reset_in(at, now)))
+            }
         };
-        let retry_after = given.and_then(|v| match field {
-            "retry_after_s" => retry_after_of(v, now),
-            _ => reset_in(v, now),
-        });
         let unread_wait = given
             .filter(|v| retry_after.is_none() && !v.is_null())
             .map(|v| format!("{field} {}", sanitize::truncate(&v.to_string(), 60)));
@@ -234,6 +233,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 return usage.apply(out.reported_cost.clone().apply(empty));
             }
             let strict = serde_json::from_str::<Value>(trimmed);
+            let is_json = strict.is_ok() && !out.stdout_truncated;
             // Stdout meant as JSON that no parser reads would be kept as
             // text, its cost and usage uncounted in silence, past
             // `max_cost` and budgets: refused, saying why.
@@ -264,9 +264,9 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
             let cost = Cost::from_json(parsed.get("cost")).or(out.reported_cost.clone());
             let usage = Usage::from_json(parsed.get("usage")).or(out.reported_usage.clone());
             // JSON is kept as the worker wrote it: its numbers, its keys' order.
-            let result = match JsonText::parse(trimmed) {
-                Some(text) if !out.stdout_truncated => text.as_str().to_string(),
-                _ => parsed.to_string(),
+            let result = match is_json.then(|| JsonText::parse(trimmed)).flatten() {
+                Some(text) => text.as_str().to_string(),
+                None => parsed.to_string(),
             };
             let answer = cost.apply(Answer::Done {
                 empty: false,

@@ -176,7 +176,6 @@ pub(super) async fn read_stderr(
             StderrLine::Usage(u) => summary.usage = std::mem::take(&mut summary.usage).plus(u),
             StderrLine::BadMarker => {}
             StderrLine::Text => {
-                let text = text.trim_end_matches('\r');
                 if !text.trim().is_empty() {
                     summary.last_line = Some(text.to_string());
                 }

@@ -107,14 +107,20 @@ fn persistent_env_i_running(env: &Env) -> (common::Background, std::path::PathBu
     env.add_items("b", 2);
     let a = env.spawn("a", &["run", "b"]);
     let log = env.path("log");
+    both_started_and_recorded(env, &log);
+    (a, log)
+}
+
+/// Waits until the workers of k1 and k2 wrote `start KEY 1` to `log`, and
+/// both worker groups are recorded (the write is queued, not awaited).
+fn both_started_and_recorded(env: &Env, log: &std::path::Path) {
     wait_for("both workers on their first item", || {
-        let l = lines(&log);
+        let l = lines(log);
         l.contains(&"start k1 1".to_string()) && l.contains(&"start k2 1".to_string())
     });
     wait_for("both worker groups recorded", || {
         env.int("SELECT count(*) FROM workers") == 2
     });
-    (a, log)
 }
 
 both_backends! {
@@ -246,14 +252,7 @@ both_backends! {
         env.add_items("b", 2);
         let mut a = env.spawn("a", &["run", "b", "--", &p(&w)]);
         let log = env.path("log");
-        wait_for("both workers started", || {
-            let l = lines(&log);
-            l.contains(&"start k1 1".to_string()) && l.contains(&"start k2 1".to_string())
-        });
-        // Recorded as soon as spawned (the write is queued, not awaited).
-        wait_for("both worker groups recorded", || {
-            env.int("SELECT count(*) FROM workers") == 2
-        });
+        both_started_and_recorded(&env, &log);
         // The guard as well: what a later run must cover.
         kill_runner_and_guard(a.id());
         a.wait().unwrap();
