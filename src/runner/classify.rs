@@ -160,7 +160,9 @@ impl ErrorLine {
     pub fn from_object(obj: &serde_json::Map<String, Value>) -> ErrorLine {
         let text = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
         let now = crate::util::time::now();
-        let (field, given, retry_after) = match obj.get("retry_after_s") {
+        // `null` is absent, as for `cost`: a wrapper passing on a missing
+        // `Retry-After` header still has its `reset_at` read.
+        let (field, given, retry_after) = match obj.get("retry_after_s").filter(|v| !v.is_null()) {
             Some(s) => ("retry_after_s", Some(s), retry_after_of(s, now)),
             None => {
                 let at = obj.get("reset_at");
@@ -214,6 +216,16 @@ pub fn without_bom(text: &str) -> &str {
 pub fn bound_message(text: &str) -> String {
     let one_line = sanitize::line(text.trim());
     sanitize::truncate(&one_line, MAX_MESSAGE).into_owned()
+}
+
+/// What a worker the runner stopped before its answer (a cancel, a stop,
+/// its lease lost) had reported of its call: its cost and its tokens,
+/// paid for all the same. A refused report counts nothing.
+pub fn cut_short(out: &Output) -> (Option<f64>, Option<Tokens>) {
+    let line = out.error_line.clone().unwrap_or_default();
+    let cost = line.cost.or(out.reported_cost.clone()).valid();
+    let usage = line.usage.or(out.reported_usage.clone()).valid();
+    (cost, usage)
 }
 
 pub fn classify(out: &Output, rules: &Rules) -> Answer {
@@ -962,6 +974,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(line.retry_after, Some(MAX_RETRY_AFTER));
+        // A null retry_after_s is absent: the reset_at beside it is read.
+        let line =
+            parse_error_line(r#"{"retry_after_s": null, "reset_at": "2999-01-01T00:00:00Z"}"#)
+                .unwrap();
+        assert_eq!(line.retry_after, Some(MAX_RETRY_AFTER));
+        assert_eq!(line.unread_wait, None);
     }
 
     #[test]

@@ -87,7 +87,7 @@ impl Cost {
             ) => Answer::Done {
                 empty,
                 result,
-                cost: cost.value(),
+                cost: cost.valid(),
                 usage,
             },
             (
@@ -105,16 +105,9 @@ impl Cost {
                 class,
                 message,
                 retry_after,
-                cost: cost.value(),
+                cost: cost.valid(),
                 usage,
             },
-        }
-    }
-
-    fn value(&self) -> Option<f64> {
-        match self {
-            Cost::Valid(c) => Some(*c),
-            Cost::Absent | Cost::Refused(_) => None,
         }
     }
 }

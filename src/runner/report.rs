@@ -25,6 +25,14 @@ impl<T> Report<T> {
         }
     }
 
+    /// The value, when it is valid.
+    pub fn valid(self) -> Option<T> {
+        match self {
+            Report::Valid(v) => Some(v),
+            Report::Absent | Report::Refused(_) => None,
+        }
+    }
+
     /// Two reports of one attempt added up (`@nightshift` lines): a
     /// refused one wins, an absent one adds nothing, two valid ones are
     /// `add`ed (which may refuse the total).

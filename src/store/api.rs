@@ -138,6 +138,10 @@ pub struct Failure<'a> {
 pub struct Retrying<'a> {
     pub item_id: i64,
     pub token: i64,
+    pub run_id: i64,
+    /// The failed attempt's cost: counted on the item and the run here,
+    /// as `fail` counts a failure's.
+    pub cost: Option<f64>,
     pub at: Millis,
     pub error_class: &'a str,
     pub message: &'a str,

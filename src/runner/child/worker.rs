@@ -44,12 +44,20 @@ pub struct Job<'a> {
 /// its start time when the spawn read it.
 pub type Spawned<'a> = Box<dyn FnOnce(u32, Option<u64>) + Send + 'a>;
 
-/// Runs the worker to its end. `Err(reason)` if the runner killed it.
+/// A worker the runner stopped (`reason`), with what it printed until
+/// then: a cost or usage it reported was paid for all the same.
+#[derive(Debug)]
+pub struct Killed {
+    pub reason: KillReason,
+    pub output: Output,
+}
+
+/// Runs the worker to its end. `Err` if the runner killed it.
 pub async fn run(
     mut job: Job<'_>,
     reports: mpsc::UnboundedSender<Report>,
     kill: oneshot::Receiver<KillReason>,
-) -> Result<Output, KillReason> {
+) -> Result<Output, Killed> {
     let started = Running::start(job.argv, job.program, job.dir, &job.env, job.prepared);
     let mut child = match started {
         Ok(child) => child,
@@ -116,6 +124,7 @@ pub async fn run(
             reason = &mut killed => break Err(Some(reason)),
         }
     };
+    let mut killed = None;
     let exit = match status {
         Ok(Ok(exit)) => exit,
         Ok(Err(e)) => Exit::SpawnFailed(format!("waiting for the worker: {e}")),
@@ -130,12 +139,11 @@ pub async fn run(
                     r = &mut readers, if read.is_none() => read = Some(r),
                 }
             }
-            match reason {
+            killed = reason;
+            match killed {
                 None => Exit::Timeout(job.timeout),
-                Some(reason) => {
-                    kill_group(pgid);
-                    return Err(reason);
-                }
+                // Ours: SIGTERM, then SIGKILL past the grace.
+                Some(_) => Exit::Signal(15),
             }
         }
     };
@@ -163,7 +171,7 @@ pub async fn run(
             }
         },
     };
-    Ok(Output {
+    let output = Output {
         exit,
         stdout,
         stdout_truncated,
@@ -173,5 +181,9 @@ pub async fn run(
         reported_cost: err.cost,
         reported_usage: err.usage,
         op_ids: err.op_ids,
-    })
+    };
+    match killed {
+        Some(reason) => Err(Killed { reason, output }),
+        None => Ok(output),
+    }
 }

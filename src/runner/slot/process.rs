@@ -10,14 +10,14 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::claim::{budget_spent, claim_key, log_claimed, may_chain};
 use super::record::{
-    begin_retry, cancelled, count_success, judge_failure, lease_lost_on_write, lease_lost_stopped,
-    record_failure, release, release_held, store_op_id,
+    begin_retry, cancelled, count_cut_short, count_success, judge_failure, lease_lost_on_write,
+    lease_lost_stopped, record_failure, release, release_held, store_op_id,
 };
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::output::{Output, Report};
 use crate::runner::child::worker::{self, Job};
 use crate::runner::child::{KillReason, Prepared};
-use crate::runner::classify::{Answer, classify};
+use crate::runner::classify::{Answer, classify, cut_short};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::{Pass, Passed};
 use crate::runner::verdict::{Attempt, Failed, Verdict};
@@ -218,9 +218,13 @@ async fn process(
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let output = match result {
             Ok(output) => output,
-            Err(reason) => {
-                // Stopped before an answer: its reservation stands.
-                cycle.pool_settle(&claim, attempt, ticket, None, false);
+            Err(worker::Killed { reason, output }) => {
+                // Stopped before an answer: its reservation stands, but for
+                // what it reported it used; what it reported it cost counts.
+                keep_words(cycle, &claim, attempt, &output);
+                let (cost, usage) = cut_short(&output);
+                cycle.pool_settle(&claim, attempt, ticket, usage, false);
+                count_cut_short(cycle, &claim, cost).await;
                 match reason {
                     KillReason::LeaseLost => lease_lost_stopped(cycle, &claim).await,
                     KillReason::Cancelled => {

@@ -57,7 +57,7 @@ pub(in crate::runner) async fn judge_failure(
         // while nothing runs it.
         let at = after_hold.unwrap_or_else(|| now.saturating_add(wait.as_millis() as i64));
         let (id, token, e) = (claim.item_id, claim.token, event.clone());
-        let (class, message) = (class.to_string(), message.to_string());
+        let (class, message, run) = (class.to_string(), message.to_string(), cycle.run_id);
         let stored = cycle
             .writer
             .call(move |s| {
@@ -65,6 +65,8 @@ pub(in crate::runner) async fn judge_failure(
                     &Retrying {
                         item_id: id,
                         token,
+                        run_id: run,
+                        cost,
                         at,
                         error_class: &class,
                         message: &message,
@@ -242,6 +244,19 @@ pub(in crate::runner) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim)
                 .key(&claim.key),
         )
         .await;
+}
+
+/// Counts what a worker stopped before its answer had reported (`cost`,
+/// `usage`: the call was paid all the same) in the run, the item, its
+/// pool and the budgets, as a failed attempt's would be.
+pub(in crate::runner) async fn count_cut_short(cycle: &Cycle, claim: &Claim, cost: Option<f64>) {
+    let Some(cost) = cost else {
+        return;
+    };
+    cycle.tally.add_cost(Some(cost));
+    cycle.spend(Some(cost)).await;
+    let (item, run) = (claim.item_id, cycle.run_id);
+    cycle.writer.send(move |s| s.count_cost(item, run, cost));
 }
 
 /// Counts a success the store accepted, and logs it; a refused one lost

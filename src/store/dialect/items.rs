@@ -145,6 +145,10 @@ const BEGIN_ATTEMPT: &str =
     "UPDATE items SET attempts = attempts + 1, updated_at = ?3, retry_at = NULL
   WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL
  RETURNING attempts";
+/// An attempt's cost added to its item's.
+const ITEM_ADD_COST: &str =
+    "UPDATE items SET cost = coalesce(cost, 0) + CAST(?2 AS DOUBLE PRECISION)
+  WHERE id = ?1";
 /// A failed attempt that runs again in this cycle: when, and its error.
 const ITEM_AWAITS_RETRY: &str =
     "UPDATE items SET retry_at = ?3, error_class = ?4, error_message = ?5, updated_at = ?6
@@ -429,6 +433,12 @@ pub(crate) trait ItemsWrite: Sql {
             Arg::Time(r.now),
         ];
         Ok(self.exec(ITEM_AWAITS_RETRY, &args)? == 1)
+    }
+
+    /// Adds an attempt's cost to the item's, whoever holds it now.
+    fn item_add_cost(&mut self, item: i64, cost: f64) -> Result<()> {
+        self.exec(ITEM_ADD_COST, &[Arg::Int(item), Arg::OptReal(Some(cost))])?;
+        Ok(())
     }
 
     /// Sets the op id of an item still claimed under `token`; whether it was.

@@ -81,6 +81,8 @@ const RUN_COUNT_FAILURE: &str = "UPDATE runs SET failed = failed + 1,
         manual = manual + CASE WHEN ?2 = 'manual' THEN 1 ELSE 0 END,
         cost = cost + coalesce(CAST(?3 AS DOUBLE PRECISION), 0)
   WHERE id = ?1";
+const RUN_ADD_COST: &str =
+    "UPDATE runs SET cost = cost + CAST(?2 AS DOUBLE PRECISION) WHERE id = ?1";
 const RUN_COUNT_RELEASED: &str = "UPDATE runs SET released = released + 1 WHERE id = ?1";
 const RUN_COUNT_CANCELLED: &str = "UPDATE runs SET cancelled = cancelled + 1 WHERE id = ?1";
 const RUN_ADD_REDRIVEN: &str = "UPDATE runs SET redriven = redriven + ?2 WHERE id = ?1";
@@ -199,6 +201,12 @@ pub(crate) trait RunsWrite: Sql {
     fn run_count_failure(&mut self, run: i64, tier: Tier, cost: Option<f64>) -> Result<()> {
         let args = [Arg::Int(run), Arg::Text(tier.as_str()), Arg::OptReal(cost)];
         self.exec(RUN_COUNT_FAILURE, &args)?;
+        Ok(())
+    }
+
+    /// Adds an attempt's cost to the run's.
+    fn run_add_cost(&mut self, run: i64, cost: f64) -> Result<()> {
+        self.exec(RUN_ADD_COST, &[Arg::Int(run), Arg::OptReal(Some(cost))])?;
         Ok(())
     }
 

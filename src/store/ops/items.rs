@@ -195,9 +195,19 @@ impl Store {
     pub fn await_retry(&mut self, r: &Retrying<'_>, event: &NewEvent) -> Result<bool> {
         self.write_tx(|tx| {
             let held = tx.item_awaits_retry(r)?;
+            if let Some(cost) = r.cost {
+                cost_in(tx, r.item_id, r.run_id, cost)?;
+            }
             tx.event_insert(event)?;
             Ok(held)
         })
+    }
+
+    /// Counts the cost of an attempt the runner stopped before its answer
+    /// (a cancel, a stop, its lease lost) on its item and its run: the
+    /// call was paid all the same, whoever holds the item now.
+    pub fn count_cost(&mut self, item_id: i64, run_id: i64, cost: f64) -> Result<()> {
+        self.write_tx(|tx| cost_in(tx, item_id, run_id, cost))
     }
 
     /// Stores the operation id a worker reported, at once, so a later
@@ -318,6 +328,12 @@ pub(super) fn fail_in(tx: &mut dyn Write, f: &Failure<'_>, event: &NewEvent) -> 
         tx.event_insert(event)?;
     }
     Ok(failed)
+}
+
+/// An attempt's cost, with no outcome of its own, on its item and its run.
+fn cost_in(tx: &mut dyn Write, item: i64, run: i64, cost: f64) -> Result<()> {
+    tx.item_add_cost(item, cost)?;
+    tx.run_add_cost(run, cost)
 }
 
 /// The runs holding a live seat of the batch lock: only they work their

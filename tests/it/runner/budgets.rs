@@ -448,4 +448,70 @@ both_backends! {
         let b = &batch_json(&status, "p")["budget"];
         assert_eq!((b["spent"].as_f64(), b["reached"].as_bool()), (Some(0.5), Some(true)), "{b}");
     }
+
+    /// An attempt retried at once is a paid call: its cost is in the run's
+    /// and the item's, as in the ledger and the summary. Two failures at
+    /// 0.10, then a success at 0.10: 0.30 everywhere, and the dry run's
+    /// mean is 0.10 an attempt (the run's stored 0.10 made it 0.033).
+    fn a_retried_attempts_cost_is_in_its_run_and_its_item(env) {
+        away_from_midnight();
+        let w = worker(
+            &env,
+            "0.1",
+            "if [ \"$NIGHTSHIFT_ATTEMPT\" -le 2 ]; then echo '{\"error_class\":\"Overloaded\",\"transient\":true}' >&2; exit 75; fi\necho ok",
+        );
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nbackoff = \"0s\"\nbackoff_max = \"0s\"\nbudget = \"10/day\"\n"
+        ));
+        add(&env, "a", &["k1"]);
+        let ran = env.run(&["run", "a", "--json"]).code(0).json();
+        assert_eq!(ran["counts"]["cost"], 0.3, "{ran}");
+        let status = env.status();
+        let b = batch_json(&status, "a");
+        assert_eq!(b["last_run"]["counts"]["cost"], 0.3, "{b}");
+        assert_eq!(b["budget"]["spent"], 0.3, "{b}");
+        let shown = env.run(&["show", "a", "k1"]).code(0).stdout.clone();
+        assert!(shown.contains("cost:      $0.30"), "{shown}");
+        add(&env, "a", &["k2"]);
+        let json = env.run(&["run", "a", "--dry-run", "--json"]).code(0).json();
+        assert_eq!(json["estimate"]["mean_cost"], 0.1, "{json}");
+    }
+
+    /// A call stopped before its answer (a cancel, a stop) was paid all
+    /// the same: what it reported it cost counts in the budget, the run and
+    /// the item, and its tokens in its pool.
+    fn a_call_stopped_before_its_answer_counts_what_it_reported(env) {
+        away_from_midnight();
+        let log = env.path("starts.log");
+        let w = env.script(
+            "reports_then_hangs.sh",
+            &format!(
+                "cat >/dev/null\necho '@nightshift cost=0.5' >&2\necho '@nightshift usage input_tokens=100 output_tokens=7' >&2\n\
+                 echo \"$NIGHTSHIFT_BATCH $NIGHTSHIFT_KEY $(date +%s%3N) $NIGHTSHIFT_ATTEMPT\" >> '{}'\nexec sleep 60\n",
+                log.display()
+            ),
+        );
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{}\"]\nconcurrency = 1\ngrace = \"1s\"\nbudget = \"10/day\"\nlimit = \"p\"\n\n\
+             [limit.p]\ntokens = \"100000/min\"\n",
+            w.display()
+        ));
+        add(&env, "a", &["k1", "k2"]);
+        let run = env.spawn("a", &["run", "a"]);
+        wait_for("k1 started", || starts(&env).len() == 1);
+        env.run(&["cancel", "a", "k1"]).code(0);
+        wait_for("k2 started", || starts(&env).len() == 2);
+        env.run(&["stop", "a"]).code(0);
+        let mut run = run;
+        run.wait().unwrap();
+        let status = env.status();
+        let b = batch_json(&status, "a");
+        assert_eq!(b["budget"]["spent"], 1.0, "both calls count: {b}");
+        assert_eq!(b["last_run"]["counts"]["cost"], 1.0, "{b}");
+        for key in ["k1", "k2"] {
+            let shown = env.run(&["show", "a", key]).code(0).stdout.clone();
+            assert!(shown.contains("cost:      $0.50"), "{key}: {shown}");
+            assert!(shown.contains("100 in + 7 out"), "{key}: {shown}");
+        }
+    }
 }
