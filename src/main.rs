@@ -45,6 +45,9 @@ fn main() -> ExitCode {
                     msg.push_str(&cause);
                 }
             }
+            // No password given anywhere (a libpq keyword string, a URL in
+            // a message) is printed.
+            let msg = nightshift::store::without_password_values(&msg);
             eprintln!("nightshift: error: {}", sanitize::text(&msg));
             commands::exit_for(&err)
         }

@@ -13,6 +13,14 @@ use crate::store::Store;
 use crate::util::{files, sanitize};
 
 pub fn run(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<Exit> {
+    // A file named `host=h user=u password=p` is no store anyone meant.
+    if crate::store::is_keyword_string(&ctx.db) {
+        return Err(super::user_error(format!(
+            "--db {}: {}; nothing was created",
+            crate::store::place(&ctx.db),
+            crate::store::KEYWORDS_HINT
+        )));
+    }
     let made_dir = store_dir(&ctx.db)?;
     let (_store, created) = Store::create(&ctx.db)?;
     // Paths are shown inert: a directory name may hold anything.

@@ -68,7 +68,12 @@ pub fn scheduled_batch<'c>(
     name: &str,
 ) -> anyhow::Result<(&'c BatchConfig, &'c Schedule)> {
     let file = ctx.config.file.as_ref().map_or_else(
-        || format!("nightshift.toml (none found beside {})", ctx.db.display()),
+        || {
+            format!(
+                "nightshift.toml (none found beside {})",
+                crate::store::place(&ctx.db)
+            )
+        },
         |f| f.display().to_string(),
     );
     match ctx.config.batch(name) {

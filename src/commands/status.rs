@@ -451,7 +451,7 @@ fn human(
     if infos.is_empty() {
         out.push(format!(
             "no batches in {} yet: add items with `nightshift add BATCH FILE`",
-            sanitize::line(&ctx.db.display().to_string())
+            sanitize::line(&crate::store::place(&ctx.db))
         ));
         return Ok(());
     }

@@ -176,7 +176,7 @@ impl Daemon {
     async fn abandon(&mut self) {
         warn(&format!(
             "the store {} was deleted or replaced under this daemon: no more fires; running cycles stop at once",
-            self.db.display()
+            crate::store::place(&self.db)
         ));
         for r in self.running.values() {
             let _ = r.stop.send(Signal::Immediate);

@@ -81,9 +81,19 @@ pub enum Fault {
     Database(String),
 }
 
+/// What to do about a store not found at `path`: create one, or, for a
+/// libpq keyword string given where a URL belongs, give the URL.
+fn not_found_hint(path: &std::path::Path) -> &'static str {
+    if super::location::is_keyword_string(path) {
+        super::location::KEYWORDS_HINT
+    } else {
+        "run `nightshift init` there first, or pass --db PATH"
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("no store at {0}: run `nightshift init` there first, or pass --db PATH")]
+    #[error("no store at {}: {}", super::place(.0), not_found_hint(.0))]
     NotFound(PathBuf),
     #[error("{0} is not a nightshift store (run `nightshift init` to create one)")]
     NotNightshift(PathBuf),

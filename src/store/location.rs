@@ -16,12 +16,26 @@ pub fn is_server(db: &Path) -> bool {
     url(db).is_some()
 }
 
+/// Is `db` a libpq keyword string (`host=h user=u dbname=d`), given
+/// where a URL belongs? It is no file anyone meant.
+pub fn is_keyword_string(db: &Path) -> bool {
+    let text = db.to_string_lossy();
+    text.contains(' ')
+        && ["host=", "dbname=", "user="]
+            .iter()
+            .any(|k| text.starts_with(k) || text.contains(&format!(" {k}")))
+}
+
+/// What to say of a keyword string given as the store.
+pub const KEYWORDS_HINT: &str = "a PostgreSQL store is given as a URL (postgres://USER:PASSWORD@HOST/DATABASE), not as keywords";
+
 /// What messages call the store at `db`: the path, or the URL without its
 /// password.
 pub fn place(db: &Path) -> String {
     match url(db) {
         Some(url) => super::pg::redact(url).display().to_string(),
-        None => db.display().to_string(),
+        // A libpq keyword string given as a path still hides its password.
+        None => super::pg::without_password_values(&db.display().to_string()),
     }
 }
 

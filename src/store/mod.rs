@@ -56,8 +56,12 @@ pub use api::{
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use identity::{StoreIdentity, Verdict};
-pub use location::{absolute, beside, beside_file, file_id, is_server, paused_file, place};
+pub use location::{
+    KEYWORDS_HINT, absolute, beside, beside_file, file_id, is_keyword_string, is_server,
+    paused_file, place,
+};
 pub use ops::liveness::{lapsed as seat_lapsed, live_runs, seat};
+pub use pg::without_password_values;
 pub use refused::{RefusedGroup, RefusedKey, RefusedKeys, Why, missing_group};
 pub use sqlite::SCHEMA_VERSION;
 pub use sqlite::SqliteStore;

@@ -470,9 +470,12 @@ pub(crate) fn redact(url: &str) -> PathBuf {
     let Some((scheme, rest)) = url.split_once("://") else {
         return PathBuf::from(url);
     };
+    // The driver takes everything before the first `@` as the user and
+    // password, a `/` in them included (a generated password often has
+    // one): so is it hidden here.
     let (auth, tail) = match rest.split_once('@') {
-        Some((auth, tail)) if !auth.contains('/') => (Some(auth), tail),
-        _ => (None, rest),
+        Some((auth, tail)) => (Some(auth), tail),
+        None => (None, rest),
     };
     let shown = match auth {
         Some(auth) => match auth.split_once(':') {
@@ -481,15 +484,23 @@ pub(crate) fn redact(url: &str) -> PathBuf {
         },
         None => format!("{scheme}://{rest}"),
     };
-    // A password given as a query parameter is hidden too.
-    let shown = match shown.split_once("password=") {
-        Some((head, tail)) => {
-            let end = tail.find('&').map_or("", |i| &tail[i..]);
-            format!("{head}password=***{end}")
-        }
-        None => shown,
-    };
-    PathBuf::from(shown)
+    PathBuf::from(without_password_values(&shown))
+}
+
+/// `text` with the value of every `password=` hidden: a URL's query
+/// parameter, or a libpq keyword string given where a URL belongs.
+pub fn without_password_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("password=") {
+        let (head, tail) = rest.split_at(at + "password=".len());
+        out.push_str(head);
+        out.push_str("***");
+        let end = tail.find(['&', ' ']).unwrap_or(tail.len());
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -505,6 +516,19 @@ mod tests {
         assert_eq!(
             redact("postgres:///q?host=/tmp/x&password=s3cret&user=u"),
             PathBuf::from("postgres:///q?host=/tmp/x&password=***&user=u")
+        );
+        // The driver reads a `/` in a password as part of it.
+        assert_eq!(
+            redact("postgres://app:Xk9/aB+c=@localhost:5432/queue"),
+            PathBuf::from("postgres://app:***@localhost:5432/queue")
+        );
+        assert_eq!(
+            redact("postgres://app:a/b@/queue?host=/tmp/s&password=x&password=y"),
+            PathBuf::from("postgres://app:***@/queue?host=/tmp/s&password=***&password=***")
+        );
+        assert_eq!(
+            without_password_values("host=h user=app password=hunter2 dbname=q"),
+            "host=h user=app password=*** dbname=q"
         );
         assert_eq!(
             redact("postgresql://u@h/q"),

@@ -587,3 +587,32 @@ fn a_worker_that_does_not_exist_is_named_before_anything_runs() {
     ran.error_line();
     assert_eq!(env.status()["batches"][0]["pending"], 1);
 }
+
+/// A libpq keyword string given where a URL belongs: no file of that name
+/// is created, the error says to give a URL, and its password is hidden.
+#[test]
+fn a_keyword_string_for_the_store_is_refused_with_its_password_hidden() {
+    let env = Env::new();
+    let db = "host=localhost user=app password=hunter2 dbname=queue";
+    for (args, code) in [(&["init"][..], 2), (&["status"][..], 3)] {
+        let ran = common::ran(
+            env.cmd()
+                .env("NIGHTSHIFT_DB", db)
+                .args(args)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(ran.code, code, "{args:?}: {ran:?}");
+        assert!(
+            ran.stderr.contains("given as a URL (postgres://")
+                && ran.stderr.contains("password=***"),
+            "{args:?}: {}",
+            ran.stderr
+        );
+        assert!(!ran.stderr.contains("hunter2"), "{}", ran.stderr);
+    }
+    assert!(
+        !env.dir.path().join(db).exists(),
+        "init created a file named like the keywords"
+    );
+}
