@@ -12,7 +12,7 @@ use crate::model::{EventKind, Outcome, Status, Tier};
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0    ok (also: a run that found the batch paused or its lock held, and stepped down)
-  1    the run finished but some items failed or were quarantined, or its source or lock failed
+  1    the run finished but items failed or were quarantined, or its source, lock or worker failed
   2    bad usage or bad input; nothing was changed
   3    the store could not be used (missing, corrupt, newer schema, locked, disk full, read-only)
   4    an unexpected internal error

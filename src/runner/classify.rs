@@ -313,7 +313,7 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                         crate::duration::format_duration(*limit)
                     ),
                 ),
-                Exit::SpawnFailed(err) => (
+                Exit::SpawnFailed(err) | Exit::CannotStart(err) => (
                     "SpawnError".to_string(),
                     true,
                     format!("could not start the worker: {err}"),

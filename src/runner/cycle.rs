@@ -42,6 +42,9 @@ pub enum StopReason {
     /// Someone asked it to stop through the store (`nightshift stop`, the
     /// dashboard), as a first (or, `--now`, a second) signal would.
     Asked(String),
+    /// The worker could not be started, as no item's could be (gone, not
+    /// executable: `child::cannot_start`): no attempt is spent on it.
+    WorkerCannotStart(String),
 }
 
 impl StopReason {
@@ -68,6 +71,7 @@ impl std::fmt::Display for StopReason {
                 f.write_str("the store was deleted or replaced under this run")
             }
             StopReason::Asked(by) => write!(f, "stopped by {by}"),
+            StopReason::WorkerCannotStart(why) => write!(f, "the worker cannot start: {why}"),
         }
     }
 }

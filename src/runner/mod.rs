@@ -146,7 +146,10 @@ impl RunReport {
     pub fn exit_failed(&self) -> bool {
         self.counts.failed > 0
             || self.source_failed().is_some()
-            || self.stopped == Some(StopReason::LockLost)
+            || matches!(
+                self.stopped,
+                Some(StopReason::LockLost | StopReason::WorkerCannotStart(_))
+            )
     }
 }
 

@@ -41,6 +41,9 @@ pub enum Exit {
     Signal(i32),
     Timeout(Duration),
     SpawnFailed(String),
+    /// The spawn failed in a way no other item's would escape: the
+    /// program is gone, not executable, or no program (`cannot_start`).
+    CannotStart(String),
 }
 
 /// Why the runner itself stopped a worker.
@@ -53,6 +56,17 @@ pub enum KillReason {
     /// Someone cancelled the item (`nightshift cancel`, the dashboard): it
     /// goes where the cancel said, never done from this attempt.
     Cancelled,
+}
+
+/// Would every spawn of this program fail as this one did? It is not
+/// found, not executable, or not a program the kernel can start (a
+/// script with no `#!` line); a lack of memory or processes passes.
+pub fn cannot_start(err: &std::io::Error) -> bool {
+    const ENOEXEC: i32 = 8;
+    matches!(
+        err.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+    ) || err.raw_os_error() == Some(ENOEXEC)
 }
 
 /// `argv` as a command leading its own process group, with its three

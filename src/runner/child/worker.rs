@@ -63,7 +63,11 @@ pub async fn run(
         Ok(child) => child,
         Err(e) => {
             return Ok(Output {
-                exit: Exit::SpawnFailed(format!("{}: {e}", job.argv[0])),
+                exit: if super::cannot_start(&e) {
+                    Exit::CannotStart(format!("{}: {e}", job.argv[0]))
+                } else {
+                    Exit::SpawnFailed(format!("{}: {e}", job.argv[0]))
+                },
                 stdout: Vec::new(),
                 stdout_truncated: false,
                 stderr_last_line: None,

@@ -16,7 +16,7 @@ use super::record::{
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::output::{Output, Report};
 use crate::runner::child::worker::{self, Job};
-use crate::runner::child::{KillReason, Prepared};
+use crate::runner::child::{Exit, KillReason, Prepared};
 use crate::runner::classify::{Answer, classify, cut_short};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::{Pass, Passed};
@@ -237,6 +237,14 @@ async fn process(
                 return Ok(None);
             }
         };
+        // Every item would fail the same way, each spending an attempt: the
+        // run stops, and this one's attempt, which never began, is not
+        // counted.
+        if let Exit::CannotStart(why) = &output.exit {
+            cycle.pool_settle(&claim, attempt, ticket, None, false);
+            cycle.request_stop(Signal::Graceful, StopReason::WorkerCannotStart(why.clone()));
+            return release(cycle, &claim, true).await.map(|()| None);
+        }
         keep_words(cycle, &claim, attempt, &output);
         let answer = classify(&output, &cycle.rules);
         let done = matches!(answer, Answer::Done { .. });

@@ -616,3 +616,30 @@ fn a_keyword_string_for_the_store_is_refused_with_its_password_hidden() {
         "init created a file named like the keywords"
     );
 }
+
+/// A worker that no spawn can start (not executable, a script with no
+/// `#!` line) is refused before anything is claimed, by the run and by its
+/// dry run, naming the file and the fix: each item would otherwise fail,
+/// using an attempt each.
+#[test]
+fn a_worker_that_cannot_start_is_refused_before_any_item_is_claimed() {
+    let env = store();
+    let not_executable = env.write("plain.sh", "#!/bin/sh\ncat\n");
+    let no_interpreter = env.script("noline.sh", "");
+    std::fs::write(&no_interpreter, "cat >/dev/null\necho ok\n").unwrap();
+    let cases = [
+        (not_executable.display().to_string(), "is not executable"),
+        (no_interpreter.display().to_string(), "no `#!` line"),
+    ];
+    for (worker, why) in cases {
+        for dry in [false, true] {
+            let mut args = vec!["run", "b"];
+            if dry {
+                args.push("--dry-run");
+            }
+            args.extend(["--", worker.as_str()]);
+            let ran = refused(&env, &args, 2, &[why, &worker, "worker = [\"sh\""]);
+            assert!(!ran.stderr.contains("panicked"), "{ran:?}");
+        }
+    }
+}

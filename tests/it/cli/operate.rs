@@ -385,7 +385,7 @@ fn exit_codes_are_documented_and_a_failed_run_exits_1() {
     assert_eq!(codes, ["0", "1", "2", "3", "4", "130"], "{ran:?}");
     for text in [
         "0    ok",
-        "1    the run finished but some items failed",
+        "1    the run finished but items failed",
         "2    bad usage",
         "3    the store could not be used",
     ] {

@@ -30,6 +30,42 @@ case "$NIGHTSHIFT_KEY" in
 esac"#;
 
 both_backends! {
+    /// A worker that stops being runnable mid-run (its file made not
+    /// executable) stops the run at the first item that could not start:
+    /// no item spends an attempt on it, each waits as it was, and the
+    /// summary says why (exit 1). Both modes.
+    fn a_worker_that_can_no_longer_start_stops_the_run_without_spending_attempts(env) {
+        // Process mode: the first worker takes its own execute bit.
+        let w = env.script("takes_its_x.sh", "cat >/dev/null\nchmod a-x \"$0\"\necho ok");
+        env.config("[batch.a]\nconcurrency = 1\nretries = 5\nbackoff = \"0s\"\n");
+        env.add_items("a", 5);
+        let ran = env.run(&["run", "a", "--", w.to_str().unwrap()]);
+        ran.code(1);
+        assert!(
+            ran.stdout.contains("the worker cannot start") && ran.stdout.contains("Permission denied"),
+            "{ran:?}"
+        );
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 1);
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'pending' AND attempts = 0"), 4);
+        // Persistent mode: its worker exits, and cannot start again.
+        let p = env.script("persistent.sh", "chmod a-x \"$0\"\nexit 3");
+        env.config(&format!(
+            "[batch.a]\nconcurrency = 1\nretries = 5\nbackoff = \"0s\"\n\n[batch.p]\nmode = \"persistent\"\nworker = [\"{}\"]\nretries = 5\nbackoff = \"0s\"\n",
+            p.display()
+        ));
+        env.add_items("p", 3);
+        let ran = env.run(&["run", "p"]);
+        ran.code(1);
+        assert!(ran.stdout.contains("the worker cannot start"), "{ran:?}");
+        // What was sent to the worker that died spent its attempt; no
+        // retry that could not start spent another.
+        let most = env.int(
+            "SELECT coalesce(max(attempts), 0) FROM items WHERE batch_id = (SELECT id FROM batches WHERE name = 'p')",
+        );
+        assert_eq!(most, 1, "{:?}", env.rows("SELECT key, status, attempts FROM items"));
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 1);
+    }
+
     // ---- The seeds' scenario ----
 
     fn killed_at_item_137_a_rerun_resumes_without_paying_twice(env) {

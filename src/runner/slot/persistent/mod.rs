@@ -474,6 +474,13 @@ impl Slot {
                 self.last_answered = None;
                 Ok(true)
             }
+            // No start would do better (gone, not executable): the run
+            // stops, and what waits for the worker goes back uncounted.
+            Err(e) if crate::runner::child::cannot_start(&e) => {
+                let why = format!("{}: {e}", cycle.worker[0]);
+                cycle.request_stop(Signal::Graceful, StopReason::WorkerCannotStart(why));
+                Ok(true)
+            }
             Err(e) => {
                 let answer = Answer::spawn_failed(&cycle.worker[0], &e);
                 // Charge it to the first item waiting, as process mode would.
