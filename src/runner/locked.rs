@@ -312,7 +312,7 @@ async fn mark_stopping(cycle: &Cycle, token: &str, now: bool) {
     let (b, token) = (cycle.batch.clone(), token.to_string());
     let marked = cycle
         .writer
-        .call(move |s| s.mark_stopping(&b, &token, now, "a signal to its runner"))
+        .call(move |s| s.mark_stopping(&b, &token, now, super::seat::SIGNALLED))
         .await;
     if let Err(e) = marked {
         tracing::warn!("marking {}'s seat stopping: {e}", cycle.batch);

@@ -122,6 +122,13 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// The report of a run that a stop ended (its exit code says so).
+    #[must_use]
+    pub fn stopped_by(mut self, reason: StopReason) -> RunReport {
+        self.stopped = Some(reason);
+        self
+    }
+
     /// The batch's `source` command failed.
     pub fn source_failed(&self) -> Option<&HookFailure> {
         self.hooks_failed.iter().find(|h| h.hook == Hook::Source)
@@ -225,7 +232,23 @@ pub async fn cycle(
                     RunState::Aborted,
                     "interrupted while waiting for the lock",
                     &log,
+                )
+                .map(|r| r.stopped_by(StopReason::Interrupted));
+            }
+            seat::Acquired::Stopped(by) => {
+                let reason = format!(
+                    "stopped by {} while waiting for the lock",
+                    crate::util::sanitize::line(&by)
                 );
+                return summary::record_skip(
+                    &mut store,
+                    &opts,
+                    &holder,
+                    RunState::Aborted,
+                    &reason,
+                    &log,
+                )
+                .map(|r| r.stopped_by(StopReason::Asked(by)));
             }
         };
     let seat = Seat {

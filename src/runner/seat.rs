@@ -23,6 +23,10 @@ pub struct Seat {
     pub took_over: Option<LockInfo>,
 }
 
+/// Who a seat's stop mark names when its own runner stopped for a signal
+/// (not `nightshift stop`, which names who asked).
+pub const SIGNALLED: &str = "a signal to its runner";
+
 pub enum Acquired {
     /// Ours; names the stale holder we replaced, if any.
     Yes(Option<LockInfo>),
@@ -30,6 +34,9 @@ pub enum Acquired {
     No(Vec<LockInfo>),
     /// A stop signal came while waiting (`--wait`).
     Interrupted,
+    /// `nightshift stop` (by whom) was asked of the runs this one waited
+    /// behind (`--wait`): the batch's runs are to stop, this one too.
+    Stopped(String),
 }
 
 /// A holder on this host whose process is gone (or whose pid now belongs
@@ -59,6 +66,7 @@ pub async fn acquire(
         .filter(|seat| holder_is_dead(&seat.holder))
         .map(|seat| seat.token)
         .collect();
+    let mut said_waiting = false;
     loop {
         let now = now_ms();
         let expires = now + ttl.as_millis() as i64;
@@ -86,6 +94,23 @@ pub async fn acquire(
                 }
                 if !opts.wait {
                     return Ok(Acquired::No(seats));
+                }
+                if let Some(by) = seats
+                    .iter()
+                    .filter_map(|s| s.stop_by.as_deref())
+                    .find(|by| *by != SIGNALLED)
+                {
+                    return Ok(Acquired::Stopped(by.to_string()));
+                }
+                // Said once: a run that waits in silence looks hung.
+                if !said_waiting {
+                    said_waiting = true;
+                    let holders: Vec<String> = seats.iter().map(|s| s.holder.to_string()).collect();
+                    eprintln!(
+                        "nightshift: {}: waiting for the lock held by {} (--wait)",
+                        crate::util::sanitize::line(&opts.batch),
+                        crate::util::sanitize::line(&holders.join(", "))
+                    );
                 }
             }
         }

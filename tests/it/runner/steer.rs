@@ -465,6 +465,38 @@ for line in sys.stdin:
         assert_eq!(env.events("b", "stop-asked").len(), 2);
     }
 
+    /// A run queued behind the lock (`--wait`) is a run of the batch: a
+    /// `nightshift stop` asked meanwhile stops it too (it took the lock and
+    /// ran on), and a signal while it waits ends it with 130, as a signal
+    /// ends a run (it exited 0). It says what it waits for.
+    fn a_run_waiting_for_the_lock_hears_stop_and_signals(env) {
+        env.config("[batch.b]\nconcurrency = 1\ngrace = \"10m\"\n");
+        add_keys(&env, "b", &["slow", "n1", "n2"]);
+        let go = env.path("go");
+        let w = env.waiting_worker(&format!("while [ ! -e {} ]; do sleep 0.05; done", p(&go)), "steer-wait");
+        let mut holder = env.spawn("holder", &["run", "b", "--", &w]);
+        wait_for("the slow item", || env.started("slow"));
+        // A signal while it waits.
+        let mut waiting = env.spawn("waiting", &["run", "b", "--wait", "--", &w]);
+        wait_for("the waiting run to say so", || {
+            env.output_of("waiting").1.contains("waiting for the lock held by")
+        });
+        common::signal(waiting.id(), nix::sys::signal::Signal::SIGTERM);
+        assert_eq!(waiting.wait().unwrap().code(), Some(130), "{:?}", env.output_of("waiting"));
+        // A stop asked of the batch.
+        let mut waiting = env.spawn("waiting2", &["run", "b", "--wait", "--", &w]);
+        env.run(&["stop", "b"]).code(0);
+        assert_eq!(waiting.wait().unwrap().code(), Some(130), "{:?}", env.output_of("waiting2"));
+        let (out, _) = env.output_of("waiting2");
+        assert!(out.contains("stopped by") && out.contains("while waiting for the lock"), "{out}");
+        std::fs::write(&go, "").unwrap();
+        assert_eq!(holder.wait().unwrap().code(), Some(130));
+        assert_eq!(env.item("slow").0, "done");
+        for k in ["n1", "n2"] {
+            assert_eq!(env.item(k), ("pending".into(), None, 0), "{k}: nothing ran it");
+        }
+    }
+
     /// A runner on another host gone silent (frozen with SIGSTOP, its seat
     /// lapsed) is asked too, and said silent: woken, it stops as asked,
     /// claiming nothing more, where the ask used to be dropped and it ran
