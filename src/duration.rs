@@ -21,7 +21,7 @@ pub enum DurationError {
     Negative(String),
     #[error("invalid duration {0:?}: a number needs its unit: {1}s, {1}m, {1}h or {1}d")]
     NoUnit(String, u64),
-    #[error("invalid duration {0:?}: too large")]
+    #[error("invalid duration {0:?}: too large (at most 100 years)")]
     Overflow(String),
 }
 
@@ -29,6 +29,10 @@ const MS_PER_SECOND: u64 = 1_000;
 const MS_PER_MINUTE: u64 = 60 * MS_PER_SECOND;
 const MS_PER_HOUR: u64 = 60 * MS_PER_MINUTE;
 const MS_PER_DAY: u64 = 24 * MS_PER_HOUR;
+
+/// The longest duration taken: far past any wait, and a time that long
+/// from now still fits every sum the store makes of it (milliseconds).
+pub const MAX: Duration = Duration::from_millis(100 * 365 * MS_PER_DAY);
 
 /// Milliseconds in one of the accepted units.
 fn unit_ms(unit: &str) -> Option<u64> {
@@ -90,7 +94,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
             .ok_or_else(|| DurationError::Overflow(s.to_string()))?;
         rest = after_unit.trim_start();
     }
-    Ok(Duration::from_millis(total_ms))
+    let total = Duration::from_millis(total_ms);
+    if total > MAX {
+        return Err(DurationError::Overflow(s.to_string()));
+    }
+    Ok(total)
 }
 
 /// Parses a run of ASCII digits; only overflow can fail here.
@@ -209,6 +217,14 @@ mod tests {
             parse_duration("300000000000d"),
             Err(DurationError::Overflow(_))
         ));
+        // In range of a u64 of milliseconds, past what a store's sum of
+        // now and it holds (a lock's expiry was stored as a float).
+        assert_eq!(
+            parse_duration("106751991167d").unwrap_err().to_string(),
+            r#"invalid duration "106751991167d": too large (at most 100 years)"#
+        );
+        assert_eq!(parse_duration("36500d"), Ok(MAX));
+        assert!(parse_duration("36501d").is_err());
     }
 
     #[test]

@@ -132,9 +132,16 @@ pub(super) fn duration(value: &Spanned<DeValue<'_>>) -> Conv<Duration> {
         DeValue::String(s) => parse_duration(s).map_err(|e| bad(value, e.to_string())),
         DeValue::Integer(_) => {
             let secs = integer(value)?;
-            u64::try_from(secs)
+            let d = u64::try_from(secs)
                 .map(Duration::from_secs)
-                .map_err(|_| bad(value, format!("must not be negative, found {secs}")))
+                .map_err(|_| bad(value, format!("must not be negative, found {secs}")))?;
+            if d > crate::duration::MAX {
+                return Err(bad(
+                    value,
+                    format!("{secs} seconds is too large (at most 100 years)"),
+                ));
+            }
+            Ok(d)
         }
         other => Err(bad(
             value,

@@ -224,7 +224,14 @@ fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
     }
     let cannot = |e: std::io::Error| user_error(format!("cannot read {}: {e}", file.display()));
     // A regular file is as long as it is; anything else may never end.
-    if std::fs::metadata(file).map_err(cannot)?.is_file() {
+    let meta = std::fs::metadata(file).map_err(cannot)?;
+    if meta.is_dir() {
+        return Err(user_error(format!(
+            "{} is a directory: give a file of JSON lines, or - for stdin; nothing was added",
+            sanitize::line(&file.display().to_string())
+        )));
+    }
+    if meta.is_file() {
         return std::fs::read(file).map_err(cannot);
     }
     let f = std::fs::File::open(file).map_err(cannot)?;
@@ -241,7 +248,14 @@ fn read_stream(mut r: impl Read, what: &str) -> anyhow::Result<Vec<u8>> {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(anyhow::Error::new(e).context(format!("reading {what}"))),
+            // What was given cannot be read (stdin from a directory): bad
+            // input, and nothing was added.
+            Err(e) => {
+                return Err(user_error(format!(
+                    "cannot read {}: {e}; nothing was added",
+                    sanitize::line(what)
+                )));
+            }
         };
         let from = bytes.len();
         bytes.extend_from_slice(&chunk[..n]);

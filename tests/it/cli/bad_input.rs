@@ -643,3 +643,45 @@ fn a_worker_that_cannot_start_is_refused_before_any_item_is_claimed() {
         }
     }
 }
+
+/// A directory given to `add` (as its file, or on stdin) is bad input,
+/// exit 2 naming it, where it was an internal error (exit 4).
+#[test]
+fn add_of_a_directory_is_bad_input() {
+    let env = store();
+    let dir = env.dir.path().display().to_string();
+    refused(&env, &["add", "b", &dir], 2, &["is a directory", &dir]);
+    let before = fingerprint(&env.db);
+    let ran = common::ran(
+        env.std_cmd()
+            .args(["add", "b", "-"])
+            .stdin(std::fs::File::open(env.dir.path()).unwrap())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 2, "{ran:?}");
+    assert!(
+        ran.stderr.contains("cannot read stdin") && ran.stderr.contains("nothing was added"),
+        "{ran:?}"
+    );
+    assert_eq!(fingerprint(&env.db), before);
+}
+
+/// A duration past 100 years in the config is refused where it is
+/// written (file, line, key), by every command: `lock_ttl` of one was
+/// taken, and every run then failed with a database error (exit 3).
+#[test]
+fn a_duration_too_large_is_refused_in_the_config() {
+    let env = store();
+    for value in ["\"106751991167d\"", "99999999999"] {
+        env.config(&format!("[batch.b]\nretries = 0\nlock_ttl = {value}\n"));
+        for args in [&["status"][..], &["run", "b", "--", "cat"][..]] {
+            refused(
+                &env,
+                args,
+                2,
+                &["nightshift.toml:3", "batch.b.lock_ttl", "at most 100 years"],
+            );
+        }
+    }
+}
