@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::RunOptions;
 use crate::model::waiting::{RateLimited, Waiting};
 use crate::model::{Counts, Hold, Item, Status};
-use crate::store::{Access, ItemFilter, Store};
+use crate::store::{Access, ItemFilter, Store, StoreError};
 use crate::util::time::{now_ms, rfc3339};
 
 #[derive(Debug, Serialize)]
@@ -105,6 +105,15 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         pool_wait: None,
     };
     if !known {
+        // A batch with no items yet has not this one, unless its source
+        // may add it: as the run says.
+        if let Some(key) = opts.key.as_ref().filter(|_| opts.config.source.is_none()) {
+            return Err(StoreError::UnknownKey {
+                batch: batch.clone(),
+                key: key.clone(),
+            }
+            .into());
+        }
         return Ok(out);
     }
     out.counts = store.counts(batch)?;

@@ -313,6 +313,12 @@ fn key_runnable(store: &Store, batch: &str, key: &str, has_source: bool) -> anyh
         Err(StoreError::UnknownKey { .. } | StoreError::UnknownBatch { .. }) if has_source => {
             Ok(())
         }
+        // A batch with no items yet (the config names it) has not this key.
+        Err(StoreError::UnknownBatch { .. }) => Err(StoreError::UnknownKey {
+            batch: batch.to_string(),
+            key: key.to_string(),
+        }
+        .into()),
         Err(e) => Err(e.into()),
     }
 }

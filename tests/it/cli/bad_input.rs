@@ -685,3 +685,24 @@ fn a_duration_too_large_is_refused_in_the_config() {
         }
     }
 }
+
+/// `run --key` of a batch the config names but that has no items yet says
+/// the key is not in it, as it does for a batch with items, run and dry
+/// run alike (the run said "unknown batch" and listed the batch as known).
+#[test]
+fn run_key_of_a_batch_with_no_items_names_the_key() {
+    let env = Env::new();
+    env.config("[batch.fresh]\nworker = [\"cat\"]\n");
+    for args in [
+        &["run", "fresh", "--key", "a1"][..],
+        &["run", "fresh", "--key", "a1", "--dry-run"][..],
+    ] {
+        let ran = env.run(args);
+        assert_eq!(ran.code, 2, "{args:?}: {ran:?}");
+        assert!(
+            ran.stderr.contains("no item \"a1\" in batch \"fresh\""),
+            "{args:?}: {ran:?}"
+        );
+        assert_eq!(ran.stdout, "", "{args:?}");
+    }
+}
