@@ -541,18 +541,18 @@ impl App {
         }
     }
 
-    /// The budget windows a poll reads: the selected batch's (its own and
-    /// its pool's, for the batch detail) and every pool's (the Pools pane).
+    /// The budget windows a poll reads: every batch's (its own and its
+    /// pool's: a row of the table says `held` by a budget reached, not
+    /// only the selected one) and every pool's (the Pools pane).
     fn spend_keys(&self) -> Vec<crate::store::SpendKey> {
         use crate::runner::budget::key;
-        let mut keys: Vec<_> = self
-            .batch
-            .as_ref()
-            .and_then(|b| self.setup.budgets.get(b))
-            .into_iter()
-            .flatten()
-            .map(|(s, n, b)| key(*s, n, b, self.now))
-            .collect();
+        let mut keys: Vec<crate::store::SpendKey> = Vec::new();
+        for (s, n, b) in self.setup.budgets.values().flatten() {
+            let k = key(*s, n, b, self.now);
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
         for (pool, b) in &self.setup.pool_budgets {
             let k = key(crate::store::SpendScope::Pool, pool, b, self.now);
             if !keys.contains(&k) {

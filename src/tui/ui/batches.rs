@@ -48,6 +48,18 @@ fn held_until(app: &App, info: &BatchInfo) -> Option<Millis> {
     .max()
 }
 
+/// What holds the batch now, in the word `status --short` marks it with:
+/// `budget` (a budget reached), else `held` (its retry-after, its pool's).
+pub(super) fn hold_word(app: &App, info: &BatchInfo) -> Option<&'static str> {
+    if crate::runner::budget::held_until(&budget_states(app, info)).is_some() {
+        Some("budget")
+    } else if info.held(app.now).is_some() || pool_hold(app, info).is_some() {
+        Some("held")
+    } else {
+        None
+    }
+}
+
 /// `12/min`, `1.5/min`, `2,339/min`, or `—` while the window is too short
 /// to tell; whole rates written by `count`, as the counts beside them
 /// (grouped by thousands, or shortened where the table has no room).

@@ -104,52 +104,56 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     };
     // Finished, failed and to do: they add up to the batch (`Counts`).
     let c = &info.counts;
-    // The counts and marks first: the name takes the room they leave.
-    let mut right = Vec::new();
+    // Each mark with how much it says: where the room is short, the least
+    // is left out first, so a crash, a pause or a hold is never lost to
+    // the counts (the whole summary vanished at 80 columns).
+    let mut marks: Vec<(Span<'static>, u8)> = Vec::new();
     if let Some(pct) = c.percent() {
-        right.push(Span::raw(format!(" {pct}%")));
+        marks.push((Span::raw(format!(" {pct}%")), 0));
     }
-    right.push(Span::styled(
-        format!(" ✓{}", num(c.finished())),
-        p.style(Role::Ok),
+    marks.push((
+        Span::styled(format!(" ✓{}", num(c.finished())), p.style(Role::Ok)),
+        1,
     ));
     if c.failed() > 0 {
-        right.push(Span::styled(
-            format!(" ✗{}", num(c.failed())),
-            p.style(Role::Fail),
+        marks.push((
+            Span::styled(format!(" ✗{}", num(c.failed())), p.style(Role::Fail)),
+            3,
         ));
     }
     if c.to_do() > 0 {
-        right.push(Span::raw(format!(" …{}", num(c.to_do()))));
+        marks.push((Span::raw(format!(" …{}", num(c.to_do()))), 2));
     }
+    // Held by a budget or a retry-after, as `status --short` says: a run
+    // that may start no call is not said `running`.
+    let hold = super::batches::hold_word(app, &info);
     if info.running() {
-        let (word, role) = match info.stop_asked_by() {
-            Some(_) => (" ▶ stopping", Role::Warn),
-            None => (" ▶ running", Role::Accent),
+        let (word, role) = match (info.stop_asked_by(), hold) {
+            (Some(_), _) => (" ▶ stopping".to_string(), Role::Warn),
+            (None, Some(hold)) => (format!(" ▶ {hold}"), Role::Warn),
+            (None, None) if narrow => (" ▶".to_string(), Role::Accent),
+            (None, None) => (" ▶ running".to_string(), Role::Accent),
         };
-        right.push(Span::styled(
-            if narrow { " ▶" } else { word },
-            p.style(role),
-        ));
+        marks.push((Span::styled(word, p.style(role)), 4));
+    } else if let Some(hold) = hold {
+        marks.push((Span::styled(format!(" {hold}"), p.style(Role::Warn)), 4));
     }
     if let Some(dead) = info.dead_runner() {
-        right.push(Span::styled(format!(" {dead}"), p.style(Role::Fail)));
+        marks.push((Span::styled(format!(" {dead}"), p.style(Role::Fail)), 6));
     }
     // Paused by its flag, or with every batch by the emergency stop (as
     // `status --short` marks it).
     if info.pause.is_some() || app.data.emergency.is_some() {
-        right.push(Span::styled(
-            if narrow { " ⏸" } else { " ⏸ PAUSED" },
-            p.style(Role::Warn),
-        ));
+        let word = if narrow { " ⏸" } else { " ⏸ PAUSED" };
+        marks.push((Span::styled(word, p.style(Role::Warn)), 5));
     }
-    right.push(Span::raw(" "));
     let room = (area.width as usize).saturating_sub(used);
-    let marks: usize = right.iter().map(|s| text::width(&s.content)).sum();
-    let Some(name) = summary_name(&info.name, marks, room) else {
+    let Some((name, marks)) = fit_summary(&info.name, marks, room) else {
         return;
     };
-    right.insert(0, Span::styled(name, p.style(Role::Title)));
+    let mut right = vec![Span::styled(name, p.style(Role::Title))];
+    right.extend(marks);
+    right.push(Span::raw(" "));
     let width: usize = right.iter().map(|s| text::width(&s.content)).sum();
     if width <= room {
         let [_, r] =
@@ -169,6 +173,32 @@ const MIN_NAME: usize = 4;
 fn summary_name(name: &str, marks: usize, room: usize) -> Option<String> {
     let name_room = room.saturating_sub(marks).min(40);
     (name_room >= MIN_NAME).then(|| clean(name, name_room))
+}
+
+/// The header's summary in `room` cells: the name (see [`summary_name`])
+/// and the marks that fit beside it, the ones that say least (the lowest
+/// weight) left out first; `None` when not even the name fits.
+fn fit_summary(
+    name: &str,
+    mut marks: Vec<(Span<'static>, u8)>,
+    room: usize,
+) -> Option<(String, Vec<Span<'static>>)> {
+    loop {
+        let width = marks
+            .iter()
+            .map(|(s, _)| text::width(&s.content))
+            .sum::<usize>()
+            + 1;
+        if let Some(name) = summary_name(name, width, room) {
+            return Some((name, marks.into_iter().map(|(s, _)| s).collect()));
+        }
+        let least = marks
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, (_, says))| *says)?
+            .0;
+        marks.remove(least);
+    }
 }
 
 /// Cells of what is typed that the filter line keeps, when it is that long.
@@ -306,7 +336,36 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
 
 #[cfg(test)]
 mod tests {
-    use super::summary_name;
+    use super::{fit_summary, summary_name};
+    use ratatui::text::Span;
+
+    /// At 80 columns the counts of a big batch left no room: the whole
+    /// summary vanished, its crash mark with it. The counts go first.
+    #[test]
+    fn the_headers_summary_keeps_a_crash_and_a_pause_over_counts() {
+        let marks = vec![
+            (Span::raw(" 41%"), 0),
+            (Span::raw(" ✓1,234"), 1),
+            (Span::raw(" ✗56"), 3),
+            (Span::raw(" …1,710"), 2),
+            (Span::raw(" crashed"), 6),
+            (Span::raw(" ⏸"), 5),
+        ];
+        let shown = |room| {
+            fit_summary("articles", marks.clone(), room).map(|(name, marks)| {
+                let marks: String = marks.iter().map(|s| s.content.to_string()).collect();
+                format!("{name}{marks}")
+            })
+        };
+        assert_eq!(
+            shown(60).as_deref(),
+            Some("articles 41% ✓1,234 ✗56 …1,710 crashed ⏸")
+        );
+        assert_eq!(shown(28).as_deref(), Some("artic… ✗56 …1,710 crashed ⏸"));
+        assert_eq!(shown(20).as_deref(), Some("arti… ✗56 crashed ⏸"));
+        assert_eq!(shown(16).as_deref(), Some("arti… crashed ⏸"));
+        assert_eq!(shown(4), None);
+    }
 
     /// `記事バッチ 15% ✓47 ✗13 …240 ▶` beside five tabs at 80 columns:
     /// the name gives way (cut by display width, with `…`), where the whole

@@ -52,3 +52,48 @@ fn the_batch_detail_says_the_budget_spent_and_its_reset() {
     });
     assert!(!screen.contains("never run"), "{screen}");
 }
+
+/// A batch whose budget is reached says `held` in the table even when
+/// another batch is selected (its spend was read for the selected batch
+/// only, and it said `running` or `idle`), and the header's summary says
+/// `budget`, as `status --short` does.
+#[test]
+fn every_row_and_the_header_say_a_budget_reached() {
+    while now_ms().rem_euclid(DAY_MS) > DAY_MS - 120_000 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let env = Env::new();
+    let worker = env.script(
+        "w.sh",
+        "cat >/dev/null\necho '@nightshift cost=0.5' >&2\necho '{\"ok\":1}'",
+    );
+    env.config(&format!(
+        "[batch.a]\nworker = [\"{w}\"]\n\n[batch.\"記事\"]\nworker = [\"{w}\"]\nconcurrency = 1\nbudget = \"0.50/day\"\n",
+        w = worker.display()
+    ));
+    add_keys(&env, "a", &["a1"]);
+    env.run(&["run", "a"]).code(0);
+    add_keys(&env, "記事", &["k1", "k2"]);
+    let run = env.spawn("run", &["run", "記事"]);
+    common::wait_for("the hold", || !env.events("記事", "budget").is_empty());
+    common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
+    let mut run = run;
+    run.wait().unwrap();
+    assert!(env.run(&["status", "--short"]).stdout.contains("budget"));
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (120, 40));
+    let screen = dash.wait_for("both rows", |s| {
+        s.lines().any(|l| l.contains("記事") && l.contains("held"))
+            && s.lines().any(|l| l.contains("│a ") && l.contains("idle"))
+    });
+    assert!(screen.contains("┌ a ─"), "a is the one selected: {screen}");
+    dash.key("j");
+    let screen = dash.wait_for("the header's mark", |s| {
+        s.lines()
+            .nth(1)
+            .is_some_and(|l| l.contains("記事") && l.contains("budget"))
+    });
+    assert!(
+        !screen.lines().nth(1).unwrap().contains("running"),
+        "{screen}"
+    );
+}

@@ -673,7 +673,8 @@ fn a_run_held_by_its_pool_is_held_with_no_eta() {
     deliver(&mut app, data, NOW);
     let shot = draw(&app);
     assert!(shot.contains("no ETA: paused"), "{shot}");
-    assert!(shot.contains("…23 ▶ running ⏸ PAUSED"), "{shot}");
+    // Held by its pool, the header says so, not "running".
+    assert!(shot.contains("…23 ▶ held ⏸ PAUSED"), "{shot}");
 }
 
 /// With no live daemon the schedule line says so, and how many fire times
