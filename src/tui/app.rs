@@ -784,7 +784,7 @@ impl App {
                         self.setup.batch = None;
                         self.warn(format!(
                             "no batch {} in this store or its config",
-                            crate::util::sanitize::line(&name)
+                            crate::tui::format::inert(&name)
                         ));
                         self.set_batch(names.first().cloned());
                     }

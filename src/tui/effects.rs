@@ -15,10 +15,10 @@ use super::Msg;
 use super::action::{Arrival, Write};
 use crate::model::Pause;
 use crate::store::{Access, CancelOutcome, CancelTo, ItemsQuery, Selection, Store};
+use crate::util::files;
 use crate::util::identity::actor;
 use crate::util::noun;
 use crate::util::time::now_ms;
-use crate::util::{files, sanitize};
 
 /// Recorded with a skip made from the dashboard.
 const SKIP_REASON: &str = "skipped from the dashboard";
@@ -173,7 +173,7 @@ fn open<'a>(db: &std::path::Path, store: &'a mut Option<Store>) -> Result<&'a mu
 fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
     let who = actor();
     let now = now_ms();
-    let name = |b: &str| sanitize::line(b).into_owned();
+    let name = |b: &str| crate::tui::format::inert(b).into_owned();
     let err = |e: crate::store::StoreError| e.to_string();
     match write {
         Write::Requeue { batch, keys, what } => {
@@ -194,7 +194,7 @@ fn apply(store: &mut Store, write: &Write) -> Result<String, String> {
             let mut msg = format!(
                 "requeued {}: {}",
                 noun::count(moved, "item"),
-                sanitize::line(what)
+                crate::tui::format::inert(what)
             );
             if moved < keys.len() {
                 msg.push_str(&format!(
@@ -388,7 +388,7 @@ fn start_runner(spawn: &RunnerSpawn, batch: &str, out: &Sender<Msg>) -> Arrival 
     if let Some(r) = &runners {
         r.add(pid);
     }
-    let batch_name = sanitize::line(batch).into_owned();
+    let batch_name = crate::tui::format::inert(batch).into_owned();
     let out = out.clone();
     let name = batch_name.clone();
     // Reap it (no zombie while the dashboard lives) and say how it ended.

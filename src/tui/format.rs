@@ -2,13 +2,26 @@
 //! alike: untrusted text made inert and cut or wrapped by display width,
 //! and times.
 
+use std::borrow::Cow;
+
 use crate::model::Millis;
 use crate::util::{sanitize, text};
 
-/// Untrusted text for one cell: every control, escape or bidi character
-/// shown as a visible escape, then cut to `max` cells (with `…`).
+/// Untrusted text as the dashboard draws it: every control, escape or
+/// bidi character shown as a visible escape, and drawable by ratatui as
+/// the terminal draws it (`text::drawable`). Every text the dashboard
+/// shows or measures goes through here.
+pub fn inert(s: &str) -> Cow<'_, str> {
+    match sanitize::line(s) {
+        Cow::Borrowed(b) => text::drawable(b),
+        Cow::Owned(o) => Cow::Owned(text::drawable(&o).into_owned()),
+    }
+}
+
+/// Untrusted text for one cell: inert ([`inert`]), then cut to `max`
+/// cells (with `…`).
 pub fn clean(s: &str, max: usize) -> String {
-    text::cut(&sanitize::line(s), max).into_owned()
+    text::cut(&inert(s), max).into_owned()
 }
 
 /// Cells of an item's label, and of its key, where a sentence names the
@@ -41,7 +54,7 @@ pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
     let mut chars = s.chars();
     let head: String = chars.by_ref().take(width * max_lines * 2).collect();
     let rest = chars.count();
-    let mut lines = text::wrap(&sanitize::line(&head), width);
+    let mut lines = text::wrap(&inert(&head), width);
     let mut hidden = rest;
     if lines.len() > max_lines {
         hidden += lines[max_lines..]
@@ -60,7 +73,7 @@ pub fn wrap(s: &str, width: usize, max_lines: usize) -> Vec<String> {
 /// cells, at most `max_lines` of them (at least one): where it needs more,
 /// the last line ends in `…`.
 pub fn wrap_cut(s: &str, width: usize, max_lines: usize) -> Vec<String> {
-    let mut lines = text::wrap(&sanitize::line(s), width);
+    let mut lines = text::wrap(&inert(s), width);
     if lines.len() > max_lines.max(1) {
         lines.truncate(max_lines.max(1));
         if let Some(last) = lines.last_mut() {

@@ -32,6 +32,81 @@ fn cells(g: &str) -> usize {
             .count()
 }
 
+/// `s` as ratatui can draw it: a halfwidth (han)dakuten takes a cell of
+/// its own in a terminal, but none by the width ratatui measures a cell's
+/// text with, so a line holding one was drawn a cell short of where the
+/// terminal put it (the rest shifted, marks left behind on screen). It is
+/// composed with the halfwidth kana before it into the fullwidth kana
+/// (`ｶﾞ` into `ガ`: two cells either way), or, after anything else,
+/// written as its fullwidth spacing form (`゛`), which both measure alike.
+/// The dashboard draws its text through this; the CLI prints as written.
+pub fn drawable(s: &str) -> Cow<'_, str> {
+    if !s.contains(['\u{FF9E}', '\u{FF9F}']) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        let composed = match chars.peek() {
+            Some('\u{FF9E}') => voiced(c),
+            Some('\u{FF9F}') => semi_voiced(c),
+            _ => None,
+        };
+        match (composed, c) {
+            (Some(k), _) => {
+                out.push(k);
+                chars.next();
+            }
+            (None, '\u{FF9E}') => out.push('\u{309B}'),
+            (None, '\u{FF9F}') => out.push('\u{309C}'),
+            (None, c) => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The fullwidth kana a halfwidth one becomes with a dakuten.
+fn voiced(c: char) -> Option<char> {
+    Some(match c {
+        'ｳ' => 'ヴ',
+        'ｶ' => 'ガ',
+        'ｷ' => 'ギ',
+        'ｸ' => 'グ',
+        'ｹ' => 'ゲ',
+        'ｺ' => 'ゴ',
+        'ｻ' => 'ザ',
+        'ｼ' => 'ジ',
+        'ｽ' => 'ズ',
+        'ｾ' => 'ゼ',
+        'ｿ' => 'ゾ',
+        'ﾀ' => 'ダ',
+        'ﾁ' => 'ヂ',
+        'ﾂ' => 'ヅ',
+        'ﾃ' => 'デ',
+        'ﾄ' => 'ド',
+        'ﾊ' => 'バ',
+        'ﾋ' => 'ビ',
+        'ﾌ' => 'ブ',
+        'ﾍ' => 'ベ',
+        'ﾎ' => 'ボ',
+        'ﾜ' => 'ヷ',
+        'ｦ' => 'ヺ',
+        _ => return None,
+    })
+}
+
+/// The fullwidth kana a halfwidth one becomes with a handakuten.
+fn semi_voiced(c: char) -> Option<char> {
+    Some(match c {
+        'ﾊ' => 'パ',
+        'ﾋ' => 'ピ',
+        'ﾌ' => 'プ',
+        'ﾍ' => 'ペ',
+        'ﾎ' => 'ポ',
+        _ => return None,
+    })
+}
+
 /// Printable ASCII only: each byte one grapheme of one cell.
 fn plain(s: &str) -> bool {
     s.bytes().all(|b| (0x20..0x7f).contains(&b))
@@ -394,6 +469,22 @@ mod tests {
                 proptest::prop_assert!(c.ends_with(ELLIPSIS));
                 proptest::prop_assert!(s.starts_with(c.trim_end_matches(ELLIPSIS)));
             }
+        }
+    }
+
+    /// Halfwidth sound marks become what ratatui measures as a terminal
+    /// draws them, the width unchanged where they compose.
+    #[test]
+    fn halfwidth_sound_marks_are_drawable() {
+        use unicode_width::UnicodeWidthStr;
+        assert_eq!(drawable("ｶﾞｷﾞｸﾞ test"), "ガギグ test");
+        assert_eq!(drawable("ﾊﾟｿｺﾝ ﾎﾟｲﾝﾄ ｳﾞｧ"), "パｿｺﾝ ポｲﾝﾄ ヴｧ");
+        assert_eq!(drawable("aﾞ ｱﾟ"), "a゛ ｱ゜");
+        assert!(matches!(drawable("東京 ｶﾀｶﾅ"), Cow::Borrowed(_)));
+        for s in ["ｶﾞｷﾞｸﾞ test", "ﾊﾟｿｺﾝ", "ﾃﾞｰﾀ"] {
+            // ratatui's width of the drawable text is the terminal's of
+            // the text as written (what `width` counts).
+            assert_eq!(drawable(s).width(), width(s), "{s}");
         }
     }
 }

@@ -7,7 +7,6 @@ use crate::store::ItemsQuery;
 use crate::tui::action::{Effect, Intent, Pane, Write};
 use crate::tui::format::item_in_sentence;
 use crate::tui::keymap::Mode;
-use crate::util::sanitize;
 
 impl App {
     /// What the run and unpause keys say of a hold on the batch's pool,
@@ -59,7 +58,7 @@ impl App {
             Intent::Resume if self.selected_info().is_some_and(|i| i.pause.is_some()) => {
                 self.warn(format!(
                     "{} is paused: a run would do nothing (p unpauses it)",
-                    sanitize::line(&batch)
+                    crate::tui::format::inert(&batch)
                 ));
                 Vec::new()
             }
@@ -68,7 +67,7 @@ impl App {
                 Vec::new()
             }
             Intent::Resume => {
-                let started = format!("starting a run of {}…", sanitize::line(&batch));
+                let started = format!("starting a run of {}…", crate::tui::format::inert(&batch));
                 self.say(match self.pool_hold_note(&batch) {
                     Some(note) => format!("{started} {note}"),
                     None => started,
@@ -191,7 +190,7 @@ impl App {
     }
 
     pub(super) fn prepare_requeue_all(&mut self, batch: String) -> Vec<Effect> {
-        let clean = |s: &str| sanitize::line(s).into_owned();
+        let clean = |s: &str| crate::tui::format::inert(s).into_owned();
         let (query, what) = match self.pane {
             Pane::DeadLetters => {
                 let class = match &self.class {

@@ -13,8 +13,8 @@ use crate::tui::action::{Intent, Pane};
 use crate::tui::app::{App, FilterTarget, Liveness};
 use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
+use crate::util::text;
 use crate::util::time::compact;
-use crate::util::{sanitize, text};
 
 pub fn header(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
@@ -58,7 +58,7 @@ pub fn header(app: &App, f: &mut Frame, area: Rect) {
     let used: usize = spans.iter().map(|s| text::width(&s.content)).sum();
     let room = (left.width as usize).saturating_sub(used + text::width(&host) + 4);
     // The end of a path says most: `…/nightshift/nightshift.db`.
-    let path = sanitize::line(&app.setup.display_path).into_owned();
+    let path = crate::tui::format::inert(&app.setup.display_path).into_owned();
     spans.push(Span::raw(format!(
         "{} · {host}",
         text::cut_start(&path, room)
@@ -237,7 +237,7 @@ fn filter_line(app: &App, width: usize) -> Line<'static> {
         }
         problem
     };
-    let typed = sanitize::line(&app.input).into_owned();
+    let typed = crate::tui::format::inert(&app.input).into_owned();
     let want = text::width(&typed).min(TYPED_ROOM);
     let fits = |label: &str, keys: &str| {
         text::width(label) + want + text::width(&problem) + text::width(keys) + 2 <= width

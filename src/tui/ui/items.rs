@@ -101,12 +101,15 @@ const MARK: usize = 2;
 
 pub fn columns(inner: usize, pane_width: u16, rows: &[&ItemRow], mark: usize) -> Columns {
     let widest = |f: &dyn Fn(&ItemRow) -> usize| rows.iter().map(|r| f(r)).max().unwrap_or(0);
-    let key = (widest(&|r| text::width(&sanitize::line(&r.key))) + mark)
+    let key = (widest(&|r| text::width(&crate::tui::format::inert(&r.key))) + mark)
         .clamp(3, super::key_width(pane_width));
     let rest = inner.saturating_sub(key + STATE + ATTEMPTS + GAPS);
-    let label_wants =
-        widest(&|r| text::width(&sanitize::line(super::label_beside(&r.key, &r.label, key))))
-            .max(5);
+    let label_wants = widest(&|r| {
+        text::width(&crate::tui::format::inert(super::label_beside(
+            &r.key, &r.label, key,
+        )))
+    })
+    .max(5);
     let error_wants = widest(&|r| text::width(&error_text(r)));
     let label = if error_wants == 0 {
         rest
@@ -124,8 +127,12 @@ pub fn columns(inner: usize, pane_width: u16, rows: &[&ItemRow], mark: usize) ->
 /// `Class: message`, inert, on one line.
 fn error_text(r: &ItemRow) -> String {
     match (&r.error_class, &r.error_message) {
-        (Some(c), Some(m)) => format!("{}: {}", sanitize::line(c), sanitize::line(m)),
-        (Some(c), None) => sanitize::line(c).into_owned(),
+        (Some(c), Some(m)) => format!(
+            "{}: {}",
+            crate::tui::format::inert(c),
+            crate::tui::format::inert(m)
+        ),
+        (Some(c), None) => crate::tui::format::inert(c).into_owned(),
         _ => String::new(),
     }
 }

@@ -10,7 +10,7 @@ use super::{clean, clock, pane_block, placeholder};
 use crate::model::Event;
 use crate::tui::app::App;
 use crate::tui::theme::{Role, kind_role};
-use crate::util::{sanitize, text};
+use crate::util::text;
 
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
@@ -131,9 +131,9 @@ fn label_of(e: &Event, key_cells: usize) -> String {
 
 /// The message with who did it and, when there is room, the run.
 fn message(e: &Event, wide: bool) -> String {
-    let mut message = sanitize::line(&e.message).into_owned();
+    let mut message = crate::tui::format::inert(&e.message).into_owned();
     if let Some(actor) = e.named_actor() {
-        message.push_str(&format!(" [{}]", sanitize::line(actor)));
+        message.push_str(&format!(" [{}]", crate::tui::format::inert(actor)));
     }
     if let (true, Some(run)) = (wide, e.run_id) {
         message.push_str(&format!(" (run {run})"));
@@ -166,7 +166,11 @@ fn columns(app: &App, pane_width: u16, shown: &[(usize, &Event)]) -> Columns {
     };
     let time = widest(&|e| text::width(&clock(e.at, app.now)), 8, 11);
     let batch = widest(
-        &|e| text::width(&sanitize::line(e.batch.as_deref().unwrap_or("-"))),
+        &|e| {
+            text::width(&crate::tui::format::inert(
+                e.batch.as_deref().unwrap_or("-"),
+            ))
+        },
         5,
         if wide { 16 } else { 10 },
     );
@@ -175,7 +179,7 @@ fn columns(app: &App, pane_width: u16, shown: &[(usize, &Event)]) -> Columns {
         &|e| {
             e.key
                 .as_deref()
-                .map_or(0, |k| text::width(&sanitize::line(k)))
+                .map_or(0, |k| text::width(&crate::tui::format::inert(k)))
         },
         3,
         super::key_width(pane_width),
@@ -183,7 +187,7 @@ fn columns(app: &App, pane_width: u16, shown: &[(usize, &Event)]) -> Columns {
     let inner = (pane_width as usize).saturating_sub(2);
     let rest = inner.saturating_sub(time + batch + kind + key + 5);
     let label_wants = widest(
-        &|e| text::width(&sanitize::line(&label_of(e, key))),
+        &|e| text::width(&crate::tui::format::inert(&label_of(e, key))),
         5,
         usize::MAX,
     );

@@ -27,9 +27,9 @@ use super::layout::{self, Areas, MIN_HEIGHT, MIN_WIDTH};
 use super::theme::Role;
 pub use super::theme::state_role;
 use crate::model::{Outcome, Status, Tier};
+use crate::util::text;
 /// `1,234,567`.
 pub use crate::util::text::grouped as num;
-use crate::util::{sanitize, text};
 
 pub fn render(app: &App, f: &mut Frame) {
     let area = f.area();
@@ -219,7 +219,7 @@ pub fn short_key(key: &str, max: usize) -> String {
 /// (as the CLI's tables, `key::label_column`); the whole key when the KEY
 /// column shows it cut to a prefix, so the item is still named in full.
 pub fn label_beside<'a>(key: &str, label: &'a str, key_cells: usize) -> &'a str {
-    if text::width(&sanitize::line(key)) <= key_cells {
+    if text::width(&crate::tui::format::inert(key)) <= key_cells {
         crate::key::label_column(key, label)
     } else {
         label

@@ -13,8 +13,8 @@ use crate::tui::app::App;
 use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
 use crate::util::noun;
+use crate::util::text;
 use crate::util::time::{compact, rfc3339};
-use crate::util::{sanitize, text};
 
 /// Widest an error class gets in the "since you last looked" summary.
 const CLASS_CELLS: usize = 40;
@@ -166,7 +166,7 @@ pub fn prompt(app: &App, f: &mut Frame, area: Rect) {
     .map(Line::from)
     .collect();
     // The end of what is typed, where the cursor is.
-    let typed = sanitize::line(&app.input).into_owned();
+    let typed = crate::tui::format::inert(&app.input).into_owned();
     lines.push(Line::from(vec![
         Span::styled("why? ", p.style(Role::Key)),
         Span::raw(text::cut_start(&typed, inner.saturating_sub(6)).into_owned()),

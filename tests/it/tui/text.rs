@@ -482,3 +482,28 @@ exit 75"#,
         }
     }
 }
+
+/// Halfwidth katakana with sound marks (`ｶﾞｷﾞｸﾞ`, common in business data)
+/// on the real screen: the detail's title keeps the whole key and its
+/// `)` (one cell was lost per mark, with no `…`), as ratatui and the
+/// terminal now measure the text alike.
+#[test]
+fn halfwidth_sound_marks_leave_the_detail_title_whole() {
+    let env = Env::new();
+    let lines = "{\"key\":\"abcdef\",\"label\":\"ｶﾞｷﾞｸﾞ test\"}\n";
+    let file = env.write("kana.jsonl", lines);
+    env.run(&["add", "example", file.to_str().unwrap()]).code(0);
+    for size in SIZES {
+        let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], size);
+        dash.wait_loaded();
+        dash.key("3");
+        dash.wait_for("the item", |s| s.contains("abcdef pending"));
+        dash.key(ENTER);
+        let screen = dash.wait_for("the detail", |s| s.contains("Esc: back"));
+        let title = screen.lines().find(|l| l.contains("Esc: back")).unwrap();
+        assert!(
+            title.contains("ガギグ test (abcdef) · example"),
+            "{size:?}: {title}"
+        );
+    }
+}
