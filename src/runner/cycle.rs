@@ -92,6 +92,13 @@ pub(super) struct Tally {
 }
 
 impl Tally {
+    /// Dead runs' claims this run quarantined: failures of its own (the
+    /// store counted them in its run), so its summary, code and alert say
+    /// so.
+    pub(super) fn count_quarantined(&self, n: usize) {
+        self.manual.fetch_add(n as i64, Ordering::Relaxed);
+    }
+
     pub(super) fn counts(&self, skipped_done: i64) -> RunCounts {
         let get = |a: &AtomicI64| a.load(Ordering::Relaxed);
         RunCounts {

@@ -132,7 +132,7 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
         // Runners sharing the batch: take back the work of one that died.
         // Best effort: the next tick tries again.
         // Slots that found nothing claim them.
-        if let Ok(back) = super::recover::sweep(
+        if let Ok((back, quarantined)) = super::recover::sweep(
             &cycle.writer,
             &cycle.batch,
             cycle.run_id,
@@ -140,9 +140,12 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
             &cycle.log,
         )
         .await
-            && back > 0
         {
-            cycle.idle.work_came();
+            // Counted in this run, which quarantined them (as the store did).
+            cycle.tally.count_quarantined(quarantined);
+            if back > 0 {
+                cycle.idle.work_came();
+            }
         }
         // The store's hold too: one lifted by `unpause`, or one another
         // runner of the batch was given.

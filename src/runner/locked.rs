@@ -67,6 +67,8 @@ struct Begun {
     skipped_done: i64,
     /// A retry-after hold an earlier run was given.
     inherited: Option<Hold>,
+    /// Claims of dead runs this one quarantined (their attempts used up).
+    quarantined: usize,
 }
 
 /// Records the run (with its seat), says whom it took the lock over from,
@@ -109,7 +111,8 @@ async fn begin(
     store.log_event(&start_event)?;
     log.emit(&start_event);
 
-    recover::take_over(&mut store, batch, run_id, holder, cfg.max_attempts, log).await?;
+    let quarantined =
+        recover::take_over(&mut store, batch, run_id, holder, cfg.max_attempts, log).await?;
     let skipped_done = store.counts(batch)?.finished();
     let inherited = recover::inherited_hold(&mut store, batch, run_id, log)?;
     Ok(Begun {
@@ -117,6 +120,7 @@ async fn begin(
         run_id,
         skipped_done,
         inherited,
+        quarantined,
     })
 }
 
@@ -155,6 +159,8 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
     let (stop_tx, _) = watch::channel(None);
     let identity = begun.store.identity();
     let budgets = super::budget::Budgets::of(cfg, &begun.store, now_ms());
+    let tally = Tally::default();
+    tally.count_quarantined(begun.quarantined);
     // The recovery above may have written scattered pages; the hot path
     // from here on does not need them cached.
     begun.store.use_runner_cache();
@@ -181,7 +187,7 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
             transient_error_classes: cfg.transient_error_classes.clone(),
         },
         writer,
-        tally: Tally::default(),
+        tally,
         log: log.clone(),
         stop_tx,
         inflight: std::sync::Mutex::new(HashMap::new()),

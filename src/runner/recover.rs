@@ -23,26 +23,27 @@ pub async fn take_over(
     holder: &Holder,
     max_attempts: u32,
     log: &EventLog,
-) -> Result<(), StoreError> {
+) -> Result<usize, StoreError> {
     let dead = store.unseated_runs(batch, run_id)?;
     let groups = store.worker_groups(&ids(&dead))?;
     let reaped = reap_here(batch, &dead, groups, &holder.host).await;
-    close_dead(store, batch, run_id, &dead, reaped, max_attempts, log)?;
-    store.forget_pool_places(&runners_here(&dead, &holder.host))
+    let (_, quarantined) = close_dead(store, batch, run_id, &dead, reaped, max_attempts, log)?;
+    store.forget_pool_places(&runners_here(&dead, &holder.host))?;
+    Ok(quarantined)
 }
 
 /// While a cycle runs: frees the seats of runners sharing the batch whose
 /// lock expired (gone or cut off, on any host) or whose process on this
 /// host is gone, then does what
 /// `take_over` does for their runs. A no-op unless a seat expired. How
-/// many claims it took back to pending.
+/// many claims it took back to pending, and how many it quarantined.
 pub async fn sweep(
     writer: &Writer,
     batch: &str,
     run_id: i64,
     max_attempts: u32,
     log: &EventLog,
-) -> Result<usize, StoreError> {
+) -> Result<(usize, usize), StoreError> {
     // Read first: a write (and the store's write lock) only when a seat
     // looks stale. Our own seat is never freed here: a renewal that failed
     // only for a busy store is retried by the heartbeat.
@@ -59,7 +60,7 @@ pub async fn sweep(
         }
     }
     if stale.is_empty() {
-        return Ok(0);
+        return Ok((0, 0));
     }
     let b = batch.to_string();
     let freed = writer
@@ -70,7 +71,7 @@ pub async fn sweep(
         })
         .await?;
     if freed.is_empty() {
-        return Ok(0);
+        return Ok((0, 0));
     }
     let b = batch.to_string();
     let (dead, groups) = writer
@@ -128,7 +129,7 @@ async fn reap_here(batch: &str, dead: &[OpenRun], recorded: Vec<WorkerGroup>, ho
 }
 
 /// Marks the dead runs crashed and takes back every claim without a seat;
-/// how many went back to pending.
+/// how many went back to pending, and how many were quarantined.
 fn close_dead(
     store: &mut Store,
     batch: &str,
@@ -137,7 +138,7 @@ fn close_dead(
     reaped: usize,
     max_attempts: u32,
     log: &EventLog,
-) -> Result<usize, StoreError> {
+) -> Result<(usize, usize), StoreError> {
     if reaped > 0 {
         let e = NewEvent::new(
             now_ms(),
@@ -169,7 +170,7 @@ fn close_dead(
             .run(run_id),
         );
     }
-    Ok(reclaimed)
+    Ok((reclaimed, quarantined))
 }
 
 /// A retry-after hold an earlier run (or another runner) was given still

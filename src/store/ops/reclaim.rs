@@ -14,7 +14,9 @@ impl Store {
     /// lease says and whether or not that run was already marked crashed.
     /// Callers free stale seats first (`free_stale_locks`).
     /// Items that already used `max_attempts` are quarantined instead of
-    /// being run again (a poison item that kills its runner every time).
+    /// being run again (a poison item that kills its runner every time):
+    /// a failure of `current_run`, which decided it (its summary counts it
+    /// and its alert tells of it; the dead run never could).
     /// Returns (released to pending, quarantined).
     pub fn reclaim(
         &mut self,
@@ -31,7 +33,8 @@ impl Store {
                 tx.item_drop_cancel(o.item)?;
                 match orphan(batch, &o, max_attempts, now) {
                     Orphan::Quarantine { message, event } => {
-                        let failure = interrupted(o.item, o.token, o.lease_run, &message, now);
+                        let event = event.run(current_run);
+                        let failure = interrupted(o.item, o.token, current_run, &message, now);
                         super::items::fail_in(tx, &failure, &event)?;
                         quarantined += 1;
                     }
@@ -96,18 +99,13 @@ fn orphan(batch: &str, o: &Orphaned, max_attempts: u32, now: Millis) -> Orphan {
     }
 }
 
-/// The failure that quarantines a dead run's claim (`Orphan::Quarantine`).
-fn interrupted(
-    item_id: i64,
-    token: i64,
-    lease_run: i64,
-    message: &str,
-    now: Millis,
-) -> Failure<'_> {
+/// The failure that quarantines a dead run's claim (`Orphan::Quarantine`),
+/// counted in `run`, the one that took the claim back.
+fn interrupted(item_id: i64, token: i64, run: i64, message: &str, now: Millis) -> Failure<'_> {
     Failure {
         item_id,
         token,
-        run_id: lease_run,
+        run_id: run,
         tier: Tier::Manual,
         error_class: "Interrupted",
         message,

@@ -155,11 +155,17 @@ both_backends! {
 
     /// With `max_attempts = 1` a dead runner's claims are on their last
     /// attempt: every view says the next run takes them back to quarantine
-    /// them, where they said only "taken back", and the next run does.
+    /// them, where they said only "taken back", and the next run does;
+    /// they are that run's failures: its summary counts them, it exits 1
+    /// and its alert runs (it said "0 manual", exited 0 and alerted no one:
+    /// the dead run they were charged to never could).
     fn orphans_on_their_last_attempt_are_said_to_be_quarantined_next(env) {
         let w = worker(&env);
+        let alert = env.path("alert.json");
         env.config(&format!(
-            "[batch.s]\nworker = [\"{w}\"]\nconcurrency = 2\nlock_ttl = \"1h\"\nmax_attempts = 1\n"
+            "[batch.s]\nworker = [\"{w}\"]\nconcurrency = 2\nlock_ttl = \"1h\"\nmax_attempts = 1\n\
+             alert = [\"sh\", \"-c\", \"cat > {}\"]\n",
+            alert.display()
         ));
         env.add_items("s", 2);
         let mut runner = hung_runner(&env, &[]);
@@ -177,9 +183,14 @@ both_backends! {
             "the next run takes this item back and quarantines it: its attempts are used (attempt 1, max_attempts 1)"
         ), "{shown}");
 
-        env.run(&["run", "s"]).code(0);
+        let ran = env.run(&["run", "s"]);
+        ran.code(1);
+        assert!(ran.stdout.contains("0 done, 0 empty, 2 failed (0 retry, 2 manual)"), "{ran:?}");
+        let said = std::fs::read_to_string(&alert).expect("the alert ran");
+        assert!(said.contains("\"manual\":2") || said.contains("2 manual"), "{said}");
         let s = batch(&env.status(), "s");
         assert_eq!((&s["manual"], &s["done"], &s["orphaned"]), (&Value::from(2), &Value::from(0), &Value::from(0)), "{s}");
+        assert_eq!(s["last_run"]["counts"]["manual"], 2, "{s}");
         let shown = out(&env, &["show", "s", "k1"]);
         assert!(shown.contains(
             "Interrupted: its runner (run 1) stopped while the item was in flight, its attempts used (attempt 1, max_attempts 1)"
