@@ -156,7 +156,7 @@ pub fn derive_line_with(
         KeySpec::Explicit => explicit_key(&obj)?,
         KeySpec::Fields(fields) => {
             let canonical = canonical_join(&obj, fields)?;
-            (hash_key(&canonical), canonical)
+            (hash_key(&canonical), storable_label(canonical))
         }
     };
     let priority = match priority
@@ -514,10 +514,22 @@ fn explicit_key(obj: &Fields) -> Result<(String, String), KeyError> {
         return Err(KeyError::BlankKey);
     }
     let label = match obj.get("label") {
-        Some(Field::Text(s)) if !s.is_empty() => s.clone(),
+        Some(Field::Text(s)) if !s.is_empty() => storable_label(s.clone()),
         _ => key.clone(),
     };
     Ok((key, label))
+}
+
+/// A label as every store can keep it: a NUL, which PostgreSQL's text
+/// cannot hold (the whole add failed there, and worked on SQLite), is
+/// kept as the `\x00` every view shows it as. The key is made from the
+/// text as given.
+fn storable_label(label: String) -> String {
+    if label.contains('\0') {
+        label.replace('\0', "\\x00")
+    } else {
+        label
+    }
 }
 
 fn scalar_text(field: &Field) -> Result<String, &'static str> {

@@ -392,3 +392,21 @@ fn a_blank_key_is_refused() {
         " a b "
     );
 }
+
+/// A NUL in a label (given, or joined from key fields) is kept as the
+/// `\x00` every view shows, so both stores keep it (PostgreSQL refused the
+/// whole add); the key is made from the text as given.
+#[test]
+fn a_nul_in_a_label_is_kept_as_its_escape() {
+    let item = d(
+        json!({"key": "k1", "label": "la\u{0}bel"}),
+        &KeySpec::Explicit,
+    )
+    .unwrap();
+    assert_eq!(item.label, "la\\x00bel");
+    let spec = fields(&["site", "slug"]);
+    let with_nul = d(json!({"site": "ブログ", "slug": "記事\u{0}一"}), &spec).unwrap();
+    assert_eq!(with_nul.label, "ブログ:記事\\x00一");
+    let escaped = d(json!({"site": "ブログ", "slug": "記事\\x00一"}), &spec).unwrap();
+    assert_ne!(with_nul.key, escaped.key, "the key is of the text as given");
+}

@@ -198,6 +198,23 @@ both_backends! {
         assert_eq!(events[0]["label"], "ブログ:技術記事:記事01");
     }
 
+    /// A NUL in a label, given or joined from key fields, is added on both
+    /// stores alike and shown as `\x00` (PostgreSQL refused the whole add,
+    /// exit 3, and SQLite took it).
+    fn a_nul_in_a_label_is_added_on_both_stores(env) {
+        let file = env.write(
+            "nul.jsonl",
+            "{\"key\": \"k1\", \"label\": \"la\\u0000bel\"}\n{\"key\": \"k2\"}\n",
+        );
+        env.run(&["add", "b", file.to_str().unwrap()]).code(0);
+        let listed = env.run(&["items", "b"]).code(0).stdout.clone();
+        assert!(listed.contains("la\\x00bel"), "{listed}");
+        let fields = env.write("fields.jsonl", "{\"site\": \"ブログ\", \"slug\": \"記事\\u0000一\"}\n");
+        env.run(&["add", "c", fields.to_str().unwrap(), "--key-fields", "site,slug"]).code(0);
+        let listed = env.run(&["items", "c"]).code(0).stdout.clone();
+        assert!(listed.contains("ブログ:記事\\x00一"), "{listed}");
+    }
+
     /// Pause stops runs, unpause lets them go on; the log records both.
     fn pause_and_unpause(env) {
         env.config("[batch.b]\nworker = [\"sh\", \"-c\", \"cat >/dev/null; echo '{}'\"]\n");
