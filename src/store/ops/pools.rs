@@ -64,8 +64,15 @@ impl PoolDim {
         i64::try_from(shift.clamp(-bound, bound)).unwrap_or(0)
     }
 
-    /// The units of a settled attempt for this dimension.
+    /// The units of a settled attempt for this dimension. With no usage
+    /// reported, its reservation stands, as drawn (capped at the bucket as
+    /// it was): an estimate past the bucket (`max_tokens` of 5M against
+    /// 1M a day) was charged back whole, and held every batch of the pool
+    /// for days.
     fn drawn(&self, usage: &AttemptUsage) -> i64 {
+        if usage.input_tokens.is_none() && usage.output_tokens.is_none() {
+            return self.units(usage.estimate).min(self.count);
+        }
         let (total, input, output) = usage.drawn();
         match self.measure {
             Measure::Requests => 1,

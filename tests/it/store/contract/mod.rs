@@ -1889,6 +1889,31 @@ both_stores! {
         assert_eq!(a.admitted, 2, "c3 and c5 lapsed");
     }
 
+    /// A call whose estimate is past its whole bucket (`max_tokens` of 5M
+    /// against 1M a day) draws the bucket; reporting no usage, its
+    /// reservation stands as drawn. It was charged back whole, and every
+    /// batch of the pool waited four days; now the bucket refills in a day.
+    fn an_estimate_past_the_bucket_draws_the_bucket_and_no_more(db, s) {
+        use nightshift::config::limits::Measure;
+        use nightshift::store::{AttemptUsage, PoolCall, PoolDim, PoolSpec};
+        const DAY_US: i64 = 86_400_000_000;
+        let spec = PoolSpec {
+            name: "p".into(),
+            dims: vec![PoolDim { name: "tokens/day".into(), measure: Measure::Tokens, count: 1_000_000, per_us: DAY_US }],
+            concurrency: None,
+        };
+        let call = |estimate| PoolCall { runner: "r1".into(), estimate, until: T0 + MIN, item: None };
+        assert_eq!(s.pool_admit(&spec, &[call(5_000_000)], T0).unwrap().admitted, 1);
+        let usage = AttemptUsage {
+            batch: "b".into(), run_id: 7, key: "k".into(), attempt: 1, pool: Some("p".into()),
+            place: None, with_done: false, at: T0, estimate: 5_000_000, input_tokens: None, output_tokens: None,
+        };
+        s.settle_usage(Some(&spec), &[usage]).unwrap();
+        let a = s.pool_admit(&spec, &[call(1000)], T0).unwrap();
+        let w = a.wait.expect("the bucket is drawn");
+        assert!(w.until <= T0 + 86_400_000, "held till {} ms past T0", w.until - T0);
+    }
+
     /// The defect: a claim whose call its pool deferred was counted in
     /// flight by every view; nothing in the store said it waited. A call
     /// the pool defers marks its item (since its first deferral), one it
