@@ -26,7 +26,7 @@ use serde_json::json;
 
 use super::cycle::Cycle;
 use crate::config::BatchConfig;
-use crate::config::budget::{Budget, from_micros, to_micros, window_word};
+use crate::config::budget::{Budget, Carry, from_micros, window_word};
 use crate::model::{EventKind, Millis};
 use crate::store::{SpendAdd, SpendKey, SpendScope, Spent, Store, StoreError};
 use crate::util::money::money;
@@ -46,6 +46,9 @@ pub struct Budgets {
     tracked: Vec<Tracked>,
     /// The window whose hold was announced, per budget (one event each).
     announced: Mutex<Vec<Option<Millis>>>,
+    /// What the costs left below a millionth (`Carry`): the ledger sums
+    /// millionths.
+    carry: Carry,
 }
 
 /// A budget as the views show it: whose, how much of it is spent in the
@@ -227,6 +230,7 @@ impl Budgets {
                 })
                 .collect(),
             announced: Mutex::new(vec![None; n]),
+            carry: Carry::default(),
         })
     }
 
@@ -298,7 +302,10 @@ impl Cycle {
         let Some(budgets) = &self.budgets else {
             return;
         };
-        let Some(micros) = cost.filter(|c| c.is_finite() && *c > 0.0).map(to_micros) else {
+        let Some(micros) = cost
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .map(|c| budgets.carry.micros(c))
+        else {
             return;
         };
         let adds = budgets.add(micros, now_ms());

@@ -89,6 +89,8 @@ pub(super) struct Tally {
     pub(super) redriven: AtomicI64,
     /// Cost in millionths, so it can be summed atomically.
     pub(super) cost_micros: AtomicI64,
+    /// What the costs left below a millionth (`Carry`).
+    pub(super) cost_carry: crate::config::budget::Carry,
 }
 
 impl Tally {
@@ -118,7 +120,7 @@ impl Tally {
 
     pub(super) fn add_cost(&self, cost: Option<f64>) {
         if let Some(c) = cost.filter(|c| c.is_finite() && *c > 0.0) {
-            let micros = (c * 1e6).round() as i64;
+            let micros = self.cost_carry.micros(c);
             // Saturates rather than wraps to a negative total.
             let _ = self
                 .cost_micros

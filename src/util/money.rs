@@ -9,6 +9,11 @@ pub fn money(x: f64) -> String {
     let cents = (x * 100.0).round() / 100.0;
     if (cents - x).abs() < 1e-9 {
         format!("${x:.2}")
+    } else if x > 0.0 && x < 0.000_000_5 {
+        // Under a millionth (an embedding's 20 tokens): what it is, not
+        // `$0`.
+        let text = format!("{x:.10}");
+        format!("${}", text.trim_end_matches('0'))
     } else {
         format!("${}", (x * 1e6).round() / 1e6)
     }
@@ -25,5 +30,7 @@ mod tests {
         assert_eq!(money(3.0), "$3.00");
         assert_eq!(money(0.0912), "$0.0912");
         assert_eq!(money(1.282_884_9), "$1.282885");
+        assert_eq!(money(0.000_000_4), "$0.0000004");
+        assert_eq!(money(0.000_000_02), "$0.00000002");
     }
 }

@@ -236,7 +236,7 @@ mod tests {
         );
         assert!(parse_when("36500d").is_ok());
         let far = parse_when("999999999d").unwrap_err();
-        assert!(far.contains("more than a hundred years"), "{far}");
+        assert!(far.contains("at most 100 years"), "{far}");
         let bare = parse_when("30").unwrap_err();
         assert!(
             bare.contains("a number needs its unit: 30s, 30m, 30h or 30d"),

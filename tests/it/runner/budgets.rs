@@ -514,4 +514,28 @@ both_backends! {
             assert!(shown.contains("100 in + 7 out"), "{key}: {shown}");
         }
     }
+
+    /// Costs under a millionth (20 tokens of an embedding: $0.0000004) add
+    /// up in the ledger, the run and `show`: each was rounded alone to 0,
+    /// and a budget they should reach never was.
+    fn costs_under_a_millionth_add_up(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.0000004", "echo ok");
+        env.config(&format!(
+            "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nbudget = \"0.000002/day\"\n"
+        ));
+        let keys: Vec<String> = (0..10).map(|i| format!("e{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        add(&env, "a", &keys);
+        let run = env.spawn("a", &["run", "a"]);
+        wait_for("the budget hold", || !env.events("a", "budget").is_empty());
+        interrupt(run);
+        // 0.0000004 × 5 reaches 0.000002: no sixth call starts.
+        assert_eq!(starts(&env).len(), 5, "{:?}", starts(&env));
+        let status = env.status();
+        let b = batch_json(&status, "a");
+        assert_eq!(b["budget"]["spent"], 0.000002, "{b}");
+        let shown = env.run(&["show", "a", "e0"]).code(0).stdout.clone();
+        assert!(shown.contains("cost:      $0.0000004"), "{shown}");
+    }
 }
