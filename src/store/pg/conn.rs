@@ -126,6 +126,14 @@ impl StoreError {
     }
 }
 
+/// A session to `url`, given the password libpq would find when the URL
+/// has none (`passfile`): every session the store opens starts here.
+pub(super) fn open_client(url: &str) -> std::result::Result<Client, postgres::Error> {
+    let mut config: postgres::Config = url.parse()?;
+    super::passfile::supply_password(&mut config);
+    config.connect(NoTls)
+}
+
 /// Runs `f`, which may block on the `postgres` client. That client drives
 /// a tokio runtime of its own, which panics when entered (or dropped) on a
 /// thread already running one: the runner's and the daemon's async code
@@ -154,7 +162,7 @@ impl Conn {
     }
 
     fn connect_here(url: &str, target: &Path, access: Access, skew_ms: i64) -> Result<Conn> {
-        let mut client = Client::connect(url, NoTls).map_err(|e| {
+        let mut client = open_client(url).map_err(|e| {
             let hint = match e.code().map(|c| c.code()) {
                 Some("3D000") => ": create the database first (createdb), then `nightshift init`",
                 _ => "",

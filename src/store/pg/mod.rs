@@ -35,6 +35,7 @@ mod events;
 mod hot;
 mod items;
 mod locks;
+mod passfile;
 mod pools;
 mod prune;
 mod runs;
@@ -453,7 +454,7 @@ impl PgStore {
 pub(crate) fn db_id_at(url: &str) -> Result<Option<schema::DbId>> {
     let target = redact(url);
     conn::off_runtime(|| {
-        let mut client = match postgres::Client::connect(url, postgres::NoTls) {
+        let mut client = match conn::open_client(url) {
             Ok(c) => c,
             Err(e) if e.code() == Some(&postgres::error::SqlState::INVALID_CATALOG_NAME) => {
                 return Ok(None);

@@ -10,6 +10,8 @@ mod operate;
 mod counts;
 // Every command on both stores.
 mod backends;
+// A URL without a password: PGPASSWORD and the password file, as libpq reads them.
+mod pgpass;
 // Bad input of every kind: one clear line, a non-zero exit, nothing changed.
 mod bad_input;
 // A store and config found by their default relative names.
