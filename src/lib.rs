@@ -40,7 +40,8 @@
 //! - [`tui`]: the dashboard: state and `update(Action)` without I/O (user
 //!   intents apart from data arrivals, `action.rs`), a keymap table, the
 //!   geometry both sides share (`layout.rs`), a poller thread reading the
-//!   store, one render module per pane under `tui/ui/`.
+//!   store (and the config file when it changed, `config_file.rs`), one
+//!   render module per pane under `tui/ui/`.
 //! - [`util`]: the clock, process identity, making untrusted text inert,
 //!   and files only their owner may change (logs, the dashboard's state).
 //!
@@ -54,6 +55,7 @@
 //! | the done mark is written | `runner/slot/process.rs` and `slot/pipeline.rs` send it through `runner/writer.rs` to the store's complete path (one per dialect) |
 //! | a worker is started or killed | `runner/child/` |
 //! | the DLQ pane is drawn | `tui/ui/dlq.rs` |
+//! | the dashboard follows an edited config | `tui/config_file.rs` looks, `tui/app/configured.rs` takes it |
 //! | a setting is defined | `config/fields.rs` |
 //! | an event kind is defined | `model/event_kind.rs` |
 //! | who holds a claim is said (`show`, the item detail) | `model/claim_view.rs` |

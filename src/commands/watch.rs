@@ -7,7 +7,9 @@ use std::time::Duration;
 use super::{Ctx, Exit, user_error};
 use crate::cli::WatchArgs;
 use crate::store::{Access, Store};
-use crate::tui::{self, Ended, app::Setup, effects::Runners, theme::Palette};
+use crate::tui::{
+    self, Ended, app::Setup, config_file::ConfigFile, effects::Runners, theme::Palette,
+};
 
 /// Polling faster than this costs more than it shows.
 const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -79,7 +81,14 @@ pub fn show(ctx: &Ctx, args: &WatchArgs, hosted: Hosted) -> anyhow::Result<Ended
         .with_config(&ctx.config);
     setup.batch = args.batch.clone();
     setup.greeting = hosted.greeting;
+    // With no config file, the one a command would find if written later.
+    let config_file = ctx
+        .config
+        .file
+        .clone()
+        .unwrap_or_else(|| crate::config::beside_store(&ctx.db));
     tui::run(tui::Options {
+        config_file: Some(ConfigFile::new(config_file, &ctx.config, &db)),
         db,
         config: ctx.config.file.clone(),
         setup,

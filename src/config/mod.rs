@@ -331,7 +331,7 @@ pub fn discover(
         return Ok((config, db));
     }
     let db = db_flag.map_or_else(|| PathBuf::from(DEFAULT_DB_FILE), Path::to_path_buf);
-    let config_path = crate::store::beside(&db, CONFIG_FILE);
+    let config_path = beside_store(&db);
     if !config_path.is_file() {
         return Ok((Config::empty(), db));
     }
@@ -341,6 +341,13 @@ pub fn discover(
         _ => db,
     };
     Ok((config, db))
+}
+
+/// The config file of the store at `db` when no `--config` is given:
+/// `nightshift.toml` beside it (see [`discover`]).
+#[must_use]
+pub fn beside_store(db: &Path) -> PathBuf {
+    crate::store::beside(db, CONFIG_FILE)
 }
 
 /// `name` in the same directory as `path`.

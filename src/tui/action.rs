@@ -129,6 +129,9 @@ pub enum Arrival {
         at: Millis,
         asked: u64,
     },
+    /// The config file changed: the config as it reads now, or why it was
+    /// refused (in words for the footer).
+    Config(Result<Box<crate::config::Config>, String>),
     /// What changed since the previous visit, read once at start.
     Since(Box<SinceSummary>),
     /// The keys a "requeue all" would move, counted off the UI thread.

@@ -4,9 +4,7 @@
 //! (a write, a fresh poll) is returned as [`Effect`]s; the time is injected
 //! with [`Arrival::Tick`], so the same actions always give the same state.
 
-use std::collections::{BTreeMap, VecDeque};
-
-use chrono_tz::Tz;
+use std::collections::VecDeque;
 
 use super::action::{Action, Arrival, Effect, Intent, Pane, Write};
 use super::detail::{self, PageLine};
@@ -14,12 +12,13 @@ use super::keymap::Mode;
 use super::layout;
 use super::nav::{ListNav, Window};
 use super::theme::Palette;
-use crate::config::{Config, Schedule};
+use crate::config::Config;
 use crate::model::{BatchInfo, Event, Millis, Status};
 use crate::store::{
-    BatchView, DashQuery, Dashboard, EventsQuery, ItemPage, ItemRow, ItemsQuery, PoolSpec,
-    PoolView, SinceSummary,
+    BatchView, DashQuery, Dashboard, EventsQuery, ItemPage, ItemRow, ItemsQuery, PoolView,
+    SinceSummary,
 };
+pub use configured::{BatchSchedule, Configured};
 pub use state_filter::StateFilter;
 
 /// Minutes of completions read per batch: rates use the last hour, the
@@ -33,15 +32,6 @@ pub const EVENTS: usize = 500;
 const FLASH_MS: Millis = 8_000;
 pub(super) const DEFAULT_PAUSE_REASON: &str = "paused from the dashboard";
 
-/// A batch's schedule from the config.
-#[derive(Debug, Clone)]
-pub struct BatchSchedule {
-    pub schedule: Schedule,
-    pub tz: Tz,
-    /// What a daemon starting late catches up (see `schedule::plan`).
-    pub catch_up: Option<std::time::Duration>,
-}
-
 /// What the dashboard knows before the first poll.
 #[derive(Debug, Clone)]
 pub struct Setup {
@@ -50,11 +40,8 @@ pub struct Setup {
     pub host: String,
     pub read_only: bool,
     pub palette: Palette,
-    pub schedules: BTreeMap<String, BatchSchedule>,
-    /// Each configured batch's budgets (its own, its pool's).
-    pub budgets: BTreeMap<String, Vec<crate::runner::budget::Named>>,
-    /// Batches in the config, shown even before they have items.
-    pub configured: Vec<String>,
+    /// What the config file says (read again when it changes).
+    pub config: Configured,
     /// `--batch`: open on this one.
     pub batch: Option<String>,
     /// A message shown in the footer when the dashboard opens (the demo's
@@ -63,22 +50,6 @@ pub struct Setup {
     /// Data older than this is shown stale, even when no poll failed (a
     /// read that hangs): see [`App::liveness`].
     pub stale_after: Millis,
-    /// The config's `[limit.NAME]` pools, read with every poll.
-    pub pools: Vec<PoolSpec>,
-    /// Batch → the pool it draws from (`limit = "NAME"`).
-    pub pool_of: BTreeMap<String, String>,
-    /// Batch → the tokens one of its calls reserves from its pool
-    /// (`runner::pool::call_estimate`).
-    pub calls: BTreeMap<String, i64>,
-    /// Batch → its own `rate_limit` as written (`4/min`).
-    pub paced: BTreeMap<String, String>,
-    /// Batch → its `max_attempts` (a batch the config does not name has
-    /// the default).
-    pub max_attempts: BTreeMap<String, u32>,
-    /// Pool → the largest call of its batches (`runner::pool::largest_call`).
-    pub pool_calls: BTreeMap<String, i64>,
-    /// The pools' own budgets (`[limit.NAME] budget`), by pool.
-    pub pool_budgets: BTreeMap<String, crate::config::budget::Budget>,
 }
 
 impl Setup {
@@ -88,75 +59,16 @@ impl Setup {
             host: host.to_string(),
             read_only,
             palette,
-            schedules: BTreeMap::new(),
-            budgets: BTreeMap::new(),
-            configured: Vec::new(),
+            config: Configured::default(),
             batch: None,
             greeting: None,
             stale_after: STALE_AFTER,
-            pools: Vec::new(),
-            pool_of: BTreeMap::new(),
-            calls: BTreeMap::new(),
-            paced: BTreeMap::new(),
-            max_attempts: BTreeMap::new(),
-            pool_calls: BTreeMap::new(),
-            pool_budgets: BTreeMap::new(),
         }
     }
 
-    /// The batch's `max_attempts` (the default for one the config does
-    /// not name).
-    #[must_use]
-    pub fn max_attempts_of(&self, batch: &str) -> u32 {
-        self.max_attempts
-            .get(batch)
-            .copied()
-            .unwrap_or(crate::config::DEFAULT_MAX_ATTEMPTS)
-    }
-
-    /// Schedules and batch names from the config.
+    /// Batches, schedules, budgets and pools from the config.
     pub fn with_config(mut self, config: &Config) -> Setup {
-        self.pools = config
-            .limits
-            .values()
-            .map(crate::runner::pool::spec)
-            .collect();
-        self.pool_calls = config
-            .limits
-            .keys()
-            .map(|p| (p.clone(), crate::runner::pool::largest_call(config, p)))
-            .collect();
-        self.pool_budgets = config
-            .limits
-            .values()
-            .filter_map(|p| Some((p.name.clone(), p.budget?)))
-            .collect();
-        for (name, b) in &config.batches {
-            self.configured.push(name.clone());
-            if let Some(pool) = &b.pool {
-                self.pool_of.insert(name.clone(), pool.name.clone());
-                self.calls
-                    .insert(name.clone(), crate::runner::pool::call_estimate(b));
-            }
-            if let Some(rate) = b.rate_limit {
-                self.paced.insert(name.clone(), rate.to_string());
-            }
-            self.max_attempts.insert(name.clone(), b.max_attempts);
-            let budgets = crate::runner::budget::of_config(b);
-            if !budgets.is_empty() {
-                self.budgets.insert(name.clone(), budgets);
-            }
-            if let Some(schedule) = &b.schedule {
-                self.schedules.insert(
-                    name.clone(),
-                    BatchSchedule {
-                        schedule: schedule.clone(),
-                        tz: b.timezone,
-                        catch_up: b.catch_up,
-                    },
-                );
-            }
-        }
+        self.config = Configured::of(config);
         self
     }
 }
@@ -300,7 +212,7 @@ impl App {
     pub fn new(setup: Setup, now: Millis) -> App {
         // Before the first poll the configured batches are all we know.
         let batch = setup.batch.clone().or_else(|| {
-            let mut names = setup.configured.clone();
+            let mut names = setup.config.batches.clone();
             names.sort();
             names.into_iter().next()
         });
@@ -364,7 +276,7 @@ impl App {
             .iter()
             .map(|b| b.info.name.clone())
             .collect();
-        for name in &self.setup.configured {
+        for name in &self.setup.config.batches {
             if !names.contains(name) {
                 names.push(name.clone());
             }
@@ -392,24 +304,25 @@ impl App {
     pub fn tabs(&self) -> Vec<Pane> {
         Pane::ALL
             .into_iter()
-            .filter(|p| *p != Pane::Pools || !self.setup.pools.is_empty())
+            .filter(|p| *p != Pane::Pools || !self.setup.config.pools.is_empty())
             .collect()
     }
 
     /// The pool a batch draws from, as the last poll read it.
     pub fn pool_of(&self, batch: &str) -> Option<&PoolView> {
-        let name = self.setup.pool_of.get(batch)?;
+        let name = self.setup.config.pool_of.get(batch)?;
         self.data.pools.iter().find(|p| &p.name == name)
     }
 
     /// The tokens a call of `batch` reserves from its pool.
     pub fn call_of(&self, batch: &str) -> i64 {
-        self.setup.calls.get(batch).copied().unwrap_or(0)
+        self.setup.config.calls.get(batch).copied().unwrap_or(0)
     }
 
     /// The batches that draw from a pool, by name.
     pub fn pool_batches(&self, pool: &str) -> Vec<&str> {
         self.setup
+            .config
             .pool_of
             .iter()
             .filter(|(_, p)| p.as_str() == pool)
@@ -458,8 +371,8 @@ impl App {
             Some(d) => {
                 let info = self.detail_batch();
                 let rules = info.map(|b| crate::model::claim_view::Rules {
-                    pool: self.setup.pool_of.get(&b.name).map(String::as_str),
-                    max_attempts: self.setup.max_attempts_of(&b.name),
+                    pool: self.setup.config.pool_of.get(&b.name).map(String::as_str),
+                    max_attempts: self.setup.config.max_attempts_of(&b.name),
                 });
                 detail::page(
                     &d.key,
@@ -536,7 +449,7 @@ impl App {
                 limit: EVENTS,
             }),
             detail: self.open_detail().map(|d| d.key.clone()),
-            pools: self.setup.pools.clone(),
+            pools: self.setup.config.pools.clone(),
             spend: self.spend_keys(),
         }
     }
@@ -547,13 +460,13 @@ impl App {
     fn spend_keys(&self) -> Vec<crate::store::SpendKey> {
         use crate::runner::budget::key;
         let mut keys: Vec<crate::store::SpendKey> = Vec::new();
-        for (s, n, b) in self.setup.budgets.values().flatten() {
+        for (s, n, b) in self.setup.config.budgets.values().flatten() {
             let k = key(*s, n, b, self.now);
             if !keys.contains(&k) {
                 keys.push(k);
             }
         }
-        for (pool, b) in &self.setup.pool_budgets {
+        for (pool, b) in &self.setup.config.pool_budgets {
             let k = key(crate::store::SpendScope::Pool, pool, b, self.now);
             if !keys.contains(&k) {
                 keys.push(k);
@@ -718,6 +631,7 @@ impl App {
                 self.refit();
             }
             Arrival::Polled { at, asked, result } => self.polled(at, asked, result),
+            Arrival::Config(read) => self.reconfigure(read),
             Arrival::Unchanged { at, asked } => {
                 if asked == self.asked {
                     self.last_ok = Some(at);
@@ -776,30 +690,36 @@ impl App {
                 self.loaded = true;
                 self.last_ok = Some(at);
                 self.stale = None;
-                let names = self.batch_names();
-                let wanted = self.batch.clone();
-                match wanted {
-                    Some(name) if names.contains(&name) => {}
-                    Some(name) if self.setup.batch.as_deref() == Some(name.as_str()) => {
-                        self.setup.batch = None;
-                        self.warn(format!(
-                            "no batch {} in this store or its config",
-                            crate::tui::format::inert(&name)
-                        ));
-                        self.set_batch(names.first().cloned());
-                    }
-                    _ => self.set_batch(names.first().cloned()),
-                }
-                if let Some(pos) = self
-                    .batch
-                    .as_ref()
-                    .and_then(|b| names.iter().position(|n| n == b))
-                {
-                    self.batch_nav.sel = pos;
-                }
+                self.reselect();
                 self.refit();
             }
             Err(e) => self.stale = Some(e),
+        }
+    }
+
+    /// Keeps the selected batch if it is still in the list (the store's
+    /// and the config's), else selects the first.
+    pub(super) fn reselect(&mut self) {
+        let names = self.batch_names();
+        let wanted = self.batch.clone();
+        match wanted {
+            Some(name) if names.contains(&name) => {}
+            Some(name) if self.setup.batch.as_deref() == Some(name.as_str()) => {
+                self.setup.batch = None;
+                self.warn(format!(
+                    "no batch {} in this store or its config",
+                    crate::tui::format::inert(&name)
+                ));
+                self.set_batch(names.first().cloned());
+            }
+            _ => self.set_batch(names.first().cloned()),
+        }
+        if let Some(pos) = self
+            .batch
+            .as_ref()
+            .and_then(|b| names.iter().position(|n| n == b))
+        {
+            self.batch_nav.sel = pos;
         }
     }
 
@@ -835,6 +755,7 @@ impl App {
     }
 }
 
+mod configured;
 mod input;
 pub mod marks;
 mod navigate;

@@ -3,9 +3,9 @@
 //! Event → Action → `App::update` → render. Three sources feed one
 //! channel: the keyboard (a thread blocked in `crossterm::event::read`;
 //! the keymap makes its keys intents), the poller (store reads every
-//! interval, off the UI thread) and the effects thread (writes, runner
-//! starts); those two send arrivals. The loop renders after something
-//! happened, or once a second for the ages; ratatui then writes only the
+//! interval, off the UI thread, and the config file when it changed) and
+//! the effects thread (writes, runner starts); those two send arrivals.
+//! The loop renders after something happened, or once a second for the ages; ratatui then writes only the
 //! cells that changed, and an unchanged frame writes nothing (the header
 //! shows no ticking clock, ages past a minute step at the turn of the
 //! minute): idle, the terminal is written at most once a minute. The terminal is restored on every way out: `q`,
@@ -14,6 +14,7 @@
 
 pub mod action;
 pub mod app;
+pub mod config_file;
 pub mod detail;
 pub mod effects;
 pub mod format;
@@ -63,7 +64,10 @@ pub enum Msg {
 
 pub struct Options {
     pub db: PathBuf,
+    /// The `--config` given to the runners `r` starts.
     pub config: Option<PathBuf>,
+    /// The config file to follow (see `config_file`).
+    pub config_file: Option<config_file::ConfigFile>,
     pub setup: Setup,
     pub interval: Duration,
     pub state_dir: Option<PathBuf>,
@@ -214,7 +218,13 @@ pub fn run(mut opts: Options) -> anyhow::Result<Ended> {
     } else {
         crate::store::Access::ReadWrite
     };
-    let poller = Poller::spawn(opts.db.clone(), access, opts.interval, tx.clone());
+    let poller = Poller::spawn(
+        opts.db.clone(),
+        access,
+        opts.interval,
+        opts.config_file.take(),
+        tx.clone(),
+    );
     let effects = (!read_only).then(|| {
         Effects::spawn(
             RunnerSpawn {

@@ -3,7 +3,8 @@
 //! back as an arrival. Each poll is one short read transaction that never
 //! takes a lock a runner waits for; a poll of unchanged files reads
 //! nothing; a vanished or broken file becomes a "stale" header instead of
-//! a crash.
+//! a crash. At the same cadence it looks at the config file, and sends
+//! the config when the file changed (see `config_file`).
 //!
 //! Read-only dashboards read through SQLite's read-only shared memory
 //! (`Access::ReadOnly`). A dashboard that may write reads through a normal
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::Msg;
 use super::action::Arrival;
+use super::config_file::ConfigFile;
 use crate::model::Millis;
 use crate::store::{Access, AliveWatch, DashQuery, Store};
 use crate::util::time::now_ms;
@@ -41,7 +43,14 @@ pub struct Poller {
 }
 
 impl Poller {
-    pub fn spawn(db: PathBuf, access: Access, interval: Duration, out: Sender<Msg>) -> Poller {
+    /// Polls the store at `db`, and `config` (if any) for changes.
+    pub fn spawn(
+        db: PathBuf,
+        access: Access,
+        interval: Duration,
+        config: Option<ConfigFile>,
+        out: Sender<Msg>,
+    ) -> Poller {
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done) = std::sync::mpsc::channel();
         std::thread::Builder::new()
@@ -52,7 +61,11 @@ impl Poller {
                     access,
                     store: None,
                 };
-                poll_loop(&mut source, interval, &rx, &out);
+                let config = config.map(|file| Looks {
+                    file,
+                    due: Instant::now(),
+                });
+                poll_loop(&mut source, config, interval, &rx, &out);
                 drop(source);
                 let _ = done_tx.send(());
             })
@@ -124,7 +137,20 @@ impl Source {
     }
 }
 
-fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sender<Msg>) {
+/// The config file, and when to look at it next: once an interval, not
+/// with each step of a search.
+struct Looks {
+    file: ConfigFile,
+    due: Instant,
+}
+
+fn poll_loop(
+    src: &mut Source,
+    mut config: Option<Looks>,
+    interval: Duration,
+    rx: &Receiver<Cmd>,
+    out: &Sender<Msg>,
+) {
     let mut query: Option<(DashQuery, u64)> = None;
     let mut due = Instant::now();
     let mut last: Option<Marker> = None;
@@ -168,6 +194,18 @@ fn poll_loop(src: &mut Source, interval: Duration, rx: &Receiver<Cmd>, out: &Sen
             continue;
         };
         let asked = *asked;
+        if let Some(looks) = config.as_mut()
+            && looks.due <= Instant::now()
+        {
+            looks.due = Instant::now() + interval;
+            // Sent before the poll: a question the new config changes
+            // (its budgets, its pools) is asked again at once.
+            if let Some(read) = looks.file.look()
+                && out.send(Msg::Arrival(Arrival::Config(read))).is_err()
+            {
+                return;
+            }
+        }
         let now = now_ms();
         // Same files, same question, same minute: the answer is the same
         // (the minute matters for rates and the 24 h windows). A question

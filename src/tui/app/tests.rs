@@ -8,6 +8,8 @@ use crate::tui::theme::Palette;
 
 const NOW: Millis = 1_767_268_800_000;
 
+// The config file read again while the dashboard is open.
+mod config;
 // Marks in the item lists and what R, x and c do with them.
 mod marks;
 // The Pools pane and the pools a poll reads.

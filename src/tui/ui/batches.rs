@@ -428,6 +428,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
     if let Some(hold) = pool_hold(app, info) {
         let pool = app
             .setup
+            .config
             .pool_of
             .get(&info.name)
             .cloned()
@@ -509,7 +510,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
                     num(n),
                     noun::of(n, "claimed item"),
                     info.runners
-                        .orphans_fate(app.setup.max_attempts_of(&info.name))
+                        .orphans_fate(app.setup.config.max_attempts_of(&info.name))
                 ),
                 p.style(Role::Warn),
             ),
@@ -549,7 +550,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
 /// The selected batch's budgets whose window now the last poll read (one
 /// not read yet, or whose window ended since, is left out until it is).
 fn budget_states(app: &App, info: &BatchInfo) -> Vec<crate::runner::budget::BudgetState> {
-    let Some(list) = app.setup.budgets.get(&info.name) else {
+    let Some(list) = app.setup.config.budgets.get(&info.name) else {
         return Vec::new();
     };
     list.iter()
@@ -576,7 +577,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         // Not read for this batch (yet): say nothing rather than guess.
         _ => return None,
     };
-    let fire = app.setup.schedules.get(&info.name).and_then(|s| {
+    let fire = app.setup.config.schedules.get(&info.name).and_then(|s| {
         crate::schedule::seen::seen(
             info,
             &s.schedule,
@@ -599,8 +600,8 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         rate_limit: app
             .pool_of(&info.name)
             .and_then(|v| crate::runner::pool::limited(v, app.call_of(&info.name), app.now)),
-        pool: app.setup.pool_of.get(&info.name).cloned(),
-        paced: app.setup.paced.get(&info.name).cloned(),
+        pool: app.setup.config.pool_of.get(&info.name).cloned(),
+        paced: app.setup.config.paced.get(&info.name).cloned(),
         pool_waits: app.data.pool_waiting,
         orphaned: info.runners.orphaned(),
         retry_waits: app.data.retry_waiting,
@@ -643,7 +644,7 @@ fn run_line(app: &App, run: &Run, seen: RunSeen, label: Span<'static>) -> Line<'
 
 fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'static> {
     let p = app.setup.palette;
-    let Some(s) = app.setup.schedules.get(&info.name) else {
+    let Some(s) = app.setup.config.schedules.get(&info.name) else {
         let stored = info.next_fire.map(|t| {
             format!(
                 "next fire {}Z ({})",

@@ -32,7 +32,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let block = pane_block(app, area, vec![Span::styled("Pools", p.style(Role::Title))]);
     let pools = &app.data.pools;
     if pools.is_empty() {
-        let what = if app.setup.pools.is_empty() {
+        let what = if app.setup.config.pools.is_empty() {
             "no limit pools in the config: a [limit.NAME] table, and limit = \"NAME\" in a batch, \
              share requests, tokens and calls in flight between batches and runners"
         } else {
@@ -45,7 +45,7 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     let rows = (area.height as usize).saturating_sub(2);
     let heights: Vec<usize> = pools
         .iter()
-        .map(|v| layout::pool_rows(v, app.setup.pool_budgets.contains_key(&v.name)))
+        .map(|v| layout::pool_rows(v, app.setup.config.pool_budgets.contains_key(&v.name)))
         .collect();
     let sel = app.pool_nav.sel.min(pools.len() - 1);
     let first = layout::first_pool_shown(&heights, sel, rows);
@@ -143,7 +143,13 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
     };
     // Full is said for the largest call of its batches, by the rule that
     // admits calls: room for one token is no room for a call of 1,200.
-    let call = app.setup.pool_calls.get(&v.name).copied().unwrap_or(0);
+    let call = app
+        .setup
+        .config
+        .pool_calls
+        .get(&v.name)
+        .copied()
+        .unwrap_or(0);
     for d in &v.dims {
         let note = match d.next_slot(call, now) {
             Some(t) => Some((
@@ -233,7 +239,7 @@ fn today_line(app: &App, v: &PoolView, label: usize) -> Line<'static> {
 fn budget_line(app: &App, v: &PoolView, label: usize) -> Option<Line<'static>> {
     use crate::runner::budget;
     let p = app.setup.palette;
-    let b = app.setup.pool_budgets.get(&v.name)?;
+    let b = app.setup.config.pool_budgets.get(&v.name)?;
     let scope = crate::store::SpendScope::Pool;
     let key = budget::key(scope, &v.name, b, app.now);
     let (text, role) = match app.data.spent.iter().find(|(k, _)| *k == key) {

@@ -85,7 +85,7 @@ fn render(size: (u16, u16), actions: &[Intent]) -> String {
         false,
         Palette::Mono,
     );
-    setup.schedules = BTreeMap::from([(
+    setup.config.schedules = BTreeMap::from([(
         "articles".to_string(),
         BatchSchedule {
             schedule: Schedule::parse("0 2 * * *").unwrap(),
@@ -93,7 +93,7 @@ fn render(size: (u16, u16), actions: &[Intent]) -> String {
             catch_up: None,
         },
     )]);
-    setup.configured = vec!["articles".into(), "newsletter".into()];
+    setup.config.batches = vec!["articles".into(), "newsletter".into()];
     let mut app = App::new(setup, NOW);
     app.update(Arrival::Resize(size.0, size.1));
     let poll = |app: &mut App| {

@@ -23,3 +23,5 @@ mod threads;
 mod steer;
 // A batch's budget in its detail: spent of the limit, the reset, the hold.
 mod budget;
+// The config file edited while the dashboard is open.
+mod reload;

@@ -71,8 +71,8 @@ fn setup(palette: Palette, read_only: bool) -> Setup {
             catch_up: None,
         },
     );
-    setup.schedules = schedules;
-    setup.configured = vec!["articles".into(), "newsletter".into()];
+    setup.config.schedules = schedules;
+    setup.config.batches = vec!["articles".into(), "newsletter".into()];
     setup
 }
 
@@ -457,7 +457,7 @@ fn japanese_text_in_every_pane() {
                 false,
                 Palette::Mono,
             );
-            setup.configured = vec!["blogs".into()];
+            setup.config.batches = vec!["blogs".into()];
             let mut app = App::new(setup, NOW);
             app.update(Arrival::Resize(size.0, size.1));
             drive(&fx, &mut app, &actions);
@@ -576,7 +576,7 @@ fn the_pace_says_only_what_it_knows() {
         _dir: dir,
     };
     let mut setup = setup(Palette::Mono, false);
-    setup.configured = Vec::new();
+    setup.config.batches = Vec::new();
     let mut app = App::new(setup, NOW);
     app.update(Arrival::Resize(80, 24));
     let mut shown = Vec::new();
@@ -644,12 +644,15 @@ fn a_run_held_by_its_pool_is_held_with_no_eta() {
     };
     store.set_pool_hold("本番", &hold).unwrap();
     let mut setup = setup(Palette::Mono, false);
-    setup.pools = vec![nightshift::store::PoolSpec {
+    setup.config.pools = vec![nightshift::store::PoolSpec {
         name: "本番".into(),
         dims: Vec::new(),
         concurrency: Some(2),
     }];
-    setup.pool_of.insert("articles".into(), "本番".into());
+    setup
+        .config
+        .pool_of
+        .insert("articles".into(), "本番".into());
     let mut app = App::new(setup, NOW);
     app.update(Arrival::Resize(160, 48));
     poll_at(&mut app, &store, NOW);

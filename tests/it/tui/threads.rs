@@ -31,6 +31,7 @@ fn writes_succeed_while_the_poller_reads() {
         db.clone(),
         Access::ReadWrite,
         Duration::from_millis(1),
+        None,
         tx.clone(),
     );
     // The writes, from their own thread, each from a fresh effects thread
@@ -125,7 +126,13 @@ fn a_refilling_pool_is_read_again_at_every_poll() {
     drop(store);
     for (pools, refilling) in [(vec![spec.clone()], true), (Vec::new(), false)] {
         let (tx, rx) = channel();
-        let poller = Poller::spawn(db.clone(), Access::ReadOnly, Duration::from_millis(5), tx);
+        let poller = Poller::spawn(
+            db.clone(),
+            Access::ReadOnly,
+            Duration::from_millis(5),
+            None,
+            tx,
+        );
         poller.send(Cmd::Query {
             query: Box::new(DashQuery {
                 pools,

@@ -1,0 +1,89 @@
+//! A dashboard left open follows its config file: a budget or a pool
+//! added after it opened shows (it showed the batch `running` past its
+//! budget, and no Pools tab, until reopened), and a bad edit keeps the
+//! config as it was and says so.
+
+#![cfg(unix)]
+
+use crate::support as common;
+use crate::support::pty;
+use nightshift::util::time::now_ms;
+
+use std::path::Path;
+
+use common::{Env, add_keys};
+use pty::Dash;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
+const DAY_MS: i64 = 86_400_000;
+
+fn open(env: &Env) -> Dash {
+    Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (120, 40))
+}
+
+#[test]
+fn a_budget_added_while_the_dashboard_is_open_shows_and_holds() {
+    // The day must not end during the test (the window is the UTC day).
+    while now_ms().rem_euclid(DAY_MS) > DAY_MS - 120_000 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let env = Env::new();
+    let worker = env.script(
+        "w.sh",
+        "cat >/dev/null\necho '@nightshift cost=0.5' >&2\necho '{\"ok\":1}'",
+    );
+    let config = format!(
+        "[batch.\"記事\"]\nworker = [\"{}\"]\nconcurrency = 1\n",
+        worker.display()
+    );
+    env.config(&config);
+    add_keys(&env, "記事", &["k1", "k2"]);
+    let dash = open(&env);
+    let screen = dash.wait_for("the batch", |s| pty::loaded(s) && s.contains("記事"));
+    assert!(!screen.contains("budget $"), "{screen}");
+    env.config(&format!("{config}budget = \"0.50/day\"\n"));
+    dash.wait_text("budget $0.00 of $0.50 today, resets 00:00Z");
+    // k1 spends the budget; k2 waits for the reset (the run is stopped).
+    let run = env.spawn("run", &["run", "記事"]);
+    common::wait_for("the hold", || !env.events("記事", "budget").is_empty());
+    common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
+    let mut run = run;
+    run.wait().unwrap();
+    dash.wait_for("the budget reached, held", |s| {
+        s.contains("budget reached ($0.50 of $0.50 today), resets 00:00Z")
+            && s.lines().any(|l| l.contains("│記事") && l.contains("held"))
+    });
+}
+
+#[test]
+fn a_bad_edit_keeps_the_config_as_it_was_and_says_so() {
+    let env = Env::new();
+    let config = "[batch.b]\nworker = [\"cat\"]\nbudget = \"2/day\"\n";
+    env.config(config);
+    add_keys(&env, "b", &["k1"]);
+    let dash = open(&env);
+    dash.wait_text("budget $0.00 of $2.00 today");
+    env.config(&format!("{config}concurrency = \"many\"\n"));
+    let screen = dash.wait_seen("nightshift.toml has an error (line 4: batch.b.concurrency:");
+    assert!(
+        screen.contains("budget $0.00 of $2.00 today"),
+        "the old config stays: {screen}"
+    );
+    // Mended (without its budget): followed again.
+    env.config("[batch.b]\nworker = [\"cat\"]\n");
+    dash.wait_for("the budget gone", |s| {
+        pty::loaded(s) && s.contains("┌ b ─") && !s.contains("budget $")
+    });
+}
+
+#[test]
+fn a_config_written_after_the_dashboard_opened_brings_its_pool() {
+    let env = Env::new();
+    add_keys(&env, "b", &["k1"]);
+    let dash = open(&env);
+    let screen = dash.wait_for("the batch", |s| pty::loaded(s) && s.contains("┌ b ─"));
+    assert!(!screen.contains("Pools"), "no pools, no tab: {screen}");
+    env.config("[limit.api]\nconcurrency = 2\n\n[batch.b]\nworker = [\"cat\"]\nlimit = \"api\"\n");
+    dash.wait_seen("nightshift.toml reloaded");
+    dash.wait_text(" 6 Pools ");
+}
