@@ -194,9 +194,13 @@ fn every_cli_output_is_inert() {
             r.json_lines();
         }
     }
-    // JSON escapes keep the meaning: the label decodes to the hostile text.
+    // JSON escapes keep the meaning: the label decodes to the hostile text
+    // (its NUL kept as the `\x00` every view shows, which every store holds).
     let item = check(&env, &["show", "inj", "done-\u{202e}key", "--json"]).json();
-    assert_eq!(item["item"]["label"], format!("label{EVIL}"));
+    assert_eq!(
+        item["item"]["label"],
+        format!("label{}", EVIL.replace('\0', "\\x00"))
+    );
     let pause = check(&env, &["status", "--json"]).json();
     assert_eq!(
         pause["batches"][0]["paused_reason"],
