@@ -350,6 +350,8 @@ pub async fn forward_signals(tx: watch::Sender<Signal>) {
         let _ = tx.send(if count == 1 {
             Signal::Graceful
         } else {
+            // Now: a store whose session went is not waited for either.
+            writer::outage::give_up();
             Signal::Immediate
         });
         // Said after the stop is set, so whoever reads it knows no new item

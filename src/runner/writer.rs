@@ -101,7 +101,7 @@ fn lasting(later: Later, f: Lasting, since: std::time::Instant, pause: std::time
                 Ok(()) => commit,
             };
             let Some(e) = failed else { return };
-            if e.is_session_lost() && since.elapsed() < RIDE_OUT {
+            if e.is_session_lost() && since.elapsed() < RIDE_OUT && outage::may_wait() {
                 let next = (pause * 2).min(std::time::Duration::from_secs(2));
                 later.push(lasting(later.clone(), f, since, next), pause);
             } else {
@@ -329,29 +329,20 @@ where
     Fut: std::future::Future<Output = Result<T, StoreError>>,
 {
     let f = Arc::new(f);
-    let started = std::time::Instant::now();
     let mut pause = FIRST_PAUSE;
     let mut waited = false;
     loop {
         match once(f.clone()).await {
-            Err(e) if e.is_session_lost() && started.elapsed() < RIDE_OUT => {
-                // Once per outage, however many calls meet it.
-                if !LOST.swap(true, Ordering::SeqCst) {
-                    let e = crate::util::sanitize::line(&e.to_string()).into_owned();
-                    eprintln!(
-                        "nightshift: lost the store's session ({e}); waiting up to {}s for it to write what is pending",
-                        RIDE_OUT.as_secs()
-                    );
-                    tracing::warn!("store session lost: {e}");
-                }
+            Err(e) if e.is_session_lost() && outage::began(&e, std::time::Instant::now()) => {
                 waited = true;
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(std::time::Duration::from_secs(2));
             }
             out => {
-                if waited && out.is_ok() && LOST.swap(false, Ordering::SeqCst) {
-                    eprintln!("nightshift: the store answers again");
-                    tracing::info!("store session back");
+                // Any call that went through ends an outage (one whose
+                // calls all gave up too, or the next would not wait).
+                if out.is_ok() {
+                    outage::over(waited);
                 }
                 return out;
             }
@@ -359,11 +350,104 @@ where
     }
 }
 
+/// The store's session lost, once for every call that meets it: all of
+/// them wait for it up to [`RIDE_OUT`] from when the first met it, not
+/// each its own (one after another they held a run three minutes past
+/// the outage's 60 s), and none once a second signal asked the run to
+/// stop now.
+pub mod outage {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
+    use super::RIDE_OUT;
+    use crate::store::StoreError;
+
+    /// When the store's session went, while it is gone.
+    static SINCE: Mutex<Option<Instant>> = Mutex::new(None);
+    /// `SINCE` is set: read without its lock on every call that went
+    /// through.
+    static LOST: AtomicBool = AtomicBool::new(false);
+    /// A second signal came: nothing waits for the store any more.
+    static GIVEN_UP: AtomicBool = AtomicBool::new(false);
+
+    /// A call met the lost session `e` at `now`: whether it may wait on
+    /// (the outage began under [`RIDE_OUT`] before). Said once per outage.
+    pub(super) fn began(e: &StoreError, now: Instant) -> bool {
+        let mut since = SINCE.lock().unwrap_or_else(|p| p.into_inner());
+        let first = since.is_none();
+        let at = *since.get_or_insert(now);
+        LOST.store(true, Ordering::SeqCst);
+        if first {
+            let e = crate::util::sanitize::line(&e.to_string()).into_owned();
+            eprintln!(
+                "nightshift: lost the store's session ({e}); waiting up to {}s for it to write what is pending",
+                RIDE_OUT.as_secs()
+            );
+            tracing::warn!("store session lost: {e}");
+        }
+        !GIVEN_UP.load(Ordering::SeqCst) && now.saturating_duration_since(at) < RIDE_OUT
+    }
+
+    /// Whether a write nobody waits for may be made again later.
+    pub(super) fn may_wait() -> bool {
+        let since = SINCE.lock().unwrap_or_else(|p| p.into_inner());
+        !GIVEN_UP.load(Ordering::SeqCst) && since.is_none_or(|at| at.elapsed() < RIDE_OUT)
+    }
+
+    /// A call went through (`waited`: after waiting for it): the outage,
+    /// if there was one, is over.
+    pub(super) fn over(waited: bool) {
+        if !LOST.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut since = SINCE.lock().unwrap_or_else(|p| p.into_inner());
+        LOST.store(false, Ordering::SeqCst);
+        if since.take().is_some() && waited {
+            eprintln!("nightshift: the store answers again");
+            tracing::info!("store session back");
+        }
+    }
+
+    /// A second signal: the run stops now, without the store if it is
+    /// gone.
+    pub fn give_up() {
+        GIVEN_UP.store(true, Ordering::SeqCst);
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::time::Duration;
+
+        /// Every call waits up to 60 s from the outage's start, not its
+        /// own (three calls one after another held a run three minutes);
+        /// a call that goes through ends the outage, and the next one
+        /// waits its 60 s again.
+        #[test]
+        fn an_outage_is_waited_out_once_for_every_call() {
+            let lost = StoreError::Postgres {
+                target: None,
+                code: "57P01".into(),
+                message: "terminating connection".into(),
+            };
+            let t0 = Instant::now();
+            assert!(began(&lost, t0));
+            assert!(began(&lost, t0 + Duration::from_secs(59)));
+            assert!(
+                !began(&lost, t0 + Duration::from_secs(61)),
+                "a later call waits no longer"
+            );
+            over(false);
+            let t1 = t0 + Duration::from_secs(120);
+            assert!(began(&lost, t1), "the next outage is waited for");
+            over(true);
+        }
+    }
+}
+
 /// The first pause before a write whose session was lost is made again.
 const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// A call is waiting for the store's session (see [`ride_out`]).
-static LOST: AtomicBool = AtomicBool::new(false);
 
 /// `f` as a job whose answer goes to `reply` once its group committed.
 fn job_of<T: Send + 'static>(

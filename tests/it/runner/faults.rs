@@ -746,3 +746,51 @@ fn answers_given_while_the_server_restarts_are_kept_once_it_is_back() {
     );
     env.assert_counts_consistent();
 }
+
+/// While the store's session is gone, a second signal ends the run now:
+/// it waited out the whole outage window (60 s) first, whatever the
+/// signals said.
+#[test]
+fn a_second_signal_ends_a_run_waiting_for_a_lost_store() {
+    let Some(env) = Env::for_backend(common::Backend::Pg) else {
+        return;
+    };
+    env.config("[batch.b]\nconcurrency = 1\n");
+    let dir = p(env.dir.path());
+    let w = env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/started-$NIGHTSHIFT_KEY\n\
+             while [ ! -e {dir}/go ]; do sleep 0.02; done\necho '{{\"ok\": 1}}'\n"
+        ),
+    );
+    add_keys(&env, "b", &["k1", "k2"]);
+    let mut run = env.spawn("run", &["run", "b", "--", &p(&w)]);
+    wait_for("the worker on k1", || env.path("started-k1").exists());
+    let (db, admin_url) = common::pg_database_of(env.db.to_str().unwrap());
+    let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS false"))
+        .unwrap();
+    admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = $1 AND backend_type = 'client backend'",
+            &[&db],
+        )
+        .unwrap();
+    std::fs::write(env.path("go"), "").unwrap();
+    wait_for("the runner to find the server gone", || {
+        env.output_of("run").1.contains("lost the store's session")
+    });
+    common::signal(run.id(), nix::sys::signal::Signal::SIGTERM);
+    wait_for("the first signal heard", || {
+        env.output_of("run").1.contains("nightshift: stopping:")
+    });
+    common::signal(run.id(), nix::sys::signal::Signal::SIGTERM);
+    // Well inside the 60 s the outage is waited for.
+    wait_for("the run to end", || run.try_wait().unwrap().is_some());
+    admin
+        .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"))
+        .unwrap();
+}
