@@ -173,7 +173,11 @@ impl ErrorLine {
             .filter(|v| retry_after.is_none() && !v.is_null())
             .map(|v| format!("{field} {}", sanitize::truncate(&v.to_string(), 60)));
         ErrorLine {
-            error_class: text("error_class").filter(|c| !c.is_empty()),
+            // Blank space is no class (it made a dead-letter row with no
+            // name): the default one is taken, as for `""`.
+            error_class: text("error_class")
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty()),
             transient: obj.get("transient").and_then(Value::as_bool),
             message: text("message"),
             retry_after,
@@ -974,6 +978,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(line.retry_after, Some(MAX_RETRY_AFTER));
+        // A class of blank space is none: the default is taken.
+        let line = parse_error_line(r#"{"error_class": "  \n\t ", "message": "m"}"#).unwrap();
+        assert_eq!(line.error_class, None);
         // A null retry_after_s is absent: the reset_at beside it is read.
         let line =
             parse_error_line(r#"{"retry_after_s": null, "reset_at": "2999-01-01T00:00:00Z"}"#)

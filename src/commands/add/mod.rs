@@ -28,6 +28,14 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         args.file.display().to_string()
     };
     let bytes = read_input(&args.file)?;
+    if let Some(encoding) = utf16(&bytes) {
+        return Err(user_error(format!(
+            "{}: the input is {encoding} (it starts with that byte-order mark, as Excel's \
+             \"Unicode text\" does): JSON lines are UTF-8, so save it as UTF-8 or convert it \
+             (iconv -f UTF-16 -t UTF-8); nothing was added",
+            sanitize::line(&source)
+        )));
+    }
     let spec = match &args.key_fields {
         Some(fields) => {
             if let Some(problem) = KeySpec::fields_problem(fields) {
@@ -212,6 +220,16 @@ fn print_report(
 /// add gives up on it: `/dev/zero`, or a binary file piped in, grew the
 /// add's memory until the kernel killed it.
 const MAX_STREAM_LINE: usize = 64 << 20;
+
+/// The UTF-16 a byte-order mark says the input is in: every line of it
+/// would be refused as "not valid UTF-8", saying nothing of why.
+fn utf16(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0xFF, 0xFE, ..] => Some("UTF-16 (little-endian)"),
+        [0xFE, 0xFF, ..] => Some("UTF-16 (big-endian)"),
+        _ => None,
+    }
+}
 
 fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
     if file == Path::new("-") {

@@ -706,3 +706,27 @@ fn run_key_of_a_batch_with_no_items_names_the_key() {
         assert_eq!(ran.stdout, "", "{args:?}");
     }
 }
+
+/// A UTF-16 file (Excel's "Unicode text") is named as such, where every
+/// line was refused as "not valid UTF-8" with no word of why.
+#[test]
+fn a_utf16_input_is_named() {
+    let env = store();
+    let mut bytes = vec![0xFF, 0xFE];
+    for unit in "{\"key\":\"k1\"}\n".encode_utf16() {
+        bytes.extend_from_slice(&unit.to_le_bytes());
+    }
+    let file = env.dir.path().join("excel.txt");
+    std::fs::write(&file, bytes).unwrap();
+    let file = file.display().to_string();
+    refused(
+        &env,
+        &["add", "b", &file],
+        2,
+        &[
+            "UTF-16 (little-endian)",
+            "save it as UTF-8",
+            "nothing was added",
+        ],
+    );
+}
