@@ -565,6 +565,24 @@ pub fn pids_with(marker: &str) -> Vec<u32> {
 }
 
 /// Adds items with the given keys (payload `{"key": K, "n": i}`).
+/// Keeps a test that needs the UTC day (a budget's window) from running
+/// into its end: waits while 00:00Z is under two minutes away.
+pub fn away_from_midnight() {
+    const DAY_MS: i64 = 86_400_000;
+    let now = || nightshift::util::time::now_ms();
+    while now().rem_euclid(DAY_MS) > DAY_MS - 120_000 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// A worker that reports `cost` on stderr and answers `{"ok":1}`.
+pub fn cost_worker(env: &Env, cost: &str) -> PathBuf {
+    env.script(
+        "w.sh",
+        &format!("cat >/dev/null\necho '@nightshift cost={cost}' >&2\necho '{{\"ok\":1}}'"),
+    )
+}
+
 pub fn add_keys(env: &Env, batch: &str, keys: &[&str]) {
     let lines: String = keys
         .iter()

@@ -18,12 +18,7 @@ use nix::sys::signal::Signal;
 
 const DAY_MS: i64 = 86_400_000;
 
-/// Keeps a test that needs the UTC day not to end away from 00:00Z.
-fn away_from_midnight() {
-    while now_ms().rem_euclid(DAY_MS) > DAY_MS - 120_000 {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
-}
+use common::away_from_midnight;
 
 /// The next 00:00Z, as RFC 3339.
 fn next_midnight() -> String {

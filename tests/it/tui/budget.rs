@@ -6,7 +6,6 @@
 
 use crate::support as common;
 use crate::support::pty;
-use nightshift::util::time::now_ms;
 
 use std::path::Path;
 
@@ -14,19 +13,13 @@ use common::{Env, add_keys};
 use pty::Dash;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
-const DAY_MS: i64 = 86_400_000;
 
 #[test]
 fn the_batch_detail_says_the_budget_spent_and_its_reset() {
     // The day must not end during the test (the window is the UTC day).
-    while now_ms().rem_euclid(DAY_MS) > DAY_MS - 120_000 {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
+    common::away_from_midnight();
     let env = Env::new();
-    let worker = env.script(
-        "w.sh",
-        "cat >/dev/null\necho '@nightshift cost=0.25' >&2\necho '{\"ok\":1}'",
-    );
+    let worker = common::cost_worker(&env, "0.25");
     env.config(&format!(
         "[batch.\"記事\"]\nworker = [\"{}\"]\nconcurrency = 1\nbudget = \"0.50/day\"\n",
         worker.display()
@@ -59,14 +52,9 @@ fn the_batch_detail_says_the_budget_spent_and_its_reset() {
 /// `budget`, as `status --short` does.
 #[test]
 fn every_row_and_the_header_say_a_budget_reached() {
-    while now_ms().rem_euclid(DAY_MS) > DAY_MS - 120_000 {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
+    common::away_from_midnight();
     let env = Env::new();
-    let worker = env.script(
-        "w.sh",
-        "cat >/dev/null\necho '@nightshift cost=0.5' >&2\necho '{\"ok\":1}'",
-    );
+    let worker = common::cost_worker(&env, "0.5");
     env.config(&format!(
         "[batch.a]\nworker = [\"{w}\"]\n\n[batch.\"記事\"]\nworker = [\"{w}\"]\nconcurrency = 1\nbudget = \"0.50/day\"\n",
         w = worker.display()

@@ -7,7 +7,6 @@
 
 use crate::support as common;
 use crate::support::pty;
-use nightshift::util::time::now_ms;
 
 use std::path::Path;
 
@@ -15,7 +14,6 @@ use common::{Env, add_keys};
 use pty::Dash;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nightshift");
-const DAY_MS: i64 = 86_400_000;
 
 fn open(env: &Env) -> Dash {
     Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (120, 40))
@@ -24,14 +22,9 @@ fn open(env: &Env) -> Dash {
 #[test]
 fn a_budget_added_while_the_dashboard_is_open_shows_and_holds() {
     // The day must not end during the test (the window is the UTC day).
-    while now_ms().rem_euclid(DAY_MS) > DAY_MS - 120_000 {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
+    common::away_from_midnight();
     let env = Env::new();
-    let worker = env.script(
-        "w.sh",
-        "cat >/dev/null\necho '@nightshift cost=0.5' >&2\necho '{\"ok\":1}'",
-    );
+    let worker = common::cost_worker(&env, "0.5");
     let config = format!(
         "[batch.\"記事\"]\nworker = [\"{}\"]\nconcurrency = 1\n",
         worker.display()
