@@ -94,9 +94,11 @@ pub mod pace;
 pub mod waiting;
 pub use event_kind::EventKind;
 mod liveness;
+mod owed;
 pub use liveness::{
     DAEMON_BEAT, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, RunSeen, Runners, Seat, daemon_for,
 };
+pub use owed::Owed;
 
 /// Item counts of one batch. Read in O(1) from counters the store keeps in
 /// the same transaction as every transition.
@@ -665,6 +667,8 @@ pub struct BatchInfo {
     #[serde(serialize_with = "crate::util::time::json_opt")]
     pub next_fire: Option<Millis>,
     pub last_fire: Option<Fire>,
+    /// The fires still owed a cycle (one cut short, one queued).
+    pub owed: Owed,
     /// The seats of the batch lock, oldest first (expired ones included).
     pub locks: Vec<LockInfo>,
     /// The newest run that did work, or is doing it: never one that

@@ -191,8 +191,9 @@ impl Daemon {
         self.announce(&format!("daemon on {holder} schedules"))
     }
 
-    /// Records the fires the last daemon left running as crashed: it
-    /// stopped mid-cycle, so no outcome was ever written (a second daemon
+    /// Records the fires whose cycles the last daemon left unfinished as
+    /// crashed, whatever fires it recorded after them: it stopped
+    /// mid-cycle, so no outcome was ever written (a second daemon
     /// of these batches is refused, so none of them runs now). Each is run
     /// again at the first step if `catch_up` covers it.
     fn record_crashes(&mut self) {

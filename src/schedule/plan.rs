@@ -20,6 +20,12 @@
 //!   or remembered and run once right after the cycle (`overlap = "queue"`;
 //!   further fires during the same cycle are skipped).
 //! - Otherwise the fire starts a cycle.
+//!
+//! On start, what the last daemon left owed: a fire it queued and never
+//! ran runs at once within `catch_up` (else it is recorded dropped); a fire
+//! whose cycle it left unfinished (killed mid-cycle) runs again once within
+//! `catch_up`, unless a fire run now (that queued one, a catch-up, an
+//! on-time fire) does the same work.
 
 use std::time::Duration;
 
@@ -47,9 +53,13 @@ pub struct Stored {
     pub next_fire: Option<DateTime<Utc>>,
     /// The last fire time any daemon handled.
     pub last_fire_at: Option<DateTime<Utc>>,
-    /// That fire's cycle never ended: its daemon stopped mid-cycle (killed,
-    /// or the machine went down).
-    pub cut_short: Option<Cut>,
+    /// The fire whose cycle started and never ended, whatever fires were
+    /// recorded after it: its daemon stopped mid-cycle (killed, or the
+    /// machine went down).
+    pub cut_short: Option<(DateTime<Utc>, Cut)>,
+    /// A fire queued behind a cycle (`overlap = "queue"`) that never ran:
+    /// its daemon stopped first.
+    pub queued: Option<DateTime<Utc>>,
 }
 
 impl Stored {
@@ -57,10 +67,16 @@ impl Stored {
     #[must_use]
     pub fn of(info: &crate::model::BatchInfo) -> Stored {
         use crate::util::time::to_datetime;
+        let cut = if info.owed.crashed {
+            Cut::Recorded
+        } else {
+            Cut::Unrecorded
+        };
         Stored {
             next_fire: info.next_fire.map(to_datetime),
             last_fire_at: info.last_fire.as_ref().map(|f| to_datetime(f.at)),
-            cut_short: info.last_fire.as_ref().and_then(|f| Cut::of(&f.outcome)),
+            cut_short: info.owed.cycle.map(|at| (to_datetime(at), cut)),
+            queued: info.owed.queued.map(to_datetime),
         }
     }
 }
@@ -68,22 +84,10 @@ impl Stored {
 /// How a fire cut short is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cut {
-    /// Its outcome still says `running`: nobody has recorded the crash.
+    /// Nobody has recorded the crash: its record still says `running`.
     Unrecorded,
     /// A later run found its run dead and recorded the fire `crashed`.
     Recorded,
-}
-
-impl Cut {
-    /// The cut a fire's stored outcome says, if any.
-    #[must_use]
-    pub fn of(outcome: &str) -> Option<Cut> {
-        match Outcome::parse(outcome)? {
-            Outcome::Running => Some(Cut::Unrecorded),
-            Outcome::Crashed => Some(Cut::Recorded),
-            _ => None,
-        }
-    }
 }
 
 /// The world as the daemon sees it at one moment.
@@ -140,6 +144,9 @@ pub enum Decision {
         /// Why none of them runs now.
         why: MissedWhy,
     },
+    /// A fire the last daemon queued and stopped before running, not run
+    /// now either (recorded `missed`).
+    Dropped { at: DateTime<Utc>, why: MissedWhy },
 }
 
 /// Why missed fire times are recorded rather than run.
@@ -194,6 +201,9 @@ pub struct Plan {
     /// The fire whose cycle the last daemon left unfinished (see
     /// [`Stored::cut_short`]), until the first step has handled it.
     cut_short: Option<(DateTime<Utc>, Cut)>,
+    /// The fire the last daemon queued and never ran (see
+    /// [`Stored::queued`]), until the first step has handled it.
+    left_queued: Option<DateTime<Utc>>,
 }
 
 impl Plan {
@@ -256,7 +266,8 @@ impl Plan {
             next,
             queued: None,
             started: now,
-            cut_short: stored.last_fire_at.zip(stored.cut_short),
+            cut_short: stored.cut_short,
+            left_queued: stored.queued,
         }
     }
 
@@ -267,6 +278,7 @@ impl Plan {
     pub fn carry_over(&mut self, before: Plan) {
         self.queued = before.queued;
         self.cut_short = None;
+        self.left_queued = None;
     }
 
     /// The fire the last daemon left running (its record still says
@@ -345,12 +357,22 @@ impl Plan {
         self.next.is_some_and(|n| n <= now)
             || (self.queued.is_some() && !running)
             || self.cut_short.is_some()
+            || self.left_queued.is_some()
     }
 
     /// Handles every fire time up to `obs.now`.
     pub fn step(&mut self, obs: &Observed) -> Step {
         let mut decisions = Vec::new();
         let mut running = obs.running;
+        // A fire the last daemon queued runs now, as it would have once the
+        // cycle it waited for ended, if `catch_up` covers it; else it is
+        // said dropped.
+        if let Some(at) = self.left_queued.take() {
+            match self.window_missed(at, obs.now) {
+                None => self.queued = self.queued.or(Some(at)),
+                Some(why) => decisions.push(Decision::Dropped { at, why }),
+            }
+        }
         // A queued fire runs as soon as the cycle it waited for has ended.
         if !running && let Some(at) = self.queued.take() {
             decisions.push(self.decide(at, RunWhy::Queued, 0, obs, &mut running));
@@ -396,19 +418,28 @@ impl Plan {
             self.next = self.schedule.next_after(obs.now, self.tz);
         }
         // A fire cut short by the last daemon's end runs again, once, unless
-        // a fire handled now (caught up, on time) does the same work.
+        // a fire handled now (queued, caught up, on time) does the same work.
         if let Some((cut, _)) = self.cut_short.take() {
             let handled = decisions
                 .iter()
-                .any(|d| !matches!(d, Decision::Missed { .. }));
-            let in_window = self.catch_up.is_some_and(|w| obs.now - cut <= delta(w));
-            if !handled && in_window {
+                .any(|d| !matches!(d, Decision::Missed { .. } | Decision::Dropped { .. }));
+            if !handled && self.window_missed(cut, obs.now).is_none() {
                 decisions.push(self.decide(obs.now, RunWhy::Resume(cut), 0, obs, &mut running));
             }
         }
         Step {
             decisions,
             wait_until: self.next,
+        }
+    }
+
+    /// Why a fire at `at` is too late to run at `now`: `None` when the
+    /// `catch_up` window covers it.
+    fn window_missed(&self, at: DateTime<Utc>, now: DateTime<Utc>) -> Option<MissedWhy> {
+        match self.catch_up {
+            None => Some(MissedWhy::NoWindow),
+            Some(w) if now - at > delta(w) => Some(MissedWhy::TooOld),
+            Some(_) => None,
         }
     }
 
@@ -514,7 +545,9 @@ impl Plan {
             } else {
                 "overlap = \"skip\": the running cycle picks up the work".to_string()
             }),
-            Decision::Queue { .. } => Some("overlap = \"queue\"".to_string()),
+            Decision::Queue { .. } => {
+                Some("overlap = \"queue\": it runs as soon as the previous cycle ends".to_string())
+            }
             Decision::Missed {
                 first,
                 last,
@@ -532,22 +565,28 @@ impl Plan {
                         self.local(*last)
                     )
                 };
-                let why = match why {
-                    MissedWhy::NoWindow => "no catch_up window is set".to_string(),
-                    MissedWhy::TooOld => format!(
-                        "older than the catch_up window ({})",
-                        compact(self.catch_up.unwrap_or_default().as_secs())
-                    ),
-                    MissedWhy::CaughtUpLater(at) => format!(
-                        "catch-up runs once, for the latest missed fire time ({})",
-                        self.local(*at)
-                    ),
-                    MissedWhy::OnTimeInstead(at) => format!(
-                        "not caught up: the fire at {} runs on time",
-                        self.local(*at)
-                    ),
-                };
-                Some(format!("{what}; {why}"))
+                Some(format!("{what}; {}", self.missed_why(*why)))
+            }
+            Decision::Dropped { why, .. } => Some(format!(
+                "queued, but the daemon stopped before running it; {}",
+                self.missed_why(*why)
+            )),
+        }
+    }
+
+    fn missed_why(&self, why: MissedWhy) -> String {
+        match why {
+            MissedWhy::NoWindow => "no catch_up window is set".to_string(),
+            MissedWhy::TooOld => format!(
+                "older than the catch_up window ({})",
+                compact(self.catch_up.unwrap_or_default().as_secs())
+            ),
+            MissedWhy::CaughtUpLater(at) => format!(
+                "catch-up runs once, for the latest missed fire time ({})",
+                self.local(at)
+            ),
+            MissedWhy::OnTimeInstead(at) => {
+                format!("not caught up: the fire at {} runs on time", self.local(at))
             }
         }
     }
@@ -569,7 +608,8 @@ impl Decision {
             Decision::Fire { at, .. }
             | Decision::SkipPaused { at, .. }
             | Decision::SkipOverlap { at, .. }
-            | Decision::Queue { at } => *at,
+            | Decision::Queue { at }
+            | Decision::Dropped { at, .. } => *at,
             Decision::Missed { last, .. } => *last,
         }
     }
@@ -582,7 +622,7 @@ impl Decision {
             Decision::SkipPaused { .. } => Outcome::SkippedPaused,
             Decision::SkipOverlap { .. } => Outcome::SkippedOverlap,
             Decision::Queue { .. } => Outcome::Queued,
-            Decision::Missed { .. } => Outcome::Missed,
+            Decision::Missed { .. } | Decision::Dropped { .. } => Outcome::Missed,
         }
     }
 }

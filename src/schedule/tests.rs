@@ -300,6 +300,7 @@ fn catch_up_runs_the_latest_missed_fire_once_within_the_window() {
         next_fire: Some(utc(2026, 5, 1, 10, 0)),
         last_fire_at: Some(utc(2026, 5, 1, 9, 0)),
         cut_short: None,
+        queued: None,
     };
     let start = utc(2026, 5, 1, 13, 20);
     let mut sim = Sim::start(&c, stored, start);
@@ -341,6 +342,7 @@ fn catch_up_runs_the_latest_missed_fire_once_within_the_window() {
         next_fire: Some(utc(2026, 5, 1, 17, 0)),
         last_fire_at: Some(utc(2026, 4, 30, 17, 0)),
         cut_short: None,
+        queued: None,
     };
     let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 20, 0));
     assert_eq!(
@@ -389,6 +391,7 @@ fn misses_older_than_the_window_are_recorded_not_run() {
         next_fire: Some(utc(2026, 5, 1, 10, 0)),
         last_fire_at: None,
         cut_short: None,
+        queued: None,
     };
     let start = utc(2026, 5, 1, 13, 20);
     let missed = |why| {
@@ -427,6 +430,7 @@ fn misses_older_than_the_window_are_recorded_not_run() {
         next_fire: Some(utc(2026, 5, 1, 13, 0)),
         last_fire_at: None,
         cut_short: None,
+        queued: None,
     };
     let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 0) + secs(5));
     assert!(matches!(
@@ -443,6 +447,7 @@ fn a_missed_fire_of_a_paused_batch_is_not_caught_up() {
         next_fire: Some(utc(2026, 5, 1, 13, 0)),
         last_fire_at: None,
         cut_short: None,
+        queued: None,
     };
     let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 30));
     sim.paused = Some("emergency stop file /srv/PAUSED exists".into());
@@ -468,6 +473,7 @@ fn first_start_and_edited_schedules_miss_nothing() {
         next_fire: Some(utc(2026, 5, 2, 2, 0)),
         last_fire_at: Some(utc(2026, 5, 1, 2, 0)),
         cut_short: None,
+        queued: None,
     };
     let sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 30));
     assert_eq!(sim.plan.next(), Some(utc(2026, 5, 1, 14, 0)));
@@ -476,6 +482,7 @@ fn first_start_and_edited_schedules_miss_nothing() {
         next_fire: None,
         last_fire_at: Some(utc(2026, 5, 1, 11, 0)),
         cut_short: None,
+        queued: None,
     };
     let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 30));
     assert!(matches!(
@@ -540,6 +547,7 @@ fn a_long_outage_of_a_per_second_schedule_is_counted_cheaply() {
         next_fire: Some(utc(2026, 4, 1, 0, 0)),
         last_fire_at: None,
         cut_short: None,
+        queued: None,
     };
     let start = utc(2026, 4, 8, 0, 0) + TimeDelta::milliseconds(500);
     c.catch_up = Some(Duration::from_hours(1));
@@ -600,6 +608,7 @@ fn overdue_says_what_a_daemon_starting_now_would_find() {
         next_fire: Some(utc(2026, 5, 1, 10, 0)),
         last_fire_at: Some(utc(2026, 5, 1, 9, 0)),
         cut_short: None,
+        queued: None,
     };
     let now = utc(2026, 5, 1, 13, 20);
     let plan = Plan::new(&c, stored, now).unwrap();
@@ -724,10 +733,11 @@ fn a_fire_cut_short_by_the_daemon_s_end_runs_again_once_within_catch_up() {
     c.catch_up = Some(Duration::from_hours(6));
     // 02:00 JST fired and its cycle ran until the machine went down.
     let fired = utc(2026, 5, 1, 17, 0);
-    let stored = |cut| Stored {
+    let stored = |cut: Option<Cut>| Stored {
         next_fire: Some(utc(2026, 5, 2, 17, 0)),
         last_fire_at: Some(fired),
-        cut_short: cut,
+        cut_short: cut.map(|c| (fired, c)),
+        queued: None,
     };
     let start = utc(2026, 5, 1, 17, 40);
     let mut sim = Sim::start(&c, stored(Some(Cut::Unrecorded)), start);
@@ -791,7 +801,8 @@ fn a_cut_fire_is_not_resumed_beside_a_catch_up() {
     let stored = Stored {
         next_fire: Some(utc(2026, 5, 1, 11, 0)),
         last_fire_at: Some(utc(2026, 5, 1, 10, 0)),
-        cut_short: Some(Cut::Unrecorded),
+        cut_short: Some((utc(2026, 5, 1, 10, 0), Cut::Unrecorded)),
+        queued: None,
     };
     let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 11, 30));
     assert_eq!(
@@ -827,5 +838,191 @@ fn a_queued_fire_survives_a_reload_that_changes_the_rule() {
             why: RunWhy::Queued,
             folded: 0
         }]
+    );
+}
+
+/// The fire cut short is the one whose cycle never ended, whatever fires
+/// were recorded after it: a later fire skipped (or queued) while the
+/// cycle ran became the last fire, and the next daemon found nothing to
+/// record crashed or resume.
+#[test]
+fn a_cut_fire_is_found_behind_later_fires() {
+    use crate::model::{BatchInfo, Fire, Owed};
+    let at = |t: DateTime<Utc>| t.timestamp_millis();
+    let info = BatchInfo {
+        next_fire: Some(at(utc(2026, 5, 1, 12, 0))),
+        last_fire: Some(Fire {
+            at: at(utc(2026, 5, 1, 11, 0)),
+            outcome: "skipped-overlap".into(),
+            reason: None,
+            run_id: None,
+        }),
+        owed: Owed {
+            cycle: Some(at(utc(2026, 5, 1, 10, 0))),
+            crashed: false,
+            queued: None,
+        },
+        ..BatchInfo::default()
+    };
+    let stored = Stored::of(&info);
+    assert_eq!(
+        stored.cut_short,
+        Some((utc(2026, 5, 1, 10, 0), Cut::Unrecorded))
+    );
+    let mut c = cfg("0 * * * *", "UTC");
+    c.catch_up = Some(Duration::from_hours(3));
+    let start = utc(2026, 5, 1, 11, 0) + secs(40);
+    let mut sim = Sim::start(&c, stored, start);
+    assert_eq!(sim.plan.unrecorded_crash(), Some(utc(2026, 5, 1, 10, 0)));
+    assert_eq!(
+        sim.step(),
+        vec![Decision::Fire {
+            at: start,
+            why: RunWhy::Resume(utc(2026, 5, 1, 10, 0)),
+            folded: 0
+        }]
+    );
+}
+
+/// A fire queued behind the cycle cut short runs on start, once, within
+/// `catch_up`, and does the cut fire's work too; past the window, or with
+/// none, it is recorded dropped, saying why.
+#[test]
+fn a_fire_queued_behind_a_cut_cycle_runs_on_start_or_is_said_dropped() {
+    let mut c = cfg("0 * * * *", "UTC");
+    c.overlap = Overlap::Queue;
+    c.catch_up = Some(Duration::from_hours(3));
+    let cut = utc(2026, 5, 1, 10, 0);
+    let queued = utc(2026, 5, 1, 11, 0);
+    let stored = Stored {
+        next_fire: Some(utc(2026, 5, 1, 12, 0)),
+        last_fire_at: Some(queued),
+        cut_short: Some((cut, Cut::Unrecorded)),
+        queued: Some(queued),
+    };
+    let start = queued + secs(40);
+    let mut sim = Sim::start(&c, stored, start);
+    sim.instant_cycles = false;
+    assert!(sim.plan.is_due(start, false));
+    assert_eq!(
+        sim.step(),
+        vec![Decision::Fire {
+            at: queued,
+            why: RunWhy::Queued,
+            folded: 0
+        }]
+    );
+    // Once: not again when its cycle ends.
+    sim.running = false;
+    assert!(sim.at(start + secs(5)).is_empty());
+
+    // Paused: skipped, and said so.
+    let mut sim = Sim::start(&c, stored, start);
+    sim.paused = Some("paused by ops: maintenance".into());
+    assert_eq!(
+        sim.step(),
+        vec![Decision::SkipPaused {
+            at: queued,
+            reason: "paused by ops: maintenance".into()
+        }]
+    );
+
+    // Past the window: dropped, and the cut fire is not resumed either.
+    let late = utc(2026, 5, 1, 11, 50);
+    let mut short = c.clone();
+    short.catch_up = Some(Duration::from_mins(30));
+    let mut sim = Sim::start(&short, stored, late);
+    let decisions = sim.step();
+    assert_eq!(
+        decisions,
+        vec![Decision::Dropped {
+            at: queued,
+            why: MissedWhy::TooOld
+        }]
+    );
+    assert_eq!(decisions[0].outcome(), Outcome::Missed);
+    assert_eq!(
+        sim.plan.reason(&decisions[0]).as_deref(),
+        Some(
+            "queued, but the daemon stopped before running it; older than the catch_up \
+             window (30m0s)"
+        )
+    );
+    let mut none = c.clone();
+    none.catch_up = None;
+    let mut sim = Sim::start(&none, stored, start);
+    assert_eq!(
+        sim.step(),
+        vec![Decision::Dropped {
+            at: queued,
+            why: MissedWhy::NoWindow
+        }]
+    );
+}
+
+/// A fire skipped or queued behind a cycle that has since crashed does not
+/// say the cycle picks up its work, nor that it runs when the cycle ends.
+#[test]
+fn a_fire_behind_a_dead_cycle_says_so() {
+    use crate::model::{BatchInfo, Fire, Owed, Run, RunCounts, RunSeen, RunState, Trigger};
+    let said = |outcome: &str, reason: &str, seen: Option<RunSeen>, crashed: bool| {
+        let mut info = BatchInfo {
+            last_fire: Some(Fire {
+                at: 2_000,
+                outcome: outcome.into(),
+                reason: Some(reason.into()),
+                run_id: None,
+            }),
+            owed: Owed {
+                cycle: Some(1_000),
+                crashed,
+                queued: None,
+            },
+            last_run: Some(Run {
+                id: 7,
+                batch: "b".into(),
+                trigger: Trigger::Schedule,
+                actor: None,
+                host: "h".into(),
+                pid: 42,
+                started_at: 1_010,
+                ended_at: None,
+                state: RunState::Running,
+                counts: RunCounts::default(),
+                summary: None,
+            }),
+            ..BatchInfo::default()
+        };
+        info.runners.last_run = seen;
+        let f = fire_seen(&info, 5_000).unwrap();
+        describe(&f.outcome, f.reason.as_deref())
+    };
+    let skip = "overlap = \"skip\": the running cycle picks up the work";
+    let gone = Some(RunSeen::Crashed { pid: 42 });
+    assert_eq!(
+        said("skipped-overlap", skip, gone, false),
+        "did not run: the previous cycle was still running — the cycle it left the work to \
+         crashed since (runner pid 42 is gone; not yet recorded); a daemon starting resumes \
+         that work once within catch_up, else the next fire does"
+    );
+    let queue = "overlap = \"queue\": it runs as soon as the previous cycle ends";
+    assert_eq!(
+        said("queued", queue, None, true),
+        "queued behind the previous cycle — the cycle it waited for crashed since (its run \
+         crashed); a daemon starting runs it once within catch_up, else records it missed"
+    );
+    // While the cycle runs, the record holds.
+    assert_eq!(
+        said("skipped-overlap", skip, None, false),
+        format!("did not run: the previous cycle was still running — {skip}")
+    );
+    assert_eq!(
+        said(
+            "queued",
+            queue,
+            Some(RunSeen::Stored(RunState::Running)),
+            false
+        ),
+        format!("queued behind the previous cycle — {queue}")
     );
 }

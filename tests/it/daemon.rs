@@ -828,3 +828,126 @@ fn a_stopping_daemon_is_said_stopping_while_its_cycle_finishes() {
     assert_eq!(status["daemons"][0]["state"], "stopped", "{status}");
     assert_eq!(batch(&status, "b")["done"], 1);
 }
+
+/// Batch `b` of 3 items, scheduled at two fire times two seconds apart a
+/// few seconds from now (the only fires today; `extra` config beside it),
+/// whose worker waits for a file `go`: the second fire comes while the
+/// first one's cycle runs. The daemon is killed with SIGKILL once the
+/// second fire is recorded `outcome`; then `go` is written, so the worker
+/// left behind ends and the next daemon's cycle can finish.
+fn killed_behind_a_later_fire(env: &Env, extra: &str, outcome: &str) {
+    env.script(
+        "gated.sh",
+        "cat >/dev/null; while [ ! -f go ]; do sleep 0.05; done; echo '{\"ok\":true}'",
+    );
+    let mut first = (nightshift::util::time::now() + chrono::TimeDelta::seconds(4))
+        .with_nanosecond(0)
+        .unwrap();
+    if first.second() > 57 {
+        // Both in one minute: one cron line names them.
+        first += chrono::TimeDelta::seconds(i64::from(60 - first.second()));
+    }
+    let cron = format!(
+        "{},{} {} {} * * *",
+        first.second(),
+        first.second() + 2,
+        first.minute(),
+        first.hour()
+    );
+    env.write(
+        "nightshift.toml",
+        &format!(
+            "[batch.b]\nworker = [\"./gated.sh\"]\nconcurrency = 1\n\
+             schedule = \"{cron}\"\ntimezone = \"UTC\"\ncatch_up = \"1h\"\n{extra}"
+        ),
+    );
+    env.add_items("b", 3);
+    let mut daemon = Daemon::start(env);
+    wait_for("the second fire recorded behind the first's cycle", || {
+        !fires(env, "b", outcome).is_empty()
+    });
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    env.write("go", "");
+}
+
+/// `status` of batch `b`, in words.
+fn status_text(env: &Env) -> String {
+    String::from_utf8(env.cmd().arg("status").output().unwrap().stdout).unwrap()
+}
+
+both_backends! {
+    /// A daemon killed mid-cycle after a later fire was skipped as an
+    /// overlap: the next daemon found only the skipped fire as the last
+    /// one, recorded no crash, resumed nothing, and `status` said the dead
+    /// cycle picked up the work. It records the cut fire crashed and
+    /// resumes it once on start (`catch_up`), as for a fire recorded last.
+    fn a_fire_cut_short_behind_a_skipped_fire_is_recorded_crashed_and_resumed(env) {
+        killed_behind_a_later_fire(&env, "", "skipped-overlap");
+        let cut = fires(&env, "b", "running");
+        assert_eq!(cut.len(), 1, "{cut:?}");
+        let b = batch(&env.status(), "b");
+        assert_eq!(b["last_fire"]["outcome"], "skipped-overlap", "{b}");
+        let reason = b["last_fire"]["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("the cycle it left the work to crashed since"),
+            "{reason}"
+        );
+        let text = status_text(&env);
+        assert!(!text.contains("picks up the work"), "{text}");
+
+        let mut daemon = Daemon::start(&env);
+        wait_for("the resumed fire to finish", || {
+            !fires(&env, "b", "ran").is_empty()
+        });
+        assert_eq!(daemon.terminate().code(), Some(0));
+        let crashed = fires(&env, "b", "crashed");
+        assert_eq!(crashed.len(), 1, "{crashed:?}");
+        assert_eq!(crashed[0]["at"], cut[0]["at"], "{crashed:?}");
+        assert!(
+            crashed[0]["fields"]["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("its cycle never ended"),
+            "{}",
+            crashed[0]
+        );
+        let ran = fires(&env, "b", "ran");
+        assert_eq!(ran.len(), 1, "{ran:?}");
+        let reason = ran[0]["fields"]["reason"].as_str().unwrap();
+        assert!(reason.starts_with("catch-up: resumes the fire at "), "{reason}");
+        let b = batch(&env.status(), "b");
+        assert_eq!((&b["done"], &b["pending"]), (&Value::from(3), &Value::from(0)), "{b}");
+    }
+
+    /// The same with `overlap = "queue"`: the fire queued behind the cut
+    /// cycle was dropped without a word while `status` said it would run as
+    /// soon as that cycle ended. It runs on start, once, and its cycle does
+    /// the cut fire's work too (no second cycle to resume it).
+    fn a_fire_queued_behind_a_cut_cycle_runs_when_the_next_daemon_starts(env) {
+        killed_behind_a_later_fire(&env, "overlap = \"queue\"\n", "queued");
+        let queued = fires(&env, "b", "queued");
+        let b = batch(&env.status(), "b");
+        assert_eq!(b["last_fire"]["outcome"], "queued", "{b}");
+        let reason = b["last_fire"]["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("the cycle it waited for crashed since"),
+            "{reason}"
+        );
+        let text = status_text(&env);
+        assert!(!text.contains("as soon as the previous cycle ends"), "{text}");
+
+        let mut daemon = Daemon::start(&env);
+        wait_for("the queued fire to run", || {
+            !fires(&env, "b", "ran").is_empty()
+        });
+        assert_eq!(daemon.terminate().code(), Some(0));
+        assert_eq!(fires(&env, "b", "crashed").len(), 1);
+        let ran = fires(&env, "b", "ran");
+        assert_eq!(ran.len(), 1, "one cycle: {ran:?}");
+        assert_eq!(ran[0]["at"], queued[0]["at"], "{ran:?}");
+        assert_eq!(fires(&env, "b", "running").len(), 2, "the cut fire, then the queued one");
+        let b = batch(&env.status(), "b");
+        assert_eq!((&b["done"], &b["pending"]), (&Value::from(3), &Value::from(0)), "{b}");
+    }
+}

@@ -1,7 +1,7 @@
 //! Statements on batches.
 
 use super::sql::{self, Arg, Sql, Texts};
-use crate::model::{Counts, Fire, Hold, Millis, Pause};
+use crate::model::{Counts, Fire, Hold, Millis, Owed, Pause};
 use crate::store::Result;
 
 const BATCH_PAUSED: &str = "SELECT paused FROM batches WHERE id = ?1";
@@ -29,17 +29,27 @@ const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = ?2 WHERE id = 
 const BATCH_RECORD_FIRE: &str = "UPDATE batches
     SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4, last_fire_run = ?5
   WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)";
-/// A fire stored `running` whose run is recorded crashed is the crash's:
-/// its daemon died mid-cycle, and would have written the outcome at the
-/// cycle's end. The run is the fire's when it is named, or else a
-/// scheduled run started at or after the fire time.
-const BATCH_FIRE_CRASHED: &str =
-    "UPDATE batches SET last_fire_outcome = 'crashed', last_fire_run = ?1
-  WHERE last_fire_outcome = 'running' AND (last_fire_run IS NULL OR last_fire_run = ?1)
+/// What the batch's fires still owe (`model::Owed`).
+const BATCH_OWED: &str =
+    "SELECT cycle_fire_at, cycle_crashed, queued_fire_at FROM batches WHERE id = ?1";
+const BATCH_SET_OWED: &str = "UPDATE batches
+    SET cycle_fire_at = ?2, cycle_crashed = ?3, queued_fire_at = ?4 WHERE id = ?1";
+/// The open cycle of a daemon that died mid-cycle, when run `?1`, just
+/// recorded crashed, is that cycle's run: a scheduled run started at or
+/// after its fire time. Marked here, in the one statement (not read, then
+/// written through `Owed::after`), so that two runs finding it dead
+/// record it once.
+const BATCH_CYCLE_CRASHED: &str = "UPDATE batches SET cycle_crashed = TRUE
+  WHERE cycle_fire_at IS NOT NULL AND NOT cycle_crashed
     AND EXISTS (SELECT 1 FROM runs r
                  WHERE r.id = ?1 AND r.batch_id = batches.id AND r.state = 'crashed'
-                   AND r.trigger = 'schedule' AND r.started_at >= batches.last_fire_at)
- RETURNING name, last_fire_at";
+                   AND r.trigger = 'schedule' AND r.started_at >= batches.cycle_fire_at)
+ RETURNING id, name, cycle_fire_at";
+/// That fire, if it is still the last and said `running`, becomes
+/// `crashed` in run `?3`, keeping the reason it started with.
+const BATCH_LAST_FIRE_CRASHED: &str =
+    "UPDATE batches SET last_fire_outcome = 'crashed', last_fire_run = ?3
+  WHERE id = ?1 AND last_fire_at = ?2 AND last_fire_outcome = 'running'";
 
 /// A batch's pause flag, next fire time and last fire, as stored.
 pub(crate) type BatchState = (Option<Pause>, Option<Millis>, Option<Fire>);
@@ -66,6 +76,16 @@ pub(crate) trait BatchesRead: Sql {
     }
 
     fn batch_state(&mut self, batch: i64) -> Result<BatchState>;
+
+    fn batch_owed(&mut self, batch: i64) -> Result<Owed> {
+        sql::one(self, BATCH_OWED, &[Arg::Int(batch)], |r| {
+            Ok(Owed {
+                cycle: r.opt_time(0)?,
+                crashed: r.bool(1)?,
+                queued: r.opt_time(2)?,
+            })
+        })
+    }
 
     /// The last retry-after hold: until when, the key that asked, and its
     /// label (while the item is kept).
@@ -136,12 +156,30 @@ pub(crate) trait BatchesWrite: Sql {
         Ok(())
     }
 
-    /// The last fire, if still `running` in run `run` (just recorded
-    /// crashed), becomes `crashed`: its batch and fire time, if it did.
-    fn batch_fire_crashed(&mut self, run: i64) -> Result<Option<(String, Millis)>> {
-        let rows = super::sql::all(self, BATCH_FIRE_CRASHED, &[Arg::Int(run)], |r| {
-            Ok((r.text(0)?, r.time(1)?))
+    fn batch_set_owed(&mut self, batch: i64, owed: &Owed) -> Result<()> {
+        let args = [
+            Arg::Int(batch),
+            Arg::OptTime(owed.cycle),
+            Arg::Bool(owed.crashed),
+            Arg::OptTime(owed.queued),
+        ];
+        self.exec(BATCH_SET_OWED, &args)?;
+        Ok(())
+    }
+
+    /// The open cycle whose run `run` is (just recorded crashed), marked
+    /// crashed: its batch (id, name) and fire time, if it was one not
+    /// marked yet.
+    fn batch_cycle_crashed(&mut self, run: i64) -> Result<Option<(i64, String, Millis)>> {
+        let rows = super::sql::all(self, BATCH_CYCLE_CRASHED, &[Arg::Int(run)], |r| {
+            Ok((r.int(0)?, r.text(1)?, r.time(2)?))
         })?;
         Ok(rows.into_iter().next())
+    }
+
+    fn batch_last_fire_crashed(&mut self, batch: i64, at: Millis, run: i64) -> Result<()> {
+        let args = [Arg::Int(batch), Arg::Time(at), Arg::Int(run)];
+        self.exec(BATCH_LAST_FIRE_CRASHED, &args)?;
+        Ok(())
     }
 }

@@ -124,11 +124,18 @@ impl Store {
     /// Records what happened at a fire time, and logs it as an event (which
     /// is returned, for the log file). `last_fire_*` keeps the latest fire
     /// time: a cycle that ends after later fires were skipped while it ran
-    /// still logs its outcome, but does not become the "last fire".
+    /// still logs its outcome, but does not become the "last fire"; what
+    /// the fires still owe follows every record (`Owed::after`).
     pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent> {
         self.write_tx(|tx| {
             let b = tx.batch_ensure(batch, fire.at)?;
+            tx.batch_row_locked(b)?;
             tx.batch_record_fire(b, fire)?;
+            let owed = tx.batch_owed(b)?;
+            let after = owed.after(fire);
+            if after != owed {
+                tx.batch_set_owed(b, &after)?;
+            }
             let message = match &fire.reason {
                 Some(reason) => format!("fire {}: {reason}", fire.outcome),
                 None => format!("fire {}", fire.outcome),
@@ -161,6 +168,7 @@ pub(super) fn info(tx: &mut dyn Read, b: i64, name: String, now: Millis) -> Resu
         pause,
         next_fire,
         last_fire,
+        owed: tx.batch_owed(b)?,
         locks: tx.seats(b, &name)?,
         last_run,
         stepped_down,

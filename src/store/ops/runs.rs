@@ -80,13 +80,15 @@ impl Store {
     }
 
     /// Marks runs whose process is gone as crashed; never one that holds a
-    /// seat of its batch's lock (it started after the caller looked). A
-    /// scheduled fire still said running in one of them becomes crashed.
+    /// seat of its batch's lock (it started after the caller looked). The
+    /// scheduled fire whose cycle one of them was is recorded crashed,
+    /// whatever fires were recorded after it.
     pub fn mark_crashed(&mut self, run_ids: &[i64], now: Millis) -> Result<()> {
         self.write_tx(|tx| {
             tx.runs_mark_crashed(run_ids, now)?;
             for &run in run_ids {
-                if let Some((batch, at)) = tx.batch_fire_crashed(run)? {
+                if let Some((b, batch, at)) = tx.batch_cycle_crashed(run)? {
+                    tx.batch_last_fire_crashed(b, at, run)?;
                     tx.event_insert(&fire_crashed(&batch, at, run))?;
                 }
             }

@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 27;
+pub const PG_SCHEMA_VERSION: i32 = 28;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -677,9 +677,17 @@ const V27: &str = r#"
 ALTER TABLE nightshift.daemons ADD COLUMN IF NOT EXISTS stopping_at BIGINT;
 "#;
 
+/// Version 28: the fires a daemon still owes a cycle (see SQLite's
+/// version 27).
+const V28: &str = r#"
+ALTER TABLE nightshift.batches ADD COLUMN IF NOT EXISTS cycle_fire_at BIGINT;
+ALTER TABLE nightshift.batches ADD COLUMN IF NOT EXISTS cycle_crashed BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE nightshift.batches ADD COLUMN IF NOT EXISTS queued_fire_at BIGINT;
+"#;
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27,
+    V22, V23, V24, V25, V26, V27, V28,
 ];
 
 /// Which store a session is on: the database (one made anew under the same

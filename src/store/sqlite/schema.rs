@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 26;
+pub const SCHEMA_VERSION: i32 = 27;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -729,9 +729,19 @@ CREATE INDEX items_queue ON items (batch_id, status, tier, next_attempt_at, prio
 /// its next fires.
 const V26: &str = "ALTER TABLE daemons ADD COLUMN stopping_at INTEGER;";
 
+/// Version 27: the fires a daemon still owes a cycle (`model::Owed`): the
+/// one whose cycle started and never ended, and one queued behind it. The
+/// last fire alone lost them as soon as a later fire was skipped or
+/// queued, so a daemon killed then left its successor nothing to resume.
+const V27: &str = "
+ALTER TABLE batches ADD COLUMN cycle_fire_at INTEGER;
+ALTER TABLE batches ADD COLUMN cycle_crashed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE batches ADD COLUMN queued_fire_at INTEGER;
+";
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26,
+    V22, V23, V24, V25, V26, V27,
 ];
 
 /// What a migration needs beyond SQL, run right after the SQL named.

@@ -714,6 +714,39 @@ both_stores! {
         assert_eq!(again.len(), fires.len());
     }
 
+    /// The fire whose cycle never ended stays owed behind later fires (a
+    /// skipped or queued one became the last fire), so the next daemon
+    /// finds it; a run finding its run dead records it crashed, at its
+    /// fire time, leaving the later last fire as it is.
+    fn a_cycle_cut_short_is_owed_behind_later_fires(db, s) {
+        let fire = |at, outcome: &str| Fire { at, outcome: outcome.into(), reason: None, run_id: None };
+        let owed = |s: &Store| s.batch_infos(Some("b")).unwrap()[0].owed;
+        s.record_fire("b", &fire(T0 + 10, "running")).unwrap();
+        let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
+        s.record_fire("b", &fire(T0 + 30, "skipped-overlap")).unwrap();
+        s.record_fire("b", &fire(T0 + 40, "queued")).unwrap();
+        let o = owed(&s);
+        assert_eq!((o.cycle, o.crashed, o.queued), (Some(T0 + 10), false, Some(T0 + 40)));
+        s.mark_crashed(&[run], T0 + MIN).unwrap();
+        let o = owed(&s);
+        assert_eq!((o.cycle, o.crashed), (Some(T0 + 10), true));
+        let last = s.batch_infos(Some("b")).unwrap()[0].last_fire.clone().unwrap();
+        assert_eq!((last.at, last.outcome.as_str()), (T0 + 40, "queued"));
+        let fires = s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap();
+        let crashed: Vec<_> = fires.iter().filter(|e| e.fields["outcome"] == "crashed").collect();
+        assert_eq!(crashed.len(), 1, "{fires:?}");
+        assert_eq!((crashed[0].at, crashed[0].run_id), (T0 + 10, Some(run)));
+        // Found again: no second record.
+        s.mark_crashed(&[run], T0 + 2 * MIN).unwrap();
+        assert_eq!(s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap().len(), fires.len());
+        // The queued fire runs: its cycle is the one owed now, until it ends.
+        s.record_fire("b", &fire(T0 + 40, "running")).unwrap();
+        let o = owed(&s);
+        assert_eq!((o.cycle, o.crashed, o.queued), (Some(T0 + 40), false, None));
+        s.record_fire("b", &fire(T0 + 40, "ran")).unwrap();
+        assert_eq!(owed(&s), Default::default());
+    }
+
     fn events_filter_and_follow(db, s) {
         s.add_items("b", &items(2), T0, |_| {}).unwrap();
         let mut ids = Vec::new();
