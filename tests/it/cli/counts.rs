@@ -38,13 +38,24 @@ fn batch(env: &Env) -> serde_json::Value {
         .unwrap()
 }
 
-/// `07:16Z`: how the summary names the retry tier's next attempt.
-fn next_retry(env: &Env, key: &str) -> String {
-    let item = env.run(&["show", "b", key, "--json"]).code(0).json();
-    let at = item["item"]["next_attempt_at"].as_str().unwrap();
-    let at = chrono::DateTime::parse_from_rfc3339(at)
-        .unwrap()
-        .timestamp_millis();
+/// `07:16Z`: how the summary names the retry tier's next attempt, the
+/// soonest of `keys`' (their backoffs are jittered: one key's own time
+/// could fall in another minute than the tier's next).
+fn next_retry(env: &Env, keys: &[&str]) -> String {
+    let at = keys
+        .iter()
+        .map(|key| {
+            let item = env.run(&["show", "b", key, "--json"]).code(0).json();
+            let at = item["item"]["next_attempt_at"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            chrono::DateTime::parse_from_rfc3339(&at)
+                .unwrap()
+                .timestamp_millis()
+        })
+        .min()
+        .unwrap();
     nightshift::util::time::hhmm_up(at, nightshift::util::time::now_ms())
 }
 
@@ -73,7 +84,7 @@ both_backends! {
         setup(&env, &["d1", "d2", "m1", "m2", "r1", "r2"]);
         let first = env.run(&["run", "b"]);
         first.code(1);
-        let at = next_retry(&env, "r1");
+        let at = next_retry(&env, &["r1", "r2"]);
         let holds = format!("2 quarantined await a human; 2 in the retry tier, next at {at}");
         assert!(first.stdout.starts_with("b: 2 done, 0 empty, 4 failed (2 retry, 2 manual),"), "{}", first.stdout);
         assert!(first.stdout.trim_end().ends_with(&format!(" · still in the batch: {holds}")), "{}", first.stdout);
