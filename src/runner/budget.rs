@@ -296,9 +296,11 @@ impl Budgets {
 }
 
 impl Cycle {
-    /// Counts an attempt's reported cost against the batch's budgets (in
-    /// the store without waiting) and holds the gate if one is reached.
+    /// Counts an attempt's reported cost in the run's tally and against
+    /// the batch's budgets (in the store without waiting), and holds the
+    /// gate if one is reached: every paid call, whatever became of it.
     pub(super) async fn spend(&self, cost: Option<f64>) {
+        self.tally.add_cost(cost);
         let Some(budgets) = &self.budgets else {
             return;
         };

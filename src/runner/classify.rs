@@ -226,10 +226,17 @@ pub fn bound_message(text: &str) -> String {
 /// its lease lost) had reported of its call: its cost and its tokens,
 /// paid for all the same. A refused report counts nothing.
 pub fn cut_short(out: &Output) -> (Option<f64>, Option<Tokens>) {
-    let line = out.error_line.clone().unwrap_or_default();
-    let cost = line.cost.or(out.reported_cost.clone()).valid();
-    let usage = line.usage.or(out.reported_usage.clone()).valid();
-    (cost, usage)
+    let (cost, usage) = reported(out, &out.error_line.clone().unwrap_or_default());
+    (cost.valid(), usage.valid())
+}
+
+/// What an attempt that gave no answer on stdout reported of its call:
+/// the error line's cost and usage, else its `@nightshift` stderr lines'.
+fn reported(out: &Output, line: &ErrorLine) -> (Cost, Usage) {
+    (
+        line.cost.clone().or(out.reported_cost.clone()),
+        line.usage.clone().or(out.reported_usage.clone()),
+    )
 }
 
 pub fn classify(out: &Output, rules: &Rules) -> Answer {
@@ -340,18 +347,15 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 .or_else(|| stdout_said(&out.stdout).map(|s| format!("{default_message}; {s}")))
                 .unwrap_or(default_message);
             let message = line.noted(message);
-            let usage = line.usage.clone().or(out.reported_usage.clone());
-            let answer = line
-                .cost
-                .or(out.reported_cost.clone())
-                .apply(Answer::Failed {
-                    transient,
-                    class: bound_message(&class),
-                    message: bound_message(&message),
-                    retry_after: line.retry_after,
-                    cost: None,
-                    usage: None,
-                });
+            let (cost, usage) = reported(out, &line);
+            let answer = cost.apply(Answer::Failed {
+                transient,
+                class: bound_message(&class),
+                message: bound_message(&message),
+                retry_after: line.retry_after,
+                cost: None,
+                usage: None,
+            });
             usage.apply(answer)
         }
     }

@@ -876,6 +876,26 @@ fn status_text(env: &Env) -> String {
     String::from_utf8(env.cmd().arg("status").output().unwrap().stdout).unwrap()
 }
 
+/// The last fire, `outcome`, behind a cycle whose daemon was killed: every
+/// view says that cycle crashed (the reason starts `reason`), and the
+/// words it said before (`never`) are gone.
+#[track_caller]
+fn said_behind_a_dead_cycle(env: &Env, outcome: &str, reason: &str, never: &str) {
+    let b = batch(&env.status(), "b");
+    assert_eq!(b["last_fire"]["outcome"], outcome, "{b}");
+    let said = b["last_fire"]["reason"].as_str().unwrap();
+    assert!(said.starts_with(reason), "{said}");
+    let text = status_text(env);
+    assert!(!text.contains(never), "{text}");
+}
+
+/// Starts the next daemon and stops it once a fire ran.
+fn next_daemon_until_a_fire_ran(env: &Env) {
+    let mut daemon = Daemon::start(env);
+    wait_for("a fire to run", || !fires(env, "b", "ran").is_empty());
+    assert_eq!(daemon.terminate().code(), Some(0));
+}
+
 both_backends! {
     /// A daemon killed mid-cycle after a later fire was skipped as an
     /// overlap: the next daemon found only the skipped fire as the last
@@ -886,21 +906,13 @@ both_backends! {
         killed_behind_a_later_fire(&env, "", "skipped-overlap");
         let cut = fires(&env, "b", "running");
         assert_eq!(cut.len(), 1, "{cut:?}");
-        let b = batch(&env.status(), "b");
-        assert_eq!(b["last_fire"]["outcome"], "skipped-overlap", "{b}");
-        let reason = b["last_fire"]["reason"].as_str().unwrap();
-        assert!(
-            reason.starts_with("the cycle it left the work to crashed since"),
-            "{reason}"
+        said_behind_a_dead_cycle(
+            &env,
+            "skipped-overlap",
+            "the cycle it left the work to crashed since",
+            "picks up the work",
         );
-        let text = status_text(&env);
-        assert!(!text.contains("picks up the work"), "{text}");
-
-        let mut daemon = Daemon::start(&env);
-        wait_for("the resumed fire to finish", || {
-            !fires(&env, "b", "ran").is_empty()
-        });
-        assert_eq!(daemon.terminate().code(), Some(0));
+        next_daemon_until_a_fire_ran(&env);
         let crashed = fires(&env, "b", "crashed");
         assert_eq!(crashed.len(), 1, "{crashed:?}");
         assert_eq!(crashed[0]["at"], cut[0]["at"], "{crashed:?}");
@@ -927,21 +939,13 @@ both_backends! {
     fn a_fire_queued_behind_a_cut_cycle_runs_when_the_next_daemon_starts(env) {
         killed_behind_a_later_fire(&env, "overlap = \"queue\"\n", "queued");
         let queued = fires(&env, "b", "queued");
-        let b = batch(&env.status(), "b");
-        assert_eq!(b["last_fire"]["outcome"], "queued", "{b}");
-        let reason = b["last_fire"]["reason"].as_str().unwrap();
-        assert!(
-            reason.starts_with("the cycle it waited for crashed since"),
-            "{reason}"
+        said_behind_a_dead_cycle(
+            &env,
+            "queued",
+            "the cycle it waited for crashed since",
+            "as soon as the previous cycle ends",
         );
-        let text = status_text(&env);
-        assert!(!text.contains("as soon as the previous cycle ends"), "{text}");
-
-        let mut daemon = Daemon::start(&env);
-        wait_for("the queued fire to run", || {
-            !fires(&env, "b", "ran").is_empty()
-        });
-        assert_eq!(daemon.terminate().code(), Some(0));
+        next_daemon_until_a_fire_ran(&env);
         assert_eq!(fires(&env, "b", "crashed").len(), 1);
         let ran = fires(&env, "b", "ran");
         assert_eq!(ran.len(), 1, "one cycle: {ran:?}");

@@ -24,7 +24,6 @@ pub(in crate::runner) async fn judge_failure(
     failed: &Failed<'_>,
     cost: Option<f64>,
 ) -> Verdict {
-    cycle.tally.add_cost(cost);
     cycle.spend(cost).await;
     cycle.answered(Some(failed.class)).await;
     if let Some(asked) = verdict::hold(failed) {
@@ -246,14 +245,14 @@ pub(in crate::runner) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim)
         .await;
 }
 
-/// Counts what a worker stopped before its answer had reported (`cost`,
-/// `usage`: the call was paid all the same) in the run, the item, its
-/// pool and the budgets, as a failed attempt's would be.
+/// Counts the cost a worker stopped before its answer had reported (the
+/// call was paid all the same) in the run, the item and the budgets, as a
+/// failed attempt's would be. (Its tokens go to its pool with the
+/// settlement of its place.)
 pub(in crate::runner) async fn count_cut_short(cycle: &Cycle, claim: &Claim, cost: Option<f64>) {
     let Some(cost) = cost else {
         return;
     };
-    cycle.tally.add_cost(Some(cost));
     cycle.spend(Some(cost)).await;
     let (item, run) = (claim.item_id, cycle.run_id);
     cycle.writer.send(move |s| s.count_cost(item, run, cost));
@@ -280,7 +279,6 @@ pub(in crate::runner) async fn count_success(
         &cycle.tally.done
     };
     counter.fetch_add(1, Ordering::Relaxed);
-    cycle.tally.add_cost(cost);
     cycle.spend(cost).await;
     cycle.log.emit(event);
 }
