@@ -22,7 +22,10 @@ use common::away_from_midnight;
 
 /// The next 00:00Z, as RFC 3339.
 fn next_midnight() -> String {
-    let end = now_ms() - now_ms().rem_euclid(DAY_MS) + DAY_MS;
+    // One reading of the clock: two, a millisecond apart, made it
+    // 23:59:59.999Z.
+    let now = now_ms();
+    let end = now - now.rem_euclid(DAY_MS) + DAY_MS;
     chrono::DateTime::from_timestamp_millis(end)
         .unwrap()
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
