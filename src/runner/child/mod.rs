@@ -8,12 +8,18 @@
 //!   summary: op-id and cost lines, the last line);
 //! - `tail`: the last 16 KiB of an attempt's stderr;
 //! - `worker`: a process-mode worker run to its end, started by `posix`
-//!   (Linux) or `Command` ([`Running`]);
+//!   (Linux: cloned by `clone` where the program is known, else
+//!   `posix_spawn`) or `Command` ([`Running`]);
 //! - `persistent`: the long-lived worker and its JSON-lines protocol;
 //! - `groups`, `orphans`, `subreaper`: finding and stopping what workers
 //!   of a dead runner, or our own, left running;
 //! - `guard`: the process that stops our workers when we die.
 
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod clone;
 pub mod groups;
 pub mod guard;
 pub mod orphans;
@@ -168,7 +174,7 @@ type Reader = Box<dyn AsyncRead + Unpin + Send>;
 impl Running {
     /// Starts `argv` as [`command`] would, with `env` added to the
     /// environment `prepared` holds.
-    pub fn start(
+    pub async fn start(
         argv: &[String],
         program: Option<&Path>,
         dir: Option<&Path>,
@@ -177,7 +183,7 @@ impl Running {
     ) -> std::io::Result<Running> {
         #[cfg(target_os = "linux")]
         if dir.is_none()
-            && let Some(proc) = posix::spawn(argv, program, prepared, env)?
+            && let Some(proc) = posix::spawn(argv, program, prepared, env).await?
         {
             return Ok(Running::Posix(proc));
         }

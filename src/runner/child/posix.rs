@@ -33,7 +33,7 @@ use crate::util::identity;
 /// variables every item sets itself (a runner started by another
 /// nightshift must not pass its own item's values on).
 pub struct Prepared {
-    base: Vec<CString>,
+    pub(super) base: Vec<CString>,
 }
 
 impl Prepared {
@@ -92,16 +92,31 @@ pub struct Proc {
 /// Starts `argv` in its own process group with three pipes and the
 /// prepared environment plus `env`. `Ok(None)` when this spawn cannot
 /// serve (a pipe end landed on 0–2: the caller uses `Command`).
-pub fn spawn(
+pub async fn spawn(
     argv: &[String],
     program: Option<&Path>,
     prepared: &Prepared,
     env: &[(&'static str, String)],
 ) -> io::Result<Option<Proc>> {
     reap_dropped();
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    // A path as written serves as well as one found in `PATH`.
+    if let Some(path) = program.or_else(|| argv[0].contains('/').then(|| Path::new(&argv[0]))) {
+        match cloned(argv, path, prepared, env).await {
+            // A kernel before 5.2 has no `CLONE_PIDFD`: vfork as elsewhere.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            started => return started,
+        }
+    }
     let Some(started) = launch(argv, program, prepared, env)? else {
         return Ok(None);
     };
+    let pidfd = pidfd(started.pid);
+    proc_of(started, pidfd).map(Some)
+}
+
+/// A [`Proc`] of a worker just started, with its pipes made nonblocking.
+fn proc_of(started: Launched, pidfd: Option<AsyncFd<OwnedFd>>) -> io::Result<Proc> {
     // A `Proc` first, so that it is killed should a step below fail.
     let mut proc = Proc {
         pid: started.pid,
@@ -109,7 +124,7 @@ pub fn spawn(
         stdin: None,
         stdout: None,
         stderr: None,
-        pidfd: pidfd(started.pid),
+        pidfd,
         reaped: false,
     };
     proc.stdin = Some(nonblocking(started.stdin)?);
@@ -119,7 +134,109 @@ pub fn spawn(
     proc.stderr = Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
         started.stderr,
     )?)?);
+    Ok(proc)
+}
+
+/// [`spawn`] of a program already found, by a clone the runtime's thread
+/// does not wait in (see `clone`): the exec is awaited.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+async fn cloned(
+    argv: &[String],
+    path: &Path,
+    prepared: &Prepared,
+    env: &[(&'static str, String)],
+) -> io::Result<Option<Proc>> {
+    let args: Vec<CString> = argv
+        .iter()
+        .map(|a| c_string(a.as_bytes()))
+        .collect::<io::Result<_>>()?;
+    let own: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| c_string(format!("{k}={v}").as_bytes()))
+        .collect::<io::Result<_>>()?;
+    let Some(pipes) = Pipes::new()? else {
+        return Ok(None);
+    };
+    let before = identity::boot_ticks();
+    let mut launching = super::subreaper::noted_until_reaped(
+        || super::clone::Launching::start(path, args, &prepared.base, own, pipes.child_ends()),
+        |l| u32::try_from(l.pid.as_raw()).ok(),
+    )?;
+    let pid = launching.pid;
+    let start = match (before, identity::boot_ticks()) {
+        (Some(b), Some(a)) if a == b => Some(b),
+        _ => identity::pid_start(pid.as_raw() as u32),
+    };
+    let (stdin, stdout, stderr) = pipes.ours();
+    let pidfd = launching.pidfd.try_clone()?;
+    #[allow(deprecated)]
+    let pidfd = AsyncFd::new(pidfd).ok();
+    // A `Proc` before the wait for the exec, so that a failure or a drop
+    // from here on kills and reaps the child.
+    let proc = proc_of(
+        Launched {
+            pid,
+            start,
+            stdin,
+            stdout,
+            stderr,
+        },
+        pidfd,
+    )?;
+    launching.done().await?;
     Ok(Some(proc))
+}
+
+/// A worker's three pipes, ours and its ends apart, none on 0–2.
+struct Pipes {
+    in_r: OwnedFd,
+    in_w: OwnedFd,
+    out_r: OwnedFd,
+    out_w: OwnedFd,
+    err_r: OwnedFd,
+    err_w: OwnedFd,
+}
+
+impl Pipes {
+    /// `None` when an end landed on 0–2 (the runner's own standard
+    /// streams were closed): dup2 onto itself would keep CLOEXEC.
+    fn new() -> io::Result<Option<Pipes>> {
+        let (in_r, in_w) = pipe2(OFlag::O_CLOEXEC)?;
+        let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC)?;
+        let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC)?;
+        let pipes = Pipes {
+            in_r,
+            in_w,
+            out_r,
+            out_w,
+            err_r,
+            err_w,
+        };
+        let low = [
+            &pipes.in_r,
+            &pipes.in_w,
+            &pipes.out_r,
+            &pipes.out_w,
+            &pipes.err_r,
+            &pipes.err_w,
+        ]
+        .iter()
+        .any(|fd| fd.as_raw_fd() <= 2);
+        Ok((!low).then_some(pipes))
+    }
+
+    fn child_ends(&self) -> [std::os::fd::RawFd; 3] {
+        [
+            self.in_r.as_raw_fd(),
+            self.out_w.as_raw_fd(),
+            self.err_w.as_raw_fd(),
+        ]
+    }
+
+    /// Our ends; the child's are closed here.
+    fn ours(self) -> (OwnedFd, OwnedFd, OwnedFd) {
+        (self.in_w, self.out_r, self.err_r)
+    }
 }
 
 /// A worker [`launch`] started: its pid, its start time and our (blocking)
@@ -339,9 +456,19 @@ mod tests {
     use super::super::{Exit, Prepared, Running};
     use tokio::io::AsyncReadExt;
 
+    /// Starts `argv` as the runner does: its program found first.
+    async fn start(
+        argv: &[String],
+        env: &[(&'static str, String)],
+        prepared: &Prepared,
+    ) -> std::io::Result<Running> {
+        let program = super::super::resolve(&argv[0]);
+        Running::start(argv, program.as_deref(), None, env, prepared).await
+    }
+
     async fn run(script: &str, env: &[(&'static str, String)], payload: &[u8]) -> (Exit, String) {
         let argv = ["sh".to_string(), "-c".to_string(), script.to_string()];
-        let mut child = Running::start(&argv, None, None, env, &Prepared::new()).unwrap();
+        let mut child = start(&argv, env, &Prepared::new()).await.unwrap();
         assert!(matches!(child, Running::Posix(_)), "not our own spawn");
         child.feed(payload.to_vec());
         let (out, _) = child.outputs();
@@ -386,7 +513,7 @@ mod tests {
             "echo \"$NIGHTSHIFT_KEY ${NIGHTSHIFT_OP_ID:-none} $KEPT\"".to_string(),
         ];
         let env = [("NIGHTSHIFT_KEY", "inner".to_string())];
-        let mut child = Running::start(&argv, None, None, &env, &filtered).unwrap();
+        let mut child = start(&argv, &env, &filtered).await.unwrap();
         let (out, _) = child.outputs();
         let mut text = String::new();
         out.unwrap().read_to_string(&mut text).await.unwrap();
@@ -406,7 +533,7 @@ mod tests {
     #[tokio::test]
     async fn the_spawn_gives_the_workers_start_time() {
         let argv = ["sleep".to_string(), "30".to_string()];
-        let child = Running::start(&argv, None, None, &[], &Prepared::new()).unwrap();
+        let child = start(&argv, &[], &Prepared::new()).await.unwrap();
         let pid = child.id().unwrap();
         let start = crate::util::identity::pid_start(pid);
         assert!(start.is_some());
@@ -422,7 +549,8 @@ mod tests {
     #[tokio::test]
     async fn a_missing_program_is_a_spawn_error_naming_why() {
         let argv = ["/nonexistent/worker".to_string()];
-        let err = Running::start(&argv, None, None, &[], &Prepared::new())
+        let err = start(&argv, &[], &Prepared::new())
+            .await
             .err()
             .expect("no such program");
         assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
@@ -435,12 +563,13 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_worker_is_killed_and_reaped() {
         let argv = ["sleep".to_string(), "30".to_string()];
-        let child = Running::start(&argv, None, None, &[], &Prepared::new()).unwrap();
+        let child = start(&argv, &[], &Prepared::new()).await.unwrap();
         let pid = child.id().unwrap();
         drop(child);
         // Reaped at the latest by the next spawn.
-        let mut next =
-            Running::start(&["true".to_string()], None, None, &[], &Prepared::new()).unwrap();
+        let mut next = start(&["true".to_string()], &[], &Prepared::new())
+            .await
+            .unwrap();
         next.wait().await.unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while std::path::Path::new(&format!("/proc/{pid}")).exists() {
@@ -448,8 +577,9 @@ mod tests {
                 std::time::Instant::now() < deadline,
                 "pid {pid} still there"
             );
-            let mut again =
-                Running::start(&["true".to_string()], None, None, &[], &Prepared::new()).unwrap();
+            let mut again = start(&["true".to_string()], &[], &Prepared::new())
+                .await
+                .unwrap();
             again.wait().await.unwrap();
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }

@@ -58,7 +58,7 @@ pub async fn run(
     reports: mpsc::UnboundedSender<Report>,
     kill: oneshot::Receiver<KillReason>,
 ) -> Result<Output, Killed> {
-    let started = Running::start(job.argv, job.program, job.dir, &job.env, job.prepared);
+    let started = Running::start(job.argv, job.program, job.dir, &job.env, job.prepared).await;
     let mut child = match started {
         Ok(child) => child,
         Err(e) => {
