@@ -95,14 +95,6 @@ const OLDER_THAN: &str = concat!(
       WHERE i.updated_at < ?1 AND (i.status = 'done' OR (?2 AND i.status = 'failed'))
       ORDER BY b.name, i.id"
 );
-const DUE_RETRY: &str = concat!(
-    "SELECT ",
-    item_columns!(),
-    " FROM items i JOIN batches b ON b.id = i.batch_id
-      WHERE i.batch_id = ?1 AND i.status = 'failed' AND i.tier = 'retry'
-        AND i.next_attempt_at <= ?2
-      ORDER BY i.id"
-);
 /// The oldest claimable item's time. SQLite's one queue index holds the
 /// claimable items in claim order (priority, then id), so the oldest is the
 /// first entry of one of its priorities: a skip over the distinct
@@ -319,12 +311,6 @@ pub(crate) trait ItemsRead: Sql {
     fn oldest_pending(&mut self, batch: i64) -> Result<Option<Millis>> {
         let sql = self.text_of(&OLDEST_PENDING);
         sql::opt(self, sql, &[Arg::Int(batch)], |r| r.time(0))
-    }
-
-    /// Retry-tier failures due at `now`, in insertion order.
-    fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>> {
-        let args = [Arg::Int(batch), Arg::Time(now)];
-        sql::all(self, DUE_RETRY, &args, item_from_row)
     }
 
     /// How many items of `batch` wait in `part` at `now`, counted up to

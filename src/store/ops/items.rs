@@ -237,14 +237,6 @@ impl Store {
         })
     }
 
-    /// Retry-tier failures that are due (what a dry run would redrive).
-    pub fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>> {
-        self.read_tx(|tx| {
-            let b = tx.batch_id(batch)?;
-            tx.items_due_retry(b, now)
-        })
-    }
-
     /// The `retry` tier now: how many are due, how many later, and the
     /// earliest of those (what the run summary and dry run say waits).
     pub fn retry_tier(&self, batch: &str, now: Millis) -> Result<RetryTier> {

@@ -78,6 +78,53 @@ both_backends! {
         assert_eq!(events[2]["fields"]["priority"], serde_json::json!([-1, 9]), "{}", events[2]);
     }
 
+    /// A due retry-tier item is claimed by its priority among the pending
+    /// ones (the run's redrive makes it pending first): the dry run lists
+    /// it there too, and `--limit N` names the N items the run takes.
+    fn the_dry_run_lists_a_due_redrive_in_claim_order(env) {
+        let log = env.path("ran.log");
+        let w = env.script("w.sh", &format!(
+            "cat >/dev/null\necho $NIGHTSHIFT_KEY >> {}\n[ \"$NIGHTSHIFT_KEY$NIGHTSHIFT_ATTEMPT\" = low1 ] && exit 75\necho '\"ok\"'",
+            log.display()));
+        env.config(&format!("[batch.b]\nworker = [\"{}\"]\nconcurrency = 1\nretries = 0\n", w.display()));
+        env.write("low.jsonl", "{\"key\":\"low\"}\n");
+        env.run(&["add", "b", "low.jsonl", "--priority", "-5"]).code(0);
+        env.run(&["run", "b"]).code(1);
+        assert_eq!(env.item("low"), ("failed".into(), Some("retry".into()), 1));
+        env.write("urgent.jsonl", "{\"key\":\"urgent\"}\n");
+        env.run(&["add", "b", "urgent.jsonl", "--priority", "9"]).code(0);
+        env.write("rest.jsonl", "{\"key\":\"mid\"}\n");
+        env.run(&["add", "b", "rest.jsonl"]).code(0);
+        env.write("last.jsonl", "{\"key\":\"last\"}\n");
+        env.run(&["add", "b", "last.jsonl", "--priority", "-9"]).code(0);
+        // Its retry time has come.
+        assert_eq!(env.exec("UPDATE items SET next_attempt_at = 1 WHERE key = 'low'"), 1);
+
+        let listed = |extra: &[&str]| -> Vec<(String, String)> {
+            let mut args = vec!["run", "b", "--dry-run", "--json"];
+            args.extend(extra);
+            let dry = env.run(&args).code(0).json();
+            dry["items"].as_array().unwrap().iter()
+                .map(|i| (i["key"].as_str().unwrap().to_string(), i["why"].as_str().unwrap().to_string()))
+                .collect()
+        };
+        let pair = |k: &str, why: &str| (k.to_string(), why.to_string());
+        let all = vec![pair("urgent", "pending"), pair("mid", "pending"), pair("low", "redrive"), pair("last", "pending")];
+        assert_eq!(listed(&[]), all, "the dry run lists them in claim order");
+        assert_eq!(listed(&["--limit", "1"]), all[..1], "--limit 1 names the one a run takes");
+        let text = env.run(&["run", "b", "--dry-run", "--limit", "1"]).code(0).stdout.clone();
+        assert!(text.contains("urgent") && !text.contains("redrive"), "{text}");
+
+        std::fs::write(&log, "").unwrap();
+        env.run(&["run", "b", "--limit", "1"]).code(0);
+        assert_eq!(common::lines(&log), ["urgent"]);
+        // The run redrove it: pending now, at the same place.
+        let left: Vec<String> = listed(&[]).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(left, ["mid", "low", "last"], "what is left, in the same order");
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(common::lines(&log), ["urgent", "mid", "low", "last"]);
+    }
+
     /// `add --not-before T`: a run before T leaves the item pending (not
     /// due, until T, in `status`, `status --json` and `show`); the first
     /// run after T starts it, at T or later.

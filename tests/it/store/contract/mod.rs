@@ -11,8 +11,8 @@ use nightshift::model::{
     Tombstone, Trigger, WorkerGroup,
 };
 use nightshift::store::{
-    Access, AddFeed, AttemptLog, CancelledWhile, Completion, DashQuery, EventFilter, FeedRefused,
-    ItemFilter, ItemsQuery, LockOutcome, Selection, Store, StoreError,
+    Access, AddFeed, AttemptLog, CancelledWhile, Claimable, Completion, DashQuery, EventFilter,
+    FeedRefused, ItemFilter, ItemsQuery, LockOutcome, Selection, Store, StoreError,
 };
 use nightshift::util::signals::Stop;
 
@@ -428,7 +428,12 @@ both_stores! {
         assert_eq!(w.iter().map(|(_, a, _)| a).sum::<i64>(), 3);
         // Not due yet, then one, then the other.
         assert!(s.redrive_due("b", Some(run), T0 + MIN).unwrap().is_empty());
-        assert_eq!(s.due_retries("b", T0 + 15 * MIN).unwrap().len(), 1);
+        let claimable = ItemFilter {
+            claimable: Some(Claimable { at: T0 + 15 * MIN, reclaim: false }),
+            ..ItemFilter::default()
+        };
+        let due: Vec<String> = s.items("b", &claimable).unwrap().into_iter().map(|i| i.key).collect();
+        assert_eq!(due, ["k000"], "a run then would claim it");
         assert_eq!(s.redrive_due("b", Some(run), T0 + 15 * MIN).unwrap(), vec!["k000".to_string()]);
         assert_eq!(s.redrive_due("b", None, T0 + 30 * MIN).unwrap(), vec!["k002".to_string()]);
         assert_eq!(s.run(run).unwrap().unwrap().counts.redriven, 1);
