@@ -1771,6 +1771,41 @@ both_stores! {
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
 
+    /// The completions per minute (the dashboard's Activity) count the
+    /// workers' answers only, as the runs do: a claim cancelled (asked and
+    /// settled, or of a dead runner, moved at once) or skipped ends no
+    /// attempt in done or failed; a failure and a success do.
+    fn a_cancel_or_a_skip_of_a_claim_is_no_completion(db, s) {
+        use nightshift::store::CancelTo;
+        s.add_items("b", &items(5), T0, |_| {}).unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let dead = Holder { host: nightshift::util::identity::host(), pid: gone.id(), pid_start: Some(7) };
+        let old = s.start_run("b", Trigger::Manual, None, &dead, T0, None).unwrap();
+        s.acquire_lock("b", "old", &dead, Some(old), T0 + MIN, T0, &[], 2).unwrap();
+        let left = s.claim("b", old, 2, T0 + MIN, T0).unwrap().unwrap();
+        // Both claims of the dead runner: one cancelled, one skipped.
+        s.cancel_item("b", &left[0].key, CancelTo::Manual, "ops", "stuck", T0 + 1).unwrap();
+        s.skip("b", &[left[1].key.clone()], "by hand", "ops", T0 + 1).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 2).unwrap();
+        let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
+        s.cancel_item("b", &c[0].key, CancelTo::Manual, "ops", "stuck", T0 + 1).unwrap();
+        s.settle_cancel("b", c[0].item_id, c[0].token, (run, T0 + 2), CancelledWhile::Running).unwrap().unwrap();
+        assert_eq!(s.counts("b").unwrap().manual, 2);
+        assert_eq!(s.minute_stats("b", T0 + 2, 1).unwrap(), [(0, 0)], "no answer, no completion");
+        let fail = nightshift::store::Failure { item_id: c[1].item_id, token: c[1].token, run_id: run,
+            tier: Tier::Manual, error_class: "X", message: "m", next_attempt_at: None, cost: None, now: T0 + 2 };
+        assert!(s.fail(&fail, &done_event(&c[1].key)).unwrap());
+        let done = Completion { usage: None, item_id: c[2].item_id, token: c[2].token, run_id: run,
+            outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 + 2, version: None };
+        assert!(s.complete(&done, &done_event(&c[2].key)).unwrap());
+        assert_eq!(s.minute_stats("b", T0 + 2, 1).unwrap(), [(1, 1)]);
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.manual, counts.done, counts.skipped, counts.claimed), (3, 1, 1, 0));
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
     /// A claim whose runner is dead has nobody to hear a cancel: it moves
     /// at once (a holder here whose process is gone, before its seat's
     /// expiry; a holder elsewhere once its seat expired), and a stop asks
