@@ -456,6 +456,41 @@ pub struct DeadLetter {
     pub run_id: Option<i64>,
 }
 
+/// One failed attempt of an item, as `show` and the dashboard's item
+/// detail list them: one that ended its claim (its dead letter, in a
+/// tier), or one retried at once in the same claim (its `retry` event).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedAttempt {
+    pub attempt: u32,
+    #[serde(serialize_with = "crate::util::time::json")]
+    pub failed_at: Millis,
+    pub error_class: String,
+    pub message: String,
+    /// The tier it was left in; `None`: retried at once.
+    pub tier: Option<Tier>,
+    pub run_id: Option<i64>,
+}
+
+impl FailedAttempt {
+    /// Where the attempt left its item: its tier, or `retried` (at once).
+    pub fn then(&self) -> &'static str {
+        self.tier.map_or("retried", Tier::as_str)
+    }
+}
+
+impl From<DeadLetter> for FailedAttempt {
+    fn from(d: DeadLetter) -> FailedAttempt {
+        FailedAttempt {
+            attempt: d.attempt,
+            failed_at: d.failed_at,
+            error_class: d.error_class,
+            message: d.message,
+            tier: Some(d.tier),
+            run_id: d.run_id,
+        }
+    }
+}
+
 /// Dead letters of one error class: the morning check compares the last 24 h
 /// with the 24 h before.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

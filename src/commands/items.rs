@@ -354,7 +354,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
                 "  {}  attempt {}  {}  {}: {}",
                 rfc3339(f.failed_at),
                 f.attempt,
-                f.tier,
+                f.then(),
                 s(&f.error_class),
                 s(&f.message)
             ))?;

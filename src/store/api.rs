@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::model::{
-    BatchInfo, DaemonInfo, DeadLetter, DlqGroup, Event, Hold, Holder, Item, LockInfo, Millis,
+    BatchInfo, DaemonInfo, DlqGroup, Event, FailedAttempt, Hold, Holder, Item, LockInfo, Millis,
     NewItem, Outcome, Run, Status, Tier,
 };
 
@@ -381,7 +381,8 @@ pub struct AttemptLog {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemDetail {
     pub item: Item,
-    pub failures: Vec<DeadLetter>,
+    /// Its failed attempts, newest first.
+    pub failures: Vec<FailedAttempt>,
     /// What its newest attempts printed on stderr, newest first.
     pub attempt_logs: Vec<AttemptLog>,
     /// Oldest first.
