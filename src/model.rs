@@ -348,6 +348,41 @@ impl AddOrder {
             not_before: span(self.not_before, more.not_before),
         }
     }
+
+    /// The priorities given, as the `added` event and `add --json` say
+    /// them: `5`, or `[-1, 9]` for the lowest and the highest.
+    pub fn priority_json(&self) -> Option<serde_json::Value> {
+        self.priority
+            .map(|(low, high)| one_or_span((low, high), |p| p.into()))
+    }
+
+    /// The not-before times given, as [`AddOrder::priority_json`], in RFC 3339.
+    pub fn not_before_json(&self) -> Option<serde_json::Value> {
+        self.not_before
+            .map(|span| one_or_span(span, |t| crate::util::time::rfc3339(t).into()))
+    }
+
+    /// The priorities given in words: `priority 5`, `priorities -1 to 9`.
+    pub fn priority_words(&self) -> Option<String> {
+        self.priority.map(|(low, high)| {
+            if low == high {
+                format!("priority {low}")
+            } else {
+                format!("priorities {low} to {high}")
+            }
+        })
+    }
+}
+
+fn one_or_span<T: PartialEq>(
+    (low, high): (T, T),
+    f: fn(T) -> serde_json::Value,
+) -> serde_json::Value {
+    if low == high {
+        f(low)
+    } else {
+        serde_json::json!([f(low), f(high)])
+    }
 }
 
 impl AddReport {
