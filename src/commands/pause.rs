@@ -42,6 +42,8 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
             "batch": args.batch,
             "paused": true,
             "was_paused": was,
+            // Paused, or its reason replaced (`already_paused` changes nothing).
+            "changed": true,
             "reason": pause.reason,
             "by": pause.by,
             "at": rfc3339(pause.at),
