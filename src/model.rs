@@ -348,6 +348,41 @@ impl AddOrder {
             not_before: span(self.not_before, more.not_before),
         }
     }
+
+    /// The priorities given, as the `added` event and `add --json` say
+    /// them: `5`, or `[-1, 9]` for the lowest and the highest.
+    pub fn priority_json(&self) -> Option<serde_json::Value> {
+        self.priority
+            .map(|(low, high)| one_or_span((low, high), |p| p.into()))
+    }
+
+    /// The not-before times given, as [`AddOrder::priority_json`], in RFC 3339.
+    pub fn not_before_json(&self) -> Option<serde_json::Value> {
+        self.not_before
+            .map(|span| one_or_span(span, |t| crate::util::time::rfc3339(t).into()))
+    }
+
+    /// The priorities given in words: `priority 5`, `priorities -1 to 9`.
+    pub fn priority_words(&self) -> Option<String> {
+        self.priority.map(|(low, high)| {
+            if low == high {
+                format!("priority {low}")
+            } else {
+                format!("priorities {low} to {high}")
+            }
+        })
+    }
+}
+
+fn one_or_span<T: PartialEq>(
+    (low, high): (T, T),
+    f: fn(T) -> serde_json::Value,
+) -> serde_json::Value {
+    if low == high {
+        f(low)
+    } else {
+        serde_json::json!([f(low), f(high)])
+    }
 }
 
 impl AddReport {
@@ -454,6 +489,41 @@ pub struct DeadLetter {
     pub failed_at: Millis,
     pub tier: Tier,
     pub run_id: Option<i64>,
+}
+
+/// One failed attempt of an item, as `show` and the dashboard's item
+/// detail list them: one that ended its claim (its dead letter, in a
+/// tier), or one retried at once in the same claim (its `retry` event).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedAttempt {
+    pub attempt: u32,
+    #[serde(serialize_with = "crate::util::time::json")]
+    pub failed_at: Millis,
+    pub error_class: String,
+    pub message: String,
+    /// The tier it was left in; `None`: retried at once.
+    pub tier: Option<Tier>,
+    pub run_id: Option<i64>,
+}
+
+impl FailedAttempt {
+    /// Where the attempt left its item: its tier, or `retried` (at once).
+    pub fn then(&self) -> &'static str {
+        self.tier.map_or("retried", Tier::as_str)
+    }
+}
+
+impl From<DeadLetter> for FailedAttempt {
+    fn from(d: DeadLetter) -> FailedAttempt {
+        FailedAttempt {
+            attempt: d.attempt,
+            failed_at: d.failed_at,
+            error_class: d.error_class,
+            message: d.message,
+            tier: Some(d.tier),
+            run_id: d.run_id,
+        }
+    }
 }
 
 /// Dead letters of one error class: the morning check compares the last 24 h

@@ -5,13 +5,14 @@
 use serde_json::json;
 
 use super::table::Table;
-use super::{Ctx, Exit, out, out_json};
+use super::{Ctx, Exit, class_given, out, out_json};
 use crate::cli::DlqArgs;
 use crate::duration::format_duration;
 use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
 
 pub fn run(ctx: &Ctx, args: &DlqArgs) -> anyhow::Result<Exit> {
+    class_given(args.class.as_deref())?;
     let store = ctx.open_read()?;
     let now = now_ms();
     let since = args.since.map(|d| now - d.as_millis() as i64);

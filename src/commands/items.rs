@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::table::Table;
-use super::{Ctx, Exit, named, out, out_json, out_json_pretty, user_error};
+use super::{Ctx, Exit, class_given, named, out, out_json, out_json_pretty, user_error};
 use crate::cli::{ItemsArgs, ShowArgs};
 use crate::model::{Item, Outcome, Status, Tombstone};
 use crate::store::{EventFilter, ItemFilter, Store, StoreError};
@@ -16,6 +16,7 @@ pub fn state_word(item: &Item) -> String {
 }
 
 pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
+    class_given(args.class.as_deref())?;
     let outcome: Option<Outcome> = args.outcome.map(Into::into);
     if let (Some(o), Some(s)) = (outcome, args.status.map(Status::from))
         && s != Status::Done
@@ -354,7 +355,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
                 "  {}  attempt {}  {}  {}: {}",
                 rfc3339(f.failed_at),
                 f.attempt,
-                f.tier,
+                f.then(),
                 s(&f.error_class),
                 s(&f.message)
             ))?;

@@ -42,6 +42,27 @@ pub fn user_error(msg: impl Into<String>) -> anyhow::Error {
     UserError(msg.into()).into()
 }
 
+/// A `--reason` given must say something (`status`, `show`, the log and
+/// the dashboard show it): blank, it is refused, saying `why` it is asked.
+pub fn reason_given(reason: &str, why: &str) -> anyhow::Result<()> {
+    if reason.trim().is_empty() {
+        return Err(user_error(format!("--reason must say {why}")));
+    }
+    Ok(())
+}
+
+/// A `--class` given must name an error class: none is blank (a worker's
+/// blank class takes the default one), so a blank one matched nothing and
+/// read as "no such items".
+pub fn class_given(class: Option<&str>) -> anyhow::Result<()> {
+    if class.is_some_and(|c| c.trim().is_empty()) {
+        return Err(user_error(
+            "--class must name an error class (no item's is blank); `nightshift dlq BATCH` lists them",
+        ));
+    }
+    Ok(())
+}
+
 /// The process exit status (documented in `cli::EXIT_CODES`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {

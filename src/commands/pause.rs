@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{Ctx, Exit, out, out_json, user_error};
+use super::{Ctx, Exit, out, out_json, reason_given};
 use crate::cli::{PauseArgs, UnpauseArgs};
 use crate::model::Pause;
 use crate::store::{StoreError, Unpaused};
@@ -14,12 +14,9 @@ use crate::util::time::{now_ms, rfc3339};
 const NO_REASON: &str = "paused from the command line";
 
 pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
-    // As `skip`: a reason given must say something (status and the
-    // dashboard show it); leaving --reason out gives the default one.
-    if args.reason.as_ref().is_some_and(|r| r.trim().is_empty()) {
-        return Err(user_error(
-            "--reason must say why the batch is paused (or leave --reason out)",
-        ));
+    // Leaving --reason out gives the default one.
+    if let Some(reason) = &args.reason {
+        reason_given(reason, "why the batch is paused (or leave --reason out)")?;
     }
     let mut store = ctx.open_write()?;
     // A configured batch can be paused before it ever ran; an unknown name
@@ -45,6 +42,8 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> anyhow::Result<Exit> {
             "batch": args.batch,
             "paused": true,
             "was_paused": was,
+            // Paused, or its reason replaced (`already_paused` changes nothing).
+            "changed": true,
             "reason": pause.reason,
             "by": pause.by,
             "at": rfc3339(pause.at),

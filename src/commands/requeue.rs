@@ -5,7 +5,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::table::Table;
-use super::{Ctx, Exit, out, out_json, user_error};
+use super::{Ctx, Exit, class_given, out, out_json, reason_given, user_error};
 use crate::cli::{RequeueArgs, SkipArgs};
 use crate::store::{Refusal, Selection, StoreError, missing_group};
 use crate::util::identity::actor;
@@ -15,6 +15,7 @@ use crate::util::signals::Stop;
 use crate::util::time::now_ms;
 
 pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
+    class_given(args.class.as_deref())?;
     if args.keys.is_empty()
         && !args.all_failed
         && args.class.is_none()
@@ -190,9 +191,7 @@ fn no_such_class(ctx: &Ctx, batch: &str, class: &str) -> anyhow::Result<String> 
 }
 
 pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
-    if args.reason.trim().is_empty() {
-        return Err(user_error("--reason must say why the items are skipped"));
-    }
+    reason_given(&args.reason, "why the items are skipped")?;
     let by = actor();
     // A dry run only reads (the same refusals), so it works on a read-only
     // store too.

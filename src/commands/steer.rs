@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Ctx, Exit, out, out_json};
+use super::{Ctx, Exit, out, out_json, reason_given};
 use crate::cli::{CancelArgs, CancelToArg, StopArgs};
 use crate::model::LockInfo;
 use crate::model::waiting::claim_wait_said;
@@ -13,6 +13,10 @@ use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
 
 pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
+    reason_given(
+        &args.reason,
+        "why the item is cancelled (or leave --reason out)",
+    )?;
     let mut store = ctx.open_write()?;
     let to = match args.to {
         CancelToArg::Pending => CancelTo::Pending,

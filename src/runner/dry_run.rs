@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::RunOptions;
 use crate::model::waiting::{RateLimited, Waiting};
 use crate::model::{Counts, Hold, Item, Status};
-use crate::store::{Access, ItemFilter, Store, StoreError};
+use crate::store::{Access, Claimable, ItemFilter, Store, StoreError};
 use crate::util::time::{now_ms, rfc3339};
 
 #[derive(Debug, Serialize)]
@@ -78,6 +78,15 @@ fn entry(item: &Item, why: &'static str) -> DryRunItem {
         label: item.label.clone(),
         attempt: item.attempts + 1,
         why,
+    }
+}
+
+/// Why a run would claim `item`, one of the claimable ones.
+fn why(item: &Item) -> &'static str {
+    match item.status {
+        Status::Claimed => "reclaim",
+        Status::Failed => "redrive",
+        _ => "pending",
     }
 }
 
@@ -153,35 +162,22 @@ pub fn dry_run(db_path: &Path, opts: &RunOptions) -> anyhow::Result<DryRun> {
         return Ok(out);
     }
     let limit = opts.limit.unwrap_or(usize::MAX);
-    for item in store.due_retries(batch, now)? {
-        out.items.push(entry(&item, "redrive"));
-    }
-    let claimed = store.items(
+    // One read in the claims' order: a redriven item, and a claim taken
+    // back, are claimed at their priority's place, not first. A run that
+    // gets the lock takes back every claim (claims need the lock, so they
+    // were left by a dead or cut-off run).
+    let claimable = store.items(
         batch,
         &ItemFilter {
-            status: Some(Status::Claimed),
-            ..ItemFilter::default()
-        },
-    )?;
-    // A run that gets the lock takes back every claim (claims need the
-    // lock, so they were left by a dead or cut-off run).
-    if out.lock_held_by.is_none() {
-        for item in &claimed {
-            out.items.push(entry(item, "reclaim"));
-        }
-    }
-    let pending = store.items(
-        batch,
-        &ItemFilter {
-            claimable_at: Some(now),
+            claimable: Some(Claimable {
+                at: now,
+                reclaim: out.lock_held_by.is_none(),
+            }),
             limit: Some(limit.min(1_000_000)),
             ..ItemFilter::default()
         },
     )?;
-    for item in &pending {
-        out.items.push(entry(item, "pending"));
-    }
-    out.items.truncate(limit);
+    out.items = claimable.iter().map(|i| entry(i, why(i))).collect();
     // A paused batch, or one whose lock is held, runs nothing now.
     let taken = if out.paused.is_some() || out.lock_held_by.is_some() {
         0

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::model::{
-    BatchInfo, DaemonInfo, DeadLetter, DlqGroup, Event, Hold, Holder, Item, LockInfo, Millis,
+    BatchInfo, DaemonInfo, DlqGroup, Event, FailedAttempt, Hold, Holder, Item, LockInfo, Millis,
     NewItem, Outcome, Run, Status, Tier,
 };
 
@@ -40,12 +40,20 @@ pub struct ItemFilter {
     pub search: Option<String>,
     /// Done under another version than this one (see [`stale_sql`]).
     pub stale: Option<String>,
-    /// Only the pending items a run starting at this time would claim
-    /// (none waiting for a later not-before time), in the claims' order:
-    /// higher priority first, then older.
-    pub claimable_at: Option<crate::model::Millis>,
+    /// Only the items a run would claim (see [`Claimable`]), in the
+    /// claims' order.
+    pub claimable: Option<Claimable>,
     pub limit: Option<usize>,
     pub offset: usize,
+}
+
+/// What a run starting `at` would claim: the pending items due, the
+/// retry tier's due (redriven first) and, with `reclaim`, the claims it
+/// would take back (left by runs that hold no seat of the lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claimable {
+    pub at: crate::model::Millis,
+    pub reclaim: bool,
 }
 
 /// Which items a requeue moves (all given conditions must hold): failed
@@ -373,7 +381,8 @@ pub struct AttemptLog {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemDetail {
     pub item: Item,
-    pub failures: Vec<DeadLetter>,
+    /// Its failed attempts, newest first.
+    pub failures: Vec<FailedAttempt>,
     /// What its newest attempts printed on stderr, newest first.
     pub attempt_logs: Vec<AttemptLog>,
     /// Oldest first.

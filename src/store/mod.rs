@@ -48,11 +48,12 @@ use pg::PgStore;
 
 pub use api::{
     Access, AddFeed, Admission, AliveWatch, AttemptLog, AttemptUsage, BatchView, COUNT_CAP,
-    CancelOutcome, CancelSettled, CancelTo, CancelledWhile, Completion, DashQuery, Dashboard,
-    EventFilter, EventsQuery, Failure, FeedRefused, FollowCursor, ItemDetail, ItemFilter, ItemPage,
-    ItemRow, ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim, PoolDimView, PoolHold, PoolItem,
-    PoolSpec, PoolView, PoolWait, PruneReport, Requeue, Retrying, Selection, SinceSummary,
-    SpendAdd, SpendKey, SpendScope, Spent, Steering, StopAsked, Unpaused, UsageSum,
+    CancelOutcome, CancelSettled, CancelTo, CancelledWhile, Claimable, Completion, DashQuery,
+    Dashboard, EventFilter, EventsQuery, Failure, FeedRefused, FollowCursor, ItemDetail,
+    ItemFilter, ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim,
+    PoolDimView, PoolHold, PoolItem, PoolSpec, PoolView, PoolWait, PruneReport, Requeue, Retrying,
+    Selection, SinceSummary, SpendAdd, SpendKey, SpendScope, Spent, Steering, StopAsked, Unpaused,
+    UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use identity::{StoreIdentity, Verdict};

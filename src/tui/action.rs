@@ -206,7 +206,9 @@ pub enum Write {
         key: String,
         /// For the dialog and the message.
         label: String,
-        running: bool,
+        /// Claimed: a worker may run it, or it waits to retry or for a
+        /// place in its pool (the row does not say which).
+        claimed: bool,
     },
     /// The marked items not done nor quarantined yet, each as `Cancel`
     /// (`left`: marked ones there already, left as they are).
@@ -252,12 +254,12 @@ impl Write {
                 batch,
                 key,
                 label,
-                running,
+                claimed,
             } => {
                 let item = crate::key::named(key, label);
-                if *running {
+                if *claimed {
                     format!(
-                        "Cancel {item} of {batch}? Its worker is stopped; the item goes to manual, never done."
+                        "Cancel {item} of {batch}? A worker running it is stopped (a claim waiting to retry or for a pool place is dropped); it goes to manual, never done."
                     )
                 } else {
                     format!("Cancel {item} of {batch}? It is not running; it goes to manual.")

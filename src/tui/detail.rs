@@ -193,7 +193,7 @@ pub fn page(
                 plain,
                 format!("  {}  attempt {}  ", rfc3339(fl.failed_at), fl.attempt),
             ),
-            piece(Role::Warn, format!("{}  ", fl.tier)),
+            piece(Role::Warn, format!("{}  ", fl.then())),
             piece(Role::Fail, clean(&fl.error_class, 80)),
         ]);
         hanging(

@@ -82,14 +82,19 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         // writing nothing (the store is still opened, so a missing or
         // unusable one is an error as always).
         ctx.open_read()?;
-        print_report(args, &AddReport::default(), false, not_before)?;
+        print_report(
+            args,
+            &AddReport::default(),
+            false,
+            priority.field.as_deref(),
+        )?;
         return Ok(Exit::Ok);
     }
     if args.dry_run {
         let store = ctx.open_read()?;
         let new_batch = !store.batch_names()?.contains(&args.batch);
         let report = store.add_dry_run(&args.batch, &items)?;
-        print_report(args, &report, new_batch, not_before)?;
+        print_report(args, &report, new_batch, priority.field.as_deref())?;
         return Ok(Exit::Ok);
     }
 
@@ -109,7 +114,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         eprint!("\r{:40}\r", "");
     }
     let report = result?;
-    finish(ctx, args, &report, new_batch, not_before)
+    finish(ctx, args, &report, new_batch, priority.field.as_deref())
 }
 
 /// `add` of a large input fed to `store` as it is parsed (`parse::fed`).
@@ -144,7 +149,7 @@ fn add_fed(
     let report = result??.unwrap_or_default();
     // Nothing written for an input without items: no batch made.
     let new_batch = new_batch && report.added + report.present > 0;
-    finish(ctx, args, &report, new_batch, not_before)
+    finish(ctx, args, &report, new_batch, priority.field.as_deref())
 }
 
 /// Says what the add did.
@@ -153,9 +158,9 @@ fn finish(
     args: &AddArgs,
     report: &AddReport,
     new_batch: bool,
-    not_before: Option<crate::model::Millis>,
+    field: Option<&str>,
 ) -> anyhow::Result<Exit> {
-    print_report(args, report, new_batch, not_before)?;
+    print_report(args, report, new_batch, field)?;
     if new_batch
         && !args.json
         && !ctx.config.batches.is_empty()
@@ -171,11 +176,14 @@ fn finish(
     Ok(Exit::Ok)
 }
 
+/// Says what the add did: the priorities and not-before times it gave, as
+/// its `added` event records them, and the priority field it read (the
+/// flag's, else the config's).
 fn print_report(
     args: &AddArgs,
     report: &AddReport,
     new_batch: bool,
-    not_before: Option<crate::model::Millis>,
+    field: Option<&str>,
 ) -> anyhow::Result<()> {
     if args.json {
         out_json(&serde_json::json!({
@@ -186,9 +194,9 @@ fn print_report(
             "pruned": report.pruned,
             "pruned_between": crate::util::time::span_rfc3339(report.pruned_span),
             "new_batch": new_batch,
-            "priority": args.priority,
-            "priority_field": args.priority_field,
-            "not_before": not_before.map(rfc3339),
+            "priority": report.order.priority_json(),
+            "priority_field": field,
+            "not_before": report.order.not_before_json(),
         }))?;
     } else {
         let summary = if args.dry_run {
@@ -196,15 +204,13 @@ fn print_report(
         } else {
             report.summary()
         };
-        let mut order = Vec::new();
-        if let Some(p) = args.priority {
-            order.push(format!("priority {p}"));
+        let mut order: Vec<String> = report.order.priority_words().into_iter().collect();
+        if let Some(f) = field {
+            order.push(format!("priority field {:?}", sanitize::line(f)));
         }
-        if let Some(f) = &args.priority_field {
-            order.push(format!("priority from field {:?}", sanitize::line(f)));
-        }
-        if let Some(t) = not_before {
-            order.push(format!("not before {}", rfc3339(t)));
+        // One time for all of an add's items: `--not-before`'s.
+        if let Some((at, _)) = report.order.not_before {
+            order.push(format!("not before {}", rfc3339(at)));
         }
         let order = if order.is_empty() {
             String::new()

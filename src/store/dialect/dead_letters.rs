@@ -1,7 +1,7 @@
 //! Statements on dead letters and their rollups.
 
 use super::sql::{self, Arg, Row, Sql, Texts};
-use crate::model::{DeadLetter, DlqGroup, Millis, Tier};
+use crate::model::{DeadLetter, DlqGroup, FailedAttempt, Millis, Tier};
 use crate::store::Result;
 use crate::store::api::Failure;
 use crate::store::rows::dead_letter_columns;
@@ -38,6 +38,10 @@ const OF_ITEM: &str = concat!(
     " FROM dead_letters d JOIN batches b ON b.id = d.batch_id
       WHERE d.item_id = ?1 ORDER BY d.id DESC"
 );
+/// An item's failed attempts retried at once, in the same claim: they end
+/// no claim, so they leave no dead letter, only their `retry` event.
+const RETRIED_OF_ITEM: &str = "SELECT at, run_id, fields, message FROM events
+  WHERE item_id = ?1 AND kind = 'retry' ORDER BY id DESC";
 /// The dead letter copied from its item row (the payload too, for the
 /// dashboard's detail).
 const DEAD_LETTER_INSERT: &str =
@@ -114,6 +118,27 @@ pub(crate) trait DeadLettersRead: Sql {
     /// Every dead letter of one item, newest first.
     fn dead_letters_of_item(&mut self, item: i64) -> Result<Vec<DeadLetter>> {
         sql::all(self, OF_ITEM, &[Arg::Int(item)], dead_letter_from_row)
+    }
+
+    /// Every failed attempt of one item retried at once, newest first, as
+    /// its `retry` event says it (the event's words where a field is
+    /// missing).
+    fn retried_of_item(&mut self, item: i64) -> Result<Vec<FailedAttempt>> {
+        sql::all(self, RETRIED_OF_ITEM, &[Arg::Int(item)], |r| {
+            let fields: serde_json::Value = r
+                .opt_text(2)?
+                .and_then(|f| serde_json::from_str(&f).ok())
+                .unwrap_or_default();
+            let text = |k: &str| fields[k].as_str().map(str::to_string);
+            Ok(FailedAttempt {
+                attempt: fields["attempt"].as_u64().unwrap_or_default() as u32,
+                failed_at: r.time(0)?,
+                error_class: text("error_class").unwrap_or_default(),
+                message: text("message").map_or_else(|| r.text(3), Ok)?,
+                tier: None,
+                run_id: r.opt_int(1)?,
+            })
+        })
     }
 
     /// `(class, in (now - window, now], in the window before)`, read from the

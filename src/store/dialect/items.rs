@@ -61,7 +61,7 @@ pub(crate) fn requeue_from_row(r: &dyn Row) -> Result<(i64, Requeue, String)> {
 /// the unique key index of `items`: `$head`, the condition on alias `$i`
 /// (with its dot, or ""), `$tail`.
 macro_rules! by_key {
-    ($head:literal, $i:literal, $tail:literal) => {
+    ($head:expr, $i:literal, $tail:literal) => {
         Texts {
             sqlite: concat!(
                 $head,
@@ -95,14 +95,6 @@ const OLDER_THAN: &str = concat!(
       WHERE i.updated_at < ?1 AND (i.status = 'done' OR (?2 AND i.status = 'failed'))
       ORDER BY b.name, i.id"
 );
-const DUE_RETRY: &str = concat!(
-    "SELECT ",
-    item_columns!(),
-    " FROM items i JOIN batches b ON b.id = i.batch_id
-      WHERE i.batch_id = ?1 AND i.status = 'failed' AND i.tier = 'retry'
-        AND i.next_attempt_at <= ?2
-      ORDER BY i.id"
-);
 /// The oldest claimable item's time. SQLite's one queue index holds the
 /// claimable items in claim order (priority, then id), so the oldest is the
 /// first entry of one of its priorities: a skip over the distinct
@@ -132,6 +124,19 @@ pub(crate) const ITEM_FOR_REQUEUE: Texts = by_key!(
     ""
 );
 
+/// Ends a claim with no worker's answer: the item back to pending, out of
+/// its lease, before a writer by hand files it (a cancel to `manual`, a
+/// skip). The completions per minute (`minute_stats`, the dashboard's
+/// Activity) count a claim ending done or failed: that is a worker's
+/// answer, as a run counts it, and a cancel or a skip is none. `?1` the
+/// item (`LET_GO`), or `?1` the batch and `?2` the key (`LET_GO_KEYED`).
+macro_rules! let_go {
+    () => {
+        "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL WHERE "
+    };
+}
+pub(crate) const LET_GO: &str = concat!(let_go!(), "id = ?1 AND status = 'claimed'");
+const LET_GO_KEYED: Texts = by_key!(let_go!(), "", " AND status = 'claimed'");
 pub(crate) const MARK_SKIPPED: Texts = by_key!(
     "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
        next_attempt_at = NULL, result = ?3, updated_at = ?4,
@@ -321,12 +326,6 @@ pub(crate) trait ItemsRead: Sql {
         sql::opt(self, sql, &[Arg::Int(batch)], |r| r.time(0))
     }
 
-    /// Retry-tier failures due at `now`, in insertion order.
-    fn items_due_retry(&mut self, batch: i64, now: Millis) -> Result<Vec<Item>> {
-        let args = [Arg::Int(batch), Arg::Time(now)];
-        sql::all(self, DUE_RETRY, &args, item_from_row)
-    }
-
     /// How many items of `batch` wait in `part` at `now`, counted up to
     /// `cap` (a range of the queue index: reading it costs what it
     /// counts).
@@ -409,6 +408,8 @@ pub(crate) trait ItemsWrite: Sql {
             Arg::Text(result),
             Arg::Time(now),
         ];
+        // An orphaned claim is skipped too: no answer of its worker.
+        self.exec(self.text_of(&LET_GO_KEYED), &args[..2])?;
         let sql = self.text_of(&MARK_SKIPPED);
         self.exec(sql, &args)?;
         Ok(())

@@ -114,6 +114,8 @@ pub(crate) trait SteerWrite: Sql {
     /// Moves `item` to the `manual` tier as `Cancelled` with `message`, out
     /// of any claim or cancel.
     fn item_cancel_to_manual(&mut self, item: i64, message: &str, now: Millis) -> Result<()> {
+        // A cancel is no answer of its worker: no failed completion.
+        self.exec(super::items::LET_GO, &[Arg::Int(item)])?;
         let args = [Arg::Int(item), Arg::Text(message), Arg::Time(now)];
         self.exec(TO_MANUAL, &args)?;
         Ok(())

@@ -18,18 +18,11 @@ pub(crate) fn added_event(
         "present": report.present,
         "pruned": report.pruned,
     });
-    let shown = |(low, high): (i64, i64), f: fn(i64) -> serde_json::Value| {
-        if low == high {
-            f(low)
-        } else {
-            serde_json::json!([f(low), f(high)])
-        }
-    };
-    if let Some((low, high)) = report.order.priority {
-        fields["priority"] = shown((low.into(), high.into()), |p| p.into());
+    if let Some(p) = report.order.priority_json() {
+        fields["priority"] = p;
     }
-    if let Some(span) = report.order.not_before {
-        fields["not_before"] = shown(span, |t| crate::util::time::rfc3339(t).into());
+    if let Some(t) = report.order.not_before_json() {
+        fields["not_before"] = t;
     }
     let mut message = report.summary();
     if let Some((cause, handled, total)) = cut {

@@ -1,7 +1,7 @@
 //! Dead letters: an append-only record each time an item lands in `failed`.
 
-use crate::model::{DeadLetter, DlqGroup, Millis, Tier};
-use crate::store::dialect::DeadLettersRead;
+use crate::model::{DeadLetter, DlqGroup, FailedAttempt, Millis, Tier};
+use crate::store::dialect::{DeadLettersRead, Read};
 use crate::store::{Result, Store};
 
 /// The rollups' window: a day of hours.
@@ -21,9 +21,9 @@ impl Store {
         })
     }
 
-    /// Every failure of one item, newest first.
-    pub fn item_failures(&self, item_id: i64) -> Result<Vec<DeadLetter>> {
-        self.read_tx(|tx| tx.dead_letters_of_item(item_id))
+    /// Every failed attempt of one item, newest first.
+    pub fn item_failures(&self, item_id: i64) -> Result<Vec<FailedAttempt>> {
+        self.read_tx(|tx| failed_attempts(tx, item_id))
     }
 
     /// Dead letters per error class in the window `(now - window, now]` and
@@ -105,4 +105,18 @@ pub(crate) fn groups(
         ))
     });
     Ok(groups)
+}
+
+/// Every failed attempt of one item, newest first: those that ended a
+/// claim (its dead letters) and those retried at once (their `retry`
+/// events), as `show` and the dashboard's item detail list them.
+pub(super) fn failed_attempts(tx: &mut dyn Read, item: i64) -> Result<Vec<FailedAttempt>> {
+    let mut all: Vec<FailedAttempt> = tx
+        .dead_letters_of_item(item)?
+        .into_iter()
+        .map(FailedAttempt::from)
+        .collect();
+    all.extend(tx.retried_of_item(item)?);
+    all.sort_by_key(|f| std::cmp::Reverse((f.failed_at, f.attempt)));
+    Ok(all)
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use crate::model::waiting::{RetryTier, RetryWaits, WaitReason, claim_wait};
 use crate::model::{
-    AddReport, Claim, EventKind, Item, Millis, NewEvent, NewItem, SkipReport, Status,
+    AddOrder, AddReport, Claim, EventKind, Item, Millis, NewEvent, NewItem, SkipReport, Status,
 };
 use crate::store::api::{Failure, ItemFilter, Retrying};
 use crate::store::dialect::{Read, Write};
@@ -159,7 +159,11 @@ impl Store {
     /// present (as items, or as tombstones of pruned ones).
     pub fn add_dry_run(&self, batch: &str, items: &[NewItem]) -> Result<AddReport> {
         self.read_tx(|tx| {
-            let mut report = AddReport::default();
+            // What the add would give them, as its report says it.
+            let mut report = AddReport {
+                order: AddOrder::of(items),
+                ..AddReport::default()
+            };
             let Some(b) = tx.batch_seen(batch)? else {
                 report.added = items.len() as u64;
                 return Ok(report);
@@ -234,14 +238,6 @@ impl Store {
         self.write_tx(|tx| {
             let b = tx.batch_id(batch)?;
             tx.items_renew_leases(b, run_id, until)
-        })
-    }
-
-    /// Retry-tier failures that are due (what a dry run would redrive).
-    pub fn due_retries(&self, batch: &str, now: Millis) -> Result<Vec<Item>> {
-        self.read_tx(|tx| {
-            let b = tx.batch_id(batch)?;
-            tx.items_due_retry(b, now)
         })
     }
 

@@ -285,7 +285,7 @@ fn detail(tx: &mut dyn Read, b: i64, key: &str) -> Result<Result<ItemDetail, Str
         Ok(None) => return Ok(Err(format!("no item {key:?} (pruned?)"))),
         Err(e) => return Ok(Err(format!("cannot read item {key:?}: {e}"))),
     };
-    let failures = match tx.dead_letters_of_item(item.id) {
+    let failures = match super::dead_letters::failed_attempts(tx, item.id) {
         Ok(f) => f,
         Err(e) => return Ok(Err(format!("cannot read the failures of {key:?}: {e}"))),
     };

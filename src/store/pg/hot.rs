@@ -12,6 +12,7 @@ use super::items::claim_from_row;
 use crate::model::{Claim, Millis, NewEvent, Outcome};
 use crate::store::Result;
 use crate::store::api::Completion;
+use crate::store::rows::claim_order;
 
 /// A claim, whole (see `PgStore::claim`): `$1` batch id, `$2` how many,
 /// `$3` the run, `$4` the lease's end, `$5` now. `picked` reads the first
@@ -30,13 +31,16 @@ use crate::store::api::Completion;
 /// It counts itself (`bucketed`: pending to claimed, once per statement),
 /// and marks itself so (`counts_itself`), so `items_counted` passes over it
 /// (version 21).
-const CLAIM: &str = "WITH held AS (
+const CLAIM: &str = concat!(
+    "WITH held AS (
      SELECT stop FROM locks WHERE batch_id = $1 AND run_id = $3 FOR SHARE),
  picked AS (
      SELECT id FROM items
       WHERE batch_id = $1 AND status = 'pending' AND tier IS NULL
         AND next_attempt_at IS NULL AND EXISTS (SELECT 1 FROM held WHERE stop IS NULL)
-      ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+      ORDER BY ",
+    claim_order!(""),
+    " LIMIT $2 FOR UPDATE SKIP LOCKED),
  claimed AS (
      UPDATE items i
         SET status = 'claimed', lease_run = $3, lease_until = $4,
@@ -58,7 +62,9 @@ const CLAIM: &str = "WITH held AS (
        FROM claimed ORDER BY id)
  SELECT c.*, (SELECT count(*) FROM held)::int8 AS held
    FROM (SELECT 1) one LEFT JOIN claimed c ON true
-  ORDER BY c.priority DESC, c.id";
+  ORDER BY ",
+    claim_order!("c.")
+);
 
 /// The done mark, the one text of it on PostgreSQL: the rows of `d` (id,
 /// token, outcome, result, cost, at, n, version) that still hold their

@@ -15,7 +15,7 @@ use super::tombstones;
 use crate::model::Tombstone;
 use crate::model::{Claim, Item, Status};
 use crate::store::Result;
-use crate::store::api::{ItemFilter, Requeue, Selection};
+use crate::store::api::{Claimable, ItemFilter, Requeue, Selection};
 use crate::store::dialect::ItemsRead;
 use crate::store::dialect::items::{item_from_row, requeue_from_row};
 use crate::store::rows::item_columns;
@@ -58,12 +58,9 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Args) -> String {
     if let Some(v) = &filter.stale {
         sql.push_str(&crate::store::api::stale_sql(&args.push(v.clone())));
     }
-    if let Some(at) = filter.claimable_at {
-        let n = args.push(at);
-        sql.push_str(&format!(
-            " AND i.status = 'pending' AND i.tier IS NULL \
-               AND (i.next_attempt_at IS NULL OR i.next_attempt_at <= {n})"
-        ));
+    if let Some(c) = filter.claimable {
+        let n = args.push(c.at);
+        sql.push_str(&crate::store::rows::claimable_sql(&n, c.reclaim));
     }
     sql
 }
@@ -130,7 +127,10 @@ impl ItemsRead for PgTx<'_> {
         args.push(batch);
         // Times in the SQL are on the database's clock.
         let filter = &ItemFilter {
-            claimable_at: self.c.tin_opt(filter.claimable_at),
+            claimable: filter.claimable.map(|c| Claimable {
+                at: self.c.tin(c.at),
+                ..c
+            }),
             ..filter.clone()
         };
         let cond = filter_sql(filter, &mut args);
@@ -151,7 +151,10 @@ impl ItemsRead for PgTx<'_> {
         args.push(batch);
         // Times in the SQL are on the database's clock.
         let filter = &ItemFilter {
-            claimable_at: self.c.tin_opt(filter.claimable_at),
+            claimable: filter.claimable.map(|c| Claimable {
+                at: self.c.tin(c.at),
+                ..c
+            }),
             ..filter.clone()
         };
         let cond = filter_sql(filter, &mut args);

@@ -14,6 +14,7 @@ use super::locks::seat_stop;
 use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem, Outcome};
 use crate::store::api::Completion;
 use crate::store::chunks::Chunks;
+use crate::store::rows::claim_order;
 use crate::store::{AddFeed, Fault, Result, StoreError};
 use crate::util::signals::Stop;
 
@@ -728,10 +729,13 @@ impl SqliteStore {
 /// The next `?2` items a claim takes: higher priority first, then older.
 /// The first entries of `items_queue` past its four equalities (`IS NULL`
 /// is one to SQLite), whatever the batch holds.
-pub(super) const CLAIMABLE: &str =
+pub(super) const CLAIMABLE: &str = concat!(
     "SELECT id, key, label, payload, attempts, op_id, lease_token FROM items
   WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
-  ORDER BY priority DESC, id LIMIT ?2";
+  ORDER BY ",
+    claim_order!(""),
+    " LIMIT ?2"
+);
 
 impl SqliteStore {
     /// How SQLite plans a claim's read (`EXPLAIN QUERY PLAN`), one line

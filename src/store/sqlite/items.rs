@@ -51,11 +51,11 @@ pub(crate) fn filter_sql(filter: &ItemFilter, args: &mut Vec<rusqlite::types::Va
         let n = bind(args, V::Text(v.clone()));
         sql.push_str(&crate::store::api::stale_sql(&format!("?{n}")));
     }
-    if let Some(at) = filter.claimable_at {
-        let n = bind(args, V::Integer(at));
-        sql.push_str(&format!(
-            " AND i.status = 'pending' AND i.tier IS NULL \
-               AND (i.next_attempt_at IS NULL OR i.next_attempt_at <= ?{n})"
+    if let Some(c) = filter.claimable {
+        let n = bind(args, V::Integer(c.at));
+        sql.push_str(&crate::store::rows::claimable_sql(
+            &format!("?{n}"),
+            c.reclaim,
         ));
     }
     sql

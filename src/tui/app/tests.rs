@@ -481,7 +481,7 @@ fn cancel_and_stop_ask_naming_what_they_act_on() {
         batch: "a".into(),
         key: "k1".into(),
         label: "k1".into(),
-        running: false,
+        claimed: false,
     };
     assert_eq!(app.confirm, Some(cancel.clone()));
     assert!(
@@ -501,6 +501,28 @@ fn cancel_and_stop_ask_naming_what_they_act_on() {
     assert_eq!(
         step(&mut app, Intent::Confirm(true)),
         vec![Effect::Write(Write::Stop { batch: "a".into() })]
+    );
+}
+
+/// A claimed item's cancel does not say its worker is stopped: a claim
+/// may wait to retry or for a pool place, with no worker (the row does not
+/// say which); the dialog says what happens in each case.
+#[test]
+fn the_cancel_of_a_claim_says_what_happens_whether_or_not_a_worker_runs() {
+    let mut app = app();
+    step(&mut app, Intent::GoPane(Pane::Items));
+    step(&mut app, Intent::Down);
+    app.data.items.as_mut().unwrap().rows[1].status = Status::Claimed;
+    step(&mut app, Intent::CancelSelected);
+    let question = app.confirm.as_ref().unwrap().question();
+    assert!(!question.contains("Its worker is stopped"), "{question}");
+    assert!(
+        question.contains("A worker running it is stopped"),
+        "{question}"
+    );
+    assert!(
+        question.contains("waiting to retry or for a pool place is dropped"),
+        "{question}"
     );
 }
 

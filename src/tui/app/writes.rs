@@ -126,7 +126,7 @@ impl App {
                         batch,
                         key,
                         label,
-                        running: status == Status::Claimed,
+                        claimed: status == Status::Claimed,
                     }),
                     None => self.warn("select an item first"),
                 }

@@ -501,6 +501,44 @@ fn pause_with_a_blank_reason_is_refused() {
     assert_eq!(env.status()["batches"][0]["paused"], false);
 }
 
+/// A blank cancel reason is refused, as pause's and skip's are, and
+/// nothing is cancelled: it cancelled the item with the reason "", shown
+/// as "cancelled by root@vm: " by show and the log.
+#[test]
+fn cancel_with_a_blank_reason_is_refused() {
+    let env = Env::new();
+    env.add_items("b", 1);
+    for blank in ["", "   "] {
+        refused(
+            &env,
+            &["cancel", "b", "k1", "--reason", blank],
+            2,
+            &["--reason"],
+        )
+        .error_line();
+    }
+}
+
+/// A blank error class is refused, naming `--class`: no item has one (a
+/// worker's blank class takes the default), so requeue said "requeued 0
+/// items", items "No items match" and dlq "no dead letters of class ",
+/// each with exit 0.
+#[test]
+fn a_blank_error_class_is_refused() {
+    let env = store();
+    for blank in ["", " "] {
+        for args in [
+            vec!["requeue", "b", "--class", blank],
+            vec!["requeue", "b", "k1", "--class", blank, "--dry-run"],
+            vec!["items", "b", "--class", blank],
+            vec!["dlq", "b", "--class", blank],
+            vec!["dlq", "b", "--jsonl", "--class", blank],
+        ] {
+            refused(&env, &args, 2, &["--class"]).error_line();
+        }
+    }
+}
+
 #[test]
 fn requeue_without_a_selector_says_how_to_choose() {
     let env = store();

@@ -465,10 +465,12 @@ fn operator_actions_say_what_they_did_as_json() {
         )
     );
     assert!(is_utc(&p["at"]), "{p}");
+    // `changed` is said whether or not it changed (it was left out when it had).
+    assert_eq!(p["changed"], true, "{p}");
     let again = as_operator(&env, &["pause", "b", "--reason", "still", "--json"]).json();
     assert_eq!(
-        (&again["was_paused"], &again["reason"]),
-        (&true.into(), &"still".into())
+        (&again["was_paused"], &again["reason"], &again["changed"]),
+        (&true.into(), &"still".into(), &true.into())
     );
 
     let u = as_operator(&env, &["unpause", "b", "--json"]).json();

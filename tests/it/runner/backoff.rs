@@ -145,4 +145,47 @@ both_backends! {
             run.wait().unwrap();
         }
     }
+
+    /// A failed attempt retried at once ends no claim (no dead letter) and
+    /// was missing from `show`'s failures, its `--json` and the dashboard's
+    /// "attempts that failed (0)". Every failed attempt is listed now, the
+    /// one retried at once said so; the one left in a tier as before.
+    fn a_failed_attempt_retried_at_once_is_listed_with_the_others(env) {
+        let w = env.script("w.sh", "cat >/dev/null\n\
+            if [ \"$NIGHTSHIFT_ATTEMPT\" = 3 ]; then echo '{}'; exit 0; fi\n\
+            echo \"{\\\"error_class\\\":\\\"Boom\\\",\\\"transient\\\":true,\\\"message\\\":\\\"boom $NIGHTSHIFT_ATTEMPT\\\"}\" >&2\n\
+            exit 75");
+        env.config(&format!("[batch.b]\nworker = [\"{}\"]\nretries = 1\nbackoff = \"100ms\"\n", w.display()));
+        env.add_items("b", 1);
+        // Attempt 1 retried at once, attempt 2 left in the retry tier.
+        env.run(&["run", "b"]).code(1);
+        let listed = |env: &Env| -> Vec<(u64, Value, String)> {
+            let shown = env.run(&["show", "b", "k1", "--json"]).code(0).json();
+            shown["failures"].as_array().unwrap().iter()
+                .map(|f| (f["attempt"].as_u64().unwrap(), f["tier"].clone(), format!("{}: {}", f["error_class"].as_str().unwrap(), f["message"].as_str().unwrap())))
+                .collect()
+        };
+        assert_eq!(listed(&env), [
+            (2, Value::from("retry"), "Boom: boom 2".to_string()),
+            (1, Value::Null, "Boom: boom 1".to_string()),
+        ]);
+        let text = out(&env, &["show", "b", "k1"]);
+        assert!(text.contains("failures (2), newest first:"), "{text}");
+        assert!(text.contains("  attempt 2  retry  Boom: boom 2\n"), "{text}");
+        assert!(text.contains("  attempt 1  retried  Boom: boom 1\n"), "{text}");
+        // The dashboard's item detail reads the same list.
+        let store = nightshift::store::Store::open(&env.db, nightshift::store::Access::ReadOnly).unwrap();
+        let read = |store: &nightshift::store::Store| {
+            let q = nightshift::store::DashQuery { batch: Some("b".into()), detail: Some("k1".into()), ..Default::default() };
+            let detail = store.dashboard(&q, now_ms()).unwrap().detail.unwrap().unwrap();
+            detail.failures.iter().map(|f| (f.attempt, f.then())).collect::<Vec<_>>()
+        };
+        assert_eq!(read(&store), [(2, "retry"), (1, "retried")]);
+        // Its time come, attempt 3 succeeds: the failures stay listed.
+        env.exec("UPDATE items SET next_attempt_at = 1 WHERE key = 'k1'");
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(env.item("k1"), ("done".into(), None, 3));
+        assert_eq!(listed(&env).len(), 2);
+        assert_eq!(read(&store), [(2, "retry"), (1, "retried")]);
+    }
 }

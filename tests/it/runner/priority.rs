@@ -56,7 +56,8 @@ both_backends! {
         env.add_items("b", 30);
         env.write("urgent.jsonl", "{\"key\":\"urgent\"}\n");
         let added = env.run(&["add", "b", "urgent.jsonl", "--priority", "5"]);
-        assert_eq!(added.code(0).stdout, "b: added 1, already present 0 (priority 5)\n");
+        // The line has no "prio": it takes --priority; the field is named.
+        assert_eq!(added.code(0).stdout, "b: added 1, already present 0 (priority 5, priority field \"prio\")\n");
         env.write("mixed.jsonl", "{\"key\":\"m-low\",\"prio\":-1}\n{\"key\":\"m-high\",\"prio\":9}\n{\"key\":\"m-none\"}\n");
         env.run(&["add", "b", "mixed.jsonl"]).code(0);
         let shown = env.run(&["show", "b", "m-high"]).code(0).stdout.clone();
@@ -76,6 +77,86 @@ both_backends! {
         let events = env.events("b", "added");
         assert_eq!(events[1]["fields"]["priority"], 5, "{}", events[1]);
         assert_eq!(events[2]["fields"]["priority"], serde_json::json!([-1, 9]), "{}", events[2]);
+    }
+
+    /// A due retry-tier item is claimed by its priority among the pending
+    /// ones (the run's redrive makes it pending first): the dry run lists
+    /// it there too, and `--limit N` names the N items the run takes.
+    fn the_dry_run_lists_a_due_redrive_in_claim_order(env) {
+        let log = env.path("ran.log");
+        let w = env.script("w.sh", &format!(
+            "cat >/dev/null\necho $NIGHTSHIFT_KEY >> {}\n[ \"$NIGHTSHIFT_KEY$NIGHTSHIFT_ATTEMPT\" = low1 ] && exit 75\necho '\"ok\"'",
+            log.display()));
+        env.config(&format!("[batch.b]\nworker = [\"{}\"]\nconcurrency = 1\nretries = 0\n", w.display()));
+        env.write("low.jsonl", "{\"key\":\"low\"}\n");
+        env.run(&["add", "b", "low.jsonl", "--priority", "-5"]).code(0);
+        env.run(&["run", "b"]).code(1);
+        assert_eq!(env.item("low"), ("failed".into(), Some("retry".into()), 1));
+        env.write("urgent.jsonl", "{\"key\":\"urgent\"}\n");
+        env.run(&["add", "b", "urgent.jsonl", "--priority", "9"]).code(0);
+        env.write("rest.jsonl", "{\"key\":\"mid\"}\n");
+        env.run(&["add", "b", "rest.jsonl"]).code(0);
+        env.write("last.jsonl", "{\"key\":\"last\"}\n");
+        env.run(&["add", "b", "last.jsonl", "--priority", "-9"]).code(0);
+        // Its retry time has come.
+        assert_eq!(env.exec("UPDATE items SET next_attempt_at = 1 WHERE key = 'low'"), 1);
+
+        let listed = |extra: &[&str]| -> Vec<(String, String)> {
+            let mut args = vec!["run", "b", "--dry-run", "--json"];
+            args.extend(extra);
+            let dry = env.run(&args).code(0).json();
+            dry["items"].as_array().unwrap().iter()
+                .map(|i| (i["key"].as_str().unwrap().to_string(), i["why"].as_str().unwrap().to_string()))
+                .collect()
+        };
+        let pair = |k: &str, why: &str| (k.to_string(), why.to_string());
+        let all = vec![pair("urgent", "pending"), pair("mid", "pending"), pair("low", "redrive"), pair("last", "pending")];
+        assert_eq!(listed(&[]), all, "the dry run lists them in claim order");
+        assert_eq!(listed(&["--limit", "1"]), all[..1], "--limit 1 names the one a run takes");
+        let text = env.run(&["run", "b", "--dry-run", "--limit", "1"]).code(0).stdout.clone();
+        assert!(text.contains("urgent") && !text.contains("redrive"), "{text}");
+
+        std::fs::write(&log, "").unwrap();
+        env.run(&["run", "b", "--limit", "1"]).code(0);
+        assert_eq!(common::lines(&log), ["urgent"]);
+        // The run redrove it: pending now, at the same place.
+        let left: Vec<String> = listed(&[]).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(left, ["mid", "low", "last"], "what is left, in the same order");
+        env.run(&["run", "b"]).code(0);
+        assert_eq!(common::lines(&log), ["urgent", "mid", "low", "last"]);
+    }
+
+    /// `add` says the priorities it gave, as its `added` event records
+    /// them, and the field it read them from (the config's too): it said
+    /// the `--priority` flag's, which the field had overruled, and
+    /// `"priority_field": null` while the config's was read.
+    fn add_says_the_priorities_it_gave_and_the_field_it_read(env) {
+        env.config("[batch.b]\nworker = [\"true\"]\npriority_field = \"prio\"\n");
+        let add = |name: &str, lines: &str, extra: &[&str]| {
+            let file = env.write(name, lines);
+            let mut args = vec!["add", "b", file.to_str().unwrap()];
+            args.extend(extra);
+            env.run(&args).code(0).stdout.clone()
+        };
+        let said = add("a.jsonl", "{\"key\":\"a\",\"prio\":1}\n", &["--priority", "100"]);
+        assert_eq!(said, "b: added 1, already present 0 (priority 1, priority field \"prio\")\n");
+        assert_eq!(env.run(&["show", "b", "a", "--json"]).code(0).json()["item"]["priority"], 1);
+        let json: serde_json::Value = serde_json::from_str(&add("c.jsonl", "{\"key\":\"c\",\"prio\":1}\n", &["--priority", "100", "--json"])).unwrap();
+        assert_eq!((&json["priority"], &json["priority_field"]), (&1.into(), &"prio".into()), "{json}");
+        let two = "{\"key\":\"d\",\"prio\":7}\n{\"key\":\"e\",\"prio\":9}\n";
+        let json: serde_json::Value = serde_json::from_str(&add("de.jsonl", two, &["--json", "--dry-run"])).unwrap();
+        assert_eq!(json["priority"], serde_json::json!([7, 9]), "the dry run says the same: {json}");
+        let json: serde_json::Value = serde_json::from_str(&add("de.jsonl", two, &["--json"])).unwrap();
+        assert_eq!(json["priority"], serde_json::json!([7, 9]), "{json}");
+        assert_eq!(env.events("b", "added").last().unwrap()["fields"]["priority"], json["priority"]);
+        // Lines without the field take --priority; --priority-field names another.
+        let said = add("f.jsonl", "{\"key\":\"f\"}\n", &["--priority", "-3", "--priority-field", "urgency"]);
+        assert_eq!(said, "b: added 1, already present 0 (priority -3, priority field \"urgency\")\n");
+        // A large input, added while it is parsed, says the same.
+        let big: String = (0..3000).map(|i| format!("{{\"key\":\"big{i:05}\",\"prio\":{},\"pad\":\"{}\"}}\n", i % 5 - 2, "x".repeat(20))).collect();
+        assert!(big.len() >= 64 * 1024);
+        let said = add("big.jsonl", &big, &[]);
+        assert_eq!(said, "b: added 3000, already present 0 (priorities -2 to 2, priority field \"prio\")\n");
     }
 
     /// `add --not-before T`: a run before T leaves the item pending (not

@@ -34,7 +34,7 @@ fn the_cancel_and_stop_keys_steer_a_live_run() {
             .any(|l| l.contains("stuck") && l.contains("claimed"))
     });
     dash.key("c");
-    dash.wait_text("Cancel stuck of b? Its worker is stopped");
+    dash.wait_text("Cancel stuck of b? A worker running it is stopped");
     dash.key("y");
     dash.wait_text("asked the runner of stuck to stop its worker");
     wait_for("stuck cancelled", || {

@@ -11,8 +11,8 @@ use nightshift::model::{
     Tombstone, Trigger, WorkerGroup,
 };
 use nightshift::store::{
-    Access, AddFeed, AttemptLog, CancelledWhile, Completion, DashQuery, EventFilter, FeedRefused,
-    ItemFilter, ItemsQuery, LockOutcome, Selection, Store, StoreError,
+    Access, AddFeed, AttemptLog, CancelledWhile, Claimable, Completion, DashQuery, EventFilter,
+    FeedRefused, ItemFilter, ItemsQuery, LockOutcome, Selection, Store, StoreError,
 };
 use nightshift::util::signals::Stop;
 
@@ -428,7 +428,12 @@ both_stores! {
         assert_eq!(w.iter().map(|(_, a, _)| a).sum::<i64>(), 3);
         // Not due yet, then one, then the other.
         assert!(s.redrive_due("b", Some(run), T0 + MIN).unwrap().is_empty());
-        assert_eq!(s.due_retries("b", T0 + 15 * MIN).unwrap().len(), 1);
+        let claimable = ItemFilter {
+            claimable: Some(Claimable { at: T0 + 15 * MIN, reclaim: false }),
+            ..ItemFilter::default()
+        };
+        let due: Vec<String> = s.items("b", &claimable).unwrap().into_iter().map(|i| i.key).collect();
+        assert_eq!(due, ["k000"], "a run then would claim it");
         assert_eq!(s.redrive_due("b", Some(run), T0 + 15 * MIN).unwrap(), vec!["k000".to_string()]);
         assert_eq!(s.redrive_due("b", None, T0 + 30 * MIN).unwrap(), vec!["k002".to_string()]);
         assert_eq!(s.run(run).unwrap().unwrap().counts.redriven, 1);
@@ -1763,6 +1768,41 @@ both_stores! {
         let cancelled = kinds("cancelled");
         assert_eq!(cancelled.len(), 3);
         assert!(cancelled.iter().all(|e| e.actor.as_deref() == Some("ops@h2")), "{cancelled:?}");
+        assert_eq!(s.integrity_check().unwrap(), "ok");
+    }
+
+    /// The completions per minute (the dashboard's Activity) count the
+    /// workers' answers only, as the runs do: a claim cancelled (asked and
+    /// settled, or of a dead runner, moved at once) or skipped ends no
+    /// attempt in done or failed; a failure and a success do.
+    fn a_cancel_or_a_skip_of_a_claim_is_no_completion(db, s) {
+        use nightshift::store::CancelTo;
+        s.add_items("b", &items(5), T0, |_| {}).unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        let dead = Holder { host: nightshift::util::identity::host(), pid: gone.id(), pid_start: Some(7) };
+        let old = s.start_run("b", Trigger::Manual, None, &dead, T0, None).unwrap();
+        s.acquire_lock("b", "old", &dead, Some(old), T0 + MIN, T0, &[], 2).unwrap();
+        let left = s.claim("b", old, 2, T0 + MIN, T0).unwrap().unwrap();
+        // Both claims of the dead runner: one cancelled, one skipped.
+        s.cancel_item("b", &left[0].key, CancelTo::Manual, "ops", "stuck", T0 + 1).unwrap();
+        s.skip("b", &[left[1].key.clone()], "by hand", "ops", T0 + 1).unwrap();
+        let run = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
+        s.acquire_lock("b", "tok", &holder(1), Some(run), T0 + MIN, T0, &[], 2).unwrap();
+        let c = s.claim("b", run, 3, T0 + MIN, T0).unwrap().unwrap();
+        s.cancel_item("b", &c[0].key, CancelTo::Manual, "ops", "stuck", T0 + 1).unwrap();
+        s.settle_cancel("b", c[0].item_id, c[0].token, (run, T0 + 2), CancelledWhile::Running).unwrap().unwrap();
+        assert_eq!(s.counts("b").unwrap().manual, 2);
+        assert_eq!(s.minute_stats("b", T0 + 2, 1).unwrap(), [(0, 0)], "no answer, no completion");
+        let fail = nightshift::store::Failure { item_id: c[1].item_id, token: c[1].token, run_id: run,
+            tier: Tier::Manual, error_class: "X", message: "m", next_attempt_at: None, cost: None, now: T0 + 2 };
+        assert!(s.fail(&fail, &done_event(&c[1].key)).unwrap());
+        let done = Completion { usage: None, item_id: c[2].item_id, token: c[2].token, run_id: run,
+            outcome: Outcome::Done, result: Some("{}"), cost: None, now: T0 + 2, version: None };
+        assert!(s.complete(&done, &done_event(&c[2].key)).unwrap());
+        assert_eq!(s.minute_stats("b", T0 + 2, 1).unwrap(), [(1, 1)]);
+        let counts = s.counts("b").unwrap();
+        assert_eq!((counts.manual, counts.done, counts.skipped, counts.claimed), (3, 1, 1, 0));
         assert_eq!(s.integrity_check().unwrap(), "ok");
     }
 

@@ -106,6 +106,30 @@ both_stores! {
         assert_eq!(claimed_keys(&mut s, run, 5, at), ["k"]);
     }
 
+    /// What a run would claim (`run --dry-run`'s list) is what its
+    /// redrive and claims then take, in that order: a due retry-tier item
+    /// at its priority's place, not first.
+    fn the_list_of_what_a_run_would_claim_is_in_claim_order(db, s) {
+        let given = [item("a", 0, None), item("r", -5, None), item("u", 9, None), item("z", -9, None)];
+        s.add_items("b", &given, T0, |_| {}).unwrap();
+        let run = locked_run(&mut s);
+        let c = s.claim_key("b", "r", run, T0 + MIN, T0).unwrap();
+        let failure = nightshift::store::Failure {
+            item_id: c.item_id, token: c.token, run_id: run, tier: Tier::Retry, error_class: "Boom",
+            message: "boom", next_attempt_at: Some(T0 + MIN), cost: None, now: T0,
+        };
+        assert!(s.fail(&failure, &NewEvent::new(T0, "b", EventKind::Failed, "failed")).unwrap());
+        let would = |s: &Store, at: i64| -> Vec<String> {
+            let filter = ItemFilter { claimable: Some(Claimable { at, reclaim: false }), ..ItemFilter::default() };
+            s.items("b", &filter).unwrap().into_iter().map(|i| i.key).collect()
+        };
+        assert_eq!(would(&s, T0), ["u", "a", "z"], "not due yet");
+        let listed = would(&s, T0 + MIN);
+        assert_eq!(listed, ["u", "a", "r", "z"]);
+        s.redrive_due("b", Some(run), T0 + MIN).unwrap();
+        assert_eq!(claimed_keys(&mut s, run, 10, T0 + MIN), listed);
+    }
+
     /// The oldest-pending age (metrics) is the oldest claimable item's,
     /// whatever its priority: not the next claim's, and never a not-before
     /// item's or a claimed one's.
