@@ -90,7 +90,7 @@ pub(super) struct Tally {
     /// Cost in millionths, so it can be summed atomically.
     pub(super) cost_micros: AtomicI64,
     /// What the costs left below a millionth (`Carry`).
-    pub(super) cost_carry: crate::config::budget::Carry,
+    pub(super) cost_carry: crate::util::money::Carry,
 }
 
 impl Tally {
@@ -114,7 +114,7 @@ impl Tally {
             redriven: get(&self.redriven),
             released: get(&self.released),
             cancelled: get(&self.cancelled),
-            cost: get(&self.cost_micros) as f64 / 1e6,
+            cost: crate::util::money::from_micros(get(&self.cost_micros)),
         }
     }
 

@@ -2,11 +2,11 @@
 
 use super::seats::holder_at;
 use super::sql::{self, Arg, Row, Sql};
-use crate::config::budget::{from_micros, to_micros};
 use crate::model::{Holder, Millis, Run, RunCounts, RunState, Tier, Trigger};
 use crate::store::Result;
 use crate::store::api::OpenRun;
 use crate::store::rows::run_columns;
+use crate::util::money::{from_micros, to_micros};
 
 fn run_from_row(r: &dyn Row) -> Result<Run> {
     Ok(Run {
