@@ -48,6 +48,22 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// Its word, as the run keeps it (`model::StopCause`).
+    #[must_use]
+    pub fn cause(&self) -> crate::model::StopCause {
+        use crate::model::StopCause;
+        match self {
+            StopReason::Interrupted => StopCause::Signal,
+            StopReason::MaxDuration => StopCause::MaxDuration,
+            StopReason::MaxCost => StopCause::MaxCost,
+            StopReason::Paused(_) => StopCause::Paused,
+            StopReason::LockLost => StopCause::LockLost,
+            StopReason::StoreLost => StopCause::StoreLost,
+            StopReason::Asked(_) => StopCause::Stop,
+            StopReason::WorkerCannotStart(_) => StopCause::WorkerCannotStart,
+        }
+    }
+
     /// How much a reason says: a later stop request with a weightier one
     /// replaces the first.
     fn weight(&self) -> u8 {

@@ -203,6 +203,7 @@ mod tests {
             started_at: 0,
             ended_at: Some(1),
             state: RunState::Ok,
+            stopped: None,
             counts: RunCounts {
                 done,
                 retried,

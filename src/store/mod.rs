@@ -51,7 +51,7 @@ pub use api::{
     CancelOutcome, CancelSettled, CancelTo, CancelledWhile, Completion, DashQuery, Dashboard,
     EventFilter, EventsQuery, Failure, FeedRefused, FollowCursor, ItemDetail, ItemFilter, ItemPage,
     ItemRow, ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim, PoolDimView, PoolHold, PoolItem,
-    PoolSpec, PoolView, PoolWait, PruneReport, Requeue, Retrying, Selection, SinceSummary,
+    PoolSpec, PoolView, PoolWait, PruneReport, Requeue, Retrying, RunEnd, Selection, SinceSummary,
     SpendAdd, SpendKey, SpendScope, Spent, Steering, StopAsked, Unpaused, UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};

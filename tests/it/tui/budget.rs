@@ -108,3 +108,29 @@ fn every_row_and_the_header_say_a_budget_reached() {
         "{screen}"
     );
 }
+
+/// A run its `max_cost` stopped is `ok` on the dashboard too, and its last
+/// run line says why it stopped beside the state, before a summary the
+/// pane's edge may cut (it said `aborted`).
+#[test]
+fn a_run_its_max_cost_stopped_says_ok_and_why() {
+    let env = Env::new();
+    let worker = common::cost_worker(&env, "1.0");
+    env.config(&format!(
+        "[batch.a]\nworker = [\"{}\"]\nconcurrency = 1\nmax_cost = 2.5\n",
+        worker.display()
+    ));
+    add_keys(&env, "a", &["k1", "k2", "k3", "k4", "k5"]);
+    env.run(&["run", "a"]).code(0);
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (80, 24));
+    let screen = dash.wait_for("the last run", |s| s.contains("last run  #1 "));
+    let line = screen
+        .lines()
+        .find(|l| l.contains("last run  #1 "))
+        .unwrap();
+    assert!(
+        line.contains("#1 ok, max_cost reached · manual"),
+        "{screen}"
+    );
+    dash.key("q");
+}

@@ -7,7 +7,7 @@ use crate::support::fixture;
 use std::collections::BTreeMap;
 
 use nightshift::config::Schedule;
-use nightshift::store::{Access, Store};
+use nightshift::store::{Access, RunEnd, Store};
 use nightshift::tui::action::{Action, Arrival, Intent, Pane};
 use nightshift::tui::app::{App, BatchSchedule, Setup};
 use nightshift::tui::theme::Palette;
@@ -553,10 +553,7 @@ fn the_pace_says_only_what_it_knows() {
         .unwrap();
     s.finish_run(
         step,
-        RunState::LockHeld,
-        "a-young: lock-held: stepped down",
-        0,
-        0,
+        &RunEnd::new(RunState::LockHeld, "a-young: lock-held: stepped down"),
         NOW - 1_000,
     )
     .unwrap();
