@@ -49,7 +49,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
             "state": report.state,
             "summary": report.summary,
             "counts": report.counts,
-            "stopped": report.stopped.as_ref().map(ToString::to_string),
+            "stopped": report.stopped.as_ref().map(StopReason::cause),
             "hooks_failed": report.hooks_failed,
             "waiting": waiting::to_json(&report.waiting),
         }))?;
@@ -60,21 +60,18 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     for failure in &report.hooks_failed {
         eprintln!("nightshift: {}", sanitize::line(&failure.to_string()));
     }
-    // A stopped run (a signal, `nightshift stop`) says so whatever failed
-    // before the stop: the code matches the run's recorded `aborted`, and
-    // the summary and the alert tell of the failures.
-    Ok(
-        if matches!(
-            report.stopped,
-            Some(StopReason::Interrupted | StopReason::Asked(_))
-        ) {
-            Exit::Interrupted
-        } else if report.exit_failed() {
-            Exit::Failed
-        } else {
-            Exit::Ok
-        },
-    )
+    // The code says what the recorded state says (`RunState::ended`): a
+    // run a signal or `nightshift stop` ended is 130 whatever failed
+    // before the stop (the summary and the alert tell of the failures);
+    // one its `max_duration` or `max_cost` stopped is 0 unless something
+    // failed in it.
+    Ok(if report.interrupted() {
+        Exit::Interrupted
+    } else if report.exit_failed() {
+        Exit::Failed
+    } else {
+        Exit::Ok
+    })
 }
 
 /// A new session with no controlling terminal: the hangup of the

@@ -149,6 +149,9 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             if let Some(dead) = i.dead_runner() {
                 s.push_str(&format!(" {dead}"));
             }
+            if let Some(limit) = i.stopped_at_limit() {
+                s.push_str(&format!(" {limit}"));
+            }
             if scene.paused(i) {
                 s.push_str(" ⏸");
             }

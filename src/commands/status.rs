@@ -256,6 +256,7 @@ fn run_json(r: &Run, seen: RunSeen, now: Millis) -> Value {
         "id": r.id,
         "state": seen.as_str(),
         "recorded_state": r.state,
+        "stopped": r.stopped,
         "why": seen.why(now),
         "trigger": r.trigger,
         "actor": r.actor,

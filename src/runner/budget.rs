@@ -26,10 +26,11 @@ use serde_json::json;
 
 use super::cycle::Cycle;
 use crate::config::BatchConfig;
-use crate::config::budget::{Budget, Carry, from_micros, window_word};
+use crate::config::budget::{Budget, window_word};
 use crate::model::{EventKind, Millis};
 use crate::store::{SpendAdd, SpendKey, SpendScope, Spent, Store, StoreError};
 use crate::util::money::money;
+use crate::util::money::{Carry, from_micros};
 use crate::util::time::{now_ms, rfc3339, utc_clock};
 
 /// One budget of a batch, with its window's spend as the run knows it.

@@ -48,6 +48,22 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// Its word, as the run keeps it (`model::StopCause`).
+    #[must_use]
+    pub fn cause(&self) -> crate::model::StopCause {
+        use crate::model::StopCause;
+        match self {
+            StopReason::Interrupted => StopCause::Signal,
+            StopReason::MaxDuration => StopCause::MaxDuration,
+            StopReason::MaxCost => StopCause::MaxCost,
+            StopReason::Paused(_) => StopCause::Paused,
+            StopReason::LockLost => StopCause::LockLost,
+            StopReason::StoreLost => StopCause::StoreLost,
+            StopReason::Asked(_) => StopCause::Stop,
+            StopReason::WorkerCannotStart(_) => StopCause::WorkerCannotStart,
+        }
+    }
+
     /// How much a reason says: a later stop request with a weightier one
     /// replaces the first.
     fn weight(&self) -> u8 {
@@ -90,7 +106,7 @@ pub(super) struct Tally {
     /// Cost in millionths, so it can be summed atomically.
     pub(super) cost_micros: AtomicI64,
     /// What the costs left below a millionth (`Carry`).
-    pub(super) cost_carry: crate::config::budget::Carry,
+    pub(super) cost_carry: crate::util::money::Carry,
 }
 
 impl Tally {
@@ -114,7 +130,7 @@ impl Tally {
             redriven: get(&self.redriven),
             released: get(&self.released),
             cancelled: get(&self.cancelled),
-            cost: get(&self.cost_micros) as f64 / 1e6,
+            cost: crate::util::money::from_micros(get(&self.cost_micros)),
         }
     }
 

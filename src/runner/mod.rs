@@ -122,13 +122,6 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// The report of a run that a stop ended (its exit code says so).
-    #[must_use]
-    pub fn stopped_by(mut self, reason: StopReason) -> RunReport {
-        self.stopped = Some(reason);
-        self
-    }
-
     /// The batch's `source` command failed.
     pub fn source_failed(&self) -> Option<&HookFailure> {
         self.hooks_failed.iter().find(|h| h.hook == Hook::Source)
@@ -149,14 +142,18 @@ impl RunReport {
     }
 
     /// Something failed: an item, or the source command, or the run lost
-    /// its lock (its in-flight results were discarded). Cron acts on it.
+    /// its lock (its in-flight results were discarded) or its worker (the
+    /// state says so: `RunState::ended`). Cron acts on it, and the alert
+    /// runs.
     pub fn exit_failed(&self) -> bool {
-        self.counts.failed > 0
-            || self.source_failed().is_some()
-            || matches!(
-                self.stopped,
-                Some(StopReason::LockLost | StopReason::WorkerCannotStart(_))
-            )
+        self.state == RunState::Failed || self.counts.failed > 0 || self.source_failed().is_some()
+    }
+
+    /// A signal or `nightshift stop` ended it (its state is `aborted`):
+    /// exit 130, whatever failed before the stop (the summary and the
+    /// alert tell of that).
+    pub fn interrupted(&self) -> bool {
+        self.state == RunState::Aborted
     }
 }
 
@@ -197,7 +194,14 @@ pub async fn cycle(
         None => paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display())),
     };
     if let Some(reason) = pause {
-        return summary::record_skip(&mut store, &opts, &holder, RunState::Paused, &reason, &log);
+        return summary::record_skip(
+            &mut store,
+            &opts,
+            &holder,
+            (RunState::Paused, None),
+            &reason,
+            &log,
+        );
     }
 
     // 2. The batch lock.
@@ -219,7 +223,7 @@ pub async fn cycle(
                     &mut store,
                     &opts,
                     &holder,
-                    RunState::LockHeld,
+                    (RunState::LockHeld, None),
                     &reason,
                     &log,
                 );
@@ -229,11 +233,10 @@ pub async fn cycle(
                     &mut store,
                     &opts,
                     &holder,
-                    RunState::Aborted,
+                    (RunState::Aborted, Some(StopReason::Interrupted)),
                     "interrupted while waiting for the lock",
                     &log,
-                )
-                .map(|r| r.stopped_by(StopReason::Interrupted));
+                );
             }
             seat::Acquired::Stopped(by) => {
                 let reason = format!(
@@ -244,11 +247,10 @@ pub async fn cycle(
                     &mut store,
                     &opts,
                     &holder,
-                    RunState::Aborted,
+                    (RunState::Aborted, Some(StopReason::Asked(by))),
                     &reason,
                     &log,
-                )
-                .map(|r| r.stopped_by(StopReason::Asked(by)));
+                );
             }
         };
     let seat = Seat {

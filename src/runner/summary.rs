@@ -12,7 +12,7 @@ use super::hook::{Hook, HookFailure};
 use super::{EventLog, RunOptions, RunReport};
 use crate::duration::format_duration;
 use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
-use crate::store::Store;
+use crate::store::{RunEnd, Store};
 use crate::util::time::now_ms;
 
 /// `articles: 190 done, 4 empty, 3 failed (2 retry, 1 manual), 12 retried,
@@ -56,12 +56,13 @@ pub fn line(
     s
 }
 
-/// Records a cycle that did nothing (paused, lock held) as a run.
+/// Records a cycle that did nothing (paused, lock held, stopped while it
+/// waited for the lock: `stopped`) as a run.
 pub fn record_skip(
     store: &mut Store,
     opts: &RunOptions,
     holder: &Holder,
-    state: RunState,
+    (state, stopped): (RunState, Option<StopReason>),
     reason: &str,
     log: &EventLog,
 ) -> anyhow::Result<RunReport> {
@@ -78,7 +79,11 @@ pub fn record_skip(
             now,
             None,
         )?;
-        s.finish_run(run_id, state, &summary, 0, 0, now)?;
+        let end = RunEnd {
+            stopped: stopped.as_ref().map(StopReason::cause),
+            ..RunEnd::new(state, &summary)
+        };
+        s.finish_run(run_id, &end, now)?;
         let kind = match state {
             RunState::Paused => EventKind::Paused,
             RunState::LockHeld => EventKind::LockHeld,
@@ -95,7 +100,7 @@ pub fn record_skip(
         state,
         counts: RunCounts::default(),
         summary,
-        stopped: None,
+        stopped,
         hooks_failed: Vec::new(),
         waiting: Vec::new(),
     })

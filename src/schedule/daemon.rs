@@ -667,7 +667,7 @@ mod tests {
         );
         assert_eq!(ended(&midway, at(), None, "b").outcome, "ran");
         let capped = report(
-            RunState::Aborted,
+            RunState::Ok,
             "b: 9 done, ...",
             Some(StopReason::MaxDuration),
         );

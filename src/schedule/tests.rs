@@ -663,6 +663,7 @@ fn a_running_fire_is_said_as_its_run_is() {
         started_at,
         ended_at: None,
         state,
+        stopped: None,
         counts: RunCounts::default(),
         summary: None,
     };
@@ -988,6 +989,7 @@ fn a_fire_behind_a_dead_cycle_says_so() {
                 started_at: 1_010,
                 ended_at: None,
                 state: RunState::Running,
+                stopped: None,
                 counts: RunCounts::default(),
                 summary: None,
             }),

@@ -9,6 +9,7 @@
 //! width here, as ratatui does not draw it.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use unicode_segmentation::UnicodeSegmentation;
 use unicode_width::UnicodeWidthStr;
@@ -256,48 +257,71 @@ fn may_break(prev: &str, next: &str) -> bool {
 /// break after spaces and between CJK characters where Japanese allows it;
 /// a word longer than a line is broken by width. Nothing is left out but
 /// the spaces a line breaks at; a grapheme is never split (a combining
-/// mark stays with its base). A single grapheme wider than `max` gets a
-/// line of its own.
+/// mark stays with its base, an emoji ZWJ sequence whole). A single
+/// grapheme wider than `max` gets a line of its own.
 pub fn wrap(s: &str, max: usize) -> Vec<String> {
-    let max = max.max(1);
-    let mut lines = Vec::new();
-    let mut line = String::new();
+    wrap_ranges(s, max, max)
+        .into_iter()
+        .map(|r| s[r].to_string())
+        .collect()
+}
+
+/// Where [`wrap`] breaks `s`: each line's byte range, the first of at most
+/// `first` cells, every later one of at most `rest` (a continuation set
+/// under a label). The one line-breaking rule of every wrapped text, plain
+/// or styled (the dashboard's `wrap_lines` keeps each part's style).
+pub fn wrap_ranges(s: &str, first: usize, rest: usize) -> Vec<Range<usize>> {
+    let room = |lines: &Vec<Range<usize>>| if lines.is_empty() { first } else { rest }.max(1);
+    let mut lines: Vec<Range<usize>> = Vec::new();
+    // The line being filled: where it starts (`None`: nothing in it yet)
+    // and ends, and the cells it takes.
+    let mut start: Option<usize> = None;
+    let mut end = 0;
     let mut used = 0;
-    // The last place in `line` it may break: (byte offset, cells before).
+    // The last place in the line it may break: (byte offset, cells before).
     let mut brk: Option<(usize, usize)> = None;
     let mut prev: Option<&str> = None;
-    for g in s.graphemes(true) {
+    for (at, g) in s.grapheme_indices(true) {
         let w = cells(g);
-        if is_space(g) && used + w > max && !line.is_empty() {
-            // The break itself: the space is not carried over.
-            lines.push(std::mem::take(&mut line));
+        if is_space(g) && (start.is_none() && !lines.is_empty() || used + w > room(&lines)) {
+            // The break itself, or a space where the next line would
+            // start: not carried over.
+            if let Some(st) = start.take() {
+                lines.push(st..end);
+            }
             used = 0;
             brk = None;
             prev = Some(g);
             continue;
         }
         if prev.is_some_and(|p| may_break(p, g)) {
-            brk = Some((line.len(), used));
+            brk = Some((at, used));
         }
-        while used + w > max && !line.is_empty() {
+        while let Some(st) = start
+            && used + w > room(&lines)
+        {
             match brk.take() {
-                Some((at, before)) if at > 0 => {
-                    let rest = line.split_off(at);
-                    lines.push(std::mem::replace(&mut line, rest));
+                Some((b, before)) if b > st => {
+                    lines.push(st..b);
+                    start = Some(b);
                     used -= before;
                 }
                 _ => {
-                    lines.push(std::mem::take(&mut line));
+                    lines.push(st..end);
+                    start = None;
                     used = 0;
                 }
             }
         }
-        line.push_str(g);
+        start.get_or_insert(at);
+        end = at + g.len();
         used += w;
         prev = Some(g);
     }
-    if !line.is_empty() || lines.is_empty() {
-        lines.push(line);
+    match start {
+        Some(st) => lines.push(st..end),
+        None if lines.is_empty() => lines.push(0..0),
+        None => {}
     }
     lines
 }

@@ -200,6 +200,7 @@ mod tests {
             started_at: NOW - 5_000,
             ended_at: None,
             state: RunState::Running,
+            stopped: None,
             counts: RunCounts::default(),
             summary: None,
         }

@@ -1,7 +1,7 @@
 //! Runs: one execution of a batch, with its summary counts.
 
-use crate::model::{EventKind, Holder, Millis, NewEvent, Run, RunState, Trigger};
-use crate::store::api::OpenRun;
+use crate::model::{EventKind, Holder, Millis, NewEvent, Run, Trigger};
+use crate::store::api::{OpenRun, RunEnd};
 use crate::store::{Result, Store};
 
 impl Store {
@@ -28,17 +28,10 @@ impl Store {
         })
     }
 
-    /// Ends a run with its state, summary line and resume figure.
-    pub fn finish_run(
-        &mut self,
-        run_id: i64,
-        state: RunState,
-        summary: &str,
-        skipped_done: i64,
-        retried: i64,
-        now: Millis,
-    ) -> Result<()> {
-        self.write_tx(|tx| tx.run_finish(run_id, state, summary, skipped_done, retried, now))
+    /// Ends a run with its state, why it stopped early, its summary line
+    /// and resume figure.
+    pub fn finish_run(&mut self, run_id: i64, end: &RunEnd<'_>, now: Millis) -> Result<()> {
+        self.write_tx(|tx| tx.run_finish(run_id, end, now))
     }
 
     /// Adds to a live run's retried count (shown while it runs).

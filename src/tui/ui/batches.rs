@@ -627,9 +627,18 @@ fn run_line(app: &App, run: &Run, seen: RunSeen, label: Span<'static>) -> Line<'
         RunSeen::Stored(RunState::Ok) => Role::Ok,
         RunSeen::Stored(_) => Role::Warn,
     };
+    // Why it stopped early, beside a state that does not say it (`ok,
+    // max_duration reached`): a summary cut at the pane's edge loses it.
+    let note = run
+        .stop_note(seen)
+        .map(|n| format!(", {n}"))
+        .unwrap_or_default();
     Line::from(vec![
         label,
-        Span::styled(format!("#{} {}", run.id, seen.as_str()), p.style(role)),
+        Span::styled(
+            format!("#{} {}{note}", run.id, seen.as_str()),
+            p.style(role),
+        ),
         Span::styled(
             format!(
                 " · {} · {} · ",

@@ -33,11 +33,16 @@ both_backends! {
     /// A worker that stops being runnable mid-run (its file made not
     /// executable) stops the run at the first item that could not start:
     /// no item spends an attempt on it, each waits as it was, and the
-    /// summary says why (exit 1). Both modes.
+    /// summary says why. Its exit code 1, its recorded state (`failed`, it
+    /// was `aborted`) and its alert (it had none) say one thing. Both
+    /// modes.
     fn a_worker_that_can_no_longer_start_stops_the_run_without_spending_attempts(env) {
         // Process mode: the first worker takes its own execute bit.
         let w = env.script("takes_its_x.sh", "cat >/dev/null\nchmod a-x \"$0\"\necho ok");
-        env.config("[batch.a]\nconcurrency = 1\nretries = 5\nbackoff = \"0s\"\n");
+        env.config(
+            "[batch.a]\nconcurrency = 1\nretries = 5\nbackoff = \"0s\"\n\
+             alert = [\"sh\", \"-c\", \"cat > alerted.json\"]\n",
+        );
         env.add_items("a", 5);
         let ran = env.run(&["run", "a", "--", w.to_str().unwrap()]);
         ran.code(1);
@@ -45,6 +50,12 @@ both_backends! {
             ran.stdout.contains("the worker cannot start") && ran.stdout.contains("Permission denied"),
             "{ran:?}"
         );
+        assert_eq!(
+            env.strings("SELECT state || ' ' || stopped FROM runs"),
+            ["failed worker-cannot-start"]
+        );
+        let alerted = std::fs::read_to_string(env.path("alerted.json")).expect("the alert ran");
+        assert!(alerted.contains("\"state\":\"failed\""), "{alerted}");
         assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 1);
         assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'pending' AND attempts = 0"), 4);
         // Persistent mode: its worker exits, and cannot start again.

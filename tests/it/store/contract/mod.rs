@@ -12,7 +12,7 @@ use nightshift::model::{
 };
 use nightshift::store::{
     Access, AddFeed, AttemptLog, CancelledWhile, Claimable, Completion, DashQuery, EventFilter,
-    FeedRefused, ItemFilter, ItemsQuery, LockOutcome, Selection, Store, StoreError,
+    FeedRefused, ItemFilter, ItemsQuery, LockOutcome, RunEnd, Selection, Store, StoreError,
 };
 use nightshift::util::signals::Stop;
 
@@ -501,7 +501,7 @@ both_stores! {
         // Only an ended run's records go.
         s.forget_workers(&[run, other]).unwrap();
         assert_eq!(s.worker_groups(&[run, other]).unwrap().len(), 3);
-        s.finish_run(run, RunState::Ok, "ok", 0, 0, T0).unwrap();
+        s.finish_run(run, &RunEnd::new(RunState::Ok, "ok"), T0).unwrap();
         s.mark_crashed(&[other], T0).unwrap();
         s.forget_workers(&[run, other]).unwrap();
         assert!(s.worker_groups(&[run, other]).unwrap().is_empty());
@@ -683,7 +683,7 @@ both_stores! {
         let open = s.open_runs("b").unwrap();
         assert_eq!((open.len(), open[0].id, open[0].started_at), (1, run, T0 + 20));
         let other = s.start_run("b", Trigger::Manual, Some("ops@box"), &holder(6), T0 + 30, None).unwrap();
-        s.finish_run(run, RunState::Ok, "ok: 0 done", 4, 5, T0 + 40).unwrap();
+        s.finish_run(run, &RunEnd { skipped_done: 4, retried: 5, ..RunEnd::new(RunState::Ok, "ok: 0 done") }, T0 + 40).unwrap();
         s.mark_crashed(&[run, other], T0 + 50).unwrap();
         let r = s.run(run).unwrap().unwrap();
         assert_eq!((r.state, r.counts.skipped_done, r.counts.retried, r.ended_at), (RunState::Ok, 4, 5, Some(T0 + 40)));
@@ -900,11 +900,11 @@ both_stores! {
 
     fn prune_removes_only_old_history(db, s) {
         let run = one_done_one_failed(&mut s);
-        s.finish_run(run, RunState::Failed, "x", 0, 0, T0).unwrap();
+        s.finish_run(run, &RunEnd::new(RunState::Failed, "x"), T0).unwrap();
         // A later run, as old: the store's newest run is never pruned (its
         // number would be given again), the one before it is.
         let newest = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
-        s.finish_run(newest, RunState::Ok, "x", 0, 0, T0).unwrap();
+        s.finish_run(newest, &RunEnd::new(RunState::Ok, "x"), T0).unwrap();
         let dry = s.prune(T0 + 1, false, false, true, "me", T0 + 2).unwrap();
         assert_eq!((dry.done_items, dry.runs, dry.failed_items_kept, dry.dead_letters_kept), (1, 1, 1, 1));
         assert_eq!(s.counts("b").unwrap().done, 1, "a dry run deletes nothing");
@@ -1103,11 +1103,11 @@ both_stores! {
     fn a_run_marked_crashed_by_a_takeover_stays_crashed(db, s) {
         let old = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.mark_crashed(&[old], T0 + MIN).unwrap();
-        s.finish_run(old, RunState::Ok, "all done", 0, 0, T0 + 2 * MIN).unwrap();
+        s.finish_run(old, &RunEnd::new(RunState::Ok, "all done"), T0 + 2 * MIN).unwrap();
         let r = s.run(old).unwrap().unwrap();
         assert_eq!(r.state, RunState::Crashed);
         let live = s.start_run("b", Trigger::Manual, None, &holder(2), T0, None).unwrap();
-        s.finish_run(live, RunState::Ok, "all done", 0, 0, T0 + 2 * MIN).unwrap();
+        s.finish_run(live, &RunEnd::new(RunState::Ok, "all done"), T0 + 2 * MIN).unwrap();
         assert_eq!(s.run(live).unwrap().unwrap().state, RunState::Ok);
     }
 
@@ -1433,7 +1433,7 @@ both_stores! {
         s.acquire_lock("b", "tok", &holder(1), Some(live), T0 + MIN, T0, &[], 1).unwrap();
         let step = |s: &mut Store, state: RunState, at: i64| {
             let r = s.start_run("b", Trigger::Schedule, None, &holder(2), at, None).unwrap();
-            s.finish_run(r, state, "b: stepped down", 0, 0, at).unwrap();
+            s.finish_run(r, &RunEnd::new(state, "b: stepped down"), at).unwrap();
             r
         };
         let last = |s: &Store| {
@@ -1449,7 +1449,7 @@ both_stores! {
         let done = Completion { usage: None, item_id: c[0].item_id, token: c[0].token, run_id: live,
             outcome: Outcome::Done, result: Some("1"), cost: None, version: None, now: T0 + 8 };
         assert!(s.complete(&done, &done_event("k000")).unwrap());
-        s.finish_run(live, RunState::Paused, "b: 1 done; stopped: paused", 0, 0, T0 + 9).unwrap();
+        s.finish_run(live, &RunEnd::new(RunState::Paused, "b: 1 done; stopped: paused"), T0 + 9).unwrap();
         assert_eq!(last(&s), (Some((live, RunState::Paused)), Some(paused)));
         let aborted = step(&mut s, RunState::Aborted, T0 + 10);
         assert_eq!(last(&s), (Some((live, RunState::Paused)), Some(aborted)));
@@ -1458,7 +1458,7 @@ both_stores! {
         // Only step-downs: no run did work.
         s.ensure_batch("c", T0).unwrap();
         let r = s.start_run("c", Trigger::Schedule, None, &holder(2), T0, None).unwrap();
-        s.finish_run(r, RunState::LockHeld, "c: stepped down", 0, 0, T0).unwrap();
+        s.finish_run(r, &RunEnd::new(RunState::LockHeld, "c: stepped down"), T0).unwrap();
         let info = s.batch_infos(Some("c")).unwrap().remove(0);
         assert_eq!((info.last_run.map(|r| r.id), info.stepped_down.map(|r| r.id)), (None, Some(r)));
     }
@@ -1471,7 +1471,7 @@ both_stores! {
         let run = |s: &mut Store, from: i64, to: Option<(i64, RunState)>| {
             let r = s.start_run("b", Trigger::Manual, None, &holder(1), from, None).unwrap();
             if let Some((at, state)) = to {
-                s.finish_run(r, state, "b: ran", 0, 0, at).unwrap();
+                s.finish_run(r, &RunEnd::new(state, "b: ran"), at).unwrap();
             }
         };
         run(&mut s, T0, Some((T0 + MIN, RunState::Failed)));
