@@ -77,11 +77,8 @@ pub fn wrap_cut(s: &str, width: usize, max_lines: usize) -> Vec<String> {
     if lines.len() > max_lines.max(1) {
         lines.truncate(max_lines.max(1));
         if let Some(last) = lines.last_mut() {
-            *last = format!(
-                "{}{}",
-                text::head(last, width.saturating_sub(1)),
-                text::ELLIPSIS
-            );
+            // More lines follow: the `…` is kept even where the last fits.
+            *last = text::cut(&format!("{last}{}", text::ELLIPSIS), width).into_owned();
         }
     }
     lines
