@@ -1,7 +1,6 @@
 //! The end of a cycle: the one-line summary, the alert hook, the live
 //! progress line, and the record of a cycle that stepped down at once.
 
-use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,9 @@ use crate::duration::format_duration;
 use crate::model::waiting::{WaitReason, claim_wait_said};
 use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
 use crate::store::Store;
+use crate::util::live::Live;
 use crate::util::time::now_ms;
+use crate::util::{sanitize, text};
 
 /// `articles: 190 done, 4 empty, 3 failed (2 retry, 1 manual), 12 retried,
 /// 3 skipped-done, 2m14s`, plus spend and why it stopped early.
@@ -104,7 +105,8 @@ pub fn record_skip(
 
 /// The live line on stderr: done/failed/remaining, rate and ETA.
 pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
-    if !std::io::stderr().is_terminal() {
+    let live = Live::stderr();
+    if !live.on() {
         return;
     }
     let batch = cycle.batch.clone();
@@ -136,10 +138,9 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
                 held_until: cycle.gate.held_until(),
             },
             now,
+            live.room(),
         );
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K{line}");
-        let _ = err.flush();
+        live.show(&line);
     }
 }
 
@@ -158,11 +159,22 @@ struct Progress {
     held_until: Option<crate::model::Millis>,
 }
 
+/// Cells the batch's name keeps on a narrow terminal, where the counts
+/// after it take the rest.
+const NAME_LEAST: usize = 10;
+
 /// `b: 3 done, 0 empty, 1 failed, 2 running, 4 left · 12/min · ETA 30s`,
 /// with `, 1 waiting to retry` (and for a place in the pool) after
 /// `running` when a claim waits: `left` are those not started (the
 /// claimed ones are said apart); the ETA is for every one not processed.
-fn progress_line(batch: &str, p: &Progress, now: crate::model::Millis) -> String {
+/// In `room` cells the name is cut first (to no less than `NAME_LEAST`),
+/// so the counts and the rate stay in view; then the line's end (`Live`).
+fn progress_line(
+    batch: &str,
+    p: &Progress,
+    now: crate::model::Millis,
+    room: Option<usize>,
+) -> String {
     // Over the run's age; nothing said in its first seconds (as the
     // dashboard: `model::pace`).
     let known = p.secs * 1000.0 >= crate::model::pace::MIN_WINDOW_MS as f64;
@@ -207,18 +219,20 @@ fn progress_line(batch: &str, p: &Progress, now: crate::model::Millis) -> String
     }
     let left = (p.remaining - in_flight - retrying - pool_waits).max(0);
     counts.push_str(&format!(", {left} left"));
-    format!(
-        "{}: {counts} · {rate}{eta}{held}",
-        crate::util::sanitize::line(batch)
-    )
+    let kept = format!("{counts} · {rate}");
+    let name = sanitize::line(batch);
+    let name = match room {
+        Some(room) => {
+            let name_room = room.saturating_sub(text::width(&kept) + 2);
+            text::cut(&name, name_room.max(NAME_LEAST))
+        }
+        None => name,
+    };
+    format!("{name}: {kept}{eta}{held}")
 }
 
 pub fn clear_progress() {
-    if std::io::stderr().is_terminal() {
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K");
-        let _ = err.flush();
-    }
+    Live::stderr().clear();
 }
 
 /// How long the alert command may take.
@@ -432,7 +446,7 @@ mod tests {
             in_flight: 2,
             ..Claims::default()
         };
-        let line = progress_line("夜間", &progress(running), 0);
+        let line = progress_line("夜間", &progress(running), 0, None);
         assert_eq!(
             line,
             "夜間: 3 done, 0 empty, 1 failed, 2 running, 4 left · 4/min · ETA 1m30s"
@@ -448,11 +462,31 @@ mod tests {
             retrying: 2,
             pool_waits: 1,
         };
-        let line = progress_line("b", &progress(claims), 0);
+        let line = progress_line("b", &progress(claims), 0, None);
         assert_eq!(
             line,
             "b: 3 done, 0 empty, 1 failed, 1 running, 2 waiting to retry, \
              1 waiting for a place in its pool, 2 left · 4/min · ETA 1m30s"
         );
+    }
+
+    /// On a narrow terminal the name is cut first, so the counts stay.
+    #[test]
+    fn a_long_name_gives_way_to_the_counts() {
+        let name = "夜間バッチ：ブログ記事の自動整形と投稿処理";
+        let running = Claims {
+            in_flight: 2,
+            ..Claims::default()
+        };
+        let line = progress_line(name, &progress(running), 0, Some(79));
+        assert!(
+            line.starts_with(
+                "夜間バッチ：ブログ記事の…: 3 done, 0 empty, 1 failed, 2 running, 4 left · 4/min"
+            ),
+            "{line}"
+        );
+        // Never below its least: the line's end is cut then (`Live`).
+        let line = progress_line(name, &progress(running), 0, Some(40));
+        assert!(line.starts_with("夜間バッ…: 3 done"), "{line}");
     }
 }

@@ -2,10 +2,10 @@
 //! character or an emoji takes two cells, a combining mark none), cut at a
 //! grapheme boundary with `…`, padded, and wrapped by width with nothing
 //! left out. Every fit of text to cells, in the dashboard and in the CLI
-//! (its tables, `status --short`, a hook's stderr line), and every bound
-//! on a kept message, goes through here: nothing else cuts text. A
-//! grapheme is measured as ratatui draws it, so a cut made here is
-//! exactly what fits on screen.
+//! (its tables, `status --short`, the live progress line, a hook's stderr
+//! line), and every bound on a kept message, goes through here: nothing
+//! else cuts text. A grapheme is measured as ratatui draws it, so a cut
+//! made here is exactly what fits on screen.
 //!
 //! Callers make text inert first (`sanitize`): a control character has no
 //! width here, as ratatui does not draw it.
