@@ -11,7 +11,7 @@ use crate::model::{BatchInfo, DaemonInfo, Millis};
 use crate::schedule::ScheduleSeen;
 use crate::schedule::seen::seen;
 use crate::store::Store;
-use crate::util::sanitize;
+use crate::util::{sanitize, text};
 
 /// The store-wide facts of one `status` call.
 pub struct Scene {
@@ -129,11 +129,7 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             // A tmux status line: a long name is cut, with `…`, so the
             // marks after it stay in view.
             let name = sanitize::line(&i.name);
-            let mut s = format!(
-                "{} {}✓",
-                sanitize::truncate_width(&name, SHORT_NAME),
-                c.finished()
-            );
+            let mut s = format!("{} {}✓", text::cut(&name, SHORT_NAME), c.finished());
             if c.failed() > 0 {
                 s.push_str(&format!(" {}✗", c.failed()));
             }

@@ -278,17 +278,15 @@ impl Waits {
 }
 
 /// What a live run's claim waits for, if not its worker: its failed
-/// attempt's backoff, or a place in its pool. `None`: in flight.
+/// attempt's backoff (`retry_at`, later than `now`), or a place in its
+/// pool (`pool_waiting`). `None`: in flight. The one rule: the views read
+/// it from the store, the runner's progress line from what it holds.
 #[must_use]
-pub fn claim_wait(
-    retry_at: Option<Millis>,
-    pool_wait_since: Option<Millis>,
-    now: Millis,
-) -> Option<WaitReason> {
+pub fn claim_wait(retry_at: Option<Millis>, pool_waiting: bool, now: Millis) -> Option<WaitReason> {
     if retry_at.is_some_and(|t| t > now) {
         Some(WaitReason::Backoff)
     } else {
-        pool_wait_since.map(|_| WaitReason::PoolPlace)
+        pool_waiting.then_some(WaitReason::PoolPlace)
     }
 }
 
@@ -314,7 +312,7 @@ pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason,
         // A live holder's claim is being worked, or waits to retry, or
         // for a place in its pool.
         (Status::Claimed, _) if h.lock_held && !item.orphaned => {
-            match claim_wait(item.retry_at, item.pool_wait_since, now)? {
+            match claim_wait(item.retry_at, item.pool_wait_since.is_some(), now)? {
                 WaitReason::Backoff => Some((WaitReason::Backoff, item.retry_at)),
                 reason => Some((reason, pool_place(h).next_slot)),
             }

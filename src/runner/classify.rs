@@ -171,7 +171,12 @@ impl ErrorLine {
         };
         let unread_wait = given
             .filter(|v| retry_after.is_none() && !v.is_null())
-            .map(|v| format!("{field} {}", sanitize::truncate(&v.to_string(), 60)));
+            .map(|v| {
+                format!(
+                    "{field} {}",
+                    crate::util::text::cut(&sanitize::line(&v.to_string()), 60)
+                )
+            });
         ErrorLine {
             // Blank space is no class (it made a dead-letter row with no
             // name): the default one is taken, as for `""`.
@@ -219,7 +224,7 @@ pub fn without_bom(text: &str) -> &str {
 /// Makes a stored message: inert, one line, bounded.
 pub fn bound_message(text: &str) -> String {
     let one_line = sanitize::line(text.trim());
-    sanitize::truncate(&one_line, MAX_MESSAGE).into_owned()
+    crate::util::text::cut_chars(&one_line, MAX_MESSAGE).into_owned()
 }
 
 /// What a worker the runner stopped before its answer (a cancel, a stop,
@@ -998,7 +1003,14 @@ mod tests {
         let long = "x".repeat(5000);
         let m = bound_message(&format!("\x1b[2J{long}"));
         assert!(m.starts_with("\\x1b[2J"));
-        assert_eq!(m.chars().count(), MAX_MESSAGE + 1);
+        assert_eq!(m.chars().count(), MAX_MESSAGE);
+        assert!(m.ends_with('…'));
+        // Cut between graphemes: no bare joiner before the `…`.
+        let family = format!("{}👨‍👩‍👧", "x".repeat(MAX_MESSAGE - 3));
+        assert_eq!(
+            bound_message(&family),
+            format!("{}…", "x".repeat(MAX_MESSAGE - 3))
+        );
     }
 
     fn obj(text: &str) -> serde_json::Map<String, Value> {

@@ -191,6 +191,7 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
         log: log.clone(),
         stop_tx,
         inflight: std::sync::Mutex::new(HashMap::new()),
+        retry_at: std::sync::Mutex::new(HashMap::new()),
         gate: gate::Gate::new(
             cfg.rate_limit
                 .as_ref()

@@ -1,9 +1,11 @@
 //! Text fitted to terminal cells: measured by display width (a CJK
 //! character or an emoji takes two cells, a combining mark none), cut at a
 //! grapheme boundary with `…`, padded, and wrapped by width with nothing
-//! left out. Every fit of text to cells, in the dashboard and in the CLI's
-//! tables, goes through here. A grapheme is measured as ratatui draws it,
-//! so a cut made here is exactly what fits on screen.
+//! left out. Every fit of text to cells, in the dashboard and in the CLI
+//! (its tables, `status --short`, the live progress line, a hook's stderr
+//! line), and every bound on a kept message, goes through here: nothing
+//! else cuts text. A grapheme is measured as ratatui draws it, so a cut
+//! made here is exactly what fits on screen.
 //!
 //! Callers make text inert first (`sanitize`): a control character has no
 //! width here, as ratatui does not draw it.
@@ -129,9 +131,15 @@ pub fn head(s: &str, max: usize) -> &str {
     if plain(s) {
         return &s[..s.len().min(max)];
     }
+    head_by(s, max, cells)
+}
+
+/// The longest start of `s` (whole graphemes) that `measure`s at most
+/// `max` in all.
+fn head_by(s: &str, max: usize, measure: impl Fn(&str) -> usize) -> &str {
     let mut used = 0;
     for (i, g) in s.grapheme_indices(true) {
-        used += cells(g);
+        used += measure(g);
         if used > max {
             return &s[..i];
         }
@@ -140,7 +148,8 @@ pub fn head(s: &str, max: usize) -> &str {
 }
 
 /// `s` in at most `max` cells: whole graphemes, ending in `…` when
-/// anything was left out.
+/// anything was left out. Every cut of text to a width is this one (a
+/// text known to go on is cut as `{text}…`, so the mark is kept).
 pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
     if head(s, max).len() == s.len() {
         return Cow::Borrowed(s);
@@ -149,6 +158,20 @@ pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
         return Cow::Borrowed("");
     }
     Cow::Owned(format!("{}{ELLIPSIS}", head(s, max - 1)))
+}
+
+/// `s` in at most `max` characters, `…` included, cut as [`cut`] cuts
+/// (whole graphemes): a bound on what is kept (a stored message), where
+/// a width would keep half as much Japanese as English.
+pub fn cut_chars(s: &str, max: usize) -> Cow<'_, str> {
+    let chars = |g: &str| g.chars().count();
+    if head_by(s, max, chars).len() == s.len() {
+        return Cow::Borrowed(s);
+    }
+    if max == 0 {
+        return Cow::Borrowed("");
+    }
+    Cow::Owned(format!("{}{ELLIPSIS}", head_by(s, max - 1, chars)))
 }
 
 /// `s` in at most `max` cells keeping its end: `…/nightshift/store.db`.
@@ -384,6 +407,26 @@ mod tests {
         assert_eq!(cut("e\u{301}e\u{301}e\u{301}", 2), "e\u{301}…");
         assert_eq!(cut("🎉🎉🎉", 5), "🎉🎉…");
         assert_eq!(cut("👨‍👩‍👧 family", 3), "👨‍👩‍👧…");
+    }
+
+    /// Halfwidth sound marks take their own cell, and an emoji of several
+    /// people (a ZWJ sequence) is one grapheme: a cut never leaves a bare
+    /// joiner to glue the `…` onto the emoji.
+    #[test]
+    fn cuts_count_sound_marks_and_keep_zwj_sequences_whole() {
+        let kana = "ｶﾞ".repeat(20);
+        assert_eq!(cut(&kana, 32), format!("{}…", "ｶﾞ".repeat(15)));
+        assert_eq!(width(&cut(&kana, 32)), 31);
+        let family = format!("{}👨‍👩‍👧{}", "あ".repeat(14), "い".repeat(5));
+        assert_eq!(cut(&family, 32), format!("{}👨‍👩‍👧…", "あ".repeat(14)));
+        assert_eq!(cut(&family, 30), format!("{}…", "あ".repeat(14)));
+        // By characters (a stored message): whole graphemes too.
+        assert_eq!(cut_chars("abcdef", 6), "abcdef");
+        assert_eq!(cut_chars("abcdefg", 6), "abcde…");
+        assert_eq!(cut_chars("日本語のテキスト", 4), "日本語…");
+        assert_eq!(cut_chars("ab👨‍👩‍👧cd", 6), "ab…");
+        assert_eq!(cut_chars("ab👨‍👩‍👧cd", 8), "ab👨‍👩‍👧…");
+        assert!(matches!(cut_chars("短い", 10), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub struct Persistent {
 /// The rule every answer and op-id line must follow (quoted in errors).
 pub const KEY_RULE: &str = "persistent answers must carry the request's \"key\"";
 /// How much of a worker's line an error or event quotes.
-const QUOTE_CHARS: usize = 80;
+const QUOTE_CELLS: usize = 80;
 
 /// One stdout line from the worker.
 #[derive(Debug, PartialEq)]
@@ -529,7 +529,7 @@ fn written_result(line: &str) -> Option<JsonText> {
 
 /// The start of a worker's line, inert, for an error or an event.
 pub fn quote(text: &str) -> String {
-    sanitize::line(&sanitize::truncate(text.trim(), QUOTE_CHARS)).into_owned()
+    crate::util::text::cut(&sanitize::line(text.trim()), QUOTE_CELLS).into_owned()
 }
 
 /// Reads into `line` up to the next newline or bare CR (not kept; an

@@ -119,6 +119,22 @@ async fn process(
     slot: u32,
     prepared: &Prepared,
     claim: Claim,
+    pass: Pass,
+    give_back: bool,
+) -> Result<Option<Claim>, StoreError> {
+    let id = claim.item_id;
+    let next = attempts(cycle, slot, prepared, claim, pass, give_back).await;
+    // However it left the slot, the claim waits to retry no more.
+    cycle.retry_begins(id);
+    next
+}
+
+/// The attempts of [`process`].
+async fn attempts(
+    cycle: &Arc<Cycle>,
+    slot: u32,
+    prepared: &Prepared,
+    claim: Claim,
     mut pass: Pass,
     give_back: bool,
 ) -> Result<Option<Claim>, StoreError> {

@@ -55,6 +55,7 @@ pub(in crate::runner) async fn judge_failure(
         // The item says when it runs again, so no view counts it in flight
         // while nothing runs it.
         let at = after_hold.unwrap_or_else(|| now.saturating_add(wait.as_millis() as i64));
+        cycle.awaits_retry(claim.item_id, at);
         let (id, token, e) = (claim.item_id, claim.token, event.clone());
         let (class, message, run) = (class.to_string(), message.to_string(), cycle.run_id);
         let stored = cycle
@@ -90,6 +91,7 @@ pub(in crate::runner) async fn begin_retry(
     claim: &Claim,
 ) -> Result<Option<u32>, StoreError> {
     let (id, token) = (claim.item_id, claim.token);
+    cycle.retry_begins(id);
     let next = cycle
         .writer
         .call(move |s| s.begin_attempt(id, token, now_ms()))

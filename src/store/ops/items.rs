@@ -364,13 +364,15 @@ fn claim_status(
 ) -> Result<Standing> {
     match tx.item_by_key(b, key)? {
         Some(item) if item.lease_run.is_some_and(|r| live.contains(&r)) => Ok(Standing::Held {
-            waiting: claim_wait(item.retry_at, item.pool_wait_since, now).map(|w| match w {
-                WaitReason::Backoff => format!(
-                    "to retry at {} after a failed attempt",
-                    crate::util::time::rfc3339(item.retry_at.unwrap_or(now))
-                ),
-                _ => "for a place in its pool".into(),
-            }),
+            waiting: claim_wait(item.retry_at, item.pool_wait_since.is_some(), now).map(
+                |w| match w {
+                    WaitReason::Backoff => format!(
+                        "to retry at {} after a failed attempt",
+                        crate::util::time::rfc3339(item.retry_at.unwrap_or(now))
+                    ),
+                    _ => "for a place in its pool".into(),
+                },
+            ),
         }),
         Some(_) => Ok(Standing::Free(Status::Pending)),
         None => Err(missing(tx, b, batch, key)),

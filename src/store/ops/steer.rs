@@ -113,7 +113,7 @@ impl Store {
                 Status::Claimed => {
                     tx.item_ask_cancel(item.id, to.as_str(), actor, reason)?;
                     let run = item.lease_run;
-                    let waiting = claim_wait(item.retry_at, item.pool_wait_since, now);
+                    let waiting = claim_wait(item.retry_at, item.pool_wait_since.is_some(), now);
                     let holder = run.map_or_else(String::new, |r| format!(" (run {r})"));
                     let stops = match waiting {
                         None => "stops its worker".to_string(),

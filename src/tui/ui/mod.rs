@@ -99,9 +99,11 @@ pub fn fit_line(line: Line<'static>, max: usize) -> Line<'static> {
             continue;
         }
         if max > 0 {
-            let head = text::head(&span.content, room - used);
+            // Spans after it are left out: the cut says so even where
+            // this one would fit.
+            let going_on = format!("{}{}", span.content, text::ELLIPSIS);
             spans.push(Span::styled(
-                format!("{head}{}", text::ELLIPSIS),
+                text::cut(&going_on, max - used).into_owned(),
                 span.style,
             ));
         }

@@ -616,12 +616,13 @@ fn the_pace_says_only_what_it_knows() {
     assert!(shown[0].1.contains("#1 running"), "{:?}", shown[0]);
     assert!(shown[0].2.contains("#2 lock-held"), "{:?}", shown[0]);
     assert_eq!(shown[1].2, "", "no step-down: no line");
-    // Until when, and why, the hold's own line says, to the second.
+    // Until when, and why, the hold's own line says, to the second (its
+    // 4m from 12:00:00 read, as every age, at the minute's middle: 3m30s).
     assert!(
         shown[2]
             .3
             .trim()
-            .starts_with("HELD until 12:04:00Z (in 4m)"),
+            .starts_with("HELD until 12:04:00Z (in 3m)"),
         "{:?}",
         shown[2]
     );
@@ -662,9 +663,10 @@ fn a_run_held_by_its_pool_is_held_with_no_eta() {
         .unwrap_or_default();
     assert!(row.contains("held"), "{row}\n{shot}");
     assert!(shot.contains("no ETA: held"), "{shot}");
+    // (5m from 12:00:00, read at the minute's middle: 4m30s.)
     assert!(
         shot.contains(
-            "HELD until 12:05:00Z (in 5m) by pool 本番: a retry-after from k3 of newsletter"
+            "HELD until 12:05:00Z (in 4m) by pool 本番: a retry-after from k3 of newsletter"
         ),
         "{shot}"
     );
@@ -718,7 +720,7 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     poll_at(&mut app, &store, NOW);
     let shot = draw(&app);
     assert!(
-        shot.contains("next Fri 2026-01-02 02:00 JST (in 5h0m) · skipped while paused"),
+        shot.contains("next Fri 2026-01-02 02:00 JST (in 4h59m) · skipped while paused"),
         "{shot}"
     );
 }
@@ -779,7 +781,8 @@ fn priority_and_not_before_are_shown() {
     drive(&fx, &mut app, &actions);
     let detail = draw(&app);
     assert!(detail.contains("priority 7"), "{detail}");
-    assert!(detail.contains("not before in 30m"), "{detail}");
+    // 30m from 12:00:00, read at the minute's middle (`tui::format::ago`).
+    assert!(detail.contains("not before in 29m"), "{detail}");
 }
 
 /// A popup drawn over Japanese text keeps its left border: a wide

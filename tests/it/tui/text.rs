@@ -457,12 +457,12 @@ exit 75"#,
             );
             let screen = dash.wait_for(&format!("{what}: the hold"), |s| s.contains(&from));
             // The time left as the screen was drawn, in whole minutes from
-            // the drawing's minute rounded up (`tui::format::ago`): from
+            // the middle of the drawing's minute (`tui::format::ago`): from
             // what that gives now to two minutes more (a loaded machine
             // draws it a while before this reads the clock).
             let minute = 60_000;
             let now = nightshift::util::time::now_ms();
-            let left = (until - (now + minute - 1) / minute * minute) / minute;
+            let left = (until - (now / minute * minute + minute / 2)) / minute;
             assert!(
                 [left, left + 1, left + 2]
                     .iter()

@@ -205,8 +205,10 @@ impl Slot {
             .track(claim.item_id, Killer::Slot(self.kill_tx.clone()));
     }
 
+    /// The claim leaves the slot (an outcome, a release, a lost lease).
     pub(super) fn untrack(&self, claim: &Claim) {
         self.cycle.untrack(claim.item_id);
+        self.cycle.retry_begins(claim.item_id);
     }
 
     /// Queues claimed items for the worker; `tickets` are the places in
