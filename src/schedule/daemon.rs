@@ -21,9 +21,9 @@ use super::plan::{Decision, Observed, Plan};
 use crate::model::{DAEMON_BEAT, EventKind, Fire, Holder, NewEvent, RunState};
 use crate::runner::{self, EventLog, RunOptions, RunReport, Signal};
 use crate::store::{Access, Store, StoreIdentity, Verdict};
-use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
 use crate::util::{identity, time};
+use crate::util::{sanitize, stdio};
 
 /// The longest the loop sleeps without looking around.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -128,6 +128,7 @@ pub async fn run(
             d.abandon().await;
             return Err(crate::store::StoreError::Replaced(db.to_path_buf()).into());
         }
+        d.said_output_lost();
         d.beat();
         d.watch_emergency_file();
         for i in 0..d.targets.len() {
@@ -266,6 +267,27 @@ impl Daemon {
         let holder = self.me.holder.to_string();
         if let Err(e) = self.announce(&format!("config reloaded: daemon on {holder} schedules")) {
             warn(&format!("cannot record the reload: {e:#}"));
+        }
+    }
+
+    /// Says once, in the log of each batch it schedules, that the daemon's
+    /// stdout or stderr stopped taking lines (a closed pipe, a closed
+    /// terminal): it goes on, and what it does is in the store.
+    fn said_output_lost(&mut self) {
+        for (stream, why) in stdio::newly_failing() {
+            let message = format!(
+                "the daemon's {} is gone ({why}): it goes on scheduling; its fires and events are in the store (`nightshift log`)",
+                stream.name()
+            );
+            warn(&message);
+            for batch in self.batches() {
+                self.write_event(&NewEvent::new(
+                    now_ms(),
+                    &batch,
+                    EventKind::Daemon,
+                    message.clone(),
+                ));
+            }
         }
     }
 
@@ -605,12 +627,17 @@ fn ended(report: &RunReport, at: DateTime<Utc>, note: Option<String>, batch: &st
     }
 }
 
+/// A line of the journal. Best effort: with its stdout gone (a closed pipe
+/// or terminal) the daemon goes on, and says so once in the store.
 fn say(line: &str) {
-    println!("{} {}", rfc3339(now_ms()), sanitize::line(line));
+    stdio::out_line(&format!("{} {}", rfc3339(now_ms()), sanitize::line(line)));
 }
 
 fn warn(line: &str) {
-    eprintln!("nightshift daemon: warning: {}", sanitize::line(line));
+    stdio::err_line(&format!(
+        "nightshift daemon: warning: {}",
+        sanitize::line(line)
+    ));
 }
 
 #[cfg(test)]

@@ -628,6 +628,58 @@ fn status_says_what_the_live_daemon_fires_when_the_file_differs() {
     assert!(daemon.terminate().success());
 }
 
+/// The daemon's stdout read for one line and then closed (`daemon | head
+/// -1`; a tmux window closed gives EIO the same way), its stderr closed
+/// from the start: it panicked at its next line (exit 101) mid-cycle, the
+/// run left crashed, its claims orphaned, nothing fired after. It goes on
+/// scheduling, says once in the batch's log that its output is gone, and
+/// stops on SIGTERM as usual (exit 0, recorded stopped).
+#[test]
+fn a_daemon_whose_output_is_closed_keeps_scheduling() {
+    use std::io::BufRead;
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null; sleep 0.2; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"* * * * * *\"\n",
+    );
+    env.add_items("b", 2);
+    let (out, out_w) = std::io::pipe().unwrap();
+    let (err, err_w) = std::io::pipe().unwrap();
+    drop(err);
+    let child = env
+        .spawn_cmd()
+        .arg("daemon")
+        .stdin(Stdio::null())
+        .stdout(out_w)
+        .stderr(err_w)
+        .spawn()
+        .unwrap();
+    let mut daemon = Daemon { child };
+    let mut first = String::new();
+    std::io::BufReader::new(out).read_line(&mut first).unwrap();
+    assert!(
+        first.starts_with("nightshift daemon: scheduling b"),
+        "{first}"
+    );
+    wait_for("both items done", || batch(&env.status(), "b")["done"] == 2);
+    add(&env, "b", &["later"]);
+    wait_for("an item added later done", || {
+        batch(&env.status(), "b")["done"] == 3
+    });
+    assert!(daemon.child.try_wait().unwrap().is_none(), "still running");
+    let said = env.events("b", "daemon");
+    assert!(
+        said.iter().any(|e| e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the daemon's stdout is gone")),
+        "{said:?}"
+    );
+    assert_eq!(daemon.terminate().code(), Some(0));
+    assert_eq!(env.status()["daemons"][0]["state"], "stopped");
+}
+
 /// A second daemon for the batches a live one schedules ran beside it:
 /// each fire taken by both, recorded twice with outcomes that disagreed,
 /// a stepped-down run each time. It is refused (exit 2), naming the live

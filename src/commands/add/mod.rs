@@ -102,11 +102,11 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     let total = items.len();
     let result = store.add_items(&args.batch, &items, now_ms(), |n| {
         if progress {
-            eprint!("\radding {n}/{total}…");
+            crate::util::stdio::err_text(&format!("\radding {n}/{total}…"));
         }
     });
     if progress {
-        eprint!("\r{:40}\r", "");
+        crate::util::stdio::err_text(&format!("\r{:40}\r", ""));
     }
     let report = result?;
     finish(ctx, args, &report, new_batch, not_before)
@@ -134,12 +134,12 @@ fn add_fed(
     let result = parse::fed(bytes, spec, priority, not_before, source, |feed| {
         store.add_fed(&args.batch, feed, bytes.len(), now, |n| {
             if progress && n > 0 {
-                eprint!("\radding {n}/{total}…");
+                crate::util::stdio::err_text(&format!("\radding {n}/{total}…"));
             }
         })
     });
     if progress {
-        eprint!("\r{:40}\r", "");
+        crate::util::stdio::err_text(&format!("\r{:40}\r", ""));
     }
     let report = result??.unwrap_or_default();
     // Nothing written for an input without items: no batch made.
@@ -162,11 +162,11 @@ fn finish(
         && ctx.config.batch(&args.batch).is_none()
     {
         // The table header is printed as TOML to paste (`[batch."記事"]`).
-        eprintln!(
+        crate::util::stdio::err_line(&format!(
             "note: batch {} is new and has no {} section in the config",
             batch_name::shown(&args.batch),
             sanitize::line(&batch_name::toml_table(&args.batch))
-        );
+        ));
     }
     Ok(Exit::Ok)
 }

@@ -151,7 +151,7 @@ pub(super) fn parse_lines(
 ) -> anyhow::Result<Vec<NewItem>> {
     let progress = std::io::stderr().is_terminal() && bytes.len() > 8 * 1024 * 1024;
     if progress {
-        eprint!("\rchecking {source}…");
+        crate::util::stdio::err_text(&format!("\rchecking {source}…"));
     }
     let threads = if bytes.len() < PARALLEL_FROM_BYTES {
         1
@@ -183,7 +183,7 @@ pub(super) fn parse_lines(
     }
     drop(seen);
     if progress {
-        eprint!("\r{:40}\r", "");
+        crate::util::stdio::err_text(&format!("\r{:40}\r", ""));
     }
     if errors.is_empty() {
         return Ok(items);
