@@ -9,7 +9,6 @@ use super::{Ctx, Exit, user_error};
 use crate::cli::{DaemonArgs, RunArgs, TriggerArg};
 use crate::schedule::daemon::{self, Target};
 use crate::schedule::{Plan, Stored};
-use crate::util::stdio;
 use crate::util::time::now_ms;
 
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
@@ -22,12 +21,6 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
     if let Some(dir) = &log_dir {
         crate::runner::start_file_log(dir);
     }
-    // Best effort, as every line of the daemon (`util::stdio`).
-    stdio::out_line(&format!(
-        "nightshift daemon: scheduling {} (pid {}); stop with SIGTERM or Ctrl-C, reload the config with SIGHUP",
-        names.join(", "),
-        std::process::id()
-    ));
     // Absolute, so the PAUSED file it names in the log and status is clear.
     let db = crate::store::absolute(&ctx.db);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -42,7 +35,6 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
         signals.abort();
         result
     });
-    stdio::out_line("nightshift daemon: stopped");
     crate::runner::close_file_log();
     result?;
     Ok(Exit::Ok)

@@ -82,8 +82,10 @@ struct Daemon {
 ///
 /// # Errors
 ///
-/// The store cannot be opened or the daemon's start cannot be recorded.
-/// Later store errors are reported on stderr and retried.
+/// The store cannot be opened, another live daemon schedules one of the
+/// batches, or the daemon's start cannot be recorded: then nothing was
+/// started, and nothing is said but the error. Later store errors are
+/// reported on stderr and retried.
 pub async fn run(
     db: &Path,
     targets: Vec<Target>,
@@ -115,48 +117,63 @@ pub async fn run(
         emergency: None,
         me,
     };
-    d.announce_start()?;
-    d.record_crashes();
-    let identity = d.store.identity();
-    // Whether anyone can still ask us to stop or reload (the signal task
-    // is alive).
-    let mut listening = true;
-    let mut reloadable = true;
-    while *stop.borrow() == 0 {
-        let now = crate::util::time::now();
-        if replaced(identity.as_ref()) {
-            d.abandon().await;
-            return Err(crate::store::StoreError::Replaced(db.to_path_buf()).into());
+    tokio::task::block_in_place(|| d.store.daemon_started(&d.me, now_ms()))?;
+    stdio::out_line(&format!(
+        "nightshift daemon: scheduling {} (pid {pid}); stop with SIGTERM or Ctrl-C, reload the config with SIGHUP",
+        d.batches().join(", ")
+    ));
+    let result = d.serve(&mut stop, &mut reload).await;
+    stdio::out_line("nightshift daemon: stopped");
+    result
+}
+
+impl Daemon {
+    /// The daemon once started: fires until asked to stop.
+    async fn serve(&mut self, stop: &mut StopCount, reload: &mut Reload<'_>) -> anyhow::Result<()> {
+        let d = self;
+        d.announce_start()?;
+        d.record_crashes();
+        let identity = d.store.identity();
+        // Whether anyone can still ask us to stop or reload (the signal task
+        // is alive).
+        let mut listening = true;
+        let mut reloadable = true;
+        while *stop.borrow() == 0 {
+            let now = crate::util::time::now();
+            if replaced(identity.as_ref()) {
+                d.abandon().await;
+                return Err(crate::store::StoreError::Replaced(d.db.clone()).into());
+            }
+            d.said_output_lost();
+            d.beat();
+            d.watch_emergency_file();
+            for i in 0..d.targets.len() {
+                d.step(i, now);
+            }
+            let wait = d
+                .targets
+                .iter()
+                .filter_map(|t| t.plan.next())
+                .min()
+                .map_or(POLL, |next| {
+                    (next - crate::util::time::now())
+                        .to_std()
+                        .unwrap_or(Duration::ZERO)
+                        .min(POLL)
+                });
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
+                changed = stop.changed(), if listening => listening = changed.is_ok(),
+                changed = reload.asked.changed(), if reloadable => match changed {
+                    Ok(()) => d.reload(&mut reload.load),
+                    Err(_) => reloadable = false,
+                },
+            }
         }
-        d.said_output_lost();
-        d.beat();
-        d.watch_emergency_file();
-        for i in 0..d.targets.len() {
-            d.step(i, now);
-        }
-        let wait = d
-            .targets
-            .iter()
-            .filter_map(|t| t.plan.next())
-            .min()
-            .map_or(POLL, |next| {
-                (next - crate::util::time::now())
-                    .to_std()
-                    .unwrap_or(Duration::ZERO)
-                    .min(POLL)
-            });
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
-            changed = stop.changed(), if listening => listening = changed.is_ok(),
-            changed = reload.asked.changed(), if reloadable => match changed {
-                Ok(()) => d.reload(&mut reload.load),
-                Err(_) => reloadable = false,
-            },
-        }
+        d.shutdown(stop).await;
+        Ok(())
     }
-    d.shutdown(&mut stop).await;
-    Ok(())
 }
 
 /// Whether the store at the daemon's path is another than the one it
@@ -187,7 +204,6 @@ impl Daemon {
 
     /// Stores each batch's next fire and says the daemon took it over.
     fn announce_start(&mut self) -> anyhow::Result<()> {
-        tokio::task::block_in_place(|| self.store.daemon_started(&self.me, now_ms()))?;
         let holder = self.me.holder.to_string();
         self.announce(&format!("daemon on {holder} schedules"))
     }
