@@ -52,6 +52,22 @@ impl Daemon {
         Daemon { child }
     }
 
+    /// `nightshift daemon ARGS` as if on `host` (`NIGHTSHIFT_HOST`), its
+    /// output in `TAG.out` and `TAG.err`.
+    fn start_on(env: &Env, tag: &str, host: &str, args: &[&str]) -> Daemon {
+        let child = env
+            .spawn_cmd()
+            .arg("daemon")
+            .args(args)
+            .env("NIGHTSHIFT_HOST", host)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(env.path(&format!("{tag}.out"))).unwrap())
+            .stderr(std::fs::File::create(env.path(&format!("{tag}.err"))).unwrap())
+            .spawn()
+            .unwrap();
+        Daemon { child }
+    }
+
     /// SIGTERM, then the exit status.
     fn terminate(&mut self) -> ExitStatus {
         let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap());
@@ -1009,5 +1025,51 @@ both_backends! {
         assert_eq!(fires(&env, "b", "running").len(), 2, "the cut fire, then the queued one");
         let b = batch(&env.status(), "b");
         assert_eq!((&b["done"], &b["pending"]), (&Value::from(3), &Value::from(0)), "{b}");
+    }
+}
+
+/// One daemon a batch, on both stores: two started at once.
+mod one_daemon_a_batch {
+    use super::*;
+
+    both_backends! {
+        /// Two daemons of one batch started at the same moment: on PostgreSQL
+        /// both passed the check (one in five or ten tries) and both fired
+        /// every fire time. Each time, one runs and the other is refused
+        /// (exit 2) with the error alone: it said it was scheduling and that
+        /// it stopped before the error.
+        fn two_daemons_started_together_one_is_refused(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            env.write(
+                "nightshift.toml",
+                "[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"30 4 * * *\"\n",
+            );
+            for round in 0..8 {
+                let mut two = [
+                    Daemon::start_on(&env, "a", "host-a", &[]),
+                    Daemon::start_on(&env, "b", "host-b", &[]),
+                ];
+                let start = Instant::now();
+                let (refused, kept) = loop {
+                    if let Some(status) = two[0].child.try_wait().unwrap() {
+                        break (("a", status), 1);
+                    }
+                    if let Some(status) = two[1].child.try_wait().unwrap() {
+                        break (("b", status), 0);
+                    }
+                    assert!(start.elapsed() < PATIENCE, "round {round}: both still run");
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                let (tag, status) = refused;
+                let (out, err) = env.output_of(tag);
+                assert_eq!(status.code(), Some(2), "round {round}: {out}{err}");
+                assert_eq!(out, "", "round {round}: only the error");
+                assert!(err.starts_with("nightshift: error: a live daemon ("), "round {round}: {err}");
+                assert_eq!(err.lines().count(), 1, "{err}");
+                std::thread::sleep(Duration::from_millis(300));
+                assert!(two[kept].child.try_wait().unwrap().is_none(), "round {round}: the other runs");
+                assert_eq!(two[kept].terminate().code(), Some(0));
+            }
+        }
     }
 }

@@ -1,5 +1,10 @@
 //! Scheduler daemons' heartbeats: one row per daemon process. Views judge
 //! from them whether a schedule has a live daemon (`liveness`).
+//!
+//! One daemon a batch: a daemon's start reads the others under the
+//! daemons' lock (`daemons_all_locked`) and checks them in the same
+//! transaction, so of two daemons starting at once the second sees the
+//! first.
 
 use super::liveness;
 use crate::model::{Daemon, DaemonInfo, Millis};
@@ -10,8 +15,7 @@ impl Store {
     /// (`liveness::superseded`).
     pub fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()> {
         self.write_tx(|tx| {
-            let known = liveness::daemon_infos(tx.daemons_all()?, now);
-            // In the one transaction: two started at once cannot both pass.
+            let known = liveness::daemon_infos(tx.daemons_all_locked()?, now);
             if let Some(other) = known.iter().find(|o| {
                 o.daemon.token != d.token
                     && o.live()

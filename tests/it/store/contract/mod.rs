@@ -80,6 +80,24 @@ fn holder(pid: u32) -> Holder {
     }
 }
 
+/// A daemon of `batches` on a host of its own (`n`), heard from at
+/// `beat_at`: judged by its heartbeat, as one elsewhere is.
+fn daemon(token: &str, n: u32, batches: &[&str], beat_at: i64) -> nightshift::model::Daemon {
+    nightshift::model::Daemon {
+        token: token.into(),
+        holder: Holder {
+            host: format!("daemon-host-{n}"),
+            pid: 100 + n,
+            pid_start: Some(7),
+        },
+        started_at: beat_at,
+        beat_at,
+        stopped_at: None,
+        batches: batches.iter().map(ToString::to_string).collect(),
+        stopping_at: None,
+    }
+}
+
 fn done_event(key: &str) -> NewEvent {
     NewEvent::new(T0, "b", EventKind::Done, "done").key(key)
 }
@@ -1132,6 +1150,36 @@ both_stores! {
         assert_eq!(search("k00", Some(nightshift::model::Status::Failed)), ["k000"]);
         assert_eq!(search("k00", Some(nightshift::model::Status::Pending)).len(), 9);
         assert!(search("nothing like it", None).is_empty());
+    }
+
+    /// Two daemons of one batch starting at the same moment: on
+    /// PostgreSQL each read the other's record as absent (`READ
+    /// COMMITTED`, nothing locked), both started and both fired every fire
+    /// time. One is recorded, the other refused, every time.
+    fn two_daemons_starting_at_once_one_is_refused(db, s) {
+        let now = nightshift::util::time::now_ms();
+        for round in 0..40 {
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let starts: Vec<_> = (0..2)
+                .map(|i| {
+                    let (barrier, mut s) = (barrier.clone(), db.open(Access::ReadWrite));
+                    let d = daemon(&format!("r{round}d{i}"), i, &[&format!("b{round}")], now);
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        s.daemon_started(&d, now)
+                    })
+                })
+                .collect();
+            let results: Vec<_> = starts.into_iter().map(|t| t.join().unwrap()).collect();
+            let refused = results
+                .iter()
+                .filter(|r| matches!(r, Err(StoreError::Refused(nightshift::store::Refusal::DaemonLive { .. }))))
+                .count();
+            assert_eq!((refused, results.iter().filter(|r| r.is_ok()).count()), (1, 1),
+                "round {round}: {results:?}");
+            let live = s.daemons(now).unwrap().into_iter().filter(|d| d.live()).count();
+            assert_eq!(live, round + 1, "one more live daemon each round");
+        }
     }
 
     /// The runner's and the daemon's async code call the store directly:
