@@ -68,6 +68,14 @@ impl Daemon {
         Daemon { child }
     }
 
+    fn signal(&self, signal: Signal) {
+        kill(
+            Pid::from_raw(i32::try_from(self.child.id()).unwrap()),
+            signal,
+        )
+        .unwrap();
+    }
+
     /// SIGTERM, then the exit status.
     fn terminate(&mut self) -> ExitStatus {
         let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap());
@@ -1028,7 +1036,45 @@ both_backends! {
     }
 }
 
-/// One daemon a batch, on both stores: two started at once.
+/// The batches each live daemon schedules, by host.
+fn live_daemons(env: &Env) -> Vec<(String, Vec<String>)> {
+    let mut live: Vec<(String, Vec<String>)> = env.status()["daemons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["state"] == "live")
+        .map(|d| {
+            let batches = d["batches"].as_array().unwrap();
+            (
+                d["host"].as_str().unwrap().to_string(),
+                batches
+                    .iter()
+                    .map(|b| b.as_str().unwrap().to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    live.sort();
+    live
+}
+
+/// Runs of `batch` started by a daemon on `host`.
+fn runs_on(env: &Env, batch: &str, host: &str) -> i64 {
+    env.int(&format!(
+        "SELECT count(*) FROM runs r JOIN batches b ON b.id = r.batch_id \
+          WHERE b.name = '{batch}' AND r.host = '{host}'"
+    ))
+}
+
+/// Whether `batch`'s log has a `daemon` event whose message has `text`.
+fn daemon_said(env: &Env, batch: &str, text: &str) -> bool {
+    env.events(batch, "daemon")
+        .iter()
+        .any(|e| e["message"].as_str().unwrap().contains(text))
+}
+
+/// One daemon a batch, on both stores: two started at once, a reload, a
+/// daemon replaced while it was stopped.
 mod one_daemon_a_batch {
     use super::*;
 
@@ -1070,6 +1116,75 @@ mod one_daemon_a_batch {
                 assert!(two[kept].child.try_wait().unwrap().is_none(), "round {round}: the other runs");
                 assert_eq!(two[kept].terminate().code(), Some(0));
             }
+        }
+
+        /// A daemon given SIGHUP with a config that names a batch another live
+        /// daemon schedules took it on, and both fired it. The reload leaves
+        /// that batch out and says so in its log; a reload that would leave the
+        /// daemon no batch is refused, the old config kept.
+        fn a_reload_leaves_out_a_batch_another_daemon_schedules(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            let s = "[batch.s]\nworker = [\"./w.sh\"]\nschedule = \"30 4 * * *\"\n";
+            let t = "[batch.t]\nworker = [\"./w.sh\"]\nschedule = \"* * * * * *\"\n";
+            env.write("nightshift.toml", s);
+            let mut a = Daemon::start_on(&env, "a", "host-a", &[]);
+            wait_for("a live", || live_daemons(&env).len() == 1);
+            env.write("nightshift.toml", &format!("{s}{t}"));
+            let mut b = Daemon::start_on(&env, "b", "host-b", &["--batch", "t"]);
+            wait_for("b live", || live_daemons(&env).len() == 2);
+            a.signal(Signal::SIGHUP);
+            wait_for("the reload said", || daemon_said(&env, "s", "config reloaded: daemon on host-a"));
+            assert!(daemon_said(&env, "t", "leaves this batch out: a live daemon (host-b:"));
+            wait_for("a fire of t", || runs_on(&env, "t", "host-b") >= 2);
+            assert_eq!(runs_on(&env, "t", "host-a"), 0);
+            assert_eq!(
+                live_daemons(&env),
+                [("host-a".to_string(), vec!["s".to_string()]), ("host-b".to_string(), vec!["t".to_string()])]
+            );
+
+            env.write("nightshift.toml", t);
+            a.signal(Signal::SIGHUP);
+            wait_for("the refusal", || daemon_said(&env, "s", "config reload refused, the old config stays: every batch it names has another live daemon"));
+            assert_eq!(live_daemons(&env).len(), 2);
+            assert_eq!(runs_on(&env, "t", "host-a"), 0);
+            assert_eq!(a.terminate().code(), Some(0));
+            assert_eq!(b.terminate().code(), Some(0));
+        }
+
+        /// A daemon stopped (SIGSTOP) until it was judged silent, and replaced
+        /// by a daemon on another host: after SIGCONT both fired the batch
+        /// forever. It learns at its first pass that it was replaced, fires
+        /// nothing more, says so in the batch's log, and, with no batch left,
+        /// stops (exit 0).
+        fn a_daemon_replaced_while_stopped_steps_down(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            env.write(
+                "nightshift.toml",
+                "[batch.s]\nworker = [\"./w.sh\"]\nschedule = \"* * * * * *\"\n",
+            );
+            let mut a = Daemon::start_on(&env, "a", "host-a", &[]);
+            wait_for("a fire by a", || runs_on(&env, "s", "host-a") >= 1);
+            a.signal(Signal::SIGSTOP);
+            let stopped = Instant::now();
+            // As if unheard for a minute: silent for every view (and for the
+            // next daemon), which judges a daemon elsewhere by its heartbeat.
+            env.exec("UPDATE daemons SET beat_at = beat_at - 60000 WHERE host = 'host-a'");
+            let mut b = Daemon::start_on(&env, "b", "host-b", &[]);
+            wait_for("a fire by b", || runs_on(&env, "s", "host-b") >= 1);
+            let by_a = runs_on(&env, "s", "host-a");
+            // Stopped for a few seconds more than a pass of its loop takes:
+            // what it sees of the minute it was not heard from.
+            std::thread::sleep(Duration::from_secs(4).saturating_sub(stopped.elapsed()));
+            a.signal(Signal::SIGCONT);
+            assert_eq!(a.exited().code(), Some(0));
+            assert!(daemon_said(&env, "s", "steps down from this batch: a live daemon (host-b:"));
+            let err = std::fs::read_to_string(env.path("a.err")).unwrap();
+            assert!(err.contains("it steps down"), "{err}");
+            assert_eq!(runs_on(&env, "s", "host-a"), by_a, "a fired nothing after SIGCONT");
+            assert_eq!(live_daemons(&env), [("host-b".to_string(), vec!["s".to_string()])]);
+            let runs = runs_on(&env, "s", "host-b");
+            wait_for("b fires on", || runs_on(&env, "s", "host-b") > runs);
+            assert_eq!(b.terminate().code(), Some(0));
         }
     }
 }
