@@ -96,7 +96,8 @@ pub use event_kind::EventKind;
 mod liveness;
 mod owed;
 pub use liveness::{
-    DAEMON_BEAT, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, RunSeen, Runners, Seat, daemon_for,
+    DAEMON_BEAT, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, RunSeen, Runners, Seat, Taken,
+    daemon_for,
 };
 pub use owed::Owed;
 

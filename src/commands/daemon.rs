@@ -5,7 +5,7 @@
 use tokio::sync::watch;
 
 use super::schedule::{scheduled_batch, scheduled_names};
-use super::{Ctx, Exit, out, user_error};
+use super::{Ctx, Exit, user_error};
 use crate::cli::{DaemonArgs, RunArgs, TriggerArg};
 use crate::schedule::daemon::{self, Target};
 use crate::schedule::{Plan, Stored};
@@ -21,11 +21,6 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
     if let Some(dir) = &log_dir {
         crate::runner::start_file_log(dir);
     }
-    out(format!(
-        "nightshift daemon: scheduling {} (pid {}); stop with SIGTERM or Ctrl-C, reload the config with SIGHUP",
-        names.join(", "),
-        std::process::id()
-    ))?;
     // Absolute, so the PAUSED file it names in the log and status is clear.
     let db = crate::store::absolute(&ctx.db);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -40,7 +35,6 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
         signals.abort();
         result
     });
-    out("nightshift daemon: stopped")?;
     crate::runner::close_file_log();
     result?;
     Ok(Exit::Ok)

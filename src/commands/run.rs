@@ -11,18 +11,19 @@ use crate::cli::RunArgs;
 use crate::model::waiting;
 use crate::runner::{self, RunOptions, StopReason};
 use crate::util::noun;
-use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, utc_clock};
+use crate::util::{sanitize, stdio};
 
 /// Whether the summary line was said before the alert ran.
 static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Says the summary line as soon as the run is recorded (see
-/// `RunOptions::before_alert`).
+/// `RunOptions::before_alert`). A run's lines are best effort: with its
+/// stdout gone (`run | head`, a closed terminal) it goes on, and its exit
+/// code is the run's.
 fn say_summary(report: &runner::RunReport) {
-    if out(sanitize::line(&report.line())).is_ok() {
-        SAID.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
+    stdio::out_line(&sanitize::line(&report.line()));
+    SAID.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
@@ -44,7 +45,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     runner::close_file_log();
     let report = report?;
     if args.json {
-        out_json(&json!({
+        let value = json!({
             "run_id": report.run_id,
             "state": report.state,
             "summary": report.summary,
@@ -52,13 +53,17 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
             "stopped": report.stopped.as_ref().map(StopReason::cause),
             "hooks_failed": report.hooks_failed,
             "waiting": waiting::to_json(&report.waiting),
-        }))?;
+        });
+        stdio::out_line(&sanitize::json(value.to_string()));
     } else if !SAID.load(std::sync::atomic::Ordering::SeqCst) {
-        out(sanitize::line(&report.line()))?;
+        stdio::out_line(&sanitize::line(&report.line()));
     }
     // On the terminal, not only in the log: which hook, how, and why.
     for failure in &report.hooks_failed {
-        eprintln!("nightshift: {}", sanitize::line(&failure.to_string()));
+        stdio::err_line(&format!(
+            "nightshift: {}",
+            sanitize::line(&failure.to_string())
+        ));
     }
     // The code says what the recorded state says (`RunState::ended`): a
     // run a signal or `nightshift stop` ended is 130 whatever failed

@@ -359,9 +359,7 @@ pub async fn forward_signals(tx: watch::Sender<Signal>) {
         // Said after the stop is set, so whoever reads it knows no new item
         // is claimed from here on.
         if count == 1 {
-            eprintln!(
-                "\nnightshift: stopping: no new items; in-flight items get the grace period (signal again to stop them now)"
-            );
+            crate::util::stdio::err_line("\nnightshift: stopping: no new items; in-flight items get the grace period (signal again to stop them now)");
         }
     })
     .await;

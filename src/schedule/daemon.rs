@@ -18,15 +18,19 @@ use tokio::task::JoinSet;
 
 use super::outcome::{Outcome, describe};
 use super::plan::{Decision, Observed, Plan};
-use crate::model::{DAEMON_BEAT, EventKind, Fire, Holder, NewEvent, RunState};
+use crate::model::{DAEMON_BEAT, EventKind, Fire, Holder, NewEvent, RunState, Taken};
 use crate::runner::{self, EventLog, RunOptions, RunReport, Signal};
 use crate::store::{Access, Store, StoreIdentity, Verdict};
-use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
 use crate::util::{identity, time};
+use crate::util::{sanitize, stdio};
 
 /// The longest the loop sleeps without looking around.
 pub const POLL: Duration = Duration::from_secs(1);
+
+/// Longer than this between two passes of the loop (each waits at most
+/// [`POLL`]) means the daemon was not running meanwhile.
+const PASS_GAP: crate::model::Millis = 3_000;
 
 /// A scheduled batch: its plan and the options its cycles run with.
 pub struct Target {
@@ -82,8 +86,10 @@ struct Daemon {
 ///
 /// # Errors
 ///
-/// The store cannot be opened or the daemon's start cannot be recorded.
-/// Later store errors are reported on stderr and retried.
+/// The store cannot be opened, another live daemon schedules one of the
+/// batches, or the daemon's start cannot be recorded: then nothing was
+/// started, and nothing is said but the error. Later store errors are
+/// reported on stderr and retried.
 pub async fn run(
     db: &Path,
     targets: Vec<Target>,
@@ -115,47 +121,80 @@ pub async fn run(
         emergency: None,
         me,
     };
-    d.announce_start()?;
-    d.record_crashes();
-    let identity = d.store.identity();
-    // Whether anyone can still ask us to stop or reload (the signal task
-    // is alive).
-    let mut listening = true;
-    let mut reloadable = true;
-    while *stop.borrow() == 0 {
-        let now = crate::util::time::now();
-        if replaced(identity.as_ref()) {
-            d.abandon().await;
-            return Err(crate::store::StoreError::Replaced(db.to_path_buf()).into());
+    tokio::task::block_in_place(|| d.store.daemon_started(&d.me, now_ms()))?;
+    stdio::out_line(&format!(
+        "nightshift daemon: scheduling {} (pid {pid}); stop with SIGTERM or Ctrl-C, reload the config with SIGHUP",
+        d.batches().join(", ")
+    ));
+    let result = d.serve(&mut stop, &mut reload).await;
+    stdio::out_line("nightshift daemon: stopped");
+    result
+}
+
+impl Daemon {
+    /// The daemon once started: fires until asked to stop, or until it has
+    /// no batch left (another daemon took each over), then stops.
+    async fn serve(&mut self, stop: &mut StopCount, reload: &mut Reload<'_>) -> anyhow::Result<()> {
+        let d = self;
+        d.announce_start()?;
+        d.record_crashes();
+        let identity = d.store.identity();
+        // Whether anyone can still ask us to stop or reload (the signal task
+        // is alive).
+        let mut listening = true;
+        let mut reloadable = true;
+        let mut last_pass = now_ms();
+        while *stop.borrow() == 0 {
+            let now = crate::util::time::now();
+            if replaced(identity.as_ref()) {
+                d.abandon().await;
+                return Err(crate::store::StoreError::Replaced(d.db.clone()).into());
+            }
+            d.said_output_lost();
+            // Before any fire, a daemon replaced while it was not heard
+            // from learns it at its heartbeat and fires nothing it lost:
+            // taken at once after a gap (the process was stopped, the
+            // machine slept, the clock went back), whenever the last was.
+            let pass = now_ms();
+            if !(0..=PASS_GAP).contains(&(pass - last_pass)) {
+                d.me.beat_at = 0;
+            }
+            last_pass = pass;
+            d.beat();
+            if d.targets.is_empty() {
+                warn(
+                    "every batch this daemon scheduled has another live daemon now: it steps down",
+                );
+                break;
+            }
+            d.watch_emergency_file();
+            for i in 0..d.targets.len() {
+                d.step(i, now);
+            }
+            let wait = d
+                .targets
+                .iter()
+                .filter_map(|t| t.plan.next())
+                .min()
+                .map_or(POLL, |next| {
+                    (next - crate::util::time::now())
+                        .to_std()
+                        .unwrap_or(Duration::ZERO)
+                        .min(POLL)
+                });
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
+                changed = stop.changed(), if listening => listening = changed.is_ok(),
+                changed = reload.asked.changed(), if reloadable => match changed {
+                    Ok(()) => d.reload(&mut reload.load),
+                    Err(_) => reloadable = false,
+                },
+            }
         }
-        d.beat();
-        d.watch_emergency_file();
-        for i in 0..d.targets.len() {
-            d.step(i, now);
-        }
-        let wait = d
-            .targets
-            .iter()
-            .filter_map(|t| t.plan.next())
-            .min()
-            .map_or(POLL, |next| {
-                (next - crate::util::time::now())
-                    .to_std()
-                    .unwrap_or(Duration::ZERO)
-                    .min(POLL)
-            });
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
-            changed = stop.changed(), if listening => listening = changed.is_ok(),
-            changed = reload.asked.changed(), if reloadable => match changed {
-                Ok(()) => d.reload(&mut reload.load),
-                Err(_) => reloadable = false,
-            },
-        }
+        d.shutdown(stop).await;
+        Ok(())
     }
-    d.shutdown(&mut stop).await;
-    Ok(())
 }
 
 /// Whether the store at the daemon's path is another than the one it
@@ -186,7 +225,6 @@ impl Daemon {
 
     /// Stores each batch's next fire and says the daemon took it over.
     fn announce_start(&mut self) -> anyhow::Result<()> {
-        tokio::task::block_in_place(|| self.store.daemon_started(&self.me, now_ms()))?;
         let holder = self.me.holder.to_string();
         self.announce(&format!("daemon on {holder} schedules"))
     }
@@ -218,25 +256,28 @@ impl Daemon {
 
     /// Takes the config as it is now (SIGHUP): a batch whose rule is
     /// unchanged keeps its plan (its next fire, a queued one) and gets the
-    /// new options; running cycles go on as they started. A config that
-    /// cannot be loaded is refused, said and logged, and the old one kept.
+    /// new options; running cycles go on as they started. A batch another
+    /// live daemon schedules is left out, and said so (one daemon a
+    /// batch). A config that cannot be loaded, or that leaves this daemon
+    /// no batch, is refused, said and logged, and the old one kept.
     fn reload(&mut self, load: &mut Load<'_>) {
-        let targets = match tokio::task::block_in_place(load) {
-            Ok(targets) => targets,
-            Err(e) => {
-                let message = format!("config reload refused, the old config stays: {e:#}");
-                warn(&message);
-                for batch in self.batches() {
-                    self.write_event(&NewEvent::new(
-                        now_ms(),
-                        &batch,
-                        EventKind::Daemon,
-                        message.clone(),
-                    ));
+        let targets =
+            match tokio::task::block_in_place(load).and_then(|targets| self.not_taken(targets)) {
+                Ok(targets) => targets,
+                Err(e) => {
+                    let message = format!("config reload refused, the old config stays: {e:#}");
+                    warn(&message);
+                    for batch in self.batches() {
+                        self.write_event(&NewEvent::new(
+                            now_ms(),
+                            &batch,
+                            EventKind::Daemon,
+                            message.clone(),
+                        ));
+                    }
+                    return;
                 }
-                return;
-            }
-        };
+            };
         let mut old: HashMap<String, Target> = self
             .targets
             .drain(..)
@@ -260,12 +301,96 @@ impl Daemon {
             self.write_event(&NewEvent::new(now_ms(), &batch, EventKind::Daemon, message));
         }
         self.me.batches = self.batches();
-        // Recorded at once, so views name the batches it schedules now.
+        // Recorded at once, so views name the batches it schedules now;
+        // checked again as it is recorded (a daemon started meanwhile).
         self.me.beat_at = 0;
         self.beat();
         let holder = self.me.holder.to_string();
         if let Err(e) = self.announce(&format!("config reloaded: daemon on {holder} schedules")) {
             warn(&format!("cannot record the reload: {e:#}"));
+        }
+    }
+
+    /// `targets` (a reload's) without the batches another live daemon
+    /// schedules, each said and logged in its batch's log; refused when
+    /// none is left.
+    fn not_taken(&mut self, mut targets: Vec<Target>) -> anyhow::Result<Vec<Target>> {
+        let wanted = crate::model::Daemon {
+            batches: targets.iter().map(|t| t.plan.batch.clone()).collect(),
+            ..self.me.clone()
+        };
+        let taken = tokio::task::block_in_place(|| self.store.daemon_taken(&wanted, now_ms()))?;
+        if taken.is_empty() {
+            return Ok(targets);
+        }
+        let said = |t: &Taken| format!("{:?} (daemon {})", t.batch, t.by);
+        if taken.len() == targets.len() {
+            anyhow::bail!(
+                "every batch it names has another live daemon: {} (one daemon a batch)",
+                taken.iter().map(said).collect::<Vec<_>>().join(", ")
+            );
+        }
+        targets.retain(|t| !taken.iter().any(|k| k.batch == t.plan.batch));
+        for t in &taken {
+            let message = format!(
+                "config reload: daemon on {} leaves this batch out: a live daemon ({}) already schedules it (one daemon a batch)",
+                self.me.holder, t.by
+            );
+            warn(&format!("{}: {message}", t.batch));
+            self.write_event(&NewEvent::new(
+                now_ms(),
+                &t.batch,
+                EventKind::Daemon,
+                message,
+            ));
+        }
+        Ok(targets)
+    }
+
+    /// Stops firing the batches another live daemon schedules now (it
+    /// replaced this one while it was not heard from, e.g. stopped with
+    /// SIGSTOP or on a machine that slept): said and logged in each one's
+    /// log. Their running cycles go on as they started.
+    fn step_down(&mut self, taken: &[Taken]) {
+        for t in taken {
+            let before = self.targets.len();
+            self.targets.retain(|x| x.plan.batch != t.batch);
+            if self.targets.len() == before {
+                continue;
+            }
+            let message = format!(
+                "daemon on {} steps down from this batch: a live daemon ({}) schedules it now (this one was not heard from, and was replaced); it fires it no more",
+                self.me.holder, t.by
+            );
+            warn(&format!("{}: {message}", t.batch));
+            self.write_event(&NewEvent::new(
+                now_ms(),
+                &t.batch,
+                EventKind::Daemon,
+                message,
+            ));
+        }
+        self.me.batches = self.batches();
+    }
+
+    /// Says once, in the log of each batch it schedules, that the daemon's
+    /// stdout or stderr stopped taking lines (a closed pipe, a closed
+    /// terminal): it goes on, and what it does is in the store.
+    fn said_output_lost(&mut self) {
+        for (stream, why) in stdio::newly_failing() {
+            let message = format!(
+                "the daemon's {} is gone ({why}): it goes on scheduling; its fires and events are in the store (`nightshift log`)",
+                stream.name()
+            );
+            warn(&message);
+            for batch in self.batches() {
+                self.write_event(&NewEvent::new(
+                    now_ms(),
+                    &batch,
+                    EventKind::Daemon,
+                    message.clone(),
+                ));
+            }
         }
     }
 
@@ -304,17 +429,24 @@ impl Daemon {
         Ok(())
     }
 
-    /// Records the heartbeat when one is due. A store too busy to take it
-    /// is tried again at the next pass; views judge a daemon on this host
-    /// by its process, not its beat.
+    /// Records the heartbeat when one is due (or the clock went back),
+    /// and steps down from the batches the store says another live daemon
+    /// schedules now. A store too busy to take it is tried again at the
+    /// next pass; views judge a daemon on this host by its process, not
+    /// its beat.
     fn beat(&mut self) {
         let now = now_ms();
-        if now - self.me.beat_at < DAEMON_BEAT {
+        let before = self.me.beat_at;
+        if (0..DAEMON_BEAT).contains(&(now - before)) {
             return;
         }
         self.me.beat_at = now;
-        if let Err(e) = tokio::task::block_in_place(|| self.store.daemon_beat(&self.me)) {
-            warn(&format!("cannot record the heartbeat: {e}"));
+        match tokio::task::block_in_place(|| self.store.daemon_beat(&self.me, now)) {
+            Ok(taken) => self.step_down(&taken),
+            Err(e) => {
+                self.me.beat_at = before;
+                warn(&format!("cannot record the heartbeat: {e}"));
+            }
         }
     }
 
@@ -564,7 +696,8 @@ impl Daemon {
         }
         self.me.beat_at = now_ms();
         self.me.stopped_at = Some(self.me.beat_at);
-        if let Err(e) = tokio::task::block_in_place(|| self.store.daemon_beat(&self.me)) {
+        let now = self.me.beat_at;
+        if let Err(e) = tokio::task::block_in_place(|| self.store.daemon_beat(&self.me, now)) {
             warn(&format!("cannot record the stop: {e}"));
         }
     }
@@ -605,12 +738,17 @@ fn ended(report: &RunReport, at: DateTime<Utc>, note: Option<String>, batch: &st
     }
 }
 
+/// A line of the journal. Best effort: with its stdout gone (a closed pipe
+/// or terminal) the daemon goes on, and says so once in the store.
 fn say(line: &str) {
-    println!("{} {}", rfc3339(now_ms()), sanitize::line(line));
+    stdio::out_line(&format!("{} {}", rfc3339(now_ms()), sanitize::line(line)));
 }
 
 fn warn(line: &str) {
-    eprintln!("nightshift daemon: warning: {}", sanitize::line(line));
+    stdio::err_line(&format!(
+        "nightshift daemon: warning: {}",
+        sanitize::line(line)
+    ));
 }
 
 #[cfg(test)]

@@ -170,11 +170,11 @@ fn finish(
         && ctx.config.batch(&args.batch).is_none()
     {
         // The table header is printed as TOML to paste (`[batch."記事"]`).
-        eprintln!(
+        crate::util::stdio::err_line(&format!(
             "note: batch {} is new and has no {} section in the config",
             batch_name::shown(&args.batch),
             sanitize::line(&batch_name::toml_table(&args.batch))
-        );
+        ));
     }
     Ok(Exit::Ok)
 }

@@ -3,7 +3,7 @@
 
 use crate::model::{
     BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Holder, LockInfo, Millis, RunSeen,
-    RunState, Runners, Seat,
+    RunState, Runners, Seat, Taken,
 };
 use crate::util::identity::{self, Seen};
 
@@ -130,6 +130,25 @@ pub(crate) fn daemon_infos(daemons: Vec<Daemon>, now: Millis) -> Vec<DaemonInfo>
         .map(|daemon| DaemonInfo {
             state: daemon_state(&daemon, now),
             daemon,
+        })
+        .collect()
+}
+
+/// The batches of `mine` another live daemon schedules, each with the
+/// first such daemon (`daemons` newest beat first). Checked, under the
+/// daemons' lock, by every write of a daemon's record (`ops::daemons`), so
+/// that no two live records ever share a batch.
+pub(crate) fn taken(daemons: &[DaemonInfo], mine: &Daemon) -> Vec<Taken> {
+    mine.batches
+        .iter()
+        .filter_map(|batch| {
+            let other = daemons.iter().find(|o| {
+                o.daemon.token != mine.token && o.live() && o.daemon.batches.contains(batch)
+            })?;
+            Some(Taken {
+                batch: batch.clone(),
+                by: other.daemon.holder.clone(),
+            })
         })
         .collect()
 }

@@ -80,6 +80,24 @@ fn holder(pid: u32) -> Holder {
     }
 }
 
+/// A daemon of `batches` on a host of its own (`n`), heard from at
+/// `beat_at`: judged by its heartbeat, as one elsewhere is.
+fn daemon(token: &str, n: u32, batches: &[&str], beat_at: i64) -> nightshift::model::Daemon {
+    nightshift::model::Daemon {
+        token: token.into(),
+        holder: Holder {
+            host: format!("daemon-host-{n}"),
+            pid: 100 + n,
+            pid_start: Some(7),
+        },
+        started_at: beat_at,
+        beat_at,
+        stopped_at: None,
+        batches: batches.iter().map(ToString::to_string).collect(),
+        stopping_at: None,
+    }
+}
+
 fn done_event(key: &str) -> NewEvent {
     NewEvent::new(T0, "b", EventKind::Done, "done").key(key)
 }
@@ -1137,6 +1155,88 @@ both_stores! {
         assert_eq!(search("k00", Some(nightshift::model::Status::Failed)), ["k000"]);
         assert_eq!(search("k00", Some(nightshift::model::Status::Pending)).len(), 9);
         assert!(search("nothing like it", None).is_empty());
+    }
+
+    /// Two daemons of one batch starting at the same moment: on
+    /// PostgreSQL each read the other's record as absent (`READ
+    /// COMMITTED`, nothing locked), both started and both fired every fire
+    /// time. One is recorded, the other refused, every time.
+    fn two_daemons_starting_at_once_one_is_refused(db, s) {
+        let now = nightshift::util::time::now_ms();
+        for round in 0..40 {
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let starts: Vec<_> = (0..2)
+                .map(|i| {
+                    let (barrier, mut s) = (barrier.clone(), db.open(Access::ReadWrite));
+                    let d = daemon(&format!("r{round}d{i}"), i, &[&format!("b{round}")], now);
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        s.daemon_started(&d, now)
+                    })
+                })
+                .collect();
+            let results: Vec<_> = starts.into_iter().map(|t| t.join().unwrap()).collect();
+            let refused = results
+                .iter()
+                .filter(|r| matches!(r, Err(StoreError::Refused(nightshift::store::Refusal::DaemonLive { .. }))))
+                .count();
+            assert_eq!((refused, results.iter().filter(|r| r.is_ok()).count()), (1, 1),
+                "round {round}: {results:?}");
+            let live = s.daemons(now).unwrap().into_iter().filter(|d| d.live()).count();
+            assert_eq!(live, round + 1, "one more live daemon each round");
+        }
+    }
+
+    /// One daemon a batch, whatever the order: a daemon replaced while it
+    /// was silent, heard again, steps down from the batch its successor
+    /// took (and keeps its others); a reload's batches another live daemon
+    /// schedules are said taken and left out; and a returning daemon's
+    /// beat racing a new daemon's start leaves exactly one of them with
+    /// the batch.
+    fn a_daemon_replaced_while_silent_loses_the_batch_at_its_next_beat(db, s) {
+        let now = nightshift::util::time::now_ms();
+        let silent = nightshift::model::DAEMON_SILENT + 1_000;
+        let old = daemon("old", 0, &["b", "c"], now - silent);
+        s.daemon_started(&old, now - silent).unwrap();
+        let new = daemon("new", 1, &["b"], now);
+        s.daemon_started(&new, now).unwrap();
+        let back = nightshift::model::Daemon { beat_at: now, ..old.clone() };
+        let taken = s.daemon_beat(&back, now).unwrap();
+        assert_eq!(taken, [nightshift::model::Taken { batch: "b".into(), by: new.holder.clone() }]);
+        let live: Vec<_> = s.daemons(now).unwrap().into_iter().filter(|d| d.live())
+            .map(|d| (d.daemon.token, d.daemon.batches)).collect();
+        assert_eq!(live.len(), 2, "{live:?}");
+        assert!(live.contains(&("old".into(), vec!["c".into()])), "{live:?}");
+        assert!(live.contains(&("new".into(), vec!["b".into()])), "{live:?}");
+        assert_eq!(s.daemon_beat(&new, now).unwrap(), [], "the new one keeps it");
+        // A reload of the old one naming `b` again: `b` is said taken.
+        let reload = nightshift::model::Daemon { batches: vec!["b".into(), "c".into(), "d".into()], ..back };
+        let taken = s.daemon_taken(&reload, now).unwrap();
+        assert_eq!(taken.iter().map(|t| t.batch.as_str()).collect::<Vec<_>>(), ["b"]);
+
+        for round in 0..20 {
+            let batch = format!("r{round}");
+            let gone = daemon(&format!("gone{round}"), 2, &[&batch], now - silent);
+            s.daemon_started(&gone, now - silent).unwrap();
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let (b1, b2) = (barrier.clone(), barrier);
+            let (mut s1, mut s2) = (db.open(Access::ReadWrite), db.open(Access::ReadWrite));
+            let returning = nightshift::model::Daemon { beat_at: now, ..gone };
+            let beat = std::thread::spawn(move || {
+                b1.wait();
+                s1.daemon_beat(&returning, now).unwrap()
+            });
+            let starting = daemon(&format!("start{round}"), 3, &[&batch], now);
+            let start = std::thread::spawn(move || {
+                b2.wait();
+                s2.daemon_started(&starting, now)
+            });
+            let (taken, started) = (beat.join().unwrap(), start.join().unwrap());
+            assert_eq!(taken.is_empty(), started.is_err(), "round {round}: {taken:?} {started:?}");
+            let holders = s.daemons(now).unwrap().into_iter()
+                .filter(|d| d.live() && d.daemon.batches.contains(&batch)).count();
+            assert_eq!(holders, 1, "round {round}");
+        }
     }
 
     /// The runner's and the daemon's async code call the store directly:
