@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::model::{
-    BatchInfo, DaemonInfo, DeadLetter, DlqGroup, Event, FailedAttempt, Hold, Holder, Item,
-    LockInfo, Millis, NewItem, Outcome, Run, RunState, Status, StopCause, Tier,
+    BatchInfo, DaemonInfo, DlqGroup, Event, FailedAttempt, Hold, Holder, Item, LockInfo, Millis,
+    NewItem, Outcome, Run, RunState, Status, StopCause, Tier,
 };
 
 /// How a store is opened.
