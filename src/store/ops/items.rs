@@ -191,14 +191,19 @@ impl Store {
 
     /// Records that a claimed item's attempt failed and runs again at
     /// `r.at` (with its error, so every view says what it waits for), and
-    /// its `retry` event. False if the lease was lost: the event is kept.
+    /// its `retry` event. False if the claim is no longer ours (its lease
+    /// lost, or a cancel asked of it): no event then, only its cost.
     pub fn await_retry(&mut self, r: &Retrying<'_>, event: &NewEvent) -> Result<bool> {
         self.write_tx(|tx| {
             let held = tx.item_awaits_retry(r)?;
             if let Some(cost) = r.cost {
                 cost_in(tx, r.item_id, r.run_id, cost)?;
             }
-            tx.event_insert(event)?;
+            // A claim no longer ours (another run holds it, or a cancel was
+            // asked) waits for no retry of ours: no event promises one.
+            if held {
+                tx.event_insert(event)?;
+            }
             Ok(held)
         })
     }

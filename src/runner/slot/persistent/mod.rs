@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::claim::claim_key;
 use super::pipeline::{BATCH_TIME, CommitFuture, Success};
-use super::record::{begin_retry, judge_failure, lease_lost_on_write, record_failure, store_op_id};
+use super::record::{begin_retry, judge_failure, let_go, record_failure, store_op_id};
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
 use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
@@ -36,7 +36,7 @@ use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
 use crate::runner::pool::{Ticket, place_given_back};
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
-use crate::store::{PoolWait, StoreError};
+use crate::store::{CancelledWhile, PoolWait, StoreError};
 use crate::util::time::{instant_at, now_ms};
 
 /// How long an answer may wait for its commit (its event's time on):
@@ -707,7 +707,10 @@ impl Slot {
                     number: w.attempt,
                     retries_done: w.retries_done,
                 };
-                let v = judge_failure(&cycle, &w.claim, a, &failed, cost).await;
+                let Some(v) = judge_failure(&cycle, &w.claim, a, &failed, cost).await else {
+                    self.untrack(&w.claim);
+                    return Ok(());
+                };
                 if let Verdict::RetryNow { wait, .. } = v {
                     w.retries_done += 1;
                     self.retries.push((tokio::time::Instant::now() + wait, w));
@@ -739,7 +742,7 @@ impl Slot {
                 }
                 None => {
                     self.untrack(&w.claim);
-                    lease_lost_on_write(&cycle, &w.claim).await;
+                    let_go(&cycle, &w.claim, CancelledWhile::WaitingToRetry).await;
                 }
             }
         }
