@@ -297,6 +297,20 @@ impl Store {
         })
     }
 
+    /// Is the item `key` claimed by a run whose runner is live (it has
+    /// one to finish it)? `run --key` refuses it before it makes a run of
+    /// its own; a dead run's claim is not (the run takes it back first).
+    pub fn claimed_live(&self, batch: &str, key: &str, now: Millis) -> Result<bool> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            let Some(item) = tx.item_by_key(b, key)? else {
+                return Ok(false);
+            };
+            Ok(item.status == Status::Claimed
+                && super::liveness::holds_live_seat(&tx.seats(b, batch)?, item.lease_run, now))
+        })
+    }
+
     /// Items of a batch in insertion order, filtered.
     pub fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>> {
         self.read_tx(|tx| {
