@@ -300,13 +300,23 @@ pub async fn cycle(
 
 /// A run of one key (`run --key`) is refused before it records a run,
 /// takes the lock or runs the source, so its "nothing was changed" holds:
-/// the key done, pruned, or in no item (unless a source may add it).
-/// A claim is no refusal here: a dead run's is taken back by the run, and
-/// a live run's holds the lock this run would need.
+/// the key done, pruned, in no item (unless a source may add it), or in
+/// flight in a live run (with `runners` above 1 this run would get a seat
+/// beside it, and only then find the claim). A dead run's claim is no
+/// refusal: the run takes it back first.
 fn key_runnable(store: &Store, batch: &str, key: &str, has_source: bool) -> anyhow::Result<()> {
     match store.item(batch, key) {
         Ok(item) if item.status == crate::model::Status::Done => {
             Err(StoreError::Refused(crate::store::Refusal::AlreadyDone {
+                key: key.to_string(),
+            })
+            .into())
+        }
+        Ok(item)
+            if item.status == crate::model::Status::Claimed
+                && store.claimed_live(batch, key, now_ms())? =>
+        {
+            Err(StoreError::Refused(crate::store::Refusal::InFlightClaim {
                 key: key.to_string(),
             })
             .into())

@@ -103,6 +103,11 @@ pub struct Persistent {
     /// Requests not yet written to the worker's stdin, from `sent`.
     out: Vec<u8>,
     sent: usize,
+    /// Where `out` starts in the stream of all bytes queued for stdin
+    /// (each request's [`Span`] is a place in it).
+    base: u64,
+    /// How it ended, once known.
+    status: Option<std::process::ExitStatus>,
     /// The answer line being read (kept here so reading can be cancelled).
     line: Vec<u8>,
     /// The last stdout line that was not part of the protocol.
@@ -206,6 +211,8 @@ impl Persistent {
             stderr_task,
             out: Vec::with_capacity(16 * 1024),
             sent: 0,
+            base: 0,
+            status: None,
             line: Vec::new(),
             stray: None,
             exited: false,
@@ -226,12 +233,32 @@ impl Persistent {
     }
 
     /// Queues a request; it is written while `next` waits for answers.
-    pub fn send(&mut self, req: &Request<'_>) {
+    /// Where its line lies in the stream written to the worker's stdin.
+    pub fn send(&mut self, req: &Request<'_>) -> Span {
         if self.sent == self.out.len() {
+            self.base += self.out.len() as u64;
             self.out.clear();
             self.sent = 0;
         }
+        let start = self.base + self.out.len() as u64;
         self.out.extend_from_slice(req.line().as_bytes());
+        Span {
+            start,
+            end: self.base + self.out.len() as u64,
+        }
+    }
+
+    /// From which place in the stream written to its stdin the worker
+    /// took nothing: the requests from there on never reached it (still
+    /// in the pipe, or never written). A worker that ended itself with
+    /// status 0 took none it had not answered: it may end between items
+    /// (to be replaced, to free memory), not in the middle of one.
+    pub fn untaken_from(&self) -> u64 {
+        if self.status.is_some_and(|s| s.success()) {
+            return 0;
+        }
+        let written = self.base + self.sent as u64;
+        written.saturating_sub(unread(&self.stdin))
     }
 
     /// The next stdout line that is not blank, writing queued requests
@@ -260,6 +287,7 @@ impl Persistent {
                     line,
                     child,
                     exited,
+                    status,
                     ..
                 } = self;
                 let writing = *sent < out.len();
@@ -269,22 +297,26 @@ impl Persistent {
                     w = stdin.write(&out[*sent..]), if writing => {
                         match w {
                             Ok(n) if n > 0 => *sent += n,
-                            Ok(_) => return Err(self.died("could not send the item: stdin closed").await),
-                            Err(e) => return Err(self.died(&format!("could not send the item: {e}")).await),
+                            Ok(_) => return Err(self.died(Broke::StdinClosed).await),
+                            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                                return Err(self.died(Broke::StdinClosed).await);
+                            }
+                            Err(e) => return Err(self.died(Broke::StdinFailed(e)).await),
                         }
                         continue;
                     }
                     // A crash noticed though a child of the worker holds its
                     // stdout open (no end of stream would ever come).
-                    _ = child.wait() => {
+                    s = child.wait() => {
                         *exited = true;
+                        *status = s.ok();
                         continue;
                     }
                 }
             };
             let text = match read {
                 Ok(true) => String::from_utf8_lossy(&std::mem::take(&mut self.line)).into_owned(),
-                Ok(false) => return Err(self.died("the worker exited").await),
+                Ok(false) => return Err(self.died(Broke::StdoutEnded).await),
                 Err(e) => {
                     self.line = Vec::new();
                     return Err(Answer::out_of_step(&e));
@@ -354,13 +386,14 @@ impl Persistent {
         }
     }
 
-    /// The worker broke mid-item: a transient failure naming why.
-    async fn died(&mut self, why: &str) -> Answer {
-        let status = tokio::time::timeout(EXIT_GRACE, self.child.wait()).await;
-        let status = match status {
-            Ok(Ok(s)) => format!(" ({s})"),
-            _ => String::new(),
-        };
+    /// The worker broke mid-item: a transient failure saying what it did
+    /// (closed a pipe, exited with which status) and its last words.
+    async fn died(&mut self, how: Broke) -> Answer {
+        if self.status.is_none()
+            && let Ok(Ok(s)) = tokio::time::timeout(EXIT_GRACE, self.child.wait()).await
+        {
+            self.status = Some(s);
+        }
         // With its group gone, stderr ends when the worker's last words are
         // read, however long a loaded machine takes to read them.
         kill_group(self.pgid);
@@ -372,9 +405,10 @@ impl Persistent {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let why = broke_words(&how, self.status);
         let mut message = match last {
-            Some(l) => format!("{why}{status}: {l}"),
-            None => format!("{why}{status}"),
+            Some(l) => format!("{why}: {l}"),
+            None => why,
         };
         if let Some(stray) = &self.stray {
             message.push_str(&format!(" (last non-protocol stdout line: {stray})"));
@@ -404,6 +438,66 @@ impl Persistent {
         }
         kill_group(pgid);
     }
+}
+
+/// Where one request's line lies in the stream of bytes written to a
+/// worker's stdin: what tells a request the worker took from one it never
+/// read ([`Persistent::untaken_from`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    pub start: u64,
+    pub end: u64,
+}
+
+/// How a worker broke the pipes between us.
+enum Broke {
+    /// A request could not be written: nothing reads its stdin now.
+    StdinClosed,
+    /// Writing a request failed otherwise.
+    StdinFailed(std::io::Error),
+    /// Its stdout ended (it exited, or closed it).
+    StdoutEnded,
+}
+
+/// What a broken worker did, in the words of its failure: which pipe it
+/// closed, and how it ended (`status`, if it did within the grace).
+fn broke_words(how: &Broke, status: Option<std::process::ExitStatus>) -> String {
+    let ended = match status {
+        Some(s) => match super::exit_of(s) {
+            super::Exit::Signal(sig) => format!("was killed by signal {sig}"),
+            super::Exit::Code(code) => format!("exited with status {code}"),
+            _ => "exited".to_string(),
+        },
+        None => format!(
+            "was still running {}s later: its process group was killed",
+            EXIT_GRACE.as_secs()
+        ),
+    };
+    match (how, status) {
+        (Broke::StdoutEnded, Some(_)) => format!("the worker {ended}"),
+        (Broke::StdoutEnded, None) => {
+            format!("the worker closed its stdout without answering and {ended}")
+        }
+        (Broke::StdinClosed, _) => {
+            format!("the worker closed its stdin (it took no more requests) and {ended}")
+        }
+        (Broke::StdinFailed(e), _) => {
+            format!("a request could not be written to the worker's stdin ({e}); it {ended}")
+        }
+    }
+}
+
+/// Bytes written to the worker's stdin that it has not read (the pipe
+/// keeps them once the worker is gone, while we hold our end).
+#[cfg(target_os = "linux")]
+fn unread(stdin: &ChildStdin) -> u64 {
+    rustix::io::ioctl_fionread(stdin).unwrap_or(0)
+}
+
+/// Unknown here: every byte written counts as read.
+#[cfg(not(target_os = "linux"))]
+fn unread(_stdin: &ChildStdin) -> u64 {
+    0
 }
 
 /// Reads one stdout line. `Ok(None)`: nothing to act on (a blank line, an
@@ -650,10 +744,41 @@ done"#,
         let late = w.call(&req("late", "{}"), t, &rules, &tx, never()).await;
         assert!(
             matches!(&late, Err(Answer::Failed { transient: true, class, message, .. })
-            if class == "WorkerExited" && message.contains("exit status: 4") && message.contains("late last words")),
+            if class == "WorkerExited" && message.contains("the worker exited with status 4") && message.contains("late last words")),
             "{:?}",
             late.as_ref().err()
         );
+    }
+
+    /// A worker that closed its stdout and lives on is said to have done
+    /// so, not to have exited; what it never read of its stdin is known
+    /// (the pipe still holds it), so the slot can tell a request it took
+    /// from one that never reached it.
+    #[tokio::test]
+    async fn a_closed_pipe_is_said_and_what_the_worker_never_read_is_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = script(
+            dir.path(),
+            "read line\necho '{\"key\":\"a\",\"result\":1}'\nexec 1>&-\nsleep 30",
+        );
+        let rules = Rules::default();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let never = || oneshot::channel::<KillReason>().1;
+        let t = Duration::from_secs(30);
+        let ok = w.call(&req("a", "{}"), t, &rules, &tx, never()).await;
+        assert!(matches!(ok, Ok(Call::Answer(Answer::Done { .. }))));
+        let b = w.send(&req("b", "{}"));
+        let broke = w.call(&req("c", "{}"), t, &rules, &tx, never()).await;
+        assert!(
+            matches!(&broke, Err(Answer::Failed { class, message, .. }) if class == "WorkerExited"
+                && message == "the worker closed its stdout without answering and was still running 5s later: its process group was killed"),
+            "{:?}",
+            broke.as_ref().err()
+        );
+        // `sh` reads its stdin a byte at a time: b and c are still there.
+        assert_eq!(w.untaken_from(), b.start);
+        assert!(b.start > 0);
     }
 
     /// An answer after a progress bar redrawn with bare CRs, and answers
@@ -832,7 +957,7 @@ exit 1"#,
         let died = w.call(&req("b", "{}"), long, &rules, &tx, never()).await;
         assert!(
             matches!(&died, Err(Answer::Failed { transient: true, class, message, .. })
-            if class == "WorkerExited" && message.contains("exit status: 1") && message.contains("boom")),
+            if class == "WorkerExited" && message.contains("the worker exited with status 1") && message.contains("boom")),
             "{:?}",
             died.as_ref().err()
         );

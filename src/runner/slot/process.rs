@@ -10,8 +10,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::claim::{budget_spent, claim_key, log_claimed, may_chain};
 use super::record::{
-    begin_retry, cancelled, count_cut_short, count_success, judge_failure, lease_lost_on_write,
-    lease_lost_stopped, record_failure, release, release_held, store_op_id,
+    begin_retry, count_cut_short, count_success, judge_failure, let_go, record_failure, release,
+    release_held, store_op_id,
 };
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::output::{Output, Report};
@@ -172,12 +172,8 @@ async fn attempts(
                 continue;
             }
             Ok(ticket) => ticket,
-            Err(Some(KillReason::Cancelled)) => {
-                cancelled(cycle, &claim, CancelledWhile::NotStarted).await;
-                return Ok(None);
-            }
-            Err(Some(KillReason::LeaseLost)) => {
-                lease_lost_stopped(cycle, &claim).await;
+            Err(Some(KillReason::Cancelled | KillReason::LeaseLost)) => {
+                let_go(cycle, &claim, CancelledWhile::NotStarted).await;
                 return Ok(None);
             }
             Err(_) => {
@@ -195,7 +191,7 @@ async fn attempts(
                 Some(next) => attempt = next,
                 None => {
                     cycle.pool_settle(&claim, attempt, ticket, None, false);
-                    lease_lost_on_write(cycle, &claim).await;
+                    let_go(cycle, &claim, CancelledWhile::WaitingToRetry).await;
                     return Ok(None);
                 }
             }
@@ -242,9 +238,8 @@ async fn attempts(
                 cycle.pool_settle(&claim, attempt, ticket, usage, false);
                 count_cut_short(cycle, &claim, cost).await;
                 match reason {
-                    KillReason::LeaseLost => lease_lost_stopped(cycle, &claim).await,
-                    KillReason::Cancelled => {
-                        cancelled(cycle, &claim, CancelledWhile::Running).await;
+                    KillReason::LeaseLost | KillReason::Cancelled => {
+                        let_go(cycle, &claim, CancelledWhile::Running).await;
                     }
                     KillReason::Shutdown => {
                         return release(cycle, &claim, true).await.map(|()| None);
@@ -365,17 +360,15 @@ async fn attempts(
                     number: attempt,
                     retries_done,
                 };
-                let v = judge_failure(cycle, &claim, a, &failed, cost).await;
+                let Some(v) = judge_failure(cycle, &claim, a, &failed, cost).await else {
+                    return Ok(None);
+                };
                 if let Verdict::RetryNow { wait, .. } = v {
                     retries_done += 1;
                     match backoff(cycle, &claim, wait).await {
                         None => {}
-                        Some(KillReason::Cancelled) => {
-                            cancelled(cycle, &claim, CancelledWhile::WaitingToRetry).await;
-                            return Ok(None);
-                        }
-                        Some(KillReason::LeaseLost) => {
-                            lease_lost_stopped(cycle, &claim).await;
+                        Some(KillReason::Cancelled | KillReason::LeaseLost) => {
+                            let_go(cycle, &claim, CancelledWhile::WaitingToRetry).await;
                             return Ok(None);
                         }
                         // The failed attempt had its verdict: it counts.

@@ -28,6 +28,17 @@ pub fn lapsed(lock: &LockInfo, now: Millis) -> bool {
     lock.expires_at < now && !seat(lock, now).is_live()
 }
 
+/// Does `run` hold a live seat of `locks` (a batch's)? Its claims have a
+/// runner to finish them and hear of them; any other run's claim is
+/// orphaned (`cancel` moves it at once, the next run takes it back).
+pub fn holds_live_seat(locks: &[LockInfo], run: Option<i64>, now: Millis) -> bool {
+    run.is_some_and(|r| {
+        locks
+            .iter()
+            .any(|l| l.run_id == Some(r) && seat(l, now).is_live())
+    })
+}
+
 /// The runs holding a live seat of `locks` (`seats`: each one judged, in
 /// order). Every other run's claim is orphaned, as each claim's own view
 /// judges it (`claim_view`): its runner crashed or went silent, or it holds

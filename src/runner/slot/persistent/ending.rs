@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::super::record::{cancelled, lease_lost_stopped, release};
+use super::super::record::{let_go, release};
 use super::{Ended, Slot, Work};
 use crate::model::EventKind;
 use crate::runner::child::KillReason;
@@ -50,11 +50,7 @@ impl Slot {
                 };
                 if let Some((w, was)) = lost {
                     self.untrack(&w.claim);
-                    if reason == KillReason::Cancelled {
-                        cancelled(&cycle, &w.claim, was).await;
-                    } else {
-                        lease_lost_stopped(&cycle, &w.claim).await;
-                    }
+                    let_go(&cycle, &w.claim, was).await;
                 }
                 Ok(None)
             }

@@ -27,16 +27,18 @@ use tokio::sync::mpsc;
 
 use super::claim::claim_key;
 use super::pipeline::{BATCH_TIME, CommitFuture, Success};
-use super::record::{begin_retry, judge_failure, lease_lost_on_write, record_failure, store_op_id};
+use super::record::{begin_retry, judge_failure, let_go, record_failure, store_op_id};
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
-use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
+use crate::runner::child::persistent::{
+    Line, Persistent, Request, Span, match_answer, match_op_id,
+};
 use crate::runner::classify::{self, Answer, bound_message};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
 use crate::runner::pool::{Ticket, place_given_back};
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
-use crate::store::{PoolWait, StoreError};
+use crate::store::{CancelledWhile, PoolWait, StoreError};
 use crate::util::time::{instant_at, now_ms};
 
 /// How long an answer may wait for its commit (its event's time on):
@@ -62,6 +64,8 @@ pub(super) struct Work {
     pub(super) pass: Pass,
     /// Its call's place in the batch's pool, once given.
     pub(super) ticket: Option<Ticket>,
+    /// Where its request lies in what was written to the current worker.
+    pub(super) span: Span,
 }
 
 pub(super) struct Slot {
@@ -225,6 +229,7 @@ impl Slot {
                 retries_done: 0,
                 pass: if i == 0 { first } else { Pass::None },
                 ticket: tickets.next(),
+                span: Span::default(),
                 claim,
             });
         }
@@ -332,11 +337,11 @@ impl Slot {
                         gate_opens = Some(at);
                         break;
                     }
-                    let w = self.queue.pop_front().expect("the front request");
+                    let mut w = self.queue.pop_front().expect("the front request");
                     if self.sent.is_empty() {
                         self.head_since = Instant::now();
                     }
-                    worker.send(&Request {
+                    w.span = worker.send(&Request {
                         key: &w.claim.key,
                         label: &w.claim.label,
                         attempt: w.attempt,
@@ -497,18 +502,51 @@ impl Slot {
     /// The worker broke (died, hung past the timeout, or broke the
     /// protocol): the item at the head gets `answer`, the worker is killed
     /// (with its whole process group) and the other sent items wait for
-    /// the next one. True when the slot gave up.
+    /// the next one. A head whose request the worker never took (it closed
+    /// its stdin, or exited, before reading it) was never its call: it
+    /// waits for the next worker too, its attempt not counted, and the log
+    /// says why. Not so for a worker that never answered: its head carries
+    /// the failure, so a worker that cannot work fails items visibly (and
+    /// three in a row make the slot give up). True when the slot gave up.
     async fn broken(&mut self, answer: Answer) -> Result<bool, StoreError> {
+        // Asked before the kill: what it never read is still in its pipe.
+        let untaken_from = self
+            .worker
+            .as_ref()
+            .map_or(u64::MAX, Persistent::untaken_from);
         if let Some(mut w) = self.worker.take() {
             w.kill().await;
         }
-        let head = self.sent.pop_front();
-        if head.is_none()
-            && let Answer::Failed { class, message, .. } = &answer
+        let message = match &answer {
+            Answer::Failed { message, .. } => message.clone(),
+            Answer::Done { .. } => String::new(),
+        };
+        let cycle = self.cycle.clone();
+        let untaken = self.answered
+            && self
+                .sent
+                .front()
+                .is_some_and(|h| h.span.start >= untaken_from);
+        let head = if untaken { None } else { self.sent.pop_front() };
+        if let Some(h) = self.sent.front().filter(|_| untaken) {
+            let others = self.sent.len() - 1;
+            let event = cycle
+                .new_event(
+                    EventKind::WorkerRestarted,
+                    format!(
+                        "{message}; it never took this item's request{}: a fresh worker takes {}, attempts not counted",
+                        if others > 0 { format!(" (nor the {others} sent after it)") } else { String::new() },
+                        if others > 0 { "them" } else { "it" }
+                    ),
+                )
+                .key(&h.claim.key)
+                .fields(json!({"message": message, "requests": others + 1}));
+            cycle.event(event).await;
+        } else if head.is_none()
+            && let Answer::Failed { class, .. } = &answer
             && class == "ProtocolError"
         {
             // No item to carry it: the log does.
-            let cycle = self.cycle.clone();
             cycle
                 .event(cycle.new_event(EventKind::ProtocolError, message.clone()))
                 .await;
@@ -519,13 +557,7 @@ impl Slot {
         {
             self.failed_starts.push(h.claim.item_id);
         }
-        while let Some(w) = self.sent.pop_back() {
-            self.queue.push_front(w);
-        }
-        let message = match &answer {
-            Answer::Failed { message, .. } => message.clone(),
-            Answer::Done { .. } => String::new(),
-        };
+        self.resend_later();
         if let Some(head) = head {
             let elapsed = self.head_since.elapsed();
             self.outcome(head, answer, elapsed).await?;
@@ -535,6 +567,14 @@ impl Slot {
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// The current worker is gone: what was sent to it and not answered
+    /// goes to the next one, in order, before what waits.
+    pub(super) fn resend_later(&mut self) {
+        while let Some(w) = self.sent.pop_back() {
+            self.queue.push_front(w);
+        }
     }
 
     /// The worker cannot be kept running: the items it failed keep their
@@ -709,7 +749,10 @@ impl Slot {
                     number: w.attempt,
                     retries_done: w.retries_done,
                 };
-                let v = judge_failure(&cycle, &w.claim, a, &failed, cost).await;
+                let Some(v) = judge_failure(&cycle, &w.claim, a, &failed, cost).await else {
+                    self.untrack(&w.claim);
+                    return Ok(());
+                };
                 if let Verdict::RetryNow { wait, .. } = v {
                     w.retries_done += 1;
                     self.retries.push((tokio::time::Instant::now() + wait, w));
@@ -741,7 +784,7 @@ impl Slot {
                 }
                 None => {
                     self.untrack(&w.claim);
-                    lease_lost_on_write(&cycle, &w.claim).await;
+                    let_go(&cycle, &w.claim, CancelledWhile::WaitingToRetry).await;
                 }
             }
         }
