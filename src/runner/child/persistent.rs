@@ -248,6 +248,22 @@ impl Persistent {
         }
     }
 
+    /// Takes back a request none of which was written yet: true when it
+    /// was (every later span is then [`Span::after_unsent`] that one).
+    pub fn unsend(&mut self, span: Span) -> bool {
+        let written = self.base + self.sent as u64;
+        if span.start < written {
+            return false;
+        }
+        let at = |p: u64| usize::try_from(p - self.base).unwrap_or(usize::MAX);
+        let (start, end) = (at(span.start), at(span.end));
+        if end > self.out.len() || start > end {
+            return false;
+        }
+        self.out.drain(start..end);
+        true
+    }
+
     /// From which place in the stream written to its stdin the worker
     /// took nothing: the requests from there on never reached it (still
     /// in the pipe, or never written). A worker that ended itself with
@@ -447,6 +463,21 @@ impl Persistent {
 pub struct Span {
     pub start: u64,
     pub end: u64,
+}
+
+impl Span {
+    /// This span once `gone`, queued before it, was taken back.
+    #[must_use]
+    pub fn after_unsent(self, gone: Span) -> Span {
+        if self.start < gone.end {
+            return self;
+        }
+        let len = gone.end - gone.start;
+        Span {
+            start: self.start - len,
+            end: self.end - len,
+        }
+    }
 }
 
 /// How a worker broke the pipes between us.
@@ -779,6 +810,38 @@ done"#,
         // `sh` reads its stdin a byte at a time: b and c are still there.
         assert_eq!(w.untaken_from(), b.start);
         assert!(b.start > 0);
+    }
+
+    /// A request not yet written to the worker's stdin is taken back
+    /// whole: the worker never sees it, and the spans after it follow. One
+    /// written already is the worker's.
+    #[tokio::test]
+    async fn a_request_not_yet_written_is_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = script(
+            dir.path(),
+            r#"while read -r line; do
+  key=$(printf '%s' "$line" | sed 's/.*"key":"\([^"]*\)".*/\1/')
+  printf '{"key":"%s","result":1}\n' "$key"
+done"#,
+        );
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let a = w.send(&req("a", "{}"));
+        let b = w.send(&req("b", "{}"));
+        let c = w.send(&req("c", "{}"));
+        // Written only while `next` waits: none yet.
+        assert!(w.unsend(b));
+        let c = c.after_unsent(b);
+        assert_eq!((c.start, a.after_unsent(b)), (a.end, a));
+        for want in ["a", "c"] {
+            match w.next().await {
+                Ok(Line::Answer { key, .. }) => assert_eq!(key, want),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert!(!w.unsend(a) && !w.unsend(c));
+        w.kill().await;
     }
 
     /// An answer after a progress bar redrawn with bare CRs, and answers
