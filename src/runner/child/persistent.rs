@@ -35,15 +35,16 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-use super::output::{Report, is_line_end};
+use super::output::{MAX_STDOUT_SAID, Report, is_line_end};
+use super::skim::{Skim, Skimmed};
 use super::{KillReason, kill_group};
 use crate::runner::classify::{self, Answer, Rules, bound_message};
 use crate::util::json_text::JsonText;
 use crate::util::sanitize;
 
-/// Longest answer line accepted (the result is bounded like stdout in
-/// process mode).
-const MAX_LINE: usize = super::output::MAX_STDOUT + 64 * 1024;
+/// Most of an answer line kept, as of process mode's stdout: past it the
+/// line is skimmed to its end (`skim`) and its result cut.
+const MAX_LINE: usize = super::output::MAX_STDOUT;
 /// How long a worker that broke mid-item (closed its stdout, stopped
 /// reading) is given to exit on its own before its group is killed: its
 /// exit status and last words name the failure.
@@ -110,6 +111,8 @@ pub struct Persistent {
     status: Option<std::process::ExitStatus>,
     /// The answer line being read (kept here so reading can be cancelled).
     line: Vec<u8>,
+    /// It passed `MAX_LINE`: what it says of itself, read as it goes.
+    cut: Option<Skim>,
     /// The last stdout line that was not part of the protocol.
     stray: Option<String>,
     /// The worker process has exited (its stdout may still be held open by
@@ -214,6 +217,7 @@ impl Persistent {
             base: 0,
             status: None,
             line: Vec::new(),
+            cut: None,
             stray: None,
             exited: false,
         })
@@ -248,6 +252,22 @@ impl Persistent {
         }
     }
 
+    /// Takes back a request none of which was written yet: true when it
+    /// was (every later span is then [`Span::after_unsent`] that one).
+    pub fn unsend(&mut self, span: Span) -> bool {
+        let written = self.base + self.sent as u64;
+        if span.start < written {
+            return false;
+        }
+        let at = |p: u64| usize::try_from(p - self.base).unwrap_or(usize::MAX);
+        let (start, end) = (at(span.start), at(span.end));
+        if end > self.out.len() || start > end {
+            return false;
+        }
+        self.out.drain(start..end);
+        true
+    }
+
     /// From which place in the stream written to its stdin the worker
     /// took nothing: the requests from there on never reached it (still
     /// in the pipe, or never written). A worker that ended itself with
@@ -272,9 +292,8 @@ impl Persistent {
             let read = if self.exited {
                 // What it wrote before it exited is read; then it is dead,
                 // whoever still holds the pipe.
-                match tokio::time::timeout(AFTER_EXIT, fill_line(&mut self.stdout, &mut self.line))
-                    .await
-                {
+                let fill = fill_line(&mut self.stdout, &mut self.line, &mut self.cut);
+                match tokio::time::timeout(AFTER_EXIT, fill).await {
                     Ok(r) => r,
                     Err(_) => Ok(false),
                 }
@@ -285,6 +304,7 @@ impl Persistent {
                     out,
                     sent,
                     line,
+                    cut,
                     child,
                     exited,
                     status,
@@ -293,7 +313,7 @@ impl Persistent {
                 let writing = *sent < out.len();
                 tokio::select! {
                     biased;
-                    r = fill_line(stdout, line) => r,
+                    r = fill_line(stdout, line, cut) => r,
                     w = stdin.write(&out[*sent..]), if writing => {
                         match w {
                             Ok(n) if n > 0 => *sent += n,
@@ -315,14 +335,24 @@ impl Persistent {
                 }
             };
             let text = match read {
-                Ok(true) => String::from_utf8_lossy(&std::mem::take(&mut self.line)).into_owned(),
+                Ok(true) => {
+                    let line = std::mem::take(&mut self.line);
+                    // A cut line's head ends on a whole character.
+                    String::from_utf8_lossy(classify::whole_chars(&line, self.cut.is_some()))
+                        .into_owned()
+                }
                 Ok(false) => return Err(self.died(Broke::StdoutEnded).await),
                 Err(e) => {
                     self.line = Vec::new();
+                    self.cut = None;
                     return Err(Answer::out_of_step(&e));
                 }
             };
-            match parse_line(&text) {
+            let parsed = match self.cut.take() {
+                Some(skim) => cut_answer(&text, skim.finish()).map(Some),
+                None => parse_line(&text),
+            };
+            match parsed {
                 Ok(Some(Line::Stray(quoted))) => {
                     self.stray = Some(quoted.clone());
                     return Ok(Line::Stray(quoted));
@@ -447,6 +477,21 @@ impl Persistent {
 pub struct Span {
     pub start: u64,
     pub end: u64,
+}
+
+impl Span {
+    /// This span once `gone`, queued before it, was taken back.
+    #[must_use]
+    pub fn after_unsent(self, gone: Span) -> Span {
+        if self.start < gone.end {
+            return self;
+        }
+        let len = gone.end - gone.start;
+        Span {
+            start: self.start - len,
+            end: self.end - len,
+        }
+    }
 }
 
 /// How a worker broke the pipes between us.
@@ -628,9 +673,16 @@ pub fn quote(text: &str) -> String {
 
 /// Reads into `line` up to the next newline or bare CR (not kept; an
 /// answer after a progress bar's `\r` is a line of its own, CRLF an extra
-/// empty one): `Ok(true)` with a whole line, `Ok(false)` at end of stream (a last unterminated line is
-/// dropped: the worker died writing it). Bounded by `MAX_LINE`.
-async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result<bool, String> {
+/// empty one): `Ok(true)` with a whole line, `Ok(false)` at end of stream
+/// (a last unterminated line is dropped: the worker died writing it).
+/// `line` keeps at most `MAX_LINE`; a longer line is read to its end
+/// through `cut`, which skims it, unless it is no JSON object (`Err` then,
+/// at once).
+async fn fill_line(
+    r: &mut BufReader<ChildStdout>,
+    line: &mut Vec<u8>,
+    cut: &mut Option<Skim>,
+) -> Result<bool, String> {
     loop {
         let buf = r
             .fill_buf()
@@ -643,20 +695,85 @@ async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result
             Some(pos) => (pos + 1, true),
             None => (buf.len(), false),
         };
+        let part = &buf[..take - usize::from(complete)];
         let room = MAX_LINE.saturating_sub(line.len());
-        if take.saturating_sub(usize::from(complete)) > room {
-            r.consume(take);
+        if cut.is_none() && part.len() > room {
+            let mut skim = Skim::default();
+            skim.feed(line);
+            *cut = Some(skim);
+        }
+        if let Some(skim) = cut.as_mut() {
+            skim.feed(part);
+        }
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        r.consume(take);
+        if cut.as_ref().is_some_and(Skim::no_object) {
+            *cut = None;
             return Err(format!(
-                "the worker wrote a stdout line longer than {} KiB",
-                MAX_LINE / 1024
+                "the worker wrote a stdout line longer than {MAX_STDOUT_SAID} that is no answer (not a JSON object)"
             ));
         }
-        line.extend_from_slice(&buf[..take - usize::from(complete)]);
-        r.consume(take);
         if complete {
             return Ok(true);
         }
     }
+}
+
+/// An answer line longer than `MAX_LINE`, from what the skim read of it:
+/// its result cut as in process mode (`head`: the line's start), its
+/// error with the fields read, its cost and usage counted. `Err` when it
+/// is no answer (no `key`, neither `result` nor `error`).
+fn cut_answer(head: &str, skimmed: Skimmed) -> Result<Line, String> {
+    let head = classify::without_bom(head.trim());
+    let mut fields = skimmed.fields;
+    let key = match fields.get("key") {
+        Some(Value::String(k)) if skimmed.object => k.clone(),
+        _ if !skimmed.object => {
+            return Err(format!(
+                "the worker wrote a stdout line longer than {MAX_STDOUT_SAID} that is not valid JSON: {}",
+                quote(head)
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{KEY_RULE}: a line longer than {MAX_STDOUT_SAID} without it cannot be matched to its request: {}",
+                quote(head)
+            ));
+        }
+    };
+    let mut obj = serde_json::Map::new();
+    obj.insert("key".into(), Value::String(key.clone()));
+    if let Some(Value::Object(mut error)) = fields.remove("error") {
+        error.entry("message").or_insert_with(|| {
+            Value::String(format!(
+                "(an error answer longer than {MAX_STDOUT_SAID}: its message was not kept)"
+            ))
+        });
+        obj.insert("error".into(), Value::Object(error));
+    } else if let Some(Value::Object(result)) = fields.remove("result") {
+        obj.insert("result".into(), classify::cut_result(head));
+        // The answer's own cost and usage, else its result's.
+        for f in ["cost", "usage"] {
+            if let Some(v) = result.get(f) {
+                fields.entry(f).or_insert_with(|| v.clone());
+            }
+        }
+    } else {
+        return Err(format!(
+            "the worker wrote a stdout line longer than {MAX_STDOUT_SAID} with neither \"result\" nor \"error\": {}",
+            quote(head)
+        ));
+    }
+    for f in ["cost", "usage"] {
+        if let Some(v) = fields.remove(f) {
+            obj.insert(f.into(), v);
+        }
+    }
+    Ok(Line::Answer {
+        key,
+        obj,
+        written: None,
+    })
 }
 
 #[cfg(test)]
@@ -779,6 +896,38 @@ done"#,
         // `sh` reads its stdin a byte at a time: b and c are still there.
         assert_eq!(w.untaken_from(), b.start);
         assert!(b.start > 0);
+    }
+
+    /// A request not yet written to the worker's stdin is taken back
+    /// whole: the worker never sees it, and the spans after it follow. One
+    /// written already is the worker's.
+    #[tokio::test]
+    async fn a_request_not_yet_written_is_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = script(
+            dir.path(),
+            r#"while read -r line; do
+  key=$(printf '%s' "$line" | sed 's/.*"key":"\([^"]*\)".*/\1/')
+  printf '{"key":"%s","result":1}\n' "$key"
+done"#,
+        );
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let a = w.send(&req("a", "{}"));
+        let b = w.send(&req("b", "{}"));
+        let c = w.send(&req("c", "{}"));
+        // Written only while `next` waits: none yet.
+        assert!(w.unsend(b));
+        let c = c.after_unsent(b);
+        assert_eq!((c.start, a.after_unsent(b)), (a.end, a));
+        for want in ["a", "c"] {
+            match w.next().await {
+                Ok(Line::Answer { key, .. }) => assert_eq!(key, want),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert!(!w.unsend(a) && !w.unsend(c));
+        w.kill().await;
     }
 
     /// An answer after a progress bar redrawn with bare CRs, and answers

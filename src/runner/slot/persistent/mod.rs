@@ -14,7 +14,9 @@
 //! answer, a line that is not JSON), or dies, or hangs, the request at the
 //! head gets the failure (an attempt counted: its answer may be lost or
 //! misattributed), the worker is killed and every other request sent to it
-//! goes to a fresh worker, its attempt not counted.
+//! goes to a fresh worker, its attempt not counted (the head's too, when
+//! the worker never took it). A cancel stops the worker only when it is on
+//! the item (`ending`): the other requests it holds are not cut short.
 
 mod ending;
 
@@ -27,7 +29,9 @@ use tokio::sync::mpsc;
 
 use super::claim::claim_key;
 use super::pipeline::{BATCH_TIME, CommitFuture, Success};
-use super::record::{begin_retry, judge_failure, let_go, record_failure, store_op_id};
+use super::record::{
+    begin_retry, count_cut_short, judge_failure, let_go, record_failure, store_op_id,
+};
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
 use crate::runner::child::persistent::{
@@ -66,6 +70,11 @@ pub(super) struct Work {
     pub(super) ticket: Option<Ticket>,
     /// Where its request lies in what was written to the current worker.
     pub(super) span: Span,
+    /// Cancelled once its request was written to the worker, behind the
+    /// item the worker is on: the worker is left to it (stopping it would
+    /// cut that other item's call short, to be paid again) and its answer
+    /// is not kept.
+    pub(super) cancelled: bool,
 }
 
 pub(super) struct Slot {
@@ -230,6 +239,7 @@ impl Slot {
                 pass: if i == 0 { first } else { Pass::None },
                 ticket: tickets.next(),
                 span: Span::default(),
+                cancelled: false,
                 claim,
             });
         }
@@ -557,10 +567,17 @@ impl Slot {
         {
             self.failed_starts.push(h.claim.item_id);
         }
-        self.resend_later();
-        if let Some(head) = head {
-            let elapsed = self.head_since.elapsed();
-            self.outcome(head, answer, elapsed).await?;
+        self.resend_later().await;
+        if let Some(mut head) = head {
+            if head.cancelled {
+                // Its worker was stopped on it: where the cancel said.
+                self.untrack(&head.claim);
+                cycle.pool_settle(&head.claim, head.attempt, head.ticket.take(), None, false);
+                let_go(&cycle, &head.claim, CancelledWhile::Running).await;
+            } else {
+                let elapsed = self.head_since.elapsed();
+                self.outcome(head, answer, elapsed).await?;
+            }
         }
         if self.failed_starts.len() >= MAX_FAILED_STARTS {
             self.give_up(&message).await?;
@@ -570,10 +587,18 @@ impl Slot {
     }
 
     /// The current worker is gone: what was sent to it and not answered
-    /// goes to the next one, in order, before what waits.
-    pub(super) fn resend_later(&mut self) {
-        while let Some(w) = self.sent.pop_back() {
-            self.queue.push_front(w);
+    /// goes to the next one, in order, before what waits; a request
+    /// cancelled while the worker held it goes where its cancel said.
+    pub(super) async fn resend_later(&mut self) {
+        let cycle = self.cycle.clone();
+        while let Some(mut w) = self.sent.pop_back() {
+            if w.cancelled {
+                self.untrack(&w.claim);
+                cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), None, false);
+                let_go(&cycle, &w.claim, CancelledWhile::Running).await;
+            } else {
+                self.queue.push_front(w);
+            }
         }
     }
 
@@ -632,8 +657,26 @@ impl Slot {
             Some(avg) => (avg * 7 + elapsed) / 8,
         });
         self.stderr_report().await;
-        self.outcome(head, answer, elapsed).await?;
+        if head.cancelled {
+            self.discard(head, &answer).await;
+        } else {
+            self.outcome(head, answer, elapsed).await?;
+        }
         Ok(false)
+    }
+
+    /// The answer of a request cancelled while its worker held it: not
+    /// kept, the item goes where its cancel said; the call was made, so
+    /// what it reported it cost and used counts.
+    async fn discard(&mut self, mut w: Work, answer: &Answer) {
+        let cycle = self.cycle.clone();
+        self.untrack(&w.claim);
+        cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), answer.usage(), false);
+        let cost = match answer {
+            Answer::Done { cost, .. } | Answer::Failed { cost, .. } => *cost,
+        };
+        count_cut_short(&cycle, &w.claim, cost).await;
+        let_go(&cycle, &w.claim, CancelledWhile::Answered).await;
     }
 
     /// An `@nightshift cost=` (or `usage`, `op_id`) line on the worker's
