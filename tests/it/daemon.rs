@@ -446,6 +446,34 @@ fn the_schedule_command_and_its_errors() {
         ));
 }
 
+/// A slow alert holds up no fire: the fires after the run that alerts
+/// ended start runs of their own while the alert still runs, and none is
+/// recorded skipped behind a cycle that no longer runs.
+#[test]
+fn a_slow_alert_holds_up_no_fire() {
+    let env = Env::new();
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"false\"]\nretries = 0\nalert = [\"sleep\", \"6\"]\n\
+         schedule = \"*/2 * * * * *\"\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    wait_for("the slow alert to end", || {
+        !env.events("b", "alert").is_empty()
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+    let id = |e: &Value| e["id"].as_i64().unwrap();
+    let alerted = id(&env.events("b", "alert")[0]);
+    let started: Vec<i64> = env.events("b", "run-started").iter().map(id).collect();
+    assert!(
+        started.iter().filter(|s| **s < alerted).count() >= 2,
+        "runs started while the alert ran: {started:?}, alert {alerted}"
+    );
+    let skipped = fires(&env, "b", "skipped-overlap");
+    assert!(skipped.is_empty(), "{skipped:?}");
+}
+
 /// A failing hook is in the daemon's journal (its stdout), not only in the
 /// log: which hook, how, and the last line of its stderr.
 #[test]
