@@ -709,9 +709,10 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
         .next
         .map(|t| {
             let local = t.with_timezone(&s.tz);
+            let clock = crate::util::time::clock_format(chrono::Timelike::second(&local));
             format!(
                 "next {} ({})",
-                local.format("%a %Y-%m-%d %H:%M %Z"),
+                local.format(&format!("%a %Y-%m-%d {clock} %Z")),
                 super::ago(t.timestamp_millis(), app.now)
             )
         })
