@@ -521,7 +521,7 @@ impl Daemon {
 
     /// Writes a fire record and its event, and prints it.
     fn record(&mut self, batch: &str, fire: &Fire) {
-        let written = tokio::task::block_in_place(|| self.store.record_fire(batch, fire));
+        let written = tokio::task::block_in_place(|| self.store.record_fire(batch, fire, now_ms()));
         match written {
             Ok(event) => self.emit(&event),
             Err(e) => warn(&format!("{batch}: cannot record a fire: {e}")),

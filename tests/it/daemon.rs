@@ -474,6 +474,58 @@ fn a_slow_alert_holds_up_no_fire() {
     assert!(skipped.is_empty(), "{skipped:?}");
 }
 
+/// A fire's record is stamped when it was written: a cycle's outcome,
+/// written when the cycle ended, said the fire time, seconds before the
+/// run's events it follows in the log. The fire time is a field of its
+/// own, and in the text.
+#[test]
+fn a_fires_record_is_stamped_when_it_was_written() {
+    let env = Env::new();
+    env.script("slow.sh", "cat >/dev/null; sleep 2; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./slow.sh\"]\nschedule = \"* * * * * *\"\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    wait_for("a ran fire naming its run", || {
+        fires(&env, "b", "ran").iter().any(|e| e["run_id"].is_i64())
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+    let out = env
+        .cmd()
+        .args(["log", "b", "--json", "-n", "0"])
+        .output()
+        .unwrap();
+    let events: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = |e: &Value| e["at"].as_str().unwrap().to_string();
+    for (i, e) in events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["kind"] == "fire")
+    {
+        let before = events[..i].iter().map(at).max().unwrap_or_default();
+        assert!(before <= at(e), "{e} is stamped before {before}");
+    }
+    let ran = events
+        .iter()
+        .find(|e| e["kind"] == "fire" && e["fields"]["outcome"] == "ran" && e["run_id"].is_i64())
+        .unwrap();
+    let fire_at = ran["fields"]["fire_at"].as_str().unwrap();
+    assert!(fire_at < at(ran).as_str(), "{ran}");
+    assert!(
+        ran["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("fire at {fire_at} ran")),
+        "{ran}"
+    );
+}
+
 /// A failing hook is in the daemon's journal (its stdout), not only in the
 /// log: which hook, how, and the last line of its stderr.
 #[test]

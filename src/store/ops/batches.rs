@@ -121,12 +121,12 @@ impl Store {
         })
     }
 
-    /// Records what happened at a fire time, and logs it as an event (which
-    /// is returned, for the log file). `last_fire_*` keeps the latest fire
+    /// Records what happened at a fire time, and logs it as an event at
+    /// `now` (which is returned, for the log file). `last_fire_*` keeps the latest fire
     /// time: a cycle that ends after later fires were skipped while it ran
     /// still logs its outcome, but does not become the "last fire"; what
     /// the fires still owe follows every record (`Owed::after`).
-    pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent> {
+    pub fn record_fire(&mut self, batch: &str, fire: &Fire, now: Millis) -> Result<NewEvent> {
         self.write_tx(|tx| {
             let b = tx.batch_ensure(batch, fire.at)?;
             tx.batch_row_locked(b)?;
@@ -136,13 +136,7 @@ impl Store {
             if after != owed {
                 tx.batch_set_owed(b, &after)?;
             }
-            let message = match &fire.reason {
-                Some(reason) => format!("fire {}: {reason}", fire.outcome),
-                None => format!("fire {}", fire.outcome),
-            };
-            let mut event = NewEvent::new(fire.at, batch, EventKind::Fire, message)
-                .fields(serde_json::json!({"outcome": fire.outcome, "reason": fire.reason}));
-            event.run_id = fire.run_id;
+            let event = fire_event(batch, fire, now);
             tx.event_insert(&event)?;
             Ok(event)
         })
@@ -156,6 +150,25 @@ impl Store {
             tx.minute_counts(b, now, minutes)
         })
     }
+}
+
+/// The `fire` event of a fire record: stamped `now`, when it is written,
+/// as every event is (a cycle's outcome is written when it ends, after
+/// later events); the fire time is its own field (`fire_at`) and in the
+/// text: `fire at 2026-01-01T02:00:00Z ran`.
+pub(super) fn fire_event(batch: &str, fire: &Fire, now: Millis) -> NewEvent {
+    let at = crate::util::time::rfc3339(fire.at);
+    let message = match &fire.reason {
+        Some(reason) => format!("fire at {at} {}: {reason}", fire.outcome),
+        None => format!("fire at {at} {}", fire.outcome),
+    };
+    let mut event = NewEvent::new(now, batch, EventKind::Fire, message).fields(serde_json::json!({
+        "fire_at": at,
+        "outcome": fire.outcome,
+        "reason": fire.reason,
+    }));
+    event.run_id = fire.run_id;
+    event
 }
 
 /// Counts, pause flag, schedule state, seats and last run of one batch,
