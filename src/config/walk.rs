@@ -241,7 +241,7 @@ impl Walker<'_> {
         let (table_name, table) = self.named_table("batch", key, value)?;
 
         let mut b = BatchConfig::defaults(name);
-        let mut spans: BTreeMap<&str, Range<usize>> = BTreeMap::new();
+        let mut spans: BTreeMap<&'static str, Range<usize>> = BTreeMap::new();
         for (key, value) in table {
             let key_name = key.get_ref().as_ref();
             let Some(row) = BATCH.iter().find(|f| f.key == key_name) else {
@@ -254,6 +254,12 @@ impl Walker<'_> {
             spans.insert(row.key, value.span());
         }
 
+        b.lines = super::Lines(
+            spans
+                .iter()
+                .map(|(key, span)| (*key, line_of(self.text, span.start)))
+                .collect(),
+        );
         if let Some(span) = spans.get("limit") {
             self.limit_refs
                 .push((name.to_string(), table_name.clone(), span.clone()));

@@ -446,6 +446,40 @@ fn the_schedule_command_and_its_errors() {
         ));
 }
 
+/// A daemon refused for one batch's worker that cannot start names that
+/// batch and the line of the file that sets its worker, as any config
+/// error does (it named the program alone), and records nothing; `run`
+/// says the same, and a worker given after `--` is said to be there.
+#[test]
+fn a_daemon_refused_for_one_batchs_worker_names_the_batch_and_its_line() {
+    let env = Env::new();
+    env.write(
+        "nightshift.toml",
+        "[batch.good]\nworker = [\"cat\"]\nschedule = \"*/3 * * * * *\"\n\n\
+         [batch.\"記事\"]\nschedule = \"*/3 * * * * *\"\nworker = [\"./nope.sh\"]\n",
+    );
+    let before = env.fingerprint();
+    let said = "nightshift.toml:7: batch.\"記事\".worker: worker program \"./nope.sh\" not found";
+    env.cmd()
+        .arg("daemon")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(said));
+    assert_eq!(env.fingerprint(), before, "nothing recorded");
+    env.cmd()
+        .args(["run", "記事"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(said));
+    env.cmd()
+        .args(["run", "good", "--", "./nope.sh"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "worker program \"./nope.sh\" not found (check the command after `--`)",
+        ));
+}
+
 /// A slow alert holds up no fire: the fires after the run that alerts
 /// ended start runs of their own while the alert still runs, and none is
 /// recorded skipped behind a cycle that no longer runs.
