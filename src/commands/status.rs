@@ -333,7 +333,7 @@ fn batch_json(
             "last": rfc3339(o.last.timestamp_millis()),
             "catch_up": o.catch_up.map(|t| rfc3339(t.timestamp_millis())),
         })),
-        "last_fire": fire_seen(info, now).map(|f| json!({
+        "last_fire": fire_seen(info, &scene.daemons, now).map(|f| json!({
             "at": rfc3339(f.at),
             "outcome": f.outcome,
             "reason": f.reason,
@@ -402,7 +402,7 @@ fn schedule_lines(ctx: &Ctx, info: &BatchInfo, scene: &Scene, now: Millis) -> Ve
             lines.push(overdue_text(&o, |t| local(t.timestamp_millis())));
         }
     }
-    if let Some(f) = fire_seen(info, now) {
+    if let Some(f) = fire_seen(info, &scene.daemons, now) {
         let run = f.run_id.map(|r| format!(" (run {r})")).unwrap_or_default();
         lines.push(format!(
             "last fire {} ({}): {}{run}",

@@ -673,7 +673,7 @@ fn a_running_fire_is_said_as_its_run_is() {
             ..BatchInfo::default()
         };
         info.runners.last_run = seen;
-        let f = fire_seen(&info, 5_000).unwrap();
+        let f = fire_seen(&info, &[], 5_000).unwrap();
         (f.outcome, f.reason, f.run_id)
     };
     let crashed = Some(RunSeen::Crashed { pid: 42 });
@@ -721,6 +721,59 @@ fn a_running_fire_is_said_as_its_run_is() {
         );
     }
     assert_eq!(describe("crashed", None), "its run crashed");
+}
+
+/// A fire stored `running` before its run started lives with the daemon
+/// that fired it: crashed at once when that daemon's process is gone,
+/// still running (saying so) while it is silent, as stored while it runs.
+#[test]
+fn a_running_fire_with_no_run_yet_is_said_as_its_daemon_is() {
+    use crate::model::{BatchInfo, Daemon, DaemonInfo, DaemonState, Fire, Holder};
+    let info = BatchInfo {
+        last_fire: Some(Fire {
+            at: 1_000,
+            outcome: "running".into(),
+            reason: None,
+            run_id: None,
+        }),
+        ..BatchInfo::empty("b")
+    };
+    let daemon = |state| DaemonInfo {
+        daemon: Daemon {
+            token: "t".into(),
+            holder: Holder {
+                host: "h".into(),
+                pid: 42,
+                pid_start: None,
+            },
+            started_at: 0,
+            beat_at: 900,
+            stopped_at: None,
+            batches: vec!["b".into()],
+            stopping_at: None,
+        },
+        state,
+    };
+    let said = |daemons: &[DaemonInfo]| {
+        let f = fire_seen(&info, daemons, 5_000).unwrap();
+        (f.outcome, f.reason)
+    };
+    assert_eq!(said(&[]), ("running".into(), None));
+    assert_eq!(said(&[daemon(DaemonState::Live)]), ("running".into(), None));
+    let (outcome, why) = said(&[daemon(DaemonState::Crashed)]);
+    assert_eq!(outcome, "crashed");
+    assert_eq!(
+        why.as_deref(),
+        Some(
+            "its daemon h:42 is gone (killed, or crashed) before its run started; not yet recorded"
+        )
+    );
+    let (outcome, why) = said(&[daemon(DaemonState::Silent)]);
+    assert_eq!(outcome, "running");
+    assert!(
+        why.unwrap()
+            .starts_with("its daemon h:42 has been silent since ")
+    );
 }
 
 /// A daemon killed mid-cycle left its fire `running`: the next daemon
@@ -994,7 +1047,7 @@ fn a_fire_behind_a_dead_cycle_says_so() {
             ..BatchInfo::default()
         };
         info.runners.last_run = seen;
-        let f = fire_seen(&info, 5_000).unwrap();
+        let f = fire_seen(&info, &[], 5_000).unwrap();
         describe(&f.outcome, f.reason.as_deref())
     };
     let skip = "overlap = \"skip\": the running cycle picks up the work";

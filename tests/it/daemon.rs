@@ -802,6 +802,55 @@ fn killed_mid_fire(extra: &str, items: usize, counted: &str) -> Env {
     env
 }
 
+/// A daemon killed after it recorded a fire `running` and before the
+/// fire's run started: the fire is said crashed at once, as one whose run
+/// had started is (it said `running now` until a daemon started again),
+/// and the next daemon records it so.
+#[test]
+fn a_fire_whose_daemon_died_before_its_run_is_said_crashed_at_once() {
+    let env = Env::new();
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"cat\"]\nschedule = \"0 0 1 1 *\"\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    wait_for("the daemon to be live", || {
+        batch(&env.status(), "b")["next_fire"]["fires"] == true
+    });
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    // What it left had it died between the fire's record and its run.
+    let at = nightshift::util::time::now_ms() - 1_000;
+    env.sql()
+        .execute(
+            "UPDATE batches SET last_fire_at = ?1, last_fire_outcome = 'running', \
+             last_fire_reason = NULL, last_fire_run = NULL, cycle_fire_at = ?1 WHERE name = 'b'",
+            [at],
+        )
+        .unwrap();
+    let status = env.status();
+    assert_eq!(status["daemons"][0]["state"], "crashed", "{status}");
+    let b = batch(&status, "b");
+    assert_eq!(b["last_fire"]["outcome"], "crashed", "{b}");
+    assert!(
+        b["last_fire"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is gone (killed, or crashed) before its run started"),
+        "{b}"
+    );
+    let text = String::from_utf8(env.cmd().arg("status").output().unwrap().stdout).unwrap();
+    assert!(text.contains("its run crashed — its daemon "), "{text}");
+    assert!(!text.contains("running now"), "{text}");
+    // The next daemon records it crashed.
+    let mut next = Daemon::start(&env);
+    wait_for("the crash recorded", || {
+        !fires(&env, "b", "crashed").is_empty()
+    });
+    assert!(next.terminate().success());
+}
+
 /// A daemon killed mid-cycle never wrote its fire's outcome. A run that
 /// finds the dead run records the fire crashed (`log --kind fire`), and the
 /// next daemon resumes the fire once on start, within `catch_up`: the

@@ -517,7 +517,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
         ]));
     }
     let waiting_at = lines.len();
-    if let Some(fire) = crate::schedule::fire_seen(info, now) {
+    if let Some(fire) = crate::schedule::fire_seen(info, &app.data.daemons, now) {
         let why = fire
             .reason
             .as_deref()
