@@ -1078,7 +1078,7 @@ both_backends! {
         next_daemon_until_a_fire_ran(&env);
         let crashed = fires(&env, "b", "crashed");
         assert_eq!(crashed.len(), 1, "{crashed:?}");
-        assert_eq!(crashed[0]["at"], cut[0]["at"], "{crashed:?}");
+        assert_eq!(crashed[0]["fields"]["fire_at"], cut[0]["fields"]["fire_at"], "{crashed:?}");
         assert!(
             crashed[0]["fields"]["reason"]
                 .as_str()
@@ -1112,7 +1112,7 @@ both_backends! {
         assert_eq!(fires(&env, "b", "crashed").len(), 1);
         let ran = fires(&env, "b", "ran");
         assert_eq!(ran.len(), 1, "one cycle: {ran:?}");
-        assert_eq!(ran[0]["at"], queued[0]["at"], "{ran:?}");
+        assert_eq!(ran[0]["fields"]["fire_at"], queued[0]["fields"]["fire_at"], "{ran:?}");
         assert_eq!(fires(&env, "b", "running").len(), 2, "the cut fire, then the queued one");
         let b = batch(&env.status(), "b");
         assert_eq!((&b["done"], &b["pending"]), (&Value::from(3), &Value::from(0)), "{b}");
