@@ -293,7 +293,8 @@ impl Daemon {
         self.targets.iter().map(|t| t.plan.batch.clone()).collect()
     }
 
-    /// Stores each batch's next fire and logs `what` with its schedule.
+    /// Stores each batch's rule and next fire, and logs `what` with its
+    /// schedule.
     fn announce(&mut self, what: &str) -> anyhow::Result<()> {
         for t in &self.targets {
             // Stored as is (missed fires are still to be handled); said as
@@ -310,9 +311,16 @@ impl Daemon {
                 coming.map_or("never".to_string(), |n| t.plan.local(n))
             );
             let event = NewEvent::new(now_ms(), &t.plan.batch, EventKind::Daemon, message);
+            // The rule beside the next fire: views give this daemon's
+            // fires, whatever the file says since.
+            let rule = super::seen::Rule {
+                schedule: t.plan.schedule.clone(),
+                tz: t.plan.tz,
+            };
             tokio::task::block_in_place(|| -> anyhow::Result<()> {
-                self.store.set_next_fire(
+                self.store.set_fire_plan(
                     &t.plan.batch,
+                    &rule.stored(),
                     next.map(|n| n.timestamp_millis()),
                     now_ms(),
                 )?;

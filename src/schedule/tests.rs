@@ -1079,3 +1079,70 @@ fn a_fire_behind_a_dead_cycle_says_so() {
         format!("queued behind the previous cycle — {queue}")
     );
 }
+
+/// A live daemon's schedule is what every view gives, by the rule it
+/// stored: the file's, edited since, or no longer scheduling the batch,
+/// is said to differ; a daemon gone gives the file's again.
+#[test]
+fn the_schedule_seen_is_the_live_daemons() {
+    use super::seen::{Configured, seen};
+    use crate::model::{BatchInfo, Daemon, DaemonInfo, DaemonState, FireRule, Holder};
+    let now = utc(2026, 5, 1, 10, 0);
+    let info = BatchInfo {
+        next_fire: Some(utc(2027, 1, 1, 0, 0).timestamp_millis()),
+        fire_rule: Some(FireRule {
+            schedule: "0 0 1 1 *".into(),
+            timezone: "UTC".into(),
+        }),
+        ..BatchInfo::empty("b")
+    };
+    let daemon = |state| DaemonInfo {
+        daemon: Daemon {
+            token: "t".into(),
+            holder: Holder {
+                host: "h".into(),
+                pid: 42,
+                pid_start: None,
+            },
+            started_at: 0,
+            beat_at: now.timestamp_millis(),
+            stopped_at: None,
+            batches: vec!["b".into()],
+            stopping_at: None,
+        },
+        state,
+    };
+    let edited = Schedule::parse("*/5 * * * * *").unwrap();
+    let file = Some(Configured {
+        schedule: &edited,
+        tz: chrono_tz::UTC,
+        catch_up: None,
+    });
+    let live = [daemon(DaemonState::Live)];
+    let at = now.timestamp_millis();
+    let s = seen(&info, file, &live, at).unwrap();
+    assert_eq!(
+        (s.rule.schedule.expr.as_str(), s.config_differs),
+        ("0 0 1 1 *", true)
+    );
+    assert_eq!(
+        s.upcoming(2),
+        [utc(2027, 1, 1, 0, 0), utc(2028, 1, 1, 0, 0)]
+    );
+    assert!(s.config_note(file).unwrap().contains("SIGHUP"));
+    let s = seen(&info, None, &live, at).unwrap();
+    assert!(s.config_differs, "the file no longer schedules it");
+    assert!(
+        s.config_note(None)
+            .unwrap()
+            .starts_with("the file no longer schedules")
+    );
+    // No live daemon: the file's schedule, and nothing differs.
+    let gone = [daemon(DaemonState::Crashed)];
+    let s = seen(&info, file, &gone, at).unwrap();
+    assert_eq!(
+        (s.rule.schedule.expr.as_str(), s.config_differs),
+        ("*/5 * * * * *", false)
+    );
+    assert!(seen(&info, None, &gone, at).is_none());
+}

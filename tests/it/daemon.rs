@@ -480,6 +480,97 @@ fn a_daemon_refused_for_one_batchs_worker_names_the_batch_and_its_line() {
         ));
 }
 
+/// A schedule edited and not reloaded: every view gives the fires the
+/// live daemon plans, by the schedule it read, and says that the file
+/// differs and how to apply it (`schedule` and `status`' `next_fires`
+/// listed the file's fires, which the daemon never fires); once reloaded,
+/// the file's.
+#[test]
+fn an_edited_schedule_not_reloaded_is_said_as_the_live_daemon_fires_it() {
+    let env = Env::new();
+    let yearly = "[batch.b]\nworker = [\"cat\"]\nschedule = \"0 0 1 1 *\"\n";
+    env.write("nightshift.toml", yearly);
+    let mut daemon = Daemon::start(&env);
+    wait_for("the daemon to be live", || {
+        batch(&env.status(), "b")["next_fire"]["fires"] == true
+    });
+    env.write(
+        "nightshift.toml",
+        &yearly.replace("0 0 1 1 *", "*/5 * * * * *"),
+    );
+    let new_year = |t: &Value| t.as_str().unwrap().ends_with("-01-01T00:00:00Z");
+
+    let out = env
+        .cmd()
+        .args(["schedule", "b", "-n", "2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("b: `0 0 1 1 *` in UTC (the live daemon's)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the file's schedule differs (`*/5 * * * * *` in UTC)")
+            && text.contains("SIGHUP it"),
+        "{text}"
+    );
+    let rows = text.lines().filter(|l| l.contains("-01-01 00:00:00 UTC"));
+    assert_eq!(rows.count(), 2, "{text}");
+    let out = env
+        .cmd()
+        .args(["schedule", "b", "-n", "2", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            &v["schedule"],
+            &v["config_differs"],
+            &v["config"]["schedule"]
+        ),
+        (
+            &Value::from("0 0 1 1 *"),
+            &Value::from(true),
+            &Value::from("*/5 * * * * *")
+        ),
+        "{v}"
+    );
+    assert!(
+        v["next_fires"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| new_year(&f["utc"])),
+        "{v}"
+    );
+
+    let b = batch(&env.status(), "b");
+    assert_eq!(b["schedule"], "0 0 1 1 *", "{b}");
+    let next = b["next_fires"].as_array().unwrap();
+    assert!(next.iter().all(new_year), "{b}");
+    assert_eq!(next[0], b["next_fire"]["at"], "{b}");
+    assert_eq!(b["next_fire"]["config_differs"], true, "{b}");
+    assert_eq!(b["next_fire"]["config"]["schedule"], "*/5 * * * * *", "{b}");
+    let text = String::from_utf8(env.cmd().arg("status").output().unwrap().stdout).unwrap();
+    assert!(
+        text.contains("schedule `0 0 1 1 *` in UTC; next fires:"),
+        "{text}"
+    );
+    assert!(text.contains("the file's schedule differs"), "{text}");
+
+    // Reloaded: the file's schedule is the daemon's, and nothing differs.
+    let pid = Pid::from_raw(i32::try_from(daemon.child.id()).unwrap());
+    kill(pid, Signal::SIGHUP).unwrap();
+    wait_for("the reload", || {
+        batch(&env.status(), "b")["schedule"] == "*/5 * * * * *"
+    });
+    let b = batch(&env.status(), "b");
+    assert_eq!(b["next_fire"]["config_differs"], false, "{b}");
+    assert!(b["next_fire"]["config"].is_null(), "{b}");
+    assert_eq!(daemon.terminate().code(), Some(0));
+}
+
 /// A slow alert holds up no fire: the fires after the run that alerts
 /// ended start runs of their own while the alert still runs, and none is
 /// recorded skipped behind a cycle that no longer runs.
@@ -734,9 +825,8 @@ fn status_says_what_the_live_daemon_fires_when_the_file_differs() {
     assert_eq!(b["next_fire"]["config_differs"], true, "{b}");
     let text = env.run(&["status"]).code(0).stdout.clone();
     assert!(
-        text.contains(
-            "as the live daemon planned it: this file's schedule differs (it was edited since"
-        ),
+        text.contains("schedule `30 4 * * *` in UTC; next fires:")
+            && text.contains("the file's schedule differs (`0 3 * * *` in Asia/Tokyo)"),
         "{text}"
     );
     assert!(daemon.terminate().success());

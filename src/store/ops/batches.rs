@@ -1,7 +1,9 @@
 //! Batches: names, counts, the pause flag and schedule state.
 
 use super::liveness;
-use crate::model::{BatchInfo, Counts, EventKind, Fire, Hold, Millis, NewEvent, Pause, Runners};
+use crate::model::{
+    BatchInfo, Counts, EventKind, Fire, FireRule, Hold, Millis, NewEvent, Pause, Runners,
+};
 use crate::store::api::Unpaused;
 use crate::store::dialect::Read;
 use crate::store::{Result, Store};
@@ -113,6 +115,22 @@ impl Store {
         self.write_tx(|tx| tx.batch_extend_hold(batch, until, key))
     }
 
+    /// Records the rule a daemon starting (or reloaded) fires the batch
+    /// by, and the next fire it plans, together.
+    pub fn set_fire_plan(
+        &mut self,
+        batch: &str,
+        rule: &FireRule,
+        next: Option<Millis>,
+        now: Millis,
+    ) -> Result<()> {
+        self.write_tx(|tx| {
+            let b = tx.batch_ensure(batch, now)?;
+            tx.batch_set_fire_rule(b, rule)?;
+            tx.batch_set_next_fire(b, next)
+        })
+    }
+
     /// Records the next fire time computed by the scheduler.
     pub fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()> {
         self.write_tx(|tx| {
@@ -181,6 +199,7 @@ pub(super) fn info(tx: &mut dyn Read, b: i64, name: String, now: Millis) -> Resu
         pause,
         next_fire,
         last_fire,
+        fire_rule: tx.batch_fire_rule(b)?,
         owed: tx.batch_owed(b)?,
         locks: tx.seats(b, &name)?,
         last_run,

@@ -767,6 +767,41 @@ fn a_fire_with_seconds_is_said_to_the_second() {
     );
 }
 
+/// A schedule edited and not reloaded: the schedule line gives the live
+/// daemon's schedule and next fire, and says the file differs (it gave
+/// the file's schedule beside the daemon's next fire).
+#[test]
+fn an_edited_schedule_not_reloaded_is_said_as_the_live_daemon_fires_it() {
+    let (_dir, mut store) = writable_fixture(true);
+    let rule = nightshift::model::FireRule {
+        schedule: "0 2 * * *".into(),
+        timezone: "Asia/Tokyo".into(),
+    };
+    // 2026-01-02 02:00 JST.
+    let next = NOW + 5 * fixture::HOUR;
+    store
+        .set_fire_plan("articles", &rule, Some(next), NOW)
+        .unwrap();
+    let mut setup = setup(Palette::Mono, false);
+    setup.config.schedules.insert(
+        "articles".to_string(),
+        BatchSchedule {
+            schedule: Schedule::parse("*/5 * * * * *").unwrap(),
+            tz: chrono_tz::UTC,
+            catch_up: None,
+        },
+    );
+    let mut app = App::new(setup, NOW);
+    app.update(Arrival::Resize(160, 48));
+    poll_at(&mut app, &store, NOW);
+    let shot = draw(&app);
+    assert!(
+        shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST (in 5h0m) · the file's schedule differs"),
+        "{shot}"
+    );
+    assert!(!shot.contains("*/5"), "{shot}");
+}
+
 /// The batch detail says why its open items wait, in the words `status`
 /// uses: here the batch is paused, so everything that could run waits for
 /// that, beside the quarantined items that wait for a person.
