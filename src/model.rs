@@ -819,6 +819,18 @@ pub struct Fire {
     pub run_id: Option<i64>,
 }
 
+/// The rule a daemon fires a batch by, as it read its config: stored with
+/// the next fire it plans (`BatchInfo::next_fire`), so that the views give
+/// the live daemon's fires rather than the file's (edited since, and not
+/// reloaded).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FireRule {
+    /// The cron expression, as written.
+    pub schedule: String,
+    /// The time zone's name.
+    pub timezone: String,
+}
+
 /// Per-batch state kept beside the items: pause flag and schedule state.
 /// (`Default`: a batch with nothing recorded yet.)
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -829,6 +841,8 @@ pub struct BatchInfo {
     #[serde(serialize_with = "crate::util::time::json_opt")]
     pub next_fire: Option<Millis>,
     pub last_fire: Option<Fire>,
+    /// The rule of the daemon that planned `next_fire`.
+    pub fire_rule: Option<FireRule>,
     /// The fires still owed a cycle (one cut short, one queued).
     pub owed: Owed,
     /// The seats of the batch lock, oldest first (expired ones included).

@@ -121,7 +121,8 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         // "": that is the current directory, and `chdir("")` would fail.
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(Path::to_path_buf);
-    let worker = if args.worker.is_empty() {
+    let from_config = args.worker.is_empty();
+    let worker = if from_config {
         config.worker.clone().ok_or_else(|| {
             user_error(format!(
                 "batch {} has no worker: set `worker = [...]` in {} of nightshift.toml, \
@@ -134,7 +135,24 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
     } else {
         args.worker.clone()
     };
-    check_program(&worker[0], work_dir.as_deref())?;
+    // Said where it was set: the config's line (a daemon of many batches
+    // names the one), or the command line.
+    if let Err(problem) = check_program(&worker[0], work_dir.as_deref()) {
+        return Err(
+            match ctx
+                .config
+                .invalid(&args.batch, "worker", problem.clone())
+                .filter(|_| from_config)
+            {
+                Some(e) => e.into(),
+                None if from_config => user_error(format!(
+                    "{problem} (check the `worker` of batch {})",
+                    crate::batch_name::shown(&args.batch)
+                )),
+                None => user_error(format!("{problem} (check the command after `--`)")),
+            },
+        );
+    }
     // Unless configured: `logs` beside the store's file; a database server
     // has no directory, so beside the config file, or no file logs at all
     // (the events are in the store: `nightshift log`).
@@ -168,8 +186,9 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
 
 /// Fails early, naming the program, when the worker cannot be started
 /// (not found, not executable, a script with no `#!` line): every item
-/// would otherwise fail the same way, each using an attempt.
-fn check_program(program: &str, work_dir: Option<&Path>) -> anyhow::Result<()> {
+/// would otherwise fail the same way, each using an attempt. The problem,
+/// for the caller to say where the worker was given.
+fn check_program(program: &str, work_dir: Option<&Path>) -> Result<(), String> {
     let candidates: Vec<PathBuf> = if program.contains('/') {
         let path = PathBuf::from(program);
         vec![match work_dir {
@@ -187,25 +206,23 @@ fn check_program(program: &str, work_dir: Option<&Path>) -> anyhow::Result<()> {
     };
     let files: Vec<&PathBuf> = candidates.iter().filter(|p| p.is_file()).collect();
     let Some(first) = files.first() else {
-        return Err(user_error(format!(
-            "worker program {program:?} not found (check the batch's `worker` or the command after `--`)"
-        )));
+        return Err(format!("worker program {program:?} not found"));
     };
     // As the spawn searches `PATH`: the first file it may execute.
     let Some(path) = files.iter().find(|p| runnable(p)) else {
-        return Err(user_error(format!(
+        return Err(format!(
             "worker program {} is not executable: `chmod +x` it, or name its interpreter \
              first (worker = [\"sh\", {program:?}])",
             sanitize::line(&first.display().to_string())
-        )));
+        ));
     };
     if is_script_without_interpreter(path) {
-        return Err(user_error(format!(
+        return Err(format!(
             "worker program {} is a script with no `#!` line, which no spawn can start: \
              begin it with one (#!/bin/sh), or name its interpreter first \
              (worker = [\"sh\", {program:?}])",
             sanitize::line(&path.display().to_string())
-        )));
+        ));
     }
     Ok(())
 }

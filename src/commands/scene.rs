@@ -9,7 +9,7 @@ use super::Ctx;
 use crate::model::waiting::{Holding, Idle};
 use crate::model::{BatchInfo, DaemonInfo, Millis};
 use crate::schedule::ScheduleSeen;
-use crate::schedule::seen::seen;
+use crate::schedule::seen::{Configured, seen};
 use crate::store::Store;
 use crate::util::{sanitize, text};
 
@@ -49,18 +49,11 @@ impl Scene {
         })
     }
 
-    /// The batch's schedule as it is, if the config gives it one.
+    /// The batch's schedule as it is, if the config or a live daemon
+    /// gives it one.
     pub fn schedule(&self, ctx: &Ctx, info: &BatchInfo) -> Option<ScheduleSeen<'_>> {
-        let cfg = ctx.config.batch(&info.name)?;
-        let schedule = cfg.schedule.as_ref()?;
-        Some(seen(
-            info,
-            schedule,
-            cfg.timezone,
-            cfg.catch_up,
-            &self.daemons,
-            self.now,
-        ))
+        let config = ctx.config.batch(&info.name).and_then(Configured::of);
+        seen(info, config, &self.daemons, self.now)
     }
 
     /// What would start the batch's next run: a live daemon firing its

@@ -241,7 +241,7 @@ impl Walker<'_> {
         let (table_name, table) = self.named_table("batch", key, value)?;
 
         let mut b = BatchConfig::defaults(name);
-        let mut spans: BTreeMap<&str, Range<usize>> = BTreeMap::new();
+        let mut spans: BTreeMap<&'static str, Range<usize>> = BTreeMap::new();
         // Keys whose value was refused.
         let mut refused: BTreeSet<&str> = BTreeSet::new();
         for (key, value) in table {
@@ -259,6 +259,12 @@ impl Walker<'_> {
             spans.insert(row.key, value.span());
         }
 
+        b.lines = super::Lines(
+            spans
+                .iter()
+                .map(|(key, span)| (*key, line_of(self.text, span.start)))
+                .collect(),
+        );
         if let Some(span) = spans.get("limit") {
             self.limit_refs
                 .push((name.to_string(), table_name.clone(), span.clone()));

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use super::{Counts, Millis};
-use crate::util::time::{hhmm, hhmm_up, utc_clock};
+use crate::util::time::{hhmm_up, moment, utc_clock};
 
 /// Why items wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -569,11 +569,7 @@ impl Said<'_> {
                 f,
                 "{n} {}: budget reached, resets {}",
                 waits(one),
-                w.until.map_or("?".into(), |t| if t % 60_000 == 0 {
-                    hhmm(t, now)
-                } else {
-                    utc_clock(t, now)
-                })
+                w.until.map_or("?".into(), |t| moment(t, now))
             ),
             WaitReason::RateLimit => {
                 let (pool, dim) = w
@@ -616,12 +612,13 @@ impl Said<'_> {
                 "{n} {} for a run: no runner is live and no schedule fires (`nightshift run` starts one)",
                 waits(one)
             ),
+            // The fire time itself: a minute past it was said before.
             WaitReason::NextFire => {
                 write!(
                     f,
                     "{n} {} for the schedule's next fire at {}",
                     waits(one),
-                    at(w.until)
+                    w.until.map_or("?".into(), |t| moment(t, now))
                 )
             }
         }
@@ -1136,6 +1133,13 @@ mod tests {
             describe(&fire, NOW),
             "1 quarantined awaits a human; 1 in the retry tier, next at 07:16Z; \
              4 wait for the schedule's next fire at 07:16Z"
+        );
+        // A fire with seconds is said to the second, not as the minute after.
+        let fire = waiting(&h(Idle::NextFire(LATER + 5_000), false), NOW);
+        assert!(
+            describe(&fire, NOW).ends_with("4 wait for the schedule's next fire at 07:16:05Z"),
+            "{}",
+            describe(&fire, NOW)
         );
     }
 }

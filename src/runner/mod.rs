@@ -8,7 +8,8 @@
 //!
 //! # Rooms
 //!
-//! - here: the public surface ([`RunOptions`], [`cycle`], [`run_blocking`],
+//! - here: the public surface ([`RunOptions`], [`cycle`], [`released`]
+//!   (a cycle up to its alert, for the daemon), [`run_blocking`],
 //!   [`RunReport`]): pause check, seat, the locked run, release, the alert;
 //! - `seat`: taking a seat of the batch lock; `heartbeat`: keeping it (and
 //!   the leases), noticing a lost lock, a pause, a replaced store;
@@ -162,13 +163,64 @@ pub fn paused_file(db: &Path) -> Option<PathBuf> {
     crate::store::paused_file(db)
 }
 
-/// Runs one cycle. `signals` carries stop requests from outside (signal
-/// handlers, the daemon).
+/// Runs one cycle, its alert included. `signals` carries stop requests
+/// from outside (signal handlers).
 pub async fn cycle(
     db_path: &Path,
     opts: RunOptions,
-    mut signals: watch::Receiver<Signal>,
+    signals: watch::Receiver<Signal>,
 ) -> anyhow::Result<RunReport> {
+    let Released { mut report, alert } = released(db_path, opts, signals).await?;
+    if let Some(alert) = alert {
+        report.hooks_failed.extend(alert.run().await);
+    }
+    Ok(report)
+}
+
+/// A cycle whose run has ended and released its batch lock, and the
+/// alert it owes, not run yet: a slow alert holds up no other run, nor,
+/// in the daemon, the batch's next fire.
+pub struct Released {
+    pub report: RunReport,
+    pub alert: Option<PendingAlert>,
+}
+
+impl Released {
+    /// A cycle that never ran (paused, the lock held): it owes no alert.
+    fn alone(report: RunReport) -> Released {
+        Released {
+            report,
+            alert: None,
+        }
+    }
+}
+
+/// The `alert` a released cycle owes, with what it logs to and the stop
+/// requests that end it (those sent once it runs).
+pub struct PendingAlert {
+    alert: summary::Alert,
+    store: Option<Store>,
+    log: EventLog,
+    signals: watch::Receiver<Signal>,
+}
+
+impl PendingAlert {
+    /// Runs the alert command; its failure, if it failed.
+    pub async fn run(mut self) -> Option<HookFailure> {
+        self.alert
+            .run(self.store.as_mut(), &self.log, self.signals)
+            .await
+    }
+}
+
+/// Runs one cycle up to its alert (see [`Released`]). `signals` carries
+/// stop requests from outside (signal handlers, the daemon); the alert
+/// keeps listening to them.
+pub async fn released(
+    db_path: &Path,
+    opts: RunOptions,
+    mut signals: watch::Receiver<Signal>,
+) -> anyhow::Result<Released> {
     let started = Instant::now();
     let mut store = Store::open(db_path, Access::ReadWrite)?;
     // Once the store is known to be usable: a run refused for its store
@@ -201,7 +253,8 @@ pub async fn cycle(
             (RunState::Paused, None),
             &reason,
             &log,
-        );
+        )
+        .map(Released::alone);
     }
 
     // 2. The batch lock.
@@ -226,7 +279,8 @@ pub async fn cycle(
                     (RunState::LockHeld, None),
                     &reason,
                     &log,
-                );
+                )
+                .map(Released::alone);
             }
             seat::Acquired::Interrupted => {
                 return summary::record_skip(
@@ -236,7 +290,8 @@ pub async fn cycle(
                     (RunState::Aborted, Some(StopReason::Interrupted)),
                     "interrupted while waiting for the lock",
                     &log,
-                );
+                )
+                .map(Released::alone);
             }
             seat::Acquired::Stopped(by) => {
                 let reason = format!(
@@ -250,7 +305,8 @@ pub async fn cycle(
                     (RunState::Aborted, Some(StopReason::Asked(by))),
                     &reason,
                     &log,
-                );
+                )
+                .map(Released::alone);
             }
         };
     let seat = Seat {
@@ -286,16 +342,19 @@ pub async fn cycle(
             }
         }
     }
-    if let (Some(say), Ok(report)) = (opts.before_alert, &result) {
-        say(report);
+    let report = result?;
+    if let Some(say) = opts.before_alert {
+        say(&report);
     }
-    // After the release: a slow alert holds up no other run.
-    if let (Some(alert), Ok(report)) = (alert, &mut result) {
-        report
-            .hooks_failed
-            .extend(alert.run(store.as_mut(), &log, after).await);
-    }
-    result
+    Ok(Released {
+        report,
+        alert: alert.map(|alert| PendingAlert {
+            alert,
+            store,
+            log,
+            signals: after,
+        }),
+    })
 }
 
 /// A run of one key (`run --key`) is refused before it records a run,

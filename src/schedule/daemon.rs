@@ -2,7 +2,10 @@
 //! clock, starts runner cycles for its fires and records every fire.
 //!
 //! One task owns the plans and the store handle; cycles run as their own
-//! tasks, each with a stop channel (the runner's `Signal`). The loop wakes at
+//! tasks, each with a stop channel (the runner's `Signal`). A cycle ends
+//! when its run has ended and released the batch lock: the alert it owes
+//! runs as a task of its own (same stop channel), so that a slow alert
+//! holds up no fire. The loop wakes at
 //! the earliest next fire, when a cycle ends, on a stop request, and at least
 //! every [`POLL`] (to notice the `PAUSED` file and a clock that jumped, e.g.
 //! after the machine slept). Every [`DAEMON_BEAT`] it records a heartbeat,
@@ -19,7 +22,7 @@ use tokio::task::JoinSet;
 use super::outcome::{Outcome, describe};
 use super::plan::{Decision, Observed, Plan};
 use crate::model::{DAEMON_BEAT, EventKind, Fire, Holder, NewEvent, RunState, Taken};
-use crate::runner::{self, EventLog, RunOptions, RunReport, Signal};
+use crate::runner::{self, EventLog, HookFailure, PendingAlert, RunOptions, RunReport, Signal};
 use crate::store::{Access, Store, StoreIdentity, Verdict};
 use crate::util::time::{now_ms, rfc3339};
 use crate::util::{identity, time};
@@ -65,7 +68,12 @@ struct Finished {
     /// The reason recorded when the cycle started (catch-up, queued, ...).
     note: Option<String>,
     result: anyhow::Result<RunReport>,
+    /// The alert the cycle owes, run once its fire is recorded.
+    alert: Option<PendingAlert>,
 }
+
+/// How a cycle's alert ended: its batch, and its failure if it failed.
+type AlertDone = (String, Option<HookFailure>);
 
 struct Daemon {
     db: PathBuf,
@@ -73,6 +81,9 @@ struct Daemon {
     targets: Vec<Target>,
     running: HashMap<String, Running>,
     cycles: JoinSet<Finished>,
+    /// Alerts of ended cycles, each with its cycle's stop channel.
+    alerts: JoinSet<AlertDone>,
+    alert_stops: HashMap<tokio::task::Id, watch::Sender<Signal>>,
     log: EventLog,
     /// The `PAUSED` file, as last seen.
     emergency: Option<PathBuf>,
@@ -117,6 +128,8 @@ pub async fn run(
         targets,
         running: HashMap::new(),
         cycles: JoinSet::new(),
+        alerts: JoinSet::new(),
+        alert_stops: HashMap::new(),
         log: EventLog::new(false),
         emergency: None,
         me,
@@ -185,6 +198,7 @@ impl Daemon {
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
+                Some(done) = d.alerts.join_next_with_id(), if !d.alerts.is_empty() => d.alerted(done),
                 changed = stop.changed(), if listening => listening = changed.is_ok(),
                 changed = reload.asked.changed(), if reloadable => match changed {
                     Ok(()) => d.reload(&mut reload.load),
@@ -217,10 +231,16 @@ impl Daemon {
             "the store {} was deleted or replaced under this daemon: no more fires; running cycles stop at once",
             crate::store::place(&self.db)
         ));
-        for r in self.running.values() {
-            let _ = r.stop.send(Signal::Immediate);
+        for stop in self
+            .running
+            .values()
+            .map(|r| &r.stop)
+            .chain(self.alert_stops.values())
+        {
+            let _ = stop.send(Signal::Immediate);
         }
         while self.cycles.join_next().await.is_some() {}
+        while self.alerts.join_next().await.is_some() {}
     }
 
     /// Stores each batch's next fire and says the daemon took it over.
@@ -398,7 +418,8 @@ impl Daemon {
         self.targets.iter().map(|t| t.plan.batch.clone()).collect()
     }
 
-    /// Stores each batch's next fire and logs `what` with its schedule.
+    /// Stores each batch's rule and next fire, and logs `what` with its
+    /// schedule.
     fn announce(&mut self, what: &str) -> anyhow::Result<()> {
         for t in &self.targets {
             // Stored as is (missed fires are still to be handled); said as
@@ -415,9 +436,16 @@ impl Daemon {
                 coming.map_or("never".to_string(), |n| t.plan.local(n))
             );
             let event = NewEvent::new(now_ms(), &t.plan.batch, EventKind::Daemon, message);
+            // The rule beside the next fire: views give this daemon's
+            // fires, whatever the file says since.
+            let rule = super::seen::Rule {
+                schedule: t.plan.schedule.clone(),
+                tz: t.plan.tz,
+            };
             tokio::task::block_in_place(|| -> anyhow::Result<()> {
-                self.store.set_next_fire(
+                self.store.set_fire_plan(
                     &t.plan.batch,
+                    &rule.stored(),
                     next.map(|n| n.timestamp_millis()),
                     now_ms(),
                 )?;
@@ -545,12 +573,16 @@ impl Daemon {
         let task = self
             .cycles
             .spawn(async move {
-                let result = runner::cycle(&db, opts, rx).await;
+                let (result, alert) = match runner::released(&db, opts, rx).await {
+                    Ok(r) => (Ok(r.report), r.alert),
+                    Err(e) => (Err(e), None),
+                };
                 Finished {
                     batch,
                     at,
                     note,
                     result,
+                    alert,
                 }
             })
             .id();
@@ -583,10 +615,11 @@ impl Daemon {
                     at,
                     note: None,
                     result: Err(anyhow::anyhow!("the cycle task failed: {e}")),
+                    alert: None,
                 }
             }
         };
-        self.running.remove(&done.batch);
+        let stop = self.running.remove(&done.batch).map(|r| r.stop);
         let fire = match &done.result {
             Ok(report) => ended(report, done.at, done.note.clone(), &done.batch),
             Err(e) => Fire {
@@ -603,11 +636,32 @@ impl Daemon {
                 say(&format!("{}: {failure}", done.batch));
             }
         }
+        // The batch's next fire runs while it alerts; a stop still ends it.
+        if let (Some(alert), Some(stop)) = (done.alert, stop) {
+            let batch = done.batch;
+            let task = self
+                .alerts
+                .spawn(async move { (batch, alert.run().await) })
+                .id();
+            self.alert_stops.insert(task, stop);
+        }
+    }
+
+    /// Says how an alert failed, in the journal.
+    fn alerted(&mut self, done: Result<(tokio::task::Id, AlertDone), tokio::task::JoinError>) {
+        let (task, failure) = match done {
+            Ok((task, (batch, failure))) => (task, failure.map(|f| format!("{batch}: {f}"))),
+            Err(e) => (e.id(), Some(format!("an alert task failed: {e}"))),
+        };
+        self.alert_stops.remove(&task);
+        if let Some(line) = failure {
+            say(&line);
+        }
     }
 
     /// Writes a fire record and its event, and prints it.
     fn record(&mut self, batch: &str, fire: &Fire) {
-        let written = tokio::task::block_in_place(|| self.store.record_fire(batch, fire));
+        let written = tokio::task::block_in_place(|| self.store.record_fire(batch, fire, now_ms()));
         match written {
             Ok(event) => self.emit(&event),
             Err(e) => warn(&format!("{batch}: cannot record a fire: {e}")),
@@ -668,24 +722,37 @@ impl Daemon {
                 Signal::Graceful
             };
             if requests != sent {
-                for r in self.running.values() {
-                    let _ = r.stop.send(signal);
+                for stop in self
+                    .running
+                    .values()
+                    .map(|r| &r.stop)
+                    .chain(self.alert_stops.values())
+                {
+                    let _ = stop.send(signal);
                 }
                 sent = requests;
             }
-            if self.cycles.is_empty() {
+            if self.cycles.is_empty() && self.alerts.is_empty() {
                 break;
             }
             tokio::select! {
+                // Its alert still runs: a stop asked before it began was
+                // the cycle's (as for `nightshift run`).
                 Some(done) = self.cycles.join_next() => self.finish(done),
+                Some(done) = self.alerts.join_next_with_id() => self.alerted(done),
                 // Still alive while the cycles finish.
                 () = tokio::time::sleep(POLL) => self.beat(),
                 changed = stop.changed() => match changed {
                     Ok(()) => requests = *stop.borrow(),
                     // Nobody can ask again: wait for the cycles as they are.
-                    Err(_) => while let Some(done) = self.cycles.join_next().await {
-                        self.finish(done);
-                    },
+                    Err(_) => {
+                        while let Some(done) = self.cycles.join_next().await {
+                            self.finish(done);
+                        }
+                        while let Some(done) = self.alerts.join_next_with_id().await {
+                            self.alerted(done);
+                        }
+                    }
                 },
             }
         }

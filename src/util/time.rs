@@ -7,7 +7,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use chrono::{DateTime, SecondsFormat, TimeZone, Timelike, Utc};
 
 use crate::model::Millis;
 
@@ -168,6 +168,30 @@ pub fn hhmm_up(ms: Millis, now: Millis) -> String {
     hhmm(ms + (60_000 - ms.rem_euclid(60_000)) % 60_000, now)
 }
 
+/// How a moment's time of day is written: `%H:%M` on the minute, else
+/// `%H:%M:%S`. A fire time (or a window's end) said as it is: to the
+/// second only when it has seconds (a six-field schedule), and never a
+/// minute it is not at. `status`, `show` and the dashboard say every
+/// next fire by it.
+#[must_use]
+pub fn clock_format(second: u32) -> &'static str {
+    if second == 0 { "%H:%M" } else { "%H:%M:%S" }
+}
+
+/// `07:16Z`, or `07:16:05Z` for a moment with seconds ([`clock_format`]),
+/// with the date when it is not within a day of `now`:
+/// `2026-01-02 07:16Z`.
+#[must_use]
+pub fn moment(ms: Millis, now: Millis) -> String {
+    let t = to_datetime(ms);
+    let clock = clock_format(t.second());
+    if (ms - now).abs() < 86_400_000 {
+        t.format(&format!("{clock}Z")).to_string()
+    } else {
+        t.format(&format!("%Y-%m-%d {clock}Z")).to_string()
+    }
+}
+
 /// `15:20:05Z`: a time of day in UTC, with the date when it is not on
 /// `now`'s (UTC) day: `2026-06-03 15:20:05Z`.
 pub fn utc_clock(ms: Millis, now: Millis) -> String {
@@ -250,6 +274,13 @@ mod tests {
         assert_eq!(hhmm(t, t - 3_600_000), "07:16Z");
         assert_eq!(hhmm(t, t - 2 * 86_400_000), "2026-01-01 07:16Z");
         assert_eq!(utc_clock(55_205_000, 1000), "15:20:05Z");
+        // A moment is said as it is: on the minute, or to the second.
+        assert_eq!(moment(t, t - 3_600_000), "07:16Z");
+        assert_eq!(moment(t + 5_000, t), "07:16:05Z");
+        assert_eq!(
+            moment(t + 50_000, t - 2 * 86_400_000),
+            "2026-01-01 07:16:50Z"
+        );
         assert_eq!(utc_clock(86_400_000 + 5000, 1000), "1970-01-02 00:00:05Z");
     }
 

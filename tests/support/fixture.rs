@@ -395,6 +395,7 @@ pub fn build(db: &Path, opts: &Options) {
                 reason: Some("paused".into()),
                 run_id: None,
             },
+            now - 150 * MIN,
         )
         .unwrap();
 

@@ -332,6 +332,7 @@ both_backends! {
                  ALTER TABLE batches DROP COLUMN cycle_fire_at; ALTER TABLE batches DROP COLUMN cycle_crashed;
                  ALTER TABLE batches DROP COLUMN queued_fire_at;
                  ALTER TABLE runs DROP COLUMN stopped;
+                 ALTER TABLE batches DROP COLUMN fire_schedule; ALTER TABLE batches DROP COLUMN fire_timezone;
                  PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
                 "DROP TRIGGER items_counted ON items;
@@ -353,6 +354,7 @@ both_backends! {
                  ALTER TABLE batches DROP COLUMN hold_key;
                  ALTER TABLE batches DROP COLUMN cycle_fire_at, DROP COLUMN cycle_crashed, DROP COLUMN queued_fire_at;
                  ALTER TABLE runs DROP COLUMN stopped;
+                 ALTER TABLE batches DROP COLUMN fire_schedule, DROP COLUMN fire_timezone;
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  CREATE FUNCTION items_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
                  BEGIN
@@ -996,6 +998,7 @@ fn undo_column_migrations(env: &Env) {
                  ALTER TABLE batches DROP COLUMN cycle_fire_at; ALTER TABLE batches DROP COLUMN cycle_crashed;
                  ALTER TABLE batches DROP COLUMN queued_fire_at;
                  ALTER TABLE runs DROP COLUMN stopped;
+                 ALTER TABLE batches DROP COLUMN fire_schedule; ALTER TABLE batches DROP COLUMN fire_timezone;
                  PRAGMA user_version = 21;",
             )
             .unwrap(),
@@ -1007,6 +1010,7 @@ fn undo_column_migrations(env: &Env) {
                  ALTER TABLE daemons DROP COLUMN stopping_at;
                  ALTER TABLE batches DROP COLUMN cycle_fire_at, DROP COLUMN cycle_crashed, DROP COLUMN queued_fire_at;
                  ALTER TABLE runs DROP COLUMN stopped;
+                 ALTER TABLE batches DROP COLUMN fire_schedule, DROP COLUMN fire_timezone;
                  UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';",
             )
             .unwrap(),

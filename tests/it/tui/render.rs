@@ -725,6 +725,84 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     );
 }
 
+/// A next fire with seconds (a six-field schedule) is said to the second
+/// by the schedule line and the waiting line alike: they said the minute
+/// before it, and the minute after.
+#[test]
+fn a_fire_with_seconds_is_said_to_the_second() {
+    let (_dir, mut store) = writable_fixture(false);
+    let daemon = nightshift::model::Daemon {
+        token: "d".into(),
+        holder: nightshift::model::Holder {
+            host: "worker-1".into(),
+            pid: 4242,
+            pid_start: None,
+        },
+        started_at: NOW - fixture::HOUR,
+        beat_at: NOW - 2_000,
+        stopped_at: None,
+        stopping_at: None,
+        batches: vec!["articles".into()],
+    };
+    store.daemon_started(&daemon, NOW).unwrap();
+    // 2026-01-02 02:00:05 JST.
+    let next = NOW + 5 * fixture::HOUR + 5_000;
+    store.set_next_fire("articles", Some(next), NOW).unwrap();
+    let mut setup = setup(Palette::Mono, false);
+    setup.config.schedules.insert(
+        "articles".to_string(),
+        BatchSchedule {
+            schedule: Schedule::parse("5 0 2 * * *").unwrap(),
+            tz: chrono_tz::Asia::Tokyo,
+            catch_up: None,
+        },
+    );
+    let mut app = App::new(setup, NOW);
+    app.update(Arrival::Resize(160, 48));
+    poll_at(&mut app, &store, NOW);
+    let shot = draw(&app);
+    assert!(shot.contains("next Fri 2026-01-02 02:00:05 JST"), "{shot}");
+    assert!(
+        shot.contains("for the schedule's next fire at 17:00:05Z"),
+        "{shot}"
+    );
+}
+
+/// A schedule edited and not reloaded: the schedule line gives the live
+/// daemon's schedule and next fire, and says the file differs (it gave
+/// the file's schedule beside the daemon's next fire).
+#[test]
+fn an_edited_schedule_not_reloaded_is_said_as_the_live_daemon_fires_it() {
+    let (_dir, mut store) = writable_fixture(true);
+    let rule = nightshift::model::FireRule {
+        schedule: "0 2 * * *".into(),
+        timezone: "Asia/Tokyo".into(),
+    };
+    // 2026-01-02 02:00 JST.
+    let next = NOW + 5 * fixture::HOUR;
+    store
+        .set_fire_plan("articles", &rule, Some(next), NOW)
+        .unwrap();
+    let mut setup = setup(Palette::Mono, false);
+    setup.config.schedules.insert(
+        "articles".to_string(),
+        BatchSchedule {
+            schedule: Schedule::parse("*/5 * * * * *").unwrap(),
+            tz: chrono_tz::UTC,
+            catch_up: None,
+        },
+    );
+    let mut app = App::new(setup, NOW);
+    app.update(Arrival::Resize(160, 48));
+    poll_at(&mut app, &store, NOW);
+    let shot = draw(&app);
+    assert!(
+        shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST (in 5h0m) · the file's schedule differs"),
+        "{shot}"
+    );
+    assert!(!shot.contains("*/5"), "{shot}");
+}
+
 /// The batch detail says why its open items wait, in the words `status`
 /// uses: here the batch is paused, so everything that could run waits for
 /// that, beside the quarantined items that wait for a person.

@@ -693,7 +693,7 @@ both_stores! {
     fn schedule_and_runs_are_kept(db, s) {
         s.set_next_fire("b", Some(T0 + 3_600_000), T0).unwrap();
         let fire = Fire { at: T0 + 10, outcome: "skipped".into(), reason: Some("paused".into()), run_id: None };
-        s.record_fire("b", &fire).unwrap();
+        s.record_fire("b", &fire, T0 + 15).unwrap();
         let info = &s.batch_infos(Some("b")).unwrap()[0];
         assert_eq!((info.next_fire, info.last_fire.as_ref()), (Some(T0 + 3_600_000), Some(&fire)));
         let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
@@ -721,7 +721,7 @@ both_stores! {
 
     fn a_running_fire_whose_run_is_found_crashed_is_recorded_crashed(db, s) {
         let fire = Fire { at: T0 + 10, outcome: "running".into(), reason: None, run_id: None };
-        s.record_fire("b", &fire).unwrap();
+        s.record_fire("b", &fire, T0 + 15).unwrap();
         let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
         s.mark_crashed(&[run], T0 + MIN).unwrap();
         let last = s.batch_infos(Some("b")).unwrap()[0].last_fire.clone().unwrap();
@@ -729,8 +729,15 @@ both_stores! {
         let fires = s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap();
         let crashed: Vec<_> = fires.iter().filter(|e| e.fields["outcome"] == "crashed").collect();
         assert_eq!(crashed.len(), 1, "{fires:?}");
-        assert_eq!((crashed[0].at, crashed[0].run_id), (T0 + 10, Some(run)), "at the fire's time, naming its run");
-        assert!(crashed[0].message.starts_with(&format!("fire crashed: its run {run} crashed")), "{}", crashed[0].message);
+        // Stamped when it was written, after the run's start, naming its
+        // fire time and its run.
+        assert_eq!((crashed[0].at, crashed[0].run_id), (T0 + MIN, Some(run)), "{fires:?}");
+        let fire_at = nightshift::util::time::rfc3339(T0 + 10);
+        assert_eq!(crashed[0].fields["fire_at"], fire_at.as_str());
+        assert!(crashed[0].message.starts_with(&format!("fire at {fire_at} crashed: its run {run} crashed")), "{}", crashed[0].message);
+        let ids: Vec<i64> = fires.iter().map(|e| e.id).collect();
+        let stamps: Vec<i64> = fires.iter().map(|e| e.at).collect();
+        assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "in the order written: {ids:?} {stamps:?}");
         // Found again (another run's recovery): no second record.
         s.mark_crashed(&[run], T0 + 2 * MIN).unwrap();
         let again = s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap();
@@ -744,10 +751,10 @@ both_stores! {
     fn a_cycle_cut_short_is_owed_behind_later_fires(db, s) {
         let fire = |at, outcome: &str| Fire { at, outcome: outcome.into(), reason: None, run_id: None };
         let owed = |s: &Store| s.batch_infos(Some("b")).unwrap()[0].owed;
-        s.record_fire("b", &fire(T0 + 10, "running")).unwrap();
+        s.record_fire("b", &fire(T0 + 10, "running"), T0 + 10 + 1).unwrap();
         let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
-        s.record_fire("b", &fire(T0 + 30, "skipped-overlap")).unwrap();
-        s.record_fire("b", &fire(T0 + 40, "queued")).unwrap();
+        s.record_fire("b", &fire(T0 + 30, "skipped-overlap"), T0 + 30 + 1).unwrap();
+        s.record_fire("b", &fire(T0 + 40, "queued"), T0 + 40 + 1).unwrap();
         let o = owed(&s);
         assert_eq!((o.cycle, o.crashed, o.queued), (Some(T0 + 10), false, Some(T0 + 40)));
         s.mark_crashed(&[run], T0 + MIN).unwrap();
@@ -758,15 +765,16 @@ both_stores! {
         let fires = s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap();
         let crashed: Vec<_> = fires.iter().filter(|e| e.fields["outcome"] == "crashed").collect();
         assert_eq!(crashed.len(), 1, "{fires:?}");
-        assert_eq!((crashed[0].at, crashed[0].run_id), (T0 + 10, Some(run)));
+        assert_eq!((crashed[0].at, crashed[0].fields["fire_at"].as_str()), (T0 + MIN, Some(nightshift::util::time::rfc3339(T0 + 10).as_str())));
+        assert_eq!(crashed[0].run_id, Some(run));
         // Found again: no second record.
         s.mark_crashed(&[run], T0 + 2 * MIN).unwrap();
         assert_eq!(s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap().len(), fires.len());
         // The queued fire runs: its cycle is the one owed now, until it ends.
-        s.record_fire("b", &fire(T0 + 40, "running")).unwrap();
+        s.record_fire("b", &fire(T0 + 40, "running"), T0 + 40 + 1).unwrap();
         let o = owed(&s);
         assert_eq!((o.cycle, o.crashed, o.queued), (Some(T0 + 40), false, None));
-        s.record_fire("b", &fire(T0 + 40, "ran")).unwrap();
+        s.record_fire("b", &fire(T0 + 40, "ran"), T0 + 40 + 1).unwrap();
         assert_eq!(owed(&s), Default::default());
     }
 
