@@ -456,18 +456,19 @@ exit 75"#,
                 shown_key(&key, size.0)
             );
             let screen = dash.wait_for(&format!("{what}: the hold"), |s| s.contains(&from));
-            // The time left as the screen was drawn, in whole minutes from
-            // the middle of the drawing's minute (`tui::format::ago`): from
-            // what that gives now to two minutes more (a loaded machine
-            // draws it a while before this reads the clock).
-            let minute = 60_000;
+            // The time left as the screen was drawn, by the dashboard's rule
+            // (whole minutes from the middle of the drawing's minute, `1h0m`
+            // past the hour): as it reads now or up to two minutes earlier
+            // (a loaded machine draws it a while before this reads the clock).
             let now = nightshift::util::time::now_ms();
-            let left = (until - (now / minute * minute + minute / 2)) / minute;
+            let lefts: Vec<String> = (0..=2)
+                .map(|k| nightshift::util::time::relative_by_minute(until, now - k * 60_000))
+                .collect();
             assert!(
-                [left, left + 1, left + 2]
+                lefts
                     .iter()
-                    .any(|m| screen.contains(&format!("HELD until {clock} (in {m}m"))),
-                "{what}: no time:\n{screen}"
+                    .any(|left| screen.contains(&format!("HELD until {clock} ({left})"))),
+                "{what}: no time ({lefts:?}):\n{screen}"
             );
             let row = screen
                 .lines()
