@@ -797,7 +797,7 @@ fn an_edited_schedule_not_reloaded_is_said_as_the_live_daemon_fires_it() {
     poll_at(&mut app, &store, NOW);
     let shot = draw(&app);
     assert!(
-        shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST (in 5h0m) · the file's schedule differs"),
+        shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST (in 4h59m) · the file's schedule differs"),
         "{shot}"
     );
     assert!(!shot.contains("*/5"), "{shot}");
