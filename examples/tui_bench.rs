@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nightshift::model::{Claim, EventKind, Holder, NewEvent, NewItem, RunState, Tier, Trigger};
-use nightshift::store::{Access, DashQuery, EventsQuery, Failure, ItemsQuery, Store};
+use nightshift::store::{Access, DashQuery, EventsQuery, Failure, ItemsQuery, RunEnd, Store};
 use nightshift::util::time::now_ms;
 
 const BATCH: &str = "big";
@@ -132,10 +132,7 @@ fn generate(db: &Path) {
         store
             .finish_run(
                 run,
-                RunState::Failed,
-                "big: 0 done, 2500 failed",
-                0,
-                0,
+                &RunEnd::new(RunState::Failed, "big: 0 done, 2500 failed"),
                 at + 60_000,
             )
             .expect("finish");
@@ -166,7 +163,7 @@ fn generate(db: &Path) {
             .expect("fail");
     }
     store
-        .finish_run(run, RunState::Failed, "big: 5 failed", 0, 0, now)
+        .finish_run(run, &RunEnd::new(RunState::Failed, "big: 5 failed"), now)
         .expect("finish");
     eprintln!("dead letters: {:?}", started.elapsed());
     let have: i64 = count_events(db);

@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use crate::util::sanitize;
+use crate::util::{sanitize, text};
 
 /// Longest batch name, in characters (it travels in `NIGHTSHIFT_BATCH`).
 pub const MAX_LEN: usize = 256;
@@ -64,7 +64,7 @@ pub fn parse_arg(name: &str) -> Result<String, String> {
 pub fn shown(name: &str) -> String {
     format!(
         "\"{}\"",
-        sanitize::truncate(&sanitize::line(name).replace('"', "\\\""), 80)
+        text::cut(&sanitize::line(name).replace('"', "\\\""), 80)
     )
 }
 

@@ -65,7 +65,13 @@
 #![deny(unsafe_code)]
 // Outside tests an unwrap is a panic waiting for bad input: say why with `expect`.
 #![deny(clippy::unwrap_used)]
-#![cfg_attr(test, allow(clippy::unwrap_used))]
+// `println!` and `eprintln!` panic when the stream is gone (a closed pipe or
+// terminal): every line goes through `util::stdio`, which does not.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+#![cfg_attr(
+    test,
+    allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)
+)]
 
 pub mod batch_name;
 pub mod cli;

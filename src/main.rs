@@ -3,6 +3,8 @@
 
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
+// As in `lib.rs`: no print macro, they panic on a closed stream.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use std::process::ExitCode;
 
@@ -48,7 +50,10 @@ fn main() -> ExitCode {
             // No password given anywhere (a libpq keyword string, a URL in
             // a message) is printed.
             let msg = nightshift::store::without_password_values(&msg);
-            eprintln!("nightshift: error: {}", sanitize::text(&msg));
+            nightshift::util::stdio::err_line(&format!(
+                "nightshift: error: {}",
+                sanitize::text(&msg)
+            ));
             commands::exit_for(&err)
         }
     };
@@ -68,6 +73,6 @@ fn usage_error(err: &clap::Error) -> ExitCode {
     ) {
         err.exit();
     }
-    eprint!("{}", sanitize::text(&err.render().to_string()));
+    nightshift::util::stdio::err_text(&sanitize::text(&err.render().to_string()));
     ExitCode::from(Exit::Usage as u8)
 }

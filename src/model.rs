@@ -96,7 +96,8 @@ pub use event_kind::EventKind;
 mod liveness;
 mod owed;
 pub use liveness::{
-    DAEMON_BEAT, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, RunSeen, Runners, Seat, daemon_for,
+    DAEMON_BEAT, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, RunSeen, Runners, Seat, Taken,
+    daemon_for,
 };
 pub use owed::Owed;
 
@@ -562,6 +563,84 @@ str_enum!(RunState {
     Crashed => "crashed",
 });
 
+impl RunState {
+    /// How a run that ended this way is recorded: the one rule its exit
+    /// code, its alert and `nightshift_last_run_success` follow. `aborted`
+    /// for a signal or `nightshift stop` (130; and for a store lost under
+    /// it, which takes nothing more), `paused` for a pause, `failed` when
+    /// anything failed in it or it lost its lock or its worker (1), and
+    /// `ok` otherwise (0), also when it stopped where its `max_duration` or
+    /// `max_cost` told it to: that is what it was set to do, and the rest
+    /// waits for the next cycle.
+    #[must_use]
+    pub fn ended(stopped: Option<StopCause>, failed: bool) -> RunState {
+        match stopped {
+            Some(StopCause::Paused) => RunState::Paused,
+            Some(StopCause::Signal | StopCause::Stop | StopCause::StoreLost) => RunState::Aborted,
+            Some(StopCause::LockLost | StopCause::WorkerCannotStart) => RunState::Failed,
+            Some(StopCause::MaxDuration | StopCause::MaxCost) | None if failed => RunState::Failed,
+            Some(StopCause::MaxDuration | StopCause::MaxCost) | None => RunState::Ok,
+        }
+    }
+}
+
+/// Why a run stopped before it ran out of work, kept with the run
+/// (`stopped` in `--json`, a label of the metrics): words a script can
+/// match, where its summary says it in a sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopCause {
+    /// SIGINT, SIGTERM or SIGHUP.
+    Signal,
+    /// `nightshift stop` (the dashboard's `X`).
+    Stop,
+    MaxDuration,
+    MaxCost,
+    Paused,
+    LockLost,
+    StoreLost,
+    WorkerCannotStart,
+}
+str_enum!(StopCause {
+    Signal => "signal",
+    Stop => "stop",
+    MaxDuration => "max_duration",
+    MaxCost => "max_cost",
+    Paused => "paused",
+    LockLost => "lock-lost",
+    StoreLost => "store-lost",
+    WorkerCannotStart => "worker-cannot-start",
+});
+
+impl Serialize for StopCause {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl StopCause {
+    /// One of the batch's own limits (`max_duration`, `max_cost`): the run
+    /// stopped claiming as set, and what is left waits for the next cycle.
+    #[must_use]
+    pub fn is_limit(self) -> bool {
+        matches!(self, StopCause::MaxDuration | StopCause::MaxCost)
+    }
+
+    /// What a view says beside the run's state.
+    #[must_use]
+    pub fn note(self) -> &'static str {
+        match self {
+            StopCause::Signal => "interrupted",
+            StopCause::Stop => "stopped by request",
+            StopCause::MaxDuration => "max_duration reached",
+            StopCause::MaxCost => "max_cost reached",
+            StopCause::Paused => "paused",
+            StopCause::LockLost => "lock lost",
+            StopCause::StoreLost => "store lost",
+            StopCause::WorkerCannotStart => "worker cannot start",
+        }
+    }
+}
+
 /// What started a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -607,11 +686,24 @@ pub struct Run {
     #[serde(serialize_with = "crate::util::time::json_opt")]
     pub ended_at: Option<Millis>,
     pub state: RunState,
+    /// Why it stopped before it ran out of work, if it did.
+    pub stopped: Option<StopCause>,
     pub counts: RunCounts,
     pub summary: Option<String>,
 }
 
 impl Run {
+    /// Why it stopped early, as a view says it beside its state `seen`
+    /// (`ok, max_duration reached`): not for a pause (its state says so),
+    /// nor once it is seen crashed or silent (its runner said nothing).
+    #[must_use]
+    pub fn stop_note(&self, seen: RunSeen) -> Option<&'static str> {
+        match (seen, self.stopped) {
+            (RunSeen::Stored(_), Some(cause)) if cause != StopCause::Paused => Some(cause.note()),
+            _ => None,
+        }
+    }
+
     /// Did it step down at once, doing nothing: it found the lock held,
     /// or ended paused or aborted without touching an item (it found the
     /// batch paused, or was stopped while waiting for the lock)? Such a
@@ -727,6 +819,18 @@ pub struct Fire {
     pub run_id: Option<i64>,
 }
 
+/// The rule a daemon fires a batch by, as it read its config: stored with
+/// the next fire it plans (`BatchInfo::next_fire`), so that the views give
+/// the live daemon's fires rather than the file's (edited since, and not
+/// reloaded).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FireRule {
+    /// The cron expression, as written.
+    pub schedule: String,
+    /// The time zone's name.
+    pub timezone: String,
+}
+
 /// Per-batch state kept beside the items: pause flag and schedule state.
 /// (`Default`: a batch with nothing recorded yet.)
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -737,6 +841,8 @@ pub struct BatchInfo {
     #[serde(serialize_with = "crate::util::time::json_opt")]
     pub next_fire: Option<Millis>,
     pub last_fire: Option<Fire>,
+    /// The rule of the daemon that planned `next_fire`.
+    pub fire_rule: Option<FireRule>,
     /// The fires still owed a cycle (one cut short, one queued).
     pub owed: Owed,
     /// The seats of the batch lock, oldest first (expired ones included).
@@ -855,6 +961,19 @@ impl BatchInfo {
             (Some(Seat::Silent { .. }), _) | (_, Some(RunSeen::Silent { .. })) => Some("silent"),
             _ => None,
         }
+    }
+
+    /// The limit (`max_duration`, `max_cost`) that stopped the last run
+    /// that did work, while items it left wait and no runner is live: why
+    /// they wait, though that run was `ok`.
+    #[must_use]
+    pub fn stopped_at_limit(&self) -> Option<StopCause> {
+        let run = self.last_run.as_ref()?;
+        let seen = self.last_run_seen()?;
+        run.stopped
+            .filter(|c| c.is_limit())
+            .filter(|_| matches!(seen, RunSeen::Stored(_)))
+            .filter(|_| !self.running() && self.counts.to_do() > 0)
     }
 
     /// The last run's state as it is (crashed when its runner is gone,
@@ -1034,8 +1153,45 @@ mod tests {
         for s in RunState::ALL {
             assert_eq!(s.as_str().parse::<RunState>().unwrap(), *s);
         }
+        for c in StopCause::ALL {
+            assert_eq!(c.as_str().parse::<StopCause>().unwrap(), *c);
+            assert_eq!(serde_json::json!(c), c.as_str());
+        }
         let err = "bogus".parse::<Tier>().unwrap_err();
         assert!(err.contains("retry, manual"), "{err}");
+    }
+
+    /// A run is `aborted` only when a signal or `nightshift stop` ended it
+    /// (as the README's exit codes say: 130); one that stopped at its own
+    /// `max_duration` or `max_cost` did what it was set to, and is `ok`
+    /// unless something failed in it (it was `aborted`, and monitoring
+    /// took every capped night for a failure).
+    #[test]
+    fn a_run_is_aborted_only_by_a_signal_or_a_stop() {
+        use StopCause as C;
+        let cases = [
+            (None, false, RunState::Ok),
+            (None, true, RunState::Failed),
+            (Some(C::MaxDuration), false, RunState::Ok),
+            (Some(C::MaxCost), false, RunState::Ok),
+            (Some(C::MaxDuration), true, RunState::Failed),
+            (Some(C::MaxCost), true, RunState::Failed),
+            (Some(C::Signal), false, RunState::Aborted),
+            (Some(C::Signal), true, RunState::Aborted),
+            (Some(C::Stop), true, RunState::Aborted),
+            (Some(C::StoreLost), false, RunState::Aborted),
+            (Some(C::Paused), true, RunState::Paused),
+            (Some(C::Paused), false, RunState::Paused),
+            (Some(C::LockLost), false, RunState::Failed),
+            (Some(C::WorkerCannotStart), false, RunState::Failed),
+        ];
+        for (stopped, failed, state) in cases {
+            assert_eq!(
+                RunState::ended(stopped, failed),
+                state,
+                "{stopped:?}, {failed}"
+            );
+        }
     }
 
     /// A `source` event's fields give the pruned keys' span as every JSON

@@ -5,7 +5,7 @@
 use tokio::sync::watch;
 
 use super::schedule::{scheduled_batch, scheduled_names};
-use super::{Ctx, Exit, out, user_error};
+use super::{Ctx, Exit, user_error};
 use crate::cli::{DaemonArgs, RunArgs, TriggerArg};
 use crate::schedule::daemon::{self, Target};
 use crate::schedule::{Plan, Stored};
@@ -21,11 +21,6 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
     if let Some(dir) = &log_dir {
         crate::runner::start_file_log(dir);
     }
-    out(format!(
-        "nightshift daemon: scheduling {} (pid {}); stop with SIGTERM or Ctrl-C, reload the config with SIGHUP",
-        names.join(", "),
-        std::process::id()
-    ))?;
     // Absolute, so the PAUSED file it names in the log and status is clear.
     let db = crate::store::absolute(&ctx.db);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -40,7 +35,6 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
         signals.abort();
         result
     });
-    out("nightshift daemon: stopped")?;
     crate::runner::close_file_log();
     result?;
     Ok(Exit::Ok)
@@ -77,10 +71,20 @@ fn names(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Vec<String>> {
 /// Each batch's plan, resumed from the stored schedule state, and the
 /// options its cycles run with (the config's, as `nightshift run` would).
 fn targets(ctx: &Ctx, names: &[String], verbose: bool) -> anyhow::Result<Vec<Target>> {
+    // Every batch's options first: one that cannot run refuses the daemon
+    // before the store records any of them.
+    let options = names
+        .iter()
+        .map(|name| {
+            let mut opts = super::run::options(ctx, &run_args(name, verbose))?;
+            opts.progress = false;
+            Ok(opts)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut store = ctx.open_write()?;
     let now = now_ms();
     let mut targets = Vec::with_capacity(names.len());
-    for name in names {
+    for (name, opts) in names.iter().zip(options) {
         let (cfg, _) = scheduled_batch(ctx, name)?;
         store.ensure_batch(name, now)?;
         let info = store
@@ -88,8 +92,6 @@ fn targets(ctx: &Ctx, names: &[String], verbose: bool) -> anyhow::Result<Vec<Tar
             .pop()
             .ok_or_else(|| anyhow::anyhow!("batch {name} vanished from the store"))?;
         let stored = Stored::of(&info);
-        let mut opts = super::run::options(ctx, &run_args(name, verbose))?;
-        opts.progress = false;
         let plan = Plan::new(cfg, stored, crate::util::time::now())
             .ok_or_else(|| anyhow::anyhow!("batch {name} has no schedule"))?;
         targets.push(Target { plan, opts });

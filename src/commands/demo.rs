@@ -13,6 +13,7 @@ use crate::model::{Status, Tier};
 use crate::runner;
 use crate::store::{EventFilter, ItemFilter};
 use crate::tui::effects::Runners;
+use crate::util::stdio;
 use crate::util::time::now_ms;
 
 /// Cycles of `articles` the headless demo runs at most (redrives included).
@@ -51,14 +52,15 @@ pub fn run(args: &DemoArgs, no_color: bool) -> anyhow::Result<Exit> {
     } else {
         headless(&ctx, &demo)
     };
+    // Said after the demo ended, best effort: its outcome is the exit code.
     if kept {
-        out(format!(
+        stdio::out_line(&format!(
             "the demo's directory is kept: {}\n  look around: nightshift --db {} status   (or: dlq articles, log, watch)",
             crate::util::sanitize::line(&demo.dir.display().to_string()),
             crate::util::sanitize::shell_word(&demo.db.display().to_string())
-        ))?;
+        ));
     } else {
-        out("(the demo directory is removed on exit; keep it with --keep)")?;
+        stdio::out_line("(the demo directory is removed on exit; keep it with --keep)");
     }
     result
 }
@@ -113,8 +115,9 @@ fn in_front(ctx: &Ctx, demo: &demo::Demo) -> anyhow::Result<Exit> {
             ),
         },
     );
-    // The terminal may be gone (a hangup): nothing may stop the stopping.
-    let _ = out("stopping the demo's runner and daemon…");
+    // The terminal may be gone (a hangup): nothing said from here on may
+    // stop the stopping or change the exit code.
+    stdio::out_line("stopping the demo's runner and daemon…");
     let runner_ended = runner.exit_code();
     // All at once: each lets its in-flight items finish within its grace.
     runner.terminate();
@@ -125,20 +128,20 @@ fn in_front(ctx: &Ctx, demo: &demo::Demo) -> anyhow::Result<Exit> {
     if let Some(Some(code)) = runner_ended
         && code > 1
     {
-        out(format!(
+        stdio::out_line(&format!(
             "  the background runner had ended with status {code}: see {}",
             demo.dir.join("runner.log").display()
-        ))?;
+        ));
     }
-    out("stopped; nothing of the demo is running")?;
+    stdio::out_line("stopped; nothing of the demo is running");
     if let Ok(store) = ctx.open_read()
         && let Ok(infos) = super::status::gather(ctx, &store, None)
         && let Ok(scene) = super::scene::Scene::read(ctx, &store, now_ms())
     {
-        out(format!(
+        stdio::out_line(&format!(
             "  {}",
             super::status::short_line(ctx, &infos, &scene)
-        ))?;
+        ));
     }
     Ok(watch::exit_for(ended?))
 }

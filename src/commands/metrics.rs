@@ -106,7 +106,7 @@ pub fn render(
     };
     let mut last_run_ok = Family {
         name: "nightshift_last_run_success",
-        help: "1 if the last run that did work ended ok, 0 otherwise (none while it runs).",
+        help: "1 if the last run that did work ended ok (also when its max_duration or max_cost stopped it: label stopped), 0 otherwise (none while it runs).",
         samples: Vec::new(),
     };
     let mut waiting = Family {
@@ -183,8 +183,15 @@ pub fn render(
             // A crashed run counts at once, recorded or not.
             if !state.is_running() {
                 let ok = state == crate::model::RunSeen::Stored(crate::model::RunState::Ok);
+                // Why it stopped early, if it did: an `ok` run its
+                // `max_duration` ended says so beside its success.
+                let stopped = run
+                    .stopped
+                    .filter(|_| matches!(state, crate::model::RunSeen::Stored(_)))
+                    .map(|c| format!(",stopped=\"{c}\""))
+                    .unwrap_or_default();
                 last_run_ok.samples.push((
-                    format!("batch=\"{b}\",state=\"{}\"", state.as_str()),
+                    format!("batch=\"{b}\",state=\"{}\"{stopped}", state.as_str()),
                     f64::from(u8::from(ok)),
                 ));
             }

@@ -260,11 +260,11 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// Writes a line to stdout; errors (a closed pipe) propagate.
+/// Writes a line to stdout for a one-shot command; errors (a closed pipe)
+/// propagate and end the command (see `util::stdio`).
 pub fn out(line: impl std::fmt::Display) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{line}").context("writing to stdout")?;
-    Ok(())
+    crate::util::stdio::write(crate::util::stdio::Stream::Out, &format!("{line}\n"))
+        .context("writing to stdout")
 }
 
 /// Prints a value as one line of JSON (terminal-inert: see

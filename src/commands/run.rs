@@ -11,18 +11,19 @@ use crate::cli::RunArgs;
 use crate::model::waiting;
 use crate::runner::{self, RunOptions, StopReason};
 use crate::util::noun;
-use crate::util::sanitize;
 use crate::util::time::{now_ms, relative, utc_clock};
+use crate::util::{sanitize, stdio};
 
 /// Whether the summary line was said before the alert ran.
 static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Says the summary line as soon as the run is recorded (see
-/// `RunOptions::before_alert`).
+/// `RunOptions::before_alert`). A run's lines are best effort: with its
+/// stdout gone (`run | head`, a closed terminal) it goes on, and its exit
+/// code is the run's.
 fn say_summary(report: &runner::RunReport) {
-    if out(sanitize::line(&report.line())).is_ok() {
-        SAID.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
+    stdio::out_line(&sanitize::line(&report.line()));
+    SAID.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
@@ -44,37 +45,38 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<Exit> {
     runner::close_file_log();
     let report = report?;
     if args.json {
-        out_json(&json!({
+        let value = json!({
             "run_id": report.run_id,
             "state": report.state,
             "summary": report.summary,
             "counts": report.counts,
-            "stopped": report.stopped.as_ref().map(ToString::to_string),
+            "stopped": report.stopped.as_ref().map(StopReason::cause),
             "hooks_failed": report.hooks_failed,
             "waiting": waiting::to_json(&report.waiting),
-        }))?;
+        });
+        stdio::out_line(&sanitize::json(value.to_string()));
     } else if !SAID.load(std::sync::atomic::Ordering::SeqCst) {
-        out(sanitize::line(&report.line()))?;
+        stdio::out_line(&sanitize::line(&report.line()));
     }
     // On the terminal, not only in the log: which hook, how, and why.
     for failure in &report.hooks_failed {
-        eprintln!("nightshift: {}", sanitize::line(&failure.to_string()));
+        stdio::err_line(&format!(
+            "nightshift: {}",
+            sanitize::line(&failure.to_string())
+        ));
     }
-    // A stopped run (a signal, `nightshift stop`) says so whatever failed
-    // before the stop: the code matches the run's recorded `aborted`, and
-    // the summary and the alert tell of the failures.
-    Ok(
-        if matches!(
-            report.stopped,
-            Some(StopReason::Interrupted | StopReason::Asked(_))
-        ) {
-            Exit::Interrupted
-        } else if report.exit_failed() {
-            Exit::Failed
-        } else {
-            Exit::Ok
-        },
-    )
+    // The code says what the recorded state says (`RunState::ended`): a
+    // run a signal or `nightshift stop` ended is 130 whatever failed
+    // before the stop (the summary and the alert tell of the failures);
+    // one its `max_duration` or `max_cost` stopped is 0 unless something
+    // failed in it.
+    Ok(if report.interrupted() {
+        Exit::Interrupted
+    } else if report.exit_failed() {
+        Exit::Failed
+    } else {
+        Exit::Ok
+    })
 }
 
 /// A new session with no controlling terminal: the hangup of the
@@ -119,7 +121,8 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         // "": that is the current directory, and `chdir("")` would fail.
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(Path::to_path_buf);
-    let worker = if args.worker.is_empty() {
+    let from_config = args.worker.is_empty();
+    let worker = if from_config {
         config.worker.clone().ok_or_else(|| {
             user_error(format!(
                 "batch {} has no worker: set `worker = [...]` in {} of nightshift.toml, \
@@ -132,7 +135,24 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
     } else {
         args.worker.clone()
     };
-    check_program(&worker[0], work_dir.as_deref())?;
+    // Said where it was set: the config's line (a daemon of many batches
+    // names the one), or the command line.
+    if let Err(problem) = check_program(&worker[0], work_dir.as_deref()) {
+        return Err(
+            match ctx
+                .config
+                .invalid(&args.batch, "worker", problem.clone())
+                .filter(|_| from_config)
+            {
+                Some(e) => e.into(),
+                None if from_config => user_error(format!(
+                    "{problem} (check the `worker` of batch {})",
+                    crate::batch_name::shown(&args.batch)
+                )),
+                None => user_error(format!("{problem} (check the command after `--`)")),
+            },
+        );
+    }
     // Unless configured: `logs` beside the store's file; a database server
     // has no directory, so beside the config file, or no file logs at all
     // (the events are in the store: `nightshift log`).
@@ -166,8 +186,9 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
 
 /// Fails early, naming the program, when the worker cannot be started
 /// (not found, not executable, a script with no `#!` line): every item
-/// would otherwise fail the same way, each using an attempt.
-fn check_program(program: &str, work_dir: Option<&Path>) -> anyhow::Result<()> {
+/// would otherwise fail the same way, each using an attempt. The problem,
+/// for the caller to say where the worker was given.
+fn check_program(program: &str, work_dir: Option<&Path>) -> Result<(), String> {
     let candidates: Vec<PathBuf> = if program.contains('/') {
         let path = PathBuf::from(program);
         vec![match work_dir {
@@ -185,25 +206,23 @@ fn check_program(program: &str, work_dir: Option<&Path>) -> anyhow::Result<()> {
     };
     let files: Vec<&PathBuf> = candidates.iter().filter(|p| p.is_file()).collect();
     let Some(first) = files.first() else {
-        return Err(user_error(format!(
-            "worker program {program:?} not found (check the batch's `worker` or the command after `--`)"
-        )));
+        return Err(format!("worker program {program:?} not found"));
     };
     // As the spawn searches `PATH`: the first file it may execute.
     let Some(path) = files.iter().find(|p| runnable(p)) else {
-        return Err(user_error(format!(
+        return Err(format!(
             "worker program {} is not executable: `chmod +x` it, or name its interpreter \
              first (worker = [\"sh\", {program:?}])",
             sanitize::line(&first.display().to_string())
-        )));
+        ));
     };
     if is_script_without_interpreter(path) {
-        return Err(user_error(format!(
+        return Err(format!(
             "worker program {} is a script with no `#!` line, which no spawn can start: \
              begin it with one (#!/bin/sh), or name its interpreter first \
              (worker = [\"sh\", {program:?}])",
             sanitize::line(&path.display().to_string())
-        )));
+        ));
     }
     Ok(())
 }

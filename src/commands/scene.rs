@@ -9,9 +9,9 @@ use super::Ctx;
 use crate::model::waiting::{Holding, Idle};
 use crate::model::{BatchInfo, DaemonInfo, Millis};
 use crate::schedule::ScheduleSeen;
-use crate::schedule::seen::seen;
+use crate::schedule::seen::{Configured, seen};
 use crate::store::Store;
-use crate::util::sanitize;
+use crate::util::{sanitize, text};
 
 /// The store-wide facts of one `status` call.
 pub struct Scene {
@@ -49,18 +49,11 @@ impl Scene {
         })
     }
 
-    /// The batch's schedule as it is, if the config gives it one.
+    /// The batch's schedule as it is, if the config or a live daemon
+    /// gives it one.
     pub fn schedule(&self, ctx: &Ctx, info: &BatchInfo) -> Option<ScheduleSeen<'_>> {
-        let cfg = ctx.config.batch(&info.name)?;
-        let schedule = cfg.schedule.as_ref()?;
-        Some(seen(
-            info,
-            schedule,
-            cfg.timezone,
-            cfg.catch_up,
-            &self.daemons,
-            self.now,
-        ))
+        let config = ctx.config.batch(&info.name).and_then(Configured::of);
+        seen(info, config, &self.daemons, self.now)
     }
 
     /// What would start the batch's next run: a live daemon firing its
@@ -129,11 +122,7 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             // A tmux status line: a long name is cut, with `…`, so the
             // marks after it stay in view.
             let name = sanitize::line(&i.name);
-            let mut s = format!(
-                "{} {}✓",
-                sanitize::truncate_width(&name, SHORT_NAME),
-                c.finished()
-            );
+            let mut s = format!("{} {}✓", text::cut(&name, SHORT_NAME), c.finished());
             if c.failed() > 0 {
                 s.push_str(&format!(" {}✗", c.failed()));
             }
@@ -148,6 +137,9 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             }
             if let Some(dead) = i.dead_runner() {
                 s.push_str(&format!(" {dead}"));
+            }
+            if let Some(limit) = i.stopped_at_limit() {
+                s.push_str(&format!(" {limit}"));
             }
             if scene.paused(i) {
                 s.push_str(" ⏸");

@@ -1,7 +1,9 @@
 //! `nightshift schedule BATCH`: the next fire times, in the batch's time
-//! zone and in UTC.
+//! zone and in UTC; while a live daemon fires another schedule than the
+//! file's (edited, not reloaded), the daemon's, saying so.
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
 use serde_json::json;
 
 use super::table::Table;
@@ -9,40 +11,64 @@ use super::{Ctx, Exit, out, out_json, user_error};
 use crate::cli::ScheduleArgs;
 use crate::config::{BatchConfig, Schedule};
 use crate::duration::format_duration;
+use crate::model::{BatchInfo, DaemonInfo, Millis};
+use crate::schedule::seen::{Configured, seen};
+use crate::store::StoreError;
 use crate::util::sanitize;
 use crate::util::time::{relative, rfc3339};
 
 pub fn run(ctx: &Ctx, args: &ScheduleArgs) -> anyhow::Result<Exit> {
-    let (cfg, schedule) = scheduled_batch(ctx, &args.batch)?;
+    let (cfg, _) = scheduled_batch(ctx, &args.batch)?;
     let now = crate::util::time::now();
-    let fires = schedule.upcoming(now, cfg.timezone, usize::from(args.next));
+    let (info, daemons) = known(ctx, &cfg.name, now.timestamp_millis())?;
+    let config = Configured::of(cfg);
+    // The fires a live daemon plans, by the rule it read: the file may
+    // have been edited since.
+    let Some(seen) = seen(&info, config, &daemons, now.timestamp_millis()) else {
+        return Ok(Exit::Ok);
+    };
+    let (expr, tz) = (&seen.rule.schedule.expr, seen.rule.tz);
+    let fires = seen.upcoming(usize::from(args.next));
+    let note = seen.config_note(config);
     if args.json {
         out_json(&json!({
             "batch": cfg.name,
-            "schedule": schedule.expr,
-            "timezone": cfg.timezone.name(),
+            "schedule": expr,
+            "timezone": tz.name(),
             "catch_up": cfg.catch_up.map(format_duration),
             "overlap": cfg.overlap.as_str(),
+            "config_differs": seen.config_differs,
+            "config": seen.config_differs.then(|| json!({
+                "schedule": config.map(|c| c.schedule.expr.clone()),
+                "timezone": config.map(|c| c.tz.name()),
+            })),
             "next_fires": fires.iter().map(|f| json!({
                 "utc": rfc3339(f.timestamp_millis()),
-                "local": f.with_timezone(&cfg.timezone).to_rfc3339_opts(SecondsFormat::Secs, true),
+                "local": f.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, true),
             })).collect::<Vec<_>>(),
         }))?;
         return Ok(Exit::Ok);
     }
     out(format!(
-        "{}: `{}` in {}; catch_up {}; overlap {}",
+        "{}: `{expr}` in {}{}; catch_up {}; overlap {}",
         sanitize::line(&cfg.name),
-        schedule.expr,
-        cfg.timezone.name(),
+        tz.name(),
+        if seen.config_differs {
+            " (the live daemon's)"
+        } else {
+            ""
+        },
         cfg.catch_up.map_or("off".to_string(), format_duration),
         cfg.overlap
     ))?;
-    let zone = format!("LOCAL ({})", cfg.timezone.name());
+    if let Some(note) = note {
+        out(note)?;
+    }
+    let zone = format!("LOCAL ({})", tz.name());
     let mut table = Table::new(&[zone.as_str(), "UTC", "IN"]);
     for f in &fires {
         table.row(vec![
-            local(f, cfg),
+            local(f, tz),
             f.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
             relative(f.timestamp_millis(), now.timestamp_millis()),
         ]);
@@ -54,9 +80,30 @@ pub fn run(ctx: &Ctx, args: &ScheduleArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// What the store knows of `batch`'s fires and of the daemons: nothing
+/// when there is no store yet (no daemon fires anything then).
+fn known(ctx: &Ctx, batch: &str, now: Millis) -> anyhow::Result<(BatchInfo, Vec<DaemonInfo>)> {
+    let store = match ctx.open_read() {
+        Ok(store) => store,
+        Err(e) if matches!(e.downcast_ref(), Some(StoreError::NotFound(_))) => {
+            return Ok((BatchInfo::empty(batch), Vec::new()));
+        }
+        Err(e) => return Err(e),
+    };
+    let read = store.snapshot(|store| -> anyhow::Result<_> {
+        let infos = ctx.empty_if_unseen(batch, store.batch_infos(Some(batch)))?;
+        let info = infos
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| BatchInfo::empty(batch));
+        Ok((info, store.daemons(now)?))
+    })??;
+    Ok(read)
+}
+
 /// `2026-03-08 03:00:00 EDT`.
-pub fn local(at: &DateTime<Utc>, cfg: &BatchConfig) -> String {
-    at.with_timezone(&cfg.timezone)
+pub fn local(at: &DateTime<Utc>, tz: Tz) -> String {
+    at.with_timezone(&tz)
         .format("%Y-%m-%d %H:%M:%S %Z")
         .to_string()
 }

@@ -10,6 +10,7 @@ use super::{Ctx, Exit, out, out_json};
 use crate::cli::StatusArgs;
 use crate::model::waiting;
 use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
+use crate::schedule::seen::Configured;
 use crate::schedule::{describe, fire_seen, overdue_text};
 use crate::store::{ItemFilter, Store, StoreError};
 use crate::util::noun;
@@ -194,7 +195,8 @@ fn empty_info(name: &str) -> BatchInfo {
     BatchInfo::empty(name)
 }
 
-/// The next fire times from the config's schedule, in UTC millis.
+/// The next fire times from the config's schedule, in UTC millis (for a
+/// daemon just started from that file; the views read `schedule::seen`).
 pub fn next_fires(ctx: &Ctx, batch: &str, now: Millis, n: usize) -> Vec<Millis> {
     let Some(cfg) = ctx.config.batch(batch) else {
         return Vec::new();
@@ -256,6 +258,7 @@ fn run_json(r: &Run, seen: RunSeen, now: Millis) -> Value {
         "id": r.id,
         "state": seen.as_str(),
         "recorded_state": r.state,
+        "stopped": r.stopped,
         "why": seen.why(now),
         "trigger": r.trigger,
         "actor": r.actor,
@@ -276,10 +279,24 @@ fn batch_json(
     let now = scene.now;
     let c = &info.counts;
     let cfg = ctx.config.batch(&info.name);
-    let schedule = cfg.and_then(|b| b.schedule.as_ref());
     let seen = scene.schedule(ctx, info);
+    let seen = seen.as_ref();
+    let configured = cfg.and_then(Configured::of);
     let seat = |i: usize| info.runners.seats.get(i).copied();
     let run_seen = info.last_run_seen();
+    let next_fire = seen.map(|s| {
+        json!({
+            "at": s.next.map(|t| rfc3339(t.timestamp_millis())),
+            "fires": s.live && scene.fire_skipped(info).is_none(),
+            "why": s.no_daemon(now).or_else(|| scene.fire_skipped(info)),
+            "config_differs": s.config_differs,
+            // What the file says, while the live daemon fires another.
+            "config": s.config_differs.then(|| json!({
+                "schedule": configured.map(|c| c.schedule.expr.clone()),
+                "timezone": configured.map(|c| c.tz.name()),
+            })),
+        })
+    });
     let mut batch = json!({
         "name": info.name,
         "pending": c.pending,
@@ -310,15 +327,11 @@ fn batch_json(
         "locks": info.locks.iter().enumerate().map(|(i, l)| lock_json(l, seat(i), now)).collect::<Vec<_>>(),
         "last_run": info.last_run.as_ref().map(|r| run_json(r, run_seen.unwrap_or(RunSeen::Stored(r.state)), now)),
         "stepped_down": info.stepped_down.as_ref().map(|r| run_json(r, RunSeen::Stored(r.state), now)),
-        "schedule": schedule.map(|s| s.expr.clone()),
-        "timezone": cfg.filter(|_| schedule.is_some()).map(|b| b.timezone.name().to_string()),
-        "next_fires": schedule.map(|_| next_fires(ctx, &info.name, now, 3).into_iter().map(rfc3339).collect::<Vec<_>>()),
-        "next_fire": seen.map(|s| json!({
-            "at": s.next.map(|t| rfc3339(t.timestamp_millis())),
-            "fires": s.live && scene.fire_skipped(info).is_none(),
-            "why": s.no_daemon(now).or_else(|| scene.fire_skipped(info)),
-            "config_differs": s.config_differs,
-        })),
+        // The rule the fires come by: a live daemon's, else the file's.
+        "schedule": seen.map(|s| s.rule.schedule.expr.clone()),
+        "timezone": seen.map(|s| s.rule.tz.name().to_string()),
+        "next_fires": seen.map(|s| s.upcoming(3).into_iter().map(|t| rfc3339(t.timestamp_millis())).collect::<Vec<_>>()),
+        "next_fire": next_fire,
         "daemon": seen.and_then(|s| s.daemon).map(|d| json!({
             "live": d.live(),
             "state": d.state.as_str(),
@@ -333,7 +346,7 @@ fn batch_json(
             "last": rfc3339(o.last.timestamp_millis()),
             "catch_up": o.catch_up.map(|t| rfc3339(t.timestamp_millis())),
         })),
-        "last_fire": fire_seen(info, now).map(|f| json!({
+        "last_fire": fire_seen(info, &scene.daemons, now).map(|f| json!({
             "at": rfc3339(f.at),
             "outcome": f.outcome,
             "reason": f.reason,
@@ -356,53 +369,43 @@ fn schedule_lines(ctx: &Ctx, info: &BatchInfo, scene: &Scene, now: Millis) -> Ve
     let seen = scene.schedule(ctx, info);
     let seen = seen.as_ref();
     let cfg = ctx.config.batch(&info.name);
-    let local = |ms: Millis| match cfg {
-        Some(c) => super::schedule::local(&crate::util::time::to_datetime(ms), c),
+    // On the wall clock the fires come by: the live daemon's zone.
+    let tz = seen.map(|s| s.rule.tz).or(cfg.map(|c| c.timezone));
+    let local = |ms: Millis| match tz {
+        Some(tz) => super::schedule::local(&crate::util::time::to_datetime(ms), tz),
         None => rfc3339(ms),
     };
-    if let Some((cfg, schedule)) = cfg.and_then(|c| c.schedule.as_ref().map(|s| (c, s))) {
-        let (head, list) = match seen.and_then(|s| s.no_daemon(now)) {
+    if let Some(seen) = seen {
+        let (head, list) = match seen.no_daemon(now) {
             Some(why) => (format!("{why}, so nothing fires"), "its next fire times"),
             None => match scene.fire_skipped(info) {
                 Some(why) => (why, "its next fire times"),
                 None => (String::new(), "next fires"),
             },
         };
+        let rule = format!(
+            "schedule `{}` in {}",
+            seen.rule.schedule.expr,
+            seen.rule.tz.name()
+        );
         if head.is_empty() {
-            lines.push(format!(
-                "schedule `{}` in {}; {list}:",
-                schedule.expr,
-                cfg.timezone.name()
-            ));
+            lines.push(format!("{rule}; {list}:"));
         } else {
-            lines.push(format!(
-                "schedule `{}` in {}: {head}; {list}:",
-                schedule.expr,
-                cfg.timezone.name()
-            ));
+            lines.push(format!("{rule}: {head}; {list}:"));
         }
-        match seen.filter(|s| s.config_differs).and_then(|s| s.next) {
-            // The live daemon fires what it read, not what the file says.
-            Some(next) => {
-                let at = next.timestamp_millis();
-                lines.push(format!(
-                    "  {} ({}), as the live daemon planned it: this file's schedule differs \
-                     (it was edited since the daemon read it; SIGHUP to the daemon reloads it)",
-                    local(at),
-                    relative(at, now)
-                ));
-            }
-            None => {
-                for at in next_fires(ctx, &info.name, now, 3) {
-                    lines.push(format!("  {} ({})", local(at), relative(at, now)));
-                }
-            }
+        for at in seen.upcoming(3) {
+            let at = at.timestamp_millis();
+            lines.push(format!("  {} ({})", local(at), relative(at, now)));
         }
-        if let Some(o) = seen.and_then(|s| s.overdue) {
+        // The live daemon fires what it read, not what the file says.
+        if let Some(note) = seen.config_note(cfg.and_then(Configured::of)) {
+            lines.push(format!("  {note}"));
+        }
+        if let Some(o) = seen.overdue {
             lines.push(overdue_text(&o, |t| local(t.timestamp_millis())));
         }
     }
-    if let Some(f) = fire_seen(info, now) {
+    if let Some(f) = fire_seen(info, &scene.daemons, now) {
         let run = f.run_id.map(|r| format!(" (run {r})")).unwrap_or_default();
         lines.push(format!(
             "last fire {} ({}): {}{run}",

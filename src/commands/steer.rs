@@ -5,6 +5,7 @@ use serde_json::json;
 
 use super::{Ctx, Exit, out, out_json, reason_given};
 use crate::cli::{CancelArgs, CancelToArg, StopArgs};
+use crate::config::WorkerMode;
 use crate::model::LockInfo;
 use crate::model::waiting::claim_wait_said;
 use crate::store::{CancelOutcome, CancelTo};
@@ -51,10 +52,19 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
     }
     let key = sanitize::line(&args.key);
     let to = to.as_str();
+    // A persistent worker's claims are mostly requests queued for it: the
+    // store cannot tell which one it is on.
+    let persistent = ctx
+        .config
+        .batch(&args.batch)
+        .is_some_and(|b| b.mode == WorkerMode::Persistent);
     out(match done {
         CancelOutcome::Asked { run_id, waiting } => {
             let run = run_id.map_or_else(String::new, |r| format!(" (run {r})"));
             match waiting {
+                None if persistent => format!(
+                    "{key}: in flight in a persistent worker's slot, on it or queued for it; asked the runner holding it{run} to cancel it: it moves to {to} (never done from this attempt), its worker stopped only if it is on it (a request already written behind another item is left to the worker, its answer not kept)"
+                ),
                 None => format!(
                     "{key}: running; asked the runner holding it{run} to stop its worker: it moves to {to} within a second (never done from this attempt)"
                 ),

@@ -15,6 +15,7 @@ use thiserror::Error;
 
 use crate::model::Millis;
 use crate::runner::cost::MAX_COST;
+use crate::util::money::to_micros;
 
 /// `amount` (in the workers' cost unit) per window of `period`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -60,46 +61,11 @@ impl Budget {
         }
     }
 
-    /// The amount in millionths, as the ledger sums it.
+    /// The amount in millionths, as the ledger sums it (`util::money`).
     #[must_use]
     pub fn micros(&self) -> i64 {
         to_micros(self.amount)
     }
-}
-
-/// A cost in millionths of the workers' unit (exact sums across runners).
-#[must_use]
-pub fn to_micros(cost: f64) -> i64 {
-    // Costs are checked to 0..=MAX_COST, so this never saturates.
-    (cost * 1e6).round() as i64
-}
-
-/// Costs taken into millionths one at a time, what each leaves below a
-/// millionth carried to the next, so a sum is within a millionth under
-/// the costs' own, never over: ten calls at 0.0000004 (20 tokens of an
-/// embedding) are 4 millionths, where each rounded alone was 0, and a
-/// budget they should reach was never reached.
-#[derive(Debug, Default)]
-pub struct Carry(std::sync::Mutex<f64>);
-
-impl Carry {
-    /// `cost` (checked to 0..=`MAX_COST`) in whole millionths, with what
-    /// the costs before it carried.
-    pub fn micros(&self, cost: f64) -> i64 {
-        let mut carried = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let exact = cost * 1e6 + *carried;
-        // Whole millionths, but for a float's noise (0.3 is
-        // 299999.99999999994 of them).
-        let whole = (exact + 1e-6).floor();
-        *carried = exact - whole;
-        whole as i64
-    }
-}
-
-/// Millionths back to the unit.
-#[must_use]
-pub fn from_micros(micros: i64) -> f64 {
-    micros as f64 / 1e6
 }
 
 impl FromStr for Budget {
@@ -182,24 +148,6 @@ pub fn window_word(period: Duration) -> String {
         3600 => "this hour".into(),
         60 => "this minute".into(),
         _ => format!("per {}", period_word(period)),
-    }
-}
-
-#[cfg(test)]
-mod carry_tests {
-    use super::Carry;
-
-    #[test]
-    fn costs_under_a_millionth_add_up() {
-        let carry = Carry::default();
-        let sum: i64 = (0..10).map(|_| carry.micros(0.000_000_4)).sum();
-        assert_eq!(sum, 4);
-        let carry = Carry::default();
-        let sum: i64 = (0..5).map(|_| carry.micros(0.000_000_6)).sum();
-        assert_eq!(sum, 3);
-        let carry = Carry::default();
-        let sum: i64 = (0..3).map(|_| carry.micros(0.1)).sum();
-        assert_eq!(sum, 300_000);
     }
 }
 

@@ -36,12 +36,7 @@ pub(super) fn bad(value: &Spanned<DeValue<'_>>, message: impl Into<String>) -> B
 pub(super) fn describe(value: &DeValue<'_>) -> String {
     match value {
         DeValue::String(s) => {
-            let shown: String = s.chars().take(40).collect();
-            if shown.len() < s.len() {
-                format!("string {shown:?}…")
-            } else {
-                format!("string {shown:?}")
-            }
+            format!("string {:?}", crate::util::text::cut(s, 40))
         }
         DeValue::Integer(i) => format!("integer {i}"),
         DeValue::Float(x) => format!("float {x}"),

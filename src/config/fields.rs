@@ -343,7 +343,10 @@ pub const BATCH: &[Field] = &[
     },
     Field {
         key: "timezone",
-        doc: &["IANA time zone name for the schedule, such as \"Asia/Tokyo\"."],
+        doc: &[
+            "IANA time zone name for the schedule, such as \"Asia/Tokyo\" (with a",
+            "`schedule` only).",
+        ],
         unset: Unset::Default,
         set: |v, b| timezone(v).map(|x| b.timezone = x),
         show: |b| Some(toml_string(b.timezone.name())),
@@ -365,7 +368,7 @@ pub const BATCH: &[Field] = &[
         key: "overlap",
         doc: &[
             "When a fire time comes while the batch still runs: \"skip\" it, or \"queue\"",
-            "one cycle to run right after.",
+            "one cycle to run right after (with a `schedule` only).",
         ],
         unset: Unset::Default,
         set: |v, b| {
@@ -416,8 +419,8 @@ pub const BATCH: &[Field] = &[
     Field {
         key: "start_timeout",
         doc: &[
-            "Persistent mode: how much longer than item_timeout the first item sent to a",
-            "fresh worker may take, for the worker's start-up (a model load).",
+            "Persistent mode only: how much longer than item_timeout the first item sent",
+            "to a fresh worker may take, for the worker's start-up (a model load).",
         ],
         unset: Unset::Off {
             means: "the first item has item_timeout, as every other",
@@ -483,6 +486,58 @@ impl TopField {
         format!("{} (beside {})", self.example_value(), self.beside)
     }
 }
+
+/// A batch key that does something only beside another setting: set
+/// without it, it is refused (naming its line and why), not kept to do
+/// nothing.
+pub struct Requires {
+    pub key: &'static str,
+    /// The key that must be set (as `met` says) for `key` to act.
+    pub needs: &'static str,
+    pub met: fn(&BatchConfig) -> bool,
+    /// The refusal: what `key` needs and what it is for.
+    pub why: &'static str,
+}
+
+/// The keys that act only beside another.
+pub const REQUIRES: &[Requires] = &[
+    Requires {
+        key: "token_estimate",
+        needs: "limit",
+        met: |b| b.limit.is_some(),
+        why: "token_estimate needs a limit (it is reserved from the limit pool)",
+    },
+    Requires {
+        key: "estimate_field",
+        needs: "limit",
+        met: |b| b.limit.is_some(),
+        why: "estimate_field needs a limit (it is reserved from the limit pool)",
+    },
+    Requires {
+        key: "timezone",
+        needs: "schedule",
+        met: |b| b.schedule.is_some(),
+        why: "timezone needs a schedule (it is the zone the schedule is read in)",
+    },
+    Requires {
+        key: "catch_up",
+        needs: "schedule",
+        met: |b| b.schedule.is_some(),
+        why: "catch_up needs a schedule (it is the window for catching up a missed fire time)",
+    },
+    Requires {
+        key: "overlap",
+        needs: "schedule",
+        met: |b| b.schedule.is_some(),
+        why: "overlap needs a schedule (it says what a fire time does while the batch still runs)",
+    },
+    Requires {
+        key: "start_timeout",
+        needs: "mode",
+        met: |b| b.mode == WorkerMode::Persistent,
+        why: "start_timeout needs mode = \"persistent\" (in process mode each item's worker starts with it, within item_timeout)",
+    },
+];
 
 /// Every key at the top of the file but the `batch` tables.
 pub const TOP: &[TopField] = &[
@@ -567,8 +622,15 @@ mod tests {
             // A default is a value exactly when the row does not say it is off.
             assert_eq!(shown.is_some(), row.unset == Unset::Default, "{}", row.key);
             if let Some(value) = shown {
-                let text = format!("[batch.a]\n{} = {value}\n", row.key);
-                assert_eq!(batch(&text), Ok(BatchConfig::defaults("a")), "{text}");
+                // A key that acts only beside another is read beside it.
+                let beside = match REQUIRES.iter().find(|r| r.key == row.key) {
+                    Some(r) if r.needs == "schedule" => "schedule = \"0 2 * * *\"\n",
+                    Some(r) => panic!("{} needs {}: give it here", r.key, r.needs),
+                    None => "",
+                };
+                let text = format!("[batch.a]\n{beside}{} = {value}\n", row.key);
+                let defaults = batch(&format!("[batch.a]\n{beside}"));
+                assert_eq!(batch(&text), defaults, "{text}");
             }
         }
     }

@@ -139,6 +139,29 @@ pub struct BatchConfig {
     /// The circuit breaker: when the run's recent answers trip it, the
     /// run stops claiming and the batch is paused with the reason.
     pub halt: Option<crate::runner::halt::HaltRule>,
+    /// Where the file set each of these settings.
+    pub lines: Lines,
+}
+
+/// The 1-based line where the file set each of a batch's settings, so
+/// that a problem found after the file was read (a `worker` that is not
+/// there) names its place as any config error does. Not part of the
+/// policy: configs that differ only in where they say it are equal.
+#[derive(Debug, Clone, Default)]
+pub struct Lines(BTreeMap<&'static str, usize>);
+
+impl PartialEq for Lines {
+    fn eq(&self, _: &Lines) -> bool {
+        true
+    }
+}
+
+impl Lines {
+    /// The line of `key`, if the file set it.
+    #[must_use]
+    pub fn of(&self, key: &str) -> Option<usize> {
+        self.0.get(key).copied()
+    }
 }
 
 impl BatchConfig {
@@ -180,6 +203,7 @@ impl BatchConfig {
             mode: WorkerMode::Process,
             alert: None,
             halt: None,
+            lines: Lines::default(),
         }
     }
 }
@@ -201,6 +225,20 @@ impl Config {
     #[must_use]
     pub fn batch(&self, name: &str) -> Option<&BatchConfig> {
         self.batches.get(name)
+    }
+
+    /// `problem` with the setting `key` of `batch` as the file set it, as
+    /// any config error names it (file, line, field); `None` when the file
+    /// did not set it.
+    #[must_use]
+    pub fn invalid(&self, batch: &str, key: &str, problem: String) -> Option<ConfigError> {
+        let line = self.batch(batch)?.lines.of(key)?;
+        Some(ConfigError::Invalid {
+            file: self.file.clone()?,
+            line,
+            field: format!("batch.{}.{key}", crate::batch_name::toml_key(batch)),
+            message: problem,
+        })
     }
 
     /// The batch's `max_attempts` (the default for a batch the file omits),

@@ -496,6 +496,38 @@ fn cross_field_and_name_rules() {
         error("[batch.a]\nworker = [\"w\"]\ncatch_up = \"6h\""),
         "nightshift.toml:3: batch.a.catch_up: catch_up needs a schedule (it is the window for catching up a missed fire time)"
     );
+    // Every key that acts only beside another is refused without it, as
+    // catch_up is (they were kept, doing nothing).
+    assert_eq!(
+        error("[batch.a]\nworker = [\"w\"]\noverlap = \"queue\""),
+        "nightshift.toml:3: batch.a.overlap: overlap needs a schedule (it says what a fire time does while the batch still runs)"
+    );
+    assert_eq!(
+        error("[batch.a]\ntimezone = \"Asia/Tokyo\"\nworker = [\"w\"]"),
+        "nightshift.toml:2: batch.a.timezone: timezone needs a schedule (it is the zone the schedule is read in)"
+    );
+    for mode in ["", "mode = \"process\"\n"] {
+        assert_eq!(
+            error(&format!("[batch.a]\n{mode}start_timeout = \"2m\"")),
+            format!(
+                "nightshift.toml:{}: batch.a.start_timeout: start_timeout needs mode = \"persistent\" \
+                 (in process mode each item's worker starts with it, within item_timeout)",
+                2 + usize::from(!mode.is_empty())
+            )
+        );
+    }
+    // Beside what they need, or a refused value of it, they are not.
+    let scheduled = "schedule = \"0 2 * * *\"\ntimezone = \"Asia/Tokyo\"\noverlap = \"queue\"\n";
+    parse(&format!("[batch.a]\n{scheduled}")).unwrap();
+    parse("[batch.a]\nmode = \"persistent\"\nstart_timeout = \"2m\"").unwrap();
+    assert!(
+        error("[batch.a]\nschedule = \"61 2 * * *\"\ntimezone = \"UTC\"")
+            .contains("batch.a.schedule: invalid cron expression")
+    );
+    assert!(
+        error("[batch.a]\nmode = \"thread\"\nstart_timeout = \"2m\"")
+            .contains("batch.a.mode: expected")
+    );
     assert!(
         error("[batch.a]\nbackoff = \"10s\"\nbackoff_max = \"5s\"").starts_with(
             "nightshift.toml:3: batch.a.backoff_max: backoff_max (5s) is shorter than backoff (10s)"

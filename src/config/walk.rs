@@ -2,7 +2,7 @@
 //! every problem recorded with its place; and the checks that involve two
 //! settings.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::Path;
 
@@ -10,7 +10,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::convert::{Conv, describe, parsed};
-use super::fields::{BATCH, BATCH_FIELDS, TOP, TOP_LEVEL_FIELDS};
+use super::fields::{BATCH, BATCH_FIELDS, REQUIRES, TOP, TOP_LEVEL_FIELDS};
 use super::limits::{self, LIMIT_FIELDS, LimitPool, PoolLimit};
 use super::suggest::closest;
 use super::{BatchConfig, Config, ConfigError, line_of};
@@ -241,44 +241,49 @@ impl Walker<'_> {
         let (table_name, table) = self.named_table("batch", key, value)?;
 
         let mut b = BatchConfig::defaults(name);
-        let mut spans: BTreeMap<&str, Range<usize>> = BTreeMap::new();
+        let mut spans: BTreeMap<&'static str, Range<usize>> = BTreeMap::new();
+        // Keys whose value was refused.
+        let mut refused: BTreeSet<&str> = BTreeSet::new();
         for (key, value) in table {
             let key_name = key.get_ref().as_ref();
             let Some(row) = BATCH.iter().find(|f| f.key == key_name) else {
                 self.unknown(key, &table_name, BATCH_FIELDS);
                 continue;
             };
-            self.take(value, &format!("{table_name}.{key_name}"), |v| {
+            let taken = self.take(value, &format!("{table_name}.{key_name}"), |v| {
                 (row.set)(v, &mut b)
             });
+            if taken.is_none() {
+                refused.insert(row.key);
+            }
             spans.insert(row.key, value.span());
         }
 
+        b.lines = super::Lines(
+            spans
+                .iter()
+                .map(|(key, span)| (*key, line_of(self.text, span.start)))
+                .collect(),
+        );
         if let Some(span) = spans.get("limit") {
             self.limit_refs
                 .push((name.to_string(), table_name.clone(), span.clone()));
         }
-        // Checks that involve two fields, pointed at the one to change.
-        for key in ["token_estimate", "estimate_field"] {
-            if let Some(span) = spans.get(key)
-                && !spans.contains_key("limit")
+        // Checks that involve two fields, pointed at the one to change: a
+        // key set where it does nothing (a refused value, its own or the
+        // key's it needs, is reported alone).
+        for rule in REQUIRES {
+            if let Some(span) = spans.get(rule.key)
+                && !(rule.met)(&b)
+                && !refused.contains(rule.key)
+                && !refused.contains(rule.needs)
             {
                 self.invalid(
                     span.clone(),
-                    &format!("{table_name}.{key}"),
-                    format!("{key} needs a limit (it is reserved from the limit pool)"),
+                    &format!("{table_name}.{}", rule.key),
+                    rule.why,
                 );
             }
-        }
-        if let Some(span) = spans.get("catch_up")
-            && b.schedule.is_none()
-            && !spans.contains_key("schedule")
-        {
-            self.invalid(
-                span.clone(),
-                &format!("{table_name}.catch_up"),
-                "catch_up needs a schedule (it is the window for catching up a missed fire time)",
-            );
         }
         if b.backoff_max < b.backoff {
             let (span, field, message) = match (spans.get("backoff_max"), spans.get("backoff")) {

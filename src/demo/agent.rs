@@ -13,7 +13,7 @@
 //!   reports its id, and takes longer than the item timeout; the retry gets
 //!   the id back in `NIGHTSHIFT_OP_ID` and resumes it instead of paying again.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -33,7 +33,7 @@ fn error_line(class: &str, transient: bool, message: &str, retry_after: Option<u
     if let Some(s) = retry_after {
         line["retry_after_s"] = json!(s);
     }
-    eprintln!("{line}");
+    crate::util::stdio::err_line(&line.to_string());
 }
 
 /// Runs the simulated agent for one item; returns the exit status.
@@ -55,19 +55,18 @@ pub fn run() -> i32 {
     if payload.get("slow").and_then(Value::as_bool) == Some(true) {
         if let Some(op) = op_id {
             // Resume the operation an earlier attempt started: no new charge.
-            println!(
-                "{}",
-                json!({"summary": "resumed a finished remote operation", "resumed_from": op, "cost": 0.0})
+            crate::util::stdio::out_line(
+                &json!({"summary": "resumed a finished remote operation", "resumed_from": op, "cost": 0.0})
+                .to_string(),
             );
             return 0;
         }
         let op = format!("op-{}", &key[..key.len().min(12)]);
-        eprintln!(
+        crate::util::stdio::err_line(&format!(
             "{}{}",
             crate::runner::child::output::MARKER,
             format_args!("op_id={op}")
-        );
-        let _ = std::io::stderr().flush();
+        ));
         // Far longer than the demo's item timeout: the runner kills us.
         std::thread::sleep(Duration::from_secs(600));
         return 0;
@@ -114,10 +113,10 @@ pub fn run() -> i32 {
             // 550 to 1144 tokens a call: within the 1200 its batch reserves
             // (`token_estimate`), as a worker bounded by max_tokens is.
             let (input, output) = (400 + words / 4, words / 4);
-            println!(
-                "{}",
-                json!({"title": title, "words": words, "model": "demo-agent-1", "cost": 0.002 + words as f64 * 0.000_01,
+            crate::util::stdio::out_line(
+                &json!({"title": title, "words": words, "model": "demo-agent-1", "cost": 0.002 + words as f64 * 0.000_01,
                     "usage": {"input_tokens": input, "output_tokens": output}})
+                .to_string(),
             );
             0
         }

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use super::waiting::WaitReason;
 use super::{BatchInfo, Item, Millis, Seat, Status};
 use crate::util::sanitize;
 use crate::util::time::{relative, rfc3339};
@@ -117,25 +118,28 @@ impl ClaimView {
             .lease_until
             .map(|t| format!(", leased until {} ({})", rfc3339(t), relative(t, now)))
             .unwrap_or_default();
+        let wait = super::waiting::claim_wait(self.retry_at, self.pool_wait_since.is_some(), now);
         match self.state {
-            State::Live if let Some(at) = self.retry_at.filter(|t| *t > now) => format!(
-                "claimed by {run}, waiting to retry at {} ({}) after a failed attempt{lease}",
-                rfc3339(at),
-                relative(at, now)
-            ),
-            State::Live if let Some(since) = self.pool_wait_since => {
-                // A config that no longer names the pool still says a pool waits.
-                let pool = self.pool.as_deref().map_or_else(
-                    || "its pool".to_string(),
-                    |p| format!("pool {}", sanitize::line(p)),
-                );
-                format!(
-                    "claimed by {run}, waiting for a place in {pool} since {} ({}){lease}",
-                    rfc3339(since),
-                    relative(since, now)
-                )
-            }
-            State::Live => format!("in flight in {run}{lease}"),
+            State::Live => match (wait, self.retry_at, self.pool_wait_since) {
+                (Some(WaitReason::Backoff), Some(at), _) => format!(
+                    "claimed by {run}, waiting to retry at {} ({}) after a failed attempt{lease}",
+                    rfc3339(at),
+                    relative(at, now)
+                ),
+                (Some(WaitReason::PoolPlace), _, Some(since)) => {
+                    // A config that no longer names the pool still says a pool waits.
+                    let pool = self.pool.as_deref().map_or_else(
+                        || "its pool".to_string(),
+                        |p| format!("pool {}", sanitize::line(p)),
+                    );
+                    format!(
+                        "claimed by {run}, waiting for a place in {pool} since {} ({}){lease}",
+                        rfc3339(since),
+                        relative(since, now)
+                    )
+                }
+                _ => format!("in flight in {run}{lease}"),
+            },
             State::Crashed => format!("{run} crashed: its runner is gone; {back}"),
             State::Silent { since } => format!(
                 "{run} silent since {} ({}): its lock expired; {back}",

@@ -51,6 +51,8 @@ event_kinds! {
     OpId => "op-id",
     /// A persistent worker died on item after item without answering: its slot stopped.
     WorkerFailed => "worker-failed",
+    /// A persistent worker broke before it took an item's request (closed its stdin, exited): a fresh worker takes it, its attempt not counted.
+    WorkerRestarted => "worker-restarted",
     /// A persistent worker's answer could not be matched to its request: the worker was restarted.
     ProtocolError => "protocol-error",
     /// A persistent worker printed lines on stdout that are not answers (ignored, counted).

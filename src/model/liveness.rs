@@ -177,6 +177,16 @@ pub struct Daemon {
     pub stopping_at: Option<Millis>,
 }
 
+/// A batch a daemon may not schedule: another live daemon does (`by`, its
+/// holder). One daemon a batch: a daemon starting is refused such a batch,
+/// a reload leaves it out, and a daemon heard again after it went silent
+/// and was replaced steps down from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    pub batch: String,
+    pub by: Holder,
+}
+
 /// Whether a daemon runs, as this host sees it now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

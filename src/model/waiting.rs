@@ -9,7 +9,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use super::{Counts, Millis};
-use crate::util::time::{hhmm, hhmm_up, utc_clock};
+use crate::util::time::{hhmm_up, moment, utc_clock};
 
 /// Why items wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -278,17 +278,15 @@ impl Waits {
 }
 
 /// What a live run's claim waits for, if not its worker: its failed
-/// attempt's backoff, or a place in its pool. `None`: in flight.
+/// attempt's backoff (`retry_at`, later than `now`), or a place in its
+/// pool (`pool_waiting`). `None`: in flight. The one rule: the views read
+/// it from the store, the runner's progress line from what it holds.
 #[must_use]
-pub fn claim_wait(
-    retry_at: Option<Millis>,
-    pool_wait_since: Option<Millis>,
-    now: Millis,
-) -> Option<WaitReason> {
+pub fn claim_wait(retry_at: Option<Millis>, pool_waiting: bool, now: Millis) -> Option<WaitReason> {
     if retry_at.is_some_and(|t| t > now) {
         Some(WaitReason::Backoff)
     } else {
-        pool_wait_since.map(|_| WaitReason::PoolPlace)
+        pool_waiting.then_some(WaitReason::PoolPlace)
     }
 }
 
@@ -314,7 +312,7 @@ pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason,
         // A live holder's claim is being worked, or waits to retry, or
         // for a place in its pool.
         (Status::Claimed, _) if h.lock_held && !item.orphaned => {
-            match claim_wait(item.retry_at, item.pool_wait_since, now)? {
+            match claim_wait(item.retry_at, item.pool_wait_since.is_some(), now)? {
                 WaitReason::Backoff => Some((WaitReason::Backoff, item.retry_at)),
                 reason => Some((reason, pool_place(h).next_slot)),
             }
@@ -571,11 +569,7 @@ impl Said<'_> {
                 f,
                 "{n} {}: budget reached, resets {}",
                 waits(one),
-                w.until.map_or("?".into(), |t| if t % 60_000 == 0 {
-                    hhmm(t, now)
-                } else {
-                    utc_clock(t, now)
-                })
+                w.until.map_or("?".into(), |t| moment(t, now))
             ),
             WaitReason::RateLimit => {
                 let (pool, dim) = w
@@ -618,12 +612,13 @@ impl Said<'_> {
                 "{n} {} for a run: no runner is live and no schedule fires (`nightshift run` starts one)",
                 waits(one)
             ),
+            // The fire time itself: a minute past it was said before.
             WaitReason::NextFire => {
                 write!(
                     f,
                     "{n} {} for the schedule's next fire at {}",
                     waits(one),
-                    at(w.until)
+                    w.until.map_or("?".into(), |t| moment(t, now))
                 )
             }
         }
@@ -1138,6 +1133,13 @@ mod tests {
             describe(&fire, NOW),
             "1 quarantined awaits a human; 1 in the retry tier, next at 07:16Z; \
              4 wait for the schedule's next fire at 07:16Z"
+        );
+        // A fire with seconds is said to the second, not as the minute after.
+        let fire = waiting(&h(Idle::NextFire(LATER + 5_000), false), NOW);
+        assert!(
+            describe(&fire, NOW).ends_with("4 wait for the schedule's next fire at 07:16:05Z"),
+            "{}",
+            describe(&fire, NOW)
         );
     }
 }

@@ -26,10 +26,11 @@ use serde_json::json;
 
 use super::cycle::Cycle;
 use crate::config::BatchConfig;
-use crate::config::budget::{Budget, Carry, from_micros, window_word};
+use crate::config::budget::{Budget, window_word};
 use crate::model::{EventKind, Millis};
 use crate::store::{SpendAdd, SpendKey, SpendScope, Spent, Store, StoreError};
 use crate::util::money::money;
+use crate::util::money::{Carry, from_micros};
 use crate::util::time::{now_ms, rfc3339, utc_clock};
 
 /// One budget of a batch, with its window's spend as the run knows it.
@@ -339,11 +340,11 @@ impl Cycle {
                 s.describe(now),
                 utc_clock(s.window_end, now)
             );
-            eprintln!(
+            crate::util::stdio::err_line(&format!(
                 "nightshift: {}: {}",
                 crate::util::sanitize::line(&self.batch),
                 crate::util::sanitize::line(&message)
-            );
+            ));
             let event = self.new_event(EventKind::Budget, message).fields(json!({
                 "scope": s.scope,
                 "name": s.name,

@@ -171,7 +171,12 @@ impl ErrorLine {
         };
         let unread_wait = given
             .filter(|v| retry_after.is_none() && !v.is_null())
-            .map(|v| format!("{field} {}", sanitize::truncate(&v.to_string(), 60)));
+            .map(|v| {
+                format!(
+                    "{field} {}",
+                    crate::util::text::cut(&sanitize::line(&v.to_string()), 60)
+                )
+            });
         ErrorLine {
             // Blank space is no class (it made a dead-letter row with no
             // name): the default one is taken, as for `""`.
@@ -202,7 +207,7 @@ impl ErrorLine {
 
 /// `bytes` without a character the cut at the stdout limit split (it would
 /// be read as U+FFFD, past the limit); whole when not cut.
-fn whole_chars(bytes: &[u8], cut: bool) -> &[u8] {
+pub fn whole_chars(bytes: &[u8], cut: bool) -> &[u8] {
     match std::str::from_utf8(bytes) {
         Err(e) if cut && e.error_len().is_none() => &bytes[..e.valid_up_to()],
         _ => bytes,
@@ -219,7 +224,7 @@ pub fn without_bom(text: &str) -> &str {
 /// Makes a stored message: inert, one line, bounded.
 pub fn bound_message(text: &str) -> String {
     let one_line = sanitize::line(text.trim());
-    sanitize::truncate(&one_line, MAX_MESSAGE).into_owned()
+    crate::util::text::cut_chars(&one_line, MAX_MESSAGE).into_owned()
 }
 
 /// What a worker the runner stopped before its answer (a cancel, a stop,
@@ -239,13 +244,24 @@ fn reported(out: &Output, line: &ErrorLine) -> (Cost, Usage) {
     )
 }
 
+/// What is kept of a result over the limit: its head and why it was cut
+/// (the same in both modes). Its cost is read from the whole (`skim`).
+pub fn cut_result(head: &str) -> Value {
+    serde_json::json!({
+        "truncated": true,
+        "limit_bytes": super::child::output::MAX_STDOUT,
+        "head": head,
+    })
+}
+
 pub fn classify(out: &Output, rules: &Rules) -> Answer {
     match &out.exit {
         Exit::Code(0) => {
-            let text = String::from_utf8_lossy(whole_chars(&out.stdout, out.stdout_truncated));
+            let cut = out.stdout_cut.as_ref();
+            let text = String::from_utf8_lossy(whole_chars(&out.stdout, cut.is_some()));
             let text = without_bom(&text);
             let trimmed = text.trim();
-            if trimmed.is_empty() && !out.stdout_truncated {
+            if trimmed.is_empty() && cut.is_none() {
                 let empty = Answer::Done {
                     empty: true,
                     result: None,
@@ -256,12 +272,12 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 return usage.apply(out.reported_cost.clone().apply(empty));
             }
             let strict = serde_json::from_str::<Value>(trimmed);
-            let is_json = strict.is_ok() && !out.stdout_truncated;
+            let is_json = strict.is_ok() && cut.is_none();
             // Stdout meant as JSON that no parser reads would be kept as
             // text, its cost and usage uncounted in silence, past
             // `max_cost` and budgets: refused, saying why.
             if strict.is_err()
-                && !out.stdout_truncated
+                && cut.is_none()
                 && let Some(why) = not_quite_json(trimmed)
             {
                 return Answer::Failed {
@@ -275,17 +291,19 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
             }
             // Text is kept as written (a YAML list, an indented code block),
             // but for the line end that closes it.
-            let mut parsed: Value = strict
-                .unwrap_or_else(|_| Value::String(text.trim_end_matches(['\n', '\r']).to_string()));
-            if out.stdout_truncated {
-                parsed = serde_json::json!({
-                    "truncated": true,
-                    "limit_bytes": super::child::output::MAX_STDOUT,
-                    "head": trimmed,
-                });
-            }
-            let cost = Cost::from_json(parsed.get("cost")).or(out.reported_cost.clone());
-            let usage = Usage::from_json(parsed.get("usage")).or(out.reported_usage.clone());
+            let parsed: Value = match cut {
+                Some(_) => cut_result(trimmed),
+                None => strict.unwrap_or_else(|_| {
+                    Value::String(text.trim_end_matches(['\n', '\r']).to_string())
+                }),
+            };
+            // A cut result's cost and usage are what its whole said.
+            let said = |field: &str| match cut {
+                Some(skim) => skim.fields.get(field),
+                None => parsed.get(field),
+            };
+            let cost = Cost::from_json(said("cost")).or(out.reported_cost.clone());
+            let usage = Usage::from_json(said("usage")).or(out.reported_usage.clone());
             // JSON is kept as the worker wrote it: its numbers, its keys' order.
             let result = match is_json.then(|| JsonText::parse(trimmed)).flatten() {
                 Some(text) => text.as_str().to_string(),
@@ -749,7 +767,7 @@ mod tests {
         let mut cut = output(Exit::Code(0), "", None);
         let whole = "あ".repeat(3);
         cut.stdout = whole.as_bytes()[..7].to_vec();
-        cut.stdout_truncated = true;
+        cut.stdout_cut = Some(crate::runner::child::skim::Skimmed::default());
         let head: Value = serde_json::from_str(&text(classify(&cut, &rules))).unwrap();
         assert_eq!(head["head"], "ああ", "{head}");
     }
@@ -758,7 +776,7 @@ mod tests {
         Output {
             exit,
             stdout: stdout.as_bytes().to_vec(),
-            stdout_truncated: false,
+            stdout_cut: None,
             stderr_last_line: stderr_last.map(str::to_string),
             stderr_tail: None,
             error_line: stderr_last.and_then(parse_error_line),
@@ -998,7 +1016,14 @@ mod tests {
         let long = "x".repeat(5000);
         let m = bound_message(&format!("\x1b[2J{long}"));
         assert!(m.starts_with("\\x1b[2J"));
-        assert_eq!(m.chars().count(), MAX_MESSAGE + 1);
+        assert_eq!(m.chars().count(), MAX_MESSAGE);
+        assert!(m.ends_with('…'));
+        // Cut between graphemes: no bare joiner before the `…`.
+        let family = format!("{}👨‍👩‍👧", "x".repeat(MAX_MESSAGE - 3));
+        assert_eq!(
+            bound_message(&family),
+            format!("{}…", "x".repeat(MAX_MESSAGE - 3))
+        );
     }
 
     fn obj(text: &str) -> serde_json::Map<String, Value> {

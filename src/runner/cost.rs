@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::classify::{Answer, bound_message};
-use crate::util::sanitize;
+use crate::util::{sanitize, text};
 
 /// The most one item may cost, in the worker's unit. Far above any real
 /// call, far below what the run's sums (in millionths, `i64`) can hold.
@@ -122,7 +122,7 @@ fn checked(c: f64, shown: impl FnOnce() -> String) -> Cost {
 }
 
 fn refused(shown: &str) -> Cost {
-    Cost::Refused(bound_message(&sanitize::truncate(shown, 40)))
+    Cost::Refused(bound_message(&text::cut(&sanitize::line(shown), 40)))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use super::gate;
 use super::log::EventLog;
 use super::writer::Writer;
 use crate::config::BatchConfig;
+use crate::model::waiting::{WaitReason, claim_wait};
 use crate::model::{EventKind, Millis, NewEvent, RunCounts};
 use crate::util::time::now_ms;
 
@@ -48,6 +49,22 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// Its word, as the run keeps it (`model::StopCause`).
+    #[must_use]
+    pub fn cause(&self) -> crate::model::StopCause {
+        use crate::model::StopCause;
+        match self {
+            StopReason::Interrupted => StopCause::Signal,
+            StopReason::MaxDuration => StopCause::MaxDuration,
+            StopReason::MaxCost => StopCause::MaxCost,
+            StopReason::Paused(_) => StopCause::Paused,
+            StopReason::LockLost => StopCause::LockLost,
+            StopReason::StoreLost => StopCause::StoreLost,
+            StopReason::Asked(_) => StopCause::Stop,
+            StopReason::WorkerCannotStart(_) => StopCause::WorkerCannotStart,
+        }
+    }
+
     /// How much a reason says: a later stop request with a weightier one
     /// replaces the first.
     fn weight(&self) -> u8 {
@@ -90,7 +107,7 @@ pub(super) struct Tally {
     /// Cost in millionths, so it can be summed atomically.
     pub(super) cost_micros: AtomicI64,
     /// What the costs left below a millionth (`Carry`).
-    pub(super) cost_carry: crate::config::budget::Carry,
+    pub(super) cost_carry: crate::util::money::Carry,
 }
 
 impl Tally {
@@ -114,7 +131,7 @@ impl Tally {
             redriven: get(&self.redriven),
             released: get(&self.released),
             cancelled: get(&self.cancelled),
-            cost: get(&self.cost_micros) as f64 / 1e6,
+            cost: crate::util::money::from_micros(get(&self.cost_micros)),
         }
     }
 
@@ -138,6 +155,17 @@ impl Tally {
 
 /// Item id → the handle that stops its worker (taken once used).
 pub(super) type Inflight = HashMap<i64, Option<Killer>>;
+
+/// A cycle's claims by what they do (see [`Cycle::claims_now`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Claims {
+    /// Their worker runs (or is about to).
+    pub(super) in_flight: i64,
+    /// Waiting out a failed attempt's backoff.
+    pub(super) retrying: i64,
+    /// Waiting for a place in the batch's pool.
+    pub(super) pool_waits: i64,
+}
 
 /// How an in-flight item's worker is told to stop.
 pub(super) enum Killer {
@@ -175,6 +203,10 @@ pub(super) struct Cycle {
     pub(super) stop_tx: watch::Sender<Option<(Signal, StopReason)>>,
     /// In-flight items and the handle that stops their worker.
     pub(super) inflight: std::sync::Mutex<Inflight>,
+    /// Claims waiting out an immediate retry's backoff: when each runs
+    /// again, as the store has it (`Item::retry_at`). Until then one is not
+    /// in flight, though it may be held in `inflight` (a cancel reaches it).
+    pub(super) retry_at: std::sync::Mutex<HashMap<i64, Millis>>,
     /// Every worker call passes it: the retry-after hold, the rate limit.
     pub(super) gate: gate::Gate,
     /// The `[limit.NAME]` pool every call also passes (`pool`).
@@ -218,6 +250,55 @@ impl Cycle {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&item_id);
+    }
+
+    /// The claim's failed attempt runs again at `at` (as `await_retry`
+    /// stores it).
+    pub(super) fn awaits_retry(&self, item_id: i64, at: Millis) {
+        self.retry_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(item_id, at);
+    }
+
+    /// The claim's next attempt begins, or it leaves the cycle: it waits to
+    /// retry no more (see [`Cycle::awaits_retry`]).
+    pub(super) fn retry_begins(&self, item_id: i64) {
+        self.retry_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&item_id);
+    }
+
+    /// The cycle's claims by what they do at `now`, by the rule every view
+    /// counts a live run's claims with (`claim_wait`): the progress line
+    /// said "running" of those waiting out a backoff.
+    pub(super) fn claims_now(&self, now: Millis) -> Claims {
+        let deferred = self
+            .pool
+            .as_ref()
+            .map(|p| p.deferred_items())
+            .unwrap_or_default();
+        let retry_at = self.retry_at.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held: std::collections::HashSet<i64> = self
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        // Past its backoff, a claim the gate holds before its next attempt
+        // is in `retry_at` only.
+        held.extend(retry_at.keys());
+        let mut claims = Claims::default();
+        for id in held {
+            match claim_wait(retry_at.get(&id).copied(), deferred.contains(&id), now) {
+                None => claims.in_flight += 1,
+                Some(WaitReason::Backoff) => claims.retrying += 1,
+                Some(_) => claims.pool_waits += 1,
+            }
+        }
+        claims
     }
 
     pub(super) fn stopping(&self) -> Option<(Signal, StopReason)> {

@@ -7,10 +7,10 @@ use serde::Serialize;
 
 use super::budget::{self, BudgetState};
 use crate::config::BatchConfig;
-use crate::config::budget::{from_micros, to_micros};
 use crate::model::{Millis, Run};
 use crate::store::{Store, UsageSum};
 use crate::util::money::money;
+use crate::util::money::{from_micros, to_micros};
 use crate::util::noun;
 
 /// Runs whose attempts the mean is taken over.
@@ -203,6 +203,7 @@ mod tests {
             started_at: 0,
             ended_at: Some(1),
             state: RunState::Ok,
+            stopped: None,
             counts: RunCounts {
                 done,
                 retried,

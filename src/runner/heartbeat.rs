@@ -49,10 +49,10 @@ pub(super) fn steer(cycle: &Cycle, steering: &Steering) {
             } else {
                 "no new items; in-flight items get the grace period"
             };
-            eprintln!(
+            crate::util::stdio::err_line(&format!(
                 "nightshift: stopping (asked by {}): {what}",
                 crate::util::sanitize::line(&by)
-            );
+            ));
         }
         if *now {
             cycle.kill_all(KillReason::Shutdown);

@@ -76,7 +76,7 @@ fn last_line(stderr: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(stderr);
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
     let inert = sanitize::line(line.trim());
-    Some(sanitize::truncate_width(&inert, MAX_STDERR).into_owned())
+    Some(crate::util::text::cut(&inert, MAX_STDERR).into_owned())
 }
 
 #[cfg(test)]
@@ -107,8 +107,15 @@ mod tests {
             line.starts_with("xxxxxxxxxx\\x1b[31m日本") && line.ends_with('…'),
             "{line}"
         );
-        assert!(unicode_width::UnicodeWidthStr::width(line.as_str()) <= MAX_STDERR);
+        assert!(crate::util::text::width(&line) <= MAX_STDERR);
         assert_eq!(f.program, "list\\x1b.sh");
+        // Halfwidth sound marks take a cell each (300 cells were kept, with
+        // no `…`), and an emoji sequence is not split (`👨\u{200d}…`).
+        let kana = HookFailure::new(Hook::Source, "s", "x", "ｶﾞ".repeat(150).as_bytes());
+        assert_eq!(kana.stderr.unwrap(), format!("{}…", "ｶﾞ".repeat(99)));
+        let family = format!("{}👨‍👩‍👧{}", "あ".repeat(99), "い".repeat(10));
+        let f = HookFailure::new(Hook::Source, "s", "x", family.as_bytes());
+        assert_eq!(f.stderr.unwrap(), format!("{}…", "あ".repeat(99)));
         assert_eq!(HookFailure::new(Hook::Alert, "a", "x", b" \n").stderr, None);
     }
 }

@@ -23,7 +23,7 @@ use super::{
 };
 use crate::config::{BatchConfig, WorkerMode};
 use crate::model::{EventKind, Hold, NewEvent, RunState};
-use crate::store::{Store, StoreError};
+use crate::store::{RunEnd, Store, StoreError};
 use crate::util::time::now_ms;
 
 /// Runs the cycle in the seat taken; the caller releases it, then runs
@@ -191,6 +191,7 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
         log: log.clone(),
         stop_tx,
         inflight: std::sync::Mutex::new(HashMap::new()),
+        retry_at: std::sync::Mutex::new(HashMap::new()),
         gate: gate::Gate::new(
             cfg.rate_limit
                 .as_ref()
@@ -403,17 +404,6 @@ async fn run_slots(cycle: &Arc<Cycle>, key: Option<&str>) -> Option<StoreError> 
     first_error
 }
 
-/// How a cycle ended: stopped (paused, or aborted for any other reason),
-/// failed (an item, or the source command), or ok.
-fn final_state(stopped: Option<&StopReason>, failed: bool) -> RunState {
-    match (stopped, failed) {
-        (Some(StopReason::Paused(_)), _) => RunState::Paused,
-        (Some(_), _) => RunState::Aborted,
-        (None, true) => RunState::Failed,
-        (None, false) => RunState::Ok,
-    }
-}
-
 /// Records the end of the run (summary, `run-finished`), and alerts when
 /// something failed.
 async fn finish(
@@ -427,13 +417,11 @@ async fn finish(
     let (batch, run_id) = (cycle.batch.clone(), cycle.run_id);
     let source_failed = hooks_failed.first().cloned();
     let stopped = cycle.stopping().map(|(_, r)| r);
+    let cause = stopped.as_ref().map(StopReason::cause);
     let counts = cycle.tally.counts(skipped_done);
     // A run cut short by an error of its own (the store's, a key it was
     // named that it cannot run) is no ok run.
-    let state = match final_state(
-        stopped.as_ref(),
-        counts.failed > 0 || source_failed.is_some(),
-    ) {
+    let state = match RunState::ended(cause, counts.failed > 0 || source_failed.is_some()) {
         RunState::Ok | RunState::Failed if first_error.is_some() => RunState::Aborted,
         state => state,
     };
@@ -447,7 +435,14 @@ async fn finish(
     let finish = {
         let line = line.clone();
         move |s: &mut Store| {
-            s.finish_run(run_id, state, &line, skipped_done, counts.retried, now_ms())?;
+            let end = RunEnd {
+                state,
+                stopped: cause,
+                summary: &line,
+                skipped_done,
+                retried: counts.retried,
+            };
+            s.finish_run(run_id, &end, now_ms())?;
             // Its worker groups are gone (each killed as its worker ended).
             s.forget_workers(&[run_id])?;
             let e = NewEvent::new(now_ms(), &batch, EventKind::RunFinished, line.clone())
@@ -477,9 +472,11 @@ async fn finish(
         hooks_failed,
         waiting: Vec::new(),
     };
-    // A tripped circuit breaker alerts (once: the paused runs after it do not).
+    // Whatever makes its exit code 1 alerts (an item failed, the source,
+    // its lock or its worker lost), and a tripped circuit breaker (once:
+    // the paused runs after it do not).
     let halted = cycle.halted.load(std::sync::atomic::Ordering::SeqCst);
-    let alert = (counts.failed > 0 || report.source_failed().is_some() || halted)
+    let alert = (report.exit_failed() || halted)
         .then(|| summary::alert_due(cycle, &report))
         .flatten();
     Ok((report, alert))
@@ -541,27 +538,4 @@ fn grace_watch(cycle: Arc<Cycle>) -> tokio::task::JoinHandle<()> {
         .await;
         cycle.kill_all(KillReason::Shutdown);
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn final_state_says_how_a_cycle_ended() {
-        let paused = StopReason::Paused("by ops".into());
-        let cases = [
-            (Some(&paused), true, RunState::Paused),
-            (Some(&paused), false, RunState::Paused),
-            (Some(&StopReason::Interrupted), false, RunState::Aborted),
-            (Some(&StopReason::LockLost), true, RunState::Aborted),
-            (Some(&StopReason::MaxCost), true, RunState::Aborted),
-            (Some(&StopReason::StoreLost), false, RunState::Aborted),
-            (None, true, RunState::Failed),
-            (None, false, RunState::Ok),
-        ];
-        for (stopped, failed, state) in cases {
-            assert_eq!(final_state(stopped, failed), state, "{stopped:?}, {failed}");
-        }
-    }
 }

@@ -34,7 +34,7 @@ impl EventLog {
             }
             line.push(' ');
             line.push_str(&e.message);
-            println!("{}", sanitize::line(&line));
+            crate::util::stdio::out_line(&sanitize::line(&line));
         }
     }
 }
@@ -221,11 +221,11 @@ pub fn start_file_log(dir: &Path) {
         return;
     }
     if let Err(e) = init_file_log(dir) {
-        eprintln!(
+        crate::util::stdio::err_line(&format!(
             "nightshift: warning: cannot write logs to {}: {}",
             sanitize::line(&dir.display().to_string()),
             sanitize::line(&e.to_string())
-        );
+        ));
     }
 }
 

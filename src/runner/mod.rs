@@ -8,7 +8,8 @@
 //!
 //! # Rooms
 //!
-//! - here: the public surface ([`RunOptions`], [`cycle`], [`run_blocking`],
+//! - here: the public surface ([`RunOptions`], [`cycle`], [`released`]
+//!   (a cycle up to its alert, for the daemon), [`run_blocking`],
 //!   [`RunReport`]): pause check, seat, the locked run, release, the alert;
 //! - `seat`: taking a seat of the batch lock; `heartbeat`: keeping it (and
 //!   the leases), noticing a lost lock, a pause, a replaced store;
@@ -122,13 +123,6 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// The report of a run that a stop ended (its exit code says so).
-    #[must_use]
-    pub fn stopped_by(mut self, reason: StopReason) -> RunReport {
-        self.stopped = Some(reason);
-        self
-    }
-
     /// The batch's `source` command failed.
     pub fn source_failed(&self) -> Option<&HookFailure> {
         self.hooks_failed.iter().find(|h| h.hook == Hook::Source)
@@ -149,14 +143,18 @@ impl RunReport {
     }
 
     /// Something failed: an item, or the source command, or the run lost
-    /// its lock (its in-flight results were discarded). Cron acts on it.
+    /// its lock (its in-flight results were discarded) or its worker (the
+    /// state says so: `RunState::ended`). Cron acts on it, and the alert
+    /// runs.
     pub fn exit_failed(&self) -> bool {
-        self.counts.failed > 0
-            || self.source_failed().is_some()
-            || matches!(
-                self.stopped,
-                Some(StopReason::LockLost | StopReason::WorkerCannotStart(_))
-            )
+        self.state == RunState::Failed || self.counts.failed > 0 || self.source_failed().is_some()
+    }
+
+    /// A signal or `nightshift stop` ended it (its state is `aborted`):
+    /// exit 130, whatever failed before the stop (the summary and the
+    /// alert tell of that).
+    pub fn interrupted(&self) -> bool {
+        self.state == RunState::Aborted
     }
 }
 
@@ -165,13 +163,64 @@ pub fn paused_file(db: &Path) -> Option<PathBuf> {
     crate::store::paused_file(db)
 }
 
-/// Runs one cycle. `signals` carries stop requests from outside (signal
-/// handlers, the daemon).
+/// Runs one cycle, its alert included. `signals` carries stop requests
+/// from outside (signal handlers).
 pub async fn cycle(
     db_path: &Path,
     opts: RunOptions,
-    mut signals: watch::Receiver<Signal>,
+    signals: watch::Receiver<Signal>,
 ) -> anyhow::Result<RunReport> {
+    let Released { mut report, alert } = released(db_path, opts, signals).await?;
+    if let Some(alert) = alert {
+        report.hooks_failed.extend(alert.run().await);
+    }
+    Ok(report)
+}
+
+/// A cycle whose run has ended and released its batch lock, and the
+/// alert it owes, not run yet: a slow alert holds up no other run, nor,
+/// in the daemon, the batch's next fire.
+pub struct Released {
+    pub report: RunReport,
+    pub alert: Option<PendingAlert>,
+}
+
+impl Released {
+    /// A cycle that never ran (paused, the lock held): it owes no alert.
+    fn alone(report: RunReport) -> Released {
+        Released {
+            report,
+            alert: None,
+        }
+    }
+}
+
+/// The `alert` a released cycle owes, with what it logs to and the stop
+/// requests that end it (those sent once it runs).
+pub struct PendingAlert {
+    alert: summary::Alert,
+    store: Option<Store>,
+    log: EventLog,
+    signals: watch::Receiver<Signal>,
+}
+
+impl PendingAlert {
+    /// Runs the alert command; its failure, if it failed.
+    pub async fn run(mut self) -> Option<HookFailure> {
+        self.alert
+            .run(self.store.as_mut(), &self.log, self.signals)
+            .await
+    }
+}
+
+/// Runs one cycle up to its alert (see [`Released`]). `signals` carries
+/// stop requests from outside (signal handlers, the daemon); the alert
+/// keeps listening to them.
+pub async fn released(
+    db_path: &Path,
+    opts: RunOptions,
+    mut signals: watch::Receiver<Signal>,
+) -> anyhow::Result<Released> {
     let started = Instant::now();
     let mut store = Store::open(db_path, Access::ReadWrite)?;
     // Once the store is known to be usable: a run refused for its store
@@ -197,7 +246,15 @@ pub async fn cycle(
         None => paused_file(db_path).map(|f| format!("emergency stop file {} exists", f.display())),
     };
     if let Some(reason) = pause {
-        return summary::record_skip(&mut store, &opts, &holder, RunState::Paused, &reason, &log);
+        return summary::record_skip(
+            &mut store,
+            &opts,
+            &holder,
+            (RunState::Paused, None),
+            &reason,
+            &log,
+        )
+        .map(Released::alone);
     }
 
     // 2. The batch lock.
@@ -219,21 +276,22 @@ pub async fn cycle(
                     &mut store,
                     &opts,
                     &holder,
-                    RunState::LockHeld,
+                    (RunState::LockHeld, None),
                     &reason,
                     &log,
-                );
+                )
+                .map(Released::alone);
             }
             seat::Acquired::Interrupted => {
                 return summary::record_skip(
                     &mut store,
                     &opts,
                     &holder,
-                    RunState::Aborted,
+                    (RunState::Aborted, Some(StopReason::Interrupted)),
                     "interrupted while waiting for the lock",
                     &log,
                 )
-                .map(|r| r.stopped_by(StopReason::Interrupted));
+                .map(Released::alone);
             }
             seat::Acquired::Stopped(by) => {
                 let reason = format!(
@@ -244,11 +302,11 @@ pub async fn cycle(
                     &mut store,
                     &opts,
                     &holder,
-                    RunState::Aborted,
+                    (RunState::Aborted, Some(StopReason::Asked(by))),
                     &reason,
                     &log,
                 )
-                .map(|r| r.stopped_by(StopReason::Asked(by)));
+                .map(Released::alone);
             }
         };
     let seat = Seat {
@@ -284,27 +342,40 @@ pub async fn cycle(
             }
         }
     }
-    if let (Some(say), Ok(report)) = (opts.before_alert, &result) {
-        say(report);
+    let report = result?;
+    if let Some(say) = opts.before_alert {
+        say(&report);
     }
-    // After the release: a slow alert holds up no other run.
-    if let (Some(alert), Ok(report)) = (alert, &mut result) {
-        report
-            .hooks_failed
-            .extend(alert.run(store.as_mut(), &log, after).await);
-    }
-    result
+    Ok(Released {
+        report,
+        alert: alert.map(|alert| PendingAlert {
+            alert,
+            store,
+            log,
+            signals: after,
+        }),
+    })
 }
 
 /// A run of one key (`run --key`) is refused before it records a run,
 /// takes the lock or runs the source, so its "nothing was changed" holds:
-/// the key done, pruned, or in no item (unless a source may add it).
-/// A claim is no refusal here: a dead run's is taken back by the run, and
-/// a live run's holds the lock this run would need.
+/// the key done, pruned, in no item (unless a source may add it), or in
+/// flight in a live run (with `runners` above 1 this run would get a seat
+/// beside it, and only then find the claim). A dead run's claim is no
+/// refusal: the run takes it back first.
 fn key_runnable(store: &Store, batch: &str, key: &str, has_source: bool) -> anyhow::Result<()> {
     match store.item(batch, key) {
         Ok(item) if item.status == crate::model::Status::Done => {
             Err(StoreError::Refused(crate::store::Refusal::AlreadyDone {
+                key: key.to_string(),
+            })
+            .into())
+        }
+        Ok(item)
+            if item.status == crate::model::Status::Claimed
+                && store.claimed_live(batch, key, now_ms())? =>
+        {
+            Err(StoreError::Refused(crate::store::Refusal::InFlightClaim {
                 key: key.to_string(),
             })
             .into())
@@ -357,9 +428,7 @@ pub async fn forward_signals(tx: watch::Sender<Signal>) {
         // Said after the stop is set, so whoever reads it knows no new item
         // is claimed from here on.
         if count == 1 {
-            eprintln!(
-                "\nnightshift: stopping: no new items; in-flight items get the grace period (signal again to stop them now)"
-            );
+            crate::util::stdio::err_line("\nnightshift: stopping: no new items; in-flight items get the grace period (signal again to stop them now)");
         }
     })
     .await;

@@ -233,6 +233,13 @@ impl Pool {
             .collect()
     }
 
+    /// The items whose calls the pool defers now (marked waiting for
+    /// their places).
+    pub(super) fn deferred_items(&self) -> std::collections::HashSet<i64> {
+        let deferred = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        deferred.iter().map(|(id, _)| *id).collect()
+    }
+
     /// Remembers which of `calls` the pool deferred (their items now
     /// marked waiting) and forgets those it admitted (unmarked).
     fn deferred_by(&self, calls: &[PoolCall], admission: &Admission) {

@@ -106,11 +106,11 @@ pub async fn acquire(
                 if !said_waiting {
                     said_waiting = true;
                     let holders: Vec<String> = seats.iter().map(|s| s.holder.to_string()).collect();
-                    eprintln!(
+                    crate::util::stdio::err_line(&format!(
                         "nightshift: {}: waiting for the lock held by {} (--wait)",
                         crate::util::sanitize::line(&opts.batch),
                         crate::util::sanitize::line(&holders.join(", "))
-                    );
+                    ));
                 }
             }
         }

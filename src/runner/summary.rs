@@ -1,19 +1,21 @@
 //! The end of a cycle: the one-line summary, the alert hook, the live
 //! progress line, and the record of a cycle that stepped down at once.
 
-use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
-use super::cycle::{Cycle, StopReason};
+use super::cycle::{Claims, Cycle, StopReason};
 use super::hook::{Hook, HookFailure};
 use super::{EventLog, RunOptions, RunReport};
 use crate::duration::format_duration;
+use crate::model::waiting::{WaitReason, claim_wait_said};
 use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
-use crate::store::Store;
+use crate::store::{RunEnd, Store};
+use crate::util::live::Live;
 use crate::util::time::now_ms;
+use crate::util::{sanitize, text};
 
 /// `articles: 190 done, 4 empty, 3 failed (2 retry, 1 manual), 12 retried,
 /// 3 skipped-done, 2m14s`, plus spend and why it stopped early.
@@ -56,12 +58,13 @@ pub fn line(
     s
 }
 
-/// Records a cycle that did nothing (paused, lock held) as a run.
+/// Records a cycle that did nothing (paused, lock held, stopped while it
+/// waited for the lock: `stopped`) as a run.
 pub fn record_skip(
     store: &mut Store,
     opts: &RunOptions,
     holder: &Holder,
-    state: RunState,
+    (state, stopped): (RunState, Option<StopReason>),
     reason: &str,
     log: &EventLog,
 ) -> anyhow::Result<RunReport> {
@@ -78,7 +81,11 @@ pub fn record_skip(
             now,
             None,
         )?;
-        s.finish_run(run_id, state, &summary, 0, 0, now)?;
+        let end = RunEnd {
+            stopped: stopped.as_ref().map(StopReason::cause),
+            ..RunEnd::new(state, &summary)
+        };
+        s.finish_run(run_id, &end, now)?;
         let kind = match state {
             RunState::Paused => EventKind::Paused,
             RunState::LockHeld => EventKind::LockHeld,
@@ -95,7 +102,7 @@ pub fn record_skip(
         state,
         counts: RunCounts::default(),
         summary,
-        stopped: None,
+        stopped,
         hooks_failed: Vec::new(),
         waiting: Vec::new(),
     })
@@ -103,7 +110,8 @@ pub fn record_skip(
 
 /// The live line on stderr: done/failed/remaining, rate and ETA.
 pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
-    if !std::io::stderr().is_terminal() {
+    let live = Live::stderr();
+    if !live.on() {
         return;
     }
     let batch = cycle.batch.clone();
@@ -121,24 +129,23 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
             .tally
             .redriven
             .load(std::sync::atomic::Ordering::Relaxed);
-        let inflight = cycle.inflight.lock().map(|m| m.len()).unwrap_or(0);
+        let now = now_ms();
         let line = progress_line(
             &cycle.batch,
             &Progress {
                 done: c.done,
                 empty: c.empty,
                 failed: c.failed,
-                running: i64::try_from(inflight).unwrap_or(i64::MAX),
+                claims: cycle.claims_now(now),
                 remaining: (total + redriven - processed).max(0),
                 processed,
                 secs,
                 held_until: cycle.gate.held_until(),
             },
-            crate::util::time::now_ms(),
+            now,
+            live.room(),
         );
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K{line}");
-        let _ = err.flush();
+        live.show(&line);
     }
 }
 
@@ -147,8 +154,9 @@ struct Progress {
     done: i64,
     empty: i64,
     failed: i64,
-    running: i64,
-    /// Not yet processed: the running ones and those not started.
+    /// The claims: in flight, or waiting (a backoff, a place in the pool).
+    claims: Claims,
+    /// Not yet processed: the claimed ones and those not started.
     remaining: i64,
     processed: i64,
     /// The run's age.
@@ -156,10 +164,22 @@ struct Progress {
     held_until: Option<crate::model::Millis>,
 }
 
-/// `b: 3 done, 0 empty, 1 failed, 2 running, 4 left · 12/min · ETA 30s`:
-/// `left` are those not started (the running ones are said apart); the
-/// ETA is for every one not processed.
-fn progress_line(batch: &str, p: &Progress, now: crate::model::Millis) -> String {
+/// Cells the batch's name keeps on a narrow terminal, where the counts
+/// after it take the rest.
+const NAME_LEAST: usize = 10;
+
+/// `b: 3 done, 0 empty, 1 failed, 2 running, 4 left · 12/min · ETA 30s`,
+/// with `, 1 waiting to retry` (and for a place in the pool) after
+/// `running` when a claim waits: `left` are those not started (the
+/// claimed ones are said apart); the ETA is for every one not processed.
+/// In `room` cells the name is cut first (to no less than `NAME_LEAST`),
+/// so the counts and the rate stay in view; then the line's end (`Live`).
+fn progress_line(
+    batch: &str,
+    p: &Progress,
+    now: crate::model::Millis,
+    room: Option<usize>,
+) -> String {
     // Over the run's age; nothing said in its first seconds (as the
     // dashboard: `model::pace`).
     let known = p.secs * 1000.0 >= crate::model::pace::MIN_WINDOW_MS as f64;
@@ -185,23 +205,39 @@ fn progress_line(batch: &str, p: &Progress, now: crate::model::Millis) -> String
             crate::util::time::utc_clock(t, now)
         )
     });
-    format!(
-        "{}: {} done, {} empty, {} failed, {} running, {} left · {rate}{eta}{held}",
-        crate::util::sanitize::line(batch),
-        p.done,
-        p.empty,
-        p.failed,
-        p.running,
-        (p.remaining - p.running).max(0),
-    )
+    let Claims {
+        in_flight,
+        retrying,
+        pool_waits,
+    } = p.claims;
+    let mut counts = format!(
+        "{} done, {} empty, {} failed, {in_flight} running",
+        p.done, p.empty, p.failed
+    );
+    for (n, wait) in [
+        (retrying, WaitReason::Backoff),
+        (pool_waits, WaitReason::PoolPlace),
+    ] {
+        if n > 0 {
+            counts.push_str(&format!(", {n} {}", claim_wait_said(wait)));
+        }
+    }
+    let left = (p.remaining - in_flight - retrying - pool_waits).max(0);
+    counts.push_str(&format!(", {left} left"));
+    let kept = format!("{counts} · {rate}");
+    let name = sanitize::line(batch);
+    let name = match room {
+        Some(room) => {
+            let name_room = room.saturating_sub(text::width(&kept) + 2);
+            text::cut(&name, name_room.max(NAME_LEAST))
+        }
+        None => name,
+    };
+    format!("{name}: {kept}{eta}{held}")
 }
 
 pub fn clear_progress() {
-    if std::io::stderr().is_terminal() {
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K");
-        let _ = err.flush();
-    }
+    Live::stderr().clear();
 }
 
 /// How long the alert command may take.
@@ -394,24 +430,68 @@ async fn read_tail(
 mod tests {
     use super::*;
 
-    /// 10 to do, 4 processed, 2 running: 4 are left to start, and the
-    /// ETA is for the 6 not processed.
-    #[test]
-    fn the_live_line_says_running_items_apart_from_those_left() {
-        let p = Progress {
+    fn progress(claims: Claims) -> Progress {
+        Progress {
             done: 3,
             empty: 0,
             failed: 1,
-            running: 2,
+            claims,
             remaining: 6,
             processed: 4,
             secs: 60.0,
             held_until: None,
+        }
+    }
+
+    /// 10 to do, 4 processed, 2 running: 4 are left to start, and the
+    /// ETA is for the 6 not processed.
+    #[test]
+    fn the_live_line_says_running_items_apart_from_those_left() {
+        let running = Claims {
+            in_flight: 2,
+            ..Claims::default()
         };
-        let line = progress_line("夜間", &p, 0);
+        let line = progress_line("夜間", &progress(running), 0, None);
         assert_eq!(
             line,
             "夜間: 3 done, 0 empty, 1 failed, 2 running, 4 left · 4/min · ETA 1m30s"
         );
+    }
+
+    /// Claims waiting out a backoff or for a place in the pool are not
+    /// running (every view's rule), nor left to start.
+    #[test]
+    fn the_live_line_says_waiting_claims_apart_from_running_ones() {
+        let claims = Claims {
+            in_flight: 1,
+            retrying: 2,
+            pool_waits: 1,
+        };
+        let line = progress_line("b", &progress(claims), 0, None);
+        assert_eq!(
+            line,
+            "b: 3 done, 0 empty, 1 failed, 1 running, 2 waiting to retry, \
+             1 waiting for a place in its pool, 2 left · 4/min · ETA 1m30s"
+        );
+    }
+
+    /// On a narrow terminal the name is cut first, so the counts stay.
+    #[test]
+    fn a_long_name_gives_way_to_the_counts() {
+        let name = "夜間バッチ：ブログ記事の自動整形と投稿処理";
+        let running = Claims {
+            in_flight: 2,
+            ..Claims::default()
+        };
+        let line = progress_line(name, &progress(running), 0, Some(79));
+        assert!(
+            line.starts_with(
+                "夜間バッチ：ブログ記事の…: 3 done, 0 empty, 1 failed, 2 running, 4 left · 4/min"
+            ),
+            "{line}"
+        );
+        // Never below its least: the line's end is cut then (`Live`).
+        let line = progress_line(name, &progress(running), 0, Some(40));
+        assert!(line.starts_with("夜間バッ…: 3 done"), "{line}");
     }
 }

@@ -11,7 +11,7 @@
 use serde_json::{Map, Value};
 
 use super::classify::{Answer, bound_message};
-use crate::util::sanitize;
+use crate::util::{sanitize, text};
 
 /// The most tokens one attempt may report, each of input and output.
 pub const MAX_TOKENS: i64 = 1_000_000_000;
@@ -156,7 +156,7 @@ fn from_object(obj: &Map<String, Value>) -> Usage {
 }
 
 fn refused(shown: &str) -> Usage {
-    Usage::Refused(bound_message(&sanitize::truncate(shown, 80)))
+    Usage::Refused(bound_message(&text::cut(&sanitize::line(shown), 80)))
 }
 
 #[cfg(test)]

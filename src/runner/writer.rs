@@ -380,10 +380,10 @@ pub mod outage {
         LOST.store(true, Ordering::SeqCst);
         if first {
             let e = crate::util::sanitize::line(&e.to_string()).into_owned();
-            eprintln!(
+            crate::util::stdio::err_line(&format!(
                 "nightshift: lost the store's session ({e}); waiting up to {}s for it to write what is pending",
                 RIDE_OUT.as_secs()
-            );
+            ));
             tracing::warn!("store session lost: {e}");
         }
         !GIVEN_UP.load(Ordering::SeqCst) && now.saturating_duration_since(at) < RIDE_OUT
@@ -404,7 +404,7 @@ pub mod outage {
         let mut since = SINCE.lock().unwrap_or_else(|p| p.into_inner());
         LOST.store(false, Ordering::SeqCst);
         if since.take().is_some() && waited {
-            eprintln!("nightshift: the store answers again");
+            crate::util::stdio::err_line("nightshift: the store answers again");
             tracing::info!("store session back");
         }
     }

@@ -2,7 +2,10 @@
 //! clock, starts runner cycles for its fires and records every fire.
 //!
 //! One task owns the plans and the store handle; cycles run as their own
-//! tasks, each with a stop channel (the runner's `Signal`). The loop wakes at
+//! tasks, each with a stop channel (the runner's `Signal`). A cycle ends
+//! when its run has ended and released the batch lock: the alert it owes
+//! runs as a task of its own (same stop channel), so that a slow alert
+//! holds up no fire. The loop wakes at
 //! the earliest next fire, when a cycle ends, on a stop request, and at least
 //! every [`POLL`] (to notice the `PAUSED` file and a clock that jumped, e.g.
 //! after the machine slept). Every [`DAEMON_BEAT`] it records a heartbeat,
@@ -18,15 +21,19 @@ use tokio::task::JoinSet;
 
 use super::outcome::{Outcome, describe};
 use super::plan::{Decision, Observed, Plan};
-use crate::model::{DAEMON_BEAT, EventKind, Fire, Holder, NewEvent, RunState};
-use crate::runner::{self, EventLog, RunOptions, RunReport, Signal};
+use crate::model::{DAEMON_BEAT, EventKind, Fire, Holder, NewEvent, RunState, Taken};
+use crate::runner::{self, EventLog, HookFailure, PendingAlert, RunOptions, RunReport, Signal};
 use crate::store::{Access, Store, StoreIdentity, Verdict};
-use crate::util::sanitize;
 use crate::util::time::{now_ms, rfc3339};
 use crate::util::{identity, time};
+use crate::util::{sanitize, stdio};
 
 /// The longest the loop sleeps without looking around.
 pub const POLL: Duration = Duration::from_secs(1);
+
+/// Longer than this between two passes of the loop (each waits at most
+/// [`POLL`]) means the daemon was not running meanwhile.
+const PASS_GAP: crate::model::Millis = 3_000;
 
 /// A scheduled batch: its plan and the options its cycles run with.
 pub struct Target {
@@ -61,7 +68,12 @@ struct Finished {
     /// The reason recorded when the cycle started (catch-up, queued, ...).
     note: Option<String>,
     result: anyhow::Result<RunReport>,
+    /// The alert the cycle owes, run once its fire is recorded.
+    alert: Option<PendingAlert>,
 }
+
+/// How a cycle's alert ended: its batch, and its failure if it failed.
+type AlertDone = (String, Option<HookFailure>);
 
 struct Daemon {
     db: PathBuf,
@@ -69,6 +81,9 @@ struct Daemon {
     targets: Vec<Target>,
     running: HashMap<String, Running>,
     cycles: JoinSet<Finished>,
+    /// Alerts of ended cycles, each with its cycle's stop channel.
+    alerts: JoinSet<AlertDone>,
+    alert_stops: HashMap<tokio::task::Id, watch::Sender<Signal>>,
     log: EventLog,
     /// The `PAUSED` file, as last seen.
     emergency: Option<PathBuf>,
@@ -82,8 +97,10 @@ struct Daemon {
 ///
 /// # Errors
 ///
-/// The store cannot be opened or the daemon's start cannot be recorded.
-/// Later store errors are reported on stderr and retried.
+/// The store cannot be opened, another live daemon schedules one of the
+/// batches, or the daemon's start cannot be recorded: then nothing was
+/// started, and nothing is said but the error. Later store errors are
+/// reported on stderr and retried.
 pub async fn run(
     db: &Path,
     targets: Vec<Target>,
@@ -111,51 +128,87 @@ pub async fn run(
         targets,
         running: HashMap::new(),
         cycles: JoinSet::new(),
+        alerts: JoinSet::new(),
+        alert_stops: HashMap::new(),
         log: EventLog::new(false),
         emergency: None,
         me,
     };
-    d.announce_start()?;
-    d.record_crashes();
-    let identity = d.store.identity();
-    // Whether anyone can still ask us to stop or reload (the signal task
-    // is alive).
-    let mut listening = true;
-    let mut reloadable = true;
-    while *stop.borrow() == 0 {
-        let now = crate::util::time::now();
-        if replaced(identity.as_ref()) {
-            d.abandon().await;
-            return Err(crate::store::StoreError::Replaced(db.to_path_buf()).into());
+    tokio::task::block_in_place(|| d.store.daemon_started(&d.me, now_ms()))?;
+    stdio::out_line(&format!(
+        "nightshift daemon: scheduling {} (pid {pid}); stop with SIGTERM or Ctrl-C, reload the config with SIGHUP",
+        d.batches().join(", ")
+    ));
+    let result = d.serve(&mut stop, &mut reload).await;
+    stdio::out_line("nightshift daemon: stopped");
+    result
+}
+
+impl Daemon {
+    /// The daemon once started: fires until asked to stop, or until it has
+    /// no batch left (another daemon took each over), then stops.
+    async fn serve(&mut self, stop: &mut StopCount, reload: &mut Reload<'_>) -> anyhow::Result<()> {
+        let d = self;
+        d.announce_start()?;
+        d.record_crashes();
+        let identity = d.store.identity();
+        // Whether anyone can still ask us to stop or reload (the signal task
+        // is alive).
+        let mut listening = true;
+        let mut reloadable = true;
+        let mut last_pass = now_ms();
+        while *stop.borrow() == 0 {
+            let now = crate::util::time::now();
+            if replaced(identity.as_ref()) {
+                d.abandon().await;
+                return Err(crate::store::StoreError::Replaced(d.db.clone()).into());
+            }
+            d.said_output_lost();
+            // Before any fire, a daemon replaced while it was not heard
+            // from learns it at its heartbeat and fires nothing it lost:
+            // taken at once after a gap (the process was stopped, the
+            // machine slept, the clock went back), whenever the last was.
+            let pass = now_ms();
+            if !(0..=PASS_GAP).contains(&(pass - last_pass)) {
+                d.me.beat_at = 0;
+            }
+            last_pass = pass;
+            d.beat();
+            if d.targets.is_empty() {
+                warn(
+                    "every batch this daemon scheduled has another live daemon now: it steps down",
+                );
+                break;
+            }
+            d.watch_emergency_file();
+            for i in 0..d.targets.len() {
+                d.step(i, now);
+            }
+            let wait = d
+                .targets
+                .iter()
+                .filter_map(|t| t.plan.next())
+                .min()
+                .map_or(POLL, |next| {
+                    (next - crate::util::time::now())
+                        .to_std()
+                        .unwrap_or(Duration::ZERO)
+                        .min(POLL)
+                });
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
+                Some(done) = d.alerts.join_next_with_id(), if !d.alerts.is_empty() => d.alerted(done),
+                changed = stop.changed(), if listening => listening = changed.is_ok(),
+                changed = reload.asked.changed(), if reloadable => match changed {
+                    Ok(()) => d.reload(&mut reload.load),
+                    Err(_) => reloadable = false,
+                },
+            }
         }
-        d.beat();
-        d.watch_emergency_file();
-        for i in 0..d.targets.len() {
-            d.step(i, now);
-        }
-        let wait = d
-            .targets
-            .iter()
-            .filter_map(|t| t.plan.next())
-            .min()
-            .map_or(POLL, |next| {
-                (next - crate::util::time::now())
-                    .to_std()
-                    .unwrap_or(Duration::ZERO)
-                    .min(POLL)
-            });
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            Some(done) = d.cycles.join_next(), if !d.cycles.is_empty() => d.finish(done),
-            changed = stop.changed(), if listening => listening = changed.is_ok(),
-            changed = reload.asked.changed(), if reloadable => match changed {
-                Ok(()) => d.reload(&mut reload.load),
-                Err(_) => reloadable = false,
-            },
-        }
+        d.shutdown(stop).await;
+        Ok(())
     }
-    d.shutdown(&mut stop).await;
-    Ok(())
 }
 
 /// Whether the store at the daemon's path is another than the one it
@@ -178,15 +231,20 @@ impl Daemon {
             "the store {} was deleted or replaced under this daemon: no more fires; running cycles stop at once",
             crate::store::place(&self.db)
         ));
-        for r in self.running.values() {
-            let _ = r.stop.send(Signal::Immediate);
+        for stop in self
+            .running
+            .values()
+            .map(|r| &r.stop)
+            .chain(self.alert_stops.values())
+        {
+            let _ = stop.send(Signal::Immediate);
         }
         while self.cycles.join_next().await.is_some() {}
+        while self.alerts.join_next().await.is_some() {}
     }
 
     /// Stores each batch's next fire and says the daemon took it over.
     fn announce_start(&mut self) -> anyhow::Result<()> {
-        tokio::task::block_in_place(|| self.store.daemon_started(&self.me, now_ms()))?;
         let holder = self.me.holder.to_string();
         self.announce(&format!("daemon on {holder} schedules"))
     }
@@ -218,25 +276,28 @@ impl Daemon {
 
     /// Takes the config as it is now (SIGHUP): a batch whose rule is
     /// unchanged keeps its plan (its next fire, a queued one) and gets the
-    /// new options; running cycles go on as they started. A config that
-    /// cannot be loaded is refused, said and logged, and the old one kept.
+    /// new options; running cycles go on as they started. A batch another
+    /// live daemon schedules is left out, and said so (one daemon a
+    /// batch). A config that cannot be loaded, or that leaves this daemon
+    /// no batch, is refused, said and logged, and the old one kept.
     fn reload(&mut self, load: &mut Load<'_>) {
-        let targets = match tokio::task::block_in_place(load) {
-            Ok(targets) => targets,
-            Err(e) => {
-                let message = format!("config reload refused, the old config stays: {e:#}");
-                warn(&message);
-                for batch in self.batches() {
-                    self.write_event(&NewEvent::new(
-                        now_ms(),
-                        &batch,
-                        EventKind::Daemon,
-                        message.clone(),
-                    ));
+        let targets =
+            match tokio::task::block_in_place(load).and_then(|targets| self.not_taken(targets)) {
+                Ok(targets) => targets,
+                Err(e) => {
+                    let message = format!("config reload refused, the old config stays: {e:#}");
+                    warn(&message);
+                    for batch in self.batches() {
+                        self.write_event(&NewEvent::new(
+                            now_ms(),
+                            &batch,
+                            EventKind::Daemon,
+                            message.clone(),
+                        ));
+                    }
+                    return;
                 }
-                return;
-            }
-        };
+            };
         let mut old: HashMap<String, Target> = self
             .targets
             .drain(..)
@@ -260,7 +321,8 @@ impl Daemon {
             self.write_event(&NewEvent::new(now_ms(), &batch, EventKind::Daemon, message));
         }
         self.me.batches = self.batches();
-        // Recorded at once, so views name the batches it schedules now.
+        // Recorded at once, so views name the batches it schedules now;
+        // checked again as it is recorded (a daemon started meanwhile).
         self.me.beat_at = 0;
         self.beat();
         let holder = self.me.holder.to_string();
@@ -269,11 +331,95 @@ impl Daemon {
         }
     }
 
+    /// `targets` (a reload's) without the batches another live daemon
+    /// schedules, each said and logged in its batch's log; refused when
+    /// none is left.
+    fn not_taken(&mut self, mut targets: Vec<Target>) -> anyhow::Result<Vec<Target>> {
+        let wanted = crate::model::Daemon {
+            batches: targets.iter().map(|t| t.plan.batch.clone()).collect(),
+            ..self.me.clone()
+        };
+        let taken = tokio::task::block_in_place(|| self.store.daemon_taken(&wanted, now_ms()))?;
+        if taken.is_empty() {
+            return Ok(targets);
+        }
+        let said = |t: &Taken| format!("{:?} (daemon {})", t.batch, t.by);
+        if taken.len() == targets.len() {
+            anyhow::bail!(
+                "every batch it names has another live daemon: {} (one daemon a batch)",
+                taken.iter().map(said).collect::<Vec<_>>().join(", ")
+            );
+        }
+        targets.retain(|t| !taken.iter().any(|k| k.batch == t.plan.batch));
+        for t in &taken {
+            let message = format!(
+                "config reload: daemon on {} leaves this batch out: a live daemon ({}) already schedules it (one daemon a batch)",
+                self.me.holder, t.by
+            );
+            warn(&format!("{}: {message}", t.batch));
+            self.write_event(&NewEvent::new(
+                now_ms(),
+                &t.batch,
+                EventKind::Daemon,
+                message,
+            ));
+        }
+        Ok(targets)
+    }
+
+    /// Stops firing the batches another live daemon schedules now (it
+    /// replaced this one while it was not heard from, e.g. stopped with
+    /// SIGSTOP or on a machine that slept): said and logged in each one's
+    /// log. Their running cycles go on as they started.
+    fn step_down(&mut self, taken: &[Taken]) {
+        for t in taken {
+            let before = self.targets.len();
+            self.targets.retain(|x| x.plan.batch != t.batch);
+            if self.targets.len() == before {
+                continue;
+            }
+            let message = format!(
+                "daemon on {} steps down from this batch: a live daemon ({}) schedules it now (this one was not heard from, and was replaced); it fires it no more",
+                self.me.holder, t.by
+            );
+            warn(&format!("{}: {message}", t.batch));
+            self.write_event(&NewEvent::new(
+                now_ms(),
+                &t.batch,
+                EventKind::Daemon,
+                message,
+            ));
+        }
+        self.me.batches = self.batches();
+    }
+
+    /// Says once, in the log of each batch it schedules, that the daemon's
+    /// stdout or stderr stopped taking lines (a closed pipe, a closed
+    /// terminal): it goes on, and what it does is in the store.
+    fn said_output_lost(&mut self) {
+        for (stream, why) in stdio::newly_failing() {
+            let message = format!(
+                "the daemon's {} is gone ({why}): it goes on scheduling; its fires and events are in the store (`nightshift log`)",
+                stream.name()
+            );
+            warn(&message);
+            for batch in self.batches() {
+                self.write_event(&NewEvent::new(
+                    now_ms(),
+                    &batch,
+                    EventKind::Daemon,
+                    message.clone(),
+                ));
+            }
+        }
+    }
+
     fn batches(&self) -> Vec<String> {
         self.targets.iter().map(|t| t.plan.batch.clone()).collect()
     }
 
-    /// Stores each batch's next fire and logs `what` with its schedule.
+    /// Stores each batch's rule and next fire, and logs `what` with its
+    /// schedule.
     fn announce(&mut self, what: &str) -> anyhow::Result<()> {
         for t in &self.targets {
             // Stored as is (missed fires are still to be handled); said as
@@ -290,9 +436,16 @@ impl Daemon {
                 coming.map_or("never".to_string(), |n| t.plan.local(n))
             );
             let event = NewEvent::new(now_ms(), &t.plan.batch, EventKind::Daemon, message);
+            // The rule beside the next fire: views give this daemon's
+            // fires, whatever the file says since.
+            let rule = super::seen::Rule {
+                schedule: t.plan.schedule.clone(),
+                tz: t.plan.tz,
+            };
             tokio::task::block_in_place(|| -> anyhow::Result<()> {
-                self.store.set_next_fire(
+                self.store.set_fire_plan(
                     &t.plan.batch,
+                    &rule.stored(),
                     next.map(|n| n.timestamp_millis()),
                     now_ms(),
                 )?;
@@ -304,17 +457,24 @@ impl Daemon {
         Ok(())
     }
 
-    /// Records the heartbeat when one is due. A store too busy to take it
-    /// is tried again at the next pass; views judge a daemon on this host
-    /// by its process, not its beat.
+    /// Records the heartbeat when one is due (or the clock went back),
+    /// and steps down from the batches the store says another live daemon
+    /// schedules now. A store too busy to take it is tried again at the
+    /// next pass; views judge a daemon on this host by its process, not
+    /// its beat.
     fn beat(&mut self) {
         let now = now_ms();
-        if now - self.me.beat_at < DAEMON_BEAT {
+        let before = self.me.beat_at;
+        if (0..DAEMON_BEAT).contains(&(now - before)) {
             return;
         }
         self.me.beat_at = now;
-        if let Err(e) = tokio::task::block_in_place(|| self.store.daemon_beat(&self.me)) {
-            warn(&format!("cannot record the heartbeat: {e}"));
+        match tokio::task::block_in_place(|| self.store.daemon_beat(&self.me, now)) {
+            Ok(taken) => self.step_down(&taken),
+            Err(e) => {
+                self.me.beat_at = before;
+                warn(&format!("cannot record the heartbeat: {e}"));
+            }
         }
     }
 
@@ -413,12 +573,16 @@ impl Daemon {
         let task = self
             .cycles
             .spawn(async move {
-                let result = runner::cycle(&db, opts, rx).await;
+                let (result, alert) = match runner::released(&db, opts, rx).await {
+                    Ok(r) => (Ok(r.report), r.alert),
+                    Err(e) => (Err(e), None),
+                };
                 Finished {
                     batch,
                     at,
                     note,
                     result,
+                    alert,
                 }
             })
             .id();
@@ -451,10 +615,11 @@ impl Daemon {
                     at,
                     note: None,
                     result: Err(anyhow::anyhow!("the cycle task failed: {e}")),
+                    alert: None,
                 }
             }
         };
-        self.running.remove(&done.batch);
+        let stop = self.running.remove(&done.batch).map(|r| r.stop);
         let fire = match &done.result {
             Ok(report) => ended(report, done.at, done.note.clone(), &done.batch),
             Err(e) => Fire {
@@ -471,11 +636,32 @@ impl Daemon {
                 say(&format!("{}: {failure}", done.batch));
             }
         }
+        // The batch's next fire runs while it alerts; a stop still ends it.
+        if let (Some(alert), Some(stop)) = (done.alert, stop) {
+            let batch = done.batch;
+            let task = self
+                .alerts
+                .spawn(async move { (batch, alert.run().await) })
+                .id();
+            self.alert_stops.insert(task, stop);
+        }
+    }
+
+    /// Says how an alert failed, in the journal.
+    fn alerted(&mut self, done: Result<(tokio::task::Id, AlertDone), tokio::task::JoinError>) {
+        let (task, failure) = match done {
+            Ok((task, (batch, failure))) => (task, failure.map(|f| format!("{batch}: {f}"))),
+            Err(e) => (e.id(), Some(format!("an alert task failed: {e}"))),
+        };
+        self.alert_stops.remove(&task);
+        if let Some(line) = failure {
+            say(&line);
+        }
     }
 
     /// Writes a fire record and its event, and prints it.
     fn record(&mut self, batch: &str, fire: &Fire) {
-        let written = tokio::task::block_in_place(|| self.store.record_fire(batch, fire));
+        let written = tokio::task::block_in_place(|| self.store.record_fire(batch, fire, now_ms()));
         match written {
             Ok(event) => self.emit(&event),
             Err(e) => warn(&format!("{batch}: cannot record a fire: {e}")),
@@ -536,24 +722,37 @@ impl Daemon {
                 Signal::Graceful
             };
             if requests != sent {
-                for r in self.running.values() {
-                    let _ = r.stop.send(signal);
+                for stop in self
+                    .running
+                    .values()
+                    .map(|r| &r.stop)
+                    .chain(self.alert_stops.values())
+                {
+                    let _ = stop.send(signal);
                 }
                 sent = requests;
             }
-            if self.cycles.is_empty() {
+            if self.cycles.is_empty() && self.alerts.is_empty() {
                 break;
             }
             tokio::select! {
+                // Its alert still runs: a stop asked before it began was
+                // the cycle's (as for `nightshift run`).
                 Some(done) = self.cycles.join_next() => self.finish(done),
+                Some(done) = self.alerts.join_next_with_id() => self.alerted(done),
                 // Still alive while the cycles finish.
                 () = tokio::time::sleep(POLL) => self.beat(),
                 changed = stop.changed() => match changed {
                     Ok(()) => requests = *stop.borrow(),
                     // Nobody can ask again: wait for the cycles as they are.
-                    Err(_) => while let Some(done) = self.cycles.join_next().await {
-                        self.finish(done);
-                    },
+                    Err(_) => {
+                        while let Some(done) = self.cycles.join_next().await {
+                            self.finish(done);
+                        }
+                        while let Some(done) = self.alerts.join_next_with_id().await {
+                            self.alerted(done);
+                        }
+                    }
                 },
             }
         }
@@ -564,7 +763,8 @@ impl Daemon {
         }
         self.me.beat_at = now_ms();
         self.me.stopped_at = Some(self.me.beat_at);
-        if let Err(e) = tokio::task::block_in_place(|| self.store.daemon_beat(&self.me)) {
+        let now = self.me.beat_at;
+        if let Err(e) = tokio::task::block_in_place(|| self.store.daemon_beat(&self.me, now)) {
             warn(&format!("cannot record the stop: {e}"));
         }
     }
@@ -605,12 +805,17 @@ fn ended(report: &RunReport, at: DateTime<Utc>, note: Option<String>, batch: &st
     }
 }
 
+/// A line of the journal. Best effort: with its stdout gone (a closed pipe
+/// or terminal) the daemon goes on, and says so once in the store.
 fn say(line: &str) {
-    println!("{} {}", rfc3339(now_ms()), sanitize::line(line));
+    stdio::out_line(&format!("{} {}", rfc3339(now_ms()), sanitize::line(line)));
 }
 
 fn warn(line: &str) {
-    eprintln!("nightshift daemon: warning: {}", sanitize::line(line));
+    stdio::err_line(&format!(
+        "nightshift daemon: warning: {}",
+        sanitize::line(line)
+    ));
 }
 
 #[cfg(test)]
@@ -667,7 +872,7 @@ mod tests {
         );
         assert_eq!(ended(&midway, at(), None, "b").outcome, "ran");
         let capped = report(
-            RunState::Aborted,
+            RunState::Ok,
             "b: 9 done, ...",
             Some(StopReason::MaxDuration),
         );

@@ -3,7 +3,10 @@
 
 use std::fmt;
 
-use crate::model::{BatchInfo, Fire, Millis, RunSeen, RunState, Trigger};
+use crate::model::{
+    BatchInfo, DaemonInfo, DaemonState, Fire, Millis, RunSeen, RunState, Trigger, daemon_for,
+};
+use crate::util::time::{relative, rfc3339};
 
 /// How a fire ended, as stored in `batches.last_fire_outcome`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,19 +96,26 @@ pub fn describe(outcome: &str, reason: Option<&str>) -> String {
 }
 
 /// The last fire as it is, for every view: a fire stored `running` whose
-/// run is not running any more is said as that run is — `crashed` (with
-/// why, before a run records it and the store says so too), or `ran` when
-/// it ended before its daemon wrote so. The daemon writes `running` when
-/// it fires and the outcome when the cycle ends, so a daemon killed
-/// mid-cycle left `running` until its next fire. A fire skipped or queued
-/// behind that cycle no longer says the cycle picks up its work.
+/// cycle is not running any more is said as that cycle is — `crashed`
+/// (with why, before a run or a daemon records it and the store says so
+/// too), or `ran` when it ended before its daemon wrote so. The daemon
+/// writes `running` when it fires and the outcome when the cycle ends, so
+/// a daemon killed mid-cycle left `running` until the next one started. A
+/// fire skipped or queued behind that cycle no longer says the cycle picks
+/// up its work. Whether a cycle lives is [`cycle_now`]'s one rule.
 #[must_use]
-pub fn fire_seen(info: &BatchInfo, now: Millis) -> Option<Fire> {
+pub fn fire_seen(info: &BatchInfo, daemons: &[DaemonInfo], now: Millis) -> Option<Fire> {
     let mut fire = info.last_fire.clone()?;
     match Outcome::parse(&fire.outcome) {
-        Some(Outcome::Running) => running_seen(info, &mut fire, now),
+        Some(Outcome::Running) => {
+            if let Some(cycle) = cycle_now(info, daemons, fire.at, fire.run_id, now) {
+                fire.run_id = cycle.run_id.or(fire.run_id);
+                fire.outcome = cycle.outcome.as_str().to_string();
+                fire.reason = cycle.why.or(fire.reason.take());
+            }
+        }
         Some(o @ (Outcome::SkippedOverlap | Outcome::Queued)) => {
-            if let Some(why) = cycle_dead(info, fire.at, now) {
+            if let Some(why) = cycle_dead(info, daemons, fire.at, now) {
                 fire.reason = Some(match o {
                     Outcome::Queued => format!(
                         "the cycle it waited for crashed since ({why}); a daemon starting runs \
@@ -123,41 +133,95 @@ pub fn fire_seen(info: &BatchInfo, now: Millis) -> Option<Fire> {
     Some(fire)
 }
 
-/// A fire still stored `running`, said as its run is.
-fn running_seen(info: &BatchInfo, fire: &mut Fire, now: Millis) {
-    // The daemon names the run when the cycle ends; until then it is the
-    // scheduled run started at or after the fire time.
-    let its_run = info.last_run.as_ref().filter(|run| match fire.run_id {
+/// A fire's cycle as it is now: `Running` (with why, when its runner or
+/// daemon went silent), `Ran`, or `Crashed`.
+struct CycleNow {
+    outcome: Outcome,
+    /// Its run, once one started.
+    run_id: Option<i64>,
+    /// Why it is not as stored, when it is not.
+    why: Option<String>,
+}
+
+/// The cycle the fire at `at` started, as it is now; `None` when nothing
+/// tells. Once its run started, it is as that run is (the one named, else
+/// the scheduled run started at or after the fire time); before that, it
+/// lives with the daemon that fired it: a daemon whose process is gone
+/// took the cycle with it, at once, as a run's runner would.
+fn cycle_now(
+    info: &BatchInfo,
+    daemons: &[DaemonInfo],
+    at: Millis,
+    named: Option<i64>,
+    now: Millis,
+) -> Option<CycleNow> {
+    let its_run = info.last_run.as_ref().filter(|run| match named {
         Some(id) => id == run.id,
-        None => run.trigger == Trigger::Schedule && run.started_at >= fire.at,
+        None => run.trigger == Trigger::Schedule && run.started_at >= at,
     });
-    let (Some(run), Some(seen)) = (its_run, info.last_run_seen()) else {
-        return;
+    if let Some(run) = its_run {
+        let seen = info.last_run_seen()?;
+        let outcome = match seen {
+            RunSeen::Stored(RunState::Running) | RunSeen::Silent { .. } => Outcome::Running,
+            RunSeen::Stored(RunState::Crashed) | RunSeen::Crashed { .. } => Outcome::Crashed,
+            RunSeen::Stored(_) => Outcome::Ran,
+        };
+        return Some(CycleNow {
+            outcome,
+            run_id: Some(run.id),
+            why: seen.why(now),
+        });
+    }
+    let daemon = daemon_for(daemons, &info.name)?;
+    let d = &daemon.daemon;
+    let (outcome, why) = match daemon.state {
+        DaemonState::Live => return None,
+        DaemonState::Silent => (
+            Outcome::Running,
+            format!(
+                "its daemon {} has been silent since {} ({}), before its run started",
+                d.holder,
+                rfc3339(d.beat_at),
+                relative(d.beat_at, now)
+            ),
+        ),
+        DaemonState::Crashed => (
+            Outcome::Crashed,
+            format!(
+                "its daemon {} is gone (killed, or crashed) before its run started; not yet recorded",
+                d.holder
+            ),
+        ),
+        DaemonState::Stopped => (
+            Outcome::Crashed,
+            format!(
+                "its daemon {} stopped before its run started; not yet recorded",
+                d.holder
+            ),
+        ),
     };
-    fire.run_id = Some(run.id);
-    let outcome = match seen {
-        RunSeen::Stored(RunState::Running) | RunSeen::Silent { .. } => Outcome::Running,
-        RunSeen::Stored(RunState::Crashed) | RunSeen::Crashed { .. } => Outcome::Crashed,
-        RunSeen::Stored(_) => Outcome::Ran,
-    };
-    fire.outcome = outcome.as_str().to_string();
-    fire.reason = seen.why(now).or(fire.reason.take());
+    Some(CycleNow {
+        outcome,
+        run_id: None,
+        why: Some(why),
+    })
 }
 
 /// Why the cycle still open before a fire at `later` (the one it was
 /// skipped or queued behind) is dead, if it is: its crash recorded, or
-/// its run crashed.
-fn cycle_dead(info: &BatchInfo, later: Millis, now: Millis) -> Option<String> {
+/// its cycle crashed ([`cycle_now`]).
+fn cycle_dead(
+    info: &BatchInfo,
+    daemons: &[DaemonInfo],
+    later: Millis,
+    now: Millis,
+) -> Option<String> {
     let cycle = info.owed.cycle.filter(|c| *c < later)?;
-    let its_run = info
-        .last_run
-        .as_ref()
-        .filter(|run| run.trigger == Trigger::Schedule && run.started_at >= cycle);
-    match its_run.and_then(|_| info.last_run_seen()) {
-        Some(seen @ RunSeen::Crashed { .. }) => seen.why(now),
-        Some(RunSeen::Stored(RunState::Crashed)) => {
-            its_run.map(|run| format!("its run {} crashed", run.id))
-        }
+    match cycle_now(info, daemons, cycle, None, now) {
+        Some(c) if c.outcome == Outcome::Crashed => Some(c.why.unwrap_or_else(|| match c.run_id {
+            Some(run) => format!("its run {run} crashed"),
+            None => "its run crashed".to_string(),
+        })),
         _ => info.owed.crashed.then(|| "its run crashed".to_string()),
     }
 }

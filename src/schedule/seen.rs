@@ -1,7 +1,9 @@
 //! A batch's schedule as it is now, for every view (`status`, `--short`,
-//! `--prometheus`, the dashboard): whether a live daemon fires it and,
-//! when none does, the fire times that passed unfired. Read-only: the
-//! daemon records those fires itself when it starts again.
+//! `--prometheus`, `schedule`, the dashboard): whether a live daemon fires
+//! it, by which rule (the daemon's own, stored when it read its config: a
+//! file edited since is said to differ), and, when none does, the fire
+//! times that passed unfired. Read-only: the daemon records those fires
+//! itself when it starts again.
 
 use std::time::Duration;
 
@@ -11,22 +13,73 @@ use chrono_tz::Tz;
 use super::Schedule;
 use super::plan::{Overdue, Plan, Stored};
 use crate::config::Overlap;
-use crate::model::{BatchInfo, DaemonInfo, Millis, daemon_for};
+use crate::model::{BatchInfo, DaemonInfo, FireRule, Millis, daemon_for};
 use crate::util::time::to_datetime;
 
+/// A schedule and the zone whose wall clock it is matched on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub schedule: Schedule,
+    pub tz: Tz,
+}
+
+impl Rule {
+    /// The rule a daemon stored (`model::FireRule`), if this build reads
+    /// it.
+    #[must_use]
+    pub fn of(stored: &FireRule) -> Option<Rule> {
+        Some(Rule {
+            schedule: Schedule::parse(&stored.schedule).ok()?,
+            tz: stored.timezone.parse().ok()?,
+        })
+    }
+
+    /// What a daemon stores of it.
+    #[must_use]
+    pub fn stored(&self) -> FireRule {
+        FireRule {
+            schedule: self.schedule.expr.clone(),
+            timezone: self.tz.name().to_string(),
+        }
+    }
+}
+
+/// A batch's schedule as its config gives it.
+#[derive(Debug, Clone, Copy)]
+pub struct Configured<'c> {
+    pub schedule: &'c Schedule,
+    pub tz: Tz,
+    pub catch_up: Option<Duration>,
+}
+
+impl Configured<'_> {
+    /// The schedule of a batch's config, if it has one.
+    #[must_use]
+    pub fn of(cfg: &crate::config::BatchConfig) -> Option<Configured<'_>> {
+        Some(Configured {
+            schedule: cfg.schedule.as_ref()?,
+            tz: cfg.timezone,
+            catch_up: cfg.catch_up,
+        })
+    }
+}
+
 /// What a view says of a scheduled batch.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleSeen<'a> {
     /// The daemon that schedules it: a live one, else the last heard of.
     pub daemon: Option<&'a DaemonInfo>,
     /// A live daemon fires it (not one that is stopping).
     pub live: bool,
+    /// The rule its fires come by: the one the live daemon read (its
+    /// config when it started, or at its last reload), else the config's.
+    pub rule: Rule,
     /// The schedule's next fire time (it fires only if `live`): the one
-    /// the live daemon planned, else the config's.
+    /// the live daemon planned, else the rule's.
     pub next: Option<DateTime<Utc>>,
-    /// A live daemon plans another next fire than this config's schedule
-    /// gives: it fires the config it read (a file edited since, not
-    /// reloaded with SIGHUP).
+    /// A live daemon fires another rule than this config's schedule (a
+    /// file edited since it read it, not reloaded with SIGHUP): `rule` is
+    /// the daemon's.
     pub config_differs: bool,
     /// With no live daemon: the fire times passed since the stored next
     /// fire, which nobody fired.
@@ -40,6 +93,18 @@ impl ScheduleSeen<'_> {
         self.next
             .filter(|_| self.live)
             .map(|t| t.timestamp_millis())
+    }
+
+    /// The next `n` fire times by [`ScheduleSeen::rule`], from
+    /// [`ScheduleSeen::next`]: what every list of next fires gives.
+    #[must_use]
+    pub fn upcoming(&self, n: usize) -> Vec<DateTime<Utc>> {
+        let Some(first) = self.next.filter(|_| n > 0) else {
+            return Vec::new();
+        };
+        let mut fires = vec![first];
+        fires.extend(self.rule.schedule.upcoming(first, self.rule.tz, n - 1));
+        fires
     }
 
     /// Missed fire times so far (0 while a daemon is live).
@@ -59,52 +124,88 @@ impl ScheduleSeen<'_> {
             None => "daemon not running (never started for this batch)".to_string(),
         })
     }
+
+    /// What to say when the config differs from the rule the live daemon
+    /// fires: `the file's schedule differs (`*/5 * * * * *` in UTC): the
+    /// daemon fires these until it reloads; SIGHUP it …`.
+    #[must_use]
+    pub fn config_note(&self, config: Option<Configured<'_>>) -> Option<String> {
+        if !self.config_differs {
+            return None;
+        }
+        let file = match config {
+            Some(c) => format!(
+                "the file's schedule differs (`{}` in {})",
+                c.schedule.expr,
+                c.tz.name()
+            ),
+            None => "the file no longer schedules this batch".to_string(),
+        };
+        Some(format!(
+            "{file}: the live daemon fires the schedule it read until it reloads its config; \
+             SIGHUP it (`systemctl reload nightshift`) or restart it to apply the file"
+        ))
+    }
 }
 
-/// The schedule of `info` as it is at `now`, given the daemons recorded.
+/// The schedule of `info` as it is at `now`, given its config's schedule
+/// and the daemons recorded: `None` when neither the config nor a live
+/// daemon schedules it.
 #[must_use]
 pub fn seen<'a>(
     info: &BatchInfo,
-    schedule: &Schedule,
-    tz: Tz,
-    catch_up: Option<Duration>,
+    config: Option<Configured<'_>>,
     daemons: &'a [DaemonInfo],
     now: Millis,
-) -> ScheduleSeen<'a> {
+) -> Option<ScheduleSeen<'a>> {
     let daemon = daemon_for(daemons, &info.name);
     let live = daemon.is_some_and(DaemonInfo::fires);
     let at = to_datetime(now);
-    let overdue = if live {
-        None
-    } else {
-        let stored = Stored::of(info);
-        // Nothing stored: no daemon ever planned a fire, none was missed.
-        (stored != Stored::default())
-            .then(|| {
-                Plan::resume(
-                    &info.name,
-                    schedule.clone(),
-                    tz,
-                    catch_up,
-                    Overlap::Skip,
-                    stored,
-                    at,
-                )
-                .overdue(at)
-            })
-            .flatten()
-    };
-    let from_config = schedule.next_after(at, tz);
     // What the live daemon stored is what fires (`daemon::announce`), not
     // what the file says now.
+    let fired = info.fire_rule.as_ref().filter(|_| live).and_then(Rule::of);
+    let configured = config.map(|c| Rule {
+        schedule: c.schedule.clone(),
+        tz: c.tz,
+    });
+    let overdue = match config.filter(|_| !live) {
+        None => None,
+        Some(c) => {
+            let stored = Stored::of(info);
+            // Nothing stored: no daemon ever planned a fire, none was missed.
+            (stored != Stored::default())
+                .then(|| {
+                    Plan::resume(
+                        &info.name,
+                        c.schedule.clone(),
+                        c.tz,
+                        c.catch_up,
+                        Overlap::Skip,
+                        stored,
+                        at,
+                    )
+                    .overdue(at)
+                })
+                .flatten()
+        }
+    };
     let planned = info.next_fire.filter(|t| live && *t > now).map(to_datetime);
-    ScheduleSeen {
+    let config_differs = match (&fired, &configured) {
+        (Some(f), Some(c)) => f != c,
+        (Some(_), None) => true,
+        // A daemon that stored no rule (an older build): by its next fire.
+        (None, Some(c)) => planned.is_some() && planned != c.schedule.next_after(at, c.tz),
+        (None, None) => false,
+    };
+    let rule = fired.or(configured)?;
+    Some(ScheduleSeen {
         daemon,
         live,
-        next: planned.or(from_config),
-        config_differs: planned.is_some() && planned != from_config,
+        next: planned.or_else(|| rule.schedule.next_after(at, rule.tz)),
+        rule,
+        config_differs,
         overdue,
-    }
+    })
 }
 
 /// `missed: 3 fire times, from … to …; when the daemon starts it runs the

@@ -663,6 +663,7 @@ fn a_running_fire_is_said_as_its_run_is() {
         started_at,
         ended_at: None,
         state,
+        stopped: None,
         counts: RunCounts::default(),
         summary: None,
     };
@@ -673,7 +674,7 @@ fn a_running_fire_is_said_as_its_run_is() {
             ..BatchInfo::default()
         };
         info.runners.last_run = seen;
-        let f = fire_seen(&info, 5_000).unwrap();
+        let f = fire_seen(&info, &[], 5_000).unwrap();
         (f.outcome, f.reason, f.run_id)
     };
     let crashed = Some(RunSeen::Crashed { pid: 42 });
@@ -721,6 +722,59 @@ fn a_running_fire_is_said_as_its_run_is() {
         );
     }
     assert_eq!(describe("crashed", None), "its run crashed");
+}
+
+/// A fire stored `running` before its run started lives with the daemon
+/// that fired it: crashed at once when that daemon's process is gone,
+/// still running (saying so) while it is silent, as stored while it runs.
+#[test]
+fn a_running_fire_with_no_run_yet_is_said_as_its_daemon_is() {
+    use crate::model::{BatchInfo, Daemon, DaemonInfo, DaemonState, Fire, Holder};
+    let info = BatchInfo {
+        last_fire: Some(Fire {
+            at: 1_000,
+            outcome: "running".into(),
+            reason: None,
+            run_id: None,
+        }),
+        ..BatchInfo::empty("b")
+    };
+    let daemon = |state| DaemonInfo {
+        daemon: Daemon {
+            token: "t".into(),
+            holder: Holder {
+                host: "h".into(),
+                pid: 42,
+                pid_start: None,
+            },
+            started_at: 0,
+            beat_at: 900,
+            stopped_at: None,
+            batches: vec!["b".into()],
+            stopping_at: None,
+        },
+        state,
+    };
+    let said = |daemons: &[DaemonInfo]| {
+        let f = fire_seen(&info, daemons, 5_000).unwrap();
+        (f.outcome, f.reason)
+    };
+    assert_eq!(said(&[]), ("running".into(), None));
+    assert_eq!(said(&[daemon(DaemonState::Live)]), ("running".into(), None));
+    let (outcome, why) = said(&[daemon(DaemonState::Crashed)]);
+    assert_eq!(outcome, "crashed");
+    assert_eq!(
+        why.as_deref(),
+        Some(
+            "its daemon h:42 is gone (killed, or crashed) before its run started; not yet recorded"
+        )
+    );
+    let (outcome, why) = said(&[daemon(DaemonState::Silent)]);
+    assert_eq!(outcome, "running");
+    assert!(
+        why.unwrap()
+            .starts_with("its daemon h:42 has been silent since ")
+    );
 }
 
 /// A daemon killed mid-cycle left its fire `running`: the next daemon
@@ -988,13 +1042,14 @@ fn a_fire_behind_a_dead_cycle_says_so() {
                 started_at: 1_010,
                 ended_at: None,
                 state: RunState::Running,
+                stopped: None,
                 counts: RunCounts::default(),
                 summary: None,
             }),
             ..BatchInfo::default()
         };
         info.runners.last_run = seen;
-        let f = fire_seen(&info, 5_000).unwrap();
+        let f = fire_seen(&info, &[], 5_000).unwrap();
         describe(&f.outcome, f.reason.as_deref())
     };
     let skip = "overlap = \"skip\": the running cycle picks up the work";
@@ -1025,4 +1080,71 @@ fn a_fire_behind_a_dead_cycle_says_so() {
         ),
         format!("queued behind the previous cycle — {queue}")
     );
+}
+
+/// A live daemon's schedule is what every view gives, by the rule it
+/// stored: the file's, edited since, or no longer scheduling the batch,
+/// is said to differ; a daemon gone gives the file's again.
+#[test]
+fn the_schedule_seen_is_the_live_daemons() {
+    use super::seen::{Configured, seen};
+    use crate::model::{BatchInfo, Daemon, DaemonInfo, DaemonState, FireRule, Holder};
+    let now = utc(2026, 5, 1, 10, 0);
+    let info = BatchInfo {
+        next_fire: Some(utc(2027, 1, 1, 0, 0).timestamp_millis()),
+        fire_rule: Some(FireRule {
+            schedule: "0 0 1 1 *".into(),
+            timezone: "UTC".into(),
+        }),
+        ..BatchInfo::empty("b")
+    };
+    let daemon = |state| DaemonInfo {
+        daemon: Daemon {
+            token: "t".into(),
+            holder: Holder {
+                host: "h".into(),
+                pid: 42,
+                pid_start: None,
+            },
+            started_at: 0,
+            beat_at: now.timestamp_millis(),
+            stopped_at: None,
+            batches: vec!["b".into()],
+            stopping_at: None,
+        },
+        state,
+    };
+    let edited = Schedule::parse("*/5 * * * * *").unwrap();
+    let file = Some(Configured {
+        schedule: &edited,
+        tz: chrono_tz::UTC,
+        catch_up: None,
+    });
+    let live = [daemon(DaemonState::Live)];
+    let at = now.timestamp_millis();
+    let s = seen(&info, file, &live, at).unwrap();
+    assert_eq!(
+        (s.rule.schedule.expr.as_str(), s.config_differs),
+        ("0 0 1 1 *", true)
+    );
+    assert_eq!(
+        s.upcoming(2),
+        [utc(2027, 1, 1, 0, 0), utc(2028, 1, 1, 0, 0)]
+    );
+    assert!(s.config_note(file).unwrap().contains("SIGHUP"));
+    let s = seen(&info, None, &live, at).unwrap();
+    assert!(s.config_differs, "the file no longer schedules it");
+    assert!(
+        s.config_note(None)
+            .unwrap()
+            .starts_with("the file no longer schedules")
+    );
+    // No live daemon: the file's schedule, and nothing differs.
+    let gone = [daemon(DaemonState::Crashed)];
+    let s = seen(&info, file, &gone, at).unwrap();
+    assert_eq!(
+        (s.rule.schedule.expr.as_str(), s.config_differs),
+        ("*/5 * * * * *", false)
+    );
+    assert!(seen(&info, None, &gone, at).is_none());
 }

@@ -52,8 +52,8 @@ pub use api::{
     Dashboard, EventFilter, EventsQuery, Failure, FeedRefused, FollowCursor, ItemDetail,
     ItemFilter, ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim,
     PoolDimView, PoolHold, PoolItem, PoolSpec, PoolView, PoolWait, PruneReport, Requeue, Retrying,
-    Selection, SinceSummary, SpendAdd, SpendKey, SpendScope, Spent, Steering, StopAsked, Unpaused,
-    UsageSum,
+    RunEnd, Selection, SinceSummary, SpendAdd, SpendKey, SpendScope, Spent, Steering, StopAsked,
+    Unpaused, UsageSum,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use identity::{StoreIdentity, Verdict};

@@ -8,7 +8,7 @@ macro_rules! run_columns {
     () => {
         "r.id, b.name, r.trigger, r.host, r.pid, r.started_at, r.ended_at, r.state,
     r.done, r.empty, r.failed, r.retry, r.manual, r.retried, r.skipped_done, r.redriven,
-    r.released, r.cost, r.summary, r.actor, r.cancelled"
+    r.released, r.cost, r.summary, r.actor, r.cancelled, r.stopped"
     };
 }
 pub(crate) use run_columns;

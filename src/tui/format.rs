@@ -77,11 +77,8 @@ pub fn wrap_cut(s: &str, width: usize, max_lines: usize) -> Vec<String> {
     if lines.len() > max_lines.max(1) {
         lines.truncate(max_lines.max(1));
         if let Some(last) = lines.last_mut() {
-            *last = format!(
-                "{}{}",
-                text::head(last, width.saturating_sub(1)),
-                text::ELLIPSIS
-            );
+            // More lines follow: the `…` is kept even where the last fits.
+            *last = text::cut(&format!("{last}{}", text::ELLIPSIS), width).into_owned();
         }
     }
     lines
@@ -97,41 +94,15 @@ pub fn clock(ms: Millis, now: Millis) -> String {
     }
 }
 
-/// How long ago (or until) `ms`: seconds within a minute, whole minutes
-/// beyond, counted from `now` rounded to its minute (down for the past,
-/// up for the future), so never more than the truth. Every such age on
-/// screen then steps at the same instant, the turn of a minute, and an
-/// idle dashboard changes the terminal at most once a minute.
-pub fn ago(ms: Millis, now: Millis) -> String {
-    const MINUTE: Millis = 60_000;
-    let delta = ms - now;
-    if delta.abs() < MINUTE {
-        return crate::util::time::relative(ms, now);
-    }
-    let span = if delta < 0 {
-        now.div_euclid(MINUTE) * MINUTE - ms
-    } else {
-        ms - (now + MINUTE - 1).div_euclid(MINUTE) * MINUTE
-    };
-    let minutes = (span / MINUTE).max(1);
-    let (d, h, m) = (minutes / 1440, minutes / 60 % 24, minutes % 60);
-    let text = if d > 0 {
-        format!("{d}d{h}h")
-    } else if h > 0 {
-        format!("{h}h{m}m")
-    } else {
-        format!("{m}m")
-    };
-    if delta >= 0 {
-        format!("in {text}")
-    } else {
-        format!("{text} ago")
-    }
-}
+/// How long ago (or until) `ms`, as the dashboard says it: `status`'s
+/// age as at the middle of the current minute, seconds left out past the
+/// first minute, so all step at the turn of the minute and an idle
+/// dashboard changes the terminal at most once a minute.
+pub use crate::util::time::relative_by_minute as ago;
 
 #[cfg(test)]
 mod tests {
-    use super::{ago, wrap_cut};
+    use super::wrap_cut;
     use crate::util::text::width;
 
     /// Wrapped by display width (a CJK character takes two cells); past
@@ -151,27 +122,6 @@ mod tests {
         assert_eq!(one.len(), 1);
         assert!(one[0].ends_with('…'), "{one:?}");
         assert_eq!(wrap_cut("\u{1b}[2J短い", 20, 1), ["\\x1b[2J短い"]);
-    }
-
-    #[test]
-    fn ages_step_together_at_the_turn_of_a_minute() {
-        let now = 10 * 60_000 + 30_000; // 00:10:30
-        assert_eq!(ago(now - 5_000, now), "5s ago");
-        assert_eq!(ago(now + 59_000, now), "in 59s");
-        // Counted from 00:10:00 until 00:11:00: 5m and 4m (never more).
-        assert_eq!(ago(5 * 60_000, now), "5m ago");
-        assert_eq!(ago(5 * 60_000 + 59_000, now), "4m ago");
-        assert_eq!(ago(5 * 60_000 + 59_000, now + 29_999), "4m ago");
-        assert_eq!(ago(5 * 60_000, now + 30_000), "6m ago");
-        assert_eq!(ago(now - 60_000, now), "1m ago");
-        assert_eq!(ago(now - 3 * 3_600_000 - 30_000, now), "3h0m ago");
-        // Counted from 00:11:00.
-        assert_eq!(ago(now + 4 * 60_000 + 30_000, now), "in 4m");
-        assert_eq!(ago(now + 4 * 60_000 + 29_999, now), "in 3m");
-        assert_eq!(
-            ago(now + 3 * 86_400_000 + 3_600_000 + 30_000, now),
-            "in 3d1h"
-        );
     }
 }
 

@@ -100,47 +100,9 @@ pub fn json(s: String) -> String {
     out
 }
 
-/// Cuts to at most `max` characters, marking the cut.
-pub fn truncate(s: &str, max: usize) -> Cow<'_, str> {
-    match s.char_indices().nth(max) {
-        None => Cow::Borrowed(s),
-        Some((idx, _)) => Cow::Owned(format!("{}…", &s[..idx])),
-    }
-}
-
-/// Cuts to at most `max` terminal columns (wide characters count two),
-/// marking the cut with `…` (which takes the last column).
-pub fn truncate_width(s: &str, max: usize) -> Cow<'_, str> {
-    use unicode_width::UnicodeWidthChar;
-    if unicode_width::UnicodeWidthStr::width(s) <= max {
-        return Cow::Borrowed(s);
-    }
-    let mut used = 0;
-    let mut out = String::new();
-    for c in s.chars() {
-        let w = c.width().unwrap_or(0);
-        if used + w + 1 > max {
-            break;
-        }
-        used += w;
-        out.push(c);
-    }
-    out.push('…');
-    Cow::Owned(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cuts_by_display_width() {
-        assert_eq!(truncate_width("abcdef", 6), "abcdef");
-        assert_eq!(truncate_width("abcdefg", 6), "abcde…");
-        // Two columns each: 2 + 2 + "…" = 5 of 6; a third would not fit.
-        assert_eq!(truncate_width("日本語のテキスト", 6), "日本…");
-        assert!(matches!(truncate_width("短い", 10), Cow::Borrowed(_)));
-    }
 
     #[test]
     fn escapes_are_inert() {
@@ -181,11 +143,5 @@ mod tests {
         assert_eq!(shell_word("it's"), r"'it'\''s'");
         assert_eq!(shell_word("~$HOME"), "'~$HOME'");
         assert_eq!(shell_word(""), "''");
-    }
-
-    #[test]
-    fn truncates_on_char_boundaries() {
-        assert_eq!(truncate("héllo", 2), "hé…");
-        assert_eq!(truncate("hi", 5), "hi");
     }
 }

@@ -1,9 +1,119 @@
-//! The standard streams kept open. A process started with one of them
-//! closed (`cmd <&-`, some service managers) hands that number to the next
-//! file it opens: a store file or a worker's pipe would then take what we
-//! print to stderr, or a pipe end meant for a worker would sit on 0–2,
-//! where passing it on by `dup2` cannot work (`child::posix` then falls
-//! back to `Command`).
+//! The standard streams: kept open, and written without panicking.
+//!
+//! `println!` and `eprintln!` panic when a write fails: a reader that went
+//! away (`nightshift daemon | head`, EPIPE), a terminal that closed (a
+//! tmux window or an SSH link, EIO). A daemon died of that mid-cycle
+//! (exit 101), its run left crashed and its claims orphaned. So nothing
+//! here panics, and the crate denies the print macros (`lib.rs`): every
+//! line goes through one of two ways.
+//!
+//! - [`write`]: the error is returned. One-shot commands (`status`, `log`,
+//!   `log --follow`, the headless demo) stop on it; `main` takes a closed
+//!   pipe as a normal end (exit 0).
+//! - [`out_line`], [`err_line`], [`err_text`]: best effort, for what a
+//!   long-lived process says (the daemon's journal, a run's lines) and for
+//!   warnings. A line that cannot be written is lost and the process goes
+//!   on: what it did is in the store. [`newly_failing`] tells the daemon
+//!   once that its output stopped, so it can say so where it still can.
+//!
+//! A process started with a stream closed (`cmd <&-`, some service
+//! managers) hands that number to the next file it opens: a store file or
+//! a worker's pipe would then take what we print to stderr, or a pipe end
+//! meant for a worker would sit on 0–2, where passing it on by `dup2`
+//! cannot work (`child::posix` then falls back to `Command`). [`keep_open`]
+//! fills such a gap first.
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Stdout or stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Out,
+    Err,
+}
+
+impl Stream {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Out => "stdout",
+            Stream::Err => "stderr",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Stream::Out => 0,
+            Stream::Err => 1,
+        }
+    }
+}
+
+/// Whether the last best-effort write to each stream failed.
+static FAILING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+/// Streams whose best-effort writes started failing, and why, not yet
+/// taken by [`newly_failing`].
+static NEWLY: Mutex<Vec<(Stream, String)>> = Mutex::new(Vec::new());
+
+/// Writes `text` whole to `stream` and flushes it.
+///
+/// # Errors
+///
+/// The write failed (a closed pipe, a closed terminal, a full disk).
+pub fn write(stream: Stream, text: &str) -> std::io::Result<()> {
+    match stream {
+        Stream::Out => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()
+        }
+        Stream::Err => {
+            let mut err = std::io::stderr().lock();
+            err.write_all(text.as_bytes())?;
+            err.flush()
+        }
+    }
+}
+
+/// Writes `text` to `stream` if it can; a failure is noted, not raised.
+pub fn put(stream: Stream, text: &str) {
+    let failing = &FAILING[stream.index()];
+    match write(stream, text) {
+        Ok(()) => failing.store(false, Ordering::Relaxed),
+        Err(e) => {
+            if !failing.swap(true, Ordering::Relaxed) {
+                NEWLY
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((stream, e.to_string()));
+            }
+        }
+    }
+}
+
+/// A line to stdout, best effort (see the module's doc).
+pub fn out_line(line: &str) {
+    put(Stream::Out, &format!("{line}\n"));
+}
+
+/// A line to stderr, best effort.
+pub fn err_line(line: &str) {
+    put(Stream::Err, &format!("{line}\n"));
+}
+
+/// Text to stderr as it is (a progress line's `\r`), best effort.
+pub fn err_text(text: &str) {
+    put(Stream::Err, text);
+}
+
+/// The streams whose best-effort writes started failing since the last
+/// call, each with why; a stream that works again and fails again is
+/// said again.
+pub fn newly_failing() -> Vec<(Stream, String)> {
+    std::mem::take(&mut *NEWLY.lock().unwrap_or_else(|p| p.into_inner()))
+}
 
 /// Opens `/dev/null` on each of 0, 1 and 2 that is closed. Call first.
 #[cfg(unix)]

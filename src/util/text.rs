@@ -1,14 +1,17 @@
 //! Text fitted to terminal cells: measured by display width (a CJK
 //! character or an emoji takes two cells, a combining mark none), cut at a
 //! grapheme boundary with `…`, padded, and wrapped by width with nothing
-//! left out. Every fit of text to cells, in the dashboard and in the CLI's
-//! tables, goes through here. A grapheme is measured as ratatui draws it,
-//! so a cut made here is exactly what fits on screen.
+//! left out. Every fit of text to cells, in the dashboard and in the CLI
+//! (its tables, `status --short`, the live progress line, a hook's stderr
+//! line), and every bound on a kept message, goes through here: nothing
+//! else cuts text. A grapheme is measured as ratatui draws it, so a cut
+//! made here is exactly what fits on screen.
 //!
 //! Callers make text inert first (`sanitize`): a control character has no
 //! width here, as ratatui does not draw it.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use unicode_segmentation::UnicodeSegmentation;
 use unicode_width::UnicodeWidthStr;
@@ -128,9 +131,15 @@ pub fn head(s: &str, max: usize) -> &str {
     if plain(s) {
         return &s[..s.len().min(max)];
     }
+    head_by(s, max, cells)
+}
+
+/// The longest start of `s` (whole graphemes) that `measure`s at most
+/// `max` in all.
+fn head_by(s: &str, max: usize, measure: impl Fn(&str) -> usize) -> &str {
     let mut used = 0;
     for (i, g) in s.grapheme_indices(true) {
-        used += cells(g);
+        used += measure(g);
         if used > max {
             return &s[..i];
         }
@@ -139,7 +148,8 @@ pub fn head(s: &str, max: usize) -> &str {
 }
 
 /// `s` in at most `max` cells: whole graphemes, ending in `…` when
-/// anything was left out.
+/// anything was left out. Every cut of text to a width is this one (a
+/// text known to go on is cut as `{text}…`, so the mark is kept).
 pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
     if head(s, max).len() == s.len() {
         return Cow::Borrowed(s);
@@ -148,6 +158,20 @@ pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
         return Cow::Borrowed("");
     }
     Cow::Owned(format!("{}{ELLIPSIS}", head(s, max - 1)))
+}
+
+/// `s` in at most `max` characters, `…` included, cut as [`cut`] cuts
+/// (whole graphemes): a bound on what is kept (a stored message), where
+/// a width would keep half as much Japanese as English.
+pub fn cut_chars(s: &str, max: usize) -> Cow<'_, str> {
+    let chars = |g: &str| g.chars().count();
+    if head_by(s, max, chars).len() == s.len() {
+        return Cow::Borrowed(s);
+    }
+    if max == 0 {
+        return Cow::Borrowed("");
+    }
+    Cow::Owned(format!("{}{ELLIPSIS}", head_by(s, max - 1, chars)))
 }
 
 /// `s` in at most `max` cells keeping its end: `…/nightshift/store.db`.
@@ -256,48 +280,71 @@ fn may_break(prev: &str, next: &str) -> bool {
 /// break after spaces and between CJK characters where Japanese allows it;
 /// a word longer than a line is broken by width. Nothing is left out but
 /// the spaces a line breaks at; a grapheme is never split (a combining
-/// mark stays with its base). A single grapheme wider than `max` gets a
-/// line of its own.
+/// mark stays with its base, an emoji ZWJ sequence whole). A single
+/// grapheme wider than `max` gets a line of its own.
 pub fn wrap(s: &str, max: usize) -> Vec<String> {
-    let max = max.max(1);
-    let mut lines = Vec::new();
-    let mut line = String::new();
+    wrap_ranges(s, max, max)
+        .into_iter()
+        .map(|r| s[r].to_string())
+        .collect()
+}
+
+/// Where [`wrap`] breaks `s`: each line's byte range, the first of at most
+/// `first` cells, every later one of at most `rest` (a continuation set
+/// under a label). The one line-breaking rule of every wrapped text, plain
+/// or styled (the dashboard's `wrap_lines` keeps each part's style).
+pub fn wrap_ranges(s: &str, first: usize, rest: usize) -> Vec<Range<usize>> {
+    let room = |lines: &Vec<Range<usize>>| if lines.is_empty() { first } else { rest }.max(1);
+    let mut lines: Vec<Range<usize>> = Vec::new();
+    // The line being filled: where it starts (`None`: nothing in it yet)
+    // and ends, and the cells it takes.
+    let mut start: Option<usize> = None;
+    let mut end = 0;
     let mut used = 0;
-    // The last place in `line` it may break: (byte offset, cells before).
+    // The last place in the line it may break: (byte offset, cells before).
     let mut brk: Option<(usize, usize)> = None;
     let mut prev: Option<&str> = None;
-    for g in s.graphemes(true) {
+    for (at, g) in s.grapheme_indices(true) {
         let w = cells(g);
-        if is_space(g) && used + w > max && !line.is_empty() {
-            // The break itself: the space is not carried over.
-            lines.push(std::mem::take(&mut line));
+        if is_space(g) && (start.is_none() && !lines.is_empty() || used + w > room(&lines)) {
+            // The break itself, or a space where the next line would
+            // start: not carried over.
+            if let Some(st) = start.take() {
+                lines.push(st..end);
+            }
             used = 0;
             brk = None;
             prev = Some(g);
             continue;
         }
         if prev.is_some_and(|p| may_break(p, g)) {
-            brk = Some((line.len(), used));
+            brk = Some((at, used));
         }
-        while used + w > max && !line.is_empty() {
+        while let Some(st) = start
+            && used + w > room(&lines)
+        {
             match brk.take() {
-                Some((at, before)) if at > 0 => {
-                    let rest = line.split_off(at);
-                    lines.push(std::mem::replace(&mut line, rest));
+                Some((b, before)) if b > st => {
+                    lines.push(st..b);
+                    start = Some(b);
                     used -= before;
                 }
                 _ => {
-                    lines.push(std::mem::take(&mut line));
+                    lines.push(st..end);
+                    start = None;
                     used = 0;
                 }
             }
         }
-        line.push_str(g);
+        start.get_or_insert(at);
+        end = at + g.len();
         used += w;
         prev = Some(g);
     }
-    if !line.is_empty() || lines.is_empty() {
-        lines.push(line);
+    match start {
+        Some(st) => lines.push(st..end),
+        None if lines.is_empty() => lines.push(0..0),
+        None => {}
     }
     lines
 }
@@ -360,6 +407,26 @@ mod tests {
         assert_eq!(cut("e\u{301}e\u{301}e\u{301}", 2), "e\u{301}…");
         assert_eq!(cut("🎉🎉🎉", 5), "🎉🎉…");
         assert_eq!(cut("👨‍👩‍👧 family", 3), "👨‍👩‍👧…");
+    }
+
+    /// Halfwidth sound marks take their own cell, and an emoji of several
+    /// people (a ZWJ sequence) is one grapheme: a cut never leaves a bare
+    /// joiner to glue the `…` onto the emoji.
+    #[test]
+    fn cuts_count_sound_marks_and_keep_zwj_sequences_whole() {
+        let kana = "ｶﾞ".repeat(20);
+        assert_eq!(cut(&kana, 32), format!("{}…", "ｶﾞ".repeat(15)));
+        assert_eq!(width(&cut(&kana, 32)), 31);
+        let family = format!("{}👨‍👩‍👧{}", "あ".repeat(14), "い".repeat(5));
+        assert_eq!(cut(&family, 32), format!("{}👨‍👩‍👧…", "あ".repeat(14)));
+        assert_eq!(cut(&family, 30), format!("{}…", "あ".repeat(14)));
+        // By characters (a stored message): whole graphemes too.
+        assert_eq!(cut_chars("abcdef", 6), "abcdef");
+        assert_eq!(cut_chars("abcdefg", 6), "abcde…");
+        assert_eq!(cut_chars("日本語のテキスト", 4), "日本語…");
+        assert_eq!(cut_chars("ab👨‍👩‍👧cd", 6), "ab…");
+        assert_eq!(cut_chars("ab👨‍👩‍👧cd", 8), "ab👨‍👩‍👧…");
+        assert!(matches!(cut_chars("短い", 10), Cow::Borrowed(_)));
     }
 
     #[test]

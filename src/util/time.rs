@@ -7,7 +7,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use chrono::{DateTime, SecondsFormat, TimeZone, Timelike, Utc};
 
 use crate::model::Millis;
 
@@ -168,6 +168,30 @@ pub fn hhmm_up(ms: Millis, now: Millis) -> String {
     hhmm(ms + (60_000 - ms.rem_euclid(60_000)) % 60_000, now)
 }
 
+/// How a moment's time of day is written: `%H:%M` on the minute, else
+/// `%H:%M:%S`. A fire time (or a window's end) said as it is: to the
+/// second only when it has seconds (a six-field schedule), and never a
+/// minute it is not at. `status`, `show` and the dashboard say every
+/// next fire by it.
+#[must_use]
+pub fn clock_format(second: u32) -> &'static str {
+    if second == 0 { "%H:%M" } else { "%H:%M:%S" }
+}
+
+/// `07:16Z`, or `07:16:05Z` for a moment with seconds ([`clock_format`]),
+/// with the date when it is not within a day of `now`:
+/// `2026-01-02 07:16Z`.
+#[must_use]
+pub fn moment(ms: Millis, now: Millis) -> String {
+    let t = to_datetime(ms);
+    let clock = clock_format(t.second());
+    if (ms - now).abs() < 86_400_000 {
+        t.format(&format!("{clock}Z")).to_string()
+    } else {
+        t.format(&format!("%Y-%m-%d {clock}Z")).to_string()
+    }
+}
+
 /// `15:20:05Z`: a time of day in UTC, with the date when it is not on
 /// `now`'s (UTC) day: `2026-06-03 15:20:05Z`.
 pub fn utc_clock(ms: Millis, now: Millis) -> String {
@@ -190,13 +214,44 @@ pub fn relative(ms: Millis, now: Millis) -> String {
     }
 }
 
+/// [`relative`] in whole minutes past the first, for a view that redraws
+/// only when what it shows changes (the dashboard): the age `relative`
+/// gives at the middle of the minute `now` is in, without its seconds
+/// (`2m ago` where it says `2m53s ago`). Every such age then steps at the
+/// same instant, the turn of the minute, and none is more than half a
+/// minute early or late in reaching a minute. (Counted from the minute's
+/// start and cut to whole minutes again, `2m53s` was shown as `1m`.)
+pub fn relative_by_minute(ms: Millis, now: Millis) -> String {
+    const MINUTE: Millis = 60_000;
+    let delta = ms - now;
+    if delta.abs() < MINUTE {
+        return relative(ms, now);
+    }
+    let middle = now.div_euclid(MINUTE) * MINUTE + MINUTE / 2;
+    let minutes = ((ms - middle).unsigned_abs() / 60_000).max(1);
+    let text = units(minutes * 60, false);
+    if delta >= 0 {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
 /// Seconds as `2m14s`, `3h12m`, `1d4h`: the two most significant units.
 pub fn compact(secs: u64) -> String {
+    units(secs, true)
+}
+
+/// The two most significant units of `secs`, down to seconds, or (not
+/// `seconds`) to minutes.
+fn units(secs: u64, seconds: bool) -> String {
     let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
     if d > 0 {
         format!("{d}d{h}h")
     } else if h > 0 {
         format!("{h}h{m}m")
+    } else if !seconds {
+        format!("{m}m")
     } else if m > 0 {
         format!("{m}m{s}s")
     } else {
@@ -219,7 +274,61 @@ mod tests {
         assert_eq!(hhmm(t, t - 3_600_000), "07:16Z");
         assert_eq!(hhmm(t, t - 2 * 86_400_000), "2026-01-01 07:16Z");
         assert_eq!(utc_clock(55_205_000, 1000), "15:20:05Z");
+        // A moment is said as it is: on the minute, or to the second.
+        assert_eq!(moment(t, t - 3_600_000), "07:16Z");
+        assert_eq!(moment(t + 5_000, t), "07:16:05Z");
+        assert_eq!(
+            moment(t + 50_000, t - 2 * 86_400_000),
+            "2026-01-01 07:16:50Z"
+        );
         assert_eq!(utc_clock(86_400_000 + 5000, 1000), "1970-01-02 00:00:05Z");
+    }
+
+    /// Ages past a minute are whole minutes that step together at the
+    /// turn of the minute: as `relative` says them at the middle of the
+    /// minute, seconds left out.
+    #[test]
+    fn ages_by_minute_step_together_and_are_never_a_minute_off() {
+        let ago = relative_by_minute;
+        let now = 10 * 60_000 + 30_000; // 00:10:30
+        assert_eq!(ago(now - 5_000, now), "5s ago");
+        assert_eq!(ago(now + 59_000, now), "in 59s");
+        // Read at 00:10:30 all through 00:10:xx.
+        assert_eq!(ago(5 * 60_000, now), "5m ago");
+        assert_eq!(ago(5 * 60_000 + 59_000, now), "4m ago");
+        assert_eq!(ago(5 * 60_000 + 59_000, now - 30_000), "4m ago");
+        assert_eq!(ago(5 * 60_000 + 59_000, now + 29_999), "4m ago");
+        assert_eq!(ago(5 * 60_000, now + 30_000), "6m ago");
+        assert_eq!(ago(now - 60_000, now), "1m ago");
+        assert_eq!(ago(now - 3 * 3_600_000 - 30_000, now), "3h0m ago");
+        // The defect: 2m53s ago (a pause at 00:00:02, `status` saying
+        // `2m53s ago`) was `1m ago`, from 00:02:00 and cut twice.
+        assert_eq!(relative(2_000, 175_000), "2m53s ago");
+        assert_eq!(ago(2_000, 175_000), "2m ago");
+        assert_eq!(ago(2_000, 120_000), "2m ago");
+        // `Nm` shows from at most half a minute before N minutes have
+        // passed until at most half a minute after N + 1 have.
+        for t in (0..600_000).step_by(7_000) {
+            for now in (t + 60_000..t + 900_000).step_by(3_000) {
+                let shown = ago(t, now);
+                let minutes: i64 = shown.trim_end_matches("m ago").parse().unwrap();
+                let past = now - t - minutes * 60_000;
+                assert!(
+                    (-30_000..90_000).contains(&past),
+                    "{shown} for {} ms",
+                    now - t
+                );
+            }
+        }
+        // Until: read at the middle of the minute too.
+        assert_eq!(ago(now + 4 * 60_000 + 59_999, now), "in 4m");
+        assert_eq!(ago(now + 5 * 60_000, now), "in 5m");
+        assert_eq!(relative(now + 5 * 60_000, now + 10_000), "in 4m50s");
+        assert_eq!(ago(now + 5 * 60_000, now + 10_000), "in 5m");
+        assert_eq!(
+            ago(now + 3 * 86_400_000 + 3_600_000 + 30_000, now),
+            "in 3d1h"
+        );
     }
 
     /// A moment the views cannot write (shown as 1970 before) is refused,

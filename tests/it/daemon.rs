@@ -52,6 +52,30 @@ impl Daemon {
         Daemon { child }
     }
 
+    /// `nightshift daemon ARGS` as if on `host` (`NIGHTSHIFT_HOST`), its
+    /// output in `TAG.out` and `TAG.err`.
+    fn start_on(env: &Env, tag: &str, host: &str, args: &[&str]) -> Daemon {
+        let child = env
+            .spawn_cmd()
+            .arg("daemon")
+            .args(args)
+            .env("NIGHTSHIFT_HOST", host)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(env.path(&format!("{tag}.out"))).unwrap())
+            .stderr(std::fs::File::create(env.path(&format!("{tag}.err"))).unwrap())
+            .spawn()
+            .unwrap();
+        Daemon { child }
+    }
+
+    fn signal(&self, signal: Signal) {
+        kill(
+            Pid::from_raw(i32::try_from(self.child.id()).unwrap()),
+            signal,
+        )
+        .unwrap();
+    }
+
     /// SIGTERM, then the exit status.
     fn terminate(&mut self) -> ExitStatus {
         let pid = Pid::from_raw(i32::try_from(self.child.id()).unwrap());
@@ -446,6 +470,211 @@ fn the_schedule_command_and_its_errors() {
         ));
 }
 
+/// A daemon refused for one batch's worker that cannot start names that
+/// batch and the line of the file that sets its worker, as any config
+/// error does (it named the program alone), and records nothing; `run`
+/// says the same, and a worker given after `--` is said to be there.
+#[test]
+fn a_daemon_refused_for_one_batchs_worker_names_the_batch_and_its_line() {
+    let env = Env::new();
+    env.write(
+        "nightshift.toml",
+        "[batch.good]\nworker = [\"cat\"]\nschedule = \"*/3 * * * * *\"\n\n\
+         [batch.\"記事\"]\nschedule = \"*/3 * * * * *\"\nworker = [\"./nope.sh\"]\n",
+    );
+    let before = env.fingerprint();
+    let said = "nightshift.toml:7: batch.\"記事\".worker: worker program \"./nope.sh\" not found";
+    env.cmd()
+        .arg("daemon")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(said));
+    assert_eq!(env.fingerprint(), before, "nothing recorded");
+    env.cmd()
+        .args(["run", "記事"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(said));
+    env.cmd()
+        .args(["run", "good", "--", "./nope.sh"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "worker program \"./nope.sh\" not found (check the command after `--`)",
+        ));
+}
+
+/// A schedule edited and not reloaded: every view gives the fires the
+/// live daemon plans, by the schedule it read, and says that the file
+/// differs and how to apply it (`schedule` and `status`' `next_fires`
+/// listed the file's fires, which the daemon never fires); once reloaded,
+/// the file's.
+#[test]
+fn an_edited_schedule_not_reloaded_is_said_as_the_live_daemon_fires_it() {
+    let env = Env::new();
+    let yearly = "[batch.b]\nworker = [\"cat\"]\nschedule = \"0 0 1 1 *\"\n";
+    env.write("nightshift.toml", yearly);
+    let mut daemon = Daemon::start(&env);
+    wait_for("the daemon to be live", || {
+        batch(&env.status(), "b")["next_fire"]["fires"] == true
+    });
+    env.write(
+        "nightshift.toml",
+        &yearly.replace("0 0 1 1 *", "*/5 * * * * *"),
+    );
+    let new_year = |t: &Value| t.as_str().unwrap().ends_with("-01-01T00:00:00Z");
+
+    let out = env
+        .cmd()
+        .args(["schedule", "b", "-n", "2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("b: `0 0 1 1 *` in UTC (the live daemon's)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the file's schedule differs (`*/5 * * * * *` in UTC)")
+            && text.contains("SIGHUP it"),
+        "{text}"
+    );
+    let rows = text.lines().filter(|l| l.contains("-01-01 00:00:00 UTC"));
+    assert_eq!(rows.count(), 2, "{text}");
+    let out = env
+        .cmd()
+        .args(["schedule", "b", "-n", "2", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            &v["schedule"],
+            &v["config_differs"],
+            &v["config"]["schedule"]
+        ),
+        (
+            &Value::from("0 0 1 1 *"),
+            &Value::from(true),
+            &Value::from("*/5 * * * * *")
+        ),
+        "{v}"
+    );
+    assert!(
+        v["next_fires"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| new_year(&f["utc"])),
+        "{v}"
+    );
+
+    let b = batch(&env.status(), "b");
+    assert_eq!(b["schedule"], "0 0 1 1 *", "{b}");
+    let next = b["next_fires"].as_array().unwrap();
+    assert!(next.iter().all(new_year), "{b}");
+    assert_eq!(next[0], b["next_fire"]["at"], "{b}");
+    assert_eq!(b["next_fire"]["config_differs"], true, "{b}");
+    assert_eq!(b["next_fire"]["config"]["schedule"], "*/5 * * * * *", "{b}");
+    let text = String::from_utf8(env.cmd().arg("status").output().unwrap().stdout).unwrap();
+    assert!(
+        text.contains("schedule `0 0 1 1 *` in UTC; next fires:"),
+        "{text}"
+    );
+    assert!(text.contains("the file's schedule differs"), "{text}");
+
+    // Reloaded: the file's schedule is the daemon's, and nothing differs.
+    let pid = Pid::from_raw(i32::try_from(daemon.child.id()).unwrap());
+    kill(pid, Signal::SIGHUP).unwrap();
+    wait_for("the reload", || {
+        batch(&env.status(), "b")["schedule"] == "*/5 * * * * *"
+    });
+    let b = batch(&env.status(), "b");
+    assert_eq!(b["next_fire"]["config_differs"], false, "{b}");
+    assert!(b["next_fire"]["config"].is_null(), "{b}");
+    assert_eq!(daemon.terminate().code(), Some(0));
+}
+
+/// A slow alert holds up no fire: the fires after the run that alerts
+/// ended start runs of their own while the alert still runs, and none is
+/// recorded skipped behind a cycle that no longer runs.
+#[test]
+fn a_slow_alert_holds_up_no_fire() {
+    let env = Env::new();
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"false\"]\nretries = 0\nalert = [\"sleep\", \"6\"]\n\
+         schedule = \"*/2 * * * * *\"\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    wait_for("the slow alert to end", || {
+        !env.events("b", "alert").is_empty()
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+    let id = |e: &Value| e["id"].as_i64().unwrap();
+    let alerted = id(&env.events("b", "alert")[0]);
+    let started: Vec<i64> = env.events("b", "run-started").iter().map(id).collect();
+    assert!(
+        started.iter().filter(|s| **s < alerted).count() >= 2,
+        "runs started while the alert ran: {started:?}, alert {alerted}"
+    );
+    let skipped = fires(&env, "b", "skipped-overlap");
+    assert!(skipped.is_empty(), "{skipped:?}");
+}
+
+/// A fire's record is stamped when it was written: a cycle's outcome,
+/// written when the cycle ended, said the fire time, seconds before the
+/// run's events it follows in the log. The fire time is a field of its
+/// own, and in the text.
+#[test]
+fn a_fires_record_is_stamped_when_it_was_written() {
+    let env = Env::new();
+    env.script("slow.sh", "cat >/dev/null; sleep 2; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./slow.sh\"]\nschedule = \"* * * * * *\"\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    wait_for("a ran fire naming its run", || {
+        fires(&env, "b", "ran").iter().any(|e| e["run_id"].is_i64())
+    });
+    assert_eq!(daemon.terminate().code(), Some(0));
+    let out = env
+        .cmd()
+        .args(["log", "b", "--json", "-n", "0"])
+        .output()
+        .unwrap();
+    let events: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = |e: &Value| e["at"].as_str().unwrap().to_string();
+    for (i, e) in events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["kind"] == "fire")
+    {
+        let before = events[..i].iter().map(at).max().unwrap_or_default();
+        assert!(before <= at(e), "{e} is stamped before {before}");
+    }
+    let ran = events
+        .iter()
+        .find(|e| e["kind"] == "fire" && e["fields"]["outcome"] == "ran" && e["run_id"].is_i64())
+        .unwrap();
+    let fire_at = ran["fields"]["fire_at"].as_str().unwrap();
+    assert!(fire_at < at(ran).as_str(), "{ran}");
+    assert!(
+        ran["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("fire at {fire_at} ran")),
+        "{ran}"
+    );
+}
+
 /// A failing hook is in the daemon's journal (its stdout), not only in the
 /// log: which hook, how, and the last line of its stderr.
 #[test]
@@ -620,18 +849,71 @@ fn status_says_what_the_live_daemon_fires_when_the_file_differs() {
     assert_eq!(b["next_fire"]["config_differs"], true, "{b}");
     let text = env.run(&["status"]).code(0).stdout.clone();
     assert!(
-        text.contains(
-            "as the live daemon planned it: this file's schedule differs (it was edited since"
-        ),
+        text.contains("schedule `30 4 * * *` in UTC; next fires:")
+            && text.contains("the file's schedule differs (`0 3 * * *` in Asia/Tokyo)"),
         "{text}"
     );
     assert!(daemon.terminate().success());
 }
 
+/// The daemon's stdout read for one line and then closed (`daemon | head
+/// -1`; a tmux window closed gives EIO the same way), its stderr closed
+/// from the start: it panicked at its next line (exit 101) mid-cycle, the
+/// run left crashed, its claims orphaned, nothing fired after. It goes on
+/// scheduling, says once in the batch's log that its output is gone, and
+/// stops on SIGTERM as usual (exit 0, recorded stopped).
+#[test]
+fn a_daemon_whose_output_is_closed_keeps_scheduling() {
+    use std::io::BufRead;
+    let env = Env::new();
+    env.script("w.sh", "cat >/dev/null; sleep 0.2; echo '{\"ok\":true}'");
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"* * * * * *\"\n",
+    );
+    env.add_items("b", 2);
+    let (out, out_w) = std::io::pipe().unwrap();
+    let (err, err_w) = std::io::pipe().unwrap();
+    drop(err);
+    let child = env
+        .spawn_cmd()
+        .arg("daemon")
+        .stdin(Stdio::null())
+        .stdout(out_w)
+        .stderr(err_w)
+        .spawn()
+        .unwrap();
+    let mut daemon = Daemon { child };
+    let mut first = String::new();
+    std::io::BufReader::new(out).read_line(&mut first).unwrap();
+    assert!(
+        first.starts_with("nightshift daemon: scheduling b"),
+        "{first}"
+    );
+    wait_for("both items done", || batch(&env.status(), "b")["done"] == 2);
+    add(&env, "b", &["later"]);
+    wait_for("an item added later done", || {
+        batch(&env.status(), "b")["done"] == 3
+    });
+    assert!(daemon.child.try_wait().unwrap().is_none(), "still running");
+    let said = env.events("b", "daemon");
+    assert!(
+        said.iter().any(|e| e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the daemon's stdout is gone")),
+        "{said:?}"
+    );
+    assert_eq!(daemon.terminate().code(), Some(0));
+    assert_eq!(env.status()["daemons"][0]["state"], "stopped");
+}
+
 /// A second daemon for the batches a live one schedules ran beside it:
 /// each fire taken by both, recorded twice with outcomes that disagreed,
 /// a stepped-down run each time. It is refused (exit 2), naming the live
-/// one; a daemon for other batches (`--batch`) still starts.
+/// one, and says nothing but the error (it said it was scheduling and
+/// that it stopped, first); a daemon for other batches (`--batch`) still
+/// starts.
 #[test]
 fn a_second_daemon_for_the_same_batches_is_refused() {
     let env = Env::new();
@@ -647,11 +929,13 @@ fn a_second_daemon_for_the_same_batches_is_refused() {
     });
     let ran = env.run(&["daemon"]);
     ran.code(2);
+    let error = ran.error_line();
     assert!(
-        ran.stderr.contains("a live daemon (") && ran.stderr.contains("already schedules \"b\""),
-        "{}",
-        ran.stderr
+        error.starts_with("nightshift: error: a live daemon (")
+            && error.contains("already schedules \"b\""),
+        "{error}"
     );
+    assert_eq!(ran.stdout, "", "only the error");
     assert_eq!(env.status()["daemons"].as_array().unwrap().len(), 1);
     let mut other = Daemon::start_with(&env, &["--batch", "c"]);
     wait_for("the daemon of c live", || {
@@ -686,6 +970,55 @@ fn killed_mid_fire(extra: &str, items: usize, counted: &str) -> Env {
     daemon.child.kill().unwrap();
     daemon.child.wait().unwrap();
     env
+}
+
+/// A daemon killed after it recorded a fire `running` and before the
+/// fire's run started: the fire is said crashed at once, as one whose run
+/// had started is (it said `running now` until a daemon started again),
+/// and the next daemon records it so.
+#[test]
+fn a_fire_whose_daemon_died_before_its_run_is_said_crashed_at_once() {
+    let env = Env::new();
+    env.write(
+        "nightshift.toml",
+        "[batch.b]\nworker = [\"cat\"]\nschedule = \"0 0 1 1 *\"\n",
+    );
+    env.add_items("b", 1);
+    let mut daemon = Daemon::start(&env);
+    wait_for("the daemon to be live", || {
+        batch(&env.status(), "b")["next_fire"]["fires"] == true
+    });
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    // What it left had it died between the fire's record and its run.
+    let at = nightshift::util::time::now_ms() - 1_000;
+    env.sql()
+        .execute(
+            "UPDATE batches SET last_fire_at = ?1, last_fire_outcome = 'running', \
+             last_fire_reason = NULL, last_fire_run = NULL, cycle_fire_at = ?1 WHERE name = 'b'",
+            [at],
+        )
+        .unwrap();
+    let status = env.status();
+    assert_eq!(status["daemons"][0]["state"], "crashed", "{status}");
+    let b = batch(&status, "b");
+    assert_eq!(b["last_fire"]["outcome"], "crashed", "{b}");
+    assert!(
+        b["last_fire"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is gone (killed, or crashed) before its run started"),
+        "{b}"
+    );
+    let text = String::from_utf8(env.cmd().arg("status").output().unwrap().stdout).unwrap();
+    assert!(text.contains("its run crashed — its daemon "), "{text}");
+    assert!(!text.contains("running now"), "{text}");
+    // The next daemon records it crashed.
+    let mut next = Daemon::start(&env);
+    wait_for("the crash recorded", || {
+        !fires(&env, "b", "crashed").is_empty()
+    });
+    assert!(next.terminate().success());
 }
 
 /// A daemon killed mid-cycle never wrote its fire's outcome. A run that
@@ -915,7 +1248,7 @@ both_backends! {
         next_daemon_until_a_fire_ran(&env);
         let crashed = fires(&env, "b", "crashed");
         assert_eq!(crashed.len(), 1, "{crashed:?}");
-        assert_eq!(crashed[0]["at"], cut[0]["at"], "{crashed:?}");
+        assert_eq!(crashed[0]["fields"]["fire_at"], cut[0]["fields"]["fire_at"], "{crashed:?}");
         assert!(
             crashed[0]["fields"]["reason"]
                 .as_str()
@@ -949,9 +1282,162 @@ both_backends! {
         assert_eq!(fires(&env, "b", "crashed").len(), 1);
         let ran = fires(&env, "b", "ran");
         assert_eq!(ran.len(), 1, "one cycle: {ran:?}");
-        assert_eq!(ran[0]["at"], queued[0]["at"], "{ran:?}");
+        assert_eq!(ran[0]["fields"]["fire_at"], queued[0]["fields"]["fire_at"], "{ran:?}");
         assert_eq!(fires(&env, "b", "running").len(), 2, "the cut fire, then the queued one");
         let b = batch(&env.status(), "b");
         assert_eq!((&b["done"], &b["pending"]), (&Value::from(3), &Value::from(0)), "{b}");
+    }
+}
+
+/// The batches each live daemon schedules, by host.
+fn live_daemons(env: &Env) -> Vec<(String, Vec<String>)> {
+    let mut live: Vec<(String, Vec<String>)> = env.status()["daemons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["state"] == "live")
+        .map(|d| {
+            let batches = d["batches"].as_array().unwrap();
+            (
+                d["host"].as_str().unwrap().to_string(),
+                batches
+                    .iter()
+                    .map(|b| b.as_str().unwrap().to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    live.sort();
+    live
+}
+
+/// Runs of `batch` started by a daemon on `host`.
+fn runs_on(env: &Env, batch: &str, host: &str) -> i64 {
+    env.int(&format!(
+        "SELECT count(*) FROM runs r JOIN batches b ON b.id = r.batch_id \
+          WHERE b.name = '{batch}' AND r.host = '{host}'"
+    ))
+}
+
+/// Whether `batch`'s log has a `daemon` event whose message has `text`.
+fn daemon_said(env: &Env, batch: &str, text: &str) -> bool {
+    env.events(batch, "daemon")
+        .iter()
+        .any(|e| e["message"].as_str().unwrap().contains(text))
+}
+
+/// One daemon a batch, on both stores: two started at once, a reload, a
+/// daemon replaced while it was stopped.
+mod one_daemon_a_batch {
+    use super::*;
+
+    both_backends! {
+        /// Two daemons of one batch started at the same moment: on PostgreSQL
+        /// both passed the check (one in five or ten tries) and both fired
+        /// every fire time. Each time, one runs and the other is refused
+        /// (exit 2) with the error alone: it said it was scheduling and that
+        /// it stopped before the error.
+        fn two_daemons_started_together_one_is_refused(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            env.write(
+                "nightshift.toml",
+                "[batch.b]\nworker = [\"./w.sh\"]\nschedule = \"30 4 * * *\"\n",
+            );
+            for round in 0..8 {
+                let mut two = [
+                    Daemon::start_on(&env, "a", "host-a", &[]),
+                    Daemon::start_on(&env, "b", "host-b", &[]),
+                ];
+                let start = Instant::now();
+                let (refused, kept) = loop {
+                    if let Some(status) = two[0].child.try_wait().unwrap() {
+                        break (("a", status), 1);
+                    }
+                    if let Some(status) = two[1].child.try_wait().unwrap() {
+                        break (("b", status), 0);
+                    }
+                    assert!(start.elapsed() < PATIENCE, "round {round}: both still run");
+                    std::thread::sleep(Duration::from_millis(20));
+                };
+                let (tag, status) = refused;
+                let (out, err) = env.output_of(tag);
+                assert_eq!(status.code(), Some(2), "round {round}: {out}{err}");
+                assert_eq!(out, "", "round {round}: only the error");
+                assert!(err.starts_with("nightshift: error: a live daemon ("), "round {round}: {err}");
+                assert_eq!(err.lines().count(), 1, "{err}");
+                std::thread::sleep(Duration::from_millis(300));
+                assert!(two[kept].child.try_wait().unwrap().is_none(), "round {round}: the other runs");
+                assert_eq!(two[kept].terminate().code(), Some(0));
+            }
+        }
+
+        /// A daemon given SIGHUP with a config that names a batch another live
+        /// daemon schedules took it on, and both fired it. The reload leaves
+        /// that batch out and says so in its log; a reload that would leave the
+        /// daemon no batch is refused, the old config kept.
+        fn a_reload_leaves_out_a_batch_another_daemon_schedules(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            let s = "[batch.s]\nworker = [\"./w.sh\"]\nschedule = \"30 4 * * *\"\n";
+            let t = "[batch.t]\nworker = [\"./w.sh\"]\nschedule = \"* * * * * *\"\n";
+            env.write("nightshift.toml", s);
+            let mut a = Daemon::start_on(&env, "a", "host-a", &[]);
+            wait_for("a live", || live_daemons(&env).len() == 1);
+            env.write("nightshift.toml", &format!("{s}{t}"));
+            let mut b = Daemon::start_on(&env, "b", "host-b", &["--batch", "t"]);
+            wait_for("b live", || live_daemons(&env).len() == 2);
+            a.signal(Signal::SIGHUP);
+            wait_for("the reload said", || daemon_said(&env, "s", "config reloaded: daemon on host-a"));
+            assert!(daemon_said(&env, "t", "leaves this batch out: a live daemon (host-b:"));
+            wait_for("a fire of t", || runs_on(&env, "t", "host-b") >= 2);
+            assert_eq!(runs_on(&env, "t", "host-a"), 0);
+            assert_eq!(
+                live_daemons(&env),
+                [("host-a".to_string(), vec!["s".to_string()]), ("host-b".to_string(), vec!["t".to_string()])]
+            );
+
+            env.write("nightshift.toml", t);
+            a.signal(Signal::SIGHUP);
+            wait_for("the refusal", || daemon_said(&env, "s", "config reload refused, the old config stays: every batch it names has another live daemon"));
+            assert_eq!(live_daemons(&env).len(), 2);
+            assert_eq!(runs_on(&env, "t", "host-a"), 0);
+            assert_eq!(a.terminate().code(), Some(0));
+            assert_eq!(b.terminate().code(), Some(0));
+        }
+
+        /// A daemon stopped (SIGSTOP) until it was judged silent, and replaced
+        /// by a daemon on another host: after SIGCONT both fired the batch
+        /// forever. It learns at its first pass that it was replaced, fires
+        /// nothing more, says so in the batch's log, and, with no batch left,
+        /// stops (exit 0).
+        fn a_daemon_replaced_while_stopped_steps_down(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            env.write(
+                "nightshift.toml",
+                "[batch.s]\nworker = [\"./w.sh\"]\nschedule = \"* * * * * *\"\n",
+            );
+            let mut a = Daemon::start_on(&env, "a", "host-a", &[]);
+            wait_for("a fire by a", || runs_on(&env, "s", "host-a") >= 1);
+            a.signal(Signal::SIGSTOP);
+            let stopped = Instant::now();
+            // As if unheard for a minute: silent for every view (and for the
+            // next daemon), which judges a daemon elsewhere by its heartbeat.
+            env.exec("UPDATE daemons SET beat_at = beat_at - 60000 WHERE host = 'host-a'");
+            let mut b = Daemon::start_on(&env, "b", "host-b", &[]);
+            wait_for("a fire by b", || runs_on(&env, "s", "host-b") >= 1);
+            let by_a = runs_on(&env, "s", "host-a");
+            // Stopped for a few seconds more than a pass of its loop takes:
+            // what it sees of the minute it was not heard from.
+            std::thread::sleep(Duration::from_secs(4).saturating_sub(stopped.elapsed()));
+            a.signal(Signal::SIGCONT);
+            assert_eq!(a.exited().code(), Some(0));
+            assert!(daemon_said(&env, "s", "steps down from this batch: a live daemon (host-b:"));
+            let err = std::fs::read_to_string(env.path("a.err")).unwrap();
+            assert!(err.contains("it steps down"), "{err}");
+            assert_eq!(runs_on(&env, "s", "host-a"), by_a, "a fired nothing after SIGCONT");
+            assert_eq!(live_daemons(&env), [("host-b".to_string(), vec!["s".to_string()])]);
+            let runs = runs_on(&env, "s", "host-b");
+            wait_for("b fires on", || runs_on(&env, "s", "host-b") > runs);
+            assert_eq!(b.terminate().code(), Some(0));
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use nightshift::model::{
     EventKind, Fire, Holder, Millis, NewEvent, NewItem, Outcome, Pause, RunState, Tier, Trigger,
 };
-use nightshift::store::{AttemptLog, Completion, Failure, Selection, Store};
+use nightshift::store::{AttemptLog, Completion, Failure, RunEnd, Selection, Store};
 
 /// 2026-01-01T12:00:00Z.
 pub const NOW: Millis = 1_767_268_800_000;
@@ -169,7 +169,7 @@ impl Run<'_> {
 
     fn finish(self, state: RunState, summary: &str, at: Millis) {
         self.store
-            .finish_run(self.id, state, summary, 0, 0, at)
+            .finish_run(self.id, &RunEnd::new(state, summary), at)
             .unwrap();
         self.store
             .log_event(&NewEvent::new(at, self.batch, EventKind::RunFinished, summary).run(self.id))
@@ -309,10 +309,10 @@ pub fn build(db: &Path, opts: &Options) {
     store
         .finish_run(
             id,
-            RunState::LockHeld,
-            "articles: lock-held: worker-2:77 is running it",
-            0,
-            0,
+            &RunEnd::new(
+                RunState::LockHeld,
+                "articles: lock-held: worker-2:77 is running it",
+            ),
             t,
         )
         .unwrap();
@@ -395,6 +395,7 @@ pub fn build(db: &Path, opts: &Options) {
                 reason: Some("paused".into()),
                 run_id: None,
             },
+            now - 150 * MIN,
         )
         .unwrap();
 

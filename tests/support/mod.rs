@@ -14,6 +14,7 @@ pub mod pg;
 pub mod pty;
 #[macro_use]
 pub mod require;
+pub mod tmux;
 
 /// Each test once per backend, in modules `sqlite` and `postgres`:
 /// `fn name(env) { body }` runs `body` with a fresh initialised

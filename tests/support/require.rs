@@ -27,6 +27,9 @@ pub enum Tool {
     /// The PostgreSQL server binaries (`initdb`, `postgres`), for the
     /// private server of `pg.rs`.
     Postgres,
+    /// tmux, a terminal that draws an emoji ZWJ sequence as one grapheme
+    /// (`vt100` draws each emoji of it apart), for `tmux.rs`.
+    Tmux,
 }
 
 impl Tool {
@@ -38,6 +41,7 @@ impl Tool {
             Tool::RootWithSetpriv => "root with setpriv",
             Tool::Faketime => "faketime",
             Tool::Postgres => "postgres",
+            Tool::Tmux => "tmux",
         }
     }
 
@@ -54,6 +58,7 @@ impl Tool {
                 "Debian: apt-get install postgresql; or point NIGHTSHIFT_PG_BIN at the directory \
                  holding initdb and postgres"
             }
+            Tool::Tmux => "Debian: apt-get install tmux",
         }
     }
 
@@ -74,6 +79,10 @@ impl Tool {
             }
             Tool::Faketime => faketime_lib().is_some(),
             Tool::Postgres => super::pg::bin_dir().is_ok(),
+            Tool::Tmux => Command::new("tmux")
+                .arg("-V")
+                .output()
+                .is_ok_and(|o| o.status.success()),
         }
     }
 }

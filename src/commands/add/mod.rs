@@ -12,6 +12,7 @@ use crate::batch_name;
 use crate::cli::AddArgs;
 use crate::key::{self, KeySpec, Priority};
 use crate::model::AddReport;
+use crate::util::live::Live;
 use crate::util::sanitize;
 use crate::util::signals::Stop;
 use crate::util::time::{now_ms, rfc3339};
@@ -103,15 +104,16 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     // add), and the error says exactly what was added.
     store.set_stop(Stop::on_signals().context("installing signal handlers")?);
     let new_batch = !store.batch_names()?.contains(&args.batch);
-    let progress = std::io::stderr().is_terminal() && items.len() > PROGRESS_FROM;
+    let live = Live::stderr();
+    let progress = live.on() && items.len() > PROGRESS_FROM;
     let total = items.len();
     let result = store.add_items(&args.batch, &items, now_ms(), |n| {
         if progress {
-            eprint!("\radding {n}/{total}…");
+            live.show(&format!("adding {n}/{total}…"));
         }
     });
     if progress {
-        eprint!("\r{:40}\r", "");
+        live.clear();
     }
     let report = result?;
     finish(ctx, args, &report, new_batch, priority.field.as_deref())
@@ -129,7 +131,8 @@ fn add_fed(
     store.set_stop(Stop::on_signals().context("installing signal handlers")?);
     let new_batch = !store.batch_names()?.contains(&args.batch);
     // Lines, not items yet (blank lines count): for the progress only.
-    let total = if std::io::stderr().is_terminal() {
+    let live = Live::stderr();
+    let total = if live.on() {
         bytes.iter().filter(|&&b| b == b'\n').count() + usize::from(!bytes.ends_with(b"\n"))
     } else {
         0
@@ -139,12 +142,12 @@ fn add_fed(
     let result = parse::fed(bytes, spec, priority, not_before, source, |feed| {
         store.add_fed(&args.batch, feed, bytes.len(), now, |n| {
             if progress && n > 0 {
-                eprint!("\radding {n}/{total}…");
+                live.show(&format!("adding {n}/{total}…"));
             }
         })
     });
     if progress {
-        eprint!("\r{:40}\r", "");
+        live.clear();
     }
     let report = result??.unwrap_or_default();
     // Nothing written for an input without items: no batch made.
@@ -167,11 +170,11 @@ fn finish(
         && ctx.config.batch(&args.batch).is_none()
     {
         // The table header is printed as TOML to paste (`[batch."記事"]`).
-        eprintln!(
+        crate::util::stdio::err_line(&format!(
             "note: batch {} is new and has no {} section in the config",
             batch_name::shown(&args.batch),
             sanitize::line(&batch_name::toml_table(&args.batch))
-        );
+        ));
     }
     Ok(Exit::Ok)
 }

@@ -5,7 +5,6 @@
 //! the store writes while the input is read.
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
@@ -13,6 +12,7 @@ use super::user_error;
 use crate::key::{self, KeySpec, Priority};
 use crate::model::{Millis, NewItem};
 use crate::store::{AddFeed, FeedRefused};
+use crate::util::live::Live;
 use crate::util::noun;
 use crate::util::sanitize;
 
@@ -149,9 +149,10 @@ pub(super) fn parse_lines(
     not_before: Option<Millis>,
     source: &str,
 ) -> anyhow::Result<Vec<NewItem>> {
-    let progress = std::io::stderr().is_terminal() && bytes.len() > 8 * 1024 * 1024;
+    let live = Live::stderr();
+    let progress = live.on() && bytes.len() > 8 * 1024 * 1024;
     if progress {
-        eprint!("\rchecking {source}…");
+        live.show(&format!("checking {source}…"));
     }
     let threads = if bytes.len() < PARALLEL_FROM_BYTES {
         1
@@ -183,7 +184,7 @@ pub(super) fn parse_lines(
     }
     drop(seen);
     if progress {
-        eprint!("\r{:40}\r", "");
+        live.clear();
     }
     if errors.is_empty() {
         return Ok(items);

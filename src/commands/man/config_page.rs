@@ -5,7 +5,7 @@
 
 use clap_mangen::roff::{Roff, bold, italic, roman};
 
-use crate::config::example::{self, BATCH_INTRO, PREAMBLE};
+use crate::config::example::{self, BATCH_INTRO, LIMIT_INTRO, PREAMBLE};
 use crate::config::fields::{BATCH, TOP};
 use crate::config::limits::LIMIT;
 
@@ -71,18 +71,6 @@ fn limit_entries() -> Vec<Entry> {
         })
         .collect()
 }
-
-/// What the LIMIT POOLS section says before its keys.
-const LIMIT_INTRO: &[&str] = &[
-    "One [limit.NAME] table per limit pool: the provider's limits of one account,",
-    "shared by every batch that names it with `limit = \"NAME\"` and by every runner",
-    "on every host sharing the store (the pool's state is in the store). A call",
-    "starts only when every limit of its pool has room; a retry-after answer",
-    "(`retry_after_s`, or `reset_at` as RFC 3339 or epoch seconds) from any",
-    "batch of the pool holds every batch",
-    "of it until then. `status`, `status --json` and the dashboard's Pools pane",
-    "(key 6) show each limit's use.",
-];
 
 fn paragraphs(roff: &mut Roff, lines: &[&str]) {
     for para in lines.split(|l| l.is_empty()) {

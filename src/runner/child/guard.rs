@@ -82,10 +82,10 @@ impl Guard {
 fn spawn(runner: &str) -> Option<Guard> {
     let guard = try_spawn(runner);
     if let Err(e) = &guard {
-        eprintln!(
+        crate::util::stdio::err_line(&format!(
             "nightshift: warning: no guard for this runner's workers ({}): killed outright, it leaves them running until a later run on this host stops them",
             crate::util::sanitize::line(&e.to_string())
-        );
+        ));
     }
     guard.ok()
 }

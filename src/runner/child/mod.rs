@@ -7,6 +7,7 @@
 //! - `output`: what a worker printed, read bounded (stdout, the stderr
 //!   summary: op-id and cost lines, the last line);
 //! - `tail`: the last 16 KiB of an attempt's stderr;
+//! - `skim`: the key, cost and usage of an answer too long to keep;
 //! - `worker`: a process-mode worker run to its end, started by `posix`
 //!   (Linux: cloned by `clone` where the program is known, else
 //!   `posix_spawn`) or `Command` ([`Running`]);
@@ -27,6 +28,7 @@ pub mod output;
 pub mod persistent;
 #[cfg(target_os = "linux")]
 pub mod posix;
+pub mod skim;
 pub mod subreaper;
 pub mod tail;
 pub mod worker;

@@ -18,13 +18,17 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, watch};
 
 use super::Exit;
+use super::skim::{Skim, Skimmed};
 use super::tail::{Tail, Words};
 use crate::runner::classify::ErrorLine;
 use crate::runner::cost::Cost;
 use crate::runner::usage::Usage;
 
-/// Most stdout kept as the result; the rest is read and dropped.
+/// Most of an answer kept (process mode's stdout, a persistent worker's
+/// answer line); the rest is read and dropped, its cost still counted.
 pub const MAX_STDOUT: usize = 1 << 20;
+/// [`MAX_STDOUT`] as the README and every message say it.
+pub const MAX_STDOUT_SAID: &str = "1 MiB";
 /// Longest stderr line looked at (a longer one is cut).
 const MAX_LINE: usize = 64 * 1024;
 /// Bytes read from a worker's pipe at a time. The buffer is not zeroed
@@ -91,8 +95,11 @@ pub fn parse_stderr_line(text: &str) -> StderrLine<'_> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Output {
     pub exit: Exit,
+    /// At most [`MAX_STDOUT`] of it.
     pub stdout: Vec<u8>,
-    pub stdout_truncated: bool,
+    /// Stdout passed the limit (the rest was read and dropped): what its
+    /// whole said of itself (its cost and usage, `skim`).
+    pub stdout_cut: Option<Skimmed>,
     /// The last non-empty stderr line that was not a marker line.
     pub stderr_last_line: Option<String>,
     /// The end of everything it printed on stderr (`tail`).
@@ -111,16 +118,17 @@ pub enum Report {
     OpId(String),
 }
 
-/// Reads everything, keeping the first `limit` bytes.
+/// Reads everything, keeping the first `limit` bytes; past them, what
+/// the whole says of itself is skimmed as it goes (`Some`: it passed).
 /// Stops early (keeping what it has) when told to give up.
 pub(super) async fn read_bounded(
     mut r: impl AsyncRead + Unpin,
     limit: usize,
     mut give_up: watch::Receiver<bool>,
-) -> (Vec<u8>, bool) {
+) -> (Vec<u8>, Option<Skimmed>) {
     let mut kept = Vec::new();
     let mut buf = Vec::with_capacity(READ_CHUNK);
-    let mut truncated = false;
+    let mut cut: Option<Skim> = None;
     loop {
         buf.clear();
         let read = tokio::select! {
@@ -131,14 +139,19 @@ pub(super) async fn read_bounded(
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let room = limit.saturating_sub(kept.len());
-                if n > room {
-                    truncated = true;
+                if n > room && cut.is_none() {
+                    let mut skim = Skim::default();
+                    skim.feed(&kept);
+                    cut = Some(skim);
+                }
+                if let Some(skim) = cut.as_mut() {
+                    skim.feed(&buf[..n]);
                 }
                 kept.extend_from_slice(&buf[..n.min(room)]);
             }
         }
     }
-    (kept, truncated)
+    (kept, cut.map(Skim::finish))
 }
 
 #[derive(Debug, Default)]

@@ -35,15 +35,16 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-use super::output::{Report, is_line_end};
+use super::output::{MAX_STDOUT_SAID, Report, is_line_end};
+use super::skim::{Skim, Skimmed};
 use super::{KillReason, kill_group};
 use crate::runner::classify::{self, Answer, Rules, bound_message};
 use crate::util::json_text::JsonText;
 use crate::util::sanitize;
 
-/// Longest answer line accepted (the result is bounded like stdout in
-/// process mode).
-const MAX_LINE: usize = super::output::MAX_STDOUT + 64 * 1024;
+/// Most of an answer line kept, as of process mode's stdout: past it the
+/// line is skimmed to its end (`skim`) and its result cut.
+const MAX_LINE: usize = super::output::MAX_STDOUT;
 /// How long a worker that broke mid-item (closed its stdout, stopped
 /// reading) is given to exit on its own before its group is killed: its
 /// exit status and last words name the failure.
@@ -103,8 +104,15 @@ pub struct Persistent {
     /// Requests not yet written to the worker's stdin, from `sent`.
     out: Vec<u8>,
     sent: usize,
+    /// Where `out` starts in the stream of all bytes queued for stdin
+    /// (each request's [`Span`] is a place in it).
+    base: u64,
+    /// How it ended, once known.
+    status: Option<std::process::ExitStatus>,
     /// The answer line being read (kept here so reading can be cancelled).
     line: Vec<u8>,
+    /// It passed `MAX_LINE`: what it says of itself, read as it goes.
+    cut: Option<Skim>,
     /// The last stdout line that was not part of the protocol.
     stray: Option<String>,
     /// The worker process has exited (its stdout may still be held open by
@@ -115,7 +123,7 @@ pub struct Persistent {
 /// The rule every answer and op-id line must follow (quoted in errors).
 pub const KEY_RULE: &str = "persistent answers must carry the request's \"key\"";
 /// How much of a worker's line an error or event quotes.
-const QUOTE_CHARS: usize = 80;
+const QUOTE_CELLS: usize = 80;
 
 /// One stdout line from the worker.
 #[derive(Debug, PartialEq)]
@@ -206,7 +214,10 @@ impl Persistent {
             stderr_task,
             out: Vec::with_capacity(16 * 1024),
             sent: 0,
+            base: 0,
+            status: None,
             line: Vec::new(),
+            cut: None,
             stray: None,
             exited: false,
         })
@@ -226,12 +237,48 @@ impl Persistent {
     }
 
     /// Queues a request; it is written while `next` waits for answers.
-    pub fn send(&mut self, req: &Request<'_>) {
+    /// Where its line lies in the stream written to the worker's stdin.
+    pub fn send(&mut self, req: &Request<'_>) -> Span {
         if self.sent == self.out.len() {
+            self.base += self.out.len() as u64;
             self.out.clear();
             self.sent = 0;
         }
+        let start = self.base + self.out.len() as u64;
         self.out.extend_from_slice(req.line().as_bytes());
+        Span {
+            start,
+            end: self.base + self.out.len() as u64,
+        }
+    }
+
+    /// Takes back a request none of which was written yet: true when it
+    /// was (every later span is then [`Span::after_unsent`] that one).
+    pub fn unsend(&mut self, span: Span) -> bool {
+        let written = self.base + self.sent as u64;
+        if span.start < written {
+            return false;
+        }
+        let at = |p: u64| usize::try_from(p - self.base).unwrap_or(usize::MAX);
+        let (start, end) = (at(span.start), at(span.end));
+        if end > self.out.len() || start > end {
+            return false;
+        }
+        self.out.drain(start..end);
+        true
+    }
+
+    /// From which place in the stream written to its stdin the worker
+    /// took nothing: the requests from there on never reached it (still
+    /// in the pipe, or never written). A worker that ended itself with
+    /// status 0 took none it had not answered: it may end between items
+    /// (to be replaced, to free memory), not in the middle of one.
+    pub fn untaken_from(&self) -> u64 {
+        if self.status.is_some_and(|s| s.success()) {
+            return 0;
+        }
+        let written = self.base + self.sent as u64;
+        written.saturating_sub(unread(&self.stdin))
     }
 
     /// The next stdout line that is not blank, writing queued requests
@@ -245,9 +292,8 @@ impl Persistent {
             let read = if self.exited {
                 // What it wrote before it exited is read; then it is dead,
                 // whoever still holds the pipe.
-                match tokio::time::timeout(AFTER_EXIT, fill_line(&mut self.stdout, &mut self.line))
-                    .await
-                {
+                let fill = fill_line(&mut self.stdout, &mut self.line, &mut self.cut);
+                match tokio::time::timeout(AFTER_EXIT, fill).await {
                     Ok(r) => r,
                     Err(_) => Ok(false),
                 }
@@ -258,39 +304,55 @@ impl Persistent {
                     out,
                     sent,
                     line,
+                    cut,
                     child,
                     exited,
+                    status,
                     ..
                 } = self;
                 let writing = *sent < out.len();
                 tokio::select! {
                     biased;
-                    r = fill_line(stdout, line) => r,
+                    r = fill_line(stdout, line, cut) => r,
                     w = stdin.write(&out[*sent..]), if writing => {
                         match w {
                             Ok(n) if n > 0 => *sent += n,
-                            Ok(_) => return Err(self.died("could not send the item: stdin closed").await),
-                            Err(e) => return Err(self.died(&format!("could not send the item: {e}")).await),
+                            Ok(_) => return Err(self.died(Broke::StdinClosed).await),
+                            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                                return Err(self.died(Broke::StdinClosed).await);
+                            }
+                            Err(e) => return Err(self.died(Broke::StdinFailed(e)).await),
                         }
                         continue;
                     }
                     // A crash noticed though a child of the worker holds its
                     // stdout open (no end of stream would ever come).
-                    _ = child.wait() => {
+                    s = child.wait() => {
                         *exited = true;
+                        *status = s.ok();
                         continue;
                     }
                 }
             };
             let text = match read {
-                Ok(true) => String::from_utf8_lossy(&std::mem::take(&mut self.line)).into_owned(),
-                Ok(false) => return Err(self.died("the worker exited").await),
+                Ok(true) => {
+                    let line = std::mem::take(&mut self.line);
+                    // A cut line's head ends on a whole character.
+                    String::from_utf8_lossy(classify::whole_chars(&line, self.cut.is_some()))
+                        .into_owned()
+                }
+                Ok(false) => return Err(self.died(Broke::StdoutEnded).await),
                 Err(e) => {
                     self.line = Vec::new();
+                    self.cut = None;
                     return Err(Answer::out_of_step(&e));
                 }
             };
-            match parse_line(&text) {
+            let parsed = match self.cut.take() {
+                Some(skim) => cut_answer(&text, skim.finish()).map(Some),
+                None => parse_line(&text),
+            };
+            match parsed {
                 Ok(Some(Line::Stray(quoted))) => {
                     self.stray = Some(quoted.clone());
                     return Ok(Line::Stray(quoted));
@@ -354,13 +416,14 @@ impl Persistent {
         }
     }
 
-    /// The worker broke mid-item: a transient failure naming why.
-    async fn died(&mut self, why: &str) -> Answer {
-        let status = tokio::time::timeout(EXIT_GRACE, self.child.wait()).await;
-        let status = match status {
-            Ok(Ok(s)) => format!(" ({s})"),
-            _ => String::new(),
-        };
+    /// The worker broke mid-item: a transient failure saying what it did
+    /// (closed a pipe, exited with which status) and its last words.
+    async fn died(&mut self, how: Broke) -> Answer {
+        if self.status.is_none()
+            && let Ok(Ok(s)) = tokio::time::timeout(EXIT_GRACE, self.child.wait()).await
+        {
+            self.status = Some(s);
+        }
         // With its group gone, stderr ends when the worker's last words are
         // read, however long a loaded machine takes to read them.
         kill_group(self.pgid);
@@ -372,9 +435,10 @@ impl Persistent {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let why = broke_words(&how, self.status);
         let mut message = match last {
-            Some(l) => format!("{why}{status}: {l}"),
-            None => format!("{why}{status}"),
+            Some(l) => format!("{why}: {l}"),
+            None => why,
         };
         if let Some(stray) = &self.stray {
             message.push_str(&format!(" (last non-protocol stdout line: {stray})"));
@@ -404,6 +468,81 @@ impl Persistent {
         }
         kill_group(pgid);
     }
+}
+
+/// Where one request's line lies in the stream of bytes written to a
+/// worker's stdin: what tells a request the worker took from one it never
+/// read ([`Persistent::untaken_from`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Span {
+    /// This span once `gone`, queued before it, was taken back.
+    #[must_use]
+    pub fn after_unsent(self, gone: Span) -> Span {
+        if self.start < gone.end {
+            return self;
+        }
+        let len = gone.end - gone.start;
+        Span {
+            start: self.start - len,
+            end: self.end - len,
+        }
+    }
+}
+
+/// How a worker broke the pipes between us.
+enum Broke {
+    /// A request could not be written: nothing reads its stdin now.
+    StdinClosed,
+    /// Writing a request failed otherwise.
+    StdinFailed(std::io::Error),
+    /// Its stdout ended (it exited, or closed it).
+    StdoutEnded,
+}
+
+/// What a broken worker did, in the words of its failure: which pipe it
+/// closed, and how it ended (`status`, if it did within the grace).
+fn broke_words(how: &Broke, status: Option<std::process::ExitStatus>) -> String {
+    let ended = match status {
+        Some(s) => match super::exit_of(s) {
+            super::Exit::Signal(sig) => format!("was killed by signal {sig}"),
+            super::Exit::Code(code) => format!("exited with status {code}"),
+            _ => "exited".to_string(),
+        },
+        None => format!(
+            "was still running {}s later: its process group was killed",
+            EXIT_GRACE.as_secs()
+        ),
+    };
+    match (how, status) {
+        (Broke::StdoutEnded, Some(_)) => format!("the worker {ended}"),
+        (Broke::StdoutEnded, None) => {
+            format!("the worker closed its stdout without answering and {ended}")
+        }
+        (Broke::StdinClosed, _) => {
+            format!("the worker closed its stdin (it took no more requests) and {ended}")
+        }
+        (Broke::StdinFailed(e), _) => {
+            format!("a request could not be written to the worker's stdin ({e}); it {ended}")
+        }
+    }
+}
+
+/// Bytes written to the worker's stdin that it has not read (the pipe
+/// keeps them once the worker is gone, while we hold our end).
+#[cfg(target_os = "linux")]
+fn unread(stdin: &ChildStdin) -> u64 {
+    rustix::io::ioctl_fionread(stdin).unwrap_or(0)
+}
+
+/// Unknown here: every byte written counts as read.
+#[cfg(not(target_os = "linux"))]
+fn unread(_stdin: &ChildStdin) -> u64 {
+    0
 }
 
 /// Reads one stdout line. `Ok(None)`: nothing to act on (a blank line, an
@@ -529,14 +668,21 @@ fn written_result(line: &str) -> Option<JsonText> {
 
 /// The start of a worker's line, inert, for an error or an event.
 pub fn quote(text: &str) -> String {
-    sanitize::line(&sanitize::truncate(text.trim(), QUOTE_CHARS)).into_owned()
+    crate::util::text::cut(&sanitize::line(text.trim()), QUOTE_CELLS).into_owned()
 }
 
 /// Reads into `line` up to the next newline or bare CR (not kept; an
 /// answer after a progress bar's `\r` is a line of its own, CRLF an extra
-/// empty one): `Ok(true)` with a whole line, `Ok(false)` at end of stream (a last unterminated line is
-/// dropped: the worker died writing it). Bounded by `MAX_LINE`.
-async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result<bool, String> {
+/// empty one): `Ok(true)` with a whole line, `Ok(false)` at end of stream
+/// (a last unterminated line is dropped: the worker died writing it).
+/// `line` keeps at most `MAX_LINE`; a longer line is read to its end
+/// through `cut`, which skims it, unless it is no JSON object (`Err` then,
+/// at once).
+async fn fill_line(
+    r: &mut BufReader<ChildStdout>,
+    line: &mut Vec<u8>,
+    cut: &mut Option<Skim>,
+) -> Result<bool, String> {
     loop {
         let buf = r
             .fill_buf()
@@ -549,20 +695,85 @@ async fn fill_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result
             Some(pos) => (pos + 1, true),
             None => (buf.len(), false),
         };
+        let part = &buf[..take - usize::from(complete)];
         let room = MAX_LINE.saturating_sub(line.len());
-        if take.saturating_sub(usize::from(complete)) > room {
-            r.consume(take);
+        if cut.is_none() && part.len() > room {
+            let mut skim = Skim::default();
+            skim.feed(line);
+            *cut = Some(skim);
+        }
+        if let Some(skim) = cut.as_mut() {
+            skim.feed(part);
+        }
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        r.consume(take);
+        if cut.as_ref().is_some_and(Skim::no_object) {
+            *cut = None;
             return Err(format!(
-                "the worker wrote a stdout line longer than {} KiB",
-                MAX_LINE / 1024
+                "the worker wrote a stdout line longer than {MAX_STDOUT_SAID} that is no answer (not a JSON object)"
             ));
         }
-        line.extend_from_slice(&buf[..take - usize::from(complete)]);
-        r.consume(take);
         if complete {
             return Ok(true);
         }
     }
+}
+
+/// An answer line longer than `MAX_LINE`, from what the skim read of it:
+/// its result cut as in process mode (`head`: the line's start), its
+/// error with the fields read, its cost and usage counted. `Err` when it
+/// is no answer (no `key`, neither `result` nor `error`).
+fn cut_answer(head: &str, skimmed: Skimmed) -> Result<Line, String> {
+    let head = classify::without_bom(head.trim());
+    let mut fields = skimmed.fields;
+    let key = match fields.get("key") {
+        Some(Value::String(k)) if skimmed.object => k.clone(),
+        _ if !skimmed.object => {
+            return Err(format!(
+                "the worker wrote a stdout line longer than {MAX_STDOUT_SAID} that is not valid JSON: {}",
+                quote(head)
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{KEY_RULE}: a line longer than {MAX_STDOUT_SAID} without it cannot be matched to its request: {}",
+                quote(head)
+            ));
+        }
+    };
+    let mut obj = serde_json::Map::new();
+    obj.insert("key".into(), Value::String(key.clone()));
+    if let Some(Value::Object(mut error)) = fields.remove("error") {
+        error.entry("message").or_insert_with(|| {
+            Value::String(format!(
+                "(an error answer longer than {MAX_STDOUT_SAID}: its message was not kept)"
+            ))
+        });
+        obj.insert("error".into(), Value::Object(error));
+    } else if let Some(Value::Object(result)) = fields.remove("result") {
+        obj.insert("result".into(), classify::cut_result(head));
+        // The answer's own cost and usage, else its result's.
+        for f in ["cost", "usage"] {
+            if let Some(v) = result.get(f) {
+                fields.entry(f).or_insert_with(|| v.clone());
+            }
+        }
+    } else {
+        return Err(format!(
+            "the worker wrote a stdout line longer than {MAX_STDOUT_SAID} with neither \"result\" nor \"error\": {}",
+            quote(head)
+        ));
+    }
+    for f in ["cost", "usage"] {
+        if let Some(v) = fields.remove(f) {
+            obj.insert(f.into(), v);
+        }
+    }
+    Ok(Line::Answer {
+        key,
+        obj,
+        written: None,
+    })
 }
 
 #[cfg(test)]
@@ -650,10 +861,73 @@ done"#,
         let late = w.call(&req("late", "{}"), t, &rules, &tx, never()).await;
         assert!(
             matches!(&late, Err(Answer::Failed { transient: true, class, message, .. })
-            if class == "WorkerExited" && message.contains("exit status: 4") && message.contains("late last words")),
+            if class == "WorkerExited" && message.contains("the worker exited with status 4") && message.contains("late last words")),
             "{:?}",
             late.as_ref().err()
         );
+    }
+
+    /// A worker that closed its stdout and lives on is said to have done
+    /// so, not to have exited; what it never read of its stdin is known
+    /// (the pipe still holds it), so the slot can tell a request it took
+    /// from one that never reached it.
+    #[tokio::test]
+    async fn a_closed_pipe_is_said_and_what_the_worker_never_read_is_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = script(
+            dir.path(),
+            "read line\necho '{\"key\":\"a\",\"result\":1}'\nexec 1>&-\nsleep 30",
+        );
+        let rules = Rules::default();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let never = || oneshot::channel::<KillReason>().1;
+        let t = Duration::from_secs(30);
+        let ok = w.call(&req("a", "{}"), t, &rules, &tx, never()).await;
+        assert!(matches!(ok, Ok(Call::Answer(Answer::Done { .. }))));
+        let b = w.send(&req("b", "{}"));
+        let broke = w.call(&req("c", "{}"), t, &rules, &tx, never()).await;
+        assert!(
+            matches!(&broke, Err(Answer::Failed { class, message, .. }) if class == "WorkerExited"
+                && message == "the worker closed its stdout without answering and was still running 5s later: its process group was killed"),
+            "{:?}",
+            broke.as_ref().err()
+        );
+        // `sh` reads its stdin a byte at a time: b and c are still there.
+        assert_eq!(w.untaken_from(), b.start);
+        assert!(b.start > 0);
+    }
+
+    /// A request not yet written to the worker's stdin is taken back
+    /// whole: the worker never sees it, and the spans after it follow. One
+    /// written already is the worker's.
+    #[tokio::test]
+    async fn a_request_not_yet_written_is_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = script(
+            dir.path(),
+            r#"while read -r line; do
+  key=$(printf '%s' "$line" | sed 's/.*"key":"\([^"]*\)".*/\1/')
+  printf '{"key":"%s","result":1}\n' "$key"
+done"#,
+        );
+        let mut w = Persistent::start(&argv, None, None, &[]).unwrap();
+        let a = w.send(&req("a", "{}"));
+        let b = w.send(&req("b", "{}"));
+        let c = w.send(&req("c", "{}"));
+        // Written only while `next` waits: none yet.
+        assert!(w.unsend(b));
+        let c = c.after_unsent(b);
+        assert_eq!((c.start, a.after_unsent(b)), (a.end, a));
+        for want in ["a", "c"] {
+            match w.next().await {
+                Ok(Line::Answer { key, .. }) => assert_eq!(key, want),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert!(!w.unsend(a) && !w.unsend(c));
+        w.kill().await;
     }
 
     /// An answer after a progress bar redrawn with bare CRs, and answers
@@ -832,7 +1106,7 @@ exit 1"#,
         let died = w.call(&req("b", "{}"), long, &rules, &tx, never()).await;
         assert!(
             matches!(&died, Err(Answer::Failed { transient: true, class, message, .. })
-            if class == "WorkerExited" && message.contains("exit status: 1") && message.contains("boom")),
+            if class == "WorkerExited" && message.contains("the worker exited with status 1") && message.contains("boom")),
             "{:?}",
             died.as_ref().err()
         );

@@ -146,14 +146,7 @@ async fn cloned(
     prepared: &Prepared,
     env: &[(&'static str, String)],
 ) -> io::Result<Option<Proc>> {
-    let args: Vec<CString> = argv
-        .iter()
-        .map(|a| c_string(a.as_bytes()))
-        .collect::<io::Result<_>>()?;
-    let own: Vec<CString> = env
-        .iter()
-        .map(|(k, v)| c_string(format!("{k}={v}").as_bytes()))
-        .collect::<io::Result<_>>()?;
+    let (args, own) = c_strings(argv, env)?;
     let Some(pipes) = Pipes::new()? else {
         return Ok(None);
     };
@@ -163,10 +156,7 @@ async fn cloned(
         |l| u32::try_from(l.pid.as_raw()).ok(),
     )?;
     let pid = launching.pid;
-    let start = match (before, identity::boot_ticks()) {
-        (Some(b), Some(a)) if a == b => Some(b),
-        _ => identity::pid_start(pid.as_raw() as u32),
-    };
+    let start = started_at(before, pid);
     let (stdin, stdout, stderr) = pipes.ours();
     let pidfd = launching.pidfd.try_clone()?;
     #[allow(deprecated)]
@@ -260,14 +250,7 @@ pub fn launch(
     prepared: &Prepared,
     env: &[(&'static str, String)],
 ) -> io::Result<Option<Launched>> {
-    let args: Vec<CString> = argv
-        .iter()
-        .map(|a| c_string(a.as_bytes()))
-        .collect::<io::Result<_>>()?;
-    let own: Vec<CString> = env
-        .iter()
-        .map(|(k, v)| c_string(format!("{k}={v}").as_bytes()))
-        .collect::<io::Result<_>>()?;
+    let (args, own) = c_strings(argv, env)?;
     let envp: Vec<&CStr> = prepared
         .base
         .iter()
@@ -275,20 +258,11 @@ pub fn launch(
         .map(CString::as_c_str)
         .collect();
 
-    let (in_r, in_w) = pipe2(OFlag::O_CLOEXEC)?;
-    let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC)?;
-    let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC)?;
-    let child_ends = [in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
-    // dup2 onto itself would keep CLOEXEC: only when the runner's own
-    // standard streams were closed. Rare; `Command` handles it.
-    if [&in_r, &in_w, &out_r, &out_w, &err_r, &err_w]
-        .iter()
-        .any(|fd| fd.as_raw_fd() <= 2)
-    {
+    let Some(pipes) = Pipes::new()? else {
         return Ok(None);
-    }
+    };
     let mut actions = PosixSpawnFileActions::init()?;
-    for (target, fd) in child_ends.into_iter().enumerate() {
+    for (target, fd) in pipes.child_ends().into_iter().enumerate() {
         actions.add_dup2(fd, target as i32)?;
     }
     let mut attr = PosixSpawnAttr::init()?;
@@ -317,21 +291,42 @@ pub fn launch(
         },
         |pid| u32::try_from(pid.as_raw()).ok(),
     )?;
-    // It started between the two readings: in their tick when they agree
-    // (most spawns take a fraction of one), else `/proc` says (it is
-    // unreaped, so the pid is still its own).
-    let start = match (before, identity::boot_ticks()) {
-        (Some(b), Some(a)) if a == b => Some(b),
-        _ => identity::pid_start(pid.as_raw() as u32),
-    };
-    drop((in_r, out_w, err_w));
+    let start = started_at(before, pid);
+    let (stdin, stdout, stderr) = pipes.ours();
     Ok(Some(Launched {
         pid,
         start,
-        stdin: in_w,
-        stdout: out_r,
-        stderr: err_r,
+        stdin,
+        stdout,
+        stderr,
     }))
+}
+
+/// A worker's argv and its own variables (`KEY=value`) as C strings.
+fn c_strings(
+    argv: &[String],
+    env: &[(&'static str, String)],
+) -> io::Result<(Vec<CString>, Vec<CString>)> {
+    let args = argv
+        .iter()
+        .map(|a| c_string(a.as_bytes()))
+        .collect::<io::Result<_>>()?;
+    let own = env
+        .iter()
+        .map(|(k, v)| c_string(format!("{k}={v}").as_bytes()))
+        .collect::<io::Result<_>>()?;
+    Ok((args, own))
+}
+
+/// When the child `pid`, started after the clock read `before`, started:
+/// in that tick when the clock still reads it (most spawns take a fraction
+/// of one), else as `/proc` says (it is unreaped, so the pid is still its
+/// own).
+fn started_at(before: Option<u64>, pid: Pid) -> Option<u64> {
+    match (before, identity::boot_ticks()) {
+        (Some(b), Some(a)) if a == b => Some(b),
+        _ => identity::pid_start(pid.as_raw() as u32),
+    }
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {

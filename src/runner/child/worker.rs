@@ -69,7 +69,7 @@ pub async fn run(
                     Exit::SpawnFailed(format!("{}: {e}", job.argv[0]))
                 },
                 stdout: Vec::new(),
-                stdout_truncated: false,
+                stdout_cut: None,
                 stderr_last_line: None,
                 stderr_tail: None,
                 error_line: None,
@@ -97,7 +97,7 @@ pub async fn run(
     let out = async {
         match stdout {
             Some(s) => read_bounded(s, MAX_STDOUT, out_given_up).await,
-            None => (Vec::new(), false),
+            None => (Vec::new(), None),
         }
     };
     let err = async {
@@ -155,7 +155,7 @@ pub async fn run(
     // goes too; it would otherwise hold our pipes open.
     kill_group(pgid);
 
-    let ((stdout, stdout_truncated), err) = match read {
+    let ((stdout, stdout_cut), err) = match read {
         Some(done) => done,
         None => match tokio::time::timeout(DRAIN_GRACE, &mut readers).await {
             Ok(done) => done,
@@ -178,7 +178,7 @@ pub async fn run(
     let output = Output {
         exit,
         stdout,
-        stdout_truncated,
+        stdout_cut,
         error_line: err.last_line.as_deref().and_then(parse_error_line),
         stderr_last_line: err.last_line,
         stderr_tail: err.tail,

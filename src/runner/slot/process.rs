@@ -10,8 +10,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::claim::{budget_spent, claim_key, log_claimed, may_chain};
 use super::record::{
-    begin_retry, cancelled, count_cut_short, count_success, judge_failure, lease_lost_on_write,
-    lease_lost_stopped, record_failure, release, release_held, store_op_id,
+    begin_retry, count_cut_short, count_success, judge_failure, let_go, record_failure, release,
+    release_held, store_op_id,
 };
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::output::{Output, Report};
@@ -119,6 +119,22 @@ async fn process(
     slot: u32,
     prepared: &Prepared,
     claim: Claim,
+    pass: Pass,
+    give_back: bool,
+) -> Result<Option<Claim>, StoreError> {
+    let id = claim.item_id;
+    let next = attempts(cycle, slot, prepared, claim, pass, give_back).await;
+    // However it left the slot, the claim waits to retry no more.
+    cycle.retry_begins(id);
+    next
+}
+
+/// The attempts of [`process`].
+async fn attempts(
+    cycle: &Arc<Cycle>,
+    slot: u32,
+    prepared: &Prepared,
+    claim: Claim,
     mut pass: Pass,
     give_back: bool,
 ) -> Result<Option<Claim>, StoreError> {
@@ -156,12 +172,8 @@ async fn process(
                 continue;
             }
             Ok(ticket) => ticket,
-            Err(Some(KillReason::Cancelled)) => {
-                cancelled(cycle, &claim, CancelledWhile::NotStarted).await;
-                return Ok(None);
-            }
-            Err(Some(KillReason::LeaseLost)) => {
-                lease_lost_stopped(cycle, &claim).await;
+            Err(Some(KillReason::Cancelled | KillReason::LeaseLost)) => {
+                let_go(cycle, &claim, CancelledWhile::NotStarted).await;
                 return Ok(None);
             }
             Err(_) => {
@@ -179,7 +191,7 @@ async fn process(
                 Some(next) => attempt = next,
                 None => {
                     cycle.pool_settle(&claim, attempt, ticket, None, false);
-                    lease_lost_on_write(cycle, &claim).await;
+                    let_go(cycle, &claim, CancelledWhile::WaitingToRetry).await;
                     return Ok(None);
                 }
             }
@@ -226,9 +238,8 @@ async fn process(
                 cycle.pool_settle(&claim, attempt, ticket, usage, false);
                 count_cut_short(cycle, &claim, cost).await;
                 match reason {
-                    KillReason::LeaseLost => lease_lost_stopped(cycle, &claim).await,
-                    KillReason::Cancelled => {
-                        cancelled(cycle, &claim, CancelledWhile::Running).await;
+                    KillReason::LeaseLost | KillReason::Cancelled => {
+                        let_go(cycle, &claim, CancelledWhile::Running).await;
                     }
                     KillReason::Shutdown => {
                         return release(cycle, &claim, true).await.map(|()| None);
@@ -349,17 +360,15 @@ async fn process(
                     number: attempt,
                     retries_done,
                 };
-                let v = judge_failure(cycle, &claim, a, &failed, cost).await;
+                let Some(v) = judge_failure(cycle, &claim, a, &failed, cost).await else {
+                    return Ok(None);
+                };
                 if let Verdict::RetryNow { wait, .. } = v {
                     retries_done += 1;
                     match backoff(cycle, &claim, wait).await {
                         None => {}
-                        Some(KillReason::Cancelled) => {
-                            cancelled(cycle, &claim, CancelledWhile::WaitingToRetry).await;
-                            return Ok(None);
-                        }
-                        Some(KillReason::LeaseLost) => {
-                            lease_lost_stopped(cycle, &claim).await;
+                        Some(KillReason::Cancelled | KillReason::LeaseLost) => {
+                            let_go(cycle, &claim, CancelledWhile::WaitingToRetry).await;
                             return Ok(None);
                         }
                         // The failed attempt had its verdict: it counts.

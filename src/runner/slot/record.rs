@@ -1,6 +1,6 @@
 //! After an answer, both modes: a failure judged (`verdict`) and
-//! recorded, a retry begun, an item released, a write refused for a lost
-//! lease.
+//! recorded, a retry begun, an item released, a claim let go (a cancel, a
+//! lost lease).
 
 use std::sync::atomic::Ordering;
 
@@ -16,14 +16,16 @@ use crate::util::time::now_ms;
 /// Judges a failed attempt (`verdict::judge`): counts its cost, holds the
 /// batch for its `retry_after`, and logs a `retry` event when it runs
 /// again in this cycle. The caller then waits and retries, or records the
-/// failure ([`record_failure`]). Both modes.
+/// failure ([`record_failure`]). `None`: the claim is no longer ours to
+/// retry (a cancel, or another runner holds it: let go, [`let_go`]).
+/// Both modes.
 pub(in crate::runner) async fn judge_failure(
     cycle: &Cycle,
     claim: &Claim,
     attempt: Attempt,
     failed: &Failed<'_>,
     cost: Option<f64>,
-) -> Verdict {
+) -> Option<Verdict> {
     cycle.spend(cost).await;
     cycle.answered(Some(failed.class)).await;
     if let Some(asked) = verdict::hold(failed) {
@@ -55,6 +57,7 @@ pub(in crate::runner) async fn judge_failure(
         // The item says when it runs again, so no view counts it in flight
         // while nothing runs it.
         let at = after_hold.unwrap_or_else(|| now.saturating_add(wait.as_millis() as i64));
+        cycle.awaits_retry(claim.item_id, at);
         let (id, token, e) = (claim.item_id, claim.token, event.clone());
         let (class, message, run) = (class.to_string(), message.to_string(), cycle.run_id);
         let stored = cycle
@@ -76,11 +79,16 @@ pub(in crate::runner) async fn judge_failure(
             })
             .await;
         match stored {
-            Ok(_) => cycle.log.emit(&event),
+            Ok(true) => cycle.log.emit(&event),
+            // No retry to promise: the answer is not ours to act on.
+            Ok(false) => {
+                let_go(cycle, claim, CancelledWhile::Answered).await;
+                return None;
+            }
             Err(err) => tracing::warn!("could not record event {}: {err}", event.kind),
         }
     }
-    v
+    Some(v)
 }
 
 /// Starts the next attempt of a claimed item once it passed the gate,
@@ -90,6 +98,7 @@ pub(in crate::runner) async fn begin_retry(
     claim: &Claim,
 ) -> Result<Option<u32>, StoreError> {
     let (id, token) = (claim.item_id, claim.token);
+    cycle.retry_begins(id);
     let next = cycle
         .writer
         .call(move |s| s.begin_attempt(id, token, now_ms()))
@@ -153,7 +162,7 @@ pub(in crate::runner) async fn record_failure(
         counter.fetch_add(1, Ordering::Relaxed);
         cycle.log.emit(&event);
     } else {
-        lease_lost_on_write(cycle, claim).await;
+        let_go(cycle, claim, CancelledWhile::Answered).await;
     }
     Ok(())
 }
@@ -221,27 +230,37 @@ async fn release_with(
         cycle.tally.released.fetch_add(1, Ordering::Relaxed);
         cycle.log.emit(&event);
     } else {
-        // Refused for a cancel asked meanwhile: it goes where that said.
-        settle(cycle, claim, was).await;
+        // Refused: a cancel asked meanwhile (it goes where that said), or
+        // another runner holds it.
+        let_go(cycle, claim, was).await;
     }
     Ok(())
 }
 
-/// A write about `claim` was refused: a cancel asked of it (settled now,
-/// see `store::ops::steer`), else another runner holds it.
-pub(in crate::runner) async fn lease_lost_on_write(cycle: &Cycle, claim: &Claim) {
-    if settle(cycle, claim, CancelledWhile::Answered).await {
+/// `claim` is no longer this run's to finish: a cancel asked of it is
+/// settled now (it goes where the cancel said), else another runner holds
+/// it (`lease-lost`). `was`: where it was when the runner let it go, which
+/// both events say as it was (not that a worker was stopped when none
+/// ran, nor a retry promised that never comes). Every path of both modes
+/// that lets a claim go ends here.
+pub(in crate::runner) async fn let_go(cycle: &Cycle, claim: &Claim, was: CancelledWhile) {
+    if settle(cycle, claim, was).await {
         return;
     }
+    let words = match was {
+        CancelledWhile::Answered => {
+            "result discarded: another runner took this item over (stale lease token)"
+        }
+        CancelledWhile::Running => "another runner holds this item now; its worker was stopped",
+        CancelledWhile::WaitingToRetry => {
+            "another runner holds this item now; it was waiting to retry (no worker ran)"
+        }
+        CancelledWhile::NotStarted => {
+            "another runner holds this item now; its call had not started"
+        }
+    };
     cycle
-        .event(
-            cycle
-                .new_event(
-                    EventKind::LeaseLost,
-                    "result discarded: another runner took this item over (stale lease token)",
-                )
-                .key(&claim.key),
-        )
+        .event(cycle.new_event(EventKind::LeaseLost, words).key(&claim.key))
         .await;
 }
 
@@ -270,7 +289,7 @@ pub(in crate::runner) async fn count_success(
     event: &NewEvent,
 ) {
     if !accepted {
-        lease_lost_on_write(cycle, claim).await;
+        let_go(cycle, claim, CancelledWhile::Answered).await;
         return;
     }
     let counter = if outcome == Outcome::Empty {
@@ -301,21 +320,6 @@ pub(in crate::runner) async fn store_op_id(cycle: &Cycle, claim: &Claim, op: Str
     {
         cycle.log.emit(&event);
     }
-}
-
-/// The heartbeat found the item's lease another runner's: its worker was
-/// stopped.
-pub(in crate::runner) async fn lease_lost_stopped(cycle: &Cycle, claim: &Claim) {
-    cycle
-        .event(
-            cycle
-                .new_event(
-                    EventKind::LeaseLost,
-                    "another runner holds this item now; its worker was stopped",
-                )
-                .key(&claim.key),
-        )
-        .await;
 }
 
 /// Moves `claim` where the cancel asked of it said, if one was; whether
@@ -353,14 +357,5 @@ async fn settle(cycle: &Cycle, claim: &Claim, was: CancelledWhile) -> bool {
             tracing::warn!("settling the cancel of {}: {e}", claim.key);
             false
         }
-    }
-}
-
-/// The heartbeat stopped `claim` for a cancel (its worker, or its wait,
-/// as `was` says): it goes where the cancel said (or, were the claim lost
-/// meanwhile, is another's).
-pub(in crate::runner) async fn cancelled(cycle: &Cycle, claim: &Claim, was: CancelledWhile) {
-    if !settle(cycle, claim, was).await {
-        lease_lost_stopped(cycle, claim).await;
     }
 }

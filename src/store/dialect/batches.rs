@@ -1,7 +1,7 @@
 //! Statements on batches.
 
 use super::sql::{self, Arg, Sql, Texts};
-use crate::model::{Counts, Fire, Hold, Millis, Owed, Pause};
+use crate::model::{Counts, Fire, FireRule, Hold, Millis, Owed, Pause};
 use crate::store::Result;
 
 const BATCH_PAUSED: &str = "SELECT paused FROM batches WHERE id = ?1";
@@ -26,6 +26,10 @@ const BATCH_CLEAR_PAUSE: &str = "UPDATE batches
 const BATCH_EXTEND_HOLD: &str = "UPDATE batches SET hold_until = ?2, hold_key = ?3
   WHERE name = ?1 AND (hold_until IS NULL OR hold_until < ?2)";
 const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = ?2 WHERE id = ?1";
+/// The rule the daemon that plans `next_fire` fires by (`model::FireRule`).
+const BATCH_FIRE_RULE: &str = "SELECT fire_schedule, fire_timezone FROM batches WHERE id = ?1";
+const BATCH_SET_FIRE_RULE: &str =
+    "UPDATE batches SET fire_schedule = ?2, fire_timezone = ?3 WHERE id = ?1";
 const BATCH_RECORD_FIRE: &str = "UPDATE batches
     SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4, last_fire_run = ?5
   WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)";
@@ -83,6 +87,15 @@ pub(crate) trait BatchesRead: Sql {
                 cycle: r.opt_time(0)?,
                 crashed: r.bool(1)?,
                 queued: r.opt_time(2)?,
+            })
+        })
+    }
+
+    fn batch_fire_rule(&mut self, batch: i64) -> Result<Option<FireRule>> {
+        sql::one(self, BATCH_FIRE_RULE, &[Arg::Int(batch)], |r| {
+            Ok(match (r.opt_text(0)?, r.opt_text(1)?) {
+                (Some(schedule), Some(timezone)) => Some(FireRule { schedule, timezone }),
+                _ => None,
             })
         })
     }
@@ -153,6 +166,16 @@ pub(crate) trait BatchesWrite: Sql {
             Arg::OptInt(fire.run_id),
         ];
         self.exec(BATCH_RECORD_FIRE, &args)?;
+        Ok(())
+    }
+
+    fn batch_set_fire_rule(&mut self, batch: i64, rule: &FireRule) -> Result<()> {
+        let args = [
+            Arg::Int(batch),
+            Arg::Text(&rule.schedule),
+            Arg::Text(&rule.timezone),
+        ];
+        self.exec(BATCH_SET_FIRE_RULE, &args)?;
         Ok(())
     }
 

@@ -9,6 +9,11 @@ pub(crate) trait DaemonsRead {
 }
 
 pub(crate) trait DaemonsWrite {
+    /// Every daemon recorded, newest beat first; no other write
+    /// transaction reads them so until this one ends (PostgreSQL: an
+    /// advisory lock, as its rows may be none to lock; SQLite's `BEGIN
+    /// IMMEDIATE` already excludes every other writer).
+    fn daemons_all_locked(&mut self) -> Result<Vec<Daemon>>;
     /// Records the daemon (or its new beat, stop and batches).
     fn daemon_upsert(&mut self, d: &Daemon) -> Result<()>;
     /// Forgets the daemons of these tokens.

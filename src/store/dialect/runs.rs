@@ -2,11 +2,12 @@
 
 use super::seats::holder_at;
 use super::sql::{self, Arg, Row, Sql};
-use crate::config::budget::{from_micros, to_micros};
-use crate::model::{Holder, Millis, Run, RunCounts, RunState, Tier, Trigger};
+use crate::model::{Holder, Millis, Run, RunCounts, StopCause, Tier, Trigger};
 use crate::store::Result;
 use crate::store::api::OpenRun;
+use crate::store::api::RunEnd;
 use crate::store::rows::run_columns;
+use crate::util::money::{from_micros, to_micros};
 
 fn run_from_row(r: &dyn Row) -> Result<Run> {
     Ok(Run {
@@ -18,6 +19,7 @@ fn run_from_row(r: &dyn Row) -> Result<Run> {
         started_at: r.time(5)?,
         ended_at: r.opt_time(6)?,
         state: sql::parsed(r, 7)?,
+        stopped: sql::opt_parsed(r, 21)?,
         counts: RunCounts {
             done: r.int(8)?,
             empty: r.int(9)?,
@@ -73,7 +75,7 @@ const RUN_INSERT: &str =
     "INSERT INTO runs (batch_id, trigger, actor, host, pid, pid_start, started_at, state)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running') RETURNING id";
 const RUN_FINISH: &str = "UPDATE runs
-    SET state = ?2, summary = ?3, skipped_done = ?4, retried = ?5, ended_at = ?6
+    SET state = ?2, summary = ?3, skipped_done = ?4, retried = ?5, ended_at = ?6, stopped = ?7
   WHERE id = ?1 AND state = 'running'";
 const RUN_ADD_RETRIED: &str = "UPDATE runs SET retried = retried + ?2 WHERE id = ?1";
 const RUN_COUNT_FAILURE: &str = "UPDATE runs SET failed = failed + 1,
@@ -165,22 +167,15 @@ pub(crate) trait RunsWrite: Sql {
     }
     /// Ends a run that is still `running`: a run that lost its lock was
     /// marked `crashed` by the run that took over, and that verdict stands.
-    fn run_finish(
-        &mut self,
-        run: i64,
-        state: RunState,
-        summary: &str,
-        skipped_done: i64,
-        retried: i64,
-        now: Millis,
-    ) -> Result<()> {
+    fn run_finish(&mut self, run: i64, end: &RunEnd<'_>, now: Millis) -> Result<()> {
         let args = [
             Arg::Int(run),
-            Arg::Text(state.as_str()),
-            Arg::Text(summary),
-            Arg::Int(skipped_done),
-            Arg::Int(retried),
+            Arg::Text(end.state.as_str()),
+            Arg::Text(end.summary),
+            Arg::Int(end.skipped_done),
+            Arg::Int(end.retried),
             Arg::Time(now),
+            Arg::OptText(end.stopped.map(StopCause::as_str)),
         ];
         self.exec(RUN_FINISH, &args)?;
         Ok(())

@@ -1,7 +1,9 @@
 //! Batches: names, counts, the pause flag and schedule state.
 
 use super::liveness;
-use crate::model::{BatchInfo, Counts, EventKind, Fire, Hold, Millis, NewEvent, Pause, Runners};
+use crate::model::{
+    BatchInfo, Counts, EventKind, Fire, FireRule, Hold, Millis, NewEvent, Pause, Runners,
+};
 use crate::store::api::Unpaused;
 use crate::store::dialect::Read;
 use crate::store::{Result, Store};
@@ -113,6 +115,22 @@ impl Store {
         self.write_tx(|tx| tx.batch_extend_hold(batch, until, key))
     }
 
+    /// Records the rule a daemon starting (or reloaded) fires the batch
+    /// by, and the next fire it plans, together.
+    pub fn set_fire_plan(
+        &mut self,
+        batch: &str,
+        rule: &FireRule,
+        next: Option<Millis>,
+        now: Millis,
+    ) -> Result<()> {
+        self.write_tx(|tx| {
+            let b = tx.batch_ensure(batch, now)?;
+            tx.batch_set_fire_rule(b, rule)?;
+            tx.batch_set_next_fire(b, next)
+        })
+    }
+
     /// Records the next fire time computed by the scheduler.
     pub fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()> {
         self.write_tx(|tx| {
@@ -121,12 +139,12 @@ impl Store {
         })
     }
 
-    /// Records what happened at a fire time, and logs it as an event (which
-    /// is returned, for the log file). `last_fire_*` keeps the latest fire
+    /// Records what happened at a fire time, and logs it as an event at
+    /// `now` (which is returned, for the log file). `last_fire_*` keeps the latest fire
     /// time: a cycle that ends after later fires were skipped while it ran
     /// still logs its outcome, but does not become the "last fire"; what
     /// the fires still owe follows every record (`Owed::after`).
-    pub fn record_fire(&mut self, batch: &str, fire: &Fire) -> Result<NewEvent> {
+    pub fn record_fire(&mut self, batch: &str, fire: &Fire, now: Millis) -> Result<NewEvent> {
         self.write_tx(|tx| {
             let b = tx.batch_ensure(batch, fire.at)?;
             tx.batch_row_locked(b)?;
@@ -136,13 +154,7 @@ impl Store {
             if after != owed {
                 tx.batch_set_owed(b, &after)?;
             }
-            let message = match &fire.reason {
-                Some(reason) => format!("fire {}: {reason}", fire.outcome),
-                None => format!("fire {}", fire.outcome),
-            };
-            let mut event = NewEvent::new(fire.at, batch, EventKind::Fire, message)
-                .fields(serde_json::json!({"outcome": fire.outcome, "reason": fire.reason}));
-            event.run_id = fire.run_id;
+            let event = fire_event(batch, fire, now);
             tx.event_insert(&event)?;
             Ok(event)
         })
@@ -158,6 +170,25 @@ impl Store {
     }
 }
 
+/// The `fire` event of a fire record: stamped `now`, when it is written,
+/// as every event is (a cycle's outcome is written when it ends, after
+/// later events); the fire time is its own field (`fire_at`) and in the
+/// text: `fire at 2026-01-01T02:00:00Z ran`.
+pub(super) fn fire_event(batch: &str, fire: &Fire, now: Millis) -> NewEvent {
+    let at = crate::util::time::rfc3339(fire.at);
+    let message = match &fire.reason {
+        Some(reason) => format!("fire at {at} {}: {reason}", fire.outcome),
+        None => format!("fire at {at} {}", fire.outcome),
+    };
+    let mut event = NewEvent::new(now, batch, EventKind::Fire, message).fields(serde_json::json!({
+        "fire_at": at,
+        "outcome": fire.outcome,
+        "reason": fire.reason,
+    }));
+    event.run_id = fire.run_id;
+    event
+}
+
 /// Counts, pause flag, schedule state, seats and last run of one batch,
 /// and who of its runners is alive at `now`.
 pub(super) fn info(tx: &mut dyn Read, b: i64, name: String, now: Millis) -> Result<BatchInfo> {
@@ -168,6 +199,7 @@ pub(super) fn info(tx: &mut dyn Read, b: i64, name: String, now: Millis) -> Resu
         pause,
         next_fire,
         last_fire,
+        fire_rule: tx.batch_fire_rule(b)?,
         owed: tx.batch_owed(b)?,
         locks: tx.seats(b, &name)?,
         last_run,

@@ -1,27 +1,30 @@
 //! Scheduler daemons' heartbeats: one row per daemon process. Views judge
 //! from them whether a schedule has a live daemon (`liveness`).
+//!
+//! One daemon a batch: every write of a daemon's record reads the others
+//! under the daemons' lock (`daemons_all_locked`) and checks
+//! `liveness::taken` in the same transaction, so two daemons starting at
+//! once, a reload, or a daemon heard again after it was replaced never
+//! leave two live records naming one batch.
 
 use super::liveness;
-use crate::model::{Daemon, DaemonInfo, Millis};
+use crate::model::{Daemon, DaemonInfo, Millis, Taken};
 use crate::store::{Refusal, Result, Store};
 
 impl Store {
     /// Records a daemon starting, and forgets the records it replaces
-    /// (`liveness::superseded`).
+    /// (`liveness::superseded`). Refused when another live daemon
+    /// schedules any of its batches.
     pub fn daemon_started(&mut self, d: &Daemon, now: Millis) -> Result<()> {
         self.write_tx(|tx| {
-            let known = liveness::daemon_infos(tx.daemons_all()?, now);
-            // In the one transaction: two started at once cannot both pass.
-            if let Some(other) = known.iter().find(|o| {
-                o.daemon.token != d.token
-                    && o.live()
-                    && o.daemon.batches.iter().any(|b| d.batches.contains(b))
-            }) {
+            let known = liveness::daemon_infos(tx.daemons_all_locked()?, now);
+            let taken = liveness::taken(&known, d);
+            if let Some(first) = taken.first() {
                 return Err(Refusal::DaemonLive {
-                    holder: other.daemon.holder.to_string(),
-                    batches: (other.daemon.batches.iter())
-                        .filter(|b| d.batches.contains(b))
-                        .cloned()
+                    holder: first.by.to_string(),
+                    batches: (taken.iter())
+                        .filter(|t| t.by == first.by)
+                        .map(|t| t.batch.clone())
                         .collect(),
                 }
                 .into());
@@ -34,9 +37,33 @@ impl Store {
         })
     }
 
-    /// Records a daemon's heartbeat (or, with `stopped_at`, its clean stop).
-    pub fn daemon_beat(&mut self, d: &Daemon) -> Result<()> {
-        self.write_tx(|tx| tx.daemon_upsert(d))
+    /// Records a daemon's heartbeat, its batches after a reload, or (with
+    /// `stopping_at`, `stopped_at`) its stop, leaving out the batches
+    /// another live daemon schedules: those it returns, and the daemon no
+    /// longer fires them.
+    pub fn daemon_beat(&mut self, d: &Daemon, now: Millis) -> Result<Vec<Taken>> {
+        self.write_tx(|tx| {
+            let known = liveness::daemon_infos(tx.daemons_all_locked()?, now);
+            let taken = liveness::taken(&known, d);
+            if taken.is_empty() {
+                tx.daemon_upsert(d)?;
+            } else {
+                let mut kept = d.clone();
+                kept.batches
+                    .retain(|b| !taken.iter().any(|t| &t.batch == b));
+                tx.daemon_upsert(&kept)?;
+            }
+            Ok(taken)
+        })
+    }
+
+    /// What [`Store::daemon_beat`] of `d` would leave out now, written
+    /// nowhere: a reload that would leave its daemon nothing is refused.
+    pub fn daemon_taken(&self, d: &Daemon, now: Millis) -> Result<Vec<Taken>> {
+        self.read_tx(|tx| {
+            let known = liveness::daemon_infos(tx.daemons_all()?, now);
+            Ok(liveness::taken(&known, d))
+        })
     }
 
     /// Every daemon recorded, with its state as of `now`.

@@ -195,14 +195,19 @@ impl Store {
 
     /// Records that a claimed item's attempt failed and runs again at
     /// `r.at` (with its error, so every view says what it waits for), and
-    /// its `retry` event. False if the lease was lost: the event is kept.
+    /// its `retry` event. False if the claim is no longer ours (its lease
+    /// lost, or a cancel asked of it): no event then, only its cost.
     pub fn await_retry(&mut self, r: &Retrying<'_>, event: &NewEvent) -> Result<bool> {
         self.write_tx(|tx| {
             let held = tx.item_awaits_retry(r)?;
             if let Some(cost) = r.cost {
                 cost_in(tx, r.item_id, r.run_id, cost)?;
             }
-            tx.event_insert(event)?;
+            // A claim no longer ours (another run holds it, or a cancel was
+            // asked) waits for no retry of ours: no event promises one.
+            if held {
+                tx.event_insert(event)?;
+            }
             Ok(held)
         })
     }
@@ -288,6 +293,20 @@ impl Store {
         })
     }
 
+    /// Is the item `key` claimed by a run whose runner is live (it has
+    /// one to finish it)? `run --key` refuses it before it makes a run of
+    /// its own; a dead run's claim is not (the run takes it back first).
+    pub fn claimed_live(&self, batch: &str, key: &str, now: Millis) -> Result<bool> {
+        self.read_tx(|tx| {
+            let b = tx.batch_id(batch)?;
+            let Some(item) = tx.item_by_key(b, key)? else {
+                return Ok(false);
+            };
+            Ok(item.status == Status::Claimed
+                && super::liveness::holds_live_seat(&tx.seats(b, batch)?, item.lease_run, now))
+        })
+    }
+
     /// Items of a batch in insertion order, filtered.
     pub fn items(&self, batch: &str, filter: &ItemFilter) -> Result<Vec<Item>> {
         self.read_tx(|tx| {
@@ -364,13 +383,15 @@ fn claim_status(
 ) -> Result<Standing> {
     match tx.item_by_key(b, key)? {
         Some(item) if item.lease_run.is_some_and(|r| live.contains(&r)) => Ok(Standing::Held {
-            waiting: claim_wait(item.retry_at, item.pool_wait_since, now).map(|w| match w {
-                WaitReason::Backoff => format!(
-                    "to retry at {} after a failed attempt",
-                    crate::util::time::rfc3339(item.retry_at.unwrap_or(now))
-                ),
-                _ => "for a place in its pool".into(),
-            }),
+            waiting: claim_wait(item.retry_at, item.pool_wait_since.is_some(), now).map(
+                |w| match w {
+                    WaitReason::Backoff => format!(
+                        "to retry at {} after a failed attempt",
+                        crate::util::time::rfc3339(item.retry_at.unwrap_or(now))
+                    ),
+                    _ => "for a place in its pool".into(),
+                },
+            ),
         }),
         Some(_) => Ok(Standing::Free(Status::Pending)),
         None => Err(missing(tx, b, batch, key)),

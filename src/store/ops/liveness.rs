@@ -3,7 +3,7 @@
 
 use crate::model::{
     BatchInfo, DAEMON_SILENT, Daemon, DaemonInfo, DaemonState, Holder, LockInfo, Millis, RunSeen,
-    RunState, Runners, Seat,
+    RunState, Runners, Seat, Taken,
 };
 use crate::util::identity::{self, Seen};
 
@@ -26,6 +26,17 @@ pub fn seat(lock: &LockInfo, now: Millis) -> Seat {
 /// running on this host (see [`seat`])?
 pub fn lapsed(lock: &LockInfo, now: Millis) -> bool {
     lock.expires_at < now && !seat(lock, now).is_live()
+}
+
+/// Does `run` hold a live seat of `locks` (a batch's)? Its claims have a
+/// runner to finish them and hear of them; any other run's claim is
+/// orphaned (`cancel` moves it at once, the next run takes it back).
+pub fn holds_live_seat(locks: &[LockInfo], run: Option<i64>, now: Millis) -> bool {
+    run.is_some_and(|r| {
+        locks
+            .iter()
+            .any(|l| l.run_id == Some(r) && seat(l, now).is_live())
+    })
 }
 
 /// The runs holding a live seat of `locks` (`seats`: each one judged, in
@@ -134,6 +145,25 @@ pub(crate) fn daemon_infos(daemons: Vec<Daemon>, now: Millis) -> Vec<DaemonInfo>
         .collect()
 }
 
+/// The batches of `mine` another live daemon schedules, each with the
+/// first such daemon (`daemons` newest beat first). Checked, under the
+/// daemons' lock, by every write of a daemon's record (`ops::daemons`), so
+/// that no two live records ever share a batch.
+pub(crate) fn taken(daemons: &[DaemonInfo], mine: &Daemon) -> Vec<Taken> {
+    mine.batches
+        .iter()
+        .filter_map(|batch| {
+            let other = daemons.iter().find(|o| {
+                o.daemon.token != mine.token && o.live() && o.daemon.batches.contains(batch)
+            })?;
+            Some(Taken {
+                batch: batch.clone(),
+                by: other.daemon.holder.clone(),
+            })
+        })
+        .collect()
+}
+
 /// The records a daemon starting with `mine` replaces: those not running
 /// that scheduled none but its batches (a daemon of other batches, even
 /// dead, is still what their views name).
@@ -200,6 +230,7 @@ mod tests {
             started_at: NOW - 5_000,
             ended_at: None,
             state: RunState::Running,
+            stopped: None,
             counts: RunCounts::default(),
             summary: None,
         }

@@ -1,7 +1,7 @@
 //! Runs: one execution of a batch, with its summary counts.
 
-use crate::model::{EventKind, Holder, Millis, NewEvent, Run, RunState, Trigger};
-use crate::store::api::OpenRun;
+use crate::model::{Fire, Holder, Millis, NewEvent, Run, Trigger};
+use crate::store::api::{OpenRun, RunEnd};
 use crate::store::{Result, Store};
 
 impl Store {
@@ -28,17 +28,10 @@ impl Store {
         })
     }
 
-    /// Ends a run with its state, summary line and resume figure.
-    pub fn finish_run(
-        &mut self,
-        run_id: i64,
-        state: RunState,
-        summary: &str,
-        skipped_done: i64,
-        retried: i64,
-        now: Millis,
-    ) -> Result<()> {
-        self.write_tx(|tx| tx.run_finish(run_id, state, summary, skipped_done, retried, now))
+    /// Ends a run with its state, why it stopped early, its summary line
+    /// and resume figure.
+    pub fn finish_run(&mut self, run_id: i64, end: &RunEnd<'_>, now: Millis) -> Result<()> {
+        self.write_tx(|tx| tx.run_finish(run_id, end, now))
     }
 
     /// Adds to a live run's retried count (shown while it runs).
@@ -89,7 +82,7 @@ impl Store {
             for &run in run_ids {
                 if let Some((b, batch, at)) = tx.batch_cycle_crashed(run)? {
                     tx.batch_last_fire_crashed(b, at, run)?;
-                    tx.event_insert(&fire_crashed(&batch, at, run))?;
+                    tx.event_insert(&fire_crashed(&batch, at, run, now))?;
                 }
             }
             Ok(())
@@ -97,23 +90,16 @@ impl Store {
     }
 }
 
-/// The fire record of a scheduled cycle found crashed, in the run log
-/// beside the fire's other records (`log --kind fire`), at its fire time
-/// as they are.
-fn fire_crashed(batch: &str, at: Millis, run: i64) -> NewEvent {
-    let reason = format!(
-        "its run {run} crashed: the daemon stopped mid-cycle (killed, or the machine went down)"
-    );
-    let mut event = NewEvent::new(
+/// The fire record of a scheduled cycle found crashed at `now`, in the
+/// run log beside the fire's other records (`log --kind fire`).
+fn fire_crashed(batch: &str, at: Millis, run: i64, now: Millis) -> NewEvent {
+    let fire = Fire {
         at,
-        batch,
-        EventKind::Fire,
-        format!("fire crashed: {reason}"),
-    )
-    .fields(serde_json::json!({
-        "outcome": "crashed",
-        "reason": reason,
-    }));
-    event.run_id = Some(run);
-    event
+        outcome: "crashed".to_string(),
+        reason: Some(format!(
+            "its run {run} crashed: the daemon stopped mid-cycle (killed, or the machine went down)"
+        )),
+        run_id: Some(run),
+    };
+    super::batches::fire_event(batch, &fire, now)
 }

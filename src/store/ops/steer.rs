@@ -10,7 +10,7 @@
 //! ([`Store::settle_cancel`]) instead.
 
 use super::items::missing;
-use super::liveness::seat;
+use super::liveness::{holds_live_seat, seat};
 use crate::model::waiting::{claim_wait, claim_wait_said};
 use crate::model::{EventKind, Millis, NewEvent, Seat, Status, state_word};
 use crate::store::api::{
@@ -88,12 +88,8 @@ impl Store {
             // A claim whose run holds no live seat (its runner crashed here,
             // or went silent elsewhere past its expiry) has nobody to hear
             // the ask: it is moved at once, as the next run would take it.
-            let orphaned = status == Status::Claimed && {
-                let seats = tx.seats(b, batch)?;
-                !seats
-                    .iter()
-                    .any(|l| l.run_id.is_some() && l.run_id == item.lease_run && seat(l, now).is_live())
-            };
+            let orphaned = status == Status::Claimed
+                && !holds_live_seat(&tx.seats(b, batch)?, item.lease_run, now);
             match status {
                 Status::Done => Err(Refusal::CancelDone { key: key.into() }.into()),
                 Status::Claimed if orphaned => {
@@ -113,7 +109,7 @@ impl Store {
                 Status::Claimed => {
                     tx.item_ask_cancel(item.id, to.as_str(), actor, reason)?;
                     let run = item.lease_run;
-                    let waiting = claim_wait(item.retry_at, item.pool_wait_since, now);
+                    let waiting = claim_wait(item.retry_at, item.pool_wait_since.is_some(), now);
                     let holder = run.map_or_else(String::new, |r| format!(" (run {r})"));
                     let stops = match waiting {
                         None => "stops its worker".to_string(),

@@ -19,6 +19,13 @@ const DAEMON_UPSERT: &str =
         stopping_at = excluded.stopping_at";
 const DAEMONS_DELETE: &str = "DELETE FROM daemons WHERE token = ANY($1)";
 
+/// Advisory lock key of the daemons' records (one 64-bit space with
+/// `tombstones::TOMBSTONE_LOCK` and the migration lock): "NSHT" and
+/// "DAEM". Taken until commit by every write of a daemon's record: under
+/// `READ COMMITTED` two daemons starting at once each read the other's
+/// row as absent, and both started.
+const DAEMONS_LOCK: i64 = 0x4E53_4854_4441_454D;
+
 /// Every daemon recorded, newest beat first.
 fn rows(c: &mut Conn) -> Result<Vec<Daemon>> {
     let rows = c.q(DAEMONS_ALL, &[])?;
@@ -47,6 +54,12 @@ impl DaemonsRead for PgTx<'_> {
 }
 
 impl DaemonsWrite for PgTx<'_> {
+    fn daemons_all_locked(&mut self) -> Result<Vec<Daemon>> {
+        self.c
+            .x("SELECT pg_advisory_xact_lock($1)", &[&DAEMONS_LOCK])?;
+        rows(self.c)
+    }
+
     fn daemon_upsert(&mut self, d: &Daemon) -> Result<()> {
         let c = &mut *self.c;
         let (started, beat, stopped, stopping) = (

@@ -94,10 +94,10 @@ fn read_private(path: &Path) -> Result<Option<Vec<u8>>, Ignored> {
 fn warn_once(ignored: &Ignored) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        crate::util::stdio::err_line(&format!(
             "nightshift: warning: {}",
             sanitize::line(&ignored.to_string())
-        );
+        ));
     }
 }
 

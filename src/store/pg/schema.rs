@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 28;
+pub const PG_SCHEMA_VERSION: i32 = 30;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -685,9 +685,22 @@ ALTER TABLE nightshift.batches ADD COLUMN IF NOT EXISTS cycle_crashed BOOLEAN NO
 ALTER TABLE nightshift.batches ADD COLUMN IF NOT EXISTS queued_fire_at BIGINT;
 "#;
 
+/// Version 29: why a run stopped before it ran out of work (see SQLite's
+/// version 28).
+const V29: &str = r#"
+ALTER TABLE nightshift.runs ADD COLUMN IF NOT EXISTS stopped TEXT;
+"#;
+
+/// Version 30: the rule a daemon fires a batch by (see SQLite's version
+/// 29).
+const V30: &str = r#"
+ALTER TABLE nightshift.batches ADD COLUMN IF NOT EXISTS fire_schedule TEXT;
+ALTER TABLE nightshift.batches ADD COLUMN IF NOT EXISTS fire_timezone TEXT;
+"#;
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30,
 ];
 
 /// Which store a session is on: the database (one made anew under the same

@@ -52,6 +52,10 @@ impl DaemonsRead for SqliteTx<'_> {
 }
 
 impl DaemonsWrite for SqliteTx<'_> {
+    fn daemons_all_locked(&mut self) -> Result<Vec<Daemon>> {
+        rows(self.conn)
+    }
+
     fn daemon_upsert(&mut self, d: &Daemon) -> Result<()> {
         let batches = serde_json::to_string(&d.batches).unwrap_or_else(|_| "[]".into());
         self.conn.prepare_cached(DAEMON_UPSERT)?.execute(params![

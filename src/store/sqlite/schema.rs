@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 27;
+pub const SCHEMA_VERSION: i32 = 29;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -739,9 +739,22 @@ ALTER TABLE batches ADD COLUMN cycle_crashed INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE batches ADD COLUMN queued_fire_at INTEGER;
 ";
 
+/// Version 28: why a run stopped before it ran out of work (`stopped`:
+/// `model::StopCause`), so a run its `max_duration` or `max_cost` ended
+/// is recorded `ok` and every view still says why it stopped.
+const V28: &str = "ALTER TABLE runs ADD COLUMN stopped TEXT;";
+
+/// Version 29: the rule (schedule, time zone) the daemon that planned
+/// `next_fire` fires by (`model::FireRule`), so that every view gives the
+/// live daemon's fires, and says so when the file was edited since.
+const V29: &str = "
+ALTER TABLE batches ADD COLUMN fire_schedule TEXT;
+ALTER TABLE batches ADD COLUMN fire_timezone TEXT;
+";
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27,
+    V22, V23, V24, V25, V26, V27, V28, V29,
 ];
 
 /// What a migration needs beyond SQL, run right after the SQL named.

@@ -63,9 +63,9 @@ impl TxTimer {
     /// Call after `COMMIT` returned.
     pub(crate) fn finish(self) {
         let released = RELEASED.with(Cell::take).unwrap_or_else(Instant::now);
-        eprintln!(
+        crate::util::stdio::err_line(&format!(
             "nightshift: trace: write transaction held the lock {:.3} ms",
             released.duration_since(self.0).as_secs_f64() * 1e3
-        );
+        ));
     }
 }

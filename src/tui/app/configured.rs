@@ -19,6 +19,18 @@ pub struct BatchSchedule {
     pub catch_up: Option<std::time::Duration>,
 }
 
+impl BatchSchedule {
+    /// As every view reads a config's schedule (`schedule::seen`).
+    #[must_use]
+    pub fn configured(&self) -> crate::schedule::seen::Configured<'_> {
+        crate::schedule::seen::Configured {
+            schedule: &self.schedule,
+            tz: self.tz,
+            catch_up: self.catch_up,
+        }
+    }
+}
+
 /// The config's batches, budgets, pools and schedules, as the panes use them.
 #[derive(Debug, Clone, Default)]
 pub struct Configured {

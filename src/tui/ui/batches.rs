@@ -517,7 +517,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
         ]));
     }
     let waiting_at = lines.len();
-    if let Some(fire) = crate::schedule::fire_seen(info, now) {
+    if let Some(fire) = crate::schedule::fire_seen(info, &app.data.daemons, now) {
         let why = fire
             .reason
             .as_deref()
@@ -577,17 +577,7 @@ fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
         // Not read for this batch (yet): say nothing rather than guess.
         _ => return None,
     };
-    let fire = app.setup.config.schedules.get(&info.name).and_then(|s| {
-        crate::schedule::seen::seen(
-            info,
-            &s.schedule,
-            s.tz,
-            s.catch_up,
-            &app.data.daemons,
-            app.now,
-        )
-        .live_fire()
-    });
+    let fire = schedule_seen(app, info).and_then(|s| s.live_fire());
     let holding = Holding {
         counts: info.counts,
         retry,
@@ -627,9 +617,18 @@ fn run_line(app: &App, run: &Run, seen: RunSeen, label: Span<'static>) -> Line<'
         RunSeen::Stored(RunState::Ok) => Role::Ok,
         RunSeen::Stored(_) => Role::Warn,
     };
+    // Why it stopped early, beside a state that does not say it (`ok,
+    // max_duration reached`): a summary cut at the pane's edge loses it.
+    let note = run
+        .stop_note(seen)
+        .map(|n| format!(", {n}"))
+        .unwrap_or_default();
     Line::from(vec![
         label,
-        Span::styled(format!("#{} {}", run.id, seen.as_str()), p.style(role)),
+        Span::styled(
+            format!("#{} {}{note}", run.id, seen.as_str()),
+            p.style(role),
+        ),
         Span::styled(
             format!(
                 " · {} · {} · ",
@@ -642,9 +641,21 @@ fn run_line(app: &App, run: &Run, seen: RunSeen, label: Span<'static>) -> Line<'
     ])
 }
 
+/// The batch's schedule as it is (`schedule::seen`), if the config or a
+/// live daemon gives it one.
+fn schedule_seen<'a>(app: &'a App, info: &BatchInfo) -> Option<crate::schedule::ScheduleSeen<'a>> {
+    let config = app
+        .setup
+        .config
+        .schedules
+        .get(&info.name)
+        .map(super::super::app::BatchSchedule::configured);
+    crate::schedule::seen::seen(info, config, &app.data.daemons, app.now)
+}
+
 fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'static> {
     let p = app.setup.palette;
-    let Some(s) = app.setup.config.schedules.get(&info.name) else {
+    let Some(seen) = schedule_seen(app, info) else {
         let stored = info.next_fire.map(|t| {
             format!(
                 "next fire {}Z ({})",
@@ -660,18 +671,11 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
             ),
         ]);
     };
-    let seen = crate::schedule::seen::seen(
-        info,
-        &s.schedule,
-        s.tz,
-        s.catch_up,
-        &app.data.daemons,
-        app.now,
-    );
+    let tz = seen.rule.tz;
     let head = Span::raw(format!(
         "{} {} · ",
-        clean(&s.schedule.expr, 60),
-        s.tz.name()
+        clean(&seen.rule.schedule.expr, 60),
+        tz.name()
     ));
     if !seen.live {
         // Nothing fires: say so, and what was missed, not a next fire.
@@ -708,27 +712,36 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
     let next = seen
         .next
         .map(|t| {
-            let local = t.with_timezone(&s.tz);
+            let local = t.with_timezone(&tz);
+            let clock = crate::util::time::clock_format(chrono::Timelike::second(&local));
             format!(
                 "next {} ({})",
-                local.format("%a %Y-%m-%d %H:%M %Z"),
+                local.format(&format!("%a %Y-%m-%d {clock} %Z")),
                 super::ago(t.timestamp_millis(), app.now)
             )
         })
         .unwrap_or_else(|| "never fires again".into());
+    // The live daemon fires what it read: the file's edit waits for a
+    // reload, and the line says so.
+    let differs = seen.config_differs.then(|| {
+        Span::styled(
+            " · the file's schedule differs: SIGHUP the daemon to apply it".to_string(),
+            p.style(Role::Warn),
+        )
+    });
     // A paused batch's fires are recorded skipped: the time is when the
     // next one is skipped, not when it runs.
-    if info.pause.is_some() || app.data.emergency.is_some() {
-        return Line::from(vec![
-            label,
-            head,
-            Span::styled(
-                format!("{next} · skipped while paused"),
-                p.style(Role::Warn),
-            ),
-        ]);
-    }
-    Line::from(vec![label, head, Span::styled(next, p.style(Role::Accent))])
+    let next = if info.pause.is_some() || app.data.emergency.is_some() {
+        Span::styled(
+            format!("{next} · skipped while paused"),
+            p.style(Role::Warn),
+        )
+    } else {
+        Span::styled(next, p.style(Role::Accent))
+    };
+    let mut spans = vec![label, head, next];
+    spans.extend(differs);
+    Line::from(spans)
 }
 
 #[cfg(test)]

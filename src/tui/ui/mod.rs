@@ -99,9 +99,11 @@ pub fn fit_line(line: Line<'static>, max: usize) -> Line<'static> {
             continue;
         }
         if max > 0 {
-            let head = text::head(&span.content, room - used);
+            // Spans after it are left out: the cut says so even where
+            // this one would fit.
+            let going_on = format!("{}{}", span.content, text::ELLIPSIS);
             spans.push(Span::styled(
-                format!("{head}{}", text::ELLIPSIS),
+                text::cut(&going_on, max - used).into_owned(),
                 span.style,
             ));
         }
@@ -116,79 +118,80 @@ pub fn fit_lines(lines: Vec<Line<'static>>, max: usize) -> Vec<Line<'static>> {
 }
 
 /// Lines of at most `max` cells in at most `rows` rows: a line too long
-/// is wrapped (at a space when one is near the end, each continuation
-/// after `indent` blank cells, under its label) while rows are left, from
-/// the first line down; what still does not fit is cut as [`fit_line`]
-/// cuts it. A pane with rows to spare then shows a long line whole, where
-/// it was cut with rows free beneath it.
+/// is wrapped while rows are left, from the first line down, by the rule
+/// every wrapped text follows ([`text::wrap_ranges`]: by display width,
+/// whole graphemes, Japanese line breaking), each continuation after
+/// `indent` blank cells, under its label, its styles kept; what still
+/// does not fit is cut as [`fit_line`] cuts it. A pane with rows to spare
+/// then shows a long line whole, where it was cut with rows free beneath
+/// it.
 pub fn wrap_lines(
     lines: Vec<Line<'static>>,
     max: usize,
     rows: usize,
     indent: usize,
 ) -> Vec<Line<'static>> {
-    let mut out = lines;
-    let mut i = 0;
-    while i < out.len() {
-        if out.len() < rows
-            && max > indent + 1
-            && let Some((head, tail)) = split_line(&out[i], max)
-        {
-            out[i] = head;
-            let mut spans = vec![Span::raw(" ".repeat(indent))];
-            spans.extend(tail.spans);
-            out.insert(i + 1, Line::from(spans));
+    let mut out = Vec::with_capacity(lines.len());
+    let mut lines = lines.into_iter();
+    while let Some(line) = lines.next() {
+        // Rows the lines after this one still need.
+        let later = lines.len();
+        let spare = rows.saturating_sub(out.len() + 1 + later);
+        if spare == 0 || max <= indent + 1 {
+            out.push(line);
+            continue;
         }
-        i += 1;
+        let (whole, styles) = styled_text(&line);
+        let parts = text::wrap_ranges(&whole, max, max - indent);
+        if parts.len() == 1 {
+            out.push(line);
+            continue;
+        }
+        // The last row it gets takes the rest of the text, cut with `…`.
+        let shown = parts.len().min(spare + 1);
+        for (i, part) in parts[..shown].iter().enumerate() {
+            let range = if i + 1 == shown {
+                part.start..whole.len()
+            } else {
+                part.clone()
+            };
+            let mut spans = Vec::new();
+            if i > 0 {
+                spans.push(Span::raw(" ".repeat(indent)));
+            }
+            spans.extend(styled_part(&whole, &styles, range));
+            out.push(Line::from(spans));
+        }
     }
     fit_lines(out, max)
 }
 
-/// A line longer than `max` cells as its first `max` cells (ended at a
-/// space within the last third, when there is one) and the rest; `None`
-/// when it fits.
-fn split_line(line: &Line<'static>, max: usize) -> Option<(Line<'static>, Line<'static>)> {
-    let chars: Vec<(char, ratatui::style::Style)> = line
-        .spans
-        .iter()
-        .flat_map(|s| s.content.chars().map(move |c| (c, s.style)))
-        .collect();
-    let (mut used, mut end) = (0, 0);
-    for (c, _) in &chars {
-        let w = text::width(c.encode_utf8(&mut [0; 4]));
-        if used + w > max {
-            break;
-        }
-        used += w;
-        end += 1;
+/// A line's text, and where each of its spans starts in it, with its style.
+fn styled_text(line: &Line<'static>) -> (String, Vec<(usize, ratatui::style::Style)>) {
+    let mut whole = String::new();
+    let mut styles = Vec::with_capacity(line.spans.len());
+    for span in &line.spans {
+        styles.push((whole.len(), line.style.patch(span.style)));
+        whole.push_str(&span.content);
     }
-    if end == chars.len() {
-        return None;
-    }
-    let space = chars[..end]
-        .iter()
-        .rposition(|(c, _)| *c == ' ')
-        .filter(|at| *at >= end - end / 3 && *at > 0);
-    let (head, rest) = match space {
-        Some(at) => (&chars[..at], &chars[at + 1..]),
-        None => (&chars[..end], &chars[end..]),
-    };
-    // The continuation starts at its text, under the others' (a break
-    // right before a space would indent it one more).
-    let blank = rest.iter().take_while(|(c, _)| *c == ' ').count();
-    Some((spans_of(head), spans_of(&rest[blank..])))
+    (whole, styles)
 }
 
-/// Characters with their styles back into spans, one a run of a style.
-fn spans_of(chars: &[(char, ratatui::style::Style)]) -> Line<'static> {
-    let mut spans: Vec<Span<'static>> = Vec::new();
-    for (c, style) in chars {
-        match spans.last_mut() {
-            Some(last) if last.style == *style => last.content.to_mut().push(*c),
-            _ => spans.push(Span::styled(c.to_string(), *style)),
+/// `range` of a line's text as spans, each part in its span's style.
+fn styled_part(
+    whole: &str,
+    styles: &[(usize, ratatui::style::Style)],
+    range: std::ops::Range<usize>,
+) -> Vec<Span<'static>> {
+    let mut spans = Vec::new();
+    for (i, (from, style)) in styles.iter().enumerate() {
+        let to = styles.get(i + 1).map_or(whole.len(), |(next, _)| *next);
+        let (a, b) = (range.start.max(*from), range.end.min(to));
+        if a < b {
+            spans.push(Span::styled(whole[a..b].to_string(), *style));
         }
     }
-    Line::from(spans)
+    spans
 }
 
 /// Cells a key column may take in a pane this wide. Hashed keys are told
@@ -422,8 +425,9 @@ mod tests {
         assert_eq!(item_name("k1", "", 9), "k1");
     }
 
-    /// A long line wraps under its label while rows are left (at a space
-    /// near the end, its styles kept, wide characters by display width);
+    /// A long line wraps under its label while rows are left (by the rule
+    /// every wrapped text follows: a break after a space or between CJK
+    /// characters, its styles kept, wide characters by display width);
     /// past the rows, it is cut with `…` as before.
     #[test]
     fn a_long_line_wraps_into_rows_left_and_is_cut_past_them() {
@@ -435,33 +439,88 @@ mod tests {
                 Span::raw("メンテナンス中 データベース移行のため一時停止 (root@vm, 3m ago)"),
             ])
         };
-        let text = |l: &Line<'_>| {
-            l.spans
-                .iter()
-                .map(|s| s.content.as_ref())
-                .collect::<String>()
-        };
         let wrapped = wrap_lines(vec![line()], 40, 3, 10);
-        let rows: Vec<String> = wrapped.iter().map(text).collect();
+        let rows: Vec<String> = wrapped.iter().map(line_text).collect();
         assert_eq!(
             rows,
             [
-                "paused    メンテナンス中",
-                "          データベース移行のため一時停止",
-                "          (root@vm, 3m ago)"
+                "paused    メンテナンス中 データベース移",
+                "          行のため一時停止 (root@vm, 3m ",
+                "          ago)"
             ]
         );
         assert!(rows.iter().all(|r| text::width(r) <= 40), "{rows:?}");
         assert_eq!(wrapped[0].spans[0].style, bold, "styles kept");
+        assert_eq!(wrapped[0].spans[1].style, Style::default());
         let cut: Vec<String> = wrap_lines(vec![line()], 40, 1, 10)
             .iter()
-            .map(text)
+            .map(line_text)
             .collect();
         assert_eq!(cut.len(), 1);
         assert!(
             cut[0].ends_with('…') && text::width(&cut[0]) <= 40,
             "{cut:?}"
         );
+        // Two rows for three rows' text: the second takes the rest, cut.
+        let two: Vec<String> = wrap_lines(vec![line()], 40, 2, 10)
+            .iter()
+            .map(line_text)
+            .collect();
+        assert_eq!(two[1], "          行のため一時停止 (root@vm, 3m…");
+    }
+
+    fn line_text(l: &Line<'_>) -> String {
+        l.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    /// The batch detail and the help overlay wrap as the item detail does
+    /// (`text::wrap`): whole graphemes by display width, an emoji ZWJ
+    /// sequence never split, no line starting with `ー`, `。` or a small
+    /// kana (they split by code point: a family emoji across two rows,
+    /// measured 6 cells, and `ー` at the start of a row).
+    #[test]
+    fn wrapped_lines_break_as_the_item_detail_does() {
+        let family = "👨\u{200d}👩\u{200d}👧";
+        for reason in [
+            format!("{}ーです", "漢".repeat(29)),
+            format!("{}{family}{}", "あ".repeat(27), "い".repeat(10)),
+            format!("{}。、っょーー終わり", "記事".repeat(14)),
+            format!("{}{family}{family}{family} end", "x".repeat(60)),
+        ] {
+            let line = Line::from(vec![
+                Span::raw("          "),
+                Span::raw("PAUSED — "),
+                Span::raw(reason.clone()),
+            ]);
+            for max in [40, 59, 60, 61, 78] {
+                let rows: Vec<String> = wrap_lines(vec![line.clone()], max, 10, 10)
+                    .iter()
+                    .map(line_text)
+                    .collect();
+                let what = format!("{max}: {rows:#?}");
+                assert!(rows.iter().all(|r| text::width(r) <= max), "{what}");
+                let body: Vec<&str> = rows.iter().map(|r| r.trim_start()).collect();
+                // Nothing lost but the spaces broken at; the family whole.
+                let kept: String = body.concat();
+                assert_eq!(
+                    kept.replace(' ', ""),
+                    format!("PAUSED—{reason}").replace(' ', ""),
+                    "{what}"
+                );
+                if reason.contains(family) {
+                    assert_eq!(
+                        kept.matches(family).count(),
+                        reason.matches(family).count(),
+                        "{what}"
+                    );
+                }
+                // Each row is one the item detail's wrap would start.
+                for row in &body[1..] {
+                    let first = row.chars().next().unwrap();
+                    assert!(!"ー。、っょ\u{200d}".contains(first), "{what}");
+                }
+            }
+        }
     }
     use super::*;
 

@@ -331,6 +331,8 @@ both_backends! {
                  DROP TABLE workers; ALTER TABLE items DROP COLUMN pool_wait_since; ALTER TABLE items DROP COLUMN retry_at;
                  ALTER TABLE batches DROP COLUMN cycle_fire_at; ALTER TABLE batches DROP COLUMN cycle_crashed;
                  ALTER TABLE batches DROP COLUMN queued_fire_at;
+                 ALTER TABLE runs DROP COLUMN stopped;
+                 ALTER TABLE batches DROP COLUMN fire_schedule; ALTER TABLE batches DROP COLUMN fire_timezone;
                  PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
                 "DROP TRIGGER items_counted ON items;
@@ -351,6 +353,8 @@ both_backends! {
                  ALTER TABLE locks DROP COLUMN stop; ALTER TABLE locks DROP COLUMN stop_by;
                  ALTER TABLE batches DROP COLUMN hold_key;
                  ALTER TABLE batches DROP COLUMN cycle_fire_at, DROP COLUMN cycle_crashed, DROP COLUMN queued_fire_at;
+                 ALTER TABLE runs DROP COLUMN stopped;
+                 ALTER TABLE batches DROP COLUMN fire_schedule, DROP COLUMN fire_timezone;
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  CREATE FUNCTION items_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
                  BEGIN
@@ -993,6 +997,8 @@ fn undo_column_migrations(env: &Env) {
                  ALTER TABLE daemons DROP COLUMN stopping_at;
                  ALTER TABLE batches DROP COLUMN cycle_fire_at; ALTER TABLE batches DROP COLUMN cycle_crashed;
                  ALTER TABLE batches DROP COLUMN queued_fire_at;
+                 ALTER TABLE runs DROP COLUMN stopped;
+                 ALTER TABLE batches DROP COLUMN fire_schedule; ALTER TABLE batches DROP COLUMN fire_timezone;
                  PRAGMA user_version = 21;",
             )
             .unwrap(),
@@ -1003,6 +1009,8 @@ fn undo_column_migrations(env: &Env) {
                  ALTER TABLE run_usage DROP COLUMN reported_estimate;
                  ALTER TABLE daemons DROP COLUMN stopping_at;
                  ALTER TABLE batches DROP COLUMN cycle_fire_at, DROP COLUMN cycle_crashed, DROP COLUMN queued_fire_at;
+                 ALTER TABLE runs DROP COLUMN stopped;
+                 ALTER TABLE batches DROP COLUMN fire_schedule, DROP COLUMN fire_timezone;
                  UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';",
             )
             .unwrap(),

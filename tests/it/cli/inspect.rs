@@ -90,6 +90,30 @@ fn status_short_is_one_line_for_tmux() {
     assert_eq!(ran.stdout, "夜間の記事要約バッチ・とても長… 0✓ 1…\n");
 }
 
+/// `--short` cut names by a width of each character on its own: a name of
+/// halfwidth kana with sound marks (`ｶﾞ`, two cells, counted one) was
+/// printed whole at 40 cells, and a cut could stop inside an emoji of
+/// several people, leaving a joiner that glued the `…` onto the emoji.
+/// Each name is now at most 32 cells, cut between whole graphemes.
+#[test]
+fn status_short_cuts_names_by_what_a_terminal_shows() {
+    use nightshift::util::text::width;
+    let env = Env::new();
+    let kana = "ｶﾞ".repeat(20);
+    let family = format!("{}👨‍👩‍👧{}", "あ".repeat(14), "い".repeat(5));
+    env.add_items(&kana, 1);
+    env.add_items(&family, 1);
+    for (name, shown) in [
+        (&kana, format!("{}…", "ｶﾞ".repeat(15))),
+        (&family, format!("{}👨‍👩‍👧…", "あ".repeat(14))),
+    ] {
+        let line = env.run(&["status", name, "--short"]).code(0).stdout.clone();
+        assert_eq!(line, format!("{shown} 0✓ 1…\n"));
+        assert!(width(&shown) <= 32, "{shown}");
+        assert!(!line.contains("\u{200d}…"), "{line:?}");
+    }
+}
+
 #[test]
 fn status_table_and_prometheus() {
     let env = Env::new();

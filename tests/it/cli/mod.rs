@@ -26,3 +26,5 @@ mod dry_runs;
 mod versions;
 // Why items wait: every reason, in every view.
 mod waiting;
+// A closed stdout or stderr: no panic, the command's own exit code.
+mod closed_streams;

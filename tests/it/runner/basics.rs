@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
-use common::{add_keys, assert_no_process_left, lines, stdout, tally};
+use common::{add_keys, assert_no_process_left, lines, stdout, tally, wait_for};
 
 fn p(path: &Path) -> String {
     path.display().to_string()
@@ -33,11 +33,16 @@ both_backends! {
     /// A worker that stops being runnable mid-run (its file made not
     /// executable) stops the run at the first item that could not start:
     /// no item spends an attempt on it, each waits as it was, and the
-    /// summary says why (exit 1). Both modes.
+    /// summary says why. Its exit code 1, its recorded state (`failed`, it
+    /// was `aborted`) and its alert (it had none) say one thing. Both
+    /// modes.
     fn a_worker_that_can_no_longer_start_stops_the_run_without_spending_attempts(env) {
         // Process mode: the first worker takes its own execute bit.
         let w = env.script("takes_its_x.sh", "cat >/dev/null\nchmod a-x \"$0\"\necho ok");
-        env.config("[batch.a]\nconcurrency = 1\nretries = 5\nbackoff = \"0s\"\n");
+        env.config(
+            "[batch.a]\nconcurrency = 1\nretries = 5\nbackoff = \"0s\"\n\
+             alert = [\"sh\", \"-c\", \"cat > alerted.json\"]\n",
+        );
         env.add_items("a", 5);
         let ran = env.run(&["run", "a", "--", w.to_str().unwrap()]);
         ran.code(1);
@@ -45,6 +50,12 @@ both_backends! {
             ran.stdout.contains("the worker cannot start") && ran.stdout.contains("Permission denied"),
             "{ran:?}"
         );
+        assert_eq!(
+            env.strings("SELECT state || ' ' || stopped FROM runs"),
+            ["failed worker-cannot-start"]
+        );
+        let alerted = std::fs::read_to_string(env.path("alerted.json")).expect("the alert ran");
+        assert!(alerted.contains("\"state\":\"failed\""), "{alerted}");
         assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 1);
         assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'pending' AND attempts = 0"), 4);
         // Persistent mode: its worker exits, and cannot start again.
@@ -398,6 +409,27 @@ both_backends! {
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("no item \"typo\""));
         assert_eq!(env.run_states().last().map(String::as_str), Some("aborted"));
+    }
+
+    /// With `runners = 2` a second run got a seat beside the one holding
+    /// the key and only then found the claim: it exited 2 ("nothing was
+    /// changed") but left a run recorded aborted with no reason. Refused
+    /// now before any run is recorded.
+    fn a_key_in_flight_in_a_live_run_is_refused_before_a_run_is_recorded(env) {
+        env.config("[batch.b]\nrunners = 2\n");
+        add_keys(&env, "b", &["a", "b"]);
+        let go = env.path("go");
+        let w = env.waiting_worker(&format!("while [ ! -e {} ]; do sleep 0.05; done", p(&go)), "key-in-flight");
+        let mut first = env.spawn("first", &["run", "b", "-j", "1", "--", &w]);
+        wait_for("a started", || env.started("a"));
+        let out = env.cmd().args(["run", "b", "--key", "a", "--", &w]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("\"a\" is in flight in another run"), "{out:?}");
+        assert_eq!(env.int("SELECT count(*) FROM runs"), 1, "no run recorded for the refused one");
+        assert_eq!(env.events("b", "run-started").len(), 1);
+        env.write("go", "");
+        assert!(first.wait().unwrap().success(), "{:?}", env.output_of("first"));
+        assert_eq!(env.run_states(), ["ok"]);
     }
 
     fn a_dry_run_writes_nothing(env) {

@@ -536,4 +536,35 @@ both_backends! {
         let shown = env.run(&["show", "a", "e0"]).code(0).stdout.clone();
         assert!(shown.contains("cost:      $0.0000004"), "{shown}");
     }
+
+    /// One amount, one rounding: a cost finer than a millionth is cut down
+    /// to it alike in the run's summary, its `counts`, the budget it drew
+    /// on and `show` (the summary and the budget cut it down while the
+    /// counts and `show` rounded it up: two amounts in one JSON object).
+    fn a_cost_reads_the_same_in_every_view(env) {
+        away_from_midnight();
+        for (batch, cost, shown, amount) in [
+            ("a", "0.123456789", "$0.123456", 0.123456),
+            ("b", "0.0000019", "$0.000001", 0.000001),
+        ] {
+            let w = common::cost_worker(&env, cost);
+            env.config(&format!(
+                "[batch.{batch}]\nworker = [\"{}\"]\nbudget = \"100/day\"\n",
+                w.display()
+            ));
+            add(&env, batch, &["x"]);
+            let out = env.run(&["run", batch]).code(0).stdout.clone();
+            assert!(out.contains(&format!("spent {shown},")), "{out}");
+            let status = env.status();
+            let b = batch_json(&status, batch);
+            assert_eq!(b["last_run"]["counts"]["cost"], amount, "{b}");
+            assert_eq!(b["budget"]["spent"], amount, "{b}");
+            let summary = b["last_run"]["summary"].as_str().unwrap();
+            assert!(summary.contains(&format!("spent {shown},")), "{summary}");
+            let show = env.run(&["show", batch, "x"]).code(0).stdout.clone();
+            assert!(show.contains(&format!("cost:      {shown}\n")), "{show}");
+            let text = env.run(&["status"]).code(0).stdout.clone();
+            assert!(text.contains(&format!("budget {shown} of $100.00 today")), "{text}");
+        }
+    }
 }

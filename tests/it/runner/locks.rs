@@ -13,7 +13,7 @@ use common::{Env, lines, pids_with, signal, tally, wait_for};
 use nix::sys::signal::Signal;
 
 use nightshift::model::{EventKind, Holder, NewEvent, NewItem, Outcome, Tier, Trigger};
-use nightshift::store::{Completion, Failure, LockOutcome, Store};
+use nightshift::store::{Completion, Failure, LockOutcome, Retrying, Store};
 
 fn p(path: &Path) -> String {
     path.display().to_string()
@@ -383,6 +383,52 @@ touch {dir}/started-$NIGHTSHIFT_KEY
         );
     }
 
+    /// A frozen runner taken over whose worker then failed (the taker
+    /// stopped it) wrote a `retry` event promising a retry that never came,
+    /// on an item another run held, and, its backoff over, a lease-lost
+    /// "its worker was stopped" with no worker running. Whatever path it
+    /// takes, a runner that lost an item says what it let go, once.
+    // Slow (about 3 s): waits out a 1 s TTL.
+    fn a_runner_that_lost_its_lease_promises_no_retry(env) {
+        env.config("[batch.b]\nlock_ttl = \"1s\"\nconcurrency = 1\nbackoff = \"10ms\"\nbackoff_max = \"10ms\"\n");
+        env.add_items("b", 1);
+        let w = worker(&env);
+        let mut a = env.spawn_with(
+            "a",
+            &["run", "b", "--", &w],
+            &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "1000")],
+        );
+        wait_for("k1 started", || env.path("started-k1").exists());
+        signal(a.id(), Signal::SIGSTOP);
+        wait_for_lock_expiry(&env);
+        // B stops A's worker first, then does k1 itself.
+        let out = env
+            .cmd()
+            .env("NIGHTSHIFT_HOST", "host-y")
+            .args(["run", "b", "--", &w])
+            .output()
+            .unwrap();
+        assert!(stdout(&out).contains("1 done"), "{}", stdout(&out));
+        signal(a.id(), Signal::SIGCONT);
+        a.wait().unwrap();
+        kill_leftovers(&env);
+        assert_eq!(env.item("k1").0, "done");
+        let a_run = env.int("SELECT min(id) FROM runs");
+        let said = env.rows(&format!(
+            "SELECT kind, message FROM events WHERE key = 'k1' AND run_id = {a_run} ORDER BY id"
+        ));
+        let said: Vec<(String, String)> = said
+            .into_iter()
+            .map(|r| (r[0].clone().unwrap(), r[1].clone().unwrap()))
+            .collect();
+        // A heard the loss from its heartbeat (its worker stopped) or
+        // from the store refusing its failure (result discarded): either
+        // way one event, and no retry promised.
+        assert!(!said.iter().any(|(k, _)| k == "retry"), "{said:?}");
+        let lost: Vec<_> = said.iter().filter(|(k, _)| k == "lease-lost").collect();
+        assert_eq!(lost.len(), 1, "{said:?}");
+    }
+
     // ---- Fencing through the library API ----
 
     fn a_completion_with_a_stale_lease_token_is_rejected(env) {
@@ -490,6 +536,20 @@ touch {dir}/started-$NIGHTSHIFT_KEY
                 .unwrap()
         );
         assert_eq!(s.begin_attempt(a.item_id, a.token, t1).unwrap(), None);
+        // A's failed attempt waits for no retry of A's: refused, and no
+        // `retry` event promises one on the item B holds.
+        let retrying = Retrying {
+            item_id: a.item_id,
+            token: a.token,
+            run_id: run_a,
+            cost: None,
+            at: t1 + 1000,
+            error_class: "Busy",
+            message: "503",
+            now: t1,
+        };
+        assert!(!s.await_retry(&retrying, &event("b", EventKind::Retry)).unwrap());
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE kind = 'retry'"), 0);
         assert_eq!(
             s.renew_leases("b", run_a, t1 + 9000).unwrap(),
             Vec::<i64>::new()

@@ -18,6 +18,8 @@ mod orphans;
 mod pace;
 // Persistent workers (one process, many items).
 mod persistent;
+// The live progress line on a terminal: one row, fitted, waits said apart.
+mod progress;
 // Priority and not-before: which item a run starts first, and when.
 mod priority;
 // Runners sharing a batch.

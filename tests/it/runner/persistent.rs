@@ -864,9 +864,14 @@ for line in sys.stdin:
         assert_eq!(charged(r#"must carry the request's "key""#), ["nokey"], "{failures:?}");
         assert_eq!(charged(r#"an answer for "a""#), ["foreign"], "{failures:?}");
         // The second answer came after dup's own: whatever was next (if
-        // anything was sent) carries it, else the log does.
+        // anything was sent, and the worker had read it) carries it, else
+        // the log does (on the request it never read, if one was sent).
         let dup_charged = charged(r#"a second answer for "dup""#).len();
-        let dup_logged = env.events("b", "protocol-error").iter().filter(|e| e["message"].as_str().unwrap().contains(r#"a second answer for "dup""#)).count();
+        let dup_logged = ["protocol-error", "worker-restarted"]
+            .iter()
+            .flat_map(|kind| env.events("b", kind))
+            .filter(|e| e["message"].as_str().unwrap().contains(r#"a second answer for "dup""#))
+            .count();
         assert_eq!(dup_charged + dup_logged, 1, "{failures:?}");
         assert_eq!(failures.len(), 4 + dup_charged, "{failures:?}");
         assert!(failures.iter().all(|f| f.1 == "ProtocolError"), "{failures:?}");
@@ -929,6 +934,60 @@ for line in sys.stdin:
         env.assert_counts_consistent();
     }
 
+    /// An answer over the limit is cut the same way in both modes (1 MiB,
+    /// as the README says; persistent mode took 1088 KiB whole) and the
+    /// cost it reported counts (process mode dropped it with the rest).
+    /// An error answer over the limit keeps its class and its cost.
+    fn an_answer_over_the_limit_is_cut_alike_in_both_modes_and_its_cost_counts(env) {
+        require!(Tool::Python3);
+        env.write(
+            "big.py",
+            r#"
+import json, os, sys
+def answer(k):
+    big = "x" * 1_050_000
+    if k == "err":
+        return {"key": k, "error": {"message": big, "error_class": "TooChatty", "transient": False, "cost": 0.5}}
+    return {"key": k, "result": {"for": k, "big": big, "cost": 0.5}}
+if os.environ.get("NIGHTSHIFT_MODE") == "persistent":
+    for line in sys.stdin:
+        print(json.dumps(answer(json.loads(line)["key"])), flush=True)
+else:
+    sys.stdin.read()
+    print(json.dumps(answer(os.environ["NIGHTSHIFT_KEY"])["result"]))
+"#,
+        );
+        env.config(
+            "[batch.proc]\nworker = [\"python3\", \"big.py\"]\n\
+             [batch.pers]\nworker = [\"python3\", \"big.py\"]\nmode = \"persistent\"\nretries = 0\n",
+        );
+        add_keys(&env, "proc", &["k1"]);
+        add_keys(&env, "pers", &["k2", "err", "k3"]);
+        env.run(&["run", "proc"]).code(0);
+        env.run(&["run", "pers"]).code(1);
+        for k in ["k1", "k2", "k3"] {
+            let rows = env.rows(&format!("SELECT status, result, cost FROM items WHERE key = '{k}'"));
+            let [status, result, cost] = <[Option<String>; 3]>::try_from(rows[0].clone()).unwrap();
+            assert_eq!(status.as_deref(), Some("done"), "{k}");
+            let result: serde_json::Value = serde_json::from_str(&result.unwrap()).unwrap();
+            assert_eq!((&result["truncated"], &result["limit_bytes"]), (&serde_json::json!(true), &serde_json::json!(1 << 20)), "{k}");
+            let head = result["head"].as_str().unwrap();
+            assert!(head.len() <= 1 << 20 && head.contains(&format!("\"for\": \"{k}\"")), "{k}: {}", &head[..80]);
+            assert_eq!(cost.unwrap().parse::<f64>().unwrap(), 0.5, "{k}");
+        }
+        assert_eq!(env.strings("SELECT error_class FROM items WHERE key = 'err'"), ["TooChatty"]);
+        assert_eq!(env.strings("SELECT tier FROM items WHERE key = 'err'"), ["manual"]);
+        let status = env.status();
+        for (batch, cost) in [("proc", 0.5), ("pers", 1.5)] {
+            let run = &status["batches"].as_array().unwrap().iter().find(|b| b["name"] == batch).unwrap()["last_run"];
+            assert_eq!(run["counts"]["cost"].as_f64(), Some(cost), "{batch}: {run}");
+        }
+        // One worker answered all three: a long answer does not put it out
+        // of step.
+        assert_eq!(env.events("pers", "protocol-error").len(), 0);
+        env.assert_counts_consistent();
+    }
+
     /// An answer is durable soon after it comes, not once the rest of its
     /// batch is answered: behind a call that takes long (here, until the
     /// test lets it go), the calls answered before it are done, and a
@@ -966,5 +1025,59 @@ for line in sys.stdin:
             .map(|(k, _)| k)
             .collect();
         assert!(twice.is_empty(), "called again after the crash: {twice:?}");
+    }
+
+    /// A worker that stopped taking requests after one answer (it closed
+    /// its stdin, or exited 0 to be replaced) charged the next item an
+    /// attempt for a request it never read: with `max_attempts = 1` every
+    /// second item was quarantined without ever running, as
+    /// `WorkerExited: the worker exited` of a worker still alive. Such a
+    /// request goes to a fresh worker, its attempt not counted, and the log
+    /// says what the worker did.
+    fn a_request_the_worker_never_took_costs_no_attempt(env) {
+        require!(Tool::Python3);
+        env.write(
+            "w.py",
+            "import json, os, sys, time\n\
+             r = json.loads(sys.stdin.readline())\n\
+             with open('exec.log', 'a') as f:\n\
+             \x20   f.write('%s %d\\n' % (r['key'], r['attempt']))\n\
+             if sys.argv[1] == 'close':\n\
+             \x20   os.close(0)\n\
+             print(json.dumps({'key': r['key'], 'result': 1}), flush=True)\n\
+             if sys.argv[1] == 'close':\n\
+             \x20   time.sleep(300)\n",
+        );
+        for (batch, how, said) in [
+            ("closes", "close", "the worker closed its stdin (it took no more requests) and was still running 5s later: its process group was killed"),
+            ("recycles", "exit", "exited with status 0"),
+        ] {
+            env.config(&format!(
+                "[batch.{batch}]\nworker = [\"python3\", \"w.py\", \"{how}\"]\nmode = \"persistent\"\n\
+                 concurrency = 1\nmax_attempts = 1\nitem_timeout = \"60s\"\n"
+            ));
+            let keys = [format!("{batch}1"), format!("{batch}2")];
+            add_keys(&env, batch, &keys.iter().map(String::as_str).collect::<Vec<_>>());
+            let out = env.run(&["run", batch]);
+            out.code(0);
+            for k in &keys {
+                assert_eq!(env.item(k), ("done".into(), None, 1), "{batch}: {k}");
+            }
+            // Each key ran once, on its first attempt.
+            let ran: Vec<String> = common::lines(&env.path("exec.log"))
+                .into_iter()
+                .filter(|l| l.starts_with(batch))
+                .collect();
+            let expected: Vec<String> = keys.iter().map(|k| format!("{k} 1")).collect();
+            assert_eq!(ran, expected, "{batch}");
+            let restarted = env.events(batch, "worker-restarted");
+            assert!(!restarted.is_empty(), "{batch}");
+            for e in &restarted {
+                let m = e["message"].as_str().unwrap();
+                assert!(m.contains(said) && m.contains("attempts not counted"), "{batch}: {m}");
+            }
+            env.assert_counts_consistent();
+        }
+        assert_no_workers(&env);
     }
 }

@@ -5,6 +5,9 @@
 
 use crate::support as common;
 
+use crate::support::require::Tool;
+
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::{Backend, Env, add_keys, assert_no_process_left, wait_for};
@@ -351,6 +354,79 @@ for line in sys.stdin:
         let cancelled = env.events("b", "cancelled");
         assert_eq!(cancelled.len(), 1);
         assert!(cancelled[0]["message"].as_str().unwrap().ends_with("now pending"), "{cancelled:?}");
+        env.assert_counts_consistent();
+    }
+
+    /// A cancel of a request queued in the persistent worker's stdin,
+    /// behind the item the worker was on, stopped the worker: that other
+    /// item's call was cut short and made again from scratch, recorded
+    /// nowhere, and the reply called the queued item running. The worker
+    /// is left to its work now: the item it is on runs once, and the
+    /// cancelled one's answer is not kept.
+    fn cancel_of_a_request_queued_in_a_persistent_worker_cuts_no_other_call_short(env) {
+        require!(Tool::Python3);
+        env.config("[batch.b]\nmode = \"persistent\"\nconcurrency = 1\n");
+        // Enough quick items before the slow one that the slot sends many
+        // requests ahead (its batches grow as the worker proves fast; its
+        // start-up, seconds on a loaded machine, counts in the first).
+        let mut keys: Vec<String> = (1..=100).map(|i| format!("f{i}")).collect();
+        keys.push("slow".into());
+        keys.extend((1..=20).map(|i| format!("q{i}")));
+        add_keys(&env, "b", &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        // A reader thread notes each request as it arrives (`got.log`);
+        // the calls are made one at a time (`exec.log`).
+        let w = p(&env.write(
+            "w.py",
+            "import json, os, queue, sys, threading, time\n\
+             q = queue.Queue()\n\
+             def read():\n\
+             \x20   for line in sys.stdin:\n\
+             \x20       r = json.loads(line)\n\
+             \x20       with open('got.log', 'a') as f:\n\
+             \x20           f.write(r['key'] + '\\n')\n\
+             \x20       q.put(r)\n\
+             \x20   q.put(None)\n\
+             threading.Thread(target=read, daemon=True).start()\n\
+             while True:\n\
+             \x20   r = q.get()\n\
+             \x20   if r is None:\n\
+             \x20       break\n\
+             \x20   with open('exec.log', 'a') as f:\n\
+             \x20       f.write('%s %d %d\\n' % (r['key'], os.getpid(), r['attempt']))\n\
+             \x20   while r['key'] == 'slow' and not os.path.exists('release'):\n\
+             \x20       time.sleep(0.02)\n\
+             \x20   print(json.dumps({'key': r['key'], 'result': 1}), flush=True)\n",
+        ));
+        let mut runner = env.spawn("run", &["run", "b", "--", "python3", &w]);
+        let lines = |f: &str| common::lines(&env.path(f));
+        wait_for("q1 queued in the worker behind the slow call", || {
+            lines("exec.log").iter().any(|l| l.starts_with("slow "))
+                && lines("got.log").contains(&"q1".to_string())
+        });
+        let out = env.run(&["cancel", "b", "q1"]);
+        out.code(0);
+        assert!(!out.stdout.contains("running"), "{out:?}");
+        assert!(out.stdout.contains("persistent worker"), "{out:?}");
+        // A heartbeat (a second) for the runner to hear it while the slow
+        // call goes on, then the slow call ends.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        env.write("release", "");
+        let status = runner.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{:?}", env.output_of("run"));
+        let calls = lines("exec.log");
+        let slow: Vec<_> = calls.iter().filter(|l| l.starts_with("slow ")).collect();
+        assert_eq!(slow.len(), 1, "the slow call made once: {calls:?}");
+        let pids: BTreeSet<&str> = calls.iter().map(|l| l.split(' ').nth(1).unwrap()).collect();
+        assert_eq!(pids.len(), 1, "one worker, never stopped: {calls:?}");
+        for k in keys.iter().filter(|k| *k != "q1") {
+            assert_eq!(env.item(k), ("done".into(), None, 1), "{k}");
+        }
+        assert_eq!(env.item("q1").0, "failed");
+        assert_eq!(env.strings("SELECT error_class FROM items WHERE key = 'q1'"), ["Cancelled"]);
+        let cancelled = env.events("b", "cancelled");
+        assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+        assert!(cancelled[0]["message"].as_str().unwrap().contains("answer came after the cancel and was not kept"), "{cancelled:?}");
+        assert_eq!(env.int("SELECT count(*) FROM events WHERE key = 'q1' AND kind = 'done'"), 0);
         env.assert_counts_consistent();
     }
 

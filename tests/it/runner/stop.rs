@@ -119,6 +119,11 @@ fn max_duration_stops_claiming_at(env: &common::Env, pace: u32) -> Result<(), St
     if done == 0 {
         return Err(format!("nothing done within {pace} s"));
     }
+    // It stopped where it was set to: ok (it was `aborted`), and why.
+    assert_eq!(
+        env.strings("SELECT state || ' ' || stopped FROM runs"),
+        ["ok max_duration"]
+    );
     Ok(())
 }
 
@@ -192,7 +197,73 @@ echo '"ok"'"#,
             env.int("SELECT count(*) FROM items WHERE status = 'pending'"),
             7
         );
-        assert_eq!(env.strings("SELECT state FROM runs"), ["aborted"]);
+        // It did what it was set to: ok, not aborted, and why it stopped
+        // is kept with it.
+        assert_eq!(env.strings("SELECT state || ' ' || stopped FROM runs"), ["ok max_cost"]);
+    }
+
+    /// A run its `max_duration` or `max_cost` stopped, with nothing failed,
+    /// is `ok` in every view, as its exit code 0 says, and each view says
+    /// why it stopped: `status` and `--json` (`stopped`), `--short` (while
+    /// what it left waits), the metrics (`nightshift_last_run_success` 1,
+    /// its `stopped` label). It was `aborted` everywhere and a failure to
+    /// the metrics, where the README keeps `aborted` for a signal or
+    /// `nightshift stop`. With a failure in it, it is `failed`, exits 1
+    /// and alerts.
+    fn a_run_its_limit_stopped_is_ok_in_every_view_and_says_why(env) {
+        let w = p(&env.script(
+            "w.sh",
+            "cat >/dev/null\nif [ \"$NIGHTSHIFT_KEY\" = bad ]; then\n  \
+             echo '{\"error_class\":\"BadInput\",\"transient\":false,\"cost\":1.0}' >&2; exit 1\nfi\n\
+             echo '{\"cost\": 1.0}'",
+        ));
+        let alert = "alert = [\"sh\", \"-c\", \"cat > \\\"alerted-$NIGHTSHIFT_BATCH.json\\\"\"]";
+        env.config(&format!(
+            "[batch.b]\nworker = [\"{w}\"]\nconcurrency = 1\nmax_cost = 2.5\n{alert}\n"
+        ));
+        env.add_items("b", 10);
+        let ran = env.run(&["run", "b", "--json"]);
+        ran.code(0);
+        let json: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+        assert_eq!((&json["state"], &json["stopped"]), (&"ok".into(), &"max_cost".into()), "{json}");
+        assert!(!env.path("alerted-b.json").exists(), "nothing failed: no alert");
+
+        let status = env.status();
+        let last = &status["batches"][0]["last_run"];
+        assert_eq!(
+            (&last["state"], &last["recorded_state"], &last["stopped"]),
+            (&"ok".into(), &"ok".into(), &"max_cost".into()),
+            "{last}"
+        );
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("last run #1 ok ("), "{text}");
+        assert!(text.contains("stopped: max_cost reached"), "{text}");
+        let short = env.run(&["status", "--short"]).code(0).stdout.clone();
+        assert_eq!(short.trim(), "b 3✓ 7… max_cost");
+        let metrics = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
+        let sample = "nightshift_last_run_success{batch=\"b\",state=\"ok\",stopped=\"max_cost\"}";
+        assert_eq!(common::metric(&metrics, sample), 1.0, "{metrics}");
+        // The next run that takes what it left ends the mark.
+        env.config(&format!("[batch.b]\nworker = [\"{w}\"]\nconcurrency = 1\n"));
+        env.run(&["run", "b"]).code(0);
+        let short = env.run(&["status", "--short"]).code(0).stdout.clone();
+        assert_eq!(short.trim(), "b 10✓");
+
+        // A failure in a run its limit stopped: failed, 1, alerted.
+        env.config(&format!(
+            "[batch.f]\nworker = [\"{w}\"]\nconcurrency = 1\nmax_cost = 2.5\nretries = 0\n{alert}\n"
+        ));
+        common::add_keys(&env, "f", &["bad", "k1", "k2", "k3"]);
+        let ran = env.run(&["run", "f"]);
+        ran.code(1);
+        assert!(ran.stdout.contains("stopped: max_cost reached"), "{ran:?}");
+        let status = env.status();
+        let f = status["batches"].as_array().unwrap().iter().find(|b| b["name"] == "f");
+        let last = &f.unwrap()["last_run"];
+        assert_eq!((&last["state"], &last["stopped"]), (&"failed".into(), &"max_cost".into()), "{last}");
+        let alerted: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(env.path("alerted-f.json")).unwrap()).unwrap();
+        assert_eq!(alerted["state"], "failed", "{alerted}");
     }
 
     // ---- Stopping: deadline, signals, pause ----

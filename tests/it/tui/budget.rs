@@ -46,6 +46,29 @@ fn the_batch_detail_says_the_budget_spent_and_its_reset() {
     assert!(!screen.contains("never run"), "{screen}");
 }
 
+/// The run's spend and the budget's, on adjacent lines of the batch
+/// detail, are one amount: a cost finer than a millionth is cut down to
+/// it in both (the spend line rounded it up, the budget line down).
+#[test]
+fn the_spend_and_the_budget_show_one_amount() {
+    common::away_from_midnight();
+    let env = Env::new();
+    let worker = common::cost_worker(&env, "0.123456789");
+    env.config(&format!(
+        "[batch.a]\nworker = [\"{}\"]\nbudget = \"100/day\"\n",
+        worker.display()
+    ));
+    add_keys(&env, "a", &["k1"]);
+    env.run(&["run", "a"]).code(0);
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (80, 24));
+    let screen = dash.wait_for("the spend and the budget", |s| {
+        s.contains("budget $0.123456 of $100.00 today") && s.contains("spend ")
+    });
+    let spend = screen.lines().find(|l| l.contains("spend ")).unwrap();
+    assert!(spend.contains("$0.123456 last run"), "{screen}");
+    dash.key("q");
+}
+
 /// A batch whose budget is reached says `held` in the table even when
 /// another batch is selected (its spend was read for the selected batch
 /// only, and it said `running` or `idle`), and the header's summary says
@@ -84,4 +107,30 @@ fn every_row_and_the_header_say_a_budget_reached() {
         !screen.lines().nth(1).unwrap().contains("running"),
         "{screen}"
     );
+}
+
+/// A run its `max_cost` stopped is `ok` on the dashboard too, and its last
+/// run line says why it stopped beside the state, before a summary the
+/// pane's edge may cut (it said `aborted`).
+#[test]
+fn a_run_its_max_cost_stopped_says_ok_and_why() {
+    let env = Env::new();
+    let worker = common::cost_worker(&env, "1.0");
+    env.config(&format!(
+        "[batch.a]\nworker = [\"{}\"]\nconcurrency = 1\nmax_cost = 2.5\n",
+        worker.display()
+    ));
+    add_keys(&env, "a", &["k1", "k2", "k3", "k4", "k5"]);
+    env.run(&["run", "a"]).code(0);
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (80, 24));
+    let screen = dash.wait_for("the last run", |s| s.contains("last run  #1 "));
+    let line = screen
+        .lines()
+        .find(|l| l.contains("last run  #1 "))
+        .unwrap();
+    assert!(
+        line.contains("#1 ok, max_cost reached · manual"),
+        "{screen}"
+    );
+    dash.key("q");
 }

@@ -7,7 +7,7 @@ use crate::support::fixture;
 use std::collections::BTreeMap;
 
 use nightshift::config::Schedule;
-use nightshift::store::{Access, Store};
+use nightshift::store::{Access, RunEnd, Store};
 use nightshift::tui::action::{Action, Arrival, Intent, Pane};
 use nightshift::tui::app::{App, BatchSchedule, Setup};
 use nightshift::tui::theme::Palette;
@@ -348,7 +348,9 @@ fn the_help_wraps_what_it_cannot_fit() {
         shown.contains("worker, to manual (asks)  (Items, Dead letters)"),
         "{shown}"
     );
-    assert!(shown.contains("Esc clear."), "{shown}");
+    // Wrapped by the rule every text follows (the last break that fits).
+    assert!(shown.contains("Filters: type, Enter keep, Esc│"), "{shown}");
+    assert!(shown.contains("│                    clear."), "{shown}");
     assert!(!shown.contains('…'), "{shown}");
 }
 
@@ -551,10 +553,7 @@ fn the_pace_says_only_what_it_knows() {
         .unwrap();
     s.finish_run(
         step,
-        RunState::LockHeld,
-        "a-young: lock-held: stepped down",
-        0,
-        0,
+        &RunEnd::new(RunState::LockHeld, "a-young: lock-held: stepped down"),
         NOW - 1_000,
     )
     .unwrap();
@@ -617,12 +616,13 @@ fn the_pace_says_only_what_it_knows() {
     assert!(shown[0].1.contains("#1 running"), "{:?}", shown[0]);
     assert!(shown[0].2.contains("#2 lock-held"), "{:?}", shown[0]);
     assert_eq!(shown[1].2, "", "no step-down: no line");
-    // Until when, and why, the hold's own line says, to the second.
+    // Until when, and why, the hold's own line says, to the second (its
+    // 4m from 12:00:00 read, as every age, at the minute's middle: 3m30s).
     assert!(
         shown[2]
             .3
             .trim()
-            .starts_with("HELD until 12:04:00Z (in 4m)"),
+            .starts_with("HELD until 12:04:00Z (in 3m)"),
         "{:?}",
         shown[2]
     );
@@ -663,9 +663,10 @@ fn a_run_held_by_its_pool_is_held_with_no_eta() {
         .unwrap_or_default();
     assert!(row.contains("held"), "{row}\n{shot}");
     assert!(shot.contains("no ETA: held"), "{shot}");
+    // (5m from 12:00:00, read at the minute's middle: 4m30s.)
     assert!(
         shot.contains(
-            "HELD until 12:05:00Z (in 5m) by pool 本番: a retry-after from k3 of newsletter"
+            "HELD until 12:05:00Z (in 4m) by pool 本番: a retry-after from k3 of newsletter"
         ),
         "{shot}"
     );
@@ -719,9 +720,87 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     poll_at(&mut app, &store, NOW);
     let shot = draw(&app);
     assert!(
-        shot.contains("next Fri 2026-01-02 02:00 JST (in 5h0m) · skipped while paused"),
+        shot.contains("next Fri 2026-01-02 02:00 JST (in 4h59m) · skipped while paused"),
         "{shot}"
     );
+}
+
+/// A next fire with seconds (a six-field schedule) is said to the second
+/// by the schedule line and the waiting line alike: they said the minute
+/// before it, and the minute after.
+#[test]
+fn a_fire_with_seconds_is_said_to_the_second() {
+    let (_dir, mut store) = writable_fixture(false);
+    let daemon = nightshift::model::Daemon {
+        token: "d".into(),
+        holder: nightshift::model::Holder {
+            host: "worker-1".into(),
+            pid: 4242,
+            pid_start: None,
+        },
+        started_at: NOW - fixture::HOUR,
+        beat_at: NOW - 2_000,
+        stopped_at: None,
+        stopping_at: None,
+        batches: vec!["articles".into()],
+    };
+    store.daemon_started(&daemon, NOW).unwrap();
+    // 2026-01-02 02:00:05 JST.
+    let next = NOW + 5 * fixture::HOUR + 5_000;
+    store.set_next_fire("articles", Some(next), NOW).unwrap();
+    let mut setup = setup(Palette::Mono, false);
+    setup.config.schedules.insert(
+        "articles".to_string(),
+        BatchSchedule {
+            schedule: Schedule::parse("5 0 2 * * *").unwrap(),
+            tz: chrono_tz::Asia::Tokyo,
+            catch_up: None,
+        },
+    );
+    let mut app = App::new(setup, NOW);
+    app.update(Arrival::Resize(160, 48));
+    poll_at(&mut app, &store, NOW);
+    let shot = draw(&app);
+    assert!(shot.contains("next Fri 2026-01-02 02:00:05 JST"), "{shot}");
+    assert!(
+        shot.contains("for the schedule's next fire at 17:00:05Z"),
+        "{shot}"
+    );
+}
+
+/// A schedule edited and not reloaded: the schedule line gives the live
+/// daemon's schedule and next fire, and says the file differs (it gave
+/// the file's schedule beside the daemon's next fire).
+#[test]
+fn an_edited_schedule_not_reloaded_is_said_as_the_live_daemon_fires_it() {
+    let (_dir, mut store) = writable_fixture(true);
+    let rule = nightshift::model::FireRule {
+        schedule: "0 2 * * *".into(),
+        timezone: "Asia/Tokyo".into(),
+    };
+    // 2026-01-02 02:00 JST.
+    let next = NOW + 5 * fixture::HOUR;
+    store
+        .set_fire_plan("articles", &rule, Some(next), NOW)
+        .unwrap();
+    let mut setup = setup(Palette::Mono, false);
+    setup.config.schedules.insert(
+        "articles".to_string(),
+        BatchSchedule {
+            schedule: Schedule::parse("*/5 * * * * *").unwrap(),
+            tz: chrono_tz::UTC,
+            catch_up: None,
+        },
+    );
+    let mut app = App::new(setup, NOW);
+    app.update(Arrival::Resize(160, 48));
+    poll_at(&mut app, &store, NOW);
+    let shot = draw(&app);
+    assert!(
+        shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST (in 4h59m) · the file's schedule differs"),
+        "{shot}"
+    );
+    assert!(!shot.contains("*/5"), "{shot}");
 }
 
 /// The batch detail says why its open items wait, in the words `status`
@@ -780,7 +859,8 @@ fn priority_and_not_before_are_shown() {
     drive(&fx, &mut app, &actions);
     let detail = draw(&app);
     assert!(detail.contains("priority 7"), "{detail}");
-    assert!(detail.contains("not before in 30m"), "{detail}");
+    // 30m from 12:00:00, read at the minute's middle (`tui::format::ago`).
+    assert!(detail.contains("not before in 29m"), "{detail}");
 }
 
 /// A popup drawn over Japanese text keeps its left border: a wide

@@ -456,18 +456,19 @@ exit 75"#,
                 shown_key(&key, size.0)
             );
             let screen = dash.wait_for(&format!("{what}: the hold"), |s| s.contains(&from));
-            // The time left as the screen was drawn, in whole minutes from
-            // the drawing's minute rounded up (`tui::format::ago`): from
-            // what that gives now to two minutes more (a loaded machine
-            // draws it a while before this reads the clock).
-            let minute = 60_000;
+            // The time left as the screen was drawn, by the dashboard's rule
+            // (whole minutes from the middle of the drawing's minute, `1h0m`
+            // past the hour): as it reads now or up to two minutes earlier
+            // (a loaded machine draws it a while before this reads the clock).
             let now = nightshift::util::time::now_ms();
-            let left = (until - (now + minute - 1) / minute * minute) / minute;
+            let lefts: Vec<String> = (0..=2)
+                .map(|k| nightshift::util::time::relative_by_minute(until, now - k * 60_000))
+                .collect();
             assert!(
-                [left, left + 1, left + 2]
+                lefts
                     .iter()
-                    .any(|m| screen.contains(&format!("HELD until {clock} (in {m}m"))),
-                "{what}: no time:\n{screen}"
+                    .any(|left| screen.contains(&format!("HELD until {clock} ({left})"))),
+                "{what}: no time ({lefts:?}):\n{screen}"
             );
             let row = screen
                 .lines()
@@ -505,5 +506,111 @@ fn halfwidth_sound_marks_leave_the_detail_title_whole() {
             title.contains("ガギグ test (abcdef) · example"),
             "{size:?}: {title}"
         );
+    }
+}
+
+/// The rows of the box whose top border names `title`, borders included,
+/// up to its bottom border.
+fn boxed_rows<'a>(screen: &'a str, title: &str) -> Vec<&'a str> {
+    screen
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("┌ {title} ─")))
+        .skip(1)
+        .take_while(|l| !l.starts_with('└'))
+        .collect()
+}
+
+/// The reasons the wrapping tests pause a batch with, and the text each
+/// ends with: one whose `ー` fell at the start of a row, one whose family
+/// emoji (a ZWJ sequence: one grapheme) fell across two.
+fn long_reasons() -> [(String, &'static str); 2] {
+    [
+        (format!("{}ーです", "漢".repeat(29)), "ーです"),
+        (
+            format!("{}{FAMILY}{}", "あ".repeat(27), "い".repeat(10)),
+            "いいいいいいいいい (",
+        ),
+    ]
+}
+
+const FAMILY: &str = "👨\u{200d}👩\u{200d}👧";
+
+/// A store whose batch `b` is paused with `reason`.
+fn paused(reason: &str) -> Env {
+    let env = Env::new();
+    common::add_keys(&env, "b", &["k1"]);
+    env.run(&["pause", "b", "--reason", reason]).code(0);
+    env
+}
+
+/// Checks the rows of the batch detail's box: each keeps both borders
+/// (and, with `width`, fills the terminal's width exactly), none starts
+/// with what Japanese line breaking keeps off a row's start or with a
+/// piece of an emoji ZWJ sequence, and the pause reason is all there.
+fn check_detail(screen: &str, reason: &str, width: Option<usize>) {
+    let rows = boxed_rows(screen, "b");
+    assert!(!rows.is_empty(), "{screen}");
+    for row in &rows {
+        assert!(
+            row.starts_with('│') && row.trim_end().ends_with('│'),
+            "a row without its borders: {row:?}\n{screen}"
+        );
+        if let Some(w) = width {
+            assert_eq!(nightshift::util::text::width(row), w, "{row:?}\n{screen}");
+        }
+    }
+    let inside: Vec<&str> = rows
+        .iter()
+        .map(|r| {
+            r.trim_start_matches('│')
+                .trim_end()
+                .trim_end_matches('│')
+                .trim()
+        })
+        .collect();
+    for text in &inside {
+        for mark in ["ー", "。", "、", "\u{200d}", "👩", "👧"] {
+            assert!(
+                !text.starts_with(mark),
+                "a row starts with {mark:?}\n{screen}"
+            );
+        }
+    }
+    let paused = inside
+        .iter()
+        .position(|t| t.starts_with("PAUSED — "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    let joined: String = inside[paused..].concat();
+    assert!(joined.contains(&format!("PAUSED — {reason} (")), "{screen}");
+}
+
+/// The batch detail wraps a long pause reason as the item detail wraps
+/// its text (`text::wrap`: by grapheme and display width, with Japanese
+/// line breaking): no row starts with `ー`, and every row keeps the box's
+/// borders. It wrapped by code point, and `ー` began a row.
+#[test]
+fn the_batch_detail_wraps_a_long_reason_as_the_item_detail_does() {
+    let (reason, tail) = &long_reasons()[0];
+    let env = paused(reason);
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (80, 24));
+    let screen = dash.wait_for("the reason", |s| s.contains(tail));
+    check_detail(&screen, reason, None);
+    dash.key("q");
+    dash.wait_exit();
+}
+
+/// The same in tmux, which draws an emoji ZWJ sequence as the one
+/// grapheme of two cells it is (`vt100` draws its emoji apart): the
+/// family stays whole on one row and every row of the box is 80 cells,
+/// its borders in place. Split by code point, it took the left border
+/// with it and left a stray `─`.
+#[test]
+fn the_batch_detail_keeps_an_emoji_sequence_whole_and_the_box_intact_in_tmux() {
+    require!(crate::support::require::Tool::Tmux);
+    for (reason, tail) in long_reasons() {
+        let env = paused(&reason);
+        let tmux = common::tmux::Tmux::open(Path::new(BIN), env.dir.path(), &env.db, &[], (80, 24));
+        let screen = tmux.wait_for("the reason", |s| s.contains(tail));
+        check_detail(&screen, &reason, Some(80));
     }
 }

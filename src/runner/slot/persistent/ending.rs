@@ -5,16 +5,19 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::super::record::{cancelled, lease_lost_stopped, release};
+use super::super::record::{let_go, release};
 use super::{Ended, Slot, Work};
 use crate::model::EventKind;
 use crate::runner::child::KillReason;
 use crate::store::{CancelledWhile, StoreError};
 
 impl Slot {
-    /// A stop, a lost lease or a cancel reached one of our items. A lost
-    /// or cancelled item's worker is stopped (only that slot's) and the
-    /// rest it was sent go to the next worker.
+    /// A stop, a lost lease or a cancel reached one of our items. One not
+    /// yet written to the worker is taken back (it never reaches it); the
+    /// worker is stopped only when it may be on the item, or for a lost
+    /// lease (another runner may be running it): the rest it was sent go
+    /// to the next worker. A cancelled request the worker holds behind
+    /// another item is left to it, its answer not kept (`Work::cancelled`).
     pub(super) async fn killed(
         &mut self,
         id: i64,
@@ -28,15 +31,25 @@ impl Slot {
             KillReason::LeaseLost | KillReason::Cancelled => {
                 let cycle = self.cycle.clone();
                 let lost = if let Some(pos) = self.sent.iter().position(|w| w.claim.item_id == id) {
-                    // The worker may be on it: stop the worker, resend the rest.
-                    if let Some(mut w) = self.worker.take() {
-                        w.kill().await;
+                    let span = self.sent[pos].span;
+                    if self.worker.as_mut().is_some_and(|w| w.unsend(span)) {
+                        for later in self.sent.iter_mut().skip(pos + 1) {
+                            later.span = later.span.after_unsent(span);
+                        }
+                        self.sent
+                            .remove(pos)
+                            .map(|w| (w, CancelledWhile::NotStarted))
+                    } else if pos > 0 && reason == KillReason::Cancelled {
+                        self.sent[pos].cancelled = true;
+                        None
+                    } else {
+                        if let Some(mut w) = self.worker.take() {
+                            w.kill().await;
+                        }
+                        let lost = self.sent.remove(pos);
+                        self.resend_later().await;
+                        lost.map(|w| (w, CancelledWhile::Running))
                     }
-                    let lost = self.sent.remove(pos);
-                    while let Some(w) = self.sent.pop_back() {
-                        self.queue.push_front(w);
-                    }
-                    lost.map(|w| (w, CancelledWhile::Running))
                 } else if let Some(pos) = self.queue.iter().position(|w| w.claim.item_id == id) {
                     self.queue
                         .remove(pos)
@@ -50,11 +63,7 @@ impl Slot {
                 };
                 if let Some((w, was)) = lost {
                     self.untrack(&w.claim);
-                    if reason == KillReason::Cancelled {
-                        cancelled(&cycle, &w.claim, was).await;
-                    } else {
-                        lease_lost_stopped(&cycle, &w.claim).await;
-                    }
+                    let_go(&cycle, &w.claim, was).await;
                 }
                 Ok(None)
             }
@@ -68,9 +77,7 @@ impl Slot {
         if let Some(mut w) = self.worker.take() {
             w.kill().await;
         }
-        while let Some(w) = self.sent.pop_back() {
-            self.queue.push_front(w);
-        }
+        self.resend_later().await;
         self.release_waiting().await
     }
 

@@ -14,7 +14,9 @@
 //! answer, a line that is not JSON), or dies, or hangs, the request at the
 //! head gets the failure (an attempt counted: its answer may be lost or
 //! misattributed), the worker is killed and every other request sent to it
-//! goes to a fresh worker, its attempt not counted.
+//! goes to a fresh worker, its attempt not counted (the head's too, when
+//! the worker never took it). A cancel stops the worker only when it is on
+//! the item (`ending`): the other requests it holds are not cut short.
 
 mod ending;
 
@@ -27,16 +29,20 @@ use tokio::sync::mpsc;
 
 use super::claim::claim_key;
 use super::pipeline::{BATCH_TIME, CommitFuture, Success};
-use super::record::{begin_retry, judge_failure, lease_lost_on_write, record_failure, store_op_id};
+use super::record::{
+    begin_retry, count_cut_short, judge_failure, let_go, record_failure, store_op_id,
+};
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::KillReason;
-use crate::runner::child::persistent::{Line, Persistent, Request, match_answer, match_op_id};
+use crate::runner::child::persistent::{
+    Line, Persistent, Request, Span, match_answer, match_op_id,
+};
 use crate::runner::classify::{self, Answer, bound_message};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
 use crate::runner::pool::{Ticket, place_given_back};
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
-use crate::store::{PoolWait, StoreError};
+use crate::store::{CancelledWhile, PoolWait, StoreError};
 use crate::util::time::{instant_at, now_ms};
 
 /// How long an answer may wait for its commit (its event's time on):
@@ -62,6 +68,13 @@ pub(super) struct Work {
     pub(super) pass: Pass,
     /// Its call's place in the batch's pool, once given.
     pub(super) ticket: Option<Ticket>,
+    /// Where its request lies in what was written to the current worker.
+    pub(super) span: Span,
+    /// Cancelled once its request was written to the worker, behind the
+    /// item the worker is on: the worker is left to it (stopping it would
+    /// cut that other item's call short, to be paid again) and its answer
+    /// is not kept.
+    pub(super) cancelled: bool,
 }
 
 pub(super) struct Slot {
@@ -205,8 +218,10 @@ impl Slot {
             .track(claim.item_id, Killer::Slot(self.kill_tx.clone()));
     }
 
+    /// The claim leaves the slot (an outcome, a release, a lost lease).
     pub(super) fn untrack(&self, claim: &Claim) {
         self.cycle.untrack(claim.item_id);
+        self.cycle.retry_begins(claim.item_id);
     }
 
     /// Queues claimed items for the worker; `tickets` are the places in
@@ -223,6 +238,8 @@ impl Slot {
                 retries_done: 0,
                 pass: if i == 0 { first } else { Pass::None },
                 ticket: tickets.next(),
+                span: Span::default(),
+                cancelled: false,
                 claim,
             });
         }
@@ -330,11 +347,11 @@ impl Slot {
                         gate_opens = Some(at);
                         break;
                     }
-                    let w = self.queue.pop_front().expect("the front request");
+                    let mut w = self.queue.pop_front().expect("the front request");
                     if self.sent.is_empty() {
                         self.head_since = Instant::now();
                     }
-                    worker.send(&Request {
+                    w.span = worker.send(&Request {
                         key: &w.claim.key,
                         label: &w.claim.label,
                         attempt: w.attempt,
@@ -495,18 +512,51 @@ impl Slot {
     /// The worker broke (died, hung past the timeout, or broke the
     /// protocol): the item at the head gets `answer`, the worker is killed
     /// (with its whole process group) and the other sent items wait for
-    /// the next one. True when the slot gave up.
+    /// the next one. A head whose request the worker never took (it closed
+    /// its stdin, or exited, before reading it) was never its call: it
+    /// waits for the next worker too, its attempt not counted, and the log
+    /// says why. Not so for a worker that never answered: its head carries
+    /// the failure, so a worker that cannot work fails items visibly (and
+    /// three in a row make the slot give up). True when the slot gave up.
     async fn broken(&mut self, answer: Answer) -> Result<bool, StoreError> {
+        // Asked before the kill: what it never read is still in its pipe.
+        let untaken_from = self
+            .worker
+            .as_ref()
+            .map_or(u64::MAX, Persistent::untaken_from);
         if let Some(mut w) = self.worker.take() {
             w.kill().await;
         }
-        let head = self.sent.pop_front();
-        if head.is_none()
-            && let Answer::Failed { class, message, .. } = &answer
+        let message = match &answer {
+            Answer::Failed { message, .. } => message.clone(),
+            Answer::Done { .. } => String::new(),
+        };
+        let cycle = self.cycle.clone();
+        let untaken = self.answered
+            && self
+                .sent
+                .front()
+                .is_some_and(|h| h.span.start >= untaken_from);
+        let head = if untaken { None } else { self.sent.pop_front() };
+        if let Some(h) = self.sent.front().filter(|_| untaken) {
+            let others = self.sent.len() - 1;
+            let event = cycle
+                .new_event(
+                    EventKind::WorkerRestarted,
+                    format!(
+                        "{message}; it never took this item's request{}: a fresh worker takes {}, attempts not counted",
+                        if others > 0 { format!(" (nor the {others} sent after it)") } else { String::new() },
+                        if others > 0 { "them" } else { "it" }
+                    ),
+                )
+                .key(&h.claim.key)
+                .fields(json!({"message": message, "requests": others + 1}));
+            cycle.event(event).await;
+        } else if head.is_none()
+            && let Answer::Failed { class, .. } = &answer
             && class == "ProtocolError"
         {
             // No item to carry it: the log does.
-            let cycle = self.cycle.clone();
             cycle
                 .event(cycle.new_event(EventKind::ProtocolError, message.clone()))
                 .await;
@@ -517,22 +567,39 @@ impl Slot {
         {
             self.failed_starts.push(h.claim.item_id);
         }
-        while let Some(w) = self.sent.pop_back() {
-            self.queue.push_front(w);
-        }
-        let message = match &answer {
-            Answer::Failed { message, .. } => message.clone(),
-            Answer::Done { .. } => String::new(),
-        };
-        if let Some(head) = head {
-            let elapsed = self.head_since.elapsed();
-            self.outcome(head, answer, elapsed).await?;
+        self.resend_later().await;
+        if let Some(mut head) = head {
+            if head.cancelled {
+                // Its worker was stopped on it: where the cancel said.
+                self.untrack(&head.claim);
+                cycle.pool_settle(&head.claim, head.attempt, head.ticket.take(), None, false);
+                let_go(&cycle, &head.claim, CancelledWhile::Running).await;
+            } else {
+                let elapsed = self.head_since.elapsed();
+                self.outcome(head, answer, elapsed).await?;
+            }
         }
         if self.failed_starts.len() >= MAX_FAILED_STARTS {
             self.give_up(&message).await?;
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// The current worker is gone: what was sent to it and not answered
+    /// goes to the next one, in order, before what waits; a request
+    /// cancelled while the worker held it goes where its cancel said.
+    pub(super) async fn resend_later(&mut self) {
+        let cycle = self.cycle.clone();
+        while let Some(mut w) = self.sent.pop_back() {
+            if w.cancelled {
+                self.untrack(&w.claim);
+                cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), None, false);
+                let_go(&cycle, &w.claim, CancelledWhile::Running).await;
+            } else {
+                self.queue.push_front(w);
+            }
+        }
     }
 
     /// The worker cannot be kept running: the items it failed keep their
@@ -590,8 +657,26 @@ impl Slot {
             Some(avg) => (avg * 7 + elapsed) / 8,
         });
         self.stderr_report().await;
-        self.outcome(head, answer, elapsed).await?;
+        if head.cancelled {
+            self.discard(head, &answer).await;
+        } else {
+            self.outcome(head, answer, elapsed).await?;
+        }
         Ok(false)
+    }
+
+    /// The answer of a request cancelled while its worker held it: not
+    /// kept, the item goes where its cancel said; the call was made, so
+    /// what it reported it cost and used counts.
+    async fn discard(&mut self, mut w: Work, answer: &Answer) {
+        let cycle = self.cycle.clone();
+        self.untrack(&w.claim);
+        cycle.pool_settle(&w.claim, w.attempt, w.ticket.take(), answer.usage(), false);
+        let cost = match answer {
+            Answer::Done { cost, .. } | Answer::Failed { cost, .. } => *cost,
+        };
+        count_cut_short(&cycle, &w.claim, cost).await;
+        let_go(&cycle, &w.claim, CancelledWhile::Answered).await;
     }
 
     /// An `@nightshift cost=` (or `usage`, `op_id`) line on the worker's
@@ -611,11 +696,11 @@ impl Slot {
         let message = format!(
             "the persistent worker printed `{line}` on stderr, which is not read in persistent mode (not counted): report cost, usage and op ids in the answer (\"cost\", \"usage\", \"op_id\")"
         );
-        eprintln!(
+        crate::util::stdio::err_line(&format!(
             "nightshift: {}: {}",
             crate::util::sanitize::line(&cycle.batch),
             crate::util::sanitize::line(&message)
-        );
+        ));
         let event = cycle
             .new_event(EventKind::StrayOutput, message)
             .fields(json!({"count": 1, "stderr": line}));
@@ -707,7 +792,10 @@ impl Slot {
                     number: w.attempt,
                     retries_done: w.retries_done,
                 };
-                let v = judge_failure(&cycle, &w.claim, a, &failed, cost).await;
+                let Some(v) = judge_failure(&cycle, &w.claim, a, &failed, cost).await else {
+                    self.untrack(&w.claim);
+                    return Ok(());
+                };
                 if let Verdict::RetryNow { wait, .. } = v {
                     w.retries_done += 1;
                     self.retries.push((tokio::time::Instant::now() + wait, w));
@@ -739,7 +827,7 @@ impl Slot {
                 }
                 None => {
                     self.untrack(&w.claim);
-                    lease_lost_on_write(&cycle, &w.claim).await;
+                    let_go(&cycle, &w.claim, CancelledWhile::WaitingToRetry).await;
                 }
             }
         }

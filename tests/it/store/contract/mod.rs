@@ -12,7 +12,7 @@ use nightshift::model::{
 };
 use nightshift::store::{
     Access, AddFeed, AttemptLog, CancelledWhile, Claimable, Completion, DashQuery, EventFilter,
-    FeedRefused, ItemFilter, ItemsQuery, LockOutcome, Selection, Store, StoreError,
+    FeedRefused, ItemFilter, ItemsQuery, LockOutcome, RunEnd, Selection, Store, StoreError,
 };
 use nightshift::util::signals::Stop;
 
@@ -77,6 +77,24 @@ fn holder(pid: u32) -> Holder {
         host: format!("host-{pid}"),
         pid,
         pid_start: Some(7),
+    }
+}
+
+/// A daemon of `batches` on a host of its own (`n`), heard from at
+/// `beat_at`: judged by its heartbeat, as one elsewhere is.
+fn daemon(token: &str, n: u32, batches: &[&str], beat_at: i64) -> nightshift::model::Daemon {
+    nightshift::model::Daemon {
+        token: token.into(),
+        holder: Holder {
+            host: format!("daemon-host-{n}"),
+            pid: 100 + n,
+            pid_start: Some(7),
+        },
+        started_at: beat_at,
+        beat_at,
+        stopped_at: None,
+        batches: batches.iter().map(ToString::to_string).collect(),
+        stopping_at: None,
     }
 }
 
@@ -501,7 +519,7 @@ both_stores! {
         // Only an ended run's records go.
         s.forget_workers(&[run, other]).unwrap();
         assert_eq!(s.worker_groups(&[run, other]).unwrap().len(), 3);
-        s.finish_run(run, RunState::Ok, "ok", 0, 0, T0).unwrap();
+        s.finish_run(run, &RunEnd::new(RunState::Ok, "ok"), T0).unwrap();
         s.mark_crashed(&[other], T0).unwrap();
         s.forget_workers(&[run, other]).unwrap();
         assert!(s.worker_groups(&[run, other]).unwrap().is_empty());
@@ -675,7 +693,7 @@ both_stores! {
     fn schedule_and_runs_are_kept(db, s) {
         s.set_next_fire("b", Some(T0 + 3_600_000), T0).unwrap();
         let fire = Fire { at: T0 + 10, outcome: "skipped".into(), reason: Some("paused".into()), run_id: None };
-        s.record_fire("b", &fire).unwrap();
+        s.record_fire("b", &fire, T0 + 15).unwrap();
         let info = &s.batch_infos(Some("b")).unwrap()[0];
         assert_eq!((info.next_fire, info.last_fire.as_ref()), (Some(T0 + 3_600_000), Some(&fire)));
         let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
@@ -683,7 +701,7 @@ both_stores! {
         let open = s.open_runs("b").unwrap();
         assert_eq!((open.len(), open[0].id, open[0].started_at), (1, run, T0 + 20));
         let other = s.start_run("b", Trigger::Manual, Some("ops@box"), &holder(6), T0 + 30, None).unwrap();
-        s.finish_run(run, RunState::Ok, "ok: 0 done", 4, 5, T0 + 40).unwrap();
+        s.finish_run(run, &RunEnd { skipped_done: 4, retried: 5, ..RunEnd::new(RunState::Ok, "ok: 0 done") }, T0 + 40).unwrap();
         s.mark_crashed(&[run, other], T0 + 50).unwrap();
         let r = s.run(run).unwrap().unwrap();
         assert_eq!((r.state, r.counts.skipped_done, r.counts.retried, r.ended_at), (RunState::Ok, 4, 5, Some(T0 + 40)));
@@ -703,7 +721,7 @@ both_stores! {
 
     fn a_running_fire_whose_run_is_found_crashed_is_recorded_crashed(db, s) {
         let fire = Fire { at: T0 + 10, outcome: "running".into(), reason: None, run_id: None };
-        s.record_fire("b", &fire).unwrap();
+        s.record_fire("b", &fire, T0 + 15).unwrap();
         let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
         s.mark_crashed(&[run], T0 + MIN).unwrap();
         let last = s.batch_infos(Some("b")).unwrap()[0].last_fire.clone().unwrap();
@@ -711,8 +729,15 @@ both_stores! {
         let fires = s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap();
         let crashed: Vec<_> = fires.iter().filter(|e| e.fields["outcome"] == "crashed").collect();
         assert_eq!(crashed.len(), 1, "{fires:?}");
-        assert_eq!((crashed[0].at, crashed[0].run_id), (T0 + 10, Some(run)), "at the fire's time, naming its run");
-        assert!(crashed[0].message.starts_with(&format!("fire crashed: its run {run} crashed")), "{}", crashed[0].message);
+        // Stamped when it was written, after the run's start, naming its
+        // fire time and its run.
+        assert_eq!((crashed[0].at, crashed[0].run_id), (T0 + MIN, Some(run)), "{fires:?}");
+        let fire_at = nightshift::util::time::rfc3339(T0 + 10);
+        assert_eq!(crashed[0].fields["fire_at"], fire_at.as_str());
+        assert!(crashed[0].message.starts_with(&format!("fire at {fire_at} crashed: its run {run} crashed")), "{}", crashed[0].message);
+        let ids: Vec<i64> = fires.iter().map(|e| e.id).collect();
+        let stamps: Vec<i64> = fires.iter().map(|e| e.at).collect();
+        assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "in the order written: {ids:?} {stamps:?}");
         // Found again (another run's recovery): no second record.
         s.mark_crashed(&[run], T0 + 2 * MIN).unwrap();
         let again = s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap();
@@ -726,10 +751,10 @@ both_stores! {
     fn a_cycle_cut_short_is_owed_behind_later_fires(db, s) {
         let fire = |at, outcome: &str| Fire { at, outcome: outcome.into(), reason: None, run_id: None };
         let owed = |s: &Store| s.batch_infos(Some("b")).unwrap()[0].owed;
-        s.record_fire("b", &fire(T0 + 10, "running")).unwrap();
+        s.record_fire("b", &fire(T0 + 10, "running"), T0 + 10 + 1).unwrap();
         let run = s.start_run("b", Trigger::Schedule, None, &holder(5), T0 + 20, None).unwrap();
-        s.record_fire("b", &fire(T0 + 30, "skipped-overlap")).unwrap();
-        s.record_fire("b", &fire(T0 + 40, "queued")).unwrap();
+        s.record_fire("b", &fire(T0 + 30, "skipped-overlap"), T0 + 30 + 1).unwrap();
+        s.record_fire("b", &fire(T0 + 40, "queued"), T0 + 40 + 1).unwrap();
         let o = owed(&s);
         assert_eq!((o.cycle, o.crashed, o.queued), (Some(T0 + 10), false, Some(T0 + 40)));
         s.mark_crashed(&[run], T0 + MIN).unwrap();
@@ -740,15 +765,16 @@ both_stores! {
         let fires = s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap();
         let crashed: Vec<_> = fires.iter().filter(|e| e.fields["outcome"] == "crashed").collect();
         assert_eq!(crashed.len(), 1, "{fires:?}");
-        assert_eq!((crashed[0].at, crashed[0].run_id), (T0 + 10, Some(run)));
+        assert_eq!((crashed[0].at, crashed[0].fields["fire_at"].as_str()), (T0 + MIN, Some(nightshift::util::time::rfc3339(T0 + 10).as_str())));
+        assert_eq!(crashed[0].run_id, Some(run));
         // Found again: no second record.
         s.mark_crashed(&[run], T0 + 2 * MIN).unwrap();
         assert_eq!(s.events(&EventFilter { kinds: vec!["fire".into()], ..Default::default() }).unwrap().len(), fires.len());
         // The queued fire runs: its cycle is the one owed now, until it ends.
-        s.record_fire("b", &fire(T0 + 40, "running")).unwrap();
+        s.record_fire("b", &fire(T0 + 40, "running"), T0 + 40 + 1).unwrap();
         let o = owed(&s);
         assert_eq!((o.cycle, o.crashed, o.queued), (Some(T0 + 40), false, None));
-        s.record_fire("b", &fire(T0 + 40, "ran")).unwrap();
+        s.record_fire("b", &fire(T0 + 40, "ran"), T0 + 40 + 1).unwrap();
         assert_eq!(owed(&s), Default::default());
     }
 
@@ -900,11 +926,11 @@ both_stores! {
 
     fn prune_removes_only_old_history(db, s) {
         let run = one_done_one_failed(&mut s);
-        s.finish_run(run, RunState::Failed, "x", 0, 0, T0).unwrap();
+        s.finish_run(run, &RunEnd::new(RunState::Failed, "x"), T0).unwrap();
         // A later run, as old: the store's newest run is never pruned (its
         // number would be given again), the one before it is.
         let newest = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
-        s.finish_run(newest, RunState::Ok, "x", 0, 0, T0).unwrap();
+        s.finish_run(newest, &RunEnd::new(RunState::Ok, "x"), T0).unwrap();
         let dry = s.prune(T0 + 1, false, false, true, "me", T0 + 2).unwrap();
         assert_eq!((dry.done_items, dry.runs, dry.failed_items_kept, dry.dead_letters_kept), (1, 1, 1, 1));
         assert_eq!(s.counts("b").unwrap().done, 1, "a dry run deletes nothing");
@@ -1103,11 +1129,11 @@ both_stores! {
     fn a_run_marked_crashed_by_a_takeover_stays_crashed(db, s) {
         let old = s.start_run("b", Trigger::Manual, None, &holder(1), T0, None).unwrap();
         s.mark_crashed(&[old], T0 + MIN).unwrap();
-        s.finish_run(old, RunState::Ok, "all done", 0, 0, T0 + 2 * MIN).unwrap();
+        s.finish_run(old, &RunEnd::new(RunState::Ok, "all done"), T0 + 2 * MIN).unwrap();
         let r = s.run(old).unwrap().unwrap();
         assert_eq!(r.state, RunState::Crashed);
         let live = s.start_run("b", Trigger::Manual, None, &holder(2), T0, None).unwrap();
-        s.finish_run(live, RunState::Ok, "all done", 0, 0, T0 + 2 * MIN).unwrap();
+        s.finish_run(live, &RunEnd::new(RunState::Ok, "all done"), T0 + 2 * MIN).unwrap();
         assert_eq!(s.run(live).unwrap().unwrap().state, RunState::Ok);
     }
 
@@ -1137,6 +1163,88 @@ both_stores! {
         assert_eq!(search("k00", Some(nightshift::model::Status::Failed)), ["k000"]);
         assert_eq!(search("k00", Some(nightshift::model::Status::Pending)).len(), 9);
         assert!(search("nothing like it", None).is_empty());
+    }
+
+    /// Two daemons of one batch starting at the same moment: on
+    /// PostgreSQL each read the other's record as absent (`READ
+    /// COMMITTED`, nothing locked), both started and both fired every fire
+    /// time. One is recorded, the other refused, every time.
+    fn two_daemons_starting_at_once_one_is_refused(db, s) {
+        let now = nightshift::util::time::now_ms();
+        for round in 0..40 {
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let starts: Vec<_> = (0..2)
+                .map(|i| {
+                    let (barrier, mut s) = (barrier.clone(), db.open(Access::ReadWrite));
+                    let d = daemon(&format!("r{round}d{i}"), i, &[&format!("b{round}")], now);
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        s.daemon_started(&d, now)
+                    })
+                })
+                .collect();
+            let results: Vec<_> = starts.into_iter().map(|t| t.join().unwrap()).collect();
+            let refused = results
+                .iter()
+                .filter(|r| matches!(r, Err(StoreError::Refused(nightshift::store::Refusal::DaemonLive { .. }))))
+                .count();
+            assert_eq!((refused, results.iter().filter(|r| r.is_ok()).count()), (1, 1),
+                "round {round}: {results:?}");
+            let live = s.daemons(now).unwrap().into_iter().filter(|d| d.live()).count();
+            assert_eq!(live, round + 1, "one more live daemon each round");
+        }
+    }
+
+    /// One daemon a batch, whatever the order: a daemon replaced while it
+    /// was silent, heard again, steps down from the batch its successor
+    /// took (and keeps its others); a reload's batches another live daemon
+    /// schedules are said taken and left out; and a returning daemon's
+    /// beat racing a new daemon's start leaves exactly one of them with
+    /// the batch.
+    fn a_daemon_replaced_while_silent_loses_the_batch_at_its_next_beat(db, s) {
+        let now = nightshift::util::time::now_ms();
+        let silent = nightshift::model::DAEMON_SILENT + 1_000;
+        let old = daemon("old", 0, &["b", "c"], now - silent);
+        s.daemon_started(&old, now - silent).unwrap();
+        let new = daemon("new", 1, &["b"], now);
+        s.daemon_started(&new, now).unwrap();
+        let back = nightshift::model::Daemon { beat_at: now, ..old.clone() };
+        let taken = s.daemon_beat(&back, now).unwrap();
+        assert_eq!(taken, [nightshift::model::Taken { batch: "b".into(), by: new.holder.clone() }]);
+        let live: Vec<_> = s.daemons(now).unwrap().into_iter().filter(|d| d.live())
+            .map(|d| (d.daemon.token, d.daemon.batches)).collect();
+        assert_eq!(live.len(), 2, "{live:?}");
+        assert!(live.contains(&("old".into(), vec!["c".into()])), "{live:?}");
+        assert!(live.contains(&("new".into(), vec!["b".into()])), "{live:?}");
+        assert_eq!(s.daemon_beat(&new, now).unwrap(), [], "the new one keeps it");
+        // A reload of the old one naming `b` again: `b` is said taken.
+        let reload = nightshift::model::Daemon { batches: vec!["b".into(), "c".into(), "d".into()], ..back };
+        let taken = s.daemon_taken(&reload, now).unwrap();
+        assert_eq!(taken.iter().map(|t| t.batch.as_str()).collect::<Vec<_>>(), ["b"]);
+
+        for round in 0..20 {
+            let batch = format!("r{round}");
+            let gone = daemon(&format!("gone{round}"), 2, &[&batch], now - silent);
+            s.daemon_started(&gone, now - silent).unwrap();
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let (b1, b2) = (barrier.clone(), barrier);
+            let (mut s1, mut s2) = (db.open(Access::ReadWrite), db.open(Access::ReadWrite));
+            let returning = nightshift::model::Daemon { beat_at: now, ..gone };
+            let beat = std::thread::spawn(move || {
+                b1.wait();
+                s1.daemon_beat(&returning, now).unwrap()
+            });
+            let starting = daemon(&format!("start{round}"), 3, &[&batch], now);
+            let start = std::thread::spawn(move || {
+                b2.wait();
+                s2.daemon_started(&starting, now)
+            });
+            let (taken, started) = (beat.join().unwrap(), start.join().unwrap());
+            assert_eq!(taken.is_empty(), started.is_err(), "round {round}: {taken:?} {started:?}");
+            let holders = s.daemons(now).unwrap().into_iter()
+                .filter(|d| d.live() && d.daemon.batches.contains(&batch)).count();
+            assert_eq!(holders, 1, "round {round}");
+        }
     }
 
     /// The runner's and the daemon's async code call the store directly:
@@ -1433,7 +1541,7 @@ both_stores! {
         s.acquire_lock("b", "tok", &holder(1), Some(live), T0 + MIN, T0, &[], 1).unwrap();
         let step = |s: &mut Store, state: RunState, at: i64| {
             let r = s.start_run("b", Trigger::Schedule, None, &holder(2), at, None).unwrap();
-            s.finish_run(r, state, "b: stepped down", 0, 0, at).unwrap();
+            s.finish_run(r, &RunEnd::new(state, "b: stepped down"), at).unwrap();
             r
         };
         let last = |s: &Store| {
@@ -1449,7 +1557,7 @@ both_stores! {
         let done = Completion { usage: None, item_id: c[0].item_id, token: c[0].token, run_id: live,
             outcome: Outcome::Done, result: Some("1"), cost: None, version: None, now: T0 + 8 };
         assert!(s.complete(&done, &done_event("k000")).unwrap());
-        s.finish_run(live, RunState::Paused, "b: 1 done; stopped: paused", 0, 0, T0 + 9).unwrap();
+        s.finish_run(live, &RunEnd::new(RunState::Paused, "b: 1 done; stopped: paused"), T0 + 9).unwrap();
         assert_eq!(last(&s), (Some((live, RunState::Paused)), Some(paused)));
         let aborted = step(&mut s, RunState::Aborted, T0 + 10);
         assert_eq!(last(&s), (Some((live, RunState::Paused)), Some(aborted)));
@@ -1458,7 +1566,7 @@ both_stores! {
         // Only step-downs: no run did work.
         s.ensure_batch("c", T0).unwrap();
         let r = s.start_run("c", Trigger::Schedule, None, &holder(2), T0, None).unwrap();
-        s.finish_run(r, RunState::LockHeld, "c: stepped down", 0, 0, T0).unwrap();
+        s.finish_run(r, &RunEnd::new(RunState::LockHeld, "c: stepped down"), T0).unwrap();
         let info = s.batch_infos(Some("c")).unwrap().remove(0);
         assert_eq!((info.last_run.map(|r| r.id), info.stepped_down.map(|r| r.id)), (None, Some(r)));
     }
@@ -1471,7 +1579,7 @@ both_stores! {
         let run = |s: &mut Store, from: i64, to: Option<(i64, RunState)>| {
             let r = s.start_run("b", Trigger::Manual, None, &holder(1), from, None).unwrap();
             if let Some((at, state)) = to {
-                s.finish_run(r, state, "b: ran", 0, 0, at).unwrap();
+                s.finish_run(r, &RunEnd::new(state, "b: ran"), at).unwrap();
             }
         };
         run(&mut s, T0, Some((T0 + MIN, RunState::Failed)));
