@@ -235,6 +235,16 @@ pub(super) struct Cycle {
 }
 
 impl Cycle {
+    /// The ids of the items held as in flight now.
+    pub(super) fn inflight_ids(&self) -> std::collections::HashSet<i64> {
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect()
+    }
+
     /// Holds an item as in flight: a stop, a cancel or a lost lease of it
     /// reaches `killer`.
     pub(super) fn track(&self, item_id: i64, killer: Killer) {
@@ -280,13 +290,7 @@ impl Cycle {
             .map(|p| p.deferred_items())
             .unwrap_or_default();
         let retry_at = self.retry_at.lock().unwrap_or_else(|p| p.into_inner());
-        let mut held: std::collections::HashSet<i64> = self
-            .inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .copied()
-            .collect();
+        let mut held = self.inflight_ids();
         // Past its backoff, a claim the gate holds before its next attempt
         // is in `retry_at` only.
         held.extend(retry_at.keys());

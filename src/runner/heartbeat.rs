@@ -91,13 +91,7 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
             let (b, t, run) = (batch.clone(), token.clone(), cycle.run_id);
             // Only items in flight before the renewal can have lost their
             // lease: one claimed while it ran is ours but not in `held`.
-            let before: std::collections::HashSet<i64> = cycle
-                .inflight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .keys()
-                .copied()
-                .collect();
+            let before = cycle.inflight_ids();
             let renewed = cycle
                 .writer
                 .call(move |s| {

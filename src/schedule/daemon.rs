@@ -356,13 +356,7 @@ impl Daemon {
                 "config reload: daemon on {} leaves this batch out: a live daemon ({}) already schedules it (one daemon a batch)",
                 self.me.holder, t.by
             );
-            warn(&format!("{}: {message}", t.batch));
-            self.write_event(&NewEvent::new(
-                now_ms(),
-                &t.batch,
-                EventKind::Daemon,
-                message,
-            ));
+            self.warn_of(&t.batch, message);
         }
         Ok(targets)
     }
@@ -382,13 +376,7 @@ impl Daemon {
                 "daemon on {} steps down from this batch: a live daemon ({}) schedules it now (this one was not heard from, and was replaced); it fires it no more",
                 self.me.holder, t.by
             );
-            warn(&format!("{}: {message}", t.batch));
-            self.write_event(&NewEvent::new(
-                now_ms(),
-                &t.batch,
-                EventKind::Daemon,
-                message,
-            ));
+            self.warn_of(&t.batch, message);
         }
         self.me.batches = self.batches();
     }
@@ -682,6 +670,13 @@ impl Daemon {
             "{batch}: fire {local}: {}{run}",
             describe(&fire.outcome, fire.reason.as_deref())
         ));
+    }
+
+    /// A warning about one batch: on stderr, and as a `daemon` event in
+    /// its log.
+    fn warn_of(&mut self, batch: &str, message: String) {
+        warn(&format!("{batch}: {message}"));
+        self.write_event(&NewEvent::new(now_ms(), batch, EventKind::Daemon, message));
     }
 
     fn write_event(&mut self, event: &NewEvent) {
