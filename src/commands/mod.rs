@@ -79,7 +79,7 @@ pub enum Exit {
 /// Maps an error to its exit status by what kind of error is in the chain.
 pub fn exit_for(err: &anyhow::Error) -> Exit {
     for cause in err.chain() {
-        if cause.is::<UserError>() || cause.is::<ConfigError>() {
+        if cause.is::<UserError>() || cause.is::<ConfigError>() || cause.is::<add::Rejected>() {
             return Exit::Usage;
         }
         // The store cannot be written truthfully with such a clock.

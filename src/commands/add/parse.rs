@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
-use super::user_error;
 use crate::key::{self, KeySpec, Priority};
 use crate::model::{Millis, NewItem};
 use crate::store::{AddFeed, FeedRefused};
@@ -213,26 +212,42 @@ impl<'a> Duplicates<'a> {
     }
 }
 
+/// An input with bad lines, rejected whole: each line's number and what
+/// is wrong with it, in line order.
+#[derive(Debug)]
+pub struct Rejected {
+    pub source: String,
+    pub lines: Vec<(usize, String)>,
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: rejected, nothing imported: {}",
+            self.source,
+            noun::count(self.lines.len(), "bad line")
+        )?;
+        for (line_no, e) in self.lines.iter().take(SHOWN_ERRORS) {
+            write!(f, "\n  {}", sanitize::line(&format!("line {line_no}: {e}")))?;
+        }
+        if self.lines.len() > SHOWN_ERRORS {
+            write!(f, "\n  … and {} more", self.lines.len() - SHOWN_ERRORS)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Rejected {}
+
 /// The error of an input with bad lines (`errors`, by line number).
 pub(super) fn rejected(source: &str, mut errors: Vec<(usize, String)>) -> anyhow::Error {
     errors.sort_by_key(|(line_no, _)| *line_no);
-    let errors: Vec<String> = errors
-        .into_iter()
-        .map(|(line_no, e)| format!("line {line_no}: {e}"))
-        .collect();
-    let count = errors.len();
-    let mut msg = format!(
-        "{source}: rejected, nothing imported: {}",
-        noun::count(count, "bad line")
-    );
-    for e in errors.iter().take(SHOWN_ERRORS) {
-        msg.push_str("\n  ");
-        msg.push_str(&sanitize::line(e));
+    Rejected {
+        source: source.to_string(),
+        lines: errors,
     }
-    if count > SHOWN_ERRORS {
-        msg.push_str(&format!("\n  … and {} more", count - SHOWN_ERRORS));
-    }
-    user_error(msg)
+    .into()
 }
 
 /// The input cut into blocks, parsed by worker threads in any order, each

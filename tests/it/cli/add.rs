@@ -182,6 +182,52 @@ both_backends! {
         assert!(keys.iter().enumerate().all(|(i, k)| *k == format!("k{}", i + 1)), "ids in input order");
         env.assert_counts_consistent();
     }
+
+    /// `add --json` refused says so on stdout as one JSON object (as `skip`
+    /// and `requeue` say their refused keys), where it printed nothing: each
+    /// bad line with its number and reason, for a small input and for one
+    /// fed to the store while it is parsed; or the one reason the whole
+    /// input was refused. Exit 2, the error on stderr, nothing added.
+    fn add_json_says_what_it_refused(env) {
+        let mid: Vec<String> = lines(1..=5_000).lines().map(String::from).collect();
+        let mut bad_mid = mid.clone();
+        bad_mid[4_990] = "{\"key\":\"k3\",\"n\":0}".into();
+        let small = env.write("small.jsonl", "{\"key\":\"a\"}\nnot json\n{\"key\":\"a\"}\n");
+        let mid = env.write("mid.jsonl", &(bad_mid.join("\n") + "\n"));
+        let before = unchanged(&env);
+        for (file, dry_run, want) in [
+            (&small, false, vec![(2, "malformed JSON"), (3, "duplicate key \"a\" (first on line 1)")]),
+            (&small, true, vec![(2, "malformed JSON"), (3, "duplicate key")]),
+            (&mid, false, vec![(4_991, "duplicate key \"k3\" (first on line 3)")]),
+        ] {
+            let file = file.to_str().unwrap();
+            let mut args = vec!["add", "b", file, "--json"];
+            if dry_run {
+                args.push("--dry-run");
+            }
+            let ran = env.run(&args);
+            ran.code(2);
+            assert!(ran.stderr.contains("rejected, nothing imported"), "{ran:?}");
+            let json = ran.json();
+            assert_eq!(json["batch"], "b", "{ran:?}");
+            assert_eq!(json["dry_run"], dry_run, "{ran:?}");
+            assert_eq!(json["source"], file, "{ran:?}");
+            assert_eq!(json["added"], 0, "{ran:?}");
+            let refused = json["refused"].as_array().unwrap();
+            assert_eq!(refused.len(), want.len(), "{ran:?}");
+            for (got, (line, says)) in refused.iter().zip(&want) {
+                assert_eq!(got["line"], *line, "{ran:?}");
+                assert!(got["says"].as_str().unwrap().starts_with(says), "{ran:?}");
+            }
+        }
+        let dir = env.dir.path().to_str().unwrap();
+        let ran = env.run(&["add", "b", dir, "--json"]);
+        ran.code(2);
+        let refused = &ran.json()["refused"];
+        assert_eq!(refused[0]["line"], serde_json::Value::Null, "{ran:?}");
+        assert!(refused[0]["says"].as_str().unwrap().contains("is a directory"), "{ran:?}");
+        assert_eq!(unchanged(&env), before, "nothing added");
+    }
 }
 
 /// What an add that writes nothing leaves as it was: the store
