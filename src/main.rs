@@ -39,7 +39,7 @@ fn main() -> ExitCode {
     }
     let code = match commands::dispatch(cli) {
         Ok(exit) => exit,
-        Err(err) if commands::is_broken_pipe(&err) => Exit::Ok,
+        Err(err) if commands::is_reader_gone(&err) => Exit::Ok,
         Err(err) => {
             let mut msg = err.to_string();
             for cause in err.chain().skip(1) {

@@ -8,8 +8,9 @@
 //! line goes through one of two ways.
 //!
 //! - [`write`]: the error is returned. One-shot commands (`status`, `log`,
-//!   `log --follow`, the headless demo) stop on it; `main` takes a closed
-//!   pipe as a normal end (exit 0).
+//!   `log --follow`, the headless demo) stop on it; `main` takes a reader
+//!   gone ([`WriteFailed::reader_gone`]: a closed pipe or a closed
+//!   terminal) as a normal end (exit 0).
 //! - [`out_line`], [`err_line`], [`err_text`]: best effort, for what a
 //!   long-lived process says (the daemon's journal, a run's lines) and for
 //!   warnings. A line that cannot be written is lost and the process goes
@@ -57,12 +58,37 @@ static FAILING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false
 /// taken by [`newly_failing`].
 static NEWLY: Mutex<Vec<(Stream, String)>> = Mutex::new(Vec::new());
 
+/// A write to a standard stream that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("writing to {}: {source}", stream.name())]
+pub struct WriteFailed {
+    pub stream: Stream,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl WriteFailed {
+    /// Whether the reader went away: a closed pipe (EPIPE) or a terminal
+    /// that closed (EIO: its tmux pane or SSH session). The output is lost
+    /// with nobody to read it, which ends a one-shot command normally, not
+    /// in an internal error. A full disk or the like is still an error.
+    #[must_use]
+    pub fn reader_gone(&self) -> bool {
+        self.source.kind() == std::io::ErrorKind::BrokenPipe
+            || self.source.raw_os_error() == Some(libc::EIO)
+    }
+}
+
 /// Writes `text` whole to `stream` and flushes it.
 ///
 /// # Errors
 ///
 /// The write failed (a closed pipe, a closed terminal, a full disk).
-pub fn write(stream: Stream, text: &str) -> std::io::Result<()> {
+pub fn write(stream: Stream, text: &str) -> Result<(), WriteFailed> {
+    write_raw(stream, text).map_err(|source| WriteFailed { stream, source })
+}
+
+fn write_raw(stream: Stream, text: &str) -> std::io::Result<()> {
     match stream {
         Stream::Out => {
             let mut out = std::io::stdout().lock();
