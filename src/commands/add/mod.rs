@@ -10,7 +10,7 @@ use anyhow::Context;
 use super::{Ctx, Exit, out, out_json, user_error};
 use crate::batch_name;
 use crate::cli::AddArgs;
-use crate::key::{self, KeySpec, Priority};
+use crate::key::{self, KeySpec, LineFields};
 use crate::model::AddReport;
 use crate::util::live::Live;
 use crate::util::sanitize;
@@ -99,12 +99,13 @@ fn add(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
             "--priority-field: the field name must not be empty",
         ));
     }
-    let priority = Priority {
+    let priority = LineFields {
         field: args
             .priority_field
             .clone()
             .or_else(|| ctx.batch_config(&args.batch).priority_field),
         default: args.priority.unwrap_or(0),
+        estimate_field: ctx.batch_config(&args.batch).estimate_field,
     };
     let not_before = args.not_before.map(|w| w.at(now_ms()));
     let bytes = key::without_bom(&bytes);
@@ -169,7 +170,7 @@ fn add_fed(
     args: &AddArgs,
     store: &mut crate::store::Store,
     bytes: &[u8],
-    (spec, priority, not_before): (&KeySpec, &Priority, Option<crate::model::Millis>),
+    (spec, priority, not_before): (&KeySpec, &LineFields, Option<crate::model::Millis>),
     source: &str,
 ) -> anyhow::Result<Exit> {
     store.set_stop(Stop::on_signals().context("installing signal handlers")?);

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
-use crate::key::{self, KeySpec, Priority};
+use crate::key::{self, KeySpec, LineFields};
 use crate::model::{Millis, NewItem};
 use crate::store::{AddFeed, FeedRefused};
 use crate::util::live::Live;
@@ -49,7 +49,7 @@ struct Parsed {
 fn parse_part(
     part: &[u8],
     spec: &KeySpec,
-    priority: &Priority,
+    priority: &LineFields,
     not_before: Option<Millis>,
 ) -> Parsed {
     let mut out = Parsed::default();
@@ -144,7 +144,7 @@ fn growing_parts(bytes: &[u8], first: usize, most: usize) -> Vec<&[u8]> {
 pub(super) fn parse_lines(
     bytes: &[u8],
     spec: &KeySpec,
-    priority: &Priority,
+    priority: &LineFields,
     not_before: Option<Millis>,
     source: &str,
 ) -> anyhow::Result<Vec<NewItem>> {
@@ -275,7 +275,7 @@ impl<'a> Blocks<'a> {
     }
 
     /// A worker: parses the next block not taken, until none is left.
-    fn work(&self, spec: &KeySpec, priority: &Priority, not_before: Option<Millis>) {
+    fn work(&self, spec: &KeySpec, priority: &LineFields, not_before: Option<Millis>) {
         loop {
             let k = self.next.fetch_add(1, Ordering::Relaxed);
             if k >= self.parts.len() {
@@ -412,7 +412,7 @@ impl<'a> AddFeed<'a> for Feed<'_, 'a> {
 pub(super) fn fed<T>(
     bytes: &[u8],
     spec: &KeySpec,
-    priority: &Priority,
+    priority: &LineFields,
     not_before: Option<Millis>,
     source: &str,
     write: impl FnOnce(&mut dyn AddFeed<'_>) -> T,
@@ -454,7 +454,7 @@ mod tests {
         let all = joined(
             split_parts(bytes, n)
                 .into_iter()
-                .map(|part| parse_part(part, &KeySpec::Explicit, &Priority::default(), None))
+                .map(|part| parse_part(part, &KeySpec::Explicit, &LineFields::default(), None))
                 .collect(),
         );
         let keys = all.items.into_iter().map(|i| i.key).collect();

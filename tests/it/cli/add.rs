@@ -858,3 +858,44 @@ fn a_newcomer_who_sets_only_the_worker_succeeds() {
     );
     assert_eq!(env.item("記事01").0, "done");
 }
+
+/// A batch's `estimate_field` holding no estimate (not a whole number,
+/// negative, past the largest) rejects the file naming each line, as a bad
+/// priority does: the runner ignored such a value unsaid at every call and
+/// reserved `token_estimate` instead. A line without the field is fine.
+#[test]
+fn a_bad_estimate_field_rejects_the_file_naming_each_line() {
+    let env = Env::new();
+    env.config(
+        "[limit.ai]\ntokens = \"1000/min\"\n\n[batch.b]\nlimit = \"ai\"\n\
+         token_estimate = 10\nestimate_field = \"max_tokens\"\n",
+    );
+    let file = env.write(
+        "in.jsonl",
+        "{\"key\":\"a\",\"max_tokens\":100}\n{\"key\":\"b\",\"max_tokens\":\"lots\"}\n\
+         {\"key\":\"c\",\"max_tokens\":-5}\n{\"key\":\"d\"}\n{\"key\":\"e\",\"max_tokens\":2.5}\n\
+         {\"key\":\"f\",\"max_tokens\":100000001}\n{\"key\":\"g\",\"max_tokens\":null}\n",
+    );
+    let before = env.fingerprint();
+    let ran = env.run(&["add", "b", file.to_str().unwrap()]);
+    ran.code(2);
+    let says = "estimate field \"max_tokens\" must be a whole number of tokens from 0 to 100000000";
+    for (line, value) in [
+        (2, "the string \"lots\""),
+        (3, "-5"),
+        (5, "2.5"),
+        (6, "100000001"),
+        (7, "null"),
+    ] {
+        let want = format!("\n  line {line}: {says}, not {value}");
+        assert!(ran.stderr.contains(&want), "{want:?}: {ran:?}");
+    }
+    assert!(ran.stderr.contains("5 bad lines"), "{ran:?}");
+    assert_eq!(env.fingerprint(), before, "nothing imported");
+
+    let good = env.write(
+        "good.jsonl",
+        "{\"key\":\"a\",\"max_tokens\":100}\n{\"key\":\"d\"}\n",
+    );
+    env.run(&["add", "b", good.to_str().unwrap()]).code(0);
+}
