@@ -101,6 +101,80 @@ pub fn completion_command() -> clap::Command {
     })
 }
 
+/// Why the command line could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// Clap's own: usage, help, version.
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+    /// An option's environment variable is set but empty, and no flag says
+    /// otherwise. Clap would blame the flag, which the user never typed.
+    #[error("{var} is set but empty (it stands for --{long}): unset it or give it a value")]
+    EmptyEnv { var: String, long: String },
+}
+
+/// Parses `args` (the program name first) into a [`Cli`].
+///
+/// An option's environment variable that is set but empty is refused by
+/// name rather than taken as unset: `NIGHTSHIFT_DB=$DB` with `$DB` unset
+/// must not quietly open (or `init`) `./nightshift.db` instead.
+///
+/// # Errors
+///
+/// See [`ParseError`].
+pub fn parse<I, T>(args: I) -> Result<Cli, ParseError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::FromArgMatches;
+    use clap::parser::ValueSource;
+    let mut cmd = command();
+    // Clap reads the variables when the option is defined: the empty ones
+    // are unhooked, and refused below unless a flag gave the value.
+    let empty: Vec<(String, String, String)> = cmd
+        .get_arguments()
+        .filter_map(|a| {
+            let var = a.get_env()?;
+            let set_empty = std::env::var_os(var).is_some_and(|v| v.is_empty());
+            set_empty.then(|| {
+                (
+                    a.get_id().to_string(),
+                    var.to_string_lossy().into_owned(),
+                    a.get_long().unwrap_or(a.get_id().as_str()).to_string(),
+                )
+            })
+        })
+        .collect();
+    for (id, _, _) in &empty {
+        cmd = unhook_env(cmd, id);
+    }
+    let matches = cmd.try_get_matches_from(args)?;
+    // The commands that use no store read neither option.
+    let used = !matches
+        .subcommand_name()
+        .is_some_and(|name| STORELESS.contains(&name));
+    if let Some((_, var, long)) = empty
+        .into_iter()
+        .filter(|_| used)
+        .find(|(id, _, _)| matches.value_source(id) != Some(ValueSource::CommandLine))
+    {
+        return Err(ParseError::EmptyEnv { var, long });
+    }
+    Ok(Cli::from_arg_matches(&matches)?)
+}
+
+/// `cmd` with option `id` read from no environment variable, in every
+/// command that has it (the hidden copies of [`command`] included).
+fn unhook_env(cmd: clap::Command, id: &str) -> clap::Command {
+    let cmd = if cmd.get_arguments().any(|a| a.get_id() == id) {
+        cmd.mut_arg(id, |a| a.env(None))
+    } else {
+        cmd
+    };
+    cmd.mut_subcommands(|sub| unhook_env(sub, id))
+}
+
 /// Copies of the global options, as plain (non-global) options.
 fn global_args(cmd: &clap::Command) -> impl Iterator<Item = clap::Arg> + '_ {
     cmd.get_arguments()

@@ -93,14 +93,20 @@ pub enum LineError {
     Key(#[from] KeyError),
     #[error("priority field {0:?} must be an integer from {min} to {max}, not {1}", min = i32::MIN, max = i32::MAX)]
     BadPriority(String, String),
+    #[error("estimate field {0:?} must be a whole number of tokens from 0 to {max}, not {1}", max = MAX_TOKEN_ESTIMATE)]
+    BadEstimate(String, String),
 }
 
-/// Where an item's claim priority comes from: a field of its line, if the
-/// batch names one (`priority_field`), else `default` (`add --priority`).
+/// What a line's own fields say beyond its key. Its claim priority: a
+/// field of its line, if the batch names one (`priority_field`), else
+/// `default` (`add --priority`). Its token estimate (`estimate_field`),
+/// read by the runner but checked here: a bad one was ignored unsaid at
+/// every call, so it refuses the line as a bad priority does.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Priority {
+pub struct LineFields {
     pub field: Option<String>,
     pub default: i32,
+    pub estimate_field: Option<String>,
 }
 
 /// The UTF-8 byte-order mark that Excel and Windows editors put at the start
@@ -119,15 +125,16 @@ pub fn without_bom(input: &[u8]) -> &[u8] {
 /// is checked but never allocated, which makes `add` of a million lines
 /// several times faster than building a full `Value` per line.
 pub fn derive_line(text: &str, spec: &KeySpec) -> Result<NewItem, LineError> {
-    derive_line_with(text, spec, &Priority::default())
+    derive_line_with(text, spec, &LineFields::default())
 }
 
-/// [`derive_line`], with the item's priority read from `priority.field`
-/// where the line has it (an integer), else `priority.default`.
+/// [`derive_line`], with the item's priority read from `fields.field`
+/// where the line has it (an integer), else `fields.default`, and its
+/// `fields.estimate_field` checked where the line has it.
 pub fn derive_line_with(
     text: &str,
     spec: &KeySpec,
-    priority: &Priority,
+    fields: &LineFields,
 ) -> Result<NewItem, LineError> {
     if text.starts_with(BOM) {
         return Err(LineError::Bom);
@@ -137,7 +144,7 @@ pub fn derive_line_with(
         KeySpec::Fields(fields) => fields,
     };
     let mut de = serde_json::Deserializer::from_str(text);
-    let also = priority.field.as_deref();
+    let also = [fields.field.as_deref(), fields.estimate_field.as_deref()];
     let kept = serde::Deserializer::deserialize_any(&mut de, KeptFields { wanted, also })
         .and_then(|kept| de.end().map(|()| kept))
         .map_err(|e| {
@@ -159,14 +166,21 @@ pub fn derive_line_with(
             (hash_key(&canonical), storable_label(canonical))
         }
     };
-    let priority = match priority
+    let priority = match fields
         .field
         .as_deref()
         .and_then(|f| obj.get(f).map(|v| (f, v)))
     {
-        None => priority.default,
+        None => fields.default,
         Some((name, value)) => priority_of(name, value)?,
     };
+    if let Some((name, value)) = fields
+        .estimate_field
+        .as_deref()
+        .and_then(|f| obj.get(f).map(|v| (f, v)))
+    {
+        estimate_of(name, value)?;
+    }
     Ok(NewItem {
         key,
         label,
@@ -188,6 +202,37 @@ fn priority_of(name: &str, value: &Field) -> Result<i32, LineError> {
         Field::Other(kind) => (*kind).to_string(),
     };
     Err(LineError::BadPriority(name.to_string(), shown))
+}
+
+/// The most tokens a call may reserve (a batch's `token_estimate` too).
+pub const MAX_TOKEN_ESTIMATE: i64 = crate::config::fields::MAX_TOKEN_ESTIMATE;
+
+/// Whether `value` is a token estimate: a whole number from 0 to
+/// [`MAX_TOKEN_ESTIMATE`]. The runner reserves a payload's estimate by
+/// this rule ([`estimate_in`]); `add` refuses a line that breaks it.
+#[must_use]
+pub fn estimate_in(value: &Value) -> Option<u64> {
+    value
+        .as_u64()
+        .filter(|n| *n <= MAX_TOKEN_ESTIMATE.unsigned_abs())
+}
+
+/// An estimate field's value, by [`estimate_in`].
+fn estimate_of(name: &str, value: &Field) -> Result<u64, LineError> {
+    let shown = match value {
+        Field::Number(n) => match serde_json::from_str::<Value>(n)
+            .ok()
+            .as_ref()
+            .and_then(estimate_in)
+        {
+            Some(e) => return Ok(e),
+            None => n.clone(),
+        },
+        Field::Text(s) => format!("the string {s:?}"),
+        Field::Bool(b) => b.to_string(),
+        Field::Other(kind) => (*kind).to_string(),
+    };
+    Err(LineError::BadEstimate(name.to_string(), shown))
 }
 
 /// The kept top-level fields of one line, read.
@@ -343,13 +388,13 @@ impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
 /// not an object.
 struct KeptFields<'a> {
     wanted: &'a [String],
-    /// One more field to keep (the priority field).
-    also: Option<&'a str>,
+    /// More fields to keep (the priority and estimate fields).
+    also: [Option<&'a str>; 2],
 }
 
 impl KeptFields<'_> {
     fn keeps(&self, name: &str) -> bool {
-        if self.also == Some(name) {
+        if self.also.contains(&Some(name)) {
             true
         } else if self.wanted.is_empty() {
             name == "key" || name == "label"

@@ -8,9 +8,7 @@
 
 use std::process::ExitCode;
 
-use clap::FromArgMatches;
-
-use nightshift::cli::Cli;
+use nightshift::cli::ParseError;
 use nightshift::commands::{self, Exit};
 use nightshift::util::sanitize;
 
@@ -25,19 +23,23 @@ fn main() -> ExitCode {
     if let Some(parent) = demo_parent {
         nightshift::demo::follow_parent(parent);
     }
-    let parsed = nightshift::cli::command()
-        .try_get_matches_from(args)
-        .and_then(|m| Cli::from_arg_matches(&m));
-    let cli = match parsed {
+    let cli = match nightshift::cli::parse(args) {
         Ok(cli) => cli,
-        Err(err) => return usage_error(&err),
+        Err(ParseError::Clap(err)) => return usage_error(&err),
+        Err(err @ ParseError::EmptyEnv { .. }) => {
+            nightshift::util::stdio::err_line(&format!(
+                "nightshift: error: {}",
+                sanitize::text(&err.to_string())
+            ));
+            return ExitCode::from(Exit::Usage as u8);
+        }
     };
     if matches!(cli.command, Some(nightshift::cli::Command::Daemon(_))) {
         nightshift::util::signals::catch_early();
     }
     let code = match commands::dispatch(cli) {
         Ok(exit) => exit,
-        Err(err) if commands::is_broken_pipe(&err) => Exit::Ok,
+        Err(err) if commands::is_reader_gone(&err) => Exit::Ok,
         Err(err) => {
             let mut msg = err.to_string();
             for cause in err.chain().skip(1) {

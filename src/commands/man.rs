@@ -8,7 +8,6 @@ mod command_pages;
 mod config_page;
 mod worker_page;
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
@@ -192,10 +191,7 @@ pub fn run(args: &ManArgs) -> anyhow::Result<Exit> {
         None => Page::Main,
     };
     let text = page.render()?;
-    std::io::stdout()
-        .lock()
-        .write_all(text.as_bytes())
-        .context("writing to stdout")?;
+    crate::util::stdio::write(crate::util::stdio::Stream::Out, &text)?;
     Ok(Exit::Ok)
 }
 

@@ -24,7 +24,7 @@ pub mod steer;
 mod table;
 pub mod watch;
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -79,7 +79,7 @@ pub enum Exit {
 /// Maps an error to its exit status by what kind of error is in the chain.
 pub fn exit_for(err: &anyhow::Error) -> Exit {
     for cause in err.chain() {
-        if cause.is::<UserError>() || cause.is::<ConfigError>() {
+        if cause.is::<UserError>() || cause.is::<ConfigError>() || cause.is::<add::Rejected>() {
             return Exit::Usage;
         }
         // The store cannot be written truthfully with such a clock.
@@ -99,11 +99,16 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
     Exit::Internal
 }
 
-/// A closed pipe (`nightshift log | head`) is a normal end, not an error.
-pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+/// Output whose reader is gone (`nightshift log | head`, a closed
+/// terminal) is a normal end, not an error: the rule is
+/// [`WriteFailed::reader_gone`](crate::util::stdio::WriteFailed::reader_gone).
+/// A closed pipe met anywhere else means the same.
+pub fn is_reader_gone(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        c.downcast_ref::<crate::util::stdio::WriteFailed>()
+            .is_some_and(crate::util::stdio::WriteFailed::reader_gone)
+            || c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }
 
@@ -253,18 +258,20 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<Exit> {
     let mut cmd = crate::cli::completion_command();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "nightshift", &mut buf);
-    std::io::stdout()
-        .lock()
-        .write_all(&buf)
-        .context("writing to stdout")?;
+    crate::util::stdio::write(
+        crate::util::stdio::Stream::Out,
+        &String::from_utf8_lossy(&buf),
+    )?;
     Ok(Exit::Ok)
 }
 
 /// Writes a line to stdout for a one-shot command; errors (a closed pipe)
 /// propagate and end the command (see `util::stdio`).
 pub fn out(line: impl std::fmt::Display) -> anyhow::Result<()> {
-    crate::util::stdio::write(crate::util::stdio::Stream::Out, &format!("{line}\n"))
-        .context("writing to stdout")
+    Ok(crate::util::stdio::write(
+        crate::util::stdio::Stream::Out,
+        &format!("{line}\n"),
+    )?)
 }
 
 /// Prints a value as one line of JSON (terminal-inert: see

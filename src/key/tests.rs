@@ -65,9 +65,10 @@ fn natural_key_is_stable_and_label_is_canonical() {
 /// field is read beside the key fields without changing the key.
 #[test]
 fn the_priority_field_is_an_integer_or_the_default() {
-    let p = Priority {
+    let p = LineFields {
         field: Some("prio".into()),
         default: 2,
+        estimate_field: None,
     };
     let with = |v: Value, spec: &KeySpec| derive_line_with(&v.to_string(), spec, &p);
     assert_eq!(

@@ -201,14 +201,11 @@ impl Pool {
     }
 
     /// The tokens reserved for a call of this payload: its
-    /// `estimate_field` when that is a whole number, else `token_estimate`,
-    /// else none.
+    /// `estimate_field` when that is an estimate (`key::estimate_in`: `add`
+    /// refuses a line whose field is not), else `token_estimate`, else none.
     pub fn estimate(&self, payload: &str) -> i64 {
         let from_field = self.field.as_deref().and_then(|f| {
-            serde_json::from_str::<Value>(payload)
-                .ok()?
-                .get(f)?
-                .as_u64()
+            crate::key::estimate_in(serde_json::from_str::<Value>(payload).ok()?.get(f)?)
         });
         reserved(from_field.or(self.estimate))
     }

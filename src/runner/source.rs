@@ -149,9 +149,10 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
         return failed(cycle, fail(output.status.to_string(), &output.stderr)).await;
     }
     let spec = KeySpec::from_fields(cycle.cfg.key_fields.as_deref());
-    let priority = key::Priority {
+    let priority = key::LineFields {
         field: cycle.cfg.priority_field.clone(),
         default: 0,
+        estimate_field: cycle.cfg.estimate_field.clone(),
     };
     let mut items = Vec::new();
     let mut bad = Vec::new();

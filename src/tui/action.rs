@@ -141,6 +141,9 @@ pub enum Arrival {
         ok: bool,
         message: String,
     },
+    /// A line the process would have written to the terminal (a warning):
+    /// shown in the footer, never drawn over the screen (`util::stdio`).
+    Said(String),
     /// A runner started from the dashboard ended (it may outlive us; then
     /// this never comes).
     RunnerExited {

@@ -662,6 +662,7 @@ impl App {
                 }
                 return vec![Effect::PollNow];
             }
+            Arrival::Said(line) => self.warn(line),
             Arrival::RunnerExited { ok, message } => {
                 if ok {
                     self.say(message);

@@ -213,6 +213,9 @@ pub fn run(mut opts: Options) -> anyhow::Result<Ended> {
     opts.setup.stale_after = three_polls.max(app::STALE_AFTER);
     let mut app = App::new(opts.setup, now_ms());
     let (tx, rx) = std::sync::mpsc::channel();
+    // From before the poller first opens the store (which may warn) until
+    // the terminal is given back.
+    let held = crate::util::stdio::hold();
     let access = if read_only {
         crate::store::Access::ReadOnly
     } else {
@@ -348,9 +351,19 @@ pub fn run(mut opts: Options) -> anyhow::Result<Ended> {
                 }
             }
         }
+        // After what arrived with them (a write that opened the store and
+        // warned): the warning is the footer's last word.
+        for line in held.news() {
+            // The program's name is said by the screen it is on.
+            let line = line.strip_prefix("nightshift: ").unwrap_or(&line);
+            app.update(Arrival::Said(line.to_string()));
+            dirty = true;
+        }
     }
     let _ = visits.record(now_ms());
     drop(screen);
+    // What was held is written on the terminal given back.
+    drop(held);
     // Close the store cleanly before the process ends (see Poller::stop).
     poller.stop(Duration::from_secs(5));
     if let Some(effects) = effects {

@@ -8,13 +8,19 @@
 //! line goes through one of two ways.
 //!
 //! - [`write`]: the error is returned. One-shot commands (`status`, `log`,
-//!   `log --follow`, the headless demo) stop on it; `main` takes a closed
-//!   pipe as a normal end (exit 0).
+//!   `log --follow`, the headless demo) stop on it; `main` takes a reader
+//!   gone ([`WriteFailed::reader_gone`]: a closed pipe or a closed
+//!   terminal) as a normal end (exit 0).
 //! - [`out_line`], [`err_line`], [`err_text`]: best effort, for what a
 //!   long-lived process says (the daemon's journal, a run's lines) and for
 //!   warnings. A line that cannot be written is lost and the process goes
 //!   on: what it did is in the store. [`newly_failing`] tells the daemon
 //!   once that its output stopped, so it can say so where it still can.
+//!
+//! While the dashboard owns the terminal ([`hold`]), best-effort lines are
+//! not written: they would draw over its screen (a warning from the store,
+//! say, about a password file). The dashboard shows them as they come
+//! ([`Held::news`]) and they are written once it has left the terminal.
 //!
 //! A process started with a stream closed (`cmd <&-`, some service
 //! managers) hands that number to the next file it opens: a store file or
@@ -57,12 +63,37 @@ static FAILING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false
 /// taken by [`newly_failing`].
 static NEWLY: Mutex<Vec<(Stream, String)>> = Mutex::new(Vec::new());
 
+/// A write to a standard stream that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("writing to {}: {source}", stream.name())]
+pub struct WriteFailed {
+    pub stream: Stream,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl WriteFailed {
+    /// Whether the reader went away: a closed pipe (EPIPE) or a terminal
+    /// that closed (EIO: its tmux pane or SSH session). The output is lost
+    /// with nobody to read it, which ends a one-shot command normally, not
+    /// in an internal error. A full disk or the like is still an error.
+    #[must_use]
+    pub fn reader_gone(&self) -> bool {
+        self.source.kind() == std::io::ErrorKind::BrokenPipe
+            || self.source.raw_os_error() == Some(libc::EIO)
+    }
+}
+
 /// Writes `text` whole to `stream` and flushes it.
 ///
 /// # Errors
 ///
 /// The write failed (a closed pipe, a closed terminal, a full disk).
-pub fn write(stream: Stream, text: &str) -> std::io::Result<()> {
+pub fn write(stream: Stream, text: &str) -> Result<(), WriteFailed> {
+    write_raw(stream, text).map_err(|source| WriteFailed { stream, source })
+}
+
+fn write_raw(stream: Stream, text: &str) -> std::io::Result<()> {
     match stream {
         Stream::Out => {
             let mut out = std::io::stdout().lock();
@@ -77,8 +108,64 @@ pub fn write(stream: Stream, text: &str) -> std::io::Result<()> {
     }
 }
 
+/// Best-effort lines kept while the terminal is held, and how many of
+/// them the holder has been given.
+struct Kept {
+    lines: Vec<(Stream, String)>,
+    given: usize,
+}
+
+/// `None`: the terminal is not held.
+static HELD: Mutex<Option<Kept>> = Mutex::new(None);
+
+/// The terminal held: best-effort lines are kept, not written, until this
+/// is dropped, which writes them.
+#[must_use = "the terminal is held only while this lives"]
+pub struct Held(());
+
+/// Holds the terminal for a full-screen program (see the module's doc).
+pub fn hold() -> Held {
+    *HELD.lock().unwrap_or_else(|p| p.into_inner()) = Some(Kept {
+        lines: Vec::new(),
+        given: 0,
+    });
+    Held(())
+}
+
+impl Held {
+    /// The lines kept since the last call, as text to show (one line each).
+    #[must_use]
+    pub fn news(&self) -> Vec<String> {
+        let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(Kept { lines, given }) = held.as_mut() else {
+            return Vec::new();
+        };
+        let news = lines[*given..]
+            .iter()
+            .map(|(_, text)| text.trim_matches(['\r', '\n']).to_string())
+            .filter(|text| !text.is_empty())
+            .collect();
+        *given = lines.len();
+        news
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let kept = HELD.lock().unwrap_or_else(|p| p.into_inner()).take();
+        for (stream, text) in kept.map(|k| k.lines).unwrap_or_default() {
+            put(stream, &text);
+        }
+    }
+}
+
 /// Writes `text` to `stream` if it can; a failure is noted, not raised.
+/// While the terminal is held, it is kept instead.
 pub fn put(stream: Stream, text: &str) {
+    if let Some(kept) = HELD.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        kept.lines.push((stream, text.to_string()));
+        return;
+    }
     let failing = &FAILING[stream.index()];
     match write(stream, text) {
         Ok(()) => failing.store(false, Ordering::Relaxed),

@@ -51,6 +51,8 @@ pub struct Dash {
     pub clipboard: Arc<AtomicBool>,
     /// Bytes the program wrote to the terminal so far.
     pub bytes: Arc<AtomicU64>,
+    /// Those bytes themselves, as written.
+    pub raw: Arc<Mutex<Vec<u8>>>,
     /// Every screen the output passed through since the last key (see
     /// [`Dash::wait_seen`]).
     seen: Arc<Mutex<VecDeque<String>>>,
@@ -68,6 +70,18 @@ impl Dash {
     /// Starts `nightshift ARGS` on `db` in a `cols`×`rows` terminal, as user
     /// `tester` on host `ptyhost`, with its state directory in `dir/state`.
     pub fn open(bin: &Path, dir: &Path, db: &Path, args: &[&str], size: (u16, u16)) -> Dash {
+        Dash::open_env(bin, dir, db, args, size, &[])
+    }
+
+    /// [`Dash::open`] with `vars` set in its environment too.
+    pub fn open_env(
+        bin: &Path,
+        dir: &Path,
+        db: &Path,
+        args: &[&str],
+        size: (u16, u16),
+        vars: &[(&str, &str)],
+    ) -> Dash {
         let (cols, rows) = size;
         let pair = native_pty_system()
             .openpty(PtySize {
@@ -87,6 +101,9 @@ impl Dash {
         cmd.env("USER", "tester");
         cmd.env_remove("NO_COLOR");
         cmd.env_remove("NIGHTSHIFT_CONFIG");
+        for (name, value) in vars {
+            cmd.env(name, value);
+        }
         let child = pair.slave.spawn_command(cmd).unwrap();
         drop(pair.slave);
         let watch = Watch::default();
@@ -101,7 +118,8 @@ impl Dash {
         let bytes = Arc::new(AtomicU64::new(0));
         let mut reader = pair.master.try_clone_reader().unwrap();
         let seen = Arc::new(Mutex::new(VecDeque::new()));
-        let (p, b, kept) = (parser.clone(), bytes.clone(), seen.clone());
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let (p, b, kept, r) = (parser.clone(), bytes.clone(), seen.clone(), raw.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 65536];
             loop {
@@ -109,6 +127,7 @@ impl Dash {
                     Ok(0) | Err(_) => return,
                     Ok(n) => {
                         b.fetch_add(n as u64, Ordering::SeqCst);
+                        r.lock().unwrap().extend_from_slice(&buf[..n]);
                         for piece in buf[..n].chunks(SEEN_PIECE) {
                             let mut parser = p.lock().unwrap();
                             parser.process(piece);
@@ -133,6 +152,7 @@ impl Dash {
             title_set,
             clipboard,
             bytes,
+            raw,
             seen,
             cols,
         }

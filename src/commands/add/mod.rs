@@ -10,7 +10,7 @@ use anyhow::Context;
 use super::{Ctx, Exit, out, out_json, user_error};
 use crate::batch_name;
 use crate::cli::AddArgs;
-use crate::key::{self, KeySpec, Priority};
+use crate::key::{self, KeySpec, LineFields};
 use crate::model::AddReport;
 use crate::util::live::Live;
 use crate::util::sanitize;
@@ -22,7 +22,51 @@ mod parse;
 /// Inputs with more lines than this show progress on a terminal.
 const PROGRESS_FROM: usize = 50_000;
 
+pub use parse::Rejected;
+
 pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
+    let result = add(ctx, args);
+    if args.json
+        && let Err(e) = &result
+        && super::exit_for(e) == Exit::Usage
+    {
+        out_json(&refused_json(args, e))?;
+    }
+    result
+}
+
+/// A refused add as `--json` says it, so that a script reading stdout
+/// learns what to fix (as `skip` and `requeue` say their refused keys):
+/// each bad line with its number, or the one reason the whole input or
+/// the command was refused (`line` null). Nothing was added.
+fn refused_json(args: &AddArgs, e: &anyhow::Error) -> serde_json::Value {
+    let refused: Vec<serde_json::Value> = match e.chain().find_map(|c| c.downcast_ref::<Rejected>())
+    {
+        Some(r) => r
+            .lines
+            .iter()
+            .map(|(line, says)| serde_json::json!({"line": line, "says": says}))
+            .collect(),
+        None => vec![serde_json::json!({
+            "line": null,
+            "says": crate::store::without_password_values(&format!("{e:#}")),
+        })],
+    };
+    let source = if args.file == Path::new("-") {
+        "stdin".to_string()
+    } else {
+        args.file.display().to_string()
+    };
+    serde_json::json!({
+        "batch": args.batch,
+        "dry_run": args.dry_run,
+        "source": source,
+        "added": 0,
+        "refused": refused,
+    })
+}
+
+fn add(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     let source = if args.file == Path::new("-") {
         "stdin".to_string()
     } else {
@@ -55,12 +99,13 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
             "--priority-field: the field name must not be empty",
         ));
     }
-    let priority = Priority {
+    let priority = LineFields {
         field: args
             .priority_field
             .clone()
             .or_else(|| ctx.batch_config(&args.batch).priority_field),
         default: args.priority.unwrap_or(0),
+        estimate_field: ctx.batch_config(&args.batch).estimate_field,
     };
     let not_before = args.not_before.map(|w| w.at(now_ms()));
     let bytes = key::without_bom(&bytes);
@@ -125,7 +170,7 @@ fn add_fed(
     args: &AddArgs,
     store: &mut crate::store::Store,
     bytes: &[u8],
-    (spec, priority, not_before): (&KeySpec, &Priority, Option<crate::model::Millis>),
+    (spec, priority, not_before): (&KeySpec, &LineFields, Option<crate::model::Millis>),
     source: &str,
 ) -> anyhow::Result<Exit> {
     store.set_stop(Stop::on_signals().context("installing signal handlers")?);

@@ -8,8 +8,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
-use super::user_error;
-use crate::key::{self, KeySpec, Priority};
+use crate::key::{self, KeySpec, LineFields};
 use crate::model::{Millis, NewItem};
 use crate::store::{AddFeed, FeedRefused};
 use crate::util::live::Live;
@@ -50,7 +49,7 @@ struct Parsed {
 fn parse_part(
     part: &[u8],
     spec: &KeySpec,
-    priority: &Priority,
+    priority: &LineFields,
     not_before: Option<Millis>,
 ) -> Parsed {
     let mut out = Parsed::default();
@@ -145,7 +144,7 @@ fn growing_parts(bytes: &[u8], first: usize, most: usize) -> Vec<&[u8]> {
 pub(super) fn parse_lines(
     bytes: &[u8],
     spec: &KeySpec,
-    priority: &Priority,
+    priority: &LineFields,
     not_before: Option<Millis>,
     source: &str,
 ) -> anyhow::Result<Vec<NewItem>> {
@@ -213,26 +212,42 @@ impl<'a> Duplicates<'a> {
     }
 }
 
+/// An input with bad lines, rejected whole: each line's number and what
+/// is wrong with it, in line order.
+#[derive(Debug)]
+pub struct Rejected {
+    pub source: String,
+    pub lines: Vec<(usize, String)>,
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: rejected, nothing imported: {}",
+            self.source,
+            noun::count(self.lines.len(), "bad line")
+        )?;
+        for (line_no, e) in self.lines.iter().take(SHOWN_ERRORS) {
+            write!(f, "\n  {}", sanitize::line(&format!("line {line_no}: {e}")))?;
+        }
+        if self.lines.len() > SHOWN_ERRORS {
+            write!(f, "\n  … and {} more", self.lines.len() - SHOWN_ERRORS)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Rejected {}
+
 /// The error of an input with bad lines (`errors`, by line number).
 pub(super) fn rejected(source: &str, mut errors: Vec<(usize, String)>) -> anyhow::Error {
     errors.sort_by_key(|(line_no, _)| *line_no);
-    let errors: Vec<String> = errors
-        .into_iter()
-        .map(|(line_no, e)| format!("line {line_no}: {e}"))
-        .collect();
-    let count = errors.len();
-    let mut msg = format!(
-        "{source}: rejected, nothing imported: {}",
-        noun::count(count, "bad line")
-    );
-    for e in errors.iter().take(SHOWN_ERRORS) {
-        msg.push_str("\n  ");
-        msg.push_str(&sanitize::line(e));
+    Rejected {
+        source: source.to_string(),
+        lines: errors,
     }
-    if count > SHOWN_ERRORS {
-        msg.push_str(&format!("\n  … and {} more", count - SHOWN_ERRORS));
-    }
-    user_error(msg)
+    .into()
 }
 
 /// The input cut into blocks, parsed by worker threads in any order, each
@@ -260,7 +275,7 @@ impl<'a> Blocks<'a> {
     }
 
     /// A worker: parses the next block not taken, until none is left.
-    fn work(&self, spec: &KeySpec, priority: &Priority, not_before: Option<Millis>) {
+    fn work(&self, spec: &KeySpec, priority: &LineFields, not_before: Option<Millis>) {
         loop {
             let k = self.next.fetch_add(1, Ordering::Relaxed);
             if k >= self.parts.len() {
@@ -397,7 +412,7 @@ impl<'a> AddFeed<'a> for Feed<'_, 'a> {
 pub(super) fn fed<T>(
     bytes: &[u8],
     spec: &KeySpec,
-    priority: &Priority,
+    priority: &LineFields,
     not_before: Option<Millis>,
     source: &str,
     write: impl FnOnce(&mut dyn AddFeed<'_>) -> T,
@@ -439,7 +454,7 @@ mod tests {
         let all = joined(
             split_parts(bytes, n)
                 .into_iter()
-                .map(|part| parse_part(part, &KeySpec::Explicit, &Priority::default(), None))
+                .map(|part| parse_part(part, &KeySpec::Explicit, &LineFields::default(), None))
                 .collect(),
         );
         let keys = all.items.into_iter().map(|i| i.key).collect();

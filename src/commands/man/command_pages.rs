@@ -69,7 +69,9 @@ fn environment(cmd: &clap::Command) -> Roff {
         if let (Some(env), Some(long)) = (arg.get_env(), arg.get_long()) {
             roff.control("TP", []);
             roff.text([bold(env.to_string_lossy())]);
-            roff.text([roman(format!("The same as --{long}."))]);
+            roff.text([roman(format!(
+                "The same as --{long}. Set but empty, it is refused (exit 2) unless --{long} is given."
+            ))]);
         }
     }
     for (name, what) in [

@@ -182,6 +182,52 @@ both_backends! {
         assert!(keys.iter().enumerate().all(|(i, k)| *k == format!("k{}", i + 1)), "ids in input order");
         env.assert_counts_consistent();
     }
+
+    /// `add --json` refused says so on stdout as one JSON object (as `skip`
+    /// and `requeue` say their refused keys), where it printed nothing: each
+    /// bad line with its number and reason, for a small input and for one
+    /// fed to the store while it is parsed; or the one reason the whole
+    /// input was refused. Exit 2, the error on stderr, nothing added.
+    fn add_json_says_what_it_refused(env) {
+        let mid: Vec<String> = lines(1..=5_000).lines().map(String::from).collect();
+        let mut bad_mid = mid.clone();
+        bad_mid[4_990] = "{\"key\":\"k3\",\"n\":0}".into();
+        let small = env.write("small.jsonl", "{\"key\":\"a\"}\nnot json\n{\"key\":\"a\"}\n");
+        let mid = env.write("mid.jsonl", &(bad_mid.join("\n") + "\n"));
+        let before = unchanged(&env);
+        for (file, dry_run, want) in [
+            (&small, false, vec![(2, "malformed JSON"), (3, "duplicate key \"a\" (first on line 1)")]),
+            (&small, true, vec![(2, "malformed JSON"), (3, "duplicate key")]),
+            (&mid, false, vec![(4_991, "duplicate key \"k3\" (first on line 3)")]),
+        ] {
+            let file = file.to_str().unwrap();
+            let mut args = vec!["add", "b", file, "--json"];
+            if dry_run {
+                args.push("--dry-run");
+            }
+            let ran = env.run(&args);
+            ran.code(2);
+            assert!(ran.stderr.contains("rejected, nothing imported"), "{ran:?}");
+            let json = ran.json();
+            assert_eq!(json["batch"], "b", "{ran:?}");
+            assert_eq!(json["dry_run"], dry_run, "{ran:?}");
+            assert_eq!(json["source"], file, "{ran:?}");
+            assert_eq!(json["added"], 0, "{ran:?}");
+            let refused = json["refused"].as_array().unwrap();
+            assert_eq!(refused.len(), want.len(), "{ran:?}");
+            for (got, (line, says)) in refused.iter().zip(&want) {
+                assert_eq!(got["line"], *line, "{ran:?}");
+                assert!(got["says"].as_str().unwrap().starts_with(says), "{ran:?}");
+            }
+        }
+        let dir = env.dir.path().to_str().unwrap();
+        let ran = env.run(&["add", "b", dir, "--json"]);
+        ran.code(2);
+        let refused = &ran.json()["refused"];
+        assert_eq!(refused[0]["line"], serde_json::Value::Null, "{ran:?}");
+        assert!(refused[0]["says"].as_str().unwrap().contains("is a directory"), "{ran:?}");
+        assert_eq!(unchanged(&env), before, "nothing added");
+    }
 }
 
 /// What an add that writes nothing leaves as it was: the store
@@ -811,4 +857,45 @@ fn a_newcomer_who_sets_only_the_worker_succeeds() {
         "{shown}"
     );
     assert_eq!(env.item("記事01").0, "done");
+}
+
+/// A batch's `estimate_field` holding no estimate (not a whole number,
+/// negative, past the largest) rejects the file naming each line, as a bad
+/// priority does: the runner ignored such a value unsaid at every call and
+/// reserved `token_estimate` instead. A line without the field is fine.
+#[test]
+fn a_bad_estimate_field_rejects_the_file_naming_each_line() {
+    let env = Env::new();
+    env.config(
+        "[limit.ai]\ntokens = \"1000/min\"\n\n[batch.b]\nlimit = \"ai\"\n\
+         token_estimate = 10\nestimate_field = \"max_tokens\"\n",
+    );
+    let file = env.write(
+        "in.jsonl",
+        "{\"key\":\"a\",\"max_tokens\":100}\n{\"key\":\"b\",\"max_tokens\":\"lots\"}\n\
+         {\"key\":\"c\",\"max_tokens\":-5}\n{\"key\":\"d\"}\n{\"key\":\"e\",\"max_tokens\":2.5}\n\
+         {\"key\":\"f\",\"max_tokens\":100000001}\n{\"key\":\"g\",\"max_tokens\":null}\n",
+    );
+    let before = env.fingerprint();
+    let ran = env.run(&["add", "b", file.to_str().unwrap()]);
+    ran.code(2);
+    let says = "estimate field \"max_tokens\" must be a whole number of tokens from 0 to 100000000";
+    for (line, value) in [
+        (2, "the string \"lots\""),
+        (3, "-5"),
+        (5, "2.5"),
+        (6, "100000001"),
+        (7, "null"),
+    ] {
+        let want = format!("\n  line {line}: {says}, not {value}");
+        assert!(ran.stderr.contains(&want), "{want:?}: {ran:?}");
+    }
+    assert!(ran.stderr.contains("5 bad lines"), "{ran:?}");
+    assert_eq!(env.fingerprint(), before, "nothing imported");
+
+    let good = env.write(
+        "good.jsonl",
+        "{\"key\":\"a\",\"max_tokens\":100}\n{\"key\":\"d\"}\n",
+    );
+    env.run(&["add", "b", good.to_str().unwrap()]).code(0);
 }

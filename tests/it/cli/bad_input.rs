@@ -768,3 +768,47 @@ fn a_utf16_input_is_named() {
         ],
     );
 }
+
+/// `NIGHTSHIFT_DB` or `NIGHTSHIFT_CONFIG` set but empty is refused by its
+/// own name (clap blamed `--db`, which nobody typed), not taken as unset
+/// (which would open, or `init`, `./nightshift.db`); a flag given beside
+/// it wins, and the commands that use no store never look.
+#[test]
+fn an_empty_environment_variable_is_named() {
+    let env = store();
+    let before = fingerprint(&env.db);
+    for (var, long) in [("NIGHTSHIFT_DB", "--db"), ("NIGHTSHIFT_CONFIG", "--config")] {
+        for args in [&["status"][..], &["init"], &["add", "b", "-"], &[]] {
+            let ran = common::ran(env.cmd().env(var, "").args(args).output().unwrap());
+            ran.code(2);
+            let line = ran.error_line();
+            assert!(
+                line.starts_with("nightshift: error: ")
+                    && line.contains(&format!("{var} is set but empty"))
+                    && line.contains(long),
+                "{var} {args:?}: {ran:?}"
+            );
+            assert_eq!(ran.stdout, "", "{var} {args:?}");
+        }
+    }
+    assert_eq!(fingerprint(&env.db), before);
+    let db = env.db.display().to_string();
+    let ran = common::ran(
+        env.cmd()
+            .env("NIGHTSHIFT_DB", "")
+            .args(["status", "--json", "--db", &db])
+            .output()
+            .unwrap(),
+    );
+    ran.code(0);
+    for args in [&["man"][..], &["completions", "bash"]] {
+        let ran = common::ran(
+            env.cmd()
+                .env("NIGHTSHIFT_DB", "")
+                .args(args)
+                .output()
+                .unwrap(),
+        );
+        ran.code(0);
+    }
+}

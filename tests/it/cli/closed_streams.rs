@@ -88,3 +88,50 @@ fn a_run_whose_output_is_closed_finishes_with_its_own_code() {
     assert_eq!(code_closed(&env, &["run", "b", "--json"]), 0);
     assert_eq!(env.batch_status("b")["done"], 5);
 }
+
+/// A terminal that closed (its tmux pane or SSH session gone) fails every
+/// write with EIO: one-shot commands exited 4, "unexpected internal
+/// error", where a closed pipe ends them with 0. Output lost so is lost
+/// alike; an error of their own keeps its code.
+#[test]
+fn a_closed_terminal_ends_a_one_shot_command_as_a_closed_pipe_does() {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    let env = Env::new();
+    env.add_items("b", 3);
+    let held = env.path("held");
+    for (args, code) in [
+        (&["status"][..], 0),
+        (&["status", "--json"], 0),
+        (&["items", "b"], 0),
+        (&["man"], 0),
+        (&["completions", "bash"], 0),
+        (&["show", "b", "nope"], 2),
+        (&["--db", "missing.db", "status"], 3),
+    ] {
+        std::fs::write(&held, "").unwrap();
+        let pair = native_pty_system().openpty(PtySize::default()).unwrap();
+        // The command starts once the terminal is gone (the test takes
+        // `held` away after closing it), deaf to the hangup that brings.
+        let mut cmd = CommandBuilder::new("sh");
+        cmd.args([
+            "-c",
+            "trap '' HUP; : >deaf; while [ -e held ]; do sleep 0.01; done; exec \"$@\"",
+            "sh",
+        ]);
+        cmd.arg(common::bin());
+        cmd.args(args);
+        cmd.cwd(env.dir.path());
+        cmd.env("NIGHTSHIFT_DB", &env.db);
+        cmd.env("NO_COLOR", "1");
+        cmd.env_remove("NIGHTSHIFT_CONFIG");
+        let mut child = pair.slave.spawn_command(cmd).unwrap();
+        let deaf = env.path("deaf");
+        common::wait_for("the shell to ignore SIGHUP", || deaf.exists());
+        std::fs::remove_file(&deaf).unwrap();
+        drop(pair.slave);
+        drop(pair.master);
+        std::fs::remove_file(&held).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.exit_code(), code, "{args:?}: {status:?}");
+    }
+}

@@ -122,3 +122,54 @@ fn a_runner_started_from_the_dashboard_uses_the_same_database() {
     dash.key("q");
     assert_eq!(dash.wait_exit(), 0);
 }
+
+/// A warning the store gives while the dashboard owns the terminal (a
+/// password file that others may read by now, met when the first write
+/// opens its session) is shown in its footer, where it was written to
+/// stderr over the screen; it is written out too once the terminal is
+/// given back.
+#[test]
+fn a_warning_while_the_dashboard_runs_is_shown_by_it_not_drawn_over_it() {
+    let Some(env) = fixture_env() else { return };
+    let file = env.write("pgpass", "*:*:*:*:not-used\n");
+    let chmod = |mode| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    chmod(0o600);
+    let vars = [("PGPASSFILE", file.to_str().unwrap()), ("PGPASSWORD", "")];
+    let mut dash = Dash::open_env(
+        Path::new(BIN),
+        env.dir.path(),
+        &env.db,
+        &[],
+        (100, 30),
+        &vars,
+    );
+    dash.wait_loaded();
+    chmod(0o644);
+    dash.key("p");
+    dash.wait_text("why?");
+    dash.type_text("db migration");
+    dash.key(ENTER);
+    let screen = dash.wait_seen("warning: password file");
+    let last = screen.lines().last().unwrap();
+    assert!(
+        last.contains("warning: password file"),
+        "in the footer:\n{screen}"
+    );
+    dash.wait_text("PAUSED — db migration");
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    assert!(dash.wait_restored());
+    dash.wait_text("nightshift: warning: password file");
+    // Nothing but the dashboard wrote while it held the alternate screen.
+    let raw = String::from_utf8_lossy(&dash.raw.lock().unwrap()).into_owned();
+    let enter = raw.find("\x1b[?1049h").unwrap();
+    let leave = enter + raw[enter..].find("\x1b[?1049l").unwrap();
+    assert!(
+        !raw[enter..leave].contains("nightshift: warning"),
+        "written over the dashboard"
+    );
+    assert!(raw[leave..].contains("nightshift: warning: password file"));
+}
