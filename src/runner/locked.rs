@@ -201,6 +201,7 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
         pool: super::pool::Pool::of(
             cfg,
             &orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
+            opts.config_file.as_deref(),
         )
         .map(std::sync::Arc::new),
         settling: super::pool::Settling::default(),

@@ -385,6 +385,37 @@ for line in sys.stdin:
         assert_eq!(waits("a"), None);
     }
 
+    /// The defect: a pool's limit raised in the config file (`status`
+    /// reads it at once) left the live run's calls waiting for the slot
+    /// the old limit gave (an hour away here). The run follows the file:
+    /// a waiting call asks again with the new limit, in both modes.
+    fn a_pool_limit_raised_while_calls_wait_applies_to_them(env) {
+        persistent_worker(&env);
+        let w = worker(&env, "echo '{\"ok\":1}'");
+        let process = format!("\"{w}\"");
+        for (batch, mode, worker) in [("a", "process", process.as_str()), ("b", "persistent", "\"python3\", \"w.py\"")] {
+            env.config(&format!(
+                "[limit.{batch}p]\nrequests = \"1/h\"\n\n\
+                 [batch.{batch}]\nworker = [{worker}]\nlimit = \"{batch}p\"\nmode = \"{mode}\"\n"
+            ));
+            add(&env, batch, 2);
+            let mut run = env.spawn(batch, &["run", batch]);
+            let calls = || starts(&env).iter().filter(|s| s.0 == batch).count();
+            wait_for(&format!("{mode}: one call, the other waiting for the pool"), || {
+                calls() == 1
+                    && env.batch_status(batch)["waiting"].as_array().unwrap().iter().any(|w| w["reason"] == "pool-place")
+            });
+            // One call a second now: the waiting call fits at once.
+            let raised = env.path("nightshift.toml");
+            let text = std::fs::read_to_string(&raised).unwrap().replace("1/h", "3600/h");
+            std::fs::write(&raised, text).unwrap();
+            wait_for(&format!("{mode}: the waiting call made under the new limit"), || calls() == 2);
+            let status = run.wait().unwrap();
+            assert!(status.success(), "{mode}: {:?}", env.output_of(batch));
+            assert_eq!(done(&env, batch), 2, "{mode}");
+        }
+    }
+
     /// The defect: a claim cancelled before its call started kept the
     /// attempt it counted in `manual` (a first attempt waiting for its
     /// pool said `attempts 1` with no call made; a persistent retry
