@@ -576,7 +576,9 @@ impl RunState {
     pub fn ended(stopped: Option<StopCause>, failed: bool) -> RunState {
         match stopped {
             Some(StopCause::Paused) => RunState::Paused,
-            Some(StopCause::Signal | StopCause::Stop | StopCause::StoreLost) => RunState::Aborted,
+            Some(
+                StopCause::Signal | StopCause::Stop | StopCause::StoreLost | StopCause::StoreFailed,
+            ) => RunState::Aborted,
             Some(StopCause::LockLost | StopCause::WorkerCannotStart) => RunState::Failed,
             Some(StopCause::MaxDuration | StopCause::MaxCost) | None if failed => RunState::Failed,
             Some(StopCause::MaxDuration | StopCause::MaxCost) | None => RunState::Ok,
@@ -598,6 +600,9 @@ pub enum StopCause {
     Paused,
     LockLost,
     StoreLost,
+    /// A write the run needed failed (the store unreachable past what a
+    /// run waits for, a full disk...).
+    StoreFailed,
     WorkerCannotStart,
 }
 str_enum!(StopCause {
@@ -608,6 +613,7 @@ str_enum!(StopCause {
     Paused => "paused",
     LockLost => "lock-lost",
     StoreLost => "store-lost",
+    StoreFailed => "store-failed",
     WorkerCannotStart => "worker-cannot-start",
 });
 
@@ -636,6 +642,7 @@ impl StopCause {
             StopCause::Paused => "paused",
             StopCause::LockLost => "lock lost",
             StopCause::StoreLost => "store lost",
+            StopCause::StoreFailed => "store failed",
             StopCause::WorkerCannotStart => "worker cannot start",
         }
     }

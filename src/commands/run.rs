@@ -170,6 +170,7 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         config,
         worker,
         work_dir,
+        config_file: ctx.config.file.clone(),
         limit: args.limit,
         key: args.key.clone(),
         wait: args.wait,

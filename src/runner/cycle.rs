@@ -46,6 +46,12 @@ pub enum StopReason {
     /// The worker could not be started, as no item's could be (gone, not
     /// executable: `child::cannot_start`): no attempt is spent on it.
     WorkerCannotStart(String),
+    /// A write the run needed failed: the store unreachable since `since`
+    /// (an outage past what a run waits for), or failing at once.
+    StoreFailed {
+        since: Option<crate::model::Millis>,
+        error: String,
+    },
 }
 
 impl StopReason {
@@ -62,6 +68,35 @@ impl StopReason {
             StopReason::StoreLost => StopCause::StoreLost,
             StopReason::Asked(_) => StopCause::Stop,
             StopReason::WorkerCannotStart(_) => StopCause::WorkerCannotStart,
+            StopReason::StoreFailed { .. } => StopCause::StoreFailed,
+        }
+    }
+
+    /// What ended a run whose store failed it with `error`: an outage
+    /// given up on (`writer::outage`) says since when.
+    #[must_use]
+    pub fn store_failed(error: &crate::store::StoreError) -> StopReason {
+        let since = if error.is_session_lost() {
+            super::writer::outage::gave_up_on()
+        } else {
+            None
+        };
+        StopReason::StoreFailed {
+            since,
+            error: crate::util::sanitize::line(&error.to_string()).into_owned(),
+        }
+    }
+
+    /// The words of `StoreFailed` before its error: the line a run that
+    /// ends with the error prints them in.
+    #[must_use]
+    pub fn store_failed_words(since: Option<crate::model::Millis>) -> String {
+        match since {
+            Some(at) => format!(
+                "the store could not be reached since {}",
+                crate::util::time::utc_clock(at, crate::util::time::now_ms())
+            ),
+            None => "the store failed".to_string(),
         }
     }
 
@@ -69,7 +104,7 @@ impl StopReason {
     /// replaces the first.
     fn weight(&self) -> u8 {
         match self {
-            StopReason::StoreLost => 2,
+            StopReason::StoreLost | StopReason::StoreFailed { .. } => 2,
             StopReason::LockLost => 1,
             _ => 0,
         }
@@ -89,6 +124,9 @@ impl std::fmt::Display for StopReason {
             }
             StopReason::Asked(by) => write!(f, "stopped by {by}"),
             StopReason::WorkerCannotStart(why) => write!(f, "the worker cannot start: {why}"),
+            StopReason::StoreFailed { since, error } => {
+                write!(f, "{}: {error}", StopReason::store_failed_words(*since))
+            }
         }
     }
 }

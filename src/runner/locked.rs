@@ -201,6 +201,7 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
         pool: super::pool::Pool::of(
             cfg,
             &orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
+            opts.config_file.as_deref(),
         )
         .map(std::sync::Arc::new),
         settling: super::pool::Settling::default(),
@@ -416,7 +417,14 @@ async fn finish(
 ) -> anyhow::Result<(RunReport, Option<summary::Alert>)> {
     let (batch, run_id) = (cycle.batch.clone(), cycle.run_id);
     let source_failed = hooks_failed.first().cloned();
-    let stopped = cycle.stopping().map(|(_, r)| r);
+    // A store that failed the run ended it, whatever else was asked of it
+    // (but a lost lock or store, which say more): its summary and every
+    // view say why.
+    let stopped = match (cycle.stopping().map(|(_, r)| r), &first_error) {
+        (Some(r @ (StopReason::LockLost | StopReason::StoreLost)), _) => Some(r),
+        (_, Some(e)) if !e.is_user_error() => Some(StopReason::store_failed(e)),
+        (r, _) => r,
+    };
     let cause = stopped.as_ref().map(StopReason::cause);
     let counts = cycle.tally.counts(skipped_done);
     // A run cut short by an error of its own (the store's, a key it was
@@ -456,13 +464,31 @@ async fn finish(
             Ok(e)
         }
     };
-    let event = cycle.writer.call(finish).await?;
-    cycle.log.emit(&event);
+    if let Some(StopReason::StoreFailed {
+        since: Some(since), ..
+    }) = &stopped
+    {
+        super::writer::outage::run_ends(*since);
+    }
+    let recorded = cycle.writer.call(finish).await;
     if let Some(e) = first_error {
+        // Recorded if the store answers again; said in any case.
+        match recorded {
+            Ok(event) => cycle.log.emit(&event),
+            Err(f) => tracing::warn!("could not record the end of run {run_id}: {f}"),
+        }
+        let why = match &stopped {
+            Some(StopReason::StoreFailed { since, .. }) => {
+                format!(": {}", StopReason::store_failed_words(*since))
+            }
+            _ => String::new(),
+        };
         return Err(
-            anyhow::Error::new(e).context(format!("run {run_id} of {} stopped", opts.batch))
+            anyhow::Error::new(e).context(format!("run {run_id} of {} stopped{why}", opts.batch))
         );
     }
+    let event = recorded?;
+    cycle.log.emit(&event);
     let report = RunReport {
         run_id: Some(run_id),
         state,

@@ -89,6 +89,9 @@ pub struct RunOptions {
     pub worker: Vec<String>,
     /// Where workers run (the config file's directory).
     pub work_dir: Option<PathBuf>,
+    /// The config file, followed while the run lives for its limit pool's
+    /// limits (`pool::Pool::follow`).
+    pub config_file: Option<PathBuf>,
     pub limit: Option<usize>,
     pub key: Option<String>,
     pub wait: bool,

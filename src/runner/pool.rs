@@ -51,7 +51,11 @@ use crate::util::time::{instant_at, now_ms, utc_clock};
 
 /// The batch's pool as its runner knows it.
 pub struct Pool {
-    pub spec: PoolSpec,
+    /// Its limits, as the config file says them now (`follow`): a call
+    /// waiting for its place asks again when they change.
+    spec: tokio::sync::watch::Sender<PoolSpec>,
+    /// The config file and what it was when its limits were read.
+    file: Option<(std::path::PathBuf, std::sync::Mutex<Option<Seen>>)>,
     estimate: Option<u64>,
     field: Option<String>,
     /// How long a place in flight is kept without its settlement.
@@ -68,6 +72,24 @@ pub struct Pool {
     /// settlement rides first in the group of that ask, so the store has
     /// the place back when it answers).
     back: tokio::sync::watch::Sender<u64>,
+}
+
+/// A config file's size and modification time, as last read.
+type Seen = (u64, std::time::SystemTime);
+
+fn seen(path: &std::path::Path) -> Option<Seen> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}
+
+/// Resolves when the pool's limits change (never without a pool).
+pub(super) async fn limits_changed(limits: Option<&mut tokio::sync::watch::Receiver<PoolSpec>>) {
+    if let Some(l) = limits
+        && l.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// A call's place in the pool, given back when it is settled.
@@ -180,10 +202,11 @@ pub fn hold_stays(pool: &str, hold: &PoolHold, now: Millis) -> String {
 }
 
 impl Pool {
-    pub fn of(cfg: &BatchConfig, runner: &str) -> Option<Pool> {
+    pub fn of(cfg: &BatchConfig, runner: &str, file: Option<&std::path::Path>) -> Option<Pool> {
         let pool = cfg.pool.as_ref()?;
         Some(Pool {
-            spec: spec(pool),
+            spec: tokio::sync::watch::Sender::new(spec(pool)),
+            file: file.map(|f| (f.to_path_buf(), std::sync::Mutex::new(seen(f)))),
             estimate: cfg.token_estimate,
             field: cfg.estimate_field.clone(),
             place_ttl: cfg.item_timeout + cfg.grace + Duration::from_secs(5),
@@ -192,6 +215,43 @@ impl Pool {
             waiting: std::sync::Mutex::new(None),
             back: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    /// Its limits now.
+    pub fn spec(&self) -> PoolSpec {
+        self.spec.borrow().clone()
+    }
+
+    /// What wakes a slot waiting for its place when the limits change.
+    pub(super) fn limits(&self) -> tokio::sync::watch::Receiver<PoolSpec> {
+        self.spec.subscribe()
+    }
+
+    /// Reads the pool's limits again when the config file changed: a
+    /// limit raised (or lowered) while the run lives applies to the calls
+    /// waiting now, as every view reads it from the file, not at the next
+    /// run. A file that no longer loads, or no longer has the pool, keeps
+    /// the limits known. What changed, if anything.
+    pub(super) fn follow(&self) -> Option<PoolSpec> {
+        let (path, last) = self.file.as_ref()?;
+        let now = seen(path);
+        {
+            let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+            if now.is_none() || *last == now {
+                return None;
+            }
+            *last = now;
+        }
+        let name = self.spec.borrow().name.clone();
+        let config = Config::load(path).ok()?;
+        let fresh = spec(config.limits.get(&name)?);
+        self.spec
+            .send_if_modified(|s| {
+                let changed = *s != fresh;
+                *s = fresh.clone();
+                changed
+            })
+            .then_some(fresh)
     }
 
     /// What wakes a slot waiting for a place in flight this runner gives
@@ -263,7 +323,7 @@ impl Pool {
         }
         let now = now_ms();
         let calls = self.calls(claims, now);
-        match s.pool_admit(&self.spec, &calls, now) {
+        match s.pool_admit(&self.spec(), &calls, now) {
             Ok(admission) => {
                 self.deferred_by(&calls, &admission);
                 Some(Asked { calls, admission })
@@ -315,7 +375,7 @@ impl Cycle {
         };
         let now = now_ms();
         let calls = pool.calls(claims.iter().copied(), now);
-        let spec = pool.spec.clone();
+        let spec = pool.spec();
         let asked = calls.clone();
         let admission = self
             .writer
@@ -345,12 +405,12 @@ impl Cycle {
             let now = now_ms();
             let message = format!(
                 "waiting for pool {}: {}, next slot {}",
-                pool.spec.name,
+                pool.spec().name,
                 w.dimension,
                 utc_clock(w.until, now)
             );
             let event = self.new_event(EventKind::RateLimit, message).fields(json!({
-                "pool": pool.spec.name,
+                "pool": pool.spec().name,
                 "dimension": w.dimension,
                 "until": crate::util::time::rfc3339(w.until),
             }));
@@ -374,6 +434,7 @@ impl Cycle {
         }
         let mut stop = self.stop_tx.subscribe();
         let mut back = self.pool.as_ref().map(|p| p.places_back());
+        let mut limits = self.pool.as_ref().map(|p| p.limits());
         loop {
             if self.stopping().is_some() {
                 return Err(None);
@@ -400,6 +461,7 @@ impl Cycle {
             tokio::select! {
                 () = tokio::time::sleep_until(instant_at(wait)) => {}
                 () = place_given_back(back.as_mut()), if for_place => {}
+                () = limits_changed(limits.as_mut()) => {}
                 _ = stop.changed() => {}
                 reason = &mut *killed => return Err(reason.ok()),
             }
@@ -431,13 +493,13 @@ impl Cycle {
         let placed = self
             .pool
             .as_ref()
-            .is_some_and(|p| p.spec.concurrency.is_some());
+            .is_some_and(|p| p.spec().concurrency.is_some());
         let row = AttemptUsage {
             batch: self.batch.clone(),
             run_id: self.run_id,
             key: claim.key.clone(),
             attempt: i64::from(attempt),
-            pool: self.pool.as_ref().map(|p| p.spec.name.clone()),
+            pool: self.pool.as_ref().map(|p| p.spec().name),
             place: self
                 .pool
                 .as_ref()
@@ -452,7 +514,7 @@ impl Cycle {
         let line = if done { row.line() } else { None };
         let gives_place = placed && ticket.is_some();
         if let Some(batch) = self.settling.push(row) {
-            let spec = self.pool.as_ref().map(|p| p.spec.clone());
+            let spec = self.pool.as_ref().map(|p| p.spec());
             self.writer.defer(move |s| {
                 let rows = batch.take();
                 s.settle_usage(spec.as_ref(), &rows)
@@ -478,7 +540,7 @@ impl Cycle {
             return;
         };
         let (name, hold) = (
-            pool.spec.name.clone(),
+            pool.spec().name,
             PoolHold {
                 until,
                 batch: self.batch.clone(),

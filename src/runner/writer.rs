@@ -361,10 +361,14 @@ pub mod outage {
     use std::time::Instant;
 
     use super::RIDE_OUT;
+    use crate::model::Millis;
     use crate::store::StoreError;
 
-    /// When the store's session went, while it is gone.
-    static SINCE: Mutex<Option<Instant>> = Mutex::new(None);
+    /// When the store's session went, while it is gone (and by the wall
+    /// clock, for what a run says of it).
+    static SINCE: Mutex<Option<(Instant, Millis)>> = Mutex::new(None);
+    /// When the outage a call gave up on began: the run it ends says so.
+    static GAVE_UP_ON: Mutex<Option<Millis>> = Mutex::new(None);
     /// `SINCE` is set: read without its lock on every call that went
     /// through.
     static LOST: AtomicBool = AtomicBool::new(false);
@@ -376,7 +380,7 @@ pub mod outage {
     pub(super) fn began(e: &StoreError, now: Instant) -> bool {
         let mut since = SINCE.lock().unwrap_or_else(|p| p.into_inner());
         let first = since.is_none();
-        let at = *since.get_or_insert(now);
+        let (at, at_ms) = *since.get_or_insert((now, crate::util::time::now_ms()));
         LOST.store(true, Ordering::SeqCst);
         if first {
             let e = crate::util::sanitize::line(&e.to_string()).into_owned();
@@ -386,13 +390,44 @@ pub mod outage {
             ));
             tracing::warn!("store session lost: {e}");
         }
-        !GIVEN_UP.load(Ordering::SeqCst) && now.saturating_duration_since(at) < RIDE_OUT
+        let waits =
+            !GIVEN_UP.load(Ordering::SeqCst) && now.saturating_duration_since(at) < RIDE_OUT;
+        let mut gave_up = GAVE_UP_ON.lock().unwrap_or_else(|p| p.into_inner());
+        if first {
+            *gave_up = None;
+        }
+        if !waits {
+            gave_up.get_or_insert(at_ms);
+        }
+        waits
+    }
+
+    /// When the latest outage a call gave up on began (kept until the
+    /// next outage; taken by the run that ends for it).
+    pub fn gave_up_on() -> Option<Millis> {
+        GAVE_UP_ON.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// The run an outage that began at `since` ended says so, and waits
+    /// for the store anew, up to [`RIDE_OUT`], to record how it ended
+    /// (else it is left open, read as crashed, with no word of why).
+    pub fn run_ends(since: Millis) {
+        crate::util::stdio::err_line(&format!(
+            "nightshift: the store could not be reached for {}s (since {}): the run ends; \
+             waiting up to {}s more to record it",
+            RIDE_OUT.as_secs(),
+            crate::util::time::utc_clock(since, crate::util::time::now_ms()),
+            RIDE_OUT.as_secs()
+        ));
+        let mut lost = SINCE.lock().unwrap_or_else(|p| p.into_inner());
+        *lost = None;
+        LOST.store(false, Ordering::SeqCst);
     }
 
     /// Whether a write nobody waits for may be made again later.
     pub(super) fn may_wait() -> bool {
         let since = SINCE.lock().unwrap_or_else(|p| p.into_inner());
-        !GIVEN_UP.load(Ordering::SeqCst) && since.is_none_or(|at| at.elapsed() < RIDE_OUT)
+        !GIVEN_UP.load(Ordering::SeqCst) && since.is_none_or(|(at, _)| at.elapsed() < RIDE_OUT)
     }
 
     /// A call went through (`waited`: after waiting for it): the outage,
@@ -438,6 +473,8 @@ pub mod outage {
                 !began(&lost, t0 + Duration::from_secs(61)),
                 "a later call waits no longer"
             );
+            assert!(gave_up_on().is_some(), "the outage given up on is said");
+            assert_eq!(gave_up_on(), None, "once");
             over(false);
             let t1 = t0 + Duration::from_secs(120);
             assert!(began(&lost, t1), "the next outage is waited for");

@@ -27,6 +27,22 @@ macro_rules! attempts_used {
     };
 }
 
+/// The attempts a claim leaves counted when it is given up: one fewer
+/// when `$flag` (an SQL integer) is not 0, its counted call not having
+/// started (or cut short where that is not counted), unless it waited to
+/// retry (`retry_at`): a retry counts its attempt only when its call
+/// begins, so what is counted then ran to its end. The one rule of the
+/// release, and of a cancel to `pending` or to `manual`.
+macro_rules! attempts_given_back {
+    ($flag:literal) => {
+        concat!(
+            "CASE WHEN CAST(",
+            $flag,
+            " AS BIGINT) <> 0 AND retry_at IS NULL AND attempts > 0 THEN attempts - 1 ELSE attempts END"
+        )
+    };
+}
+
 mod api;
 mod chunks;
 mod dialect;

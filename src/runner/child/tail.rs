@@ -1,8 +1,9 @@
 //! The worker's own words: the last [`MAX_TAIL`] bytes of what one attempt
 //! printed on stderr, kept while reading (never the whole stream in
 //! memory) and cut at the start on a character boundary. The text is kept
-//! as the worker wrote it (invalid UTF-8 replaced); every view makes it
-//! inert (`util::sanitize`) before it reaches a terminal.
+//! as the worker wrote it (invalid UTF-8 replaced; the store keeps a NUL
+//! as `\x00`, `dialect::sql::kept`); every view makes it inert
+//! (`util::sanitize`) before it reaches a terminal.
 
 /// Most stderr bytes kept per attempt.
 pub const MAX_TAIL: usize = 16 * 1024;

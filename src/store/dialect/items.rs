@@ -175,10 +175,13 @@ const ITEM_FAIL: &str =
                         ELSE coalesce(cost, 0) + CAST(?7 AS DOUBLE PRECISION) END,
             lease_run = NULL, lease_until = NULL, updated_at = ?8
       WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
-const ITEM_RELEASE: &str =
+const ITEM_RELEASE: &str = concat!(
     "UPDATE items SET status = 'pending', lease_run = NULL, lease_until = NULL, updated_at = ?3,
-            attempts = CASE WHEN attempts > ?4 THEN attempts - ?4 ELSE 0 END
-      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL";
+            attempts = ",
+    attempts_given_back!("?4"),
+    "
+      WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NULL"
+);
 /// PostgreSQL locks the rows these read until commit; SQLite's `BEGIN
 /// IMMEDIATE` already excludes every other writer.
 pub(crate) const STATUS_LOCKED: Texts = Texts {

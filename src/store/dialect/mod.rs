@@ -8,8 +8,9 @@
 //! hot paths). Rules every impl keeps:
 //! - Times in and out are on the caller's clock; `PgTx` moves them by the
 //!   measured offset (`Conn::tin`/`tout`).
-//! - Any Rust text may be passed; `PgTx` stores NUL as U+FFFD
-//!   (`conn::text`).
+//! - Any Rust text may be passed; both keep it by one rule (`sql::kept`):
+//!   a NUL, which PostgreSQL's text cannot hold, as the `\x00` every view
+//!   shows it as, on SQLite too, so the same bytes read back the same.
 //! - A method of a `…Write` trait may lock the rows it reads until commit
 //!   (PostgreSQL `FOR UPDATE`, `FOR SHARE`); SQLite's `BEGIN IMMEDIATE`
 //!   already excludes every other writer. Such methods end in `_locked`.

@@ -8,11 +8,27 @@
 //! (row locks, engine functions, the hot paths) stays in `sqlite/` and
 //! `pg/`, overriding or beside them.
 
+use std::borrow::Cow;
+
 use crate::model::Millis;
 use crate::store::{Result, StoreError};
 
+/// Text as every store keeps it: a NUL (a worker's stderr, its error
+/// message, its result may hold one), which PostgreSQL's text cannot
+/// hold, is kept as the `\x00` every view shows it as, and as a label
+/// keeps it (`key::storable_label`): the same bytes read back the same
+/// from either store. Each binding of text on both engines goes through
+/// it.
+pub(crate) fn kept(s: &str) -> Cow<'_, str> {
+    if s.contains('\0') {
+        Cow::Owned(s.replace('\0', "\\x00"))
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
 /// A value bound to a statement. `PgTx` moves times onto the database's
-/// clock and stores NUL in text as U+FFFD (see the `dialect` rules).
+/// clock; both engines keep text by [`kept`] (see the `dialect` rules).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Arg<'a> {
     Int(i64),

@@ -34,16 +34,21 @@ const CANCEL_ASK_LOCKED: Texts = Texts {
   WHERE id = ?1 AND lease_token = ?2 AND status = 'claimed' AND cancel_to IS NOT NULL
   FOR UPDATE",
 };
-const TO_PENDING: &str = "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
+const TO_PENDING: &str = concat!(
+    "UPDATE items SET status = 'pending', tier = NULL, next_attempt_at = NULL,
        lease_run = NULL, lease_until = NULL, cancel_to = NULL, cancel_by = NULL,
-       cancel_reason = NULL, updated_at = ?2,
-       attempts = CASE WHEN attempts > ?3 THEN attempts - ?3 ELSE 0 END
- WHERE id = ?1";
-const TO_MANUAL: &str = "UPDATE items SET status = 'failed', tier = 'manual',
+       cancel_reason = NULL, updated_at = ?2, attempts = ",
+    attempts_given_back!("?3"),
+    " WHERE id = ?1"
+);
+const TO_MANUAL: &str = concat!(
+    "UPDATE items SET status = 'failed', tier = 'manual',
        error_class = 'Cancelled', error_message = ?2, next_attempt_at = NULL,
        lease_run = NULL, lease_until = NULL, cancel_to = NULL, cancel_by = NULL,
-       cancel_reason = NULL, updated_at = ?3
- WHERE id = ?1";
+       cancel_reason = NULL, updated_at = ?3, attempts = ",
+    attempts_given_back!("?4"),
+    " WHERE id = ?1"
+);
 const DEAD_LETTER: &str = "INSERT INTO dead_letters (batch_id, item_id, key, label, payload,
        error_class, message, attempt, failed_at, tier, run_id)
  SELECT batch_id, id, key, label, payload, 'Cancelled', ?2, attempts, ?3, 'manual', ?4
@@ -104,19 +109,34 @@ pub(crate) trait SteerWrite: Sql {
     }
 
     /// Moves `item` to pending, out of any claim, tier or cancel; with
-    /// `uncount`, its attempt in progress is not counted.
-    fn item_cancel_to_pending(&mut self, item: i64, uncount: bool, now: Millis) -> Result<()> {
-        let args = [Arg::Int(item), Arg::Time(now), Arg::Int(i64::from(uncount))];
+    /// `give_back`, the attempt its claim counted is not (`attempts_given_back!`).
+    fn item_cancel_to_pending(&mut self, item: i64, give_back: bool, now: Millis) -> Result<()> {
+        let args = [
+            Arg::Int(item),
+            Arg::Time(now),
+            Arg::Int(i64::from(give_back)),
+        ];
         self.exec(TO_PENDING, &args)?;
         Ok(())
     }
 
     /// Moves `item` to the `manual` tier as `Cancelled` with `message`, out
-    /// of any claim or cancel.
-    fn item_cancel_to_manual(&mut self, item: i64, message: &str, now: Millis) -> Result<()> {
+    /// of any claim or cancel; with `give_back`, as `item_cancel_to_pending`.
+    fn item_cancel_to_manual(
+        &mut self,
+        item: i64,
+        message: &str,
+        give_back: bool,
+        now: Millis,
+    ) -> Result<()> {
         // A cancel is no answer of its worker: no failed completion.
         self.exec(super::items::LET_GO, &[Arg::Int(item)])?;
-        let args = [Arg::Int(item), Arg::Text(message), Arg::Time(now)];
+        let args = [
+            Arg::Int(item),
+            Arg::Text(message),
+            Arg::Time(now),
+            Arg::Int(i64::from(give_back)),
+        ];
         self.exec(TO_MANUAL, &args)?;
         Ok(())
     }

@@ -24,28 +24,63 @@ fn manual_message(by: &str, reason: &str) -> String {
     format!("cancelled by {by}: {reason}")
 }
 
-/// Moves a not-running item to `to`; false if it is there already. With
-/// `uncount`, the claim's attempt is taken back: one stopped mid-run or
-/// never started is not counted, as a release's is not. One that ran to
-/// its end (it waited to retry, or answered after the cancel) stays
-/// counted: the worker ran, and `max_attempts` counts what ran.
+/// Where the attempt a claim counted was when the claim was given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// Its call never started.
+    NotStarted,
+    /// Its call was stopped before an answer.
+    CutShort,
+    /// Its call ran to its end, or the item was not claimed.
+    Ran,
+}
+
+impl Counted {
+    fn of(was: CancelledWhile) -> Counted {
+        match was {
+            CancelledWhile::NotStarted => Counted::NotStarted,
+            CancelledWhile::Running => Counted::CutShort,
+            CancelledWhile::WaitingToRetry | CancelledWhile::Answered => Counted::Ran,
+        }
+    }
+
+    /// Whether a cancel to `to` gives the counted attempt back. An attempt
+    /// counts when its call starts, so one that never started is given
+    /// back wherever the item goes; one cut short is given back when the
+    /// item goes back to pending (as a stop's release gives it back), and
+    /// stays counted in `manual`, where the count says the calls made.
+    /// The store keeps a retry's attempt, counted only when it begins
+    /// (`attempts_given_back!`).
+    fn given_back(self, to: CancelTo) -> bool {
+        match self {
+            Counted::NotStarted => true,
+            Counted::CutShort => to == CancelTo::Pending,
+            Counted::Ran => false,
+        }
+    }
+}
+
+/// Moves a not-running item to `to`; false if it is there already.
 #[allow(clippy::too_many_arguments)]
 fn move_to(
     tx: &mut dyn Write,
     item: i64,
     to: CancelTo,
     at_word: &str,
-    uncount: bool,
+    counted: Counted,
     message: &str,
     run: Option<i64>,
     now: Millis,
 ) -> Result<bool> {
+    let give_back = counted.given_back(to);
     match to {
         CancelTo::Pending if at_word == "pending" => Ok(false),
         CancelTo::Manual if at_word == "failed/manual" => Ok(false),
-        CancelTo::Pending => tx.item_cancel_to_pending(item, uncount, now).map(|()| true),
+        CancelTo::Pending => tx
+            .item_cancel_to_pending(item, give_back, now)
+            .map(|()| true),
         CancelTo::Manual => {
-            tx.item_cancel_to_manual(item, message, now)?;
+            tx.item_cancel_to_manual(item, message, give_back, now)?;
             tx.item_cancel_dead_letter(item, message, run, now)?;
             Ok(true)
         }
@@ -95,9 +130,14 @@ impl Store {
                 Status::Claimed if orphaned => {
                     let run = item.lease_run;
                     let msg = manual_message(actor, reason);
-                    // Waiting to retry, its last attempt had run.
-                    let uncount = item.retry_at.is_none();
-                    move_to(tx, item.id, to, "claimed", uncount, &msg, run, now)?;
+                    // Its runner is gone: a call it waited for its pool
+                    // for never started; any other was cut short.
+                    let counted = if item.pool_wait_since.is_some() {
+                        Counted::NotStarted
+                    } else {
+                        Counted::CutShort
+                    };
+                    move_to(tx, item.id, to, "claimed", counted, &msg, run, now)?;
                     let of = run.map_or_else(String::new, |r| format!(" by run {r}"));
                     let message = format!(
                         "cancelled by {actor}: {reason}; it was claimed{of}, whose runner is gone; now {}",
@@ -125,7 +165,7 @@ impl Store {
                 Status::Pending | Status::Failed => {
                     let at = state_word(item.status, item.tier, item.outcome);
                     let msg = manual_message(actor, reason);
-                    if !move_to(tx, item.id, to, &at, false, &msg, None, now)? {
+                    if !move_to(tx, item.id, to, &at, Counted::Ran, &msg, None, now)? {
                         return Ok(CancelOutcome::Already { at });
                     }
                     let message = format!(
@@ -162,13 +202,12 @@ impl Store {
             };
             let by = ask.by.clone().unwrap_or_else(|| "someone".into());
             let reason = ask.reason.clone().unwrap_or_default();
-            let uncount = matches!(was, CancelledWhile::Running | CancelledWhile::NotStarted);
             move_to(
                 tx,
                 item_id,
                 to,
                 "claimed",
-                uncount,
+                Counted::of(was),
                 &manual_message(&by, &reason),
                 Some(run_id),
                 now,

@@ -427,14 +427,9 @@ fn measure_offset(client: &mut Client, skew_ms: i64) -> Result<i64> {
     Ok((raw as f64 / 1000.0).round() as i64 * 1000)
 }
 
-/// Text from workers may hold NUL characters, which PostgreSQL text cannot:
-/// they are stored as U+FFFD.
+/// Text as the store keeps it (`dialect::sql::kept`).
 pub(crate) fn text(s: &str) -> Cow<'_, str> {
-    if s.contains('\0') {
-        Cow::Owned(s.replace('\0', "\u{FFFD}"))
-    } else {
-        Cow::Borrowed(s)
-    }
+    crate::store::dialect::sql::kept(s)
 }
 
 pub(crate) fn text_opt(s: Option<&str>) -> Option<Cow<'_, str>> {

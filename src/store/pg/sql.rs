@@ -1,6 +1,6 @@
 //! PostgreSQL's side of `dialect::sql`: the one-statement interface the
 //! dialect-neutral statements run on. Times move by the session's clock
-//! offset, text loses its NULs (`conn::text`), integer columns of any width
+//! offset, text is kept by the stores' rule (`conn::text`), integer columns of any width
 //! read as `i64`.
 
 use std::borrow::Cow;

@@ -5,6 +5,7 @@ use rusqlite::{Connection, params};
 use super::SqliteTx;
 use crate::store::Result;
 use crate::store::api::AttemptLog;
+use crate::store::dialect::sql::kept;
 use crate::store::dialect::{AttemptsRead, AttemptsWrite};
 
 const LOGS_OF_ITEM: &str = "SELECT attempt, run_id, at, stderr, cut FROM attempt_logs
@@ -43,7 +44,7 @@ impl AttemptsWrite for SqliteTx<'_> {
             i64::from(log.attempt),
             log.run_id,
             log.at,
-            log.stderr,
+            kept(&log.stderr),
             log.cut
         ])?;
         Ok(())

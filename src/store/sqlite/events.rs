@@ -7,6 +7,7 @@ use super::{SqliteStore, SqliteTx};
 use crate::model::{Event, Millis, NewEvent};
 use crate::store::api::{EventFilter, FollowCursor};
 use crate::store::dialect::events::rare_kinds_only;
+use crate::store::dialect::sql::kept;
 use crate::store::dialect::{EventsRead, EventsWrite};
 use crate::store::{Result, json_col};
 
@@ -27,8 +28,8 @@ pub(crate) fn insert(conn: &Connection, e: &NewEvent) -> Result<i64> {
         e.key,
         e.kind,
         e.actor,
-        e.message,
-        e.fields_text()
+        kept(&e.message),
+        e.fields_text().as_deref().map(kept)
     ])?;
     Ok(conn.last_insert_rowid())
 }

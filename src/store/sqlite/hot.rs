@@ -3,6 +3,8 @@
 //! for this engine (one cached `INSERT` per row, `RETURNING` batches), so
 //! they are not split into the shared statement interface of `dialect`.
 
+use std::borrow::Cow;
+
 use rusqlite::types::Value;
 use rusqlite::{Connection, params};
 
@@ -14,6 +16,7 @@ use super::locks::seat_stop;
 use crate::model::{AddReport, Claim, Millis, NewEvent, NewItem, Outcome};
 use crate::store::api::Completion;
 use crate::store::chunks::Chunks;
+use crate::store::dialect::sql::kept as kept_text;
 use crate::store::rows::claim_order;
 use crate::store::{AddFeed, Fault, Result, StoreError};
 use crate::util::signals::Stop;
@@ -679,13 +682,21 @@ impl SqliteStore {
                         });
                     let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
                     let rows: Vec<(i64, i64, String, Millis)> = if plain {
-                        let json = completions_json(done, |c| (c.item_id, c.token, c.result))?;
+                        let json = completions_json(done, |c| {
+                            (c.item_id, c.token, c.result.map(kept_text))
+                        })?;
                         tx.prepare_cached(COMPLETE_PLAIN)?
-                            .query_map(params![json, now, version, outcome.as_str()], row)?
+                            .query_map(
+                                params![json, now, version.map(kept_text), outcome.as_str()],
+                                row,
+                            )?
                             .collect::<rusqlite::Result<_>>()?
                     } else if shared {
                         tx.prepare_cached(COMPLETE_SHARED)?
-                            .query_map(params![completions_json(done, fields)?, now, version], row)?
+                            .query_map(
+                                params![completions_json(done, fields)?, now, version.map(kept_text)],
+                                row,
+                            )?
                             .collect::<rusqlite::Result<_>>()?
                     } else {
                         tx.prepare_cached(COMPLETE_ITEMS)?
@@ -924,8 +935,8 @@ fn log_done(tx: &Connection, events: &[(i64, &NewEvent)]) -> Result<()> {
             item,
             e.kind,
             e.actor,
-            e.message,
-            e.fields_text()
+            kept_text(&e.message),
+            e.fields_text().as_deref().map(kept_text)
         ])?;
     }
     Ok(())
@@ -939,16 +950,17 @@ pub(super) fn ids_json(ids: impl Iterator<Item = i64>) -> Result<String> {
 }
 
 /// A completion's fields in the done mark's order: `COMPLETE_ONE`'s
-/// parameters, one element of `COMPLETE_ITEMS`' array.
+/// parameters, one element of `COMPLETE_ITEMS`' array; its texts as the
+/// stores keep them (`kept`).
 type Fields<'a> = (
     i64,
     i64,
     &'a str,
-    Option<&'a str>,
+    Option<Cow<'a, str>>,
     Option<f64>,
     Millis,
-    Option<&'a str>,
-    Option<&'a str>,
+    Option<Cow<'a, str>>,
+    Option<Cow<'a, str>>,
 );
 
 fn fields<'a>(c: &Completion<'a>) -> Fields<'a> {
@@ -956,11 +968,11 @@ fn fields<'a>(c: &Completion<'a>) -> Fields<'a> {
         c.item_id,
         c.token,
         c.outcome.as_str(),
-        c.result,
+        c.result.map(kept_text),
         c.cost,
         c.now,
-        c.version,
-        c.usage,
+        c.version.map(kept_text),
+        c.usage.map(kept_text),
     )
 }
 

@@ -5,7 +5,7 @@ use rusqlite::ToSql;
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 
 use super::SqliteTx;
-use crate::store::dialect::sql::{Arg, Each, Row, Sql, Texts};
+use crate::store::dialect::sql::{Arg, Each, Row, Sql, Texts, kept};
 use crate::store::{Result, StoreError};
 
 impl ToSql for Arg<'_> {
@@ -17,11 +17,17 @@ impl ToSql for Arg<'_> {
             }
             Arg::Bool(v) => ToSqlOutput::Owned(Value::Integer(i64::from(v))),
             Arg::OptReal(v) => ToSqlOutput::Owned(v.map_or(Value::Null, Value::Real)),
-            Arg::Text(v) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
-            Arg::OptText(v) => v.map_or(ToSqlOutput::Owned(Value::Null), |v| {
-                ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes()))
-            }),
+            Arg::Text(v) => text(v),
+            Arg::OptText(v) => v.map_or(ToSqlOutput::Owned(Value::Null), text),
         })
+    }
+}
+
+/// `v` bound as the stores keep text (`kept`).
+pub(crate) fn text(v: &str) -> ToSqlOutput<'_> {
+    match kept(v) {
+        std::borrow::Cow::Borrowed(v) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
+        std::borrow::Cow::Owned(v) => ToSqlOutput::Owned(Value::Text(v)),
     }
 }
 

@@ -794,3 +794,84 @@ fn a_second_signal_ends_a_run_waiting_for_a_lost_store() {
         .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"))
         .unwrap();
 }
+
+/// The defect: a run an outage ended (the server gone past the 60 s a run
+/// waits) was recorded `aborted` with no word of why, or not at all (left
+/// open, read as crashed), and said only the store's error. It says when
+/// it gave up, and once the store answers again records why it ended:
+/// its summary, `stopped`, and the line it exits 3 with.
+#[test]
+fn a_run_an_outage_ended_says_why_in_its_summary() {
+    let Some(env) = Env::for_backend(common::Backend::Pg) else {
+        return;
+    };
+    env.config("[batch.b]\nconcurrency = 1\n");
+    let dir = p(env.dir.path());
+    let w = env.script(
+        "w.sh",
+        &format!(
+            "cat >/dev/null\ntouch {dir}/started-$NIGHTSHIFT_KEY\n\
+             while [ $NIGHTSHIFT_KEY = k2 ] && [ ! -e {dir}/go ]; do sleep 0.02; done\n\
+             echo '{{\"ok\": 1}}'\n"
+        ),
+    );
+    add_keys(&env, "b", &["k1", "k2"]);
+    let mut run = env.spawn("run", &["run", "b", "--", &p(&w)]);
+    // One slot: k1 is done once k2's worker starts.
+    wait_for("the worker on k2", || env.path("started-k2").exists());
+    let (db, admin_url) = common::pg_database_of(env.db.to_str().unwrap());
+    let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS false"))
+        .unwrap();
+    admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = $1 AND backend_type = 'client backend'",
+            &[&db],
+        )
+        .unwrap();
+    std::fs::write(env.path("go"), "").unwrap();
+    // The run waits out its 60 s, then gives up: no deadline shorter than
+    // that wait, and the store comes back only once it has given up.
+    let gave_up = "could not be reached for 60s (since ";
+    // (`the run ends`: said once the run's own write gave up.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(600);
+    while !env.output_of("run").1.contains(gave_up) {
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "{:?}",
+            env.output_of("run")
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            env.output_of("run")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    admin
+        .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"))
+        .unwrap();
+    let status = run.wait().unwrap();
+    let (out, err) = env.output_of("run");
+    assert_eq!(status.code(), Some(3), "{out}{err}");
+    assert!(
+        err.contains("run 1 of b stopped: the store could not be reached since "),
+        "{err}"
+    );
+    let status = env.status();
+    let last = &status["batches"][0]["last_run"];
+    assert_eq!(last["state"], "aborted", "{status} {err}");
+    assert_eq!(last["stopped"], "store-failed", "{last}");
+    let summary = last["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("; stopped: the store could not be reached since "),
+        "{summary}"
+    );
+    let text = env.run(&["status", "b"]).code(0).stdout.clone();
+    assert!(
+        text.contains("the store could not be reached since "),
+        "{text}"
+    );
+}

@@ -385,6 +385,91 @@ for line in sys.stdin:
         assert_eq!(waits("a"), None);
     }
 
+    /// The defect: a pool's limit raised in the config file (`status`
+    /// reads it at once) left the live run's calls waiting for the slot
+    /// the old limit gave (an hour away here). The run follows the file:
+    /// a waiting call asks again with the new limit, in both modes.
+    fn a_pool_limit_raised_while_calls_wait_applies_to_them(env) {
+        persistent_worker(&env);
+        let w = worker(&env, "echo '{\"ok\":1}'");
+        let process = format!("\"{w}\"");
+        for (batch, mode, worker) in [("a", "process", process.as_str()), ("b", "persistent", "\"python3\", \"w.py\"")] {
+            env.config(&format!(
+                "[limit.{batch}p]\nrequests = \"1/h\"\n\n\
+                 [batch.{batch}]\nworker = [{worker}]\nlimit = \"{batch}p\"\nmode = \"{mode}\"\n"
+            ));
+            add(&env, batch, 2);
+            let mut run = env.spawn(batch, &["run", batch]);
+            let calls = || starts(&env).iter().filter(|s| s.0 == batch).count();
+            wait_for(&format!("{mode}: one call, the other waiting for the pool"), || {
+                calls() == 1
+                    && env.batch_status(batch)["waiting"].as_array().unwrap().iter().any(|w| w["reason"] == "pool-place")
+            });
+            // One call a second now: the waiting call fits at once.
+            let raised = env.path("nightshift.toml");
+            let text = std::fs::read_to_string(&raised).unwrap().replace("1/h", "3600/h");
+            std::fs::write(&raised, text).unwrap();
+            wait_for(&format!("{mode}: the waiting call made under the new limit"), || calls() == 2);
+            let status = run.wait().unwrap();
+            assert!(status.success(), "{mode}: {:?}", env.output_of(batch));
+            assert_eq!(done(&env, batch), 2, "{mode}");
+        }
+    }
+
+    /// The defect: a claim cancelled before its call started kept the
+    /// attempt it counted in `manual` (a first attempt waiting for its
+    /// pool said `attempts 1` with no call made; a persistent retry
+    /// waiting said one more than the calls), and a process-mode retry
+    /// waiting for its pool cancelled to `pending` lost the attempt that
+    /// had run. An attempt counts when its call starts: the count is the
+    /// calls made, in both modes and both places a cancel sends it.
+    fn a_cancel_before_the_call_started_leaves_the_attempts_the_calls_made(env) {
+        env.write("w.py", r#"import json, os, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    with open("starts.log", "a") as f:
+        f.write("%s %s 0 %d\n" % (os.environ["NIGHTSHIFT_BATCH"], r["key"], r["attempt"]))
+    print(json.dumps({"key": r["key"], "error": {"error_class": "busy", "transient": True}}), flush=True)
+"#);
+        let w = worker(&env, "exit 75");
+        // One call an hour per pool: the first call has it, the next waits.
+        env.config(&format!(
+            "[limit.p]\nrequests = \"1/h\"\n\n[limit.q]\nrequests = \"1/h\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"p\"\nretries = 1\nbackoff = \"1s\"\n\n\
+             [batch.b]\nworker = [\"python3\", \"w.py\"]\nmode = \"persistent\"\nlimit = \"q\"\nretries = 1\nbackoff = \"1s\"\n"
+        ));
+        common::add_keys(&env, "a", &["r1", "x1"]);
+        common::add_keys(&env, "b", &["r2"]);
+        let calls = |key: &str| starts(&env).iter().filter(|s| s.1 == key).count() as i64;
+        let waits_for_pool = |batch: &str, key: &str| {
+            let show: Value = serde_json::from_str(&env.run(&["show", batch, key, "--json"]).code(0).stdout).unwrap();
+            show["claim"]["pool_wait_since"].is_string()
+        };
+        // Each case: the item's one call made (none for x1), then its next
+        // waiting for the pool, cancelled; its attempts are the calls made.
+        for (batch, key, to, made) in [("a", "r1", "pending", 1), ("a", "x1", "manual", 0), ("b", "r2", "manual", 1)] {
+            let mut run = env.spawn(key, &["run", batch, "--key", key]);
+            wait_for(&format!("{key}'s next call waiting for its pool"), || {
+                calls(key) == made && waits_for_pool(batch, key)
+            });
+            env.run(&["cancel", batch, key, "--to", to]).code(0);
+            let status = run.wait().unwrap();
+            assert!(status.code().is_some(), "{key}: {:?}", env.output_of(key));
+            assert_eq!(calls(key), made, "{key}");
+            let show: Value = serde_json::from_str(&env.run(&["show", batch, key, "--json"]).code(0).stdout).unwrap();
+            assert_eq!(show["item"]["attempts"], made, "{key}: {show} {:?}", env.output_of(key));
+            let state = if to == "manual" { "failed" } else { "pending" };
+            assert_eq!(env.item(key).0, state, "{key}");
+        }
+        // The dead letters say the calls made too.
+        for (batch, key, made) in [("a", "x1", 0), ("b", "r2", 1)] {
+            let out = env.run(&["dlq", batch, "--jsonl"]).code(0).stdout.clone();
+            let dl: Value = serde_json::from_str(out.lines().find(|l| l.contains(key)).unwrap()).unwrap();
+            assert_eq!(dl["attempt"], made, "{key}: {dl}");
+        }
+        env.assert_counts_consistent();
+    }
+
     /// The defect: a claim counts its first attempt, and its runner's death
     /// kept that count even when the call had not started (it waited for a
     /// place in its pool), so a runner killed in a long pool wait used the

@@ -19,6 +19,26 @@ echo '二回目は成功' >&2
 echo '"ok"'"#;
 
 both_backends! {
+    /// The defect: a NUL a worker printed was kept as U+FFFD on PostgreSQL
+    /// and as a NUL on SQLite, so the same bytes read back differently.
+    /// Both keep it as the `\x00` every view shows it as: its stderr, the
+    /// error its last line made, the dead letter, the run log.
+    fn a_nul_a_worker_prints_reads_back_the_same_from_either_store(env) {
+        env.config("[batch.b]\nretries = 0\n");
+        let worker = env.script("worker.sh", "cat >/dev/null\nprintf 'bad\\000byte\\n' >&2\nexit 3");
+        common::add_keys(&env, "b", &["k1"]);
+        let out = env.cmd().args(["run", "b", "--"]).arg(&worker).output().unwrap();
+        common::ran(out).code(1);
+        let shown = env.run(&["show", "b", "k1", "--attempts", "--json"]).code(0).json();
+        assert_eq!(shown["attempts"][0]["stderr"], "bad\\x00byte\n", "{shown}");
+        assert_eq!(shown["item"]["error_message"], "exited with status 3: bad\\x00byte", "{shown}");
+        let dl = env.run(&["dlq", "b", "--jsonl"]).code(0).stdout.clone();
+        let dl: serde_json::Value = serde_json::from_str(dl.lines().next().unwrap()).unwrap();
+        assert_eq!(dl["message"], shown["item"]["error_message"], "{dl}");
+        let failed = env.events("b", "quarantined");
+        assert!(failed[0]["message"].as_str().unwrap().contains("bad\\x00byte"), "{failed:?}");
+    }
+
     /// A worker stopped for its timeout that prints much on SIGTERM (more
     /// than a pipe holds) is read while it stops: it ends by itself, and
     /// its last words are kept.

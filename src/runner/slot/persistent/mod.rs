@@ -40,7 +40,7 @@ use crate::runner::child::persistent::{
 use crate::runner::classify::{self, Answer, bound_message};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::Pass;
-use crate::runner::pool::{Ticket, place_given_back};
+use crate::runner::pool::{Ticket, limits_changed, place_given_back};
 use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
 use crate::store::{CancelledWhile, PoolWait, StoreError};
 use crate::util::time::{instant_at, now_ms};
@@ -251,6 +251,7 @@ impl Slot {
         let mut stop = cycle.stop_tx.subscribe();
         let mut holds = cycle.hold_changes();
         let mut places = cycle.pool.as_ref().map(|p| p.places_back());
+        let mut limits = cycle.pool.as_ref().map(|p| p.limits());
         loop {
             match cycle.stopping() {
                 Some((Signal::Immediate, StopReason::LockLost)) => {
@@ -409,6 +410,7 @@ impl Slot {
                 () = tokio::time::sleep_until(gate_opens.unwrap_or(deadline)), if gate_opens.is_some() => {}
                 () = tokio::time::sleep_until(flush_at.unwrap_or(deadline)), if !has_commit && flush_at.is_some() => {}
                 () = place_given_back(places.as_mut()), if wait_place => {}
+                () = limits_changed(limits.as_mut()), if gate_opens.is_some() || wait_place => {}
                 _ = holds.changed() => {}
                 line = worker.next() => {
                     let gave_up = match line {
