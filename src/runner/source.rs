@@ -100,7 +100,10 @@ async fn read(mut cmd: tokio::process::Command) -> Result<Output, Failure> {
 /// source is logged and returned; the cycle goes on with what is already
 /// queued.
 pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure> {
-    let mut cmd = child::command(argv, None, cycle.work_dir.as_deref(), &[]);
+    // Marked as our workers are, so that our guard stops it should we be
+    // killed outright (see `child::guard`).
+    let runner = [(child::orphans::RUNNER_VAR, cycle.runner_id.clone())];
+    let mut cmd = child::command(argv, None, cycle.work_dir.as_deref(), &runner);
     cmd.stdin(std::process::Stdio::null());
     let fail =
         |problem: String, stderr: &[u8]| HookFailure::new(Hook::Source, &argv[0], problem, stderr);

@@ -171,6 +171,22 @@ both_backends! {
         );
     }
 
+    /// A batch's `source` command goes with a runner killed outright, as
+    /// its workers do: it ran on, holding whatever it listed from, since
+    /// it did not carry the runner's mark the guard looks for.
+    fn a_killed_runner_s_guard_stops_its_source_command(env) {
+        let mark = marker(&env);
+        env.config(&format!(
+            "[batch.b]\nsource = [\"sh\", \"-c\", \"sleep 300; :\", \"{mark}\"]\nworker = [\"cat\"]\n"
+        ));
+        let mut a = env.spawn("a", &["run", "b"]);
+        wait_for("the source's shell", || pids_with(&mark).len() == 1);
+        let runner = a.id();
+        signal(runner, Signal::SIGKILL);
+        a.wait().unwrap();
+        wait_for("the guard to stop the source", || pids_with(&mark).is_empty());
+    }
+
     /// The same in persistent mode: the long-lived workers, started
     /// through `env -i`, go with their runner.
     fn a_killed_runner_s_guard_stops_its_persistent_workers_at_once(env) {
