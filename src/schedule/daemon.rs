@@ -285,16 +285,9 @@ impl Daemon {
             match tokio::task::block_in_place(load).and_then(|targets| self.not_taken(targets)) {
                 Ok(targets) => targets,
                 Err(e) => {
-                    let message = format!("config reload refused, the old config stays: {e:#}");
-                    warn(&message);
-                    for batch in self.batches() {
-                        self.write_event(&NewEvent::new(
-                            now_ms(),
-                            &batch,
-                            EventKind::Daemon,
-                            message.clone(),
-                        ));
-                    }
+                    self.warn_all(format!(
+                        "config reload refused, the old config stays: {e:#}"
+                    ));
                     return;
                 }
             };
@@ -390,15 +383,7 @@ impl Daemon {
                 "the daemon's {} is gone ({why}): it goes on scheduling; its fires and events are in the store (`nightshift log`)",
                 stream.name()
             );
-            warn(&message);
-            for batch in self.batches() {
-                self.write_event(&NewEvent::new(
-                    now_ms(),
-                    &batch,
-                    EventKind::Daemon,
-                    message.clone(),
-                ));
-            }
+            self.warn_all(message);
         }
     }
 
@@ -670,6 +655,20 @@ impl Daemon {
             "{batch}: fire {local}: {}{run}",
             describe(&fire.outcome, fire.reason.as_deref())
         ));
+    }
+
+    /// A warning about every batch: once on stderr, and as a `daemon`
+    /// event in each one's log.
+    fn warn_all(&mut self, message: String) {
+        warn(&message);
+        for batch in self.batches() {
+            self.write_event(&NewEvent::new(
+                now_ms(),
+                &batch,
+                EventKind::Daemon,
+                message.clone(),
+            ));
+        }
     }
 
     /// A warning about one batch: on stderr, and as a `daemon` event in
