@@ -1417,11 +1417,23 @@ mod one_daemon_a_batch {
             );
             let mut a = Daemon::start_on(&env, "a", "host-a", &[]);
             wait_for("a fire by a", || runs_on(&env, "s", "host-a") >= 1);
-            a.signal(Signal::SIGSTOP);
-            let stopped = Instant::now();
             // As if unheard for a minute: silent for every view (and for the
             // next daemon), which judges a daemon elsewhere by its heartbeat.
-            env.exec("UPDATE daemons SET beat_at = beat_at - 60000 WHERE host = 'host-a'");
+            // A stop that lands inside one of a's write transactions holds
+            // the store locked: a is let go on and stopped again until the
+            // write gets through.
+            let stopped = loop {
+                a.signal(Signal::SIGSTOP);
+                let stopped = Instant::now();
+                let aged = std::panic::catch_unwind(|| {
+                    env.exec("UPDATE daemons SET beat_at = beat_at - 60000 WHERE host = 'host-a'")
+                });
+                if aged.is_ok() {
+                    break stopped;
+                }
+                a.signal(Signal::SIGCONT);
+                std::thread::sleep(Duration::from_millis(50));
+            };
             let mut b = Daemon::start_on(&env, "b", "host-b", &[]);
             wait_for("a fire by b", || runs_on(&env, "s", "host-b") >= 1);
             let by_a = runs_on(&env, "s", "host-a");
