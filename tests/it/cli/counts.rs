@@ -50,9 +50,12 @@ fn next_retry(env: &Env, keys: &[&str]) -> String {
                 .as_str()
                 .unwrap()
                 .to_string();
+            // `--json` gives whole seconds; the summary rounds the
+            // milliseconds up (a retry at 05:36:00.300 is next at 05:37Z).
             chrono::DateTime::parse_from_rfc3339(&at)
                 .unwrap()
                 .timestamp_millis()
+                + 999
         })
         .min()
         .unwrap();
