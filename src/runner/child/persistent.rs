@@ -427,8 +427,14 @@ impl Persistent {
         // With its group gone, stderr ends when the worker's last words are
         // read, however long a loaded machine takes to read them.
         kill_group(self.pgid);
-        if let Some(task) = self.stderr_task.take() {
-            let _ = tokio::time::timeout(DRAIN_GRACE, task).await;
+        if let Some(mut task) = self.stderr_task.take()
+            && tokio::time::timeout(DRAIN_GRACE, &mut task).await.is_err()
+        {
+            // A runner stalled past the grace (a loaded machine) wakes to the
+            // timer first, before the reader has had its turn at what the
+            // pipe already held: it gets that turn before its words are
+            // taken. (Left running, it reads on to the end.)
+            tokio::task::yield_now().await;
         }
         let last = self
             .stderr_last
