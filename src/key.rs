@@ -13,6 +13,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
+use crate::config::fields::MAX_TOKEN_ESTIMATE;
 use crate::model::NewItem;
 
 /// Longest explicit key accepted; keys travel in environment variables and
@@ -203,9 +204,6 @@ fn priority_of(name: &str, value: &Field) -> Result<i32, LineError> {
     };
     Err(LineError::BadPriority(name.to_string(), shown))
 }
-
-/// The most tokens a call may reserve (a batch's `token_estimate` too).
-pub const MAX_TOKEN_ESTIMATE: i64 = crate::config::fields::MAX_TOKEN_ESTIMATE;
 
 /// Whether `value` is a token estimate: a whole number from 0 to
 /// [`MAX_TOKEN_ESTIMATE`]. The runner reserves a payload's estimate by

@@ -38,10 +38,7 @@ pub fn run(ctx: &Ctx, args: &ScheduleArgs) -> anyhow::Result<Exit> {
             "catch_up": cfg.catch_up.map(format_duration),
             "overlap": cfg.overlap.as_str(),
             "config_differs": seen.config_differs,
-            "config": seen.config_differs.then(|| json!({
-                "schedule": config.map(|c| c.schedule.expr.clone()),
-                "timezone": config.map(|c| c.tz.name()),
-            })),
+            "config": super::status::file_schedule_json(&seen, config),
             "next_fires": fires.iter().map(|f| json!({
                 "utc": rfc3339(f.timestamp_millis()),
                 "local": f.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, true),

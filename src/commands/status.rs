@@ -195,6 +195,21 @@ fn empty_info(name: &str) -> BatchInfo {
     BatchInfo::empty(name)
 }
 
+/// What the file's schedule says, while a live daemon fires another
+/// (`config` in `--json`): `null` when they agree.
+pub(super) fn file_schedule_json(
+    seen: &crate::schedule::ScheduleSeen<'_>,
+    configured: Option<Configured<'_>>,
+) -> serde_json::Value {
+    if !seen.config_differs {
+        return serde_json::Value::Null;
+    }
+    json!({
+        "schedule": configured.map(|c| c.schedule.expr.clone()),
+        "timezone": configured.map(|c| c.tz.name()),
+    })
+}
+
 /// The next fire times from the config's schedule, in UTC millis (for a
 /// daemon just started from that file; the views read `schedule::seen`).
 pub fn next_fires(ctx: &Ctx, batch: &str, now: Millis, n: usize) -> Vec<Millis> {
@@ -290,11 +305,7 @@ fn batch_json(
             "fires": s.live && scene.fire_skipped(info).is_none(),
             "why": s.no_daemon(now).or_else(|| scene.fire_skipped(info)),
             "config_differs": s.config_differs,
-            // What the file says, while the live daemon fires another.
-            "config": s.config_differs.then(|| json!({
-                "schedule": configured.map(|c| c.schedule.expr.clone()),
-                "timezone": configured.map(|c| c.tz.name()),
-            })),
+            "config": file_schedule_json(s, configured),
         })
     });
     let mut batch = json!({

@@ -222,6 +222,17 @@ impl Pool {
         self.spec.borrow().clone()
     }
 
+    /// Its name (the `[limit.NAME]`), which no reading of the file changes.
+    pub fn name(&self) -> String {
+        self.spec.borrow().name.clone()
+    }
+
+    /// Whether it bounds the calls in flight (`concurrency`): a call then
+    /// holds a place until it is settled.
+    pub fn bounds_places(&self) -> bool {
+        self.spec.borrow().concurrency.is_some()
+    }
+
     /// What wakes a slot waiting for its place when the limits change.
     pub(super) fn limits(&self) -> tokio::sync::watch::Receiver<PoolSpec> {
         self.spec.subscribe()
@@ -242,7 +253,7 @@ impl Pool {
             }
             *last = now;
         }
-        let name = self.spec.borrow().name.clone();
+        let name = self.name();
         let config = Config::load(path).ok()?;
         let fresh = spec(config.limits.get(&name)?);
         self.spec
@@ -405,12 +416,12 @@ impl Cycle {
             let now = now_ms();
             let message = format!(
                 "waiting for pool {}: {}, next slot {}",
-                pool.spec().name,
+                pool.name(),
                 w.dimension,
                 utc_clock(w.until, now)
             );
             let event = self.new_event(EventKind::RateLimit, message).fields(json!({
-                "pool": pool.spec().name,
+                "pool": pool.name(),
                 "dimension": w.dimension,
                 "until": crate::util::time::rfc3339(w.until),
             }));
@@ -490,16 +501,13 @@ impl Cycle {
         if usage.is_none() && ticket.is_none() {
             return None;
         }
-        let placed = self
-            .pool
-            .as_ref()
-            .is_some_and(|p| p.spec().concurrency.is_some());
+        let placed = self.pool.as_ref().is_some_and(|p| p.bounds_places());
         let row = AttemptUsage {
             batch: self.batch.clone(),
             run_id: self.run_id,
             key: claim.key.clone(),
             attempt: i64::from(attempt),
-            pool: self.pool.as_ref().map(|p| p.spec().name),
+            pool: self.pool.as_ref().map(|p| p.name()),
             place: self
                 .pool
                 .as_ref()
@@ -540,7 +548,7 @@ impl Cycle {
             return;
         };
         let (name, hold) = (
-            pool.spec().name,
+            pool.name(),
             PoolHold {
                 until,
                 batch: self.batch.clone(),

@@ -231,12 +231,7 @@ impl Daemon {
             "the store {} was deleted or replaced under this daemon: no more fires; running cycles stop at once",
             crate::store::place(&self.db)
         ));
-        for stop in self
-            .running
-            .values()
-            .map(|r| &r.stop)
-            .chain(self.alert_stops.values())
-        {
+        for stop in self.stops() {
             let _ = stop.send(Signal::Immediate);
         }
         while self.cycles.join_next().await.is_some() {}
@@ -620,6 +615,15 @@ impl Daemon {
         }
     }
 
+    /// The stop channels of every cycle running and every alert a cycle
+    /// that ended still runs.
+    fn stops(&self) -> impl Iterator<Item = &watch::Sender<Signal>> {
+        self.running
+            .values()
+            .map(|r| &r.stop)
+            .chain(self.alert_stops.values())
+    }
+
     /// Says how an alert failed, in the journal.
     fn alerted(&mut self, done: Result<(tokio::task::Id, AlertDone), tokio::task::JoinError>) {
         let (task, failure) = match done {
@@ -716,12 +720,7 @@ impl Daemon {
                 Signal::Graceful
             };
             if requests != sent {
-                for stop in self
-                    .running
-                    .values()
-                    .map(|r| &r.stop)
-                    .chain(self.alert_stops.values())
-                {
+                for stop in self.stops() {
                     let _ = stop.send(signal);
                 }
                 sent = requests;

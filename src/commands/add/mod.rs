@@ -52,26 +52,26 @@ fn refused_json(args: &AddArgs, e: &anyhow::Error) -> serde_json::Value {
             "says": crate::store::without_password_values(&format!("{e:#}")),
         })],
     };
-    let source = if args.file == Path::new("-") {
-        "stdin".to_string()
-    } else {
-        args.file.display().to_string()
-    };
     serde_json::json!({
         "batch": args.batch,
         "dry_run": args.dry_run,
-        "source": source,
+        "source": source_name(args),
         "added": 0,
         "refused": refused,
     })
 }
 
-fn add(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
-    let source = if args.file == Path::new("-") {
+/// The input as every message names it: its path, or `stdin`.
+fn source_name(args: &AddArgs) -> String {
+    if args.file == Path::new("-") {
         "stdin".to_string()
     } else {
         args.file.display().to_string()
-    };
+    }
+}
+
+fn add(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
+    let source = source_name(args);
     let bytes = read_input(&args.file)?;
     if let Some(encoding) = utf16(&bytes) {
         return Err(user_error(format!(
@@ -81,6 +81,7 @@ fn add(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
             sanitize::line(&source)
         )));
     }
+    let batch = ctx.batch_config(&args.batch);
     let spec = match &args.key_fields {
         Some(fields) => {
             if let Some(problem) = KeySpec::fields_problem(fields) {
@@ -88,7 +89,7 @@ fn add(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
             }
             KeySpec::from_fields(Some(fields))
         }
-        None => KeySpec::from_fields(ctx.batch_config(&args.batch).key_fields.as_deref()),
+        None => KeySpec::from_fields(batch.key_fields.as_deref()),
     };
     if args
         .priority_field
@@ -100,12 +101,9 @@ fn add(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         ));
     }
     let priority = LineFields {
-        field: args
-            .priority_field
-            .clone()
-            .or_else(|| ctx.batch_config(&args.batch).priority_field),
+        field: args.priority_field.clone().or(batch.priority_field),
         default: args.priority.unwrap_or(0),
-        estimate_field: ctx.batch_config(&args.batch).estimate_field,
+        estimate_field: batch.estimate_field,
     };
     let not_before = args.not_before.map(|w| w.at(now_ms()));
     let bytes = key::without_bom(&bytes);

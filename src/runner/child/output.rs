@@ -139,14 +139,7 @@ pub(super) async fn read_bounded(
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let room = limit.saturating_sub(kept.len());
-                if n > room && cut.is_none() {
-                    let mut skim = Skim::default();
-                    skim.feed(&kept);
-                    cut = Some(skim);
-                }
-                if let Some(skim) = cut.as_mut() {
-                    skim.feed(&buf[..n]);
-                }
+                Skim::follow(&mut cut, &kept, &buf[..n], room);
                 kept.extend_from_slice(&buf[..n.min(room)]);
             }
         }

@@ -703,14 +703,7 @@ async fn fill_line(
         };
         let part = &buf[..take - usize::from(complete)];
         let room = MAX_LINE.saturating_sub(line.len());
-        if cut.is_none() && part.len() > room {
-            let mut skim = Skim::default();
-            skim.feed(line);
-            *cut = Some(skim);
-        }
-        if let Some(skim) = cut.as_mut() {
-            skim.feed(part);
-        }
+        Skim::follow(cut, line, part, room);
         line.extend_from_slice(&part[..part.len().min(room)]);
         r.consume(take);
         if cut.as_ref().is_some_and(Skim::no_object) {

@@ -97,6 +97,20 @@ impl Skim {
         }
     }
 
+    /// Feeds `part` of an answer to `cut`, the skim of it that starts, with
+    /// `kept` (what was kept of it so far), once `part` passes the `room`
+    /// left: an answer is skimmed from the read that outgrows its limit.
+    pub fn follow(cut: &mut Option<Skim>, kept: &[u8], part: &[u8], room: usize) {
+        if cut.is_none() && part.len() > room {
+            let mut skim = Skim::default();
+            skim.feed(kept);
+            *cut = Some(skim);
+        }
+        if let Some(skim) = cut.as_mut() {
+            skim.feed(part);
+        }
+    }
+
     pub fn finish(self) -> Skimmed {
         Skimmed {
             object: self.object && !self.broken,
