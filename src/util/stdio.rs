@@ -20,7 +20,8 @@
 //! While the dashboard owns the terminal ([`hold`]), best-effort lines are
 //! not written: they would draw over its screen (a warning from the store,
 //! say, about a password file). The dashboard shows them as they come
-//! ([`Held::news`]) and they are written once it has left the terminal.
+//! ([`Held::news`]) and they are written once it has left the terminal
+//! (at most 1,000 of them; past that they are counted, and the count said).
 //!
 //! A process started with a stream closed (`cmd <&-`, some service
 //! managers) hands that number to the next file it opens: a store file or
@@ -113,6 +114,61 @@ fn write_raw(stream: Stream, text: &str) -> std::io::Result<()> {
 struct Kept {
     lines: Vec<(Stream, String)>,
     given: usize,
+    /// Lines past [`MAX_KEPT`], counted, not kept.
+    dropped: usize,
+    /// How many of those the holder has been told of.
+    dropped_told: usize,
+}
+
+/// The most lines kept while the terminal is held: a dashboard open all
+/// night must not grow with a warning said every poll.
+const MAX_KEPT: usize = 1000;
+
+impl Kept {
+    fn new() -> Self {
+        Kept {
+            lines: Vec::new(),
+            given: 0,
+            dropped: 0,
+            dropped_told: 0,
+        }
+    }
+
+    fn keep(&mut self, stream: Stream, text: &str) {
+        if self.lines.len() < MAX_KEPT {
+            self.lines.push((stream, text.to_string()));
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// The lines kept since the last call, as text to show (one line each),
+    /// and once full, how many more were not kept.
+    fn news(&mut self) -> Vec<String> {
+        let untold = (self.dropped > self.dropped_told)
+            .then(|| self.dropped_line())
+            .flatten();
+        self.dropped_told = self.dropped;
+        let news = self.lines[self.given..]
+            .iter()
+            .map(|(_, text)| text.as_str())
+            .chain(untold.as_deref())
+            .map(|text| text.trim_matches(['\r', '\n']).to_string())
+            .filter(|text| !text.is_empty())
+            .collect();
+        self.given = self.lines.len();
+        news
+    }
+
+    /// What says how many lines were not kept, once there were any.
+    fn dropped_line(&self) -> Option<String> {
+        (self.dropped > 0).then(|| {
+            format!(
+                "nightshift: {} more lines were not kept while the dashboard was open\n",
+                self.dropped
+            )
+        })
+    }
 }
 
 /// `None`: the terminal is not held.
@@ -125,10 +181,7 @@ pub struct Held(());
 
 /// Holds the terminal for a full-screen program (see the module's doc).
 pub fn hold() -> Held {
-    *HELD.lock().unwrap_or_else(|p| p.into_inner()) = Some(Kept {
-        lines: Vec::new(),
-        given: 0,
-    });
+    *HELD.lock().unwrap_or_else(|p| p.into_inner()) = Some(Kept::new());
     Held(())
 }
 
@@ -137,24 +190,21 @@ impl Held {
     #[must_use]
     pub fn news(&self) -> Vec<String> {
         let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(Kept { lines, given }) = held.as_mut() else {
-            return Vec::new();
-        };
-        let news = lines[*given..]
-            .iter()
-            .map(|(_, text)| text.trim_matches(['\r', '\n']).to_string())
-            .filter(|text| !text.is_empty())
-            .collect();
-        *given = lines.len();
-        news
+        held.as_mut().map(Kept::news).unwrap_or_default()
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let kept = HELD.lock().unwrap_or_else(|p| p.into_inner()).take();
-        for (stream, text) in kept.map(|k| k.lines).unwrap_or_default() {
+        let Some(kept) = HELD.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        let dropped = kept.dropped_line();
+        for (stream, text) in kept.lines {
             put(stream, &text);
+        }
+        if let Some(line) = dropped {
+            put(Stream::Err, &line);
         }
     }
 }
@@ -163,7 +213,7 @@ impl Drop for Held {
 /// While the terminal is held, it is kept instead.
 pub fn put(stream: Stream, text: &str) {
     if let Some(kept) = HELD.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-        kept.lines.push((stream, text.to_string()));
+        kept.keep(stream, text);
         return;
     }
     let failing = &FAILING[stream.index()];
@@ -222,3 +272,30 @@ pub fn keep_open() {
 
 #[cfg(not(unix))]
 pub fn keep_open() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_terminal_keeps_a_bounded_number_of_lines_and_counts_the_rest() {
+        let mut kept = Kept::new();
+        for i in 0..MAX_KEPT + 5 {
+            kept.keep(Stream::Err, &format!("warning {i}\n"));
+        }
+        let news = kept.news();
+        assert_eq!(news.len(), MAX_KEPT + 1, "{:?}", news.last());
+        assert_eq!(news[0], "warning 0");
+        assert_eq!(
+            news[MAX_KEPT],
+            "nightshift: 5 more lines were not kept while the dashboard was open"
+        );
+        assert!(kept.news().is_empty(), "said once");
+        kept.keep(Stream::Err, "one more\n");
+        assert_eq!(
+            kept.news(),
+            ["nightshift: 6 more lines were not kept while the dashboard was open"]
+        );
+        assert_eq!(kept.lines.len(), MAX_KEPT);
+    }
+}
