@@ -77,6 +77,29 @@ both_backends! {
         assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 1);
     }
 
+    /// A worker whose `#!` line stops working mid-run (rewritten with
+    /// Windows line ends, so the kernel looks for "/bin/sh\r") stops the run
+    /// saying what is wrong with the line: it said only "No such file or
+    /// directory" of a file that is there. No item spends an attempt on it.
+    fn a_worker_whose_interpreter_goes_mid_run_is_named(env) {
+        let w = env.script(
+            "goes_crlf.sh",
+            "cat >/dev/null\nprintf '#!/bin/sh\\r\\necho ok\\r\\n' > \"$0\"\necho ok",
+        );
+        env.config("[batch.a]\nconcurrency = 1\nretries = 0\n");
+        env.add_items("a", 3);
+        let ran = env.run(&["run", "a", "--", w.to_str().unwrap()]);
+        ran.code(1);
+        assert!(
+            ran.stdout.contains("the worker cannot start")
+                && ran.stdout.contains("`#!` line ends in a carriage return")
+                && ran.stdout.contains(r#""/bin/sh\r""#),
+            "{ran:?}"
+        );
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 1);
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'pending' AND attempts = 0"), 2);
+    }
+
     // ---- The seeds' scenario ----
 
     fn killed_at_item_137_a_rerun_resumes_without_paying_twice(env) {

@@ -496,7 +496,12 @@ impl Slot {
             // No start would do better (gone, not executable): the run
             // stops, and what waits for the worker goes back uncounted.
             Err(e) if crate::runner::child::cannot_start(&e) => {
-                let why = format!("{}: {e}", cycle.worker[0]);
+                let why = crate::runner::child::startable::spawn_error(
+                    &cycle.worker[0],
+                    cycle.program.as_deref(),
+                    cycle.work_dir.as_deref(),
+                    &e,
+                );
                 cycle.request_stop(Signal::Graceful, StopReason::WorkerCannotStart(why));
                 Ok(true)
             }
