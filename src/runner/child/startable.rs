@@ -57,23 +57,38 @@ pub fn check(program: &str, work_dir: Option<&Path>) -> Result<(), String> {
 }
 
 /// What a spawn of `argv0` (found as `program`, run in `dir`) that failed
-/// with `err` says: the error, and, when the file is there but its `#!`
-/// line is not, what is wrong with that line.
+/// with `err` says: `argv0`, then [`start_failure`].
 pub fn spawn_error(
     argv0: &str,
     program: Option<&Path>,
     dir: Option<&Path>,
     err: &std::io::Error,
 ) -> String {
-    let path = program.map_or_else(|| in_dir(Path::new(argv0), dir), Path::to_path_buf);
+    format!("{argv0}: {}", start_failure(argv0, program, dir, err))
+}
+
+/// Why a spawn of `argv0` (found as `program`, run in `dir`) failed with
+/// `err`: the error, and, when the file is there but the interpreter its
+/// `#!` line names is not, what is wrong with that line. For a worker, a
+/// `source` and an `alert` alike.
+pub fn start_failure(
+    argv0: &str,
+    program: Option<&Path>,
+    dir: Option<&Path>,
+    err: &std::io::Error,
+) -> String {
+    let path = program
+        .map(Path::to_path_buf)
+        .or_else(|| super::resolve(argv0))
+        .unwrap_or_else(|| in_dir(Path::new(argv0), dir));
     let why = (err.kind() == std::io::ErrorKind::NotFound)
         .then(|| head(&path))
         .flatten()
         .filter(|head| head.starts_with(b"#!"))
         .and_then(|head| interpreter_problem(&head, &path, dir));
     match why {
-        Some(why) => format!("{argv0}: {err}: the file is there, but {why}"),
-        None => format!("{argv0}: {err}"),
+        Some(why) => format!("{err}: the file is there, but {why}"),
+        None => err.to_string(),
     }
 }
 
