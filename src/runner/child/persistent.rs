@@ -232,6 +232,13 @@ impl Persistent {
     }
 
     /// The worker's process id.
+    /// The start of what the worker wrote on stdout with no line end yet,
+    /// quoted inert: an answer a newline short waits for it forever.
+    pub fn unended(&self) -> Option<String> {
+        let text = String::from_utf8_lossy(classify::whole_chars(&self.line, true));
+        Some(quote(&text)).filter(|q| !q.is_empty())
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.pgid
     }
@@ -406,8 +413,9 @@ impl Persistent {
         tokio::select! {
             result = exchange => result.map(Call::Answer),
             () = tokio::time::sleep(timeout) => {
+                let unended = self.unended();
                 self.kill().await;
-                Err(Answer::timed_out(timeout))
+                Err(Answer::timed_out(timeout, unended.as_deref()))
             }
             reason = killed => {
                 self.kill().await;

@@ -430,7 +430,8 @@ impl Slot {
                     }
                 }
                 () = tokio::time::sleep_until(deadline), if !self.sent.is_empty() => {
-                    if self.broken(Answer::timed_out(timeout)).await? {
+                    let unended = worker.unended();
+                    if self.broken(Answer::timed_out(timeout, unended.as_deref())).await? {
                         return Ok(Ended::GaveUp);
                     }
                 }
