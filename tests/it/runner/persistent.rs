@@ -390,6 +390,28 @@ both_backends! {
         );
     }
 
+    /// A worker that answers with no line end and exits (one item per
+    /// worker, as `process.stdout.write(JSON.stringify(a))` then exit) has
+    /// its answer recorded: the end of its stdout ends the last line, as for
+    /// any text stream. Each item failed `WorkerExited: the worker exited
+    /// with status 0`, its paid answer dropped, to be paid again.
+    fn a_last_answer_ended_by_the_end_of_stdout_is_recorded(env) {
+        env.script(
+            "one_shot.sh",
+            "read -r line\n             key=$(printf '%s' \"$line\" | sed 's/.*\"key\":\"\\([^\"]*\\)\".*/\\1/')\n             printf '{\"key\":\"%s\",\"result\":1}' \"$key\"\n",
+        );
+        env.config(
+            "[batch.p]\nworker = [\"./one_shot.sh\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 0\n",
+        );
+        add_keys(&env, "p", &["a", "b", "c"]);
+        ran(env.cmd().args(["run", "p"]).output().unwrap()).code(0);
+        assert_eq!(
+            env.strings("SELECT key || ' ' || status || ' ' || attempts || ' ' || coalesce(result, '') FROM items ORDER BY key"),
+            ["a done 1 1", "b done 1 1", "c done 1 1"]
+        );
+    }
+
     /// A worker that takes longer to start than an item may take (a model
     /// load) has `start_timeout` more for its first item: every item is
     /// done, where each first item timed out and the slot gave up. The
