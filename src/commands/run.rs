@@ -1,7 +1,7 @@
 //! `nightshift run`: one cycle of a batch.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::json;
 
@@ -137,7 +137,7 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
     };
     // Said where it was set: the config's line (a daemon of many batches
     // names the one), or the command line.
-    if let Err(problem) = check_program(&worker[0], work_dir.as_deref()) {
+    if let Err(problem) = runner::child::startable::check(&worker[0], work_dir.as_deref()) {
         return Err(
             match ctx
                 .config
@@ -183,77 +183,6 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         log_dir,
         before_alert: None,
     })
-}
-
-/// Fails early, naming the program, when the worker cannot be started
-/// (not found, not executable, a script with no `#!` line): every item
-/// would otherwise fail the same way, each using an attempt. The problem,
-/// for the caller to say where the worker was given.
-fn check_program(program: &str, work_dir: Option<&Path>) -> Result<(), String> {
-    let candidates: Vec<PathBuf> = if program.contains('/') {
-        let path = PathBuf::from(program);
-        vec![match work_dir {
-            Some(dir) if path.is_relative() => dir.join(path),
-            _ => path,
-        }]
-    } else {
-        std::env::var_os("PATH")
-            .map(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|dir| dir.join(program))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let files: Vec<&PathBuf> = candidates.iter().filter(|p| p.is_file()).collect();
-    let Some(first) = files.first() else {
-        return Err(format!("worker program {program:?} not found"));
-    };
-    // As the spawn searches `PATH`: the first file it may execute.
-    let Some(path) = files.iter().find(|p| runnable(p)) else {
-        return Err(format!(
-            "worker program {} is not executable: `chmod +x` it, or name its interpreter \
-             first (worker = [\"sh\", {program:?}])",
-            sanitize::line(&first.display().to_string())
-        ));
-    };
-    if is_script_without_interpreter(path) {
-        return Err(format!(
-            "worker program {} is a script with no `#!` line, which no spawn can start: \
-             begin it with one (#!/bin/sh), or name its interpreter first \
-             (worker = [\"sh\", {program:?}])",
-            sanitize::line(&path.display().to_string())
-        ));
-    }
-    Ok(())
-}
-
-/// May this process execute `path`?
-#[cfg(unix)]
-fn runnable(path: &Path) -> bool {
-    nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
-}
-
-#[cfg(not(unix))]
-fn runnable(_path: &Path) -> bool {
-    true
-}
-
-/// Text that neither starts with `#!` nor is a binary: `exec` refuses it
-/// (ENOEXEC). A binary of another format (read by the kernel's binfmt)
-/// has bytes no text has, and is left to the spawn.
-fn is_script_without_interpreter(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
-        return false;
-    };
-    let head = &head[..n];
-    n > 0
-        && !head.starts_with(b"#!")
-        && !head.contains(&0)
-        // Text, but for a character the read cut short.
-        && std::str::from_utf8(head).map_or_else(|e| e.error_len().is_none(), |_| true)
 }
 
 fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {

@@ -584,15 +584,19 @@ impl Answer {
         Answer::protocol_error(&format!("{why}; the worker was restarted"))
     }
 
-    /// No answer within `timeout`.
-    pub fn timed_out(timeout: Duration) -> Answer {
-        Answer::broke(
-            "Timeout",
-            &format!(
-                "no answer within {}; the worker was restarted",
-                crate::duration::format_duration(timeout)
-            ),
-        )
+    /// No answer within `timeout`; `unended`: the start of what the worker
+    /// wrote with no line end (an answer a newline short), quoted.
+    pub fn timed_out(timeout: Duration, unended: Option<&str>) -> Answer {
+        let mut message = format!(
+            "no answer within {}; the worker was restarted",
+            crate::duration::format_duration(timeout)
+        );
+        if let Some(text) = unended {
+            message.push_str(&format!(
+                "; its stdout held a line with no line end: {text} (end each answer with a newline, and flush)"
+            ));
+        }
+        Answer::broke("Timeout", &message)
     }
 
     /// The worker `program` could not be started.

@@ -129,7 +129,9 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
     let output = match ran {
         Ok(Ok(out)) => out,
         Ok(Err(Failure::Start(e))) => {
-            return failed(cycle, fail(format!("could not start: {e}"), b"")).await;
+            let why =
+                child::startable::start_failure(&argv[0], None, cycle.work_dir.as_deref(), &e);
+            return failed(cycle, fail(format!("could not start: {why}"), b"")).await;
         }
         Ok(Err(Failure::TooLarge)) => {
             let problem = format!(

@@ -316,7 +316,15 @@ impl Alert {
             HookFailure::new(Hook::Alert, &argv[0], problem, stderr)
         };
         let failure = match super::child::subreaper::spawn(&mut cmd) {
-            Err(e) => Some(fail(format!("could not start: {e}"), b"")),
+            Err(e) => {
+                let why = super::child::startable::start_failure(
+                    &argv[0],
+                    None,
+                    self.work_dir.as_deref(),
+                    &e,
+                );
+                Some(fail(format!("could not start: {why}"), b""))
+            }
             Ok(mut child) => {
                 let group = child.id();
                 let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

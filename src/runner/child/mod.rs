@@ -8,6 +8,8 @@
 //!   summary: op-id and cost lines, the last line);
 //! - `tail`: the last 16 KiB of an attempt's stderr;
 //! - `skim`: the key, cost and usage of an answer too long to keep;
+//! - `startable`: whether a worker program can be started at all, and
+//!   why a spawn failed (a script's `#!` line);
 //! - `worker`: a process-mode worker run to its end, started by `posix`
 //!   (Linux: cloned by `clone` where the program is known, else
 //!   `posix_spawn`) or `Command` ([`Running`]);
@@ -29,6 +31,7 @@ pub mod persistent;
 #[cfg(target_os = "linux")]
 pub mod posix;
 pub mod skim;
+pub mod startable;
 pub mod subreaper;
 pub mod tail;
 pub mod worker;

@@ -232,6 +232,13 @@ impl Persistent {
     }
 
     /// The worker's process id.
+    /// The start of what the worker wrote on stdout with no line end yet,
+    /// quoted inert: an answer a newline short waits for it forever.
+    pub fn unended(&self) -> Option<String> {
+        let text = String::from_utf8_lossy(classify::whole_chars(&self.line, true));
+        Some(quote(&text)).filter(|q| !q.is_empty())
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.pgid
     }
@@ -406,8 +413,9 @@ impl Persistent {
         tokio::select! {
             result = exchange => result.map(Call::Answer),
             () = tokio::time::sleep(timeout) => {
+                let unended = self.unended();
                 self.kill().await;
-                Err(Answer::timed_out(timeout))
+                Err(Answer::timed_out(timeout, unended.as_deref()))
             }
             reason = killed => {
                 self.kill().await;
@@ -679,8 +687,10 @@ pub fn quote(text: &str) -> String {
 
 /// Reads into `line` up to the next newline or bare CR (not kept; an
 /// answer after a progress bar's `\r` is a line of its own, CRLF an extra
-/// empty one): `Ok(true)` with a whole line, `Ok(false)` at end of stream
-/// (a last unterminated line is dropped: the worker died writing it).
+/// empty one): `Ok(true)` with a whole line, `Ok(false)` at end of stream.
+/// The end of the stream ends a last unterminated line that is a whole
+/// JSON value (an answer written with no line end); any other is dropped
+/// (the worker died writing it).
 /// `line` keeps at most `MAX_LINE`; a longer line is read to its end
 /// through `cut`, which skims it, unless it is no JSON object (`Err` then,
 /// at once).
@@ -695,7 +705,15 @@ async fn fill_line(
             .await
             .map_err(|e| format!("reading the worker's answer: {e}"))?;
         if buf.is_empty() {
-            return Ok(false);
+            // See above: a fragment's worker says what it did as it ends.
+            let whole = cut.is_none()
+                && !line.iter().all(u8::is_ascii_whitespace)
+                && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok();
+            if !whole {
+                line.clear();
+                *cut = None;
+            }
+            return Ok(whole);
         }
         let (take, complete) = match buf.iter().position(|b| is_line_end(*b)) {
             Some(pos) => (pos + 1, true),

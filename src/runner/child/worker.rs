@@ -64,7 +64,12 @@ pub async fn run(
         Err(e) => {
             return Ok(Output {
                 exit: if super::cannot_start(&e) {
-                    Exit::CannotStart(format!("{}: {e}", job.argv[0]))
+                    Exit::CannotStart(super::startable::spawn_error(
+                        &job.argv[0],
+                        job.program,
+                        job.dir,
+                        &e,
+                    ))
                 } else {
                     Exit::SpawnFailed(format!("{}: {e}", job.argv[0]))
                 },

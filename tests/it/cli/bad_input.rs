@@ -682,6 +682,67 @@ fn a_worker_that_cannot_start_is_refused_before_any_item_is_claimed() {
     }
 }
 
+/// A script whose `#!` line the kernel cannot follow is refused before
+/// anything is claimed, naming the file and what is wrong with the line: a
+/// Windows line end (the kernel looks for "/bin/sh\r"), an interpreter
+/// that is not there, `env` naming a program not in `PATH`, or `env` given
+/// a program and its arguments without `-S` (Linux passes them as one
+/// word). Each was spawned: the first two stopped the run saying "No such
+/// file or directory" of a file that is there, and the `env` ones failed
+/// every item with exit 127, quarantining the whole batch, an attempt
+/// each. A line the kernel follows (`env -S sh -e`) is not refused.
+#[test]
+fn a_worker_whose_interpreter_cannot_start_is_refused_before_any_item_is_claimed() {
+    let env = store();
+    let script = |name: &str, text: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = env.write(name, text);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.display().to_string()
+    };
+    let cases = [
+        (
+            script("crlf.sh", "#!/bin/sh\r\ncat >/dev/null\r\necho ok\r\n"),
+            vec![
+                "`#!` line ends in a carriage return",
+                "/bin/sh\\r",
+                "sed -i",
+            ],
+        ),
+        (
+            script("gone.py", "#!/usr/bin/nightshift-no-python4\nprint(1)\n"),
+            vec!["/usr/bin/nightshift-no-python4", "`#!` line", "not found"],
+        ),
+        (
+            script("env.py", "#!/usr/bin/env nightshift-no-python4\nprint(1)\n"),
+            vec!["nightshift-no-python4", "not found in PATH"],
+        ),
+        (
+            script("envargs.sh", "#!/usr/bin/env sh -e\necho ok\n"),
+            vec!["\"sh -e\"", "env -S"],
+        ),
+    ];
+    for (worker, names) in &cases {
+        for dry in [false, true] {
+            let mut args = vec!["run", "b"];
+            if dry {
+                args.push("--dry-run");
+            }
+            args.extend(["--", worker.as_str()]);
+            let mut want = names.clone();
+            want.push(worker.as_str());
+            refused(&env, &args, 2, &want);
+        }
+    }
+    // A line the kernel follows is not refused.
+    let fine = script(
+        "fine.sh",
+        "#!/usr/bin/env -S sh -e\ncat >/dev/null\necho ok\n",
+    );
+    let ran = env.run(&["run", "b", "--dry-run", "--", &fine]);
+    ran.code(0);
+}
+
 /// A directory given to `add` (as its file, or on stdin) is bad input,
 /// exit 2 naming it, where it was an internal error (exit 4).
 #[test]

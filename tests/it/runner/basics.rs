@@ -77,6 +77,29 @@ both_backends! {
         assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 1);
     }
 
+    /// A worker whose `#!` line stops working mid-run (rewritten with
+    /// Windows line ends, so the kernel looks for "/bin/sh\r") stops the run
+    /// saying what is wrong with the line: it said only "No such file or
+    /// directory" of a file that is there. No item spends an attempt on it.
+    fn a_worker_whose_interpreter_goes_mid_run_is_named(env) {
+        let w = env.script(
+            "goes_crlf.sh",
+            "cat >/dev/null\nprintf '#!/bin/sh\\r\\necho ok\\r\\n' > \"$0\"\necho ok",
+        );
+        env.config("[batch.a]\nconcurrency = 1\nretries = 0\n");
+        env.add_items("a", 3);
+        let ran = env.run(&["run", "a", "--", w.to_str().unwrap()]);
+        ran.code(1);
+        assert!(
+            ran.stdout.contains("the worker cannot start")
+                && ran.stdout.contains("`#!` line ends in a carriage return")
+                && ran.stdout.contains(r#""/bin/sh\r""#),
+            "{ran:?}"
+        );
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'done'"), 1);
+        assert_eq!(env.int("SELECT count(*) FROM items WHERE status = 'pending' AND attempts = 0"), 2);
+    }
+
     // ---- The seeds' scenario ----
 
     fn killed_at_item_137_a_rerun_resumes_without_paying_twice(env) {
@@ -854,6 +877,34 @@ fn a_source_that_prints_too_much_is_stopped_and_adds_nothing() {
         "{failed:?}"
     );
     assert_eq!(env.int("SELECT count(*) FROM items"), 0);
+}
+
+/// A source or alert script whose `#!` line cannot start (Windows line
+/// ends: the kernel looks for "/bin/sh\r") says so: it said "could not
+/// start: No such file or directory" of a file that is there.
+#[test]
+fn hooks_whose_interpreter_cannot_start_say_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = common::Env::new();
+    for name in ["list.sh", "alert.sh"] {
+        let path = env.write(name, "#!/bin/sh\r\ncat >/dev/null\r\n");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    env.config("[batch.b]\nretries = 0\nsource = [\"./list.sh\"]\nalert = [\"./alert.sh\"]\n");
+    add_keys(&env, "b", &["k"]);
+    let w = env.script("w.sh", "cat >/dev/null; exit 1");
+    let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    for hook in ["source `./list.sh`", "alert `./alert.sh`"] {
+        assert!(
+            err.lines().any(|l| l.contains(hook)
+                && l.contains("could not start: ")
+                && l.contains("`#!` line ends in a carriage return")
+                && l.contains(r#""/bin/sh\r""#)),
+            "{hook}: {err}"
+        );
+    }
 }
 
 /// A failing hook is said on the terminal, not only in the log: which hook,

@@ -366,6 +366,52 @@ both_backends! {
         assert_no_process_left(&marker);
     }
 
+    /// A worker that writes its answer with no line end (Python's
+    /// `sys.stdout.write(json.dumps(a))`, a `printf` without `\n`) times out,
+    /// and the timeout says what it wrote: it said only "no answer within
+    /// 5s", though the answer sat in its stdout, a newline short.
+    fn a_timeout_says_the_answer_written_with_no_line_end(env) {
+        env.script(
+            "unended.sh",
+            "while read -r line; do\n               key=$(printf '%s' \"$line\" | sed 's/.*\"key\":\"\\([^\"]*\\)\".*/\\1/')\n               printf '{\"key\":\"%s\",\"result\":1}' \"$key\"\n             done\n",
+        );
+        env.config(
+            "[batch.p]\nworker = [\"./unended.sh\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 0\nitem_timeout = \"5s\"\n",
+        );
+        add_keys(&env, "p", &["a"]);
+        ran(env.cmd().args(["run", "p"]).output().unwrap()).code(1);
+        let message = env.strings("SELECT error_class || ': ' || error_message FROM items");
+        assert!(
+            message[0].starts_with("Timeout: no answer within 5s")
+                && message[0].contains("no line end")
+                && message[0].contains(r#"{"key":"a","result":1}"#),
+            "{message:?}"
+        );
+    }
+
+    /// A worker that answers with no line end and exits (one item per
+    /// worker, as `process.stdout.write(JSON.stringify(a))` then exit) has
+    /// its answer recorded: the end of its stdout ends the last line, as for
+    /// any text stream. Each item failed `WorkerExited: the worker exited
+    /// with status 0`, its paid answer dropped, to be paid again.
+    fn a_last_answer_ended_by_the_end_of_stdout_is_recorded(env) {
+        env.script(
+            "one_shot.sh",
+            "read -r line\n             key=$(printf '%s' \"$line\" | sed 's/.*\"key\":\"\\([^\"]*\\)\".*/\\1/')\n             printf '{\"key\":\"%s\",\"result\":1}' \"$key\"\n",
+        );
+        env.config(
+            "[batch.p]\nworker = [\"./one_shot.sh\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 0\n",
+        );
+        add_keys(&env, "p", &["a", "b", "c"]);
+        ran(env.cmd().args(["run", "p"]).output().unwrap()).code(0);
+        assert_eq!(
+            env.strings("SELECT key || ' ' || status || ' ' || attempts || ' ' || coalesce(result, '') FROM items ORDER BY key"),
+            ["a done 1 1", "b done 1 1", "c done 1 1"]
+        );
+    }
+
     /// A worker that takes longer to start than an item may take (a model
     /// load) has `start_timeout` more for its first item: every item is
     /// done, where each first item timed out and the slot gave up. The

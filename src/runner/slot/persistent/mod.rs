@@ -430,7 +430,8 @@ impl Slot {
                     }
                 }
                 () = tokio::time::sleep_until(deadline), if !self.sent.is_empty() => {
-                    if self.broken(Answer::timed_out(timeout)).await? {
+                    let unended = worker.unended();
+                    if self.broken(Answer::timed_out(timeout, unended.as_deref())).await? {
                         return Ok(Ended::GaveUp);
                     }
                 }
@@ -496,7 +497,12 @@ impl Slot {
             // No start would do better (gone, not executable): the run
             // stops, and what waits for the worker goes back uncounted.
             Err(e) if crate::runner::child::cannot_start(&e) => {
-                let why = format!("{}: {e}", cycle.worker[0]);
+                let why = crate::runner::child::startable::spawn_error(
+                    &cycle.worker[0],
+                    cycle.program.as_deref(),
+                    cycle.work_dir.as_deref(),
+                    &e,
+                );
                 cycle.request_stop(Signal::Graceful, StopReason::WorkerCannotStart(why));
                 Ok(true)
             }
