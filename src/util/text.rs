@@ -157,7 +157,37 @@ pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
     if max == 0 {
         return Cow::Borrowed("");
     }
-    Cow::Owned(format!("{}{ELLIPSIS}", head(s, max - 1)))
+    Cow::Owned(format!("{}{ELLIPSIS}", whole_escapes(s, head(s, max - 1))))
+}
+
+/// `kept`, a start of `s`, without an escape `sanitize` wrote (`\x9b`,
+/// `\u{202e}`) that it would end inside: a cut reads `y…`, not `y\u{202…`.
+fn whole_escapes<'a>(s: &str, kept: &'a str) -> &'a str {
+    match escape_across(s, kept.len()) {
+        Some(start) => &kept[..start],
+        None => kept,
+    }
+}
+
+/// The start of the escape in `s` that spans `at` (begins before it and
+/// ends after it), if one does.
+fn escape_across(s: &str, at: usize) -> Option<usize> {
+    // The longest escape, `\u{10ffff}`, is 10 bytes.
+    let from = (at.saturating_sub(9)..at).find(|&i| s.is_char_boundary(i))?;
+    let start = from + s[from..at].rfind('\\')?;
+    let end = start + escape_len(&s[start..])?;
+    (end > at).then_some(start)
+}
+
+/// The length of the escape `rest` starts with: `\xHH` or `\u{H…}`.
+fn escape_len(rest: &str) -> Option<usize> {
+    let hex = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Some(h) = rest.strip_prefix("\\x") {
+        return h.get(..2).filter(|t| hex(t)).map(|_| 4);
+    }
+    let body = rest.strip_prefix("\\u{")?;
+    let close = body.find('}').filter(|&c| c <= 6)?;
+    hex(&body[..close]).then_some(3 + close + 1)
 }
 
 /// `s` in at most `max` characters, `…` included, cut as [`cut`] cuts
@@ -171,7 +201,10 @@ pub fn cut_chars(s: &str, max: usize) -> Cow<'_, str> {
     if max == 0 {
         return Cow::Borrowed("");
     }
-    Cow::Owned(format!("{}{ELLIPSIS}", head_by(s, max - 1, chars)))
+    Cow::Owned(format!(
+        "{}{ELLIPSIS}",
+        whole_escapes(s, head_by(s, max - 1, chars))
+    ))
 }
 
 /// `s` in at most `max` cells keeping its end: `…/nightshift/store.db`.
@@ -190,6 +223,10 @@ pub fn cut_start(s: &str, max: usize) -> Cow<'_, str> {
             break;
         }
         start = i;
+    }
+    // Nor begin inside one: `…evil`, not `…02e}evil`.
+    if let Some(escape) = escape_across(s, start) {
+        start = escape + escape_len(&s[escape..]).unwrap_or(0);
     }
     Cow::Owned(format!("{ELLIPSIS}{}", &s[start..]))
 }
@@ -369,6 +406,29 @@ mod tests {
 
     const JA: &str =
         "投稿に失敗しました：サーバーが応答しません。しばらくしてから再度お試しください。";
+
+    #[test]
+    fn a_cut_keeps_an_escape_whole_or_leaves_it_out() {
+        let inert = crate::util::sanitize::line("x\u{9b}31m y\u{202e}evil");
+        assert_eq!(inert, "x\\x9b31m y\\u{202e}evil");
+        // Every width: each cut ends in … and holds no part of an escape.
+        for max in 1..width(&inert) {
+            for cut in [cut(&inert, max), cut_chars(&inert, max)] {
+                let kept = cut.strip_suffix(ELLIPSIS).unwrap();
+                assert!(inert.starts_with(kept), "{cut}");
+                assert!(escape_across(&inert, kept.len()).is_none(), "{max}: {cut}");
+            }
+            let end = cut_start(&inert, max);
+            let kept = end.strip_prefix(ELLIPSIS).unwrap();
+            let at = inert.len() - kept.len();
+            assert!(escape_across(&inert, at).is_none(), "{max}: {end}");
+        }
+        assert_eq!(cut(&inert, 14), "x\\x9b31m y…");
+        assert_eq!(cut(&inert, 19), "x\\x9b31m y\\u{202e}…");
+        assert_eq!(cut_start(&inert, 8), "…evil");
+        // A backslash the text had, not an escape, is cut like any text.
+        assert_eq!(cut(r"C:\u{zz} path", 6), r"C:\u{…");
+    }
 
     #[test]
     fn widths_count_cells() {
