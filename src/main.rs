@@ -37,27 +37,10 @@ fn main() -> ExitCode {
     if matches!(cli.command, Some(nightshift::cli::Command::Daemon(_))) {
         nightshift::util::signals::catch_early();
     }
-    let code = match commands::dispatch(cli) {
+    let code = match commands::dispatch(&cli) {
         Ok(exit) => exit,
         Err(err) if commands::is_reader_gone(&err) => Exit::Ok,
-        Err(err) => {
-            let mut msg = err.to_string();
-            for cause in err.chain().skip(1) {
-                let cause = cause.to_string();
-                if !msg.contains(&cause) {
-                    msg.push_str(": ");
-                    msg.push_str(&cause);
-                }
-            }
-            // No password given anywhere (a libpq keyword string, a URL in
-            // a message) is printed.
-            let msg = nightshift::store::without_password_values(&msg);
-            nightshift::util::stdio::err_line(&format!(
-                "nightshift: error: {}",
-                sanitize::text(&msg)
-            ));
-            commands::exit_for(&err)
-        }
+        Err(err) => commands::failure::report(&cli, &err),
     };
     ExitCode::from(code as u8)
 }
