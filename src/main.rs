@@ -23,9 +23,9 @@ fn main() -> ExitCode {
     if let Some(parent) = demo_parent {
         nightshift::demo::follow_parent(parent);
     }
-    let cli = match nightshift::cli::parse(args) {
+    let cli = match nightshift::cli::parse(args.clone()) {
         Ok(cli) => cli,
-        Err(ParseError::Clap(err)) => return usage_error(&err),
+        Err(ParseError::Clap(err)) => return usage_error(&args, &err),
         Err(err @ ParseError::EmptyEnv { .. }) => {
             nightshift::util::stdio::err_line(&format!(
                 "nightshift: error: {}",
@@ -47,8 +47,9 @@ fn main() -> ExitCode {
 
 /// Clap's own output. Help and version print as clap renders them; a usage
 /// error echoes what was typed, so it is printed plain and made inert (an
-/// argument may carry escape sequences).
-fn usage_error(err: &clap::Error) -> ExitCode {
+/// argument may carry escape sequences), and, asked for `--json`, as JSON
+/// too.
+fn usage_error(args: &[std::ffi::OsString], err: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
         err.kind(),
@@ -59,5 +60,9 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         err.exit();
     }
     nightshift::util::stdio::err_text(&sanitize::text(&err.render().to_string()));
+    if let Some(answer) = commands::failure::usage_json(args, err) {
+        // A reader gone has the stderr text; the status is a usage error's.
+        let _ = commands::out_json(&answer);
+    }
     ExitCode::from(Exit::Usage as u8)
 }

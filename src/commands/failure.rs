@@ -87,3 +87,52 @@ pub fn json_asked(command: &Command) -> Option<&'static str> {
     };
     json.then_some(name)
 }
+
+/// `--json`'s answer for a command line the parser refused (a flag's bad
+/// value, an unknown flag, a missing argument), when `args` name a command
+/// that takes `--json` (or `--jsonl`) and ask for it: the parser's
+/// message (its first paragraph, on one line), exit 2.
+pub fn usage_json(args: &[std::ffi::OsString], err: &clap::Error) -> Option<Value> {
+    let cmd = crate::cli::command();
+    let globals: Vec<(String, bool)> = cmd
+        .get_arguments()
+        .filter_map(|a| {
+            let takes = a.get_action().takes_values();
+            Some((format!("--{}", a.get_long()?), takes))
+        })
+        .collect();
+    let mut rest = args.iter().skip(1).map(|a| a.to_string_lossy());
+    let name = loop {
+        let arg = rest.next()?;
+        match globals.iter().find(|(long, _)| *long == arg) {
+            Some((_, true)) => {
+                rest.next();
+            }
+            Some((_, false)) => {}
+            None if arg.starts_with('-') => {}
+            None => break arg,
+        }
+    };
+    let sub = cmd.find_subcommand(name.as_ref())?;
+    let json = rest.take_while(|a| a != "--").any(|a| {
+        (a == "--json" || a == "--jsonl")
+            && sub.get_arguments().any(|x| x.get_long() == Some(&a[2..]))
+    });
+    if !json {
+        return None;
+    }
+    // The message is the first paragraph; the tip and usage follow.
+    let rendered = err.render().to_string();
+    let says: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let says = says.join(" ");
+    let says = says.strip_prefix("error: ").unwrap_or(&says);
+    Some(json!({"error": {
+        "command": sub.get_name(),
+        "says": crate::store::without_password_values(says),
+        "exit": Exit::Usage as u8,
+    }}))
+}

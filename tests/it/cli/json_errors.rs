@@ -214,3 +214,66 @@ fn an_unreachable_store_answers_in_json_without_its_password() {
         "{ran:?}"
     );
 }
+
+/// A command line the parser refuses (a flag's bad value, an unknown flag,
+/// a missing argument, flags that conflict) with `--json` answers in JSON
+/// too, with the parser's message; without `--json`, stdout stays empty.
+#[test]
+fn a_refused_command_line_answers_in_json() {
+    let env = Env::new();
+    for (command, args, says) in [
+        (
+            "dlq",
+            &["dlq", "b", "--since", "0"][..],
+            "invalid value '0' for '--since <DUR>'",
+        ),
+        (
+            "dlq",
+            &["dlq", "b", "--since", "soon", "--jsonl"][..],
+            "invalid value 'soon' for '--since <DUR>'",
+        ),
+        (
+            "items",
+            &["items", "b", "--limit", "0"][..],
+            "invalid value '0' for '--limit <N>'",
+        ),
+        (
+            "status",
+            &["--db", "x.db", "status", "--nope"][..],
+            "unexpected argument '--nope' found",
+        ),
+        (
+            "show",
+            &["show", "b"][..],
+            "the following required arguments were not provided: <KEY|LABEL>",
+        ),
+        (
+            "schedule",
+            &["schedule", "b", "-n", "0"][..],
+            "invalid value '0' for '--next <N>'",
+        ),
+    ] {
+        let plain: Vec<&str> = args.iter().copied().filter(|a| *a != "--jsonl").collect();
+        let ran = env.run(&plain);
+        assert_eq!(ran.code(2).stdout, "", "{plain:?}: {ran:?}");
+        let mut with = args.to_vec();
+        if !with.contains(&"--jsonl") {
+            with.push("--json");
+        }
+        let ran = env.run(&with);
+        ran.code(2);
+        assert!(ran.stderr.starts_with("error: "), "{with:?}: {ran:?}");
+        let answer = ran.json();
+        assert_eq!(answer["error"]["command"], command, "{with:?}: {answer}");
+        assert_eq!(answer["error"]["exit"], 2, "{with:?}: {answer}");
+        let said = answer["error"]["says"].as_str().unwrap();
+        assert!(said.starts_with(says), "{with:?}: {answer}");
+    }
+    // Flags that conflict with --json: refused, in JSON.
+    let ran = env.run(&["status", "--short", "--json"]);
+    let answer = ran.code(2).json();
+    assert_eq!(
+        answer["error"]["says"], "the argument '--short' cannot be used with '--json'",
+        "{ran:?}"
+    );
+}
