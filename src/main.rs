@@ -23,9 +23,9 @@ fn main() -> ExitCode {
     if let Some(parent) = demo_parent {
         nightshift::demo::follow_parent(parent);
     }
-    let cli = match nightshift::cli::parse(args) {
+    let cli = match nightshift::cli::parse(args.clone()) {
         Ok(cli) => cli,
-        Err(ParseError::Clap(err)) => return usage_error(&err),
+        Err(ParseError::Clap(err)) => return usage_error(&args, &err),
         Err(err @ ParseError::EmptyEnv { .. }) => {
             nightshift::util::stdio::err_line(&format!(
                 "nightshift: error: {}",
@@ -37,35 +37,19 @@ fn main() -> ExitCode {
     if matches!(cli.command, Some(nightshift::cli::Command::Daemon(_))) {
         nightshift::util::signals::catch_early();
     }
-    let code = match commands::dispatch(cli) {
+    let code = match commands::dispatch(&cli) {
         Ok(exit) => exit,
         Err(err) if commands::is_reader_gone(&err) => Exit::Ok,
-        Err(err) => {
-            let mut msg = err.to_string();
-            for cause in err.chain().skip(1) {
-                let cause = cause.to_string();
-                if !msg.contains(&cause) {
-                    msg.push_str(": ");
-                    msg.push_str(&cause);
-                }
-            }
-            // No password given anywhere (a libpq keyword string, a URL in
-            // a message) is printed.
-            let msg = nightshift::store::without_password_values(&msg);
-            nightshift::util::stdio::err_line(&format!(
-                "nightshift: error: {}",
-                sanitize::text(&msg)
-            ));
-            commands::exit_for(&err)
-        }
+        Err(err) => commands::failure::report(&cli, &err),
     };
     ExitCode::from(code as u8)
 }
 
 /// Clap's own output. Help and version print as clap renders them; a usage
 /// error echoes what was typed, so it is printed plain and made inert (an
-/// argument may carry escape sequences).
-fn usage_error(err: &clap::Error) -> ExitCode {
+/// argument may carry escape sequences), and, asked for `--json`, as JSON
+/// too.
+fn usage_error(args: &[std::ffi::OsString], err: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
         err.kind(),
@@ -76,5 +60,9 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         err.exit();
     }
     nightshift::util::stdio::err_text(&sanitize::text(&err.render().to_string()));
+    if let Some(answer) = commands::failure::usage_json(args, err) {
+        // A reader gone has the stderr text; the status is a usage error's.
+        let _ = commands::out_json(&answer);
+    }
     ExitCode::from(Exit::Usage as u8)
 }

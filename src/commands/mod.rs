@@ -6,6 +6,7 @@ pub mod budgets;
 pub mod daemon;
 pub mod demo;
 pub mod dlq;
+pub mod failure;
 pub mod init;
 pub mod items;
 pub mod log;
@@ -207,7 +208,7 @@ impl Ctx {
 }
 
 /// Runs the parsed command.
-pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
+pub fn dispatch(cli: &Cli) -> anyhow::Result<Exit> {
     // These need no store, config or clock of the user's.
     match &cli.command {
         Some(Command::Agent) => return Ok(demo::agent()),
@@ -219,34 +220,34 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     if let Some(Command::Demo(args)) = &cli.command {
         return demo::run(args, cli.no_color);
     }
-    let ctx = Ctx::from_cli(&cli)?;
-    run_command(&ctx, cli.command).map_err(|e| ctx.known_with_configured(e))
+    let ctx = Ctx::from_cli(cli)?;
+    run_command(&ctx, cli.command.as_ref()).map_err(|e| ctx.known_with_configured(e))
 }
 
 /// Runs a command that needs the store and the config.
-fn run_command(ctx: &Ctx, command: Option<Command>) -> anyhow::Result<Exit> {
+fn run_command(ctx: &Ctx, command: Option<&Command>) -> anyhow::Result<Exit> {
     let Some(command) = command else {
         return watch::run(ctx, &crate::cli::WatchArgs::default());
     };
     match command {
-        Command::Init(args) => init::run(ctx, &args),
-        Command::Add(args) => add::run(ctx, &args),
-        Command::Run(args) => run::run(ctx, &args),
-        Command::Daemon(args) => daemon::run(ctx, &args),
-        Command::Schedule(args) => schedule::run(ctx, &args),
-        Command::Status(args) => status::run(ctx, &args),
-        Command::Items(args) => items::list(ctx, &args),
-        Command::Show(args) => items::show(ctx, &args),
-        Command::Requeue(args) => requeue::requeue(ctx, &args),
-        Command::Skip(args) => requeue::skip(ctx, &args),
-        Command::Pause(args) => pause::pause(ctx, &args),
-        Command::Unpause(args) => pause::unpause(ctx, &args),
-        Command::Cancel(args) => steer::cancel(ctx, &args),
-        Command::Stop(args) => steer::stop(ctx, &args),
-        Command::Dlq(args) => dlq::run(ctx, &args),
-        Command::Log(args) => log::run(ctx, &args),
-        Command::Prune(args) => prune::run(ctx, &args),
-        Command::Watch(args) => watch::run(ctx, &args),
+        Command::Init(args) => init::run(ctx, args),
+        Command::Add(args) => add::run(ctx, args),
+        Command::Run(args) => run::run(ctx, args),
+        Command::Daemon(args) => daemon::run(ctx, args),
+        Command::Schedule(args) => schedule::run(ctx, args),
+        Command::Status(args) => status::run(ctx, args),
+        Command::Items(args) => items::list(ctx, args),
+        Command::Show(args) => items::show(ctx, args),
+        Command::Requeue(args) => requeue::requeue(ctx, args),
+        Command::Skip(args) => requeue::skip(ctx, args),
+        Command::Pause(args) => pause::pause(ctx, args),
+        Command::Unpause(args) => pause::unpause(ctx, args),
+        Command::Cancel(args) => steer::cancel(ctx, args),
+        Command::Stop(args) => steer::stop(ctx, args),
+        Command::Dlq(args) => dlq::run(ctx, args),
+        Command::Log(args) => log::run(ctx, args),
+        Command::Prune(args) => prune::run(ctx, args),
+        Command::Watch(args) => watch::run(ctx, args),
         Command::Demo(_) | Command::Agent | Command::Completions { .. } | Command::Man(_) => {
             unreachable!("handled above")
         }

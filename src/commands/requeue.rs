@@ -2,7 +2,7 @@
 //! recorded as events with `user@host`.
 
 use anyhow::Context;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::table::Table;
 use super::{Ctx, Exit, class_given, out, out_json, reason_given, user_error};
@@ -76,7 +76,7 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         Some(key) => ctx.no_key_if_unseen(&args.batch, key, moved),
         None => ctx.empty_if_unseen(&args.batch, moved),
     };
-    let (count, moved) = refused_json(args.json, &args.batch, args.dry_run, moved)?;
+    let (count, moved) = moved?;
     if args.json {
         out_json(&json!({
             "batch": args.batch,
@@ -127,38 +127,24 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// A refusal of keys named, with `--json`, printed as JSON too (the keys
-/// by reason, as the error line on stderr groups them), so that a script
-/// reads which keys to fix; the command still fails, exit 2.
-fn refused_json<T>(
-    json: bool,
-    batch: &str,
-    dry_run: bool,
-    read: Result<T, StoreError>,
-) -> anyhow::Result<T> {
-    match read {
-        Err(StoreError::Refused(Refusal::Keys(refused))) if json => {
-            out_json(&json!({
-                "batch": batch,
-                "dry_run": dry_run,
-                "refused": refused.groups,
-            }))?;
-            Err(StoreError::Refused(Refusal::Keys(refused)).into())
-        }
-        // The only key refused, none of whose item is there: its error is
-        // the store's own (a pruned key says when), and JSON says it too.
-        Err(e) => {
-            if json && let Some(group) = missing_group(&e) {
-                out_json(&json!({
-                    "batch": batch,
-                    "dry_run": dry_run,
-                    "refused": [group],
-                }))?;
-            }
-            Err(e.into())
-        }
-        Ok(v) => Ok(v),
-    }
+/// What a refusal of keys named adds to `--json`'s failure answer (see
+/// [`failure`](super::failure)): the keys by reason, as the error line on
+/// stderr groups them, so that a script reads which keys to fix. The only
+/// key refused, none of whose item is there, has the store's own error (a
+/// pruned key says when), and its group too.
+pub(super) fn refused_json(batch: &str, dry_run: bool, err: &anyhow::Error) -> Option<Value> {
+    let groups = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<StoreError>())
+        .and_then(|e| match e {
+            StoreError::Refused(Refusal::Keys(refused)) => Some(refused.groups.clone()),
+            e => missing_group(e).map(|g| vec![g]),
+        })?;
+    Some(json!({
+        "batch": batch,
+        "dry_run": dry_run,
+        "refused": groups,
+    }))
 }
 
 /// Why a requeue by class moved nothing, with the classes that are failed
@@ -203,7 +189,7 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
         store.skip(&args.batch, &args.keys, &args.reason, &by, now_ms())
     };
     let report = ctx.no_key_if_unseen(&args.batch, &args.keys[0], report);
-    let report = refused_json(args.json, &args.batch, args.dry_run, report)?;
+    let report = report?;
     if args.json {
         out_json(&json!({
             "batch": args.batch,

@@ -61,6 +61,8 @@ event_kinds! {
     Hold => "hold",
     /// Calls wait for the batch's limit pool: which pool, which limit, the next slot.
     RateLimit => "rate-limit",
+    /// An item's `estimate_field` holds no token estimate: its call reserved `token_estimate` instead (said once a run).
+    EstimateIgnored => "estimate-ignored",
     /// A budget was reached: no call of the batch starts until its window ends (in-flight ones finish).
     Budget => "budget",
     // What people and hooks did.

@@ -58,6 +58,8 @@ pub struct Pool {
     file: Option<(std::path::PathBuf, std::sync::Mutex<Option<Seen>>)>,
     estimate: Option<u64>,
     field: Option<String>,
+    /// Whether the run said that an item's estimate was ignored.
+    ignored_said: std::sync::atomic::AtomicBool,
     /// How long a place in flight is kept without its settlement.
     place_ttl: Duration,
     runner: String,
@@ -102,7 +104,22 @@ pub struct Ticket {
 pub struct Asked {
     calls: Vec<PoolCall>,
     admission: Admission,
+    /// The first of the calls whose item's estimate was not one.
+    ignored: Option<Ignored>,
 }
+
+/// An item whose `estimate_field` holds no token estimate (stored before
+/// the field was set, so `add` never checked it): its call reserves
+/// `token_estimate` instead, and the run says so once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ignored {
+    pub key: String,
+    /// The field's value as JSON text.
+    pub value: String,
+}
+
+/// How much of an ignored estimate's value the run log quotes.
+const IGNORED_SHOWN: usize = 80;
 
 /// The store's form of a `[limit.NAME]` table.
 pub fn spec(pool: &LimitPool) -> PoolSpec {
@@ -209,6 +226,7 @@ impl Pool {
             file: file.map(|f| (f.to_path_buf(), std::sync::Mutex::new(seen(f)))),
             estimate: cfg.token_estimate,
             field: cfg.estimate_field.clone(),
+            ignored_said: std::sync::atomic::AtomicBool::new(false),
             place_ttl: cfg.item_timeout + cfg.grace + Duration::from_secs(5),
             runner: runner.to_string(),
             deferred: std::sync::Mutex::default(),
@@ -273,32 +291,79 @@ impl Pool {
 
     /// The tokens reserved for a call of this payload: its
     /// `estimate_field` when that is an estimate (`key::estimate_in`: `add`
-    /// refuses a line whose field is not), else `token_estimate`, else none.
-    pub fn estimate(&self, payload: &str) -> i64 {
-        let from_field = self.field.as_deref().and_then(|f| {
-            crate::key::estimate_in(serde_json::from_str::<Value>(payload).ok()?.get(f)?)
-        });
-        reserved(from_field.or(self.estimate))
+    /// refuses a line whose field is not), else `token_estimate`, else
+    /// none; with the field's value (JSON text) when it is there and no
+    /// estimate, so ignored (an item stored before the field was set).
+    pub fn estimate(&self, payload: &str) -> (i64, Option<String>) {
+        let value = self
+            .field
+            .as_deref()
+            .and_then(|f| serde_json::from_str::<Value>(payload).ok()?.get(f).cloned());
+        match value.as_ref().map(|v| (v, crate::key::estimate_in(v))) {
+            Some((_, Some(n))) => (reserved(Some(n)), None),
+            Some((v, None)) => (reserved(self.estimate), Some(v.to_string())),
+            None => (reserved(self.estimate), None),
+        }
     }
 
     /// The calls of `claims`, each saying whether the pool deferred it
-    /// before (its item marked waiting for its place).
-    fn calls<'a>(&self, claims: impl IntoIterator<Item = &'a Claim>, now: Millis) -> Vec<PoolCall> {
+    /// before (its item marked waiting for its place), and the first whose
+    /// estimate was ignored.
+    fn calls<'a>(
+        &self,
+        claims: impl IntoIterator<Item = &'a Claim>,
+        now: Millis,
+    ) -> (Vec<PoolCall>, Option<Ignored>) {
         let ttl = i64::try_from(self.place_ttl.as_millis()).unwrap_or(i64::MAX);
         let deferred = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
-        claims
+        let mut ignored = None;
+        let calls = claims
             .into_iter()
-            .map(|c| PoolCall {
-                runner: self.runner.clone(),
-                estimate: self.estimate(&c.payload),
-                until: now.saturating_add(ttl),
-                item: Some(PoolItem {
-                    id: c.item_id,
-                    token: c.token,
-                    deferred: deferred.contains(&(c.item_id, c.token)),
-                }),
+            .map(|c| {
+                let (estimate, bad) = self.estimate(&c.payload);
+                if let Some(value) = bad
+                    && ignored.is_none()
+                {
+                    ignored = Some(Ignored {
+                        key: c.key.clone(),
+                        value,
+                    });
+                }
+                PoolCall {
+                    runner: self.runner.clone(),
+                    estimate,
+                    until: now.saturating_add(ttl),
+                    item: Some(PoolItem {
+                        id: c.item_id,
+                        token: c.token,
+                        deferred: deferred.contains(&(c.item_id, c.token)),
+                    }),
+                }
             })
-            .collect()
+            .collect();
+        (calls, ignored)
+    }
+
+    /// What the run log says of an ignored estimate.
+    fn ignored_event(&self, ignored: &Ignored) -> (String, Value) {
+        let field = self.field.clone().unwrap_or_default();
+        let instead = self.estimate.map_or_else(
+            || "no token_estimate is set, so it reserved none".to_string(),
+            |n| format!("it reserved token_estimate ({n}) instead"),
+        );
+        let message = format!(
+            "item {}: its estimate_field {field:?} is {}, not a token estimate (a whole number \
+             from 0 to {}): {instead}; said once a run, for the first such item",
+            ignored.key,
+            crate::util::text::cut_chars(&ignored.value, IGNORED_SHOWN),
+            crate::config::fields::MAX_TOKEN_ESTIMATE,
+        );
+        let fields = json!({
+            "field": field,
+            "value": crate::util::text::cut_chars(&ignored.value, IGNORED_SHOWN),
+            "token_estimate": self.estimate,
+        });
+        (message, fields)
     }
 
     /// The items whose calls the pool defers now (marked waiting for
@@ -333,11 +398,15 @@ impl Pool {
             return None;
         }
         let now = now_ms();
-        let calls = self.calls(claims, now);
+        let (calls, ignored) = self.calls(claims, now);
         match s.pool_admit(&self.spec(), &calls, now) {
             Ok(admission) => {
                 self.deferred_by(&calls, &admission);
-                Some(Asked { calls, admission })
+                Some(Asked {
+                    calls,
+                    admission,
+                    ignored,
+                })
             }
             Err(e) => {
                 tracing::warn!("asking pool for places with a claim: {e}");
@@ -385,7 +454,7 @@ impl Cycle {
             return Ok((Vec::new(), None));
         };
         let now = now_ms();
-        let calls = pool.calls(claims.iter().copied(), now);
+        let (calls, ignored) = pool.calls(claims.iter().copied(), now);
         let spec = pool.spec();
         let asked = calls.clone();
         let admission = self
@@ -393,7 +462,13 @@ impl Cycle {
             .call(move |s| s.pool_admit(&spec, &asked, now_ms()))
             .await?;
         pool.deferred_by(&calls, &admission);
-        Ok(self.admitted(Asked { calls, admission }).await)
+        Ok(self
+            .admitted(Asked {
+                calls,
+                admission,
+                ignored,
+            })
+            .await)
     }
 
     /// The tickets of the calls an admission let start, and when to ask
@@ -402,7 +477,28 @@ impl Cycle {
         let Some(pool) = &self.pool else {
             return (Vec::new(), None);
         };
-        let Asked { calls, admission } = asked;
+        let Asked {
+            calls,
+            admission,
+            ignored,
+        } = asked;
+        if let Some(ignored) = ignored
+            && !pool
+                .ignored_said
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            let (message, fields) = pool.ignored_event(&ignored);
+            crate::util::stdio::err_line(&format!(
+                "nightshift: {}: {}",
+                crate::util::sanitize::line(&self.batch),
+                crate::util::sanitize::line(&message)
+            ));
+            let event = self
+                .new_event(EventKind::EstimateIgnored, message)
+                .key(&ignored.key)
+                .fields(fields);
+            self.event(event).await;
+        }
         let tickets = calls
             .into_iter()
             .take(admission.admitted)

@@ -24,22 +24,12 @@ const PROGRESS_FROM: usize = 50_000;
 
 pub use parse::Rejected;
 
-pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
-    let result = add(ctx, args);
-    if args.json
-        && let Err(e) = &result
-        && super::exit_for(e) == Exit::Usage
-    {
-        out_json(&refused_json(args, e))?;
-    }
-    result
-}
-
-/// A refused add as `--json` says it, so that a script reading stdout
-/// learns what to fix (as `skip` and `requeue` say their refused keys):
-/// each bad line with its number, or the one reason the whole input or
-/// the command was refused (`line` null). Nothing was added.
-fn refused_json(args: &AddArgs, e: &anyhow::Error) -> serde_json::Value {
+/// What a refused add adds to `--json`'s failure answer (see
+/// [`failure`](super::failure)), so that a script reading stdout learns
+/// what to fix (as `skip` and `requeue` say their refused keys): each bad
+/// line with its number, or the one reason the whole input or the command
+/// was refused (`line` null). Nothing was added.
+pub(super) fn refused_json(args: &AddArgs, e: &anyhow::Error) -> serde_json::Value {
     let refused: Vec<serde_json::Value> = match e.chain().find_map(|c| c.downcast_ref::<Rejected>())
     {
         Some(r) => r
@@ -70,7 +60,7 @@ fn source_name(args: &AddArgs) -> String {
     }
 }
 
-fn add(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
+pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     let source = source_name(args);
     let bytes = read_input(&args.file)?;
     if let Some(encoding) = utf16(&bytes) {

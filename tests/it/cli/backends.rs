@@ -576,6 +576,11 @@ both_backends! {
                     {"why": "not_failed", "says": "not failed", "keys": [{"key": "k5", "state": "done"}, {"key": "k9", "state": "pending"}]},
                     {"why": "left_out", "says": "left out by --tier manual", "keys": [{"key": "k3", "state": "retry tier"}]},
                 ],
+                "error": {
+                    "command": "requeue",
+                    "says": format!("nothing was requeued in batch \"b\": {groups}"),
+                    "exit": 2,
+                },
             }), "{args:?}");
         }
         // A key no item has joins them; alone, it is said as ever.
@@ -737,7 +742,7 @@ both_backends! {
                 args.extend_from_slice(extra);
                 let mut log = env.spawn("log", &args);
                 assert_eq!(exit_code(&mut log), Some(2), "{args:?}: {:?}", env.output_of("log"));
-                assert_eq!(env.output_of("log"), (String::new(), show.stderr.clone()), "{args:?}");
+                assert_eq!(env.output_of("log"), (json_error_if(&args, &show.stderr), show.stderr.clone()), "{args:?}");
             }
         }
         // k1 has no event yet: nothing to list, and followed until its first.
@@ -792,7 +797,7 @@ both_backends! {
             args.extend_from_slice(extra);
             let mut log = env.spawn("log", &args);
             assert_eq!(exit_code(&mut log), Some(2), "{args:?}: {:?}", env.output_of("log"));
-            assert_eq!(env.output_of("log"), (String::new(), refusal.to_string()), "{args:?}");
+            assert_eq!(env.output_of("log"), (json_error_if(&args, refusal), refusal.to_string()), "{args:?}");
         }
     }
 }
@@ -1015,4 +1020,20 @@ fn undo_column_migrations(env: &Env) {
             )
             .unwrap(),
     }
+}
+
+/// What `log` prints on stdout when refused with `stderr`: nothing, or
+/// with `--json` the refusal as JSON.
+fn json_error_if(args: &[&str], stderr: &str) -> String {
+    if !args.contains(&"--json") {
+        return String::new();
+    }
+    let says = stderr
+        .strip_prefix("nightshift: error: ")
+        .unwrap()
+        .trim_end();
+    format!(
+        "{}\n",
+        serde_json::json!({"error": {"command": "log", "says": says, "exit": 2}})
+    )
 }

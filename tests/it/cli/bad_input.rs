@@ -21,7 +21,12 @@ fn refused(env: &Env, args: &[&str], code: i32, names: &[&str]) -> Ran {
     for name in names {
         assert!(ran.stderr.contains(name), "{name:?} not named: {ran:?}");
     }
-    assert_eq!(ran.stdout, "", "{args:?} printed a result");
+    if args.iter().any(|a| *a == "--json" || *a == "--jsonl") {
+        // Asked for JSON, it answers with the error in JSON.
+        assert_eq!(ran.json()["error"]["exit"], code, "{ran:?}");
+    } else {
+        assert_eq!(ran.stdout, "", "{args:?} printed a result");
+    }
     assert_eq!(fingerprint(&env.db), before, "{args:?} changed the store");
     ran
 }

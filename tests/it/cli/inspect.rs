@@ -751,7 +751,7 @@ fn log_lists_and_filters_events() {
     assert_eq!(any, k5);
     // A name no batch has is refused, as with the batch named.
     let none = env.run(&["log", "--json", "--key", "k99"]);
-    assert_eq!(none.code(2).stdout, "");
+    assert_eq!(none.code(2).json()["error"]["command"], "log");
     assert!(
         none.stderr.contains("no batch has an item \"k99\""),
         "{none:?}"

@@ -28,3 +28,5 @@ mod versions;
 mod waiting;
 // A closed stdout or stderr: no panic, the command's own exit code.
 mod closed_streams;
+// `--json` answers in JSON when the command fails too.
+mod json_errors;

@@ -618,6 +618,41 @@ for line in sys.stdin:
         assert!(!env.run(&["status", "d"]).code(0).stdout.contains("on average"));
     }
 
+    /// Items stored before `estimate_field` was set, whose field holds no
+    /// estimate, reserve `token_estimate`: the run says so once (on stderr
+    /// and as an `estimate-ignored` event naming the first such item and its
+    /// value), where it fell back in silence; every run says it again.
+    fn an_ignored_estimate_is_said_once_a_run(env) {
+        let w = worker(&env, USAGE);
+        let config = |field: &str| env.config(&format!(
+            "[limit.p]\ntokens = \"100000/min\"\n\n\
+             [batch.c]\nworker = [\"{w}\"]\nlimit = \"p\"\nconcurrency = 1\ntoken_estimate = 40\n{field}"
+        ));
+        config("");
+        let file = env.write(
+            "c.jsonl",
+            "{\"key\":\"c0\",\"est\":\"たくさん\"}\n{\"key\":\"c1\",\"est\":-5}\n{\"key\":\"c2\",\"est\":70}\n",
+        );
+        env.cmd().args(["add", "c"]).arg(file).assert().success();
+        config("estimate_field = \"est\"\n");
+        let said = "item c0: its estimate_field \"est\" is \"たくさん\", not a token estimate \
+                    (a whole number from 0 to 100000000): it reserved token_estimate (40) instead";
+        let ran = env.run(&["run", "c"]);
+        ran.code(0);
+        assert_eq!(ran.stderr.matches("estimate_field").count(), 1, "{ran:?}");
+        assert!(ran.stderr.contains(&format!("nightshift: c: {said}")), "{ran:?}");
+        let events = env.events("c", "estimate-ignored");
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["key"], "c0", "{events:?}");
+        assert!(events[0]["message"].as_str().unwrap().starts_with(said), "{events:?}");
+        env.run(&["requeue", "c", "c1", "--outcome", "done"]).code(0);
+        let ran = env.run(&["run", "c"]);
+        assert!(ran.code(0).stderr.contains("item c1: its estimate_field \"est\" is -5"), "{ran:?}");
+        let events = env.events("c", "estimate-ignored");
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(events[1]["key"], "c1", "{events:?}");
+    }
+
     /// A runner killed with SIGKILL while its call holds the pool's one
     /// place: the next run takes over (stopping the dead run's worker) and
     /// has the place back at once, not after the place's lapse

@@ -228,6 +228,11 @@ for line in sys.stdin:
                     {"why": "unknown", "says": "no such item", "keys": [{"key": "zz"}, {"key": "yy"}]},
                     {"why": "in_flight", "says": "in flight (claimed by a running runner)", "keys": [{"key": "stuck"}]},
                 ],
+                "error": {
+                    "command": "skip",
+                    "says": said.strip_prefix("nightshift: error: ").unwrap(),
+                    "exit": 2,
+                },
             }), "{args:?}");
         }
         assert_eq!(env.item("a1").0, "pending", "nothing was skipped");
