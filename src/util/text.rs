@@ -174,6 +174,14 @@ pub fn cut_chars(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}{ELLIPSIS}", head_by(s, max - 1, chars)))
 }
 
+/// Takes back the last grapheme of `s`, as Backspace does on a line the
+/// user types: an emoji ZWJ sequence or a letter with its combining mark
+/// goes whole, as it is drawn, never leaving a part of it behind.
+pub fn pop_grapheme(s: &mut String) {
+    let start = s.grapheme_indices(true).next_back().map_or(0, |(i, _)| i);
+    s.truncate(start);
+}
+
 /// `s` in at most `max` cells keeping its end: `…/nightshift/store.db`.
 pub fn cut_start(s: &str, max: usize) -> Cow<'_, str> {
     if width(s) <= max {
