@@ -33,7 +33,7 @@ use std::sync::Once;
 use std::sync::mpsc::{RecvTimeoutError, Sender};
 use std::time::Duration;
 
-use crossterm::event::{Event, KeyEventKind};
+use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, Event, KeyEventKind};
 use crossterm::terminal::{
     BeginSynchronizedUpdate, EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen,
     disable_raw_mode, enable_raw_mode,
@@ -99,6 +99,7 @@ fn restore() {
     let _ = execute!(
         out,
         EndSynchronizedUpdate,
+        DisableBracketedPaste,
         LeaveAlternateScreen,
         cursor::Show
     );
@@ -118,7 +119,12 @@ impl Screen {
         enable_raw_mode()
             .map_err(|e| anyhow::anyhow!("cannot put the terminal in raw mode: {e}"))?;
         let mut out = std::io::stdout();
-        if let Err(e) = execute!(out, EnterAlternateScreen, cursor::Hide) {
+        if let Err(e) = execute!(
+            out,
+            EnterAlternateScreen,
+            EnableBracketedPaste,
+            cursor::Hide
+        ) {
             restore();
             return Err(anyhow::anyhow!("cannot set up the terminal: {e}"));
         }
@@ -309,8 +315,8 @@ pub fn run(mut opts: Options) -> anyhow::Result<Ended> {
                     if matches!(app.mode, Mode::Filter | Mode::Prompt) =>
                 {
                     dirty = true;
-                    text.chars()
-                        .filter(|c| !c.is_control())
+                    pasted(&text)
+                        .chars()
                         .map(|c| Intent::Input(c).into())
                         .collect()
                 }
@@ -370,4 +376,16 @@ pub fn run(mut opts: Options) -> anyhow::Result<Ended> {
         effects.stop(Duration::from_secs(5));
     }
     Ok(ended)
+}
+
+/// What a paste types into the filter or the prompt: one line, its line
+/// breaks (and any other control character) a space between the words
+/// they parted, none at its ends (a copied `k1` and its newline searches
+/// for `k1`). Bracketed paste is asked for so that a pasted line break is
+/// not Enter and the lines after it are not read as keys.
+fn pasted(text: &str) -> String {
+    text.split(char::is_control)
+        .filter(|piece| !piece.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -68,6 +68,25 @@ pub fn drawable(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// What [`drawable`] replaces, in the order it does: every halfwidth
+/// kana with its sound mark (`ｶﾞ` → `ガ`), then a sound mark alone. A
+/// search that matches text as drawn (the dashboard's items search, in
+/// the store's SQL) is built from this list, so the two never part.
+pub fn drawn_kana() -> Vec<(String, char)> {
+    let mut pairs: Vec<(String, char)> = ('\u{FF61}'..='\u{FF9D}')
+        .flat_map(|c| {
+            [
+                voiced(c).map(|k| (format!("{c}\u{FF9E}"), k)),
+                semi_voiced(c).map(|k| (format!("{c}\u{FF9F}"), k)),
+            ]
+        })
+        .flatten()
+        .collect();
+    pairs.push(("\u{FF9E}".into(), '\u{309B}'));
+    pairs.push(("\u{FF9F}".into(), '\u{309C}'));
+    pairs
+}
+
 /// The fullwidth kana a halfwidth one becomes with a dakuten.
 fn voiced(c: char) -> Option<char> {
     Some(match c {
@@ -205,6 +224,14 @@ pub fn cut_chars(s: &str, max: usize) -> Cow<'_, str> {
         "{}{ELLIPSIS}",
         whole_escapes(s, head_by(s, max - 1, chars))
     ))
+}
+
+/// Takes back the last grapheme of `s`, as Backspace does on a line the
+/// user types: an emoji ZWJ sequence or a letter with its combining mark
+/// goes whole, as it is drawn, never leaving a part of it behind.
+pub fn pop_grapheme(s: &mut String) {
+    let start = s.grapheme_indices(true).next_back().map_or(0, |(i, _)| i);
+    s.truncate(start);
 }
 
 /// `s` in at most `max` cells keeping its end: `…/nightshift/store.db`.
@@ -601,6 +628,19 @@ mod tests {
 
     /// Halfwidth sound marks become what ratatui measures as a terminal
     /// draws them, the width unchanged where they compose.
+    #[test]
+    fn drawn_kana_replaced_in_order_is_drawable() {
+        let replaced = |s: &str| {
+            drawn_kana().iter().fold(s.to_string(), |t, (from, to)| {
+                t.replace(from, &to.to_string())
+            })
+        };
+        for s in ["ｶﾞｷﾞｸﾞ test", "ﾊﾟｿｺﾝ ﾎﾟｲﾝﾄ ｳﾞｧ", "aﾞ ｱﾟ", "ｦﾞﾜﾞﾞ", "東京"]
+        {
+            assert_eq!(replaced(s), drawable(s), "{s}");
+        }
+    }
+
     #[test]
     fn halfwidth_sound_marks_are_drawable() {
         use unicode_width::UnicodeWidthStr;

@@ -46,7 +46,7 @@ pub(crate) use prune::{PruneRead, PruneTarget, PruneWrite};
 pub(crate) use runs::{RunsRead, RunsWrite};
 pub(crate) use seats::{ANY_LIVE_SEAT, SeatsRead, SeatsWrite};
 pub(crate) use steer::{SteerRead, SteerWrite};
-pub(crate) use views::{RowsPage, ViewsRead};
+pub(crate) use views::{DrawnSearch, RowsPage, ViewsRead};
 pub(crate) use workers::{WorkersRead, WorkersWrite};
 
 /// Every statement a read snapshot may run.

@@ -131,3 +131,46 @@ pub(crate) trait ViewsRead: Sql {
         sql::all(self, &sql, &args, |r| Ok((r.text(0)?, r.lossy(1)?)))
     }
 }
+
+/// The items pane's search of keys and labels, matching them as the
+/// dashboard draws them (`text::drawable`: a halfwidth `ｶﾞ` is drawn
+/// `ガ`), so text typed from the screen finds its item, on both engines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DrawnSearch {
+    /// The text to bind: the search as drawn.
+    pub text: String,
+    /// It holds a kana that stored text may hold in halfwidth.
+    drawn: bool,
+}
+
+impl DrawnSearch {
+    pub(crate) fn new(search: &str) -> DrawnSearch {
+        let text = crate::util::text::drawable(search).into_owned();
+        let kana = crate::util::text::drawn_kana();
+        let drawn = text.chars().any(|c| kana.iter().any(|(_, k)| *k == c));
+        DrawnSearch { text, drawn }
+    }
+
+    /// `(find(key, p) > 0 OR find(label, p) > 0)`, each column taken as
+    /// drawn where the search needs it (`find`: `instr` or `strpos`;
+    /// `param`: the bound text's placeholder). Text that draws as stored
+    /// is searched as stored (no `replace` per row).
+    pub(crate) fn cond(&self, find: &str, cols: [&str; 2], param: &str) -> String {
+        let col = |c: &str| {
+            if !self.drawn {
+                return c.to_string();
+            }
+            // The list holds kana and sound marks only: no quote to escape.
+            crate::util::text::drawn_kana()
+                .iter()
+                .fold(c.to_string(), |e, (from, to)| {
+                    format!("replace({e}, '{from}', '{to}')")
+                })
+        };
+        format!(
+            "({find}({}, {param}) > 0 OR {find}({}, {param}) > 0)",
+            col(cols[0]),
+            col(cols[1])
+        )
+    }
+}

@@ -10,7 +10,7 @@ use super::items::filter_sql;
 use crate::model::Event;
 use crate::store::Result;
 use crate::store::api::{EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
-use crate::store::dialect::{RowsPage, ViewsRead};
+use crate::store::dialect::{DrawnSearch, RowsPage, ViewsRead};
 
 /// Characters of an error message or event message kept for a list row.
 const ROW_TEXT: i64 = 512;
@@ -46,9 +46,11 @@ fn page_sql(q: &ItemsQuery, keys_only: bool, args: &mut Args) -> String {
     filter.search = None;
     let mut cond = filter_sql(&filter, args);
     if !q.search.is_empty() {
-        let n = args.push(q.search.clone());
+        let search = DrawnSearch::new(&q.search);
+        let place = args.push(search.text.clone());
         cond.push_str(&format!(
-            " AND (strpos(i.key, {n}) > 0 OR strpos(i.label, {n}) > 0)"
+            " AND {}",
+            search.cond("strpos", ["i.key", "i.label"], &place)
         ));
     }
     cond

@@ -13,7 +13,7 @@ use super::{SqliteStore, SqliteTx, parse_col};
 use crate::model::Event;
 use crate::store::Result;
 use crate::store::api::{COUNT_CAP, EventsQuery, ItemFilter, ItemPage, ItemRow, ItemsQuery};
-use crate::store::dialect::{RowsPage, ViewsRead};
+use crate::store::dialect::{DrawnSearch, RowsPage, ViewsRead};
 
 /// Characters of an error message or event message kept for a list row.
 const ROW_TEXT: i64 = 512;
@@ -106,10 +106,12 @@ fn search_page(
     {
         // By rowid range (NOT INDEXED: else SQLite prefers an index on
         // batch_id and reads every item of the batch).
-        let mut st = c.prepare_cached(
+        let search = DrawnSearch::new(&q.search);
+        let mut st = c.prepare_cached(&format!(
             "SELECT id FROM items NOT INDEXED WHERE id > ?1 AND id <= ?2 AND batch_id = ?3
-                AND (instr(key, ?4) > 0 OR instr(label, ?4) > 0) ORDER BY id",
-        )?;
+                AND {} ORDER BY id",
+            search.cond("instr", ["key", "label"], "?4")
+        ))?;
         // At least one step per poll, whatever the clock says: a thread
         // descheduled past the budget before its first query would
         // otherwise report "searching 0%" for ever on a busy machine.
@@ -118,7 +120,7 @@ fn search_page(
             first = false;
             let to = (scan.scanned_to + SEARCH_STEP).min(max_id);
             let found = st
-                .query_map(params![scan.scanned_to, to, id, q.search], |r| {
+                .query_map(params![scan.scanned_to, to, id, search.text], |r| {
                     r.get::<_, i64>(0)
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -204,11 +206,13 @@ fn page_cond(q: &ItemsQuery, keys_only: bool, args: &mut Vec<V>) -> String {
     }
     filter.search = None;
     let mut cond = filter_sql(&filter, args);
-    args.push(V::Text(q.search.clone()));
-    let n = args.len();
+    let search = DrawnSearch::new(&q.search);
+    let place = format!("?{}", args.len() + 1);
     cond.push_str(&format!(
-        " AND (instr(i.key, ?{n}) > 0 OR instr(i.label, ?{n}) > 0)"
+        " AND {}",
+        search.cond("instr", ["i.key", "i.label"], &place)
     ));
+    args.push(V::Text(search.text));
     cond
 }
 

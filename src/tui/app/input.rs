@@ -4,6 +4,7 @@ use super::{App, DEFAULT_PAUSE_REASON, FilterTarget};
 use crate::model::EventKind;
 use crate::tui::action::{Effect, Intent, Pane, Write};
 use crate::tui::keymap::Mode;
+use crate::util::text;
 
 impl App {
     pub(super) fn start_filter(&mut self) {
@@ -59,7 +60,7 @@ impl App {
                 self.apply_filter();
             }
             Intent::Backspace => {
-                self.input.pop();
+                text::pop_grapheme(&mut self.input);
                 self.apply_filter();
             }
             // A kind the log has no word for matches nothing: the filter
@@ -80,9 +81,7 @@ impl App {
     pub(super) fn update_prompt(&mut self, intent: Intent) -> Vec<Effect> {
         match intent {
             Intent::Input(c) => self.input.push(c),
-            Intent::Backspace => {
-                self.input.pop();
-            }
+            Intent::Backspace => text::pop_grapheme(&mut self.input),
             Intent::Submit => {
                 self.mode = Mode::Normal;
                 let reason = match self.input.trim() {

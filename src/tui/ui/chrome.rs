@@ -5,7 +5,7 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Clear, Paragraph};
 
 use super::{clean, fit_line, num};
 use crate::model::EventKind;
@@ -268,6 +268,32 @@ fn filter_line(app: &App, width: usize) -> Line<'static> {
     ])
 }
 
+/// Rows a message may take: the footer and the rows above it.
+const FLASH_ROWS: usize = 4;
+
+/// A message, wrapped whole where the footer's one row is too short (a
+/// config file's error: what is wrong, and that the config shown is the
+/// one before, come after its line number), over the rows above the
+/// footer; past [`FLASH_ROWS`] its last row ends in `…`.
+fn flash_rows(f: &mut Frame, footer: Rect, said: &str, style: ratatui::style::Style) {
+    let width = (footer.width as usize).saturating_sub(1);
+    let lines = super::wrap_cut(said, width, FLASH_ROWS);
+    let rows = u16::try_from(lines.len())
+        .unwrap_or(u16::MAX)
+        .min(footer.y.saturating_add(1));
+    let area = Rect {
+        y: footer.y + 1 - rows,
+        height: rows,
+        ..footer
+    };
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .map(|l| Line::from(Span::styled(format!(" {l}"), style)))
+        .collect();
+    f.render_widget(Clear, area);
+    f.render_widget(Paragraph::new(lines), area);
+}
+
 pub fn footer(app: &App, f: &mut Frame, area: Rect) {
     let p = app.setup.palette;
     if app.mode == Mode::Filter {
@@ -277,11 +303,7 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
     }
     if let Some(flash) = app.flash_text() {
         let role = if flash.error { Role::Fail } else { Role::Warn };
-        let line = Line::from(Span::styled(
-            format!(" {}", clean(&flash.text, 300)),
-            p.style(role),
-        ));
-        f.render_widget(Paragraph::new(fit_line(line, area.width as usize)), area);
+        flash_rows(f, area, &flash.text, p.style(role));
         return;
     }
     // `?` and `q` always show, at the right; the rest as far as it fits.

@@ -25,3 +25,5 @@ mod steer;
 mod budget;
 // The config file edited while the dashboard is open.
 mod reload;
+// The items search finds what the screen shows.
+mod search;

@@ -761,3 +761,49 @@ fn since_you_last_looked_on_the_next_visit() {
     dash.key("q");
     dash.wait_exit();
 }
+
+/// Pastes `text` as a terminal does: inside the bracketed-paste markers
+/// when the program turned that mode on, else as typed keys (a line
+/// break as Enter).
+fn paste(dash: &mut Dash, text: &str) {
+    let raw = String::from_utf8_lossy(&dash.raw.lock().unwrap()).into_owned();
+    let bracketed = match (raw.rfind("\x1b[?2004h"), raw.rfind("\x1b[?2004l")) {
+        (Some(on), Some(off)) => on > off,
+        (on, _) => on.is_some(),
+    };
+    if bracketed {
+        dash.keys_at_once(&format!("\x1b[200~{text}\x1b[201~"));
+    } else {
+        // A terminal sends a pasted line break as the Enter key sends it.
+        dash.keys_at_once(&text.replace('\n', "\r"));
+    }
+}
+
+/// A reason pasted into the pause prompt stays text, its lines joined by
+/// a space. The dashboard did not ask for bracketed paste, so a pasted
+/// line break was Enter: it paused with the first line alone, and the
+/// next line's letters were read as keys (`r` of `restart` started a run).
+#[test]
+fn a_pasted_reason_with_a_line_break_is_text_not_keys() {
+    let env = fixture_env();
+    let mut dash = open(&env, &[]);
+    dash.wait_loaded();
+    dash.key("p");
+    dash.wait_text("why?");
+    paste(&mut dash, "db migration\nrestart at 3");
+    dash.wait_text("restart at 3█");
+    dash.key(ENTER);
+    dash.wait_text("PAUSED — db migration restart at 3 (tester@ptyhost");
+    let status = env.status();
+    let articles = &status["batches"][0];
+    assert_eq!(articles["paused_reason"], "db migration restart at 3");
+    assert_eq!(articles["running"], false);
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    assert!(dash.wait_restored());
+    let raw = String::from_utf8_lossy(&dash.raw.lock().unwrap()).into_owned();
+    assert!(
+        raw.rfind("\x1b[?2004l") > raw.rfind("\x1b[?2004h"),
+        "bracketed paste is turned off on the way out"
+    );
+}

@@ -80,3 +80,41 @@ fn a_config_written_after_the_dashboard_opened_brings_its_pool() {
     dash.wait_seen("nightshift.toml reloaded");
     dash.wait_text(" 6 Pools ");
 }
+
+/// At 80 columns a bad edit's message is read whole: what is wrong and
+/// that the config shown is the one before. The footer cut it to one row,
+/// `nightshift.toml has an error (line 4: batch."記事の投稿バッチ…`: the
+/// line number was all it said, and not that the edit was left unused.
+/// A message longer than the footer now takes the rows above it.
+#[test]
+fn a_bad_edit_is_said_whole_at_80_columns() {
+    let env = Env::new();
+    let batch = "記事の投稿バッチ・とても長い名前です";
+    let config = format!("[batch.\"{batch}\"]\nworker = [\"cat\"]\nschedule = \"0 2 * * *\"\n");
+    env.config(&format!("{config}timezone = \"Asia/Tokyo\"\n"));
+    add_keys(&env, batch, &["k1"]);
+    let dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (80, 24));
+    dash.wait_for("the batch", |s| pty::loaded(s) && s.contains("Asia/Tokyo"));
+    env.config(&format!("{config}timezone = \"Asia/東京\"\n"));
+    let screen = dash.wait_seen("showing the config as it was");
+    let joined: String = screen
+        .lines()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .concat();
+    for said in [
+        "nightshift.toml has an error (line 4:",
+        "timezone: unknown time zone \"Asia/東京\"",
+        "): showing the config as it was",
+    ] {
+        let said: String = said.split_whitespace().collect();
+        let joined: String = joined.split_whitespace().collect();
+        assert!(joined.contains(&said), "{said:?} not on\n{screen}");
+    }
+    for row in screen.lines() {
+        assert!(
+            nightshift::util::text::width(row) <= 80,
+            "{row:?}\n{screen}"
+        );
+    }
+}

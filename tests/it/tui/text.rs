@@ -614,3 +614,39 @@ fn the_batch_detail_keeps_an_emoji_sequence_whole_and_the_box_intact_in_tmux() {
         check_detail(&screen, &reason, Some(80));
     }
 }
+
+/// Backspace in the pause prompt and the search box takes back the last
+/// character as the screen shows it: a whole grapheme, an emoji ZWJ
+/// sequence or a letter with its combining mark. It took back one code
+/// point: the family lost its last member (`👨‍👩‍` and a dangling
+/// joiner were kept as the reason), `é` became `e`, and the search
+/// looked for what was no longer on screen, matching nothing.
+#[test]
+fn backspace_takes_back_a_whole_grapheme_in_the_prompt_and_the_search() {
+    const BACKSPACE: &str = "\x7f";
+    let env = paused("x");
+    env.run(&["unpause", "b"]).code(0);
+    let mut dash = Dash::open(Path::new(BIN), env.dir.path(), &env.db, &[], (80, 24));
+    dash.wait_loaded();
+    dash.key("p");
+    dash.wait_text("why?");
+    dash.type_text(&format!("停止{FAMILY}"));
+    dash.key(BACKSPACE);
+    dash.type_text("カフェe\u{301}");
+    dash.key(BACKSPACE);
+    dash.key(ENTER);
+    dash.wait_text("PAUSED — 停止カフェ (");
+    let status = env.run(&["status", "--json"]).json();
+    assert_eq!(status["batches"][0]["paused_reason"], "停止カフェ");
+    dash.key("3");
+    dash.wait_text(" · 1 of 1");
+    dash.key("/");
+    dash.type_text(&format!("k1{FAMILY}"));
+    dash.key(BACKSPACE);
+    dash.wait_for("k1 found by its search", |s| {
+        s.contains("search: \"k1\" · 1 of 1")
+    });
+    dash.key(ENTER);
+    dash.key("q");
+    dash.wait_exit();
+}
