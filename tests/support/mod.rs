@@ -628,6 +628,11 @@ impl std::ops::DerefMut for Background {
 impl Drop for Background {
     fn drop(&mut self) {
         if let Ok(None) = self.0.try_wait() {
+            // A group it leads goes with it (`sh -c 'sleep 300; :'` in a
+            // group of its own leaves its sleep otherwise); a pid leads a
+            // group only if it made that group.
+            let group = nix::unistd::Pid::from_raw(-(self.0.id() as i32));
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
