@@ -340,11 +340,7 @@ impl Cycle {
                 s.describe(now),
                 utc_clock(s.window_end, now)
             );
-            crate::util::stdio::err_line(&format!(
-                "nightshift: {}: {}",
-                crate::util::sanitize::line(&self.batch),
-                crate::util::sanitize::line(&message)
-            ));
+            self.say(&message);
             let event = self.new_event(EventKind::Budget, message).fields(json!({
                 "scope": s.scope,
                 "name": s.name,

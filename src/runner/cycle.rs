@@ -464,6 +464,16 @@ impl Cycle {
         now + self.lease_ttl.as_millis() as i64
     }
 
+    /// Says `message` on stderr as this batch's (a warning the run log
+    /// records too, as an event its caller writes).
+    pub(super) fn say(&self, message: &str) {
+        crate::util::stdio::err_line(&format!(
+            "nightshift: {}: {}",
+            crate::util::sanitize::line(&self.batch),
+            crate::util::sanitize::line(message)
+        ));
+    }
+
     /// Writes an event outside any transition (and to the log file).
     pub(super) async fn event(&self, event: NewEvent) {
         let e = event.clone();

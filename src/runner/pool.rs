@@ -488,11 +488,7 @@ impl Cycle {
                 .swap(true, std::sync::atomic::Ordering::SeqCst)
         {
             let (message, fields) = pool.ignored_event(&ignored);
-            crate::util::stdio::err_line(&format!(
-                "nightshift: {}: {}",
-                crate::util::sanitize::line(&self.batch),
-                crate::util::sanitize::line(&message)
-            ));
+            self.say(&message);
             let event = self
                 .new_event(EventKind::EstimateIgnored, message)
                 .key(&ignored.key)

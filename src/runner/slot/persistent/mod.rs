@@ -704,11 +704,7 @@ impl Slot {
         let message = format!(
             "the persistent worker printed `{line}` on stderr, which is not read in persistent mode (not counted): report cost, usage and op ids in the answer (\"cost\", \"usage\", \"op_id\")"
         );
-        crate::util::stdio::err_line(&format!(
-            "nightshift: {}: {}",
-            crate::util::sanitize::line(&cycle.batch),
-            crate::util::sanitize::line(&message)
-        ));
+        cycle.say(&message);
         let event = cycle
             .new_event(EventKind::StrayOutput, message)
             .fields(json!({"count": 1, "stderr": line}));
