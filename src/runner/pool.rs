@@ -295,14 +295,16 @@ impl Pool {
     /// none; with the field's value (JSON text) when it is there and no
     /// estimate, so ignored (an item stored before the field was set).
     pub fn estimate(&self, payload: &str) -> (i64, Option<String>) {
-        let value = self
+        let Some(value) = self
             .field
             .as_deref()
-            .and_then(|f| serde_json::from_str::<Value>(payload).ok()?.get(f).cloned());
-        match value.as_ref().map(|v| (v, crate::key::estimate_in(v))) {
-            Some((_, Some(n))) => (reserved(Some(n)), None),
-            Some((v, None)) => (reserved(self.estimate), Some(v.to_string())),
-            None => (reserved(self.estimate), None),
+            .and_then(|f| serde_json::from_str::<Value>(payload).ok()?.get(f).cloned())
+        else {
+            return (reserved(self.estimate), None);
+        };
+        match crate::key::estimate_in(&value) {
+            Some(n) => (reserved(Some(n)), None),
+            None => (reserved(self.estimate), Some(value.to_string())),
         }
     }
 
@@ -351,16 +353,16 @@ impl Pool {
             || "no token_estimate is set, so it reserved none".to_string(),
             |n| format!("it reserved token_estimate ({n}) instead"),
         );
+        let value = crate::util::text::cut_chars(&ignored.value, IGNORED_SHOWN);
         let message = format!(
-            "item {}: its estimate_field {field:?} is {}, not a token estimate (a whole number \
-             from 0 to {}): {instead}; said once a run, for the first such item",
+            "item {}: its estimate_field {field:?} is {value}, not a token estimate (a whole \
+             number from 0 to {}): {instead}; said once a run, for the first such item",
             ignored.key,
-            crate::util::text::cut_chars(&ignored.value, IGNORED_SHOWN),
             crate::config::fields::MAX_TOKEN_ESTIMATE,
         );
         let fields = json!({
             "field": field,
-            "value": crate::util::text::cut_chars(&ignored.value, IGNORED_SHOWN),
+            "value": value,
             "token_estimate": self.estimate,
         });
         (message, fields)

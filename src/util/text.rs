@@ -72,19 +72,23 @@ pub fn drawable(s: &str) -> Cow<'_, str> {
 /// kana with its sound mark (`ｶﾞ` → `ガ`), then a sound mark alone. A
 /// search that matches text as drawn (the dashboard's items search, in
 /// the store's SQL) is built from this list, so the two never part.
-pub fn drawn_kana() -> Vec<(String, char)> {
-    let mut pairs: Vec<(String, char)> = ('\u{FF61}'..='\u{FF9D}')
-        .flat_map(|c| {
-            [
-                voiced(c).map(|k| (format!("{c}\u{FF9E}"), k)),
-                semi_voiced(c).map(|k| (format!("{c}\u{FF9F}"), k)),
-            ]
-        })
-        .flatten()
-        .collect();
-    pairs.push(("\u{FF9E}".into(), '\u{309B}'));
-    pairs.push(("\u{FF9F}".into(), '\u{309C}'));
-    pairs
+/// Made once: a search asks for it per column.
+pub fn drawn_kana() -> &'static [(String, char)] {
+    static PAIRS: std::sync::LazyLock<Vec<(String, char)>> = std::sync::LazyLock::new(|| {
+        let mut pairs: Vec<(String, char)> = ('\u{FF61}'..='\u{FF9D}')
+            .flat_map(|c| {
+                [
+                    voiced(c).map(|k| (format!("{c}\u{FF9E}"), k)),
+                    semi_voiced(c).map(|k| (format!("{c}\u{FF9F}"), k)),
+                ]
+            })
+            .flatten()
+            .collect();
+        pairs.push(("\u{FF9E}".into(), '\u{309B}'));
+        pairs.push(("\u{FF9F}".into(), '\u{309C}'));
+        pairs
+    });
+    &PAIRS
 }
 
 /// The fullwidth kana a halfwidth one becomes with a dakuten.

@@ -231,7 +231,6 @@ impl Persistent {
             .take()
     }
 
-    /// The worker's process id.
     /// The start of what the worker wrote on stdout with no line end yet,
     /// quoted inert: an answer a newline short waits for it forever.
     pub fn unended(&self) -> Option<String> {
@@ -239,6 +238,7 @@ impl Persistent {
         Some(quote(&text)).filter(|q| !q.is_empty())
     }
 
+    /// The worker's process id.
     pub fn pid(&self) -> Option<u32> {
         self.pgid
     }

@@ -15,18 +15,10 @@ const HEAD: usize = 256;
 /// executable, a script with no `#!` line, or one whose `#!` line the
 /// kernel cannot follow. `Ok` if it can, as far as can be told.
 pub fn check(program: &str, work_dir: Option<&Path>) -> Result<(), String> {
-    let candidates: Vec<PathBuf> = if program.contains('/') {
-        vec![in_dir(Path::new(program), work_dir)]
-    } else {
-        std::env::var_os("PATH")
-            .map(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|dir| dir.join(program))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let files: Vec<&PathBuf> = candidates.iter().filter(|p| p.is_file()).collect();
+    let files: Vec<PathBuf> = candidates(program, work_dir)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect();
     let Some(first) = files.first() else {
         return Err(format!("worker program {program:?} not found"));
     };
@@ -150,13 +142,7 @@ fn env_problem(argument: &str, work_dir: Option<&Path>) -> Option<String> {
         None if argument.starts_with('-') || argument.contains('=') => return None,
         None => argument,
     };
-    let found = if program.contains('/') {
-        in_dir(Path::new(program), work_dir).is_file()
-    } else {
-        let paths = std::env::var_os("PATH")?;
-        std::env::split_paths(&paths).any(|dir| in_dir(&dir.join(program), work_dir).is_file())
-    };
-    if found {
+    if candidates(program, work_dir).iter().any(|p| p.is_file()) {
         return None;
     }
     Some(if program.contains([' ', '\t']) {
@@ -173,6 +159,21 @@ fn env_problem(argument: &str, work_dir: Option<&Path>) -> Option<String> {
             escaped(program)
         )
     })
+}
+
+/// Where a spawn in `work_dir` looks for `program`, in order: the path
+/// it is, or each `PATH` directory's file of that name.
+fn candidates(program: &str, work_dir: Option<&Path>) -> Vec<PathBuf> {
+    if program.contains('/') {
+        return vec![in_dir(Path::new(program), work_dir)];
+    }
+    std::env::var_os("PATH")
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| in_dir(&dir.join(program), work_dir))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `path` as the worker's spawn finds it, a relative one in `dir`.
