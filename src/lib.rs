@@ -49,7 +49,7 @@
 //!
 //! | what | where |
 //! |---|---|
-//! | an item is claimed | `runner/slot/claim.rs` asks; `store/sqlite/hot.rs` and `store/pg/hot.rs` claim (a hot path per dialect) |
+//! | an item is claimed | `runner/slot/claim.rs` asks; `store/sqlite/hot/claim.rs` and `store/pg/hot.rs` claim (a hot path per dialect) |
 //! | a failure is classified | `runner/classify.rs` (what the worker said), `runner/verdict.rs` (retry now, retry tier, quarantine) |
 //! | the batch lock is taken | `runner/seat.rs`, deciding through `store/ops/seats.rs` |
 //! | the done mark is written | `runner/slot/process.rs` and `slot/pipeline.rs` send it through `runner/writer.rs` to the store's complete path (one per dialect) |

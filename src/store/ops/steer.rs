@@ -3,7 +3,7 @@
 //! runners of a batch.
 //!
 //! The crash-safety rule: while a cancel is asked of a claimed item, no
-//! outcome of its attempt is written. The done mark (`sqlite/hot.rs`,
+//! outcome of its attempt is written. The done mark (`sqlite/hot/claim.rs`,
 //! `pg/hot.rs`), a failure, a release and a further attempt all check
 //! `cancel_to IS NULL` in the statement that writes them, so a success
 //! racing the cancel is refused; the runner then settles the cancel

@@ -316,7 +316,7 @@ impl PgStore {
         out
     }
 
-    // Twin of sqlite/hot.rs, kept: a hot path (one CTE, `SKIP LOCKED`: hosts never wait for each other's rows).
+    // Twin of sqlite/hot/claim.rs, kept: a hot path (one CTE, `SKIP LOCKED`: hosts never wait for each other's rows).
     /// Claims up to `n` pending items for `run_id` (see `Store::claim`).
     /// `None` when `run_id` no longer holds the batch lock.
     pub fn claim(

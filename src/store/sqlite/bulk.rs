@@ -63,7 +63,7 @@ impl Bulk for SqliteTx<'_> {
         };
         // The events in the order of `ids` (json_each the outer loop), which
         // is item id order: no sort. Both writes are `OR ROLLBACK`, as a
-        // claim is (`hot::claim_items!`): no statement journal, and a
+        // claim is (`hot::claim::claim_items!`): no statement journal, and a
         // failure ends the chunk's transaction, which it would anyway; the
         // update flips `self_counted`, so no trigger (whose `OR IGNORE`
         // the clause would override) fires.

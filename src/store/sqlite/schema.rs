@@ -601,7 +601,7 @@ DROP TABLE pool_calls;
 
 // ---- Self-counted hot statements (issue 19) ----
 /// Version 18: the hot statements count themselves. A claim of a group
-/// and a done mark (`hot.rs`) update `counts` and `minute_stats` once per
+/// and a done mark (`hot/claim.rs`) update `counts` and `minute_stats` once per
 /// statement (see `counted.rs`), where the triggers did it once per row
 /// (a third of a persistent worker's done mark). Such a statement flips
 /// `items.self_counted` (its value means nothing; its change does), and
@@ -671,7 +671,7 @@ CREATE INDEX items_done ON items (batch_id) WHERE status = 'done';
 /// `items`, which an add filled in input order: a random leaf per item
 /// with hashed keys, most of an add's time (`examples/sqlite_floor.rs`).
 /// An add writes the rows in input order (their ids, the claim order) and
-/// the keys sorted (`hot.rs`), so each b-tree fills in order, into a full
+/// the keys sorted (`hot/add.rs`), so each b-tree fills in order, into a full
 /// store too. Deleting an item deletes its key (the trigger names the item,
 /// so an add dropping a row whose key another item holds leaves that key).
 /// The unique constraint of `items` goes in a rebuild of the table
