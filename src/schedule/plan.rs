@@ -27,15 +27,21 @@
 //! `catch_up`, unless a fire run now (that queued one, a catch-up, an
 //! on-time fire) does the same work.
 
+mod decision;
+mod overdue;
+mod stored;
+
+pub use decision::{Decision, MissedWhy, RunWhy};
+pub use overdue::Overdue;
+pub use stored::{Cut, Stored};
+
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 
 use super::Schedule;
-use super::outcome::Outcome;
 use crate::config::{BatchConfig, Overlap};
-use crate::util::time::compact;
 
 /// How late a fire time may be noticed and still count as on time: the
 /// daemon loop can be held up by a busy store or a slow machine. Later than
@@ -46,50 +52,6 @@ pub const ON_TIME: Duration = Duration::from_secs(60);
 /// "more than". Keeps a per-second schedule after a week off cheap.
 pub const MAX_COUNTED: usize = 10_000;
 
-/// What is stored about a batch's past fires (the `batches` table).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stored {
-    /// The next fire time the last daemon planned.
-    pub next_fire: Option<DateTime<Utc>>,
-    /// The last fire time any daemon handled.
-    pub last_fire_at: Option<DateTime<Utc>>,
-    /// The fire whose cycle started and never ended, whatever fires were
-    /// recorded after it: its daemon stopped mid-cycle (killed, or the
-    /// machine went down).
-    pub cut_short: Option<(DateTime<Utc>, Cut)>,
-    /// A fire queued behind a cycle (`overlap = "queue"`) that never ran:
-    /// its daemon stopped first.
-    pub queued: Option<DateTime<Utc>>,
-}
-
-impl Stored {
-    /// What `info` stores of its batch's fires.
-    #[must_use]
-    pub fn of(info: &crate::model::BatchInfo) -> Stored {
-        use crate::util::time::to_datetime;
-        let cut = if info.owed.crashed {
-            Cut::Recorded
-        } else {
-            Cut::Unrecorded
-        };
-        Stored {
-            next_fire: info.next_fire.map(to_datetime),
-            last_fire_at: info.last_fire.as_ref().map(|f| to_datetime(f.at)),
-            cut_short: info.owed.cycle.map(|at| (to_datetime(at), cut)),
-            queued: info.owed.queued.map(to_datetime),
-        }
-    }
-}
-
-/// How a fire cut short is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cut {
-    /// Nobody has recorded the crash: its record still says `running`.
-    Unrecorded,
-    /// A later run found its run dead and recorded the fire `crashed`.
-    Recorded,
-}
-
 /// The world as the daemon sees it at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
@@ -98,82 +60,6 @@ pub struct Observed {
     pub paused: Option<String>,
     /// Whether a cycle of this batch started by the daemon is running.
     pub running: bool,
-}
-
-/// Why a cycle is started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunWhy {
-    /// Its fire time has come.
-    OnTime,
-    /// The fire time was missed while the daemon was down, within `catch_up`.
-    CatchUp,
-    /// The fire came while the previous cycle ran (`overlap = "queue"`).
-    Queued,
-    /// The cycle of the fire at this time was cut short when the daemon
-    /// stopped; run again once on start, within `catch_up`.
-    Resume(DateTime<Utc>),
-}
-
-/// One thing to do (or record) about a fire time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// Start a cycle now for the fire at `at`.
-    Fire {
-        at: DateTime<Utc>,
-        why: RunWhy,
-        /// Earlier on-time fire times folded into this one.
-        folded: usize,
-    },
-    /// The batch is paused: nothing runs.
-    SkipPaused { at: DateTime<Utc>, reason: String },
-    /// The previous cycle still runs: nothing runs for this fire.
-    SkipOverlap {
-        at: DateTime<Utc>,
-        /// A run is already queued behind the running cycle.
-        already_queued: bool,
-    },
-    /// The previous cycle still runs: this fire runs once it has ended.
-    Queue { at: DateTime<Utc> },
-    /// Fire times that passed while nobody was there to fire them.
-    Missed {
-        first: DateTime<Utc>,
-        last: DateTime<Utc>,
-        /// How many (at most [`MAX_COUNTED`]; `more` says there were more).
-        count: usize,
-        more: bool,
-        /// Why none of them runs now.
-        why: MissedWhy,
-    },
-    /// A fire the last daemon queued and stopped before running, not run
-    /// now either (recorded `missed`).
-    Dropped { at: DateTime<Utc>, why: MissedWhy },
-}
-
-/// Why missed fire times are recorded rather than run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MissedWhy {
-    /// The batch has no `catch_up` window.
-    NoWindow,
-    /// Even the latest is older than the `catch_up` window.
-    TooOld,
-    /// Catch-up runs once, for this later missed fire time.
-    CaughtUpLater(DateTime<Utc>),
-    /// A fire on time came with them (the machine slept): it runs instead.
-    OnTimeInstead(DateTime<Utc>),
-}
-
-/// Fire times that passed with no daemon to fire them (see
-/// [`Plan::overdue`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overdue {
-    pub first: DateTime<Utc>,
-    pub last: DateTime<Utc>,
-    /// How many (at most [`MAX_COUNTED`] and one; `more` says there were
-    /// more).
-    pub count: usize,
-    pub more: bool,
-    /// The latest, which a daemon starting now runs once (`catch_up`).
-    pub catch_up: Option<DateTime<Utc>>,
 }
 
 /// What a [`Plan::step`] says: records and cycles, then when to look again.
@@ -288,60 +174,6 @@ impl Plan {
     pub fn unrecorded_crash(&self) -> Option<DateTime<Utc>> {
         self.cut_short
             .and_then(|(at, cut)| (cut == Cut::Unrecorded).then_some(at))
-    }
-
-    /// What a daemon starting at `now` would find passed since this plan
-    /// was resumed from the store: the fire times nobody fired, and the
-    /// one it would catch up. Decided by [`Plan::step`] itself (on a
-    /// copy), so a view that says "missed" says what the daemon will
-    /// record; `None` when nothing passed.
-    #[must_use]
-    pub fn overdue(&self, now: DateTime<Utc>) -> Option<Overdue> {
-        let mut plan = self.clone();
-        plan.started = plan.started.min(now);
-        let step = plan.step(&Observed {
-            now,
-            paused: None,
-            running: false,
-        });
-        let mut out: Option<Overdue> = None;
-        for d in &step.decisions {
-            match *d {
-                Decision::Missed {
-                    first,
-                    last,
-                    count,
-                    more,
-                    ..
-                } => {
-                    out = Some(Overdue {
-                        first,
-                        last,
-                        count,
-                        more,
-                        catch_up: None,
-                    });
-                }
-                Decision::Fire {
-                    at,
-                    why: RunWhy::CatchUp,
-                    ..
-                } => {
-                    let o = out.get_or_insert(Overdue {
-                        first: at,
-                        last: at,
-                        count: 0,
-                        more: false,
-                        catch_up: None,
-                    });
-                    o.last = at;
-                    o.count += 1;
-                    o.catch_up = Some(at);
-                }
-                _ => {}
-            }
-        }
-        out
     }
 
     /// The first fire time not yet handled.
@@ -516,114 +348,12 @@ impl Plan {
         }
     }
 
-    /// The plain-words reason stored with a decision's fire record, with
-    /// times in the batch's zone. `None` for a fire that starts a cycle
-    /// on time.
-    #[must_use]
-    pub fn reason(&self, decision: &Decision) -> Option<String> {
-        match decision {
-            Decision::Fire { why, folded, .. } => match why {
-                RunWhy::OnTime if *folded == 0 => None,
-                RunWhy::OnTime => Some(format!(
-                    "the daemon woke late; {folded} earlier fire time{} folded into this one",
-                    if *folded == 1 { " was" } else { "s were" }
-                )),
-                RunWhy::CatchUp => Some(
-                    "catch-up: this fire time passed while the daemon was not running".to_string(),
-                ),
-                RunWhy::Queued => {
-                    Some("queued: it came while the previous cycle was still running".to_string())
-                }
-                RunWhy::Resume(cut) => Some(format!(
-                    "catch-up: resumes the fire at {}, whose cycle was cut short when the daemon stopped",
-                    self.local(*cut)
-                )),
-            },
-            Decision::SkipPaused { reason, .. } => Some(reason.clone()),
-            Decision::SkipOverlap { already_queued, .. } => Some(if *already_queued {
-                "one run was already queued after it (overlap = \"queue\")".to_string()
-            } else {
-                "overlap = \"skip\": the running cycle picks up the work".to_string()
-            }),
-            Decision::Queue { .. } => {
-                Some("overlap = \"queue\": it runs as soon as the previous cycle ends".to_string())
-            }
-            Decision::Missed {
-                first,
-                last,
-                count,
-                more,
-                why,
-            } => {
-                let what = if *count == 1 && !*more {
-                    format!("the fire at {}", self.local(*last))
-                } else {
-                    format!(
-                        "{}{count} fire times, from {} to {}",
-                        if *more { "more than " } else { "" },
-                        self.local(*first),
-                        self.local(*last)
-                    )
-                };
-                Some(format!("{what}; {}", self.missed_why(*why)))
-            }
-            Decision::Dropped { why, .. } => Some(format!(
-                "queued, but the daemon stopped before running it; {}",
-                self.missed_why(*why)
-            )),
-        }
-    }
-
-    fn missed_why(&self, why: MissedWhy) -> String {
-        match why {
-            MissedWhy::NoWindow => "no catch_up window is set".to_string(),
-            MissedWhy::TooOld => format!(
-                "older than the catch_up window ({})",
-                compact(self.catch_up.unwrap_or_default().as_secs())
-            ),
-            MissedWhy::CaughtUpLater(at) => format!(
-                "catch-up runs once, for the latest missed fire time ({})",
-                self.local(at)
-            ),
-            MissedWhy::OnTimeInstead(at) => {
-                format!("not caught up: the fire at {} runs on time", self.local(at))
-            }
-        }
-    }
-
     /// `2026-03-08 03:00:00 EDT`: a time on the batch's wall clock.
     #[must_use]
     pub fn local(&self, at: DateTime<Utc>) -> String {
         at.with_timezone(&self.tz)
             .format("%Y-%m-%d %H:%M:%S %Z")
             .to_string()
-    }
-}
-
-impl Decision {
-    /// The fire time the decision is about (the latest, for `Missed`).
-    #[must_use]
-    pub fn at(&self) -> DateTime<Utc> {
-        match self {
-            Decision::Fire { at, .. }
-            | Decision::SkipPaused { at, .. }
-            | Decision::SkipOverlap { at, .. }
-            | Decision::Queue { at }
-            | Decision::Dropped { at, .. } => *at,
-            Decision::Missed { last, .. } => *last,
-        }
-    }
-
-    /// The outcome recorded for it right away.
-    #[must_use]
-    pub fn outcome(&self) -> Outcome {
-        match self {
-            Decision::Fire { .. } => Outcome::Running,
-            Decision::SkipPaused { .. } => Outcome::SkippedPaused,
-            Decision::SkipOverlap { .. } => Outcome::SkippedOverlap,
-            Decision::Queue { .. } => Outcome::Queued,
-            Decision::Missed { .. } | Decision::Dropped { .. } => Outcome::Missed,
-        }
     }
 }
 
