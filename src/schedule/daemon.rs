@@ -8,8 +8,9 @@
 //! holds up no fire. The loop wakes at
 //! the earliest next fire, when a cycle ends, on a stop request, and at least
 //! every [`POLL`] (to notice the `PAUSED` file and a clock that jumped, e.g.
-//! after the machine slept). Every [`DAEMON_BEAT`] it records a heartbeat,
-//! so that views can say when no daemon fires a schedule.
+//! after the machine slept). Every [`DAEMON_BEAT`](crate::model::DAEMON_BEAT)
+//! it records a heartbeat, so that views can say when no daemon fires a
+//! schedule.
 
 mod cycles;
 mod fires;
