@@ -212,7 +212,7 @@ static EVENTS: std::sync::OnceLock<tracing_appender::non_blocking::NonBlocking> 
 /// Kept until `close_file_log`: dropping it flushes the writer thread.
 static GUARD: Mutex<Option<tracing_appender::non_blocking::WorkerGuard>> = Mutex::new(None);
 
-/// Starts the event log files in `dir` ([`init_file_log`]) once per
+/// Starts the event log files in `dir` (`init_file_log`) once per
 /// process; when they cannot be written, says why on stderr, once (the
 /// events are still kept in the store).
 pub fn start_file_log(dir: &Path) {

@@ -8,7 +8,7 @@
 //!
 //! # Rooms
 //!
-//! - here: the public surface ([`RunOptions`], [`cycle`], [`released`]
+//! - here: the public surface ([`RunOptions`], [`cycle()`], [`released`]
 //!   (a cycle up to its alert, for the daemon), [`run_blocking`],
 //!   [`RunReport`]): pause check, seat, the locked run, release, the alert;
 //! - `seat`: taking a seat of the batch lock; `heartbeat`: keeping it (and

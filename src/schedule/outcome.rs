@@ -102,7 +102,7 @@ pub fn describe(outcome: &str, reason: Option<&str>) -> String {
 /// writes `running` when it fires and the outcome when the cycle ends, so
 /// a daemon killed mid-cycle left `running` until the next one started. A
 /// fire skipped or queued behind that cycle no longer says the cycle picks
-/// up its work. Whether a cycle lives is [`cycle_now`]'s one rule.
+/// up its work. Whether a cycle lives is `cycle_now`'s one rule.
 #[must_use]
 pub fn fire_seen(info: &BatchInfo, daemons: &[DaemonInfo], now: Millis) -> Option<Fire> {
     let mut fire = info.last_fire.clone()?;

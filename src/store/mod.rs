@@ -3,7 +3,7 @@
 //! state. Every SQL statement of the program lives under this module;
 //! callers speak in `crate::model` types and the contract types of `api`
 //! to [`Store`]: a SQLite file ([`SqliteStore`]) or a PostgreSQL database
-//! ([`PgStore`](pg::PgStore), for a `postgres://` URL), as its location
+//! ([`PgStore`], for a `postgres://` URL), as its location
 //! names. Its operations are decided once in `ops`, over the statements
 //! of `dialect`; `engine` holds what stays each engine's own (accessors,
 //! engine mechanisms, the hot paths). Both backends keep the same
@@ -118,7 +118,7 @@ impl Store {
     /// Runs `f`, whose reads of this store make one consistent snapshot: on
     /// a read-only SQLite store, one connection and one read transaction for
     /// all of them, instead of a fresh connection per read (see
-    /// [`SqliteStore::snapshot`]); elsewhere `f` just runs. `f` may run
+    /// `SqliteStore::snapshot`); elsewhere `f` just runs. `f` may run
     /// twice, so it only reads and computes (print after).
     pub fn snapshot<T>(&self, f: impl Fn(&Store) -> T) -> Result<T> {
         match self {
@@ -238,7 +238,7 @@ impl Store {
     }
 
     /// A store deleted or replaced under its user: see
-    /// [`SqliteStore::settle_after_loss`]. A PostgreSQL session leaves
+    /// `SqliteStore::settle_after_loss`. A PostgreSQL session leaves
     /// nothing behind.
     pub fn settle_after_loss(&mut self) {
         if let Store::Sqlite(s) = self {

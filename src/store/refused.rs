@@ -102,8 +102,6 @@ impl std::fmt::Display for RefusedKeys {
     }
 }
 
-/// The verdicts on the keys a command named, gathered before it changes
-/// anything; [`finish`](Self::finish) refuses them all at once.
 /// The refusal of one key no item has, as a group (`--json` says it so
 /// when it is the only key refused, whose error is the store's own):
 /// `None` for any other error.
@@ -127,6 +125,8 @@ pub fn missing_group(err: &StoreError) -> Option<RefusedGroup> {
     })
 }
 
+/// The verdicts on the keys a command named, gathered before it changes
+/// anything; [`finish`](Self::finish) refuses them all at once.
 pub(crate) struct KeyVerdicts {
     refused: RefusedKeys,
     /// The store's own error for a key no item has: said as it is when it

@@ -57,7 +57,7 @@ pub fn shell_word(s: &str) -> Cow<'_, str> {
 }
 
 /// Multi-line text: newlines are kept, tabs become spaces, everything else
-/// dangerous is escaped as in [`line`].
+/// dangerous is escaped as in [`line()`].
 pub fn text(s: &str) -> Cow<'_, str> {
     if !s.chars().any(|c| c != '\n' && is_dangerous(c)) {
         return Cow::Borrowed(s);
@@ -74,7 +74,7 @@ pub fn text(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Whether `s` holds a control or bidi character (what [`line`] escapes).
+/// Whether `s` holds a control or bidi character (what [`line()`] escapes).
 pub fn has_dangerous(s: &str) -> bool {
     s.chars().any(is_dangerous)
 }

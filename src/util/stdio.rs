@@ -7,7 +7,7 @@
 //! here panics, and the crate denies the print macros (`lib.rs`): every
 //! line goes through one of two ways.
 //!
-//! - [`write`]: the error is returned. One-shot commands (`status`, `log`,
+//! - [`write()`]: the error is returned. One-shot commands (`status`, `log`,
 //!   `log --follow`, the headless demo) stop on it; `main` takes a reader
 //!   gone ([`WriteFailed::reader_gone`]: a closed pipe or a closed
 //!   terminal) as a normal end (exit 0).

@@ -13,7 +13,7 @@ pub struct ItemFilter {
     pub error_class: Option<String>,
     /// Substring of key, label or error message.
     pub search: Option<String>,
-    /// Done under another version than this one (see [`stale_sql`]).
+    /// Done under another version than this one (see `stale_sql`).
     pub stale: Option<String>,
     /// Only the items a run would claim (see [`Claimable`]), in the
     /// claims' order.
@@ -42,7 +42,7 @@ pub struct Selection {
     pub all_failed: bool,
     /// Done items with this outcome instead of failed ones.
     pub outcome: Option<Outcome>,
-    /// Done items stale under this batch version instead (see [`stale_sql`]).
+    /// Done items stale under this batch version instead (see `stale_sql`).
     pub stale: Option<String>,
     /// Where they go: pending, but not claimed before this time (none: at
     /// once).

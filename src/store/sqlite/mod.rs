@@ -57,7 +57,7 @@ impl<'c> SqliteTx<'c> {
     }
 }
 
-/// The SQLite store (one file); callers use it through [`Store`].
+/// The SQLite store (one file); callers use it through [`Store`](crate::store::Store).
 pub struct SqliteStore {
     /// As given: what messages name.
     path: PathBuf,
@@ -228,12 +228,12 @@ impl SqliteStore {
         self.access
     }
 
-    /// The file this store opened (see [`Store::identity`]).
+    /// The file this store opened (see [`Store::identity`](crate::store::Store::identity)).
     pub(crate) fn identity(&self) -> Option<StoreIdentity> {
         Some(StoreIdentity::file(self.path.clone(), self.id?))
     }
 
-    /// Whether this user may write the store (see [`Store::writable`]):
+    /// Whether this user may write the store (see [`Store::writable`](crate::store::Store::writable)):
     /// the file, and its directory, where SQLite creates the `-wal` and
     /// `-shm` when a writer opens it and removes them when the last one
     /// closes.
@@ -386,7 +386,7 @@ impl SqliteStore {
     }
 
     /// [`SqliteStore::group`] of the store `inner` reaches from `outer`
-    /// (the [`Store`] holding it), so that `f` gets `outer`.
+    /// (the [`Store`](crate::store::Store) holding it), so that `f` gets `outer`.
     pub(crate) fn group_in<S, T>(
         outer: &mut S,
         inner: impl Fn(&mut S) -> &mut SqliteStore,
@@ -444,7 +444,7 @@ impl SqliteStore {
         Some(old)
     }
 
-    /// Shrinks the page cache to [`schema::RUNNER_CACHE_KIB`] for a run's
+    /// Shrinks the page cache to `schema::RUNNER_CACHE_KIB` for a run's
     /// hot path, which reads and writes near the ends of its tables and
     /// indexes (claims in queue order, events appended): a few pages,
     /// whatever the store's size. The writer's 16 MiB, kept for the bulk
