@@ -415,6 +415,7 @@ async fn finish(
     hooks_failed: Vec<HookFailure>,
     first_error: Option<StoreError>,
 ) -> anyhow::Result<(RunReport, Option<summary::Alert>)> {
+    cycle.say_ignored_count().await;
     let (batch, run_id) = (cycle.batch.clone(), cycle.run_id);
     let source_failed = hooks_failed.first().cloned();
     // A store that failed the run ended it, whatever else was asked of it
