@@ -610,6 +610,7 @@ impl App {
             | Intent::CancelSelected
             | Intent::StopRuns => return self.ask_write(intent),
             Intent::ToggleMark => self.toggle_mark(),
+            Intent::Elsewhere(elsewhere) => self.warn(elsewhere.says(self.setup.read_only)),
             Intent::Quit => return self.stop(),
             // Only meaningful in the other modes.
             Intent::Input(_)

@@ -4,7 +4,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::action::{Intent, Pane};
+use super::action::{Elsewhere, Intent, Pane};
 
 /// What the keyboard is doing right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,17 +180,42 @@ pub const BINDINGS: &[Binding] = &[
     bind(Notice, QUIT, Intent::Quit, "quit", None),
 ];
 
+impl Binding {
+    /// Its word: the footer's, else the help's first clause.
+    fn word(&self) -> &'static str {
+        self.hint.unwrap_or_else(|| {
+            let end = self.help.find([';', '(']).unwrap_or(self.help.len());
+            self.help[..end].trim_end()
+        })
+    }
+}
+
 fn applies(b: &Binding, mode: Mode, pane: Pane) -> bool {
     b.mode == mode && (b.panes.is_empty() || b.panes.contains(&pane))
 }
 
-/// The intent a key stands for in this mode and pane.
+/// The intent a key stands for in this mode and pane; a key of this mode
+/// bound only in other panes stands for saying where it works.
 pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Intent> {
+    let bound = |b: &&Binding| b.keys.iter().any(|k| k.matches(ev));
     if let Some(b) = BINDINGS
         .iter()
-        .find(|b| applies(b, mode, pane) && b.keys.iter().any(|k| k.matches(ev)))
+        .filter(bound)
+        .find(|b| applies(b, mode, pane))
     {
         return Some(b.intent.clone());
+    }
+    if let Some((b, key)) = BINDINGS
+        .iter()
+        .filter(|b| b.mode == mode)
+        .find_map(|b| Some((b, b.keys.iter().find(|k| k.matches(ev))?)))
+    {
+        return Some(Intent::Elsewhere(Elsewhere {
+            key: key.label(),
+            what: b.word(),
+            panes: b.panes,
+            writes: b.writes,
+        }));
     }
     match (mode, ev.code) {
         (Mode::Filter | Mode::Prompt, KeyCode::Char(c))
@@ -233,7 +258,15 @@ mod tests {
             lookup(Mode::Normal, Pane::Items, &big_r),
             Some(Intent::RequeueSelected)
         );
-        assert_eq!(lookup(Mode::Normal, Pane::Activity, &big_r), None);
+        assert!(
+            matches!(
+                lookup(Mode::Normal, Pane::Activity, &big_r),
+                Some(Intent::Elsewhere(e)) if e.panes == LISTS && e.key == "R"
+            ),
+            "R on Activity says where it works"
+        );
+        let z = key(KeyCode::Char('z'), KeyModifiers::NONE);
+        assert_eq!(lookup(Mode::Normal, Pane::Batches, &z), None);
         let ctrl_c = key(KeyCode::Char('c'), KeyModifiers::CONTROL);
         for mode in [
             Mode::Normal,
@@ -259,6 +292,24 @@ mod tests {
             lookup(Mode::Normal, Pane::Items, &open),
             Some(Intent::PrevBatch)
         );
+    }
+
+    /// Every key of a mode does something or says where it works, in
+    /// every pane.
+    #[test]
+    fn a_key_bound_in_other_panes_says_where() {
+        for b in BINDINGS.iter().filter(|b| !b.panes.is_empty()) {
+            for pane in Pane::ALL.iter().filter(|p| !b.panes.contains(p)) {
+                for k in b.keys {
+                    let ev = key(k.code, KeyModifiers::NONE);
+                    let Some(Intent::Elsewhere(e)) = lookup(b.mode, *pane, &ev) else {
+                        panic!("{} in {pane:?}: silent", k.label());
+                    };
+                    assert_eq!((e.panes, e.what), (b.panes, b.word()));
+                    assert!(!e.says(false).contains(pane.title()), "{}", e.says(false));
+                }
+            }
+        }
     }
 
     #[test]

@@ -807,3 +807,56 @@ fn a_pasted_reason_with_a_line_break_is_text_not_keys() {
         "bracketed paste is turned off on the way out"
     );
 }
+
+/// A key bound in another pane, pressed on the Batches pane at 80×24 (a
+/// Japanese batch selected): the footer says where it works, or, read-only,
+/// that it is disabled; it did nothing and said nothing. Nothing changes.
+#[test]
+fn a_key_of_another_pane_says_where_it_works() {
+    let env = Env::new();
+    env.config("[batch.\"記事の要約\"]\nworker = [\"cat\"]\n");
+    common::add_keys(&env, "記事の要約", &["要約1", "要約2"]);
+    let before = env.fingerprint();
+    let mut dash = open(&env, &[]);
+    dash.wait_loaded();
+    dash.wait_text("記事の要約");
+    for (key, says) in [
+        (
+            "R",
+            "R (requeue) works only in Items (3) and Dead letters (4)",
+        ),
+        ("A", "A (all) works only in Items (3) and Dead letters (4)"),
+        ("x", "x (skip) works only in Items (3) and Dead letters (4)"),
+        (
+            "c",
+            "c (cancel) works only in Items (3) and Dead letters (4)",
+        ),
+        (
+            " ",
+            "Space (mark / unmark the item) works only in Items (3) and Dead",
+        ),
+        ("s", "s (status) works only in Items (3)"),
+        ("/", "/ (filter) works only in Items (3) and Run log (5)"),
+        ("f", "f (follow) works only in Run log (5)"),
+    ] {
+        dash.key(key);
+        dash.wait_seen(says);
+    }
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    let mut dash = open(&env, &["watch", "--read-only"]);
+    dash.wait_text("READ-ONLY");
+    dash.wait_loaded();
+    for (key, says) in [
+        ("R", "read-only: R (requeue) is disabled"),
+        ("c", "read-only: c (cancel) is disabled"),
+        (" ", "read-only: Space (mark / unmark the item) is disabled"),
+        ("s", "s (status) works only in Items (3)"),
+    ] {
+        dash.key(key);
+        dash.wait_seen(says);
+    }
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    assert_eq!(env.fingerprint(), before);
+}
