@@ -110,8 +110,6 @@ pub(super) struct Slot {
     /// (each answer gives a place back), not once per answer.
     pub(super) pool_ask_at: Option<usize>,
     pub(super) last_stray: String,
-    /// An `@nightshift` stderr line was said to be ignored (once a slot).
-    pub(super) stderr_said: bool,
     /// The items on which workers broke before an answer could be
     /// recorded, since the last recorded answer.
     pub(super) failed_starts: Vec<i64>,
@@ -169,7 +167,6 @@ impl Slot {
             strays: 0,
             pool_ask_at: None,
             last_stray: String::new(),
-            stderr_said: false,
             failed_starts: Vec::new(),
             batch: 1,
             per_item: None,
@@ -479,11 +476,12 @@ impl Slot {
                 cycle.runner_id.clone(),
             ),
         ];
-        match Persistent::start(
+        match Persistent::start_reporting(
             &cycle.worker,
             cycle.program.as_deref(),
             cycle.work_dir.as_deref(),
             &env,
+            &cycle.stderr_reports,
         ) {
             Ok(w) => {
                 if let Some(pid) = w.pid() {
@@ -687,28 +685,10 @@ impl Slot {
         let_go(&cycle, &w.claim, CancelledWhile::Answered).await;
     }
 
-    /// An `@nightshift cost=` (or `usage`, `op_id`) line on the worker's
-    /// stderr, process mode's channel: a persistent worker's is not read
-    /// (no line tells which request it is about), and a cost there went
-    /// uncounted in silence, `max_cost` and budgets never tripping. Said
-    /// once a slot, with the answer's fields to use instead.
+    /// An `@nightshift` line on a worker's stderr, said once a run
+    /// ([`Cycle::stderr_report`]).
     pub(super) async fn stderr_report(&mut self) {
-        if self.stderr_said {
-            return;
-        }
-        let Some(line) = self.worker.as_ref().and_then(|w| w.take_stderr_report()) else {
-            return;
-        };
-        self.stderr_said = true;
-        let cycle = self.cycle.clone();
-        let message = format!(
-            "the persistent worker printed `{line}` on stderr, which is not read in persistent mode (not counted): report cost, usage and op ids in the answer (\"cost\", \"usage\", \"op_id\")"
-        );
-        cycle.say(&message);
-        let event = cycle
-            .new_event(EventKind::StrayOutput, message)
-            .fields(json!({"count": 1, "stderr": line}));
-        cycle.event(event).await;
+        self.cycle.stderr_report().await;
     }
 
     /// A stdout line that is not part of the protocol: ignored, and
