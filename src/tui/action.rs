@@ -137,7 +137,7 @@ impl Elsewhere {
         let panes: Vec<String> = self
             .panes
             .iter()
-            .map(|p| format!("{} ({})", p.title(), p.index() + 1))
+            .map(|p| format!("{} {}", p.index() + 1, p.title()))
             .collect();
         let panes = match panes.split_last() {
             Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),

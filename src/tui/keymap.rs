@@ -122,6 +122,9 @@ const fn writes(mut b: Binding) -> Binding {
 use Mode::{Confirm, Filter, Help, Normal, Notice, Prompt};
 
 const LISTS: &[Pane] = &[Pane::Items, Pane::DeadLetters];
+/// Where Enter opens something: a batch's items, an item, a class, an
+/// event's item.
+const OPENS: &[Pane] = &[Pane::Batches, Pane::Items, Pane::DeadLetters, Pane::Log];
 const QUIT: &[Key] = &[ch('q'), ctrl('c')];
 const CTRL_C: &[Key] = &[ctrl('c')];
 
@@ -145,7 +148,7 @@ pub const BINDINGS: &[Binding] = &[
     bind(Normal, &[ch('G'), code(KeyCode::End)], Intent::Bottom, "last", None),
     bind(Normal, &[ch(']')], Intent::NextBatch, "next batch", None),
     bind(Normal, &[ch('[')], Intent::PrevBatch, "previous batch", None),
-    bind(Normal, &[code(KeyCode::Enter)], Intent::Open, "open: item detail, class items", Some("open")),
+    only(bind(Normal, &[code(KeyCode::Enter)], Intent::Open, "open: item detail, class items", Some("open")), OPENS),
     bind(Normal, &[code(KeyCode::Esc)], Intent::Back, "back; clear the filter", None),
     only(bind(Normal, &[ch('/')], Intent::StartFilter, "filter: search key/label, or log kinds", Some("filter")), &[Pane::Items, Pane::Log]),
     only(bind(Normal, &[ch('s')], Intent::CycleStatus, "status filter: all/pending/claimed/done/empty/skipped/failed", Some("status")), &[Pane::Items]),
