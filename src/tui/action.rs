@@ -124,6 +124,8 @@ pub struct Elsewhere {
     pub panes: &'static [Pane],
     /// It changes the store (disabled read-only, wherever it is pressed).
     pub writes: bool,
+    /// It works in this pane, on the list an open item covers.
+    pub behind: bool,
 }
 
 impl Elsewhere {
@@ -133,6 +135,9 @@ impl Elsewhere {
         let Elsewhere { key, what, .. } = self;
         if read_only && self.writes {
             return format!("read-only: {key} ({what}) is disabled");
+        }
+        if self.behind {
+            return format!("{key} ({what}) acts on the list: Esc closes the item first");
         }
         let panes: Vec<String> = self
             .panes

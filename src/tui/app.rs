@@ -356,6 +356,14 @@ impl App {
         self.detail.as_ref().filter(|d| d.from == self.pane)
     }
 
+    /// Where keys are pressed now (the keymap's word).
+    pub fn at(&self) -> super::keymap::At {
+        super::keymap::At {
+            pane: self.pane,
+            detail: self.open_detail().is_some(),
+        }
+    }
+
     pub fn selected_event(&self) -> Option<&Event> {
         self.data.events.get(self.log.nav.sel)
     }

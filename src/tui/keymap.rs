@@ -78,6 +78,23 @@ const fn ctrl(c: char) -> Key {
     }
 }
 
+/// Where the keys are pressed: a pane, and whether an item's detail is
+/// open over its list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct At {
+    pub pane: Pane,
+    pub detail: bool,
+}
+
+impl From<Pane> for At {
+    fn from(pane: Pane) -> At {
+        At {
+            pane,
+            detail: false,
+        }
+    }
+}
+
 pub struct Binding {
     pub mode: Mode,
     pub keys: &'static [Key],
@@ -89,6 +106,9 @@ pub struct Binding {
     pub hint: Option<&'static str>,
     /// Changes the store (refused read-only).
     pub writes: bool,
+    /// Acts on the pane's list (its filter, its follow): not while an
+    /// item's detail covers the list.
+    pub lists: bool,
 }
 
 const fn bind(
@@ -106,6 +126,7 @@ const fn bind(
         help,
         hint,
         writes: false,
+        lists: false,
     }
 }
 
@@ -116,6 +137,11 @@ const fn only(mut b: Binding, panes: &'static [Pane]) -> Binding {
 
 const fn writes(mut b: Binding) -> Binding {
     b.writes = true;
+    b
+}
+
+const fn list(mut b: Binding) -> Binding {
+    b.lists = true;
     b
 }
 
@@ -148,13 +174,13 @@ pub const BINDINGS: &[Binding] = &[
     bind(Normal, &[ch('G'), code(KeyCode::End)], Intent::Bottom, "last", None),
     bind(Normal, &[ch(']')], Intent::NextBatch, "next batch", None),
     bind(Normal, &[ch('[')], Intent::PrevBatch, "previous batch", None),
-    only(bind(Normal, &[code(KeyCode::Enter)], Intent::Open, "open: item detail, class items", Some("open")), OPENS),
+    list(only(bind(Normal, &[code(KeyCode::Enter)], Intent::Open, "open: item detail, class items", Some("open")), OPENS)),
     bind(Normal, &[code(KeyCode::Esc)], Intent::Back, "back; clear the filter", None),
-    only(bind(Normal, &[ch('/')], Intent::StartFilter, "filter: search key/label, or log kinds", Some("filter")), &[Pane::Items, Pane::Log]),
-    only(bind(Normal, &[ch('s')], Intent::CycleStatus, "status filter: all/pending/claimed/done/empty/skipped/failed", Some("status")), &[Pane::Items]),
-    only(bind(Normal, &[ch('S')], Intent::CycleStatusBack, "status filter, the other way (all, then failed)", None), &[Pane::Items]),
-    only(bind(Normal, &[ch('f')], Intent::ToggleFollow, "follow new events on/off", Some("follow")), &[Pane::Log]),
-    only(bind(Normal, &[ch('b')], Intent::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log]),
+    list(only(bind(Normal, &[ch('/')], Intent::StartFilter, "filter: search key/label, or log kinds", Some("filter")), &[Pane::Items, Pane::Log])),
+    list(only(bind(Normal, &[ch('s')], Intent::CycleStatus, "status filter: all/pending/claimed/done/empty/skipped/failed", Some("status")), &[Pane::Items])),
+    list(only(bind(Normal, &[ch('S')], Intent::CycleStatusBack, "status filter, the other way (all, then failed)", None), &[Pane::Items])),
+    list(only(bind(Normal, &[ch('f')], Intent::ToggleFollow, "follow new events on/off", Some("follow")), &[Pane::Log])),
+    list(only(bind(Normal, &[ch('b')], Intent::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log])),
     writes(bind(Normal, &[ch('r')], Intent::Resume, "start a run (resume) of the batch", Some("run"))),
     writes(bind(Normal, &[ch('p')], Intent::TogglePause, "pause (asks why) / unpause the batch", Some("pause"))),
     writes(only(bind(Normal, &[ch(' ')], Intent::ToggleMark, "mark / unmark the item; R, x and c then act on the marked", None), LISTS)),
@@ -193,19 +219,23 @@ impl Binding {
     }
 }
 
-fn applies(b: &Binding, mode: Mode, pane: Pane) -> bool {
-    b.mode == mode && (b.panes.is_empty() || b.panes.contains(&pane))
+impl Binding {
+    fn in_pane(&self, pane: Pane) -> bool {
+        self.panes.is_empty() || self.panes.contains(&pane)
+    }
 }
 
-/// The intent a key stands for in this mode and pane; a key of this mode
-/// bound only in other panes stands for saying where it works.
-pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Intent> {
+fn applies(b: &Binding, mode: Mode, at: At) -> bool {
+    b.mode == mode && b.in_pane(at.pane) && !(at.detail && b.lists)
+}
+
+/// The intent a key stands for in this mode and place; a key of this
+/// mode bound only in other panes (or for the list an open item covers)
+/// stands for saying where it works.
+pub fn lookup(mode: Mode, at: impl Into<At>, ev: &KeyEvent) -> Option<Intent> {
+    let at = at.into();
     let bound = |b: &&Binding| b.keys.iter().any(|k| k.matches(ev));
-    if let Some(b) = BINDINGS
-        .iter()
-        .filter(bound)
-        .find(|b| applies(b, mode, pane))
-    {
+    if let Some(b) = BINDINGS.iter().filter(bound).find(|b| applies(b, mode, at)) {
         return Some(b.intent.clone());
     }
     if let Some((b, key)) = BINDINGS
@@ -218,6 +248,7 @@ pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Intent> {
             what: b.word(),
             panes: b.panes,
             writes: b.writes,
+            behind: b.in_pane(at.pane),
         }));
     }
     match (mode, ev.code) {
@@ -230,9 +261,10 @@ pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Intent> {
     }
 }
 
-/// The bindings of a mode that apply in a pane, in table order.
-pub fn bindings(mode: Mode, pane: Pane) -> impl Iterator<Item = &'static Binding> {
-    BINDINGS.iter().filter(move |b| applies(b, mode, pane))
+/// The bindings of a mode that apply in a place, in table order.
+pub fn bindings(mode: Mode, at: impl Into<At>) -> impl Iterator<Item = &'static Binding> {
+    let at = at.into();
+    BINDINGS.iter().filter(move |b| applies(b, mode, at))
 }
 
 /// `j/↓`: every key of a binding.

@@ -840,6 +840,29 @@ fn a_key_of_another_pane_says_where_it_works() {
     dash.key("2");
     dash.key(ENTER);
     dash.wait_seen("Enter (open) works only in 1 Batches, 3 Items, 4 Dead letters and 5 Run log");
+    // An item open: the list's keys would change the list behind it.
+    dash.key("3");
+    dash.key(ENTER);
+    dash.wait_text("┌ Item 要約");
+    for (key, says) in [
+        (
+            "s",
+            "s (status) acts on the list: Esc closes the item first",
+        ),
+        (
+            "/",
+            "/ (filter) acts on the list: Esc closes the item first",
+        ),
+        (
+            ENTER,
+            "Enter (open) acts on the list: Esc closes the item first",
+        ),
+    ] {
+        dash.key(key);
+        dash.wait_seen(says);
+    }
+    dash.key(ESC);
+    dash.wait_text("┌ Items · 記事の要約 · status: all · 1 of 2");
     dash.key("q");
     assert_eq!(dash.wait_exit(), 0);
     let mut dash = open(&env, &["watch", "--read-only"]);
