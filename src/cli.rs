@@ -107,6 +107,16 @@ pub enum ParseError {
     /// Clap's own: usage, help, version.
     #[error(transparent)]
     Clap(#[from] clap::Error),
+    /// The command line is read, but refused before its command runs: the
+    /// command is known, so the refusal is said as that command's failure
+    /// (in JSON too, when it was asked for).
+    #[error("{why}")]
+    Refused { cli: Box<Cli>, why: Refusal },
+}
+
+/// Why a command line that clap read is refused before its command runs.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
     /// An option's environment variable is set but empty, and no flag says
     /// otherwise. Clap would blame the flag, which the user never typed.
     #[error("{var} is set but empty (it stands for --{long}): unset it or give it a value")]
@@ -159,7 +169,9 @@ where
         .filter(|_| used)
         .find(|(id, _, _)| matches.value_source(id) != Some(ValueSource::CommandLine))
     {
-        return Err(ParseError::EmptyEnv { var, long });
+        let cli = Box::new(Cli::from_arg_matches(&matches)?);
+        let why = Refusal::EmptyEnv { var, long };
+        return Err(ParseError::Refused { cli, why });
     }
     Ok(Cli::from_arg_matches(&matches)?)
 }

@@ -26,12 +26,8 @@ fn main() -> ExitCode {
     let cli = match nightshift::cli::parse(args.clone()) {
         Ok(cli) => cli,
         Err(ParseError::Clap(err)) => return usage_error(&args, &err),
-        Err(err @ ParseError::EmptyEnv { .. }) => {
-            nightshift::util::stdio::err_line(&format!(
-                "nightshift: error: {}",
-                sanitize::text(&err.to_string())
-            ));
-            return ExitCode::from(Exit::Usage as u8);
+        Err(ParseError::Refused { cli, why }) => {
+            return ExitCode::from(commands::failure::report(&cli, &why.into()) as u8);
         }
     };
     if matches!(cli.command, Some(nightshift::cli::Command::Daemon(_))) {

@@ -80,7 +80,11 @@ pub enum Exit {
 /// Maps an error to its exit status by what kind of error is in the chain.
 pub fn exit_for(err: &anyhow::Error) -> Exit {
     for cause in err.chain() {
-        if cause.is::<UserError>() || cause.is::<ConfigError>() || cause.is::<add::Rejected>() {
+        if cause.is::<UserError>()
+            || cause.is::<ConfigError>()
+            || cause.is::<add::Rejected>()
+            || cause.is::<crate::cli::Refusal>()
+        {
             return Exit::Usage;
         }
         // The store cannot be written truthfully with such a clock.

@@ -61,7 +61,7 @@ event_kinds! {
     Hold => "hold",
     /// Calls wait for the batch's limit pool: which pool, which limit, the next slot.
     RateLimit => "rate-limit",
-    /// An item's `estimate_field` holds no token estimate: its call reserved `token_estimate` instead (said once a run).
+    /// An item's `estimate_field` holds no token estimate: its call reserved `token_estimate` instead (said for a run's first such item; its end counts them when there are more).
     EstimateIgnored => "estimate-ignored",
     /// A budget was reached: no call of the batch starts until its window ends (in-flight ones finish).
     Budget => "budget",

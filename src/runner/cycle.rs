@@ -270,6 +270,9 @@ pub(super) struct Cycle {
     pub(super) halted: std::sync::atomic::AtomicBool,
     /// Slots that found nothing to claim wait here while another works.
     pub(super) idle: std::sync::Arc<super::idle::Idle>,
+    /// The `@nightshift` lines the run's persistent workers wrote on
+    /// stderr (`unread`).
+    pub(super) stderr_reports: super::child::persistent::Reports,
 }
 
 impl Cycle {

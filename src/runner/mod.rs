@@ -56,6 +56,7 @@ mod seat;
 mod slot;
 mod source;
 mod summary;
+mod unread;
 pub mod usage;
 mod verdict;
 pub mod waiting;

@@ -58,8 +58,9 @@ pub struct Pool {
     file: Option<(std::path::PathBuf, std::sync::Mutex<Option<Seen>>)>,
     estimate: Option<u64>,
     field: Option<String>,
-    /// Whether the run said that an item's estimate was ignored.
-    ignored_said: std::sync::atomic::AtomicBool,
+    /// The items whose estimates the run ignored, and the first of them
+    /// (said at once; the run's end counts the rest).
+    ignoring: std::sync::Mutex<Ignoring>,
     /// How long a place in flight is kept without its settlement.
     place_ttl: Duration,
     runner: String,
@@ -104,18 +105,28 @@ pub struct Ticket {
 pub struct Asked {
     calls: Vec<PoolCall>,
     admission: Admission,
-    /// The first of the calls whose item's estimate was not one.
-    ignored: Option<Ignored>,
+    /// The calls whose items' estimates were not ones.
+    ignored: Vec<Ignored>,
 }
 
 /// An item whose `estimate_field` holds no token estimate (stored before
 /// the field was set, so `add` never checked it): its call reserves
-/// `token_estimate` instead, and the run says so once.
+/// `token_estimate` instead, and the run says so once: the first such
+/// item at once, how many there were at its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ignored {
+    pub item: i64,
     pub key: String,
     /// The field's value as JSON text.
     pub value: String,
+}
+
+/// The items of a run whose estimates were ignored: an item counts once,
+/// however often its calls ask the pool (a retry, a deferred call).
+#[derive(Debug, Default)]
+struct Ignoring {
+    first: Option<Ignored>,
+    items: std::collections::HashSet<i64>,
 }
 
 /// How much of an ignored estimate's value the run log quotes.
@@ -226,7 +237,7 @@ impl Pool {
             file: file.map(|f| (f.to_path_buf(), std::sync::Mutex::new(seen(f)))),
             estimate: cfg.token_estimate,
             field: cfg.estimate_field.clone(),
-            ignored_said: std::sync::atomic::AtomicBool::new(false),
+            ignoring: std::sync::Mutex::default(),
             place_ttl: cfg.item_timeout + cfg.grace + Duration::from_secs(5),
             runner: runner.to_string(),
             deferred: std::sync::Mutex::default(),
@@ -309,24 +320,23 @@ impl Pool {
     }
 
     /// The calls of `claims`, each saying whether the pool deferred it
-    /// before (its item marked waiting for its place), and the first whose
-    /// estimate was ignored.
+    /// before (its item marked waiting for its place), and those whose
+    /// estimates were ignored.
     fn calls<'a>(
         &self,
         claims: impl IntoIterator<Item = &'a Claim>,
         now: Millis,
-    ) -> (Vec<PoolCall>, Option<Ignored>) {
+    ) -> (Vec<PoolCall>, Vec<Ignored>) {
         let ttl = i64::try_from(self.place_ttl.as_millis()).unwrap_or(i64::MAX);
         let deferred = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
-        let mut ignored = None;
+        let mut ignored = Vec::new();
         let calls = claims
             .into_iter()
             .map(|c| {
                 let (estimate, bad) = self.estimate(&c.payload);
-                if let Some(value) = bad
-                    && ignored.is_none()
-                {
-                    ignored = Some(Ignored {
+                if let Some(value) = bad {
+                    ignored.push(Ignored {
+                        item: c.item_id,
                         key: c.key.clone(),
                         value,
                     });
@@ -346,17 +356,46 @@ impl Pool {
         (calls, ignored)
     }
 
+    /// Counts the items of `ignored`; the first the run ever ignored,
+    /// when it is among them (news to say).
+    fn ignoring(&self, ignored: Vec<Ignored>) -> Option<Ignored> {
+        let mut ignoring = self.ignoring.lock().unwrap_or_else(|p| p.into_inner());
+        let news = ignoring.first.is_none();
+        for i in &ignored {
+            ignoring.items.insert(i.item);
+        }
+        let first = ignored.into_iter().next().filter(|_| news);
+        if let Some(first) = &first {
+            ignoring.first = Some(first.clone());
+        }
+        first
+    }
+
+    /// How many items' estimates the run ignored, and the first of them,
+    /// when there were more than the one said at once.
+    fn ignored_count(&self) -> Option<(usize, String)> {
+        let ignoring = self.ignoring.lock().unwrap_or_else(|p| p.into_inner());
+        let first = ignoring.first.as_ref()?;
+        (ignoring.items.len() > 1).then(|| (ignoring.items.len(), first.key.clone()))
+    }
+
+    /// What `calls` whose items' estimates were ignored reserved.
+    fn instead(&self, calls: &str) -> String {
+        self.estimate.map_or_else(
+            || format!("no token_estimate is set, so {calls} reserved none"),
+            |n| format!("{calls} reserved token_estimate ({n}) instead"),
+        )
+    }
+
     /// What the run log says of an ignored estimate.
     fn ignored_event(&self, ignored: &Ignored) -> (String, Value) {
         let field = self.field.clone().unwrap_or_default();
-        let instead = self.estimate.map_or_else(
-            || "no token_estimate is set, so it reserved none".to_string(),
-            |n| format!("it reserved token_estimate ({n}) instead"),
-        );
+        let instead = self.instead("it");
         let value = crate::util::text::cut_chars(&ignored.value, IGNORED_SHOWN);
         let message = format!(
             "item {}: its estimate_field {field:?} is {value}, not a token estimate (a whole \
-             number from 0 to {}): {instead}; said once a run, for the first such item",
+             number from 0 to {}): {instead}; said once a run, for the first such item (the \
+             run's end counts them when there are more)",
             ignored.key,
             crate::config::fields::MAX_TOKEN_ESTIMATE,
         );
@@ -484,11 +523,7 @@ impl Cycle {
             admission,
             ignored,
         } = asked;
-        if let Some(ignored) = ignored
-            && !pool
-                .ignored_said
-                .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
+        if let Some(ignored) = pool.ignoring(ignored) {
             let (message, fields) = pool.ignored_event(&ignored);
             self.say(&message);
             let event = self
@@ -522,6 +557,35 @@ impl Cycle {
             self.event(event).await;
         }
         (tickets, admission.wait)
+    }
+
+    /// At the run's end, how many items' estimates it ignored, when more
+    /// than the first (said at once): one line on stderr and one
+    /// `estimate-ignored` event, however many there were.
+    pub(super) async fn say_ignored_count(&self) {
+        let Some(pool) = &self.pool else {
+            return;
+        };
+        let Some((items, first)) = pool.ignored_count() else {
+            return;
+        };
+        let field = pool.field.clone().unwrap_or_default();
+        let message = format!(
+            "estimate ignored for {} (first: {first}): their estimate_field {field:?} held no \
+             token estimate; {}",
+            crate::util::noun::count(items, "item"),
+            pool.instead("each"),
+        );
+        self.say(&message);
+        let event = self
+            .new_event(EventKind::EstimateIgnored, message)
+            .fields(json!({
+                "field": field,
+                "items": items,
+                "first": first,
+                "token_estimate": pool.estimate,
+            }));
+        self.event(event).await;
     }
 
     /// Waits for the pool to give the call of `claim` its place. `Ok(None)`

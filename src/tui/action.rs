@@ -106,8 +106,50 @@ pub enum Intent {
     StopRuns,
     /// The confirm dialog's answer.
     Confirm(bool),
+    /// A key bound in this mode, but in other panes than this one: said,
+    /// rather than nothing happening.
+    Elsewhere(Elsewhere),
 
     Quit,
+}
+
+/// A key pressed in a pane where it does nothing, and where it works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Elsewhere {
+    /// How the help writes the key (`R`, `Space`).
+    pub key: String,
+    /// The footer's word for what it does.
+    pub what: &'static str,
+    /// The panes where it works.
+    pub panes: &'static [Pane],
+    /// It changes the store (disabled read-only, wherever it is pressed).
+    pub writes: bool,
+    /// It works in this pane, on the list an open item covers.
+    pub behind: bool,
+}
+
+impl Elsewhere {
+    /// What the footer says of it: read-only, a write key is disabled in
+    /// every pane, so that is said first.
+    pub fn says(&self, read_only: bool) -> String {
+        let Elsewhere { key, what, .. } = self;
+        if read_only && self.writes {
+            return format!("read-only: {key} ({what}) is disabled");
+        }
+        if self.behind {
+            return format!("{key} ({what}) acts on the list: Esc closes the item first");
+        }
+        let panes: Vec<String> = self
+            .panes
+            .iter()
+            .map(|p| format!("{} {}", p.index() + 1, p.title()))
+            .collect();
+        let panes = match panes.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => panes.join(""),
+        };
+        format!("{key} ({what}) works only in {panes}")
+    }
 }
 
 /// What came from outside: the clock, the terminal, poll and effect

@@ -356,6 +356,14 @@ impl App {
         self.detail.as_ref().filter(|d| d.from == self.pane)
     }
 
+    /// Where keys are pressed now (the keymap's word).
+    pub fn at(&self) -> super::keymap::At {
+        super::keymap::At {
+            pane: self.pane,
+            detail: self.open_detail().is_some(),
+        }
+    }
+
     pub fn selected_event(&self) -> Option<&Event> {
         self.data.events.get(self.log.nav.sel)
     }
@@ -610,6 +618,7 @@ impl App {
             | Intent::CancelSelected
             | Intent::StopRuns => return self.ask_write(intent),
             Intent::ToggleMark => self.toggle_mark(),
+            Intent::Elsewhere(elsewhere) => self.warn(elsewhere.says(self.setup.read_only)),
             Intent::Quit => return self.stop(),
             // Only meaningful in the other modes.
             Intent::Input(_)

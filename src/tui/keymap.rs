@@ -4,7 +4,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::action::{Intent, Pane};
+use super::action::{Elsewhere, Intent, Pane};
 
 /// What the keyboard is doing right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +78,23 @@ const fn ctrl(c: char) -> Key {
     }
 }
 
+/// Where the keys are pressed: a pane, and whether an item's detail is
+/// open over its list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct At {
+    pub pane: Pane,
+    pub detail: bool,
+}
+
+impl From<Pane> for At {
+    fn from(pane: Pane) -> At {
+        At {
+            pane,
+            detail: false,
+        }
+    }
+}
+
 pub struct Binding {
     pub mode: Mode,
     pub keys: &'static [Key],
@@ -89,6 +106,9 @@ pub struct Binding {
     pub hint: Option<&'static str>,
     /// Changes the store (refused read-only).
     pub writes: bool,
+    /// Acts on the pane's list (its filter, its follow): not while an
+    /// item's detail covers the list.
+    pub lists: bool,
 }
 
 const fn bind(
@@ -106,6 +126,7 @@ const fn bind(
         help,
         hint,
         writes: false,
+        lists: false,
     }
 }
 
@@ -119,9 +140,17 @@ const fn writes(mut b: Binding) -> Binding {
     b
 }
 
+const fn list(mut b: Binding) -> Binding {
+    b.lists = true;
+    b
+}
+
 use Mode::{Confirm, Filter, Help, Normal, Notice, Prompt};
 
 const LISTS: &[Pane] = &[Pane::Items, Pane::DeadLetters];
+/// Where Enter opens something: a batch's items, an item, a class, an
+/// event's item.
+const OPENS: &[Pane] = &[Pane::Batches, Pane::Items, Pane::DeadLetters, Pane::Log];
 const QUIT: &[Key] = &[ch('q'), ctrl('c')];
 const CTRL_C: &[Key] = &[ctrl('c')];
 
@@ -145,13 +174,13 @@ pub const BINDINGS: &[Binding] = &[
     bind(Normal, &[ch('G'), code(KeyCode::End)], Intent::Bottom, "last", None),
     bind(Normal, &[ch(']')], Intent::NextBatch, "next batch", None),
     bind(Normal, &[ch('[')], Intent::PrevBatch, "previous batch", None),
-    bind(Normal, &[code(KeyCode::Enter)], Intent::Open, "open: item detail, class items", Some("open")),
+    list(only(bind(Normal, &[code(KeyCode::Enter)], Intent::Open, "open: item detail, class items", Some("open")), OPENS)),
     bind(Normal, &[code(KeyCode::Esc)], Intent::Back, "back; clear the filter", None),
-    only(bind(Normal, &[ch('/')], Intent::StartFilter, "filter: search key/label, or log kinds", Some("filter")), &[Pane::Items, Pane::Log]),
-    only(bind(Normal, &[ch('s')], Intent::CycleStatus, "status filter: all/pending/claimed/done/empty/skipped/failed", Some("status")), &[Pane::Items]),
-    only(bind(Normal, &[ch('S')], Intent::CycleStatusBack, "status filter, the other way (all, then failed)", None), &[Pane::Items]),
-    only(bind(Normal, &[ch('f')], Intent::ToggleFollow, "follow new events on/off", Some("follow")), &[Pane::Log]),
-    only(bind(Normal, &[ch('b')], Intent::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log]),
+    list(only(bind(Normal, &[ch('/')], Intent::StartFilter, "filter: search key/label, or log kinds", Some("filter")), &[Pane::Items, Pane::Log])),
+    list(only(bind(Normal, &[ch('s')], Intent::CycleStatus, "status filter: all/pending/claimed/done/empty/skipped/failed", Some("status")), &[Pane::Items])),
+    list(only(bind(Normal, &[ch('S')], Intent::CycleStatusBack, "status filter, the other way (all, then failed)", None), &[Pane::Items])),
+    list(only(bind(Normal, &[ch('f')], Intent::ToggleFollow, "follow new events on/off", Some("follow")), &[Pane::Log])),
+    list(only(bind(Normal, &[ch('b')], Intent::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log])),
     writes(bind(Normal, &[ch('r')], Intent::Resume, "start a run (resume) of the batch", Some("run"))),
     writes(bind(Normal, &[ch('p')], Intent::TogglePause, "pause (asks why) / unpause the batch", Some("pause"))),
     writes(only(bind(Normal, &[ch(' ')], Intent::ToggleMark, "mark / unmark the item; R, x and c then act on the marked", None), LISTS)),
@@ -180,17 +209,47 @@ pub const BINDINGS: &[Binding] = &[
     bind(Notice, QUIT, Intent::Quit, "quit", None),
 ];
 
-fn applies(b: &Binding, mode: Mode, pane: Pane) -> bool {
-    b.mode == mode && (b.panes.is_empty() || b.panes.contains(&pane))
+impl Binding {
+    /// Its word: the footer's, else the help's first clause.
+    fn word(&self) -> &'static str {
+        self.hint.unwrap_or_else(|| {
+            let end = self.help.find([';', '(']).unwrap_or(self.help.len());
+            self.help[..end].trim_end()
+        })
+    }
 }
 
-/// The intent a key stands for in this mode and pane.
-pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Intent> {
-    if let Some(b) = BINDINGS
-        .iter()
-        .find(|b| applies(b, mode, pane) && b.keys.iter().any(|k| k.matches(ev)))
-    {
+impl Binding {
+    fn in_pane(&self, pane: Pane) -> bool {
+        self.panes.is_empty() || self.panes.contains(&pane)
+    }
+}
+
+fn applies(b: &Binding, mode: Mode, at: At) -> bool {
+    b.mode == mode && b.in_pane(at.pane) && !(at.detail && b.lists)
+}
+
+/// The intent a key stands for in this mode and place; a key of this
+/// mode bound only in other panes (or for the list an open item covers)
+/// stands for saying where it works.
+pub fn lookup(mode: Mode, at: impl Into<At>, ev: &KeyEvent) -> Option<Intent> {
+    let at = at.into();
+    let bound = |b: &&Binding| b.keys.iter().any(|k| k.matches(ev));
+    if let Some(b) = BINDINGS.iter().filter(bound).find(|b| applies(b, mode, at)) {
         return Some(b.intent.clone());
+    }
+    if let Some((b, key)) = BINDINGS
+        .iter()
+        .filter(|b| b.mode == mode)
+        .find_map(|b| Some((b, b.keys.iter().find(|k| k.matches(ev))?)))
+    {
+        return Some(Intent::Elsewhere(Elsewhere {
+            key: key.label(),
+            what: b.word(),
+            panes: b.panes,
+            writes: b.writes,
+            behind: b.in_pane(at.pane),
+        }));
     }
     match (mode, ev.code) {
         (Mode::Filter | Mode::Prompt, KeyCode::Char(c))
@@ -202,9 +261,10 @@ pub fn lookup(mode: Mode, pane: Pane, ev: &KeyEvent) -> Option<Intent> {
     }
 }
 
-/// The bindings of a mode that apply in a pane, in table order.
-pub fn bindings(mode: Mode, pane: Pane) -> impl Iterator<Item = &'static Binding> {
-    BINDINGS.iter().filter(move |b| applies(b, mode, pane))
+/// The bindings of a mode that apply in a place, in table order.
+pub fn bindings(mode: Mode, at: impl Into<At>) -> impl Iterator<Item = &'static Binding> {
+    let at = at.into();
+    BINDINGS.iter().filter(move |b| applies(b, mode, at))
 }
 
 /// `j/↓`: every key of a binding.
@@ -233,7 +293,15 @@ mod tests {
             lookup(Mode::Normal, Pane::Items, &big_r),
             Some(Intent::RequeueSelected)
         );
-        assert_eq!(lookup(Mode::Normal, Pane::Activity, &big_r), None);
+        assert!(
+            matches!(
+                lookup(Mode::Normal, Pane::Activity, &big_r),
+                Some(Intent::Elsewhere(e)) if e.panes == LISTS && e.key == "R"
+            ),
+            "R on Activity says where it works"
+        );
+        let z = key(KeyCode::Char('z'), KeyModifiers::NONE);
+        assert_eq!(lookup(Mode::Normal, Pane::Batches, &z), None);
         let ctrl_c = key(KeyCode::Char('c'), KeyModifiers::CONTROL);
         for mode in [
             Mode::Normal,
@@ -259,6 +327,24 @@ mod tests {
             lookup(Mode::Normal, Pane::Items, &open),
             Some(Intent::PrevBatch)
         );
+    }
+
+    /// Every key of a mode does something or says where it works, in
+    /// every pane.
+    #[test]
+    fn a_key_bound_in_other_panes_says_where() {
+        for b in BINDINGS.iter().filter(|b| !b.panes.is_empty()) {
+            for pane in Pane::ALL.iter().filter(|p| !b.panes.contains(p)) {
+                for k in b.keys {
+                    let ev = key(k.code, KeyModifiers::NONE);
+                    let Some(Intent::Elsewhere(e)) = lookup(b.mode, *pane, &ev) else {
+                        panic!("{} in {pane:?}: silent", k.label());
+                    };
+                    assert_eq!((e.panes, e.what), (b.panes, b.word()));
+                    assert!(!e.says(false).contains(pane.title()), "{}", e.says(false));
+                }
+            }
+        }
     }
 
     #[test]

@@ -302,7 +302,7 @@ pub fn run(mut opts: Options) -> anyhow::Result<Ended> {
             let actions: Vec<Action> = match msg {
                 Msg::Input(Event::Key(k)) if k.kind != KeyEventKind::Release => {
                     dirty = true;
-                    keymap::lookup(app.mode, app.pane, &k)
+                    keymap::lookup(app.mode, app.at(), &k)
                         .into_iter()
                         .map(Action::from)
                         .collect()

@@ -61,11 +61,6 @@ pub struct Persistent {
     pgid: Option<u32>,
     /// The last non-empty stderr line, for messages when the worker dies.
     stderr_last: std::sync::Arc<std::sync::Mutex<Option<String>>>,
-    /// The first `@nightshift …` line on stderr: process mode's channel
-    /// for cost, usage and op ids, which a persistent worker's stderr is
-    /// not (it cannot be told which request a line is about). Said once,
-    /// so a cost reported there is not lost in silence.
-    stderr_report: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     /// Requests not yet written to the worker's stdin, from `sent`.
     out: Vec<u8>,
@@ -93,6 +88,21 @@ pub enum Call {
     Killed(KillReason),
 }
 
+/// The `@nightshift` lines a run's persistent workers wrote on stderr,
+/// process mode's channel, which persistent mode does not read: shared by
+/// every worker of the run, so that the run says the first once and counts
+/// them all, a crashed worker's too.
+#[derive(Debug, Default)]
+pub struct StderrReports {
+    /// The first such line (cut).
+    pub first: Option<String>,
+    pub count: u64,
+    /// The first was said.
+    pub said: bool,
+}
+
+pub type Reports = std::sync::Arc<std::sync::Mutex<StderrReports>>;
+
 impl Persistent {
     /// Starts the worker. `program` is `argv[0]` found in `PATH` (see
     /// `worker::resolve`); the worker still sees `argv[0]` as written.
@@ -101,6 +111,21 @@ impl Persistent {
         program: Option<&Path>,
         dir: Option<&Path>,
         env: &[(&'static str, String)],
+    ) -> std::io::Result<Persistent> {
+        Persistent::start_reporting(argv, program, dir, env, &Reports::default())
+    }
+
+    /// [`Persistent::start`], its `@nightshift` stderr lines (process
+    /// mode's channel for cost, usage and op ids, which a persistent
+    /// worker's stderr is not: no line says which request it is about)
+    /// counted in `reports`, so that a cost reported there is not lost in
+    /// silence.
+    pub fn start_reporting(
+        argv: &[String],
+        program: Option<&Path>,
+        dir: Option<&Path>,
+        env: &[(&'static str, String)],
+        reports: &Reports,
     ) -> std::io::Result<Persistent> {
         let mut cmd = super::command(argv, program, dir, env);
         cmd.env("NIGHTSHIFT_MODE", "persistent");
@@ -117,10 +142,9 @@ impl Persistent {
                 .ok_or_else(|| std::io::Error::other("no stdout"))?,
         );
         let stderr_last = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let stderr_report = std::sync::Arc::new(std::sync::Mutex::new(None));
         let stderr_task = child.stderr.take().map(|mut err| {
             let last = stderr_last.clone();
-            let report = stderr_report.clone();
+            let reports = reports.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 16 * 1024];
                 let mut pending = Vec::new();
@@ -134,10 +158,9 @@ impl Persistent {
                         let text = String::from_utf8_lossy(&line).trim().to_string();
                         if !text.is_empty() {
                             if text.starts_with("@nightshift ") {
-                                report
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .get_or_insert_with(|| bound_message(&text));
+                                let mut r = reports.lock().unwrap_or_else(|p| p.into_inner());
+                                r.count += 1;
+                                r.first.get_or_insert_with(|| bound_message(&text));
                             }
                             *last.lock().unwrap_or_else(|p| p.into_inner()) =
                                 Some(bound_message(&text));
@@ -155,7 +178,6 @@ impl Persistent {
             stdout,
             pgid,
             stderr_last,
-            stderr_report,
             stderr_task,
             out: Vec::with_capacity(16 * 1024),
             sent: 0,
@@ -166,14 +188,6 @@ impl Persistent {
             stray: None,
             exited: false,
         })
-    }
-
-    /// The first `@nightshift` stderr line not yet said, if any (once).
-    pub fn take_stderr_report(&self) -> Option<String> {
-        self.stderr_report
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
     }
 
     /// The start of what the worker wrote on stdout with no line end yet,

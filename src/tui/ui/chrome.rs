@@ -310,7 +310,7 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
     let mut fixed = Vec::new();
     let mut rest = Vec::new();
     let mut write_keys = Vec::new();
-    for b in keymap::bindings(app.mode, app.pane) {
+    for b in keymap::bindings(app.mode, app.at()) {
         let Some(hint) = b.hint else { continue };
         let key = b.keys[0].label();
         if b.writes && app.setup.read_only {

@@ -277,3 +277,54 @@ fn a_refused_command_line_answers_in_json() {
         "{ran:?}"
     );
 }
+
+/// A refusal made before the command runs (`NIGHTSHIFT_DB` or
+/// `NIGHTSHIFT_CONFIG` set but empty) answers in JSON like any other: every
+/// `--json` command, the same stderr line and exit 2, nothing changed.
+#[test]
+fn an_empty_environment_variable_answers_in_json() {
+    let env = Env::new();
+    env.failing_batch("b");
+    let before = fingerprint(&env.db);
+    let mut cases: Vec<(&str, &[&str], &str)> = CASES
+        .iter()
+        .map(|c| (c.command, c.args, "--json"))
+        .collect();
+    cases.push(("dlq", &["dlq", "b"], "--jsonl"));
+    for (command, args, flag) in cases {
+        for (var, long) in [("NIGHTSHIFT_DB", "--db"), ("NIGHTSHIFT_CONFIG", "--config")] {
+            if args.contains(&long) {
+                continue;
+            }
+            let plain = common::ran(env.cmd().env(var, "").args(args).output().unwrap());
+            plain.code(2);
+            let says = plain
+                .error_line()
+                .strip_prefix("nightshift: error: ")
+                .unwrap_or_else(|| panic!("{var} {args:?}: {plain:?}"))
+                .to_string();
+            assert!(
+                says.contains(&format!("{var} is set but empty")),
+                "{plain:?}"
+            );
+            let ran = common::ran(
+                env.cmd()
+                    .env(var, "")
+                    .args(args)
+                    .arg(flag)
+                    .output()
+                    .unwrap(),
+            );
+            ran.code(2);
+            assert_eq!(ran.stderr, plain.stderr, "{var} {args:?} {flag}");
+            let answer = ran.json();
+            assert_eq!(
+                answer["error"]["command"], command,
+                "{var} {args:?}: {answer}"
+            );
+            assert_eq!(answer["error"]["exit"], 2, "{var} {args:?}: {answer}");
+            assert_eq!(answer["error"]["says"], says, "{var} {args:?}: {answer}");
+        }
+    }
+    assert_eq!(fingerprint(&env.db), before);
+}

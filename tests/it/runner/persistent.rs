@@ -250,8 +250,34 @@ both_backends! {
         out.code(0);
         assert!(out.stderr.contains("printed `@nightshift cost=0.5` on stderr, which is not read in persistent mode"), "{}", out.stderr);
         let said = env.events("b", "stray-output");
-        assert_eq!(said.len(), 1, "{said:?}");
+        assert_eq!(said.len(), 2, "the first, then the count: {said:?}");
         assert!(said[0]["message"].as_str().unwrap().contains("\"cost\", \"usage\", \"op_id\""), "{said:?}");
+        assert_eq!(said[1]["fields"]["count"], 3, "{said:?}");
+    }
+
+    /// Three slots, twelve items, each with its cost on stderr: said once
+    /// a run (it was said once a slot, up to three times), and the run's
+    /// end says how many such lines went unread (it never said).
+    fn uncounted_cost_lines_are_said_once_and_counted(env) {
+        env.write(
+            "pw.py",
+            "import json, sys\nfor line in sys.stdin:\n    k = json.loads(line)[\"key\"]\n    \
+             print(\"@nightshift cost=0.5\", file=sys.stderr, flush=True)\n    \
+             print(json.dumps({\"key\": k, \"result\": 1}), flush=True)\n",
+        );
+        env.config("[batch.\"記事\"]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\nconcurrency = 3\n");
+        let keys: Vec<String> = (1..=12).map(|i| format!("要約{i}")).collect();
+        add_keys(&env, "記事", &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        let out = env.run(&["run", "記事"]);
+        out.code(0);
+        assert_eq!(out.stderr.matches("which is not read in persistent mode").count(), 1, "{}", out.stderr);
+        let count = "the persistent workers printed 12 `@nightshift` lines on stderr in this run, \
+                     none read (not counted; the first: `@nightshift cost=0.5`)";
+        assert!(out.stderr.contains(&format!("nightshift: 記事: {count}\n")), "{}", out.stderr);
+        let said = env.events("記事", "stray-output");
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!(said[1]["message"], count, "{said:?}");
+        assert_eq!(said[1]["fields"]["count"], 12, "{said:?}");
     }
 
     fn results_errors_op_ids_and_crashes_are_classified_like_process_mode(env) {

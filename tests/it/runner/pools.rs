@@ -639,18 +639,59 @@ for line in sys.stdin:
                     (a whole number from 0 to 100000000): it reserved token_estimate (40) instead";
         let ran = env.run(&["run", "c"]);
         ran.code(0);
-        assert_eq!(ran.stderr.matches("estimate_field").count(), 1, "{ran:?}");
+        assert_eq!(ran.stderr.matches("its estimate_field").count(), 1, "{ran:?}");
         assert!(ran.stderr.contains(&format!("nightshift: c: {said}")), "{ran:?}");
+        // Two of them: the run's end counts them.
+        let count = "estimate ignored for 2 items (first: c0): their estimate_field \"est\" held \
+                     no token estimate; each reserved token_estimate (40) instead";
+        assert!(ran.stderr.contains(&format!("nightshift: c: {count}\n")), "{ran:?}");
         let events = env.events("c", "estimate-ignored");
-        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[0]["key"], "c0", "{events:?}");
         assert!(events[0]["message"].as_str().unwrap().starts_with(said), "{events:?}");
+        assert_eq!(events[1]["message"], count, "{events:?}");
         env.run(&["requeue", "c", "c1", "--outcome", "done"]).code(0);
         let ran = env.run(&["run", "c"]);
         assert!(ran.code(0).stderr.contains("item c1: its estimate_field \"est\" is -5"), "{ran:?}");
+        assert!(!ran.stderr.contains("estimate ignored for"), "one item, said once: {ran:?}");
         let events = env.events("c", "estimate-ignored");
-        assert_eq!(events.len(), 2, "{events:?}");
-        assert_eq!(events[1]["key"], "c1", "{events:?}");
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(events[2]["key"], "c1", "{events:?}");
+    }
+
+    /// Thirty items with no estimate in one run (each failing once, so
+    /// each asks its pool twice), beside good ones: the first is named
+    /// at once, and the run's end says how many there were, once (stderr
+    /// and an `estimate-ignored` event `log --kind` shows); it named the
+    /// first alone, with no word of the other 29.
+    fn several_ignored_estimates_are_counted_once_a_run(env) {
+        let w = worker(&env, r#"if [ "$NIGHTSHIFT_ATTEMPT" -lt 2 ]; then exit 75; fi
+echo '{"ok":1}'"#);
+        let config = |field: &str| env.config(&format!(
+            "[limit.p]\ntokens = \"1000000/min\"\n\n\
+             [batch.\"記事\"]\nworker = [\"{w}\"]\nlimit = \"p\"\nconcurrency = 3\ntoken_estimate = 40\n\
+             retries = 2\nbackoff = \"1ms\"\nbackoff_max = \"1ms\"\n{field}"
+        ));
+        config("");
+        let mut lines: String = (0..30).map(|i| format!("{{\"key\":\"要約{i:02}\",\"est\":\"多い\"}}\n")).collect();
+        lines.push_str("{\"key\":\"good1\",\"est\":70}\n{\"key\":\"good2\"}\n");
+        let file = env.write("c.jsonl", &lines);
+        env.cmd().args(["add", "記事"]).arg(file).assert().success();
+        config("estimate_field = \"est\"\n");
+        let ran = env.run(&["run", "記事"]);
+        ran.code(0);
+        let events = env.events("記事", "estimate-ignored");
+        assert_eq!(events.len(), 2, "the first item, then the count: {events:?}");
+        // The first said (three slots claim side by side): named again.
+        let first = events[0]["key"].as_str().unwrap();
+        assert!(first.starts_with("要約"), "{events:?}");
+        let count = format!("estimate ignored for 30 items (first: {first})");
+        assert!(events[1]["message"].as_str().unwrap().starts_with(&count), "{events:?}");
+        assert_eq!(events[1]["fields"]["items"], 30, "{events:?}");
+        assert_eq!(ran.stderr.matches("estimate ignored for").count(), 1, "{ran:?}");
+        assert!(ran.stderr.contains(&format!("nightshift: 記事: {count}")), "{ran:?}");
+        let log = env.run(&["log", "記事", "--kind", "estimate-ignored"]);
+        assert!(log.code(0).stdout.contains(&count), "{log:?}");
     }
 
     /// A runner killed with SIGKILL while its call holds the pool's one

@@ -807,3 +807,77 @@ fn a_pasted_reason_with_a_line_break_is_text_not_keys() {
         "bracketed paste is turned off on the way out"
     );
 }
+
+/// A key bound in another pane, pressed on the Batches pane at 80×24 (a
+/// Japanese batch selected): the footer says where it works, or, read-only,
+/// that it is disabled; it did nothing and said nothing. Nothing changes.
+#[test]
+fn a_key_of_another_pane_says_where_it_works() {
+    let env = Env::new();
+    env.config("[batch.\"記事の要約\"]\nworker = [\"cat\"]\n");
+    common::add_keys(&env, "記事の要約", &["要約1", "要約2"]);
+    let before = env.fingerprint();
+    let mut dash = open(&env, &[]);
+    dash.wait_loaded();
+    dash.wait_text("記事の要約");
+    for (key, says) in [
+        ("R", "R (requeue) works only in 3 Items and 4 Dead letters"),
+        ("A", "A (all) works only in 3 Items and 4 Dead letters"),
+        ("x", "x (skip) works only in 3 Items and 4 Dead letters"),
+        ("c", "c (cancel) works only in 3 Items and 4 Dead letters"),
+        (
+            " ",
+            "Space (mark / unmark the item) works only in 3 Items and 4 Dead letters",
+        ),
+        ("s", "s (status) works only in 3 Items"),
+        ("/", "/ (filter) works only in 3 Items and 5 Run log"),
+        ("f", "f (follow) works only in 5 Run log"),
+    ] {
+        dash.key(key);
+        dash.wait_seen(says);
+    }
+    // Enter opens nothing on the Activity and Pools panes.
+    dash.key("2");
+    dash.key(ENTER);
+    dash.wait_seen("Enter (open) works only in 1 Batches, 3 Items, 4 Dead letters and 5 Run log");
+    // An item open: the list's keys would change the list behind it.
+    dash.key("3");
+    dash.key(ENTER);
+    dash.wait_text("┌ Item 要約");
+    for (key, says) in [
+        (
+            "s",
+            "s (status) acts on the list: Esc closes the item first",
+        ),
+        (
+            "/",
+            "/ (filter) acts on the list: Esc closes the item first",
+        ),
+        (
+            ENTER,
+            "Enter (open) acts on the list: Esc closes the item first",
+        ),
+    ] {
+        dash.key(key);
+        dash.wait_seen(says);
+    }
+    dash.key(ESC);
+    dash.wait_text("┌ Items · 記事の要約 · status: all · 1 of 2");
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    let mut dash = open(&env, &["watch", "--read-only"]);
+    dash.wait_text("READ-ONLY");
+    dash.wait_loaded();
+    for (key, says) in [
+        ("R", "read-only: R (requeue) is disabled"),
+        ("c", "read-only: c (cancel) is disabled"),
+        (" ", "read-only: Space (mark / unmark the item) is disabled"),
+        ("s", "s (status) works only in 3 Items"),
+    ] {
+        dash.key(key);
+        dash.wait_seen(says);
+    }
+    dash.key("q");
+    assert_eq!(dash.wait_exit(), 0);
+    assert_eq!(env.fingerprint(), before);
+}

@@ -59,28 +59,10 @@ impl Slot {
         let_go(&cycle, &w.claim, CancelledWhile::Answered).await;
     }
 
-    /// An `@nightshift cost=` (or `usage`, `op_id`) line on the worker's
-    /// stderr, process mode's channel: a persistent worker's is not read
-    /// (no line tells which request it is about), and a cost there went
-    /// uncounted in silence, `max_cost` and budgets never tripping. Said
-    /// once a slot, with the answer's fields to use instead.
+    /// An `@nightshift` line on a worker's stderr, said once a run
+    /// ([`Cycle::stderr_report`](crate::runner::cycle::Cycle::stderr_report)).
     pub(super) async fn stderr_report(&mut self) {
-        if self.stderr_said {
-            return;
-        }
-        let Some(line) = self.worker.as_ref().and_then(|w| w.take_stderr_report()) else {
-            return;
-        };
-        self.stderr_said = true;
-        let cycle = self.cycle.clone();
-        let message = format!(
-            "the persistent worker printed `{line}` on stderr, which is not read in persistent mode (not counted): report cost, usage and op ids in the answer (\"cost\", \"usage\", \"op_id\")"
-        );
-        cycle.say(&message);
-        let event = cycle
-            .new_event(EventKind::StrayOutput, message)
-            .fields(json!({"count": 1, "stderr": line}));
-        cycle.event(event).await;
+        self.cycle.stderr_report().await;
     }
 
     /// A stdout line that is not part of the protocol: ignored, and

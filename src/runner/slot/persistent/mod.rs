@@ -94,8 +94,6 @@ pub(super) struct Slot {
     /// (each answer gives a place back), not once per answer.
     pub(super) pool_ask_at: Option<usize>,
     pub(super) last_stray: String,
-    /// An `@nightshift` stderr line was said to be ignored (once a slot).
-    pub(super) stderr_said: bool,
     /// The items on which workers broke before an answer could be
     /// recorded, since the last recorded answer.
     pub(super) failed_starts: Vec<i64>,
@@ -153,7 +151,6 @@ impl Slot {
             strays: 0,
             pool_ask_at: None,
             last_stray: String::new(),
-            stderr_said: false,
             failed_starts: Vec::new(),
             batch: 1,
             per_item: None,

@@ -46,11 +46,12 @@ impl Slot {
                 cycle.runner_id.clone(),
             ),
         ];
-        match Persistent::start(
+        match Persistent::start_reporting(
             &cycle.worker,
             cycle.program.as_deref(),
             cycle.work_dir.as_deref(),
             &env,
+            &cycle.stderr_reports,
         ) {
             Ok(w) => {
                 if let Some(pid) = w.pid() {
