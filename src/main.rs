@@ -33,11 +33,7 @@ fn main() -> ExitCode {
     if matches!(cli.command, Some(nightshift::cli::Command::Daemon(_))) {
         nightshift::util::signals::catch_early();
     }
-    let code = match commands::dispatch(&cli) {
-        Ok(exit) => exit,
-        Err(err) if commands::is_reader_gone(&err) => Exit::Ok,
-        Err(err) => commands::failure::report(&cli, &err),
-    };
+    let code = commands::failure::guarded(&cli, || commands::dispatch(&cli));
     ExitCode::from(code as u8)
 }
 

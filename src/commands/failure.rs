@@ -11,6 +11,28 @@ use super::{Exit, exit_for, out_json};
 use crate::cli::{Cli, Command};
 use crate::util::sanitize;
 
+/// Runs `command` as the outcome of the command `cli` names: its exit
+/// status, its failure said by [`report`]. A panic (a bug: no input is
+/// meant to reach one) is said as the internal error it is, exit 4 and in
+/// JSON when asked, rather than Rust's 101 with nothing on stdout; Rust's
+/// own hook has already printed where it happened.
+pub fn guarded(cli: &Cli, command: impl FnOnce() -> anyhow::Result<Exit>) -> Exit {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(command)) {
+        Ok(Ok(exit)) => exit,
+        Ok(Err(err)) if super::is_reader_gone(&err) => Exit::Ok,
+        Ok(Err(err)) => report(cli, &err),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            let err = anyhow::anyhow!("internal error (a bug, please report it): {what}");
+            report(cli, &err)
+        }
+    }
+}
+
 /// Says that the command failed with `err`, and returns its exit status.
 pub fn report(cli: &Cli, err: &anyhow::Error) -> Exit {
     let says = message(err);
@@ -135,4 +157,31 @@ pub fn usage_json(args: &[std::ffi::OsString], err: &clap::Error) -> Option<Valu
         "says": crate::store::without_password_values(says),
         "exit": Exit::Usage as u8,
     }}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        match crate::cli::parse(args.iter().copied()) {
+            Ok(cli) => cli,
+            Err(_) => panic!("{args:?} parses"),
+        }
+    }
+
+    /// A bug that panics is the documented internal error (4), not Rust's
+    /// 101; an error is said with its own status; an outcome passes.
+    #[test]
+    fn a_panic_is_an_internal_error() {
+        let status = cli(&["nightshift", "status"]);
+        assert_eq!(guarded(&status, || panic!("a bug")), Exit::Internal);
+        assert_eq!(
+            guarded(&status, || panic!("a bug in {}", "an item")),
+            Exit::Internal
+        );
+        let refused = || Err(crate::commands::user_error("no such batch"));
+        assert_eq!(guarded(&status, refused), Exit::Usage);
+        assert_eq!(guarded(&status, || Ok(Exit::Failed)), Exit::Failed);
+    }
 }
