@@ -217,9 +217,7 @@ impl Binding {
             self.help[..end].trim_end()
         })
     }
-}
 
-impl Binding {
     fn in_pane(&self, pane: Pane) -> bool {
         self.panes.is_empty() || self.panes.contains(&pane)
     }
