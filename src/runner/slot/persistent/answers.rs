@@ -59,30 +59,16 @@ impl Slot {
         let_go(&cycle, &w.claim, CancelledWhile::Answered).await;
     }
 
-    /// An `@nightshift` line on a worker's stderr, said once a run
-    /// ([`Cycle::stderr_report`](crate::runner::cycle::Cycle::stderr_report)).
+    /// An `@nightshift` line on a worker's stderr (noted by its reader),
+    /// said once a run (`runner::unread`).
     pub(super) async fn stderr_report(&mut self) {
-        self.cycle.stderr_report().await;
+        self.cycle.tell(&*self.cycle.notices.stderr).await;
     }
 
-    /// A stdout line that is not part of the protocol: ignored, and
-    /// counted in the log without flooding it (the first at once, the
-    /// total when the slot ends).
+    /// A stdout line that is not part of the protocol: ignored, said once
+    /// a run and counted at its end (`runner::unread`).
     pub(super) async fn stray(&mut self, line: String) {
-        self.strays += 1;
-        if self.strays == 1 {
-            let cycle = self.cycle.clone();
-            let event = cycle
-                .new_event(
-                    EventKind::StrayOutput,
-                    format!(
-                        "the persistent worker printed a stdout line that is not part of the protocol (ignored; log to stderr): {line}"
-                    ),
-                )
-                .fields(json!({"count": 1, "line": line}));
-            cycle.event(event).await;
-        }
-        self.last_stray = line;
+        self.cycle.notice(&self.cycle.notices.strays, line).await;
     }
 
     /// Acts on an item's answer: a success waits for the batch's commit, a
