@@ -7,14 +7,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::super::pipeline::Success;
-use super::super::record::{
-    begin_retry, count_cut_short, judge_failure, let_go, record_failure, store_op_id,
-};
+use super::super::record::{begin_retry, count_cut_short, failed_answer, let_go, store_op_id};
 use super::{Slot, Work};
 use crate::model::{EventKind, NewEvent, Outcome};
 use crate::runner::child::persistent::{match_answer, match_op_id};
 use crate::runner::classify::Answer;
-use crate::runner::verdict::{Attempt, Failed, Verdict};
+use crate::runner::verdict::{Attempt, Failed};
 use crate::store::{CancelledWhile, StoreError};
 use crate::util::time::now_ms;
 
@@ -136,17 +134,11 @@ impl Slot {
                     number: w.attempt,
                     retries_done: w.retries_done,
                 };
-                let Some(v) = judge_failure(&cycle, &w.claim, a, &failed, cost).await else {
-                    self.untrack(&w.claim);
-                    return Ok(());
-                };
-                if let Verdict::RetryNow { wait, .. } = v {
+                let over = || super::untrack(&cycle, &w.claim);
+                if let Some(wait) = failed_answer(&cycle, &w.claim, a, &failed, cost, over).await? {
                     w.retries_done += 1;
                     self.retries.push((tokio::time::Instant::now() + wait, w));
-                    return Ok(());
                 }
-                self.untrack(&w.claim);
-                record_failure(&cycle, &w.claim, a, &failed, v, cost).await?;
             }
         }
         Ok(())

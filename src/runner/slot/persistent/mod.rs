@@ -98,6 +98,12 @@ pub(super) struct Slot {
     pub(super) per_item: Option<Duration>,
 }
 
+/// A claim leaves its slot: no longer in flight nor waiting to retry.
+pub(super) fn untrack(cycle: &Cycle, claim: &Claim) {
+    cycle.untrack(claim.item_id);
+    cycle.retry_begins(claim.item_id);
+}
+
 /// How a batch ended.
 enum Ended {
     /// Everything claimed reached an outcome.
@@ -195,8 +201,7 @@ impl Slot {
 
     /// The claim leaves the slot (an outcome, a release, a lost lease).
     pub(super) fn untrack(&self, claim: &Claim) {
-        self.cycle.untrack(claim.item_id);
-        self.cycle.retry_begins(claim.item_id);
+        untrack(&self.cycle, claim);
     }
 
     /// Queues claimed items for the worker; `tickets` are the places in
