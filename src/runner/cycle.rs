@@ -270,9 +270,8 @@ pub(super) struct Cycle {
     pub(super) halted: std::sync::atomic::AtomicBool,
     /// Slots that found nothing to claim wait here while another works.
     pub(super) idle: std::sync::Arc<super::idle::Idle>,
-    /// The `@nightshift` lines the run's persistent workers wrote on
-    /// stderr (`unread`).
-    pub(super) stderr_reports: super::child::persistent::Reports,
+    /// What the run says once and counts at its end (`notice`).
+    pub(super) notices: super::notice::Notices,
 }
 
 impl Cycle {

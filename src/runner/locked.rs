@@ -217,7 +217,7 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
         identity,
         answers: std::sync::Mutex::new(std::collections::VecDeque::new()),
         halted: std::sync::atomic::AtomicBool::new(false),
-        stderr_reports: super::child::persistent::Reports::default(),
+        notices: super::notice::Notices::of(cfg),
         idle: Arc::new(super::idle::Idle::new(if opts.key.is_some() {
             1
         } else {
@@ -416,8 +416,7 @@ async fn finish(
     hooks_failed: Vec<HookFailure>,
     first_error: Option<StoreError>,
 ) -> anyhow::Result<(RunReport, Option<summary::Alert>)> {
-    cycle.say_ignored_count().await;
-    cycle.say_stderr_report_count().await;
+    cycle.tally_notices().await;
     let (batch, run_id) = (cycle.batch.clone(), cycle.run_id);
     let source_failed = hooks_failed.first().cloned();
     // A store that failed the run ended it, whatever else was asked of it

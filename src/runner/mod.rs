@@ -16,7 +16,9 @@
 //! - `locked`: what a cycle does in its seat, as named phases; `recover`:
 //!   what it inherits from dead runs;
 //! - `cycle`: the state the slots share; `writer`: the one thread that
-//!   owns the store and commits in groups;
+//!   owns the store and commits in groups; `notice`: what the run says
+//!   once and counts at its end (an ignored `estimate_field` in `pool`,
+//!   what persistent workers write unread in `unread`);
 //! - `slot/`: the slots, `process` and `persistent` (its batches claimed
 //!   ahead by `pipeline`), sharing `claim` (before a claim) and `record`
 //!   (after an answer);
@@ -48,6 +50,7 @@ mod hook;
 mod idle;
 mod locked;
 mod log;
+mod notice;
 mod pace;
 pub mod pool;
 mod recover;

@@ -38,6 +38,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::cycle::Cycle;
+use super::notice::{Said, Wording};
 use super::usage::Tokens;
 use crate::config::limits::LimitPool;
 use crate::config::{BatchConfig, Config};
@@ -58,9 +59,9 @@ pub struct Pool {
     file: Option<(std::path::PathBuf, std::sync::Mutex<Option<Seen>>)>,
     estimate: Option<u64>,
     field: Option<String>,
-    /// The items whose estimates the run ignored, and the first of them
-    /// (said at once; the run's end counts the rest).
-    ignoring: std::sync::Mutex<Ignoring>,
+    /// The items whose estimates the run ignored (an item counts once,
+    /// however often its calls ask the pool: a retry, a deferred call).
+    ignored: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// How long a place in flight is kept without its settlement.
     place_ttl: Duration,
     runner: String,
@@ -111,8 +112,8 @@ pub struct Asked {
 
 /// An item whose `estimate_field` holds no token estimate (stored before
 /// the field was set, so `add` never checked it): its call reserves
-/// `token_estimate` instead, and the run says so once: the first such
-/// item at once, how many there were at its end.
+/// `token_estimate` instead, and the run says so once
+/// (`IgnoredEstimate`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ignored {
     pub item: i64,
@@ -121,12 +122,77 @@ pub struct Ignored {
     pub value: String,
 }
 
-/// The items of a run whose estimates were ignored: an item counts once,
-/// however often its calls ask the pool (a retry, a deferred call).
-#[derive(Debug, Default)]
-struct Ignoring {
-    first: Option<Ignored>,
-    items: std::collections::HashSet<i64>,
+/// The notice of the items whose estimates a run ignored: the first such
+/// item at once, how many there were at its end.
+pub(super) struct IgnoredEstimate {
+    /// The batch's `estimate_field` and `token_estimate`.
+    pub field: String,
+    pub estimate: Option<u64>,
+}
+
+impl IgnoredEstimate {
+    pub(super) fn of(cfg: &BatchConfig) -> IgnoredEstimate {
+        IgnoredEstimate {
+            field: cfg.estimate_field.clone().unwrap_or_default(),
+            estimate: cfg.token_estimate,
+        }
+    }
+
+    /// What `calls` whose items' estimates were ignored reserved.
+    fn instead(&self, calls: &str) -> String {
+        self.estimate.map_or_else(
+            || format!("no token_estimate is set, so {calls} reserved none"),
+            |n| format!("{calls} reserved token_estimate ({n}) instead"),
+        )
+    }
+}
+
+impl Wording for IgnoredEstimate {
+    type Example = Ignored;
+    const KIND: EventKind = EventKind::EstimateIgnored;
+
+    fn first(&self, ignored: &Ignored) -> Said {
+        let field = &self.field;
+        let value = crate::util::text::cut_chars(&ignored.value, IGNORED_SHOWN);
+        let message = format!(
+            "item {}: its estimate_field {field:?} is {value}, not a token estimate (a whole \
+             number from 0 to {}): {}; said once a run, for the first such item (the run's end \
+             counts them when there are more)",
+            ignored.key,
+            crate::config::fields::MAX_TOKEN_ESTIMATE,
+            self.instead("it"),
+        );
+        Said {
+            message,
+            fields: json!({
+                "field": field,
+                "value": value,
+                "token_estimate": self.estimate,
+            }),
+            key: Some(ignored.key.clone()),
+        }
+    }
+
+    fn count(&self, items: u64, first: &Ignored) -> Said {
+        let field = &self.field;
+        let message = format!(
+            "estimate ignored for {} (first: {}): their estimate_field {field:?} held no token \
+             estimate; {}",
+            crate::util::noun::count(items, "item"),
+            first.key,
+            self.instead("each"),
+        );
+        Said {
+            message,
+            fields: json!({
+                "field": field,
+                "items": items,
+                "first": first.key,
+                "token_estimate": self.estimate,
+            }),
+            key: None,
+        }
+    }
 }
 
 /// How much of an ignored estimate's value the run log quotes.
@@ -237,7 +303,7 @@ impl Pool {
             file: file.map(|f| (f.to_path_buf(), std::sync::Mutex::new(seen(f)))),
             estimate: cfg.token_estimate,
             field: cfg.estimate_field.clone(),
-            ignoring: std::sync::Mutex::default(),
+            ignored: std::sync::Mutex::default(),
             place_ttl: cfg.item_timeout + cfg.grace + Duration::from_secs(5),
             runner: runner.to_string(),
             deferred: std::sync::Mutex::default(),
@@ -356,55 +422,13 @@ impl Pool {
         (calls, ignored)
     }
 
-    /// Counts the items of `ignored`; the first the run ever ignored,
-    /// when it is among them (news to say).
-    fn ignoring(&self, ignored: Vec<Ignored>) -> Option<Ignored> {
-        let mut ignoring = self.ignoring.lock().unwrap_or_else(|p| p.into_inner());
-        let news = ignoring.first.is_none();
-        for i in &ignored {
-            ignoring.items.insert(i.item);
-        }
-        let first = ignored.into_iter().next().filter(|_| news);
-        if let Some(first) = &first {
-            ignoring.first = Some(first.clone());
-        }
-        first
-    }
-
-    /// How many items' estimates the run ignored, and the first of them,
-    /// when there were more than the one said at once.
-    fn ignored_count(&self) -> Option<(usize, String)> {
-        let ignoring = self.ignoring.lock().unwrap_or_else(|p| p.into_inner());
-        let first = ignoring.first.as_ref()?;
-        (ignoring.items.len() > 1).then(|| (ignoring.items.len(), first.key.clone()))
-    }
-
-    /// What `calls` whose items' estimates were ignored reserved.
-    fn instead(&self, calls: &str) -> String {
-        self.estimate.map_or_else(
-            || format!("no token_estimate is set, so {calls} reserved none"),
-            |n| format!("{calls} reserved token_estimate ({n}) instead"),
-        )
-    }
-
-    /// What the run log says of an ignored estimate.
-    fn ignored_event(&self, ignored: &Ignored) -> (String, Value) {
-        let field = self.field.clone().unwrap_or_default();
-        let instead = self.instead("it");
-        let value = crate::util::text::cut_chars(&ignored.value, IGNORED_SHOWN);
-        let message = format!(
-            "item {}: its estimate_field {field:?} is {value}, not a token estimate (a whole \
-             number from 0 to {}): {instead}; said once a run, for the first such item (the \
-             run's end counts them when there are more)",
-            ignored.key,
-            crate::config::fields::MAX_TOKEN_ESTIMATE,
-        );
-        let fields = json!({
-            "field": field,
-            "value": value,
-            "token_estimate": self.estimate,
-        });
-        (message, fields)
+    /// Those of `ignored` whose items the run had not ignored before.
+    fn newly_ignored(&self, ignored: Vec<Ignored>) -> Vec<Ignored> {
+        let mut items = self.ignored.lock().unwrap_or_else(|p| p.into_inner());
+        ignored
+            .into_iter()
+            .filter(|i| items.insert(i.item))
+            .collect()
     }
 
     /// The items whose calls the pool defers now (marked waiting for
@@ -523,14 +547,8 @@ impl Cycle {
             admission,
             ignored,
         } = asked;
-        if let Some(ignored) = pool.ignoring(ignored) {
-            let (message, fields) = pool.ignored_event(&ignored);
-            self.say(&message);
-            let event = self
-                .new_event(EventKind::EstimateIgnored, message)
-                .key(&ignored.key)
-                .fields(fields);
-            self.event(event).await;
+        for ignored in pool.newly_ignored(ignored) {
+            self.notice(&self.notices.estimates, ignored).await;
         }
         let tickets = calls
             .into_iter()
@@ -557,35 +575,6 @@ impl Cycle {
             self.event(event).await;
         }
         (tickets, admission.wait)
-    }
-
-    /// At the run's end, how many items' estimates it ignored, when more
-    /// than the first (said at once): one line on stderr and one
-    /// `estimate-ignored` event, however many there were.
-    pub(super) async fn say_ignored_count(&self) {
-        let Some(pool) = &self.pool else {
-            return;
-        };
-        let Some((items, first)) = pool.ignored_count() else {
-            return;
-        };
-        let field = pool.field.clone().unwrap_or_default();
-        let message = format!(
-            "estimate ignored for {} (first: {first}): their estimate_field {field:?} held no \
-             token estimate; {}",
-            crate::util::noun::count(items, "item"),
-            pool.instead("each"),
-        );
-        self.say(&message);
-        let event = self
-            .new_event(EventKind::EstimateIgnored, message)
-            .fields(json!({
-                "field": field,
-                "items": items,
-                "first": first,
-                "token_estimate": pool.estimate,
-            }));
-        self.event(event).await;
     }
 
     /// Waits for the pool to give the call of `claim` its place. `Ok(None)`

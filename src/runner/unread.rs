@@ -1,68 +1,78 @@
-//! Process mode's `@nightshift` stderr lines (cost, usage, op ids) written
-//! by persistent workers, whose stderr is not read (no line says which
-//! request it is about): a cost there went uncounted in silence, `max_cost`
-//! and budgets never tripping. The run says the first at once, with the
-//! answer's fields to use instead, and at its end how many there were:
-//! once a run, however many slots and workers.
+//! What a run's persistent workers write that it does not read, said once
+//! a run and counted at its end ([`Notice`](super::notice::Notice)),
+//! however many slots and workers: `stray-output` events both.
+//!
+//! - Process mode's `@nightshift` stderr lines (cost, usage, op ids): a
+//!   persistent worker's stderr is not read (no line says which request
+//!   it is about), so a cost there went uncounted in silence, `max_cost`
+//!   and budgets never tripping. The first says the answer's fields to
+//!   use instead.
+//! - Stray stdout lines: a line that is no answer nor op id (a library's
+//!   `{"log": ...}`, a print), ignored.
 
 use serde_json::json;
 
-use super::cycle::Cycle;
+use super::notice::{Said, Wording};
 use crate::model::EventKind;
 
-impl Cycle {
-    /// Says the first `@nightshift` stderr line of the run's persistent
-    /// workers, once a run.
-    pub(super) async fn stderr_report(&self) {
-        let line = {
-            let mut r = self
-                .stderr_reports
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if r.said {
-                return;
-            }
-            let Some(line) = r.first.clone() else {
-                return;
-            };
-            r.said = true;
-            line
-        };
-        let message = format!(
-            "the persistent worker printed `{line}` on stderr, which is not read in persistent \
-             mode (not counted): report cost, usage and op ids in the answer (\"cost\", \
-             \"usage\", \"op_id\")"
-        );
-        self.say(&message);
-        let event = self
-            .new_event(EventKind::StrayOutput, message)
-            .fields(json!({"count": 1, "stderr": line}));
-        self.event(event).await;
+/// A `@nightshift` line on a persistent worker's stderr (cut, inert).
+pub(super) struct StderrReport;
+
+impl Wording for StderrReport {
+    type Example = String;
+    const KIND: EventKind = EventKind::StrayOutput;
+
+    fn first(&self, line: &String) -> Said {
+        Said {
+            message: format!(
+                "the persistent worker printed `{line}` on stderr, which is not read in \
+                 persistent mode (not counted): report cost, usage and op ids in the answer \
+                 (\"cost\", \"usage\", \"op_id\")"
+            ),
+            fields: json!({"count": 1, "stderr": line}),
+            key: None,
+        }
     }
 
-    /// At the run's end, how many `@nightshift` stderr lines went unread,
-    /// when more than the first (said at once).
-    pub(super) async fn say_stderr_report_count(&self) {
-        // One written after its slot's last answer was read.
-        self.stderr_report().await;
-        let (count, first) = {
-            let r = self
-                .stderr_reports
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            match &r.first {
-                Some(first) if r.count > 1 => (r.count, first.clone()),
-                _ => return,
-            }
-        };
-        let message = format!(
-            "the persistent workers printed {count} `@nightshift` lines on stderr in this run, \
-             none read (not counted; the first: `{first}`)"
-        );
-        self.say(&message);
-        let event = self
-            .new_event(EventKind::StrayOutput, message)
-            .fields(json!({"count": count, "stderr": first}));
-        self.event(event).await;
+    fn count(&self, count: u64, first: &String) -> Said {
+        Said {
+            message: format!(
+                "the persistent workers printed {count} `@nightshift` lines on stderr in this \
+                 run, none read (not counted; the first: `{first}`)"
+            ),
+            fields: json!({"count": count, "stderr": first}),
+            key: None,
+        }
+    }
+}
+
+/// A persistent worker's stdout line that is not part of the protocol
+/// (its start, inert).
+pub(super) struct StrayLine;
+
+impl Wording for StrayLine {
+    type Example = String;
+    const KIND: EventKind = EventKind::StrayOutput;
+
+    fn first(&self, line: &String) -> Said {
+        Said {
+            message: format!(
+                "the persistent worker printed a stdout line that is not part of the protocol \
+                 (ignored; log to stderr): {line}"
+            ),
+            fields: json!({"count": 1, "line": line}),
+            key: None,
+        }
+    }
+
+    fn count(&self, count: u64, first: &String) -> Said {
+        Said {
+            message: format!(
+                "the persistent workers printed {count} stdout lines that are not part of the \
+                 protocol in this run (ignored; the first: {first})"
+            ),
+            fields: json!({"count": count, "line": first}),
+            key: None,
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! What becomes of a failed attempt, as a pure function: no clock, no
 //! store, no randomness (the time and the jitter are inputs), tested like
-//! `schedule/plan.rs`. Both worker modes ask it (`slot::record::judge_failure`).
+//! `schedule/plan.rs`. Both worker modes ask it (`slot::record::failed_answer`).
 //!
 //! A transient failure with retries and attempts left runs again in this
 //! cycle after a backoff (never shorter than the configured one); one

@@ -88,20 +88,15 @@ pub enum Call {
     Killed(KillReason),
 }
 
-/// The `@nightshift` lines a run's persistent workers wrote on stderr,
-/// process mode's channel, which persistent mode does not read: shared by
-/// every worker of the run, so that the run says the first once and counts
-/// them all, a crashed worker's too.
-#[derive(Debug, Default)]
-pub struct StderrReports {
-    /// The first such line (cut).
-    pub first: Option<String>,
-    pub count: u64,
-    /// The first was said.
-    pub said: bool,
-}
+/// Where a worker's `@nightshift` stderr lines go (cut, inert) as they
+/// come: process mode's channel, which persistent mode does not read. The
+/// run notes them in one notice shared by its workers, a crashed one's
+/// too (`runner::unread`).
+pub type Reports = std::sync::Arc<dyn Fn(String) + Send + Sync>;
 
-pub type Reports = std::sync::Arc<std::sync::Mutex<StderrReports>>;
+fn ignore_reports() -> Reports {
+    std::sync::Arc::new(|_| {})
+}
 
 impl Persistent {
     /// Starts the worker. `program` is `argv[0]` found in `PATH` (see
@@ -112,7 +107,7 @@ impl Persistent {
         dir: Option<&Path>,
         env: &[(&'static str, String)],
     ) -> std::io::Result<Persistent> {
-        Persistent::start_reporting(argv, program, dir, env, &Reports::default())
+        Persistent::start_reporting(argv, program, dir, env, &ignore_reports())
     }
 
     /// [`Persistent::start`], its `@nightshift` stderr lines (process
@@ -158,9 +153,7 @@ impl Persistent {
                         let text = String::from_utf8_lossy(&line).trim().to_string();
                         if !text.is_empty() {
                             if text.starts_with("@nightshift ") {
-                                let mut r = reports.lock().unwrap_or_else(|p| p.into_inner());
-                                r.count += 1;
-                                r.first.get_or_insert_with(|| bound_message(&text));
+                                reports(bound_message(&text));
                             }
                             *last.lock().unwrap_or_else(|p| p.into_inner()) =
                                 Some(bound_message(&text));

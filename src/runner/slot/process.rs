@@ -10,8 +10,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::claim::{budget_spent, claim_key, log_claimed, may_chain};
 use super::record::{
-    begin_retry, count_cut_short, count_success, judge_failure, let_go, record_failure, release,
-    release_held, store_op_id,
+    begin_retry, count_cut_short, count_success, failed_answer, let_go, release, release_held,
+    store_op_id,
 };
 use crate::model::{Claim, EventKind, NewEvent, Outcome};
 use crate::runner::child::output::{Output, Report};
@@ -20,7 +20,7 @@ use crate::runner::child::{Exit, KillReason, Prepared};
 use crate::runner::classify::{Answer, classify, cut_short};
 use crate::runner::cycle::{Cycle, Killer, Signal, StopReason};
 use crate::runner::gate::{Pass, Passed};
-use crate::runner::verdict::{Attempt, Failed, Verdict};
+use crate::runner::verdict::{Attempt, Failed};
 use crate::store::{AttemptLog, CancelledWhile, Completion, StoreError};
 use crate::util::time::now_ms;
 
@@ -360,31 +360,26 @@ async fn attempts(
                     number: attempt,
                     retries_done,
                 };
-                let Some(v) = judge_failure(cycle, &claim, a, &failed, cost).await else {
+                let Some(wait) = failed_answer(cycle, &claim, a, &failed, cost, || {}).await?
+                else {
                     return Ok(None);
                 };
-                if let Verdict::RetryNow { wait, .. } = v {
-                    retries_done += 1;
-                    match backoff(cycle, &claim, wait).await {
-                        None => {}
-                        Some(KillReason::Cancelled | KillReason::LeaseLost) => {
-                            let_go(cycle, &claim, CancelledWhile::WaitingToRetry).await;
-                            return Ok(None);
-                        }
-                        // The failed attempt had its verdict: it counts.
-                        Some(KillReason::Shutdown) => {
-                            return release(cycle, &claim, false).await.map(|()| None);
-                        }
+                retries_done += 1;
+                match backoff(cycle, &claim, wait).await {
+                    None => {}
+                    Some(KillReason::Cancelled | KillReason::LeaseLost) => {
+                        let_go(cycle, &claim, CancelledWhile::WaitingToRetry).await;
+                        return Ok(None);
                     }
-                    if cycle.stopping().is_some() {
+                    // The failed attempt had its verdict: it counts.
+                    Some(KillReason::Shutdown) => {
                         return release(cycle, &claim, false).await.map(|()| None);
                     }
-                    retrying = true;
-                    continue;
                 }
-                return record_failure(cycle, &claim, a, &failed, v, cost)
-                    .await
-                    .map(|()| None);
+                if cycle.stopping().is_some() {
+                    return release(cycle, &claim, false).await.map(|()| None);
+                }
+                retrying = true;
             }
         }
     }

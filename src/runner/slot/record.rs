@@ -3,6 +3,7 @@
 //! lost lease).
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -13,13 +14,38 @@ use crate::runner::verdict::{self, Attempt, Failed, Policy, Verdict};
 use crate::store::{CancelledWhile, Failure, Retrying, StoreError};
 use crate::util::time::now_ms;
 
+/// A failed attempt's answer, both modes: judged ([`judge_failure`]) and,
+/// unless it runs again in this cycle, recorded in the tier its verdict
+/// chose ([`record_failure`]). `Some(wait)`: the caller runs it again
+/// after `wait` (one more immediate retry). `None`: it is over, recorded
+/// or let go, `over` called first (a slot holding the item lets go of it
+/// before it is recorded).
+pub(in crate::runner) async fn failed_answer(
+    cycle: &Cycle,
+    claim: &Claim,
+    attempt: Attempt,
+    failed: &Failed<'_>,
+    cost: Option<f64>,
+    over: impl FnOnce(),
+) -> Result<Option<Duration>, StoreError> {
+    let Some(v) = judge_failure(cycle, claim, attempt, failed, cost).await else {
+        over();
+        return Ok(None);
+    };
+    if let Verdict::RetryNow { wait, .. } = v {
+        return Ok(Some(wait));
+    }
+    over();
+    record_failure(cycle, claim, attempt, failed, v, cost).await?;
+    Ok(None)
+}
+
 /// Judges a failed attempt (`verdict::judge`): counts its cost, holds the
 /// batch for its `retry_after`, and logs a `retry` event when it runs
 /// again in this cycle. The caller then waits and retries, or records the
 /// failure ([`record_failure`]). `None`: the claim is no longer ours to
 /// retry (a cancel, or another runner holds it: let go, [`let_go`]).
-/// Both modes.
-pub(in crate::runner) async fn judge_failure(
+async fn judge_failure(
     cycle: &Cycle,
     claim: &Claim,
     attempt: Attempt,

@@ -280,6 +280,41 @@ both_backends! {
         assert_eq!(said[1]["fields"]["count"], 12, "{said:?}");
     }
 
+    /// Three slots whose workers print a stray stdout line before every
+    /// answer: the run says it once, at once, on stderr and in the log, and
+    /// at its end how many there were in the whole run. It was said once
+    /// per slot (up to three times, in the log only) and counted per slot
+    /// ("of one slot", up to three counts, none the run's).
+    fn stray_stdout_lines_are_said_once_a_run_and_counted_at_its_end(env) {
+        require!(Tool::Python3);
+        env.write(
+            "pw.py",
+            "import json, os, sys\nopen(\"starts.log\", \"a\").write(\"%d\\n\" % os.getpid())\n\
+             for line in sys.stdin:\n    k = json.loads(line)[\"key\"]\n    \
+             print(\"読み込み中…\", flush=True)\n    \
+             print(json.dumps({\"key\": k, \"result\": 1}), flush=True)\n",
+        );
+        env.config("[batch.\"記事\"]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\nconcurrency = 3\n");
+        let keys: Vec<String> = (1..=12).map(|i| format!("要約{i}")).collect();
+        add_keys(&env, "記事", &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        let out = env.run(&["run", "記事"]);
+        out.code(0);
+        assert_eq!(common::lines(&env.path("starts.log")).len(), 3, "one worker a slot");
+        let first = "the persistent worker printed a stdout line that is not part of the protocol \
+                     (ignored; log to stderr): 読み込み中…";
+        let count = "the persistent workers printed 12 stdout lines that are not part of the \
+                     protocol in this run (ignored; the first: 読み込み中…)";
+        let said = env.events("記事", "stray-output");
+        assert_eq!(said.len(), 2, "the first, then the run's count: {said:?}");
+        assert_eq!(said[0]["message"], first, "{said:?}");
+        assert_eq!(said[1]["message"], count, "{said:?}");
+        assert_eq!(said[1]["fields"]["count"], 12, "{said:?}");
+        assert_eq!(said[1]["fields"]["line"], "読み込み中…", "{said:?}");
+        assert_eq!(out.stderr.matches("not part of the protocol").count(), 2, "{}", out.stderr);
+        assert!(out.stderr.contains(&format!("nightshift: 記事: {first}\n")), "{}", out.stderr);
+        assert!(out.stderr.contains(&format!("nightshift: 記事: {count}\n")), "{}", out.stderr);
+    }
+
     fn results_errors_op_ids_and_crashes_are_classified_like_process_mode(env) {
         require!(Tool::Python3);
         setup(&env, "concurrency = 2\nretries = 2\n");

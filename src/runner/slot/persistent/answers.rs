@@ -7,14 +7,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::super::pipeline::Success;
-use super::super::record::{
-    begin_retry, count_cut_short, judge_failure, let_go, record_failure, store_op_id,
-};
+use super::super::record::{begin_retry, count_cut_short, failed_answer, let_go, store_op_id};
 use super::{Slot, Work};
 use crate::model::{EventKind, NewEvent, Outcome};
 use crate::runner::child::persistent::{match_answer, match_op_id};
 use crate::runner::classify::Answer;
-use crate::runner::verdict::{Attempt, Failed, Verdict};
+use crate::runner::verdict::{Attempt, Failed};
 use crate::store::{CancelledWhile, StoreError};
 use crate::util::time::now_ms;
 
@@ -59,30 +57,16 @@ impl Slot {
         let_go(&cycle, &w.claim, CancelledWhile::Answered).await;
     }
 
-    /// An `@nightshift` line on a worker's stderr, said once a run
-    /// ([`Cycle::stderr_report`](crate::runner::cycle::Cycle::stderr_report)).
+    /// An `@nightshift` line on a worker's stderr (noted by its reader),
+    /// said once a run (`runner::unread`).
     pub(super) async fn stderr_report(&mut self) {
-        self.cycle.stderr_report().await;
+        self.cycle.tell(&*self.cycle.notices.stderr).await;
     }
 
-    /// A stdout line that is not part of the protocol: ignored, and
-    /// counted in the log without flooding it (the first at once, the
-    /// total when the slot ends).
+    /// A stdout line that is not part of the protocol: ignored, said once
+    /// a run and counted at its end (`runner::unread`).
     pub(super) async fn stray(&mut self, line: String) {
-        self.strays += 1;
-        if self.strays == 1 {
-            let cycle = self.cycle.clone();
-            let event = cycle
-                .new_event(
-                    EventKind::StrayOutput,
-                    format!(
-                        "the persistent worker printed a stdout line that is not part of the protocol (ignored; log to stderr): {line}"
-                    ),
-                )
-                .fields(json!({"count": 1, "line": line}));
-            cycle.event(event).await;
-        }
-        self.last_stray = line;
+        self.cycle.notice(&self.cycle.notices.strays, line).await;
     }
 
     /// Acts on an item's answer: a success waits for the batch's commit, a
@@ -150,17 +134,11 @@ impl Slot {
                     number: w.attempt,
                     retries_done: w.retries_done,
                 };
-                let Some(v) = judge_failure(&cycle, &w.claim, a, &failed, cost).await else {
-                    self.untrack(&w.claim);
-                    return Ok(());
-                };
-                if let Verdict::RetryNow { wait, .. } = v {
+                let over = || super::untrack(&cycle, &w.claim);
+                if let Some(wait) = failed_answer(&cycle, &w.claim, a, &failed, cost, over).await? {
                     w.retries_done += 1;
                     self.retries.push((tokio::time::Instant::now() + wait, w));
-                    return Ok(());
                 }
-                self.untrack(&w.claim);
-                record_failure(&cycle, &w.claim, a, &failed, v, cost).await?;
             }
         }
         Ok(())

@@ -3,11 +3,8 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use super::super::record::{let_go, release};
 use super::{Ended, Slot, Work};
-use crate::model::EventKind;
 use crate::runner::child::KillReason;
 use crate::store::{CancelledWhile, StoreError};
 
@@ -120,24 +117,12 @@ impl Slot {
         Ok(())
     }
 
-    /// The slot ends: its worker is stopped and the stray lines counted.
+    /// The slot ends: its worker is stopped (the run's end counts what it
+    /// printed that was not read).
     pub(super) async fn finish(&mut self) {
         // A last one, printed after the slot's last answer was read.
         self.stderr_report().await;
         self.stop_worker().await;
-        if self.strays > 1 {
-            let cycle = self.cycle.clone();
-            let event = cycle
-                .new_event(
-                    EventKind::StrayOutput,
-                    format!(
-                        "the persistent workers of one slot printed {} stdout lines that are not part of the protocol (ignored; the last: {})",
-                        self.strays, self.last_stray
-                    ),
-                )
-                .fields(json!({"count": self.strays, "line": self.last_stray}));
-            cycle.event(event).await;
-        }
     }
 
     /// Closes the worker's stdin (its cue to exit), then makes sure it and

@@ -86,20 +86,22 @@ pub(super) struct Slot {
     pub(super) answered: bool,
     /// The key of the current worker's last answer (to name a second one).
     pub(super) last_answered: Option<String>,
-    /// Stdout lines of this slot's workers that were not part of the
-    /// protocol, and the last of them.
-    pub(super) strays: u64,
     /// Every place in flight of the pool was taken, some by this slot:
     /// ask again once no more than this many of its calls are unanswered
     /// (each answer gives a place back), not once per answer.
     pub(super) pool_ask_at: Option<usize>,
-    pub(super) last_stray: String,
     /// The items on which workers broke before an answer could be
     /// recorded, since the last recorded answer.
     pub(super) failed_starts: Vec<i64>,
     /// Items to claim next time, and the running mean time per item.
     pub(super) batch: usize,
     pub(super) per_item: Option<Duration>,
+}
+
+/// A claim leaves its slot: no longer in flight nor waiting to retry.
+pub(super) fn untrack(cycle: &Cycle, claim: &Claim) {
+    cycle.untrack(claim.item_id);
+    cycle.retry_begins(claim.item_id);
 }
 
 /// How a batch ended.
@@ -148,9 +150,7 @@ impl Slot {
             head_since: Instant::now(),
             answered: false,
             last_answered: None,
-            strays: 0,
             pool_ask_at: None,
-            last_stray: String::new(),
             failed_starts: Vec::new(),
             batch: 1,
             per_item: None,
@@ -201,8 +201,7 @@ impl Slot {
 
     /// The claim leaves the slot (an outcome, a release, a lost lease).
     pub(super) fn untrack(&self, claim: &Claim) {
-        self.cycle.untrack(claim.item_id);
-        self.cycle.retry_begins(claim.item_id);
+        untrack(&self.cycle, claim);
     }
 
     /// Queues claimed items for the worker; `tickets` are the places in

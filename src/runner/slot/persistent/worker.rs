@@ -51,7 +51,7 @@ impl Slot {
             cycle.program.as_deref(),
             cycle.work_dir.as_deref(),
             &env,
-            &cycle.stderr_reports,
+            &cycle.notices.stderr_reports(),
         ) {
             Ok(w) => {
                 if let Some(pid) = w.pid() {
