@@ -280,6 +280,27 @@ both_backends! {
         assert_eq!(said[1]["fields"]["count"], 12, "{said:?}");
     }
 
+    /// A worker that writes its `@nightshift` lines as it exits, after its
+    /// last answer (a summary of what it spent), nearly a pipe's worth:
+    /// every one is counted at the run's end, none lost to the worker's
+    /// exit racing the reading of its stderr.
+    fn cost_lines_written_at_exit_are_all_counted(env) {
+        require!(Tool::Python3);
+        env.write(
+            "pw.py",
+            "import json, sys\nfor line in sys.stdin:\n    k = json.loads(line)[\"key\"]\n    \
+             print(json.dumps({\"key\": k, \"result\": 1}), flush=True)\n\
+             sys.stderr.write(\"@nightshift cost=0.5\\n\" * 3000)\nsys.stderr.flush()\n",
+        );
+        env.config("[batch.\"記事\"]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\nconcurrency = 1\n");
+        add_keys(&env, "記事", &["要約1", "要約2"]);
+        let out = env.run(&["run", "記事"]);
+        out.code(0);
+        let count = "the persistent workers printed 3000 `@nightshift` lines on stderr in this run, \
+                     none read (not counted; the first: `@nightshift cost=0.5`)";
+        assert!(out.stderr.contains(&format!("nightshift: 記事: {count}\n")), "{}", out.stderr);
+    }
+
     /// Three slots whose workers print a stray stdout line before every
     /// answer: the run says it once, at once, on stderr and in the log, and
     /// at its end how many there were in the whole run. It was said once
