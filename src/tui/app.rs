@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 use super::action::{Action, Arrival, Effect, Intent, Pane, Write};
 use super::detail::{self, PageLine};
-use super::keymap::Mode;
+use super::keymap::{self, Mode};
 use super::layout;
 use super::nav::{ListNav, Window};
 use super::theme::Palette;
@@ -563,6 +563,14 @@ impl App {
     }
 
     fn on_normal(&mut self, intent: Intent) -> Vec<Effect> {
+        // Read-only, a write key says so in the keymap's words, the same
+        // sentence as when pressed in another pane (`Elsewhere::says`).
+        if self.setup.read_only
+            && let Some(b) = keymap::binding_of(Mode::Normal, &intent).filter(|b| b.writes)
+        {
+            self.warn(keymap::disabled(&keymap::keys_label(b), b.name));
+            return Vec::new();
+        }
         match intent {
             Intent::NextPane | Intent::PrevPane => {
                 let tabs = self.tabs();
