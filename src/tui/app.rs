@@ -382,10 +382,20 @@ impl App {
                     pool: self.setup.config.pool_of.get(&b.name).map(String::as_str),
                     max_attempts: self.setup.config.max_attempts_of(&b.name),
                 });
+                let waits = match (&self.data.detail, info) {
+                    (Some(Ok(det)), Some(b)) if det.item.key == d.key => {
+                        self.holding(b).map_or_else(Vec::new, |h| {
+                            let item = crate::model::waiting::Waits::of(&det.item, b);
+                            crate::model::waiting::item_waits(&h, item, self.now)
+                        })
+                    }
+                    _ => Vec::new(),
+                };
                 detail::page(
                     &d.key,
                     self.data.detail.as_ref(),
                     info.zip(rules),
+                    &waits,
                     self.now,
                     layout::detail_text_width(self.size),
                 )
@@ -774,6 +784,7 @@ impl App {
 }
 
 mod configured;
+mod holding;
 mod input;
 pub mod marks;
 mod navigate;
