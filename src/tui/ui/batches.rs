@@ -48,16 +48,17 @@ fn held_until(app: &App, info: &BatchInfo) -> Option<Millis> {
     .max()
 }
 
-/// What holds the batch now, in the word `status --short` marks it with:
-/// `budget` (a budget reached), else `held` (its retry-after, its pool's).
-pub(super) fn hold_word(app: &App, info: &BatchInfo) -> Option<&'static str> {
-    if crate::runner::budget::held_until(&app.budget_states(info)).is_some() {
-        Some("budget")
-    } else if info.held(app.now).is_some() || pool_hold(app, info).is_some() {
-        Some("held")
-    } else {
-        None
-    }
+/// Every hold on the batch now, in the words `status --short` marks it
+/// with: `held` (its retry-after, its pool's), `budget` (a budget
+/// reached), or both (one hid the other).
+pub(super) fn hold_words(app: &App, info: &BatchInfo) -> Option<String> {
+    let held = info.held(app.now).is_some() || pool_hold(app, info).is_some();
+    let budget = crate::runner::budget::held_until(&app.budget_states(info)).is_some();
+    let words: Vec<&str> = [(held, "held"), (budget, "budget")]
+        .into_iter()
+        .filter_map(|(on, word)| on.then_some(word))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
 }
 
 /// `12/min`, `1.5/min`, `2,339/min`, or `—` while the window is too short

@@ -126,7 +126,7 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     }
     // Held by a budget or a retry-after, as `status --short` says: a run
     // that may start no call is not said `running`.
-    let hold = super::batches::hold_word(app, &info);
+    let hold = super::batches::hold_words(app, &info);
     if info.running() {
         let (word, role) = match (info.stop_asked_by(), hold) {
             (Some(_), _) => (" ▶ stopping".to_string(), Role::Warn),

@@ -161,7 +161,13 @@ both_backends! {
         );
         dash.wait_loaded();
         dash.key("]");
-        dash.wait_text("PAUSED — deploy");
+        let screen = dash.wait_text("PAUSED — deploy");
+        // The header marks b as `status --short` does: held by its pool
+        // and by its budget (it said only `budget`).
+        let short = env.run(&["status", "--short"]).code(0).stdout.clone();
+        assert!(short.contains("b 1✓ 1… ⏸ held budget"), "{short}");
+        let tabs = screen.lines().nth(1).unwrap_or_default();
+        assert!(tabs.contains("b 50% ✓1 …1 held budget ⏸"), "{screen}");
         dash.key("3");
         dash.key("/");
         dash.type_text("k2");
