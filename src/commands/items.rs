@@ -64,10 +64,10 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         struct Listed<'a> {
             #[serde(flatten)]
             item: &'a Item,
-            waiting: Option<serde_json::Value>,
+            waiting: serde_json::Value,
         }
         for item in &items {
-            let waiting = waits.of(item).as_ref().map(wait_json);
+            let waiting = waits_json(&waits.of(item));
             out_json(&Listed { item, waiting })?;
         }
         return Ok(Exit::Ok);
@@ -85,16 +85,20 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         .map(|item| {
             waits
                 .of(item)
-                .map_or_else(String::new, |w| wait_word(&w, now))
+                .iter()
+                .map(|w| wait_word(w, now))
+                .collect::<Vec<_>>()
+                .join(", ")
         })
         .collect();
     // The column where something listed waits (a list of done items has none).
     let any_waits = waiting.iter().any(|w| !w.is_empty());
-    let mut table = Table::new(&if any_waits {
-        vec!["KEY", "LABEL", "STATE", "ATTEMPTS", "WAITING", last]
+    // Every reason an item waits, whole: a cut hid the last ones.
+    let mut table = if any_waits {
+        Table::new(&["KEY", "LABEL", "STATE", "ATTEMPTS", "WAITING", last]).whole(4)
     } else {
-        vec!["KEY", "LABEL", "STATE", "ATTEMPTS", last]
-    });
+        Table::new(&["KEY", "LABEL", "STATE", "ATTEMPTS", last])
+    };
     for (item, waiting) in items.iter().zip(waiting) {
         let error = match (&item.error_class, &item.error_message) {
             _ if stale.is_some() => item
@@ -153,28 +157,30 @@ impl Reasons {
         Ok(Reasons { batch, now })
     }
 
-    /// The one reason `item` waits, as a list of one (`None`: it is
-    /// finished or being worked).
-    fn of(&self, item: &Item) -> Option<crate::model::waiting::Waiting> {
-        use crate::model::waiting::{WaitReason, Waiting, Waits, item_reason};
-        let (info, h) = self.batch.as_ref()?;
-        let pending = item.status == crate::model::Status::Pending;
-        item_reason(h, Waits::of(item, info), self.now).map(|(reason, until)| Waiting {
-            not_before: i64::from(reason == WaitReason::NotDue && pending),
-            only_pending: pending,
-            ..Waiting::of(h, reason, 1, until)
-        })
+    /// Every reason `item` waits, each a list entry of one item (empty:
+    /// it is finished or being worked).
+    fn of(&self, item: &Item) -> Vec<crate::model::waiting::Waiting> {
+        use crate::model::waiting::{Waits, item_waits};
+        match self.batch.as_ref() {
+            Some((info, h)) => item_waits(h, Waits::of(item, info), self.now),
+            None => Vec::new(),
+        }
     }
 }
 
-/// An item's wait in `--json` (`items` and `show` alike).
-fn wait_json(w: &crate::model::waiting::Waiting) -> serde_json::Value {
-    json!({
-        "reason": w.reason,
-        "until": w.until.map(rfc3339),
-        "pool": w.pool.as_ref().map(|p| &p.pool),
-        "dimension": w.pool.as_ref().map(|p| &p.dimension),
-    })
+/// An item's waits in `--json` (`items` and `show` alike): a list, every
+/// reason that applies.
+fn waits_json(list: &[crate::model::waiting::Waiting]) -> serde_json::Value {
+    list.iter()
+        .map(|w| {
+            json!({
+                "reason": w.reason,
+                "until": w.until.map(rfc3339),
+                "pool": w.pool.as_ref().map(|p| &p.pool),
+                "dimension": w.pool.as_ref().map(|p| &p.dimension),
+            })
+        })
+        .collect()
 }
 
 /// An item's wait in the `items` table: its reason, and until when
@@ -249,7 +255,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             failures: &'a F,
             item: &'a Item,
             usage: Vec<serde_json::Value>,
-            waiting: Option<serde_json::Value>,
+            waiting: serde_json::Value,
         }
         out_json_pretty(&Shown {
             attempts: args.attempts.then_some(&logs),
@@ -260,7 +266,7 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             failures: &failures,
             item: &item,
             usage: usage.iter().map(super::pools::attempt_json).collect(),
-            waiting: waits.as_ref().map(wait_json),
+            waiting: waits_json(&waits),
         })?;
         return Ok(Exit::Ok);
     }
@@ -298,9 +304,11 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     {
         out(format!("version:   done under {}", s(v)))?;
     }
-    if let Some(one) = waits {
+    // Every reason, one a line.
+    for (i, one) in waits.into_iter().enumerate() {
         out(format!(
-            "waiting:   {}",
+            "{}{}",
+            if i == 0 { "waiting:   " } else { "           " },
             crate::model::waiting::describe(&[one], now)
         ))?;
     }

@@ -18,6 +18,9 @@ pub struct Table {
     max_width: usize,
     /// The terminal's width, when stdout is one: no line is longer.
     fit: Option<usize>,
+    /// Columns never cut to `max_width` (facts a cut would hide, as the
+    /// last of an item's waiting reasons and until when).
+    whole: Vec<usize>,
 }
 
 /// Stdout's width in cells, when it is a terminal.
@@ -38,7 +41,15 @@ impl Table {
             rows: Vec::new(),
             max_width: 60,
             fit: terminal_width(),
+            whole: Vec::new(),
         }
+    }
+
+    /// Leaves column `i` whole, however wide.
+    #[must_use]
+    pub fn whole(mut self, i: usize) -> Table {
+        self.whole.push(i);
+        self
     }
 
     /// The table for a terminal `width` cells wide (`None`: not one).
@@ -52,7 +63,16 @@ impl Table {
     pub fn row(&mut self, cells: Vec<String>) {
         let cells = cells
             .into_iter()
-            .map(|c| text::cut(&sanitize::line(&c), self.max_width).into_owned())
+            .enumerate()
+            .map(|(i, c)| {
+                let c = sanitize::line(&c);
+                let most = if self.whole.contains(&i) {
+                    usize::MAX
+                } else {
+                    self.max_width
+                };
+                text::cut(&c, most).into_owned()
+            })
             .collect();
         self.rows.push(cells);
     }

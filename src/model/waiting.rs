@@ -216,26 +216,46 @@ impl Idle {
     }
 }
 
-/// What stops the items a run could take, if anything: the first that
-/// applies of the emergency stop, the pause, a budget or retry-after hold,
-/// a pool with no room, a runner holding every seat; with no run in
-/// question, what would start one. A hold comes before the runner: the
-/// live runner waits for it too, so "the runner that holds the lock"
-/// would hide what everything waits for, and until when.
-fn blocked(h: &Holding, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
+/// Every stop on what the batch could run: the emergency stop, the
+/// pause, a budget and a retry-after hold, a pool with no room, in that
+/// order, but of a budget and a hold both on, the one that ends later
+/// first (nothing starts before it). Each is a reason an item will not run
+/// now, so a view of one item names them all; the batch's counts take the
+/// first.
+fn stops(h: &Holding, now: Millis) -> Vec<(WaitReason, Option<Millis>)> {
+    let mut out = Vec::new();
     if h.emergency_stop {
-        Some((WaitReason::EmergencyStop, None))
-    } else if h.paused {
-        Some((WaitReason::Paused, None))
-    } else if let Some(t) = h.budget_until.filter(|t| *t > now)
-        && h.hold_until.is_none_or(|hold| hold <= t)
-    {
-        // Of a budget and a retry-after hold, the later end is the wait.
-        Some((WaitReason::Budget, Some(t)))
-    } else if let Some(t) = h.hold_until.filter(|t| *t > now) {
-        Some((WaitReason::Hold, Some(t)))
-    } else if let Some(r) = &h.rate_limit {
-        Some((WaitReason::RateLimit, r.next_slot))
+        out.push((WaitReason::EmergencyStop, None));
+    }
+    if h.paused {
+        out.push((WaitReason::Paused, None));
+    }
+    let budget = h.budget_until.filter(|t| *t > now);
+    let hold = h.hold_until.filter(|t| *t > now);
+    match (budget, hold) {
+        (Some(b), Some(t)) if t > b => {
+            out.push((WaitReason::Hold, Some(t)));
+            out.push((WaitReason::Budget, Some(b)));
+        }
+        _ => {
+            out.extend(budget.map(|b| (WaitReason::Budget, Some(b))));
+            out.extend(hold.map(|t| (WaitReason::Hold, Some(t))));
+        }
+    }
+    if let Some(r) = &h.rate_limit {
+        out.push((WaitReason::RateLimit, r.next_slot));
+    }
+    out
+}
+
+/// What stops the items a run could take, if anything: the first of its
+/// [`stops`], else a runner holding every seat; with no run in question,
+/// what would start one. A hold comes before the runner: the live runner
+/// waits for it too, so "the runner that holds the lock" would hide what
+/// everything waits for, and until when.
+fn blocked(h: &Holding, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
+    if let Some(first) = stops(h, now).into_iter().next() {
+        Some(first)
     } else if h.lock_held {
         Some((WaitReason::LockHeld, None))
     } else {
@@ -299,26 +319,54 @@ pub fn claim_wait_said(wait: WaitReason) -> &'static str {
     }
 }
 
-/// The one reason an item waits, with no run in question (`show`); the
-/// same decision [`waiting`] counts. `None`: finished, or being worked.
-pub fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
+/// Every reason an item waits, with no run in question (`show`, `items`,
+/// the dashboard's item detail), each with until when where known; the
+/// first is the reason [`waiting`] counts it under. Empty: finished, or
+/// being worked.
+pub fn item_reasons(h: &Holding, item: Waits, now: Millis) -> Vec<(WaitReason, Option<Millis>)> {
     use super::{Status, Tier};
     match (item.status, item.tier) {
-        (Status::Done, _) => None,
-        (Status::Failed, Some(Tier::Manual)) => Some((WaitReason::Quarantined, None)),
+        (Status::Done, _) => Vec::new(),
+        (Status::Failed, Some(Tier::Manual)) => vec![(WaitReason::Quarantined, None)],
+        // Not due yet, and whatever stops the batch when it is.
         (Status::Failed | Status::Pending, _) if item.next_attempt_at.is_some_and(|t| t > now) => {
-            Some((WaitReason::NotDue, item.next_attempt_at))
+            let mut out = vec![(WaitReason::NotDue, item.next_attempt_at)];
+            out.extend(stops(h, now));
+            out
         }
         // A live holder's claim is being worked, or waits to retry, or
         // for a place in its pool.
         (Status::Claimed, _) if h.lock_held && !item.orphaned => {
-            match claim_wait(item.retry_at, item.pool_wait_since.is_some(), now)? {
-                WaitReason::Backoff => Some((WaitReason::Backoff, item.retry_at)),
-                reason => Some((reason, pool_place(h).next_slot)),
+            match claim_wait(item.retry_at, item.pool_wait_since.is_some(), now) {
+                None => Vec::new(),
+                Some(WaitReason::Backoff) => vec![(WaitReason::Backoff, item.retry_at)],
+                Some(reason) => vec![(reason, pool_place(h).next_slot)],
             }
         }
-        _ => blocked(h, now).or(Some((WaitReason::Pending, None))),
+        _ => {
+            let stops = stops(h, now);
+            if stops.is_empty() {
+                vec![blocked(h, now).unwrap_or((WaitReason::Pending, None))]
+            } else {
+                stops
+            }
+        }
     }
+}
+
+/// [`item_reasons`] as the views list them: one entry of one item each,
+/// with what the holding says of it (its pool, whether a runner takes it
+/// at its end).
+pub fn item_waits(h: &Holding, item: Waits, now: Millis) -> Vec<Waiting> {
+    let pending = item.status == super::Status::Pending;
+    item_reasons(h, item, now)
+        .into_iter()
+        .map(|(reason, until)| Waiting {
+            not_before: i64::from(reason == WaitReason::NotDue && pending),
+            only_pending: pending,
+            ..Waiting::of(h, reason, 1, until)
+        })
+        .collect()
 }
 
 /// Everything the batch holds that is not finished and not being run,
@@ -635,6 +683,97 @@ mod tests {
 
     const NOW: Millis = 1_767_250_000_000; // 2026-01-01T06:46:40Z
     const LATER: Millis = 1_767_251_760_000; // 07:16:00Z
+
+    /// The first of an item's reasons: the one it is counted under.
+    fn item_reason(h: &Holding, item: Waits, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
+        item_reasons(h, item, now).into_iter().next()
+    }
+
+    /// A paused item whose pool is held too, or whose budget is spent:
+    /// every stop is named, each with until when, not only "paused"; the
+    /// batch counts it once, under the first.
+    #[test]
+    fn an_item_names_every_stop_that_applies() {
+        let pending = Waits {
+            status: crate::model::Status::Pending,
+            tier: None,
+            next_attempt_at: None,
+            pool_wait_since: None,
+            retry_at: None,
+            orphaned: false,
+        };
+        let held = RateLimited {
+            pool: "openai".into(),
+            dimension: "hold".into(),
+            next_slot: Some(LATER),
+        };
+        let h = Holding {
+            counts: counts(1, 0, 0, 0),
+            paused: true,
+            budget_until: Some(LATER + 60_000),
+            rate_limit: Some(held.clone()),
+            idle: Some(Idle::NoRunner),
+            ..Holding::default()
+        };
+        assert_eq!(
+            item_reasons(&h, pending, NOW),
+            vec![
+                (WaitReason::Paused, None),
+                (WaitReason::Budget, Some(LATER + 60_000)),
+                (WaitReason::RateLimit, Some(LATER)),
+            ]
+        );
+        assert_eq!(
+            waiting(&h, NOW)
+                .iter()
+                .map(|w| (w.reason, w.items))
+                .collect::<Vec<_>>(),
+            vec![(WaitReason::Paused, 1)]
+        );
+        // Not due yet, in a paused batch: both.
+        let later = Waits {
+            next_attempt_at: Some(LATER),
+            ..pending
+        };
+        let paused = Holding {
+            paused: true,
+            ..Holding::default()
+        };
+        assert_eq!(
+            item_reasons(&paused, later, NOW),
+            vec![
+                (WaitReason::NotDue, Some(LATER)),
+                (WaitReason::Paused, None)
+            ]
+        );
+        // A hold that ends after the budget: the hold first, as counted.
+        let both = Holding {
+            counts: counts(1, 0, 0, 0),
+            hold_until: Some(LATER + 120_000),
+            budget_until: Some(LATER),
+            ..Holding::default()
+        };
+        assert_eq!(
+            item_reasons(&both, pending, NOW),
+            vec![
+                (WaitReason::Hold, Some(LATER + 120_000)),
+                (WaitReason::Budget, Some(LATER)),
+            ]
+        );
+        assert_eq!(waiting(&both, NOW)[0].reason, WaitReason::Hold);
+        // Nothing stops it: the one reason it waits for, as before.
+        assert_eq!(
+            item_reasons(
+                &Holding {
+                    idle: Some(Idle::NoRunner),
+                    ..Holding::default()
+                },
+                pending,
+                NOW
+            ),
+            vec![(WaitReason::NoRunner, None)]
+        );
+    }
 
     fn counts(pending: i64, claimed: i64, retry: i64, manual: i64) -> Counts {
         Counts {
@@ -1060,8 +1199,8 @@ mod tests {
     }
 
     /// Seen with no run in question, what could run waits for a runner or
-    /// the next fire; each item's one reason (`show`) is the reason it is
-    /// counted under, so the counts add up to every open item.
+    /// the next fire; each item's first reason (`show`) is the reason it
+    /// is counted under, so the counts add up to every open item.
     #[test]
     fn with_no_run_in_question_each_item_has_the_reason_it_is_counted_under() {
         use crate::model::{Status, Tier};

@@ -118,7 +118,7 @@ pub enum Intent {
 pub struct Elsewhere {
     /// How the help writes the key (`R`, `Space`).
     pub key: String,
-    /// The footer's word for what it does.
+    /// Its words (`Binding::name`).
     pub what: &'static str,
     /// The panes where it works.
     pub panes: &'static [Pane],
@@ -132,12 +132,17 @@ impl Elsewhere {
     /// What the footer says of it: read-only, a write key is disabled in
     /// every pane, so that is said first.
     pub fn says(&self, read_only: bool) -> String {
-        let Elsewhere { key, what, .. } = self;
+        use crate::tui::keymap::{self, Mode};
         if read_only && self.writes {
-            return format!("read-only: {key} ({what}) is disabled");
+            return keymap::disabled(&self.key, self.what);
         }
+        let named = keymap::named(&self.key, self.what);
         if self.behind {
-            return format!("{key} ({what}) acts on the list: Esc closes the item first");
+            return format!(
+                "{named} acts on the list: {} closes the item first",
+                keymap::binding_of(Mode::Normal, &Intent::Back)
+                    .map_or_else(String::new, keymap::keys_label)
+            );
         }
         let panes: Vec<String> = self
             .panes
@@ -148,7 +153,7 @@ impl Elsewhere {
             Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
             _ => panes.join(""),
         };
-        format!("{key} ({what}) works only in {panes}")
+        format!("{named} works only in {panes}")
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 use super::action::{Action, Arrival, Effect, Intent, Pane, Write};
 use super::detail::{self, PageLine};
-use super::keymap::Mode;
+use super::keymap::{self, Mode};
 use super::layout;
 use super::nav::{ListNav, Window};
 use super::theme::Palette;
@@ -382,10 +382,20 @@ impl App {
                     pool: self.setup.config.pool_of.get(&b.name).map(String::as_str),
                     max_attempts: self.setup.config.max_attempts_of(&b.name),
                 });
+                let waits = match (&self.data.detail, info) {
+                    (Some(Ok(det)), Some(b)) if det.item.key == d.key => {
+                        self.holding(b).map_or_else(Vec::new, |h| {
+                            let item = crate::model::waiting::Waits::of(&det.item, b);
+                            crate::model::waiting::item_waits(&h, item, self.now)
+                        })
+                    }
+                    _ => Vec::new(),
+                };
                 detail::page(
                     &d.key,
                     self.data.detail.as_ref(),
                     info.zip(rules),
+                    &waits,
                     self.now,
                     layout::detail_text_width(self.size),
                 )
@@ -563,6 +573,14 @@ impl App {
     }
 
     fn on_normal(&mut self, intent: Intent) -> Vec<Effect> {
+        // Read-only, a write key says so in the keymap's words, the same
+        // sentence as when pressed in another pane (`Elsewhere::says`).
+        if self.setup.read_only
+            && let Some(b) = keymap::binding_of(Mode::Normal, &intent).filter(|b| b.writes)
+        {
+            self.warn(keymap::disabled(&keymap::keys_label(b), b.name));
+            return Vec::new();
+        }
         match intent {
             Intent::NextPane | Intent::PrevPane => {
                 let tabs = self.tabs();
@@ -766,6 +784,7 @@ impl App {
 }
 
 mod configured;
+mod holding;
 mod input;
 pub mod marks;
 mod navigate;

@@ -8,6 +8,7 @@
 use super::format::{ago, clean, clock, wrap};
 use super::theme::{Role, kind_role, state_role};
 use crate::model::claim_view;
+use crate::model::waiting::Waiting;
 use crate::model::{BatchInfo, Millis, state_word};
 use crate::store::{AttemptLog, ItemDetail};
 use crate::util::json_text::JsonText;
@@ -71,13 +72,15 @@ fn hanging(
 /// (`shown`: the detail asked for, or why it could not be read; `info`:
 /// its batch, whose seats say who holds a claim, as `show` says it, with
 /// the config's rules for its claims: the pool a deferred claim waits
-/// for, its `max_attempts`). Long
+/// for, its `max_attempts`; `waits`: every reason it waits, as `show`
+/// names them). Long
 /// texts are wrapped to `width` cells; a line may still be wider (a JSON
 /// key, a row of fields) and is cut where it is drawn.
 pub fn page(
     key: &str,
     shown: Option<&Result<ItemDetail, String>>,
     info: Option<(&BatchInfo, claim_view::Rules<'_>)>,
+    waits: &[Waiting],
     now: Millis,
     width: usize,
 ) -> Vec<PageLine> {
@@ -136,6 +139,12 @@ pub fn page(
         let role = if claim.orphaned() { Role::Warn } else { plain };
         let line = claim.line(now);
         hanging(vec![field("claim")], FIELD, &line, width, role, &mut out);
+    }
+    // Every reason it waits, one a line, as `show` says them.
+    for (i, w) in waits.iter().enumerate() {
+        let text = crate::model::waiting::describe_grouped(std::slice::from_ref(w), now);
+        let head = field(if i == 0 { "waiting" } else { "" });
+        hanging(vec![head], FIELD, &text, width, Role::Warn, &mut out);
     }
     let mut when = format!(
         "updated {} ({})",
@@ -335,7 +344,7 @@ mod tests {
             },
         ];
         let shown = Ok(detail(logs));
-        let lines = text_of(&page("k", Some(&shown), None, 0, 80));
+        let lines = text_of(&page("k", Some(&shown), None, &[], 0, 80));
         let at = |s: &str| {
             lines
                 .iter()
@@ -369,7 +378,7 @@ mod tests {
             pool: Some("本番"),
             max_attempts: 5,
         };
-        let lines = text_of(&page("k", Some(&shown), Some((&info, rules)), 0, 120));
+        let lines = text_of(&page("k", Some(&shown), Some((&info, rules)), &[], 0, 120));
         assert!(
             lines
                 .iter()
@@ -382,7 +391,7 @@ mod tests {
     #[test]
     fn no_stderr_says_so() {
         let shown = Ok(detail(Vec::new()));
-        let lines = text_of(&page("k", Some(&shown), None, 0, 80));
+        let lines = text_of(&page("k", Some(&shown), None, &[], 0, 80));
         let head = lines
             .iter()
             .position(|l| l == "stderr of the last attempts (0), newest first")

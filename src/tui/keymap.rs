@@ -101,9 +101,13 @@ pub struct Binding {
     pub intent: Intent,
     /// Panes where it applies; empty: everywhere.
     pub panes: &'static [Pane],
+    /// Its words: how the footer, the help and every message name the key
+    /// (`A (requeue all)`), so a key is named one way everywhere.
+    pub name: &'static str,
+    /// What the help says after its words; empty: nothing more.
     pub help: &'static str,
-    /// The footer's word for it; `None`: only in the help overlay.
-    pub hint: Option<&'static str>,
+    /// Offered in the footer (else only in the help overlay).
+    pub footer: bool,
     /// Changes the store (refused read-only).
     pub writes: bool,
     /// Acts on the pane's list (its filter, its follow): not while an
@@ -115,16 +119,17 @@ const fn bind(
     mode: Mode,
     keys: &'static [Key],
     intent: Intent,
+    name: &'static str,
     help: &'static str,
-    hint: Option<&'static str>,
 ) -> Binding {
     Binding {
         mode,
         keys,
         intent,
         panes: &[],
+        name,
         help,
-        hint,
+        footer: false,
         writes: false,
         lists: false,
     }
@@ -145,6 +150,12 @@ const fn list(mut b: Binding) -> Binding {
     b
 }
 
+/// Offered in the footer.
+const fn shown(mut b: Binding) -> Binding {
+    b.footer = true;
+    b
+}
+
 use Mode::{Confirm, Filter, Help, Normal, Notice, Prompt};
 
 const LISTS: &[Pane] = &[Pane::Items, Pane::DeadLetters];
@@ -156,71 +167,119 @@ const CTRL_C: &[Key] = &[ctrl('c')];
 
 #[rustfmt::skip]
 pub const BINDINGS: &[Binding] = &[
-    bind(Normal, QUIT, Intent::Quit, "quit", Some("quit")),
-    bind(Normal, &[ch('?')], Intent::Help, "this help", Some("help")),
-    bind(Normal, &[code(KeyCode::Tab)], Intent::NextPane, "next pane", Some("pane")),
-    bind(Normal, &[code(KeyCode::BackTab)], Intent::PrevPane, "previous pane", None),
-    bind(Normal, &[ch('1')], Intent::GoPane(Pane::Batches), "pane 1: batches", None),
-    bind(Normal, &[ch('2')], Intent::GoPane(Pane::Activity), "pane 2: activity", None),
-    bind(Normal, &[ch('3')], Intent::GoPane(Pane::Items), "pane 3: items", None),
-    bind(Normal, &[ch('4')], Intent::GoPane(Pane::DeadLetters), "pane 4: dead letters", None),
-    bind(Normal, &[ch('5')], Intent::GoPane(Pane::Log), "pane 5: run log", None),
-    bind(Normal, &[ch('6')], Intent::GoPane(Pane::Pools), "pane 6: limit pools", None),
-    bind(Normal, &[ch('j'), code(KeyCode::Down)], Intent::Down, "down", None),
-    bind(Normal, &[ch('k'), code(KeyCode::Up)], Intent::Up, "up", None),
-    bind(Normal, &[code(KeyCode::PageDown), ctrl('d')], Intent::PageDown, "page down", None),
-    bind(Normal, &[code(KeyCode::PageUp), ctrl('u')], Intent::PageUp, "page up", None),
-    bind(Normal, &[ch('g'), code(KeyCode::Home)], Intent::Top, "first", None),
-    bind(Normal, &[ch('G'), code(KeyCode::End)], Intent::Bottom, "last", None),
-    bind(Normal, &[ch(']')], Intent::NextBatch, "next batch", None),
-    bind(Normal, &[ch('[')], Intent::PrevBatch, "previous batch", None),
-    list(only(bind(Normal, &[code(KeyCode::Enter)], Intent::Open, "open: item detail, class items", Some("open")), OPENS)),
-    bind(Normal, &[code(KeyCode::Esc)], Intent::Back, "back; clear the filter", None),
-    list(only(bind(Normal, &[ch('/')], Intent::StartFilter, "filter: search key/label, or log kinds", Some("filter")), &[Pane::Items, Pane::Log])),
-    list(only(bind(Normal, &[ch('s')], Intent::CycleStatus, "status filter: all/pending/claimed/done/empty/skipped/failed", Some("status")), &[Pane::Items])),
-    list(only(bind(Normal, &[ch('S')], Intent::CycleStatusBack, "status filter, the other way (all, then failed)", None), &[Pane::Items])),
-    list(only(bind(Normal, &[ch('f')], Intent::ToggleFollow, "follow new events on/off", Some("follow")), &[Pane::Log])),
-    list(only(bind(Normal, &[ch('b')], Intent::ToggleLogBatch, "run log: this batch / all batches", Some("batch")), &[Pane::Log])),
-    writes(bind(Normal, &[ch('r')], Intent::Resume, "start a run (resume) of the batch", Some("run"))),
-    writes(bind(Normal, &[ch('p')], Intent::TogglePause, "pause (asks why) / unpause the batch", Some("pause"))),
-    writes(only(bind(Normal, &[ch(' ')], Intent::ToggleMark, "mark / unmark the item; R, x and c then act on the marked", None), LISTS)),
-    writes(only(bind(Normal, &[ch('R')], Intent::RequeueSelected, "requeue the selected failed item (or the marked)", Some("requeue")), LISTS)),
-    writes(only(bind(Normal, &[ch('A')], Intent::RequeueAll, "requeue all failed items shown (asks)", Some("all")), LISTS)),
-    writes(only(bind(Normal, &[ch('x')], Intent::SkipSelected, "mark the selected item skipped, or the marked (asks)", Some("skip")), LISTS)),
-    writes(only(bind(Normal, &[ch('c')], Intent::CancelSelected, "cancel the selected item (or the marked): stop its worker, to manual (asks)", Some("cancel")), LISTS)),
-    writes(bind(Normal, &[ch('X')], Intent::StopRuns, "stop the batch's runs gracefully, on any host (asks)", None)),
+    shown(bind(Normal, QUIT, Intent::Quit, "quit", "")),
+    shown(bind(Normal, &[ch('?')], Intent::Help, "help", "this list of keys")),
+    shown(bind(Normal, &[code(KeyCode::Tab)], Intent::NextPane, "pane", "the next one")),
+    bind(Normal, &[code(KeyCode::BackTab)], Intent::PrevPane, "pane back", "the one before"),
+    bind(Normal, &[ch('1')], Intent::GoPane(Pane::Batches), "pane 1", "batches"),
+    bind(Normal, &[ch('2')], Intent::GoPane(Pane::Activity), "pane 2", "activity"),
+    bind(Normal, &[ch('3')], Intent::GoPane(Pane::Items), "pane 3", "items"),
+    bind(Normal, &[ch('4')], Intent::GoPane(Pane::DeadLetters), "pane 4", "dead letters"),
+    bind(Normal, &[ch('5')], Intent::GoPane(Pane::Log), "pane 5", "run log"),
+    bind(Normal, &[ch('6')], Intent::GoPane(Pane::Pools), "pane 6", "limit pools"),
+    bind(Normal, &[ch('j'), code(KeyCode::Down)], Intent::Down, "down", ""),
+    bind(Normal, &[ch('k'), code(KeyCode::Up)], Intent::Up, "up", ""),
+    bind(Normal, &[code(KeyCode::PageDown), ctrl('d')], Intent::PageDown, "page down", ""),
+    bind(Normal, &[code(KeyCode::PageUp), ctrl('u')], Intent::PageUp, "page up", ""),
+    bind(Normal, &[ch('g'), code(KeyCode::Home)], Intent::Top, "first", ""),
+    bind(Normal, &[ch('G'), code(KeyCode::End)], Intent::Bottom, "last", ""),
+    bind(Normal, &[ch(']')], Intent::NextBatch, "next batch", ""),
+    bind(Normal, &[ch('[')], Intent::PrevBatch, "previous batch", ""),
+    shown(list(only(bind(Normal, &[code(KeyCode::Enter)], Intent::Open, "open", "item detail, class items"), OPENS))),
+    bind(Normal, &[code(KeyCode::Esc)], Intent::Back, "back", "close what is open, else clear the filter"),
+    shown(list(only(bind(Normal, &[ch('/')], Intent::StartFilter, "filter", "search key/label, or log kinds"), &[Pane::Items, Pane::Log]))),
+    shown(list(only(bind(Normal, &[ch('s')], Intent::CycleStatus, "status", "cycle the filter (all, pending, claimed, done, empty, skipped, failed)"), &[Pane::Items]))),
+    list(only(bind(Normal, &[ch('S')], Intent::CycleStatusBack, "status back", "cycle the filter the other way (all, then failed)"), &[Pane::Items])),
+    shown(list(only(bind(Normal, &[ch('f')], Intent::ToggleFollow, "follow", "new events on/off"), &[Pane::Log]))),
+    shown(list(only(bind(Normal, &[ch('b')], Intent::ToggleLogBatch, "batch", "the run log of this batch / all batches"), &[Pane::Log]))),
+    shown(writes(bind(Normal, &[ch('r')], Intent::Resume, "run", "start a run (resume) of the batch"))),
+    shown(writes(bind(Normal, &[ch('p')], Intent::TogglePause, "pause", "the batch (asks why), or unpause it"))),
+    writes(only(bind(Normal, &[ch(' ')], Intent::ToggleMark, "mark", "mark or unmark the item; requeue, skip and cancel then act on the marked"), LISTS)),
+    shown(writes(only(bind(Normal, &[ch('R')], Intent::RequeueSelected, "requeue", "the selected failed item (or the marked)"), LISTS))),
+    shown(writes(only(bind(Normal, &[ch('A')], Intent::RequeueAll, "requeue all", "every failed item shown (asks)"), LISTS))),
+    shown(writes(only(bind(Normal, &[ch('x')], Intent::SkipSelected, "skip", "mark the selected item skipped, or the marked (asks)"), LISTS))),
+    shown(writes(only(bind(Normal, &[ch('c')], Intent::CancelSelected, "cancel", "the selected item or the marked, its worker stopped, to manual (asks)"), LISTS))),
+    writes(bind(Normal, &[ch('X')], Intent::StopRuns, "stop", "the batch's runs gracefully, on any host (asks)")),
     // Filter and Prompt: typed characters become Intent::Input.
-    bind(Filter, &[code(KeyCode::Enter)], Intent::Submit, "keep the filter", Some("keep")),
-    bind(Filter, &[code(KeyCode::Esc)], Intent::Cancel, "clear the filter", Some("clear")),
-    bind(Filter, &[code(KeyCode::Backspace)], Intent::Backspace, "delete a character", None),
-    bind(Filter, CTRL_C, Intent::Quit, "quit", None),
-    bind(Prompt, &[code(KeyCode::Enter)], Intent::Submit, "submit", Some("submit")),
-    bind(Prompt, &[code(KeyCode::Esc)], Intent::Cancel, "cancel", Some("cancel")),
-    bind(Prompt, &[code(KeyCode::Backspace)], Intent::Backspace, "delete a character", None),
-    bind(Prompt, CTRL_C, Intent::Quit, "quit", None),
-    bind(Confirm, &[ch('y'), ch('Y')], Intent::Confirm(true), "yes, do it", Some("yes")),
-    bind(Confirm, &[ch('n'), ch('N'), code(KeyCode::Enter), code(KeyCode::Esc)], Intent::Confirm(false), "no (the default)", Some("no")),
-    bind(Confirm, CTRL_C, Intent::Quit, "quit", None),
-    bind(Help, &[code(KeyCode::Esc), ch('?'), code(KeyCode::Enter)], Intent::Back, "close the help", Some("close")),
-    bind(Help, &[ch('j'), code(KeyCode::Down)], Intent::Down, "scroll down", None),
-    bind(Help, &[ch('k'), code(KeyCode::Up)], Intent::Up, "scroll up", None),
-    bind(Help, QUIT, Intent::Quit, "quit", None),
-    bind(Notice, &[code(KeyCode::Esc), code(KeyCode::Enter), ch(' ')], Intent::Back, "dismiss", Some("dismiss")),
-    bind(Notice, QUIT, Intent::Quit, "quit", None),
+    shown(bind(Filter, &[code(KeyCode::Enter)], Intent::Submit, "keep", "keep the filter")),
+    shown(bind(Filter, &[code(KeyCode::Esc)], Intent::Cancel, "clear", "clear the filter")),
+    bind(Filter, &[code(KeyCode::Backspace)], Intent::Backspace, "delete", "a character"),
+    bind(Filter, CTRL_C, Intent::Quit, "quit", ""),
+    shown(bind(Prompt, &[code(KeyCode::Enter)], Intent::Submit, "submit", "")),
+    shown(bind(Prompt, &[code(KeyCode::Esc)], Intent::Cancel, "cancel", "")),
+    bind(Prompt, &[code(KeyCode::Backspace)], Intent::Backspace, "delete", "a character"),
+    bind(Prompt, CTRL_C, Intent::Quit, "quit", ""),
+    shown(bind(Confirm, &[ch('y'), ch('Y')], Intent::Confirm(true), "yes", "do it")),
+    shown(bind(Confirm, &[ch('n'), ch('N'), code(KeyCode::Enter), code(KeyCode::Esc)], Intent::Confirm(false), "no", "the default")),
+    bind(Confirm, CTRL_C, Intent::Quit, "quit", ""),
+    shown(bind(Help, &[ch('j'), code(KeyCode::Down)], Intent::Down, "scroll down", "")),
+    shown(bind(Help, &[ch('k'), code(KeyCode::Up)], Intent::Up, "scroll up", "")),
+    shown(bind(Help, &[code(KeyCode::Esc), ch('?'), code(KeyCode::Enter)], Intent::Back, "close", "close the help")),
+    bind(Help, QUIT, Intent::Quit, "quit", ""),
+    shown(bind(Notice, &[code(KeyCode::Esc), code(KeyCode::Enter), ch(' ')], Intent::Back, "dismiss", "")),
+    bind(Notice, QUIT, Intent::Quit, "quit", ""),
 ];
 
 impl Binding {
-    /// Its word: the footer's, else the help's first clause.
-    fn word(&self) -> &'static str {
-        self.hint.unwrap_or_else(|| {
-            let end = self.help.find([';', '(']).unwrap_or(self.help.len());
-            self.help[..end].trim_end()
-        })
-    }
-
     fn in_pane(&self, pane: Pane) -> bool {
         self.panes.is_empty() || self.panes.contains(&pane)
     }
+
+    /// How a message names it: `A (requeue all)`.
+    pub fn named(&self) -> String {
+        named(&keys_label(self), self.name)
+    }
+
+    /// How the footer and a title offer it: `A requeue all`.
+    pub fn offered(&self) -> String {
+        format!("{} {}", keys_label(self), self.name)
+    }
+
+    /// How the help describes it: its words, then what more it says.
+    pub fn described(&self) -> String {
+        if self.help.is_empty() {
+            self.name.to_string()
+        } else {
+            format!("{}: {}", self.name, self.help)
+        }
+    }
+}
+
+/// How a message names a key: `A (requeue all)`, the key as the help
+/// writes it, then its words.
+pub fn named(key: &str, name: &str) -> String {
+    format!("{key} ({name})")
+}
+
+/// What a write key says read-only, wherever it is pressed.
+pub fn disabled(key: &str, name: &str) -> String {
+    format!("read-only: {} is disabled", named(key, name))
+}
+
+/// The binding of an intent in a mode (its first, in table order).
+pub fn binding_of(mode: Mode, intent: &Intent) -> Option<&'static Binding> {
+    BINDINGS
+        .iter()
+        .find(|b| b.mode == mode && b.intent == *intent)
+}
+
+/// How a message names the key of an intent in a mode: `p (pause)`.
+pub fn key_of(mode: Mode, intent: &Intent) -> String {
+    binding_of(mode, intent).map_or_else(String::new, Binding::named)
+}
+
+/// How a title or a hint offers the key of an intent: `Esc back`.
+pub fn offer(mode: Mode, intent: &Intent) -> String {
+    binding_of(mode, intent).map_or_else(String::new, Binding::offered)
+}
+
+/// The footer's offer of a mode's keys, as one line: `y yes · n/N/… no`.
+pub fn offers(mode: Mode, at: impl Into<At>) -> String {
+    bindings(mode, at)
+        .filter(|b| b.footer)
+        .map(Binding::offered)
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 fn applies(b: &Binding, mode: Mode, at: At) -> bool {
@@ -243,7 +302,7 @@ pub fn lookup(mode: Mode, at: impl Into<At>, ev: &KeyEvent) -> Option<Intent> {
     {
         return Some(Intent::Elsewhere(Elsewhere {
             key: key.label(),
-            what: b.word(),
+            what: b.name,
             panes: b.panes,
             writes: b.writes,
             behind: b.in_pane(at.pane),
@@ -338,7 +397,7 @@ mod tests {
                     let Some(Intent::Elsewhere(e)) = lookup(b.mode, *pane, &ev) else {
                         panic!("{} in {pane:?}: silent", k.label());
                     };
-                    assert_eq!((e.panes, e.what), (b.panes, b.word()));
+                    assert_eq!((e.panes, e.what), (b.panes, b.name));
                     assert!(!e.says(false).contains(pane.title()), "{}", e.says(false));
                 }
             }

@@ -568,6 +568,18 @@ pub fn pids_with(marker: &str) -> Vec<u32> {
 /// Adds items with the given keys (payload `{"key": K, "n": i}`).
 /// Keeps a test that needs the UTC day (a budget's window) from running
 /// into its end: waits while 00:00Z is under two minutes away.
+/// The next 00:00Z, as RFC 3339: where a daily budget resets.
+pub fn next_midnight() -> String {
+    const DAY_MS: i64 = 86_400_000;
+    // One reading of the clock: two, a millisecond apart, made it
+    // 23:59:59.999Z.
+    let now = nightshift::util::time::now_ms();
+    let end = now - now.rem_euclid(DAY_MS) + DAY_MS;
+    chrono::DateTime::from_timestamp_millis(end)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 pub fn away_from_midnight() {
     const DAY_MS: i64 = 86_400_000;
     let now = || nightshift::util::time::now_ms();

@@ -33,10 +33,6 @@ pub type Marks = BTreeMap<String, Mark>;
 impl App {
     /// Marks the selected item, or unmarks it.
     pub(super) fn toggle_mark(&mut self) {
-        if self.setup.read_only {
-            self.warn("read-only: marks are for requeue and skip, which are disabled");
-            return;
-        }
         let Some((key, label, status)) = self.target_item() else {
             self.warn("select an item first");
             return;

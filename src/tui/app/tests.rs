@@ -591,7 +591,10 @@ fn resume_of_a_paused_batch_starts_nothing_and_says_why() {
     let mut app = app_with(false, true);
     assert!(app.update(Intent::Resume).is_empty());
     let said = &app.flash.as_ref().unwrap().text;
-    assert_eq!(said, "a is paused: a run would do nothing (p unpauses it)");
+    assert_eq!(
+        said,
+        "a is paused: a run would do nothing; p (pause) unpauses it"
+    );
 }
 
 #[test]

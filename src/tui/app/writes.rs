@@ -6,7 +6,7 @@ use crate::model::{Status, Tier};
 use crate::store::ItemsQuery;
 use crate::tui::action::{Effect, Intent, Pane, Write};
 use crate::tui::format::item_in_sentence;
-use crate::tui::keymap::Mode;
+use crate::tui::keymap::{self, Mode};
 
 impl App {
     /// What the run and unpause keys say of a hold on the batch's pool,
@@ -31,22 +31,9 @@ impl App {
         vec![Effect::Write(write)]
     }
 
-    /// The write keys: refused read-only; otherwise a write, a question,
-    /// or a prompt.
+    /// The write keys (read-only, `App::on_normal` refuses them first): a
+    /// write, a question, or a prompt.
     pub(super) fn ask_write(&mut self, intent: Intent) -> Vec<Effect> {
-        let what = match intent {
-            Intent::Resume => "r (start a run)",
-            Intent::TogglePause => "p (pause)",
-            Intent::RequeueSelected => "R (requeue)",
-            Intent::RequeueAll => "A (requeue all)",
-            Intent::CancelSelected => "c (cancel)",
-            Intent::StopRuns => "X (stop)",
-            _ => "x (skip)",
-        };
-        if self.setup.read_only {
-            self.warn(format!("read-only: {what} is disabled"));
-            return Vec::new();
-        }
         let Some(batch) = self.batch.clone() else {
             self.warn("no batch selected");
             return Vec::new();
@@ -57,8 +44,9 @@ impl App {
             // report it "finished".
             Intent::Resume if self.selected_info().is_some_and(|i| i.pause.is_some()) => {
                 self.warn(format!(
-                    "{} is paused: a run would do nothing (p unpauses it)",
-                    crate::tui::format::inert(&batch)
+                    "{} is paused: a run would do nothing; {} unpauses it",
+                    crate::tui::format::inert(&batch),
+                    keymap::key_of(Mode::Normal, &Intent::TogglePause)
                 ));
                 Vec::new()
             }

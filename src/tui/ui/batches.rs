@@ -41,23 +41,24 @@ fn held_until(app: &App, info: &BatchInfo) -> Option<Millis> {
     [
         info.held(app.now).map(|h| h.until),
         pool_hold(app, info).map(|h| h.until),
-        crate::runner::budget::held_until(&budget_states(app, info)),
+        crate::runner::budget::held_until(&app.budget_states(info)),
     ]
     .into_iter()
     .flatten()
     .max()
 }
 
-/// What holds the batch now, in the word `status --short` marks it with:
-/// `budget` (a budget reached), else `held` (its retry-after, its pool's).
-pub(super) fn hold_word(app: &App, info: &BatchInfo) -> Option<&'static str> {
-    if crate::runner::budget::held_until(&budget_states(app, info)).is_some() {
-        Some("budget")
-    } else if info.held(app.now).is_some() || pool_hold(app, info).is_some() {
-        Some("held")
-    } else {
-        None
-    }
+/// Every hold on the batch now, in the words `status --short` marks it
+/// with: `held` (its retry-after, its pool's), `budget` (a budget
+/// reached), or both (one hid the other).
+pub(super) fn hold_words(app: &App, info: &BatchInfo) -> Option<String> {
+    let held = info.held(app.now).is_some() || pool_hold(app, info).is_some();
+    let budget = crate::runner::budget::held_until(&app.budget_states(info)).is_some();
+    let words: Vec<&str> = [(held, "held"), (budget, "budget")]
+        .into_iter()
+        .filter_map(|(on, word)| on.then_some(word))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
 }
 
 /// `12/min`, `1.5/min`, `2,339/min`, or `—` while the window is too short
@@ -370,7 +371,7 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
         ]));
     }
     // `budget $12.40 of $20.00 today, resets 00:00Z` per budget.
-    for s in budget_states(app, info) {
+    for s in app.budget_states(info) {
         let role = if s.reached { Role::Warn } else { Role::Dim };
         lines.push(Line::from(vec![
             label("budget"),
@@ -547,58 +548,11 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
     lines
 }
 
-/// The selected batch's budgets whose window now the last poll read (one
-/// not read yet, or whose window ended since, is left out until it is).
-fn budget_states(app: &App, info: &BatchInfo) -> Vec<crate::runner::budget::BudgetState> {
-    let Some(list) = app.setup.config.budgets.get(&info.name) else {
-        return Vec::new();
-    };
-    list.iter()
-        .filter_map(|(scope, name, budget)| {
-            let now_key = crate::runner::budget::key(*scope, name, budget, app.now);
-            let (_, spent) = app.data.spent.iter().find(|(k, _)| *k == now_key)?;
-            Some(crate::runner::budget::state(
-                *scope,
-                name.clone(),
-                budget,
-                *spent,
-                app.now,
-            ))
-        })
-        .collect()
-}
-
 /// Why the selected batch's open items wait (the decision `status` and
 /// `show` speak, `model::waiting`), once its retry tier has been read.
 fn waiting_text(app: &App, info: &BatchInfo) -> Option<String> {
-    use crate::model::waiting::{Holding, Idle, describe_grouped, waiting};
-    let retry = match &app.data.retry {
-        Some((name, tier)) if *name == info.name => *tier,
-        // Not read for this batch (yet): say nothing rather than guess.
-        _ => return None,
-    };
-    let fire = schedule_seen(app, info).and_then(|s| s.live_fire());
-    let holding = Holding {
-        counts: info.counts,
-        retry,
-        emergency_stop: app.data.emergency.is_some(),
-        paused: info.pause.is_some(),
-        lock_held: info.running(),
-        lock_stopping: info.lock_stopping(),
-        hold_until: info.hold.as_ref().map(|h| h.until),
-        budget_until: crate::runner::budget::held_until(&budget_states(app, info)),
-        rate_limit: app
-            .pool_of(&info.name)
-            .and_then(|v| crate::runner::pool::limited(v, app.call_of(&info.name), app.now)),
-        pool: app.setup.config.pool_of.get(&info.name).cloned(),
-        paced: app.setup.config.paced.get(&info.name).cloned(),
-        pool_waits: app.data.pool_waiting,
-        orphaned: info.runners.orphaned(),
-        retry_waits: app.data.retry_waiting,
-        taken: 0,
-        idle: Some(Idle::from_fire(fire)),
-    };
-    let list = waiting(&holding, app.now);
+    use crate::model::waiting::{describe_grouped, waiting};
+    let list = waiting(&app.holding(info)?, app.now);
     (!list.is_empty()).then(|| describe_grouped(&list, app.now))
 }
 
@@ -641,21 +595,9 @@ fn run_line(app: &App, run: &Run, seen: RunSeen, label: Span<'static>) -> Line<'
     ])
 }
 
-/// The batch's schedule as it is (`schedule::seen`), if the config or a
-/// live daemon gives it one.
-fn schedule_seen<'a>(app: &'a App, info: &BatchInfo) -> Option<crate::schedule::ScheduleSeen<'a>> {
-    let config = app
-        .setup
-        .config
-        .schedules
-        .get(&info.name)
-        .map(super::super::app::BatchSchedule::configured);
-    crate::schedule::seen::seen(info, config, &app.data.daemons, app.now)
-}
-
 fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'static> {
     let p = app.setup.palette;
-    let Some(seen) = schedule_seen(app, info) else {
+    let Some(seen) = app.schedule_seen(info) else {
         let stored = info.next_fire.map(|t| {
             format!(
                 "next fire {}Z ({})",

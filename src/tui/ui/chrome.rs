@@ -126,7 +126,7 @@ pub fn tabs(app: &App, f: &mut Frame, area: Rect) {
     }
     // Held by a budget or a retry-after, as `status --short` says: a run
     // that may start no call is not said `running`.
-    let hold = super::batches::hold_word(app, &info);
+    let hold = super::batches::hold_words(app, &info);
     if info.running() {
         let (word, role) = match (info.stop_asked_by(), hold) {
             (Some(_), _) => (" ▶ stopping".to_string(), Role::Warn),
@@ -243,10 +243,11 @@ fn filter_line(app: &App, width: usize) -> Line<'static> {
         text::width(label) + want + text::width(&problem) + text::width(keys) + 2 <= width
     };
     let keys = if problem.is_empty() {
-        "   Enter keep · Esc clear"
+        format!("   {}", keymap::offers(Mode::Filter, app.at()))
     } else {
-        " · Esc clear"
+        format!(" · {}", keymap::offer(Mode::Filter, &Intent::Cancel))
     };
+    let keys = keys.as_str();
     let (label, keys) = labels
         .iter()
         .find(|l| fits(l, keys))
@@ -311,8 +312,10 @@ pub fn footer(app: &App, f: &mut Frame, area: Rect) {
     let mut rest = Vec::new();
     let mut write_keys = Vec::new();
     for b in keymap::bindings(app.mode, app.at()) {
-        let Some(hint) = b.hint else { continue };
-        let key = b.keys[0].label();
+        if !b.footer {
+            continue;
+        }
+        let (key, hint) = (b.keys[0].label(), b.name);
         if b.writes && app.setup.read_only {
             write_keys.push(key);
         } else if matches!(b.intent, Intent::Quit | Intent::Help) {

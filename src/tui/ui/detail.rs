@@ -8,8 +8,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{clean, fit_lines, pane_block};
+use crate::tui::action::Intent;
 use crate::tui::app::App;
 use crate::tui::detail::PageLine;
+use crate::tui::keymap::{self, Mode};
 use crate::tui::layout;
 use crate::tui::theme::{Palette, Role};
 use crate::util::text;
@@ -56,14 +58,14 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
     // this is (it was cut after a long label, the batch and lines lost).
     let name_room = room.saturating_sub(text::width("Item ") + text::width(&place));
     let name = super::item_name_within(&detail.key, label, super::key_width(area.width), name_room);
-    let back = " · Esc: back";
+    let back = format!(" · {}", keymap::offer(Mode::Normal, &Intent::Back));
     let used = text::width("Item ") + text::width(&name) + text::width(&place);
     let mut title = vec![
         Span::styled("Item ", p.style(Role::Title)),
         Span::raw(name),
         Span::styled(place, p.style(Role::Dim)),
     ];
-    if used + text::width(back) <= room {
+    if used + text::width(&back) <= room {
         title.push(Span::styled(back, p.style(Role::Dim)));
     }
     let block = pane_block(app, area, title);

@@ -8,7 +8,9 @@ use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row, Table};
 
 use super::{clean, pane_block, placeholder};
+use crate::tui::action::Intent;
 use crate::tui::app::App;
+use crate::tui::keymap::{self, Mode};
 use crate::tui::theme::Role;
 
 pub fn render(app: &App, f: &mut Frame, area: Rect) {
@@ -44,7 +46,10 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
                 f,
                 area,
                 block,
-                "no item of this class is failed now (Esc: back)",
+                &format!(
+                    "no item of this class is failed now ({})",
+                    keymap::offer(Mode::Normal, &Intent::Back)
+                ),
             ),
             None => placeholder(app, f, area, block, "loading…"),
         }
@@ -153,14 +158,20 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
         .collect();
     // The long form explains the columns when there is room for it; the
     // border keeps a corner each side, and what does not fit ends in `…`.
-    const LONG: &str = " Enter: the class's items · A: requeue it · counts: every failure; FAILED NOW: items failed at present ";
+    let (open, all) = (
+        keymap::offer(Mode::Normal, &Intent::Open),
+        keymap::offer(Mode::Normal, &Intent::RequeueAll),
+    );
+    let long = format!(
+        " {open}: the class's items · {all}: the class · counts: every failure; FAILED NOW: items failed at present "
+    );
     let room = (area.width as usize).saturating_sub(2);
-    let hint = if crate::util::text::width(LONG) <= room {
-        LONG
+    let hint = if crate::util::text::width(&long) <= room {
+        long
     } else {
-        " Enter: items · A: requeue class "
+        format!(" {open} · {all} ")
     };
-    let hint = crate::util::text::cut(hint, room).into_owned();
+    let hint = crate::util::text::cut(&hint, room).into_owned();
     let block = block.title_bottom(Span::styled(hint, p.style(Role::Dim)));
     f.render_widget(Table::new(rows, widths).header(header).block(block), area);
 }

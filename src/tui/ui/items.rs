@@ -9,7 +9,9 @@ use ratatui::widgets::{Block, Cell, Row, Table};
 
 use super::{clean, num, pane_block, placeholder, state_role, state_word};
 use crate::store::{ItemPage, ItemRow};
+use crate::tui::action::Intent;
 use crate::tui::app::App;
+use crate::tui::keymap::{self, Mode};
 use crate::tui::nav::ListNav;
 use crate::tui::theme::Role;
 use crate::util::{sanitize, text};
@@ -56,7 +58,12 @@ pub fn render(app: &App, f: &mut Frame, area: Rect) {
             f,
             area,
             block,
-            "no items match (s: status filter, /: search, Esc: clear)",
+            &format!(
+                "no items match ({} · {} · {})",
+                keymap::offer(Mode::Normal, &Intent::CycleStatus),
+                keymap::offer(Mode::Normal, &Intent::StartFilter),
+                keymap::offer(Mode::Normal, &Intent::Back)
+            ),
         ),
         None => placeholder(app, f, area, block, &super::empty_text(app, "loading…")),
     }

@@ -63,16 +63,16 @@ pub fn help(app: &App, f: &mut Frame, area: Rect) {
     // Every Normal binding once, whatever pane it belongs to.
     for pane in Pane::ALL {
         for b in keymap::bindings(Mode::Normal, pane) {
-            if seen.contains(&b.help) {
+            if seen.contains(&b.intent) {
                 continue;
             }
-            seen.push(b.help);
+            seen.push(b.intent.clone());
             let mut spans = vec![
                 Span::styled(
                     format!("  {:<18}", keymap::keys_label(b)),
                     p.style(Role::Key),
                 ),
-                Span::raw(b.help),
+                Span::raw(b.described()),
             ];
             if !b.panes.is_empty() {
                 let names: Vec<&str> = b.panes.iter().map(|p| p.title()).collect();
@@ -89,7 +89,11 @@ pub fn help(app: &App, f: &mut Frame, area: Rect) {
     }
     lines.push(Line::default());
     lines.push(Line::from(Span::styled(
-        "  Confirm dialogs: y yes · n/Enter/Esc no.  Filters: type, Enter keep, Esc clear.",
+        format!(
+            "  Confirm dialogs: {}.  Filters: type, {}.",
+            keymap::offers(Mode::Confirm, Pane::Items),
+            keymap::offers(Mode::Filter, Pane::Items)
+        ),
         p.style(Role::Dim),
     )));
     let height = area.height.saturating_sub(2);
@@ -103,7 +107,7 @@ pub fn help(app: &App, f: &mut Frame, area: Rect) {
     f.render_widget(
         Paragraph::new(lines.into_iter().skip(scroll).collect::<Vec<_>>()).block(popup(
             app,
-            "Keys — j/k scroll, Esc close",
+            &format!("Keys — {}", keymap::offers(Mode::Help, app.at())),
             Role::Title,
         )),
         rect,
@@ -130,16 +134,17 @@ pub fn confirm(app: &App, f: &mut Frame, area: Rect) {
         .collect();
     lines.extend([
         Line::default(),
-        Line::from(vec![
-            Span::styled("y", p.style(Role::Key)),
-            Span::raw(" yes     "),
-            Span::styled("n", p.style(Role::Key)),
-            Span::raw(" / "),
-            Span::styled("Enter", p.style(Role::Key)),
-            Span::raw(" / "),
-            Span::styled("Esc", p.style(Role::Key)),
-            Span::raw(" no (default)"),
-        ]),
+        Line::from(
+            keymap::bindings(Mode::Confirm, app.at())
+                .filter(|b| b.footer)
+                .flat_map(|b| {
+                    [
+                        Span::styled(keymap::keys_label(b), p.style(Role::Key)),
+                        Span::raw(format!(" {}     ", b.described())),
+                    ]
+                })
+                .collect::<Vec<_>>(),
+        ),
     ]);
     let rect = centered(area, width, lines.len() as u16 + 2);
     clear(f, rect);
@@ -173,7 +178,10 @@ pub fn prompt(app: &App, f: &mut Frame, area: Rect) {
         Span::styled("█", p.style(Role::Accent)),
     ]));
     lines.push(Line::from(Span::styled(
-        "Enter pause · Esc cancel (empty: \"paused from the dashboard\")",
+        format!(
+            "{} (empty: \"paused from the dashboard\")",
+            keymap::offers(Mode::Prompt, app.at())
+        ),
         p.style(Role::Dim),
     )));
     let rect = centered(area, width, lines.len() as u16 + 3);
@@ -285,7 +293,10 @@ pub fn since(app: &App, f: &mut Frame, area: Rect) {
     f.render_widget(
         Paragraph::new(lines).block(popup(
             app,
-            "Since you last looked — Esc/Enter dismiss",
+            &format!(
+                "Since you last looked — {}",
+                keymap::offers(Mode::Notice, app.at())
+            ),
             Role::Title,
         )),
         rect,

@@ -1,7 +1,8 @@
 //! Waiting reasons (SPEC §11, Slurm's reason codes for batches): every
-//! item neither finished nor being worked has exactly one reason, and
-//! `status --json` counts them per batch (the counts add up); `status`
-//! says them in words, `show BATCH KEY` names the item's one reason. Real
+//! item neither finished nor being worked is counted under exactly one
+//! reason, and `status --json` counts them per batch (the counts add up);
+//! `status` says them in words, `show BATCH KEY` names every reason of
+//! the item, the counted one first. Real
 //! binary, real worker, real daemon, both backends.
 
 use crate::support as common;
@@ -44,9 +45,30 @@ fn until_of(env: &Env, reason: &str) -> Value {
         .clone()
 }
 
-/// `show b KEY --json`'s reason.
+/// `show b KEY --json`'s first reason (the one `status` counts it under).
 fn item_reason(env: &Env, key: &str) -> Value {
-    env.run(&["show", "b", key, "--json"]).code(0).json()["waiting"]["reason"].clone()
+    env.run(&["show", "b", key, "--json"]).code(0).json()["waiting"][0]["reason"].clone()
+}
+
+/// `(reason, until)` of each of an item's waits in `--json`, with the
+/// pool and dimension where there is one.
+fn waits_of(waiting: &Value) -> Vec<(String, bool, String)> {
+    waiting
+        .as_array()
+        .unwrap_or_else(|| panic!("waiting is not a list: {waiting}"))
+        .iter()
+        .map(|w| {
+            let pool = match (w["pool"].as_str(), w["dimension"].as_str()) {
+                (Some(p), Some(d)) => format!("{p} {d}"),
+                _ => String::new(),
+            };
+            (
+                w["reason"].as_str().unwrap().to_string(),
+                w["until"].is_string(),
+                pool,
+            )
+        })
+        .collect()
 }
 
 fn pairs(list: &[(&str, i64)]) -> Vec<(String, i64)> {
@@ -58,7 +80,112 @@ fn pairs(list: &[(&str, i64)]) -> Vec<(String, i64)> {
 /// succeed.
 const WORKER: &str = "cat >/dev/null\ncase \"$NIGHTSHIFT_KEY\" in\n  *1) exit 75 ;;\n  *2) exit 1 ;;\nesac\necho '\"ok\"'\n";
 
+/// Batch `a`'s calls answer 429 (retry after an hour), `b`'s cost 1.00
+/// each: both draw from pool `openai`.
+const HELD: &str = "cat >/dev/null\n\
+if [ \"$NIGHTSHIFT_BATCH\" = a ]; then\n\
+  echo '{\"error_class\":\"RateLimitError\",\"transient\":true,\"retry_after_s\":3600}' >&2; exit 75\n\
+fi\n\
+echo '@nightshift cost=1.00' >&2\n\
+echo '{\"ok\":1}'\n";
+
 both_backends! {
+    /// A paused batch whose pool a 429 holds and whose daily budget is
+    /// spent: `show`, `show --json`, `items`, `items --json` and the
+    /// dashboard's item detail name every reason its item will not run
+    /// now, each until when; they said only "paused". `status` still
+    /// counts it once, under the first.
+    fn a_paused_item_names_its_pools_hold_and_its_budget_too(env) {
+        common::away_from_midnight();
+        let w = env.script("w.sh", HELD);
+        env.config(&format!(
+            "[limit.openai]\nrequests = \"1000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\nretries = 0\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"openai\"\nbudget = \"0.50/day\"\n",
+            w = w.display()
+        ));
+        // b's first call spends its budget; a's 429 then holds the pool.
+        common::add_keys(&env, "b", &["k1"]);
+        env.run(&["run", "b"]).code(0);
+        common::add_keys(&env, "a", &["a1"]);
+        env.run(&["run", "a"]);
+        common::add_keys(&env, "b", &["k2"]);
+        env.run(&["pause", "b", "--reason", "deploy"]).code(0);
+
+        let all = vec![
+            ("paused".to_string(), false, String::new()),
+            ("budget".to_string(), true, String::new()),
+            ("rate-limit".to_string(), true, "openai hold".to_string()),
+        ];
+        let shown = env.run(&["show", "b", "k2", "--json"]).code(0).json();
+        assert_eq!(waits_of(&shown["waiting"]), all, "{shown}");
+        assert_eq!(shown["waiting"][1]["until"], common::next_midnight().as_str(), "{shown}");
+        let listed = env.run(&["items", "b", "--json"]).code(0).stdout.clone();
+        let k2: Value = listed
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|i| i["key"] == "k2")
+            .unwrap();
+        assert_eq!(waits_of(&k2["waiting"]), all, "{k2}");
+        let k1: Value = listed
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|i| i["key"] == "k1")
+            .unwrap();
+        assert_eq!(k1["waiting"], serde_json::json!([]), "a done item waits for nothing");
+        // Counted once, under the first.
+        assert_eq!(reasons(&env), pairs(&[("paused", 1)]));
+
+        let text = env.run(&["show", "b", "k2"]).code(0).stdout.clone();
+        let lines: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("waiting:"))
+            .take(3)
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[0], "waiting:   1 waits: the batch is paused", "{text}");
+        assert!(lines[1].starts_with("           1 waits: budget reached, resets "), "{text}");
+        assert!(lines[2].starts_with("           1 pending: waiting for pool openai, hold, next slot "), "{text}");
+        let table = env.run(&["items", "b"]).code(0).stdout.clone();
+        let row = table.lines().find(|l| l.starts_with("k2 ")).unwrap_or_else(|| panic!("{table}"));
+        assert!(row.contains("paused, budget until "), "{table}");
+        assert!(row.contains(", rate-limit until "), "{table}");
+
+        // The dashboard's item detail, a line each.
+        let mut dash = crate::support::pty::Dash::open(
+            std::path::Path::new(env!("CARGO_BIN_EXE_nightshift")),
+            env.dir.path(),
+            &env.db,
+            &["watch", "--read-only"],
+            (100, 30),
+        );
+        dash.wait_loaded();
+        dash.key("]");
+        let screen = dash.wait_text("PAUSED — deploy");
+        // The header marks b as `status --short` does: held by its pool
+        // and by its budget (it said only `budget`).
+        let short = env.run(&["status", "--short"]).code(0).stdout.clone();
+        assert!(short.contains("b 1✓ 1… ⏸ held budget"), "{short}");
+        let tabs = screen.lines().nth(1).unwrap_or_default();
+        assert!(tabs.contains("b 50% ✓1 …1 held budget ⏸"), "{screen}");
+        dash.key("3");
+        dash.key("/");
+        dash.type_text("k2");
+        dash.key("\r");
+        dash.wait_text("1 of 1");
+        dash.key("\r");
+        let screen = dash.wait_text("budget reached");
+        let at = screen
+            .lines()
+            .position(|l| l.contains("waiting   1 waits: the batch is paused"))
+            .unwrap_or_else(|| panic!("{screen}"));
+        let row = |text: &str| screen.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("{text}: {screen}"));
+        assert_eq!(row("│          1 waits: budget reached, resets "), at + 1, "{screen}");
+        assert!(row("│          1 pending: waiting for pool openai, hold, next slot ") > at + 1, "{screen}");
+        dash.key("q");
+        assert_eq!(dash.wait_exit(), 0);
+    }
+
     /// no-runner, paused, hold, not-due and quarantined, each counted in
     /// `status --json`, said in `status`, and named for one item by `show`.
     fn each_waiting_reason_is_counted_said_and_shown(env) {

@@ -16,20 +16,7 @@ use crate::support::require::Tool;
 use common::{Env, starts, wait_for};
 use nix::sys::signal::Signal;
 
-const DAY_MS: i64 = 86_400_000;
-
-use common::away_from_midnight;
-
-/// The next 00:00Z, as RFC 3339.
-fn next_midnight() -> String {
-    // One reading of the clock: two, a millisecond apart, made it
-    // 23:59:59.999Z.
-    let now = now_ms();
-    let end = now - now.rem_euclid(DAY_MS) + DAY_MS;
-    chrono::DateTime::from_timestamp_millis(end)
-        .unwrap()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
+use common::{away_from_midnight, next_midnight};
 
 /// A worker that logs `batch key start_ms attempt` to `starts.log`,
 /// reports `cost`, and then runs `then` (shell). The item `slow` waits for

@@ -197,12 +197,12 @@ fn the_dead_letters_hint_is_never_cut_mid_word() {
         );
         let hint = shot
             .lines()
-            .find(|l| l.contains("└ Enter:"))
+            .find(|l| l.contains("└ Enter open"))
             .unwrap_or_else(|| panic!("{width}: no hint\n{shot}"));
         let whole = [
             "items failed at present ─",
             "items failed at present ┘",
-            "A: requeue class ─",
+            "A requeue all ─",
         ];
         assert!(whole.iter().any(|w| hint.contains(w)), "{width}: {hint}");
     }
@@ -345,12 +345,15 @@ fn the_help_wraps_what_it_cannot_fit() {
     keys.extend(std::iter::repeat_n(Intent::Down, 60));
     let shown = screen(Palette::Mono, (80, 24), &keys);
     assert!(
-        shown.contains("worker, to manual (asks)  (Items, Dead letters)"),
+        shown.contains("stopped, to manual (asks)  (Items, Dead letters)"),
         "{shown}"
     );
     // Wrapped by the rule every text follows (the last break that fits).
-    assert!(shown.contains("Filters: type, Enter keep, Esc│"), "{shown}");
-    assert!(shown.contains("│                    clear."), "{shown}");
+    assert!(shown.contains("Filters: type, Enter keep │"), "{shown}");
+    assert!(
+        shown.contains("│                    · Esc clear."),
+        "{shown}"
+    );
     assert!(!shown.contains('…'), "{shown}");
 }
 
@@ -952,5 +955,8 @@ fn a_configured_batch_with_no_items_says_so() {
     );
     drive(&fx, &mut app, &[Intent::CycleStatus.into()]);
     let shot = draw(&app);
-    assert!(shot.contains("no items match (s: status filter"), "{shot}");
+    assert!(
+        shot.contains("no items match (s status · / filter · Esc back)"),
+        "{shot}"
+    );
 }

@@ -500,8 +500,8 @@ fn halfwidth_sound_marks_leave_the_detail_title_whole() {
         dash.key("3");
         dash.wait_for("the item", |s| s.contains("abcdef pending"));
         dash.key(ENTER);
-        let screen = dash.wait_for("the detail", |s| s.contains("Esc: back"));
-        let title = screen.lines().find(|l| l.contains("Esc: back")).unwrap();
+        let screen = dash.wait_for("the detail", |s| s.contains("Esc back"));
+        let title = screen.lines().find(|l| l.contains("Esc back")).unwrap();
         assert!(
             title.contains("ガギグ test (abcdef) · example"),
             "{size:?}: {title}"
