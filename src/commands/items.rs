@@ -65,10 +65,15 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
             #[serde(flatten)]
             item: &'a Item,
             waiting: serde_json::Value,
+            waiting_all: serde_json::Value,
         }
         for item in &items {
-            let waiting = waits_json(&waits.of(item));
-            out_json(&Listed { item, waiting })?;
+            let (waiting, waiting_all) = waits_json(&waits.of(item));
+            out_json(&Listed {
+                item,
+                waiting,
+                waiting_all,
+            })?;
         }
         return Ok(Exit::Ok);
     }
@@ -168,10 +173,13 @@ impl Reasons {
     }
 }
 
-/// An item's waits in `--json` (`items` and `show` alike): a list, every
-/// reason that applies.
-fn waits_json(list: &[crate::model::waiting::Waiting]) -> serde_json::Value {
-    list.iter()
+/// An item's waits in `--json` (`items` and `show` alike): `waiting`, the
+/// one it is counted under (or null), as it always was, so scripts reading
+/// `.waiting.reason` go on working; and `waiting_all`, every reason that
+/// applies, that one first.
+fn waits_json(list: &[crate::model::waiting::Waiting]) -> (serde_json::Value, serde_json::Value) {
+    let all: Vec<serde_json::Value> = list
+        .iter()
         .map(|w| {
             json!({
                 "reason": w.reason,
@@ -180,7 +188,11 @@ fn waits_json(list: &[crate::model::waiting::Waiting]) -> serde_json::Value {
                 "dimension": w.pool.as_ref().map(|p| &p.dimension),
             })
         })
-        .collect()
+        .collect();
+    (
+        all.first().cloned().unwrap_or(serde_json::Value::Null),
+        serde_json::Value::Array(all),
+    )
 }
 
 /// An item's wait in the `items` table: its reason, and until when
@@ -256,7 +268,9 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             item: &'a Item,
             usage: Vec<serde_json::Value>,
             waiting: serde_json::Value,
+            waiting_all: serde_json::Value,
         }
+        let (waiting, waiting_all) = waits_json(&waits);
         out_json_pretty(&Shown {
             attempts: args.attempts.then_some(&logs),
             claim: claim
@@ -266,7 +280,8 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
             failures: &failures,
             item: &item,
             usage: usage.iter().map(super::pools::attempt_json).collect(),
-            waiting: waits_json(&waits),
+            waiting,
+            waiting_all,
         })?;
         return Ok(Exit::Ok);
     }

@@ -47,7 +47,7 @@ fn until_of(env: &Env, reason: &str) -> Value {
 
 /// `show b KEY --json`'s first reason (the one `status` counts it under).
 fn item_reason(env: &Env, key: &str) -> Value {
-    env.run(&["show", "b", key, "--json"]).code(0).json()["waiting"][0]["reason"].clone()
+    env.run(&["show", "b", key, "--json"]).code(0).json()["waiting"]["reason"].clone()
 }
 
 /// `(reason, until)` of each of an item's waits in `--json`, with the
@@ -118,21 +118,24 @@ both_backends! {
             ("rate-limit".to_string(), true, "openai hold".to_string()),
         ];
         let shown = env.run(&["show", "b", "k2", "--json"]).code(0).json();
-        assert_eq!(waits_of(&shown["waiting"]), all, "{shown}");
-        assert_eq!(shown["waiting"][1]["until"], common::next_midnight().as_str(), "{shown}");
+        assert_eq!(waits_of(&shown["waiting_all"]), all, "{shown}");
+        assert_eq!(shown["waiting"], shown["waiting_all"][0], "the one it is counted under: {shown}");
+        assert_eq!(shown["waiting_all"][1]["until"], common::next_midnight().as_str(), "{shown}");
         let listed = env.run(&["items", "b", "--json"]).code(0).stdout.clone();
         let k2: Value = listed
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
             .find(|i| i["key"] == "k2")
             .unwrap();
-        assert_eq!(waits_of(&k2["waiting"]), all, "{k2}");
+        assert_eq!(waits_of(&k2["waiting_all"]), all, "{k2}");
+        assert_eq!(k2["waiting"]["reason"], "paused", "{k2}");
         let k1: Value = listed
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
             .find(|i| i["key"] == "k1")
             .unwrap();
-        assert_eq!(k1["waiting"], serde_json::json!([]), "a done item waits for nothing");
+        assert_eq!(k1["waiting_all"], serde_json::json!([]), "a done item waits for nothing");
+        assert_eq!(k1["waiting"], serde_json::Value::Null, "{k1}");
         // Counted once, under the first.
         assert_eq!(reasons(&env), pairs(&[("paused", 1)]));
 

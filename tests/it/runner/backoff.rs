@@ -89,7 +89,7 @@ both_backends! {
             assert!(show.contains("waiting:   1 claimed, waiting to retry"), "{show}");
             assert!(!show.contains("in flight"), "{show}");
             let json: Value = serde_json::from_str(&out(&env, &["show", batch, "k1", "--json"])).unwrap();
-            assert_eq!(json["waiting"][0]["reason"], "backoff", "{json}");
+            assert_eq!(json["waiting"]["reason"], "backoff", "{json}");
             assert!(json["claim"]["retry_at"].is_string(), "{json}");
             let items = out(&env, &["items", batch]);
             assert!(items.contains("ConnectionError: reset by peer"), "{items}");

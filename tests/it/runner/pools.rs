@@ -358,7 +358,7 @@ for line in sys.stdin:
         assert!(show.contains("waiting:   1 claimed, waiting for a place in pool p"), "{show}");
         assert!(!show.contains("in flight in run"), "{show}");
         let json: Value = serde_json::from_str(&env.run(&["show", "a", &claimed, "--json"]).code(0).stdout).unwrap();
-        assert_eq!(json["waiting"][0]["reason"], "pool-place", "{json}");
+        assert_eq!(json["waiting"]["reason"], "pool-place", "{json}");
         assert!(json["claim"]["pool_wait_since"].is_string(), "{json}");
         // Cancelled while it waits, it is said not started, and dropped.
         let cancel = env.run(&["cancel", "a", &claimed]).code(0).stdout.clone();

@@ -208,7 +208,7 @@ both_backends! {
         }
         let json = env.run(&["show", "b", "later", "--json"]).code(0).json();
         if before_t() {
-            assert_eq!((&json["waiting"][0]["reason"], &json["waiting"][0]["until"]), (&"not-due".into(), &t.as_str().into()));
+            assert_eq!((&json["waiting"]["reason"], &json["waiting"]["until"]), (&"not-due".into(), &t.as_str().into()));
         }
         let text = env.run(&["status"]).code(0).stdout.clone();
         if before_t() {
@@ -249,7 +249,7 @@ both_backends! {
         env.run(&["run", "b"]).code(0);
         if now_ms() < at {
             assert_eq!(keys(&env), ["k1"], "not run again before {t}");
-            assert_eq!(env.run(&["show", "b", "k1", "--json"]).code(0).json()["waiting"][0]["reason"], "not-due");
+            assert_eq!(env.run(&["show", "b", "k1", "--json"]).code(0).json()["waiting"]["reason"], "not-due");
         }
         common::wait_for("the not-before time", || now_ms() >= at);
         env.run(&["run", "b"]).code(0);
