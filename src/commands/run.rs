@@ -185,6 +185,33 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
     })
 }
 
+/// What would still stop a paused batch's run once unpaused: its
+/// retry-after hold, its pool's wait, a budget reached (each until when).
+fn still_stopped(plan: &runner::DryRun, now: crate::model::Millis) -> Vec<String> {
+    let mut stops = Vec::new();
+    if let Some(hold) = &plan.hold {
+        let from = hold
+            .source()
+            .map_or_else(String::new, |s| format!(" from {s}"));
+        stops.push(format!(
+            "until {} ({}) for the retry-after hold{from}",
+            utc_clock(hold.until, now),
+            relative(hold.until, now)
+        ));
+    }
+    if let Some(w) = &plan.pool_wait {
+        let until = w.next_slot.map_or_else(String::new, |t| {
+            format!("until {} ({}) ", utc_clock(t, now), relative(t, now))
+        });
+        stops.push(format!("{until}for pool {} ({})", w.pool, w.dimension));
+    }
+    let budgets = plan.estimate.iter().flat_map(|e| &e.budgets);
+    for b in budgets.filter(|b| b.state.reached) {
+        stops.push(b.state.describe(now));
+    }
+    stops
+}
+
 fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
     let plan = runner::dry_run(&ctx.db, opts)?;
     if json {
@@ -199,6 +226,13 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
             "{name}: paused ({}): a run would do nothing",
             sanitize::line(reason)
         ))?;
+        // Unpausing lifts only the pause: say what would still stop it.
+        for stop in still_stopped(&plan, now) {
+            out(
+                sanitize::line(&format!("  once unpaused it would still wait: {stop}"))
+                    .into_owned(),
+            )?;
+        }
         if !waits.is_empty() {
             out(format!("waiting: {waits}"))?;
         }

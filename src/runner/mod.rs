@@ -73,7 +73,7 @@ use tokio::sync::watch;
 pub use child::guard::{serve as serve_guard, start as start_guard, take_arg as guard_arg};
 pub use child::subreaper::adopt_orphans;
 pub use cycle::{Signal, StopReason};
-pub use dry_run::dry_run;
+pub use dry_run::{DryRun, dry_run};
 pub use hook::{Hook, HookFailure};
 pub use log::{EventLog, close_file_log, start_file_log};
 

@@ -111,6 +111,13 @@ both_backends! {
         env.run(&["run", "a"]);
         common::add_keys(&env, "b", &["k2"]);
         env.run(&["pause", "b", "--reason", "deploy"]).code(0);
+        // A dry run says the pause, and what would still stop the run once
+        // it is lifted (it said only the pause).
+        let dry = env.run(&["run", "b", "--dry-run"]).code(0).stdout.clone();
+        assert!(dry.contains("b: paused (deploy): a run would do nothing"), "{dry}");
+        let still = "  once unpaused it would still wait: ";
+        assert!(dry.contains(&format!("{still}until ")) && dry.contains(" for pool openai (hold)\n"), "{dry}");
+        assert!(dry.contains(&format!("{still}budget reached ($1.00 of $0.50 today), resets 00:00Z\n")), "{dry}");
 
         let all = vec![
             ("paused".to_string(), false, String::new()),
