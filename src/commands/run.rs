@@ -188,28 +188,37 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
 /// What would still stop a paused batch's run once unpaused: its
 /// retry-after hold, its pool's wait, a budget reached (each until when).
 fn still_stopped(plan: &runner::DryRun, now: crate::model::Millis) -> Vec<String> {
-    let mut stops = Vec::new();
-    if let Some(hold) = &plan.hold {
-        let from = hold
-            .source()
-            .map_or_else(String::new, |s| format!(" from {s}"));
-        stops.push(format!(
-            "until {} ({}) for the retry-after hold{from}",
-            utc_clock(hold.until, now),
-            relative(hold.until, now)
-        ));
-    }
-    if let Some(w) = &plan.pool_wait {
-        let until = w.next_slot.map_or_else(String::new, |t| {
-            format!("until {} ({}) ", utc_clock(t, now), relative(t, now))
-        });
-        stops.push(format!("{until}for pool {} ({})", w.pool, w.dimension));
-    }
+    let mut stops: Vec<String> = plan.hold.iter().map(|h| hold_wait(h, now)).collect();
+    stops.extend(plan.pool_wait.iter().map(|w| pool_wait(w, now)));
     let budgets = plan.estimate.iter().flat_map(|e| &e.budgets);
-    for b in budgets.filter(|b| b.state.reached) {
-        stops.push(b.state.describe(now));
-    }
+    stops.extend(
+        budgets
+            .filter(|b| b.state.reached)
+            .map(|b| b.state.describe(now)),
+    );
     stops
+}
+
+/// A retry-after hold as a run would wait for it: `until 13:46:23Z (in
+/// 42m57s) for the retry-after hold from KEY`.
+fn hold_wait(hold: &crate::model::Hold, now: crate::model::Millis) -> String {
+    let from = hold
+        .source()
+        .map_or_else(String::new, |s| format!(" from {s}"));
+    format!(
+        "until {} ({}) for the retry-after hold{from}",
+        utc_clock(hold.until, now),
+        relative(hold.until, now)
+    )
+}
+
+/// A pool's wait as a run would wait for it: `until 13:46:23Z (in
+/// 42m57s) for pool openai (hold)`, without the time when none is known.
+fn pool_wait(w: &crate::model::waiting::RateLimited, now: crate::model::Millis) -> String {
+    let until = w.next_slot.map_or_else(String::new, |t| {
+        format!("until {} ({}) ", utc_clock(t, now), relative(t, now))
+    });
+    format!("{until}for pool {} ({})", w.pool, w.dimension)
 }
 
 fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
@@ -250,7 +259,8 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
                 )
             } else {
                 format!(
-                    "{name}: would wait until {until} ({left}) for the retry-after hold{from}: no call starts before (`nightshift unpause {}` lifts it)",
+                    "{name}: would wait {}: no call starts before (`nightshift unpause {}` lifts it)",
+                    hold_wait(hold, now),
                     sanitize::shell_word(&plan.batch)
                 )
             },
@@ -261,12 +271,9 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         .as_ref()
         .filter(|_| !plan.items.is_empty() || plan.source.is_some())
     {
-        let until = w.next_slot.map_or_else(String::new, |t| {
-            format!(" until {} ({})", utc_clock(t, now), relative(t, now))
-        });
         out(sanitize::line(&format!(
-            "{name}: would wait{until} for pool {} ({}): no call starts before",
-            w.pool, w.dimension
+            "{name}: would wait {}: no call starts before",
+            pool_wait(w, now)
         )))?;
     }
     if let Some(holder) = &plan.lock_held_by {
