@@ -67,6 +67,43 @@ pub fn is_line_end(b: u8) -> bool {
     b == b'\n' || b == b'\r'
 }
 
+/// A worker's stderr cut into lines as a terminal shows them: a newline
+/// or a bare CR ends one (a marker after a progress bar's `\r` is read,
+/// and the error line is the bar's last state, not every state joined),
+/// each kept to [`MAX_LINE`] bytes (the rest of a longer one dropped), and
+/// the last words, which need not end in a newline, a line too.
+#[derive(Default)]
+pub(super) struct StderrLines {
+    line: Vec<u8>,
+}
+
+impl StderrLines {
+    /// Takes the next bytes read, calling `each` with every line they end.
+    pub(super) fn push(&mut self, bytes: &[u8], mut each: impl FnMut(&[u8])) {
+        for chunk in bytes.split_inclusive(|b| is_line_end(*b)) {
+            let complete = chunk.last().is_some_and(|b| is_line_end(*b));
+            let body = if complete {
+                &chunk[..chunk.len() - 1]
+            } else {
+                chunk
+            };
+            let room = MAX_LINE.saturating_sub(self.line.len());
+            self.line.extend_from_slice(&body[..body.len().min(room)]);
+            if complete {
+                each(&self.line);
+                self.line.clear();
+            }
+        }
+    }
+
+    /// The pipe ended: its unended last line, if any, to `each`.
+    pub(super) fn finish(self, each: impl FnOnce(&[u8])) {
+        if !self.line.is_empty() {
+            each(&self.line);
+        }
+    }
+}
+
 /// Reads one stderr line (without its newline).
 pub fn parse_stderr_line(text: &str) -> StderrLine<'_> {
     let text = text.trim_end_matches('\r');
@@ -164,7 +201,7 @@ pub(super) async fn read_stderr(
     mut give_up: watch::Receiver<bool>,
 ) -> StderrSummary {
     let mut summary = StderrSummary::default();
-    let mut line: Vec<u8> = Vec::new();
+    let mut lines = StderrLines::default();
     let mut tail = Tail::default();
     let mut buf = Vec::with_capacity(READ_CHUNK);
     let handle = |line: &[u8], summary: &mut StderrSummary| {
@@ -198,29 +235,11 @@ pub(super) async fn read_stderr(
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 tail.push(&buf[..n]);
-                // A bare CR ends a line as a terminal shows it: a marker
-                // after a progress bar's `\r` is read, and the error line
-                // is the bar's last state, not every state joined.
-                for chunk in buf[..n].split_inclusive(|b| is_line_end(*b)) {
-                    let complete = chunk.last().is_some_and(|b| is_line_end(*b));
-                    let body = if complete {
-                        &chunk[..chunk.len() - 1]
-                    } else {
-                        chunk
-                    };
-                    let room = MAX_LINE.saturating_sub(line.len());
-                    line.extend_from_slice(&body[..body.len().min(room)]);
-                    if complete {
-                        handle(&line, &mut summary);
-                        line.clear();
-                    }
-                }
+                lines.push(&buf[..n], |line| handle(line, &mut summary));
             }
         }
     }
-    if !line.is_empty() {
-        handle(&line, &mut summary);
-    }
+    lines.finish(|line| handle(line, &mut summary));
     summary.tail = tail.finish();
     summary
 }

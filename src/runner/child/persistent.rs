@@ -41,7 +41,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-use super::output::{Report, is_line_end};
+use super::output::{MARKER, Report, StderrLines};
 use super::skim::Skim;
 use super::{KillReason, kill_group};
 use crate::runner::classify::{self, Answer, Rules, bound_message};
@@ -52,6 +52,11 @@ use lines::{cut_answer, fill_line};
 /// worker is taken for dead though the pipe is still open (a child it
 /// started holds it): what it wrote before exiting is in the pipe already.
 const AFTER_EXIT: Duration = Duration::from_millis(500);
+
+/// How long a worker's stderr may stay open once its group is gone, for
+/// its last words to be read: only a process that left the group
+/// (`setsid`) can hold it past that.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// A running persistent worker.
 pub struct Persistent {
@@ -141,28 +146,26 @@ impl Persistent {
             let last = stderr_last.clone();
             let reports = reports.clone();
             tokio::spawn(async move {
+                // A marker line is noted (not read: see `Reports`), never
+                // taken for the worker's last words, as in process mode.
+                let on_line = |line: &[u8]| {
+                    let text = String::from_utf8_lossy(line);
+                    let text = text.trim();
+                    if text.starts_with(MARKER) {
+                        reports(bound_message(text));
+                    } else if !text.is_empty() {
+                        *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(bound_message(text));
+                    }
+                };
                 let mut buf = vec![0u8; 16 * 1024];
-                let mut pending = Vec::new();
+                let mut lines = StderrLines::default();
                 while let Ok(n) = err.read(&mut buf).await {
                     if n == 0 {
                         break;
                     }
-                    pending.extend_from_slice(&buf[..n]);
-                    while let Some(pos) = pending.iter().position(|b| is_line_end(*b)) {
-                        let line: Vec<u8> = pending.drain(..=pos).collect();
-                        let text = String::from_utf8_lossy(&line).trim().to_string();
-                        if !text.is_empty() {
-                            if text.starts_with("@nightshift ") {
-                                reports(bound_message(&text));
-                            }
-                            *last.lock().unwrap_or_else(|p| p.into_inner()) =
-                                Some(bound_message(&text));
-                        }
-                    }
-                    if pending.len() > 64 * 1024 {
-                        pending.clear();
-                    }
+                    lines.push(&buf[..n], on_line);
                 }
+                lines.finish(on_line);
             })
         });
         Ok(Persistent {
@@ -343,6 +346,7 @@ impl Persistent {
             mut child,
             stdin,
             pgid,
+            stderr_task,
             ..
         } = self;
         // Dropping closes the pipe (`shutdown()` on a pipe does not).
@@ -352,6 +356,11 @@ impl Persistent {
             let _ = child.kill().await;
         }
         kill_group(pgid);
+        // What it wrote on stderr as it exited is noted before the run ends
+        // and counts its notices (`Reports`).
+        if let Some(task) = stderr_task {
+            let _ = tokio::time::timeout(DRAIN_GRACE, task).await;
+        }
     }
 }
 

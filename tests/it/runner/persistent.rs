@@ -301,6 +301,31 @@ both_backends! {
         assert!(out.stderr.contains(&format!("nightshift: 記事: {count}\n")), "{}", out.stderr);
     }
 
+    /// A worker that dies with its last words written without a newline
+    /// (`sys.stderr.write(...)`, as a fatal error often is), after a
+    /// `@nightshift` line: its failure names those words, as process mode's
+    /// does, where it said only "the worker exited with status 3" (and a
+    /// marker line was taken for the last words).
+    fn a_dying_worker_s_last_words_need_no_newline(env) {
+        require!(Tool::Python3);
+        env.write(
+            "pw.py",
+            "import sys\nsys.stdin.readline()\n\
+             sys.stderr.write(\"@nightshift cost=0.5\\n致命的: 認証に失敗しました\")\n\
+             sys.stderr.flush()\nsys.exit(3)\n",
+        );
+        env.config("[batch.\"記事\"]\nworker = [\"python3\", \"pw.py\"]\nmode = \"persistent\"\nmax_attempts = 1\n");
+        add_keys(&env, "記事", &["要約1"]);
+        env.run(&["run", "記事"]).code(1);
+        let failed = failures(&env, "記事");
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert_eq!(failed[0].1, "WorkerExited", "{failed:?}");
+        assert!(
+            failed[0].2.ends_with("the worker exited with status 3: 致命的: 認証に失敗しました"),
+            "{failed:?}"
+        );
+    }
+
     /// Three slots whose workers print a stray stdout line before every
     /// answer: the run says it once, at once, on stderr and in the log, and
     /// at its end how many there were in the whole run. It was said once

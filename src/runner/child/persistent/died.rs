@@ -4,16 +4,13 @@
 use std::time::Duration;
 
 use super::super::kill_group;
-use super::Persistent;
+use super::{DRAIN_GRACE, Persistent};
 use crate::runner::classify::Answer;
 
 /// How long a worker that broke mid-item (closed its stdout, stopped
 /// reading) is given to exit on its own before its group is killed: its
 /// exit status and last words name the failure.
 const EXIT_GRACE: Duration = Duration::from_secs(5);
-/// How long its stderr may stay open once its group is gone: only a
-/// process that left the group (`setsid`) can hold it past that.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// How a worker broke the pipes between us.
 pub(super) enum Broke {
