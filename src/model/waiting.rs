@@ -254,9 +254,13 @@ fn stops(h: &Holding, now: Millis) -> Vec<(WaitReason, Option<Millis>)> {
 /// waits for it too, so "the runner that holds the lock" would hide what
 /// everything waits for, and until when.
 fn blocked(h: &Holding, now: Millis) -> Option<(WaitReason, Option<Millis>)> {
-    if let Some(first) = stops(h, now).into_iter().next() {
-        Some(first)
-    } else if h.lock_held {
+    stops(h, now).into_iter().next().or_else(|| unstopped(h))
+}
+
+/// What [`blocked`] says when none of the [`stops`] applies: a runner
+/// holding every seat, or what would start one.
+fn unstopped(h: &Holding) -> Option<(WaitReason, Option<Millis>)> {
+    if h.lock_held {
         Some((WaitReason::LockHeld, None))
     } else {
         match h.idle {
@@ -346,7 +350,7 @@ pub fn item_reasons(h: &Holding, item: Waits, now: Millis) -> Vec<(WaitReason, O
         _ => {
             let stops = stops(h, now);
             if stops.is_empty() {
-                vec![blocked(h, now).unwrap_or((WaitReason::Pending, None))]
+                vec![unstopped(h).unwrap_or((WaitReason::Pending, None))]
             } else {
                 stops
             }
