@@ -17,6 +17,7 @@ const SEAT_UPSERT: &str =
 const SEAT_DELETE: &str = "DELETE FROM locks WHERE batch_id = ?1 AND token = ?2";
 const SEAT_RENEW: &str = "UPDATE locks SET expires_at = ?3 WHERE batch_id = ?1 AND token = ?2";
 const SEAT_SET_RUN: &str = "UPDATE locks SET run_id = ?3 WHERE batch_id = ?1 AND token = ?2";
+const SEAT_DELETE_OF_RUN: &str = "DELETE FROM locks WHERE run_id = ?1";
 
 pub(crate) trait SeatsRead: Sql {
     /// Every seat of a batch (named `name` in them), oldest first,
@@ -77,6 +78,12 @@ pub(crate) trait SeatsWrite: Sql {
     /// Frees the seat; whether there was one.
     fn seat_delete(&mut self, batch: i64, token: &str) -> Result<bool> {
         Ok(self.exec(SEAT_DELETE, &[Arg::Int(batch), Arg::Text(token)])? == 1)
+    }
+
+    /// Frees the seat `run` holds, if any (its run has ended).
+    fn seat_delete_of_run(&mut self, run: i64) -> Result<()> {
+        self.exec(SEAT_DELETE_OF_RUN, &[Arg::Int(run)])?;
+        Ok(())
     }
 
     /// Extends the seat; whether there was one.

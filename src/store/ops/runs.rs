@@ -29,9 +29,16 @@ impl Store {
     }
 
     /// Ends a run with its state, why it stopped early, its summary line
-    /// and resume figure.
+    /// and resume figure, and frees its seat of the lock in the same
+    /// transaction: an ended run holds none. (Freed after, a runner killed
+    /// in between left a finished run's seat behind, and every view called
+    /// the batch's runner crashed.) The seat first, as a takeover takes
+    /// them (seat, then run), so the two never wait on each other.
     pub fn finish_run(&mut self, run_id: i64, end: &RunEnd<'_>, now: Millis) -> Result<()> {
-        self.write_tx(|tx| tx.run_finish(run_id, end, now))
+        self.write_tx(|tx| {
+            tx.seat_delete_of_run(run_id)?;
+            tx.run_finish(run_id, end, now)
+        })
     }
 
     /// Adds to a live run's retried count (shown while it runs).

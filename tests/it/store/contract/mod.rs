@@ -377,6 +377,20 @@ both_stores! {
         assert_eq!(s.claim("b", run, 1, T0 + MIN, T0).unwrap(), None);
     }
 
+    /// A run's end frees its seat in the same write: freed after, a runner
+    /// killed between the two left the seat of a finished run behind, and
+    /// `status` called the batch's runner crashed. Another's seat stays.
+    fn a_finished_run_holds_no_seat(db, s) {
+        s.acquire_lock("b", "tok1", &holder(1), None, T0 + MIN, T0, &[], 3).unwrap();
+        let mine = s.start_run("b", Trigger::Manual, None, &holder(1), T0, Some("tok1")).unwrap();
+        s.acquire_lock("b", "tok2", &holder(2), None, T0 + MIN, T0, &[], 3).unwrap();
+        let other = s.start_run("b", Trigger::Manual, None, &holder(2), T0, Some("tok2")).unwrap();
+        s.finish_run(mine, &RunEnd::new(RunState::Failed, "b: 0 done, 1 failed"), T0 + 1).unwrap();
+        let seats: Vec<_> = s.locks("b").unwrap().into_iter().map(|l| (l.token, l.run_id)).collect();
+        assert_eq!(seats, [("tok2".to_string(), Some(other))]);
+        assert!(!s.release_lock("b", "tok1").unwrap(), "nothing left to release");
+    }
+
     fn a_take_over_finds_the_open_runs_that_hold_no_seat(db, s) {
         // Seated: the seat taken, then the run recorded with it, as `run` does.
         s.acquire_lock("b", "tok1", &holder(1), None, T0 + MIN, T0, &[], 3).unwrap();
