@@ -597,3 +597,82 @@ touch {dir}/started-$NIGHTSHIFT_KEY
         );
     }
 }
+
+/// A runner whose host's clock is stepped back mid-run (NTP correcting it,
+/// a VM resumed, `date -s`) keeps its lock: another host must not find it
+/// "silent" and take its items over while it works. PostgreSQL only: there
+/// each host's times are moved onto the database's clock by an offset it
+/// measured on connecting, which a later step of the host's clock made
+/// wrong (the runner renewed its seat five minutes in the past). A SQLite
+/// store has no clock of its own: its runners share one host's clock,
+/// stepped for all of them alike.
+#[test]
+fn a_clock_stepped_back_under_a_live_runner_keeps_its_lock_on_postgres() {
+    require!(common::require::Tool::Faketime);
+    let Some(env) = Env::for_backend(common::Backend::Pg) else {
+        return;
+    };
+    env.config("[batch.b]\nlock_ttl = \"10s\"\nconcurrency = 1\n");
+    env.add_items("b", 2);
+    let go = env.path("go");
+    let w = env.waiting_worker(
+        &format!("while [ ! -e {} ]; do sleep 0.05; done", go.display()),
+        &marker(&env),
+    );
+    // libfaketime reads the offset from this file at every clock call.
+    let step = env.write("clock-step", "+0\n");
+    let lib = common::require::faketime_lib().unwrap();
+    let mut a = env.spawn_with(
+        "a",
+        &["run", "b", "--", &w],
+        &[
+            ("NIGHTSHIFT_HOST", "host-a"),
+            ("LD_PRELOAD", lib),
+            ("FAKETIME_TIMESTAMP_FILE", &p(&step)),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    wait_for("k1 started", || env.started("k1"));
+    std::fs::write(&step, "-300\n").unwrap();
+    // Two renewals after the step: the second was surely made on the
+    // stepped clock.
+    let expiry = || env.int("SELECT max(expires_at) FROM locks");
+    for _ in 0..2 {
+        let before = expiry();
+        wait_for("a renewal of the seat", || expiry() != before);
+    }
+
+    let b = env
+        .cmd()
+        .env("NIGHTSHIFT_HOST", "host-b")
+        .args(["status", "b", "--json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&b.stdout).unwrap();
+    let batch = &status["batches"][0];
+    assert_eq!(batch["lock"]["state"], "live", "{batch:#}");
+    assert_eq!(batch["last_run"]["state"], "running", "{batch:#}");
+
+    let b = env
+        .cmd()
+        .env("NIGHTSHIFT_HOST", "host-b")
+        .args(["run", "b", "--", &w])
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", stdout(&b));
+    assert!(stdout(&b).contains("lock-held"), "{}", stdout(&b));
+    assert!(stdout(&b).contains("host-a"), "{}", stdout(&b));
+
+    std::fs::write(&go, "").unwrap();
+    let code = a.wait().unwrap();
+    let (out, err) = env.output_of("a");
+    assert!(code.success(), "{out}{err}");
+    assert!(out.contains("2 done"), "{out}");
+    assert_eq!(env.run_states(), ["ok", "lock-held"]);
+    assert!(
+        env.events("b", "lock-takeover").is_empty(),
+        "{:?}",
+        env.events("b", "lock-takeover")
+    );
+}
