@@ -74,6 +74,8 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
     let tick = every.min(PAUSE_CHECK);
     let db_path = cycle.writer.call(|s| Ok(s.path().to_path_buf())).await.ok();
     let mut renewed_at = tokio::time::Instant::now();
+    // The seat was just taken: the guard times it from now.
+    super::child::guard::renewed(cycle.run_id, ttl);
     loop {
         tokio::time::sleep(tick).await;
         let batch = cycle.batch.clone();
@@ -115,6 +117,7 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
                     cycle.lock_lost().await;
                     return;
                 }
+                super::child::guard::renewed(cycle.run_id, ttl);
                 // In-flight items whose lease is no longer ours: stop their workers.
                 {
                     let mut inflight = cycle.inflight.lock().unwrap_or_else(|p| p.into_inner());

@@ -39,6 +39,25 @@ pub fn now_ms() -> Millis {
     }
 }
 
+/// Milliseconds on a clock nobody sets: since boot, suspended time
+/// included (Linux `CLOCK_BOOTTIME`; elsewhere since this process first
+/// asked). Beside [`now_ms`] it tells a step of the system clock (NTP
+/// correcting it, `date -s`) from time passing.
+pub fn steady_ms() -> Millis {
+    #[cfg(target_os = "linux")]
+    if let Ok(t) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME) {
+        return t.tv_sec() * 1000 + t.tv_nsec() / 1_000_000;
+    }
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    Millis::try_from(
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_millis(),
+    )
+    .unwrap_or(Millis::MAX)
+}
+
 /// The current time as a date.
 pub fn now() -> DateTime<Utc> {
     to_datetime(now_ms())

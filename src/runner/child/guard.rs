@@ -18,6 +18,14 @@
 //! sent to everything of ours still leaves it to stop the workers once its
 //! runner is gone. Only a SIGKILL of the guard as well leaves them running
 //! (the next run on this host stops them then). Linux only.
+//!
+//! A runner stopped (SIGSTOP, a debugger) is not gone, but it renews
+//! nothing: once its seat lapses, a runner on another host, which cannot
+//! see it, takes its items over. So the runner also tells the guard each
+//! renewal of its seat ([`renewed`]); while the runner is stopped, the
+//! guard stops the workers of each run whose seat is about to lapse, so
+//! that no item runs twice at once. Resumed, the runner finds its lock
+//! taken and records nothing of them (or, not taken, retries the items).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -145,6 +153,12 @@ pub fn run_ended(run_id: i64) {
     );
 }
 
+/// Tells the guard that `run_id` renewed its seat for `ttl`: should its
+/// runner be stopped until the seat lapses, the guard stops its workers.
+pub fn renewed(run_id: i64, ttl: std::time::Duration) {
+    tell(|_| {}, &format!("r {run_id} {}\n", ttl.as_millis()));
+}
+
 /// Notes a change, and writes `line` to the guard. A guard gone (killed)
 /// is started again and told every group it must know.
 fn tell(change: impl FnOnce(&mut Watched), line: &str) {
@@ -177,38 +191,106 @@ pub fn take_arg(args: &[std::ffi::OsString]) -> Option<String> {
     None
 }
 
+/// What a guard knows: the worker groups of each run, and when each run
+/// last renewed its seat (and for how long).
+#[derive(Default)]
+struct Known {
+    groups: HashMap<(i64, u32), (u32, u64)>,
+    seats: HashMap<i64, (std::time::Instant, std::time::Duration)>,
+}
+
+impl Known {
+    /// Takes one line its runner wrote.
+    fn read(&mut self, line: &str) {
+        let mut f = line.split(' ');
+        match (f.next(), f.next().and_then(|r| r.parse::<i64>().ok())) {
+            (Some("w"), Some(run)) => {
+                let n: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+                if let [slot, pid, start] = n[..] {
+                    self.groups.insert((run, slot as u32), (pid as u32, start));
+                }
+            }
+            (Some("r"), Some(run)) => {
+                if let Some(ms) = f.next().and_then(|x| x.parse().ok()) {
+                    let ttl = std::time::Duration::from_millis(ms);
+                    self.seats.insert(run, (std::time::Instant::now(), ttl));
+                }
+            }
+            (Some("e"), Some(run)) => {
+                self.groups.retain(|(r, _), _| *r != run);
+                self.seats.remove(&run);
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes out the groups of the runs whose seat is about to lapse: a
+    /// fifth of the TTL early, since the renewal was read after the
+    /// runner timed it, and a takeover elsewhere may start its worker
+    /// the moment it lapses.
+    fn lapsing(&mut self) -> Vec<crate::model::WorkerGroup> {
+        let runs: Vec<i64> = self
+            .seats
+            .iter()
+            .filter(|(_, (at, ttl))| at.elapsed() >= *ttl - *ttl / 5)
+            .map(|(run, _)| *run)
+            .collect();
+        let mut lapsing = Vec::new();
+        for run in runs {
+            self.seats.remove(&run);
+            self.groups.retain(|&(r, slot), &mut (pid, start)| {
+                if r == run {
+                    lapsing.extend(super::groups::of(run, slot, pid, Some(start)));
+                }
+                r != run
+            });
+        }
+        lapsing
+    }
+}
+
 /// The guard itself: reads what its runner tells it until the pipe
-/// closes, then stops what the runner left running. Returns the exit code.
+/// closes, then stops what the runner left running. Meanwhile, while its
+/// runner is stopped, stops the workers of each run whose seat lapses.
+/// Returns the exit code.
 #[cfg(target_os = "linux")]
 pub fn serve(runner: &str) -> i32 {
     use std::io::BufRead;
+    use std::sync::Arc;
     // Caught by a handler that does nothing: ignored, without `unsafe`.
-    let unused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let unused = Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [
         nix::libc::SIGINT,
         nix::libc::SIGTERM,
         nix::libc::SIGHUP,
         nix::libc::SIGQUIT,
     ] {
-        let _ = signal_hook::flag::register(sig, std::sync::Arc::clone(&unused));
+        let _ = signal_hook::flag::register(sig, Arc::clone(&unused));
     }
-    let mut groups: HashMap<(i64, u32), (u32, u64)> = HashMap::new();
+    let known = Arc::new(Mutex::new(Known::default()));
+    let watched = Arc::clone(&known);
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let stopped = crate::util::identity::proc_stat(parent)
+                .is_some_and(|s| matches!(s.state, 'T' | 't'));
+            if !stopped {
+                continue;
+            }
+            let lapsing = watched.lock().unwrap_or_else(|p| p.into_inner()).lapsing();
+            super::groups::stop(&lapsing);
+        }
+    });
     let stdin = std::io::stdin().lock();
     for line in stdin.split(b'\n') {
         let Ok(line) = line else { break };
-        let line = String::from_utf8_lossy(&line);
-        let mut f = line.split(' ');
-        match (f.next(), f.next().and_then(|r| r.parse::<i64>().ok())) {
-            (Some("w"), Some(run)) => {
-                let n: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
-                if let [slot, pid, start] = n[..] {
-                    groups.insert((run, slot as u32), (pid as u32, start));
-                }
-            }
-            (Some("e"), Some(run)) => groups.retain(|(r, _), _| *r != run),
-            _ => {}
-        }
+        known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .read(&String::from_utf8_lossy(&line));
     }
+    let groups = std::mem::take(&mut known.lock().unwrap_or_else(|p| p.into_inner()).groups);
     let recorded: Vec<crate::model::WorkerGroup> = groups
         .into_iter()
         .filter_map(|((run, slot), (pid, start))| super::groups::of(run, slot, pid, Some(start)))

@@ -12,6 +12,7 @@ use postgres::{Client, NoTls, Row, Statement};
 
 use crate::store::api::Access;
 use crate::store::{Result, StoreError};
+use crate::util::time;
 
 /// Statement parameters, as the `postgres` crate takes them.
 pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -31,8 +32,8 @@ pub(crate) struct Conn {
     /// stays right. Cleared on every rollback (it may hold an id whose
     /// insert was rolled back).
     pub(crate) batch_ids: HashMap<String, i64>,
-    /// Database clock minus the caller's clock, in ms (whole seconds).
-    pub(crate) off: i64,
+    /// Database clock minus the caller's clock ([`Offset::ms`]).
+    off: Offset,
     /// The store this session must be on: a session opened again after
     /// the server dropped it is checked against it (see `reconnect`).
     pub(crate) expect: Option<super::schema::DbId>,
@@ -376,14 +377,19 @@ impl Conn {
         Ok(row.get(0))
     }
 
+    /// Database clock minus the caller's clock now, in ms (whole seconds).
+    pub(crate) fn off(&self) -> i64 {
+        self.off.ms()
+    }
+
     /// A time from the caller's clock onto the database's.
     pub(crate) fn tin(&self, t: i64) -> i64 {
-        t.saturating_add(self.off)
+        t.saturating_add(self.off())
     }
 
     /// A stored time back onto the caller's clock.
     pub(crate) fn tout(&self, t: i64) -> i64 {
-        t.saturating_sub(self.off)
+        t.saturating_sub(self.off())
     }
 
     pub(crate) fn tout_opt(&self, t: Option<i64>) -> Option<i64> {
@@ -407,24 +413,65 @@ fn copy_failed(e: std::io::Error) -> StoreError {
     }
 }
 
+/// The database clock minus the caller's, measured once on connecting and
+/// kept right for as long as the session lives: a step of this host's
+/// clock afterwards (NTP correcting it, a VM resumed, `date -s`) would
+/// otherwise move every time it writes by the step (a live runner renewing
+/// its seat minutes in the past, taken over by another host). Steps are
+/// told from time passing by the steady clock ([`time::steady_ms`]).
+#[derive(Debug, Clone, Copy)]
+struct Offset {
+    /// As measured, in ms (not rounded).
+    measured: i64,
+    /// The caller's clock, and the steady clock, when it was measured.
+    wall: i64,
+    steady: i64,
+}
+
+impl Offset {
+    /// Now, in whole seconds: hosts within half a second of the database
+    /// store exactly the times they pass, and a step under a second (the
+    /// two clocks read a moment apart) moves nothing.
+    fn ms(&self) -> i64 {
+        let stepped = (time::now_ms() - self.wall) - (time::steady_ms() - self.steady);
+        let stepped = if stepped.abs() < 1000 { 0 } else { stepped };
+        whole_seconds(self.measured - stepped)
+    }
+}
+
+fn whole_seconds(ms: i64) -> i64 {
+    (ms as f64 / 1000.0).round() as i64 * 1000
+}
+
 /// The database clock minus ours (plus `skew_ms`, a simulated skew), from
-/// the fastest of three round trips, rounded to whole seconds: hosts within
-/// half a second of the database then store exactly the times they pass.
-fn measure_offset(client: &mut Client, skew_ms: i64) -> Result<i64> {
+/// the fastest of three round trips.
+fn measure_offset(client: &mut Client, skew_ms: i64) -> Result<Offset> {
     let st = client.prepare("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8")?;
-    let mut best: Option<(u128, i64)> = None;
+    let mut best: Option<(u128, Offset)> = None;
     for _ in 0..3 {
         let before = std::time::Instant::now();
-        let local0 = crate::util::time::now_ms();
+        let (wall0, steady0) = (time::now_ms(), time::steady_ms());
         let db: i64 = client.query_one(&st, &[])?.get(0);
         let rtt = before.elapsed().as_micros();
-        let local = local0 + (rtt / 2000) as i64 + skew_ms;
+        let half = (rtt / 2000) as i64;
+        let local = wall0 + half + skew_ms;
         if best.is_none_or(|(r, _)| rtt < r) {
-            best = Some((rtt, db - local));
+            let off = Offset {
+                measured: db - local,
+                wall: wall0 + half,
+                steady: steady0 + half,
+            };
+            best = Some((rtt, off));
         }
     }
-    let raw = best.map_or(0, |(_, off)| off);
-    Ok((raw as f64 / 1000.0).round() as i64 * 1000)
+    Ok(best.map_or(
+        Offset {
+            measured: 0,
+            wall: time::now_ms(),
+            steady: time::steady_ms(),
+        },
+        |(_, off)| off,
+    ))
 }
 
 /// Text as the store keeps it (`dialect::sql::kept`).

@@ -434,9 +434,10 @@ impl PgStore {
         self.read(schema::check_counts)
     }
 
-    /// The database clock minus this host's, as measured on connecting.
+    /// The database clock minus this host's now (measured on connecting,
+    /// kept right through steps of this host's clock).
     pub fn clock_offset(&self) -> i64 {
-        self.conn().off
+        self.conn().off()
     }
 
     /// Which store this is, for [`super::identity`]: its URL and the id

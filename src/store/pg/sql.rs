@@ -113,7 +113,7 @@ impl Sql for PgTx<'_> {
     fn rows(&mut self, sql: &str, args: &[Arg<'_>], each: Each<'_>) -> Result<()> {
         let bound = self.bind(args);
         let refs: Vec<_> = bound.iter().map(Bound::sql).collect();
-        let off = self.c.off;
+        let off = self.c.off();
         for r in &self.c.q_neutral(sql, &refs)? {
             each(&PgRow { r, off })?;
         }
@@ -130,7 +130,7 @@ impl PgTx<'_> {
         params: Params<'_>,
         f: impl Fn(&dyn Row) -> Result<T>,
     ) -> Result<Vec<T>> {
-        let off = self.c.off;
+        let off = self.c.off();
         self.c
             .q(sql, params)?
             .iter()
