@@ -43,6 +43,21 @@ impl Columns {
                 .unwrap_or(12),
         }
     }
+
+    /// Wide enough for `e`'s batch too (up to [`BATCH_CELLS`]): a batch
+    /// made while the log is followed is shown whole, not cut to the
+    /// width of the names there were when it began.
+    #[must_use]
+    pub fn fitting(self, e: &Event) -> Columns {
+        let name = e
+            .batch
+            .as_deref()
+            .map_or(0, |b| text::width(&sanitize::line(b)));
+        Columns {
+            batch: self.batch.max(name.min(BATCH_CELLS)),
+            ..self
+        }
+    }
 }
 
 /// One event on one line: time, batch, kind, the item (its key, and its
@@ -130,12 +145,14 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
         Some(batch) => Columns::of([batch.as_str()]),
         None => Columns::of(store.batch_names()?.iter().map(String::as_str)),
     };
+    let cols = std::cell::Cell::new(cols);
     let print = |events: &[Event]| -> anyhow::Result<()> {
         for e in events {
             if args.json {
                 out_json(e)?;
             } else {
-                out(format_event(e, cols))?;
+                cols.set(cols.get().fitting(e));
+                out(format_event(e, cols.get()))?;
             }
         }
         Ok(())

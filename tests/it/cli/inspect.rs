@@ -809,10 +809,23 @@ fn log_follow_prints_an_event_appended_while_it_runs() {
             Err(_) => break None,
         }
     };
-    child.kill().unwrap();
-    child.wait().unwrap();
     let line = found.unwrap_or_else(|| panic!("the pause never showed up; saw {seen:?}"));
     assert!(line.contains(" paused "), "{line}");
+    // A batch made while followed, its name wider than the column was
+    // when the log began: shown whole, not cut to that width.
+    env.add_items("ブログ記事の投稿", 1);
+    let added = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(" added ") => break Some(line),
+            Ok(line) => seen.push(line),
+            Err(_) => break None,
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let added = added.unwrap_or_else(|| panic!("the add never showed up; saw {seen:?}"));
+    assert!(added.contains(" ブログ記事の投稿 "), "{added}");
 }
 
 #[test]
