@@ -287,7 +287,10 @@ fn headless(ctx: &Ctx, demo: &demo::Demo) -> anyhow::Result<Exit> {
         limit: 50,
         ..EventFilter::default()
     })? {
-        out(format!("  {}", super::log::format_event(&e)))?;
+        out(format!(
+            "  {}",
+            super::log::format_event(&e, super::log::Columns::of(["articles"]))
+        ))?;
     }
     if let Ok(item) = store.item("articles", &key) {
         out(format!(

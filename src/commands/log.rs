@@ -11,16 +11,66 @@ use crate::util::{sanitize, text};
 
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
 
+/// The widest a batch name is shown in the log, in cells (as in
+/// `status --short`): a longer one is cut with `…`.
+const BATCH_CELLS: usize = 32;
+
+/// The log's columns: the batch's as wide as the widest name it may show
+/// (at least 8 cells, at most [`BATCH_CELLS`]), the kind's as wide as the
+/// longest kind, so that on every line the kind and the message start at
+/// the same cell (a wider name or kind pushed the rest of its line right).
+#[derive(Debug, Clone, Copy)]
+pub struct Columns {
+    batch: usize,
+    kind: usize,
+}
+
+impl Columns {
+    /// For a log of the batches `names` (those of the store, or the one
+    /// asked for); an event of a batch made later is cut to fit.
+    pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Columns {
+        let widest = names
+            .into_iter()
+            .map(|n| text::width(&sanitize::line(n)))
+            .max()
+            .unwrap_or(0);
+        Columns {
+            batch: widest.clamp(8, BATCH_CELLS),
+            kind: crate::model::EventKind::ALL
+                .iter()
+                .map(|k| k.as_str().len())
+                .max()
+                .unwrap_or(12),
+        }
+    }
+
+    /// Wide enough for `e`'s batch too (up to [`BATCH_CELLS`]): a batch
+    /// made while the log is followed is shown whole, not cut to the
+    /// width of the names there were when it began.
+    #[must_use]
+    pub fn fitting(self, e: &Event) -> Columns {
+        let name = e
+            .batch
+            .as_deref()
+            .map_or(0, |b| text::width(&sanitize::line(b)));
+        Columns {
+            batch: self.batch.max(name.min(BATCH_CELLS)),
+            ..self
+        }
+    }
+}
+
 /// One event on one line: time, batch, kind, the item (its key, and its
 /// label beside it when the label says more), message, who, run. Every
 /// part made inert; columns padded by display width.
-pub fn format_event(e: &Event) -> String {
+pub fn format_event(e: &Event, cols: Columns) -> String {
     let s = |t: &str| sanitize::line(t).into_owned();
+    let batch = s(e.batch.as_deref().unwrap_or("-"));
     let mut line = format!(
         "{} {} {}",
         rfc3339(e.at),
-        text::pad(&s(e.batch.as_deref().unwrap_or("-")), 8),
-        text::pad(&s(&e.kind), 12)
+        text::pad(&text::cut(&batch, cols.batch), cols.batch),
+        text::pad(&s(&e.kind), cols.kind)
     );
     if let Some(key) = &e.key {
         line.push_str(&format!(" {}", s(key)));
@@ -91,12 +141,18 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> anyhow::Result<Exit> {
         Some(batch) => ctx.empty_if_unseen(batch, events),
         None => events,
     };
+    let cols = match &filter.batch {
+        Some(batch) => Columns::of([batch.as_str()]),
+        None => Columns::of(store.batch_names()?.iter().map(String::as_str)),
+    };
+    let cols = std::cell::Cell::new(cols);
     let print = |events: &[Event]| -> anyhow::Result<()> {
         for e in events {
             if args.json {
                 out_json(e)?;
             } else {
-                out(format_event(e))?;
+                cols.set(cols.get().fitting(e));
+                out(format_event(e, cols.get()))?;
             }
         }
         Ok(())

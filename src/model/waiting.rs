@@ -433,12 +433,17 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
 }
 
 /// Whether items waiting for `reason`, a wait with an end, have no run to
-/// take them at that end: no runner is live and no schedule fires.
+/// take them at that end: no runner is live and no schedule fires, and a
+/// run started now would take them (its words say "`nightshift run`
+/// starts one"). Not while the batch is paused or the emergency stop is
+/// on: such a run steps down, and the pause is said as its own reason.
 fn no_runner(h: &Holding, reason: WaitReason) -> bool {
     matches!(
         reason,
         WaitReason::RateLimit | WaitReason::Hold | WaitReason::Budget | WaitReason::NotDue
     ) && !h.lock_held
+        && !h.paused
+        && !h.emergency_stop
         && h.idle == Some(Idle::NoRunner)
 }
 

@@ -193,7 +193,7 @@ both_backends! {
 
         env.run(&["skip", "b", "b1", "--reason", "done by hand"]).code(0);
         let log = env.run(&["log", "b", "--kind", "skipped"]).code(0).stdout.clone();
-        assert!(log.contains(" skipped      b1 (ブログ:技術記事:記事01) "), "{log}");
+        assert!(log.contains(" skipped          b1 (ブログ:技術記事:記事01) "), "{log}");
         let events = env.run(&["log", "b", "--kind", "skipped", "--json"]).code(0).json_lines();
         assert_eq!(events[0]["label"], "ブログ:技術記事:記事01");
     }

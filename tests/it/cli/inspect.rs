@@ -809,10 +809,23 @@ fn log_follow_prints_an_event_appended_while_it_runs() {
             Err(_) => break None,
         }
     };
-    child.kill().unwrap();
-    child.wait().unwrap();
     let line = found.unwrap_or_else(|| panic!("the pause never showed up; saw {seen:?}"));
     assert!(line.contains(" paused "), "{line}");
+    // A batch made while followed, its name wider than the column was
+    // when the log began: shown whole, not cut to that width.
+    env.add_items("ブログ記事の投稿", 1);
+    let added = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(" added ") => break Some(line),
+            Ok(line) => seen.push(line),
+            Err(_) => break None,
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let added = added.unwrap_or_else(|| panic!("the add never showed up; saw {seen:?}"));
+    assert!(added.contains(" ブログ記事の投稿 "), "{added}");
 }
 
 #[test]
@@ -924,4 +937,57 @@ fn a_summed_cost_is_shown_as_money_in_show_and_the_run_summary() {
     let show = env.run(&["show", "b", "k1"]);
     show.code(0);
     assert!(show.stdout.contains("cost:      $0.30\n"), "{show:?}");
+}
+
+both_backends! {
+    /// `log` of several batches: the kind and the message start at the
+    /// same cell on every line, whatever each batch's name (`記事` or
+    /// `ブログ記事の投稿`, wider than the column's eight cells) and each
+    /// kind (`keys-forgotten`, wider than its twelve); a name past 32
+    /// cells is cut with `…`, never mid-character. The longer ones pushed
+    /// the rest of their line right.
+    fn log_columns_line_up_whatever_the_batch_and_kind(env) {
+        use nightshift::util::text::width;
+        let long = "とても長いバッチの名前で三十二セルを超えるもの";
+        env.config("[batch.\"記事\"]\nworker = [\"cat\"]\n");
+        // The prune (its events with no batch, and `keys-forgotten`)
+        // first: it deletes the events before it.
+        env.add_items("記事", 1);
+        env.run(&["run", "記事"]).code(0);
+        env.run(&["prune", "--older-than", "0s", "--forget-keys"]).code(0);
+        for batch in ["a", "記事", "ブログ記事の投稿", long] {
+            env.add_items(batch, 1);
+        }
+        env.run(&["pause", "ブログ記事の投稿"]).code(0);
+        env.run(&["run", "記事"]).code(0);
+        let json = env.run(&["log", "-n", "0", "--json"]).code(0).stdout.clone();
+        let events: Vec<serde_json::Value> =
+            json.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert!(events.iter().any(|e| e["kind"] == "keys-forgotten"), "{json}");
+        let text = env.run(&["log", "-n", "0"]).code(0).stdout.clone();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), events.len(), "{text}");
+        let mut starts = std::collections::BTreeSet::new();
+        for (line, e) in lines.iter().zip(&events) {
+            let batch = e["batch"].as_str().unwrap_or("-");
+            let kind = e["kind"].as_str().unwrap();
+            // Time, batch (cut past 32 cells), kind, then the rest.
+            let rest = &line[21..];
+            let shown = if width(batch) > 32 {
+                let cut = nightshift::util::text::cut(batch, 32).into_owned();
+                assert!(cut.ends_with('…') && width(&cut) <= 32, "{line}");
+                cut
+            } else {
+                batch.to_string()
+            };
+            assert!(rest.starts_with(&shown), "{line}");
+            let after = rest[shown.len()..].trim_start();
+            assert!(after.starts_with(kind), "{line}");
+            let kind_at = width(&line[..line.len() - after.len()]);
+            let body = after[kind.len()..].trim_start();
+            let body_at = width(&line[..line.len() - body.len()]);
+            starts.insert((kind_at, body_at));
+        }
+        assert_eq!(starts.len(), 1, "every line's kind and message start at one cell each: {starts:?}\n{text}");
+    }
 }

@@ -242,6 +242,50 @@ both_backends! {
         assert_eq!(item_reason(&env, "n3"), "hold");
     }
 
+    /// A paused batch (or one the emergency stop stops) with items
+    /// waiting for a time (the retry tier, a retry-after hold): `status`,
+    /// `show` and `status --json` said "and no runner is live (`nightshift
+    /// run` starts one)" beside each, though such a run steps down and
+    /// runs nothing. Unpaused, they say it again.
+    fn a_paused_batch_never_says_a_run_would_start(env) {
+        let worker = env.script("w.sh", WORKER);
+        env.config(&format!(
+            "[batch.b]\nworker = [\"{}\"]\nretries = 0\nbackoff = \"10m\"\nbackoff_max = \"10m\"\n",
+            worker.display()
+        ));
+        common::add_keys(&env, "b", &["k1", "k3"]);
+        env.run(&["run", "b"]).code(1);
+        common::add_keys(&env, "b", &["n3"]);
+        env.exec(&format!(
+            "UPDATE batches SET hold_until = {} WHERE name = 'b'",
+            now_ms() + 3_600_000
+        ));
+        let hint = "`nightshift run` starts one";
+        let said = |env: &Env| {
+            [
+                env.run(&["status"]).code(0).stdout.clone(),
+                env.run(&["status", "b", "--json"]).code(0).stdout.clone(),
+                env.run(&["show", "b", "k1"]).code(0).stdout.clone(),
+                env.run(&["show", "b", "n3"]).code(0).stdout.clone(),
+            ]
+        };
+        // Unpaused, a run would take them once their time comes.
+        for text in said(&env) {
+            assert!(text.contains(hint) || text.contains("\"no_runner\":true"), "{text}");
+        }
+        env.run(&["pause", "b", "--reason", "deploy"]).code(0);
+        assert_eq!(reasons(&env), pairs(&[("not-due", 1), ("paused", 1)]));
+        for text in said(&env) {
+            assert!(!text.contains(hint), "a paused batch's run steps down: {text}");
+            assert!(!text.contains("\"no_runner\":true"), "{text}");
+        }
+        let shown = env.run(&["show", "b", "n3"]).code(0).stdout.clone();
+        assert!(shown.contains("\nwaiting:   1 waits: the batch is paused\n"), "{shown}");
+        assert!(shown.contains(" (retry-after)\n"), "the hold is still said: {shown}");
+        let text = env.run(&["run", "b", "--dry-run"]).code(0).stdout.clone();
+        assert!(!text.contains(hint), "{text}");
+    }
+
     /// With a live daemon firing the schedule, what could run waits for
     /// its next fire, at the time `status` gives as the next fire, said to
     /// the second when it has seconds (it named the minute after); with the
@@ -279,4 +323,27 @@ fn the_emergency_stop_is_the_reason_before_a_pause() {
     env.write("PAUSED", "");
     assert_eq!(reasons(&env), pairs(&[("emergency-stop", 2)]));
     assert_eq!(item_reason(&env, "k1"), "emergency-stop");
+}
+
+/// Under the emergency stop alone (the batch not paused), a retry-after
+/// hold is not said with "`nightshift run` starts one": every run steps
+/// down while `PAUSED` exists.
+#[test]
+fn the_emergency_stop_never_says_a_run_would_start() {
+    let env = Env::new();
+    env.config("[batch.b]\nworker = [\"true\"]\n");
+    env.add_items("b", 2);
+    env.exec(&format!(
+        "UPDATE batches SET hold_until = {} WHERE name = 'b'",
+        now_ms() + 3_600_000
+    ));
+    let shown = env.run(&["show", "b", "k1"]).code(0).stdout.clone();
+    assert!(shown.contains("`nightshift run` starts one"), "{shown}");
+    env.write("PAUSED", "");
+    for text in [
+        env.run(&["status"]).code(0).stdout.clone(),
+        env.run(&["show", "b", "k1"]).code(0).stdout.clone(),
+    ] {
+        assert!(!text.contains("`nightshift run` starts one"), "{text}");
+    }
 }
