@@ -330,7 +330,7 @@ pub struct AddArgs {
     /// Claim the new items no earlier than this: an RFC 3339 time
     /// (2026-12-02T07:00:00+09:00) or a duration from now (30m, 2h, 1d).
     /// Until then they wait, `not-due`; the first run after it takes them.
-    #[arg(long, value_parser = parse_when_arg, value_name = "TIME")]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_when_arg, value_name = "TIME")]
     pub not_before: Option<crate::util::time::When>,
     /// Say how many items would be added and how many are present
     /// already; add nothing.
@@ -347,10 +347,10 @@ pub struct RunArgs {
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Workers at once [default: the config's concurrency, else 4].
-    #[arg(long, short = 'j', value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, short = 'j', value_name = "N")]
     pub concurrency: Option<usize>,
     /// Process at most this many items.
-    #[arg(long, value_name = "N", value_parser = parse_limit_arg)]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", value_parser = parse_limit_arg)]
     pub limit: Option<usize>,
     /// Run only this item (pending or failed).
     #[arg(long)]
@@ -360,7 +360,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Stop claiming after this long (e.g. 1h).
-    #[arg(long, value_parser = parse_positive_duration_arg, value_name = "DUR")]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_positive_duration_arg, value_name = "DUR")]
     pub max_duration: Option<Duration>,
     /// If another runner holds the batch, wait for it instead of stepping down.
     #[arg(long)]
@@ -400,7 +400,7 @@ pub struct ScheduleArgs {
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// How many fire times to show.
-    #[arg(long, short = 'n', default_value_t = 5, value_name = "N",
+    #[arg(allow_negative_numbers = true, long, short = 'n', default_value_t = 5, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub next: u16,
     /// Print the fire times as JSON.
@@ -518,7 +518,7 @@ pub struct ItemsArgs {
     #[arg(long, conflicts_with_all = ["status", "tier", "outcome", "class"])]
     pub stale: bool,
     /// At most this many items.
-    #[arg(long, value_name = "N", value_parser = parse_limit_arg)]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", value_parser = parse_limit_arg)]
     pub limit: Option<usize>,
     /// One JSON object per item, one per line (times in UTC, RFC 3339).
     #[arg(long)]
@@ -577,7 +577,7 @@ pub struct RequeueArgs {
     /// Claim them no earlier than this: an RFC 3339 time
     /// (2026-12-02T07:00:00+09:00) or a duration from now (30m, 2h, 1d).
     /// Until then they wait, `not-due`; the first run after it takes them.
-    #[arg(long, value_parser = parse_when_arg, value_name = "TIME")]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_when_arg, value_name = "TIME")]
     pub not_before: Option<crate::util::time::When>,
     /// Print what moved (or would move) as JSON.
     #[arg(long)]
@@ -672,7 +672,7 @@ pub struct DlqArgs {
     pub batch: String,
     /// With --jsonl: only dead letters newer than this (e.g. 24h, 7d).
     /// Otherwise: count the last DUR against the DUR before [default: 24h].
-    #[arg(long, value_parser = parse_positive_duration_arg, value_name = "DUR")]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_positive_duration_arg, value_name = "DUR")]
     pub since: Option<Duration>,
     /// Only this error class.
     #[arg(long, value_name = "ERROR_CLASS")]
@@ -709,14 +709,20 @@ pub struct LogArgs {
     #[arg(long)]
     pub key: Option<String>,
     /// How many of the newest events to print first (0: every one).
-    #[arg(long, short = 'n', default_value_t = 50, value_name = "N")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        short = 'n',
+        default_value_t = 50,
+        value_name = "N"
+    )]
     pub limit: usize,
 }
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Remove what is older than this (e.g. 30d).
-    #[arg(long, value_parser = parse_duration_arg, value_name = "DUR", required = true)]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_duration_arg, value_name = "DUR", required = true)]
     pub older_than: Duration,
     /// Also delete failed items and dead letters older than that.
     #[arg(long)]
@@ -741,7 +747,7 @@ pub struct WatchArgs {
     #[arg(long)]
     pub read_only: bool,
     /// How often to read the store.
-    #[arg(long, value_parser = parse_duration_arg, default_value = "1s", value_name = "DUR")]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_duration_arg, default_value = "1s", value_name = "DUR")]
     pub interval: Duration,
     /// Open on this batch.
     #[arg(long, value_name = "NAME", value_parser = crate::batch_name::parse_arg)]

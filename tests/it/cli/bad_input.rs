@@ -295,6 +295,40 @@ fn a_bad_duration_names_the_value_and_the_flag() {
     }
 }
 
+/// A negative number or duration given to a flag is its bad value, named
+/// with the flag: it was taken for an unknown flag ("unexpected argument
+/// '-1' found; tip: use -- -1"), which names neither.
+#[test]
+fn a_negative_value_is_named_with_its_flag() {
+    let env = store();
+    for (args, flag) in [
+        (vec!["items", "b", "--limit", "-1"], "--limit"),
+        (vec!["log", "-n", "-1"], "--limit"),
+        (vec!["dlq", "b", "--since", "-1h"], "--since"),
+        (vec!["prune", "--older-than", "-5m"], "--older-than"),
+        (
+            vec!["run", "b", "-j", "-2", "--", "/bin/true"],
+            "--concurrency",
+        ),
+        (
+            vec!["run", "b", "--max-duration", "-1m", "--", "/bin/true"],
+            "--max-duration",
+        ),
+    ] {
+        let value = args
+            .iter()
+            .find(|a| a.starts_with('-') && a[1..].starts_with(|c: char| c.is_ascii_digit()))
+            .unwrap();
+        let ran = refused(&env, &args, 2, &["invalid value", flag]);
+        let first = ran.stderr.lines().next().unwrap();
+        assert!(
+            first.contains(&format!("'{value}'")),
+            "names the value: {first}"
+        );
+        assert!(!ran.stderr.contains("unexpected argument"), "{ran:?}");
+    }
+}
+
 /// A limit of none would do nothing and say so as if nothing were there
 /// ("no items match", "would run 0 items"): it is refused instead.
 #[test]
