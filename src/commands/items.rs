@@ -53,10 +53,15 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         error_class: args.class.clone(),
         search: args.search.clone(),
         stale: stale.clone(),
-        limit: args.limit,
+        // One more than asked: whether the list is cut, said under it.
+        limit: args.limit.map(|n| n.saturating_add(1)),
         ..ItemFilter::default()
     };
-    let items = ctx.empty_if_unseen(&args.batch, store.items(&args.batch, &filter))?;
+    let mut items = ctx.empty_if_unseen(&args.batch, store.items(&args.batch, &filter))?;
+    let cut = args.limit.filter(|n| items.len() > *n);
+    if let Some(n) = cut {
+        items.truncate(n);
+    }
     let now = now_ms();
     let waits = Reasons::read(ctx, &store, &args.batch, now)?;
     if args.json {
@@ -130,6 +135,11 @@ pub fn list(ctx: &Ctx, args: &ItemsArgs) -> anyhow::Result<Exit> {
         out("no items match")?;
     } else {
         out(table.render())?;
+    }
+    if let Some(n) = cut {
+        out(format!(
+            "… more items match: the first {n} shown (--limit {n}; raise it or leave it out for all)"
+        ))?;
     }
     Ok(Exit::Ok)
 }

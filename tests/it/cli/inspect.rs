@@ -190,6 +190,25 @@ fn items_lists_and_filters() {
     assert_eq!(keys(&["--class", "BadInput"]), ["k1", "k2"]);
     assert_eq!(keys(&["--search", "title missing"]), ["k1", "k2"]);
     assert_eq!(keys(&["--limit", "2"]), ["k1", "k2"]);
+    // A list cut by --limit says so under it; one that is all is not.
+    let cut = env
+        .run(&["items", "b", "--limit", "2"])
+        .code(0)
+        .stdout
+        .clone();
+    assert!(
+        cut.ends_with(
+            "… more items match: the first 2 shown (--limit 2; raise it or leave it out for all)\n"
+        ),
+        "{cut}"
+    );
+    let whole = env
+        .run(&["items", "b", "--limit", "8"])
+        .code(0)
+        .stdout
+        .clone();
+    assert!(!whole.contains("more items match"), "{whole}");
+    assert_eq!(whole.lines().count(), 1 + 8, "{whole}");
 
     let item = &env
         .run(&["items", "b", "--json", "--tier", "retry"])
