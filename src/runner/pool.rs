@@ -55,8 +55,6 @@ pub struct Pool {
     /// Its limits, as the config file says them now (`follow`): a call
     /// waiting for its place asks again when they change.
     spec: tokio::sync::watch::Sender<PoolSpec>,
-    /// The config file and what it was when its limits were read.
-    file: Option<(std::path::PathBuf, std::sync::Mutex<Option<Seen>>)>,
     estimate: Option<u64>,
     field: Option<String>,
     /// The items whose estimates the run ignored (an item counts once,
@@ -76,14 +74,6 @@ pub struct Pool {
     /// settlement rides first in the group of that ask, so the store has
     /// the place back when it answers).
     back: tokio::sync::watch::Sender<u64>,
-}
-
-/// A config file's size and modification time, as last read.
-type Seen = (u64, std::time::SystemTime);
-
-fn seen(path: &std::path::Path) -> Option<Seen> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.len(), meta.modified().ok()?))
 }
 
 /// Resolves when the pool's limits change (never without a pool).
@@ -296,11 +286,10 @@ pub fn hold_stays(pool: &str, hold: &PoolHold, now: Millis) -> String {
 }
 
 impl Pool {
-    pub fn of(cfg: &BatchConfig, runner: &str, file: Option<&std::path::Path>) -> Option<Pool> {
+    pub fn of(cfg: &BatchConfig, runner: &str) -> Option<Pool> {
         let pool = cfg.pool.as_ref()?;
         Some(Pool {
             spec: tokio::sync::watch::Sender::new(spec(pool)),
-            file: file.map(|f| (f.to_path_buf(), std::sync::Mutex::new(seen(f)))),
             estimate: cfg.token_estimate,
             field: cfg.estimate_field.clone(),
             ignored: std::sync::Mutex::default(),
@@ -333,24 +322,13 @@ impl Pool {
         self.spec.subscribe()
     }
 
-    /// Reads the pool's limits again when the config file changed: a
-    /// limit raised (or lowered) while the run lives applies to the calls
-    /// waiting now, as every view reads it from the file, not at the next
-    /// run. A file that no longer loads, or no longer has the pool, keeps
+    /// Takes the pool's limits as the config file says them now
+    /// (`runner::follow`): a limit raised (or lowered) while the run lives
+    /// applies to the calls waiting now, as every view reads it from the
+    /// file, not at the next run. A file that no longer has the pool keeps
     /// the limits known. What changed, if anything.
-    pub(super) fn follow(&self) -> Option<PoolSpec> {
-        let (path, last) = self.file.as_ref()?;
-        let now = seen(path);
-        {
-            let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
-            if now.is_none() || *last == now {
-                return None;
-            }
-            *last = now;
-        }
-        let name = self.name();
-        let config = Config::load(path).ok()?;
-        let fresh = spec(config.limits.get(&name)?);
+    pub(super) fn follow(&self, config: &Config) -> Option<PoolSpec> {
+        let fresh = spec(config.limits.get(&self.name())?);
         self.spec
             .send_if_modified(|s| {
                 let changed = *s != fresh;
