@@ -28,6 +28,7 @@ mod error;
 pub mod example;
 pub mod fields;
 pub mod limits;
+pub mod stamp;
 mod suggest;
 #[cfg(test)]
 mod tests;

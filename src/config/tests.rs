@@ -737,7 +737,7 @@ fn limit_pools_parse_and_batches_get_theirs() {
     use crate::config::limits::{Measure, PoolLimit, PoolRate};
     use std::time::Duration;
     let text = "[limit.openai]\nrequests = [\"3000/min\", \"10000/day\"]\ntokens = \"250000/min\"\n\
-                input_tokens = \"5/s\"\noutput_tokens = \"7/h\"\nconcurrency = 16\n\n\
+                input_tokens = \"5000/s\"\noutput_tokens = \"7000/h\"\nconcurrency = 16\n\n\
                 [batch.a]\nworker = [\"w\"]\nlimit = \"openai\"\ntoken_estimate = 1200\nestimate_field = \"max_tokens\"\n";
     let config = parse(text).unwrap();
     let pool = config.limits.get("openai").unwrap();
@@ -762,11 +762,11 @@ fn limit_pools_parse_and_batches_get_theirs() {
             },
             PoolLimit {
                 measure: Measure::InputTokens,
-                rate: rate(5, 1)
+                rate: rate(5000, 1)
             },
             PoolLimit {
                 measure: Measure::OutputTokens,
-                rate: rate(7, 3600)
+                rate: rate(7000, 3600)
             },
         ]
     );
@@ -830,6 +830,19 @@ fn bad_limit_pools_are_refused_naming_the_field() {
         (
             "[limit.p]\nrequests = \"1/s\"\n[batch.a]\nlimit = \"p\"\ntoken_estimate = -1",
             "batch.a.token_estimate: must be between 0 and 100000000, found -1",
+        ),
+        // A call reserving more than a token rate's whole window: it
+        // waited for an empty bucket each time, in silence, and a provider
+        // refuses such a call. Named at its own line.
+        (
+            "[limit.p]\ntokens = \"1000/min\"\n[batch.\"記事\"]\nlimit = \"p\"\ntoken_estimate = 5000",
+            "nightshift.toml:5: batch.\"記事\".token_estimate: 5000 tokens a call is more than \
+             pool \"p\" allows in a whole window (1000 tokens/min): no call could ever fit",
+        ),
+        (
+            "[limit.p]\ninput_tokens = \"100/h\"\n[batch.a]\ntoken_estimate = 101\nlimit = \"p\"",
+            "nightshift.toml:4: batch.a.token_estimate: 101 tokens a call is more than pool \"p\" \
+             allows in a whole window (100 input_tokens/h)",
         ),
     ] {
         let err = error(text);

@@ -22,9 +22,17 @@ pub(super) struct Walker<'a> {
     pub(super) file: &'a Path,
     pub(super) text: &'a str,
     pub(super) problems: Vec<(usize, ConfigError)>,
-    /// Each batch's `limit`, checked against the pools once all are read:
-    /// the batch, its table's name and the value's place.
-    pub(super) limit_refs: Vec<(String, String, Range<usize>)>,
+    /// Each batch's `limit`, checked against the pools once all are read.
+    pub(super) limit_refs: Vec<LimitRef>,
+}
+
+/// A batch's `limit`: the batch, its table's name, the value's place, and
+/// its `token_estimate`'s (checked against the pool's token rates).
+pub(super) struct LimitRef {
+    batch: String,
+    table_name: String,
+    span: Range<usize>,
+    estimate: Option<Range<usize>>,
 }
 
 impl Walker<'_> {
@@ -135,13 +143,41 @@ impl Walker<'_> {
 
     /// Gives each batch the pool its `limit` names.
     fn resolve_limits(&mut self, config: &mut Config) {
-        for (batch, table_name, span) in std::mem::take(&mut self.limit_refs) {
+        for r in std::mem::take(&mut self.limit_refs) {
+            let LimitRef {
+                batch,
+                table_name,
+                span,
+                estimate,
+            } = r;
             let Some(b) = config.batches.get_mut(&batch) else {
                 continue;
             };
             let name = b.limit.clone().unwrap_or_default();
             match config.limits.get(&name) {
-                Some(pool) => b.pool = Some(pool.clone()),
+                Some(pool) => {
+                    b.pool = Some(pool.clone());
+                    // A call reserving more than a token rate's whole
+                    // window fits only in an empty bucket, and a provider
+                    // refuses it: said here, not found out overnight.
+                    if let (Some(tokens), Some(span)) = (b.token_estimate, estimate)
+                        && let Some(l) = pool.limits.iter().find(|l| {
+                            l.measure != super::limits::Measure::Requests && tokens > l.rate.count
+                        })
+                    {
+                        self.invalid(
+                            span,
+                            &format!("{table_name}.token_estimate"),
+                            format!(
+                                "{tokens} tokens a call is more than pool {name:?} allows in a whole \
+                                 window ({} {}): no call could ever fit; lower token_estimate or \
+                                 raise the pool's limit",
+                                l.rate.count,
+                                l.dimension()
+                            ),
+                        );
+                    }
+                }
                 None => {
                     let known: Vec<String> =
                         config.limits.keys().map(|k| format!("{k:?}")).collect();
@@ -266,8 +302,12 @@ impl Walker<'_> {
                 .collect(),
         );
         if let Some(span) = spans.get("limit") {
-            self.limit_refs
-                .push((name.to_string(), table_name.clone(), span.clone()));
+            self.limit_refs.push(LimitRef {
+                batch: name.to_string(),
+                table_name: table_name.clone(),
+                span: span.clone(),
+                estimate: spans.get("token_estimate").cloned(),
+            });
         }
         // Checks that involve two fields, pointed at the one to change: a
         // key set where it does nothing (a refused value, its own or the

@@ -55,7 +55,7 @@ event_kinds! {
     WorkerRestarted => "worker-restarted",
     /// A persistent worker's answer could not be matched to its request: the worker was restarted.
     ProtocolError => "protocol-error",
-    /// A persistent worker printed lines on stdout that are not answers (ignored, counted).
+    /// A worker printed lines the runner does not read (stdout lines of a persistent worker that are not answers, or @nightshift lines it cannot use), ignored and counted.
     StrayOutput => "stray-output",
     /// Every call of the batch held back by a `retry_after_s` answer (rate limit).
     Hold => "hold",

@@ -37,9 +37,16 @@ use crate::util::time::{now_ms, rfc3339, utc_clock};
 struct Tracked {
     scope: SpendScope,
     name: String,
-    budget: Budget,
+    /// As the config file says it now (`follow`); `None`: taken out of it.
+    budget: Mutex<Option<Budget>>,
     /// The window's start and its spend (millionths).
     known: Mutex<(Millis, i64)>,
+}
+
+impl Tracked {
+    fn budget(&self) -> Option<Budget> {
+        *self.budget.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// The budgets a batch is under: its own and its pool's.
@@ -227,7 +234,7 @@ impl Budgets {
                     scope,
                     name,
                     known: Mutex::new((budget.window(now).start, s.micros)),
-                    budget,
+                    budget: Mutex::new(Some(budget)),
                 })
                 .collect(),
             announced: Mutex::new(vec![None; n]),
@@ -235,20 +242,38 @@ impl Budgets {
         })
     }
 
-    /// The ledger rows to read for the windows of `now`.
+    /// The ledger rows to read for the windows of `now`, one per budget
+    /// the config still sets.
     pub fn keys(&self, now: Millis) -> Vec<SpendKey> {
         self.tracked
             .iter()
-            .map(|t| key(t.scope, &t.name, &t.budget, now))
+            .filter_map(|t| Some(key(t.scope, &t.name, &t.budget()?, now)))
             .collect()
+    }
+
+    /// Takes the budgets as the config file says them now
+    /// (`runner::follow`): raised, the calls held for the reset go on;
+    /// lowered under the spend, no call starts. A budget taken out of the
+    /// file holds nothing; one put in it the run did not start with waits
+    /// for the next run.
+    pub fn follow(&self, cfg: &BatchConfig) {
+        let fresh = of_config(cfg);
+        for t in &self.tracked {
+            let now = fresh
+                .iter()
+                .find(|(scope, name, _)| *scope == t.scope && *name == t.name)
+                .map(|(_, _, b)| *b);
+            *t.budget.lock().unwrap_or_else(|p| p.into_inner()) = now;
+        }
     }
 
     /// Takes in the store's sums (read for [`Budgets::keys`] at `now`):
     /// the larger of it and what the run knows, so neither this run's
     /// adds not yet committed nor another runner's are lost.
     pub fn sync(&self, spent: &[Spent], now: Millis) {
-        for (t, s) in self.tracked.iter().zip(spent) {
-            let start = t.budget.window(now).start;
+        let set = self.tracked.iter().filter_map(|t| Some((t, t.budget()?)));
+        for ((t, budget), s) in set.zip(spent) {
+            let start = budget.window(now).start;
             let mut known = t.known.lock().unwrap_or_else(|p| p.into_inner());
             *known = if known.0 == start {
                 (start, known.1.max(s.micros))
@@ -262,35 +287,37 @@ impl Budgets {
     fn add(&self, micros: i64, now: Millis) -> Vec<SpendAdd> {
         self.tracked
             .iter()
-            .map(|t| {
-                let start = t.budget.window(now).start;
+            .filter_map(|t| Some((t, t.budget()?)))
+            .map(|(t, budget)| {
+                let start = budget.window(now).start;
                 let mut known = t.known.lock().unwrap_or_else(|p| p.into_inner());
                 if known.0 != start {
                     *known = (start, 0);
                 }
                 known.1 = known.1.saturating_add(micros);
                 SpendAdd {
-                    key: key(t.scope, &t.name, &t.budget, now),
+                    key: key(t.scope, &t.name, &budget, now),
                     micros,
                 }
             })
             .collect()
     }
 
-    /// Each budget as the run knows it at `now`.
+    /// Each budget the config sets as the run knows it at `now`.
     fn states(&self, now: Millis) -> Vec<(usize, BudgetState)> {
         self.tracked
             .iter()
             .enumerate()
-            .map(|(i, t)| {
-                let start = t.budget.window(now).start;
+            .filter_map(|(i, t)| Some((i, t, t.budget()?)))
+            .map(|(i, t, budget)| {
+                let start = budget.window(now).start;
                 let known = *t.known.lock().unwrap_or_else(|p| p.into_inner());
                 let micros = if known.0 == start { known.1 } else { 0 };
                 let spent = Spent {
                     micros,
                     attempts: 0,
                 };
-                (i, state(t.scope, t.name.clone(), &t.budget, spent, now))
+                (i, state(t.scope, t.name.clone(), &budget, spent, now))
             })
             .collect()
     }
@@ -316,25 +343,32 @@ impl Cycle {
         self.budget_check().await;
     }
 
-    /// Holds every call until the window ends when a budget is reached,
-    /// recording a `budget` event the first time in its window (and
-    /// saying so on stderr: the run waits, it does not end).
+    /// Holds every call until the window ends when a budget is reached
+    /// (and no longer once none is: a budget raised in the config file),
+    /// recording a `budget` event the first time it is reached in its
+    /// window (and saying so on stderr: the run waits, it does not end).
     pub(super) async fn budget_check(&self) {
         let Some(budgets) = &self.budgets else {
             return;
         };
         let now = now_ms();
-        for (i, s) in budgets.states(now).into_iter().filter(|(_, s)| s.reached) {
-            self.gate.hold_for_budget(s.window_end);
-            let first = {
-                let mut announced = budgets.announced.lock().unwrap_or_else(|p| p.into_inner());
-                let first = announced[i] != Some(s.window_end);
-                announced[i] = Some(s.window_end);
-                first
-            };
-            if !first {
-                continue;
-            }
+        // Decided under one lock: a check that read the spend before
+        // another call's cost cannot lift the hold that one set.
+        let news: Vec<BudgetState> = {
+            let mut announced = budgets.announced.lock().unwrap_or_else(|p| p.into_inner());
+            let states = budgets.states(now);
+            let all: Vec<BudgetState> = states.iter().map(|(_, s)| s.clone()).collect();
+            self.gate.hold_for_budget(held_until(&all));
+            states
+                .into_iter()
+                .filter_map(|(i, s)| {
+                    let first = s.reached && announced[i] != Some(s.window_end);
+                    announced[i] = s.reached.then_some(s.window_end);
+                    first.then_some(s)
+                })
+                .collect()
+        };
+        for s in news {
             let message = format!(
                 "{}: no call starts until {} (calls in flight finish)",
                 s.describe(now),

@@ -787,6 +787,7 @@ mod tests {
             reported_cost: Cost::Absent,
             reported_usage: Usage::Absent,
             op_ids: Vec::new(),
+            unread: Default::default(),
         }
     }
 

@@ -253,6 +253,8 @@ pub(super) struct Cycle {
     pub(super) settling: super::pool::Settling,
     /// The batch's and its pool's budgets (`budget`).
     pub(super) budgets: Option<super::budget::Budgets>,
+    /// The config file the run follows (`follow`).
+    pub(super) config_file: Option<super::follow::ConfigFile>,
     pub(super) claims_left: Option<AtomicUsize>,
     pub(super) lease_ttl: Duration,
     /// `NIGHTSHIFT_RUNNER` for our workers (see `orphans`).

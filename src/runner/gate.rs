@@ -72,14 +72,16 @@ impl Gate {
         h.until.max(h.budget).filter(|t| *t > now)
     }
 
-    /// Holds every call until `until`, the end of a reached budget's
-    /// window (never shortens it).
-    pub fn hold_for_budget(&self, until: Millis) {
+    /// Holds every call until `until`, the end of the latest reached
+    /// budget's window, or no longer (`None`: none is reached, a budget
+    /// raised in the config file among the reasons). The budgets' ledger
+    /// decides it (`Cycle::budget_check`).
+    pub fn hold_for_budget(&self, until: Option<Millis>) {
         self.held.send_if_modified(|h| {
-            if h.budget.is_some_and(|t| t >= until) {
+            if h.budget == until {
                 return false;
             }
-            h.budget = Some(until);
+            h.budget = until;
             true
         });
     }

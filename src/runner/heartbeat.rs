@@ -79,14 +79,9 @@ pub async fn run(cycle: Arc<Cycle>, token: String, ttl: Duration) {
     loop {
         tokio::time::sleep(tick).await;
         let batch = cycle.batch.clone();
-        // Its pool's limits as the config file says them now (a look at the
-        // file's size and time; read when they change).
-        if let Some(fresh) = cycle.pool.as_ref().and_then(|p| p.follow()) {
-            tracing::info!(
-                "pool {}: limits read again from the config file",
-                fresh.name
-            );
-        }
+        // Its pool's limits and budgets as the config file says them now
+        // (a look at the file; read when it changed).
+        cycle.follow_config().await;
         if cycle.writer.is_sealed() {
             cycle.store_lost().await;
             return;

@@ -201,9 +201,12 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
         pool: super::pool::Pool::of(
             cfg,
             &orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
-            opts.config_file.as_deref(),
         )
         .map(std::sync::Arc::new),
+        config_file: opts
+            .config_file
+            .as_deref()
+            .map(super::follow::ConfigFile::new),
         settling: super::pool::Settling::default(),
         budgets,
         claims_left: opts.limit.map(AtomicUsize::new),

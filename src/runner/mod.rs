@@ -43,6 +43,7 @@ pub mod cost;
 mod cycle;
 mod dry_run;
 pub mod estimate;
+mod follow;
 mod gate;
 pub mod halt;
 mod heartbeat;

@@ -3,17 +3,19 @@
 //! its end how many there were with the first of them (one line, one
 //! event), however many slots, workers and attempts it happened in. The
 //! run's notices: an item's `estimate_field` the run ignored (`pool`), a
-//! `@nightshift` line on a persistent worker's stderr and a stray line on
-//! its stdout (`unread`).
+//! `@nightshift` line on a persistent worker's stderr, a stray line on
+//! its stdout and a process-mode `@nightshift` line the runner cannot read
+//! (`unread`).
 
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
+use super::child::output::Unread;
 use super::child::persistent::Reports;
 use super::cycle::Cycle;
 use super::pool::IgnoredEstimate;
-use super::unread::{StderrReport, StrayLine};
+use super::unread::{StderrReport, StrayLine, UnreadMarker};
 use crate::config::BatchConfig;
 use crate::model::EventKind;
 
@@ -102,6 +104,8 @@ pub(super) struct Notices {
     pub stderr: Arc<Notice<StderrReport>>,
     /// Stray stdout lines of persistent workers (`unread`).
     pub strays: Notice<StrayLine>,
+    /// Process-mode `@nightshift` lines the runner cannot read (`unread`).
+    pub markers: Notice<UnreadMarker>,
 }
 
 impl Notices {
@@ -110,6 +114,7 @@ impl Notices {
             estimates: Notice::new(IgnoredEstimate::of(cfg)),
             stderr: Arc::new(Notice::new(StderrReport)),
             strays: Notice::new(StrayLine),
+            markers: Notice::new(UnreadMarker),
         }
     }
 
@@ -128,6 +133,7 @@ impl Cycle {
         self.tally(&self.notices.estimates).await;
         self.tally(&*self.notices.stderr).await;
         self.tally(&self.notices.strays).await;
+        self.tally(&self.notices.markers).await;
     }
 
     /// Counts one occurrence of `notice` and says it if it is the run's
@@ -135,6 +141,18 @@ impl Cycle {
     pub(super) async fn notice<W: Wording>(&self, notice: &Notice<W>, example: W::Example) {
         notice.note(example);
         self.tell(notice).await;
+    }
+
+    /// Counts an attempt's `@nightshift` lines the runner could not read,
+    /// and says the run's first.
+    pub(super) async fn unread_markers(&self, key: &str, unread: &Unread) {
+        let Some(first) = &unread.first else {
+            return;
+        };
+        for _ in 0..unread.count {
+            self.notices.markers.note((key.to_string(), first.clone()));
+        }
+        self.tell(&self.notices.markers).await;
     }
 
     /// Says the run's first occurrence of `notice`, once a run.

@@ -25,8 +25,10 @@
 //! Bookkeeping stays cheap: a slot with several calls ready (persistent
 //! mode) asks for all their places in one transaction, the one that
 //! claimed them when the claim was chained to a commit
-//! (`Pool::admit_claimed`); a slot waiting for a place this runner gives
-//! back asks again at once (`places_back`); settlements go to
+//! (`Pool::admit_claimed`); a slot waiting for a place, or for tokens,
+//! that this runner gives back asks again at once (`places_back`: a call
+//! that used fewer tokens than it reserved returns the rest to the
+//! bucket, and the slot its wait was given counted them); settlements go to
 //! the writer without waiting, every one the writer has not reached yet in
 //! one write that rides in its next group commit, with no transaction of
 //! its own (`Settling`, `Writer::defer`); a call that
@@ -55,8 +57,6 @@ pub struct Pool {
     /// Its limits, as the config file says them now (`follow`): a call
     /// waiting for its place asks again when they change.
     spec: tokio::sync::watch::Sender<PoolSpec>,
-    /// The config file and what it was when its limits were read.
-    file: Option<(std::path::PathBuf, std::sync::Mutex<Option<Seen>>)>,
     estimate: Option<u64>,
     field: Option<String>,
     /// The items whose estimates the run ignored (an item counts once,
@@ -71,19 +71,12 @@ pub struct Pool {
     deferred: std::sync::Mutex<std::collections::HashSet<(i64, i64)>>,
     /// The last wait the pool gave (for the waiting reason and its event).
     waiting: std::sync::Mutex<Option<PoolWait>>,
-    /// Counts the places in flight this runner gave back: a slot waiting
-    /// for one asks again at once rather than at its next poll (the
-    /// settlement rides first in the group of that ask, so the store has
-    /// the place back when it answers).
+    /// Counts the settlements of this runner that gave room back (a place
+    /// in flight, or tokens reserved and not used): a slot waiting for one
+    /// asks again at once rather than at its next poll or the slot the
+    /// reservations named (the settlement rides first in the group of
+    /// that ask, so the store has the room back when it answers).
     back: tokio::sync::watch::Sender<u64>,
-}
-
-/// A config file's size and modification time, as last read.
-type Seen = (u64, std::time::SystemTime);
-
-fn seen(path: &std::path::Path) -> Option<Seen> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.len(), meta.modified().ok()?))
 }
 
 /// Resolves when the pool's limits change (never without a pool).
@@ -296,11 +289,10 @@ pub fn hold_stays(pool: &str, hold: &PoolHold, now: Millis) -> String {
 }
 
 impl Pool {
-    pub fn of(cfg: &BatchConfig, runner: &str, file: Option<&std::path::Path>) -> Option<Pool> {
+    pub fn of(cfg: &BatchConfig, runner: &str) -> Option<Pool> {
         let pool = cfg.pool.as_ref()?;
         Some(Pool {
             spec: tokio::sync::watch::Sender::new(spec(pool)),
-            file: file.map(|f| (f.to_path_buf(), std::sync::Mutex::new(seen(f)))),
             estimate: cfg.token_estimate,
             field: cfg.estimate_field.clone(),
             ignored: std::sync::Mutex::default(),
@@ -333,24 +325,13 @@ impl Pool {
         self.spec.subscribe()
     }
 
-    /// Reads the pool's limits again when the config file changed: a
-    /// limit raised (or lowered) while the run lives applies to the calls
-    /// waiting now, as every view reads it from the file, not at the next
-    /// run. A file that no longer loads, or no longer has the pool, keeps
+    /// Takes the pool's limits as the config file says them now
+    /// (`runner::follow`): a limit raised (or lowered) while the run lives
+    /// applies to the calls waiting now, as every view reads it from the
+    /// file, not at the next run. A file that no longer has the pool keeps
     /// the limits known. What changed, if anything.
-    pub(super) fn follow(&self) -> Option<PoolSpec> {
-        let (path, last) = self.file.as_ref()?;
-        let now = seen(path);
-        {
-            let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
-            if now.is_none() || *last == now {
-                return None;
-            }
-            *last = now;
-        }
-        let name = self.name();
-        let config = Config::load(path).ok()?;
-        let fresh = spec(config.limits.get(&name)?);
+    pub(super) fn follow(&self, config: &Config) -> Option<PoolSpec> {
+        let fresh = spec(config.limits.get(&self.name())?);
         self.spec
             .send_if_modified(|s| {
                 let changed = *s != fresh;
@@ -600,12 +581,12 @@ impl Cycle {
             if let Some(b) = back.as_mut() {
                 b.borrow_and_update();
             }
-            let mut for_place = false;
+            let mut for_room = false;
             let wait = match self.pool_try(&[claim]).await {
                 Ok((mut tickets, wait)) => match tickets.pop() {
                     Some(t) => return Ok(Some(t)),
                     None => {
-                        for_place = wait.as_ref().is_some_and(PoolWait::for_place);
+                        for_room = wait.as_ref().is_some_and(PoolWait::ends_at_settlement);
                         wait.map_or(now_ms() + 200, |w| w.until)
                     }
                 },
@@ -618,7 +599,7 @@ impl Cycle {
             };
             tokio::select! {
                 () = tokio::time::sleep_until(instant_at(wait)) => {}
-                () = place_given_back(back.as_mut()), if for_place => {}
+                () = place_given_back(back.as_mut()), if for_room => {}
                 () = limits_changed(limits.as_mut()) => {}
                 _ = stop.changed() => {}
                 reason = &mut *killed => return Err(reason.ok()),
@@ -667,7 +648,9 @@ impl Cycle {
             with_done: done,
         };
         let line = if done { row.line() } else { None };
-        let gives_place = placed && ticket.is_some();
+        // A place in flight back, or the tokens of a reservation the call
+        // did not use (its usage settles it).
+        let gives_room = ticket.is_some() && (placed || usage.is_some());
         if let Some(batch) = self.settling.push(row) {
             let spec = self.pool.as_ref().map(|p| p.spec());
             self.writer.defer(move |s| {
@@ -675,14 +658,15 @@ impl Cycle {
                 s.settle_usage(spec.as_ref(), &rows)
             });
         }
-        if gives_place {
-            self.places_given_back();
+        if gives_room {
+            self.room_given_back();
         }
         line
     }
 
-    /// Wakes the slots waiting for a place in flight: one was given back.
-    fn places_given_back(&self) {
+    /// Wakes the slots waiting for a place in flight or for tokens: a
+    /// settlement gave room back.
+    fn room_given_back(&self) {
         if let Some(p) = &self.pool {
             p.back.send_modify(|n| *n = n.wrapping_add(1));
         }

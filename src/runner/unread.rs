@@ -9,6 +9,10 @@
 //!   use instead.
 //! - Stray stdout lines: a line that is no answer nor op id (a library's
 //!   `{"log": ...}`, a print), ignored.
+//!
+//! And in process mode, where they are read: a `@nightshift` line the
+//! runner does not understand (a word before the report, `cost:` for
+//! `cost=`), whose cost went uncounted in silence.
 
 use serde_json::json;
 
@@ -72,6 +76,43 @@ impl Wording for StrayLine {
                  protocol in this run (ignored; the first: {first})"
             ),
             fields: json!({"count": count, "line": first}),
+            key: None,
+        }
+    }
+}
+
+/// A process-mode worker's `@nightshift` line the runner could not read:
+/// the item's key and the line (inert, bounded).
+pub(super) struct UnreadMarker;
+
+/// What the runner reads, said beside a line it did not.
+const MARKERS_READ: &str = "`@nightshift cost=<n>`, `@nightshift usage input_tokens=N \
+                            output_tokens=M` or `@nightshift op_id=<id>`";
+
+impl Wording for UnreadMarker {
+    type Example = (String, String);
+    const KIND: EventKind = EventKind::StrayOutput;
+
+    fn first(&self, (key, line): &(String, String)) -> Said {
+        Said {
+            message: format!(
+                "the worker of {} printed `{line}` on stderr, which the runner does not read \
+                 (nothing of it counted): it reads {MARKERS_READ}",
+                crate::util::sanitize::line(key)
+            ),
+            fields: json!({"count": 1, "stderr": line}),
+            key: Some(key.clone()),
+        }
+    }
+
+    fn count(&self, count: u64, (key, line): &(String, String)) -> Said {
+        Said {
+            message: format!(
+                "the workers printed {count} `@nightshift` lines on stderr in this run that the \
+                 runner does not read (nothing of them counted; the first, of {}: `{line}`)",
+                crate::util::sanitize::line(key)
+            ),
+            fields: json!({"count": count, "stderr": line}),
             key: None,
         }
     }

@@ -6,8 +6,8 @@
 //! changed, so an unchanged file costs no read and sends nothing.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
+use crate::config::stamp::Stamp;
 use crate::config::{Config, ConfigError};
 
 /// The file, and how it was at the last look.
@@ -20,37 +20,6 @@ pub struct ConfigFile {
     store: PathBuf,
     /// `None`: there was no file.
     seen: Option<Stamp>,
-}
-
-/// What tells a changed file from the same one, without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    modified: Option<SystemTime>,
-    /// Device and inode.
-    id: Option<(u64, u64)>,
-}
-
-impl Stamp {
-    fn of(path: &Path) -> Option<Stamp> {
-        let meta = std::fs::metadata(path).ok()?;
-        Some(Stamp {
-            len: meta.len(),
-            modified: meta.modified().ok(),
-            id: identity(&meta),
-        })
-    }
-}
-
-#[cfg(unix)]
-fn identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    Some((meta.dev(), meta.ino()))
-}
-
-#[cfg(not(unix))]
-fn identity(_: &std::fs::Metadata) -> Option<(u64, u64)> {
-    None
 }
 
 impl ConfigFile {

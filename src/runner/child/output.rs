@@ -147,6 +147,18 @@ pub struct Output {
     /// What the `@nightshift usage` lines added up to.
     pub reported_usage: Usage,
     pub op_ids: Vec<String>,
+    /// The `@nightshift` lines the runner could not read.
+    pub unread: Unread,
+}
+
+/// The `@nightshift` lines of an attempt the runner could not read (a
+/// word before the report, `cost:` for `cost=`): how many, and the first
+/// (inert, bounded). Never dropped in silence: a cost there is uncounted,
+/// so the run says them (`runner::unread`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Unread {
+    pub count: u64,
+    pub first: Option<String>,
 }
 
 /// Messages a running worker sends while it runs.
@@ -191,6 +203,7 @@ pub(super) struct StderrSummary {
     pub cost: Cost,
     pub usage: Usage,
     pub op_ids: Vec<String>,
+    pub unread: Unread,
 }
 
 /// Reads stderr line by line (each line bounded), acting on marker lines
@@ -217,7 +230,13 @@ pub(super) async fn read_stderr(
             }
             StderrLine::Cost(c) => summary.cost = std::mem::take(&mut summary.cost).plus(c),
             StderrLine::Usage(u) => summary.usage = std::mem::take(&mut summary.usage).plus(u),
-            StderrLine::BadMarker => {}
+            StderrLine::BadMarker => {
+                let unread = &mut summary.unread;
+                unread.count += 1;
+                unread
+                    .first
+                    .get_or_insert_with(|| crate::runner::classify::bound_message(&text));
+            }
             StderrLine::Text => {
                 if !text.trim().is_empty() {
                     summary.last_line = Some(text.to_string());

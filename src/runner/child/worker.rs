@@ -81,6 +81,7 @@ pub async fn run(
                 reported_cost: Cost::Absent,
                 reported_usage: crate::runner::usage::Usage::Absent,
                 op_ids: Vec::new(),
+                unread: super::output::Unread::default(),
             });
         }
     };
@@ -190,6 +191,7 @@ pub async fn run(
         reported_cost: err.cost,
         reported_usage: err.usage,
         op_ids: err.op_ids,
+        unread: err.unread,
     };
     match killed {
         Some(reason) => Err(Killed { reason, output }),

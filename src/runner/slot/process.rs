@@ -234,6 +234,7 @@ async fn attempts(
                 // Stopped before an answer: its reservation stands, but for
                 // what it reported it used; what it reported it cost counts.
                 keep_words(cycle, &claim, attempt, &output);
+                cycle.unread_markers(&claim.key, &output.unread).await;
                 let (cost, usage) = cut_short(&output);
                 cycle.pool_settle(&claim, attempt, ticket, usage, false);
                 count_cut_short(cycle, &claim, cost).await;
@@ -257,6 +258,7 @@ async fn attempts(
             return release(cycle, &claim, true).await.map(|()| None);
         }
         keep_words(cycle, &claim, attempt, &output);
+        cycle.unread_markers(&claim.key, &output.unread).await;
         let answer = classify(&output, &cycle.rules);
         let done = matches!(answer, Answer::Done { .. });
         let line = cycle.pool_settle(&claim, attempt, ticket, answer.usage(), done);

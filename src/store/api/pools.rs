@@ -74,6 +74,17 @@ impl PoolWait {
     pub fn for_place(&self) -> bool {
         self.dimension == "concurrency"
     }
+
+    /// A wait a settlement of this runner's may end: for a place in flight
+    /// (it gives one back), or for a token rate (a call that used fewer
+    /// tokens than it reserved gives the rest back to the bucket). A hold,
+    /// or a rate of requests, ends at its time whatever is settled.
+    #[must_use]
+    pub fn ends_at_settlement(&self) -> bool {
+        self.for_place()
+            || self.dimension.starts_with("tokens/")
+            || self.dimension.contains("_tokens/")
+    }
 }
 
 /// A retry-after hold on every batch of a pool.

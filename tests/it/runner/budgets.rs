@@ -554,4 +554,47 @@ both_backends! {
             assert!(text.contains(&format!("budget {shown} of $100.00 today")), "{text}");
         }
     }
+
+    /// The defect: a budget changed in the config file while a run lived
+    /// was not the live run's (`status` reads the file at once). Raised
+    /// past its spend, the run kept waiting for the reset (the day's end)
+    /// while `status` said the runner holding the lock was taking its
+    /// items; lowered under its spend, the run went on spending while
+    /// every view said `budget reached`. The run follows the file, as it
+    /// does its pool's limits.
+    fn a_budget_changed_in_the_config_applies_to_the_live_run(env) {
+        away_from_midnight();
+        let w = worker(&env, "0.25", "echo ok");
+        let config = |budget: &str| {
+            env.config(&format!(
+                "[batch.a]\nworker = [\"{w}\"]\nconcurrency = 1\nbudget = \"{budget}/day\"\n"
+            ));
+        };
+        // Raised: the run waiting for the reset goes on at once.
+        config("0.50");
+        add(&env, "a", &["k1", "k2", "k3", "k4"]);
+        let mut run = env.spawn("a", &["run", "a"]);
+        wait_for("the budget hold", || !env.events("a", "budget").is_empty());
+        assert_eq!(starts(&env).len(), 2, "{:?}", starts(&env));
+        config("10.00");
+        wait_for("the run going on under the raised budget", || starts(&env).len() == 4);
+        assert!(run.wait().unwrap().success(), "{:?}", env.output_of("a"));
+        let status = env.status();
+        let b = batch_json(&status, "a");
+        assert_eq!((b["budget"]["spent"].as_f64(), b["budget"]["reached"].as_bool()), (Some(1.0), Some(false)), "{b}");
+        // Lowered under what is spent while a call is in flight: no call
+        // starts after it.
+        config("10.00");
+        add(&env, "a", &["slow", "k5", "k6"]);
+        let run = env.spawn("b", &["run", "a"]);
+        wait_for("the slow call in flight", || starts(&env).len() == 5);
+        config("0.80");
+        wait_for("the hold of the lowered budget", || env.events("a", "budget").len() == 2);
+        std::fs::write(env.path("release"), "").unwrap();
+        wait_for("the slow item done", || env.item("slow").0 == "done");
+        let text = env.run(&["status"]).code(0).stdout.clone();
+        assert!(text.contains("2 wait: budget reached"), "{text}");
+        interrupt(run);
+        assert_eq!(starts(&env).len(), 5, "{:?}", starts(&env));
+    }
 }

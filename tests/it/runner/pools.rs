@@ -852,6 +852,44 @@ esac"#);
         keys.sort();
         assert_eq!(keys, ["a1", "a2", "a3", "a4", "a5"], "each item called once: {:?}", called());
     }
+    /// The defect: a call waiting for its pool's token rate slept until
+    /// the slot the other calls' reservations gave (20 minutes here: three
+    /// calls reserving 2,000 of 6,000 an hour), though they settled for
+    /// 100 tokens each and the bucket had room again at once: the run of
+    /// 12 calls, 1,200 tokens, waited 20 minutes for its last one while
+    /// every view counted it waiting for a place in a pool with room. A
+    /// call waiting for a token rate asks again when this runner settles
+    /// a call, as one waiting for a place in flight does, in both modes.
+    fn a_call_waiting_for_tokens_goes_once_the_calls_before_it_settle_for_less(env) {
+        env.write(
+            "u.py",
+            &format!(
+                r#"import json, os, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    with open({log:?}, "a") as f:
+        f.write("%s %s 0 %d\n" % (os.environ["NIGHTSHIFT_BATCH"], r["key"], r["attempt"]))
+    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}, "usage": {{"input_tokens": 60, "output_tokens": 40}}}}), flush=True)
+"#,
+                log = env.path("starts.log")
+            ),
+        );
+        let w = worker(&env, USAGE);
+        let process = format!("\"{w}\"");
+        for (batch, mode, worker) in [("a", "process", process.as_str()), ("b", "persistent", "\"python3\", \"u.py\"")] {
+            env.config(&format!(
+                "[limit.{batch}p]\ntokens = \"6000/h\"\n\n\
+                 [batch.{batch}]\nworker = [{worker}]\nlimit = \"{batch}p\"\nmode = \"{mode}\"\n\
+                 concurrency = 4\ntoken_estimate = 2000\n"
+            ));
+            add(&env, batch, 12);
+            let run = env.spawn(batch, &["run", batch]);
+            wait_for(&format!("{mode}: every call made, 1,200 tokens of 6,000"), || done(&env, batch) == 12);
+            finish(vec![run]);
+            let calls = starts(&env).iter().filter(|s| s.0 == batch).count();
+            assert_eq!(calls, 12, "{mode}");
+        }
+    }
 }
 
 #[test]

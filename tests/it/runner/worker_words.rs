@@ -140,4 +140,34 @@ both_backends! {
         let left = env.run(&["show", "b", "k2", "--attempts", "--json"]).code(0).json();
         assert_eq!(left["attempts"][0]["stderr"], "working\n");
     }
+
+    /// The defect: a `@nightshift` line the runner does not understand
+    /// (a word before the report, `cost:` for `cost=`) was dropped in
+    /// silence, the cost it reported uncounted by the run, `max_cost` and
+    /// the budgets. Such a line is said once a run, naming the item and
+    /// quoting the line (inert), and counted at the run's end, on stderr
+    /// and as `stray-output` events; the items are done as answered.
+    fn a_nightshift_line_the_runner_cannot_read_is_said_once_and_counted(env) {
+        env.config("[batch.\"記事\"]\nconcurrency = 2\n");
+        let worker = env.script(
+            "worker.sh",
+            "cat >/dev/null\necho '@nightshift 日本語の報告 cost=0.1' >&2\n\
+             printf '@nightshift cost: 0.5 \\033[31m\\n' >&2\necho '{\"ok\": 1}'",
+        );
+        common::add_keys(&env, "記事", &["要約1", "要約2", "要約3"]);
+        let out = env.cmd().args(["run", "記事", "--"]).arg(&worker).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(stderr.matches("which the runner does not read").count(), 1, "{stderr}");
+        assert!(!stderr.contains('\x1b'), "inert: {stderr:?}");
+        let said = env.events("記事", "stray-output");
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0]["key"].as_str().is_some_and(|k| k.starts_with("要約")), "{said:?}");
+        let first = said[0]["fields"]["stderr"].as_str().unwrap().to_string();
+        assert!(first.starts_with("@nightshift "), "{said:?}");
+        assert_eq!(said[1]["fields"]["count"], 6, "{said:?}");
+        let count = said[1]["message"].as_str().unwrap();
+        assert!(count.contains("printed 6 `@nightshift` lines on stderr in this run"), "{count}");
+        assert!(stderr.contains(count), "{stderr}");
+    }
 }

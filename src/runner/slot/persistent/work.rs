@@ -104,10 +104,11 @@ impl Slot {
                             break;
                         }
                         if tickets.is_empty() {
-                            // Every place taken: asks again when this
-                            // runner gives one back, or at the poll for
-                            // those of other runners.
-                            wait_place = full;
+                            // No room: asks again when this runner
+                            // gives a place or unused tokens back, or at
+                            // the slot named (the poll for another
+                            // runner's places).
+                            wait_place = wait.as_ref().is_some_and(PoolWait::ends_at_settlement);
                             let until = wait.map_or(now_ms() + 200, |w| w.until);
                             gate_opens = Some(instant_at(until));
                             break;
