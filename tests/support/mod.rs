@@ -521,6 +521,15 @@ pub fn pg_database_of(url: &str) -> (String, String) {
 /// host must cover, where the workers outlive both.
 #[cfg(target_os = "linux")]
 pub fn kill_runner_and_guard(pid: u32) {
+    kill_guard(pid);
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+}
+
+/// SIGKILLs the guard of runner `pid` (`runner::child::guard`), which
+/// stops its workers when it dies or is stopped past its seat: the case
+/// where nothing but the lease token fences what they answer late.
+#[cfg(target_os = "linux")]
+pub fn kill_guard(pid: u32) {
     let guards: Vec<u32> = pids_with("--guard-runner")
         .into_iter()
         .filter(|g| {
@@ -532,7 +541,6 @@ pub fn kill_runner_and_guard(pid: u32) {
         .collect();
     assert_eq!(guards.len(), 1, "runner {pid} has one guard");
     signal(guards[0], nix::sys::signal::Signal::SIGKILL);
-    signal(pid, nix::sys::signal::Signal::SIGKILL);
 }
 
 /// Pids of live processes whose command line contains `marker` (a /proc

@@ -778,6 +778,11 @@ for line in sys.stdin:
             &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "2")],
         );
         wait_for("k1 started", || env.path("started-k1").exists());
+        // Its guard gone first, which would stop the worker as the seat
+        // lapses (`runner::child::guard`): the lease token is then all that
+        // fences the late answer (a guard killed, or not on Linux).
+        #[cfg(target_os = "linux")]
+        common::kill_guard(a.id());
         // Freeze runner A (its worker goes on) past its TTL; B takes over.
         signal(a.id(), Signal::SIGSTOP);
         let now = || {
