@@ -280,6 +280,18 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         out(format!(
             "{name}: a runner ({holder}) holds the lock: a run would step down (or wait with --wait)"
         ))?;
+        // Stepping down, it runs nothing, not even its source: what it
+        // would have run is what the holder takes (listing it as "would
+        // run" beside "waits for the runner that holds the lock" said both).
+        if !opts.wait {
+            if !waits.is_empty() {
+                out(format!("nothing to run now: {waits}"))?;
+            }
+            return Ok(Exit::Ok);
+        }
+        out(format!(
+            "{name}: with --wait, once the lock is free, as the batch stands now:"
+        ))?;
     }
     if let Some(source) = &plan.source {
         out(format!(

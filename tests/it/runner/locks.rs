@@ -63,6 +63,27 @@ fn side_effects(env: &Env) -> Vec<String> {
     lines(&env.path("side-effects.log"))
 }
 
+/// Runner `a` of batch `b` on "another host" (`host-x`), `-j 1`, its
+/// workers slow (`SLOW`), once it has started k1.
+fn slow_on_host_x(env: &Env, w: &str) -> common::Background {
+    let a = env.spawn_with(
+        "a",
+        &["run", "b", "-j", "1", "--", w],
+        &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "1000")],
+    );
+    wait_for("k1 started", || env.path("started-k1").exists());
+    a
+}
+
+/// A run of batch `b` on "another host" (`host-y`), as it ended.
+fn run_on_host_y(env: &Env, w: &str) -> std::process::Output {
+    env.cmd()
+        .env("NIGHTSHIFT_HOST", "host-y")
+        .args(["run", "b", "--", w])
+        .output()
+        .unwrap()
+}
+
 /// Waits until the batch lock in the store has expired.
 fn wait_for_lock_expiry(env: &Env) {
     wait_for("the lock to expire", || {
@@ -153,6 +174,27 @@ both_backends! {
         assert!(seen.values().all(|n| *n == 1), "a key ran twice: {seen:?}");
     }
 
+    /// A dry run beside a live runner holding the lock: a run would step
+    /// down and run nothing. It said so, then "would run 2 items" and
+    /// listed them beside "2 wait for the runner that holds the lock".
+    /// With --wait, the list is what the batch holds now, said so.
+    fn a_dry_run_beside_the_lock_holder_lists_nothing_it_would_not_run(env) {
+        env.add_items("b", 3);
+        let w = worker(&env);
+        let mut a = env.spawn_with("a", &["run", "b", "-j", "1", "--", &w], &[("SLOW", "1000")]);
+        wait_for("k1 started", || env.path("started-k1").exists());
+        let dry = env.run(&["run", "b", "--dry-run", "--", &w]).code(0).stdout.clone();
+        assert!(dry.contains("holds the lock: a run would step down (or wait with --wait)"), "{dry}");
+        assert!(!dry.contains("would run"), "{dry}");
+        assert!(!dry.contains("KEY"), "no list: {dry}");
+        assert!(dry.contains("nothing to run now: 2 wait for the runner that holds the lock"), "{dry}");
+        let waiting = env.run(&["run", "b", "--dry-run", "--wait", "--", &w]).code(0).stdout.clone();
+        assert!(waiting.contains("b: with --wait, once the lock is free, as the batch stands now:\nb: would run 2 items"), "{waiting}");
+        signal(a.id(), Signal::SIGTERM);
+        a.wait().unwrap();
+        kill_leftovers(&env);
+    }
+
     fn a_crashed_runner_on_this_host_is_replaced_at_once(env) {
         env.add_items("b", 3);
         let w = worker(&env);
@@ -207,25 +249,14 @@ both_backends! {
         env.config("[batch.b]\nlock_ttl = \"3s\"\n");
         env.add_items("b", 2);
         let w = worker(&env);
-        let mut a = env.spawn_with(
-            "a",
-            &["run", "b", "-j", "1", "--", &w],
-            &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "1000")],
-        );
-        wait_for("k1 started", || env.path("started-k1").exists());
+        let mut a = slow_on_host_x(&env, &w);
         signal(a.id(), Signal::SIGKILL);
         a.wait().unwrap();
         kill_leftovers(&env);
 
         // From host-y, host-x's pid means nothing: the lock stands until its TTL.
         env.exec(&format!("UPDATE locks SET expires_at = {}", now_ms() + 3_600_000));
-        let run_y = || {
-            env.cmd()
-                .env("NIGHTSHIFT_HOST", "host-y")
-                .args(["run", "b", "--", &w])
-                .output()
-                .unwrap()
-        };
+        let run_y = || run_on_host_y(&env, &w);
         let out = run_y();
         assert!(out.status.success());
         assert!(stdout(&out).contains("lock-held"), "{}", stdout(&out));
@@ -261,12 +292,7 @@ both_backends! {
         env.config("[batch.b]\nlock_ttl = \"3s\"\n");
         env.add_items("b", 2);
         let w = worker(&env);
-        let mut a = env.spawn_with(
-            "a",
-            &["run", "b", "-j", "1", "--", &w],
-            &[("NIGHTSHIFT_HOST", "host-x"), ("SLOW", "1000")],
-        );
-        wait_for("k1 started", || env.path("started-k1").exists());
+        let mut a = slow_on_host_x(&env, &w);
         wait_for("its worker's sleep", || pids_with(&marker(&env)).len() == 1);
         signal(a.id(), Signal::SIGSTOP);
         wait_for_lock_expiry(&env);
@@ -276,12 +302,7 @@ both_backends! {
             pids_with(&marker(&env)).is_empty()
         });
 
-        let out = env
-            .cmd()
-            .env("NIGHTSHIFT_HOST", "host-y")
-            .args(["run", "b", "--", &w])
-            .output()
-            .unwrap();
+        let out = run_on_host_y(&env, &w);
         assert!(out.status.success(), "{}", stdout(&out));
         assert!(stdout(&out).contains("2 done"), "{}", stdout(&out));
 
@@ -336,12 +357,7 @@ touch {dir}/started-$NIGHTSHIFT_KEY
                 now > seen && e > now
             });
             seen = expiry();
-            let out = env
-                .cmd()
-                .env("NIGHTSHIFT_HOST", "host-y")
-                .args(["run", "b", "--", &w])
-                .output()
-                .unwrap();
+            let out = run_on_host_y(&env, &w);
             assert!(stdout(&out).contains("lock-held"), "{}", stdout(&out));
         }
         env.write("go", "");
@@ -371,12 +387,7 @@ touch {dir}/started-$NIGHTSHIFT_KEY
         // seat lapses: see a_stopped_runners_workers_stop_when_its_seat_lapses).
         signal(a.id(), Signal::SIGSTOP);
         wait_for_lock_expiry(&env);
-        let out = env
-            .cmd()
-            .env("NIGHTSHIFT_HOST", "host-y")
-            .args(["run", "b", "--", &w])
-            .output()
-            .unwrap();
+        let out = run_on_host_y(&env, &w);
         assert!(out.status.success(), "{}", stdout(&out));
         assert!(stdout(&out).contains("3 done"), "{}", stdout(&out));
         signal(a.id(), Signal::SIGCONT);
@@ -441,12 +452,7 @@ touch {dir}/started-$NIGHTSHIFT_KEY
         signal(a.id(), Signal::SIGSTOP);
         wait_for_lock_expiry(&env);
         // B stops A's worker first, then does k1 itself.
-        let out = env
-            .cmd()
-            .env("NIGHTSHIFT_HOST", "host-y")
-            .args(["run", "b", "--", &w])
-            .output()
-            .unwrap();
+        let out = run_on_host_y(&env, &w);
         assert!(stdout(&out).contains("1 done"), "{}", stdout(&out));
         signal(a.id(), Signal::SIGCONT);
         a.wait().unwrap();
