@@ -34,15 +34,21 @@ fn worker(env: &Env, then: &str) -> String {
 /// and writes `batch key 0 attempt` to `starts.log`, as [`worker`] does
 /// (no time: `starts` keeps them in the order written).
 fn persistent_worker(env: &Env) {
+    persistent_worker_as(env, "w.py", "");
+}
+
+/// [`persistent_worker`] as `file`, `more` (Python dict entries, `, ` first)
+/// added to each answer.
+fn persistent_worker_as(env: &Env, file: &str, more: &str) {
     env.write(
-        "w.py",
+        file,
         &format!(
             r#"import json, os, sys
 for line in sys.stdin:
     r = json.loads(line)
     with open({log:?}, "a") as f:
         f.write("%s %s 0 %d\n" % (os.environ["NIGHTSHIFT_BATCH"], r["key"], r["attempt"]))
-    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}}}), flush=True)
+    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}{more}}}), flush=True)
 "#,
             log = env.path("starts.log")
         ),
@@ -861,19 +867,7 @@ esac"#);
     /// call waiting for a token rate asks again when this runner settles
     /// a call, as one waiting for a place in flight does, in both modes.
     fn a_call_waiting_for_tokens_goes_once_the_calls_before_it_settle_for_less(env) {
-        env.write(
-            "u.py",
-            &format!(
-                r#"import json, os, sys
-for line in sys.stdin:
-    r = json.loads(line)
-    with open({log:?}, "a") as f:
-        f.write("%s %s 0 %d\n" % (os.environ["NIGHTSHIFT_BATCH"], r["key"], r["attempt"]))
-    print(json.dumps({{"key": r["key"], "result": {{"ok": 1}}, "usage": {{"input_tokens": 60, "output_tokens": 40}}}}), flush=True)
-"#,
-                log = env.path("starts.log")
-            ),
-        );
+        persistent_worker_as(&env, "u.py", r#", "usage": {"input_tokens": 60, "output_tokens": 40}"#);
         let w = worker(&env, USAGE);
         let process = format!("\"{w}\"");
         for (batch, mode, worker) in [("a", "process", process.as_str()), ("b", "persistent", "\"python3\", \"u.py\"")] {
