@@ -16,7 +16,7 @@ const FOLLOW_POLL: Duration = Duration::from_millis(500);
 const BATCH_CELLS: usize = 32;
 
 /// The log's columns: the batch's as wide as the widest name it may show
-/// (at least 8 cells, at most [`BATCH_CELLS`]), the kind's as wide as the
+/// (at least 8 cells, at most `BATCH_CELLS`), the kind's as wide as the
 /// longest kind, so that on every line the kind and the message start at
 /// the same cell (a wider name or kind pushed the rest of its line right).
 #[derive(Debug, Clone, Copy)]
@@ -44,7 +44,7 @@ impl Columns {
         }
     }
 
-    /// Wide enough for `e`'s batch too (up to [`BATCH_CELLS`]): a batch
+    /// Wide enough for `e`'s batch too (up to `BATCH_CELLS`): a batch
     /// made while the log is followed is shown whole, not cut to the
     /// width of the names there were when it began.
     #[must_use]
