@@ -70,8 +70,14 @@ impl<W: Wording> Notice<W> {
 
     /// Counts one occurrence, the run's first kept to quote.
     pub(super) fn note(&self, example: W::Example) {
+        self.note_many(1, example);
+    }
+
+    /// Counts `n` occurrences alike (`example` quotes them), the run's
+    /// first kept to quote.
+    pub(super) fn note_many(&self, n: u64, example: W::Example) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.count += 1;
+        seen.count += n;
         seen.first.get_or_insert(example);
     }
 
@@ -149,9 +155,9 @@ impl Cycle {
         let Some(first) = &unread.first else {
             return;
         };
-        for _ in 0..unread.count {
-            self.notices.markers.note((key.to_string(), first.clone()));
-        }
+        self.notices
+            .markers
+            .note_many(unread.count, (key.to_string(), first.clone()));
         self.tell(&self.notices.markers).await;
     }
 
