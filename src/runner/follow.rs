@@ -6,39 +6,29 @@
 //! heartbeat looks at the file each tick (a `stat`: read only when it
 //! changed); a file that no longer loads keeps what is known.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use super::cycle::Cycle;
 use crate::config::Config;
-use crate::config::stamp::Stamp;
+use crate::config::stamp::Looked;
 
 /// The run's config file, and how it was at the last look.
-pub struct ConfigFile {
-    path: PathBuf,
-    seen: Mutex<Option<Stamp>>,
-}
+pub struct ConfigFile(Mutex<Looked>);
 
 impl ConfigFile {
     pub fn new(path: &Path) -> ConfigFile {
-        ConfigFile {
-            path: path.to_path_buf(),
-            seen: Mutex::new(Stamp::of(path)),
-        }
+        ConfigFile(Mutex::new(Looked::new(path.to_path_buf())))
     }
 
     /// The config as the file says it now, when it changed since the last
     /// look and loads.
     fn changed(&self) -> Option<Config> {
-        let now = Stamp::of(&self.path)?;
-        {
-            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            if *seen == Some(now) {
-                return None;
-            }
-            *seen = Some(now);
+        let mut file = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if !file.changed() {
+            return None;
         }
-        Config::load(&self.path).ok()
+        Config::load(file.path()).ok()
     }
 }
 

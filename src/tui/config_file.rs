@@ -7,19 +7,17 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::stamp::Stamp;
+use crate::config::stamp::Looked;
 use crate::config::{Config, ConfigError};
 
 /// The file, and how it was at the last look.
 #[derive(Debug)]
 pub struct ConfigFile {
-    path: PathBuf,
+    file: Looked,
     /// The `db` the config named when the dashboard opened.
     db_then: Option<PathBuf>,
     /// The store shown: absolute, or a URL.
     store: PathBuf,
-    /// `None`: there was no file.
-    seen: Option<Stamp>,
 }
 
 impl ConfigFile {
@@ -28,8 +26,7 @@ impl ConfigFile {
     /// the store shown at `store`.
     pub fn new(path: PathBuf, config: &Config, store: &Path) -> ConfigFile {
         ConfigFile {
-            seen: Stamp::of(&path),
-            path,
+            file: Looked::new(path),
             db_then: config.db.clone(),
             store: store.to_path_buf(),
         }
@@ -40,20 +37,15 @@ impl ConfigFile {
     /// keeps the one it has). A refused file is not read again until it
     /// changes again, so the footer says it once.
     pub fn look(&mut self) -> Option<Result<Box<Config>, String>> {
-        let now = Stamp::of(&self.path);
-        if now == self.seen {
-            return None;
-        }
-        self.seen = now;
-        Some(self.read())
+        self.file.changed().then(|| self.read())
     }
 
     fn read(&self) -> Result<Box<Config>, String> {
-        let config = Config::load(&self.path).map_err(|e| refusal(&self.path, &e))?;
+        let config = Config::load(self.file.path()).map_err(|e| refusal(self.file.path(), &e))?;
         if self.other_store(&config) {
             return Err(format!(
                 "{} now names another store: showing the config as it was (open the dashboard again for that store)",
-                name(&self.path)
+                name(self.file.path())
             ));
         }
         Ok(Box::new(config))
@@ -113,7 +105,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut file = watching(dir.path(), Some("[batch.a]\n"));
         assert!(file.look().is_none());
-        std::fs::write(&file.path, "[batch.a]\nbudget = \"0.5/day\"\n").unwrap();
+        std::fs::write(file.file.path(), "[batch.a]\nbudget = \"0.5/day\"\n").unwrap();
         let config = file.look().unwrap().unwrap();
         assert!(config.batch("a").unwrap().budget.is_some());
         assert!(file.look().is_none(), "read once per change");
@@ -123,7 +115,7 @@ mod tests {
     fn a_bad_edit_is_refused_once_by_its_line() {
         let dir = tempfile::tempdir().unwrap();
         let mut file = watching(dir.path(), Some("[batch.a]\n"));
-        std::fs::write(&file.path, "[batch.a]\nconcurrency = \"many\"\n").unwrap();
+        std::fs::write(file.file.path(), "[batch.a]\nconcurrency = \"many\"\n").unwrap();
         let said = file.look().unwrap().unwrap_err();
         assert!(
             said.starts_with("nightshift.toml has an error (line 2: batch.a.concurrency: "),
@@ -138,12 +130,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut file = watching(dir.path(), None);
         assert!(file.look().is_none());
-        std::fs::write(&file.path, "db = \"nightshift.db\"\n[batch.a]\n").unwrap();
+        std::fs::write(file.file.path(), "db = \"nightshift.db\"\n[batch.a]\n").unwrap();
         assert!(file.look().unwrap().is_ok(), "the store shown");
-        std::fs::write(&file.path, "db = \"other.db\"\n[batch.a]\n").unwrap();
+        std::fs::write(file.file.path(), "db = \"other.db\"\n[batch.a]\n").unwrap();
         let said = file.look().unwrap().unwrap_err();
         assert!(said.starts_with("nightshift.toml now names another store"));
-        std::fs::remove_file(&file.path).unwrap();
+        std::fs::remove_file(file.file.path()).unwrap();
         let said = file.look().unwrap().unwrap_err();
         assert!(
             said.starts_with("nightshift.toml cannot be read ("),
