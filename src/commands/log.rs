@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::scene::NAME_CELLS;
 use super::{Ctx, Exit, named, out, out_json};
 use crate::cli::LogArgs;
 use crate::model::Event;
@@ -11,12 +12,8 @@ use crate::util::{sanitize, text};
 
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
 
-/// The widest a batch name is shown in the log, in cells (as in
-/// `status --short`): a longer one is cut with `…`.
-const BATCH_CELLS: usize = 32;
-
 /// The log's columns: the batch's as wide as the widest name it may show
-/// (at least 8 cells, at most `BATCH_CELLS`), the kind's as wide as the
+/// (at least 8 cells, at most `NAME_CELLS`), the kind's as wide as the
 /// longest kind, so that on every line the kind and the message start at
 /// the same cell (a wider name or kind pushed the rest of its line right).
 #[derive(Debug, Clone, Copy)]
@@ -35,7 +32,7 @@ impl Columns {
             .max()
             .unwrap_or(0);
         Columns {
-            batch: widest.clamp(8, BATCH_CELLS),
+            batch: widest.clamp(8, NAME_CELLS),
             kind: crate::model::EventKind::ALL
                 .iter()
                 .map(|k| k.as_str().len())
@@ -44,7 +41,7 @@ impl Columns {
         }
     }
 
-    /// Wide enough for `e`'s batch too (up to `BATCH_CELLS`): a batch
+    /// Wide enough for `e`'s batch too (up to `NAME_CELLS`): a batch
     /// made while the log is followed is shown whole, not cut to the
     /// width of the names there were when it began.
     #[must_use]
@@ -54,7 +51,7 @@ impl Columns {
             .as_deref()
             .map_or(0, |b| text::width(&sanitize::line(b)));
         Columns {
-            batch: self.batch.max(name.min(BATCH_CELLS)),
+            batch: self.batch.max(name.min(NAME_CELLS)),
             ..self
         }
     }

@@ -80,7 +80,7 @@ impl Scene {
 
     /// Until when a reached budget holds the batch, if one does.
     pub fn budget_held(&self, batch: &str) -> Option<Millis> {
-        crate::runner::budget::held_until(self.budgets.get(batch).map_or(&[], Vec::as_slice))
+        crate::runner::budget::held_until(self.budgets.get(batch).into_iter().flatten())
     }
 
     /// Until when a retry-after holds the batch's pool, if one does (every
@@ -107,8 +107,9 @@ impl Scene {
     }
 }
 
-/// The most cells of a batch's name `status --short` shows.
-const SHORT_NAME: usize = 32;
+/// The most cells of a batch's name a line of text shows (`status
+/// --short`, `log`): a longer one is cut with `…`.
+pub(super) const NAME_CELLS: usize = 32;
 
 /// `articles 812✓ 3✗ 185… ▶` per batch, for a tmux status bar: finished,
 /// failed and to do ([`Counts`](crate::model::Counts)), which add up to the
@@ -122,7 +123,7 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
             // A tmux status line: a long name is cut, with `…`, so the
             // marks after it stay in view.
             let name = sanitize::line(&i.name);
-            let mut s = format!("{} {}✓", text::cut(&name, SHORT_NAME), c.finished());
+            let mut s = format!("{} {}✓", text::cut(&name, NAME_CELLS), c.finished());
             if c.failed() > 0 {
                 s.push_str(&format!(" {}✗", c.failed()));
             }

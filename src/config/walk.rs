@@ -143,13 +143,13 @@ impl Walker<'_> {
 
     /// Gives each batch the pool its `limit` names.
     fn resolve_limits(&mut self, config: &mut Config) {
-        for r in std::mem::take(&mut self.limit_refs) {
-            let LimitRef {
-                batch,
-                table_name,
-                span,
-                estimate,
-            } = r;
+        for LimitRef {
+            batch,
+            table_name,
+            span,
+            estimate,
+        } in std::mem::take(&mut self.limit_refs)
+        {
             let Some(b) = config.batches.get_mut(&batch) else {
                 continue;
             };

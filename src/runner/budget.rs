@@ -205,9 +205,9 @@ pub fn state(
 /// The budget hold of a batch at `now`: until when no call starts (the
 /// latest end among its budgets reached), if any is.
 #[must_use]
-pub fn held_until(states: &[BudgetState]) -> Option<Millis> {
+pub fn held_until<'a>(states: impl IntoIterator<Item = &'a BudgetState>) -> Option<Millis> {
     states
-        .iter()
+        .into_iter()
         .filter(|s| s.reached)
         .map(|s| s.window_end)
         .max()
@@ -357,8 +357,8 @@ impl Cycle {
         let news: Vec<BudgetState> = {
             let mut announced = budgets.announced.lock().unwrap_or_else(|p| p.into_inner());
             let states = budgets.states(now);
-            let all: Vec<BudgetState> = states.iter().map(|(_, s)| s.clone()).collect();
-            self.gate.hold_for_budget(held_until(&all));
+            self.gate
+                .hold_for_budget(held_until(states.iter().map(|(_, s)| s)));
             states
                 .into_iter()
                 .filter_map(|(i, s)| {
