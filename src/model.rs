@@ -51,7 +51,7 @@ mod runs;
 pub mod waiting;
 
 pub use adds::{AddOrder, AddReport, SkipReport, Tombstone};
-pub use batch_info::{BatchInfo, Fire, FireRule, Hold, Pause};
+pub use batch_info::{BatchInfo, Fire, FireRule, Hold, Pause, asked_by};
 pub use dead_letters::{DeadLetter, DlqGroup, FailedAttempt};
 pub use event_kind::EventKind;
 pub use events::{Event, NewEvent};

@@ -36,7 +36,7 @@ pub fn pool_json(v: &PoolView, call: i64, now: Millis) -> Value {
         "in_flight": v.in_flight,
         "concurrency": v.concurrency,
         "hold_until": v.hold.as_ref().filter(|h| h.until > now).map(|h| rfc3339(h.until)),
-        "hold_by": v.hold.as_ref().filter(|h| h.until > now).map(|h| json!({"batch": h.batch, "key": h.key})),
+        "hold_by": v.hold.as_ref().filter(|h| h.until > now).map(|h| json!({"batch": h.batch, "key": h.key, "label": h.label})),
         "tokens_per_minute": v.tokens_per_minute,
         "today": usage_json(&v.today),
     })
@@ -105,10 +105,14 @@ pub fn pool_line(v: &PoolView, call: i64, now: Millis) -> String {
     };
     let mut line = format!("pool {}: {limits}", v.name);
     if let Some(h) = v.hold.as_ref().filter(|h| h.until > now) {
+        // The item that asked, named as a batch's own hold names it.
+        let from = match h.source() {
+            Some(item) => format!("{item} of {}", h.batch),
+            None => h.batch.clone(),
+        };
         line.push_str(&format!(
-            "; held until {} (retry-after from {})",
-            utc_clock(h.until, now),
-            h.batch
+            "; held until {} (a retry-after from {from})",
+            utc_clock(h.until, now)
         ));
     }
     let t = &v.today;

@@ -19,6 +19,17 @@ pub struct Pause {
     pub at: Millis,
 }
 
+/// `KEY (LABEL)`: the item whose answer asked for a hold, a batch's or
+/// its pool's (its label when it has one of its own). Not made inert.
+#[must_use]
+pub fn asked_by(key: Option<&str>, label: Option<&str>) -> Option<String> {
+    let key = key?;
+    Some(match label.filter(|l| !l.is_empty() && *l != key) {
+        Some(label) => format!("{key} ({label})"),
+        None => key.to_string(),
+    })
+}
+
 /// A retry-after hold on a batch: no worker call of the batch starts before
 /// `until` (see `runner::gate`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -42,13 +53,7 @@ impl Hold {
     /// when it has one of its own). Not made inert.
     #[must_use]
     pub fn source(&self) -> Option<String> {
-        let key = self.key.as_deref()?;
-        Some(
-            match self.label.as_deref().filter(|l| !l.is_empty() && *l != key) {
-                Some(label) => format!("{key} ({label})"),
-                None => key.to_string(),
-            },
-        )
+        asked_by(self.key.as_deref(), self.label.as_deref())
     }
 
     /// `held until 15:20:00Z by a retry-after from KEY (LABEL)`: the same

@@ -684,6 +684,8 @@ impl Cycle {
                 until,
                 batch: self.batch.clone(),
                 key: Some(claim.key.clone()),
+                // Read with the hold while the item is kept.
+                label: None,
             },
         );
         let _ = self

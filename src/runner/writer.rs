@@ -651,6 +651,7 @@ mod tests {
             until,
             batch: "b".into(),
             key: None,
+            label: None,
         }
     }
 

@@ -51,11 +51,11 @@ pub fn detail_rows(size: (u16, u16)) -> usize {
     (areas(size).main.height as usize).saturating_sub(2).max(1)
 }
 
-/// Rows of one pool in the Pools pane: its name, its hold, a row per
+/// Rows of one pool in the Pools pane: its name, its hold (two), a row per
 /// limit (and one for calls in flight), the tokens/min sparkline, today,
 /// its budget when it has one, a blank.
 pub fn pool_rows(v: &crate::store::PoolView, budget: bool) -> usize {
-    1 + usize::from(v.hold.is_some())
+    1 + 2 * usize::from(v.hold.is_some())
         + v.dims.len()
         + usize::from(v.concurrency.is_some())
         + 3

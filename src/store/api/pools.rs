@@ -94,6 +94,18 @@ pub struct PoolHold {
     pub until: Millis,
     pub batch: String,
     pub key: Option<String>,
+    /// That item's label, while the item is kept (read, never written:
+    /// the hold stores its batch and key).
+    pub label: Option<String>,
+}
+
+impl PoolHold {
+    /// `KEY (LABEL)`: the item whose answer asked for the hold, in the
+    /// words of a batch's own hold (`Hold::source`). Not made inert.
+    #[must_use]
+    pub fn source(&self) -> Option<String> {
+        crate::model::asked_by(self.key.as_deref(), self.label.as_deref())
+    }
 }
 
 /// The tokens one attempt used, as the worker reported them (`None`:

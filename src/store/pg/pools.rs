@@ -12,7 +12,12 @@ use crate::store::Result;
 use crate::store::api::{PoolHold, UsageSum};
 use crate::store::dialect::{PoolsRead, PoolsWrite};
 
-const HOLD: &str = "SELECT until_ms, batch, key FROM pool_holds WHERE pool = $1";
+/// The hold, and the label of the item that asked for it while the item
+/// is kept (as the batch's own hold is read, `dialect::batches::HOLD`).
+const HOLD: &str = "SELECT h.until_ms, h.batch, h.key, i.label
+  FROM pool_holds h LEFT JOIN batches b ON b.name = h.batch
+       LEFT JOIN items i ON i.batch_id = b.id AND i.key = h.key
+ WHERE h.pool = $1";
 const TAT: &str = "SELECT tat_us FROM pool_dims WHERE pool = $1 AND dim = $2";
 const IN_FLIGHT: &str =
     "SELECT coalesce(sum(n), 0)::int8 FROM pool_places WHERE pool = $1 AND until_ms > $2";
@@ -83,6 +88,7 @@ impl PoolsRead for PgTx<'_> {
             until: c.tout(r.get(0)),
             batch: r.get(1),
             key: r.get(2),
+            label: r.get(3),
         }))
     }
 

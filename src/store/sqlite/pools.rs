@@ -8,7 +8,13 @@ use crate::store::Result;
 use crate::store::api::{PoolHold, UsageSum};
 use crate::store::dialect::{PoolsRead, PoolsWrite};
 
-const HOLD: &str = "SELECT until_ms, batch, key FROM pool_holds WHERE pool = ?1";
+/// The hold, and the label of the item that asked for it while the item
+/// is kept (as the batch's own hold is read, `dialect::batches::HOLD`).
+const HOLD: &str = "SELECT h.until_ms, h.batch, h.key, i.label
+  FROM pool_holds h LEFT JOIN batches b ON b.name = h.batch
+       LEFT JOIN item_keys k ON k.batch_id = b.id AND k.key = h.key
+       LEFT JOIN items i ON i.id = k.item_id
+ WHERE h.pool = ?1";
 const TAT: &str = "SELECT tat_us FROM pool_dims WHERE pool = ?1 AND dim = ?2";
 const IN_FLIGHT: &str =
     "SELECT coalesce(sum(n), 0) FROM pool_places WHERE pool = ?1 AND until_ms > ?2";
@@ -77,6 +83,7 @@ impl PoolsRead for SqliteTx<'_> {
                     until: r.get(0)?,
                     batch: r.get(1)?,
                     key: r.get(2)?,
+                    label: r.get(3)?,
                 })
             })
             .optional()?)

@@ -403,20 +403,51 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
             ),
         ]));
     }
-    if let Some(hold) = info.held(now) {
-        let until = crate::util::time::utc_clock(hold.until, now);
-        let from = match &hold.key {
-            Some(key) => super::item_name(
+    let own = info.held(now);
+    let pooled = pool_hold(app, info);
+    // One answer holds the batch and its pool alike: said once, as its
+    // pool's (the longer word: `unpause` lifts the batch's alone).
+    let one = matches!((own, pooled), (Some(h), Some(p))
+        if h.until == p.until && h.key == p.key && p.batch == info.name);
+    // The item that asked, named as every item is in this pane (its label,
+    // its key cut beside it); another batch's item says whose it is.
+    let asker = |key: Option<&str>, item_label: Option<&str>, batch: &str| {
+        let item = key.map(|key| {
+            super::item_name(
                 key,
-                hold.label.as_deref().unwrap_or_default(),
+                item_label.unwrap_or_default(),
                 super::key_width(area_width),
-            ),
-            None => "a worker".into(),
-        };
+            )
+        });
+        match item {
+            Some(item) if batch == info.name => item,
+            Some(item) => format!("{item} of {}", clean(batch, 40)),
+            None if batch == info.name => "a worker".into(),
+            None => clean(batch, 40),
+        }
+    };
+    let mut holds = Vec::new();
+    if let Some(hold) = own.filter(|_| !one) {
+        let from = asker(hold.key.as_deref(), hold.label.as_deref(), &info.name);
+        holds.push((hold.until, String::new(), from));
+    }
+    if let Some(hold) = pooled {
+        let pool = app
+            .setup
+            .config
+            .pool_of
+            .get(&info.name)
+            .cloned()
+            .unwrap_or_default();
+        let from = asker(hold.key.as_deref(), hold.label.as_deref(), &hold.batch);
+        holds.push((hold.until, format!(" by pool {}", clean(&pool, 40)), from));
+    }
+    for (until, by, from) in holds {
         for text in [
             format!(
-                "HELD until {until} ({}): no call starts before",
-                super::ago(hold.until, now)
+                "HELD until {} ({}){by}: no call starts before",
+                crate::util::time::utc_clock(until, now),
+                super::ago(until, now)
             ),
             format!("by a retry-after from {from}"),
         ] {
@@ -425,31 +456,6 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
                 Span::styled(text, p.style(Role::Warn)),
             ]));
         }
-    }
-    if let Some(hold) = pool_hold(app, info) {
-        let pool = app
-            .setup
-            .config
-            .pool_of
-            .get(&info.name)
-            .cloned()
-            .unwrap_or_default();
-        let from = match &hold.key {
-            Some(key) => format!("{} of {}", clean(key, 40), clean(&hold.batch, 40)),
-            None => clean(&hold.batch, 40),
-        };
-        lines.push(Line::from(vec![
-            label(""),
-            Span::styled(
-                format!(
-                    "HELD until {} ({}) by pool {}: a retry-after from {from}",
-                    crate::util::time::utc_clock(hold.until, now),
-                    super::ago(hold.until, now),
-                    clean(&pool, 40)
-                ),
-                p.style(Role::Warn),
-            ),
-        ]));
     }
     lines.push(match info.lock() {
         Some(l) => {

@@ -111,19 +111,30 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
     }
     let mut lines = vec![Line::from(head)];
     if let Some(h) = v.hold.as_ref().filter(|h| h.until > now) {
-        let key = h
+        // The item named as in the batch's detail: its label, its key
+        // cut beside it.
+        let item = h
             .key
             .as_deref()
-            .map(|k| format!(" ({})", clean(k, 20)))
+            .map(|k| {
+                let name = super::item_name(k, h.label.as_deref().unwrap_or_default(), 9);
+                format!("{name} of ")
+            })
             .unwrap_or_default();
-        lines.push(Line::from(Span::styled(
+        for text in [
+            // A line of its own: room for the time left at any width.
             format!(
-                "{INDENT}HELD until {}: no call starts before; a retry-after from {}{key}",
-                when(h.until),
+                "{INDENT}HELD until {}Z ({}): no call starts before",
+                super::clock(h.until, now),
+                super::ago(h.until, now)
+            ),
+            format!(
+                "{INDENT}by a retry-after from {item}{}",
                 clean(&h.batch, 30)
             ),
-            p.style(Role::Warn),
-        )));
+        ] {
+            lines.push(Line::from(Span::styled(text, p.style(Role::Warn))));
+        }
     }
     let gauge = |name: &str, used: i64, limit: i64, note: Option<(String, Role)>| {
         let ratio = if limit > 0 {
@@ -353,6 +364,7 @@ mod tests {
                 until: NOW + 125_000,
                 batch: "記事の要約".into(),
                 key: Some("k1".into()),
+                label: Some("東京の天気".into()),
             }),
             tokens_per_minute: (0..30).map(|i| i * 100).collect(),
             today: UsageSum {
@@ -451,7 +463,8 @@ mod tests {
             let head = find(&rows, "▸ オープンAI");
             assert!(head.contains("記事の要約"), "{head}");
             let held = find(&rows, "HELD until 12:02:05Z");
-            assert!(held.contains("a retry-after from 記事の要約"), "{held}");
+            let by = find(&rows, "by a retry-after from");
+            assert!(by.contains("from 東京の天気 (k1) of 記事の要約"), "{by}");
             assert!(find(&rows, "requests/min").contains("12 / 3,000"));
             assert!(
                 !find(&rows, "requests/min").contains("mean"),
@@ -478,11 +491,12 @@ mod tests {
             if cols == 80 {
                 // The unreported estimate and the spend do not fit: cut.
                 assert!(today.trim_end_matches(['│', ' ']).ends_with('…'), "{today}");
-            } else {
-                // 2m5s from 12:00:00, read at the minute's middle: 1m35s.
-                assert!(held.contains("12:02:05Z (in 1m):"), "{held}");
-                assert!(held.contains("記事の要約 (k1)"), "{held}");
             }
+            // 2m5s from 12:00:00, read at the minute's middle: 1m35s.
+            assert!(
+                held.contains("12:02:05Z (in 1m): no call starts before"),
+                "{held}"
+            );
             let budget = find(&rows, "budget");
             assert!(
                 budget.contains("$0.40 of $1.00 today, resets 00:00Z"),

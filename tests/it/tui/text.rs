@@ -388,10 +388,12 @@ fn fast_keys_from_an_item_detail_open_the_next_item() {
 /// (with a label in the store's language) with `retry_after_s: 30000`; the
 /// batch row says `held`, its detail until when (the hold clamped to
 /// `max_hold`, an hour) and by which item, named by its label with its
-/// key beside it, cut with `…` to the pane's key width.
+/// key beside it, cut with `…` to the pane's key width. In a limit pool
+/// the same answer holds the pool too: said once, as the pool's, naming
+/// the item alike (it said the hold twice, the pool's by a bare key).
 #[test]
 fn the_batch_detail_shows_a_retry_after_hold_and_whose_it_is() {
-    for lang in [&JAPANESE, &ASCII] {
+    for (lang, pooled) in [(&JAPANESE, false), (&ASCII, false), (&JAPANESE, true)] {
         let (env, _) = store(lang);
         let label = format!("{}:{}:{}", lang.site, lang.items[0].0, "429");
         let line = serde_json::json!({
@@ -404,7 +406,12 @@ fn the_batch_detail_shows_a_retry_after_hold_and_whose_it_is() {
             .assert()
             .success();
         // No immediate retry: it would wait out the hour at the gate.
-        env.write("nightshift.toml", "[batch.blogs]\nretries = 0\n");
+        let pool = if pooled {
+            "[limit.api]\nrequests = \"100/min\"\n[batch.blogs]\nlimit = \"api\"\n"
+        } else {
+            "[batch.blogs]\n"
+        };
+        env.write("nightshift.toml", &format!("{pool}retries = 0\n"));
         let worker = env.script(
             "limited.sh",
             r#"echo '{"error_class":"RateLimitError","transient":true,"message":"429","retry_after_s":30000}' >&2
@@ -447,6 +454,15 @@ exit 75"#,
             "{}: {text}",
             lang.name
         );
+        // Its pool's line names the item alike.
+        assert_eq!(
+            text.contains(&format!(
+                "; held until {clock} (a retry-after from {key} ({label}) of blogs)"
+            )),
+            pooled,
+            "{}: {text}",
+            lang.name
+        );
         for size in SIZES {
             let what = format!("{} at {}×{}", lang.name, size.0, size.1);
             let _ = std::fs::remove_dir_all(env.dir.path().join("state"));
@@ -456,6 +472,12 @@ exit 75"#,
                 shown_key(&key, size.0)
             );
             let screen = dash.wait_for(&format!("{what}: the hold"), |s| s.contains(&from));
+            assert_eq!(screen.matches("HELD until").count(), 1, "{what}:\n{screen}");
+            assert_eq!(
+                screen.contains(&format!("HELD until {clock}")) && screen.contains("by pool api:"),
+                pooled,
+                "{what}:\n{screen}"
+            );
             // The time left as the screen was drawn, by the dashboard's rule
             // (whole minutes from the middle of the drawing's minute, `1h0m`
             // past the hour): as it reads now or up to two minutes earlier

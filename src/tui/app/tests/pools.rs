@@ -112,6 +112,7 @@ fn the_run_key_says_the_pool_hold_stays() {
         until: NOW + 60_000,
         batch: "other".into(),
         key: None,
+        label: None,
     });
     app.set_batch(Some("記事".into()));
     let effects = app.update(Intent::Resume);

@@ -391,6 +391,25 @@ both_stores! {
         assert!(!s.release_lock("b", "tok1").unwrap(), "nothing left to release");
     }
 
+    /// A pool's hold names the item that asked for it by its label too, as
+    /// a batch's own hold does (the dashboard showed a bare key hash); an
+    /// item of another batch or no longer kept has none.
+    fn a_pool_hold_reads_the_label_of_the_item_that_asked(db, s) {
+        s.add_items("記事", &items(2), T0, |_| {}).unwrap();
+        let hold = |batch: &str, key: &str| nightshift::store::PoolHold {
+            until: T0 + MIN,
+            batch: batch.into(),
+            key: Some(key.into()),
+            label: None,
+        };
+        s.set_pool_hold("本番", &hold("記事", "k001")).unwrap();
+        let read = s.pool_hold("本番", T0).unwrap().unwrap();
+        assert_eq!((read.key.as_deref(), read.label.as_deref()), (Some("k001"), Some("label 1")));
+        assert_eq!(read.source().as_deref(), Some("k001 (label 1)"));
+        s.set_pool_hold("other", &hold("b", "k001")).unwrap();
+        assert_eq!(s.pool_hold("other", T0).unwrap().unwrap().label, None, "no such item in b");
+    }
+
     fn a_take_over_finds_the_open_runs_that_hold_no_seat(db, s) {
         // Seated: the seat taken, then the run recorded with it, as `run` does.
         s.acquire_lock("b", "tok1", &holder(1), None, T0 + MIN, T0, &[], 3).unwrap();
@@ -2071,7 +2090,12 @@ both_stores! {
         assert_eq!(v.tokens_per_minute.iter().sum::<i64>(), 400);
         assert_eq!(s.run_usage(7).unwrap().attempts, 2);
         // A hold stops every call until it ends, and is never shortened.
-        let hold = |until| PoolHold { until, batch: "a".into(), key: Some("k".into()) };
+        let hold = |until| PoolHold {
+            until,
+            batch: "a".into(),
+            key: Some("k".into()),
+            label: None,
+        };
         s.set_pool_hold("openai", &hold(T0 + 9000)).unwrap();
         s.set_pool_hold("openai", &hold(T0 + 4000)).unwrap();
         let a = s.pool_admit(&spec, &[call("c5", 0)], T0 + 3000).unwrap();
