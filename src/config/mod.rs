@@ -207,6 +207,16 @@ impl BatchConfig {
             lines: Lines::default(),
         }
     }
+
+    /// The setting `key` as the config writes it (`["site", "slug"]`);
+    /// `None` while it is off, or for a key no batch has.
+    #[must_use]
+    pub fn shown(&self, key: &str) -> Option<String> {
+        fields::BATCH
+            .iter()
+            .find(|f| f.key == key)
+            .and_then(|f| (f.show)(self))
+    }
 }
 
 impl Config {

@@ -243,6 +243,41 @@ fn key_fields_with_an_empty_name_or_one_twice_are_refused() {
     ran.error_line();
 }
 
+/// `--key-fields` other than the config's `key_fields` for the batch keyed
+/// every item anew: the items already added (and done) were "added" again
+/// and would run, and be paid for, twice. The same list is harmless.
+#[test]
+fn key_fields_other_than_the_config_s_are_refused_naming_its_line() {
+    let env = Env::new();
+    env.config("[batch.\"記事\"]\nkey_fields = [\"site\", \"slug\"]\n");
+    env.write(
+        "in.jsonl",
+        "{\"site\":\"ブログ\",\"slug\":\"こんにちは\",\"title\":\"挨拶\"}\n",
+    );
+    env.run(&["add", "記事", "in.jsonl"]).code(0);
+    for other in ["slug,site", "site", "site,slug,title"] {
+        let ran = refused(
+            &env,
+            &["add", "記事", "in.jsonl", "--key-fields", other],
+            2,
+            &[
+                &format!("--key-fields {other}"),
+                "nightshift.toml:2: batch.\"記事\".key_fields",
+                "[\"site\", \"slug\"]",
+                "nothing was added",
+            ],
+        );
+        ran.error_line();
+    }
+    let ran = env.run(&["add", "記事", "in.jsonl", "--key-fields", "site,slug"]);
+    ran.code(0);
+    assert_eq!(
+        ran.stdout.trim(),
+        "記事: added 0, already present 1",
+        "{ran:?}"
+    );
+}
+
 #[test]
 fn an_unknown_batch_is_named_with_the_known_ones() {
     let env = store();
