@@ -97,6 +97,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     // problems.)
     if !args.dry_run
         && bytes.len() >= parse::FED_FROM_BYTES
+        && !parse::has_uncomposed_text(bytes)
         && let Ok(mut store) = ctx.open_write()
         && store.feeds_adds()
     {
