@@ -264,6 +264,28 @@ both_backends! {
         assert_eq!(env.run(&["add", "old", "old.jsonl", "--dry-run"]).code(0).stdout, "old: would add 0, already present 1\n");
     }
 
+    /// A store a newer nightshift wrote is refused by every command, `init`
+    /// too, saying what to do and that it is left as it was: of a
+    /// PostgreSQL database it said "the file was left untouched".
+    fn a_store_of_a_newer_nightshift_is_refused_and_left_as_it_was(env) {
+        env.add_items("b", 2);
+        match env.backend {
+            common::Backend::Sqlite => env.sql().execute_batch("PRAGMA user_version = 999").unwrap(),
+            common::Backend::Pg => {
+                env.exec("UPDATE nightshift_meta SET value = '999' WHERE key = 'schema_version'");
+            }
+        }
+        let items = env.write("in.jsonl", "{\"key\":\"新しい\"}\n");
+        let before = env.snapshot();
+        for args in [&["status"][..], &["add", "b", items.to_str().unwrap()], &["init"]] {
+            let ran = env.run(args);
+            let line = ran.code(3).error_line();
+            assert!(line.contains("was written by a newer nightshift (schema v999; this build knows up to v"), "{args:?}: {line}");
+            assert!(line.ends_with("upgrade nightshift; it was left as it was"), "{args:?}: {line}");
+        }
+        assert_eq!(env.snapshot(), before, "nothing changed");
+    }
+
     /// Pause stops runs, unpause lets them go on; the log records both.
     fn pause_and_unpause(env) {
         env.config("[batch.b]\nworker = [\"sh\", \"-c\", \"cat >/dev/null; echo '{}'\"]\n");
