@@ -87,6 +87,13 @@ pub const MAX_DEPTH: usize = 127;
 pub enum LineError {
     #[error("malformed JSON: {0}")]
     Json(String),
+    /// Most often a file saved as Shift_JIS (Excel's CSV, Notepad's
+    /// "ANSI" on a Japanese Windows).
+    #[error(
+        "not valid UTF-8 (the byte 0x{byte:02X} at column {column}): JSON lines are UTF-8; \
+         save it as UTF-8 (from Shift_JIS: iconv -f SHIFT_JIS -t UTF-8)"
+    )]
+    NotUtf8 { byte: u8, column: usize },
     #[error(
         "starts with a byte-order mark (U+FEFF): only the first line of an input may have one \
          (were files joined?)"
@@ -120,6 +127,19 @@ const BOM: &str = "\u{feff}";
 /// a mark; anywhere else [`derive_line`] names it.
 pub fn without_bom(input: &[u8]) -> &[u8] {
     input.strip_prefix(BOM.as_bytes()).unwrap_or(input)
+}
+
+/// One line of an input (a `\r` before its newline already cut) as text:
+/// where it stops being UTF-8 otherwise, never mended (two keys mended
+/// alike would become one item).
+pub fn line_text(raw: &[u8]) -> Result<&str, LineError> {
+    std::str::from_utf8(raw).map_err(|e| {
+        let good = &raw[..e.valid_up_to()];
+        LineError::NotUtf8 {
+            byte: raw[good.len()],
+            column: String::from_utf8_lossy(good).chars().count() + 1,
+        }
+    })
 }
 
 /// Parses one JSON line and derives its item. The whole object is the

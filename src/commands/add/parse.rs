@@ -70,9 +70,12 @@ fn parse_part(
         out.newlines = idx;
         let line_no = 1 + idx;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let Ok(text) = std::str::from_utf8(raw) else {
-            out.errors.push((line_no, "not valid UTF-8".into()));
-            continue;
+        let text = match key::line_text(raw) {
+            Ok(text) => text,
+            Err(e) => {
+                out.errors.push((line_no, e.to_string()));
+                continue;
+            }
         };
         if text.trim().is_empty() {
             continue;

@@ -91,6 +91,22 @@ fn invalid_utf8_names_the_line() {
         2,
         &["in.jsonl", "line 2: not valid UTF-8"],
     );
+    // Saved as Shift_JIS (Excel's CSV, Notepad's "ANSI" on a Japanese
+    // Windows): where each line stops being UTF-8, and how to mend it.
+    let mut sjis = b"{\"key\":\"".to_vec();
+    sjis.extend_from_slice(&[0x8b, 0x4c, 0x8e, 0x96]); // 記事
+    sjis.extend_from_slice(b"1\"}\n");
+    std::fs::write(env.path("sjis.jsonl"), &sjis).unwrap();
+    refused(
+        &env,
+        &["add", "b", "sjis.jsonl"],
+        2,
+        &[
+            "sjis.jsonl",
+            "line 1: not valid UTF-8 (the byte 0x8B at column 9): JSON lines are UTF-8; \
+             save it as UTF-8 (from Shift_JIS: iconv -f SHIFT_JIS -t UTF-8)",
+        ],
+    );
 }
 
 /// Only the first line may carry a byte-order mark (it is skipped there);
