@@ -39,6 +39,7 @@ fn items(n: usize, now: i64) -> Vec<NewItem> {
             payload: format!(r#"{{"n":{i},"title":"an article about something"}}"#),
             priority: i32::try_from(i % 7).unwrap_or(0) - 3,
             not_before: (i % 5 == 0).then_some(now + 3_600_000),
+            written_key: None,
         })
         .collect()
 }

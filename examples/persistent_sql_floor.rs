@@ -94,6 +94,7 @@ fn items(n: usize) -> Vec<NewItem> {
             payload: format!(r#"{{"key":"k{i}","n":{i}}}"#),
             priority: 0,
             not_before: None,
+            written_key: None,
         })
         .collect()
 }

@@ -318,6 +318,7 @@ fn prepare(db: &Path, n: usize) -> Res<(Store, i64)> {
             payload: format!(r#"{{"key":"k{i}"}}"#),
             priority: 0,
             not_before: None,
+            written_key: None,
         })
         .collect();
     let run = seat(&mut s, &items)?;

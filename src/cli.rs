@@ -316,7 +316,7 @@ pub struct AddArgs {
     #[arg(default_value = "-")]
     pub file: PathBuf,
     /// Derive each key from these fields (SHA-256 of their `a:b:c` join)
-    /// instead of a `key` field; overrides the config's key_fields.
+    /// instead of a `key` field; refused if the config's key_fields differ.
     #[arg(long, value_delimiter = ',', value_name = "a,b,c")]
     pub key_fields: Option<Vec<String>>,
     /// Claim priority of the new items (an integer; higher first, then

@@ -7,11 +7,13 @@
 //! (`site:category:slug`); that canonical string is kept as the label.
 //!
 //! A number in a key (or a key field) is read from its text as written,
-//! never through a 64-bit float: see [`number_key`].
+//! never through a 64-bit float: see [`number_key`]. Text is composed
+//! (Unicode NFC) before it keys anything: see [`composed`].
 
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 use crate::config::fields::MAX_TOKEN_ESTIMATE;
 use crate::model::NewItem;
@@ -85,6 +87,13 @@ pub const MAX_DEPTH: usize = 127;
 pub enum LineError {
     #[error("malformed JSON: {0}")]
     Json(String),
+    /// Most often a file saved as Shift_JIS (Excel's CSV, Notepad's
+    /// "ANSI" on a Japanese Windows).
+    #[error(
+        "not valid UTF-8 (the byte 0x{byte:02X} at column {column}): JSON lines are UTF-8; \
+         save it as UTF-8 (from Shift_JIS: iconv -f SHIFT_JIS -t UTF-8)"
+    )]
+    NotUtf8 { byte: u8, column: usize },
     #[error(
         "starts with a byte-order mark (U+FEFF): only the first line of an input may have one \
          (were files joined?)"
@@ -118,6 +127,19 @@ const BOM: &str = "\u{feff}";
 /// a mark; anywhere else [`derive_line`] names it.
 pub fn without_bom(input: &[u8]) -> &[u8] {
     input.strip_prefix(BOM.as_bytes()).unwrap_or(input)
+}
+
+/// One line of an input (a `\r` before its newline already cut) as text:
+/// where it stops being UTF-8 otherwise, never mended (two keys mended
+/// alike would become one item).
+pub fn line_text(raw: &[u8]) -> Result<&str, LineError> {
+    std::str::from_utf8(raw).map_err(|e| {
+        let good = &raw[..e.valid_up_to()];
+        LineError::NotUtf8 {
+            byte: raw[good.len()],
+            column: String::from_utf8_lossy(good).chars().count() + 1,
+        }
+    })
 }
 
 /// Parses one JSON line and derives its item. The whole object is the
@@ -160,11 +182,18 @@ pub fn derive_line_with(
         })?;
     let raw = kept.ok_or(KeyError::NotObject)?;
     let obj = Fields::read(&raw)?;
-    let (key, label) = match spec {
+    let (key, label, written_key) = match spec {
         KeySpec::Explicit => explicit_key(&obj)?,
         KeySpec::Fields(fields) => {
-            let canonical = canonical_join(&obj, fields)?;
-            (hash_key(&canonical), storable_label(canonical))
+            let written = canonical_join(&obj, fields)?;
+            match composed(&written) {
+                None => (hash_key(&written), storable_label(written), None),
+                Some(canonical) => (
+                    hash_key(&canonical),
+                    storable_label(canonical),
+                    Some(hash_key(&written)),
+                ),
+            }
         }
     };
     let priority = match fields
@@ -188,7 +217,27 @@ pub fn derive_line_with(
         payload: text.trim().to_string(),
         priority,
         not_before: None,
+        written_key,
     })
+}
+
+/// `text` composed (Unicode NFC), where that is not `text` itself: `None`
+/// for text already composed, which is nearly all (ASCII, kanji, kana
+/// typed on a keyboard). The same word may come in two forms: `が` as one
+/// character, or as `か` and a combining `゛` (macOS file names, some
+/// exports). Byte for byte they were two keys, so the same item, added in
+/// each form, was two items and ran twice; composed, they are one. Only
+/// canonical forms are made one: full-width `ＡＢＣ` stays apart from
+/// `ABC`, as compatibility forms can mean different things.
+#[must_use]
+pub fn composed(text: &str) -> Option<String> {
+    match is_nfc_quick(text.chars()) {
+        IsNormalized::Yes => None,
+        IsNormalized::No | IsNormalized::Maybe => {
+            let nfc: String = text.nfc().collect();
+            (nfc != text).then_some(nfc)
+        }
+    }
 }
 
 /// A priority field's value: an integer that fits an `i32`.
@@ -539,9 +588,15 @@ fn canonical_join(obj: &Fields, fields: &[String]) -> Result<String, KeyError> {
     Ok(parts.join(":"))
 }
 
-fn explicit_key(obj: &Fields) -> Result<(String, String), KeyError> {
-    let key = match obj.get("key").ok_or(KeyError::NoKey)? {
-        Field::Text(s) | Field::Number(s) => s.clone(),
+/// The key, label and written key (see [`NewItem::written_key`]) of an
+/// item naming its own key.
+fn explicit_key(obj: &Fields) -> Result<(String, String, Option<String>), KeyError> {
+    let (key, written_key) = match obj.get("key").ok_or(KeyError::NoKey)? {
+        Field::Text(s) => match composed(s) {
+            Some(nfc) => (nfc, Some(s.clone())),
+            None => (s.clone(), None),
+        },
+        Field::Number(s) => (s.clone(), None),
         Field::Bool(_) | Field::Other(_) => return Err(KeyError::BadKey),
     };
     if key.is_empty() {
@@ -560,7 +615,7 @@ fn explicit_key(obj: &Fields) -> Result<(String, String), KeyError> {
         Some(Field::Text(s)) if !s.is_empty() => storable_label(s.clone()),
         _ => key.clone(),
     };
-    Ok((key, label))
+    Ok((key, label, written_key))
 }
 
 /// A label as every store can keep it: a NUL, which PostgreSQL's text

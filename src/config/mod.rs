@@ -207,6 +207,16 @@ impl BatchConfig {
             lines: Lines::default(),
         }
     }
+
+    /// The setting `key` as the config writes it (`["site", "slug"]`);
+    /// `None` while it is off, or for a key no batch has.
+    #[must_use]
+    pub fn shown(&self, key: &str) -> Option<String> {
+        fields::BATCH
+            .iter()
+            .find(|f| f.key == key)
+            .and_then(|f| (f.show)(self))
+    }
 }
 
 impl Config {
@@ -274,11 +284,12 @@ impl Config {
                 reason: "not a regular file".into(),
             });
         }
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        let bytes = std::fs::read(path).map_err(|e| ConfigError::Read {
             path: path.to_path_buf(),
             kind: e.kind(),
             reason: io_reason(&e),
         })?;
+        let text = String::from_utf8(bytes).map_err(|e| not_utf8(path, e.as_bytes(), &e))?;
         Config::parse(&text, path)
     }
 
@@ -403,6 +414,28 @@ fn resolve(file: &Path, path: &str) -> PathBuf {
         return path;
     }
     file.parent().map_or(path.clone(), |dir| dir.join(&path))
+}
+
+/// A config that is not UTF-8 (saved as Shift_JIS, Notepad's "ANSI" on
+/// a Japanese Windows): the line, column and byte where it stops being
+/// UTF-8, and how to mend it.
+fn not_utf8(file: &Path, bytes: &[u8], e: &std::string::FromUtf8Error) -> ConfigError {
+    let good = &bytes[..e.utf8_error().valid_up_to()];
+    let line_start = good
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |at| at + 1);
+    // Up to the bad byte all is UTF-8: its column counts characters.
+    let column = String::from_utf8_lossy(&good[line_start..]).chars().count() + 1;
+    ConfigError::Syntax {
+        file: file.to_path_buf(),
+        line: good.iter().filter(|b| **b == b'\n').count() + 1,
+        message: format!(
+            "not UTF-8 (the byte 0x{:02X} at column {column}): a config is UTF-8; save it as \
+             UTF-8 (from Shift_JIS: iconv -f SHIFT_JIS -t UTF-8)",
+            bytes[good.len()]
+        ),
+    }
 }
 
 /// 1-based line of a byte offset.

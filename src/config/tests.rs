@@ -615,6 +615,29 @@ fn missing_file_is_a_read_error() {
     assert_eq!(err.line(), None);
 }
 
+/// A config saved as Shift_JIS (Notepad's "ANSI" on a Japanese Windows)
+/// said only "stream did not contain valid UTF-8": no line, and nothing of
+/// what to do. Now the line, the column and the byte, and how to mend it.
+#[test]
+fn a_config_not_in_utf8_names_its_line_and_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nightshift.toml");
+    // `# 日本語` in Shift_JIS on line 3.
+    let mut text = b"[batch.a]\nworker = [\"cat\"]\n# ".to_vec();
+    text.extend_from_slice(&[0x93, 0xfa, 0x96, 0x7b, 0x8c, 0xea, b'\n']);
+    std::fs::write(&path, &text).unwrap();
+    let err = Config::load(&path).unwrap_err();
+    assert_eq!(err.line(), Some(3), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:3: invalid TOML: not UTF-8 (the byte 0x93 at column 3): a config is UTF-8; \
+             save it as UTF-8 (from Shift_JIS: iconv -f SHIFT_JIS -t UTF-8)",
+            path.display()
+        )
+    );
+}
+
 #[test]
 fn load_reports_the_given_path() {
     let dir = tempfile::tempdir().unwrap();

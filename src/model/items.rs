@@ -244,6 +244,10 @@ pub struct NewItem {
     pub priority: i32,
     /// Not claimed before this time (it waits `not-due` until then).
     pub not_before: Option<Millis>,
+    /// The key as its input wrote it, where that is not `key` (keys are
+    /// composed, NFC: `か` + `゛` is `が`). An item added under that form
+    /// before keys were composed is this item: the add finds it by it.
+    pub written_key: Option<String>,
 }
 
 /// A claimed item: the lease token fences every write the runner makes

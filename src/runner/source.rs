@@ -168,9 +168,12 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
     {
         // As `add` reads a file: a line that is not UTF-8 is refused, not
         // mended (two keys mended alike became one item).
-        let Ok(line) = std::str::from_utf8(line.strip_suffix(b"\r").unwrap_or(line)) else {
-            bad.push(format!("line {}: not valid UTF-8", n + 1));
-            continue;
+        let line = match key::line_text(line.strip_suffix(b"\r").unwrap_or(line)) {
+            Ok(line) => line,
+            Err(e) => {
+                bad.push(format!("line {}: {e}", n + 1));
+                continue;
+            }
         };
         if line.trim().is_empty() {
             continue;

@@ -136,6 +136,8 @@ impl Store {
         now: Millis,
         progress: impl FnMut(usize),
     ) -> Result<AddReport> {
+        let as_written = self.keyed_as_written(batch, items)?;
+        let items = as_written.as_deref().unwrap_or(items);
         match self {
             Store::Sqlite(s) => s.add_items(batch, items, now, progress),
             Store::Pg(s) => s.add_items(batch, items, now, progress),
@@ -154,7 +156,9 @@ impl Store {
 
     /// `add_items` of an input still being read, its parts taken from
     /// `feed` in input order (`input_bytes`: its size). `None`: the feed
-    /// refused the input, and nothing was written.
+    /// refused the input, and nothing was written. Its items' written keys
+    /// are not looked for (`Store::keyed_as_written`): an input with text
+    /// not composed goes to `add_items`.
     pub fn add_fed<'a>(
         &mut self,
         batch: &str,

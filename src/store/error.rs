@@ -127,7 +127,7 @@ pub enum StoreError {
     Corrupt(PathBuf, String),
     #[error(
         "{path} was written by a newer nightshift (schema v{found}; this build knows up to v{supported}): \
-         upgrade nightshift; the file was left untouched"
+         upgrade nightshift; it was left as it was"
     )]
     NewerSchema {
         path: PathBuf,

@@ -10,6 +10,7 @@ use anyhow::Context;
 use super::{Ctx, Exit, out, out_json, user_error};
 use crate::batch_name;
 use crate::cli::AddArgs;
+use crate::config::BatchConfig;
 use crate::key::{self, KeySpec, LineFields};
 use crate::model::AddReport;
 use crate::util::live::Live;
@@ -72,15 +73,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
         )));
     }
     let batch = ctx.batch_config(&args.batch);
-    let spec = match &args.key_fields {
-        Some(fields) => {
-            if let Some(problem) = KeySpec::fields_problem(fields) {
-                return Err(user_error(format!("--key-fields: {problem}")));
-            }
-            KeySpec::from_fields(Some(fields))
-        }
-        None => KeySpec::from_fields(batch.key_fields.as_deref()),
-    };
+    let spec = key_spec(ctx, args.key_fields.as_deref(), &batch)?;
     if args
         .priority_field
         .as_ref()
@@ -104,6 +97,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     // problems.)
     if !args.dry_run
         && bytes.len() >= parse::FED_FROM_BYTES
+        && !parse::has_uncomposed_text(bytes)
         && let Ok(mut store) = ctx.open_write()
         && store.feeds_adds()
     {
@@ -150,6 +144,35 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     }
     let report = result?;
     finish(ctx, args, &report, new_batch, priority.field.as_deref())
+}
+
+/// How the add keys its lines: by `--key-fields` (`flag`), else by the
+/// batch's `key_fields`. A flag naming other fields than the config's is
+/// refused: it would key every item anew, so the items added before (done
+/// ones too) would be added, and run, again; and the next `source` or
+/// `add` without the flag would key them the config's way once more.
+fn key_spec(ctx: &Ctx, flag: Option<&[String]>, batch: &BatchConfig) -> anyhow::Result<KeySpec> {
+    let Some(fields) = flag else {
+        return Ok(KeySpec::from_fields(batch.key_fields.as_deref()));
+    };
+    if let Some(problem) = KeySpec::fields_problem(fields) {
+        return Err(user_error(format!("--key-fields: {problem}")));
+    }
+    if batch.key_fields.as_deref().is_some_and(|set| set != fields) {
+        let problem = format!(
+            "is {}, and --key-fields {} names other fields: every item would get another key, \
+             so the items already added would be added and run again; leave --key-fields out \
+             (the config's are used); nothing was added",
+            batch.shown("key_fields").unwrap_or_default(),
+            fields.join(","),
+        );
+        let named = ctx
+            .config
+            .invalid(&batch.name, "key_fields", problem.clone())
+            .map_or_else(|| format!("key_fields {problem}"), |e| e.to_string());
+        return Err(user_error(sanitize::line(&named)));
+    }
+    Ok(KeySpec::from_fields(Some(fields)))
 }
 
 /// `add` of a large input fed to `store` as it is parsed (`parse::fed`).

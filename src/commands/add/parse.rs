@@ -29,6 +29,19 @@ const BLOCK_BYTES: usize = 512 * 1024;
 /// least, so that its parse and its writes overlap too.
 const MIN_BLOCK_BYTES: usize = 16 * 1024;
 
+/// Whether `bytes` hold text that is not composed (Unicode NFC), so that
+/// a key may have been written otherwise than it is stored
+/// (`NewItem::written_key`): such an input is read whole before it is
+/// added, not fed to the store as it is parsed. ASCII, and nearly all
+/// Japanese text, is composed.
+pub(super) fn has_uncomposed_text(bytes: &[u8]) -> bool {
+    !bytes.is_ascii()
+        && std::str::from_utf8(bytes).is_ok_and(|text| {
+            unicode_normalization::is_nfc_quick(text.chars())
+                != unicode_normalization::IsNormalized::Yes
+        })
+}
+
 /// Lines of one part of the input, parsed. Line numbers count from 1 at
 /// the part's first line: a part's place in the input is known only once
 /// the parts before it are counted, which each part's parse does for
@@ -57,9 +70,12 @@ fn parse_part(
         out.newlines = idx;
         let line_no = 1 + idx;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let Ok(text) = std::str::from_utf8(raw) else {
-            out.errors.push((line_no, "not valid UTF-8".into()));
-            continue;
+        let text = match key::line_text(raw) {
+            Ok(text) => text,
+            Err(e) => {
+                out.errors.push((line_no, e.to_string()));
+                continue;
+            }
         };
         if text.trim().is_empty() {
             continue;

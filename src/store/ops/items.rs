@@ -169,15 +169,56 @@ impl Store {
                 return Ok(report);
             };
             for item in items {
-                if tx.item_by_key(b, &item.key)?.is_some() {
+                // The key it is stored under: its written form, where an
+                // item was added under that before keys were composed.
+                let mut key = item.key.as_str();
+                if let Some(written) = item.written_key.as_deref()
+                    && tx.item_by_key(b, key)?.is_none()
+                    && tx.item_tombstone(b, key)?.is_none()
+                {
+                    key = written;
+                }
+                if tx.item_by_key(b, key)?.is_some() {
                     report.present += 1;
-                } else if let Some(t) = tx.item_tombstone(b, &item.key)? {
+                } else if let Some(t) = tx.item_tombstone(b, key)? {
                     report.count_pruned(t.pruned_at);
                 } else {
                     report.added += 1;
                 }
             }
             Ok(report)
+        })
+    }
+
+    /// `items`, each whose written key (`NewItem::written_key`) the batch
+    /// holds (an item, or a pruned one's tombstone) and its composed key
+    /// not, keyed by that written form: an item added under it before keys
+    /// were composed is the same item, present, not one to add and run
+    /// again. `None` when no item has a written key apart (nearly every
+    /// add: nothing is read then).
+    pub fn keyed_as_written(&self, batch: &str, items: &[NewItem]) -> Result<Option<Vec<NewItem>>> {
+        if items.iter().all(|i| i.written_key.is_none()) {
+            return Ok(None);
+        }
+        self.read_tx(|tx| {
+            let Some(b) = tx.batch_seen(batch)? else {
+                return Ok(None);
+            };
+            let mut out = items.to_vec();
+            for item in &mut out {
+                let Some(written) = item.written_key.take() else {
+                    continue;
+                };
+                let composed_held = tx.item_by_key(b, &item.key)?.is_some()
+                    || tx.item_tombstone(b, &item.key)?.is_some();
+                if !composed_held
+                    && (tx.item_by_key(b, &written)?.is_some()
+                        || tx.item_tombstone(b, &written)?.is_some())
+                {
+                    item.key = written;
+                }
+            }
+            Ok(Some(out))
         })
     }
 

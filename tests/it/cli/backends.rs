@@ -215,6 +215,77 @@ both_backends! {
         assert!(listed.contains("ブログ:記事\\x00一"), "{listed}");
     }
 
+    /// A key is text, not bytes: ガイド written decomposed (カ + ゛, as
+    /// macOS writes file names) is the ガイド added composed, not a second
+    /// item that runs (and posts) again beside it, listed as the same word
+    /// twice. As a key field too; in one file, the second is a duplicate.
+    /// Full-width letters stay keys of their own.
+    fn a_key_in_another_unicode_form_is_the_same_item(env) {
+        let worker = logging_worker(&env);
+        env.config(&format!(
+            "[batch.\"記事\"]\nworker = [\"{worker}\"]\n\n[batch.f]\nworker = [\"{worker}\"]\nkey_fields = [\"site\", \"slug\"]\n"
+        ));
+        let (nfc, nfd) = ("ガイド", "カ\u{3099}イト\u{3099}");
+        env.write("nfc.jsonl", &format!("{{\"key\":\"{nfc}\"}}\n{{\"key\":\"ABC\"}}\n"));
+        env.write("nfd.jsonl", &format!("{{\"key\":\"{nfd}\"}}\n{{\"key\":\"ＡＢＣ\"}}\n"));
+        assert_eq!(env.run(&["add", "記事", "nfc.jsonl"]).code(0).stdout, "記事: added 2, already present 0\n");
+        env.run(&["run", "記事"]).code(0);
+        assert_eq!(env.run(&["add", "記事", "nfd.jsonl"]).code(0).stdout, "記事: added 1, already present 1\n");
+        env.run(&["run", "記事"]).code(0);
+        assert_eq!(ran_keys(&env), ["ABC", nfc, "ＡＢＣ"], "ガイド ran once, by its composed key");
+        // A large input (one the store takes while it is parsed) alike.
+        let mut big: String = (0..2000).map(|i| format!("{{\"key\":\"k{i}\",\"pad\":\"{:040}\"}}\n", 0)).collect();
+        big.push_str(&format!("{{\"key\":\"{nfd}\"}}\n"));
+        let big = env.write("big.jsonl", &big);
+        assert_eq!(env.run(&["add", "記事", big.to_str().unwrap()]).code(0).stdout, "記事: added 2000, already present 1\n");
+        let both = env.write("both.jsonl", &format!("{{\"key\":\"{nfc}\",\"n\":1}}\n{{\"key\":\"{nfd}\",\"n\":2}}\n"));
+        let ran = env.run(&["add", "new", both.to_str().unwrap()]);
+        assert!(ran.code(2).stderr.contains(&format!("line 2: duplicate key \"{nfc}\" (first on line 1)")), "{ran:?}");
+
+        env.write("f1.jsonl", &format!("{{\"site\":\"ブログ\",\"slug\":\"{nfc}\"}}\n"));
+        env.write("f2.jsonl", &format!("{{\"site\":\"フ\u{3099}ログ\",\"slug\":\"{nfd}\"}}\n"));
+        env.run(&["add", "f", "f1.jsonl"]).code(0);
+        assert_eq!(env.run(&["add", "f", "f2.jsonl"]).code(0).stdout, "f: added 0, already present 1\n");
+        let items = env.run(&["items", "f", "--json"]).code(0).json_lines();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0]["label"], format!("ブログ:{nfc}"));
+
+        // An item added decomposed before keys were composed keeps its key:
+        // the same input again finds it, and adds nothing.
+        env.write("old.jsonl", "{\"key\":\"ス\u{3099}ット\u{3099}\"}\n");
+        env.run(&["add", "old", "old.jsonl"]).code(0);
+        let composed = "ズッド";
+        for table in ["items", "item_keys"] {
+            if table == "items" || env.backend == common::Backend::Sqlite {
+                env.exec(&format!("UPDATE {table} SET key = 'ス\u{3099}ット\u{3099}' WHERE key = '{composed}'"));
+            }
+        }
+        assert_eq!(env.run(&["add", "old", "old.jsonl"]).code(0).stdout, "old: added 0, already present 1\n");
+        assert_eq!(env.run(&["add", "old", "old.jsonl", "--dry-run"]).code(0).stdout, "old: would add 0, already present 1\n");
+    }
+
+    /// A store a newer nightshift wrote is refused by every command, `init`
+    /// too, saying what to do and that it is left as it was: of a
+    /// PostgreSQL database it said "the file was left untouched".
+    fn a_store_of_a_newer_nightshift_is_refused_and_left_as_it_was(env) {
+        env.add_items("b", 2);
+        match env.backend {
+            common::Backend::Sqlite => env.sql().execute_batch("PRAGMA user_version = 999").unwrap(),
+            common::Backend::Pg => {
+                env.exec("UPDATE nightshift_meta SET value = '999' WHERE key = 'schema_version'");
+            }
+        }
+        let items = env.write("in.jsonl", "{\"key\":\"新しい\"}\n");
+        let before = env.snapshot();
+        for args in [&["status"][..], &["add", "b", items.to_str().unwrap()], &["init"]] {
+            let ran = env.run(args);
+            let line = ran.code(3).error_line();
+            assert!(line.contains("was written by a newer nightshift (schema v999; this build knows up to v"), "{args:?}: {line}");
+            assert!(line.ends_with("upgrade nightshift; it was left as it was"), "{args:?}: {line}");
+        }
+        assert_eq!(env.snapshot(), before, "nothing changed");
+    }
+
     /// Pause stops runs, unpause lets them go on; the log records both.
     fn pause_and_unpause(env) {
         env.config("[batch.b]\nworker = [\"sh\", \"-c\", \"cat >/dev/null; echo '{}'\"]\n");

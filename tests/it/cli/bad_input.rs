@@ -91,6 +91,22 @@ fn invalid_utf8_names_the_line() {
         2,
         &["in.jsonl", "line 2: not valid UTF-8"],
     );
+    // Saved as Shift_JIS (Excel's CSV, Notepad's "ANSI" on a Japanese
+    // Windows): where each line stops being UTF-8, and how to mend it.
+    let mut sjis = b"{\"key\":\"".to_vec();
+    sjis.extend_from_slice(&[0x8b, 0x4c, 0x8e, 0x96]); // 記事
+    sjis.extend_from_slice(b"1\"}\n");
+    std::fs::write(env.path("sjis.jsonl"), &sjis).unwrap();
+    refused(
+        &env,
+        &["add", "b", "sjis.jsonl"],
+        2,
+        &[
+            "sjis.jsonl",
+            "line 1: not valid UTF-8 (the byte 0x8B at column 9): JSON lines are UTF-8; \
+             save it as UTF-8 (from Shift_JIS: iconv -f SHIFT_JIS -t UTF-8)",
+        ],
+    );
 }
 
 /// Only the first line may carry a byte-order mark (it is skipped there);
@@ -241,6 +257,41 @@ fn key_fields_with_an_empty_name_or_one_twice_are_refused() {
         &["--key-fields: field \"a\" is listed twice"],
     );
     ran.error_line();
+}
+
+/// `--key-fields` other than the config's `key_fields` for the batch keyed
+/// every item anew: the items already added (and done) were "added" again
+/// and would run, and be paid for, twice. The same list is harmless.
+#[test]
+fn key_fields_other_than_the_config_s_are_refused_naming_its_line() {
+    let env = Env::new();
+    env.config("[batch.\"記事\"]\nkey_fields = [\"site\", \"slug\"]\n");
+    env.write(
+        "in.jsonl",
+        "{\"site\":\"ブログ\",\"slug\":\"こんにちは\",\"title\":\"挨拶\"}\n",
+    );
+    env.run(&["add", "記事", "in.jsonl"]).code(0);
+    for other in ["slug,site", "site", "site,slug,title"] {
+        let ran = refused(
+            &env,
+            &["add", "記事", "in.jsonl", "--key-fields", other],
+            2,
+            &[
+                &format!("--key-fields {other}"),
+                "nightshift.toml:2: batch.\"記事\".key_fields",
+                "[\"site\", \"slug\"]",
+                "nothing was added",
+            ],
+        );
+        ran.error_line();
+    }
+    let ran = env.run(&["add", "記事", "in.jsonl", "--key-fields", "site,slug"]);
+    ran.code(0);
+    assert_eq!(
+        ran.stdout.trim(),
+        "記事: added 0, already present 1",
+        "{ran:?}"
+    );
 }
 
 #[test]

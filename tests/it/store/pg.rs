@@ -1012,6 +1012,7 @@ fn a_fresh_add_stores_every_field_as_an_add_into_a_held_batch() {
             payload: format!("{{\"n\":{i},\"s\":\"☃\"}}"),
             priority: i % 7 - 3,
             not_before: (i % 3 == 0).then_some(t + i64::from(i) * MIN),
+            written_key: None,
         })
         .collect();
     assert_eq!(

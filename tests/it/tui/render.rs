@@ -844,6 +844,7 @@ fn priority_and_not_before_are_shown() {
         payload: "{}".into(),
         priority: 7,
         not_before: Some(at),
+        written_key: None,
     };
     store
         .add_items("articles", &[urgent], NOW - 1_000, |_| {})

@@ -14,6 +14,7 @@ fn item(key: &str, priority: i32, not_before: Option<i64>) -> NewItem {
         payload: "{}".into(),
         priority,
         not_before,
+        written_key: None,
     }
 }
 
