@@ -1453,3 +1453,101 @@ mod one_daemon_a_batch {
         }
     }
 }
+
+/// The fire records of `batch` after the first `skip`, as `outcome: reason`.
+fn fire_records_after(env: &Env, batch: &str, skip: usize) -> Vec<String> {
+    env.events(batch, "fire")
+        .into_iter()
+        .skip(skip)
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["fields"]["outcome"].as_str().unwrap(),
+                e["fields"]["reason"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// Waits for an on-time fire of `batch` recorded after the first `skip`
+/// fire records, and says what those records were.
+fn on_time_fire_after(env: &Env, batch: &str, skip: usize) -> Vec<String> {
+    wait_for("an on-time fire", || {
+        fire_records_after(env, batch, skip)
+            .iter()
+            .any(|r| r == "ran: ")
+    });
+    fire_records_after(env, batch, skip)
+}
+
+/// A batch the config stops scheduling owes no fires for the time it was
+/// not scheduled, on both stores.
+mod unscheduled {
+    use super::*;
+
+    const KEEP: &str = "[batch.keep]\nworker = [\"./w.sh\"]\nschedule = \"30 4 * * *\"\n";
+    const KIJI: &str = "[batch.\"記事\"]\nworker = [\"./w.sh\"]\nschedule = \"* * * * * *\"\ntimezone = \"Asia/Tokyo\"\ncatch_up = \"1h\"\n";
+
+    /// `status --json`'s `missed` of 記事.
+    fn missed(env: &Env) -> Value {
+        batch(&env.status(), "記事")["missed"].clone()
+    }
+
+    both_backends! {
+        /// A schedule taken out of the config and reloaded (SIGHUP), then put
+        /// back: the daemon recorded the seconds it was out as fires it
+        /// missed "while the daemon was not running" (it ran all along) and
+        /// ran a catch-up cycle at once, one nobody had scheduled, and
+        /// `status` said those fires were missed. Nothing is owed: the next
+        /// fire runs on time, and no view says a fire was missed.
+        fn a_schedule_taken_out_and_put_back_by_reload_owes_nothing(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            env.write("nightshift.toml", &format!("{KEEP}{KIJI}"));
+            let mut daemon = Daemon::start(&env);
+            on_time_fire_after(&env, "記事", 0);
+            env.write("nightshift.toml", KEEP);
+            daemon.signal(Signal::SIGHUP);
+            wait_for("the batch left out", || {
+                daemon_said(&env, "記事", "the daemon no longer schedules this batch")
+            });
+            // Fire times of the old schedule pass while it is out.
+            std::thread::sleep(Duration::from_secs(3));
+            env.write("nightshift.toml", &format!("{KEEP}{KIJI}"));
+            assert_eq!(missed(&env), Value::Null, "before the reload");
+            let seen = env.events("記事", "fire").len();
+            daemon.signal(Signal::SIGHUP);
+            let records = on_time_fire_after(&env, "記事", seen);
+            assert!(
+                records.iter().all(|r| !r.starts_with("missed") && !r.contains("catch-up")),
+                "{records:#?}"
+            );
+            assert_eq!(missed(&env), Value::Null);
+            assert_eq!(daemon.terminate().code(), Some(0));
+        }
+
+        /// The same through restarts: a daemon started with a config that
+        /// no longer schedules the batch, and later one that does again.
+        fn a_schedule_taken_out_across_restarts_owes_nothing(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            env.write("nightshift.toml", &format!("{KEEP}{KIJI}"));
+            let mut daemon = Daemon::start(&env);
+            on_time_fire_after(&env, "記事", 0);
+            assert_eq!(daemon.terminate().code(), Some(0));
+            env.write("nightshift.toml", KEEP);
+            let mut daemon = Daemon::start(&env);
+            wait_for("the daemon live", || live_daemons(&env).len() == 1);
+            assert_eq!(daemon.terminate().code(), Some(0));
+            std::thread::sleep(Duration::from_secs(3));
+            env.write("nightshift.toml", &format!("{KEEP}{KIJI}"));
+            assert_eq!(missed(&env), Value::Null, "before the daemon starts");
+            let seen = env.events("記事", "fire").len();
+            let mut daemon = Daemon::start(&env);
+            let records = on_time_fire_after(&env, "記事", seen);
+            assert!(
+                records.iter().all(|r| !r.starts_with("missed") && !r.contains("catch-up")),
+                "{records:#?}"
+            );
+            assert_eq!(daemon.terminate().code(), Some(0));
+        }
+    }
+}
