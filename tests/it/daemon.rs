@@ -1551,3 +1551,42 @@ mod unscheduled {
         }
     }
 }
+
+/// A batch scheduled in the file while a daemon runs that does not
+/// schedule it, on both stores.
+mod left_out {
+    use super::*;
+
+    both_backends! {
+        /// A schedule added to the file while the daemon ran (not yet
+        /// reloaded): `status` said `daemon not running (never started for
+        /// this batch)` beside `daemon: running on …`, so the user started a
+        /// second daemon, which was refused. It names the live daemon that
+        /// leaves the batch out and how to have it fire it.
+        fn a_batch_the_live_daemon_leaves_out_says_so_not_that_none_runs(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            let keep = "[batch.keep]\nworker = [\"./w.sh\"]\nschedule = \"30 4 * * *\"\n";
+            env.write("nightshift.toml", keep);
+            let mut daemon = Daemon::start(&env);
+            wait_for("the daemon live", || live_daemons(&env).len() == 1);
+            env.write(
+                "nightshift.toml",
+                &format!("{keep}[batch.\"記事\"]\nworker = [\"./w.sh\"]\nschedule = \"0 2 * * *\"\ntimezone = \"Asia/Tokyo\"\n"),
+            );
+            let text = status_text(&env);
+            let said = text.split("記事:").nth(1).unwrap_or_default().to_string();
+            assert!(!said.contains("daemon not running"), "{text}");
+            assert!(said.contains("SIGHUP"), "{text}");
+            let pid = daemon.child.id().to_string();
+            assert!(said.contains(&pid), "names the live daemon: {text}");
+            let why = batch(&env.status(), "記事")["next_fire"]["why"].clone();
+            let why = why.as_str().unwrap_or_default();
+            assert!(!why.contains("not running") && why.contains("SIGHUP"), "{why}");
+            daemon.signal(Signal::SIGHUP);
+            wait_for("the batch taken on", || {
+                batch(&env.status(), "記事")["next_fire"]["fires"] == true
+            });
+            assert_eq!(daemon.terminate().code(), Some(0));
+        }
+    }
+}

@@ -621,16 +621,20 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
     ));
     if !seen.live {
         // Nothing fires: say so, and what was missed, not a next fire.
-        let daemon = match seen.daemon {
-            Some(d) if d.live() => format!(
+        let daemon = match (seen.daemon, seen.leaves_out) {
+            (Some(d), _) if d.live() => format!(
                 "daemon stopping (asked {}): no more fires",
                 super::ago(d.daemon.stopping_at.unwrap_or(app.now), app.now)
             ),
-            Some(d) => format!(
+            (_, Some(other)) => format!(
+                "the live daemon ({}) leaves it out: SIGHUP it to take the file's schedule",
+                other.daemon.holder
+            ),
+            (Some(d), None) => format!(
                 "daemon not running (last seen {})",
                 super::ago(d.last_seen(), app.now)
             ),
-            None => "daemon not running (never started)".to_string(),
+            (None, None) => "daemon not running (never started)".to_string(),
         };
         let missed = match seen.overdue {
             Some(o) => format!(

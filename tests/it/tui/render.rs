@@ -960,3 +960,40 @@ fn a_configured_batch_with_no_items_says_so() {
         "{shot}"
     );
 }
+
+/// A batch the file schedules that the live daemon leaves out (the file
+/// edited after the daemon read it): the schedule line said `daemon not
+/// running (never started)` while a daemon ran. It says the live daemon
+/// does not schedule it, and how to have it fire it.
+#[test]
+fn a_schedule_the_live_daemon_leaves_out_says_so_not_that_none_runs() {
+    let (_dir, store) = writable_fixture(true);
+    let mut setup = setup(Palette::Mono, false);
+    setup.config.schedules.insert(
+        "newsletter".to_string(),
+        BatchSchedule {
+            schedule: Schedule::parse("0 3 * * *").unwrap(),
+            tz: chrono_tz::Asia::Tokyo,
+            catch_up: None,
+        },
+    );
+    let mut app = App::new(setup, NOW);
+    app.update(Arrival::Resize(160, 48));
+    poll_at(&mut app, &store, NOW);
+    let mut shot = String::new();
+    for _ in 0..4 {
+        shot = draw(&app);
+        if shot.contains("┌ newsletter ") {
+            break;
+        }
+        app.update(Action::from(Intent::Down));
+        poll_at(&mut app, &store, NOW);
+    }
+    let line = shot
+        .lines()
+        .find(|l| l.contains("│schedule "))
+        .unwrap_or_default();
+    assert!(line.contains("0 3 * * * Asia/Tokyo"), "{shot}");
+    assert!(!line.contains("daemon not running"), "{line}");
+    assert!(line.contains("SIGHUP"), "{line}");
+}
