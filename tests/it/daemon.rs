@@ -428,7 +428,8 @@ fn the_schedule_command_and_its_errors() {
         text.starts_with("b: `30 2 * * *` in America/New_York"),
         "{text}"
     );
-    assert_eq!(text.lines().count(), 2 + 5, "{text}");
+    // With no daemon, a line says nothing fires them.
+    assert_eq!(text.lines().count(), 3 + 5, "{text}");
 
     env.cmd()
         .args(["schedule", "plain"])
@@ -1630,6 +1631,51 @@ mod stopped_mid_cycle {
                 env.events("記事", "fire")
             );
             assert_eq!(daemon.terminate().code(), Some(0));
+        }
+    }
+}
+
+/// `nightshift schedule` beside no live daemon, on both stores.
+mod schedule_command {
+    use super::*;
+
+    /// `schedule 記事` in words and as `--json`'s `fires` and `why`.
+    fn said(env: &Env) -> (String, Value) {
+        let out = env.cmd().args(["schedule", "記事"]).output().unwrap();
+        assert!(out.status.success());
+        let json = env
+            .cmd()
+            .args(["schedule", "記事", "--json"])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+        (String::from_utf8(out.stdout).unwrap(), v)
+    }
+
+    both_backends! {
+        /// `schedule` listed the next fire times `in 4h59m` with no daemon
+        /// running, or one killed, where every other view says nothing
+        /// fires; now it says so, and `--json` has `fires` and `why`.
+        fn the_schedule_command_says_when_no_daemon_fires_it(env) {
+            env.script("w.sh", "cat >/dev/null; echo '{\"ok\":true}'");
+            env.write(
+                "nightshift.toml",
+                "[batch.\"記事\"]\nworker = [\"./w.sh\"]\nschedule = \"0 2 * * *\"\ntimezone = \"Asia/Tokyo\"\n",
+            );
+            let (text, v) = said(&env);
+            assert!(text.contains("daemon not running (never started for this batch), so nothing fires"), "{text}");
+            assert_eq!(v["fires"], false, "{v}");
+            assert!(v["why"].as_str().unwrap_or_default().contains("not running"), "{v}");
+            let mut daemon = Daemon::start(&env);
+            wait_for("the daemon live", || live_daemons(&env).len() == 1);
+            let (text, v) = said(&env);
+            assert!(!text.contains("nothing fires"), "{text}");
+            assert_eq!((&v["fires"], &v["why"]), (&Value::from(true), &Value::Null), "{v}");
+            daemon.signal(Signal::SIGKILL);
+            daemon.exited();
+            let (text, v) = said(&env);
+            assert!(text.contains("is gone (killed, or crashed)), so nothing fires"), "{text}");
+            assert_eq!(v["fires"], false, "{v}");
         }
     }
 }
