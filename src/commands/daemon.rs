@@ -7,17 +7,17 @@ use tokio::sync::watch;
 use super::schedule::{scheduled_batch, scheduled_names};
 use super::{Ctx, Exit, user_error};
 use crate::cli::{DaemonArgs, RunArgs, TriggerArg};
-use crate::schedule::daemon::{self, Target};
+use crate::schedule::daemon::{self, Setup, Target};
 use crate::schedule::{Plan, Stored};
 use crate::util::time::now_ms;
 
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
     let names = names(ctx, args)?;
-    let targets = targets(ctx, &names, args.verbose)?;
+    let setup = setup(ctx, &names, args.verbose)?;
     let load: daemon::Load<'_> = Box::new(|| reloaded(ctx, args));
     // Our workers are stopped, should this process be killed outright.
     crate::runner::start_guard();
-    let log_dir = targets.first().and_then(|t| t.opts.log_dir.clone());
+    let log_dir = setup.targets.first().and_then(|t| t.opts.log_dir.clone());
     if let Some(dir) = &log_dir {
         crate::runner::start_file_log(dir);
     }
@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Exit> {
         let (tx, rx) = watch::channel(0u32);
         let (reload_tx, asked) = watch::channel(0u64);
         let signals = tokio::spawn(count_signals(tx, reload_tx));
-        let result = daemon::run(&db, targets, rx, daemon::Reload { asked, load }).await;
+        let result = daemon::run(&db, setup, rx, daemon::Reload { asked, load }).await;
         signals.abort();
         result
     });
@@ -99,6 +99,15 @@ fn targets(ctx: &Ctx, names: &[String], verbose: bool) -> anyhow::Result<Vec<Tar
     Ok(targets)
 }
 
+/// The daemon's [`Setup`]: the targets of `names`, and every batch the
+/// config schedules.
+fn setup(ctx: &Ctx, names: &[String], verbose: bool) -> anyhow::Result<Setup> {
+    Ok(Setup {
+        targets: targets(ctx, names, verbose)?,
+        scheduled: scheduled_names(ctx),
+    })
+}
+
 /// What `nightshift run NAME --trigger schedule` would be given.
 fn run_args(batch: &str, verbose: bool) -> RunArgs {
     RunArgs {
@@ -134,7 +143,7 @@ async fn count_signals(tx: watch::Sender<u32>, reload: watch::Sender<u64>) {
 /// The targets from the config file as it is now (a SIGHUP): the same
 /// checks as at start, on the same store. A config that names another
 /// store is refused (that takes a restart).
-fn reloaded(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Vec<Target>> {
+fn reloaded(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Setup> {
     let file = ctx
         .config
         .file
@@ -153,7 +162,7 @@ fn reloaded(ctx: &Ctx, args: &DaemonArgs) -> anyhow::Result<Vec<Target>> {
         color: ctx.color,
     };
     let names = names(&ctx, args)?;
-    targets(&ctx, &names, args.verbose)
+    setup(&ctx, &names, args.verbose)
 }
 
 #[cfg(test)]

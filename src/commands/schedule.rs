@@ -30,6 +30,8 @@ pub fn run(ctx: &Ctx, args: &ScheduleArgs) -> anyhow::Result<Exit> {
     let (expr, tz) = (&seen.rule.schedule.expr, seen.rule.tz);
     let fires = seen.upcoming(usize::from(args.next));
     let note = seen.config_note(config);
+    // As every view: with no live daemon, these times fire nothing.
+    let no_daemon = seen.no_daemon(now.timestamp_millis());
     if args.json {
         out_json(&json!({
             "batch": cfg.name,
@@ -37,6 +39,8 @@ pub fn run(ctx: &Ctx, args: &ScheduleArgs) -> anyhow::Result<Exit> {
             "timezone": tz.name(),
             "catch_up": cfg.catch_up.map(format_duration),
             "overlap": cfg.overlap.as_str(),
+            "fires": no_daemon.is_none(),
+            "why": no_daemon,
             "config_differs": seen.config_differs,
             "config": super::status::file_schedule_json(&seen, config),
             "next_fires": fires.iter().map(|f| json!({
@@ -58,6 +62,9 @@ pub fn run(ctx: &Ctx, args: &ScheduleArgs) -> anyhow::Result<Exit> {
         cfg.catch_up.map_or("off".to_string(), format_duration),
         cfg.overlap
     ))?;
+    if let Some(why) = &no_daemon {
+        out(format!("{why}, so nothing fires; its fire times:"))?;
+    }
     if let Some(note) = note {
         out(note)?;
     }

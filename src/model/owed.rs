@@ -14,7 +14,9 @@ pub struct Owed {
     /// The fire time of the cycle started last, until its end is recorded.
     #[serde(serialize_with = "crate::util::time::json_opt")]
     pub cycle: Option<Millis>,
-    /// That cycle's crash is recorded (a `fire crashed` record).
+    /// That cycle's end before its work was done is recorded (a `fire
+    /// crashed` record, or `stopped`: its daemon was stopped mid-cycle), so
+    /// the next daemon resumes it without recording it again.
     pub crashed: bool,
     /// A fire queued behind a cycle (`overlap = "queue"`) that has not run.
     #[serde(serialize_with = "crate::util::time::json_opt")]
@@ -24,7 +26,8 @@ pub struct Owed {
 impl Owed {
     /// What is owed once `fire` is recorded: a fire that starts a cycle
     /// opens it (and is no longer queued); a record of the open cycle's
-    /// crash marks it, any other of its outcomes closes it; a queued fire
+    /// crash, or of its stop with its daemon, marks it (still owed), any
+    /// other of its outcomes closes it; a queued fire
     /// waits until a record of its time says what became of it.
     #[must_use]
     pub fn after(self, fire: &Fire) -> Owed {
@@ -39,7 +42,7 @@ impl Owed {
                 queued: Some(fire.at),
                 ..self
             },
-            "crashed" => Owed {
+            "crashed" | "stopped" => Owed {
                 crashed: self.crashed || self.cycle == Some(fire.at),
                 ..self
             },
@@ -82,6 +85,9 @@ mod tests {
         let crashed = after(cut, &[(10, "crashed")]);
         assert_eq!((crashed.cycle, crashed.crashed), (Some(10), true));
         assert!(!after(crashed, &[(30, "running")]).crashed);
+        // So does its stop with its daemon (a restart, a shutdown).
+        let stopped = after(cut, &[(10, "stopped")]);
+        assert_eq!((stopped.cycle, stopped.crashed), (Some(10), true));
         // A crash or end of another fire time changes nothing.
         assert_eq!(after(cut, &[(5, "crashed"), (5, "ran")]), cut);
     }

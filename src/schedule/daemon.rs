@@ -47,13 +47,22 @@ pub struct Target {
     pub opts: RunOptions,
 }
 
+/// What the daemon takes from its config: the batches it fires, and the
+/// name of every batch the config schedules (those left to other daemons
+/// by `--batch` too). The stored plan of any other batch is forgotten
+/// (see [`Plan::resume`]).
+pub struct Setup {
+    pub targets: Vec<Target>,
+    pub scheduled: Vec<String>,
+}
+
 /// What the stop channel carries: how many stop requests came (0 = run).
 /// The first lets running cycles stop gracefully, the next stops them now.
 pub type StopCount = watch::Receiver<u32>;
 
 /// Builds the targets again from the config as it is now, or says why it
 /// cannot (the daemon then keeps the ones it has).
-pub type Load<'a> = Box<dyn FnMut() -> anyhow::Result<Vec<Target>> + Send + 'a>;
+pub type Load<'a> = Box<dyn FnMut() -> anyhow::Result<Setup> + Send + 'a>;
 
 /// How the daemon is asked to reload its config (SIGHUP: `asked` counts
 /// the requests) and how it does (`load`).
@@ -66,6 +75,8 @@ struct Daemon {
     db: PathBuf,
     store: Store,
     targets: Vec<Target>,
+    /// Every batch the config schedules ([`Setup::scheduled`]).
+    scheduled: Vec<String>,
     running: HashMap<String, Running>,
     cycles: JoinSet<Finished>,
     /// Alerts of ended cycles, each with its cycle's stop channel.
@@ -90,10 +101,11 @@ struct Daemon {
 /// reported on stderr and retried.
 pub async fn run(
     db: &Path,
-    targets: Vec<Target>,
+    setup: Setup,
     mut stop: StopCount,
     mut reload: Reload<'_>,
 ) -> anyhow::Result<()> {
+    let Setup { targets, scheduled } = setup;
     let store = Store::open(db, Access::ReadWrite)?;
     let pid = std::process::id();
     let me = crate::model::Daemon {
@@ -113,6 +125,7 @@ pub async fn run(
         db: db.to_path_buf(),
         store,
         targets,
+        scheduled,
         running: HashMap::new(),
         cycles: JoinSet::new(),
         alerts: JoinSet::new(),
@@ -137,6 +150,7 @@ impl Daemon {
     async fn serve(&mut self, stop: &mut StopCount, reload: &mut Reload<'_>) -> anyhow::Result<()> {
         let d = self;
         d.announce_start()?;
+        d.forget_unscheduled();
         d.record_crashes();
         let identity = d.store.identity();
         // Whether anyone can still ask us to stop or reload (the signal task

@@ -25,6 +25,9 @@ pub enum Outcome {
     /// Its run crashed (the daemon died mid-cycle): stored when a later
     /// run records the crash, said before that by [`fire_seen`].
     Crashed,
+    /// Its cycle was stopped with its daemon (SIGTERM or SIGINT: a restart,
+    /// an orderly shutdown): still owed, as a crashed one is.
+    Stopped,
 }
 
 impl Outcome {
@@ -38,6 +41,7 @@ impl Outcome {
         Outcome::LockHeld,
         Outcome::Error,
         Outcome::Crashed,
+        Outcome::Stopped,
     ];
 
     #[must_use]
@@ -52,6 +56,7 @@ impl Outcome {
             Outcome::LockHeld => "lock-held",
             Outcome::Error => "error",
             Outcome::Crashed => "crashed",
+            Outcome::Stopped => "stopped",
         }
     }
 
@@ -73,6 +78,10 @@ impl Outcome {
             Outcome::LockHeld => "did not run: another runner held the batch lock",
             Outcome::Error => "did not run: the cycle failed",
             Outcome::Crashed => "its run crashed",
+            Outcome::Stopped => {
+                "its cycle was stopped with the daemon (a signal) before its work was done: a \
+                 daemon starting resumes it once within catch_up, else the next fire does"
+            }
         }
     }
 }
@@ -115,14 +124,14 @@ pub fn fire_seen(info: &BatchInfo, daemons: &[DaemonInfo], now: Millis) -> Optio
             }
         }
         Some(o @ (Outcome::SkippedOverlap | Outcome::Queued)) => {
-            if let Some(why) = cycle_dead(info, daemons, fire.at, now) {
+            if let Some(ended) = cycle_dead(info, daemons, fire.at, now) {
                 fire.reason = Some(match o {
                     Outcome::Queued => format!(
-                        "the cycle it waited for crashed since ({why}); a daemon starting runs \
+                        "the cycle it waited for {ended}; a daemon starting runs \
                          it once within catch_up, else records it missed"
                     ),
                     _ => format!(
-                        "the cycle it left the work to crashed since ({why}); a daemon starting \
+                        "the cycle it left the work to {ended}; a daemon starting \
                          resumes that work once within catch_up, else the next fire does"
                     ),
                 });
@@ -207,9 +216,11 @@ fn cycle_now(
     })
 }
 
-/// Why the cycle still open before a fire at `later` (the one it was
-/// skipped or queued behind) is dead, if it is: its crash recorded, or
-/// its cycle crashed ([`cycle_now`]).
+/// How the cycle still open before a fire at `later` (the one it was
+/// skipped or queued behind) ended, if it did before its work was done:
+/// `crashed since (why)` (its crash recorded, or its cycle crashed,
+/// [`cycle_now`]), or `was stopped with its daemon` (its run ended, its
+/// stop recorded).
 fn cycle_dead(
     info: &BatchInfo,
     daemons: &[DaemonInfo],
@@ -217,11 +228,15 @@ fn cycle_dead(
     now: Millis,
 ) -> Option<String> {
     let cycle = info.owed.cycle.filter(|c| *c < later)?;
-    match cycle_now(info, daemons, cycle, None, now) {
-        Some(c) if c.outcome == Outcome::Crashed => Some(c.why.unwrap_or_else(|| match c.run_id {
+    let why = match cycle_now(info, daemons, cycle, None, now) {
+        Some(c) if c.outcome == Outcome::Crashed => c.why.unwrap_or_else(|| match c.run_id {
             Some(run) => format!("its run {run} crashed"),
             None => "its run crashed".to_string(),
-        })),
-        _ => info.owed.crashed.then(|| "its run crashed".to_string()),
-    }
+        }),
+        Some(c) if c.outcome == Outcome::Ran && info.owed.crashed => {
+            return Some("was stopped with its daemon".to_string());
+        }
+        _ => info.owed.crashed.then(|| "its run crashed".to_string())?,
+    };
+    Some(format!("crashed since ({why})"))
 }

@@ -108,6 +108,10 @@ impl Plan {
     /// The plan of a scheduled batch (`None` without a `schedule`), resuming
     /// from what an earlier daemon stored: fire times after the last one
     /// handled and up to `now` are due at once (missed, or caught up).
+    /// With no fire planned (never scheduled, or no longer: a daemon that
+    /// found its config no longer schedules the batch forgot its plan),
+    /// nothing before `now` is owed: the time it was not scheduled is no
+    /// missed fire.
     #[must_use]
     pub fn new(cfg: &BatchConfig, stored: Stored, now: DateTime<Utc>) -> Option<Plan> {
         let schedule = cfg.schedule.clone()?;
@@ -134,11 +138,9 @@ impl Plan {
         now: DateTime<Utc>,
     ) -> Plan {
         // The stored next fire itself has not happened yet, hence 1 ms before.
-        let planned = stored.next_fire.map(|n| n - TimeDelta::milliseconds(1));
-        let from = match (planned, stored.last_fire_at) {
-            (Some(p), Some(l)) => p.max(l),
-            (Some(t), None) | (None, Some(t)) => t,
-            (None, None) => now,
+        let from = match stored.next_fire.map(|n| n - TimeDelta::milliseconds(1)) {
+            Some(planned) => stored.last_fire_at.map_or(planned, |l| planned.max(l)),
+            None => now,
         };
         // Never later than now: a schedule edited to fire sooner than the
         // stored next fire must not wait for it.

@@ -71,6 +71,11 @@ pub struct ScheduleSeen<'a> {
     pub daemon: Option<&'a DaemonInfo>,
     /// A live daemon fires it (not one that is stopping).
     pub live: bool,
+    /// When none fires or stops it: a live daemon that fires others and
+    /// leaves this one out (it read the file before this schedule was
+    /// added, or its `--batch` names others). A SIGHUP has it take the
+    /// file's schedules.
+    pub leaves_out: Option<&'a DaemonInfo>,
     /// The rule its fires come by: the one the live daemon read (its
     /// config when it started, or at its last reload), else the config's.
     pub rule: Rule,
@@ -119,6 +124,14 @@ impl ScheduleSeen<'_> {
         if self.live {
             return None;
         }
+        if let Some(other) = self.leaves_out {
+            return Some(format!(
+                "no daemon schedules it: the live daemon on {} leaves it out (it read its config \
+                 before this schedule was added, or its --batch names others); SIGHUP it \
+                 (`systemctl reload nightshift`) to take the file's schedules",
+                other.daemon.holder
+            ));
+        }
         Some(match self.daemon {
             Some(d) => format!("daemon {}", d.describe(now)),
             None => "daemon not running (never started for this batch)".to_string(),
@@ -160,6 +173,10 @@ pub fn seen<'a>(
 ) -> Option<ScheduleSeen<'a>> {
     let daemon = daemon_for(daemons, &info.name);
     let live = daemon.is_some_and(DaemonInfo::fires);
+    let leaves_out = daemon
+        .is_none_or(|d| !d.live())
+        .then(|| daemons.iter().find(|d| d.fires()))
+        .flatten();
     let at = to_datetime(now);
     // What the live daemon stored is what fires (`daemon::announce`), not
     // what the file says now.
@@ -201,6 +218,7 @@ pub fn seen<'a>(
     Some(ScheduleSeen {
         daemon,
         live,
+        leaves_out,
         next: planned.or_else(|| rule.schedule.next_after(at, rule.tz)),
         rule,
         config_differs,

@@ -7,7 +7,7 @@ use tokio::sync::watch;
 use super::Daemon;
 use super::journal::say;
 use crate::model::{Fire, RunState};
-use crate::runner::{self, HookFailure, PendingAlert, RunReport, Signal};
+use crate::runner::{self, HookFailure, PendingAlert, RunReport, Signal, StopReason};
 use crate::schedule::outcome::Outcome;
 
 pub(super) struct Running {
@@ -152,6 +152,8 @@ fn ended(report: &RunReport, at: DateTime<Utc>, note: Option<String>, batch: &st
         // Paused before it began; a cycle paused midway ran.
         RunState::Paused if report.stopped.is_none() => (Outcome::SkippedPaused, Some(why())),
         RunState::LockHeld => (Outcome::LockHeld, Some(why())),
+        // Stopped with the daemon: the next one resumes it (`Owed`).
+        _ if matches!(report.stopped, Some(StopReason::Interrupted)) => (Outcome::Stopped, note),
         _ => {
             let stopped = report
                 .stopped

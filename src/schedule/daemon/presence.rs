@@ -34,6 +34,41 @@ impl Daemon {
         self.me.batches = self.batches();
     }
 
+    /// Forgets the stored plan (next fire and rule) of every batch the
+    /// config no longer schedules, unless another live daemon schedules
+    /// it: nothing is owed for the time a batch is not scheduled, so one
+    /// scheduled again fires from its next fire time, with no fire said
+    /// missed and none caught up, and no view gives a next fire for it
+    /// meanwhile.
+    pub(super) fn forget_unscheduled(&mut self) {
+        let now = now_ms();
+        let forgot = tokio::task::block_in_place(|| -> anyhow::Result<()> {
+            let daemons = self.store.daemons(now)?;
+            let others = |batch: &String| {
+                daemons.iter().any(|d| {
+                    d.daemon.token != self.me.token && d.live() && d.daemon.batches.contains(batch)
+                })
+            };
+            let planned: Vec<String> = self
+                .store
+                .batch_infos(None)?
+                .into_iter()
+                .filter(|i| i.next_fire.is_some() || i.fire_rule.is_some())
+                .map(|i| i.name)
+                .filter(|b| !self.scheduled.contains(b) && !others(b))
+                .collect();
+            for batch in planned {
+                self.store.unschedule(&batch)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = forgot {
+            warn(&format!(
+                "cannot forget the planned fires of batches no longer scheduled: {e:#}"
+            ));
+        }
+    }
+
     /// Stores each batch's rule and next fire, and logs `what` with its
     /// schedule.
     pub(super) fn announce(&mut self, what: &str) -> anyhow::Result<()> {

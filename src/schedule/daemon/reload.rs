@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::journal::warn;
-use super::{Daemon, Load, Target};
+use super::{Daemon, Load, Setup, Target};
 use crate::model::{EventKind, NewEvent, Taken};
 use crate::util::time::now_ms;
 
@@ -16,16 +16,20 @@ impl Daemon {
     /// batch). A config that cannot be loaded, or that leaves this daemon
     /// no batch, is refused, said and logged, and the old one kept.
     pub(super) fn reload(&mut self, load: &mut Load<'_>) {
-        let targets =
-            match tokio::task::block_in_place(load).and_then(|targets| self.not_taken(targets)) {
-                Ok(targets) => targets,
-                Err(e) => {
-                    self.warn_all(format!(
-                        "config reload refused, the old config stays: {e:#}"
-                    ));
-                    return;
-                }
-            };
+        let loaded = tokio::task::block_in_place(load).and_then(|setup| {
+            let Setup { targets, scheduled } = setup;
+            Ok((self.not_taken(targets)?, scheduled))
+        });
+        let (targets, scheduled) = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                self.warn_all(format!(
+                    "config reload refused, the old config stays: {e:#}"
+                ));
+                return;
+            }
+        };
+        self.scheduled = scheduled;
         let mut old: HashMap<String, Target> = self
             .targets
             .drain(..)
@@ -57,6 +61,7 @@ impl Daemon {
         if let Err(e) = self.announce(&format!("config reloaded: daemon on {holder} schedules")) {
             warn(&format!("cannot record the reload: {e:#}"));
         }
+        self.forget_unscheduled();
     }
 
     /// `targets` (a reload's) without the batches another live daemon

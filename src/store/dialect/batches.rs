@@ -30,6 +30,12 @@ const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = ?2 WHERE id = 
 const BATCH_FIRE_RULE: &str = "SELECT fire_schedule, fire_timezone FROM batches WHERE id = ?1";
 const BATCH_SET_FIRE_RULE: &str =
     "UPDATE batches SET fire_schedule = ?2, fire_timezone = ?3 WHERE id = ?1";
+/// A batch no daemon schedules any more: no fire planned, by no rule, and
+/// nothing owed (`model::Owed`).
+const BATCH_UNSCHEDULE: &str = "UPDATE batches
+    SET next_fire = NULL, fire_schedule = NULL, fire_timezone = NULL,
+        cycle_fire_at = NULL, cycle_crashed = FALSE, queued_fire_at = NULL
+  WHERE id = ?1";
 const BATCH_RECORD_FIRE: &str = "UPDATE batches
     SET last_fire_at = ?2, last_fire_outcome = ?3, last_fire_reason = ?4, last_fire_run = ?5
   WHERE id = ?1 AND (last_fire_at IS NULL OR last_fire_at <= ?2)";
@@ -166,6 +172,11 @@ pub(crate) trait BatchesWrite: Sql {
             Arg::OptInt(fire.run_id),
         ];
         self.exec(BATCH_RECORD_FIRE, &args)?;
+        Ok(())
+    }
+
+    fn batch_unschedule(&mut self, batch: i64) -> Result<()> {
+        self.exec(BATCH_UNSCHEDULE, &[Arg::Int(batch)])?;
         Ok(())
     }
 

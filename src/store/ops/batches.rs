@@ -131,6 +131,18 @@ impl Store {
         })
     }
 
+    /// Forgets the fire a daemon planned for the batch, its rule and what
+    /// its fires owed (a cycle cut short, a queued fire): no daemon
+    /// schedules it any more, so nothing is owed, for the time until one
+    /// does again either (see `schedule::Plan::resume`). Its fire records
+    /// stay.
+    pub fn unschedule(&mut self, batch: &str) -> Result<()> {
+        self.write_tx(|tx| match tx.batch_seen(batch)? {
+            Some(b) => tx.batch_unschedule(b),
+            None => Ok(()),
+        })
+    }
+
     /// Records the next fire time computed by the scheduler.
     pub fn set_next_fire(&mut self, batch: &str, next: Option<Millis>, now: Millis) -> Result<()> {
         self.write_tx(|tx| {

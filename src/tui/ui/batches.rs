@@ -9,7 +9,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table};
 
 use super::{bar, clean, num, pane_block, placeholder, wrap_cut};
 use crate::model::pace::{self, Eta, Pace};
-use crate::model::{BatchInfo, Millis, Run, RunSeen, RunState, Seat};
+use crate::model::{BatchInfo, DaemonState, Millis, Run, RunSeen, RunState, Seat};
 use crate::tui::app::App;
 use crate::tui::theme::Role;
 use crate::util::noun;
@@ -627,16 +627,27 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
     ));
     if !seen.live {
         // Nothing fires: say so, and what was missed, not a next fire.
-        let daemon = match seen.daemon {
-            Some(d) if d.live() => format!(
+        let daemon = match (seen.daemon, seen.leaves_out) {
+            (Some(d), _) if d.live() => format!(
                 "daemon stopping (asked {}): no more fires",
                 super::ago(d.daemon.stopping_at.unwrap_or(app.now), app.now)
             ),
-            Some(d) => format!(
-                "daemon not running (last seen {})",
-                super::ago(d.last_seen(), app.now)
+            (_, Some(other)) => format!(
+                "the live daemon ({}) leaves it out: SIGHUP it to take the file's schedule",
+                other.daemon.holder
             ),
-            None => "daemon not running (never started)".to_string(),
+            // How it ended, as `status` says it: one killed is not one
+            // stopped on purpose.
+            (Some(d), None) => format!(
+                "daemon not running (last seen {}{})",
+                super::ago(d.last_seen(), app.now),
+                match d.state {
+                    DaemonState::Crashed => ": killed, or crashed",
+                    DaemonState::Silent => ": went silent",
+                    DaemonState::Stopped | DaemonState::Live => "",
+                }
+            ),
+            (None, None) => "daemon not running (never started)".to_string(),
         };
         let missed = match seen.overdue {
             Some(o) => format!(

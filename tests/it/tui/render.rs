@@ -702,7 +702,9 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     poll_at(&mut app, &store, later);
     let shot = draw(&app);
     assert!(
-        shot.contains("0 2 * * * Asia/Tokyo · daemon not running (last seen 1h0m ago) · 3 missed"),
+        shot.contains(
+            "0 2 * * * Asia/Tokyo · daemon not running (last seen 1h0m ago: went silent) · 3 missed"
+        ),
         "{shot}"
     );
     assert!(!shot.contains("next Fri"), "{shot}");
@@ -962,5 +964,91 @@ fn a_configured_batch_with_no_items_says_so() {
     assert!(
         shot.contains("no items match (s status · / filter · Esc back)"),
         "{shot}"
+    );
+}
+
+/// A batch the file schedules that the live daemon leaves out (the file
+/// edited after the daemon read it): the schedule line said `daemon not
+/// running (never started)` while a daemon ran. It says the live daemon
+/// does not schedule it, and how to have it fire it.
+#[test]
+fn a_schedule_the_live_daemon_leaves_out_says_so_not_that_none_runs() {
+    let (_dir, store) = writable_fixture(true);
+    let mut setup = setup(Palette::Mono, false);
+    setup.config.schedules.insert(
+        "newsletter".to_string(),
+        BatchSchedule {
+            schedule: Schedule::parse("0 3 * * *").unwrap(),
+            tz: chrono_tz::Asia::Tokyo,
+            catch_up: None,
+        },
+    );
+    let mut app = App::new(setup, NOW);
+    app.update(Arrival::Resize(160, 48));
+    poll_at(&mut app, &store, NOW);
+    let mut shot = String::new();
+    for _ in 0..4 {
+        shot = draw(&app);
+        if shot.contains("┌ newsletter ") {
+            break;
+        }
+        app.update(Action::from(Intent::Down));
+        poll_at(&mut app, &store, NOW);
+    }
+    let line = shot
+        .lines()
+        .find(|l| l.contains("│schedule "))
+        .unwrap_or_default();
+    assert!(line.contains("0 3 * * * Asia/Tokyo"), "{shot}");
+    assert!(!line.contains("daemon not running"), "{line}");
+    assert!(line.contains("SIGHUP"), "{line}");
+}
+
+/// A daemon killed (`kill -9`) said as `status` says it: the schedule line
+/// said `daemon not running (last seen 2s ago)`, the same as for a daemon
+/// stopped on purpose, where `status` says `is gone (killed, or crashed)`.
+#[test]
+fn a_killed_daemon_is_said_gone_not_only_not_running() {
+    let (_dir, mut store) = writable_fixture(true);
+    // The fixture's daemon stopped, and one on this host since, its
+    // process gone.
+    let stopped = nightshift::model::Daemon {
+        token: "fixture-daemon".into(),
+        holder: nightshift::model::Holder {
+            host: "worker-1".into(),
+            pid: 4242,
+            pid_start: None,
+        },
+        started_at: NOW - 50 * fixture::HOUR,
+        beat_at: NOW - 10_000,
+        stopped_at: Some(NOW - 10_000),
+        stopping_at: None,
+        batches: vec!["articles".into(), "reports".into()],
+    };
+    store.daemon_beat(&stopped, NOW).unwrap();
+    let killed = nightshift::model::Daemon {
+        token: "killed".into(),
+        holder: nightshift::model::Holder {
+            host: nightshift::util::identity::host(),
+            pid: 4_000_000,
+            pid_start: None,
+        },
+        started_at: NOW - 5_000,
+        beat_at: NOW - 2_000,
+        stopped_at: None,
+        ..stopped
+    };
+    store.daemon_beat(&killed, NOW).unwrap();
+    let mut app = App::new(setup(Palette::Mono, false), NOW);
+    app.update(Arrival::Resize(160, 48));
+    poll_at(&mut app, &store, NOW);
+    let shot = draw(&app);
+    let line = shot
+        .lines()
+        .find(|l| l.contains("│schedule "))
+        .unwrap_or_default();
+    assert!(
+        line.contains("daemon not running (last seen 2s ago: killed, or crashed)"),
+        "{line}"
     );
 }
