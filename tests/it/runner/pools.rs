@@ -350,7 +350,17 @@ for line in sys.stdin:
                 .map(|w| (w["count"].as_i64().unwrap(), w["pool"].clone()))
         };
         // One call has the pool's one request an hour; two claims wait.
-        wait_for("a's two claims waiting for the pool", || waits("a") == Some((2, "p".into())));
+        // (Its worker in flight until it is done: a loaded machine read
+        // the status while it ran.)
+        let done = || {
+            env.strings(
+                "SELECT CAST(count(*) AS TEXT) FROM items i JOIN batches b ON b.id = i.batch_id \
+                 WHERE b.name = 'a' AND i.status = 'done'",
+            )
+        };
+        wait_for("a's two claims waiting for the pool, its one call done", || {
+            waits("a") == Some((2, "p".into())) && done() == ["1"]
+        });
         let text = env.run(&["status", "a"]).code(0).stdout.clone();
         assert!(text.contains("2 claimed, waiting for a place in pool p"), "{text}");
         assert!(!text.contains(" in flight"), "{text}");
