@@ -240,6 +240,12 @@ pub fn composed(text: &str) -> Option<String> {
     }
 }
 
+/// A `KEY` argument as a clap value parser: composed (`composed`), as
+/// `add` keys items, so a key pasted decomposed names its item.
+pub fn parse_arg(key: &str) -> Result<String, String> {
+    Ok(composed(key).unwrap_or_else(|| key.to_string()))
+}
+
 /// A priority field's value: an integer that fits an `i32`.
 fn priority_of(name: &str, value: &Field) -> Result<i32, LineError> {
     let shown = match value {

@@ -27,6 +27,7 @@ pub(super) fn find(
     name: &str,
     by_key: ByKey,
 ) -> anyhow::Result<Item> {
+    let name = &*as_keyed(store, &[batch], name);
     match ctx.no_key_if_unseen(batch, name, store.item(batch, name)) {
         Err(StoreError::UnknownKey { .. }) => {}
         found => return Ok(found?),
@@ -71,6 +72,7 @@ pub(super) enum Anywhere {
 /// or several with the label: an error, as `find`'s.
 pub(super) fn find_anywhere(store: &Store, name: &str, by_key: ByKey) -> anyhow::Result<Anywhere> {
     let batches = store.batch_names()?;
+    let name = &*as_keyed(store, &batches, name);
     for batch in &batches {
         match store.item(batch, name) {
             Ok(_) | Err(StoreError::Pruned { .. }) => return Ok(Anywhere::Key(name.into())),
@@ -144,4 +146,33 @@ fn several(
         msg.push_str(&format!("\n  all of them: {search}"));
     }
     user_error(msg)
+}
+
+/// `name` as the store keys it: its composed form (Unicode NFC, as `add`
+/// keys items, `key::composed`) where no batch of `batches` has an item
+/// (or a pruned one) under the form given and one has under the composed.
+/// A key pasted decomposed (from a macOS file name) names the item `add`
+/// stored composed; an item stored decomposed before keys were composed,
+/// or a label, is still found as written.
+fn as_keyed<'a>(
+    store: &Store,
+    batches: &[impl AsRef<str>],
+    name: &'a str,
+) -> std::borrow::Cow<'a, str> {
+    let Some(composed) = crate::key::composed(name) else {
+        return name.into();
+    };
+    let held = |key: &str| {
+        batches.iter().any(|b| {
+            matches!(
+                store.item(b.as_ref(), key),
+                Ok(_) | Err(StoreError::Pruned { .. })
+            )
+        })
+    };
+    if !held(name) && held(&composed) {
+        composed.into()
+    } else {
+        name.into()
+    }
 }

@@ -233,6 +233,17 @@ both_backends! {
         assert_eq!(env.run(&["add", "記事", "nfd.jsonl"]).code(0).stdout, "記事: added 1, already present 1\n");
         env.run(&["run", "記事"]).code(0);
         assert_eq!(ran_keys(&env), ["ABC", nfc, "ＡＢＣ"], "ガイド ran once, by its composed key");
+        // The key pasted decomposed names the same item in every command
+        // that takes one.
+        assert!(env.run(&["show", "記事", nfd]).code(0).stdout.contains(nfc));
+        assert!(env.run(&["log", "--key", nfd]).code(0).stdout.contains(nfc));
+        assert!(env.run(&["log", "記事", "--key", nfd]).code(0).stdout.contains(nfc));
+        let skip = env.run(&["skip", "記事", nfd, "--reason", "済み"]).code(0).stdout.clone();
+        assert!(skip.contains("already done") || skip.contains("done already"), "{skip}");
+        let run = env.run(&["run", "記事", "--key", nfd]);
+        assert!(!run.stderr.contains("no item"), "{run:?}");
+        let cancel = env.run(&["cancel", "記事", nfd]);
+        assert!(!cancel.stderr.contains("no item"), "{cancel:?}");
         // A large input (one the store takes while it is parsed) alike.
         let mut big: String = (0..2000).map(|i| format!("{{\"key\":\"k{i}\",\"pad\":\"{:040}\"}}\n", 0)).collect();
         big.push_str(&format!("{{\"key\":\"{nfd}\"}}\n"));
