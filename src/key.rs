@@ -42,6 +42,12 @@ pub enum KeyError {
     ControlInKey,
     #[error("\"key\" is only blank space, which no view could show")]
     BlankKey,
+    /// Every item whose key fields are all empty would share one key: the
+    /// second "already present", never run.
+    #[error(
+        "every key field is empty or blank ({0}): such items would all share one key; give at least one a value"
+    )]
+    BlankFields(String),
 }
 
 /// How keys are derived for a batch.
@@ -579,17 +585,22 @@ pub fn hash_key(canonical: &str) -> String {
 /// tuples can never join to the same string.
 fn canonical_join(obj: &Fields, fields: &[String]) -> Result<String, KeyError> {
     let mut parts = Vec::with_capacity(fields.len());
+    let mut blank = true;
     for field in fields {
         let value = obj
             .get(field)
             .ok_or_else(|| KeyError::MissingField(field.clone()))?;
         let text =
             scalar_text(value).map_err(|kind| KeyError::BadFieldType(field.clone(), kind))?;
+        blank &= text.trim().is_empty();
         if text.contains([':', '\\']) {
             parts.push(text.replace('\\', "\\\\").replace(':', "\\:"));
         } else {
             parts.push(text);
         }
+    }
+    if blank {
+        return Err(KeyError::BlankFields(fields.join(", ")));
     }
     Ok(parts.join(":"))
 }

@@ -197,8 +197,11 @@ fn a_missing_key_field_names_line_and_field() {
     let env = store();
     env.write(
         "in.jsonl",
-        "{\"site\":\"a\",\"slug\":\"x\"}\n{\"site\":\"a\"}\n{\"slug\":\"y\",\"site\":null}\n",
+        "{\"site\":\"a\",\"slug\":\"x\"}\n{\"site\":\"a\"}\n{\"slug\":\"y\",\"site\":null}\n\
+         {\"site\":\"\",\"slug\":\"\"}\n{\"site\":\" \",\"slug\":\"　\"}\n{\"site\":\"\",\"slug\":\"z\"}\n",
     );
+    // Every key field empty: every such item would share one key, the
+    // second "already present" and never run.
     let ran = refused(
         &env,
         &["add", "n", "in.jsonl", "--key-fields", "site,slug"],
@@ -206,9 +209,15 @@ fn a_missing_key_field_names_line_and_field() {
         &[
             "line 2: missing key field \"slug\"",
             "line 3: key field \"site\" must be",
+            "line 4: every key field is empty or blank (site, slug)",
+            "line 5: every key field is empty or blank (site, slug)",
         ],
     );
-    assert!(ran.stderr.contains("2 bad lines"), "{ran:?}");
+    assert!(ran.stderr.contains("4 bad lines"), "{ran:?}");
+    assert!(
+        !ran.stderr.contains("line 6"),
+        "one field given is a key: {ran:?}"
+    );
     env.write("nokey.jsonl", "{\"id\":1}\n");
     refused(
         &env,
