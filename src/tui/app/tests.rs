@@ -2,8 +2,11 @@
 //! confirm flows, read-only refusal.
 
 use super::*;
+use crate::model::{BatchInfo, Status};
 use crate::model::{Counts, DlqGroup, Event, Pause, Tier};
 use crate::store::{BatchView, ItemPage, ItemRow};
+use crate::store::{DashQuery, ItemsQuery};
+use crate::tui::action::{Action, Arrival, Effect, Intent};
 use crate::tui::theme::Palette;
 
 const NOW: Millis = 1_767_268_800_000;
