@@ -12,6 +12,9 @@ fn is_dangerous(c: char) -> bool {
             | '\u{2066}'..='\u{2069}'               // isolates
             | '\u{FEFF}'                            // BOM / zero-width no-break
             | '\u{2028}' | '\u{2029}'               // line and paragraph separators
+            // Zero-width space and word joiner: shown as nothing, a key
+            // `zw\u{200b}` read `zw`, which named no item.
+            | '\u{200B}' | '\u{2060}'
         )
 }
 
@@ -117,6 +120,8 @@ mod tests {
         assert_eq!(text("a\n\tb\x1b"), "a\n    b\\x1b");
         // A line separator must not start a new line in a one-line field.
         assert_eq!(line("a\u{2028}b\u{2029}c"), "a\\u{2028}b\\u{2029}c");
+        // Nor may a character shown as nothing hide in a key or a label.
+        assert_eq!(line("zw\u{200b}x\u{2060}"), "zw\\u{200b}x\\u{2060}");
     }
 
     #[test]
