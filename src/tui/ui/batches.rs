@@ -409,22 +409,9 @@ fn detail_lines(app: &App, info: &BatchInfo, area_width: u16, rows: usize) -> Ve
     // pool's (the longer word: `unpause` lifts the batch's alone).
     let one = matches!((own, pooled), (Some(h), Some(p))
         if h.until == p.until && h.key == p.key && p.batch == info.name);
-    // The item that asked, named as every item is in this pane (its label,
-    // its key cut beside it); another batch's item says whose it is.
     let asker = |key: Option<&str>, item_label: Option<&str>, batch: &str| {
-        let item = key.map(|key| {
-            super::item_name(
-                key,
-                item_label.unwrap_or_default(),
-                super::key_width(area_width),
-            )
-        });
-        match item {
-            Some(item) if batch == info.name => item,
-            Some(item) => format!("{item} of {}", clean(batch, 40)),
-            None if batch == info.name => "a worker".into(),
-            None => clean(batch, 40),
-        }
+        let cells = super::key_width(area_width);
+        super::hold_asker(key, item_label, batch, Some(&info.name), cells)
     };
     let mut holds = Vec::new();
     if let Some(hold) = own.filter(|_| !one) {

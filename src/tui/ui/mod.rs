@@ -236,6 +236,26 @@ pub fn item_name(key: &str, label: &str, key_cells: usize) -> String {
     item_name_within(key, label, key_cells, usize::MAX)
 }
 
+/// The item whose answer asked for a hold, named as every item is (its
+/// label, its key cut to `key_cells` beside it), with whose it is when its
+/// batch is not `home` (the pane's own batch, if any): a batch's detail and
+/// the Pools pane say it alike.
+pub fn hold_asker(
+    key: Option<&str>,
+    label: Option<&str>,
+    batch: &str,
+    home: Option<&str>,
+    key_cells: usize,
+) -> String {
+    let item = key.map(|key| item_name(key, label.unwrap_or_default(), key_cells));
+    match item {
+        Some(item) if home == Some(batch) => item,
+        Some(item) => format!("{item} of {}", clean(batch, 40)),
+        None if home == Some(batch) => "a worker".into(),
+        None => clean(batch, 40),
+    }
+}
+
 /// [`item_name`] in at most `max` cells: the label is cut (with `…`) to
 /// leave the key whole, as a title needs room for what follows it.
 pub fn item_name_within(key: &str, label: &str, key_cells: usize, max: usize) -> String {

@@ -111,16 +111,8 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
     }
     let mut lines = vec![Line::from(head)];
     if let Some(h) = v.hold.as_ref().filter(|h| h.until > now) {
-        // The item named as in the batch's detail: its label, its key
-        // cut beside it.
-        let item = h
-            .key
-            .as_deref()
-            .map(|k| {
-                let name = super::item_name(k, h.label.as_deref().unwrap_or_default(), 9);
-                format!("{name} of ")
-            })
-            .unwrap_or_default();
+        // The item named as in a batch's detail, with whose it is.
+        let from = super::hold_asker(h.key.as_deref(), h.label.as_deref(), &h.batch, None, 9);
         for text in [
             // A line of its own: room for the time left at any width.
             format!(
@@ -128,10 +120,7 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
                 super::clock(h.until, now),
                 super::ago(h.until, now)
             ),
-            format!(
-                "{INDENT}by a retry-after from {item}{}",
-                clean(&h.batch, 30)
-            ),
+            format!("{INDENT}by a retry-after from {from}"),
         ] {
             lines.push(Line::from(Span::styled(text, p.style(Role::Warn))));
         }
