@@ -99,7 +99,7 @@ fn admit(
     let pool = spec.name.as_str();
     if let Some(h) = tx.pool_hold(pool)?.filter(|h| h.until > now) {
         let wait = PoolWait {
-            dimension: "hold".into(),
+            dimension: crate::model::waiting::POOL_HOLD.into(),
             until: h.until,
         };
         return Ok(Admission {

@@ -278,7 +278,7 @@ for line in sys.stdin:
         // Still held: b's item waits for the pool's hold.
         let status = env.status();
         let b = status["batches"].as_array().unwrap().iter().find(|b| b["name"] == "b").unwrap().clone();
-        assert_eq!(b["waiting"][0]["reason"], "rate-limit", "{b}");
+        assert_eq!((b["waiting"][0]["reason"].as_str(), b["waiting"][0]["pool"].as_str()), (Some("hold"), Some("openai")), "{b}");
         let pool = &status["pools"][0];
         assert!(pool["hold_until"].is_string(), "{status}");
         // A dry run of b says it would wait for the pool first.
@@ -295,6 +295,50 @@ for line in sys.stdin:
         let metrics = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
         let left = common::metric(&metrics, "nightshift_batch_hold_seconds{batch=\"b\"}");
         assert!(left > 3000.0, "{metrics}");
+    }
+
+    /// A worker's retry-after holds the pool: the items of another batch
+    /// of it wait for that hold, and every view counts them under `hold`
+    /// naming the pool, as `status --short` (`held`) and the hold's
+    /// seconds did. `status`, `status --json`, `items` and the
+    /// `nightshift_waiting_items` metric counted them under `rate-limit`
+    /// (an alert on `reason="hold"` missed them).
+    fn a_pool_held_by_a_retry_after_is_a_hold_in_every_view(env) {
+        common::away_from_midnight();
+        let w = worker(&env, r#"echo '{"error_class":"RateLimitError","transient":true,"retry_after_s":3600}' >&2; exit 75"#);
+        env.config(&format!(
+            "[limit.openai]\nrequests = \"1000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\nretries = 0\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"openai\"\n"
+        ));
+        add(&env, "a", 1);
+        add(&env, "b", 2);
+        env.run(&["run", "a"]);
+        let until = env.status()["pools"][0]["hold_until"].as_str().unwrap_or_else(|| panic!("no hold")).to_string();
+        let clock = &until[11..19];
+        let text = env.run(&["status", "b"]).code(0).stdout.clone();
+        assert!(text.contains(&format!("2 held until {clock}Z (retry-after for pool openai)")), "{text}");
+        assert!(!text.contains("waiting for pool openai, hold"), "{text}");
+        let b = env.batch_status("b");
+        let first = &b["waiting"][0];
+        assert_eq!(
+            (first["reason"].as_str(), first["count"].as_i64(), first["pool"].as_str(), first["until"].as_str()),
+            (Some("hold"), Some(2), Some("openai"), Some(until.as_str())),
+            "{b}"
+        );
+        let table = env.run(&["items", "b"]).code(0).stdout.clone();
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("b1 ") || l.starts_with("b2 ")).collect();
+        assert_eq!(rows.len(), 2, "{table}");
+        assert!(rows.iter().all(|r| r.contains(&format!("hold until {clock}Z")) && !r.contains("rate-limit")), "{table}");
+        let listed = env.run(&["items", "b", "--json"]).code(0).stdout.clone();
+        for line in listed.lines() {
+            let item: Value = serde_json::from_str(line).unwrap();
+            assert_eq!((item["waiting"]["reason"].as_str(), item["waiting"]["pool"].as_str()), (Some("hold"), Some("openai")), "{item}");
+        }
+        let metrics = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
+        let waiting = |reason: &str| common::metric(&metrics, &format!("nightshift_waiting_items{{batch=\"b\",reason=\"{reason}\"}}"));
+        assert_eq!((waiting("hold"), waiting("rate-limit")), (2.0, 0.0), "{metrics}");
+        assert!(common::metric(&metrics, "nightshift_batch_hold_seconds{batch=\"b\"}") > 3000.0, "{metrics}");
     }
 
     /// A live run waiting for its pool's next slot: the item it has not
