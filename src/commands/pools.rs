@@ -34,6 +34,11 @@ pub fn pool_json(v: &PoolView, call: i64, now: Millis) -> Value {
             "next_slot": d.next_slot(call, now).map(rfc3339),
         })).collect::<Vec<_>>(),
         "in_flight": v.in_flight,
+        "gone_places": v.gone.iter().map(|g| json!({
+            "runner": g.runner,
+            "places": g.places,
+            "until": rfc3339(g.until),
+        })).collect::<Vec<_>>(),
         "concurrency": v.concurrency,
         "hold_until": v.hold.as_ref().filter(|h| h.until > now).map(|h| rfc3339(h.until)),
         "hold_by": v.hold.as_ref().filter(|h| h.until > now).map(|h| json!({"batch": h.batch, "key": h.key, "label": h.label})),
@@ -94,7 +99,11 @@ pub fn pool_line(v: &PoolView, call: i64, now: Millis) -> String {
         })
         .collect();
     if let Some(c) = v.concurrency {
-        parts.push(format!("{}/{c} in flight", v.in_flight));
+        let mut part = format!("{}/{c} in flight", v.in_flight);
+        for g in &v.gone {
+            part.push_str(&format!(" — {}", gone_words(g, now)));
+        }
+        parts.push(part);
     }
     // A pool of a budget alone (said on its own line) has no limit here:
     // `pool shared: ; today 48 calls` said nothing with a stray `;`.
@@ -133,6 +142,18 @@ pub fn pool_line(v: &PoolView, call: i64, now: Millis) -> String {
         }
     }
     line
+}
+
+/// Places a gone runner left, in words: `2 places of runner host-b:1234,
+/// gone: free to the next call (else they lapse at 03:12:40Z)`. Not in
+/// flight: no call of it runs (see `GonePlaces`).
+pub fn gone_words(g: &crate::store::GonePlaces, now: Millis) -> String {
+    format!(
+        "{} of runner {}, gone: free to the next call (else they lapse at {})",
+        noun::count(g.places, "place"),
+        sanitize::line(&g.runner),
+        utc_clock(g.until, now)
+    )
 }
 
 /// Whether the sum has any token to say: reported, or estimated for
@@ -260,6 +281,7 @@ mod tests {
                 dim("requests/min", 600, 60_000_000, 120),
             ],
             in_flight: 0,
+            gone: Vec::new(),
             concurrency: None,
             hold: None,
             tokens_per_minute: Vec::new(),

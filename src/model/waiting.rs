@@ -138,6 +138,19 @@ pub struct RateLimited {
     pub next_slot: Option<Millis>,
 }
 
+/// The dimension of a pool held by a retry-after answer.
+pub const POOL_HOLD: &str = "hold";
+
+impl RateLimited {
+    /// A pool held by a retry-after answer, not a full rate or every place
+    /// taken: what waits for it waits for a hold ([`WaitReason::Hold`]),
+    /// as for a batch's own, in every view.
+    #[must_use]
+    pub fn is_hold(&self) -> bool {
+        self.dimension == POOL_HOLD
+    }
+}
+
 /// What waits for a time: the `retry` tier, and pending items with a
 /// not-before time (`add`/`requeue --not-before`); due now (a run redrives
 /// them) or later.
@@ -231,7 +244,7 @@ fn stops(h: &Holding, now: Millis) -> Vec<(WaitReason, Option<Millis>)> {
         out.push((WaitReason::Paused, None));
     }
     let budget = h.budget_until.filter(|t| *t > now);
-    let hold = h.hold_until.filter(|t| *t > now);
+    let hold = held_until(h, now);
     match (budget, hold) {
         (Some(b), Some(t)) if t > b => {
             out.push((WaitReason::Hold, Some(t)));
@@ -242,10 +255,34 @@ fn stops(h: &Holding, now: Millis) -> Vec<(WaitReason, Option<Millis>)> {
             out.extend(hold.map(|t| (WaitReason::Hold, Some(t))));
         }
     }
-    if let Some(r) = &h.rate_limit {
+    if let Some(r) = rate_of(h) {
         out.push((WaitReason::RateLimit, r.next_slot));
     }
     out
+}
+
+/// The one rule of a retry-after hold: the batch's own or its pool's,
+/// whichever ends later, while on at `now`.
+fn held_until(h: &Holding, now: Millis) -> Option<Millis> {
+    let pool = pool_hold(h).and_then(|r| r.next_slot);
+    h.hold_until.max(pool).filter(|t| *t > now)
+}
+
+/// [`held_until`] while the pool is held: what the claims it defers wait
+/// for.
+fn pool_held_until(h: &Holding, now: Millis) -> Option<Millis> {
+    pool_hold(h).and(held_until(h, now))
+}
+
+/// The batch's pool, while a retry-after holds it.
+fn pool_hold(h: &Holding) -> Option<&RateLimited> {
+    h.rate_limit.as_ref().filter(|r| r.is_hold())
+}
+
+/// The batch's pool, while a rate or its places leave it no room (a hold
+/// is a hold: [`held_until`]).
+fn rate_of(h: &Holding) -> Option<&RateLimited> {
+    h.rate_limit.as_ref().filter(|r| !r.is_hold())
 }
 
 /// What stops the items a run could take, if anything: the first of its
@@ -344,6 +381,10 @@ pub fn item_reasons(h: &Holding, item: Waits, now: Millis) -> Vec<(WaitReason, O
             match claim_wait(item.retry_at, item.pool_wait_since.is_some(), now) {
                 None => Vec::new(),
                 Some(WaitReason::Backoff) => vec![(WaitReason::Backoff, item.retry_at)],
+                // Its pool held: it waits for the hold, as every item does.
+                Some(_) if pool_held_until(h, now).is_some() => {
+                    vec![(WaitReason::Hold, pool_held_until(h, now))]
+                }
                 Some(reason) => vec![(reason, pool_place(h).next_slot)],
             }
         }
@@ -401,9 +442,13 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     let due = take(h.retry.due);
     let reclaims = take(reclaim);
     let rest = reclaims + take(c.pending - h.retry.pending_due - h.retry.pending_later);
-    let mut out = Vec::new();
+    let mut out: Vec<Waiting> = Vec::new();
     let mut push = |reason, items: i64, until| {
-        if items > 0 {
+        // One entry a reason: claims deferred by a held pool join the
+        // items the hold stops.
+        if let Some(w) = out.iter_mut().find(|w| w.reason == reason) {
+            w.items += items.max(0);
+        } else if items > 0 {
             let not_before = match reason {
                 WaitReason::NotDue => h.retry.pending_later,
                 WaitReason::Due => h.retry.pending_due.min(items),
@@ -427,7 +472,12 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
         }
     }
     push(WaitReason::Backoff, backoffs, h.retry_waits.next);
-    push(WaitReason::PoolPlace, pool_waits, pool_place(h).next_slot);
+    // Claims their pool defers while a retry-after holds it wait for the
+    // hold, as the items it stops do.
+    match pool_held_until(h, now) {
+        Some(until) => push(WaitReason::Hold, pool_waits, Some(until)),
+        None => push(WaitReason::PoolPlace, pool_waits, pool_place(h).next_slot),
+    }
     push(WaitReason::InFlight, in_flight, None);
     out
 }
@@ -450,8 +500,12 @@ fn no_runner(h: &Holding, reason: WaitReason) -> bool {
 /// The pool items waiting for `reason` wait for, if any.
 fn pool_of(h: &Holding, reason: WaitReason) -> Option<RateLimited> {
     match reason {
-        WaitReason::RateLimit => h.rate_limit.clone(),
+        WaitReason::RateLimit => rate_of(h).cloned(),
         WaitReason::PoolPlace => Some(pool_place(h)),
+        // The pool's hold, when it is the one that ends last.
+        WaitReason::Hold => pool_hold(h)
+            .filter(|p| p.next_slot >= h.hold_until)
+            .cloned(),
         _ => None,
     }
 }
@@ -615,11 +669,17 @@ impl Said<'_> {
                 }
             }
             // A hold's end to the second, as in every view of it.
-            WaitReason::Hold => write!(
-                f,
-                "{n} held until {} (retry-after)",
-                w.until.map_or("?".into(), |t| utc_clock(t, now))
-            ),
+            WaitReason::Hold => {
+                write!(
+                    f,
+                    "{n} held until {} (retry-after",
+                    w.until.map_or("?".into(), |t| utc_clock(t, now))
+                )?;
+                match &w.pool {
+                    Some(p) => write!(f, " for pool {})", p.pool),
+                    None => f.write_str(")"),
+                }
+            }
             // A reset on the minute (a day's 00:00Z) as the clock says it,
             // a short window's to the second.
             WaitReason::Budget => write!(
@@ -729,7 +789,8 @@ mod tests {
             vec![
                 (WaitReason::Paused, None),
                 (WaitReason::Budget, Some(LATER + 60_000)),
-                (WaitReason::RateLimit, Some(LATER)),
+                // The pool's retry-after is a hold, as the batch's own.
+                (WaitReason::Hold, Some(LATER)),
             ]
         );
         assert_eq!(
@@ -782,6 +843,63 @@ mod tests {
             ),
             vec![(WaitReason::NoRunner, None)]
         );
+    }
+
+    /// A pool held by a retry-after: its pending items and the claims it
+    /// defers wait for a hold, one count naming the pool, as the batch's
+    /// own hold (they were counted under `rate-limit` and `pool-place`).
+    #[test]
+    fn a_pool_hold_is_a_hold() {
+        let h = Holding {
+            counts: counts(3, 2, 0, 0),
+            lock_held: true,
+            rate_limit: Some(RateLimited {
+                pool: "openai".into(),
+                dimension: POOL_HOLD.into(),
+                next_slot: Some(LATER),
+            }),
+            pool: Some("openai".into()),
+            pool_waits: 1,
+            ..Holding::default()
+        };
+        let w = waiting(&h, NOW);
+        assert_eq!(
+            w.iter()
+                .map(|w| (w.reason, w.items, w.until))
+                .collect::<Vec<_>>(),
+            [
+                (WaitReason::Hold, 4, Some(LATER)),
+                (WaitReason::InFlight, 1, None)
+            ]
+        );
+        assert_eq!(
+            describe(&w, NOW),
+            "4 held until 07:16:00Z (retry-after for pool openai); 1 in flight in another run"
+        );
+        assert_eq!(to_status_json(&w)[0]["pool"], "openai");
+        let deferred = Waits {
+            status: crate::model::Status::Claimed,
+            tier: None,
+            next_attempt_at: None,
+            pool_wait_since: Some(NOW),
+            retry_at: None,
+            orphaned: false,
+        };
+        assert_eq!(
+            item_reason(&h, deferred, NOW),
+            Some((WaitReason::Hold, Some(LATER)))
+        );
+        // The batch's own hold ends later: that one, not the pool, is said.
+        let own = Holding {
+            hold_until: Some(LATER + 60_000),
+            ..h
+        };
+        let w = waiting(&own, NOW);
+        assert_eq!(
+            (w[0].reason, w[0].until),
+            (WaitReason::Hold, Some(LATER + 60_000))
+        );
+        assert_eq!(w[0].pool, None);
     }
 
     fn counts(pending: i64, claimed: i64, retry: i64, manual: i64) -> Counts {

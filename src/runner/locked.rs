@@ -198,11 +198,10 @@ fn new_cycle(opts: &RunOptions, seat: &Seat, begun: Begun, log: &EventLog) -> Ar
                 .map(|r| pace::Pacer::new(r.count, r.per)),
             begun.inherited.as_ref(),
         ),
-        pool: super::pool::Pool::of(
-            cfg,
-            &orphans::runner_id(seat.holder.pid, seat.holder.pid_start),
-        )
-        .map(std::sync::Arc::new),
+        // Its places in a pool are kept under its host and process, which
+        // any host matches to its seats (gone, they are free at once).
+        pool: super::pool::Pool::of(cfg, &crate::store::place_key(&seat.holder))
+            .map(std::sync::Arc::new),
         config_file: opts
             .config_file
             .as_deref()

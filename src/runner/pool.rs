@@ -6,9 +6,14 @@
 //! The pool's state is in the store, never in a runner: every rate is a
 //! GCRA bucket, one row per pool and dimension holding its theoretical
 //! arrival time (`store::ops::pools`); the places in flight are counted
-//! in one row per pool and runner, with the time they lapse should the
-//! runner die (its latest call's `item_timeout` plus `grace` after it
-//! started: no call of it outlives that); a retry-after hold is a row per
+//! in one row per pool and runner (keyed by its host and process,
+//! `store::place_key`), with the time they lapse should the runner die
+//! (its latest call's `item_timeout` plus `grace` after it started: no
+//! call of it outlives that). A runner gone (its seats lapsed, its guard
+//! having stopped its workers; or its process seen dead on this host) has
+//! no call in flight: the next call short of a place takes its places at
+//! once, and the views say them as its, not in flight; a runner with a
+//! live seat keeps its places. A retry-after hold is a row per
 //! pool. A call asks for its place after the batch's own gate
 //! (hold, `rate_limit`): one write transaction that locks the pool's row,
 //! so runners on any host sharing the store take turns, and draws its

@@ -97,13 +97,14 @@ fn ids(runs: &[OpenRun]) -> Vec<i64> {
     runs.iter().map(|r| r.id).collect()
 }
 
-/// The pool runner ids of the dead runs on this host: their workers are
-/// stopped ([`reap_here`]), so their places in flight are free. A dead run
-/// on another host may have workers still calling: its places lapse.
+/// The pool place keys of the dead runs on this host: their workers are
+/// stopped ([`reap_here`]), so their places in flight are free. A dead
+/// run's places on another host are free once it is judged gone
+/// (`store::ops::pools`: its seats lapsed, its guard stopped its workers).
 fn runners_here(dead: &[OpenRun], host: &str) -> Vec<String> {
     dead.iter()
         .filter(|r| r.holder.host == host)
-        .map(|r| orphans::runner_id(r.holder.pid, r.holder.pid_start))
+        .map(|r| crate::store::place_key(&r.holder))
         .collect()
 }
 

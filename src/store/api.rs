@@ -16,8 +16,9 @@ pub use items::{
     AddFeed, Claimable, Completion, Failure, FeedRefused, ItemFilter, Requeue, Retrying, Selection,
 };
 pub use pools::{
-    Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolItem, PoolSpec,
-    PoolView, PoolWait, SpendAdd, SpendKey, SpendScope, Spent, UsageSum,
+    Admission, AttemptUsage, GonePlaces, PoolCall, PoolDim, PoolDimView, PoolHold, PoolItem,
+    PoolSpec, PoolView, PoolWait, SpendAdd, SpendKey, SpendScope, Spent, UsageSum, place_key,
+    place_runner,
 };
 pub use prune::PruneReport;
 pub use runs::{LockOutcome, OpenRun, RunEnd};

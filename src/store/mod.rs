@@ -65,11 +65,11 @@ use pg::PgStore;
 pub use api::{
     Access, AddFeed, Admission, AliveWatch, AttemptLog, AttemptUsage, BatchView, COUNT_CAP,
     CancelOutcome, CancelSettled, CancelTo, CancelledWhile, Claimable, Completion, DashQuery,
-    Dashboard, EventFilter, EventsQuery, Failure, FeedRefused, FollowCursor, ItemDetail,
-    ItemFilter, ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim,
+    Dashboard, EventFilter, EventsQuery, Failure, FeedRefused, FollowCursor, GonePlaces,
+    ItemDetail, ItemFilter, ItemPage, ItemRow, ItemsQuery, LockOutcome, OpenRun, PoolCall, PoolDim,
     PoolDimView, PoolHold, PoolItem, PoolSpec, PoolView, PoolWait, PruneReport, Requeue, Retrying,
     RunEnd, Selection, SinceSummary, SpendAdd, SpendKey, SpendScope, Spent, Steering, StopAsked,
-    Unpaused, UsageSum,
+    Unpaused, UsageSum, place_key, place_runner,
 };
 pub use error::{CutShort, Fault, Refusal, StoreError};
 pub use identity::{StoreIdentity, Verdict};

@@ -77,7 +77,7 @@ pub fn limited(view: &PoolView, estimate: i64, now: Millis) -> Option<RateLimite
         next_slot,
     };
     if let Some(h) = view.hold.as_ref().filter(|h| h.until > now) {
-        return Some(named("hold", Some(h.until)));
+        return Some(named(crate::model::waiting::POOL_HOLD, Some(h.until)));
     }
     if view
         .concurrency

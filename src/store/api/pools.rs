@@ -25,6 +25,41 @@ pub struct PoolDim {
     pub per_us: i64,
 }
 
+/// The key a runner's places in flight are kept under: its host and its
+/// process (`host:pid-start`), so that a runner on any host can match
+/// them to the runner's seats and tell whether it is live.
+#[must_use]
+pub fn place_key(holder: &crate::model::Holder) -> String {
+    match holder.pid_start {
+        Some(start) => format!("{}:{}-{start}", holder.host, holder.pid),
+        None => format!("{}:{}", holder.host, holder.pid),
+    }
+}
+
+/// The runner a place key names, as the views name a lock's holder
+/// (`host:pid`); `None` for a key without its host (kept by a version
+/// before keys had one: such places are judged live until they lapse).
+#[must_use]
+pub fn place_runner(key: &str) -> Option<String> {
+    let (host, process) = key.rsplit_once(':')?;
+    let pid = process.split('-').next().unwrap_or(process);
+    Some(format!("{host}:{pid}"))
+}
+
+/// Places in flight of a runner that is gone (its seats lapsed, or it is
+/// known dead on this host, or it holds none): no call of it is in flight
+/// (its guard stopped its workers before its seats could lapse), so the
+/// next call asking the pool takes them back; until then they are shown
+/// as its, with when they would lapse by themselves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GonePlaces {
+    /// `host:pid`, as `status` names a lock's holder.
+    pub runner: String,
+    pub places: i64,
+    #[serde(serialize_with = "crate::util::time::json")]
+    pub until: Millis,
+}
+
 /// A call asking for its place in a pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolCall {
@@ -166,7 +201,11 @@ pub struct UsageSum {
 pub struct PoolView {
     pub name: String,
     pub dims: Vec<PoolDimView>,
+    /// Places of live runners: calls in flight.
     pub in_flight: i64,
+    /// Places of runners that are gone, not in flight and free to the
+    /// next call (not counted in `in_flight`).
+    pub gone: Vec<GonePlaces>,
     pub concurrency: Option<u32>,
     pub hold: Option<PoolHold>,
     /// Tokens drawn per minute, oldest first, ending at the current minute.

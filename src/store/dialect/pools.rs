@@ -13,7 +13,20 @@ const ITEM_POOL_WAITS: &str = "UPDATE items SET pool_wait_since = ?3
 const ITEM_POOL_PLACED: &str = "UPDATE items SET pool_wait_since = NULL
   WHERE id = ?1 AND pool_wait_since IS NOT NULL";
 
-pub(crate) trait PoolsRead {
+/// Each runner's places in flight in a pool, not lapsed at `?2`.
+const PLACES: &str = "SELECT runner, n, until_ms FROM pool_places
+  WHERE pool = ?1 AND n > 0 AND until_ms > ?2 ORDER BY runner";
+
+pub(crate) trait PoolsRead: Sql {
+    /// Each runner's places in flight in the pool, not lapsed at `now`:
+    /// (its place key, how many, when they lapse).
+    fn pool_places(&mut self, pool: &str, now: Millis) -> Result<Vec<(String, i64, Millis)>> {
+        let args = [Arg::Text(pool), Arg::Time(now)];
+        super::sql::all(self, PLACES, &args, |r| {
+            Ok((r.text(0)?, r.int(1)?, r.time(2)?))
+        })
+    }
+
     /// The pool's retry-after hold, over or not.
     fn pool_hold(&mut self, pool: &str) -> Result<Option<PoolHold>>;
     /// A dimension's theoretical arrival time (µs on the caller's clock),

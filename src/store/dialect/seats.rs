@@ -7,6 +7,10 @@ use crate::store::Result;
 const SEATS: &str = "SELECT token, host, pid, pid_start, run_id, acquired_at, expires_at,
         coalesce(expires_at - ttl_ms, acquired_at), CASE WHEN stop IS NULL THEN NULL ELSE stop_by END
    FROM locks WHERE batch_id = ?1 ORDER BY acquired_at, token";
+const ALL_SEATS: &str = "SELECT l.token, l.host, l.pid, l.pid_start, l.run_id, l.acquired_at,
+        l.expires_at, coalesce(l.expires_at - l.ttl_ms, l.acquired_at),
+        CASE WHEN l.stop IS NULL THEN NULL ELSE l.stop_by END, b.name
+   FROM locks l JOIN batches b ON b.id = l.batch_id ORDER BY b.name, l.acquired_at, l.token";
 pub(crate) const ANY_LIVE_SEAT: &str = "SELECT EXISTS (SELECT 1 FROM locks WHERE expires_at > ?1)";
 const SEAT_UPSERT: &str =
     "INSERT INTO locks (batch_id, token, host, pid, pid_start, run_id, acquired_at, expires_at, ttl_ms)
@@ -26,6 +30,23 @@ pub(crate) trait SeatsRead: Sql {
         sql::all(self, SEATS, &[Arg::Int(batch)], |r| {
             Ok(LockInfo {
                 batch: name.to_string(),
+                token: r.text(0)?,
+                holder: holder_at(r, 1)?,
+                run_id: r.opt_int(4)?,
+                acquired_at: r.time(5)?,
+                expires_at: r.time(6)?,
+                renewed_at: r.time(7)?,
+                stop_by: r.opt_text(8)?,
+            })
+        })
+    }
+
+    /// Every seat of every batch, expired ones included: whose places in
+    /// a pool are a live runner's (`store::ops::pools`).
+    fn all_seats(&mut self) -> Result<Vec<LockInfo>> {
+        sql::all(self, ALL_SEATS, &[], |r| {
+            Ok(LockInfo {
+                batch: r.text(9)?,
                 token: r.text(0)?,
                 holder: holder_at(r, 1)?,
                 run_id: r.opt_int(4)?,

@@ -9,8 +9,8 @@
 use crate::config::limits::Measure;
 use crate::model::Millis;
 use crate::store::api::{
-    Admission, AttemptUsage, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec, PoolView,
-    PoolWait, UsageSum,
+    Admission, AttemptUsage, GonePlaces, PoolCall, PoolDim, PoolDimView, PoolHold, PoolSpec,
+    PoolView, PoolWait, UsageSum,
 };
 use crate::store::dialect::{Read, Write};
 use crate::store::{Result, Store};
@@ -88,6 +88,47 @@ fn ms_up(us: i64) -> Millis {
     us.div_euclid(1000) + i64::from(us.rem_euclid(1000) != 0)
 }
 
+/// The pool's places in flight at `now`, judged by their runners' seats:
+/// how many are live runners' (calls in flight), and those of runners
+/// that are gone, with their keys. A runner is live while a seat of it, in
+/// any batch, is live (`store::seat`: not lapsed, or its process seen
+/// running here); one whose seats lapsed, or that is seen dead here, or
+/// that holds none, has no call in flight: its guard stops its workers
+/// before its seats can lapse, as a takeover of its items relies on.
+/// A key without a host (an older version's) is judged live until it
+/// lapses, as it was.
+fn judged_places(
+    tx: &mut dyn Read,
+    pool: &str,
+    now: Millis,
+) -> Result<(i64, Vec<(String, GonePlaces)>)> {
+    let places = tx.pool_places(pool, now)?;
+    if places.is_empty() {
+        return Ok((0, Vec::new()));
+    }
+    let seats = tx.all_seats()?;
+    let mut live = 0;
+    let mut gone = Vec::new();
+    for (key, n, until) in places {
+        let runner = crate::store::api::place_runner(&key);
+        let seated = seats.iter().any(|l| {
+            crate::store::api::place_key(&l.holder) == key && crate::store::seat(l, now).is_live()
+        });
+        match runner {
+            Some(runner) if !seated => gone.push((
+                key,
+                GonePlaces {
+                    runner,
+                    places: n,
+                    until,
+                },
+            )),
+            _ => live += n,
+        }
+    }
+    Ok((live, gone))
+}
+
 /// The admission of `calls` by the pool, its row locked: as many as fit,
 /// in order, their reservations drawn and their places taken.
 fn admit(
@@ -99,7 +140,7 @@ fn admit(
     let pool = spec.name.as_str();
     if let Some(h) = tx.pool_hold(pool)?.filter(|h| h.until > now) {
         let wait = PoolWait {
-            dimension: "hold".into(),
+            dimension: crate::model::waiting::POOL_HOLD.into(),
             until: h.until,
         };
         return Ok(Admission {
@@ -111,8 +152,18 @@ fn admit(
     let mut wait = None;
     if let Some(cap) = spec.concurrency {
         tx.pool_places_expire(pool, now)?;
-        let free = i64::from(cap) - tx.pool_in_flight(pool, now)?;
-        let free = usize::try_from(free).unwrap_or(0);
+        let mut taken = tx.pool_in_flight(pool, now)?;
+        if taken + i64::try_from(room).unwrap_or(i64::MAX) > i64::from(cap) {
+            // Short of room: the places of runners that are gone are free
+            // at once, not when they lapse (judged only then: it reads
+            // every seat).
+            let (live, gone) = judged_places(tx, pool, now)?;
+            for (key, g) in &gone {
+                tx.pool_places_give(pool, key, g.places)?;
+            }
+            taken = live;
+        }
+        let free = usize::try_from(i64::from(cap) - taken).unwrap_or(0);
         if free < room {
             room = free;
             wait = Some(PoolWait {
@@ -456,10 +507,12 @@ pub(super) fn view(tx: &mut dyn Read, spec: &PoolSpec, now: Millis) -> Result<Po
         today.unreported += u.unreported;
         today.estimated_tokens += u.estimated_tokens;
     }
+    let (in_flight, gone) = judged_places(tx, pool, now)?;
     Ok(PoolView {
         name: spec.name.clone(),
         dims,
-        in_flight: tx.pool_in_flight(pool, now)?,
+        in_flight,
+        gone: gone.into_iter().map(|(_, g)| g).collect(),
         concurrency: spec.concurrency,
         hold: tx.pool_hold(pool)?.filter(|h| h.until > now),
         tokens_per_minute: crate::store::dialect::fill_minutes(&per_minute, now, POOL_MINUTES),

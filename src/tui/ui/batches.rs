@@ -786,6 +786,7 @@ mod tests {
                 NOW,
             )],
             in_flight: 0,
+            gone: Vec::new(),
             concurrency: None,
             hold: None,
             tokens_per_minute: vec![0; 30],

@@ -177,6 +177,17 @@ fn pool_lines(app: &App, v: &PoolView, selected: bool, width: usize) -> Vec<Line
         let full = (v.in_flight >= i64::from(c))
             .then(|| ("full: every place in flight taken".into(), Role::Warn));
         lines.push(gauge("in flight", v.in_flight, i64::from(c), full));
+        // A gone runner's places, in `status`'s words: not in flight.
+        for g in &v.gone {
+            let text = crate::commands::pools::gone_words(g, now);
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "{INDENT}{}",
+                    clean(&text, width.saturating_sub(INDENT.len()))
+                ),
+                p.style(Role::Warn),
+            )));
+        }
     }
     // As many minutes as fit beside the longest label there can be, so
     // that every pool shows the same minutes.
@@ -348,6 +359,7 @@ mod tests {
                 ),
             ],
             in_flight: 3,
+            gone: Vec::new(),
             concurrency: Some(16),
             hold: Some(PoolHold {
                 until: NOW + 125_000,
@@ -552,7 +564,7 @@ mod tests {
         let waiting = find(&rows, "waiting");
         assert!(
             waiting.contains(&format!(
-                "12 pending: waiting for pool {POOL}, hold, next slot 12:02:05Z"
+                "12 held until 12:02:05Z (retry-after for pool {POOL})"
             )),
             "{waiting}"
         );

@@ -122,7 +122,8 @@ both_backends! {
         let all = vec![
             ("paused".to_string(), false, String::new()),
             ("budget".to_string(), true, String::new()),
-            ("rate-limit".to_string(), true, "openai hold".to_string()),
+            // The pool's hold is a hold, naming the pool (it was `rate-limit`).
+            ("hold".to_string(), true, "openai hold".to_string()),
         ];
         let shown = env.run(&["show", "b", "k2", "--json"]).code(0).json();
         assert_eq!(waits_of(&shown["waiting_all"]), all, "{shown}");
@@ -155,11 +156,11 @@ both_backends! {
         assert_eq!(lines.len(), 3, "{text}");
         assert_eq!(lines[0], "waiting:   1 waits: the batch is paused", "{text}");
         assert!(lines[1].starts_with("           1 waits: budget reached, resets "), "{text}");
-        assert!(lines[2].starts_with("           1 pending: waiting for pool openai, hold, next slot "), "{text}");
+        assert!(lines[2].starts_with("           1 held until ") && lines[2].contains(" (retry-after for pool openai)"), "{text}");
         let table = env.run(&["items", "b"]).code(0).stdout.clone();
         let row = table.lines().find(|l| l.starts_with("k2 ")).unwrap_or_else(|| panic!("{table}"));
         assert!(row.contains("paused, budget until "), "{table}");
-        assert!(row.contains(", rate-limit until "), "{table}");
+        assert!(row.contains(", hold until "), "{table}");
 
         // The dashboard's item detail, a line each.
         let mut dash = crate::support::pty::Dash::open(
@@ -191,7 +192,7 @@ both_backends! {
             .unwrap_or_else(|| panic!("{screen}"));
         let row = |text: &str| screen.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("{text}: {screen}"));
         assert_eq!(row("│          1 waits: budget reached, resets "), at + 1, "{screen}");
-        assert!(row("│          1 pending: waiting for pool openai, hold, next slot ") > at + 1, "{screen}");
+        assert!(row("│          1 held until ") > at + 1, "{screen}");
         dash.key("q");
         assert_eq!(dash.wait_exit(), 0);
     }

@@ -278,7 +278,7 @@ for line in sys.stdin:
         // Still held: b's item waits for the pool's hold.
         let status = env.status();
         let b = status["batches"].as_array().unwrap().iter().find(|b| b["name"] == "b").unwrap().clone();
-        assert_eq!(b["waiting"][0]["reason"], "rate-limit", "{b}");
+        assert_eq!((b["waiting"][0]["reason"].as_str(), b["waiting"][0]["pool"].as_str()), (Some("hold"), Some("openai")), "{b}");
         let pool = &status["pools"][0];
         assert!(pool["hold_until"].is_string(), "{status}");
         // A dry run of b says it would wait for the pool first.
@@ -295,6 +295,50 @@ for line in sys.stdin:
         let metrics = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
         let left = common::metric(&metrics, "nightshift_batch_hold_seconds{batch=\"b\"}");
         assert!(left > 3000.0, "{metrics}");
+    }
+
+    /// A worker's retry-after holds the pool: the items of another batch
+    /// of it wait for that hold, and every view counts them under `hold`
+    /// naming the pool, as `status --short` (`held`) and the hold's
+    /// seconds did. `status`, `status --json`, `items` and the
+    /// `nightshift_waiting_items` metric counted them under `rate-limit`
+    /// (an alert on `reason="hold"` missed them).
+    fn a_pool_held_by_a_retry_after_is_a_hold_in_every_view(env) {
+        common::away_from_midnight();
+        let w = worker(&env, r#"echo '{"error_class":"RateLimitError","transient":true,"retry_after_s":3600}' >&2; exit 75"#);
+        env.config(&format!(
+            "[limit.openai]\nrequests = \"1000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\nretries = 0\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"openai\"\n"
+        ));
+        add(&env, "a", 1);
+        add(&env, "b", 2);
+        env.run(&["run", "a"]);
+        let until = env.status()["pools"][0]["hold_until"].as_str().unwrap_or_else(|| panic!("no hold")).to_string();
+        let clock = &until[11..19];
+        let text = env.run(&["status", "b"]).code(0).stdout.clone();
+        assert!(text.contains(&format!("2 held until {clock}Z (retry-after for pool openai)")), "{text}");
+        assert!(!text.contains("waiting for pool openai, hold"), "{text}");
+        let b = env.batch_status("b");
+        let first = &b["waiting"][0];
+        assert_eq!(
+            (first["reason"].as_str(), first["count"].as_i64(), first["pool"].as_str(), first["until"].as_str()),
+            (Some("hold"), Some(2), Some("openai"), Some(until.as_str())),
+            "{b}"
+        );
+        let table = env.run(&["items", "b"]).code(0).stdout.clone();
+        let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("b1 ") || l.starts_with("b2 ")).collect();
+        assert_eq!(rows.len(), 2, "{table}");
+        assert!(rows.iter().all(|r| r.contains(&format!("hold until {clock}Z")) && !r.contains("rate-limit")), "{table}");
+        let listed = env.run(&["items", "b", "--json"]).code(0).stdout.clone();
+        for line in listed.lines() {
+            let item: Value = serde_json::from_str(line).unwrap();
+            assert_eq!((item["waiting"]["reason"].as_str(), item["waiting"]["pool"].as_str()), (Some("hold"), Some("openai")), "{item}");
+        }
+        let metrics = env.run(&["status", "--prometheus"]).code(0).stdout.clone();
+        let waiting = |reason: &str| common::metric(&metrics, &format!("nightshift_waiting_items{{batch=\"b\",reason=\"{reason}\"}}"));
+        assert_eq!((waiting("hold"), waiting("rate-limit")), (2.0, 0.0), "{metrics}");
+        assert!(common::metric(&metrics, "nightshift_batch_hold_seconds{batch=\"b\"}") > 3000.0, "{metrics}");
     }
 
     /// A live run waiting for its pool's next slot: the item it has not
@@ -729,11 +773,75 @@ echo '{"ok":1}'"#);
         wait_for("the first call", || !starts(&env).is_empty());
         common::signal(first.id(), nix::sys::signal::Signal::SIGKILL);
         first.wait().unwrap();
-        assert_eq!(env.status()["pools"][0]["in_flight"], 1, "the dead run's place");
+        // Its process is seen dead here: its place is free, said as its.
+        let pool = env.status()["pools"][0].clone();
+        assert_eq!((pool["in_flight"].as_i64(), pool["gone_places"][0]["places"].as_i64()), (Some(0), Some(1)), "{pool}");
         std::fs::write(&release, "").unwrap();
         let second = env.spawn("b", &["run", "a"]);
         wait_for("a1 done by the run that took over", || done(&env, "a") == 1);
         finish(vec![second]);
+        assert_eq!(env.int("SELECT coalesce(sum(n), 0) FROM pool_places"), 0, "every place given back");
+    }
+
+    /// A runner on another host is SIGKILLed while its two calls hold both
+    /// places of the pool (`item_timeout` an hour: they would lapse in an
+    /// hour). Once its seat lapses it is gone (its guard stopped its
+    /// workers): `status`, its JSON and the dashboard's Pools pane say the
+    /// places are its, gone, not in flight, and a runner on host-a has them
+    /// at once. Every view said `2/2 in flight` for an hour, and host-a's
+    /// calls waited that hour.
+    fn a_runner_gone_on_another_host_leaves_its_pool_places_free(env) {
+        let w = worker(&env, "sleep ${SLOW:-0}; echo '{\"ok\":1}'");
+        env.config(&format!(
+            "[limit.two]\nconcurrency = 2\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"two\"\nconcurrency = 2\n\
+             item_timeout = \"1h\"\nlock_ttl = \"3s\"\n"
+        ));
+        add(&env, "a", 4);
+        let mut b = env.spawn_with("b", &["run", "a"], &[("NIGHTSHIFT_HOST", "host-b"), ("SLOW", "30")]);
+        wait_for("host-b's two calls", || starts(&env).len() == 2);
+        assert_eq!(env.status()["pools"][0]["in_flight"], 2, "a live runner's calls");
+        let pid = b.id();
+        common::signal(pid, nix::sys::signal::Signal::SIGKILL);
+        b.wait().unwrap();
+        // As a runner on another host sees it: host-b's seat stands until
+        // it lapses, a lock_ttl after its last renewal.
+        wait_for("host-b's seat to lapse", || {
+            env.int("SELECT coalesce(max(expires_at), 0) FROM locks") < now_ms() - 50
+        });
+        let runner = format!("host-b:{pid}");
+        let pool = env.status()["pools"][0].clone();
+        assert_eq!(pool["in_flight"], 0, "{pool}");
+        let gone = &pool["gone_places"][0];
+        assert_eq!((gone["runner"].as_str(), gone["places"].as_i64()), (Some(runner.as_str()), Some(2)), "{pool}");
+        assert!(gone["until"].as_str().is_some_and(|t| t > nightshift::util::time::rfc3339(now_ms() + 3_000_000).as_str()), "{pool}");
+        let text = env.run(&["status", "a"]).code(0).stdout.clone();
+        assert!(
+            text.contains(&format!("0/2 in flight — 2 places of runner {runner}, gone: free to the next call (else they lapse at ")),
+            "{text}"
+        );
+        for size in [(80, 24), (120, 40)] {
+            // No "since you last looked" over the pane.
+            let _ = std::fs::remove_dir_all(env.path("state"));
+            let mut dash = crate::support::pty::Dash::open(
+                std::path::Path::new(env!("CARGO_BIN_EXE_nightshift")),
+                env.dir.path(),
+                &env.db,
+                &["watch", "--read-only"],
+                size,
+            );
+            dash.wait_loaded();
+            dash.key("6");
+            let screen = dash.wait_text("gone: free");
+            let row = |t: &str| screen.lines().find(|l| l.contains(t)).unwrap_or_else(|| panic!("{t}: {screen}")).to_string();
+            assert!(row("in flight").contains("0 / 2"), "{size:?}\n{screen}");
+            assert!(row("gone: free").contains(&format!("2 places of runner {runner}, gone: free")), "{size:?}\n{screen}");
+            dash.key("q");
+            assert_eq!(dash.wait_exit(), 0);
+        }
+        let a = env.spawn_with("a", &["run", "a"], &[("NIGHTSHIFT_HOST", "host-a")]);
+        wait_for("host-a to run every item", || done(&env, "a") == 4);
+        finish(vec![a]);
         assert_eq!(env.int("SELECT coalesce(sum(n), 0) FROM pool_places"), 0, "every place given back");
     }
 

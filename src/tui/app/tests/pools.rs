@@ -20,6 +20,7 @@ fn view(name: &str) -> PoolView {
             NOW,
         )],
         in_flight: 0,
+        gone: Vec::new(),
         concurrency: None,
         hold: None,
         tokens_per_minute: vec![0; 30],

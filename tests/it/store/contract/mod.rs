@@ -2044,6 +2044,40 @@ both_stores! {
 
     // ---- Limit pools ----
 
+    /// A runner's places in flight are its while a seat of it is live, and
+    /// free to the next call at once when its seats lapsed: never before
+    /// (two live runners stay within the pool's concurrency), and not an
+    /// `item_timeout` later (they were counted in flight until they
+    /// lapsed). The views say them as the gone runner's, not in flight.
+    fn a_gone_runners_places_are_free_and_a_live_ones_are_not(db, s) {
+        use nightshift::store::{PoolCall, PoolSpec, place_key};
+        let spec = PoolSpec { name: "p".into(), dims: Vec::new(), concurrency: Some(2) };
+        let calls = |pid: u32, n: usize| {
+            vec![PoolCall { runner: place_key(&holder(pid)), estimate: 0, until: T0 + 60 * MIN, item: None }; n]
+        };
+        s.acquire_lock("b", "tok1", &holder(1), None, T0 + MIN, T0, &[], 2).unwrap();
+        s.acquire_lock("b", "tok2", &holder(2), None, T0 + MIN, T0, &[], 2).unwrap();
+        assert_eq!(s.pool_admit(&spec, &calls(1, 2), T0).unwrap().admitted, 2);
+        // Runner 1 is live: no room for runner 2.
+        assert_eq!(s.pool_admit(&spec, &calls(2, 1), T0 + 1000).unwrap().admitted, 0);
+        let v = s.pool_view(&spec, T0 + 1000).unwrap();
+        assert_eq!((v.in_flight, v.gone.len()), (2, 0));
+        // Runner 2 renews; runner 1's seat lapses: its places are free.
+        assert!(s.renew_lock("b", "tok2", T0 + 3 * MIN).unwrap());
+        let v = s.pool_view(&spec, T0 + MIN + 1).unwrap();
+        assert_eq!(v.in_flight, 0);
+        assert_eq!(
+            v.gone.iter().map(|g| (g.runner.as_str(), g.places, g.until)).collect::<Vec<_>>(),
+            [("host-1:1", 2, T0 + 60 * MIN)]
+        );
+        assert_eq!(s.pool_admit(&spec, &calls(2, 2), T0 + MIN + 1).unwrap().admitted, 2);
+        let v = s.pool_view(&spec, T0 + MIN + 2).unwrap();
+        assert_eq!((v.in_flight, v.gone.len()), (2, 0));
+        // Runner 2 live, its places taken: none for another.
+        s.acquire_lock("b", "tok3", &holder(3), None, T0 + 3 * MIN, T0 + MIN + 2, &[], 2).unwrap();
+        assert_eq!(s.pool_admit(&spec, &calls(3, 1), T0 + MIN + 3).unwrap().admitted, 0);
+    }
+
     fn a_pool_admits_within_every_limit_and_settles_with_usage(db, s) {
         use nightshift::config::limits::Measure;
         use nightshift::store::{AttemptUsage, PoolCall, PoolDim, PoolHold, PoolSpec};
