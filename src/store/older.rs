@@ -10,7 +10,9 @@
 //! its migration gives existing rows (its default, else NULL). The
 //! statements then read what they would read after the upgrade. A store
 //! older than that (a migration that adds a table, moves data or changes
-//! more) is still refused, with the way to upgrade it.
+//! more) is still refused, with the way to upgrade it, unless the
+//! migration says how a reader sees what it made from the rows it had (a
+//! `-- readers: ` line: a view over the old tables, see [`READERS`]).
 
 /// A column a migration adds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,9 +25,42 @@ pub(crate) struct Added {
     pub default: Option<String>,
 }
 
+/// What a migration that makes more than columns (a table from the rows
+/// of others) gives readers of a store it has not run on: a line of the
+/// migration, `-- readers: CREATE TEMP VIEW t AS SELECT … FROM schema.u`,
+/// that shows them what it would have made.
+const READERS: &str = "-- readers: ";
+
+/// The view `migration` gives readers (`READERS`), if any.
+fn readers_view(migration: &str) -> Option<&str> {
+    migration
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(READERS))
+        .map(str::trim)
+}
+
+/// What a store at a version lacks to be read as the current one.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Missing {
+    /// By table in the order added, the columns it lacks.
+    pub tables: Vec<(String, Vec<Added>)>,
+    /// The views migrations give readers for what they made (`READERS`).
+    pub made: Vec<String>,
+}
+
+impl Missing {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tables.is_empty() && self.made.is_empty()
+    }
+}
+
 /// The columns `migration` adds, if adding columns (and dropping
-/// triggers, changing indexes) is all it does.
+/// triggers, changing indexes) is all it does; none if it gives readers
+/// a view of what it does (`READERS`).
 fn added_by(migration: &str) -> Option<Vec<Added>> {
+    if readers_view(migration).is_some() {
+        return Some(Vec::new());
+    }
     let text: String = migration
         .lines()
         .map(|l| l.split("--").next().unwrap_or(""))
@@ -114,37 +149,40 @@ pub(crate) fn readable_from(migrations: &[&str]) -> i32 {
     (migrations.len() - additive) as i32
 }
 
-/// What a store at `version` lacks, by table in the order added; `None`
-/// when it is too old to read that way (see [`readable_from`]).
-pub(crate) fn missing(migrations: &[&str], version: i32) -> Option<Vec<(String, Vec<Added>)>> {
+/// What a store at `version` lacks; `None` when it is too old to read
+/// that way (see [`readable_from`]).
+pub(crate) fn missing(migrations: &[&str], version: i32) -> Option<Missing> {
     // Current (every open but the first after an upgrade): nothing to
     // parse.
     if version >= migrations.len() as i32 {
-        return Some(Vec::new());
+        return Some(Missing::default());
     }
     if version < readable_from(migrations) {
         return None;
     }
-    let mut tables: Vec<(String, Vec<Added>)> = Vec::new();
-    for added in migrations
-        .iter()
-        .skip(version.max(0) as usize)
-        .filter_map(|m| added_by(m))
-        .flatten()
-    {
-        match tables.iter_mut().find(|(t, _)| *t == added.table) {
+    let mut out = Missing::default();
+    let since = &migrations[version.max(0) as usize..];
+    for added in since.iter().filter_map(|m| added_by(m)).flatten() {
+        match out.tables.iter_mut().find(|(t, _)| *t == added.table) {
             Some((_, cols)) => cols.push(added),
-            None => tables.push((added.table.clone(), vec![added])),
+            None => out.tables.push((added.table.clone(), vec![added])),
         }
     }
-    Some(tables)
+    out.made = since
+        .iter()
+        .filter_map(|m| readers_view(m))
+        .map(str::to_string)
+        .collect();
+    Some(out)
 }
 
 /// The statements that shadow each table with a view of its current
 /// columns: `CREATE TEMP VIEW t AS SELECT *, … FROM {schema}.t`. `typed`:
 /// each added value cast to its declared type (PostgreSQL needs a NULL's).
-pub(crate) fn views(missing: &[(String, Vec<Added>)], schema: &str, typed: bool) -> String {
+pub(crate) fn views(missing: &Missing, schema: &str, typed: bool) -> String {
+    let made = missing.made.iter().map(|v| format!("{v};\n"));
     missing
+        .tables
         .iter()
         .map(|(table, cols)| {
             let cols: Vec<String> = cols
@@ -162,6 +200,7 @@ pub(crate) fn views(missing: &[(String, Vec<Added>)], schema: &str, typed: bool)
                 cols.join(", ")
             )
         })
+        .chain(made)
         .collect()
 }
 
@@ -232,6 +271,24 @@ mod tests {
             "CREATE TEMP VIEW runs AS SELECT *, CAST(0 AS INTEGER) AS c FROM nightshift.runs;\n\
              CREATE TEMP VIEW items AS SELECT *, CAST(NULL AS DOUBLE PRECISION) AS d FROM nightshift.items;\n"
         );
-        assert_eq!(missing(&migrations, 5), Some(vec![]), "current: nothing");
+        assert_eq!(
+            missing(&migrations, 5),
+            Some(Missing::default()),
+            "current: nothing"
+        );
+        // A table made from the rows of another, with its view for readers.
+        let keyed = [
+            "CREATE TABLE items (id INTEGER, key TEXT);",
+            "CREATE TABLE keys (key TEXT, item_id INTEGER);\n\
+             -- readers: CREATE TEMP VIEW keys AS SELECT key, id AS item_id FROM main.items\n\
+             INSERT INTO keys SELECT key, id FROM items;",
+            "ALTER TABLE items ADD COLUMN a INTEGER;",
+        ];
+        assert_eq!(readable_from(&keyed), 1);
+        assert_eq!(
+            views(&missing(&keyed, 1).unwrap(), "main", false),
+            "CREATE TEMP VIEW items AS SELECT *, NULL AS a FROM main.items;\n\
+             CREATE TEMP VIEW keys AS SELECT key, id AS item_id FROM main.items;\n"
+        );
     }
 }

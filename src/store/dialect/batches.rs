@@ -1,22 +1,16 @@
 //! Statements on batches.
 
-use super::sql::{self, Arg, Sql, Texts};
+use super::sql::{self, Arg, Sql};
 use crate::model::{Counts, Fire, FireRule, Hold, Millis, Owed, Pause};
 use crate::store::Result;
 
 const BATCH_PAUSED: &str = "SELECT paused FROM batches WHERE id = ?1";
 /// The hold as stored: until when, the key that asked, and its label
 /// (while the item is kept).
-/// (SQLite finds an item by key through `item_keys`, schema version 20.)
-pub(crate) const HOLD: Texts = Texts {
-    sqlite: "SELECT b.hold_until, b.hold_key, i.label
+pub(crate) const HOLD: &str = "SELECT b.hold_until, b.hold_key, i.label
   FROM batches b LEFT JOIN item_keys k ON k.batch_id = b.id AND k.key = b.hold_key
        LEFT JOIN items i ON i.id = k.item_id
- WHERE b.id = ?1 AND b.hold_until IS NOT NULL",
-    pg: "SELECT b.hold_until, b.hold_key, i.label
-  FROM batches b LEFT JOIN items i ON i.batch_id = b.id AND i.key = b.hold_key
- WHERE b.id = ?1 AND b.hold_until IS NOT NULL",
-};
+ WHERE b.id = ?1 AND b.hold_until IS NOT NULL";
 const BATCH_SET_PAUSE: &str = "UPDATE batches
     SET paused = TRUE, paused_reason = ?2, paused_by = ?3, paused_at = ?4 WHERE id = ?1";
 const BATCH_CLEAR_PAUSE: &str = "UPDATE batches
@@ -109,7 +103,7 @@ pub(crate) trait BatchesRead: Sql {
     /// The last retry-after hold: until when, the key that asked, and its
     /// label (while the item is kept).
     fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
-        let sql = self.text_of(&HOLD);
+        let sql = HOLD;
         sql::opt(self, sql, &[Arg::Int(batch)], |r| {
             Ok(Hold {
                 until: r.time(0)?,

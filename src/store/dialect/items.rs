@@ -56,37 +56,29 @@ pub(crate) fn requeue_from_row(r: &dyn Row) -> Result<(i64, Requeue, String)> {
     ))
 }
 
-/// The item of batch `?1` and key `?2`: on SQLite named by `item_keys`
-/// (schema version 20; `items` has no key index there), on PostgreSQL by
-/// the unique key index of `items`: `$head`, the condition on alias `$i`
-/// (with its dot, or ""), `$tail`.
+/// The item of batch `?1` and key `?2`, named by `item_keys` on both
+/// engines (`items` has no key index): `$head`, the condition on alias
+/// `$i` (with its dot, or ""), `$tail`.
 macro_rules! by_key {
     ($head:expr, $i:literal, $tail:literal) => {
-        Texts {
-            sqlite: concat!(
-                $head,
-                $i,
-                "id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)",
-                $tail
-            ),
-            pg: concat!($head, $i, "batch_id = ?1 AND ", $i, "key = ?2", $tail),
-        }
+        concat!(
+            $head,
+            $i,
+            "id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)",
+            $tail
+        )
     };
 }
 
-pub(crate) const ITEM_BY_KEY: Texts = Texts {
-    sqlite: concat!(
+pub(crate) const ITEM_BY_KEY: &str = by_key!(
+    concat!(
         "SELECT ",
         item_columns!(),
-        " FROM items i JOIN batches b ON b.id = i.batch_id
-          WHERE i.id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)"
+        " FROM items i JOIN batches b ON b.id = i.batch_id WHERE "
     ),
-    pg: concat!(
-        "SELECT ",
-        item_columns!(),
-        " FROM items i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = ?1 AND i.key = ?2"
-    ),
-};
+    "i.",
+    ""
+);
 /// What prune would delete (`?1` cutoff, `?2` failed ones too).
 const OLDER_THAN: &str = concat!(
     "SELECT ",
@@ -118,7 +110,7 @@ pub(crate) const OLDEST_PENDING: Texts = Texts {
   WHERE batch_id = ?1 AND status = 'pending' AND tier IS NULL AND next_attempt_at IS NULL
   ORDER BY id LIMIT 1",
 };
-pub(crate) const ITEM_FOR_REQUEUE: Texts = by_key!(
+pub(crate) const ITEM_FOR_REQUEUE: &str = by_key!(
     "SELECT id, key, label, tier, outcome, error_class, attempts, status FROM items WHERE ",
     "",
     ""
@@ -136,8 +128,8 @@ macro_rules! let_go {
     };
 }
 pub(crate) const LET_GO: &str = concat!(let_go!(), "id = ?1 AND status = 'claimed'");
-const LET_GO_KEYED: Texts = by_key!(let_go!(), "", " AND status = 'claimed'");
-pub(crate) const MARK_SKIPPED: Texts = by_key!(
+const LET_GO_KEYED: &str = by_key!(let_go!(), "", " AND status = 'claimed'");
+pub(crate) const MARK_SKIPPED: &str = by_key!(
     "UPDATE items SET status = 'done', outcome = 'skipped', tier = NULL,
        next_attempt_at = NULL, result = ?3, updated_at = ?4,
        lease_run = NULL, lease_until = NULL, cancel_to = NULL, cancel_by = NULL,
@@ -187,7 +179,8 @@ const ITEM_RELEASE: &str = concat!(
 pub(crate) const STATUS_LOCKED: Texts = Texts {
     sqlite: "SELECT status FROM items
       WHERE id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)",
-    pg: "SELECT status FROM items WHERE batch_id = ?1 AND key = ?2 FOR UPDATE",
+    pg: "SELECT status FROM items
+      WHERE id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2) FOR UPDATE",
 };
 const CLAIMS_ORPHANED_LOCKED: Texts = Texts {
     sqlite: concat!(
@@ -221,7 +214,7 @@ pub(crate) const ITEM_CLAIM_BY_KEY: Texts = Texts {
     SET status = 'claimed', tier = NULL, next_attempt_at = NULL, lease_run = ?3,
         lease_until = ?4, lease_token = nextval('lease_tokens'),
         attempts = attempts + 1, updated_at = ?5, pool_wait_since = NULL, retry_at = NULL
-  WHERE batch_id = ?1 AND key = ?2
+  WHERE id = (SELECT item_id FROM item_keys WHERE batch_id = ?1 AND key = ?2)
  RETURNING id, key, label, payload, attempts, op_id, lease_token",
 };
 /// Its attempts become those it used (`attempts_used!`).
@@ -314,7 +307,7 @@ pub(crate) struct Orphaned {
 pub(crate) trait ItemsRead: Sql {
     fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>> {
         let args = [Arg::Int(batch), Arg::Text(key)];
-        let sql = self.text_of(&ITEM_BY_KEY);
+        let sql = ITEM_BY_KEY;
         sql::opt(self, sql, &args, item_from_row)
     }
 
@@ -370,7 +363,7 @@ pub(crate) trait ItemsRead: Sql {
         key: &str,
     ) -> Result<Option<(i64, Requeue, String)>> {
         let args = [Arg::Int(batch), Arg::Text(key)];
-        let sql = self.text_of(&ITEM_FOR_REQUEUE);
+        let sql = ITEM_FOR_REQUEUE;
         sql::opt(self, sql, &args, requeue_from_row)
     }
 
@@ -412,8 +405,8 @@ pub(crate) trait ItemsWrite: Sql {
             Arg::Time(now),
         ];
         // An orphaned claim is skipped too: no answer of its worker.
-        self.exec(self.text_of(&LET_GO_KEYED), &args[..2])?;
-        let sql = self.text_of(&MARK_SKIPPED);
+        self.exec(LET_GO_KEYED, &args[..2])?;
+        let sql = MARK_SKIPPED;
         self.exec(sql, &args)?;
         Ok(())
     }

@@ -19,41 +19,103 @@ use crate::util::signals::Stop;
 /// Items inserted per statement (a `COPY` or an insert).
 const ADD_ROWS: usize = 5_000;
 
-/// One part of an add: `$1` batch id, `$2` the time, then keys, labels,
-/// payloads, priorities and not-before times as arrays.
-const INSERT_ITEMS: &str = "INSERT INTO items (batch_id, key, label, payload, status, created_at,
-                            updated_at, priority, next_attempt_at)
-     SELECT $1, k, l, p, 'pending', $2, $2, r, nb
-       FROM unnest($3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[])
-            WITH ORDINALITY AS u(k, l, p, r, nb, o)
-      ORDER BY o
-     ON CONFLICT (batch_id, key) DO NOTHING";
+/// The lines of a part of an add (`lines`), and its rows (`u`), each key
+/// once (its first line): `$3` to `$7` keys, labels, payloads, priorities
+/// and not-before times as arrays, `o` the line's place.
+macro_rules! part_rows {
+    () => {
+        "WITH lines AS (
+         SELECT k, l, p, r, nb, o
+           FROM unnest($3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[])
+                WITH ORDINALITY AS u(k, l, p, r, nb, o)),
+     u AS (SELECT DISTINCT ON (k) k, l, p, r, nb, o FROM lines ORDER BY k, o)"
+    };
+}
 
-/// A part of an add into a batch that held no items: a binary `COPY` of
-/// its rows (`new_rows`, in `COPY_COLUMNS`' order), nothing to parse or
-/// unnest, and no conflict clause, whose speculative insertion descends
-/// the key index twice a row (a probe, then the insert) and logs a
-/// confirmation record; the insert's own uniqueness check remains. A key
-/// given twice (or added by another session meanwhile) fails it, and the
-/// add starts again with `INSERT_ITEMS`.
-const COPY_NEW_ITEMS: &str = "COPY items (batch_id, key, label, payload, status, created_at,
+/// The keys of `u` (`part_rows!`, less any filter `$filter`) not in batch
+/// `$1`: taken in `item_keys`, each with the id of the item it names, in
+/// the order of the input (so are the items' ids: their claim order).
+/// `keyed` returns the keys taken and their ids.
+macro_rules! keys_taken {
+    ($filter:literal) => {
+        concat!(
+            "keyed AS (
+         INSERT INTO item_keys (batch_id, key, item_id)
+         SELECT $1, k, nextval('items_id_seq') FROM u ",
+            $filter,
+            " ORDER BY o
+         ON CONFLICT (batch_id, key) DO NOTHING
+         RETURNING key, item_id)"
+        )
+    };
+}
+
+/// The items of the keys `keyed` took, from `u`.
+macro_rules! items_of_keys_taken {
+    () => {
+        "INSERT INTO items (id, batch_id, key, label, payload, status, created_at, updated_at,
+                            priority, next_attempt_at)
+         SELECT keyed.item_id, $1, u.k, u.l, u.p, 'pending', $2, $2, u.r, u.nb
+           FROM keyed JOIN u ON u.k = keyed.key
+          ORDER BY keyed.item_id"
+    };
+}
+
+/// One part of an add: `$1` batch id, `$2` the time, then keys, labels,
+/// payloads, priorities and not-before times as arrays. Keys present are
+/// passed over.
+const INSERT_ITEMS: &str = concat!(
+    part_rows!(),
+    ", ",
+    keys_taken!(""),
+    " ",
+    items_of_keys_taken!()
+);
+
+/// A part of an add into a batch that held no items: binary `COPY`s of
+/// its keys (`NEW_KEYS`) and then its rows (`NEW_ITEMS`), under ids taken
+/// first (`IDS`), nothing to parse or unnest, and no conflict clause,
+/// whose speculative insertion descends the key index twice a row (a
+/// probe, then the insert) and logs a confirmation record; the keys'
+/// own uniqueness check remains. A key given twice (or added by another
+/// session meanwhile) fails it, and the add starts again with
+/// `INSERT_ITEMS`.
+const COPY_NEW_KEYS: &str = "COPY item_keys (batch_id, key, item_id) FROM STDIN (FORMAT binary)";
+const COPY_NEW_ITEMS: &str = "COPY items (id, batch_id, key, label, payload, status, created_at,
                   updated_at, priority, next_attempt_at)
      FROM STDIN (FORMAT binary)";
+/// `$1` ids for the items of a part, in order.
+const IDS: &str = "SELECT nextval('items_id_seq') FROM generate_series(1, $1::int8)";
 
-/// The fields of a row of `COPY_NEW_ITEMS`.
-const COPY_COLUMNS: i16 = 9;
+/// The fields of a row of `COPY_NEW_KEYS` and of `COPY_NEW_ITEMS`.
+const KEY_COLUMNS: i16 = 3;
+const ITEM_COLUMNS: i16 = 10;
 
-/// The rows of `COPY_NEW_ITEMS` for `part`, added at `at` to batch `id`.
-fn new_rows(c: &Conn, (id, at): (i64, i64), part: &[NewItem]) -> Result<Vec<u8>> {
+/// Inserts `part`, added at `at` to batch `id`, which held none of its
+/// keys: `COPY_NEW_KEYS`, then `COPY_NEW_ITEMS`. How many were added.
+fn copy_new(c: &mut Conn, (id, at): (i64, i64), part: &[NewItem]) -> Result<u64> {
+    let ids: Vec<i64> = c
+        .q(IDS, &[&(part.len() as i64)])?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let keys_len: usize = part.iter().map(|i| i.key.len()).sum();
+    // Per row: its field count and a length per field, two BIGINTs.
+    let mut keys = copy::BinaryRows::with_capacity(keys_len + part.len() * 34);
+    for (i, item_id) in part.iter().zip(&ids) {
+        keys.row(KEY_COLUMNS).int8(id).text(&i.key).int8(*item_id);
+    }
+    c.copy_in(COPY_NEW_KEYS, &keys.finish()?)?;
     let text: usize = part
         .iter()
         .map(|i| i.key.len() + i.label.len() + i.payload.len())
         .sum();
-    // Per row: its field count, a length per field, four BIGINTs, an INT
+    // Per row: its field count, a length per field, five BIGINTs, an INT
     // and the status, beside the texts.
-    let mut rows = copy::BinaryRows::with_capacity(text + part.len() * 88);
-    for i in part {
-        rows.row(COPY_COLUMNS)
+    let mut rows = copy::BinaryRows::with_capacity(text + part.len() * 100);
+    for (i, item_id) in part.iter().zip(&ids) {
+        rows.row(ITEM_COLUMNS)
+            .int8(*item_id)
             .int8(id)
             .text(&i.key)
             .text(&i.label)
@@ -64,7 +126,7 @@ fn new_rows(c: &Conn, (id, at): (i64, i64), part: &[NewItem]) -> Result<Vec<u8>>
             .int4(i.priority)
             .int8_opt(c.tin_opt(i.not_before));
     }
-    rows.finish()
+    c.copy_in(COPY_NEW_ITEMS, &rows.finish()?)
 }
 
 /// How the parts of an add are inserted.
@@ -80,23 +142,20 @@ enum Parts {
 
 /// `INSERT_ITEMS` for a batch that keeps tombstones: a key with one is
 /// present, and counted with the first and last time of its prune.
-const INSERT_ITEMS_BESIDE_TOMBSTONES: &str = "WITH u AS (
-         SELECT k, l, p, r, nb, o
-           FROM unnest($3::text[], $4::text[], $5::text[], $6::int4[], $7::int8[])
-                WITH ORDINALITY AS u(k, l, p, r, nb, o)),
+const INSERT_ITEMS_BESIDE_TOMBSTONES: &str = concat!(
+    part_rows!(),
+    ",
      gone AS (
-         SELECT t.key, t.pruned_at FROM tombstones t JOIN u ON t.key = u.k
-          WHERE t.batch_id = $1),
-     added AS (
-         INSERT INTO items (batch_id, key, label, payload, status, created_at, updated_at,
-                            priority, next_attempt_at)
-         SELECT $1, k, l, p, 'pending', $2, $2, r, nb FROM u
-          WHERE NOT EXISTS (SELECT 1 FROM gone WHERE gone.key = u.k)
-          ORDER BY o
-         ON CONFLICT (batch_id, key) DO NOTHING
-         RETURNING 1)
+         SELECT t.key, t.pruned_at FROM tombstones t JOIN lines ON t.key = lines.k
+          WHERE t.batch_id = $1), ",
+    keys_taken!("WHERE NOT EXISTS (SELECT 1 FROM gone WHERE gone.key = u.k)"),
+    ",
+     added AS (",
+    items_of_keys_taken!(),
+    " RETURNING 1)
      SELECT (SELECT count(*) FROM added)::int8, count(*)::int8, min(pruned_at), max(pruned_at)
-       FROM gone";
+       FROM gone"
+);
 
 /// One part of an add into a batch that keeps tombstones.
 /// `args`: the part's parameters, as `add_part_by_arrays` binds them to
@@ -191,7 +250,7 @@ fn refresh_statistics(c: &mut Conn, added: u64) -> Result<()> {
         )?
         .get(0);
     if known < 0.0 || added as f32 * 10.0 >= known {
-        c.simple("ANALYZE nightshift.items")?;
+        c.simple("ANALYZE nightshift.items, nightshift.item_keys")?;
     }
     Ok(())
 }
@@ -278,7 +337,7 @@ impl Adding {
             }
             let did = match self.how {
                 Parts::New => {
-                    let added = c.copy_in(COPY_NEW_ITEMS, &new_rows(c, self.to, rows)?)?;
+                    let added = copy_new(c, self.to, rows)?;
                     AddReport {
                         added,
                         present: rows.len() as u64 - added,

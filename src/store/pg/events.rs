@@ -22,7 +22,7 @@ pub(crate) fn insert(c: &mut Conn, e: &NewEvent) -> Result<i64> {
     Ok(c.one(
         "INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
          VALUES ($1, $2, $3, $4::text,
-                 (SELECT id FROM items WHERE batch_id = $2 AND key = $4::text),
+                 (SELECT item_id FROM item_keys WHERE batch_id = $2 AND key = $4::text),
                  $5, $6, $7, $8)
          RETURNING id",
         &[
@@ -137,10 +137,10 @@ fn conditions(c: &Conn, batch: Option<i64>, filter: &EventFilter, args: &mut Arg
         let k = args.push(key.clone());
         match &batch_slot {
             Some(b) => cond.push_str(&format!(
-                " AND e.item_id = (SELECT id FROM items WHERE batch_id = {b} AND key = {k})"
+                " AND e.item_id = (SELECT item_id FROM item_keys WHERE batch_id = {b} AND key = {k})"
             )),
             None => cond.push_str(&format!(
-                " AND e.item_id IN (SELECT id FROM items WHERE key = {k})"
+                " AND e.item_id IN (SELECT item_id FROM item_keys WHERE key = {k})"
             )),
         }
     }

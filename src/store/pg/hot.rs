@@ -144,7 +144,7 @@ const COMPLETE_ONE: &str = concat!(
      logged AS (
          INSERT INTO events (at, batch_id, run_id, key, item_id, kind, actor, message, fields)
          SELECT $8, $9, $10, $11::text,
-                (SELECT id FROM items WHERE batch_id = $9 AND key = $11::text),
+                (SELECT item_id FROM item_keys WHERE batch_id = $9 AND key = $11::text),
                 $12, $13, $14, $15
            FROM up)
      SELECT count(*)::int8 FROM up"

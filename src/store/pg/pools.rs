@@ -16,7 +16,8 @@ use crate::store::dialect::{PoolsRead, PoolsWrite};
 /// is kept (as the batch's own hold is read, `dialect::batches::HOLD`).
 const HOLD: &str = "SELECT h.until_ms, h.batch, h.key, i.label
   FROM pool_holds h LEFT JOIN batches b ON b.name = h.batch
-       LEFT JOIN items i ON i.batch_id = b.id AND i.key = h.key
+       LEFT JOIN item_keys k ON k.batch_id = b.id AND k.key = h.key
+       LEFT JOIN items i ON i.id = k.item_id
  WHERE h.pool = $1";
 const TAT: &str = "SELECT tat_us FROM pool_dims WHERE pool = $1 AND dim = $2";
 const IN_FLIGHT: &str =
@@ -25,8 +26,9 @@ const MINUTES: &str = "SELECT minute, calls, input_tokens, output_tokens, unrepo
     estimated_tokens FROM pool_usage WHERE pool = $1 AND minute >= $2 ORDER BY minute";
 const RUN: &str = "SELECT attempts, input_tokens, output_tokens, unreported, estimated_tokens,
     reported_estimate FROM run_usage WHERE run_id = $1";
-const ITEM: &str = "SELECT i.usage FROM items i JOIN batches b ON b.id = i.batch_id
-    WHERE b.name = $1 AND i.key = $2";
+const ITEM: &str = "SELECT i.usage FROM batches b JOIN item_keys k ON k.batch_id = b.id
+       JOIN items i ON i.id = k.item_id
+    WHERE b.name = $1 AND k.key = $2";
 const LOCK_ROW: &str = "INSERT INTO pool_dims (pool, dim, tat_us) VALUES ($1, '*', 0)
     ON CONFLICT (pool, dim) DO NOTHING";
 const LOCK: &str = "SELECT 1 FROM pool_dims WHERE pool = $1 AND dim = '*' FOR UPDATE";
@@ -48,7 +50,8 @@ const EXTEND_HOLD: &str =
     WHERE excluded.until_ms > pool_holds.until_ms";
 const CLEAR_HOLD: &str = "DELETE FROM pool_holds WHERE pool = $1";
 const ITEM_APPEND: &str = "UPDATE items SET usage = coalesce(usage || E'\\n', '') || $3
-    WHERE batch_id = (SELECT id FROM batches WHERE name = $1) AND key = $2";
+    WHERE id = (SELECT k.item_id FROM batches b JOIN item_keys k ON k.batch_id = b.id
+                 WHERE b.name = $1 AND k.key = $2)";
 const RUN_ADD: &str = "INSERT INTO run_usage (run_id, attempts, input_tokens, output_tokens,
     unreported, estimated_tokens, reported_estimate) VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT (run_id) DO UPDATE SET attempts = run_usage.attempts + excluded.attempts,

@@ -65,8 +65,8 @@ const ITEMS_CLAIMED_EXCEPT: &str = concat!(
 );
 const CLASS_COUNT: &str = "SELECT coalesce(sum(n), 0)::int8 FROM failed_classes
   WHERE batch_id = $1 AND error_class = $2";
-const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM items i
-  WHERE i.batch_id = $1 AND i.key = ANY($2) AND i.status = 'failed'
+const ITEMS_FAILED_AMONG: &str = "SELECT i.key FROM item_keys k JOIN items i ON i.id = k.item_id
+  WHERE k.batch_id = $1 AND k.key = ANY($2) AND i.status = 'failed'
   ORDER BY i.id";
 const EVENTS_OF_ITEM: &str =
     "SELECT e.id, e.at, b.name, e.run_id, e.key, e.kind, e.actor, e.message, NULL::text, i.label

@@ -398,12 +398,12 @@ fn items_named_by_key_are_found_through_the_key_table() {
     use crate::store::dialect::{batches, items};
     let conn = migrated();
     for sql in [
-        items::ITEM_BY_KEY.sqlite,
-        items::ITEM_FOR_REQUEUE.sqlite,
-        items::MARK_SKIPPED.sqlite,
+        items::ITEM_BY_KEY,
+        items::ITEM_FOR_REQUEUE,
+        items::MARK_SKIPPED,
         items::STATUS_LOCKED.sqlite,
         items::ITEM_CLAIM_BY_KEY.sqlite,
-        batches::HOLD.sqlite,
+        batches::HOLD,
     ] {
         let plan = plan(&conn, sql);
         assert!(

@@ -450,6 +450,7 @@ both_backends! {
                      REFERENCING NEW TABLE AS new_rows
                      FOR EACH STATEMENT EXECUTE FUNCTION items_inserted();
                  DELETE FROM nightshift_meta WHERE key = 'store_id';
+                 DROP TABLE item_keys; ALTER TABLE items ADD UNIQUE (batch_id, key);
                  UPDATE nightshift_meta SET value = '6' WHERE key = 'schema_version';").unwrap(),
         }
         let before = env.snapshot();
@@ -1098,6 +1099,7 @@ fn undo_column_migrations(env: &Env) {
                  ALTER TABLE batches DROP COLUMN cycle_fire_at, DROP COLUMN cycle_crashed, DROP COLUMN queued_fire_at;
                  ALTER TABLE runs DROP COLUMN stopped;
                  ALTER TABLE batches DROP COLUMN fire_schedule, DROP COLUMN fire_timezone;
+                 DROP TABLE item_keys; ALTER TABLE items ADD UNIQUE (batch_id, key);
                  UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';",
             )
             .unwrap(),

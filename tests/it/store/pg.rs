@@ -266,7 +266,7 @@ fn a_version_3_database_gains_the_run_actor() {
             // the store id, the seats' TTL and the daemons' heartbeats, the
             // hold's key, steering (cancel, stop), the attempts' stderr, the done version, the limit pools,
             // the runs' cancelled count, priority and not-before, the budgets' ledger, the rare kinds' index, the pools' sums,
-            // the items' foreign key and the whole queue index, the self-counting statements.
+            // the items' foreign key and the whole queue index, the self-counting statements; version 31's key table.
             "DROP TRIGGER items_counted ON nightshift.items;
              CREATE TRIGGER items_counted AFTER UPDATE ON nightshift.items
                  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
@@ -295,6 +295,7 @@ fn a_version_3_database_gains_the_run_actor() {
              ALTER TABLE nightshift.batches DROP COLUMN pruned_keys;
              DROP TABLE nightshift.workers;
              DELETE FROM nightshift.nightshift_meta WHERE key = 'store_id';
+             DROP TABLE nightshift.item_keys; ALTER TABLE nightshift.items ADD UNIQUE (batch_id, key);
              UPDATE nightshift.nightshift_meta SET value = '3' WHERE key = 'schema_version'",
         )
         .unwrap();
@@ -978,6 +979,8 @@ fn a_fresh_fed_add_meeting_a_key_added_meanwhile_adds_the_rest() {
                                         updated_at)
                      SELECT id, 'k09000', 'meanwhile', '{}', 'pending', 0, 0
                        FROM batches WHERE name = 'b';
+                     INSERT INTO item_keys (batch_id, key, item_id)
+                     SELECT batch_id, key, id FROM items WHERE key = 'k09000';
                      -- As an add counts the items it adds.
                      INSERT INTO counts AS c (batch_id, bucket, shard, n)
                      SELECT id, 'pending', shard(), 1 FROM batches WHERE name = 'b'
@@ -1251,6 +1254,7 @@ fn a_version_20_store_migrates_to_hot_writes_that_count_themselves() {
                  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
                  FOR EACH STATEMENT EXECUTE FUNCTION nightshift.items_counted();
              DROP FUNCTION nightshift.counts_itself(), nightshift.counted_itself();
+             DROP TABLE nightshift.item_keys; ALTER TABLE nightshift.items ADD UNIQUE (batch_id, key);
              UPDATE nightshift.nightshift_meta SET value = '20' WHERE key = 'schema_version';
              -- Its runner stopped (no upgrade under a live one, see `store::upgrade`);
              -- the same run carries on after the upgrade.
@@ -1332,4 +1336,61 @@ fn sessions_opened_beside_count_on_shards_of_their_own() {
         .unwrap()
         .get(0);
     assert_eq!(shards, 32);
+}
+
+/// A store of version 30 (an item found by the unique key index of
+/// `items`) migrates to 31, where `item_keys` finds it: every item added
+/// before is found by its key in each batch, is present to an add of the
+/// same keys, and is claimed by key; an item pruned takes its key along.
+#[test]
+fn a_version_30_store_finds_its_items_by_key_after_the_migration() {
+    let Some((url, mut s)) = fresh() else { return };
+    let t = now();
+    s.add_items("a", &items(20), t, |_| {}).unwrap();
+    s.add_items("b", &items(5), t, |_| {}).unwrap();
+    drop(s);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "DROP TABLE nightshift.item_keys; ALTER TABLE nightshift.items ADD UNIQUE (batch_id, key);
+             UPDATE nightshift.nightshift_meta SET value = '30' WHERE key = 'schema_version'",
+        )
+        .unwrap();
+    let mut s = Store::Pg(PgStore::open(&url, Access::ReadWrite).unwrap());
+    let keys: i64 = admin
+        .query_one("SELECT count(*) FROM nightshift.item_keys", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(keys, 25);
+    assert_eq!(s.item("a", "k00019").unwrap().label, "l19");
+    assert_eq!(s.item("b", "k00004").unwrap().label, "l4");
+    assert!(matches!(
+        s.item("b", "k00005"),
+        Err(StoreError::UnknownKey { .. })
+    ));
+    let again = s.add_items("a", &items(21), t, |_| {}).unwrap();
+    assert_eq!((again.added, again.present), (1, 20));
+    let run = locked_run(&mut s, t);
+    let c = s.claim_key("b", "k00003", run, t + 10 * MIN, t).unwrap();
+    assert_eq!(c.key, "k00003");
+    // A key given twice in one add is one item, the first line's.
+    let mut twice = items(2);
+    twice[1].key = "k00000".into();
+    twice[1].label = "second".into();
+    let r = s.add_items("c", &twice, t, |_| {}).unwrap();
+    assert_eq!((r.added, r.present), (1, 1));
+    assert_eq!(s.item("c", "k00000").unwrap().label, "l0");
+    let r = s.add_items("c", &twice, t, |_| {}).unwrap();
+    assert_eq!((r.added, r.present), (0, 2));
+    admin
+        .batch_execute("SET search_path = nightshift; DELETE FROM items WHERE key = 'k00000'")
+        .unwrap();
+    let left: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM nightshift.item_keys WHERE key = 'k00000'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "a deleted item's key goes with it");
 }
