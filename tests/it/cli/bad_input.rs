@@ -341,6 +341,11 @@ fn a_bad_duration_names_the_value_and_the_flag() {
         vec!["dlq", "b", "--since", "10x"],
         vec!["dlq", "b", "--since", "0s"],
         vec!["prune", "--older-than", "soon"],
+        // One rule for every duration flag: none is refused (it pruned
+        // every done item, failed ones too with --include-failed).
+        vec!["prune", "--include-failed", "--older-than", "0s"],
+        vec!["prune", "--older-than", "0d"],
+        vec!["watch", "--interval", "0s"],
         vec!["run", "b", "--max-duration=5 minutes", "--", "/bin/true"],
         vec!["run", "b", "--max-duration=0s", "--", "/bin/true"],
     ] {
@@ -389,6 +394,70 @@ fn a_negative_value_is_named_with_its_flag() {
     }
 }
 
+/// Every numeric flag says, in its own words, what it takes: `-j -2` and
+/// `log -n -1` said Rust's "invalid digit found in string", a priority
+/// past an i32 "number too large to fit in target type".
+#[test]
+fn a_number_out_of_range_names_the_flag_and_the_range() {
+    let env = store();
+    for (args, flag, range) in [
+        (
+            vec!["run", "b", "-j", "-2", "--", "/bin/true"],
+            "--concurrency",
+            "a whole number from 1 to 1024",
+        ),
+        (
+            vec!["run", "b", "-j", "0", "--", "/bin/true"],
+            "--concurrency",
+            "a whole number from 1 to 1024",
+        ),
+        (
+            vec!["run", "b", "-j", "5000", "--", "/bin/true"],
+            "--concurrency",
+            "a whole number from 1 to 1024",
+        ),
+        (
+            vec!["run", "b", "-j", "two", "--", "/bin/true"],
+            "--concurrency",
+            "\"two\" is not a whole number",
+        ),
+        (
+            vec!["log", "-n", "-1"],
+            "--limit",
+            "a whole number of at least 0 (0: every event)",
+        ),
+        (
+            vec!["items", "b", "--limit", "-1"],
+            "--limit",
+            "a whole number of at least 1",
+        ),
+        (
+            vec!["run", "b", "--limit", "1.5", "--", "/bin/true"],
+            "--limit",
+            "a whole number of at least 1",
+        ),
+        (
+            vec!["add", "b", "-", "--priority", "3000000000"],
+            "--priority",
+            "a whole number from -2147483648 to 2147483647",
+        ),
+        (
+            vec!["schedule", "b", "-n", "-1"],
+            "--next",
+            "a whole number from 1 to 1000",
+        ),
+        (
+            vec!["schedule", "b", "-n", "1001"],
+            "--next",
+            "a whole number from 1 to 1000",
+        ),
+    ] {
+        let ran = refused(&env, &args, 2, &[flag, range]);
+        assert!(!ran.stderr.contains("invalid digit"), "{ran:?}");
+        assert!(!ran.stderr.contains("target type"), "{ran:?}");
+    }
+}
+
 /// A limit of none would do nothing and say so as if nothing were there
 /// ("no items match", "would run 0 items"): it is refused instead.
 #[test]
@@ -403,7 +472,7 @@ fn a_limit_of_none_is_refused_not_obeyed() {
         let ran = refused(&env, &args, 2, &["--limit"]);
         let first = ran.stderr.lines().next().unwrap();
         assert!(
-            first.contains("leave --limit out") || first.contains("not a count"),
+            first.contains("leave --limit out") || first.contains("\"many\" is not a whole number"),
             "{ran:?}"
         );
     }
