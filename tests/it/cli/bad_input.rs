@@ -245,6 +245,71 @@ fn a_duplicate_key_in_one_file_names_both_lines() {
     );
 }
 
+/// A name twice in one object (`{"key":"a","key":"b"}`) gave the item
+/// the last one's key, silently, where a person reads the first; a key
+/// field or a payload field twice likewise. Refused at any depth, naming
+/// the file, line and name; the escaped spelling of a name is that name.
+#[test]
+fn a_name_twice_in_one_object_names_the_line_and_the_name() {
+    let env = store();
+    env.write(
+        "twice.jsonl",
+        "{\"key\":\"x1\"}\n\
+         {\"key\":\"a\",\"key\":\"b\"}\n\
+         {\"k\\u0065y\":\"c\",\"key\":\"d\"}\n\
+         {\"key\":\"x2\",\"記事\":{\"題\":1,\"題\":2}}\n",
+    );
+    let ran = refused(
+        &env,
+        &["add", "b", "twice.jsonl"],
+        2,
+        &[
+            "twice.jsonl: rejected, nothing imported: 3 bad lines",
+            "line 2: the name \"key\" is given twice in one object",
+            "line 3: the name \"key\" is given twice",
+            "line 4: the name \"題\" is given twice in one object at column 27",
+            "so give each name once",
+        ],
+    );
+    assert!(!ran.stderr.contains("line 1"), "{ran:?}");
+    env.write(
+        "fields.jsonl",
+        "{\"site\":\"x\",\"slug\":\"a\",\"slug\":\"b\"}\n",
+    );
+    refused(
+        &env,
+        &["add", "b", "fields.jsonl", "--key-fields", "site,slug"],
+        2,
+        &["fields.jsonl", "line 1: the name \"slug\" is given twice"],
+    );
+}
+
+/// A file whose lines end in a bare CR (old Mac) is one line to a reader
+/// of newlines: it said "trailing characters at column 15". CRLF is read.
+#[test]
+fn lines_ending_in_cr_only_are_named_as_such() {
+    let env = store();
+    env.write("mac.jsonl", "{\"key\":\"x1\"}\r{\"key\":\"x2\"}\r");
+    let ran = refused(
+        &env,
+        &["add", "b", "mac.jsonl"],
+        2,
+        &[
+            "mac.jsonl",
+            "line 1: lines end in CR only (\\r)",
+            "tr '\\r' '\\n'",
+        ],
+    );
+    assert!(!ran.stderr.contains("trailing characters"), "{ran:?}");
+    env.write("dos.jsonl", "{\"key\":\"x1\"}\r\n{\"key\":\"x2\"}\r\n");
+    let ran = env.run(&["add", "b", "dos.jsonl"]);
+    assert_eq!(
+        ran.code(0).stdout.trim(),
+        "b: added 2, already present 0",
+        "{ran:?}"
+    );
+}
+
 /// As the config refuses them: an empty name, or a name twice (`a,a`
 /// keyed `1:1`, and the same fields set in the config later, where they
 /// are refused, would have keyed every item anew).
