@@ -801,53 +801,52 @@ pub fn parse_positive_duration_arg(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// A whole number from `min` to `max` (`i64::MAX`: no most), refused in
-/// words that give the range: Rust's own ("invalid digit found in
-/// string" for `-2`, "number too large to fit in target type") named
-/// neither what was wrong nor what is taken. Plain digits, a `-` before
-/// them at most.
-fn whole_in(s: &str, min: i64, max: i64) -> Result<i64, String> {
+/// A whole number from `min` to `max` (`None`: as large as the flag's
+/// type holds), refused in words that give the range: Rust's own
+/// ("invalid digit found in string" for `-2`, "number too large to fit in
+/// target type") named neither what was wrong nor what is taken. Plain
+/// digits, a `-` before them at most.
+fn whole_in<T: TryFrom<i128>>(s: &str, min: i128, max: Option<i128>) -> Result<T, String> {
     let digits = s.strip_prefix('-').unwrap_or(s);
     let plain = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-    match s.parse::<i64>() {
-        Ok(n) if plain && (min..=max).contains(&n) => Ok(n),
-        _ if max == i64::MAX => Err(format!("{s:?} is not a whole number of at least {min}")),
-        _ => Err(format!("{s:?} is not a whole number from {min} to {max}")),
-    }
-}
-
-/// [`whole_in`], as the flag's type (the range fits it).
-fn whole_as<T: TryFrom<i64>>(s: &str, min: i64, max: i64) -> Result<T, String> {
-    let n = whole_in(s, min, max)?;
-    T::try_from(n).map_err(|_| format!("{s:?} is too large"))
+    let n = s
+        .parse::<i128>()
+        .ok()
+        .filter(|n| plain && *n >= min && max.is_none_or(|max| *n <= max))
+        .and_then(|n| T::try_from(n).ok());
+    n.ok_or_else(|| match max {
+        None => format!("{s:?} is not a whole number of at least {min}"),
+        Some(max) => format!("{s:?} is not a whole number from {min} to {max}"),
+    })
 }
 
 /// `run --concurrency`: as the config's `concurrency`, 1 to
 /// [`MAX_CONCURRENCY`](crate::config::MAX_CONCURRENCY).
 pub fn parse_concurrency_arg(s: &str) -> Result<usize, String> {
-    let most = i64::try_from(crate::config::MAX_CONCURRENCY).unwrap_or(i64::MAX);
-    whole_as(s, 1, most)
+    let most = i128::try_from(crate::config::MAX_CONCURRENCY).ok();
+    whole_in(s, 1, most)
 }
 
 /// `add --priority`: any integer a line's priority field may hold.
 pub fn parse_priority_arg(s: &str) -> Result<i32, String> {
-    whole_as(s, i32::MIN.into(), i32::MAX.into())
+    whole_in(s, i32::MIN.into(), Some(i32::MAX.into()))
 }
 
 /// `schedule --next`: 1 to 1000 fire times.
 pub fn parse_fire_times_arg(s: &str) -> Result<u16, String> {
-    whole_as(s, 1, 1000)
+    whole_in(s, 1, Some(1000))
 }
 
-/// `log --limit`: the newest N events first, 0 for every one.
+/// `log --limit`: the newest N events first, 0 for every one (a count
+/// past the store's integers asks for every one too).
 pub fn parse_events_arg(s: &str) -> Result<usize, String> {
-    whole_as(s, 0, i64::MAX).map_err(|e| format!("{e} (0: every event)"))
+    whole_in(s, 0, None).map_err(|e| format!("{e} (0: every event)"))
 }
 
 /// A `--limit`: at least one, since a limit of none would silently do
 /// nothing (and say "no items match" where items do).
 pub fn parse_limit_arg(s: &str) -> Result<usize, String> {
-    match whole_as(s, 1, i64::MAX) {
+    match whole_in(s, 1, None) {
         Ok(n) => Ok(n),
         Err(_) if s == "0" => Err("0 would do nothing: leave --limit out for no limit".into()),
         Err(e) => Err(e),
