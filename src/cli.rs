@@ -321,7 +321,7 @@ pub struct AddArgs {
     pub key_fields: Option<Vec<String>>,
     /// Claim priority of the new items (an integer; higher first, then
     /// older; default 0). A line's own priority field wins.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_priority_arg)]
     pub priority: Option<i32>,
     /// Read each item's priority from this field of its line (an integer);
     /// overrides the config's priority_field.
@@ -347,7 +347,8 @@ pub struct RunArgs {
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Workers at once [default: the config's concurrency, else 4].
-    #[arg(allow_negative_numbers = true, long, short = 'j', value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, short = 'j', value_name = "N",
+          value_parser = parse_concurrency_arg)]
     pub concurrency: Option<usize>,
     /// Process at most this many items.
     #[arg(allow_negative_numbers = true, long, value_name = "N", value_parser = parse_limit_arg)]
@@ -401,7 +402,7 @@ pub struct ScheduleArgs {
     pub batch: String,
     /// How many fire times to show.
     #[arg(allow_negative_numbers = true, long, short = 'n', default_value_t = 5, value_name = "N",
-          value_parser = clap::value_parser!(u16).range(1..=1000))]
+          value_parser = parse_fire_times_arg)]
     pub next: u16,
     /// Print the fire times as JSON.
     #[arg(long)]
@@ -716,7 +717,8 @@ pub struct LogArgs {
         long,
         short = 'n',
         default_value_t = 50,
-        value_name = "N"
+        value_name = "N",
+        value_parser = parse_events_arg
     )]
     pub limit: usize,
 }
@@ -724,7 +726,7 @@ pub struct LogArgs {
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Remove what is older than this (e.g. 30d).
-    #[arg(allow_hyphen_values = true, long, value_parser = parse_duration_arg, value_name = "DUR", required = true)]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_positive_duration_arg, value_name = "DUR", required = true)]
     pub older_than: Duration,
     /// Also delete failed items and dead letters older than that.
     #[arg(long)]
@@ -749,7 +751,7 @@ pub struct WatchArgs {
     #[arg(long)]
     pub read_only: bool,
     /// How often to read the store.
-    #[arg(allow_hyphen_values = true, long, value_parser = parse_duration_arg, default_value = "1s", value_name = "DUR")]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_positive_duration_arg, default_value = "1s", value_name = "DUR")]
     pub interval: Duration,
     /// Open on this batch.
     #[arg(long, value_name = "NAME", value_parser = crate::batch_name::parse_arg)]
@@ -787,8 +789,11 @@ pub fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     crate::duration::parse_duration(s).map_err(|e| e.to_string())
 }
 
-/// A duration that must be longer than none (a window to count in, a
-/// run's longest time): none would count nothing or run nothing.
+/// Every duration flag's parser: a length longer than none. None would
+/// count nothing (`dlq --since`), run nothing (`run --max-duration`),
+/// spin (`watch --interval`) or remove everything done up to now, failed
+/// items and dead letters too (`prune --older-than`, where a variable left
+/// empty in `${DAYS}d` gives `0d`): one rule for all of them.
 pub fn parse_positive_duration_arg(s: &str) -> Result<Duration, String> {
     match parse_duration_arg(s)? {
         d if d.is_zero() => Err(format!("{s:?} is no time at all: give a length, e.g. 24h")),
@@ -796,14 +801,54 @@ pub fn parse_positive_duration_arg(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// A whole number from `min` to `max` (`None`: as large as the flag's
+/// type holds), refused in words that give the range: Rust's own
+/// ("invalid digit found in string" for `-2`, "number too large to fit in
+/// target type") named neither what was wrong nor what is taken. Plain
+/// digits, a `-` before them at most.
+fn whole_in<T: TryFrom<i128>>(s: &str, min: i128, max: Option<i128>) -> Result<T, String> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let plain = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    let n = s
+        .parse::<i128>()
+        .ok()
+        .filter(|n| plain && *n >= min && max.is_none_or(|max| *n <= max))
+        .and_then(|n| T::try_from(n).ok());
+    n.ok_or_else(|| match max {
+        None => format!("{s:?} is not a whole number of at least {min}"),
+        Some(max) => format!("{s:?} is not a whole number from {min} to {max}"),
+    })
+}
+
+/// `run --concurrency`: as the config's `concurrency`, 1 to
+/// [`MAX_CONCURRENCY`](crate::config::MAX_CONCURRENCY).
+pub fn parse_concurrency_arg(s: &str) -> Result<usize, String> {
+    let most = i128::try_from(crate::config::MAX_CONCURRENCY).ok();
+    whole_in(s, 1, most)
+}
+
+/// `add --priority`: any integer a line's priority field may hold.
+pub fn parse_priority_arg(s: &str) -> Result<i32, String> {
+    whole_in(s, i32::MIN.into(), Some(i32::MAX.into()))
+}
+
+/// `schedule --next`: 1 to 1000 fire times.
+pub fn parse_fire_times_arg(s: &str) -> Result<u16, String> {
+    whole_in(s, 1, Some(1000))
+}
+
+/// `log --limit`: the newest N events first, 0 for every one (a count
+/// past the store's integers asks for every one too).
+pub fn parse_events_arg(s: &str) -> Result<usize, String> {
+    whole_in(s, 0, None).map_err(|e| format!("{e} (0: every event)"))
+}
+
 /// A `--limit`: at least one, since a limit of none would silently do
 /// nothing (and say "no items match" where items do).
 pub fn parse_limit_arg(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("0 would do nothing: leave --limit out for no limit".into()),
+    match whole_in(s, 1, None) {
         Ok(n) => Ok(n),
-        Err(_) => Err(format!(
-            "{s:?} is not a count: give a whole number of at least 1"
-        )),
+        Err(_) if s == "0" => Err("0 would do nothing: leave --limit out for no limit".into()),
+        Err(e) => Err(e),
     }
 }

@@ -105,6 +105,19 @@ pub enum LineError {
          (were files joined?)"
     )]
     Bom,
+    /// An old Mac file (or a `printf '%s\r'` source): its whole input is
+    /// one line, which JSON called "trailing characters".
+    #[error(
+        "lines end in CR only (\\r), as in old Mac files, so this line holds several: \
+         convert them to newlines (tr '\\r' '\\n' < FILE > NEW); CRLF is read as it is"
+    )]
+    CrOnly,
+    /// A name twice in one object (`{"key":"a","key":"b"}`), at any depth:
+    /// which one counts differs between readers (serde_json and Python's
+    /// `json` take the last, others the first or refuse it), so the key,
+    /// or what the worker reads, would not be the one a person sees first.
+    #[error("{0}: JSON readers differ on which one counts, so give each name once")]
+    NameTwice(String),
     #[error(transparent)]
     Key(#[from] KeyError),
     #[error("priority field {0:?} must be an integer from {min} to {max}, not {1}", min = i32::MIN, max = i32::MAX)]
@@ -177,14 +190,20 @@ pub fn derive_line_with(
     let kept = serde::Deserializer::deserialize_any(&mut de, KeptFields { wanted, also })
         .and_then(|kept| de.end().map(|()| kept))
         .map_err(|e| {
+            if cr_only(text) {
+                return LineError::CrOnly;
+            }
             // Every field is read as its later readers read the payload (a
             // skipped one as [`Checked`]): nesting past their limit, a lone
             // surrogate, a number out of range are refused here.
-            LineError::Json(if e.to_string().contains("recursion limit") {
-                format!("nested more than {MAX_DEPTH} levels deep")
+            let msg = e.to_string();
+            if msg.contains("recursion limit") {
+                LineError::Json(format!("nested more than {MAX_DEPTH} levels deep"))
+            } else if msg.starts_with(NAME_TWICE) {
+                LineError::NameTwice(crate::util::json::error_at(text, &e))
             } else {
-                crate::util::json::error_at(text, &e)
-            })
+                LineError::Json(crate::util::json::error_at(text, &e))
+            }
         })?;
     let raw = kept.ok_or(KeyError::NotObject)?;
     let obj = Fields::read(&raw)?;
@@ -225,6 +244,17 @@ pub fn derive_line_with(
         not_before: None,
         written_key,
     })
+}
+
+/// Whether `text`, which did not parse, is JSON lines ended by a bare CR
+/// rather than a newline: a JSON value before its first CR, and more after
+/// it. (A CR is whitespace between JSON tokens, and cannot be in a string
+/// unescaped, so a line that parses is never this.)
+fn cr_only(text: &str) -> bool {
+    let mut pieces = text.split('\r');
+    let first = pieces.next().unwrap_or_default();
+    serde_json::from_str::<serde::de::IgnoredAny>(first).is_ok()
+        && pieces.any(|p| !p.trim().is_empty())
 }
 
 /// `text` composed (Unicode NFC), where that is not `text` itself: `None`
@@ -434,10 +464,11 @@ impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
         Ok(Checked)
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
-        while map
-            .next_entry::<serde::de::IgnoredAny, Checked>()?
-            .is_some()
-        {}
+        let mut names = Names::default();
+        while let Some(name) = map.next_key::<FieldName<'de>>()? {
+            names.note(&name)?;
+            map.next_value::<Checked>()?;
+        }
         Ok(Checked)
     }
 }
@@ -472,14 +503,14 @@ impl<'de> serde::de::Visitor<'de> for KeptFields<'_> {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut kept: Vec<(String, &'de RawValue)> = Vec::new();
+        let mut names = Names::default();
         while let Some(name) = map.next_key::<FieldName<'de>>()? {
+            // Refused before its value is read: the error's column is
+            // the repeated name's.
+            names.note(&name)?;
             if self.keeps(name.as_str()) {
                 let raw = map.next_value::<&'de RawValue>()?;
-                // A repeated field: the last one wins, as with a full parse.
-                match kept.iter_mut().find(|(n, _)| n == name.as_str()) {
-                    Some(slot) => slot.1 = raw,
-                    None => kept.push((name.into_string(), raw)),
-                }
+                kept.push((name.into_string(), raw));
             } else {
                 map.next_value::<Checked>()?;
             }
@@ -512,7 +543,44 @@ impl<'de> serde::de::Visitor<'de> for KeptFields<'_> {
     }
 }
 
+/// How the error of a name given twice starts (see [`LineError::NameTwice`]).
+const NAME_TWICE: &str = "the name ";
+
+/// The names of one object read so far, as they read (escapes undone:
+/// `"k\u0065y"` is `"key"`), to refuse one given twice. A short list
+/// scanned, as nearly all objects are small; a set past that.
+#[derive(Default)]
+struct Names<'de> {
+    few: Vec<FieldName<'de>>,
+    many: std::collections::HashSet<String>,
+}
+
+impl<'de> Names<'de> {
+    /// Notes `name`, or the error of a name noted before.
+    fn note<E: serde::de::Error>(&mut self, name: &FieldName<'de>) -> Result<(), E> {
+        const FEW: usize = 16;
+        let twice = if self.few.len() < FEW {
+            let twice = self.few.iter().any(|n| n.as_str() == name.as_str());
+            self.few.push(name.clone());
+            twice
+        } else {
+            if self.many.is_empty() {
+                self.many = self.few.iter().map(|n| n.as_str().to_string()).collect();
+            }
+            !self.many.insert(name.as_str().to_string())
+        };
+        if twice {
+            return Err(E::custom(format!(
+                "{NAME_TWICE}{:?} is given twice in one object",
+                name.as_str()
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// An object's field name, borrowed from the line unless it has escapes.
+#[derive(Clone)]
 enum FieldName<'de> {
     Borrowed(&'de str),
     Owned(String),

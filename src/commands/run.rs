@@ -98,13 +98,8 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         store.check_batch(&args.batch)?;
     }
     let mut config = ctx.batch_config(&args.batch);
+    // In range: `cli::parse_concurrency_arg`.
     if let Some(n) = args.concurrency {
-        if n == 0 || n > crate::config::MAX_CONCURRENCY {
-            return Err(user_error(format!(
-                "--concurrency must be 1..={}",
-                crate::config::MAX_CONCURRENCY
-            )));
-        }
         config.concurrency = n;
     }
     if let Some(d) = args.max_duration {

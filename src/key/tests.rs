@@ -194,8 +194,6 @@ fn keys_that_were_exact_are_unchanged() {
         r#"{"key":1e22}"#,
         r#"{"key":10000000000000000000000}"#,
         r#"{"key":5e-324}"#,
-        r#"{"key":"a","key":"b"}"#,
-        r#"{"key":1,"key":"b"}"#,
         r#"{"k\u0065y":"esc","label":""}"#,
         r#"{"site":"s:1","slug":true,"other":"x"}"#,
         r#"{"site":"s\\","slug":1.25,"other":"x"}"#,
@@ -226,6 +224,8 @@ fn keys_that_were_exact_are_unchanged() {
         (item.key.as_str(), item.label.as_str()),
         ("1500.0", "1500.0")
     );
+    // A name twice was read as its last (see
+    // `a_name_twice_in_one_object_is_refused_at_any_depth`).
     let item = derive_line(r#"{"site":"blog","slug":42}"#, &fields(&["site", "slug"]));
     let item = item.unwrap();
     assert_eq!(item.label, "blog:42");
@@ -410,4 +410,42 @@ fn a_nul_in_a_label_is_kept_as_its_escape() {
     assert_eq!(with_nul.label, "ブログ:記事\\x00一");
     let escaped = d(json!({"site": "ブログ", "slug": "記事\\x00一"}), &spec).unwrap();
     assert_ne!(with_nul.key, escaped.key, "the key is of the text as given");
+}
+
+/// A name twice in one object is refused at any depth, however many names
+/// the object has (a list, then a set, keeps them) and however the name
+/// is spelled; the same name in two objects, or inside its own value, is
+/// no repeat.
+#[test]
+fn a_name_twice_in_one_object_is_refused_at_any_depth() {
+    let many: String = (0..40).map(|i| format!(",\"f{i}\":{i}")).collect();
+    for line in [
+        r#"{"key":"a","key":"b"}"#.to_string(),
+        r#"{"key":"a","n":{"x":1,"x":2}}"#.to_string(),
+        r#"{"key":"a","n":[{"x":1},{"y":[{"z":1,"z":1}]}]}"#.to_string(),
+        r#"{"k\u0065y":"a","key":"b"}"#.to_string(),
+        format!("{{\"key\":\"a\"{many},\"f33\":0}}"),
+        format!("{{\"key\":\"a\",\"n\":{{\"f3\":0{many}}}}}"),
+    ] {
+        match derive_line(&line, &KeySpec::Explicit) {
+            Err(LineError::NameTwice(msg)) => {
+                assert!(
+                    msg.contains("is given twice in one object at column"),
+                    "{msg}"
+                );
+            }
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+    for line in [
+        r#"{"key":"a","n":[{"x":1},{"x":2}]}"#.to_string(),
+        r#"{"key":"a","key2":{"key":{"key":1}}}"#.to_string(),
+        format!("{{\"key\":\"a\"{many}}}"),
+    ] {
+        assert!(derive_line(&line, &KeySpec::Explicit).is_ok(), "{line}");
+    }
+    assert!(matches!(
+        derive_line(r#"{"s":1,"t":2,"s":3}"#, &fields(&["s", "t"])),
+        Err(LineError::NameTwice(_))
+    ));
 }

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use super::{Counts, Millis};
-use crate::util::time::{hhmm_up, moment, utc_clock};
+use crate::util::time::{moment, utc_clock};
 
 /// Why items wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -573,7 +573,7 @@ fn json_named(list: &[Waiting], number: &str) -> serde_json::Value {
         .collect()
 }
 
-/// `2 quarantined await a human; 2 in the retry tier, next at 07:16Z`.
+/// `2 quarantined await a human; 2 in the retry tier, next at 07:16:00Z`.
 pub fn describe(list: &[Waiting], now: Millis) -> String {
     said(list, now, |k| k.to_string())
 }
@@ -611,8 +611,9 @@ impl Said<'_> {
         let items = w.items;
         let n = count(items);
         let one = items == 1;
-        // At a glance, to the minute it has passed by.
-        let at = |t: Option<Millis>| t.map_or("?".into(), |t| hhmm_up(t, now));
+        // To the second, as `items` and `show` say the same time (it was
+        // rounded up to the minute here alone).
+        let at = |t: Option<Millis>| t.map_or("?".into(), |t| utc_clock(t, now));
         match w.reason {
             WaitReason::Quarantined => {
                 write!(
@@ -954,10 +955,10 @@ mod tests {
         };
         assert_eq!(
             describe(std::slice::from_ref(&mixed), NOW),
-            "3 not due yet (1 in the retry tier, 2 pending with a not-before time), next at 07:16Z"
+            "3 not due yet (1 in the retry tier, 2 pending with a not-before time), next at 07:16:00Z"
         );
-        // Said to the minute, a time within one as the minute it ends in:
-        // never as over before it is (07:16:42 is not `07:16Z`).
+        // Said to the second, as `items` and `show` say it (rounded up to
+        // the minute, it was `07:17Z` here and `07:16:42Z` there).
         let retry = Waiting {
             not_before: 0,
             until: Some(LATER + 42_000),
@@ -965,7 +966,7 @@ mod tests {
         };
         assert_eq!(
             describe(&[retry], NOW),
-            "3 in the retry tier, next at 07:17Z"
+            "3 in the retry tier, next at 07:16:42Z"
         );
         assert_eq!(to_status_json(&w[..1])[0]["not_before"], 2);
         let item = Waits {
@@ -1001,7 +1002,7 @@ mod tests {
         let w = waiting(&h, NOW);
         assert_eq!(
             describe(&w, NOW),
-            "2 quarantined await a human; 2 in the retry tier, next at 07:16Z"
+            "2 quarantined await a human; 2 in the retry tier, next at 07:16:00Z"
         );
         assert_eq!(w[1].until, Some(LATER));
     }
@@ -1035,7 +1036,7 @@ mod tests {
         assert_eq!(
             describe_grouped(&list, NOW),
             "1,000 quarantined await a human; 2,500 not due yet (1,300 in the retry tier, \
-             1,200 pending with a not-before time), next at 07:16Z; \
+             1,200 pending with a not-before time), next at 07:16:00Z; \
              287 wait for the runner that holds the lock"
         );
         assert!(
@@ -1076,7 +1077,7 @@ mod tests {
         };
         assert_eq!(
             said(&retry),
-            "2 in the retry tier, next at 07:16Z, and no runner is live (`nightshift run` starts one)"
+            "2 in the retry tier, next at 07:16:00Z, and no runner is live (`nightshift run` starts one)"
         );
         // A live runner, a schedule that fires, or a run's own view: the
         // wait alone.
@@ -1397,7 +1398,7 @@ mod tests {
         let fire = waiting(&h(Idle::NextFire(LATER), false), NOW);
         assert_eq!(
             describe(&fire, NOW),
-            "1 quarantined awaits a human; 1 in the retry tier, next at 07:16Z; \
+            "1 quarantined awaits a human; 1 in the retry tier, next at 07:16:00Z; \
              4 wait for the schedule's next fire at 07:16Z"
         );
         // A fire with seconds is said to the second, not as the minute after.

@@ -138,7 +138,7 @@ impl RunReport {
 
     /// The summary line, then what the batch still holds:
     /// `…, 40 skipped-done, 1s · still in the batch: 2 quarantined await a
-    /// human; 2 in the retry tier, next at 07:16Z`.
+    /// human; 2 in the retry tier, next at 07:16:00Z`.
     pub fn line(&self) -> String {
         if self.waiting.is_empty() {
             return self.summary.clone();

@@ -26,6 +26,125 @@ pub fn error_at(text: &str, e: &serde_json::Error) -> String {
     }
 }
 
+/// The names a worker reports its cost and tokens under, wherever the
+/// runner reads them (an answer, its `result` or `error`, a `usage`).
+const REPORTED: [&str; 6] = [
+    "cost",
+    "usage",
+    "input_tokens",
+    "output_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+];
+
+/// The text a value given twice is read as (see [`mark_reported_twice`]).
+pub const GIVEN_TWICE: &str = "given twice in one object";
+
+/// `value`, read from `text`, with every cost or token count the worker
+/// gave twice in one object (`{"cost": 0.1, "cost": 5}`, three levels
+/// deep at most: an answer's `result`'s `usage`'s counts) replaced by the
+/// text [`GIVEN_TWICE`]. serde_json keeps the last silently; read so, the
+/// report is refused as any cost or usage that is no number is (the item
+/// fails as `InvalidCost` or `InvalidUsage`), as a budget summed from
+/// either of two values would be a guess. A worker's answer is not refused
+/// for a name twice elsewhere: what it means by its result is its own.
+pub fn mark_reported_twice(text: &str, value: &mut serde_json::Value) {
+    if !REPORTED.iter().any(|n| text.contains(n)) {
+        return;
+    }
+    let mut twice = Vec::new();
+    let seed = Twice {
+        depth: 3,
+        path: Vec::new(),
+        found: &mut twice,
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
+    if serde::de::DeserializeSeed::deserialize(seed, &mut de).is_err() {
+        return;
+    }
+    for path in twice {
+        let at = path
+            .iter()
+            .try_fold(&mut *value, |at, name| at.get_mut(name.as_str()));
+        if let Some(at) = at {
+            *at = serde_json::Value::String(GIVEN_TWICE.into());
+        }
+    }
+}
+
+/// Finds the paths of reported names given twice (see
+/// [`mark_reported_twice`]), `depth` objects down at most.
+struct Twice<'a> {
+    depth: usize,
+    path: Vec<String>,
+    found: &'a mut Vec<Vec<String>>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Twice<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Twice<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen: Vec<String> = Vec::new();
+        while let Some(name) = map.next_key::<String>()? {
+            let reported = REPORTED.contains(&name.as_str());
+            if reported && seen.contains(&name) {
+                let mut path = self.path.clone();
+                path.push(name.clone());
+                if !self.found.contains(&path) {
+                    self.found.push(path);
+                }
+            }
+            if self.depth > 0 && (reported || ["result", "error"].contains(&name.as_str())) {
+                let mut path = self.path.clone();
+                path.push(name.clone());
+                map.next_value_seed(Twice {
+                    depth: self.depth - 1,
+                    path,
+                    found: &mut *self.found,
+                })?;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+            if reported {
+                seen.push(name);
+            }
+        }
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -35,6 +154,37 @@ mod tests {
             text,
             &serde_json::from_str::<serde_json::Value>(text).unwrap_err(),
         )
+    }
+
+    /// A cost or count given twice is marked wherever it is read; the
+    /// same name in two objects, or twice in data the runner does not
+    /// read, is left alone.
+    #[test]
+    fn a_report_given_twice_is_marked() {
+        let mark = |text: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+            mark_reported_twice(text, &mut v);
+            v
+        };
+        let v = mark(r#"{"cost": 0.1, "x": 1, "cost": 5}"#);
+        assert_eq!(v["cost"], GIVEN_TWICE);
+        let v = mark(r#"{"key":"k","result":{"usage":{"input_tokens":1,"input_tokens":9}}}"#);
+        assert_eq!(v["result"]["usage"]["input_tokens"], GIVEN_TWICE);
+        let v = mark(r#"{"error":{"cost":1,"cost":2},"usage":{"output_tokens":3}}"#);
+        assert_eq!(v["error"]["cost"], GIVEN_TWICE);
+        assert_eq!(v["usage"]["output_tokens"], 3);
+        for text in [
+            r#"{"cost": 0.1, "items": [{"cost": 1}, {"cost": 2}]}"#,
+            r#"{"result": {"data": {"cost": 1, "cost": 2}}, "cost": 0.5}"#,
+            r#"{"title": "a", "title": "b", "cost": 0.5}"#,
+        ] {
+            let v = mark(text);
+            assert_eq!(
+                v,
+                serde_json::from_str::<serde_json::Value>(text).unwrap(),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -181,12 +181,6 @@ pub fn hhmm(ms: Millis, now: Millis) -> String {
     }
 }
 
-/// [`hhmm`] of the minute by which `ms` has passed (`07:17Z` for
-/// 07:16:42Z): a wait said at a glance never reads as over before it is.
-pub fn hhmm_up(ms: Millis, now: Millis) -> String {
-    hhmm(ms + (60_000 - ms.rem_euclid(60_000)) % 60_000, now)
-}
-
 /// How a moment's time of day is written: `%H:%M` on the minute, else
 /// `%H:%M:%S`. A fire time (or a window's end) said as it is: to the
 /// second only when it has seconds (a six-field schedule), and never a
@@ -222,15 +216,31 @@ pub fn utc_clock(ms: Millis, now: Millis) -> String {
     }
 }
 
-/// `3m ago`, `in 2h5m`: relative to `now`, two units at most.
+/// `3m ago`, `in 2h5m`: relative to `now`, two units at most. One rule
+/// for every view: a time to come is rounded up at the unit shown, a time
+/// gone by down, so neither is ever said as nearer than it is: `in 0s` is
+/// never shown before the moment (it was, for up to a second), nor `in
+/// 2h5m` while 2h5m30s are left. The moment itself is `0s ago`.
 pub fn relative(ms: Millis, now: Millis) -> String {
     let delta = ms - now;
-    let text = compact(delta.unsigned_abs() / 1000);
-    if delta >= 0 {
-        format!("in {text}")
+    if delta > 0 {
+        format!("in {}", compact(up_to_shown(delta.unsigned_abs())))
     } else {
-        format!("{text} ago")
+        format!("{} ago", compact(delta.unsigned_abs() / 1000))
     }
+}
+
+/// `ms` milliseconds in whole seconds, rounded up to the last unit
+/// [`compact`] shows of them (a second, a minute past an hour, an hour
+/// past a day).
+fn up_to_shown(ms: u64) -> u64 {
+    let secs = ms.div_ceil(1000);
+    let unit = match secs {
+        s if s >= 86_400 => 3600,
+        s if s >= 3600 => 60,
+        _ => 1,
+    };
+    secs.div_ceil(unit) * unit
 }
 
 /// [`relative`] in whole minutes past the first, for a view that redraws
@@ -239,21 +249,25 @@ pub fn relative(ms: Millis, now: Millis) -> String {
 /// (`2m ago` where it says `2m53s ago`). Every such age then steps at the
 /// same instant, the turn of the minute, and none is more than half a
 /// minute early or late in reaching a minute. (Counted from the minute's
-/// start and cut to whole minutes again, `2m53s` was shown as `1m`.)
+/// start and cut to whole minutes again, `2m53s` was shown as `1m`.) A
+/// time to come is rounded up instead, as by `relative`: `in 5m` while
+/// more than 4m and at most 5m are left.
 pub fn relative_by_minute(ms: Millis, now: Millis) -> String {
     const MINUTE: Millis = 60_000;
     let delta = ms - now;
+    // A time to come past its last minute's seconds: whole minutes,
+    // rounded up as `relative` rounds (a view drawn again later then
+    // still says no less than is left).
+    if delta > MINUTE - 1000 {
+        let minutes = delta.unsigned_abs().div_ceil(60_000);
+        return format!("in {}", units(up_to_shown(minutes * 60_000), false));
+    }
     if delta.abs() < MINUTE {
         return relative(ms, now);
     }
     let middle = now.div_euclid(MINUTE) * MINUTE + MINUTE / 2;
     let minutes = ((ms - middle).unsigned_abs() / 60_000).max(1);
-    let text = units(minutes * 60, false);
-    if delta >= 0 {
-        format!("in {text}")
-    } else {
-        format!("{text} ago")
-    }
+    format!("{} ago", units(minutes * 60, false))
 }
 
 /// Seconds as `2m14s`, `3h12m`, `1d4h`: the two most significant units.
@@ -303,6 +317,59 @@ mod tests {
         assert_eq!(utc_clock(86_400_000 + 5000, 1000), "1970-01-02 00:00:05Z");
     }
 
+    /// One rule for relative times: a time to come rounds up at the unit
+    /// shown, a time gone by down. `in 0s` was shown for the second before
+    /// the moment, `in 2h5m` with 2h5m59s left.
+    #[test]
+    fn a_time_to_come_is_never_said_nearer_than_it_is() {
+        let now = 1_767_251_760_000; // 2026-01-01T07:16:00Z
+        for left in [1, 400, 999] {
+            assert_eq!(relative(now + left, now), "in 1s", "{left} ms left");
+        }
+        assert_eq!(relative(now, now), "0s ago");
+        assert_eq!(relative(now - 999, now), "0s ago");
+        assert_eq!(relative(now - 1_000, now), "1s ago");
+        assert_eq!(relative(now + 239_400, now), "in 4m0s");
+        assert_eq!(relative(now - 239_400, now), "3m59s ago");
+        assert_eq!(relative(now + 59_999, now), "in 1m0s");
+        assert_eq!(
+            relative(now + (2 * 3600 + 5 * 60 + 59) * 1000, now),
+            "in 2h6m"
+        );
+        assert_eq!(relative(now + (2 * 3600 + 5 * 60) * 1000, now), "in 2h5m");
+        assert_eq!(
+            relative(now - (2 * 3600 + 5 * 60 + 59) * 1000, now),
+            "2h5m ago"
+        );
+        assert_eq!(relative(now + 3_599_001, now), "in 1h0m");
+        assert_eq!(relative(now + 86_400_000 + 1, now), "in 1d1h");
+        // Every moment of the second before, and of the hour before: never
+        // `in 0s`, and never less than is left.
+        for left in (1..3_700_000).step_by(997) {
+            let shown = relative(now + left, now);
+            assert_ne!(shown, "in 0s");
+            let (h, m, s) = parse_units(shown.trim_start_matches("in "));
+            assert!(
+                (h * 3600 + m * 60 + s) * 1000 >= left,
+                "{shown} for {left} ms"
+            );
+        }
+    }
+
+    /// `1h2m`, `3m4s`, `5s` as hours, minutes, seconds.
+    fn parse_units(text: &str) -> (i64, i64, i64) {
+        let (mut h, mut m, mut s, mut n) = (0, 0, 0, 0);
+        for c in text.chars() {
+            match c {
+                'h' => (h, n) = (n, 0),
+                'm' => (m, n) = (n, 0),
+                's' => (s, n) = (n, 0),
+                d => n = n * 10 + i64::from(d.to_digit(10).unwrap()),
+            }
+        }
+        (h, m, s)
+    }
+
     /// Ages past a minute are whole minutes that step together at the
     /// turn of the minute: as `relative` says them at the middle of the
     /// minute, seconds left out.
@@ -339,14 +406,18 @@ mod tests {
                 );
             }
         }
-        // Until: read at the middle of the minute too.
-        assert_eq!(ago(now + 4 * 60_000 + 59_999, now), "in 4m");
-        assert_eq!(ago(now + 5 * 60_000, now), "in 5m");
+        // Until: rounded up, never said as nearer than it is (4m59.999s
+        // left was `in 4m`).
+        assert_eq!(ago(now + 4 * 60_000 + 59_999, now), "in 5m");
+        assert_eq!(ago(now + 4 * 60_000 + 1, now), "in 5m");
+        assert_eq!(ago(now + 4 * 60_000, now), "in 4m");
         assert_eq!(relative(now + 5 * 60_000, now + 10_000), "in 4m50s");
         assert_eq!(ago(now + 5 * 60_000, now + 10_000), "in 5m");
+        assert_eq!(ago(now + 59_500, now), "in 1m");
+        assert_eq!(ago(now + 58_500, now), "in 59s");
         assert_eq!(
             ago(now + 3 * 86_400_000 + 3_600_000 + 30_000, now),
-            "in 3d1h"
+            "in 3d2h"
         );
     }
 

@@ -44,7 +44,9 @@ pub fn parse_error_line(line: &str) -> Option<ErrorLine> {
     if !trimmed.starts_with('{') {
         return None;
     }
-    let Value::Object(obj) = serde_json::from_str::<Value>(trimmed).ok()? else {
+    let mut value = serde_json::from_str::<Value>(trimmed).ok()?;
+    crate::util::json::mark_reported_twice(trimmed, &mut value);
+    let Value::Object(obj) = value else {
         return None;
     };
     let line = ErrorLine::from_object(&obj);

@@ -48,7 +48,10 @@ pub fn classify(out: &Output, rules: &Rules) -> Answer {
                 let usage = out.reported_usage.clone();
                 return usage.apply(out.reported_cost.clone().apply(empty));
             }
-            let strict = serde_json::from_str::<Value>(trimmed);
+            let strict = serde_json::from_str::<Value>(trimmed).map(|mut v| {
+                crate::util::json::mark_reported_twice(trimmed, &mut v);
+                v
+            });
             let is_json = strict.is_ok() && cut.is_none();
             // Stdout meant as JSON that no parser reads would be kept as
             // text, its cost and usage uncounted in silence, past

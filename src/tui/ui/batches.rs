@@ -849,7 +849,7 @@ mod tests {
     /// pool's Japanese name takes two cells a character), at 80 columns too.
     #[test]
     fn the_waiting_line_wraps_every_reason_into_the_pane() {
-        let whole = "2 quarantined await a human; 3 in the retry tier, next at 12:30Z, \
+        let whole = "2 quarantined await a human; 3 in the retry tier, next at 12:30:00Z, \
                      and no runner is live (`nightshift run` starts one); 5 pending: waiting for pool 本番アカウント, tokens/min, next slot 12:00:09Z, \
                      and no runner is live (`nightshift run` starts one)";
         // A break between two CJK characters takes no space.

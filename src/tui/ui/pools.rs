@@ -493,9 +493,10 @@ mod tests {
                 // The unreported estimate and the spend do not fit: cut.
                 assert!(today.trim_end_matches(['│', ' ']).ends_with('…'), "{today}");
             }
-            // 2m5s from 12:00:00, read at the minute's middle: 1m35s.
+            // 2m5s from 12:00:00, rounded up: never said nearer than it
+            // is (read at the minute's middle, it was `in 1m`).
             assert!(
-                held.contains("12:02:05Z (in 1m): no call starts before"),
+                held.contains("12:02:05Z (in 3m): no call starts before"),
                 "{held}"
             );
             let budget = find(&rows, "budget");

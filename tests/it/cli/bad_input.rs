@@ -245,6 +245,71 @@ fn a_duplicate_key_in_one_file_names_both_lines() {
     );
 }
 
+/// A name twice in one object (`{"key":"a","key":"b"}`) gave the item
+/// the last one's key, silently, where a person reads the first; a key
+/// field or a payload field twice likewise. Refused at any depth, naming
+/// the file, line and name; the escaped spelling of a name is that name.
+#[test]
+fn a_name_twice_in_one_object_names_the_line_and_the_name() {
+    let env = store();
+    env.write(
+        "twice.jsonl",
+        "{\"key\":\"x1\"}\n\
+         {\"key\":\"a\",\"key\":\"b\"}\n\
+         {\"k\\u0065y\":\"c\",\"key\":\"d\"}\n\
+         {\"key\":\"x2\",\"記事\":{\"題\":1,\"題\":2}}\n",
+    );
+    let ran = refused(
+        &env,
+        &["add", "b", "twice.jsonl"],
+        2,
+        &[
+            "twice.jsonl: rejected, nothing imported: 3 bad lines",
+            "line 2: the name \"key\" is given twice in one object",
+            "line 3: the name \"key\" is given twice",
+            "line 4: the name \"題\" is given twice in one object at column 27",
+            "so give each name once",
+        ],
+    );
+    assert!(!ran.stderr.contains("line 1"), "{ran:?}");
+    env.write(
+        "fields.jsonl",
+        "{\"site\":\"x\",\"slug\":\"a\",\"slug\":\"b\"}\n",
+    );
+    refused(
+        &env,
+        &["add", "b", "fields.jsonl", "--key-fields", "site,slug"],
+        2,
+        &["fields.jsonl", "line 1: the name \"slug\" is given twice"],
+    );
+}
+
+/// A file whose lines end in a bare CR (old Mac) is one line to a reader
+/// of newlines: it said "trailing characters at column 15". CRLF is read.
+#[test]
+fn lines_ending_in_cr_only_are_named_as_such() {
+    let env = store();
+    env.write("mac.jsonl", "{\"key\":\"x1\"}\r{\"key\":\"x2\"}\r");
+    let ran = refused(
+        &env,
+        &["add", "b", "mac.jsonl"],
+        2,
+        &[
+            "mac.jsonl",
+            "line 1: lines end in CR only (\\r)",
+            "tr '\\r' '\\n'",
+        ],
+    );
+    assert!(!ran.stderr.contains("trailing characters"), "{ran:?}");
+    env.write("dos.jsonl", "{\"key\":\"x1\"}\r\n{\"key\":\"x2\"}\r\n");
+    let ran = env.run(&["add", "b", "dos.jsonl"]);
+    assert_eq!(
+        ran.code(0).stdout.trim(),
+        "b: added 2, already present 0",
+        "{ran:?}"
+    );
+}
+
 /// As the config refuses them: an empty name, or a name twice (`a,a`
 /// keyed `1:1`, and the same fields set in the config later, where they
 /// are refused, would have keyed every item anew).
@@ -341,6 +406,11 @@ fn a_bad_duration_names_the_value_and_the_flag() {
         vec!["dlq", "b", "--since", "10x"],
         vec!["dlq", "b", "--since", "0s"],
         vec!["prune", "--older-than", "soon"],
+        // One rule for every duration flag: none is refused (it pruned
+        // every done item, failed ones too with --include-failed).
+        vec!["prune", "--include-failed", "--older-than", "0s"],
+        vec!["prune", "--older-than", "0d"],
+        vec!["watch", "--interval", "0s"],
         vec!["run", "b", "--max-duration=5 minutes", "--", "/bin/true"],
         vec!["run", "b", "--max-duration=0s", "--", "/bin/true"],
     ] {
@@ -389,6 +459,70 @@ fn a_negative_value_is_named_with_its_flag() {
     }
 }
 
+/// Every numeric flag says, in its own words, what it takes: `-j -2` and
+/// `log -n -1` said Rust's "invalid digit found in string", a priority
+/// past an i32 "number too large to fit in target type".
+#[test]
+fn a_number_out_of_range_names_the_flag_and_the_range() {
+    let env = store();
+    for (args, flag, range) in [
+        (
+            vec!["run", "b", "-j", "-2", "--", "/bin/true"],
+            "--concurrency",
+            "a whole number from 1 to 1024",
+        ),
+        (
+            vec!["run", "b", "-j", "0", "--", "/bin/true"],
+            "--concurrency",
+            "a whole number from 1 to 1024",
+        ),
+        (
+            vec!["run", "b", "-j", "5000", "--", "/bin/true"],
+            "--concurrency",
+            "a whole number from 1 to 1024",
+        ),
+        (
+            vec!["run", "b", "-j", "two", "--", "/bin/true"],
+            "--concurrency",
+            "\"two\" is not a whole number",
+        ),
+        (
+            vec!["log", "-n", "-1"],
+            "--limit",
+            "a whole number of at least 0 (0: every event)",
+        ),
+        (
+            vec!["items", "b", "--limit", "-1"],
+            "--limit",
+            "a whole number of at least 1",
+        ),
+        (
+            vec!["run", "b", "--limit", "1.5", "--", "/bin/true"],
+            "--limit",
+            "a whole number of at least 1",
+        ),
+        (
+            vec!["add", "b", "-", "--priority", "3000000000"],
+            "--priority",
+            "a whole number from -2147483648 to 2147483647",
+        ),
+        (
+            vec!["schedule", "b", "-n", "-1"],
+            "--next",
+            "a whole number from 1 to 1000",
+        ),
+        (
+            vec!["schedule", "b", "-n", "1001"],
+            "--next",
+            "a whole number from 1 to 1000",
+        ),
+    ] {
+        let ran = refused(&env, &args, 2, &[flag, range]);
+        assert!(!ran.stderr.contains("invalid digit"), "{ran:?}");
+        assert!(!ran.stderr.contains("target type"), "{ran:?}");
+    }
+}
+
 /// A limit of none would do nothing and say so as if nothing were there
 /// ("no items match", "would run 0 items"): it is refused instead.
 #[test]
@@ -403,7 +537,7 @@ fn a_limit_of_none_is_refused_not_obeyed() {
         let ran = refused(&env, &args, 2, &["--limit"]);
         let first = ran.stderr.lines().next().unwrap();
         assert!(
-            first.contains("leave --limit out") || first.contains("not a count"),
+            first.contains("leave --limit out") || first.contains("\"many\" is not a whole number"),
             "{ran:?}"
         );
     }

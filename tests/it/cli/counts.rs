@@ -38,9 +38,10 @@ fn batch(env: &Env) -> serde_json::Value {
         .unwrap()
 }
 
-/// `07:16Z`: how the summary names the retry tier's next attempt, the
+/// `07:16:05Z`: how the summary names the retry tier's next attempt, the
 /// soonest of `keys`' (their backoffs are jittered: one key's own time
-/// could fall in another minute than the tier's next).
+/// could fall in another minute than the tier's next), to the second as
+/// `show` and `items` say it.
 fn next_retry(env: &Env, keys: &[&str]) -> String {
     let at = keys
         .iter()
@@ -50,16 +51,28 @@ fn next_retry(env: &Env, keys: &[&str]) -> String {
                 .as_str()
                 .unwrap()
                 .to_string();
-            // `--json` gives whole seconds; the summary rounds the
-            // milliseconds up (a retry at 05:36:00.300 is next at 05:37Z).
             chrono::DateTime::parse_from_rfc3339(&at)
                 .unwrap()
                 .timestamp_millis()
-                + 999
         })
         .min()
         .unwrap();
-    nightshift::util::time::hhmm_up(at, nightshift::util::time::now_ms())
+    nightshift::util::time::utc_clock(at, nightshift::util::time::now_ms())
+}
+
+/// `1h2m`, `3m4s`, `5s` in seconds.
+fn seconds_of(text: &str) -> i64 {
+    let (mut total, mut n) = (0, 0);
+    for c in text.chars() {
+        match c {
+            'd' => (total, n) = (total + n * 86_400, 0),
+            'h' => (total, n) = (total + n * 3600, 0),
+            'm' => (total, n) = (total + n * 60, 0),
+            's' => (total, n) = (total + n, 0),
+            d => n = n * 10 + i64::from(d.to_digit(10).unwrap_or_else(|| panic!("{text}"))),
+        }
+    }
+    total
 }
 
 fn add_more(env: &Env, keys: &[&str]) {
@@ -79,6 +92,37 @@ fn line_of<'a>(ran: &'a Ran, start: &str) -> &'a str {
 }
 
 both_backends! {
+    /// One time, one precision: `status` rounded the retry tier's next
+    /// attempt up to the minute (`next at 05:37Z`) where `items` and
+    /// `show` said its second (`05:36:41Z`); and `show`'s `in 3m59s`,
+    /// cut down, said a time to come nearer than it was. Now all three
+    /// say the second, and a time to come is rounded up.
+    fn status_items_and_show_say_a_retry_time_alike(env) {
+        setup(&env, &["r1"]);
+        env.run(&["run", "b"]).code(1);
+        let item = env.run(&["show", "b", "r1", "--json"]).code(0).json();
+        let at = item["item"]["next_attempt_at"].as_str().unwrap().to_string();
+        let at_ms = chrono::DateTime::parse_from_rfc3339(&at).unwrap().timestamp_millis();
+        let clock = nightshift::util::time::utc_clock(at_ms, nightshift::util::time::now_ms());
+        let status = env.run(&["status", "b"]);
+        assert!(status.code(0).stdout.contains(&format!("1 in the retry tier, next at {clock}")),
+            "{clock}: {}", status.stdout);
+        let items = env.run(&["items", "b"]);
+        assert!(items.code(0).stdout.contains(&format!("not-due until {clock}")), "{clock}: {}", items.stdout);
+        let before = nightshift::util::time::now_ms();
+        let show = env.run(&["show", "b", "r1"]);
+        let after = nightshift::util::time::now_ms();
+        let line = show.code(0).stdout.lines().find(|l| l.starts_with("next try:")).unwrap().to_string();
+        assert!(line.contains(&at), "{line}");
+        // `(in 59m58s)`: at least what was left when `show` ended, to the
+        // second rounded up (the time is stored to the millisecond, `at`
+        // cut to its second).
+        let shown = line.rsplit("(in ").next().unwrap().trim_end_matches(')');
+        let said = seconds_of(shown);
+        assert!(said * 1000 >= at_ms - after, "{line}: {} ms left at the end", at_ms - after);
+        assert!(said * 1000 <= at_ms + 1000 - before + 1000, "{line}");
+    }
+
     /// Item 3 of "Morning truth": after items were quarantined, the next
     /// run did nothing and exits 0, but its summary keeps its own counts
     /// and says what still waits; the dry run says why it would run

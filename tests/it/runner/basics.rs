@@ -786,6 +786,26 @@ fn a_source_reads_its_lines_as_add_does() {
         "{failed:?}"
     );
     assert_eq!(env.int("SELECT count(*) FROM items"), 2);
+    // A name twice in one object, and lines ended by a bare CR, are
+    // named as `add` names them; nothing is added.
+    for (list_text, says) in [
+        (
+            "{\"key\":\"c\",\"key\":\"d\"}\n",
+            "line 1: the name \"key\" is given twice in one object",
+        ),
+        (
+            "{\"key\":\"c\"}\r{\"key\":\"d\"}\r",
+            "line 1: lines end in CR only (\\r)",
+        ),
+    ] {
+        std::fs::write(&list, list_text).unwrap();
+        let out = env.cmd().args(["run", "b", "--", &p(&w)]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let failed =
+            env.strings("SELECT message FROM events WHERE kind = 'source-failed' ORDER BY id");
+        assert!(failed.last().unwrap().contains(says), "{failed:?}");
+        assert_eq!(env.int("SELECT count(*) FROM items"), 2);
+    }
 }
 
 /// A source line that is not UTF-8 is refused as `add` refuses it, not

@@ -232,7 +232,64 @@ else:
     print(json.dumps({"n": 1, "cost": COST.get(k)}))
 "#;
 
+/// Answers with a cost or token count given twice in one object, as a
+/// worker writing its JSON by hand might: `cost` on a result, `usage`'s
+/// `input_tokens` on an error line (process mode), the answer's `cost`
+/// and its error's (persistent mode).
+const TWICE_WORKER: &str = r#"
+import json, os, sys
+if os.environ.get("NIGHTSHIFT_MODE") == "persistent":
+    for line in sys.stdin:
+        k = json.loads(line)["key"]
+        if k == "cost":
+            print('{"key": "cost", "result": {"n": 1}, "cost": 0.1, "cost": 5}', flush=True)
+        else:
+            print('{"key": "%s", "error": {"error_class": "Busy", "message": "503", "cost": 1, "cost": 2}}' % k, flush=True)
+else:
+    sys.stdin.read()
+    if os.environ["NIGHTSHIFT_KEY"] == "cost":
+        print('{"n": 1, "cost": 0.1, "cost": 5}')
+    else:
+        sys.stderr.write('{"error_class": "Busy", "message": "503", "usage": {"input_tokens": 5, "input_tokens": 500}}\n')
+        sys.exit(1)
+"#;
+
 both_backends! {
+    /// A worker's answer with its cost or a token count given twice in one
+    /// object was read as the last (serde_json's way), silently: the run's
+    /// cost and a pool's tokens were one guess of two. The report is now
+    /// refused as any cost or usage that is no number is (`InvalidCost`,
+    /// `InvalidUsage`, nothing counted), in both modes; the answer itself
+    /// is not a protocol break.
+    fn a_cost_or_count_given_twice_is_refused_not_guessed(env) {
+        require!(Tool::Python3);
+        env.write("twice.py", TWICE_WORKER);
+        env.config(
+            "[batch.proc]\nworker = [\"python3\", \"twice.py\"]\nretries = 0\n\
+             [batch.pers]\nworker = [\"python3\", \"twice.py\"]\nmode = \"persistent\"\nretries = 0\n",
+        );
+        add_keys(&env, "proc", &["cost", "tokens"]);
+        add_keys(&env, "pers", &["cost", "tokens"]);
+        for (batch, class_of_the_error) in [("proc", "InvalidUsage"), ("pers", "InvalidCost")] {
+            env.run(&["run", batch]).code(1);
+            let rows = env.rows(&format!(
+                "SELECT key, status, tier, error_class, error_message, cost FROM items \
+                 WHERE batch_id = (SELECT id FROM batches WHERE name = '{batch}') ORDER BY key"
+            ));
+            for row in &rows {
+                let class = if row[0].as_deref() == Some("cost") { "InvalidCost" } else { class_of_the_error };
+                assert_eq!(
+                    (row[1].as_deref(), row[2].as_deref(), row[3].as_deref(), row[5].as_deref()),
+                    (Some("failed"), Some("manual"), Some(class), None),
+                    "{batch}: {row:?}"
+                );
+                let msg = row[4].as_deref().unwrap();
+                assert!(msg.contains("\"given twice in one object\""), "{batch}: {msg}");
+            }
+            assert_eq!(rows.len(), 2, "{batch}: {rows:?}");
+        }
+    }
+
     /// Process mode's `@nightshift cost=` line on a persistent worker's
     /// stderr went uncounted in silence (`max_cost` and budgets never
     /// tripped). It is still not read (no line says which request it is

@@ -31,6 +31,13 @@ fn bad_watch_arguments_are_refused() {
         .args(["watch", "--interval", "0"])
         .assert()
         .code(2)
+        .stderr(contains(
+            "'0' for '--interval <DUR>': \"0\" is no time at all",
+        ));
+    env.cmd()
+        .args(["watch", "--interval", "50ms"])
+        .assert()
+        .code(2)
         .stderr(contains("--interval must be at least 100ms"));
 }
 

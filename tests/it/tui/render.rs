@@ -620,12 +620,12 @@ fn the_pace_says_only_what_it_knows() {
     assert!(shown[0].2.contains("#2 lock-held"), "{:?}", shown[0]);
     assert_eq!(shown[1].2, "", "no step-down: no line");
     // Until when, and why, the hold's own line says, to the second (its
-    // 4m from 12:00:00 read, as every age, at the minute's middle: 3m30s).
+    // 4m from 12:00:00, a time to come rounded up: never said nearer).
     assert!(
         shown[2]
             .3
             .trim()
-            .starts_with("HELD until 12:04:00Z (in 3m)"),
+            .starts_with("HELD until 12:04:00Z (in 4m)"),
         "{:?}",
         shown[2]
     );
@@ -667,9 +667,10 @@ fn a_run_held_by_its_pool_is_held_with_no_eta() {
         .unwrap_or_default();
     assert!(row.contains("held"), "{row}\n{shot}");
     assert!(shot.contains("no ETA: held"), "{shot}");
-    // (5m from 12:00:00, read at the minute's middle: 4m30s.)
+    // (5m from 12:00:00, rounded up: it was read at the minute's middle,
+    // 4m30s, `in 4m`.)
     assert!(
-        shot.contains("HELD until 12:05:00Z (in 4m) by pool 本番: no call starts before"),
+        shot.contains("HELD until 12:05:00Z (in 5m) by pool 本番: no call starts before"),
         "{shot}"
     );
     assert!(
@@ -728,7 +729,7 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
     poll_at(&mut app, &store, NOW);
     let shot = draw(&app);
     assert!(
-        shot.contains("next Fri 2026-01-02 02:00 JST (in 4h59m) · skipped while paused"),
+        shot.contains("next Fri 2026-01-02 02:00 JST (in 5h0m) · skipped while paused"),
         "{shot}"
     );
 }
@@ -805,7 +806,7 @@ fn an_edited_schedule_not_reloaded_is_said_as_the_live_daemon_fires_it() {
     poll_at(&mut app, &store, NOW);
     let shot = draw(&app);
     assert!(
-        shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST (in 4h59m) · the file's schedule differs"),
+        shot.contains("0 2 * * * Asia/Tokyo · next Fri 2026-01-02 02:00 JST (in 5h0m) · the file's schedule differs"),
         "{shot}"
     );
     assert!(!shot.contains("*/5"), "{shot}");
@@ -868,8 +869,9 @@ fn priority_and_not_before_are_shown() {
     drive(&fx, &mut app, &actions);
     let detail = draw(&app);
     assert!(detail.contains("priority 7"), "{detail}");
-    // 30m from 12:00:00, read at the minute's middle (`tui::format::ago`).
-    assert!(detail.contains("not before in 29m"), "{detail}");
+    // 30m5s from 12:00:00, rounded up (`tui::format::ago`; it was read
+    // at the minute's middle, `in 29m`, half a minute and more early).
+    assert!(detail.contains("not before in 31m"), "{detail}");
 }
 
 /// A popup drawn over Japanese text keeps its left border: a wide

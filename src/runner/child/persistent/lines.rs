@@ -46,7 +46,12 @@ pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
     if !trimmed.starts_with('{') {
         return Ok(Some(Line::Stray(quote(trimmed))));
     }
-    let obj = match serde_json::from_str::<Value>(trimmed) {
+    let read = serde_json::from_str::<Value>(trimmed).map(|mut v| {
+        // A cost or count given twice is refused, not taken as its last.
+        crate::util::json::mark_reported_twice(trimmed, &mut v);
+        v
+    });
+    let obj = match read {
         Ok(Value::Object(obj)) => obj,
         Ok(_) => return Ok(Some(Line::Stray(quote(trimmed)))),
         Err(e) => {
