@@ -294,10 +294,20 @@ pub fn composed(text: &str) -> Option<String> {
     }
 }
 
-/// A `KEY` argument as a clap value parser: composed (`composed`), as
-/// `add` keys items, so a key pasted decomposed names its item.
-pub fn parse_arg(key: &str) -> Result<String, String> {
-    Ok(composed(key).unwrap_or_else(|| key.to_string()))
+/// The forms a key a person typed may be stored under, the most likely
+/// first: as given, composed (NFC: as `add` keys items), and decomposed
+/// (NFD: as an item added before keys were composed kept a key written so,
+/// from a macOS file name), each once. See `Store::held_key`.
+#[must_use]
+pub fn stored_forms(name: &str) -> Vec<String> {
+    let mut forms = vec![name.to_string()];
+    let nfd: String = name.nfd().collect();
+    for form in [composed(name), Some(nfd)].into_iter().flatten() {
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms
 }
 
 /// A priority field's value: an integer that fits an `i32`.

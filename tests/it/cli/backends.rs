@@ -275,6 +275,47 @@ both_backends! {
         assert_eq!(env.run(&["add", "old", "old.jsonl", "--dry-run"]).code(0).stdout, "old: would add 0, already present 1\n");
     }
 
+    /// An item an older version stored under a decomposed key (ズッド as
+    /// ス + ゛...) could not be named by `run --key`, `requeue`, `skip` or
+    /// `cancel`: they composed what was typed, and no item had the composed
+    /// key. One rule now finds an item stored in either form by either
+    /// form, in every command that names an item by KEY.
+    fn an_item_stored_decomposed_is_named_by_either_form_in_every_command(env) {
+        let worker = logging_worker(&env);
+        env.config(&format!("[batch.old]\nworker = [\"{worker}\"]\n"));
+        let (nfc, nfd) = ("ズッド", "ス\u{3099}ット\u{3099}");
+        env.write("old.jsonl", &format!("{{\"key\":\"{nfc}\"}}\n"));
+        env.run(&["add", "old", "old.jsonl"]).code(0);
+        // As an older version stored it: key and label as written.
+        for table in ["items", "item_keys"] {
+            if table == "items" {
+                env.exec(&format!("UPDATE items SET key = '{nfd}', label = '{nfd}' WHERE key = '{nfc}'"));
+            } else if env.backend == common::Backend::Sqlite {
+                env.exec(&format!("UPDATE item_keys SET key = '{nfd}' WHERE key = '{nfc}'"));
+            }
+        }
+        for name in [nfc, nfd] {
+            let said = |ran: &common::Ran| format!("{name:?}: {ran:?}");
+            let ran = env.run(&["show", "old", name]);
+            assert!(ran.code(0).stdout.contains(nfd), "{}", said(&ran));
+            env.run(&["log", "--key", name]).code(0);
+            env.run(&["log", "old", "--key", name]).code(0);
+            let ran = env.run(&["cancel", "old", name, "--reason", "止める"]);
+            assert!(ran.code(0).stdout.contains("cancelled"), "{}", said(&ran));
+            let ran = env.run(&["requeue", "old", name]);
+            assert_eq!(ran.code(0).stdout, "old: requeued 1 item\n", "{}", said(&ran));
+            let ran = env.run(&["run", "old", "--key", name]);
+            ran.code(0);
+            let ran = env.run(&["skip", "old", name, "--reason", "済み"]);
+            assert!(ran.code(0).stdout.contains("done already") || ran.stdout.contains("already done"), "{}", said(&ran));
+            let ran = env.run(&["requeue", "old", name, "--outcome", "done"]);
+            assert_eq!(ran.code(0).stdout, "old: requeued 1 item\n", "{}", said(&ran));
+        }
+        assert_eq!(ran_keys(&env), [nfd, nfd], "the one item ran once for each name, under its stored key");
+        let items = env.run(&["items", "old", "--json"]).code(0).json_lines();
+        assert_eq!(items.len(), 1, "{items:?}");
+    }
+
     /// Editing `key_fields` after items exist re-keyed every item without
     /// a word: the next add (or `source`) added them all again, done ones
     /// too, to run (and be paid for) twice. The store records how a batch's
