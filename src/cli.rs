@@ -354,7 +354,7 @@ pub struct RunArgs {
     #[arg(allow_negative_numbers = true, long, value_name = "N", value_parser = parse_limit_arg)]
     pub limit: Option<usize>,
     /// Run only this item (pending or failed).
-    #[arg(long, value_parser = crate::key::parse_arg)]
+    #[arg(long)]
     pub key: Option<String>,
     /// Show what would run, and what waits and why (a pause, the lock, a
     /// retry-after hold); write nothing.
@@ -550,7 +550,6 @@ pub struct RequeueArgs {
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Keys of failed items (with --outcome: of done items with that outcome).
-    #[arg(value_parser = crate::key::parse_arg)]
     pub keys: Vec<String>,
     /// Every failed item.
     #[arg(long, conflicts_with = "keys")]
@@ -592,7 +591,7 @@ pub struct SkipArgs {
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// Keys of the items to mark done.
-    #[arg(required = true, value_parser = crate::key::parse_arg)]
+    #[arg(required = true)]
     pub keys: Vec<String>,
     /// Why (kept with the item and in the log).
     #[arg(long, required = true, value_name = "TEXT")]
@@ -621,7 +620,6 @@ pub struct CancelArgs {
     #[arg(value_parser = crate::batch_name::parse_arg)]
     pub batch: String,
     /// The key of the item to cancel.
-    #[arg(value_parser = crate::key::parse_arg)]
     pub key: String,
     /// Where the item goes: `manual` (it waits for a human, as `Cancelled`)
     /// or `pending` (it runs again).

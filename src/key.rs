@@ -83,6 +83,54 @@ impl KeySpec {
             _ => KeySpec::Explicit,
         }
     }
+
+    /// The spec as the store records it on a batch: `key`, or the fields
+    /// as a JSON list in their order (the join is ordered, so `slug,site`
+    /// keys every item otherwise than `site,slug`).
+    #[must_use]
+    pub fn stored(&self) -> String {
+        match self {
+            KeySpec::Explicit => EXPLICIT_STORED.to_string(),
+            KeySpec::Fields(fields) => serde_json::to_string(fields).unwrap_or_default(),
+        }
+    }
+
+    /// The spec [`KeySpec::stored`] wrote; `None` for text it never writes.
+    #[must_use]
+    pub fn from_stored(text: &str) -> Option<KeySpec> {
+        if text == EXPLICIT_STORED {
+            return Some(KeySpec::Explicit);
+        }
+        let fields: Vec<String> = serde_json::from_str(text).ok()?;
+        (!fields.is_empty()).then_some(KeySpec::Fields(fields))
+    }
+
+    /// The spec for `--json`: `"key"`, or the list of fields.
+    #[must_use]
+    pub fn json(&self) -> Value {
+        match self {
+            KeySpec::Explicit => Value::from(EXPLICIT_STORED),
+            KeySpec::Fields(fields) => Value::from(fields.clone()),
+        }
+    }
+}
+
+/// How the store records [`KeySpec::Explicit`]; a list of fields is
+/// recorded as JSON, which never reads so.
+const EXPLICIT_STORED: &str = "key";
+
+/// As a message says it: `key_fields ["site", "slug"]`, or `each item's
+/// "key" field`.
+impl std::fmt::Display for KeySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeySpec::Explicit => f.write_str("each item's \"key\" field (no key_fields)"),
+            KeySpec::Fields(fields) => {
+                let names: Vec<String> = fields.iter().map(|n| format!("{n:?}")).collect();
+                write!(f, "key_fields [{}]", names.join(", "))
+            }
+        }
+    }
 }
 
 /// Deepest nesting of a payload (serde_json's limit when reading a value).
@@ -276,10 +324,20 @@ pub fn composed(text: &str) -> Option<String> {
     }
 }
 
-/// A `KEY` argument as a clap value parser: composed (`composed`), as
-/// `add` keys items, so a key pasted decomposed names its item.
-pub fn parse_arg(key: &str) -> Result<String, String> {
-    Ok(composed(key).unwrap_or_else(|| key.to_string()))
+/// The forms a key a person typed may be stored under, the most likely
+/// first: as given, composed (NFC: as `add` keys items), and decomposed
+/// (NFD: as an item added before keys were composed kept a key written so,
+/// from a macOS file name), each once. See `Store::held_key`.
+#[must_use]
+pub fn stored_forms(name: &str) -> Vec<String> {
+    let mut forms = vec![name.to_string()];
+    let nfd: String = name.nfd().collect();
+    for form in [composed(name), Some(nfd)].into_iter().flatten() {
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms
 }
 
 /// A priority field's value: an integer that fits an `i32`.

@@ -1,5 +1,7 @@
-//! The item a command names: by its key, else by its label. One rule for
-//! `show` and `log --key`, so both refuse a name no item has alike.
+//! The item a command names: by its key (in either Unicode form, see
+//! [`keyed`], the rule of every command taking a KEY), else by its label.
+//! One rule for `show` and `log --key`, so both refuse a name no item has
+//! alike.
 
 use super::{Ctx, user_error};
 use crate::model::Item;
@@ -27,8 +29,8 @@ pub(super) fn find(
     name: &str,
     by_key: ByKey,
 ) -> anyhow::Result<Item> {
-    let name = &*as_keyed(store, &[batch], name);
-    match ctx.no_key_if_unseen(batch, name, store.item(batch, name)) {
+    let key = keyed(store, batch, name)?;
+    match ctx.no_key_if_unseen(batch, name, store.item(batch, &key)) {
         Err(StoreError::UnknownKey { .. }) => {}
         found => return Ok(found?),
     }
@@ -72,12 +74,9 @@ pub(super) enum Anywhere {
 /// or several with the label: an error, as `find`'s.
 pub(super) fn find_anywhere(store: &Store, name: &str, by_key: ByKey) -> anyhow::Result<Anywhere> {
     let batches = store.batch_names()?;
-    let name = &*as_keyed(store, &batches, name);
     for batch in &batches {
-        match store.item(batch, name) {
-            Ok(_) | Err(StoreError::Pruned { .. }) => return Ok(Anywhere::Key(name.into())),
-            Err(StoreError::UnknownKey { .. }) => {}
-            Err(e) => return Err(e.into()),
+        if let Some(key) = store.held_key(batch, name)? {
+            return Ok(Anywhere::Key(key));
         }
     }
     let mut matches = Vec::new();
@@ -148,31 +147,24 @@ fn several(
     user_error(msg)
 }
 
-/// `name` as the store keys it: its composed form (Unicode NFC, as `add`
-/// keys items, `key::composed`) where no batch of `batches` has an item
-/// (or a pruned one) under the form given and one has under the composed.
-/// A key pasted decomposed (from a macOS file name) names the item `add`
-/// stored composed; an item stored decomposed before keys were composed,
-/// or a label, is still found as written.
-fn as_keyed<'a>(
+/// The key `batch` holds the item named `name` under (`Store::held_key`:
+/// as given, composed or decomposed), else `name` as given, for the
+/// command to say no item has it. The one rule by which every command
+/// naming an item by KEY (`show`, `log --key`, `run --key`, `requeue`,
+/// `skip`, `cancel`) finds it: a key pasted decomposed names the item
+/// `add` stored composed, and an item an older version stored decomposed
+/// is named by either form.
+pub(super) fn keyed(store: &Store, batch: &str, name: &str) -> Result<String, StoreError> {
+    Ok(store
+        .held_key(batch, name)?
+        .unwrap_or_else(|| name.to_string()))
+}
+
+/// [`keyed`] for each of `names`.
+pub(super) fn keyed_all(
     store: &Store,
-    batches: &[impl AsRef<str>],
-    name: &'a str,
-) -> std::borrow::Cow<'a, str> {
-    let Some(composed) = crate::key::composed(name) else {
-        return name.into();
-    };
-    let held = |key: &str| {
-        batches.iter().any(|b| {
-            matches!(
-                store.item(b.as_ref(), key),
-                Ok(_) | Err(StoreError::Pruned { .. })
-            )
-        })
-    };
-    if !held(name) && held(&composed) {
-        composed.into()
-    } else {
-        name.into()
-    }
+    batch: &str,
+    names: &[String],
+) -> Result<Vec<String>, StoreError> {
+    names.iter().map(|n| keyed(store, batch, n)).collect()
 }

@@ -29,8 +29,8 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
              an older version)",
         ));
     }
-    let sel = Selection {
-        keys: args.keys.clone(),
+    let mut sel = Selection {
+        keys: Vec::new(),
         class: args.class.clone(),
         tier: args.tier.map(Into::into),
         all_failed: args.all_failed,
@@ -51,6 +51,8 @@ pub fn requeue(ctx: &Ctx, args: &RequeueArgs) -> anyhow::Result<Exit> {
         store.set_stop(Stop::on_signals().context("installing signal handlers")?);
         store
     };
+    // Each key named as the batch holds it (`named::keyed`).
+    sel.keys = super::named::keyed_all(&store, &args.batch, &args.keys)?;
     // Only a dry run and `--json` list the items: the rest counts them,
     // which reads no item's key or label. (How many, and those listed.)
     let moved = if args.dry_run || args.json {
@@ -181,12 +183,15 @@ pub fn skip(ctx: &Ctx, args: &SkipArgs) -> anyhow::Result<Exit> {
     let by = actor();
     // A dry run only reads (the same refusals), so it works on a read-only
     // store too.
+    // Each key named as the batch holds it (`named::keyed`).
     let report = if args.dry_run {
-        ctx.open_read()?
-            .skip_dry_run(&args.batch, &args.keys, now_ms())
+        let store = ctx.open_read()?;
+        let keys = super::named::keyed_all(&store, &args.batch, &args.keys)?;
+        store.skip_dry_run(&args.batch, &keys, now_ms())
     } else {
         let mut store = ctx.open_write()?;
-        store.skip(&args.batch, &args.keys, &args.reason, &by, now_ms())
+        let keys = super::named::keyed_all(&store, &args.batch, &args.keys)?;
+        store.skip(&args.batch, &keys, &args.reason, &by, now_ms())
     };
     let report = ctx.no_key_if_unseen(&args.batch, &args.keys[0], report);
     let report = report?;

@@ -167,7 +167,12 @@ pub fn options(ctx: &Ctx, args: &RunArgs) -> anyhow::Result<RunOptions> {
         work_dir,
         config_file: ctx.config.file.clone(),
         limit: args.limit,
-        key: args.key.clone(),
+        // The key as the batch holds it (`named::keyed`); as given where
+        // the store does not open (the run says why).
+        key: match (&args.key, ctx.open_read()) {
+            (Some(name), Ok(store)) => Some(super::named::keyed(&store, &args.batch, name)?),
+            (key, _) => key.clone(),
+        },
         wait: args.wait,
         trigger: args.trigger.into(),
         // Whoever started this process: you, the dashboard's user (its `r`

@@ -369,6 +369,11 @@ fn batch_json(
         .runners
         .orphans_used_up(ctx.config.max_attempts_of(&info.name))
         .into();
+    // How its items were keyed: an add keying them otherwise is refused.
+    batch["keyed_by"] = info
+        .keyed_by
+        .as_ref()
+        .map_or(Value::Null, crate::key::KeySpec::json);
     batch
 }
 

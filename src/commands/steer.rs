@@ -24,7 +24,9 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
         CancelToArg::Manual => CancelTo::Manual,
     };
     let (by, at) = (actor(), now_ms());
-    let done = store.cancel_item(&args.batch, &args.key, to, &by, &args.reason, at)?;
+    // The key as the batch holds it (`named::keyed`).
+    let key = super::named::keyed(&store, &args.batch, &args.key)?;
+    let done = store.cancel_item(&args.batch, &key, to, &by, &args.reason, at)?;
     if args.json {
         let (state, run_id, from) = match &done {
             CancelOutcome::Asked { run_id, .. } => ("asked", *run_id, None),
@@ -34,7 +36,7 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
         };
         out_json(&json!({
             "batch": args.batch,
-            "key": args.key,
+            "key": key,
             "to": to.as_str(),
             "state": state,
             "run_id": run_id,
@@ -50,7 +52,7 @@ pub fn cancel(ctx: &Ctx, args: &CancelArgs) -> anyhow::Result<Exit> {
         }))?;
         return Ok(Exit::Ok);
     }
-    let key = sanitize::line(&args.key);
+    let key = sanitize::line(&key);
     let to = to.as_str();
     // A persistent worker's claims are mostly requests queued for it: the
     // store cannot tell which one it is on.

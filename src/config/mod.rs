@@ -166,6 +166,18 @@ impl Lines {
 }
 
 impl BatchConfig {
+    /// Where its keys come from in `file`, for a message that refuses
+    /// them: `nightshift.toml:5: batch."記事".key_fields`, or
+    /// `nightshift.toml: batch."記事" (no key_fields)`.
+    #[must_use]
+    pub fn key_fields_at(&self, file: &Path) -> String {
+        let field = format!("batch.{}", crate::batch_name::toml_key(&self.name));
+        match self.lines.of("key_fields") {
+            Some(line) => format!("{}:{line}: {field}.key_fields", file.display()),
+            None => format!("{}: {field} (no key_fields)", file.display()),
+        }
+    }
+
     /// The policy of a batch that the config file does not mention.
     #[must_use]
     pub fn defaults(name: &str) -> BatchConfig {
@@ -250,6 +262,15 @@ impl Config {
             field: format!("batch.{}.{key}", crate::batch_name::toml_key(batch)),
             message: problem,
         })
+    }
+
+    /// Where the batch's keys come from in the file, for a message that
+    /// refuses them (see [`BatchConfig::key_fields_at`]); `None` without a
+    /// file.
+    #[must_use]
+    pub fn key_fields_at(&self, batch: &str) -> Option<String> {
+        let file = self.file.as_deref()?;
+        Some(self.batch_or_defaults(batch).key_fields_at(file))
     }
 
     /// The batch's `max_attempts` (the default for a batch the file omits),

@@ -449,3 +449,39 @@ fn a_name_twice_in_one_object_is_refused_at_any_depth() {
         Err(LineError::NameTwice(_))
     ));
 }
+
+/// A key typed in either Unicode form is looked for in both, the form
+/// typed first; ASCII and composed kana are looked for once.
+#[test]
+fn a_typed_key_is_looked_for_as_typed_composed_and_decomposed() {
+    let (nfc, nfd) = ("ズッド", "ス\u{3099}ット\u{3099}");
+    assert_eq!(stored_forms(nfc), [nfc, nfd]);
+    assert_eq!(stored_forms(nfd), [nfd, nfc]);
+    assert_eq!(stored_forms("k1"), ["k1"]);
+    assert_eq!(stored_forms("記事"), ["記事"]);
+}
+
+/// The spec a batch records reads back as itself; the order of the
+/// fields is part of it (the join is ordered: other keys).
+#[test]
+fn a_key_spec_is_recorded_in_order() {
+    let fields = |f: &[&str]| KeySpec::Fields(f.iter().map(|s| (*s).to_string()).collect());
+    for spec in [
+        KeySpec::Explicit,
+        fields(&["site", "slug"]),
+        fields(&["key"]),
+    ] {
+        assert_eq!(KeySpec::from_stored(&spec.stored()), Some(spec.clone()));
+    }
+    assert_ne!(
+        fields(&["slug", "site"]).stored(),
+        fields(&["site", "slug"]).stored()
+    );
+    assert_ne!(KeySpec::Explicit.stored(), fields(&["key"]).stored());
+    let line = |f: &[&str]| {
+        derive_line(r#"{"site":"a","slug":"b"}"#, &fields(f))
+            .unwrap()
+            .key
+    };
+    assert_ne!(line(&["slug", "site"]), line(&["site", "slug"]));
+}

@@ -113,6 +113,9 @@ pub struct BatchInfo {
     pub stepped_down: Option<Run>,
     /// The last retry-after hold (over once `until` has passed).
     pub hold: Option<Hold>,
+    /// How its items were keyed, as its first add recorded it.
+    #[serde(skip)]
+    pub keyed_by: Option<crate::key::KeySpec>,
     /// Who is alive among them, as of the read (derived, not stored).
     #[serde(skip)]
     pub runners: Runners,

@@ -21,6 +21,12 @@ impl ConfigFile {
         ConfigFile(Mutex::new(Looked::new(path.to_path_buf())))
     }
 
+    /// The file's path.
+    pub fn path(&self) -> std::path::PathBuf {
+        let file = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        file.path().to_path_buf()
+    }
+
     /// The config as the file says it now, when it changed since the last
     /// look and loads.
     fn changed(&self) -> Option<Config> {

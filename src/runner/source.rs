@@ -13,6 +13,7 @@ use super::cycle::Cycle;
 use super::hook::{Hook, HookFailure};
 use crate::key::{self, KeySpec};
 use crate::model::EventKind;
+use crate::store::{Refusal, StoreError};
 use crate::util::time::now_ms;
 
 /// Most of a source's stdout read: about two million items of 100 bytes.
@@ -107,6 +108,19 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
     cmd.stdin(std::process::Stdio::null());
     let fail =
         |problem: String, stderr: &[u8]| HookFailure::new(Hook::Source, &argv[0], problem, stderr);
+    // Keyed otherwise than the batch's items were (`key_fields` edited):
+    // refused before the source runs, whose lines may not even have the
+    // fields now asked. The add checks it again as it writes.
+    let spec = KeySpec::from_fields(cycle.cfg.key_fields.as_deref());
+    let batch = cycle.batch.clone();
+    let keyed = spec.clone();
+    if let Err(e) = cycle
+        .writer
+        .call(move |s| s.check_keyed(&batch, &keyed))
+        .await
+    {
+        return failed(cycle, fail(refused(cycle, &e), b"")).await;
+    }
     let mut stop = cycle.stop_tx.subscribe();
     let stopped = async {
         loop {
@@ -153,7 +167,6 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
     if !output.status.success() {
         return failed(cycle, fail(output.status.to_string(), &output.stderr)).await;
     }
-    let spec = KeySpec::from_fields(cycle.cfg.key_fields.as_deref());
     let priority = key::LineFields {
         field: cycle.cfg.priority_field.clone(),
         default: 0,
@@ -196,9 +209,10 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
         return failed(cycle, fail(problem, b"")).await;
     }
     let batch = cycle.batch.clone();
+    let keyed = spec.clone();
     match cycle
         .writer
-        .call(move |s| s.add_items(&batch, &items, now_ms(), |_| {}))
+        .call(move |s| s.add_keyed((&batch, Some(&keyed)), &items, now_ms(), |_| {}))
         .await
     {
         Ok(report) => {
@@ -211,7 +225,21 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
                 .await;
             None
         }
-        Err(e) => failed(cycle, fail(format!("adding its items failed: {e}"), b"")).await,
+        Err(e) => failed(cycle, fail(refused(cycle, &e), b"")).await,
+    }
+}
+
+/// Why the source's items were not added: an add keyed otherwise than the
+/// batch's items were, with the config's line the keys now come from.
+fn refused(cycle: &Cycle, e: &StoreError) -> String {
+    if let StoreError::Refused(Refusal::KeyedOtherwise { .. }) = e {
+        let at = cycle
+            .config_file
+            .as_ref()
+            .map(|f| format!("{}: ", cycle.cfg.key_fields_at(&f.path())));
+        format!("its items were refused: {}{e}", at.unwrap_or_default())
+    } else {
+        format!("adding its items failed: {e}")
     }
 }
 

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::sqlite::beside::Span;
 use super::{Access, AddFeed, Completion, EventFilter, FeedRefused, FollowCursor, Result, Store};
+use crate::key::KeySpec;
 use crate::model::{AddReport, Claim, Event, Millis, NewEvent, NewItem};
 
 impl Store {
@@ -136,11 +137,25 @@ impl Store {
         now: Millis,
         progress: impl FnMut(usize),
     ) -> Result<AddReport> {
+        self.add_keyed((batch, None), items, now, progress)
+    }
+
+    /// [`Store::add_items`] of items keyed by `spec`: refused, nothing
+    /// written, when the batch's items were keyed otherwise
+    /// (`Refusal::KeyedOtherwise`); recorded as the batch's spec when it
+    /// has none yet. `None`: an add that does not know (a test's items).
+    pub fn add_keyed(
+        &mut self,
+        (batch, spec): (&str, Option<&KeySpec>),
+        items: &[NewItem],
+        now: Millis,
+        progress: impl FnMut(usize),
+    ) -> Result<AddReport> {
         let as_written = self.keyed_as_written(batch, items)?;
         let items = as_written.as_deref().unwrap_or(items);
         match self {
-            Store::Sqlite(s) => s.add_items(batch, items, now, progress),
-            Store::Pg(s) => s.add_items(batch, items, now, progress),
+            Store::Sqlite(s) => s.add_items((batch, spec), items, now, progress),
+            Store::Pg(s) => s.add_items((batch, spec), items, now, progress),
         }
     }
 
@@ -167,11 +182,24 @@ impl Store {
         now: Millis,
         progress: impl FnMut(usize),
     ) -> Result<Option<AddReport>> {
+        self.add_fed_keyed((batch, None), feed, input_bytes, now, progress)
+    }
+
+    /// [`Store::add_fed`] of items keyed by `spec`, as
+    /// [`Store::add_keyed`] checks and records it.
+    pub fn add_fed_keyed<'a>(
+        &mut self,
+        (batch, spec): (&str, Option<&KeySpec>),
+        feed: &mut dyn AddFeed<'a>,
+        input_bytes: usize,
+        now: Millis,
+        progress: impl FnMut(usize),
+    ) -> Result<Option<AddReport>> {
         match self {
             Store::Sqlite(s) if s.feeds_adds() => {
-                return s.add_fed(batch, feed, input_bytes, now, progress);
+                return s.add_fed((batch, spec), feed, input_bytes, now, progress);
             }
-            Store::Pg(s) => return s.add_fed(batch, feed, now, progress),
+            Store::Pg(s) => return s.add_fed((batch, spec), feed, now, progress),
             Store::Sqlite(_) => {}
         }
         let mut all = Vec::new();
@@ -181,7 +209,7 @@ impl Store {
                 Err(FeedRefused) => return Ok(None),
             }
         }
-        self.add_items(batch, &all, now, progress).map(Some)
+        self.add_keyed((batch, spec), &all, now, progress).map(Some)
     }
 
     /// Claims up to `n` pending items for `run_id`: each gets a lease until

@@ -41,6 +41,20 @@ pub enum Refusal {
          `requeue --outcome` runs a done item again)"
     )]
     CancelDone { key: String },
+    /// An add keying items otherwise than the batch's were keyed (its
+    /// recorded `key::KeySpec`): every item would get another key, and the
+    /// items added before, done ones too, would be added and run again.
+    #[error(
+        "batch {batch:?}: its items were keyed by {recorded}, and this add keys them by {asked}: \
+         every item would get another key, so the items already added (done ones too) would be \
+         added, and run, again; put key_fields back as it was (or leave --key-fields out), or \
+         name a new batch; nothing was added"
+    )]
+    KeyedOtherwise {
+        batch: String,
+        recorded: crate::key::KeySpec,
+        asked: crate::key::KeySpec,
+    },
     /// A second daemon for batches a live one schedules: each fire was
     /// taken by both, recorded twice with outcomes that disagree, and the
     /// loser's run stepped down, a run id each fire.

@@ -13,6 +13,7 @@ use crate::cli::AddArgs;
 use crate::config::BatchConfig;
 use crate::key::{self, KeySpec, LineFields};
 use crate::model::AddReport;
+use crate::store::{Refusal, StoreError};
 use crate::util::live::Live;
 use crate::util::sanitize;
 use crate::util::signals::Stop;
@@ -74,6 +75,14 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     }
     let batch = ctx.batch_config(&args.batch);
     let spec = key_spec(ctx, args.key_fields.as_deref(), &batch)?;
+    // Keyed otherwise than the batch's items were: said before the input
+    // is read, whose lines may not even have the fields now asked. (A
+    // store that does not open is told later, as below.)
+    if let Ok(store) = ctx.open_read() {
+        store
+            .check_keyed(&args.batch, &spec)
+            .map_err(|e| keyed_where(ctx, args, e.into()))?;
+    }
     if args
         .priority_field
         .as_ref()
@@ -134,7 +143,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     let live = Live::stderr();
     let progress = live.on() && items.len() > PROGRESS_FROM;
     let total = items.len();
-    let result = store.add_items(&args.batch, &items, now_ms(), |n| {
+    let result = store.add_keyed((&args.batch, Some(&spec)), &items, now_ms(), |n| {
         if progress {
             live.show(&format!("adding {n}/{total}…"));
         }
@@ -142,7 +151,7 @@ pub fn run(ctx: &Ctx, args: &AddArgs) -> anyhow::Result<Exit> {
     if progress {
         live.clear();
     }
-    let report = result?;
+    let report = result.map_err(|e| keyed_where(ctx, args, e.into()))?;
     finish(ctx, args, &report, new_batch, priority.field.as_deref())
 }
 
@@ -175,6 +184,27 @@ fn key_spec(ctx: &Ctx, flag: Option<&[String]>, batch: &BatchConfig) -> anyhow::
     Ok(KeySpec::from_fields(Some(fields)))
 }
 
+/// An add refused for keying the batch's items otherwise than they were
+/// (`Refusal::KeyedOtherwise`), said with where the keys now asked come
+/// from: `--key-fields`, or the config's file and line. Any other error
+/// as it is.
+fn keyed_where(ctx: &Ctx, args: &AddArgs, e: anyhow::Error) -> anyhow::Error {
+    let Some(refused @ StoreError::Refused(Refusal::KeyedOtherwise { .. })) =
+        e.downcast_ref::<StoreError>()
+    else {
+        return e;
+    };
+    let at = match &args.key_fields {
+        Some(fields) => Some(format!("--key-fields {}", fields.join(","))),
+        None => ctx.config.key_fields_at(&args.batch),
+    };
+    let said = match at {
+        Some(at) => format!("{at}: {refused}"),
+        None => refused.to_string(),
+    };
+    user_error(sanitize::line(&said))
+}
+
 /// `add` of a large input fed to `store` as it is parsed (`parse::fed`).
 fn add_fed(
     ctx: &Ctx,
@@ -196,7 +226,8 @@ fn add_fed(
     let progress = total > PROGRESS_FROM;
     let now = now_ms();
     let result = parse::fed(bytes, spec, priority, not_before, source, |feed| {
-        store.add_fed(&args.batch, feed, bytes.len(), now, |n| {
+        let to = (args.batch.as_str(), Some(spec));
+        store.add_fed_keyed(to, feed, bytes.len(), now, |n| {
             if progress && n > 0 {
                 live.show(&format!("adding {n}/{total}…"));
             }
@@ -205,7 +236,9 @@ fn add_fed(
     if progress {
         live.clear();
     }
-    let report = result??.unwrap_or_default();
+    let report = result?
+        .map_err(|e| keyed_where(ctx, args, e.into()))?
+        .unwrap_or_default();
     // Nothing written for an input without items: no batch made.
     let new_batch = new_batch && report.added + report.present > 0;
     finish(ctx, args, &report, new_batch, priority.field.as_deref())

@@ -24,6 +24,8 @@ const BATCH_SET_NEXT_FIRE: &str = "UPDATE batches SET next_fire = ?2 WHERE id = 
 const BATCH_FIRE_RULE: &str = "SELECT fire_schedule, fire_timezone FROM batches WHERE id = ?1";
 const BATCH_SET_FIRE_RULE: &str =
     "UPDATE batches SET fire_schedule = ?2, fire_timezone = ?3 WHERE id = ?1";
+/// How the batch's items were keyed (`key::KeySpec::stored`), if recorded.
+const BATCH_KEY_SPEC: &str = "SELECT key_spec FROM batches WHERE id = ?1";
 /// A batch no daemon schedules any more: no fire planned, by no rule, and
 /// nothing owed (`model::Owed`).
 const BATCH_UNSCHEDULE: &str = "UPDATE batches
@@ -98,6 +100,12 @@ pub(crate) trait BatchesRead: Sql {
                 _ => None,
             })
         })
+    }
+
+    /// How the batch's items were keyed, as recorded (see
+    /// `ops::add::keyed_alike`): `None` before its first add that knew it.
+    fn batch_key_spec(&mut self, batch: i64) -> Result<Option<String>> {
+        sql::one(self, BATCH_KEY_SPEC, &[Arg::Int(batch)], |r| r.opt_text(0))
     }
 
     /// The last retry-after hold: until when, the key that asked, and its

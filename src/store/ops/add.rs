@@ -2,8 +2,38 @@
 //! dialect in `sqlite/hot.rs` and `pg/hot.rs`): its `added` event and what
 //! an add cut short says.
 
+use crate::key::KeySpec;
 use crate::model::{AddReport, EventKind, Millis, NewEvent};
-use crate::store::{CutShort, StoreError};
+use crate::store::{CutShort, Fault, Refusal, StoreError};
+
+/// Whether an add keying `batch`'s items by `asked` may go on, given the
+/// spec the batch recorded (`recorded`, as stored): the text to record
+/// when none is yet (its first add, or a batch of an older store, which
+/// adopts it), `None` when it agrees, and the refusal when it differs,
+/// before anything of the add is written.
+pub(crate) fn keyed_alike(
+    batch: &str,
+    recorded: Option<&str>,
+    asked: &KeySpec,
+) -> Result<Option<String>, StoreError> {
+    let Some(recorded) = recorded else {
+        return Ok(Some(asked.stored()));
+    };
+    let recorded = KeySpec::from_stored(recorded).ok_or_else(|| {
+        StoreError::Fault(Fault::Unreadable(format!(
+            "batch {batch:?}: its recorded key spec {recorded:?} is not one this build writes"
+        )))
+    })?;
+    if &recorded == asked {
+        return Ok(None);
+    }
+    Err(Refusal::KeyedOtherwise {
+        batch: batch.to_string(),
+        recorded,
+        asked: asked.clone(),
+    }
+    .into())
+}
 
 /// The `added` event of an add, or of the part of one that committed
 /// before `cut` stopped it (what stopped it, items handled, items given).

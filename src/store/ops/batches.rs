@@ -1,12 +1,13 @@
 //! Batches: names, counts, the pause flag and schedule state.
 
 use super::liveness;
+use crate::key::KeySpec;
 use crate::model::{
     BatchInfo, Counts, EventKind, Fire, FireRule, Hold, Millis, NewEvent, Pause, Runners,
 };
 use crate::store::api::Unpaused;
 use crate::store::dialect::Read;
-use crate::store::{Result, Store};
+use crate::store::{Fault, Result, Store, StoreError};
 
 impl Store {
     /// Names of all batches in the store.
@@ -22,6 +23,30 @@ impl Store {
     /// Fails with `UnknownBatch` unless the batch exists.
     pub fn check_batch(&self, name: &str) -> Result<()> {
         self.read_tx(|tx| tx.batch_id(name).map(drop))
+    }
+
+    /// How the batch's items were keyed, as its first add recorded it
+    /// (`ops::add::keyed_alike`): `None` for a batch not seen, or with
+    /// nothing recorded yet.
+    pub fn keyed_by(&self, batch: &str) -> Result<Option<KeySpec>> {
+        self.read_tx(|tx| match tx.batch_seen(batch)? {
+            Some(b) => key_spec(tx, b),
+            None => Ok(None),
+        })
+    }
+
+    /// Refuses (`Refusal::KeyedOtherwise`) an add keying `batch`'s items
+    /// by `spec` where they were keyed otherwise, writing nothing: the add
+    /// checks it again as it writes; this says it before an input is read
+    /// (and for a dry run).
+    pub fn check_keyed(&self, batch: &str, spec: &KeySpec) -> Result<()> {
+        self.read_tx(|tx| {
+            let Some(b) = tx.batch_seen(batch)? else {
+                return Ok(());
+            };
+            let recorded = tx.batch_key_spec(b)?;
+            super::add::keyed_alike(batch, recorded.as_deref(), spec).map(drop)
+        })
     }
 
     pub fn counts(&self, batch: &str) -> Result<Counts> {
@@ -217,11 +242,24 @@ pub(super) fn info(tx: &mut dyn Read, b: i64, name: String, now: Millis) -> Resu
         last_run,
         stepped_down,
         hold: tx.batch_hold(b)?,
+        keyed_by: key_spec(tx, b)?,
         runners: Runners::default(),
         name,
     };
     info.runners = liveness::runners(&info, now, |runs| tx.claimed_attempts(b, runs))?;
     Ok(info)
+}
+
+/// The batch's recorded key spec, read as `KeySpec::stored` wrote it.
+fn key_spec(tx: &mut dyn Read, b: i64) -> Result<Option<KeySpec>> {
+    let Some(text) = tx.batch_key_spec(b)? else {
+        return Ok(None);
+    };
+    KeySpec::from_stored(&text).map(Some).ok_or_else(|| {
+        StoreError::Fault(Fault::Unreadable(format!(
+            "a batch's recorded key spec {text:?} is not one this build writes"
+        )))
+    })
 }
 
 /// The `hold-lifted` event: `actor` lifted a retry-after hold still on

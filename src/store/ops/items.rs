@@ -190,6 +190,26 @@ impl Store {
         })
     }
 
+    /// The key under which `batch` holds the item (or a pruned one's
+    /// tombstone) that a person named `name`: the first of its forms
+    /// (`key::stored_forms`: as given, composed, decomposed) the batch
+    /// holds. So an item is found by its key in either Unicode form, both
+    /// when `add` stored it composed and when an older version stored it as
+    /// written. `None`: no form is held (or the batch is not seen).
+    pub fn held_key(&self, batch: &str, name: &str) -> Result<Option<String>> {
+        self.read_tx(|tx| {
+            let Some(b) = tx.batch_seen(batch)? else {
+                return Ok(None);
+            };
+            for form in crate::key::stored_forms(name) {
+                if tx.item_by_key(b, &form)?.is_some() || tx.item_tombstone(b, &form)?.is_some() {
+                    return Ok(Some(form));
+                }
+            }
+            Ok(None)
+        })
+    }
+
     /// `items`, each whose written key (`NewItem::written_key`) the batch
     /// holds (an item, or a pruned one's tombstone) and its composed key
     /// not, keyed by that written form: an item added under it before keys

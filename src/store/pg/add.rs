@@ -6,11 +6,12 @@
 //! over the keys present.
 
 use super::PgStore;
-use super::batches::ensure;
+use super::batches::{ensure, keyed_by};
 use super::conn::{Conn, Params};
 use super::copy;
 use super::events::insert as insert_event;
 use super::tombstones;
+use crate::key::KeySpec;
 use crate::model::{AddOrder, AddReport, Millis, NewItem};
 use crate::store::ops::add;
 use crate::store::{AddFeed, Fault, FeedRefused, Result, StoreError};
@@ -275,11 +276,16 @@ struct Adding {
 
 impl Adding {
     /// Starts an add into `batch` (made if missing) at `now`.
-    fn begin(c: &mut Conn, batch: &str, now: Millis) -> Result<Adding> {
+    /// Refused before any row when `spec` keys its items otherwise than
+    /// the batch's were.
+    fn begin(c: &mut Conn, (batch, spec): (&str, Option<&KeySpec>), now: Millis) -> Result<Adding> {
         // Before anything else: a prune in progress commits first (see
         // `tombstones`).
         tombstones::share_lock(c)?;
         let id = ensure(c, batch, now)?;
+        if let Some(spec) = spec {
+            keyed_by(c, id, batch, spec)?;
+        }
         let how = if tombstones::any(c, id)? {
             Parts::BesideTombstones
         } else if holds_items(c, id)? {
@@ -405,14 +411,14 @@ impl PgStore {
     /// rolls it back whole.
     pub fn add_items(
         &mut self,
-        batch: &str,
+        (batch, spec): (&str, Option<&KeySpec>),
         items: &[NewItem],
         now: Millis,
         mut progress: impl FnMut(usize),
     ) -> Result<AddReport> {
         let stop = self.stop().clone();
         self.write(|c| {
-            let mut adding = Adding::begin(c, batch, now)?;
+            let mut adding = Adding::begin(c, (batch, spec), now)?;
             adding.part(c, items, &stop, &mut progress)?;
             adding.finish(c, (batch, now), &[items], &stop, &mut progress)
         })
@@ -424,7 +430,7 @@ impl PgStore {
     /// an input without items.
     pub fn add_fed<'a>(
         &mut self,
-        batch: &str,
+        (batch, spec): (&str, Option<&KeySpec>),
         feed: &mut dyn AddFeed<'a>,
         now: Millis,
         mut progress: impl FnMut(usize),
@@ -464,7 +470,7 @@ impl PgStore {
                 }
                 let adding = match &mut adding {
                     Some(adding) => adding,
-                    None => adding.insert(Adding::begin(c, batch, now)?),
+                    None => adding.insert(Adding::begin(c, (batch, spec), now)?),
                 };
                 adding.part(c, part, &stop, &mut progress)?;
             }

@@ -2,8 +2,10 @@
 
 use super::PgTx;
 use super::conn::Conn;
+use crate::key::KeySpec;
 use crate::model::{Counts, Fire, Millis, Pause};
 use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
+use crate::store::ops::add::keyed_alike;
 use crate::store::{Result, StoreError};
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
@@ -43,6 +45,28 @@ pub(crate) fn ensure(c: &mut Conn, name: &str, now: Millis) -> Result<i64> {
     )?;
     Ok(c.one("SELECT id FROM batches WHERE name = $1", &[&name])?
         .get(0))
+}
+
+/// Checks an add keying the batch's items by `spec` against the spec
+/// recorded on it, recording it where none is (see `ops::add::keyed_alike`).
+/// In the add's transaction, before its rows: refused, nothing is written.
+/// Two first adds at once: the second's update waits for the first's
+/// commit and then finds the spec recorded, which it is checked against.
+pub(crate) fn keyed_by(c: &mut Conn, id: i64, batch: &str, spec: &KeySpec) -> Result<()> {
+    const RECORDED: &str = "SELECT key_spec FROM batches WHERE id = $1";
+    let recorded: Option<String> = c.one(RECORDED, &[&id])?.get(0);
+    let Some(record) = keyed_alike(batch, recorded.as_deref(), spec)? else {
+        return Ok(());
+    };
+    let set = c.x(
+        "UPDATE batches SET key_spec = $2 WHERE id = $1 AND key_spec IS NULL",
+        &[&id, &record],
+    )?;
+    if set == 0 {
+        let recorded: Option<String> = c.one(RECORDED, &[&id])?.get(0);
+        keyed_alike(batch, recorded.as_deref(), spec)?;
+    }
+    Ok(())
 }
 
 /// The counters, summed over their shards.

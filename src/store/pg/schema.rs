@@ -20,7 +20,7 @@ use crate::store::api::Access;
 use crate::store::{Result, StoreError};
 
 /// The PostgreSQL schema this build writes.
-pub const PG_SCHEMA_VERSION: i32 = 31;
+pub const PG_SCHEMA_VERSION: i32 = 32;
 
 /// Key of the advisory lock that serialises migrations ("NSHT").
 const MIGRATION_LOCK: i64 = 0x4E53_4854;
@@ -733,9 +733,14 @@ BEGIN
 END $$;
 "#;
 
+/// Version 32: how a batch's items were keyed (see SQLite's version 30).
+const V32: &str = r#"
+ALTER TABLE nightshift.batches ADD COLUMN IF NOT EXISTS key_spec TEXT;
+"#;
+
 const MIGRATIONS: [&str; PG_SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30, V31, V32,
 ];
 
 /// Which store a session is on: the database (one made anew under the same

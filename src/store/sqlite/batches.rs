@@ -4,8 +4,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteTx;
 use super::schema::BUCKETS;
+use crate::key::KeySpec;
 use crate::model::{Counts, Fire, Millis, Pause};
 use crate::store::dialect::{BatchState, BatchesRead, BatchesWrite};
+use crate::store::ops::add::keyed_alike;
 use crate::store::{Result, StoreError};
 
 /// Id of a batch, or `UnknownBatch` listing the known ones.
@@ -48,6 +50,20 @@ pub(crate) fn ensure(conn: &Connection, name: &str, now: Millis) -> Result<i64> 
         st.execute(params![id, bucket])?;
     }
     Ok(id)
+}
+
+/// Checks an add keying the batch's items by `spec` against the spec
+/// recorded on it, recording it where none is (see `ops::add::keyed_alike`).
+/// In the add's transaction, before its rows: refused, nothing is written.
+pub(crate) fn keyed_by(conn: &Connection, id: i64, batch: &str, spec: &KeySpec) -> Result<()> {
+    let recorded: Option<String> = conn
+        .prepare_cached("SELECT key_spec FROM batches WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))?;
+    if let Some(record) = keyed_alike(batch, recorded.as_deref(), spec)? {
+        conn.prepare_cached("UPDATE batches SET key_spec = ?2 WHERE id = ?1")?
+            .execute(params![id, record])?;
+    }
+    Ok(())
 }
 
 pub(crate) fn counts(conn: &Connection, batch_id: i64) -> Result<Counts> {

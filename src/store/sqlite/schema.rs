@@ -15,7 +15,7 @@ use rusqlite::config::DbConfig;
 /// "NSHT": marks the file as a nightshift store.
 pub const APPLICATION_ID: i32 = 0x4E53_4854;
 /// The schema this build writes. Bump with a new entry in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i32 = 29;
+pub const SCHEMA_VERSION: i32 = 30;
 
 /// How long a writer waits for another writer before giving up. Long, so a
 /// busy database delays the runner instead of failing items.
@@ -752,9 +752,16 @@ ALTER TABLE batches ADD COLUMN fire_schedule TEXT;
 ALTER TABLE batches ADD COLUMN fire_timezone TEXT;
 ";
 
+/// Version 30: how the batch's items were keyed (`key::KeySpec::stored`),
+/// recorded by its first add that knows it, so that an add keying them
+/// otherwise (`key_fields` edited) is refused rather than adding every
+/// item again under a new key. NULL until then: a batch of an older store
+/// adopts the spec of its next add.
+const V30: &str = "ALTER TABLE batches ADD COLUMN key_spec TEXT;";
+
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27, V28, V29,
+    V22, V23, V24, V25, V26, V27, V28, V29, V30,
 ];
 
 /// What a migration needs beyond SQL, run right after the SQL named.

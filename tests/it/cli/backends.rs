@@ -267,12 +267,121 @@ both_backends! {
         env.run(&["add", "old", "old.jsonl"]).code(0);
         let composed = "ズッド";
         for table in ["items", "item_keys"] {
-            if table == "items" || env.backend == common::Backend::Sqlite {
-                env.exec(&format!("UPDATE {table} SET key = 'ス\u{3099}ット\u{3099}' WHERE key = '{composed}'"));
-            }
+            env.exec(&format!("UPDATE {table} SET key = 'ス\u{3099}ット\u{3099}' WHERE key = '{composed}'"));
         }
         assert_eq!(env.run(&["add", "old", "old.jsonl"]).code(0).stdout, "old: added 0, already present 1\n");
         assert_eq!(env.run(&["add", "old", "old.jsonl", "--dry-run"]).code(0).stdout, "old: would add 0, already present 1\n");
+    }
+
+    /// An item an older version stored under a decomposed key (ズッド as
+    /// ス + ゛...) could not be named by `run --key`, `requeue`, `skip` or
+    /// `cancel`: they composed what was typed, and no item had the composed
+    /// key. One rule now finds an item stored in either form by either
+    /// form, in every command that names an item by KEY.
+    fn an_item_stored_decomposed_is_named_by_either_form_in_every_command(env) {
+        let worker = logging_worker(&env);
+        env.config(&format!("[batch.old]\nworker = [\"{worker}\"]\n"));
+        let (nfc, nfd) = ("ズッド", "ス\u{3099}ット\u{3099}");
+        env.write("old.jsonl", &format!("{{\"key\":\"{nfc}\"}}\n"));
+        env.run(&["add", "old", "old.jsonl"]).code(0);
+        // As an older version stored it: key and label as written.
+        env.exec(&format!("UPDATE items SET key = '{nfd}', label = '{nfd}' WHERE key = '{nfc}'"));
+        env.exec(&format!("UPDATE item_keys SET key = '{nfd}' WHERE key = '{nfc}'"));
+        for name in [nfc, nfd] {
+            let said = |ran: &common::Ran| format!("{name:?}: {ran:?}");
+            let ran = env.run(&["show", "old", name]);
+            assert!(ran.code(0).stdout.contains(nfd), "{}", said(&ran));
+            env.run(&["log", "--key", name]).code(0);
+            env.run(&["log", "old", "--key", name]).code(0);
+            let ran = env.run(&["cancel", "old", name, "--reason", "止める"]);
+            assert!(ran.code(0).stdout.contains("cancelled"), "{}", said(&ran));
+            let ran = env.run(&["requeue", "old", name]);
+            assert_eq!(ran.code(0).stdout, "old: requeued 1 item\n", "{}", said(&ran));
+            let ran = env.run(&["run", "old", "--key", name]);
+            ran.code(0);
+            let ran = env.run(&["skip", "old", name, "--reason", "済み"]);
+            assert!(ran.code(0).stdout.contains("done already") || ran.stdout.contains("already done"), "{}", said(&ran));
+            let ran = env.run(&["requeue", "old", name, "--outcome", "done"]);
+            assert_eq!(ran.code(0).stdout, "old: requeued 1 item\n", "{}", said(&ran));
+        }
+        assert_eq!(ran_keys(&env), [nfd, nfd], "the one item ran once for each name, under its stored key");
+        let items = env.run(&["items", "old", "--json"]).code(0).json_lines();
+        assert_eq!(items.len(), 1, "{items:?}");
+    }
+
+    /// Editing `key_fields` after items exist re-keyed every item without
+    /// a word: the next add (or `source`) added them all again, done ones
+    /// too, to run (and be paid for) twice. The store records how a batch's
+    /// items were keyed; an add keying them otherwise is refused before
+    /// anything is written, naming the batch, both specs and the config's
+    /// line. Order counts: `slug,site` joins, and keys, otherwise.
+    fn key_fields_edited_after_items_exist_are_refused_naming_the_config_line(env) {
+        let worker = logging_worker(&env);
+        let conf = |keys: &str| {
+            format!("[batch.\"記事\"]\nworker = [\"{worker}\"]\nsource = [\"cat\", \"in.jsonl\"]\n{keys}\n")
+        };
+        let first = "key_fields = [\"site\", \"category\", \"slug\"]";
+        env.config(&conf(first));
+        env.write(
+            "in.jsonl",
+            "{\"site\":\"ブログ\",\"category\":\"技術\",\"slug\":\"はじめに\"}\n\
+             {\"site\":\"ブログ\",\"category\":\"日記\",\"slug\":\"二日目\"}\n",
+        );
+        assert_eq!(env.run(&["add", "記事", "in.jsonl"]).code(0).stdout, "記事: added 2, already present 0\n");
+        env.run(&["run", "記事"]).code(0);
+        assert_eq!(ran_keys(&env).len(), 2);
+        assert_eq!(batch(&env.status(), "記事")["keyed_by"], serde_json::json!(["site", "category", "slug"]));
+        let recorded = "key_fields [\"site\", \"category\", \"slug\"]";
+        for (keys, asked, at) in [
+            ("key_fields = [\"site\", \"slug\"]", "key_fields [\"site\", \"slug\"]", "nightshift.toml:4: batch.\"記事\".key_fields: "),
+            ("key_fields = [\"slug\", \"site\", \"category\"]", "key_fields [\"slug\", \"site\", \"category\"]", "nightshift.toml:4: batch.\"記事\".key_fields: "),
+            ("", "each item's \"key\" field", "nightshift.toml: batch.\"記事\" (no key_fields): "),
+        ] {
+            env.config(&conf(keys));
+            let before = env.snapshot();
+            for args in [&["add", "記事", "in.jsonl"][..], &["add", "記事", "in.jsonl", "--dry-run"]] {
+                let ran = env.run(args);
+                let line = ran.code(2).error_line();
+                for said in [at, "batch \"記事\": its items were keyed by ", recorded, &format!("this add keys them by {asked}"),
+                             "put key_fields back as it was", "or name a new batch", "nothing was added"] {
+                    assert!(line.contains(said), "{args:?} {keys:?}: {said:?} in {line}");
+                }
+            }
+            assert_eq!(env.snapshot(), before, "{keys:?}: nothing changed");
+            // A run fed by the `source`: its items refused, the run fails
+            // (exit 1), the items done stay done and nothing runs again.
+            let ran = env.run(&["run", "記事"]);
+            ran.code(1);
+            let log = env.run(&["log", "記事", "--kind", "source-failed"]).code(0).stdout.clone();
+            assert!(log.contains(at.trim_end_matches(": ")) && log.contains(recorded) && log.contains("nothing was added"), "{keys:?}: {log}");
+            assert_eq!(ran_keys(&env).len(), 2, "{keys:?}: nothing ran again");
+            let s = env.status();
+            let b = batch(&s, "記事");
+            assert_eq!((b["total"].as_i64(), b["done"].as_i64()), (Some(2), Some(2)), "{keys:?}: nothing added");
+        }
+        // Put back as it was: present, nothing new; the flag alike.
+        env.config(&conf(first));
+        assert_eq!(env.run(&["add", "記事", "in.jsonl"]).code(0).stdout, "記事: added 0, already present 2\n");
+        env.run(&["run", "記事"]).code(0);
+        assert_eq!(ran_keys(&env).len(), 2);
+
+        // A batch keyed by each item's "key" (no key_fields), then given
+        // key_fields by --key-fields: refused, naming the flag.
+        env.write("keyed.jsonl", "{\"key\":\"鍵\",\"site\":\"s\",\"slug\":\"x\"}\n");
+        env.run(&["add", "other", "keyed.jsonl"]).code(0);
+        let before = env.snapshot();
+        let ran = env.run(&["add", "other", "keyed.jsonl", "--key-fields", "site,slug"]);
+        let line = ran.code(2).error_line();
+        assert!(line.contains("error: --key-fields site,slug: batch \"other\": its items were keyed by each item's \"key\" field"), "{line}");
+        assert_eq!(env.snapshot(), before, "nothing changed");
+
+        // A batch of an older store (nothing recorded, items there) adopts
+        // the spec of its next add without complaint, then keeps it.
+        env.exec("UPDATE batches SET key_spec = NULL");
+        let ran = env.run(&["add", "other", "keyed.jsonl", "--key-fields", "site,slug"]);
+        assert_eq!(ran.code(0).stdout, "other: added 1, already present 0\n");
+        assert_eq!(batch(&env.status(), "other")["keyed_by"], serde_json::json!(["site", "slug"]));
+        env.run(&["add", "other", "keyed.jsonl"]).code(2);
     }
 
     /// A store a newer nightshift wrote is refused by every command, `init`
@@ -415,6 +524,7 @@ both_backends! {
                  ALTER TABLE batches DROP COLUMN queued_fire_at;
                  ALTER TABLE runs DROP COLUMN stopped;
                  ALTER TABLE batches DROP COLUMN fire_schedule; ALTER TABLE batches DROP COLUMN fire_timezone;
+                 ALTER TABLE batches DROP COLUMN key_spec;
                  PRAGMA user_version = 4;").unwrap(),
             Backend::Pg => env.pg_sql().batch_execute(
                 "DROP TRIGGER items_counted ON items;
@@ -437,6 +547,7 @@ both_backends! {
                  ALTER TABLE batches DROP COLUMN cycle_fire_at, DROP COLUMN cycle_crashed, DROP COLUMN queued_fire_at;
                  ALTER TABLE runs DROP COLUMN stopped;
                  ALTER TABLE batches DROP COLUMN fire_schedule, DROP COLUMN fire_timezone;
+                 ALTER TABLE batches DROP COLUMN key_spec;
                  DROP TABLE daemons; ALTER TABLE locks DROP COLUMN ttl_ms;
                  CREATE FUNCTION items_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
                  BEGIN
@@ -487,7 +598,9 @@ both_backends! {
         // The human `show` says how long ago the item changed; a second may
         // pass between the two reads.
         let said: Vec<String> = reads.iter().map(|a| without_ages(&env.run(a).code(0).stdout)).collect();
-        let counts = batch(&env.status(), "b").clone();
+        let mut counts = batch(&env.status(), "b").clone();
+        // The key spec was in a column the undone migration added.
+        counts["keyed_by"] = serde_json::Value::Null;
         undo_column_migrations(&env);
         let before = env.snapshot();
         for (args, said) in reads.iter().zip(&said) {
@@ -1087,6 +1200,7 @@ fn undo_column_migrations(env: &Env) {
                  ALTER TABLE batches DROP COLUMN queued_fire_at;
                  ALTER TABLE runs DROP COLUMN stopped;
                  ALTER TABLE batches DROP COLUMN fire_schedule; ALTER TABLE batches DROP COLUMN fire_timezone;
+                 ALTER TABLE batches DROP COLUMN key_spec;
                  PRAGMA user_version = 21;",
             )
             .unwrap(),
@@ -1100,6 +1214,7 @@ fn undo_column_migrations(env: &Env) {
                  ALTER TABLE runs DROP COLUMN stopped;
                  ALTER TABLE batches DROP COLUMN fire_schedule, DROP COLUMN fire_timezone;
                  DROP TABLE item_keys; ALTER TABLE items ADD UNIQUE (batch_id, key);
+                 ALTER TABLE batches DROP COLUMN key_spec;
                  UPDATE nightshift_meta SET value = '22' WHERE key = 'schema_version';",
             )
             .unwrap(),

@@ -5,8 +5,9 @@
 use rusqlite::{Connection, params};
 
 use super::super::SqliteStore;
-use super::super::batches::ensure;
+use super::super::batches::{ensure, keyed_by};
 use super::super::events::insert as insert_event;
+use crate::key::KeySpec;
 use crate::model::{AddReport, Millis, NewItem};
 use crate::store::chunks::Chunks;
 use crate::store::{AddFeed, Fault, Result, StoreError};
@@ -107,14 +108,14 @@ fn fed_cache_kib(bytes: usize) -> i64 {
 /// (and the transaction rolls back) once a stop is requested.
 fn add_chunk(
     tx: &Connection,
-    batch: &str,
+    (batch, spec): (&str, Option<&KeySpec>),
     chunk: &[NewItem],
     now: Millis,
     last: Option<AddReport>,
     stop: Option<&Stop>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<AddReport> {
-    let mut add = Adding::begin(tx, batch, now, stop)?;
+    let mut add = Adding::begin(tx, (batch, spec), now, stop)?;
     add.rows(chunk, progress)?;
     add.finish(last)
 }
@@ -145,13 +146,18 @@ struct Adding<'c, 'a> {
 }
 
 impl<'c, 'a> Adding<'c, 'a> {
+    /// Starts an add into `batch` (made if missing), refused before any
+    /// row when `spec` keys its items otherwise than the batch's were.
     fn begin(
         tx: &'c Connection,
-        batch: &'c str,
+        (batch, spec): (&'c str, Option<&KeySpec>),
         now: Millis,
         stop: Option<&'c Stop>,
     ) -> Result<Self> {
         let id = ensure(tx, batch, now)?;
+        if let Some(spec) = spec {
+            keyed_by(tx, id, batch, spec)?;
+        }
         Ok(Adding {
             tx,
             batch,
@@ -396,7 +402,7 @@ impl SqliteStore {
     /// chunks too, without an event.
     pub fn add_items(
         &mut self,
-        batch: &str,
+        (batch, spec): (&str, Option<&KeySpec>),
         items: &[NewItem],
         now: Millis,
         mut progress: impl FnMut(usize),
@@ -407,13 +413,13 @@ impl SqliteStore {
         let restore = self.grow_cache(bulk_cache_kib(items));
         let live = self.read(|c| super::super::locks::any_live(c, crate::util::time::now_ms()));
         let out = if live.unwrap_or(true) {
-            self.add_in_chunks(batch, items, now, &mut progress)
+            self.add_in_chunks((batch, spec), items, now, &mut progress)
         } else {
             let stop = self.stop.clone();
             self.write(|tx| {
                 add_chunk(
                     tx,
-                    batch,
+                    (batch, spec),
                     items,
                     now,
                     Some(AddReport::default()),
@@ -443,7 +449,7 @@ impl SqliteStore {
     /// was rolled back. Nothing is written for an input without items.
     pub fn add_fed<'a>(
         &mut self,
-        batch: &str,
+        (batch, spec): (&str, Option<&KeySpec>),
         feed: &mut dyn AddFeed<'a>,
         input_bytes: usize,
         now: Millis,
@@ -465,7 +471,9 @@ impl SqliteStore {
                 }
                 let add = match &mut add {
                     Some(add) => add,
-                    None => add.insert(Adding::begin(tx, batch, now, Some(&stop))?.by_place()),
+                    None => {
+                        add.insert(Adding::begin(tx, (batch, spec), now, Some(&stop))?.by_place())
+                    }
                 };
                 add.rows(part, &mut |i| {
                     if (handled + i).is_multiple_of(PROGRESS_STEP) {
@@ -489,7 +497,7 @@ impl SqliteStore {
     /// `add_items` while a runner is live.
     fn add_in_chunks(
         &mut self,
-        batch: &str,
+        (batch, spec): (&str, Option<&KeySpec>),
         items: &[NewItem],
         now: Millis,
         progress: &mut impl FnMut(usize),
@@ -517,7 +525,7 @@ impl SqliteStore {
                 let (chunk, later) = rest.split_at(size.min(rest.len()));
                 let last = later.is_empty().then_some(report);
                 let r = store.write(|tx| {
-                    add_chunk(tx, batch, chunk, now, last, None, &mut |i| {
+                    add_chunk(tx, (batch, spec), chunk, now, last, None, &mut |i| {
                         if (handled + i).is_multiple_of(PROGRESS_STEP) {
                             progress(handled + i);
                         }

@@ -1400,6 +1400,39 @@ both_stores! {
         assert_eq!(s.pruned_keys("b").unwrap(), 0);
     }
 
+    /// A batch's first add that knows its key spec records it; an add
+    /// keying otherwise (all at once, or fed part by part) is refused in
+    /// its own transaction, nothing of it written; one that does not know
+    /// (`add_items`) is not checked. A batch with nothing recorded adopts
+    /// the spec of its next add.
+    fn an_add_keyed_otherwise_than_the_batch_is_refused_whole(db, s) {
+        use nightshift::key::KeySpec;
+        let fields = |f: &[&str]| KeySpec::Fields(f.iter().map(|s| (*s).to_string()).collect());
+        let (first, other) = (fields(&["site", "slug"]), fields(&["slug", "site"]));
+        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        assert_eq!(s.keyed_by("b").unwrap(), None);
+        let r = s.add_keyed(("b", Some(&first)), &items(3), T0, |_| {}).unwrap();
+        assert_eq!((r.added, r.present), (1, 2), "adopted by its next add");
+        assert_eq!(s.keyed_by("b").unwrap(), Some(first.clone()));
+        let more = items(6);
+        for err in [
+            s.add_keyed(("b", Some(&other)), &more, T0, |_| {}).unwrap_err(),
+            s.add_fed_keyed(("b", Some(&other)), &mut Fed::new(vec![&more[..4], &more[4..]], false), 0, T0, |_| {}).unwrap_err(),
+            s.check_keyed("b", &KeySpec::Explicit).unwrap_err(),
+        ] {
+            assert!(err.is_user_error(), "{err}");
+            let said = err.to_string();
+            assert!(said.contains("batch \"b\": its items were keyed by key_fields [\"site\", \"slug\"]"), "{said}");
+            assert!(said.ends_with("nothing was added"), "{said}");
+        }
+        assert_eq!(s.counts("b").unwrap().total(), 3, "nothing of it written");
+        assert_eq!(s.keyed_by("b").unwrap(), Some(first.clone()));
+        s.check_keyed("b", &first).unwrap();
+        s.check_keyed("new", &other).unwrap();
+        let r = s.add_fed_keyed(("b", Some(&first)), &mut Fed::new(vec![&more[..4], &more[4..]], false), 0, T0, |_| {});
+        assert_eq!(r.unwrap().unwrap().added, 3);
+    }
+
     /// A stop request (a signal) before a bulk write commits anything
     /// changes nothing and says so.
     fn a_stop_before_the_first_chunk_changes_nothing(db, s) {
