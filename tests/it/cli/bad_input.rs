@@ -278,7 +278,9 @@ fn a_name_twice_in_one_object_names_the_line_and_the_name() {
     );
     refused(
         &env,
-        &["add", "b", "fields.jsonl", "--key-fields", "site,slug"],
+        // A batch of its own: "b" holds items keyed by their "key" field,
+        // and other key fields would be refused before the input is read.
+        &["add", "c", "fields.jsonl", "--key-fields", "site,slug"],
         2,
         &["fields.jsonl", "line 1: the name \"slug\" is given twice"],
     );
