@@ -13,7 +13,7 @@ use super::cycle::Cycle;
 use super::hook::{Hook, HookFailure};
 use crate::key::{self, KeySpec};
 use crate::model::EventKind;
-use crate::store::{Refusal, StoreError};
+use crate::store::StoreError;
 use crate::util::time::now_ms;
 
 /// Most of a source's stdout read: about two million items of 100 bytes.
@@ -232,7 +232,9 @@ pub async fn enqueue(cycle: &Arc<Cycle>, argv: &[String]) -> Option<HookFailure>
 /// Why the source's items were not added: an add keyed otherwise than the
 /// batch's items were, with the config's line the keys now come from.
 fn refused(cycle: &Cycle, e: &StoreError) -> String {
-    if let StoreError::Refused(Refusal::KeyedOtherwise { .. }) = e {
+    if let StoreError::Refused(r) = e
+        && r.is_keyed_otherwise()
+    {
         let at = cycle
             .config_file
             .as_ref()

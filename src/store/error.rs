@@ -55,6 +55,21 @@ pub enum Refusal {
         recorded: crate::key::KeySpec,
         asked: crate::key::KeySpec,
     },
+    /// The same, for a batch an older nightshift filled, which recorded no
+    /// spec: its items say they were keyed otherwise (`key`, one of them,
+    /// is not the key `asked` gives its payload).
+    #[error(
+        "batch {batch:?}: its items were keyed otherwise than by {asked} (the item {key:?} would \
+         get another key; the nightshift that added them recorded no key spec): every item would \
+         get another key, so the items already added (done ones too) would be added, and run, \
+         again; put key_fields back as it was (or leave --key-fields out), or name a new batch; \
+         nothing was added"
+    )]
+    KeyedOtherwiseBefore {
+        batch: String,
+        asked: crate::key::KeySpec,
+        key: String,
+    },
     /// A second daemon for batches a live one schedules: each fire was
     /// taken by both, recorded twice with outcomes that disagree, and the
     /// loser's run stepped down, a run id each fire.
@@ -67,6 +82,16 @@ pub enum Refusal {
         holder: String,
         batches: Vec<String>,
     },
+}
+
+impl Refusal {
+    /// An add refused for keying a batch's items otherwise than they were.
+    pub fn is_keyed_otherwise(&self) -> bool {
+        matches!(
+            self,
+            Refusal::KeyedOtherwise { .. } | Refusal::KeyedOtherwiseBefore { .. }
+        )
+    }
 }
 
 impl From<Refusal> for StoreError {

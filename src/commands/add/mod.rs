@@ -13,7 +13,7 @@ use crate::cli::AddArgs;
 use crate::config::BatchConfig;
 use crate::key::{self, KeySpec, LineFields};
 use crate::model::AddReport;
-use crate::store::{Refusal, StoreError};
+use crate::store::StoreError;
 use crate::util::live::Live;
 use crate::util::sanitize;
 use crate::util::signals::Stop;
@@ -189,11 +189,12 @@ fn key_spec(ctx: &Ctx, flag: Option<&[String]>, batch: &BatchConfig) -> anyhow::
 /// from: `--key-fields`, or the config's file and line. Any other error
 /// as it is.
 fn keyed_where(ctx: &Ctx, args: &AddArgs, e: anyhow::Error) -> anyhow::Error {
-    let Some(refused @ StoreError::Refused(Refusal::KeyedOtherwise { .. })) =
-        e.downcast_ref::<StoreError>()
-    else {
+    let Some(refused @ StoreError::Refused(r)) = e.downcast_ref::<StoreError>() else {
         return e;
     };
+    if !r.is_keyed_otherwise() {
+        return e;
+    }
     let at = match &args.key_fields {
         Some(fields) => Some(format!("--key-fields {}", fields.join(","))),
         None => ctx.config.key_fields_at(&args.batch),

@@ -108,6 +108,16 @@ pub(crate) trait BatchesRead: Sql {
         sql::one(self, BATCH_KEY_SPEC, &[Arg::Int(batch)], |r| r.opt_text(0))
     }
 
+    /// The batch's first items' keys and payloads (`ops::add::KEY_SAMPLE`).
+    fn batch_key_sample(&mut self, batch: i64) -> Result<Vec<(String, String)>> {
+        sql::all(
+            self,
+            crate::store::ops::add::KEY_SAMPLE,
+            &[Arg::Int(batch)],
+            |r| Ok((r.text(0)?, r.text(1)?)),
+        )
+    }
+
     /// The last retry-after hold: until when, the key that asked, and its
     /// label (while the item is kept).
     fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {

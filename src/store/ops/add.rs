@@ -10,13 +10,32 @@ use crate::store::{CutShort, Fault, Refusal, StoreError};
 /// spec the batch recorded (`recorded`, as stored): the text to record
 /// when none is yet (its first add, or a batch of an older store, which
 /// adopts it), `None` when it agrees, and the refusal when it differs,
-/// before anything of the add is written.
+/// before anything of the add is written. A batch of an older store
+/// adopts `asked` only if its first items (`sample`: key and payload, as
+/// `KEY_SAMPLE` reads them) have the keys `asked` gives them: one of
+/// them would do (two specs never give one key), and a batch whose items
+/// were keyed otherwise is refused as one with a spec recorded is.
 pub(crate) fn keyed_alike(
     batch: &str,
     recorded: Option<&str>,
     asked: &KeySpec,
+    sample: &[(String, String)],
 ) -> Result<Option<String>, StoreError> {
     let Some(recorded) = recorded else {
+        let keyed_so = |(key, payload): &(String, String)| {
+            crate::key::derive_line(payload, asked)
+                .is_ok_and(|i| i.key == *key || i.written_key.as_deref() == Some(key))
+        };
+        if let Some((key, _)) = sample.first()
+            && !sample.iter().any(keyed_so)
+        {
+            return Err(Refusal::KeyedOtherwiseBefore {
+                batch: batch.to_string(),
+                asked: asked.clone(),
+                key: key.clone(),
+            }
+            .into());
+        }
         return Ok(Some(asked.stored()));
     };
     let recorded = KeySpec::from_stored(recorded).ok_or_else(|| {
@@ -37,6 +56,11 @@ pub(crate) fn keyed_alike(
 
 /// The `added` event of an add, or of the part of one that committed
 /// before `cut` stopped it (what stopped it, items handled, items given).
+/// A batch's first items, `?1` the batch: their keys and payloads, for
+/// `keyed_alike` where no spec is recorded.
+pub(crate) const KEY_SAMPLE: &str =
+    "SELECT key, payload FROM items WHERE batch_id = ?1 ORDER BY id LIMIT 5";
+
 pub(crate) fn added_event(
     batch: &str,
     report: &AddReport,

@@ -45,7 +45,11 @@ impl Store {
                 return Ok(());
             };
             let recorded = tx.batch_key_spec(b)?;
-            super::add::keyed_alike(batch, recorded.as_deref(), spec).map(drop)
+            let sample = match recorded {
+                Some(_) => Vec::new(),
+                None => tx.batch_key_sample(b)?,
+            };
+            super::add::keyed_alike(batch, recorded.as_deref(), spec, &sample).map(drop)
         })
     }
 

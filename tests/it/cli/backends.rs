@@ -375,13 +375,30 @@ both_backends! {
         assert!(line.contains("error: --key-fields site,slug: batch \"other\": its items were keyed by each item's \"key\" field"), "{line}");
         assert_eq!(env.snapshot(), before, "nothing changed");
 
-        // A batch of an older store (nothing recorded, items there) adopts
-        // the spec of its next add without complaint, then keeps it.
+        // A batch of an older store (nothing recorded, items there): its
+        // items tell how they were keyed. Keyed otherwise, refused (it
+        // adopted any spec, and added every item again); keyed alike, it
+        // adopts the spec and keeps it.
         env.exec("UPDATE batches SET key_spec = NULL");
+        let before = env.snapshot();
         let ran = env.run(&["add", "other", "keyed.jsonl", "--key-fields", "site,slug"]);
-        assert_eq!(ran.code(0).stdout, "other: added 1, already present 0\n");
-        assert_eq!(batch(&env.status(), "other")["keyed_by"], serde_json::json!(["site", "slug"]));
-        env.run(&["add", "other", "keyed.jsonl"]).code(2);
+        let line = ran.code(2).error_line();
+        assert!(
+            line.contains("batch \"other\": its items were keyed otherwise than by key_fields [\"site\", \"slug\"] (the item \"鍵\" would get another key; the nightshift that added them recorded no key spec)"),
+            "{line}"
+        );
+        assert_eq!(env.snapshot(), before, "nothing changed");
+        let ran = env.run(&["add", "other", "keyed.jsonl"]);
+        assert_eq!(ran.code(0).stdout, "other: added 0, already present 1\n");
+        assert_eq!(batch(&env.status(), "other")["keyed_by"], "key");
+        env.run(&["add", "other", "keyed.jsonl", "--key-fields", "site,slug"]).code(2);
+        // Key fields, the same way: the spec of the items is adopted.
+        env.write("fields.jsonl", "{\"site\":\"ブログ\",\"slug\":\"記事\"}\n");
+        env.run(&["add", "by_fields", "fields.jsonl", "--key-fields", "site,slug"]).code(0);
+        env.exec("UPDATE batches SET key_spec = NULL");
+        env.run(&["add", "by_fields", "fields.jsonl", "--key-fields", "slug,site"]).code(2);
+        let ran = env.run(&["add", "by_fields", "fields.jsonl", "--key-fields", "site,slug"]);
+        assert_eq!(ran.code(0).stdout, "by_fields: added 0, already present 1\n");
     }
 
     /// A store a newer nightshift wrote is refused by every command, `init`

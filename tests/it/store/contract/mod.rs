@@ -1404,17 +1404,24 @@ both_stores! {
     /// keying otherwise (all at once, or fed part by part) is refused in
     /// its own transaction, nothing of it written; one that does not know
     /// (`add_items`) is not checked. A batch with nothing recorded adopts
-    /// the spec of its next add.
+    /// the spec of its next add where its items were keyed so, and refuses
+    /// it where they were not.
     fn an_add_keyed_otherwise_than_the_batch_is_refused_whole(db, s) {
         use nightshift::key::KeySpec;
         let fields = |f: &[&str]| KeySpec::Fields(f.iter().map(|s| (*s).to_string()).collect());
         let (first, other) = (fields(&["site", "slug"]), fields(&["slug", "site"]));
-        s.add_items("b", &items(2), T0, |_| {}).unwrap();
+        let keyed = |n: usize, spec: &KeySpec| -> Vec<NewItem> {
+            (0..n).map(|i| nightshift::key::derive_line(&format!(r#"{{"site":"s","slug":"p{i}"}}"#), spec).unwrap()).collect()
+        };
+        s.add_items("b", &keyed(2, &first), T0, |_| {}).unwrap();
         assert_eq!(s.keyed_by("b").unwrap(), None);
-        let r = s.add_keyed(("b", Some(&first)), &items(3), T0, |_| {}).unwrap();
+        let refused = s.add_keyed(("b", Some(&other)), &keyed(3, &other), T0, |_| {}).unwrap_err();
+        assert!(refused.to_string().contains("its items were keyed otherwise than by key_fields [\"slug\", \"site\"]"), "{refused}");
+        assert_eq!(s.counts("b").unwrap().total(), 2, "nothing of it written");
+        let r = s.add_keyed(("b", Some(&first)), &keyed(3, &first), T0, |_| {}).unwrap();
         assert_eq!((r.added, r.present), (1, 2), "adopted by its next add");
         assert_eq!(s.keyed_by("b").unwrap(), Some(first.clone()));
-        let more = items(6);
+        let more = keyed(6, &first);
         for err in [
             s.add_keyed(("b", Some(&other)), &more, T0, |_| {}).unwrap_err(),
             s.add_fed_keyed(("b", Some(&other)), &mut Fed::new(vec![&more[..4], &more[4..]], false), 0, T0, |_| {}).unwrap_err(),
