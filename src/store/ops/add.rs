@@ -11,10 +11,11 @@ use crate::store::{CutShort, Fault, Refusal, StoreError};
 /// when none is yet (its first add, or a batch of an older store, which
 /// adopts it), `None` when it agrees, and the refusal when it differs,
 /// before anything of the add is written. A batch of an older store
-/// adopts `asked` only if its first items (`sample`: key and payload, as
-/// `KEY_SAMPLE` reads them) have the keys `asked` gives them: one of
-/// them would do (two specs never give one key), and a batch whose items
-/// were keyed otherwise is refused as one with a spec recorded is.
+/// adopts `asked` unless its first items (`sample`: key and payload, as
+/// `KEY_SAMPLE` reads them) show they were keyed otherwise: `asked` gives
+/// one of them another key, and none its own (two specs never give one
+/// key). An item whose payload `asked` cannot key (a field missing) shows
+/// nothing either way.
 pub(crate) fn keyed_alike(
     batch: &str,
     recorded: Option<&str>,
@@ -22,13 +23,18 @@ pub(crate) fn keyed_alike(
     sample: &[(String, String)],
 ) -> Result<Option<String>, StoreError> {
     let Some(recorded) = recorded else {
+        // Per item: whether `asked` gives it its key, if it keys it at all.
         let keyed_so = |(key, payload): &(String, String)| {
             crate::key::derive_line(payload, asked)
-                .is_ok_and(|i| i.key == *key || i.written_key.as_deref() == Some(key))
+                .ok()
+                .map(|i| i.key == *key || i.written_key.as_deref() == Some(key))
         };
-        if let Some((key, _)) = sample.first()
-            && !sample.iter().any(keyed_so)
+        let seen: Vec<Option<bool>> = sample.iter().map(keyed_so).collect();
+        let otherwise = seen.iter().position(|s| *s == Some(false));
+        if let Some(at) = otherwise
+            && !seen.contains(&Some(true))
         {
+            let key = &sample[at].0;
             return Err(Refusal::KeyedOtherwiseBefore {
                 batch: batch.to_string(),
                 asked: asked.clone(),

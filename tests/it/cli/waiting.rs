@@ -84,7 +84,7 @@ const WORKER: &str = "cat >/dev/null\ncase \"$NIGHTSHIFT_KEY\" in\n  *1) exit 75
 /// each: both draw from pool `openai`.
 const HELD: &str = "cat >/dev/null\n\
 if [ \"$NIGHTSHIFT_BATCH\" = a ]; then\n\
-  echo '{\"error_class\":\"RateLimitError\",\"transient\":true,\"retry_after_s\":3600}' >&2; exit 75\n\
+  echo '{\"error_class\":\"RateLimitError\",\"transient\":true,\"retry_after_s\":259200}' >&2; exit 75\n\
 fi\n\
 echo '@nightshift cost=1.00' >&2\n\
 echo '{\"ok\":1}'\n";
@@ -119,16 +119,19 @@ both_backends! {
         assert!(dry.contains(&format!("{still}until ")) && dry.contains(" for pool openai (hold)\n"), "{dry}");
         assert!(dry.contains(&format!("{still}budget reached ($1.00 of $0.50 today), resets 00:00Z\n")), "{dry}");
 
+        // The latest end first: the pool's hold (three days: always past
+        // the budget's reset at midnight, whatever the hour) before the
+        // budget's.
         let all = vec![
             ("paused".to_string(), false, String::new()),
-            ("budget".to_string(), true, String::new()),
             // The pool's hold is a hold, naming the pool (it was `rate-limit`).
             ("hold".to_string(), true, "openai hold".to_string()),
+            ("budget".to_string(), true, String::new()),
         ];
         let shown = env.run(&["show", "b", "k2", "--json"]).code(0).json();
         assert_eq!(waits_of(&shown["waiting_all"]), all, "{shown}");
         assert_eq!(shown["waiting"], shown["waiting_all"][0], "the one it is counted under: {shown}");
-        assert_eq!(shown["waiting_all"][1]["until"], common::next_midnight().as_str(), "{shown}");
+        assert_eq!(shown["waiting_all"][2]["until"], common::next_midnight().as_str(), "{shown}");
         let listed = env.run(&["items", "b", "--json"]).code(0).stdout.clone();
         let k2: Value = listed
             .lines()
@@ -155,12 +158,12 @@ both_backends! {
             .collect();
         assert_eq!(lines.len(), 3, "{text}");
         assert_eq!(lines[0], "waiting:   1 waits: the batch is paused", "{text}");
-        assert!(lines[1].starts_with("           1 waits: budget reached, resets "), "{text}");
-        assert!(lines[2].starts_with("           1 held until ") && lines[2].contains(" (retry-after for pool openai)"), "{text}");
+        assert!(lines[1].starts_with("           1 held until ") && lines[1].contains(" (retry-after for pool openai)"), "{text}");
+        assert!(lines[2].starts_with("           1 waits: budget reached, resets "), "{text}");
         let table = env.run(&["items", "b"]).code(0).stdout.clone();
         let row = table.lines().find(|l| l.starts_with("k2 ")).unwrap_or_else(|| panic!("{table}"));
-        assert!(row.contains("paused, budget until "), "{table}");
-        assert!(row.contains(", hold until "), "{table}");
+        assert!(row.contains("paused, hold until "), "{table}");
+        assert!(row.contains(", budget until "), "{table}");
 
         // The dashboard's item detail, a line each.
         let mut dash = crate::support::pty::Dash::open(
@@ -191,8 +194,8 @@ both_backends! {
             .position(|l| l.contains("waiting   1 waits: the batch is paused"))
             .unwrap_or_else(|| panic!("{screen}"));
         let row = |text: &str| screen.lines().position(|l| l.contains(text)).unwrap_or_else(|| panic!("{text}: {screen}"));
-        assert_eq!(row("│          1 waits: budget reached, resets "), at + 1, "{screen}");
-        assert!(row("│          1 held until ") > at + 1, "{screen}");
+        assert_eq!(row("│          1 held until "), at + 1, "{screen}");
+        assert!(row("│          1 waits: budget reached, resets ") > at + 1, "{screen}");
         dash.key("q");
         assert_eq!(dash.wait_exit(), 0);
     }
