@@ -121,8 +121,7 @@ pub(crate) trait BatchesRead: Sql {
     /// The last retry-after hold: until when, the key that asked, and its
     /// label (while the item is kept).
     fn batch_hold(&mut self, batch: i64) -> Result<Option<Hold>> {
-        let sql = HOLD;
-        sql::opt(self, sql, &[Arg::Int(batch)], |r| {
+        sql::opt(self, HOLD, &[Arg::Int(batch)], |r| {
             Ok(Hold {
                 until: r.time(0)?,
                 key: r.opt_text(1)?,

@@ -307,8 +307,7 @@ pub(crate) struct Orphaned {
 pub(crate) trait ItemsRead: Sql {
     fn item_by_key(&mut self, batch: i64, key: &str) -> Result<Option<Item>> {
         let args = [Arg::Int(batch), Arg::Text(key)];
-        let sql = ITEM_BY_KEY;
-        sql::opt(self, sql, &args, item_from_row)
+        sql::opt(self, ITEM_BY_KEY, &args, item_from_row)
     }
 
     /// What became of a pruned key, if its tombstone is kept.
@@ -363,8 +362,7 @@ pub(crate) trait ItemsRead: Sql {
         key: &str,
     ) -> Result<Option<(i64, Requeue, String)>> {
         let args = [Arg::Int(batch), Arg::Text(key)];
-        let sql = ITEM_FOR_REQUEUE;
-        sql::opt(self, sql, &args, requeue_from_row)
+        sql::opt(self, ITEM_FOR_REQUEUE, &args, requeue_from_row)
     }
 
     /// The items a requeue without keys moves (`sel`'s state, class and
@@ -406,8 +404,7 @@ pub(crate) trait ItemsWrite: Sql {
         ];
         // An orphaned claim is skipped too: no answer of its worker.
         self.exec(LET_GO_KEYED, &args[..2])?;
-        let sql = MARK_SKIPPED;
-        self.exec(sql, &args)?;
+        self.exec(MARK_SKIPPED, &args)?;
         Ok(())
     }
 

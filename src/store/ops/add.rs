@@ -11,18 +11,19 @@ use crate::store::{CutShort, Fault, Refusal, StoreError};
 /// when none is yet (its first add, or a batch of an older store, which
 /// adopts it), `None` when it agrees, and the refusal when it differs,
 /// before anything of the add is written. A batch of an older store
-/// adopts `asked` unless its first items (`sample`: key and payload, as
-/// `KEY_SAMPLE` reads them) show they were keyed otherwise: `asked` gives
-/// one of them another key, and none its own (two specs never give one
-/// key). An item whose payload `asked` cannot key (a field missing) shows
-/// nothing either way.
+/// adopts `asked` unless its first items (`sample` reads their keys and
+/// payloads, as `KEY_SAMPLE` does, only when nothing is recorded) show
+/// they were keyed otherwise: `asked` gives one of them another key, and
+/// none its own (two specs never give one key). An item whose payload
+/// `asked` cannot key (a field missing) shows nothing either way.
 pub(crate) fn keyed_alike(
     batch: &str,
     recorded: Option<&str>,
     asked: &KeySpec,
-    sample: &[(String, String)],
+    sample: impl FnOnce() -> Result<Vec<(String, String)>, StoreError>,
 ) -> Result<Option<String>, StoreError> {
     let Some(recorded) = recorded else {
+        let sample = sample()?;
         // Per item: whether `asked` gives it its key, if it keys it at all.
         let keyed_so = |(key, payload): &(String, String)| {
             crate::key::derive_line(payload, asked)
@@ -44,11 +45,7 @@ pub(crate) fn keyed_alike(
         }
         return Ok(Some(asked.stored()));
     };
-    let recorded = KeySpec::from_stored(recorded).ok_or_else(|| {
-        StoreError::Fault(Fault::Unreadable(format!(
-            "batch {batch:?}: its recorded key spec {recorded:?} is not one this build writes"
-        )))
-    })?;
+    let recorded = recorded_spec(batch, recorded)?;
     if &recorded == asked {
         return Ok(None);
     }
@@ -60,13 +57,22 @@ pub(crate) fn keyed_alike(
     .into())
 }
 
-/// The `added` event of an add, or of the part of one that committed
-/// before `cut` stopped it (what stopped it, items handled, items given).
+/// `batch`'s key spec as recorded (`KeySpec::stored`), read back.
+pub(crate) fn recorded_spec(batch: &str, text: &str) -> Result<KeySpec, StoreError> {
+    KeySpec::from_stored(text).ok_or_else(|| {
+        StoreError::Fault(Fault::Unreadable(format!(
+            "batch {batch:?}: its recorded key spec {text:?} is not one this build writes"
+        )))
+    })
+}
+
 /// A batch's first items, `?1` the batch: their keys and payloads, for
 /// `keyed_alike` where no spec is recorded.
 pub(crate) const KEY_SAMPLE: &str =
     "SELECT key, payload FROM items WHERE batch_id = ?1 ORDER BY id LIMIT 5";
 
+/// The `added` event of an add, or of the part of one that committed
+/// before `cut` stopped it (what stopped it, items handled, items given).
 pub(crate) fn added_event(
     batch: &str,
     report: &AddReport,

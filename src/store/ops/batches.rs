@@ -7,7 +7,7 @@ use crate::model::{
 };
 use crate::store::api::Unpaused;
 use crate::store::dialect::Read;
-use crate::store::{Fault, Result, Store, StoreError};
+use crate::store::{Result, Store};
 
 impl Store {
     /// Names of all batches in the store.
@@ -30,7 +30,7 @@ impl Store {
     /// nothing recorded yet.
     pub fn keyed_by(&self, batch: &str) -> Result<Option<KeySpec>> {
         self.read_tx(|tx| match tx.batch_seen(batch)? {
-            Some(b) => key_spec(tx, b),
+            Some(b) => key_spec(tx, b, batch),
             None => Ok(None),
         })
     }
@@ -45,11 +45,8 @@ impl Store {
                 return Ok(());
             };
             let recorded = tx.batch_key_spec(b)?;
-            let sample = match recorded {
-                Some(_) => Vec::new(),
-                None => tx.batch_key_sample(b)?,
-            };
-            super::add::keyed_alike(batch, recorded.as_deref(), spec, &sample).map(drop)
+            super::add::keyed_alike(batch, recorded.as_deref(), spec, || tx.batch_key_sample(b))
+                .map(drop)
         })
     }
 
@@ -246,7 +243,7 @@ pub(super) fn info(tx: &mut dyn Read, b: i64, name: String, now: Millis) -> Resu
         last_run,
         stepped_down,
         hold: tx.batch_hold(b)?,
-        keyed_by: key_spec(tx, b)?,
+        keyed_by: key_spec(tx, b, &name)?,
         runners: Runners::default(),
         name,
     };
@@ -255,15 +252,10 @@ pub(super) fn info(tx: &mut dyn Read, b: i64, name: String, now: Millis) -> Resu
 }
 
 /// The batch's recorded key spec, read as `KeySpec::stored` wrote it.
-fn key_spec(tx: &mut dyn Read, b: i64) -> Result<Option<KeySpec>> {
-    let Some(text) = tx.batch_key_spec(b)? else {
-        return Ok(None);
-    };
-    KeySpec::from_stored(&text).map(Some).ok_or_else(|| {
-        StoreError::Fault(Fault::Unreadable(format!(
-            "a batch's recorded key spec {text:?} is not one this build writes"
-        )))
-    })
+fn key_spec(tx: &mut dyn Read, b: i64, name: &str) -> Result<Option<KeySpec>> {
+    tx.batch_key_spec(b)?
+        .map(|text| super::add::recorded_spec(name, &text))
+        .transpose()
 }
 
 /// The `hold-lifted` event: `actor` lifted a retry-after hold still on

@@ -74,8 +74,8 @@ const INSERT_ITEMS: &str = concat!(
 );
 
 /// A part of an add into a batch that held no items: binary `COPY`s of
-/// its keys (`NEW_KEYS`) and then its rows (`NEW_ITEMS`), under ids taken
-/// first (`IDS`), nothing to parse or unnest, and no conflict clause,
+/// its keys (`COPY_NEW_KEYS`) and then its rows (`COPY_NEW_ITEMS`), under
+/// ids taken first (`IDS`), nothing to parse or unnest, and no conflict clause,
 /// whose speculative insertion descends the key index twice a row (a
 /// probe, then the insert) and logs a confirmation record; the keys'
 /// own uniqueness check remains. A key given twice (or added by another

@@ -55,18 +55,17 @@ pub(crate) fn ensure(c: &mut Conn, name: &str, now: Millis) -> Result<i64> {
 pub(crate) fn keyed_by(c: &mut Conn, id: i64, batch: &str, spec: &KeySpec) -> Result<()> {
     const RECORDED: &str = "SELECT key_spec FROM batches WHERE id = $1";
     let recorded: Option<String> = c.one(RECORDED, &[&id])?.get(0);
-    let sample: Vec<(String, String)> = match recorded {
-        Some(_) => Vec::new(),
-        None => c
-            .q(
-                "SELECT key, payload FROM items WHERE batch_id = $1 ORDER BY id LIMIT 5",
-                &[&id],
-            )?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect(),
+    // `ops::add::KEY_SAMPLE`.
+    let sample = || {
+        Ok(c.q(
+            "SELECT key, payload FROM items WHERE batch_id = $1 ORDER BY id LIMIT 5",
+            &[&id],
+        )?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect())
     };
-    let Some(record) = keyed_alike(batch, recorded.as_deref(), spec, &sample)? else {
+    let Some(record) = keyed_alike(batch, recorded.as_deref(), spec, sample)? else {
         return Ok(());
     };
     let set = c.x(
@@ -75,7 +74,7 @@ pub(crate) fn keyed_by(c: &mut Conn, id: i64, batch: &str, spec: &KeySpec) -> Re
     )?;
     if set == 0 {
         let recorded: Option<String> = c.one(RECORDED, &[&id])?.get(0);
-        keyed_alike(batch, recorded.as_deref(), spec, &[])?;
+        keyed_alike(batch, recorded.as_deref(), spec, || Ok(Vec::new()))?;
     }
     Ok(())
 }

@@ -59,14 +59,13 @@ pub(crate) fn keyed_by(conn: &Connection, id: i64, batch: &str, spec: &KeySpec) 
     let recorded: Option<String> = conn
         .prepare_cached("SELECT key_spec FROM batches WHERE id = ?1")?
         .query_row([id], |r| r.get(0))?;
-    let sample = match recorded {
-        Some(_) => Vec::new(),
-        None => conn
+    let sample = || {
+        Ok(conn
             .prepare_cached(crate::store::ops::add::KEY_SAMPLE)?
             .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<Vec<(String, String)>>>()?,
+            .collect::<rusqlite::Result<Vec<(String, String)>>>()?)
     };
-    if let Some(record) = keyed_alike(batch, recorded.as_deref(), spec, &sample)? {
+    if let Some(record) = keyed_alike(batch, recorded.as_deref(), spec, sample)? {
         conn.prepare_cached("UPDATE batches SET key_spec = ?2 WHERE id = ?1")?
             .execute(params![id, record])?;
     }
