@@ -100,7 +100,7 @@ both_backends! {
         let w = env.script("w.sh", HELD);
         env.config(&format!(
             "[limit.openai]\nrequests = \"1000/min\"\n\n\
-             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\nretries = 0\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"openai\"\nretries = 0\nmax_hold = \"3d\"\n\n\
              [batch.b]\nworker = [\"{w}\"]\nlimit = \"openai\"\nbudget = \"0.50/day\"\n",
             w = w.display()
         ));
@@ -119,9 +119,9 @@ both_backends! {
         assert!(dry.contains(&format!("{still}until ")) && dry.contains(" for pool openai (hold)\n"), "{dry}");
         assert!(dry.contains(&format!("{still}budget reached ($1.00 of $0.50 today), resets 00:00Z\n")), "{dry}");
 
-        // The latest end first: the pool's hold (three days: always past
-        // the budget's reset at midnight, whatever the hour) before the
-        // budget's.
+        // The latest end first: the pool's hold (three days, `max_hold`
+        // too: always past the budget's reset at midnight, whatever the
+        // hour) before the budget's.
         let all = vec![
             ("paused".to_string(), false, String::new()),
             // The pool's hold is a hold, naming the pool (it was `rate-limit`).
@@ -132,6 +132,8 @@ both_backends! {
         assert_eq!(waits_of(&shown["waiting_all"]), all, "{shown}");
         assert_eq!(shown["waiting"], shown["waiting_all"][0], "the one it is counted under: {shown}");
         assert_eq!(shown["waiting_all"][2]["until"], common::next_midnight().as_str(), "{shown}");
+        let hold_ends = shown["waiting_all"][1]["until"].as_str().unwrap_or_default().to_string();
+        assert!(hold_ends.as_str() > common::next_midnight().as_str(), "held days, not clamped to an hour: {shown}");
         let listed = env.run(&["items", "b", "--json"]).code(0).stdout.clone();
         let k2: Value = listed
             .lines()
