@@ -52,17 +52,7 @@ pub fn mark_reported_twice(text: &str, value: &mut serde_json::Value) {
     if !REPORTED.iter().any(|n| text.contains(n)) {
         return;
     }
-    let mut twice = Vec::new();
-    let seed = Twice {
-        depth: 3,
-        path: Vec::new(),
-        found: &mut twice,
-    };
-    let mut de = serde_json::Deserializer::from_str(text);
-    if serde::de::DeserializeSeed::deserialize(seed, &mut de).is_err() {
-        return;
-    }
-    for path in twice {
+    for path in twice(text, &REPORTED, &["result", "error"], 3) {
         let at = path
             .iter()
             .try_fold(&mut *value, |at, name| at.get_mut(name.as_str()));
@@ -72,9 +62,48 @@ pub fn mark_reported_twice(text: &str, value: &mut serde_json::Value) {
     }
 }
 
-/// Finds the paths of reported names given twice (see
-/// [`mark_reported_twice`]), `depth` objects down at most.
+/// The first of `names` that `text`'s object gives twice at its top
+/// level (`{"key": "a", "result": 1, "key": "b"}`: `key`), as written or
+/// spelled with escapes. serde_json keeps the last silently.
+pub fn named_twice<'n>(text: &str, names: &[&'n str]) -> Option<&'n str> {
+    // Read again only when a name could be there twice: a name spelled
+    // with escapes is not seen as written.
+    let may = text.contains("\\u")
+        || names
+            .iter()
+            .any(|n| text.matches(&format!("\"{n}\"")).nth(1).is_some());
+    if !may {
+        return None;
+    }
+    let found = twice(text, names, &[], 0);
+    names
+        .iter()
+        .find(|n| found.iter().any(|p| p.len() == 1 && p[0] == **n))
+        .copied()
+}
+
+/// The paths of `names` given twice in one object of `text`, looking
+/// `depth` objects down at most, into the values of `names` and `into`.
+fn twice(text: &str, names: &[&str], into: &[&str], depth: usize) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    let seed = Twice {
+        names,
+        into,
+        depth,
+        path: Vec::new(),
+        found: &mut found,
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
+    if serde::de::DeserializeSeed::deserialize(seed, &mut de).is_err() {
+        return Vec::new();
+    }
+    found
+}
+
+/// Finds the paths of names given twice (see [`twice`]).
 struct Twice<'a> {
+    names: &'a [&'a str],
+    into: &'a [&'a str],
     depth: usize,
     path: Vec<String>,
     found: &'a mut Vec<Vec<String>>,
@@ -96,7 +125,7 @@ impl<'de> serde::de::Visitor<'de> for Twice<'_> {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut seen: Vec<String> = Vec::new();
         while let Some(name) = map.next_key::<String>()? {
-            let reported = REPORTED.contains(&name.as_str());
+            let reported = self.names.contains(&name.as_str());
             if reported && seen.contains(&name) {
                 let mut path = self.path.clone();
                 path.push(name.clone());
@@ -104,10 +133,12 @@ impl<'de> serde::de::Visitor<'de> for Twice<'_> {
                     self.found.push(path);
                 }
             }
-            if self.depth > 0 && (reported || ["result", "error"].contains(&name.as_str())) {
+            if self.depth > 0 && (reported || self.into.contains(&name.as_str())) {
                 let mut path = self.path.clone();
                 path.push(name.clone());
                 map.next_value_seed(Twice {
+                    names: self.names,
+                    into: self.into,
                     depth: self.depth - 1,
                     path,
                     found: &mut *self.found,
@@ -185,6 +216,23 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    /// A protocol name given twice at the top level is found, escaped
+    /// too; the same name deeper down, or once, is not.
+    #[test]
+    fn a_name_given_twice_at_the_top_is_found() {
+        let names = ["key", "result", "error", "op_id"];
+        let find = |text: &str| named_twice(text, &names);
+        assert_eq!(find(r#"{"key":"a","result":1,"key":"b"}"#), Some("key"));
+        assert_eq!(
+            find(r#"{"key":"a","result":1,"\u006bey":"b"}"#),
+            Some("key")
+        );
+        assert_eq!(find(r#"{"key":"a","result":1,"result":2}"#), Some("result"));
+        assert_eq!(find(r#"{"key":"a","result":{"key":"b","key":"c"}}"#), None);
+        assert_eq!(find(r#"{"key":"a","result":"\u9375 key"}"#), None);
+        assert_eq!(find(r#"{"key":"a","title":"t","title":"u"}"#), None);
     }
 
     #[test]

@@ -254,7 +254,56 @@ else:
         sys.exit(1)
 "#;
 
+/// Answers naming their request, or their result, twice in one line, as a
+/// worker writing its JSON by hand might; `ok` is answered plainly.
+const NAMED_TWICE_WORKER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    k = json.loads(line)["key"]
+    if k == "key":
+        print('{"key": "ok", "result": "for ok", "key": "key"}', flush=True)
+    elif k == "result":
+        print('{"key": "result", "result": "first", "result": "second"}', flush=True)
+    elif k == "escaped":
+        print('{"key": "escaped", "error": {"error_class": "Busy"}, "\\u0065rror": {"error_class": "Other"}}', flush=True)
+    else:
+        print(json.dumps({"key": k, "result": "plain"}), flush=True)
+"#;
+
 both_backends! {
+    /// A persistent answer giving `key`, `result` or `error` twice in one
+    /// line was read as the last of each (serde_json's way): an answer
+    /// that began "for ok" was recorded on another item, a result was one
+    /// of two. Such a line is now a protocol break, naming the name, and
+    /// nothing of it is recorded as an answer.
+    fn an_answer_naming_its_key_or_result_twice_is_refused_not_guessed(env) {
+        require!(Tool::Python3);
+        env.write("named_twice.py", NAMED_TWICE_WORKER);
+        env.config(
+            "[batch.b]\nworker = [\"python3\", \"named_twice.py\"]\nmode = \"persistent\"\n\
+             concurrency = 1\nretries = 0\n",
+        );
+        // `ok` first: a worker failing three items in a row is given up.
+        add_keys(&env, "b", &["ok", "key", "result", "escaped"]);
+        env.run(&["run", "b"]).code(1);
+        let rows = env.rows("SELECT key, status, error_class, error_message, result FROM items ORDER BY key");
+        let by_key: BTreeMap<String, Vec<Option<String>>> =
+            rows.into_iter().map(|r| (r[0].clone().unwrap(), r[1..].to_vec())).collect();
+        for (key, name) in [("key", "key"), ("result", "result"), ("escaped", "error")] {
+            let row = &by_key[key];
+            assert_eq!(
+                (row[0].as_deref(), row[1].as_deref(), row[3].as_deref()),
+                (Some("failed"), Some("ProtocolError"), None),
+                "{key}: {row:?}"
+            );
+            let msg = row[2].as_deref().unwrap();
+            assert!(msg.contains(&format!("a line giving {name:?} twice")), "{key}: {msg}");
+        }
+        assert_eq!(by_key["ok"][0].as_deref(), Some("done"), "{by_key:?}");
+        assert_eq!(by_key["ok"][3].as_deref(), Some("\"plain\""), "not \"for ok\": {by_key:?}");
+        env.assert_counts_consistent();
+    }
+
     /// A worker's answer with its cost or a token count given twice in one
     /// object was read as the last (serde_json's way), silently: the run's
     /// cost and a pool's tokens were one guess of two. The report is now

@@ -17,6 +17,8 @@ use crate::util::sanitize;
 const MAX_LINE: usize = super::super::output::MAX_STDOUT;
 /// The rule every answer and op-id line must follow (quoted in errors).
 pub const KEY_RULE: &str = "persistent answers must carry the request's \"key\"";
+/// The names an answer or op-id line is read by: each given once.
+const PROTOCOL: [&str; 4] = ["key", "result", "error", "op_id"];
 /// How much of a worker's line an error or event quotes.
 const QUOTE_CELLS: usize = 80;
 
@@ -70,6 +72,15 @@ pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
     let is_answer = obj.contains_key("result") || obj.contains_key("error");
     if !is_answer && !obj.contains_key("op_id") {
         return Ok(Some(Line::Stray(quote(trimmed))));
+    }
+    // serde_json keeps a name's last value: which request a line answers,
+    // or with what, would be a guess (an answer on the wrong item).
+    if let Some(name) = crate::util::json::named_twice(trimmed, &PROTOCOL) {
+        return Err(format!(
+            "{KEY_RULE}, and give each of \"key\", \"result\", \"error\" and \"op_id\" once: \
+             a line giving {name:?} twice is not read as either: {}",
+            quote(trimmed)
+        ));
     }
     let key = match obj.get("key") {
         Some(Value::String(k)) => k.clone(),
