@@ -20,6 +20,7 @@ mod later;
 mod lost_session;
 pub mod outage;
 mod serve;
+mod turn;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use later::{Deferred, Later};
 pub use lost_session::RIDE_OUT;
 use lost_session::{FIRST_PAUSE, lasting, ride_out};
 use serve::{serve, serve_lane};
+use turn::Turn;
 
 type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
 type Job = Box<dyn FnOnce(&mut Store) -> Finish + Send>;
@@ -51,6 +53,8 @@ pub struct Writer {
     place: PathBuf,
     /// More sessions, one thread each (see [`Writer::add_lanes`]).
     lanes: Vec<Lane>,
+    /// Whose turn it is, the writer's session or the lanes'.
+    turn: Arc<Turn>,
 }
 
 /// A session of its own and the thread that owns it.
@@ -67,9 +71,11 @@ impl Writer {
         let seal = sealed.clone();
         let deferred = Deferred::default();
         let waiting = deferred.clone();
+        let turn = Arc::new(Turn::default());
+        let writers_turn = turn.clone();
         let thread = std::thread::Builder::new()
             .name("nightshift-db".into())
-            .spawn(move || serve(store, rx, &seal, &waiting))
+            .spawn(move || serve(store, rx, &seal, &waiting, &writers_turn))
             .expect("spawning the store thread");
         Writer {
             later: Later {
@@ -82,6 +88,7 @@ impl Writer {
             sealed,
             place,
             lanes: Vec::new(),
+            turn,
         }
     }
 
@@ -90,10 +97,10 @@ impl Writer {
     pub fn add_lanes(&mut self, stores: Vec<Store>) {
         for (i, store) in stores.into_iter().enumerate() {
             let (tx, rx) = mpsc::channel::<Job>();
-            let seal = self.sealed.clone();
+            let (seal, turn) = (self.sealed.clone(), self.turn.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("nightshift-db{}", i + 1))
-                .spawn(move || serve_lane(store, &rx, &seal))
+                .spawn(move || serve_lane(store, &rx, &seal, &turn))
                 .expect("spawning a store lane thread");
             self.lanes.push(Lane {
                 tx: Some(tx),

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use super::later::Deferred;
+use super::turn::Turn;
 use super::{Finish, Job};
 use crate::store::Store;
 
@@ -17,6 +18,7 @@ pub(super) fn serve(
     rx: mpsc::Receiver<Job>,
     sealed: &AtomicBool,
     deferred: &Deferred,
+    turn: &Turn,
 ) -> Store {
     let mut settled = false;
     let take_deferred = || std::mem::take(&mut *deferred.lock().unwrap_or_else(|p| p.into_inner()));
@@ -38,6 +40,8 @@ pub(super) fn serve(
             drop(take_deferred());
             continue;
         }
+        // What arrives while the lanes finish joins this group.
+        let _turn = turn.writer();
         // The deferred writes first: each was queued before what arrives
         // after it.
         let mut jobs = take_deferred();
@@ -53,6 +57,7 @@ pub(super) fn serve(
     // The last deferred writes, once nothing more can arrive.
     let rest = take_deferred();
     if !rest.is_empty() && !sealed.load(Ordering::SeqCst) {
+        let _turn = turn.writer();
         run_group(&mut store, rest);
     }
     store.end_checkpoints_beside();
@@ -62,12 +67,18 @@ pub(super) fn serve(
 /// A lane's loop: each job alone, in its own transaction. Once the writer
 /// is sealed, nothing more is written (the callers are told why by
 /// `Writer::call_lane`).
-pub(super) fn serve_lane(mut store: Store, rx: &mpsc::Receiver<Job>, sealed: &AtomicBool) -> Store {
+pub(super) fn serve_lane(
+    mut store: Store,
+    rx: &mpsc::Receiver<Job>,
+    sealed: &AtomicBool,
+    turn: &Turn,
+) -> Store {
     while let Ok(job) = rx.recv() {
         if sealed.load(Ordering::SeqCst) {
             drop(job);
             continue;
         }
+        let _turn = turn.lane();
         run_group(&mut store, vec![job]);
     }
     store

@@ -721,3 +721,66 @@ fn a_clock_stepped_back_under_a_live_runner_keeps_its_lock_on_postgres() {
         env.events("b", "lock-takeover")
     );
 }
+
+/// On PostgreSQL a persistent run's lanes (a session per slot) hold the
+/// run's seat shared in every commit, and its writer's session takes it
+/// exclusively to renew it. PostgreSQL lets new shared lockers pass a
+/// waiting exclusive one, so with the lanes committing back to back the
+/// renewal waited for a moment with none inside: at `-j16` a 3 s seat went
+/// 12 s unrenewed, the live run seen as lapsed (and taken over by another
+/// host). The runner now gives its writer the turn once it waits. Here
+/// every count of the run's row takes 30 ms more (a trigger): a lane
+/// writes it last, holding the seat, and the lanes queue for it, so they
+/// are never all outside at once, and the old runner's seat lapsed for
+/// the whole run. It is read every 50 ms while the run works: never past
+/// its end.
+#[test]
+fn a_busy_persistent_run_on_postgresql_renews_its_seat_in_time() {
+    use crate::support::require::Tool;
+    let Some(env) = Env::for_backend(common::Backend::Pg) else {
+        return;
+    };
+    require!(Tool::Python3);
+    env.write(
+        "noop.py",
+        "import json, sys\nfor line in sys.stdin:\n    k = json.loads(line)[\"key\"]\n    \
+         sys.stdout.write(json.dumps({\"key\": k, \"result\": 1}) + \"\\n\")\n    sys.stdout.flush()\n",
+    );
+    // A renewal every second, 2 s of room: a loaded machine's stalls fit
+    // in it; the lanes' starvation (the whole run) did not.
+    env.config(
+        "[batch.b]\nworker = [\"python3\", \"noop.py\"]\nmode = \"persistent\"\n\
+         concurrency = 8\nlock_ttl = \"3s\"\n",
+    );
+    env.add_items("b", 1_500);
+    env.pg_sql()
+        .batch_execute(
+            "CREATE FUNCTION slow_write() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN PERFORM pg_sleep(0.03); RETURN NULL; END $$; \
+             CREATE TRIGGER slow_write AFTER UPDATE ON runs \
+             FOR EACH STATEMENT EXECUTE FUNCTION slow_write();",
+        )
+        .unwrap();
+    let mut run = env.spawn("run", &["run", "b"]);
+    let (mut latest, mut read) = (i64::MIN, 0);
+    while run.try_wait().unwrap().is_none() {
+        let now = now_ms();
+        let expires = env.int("SELECT coalesce(max(expires_at), 0) FROM locks");
+        if expires > 0 {
+            latest = latest.max(now - expires);
+            read += 1;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (out, err) = env.output_of("run");
+    assert!(run.wait().unwrap().success(), "{out}{err}");
+    assert_eq!(
+        env.int("SELECT count(*) FROM items WHERE status = 'done'"),
+        1_500
+    );
+    assert!(read > 0, "the seat was never read while the run worked");
+    assert!(
+        latest < 0,
+        "the live run's seat was {latest} ms past its end"
+    );
+}
