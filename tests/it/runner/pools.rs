@@ -333,7 +333,8 @@ for line in sys.stdin:
         assert!(pool["hold_until"].is_string(), "{status}");
         // A dry run of b says it would wait for the pool first.
         let dry = env.run(&["run", "b", "--dry-run"]).code(0).stdout.clone();
-        assert!(dry.contains("b: would wait until ") && dry.contains(" for pool openai (hold): no call starts before"), "{dry}");
+        assert!(dry.contains("b: held until ") && dry.contains(" (retry-after for pool openai), in "), "{dry}");
+        assert!(dry.lines().any(|l| l.starts_with("b: held until ") && l.ends_with(": no call starts before")), "{dry}");
         let dry: Value = env.run(&["run", "b", "--dry-run", "--json"]).code(0).json();
         assert_eq!((dry["pool_wait"]["pool"].as_str(), dry["pool_wait"]["dimension"].as_str()), (Some("openai"), Some("hold")), "{dry}");
         assert!(dry["pool_wait"]["until"].is_string(), "{dry}");
