@@ -213,8 +213,19 @@ fn hold_wait(hold: &crate::model::Hold, now: crate::model::Millis) -> String {
 }
 
 /// A pool's wait as a run would wait for it: `until 13:46:23Z (in
-/// 42m57s) for pool openai (hold)`, without the time when none is known.
+/// 42m57s) for pool openai (requests/min)`, without the time when none is
+/// known; a retry-after's hold as every view says it (`held_words`):
+/// `held until 13:46:23Z (retry-after for pool openai), in 42m57s`.
 fn pool_wait(w: &crate::model::waiting::RateLimited, now: crate::model::Millis) -> String {
+    if w.is_hold() {
+        let left = w
+            .next_slot
+            .map_or_else(String::new, |t| format!(", {}", relative(t, now)));
+        return format!(
+            "{}{left}",
+            waiting::held_words(w.next_slot, Some(&w.pool), now)
+        );
+    }
     let until = w.next_slot.map_or_else(String::new, |t| {
         format!("until {} ({}) ", utc_clock(t, now), relative(t, now))
     });
@@ -271,10 +282,12 @@ fn dry_run(ctx: &Ctx, opts: &RunOptions, json: bool) -> anyhow::Result<Exit> {
         .as_ref()
         .filter(|_| !plan.items.is_empty() || plan.source.is_some())
     {
-        out(sanitize::line(&format!(
-            "{name}: would wait {}: no call starts before",
-            pool_wait(w, now)
-        )))?;
+        let wait = pool_wait(w, now);
+        out(sanitize::line(&if w.is_hold() {
+            format!("{name}: {wait}: no call starts before")
+        } else {
+            format!("{name}: would wait {wait}: no call starts before")
+        }))?;
     }
     if let Some(holder) = &plan.lock_held_by {
         out(format!(

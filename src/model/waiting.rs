@@ -261,22 +261,55 @@ fn stops(h: &Holding, now: Millis) -> Vec<(WaitReason, Option<Millis>)> {
     out
 }
 
-/// The one rule of a retry-after hold: the batch's own or its pool's,
-/// whichever ends later, while on at `now`.
+/// The one rule of a retry-after hold: the batch's own (`own`) or its
+/// pool's (`pool`, while a retry-after holds it), whichever ends later,
+/// while on at `now`. The views read both from the store, a live run from
+/// its gate and its pool's last answer.
+#[must_use]
+pub fn hold_end(own: Option<Millis>, pool: Option<&RateLimited>, now: Millis) -> Option<Millis> {
+    let pool = pool.filter(|r| r.is_hold()).and_then(|r| r.next_slot);
+    own.max(pool).filter(|t| *t > now)
+}
+
+/// The pool a hold is said of: `pool`, while a retry-after holds it and
+/// its hold is the one of [`hold_end`] that ends last (else the batch's
+/// own is said).
+#[must_use]
+pub fn hold_pool(pool: Option<&RateLimited>, own: Option<Millis>) -> Option<&RateLimited> {
+    pool.filter(|p| p.is_hold() && p.next_slot >= own)
+}
+
+/// What a live run's claim its pool defers waits for (a [`claim_wait`]
+/// of `PoolPlace`): the pool's retry-after hold while one is on, until
+/// the hold ends ([`hold_end`]: the batch's own may end later); else a
+/// place, until the pool's next slot where known.
+#[must_use]
+pub fn deferred_wait(
+    pool: Option<&RateLimited>,
+    own: Option<Millis>,
+    now: Millis,
+) -> (WaitReason, Option<Millis>) {
+    match pool.filter(|p| p.is_hold()).and(hold_end(own, pool, now)) {
+        Some(until) => (WaitReason::Hold, Some(until)),
+        None => (WaitReason::PoolPlace, pool.and_then(|p| p.next_slot)),
+    }
+}
+
+/// A retry-after hold in words, the same in every view and in a run's
+/// own: `held until 07:16:00Z (retry-after for pool openai)`, naming the
+/// pool when it is its hold ([`hold_pool`]). Not made inert.
+#[must_use]
+pub fn held_words(until: Option<Millis>, pool: Option<&str>, now: Millis) -> String {
+    let until = until.map_or("?".into(), |t| utc_clock(t, now));
+    match pool {
+        Some(pool) => format!("held until {until} (retry-after for pool {pool})"),
+        None => format!("held until {until} (retry-after)"),
+    }
+}
+
+/// [`hold_end`] of the batch as the store holds it.
 fn held_until(h: &Holding, now: Millis) -> Option<Millis> {
-    let pool = pool_hold(h).and_then(|r| r.next_slot);
-    h.hold_until.max(pool).filter(|t| *t > now)
-}
-
-/// [`held_until`] while the pool is held: what the claims it defers wait
-/// for.
-fn pool_held_until(h: &Holding, now: Millis) -> Option<Millis> {
-    pool_hold(h).and(held_until(h, now))
-}
-
-/// The batch's pool, while a retry-after holds it.
-fn pool_hold(h: &Holding) -> Option<&RateLimited> {
-    h.rate_limit.as_ref().filter(|r| r.is_hold())
+    hold_end(h.hold_until, h.rate_limit.as_ref(), now)
 }
 
 /// The batch's pool, while a rate or its places leave it no room (a hold
@@ -351,11 +384,14 @@ pub fn claim_wait(retry_at: Option<Millis>, pool_waiting: bool, now: Millis) -> 
     }
 }
 
-/// How a message names a claim's wait ([`claim_wait`]).
+/// How a run's progress line names a claim's wait ([`claim_wait`], and
+/// [`deferred_wait`] for one its pool defers): `held` says only the
+/// count, the line says the hold itself ([`held_words`]).
 #[must_use]
 pub fn claim_wait_said(wait: WaitReason) -> &'static str {
     match wait {
         WaitReason::Backoff => "waiting to retry",
+        WaitReason::Hold => "held",
         _ => "waiting for a place in its pool",
     }
 }
@@ -376,16 +412,12 @@ pub fn item_reasons(h: &Holding, item: Waits, now: Millis) -> Vec<(WaitReason, O
             out
         }
         // A live holder's claim is being worked, or waits to retry, or
-        // for a place in its pool.
+        // for its pool (its hold, as every item does, or a place).
         (Status::Claimed, _) if h.lock_held && !item.orphaned => {
             match claim_wait(item.retry_at, item.pool_wait_since.is_some(), now) {
                 None => Vec::new(),
                 Some(WaitReason::Backoff) => vec![(WaitReason::Backoff, item.retry_at)],
-                // Its pool held: it waits for the hold, as every item does.
-                Some(_) if pool_held_until(h, now).is_some() => {
-                    vec![(WaitReason::Hold, pool_held_until(h, now))]
-                }
-                Some(reason) => vec![(reason, pool_place(h).next_slot)],
+                Some(_) => vec![deferred_wait(h.rate_limit.as_ref(), h.hold_until, now)],
             }
         }
         _ => {
@@ -474,10 +506,8 @@ pub fn waiting(h: &Holding, now: Millis) -> Vec<Waiting> {
     push(WaitReason::Backoff, backoffs, h.retry_waits.next);
     // Claims their pool defers while a retry-after holds it wait for the
     // hold, as the items it stops do.
-    match pool_held_until(h, now) {
-        Some(until) => push(WaitReason::Hold, pool_waits, Some(until)),
-        None => push(WaitReason::PoolPlace, pool_waits, pool_place(h).next_slot),
-    }
+    let (reason, until) = deferred_wait(h.rate_limit.as_ref(), h.hold_until, now);
+    push(reason, pool_waits, until);
     push(WaitReason::InFlight, in_flight, None);
     out
 }
@@ -503,9 +533,7 @@ fn pool_of(h: &Holding, reason: WaitReason) -> Option<RateLimited> {
         WaitReason::RateLimit => rate_of(h).cloned(),
         WaitReason::PoolPlace => Some(pool_place(h)),
         // The pool's hold, when it is the one that ends last.
-        WaitReason::Hold => pool_hold(h)
-            .filter(|p| p.next_slot >= h.hold_until)
-            .cloned(),
+        WaitReason::Hold => hold_pool(h.rate_limit.as_ref(), h.hold_until).cloned(),
         _ => None,
     }
 }
@@ -670,17 +698,11 @@ impl Said<'_> {
                 }
             }
             // A hold's end to the second, as in every view of it.
-            WaitReason::Hold => {
-                write!(
-                    f,
-                    "{n} held until {} (retry-after",
-                    w.until.map_or("?".into(), |t| utc_clock(t, now))
-                )?;
-                match &w.pool {
-                    Some(p) => write!(f, " for pool {})", p.pool),
-                    None => f.write_str(")"),
-                }
-            }
+            WaitReason::Hold => write!(
+                f,
+                "{n} {}",
+                held_words(w.until, w.pool.as_ref().map(|p| p.pool.as_str()), now)
+            ),
             // A reset on the minute (a day's 00:00Z) as the clock says it,
             // a short window's to the second.
             WaitReason::Budget => write!(

@@ -16,7 +16,7 @@ use super::gate;
 use super::log::EventLog;
 use super::writer::Writer;
 use crate::config::BatchConfig;
-use crate::model::waiting::{WaitReason, claim_wait};
+use crate::model::waiting::{WaitReason, claim_wait, deferred_wait, hold_end, hold_pool};
 use crate::model::{EventKind, Millis, NewEvent, RunCounts};
 use crate::util::time::now_ms;
 
@@ -203,6 +203,17 @@ pub(super) struct Claims {
     pub(super) retrying: i64,
     /// Waiting for a place in the batch's pool.
     pub(super) pool_waits: i64,
+    /// Deferred by the batch's pool while a retry-after holds it: waiting
+    /// for the hold ([`Cycle::held_now`]), not for a place.
+    pub(super) held: i64,
+}
+
+/// The hold every call of a cycle waits for now (see [`Cycle::held_now`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct HeldNow {
+    pub(super) until: Millis,
+    /// The pool whose retry-after it is, when the pool's hold ends last.
+    pub(super) pool: Option<String>,
 }
 
 /// How an in-flight item's worker is told to stop.
@@ -336,15 +347,31 @@ impl Cycle {
         // Past its backoff, a claim the gate holds before its next attempt
         // is in `retry_at` only.
         held.extend(retry_at.keys());
+        let pool = self.pool.as_ref().and_then(|p| p.limited_now());
+        let (deferred_for, _) = deferred_wait(pool.as_ref(), self.gate.held_until(), now);
         let mut claims = Claims::default();
         for id in held {
             match claim_wait(retry_at.get(&id).copied(), deferred.contains(&id), now) {
                 None => claims.in_flight += 1,
                 Some(WaitReason::Backoff) => claims.retrying += 1,
+                Some(_) if deferred_for == WaitReason::Hold => claims.held += 1,
                 Some(_) => claims.pool_waits += 1,
             }
         }
         claims
+    }
+
+    /// The hold every call waits for at `now`, by the rule every view
+    /// reads a hold with (`hold_end`): the batch's own (or a budget's) as
+    /// its gate knows it, its pool's as the pool last answered this run.
+    /// The progress line said a pool's hold as claims "waiting for a place".
+    pub(super) fn held_now(&self, now: Millis) -> Option<HeldNow> {
+        let pool = self.pool.as_ref().and_then(|p| p.limited_now());
+        let own = self.gate.held_until();
+        Some(HeldNow {
+            until: hold_end(own, pool.as_ref(), now)?,
+            pool: hold_pool(pool.as_ref(), own).map(|p| p.pool.clone()),
+        })
     }
 
     pub(super) fn stopping(&self) -> Option<(Signal, StopReason)> {

@@ -72,6 +72,12 @@ impl Gate {
         h.until.max(h.budget).filter(|t| *t > now)
     }
 
+    /// Until when a retry-after holds the batch itself (not a budget), if
+    /// it does.
+    pub fn retry_after_until(&self) -> Option<Millis> {
+        self.held.borrow().until.filter(|t| *t > now_ms())
+    }
+
     /// Holds every call until `until`, the end of the latest reached
     /// budget's window, or no longer (`None`: none is reached, a budget
     /// raised in the config file among the reasons). The budgets' ledger

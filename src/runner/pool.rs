@@ -57,6 +57,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::{BatchConfig, Config};
+use crate::model::waiting::RateLimited;
 use crate::model::{Claim, Millis};
 use crate::store::{Admission, PoolCall, PoolItem, PoolSpec, PoolWait, Store};
 use crate::util::time::now_ms;
@@ -289,6 +290,18 @@ impl Pool {
                 None
             }
         }
+    }
+
+    /// The pool's last answer as the views judge a pool with no room
+    /// (`views::limited`): held by a retry-after, a rate, its places; `None`
+    /// once it admitted a call.
+    pub(super) fn limited_now(&self) -> Option<RateLimited> {
+        let known = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        known.as_ref().map(|w| RateLimited {
+            pool: self.name(),
+            dimension: w.dimension.clone(),
+            next_slot: Some(w.until),
+        })
     }
 
     /// Remembers a wait; true when it is news (another dimension, or a

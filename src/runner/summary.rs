@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
-use super::cycle::{Claims, Cycle, StopReason};
+use super::cycle::{Claims, Cycle, HeldNow, StopReason};
 use super::hook::{Hook, HookFailure};
 use super::{EventLog, RunOptions, RunReport};
 use crate::duration::format_duration;
-use crate::model::waiting::{WaitReason, claim_wait_said};
+use crate::model::waiting::{WaitReason, claim_wait_said, held_words};
 use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
 use crate::store::{RunEnd, Store};
 use crate::util::live::Live;
@@ -140,7 +140,7 @@ pub async fn progress(cycle: Arc<Cycle>, started: Instant) {
                 remaining: (total + redriven - processed).max(0),
                 processed,
                 secs,
-                held_until: cycle.gate.held_until(),
+                held: cycle.held_now(now),
             },
             now,
             live.room(),
@@ -161,7 +161,7 @@ struct Progress {
     processed: i64,
     /// The run's age.
     secs: f64,
-    held_until: Option<crate::model::Millis>,
+    held: Option<HeldNow>,
 }
 
 /// Cells the batch's name keeps on a narrow terminal, where the counts
@@ -189,7 +189,7 @@ fn progress_line(
         "—/min".into()
     };
     // No ETA while held, as the dashboard (`model::pace`).
-    let eta = if known && p.processed > 0 && p.remaining > 0 && p.held_until.is_none() {
+    let eta = if known && p.processed > 0 && p.remaining > 0 && p.held.is_none() {
         format!(
             " · ETA {}",
             format_duration(Duration::from_secs_f64(
@@ -199,16 +199,16 @@ fn progress_line(
     } else {
         String::new()
     };
-    let held = p.held_until.map_or_else(String::new, |t| {
-        format!(
-            " · held until {} (retry-after)",
-            crate::util::time::utc_clock(t, now)
-        )
+    // In the words of every view, the pool named when it is its hold.
+    let held = p.held.as_ref().map_or_else(String::new, |h| {
+        let words = held_words(Some(h.until), h.pool.as_deref(), now);
+        format!(" · {}", sanitize::line(&words))
     });
     let Claims {
         in_flight,
         retrying,
         pool_waits,
+        held: pool_held,
     } = p.claims;
     let mut counts = format!(
         "{} done, {} empty, {} failed, {in_flight} running",
@@ -216,13 +216,14 @@ fn progress_line(
     );
     for (n, wait) in [
         (retrying, WaitReason::Backoff),
+        (pool_held, WaitReason::Hold),
         (pool_waits, WaitReason::PoolPlace),
     ] {
         if n > 0 {
             counts.push_str(&format!(", {n} {}", claim_wait_said(wait)));
         }
     }
-    let left = (p.remaining - in_flight - retrying - pool_waits).max(0);
+    let left = (p.remaining - in_flight - retrying - pool_held - pool_waits).max(0);
     counts.push_str(&format!(", {left} left"));
     let kept = format!("{counts} · {rate}");
     let name = sanitize::line(batch);
@@ -447,7 +448,7 @@ mod tests {
             remaining: 6,
             processed: 4,
             secs: 60.0,
-            held_until: None,
+            held: None,
         }
     }
 
@@ -474,12 +475,36 @@ mod tests {
             in_flight: 1,
             retrying: 2,
             pool_waits: 1,
+            held: 0,
         };
         let line = progress_line("b", &progress(claims), 0, None);
         assert_eq!(
             line,
             "b: 3 done, 0 empty, 1 failed, 1 running, 2 waiting to retry, \
              1 waiting for a place in its pool, 2 left · 4/min · ETA 1m30s"
+        );
+    }
+
+    /// Claims a held pool defers are held, not waiting for a place, and
+    /// the hold is said in every view's words, its pool named.
+    #[test]
+    fn the_live_line_says_a_pools_hold() {
+        let claims = Claims {
+            held: 2,
+            ..Claims::default()
+        };
+        let p = Progress {
+            held: Some(HeldNow {
+                until: 1_767_251_760_000,
+                pool: Some("本番アカウント".into()),
+            }),
+            ..progress(claims)
+        };
+        let line = progress_line("b", &p, 1_767_250_000_000, None);
+        assert_eq!(
+            line,
+            "b: 3 done, 0 empty, 1 failed, 0 running, 2 held, 4 left · 4/min \
+             · held until 07:16:00Z (retry-after for pool 本番アカウント)"
         );
     }
 

@@ -5,11 +5,12 @@
 use serde_json::json;
 
 use super::{Asked, Ticket, limits_changed, place_given_back};
-use crate::model::{Claim, EventKind, Millis};
+use crate::model::waiting::{POOL_HOLD, held_words};
+use crate::model::{Claim, EventKind, Millis, NewEvent};
 use crate::runner::cycle::Cycle;
 use crate::runner::usage::Tokens;
 use crate::store::{AttemptUsage, PoolHold, PoolWait, StoreError};
-use crate::util::time::{instant_at, now_ms, utc_clock};
+use crate::util::time::{instant_at, now_ms, rfc3339, utc_clock};
 
 impl Cycle {
     /// Asks the pool for the places of `claims`' calls, in order (one
@@ -67,21 +68,65 @@ impl Cycle {
         if pool.note(admission.wait.as_ref())
             && let Some(w) = &admission.wait
         {
-            let now = now_ms();
-            let message = format!(
-                "waiting for pool {}: {}, next slot {}",
-                pool.name(),
-                w.dimension,
-                utc_clock(w.until, now)
-            );
-            let event = self.new_event(EventKind::RateLimit, message).fields(json!({
-                "pool": pool.name(),
-                "dimension": w.dimension,
-                "until": crate::util::time::rfc3339(w.until),
-            }));
-            self.event(event).await;
+            let event = if w.dimension != POOL_HOLD {
+                let message = format!(
+                    "waiting for pool {}: {}, next slot {}",
+                    pool.name(),
+                    w.dimension,
+                    utc_clock(w.until, now_ms())
+                );
+                Some(self.new_event(EventKind::RateLimit, message).fields(json!({
+                    "pool": pool.name(),
+                    "dimension": w.dimension,
+                    "until": rfc3339(w.until),
+                })))
+            } else if self
+                .gate
+                .retry_after_until()
+                .is_some_and(|own| own >= w.until)
+            {
+                // The batch's own hold, logged when it was set, says it
+                // already: the same answer held both, most often.
+                None
+            } else {
+                Some(self.pool_hold_event(&pool.name(), w.until).await)
+            };
+            if let Some(event) = event {
+                self.event(event).await;
+            }
         }
         (tickets, admission.wait)
+    }
+
+    /// The `hold` event of a pool held by a retry-after until `until`: a
+    /// hold of every call of the batch, in the words `status` says it with
+    /// (`held_words`), and whose answer asked for it (the pool's hold
+    /// names it: another batch's item, as `status`'s pool line says). It
+    /// was a `rate-limit` event, as if the pool were short of room.
+    async fn pool_hold_event(&self, name: &str, until: Millis) -> NewEvent {
+        let now = now_ms();
+        let asked = {
+            let name = name.to_string();
+            self.writer.call(move |s| s.pool_hold(&name, now)).await
+        };
+        let asked = asked.ok().flatten();
+        let from = asked.as_ref().map(|h| match h.source() {
+            Some(item) => format!("{item} of {}", h.batch),
+            None => h.batch.clone(),
+        });
+        let mut message = format!(
+            "rate limited: every call of the batch {}",
+            held_words(Some(until), Some(name), now)
+        );
+        if let Some(from) = &from {
+            message.push_str(&format!(", asked by {from}"));
+        }
+        self.new_event(EventKind::Hold, message).fields(json!({
+            "pool": name,
+            "until": rfc3339(until),
+            "from_batch": asked.as_ref().map(|h| &h.batch),
+            "from_key": asked.as_ref().and_then(|h| h.key.as_ref()),
+        }))
     }
 
     /// Waits for the pool to give the call of `claim` its place. `Ok(None)`

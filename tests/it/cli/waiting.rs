@@ -116,7 +116,8 @@ both_backends! {
         let dry = env.run(&["run", "b", "--dry-run"]).code(0).stdout.clone();
         assert!(dry.contains("b: paused (deploy): a run would do nothing"), "{dry}");
         let still = "  once unpaused it would still wait: ";
-        assert!(dry.contains(&format!("{still}until ")) && dry.contains(" for pool openai (hold)\n"), "{dry}");
+        // In `status`'s words (it said `until T (in …) for pool openai (hold)`).
+        assert!(dry.contains(&format!("{still}held until ")) && dry.contains(" (retry-after for pool openai), in "), "{dry}");
         assert!(dry.contains(&format!("{still}budget reached ($1.00 of $0.50 today), resets 00:00Z\n")), "{dry}");
 
         // The latest end first: the pool's hold (three days, `max_hold`

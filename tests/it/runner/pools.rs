@@ -213,10 +213,60 @@ echo '{"ok":1}'"#);
             assert!(call.2 >= asked + 3000, "{call:?} started within the hold asked at {asked}: {s:?}");
         }
         assert_eq!((done(&env, "a"), done(&env, "b")), (1, 3));
-        // b's run log says what it waited for.
-        let waits = env.events("b", "rate-limit");
-        assert!(!waits.is_empty(), "b logged no rate-limit wait");
-        assert!(waits[0]["message"].as_str().unwrap().starts_with("waiting for pool openai: hold, next slot "), "{:?}", waits[0]);
+        // b's run log says what it waited for: the pool's hold.
+        let holds = env.events("b", "hold");
+        assert!(!holds.is_empty(), "b logged no hold");
+        let said = holds[0]["message"].as_str().unwrap();
+        assert!(said.starts_with("rate limited: every call of the batch held until "), "{:?}", holds[0]);
+        assert!(said.ends_with(" (retry-after for pool openai), asked by a1 of a"), "{:?}", holds[0]);
+        assert!(env.events("b", "rate-limit").is_empty(), "a hold is no rate limit");
+    }
+
+    /// A pool held by another batch's retry-after: the run waiting for it
+    /// logged a `rate-limit` event (`waiting for pool openai: hold, next
+    /// slot T`), as if the pool were short of room, where `status` said a
+    /// hold. It logs a `hold` of every call of the batch, naming the pool,
+    /// until when (`status`'s time) and whose answer asked for it; a wait
+    /// for the pool's rate is still a `rate-limit`.
+    fn a_pools_hold_is_logged_as_a_hold_naming_the_pool_and_who_asked(env) {
+        let w = worker(&env, r#"if [ "$NIGHTSHIFT_BATCH" = a ]; then
+  echo '{"error_class":"RateLimitError","transient":true,"retry_after_s":3600}' >&2; exit 75
+fi
+echo '{"ok":1}'"#);
+        env.config(&format!(
+            "[limit.\"本番アカウント\"]\nrequests = \"1000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"本番アカウント\"\nretries = 0\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"本番アカウント\"\n"
+        ));
+        add(&env, "a", 1);
+        add(&env, "b", 2);
+        env.run(&["run", "a"]);
+        let until = env.status()["pools"][0]["hold_until"].as_str().unwrap_or_else(|| panic!("no hold")).to_string();
+        let mut run = env.spawn("b", &["run", "b"]);
+        wait_for("b's run to log the pool's hold", || !env.events("b", "hold").is_empty());
+        let holds = env.events("b", "hold");
+        assert_eq!(holds.len(), 1, "once, not at each ask: {holds:?}");
+        let hold = &holds[0];
+        let fields = &hold["fields"];
+        assert_eq!(
+            (fields["pool"].as_str(), fields["until"].as_str(), fields["from_batch"].as_str(), fields["from_key"].as_str()),
+            (Some("本番アカウント"), Some(until.as_str()), Some("a"), Some("a1")),
+            "{hold}"
+        );
+        let said = hold["message"].as_str().unwrap();
+        assert!(
+            said.starts_with("rate limited: every call of the batch held until ")
+                && said.ends_with(&format!("{}Z (retry-after for pool 本番アカウント), asked by a1 of a", &until[11..19])),
+            "{hold}"
+        );
+        assert!(env.events("b", "rate-limit").is_empty(), "a hold is no rate limit");
+        // The text log says it whole, as `status` says the hold.
+        let log = env.run(&["log", "b"]).code(0).stdout.clone();
+        assert!(log.lines().any(|l| l.contains(" hold ") && l.contains("(retry-after for pool 本番アカウント), asked by a1 of a")), "{log}");
+        let text = env.run(&["status", "b"]).code(0).stdout.clone();
+        assert!(text.contains(&format!("{}Z (retry-after for pool 本番アカウント)", &until[11..19])), "{text}");
+        common::signal(run.id(), nix::sys::signal::Signal::SIGINT);
+        run.wait().unwrap();
     }
 
     /// A persistent slot of a pooled batch sent requests ahead; after a
@@ -283,7 +333,8 @@ for line in sys.stdin:
         assert!(pool["hold_until"].is_string(), "{status}");
         // A dry run of b says it would wait for the pool first.
         let dry = env.run(&["run", "b", "--dry-run"]).code(0).stdout.clone();
-        assert!(dry.contains("b: would wait until ") && dry.contains(" for pool openai (hold): no call starts before"), "{dry}");
+        assert!(dry.contains("b: held until ") && dry.contains(" (retry-after for pool openai), in "), "{dry}");
+        assert!(dry.lines().any(|l| l.starts_with("b: held until ") && l.ends_with(": no call starts before")), "{dry}");
         let dry: Value = env.run(&["run", "b", "--dry-run", "--json"]).code(0).json();
         assert_eq!((dry["pool_wait"]["pool"].as_str(), dry["pool_wait"]["dimension"].as_str()), (Some("openai"), Some("hold")), "{dry}");
         assert!(dry["pool_wait"]["until"].is_string(), "{dry}");

@@ -123,4 +123,46 @@ both_backends! {
             dash.wait_exit();
         }
     }
+
+    /// A pool held by another batch's retry-after: the run's claims wait
+    /// for the hold, which `status` says (`2 held until T (retry-after for
+    /// pool P)`), but the line said `2 waiting for a place in its pool`,
+    /// as if the pool were short of places, and not until when. It now
+    /// says them held, and the hold in `status`'s words, with the pool's
+    /// Japanese name whole.
+    fn the_progress_line_says_a_pool_held_by_a_retry_after(env) {
+        common::away_from_midnight();
+        let w = env.script(
+            "w.sh",
+            "cat >/dev/null\n\
+             if [ \"$NIGHTSHIFT_BATCH\" = a ]; then\n  \
+               echo '{\"error_class\":\"RateLimitError\",\"transient\":true,\"retry_after_s\":3600}' >&2; exit 75\n\
+             fi\n\
+             echo '{\"ok\":1}'\n",
+        );
+        env.config(&format!(
+            "[limit.\"本番アカウント\"]\nrequests = \"1000/min\"\n\n\
+             [batch.a]\nworker = [\"{w}\"]\nlimit = \"本番アカウント\"\nretries = 0\n\n\
+             [batch.b]\nworker = [\"{w}\"]\nlimit = \"本番アカウント\"\nconcurrency = 2\n",
+            w = w.display()
+        ));
+        env.add_items("a", 1);
+        env.run(&["run", "a"]);
+        let until = env.status()["pools"][0]["hold_until"].as_str().unwrap_or_else(|| panic!("no hold")).to_string();
+        let clock = &until[11..19];
+        env.add_items("b", 2);
+        let mut dash = pty::Dash::open(&common::bin(), env.dir.path(), &env.db, &["run", "b"], (140, 24));
+        let screen = dash.wait_text("b: 0 done, 0 empty, 0 failed, 0 running, 2 held, 0 left · ");
+        let row = progress_rows(&dash).join("\n");
+        assert!(
+            row.contains(" · held until ") && row.ends_with(&format!("{clock}Z (retry-after for pool 本番アカウント)")),
+            "{screen}"
+        );
+        assert!(!row.contains("waiting for a place"), "{screen}");
+        // As `status` says them at the same time.
+        let text = env.run(&["status", "b"]).code(0).stdout.clone();
+        assert!(text.contains("2 held until ") && text.contains(&format!("{clock}Z (retry-after for pool 本番アカウント)")), "{text}");
+        signal(dash.pid(), Signal::SIGINT);
+        dash.wait_exit();
+    }
 }
