@@ -11,7 +11,7 @@ use crate::cli::StatusArgs;
 use crate::model::waiting;
 use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::schedule::seen::Configured;
-use crate::schedule::{describe, fire_seen, overdue_text};
+use crate::schedule::{describe, fire_seen, late_text, overdue_text};
 use crate::store::{ItemFilter, Store, StoreError};
 use crate::util::noun;
 use crate::util::sanitize;
@@ -374,6 +374,15 @@ fn batch_json(
         .keyed_by
         .as_ref()
         .map_or(Value::Null, crate::key::KeySpec::json);
+    // Beside `missed`: passed unfired under `ON_TIME` ago, which a daemon
+    // back now runs once (the latest).
+    batch["late"] = seen.and_then(|s| s.late).map_or(Value::Null, |l| {
+        json!({
+            "count": l.count,
+            "first": rfc3339(l.first.timestamp_millis()),
+            "last": rfc3339(l.last.timestamp_millis()),
+        })
+    });
     batch
 }
 
@@ -419,6 +428,9 @@ fn schedule_lines(ctx: &Ctx, info: &BatchInfo, scene: &Scene, now: Millis) -> Ve
         }
         if let Some(o) = seen.overdue {
             lines.push(overdue_text(&o, |t| local(t.timestamp_millis())));
+        }
+        if let Some(l) = seen.late {
+            lines.push(late_text(&l, |t| local(t.timestamp_millis())));
         }
     }
     if let Some(f) = fire_seen(info, &scene.daemons, now) {
