@@ -121,6 +121,15 @@ impl ScheduleSeen<'_> {
         self.overdue.map_or(0, |o| o.count)
     }
 
+    /// The fire times that passed unfired, in words (missed, then late),
+    /// times as `local` writes them: what every text view says of them.
+    #[must_use]
+    pub fn unfired_text(&self, local: impl Fn(DateTime<Utc>) -> String) -> Vec<String> {
+        let missed = self.overdue.map(|o| overdue_text(&o, &local));
+        let late = self.late.map(|l| late_text(&l, &local));
+        missed.into_iter().chain(late).collect()
+    }
+
     /// `daemon not running (last seen …)`, or `None` when one fires it.
     #[must_use]
     pub fn no_daemon(&self, now: Millis) -> Option<String> {

@@ -59,11 +59,12 @@ fn a_daemon_restarted_just_after_a_fire_time_runs_that_fire() {
 }
 
 /// A daemon stopped (SIGSTOP) for seconds, with a per-second schedule:
-/// while it was stopped every view said "missed: N fire times …; when the
-/// daemon starts it records them as missed", and on SIGCONT it recorded
-/// none missed and ran them once, on time. Views now say what it does:
-/// the fire times are late, not missed, and the latest runs once for
-/// them; the fire it runs says how many it stands for.
+/// while it was stopped `status` said "missed: N fire times …; when the
+/// daemon starts it records them as missed" (`schedule` said nothing of
+/// them), and on SIGCONT it recorded none missed and ran them once, on
+/// time. Views now say what it does: the fire times are late, not
+/// missed, and the latest runs once for them; the fire it runs says how
+/// many it stands for.
 #[test]
 fn a_daemon_stopped_for_seconds_runs_its_late_fires_once_and_every_view_says_so() {
     let env = Env::new();
@@ -106,6 +107,23 @@ fn a_daemon_stopped_for_seconds_runs_its_late_fires_once_and_every_view_says_so(
     assert!(
         text.contains("late: ") && text.contains("a daemon back now runs the latest once for them"),
         "{text}"
+    );
+    let out = env.cmd().args(["schedule", "記事"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.contains("missed:")
+            && text.contains("a daemon back now runs the latest once for them"),
+        "{text}"
+    );
+    let out = env
+        .cmd()
+        .args(["schedule", "記事", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["missed"].is_null() && v["late"]["count"].as_u64().unwrap() >= 3,
+        "{v}"
     );
 
     daemon.signal(Signal::SIGCONT);
