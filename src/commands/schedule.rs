@@ -43,6 +43,8 @@ pub fn run(ctx: &Ctx, args: &ScheduleArgs) -> anyhow::Result<Exit> {
             "why": no_daemon,
             "config_differs": seen.config_differs,
             "config": super::status::file_schedule_json(&seen, config),
+            "missed": super::status::missed_json(&seen),
+            "late": super::status::late_json(&seen),
             "next_fires": fires.iter().map(|f| json!({
                 "utc": rfc3339(f.timestamp_millis()),
                 "local": f.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -67,6 +69,10 @@ pub fn run(ctx: &Ctx, args: &ScheduleArgs) -> anyhow::Result<Exit> {
     }
     if let Some(note) = note {
         out(note)?;
+    }
+    // Not fired, as `status` says them: missed, or late and still to run.
+    for line in seen.unfired_text(|t| local(&t, tz)) {
+        out(line)?;
     }
     let zone = format!("LOCAL ({})", tz.name());
     let mut table = Table::new(&[zone.as_str(), "UTC", "IN"]);

@@ -11,7 +11,7 @@ use crate::cli::StatusArgs;
 use crate::model::waiting;
 use crate::model::{BatchInfo, Counts, DaemonInfo, LockInfo, Millis, Run, RunSeen, RunState, Seat};
 use crate::schedule::seen::Configured;
-use crate::schedule::{describe, fire_seen, overdue_text};
+use crate::schedule::{ScheduleSeen, describe, fire_seen};
 use crate::store::{ItemFilter, Store, StoreError};
 use crate::util::noun;
 use crate::util::sanitize;
@@ -350,13 +350,7 @@ fn batch_json(
             "pid": d.daemon.holder.pid,
             "last_seen": rfc3339(d.last_seen()),
         })),
-        "missed": seen.and_then(|s| s.overdue).map(|o| json!({
-            "count": o.count,
-            "more": o.more,
-            "first": rfc3339(o.first.timestamp_millis()),
-            "last": rfc3339(o.last.timestamp_millis()),
-            "catch_up": o.catch_up.map(|t| rfc3339(t.timestamp_millis())),
-        })),
+        "missed": seen.map_or(Value::Null, missed_json),
         "last_fire": fire_seen(info, &scene.daemons, now).map(|f| json!({
             "at": rfc3339(f.at),
             "outcome": f.outcome,
@@ -374,7 +368,34 @@ fn batch_json(
         .keyed_by
         .as_ref()
         .map_or(Value::Null, crate::key::KeySpec::json);
+    batch["late"] = seen.map_or(Value::Null, late_json);
     batch
+}
+
+/// `missed`: the fire times passed unfired more than `ON_TIME` ago, as
+/// `status --json` and `schedule --json` give them.
+pub(super) fn missed_json(seen: &ScheduleSeen<'_>) -> Value {
+    seen.overdue.map_or(Value::Null, |o| {
+        json!({
+            "count": o.count,
+            "more": o.more,
+            "first": rfc3339(o.first.timestamp_millis()),
+            "last": rfc3339(o.last.timestamp_millis()),
+            "catch_up": o.catch_up.map(|t| rfc3339(t.timestamp_millis())),
+        })
+    })
+}
+
+/// `late`: those passed unfired under `ON_TIME` ago, which a daemon back
+/// now runs once (the latest).
+pub(super) fn late_json(seen: &ScheduleSeen<'_>) -> Value {
+    seen.late.map_or(Value::Null, |l| {
+        json!({
+            "count": l.count,
+            "first": rfc3339(l.first.timestamp_millis()),
+            "last": rfc3339(l.last.timestamp_millis()),
+        })
+    })
 }
 
 /// The schedule, the next three fire times (or that no daemon fires them,
@@ -417,9 +438,7 @@ fn schedule_lines(ctx: &Ctx, info: &BatchInfo, scene: &Scene, now: Millis) -> Ve
         if let Some(note) = seen.config_note(cfg.and_then(Configured::of)) {
             lines.push(format!("  {note}"));
         }
-        if let Some(o) = seen.overdue {
-            lines.push(overdue_text(&o, |t| local(t.timestamp_millis())));
-        }
+        lines.extend(seen.unfired_text(|t| local(t.timestamp_millis())));
     }
     if let Some(f) = fire_seen(info, &scene.daemons, now) {
         let run = f.run_id.map(|r| format!(" (run {r})")).unwrap_or_default();

@@ -24,5 +24,7 @@ mod tests;
 
 pub use crate::cron::{Schedule, ScheduleError};
 pub use outcome::{Outcome, describe, fire_seen};
-pub use plan::{Cut, Decision, MissedWhy, Observed, Overdue, Plan, RunWhy, Step, Stored};
-pub use seen::{ScheduleSeen, overdue_text};
+pub use plan::{
+    Cut, Decision, Late, MissedWhy, Observed, Overdue, Plan, RunWhy, Step, Stored, Unfired,
+};
+pub use seen::{ScheduleSeen, late_text, overdue_text};

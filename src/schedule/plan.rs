@@ -8,13 +8,16 @@
 //!
 //! The rules, in the order they apply to each fire time that has come:
 //!
-//! - A fire time that passed before the daemon started, or that the daemon
-//!   noticed more than [`ON_TIME`] late (the machine was asleep), was missed.
-//!   The latest missed one still runs once if it lies within the batch's
-//!   `catch_up` window and no on-time fire is due anyway; the other missed
-//!   fire times are recorded as missed, in one record.
-//! - Several on-time fire times noticed at once (the loop woke a little
-//!   late) count as one fire, the latest.
+//! - A fire time noticed more than [`ON_TIME`] late was missed, whatever
+//!   kept the daemon from it (the machine asleep, the process stopped, no
+//!   daemon running). The latest missed one still runs once if it lies
+//!   within the batch's `catch_up` window and no on-time fire is due
+//!   anyway; the other missed fire times are recorded as missed, in one
+//!   record.
+//! - A fire time noticed less late than that is on time, also just after
+//!   a daemon starts (a restart a second after a fire time misses
+//!   nothing). Several noticed at once (the loop woke late, the process
+//!   was stopped for seconds) count as one fire, the latest.
 //! - A paused batch runs nothing: the fire is recorded as skipped.
 //! - While the batch's cycle runs, a fire is skipped (`overlap = "skip"`),
 //!   or remembered and run once right after the cycle (`overlap = "queue"`;
@@ -32,7 +35,7 @@ mod overdue;
 mod stored;
 
 pub use decision::{Decision, MissedWhy, RunWhy};
-pub use overdue::Overdue;
+pub use overdue::{Late, Overdue, Unfired};
 pub use stored::{Cut, Stored};
 
 use std::time::Duration;
@@ -44,8 +47,9 @@ use super::Schedule;
 use crate::config::{BatchConfig, Overlap};
 
 /// How late a fire time may be noticed and still count as on time: the
-/// daemon loop can be held up by a busy store or a slow machine. Later than
-/// this, the fire was missed (and only `catch_up` can bring it back).
+/// daemon loop can be held up by a busy store or a slow machine, its
+/// process stopped for seconds, or restarted. Later than this, the fire
+/// was missed (and only `catch_up` can bring it back).
 pub const ON_TIME: Duration = Duration::from_secs(60);
 
 /// Missed fire times are counted up to this many; beyond it the record says
@@ -82,8 +86,6 @@ pub struct Plan {
     next: Option<DateTime<Utc>>,
     /// A fire waiting for the running cycle (`overlap = "queue"`).
     queued: Option<DateTime<Utc>>,
-    /// When the daemon began watching: fire times before it were missed.
-    started: DateTime<Utc>,
     /// The fire whose cycle the last daemon left unfinished (see
     /// [`Stored::cut_short`]), until the first step has handled it.
     cut_short: Option<(DateTime<Utc>, Cut)>,
@@ -153,7 +155,6 @@ impl Plan {
             overlap,
             next,
             queued: None,
-            started: now,
             cut_short: stored.cut_short,
             left_queued: stored.queued,
         }
@@ -212,7 +213,7 @@ impl Plan {
             decisions.push(self.decide(at, RunWhy::Queued, 0, obs, &mut running));
         }
         if let Some(next) = self.next.filter(|n| *n <= obs.now) {
-            let late_before = (obs.now - delta(ON_TIME)).max(self.started);
+            let late_before = obs.now - delta(ON_TIME);
             let on_time = self.last_in(next.max(late_before), obs.now + TimeDelta::milliseconds(1));
             if next < late_before {
                 let last_late = self.last_in(next, late_before).unwrap_or(next);

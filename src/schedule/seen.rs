@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use super::Schedule;
-use super::plan::{Overdue, Plan, Stored};
+use super::plan::{Late, Overdue, Plan, Stored, Unfired};
 use crate::config::Overlap;
 use crate::model::{BatchInfo, DaemonInfo, FireRule, Millis, daemon_for};
 use crate::util::time::to_datetime;
@@ -87,8 +87,11 @@ pub struct ScheduleSeen<'a> {
     /// the daemon's.
     pub config_differs: bool,
     /// With no live daemon: the fire times passed since the stored next
-    /// fire, which nobody fired.
+    /// fire, which nobody fired, more than `ON_TIME` ago: missed.
     pub overdue: Option<Overdue>,
+    /// With no live daemon: those passed unfired within `ON_TIME`, which
+    /// a daemon there now runs once (late, not missed).
+    pub late: Option<Late>,
 }
 
 impl ScheduleSeen<'_> {
@@ -116,6 +119,15 @@ impl ScheduleSeen<'_> {
     #[must_use]
     pub fn missed(&self) -> usize {
         self.overdue.map_or(0, |o| o.count)
+    }
+
+    /// The fire times that passed unfired, in words (missed, then late),
+    /// times as `local` writes them: what every text view says of them.
+    #[must_use]
+    pub fn unfired_text(&self, local: impl Fn(DateTime<Utc>) -> String) -> Vec<String> {
+        let missed = self.overdue.map(|o| overdue_text(&o, &local));
+        let late = self.late.map(|l| late_text(&l, &local));
+        missed.into_iter().chain(late).collect()
     }
 
     /// `daemon not running (last seen …)`, or `None` when one fires it.
@@ -185,26 +197,20 @@ pub fn seen<'a>(
         schedule: c.schedule.clone(),
         tz: c.tz,
     });
-    let overdue = match config.filter(|_| !live) {
-        None => None,
-        Some(c) => {
-            let stored = Stored::of(info);
-            // Nothing stored: no daemon ever planned a fire, none was missed.
-            (stored != Stored::default())
-                .then(|| {
-                    Plan::resume(
-                        &info.name,
-                        c.schedule.clone(),
-                        c.tz,
-                        c.catch_up,
-                        Overlap::Skip,
-                        stored,
-                        at,
-                    )
-                    .overdue(at)
-                })
-                .flatten()
-        }
+    let stored = Stored::of(info);
+    let unfired = match config.filter(|_| !live) {
+        // Nothing stored: no daemon ever planned a fire, none was missed.
+        Some(c) if stored != Stored::default() => Plan::resume(
+            &info.name,
+            c.schedule.clone(),
+            c.tz,
+            c.catch_up,
+            Overlap::Skip,
+            stored,
+            at,
+        )
+        .unfired(at),
+        _ => Unfired::default(),
     };
     let planned = info.next_fire.filter(|t| live && *t > now).map(to_datetime);
     let config_differs = match (&fired, &configured) {
@@ -222,7 +228,8 @@ pub fn seen<'a>(
         next: planned.or_else(|| rule.schedule.next_after(at, rule.tz)),
         rule,
         config_differs,
-        overdue,
+        overdue: unfired.missed,
+        late: unfired.late,
     })
 }
 
@@ -250,4 +257,30 @@ pub fn overdue_text(o: &Overdue, local: impl Fn(DateTime<Utc>) -> String) -> Str
         (None, _) => "when the daemon starts it records them as missed",
     };
     format!("{what}; {then}")
+}
+
+/// `late: 3 fire times, from … to …, have not run: a daemon back now runs
+/// the latest once for them (…)`, times as `local` writes them: fire
+/// times not yet missed, which a daemon there now (back from a stop, just
+/// restarted) runs once.
+#[must_use]
+pub fn late_text(l: &Late, local: impl Fn(DateTime<Utc>) -> String) -> String {
+    let older = format!(
+        "a fire time more than {} old by then is missed",
+        crate::util::time::compact(super::plan::ON_TIME.as_secs())
+    );
+    if l.count == 1 {
+        format!(
+            "late: the fire at {} has not run: a daemon back now runs it ({older})",
+            local(l.last)
+        )
+    } else {
+        format!(
+            "late: {} fire times, from {} to {}, have not run: a daemon back now runs the \
+             latest once for them ({older})",
+            l.count,
+            local(l.first),
+            local(l.last)
+        )
+    }
 }

@@ -424,19 +424,132 @@ fn misses_older_than_the_window_are_recorded_not_run() {
             .reason(&expected[0])
             .is_some_and(|r| r.ends_with("no catch_up window is set"))
     );
-    // A fire a few seconds before the start was missed too: the daemon was
-    // not there. Only catch_up brings it back.
+}
+
+/// A daemon restarted a second after a fire time recorded it missed (no
+/// `catch_up`), though it was not late by any human measure. Noticed
+/// within `ON_TIME`, it is on time whoever notices it: a daemon just
+/// started, or one that was running.
+#[test]
+fn a_fire_noticed_on_time_just_after_a_start_runs() {
+    let c = cfg("0 * * * *", "UTC");
     let stored = Stored {
         next_fire: Some(utc(2026, 5, 1, 13, 0)),
-        last_fire_at: None,
+        last_fire_at: Some(utc(2026, 5, 1, 12, 0)),
         cut_short: None,
         queued: None,
     };
-    let mut sim = Sim::start(&c, stored, utc(2026, 5, 1, 13, 0) + secs(5));
+    let tolerance = TimeDelta::from_std(ON_TIME).unwrap();
+    for late in [secs(1), tolerance] {
+        let start = utc(2026, 5, 1, 13, 0) + late;
+        let mut sim = Sim::start(&c, stored, start);
+        assert_eq!(sim.step(), vec![on_time(utc(2026, 5, 1, 13, 0))], "{late}");
+        // The view of a store with no daemon says the same beforehand.
+        let plan = Plan::new(&c, stored, start).unwrap();
+        assert_eq!(
+            plan.unfired(start),
+            Unfired {
+                missed: None,
+                late: Some(Late {
+                    first: utc(2026, 5, 1, 13, 0),
+                    last: utc(2026, 5, 1, 13, 0),
+                    count: 1
+                }),
+            }
+        );
+    }
+    // A second later than that, it was missed: only catch_up brings it back.
+    let start = utc(2026, 5, 1, 13, 0) + tolerance + secs(1);
+    let mut sim = Sim::start(&c, stored, start);
     assert!(matches!(
         sim.step()[..],
-        [Decision::Missed { count: 1, .. }]
+        [Decision::Missed {
+            count: 1,
+            why: MissedWhy::NoWindow,
+            ..
+        }]
     ));
+}
+
+/// A daemon stopped (SIGSTOP) for 40 s with a per-2-second schedule: the
+/// fire times it did not see are late, not missed; the latest runs once
+/// for them, and the view of a store whose daemon is silent says so
+/// beforehand, with the same count.
+#[test]
+fn fires_a_stopped_daemon_comes_back_to_within_on_time_run_once() {
+    let c = cfg("*/2 * * * * *", "Asia/Tokyo");
+    let t0 = utc(2026, 5, 1, 0, 0);
+    let mut sim = Sim::fresh(&c, t0);
+    assert_eq!(sim.at(t0 + secs(2)), vec![on_time(t0 + secs(2))]);
+    let stored = Stored {
+        next_fire: sim.plan.next(),
+        last_fire_at: Some(t0 + secs(2)),
+        cut_short: None,
+        queued: None,
+    };
+    let back = t0 + secs(42) + TimeDelta::milliseconds(300);
+    let view = Plan::new(&c, stored, back).unwrap().unfired(back);
+    assert_eq!(
+        view,
+        Unfired {
+            missed: None,
+            late: Some(Late {
+                first: t0 + secs(4),
+                last: t0 + secs(42),
+                count: 20
+            }),
+        }
+    );
+    let decisions = sim.at(back);
+    assert_eq!(
+        decisions,
+        vec![Decision::Fire {
+            at: t0 + secs(42),
+            why: RunWhy::OnTime,
+            folded: 19
+        }]
+    );
+    assert_eq!(
+        sim.plan.reason(&decisions[0]).as_deref(),
+        Some(
+            "19 earlier fire times came late (under 1m0s: the daemon was held up, stopped or \
+             restarting) and were not run apart: this fire runs once for them"
+        )
+    );
+    // Stopped for 90 s: the fire times more than a minute old are missed,
+    // the rest late, and the view counts them as the daemon records them.
+    let back = t0 + secs(92);
+    let view = Plan::new(&c, stored, back).unwrap().unfired(back);
+    let mut sim = Sim::start(&c, stored, back);
+    let decisions = sim.step();
+    assert_eq!(
+        decisions,
+        vec![
+            Decision::Missed {
+                first: t0 + secs(4),
+                last: t0 + secs(30),
+                count: 14,
+                more: false,
+                why: MissedWhy::NoWindow,
+            },
+            Decision::Fire {
+                at: t0 + secs(92),
+                why: RunWhy::OnTime,
+                folded: 30
+            },
+        ]
+    );
+    assert_eq!(
+        (view.missed.map(|m| (m.first, m.last, m.count)), view.late),
+        (
+            Some((t0 + secs(4), t0 + secs(30), 14)),
+            Some(Late {
+                first: t0 + secs(32),
+                last: t0 + secs(92),
+                count: 31
+            })
+        )
+    );
 }
 
 #[test]
@@ -509,7 +622,10 @@ fn on_time_fires_noticed_together_count_once() {
     );
     assert_eq!(
         sim.plan.reason(&decisions[0]).as_deref(),
-        Some("the daemon woke late; 2 earlier fire times were folded into this one")
+        Some(
+            "2 earlier fire times came late (under 1m0s: the daemon was held up, stopped or \
+             restarting) and were not run apart: this fire runs once for them"
+        )
     );
     assert_eq!(sim.plan.next(), Some(t0 + secs(4)));
 }
@@ -560,20 +676,22 @@ fn a_long_outage_of_a_per_second_schedule_is_counted_cheaply() {
             more,
             ..
         },
-        Decision::Fire { at, why, .. },
+        Decision::Fire { at, why, folded },
     ] = &decisions[..]
     else {
         panic!("{decisions:?}");
     };
     assert_eq!(*first, utc(2026, 4, 1, 0, 0));
     assert_eq!((*count, *more), (MAX_COUNTED, true));
-    // The latest missed second (just before the start) is caught up.
+    // The last minute's seconds are on time: the latest runs for them, and
+    // the missed ones end a minute before the start.
     assert_eq!(
-        (*last, *at, *why),
+        (*last, *at, *why, *folded),
         (
-            utc(2026, 4, 7, 23, 59) + secs(59),
+            utc(2026, 4, 7, 23, 59),
             utc(2026, 4, 8, 0, 0),
-            RunWhy::CatchUp
+            RunWhy::OnTime,
+            59
         )
     );
     assert!(
@@ -612,14 +730,17 @@ fn overdue_says_what_a_daemon_starting_now_would_find() {
     let now = utc(2026, 5, 1, 13, 20);
     let plan = Plan::new(&c, stored, now).unwrap();
     assert_eq!(
-        plan.overdue(now),
-        Some(Overdue {
-            first: utc(2026, 5, 1, 10, 0),
-            last: utc(2026, 5, 1, 13, 0),
-            count: 4,
-            more: false,
-            catch_up: Some(utc(2026, 5, 1, 13, 0)),
-        })
+        plan.unfired(now),
+        Unfired {
+            missed: Some(Overdue {
+                first: utc(2026, 5, 1, 10, 0),
+                last: utc(2026, 5, 1, 13, 0),
+                count: 4,
+                more: false,
+                catch_up: Some(utc(2026, 5, 1, 13, 0)),
+            }),
+            late: None,
+        }
     );
     // What the daemon then does agrees: three recorded missed, one run.
     let mut sim = Sim::start(&c, stored, now);
@@ -631,11 +752,11 @@ fn overdue_says_what_a_daemon_starting_now_would_find() {
 
     c.catch_up = None;
     let plan = Plan::new(&c, stored, now).unwrap();
-    let o = plan.overdue(now).unwrap();
+    let o = plan.unfired(now).missed.unwrap();
     assert_eq!((o.count, o.catch_up), (4, None));
     // Only the stored next fire's own time has not come yet: nothing.
     let plan = Plan::new(&c, stored, utc(2026, 5, 1, 9, 59)).unwrap();
-    assert_eq!(plan.overdue(utc(2026, 5, 1, 9, 59)), None);
+    assert_eq!(plan.unfired(utc(2026, 5, 1, 9, 59)), Unfired::default());
     // A plan that is stepped does not change by being asked.
     assert_eq!(plan.next(), Some(utc(2026, 5, 1, 10, 0)));
 }

@@ -1679,3 +1679,6 @@ mod schedule_command {
         }
     }
 }
+
+/// Fire times noticed late but on time: after a stop, after a restart.
+mod late;

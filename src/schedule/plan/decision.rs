@@ -79,8 +79,11 @@ impl Plan {
             Decision::Fire { why, folded, .. } => match why {
                 RunWhy::OnTime if *folded == 0 => None,
                 RunWhy::OnTime => Some(format!(
-                    "the daemon woke late; {folded} earlier fire time{} folded into this one",
-                    if *folded == 1 { " was" } else { "s were" }
+                    "{folded} earlier fire time{} came late (under {}: the daemon was held up, \
+                     stopped or restarting) and {} not run apart: this fire runs once for them",
+                    if *folded == 1 { "" } else { "s" },
+                    compact(super::ON_TIME.as_secs()),
+                    if *folded == 1 { "was" } else { "were" },
                 )),
                 RunWhy::CatchUp => Some(
                     "catch-up: this fire time passed while the daemon was not running".to_string(),

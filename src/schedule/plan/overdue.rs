@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 
 use super::{Decision, Observed, Plan, RunWhy};
 
-/// Fire times that passed with no daemon to fire them (see
-/// [`Plan::overdue`]).
+/// Fire times that passed unfired, more than [`ON_TIME`](super::ON_TIME)
+/// ago: missed (see [`Plan::unfired`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Overdue {
     pub first: DateTime<Utc>,
@@ -19,22 +19,40 @@ pub struct Overdue {
     pub catch_up: Option<DateTime<Utc>>,
 }
 
+/// Fire times that passed unfired within [`ON_TIME`](super::ON_TIME):
+/// late, not missed. A daemon there now (started, or back from a stop)
+/// runs the latest once for them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Late {
+    pub first: DateTime<Utc>,
+    /// The one that runs.
+    pub last: DateTime<Utc>,
+    pub count: usize,
+}
+
+/// What passed unfired since a plan was resumed from the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unfired {
+    pub missed: Option<Overdue>,
+    pub late: Option<Late>,
+}
+
 impl Plan {
-    /// What a daemon starting at `now` would find passed since this plan
-    /// was resumed from the store: the fire times nobody fired, and the
-    /// one it would catch up. Decided by [`Plan::step`] itself (on a
-    /// copy), so a view that says "missed" says what the daemon will
-    /// record; `None` when nothing passed.
+    /// What a daemon there at `now` (starting, or back from a stop) would
+    /// find passed since this plan was resumed from the store: the fire
+    /// times missed, the one it would catch up, and those only late, which
+    /// it runs once. Decided by [`Plan::step`] itself (on a copy), so a
+    /// view says what the daemon will record.
     #[must_use]
-    pub fn overdue(&self, now: DateTime<Utc>) -> Option<Overdue> {
+    pub fn unfired(&self, now: DateTime<Utc>) -> Unfired {
         let mut plan = self.clone();
-        plan.started = plan.started.min(now);
+        let first = plan.next;
         let step = plan.step(&Observed {
             now,
             paused: None,
             running: false,
         });
-        let mut out: Option<Overdue> = None;
+        let mut out = Unfired::default();
         for d in &step.decisions {
             match *d {
                 Decision::Missed {
@@ -44,7 +62,7 @@ impl Plan {
                     more,
                     ..
                 } => {
-                    out = Some(Overdue {
+                    out.missed = Some(Overdue {
                         first,
                         last,
                         count,
@@ -57,7 +75,7 @@ impl Plan {
                     why: RunWhy::CatchUp,
                     ..
                 } => {
-                    let o = out.get_or_insert(Overdue {
+                    let o = out.missed.get_or_insert(Overdue {
                         first: at,
                         last: at,
                         count: 0,
@@ -67,6 +85,20 @@ impl Plan {
                     o.last = at;
                     o.count += 1;
                     o.catch_up = Some(at);
+                }
+                Decision::Fire {
+                    at,
+                    why: RunWhy::OnTime,
+                    folded,
+                } => {
+                    let after_missed = out
+                        .missed
+                        .and_then(|m| self.schedule.next_after(m.last, self.tz));
+                    out.late = Some(Late {
+                        first: after_missed.or(first).unwrap_or(at),
+                        last: at,
+                        count: folded + 1,
+                    });
                 }
                 _ => {}
             }

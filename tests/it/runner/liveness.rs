@@ -238,7 +238,8 @@ both_backends! {
 
     /// A daemon killed with SIGKILL says nothing: the views see its
     /// process gone, say it is not running and since when, and count the
-    /// fire times that pass unfired; started again, it records them.
+    /// fire times that pass unfired (late under a minute, then missed);
+    /// started again, it records them.
     fn a_killed_daemon_is_not_running_and_the_fires_it_misses_show(env) {
         let w = worker(&env);
         env.config(&format!(
@@ -274,10 +275,17 @@ both_backends! {
         assert!(text.contains("is gone (killed, or crashed)"), "{text}");
         assert!(text.contains("so nothing fires"), "{text}");
 
+        // Under a minute unfired, they are late: a daemon started now runs
+        // the latest once for them.
         wait_for("two fire times to pass unfired", || {
             env.status_when_readable()
-                .is_some_and(|s| batch(&s, "n")["missed"]["count"].as_u64().unwrap_or(0) >= 2)
+                .is_some_and(|s| batch(&s, "n")["late"]["count"].as_u64().unwrap_or(0) >= 2)
         });
+        assert!(batch(&env.status(), "n")["missed"].is_null());
+        let text = out(&env, &["status"]);
+        assert!(text.contains("late: ") && text.contains("a daemon back now runs the latest once"), "{text}");
+        // As if killed two minutes ago: those more than a minute old are missed.
+        env.exec("UPDATE batches SET next_fire = next_fire - 120000, last_fire_at = last_fire_at - 120000 WHERE name = 'n'");
         let before = env.snapshot();
         let text = out(&env, &["status"]);
         assert!(text.contains("fire times, from "), "{text}");
