@@ -260,10 +260,11 @@ pub fn show(ctx: &Ctx, args: &ShowArgs) -> anyhow::Result<Exit> {
     let rules = crate::model::claim_view::Rules {
         pool: cfg.pool.as_ref().map(|p| p.name.as_str()),
         max_attempts: cfg.max_attempts,
+        holding: reasons.batch.as_ref().map(|(_, h)| h),
     };
     let claim = info
         .as_ref()
-        .and_then(|i| crate::model::claim_view::of(i, &item, rules));
+        .and_then(|i| crate::model::claim_view::of(i, &item, rules, now));
     let usage = store.item_usage(&args.batch, &item.key)?;
     if args.json {
         // A struct, not `json!`: that reads the payload and the result

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::waiting::WaitReason;
+use super::waiting::{Holding, WaitReason};
 use super::{BatchInfo, Item, Millis, Seat, Status};
 use crate::util::sanitize;
 use crate::util::time::{relative, rfc3339};
@@ -41,6 +41,9 @@ pub struct ClaimView {
     /// The batch's limit pool (`limit = ...` in the config), as the
     /// batch's waiting line names it.
     pool: Option<String>,
+    /// The retry-after hold a deferred claim waits for instead of a place:
+    /// its end, and the pool it is said of (`waiting::deferred_wait`).
+    held: Option<(Millis, Option<String>)>,
     /// Its attempts and the batch's `max_attempts`, when they are used up:
     /// the next run takes it back only to quarantine it.
     used_up: Option<(i64, u32)>,
@@ -52,10 +55,14 @@ pub struct Rules<'a> {
     /// The batch's limit pool, if it has one.
     pub pool: Option<&'a str>,
     pub max_attempts: u32,
+    /// What holds the batch, as the waiting line reads it: a pool held by
+    /// a retry-after holds its deferred claims too.
+    pub holding: Option<&'a Holding>,
 }
 
-/// The claim of `item`, if it is claimed, under its batch's `rules`.
-pub fn of(info: &BatchInfo, item: &Item, rules: Rules<'_>) -> Option<ClaimView> {
+/// The claim of `item`, if it is claimed, under its batch's `rules`, as
+/// of `now`.
+pub fn of(info: &BatchInfo, item: &Item, rules: Rules<'_>, now: Millis) -> Option<ClaimView> {
     if item.status != Status::Claimed {
         return None;
     }
@@ -74,6 +81,16 @@ pub fn of(info: &BatchInfo, item: &Item, rules: Rules<'_>) -> Option<ClaimView> 
         pool_wait_since: item.pool_wait_since,
         retry_at: item.retry_at,
         pool: rules.pool.map(str::to_string),
+        held: rules.holding.and_then(|h| {
+            let pool = h.rate_limit.as_ref();
+            match super::waiting::deferred_wait(pool, h.hold_until, now) {
+                (WaitReason::Hold, Some(until)) => {
+                    let named = super::waiting::hold_pool(pool, h.hold_until);
+                    Some((until, named.map(|p| p.pool.clone())))
+                }
+                _ => None,
+            }
+        }),
         used_up: {
             let used =
                 super::attempts_used(item.attempts.into(), item.pool_wait_since, item.retry_at);
@@ -126,6 +143,16 @@ impl ClaimView {
                     rfc3339(at),
                     relative(at, now)
                 ),
+                (Some(WaitReason::PoolPlace), _, Some(_))
+                    if let Some((until, pool)) = &self.held =>
+                {
+                    let held = super::waiting::held_words(
+                        Some(*until),
+                        pool.as_deref().map(|p| sanitize::line(p)).as_deref(),
+                        now,
+                    );
+                    format!("claimed by {run}, {held}{lease}")
+                }
                 (Some(WaitReason::PoolPlace), _, Some(since)) => {
                     // A config that no longer names the pool still says a pool waits.
                     let pool = self.pool.as_deref().map_or_else(
@@ -162,6 +189,8 @@ impl ClaimView {
             "next_run_quarantines": self.orphaned() && self.used_up.is_some(),
             "lease_until": self.lease_until.map(rfc3339),
             "pool_wait_since": self.pool_wait_since.map(rfc3339),
+            // A deferred claim's pool held by a retry-after: until when.
+            "held_until": self.held.as_ref().filter(|_| self.pool_wait_since.is_some()).map(|(t, _)| rfc3339(*t)),
             "retry_at": self.retry_at.map(rfc3339),
             "silent_since": match self.state {
                 State::Silent { since } => Some(rfc3339(since)),
@@ -185,6 +214,7 @@ mod tests {
         Rules {
             pool,
             max_attempts: 5,
+            holding: None,
         }
     }
 
@@ -204,14 +234,20 @@ mod tests {
     /// waiting line does, where it said "its pool".
     #[test]
     fn a_claim_waiting_for_a_place_names_the_pool() {
-        let claim = of(&live_batch(), &deferred(), rules(Some("本番アカウント"))).unwrap();
+        let claim = of(
+            &live_batch(),
+            &deferred(),
+            rules(Some("本番アカウント")),
+            NOW,
+        )
+        .unwrap();
         assert_eq!(
             claim.line(NOW),
             "claimed by run #3 (h:7), waiting for a place in pool 本番アカウント \
              since 2026-01-01T06:46:10Z (30s ago)"
         );
         // A config that no longer names a pool for the batch.
-        let unnamed = of(&live_batch(), &deferred(), rules(None)).unwrap();
+        let unnamed = of(&live_batch(), &deferred(), rules(None), NOW).unwrap();
         assert!(
             unnamed
                 .line(NOW)
@@ -221,6 +257,52 @@ mod tests {
         );
     }
 
+    /// A deferred claim whose pool a retry-after holds waits for the hold,
+    /// not for a place (it said "waiting for a place"), in the words of
+    /// the batch's waiting line.
+    #[test]
+    fn a_claim_deferred_by_a_held_pool_says_the_hold() {
+        let holding = Holding {
+            rate_limit: Some(super::super::waiting::RateLimited {
+                pool: "本番アカウント".into(),
+                dimension: super::super::waiting::POOL_HOLD.into(),
+                next_slot: Some(NOW + 600_000),
+            }),
+            ..Holding::default()
+        };
+        let held = Rules {
+            holding: Some(&holding),
+            ..rules(Some("本番アカウント"))
+        };
+        let claim = of(&live_batch(), &deferred(), held, NOW).unwrap();
+        assert_eq!(
+            claim.line(NOW),
+            "claimed by run #3 (h:7), held until 06:56:40Z (retry-after for pool 本番アカウント)"
+        );
+        assert_eq!(claim.json()["held_until"], "2026-01-01T06:56:40Z");
+        // A pool short of room, not held: a place.
+        let full = Holding {
+            rate_limit: Some(super::super::waiting::RateLimited {
+                dimension: "requests/min".into(),
+                ..holding.rate_limit.clone().unwrap()
+            }),
+            ..Holding::default()
+        };
+        let short = Rules {
+            holding: Some(&full),
+            ..rules(Some("本番アカウント"))
+        };
+        let claim = of(&live_batch(), &deferred(), short, NOW).unwrap();
+        assert!(
+            claim
+                .line(NOW)
+                .contains("waiting for a place in pool 本番アカウント"),
+            "{}",
+            claim.line(NOW)
+        );
+        assert_eq!(claim.json()["held_until"], Value::Null);
+    }
+
     /// A claim whose attempt failed and runs again later waits to retry,
     /// until then; its runner dead, it is an orphan like any other.
     #[test]
@@ -228,7 +310,7 @@ mod tests {
         let mut item = deferred();
         item.pool_wait_since = None;
         item.retry_at = Some(NOW + 90_000);
-        let claim = of(&live_batch(), &item, rules(None)).unwrap();
+        let claim = of(&live_batch(), &item, rules(None), NOW).unwrap();
         assert_eq!(
             claim.line(NOW),
             "claimed by run #3 (h:7), waiting to retry at 2026-01-01T06:48:10Z (in 1m30s) \
@@ -239,7 +321,7 @@ mod tests {
         assert!(claim.line(NOW + 90_000).starts_with("in flight in run #3"));
         let mut crashed = live_batch();
         crashed.runners.seats[0] = Seat::Crashed;
-        let orphan = of(&crashed, &item, rules(None)).unwrap();
+        let orphan = of(&crashed, &item, rules(None), NOW).unwrap();
         assert!(orphan.line(NOW).contains("crashed"), "{}", orphan.line(NOW));
     }
 
@@ -256,22 +338,23 @@ mod tests {
         let last = Rules {
             pool: None,
             max_attempts: 2,
+            holding: None,
         };
-        let claim = of(&crashed, &item, last).unwrap();
+        let claim = of(&crashed, &item, last, NOW).unwrap();
         assert_eq!(
             claim.line(NOW),
             "run #3 (h:7) crashed: its runner is gone; the next run takes this item back \
              and quarantines it: its attempts are used (attempt 2, max_attempts 2)"
         );
         assert_eq!(claim.json()["next_run_quarantines"], true);
-        let again = of(&crashed, &item, rules(None)).unwrap();
+        let again = of(&crashed, &item, rules(None), NOW).unwrap();
         assert_eq!(
             again.line(NOW),
             "run #3 (h:7) crashed: its runner is gone; the next run takes this item back"
         );
         assert_eq!(again.json()["next_run_quarantines"], false);
         // A live claim on its last attempt is in flight, not quarantined.
-        let live = of(&live_batch(), &item, last).unwrap();
+        let live = of(&live_batch(), &item, last, NOW).unwrap();
         assert_eq!(live.json()["next_run_quarantines"], false);
         assert!(
             live.line(NOW).starts_with("in flight in run #3"),
@@ -292,12 +375,13 @@ mod tests {
         let last = Rules {
             pool: None,
             max_attempts: 2,
+            holding: None,
         };
-        let claim = of(&crashed, &item, last).unwrap();
+        let claim = of(&crashed, &item, last, NOW).unwrap();
         assert_eq!(claim.json()["next_run_quarantines"], false);
         // A retry waiting for its pool has not counted its attempt yet.
         item.retry_at = Some(NOW - 1);
-        let claim = of(&crashed, &item, last).unwrap();
+        let claim = of(&crashed, &item, last, NOW).unwrap();
         assert_eq!(claim.json()["next_run_quarantines"], true);
     }
 

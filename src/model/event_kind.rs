@@ -57,9 +57,9 @@ event_kinds! {
     ProtocolError => "protocol-error",
     /// A worker printed lines the runner does not read (stdout lines of a persistent worker that are not answers, or @nightshift lines it cannot use), ignored and counted.
     StrayOutput => "stray-output",
-    /// Every call of the batch held back by a `retry_after_s` answer (rate limit).
+    /// Every call of the batch held back by a `retry_after_s` answer (rate limit): its own, or its limit pool's (`… held until T (retry-after for pool openai), asked by a1 of a`, with `pool`, `until`, `from_batch`, `from_key`).
     Hold => "hold",
-    /// Calls wait for the batch's limit pool: which pool, which limit, the next slot.
+    /// Calls wait for the batch's limit pool's room: which pool, which limit, the next slot (a pool's hold is a `hold`).
     RateLimit => "rate-limit",
     /// An item's `estimate_field` holds no token estimate: its call reserved `token_estimate` instead (said for a run's first such item; its end counts them when there are more).
     EstimateIgnored => "estimate-ignored",

@@ -135,7 +135,7 @@ pub fn page(
             },
         ),
     ]);
-    if let Some(claim) = info.and_then(|(i, rules)| claim_view::of(i, item, rules)) {
+    if let Some(claim) = info.and_then(|(i, rules)| claim_view::of(i, item, rules, now)) {
         let role = if claim.orphaned() { Role::Warn } else { plain };
         let line = claim.line(now);
         hanging(vec![field("claim")], FIELD, &line, width, role, &mut out);
@@ -377,6 +377,7 @@ mod tests {
         let rules = claim_view::Rules {
             pool: Some("本番"),
             max_attempts: 5,
+            holding: None,
         };
         let lines = text_of(&page("k", Some(&shown), Some((&info, rules)), &[], 0, 120));
         assert!(

@@ -120,16 +120,16 @@ impl App {
         match &self.detail {
             Some(d) => {
                 let info = self.detail_batch();
+                let holding = info.and_then(|b| self.holding(b));
                 let rules = info.map(|b| crate::model::claim_view::Rules {
                     pool: self.setup.config.pool_of.get(&b.name).map(String::as_str),
                     max_attempts: self.setup.config.max_attempts_of(&b.name),
+                    holding: holding.as_ref(),
                 });
-                let waits = match (&self.data.detail, info) {
-                    (Some(Ok(det)), Some(b)) if det.item.key == d.key => {
-                        self.holding(b).map_or_else(Vec::new, |h| {
-                            let item = crate::model::waiting::Waits::of(&det.item, b);
-                            crate::model::waiting::item_waits(&h, item, self.now)
-                        })
+                let waits = match (&self.data.detail, info, &holding) {
+                    (Some(Ok(det)), Some(b), Some(h)) if det.item.key == d.key => {
+                        let item = crate::model::waiting::Waits::of(&det.item, b);
+                        crate::model::waiting::item_waits(h, item, self.now)
                     }
                     _ => Vec::new(),
                 };
