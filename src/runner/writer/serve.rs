@@ -40,8 +40,9 @@ pub(super) fn serve(
             drop(take_deferred());
             continue;
         }
-        // What arrives while the lanes finish joins this group.
-        let _turn = turn.writer();
+        // Where the writer's groups take the seat its lanes hold, its turn
+        // (see `turn`); what arrives while the lanes finish joins the group.
+        let _turn = store.orders_by_seat().then(|| turn.writer());
         // The deferred writes first: each was queued before what arrives
         // after it.
         let mut jobs = take_deferred();
@@ -57,7 +58,7 @@ pub(super) fn serve(
     // The last deferred writes, once nothing more can arrive.
     let rest = take_deferred();
     if !rest.is_empty() && !sealed.load(Ordering::SeqCst) {
-        let _turn = turn.writer();
+        let _turn = store.orders_by_seat().then(|| turn.writer());
         run_group(&mut store, rest);
     }
     store.end_checkpoints_beside();
