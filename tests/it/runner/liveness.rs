@@ -124,7 +124,7 @@ both_backends! {
         assert!(lease.as_str().is_some_and(|t| t.ends_with('Z')), "{lease}");
         assert_eq!(shown["claim"], serde_json::json!({
             "run_id": 1, "runner": holder, "state": "crashed", "orphaned": true, "silent_since": null,
-            "pool_wait_since": null, "retry_at": null, "next_run_quarantines": false,
+            "pool_wait_since": null, "held_until": null, "retry_at": null, "next_run_quarantines": false,
         }));
 
         let short = out(&env, &["status", "--short"]);
