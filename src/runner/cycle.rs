@@ -214,6 +214,8 @@ pub(super) struct HeldNow {
     pub(super) until: Millis,
     /// The pool whose retry-after it is, when the pool's hold ends last.
     pub(super) pool: Option<String>,
+    /// A reached budget's, not a retry-after: its window ends last.
+    pub(super) budget: bool,
 }
 
 /// How an in-flight item's worker is told to stop.
@@ -368,9 +370,12 @@ impl Cycle {
     pub(super) fn held_now(&self, now: Millis) -> Option<HeldNow> {
         let pool = self.pool.as_ref().and_then(|p| p.limited_now());
         let own = self.gate.held_until();
+        let until = hold_end(own, pool.as_ref(), now)?;
+        let named = hold_pool(pool.as_ref(), own).map(|p| p.pool.clone());
         Some(HeldNow {
-            until: hold_end(own, pool.as_ref(), now)?,
-            pool: hold_pool(pool.as_ref(), own).map(|p| p.pool.clone()),
+            until,
+            budget: named.is_none() && self.gate.budget_until() == Some(until),
+            pool: named,
         })
     }
 

@@ -78,6 +78,11 @@ impl Gate {
         self.held.borrow().until.filter(|t| *t > now_ms())
     }
 
+    /// Until when a reached budget holds the batch, if one does.
+    pub fn budget_until(&self) -> Option<Millis> {
+        self.held.borrow().budget.filter(|t| *t > now_ms())
+    }
+
     /// Holds every call until `until`, the end of the latest reached
     /// budget's window, or no longer (`None`: none is reached, a budget
     /// raised in the config file among the reasons). The budgets' ledger

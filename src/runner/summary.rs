@@ -14,7 +14,7 @@ use crate::model::waiting::{WaitReason, claim_wait_said, held_words};
 use crate::model::{EventKind, Holder, NewEvent, RunCounts, RunState};
 use crate::store::{RunEnd, Store};
 use crate::util::live::Live;
-use crate::util::time::now_ms;
+use crate::util::time::{moment, now_ms};
 use crate::util::{sanitize, text};
 
 /// `articles: 190 done, 4 empty, 3 failed (2 retry, 1 manual), 12 retried,
@@ -201,7 +201,12 @@ fn progress_line(
     };
     // In the words of every view, the pool named when it is its hold.
     let held = p.held.as_ref().map_or_else(String::new, |h| {
-        let words = held_words(Some(h.until), h.pool.as_deref(), now);
+        let words = if h.budget {
+            // As every view says a budget's wait.
+            format!("budget reached, resets {}", moment(h.until, now))
+        } else {
+            held_words(Some(h.until), h.pool.as_deref(), now)
+        };
         format!(" · {}", sanitize::line(&words))
     });
     let Claims {
@@ -497,6 +502,7 @@ mod tests {
             held: Some(HeldNow {
                 until: 1_767_251_760_000,
                 pool: Some("本番アカウント".into()),
+                budget: false,
             }),
             ..progress(claims)
         };
@@ -506,6 +512,22 @@ mod tests {
             "b: 3 done, 0 empty, 1 failed, 0 running, 2 held, 4 left · 4/min \
              · held until 07:16:00Z (retry-after for pool 本番アカウント)"
         );
+    }
+
+    /// A reached budget holds the run too, but no retry-after asked it:
+    /// the line said `held until T (retry-after)`.
+    #[test]
+    fn the_live_line_says_a_budgets_hold_as_a_budget() {
+        let p = Progress {
+            held: Some(HeldNow {
+                until: 1_767_312_000_000,
+                pool: None,
+                budget: true,
+            }),
+            ..progress(Claims::default())
+        };
+        let line = progress_line("b", &p, 1_767_250_000_000, None);
+        assert!(line.ends_with(" · budget reached, resets 00:00Z"), "{line}");
     }
 
     /// On a narrow terminal the name is cut first, so the counts stay.
