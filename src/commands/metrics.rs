@@ -96,7 +96,12 @@ pub fn render(
     };
     let mut missed = Family {
         name: "nightshift_missed_fires",
-        help: "Fire times passed with no live daemon to fire them (scheduled batches only).",
+        help: "Fire times missed: passed unfired more than a minute ago, with no live daemon to fire them (scheduled batches only).",
+        samples: Vec::new(),
+    };
+    let mut late = Family {
+        name: "nightshift_late_fires",
+        help: "Fire times passed unfired less than a minute ago, with no live daemon to fire them: a daemon back now runs the latest once for them (scheduled batches only).",
         samples: Vec::new(),
     };
     let mut last_run_time = Family {
@@ -175,6 +180,10 @@ pub fn render(
             missed
                 .samples
                 .push((format!("batch=\"{b}\""), seen.missed() as f64));
+            late.samples.push((
+                format!("batch=\"{b}\""),
+                seen.late.map_or(0, |l| l.count) as f64,
+            ));
         }
         if let (Some(run), Some(state)) = (&info.last_run, info.last_run_seen()) {
             last_run_time
@@ -238,6 +247,7 @@ pub fn render(
         daemon_up,
         daemon_seen,
         missed,
+        late,
     ] {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(out, "# TYPE {} gauge", family.name);

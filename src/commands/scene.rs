@@ -161,6 +161,9 @@ pub fn short_line(ctx: &Ctx, infos: &[BatchInfo], scene: &Scene) -> String {
                     Some(o) => s.push_str(&format!(" {} missed", o.count)),
                     None => {}
                 }
+                if let Some(l) = sched.late {
+                    s.push_str(&format!(" {} late", l.count));
+                }
             }
             s
         })

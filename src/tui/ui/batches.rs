@@ -649,10 +649,14 @@ fn schedule_line(app: &App, info: &BatchInfo, label: Span<'static>) -> Line<'sta
             ),
             None => String::new(),
         };
+        // Not missed yet: a daemon back now runs the latest once for them.
+        let late = seen.late.map_or_else(String::new, |l| {
+            format!(" · {} late, the latest runs once when it is back", l.count)
+        });
         return Line::from(vec![
             label,
             head,
-            Span::styled(format!("{daemon}{missed}"), p.style(Role::Fail)),
+            Span::styled(format!("{daemon}{missed}{late}"), p.style(Role::Fail)),
         ]);
     }
     let next = seen

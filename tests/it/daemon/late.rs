@@ -126,6 +126,26 @@ fn a_daemon_stopped_for_seconds_runs_its_late_fires_once_and_every_view_says_so(
         v["missed"].is_null() && v["late"]["count"].as_u64().unwrap() >= 3,
         "{v}"
     );
+    // The one-line view and the metrics too (they said nothing of them).
+    let out = env.cmd().args(["status", "--short"]).output().unwrap();
+    let short = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        short.contains(" no daemon ")
+            && short.trim_end().ends_with(" late")
+            && !short.contains("missed"),
+        "{short}"
+    );
+    let out = env.cmd().args(["status", "--prometheus"]).output().unwrap();
+    let metrics = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        crate::support::metric(&metrics, "nightshift_late_fires{batch=\"記事\"}") >= 3.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        crate::support::metric(&metrics, "nightshift_missed_fires{batch=\"記事\"}"),
+        0.0,
+        "{metrics}"
+    );
 
     daemon.signal(Signal::SIGCONT);
     wait_for("the fire that stands for them", || {
