@@ -709,6 +709,21 @@ fn a_schedule_without_a_live_daemon_says_so_and_counts_what_it_missed() {
         "{shot}"
     );
     assert!(!shot.contains("next Fri"), "{shot}");
+    // A fire time passed under a minute ago is late, not missed: a daemon
+    // back now runs it (the line said nothing of it).
+    let fire = NOW + 5 * fixture::HOUR; // 2026-01-02 02:00 JST
+    store.set_next_fire("articles", Some(fire), NOW).unwrap();
+    let mut app = App::new(setup(Palette::Mono, false), fire + 30_000);
+    app.update(Arrival::Resize(160, 48));
+    poll_at(&mut app, &store, fire + 30_000);
+    let shot = draw(&app);
+    assert!(
+        shot.contains(
+            "(last seen 5h0m ago: went silent) · 1 late, the latest runs once when it is back"
+        ),
+        "{shot}"
+    );
+    assert!(!shot.contains("missed"), "{shot}");
     // While it beats, the next fire.
     let mut app = App::new(setup(Palette::Mono, false), NOW);
     app.update(Arrival::Resize(160, 48));
