@@ -62,24 +62,49 @@ pub fn mark_reported_twice(text: &str, value: &mut serde_json::Value) {
     }
 }
 
-/// The first of `names` that `text`'s object gives twice at its top
-/// level (`{"key": "a", "result": 1, "key": "b"}`: `key`), as written or
-/// spelled with escapes. serde_json keeps the last silently.
-pub fn named_twice<'n>(text: &str, names: &[&'n str]) -> Option<&'n str> {
-    // Read again only when a name could be there twice: a name spelled
-    // with escapes is not seen as written.
-    let may = text.contains("\\u")
-        || names
-            .iter()
-            .any(|n| text.matches(&format!("\"{n}\"")).nth(1).is_some());
-    if !may {
-        return None;
+/// `text`'s object, read once as serde_json reads it (a name given twice
+/// keeps its last value), with the first of `names` it gives twice at its
+/// top level (`{"key": "a", "result": 1, "key": "b"}`: `key`), as written
+/// or spelled with escapes. `Err` for a text that is no JSON object.
+pub fn object_naming_once<'n>(
+    text: &str,
+    names: &[&'n str],
+) -> serde_json::Result<(serde_json::Map<String, serde_json::Value>, Option<&'n str>)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let read = serde::de::DeserializeSeed::deserialize(Once { names }, &mut de)?;
+    de.end()?;
+    Ok(read)
+}
+
+/// Reads an object, noting the first of `names` given twice.
+struct Once<'a, 'n> {
+    names: &'a [&'n str],
+}
+
+impl<'de, 'n> serde::de::DeserializeSeed<'de> for Once<'_, 'n> {
+    type Value = (serde_json::Map<String, serde_json::Value>, Option<&'n str>);
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
     }
-    let found = twice(text, names, &[], 0);
-    names
-        .iter()
-        .find(|n| found.iter().any(|p| p.len() == 1 && p[0] == **n))
-        .copied()
+}
+
+impl<'de, 'n> serde::de::Visitor<'de> for Once<'_, 'n> {
+    type Value = (serde_json::Map<String, serde_json::Value>, Option<&'n str>);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut obj, mut first_twice) = (serde_json::Map::new(), None);
+        while let Some(name) = map.next_key::<String>()? {
+            let value = map.next_value()?;
+            if first_twice.is_none() && obj.contains_key(&name) {
+                first_twice = self.names.iter().find(|n| **n == name).copied();
+            }
+            obj.insert(name, value);
+        }
+        Ok((obj, first_twice))
+    }
 }
 
 /// The paths of `names` given twice in one object of `text`, looking
@@ -219,11 +244,12 @@ mod tests {
     }
 
     /// A protocol name given twice at the top level is found, escaped
-    /// too; the same name deeper down, or once, is not.
+    /// too, the object read as serde_json reads it; the same name deeper
+    /// down, or once, is not.
     #[test]
     fn a_name_given_twice_at_the_top_is_found() {
         let names = ["key", "result", "error", "op_id"];
-        let find = |text: &str| named_twice(text, &names);
+        let find = |text: &str| object_naming_once(text, &names).unwrap().1;
         assert_eq!(find(r#"{"key":"a","result":1,"key":"b"}"#), Some("key"));
         assert_eq!(
             find(r#"{"key":"a","result":1,"\u006bey":"b"}"#),
@@ -233,6 +259,19 @@ mod tests {
         assert_eq!(find(r#"{"key":"a","result":{"key":"b","key":"c"}}"#), None);
         assert_eq!(find(r#"{"key":"a","result":"\u9375 key"}"#), None);
         assert_eq!(find(r#"{"key":"a","title":"t","title":"u"}"#), None);
+        for text in [
+            r#"{"key":"a","result":1,"key":"b"}"#,
+            r#"{"k": [1, {"x": 2.5}], "k": null}"#,
+        ] {
+            let (obj, _) = object_naming_once(text, &names).unwrap();
+            assert_eq!(
+                serde_json::Value::Object(obj),
+                serde_json::from_str::<serde_json::Value>(text).unwrap()
+            );
+        }
+        for bad in ["{", r#"{"a":1} x"#, "[1]"] {
+            assert!(object_naming_once(bad, &names).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -48,13 +48,15 @@ pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
     if !trimmed.starts_with('{') {
         return Ok(Some(Line::Stray(quote(trimmed))));
     }
-    let read = serde_json::from_str::<Value>(trimmed).map(|mut v| {
+    // Read once, noting a protocol name given twice (see below).
+    let read = crate::util::json::object_naming_once(trimmed, &PROTOCOL).map(|(obj, twice)| {
         // A cost or count given twice is refused, not taken as its last.
+        let mut v = Value::Object(obj);
         crate::util::json::mark_reported_twice(trimmed, &mut v);
-        v
+        (v, twice)
     });
-    let obj = match read {
-        Ok(Value::Object(obj)) => obj,
+    let (obj, twice) = match read {
+        Ok((Value::Object(obj), twice)) => (obj, twice),
         Ok(_) => return Ok(Some(Line::Stray(quote(trimmed)))),
         Err(e) => {
             let hint = if trimmed.contains("NaN") || trimmed.contains("Infinity") {
@@ -75,7 +77,7 @@ pub fn parse_line(text: &str) -> Result<Option<Line>, String> {
     }
     // serde_json keeps a name's last value: which request a line answers,
     // or with what, would be a guess (an answer on the wrong item).
-    if let Some(name) = crate::util::json::named_twice(trimmed, &PROTOCOL) {
+    if let Some(name) = twice {
         return Err(format!(
             "{KEY_RULE}, and give each of \"key\", \"result\", \"error\" and \"op_id\" once: \
              a line giving {name:?} twice is not read as either: {}",
